@@ -1,0 +1,32 @@
+/* gemm: every matmul of meshtrain goes through here (OpenBLAS sgemm), with a naive twin.
+ * Row-major. Depends on cblas only. No MPI, no allocation. */
+#ifndef MT_KERNELS_GEMM_H
+#define MT_KERNELS_GEMM_H
+#include <stdbool.h>
+#include <stdint.h>
+
+/* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C[M,N]; op(X) = Xᵀ when the flag is set.
+ * lda/ldb/ldc are row strides of A, B, C as stored (A stored [M,K] or, transposed, [K,M]).
+ * beta = 0 overwrites C (C may hold garbage); beta = 1 accumulates. */
+void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K, bool ta,
+               bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
+/* Naive twin of kern_gemm (double accumulation). */
+void kern_gemm_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                   bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
+                   float beta);
+
+/* y[M,N] = x[M,K] · w[K,N]. Overwrites y. */
+void kern_matmul(float *restrict y, const float *restrict x, const float *restrict w, int64_t M,
+                 int64_t K, int64_t N);
+/* dw[K,N] += x[M,K]ᵀ · dy[M,N]. Accumulates (weight gradient). */
+void kern_matmul_dw(float *restrict dw, const float *restrict x, const float *restrict dy,
+                    int64_t M, int64_t K, int64_t N);
+/* dx[M,K] (=, or += when acc) dy[M,N] · w[K,N]ᵀ (input gradient). */
+void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *restrict w,
+                    int64_t M, int64_t K, int64_t N, bool acc);
+
+/* Sets the number of BLAS threads for this process (1 = single-threaded). */
+void kern_set_threads(int n);
+/* Measures this process's sgemm throughput in FLOP/s on an n×n×n product (about `seconds` long). */
+double kern_measure_flops(int64_t n, double seconds);
+#endif

@@ -1,0 +1,79 @@
+/* mesh: the emulated TPU slice. Owns MPI start-up and shut-down (the only module that touches
+ * MPI_COMM_WORLD), named axes on a 1D/2D/3D torus, coordinates and wraparound, one communicator
+ * per axis and per ordered set of axes, rank-aware logging, and errors that end the whole job.
+ * Knows no tensors and no model. Depends on MPI only.
+ *
+ * Rank ↔ coordinate mapping (fixed, documented in the README): axes are listed in the order given
+ * to --mesh; the LAST axis varies fastest. rank = ((c0·s1) + c1)·s2 + c2. */
+#ifndef MT_MESH_MESH_H
+#define MT_MESH_MESH_H
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MESH_MAX_AXES 3
+
+typedef struct mesh mesh;
+
+/* An ordered set of mesh axes (the book's X, XY, ...): ax[0] is the major (slowest) one. */
+typedef struct {
+    int n;
+    int ax[MESH_MAX_AXES];
+} mesh_axes;
+
+/* Not collective. MPI_Init_thread; records the world rank for logging. Call first. */
+void mesh_mpi_init(int *argc, char ***argv);
+/* Collective over: world. MPI_Finalize. */
+void mesh_mpi_finalize(void);
+int mesh_world_rank(void);
+int mesh_world_size(void);
+
+/* Collective over: world. Parses `spec` ("x=4,y=2", "2x2x2", "4"; axes named x,y,z when not
+ * named) and `open` (comma list of axes without wraparound, or NULL), checks that the product of
+ * sizes equals the number of ranks. On bad input returns NULL and writes the reason into
+ * err[errlen] (the same on every rank; nothing printed). */
+mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen);
+/* Collective over: world. Frees communicators. Accepts NULL. */
+void mesh_destroy(mesh *m);
+
+int mesh_rank(const mesh *m);
+int mesh_nranks(const mesh *m);
+int mesh_ndims(const mesh *m);
+int mesh_axis_size(const mesh *m, int axis);
+int mesh_axis_coord(const mesh *m, int axis);
+int mesh_axis_wraps(const mesh *m, int axis);
+char mesh_axis_name(const mesh *m, int axis);
+/* Index of the axis named `name` ('x'), or -1. */
+int mesh_axis_index(const mesh *m, char name);
+/* Parses "xy" / "x" into an ordered axis set; returns 0, or -1 for an unknown or repeated axis.
+ * The empty string gives n = 0 (a collective over no axes is a copy). */
+int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out);
+/* Product of the sizes of the axes in the set; this rank's index within the flattened set. */
+int mesh_axes_size(const mesh *m, mesh_axes a);
+int mesh_axes_index(const mesh *m, mesh_axes a);
+/* Communicator over the ordered set (rank in it = mesh_axes_index). Owned by the mesh. */
+MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a);
+MPI_Comm mesh_world_comm(const mesh *m);
+/* "(x=1,y=0)" into buf. */
+const char *mesh_coord_str(const mesh *m, char *buf, size_t len);
+/* Collective over: world. Prints the placement table (rank, coordinates, host) from rank 0. */
+void mesh_print_placement(mesh *m, FILE *out);
+
+/* ---- errors and logging ---- */
+/* Collective over: comm. Returns the minimum of `status` over comm, so all ranks agree. */
+int mesh_agree(MPI_Comm comm, int status);
+/* Collective over: world (every rank must call it, with the same message). Rank 0 prints
+ * "meshtrain: error: <msg>" to stderr, every rank finalizes MPI and exits with status 2. */
+_Noreturn void mesh_exit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Not collective: one rank hit a bug. Prints rank, coordinates, file and line, then MPI_Abort. */
+_Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) mesh_abort(__FILE__, __LINE__, __VA_ARGS__);                                  \
+    } while (0)
+/* Prints from world rank 0 only. */
+void mesh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Monotonic wall clock in seconds. */
+double mesh_now(void);
+#endif

@@ -1,0 +1,63 @@
+/* config: every meshtrain option in one struct, parsed from argv and validated up front (before
+ * any collective), with a message that says what was wrong and what would be right. Knows the
+ * model's hyper-parameters; no MPI. */
+#ifndef MT_TRAIN_CONFIG_H
+#define MT_TRAIN_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int64_t L, D, N, K, H, F, V, T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+} model_shape;
+
+typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
+typedef enum { DATA_ORDER_RANDOM = 0, DATA_ORDER_SEQUENTIAL = 1 } data_order;
+
+typedef struct {
+    model_shape shape;
+    /* batch */
+    int64_t batch;       /* global sequences per step */
+    int64_t micro_batch; /* global sequences per micro-batch (batch % micro_batch == 0) */
+    int64_t steps;
+    /* optimizer and schedule */
+    optim_kind optimizer;
+    double lr, min_lr, weight_decay, clip, beta1, beta2, eps;
+    int64_t warmup;
+    uint64_t seed;
+    /* data */
+    char data[1024];     /* HDF5 token file, or a text file (prepared on the fly) */
+    data_order order;
+    int64_t eval_every, eval_batches;
+    /* outputs */
+    int64_t sample;      /* bytes to generate at the end (0 = none) */
+    double temperature;
+    int64_t top_k;
+    char metrics[1024];  /* JSON lines, one per step ("" = none) */
+    char save_init[1024];  /* write initial params to this HDF5 file */
+    char save_final[1024]; /* write final params to this HDF5 file */
+    int threads;           /* BLAS threads per rank */
+    int bench;             /* --bench: timing run, no data file needed */
+    int quiet;
+    /* mesh and sharding (issue: parallel schemes) */
+    char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
+    char mesh_open[16];  /* axes without wraparound */
+    char data_axes[8];   /* batch sharded over these axes, e.g. "x" */
+    int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
+    char tensor_axis[4]; /* Megatron TP axis, "" = none */
+    int overlap;
+    char alg[16];        /* collective algorithm name */
+    char emulate[16];    /* chip preset for link emulation, "" = none */
+} config;
+
+/* Fills defaults. */
+void config_defaults(config *c);
+/* Parses argv into c (after defaults). Returns 0; 1 when --help was printed (caller exits 0);
+ * −1 on bad input with the reason in err. Not collective; prints nothing except for --help
+ * (caller decides which rank prints). */
+int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
+/* Checks shapes (N % K, even H, batch % micro_batch, ...). Returns 0 or −1 with err. */
+int config_validate(const config *c, char *err, size_t errlen);
+/* The --help text (flags, defaults, and the FLOP formula used for MFU). */
+void config_print_help(FILE *out);
+#endif
