@@ -60,7 +60,7 @@ struct par; /* sharding plan and communication (train/par.h); NULL = single rank
 
 /* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
  * s->T tokens, and initialises the local slabs from `seed`. Returns NULL on allocation failure. */
-model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *par);
+model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan);
 void model_destroy(model *m); /* accepts NULL */
 const model_shape *model_shape_of(const model *m);
 /* Local storage of parameter id (its slab, row-major) and of its gradient; *n = local count. */

@@ -1,0 +1,143 @@
+/* trainer: one optimizer step = micro-batch loop (forward + backward, gradients accumulated),
+ * gradient reduction over the data axes (par), global-norm clipping, AdamW or SGD on the slices
+ * this rank owns, and the parameter AllGather that ZeRO-1/2 need after the update. */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/optim.h"
+#include "train/par.h"
+
+struct trainer {
+    config c;
+    mesh *mesh;
+    par *plan;
+    model *mod;
+    int64_t B_loc;   /* sequences this rank processes per step (all micro-batches) */
+    int64_t Bl;      /* sequences per micro-batch on this rank */
+    int64_t n_micro; /* micro-batches per step */
+    int64_t row0;
+    float *opt_m, *opt_v;
+    int64_t n_state;
+};
+
+double trainer_lr(const config *c, int64_t step) {
+    if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
+    const int64_t decay = c->steps - c->warmup;
+    if (decay <= 1) return c->lr;
+    const double t = (double)(step - c->warmup) / (double)(decay - 1);
+    const double cosv = 0.5 * (1.0 + cos(3.14159265358979323846 * (t > 1.0 ? 1.0 : t)));
+    return c->min_lr + (c->lr - c->min_lr) * cosv;
+}
+
+trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen) {
+    int trivial = 0;
+    par *plan = par_create(c, m, &trivial, err, errlen);
+    if (!plan && !trivial) return NULL;
+    const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
+    if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
+        snprintf(err, errlen,
+                 "--batch %lld and --micro-batch %lld must be divisible by the %lld data shards",
+                 (long long)c->batch, (long long)c->micro_batch, (long long)shards);
+        par_destroy(plan);
+        return NULL;
+    }
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        par_destroy(plan);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->c = *c;
+    t->mesh = m;
+    t->plan = plan;
+    t->B_loc = c->batch / shards;
+    t->Bl = c->micro_batch / shards;
+    t->n_micro = c->batch / c->micro_batch;
+    t->row0 = idx * t->B_loc;
+    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    int ok = t->mod != NULL;
+    if (ok) {
+        t->n_state = par_state_size(plan, t->mod);
+        if (c->optimizer == OPT_ADAMW) {
+            t->opt_m = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
+            t->opt_v = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
+            ok = t->opt_m && t->opt_v;
+        }
+    }
+    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
+        snprintf(err, errlen, "out of memory allocating the model (try a smaller --micro-batch)");
+        trainer_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+void trainer_destroy(trainer *t) {
+    if (!t) return;
+    model_destroy(t->mod);
+    par_destroy(t->plan);
+    free(t->opt_m);
+    free(t->opt_v);
+    free(t);
+}
+
+model *trainer_model(trainer *t) { return t->mod; }
+
+void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows) {
+    /* micro-batch j of the step takes global rows [j·mb + shard·Bl, ...): so that a data shard's
+     * rows are the same whatever the micro-batching, rows are assigned shard-major. */
+    *row0 = t->row0;
+    *nrows = t->B_loc;
+}
+
+static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
+    const config *c = &t->c;
+    kern_adamw_cfg ac = {(float)trainer_lr(c, step), (float)c->beta1, (float)c->beta2,
+                         (float)c->eps, 0.0f, step + 1};
+    for (int id = 0; id < P_COUNT; id++) {
+        par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
+        if (o.n == 0) continue;
+        param_info pi = model_param_info(&c->shape, (param_id)id);
+        if (clip_scale != 1.0f) kern_scale(o.g, o.n, clip_scale);
+        const float wd = pi.decay ? (float)c->weight_decay : 0.0f;
+        if (c->optimizer == OPT_ADAMW) {
+            ac.weight_decay = wd;
+            kern_adamw(o.p, t->opt_m + o.state_off, t->opt_v + o.state_off, o.g, o.n, &ac);
+        } else {
+            kern_sgd(o.p, o.g, o.n, ac.lr, wd);
+        }
+    }
+    par_after_update(t->plan, t->mod);
+}
+
+void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
+    const double t0 = mesh_now();
+    const int64_t T1 = t->c.shape.T + 1;
+    const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
+    model_zero_grads(t->mod);
+    double loss = 0.0;
+    for (int64_t j = 0; j < t->n_micro; j++)
+        loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+    par_finish_grads(t->plan, t->mod);
+    const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
+    float clip_scale = 1.0f;
+    if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
+    optimizer_update(t, step, clip_scale);
+    st->loss = par_data_mean(t->plan, loss / (double)t->n_micro);
+    st->grad_norm = gnorm;
+    st->lr = trainer_lr(&t->c, step);
+    st->seconds = mesh_now() - t0;
+    st->compute_seconds = st->seconds;
+    st->comm_seconds = 0.0;
+    st->idle_seconds = 0.0;
+}
+
+double trainer_eval(trainer *t, const int32_t *tokens) {
+    const int64_t T1 = t->c.shape.T + 1;
+    double loss = 0.0;
+    for (int64_t j = 0; j < t->n_micro; j++) loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
+    return par_data_mean(t->plan, loss / (double)t->n_micro);
+}

@@ -1,0 +1,37 @@
+/* trainer: one training run on this rank — the sharding plan, the model, the optimizer state —
+ * and one optimizer step (micro-batch loop, gradient reduction, clipping, update).
+ * Depends on model, par (sharding), mesh, kernels. main.c drives it. */
+#ifndef MT_TRAIN_TRAINER_H
+#define MT_TRAIN_TRAINER_H
+#include <stdint.h>
+#include "mesh/mesh.h"
+#include "train/config.h"
+#include "train/model.h"
+
+typedef struct trainer trainer;
+
+typedef struct {
+    double loss;      /* mean loss over the global batch */
+    double grad_norm; /* global gradient norm before clipping */
+    double lr;
+    double seconds;   /* wall time of the step */
+    double compute_seconds, comm_seconds, idle_seconds; /* split of the step (exposed comm) */
+} step_stats;
+
+/* Collective over: world. Validates the sharding against the mesh and the model, builds the
+ * model on this rank. Returns NULL with a message in err (the same on every rank) on bad input. */
+trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
+void trainer_destroy(trainer *t); /* accepts NULL */
+model *trainer_model(trainer *t);
+/* The global batch rows this rank loads each step: rows [row0, row0 + nrows) of the B global
+ * sequences (ranks that share a data shard load the same rows). */
+void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows);
+/* Collective over: world. One optimizer step on tokens[nrows, T+1] (this rank's rows, all
+ * micro-batches). `step` is 0-based. */
+void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st);
+/* Collective over: world. Mean loss over the global batch of tokens[nrows, T+1], no update. */
+double trainer_eval(trainer *t, const int32_t *tokens);
+/* Learning rate at 0-based step: linear warm-up to lr over `warmup` steps, then cosine decay to
+ * min_lr at the last step. */
+double trainer_lr(const config *c, int64_t step);
+#endif
