@@ -14,4 +14,7 @@ double kern_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
 /* out[i] = std · normal(seed, stream, index0 + i), i < n. Overwrites. */
 void kern_rng_fill_normal(float *out, uint64_t seed, uint64_t stream, uint64_t index0, int64_t n,
                           float std);
+/* The raw Philox4x32-10 block: ctr = (index lo, index hi, stream lo, stream hi), key = (seed lo,
+ * seed hi), as in Random123's philox4x32 (for known-answer tests). */
+void kern_rng_philox_block(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2]);
 #endif

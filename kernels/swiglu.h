@@ -12,6 +12,9 @@ void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restri
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n);
 void kern_swiglu_bwd_ref(float *da, float *db, const float *dh, const float *a, const float *b,
                          int64_t n);
-/* Fast vectorisable expf (max relative error ~2 ulp over [-87, 88]; saturates outside). */
+/* Fast branch-free expf (Cephes polynomial; the same code is inlined into the vectorised loops
+ * of swiglu, attention and xent). Max relative error 8.2e-8 (0.7 FLT_EPSILON) measured on
+ * [-87, 88]; returns exactly 0 below about -87.7 (and for -inf), exp(88) for x ≥ 88 (and +inf);
+ * NaN propagates. */
 float kern_expf(float x);
 #endif

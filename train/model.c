@@ -189,7 +189,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
         m->nparams += m->cnt[id];
     }
     m->params = xalloc(m->nparams);
-    m->grads = xalloc(m->nparams);
+    m->grads = mpar_model_has_grads(plan) ? xalloc(m->nparams) : NULL;
     m->act = calloc((size_t)s->L, sizeof *m->act);
     carver c = {NULL, 0};
     layout_activations(m, &c);
@@ -197,7 +197,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
     layout_scratch(m, &c);
     m->act_block = xalloc(c.used);
     m->targets = calloc((size_t)m->BT, sizeof *m->targets);
-    if (!m->params || !m->grads || !m->act || !m->act_block || !m->targets) {
+    if (!m->params || (!m->grads && mpar_model_has_grads(plan)) || !m->act || !m->act_block || !m->targets) {
         model_destroy(m);
         return NULL;
     }
@@ -207,6 +207,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
     for (int id = 0; id < P_COUNT; id++)
         model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
+    mpar_model_ready(plan, m);
     return m;
 }
 
@@ -227,7 +228,7 @@ float *model_param(model *m, param_id id, int64_t *n) {
 }
 float *model_grad(model *m, param_id id, int64_t *n) {
     if (n) *n = m->cnt[id];
-    return m->grads + m->off[id];
+    return m->grads ? m->grads + m->off[id] : NULL;
 }
 const param_slab *model_slab(const model *m, param_id id) { return &m->slab[id]; }
 float *model_params_flat(model *m, int64_t *n) {
@@ -238,7 +239,9 @@ float *model_grads_flat(model *m, int64_t *n) {
     if (n) *n = m->nparams;
     return m->grads;
 }
-void model_zero_grads(model *m) { memset(m->grads, 0, (size_t)m->nparams * sizeof(float)); }
+void model_zero_grads(model *m) {
+    if (m->grads) memset(m->grads, 0, (size_t)m->nparams * sizeof(float));
+}
 int64_t model_activation_bytes(const model *m) { return m->act_bytes; }
 struct par *model_par(model *m) { return m->par; }
 const par_local *model_local(const model *m) { return &m->loc; }
@@ -247,14 +250,14 @@ const par_local *model_local(const model *m) { return &m->loc; }
 
 /* Layer l's weights and gradient slots as the compute sees them (TP-local; FSDP-gathered by
  * the hook). */
-static layer_w layer_weights(model *m, int64_t l) {
-    return mpar_layer_weights(m->par, m, l);
+static layer_w layer_weights(model *m, int64_t l, int dir) {
+    return mpar_layer_weights(m->par, m, l, dir);
 }
 
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
     const int64_t D = m->s.D;
     for (int64_t b = 0; b < B; b++)
-        kern_embed_fwd(r + b * T * D, model_param(m, P_EMBED, NULL), tok + b * ldt, T, D,
+        kern_embed_fwd(r + b * T * D, mpar_weight(m->par, m, P_EMBED), tok + b * ldt, T, D,
                        m->loc.v0, m->loc.Vl);
 }
 
@@ -265,7 +268,7 @@ static void block_fwd(model *m, int64_t l, int64_t B, int64_t T) {
     const par_local *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
     layer_act *A = &m->act[l];
-    layer_w w = layer_weights(m, l);
+    layer_w w = layer_weights(m, l, +1);
 
     kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w.attn_norm, BT, D);
     kern_matmul(A->q, A->h1, w.wq, BT, D, NHl);
@@ -292,7 +295,7 @@ static void forward_trunk(model *m, const int32_t *tok, int64_t ldt, int64_t B, 
     embed_fwd(m, m->act[0].x1, tok, ldt, B, T);
     mpar_embed_reduce(m->par, m, m->act[0].x1, BT);
     for (int64_t l = 0; l < m->s.L; l++) block_fwd(m, l, B, T);
-    kern_rmsnorm_fwd(m->hf, m->rstdf, m->xf, model_param(m, P_FINAL_NORM, NULL), BT, D);
+    kern_rmsnorm_fwd(m->hf, m->rstdf, m->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, D);
 }
 
 /* logits = hf·unembed, then the loss; fills lse[BT]. Returns the mean loss over BT rows. */
@@ -300,7 +303,7 @@ static double forward_loss(model *m, const int32_t *tok, int64_t ldt, int64_t B,
     const int64_t BT = B * T, D = m->s.D, Vl = m->loc.Vl;
     for (int64_t b = 0; b < B; b++)
         memcpy(m->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
-    kern_matmul(m->logits, m->hf, model_param(m, P_UNEMBED, NULL), BT, D, Vl);
+    kern_matmul(m->logits, m->hf, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl);
     float *st = m->stats; /* [3, BT]: max, sum, target logit */
     kern_xent_stats(st, st + BT, st + 2 * BT, m->logits, m->targets, BT, Vl, m->loc.v0);
     mpar_xent_combine(m->par, m, st, BT);
@@ -320,7 +323,7 @@ double model_fwd_loss(model *m, const int32_t *tokens) {
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
     const int64_t D = m->s.D, Vl = m->loc.Vl;
     forward_trunk(m, seq, len, 1, len);
-    kern_matmul(m->logits, m->hf + (len - 1) * D, model_param(m, P_UNEMBED, NULL), 1, D, Vl);
+    kern_matmul(m->logits, m->hf + (len - 1) * D, mpar_weight(m->par, m, P_UNEMBED), 1, D, Vl);
     mpar_gather_vocab(m->par, m, logits, m->logits);
 }
 
@@ -332,7 +335,7 @@ static void block_bwd(model *m, int64_t l, int64_t B, int64_t T) {
     const par_local *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
     layer_act *A = &m->act[l];
-    layer_w w = layer_weights(m, l);
+    layer_w w = layer_weights(m, l, -1);
     layer_g g = mpar_layer_grads(m->par, m, l);
     float *dr = m->d_resid;
 
@@ -382,14 +385,14 @@ double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
     float *dlogits = m->logits;
     kern_xent_bwd(dlogits, m->logits, m->lse, m->targets, BT, Vl, m->loc.v0,
                   grad_scale / (float)BT);
-    kern_matmul_dw(model_grad(m, P_UNEMBED, NULL), m->hf, dlogits, BT, D, Vl);
+    kern_matmul_dw(mpar_grad(m->par, m, P_UNEMBED), m->hf, dlogits, BT, D, Vl);
     float *dhf = m->s_big;
-    kern_matmul_dx(dhf, dlogits, model_param(m, P_UNEMBED, NULL), BT, D, Vl, false);
+    kern_matmul_dx(dhf, dlogits, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
     memset(dr, 0, (size_t)(BT * m->loc.Dl) * sizeof(float));
     float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
-    kern_rmsnorm_bwd(dx, model_grad(m, P_FINAL_NORM, NULL), dhf, m->xf,
-                     model_param(m, P_FINAL_NORM, NULL), m->rstdf, BT, D);
+    kern_rmsnorm_bwd(dx, mpar_grad(m->par, m, P_FINAL_NORM), dhf, m->xf,
+                     mpar_weight(m->par, m, P_FINAL_NORM), m->rstdf, BT, D);
     mpar_partial_end(m->par, m, dr, dx, BT);
     mpar_head_grads_done(m->par, m);
 
@@ -397,7 +400,7 @@ double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
 
     const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
     for (int64_t b = 0; b < B; b++)
-        kern_embed_bwd(model_grad(m, P_EMBED, NULL), demb + b * T * D, tokens + b * ldt, T, D,
+        kern_embed_bwd(mpar_grad(m->par, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
                        m->loc.v0, m->loc.Vl);
     mpar_embed_grads_done(m->par, m);
     return loss;

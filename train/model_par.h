@@ -13,12 +13,22 @@ const par_local *model_local(const model *m);
 /* Local extents and each parameter's slab on this rank. */
 void mpar_local(struct par *p, const model_shape *s, par_local *out);
 void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out);
-/* Layer l's weights (FSDP: gathered just in time, maybe prefetched) and release after use. */
-layer_w mpar_layer_weights(struct par *p, model *m, int64_t l);
+/* Does the model hold a full (TP-local) gradient for every parameter? (No with ZeRO-2/3, where
+ * gradients live in par's shards and layer gradients in transient buffers.) */
+int mpar_model_has_grads(struct par *p);
+/* Called once the model's parameters are initialised (ZeRO-1/2 take their master shards). */
+void mpar_model_ready(struct par *p, model *m);
+/* Layer l's weights (FSDP: gathered just in time; with --overlap the next layer in direction
+ * dir, +1 forward or −1 backward, is prefetched) and release after use. */
+layer_w mpar_layer_weights(struct par *p, model *m, int64_t l, int dir);
 void mpar_layer_release(struct par *p, model *m, int64_t l);
 /* Where layer l's weight gradients accumulate (+=), and the signal that they are complete. */
 layer_g mpar_layer_grads(struct par *p, model *m, int64_t l);
 void mpar_layer_grads_done(struct par *p, model *m, int64_t l);
+/* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): weight as the compute uses it
+ * (FSDP: gathered) and where its gradient accumulates. */
+const float *mpar_weight(struct par *p, model *m, param_id id);
+float *mpar_grad(struct par *p, model *m, param_id id);
 /* final_norm and unembed gradients complete / embed gradient complete. */
 void mpar_head_grads_done(struct par *p, model *m);
 void mpar_embed_grads_done(struct par *p, model *m);

@@ -42,6 +42,9 @@ void par_destroy(par *p); /* accepts NULL */
 /* Number of data shards (product of the data axes) and this rank's shard index. */
 int64_t par_data_shards(const par *p);
 int64_t par_data_index(const par *p);
+/* Start of a step (zeroes the gradient shards) and of micro-batch j of n. */
+void par_step_begin(par *p);
+void par_micro_begin(par *p, int64_t j, int64_t n);
 /* Completes every gradient reduction of the step (DP AllReduce / ZeRO ReduceScatter). */
 void par_finish_grads(par *p, model *m);
 /* Σ g² over the global gradient (each element counted once), identical on every rank. */

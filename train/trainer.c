@@ -32,9 +32,9 @@ double trainer_lr(const config *c, int64_t step) {
     return c->min_lr + (c->lr - c->min_lr) * cosv;
 }
 
-trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen) {
-    int trivial = 0;
-    par *plan = par_create(c, m, &trivial, err, errlen);
+static trainer *create(const config *c, mesh *m, int serial, char *err, size_t errlen) {
+    int trivial = 1;
+    par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
     if (!plan && !trivial) return NULL;
     const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
     if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
@@ -73,6 +73,14 @@ trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen) {
         return NULL;
     }
     return t;
+}
+
+trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen) {
+    return create(c, m, 0, err, errlen);
+}
+
+trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen) {
+    return create(c, m, 1, err, errlen);
 }
 
 void trainer_destroy(trainer *t) {
@@ -118,9 +126,12 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     const int64_t T1 = t->c.shape.T + 1;
     const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
     model_zero_grads(t->mod);
+    par_step_begin(t->plan);
     double loss = 0.0;
-    for (int64_t j = 0; j < t->n_micro; j++)
+    for (int64_t j = 0; j < t->n_micro; j++) {
+        par_micro_begin(t->plan, j, t->n_micro);
         loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+    }
     par_finish_grads(t->plan, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
     float clip_scale = 1.0f;

@@ -21,6 +21,9 @@ typedef struct {
 /* Collective over: world. Validates the sharding against the mesh and the model, builds the
  * model on this rank. Returns NULL with a message in err (the same on every rank) on bad input. */
 trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
+/* Like trainer_create, but this rank runs the whole model alone, ignoring the sharding flags (no
+ * communication in the step): the 1-rank reference that the equivalence tests compare with. */
+trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
 void trainer_destroy(trainer *t); /* accepts NULL */
 model *trainer_model(trainer *t);
 /* The global batch rows this rank loads each step: rows [row0, row0 + nrows) of the B global

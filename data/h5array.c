@@ -1,0 +1,605 @@
+/* h5array: see h5array.h. */
+#define _POSIX_C_SOURCE 200809L /* fsync, getpid, rename, unlink */
+#include "data/h5array.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/h5util.h"
+
+struct h5array {
+    MPI_Comm comm; /* a dup of the caller's, so our agreement traffic never meets theirs */
+    int rank;
+    int writing, committed;
+    hid_t file;
+    char path[1024];
+    char tmp[1100];
+};
+
+const char *h5array_path(const h5array *f) {
+    return f->path;
+}
+
+const char *h5array_tmp_path(const h5array *f) {
+    return f->tmp;
+}
+
+/* "[4, 8, 2]" into buf. */
+static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dims) {
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (at < len) snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+static int fail_h5(char *err, size_t errlen, const char *what, const char *path) {
+    char h5[256];
+    h5util_last_error(h5, sizeof h5);
+    h5util_errf(err, errlen, "%s: %s (%s)", path, what, h5);
+    return -1;
+}
+
+static h5array *handle_new(const char *path, MPI_Comm comm) {
+    h5array *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    MPI_Comm_dup(comm, &f->comm);
+    MPI_Comm_rank(comm, &f->rank);
+    f->file = -1;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    return f;
+}
+
+static void handle_free(h5array *f) {
+    MPI_Comm_free(&f->comm);
+    free(f);
+}
+
+int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
+    *out = NULL;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    h5array *f = handle_new(path, comm);
+    long pid = (long)getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
+    int st = 0;
+    if (!f) {
+        h5util_errf(err, errlen, "%s: out of memory", path);
+        st = -1;
+    }
+    if (h5util_agree(comm, st, err, errlen) < 0) {
+        if (f) handle_free(f);
+        h5util_quiet_end(&q);
+        return -1;
+    }
+    f->writing = 1;
+    snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, pid);
+    hid_t fapl = h5util_fapl_mpio(f->comm);
+    f->file = fapl >= 0 ? H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
+    if (f->file < 0) st = fail_h5(err, errlen, "cannot create", f->tmp);
+    if (fapl >= 0) H5Pclose(fapl);
+    st = h5util_agree(f->comm, st, err, errlen);
+    h5util_quiet_end(&q);
+    if (st < 0) {
+        h5array_close(f);
+        return st;
+    }
+    *out = f;
+    return 0;
+}
+
+int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
+    *out = NULL;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    h5array *f = handle_new(path, comm);
+    int st = 0;
+    if (!f) {
+        h5util_errf(err, errlen, "%s: out of memory", path);
+        st = -1;
+    } else if (f->rank == 0) {
+        int64_t size;
+        int e;
+        h5util_file_kind kind = h5util_sniff(path, &size, &e);
+        if (kind != H5UTIL_FILE_HDF5) st = -1;
+        if (kind == H5UTIL_FILE_MISSING)
+            h5util_errf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
+        else if (kind == H5UTIL_FILE_EMPTY)
+            h5util_errf(err, errlen, "%s: file is empty", path);
+        else if (kind == H5UTIL_FILE_OTHER)
+            h5util_errf(err, errlen, "%s: not an HDF5 file (no HDF5 signature)", path);
+    }
+    if (h5util_agree(comm, st, err, errlen) < 0) {
+        if (f) handle_free(f);
+        h5util_quiet_end(&q);
+        return -1;
+    }
+    hid_t fapl = h5util_fapl_mpio(f->comm);
+    f->file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
+    if (f->file < 0)
+        st = fail_h5(err, errlen, "HDF5 file cannot be opened, truncated or corrupt?", path);
+    if (fapl >= 0) H5Pclose(fapl);
+    st = h5util_agree(f->comm, st, err, errlen);
+    h5util_quiet_end(&q);
+    if (st < 0) {
+        h5array_close(f);
+        return st;
+    }
+    *out = f;
+    return 0;
+}
+
+int h5array_commit(h5array *f, char *err, size_t errlen) {
+    int st = 0;
+    if (!f->writing || f->committed || f->file < 0) {
+        h5util_errf(err, errlen, "%s: commit of a file that is not open for writing", f->path);
+        st = -1;
+    }
+    if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    if (H5Fclose(f->file) < 0) st = fail_h5(err, errlen, "cannot close", f->tmp);
+    f->file = -1;
+    h5util_quiet_end(&q);
+    /* Every rank has closed (its data is written) before rank 0 publishes the file. */
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st == 0 && f->rank == 0) {
+        int fd = open(f->tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0 || rename(f->tmp, f->path) != 0) {
+            h5util_errf(err, errlen, "%s: cannot sync and rename %s into place (%s)", f->path,
+                        f->tmp, strerror(errno));
+            st = -1;
+        }
+        if (fd >= 0) close(fd);
+        if (st == 0) { /* make the rename itself durable */
+            char dir[1024];
+            snprintf(dir, sizeof dir, "%s", f->path);
+            int dfd = open(dirname(dir), O_RDONLY);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+        }
+    }
+    st = h5util_agree(f->comm, st, err, errlen);
+    f->committed = st == 0;
+    if (st < 0 && f->rank == 0) unlink(f->tmp);
+    MPI_Barrier(f->comm);
+    f->writing = 0; /* nothing left to discard */
+    return st;
+}
+
+void h5array_close(h5array *f) {
+    if (!f) return;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    if (f->file >= 0) H5Fclose(f->file);
+    h5util_quiet_end(&q);
+    if (f->writing && !f->committed) {
+        MPI_Barrier(f->comm);
+        if (f->rank == 0) unlink(f->tmp);
+        MPI_Barrier(f->comm);
+    }
+    handle_free(f);
+}
+
+/* ---- datasets ---- */
+
+/* 0 when 1 ≤ ndim ≤ MAX and 0 ≤ offset, 0 ≤ count, offset + count ≤ dims in every dim. */
+static int check_slab(const char *name, int ndim, const int64_t *dims, const int64_t *offset,
+                      const int64_t *count, char *err, size_t errlen) {
+    if (ndim < 1 || ndim > H5ARRAY_MAX_DIMS) {
+        h5util_errf(err, errlen, "dataset '%s': %d dims, supported 1 to %d", name, ndim,
+                    H5ARRAY_MAX_DIMS);
+        return -1;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 1 || offset[i] < 0 || count[i] < 0 || offset[i] + count[i] > dims[i]) {
+            char s1[96], s2[96], s3[96];
+            h5util_errf(err, errlen, "dataset '%s': slab at %s of %s does not fit shape %s", name,
+                        shape_str(s1, sizeof s1, ndim, offset),
+                        shape_str(s2, sizeof s2, ndim, count),
+                        shape_str(s3, sizeof s3, ndim, dims));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int64_t slab_size(int ndim, const int64_t *count) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= count[i];
+    return n;
+}
+
+/* Selects the slab in fspace and makes the matching memory space; an empty slab selects none. */
+static int select_slab(hid_t fspace, hid_t *mspace, int ndim, const int64_t *offset,
+                       const int64_t *count) {
+    hsize_t start[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) {
+        start[i] = (hsize_t)offset[i];
+        cnt[i] = (hsize_t)count[i];
+    }
+    if (slab_size(ndim, count) == 0) {
+        hsize_t one = 1;
+        *mspace = H5Screate_simple(1, &one, NULL);
+        if (*mspace < 0 || H5Sselect_none(*mspace) < 0) return -1;
+        return H5Sselect_none(fspace) < 0 ? -1 : 0;
+    }
+    *mspace = H5Screate_simple(ndim, cnt, NULL);
+    if (*mspace < 0) return -1;
+    return H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ? -1 : 0;
+}
+
+/* FNV-1a of the name, to catch ranks that disagree on which dataset they write. */
+static int64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (int64_t)(h >> 1);
+}
+
+/* Collective. Checks that ranks agree on name, ndim, dims and that the writers' slabs add up to
+ * the array's size. st is this rank's local status so far. */
+static int check_write_args(h5array *f, int st, const char *name, int ndim, const int64_t *dims,
+                            int64_t written, char *err, size_t errlen) {
+    int64_t mine[2 + H5ARRAY_MAX_DIMS] = {name_hash(name), ndim}, lo[2 + H5ARRAY_MAX_DIMS],
+                     hi[2 + H5ARRAY_MAX_DIMS], total;
+    for (int i = 0; i < ndim && i < H5ARRAY_MAX_DIMS; i++)
+        mine[2 + i] = dims[i];
+    MPI_Allreduce(mine, lo, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MIN, f->comm);
+    MPI_Allreduce(mine, hi, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MAX, f->comm);
+    MPI_Allreduce(&written, &total, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    if (st == 0 && memcmp(lo, hi, sizeof lo) != 0) {
+        char s[96];
+        h5util_errf(err, errlen,
+                    "%s: ranks disagree on the name or shape of dataset '%s' (rank %d has %s)",
+                    f->path, name, f->rank, shape_str(s, sizeof s, ndim, dims));
+        st = -1;
+    }
+    int64_t size = st == 0 ? slab_size(ndim, dims) : 0;
+    if (st == 0 && total != size) {
+        char s[96];
+        h5util_errf(err, errlen,
+                    "%s: the writers' slabs of dataset '%s' %s hold %lld elements, the array %lld "
+                    "(each element must be written by exactly one writer)",
+                    f->path, name, shape_str(s, sizeof s, ndim, dims), (long long)total,
+                    (long long)size);
+        st = -1;
+    }
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
+int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
+                  const int64_t *offset, const int64_t *count, int writer, const float *data,
+                  char *err, size_t errlen) {
+    int st = 0;
+    if (!f->writing || f->file < 0) {
+        h5util_errf(err, errlen, "%s: not open for writing", f->path);
+        st = -1;
+    } else {
+        static const int64_t zero[H5ARRAY_MAX_DIMS] = {0, 0, 0};
+        st = check_slab(name, ndim, dims, writer ? offset : zero, writer ? count : zero, err,
+                        errlen);
+    }
+    int64_t written = st == 0 && writer ? slab_size(ndim, count) : 0;
+    if (check_write_args(f, st, name, ndim, dims, written, err, errlen) < 0) return -1;
+
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    hsize_t hd[H5ARRAY_MAX_DIMS];
+    for (int i = 0; i < ndim; i++)
+        hd[i] = (hsize_t)dims[i];
+    int64_t none[H5ARRAY_MAX_DIMS] = {0, 0, 0};
+    hid_t fspace = H5Screate_simple(ndim, hd, NULL), mspace = -1, d = -1;
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t dxpl = h5util_dxpl(1);
+    if (fspace < 0 || lcpl < 0 || dcpl < 0 || dxpl < 0 ||
+        H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) {
+        st = fail_h5(err, errlen, "cannot set up a dataset write", f->path);
+    }
+    if (st == 0) {
+        d = H5Dcreate2(f->file, name, H5T_IEEE_F32LE, fspace, lcpl, dcpl, H5P_DEFAULT);
+        if (d < 0) {
+            char what[300];
+            snprintf(what, sizeof what, "cannot create dataset '%s' (does it exist already?)",
+                     name);
+            st = fail_h5(err, errlen, what, f->path);
+        }
+    }
+    if (st == 0 &&
+        select_slab(fspace, &mspace, ndim, writer ? offset : none, writer ? count : none) < 0)
+        st = fail_h5(err, errlen, "cannot select a slab", f->path);
+    /* A failed create happened on every rank (it is collective), so all reach the write or none. */
+    if (st == 0) {
+        static const float dummy = 0;
+        const float *buf = written ? data : &dummy;
+        if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf) < 0) {
+            char what[300];
+            snprintf(what, sizeof what, "cannot write dataset '%s'", name);
+            st = fail_h5(err, errlen, what, f->path);
+        }
+    }
+    if (d >= 0) H5Dclose(d);
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    if (lcpl >= 0) H5Pclose(lcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (dxpl >= 0) H5Pclose(dxpl);
+    h5util_quiet_end(&q);
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
+/* Opens dataset `name` and returns its id with its shape, or -1 with a message. */
+static hid_t open_dataset(h5array *f, const char *name, int *ndim, int64_t *dims, char *err,
+                          size_t errlen) {
+    htri_t is = H5Lexists(f->file, name, H5P_DEFAULT);
+    hid_t d = is > 0 ? H5Dopen2(f->file, name, H5P_DEFAULT) : -1;
+    if (d < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        h5util_errf(err, errlen, "%s: no dataset '%s'", f->path, name);
+        return -1;
+    }
+    hid_t space = H5Dget_space(d);
+    hsize_t hd[H5ARRAY_MAX_DIMS];
+    int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    if (nd < 1 || nd > H5ARRAY_MAX_DIMS || H5Sget_simple_extent_dims(space, hd, NULL) < 0) {
+        h5util_errf(err, errlen, "%s: dataset '%s' has %d dims, supported 1 to %d", f->path, name,
+                    nd, H5ARRAY_MAX_DIMS);
+        if (space >= 0) H5Sclose(space);
+        H5Dclose(d);
+        return -1;
+    }
+    H5Sclose(space);
+    *ndim = nd;
+    for (int i = 0; i < nd; i++)
+        dims[i] = (int64_t)hd[i];
+    return d;
+}
+
+int h5array_shape(h5array *f, const char *name, int *ndim, int64_t dims[H5ARRAY_MAX_DIMS],
+                  char *err, size_t errlen) {
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    hid_t d = open_dataset(f, name, ndim, dims, err, errlen);
+    if (d >= 0) H5Dclose(d);
+    h5util_quiet_end(&q);
+    return h5util_agree(f->comm, d >= 0 ? 0 : -1, err, errlen);
+}
+
+int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, const int64_t *offset,
+                 const int64_t *count, float *data, char *err, size_t errlen) {
+    int st = f->file < 0 ? -1 : check_slab(name, ndim, dims, offset, count, err, errlen);
+    if (f->file < 0) h5util_errf(err, errlen, "%s: file is not open", f->path);
+    if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
+
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    int nd = 0;
+    int64_t got[H5ARRAY_MAX_DIMS];
+    hid_t d = open_dataset(f, name, &nd, got, err, errlen), fspace = -1, mspace = -1, type = -1;
+    hid_t dxpl = h5util_dxpl(1);
+    if (d < 0 || dxpl < 0) st = -1;
+    if (st == 0 && (nd != ndim || memcmp(got, dims, (size_t)nd * sizeof *dims) != 0)) {
+        char s1[96], s2[96];
+        h5util_errf(err, errlen, "%s: dataset '%s' has shape %s, expected %s", f->path, name,
+                    shape_str(s1, sizeof s1, nd, got), shape_str(s2, sizeof s2, ndim, dims));
+        st = -1;
+    }
+    if (st == 0 && ((type = H5Dget_type(d)) < 0 || H5Tget_class(type) != H5T_FLOAT)) {
+        h5util_errf(err, errlen, "%s: dataset '%s' is not floating point", f->path, name);
+        st = -1;
+    }
+    /* Every rank passed the same checks on the same file, so all reach the collective read. */
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st == 0) {
+        fspace = H5Dget_space(d);
+        if (fspace < 0 || select_slab(fspace, &mspace, ndim, offset, count) < 0)
+            st = fail_h5(err, errlen, "cannot select a slab", f->path);
+    }
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st == 0) {
+        float dummy;
+        float *buf = slab_size(ndim, count) ? data : &dummy;
+        if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf) < 0) {
+            char what[300];
+            snprintf(what, sizeof what, "cannot read dataset '%s'", name);
+            st = fail_h5(err, errlen, what, f->path);
+        }
+    }
+    if (type >= 0) H5Tclose(type);
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    if (dxpl >= 0) H5Pclose(dxpl);
+    if (d >= 0) H5Dclose(d);
+    h5util_quiet_end(&q);
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
+/* ---- attributes ---- */
+
+/* Creates group `obj` (and its parents) when it does not exist yet. Collective when writing. */
+static int ensure_object(h5array *f, const char *obj, char *err, size_t errlen) {
+    if (strcmp(obj, "/") == 0 || strcmp(obj, ".") == 0) return 0;
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    /* H5Lexists fails rather than answers when a parent is missing: both mean "create". */
+    htri_t is = H5Lexists(f->file, obj, H5P_DEFAULT);
+    int rc = 0;
+    if (is <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        hid_t g = H5Gcreate2(f->file, obj, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) {
+            char what[300];
+            snprintf(what, sizeof what, "cannot create group '%s'", obj);
+            rc = fail_h5(err, errlen, what, f->path);
+        } else {
+            H5Gclose(g);
+        }
+    }
+    H5Pclose(lcpl);
+    return rc;
+}
+
+typedef enum { ATTR_STR, ATTR_I64, ATTR_F64 } attr_kind;
+
+static int attr_put(h5array *f, const char *obj, const char *key, attr_kind kind, const void *val,
+                    char *err, size_t errlen) {
+    int st = f->writing && f->file >= 0 ? 0 : -1;
+    if (st < 0) h5util_errf(err, errlen, "%s: not open for writing", f->path);
+    if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    char e[H5UTIL_MSG_MAX] = "";
+    st = ensure_object(f, obj, err, errlen);
+    if (st == 0) {
+        if (kind == ATTR_STR)
+            st = h5util_attr_put_str(f->file, obj, key, val, e, sizeof e);
+        else if (kind == ATTR_I64)
+            st = h5util_attr_put_i64(f->file, obj, key, *(const int64_t *)val, e, sizeof e);
+        else
+            st = h5util_attr_put_f64(f->file, obj, key, *(const double *)val, e, sizeof e);
+        if (st < 0) h5util_errf(err, errlen, "%s: %s", f->path, e);
+    }
+    h5util_quiet_end(&q);
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
+static int attr_get(h5array *f, const char *obj, const char *key, attr_kind kind, void *val,
+                    size_t vallen, char *err, size_t errlen) {
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    char e[H5UTIL_MSG_MAX] = "";
+    int st = -1;
+    if (f->file < 0)
+        snprintf(e, sizeof e, "file is not open");
+    else if (kind == ATTR_STR)
+        st = h5util_attr_get_str(f->file, obj, key, val, vallen, e, sizeof e);
+    else if (kind == ATTR_I64)
+        st = h5util_attr_get_i64(f->file, obj, key, val, e, sizeof e);
+    else
+        st = h5util_attr_get_f64(f->file, obj, key, val, e, sizeof e);
+    if (st == 1) {
+        h5util_errf(err, errlen, "%s: no attribute '%s' on '%s'", f->path, key, obj);
+        st = -1;
+    } else if (st < 0) {
+        h5util_errf(err, errlen, "%s: %s", f->path, e);
+    }
+    h5util_quiet_end(&q);
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
+int h5array_attr_put_str(h5array *f, const char *obj, const char *key, const char *val, char *err,
+                         size_t errlen) {
+    return attr_put(f, obj, key, ATTR_STR, val, err, errlen);
+}
+
+int h5array_attr_put_i64(h5array *f, const char *obj, const char *key, int64_t val, char *err,
+                         size_t errlen) {
+    return attr_put(f, obj, key, ATTR_I64, &val, err, errlen);
+}
+
+int h5array_attr_put_f64(h5array *f, const char *obj, const char *key, double val, char *err,
+                         size_t errlen) {
+    return attr_put(f, obj, key, ATTR_F64, &val, err, errlen);
+}
+
+int h5array_attr_get_str(h5array *f, const char *obj, const char *key, char *val, size_t vallen,
+                         char *err, size_t errlen) {
+    return attr_get(f, obj, key, ATTR_STR, val, vallen, err, errlen);
+}
+
+int h5array_attr_get_i64(h5array *f, const char *obj, const char *key, int64_t *val, char *err,
+                         size_t errlen) {
+    return attr_get(f, obj, key, ATTR_I64, val, 0, err, errlen);
+}
+
+int h5array_attr_get_f64(h5array *f, const char *obj, const char *key, double *val, char *err,
+                         size_t errlen) {
+    return attr_get(f, obj, key, ATTR_F64, val, 0, err, errlen);
+}
+
+/* ---- listing ---- */
+
+typedef struct {
+    char **names;
+    int n, cap, oom;
+} name_list;
+
+static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *info, void *p) {
+    name_list *l = p;
+    if (info->type != H5L_TYPE_HARD) return 0;
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    H5I_type_t type = o >= 0 ? H5Iget_type(o) : H5I_BADID;
+    if (o >= 0) H5Oclose(o);
+    if (type != H5I_DATASET) return 0;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        char **grown = realloc(l->names, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            l->oom = 1;
+            return -1;
+        }
+        l->names = grown;
+        l->cap = cap;
+    }
+    l->names[l->n] = malloc(strlen(name) + 1);
+    if (!l->names[l->n]) {
+        l->oom = 1;
+        return -1;
+    }
+    strcpy(l->names[l->n++], name);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void h5array_names_free(char **names, int count) {
+    if (!names) return;
+    for (int i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+int h5array_list(h5array *f, const char *group, int recursive, char ***names, int *count, char *err,
+                 size_t errlen) {
+    *names = NULL;
+    *count = 0;
+    h5util_quiet q;
+    h5util_quiet_begin(&q);
+    name_list l = {0};
+    int st = 0;
+    hid_t g = f->file >= 0 ? H5Gopen2(f->file, group, H5P_DEFAULT) : -1;
+    if (g < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        h5util_errf(err, errlen, "%s: no group '%s'", f->path, group);
+        st = -1;
+    } else {
+        herr_t rc = recursive ? H5Lvisit(g, H5_INDEX_NAME, H5_ITER_INC, list_cb, &l)
+                              : H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l);
+        if (rc < 0) {
+            st = l.oom ? -1 : fail_h5(err, errlen, "cannot list a group", f->path);
+            if (l.oom) h5util_errf(err, errlen, "%s: out of memory listing '%s'", f->path, group);
+        }
+        H5Gclose(g);
+    }
+    h5util_quiet_end(&q);
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st < 0) {
+        h5array_names_free(l.names, l.n);
+        return st;
+    }
+    if (l.n > 1) qsort(l.names, (size_t)l.n, sizeof *l.names, cmp_str);
+    *names = l.names;
+    *count = l.n;
+    return 0;
+}

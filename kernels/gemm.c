@@ -1,0 +1,96 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+/* gemm: OpenBLAS sgemm behind one row-major interface, and its naive double-accumulating twin. */
+#include "kernels/gemm.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* cblas takes int sizes: a larger extent is a caller bug, and going on would corrupt memory. */
+static blasint to_blasint(int64_t n, const char *what) {
+    if (n < 0 || n > INT_MAX) {
+        fprintf(stderr, "kern_gemm: %s = %lld does not fit cblas's int\n", what, (long long)n);
+        abort();
+    }
+    return (blasint)n;
+}
+
+void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K, bool ta,
+               bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+    if (M == 0 || N == 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                to_blasint(M, "M"), to_blasint(N, "N"), to_blasint(K, "K"), alpha, A,
+                to_blasint(lda, "lda"), B, to_blasint(ldb, "ldb"), beta, C,
+                to_blasint(ldc, "ldc"));
+}
+
+void kern_gemm_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                   bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
+                   float beta) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int64_t p = 0; p < K; p++) {
+                double a = ta ? A[p * lda + i] : A[i * lda + p];
+                double b = tb ? B[j * ldb + p] : B[p * ldb + j];
+                acc += a * b;
+            }
+            double c = (double)alpha * acc;
+            if (beta != 0.0f) c += (double)beta * C[i * ldc + j];
+            C[i * ldc + j] = (float)c;
+        }
+}
+
+void kern_matmul(float *restrict y, const float *restrict x, const float *restrict w, int64_t M,
+                 int64_t K, int64_t N) {
+    kern_gemm(y, x, w, M, N, K, false, false, K, N, N, 1.0f, 0.0f);
+}
+
+void kern_matmul_dw(float *restrict dw, const float *restrict x, const float *restrict dy,
+                    int64_t M, int64_t K, int64_t N) {
+    kern_gemm(dw, x, dy, K, N, M, true, false, K, N, N, 1.0f, 1.0f);
+}
+
+void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *restrict w,
+                    int64_t M, int64_t K, int64_t N, bool acc) {
+    kern_gemm(dx, dy, w, M, K, N, false, true, N, N, K, 1.0f, acc ? 1.0f : 0.0f);
+}
+
+void kern_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The one kernel that allocates (3 n×n matrices, freed before returning): it is a start-up
+ * measurement, not part of a step. Returns 0 if the allocation fails or n < 1. */
+double kern_measure_flops(int64_t n, double seconds) {
+    if (n < 1) return 0.0;
+    float *a = malloc((size_t)(n * n) * sizeof *a);
+    float *b = malloc((size_t)(n * n) * sizeof *b);
+    float *c = malloc((size_t)(n * n) * sizeof *c);
+    double flops = 0.0;
+    if (a && b && c) {
+        for (int64_t i = 0; i < n * n; i++) {
+            a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
+            b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
+        }
+        kern_matmul(c, a, b, n, n, n); /* warm-up: thread pool, page faults, caches */
+        int64_t reps = 0;
+        double t0 = now_s(), t;
+        do {
+            kern_matmul(c, a, b, n, n, n);
+            reps++;
+            t = now_s() - t0;
+        } while (t < seconds);
+        flops = 2.0 * (double)n * (double)n * (double)n * (double)reps / t;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return flops;
+}

@@ -1,0 +1,147 @@
+/* cost: the book's cost model of a TPU slice (../shared/docs/book-digest.md §2–3): a table of
+ * chips with their canonical constants, the wraparound rules of each chip family, and the
+ * predicted time of AllGather / ReduceScatter / AllReduce / AllToAll / ppermute over a set of
+ * mesh axes, for any link constants (a chip's, or ones measured or emulated on this machine).
+ * Pure functions: no MPI, no I/O, no allocation, no model knowledge. Depends on libm only.
+ *
+ * Units: seconds, bytes, bytes/s, FLOP/s. GB = 1e9 bytes. Not collective (nothing here is).
+ *
+ * The bytes V passed to every prediction is the book's V (§3.3):
+ *  - AllGather: bytes of the per-device array AFTER the gather (V excludes axes the array stays
+ *    sharded over: AllGather_X of [B_X, D_Y] in bf16 has V = 2·B·D/|Y|);
+ *  - ReduceScatter, AllReduce: bytes of the per-device UNREDUCED input;
+ *  - AllToAll: bytes of the per-device array after an AllGather of the same array over the same
+ *    axes, i.e. |X| × the per-device input (the book's "¼ of an AllGather of the same array");
+ *  - ppermute: bytes each device sends to its neighbour. */
+#ifndef MT_MESH_COST_H
+#define MT_MESH_COST_H
+
+#include <stddef.h>
+
+#define COST_MAX_AXES 3
+
+/* ---- chips (§2.1, §2.2) ---- */
+
+typedef enum {
+    COST_WRAP_POD_EDGE16, /* v5e, v6e: an axis wraps only if its length is 16 (a full pod edge) */
+    COST_WRAP_POD_EDGE32, /* v3 (our decision, see cost.c): only if its length is 32 */
+    COST_WRAP_CUBES,      /* v4p, v5p: every axis wraps iff the slice is whole 4x4x4 cubes */
+    COST_WRAP_ALWAYS,     /* a host profile or an emulated torus: every axis wraps */
+    COST_WRAP_NEVER       /* every axis is an open line */
+} cost_wrap_rule;
+
+typedef struct {
+    const char *name;   /* "v5p" */
+    double flops_bf16;  /* C: peak bf16 FLOP/s per chip */
+    double flops_int8;  /* peak int8 OP/s per chip */
+    double hbm_bytes;   /* HBM capacity per chip */
+    double hbm_bw;      /* W_hbm, bytes/s */
+    double ici_oneway;  /* W_ici per link, one direction, bytes/s */
+    double ici_bidi;    /* W_ici per link, both directions (the book's W), bytes/s */
+    double hop_latency; /* T_min, seconds per hop (≈1 µs) */
+    int dims;           /* torus dimensions: 2 or 3 */
+    int pod[3];         /* largest ICI slice, e.g. 16x20x28 (unused dims are 1) */
+    int host[3];        /* chips per host, e.g. 2x2x1 */
+    int cores_per_chip; /* TensorCores per chip (megacore counts as 2 cores, 1 device) */
+    cost_wrap_rule wrap;
+} cost_chip;
+
+/* The table's chip named `name` ("v3", "v4p", "v5e", "v5p", "v6e"; "v4" = "v4p"), or NULL. */
+const cost_chip *cost_chip_find(const char *name);
+/* The i-th chip of the table, 0 ≤ i < cost_chip_count(); NULL past the end. */
+const cost_chip *cost_chip_at(int i);
+int cost_chip_count(void);
+/* Chips per host (product of chip->host). */
+int cost_chip_per_host(const cost_chip *chip);
+
+/* 1 if `axis` of the slice sizes[0..n_axes) has a wraparound link under the chip's rule, else 0.
+ * An axis of length 1 never wraps (on a ring of 2 both formulas give the same time). */
+int cost_axis_wraps(const cost_chip *chip, const int *sizes, int n_axes, int axis);
+/* Checks that sizes[0..n_axes) fits the chip's pod (at most chip->dims axes, each sorted size ≤
+ * the sorted pod size). Returns 0, or −1 with the reason in err[errlen]. */
+int cost_topology_check(const cost_chip *chip, const int *sizes, int n_axes, char *err,
+                        size_t errlen);
+
+/* ---- links ---- */
+
+/* The link constants a prediction uses: a chip's (cost_chip_link) or measured / emulated ones
+ * (e.g. meshbench's α–β fit, or the link emulator's scaled constants). */
+typedef struct {
+    double w_oneway;    /* bytes/s per link per direction (the bidirectional W is 2× this) */
+    double hop_latency; /* T_min: seconds per hop */
+} cost_link;
+
+cost_link cost_chip_link(const cost_chip *chip);
+
+/* ---- collectives (§3.3) ---- */
+
+typedef enum {
+    COST_OP_ALL_GATHER,
+    COST_OP_REDUCE_SCATTER,
+    COST_OP_ALL_REDUCE,
+    COST_OP_ALL_TO_ALL,
+    COST_OP_PPERMUTE,
+    COST_OP_COUNT
+} cost_op;
+
+/* Same algorithm names as mesh/coll.h's mesh_alg (without "mpi"). */
+typedef enum {
+    COST_ALG_AUTO,  /* one axis: BIDIR; several: MULTI (the book's model) */
+    COST_ALG_RING,  /* unidirectional ring over the flattened axes: |X|−1 hops of V/|X| */
+    COST_ALG_BIDIR, /* bidirectional ring over the flattened axes (a line if it does not wrap) */
+    COST_ALG_SEQ,   /* axis by axis, each with BIDIR; V grows (gather) / shrinks (scatter) */
+    COST_ALG_MULTI, /* all axes at once, payload split over them: bandwidth × n_axes */
+    COST_ALG_COUNT
+} cost_alg;
+
+typedef enum {
+    COST_REGIME_LATENCY,   /* hop latency term dominates: T = hops·T_min */
+    COST_REGIME_BANDWIDTH, /* bytes/bandwidth term dominates */
+    COST_REGIME_COMPUTE    /* hidden behind overlapping compute (see cost_classify) */
+} cost_regime;
+
+/* The breakdown of one prediction. */
+typedef struct {
+    double seconds;     /* predicted time = Σ over stages of max(t_latency, t_bandwidth) */
+    double t_latency;   /* Σ stages hops·T_min */
+    double t_bandwidth; /* Σ stages bytes/bandwidth */
+    int hops;           /* hops on the critical path, summed over stages */
+    int n_axes;         /* axes of size > 1 that the collective ran over */
+    cost_regime regime; /* LATENCY if t_latency > t_bandwidth, else BANDWIDTH */
+} cost_est;
+
+const char *cost_op_name(cost_op op);        /* "AllGather", ... */
+const char *cost_alg_name(cost_alg a);       /* "auto", "ring", "bidir", "seq", "multi" */
+const char *cost_regime_name(cost_regime r); /* "latency", "bandwidth", "compute-hidden" */
+/* Parses an algorithm name; returns −1 when unknown. */
+int cost_alg_parse(const char *s);
+
+/* Predicted time of `op` over the axes sizes[0..n_axes) (wraps[i] = 1 if axis i wraps; axes of
+ * size 1 are ignored), each with link constants `link`, by algorithm `alg`, moving the book's V =
+ * bytes_V (see the top of this file). Returns seconds and, if est != NULL, the breakdown. Returns
+ * −1 on misuse (n_axes outside 0..COST_MAX_AXES, a size < 1, negative bytes, ppermute over more
+ * than one axis of size > 1). Formulas, per axis of size n (W = 2·w_oneway):
+ *   BIDIR, wrapping axis  : max(T_min·⌈n/2⌉, V/W)                                  §3.3
+ *   RING, or an open axis : max(T_min·(n−1), (n−1)/n · V/w_oneway)   §3.3, sharding pop quiz 2
+ *   MULTI over axes i     : max(T_min·Σ hops_i, V/Σ W_i), W_i = W (wrapping) or
+ *                           w_oneway·n/(n−1) (open); all wrapping: V/(W·n_axes)          §3.3
+ *   SEQ                   : Σ stages of the one-axis cost; an AllGather gathers the last axis first
+ *                           (stage V = V·Π(done)/Π(all)), a ReduceScatter scatters the first axis
+ *                           first (stage V = V/Π(done))                                   §3.3
+ *   ReduceScatter = AllGather (adds ignored); AllReduce = 2 × AllGather (RS then AG)      §3.3
+ *   AllToAll: bandwidth term × ¼ on a bidirectional wrapping ring, × ½ otherwise (a ring in one
+ *             direction, or an open axis, which the book charges as one direction); same hops §3.3
+ *   ppermute (shift by one along one axis): max(T_min, V/w_oneway)                §3.4 (EXTERNAL)
+ */
+double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
+                       int n_axes, cost_alg alg, double bytes_V, cost_est *est);
+
+/* The V at which the latency and bandwidth terms of cost_collective are equal: smaller messages
+ * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, §2.1). −1 on misuse. */
+double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
+                            int n_axes, cost_alg alg);
+
+/* Regime of a collective whose time is est->seconds when `t_overlap` seconds of independent
+ * compute can run beside it: COMPUTE if t_overlap ≥ est->seconds, else est->regime. */
+cost_regime cost_classify(const cost_est *est, double t_overlap);
+#endif

@@ -1,0 +1,22 @@
+/* Shared helpers of the kernel tests: deterministic inputs (a local LCG, independent of the
+ * kernels' own RNG), tolerance checks that print the worst deviation and where it is, and a
+ * failure count that becomes the exit status. Tolerance convention (house style):
+ *   |a − b| ≤ k·eps·(|a| + |b| + 1), eps = FLT_EPSILON, k stated by each caller. */
+#ifndef MT_TESTS_KTEST_H
+#define MT_TESTS_KTEST_H
+#include <stdint.h>
+
+/* x[i] uniform in [lo, hi) from a fixed LCG stream `seed`. */
+void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
+void kt_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi);
+/* Checks a[i] vs b[i] (got vs truth). Prints one line "ok"/"FAIL" with the worst
+ * |a−b|/(eps(|a|+|b|+1)) and its index; counts a failure. Returns 1 on failure. */
+int kt_close(const char *what, const float *a, const float *b, int64_t n, double k);
+int kt_close_d(const char *what, const float *a, const double *b, int64_t n, double k);
+/* Bit-exact comparison. */
+int kt_equal(const char *what, const float *a, const float *b, int64_t n);
+/* Records a failure with a message when cond is false. Returns 1 on failure. */
+int kt_check(int cond, const char *fmt, ...);
+/* Exit status: 0 if nothing failed, else 1 (prints a summary). */
+int kt_finish(const char *test);
+#endif

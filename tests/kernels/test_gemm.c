@@ -1,0 +1,86 @@
+/* kern_gemm (all four transpose combinations, padded leading dimensions, alpha/beta, beta = 0
+ * over NaN garbage) and the matmul wrappers vs the naive double-accumulating twin. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/gemm.h"
+#include "ktest.h"
+
+/* Sums of up to K = 17 products of values in [-1, 1]: the rounding error of sgemm is a few
+ * K·eps·Σ|a·b|, so k = 4·17 bounds it with margin relative to |a|+|b|+1. */
+#define K_GEMM 68.0
+
+static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, float beta) {
+    int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+    int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+    float *A = malloc(sizeof(float) * (size_t)na), *Bm = malloc(sizeof(float) * (size_t)nb);
+    float *C = malloc(sizeof(float) * (size_t)nc), *R = malloc(sizeof(float) * (size_t)nc);
+    kt_fill(A, na, 1 + (uint64_t)M, -1, 1);
+    kt_fill(Bm, nb, 2 + (uint64_t)N, -1, 1);
+    kt_fill(C, nc, 3 + (uint64_t)K, -1, 1);
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < nc; i++) C[i] = NAN; /* beta = 0 must ignore C */
+    for (int64_t i = 0; i < nc; i++) R[i] = C[i];
+    kern_gemm(C, A, Bm, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+    kern_gemm_ref(R, A, Bm, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+    /* compare only the M×N window; the padding columns must be untouched (NaN == NaN fails,
+     * so compare them bitwise) */
+    float *cw = malloc(sizeof(float) * (size_t)(M * N)), *rw = malloc(sizeof(float) * (size_t)(M * N));
+    int pad_ok = 1;
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            cw[i * N + j] = C[i * ldc + j];
+            rw[i * N + j] = R[i * ldc + j];
+        }
+        for (int64_t j = N; j < ldc; j++)
+            if (!(C[i * ldc + j] == R[i * ldc + j] || (isnan(C[i * ldc + j]) && isnan(R[i * ldc + j]))))
+                pad_ok = 0;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "gemm %c%c M=%lld N=%lld K=%lld a=%g b=%g", ta ? 'T' : 'N',
+             tb ? 'T' : 'N', (long long)M, (long long)N, (long long)K, alpha, beta);
+    kt_close(what, cw, rw, M * N, K_GEMM);
+    kt_check(pad_ok, "%s: padding columns untouched", what);
+    free(A), free(Bm), free(C), free(R), free(cw), free(rw);
+}
+
+static void wrappers(int64_t M, int64_t K, int64_t N) {
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(K * N));
+    float *y = malloc(sizeof(float) * (size_t)(M * N)), *yr = malloc(sizeof(float) * (size_t)(M * N));
+    float *dw = malloc(sizeof(float) * (size_t)(K * N)), *dwr = malloc(sizeof(float) * (size_t)(K * N));
+    float *dx = malloc(sizeof(float) * (size_t)(M * K)), *dxr = malloc(sizeof(float) * (size_t)(M * K));
+    kt_fill(x, M * K, 11, -1, 1);
+    kt_fill(w, K * N, 12, -1, 1);
+    kern_matmul(y, x, w, M, K, N);
+    kern_gemm_ref(yr, x, w, M, N, K, false, false, K, N, N, 1, 0);
+    kt_close("matmul y = x·w", y, yr, M * N, K_GEMM);
+    kt_fill(dw, K * N, 13, -1, 1);
+    for (int64_t i = 0; i < K * N; i++) dwr[i] = dw[i];
+    kern_matmul_dw(dw, x, y, M, K, N);
+    kern_gemm_ref(dwr, x, y, K, N, M, true, false, K, N, N, 1, 1);
+    kt_close("matmul_dw dw += xᵀ·dy", dw, dwr, K * N, K_GEMM * 4);
+    for (int acc = 0; acc < 2; acc++) {
+        kt_fill(dx, M * K, 14, -1, 1);
+        for (int64_t i = 0; i < M * K; i++) dxr[i] = dx[i];
+        kern_matmul_dx(dx, y, w, M, K, N, acc);
+        kern_gemm_ref(dxr, y, w, M, K, N, false, true, N, N, K, 1, acc ? 1.0f : 0.0f);
+        kt_close(acc ? "matmul_dx dx += dy·wᵀ" : "matmul_dx dx = dy·wᵀ", dx, dxr, M * K, K_GEMM * 4);
+    }
+    free(x), free(w), free(y), free(yr), free(dw), free(dwr), free(dx), free(dxr);
+}
+
+int main(void) {
+    kern_set_threads(1);
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 17}, {13, 1, 7}, {17, 7, 1}, {1, 17, 13}, {6, 10, 9}};
+    const float ab[][2] = {{1.0f, 0.0f}, {0.7f, 1.0f}, {-1.3f, -0.5f}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            for (size_t c = 0; c < sizeof ab / sizeof ab[0]; c++)
+                one(shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t & 2, ab[c][0], ab[c][1]);
+    wrappers(7, 13, 5);
+    wrappers(1, 17, 3);
+    double f = kern_measure_flops(64, 0.02);
+    kt_check(f > 1e6 && isfinite(f), "kern_measure_flops(64) = %.3g FLOP/s", f);
+    return kt_finish("test_kern_gemm");
+}

@@ -1,0 +1,80 @@
+/* AdamW vs its double-precision twin over several steps (p, m, v), SGD vs a double formula,
+ * sumsq vs a double sum and its determinism (same bits on repeat and for a copy at a different
+ * address/alignment), scale and add. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/optim.h"
+#include "ktest.h"
+
+static void adamw(int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)n), *m = malloc(sizeof(float) * (size_t)n);
+    float *v = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n);
+    float *pr = malloc(sizeof(float) * (size_t)n), *mr = malloc(sizeof(float) * (size_t)n);
+    float *vr = malloc(sizeof(float) * (size_t)n);
+    char what[96];
+    kt_fill(p, n, 1, -1, 1);
+    for (int64_t i = 0; i < n; i++) pr[i] = p[i], m[i] = mr[i] = 0.0f, v[i] = vr[i] = 0.0f;
+    kern_adamw_cfg cfg = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    for (int64_t t = 1; t <= 5; t++) {
+        kt_fill(g, n, 10 + (uint64_t)t, -1, 1);
+        if (n > 1) g[1] = 0.0f; /* an element whose update is pure decay at step 1 */
+        cfg.step = t;
+        kern_adamw(p, m, v, g, n, &cfg);
+        /* the twin starts each step from the kernel's state so errors do not compound */
+        kern_adamw_ref(pr, mr, vr, g, n, &cfg);
+        snprintf(what, sizeof what, "adamw step %lld p vs ref n=%lld", (long long)t, (long long)n);
+        kt_close(what, p, pr, n, 4); /* |Δp| ≤ lr·(~1 + wd): float error is ~ulp of p, k = 4 */
+        snprintf(what, sizeof what, "adamw step %lld m vs ref n=%lld", (long long)t, (long long)n);
+        kt_close(what, m, mr, n, 4);
+        snprintf(what, sizeof what, "adamw step %lld v vs ref n=%lld", (long long)t, (long long)n);
+        kt_close(what, v, vr, n, 4);
+        memcpy(pr, p, sizeof(float) * (size_t)n);
+        memcpy(mr, m, sizeof(float) * (size_t)n);
+        memcpy(vr, v, sizeof(float) * (size_t)n);
+    }
+    free(p), free(m), free(v), free(g), free(pr), free(mr), free(vr);
+}
+
+static void others(int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    float *buf = malloc(sizeof(float) * (size_t)(n + 3)), *want = malloc(sizeof(float) * (size_t)n);
+    char what[96];
+    kt_fill(x, n, 1, -2, 2);
+    kt_fill(y, n, 2, -2, 2);
+    double s = kern_sumsq(x, n), truth = 0.0;
+    for (int64_t i = 0; i < n; i++) truth += (double)x[i] * x[i];
+    kt_check(fabs(s - truth) <= 1e-14 * (fabs(truth) + 1), "sumsq n=%lld = %.17g, double sum %.17g",
+             (long long)n, s, truth);
+    memcpy(buf + 3, x, sizeof(float) * (size_t)n);
+    double s2 = kern_sumsq(x, n), s3 = kern_sumsq(buf + 3, n);
+    kt_check(memcmp(&s, &s2, sizeof s) == 0 && memcmp(&s, &s3, sizeof s) == 0,
+             "sumsq n=%lld deterministic: %a %a %a (repeat, copy at offset 3)", (long long)n, s, s2, s3);
+
+    for (int64_t i = 0; i < n; i++)
+        want[i] = (float)((double)x[i] - 0.05 * ((double)y[i] + 0.1 * (double)x[i]));
+    memcpy(buf, x, sizeof(float) * (size_t)n);
+    kern_sgd(buf, y, n, 0.05f, 0.1f);
+    snprintf(what, sizeof what, "sgd vs double formula n=%lld", (long long)n);
+    kt_close(what, buf, want, n, 4);
+
+    memcpy(buf, x, sizeof(float) * (size_t)n);
+    kern_scale(buf, n, 0.5f); /* exact: a power of two */
+    for (int64_t i = 0; i < n; i++) want[i] = x[i] * 0.5f;
+    snprintf(what, sizeof what, "scale by 0.5 n=%lld", (long long)n);
+    kt_equal(what, buf, want, n);
+    memcpy(buf, x, sizeof(float) * (size_t)n);
+    kern_add(buf, y, n);
+    for (int64_t i = 0; i < n; i++) want[i] = (float)((double)x[i] + (double)y[i]);
+    snprintf(what, sizeof what, "add n=%lld", (long long)n);
+    kt_equal(what, buf, want, n); /* one correctly rounded addition */
+    free(x), free(y), free(buf), free(want);
+}
+
+int main(void) {
+    const int64_t ns[] = {1, 7, 13, 1021};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) adamw(ns[i]), others(ns[i]);
+    return kt_finish("test_kern_optim");
+}

@@ -1,0 +1,95 @@
+/* RMSNorm: fwd/bwd vs the naive twins on awkward shapes; bwd (dx and dg, accumulating) vs
+ * central finite differences of a double-precision forward. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/rmsnorm.h"
+#include "ktest.h"
+
+/* L = Σ w ⊙ rmsnorm(x)·g, all in double. */
+static double loss_d(const double *x, const double *g, const double *w, int64_t M, int64_t D) {
+    double L = 0.0;
+    for (int64_t r = 0; r < M; r++) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < D; i++) ss += x[r * D + i] * x[r * D + i];
+        double s = 1.0 / sqrt(ss / (double)D + (double)KERN_RMSNORM_EPS);
+        for (int64_t i = 0; i < D; i++) L += w[r * D + i] * x[r * D + i] * s * g[i];
+    }
+    return L;
+}
+
+static void run(int64_t M, int64_t D) {
+    int64_t n = M * D;
+    float *x = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)D);
+    float *dy = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    float *yr = malloc(sizeof(float) * (size_t)n), *rs = malloc(sizeof(float) * (size_t)M);
+    float *rsr = malloc(sizeof(float) * (size_t)M), *dx = malloc(sizeof(float) * (size_t)n);
+    float *dxr = malloc(sizeof(float) * (size_t)n), *dg = malloc(sizeof(float) * (size_t)D);
+    float *dgr = malloc(sizeof(float) * (size_t)D);
+    double *xd = malloc(sizeof(double) * (size_t)n), *gd = malloc(sizeof(double) * (size_t)D);
+    double *wd = malloc(sizeof(double) * (size_t)n), *fx = malloc(sizeof(double) * (size_t)n);
+    double *fg = malloc(sizeof(double) * (size_t)D);
+    kt_fill(x, n, 1, -2, 2);
+    kt_fill(g, D, 2, 0.5f, 1.5f);
+    kt_fill(dy, n, 3, -1, 1);
+    char what[96];
+
+    kern_rmsnorm_fwd(y, rs, x, g, M, D);
+    kern_rmsnorm_fwd_ref(yr, rsr, x, g, M, D);
+    snprintf(what, sizeof what, "rmsnorm fwd y M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close(what, y, yr, n, 8); /* a D-term sum of squares, then 3 roundings: k = 8 */
+    snprintf(what, sizeof what, "rmsnorm fwd rstd M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close(what, rs, rsr, M, 8);
+
+    /* bwd accumulates: start both from the same non-zero contents */
+    kt_fill(dx, n, 4, -1, 1);
+    kt_fill(dg, D, 5, -1, 1);
+    for (int64_t i = 0; i < n; i++) dxr[i] = dx[i];
+    for (int64_t i = 0; i < D; i++) dgr[i] = dg[i];
+    kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
+    kern_rmsnorm_bwd_ref(dxr, dgr, dy, x, g, rs, M, D);
+    snprintf(what, sizeof what, "rmsnorm bwd dx += vs ref M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close(what, dx, dxr, n, 32);
+    snprintf(what, sizeof what, "rmsnorm bwd dg += vs ref M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close(what, dg, dgr, D, 32);
+
+    /* finite differences in double: gradient of L = Σ dy ⊙ y */
+    for (int64_t i = 0; i < n; i++) xd[i] = x[i], wd[i] = dy[i];
+    for (int64_t i = 0; i < D; i++) gd[i] = g[i];
+    const double h = 1e-6;
+    for (int64_t i = 0; i < n; i++) {
+        double s = xd[i];
+        xd[i] = s + h;
+        double lp = loss_d(xd, gd, wd, M, D);
+        xd[i] = s - h;
+        double lm = loss_d(xd, gd, wd, M, D);
+        xd[i] = s;
+        fx[i] = (lp - lm) / (2 * h);
+    }
+    for (int64_t i = 0; i < D; i++) {
+        double s = gd[i];
+        gd[i] = s + h;
+        double lp = loss_d(xd, gd, wd, M, D);
+        gd[i] = s - h;
+        double lm = loss_d(xd, gd, wd, M, D);
+        gd[i] = s;
+        fg[i] = (lp - lm) / (2 * h);
+    }
+    for (int64_t i = 0; i < n; i++) dx[i] = 0.0f;
+    for (int64_t i = 0; i < D; i++) dg[i] = 0.0f;
+    kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
+    /* truth is exact to ~1e-9 (h² and roundoff); the float kernel sums D (dx) or M (dg) terms */
+    snprintf(what, sizeof what, "rmsnorm bwd dx vs FD(double) M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close_d(what, dx, fx, n, 32);
+    snprintf(what, sizeof what, "rmsnorm bwd dg vs FD(double) M=%lld D=%lld", (long long)M, (long long)D);
+    kt_close_d(what, dg, fg, D, 32);
+    free(x), free(g), free(dy), free(y), free(yr), free(rs), free(rsr), free(dx), free(dxr);
+    free(dg), free(dgr), free(xd), free(gd), free(wd), free(fx), free(fg);
+}
+
+int main(void) {
+    const int64_t shapes[][2] = {{1, 1}, {1, 7}, {7, 13}, {3, 17}, {5, 64}, {2, 133}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(shapes[s][0], shapes[s][1]);
+    return kt_finish("test_kern_rmsnorm");
+}

@@ -1,0 +1,75 @@
+/* kern_expf: relative error vs double exp on a dense sweep of [-87, 88] and its edge cases;
+ * SwiGLU fwd/bwd vs the naive twins (libm exp, double), bwd vs finite differences in double. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/swiglu.h"
+#include "ktest.h"
+
+static void expf_checks(void) {
+    double worst = 0.0, at = 0.0;
+    for (int64_t i = 0; i <= 2000000; i++) {
+        float x = (float)(-87.0 + 175.0 * (double)i / 2000000.0);
+        double e = exp((double)x), rel = fabs((double)kern_expf(x) - e) / e;
+        if (rel > worst) worst = rel, at = x;
+    }
+    /* Cephes expf is ~1 ulp; 2e-7 (~1.7·FLT_EPSILON) is the brief's bound */
+    kt_check(worst <= 2e-7, "kern_expf max rel err %.3g (%.2f eps) at x=%.9g over 2e6 points of [-87,88]",
+             worst, worst / FLT_EPSILON, at);
+    kt_check(kern_expf(0.0f) == 1.0f, "kern_expf(0) = %.9g", kern_expf(0.0f));
+    kt_check(kern_expf(-100.0f) == 0.0f && kern_expf(-INFINITY) == 0.0f,
+             "kern_expf(-100) = %g, (-inf) = %g (flush to 0)", kern_expf(-100.0f), kern_expf(-INFINITY));
+    float e88 = kern_expf(88.0f);
+    kt_check(isfinite(e88) && kern_expf(100.0f) == e88 && kern_expf(INFINITY) == e88,
+             "kern_expf saturates at exp(88) = %g above 88", e88);
+    kt_check(isnan(kern_expf(NAN)), "kern_expf(NaN) is NaN");
+}
+
+static void run(int64_t n) {
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    float *dh = malloc(sizeof(float) * (size_t)n), *h = malloc(sizeof(float) * (size_t)n);
+    float *hr = malloc(sizeof(float) * (size_t)n), *da = malloc(sizeof(float) * (size_t)n);
+    float *db = malloc(sizeof(float) * (size_t)n), *dar = malloc(sizeof(float) * (size_t)n);
+    float *dbr = malloc(sizeof(float) * (size_t)n);
+    double *fa = malloc(sizeof(double) * (size_t)n), *fb = malloc(sizeof(double) * (size_t)n);
+    char what[96];
+    kt_fill(a, n, 1, -12, 12);
+    kt_fill(b, n, 2, -2, 2);
+    kt_fill(dh, n, 3, -1, 1);
+    kern_swiglu_fwd(h, a, b, n);
+    kern_swiglu_fwd_ref(hr, a, b, n);
+    snprintf(what, sizeof what, "swiglu fwd vs ref n=%lld", (long long)n);
+    kt_close(what, h, hr, n, 8); /* exp (~1 ulp), a division, two products: k = 8 */
+    kern_swiglu_bwd(da, db, dh, a, b, n);
+    kern_swiglu_bwd_ref(dar, dbr, dh, a, b, n);
+    snprintf(what, sizeof what, "swiglu bwd da vs ref n=%lld", (long long)n);
+    kt_close(what, da, dar, n, 16);
+    snprintf(what, sizeof what, "swiglu bwd db vs ref n=%lld", (long long)n);
+    kt_close(what, db, dbr, n, 16);
+    /* elementwise, so FD of L = Σ dh·silu(a)·b perturbs one element at a time */
+    const double e = 1e-6;
+    for (int64_t i = 0; i < n; i++) {
+        double x = a[i], y = b[i];
+#define H_D(x_, y_) ((x_) / (1.0 + exp(-(x_))) * (y_))
+        fa[i] = dh[i] * (H_D(x + e, y) - H_D(x - e, y)) / (2 * e);
+        fb[i] = dh[i] * (H_D(x, y + e) - H_D(x, y - e)) / (2 * e);
+#undef H_D
+    }
+    snprintf(what, sizeof what, "swiglu bwd da vs FD(double) n=%lld", (long long)n);
+    kt_close_d(what, da, fa, n, 16);
+    snprintf(what, sizeof what, "swiglu bwd db vs FD(double) n=%lld", (long long)n);
+    kt_close_d(what, db, fb, n, 16);
+    free(a), free(b), free(dh), free(h), free(hr), free(da), free(db), free(dar), free(dbr);
+    free(fa), free(fb);
+}
+
+int main(void) {
+    expf_checks();
+    run(1);
+    run(7);
+    run(13);
+    run(1031);
+    return kt_finish("test_kern_swiglu");
+}

@@ -1,0 +1,221 @@
+/* test_plan: train/plan.c against the digest's §10 worked problems on parameters, FLOPs, memory
+ * and thresholds (#14, #19–#22, #24–#27), the §5.6 X_opt example and v5p 16x16x16 bound, the §6
+ * LLaMA-3-70B plan numbers, the book's per-layer comms, and the regime boundary B/X = α/M_X. */
+#include "check.h"
+#include "train/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A spec on `chip` with topology sizes[n], data/tensor masks, ZeRO-3, the given model and batch. */
+static plan_spec make(const char *chip, const int *sizes, int n, int data, int tensor,
+                      const model_shape *m, double tokens) {
+    plan_spec s;
+    char err[256];
+    plan_spec_defaults(&s);
+    s.chip = *cost_chip_find(chip);
+    s.link = cost_chip_link(&s.chip);
+    if (plan_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
+        printf("FAIL topology: %s\n", err);
+        exit(1);
+    }
+    s.data_mask = data;
+    s.tensor_mask = tensor;
+    s.zero = 3;
+    s.shape = *m;
+    s.tokens = tokens;
+    return s;
+}
+
+static plan_result run(const plan_spec *s) {
+    plan_result r;
+    char err[256];
+    if (plan_compute(s, &r, err, sizeof err) < 0) {
+        printf("FAIL plan_compute: %s\n", err);
+        exit(1);
+    }
+    return r;
+}
+
+static const int pod3[3] = {16, 16, 16}, pod8960[3] = {16, 20, 28};
+
+static void test_params_flops(void) {
+    model_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192}, l3, l2;
+    plan_model_preset(&l3, "llama3-70b");
+    plan_model_preset(&l2, "llama2-13b");
+    /* #14: the exact formula L(3DF + 4D^2 + D) + 2DV; we add a second norm per layer and the
+     * final norm (L·D + D more). */
+    check_near("#14 params (exact 17.44e9; book rounds to 16e9)", plan_params(&m14), 17.44e9,
+               0.001);
+    plan_spec s = make("v5p", pod3, 3, 7, 0, &m14, 8192 * 512.0);
+    plan_result r = run(&s);
+    const double matmul = 6 * s.tokens * 64 * (3.0 * 4096 * 16384 + 4.0 * 4096 * 4096);
+    check_near("#14 attention fraction T/(8D), T = 8192, D = 4096", 2 * r.flops_attn / matmul, 0.25,
+               1e-9);
+    /* #24: LLaMA-2-13B. */
+    check_near("#24 LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)", plan_params(&l2), 13.1e9,
+               0.01);
+    s = make("v5p", pod3, 3, 7, 0, &l2, 16e6);
+    s.remat = PLAN_REMAT_FFW3;
+    r = run(&s);
+    check_near("#24 params + Adam (10 B/param), bytes", r.params * (s.param_bytes + s.opt_bytes),
+               130e9, 0.01);
+    check_near("#24 16M-token activations, 3 FFW checkpoints per layer (bytes)",
+               r.mem_global - r.params * (s.param_bytes + s.opt_bytes), 42e12, 0.01);
+    /* #26: LLaMA-3-70B totals. The book sums rounded parts (56.3 + 2.1 + 12 = 70.4). */
+    const double P = plan_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
+    check_near("#26 LLaMA-3-70B params", P, 70.4e9, 0.005);
+    check_near("#26 MLP params 3DFL", 3.0 * 8192 * 28672 * 80, 56.3e9, 0.002);
+    check_near("#26 FLOPs per token 6P", 6 * P, 4.2e11, 0.01);
+    check_near("#26 FLOPs for 15T tokens", flops, 6.3e24, 0.01);
+    check_near("#26 years on one v5p", flops / C / (365.25 * 86400), 435, 0.015);
+    check_near("#26 days on 8960 chips at 40% MFU", flops / (8960 * C * 0.4) / 86400, 44, 0.02);
+}
+
+static void test_thresholds(void) {
+    model_shape l3, l2, f30k;
+    plan_model_preset(&l3, "llama3-70b");
+    plan_model_preset(&l2, "llama2-13b");
+    f30k = l3;
+    f30k.F = 30000;
+    /* #19. */
+    plan_spec s = make("v5p", pod3, 3, 1, 0, &l3, 4e6);
+    plan_result r = run(&s);
+    check_near("#19 DP/FSDP threshold on 1 axis (tokens per chip)", r.dp_threshold, 2550, 0.001);
+    s = make("v5p", pod8960, 3, 7, 0, &l3, 16e6);
+    r = run(&s);
+    check_near("#19 on 3 axes", r.dp_threshold, 850, 0.001);
+    check_near("#19 tokens per 8960-chip pod", r.dp_threshold * r.chips, 7.6e6, 0.005);
+    /* #20: FSDP scale-out: chips = B / 850. */
+    check_near("#20 LLaMA-3-70B 16M batch: chips", s.tokens / r.dp_threshold, 18823, 0.001);
+    check_near("#20 days for 6.3e24 FLOPs at 50% MFU",
+               6.3e24 / (s.tokens / r.dp_threshold * s.chip.flops_bf16 * 0.5) / 86400, 16.9, 0.01);
+    check_near("#20 DeepSeek-V2 40M batch: chips", 40e6 / r.dp_threshold, 47000, 0.005);
+    /* #21: TP limit M_Y·F/α per axis. */
+    s = make("v5p", pod3, 3, 3, 4, &f30k, 4e6);
+    r = run(&s);
+    check_near("#21 TP limit F=30K (book ~11)", r.tp_limit, 11.76, 0.001);
+    check_near("#21 8-way needs F >= 8 alpha", 8 * r.alpha, 20400, 0.001);
+    check_near("#21 Gemma-7B F=50K limit (book ~19)", 50000 / r.alpha, 19.6, 0.001);
+    /* #22: mixed threshold 2·α²·2/(M_X M_Y F) with M_X = 2, M_Y = 1, F = 30K. */
+    check_near("#22 mixed threshold F=30K (book 432, exact 433.5)", r.mixed_threshold, 433.5,
+               0.001);
+    check_near("#22 pure FSDP at BS=2M: chips (book ~2400)", 2e6 / (r.alpha / 3), 2353, 0.001);
+    /* #25: LLaMA-2-13B on v5p 16x16x16, 3M tokens of 32K sequences. */
+    l2.T = 32768;
+    s = make("v5p", pod3, 3, 7, 0, &l2, 3e6);
+    r = run(&s);
+    check_near("#25 slice HBM (bytes)", r.chips * r.hbm, 393e12, 0.001);
+    check_near("#25 FSDP minimum batch 850*4096", r.dp_threshold * r.X, 3.48e6, 0.001);
+    check_true("#25 3M tokens is communication-bound for FSDP", r.tokens_per_x < r.dp_threshold);
+    check_near("#25 mixed threshold (M_X=2, M_Y=1)", r.mixed_threshold, 940, 0.002);
+    /* §5.6 example: N = 64, B = 48,000, F = 32,768, M_X/M_Y = 2 → 13.7 (book prints 13.9). */
+    model_shape f32k = l3;
+    f32k.F = 32768;
+    const int cube[3] = {4, 4, 4};
+    s = make("v5p", cube, 3, 3, 4, &f32k, 48000);
+    r = run(&s);
+    check_near("§5.6 X_opt example (exact 13.7; erratum 5)", r.x_opt, 13.7, 0.005);
+    /* §5.6 v5p 16x16x16 figure: 4096·2·2550²/(8192·4) = 1.6e6 (erratum 4: not 1.6e10). */
+    s = make("v5p", pod3, 3, 3, 4, &f32k, 4e6);
+    r = run(&s);
+    check_near("§5.6 16x16x16 comm-bound below this batch (erratum 4)", r.mixed_min_batch, 1.6e6,
+               0.02);
+}
+
+static void test_llama3(void) {
+    model_shape l3;
+    plan_model_preset(&l3, "llama3-70b");
+    /* #27: memory at a 4M batch with n = 4 checkpoints per layer (erratum 9). */
+    plan_spec s = make("v5p", pod8960, 3, 7, 0, &l3, 4e6);
+    s.remat = PLAN_REMAT_CKPT;
+    s.ckpt_n = 4;
+    plan_result r = run(&s);
+    check_near("#27 params bf16 (bytes)", r.params * 2, 140e9, 0.01);
+    check_near("#27 optimizer 8 B/param (bytes)", r.params * 8, 560e9, 0.01);
+    check_near("#27 checkpoints 2*D*B*4*L (bytes)", r.mem_global - r.params * 10, 20.9e12, 0.005);
+    check_near("#27 total (bytes)", r.mem_global, 21.6e12, 0.005);
+    check_near("#27 minimum chips", r.min_chips_memory, 225, 0.005);
+    check_near("#27 per chip on 8960 chips, book accounting (bytes)", r.mem_global / r.chips, 2.4e9,
+               0.01);
+    /* §6 sharding reasoning at 1024 sequences of 4096 = 4,194,304 tokens on 8960 chips. */
+    s = make("v5p", pod8960, 3, 6, 1, &l3, 1024 * 4096.0);
+    r = run(&s);
+    check_near("§6 tokens per chip over the whole pod", s.tokens / r.chips, 468, 0.001);
+    check_true("§6 468 < 850: pure FSDP is communication-bound", s.tokens / r.chips < 850);
+    check_near("§6 mixed threshold 2 alpha^2/F (book 453)", r.mixed_threshold, 453, 0.002);
+    check_near("§6 X_opt = sqrt(2BN/F)", r.x_opt, 1618, 0.001);
+}
+
+/* The plan's per-layer comms are the book's: FSDP gathers 2·3DF bytes of MLP weights (the book's
+ * 2DF per matrix) at W·M_X; TP moves 2·B·D/X per block per gather. And the regime flips at
+ * B/X = α/M_X (attention made negligible with a short sequence). */
+static void test_layer(void) {
+    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    const double W = 1.8e11, D = 8192, F = 32768;
+    plan_spec s = make("v5p", pod3, 3, 3, 4, &m, 4e6);
+    plan_result r = run(&s);
+    int seen = 0;
+    for (int i = 0; i < r.n_coll; i++) {
+        const plan_coll *c = &r.coll[i];
+        if (c->seg == 0 && !c->bwd && strstr(c->what, "W_mlp")) {
+            check_near("FSDP forward MLP gather = 2*3DF/(Y W M_X)", c->est.seconds,
+                       2 * 3 * D * F / 16 / (W * 2), 1e-9);
+            seen |= 1;
+        }
+        if (c->seg == 0 && !c->bwd && c->op == COST_OP_ALL_GATHER && strstr(c->what, "In[")) {
+            check_near("TP forward gather = 2BD/(X W)", c->est.seconds, 2 * s.tokens * D / 256 / W,
+                       1e-9);
+            check_true("TP gathers twice per layer (attention + MLP), critical",
+                       c->count == 2 && c->path == PLAN_PATH_CRITICAL);
+            seen |= 2;
+        }
+    }
+    check_true("the layer lists the FSDP and TP collectives", seen == 3);
+    for (int k = 0; k < 2; k++) {
+        const double per_x = 850 * (k ? 1.1 : 0.9);
+        s = make("v5p", pod3, 3, 7, 0, &m, per_x * 4096);
+        r = run(&s);
+        char what[96];
+        snprintf(what, sizeof what, "FSDP forward is %s at B/X = %.0f (alpha/M_X = 850)",
+                 k ? "compute-bound" : "communication-bound", per_x);
+        check_true(what, (r.phase[0][0].t_math >= r.phase[0][0].t_comm) == k);
+    }
+    plan_spec bad = make("v5p", pod3, 3, 3, 3, &m, 4e6);
+    char err[256];
+    check_true("an axis in two roles is rejected", plan_compute(&bad, &r, err, sizeof err) < 0);
+}
+
+static void test_cli_and_search(void) {
+    char *ok[] = {"meshplan", "--chip",     "v5p",     "--topology",   "16x16x16",
+                  "--model",  "llama3-70b", "--batch", "1024",         "--dp",
+                  "xy",       "--tensor",   "z",       "--remat=block"};
+    char *badflag[] = {"meshplan", "--chip", "v9"};
+    FILE *null = fopen("/dev/null", "w");
+    check_true("meshplan runs the LLaMA-3-70B plan", plan_main(14, ok) == 0);
+    check_true("an unknown chip is a clean error (status 2)", plan_main(3, badflag) == 2);
+    model_shape l3;
+    plan_model_preset(&l3, "llama3-70b");
+    plan_spec s;
+    plan_spec_defaults(&s);
+    s.shape = l3;
+    s.tokens = 1024 * 4096.0;
+    /* 4096 chips fit a v5p pod only as 16x16x16: 8 distinct shardings up to axis symmetry. */
+    check_true("search over 4096 v5p chips ranks the 8 distinct shardings",
+               null && plan_search(null, &s, 4096, 5) == 8);
+    s.chip = *cost_chip_find("v5e");
+    s.link = cost_chip_link(&s.chip);
+    s.shape.L = 8;
+    check_true("search over 64 v5e chips tries several topologies",
+               null && plan_search(null, &s, 64, 5) > 7);
+    if (null) fclose(null);
+}
+
+int main(void) {
+    test_params_flops();
+    test_thresholds();
+    test_llama3();
+    test_layer();
+    test_cli_and_search();
+    return check_report("test_plan");
+}

@@ -1,0 +1,128 @@
+/* plan: the book's calculator (issue 7, first half). Given a chip, a topology, a model, a batch
+ * and a sharding (data/ZeRO axes, a Megatron tensor axis, an optional pipeline axis, a
+ * checkpointing policy), predicts with the book's formulas (../shared/docs/book-digest.md §3–6)
+ * every collective of a layer and of a step, the FLOPs and compute time, the step time (overlapped
+ * `max` and serial `sum`), MFU, memory per chip by category against HBM, and the book's
+ * thresholds; and searches shardings for a chip count and batch. No MPI run: pure arithmetic on
+ * mesh/cost.h. Depends on mesh/cost.h and train/config.h (model_shape).
+ *
+ * Conventions: B is the global batch in TOKENS (sequences × T). X = product of the data axes,
+ * Y = product of the tensor axes, P = pipeline axis size. bf16 activations and weights on the
+ * wire (2 bytes), GB = 1e9. Times in seconds. */
+#ifndef MT_TRAIN_PLAN_H
+#define MT_TRAIN_PLAN_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "mesh/cost.h"
+#include "train/config.h"
+
+#define PLAN_MAX_COLL 24
+
+typedef enum {
+    PLAN_REMAT_NONE,  /* save everything: ~20 [B,D] tensors per layer (§4.4) */
+    PLAN_REMAT_BLOCK, /* save each layer's input only; recompute the whole forward (§4.4) */
+    PLAN_REMAT_FFW3,  /* save the 3 big FFW matmul outputs: 2·L·B·(D+2F) bytes (§4.4) */
+    PLAN_REMAT_CKPT   /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training, §6) */
+} plan_remat;
+
+/* Where a collective sits, in the book's labels (§9.2). */
+typedef enum {
+    PLAN_PATH_CRITICAL, /* blocks the next matmul (TP gathers and scatters) */
+    PLAN_PATH_PREFETCH, /* can be issued a layer early (FSDP weight gathers) */
+    PLAN_PATH_ASYNC     /* off the critical path (gradient reductions) */
+} plan_path;
+
+typedef struct {
+    cost_chip chip; /* a copy: a table chip or a host profile */
+    cost_link link; /* link constants the collectives use (normally the chip's) */
+    cost_alg alg;   /* collective algorithm (AUTO: bidir ring on one axis, multi on several) */
+    int n_axes;
+    int sizes[COST_MAX_AXES];
+    int wraps[COST_MAX_AXES];
+    char names[COST_MAX_AXES];             /* 'x', 'y', 'z' */
+    int data_mask, tensor_mask, pipe_mask; /* bit i = axis i */
+    int zero;                              /* 0..3 over the data axes */
+    model_shape shape;
+    double tokens; /* global batch B in tokens */
+    plan_remat remat;
+    int ckpt_n;       /* tensors per layer for PLAN_REMAT_CKPT */
+    int microbatches; /* pipeline microbatches (≥ 1) */
+    double param_bytes, grad_bytes, opt_bytes, act_bytes; /* per element: 2, 2, 8, 2 */
+} plan_spec;
+
+typedef struct {
+    char what[96]; /* "AllGather_y In[B_x,D_y]->[B_x,D]" */
+    cost_op op;
+    int axes_mask;
+    int seg;   /* 0: per layer; 1: the embedding/unembedding head (once per step) */
+    int bwd;   /* 0 forward, 1 backward (incl. recompute) */
+    int count; /* calls per layer (per step for seg 1) per chip */
+    plan_path path;
+    double bytes;       /* the book's V per call */
+    cost_est est;       /* one call */
+    cost_regime regime; /* compute-hidden if its phase's compute covers its phase's comms */
+} plan_coll;
+
+/* Times of one phase of one segment, per chip. */
+typedef struct {
+    double flops, t_math, t_comm;
+} plan_phase;
+
+typedef struct {
+    /* model */
+    double params, params_layer, flops_model; /* total params; per layer; 6·params·B */
+    double flops_attn;                        /* causal attention, training, per step */
+    double flops_recompute;                   /* extra forward work of the remat policy */
+    /* collectives and phases: [seg][bwd] */
+    plan_coll coll[PLAN_MAX_COLL];
+    int n_coll;
+    plan_phase phase[2][2];
+    double layers_per_chip, bubble; /* L/P; pipeline factor (M+P−1)/M */
+    double t_pipe;                  /* pipeline ppermutes per step */
+    /* step */
+    double chips, t_math, t_comm, t_step_max, t_step_sum, mfu, tokens_per_s;
+    /* memory per chip, bytes */
+    double mem_params, mem_grads, mem_opt, mem_acts, mem_gathered, mem_total, hbm;
+    double mem_global; /* params + optimizer + activations over all chips (the book's total) */
+    int fits;
+    /* thresholds (§5) */
+    double alpha;            /* C / W_bidi */
+    double hbm_intensity;    /* C / W_hbm */
+    double X, Y, P;          /* degrees */
+    int M_X, M_Y;            /* physical axes used by data and tensor sharding */
+    double tokens_per_x;     /* B / X */
+    double dp_threshold;     /* α / M_X: B/X must exceed it */
+    double tp_limit;         /* M_Y · F / α: Y must stay below it */
+    double x_opt;            /* sqrt((B/F)(M_X/M_Y)N), N = X·Y */
+    double mixed_threshold;  /* 4α²/(M_X·M_Y·F): B/N must exceed it */
+    double mixed_min_batch;  /* N · mixed_threshold */
+    double min_chips_memory; /* mem_global / HBM */
+} plan_result;
+
+/* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,
+ * AUTO algorithm) and no topology, model or batch. */
+void plan_spec_defaults(plan_spec *s);
+/* Sets the topology from sizes (named x, y, z) with wraparound by the chip's rule (the chip and
+ * link must be set first); returns 0, or −1 with err when it does not fit the chip's pod. */
+int plan_spec_set_topology(plan_spec *s, const int *sizes, int n_axes, char *err, size_t errlen);
+/* Model presets: "llama3-70b", "llama2-13b". Returns 0, or −1 if unknown. */
+int plan_model_preset(model_shape *m, const char *name);
+/* Total parameters of the meshtrain model (GQA attention, gated MLP, 2 norms per layer, final
+ * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
+double plan_params(const model_shape *m);
+
+/* Predicts everything for s. Returns 0, or −1 with err for a sharding that does not apply
+ * (an axis in two roles, a degree that does not divide the batch or the model). */
+int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen);
+
+/* Printing (plan_report.c). */
+void plan_print(FILE *out, const plan_spec *s, const plan_result *r);
+/* Enumerates topologies of `chips` chips that fit s->chip's pod (or s's own topology if chips
+ * is 0) and every assignment of their axes to data / tensor with ZeRO 0..3; prints the `top`
+ * fastest by overlapped step time, fitting ones first. Returns the number of candidates. */
+int plan_search(FILE *out, const plan_spec *s, int chips, int top);
+/* `meshplan` / `meshtrain plan`: parses flags, prints the plan or the search. Returns the exit
+ * status (0 ok, 2 bad flags). */
+int plan_main(int argc, char **argv);
+#endif

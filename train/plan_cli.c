@@ -1,0 +1,310 @@
+/* plan_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
+ * front, then prints one plan or a search. See plan.h. */
+#include "train/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *help_text =
+    "usage: meshplan --chip CHIP --topology 16x16x16 --model llama3-70b --batch 1024 [sharding]\n"
+    "Predicts a training step with the book's cost model (How To Scale Your Model); no MPI run.\n"
+    "Chip and links:\n"
+    "  --chip NAME        v3, v4p, v5e, v5p (default), v6e, or cpu (needs --flops, --link-bw)\n"
+    "  --flops X          peak FLOP/s per chip (cpu profile, or overrides the chip's)\n"
+    "  --link-bw X        link bandwidth per direction, bytes/s (measured or emulated)\n"
+    "  --latency X        per-hop latency T_min, seconds (default 1e-6)\n"
+    "  --hbm X            memory per chip, bytes     --hbm-bw X   memory bandwidth, bytes/s\n"
+    "Topology:\n"
+    "  --topology AxBxC   axes named x, y, z; wraparound by the chip's rules\n"
+    "  --mesh x=A,y=B     the trainer's spelling of the same      --open AXES  force axes open\n"
+    "Model (presets, then flags override):\n"
+    "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
+    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
+    "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Batch: --batch SEQUENCES or --tokens TOKENS (k, M, G suffixes are 1e3, 1e6, 1e9)\n"
+    "Sharding (the trainer's flags):\n"
+    "  --dp AXES          batch sharded over these axes (alias --data-axes, --data);\n"
+    "                     default: every axis not in --tensor or --pipeline\n"
+    "  --zero S           0 replicated DP, 1 optimizer, 2 +grads, 3 +weights (FSDP)\n"
+    "  --tensor AXES      Megatron tensor-parallel axes     --pipeline AXIS  pipeline stages\n"
+    "  --microbatches M   pipeline microbatches (default 1)\n"
+    "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
+    "  --alg ALG          auto | ring | bidir | seq | multi (collective algorithm)\n"
+    "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
+    "Search:\n"
+    "  --search           rank shardings (data/tensor axes, ZeRO) by predicted step time\n"
+    "  --chips N          search topologies of N chips that fit the chip's pod\n"
+    "  --top K            rows to print (default 15)\n";
+
+typedef struct {
+    plan_spec s;
+    char chip[16], topology[64], open[8], data[8], tensor[8], pipe[8];
+    double flops, link_bw, latency, hbm, hbm_bw, batch;
+    int search, chips, top, have_data;
+} cli;
+
+static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
+    snprintf(err, len, "%s %s: %s", flag, val, want);
+    return -1;
+}
+
+static int num(const char *flag, const char *v, double lo, double *out, char *err, size_t len) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end != v && *end) {
+        const double mult = *end == 'k' || *end == 'K' ? 1e3
+                            : *end == 'M'              ? 1e6
+                            : *end == 'G'              ? 1e9
+                                                       : 0;
+        if (mult > 0 && end[1] == '\0') {
+            x *= mult;
+            end++;
+        }
+    }
+    if (end == v || *end || !(x >= lo))
+        return bad(err, len, flag, v, lo > 0 ? "expected a positive number" : "expected a number");
+    *out = x;
+    return 0;
+}
+
+static int axes_ok(const char *v) {
+    for (const char *p = v; *p; p++)
+        if (*p < 'x' || *p > 'z' || strchr(p + 1, *p)) return 0;
+    return strlen(v) <= 3;
+}
+
+static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *err, size_t len) {
+    if (strlen(v) >= n) return bad(err, len, flag, v, "value too long");
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int parse_remat(cli *c, const char *v, char *err, size_t len) {
+    if (strcmp(v, "none") == 0)
+        c->s.remat = PLAN_REMAT_NONE;
+    else if (strcmp(v, "block") == 0)
+        c->s.remat = PLAN_REMAT_BLOCK;
+    else if (strcmp(v, "ffw3") == 0)
+        c->s.remat = PLAN_REMAT_FFW3;
+    else if (strncmp(v, "ckpt", 4) == 0 && atoi(v + 4) > 0 && atoi(v + 4) < 100) {
+        c->s.remat = PLAN_REMAT_CKPT;
+        c->s.ckpt_n = atoi(v + 4);
+    } else
+        return bad(err, len, "--remat", v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
+    return 0;
+}
+
+/* One flag with its value (NULL for switches). Returns 0, 1 if the flag takes no value, −1. */
+static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t len) {
+    static const struct {
+        const char *name;
+        size_t off;
+    } dims[] = {
+        {"--layers", offsetof(model_shape, L)},   {"--d-model", offsetof(model_shape, D)},
+        {"--heads", offsetof(model_shape, N)},    {"--kv-heads", offsetof(model_shape, K)},
+        {"--head-dim", offsetof(model_shape, H)}, {"--d-ff", offsetof(model_shape, F)},
+        {"--vocab", offsetof(model_shape, V)},    {"--seq-len", offsetof(model_shape, T)},
+    };
+    double x;
+    if (strcmp(f, "--search") == 0) {
+        c->search = 1;
+        return 1;
+    }
+    if (!v) return bad(err, len, f, "", "needs a value");
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (strcmp(f, dims[i].name) == 0) {
+            if (num(f, v, 1, &x, err, len) < 0) return -1;
+            *(int64_t *)((char *)&c->s.shape + dims[i].off) = (int64_t)x;
+            return 0;
+        }
+    if (strcmp(f, "--chip") == 0) return str_flag(f, v, c->chip, sizeof c->chip, err, len);
+    if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
+        return str_flag(f, v, c->topology, sizeof c->topology, err, len);
+    if (strcmp(f, "--model") == 0)
+        return plan_model_preset(&c->s.shape, v) < 0
+                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+                   : 0;
+    if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
+        /* --data also names the trainer's data file; only axis names shard the batch here. */
+        if (!axes_ok(v))
+            return strcmp(f, "--data") == 0 ? 0 : bad(err, len, f, v, "axes are x, y, z");
+        c->have_data = 1;
+        return str_flag(f, v, c->data, sizeof c->data, err, len);
+    }
+    if (strcmp(f, "--tensor") == 0 || strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
+        if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
+        char *dst = f[2] == 't' ? c->tensor : f[2] == 'p' ? c->pipe : c->open;
+        return str_flag(f, v, dst, sizeof c->data, err, len);
+    }
+    if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
+    if (strcmp(f, "--alg") == 0) {
+        int a = cost_alg_parse(v);
+        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq or multi");
+        c->s.alg = (cost_alg)a;
+        return 0;
+    }
+    struct {
+        const char *name;
+        double *dst, lo;
+    } nums[] = {
+        {"--flops", &c->flops, 1},
+        {"--link-bw", &c->link_bw, 1},
+        {"--latency", &c->latency, 0},
+        {"--hbm", &c->hbm, 1},
+        {"--hbm-bw", &c->hbm_bw, 1},
+        {"--tokens", &c->s.tokens, 1},
+        {"--batch", &c->batch, 1},
+        {"--param-bytes", &c->s.param_bytes, 0},
+        {"--grad-bytes", &c->s.grad_bytes, 0},
+        {"--opt-bytes", &c->s.opt_bytes, 0},
+        {"--act-bytes", &c->s.act_bytes, 0},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (strcmp(f, nums[i].name) == 0) return num(f, v, nums[i].lo, nums[i].dst, err, len);
+    struct {
+        const char *name;
+        int *dst, lo, hi;
+    } ints[] = {{"--zero", &c->s.zero, 0, 3},
+                {"--microbatches", &c->s.microbatches, 1, 1 << 20},
+                {"--chips", &c->chips, 1, 1 << 20},
+                {"--top", &c->top, 1, 10000}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (strcmp(f, ints[i].name) == 0) {
+            if (num(f, v, ints[i].lo, &x, err, len) < 0 || x != (int)x || x > ints[i].hi) {
+                snprintf(err, len, "%s %s: expected a whole number from %d to %d", f, v, ints[i].lo,
+                         ints[i].hi);
+                return -1;
+            }
+            *ints[i].dst = (int)x;
+            return 0;
+        }
+    return bad(err, len, f, "", "unknown flag (see --help)");
+}
+
+/* "16x16x16", "x=16,y=16,z=16" or "16". */
+static int parse_topology(const char *t, int *sizes, int *n, char *err, size_t len) {
+    *n = 0;
+    for (const char *p = t; *p;) {
+        if (*n == COST_MAX_AXES) return bad(err, len, "--topology", t, "at most 3 axes");
+        if (p[0] >= 'x' && p[0] <= 'z' && p[1] == '=') {
+            if (p[0] != 'x' + *n)
+                return bad(err, len, "--mesh", t, "name the axes x, y, z in order");
+            p += 2;
+        }
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 16)
+            return bad(err, len, "--topology", t, "expected sizes like 16x16x16 or x=16,y=16");
+        sizes[(*n)++] = (int)v;
+        p = end;
+        if (*p == 'x' || *p == ',')
+            p++;
+        else if (*p)
+            return bad(err, len, "--topology", t, "expected sizes like 16x16x16");
+    }
+    return *n ? 0 : bad(err, len, "--topology", t, "is empty");
+}
+
+static int mask_of(const char *axes) {
+    int m = 0;
+    for (const char *p = axes; *p; p++)
+        m |= 1 << (*p - 'x');
+    return m;
+}
+
+/* Applies the chip, links, topology and sharding flags to c->s. */
+static int finish(cli *c, char *err, size_t len) {
+    plan_spec *s = &c->s;
+    if (strcmp(c->chip, "cpu") == 0) {
+        if (c->flops <= 0 || c->link_bw <= 0)
+            return bad(err, len, "--chip", "cpu", "needs --flops and --link-bw (the host profile)");
+        s->chip = (cost_chip){"cpu",           c->flops, c->flops, 16e9,      2e10,      c->link_bw,
+                              2 * c->link_bw,  1e-6,     3,        {0, 0, 0}, {1, 1, 1}, 1,
+                              COST_WRAP_ALWAYS};
+    } else {
+        const cost_chip *chip = cost_chip_find(c->chip);
+        if (!chip)
+            return bad(err, len, "--chip", c->chip, "expected v3, v4p, v5e, v5p, v6e or cpu");
+        s->chip = *chip;
+    }
+    if (c->flops > 0) s->chip.flops_bf16 = c->flops;
+    if (c->link_bw > 0) s->chip.ici_oneway = c->link_bw, s->chip.ici_bidi = 2 * c->link_bw;
+    if (c->latency >= 0) s->chip.hop_latency = c->latency;
+    if (c->hbm > 0) s->chip.hbm_bytes = c->hbm;
+    if (c->hbm_bw > 0) s->chip.hbm_bw = c->hbm_bw;
+    s->link = cost_chip_link(&s->chip);
+    if (c->batch > 0) {
+        if (s->tokens > 0) return bad(err, len, "--batch", "and --tokens", "give one of them");
+        if (s->shape.T < 1) return bad(err, len, "--batch", "", "needs --seq-len or a --model");
+        s->tokens = c->batch * (double)s->shape.T;
+    }
+    if (s->shape.H == 0 && s->shape.N > 0) s->shape.H = s->shape.D / s->shape.N;
+    if (s->shape.K == 0) s->shape.K = s->shape.N;
+    if (!c->topology[0]) {
+        if (c->search && c->chips > 0) return 0;
+        return bad(err, len, "--topology", "", "missing (e.g. --topology 16x16x16)");
+    }
+    int sizes[COST_MAX_AXES], n;
+    if (parse_topology(c->topology, sizes, &n, err, len) < 0 ||
+        plan_spec_set_topology(s, sizes, n, err, len) < 0)
+        return -1;
+    const int all = (1 << n) - 1;
+    for (const char *p = c->open; *p; p++)
+        s->wraps[*p - 'x'] = 0;
+    s->tensor_mask = mask_of(c->tensor);
+    s->pipe_mask = mask_of(c->pipe);
+    s->data_mask = c->have_data ? mask_of(c->data) : all & ~(s->tensor_mask | s->pipe_mask);
+    if ((s->tensor_mask | s->pipe_mask | s->data_mask | mask_of(c->open)) & ~all)
+        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
+                   "names an axis the "
+                   "topology lacks");
+    return 0;
+}
+
+int plan_main(int argc, char **argv) {
+    cli c;
+    memset(&c, 0, sizeof c);
+    plan_spec_defaults(&c.s);
+    snprintf(c.chip, sizeof c.chip, "v5p");
+    c.latency = -1;
+    c.top = 15;
+    char err[256] = "";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        char flag[32];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(help_text, stdout);
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof flag) {
+            fprintf(stderr, "meshplan: error: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        }
+        snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        int rc = parse_flag(&c, flag, v, err, sizeof err);
+        if (rc < 0) {
+            fprintf(stderr, "meshplan: error: %s\n", err);
+            return 2;
+        }
+        if (rc == 0 && !eq) i++;
+    }
+    if (finish(&c, err, sizeof err) < 0) {
+        fprintf(stderr, "meshplan: error: %s\n", err);
+        return 2;
+    }
+    if (c.search) {
+        if (c.s.tokens < 1) {
+            fprintf(stderr, "meshplan: error: --search needs a batch (--batch or --tokens)\n");
+            return 2;
+        }
+        return plan_search(stdout, &c.s, c.chips, c.top) > 0 ? 0 : 2;
+    }
+    plan_result r;
+    if (plan_compute(&c.s, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "meshplan: error: %s\n", err);
+        return 2;
+    }
+    plan_print(stdout, &c.s, &r);
+    return 0;
+}
