@@ -59,6 +59,26 @@ par_owned par_owned_slice(par *p, model *m, param_id id);
 int64_t par_state_size(par *p, model *m);
 /* After the update: ZeRO-1/2 AllGather the updated parameter shards. */
 void par_after_update(par *p, model *m);
+/* Checkpoint geometry. The global slab this rank's optimizer-state slice of parameter id covers
+ * (par_owned_slice's n elements, row-major), and whether this rank is the one that writes a
+ * block held by several ranks (parameters: kind 0, optimizer state: kind 1). */
+param_slab par_state_slab(par *p, model *m, param_id id);
+int par_is_writer(par *p, param_id id, int kind);
+/* After parameters were loaded into the model's storage: refresh derived copies (ZeRO-1/2
+ * master shards, ZeRO-3 gathered caches). */
+void par_params_loaded(par *p, model *m);
+/* Memory per rank by category, in bytes. */
+typedef struct {
+    int64_t params, grads, optimizer, activations, gathered, buffers;
+} par_mem;
+void par_memory(par *p, model *m, const config *c, par_mem *out);
+/* Rank 0 prints the plan: shardings in the book's notation, one layer's collectives with V,
+ * path and predicted time, memory per rank. r supplies the link constants. */
+struct report;
+struct report_case;
+void par_print_plan(par *p, model *m, const config *c, const struct report *r, FILE *out);
+/* Fills the summary's description of the run (scheme name written into buf). */
+void par_report_case(par *p, const config *c, struct report_case *k, char *buf, size_t len);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);
 #endif

@@ -70,6 +70,9 @@ void par_pack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n
 void par_unpack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n);
 /* Is id stacked over layers (one block per layer)? */
 int par_is_layer_param(param_id id);
+/* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
+param_slab par_tp_slab(const struct par *p, param_id id);
+param_slab par_shard_slab(const struct par *p, param_id id);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */
 void par_drain(struct par *p);
 void par_drain_upto(struct par *p, int count);

@@ -302,3 +302,26 @@ double par_data_mean(par *p, double v) {
     if (!p) return v;
     return allsum(p, p->dax, v) / (double)p->nX;
 }
+
+param_slab par_state_slab(par *p, model *m, param_id id) {
+    if (!p) return *model_slab(m, id);
+    return p->zero == 0 ? par_tp_slab(p, id) : par_shard_slab(p, id);
+}
+
+int par_is_writer(par *p, param_id id, int kind) {
+    if (!p) return 1;
+    const pgeo *g = &p->g[id];
+    if (!counts_once(p, g)) return 0;
+    /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */
+    const int replicated_x = kind == 0 ? p->zero < 3 : p->zero == 0;
+    return replicated_x ? p->xi == 0 : 1;
+}
+
+void par_params_loaded(par *p, model *m) {
+    if (!p || p->zero == 0) return;
+    if (p->zero == 3) {
+        p->wlayer[0] = p->wlayer[1] = -1;
+        return;
+    }
+    for (int id = 0; id < P_COUNT; id++) shard_select(p, m, (param_id)id);
+}

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
 #include "kernels/optim.h"
-#include "train/par.h"
 
 struct trainer {
     config c;
@@ -21,6 +21,8 @@ struct trainer {
     int64_t row0;
     float *opt_m, *opt_v;
     int64_t n_state;
+    double flops;
+    report *rep;
 };
 
 double trainer_lr(const config *c, int64_t step) {
@@ -72,6 +74,8 @@ static trainer *create(const config *c, mesh *m, int serial, char *err, size_t e
         trainer_destroy(t);
         return NULL;
     }
+    t->flops = kern_measure_flops(384, 0.25);
+    t->rep = report_create(m, t->flops);
     return t;
 }
 
@@ -85,6 +89,7 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 
 void trainer_destroy(trainer *t) {
     if (!t) return;
+    report_destroy(t->rep);
     model_destroy(t->mod);
     par_destroy(t->plan);
     free(t->opt_m);
@@ -93,6 +98,14 @@ void trainer_destroy(trainer *t) {
 }
 
 model *trainer_model(trainer *t) { return t->mod; }
+par *trainer_par(trainer *t) { return t->plan; }
+report *trainer_report(trainer *t) { return t->rep; }
+double trainer_flops(const trainer *t) { return t->flops; }
+void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n) {
+    *m = t->opt_m;
+    *v = t->opt_v;
+    *n = t->n_state;
+}
 
 void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows) {
     /* micro-batch j of the step takes global rows [j·mb + shard·Bl, ...): so that a data shard's
@@ -123,6 +136,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
     const double t0 = mesh_now();
+    report_step_begin(t->rep);
     const int64_t T1 = t->c.shape.T + 1;
     const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
     model_zero_grads(t->mod);
@@ -141,9 +155,10 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
-    st->compute_seconds = st->seconds;
-    st->comm_seconds = 0.0;
-    st->idle_seconds = 0.0;
+    const double ntok = (double)(t->c.batch * t->c.shape.T);
+    const double flops_rank =
+        model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
+    report_step_end(t->rep, flops_rank, &st->split);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
@@ -151,4 +166,15 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
     double loss = 0.0;
     for (int64_t j = 0; j < t->n_micro; j++) loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
     return par_data_mean(t->plan, loss / (double)t->n_micro);
+}
+
+void trainer_print_plan(trainer *t, FILE *out) {
+    par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
+}
+
+void trainer_print_summary(trainer *t, FILE *out) {
+    report_case k;
+    char name[128];
+    par_report_case(t->plan, &t->c, &k, name, sizeof name);
+    report_print_summary(t->rep, &k, out);
 }

@@ -7,6 +7,8 @@
 #include "mesh/mesh.h"
 #include "train/config.h"
 #include "train/model.h"
+#include "train/par.h"
+#include "train/report.h"
 
 typedef struct trainer trainer;
 
@@ -15,7 +17,7 @@ typedef struct {
     double grad_norm; /* global gradient norm before clipping */
     double lr;
     double seconds;   /* wall time of the step */
-    double compute_seconds, comm_seconds, idle_seconds; /* split of the step (exposed comm) */
+    step_split split; /* compute, exposed communication per collective, idle; prediction */
 } step_stats;
 
 /* Collective over: world. Validates the sharding against the mesh and the model, builds the
@@ -26,6 +28,12 @@ trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
 trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
 void trainer_destroy(trainer *t); /* accepts NULL */
 model *trainer_model(trainer *t);
+par *trainer_par(trainer *t);           /* NULL for a single-rank run */
+report *trainer_report(trainer *t);
+double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
+/* The optimizer state this rank holds: AdamW moments m and v over the owned slices (see
+ * par_owned_slice; NULL for SGD), n elements each. */
+void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n);
 /* The global batch rows this rank loads each step: rows [row0, row0 + nrows) of the B global
  * sequences (ranks that share a data shard load the same rows). */
 void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows);
@@ -34,6 +42,10 @@ void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows);
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st);
 /* Collective over: world. Mean loss over the global batch of tokens[nrows, T+1], no update. */
 double trainer_eval(trainer *t, const int32_t *tokens);
+/* Rank 0 prints the plan (shardings, one layer's collectives, memory per rank) / the end-of-run
+ * summary (per collective type: measured vs predicted, regime). Collective over: world. */
+void trainer_print_plan(trainer *t, FILE *out);
+void trainer_print_summary(trainer *t, FILE *out);
 /* Learning rate at 0-based step: linear warm-up to lr over `warmup` steps, then cosine decay to
  * min_lr at the last step. */
 double trainer_lr(const config *c, int64_t step);

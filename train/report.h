@@ -1,0 +1,53 @@
+/* report: the measured split of each step (compute, exposed communication per collective, idle)
+ * beside the book's prediction, and run totals for the final summary. Depends on mesh/ (trace
+ * hook, stats, links) and mesh/cost.h. Collective over: world (report_create, report_step_end). */
+#ifndef MT_TRAIN_REPORT_H
+#define MT_TRAIN_REPORT_H
+#include <stdint.h>
+#include <stdio.h>
+#include "mesh/coll.h"
+#include "mesh/cost.h"
+
+typedef struct report report;
+
+typedef struct {
+    double wall, compute, idle;
+    double exposed[MESH_OP_COUNT]; /* seconds the caller was blocked in each collective type */
+    double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
+    int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT];
+    double pred_compute, pred_step;
+} step_split;
+
+typedef struct {
+    int64_t steps;
+    double wall, compute, pred_compute, pred_step;
+    int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT], latency_calls[MESH_OP_COUNT];
+    double exposed[MESH_OP_COUNT], xfer[MESH_OP_COUNT], pred[MESH_OP_COUNT];
+} report_totals;
+
+/* Collective over: world. flops = this rank's measured sgemm FLOP/s. Link constants: emulated
+ * ones when mesh_link_set/mesh_emulate gave them, else a ping-pong calibration per axis. */
+report *report_create(mesh *m, double flops);
+void report_destroy(report *r); /* accepts NULL */
+void report_step_begin(report *r);
+/* Collective over: world. flops_rank = the step's FLOPs on this rank. */
+void report_step_end(report *r, double flops_rank, step_split *out);
+const report_totals *report_get_totals(const report *r);
+const cost_link *report_link(const report *r, int axis);
+const char *report_link_source(const report *r);
+double report_flops(const report *r);
+/* What the final summary needs to know of the run. */
+typedef struct report_case {
+    const char *scheme;  /* "FSDP (ZeRO-3) over x + TP over y" */
+    int64_t tokens;      /* B: tokens per step (global) */
+    int64_t F, nX, nY;
+    int n_data_axes;     /* M_X */
+    int data_axis;       /* major data axis (its link constants are used), −1 if none */
+} report_case;
+/* Rank 0 prints the per-collective table (calls, bytes, exposed and transfer time, predicted,
+ * regime) and where the book's thresholds put this run. */
+void report_print_summary(const report *r, const report_case *k, FILE *out);
+/* Book prediction of one collective call (count as passed to mesh_*). */
+double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
+                      int *latency_bound);
+#endif
