@@ -9,6 +9,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "mesh/link.h"
 
 struct trainer {
     config c;
@@ -23,6 +24,8 @@ struct trainer {
     int64_t n_state;
     double flops;
     report *rep;
+    mesh_emulation emu;
+    int emulated;
 };
 
 double trainer_lr(const config *c, int64_t step) {
@@ -75,6 +78,17 @@ static trainer *create(const config *c, mesh *m, int serial, char *err, size_t e
         return NULL;
     }
     t->flops = kern_measure_flops(384, 0.25);
+    if (c->emulate[0]) {
+        mesh_emulation em;
+        if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
+            snprintf(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                     c->emulate);
+            trainer_destroy(t);
+            return NULL;
+        }
+        t->emu = em;
+        t->emulated = 1;
+    }
     t->rep = report_create(m, t->flops);
     return t;
 }
@@ -169,6 +183,13 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
 }
 
 void trainer_print_plan(trainer *t, FILE *out) {
+    if (t->emulated && mesh_world_rank() == 0)
+        fprintf(out, "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
+                     "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
+                     "(chip %.3g): C/W_ici = %.0f on both\n",
+                t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
+                t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
+                t->emu.chip_flops / t->emu.chip_w_oneway);
     par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
 }
 
