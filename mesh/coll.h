@@ -11,7 +11,27 @@
  *  - ppermute (neighbour shift) along ONE axis by `shift` (+1: send to coord+1, receive from
  *    coord−1); on an open axis the ends send/receive nothing (their out is left untouched).
  * Reductions add in a fixed order, so results are deterministic and identical on every rank.
- * in == out is allowed for all_reduce (in place); all_gather allows in == out + i·count. */
+ * in == out is allowed for all_reduce (in place); all_gather allows in == out + i·count;
+ * ppermute allows in == out. Otherwise in and out must not overlap.
+ *
+ * Algorithms (how data moves; costs in the book's notation, V bytes, |X| ranks on the axis):
+ *  - RING: unidirectional ring, |X|−1 steps of V/|X| to coord+1.
+ *  - BIDIR: each block travels both ways at once: ⌊|X|/2⌋ steps of V/|X| each way (with |X| even
+ *    the last step moves half a block each way). On an axis without wraparound both RING and
+ *    BIDIR run as a line that uses only existing links: |X|−1 steps, blocks flowing both ways,
+ *    which costs as much as the unidirectional ring (the book's sharding pop quiz 2).
+ *  - SEQ: several axes one after the other, each with BIDIR (AllGather gathers the last, minor,
+ *    axis first so blocks stay contiguous; ReduceScatter scatters the first axis first).
+ *  - MULTI: the payload is split into n_axes parts; part k runs SEQ with the axis order rotated by
+ *    k, all parts concurrently, so every axis's links are busy at once (bandwidth × n_axes).
+ *  - MPI: MPI_Allgather / MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Alltoall on the set's
+ *    communicator.
+ *  RING and BIDIR over several axes run over the flattened set as if it were one ring (the
+ *  neighbours of index i are i±1 on the set's communicator; it wraps if every axis of the set
+ *  wraps; emulated links are those of the last, minor, axis). MESH_ALG_DEFAULT is BIDIR for one axis and MULTI for several, unless
+ *  mesh_set_default_alg chose otherwise. AllReduce = ReduceScatter + AllGather with blocks of
+ *  ⌈count/|X|⌉ or ⌊count/|X|⌋ elements (any count). AllToAll with RING/BIDIR is a ring with
+ *  shrinking payloads (each step forwards what is still travelling). */
 #ifndef MT_MESH_COLL_H
 #define MT_MESH_COLL_H
 #include "mesh/mesh.h"
@@ -32,6 +52,8 @@ typedef enum {
     MESH_OP_ALL_REDUCE,
     MESH_OP_ALL_TO_ALL,
     MESH_OP_PPERMUTE,
+    MESH_OP_SEND, /* point-to-point to a neighbour (pipelining) */
+    MESH_OP_RECV,
     MESH_OP_COUNT
 } mesh_op;
 
@@ -39,7 +61,11 @@ const char *mesh_alg_name(mesh_alg a);
 const char *mesh_op_name(mesh_op op);
 /* Parses "ring", "bidir", "seq", "multi", "mpi"; returns -1 when unknown. */
 int mesh_alg_parse(const char *s);
+/* Not collective (set it identically on every rank). DEFAULT restores the per-arity default. */
 void mesh_set_default_alg(mesh *m, mesh_alg a);
+/* The algorithm `alg` resolves to for a collective over `a` (DEFAULT → BIDIR or MULTI; SEQ and
+ * MULTI over one axis → BIDIR). */
+mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg);
 
 /* Blocking. Collective over: the axes in `a`. */
 void mesh_all_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
@@ -62,10 +88,32 @@ mesh_req *mesh_ireduce_scatter(mesh *m, mesh_axes a, float *out, const float *in
                                mesh_alg alg);
 mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
-/* Returns 1 if done (the handle stays valid until mesh_wait). Drives progress. */
+mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                           mesh_alg alg);
+mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in,
+                         int64_t count);
+/* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*
+ * call; MPI_THREAD_MULTIPLE) executes queued calls in order on duplicated communicators, so they
+ * overlap with the caller's compute without the caller calling into mesh; it sleeps on a
+ * condition variable when idle. Blocking calls run on the caller's thread and never mix messages
+ * with the queue. Every rank must start the same non-blocking calls in the same order. */
+/* Not collective. Returns 1 if done (the handle stays valid until mesh_wait). */
 int mesh_test(mesh_req *r);
-/* Completes and frees the handle. Accepts NULL. */
+/* Not collective. Blocks until done, then frees the handle. Accepts NULL. */
 void mesh_wait(mesh_req *r);
+
+/* ---- point-to-point between neighbours along one axis (pipeline stages) ----
+ * dir = +1: the neighbour at coord+1, −1: coord−1 (with wraparound if the axis wraps). Sends are
+ * non-blocking (the buffer must stay valid until mesh_p2p_wait); receives block, or are started
+ * with mesh_irecv. Messages between a pair arrive in the order sent. Emulated links delay
+ * delivery like a one-hop transfer. The receiver's blocked time is accounted as MESH_OP_RECV
+ * (a pipeline's bubble shows there). Not collective: only the two neighbours take part. */
+typedef struct mesh_p2p mesh_p2p;
+mesh_p2p *mesh_isend(mesh *m, int axis, int dir, const float *buf, int64_t count);
+mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count);
+void mesh_recv(mesh *m, int axis, int dir, float *buf, int64_t count);
+/* Completes and frees. Accepts NULL. */
+void mesh_p2p_wait(mesh_p2p *r);
 
 /* ---- accounting ---- */
 typedef struct {
@@ -74,7 +122,37 @@ typedef struct {
     double seconds;     /* wall time from start to completion, summed */
     double wait_seconds; /* time the caller spent blocked in this op (blocking call or wait) */
 } mesh_stat;
-/* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. */
+/* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. Not
+ * collective. Call when no non-blocking call is in flight for exact figures. */
 mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis);
 void mesh_stats_reset(mesh *m);
+
+/* One call, as recorded at completion. seq counts calls on this rank from 0 in issue order (so
+ * equal seq on two ranks means the same collective if the program is correct); with
+ * (op, axes, count, alg) it is the call's signature for hang forensics. */
+typedef struct {
+    int64_t seq;
+    mesh_op op;
+    mesh_axes axes;     /* for ppermute: the one axis */
+    mesh_alg alg;       /* as resolved */
+    int64_t count;      /* the count argument */
+    int shift;          /* ppermute only */
+    int async;          /* 1 if started with mesh_i* */
+    int64_t link_bytes[MESH_MAX_AXES][2]; /* bytes this rank sent per axis, to coord+1 / coord−1
+                                             (MPI alg: bytes handed to MPI, under [major][0]) */
+    double t_issue;     /* mesh_now() at the call (or at mesh_i*) */
+    double t_start;     /* when execution started */
+    double t_end;       /* when it completed */
+} mesh_call;
+/* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
+ * buffer of the last 1024 calls into out; returns how many. */
+int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max);
+/* Not collective. fn(rec, ctx) is called at each completion, from the thread that completed the
+ * call (the progress thread for mesh_i* calls); fn must be quick and thread-safe. NULL removes. */
+typedef void (*mesh_trace_fn)(const mesh_call *rec, void *ctx);
+void mesh_set_trace_hook(mesh *m, mesh_trace_fn fn, void *ctx);
+/* Debug mode (not collective; set on every rank): before each collective, the ranks of the axis
+ * set compare the signature (seq, op, axes, count, alg) and abort with both signatures printed
+ * if they differ. Costs one small MPI_Allreduce per call. */
+void mesh_set_verify(mesh *m, int on);
 #endif

@@ -30,7 +30,9 @@ int mesh_world_size(void);
 
 /* Collective over: world. Parses `spec` ("x=4,y=2", "2x2x2", "4"; axes named x,y,z when not
  * named) and `open` (comma list of axes without wraparound, or NULL), checks that the product of
- * sizes equals the number of ranks. On bad input returns NULL and writes the reason into
+ * sizes equals the number of ranks. Every axis of 3 or more wraps unless listed in `open`; an axis
+ * of 1 or 2 never wraps (a ring of 2 is a single link each way). spec NULL or "" = one axis over
+ * all ranks. On bad input returns NULL and writes the reason into
  * err[errlen] (the same on every rank; nothing printed). */
 mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen);
 /* Collective over: world. Frees communicators. Accepts NULL. */
@@ -42,18 +44,30 @@ int mesh_ndims(const mesh *m);
 int mesh_axis_size(const mesh *m, int axis);
 int mesh_axis_coord(const mesh *m, int axis);
 int mesh_axis_wraps(const mesh *m, int axis);
+/* Not collective (do it identically on every rank). Sets whether `axis` has a wraparound link. */
+void mesh_set_axis_wrap(mesh *m, int axis, int wraps);
+/* Not collective. Applies a chip family's wraparound rule (book §2.2, via cost.h's table) to every
+ * axis: v5e/v6e wrap only an axis of 16, v3 only an axis of 32, v4p/v5p wrap every axis when the
+ * slice is made of whole 4x4x4 cubes; axes of 1 or 2 never count as wrapping. Returns 0, or −1
+ * for an unknown chip (mesh unchanged). */
+int mesh_apply_chip_wrap(mesh *m, const char *chip);
 char mesh_axis_name(const mesh *m, int axis);
 /* Index of the axis named `name` ('x'), or -1. */
 int mesh_axis_index(const mesh *m, char name);
 /* Parses "xy" / "x" into an ordered axis set; returns 0, or -1 for an unknown or repeated axis.
  * The empty string gives n = 0 (a collective over no axes is a copy). */
 int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out);
-/* Product of the sizes of the axes in the set; this rank's index within the flattened set. */
+/* Product of the sizes of the axes in the set; this rank's index within the flattened set
+ * (ax[0] major: index = Σ coord(ax[k])·Π_{j>k} size(ax[j])). */
 int mesh_axes_size(const mesh *m, mesh_axes a);
 int mesh_axes_index(const mesh *m, mesh_axes a);
 /* Communicator over the ordered set (rank in it = mesh_axes_index). Owned by the mesh. */
 MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a);
 MPI_Comm mesh_world_comm(const mesh *m);
+/* "xy" into buf (the set's axis names, major first). */
+const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len);
+/* "x=4,y=2 (open: y)" into buf. */
+const char *mesh_spec_str(const mesh *m, char *buf, size_t len);
 /* "(x=1,y=0)" into buf. */
 const char *mesh_coord_str(const mesh *m, char *buf, size_t len);
 /* Collective over: world. Prints the placement table (rank, coordinates, host) from rank 0. */

@@ -33,12 +33,14 @@ typedef struct {
     int64_t sample;      /* bytes to generate at the end (0 = none) */
     double temperature;
     int64_t top_k;
+    char prompt[256];    /* text the sample continues ("" = a newline) */
     char metrics[1024];  /* JSON lines, one per step ("" = none) */
     char save_init[1024];  /* write initial params to this HDF5 file */
     char save_final[1024]; /* write final params to this HDF5 file */
     int threads;           /* BLAS threads per rank */
     int bench;             /* --bench: timing run, no data file needed */
     int quiet;
+    int demo;              /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (issue: parallel schemes) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
@@ -48,16 +50,24 @@ typedef struct {
     int overlap;
     char alg[16];        /* collective algorithm name */
     char emulate[16];    /* chip preset for link emulation, "" = none */
+    /* pipelining (issue: pipeline parallelism) */
+    char pipe_axis[4];   /* --pipeline AXIS: layers split into |Z| stages, "" = none */
+    int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
+    int schedule;        /* --schedule: 0 = gpipe, 1 = 1f1b */
 } config;
 
 /* Fills defaults. */
 void config_defaults(config *c);
-/* Parses argv into c (after defaults). Returns 0; 1 when --help was printed (caller exits 0);
- * −1 on bad input with the reason in err. Not collective; prints nothing except for --help
- * (caller decides which rank prints). */
+/* Parses argv[1..argc) into c (after defaults), derives --head-dim, --kv-heads, --d-ff and
+ * --micro-batch when not given, and validates. Returns 0; 1 when --help was asked for (the caller
+ * prints config_print_help from one rank and exits 0); −1 on bad input with the reason in err,
+ * naming the flag and what would be right. Not collective; prints nothing. */
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
 /* Checks shapes (N % K, even H, batch % micro_batch, ...). Returns 0 or −1 with err. */
 int config_validate(const config *c, char *err, size_t errlen);
+/* --demo's mesh part: on exactly 4 ranks, unless the user chose a mesh or sharding, sets
+ * --mesh x=2,y=2 --dp x --zero 3 --tensor y (ZeRO-3 over x, Megatron over y). No-op otherwise. */
+void config_demo_mesh(config *c, int nranks);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
 #endif

@@ -89,23 +89,31 @@ typedef struct {
     float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
 } layer_act;
 
+/* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
+typedef struct {
+    layer_act *act;                         /* [Ls] */
+    float *xf, *hf, *rstdf, *logits, *lse, *stats;
+    int32_t *targets;
+} slot_act;
+
 struct model {
     model_shape s;
     int64_t Bl, BT;
+    int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
+    int first, last, nslots;
     par_local loc;
     struct par *par;
     param_slab slab[P_COUNT];
     int64_t off[P_COUNT], cnt[P_COUNT], nparams;
     float *params, *grads;
-    layer_act *act;
+    slot_act *slot;
+    layer_act *acts;
     float *act_block;
+    int32_t *tgt_block;
     int64_t act_bytes;
-    /* final */
-    float *xf, *hf, *rstdf, *logits, *lse, *stats;
     /* scratch (reused within a step) */
     float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k,
         *s_v, *s_att, *s_attn;
-    int32_t *targets;
 };
 
 static void *xalloc(int64_t nfloat) {
@@ -115,7 +123,7 @@ static void *xalloc(int64_t nfloat) {
     return p;
 }
 
-/* Carves consecutive 64-byte-aligned views out of one block. */
+/* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
 typedef struct {
     float *base;
     int64_t used;
@@ -129,29 +137,35 @@ static float *carve(carver *c, int64_t n) {
 static void layout_activations(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
     const par_local *lc = &m->loc;
-    for (int64_t l = 0; l < m->s.L; l++) {
-        layer_act *A = &m->act[l];
-        A->x1 = carve(c, BT * D);
-        A->h1 = carve(c, BT * D);
-        A->rstd1 = carve(c, BT);
-        A->q = carve(c, BT * lc->Nl * H);
-        A->k = carve(c, BT * lc->Kl * H);
-        A->v = carve(c, BT * lc->Kl * H);
-        A->P = carve(c, m->Bl * lc->Nl * T * T);
-        A->att = carve(c, BT * lc->Nl * H);
-        A->x2 = carve(c, BT * D);
-        A->h2 = carve(c, BT * D);
-        A->rstd2 = carve(c, BT);
-        A->a = carve(c, BT * lc->Fl);
-        A->b = carve(c, BT * lc->Fl);
-        A->g = carve(c, BT * lc->Fl);
+    for (int k = 0; k < m->nslots; k++) {
+        slot_act *S = &m->slot[k];
+        S->act = m->acts + k * m->Ls;
+        for (int64_t l = 0; l < m->Ls; l++) {
+            layer_act *A = &S->act[l];
+            A->x1 = carve(c, BT * D);
+            A->h1 = carve(c, BT * D);
+            A->rstd1 = carve(c, BT);
+            A->q = carve(c, BT * lc->Nl * H);
+            A->k = carve(c, BT * lc->Kl * H);
+            A->v = carve(c, BT * lc->Kl * H);
+            A->P = carve(c, m->Bl * lc->Nl * T * T);
+            A->att = carve(c, BT * lc->Nl * H);
+            A->x2 = carve(c, BT * D);
+            A->h2 = carve(c, BT * D);
+            A->rstd2 = carve(c, BT);
+            A->a = carve(c, BT * lc->Fl);
+            A->b = carve(c, BT * lc->Fl);
+            A->g = carve(c, BT * lc->Fl);
+        }
+        S->xf = carve(c, BT * D); /* the stage's output residual (the last stage's final one) */
+        if (m->last) {
+            S->hf = carve(c, BT * D);
+            S->rstdf = carve(c, BT);
+            S->logits = carve(c, BT * lc->Vl);
+            S->lse = carve(c, BT);
+            S->stats = carve(c, 3 * BT);
+        }
     }
-    m->xf = carve(c, BT * D);
-    m->hf = carve(c, BT * D);
-    m->rstdf = carve(c, BT);
-    m->logits = carve(c, BT * lc->Vl);
-    m->lse = carve(c, BT);
-    m->stats = carve(c, 3 * BT * 8); /* per-row (max, sum, target) for up to 8 vocab shards */
 }
 
 static void layout_scratch(model *m, carver *c) {
@@ -180,6 +194,10 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
     m->BT = Bl * s->T;
     m->par = plan;
     mpar_local(plan, s, &m->loc);
+    mpar_stage(plan, s, &m->l0, &m->l1, &m->nslots);
+    m->Ls = m->l1 - m->l0;
+    m->first = m->l0 == 0;
+    m->last = m->l1 == s->L;
     m->nparams = 0;
     for (int id = 0; id < P_COUNT; id++) {
         mpar_slab(plan, s, (param_id)id, &m->slab[id]);
@@ -190,20 +208,26 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
     }
     m->params = xalloc(m->nparams);
     m->grads = mpar_model_has_grads(plan) ? xalloc(m->nparams) : NULL;
-    m->act = calloc((size_t)s->L, sizeof *m->act);
+    m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
+    m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
-    layout_activations(m, &c);
-    m->act_bytes = c.used * (int64_t)sizeof(float);
-    layout_scratch(m, &c);
-    m->act_block = xalloc(c.used);
-    m->targets = calloc((size_t)m->BT, sizeof *m->targets);
-    if (!m->params || (!m->grads && mpar_model_has_grads(plan)) || !m->act || !m->act_block || !m->targets) {
+    int ok = m->slot && m->acts;
+    if (ok) {
+        layout_activations(m, &c);
+        m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
+        layout_scratch(m, &c);
+        m->act_block = xalloc(c.used);
+        m->tgt_block = calloc((size_t)(m->nslots * m->BT), sizeof(int32_t));
+    }
+    if (!ok || !m->params || (!m->grads && mpar_model_has_grads(plan)) || !m->act_block ||
+        !m->tgt_block) {
         model_destroy(m);
         return NULL;
     }
     c = (carver){m->act_block, 0};
     layout_activations(m, &c);
     layout_scratch(m, &c);
+    for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
     for (int id = 0; id < P_COUNT; id++)
         model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
@@ -215,9 +239,10 @@ void model_destroy(model *m) {
     if (!m) return;
     free(m->params);
     free(m->grads);
-    free(m->act);
+    free(m->slot);
+    free(m->acts);
     free(m->act_block);
-    free(m->targets);
+    free(m->tgt_block);
     free(m);
 }
 
@@ -245,14 +270,17 @@ void model_zero_grads(model *m) {
 int64_t model_activation_bytes(const model *m) { return m->act_bytes; }
 struct par *model_par(model *m) { return m->par; }
 const par_local *model_local(const model *m) { return &m->loc; }
+void model_stage(const model *m, int64_t *l0, int64_t *l1) {
+    *l0 = m->l0;
+    *l1 = m->l1;
+}
+int model_slots(const model *m) { return m->nslots; }
+int64_t model_local_rows(const model *m) { return m->BT; }
+float *model_stage_input(model *m, int slot) { return m->slot[slot].act[0].x1; }
+const float *model_stage_output(model *m, int slot) { return m->slot[slot].xf; }
+const float *model_stage_dinput(model *m) { return m->d_full; }
 
 /* ---------------------------------------------------------------- forward */
-
-/* Layer l's weights and gradient slots as the compute sees them (TP-local; FSDP-gathered by
- * the hook). */
-static layer_w layer_weights(model *m, int64_t l, int dir) {
-    return mpar_layer_weights(m->par, m, l, dir);
-}
 
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
     const int64_t D = m->s.D;
@@ -261,14 +289,14 @@ static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64
                        m->loc.v0, m->loc.Vl);
 }
 
-/* One block, forward, on BT = B·T rows; r (the residual, [BT, D]) is read as x1 and replaced by
- * the block's output. */
-static void block_fwd(model *m, int64_t l, int64_t B, int64_t T) {
+/* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
+ * output as the next layer's x1 (or the slot's xf after the stage's last layer). */
+static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     const int64_t BT = B * T, D = m->s.D, H = m->s.H;
     const par_local *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
-    layer_act *A = &m->act[l];
-    layer_w w = layer_weights(m, l, +1);
+    layer_act *A = &S->act[l - m->l0];
+    layer_w w = mpar_layer_weights(m->par, m, l, +1);
 
     kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w.attn_norm, BT, D);
     kern_matmul(A->q, A->h1, w.wq, BT, D, NHl);
@@ -284,58 +312,80 @@ static void block_fwd(model *m, int64_t l, int64_t B, int64_t T) {
     kern_matmul(A->a, A->h2, w.w_gate, BT, D, Fl);
     kern_matmul(A->b, A->h2, w.w_up, BT, D, Fl);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    float *out = (l + 1 < m->s.L) ? m->act[l + 1].x1 : m->xf;
+    float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     mpar_sublayer_out(m->par, m, out, A->x2, A->g, w.w_down, BT, Fl);
     mpar_layer_release(m->par, m, l);
 }
 
-/* Forward through the final norm: fills act[*], xf, hf for B sequences of T tokens. */
-static void forward_trunk(model *m, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
-    const int64_t BT = B * T, D = m->s.D;
-    embed_fwd(m, m->act[0].x1, tok, ldt, B, T);
-    mpar_embed_reduce(m->par, m, m->act[0].x1, BT);
-    for (int64_t l = 0; l < m->s.L; l++) block_fwd(m, l, B, T);
-    kern_rmsnorm_fwd(m->hf, m->rstdf, m->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, D);
-}
-
-/* logits = hf·unembed, then the loss; fills lse[BT]. Returns the mean loss over BT rows. */
-static double forward_loss(model *m, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
+/* logits = hf·unembed, then the loss; fills the slot's lse. Returns the mean loss over BT rows. */
+static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ldt, int64_t B,
+                           int64_t T) {
     const int64_t BT = B * T, D = m->s.D, Vl = m->loc.Vl;
     for (int64_t b = 0; b < B; b++)
-        memcpy(m->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
-    kern_matmul(m->logits, m->hf, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl);
-    float *st = m->stats; /* [3, BT]: max, sum, target logit */
-    kern_xent_stats(st, st + BT, st + 2 * BT, m->logits, m->targets, BT, Vl, m->loc.v0);
+        memcpy(S->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
+    kern_matmul(S->logits, S->hf, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl);
+    float *st = S->stats; /* [3, BT]: max, sum, target logit */
+    kern_xent_stats(st, st + BT, st + 2 * BT, S->logits, S->targets, BT, Vl, m->loc.v0);
     mpar_xent_combine(m->par, m, st, BT);
     double loss = 0.0;
     for (int64_t i = 0; i < BT; i++) {
-        m->lse[i] = st[i] + logf(st[BT + i]);
-        loss += (double)m->lse[i] - (double)st[2 * BT + i];
+        S->lse[i] = st[i] + logf(st[BT + i]);
+        loss += (double)S->lse[i] - (double)st[2 * BT + i];
     }
     return loss / (double)BT;
 }
 
-double model_fwd_loss(model *m, const int32_t *tokens) {
-    forward_trunk(m, tokens, m->s.T + 1, m->Bl, m->s.T);
-    return forward_loss(m, tokens, m->s.T + 1, m->Bl, m->s.T);
+double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt, int64_t B,
+                            int64_t T, int want_loss) {
+    slot_act *S = &m->slot[slot];
+    const int64_t BT = B * T;
+    if (m->first) {
+        embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
+        mpar_embed_reduce(m->par, m, S->act[0].x1, BT);
+    }
+    for (int64_t l = m->l0; l < m->l1; l++) block_fwd(m, S, l, B, T);
+    if (!m->last) return 0.0;
+    kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, m->s.D);
+    return want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
+}
+
+double model_stage_fwd(model *m, int slot, const int32_t *tokens) {
+    return model_stage_fwd_rows(m, slot, tokens, m->s.T + 1, m->Bl, m->s.T, 1);
+}
+
+double model_fwd_loss(model *m, const int32_t *tokens) { return model_stage_fwd(m, 0, tokens); }
+
+void model_last_logits(model *m, int64_t len, float *logits_loc) {
+    const int64_t D = m->s.D;
+    slot_act *S = &m->slot[0];
+    kern_matmul(S->logits, S->hf + (len - 1) * D, mpar_weight(m->par, m, P_UNEMBED), 1, D,
+                m->loc.Vl);
+    memcpy(logits_loc, S->logits, (size_t)m->loc.Vl * sizeof(float));
 }
 
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
-    const int64_t D = m->s.D, Vl = m->loc.Vl;
-    forward_trunk(m, seq, len, 1, len);
-    kern_matmul(m->logits, m->hf + (len - 1) * D, mpar_weight(m->par, m, P_UNEMBED), 1, D, Vl);
-    mpar_gather_vocab(m->par, m, logits, m->logits);
+    const int64_t D = m->s.D;
+    if (!m->first) mpar_stage_recv(m->par, model_stage_input(m, 0), len * D);
+    model_stage_fwd_rows(m, 0, seq, len, 1, len, 0);
+    if (!m->last) mpar_stage_send(m->par, m->slot[0].xf, len * D);
+    if (m->last) {
+        model_last_logits(m, len, m->s_big);
+        mpar_gather_vocab(m->par, m, logits, m->s_big);
+    } else {
+        memset(logits, 0, (size_t)m->s.V * sizeof(float));
+    }
+    mpar_pipe_share_last(m->par, logits, m->s.V);
 }
 
 /* ---------------------------------------------------------------- backward */
 
-/* Backward of one block. dr[BT, D] holds dL/d(block output) and becomes dL/d(block input). */
-static void block_bwd(model *m, int64_t l, int64_t B, int64_t T) {
+/* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input). */
+static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     const int64_t BT = B * T, D = m->s.D, H = m->s.H;
     const par_local *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
-    layer_act *A = &m->act[l];
-    layer_w w = layer_weights(m, l, -1);
+    layer_act *A = &S->act[l - m->l0];
+    layer_w w = mpar_layer_weights(m->par, m, l, -1);
     layer_g g = mpar_layer_grads(m->par, m, l);
     float *dr = m->d_resid;
 
@@ -374,34 +424,51 @@ static void block_bwd(model *m, int64_t l, int64_t B, int64_t T) {
     mpar_layer_grads_done(m->par, m, l);
 }
 
-double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
-    const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
-    const int64_t ldt = T + 1;
-    forward_trunk(m, tokens, ldt, B, T);
-    double loss = forward_loss(m, tokens, ldt, B, T);
-
+/* The last stage's head: d(loss) → dL/d(final residual) in dr. */
+static void head_bwd(model *m, slot_act *S, float grad_scale) {
+    const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
     /* loss = mean over the global batch: the caller's grad_scale carries 1/(#micro-batches ·
      * #data shards); 1/BT is the local mean. */
-    float *dlogits = m->logits;
-    kern_xent_bwd(dlogits, m->logits, m->lse, m->targets, BT, Vl, m->loc.v0,
+    float *dlogits = S->logits;
+    kern_xent_bwd(dlogits, S->logits, S->lse, S->targets, BT, Vl, m->loc.v0,
                   grad_scale / (float)BT);
-    kern_matmul_dw(mpar_grad(m->par, m, P_UNEMBED), m->hf, dlogits, BT, D, Vl);
+    kern_matmul_dw(mpar_grad(m->par, m, P_UNEMBED), S->hf, dlogits, BT, D, Vl);
     float *dhf = m->s_big;
     kern_matmul_dx(dhf, dlogits, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
     memset(dr, 0, (size_t)(BT * m->loc.Dl) * sizeof(float));
     float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
-    kern_rmsnorm_bwd(dx, mpar_grad(m->par, m, P_FINAL_NORM), dhf, m->xf,
-                     mpar_weight(m->par, m, P_FINAL_NORM), m->rstdf, BT, D);
+    kern_rmsnorm_bwd(dx, mpar_grad(m->par, m, P_FINAL_NORM), dhf, S->xf,
+                     mpar_weight(m->par, m, P_FINAL_NORM), S->rstdf, BT, D);
     mpar_partial_end(m->par, m, dr, dx, BT);
     mpar_head_grads_done(m->par, m);
+}
 
-    for (int64_t l = m->s.L - 1; l >= 0; l--) block_bwd(m, l, B, T);
-
-    const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
+void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
+                     float grad_scale) {
+    const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
+    slot_act *S = &m->slot[slot];
+    if (m->last) {
+        head_bwd(m, S, grad_scale);
+    } else { /* this rank's D_Y columns of the gradient of the stage output */
+        const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
+        for (int64_t r = 0; r < BT; r++)
+            memcpy(m->d_resid + r * Dl, d_out + r * D + d0, (size_t)Dl * sizeof(float));
+    }
+    for (int64_t l = m->l1 - 1; l >= m->l0; l--) block_bwd(m, S, l, B, T);
+    const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, m->d_resid, BT);
+    if (!m->first) {
+        if (demb != m->d_full) memcpy(m->d_full, demb, (size_t)(BT * D) * sizeof(float));
+        return;
+    }
     for (int64_t b = 0; b < B; b++)
         kern_embed_bwd(mpar_grad(m->par, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
                        m->loc.v0, m->loc.Vl);
     mpar_embed_grads_done(m->par, m);
+}
+
+double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
+    double loss = model_stage_fwd(m, 0, tokens);
+    model_stage_bwd(m, 0, tokens, NULL, grad_scale);
     return loss;
 }

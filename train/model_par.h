@@ -10,6 +10,8 @@
 struct par *model_par(model *m);
 const par_local *model_local(const model *m);
 
+/* Pipeline stage: layers [l0, l1) on this rank and the number of activation slots. */
+void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
 /* Local extents and each parameter's slab on this rank. */
 void mpar_local(struct par *p, const model_shape *s, par_local *out);
 void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out);
@@ -49,6 +51,13 @@ const float *mpar_resid_grad_gather(struct par *p, model *m, float *full, float 
  * dr itself without TP, else a zeroed [BT, D] buffer `part` that _end reduce-scatters into dr. */
 float *mpar_partial_begin(struct par *p, model *m, float *dr, float *part, int64_t BT);
 void mpar_partial_end(struct par *p, model *m, float *dr, float *part, int64_t BT);
+
+/* Pipelining outside a training step (sampling): receive the stage input from the previous
+ * stage / send the stage output to the next (blocking), and give every stage the last stage's
+ * values (x[n] is 0 on the other stages: a sum over the pipeline axis). */
+void mpar_stage_recv(struct par *p, float *x, int64_t n);
+void mpar_stage_send(struct par *p, const float *x, int64_t n);
+void mpar_pipe_share_last(struct par *p, float *x, int64_t n);
 
 /* Single-rank implementations (par_local.c), also the building blocks of the sharded ones. */
 void mpar_local_full(const model_shape *s, par_local *o);

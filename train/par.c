@@ -23,7 +23,7 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
         const int64_t cnt = pgeo_block(g) / p->nX;
-        const float *src = p->sh_p + p->sh_off[id] + l * cnt;
+        const float *src = p->sh_p + p->sh_off[id] + (l - p->l0) * cnt;
         float *dst = par_layer_slot(p, g->zdim ? p->wstage[k] : p->wbuf[k], (param_id)id);
         if (async) p->wreq[k][id] = mesh_iall_gather(p->m, p->dax, dst, src, cnt, p->alg);
         else mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
@@ -56,7 +56,7 @@ layer_w mpar_layer_weights(struct par *p, model *m, int64_t l, int dir) {
     }
     p->wpending[k] = 0;
     const int64_t next = l + dir;
-    if (p->overlap && next >= 0 && next < p->s.L && p->wlayer[1 - k] != next)
+    if (p->overlap && next >= p->l0 && next < p->l1 && p->wlayer[1 - k] != next)
         gather_layer_start(p, next, 1 - k, 1), p->wpending[1 - k] = 1;
     layer_w w;
     const float *b = p->wbuf[k];
@@ -193,4 +193,18 @@ void mpar_partial_end(struct par *p, model *m, float *dr, float *part, int64_t B
     par_pack_cols(p->tp_b, part, BT, D, p->nY);
     mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
     kern_add(dr, p->tp_a, BT * Dl);
+}
+
+/* ---------------------------------------------------------------- pipeline axis */
+
+void mpar_stage_recv(struct par *p, float *x, int64_t n) {
+    if (p && p->nZ > 1) mesh_recv(p->m, p->pax.ax[0], -1, x, n);
+}
+
+void mpar_stage_send(struct par *p, const float *x, int64_t n) {
+    if (p && p->nZ > 1) mesh_p2p_wait(mesh_isend(p->m, p->pax.ax[0], +1, x, n));
+}
+
+void mpar_pipe_share_last(struct par *p, float *x, int64_t n) {
+    if (p && p->nZ > 1) mesh_all_reduce(p->m, p->pax, x, x, n, p->alg);
 }

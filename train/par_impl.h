@@ -33,8 +33,10 @@ struct par {
     mesh *m;
     config cfg;
     model_shape s;
-    mesh_axes dax, tax;  /* data axes (ordered), tensor axis (n = 0 or 1) */
-    int64_t nX, xi, nY, yi;
+    mesh_axes dax, tax, pax; /* data axes (ordered), tensor axis, pipeline axis (n = 0 or 1) */
+    int64_t nX, xi, nY, yi, nZ, zi;
+    int64_t l0, l1;      /* this pipeline stage's layers */
+    int nslots;          /* activation slots: micro-batches in flight on this stage */
     int zero, overlap;
     mesh_alg alg;
     par_local loc;

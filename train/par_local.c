@@ -18,7 +18,7 @@ void mpar_slab_full(const model_shape *s, param_id id, param_slab *o) {
 
 /* Pointer to layer l's block of a parameter stacked over layers, in local storage. */
 static float *stacked(float *base, const param_slab *sl, int64_t l) {
-    return base + l * sl->cnt[1] * sl->cnt[2];
+    return base + (l - sl->off[0]) * sl->cnt[1] * sl->cnt[2];
 }
 
 layer_w mpar_layer_weights_local(model *m, int64_t l) {

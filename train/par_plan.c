@@ -70,7 +70,10 @@ static void geometry(struct par *p) {
         pgeo *g = &p->g[id];
         memset(g, 0, sizeof *g);
         g->stacked = par_is_layer_param((param_id)id);
-        g->nb = g->stacked ? s->L : 1;
+        g->nb = g->stacked ? p->l1 - p->l0 : 1;
+        if ((id == P_EMBED && p->l0 != 0) ||
+            ((id == P_FINAL_NORM || id == P_UNEMBED) && p->l1 != s->L))
+            g->nb = 0; /* held by another pipeline stage */
         if (pi.ndim == 3) g->Rg = pi.shape[1], g->Cg = pi.shape[2];
         else if (pi.ndim == 2 && g->stacked) g->Rg = 1, g->Cg = pi.shape[1];
         else if (pi.ndim == 2) g->Rg = pi.shape[0], g->Cg = pi.shape[1];
@@ -102,8 +105,9 @@ static param_slab native_slab(const struct par *p, param_id id, int64_t ra, int6
                               int64_t cn) {
     const pgeo *g = &p->g[id];
     param_info pi = model_param_info(&p->s, id);
-    if (pi.ndim == 3) return (param_slab){{0, ra, ca}, {g->nb, rn, cn}};
-    if (g->stacked) return (param_slab){{0, ca, 0}, {g->nb, cn, 1}};
+    if (pi.ndim == 3) return (param_slab){{p->l0, ra, ca}, {g->nb, rn, cn}};
+    if (g->stacked) return (param_slab){{p->l0, ca, 0}, {g->nb, cn, 1}};
+    if (g->nb == 0) return (param_slab){{0, 0, 0}, {0, 0, 0}};
     if (pi.ndim == 2) return (param_slab){{ra, ca, 0}, {rn, cn, 1}};
     return (param_slab){{ca, 0, 0}, {cn, 1, 1}};
 }
@@ -141,6 +145,14 @@ void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out
 
 int mpar_model_has_grads(struct par *p) { return !p || p->zero <= 1; }
 
+void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+    if (!p) {
+        *l0 = 0, *l1 = s->L, *nslots = 1;
+        return;
+    }
+    *l0 = p->l0, *l1 = p->l1, *nslots = p->nslots;
+}
+
 /* ---------------------------------------------------------------- validation */
 
 static int fail(char *err, size_t errlen, const char *msg) {
@@ -162,6 +174,18 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
     char buf[64];
     int used[MESH_MAX_AXES] = {0};
     for (int k = 0; k < p->dax.n; k++) used[p->dax.ax[k]]++;
+    if (p->pax.n) {
+        const int a = p->pax.ax[0];
+        if (used[a] || (p->tax.n && p->tax.ax[0] == a)) {
+            snprintf(err, errlen, "mesh axis %c is used twice: --pipeline shards the layers L_%c "
+                                  "and cannot also shard the batch or the model's width",
+                     mesh_axis_name(m, a), mesh_axis_name(m, a) - 'a' + 'A');
+            return -1;
+        }
+        used[a]++;
+        snprintf(buf, sizeof buf, "|%c| (--pipeline)", mesh_axis_name(m, a));
+        if (check_div(err, errlen, "layers L", s->L, buf, p->nZ)) return -1;
+    }
     if (p->tax.n) {
         if (used[p->tax.ax[0]]) {
             snprintf(err, errlen,
@@ -176,8 +200,8 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
     for (int a = 0; a < mesh_ndims(m); a++)
         if (!used[a] && mesh_axis_size(m, a) > 1) {
             snprintf(err, errlen,
-                     "mesh axis %c (size %d) is used by neither --dp nor --tensor: every rank "
-                     "along it would repeat the same work; add it to --dp",
+                     "mesh axis %c (size %d) is used by none of --dp, --tensor, --pipeline: "
+                     "every rank along it would repeat the same work; add it to --dp",
                      mesh_axis_name(m, a), mesh_axis_size(m, a));
             return -1;
         }
@@ -286,7 +310,8 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     }
     const char *dp = c->data_axes;
     char all[MESH_MAX_AXES + 1] = {0};
-    if (!dp[0] && !c->tensor_axis[0]) { /* default: pure data parallelism over every axis */
+    if (!dp[0] && !c->tensor_axis[0] && !c->pipe_axis[0]) {
+        /* default: pure data parallelism over every axis */
         for (int a = 0; a < mesh_ndims(m); a++) all[a] = mesh_axis_name(m, a);
         dp = all;
     }
@@ -304,15 +329,26 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->xi = mesh_axes_index(m, p->dax);
     p->nY = mesh_axes_size(m, p->tax);
     p->yi = mesh_axes_index(m, p->tax);
+    if (mesh_axes_parse(m, c->pipe_axis, &p->pax) != 0 || p->pax.n > 1) {
+        snprintf(err, errlen, "--pipeline %s: must name one mesh axis", c->pipe_axis);
+        free(p);
+        return NULL;
+    }
+    p->nZ = mesh_axes_size(m, p->pax);
+    p->zi = mesh_axes_index(m, p->pax);
     if (validate(p, c, err, errlen) != 0) {
         free(p);
         return NULL;
     }
-    if (p->nX == 1 && p->nY == 1) {
+    if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
         *trivial = 1;
         free(p);
         return NULL;
     }
+    p->l0 = p->zi * (p->s.L / p->nZ);
+    p->l1 = p->l0 + p->s.L / p->nZ;
+    const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
+    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == 1 && M > p->nZ ? p->nZ : M);
     if (p->nX == 1) p->zero = 0;
     local_extents(p);
     geometry(p);

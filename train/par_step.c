@@ -39,6 +39,14 @@ static double allsum(struct par *p, mesh_axes a, double v) {
 static mesh_axes all_axes(const struct par *p) {
     mesh_axes a = p->dax;
     if (p->tax.n) a.ax[a.n++] = p->tax.ax[0];
+    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
+    return a;
+}
+
+/* The tensor and pipeline axes: ranks that hold different parts of one model replica. */
+static mesh_axes model_axes(const struct par *p) {
+    mesh_axes a = p->tax;
+    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
     return a;
 }
 
@@ -67,7 +75,7 @@ static void tp_fix_layer(struct par *p, model *m, int64_t l, float *base) {
         const pgeo *g = &p->g[id];
         if (!g->repl && !g->kv_group) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
-                        : model_grad(m, (param_id)id, NULL) + l * pgeo_block(g);
+                        : model_grad(m, (param_id)id, NULL) + (l - p->l0) * pgeo_block(g);
         tp_fix_block(p, (param_id)id, b);
     }
 }
@@ -124,9 +132,9 @@ static void reduce_layer(struct par *p, model *m, int64_t l) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
         const int64_t n = pgeo_block(g), ns = n / p->nX;
-        float *shard = p->zero ? p->sh_g + p->sh_off[id] + l * ns : NULL;
+        float *shard = p->zero ? p->sh_g + p->sh_off[id] + (l - p->l0) * ns : NULL;
         if (p->zero <= 1) {
-            float *gb = model_grad(m, (param_id)id, NULL) + l * n;
+            float *gb = model_grad(m, (param_id)id, NULL) + (l - p->l0) * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
             float *gb = par_layer_slot(p, p->gbuf[k], (param_id)id);
@@ -224,7 +232,7 @@ double par_grad_sumsq(par *p, model *m) {
         }
     }
     /* zero 0: data ranks hold identical (reduced) gradients, sum over the tensor axis only */
-    return allsum(p, p->zero == 0 ? p->tax : all_axes(p), s);
+    return allsum(p, p->zero == 0 ? model_axes(p) : all_axes(p), s);
 }
 
 par_owned par_owned_slice(par *p, model *m, param_id id) {
@@ -324,4 +332,15 @@ void par_params_loaded(par *p, model *m) {
         return;
     }
     for (int id = 0; id < P_COUNT; id++) shard_select(p, m, (param_id)id);
+}
+
+void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {
+    *axis = p && p->pax.n ? p->pax.ax[0] : -1;
+    *P = p ? p->nZ : 1;
+    *s = p ? p->zi : 0;
+}
+
+double par_pipe_last_value(par *p, double v) {
+    if (!p) return v;
+    return par_data_mean(p, allsum(p, p->pax, v));
 }

@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "mesh/link.h"
+#include "train/pipe.h"
 
 struct trainer {
     config c;
@@ -26,6 +27,8 @@ struct trainer {
     report *rep;
     mesh_emulation emu;
     int emulated;
+    pipe *pp;      /* pipelining: the schedule driver (NULL without --pipeline) */
+    pipe_stats pst;
 };
 
 double trainer_lr(const config *c, int64_t step) {
@@ -37,7 +40,19 @@ double trainer_lr(const config *c, int64_t step) {
     return c->min_lr + (c->lr - c->min_lr) * cosv;
 }
 
-static trainer *create(const config *c, mesh *m, int serial, char *err, size_t errlen) {
+static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
+    config cc = *c0;
+    const config *c = &cc;
+    if (cc.pipe_axis[0] && !serial) { /* the pipeline's micro-batches replace --micro-batch */
+        const int a = mesh_axis_index(m, cc.pipe_axis[0]);
+        if (cc.microbatches <= 0) cc.microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
+        if (cc.batch % cc.microbatches != 0) {
+            snprintf(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
+                     (long long)cc.batch, (long long)cc.microbatches);
+            return NULL;
+        }
+        cc.micro_batch = cc.batch / cc.microbatches;
+    }
     int trivial = 1;
     par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
     if (!plan && !trivial) return NULL;
@@ -77,6 +92,17 @@ static trainer *create(const config *c, mesh *m, int serial, char *err, size_t e
         trainer_destroy(t);
         return NULL;
     }
+    int64_t P = 1, stage = 0;
+    int pax = -1;
+    par_pipe_axis(plan, &pax, &P, &stage);
+    if (P > 1) {
+        t->pp = pipe_create(t->mod, plan, m, c->schedule, t->n_micro);
+        if (mesh_agree(mesh_world_comm(m), t->pp ? 0 : -1) < 0) {
+            snprintf(err, errlen, "out of memory allocating the pipeline buffers");
+            trainer_destroy(t);
+            return NULL;
+        }
+    }
     t->flops = kern_measure_flops(384, 0.25);
     if (c->emulate[0]) {
         mesh_emulation em;
@@ -104,6 +130,7 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
+    pipe_destroy(t->pp);
     model_destroy(t->mod);
     par_destroy(t->plan);
     free(t->opt_m);
@@ -156,16 +183,21 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     model_zero_grads(t->mod);
     par_step_begin(t->plan);
     double loss = 0.0;
-    for (int64_t j = 0; j < t->n_micro; j++) {
-        par_micro_begin(t->plan, j, t->n_micro);
-        loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+    if (t->pp) {
+        loss = pipe_step(t->pp, tokens, scale, &t->pst) * (double)t->n_micro;
+    } else {
+        for (int64_t j = 0; j < t->n_micro; j++) {
+            par_micro_begin(t->plan, j, t->n_micro);
+            loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+        }
     }
     par_finish_grads(t->plan, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
     float clip_scale = 1.0f;
     if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
     optimizer_update(t, step, clip_scale);
-    st->loss = par_data_mean(t->plan, loss / (double)t->n_micro);
+    st->loss = t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
+    st->pipe = t->pst;
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
@@ -177,12 +209,25 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
     const int64_t T1 = t->c.shape.T + 1;
+    if (t->pp) return pipe_eval(t->pp, tokens);
     double loss = 0.0;
     for (int64_t j = 0; j < t->n_micro; j++) loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
     return par_data_mean(t->plan, loss / (double)t->n_micro);
 }
 
 void trainer_print_plan(trainer *t, FILE *out) {
+    if (t->pp && mesh_world_rank() == 0) {
+        int axis;
+        int64_t P, s;
+        par_pipe_axis(t->plan, &axis, &P, &s);
+        const int64_t Ls = t->c.shape.L / P;
+        fprintf(out, "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
+                     "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head); "
+                     "%lld micro-batches of %lld sequences per data shard\n",
+                mesh_axis_name(t->mesh, axis), (long long)P, (long long)Ls, (long long)Ls,
+                (long long)Ls, (long long)(P - 1), (long long)t->n_micro, (long long)t->Bl);
+        pipe_timeline(t->c.schedule, P, t->n_micro, out);
+    }
     if (t->emulated && mesh_world_rank() == 0)
         fprintf(out, "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
                      "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "

@@ -8,6 +8,7 @@
 #include "train/config.h"
 #include "train/model.h"
 #include "train/par.h"
+#include "train/pipe.h"
 #include "train/report.h"
 
 typedef struct trainer trainer;
@@ -18,6 +19,7 @@ typedef struct {
     double lr;
     double seconds;   /* wall time of the step */
     step_split split; /* compute, exposed communication per collective, idle; prediction */
+    pipe_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
 } step_stats;
 
 /* Collective over: world. Validates the sharding against the mesh and the model, builds the

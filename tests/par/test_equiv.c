@@ -46,19 +46,32 @@ int main(int argc, char **argv) {
     config c;
     config_defaults(&c);
     char err[512];
-    if (config_parse(&c, argc, argv, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
-    c.batch = 24, c.micro_batch = 12, c.steps = STEPS, c.lr = 1e-2, c.warmup = 1, c.clip = 1.0;
+    /* the test's batch first, so that the mesh flags are validated against it */
+    char *args[64] = {argv[0], "--batch", "24", "--micro-batch", "12", "--layers", "4"};
+    int nargs = 7;
+    for (int i = 1; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
+    if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
+    /* 4 layers when pipelining, so that 2 and 4 stages both divide them */
+    const int64_t L = c.pipe_axis[0] ? 4 : 2;
+    c.shape = (model_shape){.L = L, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
+    c.steps = STEPS, c.lr = 1e-2, c.warmup = 1, c.clip = 1.0;
     c.weight_decay = 0.1, c.seed = 11;
+    /* AdamW's m̂/(sqrt(v̂) + ε) rescales every element to a step of ~lr whatever its size: an
+     * element whose gradient is ~1e-8 (pure cancellation, its low bits depend on the reduction
+     * order) would then move by a different ~lr on each mesh. ε = 1e-6 keeps such elements'
+     * updates proportional to their gradients; the checks stay relative to FLT_EPSILON. */
+    c.eps = 1e-6;
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS];
     int64_t nref, n1, n2;
-    trainer *tr = trainer_create_serial(&c, m, err, sizeof err);
+    config cref = c; /* the 1-rank run with the same micro-batches as the pipeline */
+    if (c.pipe_axis[0] && c.microbatches > 0) cref.micro_batch = c.batch / c.microbatches;
+    trainer *tr = trainer_create_serial(&cref, m, err, sizeof err);
     if (!tr) mesh_exit_error("%s", err);
-    float *ref = run(tr, &c, ref_loss, &nref);
+    float *ref = run(tr, &cref, ref_loss, &nref);
     model *refm = trainer_model(tr);
 
     trainer *t1 = trainer_create(&c, m, err, sizeof err);

@@ -1,0 +1,490 @@
+/* coll: plans of the collectives over axis sets (which phases on which buffers), the public
+ * blocking API, accounting and the debug signature check. See coll.h; the step schedules are in
+ * coll_engine.c, the progress thread in coll_async.c. */
+#include "mesh/coll_engine.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Scratch slots (per context): 0..11 the engine's per-chain buffers; then these. */
+enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
+
+static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq", "multi", "mpi"};
+static const char *op_names[MESH_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
+                                              "all_to_all", "ppermute", "send", "recv"};
+
+const char *mesh_alg_name(mesh_alg a) {
+    return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
+}
+const char *mesh_op_name(mesh_op op) {
+    return op >= 0 && op < MESH_OP_COUNT ? op_names[op] : "?";
+}
+int mesh_alg_parse(const char *s) {
+    for (int a = 0; a < MESH_ALG_COUNT; a++)
+        if (strcmp(s, alg_names[a]) == 0) return a;
+    return -1;
+}
+void mesh_set_default_alg(mesh *m, mesh_alg a) {
+    CHECK(a >= 0 && a < MESH_ALG_COUNT, "bad algorithm %d", (int)a);
+    m->default_alg = a;
+}
+mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg) {
+    if (alg == MESH_ALG_DEFAULT) alg = m->default_alg;
+    if (alg == MESH_ALG_DEFAULT) alg = a.n > 1 ? MESH_ALG_MULTI : MESH_ALG_BIDIR;
+    if ((alg == MESH_ALG_SEQ || alg == MESH_ALG_MULTI) && a.n <= 1) alg = MESH_ALG_BIDIR;
+    return alg;
+}
+
+/* ---- plan building ---- */
+
+/* A phase over the ordered set `s` treated as one ring (neighbours are index ± 1). */
+static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_alg alg) {
+    phase p;
+    memset(&p, 0, sizeof p);
+    p.kind = k;
+    p.comm = ctx->set[mesh_set_id(s)];
+    p.n = mesh_axes_size(m, s);
+    p.r = mesh_axes_index(m, s);
+    p.link_axis = s.n ? s.ax[s.n - 1] : -1;
+    int wraps = s.n > 0;
+    for (int i = 0; i < s.n; i++) wraps &= m->wrap[s.ax[i]];
+    p.sc = !wraps ? SCH_LINE : alg == MESH_ALG_RING ? SCH_RING : SCH_BIDIR;
+    return p;
+}
+
+static mesh_axes one_axis(int ax) {
+    mesh_axes s = {1, {ax, 0, 0}};
+    return s;
+}
+
+static void push(chain *c, phase p) {
+    CHECK(c->nph < CHAIN_MAX_PHASES, "plan too long");
+    c->ph[c->nph++] = p;
+}
+
+/* Layout orders are lists of positions in the set a (0 = a.ax[0]). */
+static void rotated(int P, int k, int *ord) {
+    for (int t = 0; t < P; t++) ord[t] = (t + k) % P;
+}
+
+static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src, const int *os,
+                        const int *od, int64_t item, int64_t ss, int64_t so, int64_t ds,
+                        int64_t dof) {
+    phase p;
+    memset(&p, 0, sizeof p);
+    p.kind = PH_REORDER;
+    p.n = 1;
+    p.link_axis = -1;
+    p.buf = dst, p.src = src, p.nd = a.n;
+    for (int k = 0; k < a.n; k++) {
+        p.sizes[k] = m->size[a.ax[k]];
+        p.ord_src[k] = os[k], p.ord_dst[k] = od[k];
+    }
+    p.item = item, p.s_stride = ss, p.s_off = so, p.d_stride = ds, p.d_off = dof;
+    return p;
+}
+
+/* AllGather axis by axis (last of `ord` first) on T laid out in `ord` order, item ck; the own
+ * item is copied from `own` by the first phase. */
+static void seq_ag(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const int *ord, float *T,
+                   const float *own, int64_t ck) {
+    int P = a.n;
+    for (int k = P - 1; k >= 0; k--) {
+        int64_t bs = ck, grp = 0;
+        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
+        for (int j = 0; j < k; j++) grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
+        phase p = ph_over(m, ctx, PH_AG, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
+        p.bs = bs;
+        p.buf = T + grp * p.n * bs;
+        p.src = k == P - 1 ? own : NULL;
+        push(c, p);
+    }
+}
+
+/* ReduceScatter axis by axis (first of `ord` first) from `in` laid out in `ord` order (item ck)
+ * into out[ck], through scratch slots sa, sb. */
+static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const int *ord,
+                   const float *in, float *out, int64_t ck, int sa, int sb) {
+    int P = a.n;
+    const float *cur = in;
+    for (int k = 0; k < P; k++) {
+        int64_t bs = ck;
+        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
+        phase p = ph_over(m, ctx, PH_RS, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
+        p.bs = bs;
+        p.src = cur;
+        p.buf = k == P - 1 ? out : mesh_scratch(ctx, k % 2 ? sb : sa, bs);
+        cur = p.buf;
+        push(c, p);
+    }
+}
+
+/* AllToAll axis by axis: before the exchange over an axis its items are moved to the front of the
+ * layout (so its blocks are contiguous); at the end the layout is put back in set order. Item ck
+ * is read at in + i·in_stride + in_off and written at out + i·out_stride + out_off. */
+static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int first,
+                    const float *in, int64_t in_stride, int64_t in_off, float *out,
+                    int64_t out_stride, int64_t out_off, int64_t ck, int sa, int sb) {
+    int P = a.n, n = mesh_axes_size(m, a);
+    int L[MESH_MAX_AXES], id[MESH_MAX_AXES];
+    for (int k = 0; k < P; k++) L[k] = id[k] = k;
+    float *A = mesh_scratch(ctx, sa, (int64_t)n * ck), *B = mesh_scratch(ctx, sb, (int64_t)n * ck);
+    const float *cur = in;
+    int64_t cs = in_stride, co = in_off;
+    for (int t = 0; t < P; t++) {
+        int q = (first + t) % P, L2[MESH_MAX_AXES], w = 1;
+        L2[0] = q;
+        for (int k = 0; k < P; k++)
+            if (L[k] != q) L2[w++] = L[k];
+        push(c, ph_reorder(m, a, A, cur, L, L2, ck, cs, co, ck, 0));
+        phase p = ph_over(m, ctx, PH_A2A, one_axis(a.ax[q]), MESH_ALG_BIDIR);
+        p.bs = ck * (n / p.n);
+        p.src = A;
+        p.buf = B;
+        push(c, p);
+        cur = B, cs = ck, co = 0;
+        memcpy(L, L2, sizeof L);
+    }
+    push(c, ph_reorder(m, a, out, cur, L, id, ck, cs, co, out_stride, out_off));
+}
+
+/* ---- MPI baseline ---- */
+static int icount(int64_t n) {
+    CHECK(n >= 0 && n <= INT_MAX, "count %lld does not fit MPI's int", (long long)n);
+    return (int)n;
+}
+
+static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) {
+    MPI_Comm comm = ctx->set[mesh_set_id(x->a)];
+    int n = mesh_axes_size(m, x->a), i = mesh_axes_index(m, x->a);
+    int c = icount(x->count);
+    int64_t bytes = 0;
+    switch (x->op) {
+    case MESH_OP_ALL_GATHER:
+        MPI_Allgather(x->in == x->out + (int64_t)i * c ? MPI_IN_PLACE : x->in, c, MPI_FLOAT, x->out,
+                      c, MPI_FLOAT, comm);
+        bytes = (int64_t)(n - 1) * c;
+        break;
+    case MESH_OP_REDUCE_SCATTER:
+        MPI_Reduce_scatter_block(x->in, x->out, c, MPI_FLOAT, MPI_SUM, comm);
+        bytes = (int64_t)(n - 1) * c;
+        break;
+    case MESH_OP_ALL_REDUCE:
+        MPI_Allreduce(x->in == x->out ? MPI_IN_PLACE : x->in, x->out, c, MPI_FLOAT, MPI_SUM, comm);
+        bytes = 2 * (int64_t)(n - 1) * c / n;
+        break;
+    case MESH_OP_ALL_TO_ALL:
+        MPI_Alltoall(x->in, c, MPI_FLOAT, x->out, c, MPI_FLOAT, comm);
+        bytes = (int64_t)(n - 1) * c;
+        break;
+    default:
+        CHECK(0, "no MPI algorithm for %s", mesh_op_name(x->op));
+    }
+    if (x->a.n) rec->link_bytes[x->a.ax[0]][0] += bytes * (int64_t)sizeof(float);
+}
+
+/* ---- the collectives ---- */
+static void run_ag(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
+                   int64_t (*lb)[2]) {
+    mesh_axes a = x->a;
+    int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
+    int64_t c = x->count;
+    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
+        phase p = ph_over(m, ctx, PH_AG, a, alg);
+        p.bs = c, p.buf = x->out, p.src = x->in;
+        push(&ch[0], p);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    if (alg == MESH_ALG_SEQ) {
+        seq_ag(m, ctx, &ch[0], a, id, x->out, x->in, c);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    for (int k = 0; k < P; k++) { /* MULTI: part k gathers in the order rotated by k */
+        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
+        int ord[MESH_MAX_AXES];
+        rotated(P, k, ord);
+        float *T = mesh_scratch(ctx, SL_T + k, (int64_t)n * ck);
+        seq_ag(m, ctx, &ch[k], a, ord, T, x->in + lo, ck);
+        push(&ch[k], ph_reorder(m, a, x->out, T, ord, id, ck, ck, 0, c, lo));
+    }
+    engine_run(m, ctx, ch, P, lb);
+}
+
+static void run_rs(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
+                   int64_t (*lb)[2]) {
+    mesh_axes a = x->a;
+    int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
+    int64_t c = x->count;
+    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
+        phase p = ph_over(m, ctx, PH_RS, a, alg);
+        p.bs = c, p.buf = x->out, p.src = x->in;
+        push(&ch[0], p);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    if (alg == MESH_ALG_SEQ) {
+        seq_rs(m, ctx, &ch[0], a, id, x->in, x->out, c, SL_A, SL_B);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    for (int k = 0; k < P; k++) { /* MULTI: part k scatters in the order rotated by k */
+        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
+        int ord[MESH_MAX_AXES];
+        rotated(P, k, ord);
+        float *T = mesh_scratch(ctx, SL_T + k, (int64_t)n * ck);
+        push(&ch[k], ph_reorder(m, a, T, x->in, id, ord, ck, c, lo, ck, 0));
+        seq_rs(m, ctx, &ch[k], a, ord, T, x->out + lo, ck, SL_A + k, SL_B + k);
+    }
+    engine_run(m, ctx, ch, P, lb);
+}
+
+static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
+                   int64_t (*lb)[2]) {
+    mesh_axes a = x->a;
+    int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a);
+    int64_t count = x->count;
+    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) { /* uneven blocks, in place in out */
+        for (int j = 0; j <= n; j++) ctx->boff[j] = count * j / n;
+        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
+        phase rs = ph_over(m, ctx, PH_RS, a, alg), ag = rs;
+        rs.off = ag.off = ctx->boff, rs.len = ag.len = ctx->blen;
+        rs.src = x->in, rs.buf = x->out + ctx->boff[i];
+        ag.kind = PH_AG, ag.buf = x->out, ag.src = NULL;
+        push(&ch[0], rs);
+        push(&ch[0], ag);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    /* SEQ / MULTI: ReduceScatter then AllGather over blocks of ⌈count/n⌉, zero-padded if needed */
+    int64_t cb = (count + n - 1) / n;
+    const float *src = x->in;
+    float *dst = x->out;
+    if (cb * n != count) {
+        float *pad = mesh_scratch(ctx, SL_PAD, cb * n);
+        memcpy(pad, x->in, (size_t)count * sizeof(float));
+        memset(pad + count, 0, (size_t)(cb * n - count) * sizeof(float));
+        src = dst = pad;
+    }
+    coll_args y = *x;
+    y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
+    run_rs(m, ctx, &y, alg, ch, lb);
+    memset(ch, 0, sizeof(chain) * ENGINE_MAX_CHAINS);
+    y.in = y.out, y.out = dst;
+    run_ag(m, ctx, &y, alg, ch, lb);
+    if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
+}
+
+static void run_a2a(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
+                    int64_t (*lb)[2]) {
+    mesh_axes a = x->a;
+    int P = a.n;
+    int64_t c = x->count;
+    CHECK(x->in != x->out || mesh_axes_size(m, a) == 1, "all_to_all cannot run in place");
+    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
+        phase p = ph_over(m, ctx, PH_A2A, a, alg);
+        p.bs = c, p.buf = x->out, p.src = x->in;
+        push(&ch[0], p);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    if (alg == MESH_ALG_SEQ) {
+        seq_a2a(m, ctx, &ch[0], a, 0, x->in, c, 0, x->out, c, 0, c, SL_A, SL_B);
+        engine_run(m, ctx, ch, 1, lb);
+        return;
+    }
+    for (int k = 0; k < P; k++) {
+        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
+        seq_a2a(m, ctx, &ch[k], a, k, x->in, c, lo, x->out, c, lo, ck, SL_A + k, SL_B + k);
+    }
+    engine_run(m, ctx, ch, P, lb);
+}
+
+static void validate(const mesh *m, const coll_args *x) {
+    CHECK(x->count >= 0, "%s: negative count %lld", mesh_op_name(x->op), (long long)x->count);
+    if (x->op == MESH_OP_PPERMUTE) {
+        CHECK(x->axis >= 0 && x->axis < m->ndims, "ppermute: axis %d not in the mesh (%d axes)",
+              x->axis, m->ndims);
+        return;
+    }
+    CHECK(x->a.n >= 0 && x->a.n <= m->ndims, "%s: %d axes on a %d-axis mesh",
+          mesh_op_name(x->op), x->a.n, m->ndims);
+    for (int k = 0; k < x->a.n; k++) {
+        CHECK(x->a.ax[k] >= 0 && x->a.ax[k] < m->ndims, "%s: axis %d not in the mesh",
+              mesh_op_name(x->op), x->a.ax[k]);
+        for (int j = 0; j < k; j++)
+            CHECK(x->a.ax[j] != x->a.ax[k], "%s: axis '%c' listed twice", mesh_op_name(x->op),
+                  m->name[x->a.ax[k]]);
+    }
+    CHECK(x->alg >= 0 && x->alg < MESH_ALG_COUNT, "bad algorithm %d", (int)x->alg);
+    CHECK(x->count == 0 || (x->in && x->out), "%s: NULL buffer", mesh_op_name(x->op));
+}
+
+/* Debug mode: every rank of the set must be making the same call. */
+static void verify_signature(mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
+    MPI_Comm comm = x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)];
+    long long sig[6] = {rec->seq, x->op, x->op == MESH_OP_PPERMUTE ? x->axis : mesh_set_id(x->a),
+                        x->count, rec->alg, x->shift};
+    long long v[12], r[12];
+    for (int k = 0; k < 6; k++) v[k] = sig[k], v[6 + k] = -sig[k];
+    MPI_Allreduce(v, r, 12, MPI_LONG_LONG, MPI_MAX, comm);
+    for (int k = 0; k < 6; k++)
+        CHECK(r[k] == -r[6 + k],
+              "collective mismatch: this rank calls seq %lld %s set %lld count %lld alg %s "
+              "shift %lld; field %d ranges %lld..%lld over the axis set",
+              sig[0], mesh_op_name(x->op), sig[2], sig[3], mesh_alg_name((mesh_alg)sig[4]),
+              sig[5], k, -r[6 + k], r[k]);
+}
+
+void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
+    mesh_ctx *ctx = &m->ctx[ci];
+    validate(m, x);
+    mesh_alg alg = x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : mesh_alg_resolve(m, x->a, x->alg);
+    rec->alg = alg;
+    if (m->verify) verify_signature(ctx, x, rec);
+    rec->t_start = mesh_now();
+    static _Thread_local chain ch[ENGINE_MAX_CHAINS];
+    memset(ch, 0, sizeof ch);
+    int64_t (*lb)[2] = rec->link_bytes;
+    if (alg == MESH_ALG_MPI) {
+        run_mpi(m, ctx, x, rec);
+    } else {
+        switch (x->op) {
+        case MESH_OP_ALL_GATHER:
+            run_ag(m, ctx, x, alg, ch, lb);
+            break;
+        case MESH_OP_REDUCE_SCATTER:
+            run_rs(m, ctx, x, alg, ch, lb);
+            break;
+        case MESH_OP_ALL_REDUCE:
+            run_ar(m, ctx, x, alg, ch, lb);
+            break;
+        case MESH_OP_ALL_TO_ALL:
+            run_a2a(m, ctx, x, alg, ch, lb);
+            break;
+        case MESH_OP_PPERMUTE: {
+            phase p = ph_over(m, ctx, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
+            p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
+            if (x->shift == 0) {
+                if (x->out != x->in) memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
+            } else {
+                push(&ch[0], p);
+                engine_run(m, ctx, ch, 1, lb);
+            }
+            break;
+        }
+        default:
+            CHECK(0, "bad op %d", (int)x->op);
+        }
+    }
+    rec->t_end = mesh_now();
+}
+
+/* ---- accounting ---- */
+void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
+    memset(rec, 0, sizeof *rec);
+    pthread_mutex_lock(&m->acct_mu);
+    rec->seq = m->seq++;
+    pthread_mutex_unlock(&m->acct_mu);
+    rec->op = x->op;
+    rec->axes = x->op == MESH_OP_PPERMUTE ? one_axis(x->axis) : x->a;
+    rec->count = x->count;
+    rec->shift = x->shift;
+    rec->t_issue = mesh_now();
+}
+
+void coll_record_end(mesh *m, const mesh_call *rec) {
+    int64_t bytes = 0;
+    for (int k = 0; k < MESH_MAX_AXES; k++) bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
+    pthread_mutex_lock(&m->acct_mu);
+    mesh_stat *s = &m->stat[rec->op][rec->axes.n ? rec->axes.ax[0] + 1 : 0];
+    s->calls++;
+    s->bytes += bytes;
+    s->seconds += rec->t_end - rec->t_start;
+    if (!rec->async) s->wait_seconds += rec->t_end - rec->t_issue;
+    m->trace[rec->seq % MESH_TRACE_LEN] = *rec;
+    mesh_trace_fn fn = m->hook;
+    void *hctx = m->hook_ctx;
+    pthread_mutex_unlock(&m->acct_mu);
+    if (fn) fn(rec, hctx);
+}
+
+mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
+    mesh_stat t = {0, 0, 0, 0};
+    CHECK(op >= 0 && op < MESH_OP_COUNT, "bad op %d", (int)op);
+    pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
+    for (int k = 0; k <= MESH_MAX_AXES; k++) {
+        if (axis >= 0 && k != axis + 1) continue;
+        const mesh_stat *s = &m->stat[op][k];
+        t.calls += s->calls, t.bytes += s->bytes;
+        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds;
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
+    return t;
+}
+
+void mesh_stats_reset(mesh *m) {
+    pthread_mutex_lock(&m->acct_mu);
+    memset(m->stat, 0, sizeof m->stat);
+    pthread_mutex_unlock(&m->acct_mu);
+}
+
+int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max) {
+    int got = 0;
+    pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
+    int64_t lo = m->seq - MESH_TRACE_LEN;
+    for (int64_t s = from_seq > lo ? from_seq : lo; s < m->seq && got < max; s++) {
+        if (s < 0) continue;
+        const mesh_call *r = &m->trace[s % MESH_TRACE_LEN];
+        if (r->seq == s && r->t_end > 0) out[got++] = *r;
+    }
+    pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
+    return got;
+}
+
+void mesh_set_trace_hook(mesh *m, mesh_trace_fn fn, void *ctx) {
+    pthread_mutex_lock(&m->acct_mu);
+    m->hook = fn, m->hook_ctx = ctx;
+    pthread_mutex_unlock(&m->acct_mu);
+}
+
+void mesh_set_verify(mesh *m, int on) {
+    m->verify = on;
+}
+
+/* ---- blocking API ---- */
+static void run_blocking(mesh *m, const coll_args *x) {
+    mesh_call rec;
+    coll_record_begin(m, x, &rec);
+    coll_execute(m, 0, x, &rec);
+    coll_record_end(m, &rec);
+}
+
+#define ARGS(OP) {.op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg}
+void mesh_all_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                     mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_GATHER);
+    run_blocking(m, &x);
+}
+void mesh_reduce_scatter(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                         mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_REDUCE_SCATTER);
+    run_blocking(m, &x);
+}
+void mesh_all_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                     mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_REDUCE);
+    run_blocking(m, &x);
+}
+void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                     mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
+    run_blocking(m, &x);
+}
+void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
+    coll_args x = {.op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in,
+                   .count = count};
+    run_blocking(m, &x);
+}

@@ -1,0 +1,149 @@
+/* coll_async: non-blocking collectives. One progress thread per mesh executes queued calls in
+ * issue order on the mesh's second set of communicators (ctx[1]), so blocking calls on the
+ * caller's thread (ctx[0]) never mix messages with it. The thread sleeps on a condition variable
+ * when the queue is empty: no busy wait on an oversubscribed machine. Request handles are
+ * recycled through a free list, so steady-state use does not allocate. */
+#include <stdlib.h>
+
+#include "mesh/mesh_impl.h"
+
+struct mesh_req {
+    mesh *m;
+    coll_args x;
+    mesh_call rec;
+    int done;
+    mesh_req *next;
+};
+
+struct mesh_async {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    mesh_req *head, *tail, *free_list;
+    int stop;
+};
+
+static void *progress_main(void *arg) {
+    mesh *m = arg;
+    mesh_async *q = m->async;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stop) pthread_cond_wait(&q->work, &q->mu);
+        if (!q->head) break;
+        mesh_req *r = q->head;
+        pthread_mutex_unlock(&q->mu);
+        coll_execute(m, 1, &r->x, &r->rec);
+        coll_record_end(m, &r->rec);
+        pthread_mutex_lock(&q->mu);
+        q->head = r->next;
+        if (!q->head) q->tail = NULL;
+        r->done = 1;
+        pthread_cond_broadcast(&q->done);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+static mesh_req *enqueue(mesh *m, const coll_args *x) {
+    if (!m->async) {
+        mesh_async *q = calloc(1, sizeof *q);
+        CHECK(q, "out of memory");
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->work, NULL);
+        pthread_cond_init(&q->done, NULL);
+        m->async = q;
+        CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
+              "cannot start the progress thread");
+    }
+    mesh_async *q = m->async;
+    pthread_mutex_lock(&q->mu);
+    mesh_req *r = q->free_list;
+    if (r) q->free_list = r->next;
+    pthread_mutex_unlock(&q->mu);
+    if (!r) r = malloc(sizeof *r);
+    CHECK(r, "out of memory");
+    r->m = m;
+    r->x = *x;
+    r->done = 0;
+    r->next = NULL;
+    coll_record_begin(m, x, &r->rec);
+    r->rec.async = 1;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail) q->tail->next = r;
+    else q->head = r;
+    q->tail = r;
+    pthread_cond_signal(&q->work);
+    pthread_mutex_unlock(&q->mu);
+    return r;
+}
+
+int mesh_test(mesh_req *r) {
+    mesh_async *q = r->m->async;
+    pthread_mutex_lock(&q->mu);
+    int d = r->done;
+    pthread_mutex_unlock(&q->mu);
+    return d;
+}
+
+void mesh_wait(mesh_req *r) {
+    if (!r) return;
+    mesh *m = r->m;
+    mesh_async *q = m->async;
+    double t0 = mesh_now();
+    pthread_mutex_lock(&q->mu);
+    while (!r->done) pthread_cond_wait(&q->done, &q->mu);
+    r->next = q->free_list;
+    q->free_list = r;
+    pthread_mutex_unlock(&q->mu);
+    pthread_mutex_lock(&m->acct_mu);
+    m->stat[r->rec.op][r->rec.axes.n ? r->rec.axes.ax[0] + 1 : 0].wait_seconds += mesh_now() - t0;
+    pthread_mutex_unlock(&m->acct_mu);
+}
+
+void coll_async_destroy(mesh *m) {
+    mesh_async *q = m->async;
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_signal(&q->work);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    while (q->free_list) {
+        mesh_req *r = q->free_list;
+        q->free_list = r->next;
+        free(r);
+    }
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->work);
+    pthread_cond_destroy(&q->done);
+    free(q);
+    m->async = NULL;
+}
+
+#define ARGS(OP) {.op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg}
+mesh_req *mesh_iall_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                           mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_GATHER);
+    return enqueue(m, &x);
+}
+mesh_req *mesh_ireduce_scatter(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                               mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_REDUCE_SCATTER);
+    return enqueue(m, &x);
+}
+mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                           mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_REDUCE);
+    return enqueue(m, &x);
+}
+mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
+                           mesh_alg alg) {
+    coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
+    return enqueue(m, &x);
+}
+mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in,
+                         int64_t count) {
+    coll_args x = {.op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in,
+                   .count = count};
+    return enqueue(m, &x);
+}

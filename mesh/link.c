@@ -1,0 +1,78 @@
+/* link: emulated links and chip emulation. See link.h for the model. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mesh/cost.h"
+#include "mesh/mesh_impl.h"
+
+void mesh_link_set(mesh *m, int axis, double bw, double latency) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range", axis);
+    CHECK(bw >= 0 && latency >= 0, "link bandwidth and latency must be >= 0");
+    pthread_mutex_lock(&m->link_mu);
+    m->link_bw[axis] = bw;
+    m->link_lat[axis] = latency;
+    m->link_busy[axis][0] = m->link_busy[axis][1] = 0;
+    pthread_mutex_unlock(&m->link_mu);
+}
+
+void mesh_link_get(const mesh *m, int axis, double *bw, double *latency) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range", axis);
+    if (bw) *bw = m->link_bw[axis];
+    if (latency) *latency = m->link_lat[axis];
+}
+
+double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops) {
+    if (axis < 0 || m->link_bw[axis] <= 0) return 0;
+    pthread_mutex_lock(&m->link_mu);
+    double now = mesh_now();
+    double start = m->link_busy[axis][dir] > now ? m->link_busy[axis][dir] : now;
+    double wire = (double)bytes / m->link_bw[axis];
+    m->link_busy[axis][dir] = start + wire;
+    double t = start + wire + hops * m->link_lat[axis];
+    pthread_mutex_unlock(&m->link_mu);
+    return t;
+}
+
+void link_sleep_until(double t) {
+    double now = mesh_now();
+    if (now >= t) return;
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulation *out) {
+    const cost_chip *c = cost_chip_find(chip);
+    if (!c || !(measured_flops > 0)) return -1;
+    double mean = 0;
+    MPI_Allreduce(&measured_flops, &mean, 1, MPI_DOUBLE, MPI_SUM, m->ctx[0].world);
+    mean /= m->nranks;
+    /* hosts must agree for the shared clock (link.h) */
+    char host[64] = "", first[64];
+    gethostname(host, sizeof host - 1);
+    memcpy(first, host, sizeof first);
+    MPI_Bcast(first, 64, MPI_CHAR, 0, m->ctx[0].world);
+    int same = strcmp(first, host) == 0, all = 0;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world);
+    if (!all)
+        mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
+                 "and will be off by the hosts' clock offsets\n");
+    mesh_emulation e;
+    e.chip_flops = c->flops_bf16;
+    e.chip_w_oneway = c->ici_oneway;
+    e.chip_latency = c->hop_latency;
+    e.measured_flops = mean;
+    e.time_scale = c->flops_bf16 / mean;
+    e.bw = c->ici_oneway / e.time_scale;
+    e.latency = c->hop_latency * e.time_scale;
+    for (int k = 0; k < m->ndims; k++) mesh_link_set(m, k, e.bw, e.latency);
+    mesh_apply_chip_wrap(m, chip);
+    if (out) *out = e;
+    return 0;
+}

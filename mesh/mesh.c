@@ -1,0 +1,414 @@
+/* mesh: MPI start-up, named axes, coordinates, communicators, errors. See mesh.h. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
+#include "mesh/mesh_impl.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mesh/cost.h"
+
+static int g_world_rank = 0, g_world_size = 1;
+static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
+
+void mesh_mpi_init(int *argc, char ***argv) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+    if (provided < MPI_THREAD_MULTIPLE)
+        mesh_exit_error("this MPI does not provide MPI_THREAD_MULTIPLE (got level %d); "
+                        "meshtrain's non-blocking collectives need it",
+                        provided);
+}
+
+void mesh_mpi_finalize(void) {
+    MPI_Finalize();
+}
+
+int mesh_world_rank(void) {
+    return g_world_rank;
+}
+int mesh_world_size(void) {
+    return g_world_size;
+}
+
+double mesh_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- errors and logging ---- */
+
+int mesh_agree(MPI_Comm comm, int status) {
+    int out = status;
+    MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MIN, comm);
+    return out;
+}
+
+_Noreturn void mesh_exit_error(const char *fmt, ...) {
+    if (g_world_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "meshtrain: error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        fflush(stderr);
+        va_end(ap);
+    }
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) {
+        MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
+        MPI_Finalize();
+    }
+    exit(2);
+}
+
+_Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...) {
+    char coords[64] = "";
+    if (g_last_mesh) mesh_coord_str(g_last_mesh, coords, sizeof coords);
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "meshtrain: rank %d %s: %s:%d: %s\n", g_world_rank, coords, file, line, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    abort();
+}
+
+void mesh_log(const char *fmt, ...) {
+    if (g_world_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* ---- axis sets ---- */
+
+int mesh_set_id(mesh_axes a) {
+    switch (a.n) {
+    case 0:
+        return 0;
+    case 1:
+        return 1 + a.ax[0];
+    case 2:
+        return 4 + a.ax[0] * 3 + a.ax[1];
+    default:
+        return 13 + a.ax[0] * 9 + a.ax[1] * 3 + a.ax[2];
+    }
+}
+
+int mesh_axes_size(const mesh *m, mesh_axes a) {
+    int n = 1;
+    for (int k = 0; k < a.n; k++) n *= m->size[a.ax[k]];
+    return n;
+}
+
+int mesh_axes_index(const mesh *m, mesh_axes a) {
+    int i = 0;
+    for (int k = 0; k < a.n; k++) i = i * m->size[a.ax[k]] + m->coord[a.ax[k]];
+    return i;
+}
+
+int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out) {
+    mesh_axes a = {0, {0, 0, 0}};
+    for (const char *p = names; *p; p++) {
+        if (*p == ',') continue;
+        int ax = mesh_axis_index(m, *p);
+        if (ax < 0 || a.n == MESH_MAX_AXES) return -1;
+        for (int k = 0; k < a.n; k++)
+            if (a.ax[k] == ax) return -1;
+        a.ax[a.n++] = ax;
+    }
+    *out = a;
+    return 0;
+}
+
+const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len) {
+    size_t k = 0;
+    for (; k < (size_t)a.n && k + 1 < len; k++) buf[k] = m->name[a.ax[k]];
+    if (len) buf[k < len ? k : len - 1] = 0;
+    return buf;
+}
+
+MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a) {
+    return m->ctx[0].set[mesh_set_id(a)];
+}
+
+MPI_Comm mesh_world_comm(const mesh *m) {
+    return m->ctx[0].world;
+}
+
+float *mesh_scratch(mesh_ctx *c, int slot, int64_t n) {
+    CHECK(slot >= 0 && slot < MESH_NSCRATCH, "scratch slot %d out of range", slot);
+    if (c->scratch_n[slot] < n) {
+        free(c->scratch[slot]);
+        size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+        c->scratch[slot] = aligned_alloc(64, bytes);
+        CHECK(c->scratch[slot], "out of memory for %lld floats of scratch", (long long)n);
+        c->scratch_n[slot] = n;
+    }
+    return c->scratch[slot];
+}
+
+/* ---- creation ---- */
+
+/* Parses spec into names/sizes; returns the number of axes or −1 with err set. */
+static int parse_spec(const char *spec, char *name, int *size, char *err, size_t errlen) {
+    int n = 0;
+    const char *p = spec;
+    int named = strchr(spec, '=') != NULL;
+    while (*p) {
+        if (n == MESH_MAX_AXES) {
+            snprintf(err, errlen, "--mesh '%s': at most %d axes", spec, MESH_MAX_AXES);
+            return -1;
+        }
+        char nm = "xyz"[n];
+        if (named) {
+            if (!isalpha((unsigned char)p[0]) || p[1] != '=') {
+                snprintf(err, errlen, "--mesh '%s': expected NAME=SIZE items like x=4,y=2", spec);
+                return -1;
+            }
+            nm = p[0];
+            p += 2;
+        }
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 20) {
+            snprintf(err, errlen, "--mesh '%s': axis sizes must be positive integers", spec);
+            return -1;
+        }
+        for (int k = 0; k < n; k++)
+            if (name[k] == nm) {
+                snprintf(err, errlen, "--mesh '%s': axis '%c' appears twice", spec, nm);
+                return -1;
+            }
+        name[n] = nm;
+        size[n++] = (int)v;
+        p = end;
+        if (*p == (named ? ',' : 'x')) {
+            p++;
+            if (!*p) break;
+        } else if (*p) {
+            snprintf(err, errlen, "--mesh '%s': unexpected '%c' (use x=4,y=2 or 4x2)", spec, *p);
+            return -1;
+        }
+    }
+    if (n == 0) snprintf(err, errlen, "--mesh is empty (use x=4,y=2, 2x2x2 or 4)");
+    return n ? n : -1;
+}
+
+static void split_comms(mesh *m, mesh_ctx *c) {
+    for (int i = 0; i < MESH_NSETS; i++) c->set[i] = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+    /* every ordered subset of the axes, in the same order on every rank */
+    int nd = m->ndims;
+    for (int n = 0; n <= nd; n++) {
+        int ax[3];
+        for (ax[0] = 0; ax[0] < (n > 0 ? nd : 1); ax[0]++)
+            for (ax[1] = 0; ax[1] < (n > 1 ? nd : 1); ax[1]++)
+                for (ax[2] = 0; ax[2] < (n > 2 ? nd : 1); ax[2]++) {
+                    mesh_axes a = {n, {ax[0], ax[1], ax[2]}};
+                    int dup = 0;
+                    for (int i = 0; i < n; i++)
+                        for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
+                    if (dup) continue;
+                    for (int i = n; i < 3; i++) a.ax[i] = 0;
+                    /* colour: the coordinates on the axes NOT in the set */
+                    int color = 0;
+                    for (int d = 0; d < nd; d++) {
+                        int in = 0;
+                        for (int i = 0; i < n; i++) in |= a.ax[i] == d;
+                        if (!in) color = color * m->size[d] + m->coord[d];
+                    }
+                    MPI_Comm_split(c->world, color, mesh_axes_index(m, a), &c->set[mesh_set_id(a)]);
+                }
+    }
+    for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d];
+    c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
+    c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
+    CHECK(c->boff && c->blen, "out of memory");
+}
+
+mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) {
+    char name[MESH_MAX_AXES];
+    int size[MESH_MAX_AXES];
+    int nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    char specbuf[32];
+    if (!spec || !*spec) { /* default: one axis over all ranks */
+        snprintf(specbuf, sizeof specbuf, "%d", nranks);
+        spec = specbuf;
+    }
+    int nd = parse_spec(spec, name, size, err, errlen);
+    if (nd < 0) return NULL;
+    int prod = 1;
+    for (int k = 0; k < nd; k++) prod *= size[k];
+    if (prod != nranks) {
+        snprintf(err, errlen, "--mesh %s needs %d ranks, got %d (run with mpirun -np %d)", spec,
+                 prod, nranks, prod);
+        return NULL;
+    }
+    int wrap[MESH_MAX_AXES] = {1, 1, 1};
+    for (const char *p = open ? open : ""; *p; p++) {
+        if (*p == ',' || *p == ' ') continue;
+        int k = 0;
+        while (k < nd && name[k] != *p) k++;
+        if (k == nd) {
+            snprintf(err, errlen, "--open '%s': no axis named '%c' in --mesh %s", open, *p, spec);
+            return NULL;
+        }
+        wrap[k] = 0;
+    }
+    mesh *m = calloc(1, sizeof *m);
+    CHECK(m, "out of memory");
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    m->nranks = nranks;
+    m->ndims = nd;
+    int r = m->rank;
+    for (int k = nd - 1; k >= 0; k--) { /* last axis fastest */
+        m->coord[k] = r % size[k];
+        r /= size[k];
+    }
+    for (int k = 0; k < nd; k++) {
+        m->size[k] = size[k];
+        m->name[k] = name[k];
+        m->wrap[k] = size[k] > 2 ? wrap[k] : 0; /* a ring of 2 is one link: open */
+    }
+    for (int k = nd; k < MESH_MAX_AXES; k++) m->size[k] = 1;
+    pthread_mutex_init(&m->link_mu, NULL);
+    pthread_mutex_init(&m->acct_mu, NULL);
+    split_comms(m, &m->ctx[0]);
+    split_comms(m, &m->ctx[1]);
+    for (int k = 0; k < MESH_MAX_AXES; k++)
+        if (k < nd) MPI_Comm_dup(m->ctx[0].axis[k], &m->p2p[k]);
+        else m->p2p[k] = MPI_COMM_NULL;
+    g_last_mesh = m;
+    return m;
+}
+
+void mesh_destroy(mesh *m) {
+    if (!m) return;
+    coll_async_destroy(m);
+    for (int c = 0; c < 2; c++) {
+        for (int i = 0; i < MESH_NSETS; i++)
+            if (m->ctx[c].set[i] != MPI_COMM_NULL) MPI_Comm_free(&m->ctx[c].set[i]);
+        MPI_Comm_free(&m->ctx[c].world);
+        for (int i = 0; i < MESH_NSCRATCH; i++) free(m->ctx[c].scratch[i]);
+        free(m->ctx[c].boff);
+        free(m->ctx[c].blen);
+    }
+    for (int k = 0; k < MESH_MAX_AXES; k++)
+        if (m->p2p[k] != MPI_COMM_NULL) MPI_Comm_free(&m->p2p[k]);
+    pthread_mutex_destroy(&m->link_mu);
+    pthread_mutex_destroy(&m->acct_mu);
+    if (g_last_mesh == m) g_last_mesh = NULL;
+    free(m);
+}
+
+/* ---- queries ---- */
+
+int mesh_rank(const mesh *m) {
+    return m->rank;
+}
+int mesh_nranks(const mesh *m) {
+    return m->nranks;
+}
+int mesh_ndims(const mesh *m) {
+    return m->ndims;
+}
+int mesh_axis_size(const mesh *m, int axis) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
+    return m->size[axis];
+}
+int mesh_axis_coord(const mesh *m, int axis) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
+    return m->coord[axis];
+}
+int mesh_axis_wraps(const mesh *m, int axis) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
+    return m->wrap[axis];
+}
+char mesh_axis_name(const mesh *m, int axis) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
+    return m->name[axis];
+}
+int mesh_axis_index(const mesh *m, char name) {
+    for (int k = 0; k < m->ndims; k++)
+        if (m->name[k] == name) return k;
+    return -1;
+}
+
+void mesh_set_axis_wrap(mesh *m, int axis, int wraps) {
+    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
+    m->wrap[axis] = m->size[axis] > 2 && wraps;
+}
+
+int mesh_apply_chip_wrap(mesh *m, const char *chip) {
+    const cost_chip *c = cost_chip_find(chip);
+    if (!c) return -1;
+    for (int k = 0; k < m->ndims; k++)
+        mesh_set_axis_wrap(m, k, cost_axis_wraps(c, m->size, m->ndims, k));
+    return 0;
+}
+
+const char *mesh_coord_str(const mesh *m, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf, len, "(");
+    for (int k = 0; k < m->ndims && o < len; k++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%c=%d", k ? "," : "", m->name[k], m->coord[k]);
+    if (o < len) snprintf(buf + o, len - o, ")");
+    return buf;
+}
+
+const char *mesh_spec_str(const mesh *m, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = 0; k < m->ndims && o < len; k++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%c=%d", k ? "," : "", m->name[k], m->size[k]);
+    int first = 1;
+    for (int k = 0; k < m->ndims && o < len; k++)
+        if (!m->wrap[k] && m->size[k] > 1) {
+            o += (size_t)snprintf(buf + o, len - o, "%s%c", first ? " (open: " : ",", m->name[k]);
+            first = 0;
+        }
+    if (!first && o < len) snprintf(buf + o, len - o, ")");
+    return buf;
+}
+
+void mesh_print_placement(mesh *m, FILE *out) {
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
+    MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
+    if (m->rank == 0) {
+        char spec[96];
+        fprintf(out, "placement of mesh %s (rank = flattened coordinates, last axis fastest)\n",
+                mesh_spec_str(m, spec, sizeof spec));
+        fprintf(out, "%6s", "rank");
+        for (int k = 0; k < m->ndims; k++) fprintf(out, " %4c", m->name[k]);
+        fprintf(out, "  host\n");
+        for (int r = 0; r < m->nranks; r++) {
+            fprintf(out, "%6d", r);
+            int c[MESH_MAX_AXES], q = r;
+            for (int k = m->ndims - 1; k >= 0; k--) {
+                c[k] = q % m->size[k];
+                q /= m->size[k];
+            }
+            for (int k = 0; k < m->ndims; k++) fprintf(out, " %4d", c[k]);
+            fprintf(out, "  %s\n", all + (size_t)r * 64);
+        }
+        fflush(out);
+    }
+    free(all);
+}

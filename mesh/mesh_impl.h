@@ -1,0 +1,80 @@
+/* mesh_impl: the private state of a mesh, shared by mesh.c, coll.c, coll_async.c and link.c.
+ * Not installed, not included by anything outside mesh/. Depends on MPI and pthreads. */
+#ifndef MT_MESH_IMPL_H
+#define MT_MESH_IMPL_H
+#include <pthread.h>
+#include "mesh/coll.h"
+#include "mesh/link.h"
+
+/* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three. */
+#define MESH_NSETS 40
+#define MESH_NSCRATCH 24
+#define MESH_TRACE_LEN 1024
+
+/* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
+ * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
+typedef struct {
+    MPI_Comm world;
+    MPI_Comm axis[MESH_MAX_AXES]; /* rank in axis[a] = coordinate along a */
+    MPI_Comm set[MESH_NSETS];     /* MPI_COMM_NULL for unused ids */
+    float *scratch[MESH_NSCRATCH];
+    int64_t scratch_n[MESH_NSCRATCH];
+    int64_t *boff, *blen; /* nranks + 1 entries each: uneven AllReduce blocks */
+} mesh_ctx;
+
+typedef struct mesh_async mesh_async;
+
+struct mesh {
+    int rank, nranks, ndims;
+    int size[MESH_MAX_AXES], coord[MESH_MAX_AXES], wrap[MESH_MAX_AXES];
+    char name[MESH_MAX_AXES];
+    mesh_ctx ctx[2];
+    mesh_alg default_alg; /* DEFAULT = BIDIR for one axis, MULTI for several */
+    int verify;           /* debug: check call signatures agree across ranks */
+
+    /* link emulation (link.c); guarded by link_mu */
+    pthread_mutex_t link_mu;
+    double link_bw[MESH_MAX_AXES];  /* bytes/s per direction; 0 = not emulated */
+    double link_lat[MESH_MAX_AXES]; /* seconds per hop */
+    double link_busy[MESH_MAX_AXES][2];
+
+    /* accounting; guarded by acct_mu */
+    pthread_mutex_t acct_mu;
+    int64_t seq;
+    mesh_stat stat[MESH_OP_COUNT][MESH_MAX_AXES + 1]; /* [op][major axis + 1], [op][0] = none */
+    mesh_call trace[MESH_TRACE_LEN];
+    mesh_trace_fn hook;
+    void *hook_ctx;
+
+    mesh_async *async;
+    MPI_Comm p2p[MESH_MAX_AXES]; /* point-to-point messages along each axis (p2p.c) */
+};
+
+int mesh_set_id(mesh_axes a);
+/* Grows scratch slot `slot` of ctx to hold n floats; returns it. */
+float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
+
+/* link.c: emulated transfer of `bytes` over `hops` links of axis in direction dir (0 = +, 1 = −),
+ * starting now. Returns the time (mesh_now clock) the receiver may consider the data delivered,
+ * or 0 when the axis is not emulated. */
+double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops);
+/* Sleeps until mesh_now() >= t (no busy spin for long waits). */
+void link_sleep_until(double t);
+
+/* coll.c: runs one collective on context ci, filling rec's bytes and times. Used by blocking
+ * calls (ci = 0) and by the progress thread (ci = 1). */
+typedef struct {
+    mesh_op op;
+    mesh_axes a;
+    int axis, shift; /* ppermute */
+    float *out;
+    const float *in;
+    int64_t count;
+    mesh_alg alg;
+} coll_args;
+void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec);
+/* Accounting: assigns the sequence number at issue; records completion. */
+void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
+void coll_record_end(mesh *m, const mesh_call *rec);
+void coll_async_destroy(mesh *m);
+#endif

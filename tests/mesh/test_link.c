@@ -1,0 +1,111 @@
+/* test_link: the link emulator against its own model (link.h), with slow links where timing noise
+ * is small next to the emulated delays. Bounds are loose (this machine is oversubscribed); tight
+ * figures are meshbench's job.
+ *  2 ranks: a 100 kB ppermute over a 10 MB/s, 1 ms link takes ≥ 11 ms and < 5× that; two
+ *           transfers at once on the same directed link serialize (≥ 21 ms); the two directions
+ *           are independent (both at once < 1.6× one).
+ *  4 ranks: mesh 4 (wraps): AllGather ring / bidir ≈ 2 (book §3.3); mesh 2x2: AllGather
+ *           seq / multi ≈ 2 = n_axes. Accepted range [1.5, 2.6]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/coll.h"
+#include "mesh/link.h"
+
+static int failures;
+
+static void check(const char *what, double v, double lo, double hi) {
+    mesh_log("%-52s %10.4f  (accept [%g, %g])\n", what, v, lo, hi);
+    if (!(v >= lo && v <= hi)) {
+        mesh_log("FAIL %s\n", what);
+        failures++;
+    }
+}
+
+/* Time of fn from the earliest rank's start to the latest rank's end (one host: one clock), so
+ * that ranks leaving the barrier late on a loaded machine cannot shorten it. */
+static double timed(mesh *m, void (*fn)(mesh *, void *), void *arg) {
+    MPI_Barrier(mesh_world_comm(m));
+    double t[2] = {-mesh_now(), 0}, r[2];
+    fn(m, arg);
+    t[1] = mesh_now();
+    MPI_Allreduce(t, r, 2, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    return r[1] + r[0];
+}
+
+typedef struct {
+    float *a, *b, *c;
+    int64_t n;
+    mesh_alg alg;
+} bufs;
+
+static void one_hop(mesh *m, void *p) {
+    bufs *x = p;
+    mesh_ppermute(m, 0, 1, x->b, x->a, x->n);
+}
+static void same_link_twice(mesh *m, void *p) {
+    bufs *x = p;
+    mesh_req *r = mesh_ippermute(m, 0, 1, x->c, x->a, x->n);
+    mesh_ppermute(m, 0, 1, x->b, x->a, x->n);
+    mesh_wait(r);
+}
+/* On 2 ranks the AllGather line sends 0→1 and 1→0 at once, in one blocking call (no dependence
+ * on the progress thread getting a CPU on a loaded machine). */
+static void both_directions(mesh *m, void *p) {
+    bufs *x = p;
+    mesh_axes ax = {1, {0, 0, 0}};
+    mesh_all_gather(m, ax, x->b, x->a, x->n, MESH_ALG_BIDIR);
+}
+static void gather(mesh *m, void *p) {
+    bufs *x = p;
+    mesh_axes all = {mesh_ndims(m), {0, 1, 2}};
+    mesh_all_gather(m, all, x->b, x->a, x->n, x->alg);
+}
+
+static double best_of(mesh *m, int reps, void (*fn)(mesh *, void *), void *arg) {
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        double t = timed(m, fn, arg);
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    const char *spec = argc > 1 ? argv[1] : NULL;
+    char err[256];
+    mesh *m = mesh_create(spec, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    const double bw = 10e6, lat = 1e-3;
+    for (int k = 0; k < mesh_ndims(m); k++) mesh_link_set(m, k, bw, lat);
+    bufs x = {calloc(1 << 20, 4), calloc(1 << 22, 4), calloc(1 << 20, 4), 25000, MESH_ALG_RING};
+    if (mesh_nranks(m) == 2) {
+        double model = lat + 100e3 / bw;
+        double t1 = best_of(m, 3, one_hop, &x);
+        check("100 kB over 10 MB/s + 1 ms: time / model", t1 / model, 1.0, 5.0);
+        check("two transfers on one link: time / (2 wire + latency)",
+              best_of(m, 3, same_link_twice, &x) / (2 * 100e3 / bw + lat), 1.0, 5.0);
+        check("both directions at once: time / one direction", best_of(m, 3, both_directions, &x) / t1,
+              0.5, 1.6);
+    } else {
+        x.n = 12500; /* 50 kB blocks: 5 ms per block-hop */
+        x.alg = MESH_ALG_RING;
+        double ring = best_of(m, 2, gather, &x);
+        x.alg = MESH_ALG_BIDIR;
+        double bidir = best_of(m, 2, gather, &x);
+        if (mesh_ndims(m) == 1) check("AllGather ring / bidir (mesh 4, wraps)", ring / bidir, 1.5, 2.6);
+        x.alg = MESH_ALG_SEQ;
+        double seq = best_of(m, 2, gather, &x);
+        x.alg = MESH_ALG_MULTI;
+        double multi = best_of(m, 2, gather, &x);
+        if (mesh_ndims(m) == 2) check("AllGather seq / multi (mesh 2x2)", seq / multi, 1.5, 2.6);
+    }
+    int bad = 0;
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_MAX, mesh_world_comm(m));
+    free(x.a), free(x.b), free(x.c);
+    mesh_destroy(m);
+    mesh_mpi_finalize();
+    return bad ? 1 : 0;
+}
