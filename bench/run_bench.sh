@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Issue 2's benchmark: meshtrain --bench beside the same model in PyTorch (bench/torch_ref.py), on
+# configs (a) L=4 D=256 N=K=4 F=1024 T=128 B=16 and (b) L=8 D=512 N=K=8 F=2048 T=256 B=8, one rank
+# and one BLAS/torch thread, the two alternating round by round so that both see the same machine.
+# Each run reports its median step over STEPS timed steps (after 2 warm-up steps); the table gives
+# the median and the minimum of those over ROUNDS rounds, meshtrain's MFU and its matmul-only bound
+# (the sum of the sgemm times of the step's matmuls, each shape timed alone).
+#
+# usage: bench/run_bench.sh [BUILD_DIR]     (default build; meshtrain must be built there)
+# env:   ROUNDS=3 STEPS=10 CONFIGS="a b" OUT=bench/results.md PYTHON=/usr/bin/python3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-10}
+CONFIGS=${CONFIGS:-a b}
+OUT=${OUT:-bench/results.md}
+PYTHON=${PYTHON:-/usr/bin/python3}
+MT="$BUILD/meshtrain"
+[ -x "$MT" ] || { echo "run_bench: $MT not found; build first (cmake --build $BUILD)" >&2; exit 2; }
+"$PYTHON" -c "import torch" 2>/dev/null ||
+  { echo "run_bench: $PYTHON cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+flags() {
+  case $1 in
+    a) echo "--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16" ;;
+    b) echo "--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 2048 --seq-len 256 --batch 8" ;;
+  esac
+}
+# field LINE KEY: the number after "KEY " in LINE ("tok/s median" -> 3512).
+field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1"; }
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+minimum() { sort -g | head -1; }
+
+declare -A mt pt mfu bound
+for cfg in $CONFIGS; do
+  for r in $(seq "$ROUNDS"); do
+    echo "== config $cfg, round $r/$ROUNDS: meshtrain" >&2
+    # shellcheck disable=SC2046
+    line=$(mpirun --oversubscribe --bind-to none -np 1 "$MT" --bench --quiet --steps "$STEPS" \
+             --threads 1 $(flags "$cfg") | grep '^bench |')
+    echo "$line" >&2
+    mt[$cfg]+="$(field "$line" 'tok/s median') "
+    mfu[$cfg]+="$(field "$line" 'MFU') "
+    bound[$cfg]+="$(field "$line" 'matmul bound') "
+    echo "== config $cfg, round $r/$ROUNDS: pytorch" >&2
+    line=$("$PYTHON" bench/torch_ref.py --bench "$cfg" --steps "$STEPS" | grep '^torch |')
+    echo "$line" >&2
+    pt[$cfg]+="$(field "$line" 'tok/s median') "
+  done
+done
+
+{
+  echo "Benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+  echo "1 rank, 1 thread, $ROUNDS rounds x $STEPS timed steps; tok/s = median step of a round,"
+  echo "then median and min over rounds. Bound = sum of the sgemm times of the step's matmuls."
+  echo
+  echo "| config | meshtrain tok/s (median / min) | MFU | matmul-only bound tok/s | % of bound | PyTorch tok/s (median / min) | meshtrain / PyTorch |"
+  echo "|---|---|---|---|---|---|---|"
+  for cfg in $CONFIGS; do
+    mmed=$(tr ' ' '\n' <<<"${mt[$cfg]}" | grep . | median)
+    mmin=$(tr ' ' '\n' <<<"${mt[$cfg]}" | grep . | minimum)
+    pmed=$(tr ' ' '\n' <<<"${pt[$cfg]}" | grep . | median)
+    pmin=$(tr ' ' '\n' <<<"${pt[$cfg]}" | grep . | minimum)
+    fmed=$(tr ' ' '\n' <<<"${mfu[$cfg]}" | grep . | median)
+    bmed=$(tr ' ' '\n' <<<"${bound[$cfg]}" | grep . | median)
+    awk -v c="$cfg" -v mm="$mmed" -v mn="$mmin" -v f="$fmed" -v b="$bmed" -v pm="$pmed" -v pn="$pmin" \
+      'BEGIN { printf "| (%s) | %.0f / %.0f | %.0f%% | %.0f | %.0f%% | %.0f / %.0f | %.2fx |\n",
+               c, mm, mn, f, b, 100 * mm / b, pm, pn, mm / pm }'
+  done
+} | tee "$OUT"
+echo "wrote $OUT" >&2

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""meshtrain's model in PyTorch: an independent implementation of issue 2's conventions, used
+(1) as the speed baseline of the benchmark and (2) as a correctness check on identical parameters.
+
+Conventions (issue 2): LLaMA-style decoder, fp32, no biases, no dropout. RMSNorm
+y = x / sqrt(mean(x^2) + 1e-5) * g; rotary "rotate-half" (element i pairs with i + H/2, angle
+pos * 10000^(-2i/H)); causal attention with scale 1/sqrt(H); grouped-query heads (query head h
+uses kv head h // (N/K)); SwiGLU MLP down(silu(x w_gate) * (x w_up)); final RMSNorm; untied
+unembedding; mean next-token cross-entropy. Parameters are stacked over layers under issue 2's
+names: embed[V,D] attn_norm[L,D] wq[L,D,N*H] wk[L,D,K*H] wv[L,D,K*H] wo[L,N*H,D] mlp_norm[L,D]
+w_gate[L,D,F] w_up[L,D,F] w_down[L,F,D] final_norm[D] unembed[D,V].
+
+Usage (Debian's python3-torch; run with /usr/bin/python3):
+  torch_ref.py --bench a|b [--steps 10]
+      tokens/s of forward + backward + AdamW on random tokens, one thread, for issue 2's configs
+      (a) L=4 D=256 N=K=4 F=1024 T=128 B=16, (b) L=8 D=512 N=K=8 F=2048 T=256 B=8. Prints
+      "torch | tok/s median X best Y | ms/step median M best m".
+  torch_ref.py --check INIT.h5 --data TEXT --batch B [--final FINAL.h5 --lr LR]
+      loads parameters written by `meshtrain --save-init`, evaluates the loss of step 0 of
+      meshtrain's --data-order sequential batch (row b = train tokens [b*T, b*T + T + 1)), and
+      prints "loss X". With --final (a `--save-final` after one step of `--optimizer sgd
+      --weight-decay 0 --clip 0 --warmup 0 --lr LR`), it recovers meshtrain's gradient as
+      (init - final) / LR and prints, per parameter, the largest difference from PyTorch's
+      gradient relative to the largest PyTorch gradient entry: "grad NAME rel E".
+"""
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F_
+
+CONFIGS = {
+    "a": dict(L=4, D=256, N=4, K=4, F=1024, T=128, B=16),
+    "b": dict(L=8, D=512, N=8, K=8, F=2048, T=256, B=8),
+}
+NAMES = ["embed", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
+         "final_norm", "unembed"]
+
+
+def rmsnorm(x, g):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * g
+
+
+def rope_tables(T, H):
+    i = torch.arange(H // 2, dtype=torch.float64)
+    inv = 10000.0 ** (-2.0 * i / H)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]  # [T, H/2]
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def rope(x, cos, sin):
+    """x[B, T, n, H]: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), halves of each head."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, L, D, N, K, H, F, V, T):
+        super().__init__()
+        self.L, self.D, self.N, self.K, self.H, self.F, self.V, self.T = L, D, N, K, H, F, V, T
+        shapes = dict(embed=(V, D), attn_norm=(L, D), wq=(L, D, N * H), wk=(L, D, K * H),
+                      wv=(L, D, K * H), wo=(L, N * H, D), mlp_norm=(L, D), w_gate=(L, D, F),
+                      w_up=(L, D, F), w_down=(L, F, D), final_norm=(D,), unembed=(D, V))
+        for name in NAMES:
+            self.register_parameter(name, torch.nn.Parameter(torch.empty(shapes[name])))
+        cos, sin = rope_tables(T, H)
+        self.register_buffer("cos", cos)
+        self.register_buffer("sin", sin)
+        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+
+    def init_random(self, seed):
+        """Issue 2's distribution (not meshtrain's exact values: that needs its Philox RNG)."""
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name in NAMES:
+                p = getattr(self, name)
+                if name.endswith("norm"):
+                    p.fill_(1.0)
+                else:
+                    std = 0.02 / (math.sqrt(2 * self.L) if name in ("wo", "w_down") else 1.0)
+                    p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+    def forward(self, tokens):
+        """tokens[B, T+1] int64 -> mean cross-entropy of predicting tokens[:, 1:]."""
+        inp, tgt = tokens[:, :-1], tokens[:, 1:]
+        B, T = inp.shape
+        N, K, H = self.N, self.K, self.H
+        cos, sin, mask = self.cos[:T], self.sin[:T], self.mask[:T, :T]
+        x = self.embed[inp]
+        for l in range(self.L):
+            h = rmsnorm(x, self.attn_norm[l])
+            q = rope((h @ self.wq[l]).view(B, T, N, H), cos, sin).transpose(1, 2)
+            k = rope((h @ self.wk[l]).view(B, T, K, H), cos, sin).transpose(1, 2)
+            v = (h @ self.wv[l]).view(B, T, K, H).transpose(1, 2)
+            if N != K:
+                k = k.repeat_interleave(N // K, dim=1)
+                v = v.repeat_interleave(N // K, dim=1)
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(H))
+            p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+            a = (p @ v).transpose(1, 2).reshape(B, T, N * H)
+            x = x + a @ self.wo[l]
+            h = rmsnorm(x, self.mlp_norm[l])
+            x = x + (F_.silu(h @ self.w_gate[l]) * (h @ self.w_up[l])) @ self.w_down[l]
+        logits = rmsnorm(x, self.final_norm) @ self.unembed
+        return F_.cross_entropy(logits.reshape(B * T, self.V), tgt.reshape(B * T))
+
+
+def bench(name, steps, warmup=2, seed=1337):
+    cfg = CONFIGS[name]
+    L, D, N, K, F, T, B = (cfg[k] for k in "LDNKFTB")
+    V, H = 256, D // N
+    torch.manual_seed(seed)
+    model = Model(L, D, N, K, H, F, V, T)
+    model.init_random(seed)
+    decay = [p for n, p in model.named_parameters() if not n.endswith("norm")]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("norm")]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    secs = []
+    for step in range(warmup + steps):
+        tokens = torch.randint(0, V, (B, T + 1))
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(tokens)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= warmup:
+            secs.append(dt)
+            print(f"torch step {step - warmup + 1} | loss {loss.item():.4f} | {1e3 * dt:.1f} ms | "
+                  f"{B * T / dt:.0f} tok/s", flush=True)
+    med, best = statistics.median(secs), min(secs)
+    print(f"torch | tok/s median {B * T / med:.0f} best {B * T / best:.0f} | ms/step median "
+          f"{1e3 * med:.1f} best {1e3 * best:.1f} | config {name} L={L} D={D} N={N} K={K} F={F} "
+          f"T={T} B={B} | torch {torch.__version__}, {torch.get_num_threads()} thread")
+
+
+def load_params(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        g = f["params"]
+        a = {k: int(g.attrs[k]) for k in ("layers", "d_model", "heads", "kv_heads", "head_dim",
+                                          "d_ff", "vocab", "seq_len")}
+        arrays = {n: torch.from_numpy(g[n][...]).float() for n in NAMES}
+    return a, arrays
+
+
+def check(args):
+    a, init = load_params(args.check)
+    L, D, N, K, H = a["layers"], a["d_model"], a["heads"], a["kv_heads"], a["head_dim"]
+    F, V, T = a["d_ff"], a["vocab"], a["seq_len"]
+    model = Model(L, D, N, K, H, F, V, T)
+    with torch.no_grad():
+        for n in NAMES:
+            getattr(model, n).copy_(init[n])
+    # meshtrain's split of a text file: /val is the last floor(n * 0.1) tokens, /train the rest;
+    # --data-order sequential, step 0: row b starts at (b * T) mod (n_train - T - 1).
+    with open(args.data, "rb") as fh:
+        data = fh.read()
+    n_train = len(data) - int(math.floor(len(data) * 0.1))
+    rows = []
+    for b in range(args.batch):
+        o = (b * T) % (n_train - T - 1)
+        rows.append(list(data[o:o + T + 1]))
+    tokens = torch.tensor(rows, dtype=torch.int64)
+    loss = model(tokens)
+    print(f"loss {loss.item():.6f}")
+    if args.final:
+        loss.backward()
+        _, final = load_params(args.final)
+        worst = 0.0
+        for n in NAMES:
+            g_mt = (init[n] - final[n]) / args.lr
+            g_pt = getattr(model, n).grad
+            scale = g_pt.abs().max().item() + 1e-30
+            rel = (g_mt - g_pt).abs().max().item() / scale
+            worst = max(worst, rel)
+            print(f"grad {n} rel {rel:.3e} (max |g| {scale:.3e})")
+        print(f"grad worst rel {worst:.3e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", choices=sorted(CONFIGS))
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--check", metavar="INIT.h5")
+    ap.add_argument("--final", metavar="FINAL.h5")
+    ap.add_argument("--lr", type=float, default=1.0)
+    ap.add_argument("--data", metavar="TEXT")
+    ap.add_argument("--batch", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.bench:
+        bench(args.bench, args.steps)
+    elif args.check:
+        if not args.data:
+            ap.error("--check needs --data TEXT (the text file meshtrain trained on)")
+        check(args)
+    else:
+        ap.error("give --bench a|b or --check INIT.h5")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

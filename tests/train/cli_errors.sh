@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# End-to-end: meshtrain under mpirun at 2 ranks with bad input ends cleanly — exit status 2, and
+# exactly one "meshtrain: error:" line (from rank 0) naming the problem — never a crash or a hang;
+# --help prints once and exits 0.
+# usage: cli_errors.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+mkdir -p "$WORK"
+printf 'abc\0\001\002def' >"$WORK/nul.txt"
+fails=0
+
+# case WANT_STATUS FRAGMENT ARGS...: FRAGMENT must appear in the single error line.
+case_() {
+  local want=$1 frag=$2
+  shift 2
+  timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$? n line
+  n=$(grep -c '^meshtrain: error:' "$WORK/err")
+  line=$(grep -m1 '^meshtrain: error:' "$WORK/err")
+  if [ "$rc" -eq "$want" ] && [ "$n" -eq 1 ] && grep -qF -- "$frag" <<<"$line"; then
+    echo "ok   [$*] -> $rc: $line"
+  else
+    echo "FAIL [$*] -> status $rc (want $want), $n error lines (want 1), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err" | head -20
+    fails=$((fails + 1))
+  fi
+}
+
+case_ 2 "unknown flag --layrs" --layrs 3
+case_ 2 "--layers needs a value" --layers
+case_ 2 "--steps: expected a whole number" --steps ten
+case_ 2 "is not divisible by --kv-heads 4" --d-model 192 --heads 6 --kv-heads 4
+case_ 2 "is odd" --head-dim 33
+case_ 2 "--batch 10 is not a multiple of --micro-batch 4" --batch 10 --micro-batch 4
+case_ 2 "--mesh 3 needs 3 ranks, got 2" --mesh 3 --data "$TXT"
+case_ 2 "/no/such/file.txt" --data /no/such/file.txt
+case_ 2 "nul.txt" --data "$WORK/nul.txt" --steps 1
+case_ 2 "--vocab 300" --vocab 300 --data "$TXT" --steps 1
+case_ 2 "--seq-len 500000 is too long" --seq-len 500000 --data "$TXT" --steps 1
+case_ 2 "data shards" --batch 3 --data "$TXT" --steps 1
+case_ 2 "prepare" prepare only-one-argument
+
+timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" --help >"$WORK/out" 2>"$WORK/err"
+rc=$?
+n=$(grep -c '^usage:' "$WORK/out")
+if [ "$rc" -eq 0 ] && [ "$n" -eq 1 ]; then echo "ok   [--help] -> 0, printed once"
+else echo "FAIL [--help] -> status $rc, printed $n times"; fails=$((fails + 1)); fi
+
+echo "cli_errors: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,35 @@
+/* metrics: what a run reports per step, as the one greppable console line and as one JSON object
+ * per line in the --metrics file. Conventions: times in seconds unless the key says ms; tok_s is
+ * tokens (B·T) per second of the whole job; gflops is model FLOPs (model_flops_per_token ×
+ * tokens) per second of the whole job, GFLOP = 1e9; mfu is that over the peak (the sum over
+ * ranks of the sgemm FLOP/s each measured at start-up), a fraction. Not collective. */
+#ifndef MT_TRAIN_METRICS_H
+#define MT_TRAIN_METRICS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int64_t step; /* steps completed (1-based) */
+    double loss, lr, grad_norm;
+    double seconds;      /* wall time of the step, data loading included */
+    double tokens;       /* tokens in the step's global batch */
+    double flops;        /* model FLOPs of the step */
+    double peak_flops;   /* Σ over ranks of the sgemm FLOP/s measured at start-up */
+    double comm_frac;    /* exposed communication / step time; < 0 leaves out comm, idle, book */
+    double idle_frac;    /* idle (waiting for other ranks) / step time */
+    double pred_seconds; /* the book's prediction of the step; <= 0: none */
+    double val_loss;     /* NAN when no evaluation ran at this step */
+} metrics_row;
+
+/* "step 120 | loss 1.9321 | lr 3.0e-04 | gnorm 0.84 | 412 ms | 9.9k tok/s | 51.2 GFLOP/s |
+ * MFU 61%", + " | comm 6% | idle 2% | book 380 ms (1.08x)" when comm_frac >= 0 (the ratio is
+ * measured / predicted). `width` pads the step number. */
+void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
+/* One JSON object and a newline: {"step":120,"loss":...,"val_loss":...}: step, loss, lr, gnorm,
+ * ms, tok_s, gflops, mfu; comm, idle and pred_ms with several ranks; val_loss when evaluated.
+ * Returns 0, or -1 if the write failed. */
+int metrics_write_json(FILE *f, const metrics_row *r);
+/* 9900 → "9.9k", 1234567 → "1.23M", 412 → "412" (3 significant digits). */
+const char *metrics_si(char *buf, size_t len, double v);
+#endif
