@@ -105,8 +105,8 @@ static const flag_def flags[] = {
      "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
     {"open", K_STR, F_(mesh_open), 0, 0, 0, "AXES", "axes without wraparound, e.g. \"x\""},
     {"dp", K_STR, F_(data_axes), 0, 0, 0, "AXES",
-     "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis without "
-     "--tensor, none with it); alias --data-axes"},
+     "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis that "
+     "--tensor and --pipeline leave free); alias --data-axes"},
     {"data-axes", K_STR, F_(data_axes), 0, 0, 0, "AXES", NULL},
     {"zero", K_INT, F_(zero), 0, 3, 0, "S",
      "ZeRO stage over the --dp axes: 0 replicated, 1 optimizer, 2 +grads, 3 +weights (FSDP)"},

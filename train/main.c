@@ -41,9 +41,9 @@ int main(int argc, char **argv) {
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     tokens *data = c.bench ? NULL : run_open_data(&c, m);
-    const run_peak peak = run_measure_peak(m);
     trainer *t = trainer_create(&c, m, err, sizeof err);
     if (!t) mesh_exit_error("%s", err);
+    const run_peak peak = run_measure_peak(m, trainer_flops(t));
 
     if (c.bench)
         bench_run(&c, m, t, &peak);

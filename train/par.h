@@ -56,8 +56,11 @@ typedef struct {
     int64_t n, state_off;
 } par_owned;
 par_owned par_owned_slice(par *p, model *m, param_id id);
+/* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
+ * parameter (one parameter's shard is staged at a time, so slices are used one by one). */
+void par_owned_done(par *p, model *m, param_id id);
 int64_t par_state_size(par *p, model *m);
-/* After the update: ZeRO-1/2 AllGather the updated parameter shards. */
+/* After the whole update (ZeRO-3: the gathered copies are stale). */
 void par_after_update(par *p, model *m);
 /* Checkpoint geometry. The global slab this rank's optimizer-state slice of parameter id covers
  * (par_owned_slice's n elements, row-major), and whether this rank is the one that writes a

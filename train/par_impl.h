@@ -41,9 +41,9 @@ struct par {
     mesh_alg alg;
     par_local loc;
     pgeo g[P_COUNT];
-    /* ZeRO shards (zero >= 1): params (zero 1/2: master copy; zero 3: the model's storage) and
-     * gradients, each param's shard contiguous, block-major. */
-    float *sh_p, *sh_g;
+    /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
+     * param's shard contiguous, block-major. */
+    float *sh_p, *sh_g, *ustage; /* ustage: zero 1/2's shard being updated */
     int64_t sh_off[P_COUNT], sh_total;
     /* zero 3: gathered weights of a layer (double buffer for prefetch) and of the non-layer
      * params; staging for column-sharded gathers */

@@ -264,7 +264,9 @@ static int alloc_buffers(struct par *p) {
             p->sh_total += p->g[id].shard_n;
         }
         ok &= (p->sh_g = zalloc(p->sh_total)) != NULL;
-        if (p->zero <= 2) ok &= (p->sh_p = zalloc(p->sh_total)) != NULL;
+        int64_t most = 0;
+        for (int id = 0; id < P_COUNT; id++) most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
+        if (p->zero <= 2) ok &= (p->ustage = zalloc(most)) != NULL;
     }
     if (p->zero >= 2) {
         for (int k = 0; k < 2; k++) {
@@ -310,9 +312,12 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     }
     const char *dp = c->data_axes;
     char all[MESH_MAX_AXES + 1] = {0};
-    if (!dp[0] && !c->tensor_axis[0] && !c->pipe_axis[0]) {
-        /* default: pure data parallelism over every axis */
-        for (int a = 0; a < mesh_ndims(m); a++) all[a] = mesh_axis_name(m, a);
+    if (!dp[0]) { /* default: the batch over every axis that --tensor/--pipeline leave free */
+        int n = 0;
+        for (int a = 0; a < mesh_ndims(m); a++) {
+            const char name = mesh_axis_name(m, a);
+            if (c->tensor_axis[0] != name && c->pipe_axis[0] != name) all[n++] = name;
+        }
         dp = all;
     }
     if (mesh_axes_parse(m, dp, &p->dax) != 0) {
@@ -374,7 +379,7 @@ void par_destroy(par *p) {
     free(p->ebuf);
     free(p->hbuf_norm);
     free(p->hbuf_un);
-    if (p->zero <= 2) free(p->sh_p); /* zero 3: the model owns the shards */
+    free(p->ustage); /* (zero 3's sh_p is the model's storage) */
     free(p->sh_g);
     free(p->tp_a);
     free(p->tp_b);

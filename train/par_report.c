@@ -34,7 +34,11 @@ void par_memory(par *p, model *m, const config *c, par_mem *out) {
     }
     out->optimizer = 4 * state * (p->zero ? p->sh_total : np);
     if (p->zero) out->grads += 4 * p->sh_total;
-    if (p->zero == 1 || p->zero == 2) out->params += 4 * p->sh_total; /* master shards */
+    if (p->zero == 1 || p->zero == 2) { /* the shard being updated */
+        int64_t most = 0;
+        for (int id = 0; id < P_COUNT; id++) most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
+        out->buffers += 4 * most;
+    }
     if (p->zero >= 2) {
         out->buffers += 4 * 2 * (p->layer_elems + p->layer_elems / p->nX);
         for (int id = 0; id < P_COUNT; id++)

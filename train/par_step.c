@@ -235,6 +235,21 @@ double par_grad_sumsq(par *p, model *m) {
     return allsum(p, p->zero == 0 ? model_axes(p) : all_axes(p), s);
 }
 
+/* zero 1/2: this rank's shard of the model's whole (TP-local) parameter, into sh. */
+static void shard_select(struct par *p, model *m, param_id id, float *sh) {
+    const pgeo *g = &p->g[id];
+    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    const float *full = model_param(m, id, NULL);
+    for (int64_t b = 0; b < g->nb; b++) {
+        const float *src = full + b * n;
+        if (g->zdim && g->R > 1) {
+            par_pack_cols(p->pack, src, g->R, g->C, p->nX);
+            src = p->pack;
+        }
+        memcpy(sh + b * ns, src + p->xi * ns, (size_t)ns * sizeof(float));
+    }
+}
+
 par_owned par_owned_slice(par *p, model *m, param_id id) {
     if (!p || p->zero == 0) {
         int64_t n, off = 0;
@@ -246,8 +261,28 @@ par_owned par_owned_slice(par *p, model *m, param_id id) {
         }
         return (par_owned){w, model_grad(m, id, NULL), n, off};
     }
-    return (par_owned){p->sh_p + p->sh_off[id], p->sh_g + p->sh_off[id], p->g[id].shard_n,
-                       p->sh_off[id]};
+    float *w = p->sh_p + p->sh_off[id]; /* zero 3: the model's own shard */
+    if (p->zero <= 2) {                  /* zero 1/2: this rank's shard, staged */
+        w = p->ustage;
+        shard_select(p, m, id, w);
+    }
+    return (par_owned){w, p->sh_g + p->sh_off[id], p->g[id].shard_n, p->sh_off[id]};
+}
+
+void par_owned_done(par *p, model *m, param_id id) {
+    if (!p || p->zero == 0 || p->zero == 3) return;
+    /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter */
+    const pgeo *g = &p->g[id];
+    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    float *full = model_param(m, id, NULL);
+    for (int64_t b = 0; b < g->nb; b++) {
+        if (g->zdim && g->R > 1) {
+            mesh_all_gather(p->m, p->dax, p->pack, p->ustage + b * ns, ns, p->alg);
+            par_unpack_cols(full + b * n, p->pack, g->R, g->C, p->nX);
+        } else {
+            mesh_all_gather(p->m, p->dax, full + b * n, p->ustage + b * ns, ns, p->alg);
+        }
+    }
 }
 
 int64_t par_state_size(par *p, model *m) {
@@ -259,51 +294,13 @@ int64_t par_state_size(par *p, model *m) {
     return p->sh_total;
 }
 
-/* zero 1/2: the master shard ↔ the model's full TP-local parameter. */
-static void shard_select(struct par *p, model *m, param_id id) {
-    const pgeo *g = &p->g[id];
-    const int64_t n = pgeo_block(g), ns = n / p->nX;
-    const float *full = model_param(m, id, NULL);
-    float *sh = p->sh_p + p->sh_off[id];
-    for (int64_t b = 0; b < g->nb; b++) {
-        const float *src = full + b * n;
-        if (g->zdim && g->R > 1) {
-            par_pack_cols(p->pack, src, g->R, g->C, p->nX);
-            src = p->pack;
-        }
-        memcpy(sh + b * ns, src + p->xi * ns, (size_t)ns * sizeof(float));
-    }
-}
-
 void mpar_model_ready(struct par *p, model *m) {
-    if (!p || p->zero == 0) return;
-    if (p->zero == 3) {
-        p->sh_p = model_params_flat(m, NULL); /* the model stores exactly the shards */
-        return;
-    }
-    for (int id = 0; id < P_COUNT; id++) shard_select(p, m, (param_id)id);
+    if (p && p->zero == 3) p->sh_p = model_params_flat(m, NULL); /* the model stores the shards */
 }
 
 void par_after_update(par *p, model *m) {
-    if (!p || p->zero == 0) return;
-    if (p->zero == 3) {
-        p->wlayer[0] = p->wlayer[1] = -1;
-        return;
-    }
-    for (int id = 0; id < P_COUNT; id++) {
-        const pgeo *g = &p->g[id];
-        const int64_t n = pgeo_block(g), ns = n / p->nX;
-        float *full = model_param(m, (param_id)id, NULL);
-        const float *sh = p->sh_p + p->sh_off[id];
-        for (int64_t b = 0; b < g->nb; b++) {
-            if (g->zdim && g->R > 1) {
-                mesh_all_gather(p->m, p->dax, p->pack, sh + b * ns, ns, p->alg);
-                par_unpack_cols(full + b * n, p->pack, g->R, g->C, p->nX);
-            } else {
-                mesh_all_gather(p->m, p->dax, full + b * n, sh + b * ns, ns, p->alg);
-            }
-        }
-    }
+    (void)m;
+    if (p && p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1; /* gathered copies are stale */
 }
 
 double par_data_mean(par *p, double v) {
@@ -326,12 +323,7 @@ int par_is_writer(par *p, param_id id, int kind) {
 }
 
 void par_params_loaded(par *p, model *m) {
-    if (!p || p->zero == 0) return;
-    if (p->zero == 3) {
-        p->wlayer[0] = p->wlayer[1] = -1;
-        return;
-    }
-    for (int id = 0; id < P_COUNT; id++) shard_select(p, m, (param_id)id);
+    par_after_update(p, m); /* the same: derived copies of the parameters are stale */
 }
 
 void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {

@@ -23,8 +23,6 @@
 
 /* Side of the square sgemm timed at start-up for MFU: big enough to reach the BLAS's steady
  * rate, small enough (4 MB per operand) to take no time to set up. */
-#define RUN_PEAK_N 1024
-#define RUN_PEAK_SECONDS 0.3
 #define RUN_ERR_LEN 512
 
 int run_prepare(int argc, char **argv) {
@@ -103,13 +101,8 @@ int run_save_params(trainer *t, mesh *m, const config *c, int64_t step, const ch
     return rc;
 }
 
-run_peak run_measure_peak(mesh *m) {
-    mesh_agree(mesh_world_comm(m), 0); /* start together: ranks sharing cores measure their share */
-    run_peak pk = {0};
-    for (int trial = 0; trial < 3; trial++) { /* best of three: a busy moment only lowers it */
-        const double f = kern_measure_flops(RUN_PEAK_N, RUN_PEAK_SECONDS / 3);
-        if (f > pk.rank) pk.rank = f;
-    }
+run_peak run_measure_peak(mesh *m, double rank_flops) {
+    run_peak pk = {rank_flops, 0};
     mesh_axes all = {.n = mesh_ndims(m)};
     for (int k = 0; k < all.n; k++)
         all.ax[k] = k;

@@ -19,14 +19,14 @@ int run_prepare(int argc, char **argv);
  * directory sits in the source tree). Leaves c->data unchanged when nothing matches. */
 void run_resolve_data(config *c, const char *argv0);
 
-/* The MFU peak: every rank times sgemm at the same moment (best of 3 × 0.1 s, after a barrier), so
- * ranks sharing cores measure the share they actually get. */
+/* The MFU peak: the trainer's sgemm measurement (every rank at the same moment, best of 3 × 0.1 s,
+ * after a barrier, so ranks sharing cores measure the share they actually get), summed. */
 typedef struct {
     double rank;  /* this rank's sgemm FLOP/s */
     double total; /* sum over ranks: the peak MFU is measured against */
 } run_peak;
-/* Collective over: world. */
-run_peak run_measure_peak(mesh *m);
+/* Collective over: world. rank_flops = trainer_flops(). */
+run_peak run_measure_peak(mesh *m, double rank_flops);
 
 /* Collective over: world. Opens c->data (token file or text) and checks it against the model
  * (vocabulary, sequence length) before anything big is allocated; on failure every rank leaves

@@ -103,7 +103,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
             return NULL;
         }
     }
-    t->flops = kern_measure_flops(384, 0.25);
+    /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
+     * best of three (a busy moment only lowers it) */
+    mesh_agree(mesh_world_comm(m), 0);
+    for (int trial = 0; trial < 3; trial++) {
+        const double f = kern_measure_flops(1024, 0.1);
+        if (f > t->flops) t->flops = f;
+    }
     if (c->emulate[0]) {
         mesh_emulation em;
         if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
@@ -161,7 +167,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
                          (float)c->eps, 0.0f, step + 1};
     for (int id = 0; id < P_COUNT; id++) {
         par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
-        if (o.n == 0) continue;
+        if (o.n == 0) continue; /* (the same on every rank of the data axes) */
         param_info pi = model_param_info(&c->shape, (param_id)id);
         if (clip_scale != 1.0f) kern_scale(o.g, o.n, clip_scale);
         const float wd = pi.decay ? (float)c->weight_decay : 0.0f;
@@ -171,6 +177,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
         } else {
             kern_sgd(o.p, o.g, o.n, ac.lr, wd);
         }
+        par_owned_done(t->plan, t->mod, (param_id)id);
     }
     par_after_update(t->plan, t->mod);
 }
