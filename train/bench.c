@@ -123,6 +123,9 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     int32_t *rows = malloc((size_t)(nrows * T1) * sizeof *rows);
     double *secs = malloc((size_t)(c->steps > 0 ? c->steps : 1) * sizeof *secs);
     CHECK(rows && secs, "bench: out of memory");
+    /* sums over the timed steps of the split and the prediction (report.h) */
+    double s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0, s_bub_ideal = 0;
+    int64_t peak_inflight = 0;
     for (int64_t step = 0; step < BENCH_WARMUP_STEPS + c->steps; step++) {
         for (int64_t r = 0; r < nrows; r++)
             for (int64_t j = 0; j < T1; j++) {
@@ -134,6 +137,10 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
         trainer_step(t, step, rows, &st);
         if (step < BENCH_WARMUP_STEPS) continue;
         secs[step - BENCH_WARMUP_STEPS] = st.seconds;
+        s_comp += st.split.compute, s_idle += st.split.idle, s_pred += st.split.pred_step;
+        for (int op = 0; op < MESH_OP_COUNT; op++) s_comm += st.split.exposed[op];
+        s_bub += st.pipe.bubble, s_bub_ideal = st.pipe.bubble_ideal;
+        if (st.pipe.peak_inflight > peak_inflight) peak_inflight = st.pipe.peak_inflight;
         if (!c->quiet)
             mesh_log("bench step %lld | loss %.4f | %.1f ms | %.0f tok/s\n",
                      (long long)(step - BENCH_WARMUP_STEPS + 1), st.loss, 1e3 * st.seconds,
@@ -148,6 +155,15 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                  "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
                  ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
                  100.0 * flops / med / peak, ntok / bound, 100.0 * bound / med);
+        const double n = (double)c->steps;
+        mesh_log("bench split | compute %.1f ms | exposed comm %.1f ms | idle %.1f ms | book "
+                 "%.1f ms/step | measured/book %.2f\n",
+                 1e3 * s_comp / n, 1e3 * s_comm / n, 1e3 * s_idle / n, 1e3 * s_pred / n,
+                 s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
+        if (s_bub_ideal > 0)
+            mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
+                     "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
+                     s_bub / n, s_bub_ideal, (long long)peak_inflight);
     }
     free(rows);
     free(secs);

@@ -89,8 +89,10 @@ static const flag_def flags[] = {
     {"top-k", K_I64, F_(top_k), 0, 1 << 24, 0, "K", "sample among the K likeliest (0 = all)"},
     {"prompt", K_STR, F_(prompt), 0, 0, 0, "STR", "text the sample continues (default a newline)"},
     {"metrics", K_STR, F_(metrics), 0, 0, 0, "FILE", "write one JSON line per step to FILE"},
-    {"save-init", K_STR, F_(save_init), 0, 0, 0, "FILE", "write the initial parameters (HDF5)"},
-    {"save-final", K_STR, F_(save_final), 0, 0, 0, "FILE", "write the final parameters (HDF5)"},
+    {"save-init", K_STR, F_(save_init), 0, 0, 0, "FILE",
+     "write the initial state (a checkpoint, see --save-every)"},
+    {"save-final", K_STR, F_(save_final), 0, 0, 0, "FILE",
+     "write the final state (a checkpoint, see --save-every)"},
     {"threads", K_INT, F_(threads), 1, 1024, 0, "N", "BLAS threads per rank"},
     {"bench", K_SWITCH, F_(bench), 0, 0, 0, NULL,
      "timing run on synthetic tokens (no data file): tokens/s, MFU, matmul-only bound"},
@@ -100,6 +102,16 @@ static const flag_def flags[] = {
      "the README's main job: small model on the built-in corpus, 2D mesh plan on 4 ranks, "
      "300 steps, 300 sampled bytes (explicit flags override it)"},
     {"help", K_HELP, 0, 0, 0, 0, 0, NULL, "this text"},
+    {"Checkpoints (docs/checkpoints.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"save-every", K_I64, F_(save_every), 0, 1e12, 0, "N",
+     "write a checkpoint DIR/step_NNNNNN.h5 every N steps and after the last (0 = never): "
+     "params, optimizer state, step, seed; any mesh and sharding can resume it"},
+    {"keep", K_I64, F_(keep), 0, 1e9, 0, "K",
+     "keep the newest K checkpoints, deleting older ones once a new one is complete (0 = all)"},
+    {"ckpt-dir", K_STR, F_(ckpt_dir), 0, 0, 0, "DIR", "directory of --save-every's checkpoints"},
+    {"resume", K_STR, F_(resume), 0, 0, 0, "PATH|latest",
+     "continue from a checkpoint (bit-exact on the same mesh and sharding), or from the newest "
+     "complete one in --ckpt-dir; --steps stays the total"},
     {"Mesh and sharding", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"mesh", K_STR, F_(mesh), 0, 0, 0, "SPEC",
      "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
@@ -170,6 +182,7 @@ void config_defaults(config *c) {
     c->temperature = 0.8;
     c->top_k = 40;
     c->threads = 1;
+    snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
 }
 
 /* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is
@@ -366,7 +379,7 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
             return fail(err, errlen,
                         "unexpected argument '%s' (flags start with --; subcommands "
-                        "'prepare' and 'plan' come first; see --help)",
+                        "'prepare', 'plan' and 'ckpt' come first; see --help)",
                         a);
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
@@ -485,6 +498,8 @@ int config_validate(const config *c, char *err, size_t errlen) {
                     c->min_lr, c->lr);
     if (!c->bench && c->data[0] == '\0')
         return fail(err, errlen, "--data is empty: give a token (.h5) or text file, or --bench");
+    if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
+        return fail(err, errlen, "--ckpt-dir is empty: give the directory of the checkpoints");
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
     if (c->tensor_axis[0]) {
@@ -594,7 +609,8 @@ void config_print_help(FILE *out) {
     fprintf(out, "meshtrain: train a LLaMA-style transformer on a mesh of MPI ranks.\n\n"
                  "usage: mpirun -np R meshtrain [flags]\n"
                  "       meshtrain prepare TEXT OUT.h5   (text file -> HDF5 token file)\n"
-                 "       meshtrain plan [flags]          (print a sharding plan, no training)\n\n"
+                 "       meshtrain plan [flags]          (print a sharding plan, no training)\n"
+                 "       meshtrain ckpt info FILE | ckpt diff A B [--tol K]   (checkpoints)\n\n"
                  "Flags take a value as --flag VALUE or --flag=VALUE. [default in brackets]\n");
     for (int i = 0; i < NFLAGS; i++) {
         const flag_def *f = &flags[i];

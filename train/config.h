@@ -37,6 +37,11 @@ typedef struct {
     char metrics[1024];  /* JSON lines, one per step ("" = none) */
     char save_init[1024];  /* write initial params to this HDF5 file */
     char save_final[1024]; /* write final params to this HDF5 file */
+    /* checkpoints (issue: checkpoints; train/ckpt.h) */
+    int64_t save_every;    /* write DIR/step_NNNNNN.h5 every N steps and after the last (0 = never) */
+    int64_t keep;          /* keep the newest K checkpoints in ckpt_dir (0 = all) */
+    char ckpt_dir[1024];
+    char resume[1024];     /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
     int threads;           /* BLAS threads per rank */
     int bench;             /* --bench: timing run, no data file needed */
     int quiet;

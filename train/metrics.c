@@ -26,12 +26,17 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                      metrics_si(tok, sizeof tok, r->tokens / sec), fps / 1e9,
                      r->peak_flops > 0 ? 100.0 * fps / r->peak_flops : 0.0);
     if (r->comm_frac >= 0 && n >= 0 && (size_t)n < len) {
-        n += snprintf(buf + n, len - (size_t)n, " | comm %.0f%% | idle %.0f%%",
-                      100.0 * r->comm_frac, fmax(0.0, 100.0 * r->idle_frac));
+        n += snprintf(buf + n, len - (size_t)n,
+                      " | comm %.0f%% (AG %.0f RS %.0f AR %.0f p2p %.0f) | idle %.0f%%",
+                      100.0 * r->comm_frac, 100.0 * r->comm_ag, 100.0 * r->comm_rs,
+                      100.0 * r->comm_ar, 100.0 * r->comm_p2p, fmax(0.0, 100.0 * r->idle_frac));
         if (r->pred_seconds > 0 && n >= 0 && (size_t)n < len)
-            snprintf(buf + n, len - (size_t)n, " | book %.0f ms (%.2fx)", 1e3 * r->pred_seconds,
-                     sec / r->pred_seconds);
+            n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms (%.2fx)",
+                          1e3 * r->pred_seconds, sec / r->pred_seconds);
     }
+    if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f)", r->bubble,
+                 r->bubble_ideal);
 }
 
 /* JSON has no NaN or infinity: a diverged loss is written as null. */
@@ -55,6 +60,14 @@ int metrics_write_json(FILE *f, const metrics_row *r) {
         bad |= json_num(f, "comm", r->comm_frac, "%.4f");
         bad |= json_num(f, "idle", r->idle_frac, "%.4f");
         if (r->pred_seconds > 0) bad |= json_num(f, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
+        bad |= json_num(f, "comm_ag", r->comm_ag, "%.4f");
+        bad |= json_num(f, "comm_rs", r->comm_rs, "%.4f");
+        bad |= json_num(f, "comm_ar", r->comm_ar, "%.4f");
+        bad |= json_num(f, "comm_p2p", r->comm_p2p, "%.4f");
+    }
+    if (r->bubble_ideal > 0) {
+        bad |= json_num(f, "bubble", r->bubble, "%.4f");
+        bad |= json_num(f, "bubble_ideal", r->bubble_ideal, "%.4f");
     }
     if (!isnan(r->val_loss)) bad |= json_num(f, "val_loss", r->val_loss, "%.9g");
     bad |= fprintf(f, "}\n") < 0;

@@ -84,6 +84,8 @@ void par_print_plan(par *p, model *m, const config *c, const struct report *r, F
 void par_report_case(par *p, const config *c, struct report_case *k, char *buf, size_t len);
 /* Pipelining: the pipeline axis (−1 if none), its size P and this rank's stage s. */
 void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s);
+/* Mean of a per-stage value over the pipeline stages, on every rank. */
+double par_pipe_mean(par *p, double v);
 /* A value known on the last stage (0 elsewhere) → its mean over the data shards, on every rank. */
 double par_pipe_last_value(par *p, double v);
 /* Mean over the data shards of a per-rank value (loss). */

@@ -85,25 +85,30 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
     if (!p) {
         fprintf(out, "single rank: every tensor whole, no communication\n");
     } else {
-        fprintf(out, "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | "
-                     "algorithm %s | overlap %s\n",
+        char Zs[8] = "";
+        sub(p->m, p->pax, Zs);
+        fprintf(out, "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | pipeline "
+                     "over %s (|%s| = %lld) | algorithm %s | overlap %s\n",
                 X[0] ? X : "-", X[0] ? X : "X", (long long)p->nX,
                 p->zero ? ", ZeRO-" : "", p->zero ? (p->zero == 1 ? "1 (optimizer state sharded)"
                                          : p->zero == 2 ? "2 (+ gradients sharded)"
                                                         : "3 / FSDP (+ weights sharded)") : "",
-                Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->nY, mesh_alg_name(p->alg),
+                Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->nY, Zs[0] ? Zs : "-",
+                Zs[0] ? Zs : "Z", (long long)p->nZ, mesh_alg_name(p->alg),
                 p->overlap ? "on" : "off");
     }
     fprintf(out, "parameters (global sharding; with ZeRO-1/2 the _%s shards are the optimizer "
                  "state's):\n", X[0] ? X : "X");
     const char *Xs = p && p->zero ? X : "";
-    fprintf(out, "  embed[%s, %s]  attn_norm[L, %s]  mlp_norm[L, %s]  final_norm[%s]\n",
-            dimstr(b1, 32, "V", Y), dimstr(b2, 32, "D", Xs), b2, b2, b2);
-    fprintf(out, "  wq[L, %s, %s]  wk,wv[L, %s, %s]%s  wo[L, %s, %s]\n", b2,
-            dimstr(b1, 32, "N·H", Y), b2, dimstr(b3, 32, "K·H", Y),
-            p && p->g[P_WK].kv_group ? " (kv heads replicated over |Y|/K ranks)" : "", b1, b2);
-    fprintf(out, "  w_gate,w_up[L, %s, %s]  w_down[L, %s, %s]  unembed[%s, %s]\n", b2,
-            dimstr(b1, 32, "F", Y), b1, b2, b2, dimstr(b3, 32, "V", Y));
+    char Ls[16] = "L", Z[8] = "";
+    if (p && p->nZ > 1) snprintf(Ls, sizeof Ls, "L_%s", sub(p->m, p->pax, Z));
+    fprintf(out, "  embed[%s, %s]  attn_norm[%s, %s]  mlp_norm[%s, %s]  final_norm[%s]\n",
+            dimstr(b1, 32, "V", Y), dimstr(b2, 32, "D", Xs), Ls, b2, Ls, b2, b2);
+    fprintf(out, "  wq[%s, %s, %s]  wk,wv[%s, %s, %s]%s  wo[%s, %s, %s]\n", Ls, b2,
+            dimstr(b1, 32, "N·H", Y), Ls, b2, dimstr(b3, 32, "K·H", Y),
+            p && p->g[P_WK].kv_group ? " (kv heads replicated over |Y|/K ranks)" : "", Ls, b1, b2);
+    fprintf(out, "  w_gate,w_up[%s, %s, %s]  w_down[%s, %s, %s]  unembed[%s, %s]\n", Ls, b2,
+            dimstr(b1, 32, "F", Y), Ls, b1, b2, b2, dimstr(b3, 32, "V", Y));
     fprintf(out, "  weights as stored on a rank: %s\n",
             Xw[0] ? "the _X shards (gathered per layer, just in time)"
                   : (p && p->zero ? "whole over X (replicated); optimizer state sharded"
@@ -140,6 +145,13 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
             coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
                      "W[D_X, ...] → W[D, ...] (unless resident)",
                      p->overlap ? "prefetched" : "blocking");
+        if (p->nZ > 1) {
+            mesh_axes one = p->pax;
+            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                     "send In[b, D] to the next stage (per micro-batch)", "critical");
+            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                     "send dIn[b, D] to the previous stage", "critical");
+        }
         if (p->nX > 1) {
             const char *path = p->overlap ? "async" : "blocking";
             if (p->zero == 0)
@@ -183,5 +195,10 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
         snprintf(d, sizeof d, "%s over %s", p->zero == 0 ? "DP" : p->zero == 3 ? "FSDP (ZeRO-3)"
                                                   : p->zero == 1 ? "ZeRO-1" : "ZeRO-2", X);
     if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
-    snprintf(buf, len, "%s%s%s", d, d[0] && tp[0] ? " + " : "", tp);
+    char Z[8] = "", pp[64] = "";
+    if (p->nZ > 1)
+        snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
+                 c->schedule ? "1F1B" : "GPipe");
+    snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
+             (d[0] || tp[0]) && pp[0] ? " + " : "", pp);
 }

@@ -332,6 +332,10 @@ void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {
     *s = p ? p->zi : 0;
 }
 
+double par_pipe_mean(par *p, double v) {
+    return p && p->nZ > 1 ? allsum(p, p->pax, v) / (double)p->nZ : v;
+}
+
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
     return par_data_mean(p, allsum(p, p->pax, v));

@@ -135,7 +135,7 @@ double pipe_step(pipe *q, const int32_t *tokens, float scale, pipe_stats *st) {
     if (st) {
         st->peak_inflight = peak;
         st->act_bytes = peak * model_activation_bytes(q->m);
-        st->bubble = wall > 0 ? (r1.wait_seconds - r0.wait_seconds) / wall : 0;
+        st->bubble = par_pipe_mean(q->p, wall > 0 ? (r1.wait_seconds - r0.wait_seconds) / wall : 0);
         st->bubble_ideal = (double)(q->P - 1) / (double)(q->M + q->P - 1);
     }
     return par_pipe_last_value(q->p, q->s == q->P - 1 ? loss / (double)q->M : 0.0);

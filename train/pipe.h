@@ -18,7 +18,7 @@ typedef struct {
 typedef struct {
     int64_t peak_inflight; /* most micro-batches whose activations this stage held at once */
     int64_t act_bytes;     /* peak_inflight × activation bytes of one micro-batch */
-    double bubble;         /* fraction of the step this stage waited for its neighbours */
+    double bubble;         /* fraction of the step the stages waited for their neighbours (mean) */
     double bubble_ideal;   /* (P−1)/(M+P−1) */
 } pipe_stats;
 

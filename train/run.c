@@ -266,6 +266,14 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .peak_flops = r.peak,
                            .comm_frac = mesh_nranks(m) > 1 ? exposed_comm(&st) / dt : -1.0,
                            .idle_frac = st.split.idle / dt,
+                           .comm_ag = st.split.exposed[MESH_OP_ALL_GATHER] / dt,
+                           .comm_rs = st.split.exposed[MESH_OP_REDUCE_SCATTER] / dt,
+                           .comm_ar = st.split.exposed[MESH_OP_ALL_REDUCE] / dt,
+                           .comm_p2p = (st.split.exposed[MESH_OP_SEND] +
+                                        st.split.exposed[MESH_OP_RECV] +
+                                        st.split.exposed[MESH_OP_PPERMUTE]) / dt,
+                           .bubble = st.pipe.bubble,
+                           .bubble_ideal = st.pipe.bubble_ideal,
                            .pred_seconds = st.split.pred_step,
                            .val_loss = NAN};
         char line[256];
