@@ -35,8 +35,8 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                           1e3 * r->pred_seconds, sec / r->pred_seconds);
     }
     if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f)", r->bubble,
-                 r->bubble_ideal);
+        snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
+                 r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
 }
 
 /* JSON has no NaN or infinity: a diverged loss is written as null. */
@@ -68,6 +68,7 @@ int metrics_write_json(FILE *f, const metrics_row *r) {
     if (r->bubble_ideal > 0) {
         bad |= json_num(f, "bubble", r->bubble, "%.4f");
         bad |= json_num(f, "bubble_ideal", r->bubble_ideal, "%.4f");
+        bad |= json_num(f, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
     }
     if (!isnan(r->val_loss)) bad |= json_num(f, "val_loss", r->val_loss, "%.9g");
     bad |= fprintf(f, "}\n") < 0;

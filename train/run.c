@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/h5array.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
+#include "train/ckpt.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/par.h"
@@ -67,40 +67,6 @@ void run_resolve_data(config *c, const char *argv0) {
     }
 }
 
-int run_save_params(trainer *t, mesh *m, const config *c, int64_t step, const char *path, char *err,
-                    size_t errlen) {
-    model *mod = trainer_model(t);
-    const model_shape *s = model_shape_of(mod);
-    h5array *f = NULL;
-    int rc = h5array_create(&f, path, mesh_world_comm(m), err, errlen);
-    if (rc < 0) return rc;
-    for (int id = 0; id < P_COUNT && rc == 0; id++) {
-        const param_info pi = model_param_info(s, (param_id)id);
-        const param_slab *slab = model_slab(mod, (param_id)id);
-        const float *data = model_param(mod, (param_id)id, NULL);
-        /* One copy of a block held by several ranks (replicated over the data axes, or over
-         * tensor ranks for norm gains and shared kv heads) is written, by the rank par names. */
-        par *plan = trainer_par(t);
-        const int writer = plan ? par_is_writer(plan, (param_id)id, 0) : mesh_rank(m) == 0;
-        char name[96];
-        snprintf(name, sizeof name, "params/%s", pi.name);
-        rc = h5array_write(f, name, pi.ndim, pi.shape, slab->off, slab->cnt, writer, data, err,
-                           errlen);
-    }
-    const struct {
-        const char *key;
-        int64_t val;
-    } attrs[] = {{"layers", s->L},           {"d_model", s->D}, {"heads", s->N}, {"kv_heads", s->K},
-                 {"head_dim", s->H},         {"d_ff", s->F},    {"vocab", s->V}, {"seq_len", s->T},
-                 {"seed", (int64_t)c->seed}, {"step", step}};
-    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0] && rc == 0; i++)
-        rc = h5array_attr_put_i64(f, "params", attrs[i].key, attrs[i].val, err, errlen);
-    if (rc == 0) rc = h5array_attr_put_str(f, "/", "format", "meshtrain-params", err, errlen);
-    if (rc == 0) rc = h5array_commit(f, err, errlen);
-    h5array_close(f);
-    return rc;
-}
-
 run_peak run_measure_peak(mesh *m, double rank_flops) {
     run_peak pk = {rank_flops, 0};
     mesh_axes all = {.n = mesh_ndims(m)};
@@ -123,6 +89,7 @@ typedef struct {
     int64_t row0, nrows;
     double peak;   /* ranks × this rank's sgemm FLOP/s */
     FILE *metrics; /* rank 0 only */
+    int64_t step0, tokens_seen; /* first step of this run (--resume), tokens trained on so far */
 } run_ctx;
 
 /* Collective over: world. Loads this rank's rows of step `step` of `split`; on failure every rank
@@ -155,11 +122,43 @@ static double exposed_comm(const step_stats *st) {
     return sum;
 }
 
+/* Collective over: world. Writes the state after `step` steps to `path` (train/ckpt.h); a
+ * failure ends the run (every rank, one message), leaving any previous file at path intact. */
 static void save_or_exit(run_ctx *r, int64_t step, const char *path) {
-    char err[RUN_ERR_LEN] = "";
-    if (run_save_params(r->t, r->m, r->c, step, path, err, sizeof err) < 0)
-        mesh_exit_error("writing parameters to %s: %s", path, err);
-    mesh_log("wrote parameters to %s (step %lld)\n", path, (long long)step);
+    char err[2 * RUN_ERR_LEN] = "";
+    ckpt_io io;
+    if (ckpt_write(r->t, r->m, r->c, step, r->tokens_seen, path, &io, err, sizeof err) < 0)
+        mesh_exit_error("writing checkpoint %s: %s", path, err);
+    if (!r->c->quiet)
+        mesh_log("checkpoint %s (step %lld): %.1f MB in %.2f s, %.0f MB/s\n", path,
+                 (long long)step, io.bytes / 1e6, io.seconds, io.bytes / 1e6 / io.seconds);
+}
+
+/* --save-every: DIR/step_NNNNNN.h5, then (rank 0) --keep's pruning of older ones. */
+static void save_step(run_ctx *r, int64_t step) {
+    char path[sizeof r->c->ckpt_dir + 32], err[RUN_ERR_LEN] = "";
+    ckpt_step_path(path, sizeof path, r->c->ckpt_dir, step);
+    save_or_exit(r, step, path);
+    if (mesh_world_rank() == 0 && ckpt_prune(r->c->ckpt_dir, r->c->keep, step, err, sizeof err))
+        mesh_log("note: could not delete old checkpoints in %s: %s\n", r->c->ckpt_dir, err);
+}
+
+/* --resume (resolved and checked by ckpt_run_setup): loads the state; the run continues at its
+ * step. */
+static void resume_or_exit(run_ctx *r) {
+    char err[2 * RUN_ERR_LEN] = "";
+    ckpt_meta k;
+    ckpt_io io;
+    if (ckpt_load(r->t, r->m, r->c, r->c->resume, &k, &io, err, sizeof err) < 0)
+        mesh_exit_error("--resume: %s", err);
+    r->step0 = k.step;
+    r->tokens_seen = k.tokens_seen;
+    if (!r->c->quiet)
+        mesh_log("resumed from %s: step %lld, %lld tokens seen (written by %lld rank%s, mesh %s, "
+                 "sharding %s) | %.1f MB in %.2f s, %.0f MB/s\n",
+                 r->c->resume, (long long)k.step, (long long)k.tokens_seen, (long long)k.ranks,
+                 k.ranks == 1 ? "" : "s", k.mesh, k.sharding, io.bytes / 1e6, io.seconds,
+                 io.bytes / 1e6 / io.seconds);
 }
 
 static void print_header(const run_ctx *r, double rank_flops) {
@@ -233,14 +232,16 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     r.rows = malloc((size_t)(r.nrows * (c->shape.T + 1)) * sizeof *r.rows);
     CHECK(r.rows, "out of memory for %lld token rows", (long long)r.nrows);
     int ok = 1;
-    if (mesh_world_rank() == 0 && c->metrics[0]) ok = (r.metrics = fopen(c->metrics, "w")) != NULL;
+    if (mesh_world_rank() == 0 && c->metrics[0]) /* a resumed run continues the file */
+        ok = (r.metrics = fopen(c->metrics, c->resume[0] ? "a" : "w")) != NULL;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
         mesh_exit_error("--metrics %s: cannot open for writing", c->metrics);
     if (!c->quiet) {
         print_header(&r, pk->rank);
         trainer_print_plan(t, stdout);
     }
-    if (c->save_init[0]) save_or_exit(&r, 0, c->save_init);
+    if (c->resume[0]) resume_or_exit(&r);
+    if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 
     const double tokens_per_step = (double)(c->batch * c->shape.T);
     const double flops_per_step = model_flops_per_token(&c->shape) * tokens_per_step;
@@ -248,11 +249,12 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     for (int64_t s = c->steps; s >= 10; s /= 10)
         width++;
     double train_secs = 0.0, last_loss = NAN, last_val = NAN;
-    for (int64_t step = 0; step < c->steps; step++) {
+    for (int64_t step = r.step0; step < c->steps; step++) {
         const double t0 = mesh_now();
         load_rows(&r, TOKENS_TRAIN, step);
         step_stats st;
         trainer_step(t, step, r.rows, &st);
+        r.tokens_seen += c->batch * c->shape.T;
         const double dt = mesh_now() - t0;
         train_secs += dt;
         last_loss = st.loss;
@@ -274,6 +276,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                                         st.split.exposed[MESH_OP_PPERMUTE]) / dt,
                            .bubble = st.pipe.bubble,
                            .bubble_ideal = st.pipe.bubble_ideal,
+                           .stage_act_bytes = (double)st.pipe.act_bytes,
                            .pred_seconds = st.split.pred_step,
                            .val_loss = NAN};
         char line[256];
@@ -288,17 +291,20 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         ok = !r.metrics || metrics_write_json(r.metrics, &row) == 0;
         if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
             mesh_exit_error("--metrics %s: write failed (disk full?)", c->metrics);
+        if (c->save_every > 0 && ((step + 1) % c->save_every == 0 || step + 1 == c->steps))
+            save_step(&r, step + 1);
     }
-    if (c->steps > 0) {
+    const int64_t nsteps = c->steps - r.step0;
+    if (nsteps > 0) {
         char tok[32], val[32] = "";
         if (!isnan(last_val)) snprintf(val, sizeof val, " | val loss %.4f", last_val);
         mesh_log("done: %lld steps in %.1f s (evaluation excluded) | loss %.4f%s | %s tok/s | "
                  "MFU %.0f%%\n",
-                 (long long)c->steps, train_secs, last_loss, val,
-                 metrics_si(tok, sizeof tok, tokens_per_step * (double)c->steps / train_secs),
-                 100.0 * flops_per_step * (double)c->steps / train_secs / r.peak);
+                 (long long)nsteps, train_secs, last_loss, val,
+                 metrics_si(tok, sizeof tok, tokens_per_step * (double)nsteps / train_secs),
+                 100.0 * flops_per_step * (double)nsteps / train_secs / r.peak);
     }
-    if (!c->quiet && c->steps > 0) trainer_print_summary(t, stdout);
+    if (!c->quiet && nsteps > 0) trainer_print_summary(t, stdout);
     if (c->save_final[0]) save_or_exit(&r, c->steps, c->save_final);
     if (c->sample > 0) generate(&r);
     if (r.metrics) fclose(r.metrics);

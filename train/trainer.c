@@ -200,10 +200,16 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     }
     par_finish_grads(t->plan, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
+    st->loss = t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
+    /* the loss and the norm are identical on every rank, so every rank leaves together, before
+     * the update could spread NaNs into the parameters (or a checkpoint) */
+    if (!isfinite(st->loss) || !isfinite(gnorm))
+        mesh_exit_error("step %lld: the %s is %s (training diverged); lower --lr, or set --clip",
+                        (long long)step + 1, isfinite(st->loss) ? "gradient norm" : "loss",
+                        isnan(isfinite(st->loss) ? gnorm : st->loss) ? "NaN" : "infinite");
     float clip_scale = 1.0f;
     if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
     optimizer_update(t, step, clip_scale);
-    st->loss = t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
     st->pipe = t->pst;
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
