@@ -14,6 +14,11 @@
  *  - predicted: mesh/cost.h's time for the algorithm (book §3.3), with the emulated link when
  *    --emulate/--link is given, else with the α–β ping-pong fit of the first axis of the set.
  *  - error: max |result − serial truth| with -c 1 (inputs are small integers: must be 0).
+ *  - /mpi (CSV time_over_mpi): with mpi among --alg, the median over repetitions of the row's time
+ *    over MPI's time in the same repetition — paired, so slow drifts of a shared machine's load
+ *    cancel; < 1 means faster than MPI.
+ * Lanes: --chunk BYTES sets mesh_set_chunk for every algorithm; an --alg item ALG:BYTES (e.g.
+ * bidir:0,bidir:64K,mpi) runs ALG with that chunk, so chunk sizes compare in one interleaved run.
  * Ping-pong (--pingpong): per axis, one-way time of ppermute by +1 then −1 over sizes 8 B..4 MB,
  * and the least-squares fit t = α + bytes/β (weights 1/t², i.e. relative error). */
 #include <math.h>
@@ -31,6 +36,7 @@ typedef struct {
     int warm, iters, reps, check, pingpong;
     const char *ops, *algs, *axes, *spec, *open, *emulate, *link, *csv, *json;
     double flops;
+    int64_t chunk; /* -1: mesh default */
 } opts;
 
 typedef struct {
@@ -39,6 +45,8 @@ typedef struct {
     mesh_alg alg;
     char axes[8];
     double t_med, t_best, t_min_rank, t_max_rank, algbw, busbw, busbw_best, pred, err;
+    const char *label; /* the --alg item, e.g. "bidir:64K" */
+    double vs_mpi;     /* median over repetitions of time / MPI's time in the repetition */
 } row;
 
 static int64_t parse_size(const char *s) {
@@ -222,13 +230,14 @@ static void usage(void) {
     mesh_log("usage: meshbench [--mesh SPEC] [--open AXES] [--op ag,rs,ar,a2a] [--axes xy]\n"
              "  [--alg default,ring,bidir,seq,multi,mpi] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
              "  [-r REPS] [-c 0|1] [--pingpong] [--emulate v3|v4p|v5e|v5p|v6e] [--flops F]\n"
+             "  [--chunk BYTES]\n"
              "  [--link BYTES_PER_S,LATENCY_S] [--placement] [--csv FILE] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     opts o = {1024, 64 << 20, 2, 5, 20, 1, 1, 0, "ag,rs,ar", "default", NULL, NULL, NULL,
-              NULL, NULL, NULL, NULL, 0};
+              NULL, NULL, NULL, NULL, 0, -1};
     int placement = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -247,6 +256,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--open") && v) o.open = v;
         else if (!strcmp(a, "--emulate") && v) o.emulate = v;
         else if (!strcmp(a, "--flops") && v) o.flops = atof(v);
+        else if (!strcmp(a, "--chunk") && v) o.chunk = parse_size(v);
         else if (!strcmp(a, "--link") && v) o.link = v;
         else if (!strcmp(a, "--csv") && v) o.csv = v;
         else if (!strcmp(a, "--json") && v) o.json = v;
@@ -275,15 +285,24 @@ int main(int argc, char **argv) {
                         "--mesh, e.g. x,y,z)", o.axes);
     }
     int ops[8], nops = 0, algs[8], nalgs = 0;
-    char list[128];
+    int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
+    char list[128], alabel[8][32];
     snprintf(list, sizeof list, "%s", o.ops);
     for (char *t = strtok(list, ","); t && nops < 8; t = strtok(NULL, ","))
         if ((ops[nops++] = parse_op(t)) < 0) mesh_exit_error("--op: unknown operation '%s'", t);
     snprintf(list, sizeof list, "%s", o.algs);
-    for (char *t = strtok(list, ","); t && nalgs < 8; t = strtok(NULL, ","))
-        if ((algs[nalgs++] = mesh_alg_parse(t)) < 0)
-            mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi)", t);
+    for (char *t = strtok(list, ","); t && nalgs < 8; t = strtok(NULL, ",")) {
+        snprintf(alabel[nalgs], sizeof alabel[nalgs], "%s", t);
+        char *colon = strchr(t, ':');
+        achunk[nalgs] = colon ? parse_size(colon + 1) : -1;
+        if (colon) *colon = 0;
+        if ((algs[nalgs++] = mesh_alg_parse(t)) < 0 || (colon && achunk[nalgs - 1] < 0))
+            mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi, "
+                            "optionally with :CHUNK, e.g. bidir:64K)", alabel[nalgs - 1]);
+    }
     if (placement) mesh_print_placement(m, stdout);
+    if (o.chunk >= 0) mesh_set_chunk(m, o.chunk);
+    else o.chunk = 1 << 20; /* the mesh's default */
     if (o.emulate) {
         double fl = o.flops > 0 ? o.flops : measure_flops();
         mesh_emulation e;
@@ -320,19 +339,21 @@ int main(int argc, char **argv) {
     if (csv)
         fprintf(csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
                      "time_max_rank_s,algbw_GBps,busbw_GBps,busbw_best_GBps,predicted_s,"
-                     "meas_over_pred,error\n");
+                     "meas_over_pred,error,time_over_mpi\n");
     mesh_log("# meshbench: mesh %s, %d ranks, collectives over '%s' (%d ranks)\n"
              "# size = bytes of the whole array (AllGather output, ReduceScatter/AllToAll input, "
              "AllReduce buffer); count = its floats\n"
              "# time = per-rank mean over %d iters (after %d warm-up), mean/min/max over ranks; "
              "median (and best) of %d interleaved repetitions\n"
              "# busbw = algbw x 2(n-1)/n (AllReduce), (n-1)/n (others); GB = 1e9 B; predicted: "
-             "mesh/cost.h with %s links\n",
+             "mesh/cost.h with %s links\n"
+             "# /mpi = median over repetitions of time / MPI's time in the same repetition "
+             "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
              mesh_spec_str(m, spec, sizeof spec), mesh_nranks(m), an, n, o.iters, o.warm, o.reps,
              o.emulate || o.link ? "the emulated" : "the ping-pong-fitted");
-    mesh_log("%12s %11s %-14s %-7s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s\n", "size(B)",
-             "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
-             "bus_best", "pred(us)", "m/p", "error");
+    mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n",
+             "size(B)", "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw",
+             "busbw", "bus_best", "pred(us)", "m/p", "/mpi", "error");
     int nrow = 0;
     for (int64_t size = o.b; size <= o.e; size = (int64_t)ceil((double)size * o.f)) {
         for (int oi = 0; oi < nops; oi++) {
@@ -350,6 +371,7 @@ int main(int argc, char **argv) {
             for (int r = 0; r < o.reps && r < 64; r++)
                 for (int ai = 0; ai < nalgs; ai++) { /* interleaved */
                     mesh_alg alg = (mesh_alg)algs[ai];
+                    mesh_set_chunk(m, achunk[ai] >= 0 ? achunk[ai] : o.chunk);
                     for (int w = 0; w < o.warm; w++) run(m, op, set, out, in, c, alg);
                     MPI_Barrier(mesh_world_comm(m));
                     double t0 = mesh_now();
@@ -370,8 +392,17 @@ int main(int argc, char **argv) {
                         }
                     }
                 }
+            /* paired: this algorithm's time over MPI's in the same repetition, median over
+             * repetitions (before median() below sorts t) */
+            int R = o.reps < 64 ? o.reps : 64, mpi_ai = -1;
+            double vs_mpi[8] = {0}, q[64];
+            for (int ai = 0; ai < nalgs; ai++)
+                if (algs[ai] == MESH_ALG_MPI && mpi_ai < 0) mpi_ai = ai;
+            for (int ai = 0; ai < nalgs && mpi_ai >= 0; ai++) {
+                for (int r = 0; r < R; r++) q[r] = t[ai][r] / t[mpi_ai][r];
+                vs_mpi[ai] = median(q, R);
+            }
             for (int ai = 0; ai < nalgs; ai++) {
-                int R = o.reps < 64 ? o.reps : 64;
                 double best = t[ai][0];
                 for (int r = 1; r < R; r++) best = fmin(best, t[ai][r]);
                 double med = median(t[ai], R);
@@ -379,30 +410,32 @@ int main(int argc, char **argv) {
                 mesh_alg alg = mesh_alg_resolve(m, set, (mesh_alg)algs[ai]);
                 row w = {bytes, count, op, (mesh_alg)algs[ai], "", med, best, tmin[ai], tmax[ai],
                          bytes / med / 1e9, bytes / med / 1e9 * fac, bytes / best / 1e9 * fac,
-                         predict(m, op, set, alg, bytes, alpha, beta), errv[ai]};
+                         predict(m, op, set, alg, bytes, alpha, beta), errv[ai], alabel[ai],
+                         vs_mpi[ai]};
                 snprintf(w.axes, sizeof w.axes, "%s", an);
-                mesh_log("%12lld %11lld %-14s %-7s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
-                         "%10.1f %6.2f %6.0g\n",
+                mesh_log("%12lld %11lld %-14s %-9s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
+                         "%10.1f %6.2f %6.2f %6.0g\n",
                          (long long)w.size, (long long)w.count, mesh_op_name(op),
-                         mesh_alg_name(w.alg), w.t_med * 1e6, w.t_best * 1e6, w.t_min_rank * 1e6,
+                         w.label, w.t_med * 1e6, w.t_best * 1e6, w.t_min_rank * 1e6,
                          w.t_max_rank * 1e6, w.algbw, w.busbw, w.busbw_best, w.pred * 1e6,
-                         w.pred > 0 ? w.t_med / w.pred : 0, w.err);
+                         w.pred > 0 ? w.t_med / w.pred : 0, w.vs_mpi, w.err);
                 if (csv)
-                    fprintf(csv, "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g\n",
+                    fprintf(csv, "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,"
+                                 "%.4f\n",
                             (long long)w.size, (long long)w.count, mesh_op_name(op), w.axes,
-                            mesh_alg_name(w.alg), w.t_med, w.t_best, w.t_min_rank, w.t_max_rank,
+                            w.label, w.t_med, w.t_best, w.t_min_rank, w.t_max_rank,
                             w.algbw, w.busbw, w.busbw_best, w.pred,
-                            w.pred > 0 ? w.t_med / w.pred : 0, w.err);
+                            w.pred > 0 ? w.t_med / w.pred : 0, w.err, w.vs_mpi);
                 if (json)
                     fprintf(json, "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
                                   "\"alg\":\"%s\",\"time\":%.6e,\"time_best\":%.6e,"
                                   "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
                                   "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
-                                  "\"error\":%g}",
+                                  "\"error\":%g,\"time_over_mpi\":%.4f}",
                             nrow ? "," : "", (long long)w.size, (long long)w.count,
-                            mesh_op_name(op), w.axes, mesh_alg_name(w.alg), w.t_med, w.t_best,
+                            mesh_op_name(op), w.axes, w.label, w.t_med, w.t_best,
                             w.t_min_rank, w.t_max_rank, w.algbw, w.busbw, w.busbw_best, w.pred,
-                            w.err);
+                            w.err, w.vs_mpi);
                 nrow++;
             }
             free(in), free(out);

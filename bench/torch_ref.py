@@ -145,8 +145,8 @@ def bench(name, steps, warmup=2, seed=1337):
 def load_params(path):
     import h5py
     with h5py.File(path, "r") as f:
-        g = f["params"]
-        a = {k: int(g.attrs[k]) for k in ("layers", "d_model", "heads", "kv_heads", "head_dim",
+        g = f["params"]  # a checkpoint (docs/checkpoints.md): the model's shape on the root
+        a = {k: int(f.attrs[k]) for k in ("layers", "d_model", "heads", "kv_heads", "head_dim",
                                           "d_ff", "vocab", "seq_len")}
         arrays = {n: torch.from_numpy(g[n][...]).float() for n in NAMES}
     return a, arrays

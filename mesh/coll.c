@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Scratch slots (per context): 0..11 the engine's per-chain buffers; then these. */
+/* Scratch slots (per context): 0 the engine's buffers (coll_engine.c); then these. */
 enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
 
 static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq", "multi", "mpi"};
@@ -24,6 +24,10 @@ int mesh_alg_parse(const char *s) {
     for (int a = 0; a < MESH_ALG_COUNT; a++)
         if (strcmp(s, alg_names[a]) == 0) return a;
     return -1;
+}
+void mesh_set_chunk(mesh *m, int64_t bytes) {
+    CHECK(bytes >= 0, "chunk size must be >= 0, got %lld", (long long)bytes);
+    m->chunk = bytes;
 }
 void mesh_set_default_alg(mesh *m, mesh_alg a) {
     CHECK(a >= 0 && a < MESH_ALG_COUNT, "bad algorithm %d", (int)a);
@@ -56,6 +60,33 @@ static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_
 static mesh_axes one_axis(int ax) {
     mesh_axes s = {1, {ax, 0, 0}};
     return s;
+}
+
+/* ---- lanes ----
+ * A RING/BIDIR collective with blocks above the chunk size runs as K copies of itself over
+ * sub-blocks, one engine chain each: lane k takes elements [len·k/K, len·(k+1)/K) of every block.
+ * The lanes are independent, so one lane's adds and copies overlap another's transfers. */
+static int lane_count(const mesh *m, int64_t maxlen) {
+    if (m->chunk <= 0 || maxlen <= 0) return 1;
+    int64_t c = m->chunk >= (int64_t)sizeof(float) ? m->chunk / (int64_t)sizeof(float) : 1;
+    int64_t k = (maxlen + c - 1) / c;
+    return k > ENGINE_MAX_CHAINS ? ENGINE_MAX_CHAINS : (int)k;
+}
+
+/* Sets p's blocks to lane k of K of the blocks (off[j] or j·bs, len[j] or bs), j < p->n. Returns
+ * the start of lane k within block `j0` (to offset a per-block pointer). */
+static int64_t set_lane(mesh_ctx *ctx, phase *p, const int64_t *off, const int64_t *len,
+                        int64_t bs, int K, int k, int j0) {
+    int64_t *lo = ctx->loff + (int64_t)k * p->n, *ll = ctx->llen + (int64_t)k * p->n;
+    int64_t *mid = ctx->lmid + (int64_t)k * p->n, at0 = 0;
+    for (int j = 0; j < p->n; j++) {
+        int64_t o = off ? off[j] : j * bs, L = len ? len[j] : bs;
+        int64_t a = L * k / K, b = L * (k + 1) / K, h = L - L / 2 - a;
+        lo[j] = o + a, ll[j] = b - a, mid[j] = h < 0 ? 0 : h > b - a ? b - a : h;
+        if (j == j0) at0 = a;
+    }
+    p->off = lo, p->len = ll, p->mid = mid;
+    return at0;
 }
 
 static void push(chain *c, phase p) {
@@ -192,9 +223,13 @@ static void run_ag(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     int64_t c = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
         phase p = ph_over(m, ctx, PH_AG, a, alg);
-        p.bs = c, p.buf = x->out, p.src = x->in;
-        push(&ch[0], p);
-        engine_run(m, ctx, ch, 1, lb);
+        int K = lane_count(m, c);
+        p.buf = x->out;
+        for (int k = 0; k < K; k++) {
+            p.src = x->in + set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
+            push(&ch[k], p);
+        }
+        engine_run(m, ctx, ch, K, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
@@ -220,9 +255,13 @@ static void run_rs(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     int64_t c = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
         phase p = ph_over(m, ctx, PH_RS, a, alg);
-        p.bs = c, p.buf = x->out, p.src = x->in;
-        push(&ch[0], p);
-        engine_run(m, ctx, ch, 1, lb);
+        int K = lane_count(m, c);
+        p.src = x->in;
+        for (int k = 0; k < K; k++) {
+            p.buf = x->out + set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
+            push(&ch[k], p);
+        }
+        engine_run(m, ctx, ch, K, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
@@ -249,13 +288,17 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) { /* uneven blocks, in place in out */
         for (int j = 0; j <= n; j++) ctx->boff[j] = count * j / n;
         for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
-        phase rs = ph_over(m, ctx, PH_RS, a, alg), ag = rs;
-        rs.off = ag.off = ctx->boff, rs.len = ag.len = ctx->blen;
-        rs.src = x->in, rs.buf = x->out + ctx->boff[i];
-        ag.kind = PH_AG, ag.buf = x->out, ag.src = NULL;
-        push(&ch[0], rs);
-        push(&ch[0], ag);
-        engine_run(m, ctx, ch, 1, lb);
+        int K = lane_count(m, ctx->blen[0]);
+        for (int k = 0; k < K; k++) { /* lane k: its ReduceScatter, then its AllGather */
+            phase rs = ph_over(m, ctx, PH_RS, a, alg);
+            rs.src = x->in;
+            rs.buf = x->out + ctx->boff[i] + set_lane(ctx, &rs, ctx->boff, ctx->blen, 0, K, k, i);
+            phase ag = rs;
+            ag.kind = PH_AG, ag.buf = x->out, ag.src = NULL;
+            push(&ch[k], rs);
+            push(&ch[k], ag);
+        }
+        engine_run(m, ctx, ch, K, lb);
         return;
     }
     /* SEQ / MULTI: ReduceScatter then AllGather over blocks of ⌈count/n⌉, zero-padded if needed */
@@ -271,7 +314,7 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     coll_args y = *x;
     y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
     run_rs(m, ctx, &y, alg, ch, lb);
-    memset(ch, 0, sizeof(chain) * ENGINE_MAX_CHAINS);
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     y.in = y.out, y.out = dst;
     run_ag(m, ctx, &y, alg, ch, lb);
     if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
@@ -285,9 +328,13 @@ static void run_a2a(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, ch
     CHECK(x->in != x->out || mesh_axes_size(m, a) == 1, "all_to_all cannot run in place");
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
         phase p = ph_over(m, ctx, PH_A2A, a, alg);
-        p.bs = c, p.buf = x->out, p.src = x->in;
-        push(&ch[0], p);
-        engine_run(m, ctx, ch, 1, lb);
+        int K = lane_count(m, c);
+        p.buf = x->out, p.src = x->in;
+        for (int k = 0; k < K; k++) {
+            set_lane(ctx, &p, NULL, NULL, c, K, k, 0);
+            push(&ch[k], p);
+        }
+        engine_run(m, ctx, ch, K, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
@@ -322,20 +369,10 @@ static void validate(const mesh *m, const coll_args *x) {
     CHECK(x->count == 0 || (x->in && x->out), "%s: NULL buffer", mesh_op_name(x->op));
 }
 
-/* Debug mode: every rank of the set must be making the same call. */
-static void verify_signature(mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
-    MPI_Comm comm = x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)];
-    long long sig[6] = {rec->seq, x->op, x->op == MESH_OP_PPERMUTE ? x->axis : mesh_set_id(x->a),
-                        x->count, rec->alg, x->shift};
-    long long v[12], r[12];
-    for (int k = 0; k < 6; k++) v[k] = sig[k], v[6 + k] = -sig[k];
-    MPI_Allreduce(v, r, 12, MPI_LONG_LONG, MPI_MAX, comm);
-    for (int k = 0; k < 6; k++)
-        CHECK(r[k] == -r[6 + k],
-              "collective mismatch: this rank calls seq %lld %s set %lld count %lld alg %s "
-              "shift %lld; field %d ranges %lld..%lld over the axis set",
-              sig[0], mesh_op_name(x->op), sig[2], sig[3], mesh_alg_name((mesh_alg)sig[4]),
-              sig[5], k, -r[6 + k], r[k]);
+/* Debug mode: every rank of the set must be making the same call (where.c reports a mismatch). */
+static void verify_signature(mesh *m, mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
+    where_verify(m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)],
+                 rec);
 }
 
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
@@ -343,10 +380,11 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     validate(m, x);
     mesh_alg alg = x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : mesh_alg_resolve(m, x->a, x->alg);
     rec->alg = alg;
-    if (m->verify) verify_signature(ctx, x, rec);
+    where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
+    if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
     static _Thread_local chain ch[ENGINE_MAX_CHAINS];
-    memset(ch, 0, sizeof ch);
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     int64_t (*lb)[2] = rec->link_bytes;
     if (alg == MESH_ALG_MPI) {
         run_mpi(m, ctx, x, rec);
@@ -380,16 +418,20 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
         }
     }
     rec->t_end = mesh_now();
+    where_leave(m, ci);
 }
 
 /* ---- accounting ---- */
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
     memset(rec, 0, sizeof *rec);
-    pthread_mutex_lock(&m->acct_mu);
-    rec->seq = m->seq++;
-    pthread_mutex_unlock(&m->acct_mu);
     rec->op = x->op;
     rec->axes = x->op == MESH_OP_PPERMUTE ? one_axis(x->axis) : x->a;
+    const int set = mesh_set_id(rec->axes);
+    pthread_mutex_lock(&m->acct_mu);
+    rec->seq = m->seq++;
+    if (x->op != MESH_OP_SEND && x->op != MESH_OP_RECV && set >= 0 && set < MESH_NSETS)
+        rec->set_seq = m->set_seq[set]++;
+    pthread_mutex_unlock(&m->acct_mu);
     rec->count = x->count;
     rec->shift = x->shift;
     rec->t_issue = mesh_now();
@@ -405,10 +447,11 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
     s->seconds += rec->t_end - rec->t_start;
     if (!rec->async) s->wait_seconds += rec->t_end - rec->t_issue;
     m->trace[rec->seq % MESH_TRACE_LEN] = *rec;
-    mesh_trace_fn fn = m->hook;
-    void *hctx = m->hook_ctx;
+    mesh_hook hk[MESH_MAX_HOOKS];
+    memcpy(hk, m->hook, sizeof hk);
     pthread_mutex_unlock(&m->acct_mu);
-    if (fn) fn(rec, hctx);
+    for (int i = 0; i < MESH_MAX_HOOKS; i++)
+        if (hk[i].done) hk[i].done(rec, hk[i].ctx);
 }
 
 mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
@@ -444,9 +487,20 @@ int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max) {
     return got;
 }
 
-void mesh_set_trace_hook(mesh *m, mesh_trace_fn fn, void *ctx) {
+int mesh_add_trace_hook(mesh *m, mesh_trace_fn done, mesh_wait_fn waited, void *ctx) {
+    CHECK(done, "mesh_add_trace_hook: done must not be NULL");
+    int rc = -1;
     pthread_mutex_lock(&m->acct_mu);
-    m->hook = fn, m->hook_ctx = ctx;
+    for (int i = 0; i < MESH_MAX_HOOKS && rc < 0; i++)
+        if (!m->hook[i].done) m->hook[i] = (mesh_hook){done, waited, ctx}, rc = 0;
+    pthread_mutex_unlock(&m->acct_mu);
+    return rc;
+}
+
+void mesh_remove_trace_hook(mesh *m, void *ctx) {
+    pthread_mutex_lock(&m->acct_mu);
+    for (int i = 0; i < MESH_MAX_HOOKS; i++)
+        if (m->hook[i].ctx == ctx) m->hook[i] = (mesh_hook){NULL, NULL, NULL};
     pthread_mutex_unlock(&m->acct_mu);
 }
 

@@ -63,6 +63,12 @@ const char *mesh_op_name(mesh_op op);
 int mesh_alg_parse(const char *s);
 /* Not collective (set it identically on every rank). DEFAULT restores the per-arity default. */
 void mesh_set_default_alg(mesh *m, mesh_alg a);
+/* Not collective (set it identically on every rank). RING and BIDIR collectives whose blocks are
+ * larger than `bytes` run as up to 16 concurrent lanes, lane k taking elements
+ * [len·k/K, len·(k+1)/K) of every block, so that the transfers, copies and adds of different lanes
+ * overlap (a pipeline). Results are bit-identical for any setting: every element travels the same
+ * way and is added in the same order. Default 1 MiB; 0 turns lanes off. */
+void mesh_set_chunk(mesh *m, int64_t bytes);
 /* The algorithm `alg` resolves to for a collective over `a` (DEFAULT → BIDIR or MULTI; SEQ and
  * MULTI over one axis → BIDIR). */
 mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg);
@@ -132,27 +138,39 @@ void mesh_stats_reset(mesh *m);
  * (op, axes, count, alg) it is the call's signature for hang forensics. */
 typedef struct {
     int64_t seq;
+    int64_t set_seq;    /* collectives: the call's number among this rank's calls over its axis
+                           set, from 0 (equal on the ranks of the set if the program is correct;
+                           unlike seq it does not count calls over other sets). send/recv: 0 */
     mesh_op op;
-    mesh_axes axes;     /* for ppermute: the one axis */
+    mesh_axes axes;     /* for ppermute, send and recv: the one axis */
     mesh_alg alg;       /* as resolved */
     int64_t count;      /* the count argument */
-    int shift;          /* ppermute only */
+    int shift;          /* ppermute: the shift; send, recv: the direction, +1 or −1 */
     int async;          /* 1 if started with mesh_i* */
     int64_t link_bytes[MESH_MAX_AXES][2]; /* bytes this rank sent per axis, to coord+1 / coord−1
                                              (MPI alg: bytes handed to MPI, under [major][0]) */
-    double t_issue;     /* mesh_now() at the call (or at mesh_i*) */
-    double t_start;     /* when execution started */
+    double t_issue;     /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
+                           started waiting for it (mesh_p2p_wait) */
+    double t_start;     /* when execution started (send/recv: posted) */
     double t_end;       /* when it completed */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */
 int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max);
-/* Not collective. fn(rec, ctx) is called at each completion, from the thread that completed the
- * call (the progress thread for mesh_i* calls); fn must be quick and thread-safe. NULL removes. */
+/* Not collective. Observers of the calls (up to 4): done(rec, ctx) at each completion, from the
+ * thread that completed the call (the progress thread for mesh_i* calls); waited(rec, t0, t1,
+ * ctx), if not NULL, when mesh_wait for a non-blocking call returns, the caller having been
+ * blocked in it over [t0, t1]. Both must be quick and thread-safe. Returns 0, or −1 when four
+ * observers are registered already. */
 typedef void (*mesh_trace_fn)(const mesh_call *rec, void *ctx);
-void mesh_set_trace_hook(mesh *m, mesh_trace_fn fn, void *ctx);
+typedef void (*mesh_wait_fn)(const mesh_call *rec, double t0, double t1, void *ctx);
+int mesh_add_trace_hook(mesh *m, mesh_trace_fn done, mesh_wait_fn waited, void *ctx);
+/* Not collective. Removes the observers registered with ctx. */
+void mesh_remove_trace_hook(mesh *m, void *ctx);
 /* Debug mode (not collective; set on every rank): before each collective, the ranks of the axis
- * set compare the signature (seq, op, axes, count, alg) and abort with both signatures printed
- * if they differ. Costs one small MPI_Allreduce per call. */
+ * set compare the signature (set_seq, op, axes, count, alg, shift); if they differ, the set's
+ * first rank prints one message naming every rank (with coordinates) and the call it makes, and
+ * the job ends with MPI_Abort (status 3). Costs one small MPI_Allgather per call. A rank calling
+ * over another axis set never joins the check: that shows as a hang (see mesh_watchdog_start). */
 void mesh_set_verify(mesh *m, int on);
 #endif

@@ -4,6 +4,7 @@
  * when the queue is empty: no busy wait on an oversubscribed machine. Request handles are
  * recycled through a free list, so steady-state use does not allocate. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "mesh/mesh_impl.h"
 
@@ -89,15 +90,26 @@ void mesh_wait(mesh_req *r) {
     if (!r) return;
     mesh *m = r->m;
     mesh_async *q = m->async;
-    double t0 = mesh_now();
+    const double t0 = mesh_now();
+    /* the fields set at issue (the progress thread writes the others while it runs the call) */
+    mesh_call w = {.seq = r->rec.seq, .set_seq = r->rec.set_seq, .op = r->rec.op,
+                   .axes = r->rec.axes, .count = r->rec.count, .shift = r->rec.shift, .async = 1};
+    where_enter(m, 0, WHERE_WAIT, &w);
     pthread_mutex_lock(&q->mu);
     while (!r->done) pthread_cond_wait(&q->done, &q->mu);
+    const mesh_call rec = r->rec; /* r goes back to the free list */
     r->next = q->free_list;
     q->free_list = r;
     pthread_mutex_unlock(&q->mu);
+    where_leave(m, 0);
+    const double t1 = mesh_now();
     pthread_mutex_lock(&m->acct_mu);
-    m->stat[r->rec.op][r->rec.axes.n ? r->rec.axes.ax[0] + 1 : 0].wait_seconds += mesh_now() - t0;
+    m->stat[rec.op][rec.axes.n ? rec.axes.ax[0] + 1 : 0].wait_seconds += t1 - t0;
+    mesh_hook hk[MESH_MAX_HOOKS];
+    memcpy(hk, m->hook, sizeof hk);
     pthread_mutex_unlock(&m->acct_mu);
+    for (int i = 0; i < MESH_MAX_HOOKS; i++)
+        if (hk[i].done && hk[i].waited) hk[i].waited(&rec, t0, t1, hk[i].ctx);
 }
 
 void coll_async_destroy(mesh *m) {

@@ -18,21 +18,36 @@
  *                    step of an even ring moves H1 (d0) / H0 (d1)            (a steps)
  *              LINE  d0: send n+r−s, receive n+r−1−s; d1: send s+r−n, receive s+r+1−n, when
  *                    those blocks exist                                     (n−1 steps)
- *  AllToAll    the message leaving origin o in direction d holds o's blocks for distances
- *              1..D_d(o) (D = n−1 one way for RING, a both ways for BIDIR, up to the end of the
- *              line for LINE); each step a rank keeps the first block of what it received and
- *              forwards the rest (shrinking payloads). */
+ *              A step's block may be partly covered by the partial received the step before
+ *              (an even ring's first step moves halves): the covered part leaves from the
+ *              partial, the rest straight from the input — one message each, no copy.
+ *  AllToAll    the data leaving origin o in direction d is o's blocks for distances 1..D_d(o)
+ *              (D = n−1 one way for RING, a both ways for BIDIR, up to the end of the line for
+ *              LINE). At step s the holder sends two messages: the block for distance s, which
+ *              lands in the receiver's output, and the rest (distances s+1..D), which lands in
+ *              its scratch and is forwarded next step. The rest is laid out in memory order
+ *              (distance ascending for d0, descending for d1), so step 1 sends it straight from
+ *              the input when it is contiguous there; each later step peels one end off.
+ *
+ * Progress. Each direction of a phase is a stream: the send of step s waits only for the receive
+ * of step s−1 (the data it forwards), a receive only for its buffer; sends are not waited for
+ * until their buffer is reused. The driver posts whatever is ready across all chains, then
+ * blocks in one MPI_Waitsome over every request in flight. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
 #include "mesh/coll_engine.h"
 
 #include <limits.h>
-#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { R_FULL, R_H0, R_H1 };
 typedef struct {
     int blk, rk;
 } xfer;
+typedef struct {
+    float *ptr;
+    int64_t n;
+} msg;
 
 static int mod(int a, int n) {
     a %= n;
@@ -44,14 +59,20 @@ static int64_t blk_off(const phase *p, int j) {
 static int64_t blk_len(const phase *p, int j) {
     return p->len ? p->len[j] : p->bs;
 }
-static void range_of(int64_t len, int rk, int64_t *lo, int64_t *l) {
-    int64_t h0 = len - len / 2;
+/* The range [lo, lo+l) of block j that moves as rk. The halves split at the WHOLE block's middle
+ * (mid[j] for a lane), so every element travels the same way with or without lanes. */
+static void range_of(const phase *p, int j, int rk, int64_t *lo, int64_t *l) {
+    int64_t len = blk_len(p, j), h0 = p->mid ? p->mid[j] : len - len / 2;
     *lo = rk == R_H1 ? h0 : 0;
     *l = rk == R_FULL ? len : rk == R_H0 ? h0 : len - h0;
 }
+static void add_into(float *restrict acc, const float *restrict x, int64_t n) {
+    for (int64_t e = 0; e < n; e++) acc[e] += x[e];
+}
 
-static void ag_sched(const phase *p, int d, int s, xfer *snd, xfer *rcv) {
-    int n = p->n, r = p->r;
+/* ---- schedules (for rank r, so that a receiver can evaluate its sender's) ---- */
+static void ag_sched(const phase *p, int r, int d, int s, xfer *snd, xfer *rcv) {
+    int n = p->n;
     snd->blk = rcv->blk = -1;
     snd->rk = rcv->rk = R_FULL;
     if (p->sc == SCH_RING) {
@@ -70,10 +91,11 @@ static void ag_sched(const phase *p, int d, int s, xfer *snd, xfer *rcv) {
     }
 }
 
-static void rs_sched(const phase *p, int d, int s, xfer *snd, xfer *rcv) {
-    int n = p->n, r = p->r;
+static void rs_sched(const phase *p, int r, int d, int s, xfer *snd, xfer *rcv) {
+    int n = p->n;
     snd->blk = rcv->blk = -1;
     snd->rk = rcv->rk = R_FULL;
+    if (s < 1) return;
     if (p->sc == SCH_RING) {
         if (d == 0) snd->blk = mod(r - s, n), rcv->blk = mod(r - s - 1, n);
     } else if (p->sc == SCH_BIDIR) {
@@ -91,208 +113,232 @@ static void rs_sched(const phase *p, int d, int s, xfer *snd, xfer *rcv) {
     }
 }
 
+/* The range [lo, lo+l) of the block rank r receives at step s in direction d (l = 0: none). */
+static int rs_recv_range(const phase *p, int r, int d, int s, int64_t *lo, int64_t *l) {
+    xfer sn, rc;
+    rs_sched(p, r, d, s, &sn, &rc);
+    *lo = *l = 0;
+    if (rc.blk >= 0) range_of(p, rc.blk, rc.rk, lo, l);
+    return rc.blk;
+}
+
+/* The messages rank r sends at step s in direction d of a ReduceScatter, as ranges of the block:
+ * the part covered by the partial received at step s−1 (acc = 1) leaves from that partial, the
+ * rest from the input. Returns their number (0..3) and the block. */
+typedef struct {
+    int64_t lo, n;
+    int acc;
+} piece;
+static int rs_pieces(const phase *p, int r, int d, int s, int *blk, piece *pc) {
+    xfer sn, rc;
+    rs_sched(p, r, d, s, &sn, &rc);
+    int64_t lo, l, plo, pl;
+    if (sn.blk < 0) return 0;
+    range_of(p, sn.blk, sn.rk, &lo, &l);
+    if (l == 0) return 0;
+    *blk = sn.blk;
+    int pb = rs_recv_range(p, r, d, s - 1, &plo, &pl);
+    if (pl == 0) {
+        pc[0] = (piece){lo, l, 0};
+        return 1;
+    }
+    CHECK(pb == sn.blk && plo >= lo && plo + pl <= lo + l, "RS schedule mismatch");
+    int k = 0;
+    if (plo > lo) pc[k++] = (piece){lo, plo - lo, 0};
+    pc[k++] = (piece){plo, pl, 1};
+    if (plo + pl < lo + l) pc[k++] = (piece){plo + pl, lo + l - plo - pl, 0};
+    return k;
+}
+
 /* ---- AllToAll geometry ---- */
 static int a2a_dmax(const phase *p, int d, int o) {
     if (p->sc == SCH_RING) return d == 0 ? p->n - 1 : 0;
     if (p->sc == SCH_BIDIR) return p->n / 2;
     return d == 0 ? p->n - 1 - o : o;
 }
-/* Elements of the distance-k block that travel in direction d, and their offset in the block. */
-static int64_t a2a_cnt(const phase *p, int d, int k, int64_t *lo) {
-    *lo = 0;
-    if (p->sc == SCH_BIDIR && k == p->n / 2 && p->n % 2 == 0) {
-        int64_t h0 = p->bs - p->bs / 2;
-        *lo = d == 0 ? 0 : h0;
-        return d == 0 ? h0 : p->bs - h0;
-    }
-    return p->bs;
+/* The block origin o sends to distance k in direction d, and the range of it that travels in d. */
+static int a2a_part(const phase *p, int d, int o, int k, int64_t *lo, int64_t *c) {
+    int dest = p->sc == SCH_LINE ? o + (d ? -k : k) : mod(o + (d ? -k : k), p->n);
+    int half = p->sc == SCH_BIDIR && k == p->n / 2 && p->n % 2 == 0;
+    range_of(p, dest, half ? (d ? R_H1 : R_H0) : R_FULL, lo, c);
+    return dest;
 }
-static int64_t a2a_msg(const phase *p, int d, int o, int s) {
-    int64_t sz = 0, lo;
-    for (int k = s; k <= a2a_dmax(p, d, o); k++) sz += a2a_cnt(p, d, k, &lo);
+/* Elements of origin o's blocks for distances k0..D in direction d. */
+static int64_t a2a_size(const phase *p, int d, int o, int k0) {
+    int64_t sz = 0, lo, c;
+    for (int k = k0; k <= a2a_dmax(p, d, o); k++) sz += (a2a_part(p, d, o, k, &lo, &c), c);
     return sz;
 }
-/* Origin of the message sent (hop = s, sent = 1) or received (hop = s, sent = 0) at step s; −1
- * if it does not exist (line ends). */
+/* Origin of the data sent (sent = 1) or received (sent = 0) at step s; −1 if none (line ends). */
 static int a2a_origin(const phase *p, int d, int s, int sent) {
     int o = d == 0 ? p->r - s + sent : p->r + s - sent;
     if (p->sc == SCH_LINE) return o >= 0 && o < p->n ? o : -1;
     return mod(o, p->n);
 }
-
-/* ---- posting ---- */
-static int emulated(const mesh *m, int axis) {
-    return axis >= 0 && m->link_bw[axis] > 0;
-}
-
-static void post_send(mesh *m, phase *p, int d, int peer, const float *ptr, int64_t cnt,
-                      int hops) {
-    CHECK(cnt <= INT_MAX, "message of %lld floats exceeds MPI's int count", (long long)cnt);
-    int tag = p->chain * 8 + d * 2;
-    double t = link_schedule(m, p->link_axis, d, cnt * (int64_t)sizeof(float), hops);
-    if (t > 0) {
-        p->hdr_out[d] = t;
-        MPI_Isend(&p->hdr_out[d], 1, MPI_DOUBLE, peer, tag + 1, p->comm, &p->req[p->nreq++]);
+/* Step 1's rest (distances 2..D) from the input: its start if contiguous there, else packed. */
+static float *a2a_rest_from_input(phase *p, int d) {
+    int D = a2a_dmax(p, d, p->r);
+    const float *first = NULL, *next = NULL;
+    int contiguous = 1;
+    for (int i = 0; i < D - 1; i++) { /* memory order: k ascending for d0, descending for d1 */
+        int k = d == 0 ? 2 + i : D - i;
+        int64_t lo, c;
+        const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
+        if (!first) first = at;
+        else if (at != next) contiguous = 0;
+        next = at + c;
     }
-    MPI_Isend(ptr, (int)cnt, MPI_FLOAT, peer, tag, p->comm, &p->req[p->nreq++]);
-    if (p->link_axis >= 0) p->link_bytes[p->link_axis][d] += cnt * (int64_t)sizeof(float);
-}
-
-static void post_recv(mesh *m, phase *p, int d, int peer, float *ptr, int64_t cnt) {
-    CHECK(cnt <= INT_MAX, "message of %lld floats exceeds MPI's int count", (long long)cnt);
-    int tag = p->chain * 8 + d * 2;
-    if (emulated(m, p->link_axis)) {
-        MPI_Irecv(&p->hdr_in[d], 1, MPI_DOUBLE, peer, tag + 1, p->comm, &p->req[p->nreq++]);
-        p->hdr_in_used[d] = 1;
+    if (contiguous) return (float *)first;
+    float *pk = p->st[d].pack;
+    for (int i = 0; i < D - 1; i++) {
+        int k = d == 0 ? 2 + i : D - i;
+        int64_t lo, c;
+        const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
+        memcpy(pk, at, (size_t)c * sizeof(float));
+        pk += c;
     }
-    MPI_Irecv(ptr, (int)cnt, MPI_FLOAT, peer, tag, p->comm, &p->req[p->nreq++]);
+    return p->st[d].pack;
 }
 
+/* ---- the messages of a step ---- */
+static int perm_dir(const phase *p) {
+    return p->shift > 0 ? 0 : 1;
+}
+static int perm_peer(const phase *p, int to) {
+    int q = p->r + (to ? p->shift : -p->shift);
+    if (p->sc != SCH_LINE) return mod(q, p->n);
+    return q >= 0 && q < p->n ? q : -1;
+}
 static int peer_of(const phase *p, int d, int sending) {
+    if (p->kind == PH_PERM) return perm_peer(p, sending);
     return mod(p->r + ((d == 0) == (sending != 0) ? 1 : -1), p->n);
 }
 
-/* ---- per-kind steps ---- */
-static void ag_post(mesh *m, phase *p, int s) {
-    for (int d = 0; d < 2; d++) {
+/* Fills the messages this rank sends at step s in direction d; returns their number. */
+static int step_sends(phase *p, int d, int s, msg *out) {
+    stream *st = &p->st[d];
+    int k = 0;
+    switch (p->kind) {
+    case PH_AG: {
         xfer sn, rc;
         int64_t lo, l;
-        ag_sched(p, d, s, &sn, &rc);
-        if (rc.blk >= 0) {
-            range_of(blk_len(p, rc.blk), rc.rk, &lo, &l);
-            if (l > 0) post_recv(m, p, d, peer_of(p, d, 0), p->buf + blk_off(p, rc.blk) + lo, l);
-        }
-        if (sn.blk >= 0) {
-            range_of(blk_len(p, sn.blk), sn.rk, &lo, &l);
-            /* the own block leaves from the caller's input, not from our copy of it */
-            const float *from = sn.blk == p->r && p->src ? p->src : p->buf + blk_off(p, sn.blk);
-            if (l > 0) post_send(m, p, d, peer_of(p, d, 1), from + lo, l, 1);
-        }
+        ag_sched(p, p->r, d, s, &sn, &rc);
+        if (sn.blk < 0) break;
+        range_of(p, sn.blk, sn.rk, &lo, &l);
+        /* the own block leaves from the caller's input, not from our copy of it */
+        const float *from = sn.blk == p->r && p->src ? p->src : p->buf + blk_off(p, sn.blk);
+        if (l > 0) out[k++] = (msg){(float *)from + lo, l};
+        break;
     }
+    case PH_RS: {
+        piece pc[3];
+        int blk = -1, np = rs_pieces(p, p->r, d, s, &blk, pc);
+        for (int i = 0; i < np; i++) {
+            const float *base = pc[i].acc ? st->sb[(s - 1) % ENGINE_NBUF]
+                                          : p->src + blk_off(p, blk);
+            out[k++] = (msg){(float *)base + pc[i].lo, pc[i].n};
+        }
+        break;
+    }
+    case PH_A2A: {
+        int o = a2a_origin(p, d, s, 1);
+        if (o < 0 || s > a2a_dmax(p, d, o)) break;
+        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
+        int dest = a2a_part(p, d, o, s, &lo, &c);
+        float *mine, *rp;
+        if (s == 1) {
+            mine = (float *)p->src + blk_off(p, dest) + lo;
+            rp = rest > 0 ? a2a_rest_from_input(p, d) : NULL;
+        } else { /* what arrived at step s−1: distances s..D in memory order */
+            float *h = st->sb[(s - 1) % ENGINE_NBUF];
+            mine = d == 0 ? h : h + rest;
+            rp = d == 0 ? h + c : h;
+        }
+        if (c > 0) out[k++] = (msg){mine, c};
+        if (rest > 0) out[k++] = (msg){rp, rest};
+        break;
+    }
+    case PH_PERM:
+        if (d == perm_dir(p) && perm_peer(p, 1) >= 0 && p->bs > 0)
+            out[k++] = (msg){(float *)p->src, p->bs};
+        break;
+    case PH_REORDER:
+        break;
+    }
+    return k;
 }
 
-/* Copies the own block into the gathered array: done while step 1 is in flight (it overlaps with
- * the transfer, which measurably matters on shared memory). */
-static void ag_copy_own(phase *p) {
-    float *mine = p->buf + blk_off(p, p->r);
-    if (p->src && p->src != mine) memcpy(mine, p->src, (size_t)blk_len(p, p->r) * sizeof(float));
-}
-
-static void rs_post(mesh *m, phase *p, int s) {
-    for (int d = 0; d < 2; d++) {
+/* Fills the messages this rank receives at step s in direction d; returns their number. */
+static int step_recvs(phase *p, int d, int s, msg *out) {
+    stream *st = &p->st[d];
+    int k = 0;
+    switch (p->kind) {
+    case PH_AG: {
         xfer sn, rc;
         int64_t lo, l;
-        rs_sched(p, d, s, &sn, &rc);
-        p->rblk[d] = -1;
-        if (rc.blk >= 0) {
-            range_of(blk_len(p, rc.blk), rc.rk, &lo, &l);
-            p->rblk[d] = rc.blk, p->rlo[d] = lo, p->rlen[d] = l;
-            if (l > 0) post_recv(m, p, d, peer_of(p, d, 0), p->sbuf[d][p->par[d] ^ 1] + lo, l);
-        }
-        if (sn.blk < 0) continue;
-        range_of(blk_len(p, sn.blk), sn.rk, &lo, &l);
-        if (l == 0) continue;
-        const float *own = p->src + blk_off(p, sn.blk);
-        const float *from = own;
-        if (p->have[d]) { /* the partial covers [plo, plo+plen) ⊆ [lo, lo+l): fill in the rest */
-            float *acc = p->sbuf[d][p->par[d]];
-            CHECK(p->plo[d] >= lo && p->plo[d] + p->plen[d] <= lo + l, "RS schedule mismatch");
-            memcpy(acc + lo, own + lo, (size_t)(p->plo[d] - lo) * sizeof(float));
-            int64_t e = p->plo[d] + p->plen[d];
-            memcpy(acc + e, own + e, (size_t)(lo + l - e) * sizeof(float));
-            from = acc;
-        }
-        post_send(m, p, d, peer_of(p, d, 1), from + lo, l, 1);
+        ag_sched(p, p->r, d, s, &sn, &rc);
+        if (rc.blk < 0) break;
+        range_of(p, rc.blk, rc.rk, &lo, &l);
+        if (l > 0) out[k++] = (msg){p->buf + blk_off(p, rc.blk) + lo, l};
+        break;
     }
+    case PH_RS: {
+        int64_t lo, l;
+        int blk = rs_recv_range(p, p->r, d, s, &lo, &l), sblk = -1;
+        if (blk < 0 || l == 0) break;
+        piece pc[3]; /* cut as the sender cuts it */
+        int np = rs_pieces(p, peer_of(p, d, 0), d, s, &sblk, pc);
+        CHECK(sblk == blk && np > 0 && pc[0].lo == lo && pc[np - 1].lo + pc[np - 1].n == lo + l,
+              "RS schedule mismatch");
+        for (int i = 0; i < np; i++)
+            out[k++] = (msg){st->sb[s % ENGINE_NBUF] + pc[i].lo, pc[i].n};
+        break;
+    }
+    case PH_A2A: {
+        int o = a2a_origin(p, d, s, 0);
+        if (o < 0 || s > a2a_dmax(p, d, o)) break;
+        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
+        a2a_part(p, d, o, s, &lo, &c);
+        if (c > 0) out[k++] = (msg){p->buf + blk_off(p, o) + lo, c};
+        if (rest > 0) out[k++] = (msg){st->sb[s % ENGINE_NBUF], rest};
+        break;
+    }
+    case PH_PERM:
+        if (d == perm_dir(p) && perm_peer(p, 0) >= 0 && p->bs > 0)
+            out[k++] = (msg){p->buf == p->src ? st->sb[0] : p->buf, p->bs};
+        break;
+    case PH_REORDER:
+        break;
+    }
+    return k;
 }
 
-static void rs_finish_step(phase *p) {
-    for (int d = 0; d < 2; d++) {
-        p->have[d] = 0;
-        if (p->rblk[d] < 0 || p->rlen[d] == 0) continue;
-        p->par[d] ^= 1;
-        p->plo[d] = p->rlo[d], p->plen[d] = p->rlen[d];
-        if (p->rblk[d] == p->r) {
-            p->have[d] = 2; /* final: kept for rs_end */
-            continue;
-        }
-        float *acc = p->sbuf[d][p->par[d]] + p->plo[d];
-        const float *own = p->src + blk_off(p, p->rblk[d]) + p->plo[d];
-        for (int64_t e = 0; e < p->plen[d]; e++) acc[e] += own[e];
-        p->have[d] = 1;
-    }
+/* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
+static void recv_done(phase *p, int d, int s) {
+    if (p->kind != PH_RS) return;
+    int64_t lo, l;
+    int blk = rs_recv_range(p, p->r, d, s, &lo, &l);
+    if (blk < 0 || blk == p->r || l == 0) return; /* own block: kept for rs_end */
+    add_into(p->st[d].sb[s % ENGINE_NBUF] + lo, p->src + blk_off(p, blk) + lo, l);
 }
 
 /* out = (own + from r−1) + from r+1, where those arrived; the first term fused with the copy. */
 static void rs_end(phase *p) {
-    int64_t len = blk_len(p, p->r);
-    const float *own = p->src + blk_off(p, p->r);
-    int first = p->have[0] == 2 && p->plo[0] == 0 && p->plen[0] == len ? 0 : -1;
+    int64_t len = blk_len(p, p->r), lo[2], l[2];
+    const float *own = p->src + blk_off(p, p->r), *f[2];
+    for (int d = 0; d < 2; d++) {
+        f[d] = NULL;
+        if (p->nsteps > 0 && rs_recv_range(p, p->r, d, p->nsteps, &lo[d], &l[d]) == p->r && l[d])
+            f[d] = p->st[d].sb[p->nsteps % ENGINE_NBUF];
+    }
+    int first = f[0] && lo[0] == 0 && l[0] == len ? 0 : -1;
     if (first == 0) {
-        const float *f = p->sbuf[0][p->par[0]];
-        for (int64_t e = 0; e < len; e++) p->buf[e] = own[e] + f[e];
+        for (int64_t e = 0; e < len; e++) p->buf[e] = own[e] + f[0][e];
     } else if (p->buf != own) {
         memmove(p->buf, own, (size_t)len * sizeof(float));
     }
-    for (int d = 0; d < 2; d++) {
-        if (p->have[d] != 2 || d == first) continue;
-        float *o = p->buf + p->plo[d];
-        const float *f = p->sbuf[d][p->par[d]] + p->plo[d];
-        for (int64_t e = 0; e < p->plen[d]; e++) o[e] += f[e];
-    }
-}
-
-static void a2a_post(mesh *m, phase *p, int s) {
-    for (int d = 0; d < 2; d++) {
-        p->rblk[d] = -1;
-        int o = a2a_origin(p, d, s, 0);
-        if (o >= 0) {
-            int64_t sz = a2a_msg(p, d, o, s);
-            p->rblk[d] = o, p->rlen[d] = sz;
-            if (sz > 0) post_recv(m, p, d, peer_of(p, d, 0), p->sbuf[d][p->par[d] ^ 1], sz);
-        }
-        o = a2a_origin(p, d, s, 1);
-        if (o < 0) continue;
-        int64_t sz = a2a_msg(p, d, o, s), lo;
-        if (sz == 0) continue;
-        float *msg = p->sbuf[d][p->par[d]];
-        if (s == 1) { /* pack my blocks for distances 1..D in order */
-            int64_t at = 0;
-            for (int k = 1; k <= a2a_dmax(p, d, p->r); k++) {
-                int64_t c = a2a_cnt(p, d, k, &lo);
-                int dest = p->sc == SCH_LINE ? p->r + (d ? -k : k) : mod(p->r + (d ? -k : k), p->n);
-                memcpy(msg + at, p->src + (int64_t)dest * p->bs + lo, (size_t)c * sizeof(float));
-                at += c;
-            }
-        } else {
-            msg += a2a_cnt(p, d, s - 1, &lo); /* the first block was mine */
-        }
-        post_send(m, p, d, peer_of(p, d, 1), msg, sz, 1);
-    }
-}
-
-static void a2a_finish_step(phase *p) {
-    for (int d = 0; d < 2; d++) {
-        if (p->rblk[d] < 0 || p->rlen[d] == 0) continue;
-        p->par[d] ^= 1;
-        int64_t lo, c = a2a_cnt(p, d, p->step, &lo);
-        memcpy(p->buf + (int64_t)p->rblk[d] * p->bs + lo, p->sbuf[d][p->par[d]],
-               (size_t)c * sizeof(float));
-    }
-}
-
-static void perm_post(mesh *m, phase *p) {
-    int d = p->shift > 0 ? 0 : 1, n = p->n;
-    int to = p->r + p->shift, from = p->r - p->shift;
-    int hops = p->shift > 0 ? p->shift : -p->shift;
-    if (p->sc != SCH_LINE) to = mod(to, n), from = mod(from, n);
-    float *dst = p->buf == p->src ? p->sbuf[0][0] : p->buf;
-    p->rblk[0] = -1;
-    if (from >= 0 && from < n && p->bs > 0) {
-        post_recv(m, p, d, from, dst, p->bs);
-        p->rblk[0] = 0;
-    }
-    if (to >= 0 && to < n && p->bs > 0) post_send(m, p, d, to, p->src, p->bs, hops);
+    for (int d = 0; d < 2; d++)
+        if (f[d] && d != first) add_into(p->buf + lo[d], f[d] + lo[d], l[d]);
 }
 
 void reorder_items(float *dst, const float *src, int nd, const int *sizes, const int *ord_src,
@@ -313,139 +359,265 @@ void reorder_items(float *dst, const float *src, int nd, const int *sizes, const
     }
 }
 
-/* ---- phase life cycle ---- */
-static void scratch_for(phase *p, int64_t n) {
-    for (int d = 0; d < 2; d++)
-        for (int q = 0; q < 2; q++) p->sbuf[d][q] = mesh_scratch(p->ctx, p->chain * 4 + d * 2 + q, n);
+/* ---- scratch ---- */
+static int64_t max_len(const phase *p) {
+    int64_t mx = 0;
+    for (int j = 0; j < p->n; j++) mx = blk_len(p, j) > mx ? blk_len(p, j) : mx;
+    return mx;
+}
+static int phase_steps(const phase *p) {
+    if (p->n <= 1 || p->kind == PH_REORDER) return 0;
+    if (p->kind == PH_PERM) return 1;
+    return p->sc == SCH_BIDIR ? p->n / 2 : p->n - 1;
+}
+/* Whether receive buffer q is used: steps s = 1..nsteps land in s % NBUF. */
+static int buf_used(const phase *p, int q) {
+    int ns = phase_steps(p);
+    return ns >= ENGINE_NBUF || (q >= 1 && q <= ns);
+}
+/* Floats per scratch buffer and buffers per direction (receive buffers in use, + the pack
+ * buffer for AllToAll). */
+static int64_t stream_unit(const phase *p, int *nbuf) {
+    *nbuf = 0;
+    if (p->n <= 1) return 0;
+    for (int q = 0; q < ENGINE_NBUF; q++)
+        *nbuf += (p->kind == PH_RS || p->kind == PH_A2A) && buf_used(p, q);
+    switch (p->kind) {
+    case PH_RS:
+        return max_len(p);
+    case PH_A2A: {
+        int64_t mx = 0;
+        for (int d = 0; d < 2; d++)
+            for (int o = 0; o < p->n; o++) {
+                int64_t r = a2a_size(p, d, o, 2);
+                mx = r > mx ? r : mx;
+            }
+        *nbuf += 1; /* the pack buffer */
+        return mx;
+    }
+    case PH_PERM:
+        *nbuf = p->buf == p->src ? 1 : 0;
+        return p->bs;
+    default:
+        return 0;
+    }
+}
+static int64_t round16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+static int64_t phase_scratch(const phase *p) {
+    int nb;
+    int64_t u = round16(stream_unit(p, &nb));
+    return (p->sc == SCH_RING || p->kind == PH_PERM ? 1 : 2) * nb * u;
 }
 
-static void phase_start(phase *p) {
-    p->step = 0;
-    p->nreq = 0;
-    p->have[0] = p->have[1] = 0;
-    p->par[0] = p->par[1] = 0;
-    int n = p->n;
-    p->nsteps = n <= 1 ? 0 : p->sc == SCH_BIDIR ? n / 2 : n - 1;
-    switch (p->kind) {
-    case PH_AG:
-        if (p->nsteps == 0) ag_copy_own(p);
-        break;
-    case PH_RS: {
-        int64_t mx = 1;
-        for (int j = 0; j < n; j++) mx = blk_len(p, j) > mx ? blk_len(p, j) : mx;
-        scratch_for(p, mx);
-        break;
+/* ---- posting ---- */
+static int emulated(const mesh *m, int axis) {
+    return axis >= 0 && m->link_bw[axis] > 0;
+}
+static int tag_of(const phase *p, int d) {
+    return (p->chain * 2 + d) * 2;
+}
+static MPI_Request *recv_rq(phase *p, int d) {
+    return p->rq + d * ENGINE_RQ;
+}
+static MPI_Request *send_rq(phase *p, int d, int s) {
+    return p->rq + d * ENGINE_RQ + (ENGINE_MAXT + 1) * (1 + s % ENGINE_NBUF);
+}
+static int all_null(const MPI_Request *r, int n) {
+    for (int i = 0; i < n; i++)
+        if (r[i] != MPI_REQUEST_NULL) return 0;
+    return 1;
+}
+
+static void post_sends(mesh *m, phase *p, int d, int s) {
+    msg ms[ENGINE_MAXT];
+    int k = step_sends(p, d, s, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
+    MPI_Request *rq = send_rq(p, d, s);
+    int64_t bytes = 0;
+    for (int i = 0; i < k; i++) {
+        CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
+              (long long)ms[i].n);
+        MPI_Isend(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
+        bytes += ms[i].n * (int64_t)sizeof(float);
     }
-    case PH_A2A:
-        scratch_for(p, (int64_t)(n > 1 ? n - 1 : 1) * (p->bs > 0 ? p->bs : 1));
-        memcpy(p->buf + (int64_t)p->r * p->bs, p->src + (int64_t)p->r * p->bs,
-               (size_t)p->bs * sizeof(float));
-        break;
-    case PH_PERM:
-        p->nsteps = n <= 1 ? 0 : 1;
-        if (p->buf == p->src) scratch_for(p, p->bs > 0 ? p->bs : 1);
-        break;
-    case PH_REORDER:
+    if (k == 0) return;
+    int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
+    double t = link_schedule(m, p->link_axis, d, bytes, hops);
+    if (t > 0) {
+        double *h = &p->st[d].hdr_out[s % ENGINE_NBUF];
+        *h = t;
+        MPI_Isend(h, 1, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
+    }
+    if (p->link_axis >= 0) p->link_bytes[p->link_axis][d] += bytes;
+}
+
+/* Posts step s's receives; returns how many (0: nothing arrives at this step). */
+static int post_recvs(mesh *m, phase *p, int d, int s) {
+    msg ms[ENGINE_MAXT];
+    int k = step_recvs(p, d, s, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
+    MPI_Request *rq = recv_rq(p, d);
+    for (int i = 0; i < k; i++) {
+        CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
+              (long long)ms[i].n);
+        MPI_Irecv(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
+    }
+    p->st[d].hdr_in = 0;
+    if (k > 0 && emulated(m, p->link_axis))
+        MPI_Irecv(&p->st[d].hdr_in, 1, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
+    return k;
+}
+
+/* A receive of step s may land in sb[s % NBUF] once the send that last read it (step s−NBUF+1)
+ * has completed. */
+static int recv_buffer_free(phase *p, int d, int s) {
+    if (p->kind != PH_RS && p->kind != PH_A2A) return 1;
+    int prev = s - ENGINE_NBUF + 1;
+    return prev < 1 || (p->st[d].sent >= prev && all_null(send_rq(p, d, prev), ENGINE_MAXT + 1));
+}
+
+/* Advances direction d as far as it can without blocking; returns 1 if it did anything. */
+static int stream_progress(mesh *m, phase *p, int d, double *wake) {
+    stream *st = &p->st[d];
+    int did = 0;
+    for (;;) {
+        int acted = 0;
+        if (st->posted > st->done && all_null(recv_rq(p, d), ENGINE_MAXT + 1)) {
+            if (st->hdr_in > 0 && mesh_now() < st->hdr_in) { /* emulated link: not yet */
+                *wake = *wake == 0 || st->hdr_in < *wake ? st->hdr_in : *wake;
+            } else {
+                recv_done(p, d, st->posted);
+                st->done = st->posted;
+                acted = 1;
+            }
+        }
+        if (st->sent < p->nsteps && st->done >= st->sent &&
+            all_null(send_rq(p, d, st->sent + 1), ENGINE_MAXT + 1)) {
+            post_sends(m, p, d, ++st->sent);
+            acted = 1;
+        }
+        if (st->posted == st->done && st->posted < p->nsteps &&
+            recv_buffer_free(p, d, st->posted + 1)) {
+            if (post_recvs(m, p, d, ++st->posted) == 0) st->done = st->posted;
+            acted = 1;
+        }
+        if (!acted) return did;
+        did = 1;
+    }
+}
+
+static int stream_finished(phase *p, int d) {
+    const stream *st = &p->st[d];
+    return st->sent == p->nsteps && st->done == p->nsteps &&
+           all_null(p->rq + d * ENGINE_RQ, ENGINE_RQ);
+}
+
+/* ---- phase life cycle ---- */
+static void phase_start(phase *p) {
+    int nb;
+    p->nsteps = phase_steps(p);
+    memset(p->st, 0, sizeof p->st);
+    int64_t u = round16(stream_unit(p, &nb));
+    float *a = p->arena;
+    for (int d = 0; d < 2 && nb > 0; d++) {
+        if (d == 1 && (p->sc == SCH_RING || p->kind == PH_PERM)) a = p->arena; /* one stream */
+        for (int q = 0; q < ENGINE_NBUF; q++)
+            if (p->kind == PH_PERM ? q == 0 : buf_used(p, q)) p->st[d].sb[q] = a, a += u;
+        if (p->kind == PH_A2A) p->st[d].pack = a, a += u;
+    }
+    if (p->kind == PH_REORDER)
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item,
                       p->s_stride, p->s_off, p->d_stride, p->d_off);
-        p->nsteps = 0;
-        break;
+    p->started = 1;
+}
+
+/* The own block's copy runs once step 1 is posted, overlapping the first transfers (this
+ * measurably matters on shared memory). */
+static void phase_copy_own(phase *p) {
+    if (p->kind == PH_AG) {
+        float *mine = p->buf + blk_off(p, p->r);
+        if (p->src && p->src != mine)
+            memcpy(mine, p->src, (size_t)blk_len(p, p->r) * sizeof(float));
+    } else if (p->kind == PH_A2A) {
+        int64_t o = blk_off(p, p->r);
+        memcpy(p->buf + o, p->src + o, (size_t)blk_len(p, p->r) * sizeof(float));
     }
+    p->copied = 1;
 }
 
-static void phase_post(mesh *m, phase *p) {
-    p->hdr_in_used[0] = p->hdr_in_used[1] = 0;
-    switch (p->kind) {
-    case PH_AG:
-        ag_post(m, p, p->step);
-        if (p->step == 1) ag_copy_own(p);
-        break;
-    case PH_RS:
-        rs_post(m, p, p->step);
-        break;
-    case PH_A2A:
-        a2a_post(m, p, p->step);
-        break;
-    case PH_PERM:
-        perm_post(m, p);
-        break;
-    case PH_REORDER:
-        break;
-    }
+static void phase_end(phase *p) {
+    if (p->kind == PH_RS) rs_end(p);
+    /* in place: the input left before the result may overwrite it */
+    if (p->kind == PH_PERM && p->buf == p->src && p->nsteps && perm_peer(p, 0) >= 0)
+        memcpy(p->buf, p->st[perm_dir(p)].sb[0], (size_t)p->bs * sizeof(float));
 }
 
-static void phase_finish_step(phase *p) {
-    if (p->kind == PH_RS) rs_finish_step(p);
-    if (p->kind == PH_A2A) a2a_finish_step(p);
-    if (p->kind == PH_PERM && p->rblk[0] == 0 && p->buf == p->src)
-        memcpy(p->buf, p->sbuf[0][0], (size_t)p->bs * sizeof(float));
-}
-
-/* Starts phases of chain c until one has a step in flight; returns 0 when the chain is done. */
-static int chain_advance(mesh *m, chain *c) {
+/* Advances chain c; returns 1 if anything happened. */
+static int chain_progress(mesh *m, chain *c, double *wake) {
+    int did = 0;
     while (c->cur < c->nph) {
         phase *p = &c->ph[c->cur];
-        if (p->step == 0) phase_start(p);
-        if (p->step < p->nsteps) {
-            p->step++;
-            phase_post(m, p);
-            return 1;
-        }
-        if (p->kind == PH_RS) rs_end(p);
+        if (!p->started) phase_start(p), did = 1;
+        did |= stream_progress(m, p, 0, wake);
+        did |= stream_progress(m, p, 1, wake);
+        if (!p->copied) phase_copy_own(p);
+        if (!stream_finished(p, 0) || !stream_finished(p, 1)) break;
+        phase_end(p);
         c->cur++;
+        did = 1;
     }
-    return 0;
+    return did;
 }
 
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]) {
-    int active = 0;
+    CHECK(nch >= 1 && nch <= ENGINE_MAX_CHAINS, "engine: %d chains", nch);
+    MPI_Request rq[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ];
+    int idx[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ], nrq = nch * 2 * ENGINE_RQ;
+    for (int i = 0; i < nrq; i++) rq[i] = MPI_REQUEST_NULL;
+    int64_t base[ENGINE_MAX_CHAINS], total = 0;
+    for (int c = 0; c < nch; c++) {
+        int64_t need = 0;
+        for (int k = 0; k < ch[c].nph; k++) {
+            int64_t s = phase_scratch(&ch[c].ph[k]);
+            need = s > need ? s : need;
+        }
+        base[c] = total;
+        total += need;
+    }
+    float *arena = total ? mesh_scratch(ctx, 0, total) : NULL;
+    int active = nch;
     for (int c = 0; c < nch; c++) {
         ch[c].cur = 0;
         for (int k = 0; k < ch[c].nph; k++) {
-            ch[c].ph[k].step = 0;
-            ch[c].ph[k].chain = c;
-            ch[c].ph[k].ctx = ctx;
-            ch[c].ph[k].link_bytes = link_bytes;
+            phase *p = &ch[c].ph[k];
+            p->started = p->copied = 0;
+            p->chain = c;
+            p->arena = arena ? arena + base[c] : NULL;
+            p->rq = rq + c * 2 * ENGINE_RQ;
+            p->link_bytes = link_bytes;
         }
-        active += chain_advance(m, &ch[c]);
     }
-    while (active) {
-        int progressed = 0, pending = 0, last = -1;
+    for (;;) {
+        int progressed = 0;
         double wake = 0;
         for (int c = 0; c < nch; c++) {
-            if (ch[c].cur >= ch[c].nph) continue;
-            phase *p = &ch[c].ph[ch[c].cur];
-            if (p->nreq) {
-                int flag = 0;
-                MPI_Testall(p->nreq, p->req, &flag, MPI_STATUSES_IGNORE);
-                if (!flag) {
-                    pending++, last = c;
-                    continue;
-                }
-                p->nreq = 0;
-            }
-            double ready = 0;
-            for (int d = 0; d < 2; d++)
-                if (p->hdr_in_used[d] && p->hdr_in[d] > ready) ready = p->hdr_in[d];
-            if (ready > 0 && mesh_now() < ready) {
-                wake = wake == 0 || ready < wake ? ready : wake;
-                continue;
-            }
-            p->hdr_in_used[0] = p->hdr_in_used[1] = 0;
-            phase_finish_step(p);
-            progressed = 1;
-            if (!chain_advance(m, &ch[c])) active--;
+            if (ch[c].cur == ch[c].nph) continue;
+            progressed |= chain_progress(m, &ch[c], &wake);
+            if (ch[c].cur == ch[c].nph) active--;
         }
+        if (!active) return;
         if (progressed) continue;
-        if (wake > 0) { /* emulated links: sleep, but not past other chains' messages */
-            double t = pending ? mesh_now() + 50e-6 : wake;
-            link_sleep_until(t < wake ? t : wake);
-        } else if (pending == 1) {
-            phase *p = &ch[last].ph[ch[last].cur];
-            MPI_Waitall(p->nreq, p->req, MPI_STATUSES_IGNORE);
-            p->nreq = 0;
+        where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
+        int outc = 0;
+        if (wake > 0) { /* emulated links: sleep, but not past other messages */
+            MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
+            if (outc == 0 || outc == MPI_UNDEFINED) {
+                double t = mesh_now() + 50e-6;
+                link_sleep_until(outc == MPI_UNDEFINED || wake < t ? wake : t);
+            }
         } else {
-            sched_yield();
+            MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
+            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
         }
     }
 }

@@ -1,7 +1,10 @@
 /* coll_engine: the step engine under coll.c. A phase is one 1D collective over one communicator
- * (a ring, bidirectional ring or line) run as a state machine, one step at a time; a chain is a
- * sequence of phases; several chains run concurrently (MULTI: every axis busy at once). Private
- * to mesh/. Depends on mesh_impl.h. */
+ * (a ring, bidirectional ring or line); each of its two directions is a stream of steps that
+ * advances on its own (a step's sends wait only for the receive they forward, a receive only for
+ * its buffer). A chain is a sequence of phases; several chains run concurrently: the parts of
+ * MULTI (every axis busy at once) or the lanes of a large RING/BIDIR collective (each block cut
+ * into sub-blocks, so transfers, copies and adds of different lanes overlap: a pipeline).
+ * Private to mesh/. Depends on mesh_impl.h. */
 #ifndef MT_MESH_COLL_ENGINE_H
 #define MT_MESH_COLL_ENGINE_H
 #include "mesh/mesh_impl.h"
@@ -10,7 +13,22 @@ typedef enum { PH_AG, PH_RS, PH_A2A, PH_PERM, PH_REORDER } ph_kind;
 typedef enum { SCH_RING, SCH_BIDIR, SCH_LINE } ph_sched;
 
 #define CHAIN_MAX_PHASES 8
-#define ENGINE_MAX_CHAINS MESH_MAX_AXES
+#define ENGINE_MAX_CHAINS MESH_MAX_LANES
+/* Receive buffers per direction (RS, A2A): a receive waits for the send of NBUF−1 steps
+ * earlier (which read the buffer it lands in), not for the step before's. */
+#define ENGINE_NBUF 3
+#define ENGINE_MAXT 3 /* messages per step and direction */
+#define ENGINE_RQ ((ENGINE_MAXT + 1) * (ENGINE_NBUF + 1)) /* requests per direction */
+
+/* Run state of one direction. Step s's receive lands in sb[s % NBUF] (RS, A2A) and is forwarded
+ * by step s+1's send from there. */
+typedef struct {
+    int sent, posted, done; /* steps 1..sent: sends posted; 1..posted: receives posted;
+                               1..done: received and processed */
+    double hdr_in;          /* emulated delivery time of the receive in flight (0: none) */
+    double hdr_out[ENGINE_NBUF];
+    float *sb[ENGINE_NBUF], *pack;
+} stream;
 
 typedef struct {
     ph_kind kind;
@@ -20,6 +38,7 @@ typedef struct {
     int link_axis;  /* mesh axis whose emulated links and accounting this phase uses */
     /* blocks (AG, RS, A2A): block j at off[j] (or j·bs when off == NULL), length len[j] (or bs) */
     const int64_t *off, *len;
+    const int64_t *mid; /* where block j splits into halves (NULL: len − len/2) */
     int64_t bs;
     float *buf;       /* AG: the gathered array; RS: the result block; A2A, PERM: output */
     const float *src; /* AG: own block to copy in (NULL: already in place); RS, A2A, PERM: input */
@@ -28,20 +47,13 @@ typedef struct {
     int nd, sizes[MESH_MAX_AXES], ord_src[MESH_MAX_AXES], ord_dst[MESH_MAX_AXES];
     int64_t item, s_stride, s_off, d_stride, d_off;
 
-    /* run state */
-    int step, nsteps, chain;
-    mesh_ctx *ctx;
+    /* run state (set by engine_run) */
+    int nsteps, chain, started, copied;
+    float *arena; /* this chain's scratch */
     int64_t (*link_bytes)[2];
-    MPI_Request req[8];
-    int nreq;
-    double hdr_out[2], hdr_in[2];
-    int hdr_in_used[2];
-    float *sbuf[2][2]; /* [dir][parity]: RS partial sums, A2A messages, PERM scratch */
-    int par[2];
-    int have[2];             /* RS: a partial from the previous step in dir d */
-    int64_t plo[2], plen[2]; /* its range within the block */
-    int rblk[2];             /* block received this step in dir d (−1: none) */
-    int64_t rlo[2], rlen[2];
+    MPI_Request *rq; /* 2 × ENGINE_RQ: per direction the receive's data and header requests,
+                        then NBUF send slots of data and header requests */
+    stream st[2];
 } phase;
 
 typedef struct {
@@ -49,6 +61,9 @@ typedef struct {
     int nph, cur;
 } chain;
 
+/* where.c: publishes how far the chains got (the least advanced one's phase and steps done) for
+ * the where-line of the call in progress on ctx. */
+void where_engine(mesh *m, const mesh_ctx *ctx, const chain *ch, int nch);
 /* Runs the chains to completion on context ctx, accounting sent bytes into link_bytes. */
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]);
 /* Copies the items of a layout ordered by ord_src into one ordered by ord_dst (see phase). */

@@ -123,8 +123,10 @@ int cost_alg_parse(const char *s);
  * than one axis of size > 1). Formulas, per axis of size n (W = 2·w_oneway):
  *   BIDIR, wrapping axis  : max(T_min·⌈n/2⌉, V/W)                                  §3.3
  *   RING, or an open axis : max(T_min·(n−1), (n−1)/n · V/w_oneway)   §3.3, sharding pop quiz 2
- *   MULTI over axes i     : max(T_min·Σ hops_i, V/Σ W_i), W_i = W (wrapping) or
- *                           w_oneway·n/(n−1) (open); all wrapping: V/(W·n_axes)          §3.3
+ *   MULTI over axes i     : max(T_min·Σ hops_i, f·V/Σ W_i), W_i = W (wrapping) or w_oneway
+ *                           (open); f = 1 if every axis wraps (V/(W·n_axes), §3.3), else
+ *                           (N−1)/N with N = Π|X_i|, as the book's open-axis cost keeps it
+ *                           (pop quiz 2); one open axis gives the RING formula
  *   SEQ                   : Σ stages of the one-axis cost; an AllGather gathers the last axis first
  *                           (stage V = V·Π(done)/Π(all)), a ReduceScatter scatters the first axis
  *                           first (stage V = V/Π(done))                                   §3.3

@@ -63,6 +63,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
+    if (g_last_mesh) where_stop_thread((mesh *)g_last_mesh); /* no watchdog past MPI_Finalize */
     if (inited && !finalized) {
         MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
         MPI_Finalize();
@@ -237,7 +238,10 @@ static void split_comms(mesh *m, mesh_ctx *c) {
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d];
     c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    CHECK(c->boff && c->blen, "out of memory");
+    c->loff = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
+    c->llen = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
+    c->lmid = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
+    CHECK(c->boff && c->blen && c->loff && c->llen && c->lmid, "out of memory");
 }
 
 mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) {
@@ -286,6 +290,7 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
         m->wrap[k] = size[k] > 2 ? wrap[k] : 0; /* a ring of 2 is one link: open */
     }
     for (int k = nd; k < MESH_MAX_AXES; k++) m->size[k] = 1;
+    m->chunk = MESH_CHUNK_DEFAULT;
     pthread_mutex_init(&m->link_mu, NULL);
     pthread_mutex_init(&m->acct_mu, NULL);
     split_comms(m, &m->ctx[0]);
@@ -299,6 +304,7 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
 
 void mesh_destroy(mesh *m) {
     if (!m) return;
+    where_destroy(m);
     coll_async_destroy(m);
     for (int c = 0; c < 2; c++) {
         for (int i = 0; i < MESH_NSETS; i++)
@@ -307,6 +313,9 @@ void mesh_destroy(mesh *m) {
         for (int i = 0; i < MESH_NSCRATCH; i++) free(m->ctx[c].scratch[i]);
         free(m->ctx[c].boff);
         free(m->ctx[c].blen);
+        free(m->ctx[c].loff);
+        free(m->ctx[c].llen);
+        free(m->ctx[c].lmid);
     }
     for (int k = 0; k < MESH_MAX_AXES; k++)
         if (m->p2p[k] != MPI_COMM_NULL) MPI_Comm_free(&m->p2p[k]);
@@ -411,4 +420,13 @@ void mesh_print_placement(mesh *m, FILE *out) {
         fflush(out);
     }
     free(all);
+}
+
+int mesh_host_ranks(const mesh *m) {
+    MPI_Comm host;
+    int n = 1;
+    MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &n);
+    MPI_Comm_free(&host);
+    return n;
 }

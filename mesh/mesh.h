@@ -72,6 +72,8 @@ const char *mesh_spec_str(const mesh *m, char *buf, size_t len);
 const char *mesh_coord_str(const mesh *m, char *buf, size_t len);
 /* Collective over: world. Prints the placement table (rank, coordinates, host) from rank 0. */
 void mesh_print_placement(mesh *m, FILE *out);
+/* Collective over: world. The number of ranks on this rank's host (that share its memory). */
+int mesh_host_ranks(const mesh *m);
 
 /* ---- errors and logging ---- */
 /* Collective over: comm. Returns the minimum of `status` over comm, so all ranks agree. */

@@ -1,15 +1,20 @@
-/* mesh_impl: the private state of a mesh, shared by mesh.c, coll.c, coll_async.c and link.c.
+/* mesh_impl: the private state of a mesh, shared by mesh.c, coll.c, coll_async.c, link.c, p2p.c
+ * and where.c.
  * Not installed, not included by anything outside mesh/. Depends on MPI and pthreads. */
 #ifndef MT_MESH_IMPL_H
 #define MT_MESH_IMPL_H
 #include <pthread.h>
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/where_impl.h"
 
 /* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three. */
 #define MESH_NSETS 40
 #define MESH_NSCRATCH 24
 #define MESH_TRACE_LEN 1024
+#define MESH_MAX_HOOKS 4 /* trace observers (mesh_add_trace_hook) */
+#define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
+#define MESH_CHUNK_DEFAULT (1 << 20) /* bytes per lane and block, see mesh_set_chunk */
 
 /* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
  * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
@@ -20,9 +25,16 @@ typedef struct {
     float *scratch[MESH_NSCRATCH];
     int64_t scratch_n[MESH_NSCRATCH];
     int64_t *boff, *blen; /* nranks + 1 entries each: uneven AllReduce blocks */
+    int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
 } mesh_ctx;
 
 typedef struct mesh_async mesh_async;
+
+typedef struct {
+    mesh_trace_fn done; /* NULL: a free entry */
+    mesh_wait_fn waited;
+    void *ctx;
+} mesh_hook;
 
 struct mesh {
     int rank, nranks, ndims;
@@ -31,6 +43,7 @@ struct mesh {
     mesh_ctx ctx[2];
     mesh_alg default_alg; /* DEFAULT = BIDIR for one axis, MULTI for several */
     int verify;           /* debug: check call signatures agree across ranks */
+    int64_t chunk;        /* lane size in bytes (mesh_set_chunk); 0: no lanes */
 
     /* link emulation (link.c); guarded by link_mu */
     pthread_mutex_t link_mu;
@@ -41,13 +54,14 @@ struct mesh {
     /* accounting; guarded by acct_mu */
     pthread_mutex_t acct_mu;
     int64_t seq;
+    int64_t set_seq[MESH_NSETS]; /* collectives started over each axis set (mesh_call.set_seq) */
     mesh_stat stat[MESH_OP_COUNT][MESH_MAX_AXES + 1]; /* [op][major axis + 1], [op][0] = none */
     mesh_call trace[MESH_TRACE_LEN];
-    mesh_trace_fn hook;
-    void *hook_ctx;
+    mesh_hook hook[MESH_MAX_HOOKS];
 
     mesh_async *async;
     MPI_Comm p2p[MESH_MAX_AXES]; /* point-to-point messages along each axis (p2p.c) */
+    where_state where;           /* hang forensics (where.c) */
 };
 
 int mesh_set_id(mesh_axes a);

@@ -35,6 +35,7 @@ static mesh_p2p *start(mesh *m, int recv, int axis, int dir, float *buf, int64_t
     coll_record_begin(m, &x, &r->rec);
     r->rec.axes.n = 1, r->rec.axes.ax[0] = axis;
     r->rec.t_start = r->rec.t_issue;
+    r->rec.shift = dir;
     MPI_Comm comm = m->p2p[axis];
     const int p = peer(m, axis, dir);
     if (recv) {
@@ -61,8 +62,10 @@ mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count) {
 void mesh_p2p_wait(mesh_p2p *r) {
     if (!r) return;
     const double t0 = mesh_now();
+    where_enter(r->m, 0, WHERE_P2P, &r->rec);
     MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
     if (r->recv && r->hdr > 0) link_sleep_until(r->hdr);
+    where_leave(r->m, 0);
     r->rec.t_end = mesh_now();
     /* the caller was blocked from the wait's start (a receive posted early is not idle) */
     r->rec.t_issue = t0;

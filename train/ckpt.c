@@ -12,12 +12,12 @@
  * Atomicity comes from h5array: the file is written as path.tmp.<pid>, fsynced and renamed only
  * when every rank has succeeded; a failure (a full disk) deletes the temp file and leaves the
  * previous checkpoint untouched. Older checkpoints are pruned only after the rename. */
-#define _POSIX_C_SOURCE 200809L /* opendir, mkdir, unlink, getpid, statvfs */
+/* opendir, mkdir, stat, statvfs; not unistd.h, whose pipe() clashes with pipe.h's type */
+#define _POSIX_C_SOURCE 200809L
 #include "train/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include "mesh/coll.h"
 #include "train/model.h"
@@ -102,8 +101,8 @@ typedef struct {
     char name[96]; /* "params/wq", "optimizer/m/wq" */
     param_info pi; /* global shape */
     param_slab slab;
-    float *data;   /* the slab, row-major */
-    int owner;     /* writes the slab / counts it in the checksum */
+    float *data; /* the slab, row-major */
+    int owner;   /* writes the slab / counts it in the checksum */
 } ckpt_array;
 
 static int64_t slab_numel(const param_info *pi, const param_slab *s) {
@@ -120,15 +119,15 @@ static int64_t array_numel(const param_info *pi) {
     return n;
 }
 
-/* The trainer's arrays in file order (params, then m and v when `with_state`); returns how many. */
-static int list_arrays(trainer *t, mesh *m, int with_state, ckpt_array *out) {
+/* The trainer's arrays in file order (params, then m and v for AdamW); returns how many. */
+static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
     model *mod = trainer_model(t);
     par *plan = trainer_par(t);
     const model_shape *s = model_shape_of(mod);
     float *om, *ov;
     int64_t nstate;
     trainer_opt_state(t, &om, &ov, &nstate);
-    const int ng = with_state && om ? NGROUPS : 1;
+    const int ng = om ? NGROUPS : 1;
     int n = 0;
     for (int g = 0; g < ng; g++)
         for (int id = 0; id < P_COUNT; id++) {
@@ -149,9 +148,8 @@ static int list_arrays(trainer *t, mesh *m, int with_state, ckpt_array *out) {
                 CHECK(o.state_off + o.n <= nstate, "optimizer slice of %s outside the state",
                       a->pi.name);
             }
-            CHECK(slab_numel(&a->pi, &a->slab) == cnt,
-                  "%s: slab of %lld elements, storage of %lld", a->name,
-                  (long long)slab_numel(&a->pi, &a->slab), (long long)cnt);
+            CHECK(slab_numel(&a->pi, &a->slab) == cnt, "%s: slab of %lld elements, storage of %lld",
+                  a->name, (long long)slab_numel(&a->pi, &a->slab), (long long)cnt);
         }
     return n;
 }
@@ -166,17 +164,15 @@ static const char *optim_name(optim_kind o) {
     return o == OPT_SGD ? "sgd" : "adamw";
 }
 
-/* "--dp x --zero 3 --tensor y" from the flags, or what a plan-less run is. */
-static void sharding_str(const config *c, int has_plan, char *buf, size_t len) {
-    if (!has_plan) {
+/* The scheme in words ("FSDP (ZeRO-3) over x + TP over y"), as the run's summary names it. */
+static void sharding_str(trainer *t, const config *c, char *buf, size_t len) {
+    par *p = trainer_par(t);
+    if (!p) {
         snprintf(buf, len, "none (every rank holds the whole model)");
         return;
     }
-    int at = snprintf(buf, len, "--dp %s --zero %d", c->data_axes[0] ? c->data_axes : "-", c->zero);
-    if (c->tensor_axis[0] && at >= 0 && (size_t)at < len)
-        at += snprintf(buf + at, len - (size_t)at, " --tensor %s", c->tensor_axis);
-    if (c->pipe_axis[0] && at >= 0 && (size_t)at < len)
-        snprintf(buf + at, len - (size_t)at, " --pipeline %s", c->pipe_axis);
+    report_case k;
+    par_report_case(p, c, &k, buf, len);
 }
 
 static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t step,
@@ -205,12 +201,17 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
     const struct {
         const char *key;
         double v;
-    } dbls[] = {{"lr", c->lr},         {"min_lr", c->min_lr}, {"weight_decay", c->weight_decay},
-                {"beta1", c->beta1},   {"beta2", c->beta2},   {"eps", c->eps},
-                {"clip", c->clip},     {"lr_next", trainer_lr(c, step)}};
+    } dbls[] = {{"lr", c->lr},
+                {"min_lr", c->min_lr},
+                {"weight_decay", c->weight_decay},
+                {"beta1", c->beta1},
+                {"beta2", c->beta2},
+                {"eps", c->eps},
+                {"clip", c->clip},
+                {"lr_next", trainer_lr(c, step)}};
     char mspec[96], shard[160];
     const char *slash = strrchr(c->data, '/');
-    sharding_str(c, trainer_par(t) != NULL, shard, sizeof shard);
+    sharding_str(t, c, shard, sizeof shard);
     const struct {
         const char *key, *v;
     } strs[] = {{"format", CKPT_FORMAT},
@@ -234,17 +235,20 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     const char *path = h5array_path(f);
     char fmt[64] = "", e[CKPT_ERR_LEN];
     if (h5array_attr_get_str(f, "/", "format", fmt, sizeof fmt, e, sizeof e) < 0)
-        return fail(err, errlen, "%s: not a meshtrain checkpoint (an HDF5 file without a 'format' "
-                                 "attribute)", path);
+        return fail(err, errlen,
+                    "%s: not a meshtrain checkpoint (an HDF5 file without a 'format' "
+                    "attribute)",
+                    path);
     if (strcmp(fmt, CKPT_FORMAT) != 0)
         return fail(err, errlen, "%s: not a meshtrain checkpoint (its format is '%s'%s)", path, fmt,
                     strcmp(fmt, "meshtrain-tokens") == 0 ? ": a token file, for --data" : "");
     if (h5array_attr_get_i64(f, "/", "version", &k->version, e, sizeof e) < 0)
         return fail(err, errlen, "%s: damaged checkpoint header: %s", path, e);
     if (k->version > CKPT_VERSION)
-        return fail(err, errlen, "%s: checkpoint format version %lld is newer than this meshtrain "
-                                 "reads (up to %d): resume it with a newer meshtrain", path,
-                    (long long)k->version, CKPT_VERSION);
+        return fail(err, errlen,
+                    "%s: checkpoint format version %lld is newer than this meshtrain "
+                    "reads (up to %d): resume it with a newer meshtrain",
+                    path, (long long)k->version, CKPT_VERSION);
     if (k->version < 1)
         return fail(err, errlen, "%s: invalid checkpoint format version %lld", path,
                     (long long)k->version);
@@ -252,13 +256,20 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     const struct {
         const char *key;
         int64_t *v;
-    } ints[] = {{"step", &k->step},         {"tokens_seen", &k->tokens_seen},
-                {"seed", &seed},            {"batch", &k->batch},
-                {"warmup", &k->warmup},     {"schedule_steps", &k->schedule_steps},
-                {"layers", &k->shape.L},    {"d_model", &k->shape.D},
-                {"heads", &k->shape.N},     {"kv_heads", &k->shape.K},
-                {"head_dim", &k->shape.H},  {"d_ff", &k->shape.F},
-                {"vocab", &k->shape.V},     {"seq_len", &k->shape.T},
+    } ints[] = {{"step", &k->step},
+                {"tokens_seen", &k->tokens_seen},
+                {"seed", &seed},
+                {"batch", &k->batch},
+                {"warmup", &k->warmup},
+                {"schedule_steps", &k->schedule_steps},
+                {"layers", &k->shape.L},
+                {"d_model", &k->shape.D},
+                {"heads", &k->shape.N},
+                {"kv_heads", &k->shape.K},
+                {"head_dim", &k->shape.H},
+                {"d_ff", &k->shape.F},
+                {"vocab", &k->shape.V},
+                {"seq_len", &k->shape.T},
                 {"written_by_ranks", &k->ranks}};
     char order[32] = "", opt[32] = "";
     int rc = 0;
@@ -281,9 +292,10 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     const model_shape *s = &k->shape;
     if (!order_ok || !opt_ok || k->step < 0 || k->batch < 1 || s->L < 1 || s->D < 1 || s->N < 1 ||
         s->K < 1 || s->H < 1 || s->F < 1 || s->V < 1 || s->T < 1)
-        return fail(err, errlen, "%s: damaged checkpoint header (data_order '%s', optimizer '%s', "
-                                 "step %lld, a model size below 1?)", path, order, opt,
-                    (long long)k->step);
+        return fail(err, errlen,
+                    "%s: damaged checkpoint header (data_order '%s', optimizer '%s', "
+                    "step %lld, a model size below 1?)",
+                    path, order, opt, (long long)k->step);
     k->order = !strcmp(order, "sequential") ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM;
     k->optimizer = !strcmp(opt, "sgd") ? OPT_SGD : OPT_ADAMW;
     return 0;
@@ -294,30 +306,52 @@ int ckpt_check_config(const ckpt_meta *k, const config *c, const char *path, cha
     const struct {
         const char *flag;
         int64_t file, flags;
-    } f[] = {{"layers", k->shape.L, c->shape.L},  {"d-model", k->shape.D, c->shape.D},
-             {"heads", k->shape.N, c->shape.N},   {"kv-heads", k->shape.K, c->shape.K},
+    } f[] = {{"layers", k->shape.L, c->shape.L},   {"d-model", k->shape.D, c->shape.D},
+             {"heads", k->shape.N, c->shape.N},    {"kv-heads", k->shape.K, c->shape.K},
              {"head-dim", k->shape.H, c->shape.H}, {"d-ff", k->shape.F, c->shape.F},
              {"vocab", k->shape.V, c->shape.V}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].file != f[i].flags)
-            return fail(err, errlen, "%s: checkpoint has --%s %lld, flags say %lld (the model's "
-                                     "shape must match; give --%s %lld)", path, f[i].flag,
-                        (long long)f[i].file, (long long)f[i].flags, f[i].flag,
+            return fail(err, errlen,
+                        "%s: checkpoint has --%s %lld, flags say %lld (the model's "
+                        "shape must match; give --%s %lld)",
+                        path, f[i].flag, (long long)f[i].file, (long long)f[i].flags, f[i].flag,
                         (long long)f[i].file);
     if (k->optimizer != c->optimizer)
-        return fail(err, errlen, "%s: checkpoint has --optimizer %s, flags say %s (its optimizer "
-                                 "state would be %s)", path, optim_name(k->optimizer),
-                    optim_name(c->optimizer), k->optimizer == OPT_ADAMW ? "dropped" : "missing");
+        return fail(err, errlen,
+                    "%s: checkpoint has --optimizer %s, flags say %s (its optimizer "
+                    "state would be %s)",
+                    path, optim_name(k->optimizer), optim_name(c->optimizer),
+                    k->optimizer == OPT_ADAMW ? "dropped" : "missing");
     return 0;
 }
 
 /* ---- write and load ---- */
 
+/* After a failed save: appends the free space of path's file system to the message, so that a
+ * full disk says so whatever layer noticed it first. */
+static void add_free_space(char *err, size_t errlen, const char *path, double need) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0'; /* the root directory */
+    else
+        *slash = '\0';
+    struct statvfs sv;
+    const size_t used = err ? strlen(err) : 0;
+    if (!err || used + 1 >= errlen || statvfs(dir, &sv) != 0) return;
+    snprintf(err + used, errlen - used, " [%.1f MB free in %s, the checkpoint needs %.1f MB]",
+             (double)sv.f_bavail * (double)sv.f_frsize / 1e6, dir, need / 1e6);
+}
+
 int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t tokens_seen,
                const char *path, ckpt_io *io, char *err, size_t errlen) {
     const double t0 = mesh_now();
     ckpt_array a[NGROUPS * P_COUNT];
-    const int n = list_arrays(t, m, 1, a);
+    const int n = list_arrays(t, m, a);
     uint64_t sum[NGROUPS * P_COUNT] = {0};
     double bytes = 0;
     for (int i = 0; i < n; i++) {
@@ -327,17 +361,29 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
         bytes += 4.0 * (double)array_numel(&a[i].pi);
     }
     sum_over_world(m, sum, n);
+    /* Fault injection for the tests where no small file system can be mounted: the write of
+     * array number MESHTRAIN_FAULT_SAVE fails on every rank, as a full disk would, midway. */
+    const char *fault = getenv("MESHTRAIN_FAULT_SAVE");
+    const int fail_at = fault && *fault ? atoi(fault) : -1;
     h5array *f = NULL;
     int rc = h5array_create(&f, path, mesh_world_comm(m), err, errlen);
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = h5array_write(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
-                           a[i].slab.cnt, a[i].owner, a[i].data, err, errlen);
+        if (i == fail_at) {
+            rc = fail(err, errlen,
+                      "%s: cannot write dataset '%s' (injected by "
+                      "MESHTRAIN_FAULT_SAVE=%d: No space left on device)",
+                      h5array_tmp_path(f), a[i].name, fail_at);
+            break;
+        }
+        rc = h5array_write(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
+                           a[i].owner, a[i].data, err, errlen);
         if (rc == 0)
             rc = h5array_attr_put_i64(f, a[i].name, "checksum", (int64_t)sum[i], err, errlen);
     }
     if (rc == 0) rc = put_meta(f, t, m, c, step, tokens_seen, err, errlen);
     if (rc == 0) rc = h5array_commit(f, err, errlen);
     h5array_close(f);
+    if (rc < 0) add_free_space(err, errlen, path, bytes);
     if (io) *io = (ckpt_io){bytes, mesh_now() - t0};
     return rc;
 }
@@ -352,7 +398,7 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     ckpt_array a[NGROUPS * P_COUNT];
     uint64_t sum[NGROUPS * P_COUNT] = {0}, want[NGROUPS * P_COUNT] = {0};
     double bytes = 0;
-    const int n = rc == 0 ? list_arrays(t, m, 1, a) : 0;
+    const int n = rc == 0 ? list_arrays(t, m, a) : 0;
     for (int i = 0; i < n && rc == 0; i++) {
         rc = h5array_read(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
                           a[i].data, err, errlen);
@@ -369,8 +415,9 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     sum_over_world(m, sum, n);
     for (int i = 0; i < n; i++)
         if (sum[i] != want[i])
-            return fail(err, errlen, "%s: corrupt checkpoint: the data of /%s do not match its "
-                                     "checksum (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+            return fail(err, errlen,
+                        "%s: corrupt checkpoint: the data of /%s do not match its "
+                        "checksum (stored %016" PRIx64 ", computed %016" PRIx64 ")",
                         path, a[i].name, want[i], sum[i]);
     par_params_loaded(trainer_par(t), trainer_model(t));
     if (io) *io = (ckpt_io){bytes, mesh_now() - t0};
@@ -400,8 +447,9 @@ static int64_t name_step(const char *name, const char *tail) {
 
 int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) return fail(err, errlen, "--resume latest: cannot read --ckpt-dir %s (%s)", dir,
-                        strerror(errno));
+    if (!d)
+        return fail(err, errlen, "--resume latest: cannot read --ckpt-dir %s (%s)", dir,
+                    strerror(errno));
     int64_t best = -1;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const int64_t s = name_step(e->d_name, "");
@@ -409,11 +457,20 @@ int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *er
     }
     closedir(d);
     if (best < 0)
-        return fail(err, errlen, "--resume latest: no checkpoint step_NNNNNN.h5 in %s (drop "
-                                 "--resume to start from scratch)", dir);
+        return fail(err, errlen,
+                    "--resume latest: no checkpoint step_NNNNNN.h5 in %s (drop "
+                    "--resume to start from scratch)",
+                    dir);
     ckpt_step_path(path, len, dir, best);
     *step = best;
     return 0;
+}
+
+/* Deletes p; on failure counts it and keeps the first message. */
+static void remove_file(const char *p, int *failed, char *err, size_t errlen) {
+    if (remove(p) == 0 || errno == ENOENT) return;
+    if (!*failed && err && errlen) snprintf(err, errlen, "%s (%s)", p, strerror(errno));
+    ++*failed;
 }
 
 static int cmp_desc(const void *a, const void *b) {
@@ -436,7 +493,7 @@ int ckpt_prune(const char *dir, int64_t keep, int64_t step, char *err, size_t er
         const int64_t tmp = name_step(e->d_name, ".tmp.");
         if (tmp >= 0 && tmp < step) { /* an interrupted save of an earlier step */
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (unlink(p) != 0 && errno != ENOENT) failed++;
+            remove_file(p, &failed, err, errlen);
         }
         const int64_t s = name_step(e->d_name, "");
         if (s < 0 || s >= step || keep <= 0) continue;
@@ -452,10 +509,7 @@ int ckpt_prune(const char *dir, int64_t keep, int64_t step, char *err, size_t er
     if (nold > 1) qsort(old, nold, sizeof *old, cmp_desc);
     for (size_t i = keep > 0 ? (size_t)(keep - 1) : nold; i < nold; i++) {
         ckpt_step_path(p, sizeof p, dir, old[i]);
-        if (unlink(p) != 0 && errno != ENOENT) {
-            if (!failed && err && errlen) snprintf(err, errlen, "%s (%s)", p, strerror(errno));
-            failed++;
-        }
+        remove_file(p, &failed, err, errlen);
     }
     free(old);
     return failed;
@@ -479,13 +533,17 @@ static int prepare_dir(const char *dir, char *err, size_t errlen) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return fail(err, errlen, "--ckpt-dir %s: not a directory", dir);
-    snprintf(p, sizeof p, "%s/.meshtrain-probe.%ld", dir, (long)getpid());
-    const int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0)
+    FILE *probe = NULL;
+    for (int i = 0; i < 100 && !probe; i++) { /* "wx": never touch an existing file */
+        snprintf(p, sizeof p, "%s/.meshtrain-probe.%d", dir, i);
+        probe = fopen(p, "wx");
+        if (!probe && errno != EEXIST) break;
+    }
+    if (!probe)
         return fail(err, errlen, "--ckpt-dir %s: cannot create a file there (%s)", dir,
                     strerror(errno));
-    close(fd);
-    unlink(p);
+    fclose(probe);
+    remove(p);
     return 0;
 }
 
@@ -505,6 +563,9 @@ static void print_notes(const ckpt_meta *k, const config *c) {
                  "--lr %g --min-lr %g\n",
                  (long long)k->step, (long long)k->schedule_steps, (long long)k->warmup, k->lr,
                  k->min_lr, (long long)c->steps, (long long)c->warmup, c->lr, c->min_lr);
+    const char *slash = strrchr(c->data, '/'), *data = slash ? slash + 1 : c->data;
+    if (strcmp(k->data, data) != 0)
+        mesh_log("note: the checkpoint was trained on %s, continuing on %s\n", k->data, data);
     if (k->batch != c->batch || k->shape.T != c->shape.T)
         mesh_log("note: the checkpoint was trained with --batch %lld --seq-len %lld, continuing "
                  "with --batch %lld --seq-len %lld\n",
@@ -535,9 +596,10 @@ int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
     if (ckpt_check_config(&k, c, c->resume, e, sizeof e) < 0)
         return fail(err, errlen, "--resume: %s", e);
     if (k.step > c->steps)
-        return fail(err, errlen, "--resume %s: the checkpoint is at step %lld, past --steps %lld "
-                                 "(--steps counts from step 0: give more to continue)", c->resume,
-                    (long long)k.step, (long long)c->steps);
+        return fail(err, errlen,
+                    "--resume %s: the checkpoint is at step %lld, past --steps %lld "
+                    "(--steps counts from step 0: give more to continue)",
+                    c->resume, (long long)k.step, (long long)c->steps);
     print_notes(&k, c);
     c->seed = k.seed;
     c->order = k.order;

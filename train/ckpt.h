@@ -45,7 +45,7 @@ typedef struct {
     int64_t batch;
     int64_t schedule_steps, warmup; /* the learning-rate schedule (trainer_lr) */
     double lr, min_lr;
-    int64_t ranks;                              /* for information: who wrote it */
+    int64_t ranks; /* for information: who wrote it */
     char mesh[96], sharding[160], data[256];
 } ckpt_meta;
 

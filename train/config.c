@@ -135,6 +135,16 @@ static const flag_def flags[] = {
      "pipeline micro-batches per step, divides --batch (0 = |Z|, the default)"},
     {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b",
      "pipeline schedule: all forwards then all backwards, or one-forward-one-backward"},
+    {"A look inside the run (docs/inspect.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"trace", K_STR, F_(trace), 0, 0, 0, "FILE",
+     "write a timeline (Chrome trace-event JSON: Perfetto, chrome://tracing): a track per rank, "
+     "spans for layers, micro-batches, collectives and p2p"},
+    {"debug-collectives", K_SWITCH, F_(debug_collectives), 0, 0, 0, NULL,
+     "check that the ranks of an axis set make the same collective (op, count, algorithm) and "
+     "name the ranks that differ"},
+    {"timeout", K_F64, F_(timeout), 0, 1e6, 0, "S",
+     "watchdog: if a collective, p2p wait or step lasts S seconds, every rank prints where it is "
+     "and the job ends (0 = off; SIGUSR1 prints where each rank is at any time)"},
 };
 #undef F_
 #undef SH_
@@ -644,5 +654,11 @@ void config_print_help(FILE *out) {
         "  GFLOP/s = FLOPs per token x tokens per step / step time (all ranks together).\n"
         "  MFU = GFLOP/s / peak, peak = sum over the R ranks of the sgemm GFLOP/s each measures\n"
         "  at start-up, all at once (R x one core's rate with one rank per core).\n"
-        "Exit status: 0 ok, 2 bad input (one message from rank 0).\n");
+        "  The final line also gives MFU against the CPU's nominal FP32 peak when it is known:\n"
+        "  cores x GHz x FLOPs/cycle (AVX-512 64, AVX2+FMA 32, AVX 16, SSE2 8; see\n"
+        "  docs/inspect.md), cores = min(physical cores, ranks x --threads) per host.\n"
+        "  With non-blocking collectives (--overlap) a step also prints | overlap: the share of\n"
+        "  the collectives' transfer time hidden behind compute, 1 - exposed/transfer.\n"
+        "Exit status: 0 ok, 2 bad input (one message from rank 0), 3 a bug or a collective\n"
+        "mismatch (--debug-collectives), 4 the watchdog ended the job (--timeout).\n");
 }

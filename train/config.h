@@ -38,7 +38,7 @@ typedef struct {
     char save_init[1024];  /* write initial params to this HDF5 file */
     char save_final[1024]; /* write final params to this HDF5 file */
     /* checkpoints (issue: checkpoints; train/ckpt.h) */
-    int64_t save_every;    /* write DIR/step_NNNNNN.h5 every N steps and after the last (0 = never) */
+    int64_t save_every;    /* checkpoint every N steps and after the last (0 = never) */
     int64_t keep;          /* keep the newest K checkpoints in ckpt_dir (0 = all) */
     char ckpt_dir[1024];
     char resume[1024];     /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
@@ -59,6 +59,10 @@ typedef struct {
     char pipe_axis[4];   /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
     int schedule;        /* --schedule: 0 = gpipe, 1 = 1f1b */
+    /* a look inside the run (docs/inspect.md) */
+    char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
+    int debug_collectives; /* check every collective's signature across its axis set */
+    double timeout;        /* --timeout S: watchdog on calls into mesh and steps, 0 = off */
 } config;
 
 /* Fills defaults. */

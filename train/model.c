@@ -24,6 +24,7 @@
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
 #include "train/model_par.h"
+#include "train/trace.h"
 
 /* ---------------------------------------------------------------- parameter table */
 
@@ -343,10 +344,17 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
         embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
         mpar_embed_reduce(m->par, m, S->act[0].x1, BT);
     }
-    for (int64_t l = m->l0; l < m->l1; l++) block_fwd(m, S, l, B, T);
+    for (int64_t l = m->l0; l < m->l1; l++) {
+        trace_begin(TRACE_FWD, l);
+        block_fwd(m, S, l, B, T);
+        trace_end(TRACE_FWD);
+    }
     if (!m->last) return 0.0;
+    trace_begin(TRACE_HEAD_FWD, 0);
     kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, m->s.D);
-    return want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
+    const double loss = want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
+    trace_end(TRACE_HEAD_FWD);
+    return loss;
 }
 
 double model_stage_fwd(model *m, int slot, const int32_t *tokens) {
@@ -449,13 +457,19 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
     const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
     slot_act *S = &m->slot[slot];
     if (m->last) {
+        trace_begin(TRACE_HEAD_BWD, 0);
         head_bwd(m, S, grad_scale);
+        trace_end(TRACE_HEAD_BWD);
     } else { /* this rank's D_Y columns of the gradient of the stage output */
         const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
         for (int64_t r = 0; r < BT; r++)
             memcpy(m->d_resid + r * Dl, d_out + r * D + d0, (size_t)Dl * sizeof(float));
     }
-    for (int64_t l = m->l1 - 1; l >= m->l0; l--) block_bwd(m, S, l, B, T);
+    for (int64_t l = m->l1 - 1; l >= m->l0; l--) {
+        trace_begin(TRACE_BWD, l);
+        block_bwd(m, S, l, B, T);
+        trace_end(TRACE_BWD);
+    }
     const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, m->d_resid, BT);
     if (!m->first) {
         if (demb != m->d_full) memcpy(m->d_full, demb, (size_t)(BT * D) * sizeof(float));

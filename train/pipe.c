@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "train/model_par.h"
+#include "train/trace.h"
 
 int pipe_actions(int schedule, int64_t P, int64_t s, int64_t M, pipe_action *out) {
     int n = 0;
@@ -86,17 +87,20 @@ static int slot_of(const pipe *q, int64_t j) { return (int)(j % q->nslots); }
 static double forward(pipe *q, int64_t j, const int32_t *tok) {
     const int k = slot_of(q, j);
     const int64_t n = q->BT * q->D;
+    trace_begin(TRACE_PIPE_FWD, j);
     mesh_p2p_wait(q->fsend[k]); /* the slot's previous output has left */
     q->fsend[k] = NULL;
     if (q->s > 0) mesh_recv(q->mesh, q->axis, -1, model_stage_input(q->m, k), n);
     double loss = model_stage_fwd(q->m, k, tok);
     if (q->s < q->P - 1) q->fsend[k] = mesh_isend(q->mesh, q->axis, +1, model_stage_output(q->m, k), n);
+    trace_end(TRACE_PIPE_FWD);
     return loss;
 }
 
 static void backward(pipe *q, int64_t j, const int32_t *tok, float scale) {
     const int k = slot_of(q, j);
     const int64_t n = q->BT * q->D;
+    trace_begin(TRACE_PIPE_BWD, j);
     if (q->s < q->P - 1) mesh_recv(q->mesh, q->axis, +1, q->dout, n);
     model_stage_bwd(q->m, k, tok, q->s < q->P - 1 ? q->dout : NULL, scale);
     if (q->s > 0) {
@@ -105,6 +109,7 @@ static void backward(pipe *q, int64_t j, const int32_t *tok, float scale) {
         memcpy(buf, model_stage_dinput(q->m), (size_t)n * sizeof(float));
         q->bsend[k] = mesh_isend(q->mesh, q->axis, -1, buf, n);
     }
+    trace_end(TRACE_PIPE_BWD);
 }
 
 double pipe_step(pipe *q, const int32_t *tokens, float scale, pipe_stats *st) {

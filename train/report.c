@@ -9,7 +9,10 @@
  *   major axis (emulated, or calibrated at start-up by a ping-pong along the axis);
  *   step = compute + blocking collectives + max(0, asynchronous collectives − ⅔·compute)
  *   (asynchronous gradient reductions and prefetches can hide behind the backward pass, which
- *   is ⅔ of the compute). */
+ *   is ⅔ of the compute).
+ * Overlap (report.h): per collective type, 1 − exposed/transfer, measured per step and over the
+ *   run; predicted by the same step model (the hidden part of the asynchronous transfers, shared
+ *   among types in proportion to their predicted times). */
 #include "train/report.h"
 
 #include <math.h>
@@ -26,7 +29,7 @@ struct report {
     int calibrated;           /* links measured (1) or emulated (2) */
     /* accumulated by the trace hook (the progress thread may call it) */
     double pred[MESH_OP_COUNT], pred_async[MESH_OP_COUNT], xfer[MESH_OP_COUNT];
-    int regime_lat[MESH_OP_COUNT];
+    int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
@@ -79,6 +82,13 @@ static void hook(const mesh_call *c, void *ctx) {
     else r->pred[c->op] += t;
     r->xfer[c->op] += c->t_end - c->t_start;
     r->regime_lat[c->op] += lat;
+    r->async_calls[c->op] += c->async;
+}
+
+double report_overlap(double exposed, double xfer) {
+    if (!(xfer > 0)) return 0.0;
+    const double f = 1.0 - exposed / xfer;
+    return f < 0 ? 0.0 : f > 1 ? 1.0 : f;
 }
 
 /* One-hop ping-pong along an axis: α from 1 float, β from 1 MiB (median of 5). */
@@ -131,13 +141,13 @@ report *report_create(mesh *m, double flops) {
     }
     r->calibrated = emulated ? 2 : 1;
     mesh_stats_reset(m);
-    mesh_set_trace_hook(m, hook, r);
+    CHECK(mesh_add_trace_hook(m, hook, NULL, r) == 0, "too many trace observers");
     return r;
 }
 
 void report_destroy(report *r) {
     if (!r) return;
-    mesh_set_trace_hook(r->m, NULL, NULL);
+    mesh_remove_trace_hook(r->m, r);
     free(r);
 }
 
@@ -152,6 +162,7 @@ void report_step_begin(report *r) {
     memset(r->pred_async, 0, sizeof r->pred_async);
     memset(r->xfer, 0, sizeof r->xfer);
     memset(r->regime_lat, 0, sizeof r->regime_lat);
+    memset(r->async_calls, 0, sizeof r->async_calls);
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
     r->t0 = mesh_now();
 }
@@ -176,12 +187,27 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         t->xfer[op] += r->xfer[op];
         t->pred[op] += out->pred[op];
         t->latency_calls[op] += r->regime_lat[op];
+        t->async_calls[op] += r->async_calls[op];
+        out->xfer[op] = r->xfer[op];
     }
     out->wall = wall;
     out->compute = wall - exposed;
     out->pred_compute = flops_rank / r->flops;
     double hidden = pred_async - 2.0 / 3.0 * out->pred_compute;
     out->pred_step = out->pred_compute + pred_block + (hidden > 0 ? hidden : 0);
+    /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles) */
+    const double can_hide = pred_async < 2.0 / 3.0 * out->pred_compute
+                                ? pred_async : 2.0 / 3.0 * out->pred_compute;
+    double c_exp = 0, c_xfer = 0, c_pred = 0, c_hid = 0;
+    int64_t n_async = 0;
+    for (int op = 0; op < MESH_OP_SEND; op++) {
+        const double h = pred_async > 0 ? r->pred_async[op] / pred_async * can_hide : 0;
+        r->tot.pred_hidden[op] += h;
+        c_exp += out->exposed[op], c_xfer += out->xfer[op], c_pred += out->pred[op], c_hid += h;
+        n_async += r->async_calls[op];
+    }
+    out->overlap = n_async ? report_overlap(c_exp, c_xfer) : -1;
+    out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
     /* idle: how long this rank waited for the slowest rank's compute */
     float mine = (float)out->compute, all[4096];
     mesh_axes world;
@@ -209,16 +235,25 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     if (mesh_world_rank() != 0 || t->steps == 0) return;
     fprintf(out, "== summary: %s, %lld steps (rank 0; times summed over steps) ==\n", k->scheme,
             (long long)t->steps);
-    fprintf(out, "  %-14s %7s %12s %12s %12s %12s %7s  %s\n", "collective", "calls", "MB sent",
-            "exposed ms", "transfer ms", "predicted ms", "meas/pred", "regime (book)");
+    fprintf(out, "  %-14s %7s %6s %10s %11s %11s %12s %9s %7s %5s  %s\n", "collective", "calls",
+            "async", "MB sent", "exposed ms", "transfer ms", "predicted ms", "meas/pred",
+            "overlap", "book", "regime (book)");
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         if (t->calls[op] == 0) continue;
         const double ratio = t->pred[op] > 0 ? t->xfer[op] / t->pred[op] : 0;
-        fprintf(out, "  %-14s %7lld %12.3f %12.2f %12.2f %12.2f %7.2f  %lld of %lld latency-bound\n",
-                mesh_op_name((mesh_op)op), (long long)t->calls[op], t->bytes[op] / 1e6,
-                1e3 * t->exposed[op], 1e3 * t->xfer[op], 1e3 * t->pred[op], ratio,
+        char book[16] = "-";
+        if (op < MESH_OP_SEND && t->pred[op] > 0)
+            snprintf(book, sizeof book, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
+        fprintf(out, "  %-14s %7lld %6lld %10.3f %11.2f %11.2f %12.2f %9.2f %6.0f%% %5s  %lld of "
+                     "%lld latency-bound\n",
+                mesh_op_name((mesh_op)op), (long long)t->calls[op], (long long)t->async_calls[op],
+                t->bytes[op] / 1e6, 1e3 * t->exposed[op], 1e3 * t->xfer[op], 1e3 * t->pred[op],
+                ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), book,
                 (long long)t->latency_calls[op], (long long)t->calls[op]);
     }
+    fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
+                 "compute (OSU's measure);\n  book = the step model's: non-blocking transfers "
+                 "hide behind 2/3 of the predicted compute\n");
     fprintf(out, "  compute: measured %.1f ms, predicted %.1f ms (%.2f) | step: measured %.1f ms, "
                  "predicted %.1f ms (%.2f)\n",
             1e3 * t->compute, 1e3 * t->pred_compute,

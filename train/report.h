@@ -10,12 +10,21 @@
 
 typedef struct report report;
 
+/* Overlap (the OSU non-blocking benchmarks' measure): of a collective type's transfer time
+ * (start → end of each call, summed), the fraction the caller did not spend blocked in it,
+ *     overlap = 1 − exposed / transfer, clamped to [0, 1];
+ * a blocking call hides nothing, a non-blocking one whose wait returns at once hides all of it.
+ * The prediction follows the step model: non-blocking transfers hide behind ⅔ of the predicted
+ * compute (the backward pass), shared among types in proportion to their predicted times. */
 typedef struct {
     double wall, compute, idle;
     double exposed[MESH_OP_COUNT]; /* seconds the caller was blocked in each collective type */
+    double xfer[MESH_OP_COUNT];    /* seconds the transfers of each type ran (start → end) */
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT];
     double pred_compute, pred_step;
+    double overlap;      /* over the collectives (not p2p) of the step; −1: no non-blocking call */
+    double pred_overlap; /* the same, predicted */
 } step_split;
 
 typedef struct {
@@ -23,7 +32,12 @@ typedef struct {
     double wall, compute, pred_compute, pred_step;
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT], latency_calls[MESH_OP_COUNT];
     double exposed[MESH_OP_COUNT], xfer[MESH_OP_COUNT], pred[MESH_OP_COUNT];
+    double pred_hidden[MESH_OP_COUNT]; /* predicted transfer time hidden behind compute */
+    int64_t async_calls[MESH_OP_COUNT];
 } report_totals;
+
+/* 1 − exposed/xfer clamped to [0, 1] (0 when xfer is 0). */
+double report_overlap(double exposed, double xfer);
 
 /* Collective over: world. flops = this rank's measured sgemm FLOP/s. Link constants: emulated
  * ones when mesh_link_set/mesh_emulate gave them, else a ping-pong calibration per axis. */

@@ -16,6 +16,7 @@
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
 #include "train/ckpt.h"
+#include "train/inspect.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/par.h"
@@ -89,7 +90,8 @@ typedef struct {
     int64_t row0, nrows;
     double peak;   /* ranks × this rank's sgemm FLOP/s */
     FILE *metrics; /* rank 0 only */
-    int64_t step0, tokens_seen; /* first step of this run (--resume), tokens trained on so far */
+    /* the first step of this run (--resume) and the training tokens consumed so far */
+    int64_t step0, tokens_seen;
 } run_ctx;
 
 /* Collective over: world. Loads this rank's rows of step `step` of `split`; on failure every rank
@@ -130,8 +132,8 @@ static void save_or_exit(run_ctx *r, int64_t step, const char *path) {
     if (ckpt_write(r->t, r->m, r->c, step, r->tokens_seen, path, &io, err, sizeof err) < 0)
         mesh_exit_error("writing checkpoint %s: %s", path, err);
     if (!r->c->quiet)
-        mesh_log("checkpoint %s (step %lld): %.1f MB in %.2f s, %.0f MB/s\n", path,
-                 (long long)step, io.bytes / 1e6, io.seconds, io.bytes / 1e6 / io.seconds);
+        mesh_log("checkpoint %s (step %lld): %.1f MB in %.2f s, %.0f MB/s\n", path, (long long)step,
+                 io.bytes / 1e6, io.seconds, io.bytes / 1e6 / io.seconds);
 }
 
 /* --save-every: DIR/step_NNNNNN.h5, then (rank 0) --keep's pruning of older ones. */
@@ -236,8 +238,11 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         ok = (r.metrics = fopen(c->metrics, c->resume[0] ? "a" : "w")) != NULL;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
         mesh_exit_error("--metrics %s: cannot open for writing", c->metrics);
+    cpupeak host;
+    const double cpu_peak = inspect_cpu_peak(m, c->threads, &host);
     if (!c->quiet) {
         print_header(&r, pk->rank);
+        inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
         trainer_print_plan(t, stdout);
     }
     if (c->resume[0]) resume_or_exit(&r);
@@ -279,8 +284,13 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .stage_act_bytes = (double)st.pipe.act_bytes,
                            .pred_seconds = st.split.pred_step,
                            .val_loss = NAN};
-        char line[256];
+        char line[512];
         metrics_format(line, sizeof line, &row, width);
+        if (st.split.overlap >= 0) { /* non-blocking collectives ran: how much was hidden */
+            const size_t n = strlen(line);
+            snprintf(line + n, sizeof line - n, " | overlap %.0f%% (book %.0f%%)",
+                     100.0 * st.split.overlap, 100.0 * st.split.pred_overlap);
+        }
         if (!c->quiet) mesh_log("%s\n", line);
         if (c->eval_every > 0 && ((step + 1) % c->eval_every == 0 || step + 1 == c->steps)) {
             row.val_loss = last_val = evaluate(&r);
@@ -298,11 +308,14 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     if (nsteps > 0) {
         char tok[32], val[32] = "";
         if (!isnan(last_val)) snprintf(val, sizeof val, " | val loss %.4f", last_val);
+        const double fps = flops_per_step * (double)nsteps / train_secs;
+        char cpu[64] = "unknown";
+        if (cpu_peak > 0) snprintf(cpu, sizeof cpu, "%.1f%%", 100.0 * fps / cpu_peak);
         mesh_log("done: %lld steps in %.1f s (evaluation excluded) | loss %.4f%s | %s tok/s | "
-                 "MFU %.0f%%\n",
+                 "MFU %.0f%% of the measured sgemm peak, %s of the CPU's nominal peak\n",
                  (long long)nsteps, train_secs, last_loss, val,
                  metrics_si(tok, sizeof tok, tokens_per_step * (double)nsteps / train_secs),
-                 100.0 * flops_per_step * (double)nsteps / train_secs / r.peak);
+                 100.0 * fps / r.peak, cpu);
     }
     if (!c->quiet && nsteps > 0) trainer_print_summary(t, stdout);
     if (c->save_final[0]) save_or_exit(&r, c->steps, c->save_final);

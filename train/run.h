@@ -34,15 +34,10 @@ run_peak run_measure_peak(mesh *m, double rank_flops);
 tokens *run_open_data(const config *c, mesh *m);
 
 /* Collective over: world. The training run on mesh m with trainer t and the open data: per-step
- * lines from rank 0, evaluation, --metrics, --save-init/--save-final, --sample. Returns 0;
+ * lines from rank 0, evaluation, --metrics, checkpoints (--resume, --save-every, --save-init,
+ * --save-final: train/ckpt.h), --sample. Returns 0;
  * environment failures (reading batches, output files) leave through mesh_exit_error with one
  * message. */
 int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak *pk);
 
-/* Collective over: world. Writes every parameter to `path` as /params/<name> with its global
- * shape (each rank its slab; one copy of a replicated slab), plus the model shape as attributes
- * on /params (layers, d_model, heads, kv_heads, head_dim, d_ff, vocab, seq_len, seed) and
- * `step`. Returns 0 or a negative status with err, the same on every rank. */
-int run_save_params(trainer *t, mesh *m, const config *c, int64_t step, const char *path, char *err,
-                    size_t errlen);
 #endif

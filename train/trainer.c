@@ -11,6 +11,7 @@
 #include "kernels/optim.h"
 #include "mesh/link.h"
 #include "train/pipe.h"
+#include "train/trace.h"
 
 struct trainer {
     config c;
@@ -185,6 +186,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
     const double t0 = mesh_now();
     report_step_begin(t->rep);
+    trace_begin(TRACE_STEP, step);
     const int64_t T1 = t->c.shape.T + 1;
     const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
     model_zero_grads(t->mod);
@@ -194,12 +196,16 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
         loss = pipe_step(t->pp, tokens, scale, &t->pst) * (double)t->n_micro;
     } else {
         for (int64_t j = 0; j < t->n_micro; j++) {
+            trace_begin(TRACE_MICRO, j);
             par_micro_begin(t->plan, j, t->n_micro);
             loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+            trace_end(TRACE_MICRO);
         }
     }
+    trace_begin(TRACE_GRADS, step);
     par_finish_grads(t->plan, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
+    trace_end(TRACE_GRADS);
     st->loss = t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
     /* the loss and the norm are identical on every rank, so every rank leaves together, before
      * the update could spread NaNs into the parameters (or a checkpoint) */
@@ -209,7 +215,9 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
                         isnan(isfinite(st->loss) ? gnorm : st->loss) ? "NaN" : "infinite");
     float clip_scale = 1.0f;
     if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
+    trace_begin(TRACE_OPT, step);
     optimizer_update(t, step, clip_scale);
+    trace_end(TRACE_OPT);
     st->pipe = t->pst;
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
@@ -218,14 +226,22 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     const double flops_rank =
         model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
     report_step_end(t->rep, flops_rank, &st->split);
+    trace_end(TRACE_STEP);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
     const int64_t T1 = t->c.shape.T + 1;
-    if (t->pp) return pipe_eval(t->pp, tokens);
+    trace_begin(TRACE_EVAL, 0);
     double loss = 0.0;
-    for (int64_t j = 0; j < t->n_micro; j++) loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
-    return par_data_mean(t->plan, loss / (double)t->n_micro);
+    if (t->pp) {
+        loss = pipe_eval(t->pp, tokens);
+    } else {
+        for (int64_t j = 0; j < t->n_micro; j++)
+            loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
+        loss = par_data_mean(t->plan, loss / (double)t->n_micro);
+    }
+    trace_end(TRACE_EVAL);
+    return loss;
 }
 
 void trainer_print_plan(trainer *t, FILE *out) {

@@ -1,0 +1,45 @@
+/* where: hang forensics. Each rank publishes what it is doing inside mesh — the call in progress
+ * on the caller's thread and on the progress thread (op, axis set, its number on that set, ring
+ * steps done of total, since when) — plus a label and a step number that the program sets, in
+ * lock-free atomics, so that a signal handler or a watchdog thread can print, while the rank is
+ * stuck,
+ *     meshtrain: where: rank 5 (x=1,y=0): in AllGather #57 over y, 2 of 3 hops done (12.0 s)
+ * "#57" counts the collectives this rank started over that axis set, from 0: ranks of one set
+ * that show different numbers are at different calls. Also here: the debug signature check's
+ * failure report, the watchdog thread (--timeout) and the SIGUSR1 handler.
+ * Depends on mesh.h and coll.h (MPI, pthreads, C11 atomics). */
+#ifndef MT_MESH_WHERE_H
+#define MT_MESH_WHERE_H
+#include "mesh/coll.h"
+
+/* The book's name of an op: "AllGather", "ReduceScatter", "AllReduce", "AllToAll", "ppermute",
+ * "send", "recv". */
+const char *mesh_op_title(mesh_op op);
+
+/* Not collective. What the program is doing, shown after the call in the where-line: `label`
+ * with its first '#' replaced by i ("layer # backward"). Only the pointer is kept: label must
+ * have static storage (a string literal). NULL clears. */
+void mesh_where_note(mesh *m, const char *label, int64_t i);
+/* Not collective. Step `step` (>= 0) begins, which starts the watchdog's step clock; a negative
+ * step means "between steps" (no step clock). */
+void mesh_where_step(mesh *m, int64_t step);
+/* Not collective, async-signal-safe (callable from a signal handler). Writes this rank's
+ * where-line, "rank 5 (x=1,y=0): in ... | step 3, layer 2 backward | progress thread: ...",
+ * into buf (always terminated; no newline) and returns its length. */
+size_t mesh_where_str(const mesh *m, char *buf, size_t len);
+
+/* Not collective. Installs a SIGUSR1 handler that writes "meshtrain: where: <where-line>" to
+ * stderr and lets the run continue (mpirun forwards SIGUSR1 to every rank). One mesh per
+ * process: the last one installed; mesh_destroy uninstalls it. */
+void mesh_where_signal(mesh *m);
+
+/* Collective over: world. Starts a watchdog thread on this rank. It fires when a single call
+ * into mesh (a collective, a wait for a non-blocking one, a point-to-point wait) or a step (see
+ * mesh_where_step) has lasted more than `timeout` seconds: it prints this rank's where-line, asks
+ * every other rank to print theirs (a message on a communicator of its own), waits a second for
+ * them, then ends the job with MPI_Abort (exit status 4), naming the rank and what timed out.
+ * Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
+int mesh_watchdog_start(mesh *m, double timeout);
+/* Collective over: world. Stops the watchdog (no-op if none). mesh_destroy calls it. */
+void mesh_watchdog_stop(mesh *m);
+#endif

@@ -1,0 +1,53 @@
+/* ckpt_mangle: damages a checkpoint in one precise way, for the bad-input tests (serial HDF5 calls
+ * on one process; no MPI).
+ *   ckpt_mangle FILE attr KEY VALUE   sets the int64 attribute KEY on "/" (e.g. version 2)
+ *   ckpt_mangle FILE flip DATASET     flips one bit in the middle of DATASET's raw data on disk
+ *                                     (what a bad sector or a torn copy does; HDF5 cannot see it)
+ * Exit status 0 on success, 1 with a message otherwise. */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int set_attr(const char *path, const char *key, long long value) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return 1;
+    if (H5Aexists(f, key) > 0) H5Adelete(f, key);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, key, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = a < 0 || H5Awrite(a, H5T_NATIVE_LLONG, &value) < 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return H5Fclose(f) < 0 || rc;
+}
+
+static int flip(const char *path, const char *dset) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return 1;
+    hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
+    haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+    hsize_t size = d >= 0 ? H5Dget_storage_size(d) : 0;
+    if (d >= 0) H5Dclose(d);
+    H5Fclose(f);
+    if (off == HADDR_UNDEF || size == 0) return 1;
+    FILE *fp = fopen(path, "r+b");
+    if (!fp) return 1;
+    const long at = (long)(off + size / 2);
+    int c = fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+    int rc = c == EOF || fseek(fp, at, SEEK_SET) != 0 || fputc(c ^ 0x10, fp) == EOF;
+    rc |= fclose(fp) != 0;
+    if (!rc) printf("flipped bit 4 of byte %ld (in %s)\n", at, dset);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int rc = 1;
+    if (argc == 5 && strcmp(argv[2], "attr") == 0)
+        rc = set_attr(argv[1], argv[3], atoll(argv[4]));
+    else if (argc == 4 && strcmp(argv[2], "flip") == 0)
+        rc = flip(argv[1], argv[3]);
+    else
+        fprintf(stderr, "usage: ckpt_mangle FILE attr KEY VALUE | FILE flip DATASET\n");
+    if (rc) fprintf(stderr, "ckpt_mangle: failed on %s\n", argc > 1 ? argv[1] : "?");
+    return rc;
+}
