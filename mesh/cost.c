@@ -209,20 +209,23 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
          * wrapping axis, W_uni = w_oneway on an open one (pop quiz 2 charges it one direction).
          * Like the book's bidirectional formula it drops the (N−1)/N of the data a rank actually
          * receives — except when an axis is open, where the book keeps that factor (pop quiz 2:
-         * (|X|−1)/|X|·V/W_uni), so MULTI does too, once, over all N = Π|X_i| chips. Folding
+         * (|X|−1)/|X|·V/W_uni), so a gather does too, once, over all N = Π|X_i| chips. Folding
          * it into each open axis's rate instead (w·n/(n−1), right for ONE axis) counts it once
          * per axis: on a 2x2 slice, whose axes of 2 never wrap, that predicted V/(4w) while each
-         * rank receives 3V/4 over one link per axis, 3V/(8w) (measured: test_link, meshbench). */
+         * rank receives 3V/4 over one link per axis, 3V/(8w) (measured: test_link, meshbench).
+         * An AllToAll is different: each of its stages moves (n_i−1)/n_i of the data over axis
+         * i whatever the other axes do, so its per-axis rates (ring_rate) add as they are
+         * (2x2: V/(8w), as measured). */
         double rate_sum = 0;
         int hop_sum = 0;
         for (int i = 0; i < n_axes; i++) {
             if (sizes[i] <= 1) continue;
             int w = wraps && wraps[i];
             ring_rate(sizes[i], w, l->w_oneway, a2a, &rate, &hops);
-            rate_sum += (w ? 2.0 : 1.0) * l->w_oneway / (a2a ? (w ? 0.25 : 0.5) : 1.0);
+            rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway;
             hop_sum += hops;
         }
-        double frac = all_wrap ? 1.0 : (prod - 1.0) / prod;
+        double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
         stage_add(&st, T * hop_sum, frac * V / rate_sum, hop_sum);
         break;
     }
