@@ -182,16 +182,24 @@ static int valid(const cost_link *link, const int *sizes, int n_axes, double V) 
     return 1;
 }
 
-/* AllGather (or AllToAll when a2a) of V bytes; ReduceScatter is the same by symmetry. */
-static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps, int n_axes,
-                         cost_alg alg, double V, int a2a, int scatter_order) {
+/* Stride of axis i (see cost_collective_strided): 1 when strides is NULL. */
+static int stride_of(const int *strides, int i) {
+    return strides && strides[i] > 1 ? strides[i] : 1;
+}
+
+/* AllGather (or AllToAll when a2a) of V bytes; ReduceScatter is the same by symmetry. A strided
+ * axis (stride k) runs at w_oneway/k per link with k hops of T_min per ring step. */
+static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
+                         const int *strides, int n_axes, cost_alg alg, double V, int a2a,
+                         int scatter_order) {
     stage st = {0, 0, 0, 0};
-    int n_used = 0, prod = 1, all_wrap = 1;
+    int n_used = 0, prod = 1, all_wrap = 1, kmax = 1;
     for (int i = 0; i < n_axes; i++)
         if (sizes[i] > 1) {
             n_used++;
             prod *= sizes[i];
             all_wrap &= wraps && wraps[i] ? 1 : 0;
+            kmax = stride_of(strides, i) > kmax ? stride_of(strides, i) : kmax;
         }
     if (n_used == 0) return st;
     if (alg == COST_ALG_AUTO) alg = n_used > 1 ? COST_ALG_MULTI : COST_ALG_BIDIR;
@@ -200,9 +208,10 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
     switch (alg) {
     case COST_ALG_RING:
     case COST_ALG_BIDIR:
-        /* One ring through all prod chips; it closes only if every axis wraps. */
-        ring_rate(prod, alg == COST_ALG_BIDIR && all_wrap, l->w_oneway, a2a, &rate, &hops);
-        stage_add(&st, T * hops, V / rate, hops);
+        /* One ring through all prod chips; it closes only if every axis wraps. Its slowest
+         * step (the largest stride) paces every step. */
+        ring_rate(prod, alg == COST_ALG_BIDIR && all_wrap, l->w_oneway / kmax, a2a, &rate, &hops);
+        stage_add(&st, T * kmax * hops, V / rate, kmax * hops);
         break;
     case COST_ALG_MULTI: {
         /* The book's V/(W·n_axes) (§3.3), summing the axes' link bandwidths: W = 2·w_oneway on a
@@ -220,10 +229,10 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
         int hop_sum = 0;
         for (int i = 0; i < n_axes; i++) {
             if (sizes[i] <= 1) continue;
-            int w = wraps && wraps[i];
-            ring_rate(sizes[i], w, l->w_oneway, a2a, &rate, &hops);
-            rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway;
-            hop_sum += hops;
+            int w = wraps && wraps[i], k = stride_of(strides, i);
+            ring_rate(sizes[i], w, l->w_oneway / k, a2a, &rate, &hops);
+            rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway / k;
+            hop_sum += k * hops;
         }
         double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
         stage_add(&st, T * hop_sum, frac * V / rate_sum, hop_sum);
@@ -244,8 +253,9 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
             else
                 Vs = V * done * sizes[i] / prod;
             done *= sizes[i];
-            ring_rate(sizes[i], wraps && wraps[i], l->w_oneway, a2a, &rate, &hops);
-            stage_add(&st, T * hops, Vs / rate, hops);
+            const int stride = stride_of(strides, i);
+            ring_rate(sizes[i], wraps && wraps[i], l->w_oneway / stride, a2a, &rate, &hops);
+            stage_add(&st, T * stride * hops, Vs / rate, stride * hops);
         }
         break;
     }
@@ -257,32 +267,43 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
 
 double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
                        int n_axes, cost_alg alg, double bytes_V, cost_est *est) {
+    return cost_collective_strided(op, link, sizes, wraps, NULL, n_axes, alg, bytes_V, est);
+}
+
+double cost_collective_strided(cost_op op, const cost_link *link, const int *sizes,
+                               const int *wraps, const int *strides, int n_axes, cost_alg alg,
+                               double bytes_V, cost_est *est) {
     if (!valid(link, sizes, n_axes, bytes_V) || alg < 0 || alg >= COST_ALG_COUNT) return -1;
     int n_used = 0, axis = -1;
-    for (int i = 0; i < n_axes; i++)
+    for (int i = 0; i < n_axes; i++) {
+        if (strides && strides[i] < 1) return -1;
         if (sizes[i] > 1) {
             n_used++;
             axis = i;
         }
+    }
     stage st = {0, 0, 0, 0};
     switch (op) {
     case COST_OP_ALL_GATHER:
-        st = gather_cost(link, sizes, wraps, n_axes, alg, bytes_V, 0, 0);
+        st = gather_cost(link, sizes, wraps, strides, n_axes, alg, bytes_V, 0, 0);
         break;
     case COST_OP_REDUCE_SCATTER:
-        st = gather_cost(link, sizes, wraps, n_axes, alg, bytes_V, 0, 1);
+        st = gather_cost(link, sizes, wraps, strides, n_axes, alg, bytes_V, 0, 1);
         break;
     case COST_OP_ALL_REDUCE: { /* ReduceScatter, then AllGather of the same V: 2× (§3.3) */
-        stage rs = gather_cost(link, sizes, wraps, n_axes, alg, bytes_V, 0, 1);
+        stage rs = gather_cost(link, sizes, wraps, strides, n_axes, alg, bytes_V, 0, 1);
         st = (stage){2 * rs.lat, 2 * rs.bw, 2 * rs.seconds, 2 * rs.hops};
         break;
     }
     case COST_OP_ALL_TO_ALL:
-        st = gather_cost(link, sizes, wraps, n_axes, alg, bytes_V, 1, 0);
+        st = gather_cost(link, sizes, wraps, strides, n_axes, alg, bytes_V, 1, 0);
         break;
     case COST_OP_PPERMUTE:
         if (n_used > 1) return -1;
-        if (axis >= 0) stage_add(&st, link->hop_latency, bytes_V / link->w_oneway, 1);
+        if (axis >= 0) {
+            const int k = stride_of(strides, axis);
+            stage_add(&st, k * link->hop_latency, k * bytes_V / link->w_oneway, k);
+        }
         break;
     default:
         return -1;

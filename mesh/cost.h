@@ -139,6 +139,19 @@ int cost_alg_parse(const char *s);
 double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
                        int n_axes, cost_alg alg, double bytes_V, cost_est *est);
 
+/* cost_collective over sub-axes of physical axes: strides[i] = k ≥ 1 says that the neighbours of
+ * axis i are k physical hops apart — the strided part of a physical axis of n·k chips split into
+ * a contiguous inner block of k (another role's sub-axis) and n strided groups — and that every
+ * physical link it crosses is shared by the k such groups, one per position in the block. Each
+ * ring step then costs k·T_min and moves data at w_oneway/k per direction (W/k bidirectional);
+ * the axis wraps if its parent does. RING/BIDIR over several axes pace every step by the largest
+ * stride. est->hops counts physical hops. strides NULL (or all 1) is cost_collective. The
+ * contiguous block itself needs no stride: pass it as an axis of k with wraps 0 unless k is the
+ * whole axis (no wraparound link inside a block). COST_ALG_DIRECT ignores strides. */
+double cost_collective_strided(cost_op op, const cost_link *link, const int *sizes,
+                               const int *wraps, const int *strides, int n_axes, cost_alg alg,
+                               double bytes_V, cost_est *est);
+
 /* The V at which the latency and bandwidth terms of cost_collective are equal: smaller messages
  * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, §2.1). −1 on misuse. */
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
