@@ -144,21 +144,6 @@ static cost_link link_for(const mesh *m, mesh_axes a, const double *alpha, const
     return l;
 }
 
-static cost_alg to_cost_alg(mesh_alg a) {
-    switch (a) {
-    case MESH_ALG_RING:
-        return COST_ALG_RING;
-    case MESH_ALG_BIDIR:
-        return COST_ALG_BIDIR;
-    case MESH_ALG_SEQ:
-        return COST_ALG_SEQ;
-    case MESH_ALG_MULTI:
-        return COST_ALG_MULTI;
-    default:
-        return COST_ALG_AUTO;
-    }
-}
-
 static double predict(const mesh *m, mesh_op op, mesh_axes a, mesh_alg alg, int64_t size,
                       const double *alpha, const double *beta) {
     int sizes[3], wraps[3];
@@ -170,7 +155,7 @@ static double predict(const mesh *m, mesh_op op, mesh_axes a, mesh_alg alg, int6
     if (!(l.w_oneway > 0)) return -1;
     double V = (double)size;
     if (op == MESH_OP_ALL_TO_ALL) V *= mesh_axes_size(m, a);
-    return cost_collective((cost_op)op, &l, sizes, wraps, a.n, to_cost_alg(alg), V, NULL);
+    return cost_collective(mesh_cost_op(op), &l, sizes, wraps, a.n, mesh_cost_alg(alg), V, NULL);
 }
 
 /* One-way time of ppermute along axis, and the α–β fit. */
@@ -228,7 +213,7 @@ static double median(double *v, int n) {
 
 static void usage(void) {
     mesh_log("usage: meshbench [--mesh SPEC] [--open AXES] [--op ag,rs,ar,a2a] [--axes xy]\n"
-             "  [--alg default,ring,bidir,seq,multi,mpi] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
+             "  [--alg default,ring,bidir,seq,multi,mpi,direct] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
              "  [-r REPS] [-c 0|1] [--pingpong] [--emulate v3|v4p|v5e|v5p|v6e] [--flops F]\n"
              "  [--chunk BYTES]\n"
              "  [--link BYTES_PER_S,LATENCY_S] [--placement] [--csv FILE] [--json FILE]\n");
@@ -297,7 +282,7 @@ int main(int argc, char **argv) {
         achunk[nalgs] = colon ? parse_size(colon + 1) : -1;
         if (colon) *colon = 0;
         if ((algs[nalgs++] = mesh_alg_parse(t)) < 0 || (colon && achunk[nalgs - 1] < 0))
-            mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi, "
+            mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi, direct, "
                             "optionally with :CHUNK, e.g. bidir:64K)", alabel[nalgs - 1]);
     }
     if (placement) mesh_print_placement(m, stdout);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates every table of docs/meshbench.md (about 10 minutes on a 2-core machine):
-#   1. our ring / bidir vs MPI's built-ins, busbw, 2 and 4 ranks, 1 KiB .. 64 MiB, AllGather,
+#   1. our ring / bidir / direct vs MPI's built-ins, busbw, 2 and 4 ranks, 1 KiB .. 64 MiB, AllGather,
 #      ReduceScatter, AllReduce, AllToAll; median and best of REPS interleaved repetitions;
 #   2. the book's gains under emulated links: bidir vs ring (mesh 4, wraps) and multi vs seq
 #      (2x2, 2x2x2), AllGather and ReduceScatter;
@@ -73,6 +73,27 @@ if kind == "vs_mpi":
                     cells.append("")
             print("| %s | %s |" % (size(s), " | ".join(cells)))
         print()
+elif kind == "best":  # per size and op: our fastest algorithm's paired ratio to MPI
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    print("Our fastest algorithm's time over MPI's, paired within each repetition (median); < 1: "
+          "faster than MPI. The algorithm is named beside it.\n")
+    print("| size | " + " | ".join(ops) + " |")
+    print("|---:|" + "---|" * len(ops))
+    for s in dict.fromkeys(r["size_bytes"] for r in rows):
+        cells = []
+        for op in ops:
+            rs = [r for r in rows if r["size_bytes"] == s and r["op"] == op and r["alg"] != "mpi"
+                  and float(r.get("time_over_mpi") or 0) > 0]
+            if rs:
+                b = min(rs, key=lambda r: float(r["time_over_mpi"]))
+                cells.append("%s%.2f%s %s" % ("**" if float(b["time_over_mpi"]) > 1.1 else "",
+                                               float(b["time_over_mpi"]),
+                                               "**" if float(b["time_over_mpi"]) > 1.1 else "",
+                                               b["alg"]))
+            else:
+                cells.append("")
+        print("| %s | %s |" % (size(s), " | ".join(cells)))
+    print()
 elif kind == "gain":  # time of the slow algorithm / time of the fast one, vs the book's gain
     print("| size | op | axes | algorithms | time slow (ms) | time fast (ms) | gain (median) | gain (best) | book |")
     print("|---:|---|---|---|---:|---:|---:|---:|---:|")
@@ -102,10 +123,12 @@ echo "commands: $OUT_DIR/commands.txt; raw rows: $OUT_DIR/*.csv" >> "$OUT"
 if [[ " $PARTS " == *" 1 "* ]]; then
   # small sizes need more iterations than large ones for a stable mean
   for np in 2 4; do
-    run vs_mpi_np${np}_small $np --mesh $np --op ag,rs,ar,a2a --alg ring,bidir,mpi \
+    run vs_mpi_np${np}_small $np --mesh $np --op ag,rs,ar,a2a --alg ring,bidir,direct,mpi \
         -b 1K -e 256K -f 4 -w 3 -n 20 -r "$REPS"
-    run vs_mpi_np${np}_large $np --mesh $np --op ag,rs,ar,a2a --alg ring,bidir,mpi \
+    run vs_mpi_np${np}_large $np --mesh $np --op ag,rs,ar,a2a --alg ring,bidir,direct,mpi \
         -b 1M -e 64M -f 4 -w 1 -n 3 -r "$REPS"
+    table best "$np ranks (mesh $np): our best vs MPI's" \
+        "$OUT_DIR/vs_mpi_np${np}_small.csv" "$OUT_DIR/vs_mpi_np${np}_large.csv"
     table vs_mpi "$np ranks (mesh $np): ours vs MPI" \
         "$OUT_DIR/vs_mpi_np${np}_small.csv" "$OUT_DIR/vs_mpi_np${np}_large.csv"
   done
@@ -129,9 +152,9 @@ if [[ " $PARTS " == *" 3 "* ]]; then
   # --flops fixes the time scale (v5p's C / 2e11 = 2295: links of 39 MB/s, 2.3 ms per hop), so
   # runs are comparable and the links stay far slower than this machine's copies; without it
   # meshbench times this CPU's own FLOP/s
-  run emulate_v5p_4 4 --mesh 4 --op ag,rs,ar,a2a --alg ring,bidir -b 4M -e 16M -f 4 -w 1 -n 2 \
+  run emulate_v5p_4 4 --mesh 4 --op ag,rs,ar,a2a --alg ring,bidir,direct -b 4M -e 16M -f 4 -w 1 -n 2 \
       -r 3 --emulate v5p --flops 2e11
-  run emulate_v5p_2x2 4 --mesh 2x2 --op ag,rs,ar,a2a --alg seq,multi -b 4M -e 16M -f 4 -w 1 \
+  run emulate_v5p_2x2 4 --mesh 2x2 --op ag,rs,ar,a2a --alg seq,multi,direct -b 4M -e 16M -f 4 -w 1 \
       -n 2 -r 3 --emulate v5p --flops 2e11
   table pred "measured / predicted under --emulate v5p --flops 2e11 (mesh/cost.h, the book's formulas)" \
       "$OUT_DIR/emulate_v5p_4.csv" "$OUT_DIR/emulate_v5p_2x2.csv"

@@ -10,7 +10,8 @@
 /* Scratch slots (per context): 0 the engine's buffers (coll_engine.c); then these. */
 enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
 
-static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq", "multi", "mpi"};
+static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
+                                                  "multi",   "mpi",  "direct"};
 static const char *op_names[MESH_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
                                               "all_to_all", "ppermute", "send", "recv"};
 
@@ -388,6 +389,8 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     int64_t (*lb)[2] = rec->link_bytes;
     if (alg == MESH_ALG_MPI) {
         run_mpi(m, ctx, x, rec);
+    } else if (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE) {
+        direct_run(m, ctx, x, lb);
     } else {
         switch (x->op) {
         case MESH_OP_ALL_GATHER:

@@ -26,6 +26,13 @@
  *    k, all parts concurrently, so every axis's links are busy at once (bandwidth × n_axes).
  *  - MPI: MPI_Allgather / MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Alltoall on the set's
  *    communicator.
+ *  - DIRECT: one round in which every block goes straight to the rank that needs it (AllReduce:
+ *    a ReduceScatter round, then an AllGather round), as a TPU's ICI routers forward packets
+ *    through intermediate chips (dimension-ordered, shortest way round). Link load, emulation
+ *    and accounting: see coll_direct.c; cost: mesh/cost.h COST_ALG_DIRECT. On a ring of 4 it
+ *    loads the links as the book's bidirectional formula charges, and its AllToAll does on any
+ *    even ring (V/(4W)); on larger axes its AllGather loads the links more than a ring does
+ *    (O(n²) block-hops). Reduces in rank order.
  *  RING and BIDIR over several axes run over the flattened set as if it were one ring (the
  *  neighbours of index i are i±1 on the set's communicator; it wraps if every axis of the set
  *  wraps; emulated links are those of the last, minor, axis). MESH_ALG_DEFAULT is BIDIR for one axis and MULTI for several, unless
@@ -43,6 +50,7 @@ typedef enum {
     MESH_ALG_SEQ,         /* multi-axis: axis by axis, each with the bidirectional algorithm */
     MESH_ALG_MULTI,       /* multi-axis: payload split across axes, all axes' links at once */
     MESH_ALG_MPI,         /* MPI's built-in on the axis-set communicator */
+    MESH_ALG_DIRECT,      /* every block straight to its rank, routed over the torus (below) */
     MESH_ALG_COUNT
 } mesh_alg;
 
@@ -59,7 +67,7 @@ typedef enum {
 
 const char *mesh_alg_name(mesh_alg a);
 const char *mesh_op_name(mesh_op op);
-/* Parses "ring", "bidir", "seq", "multi", "mpi"; returns -1 when unknown. */
+/* Parses "ring", "bidir", "seq", "multi", "mpi", "direct"; returns -1 when unknown. */
 int mesh_alg_parse(const char *s);
 /* Not collective (set it identically on every rank). DEFAULT restores the per-arity default. */
 void mesh_set_default_alg(mesh *m, mesh_alg a);
@@ -148,7 +156,9 @@ typedef struct {
     int shift;          /* ppermute: the shift; send, recv: the direction, +1 or −1 */
     int async;          /* 1 if started with mesh_i* */
     int64_t link_bytes[MESH_MAX_AXES][2]; /* bytes this rank sent per axis, to coord+1 / coord−1
-                                             (MPI alg: bytes handed to MPI, under [major][0]) */
+                                             (MPI alg: bytes handed to MPI, under [major][0];
+                                             DIRECT: d·b per block of b bytes routed d hops
+                                             along the axis, i.e. its link crossings) */
     double t_issue;     /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
                            started waiting for it (mesh_p2p_wait) */
     double t_start;     /* when execution started (send/recv: posted) */

@@ -121,7 +121,7 @@ const char *cost_op_name(cost_op op) {
     return op >= 0 && op < COST_OP_COUNT ? names[op] : "?";
 }
 
-static const char *alg_names[] = {"auto", "ring", "bidir", "seq", "multi"};
+static const char *alg_names[] = {"auto", "ring", "bidir", "seq", "multi", "direct"};
 
 const char *cost_alg_name(cost_alg a) {
     return a >= 0 && a < COST_ALG_COUNT ? alg_names[a] : "?";
@@ -236,6 +236,27 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
         }
         double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
         stage_add(&st, T * hop_sum, frac * V / rate_sum, hop_sum);
+        break;
+    }
+    case COST_ALG_DIRECT: { /* see cost.h and mesh/coll_direct.c */
+        const double b = a2a ? V / ((double)prod * prod) : V / prod;
+        double worst = 0;
+        int hop_sum = 0;
+        for (int i = 0; i < n_axes; i++) {
+            const int n = sizes[i], w = wraps && wraps[i];
+            if (n <= 1) continue;
+            double L = 0;
+            if (!w)
+                L = (double)(n / 2) * ((n + 1) / 2);
+            else {
+                for (int d = 1; d <= (n - 1) / 2; d++) L += d;
+                if (n % 2 == 0) L += n / 4.0;
+            }
+            const double t = (double)(prod / n) * L * b / l->w_oneway;
+            worst = t > worst ? t : worst;
+            hop_sum += w ? n / 2 : n - 1;
+        }
+        stage_add(&st, T * hop_sum, worst, hop_sum);
         break;
     }
     case COST_ALG_SEQ: {

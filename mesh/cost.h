@@ -91,6 +91,7 @@ typedef enum {
     COST_ALG_BIDIR, /* bidirectional ring over the flattened axes (a line if it does not wrap) */
     COST_ALG_SEQ,   /* axis by axis, each with BIDIR; V grows (gather) / shrinks (scatter) */
     COST_ALG_MULTI, /* all axes at once, payload split over them: bandwidth × n_axes */
+    COST_ALG_DIRECT, /* every block routed straight to its chip in one round (coll_direct.c) */
     COST_ALG_COUNT
 } cost_alg;
 
@@ -135,6 +136,12 @@ int cost_alg_parse(const char *s);
  *   AllToAll: bandwidth term × ¼ on a bidirectional wrapping ring, × ½ otherwise (a ring in one
  *             direction, or an open axis, which the book charges as one direction); same hops §3.3
  *   ppermute (shift by one along one axis): max(T_min, V/w_oneway)                §3.4 (EXTERNAL)
+ *   DIRECT (not in the book): one round of routed blocks of b bytes between all N chips
+ *             (b = V/N for AllGather and ReduceScatter, V/N² for AllToAll): max(T_min·Σ_k D_k,
+ *             max_k (N/n_k)·L_k·b / w_oneway) with D_k the farthest distance on axis k and L_k
+ *             the busiest link's all-pairs load: Σ_{d ≤ (n−1)/2} d (+ n/4 for even n) on a
+ *             ring, ⌊n/2⌋⌈n/2⌉ on a line. Ring of 4: V/W (AllGather); AllToAll on any even
+ *             ring: V/(4W)
  */
 double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
                        int n_axes, cost_alg alg, double bytes_V, cost_est *est);

@@ -16,6 +16,8 @@
  * Sends are not delayed on the sender's side beyond the link's serialization. */
 #ifndef MT_MESH_LINK_H
 #define MT_MESH_LINK_H
+#include "mesh/coll.h"
+#include "mesh/cost.h"
 #include "mesh/mesh.h"
 
 /* Not collective, but every rank should set the same values. bw = 0 turns emulation off for the
@@ -41,4 +43,8 @@ typedef struct {
  * measured_flops / bw = C / W_ici_oneway; then the chip's wraparound rules are applied. Returns 0,
  * or −1 for an unknown chip or a non-positive measured_flops (nothing changed). */
 int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulation *out);
+/* The cost model's names for a collective and an algorithm (mesh/cost.h). MPI's built-ins and
+ * DEFAULT map to COST_ALG_AUTO (the book's model); ppermute, send and recv to COST_OP_PPERMUTE. */
+cost_alg mesh_cost_alg(mesh_alg a);
+cost_op mesh_cost_op(mesh_op op);
 #endif

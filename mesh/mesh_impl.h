@@ -10,7 +10,7 @@
 
 /* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three. */
 #define MESH_NSETS 40
-#define MESH_NSCRATCH 24
+#define MESH_NSCRATCH 27
 #define MESH_TRACE_LEN 1024
 #define MESH_MAX_HOOKS 4 /* trace observers (mesh_add_trace_hook) */
 #define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
@@ -87,6 +87,8 @@ typedef struct {
     mesh_alg alg;
 } coll_args;
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec);
+/* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT on ctx, accounting into link_bytes. */
+void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes)[2]);
 /* Accounting: assigns the sequence number at issue; records completion. */
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);

@@ -126,7 +126,7 @@ static const flag_def flags[] = {
      "Megatron tensor-parallel axis, e.g. \"y\""},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
-    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG", "collective algorithm: ring|bidir|seq|multi|mpi"},
+    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG", "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
@@ -538,7 +538,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
         for (size_t i = 0; i < sizeof alg_names / sizeof alg_names[0]; i++)
             known |= strcmp(c->alg, alg_names[i]) == 0;
         if (!known)
-            return fail(err, errlen, "--alg %s: expected ring, bidir, seq, multi or mpi", c->alg);
+            return fail(err, errlen, "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
     }
     return 0;
 }

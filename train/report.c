@@ -36,26 +36,6 @@ struct report {
     double t0;
 };
 
-static cost_op to_cost_op(mesh_op op) {
-    switch (op) {
-    case MESH_OP_ALL_GATHER: return COST_OP_ALL_GATHER;
-    case MESH_OP_REDUCE_SCATTER: return COST_OP_REDUCE_SCATTER;
-    case MESH_OP_ALL_REDUCE: return COST_OP_ALL_REDUCE;
-    case MESH_OP_ALL_TO_ALL: return COST_OP_ALL_TO_ALL;
-    default: return COST_OP_PPERMUTE;
-    }
-}
-
-static cost_alg to_cost_alg(mesh_alg a) {
-    switch (a) {
-    case MESH_ALG_RING: return COST_ALG_RING;
-    case MESH_ALG_BIDIR: return COST_ALG_BIDIR;
-    case MESH_ALG_SEQ: return COST_ALG_SEQ;
-    case MESH_ALG_MULTI: return COST_ALG_MULTI;
-    default: return COST_ALG_AUTO; /* MPI's built-ins are predicted with the book's model */
-    }
-}
-
 double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
                       int *latency_bound) {
     int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES], n = 1;
@@ -69,7 +49,7 @@ double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg,
         V *= n; /* after the gather / the unreduced input (count is per rank) */
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
     cost_est est;
-    double t = cost_collective(to_cost_op(op), l, sizes, wraps, axes.n, to_cost_alg(alg), V, &est);
+    double t = cost_collective(mesh_cost_op(op), l, sizes, wraps, axes.n, mesh_cost_alg(alg), V, &est);
     if (latency_bound) *latency_bound = t > 0 && est.regime == COST_REGIME_LATENCY;
     return t > 0 ? t : 0.0;
 }

@@ -2,7 +2,7 @@
  * against a serial truth computed from the generating formula and against MPI's built-in; sizes
  * 1, 7 and 1001 elements per block, whole and cut into lanes (mesh_set_chunk); in-place use;
  * ppermute by ±1 and ±2; non-blocking calls overlapped with compute and mixed with blocking
- * calls.
+ * calls; the trace's records and link-byte accounting (RING, and DIRECT's link crossings).
  * Usage: mpirun -np N test_coll --mesh SPEC [--open AXES] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,8 +259,25 @@ static void test_trace(mesh *m) {
     int r = mesh_axis_coord(m, 0);
     int64_t blocks = mesh_axis_wraps(m, 0) ? nx - 1 : (r + 1 < nx ? r + 1 : 0) + (r >= 1 ? nx - r : 0);
     if (ok) ok = sent == blocks * 4;
+    /* DIRECT counts link crossings: a block d hops away crosses d links (shortest way round) */
+    mesh_all_gather(m, x, b, a, 1, MESH_ALG_DIRECT);
+    int64_t want_direct = 0;
+    for (int j = 0; j < nx; j++) {
+        int d = abs(j - r);
+        if (mesh_axis_wraps(m, 0) && nx - d < d) d = nx - d;
+        want_direct += 4 * d;
+    }
+    if (ok && mesh_trace_read(m, next + 2, recs + 2, 1) == 1) {
+        int64_t got_direct = recs[2].link_bytes[0][0] + recs[2].link_bytes[0][1];
+        if (recs[2].alg != MESH_ALG_DIRECT || got_direct != want_direct) {
+            fprintf(stderr, "FAIL rank %d: direct all_gather accounted %lld link bytes, want %lld\n",
+                    mesh_rank(m), (long long)got_direct, (long long)want_direct);
+            failures++;
+        }
+    } else
+        ok = 0;
     mesh_stat st = mesh_stats(m, MESH_OP_ALL_GATHER, 0);
-    if (!ok || st.calls != 1) {
+    if (!ok || st.calls != 2) {
         fprintf(stderr, "FAIL rank %d: trace got %d records (op %d,%d) sent %lld, stats calls %lld\n",
                 mesh_rank(m), got, got > 0 ? (int)recs[0].op : -1, got > 1 ? (int)recs[1].op : -1,
                 (long long)sent, (long long)st.calls);

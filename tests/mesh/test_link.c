@@ -8,7 +8,9 @@
  *           by hand on 8 cores): seq / multi ≈ n_axes — loose bounds (±25%) on this shared 2-vCPU
  *           machine, docs/meshbench.md records the tight figures; measured / mesh/cost.h within
  *           [0.95, 1.3] for AllGather seq and multi and AllToAll multi (a regression test:
- *           AllGather MULTI over open axes of 2 was predicted 1.5× too fast). Blocks of 250 kB
+ *           AllGather MULTI over open axes of 2 was predicted 1.5× too fast); DIRECT AllGather and
+ *           AllToAll within [0.95, 1.3] of mesh/cost.h, and on mesh 4 DIRECT AllToAll ≈ BIDIR's
+ *           (both load each link with the book's V/(4W)). Blocks of 250 kB
  *           over 10 MB/s links with 0.1 ms per hop, so the bandwidth terms dominate. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +85,27 @@ static double best_of(mesh *m, int reps, void (*fn)(mesh *, void *), void *arg) 
     return best;
 }
 
+/* DIRECT (routed blocks, one round) against mesh/cost.h's COST_ALG_DIRECT: the emulator charges
+ * every link with the busiest link's load, the model predicts that load's time. */
+static void direct_vs_model(mesh *m, bufs *x, double bw) {
+    int nd = mesh_ndims(m), nr = mesh_nranks(m), sizes[3], wraps[3];
+    for (int k = 0; k < nd; k++) sizes[k] = mesh_axis_size(m, k), wraps[k] = mesh_axis_wraps(m, k);
+    cost_link l = {bw, 1e-4};
+    const double blk = (double)x->n * sizeof(float);
+    x->alg = MESH_ALG_DIRECT;
+    double ag = best_of(m, 2, gather, x), a2a = best_of(m, 2, all_to_all, x);
+    double pg = cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_DIRECT,
+                                blk * nr, NULL);
+    double pa = cost_collective(COST_OP_ALL_TO_ALL, &l, sizes, wraps, nd, COST_ALG_DIRECT,
+                                blk * nr, NULL);
+    check("AllGather direct: measured / mesh/cost.h", ag / pg, 0.95, 1.3);
+    check("AllToAll direct: measured / mesh/cost.h", a2a / pa, 0.95, 1.3);
+    x->alg = MESH_ALG_BIDIR;
+    if (nd == 1) /* the book's V/(4W): routed blocks load the links as the forwarding ring does */
+        check("AllToAll direct / bidir (ring of 4): book 1", a2a / best_of(m, 2, all_to_all, x),
+              0.75, 1.25);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     const char *spec = argc > 1 ? argv[1] : NULL;
@@ -115,6 +138,7 @@ int main(int argc, char **argv) {
             /* loose bounds (a test, on a shared 2-vCPU machine): the benchmark in
              * docs/meshbench.md records the tight figures (1.91–1.98) */
             check("AllGather ring / bidir (mesh 4, wraps): book 2", ring / bidir, 1.5, 2.5);
+            direct_vs_model(m, &x, bw);
         } else {
             x.alg = MESH_ALG_SEQ;
             double seq = best_of(m, 2, gather, &x);
@@ -145,6 +169,7 @@ int main(int argc, char **argv) {
             double pa = cost_collective(COST_OP_ALL_TO_ALL, &l, sizes, wraps, nd, COST_ALG_MULTI,
                                         (double)x.n * sizeof(float) * nr, NULL);
             check("AllToAll multi: measured / mesh/cost.h", am / pa, 0.95, 1.3);
+            direct_vs_model(m, &x, bw);
         }
     }
     int bad = 0;

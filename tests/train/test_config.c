@@ -163,7 +163,7 @@ int main(void) {
     bad("--pipeline z --batch 6 --microbatches 4", "--batch 6 is not divisible by --microbatches 4",
         NULL);
     bad("--schedule zigzag", "--schedule zigzag", "gpipe or 1f1b");
-    bad("--alg fast", "--alg fast", "ring, bidir, seq, multi or mpi");
+    bad("--alg fast", "--alg fast", "ring, bidir, seq, multi, mpi or direct");
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",
         "longer than");
 

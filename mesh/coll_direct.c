@@ -1,0 +1,244 @@
+/* coll_direct: the DIRECT algorithm. Every block goes straight to the rank that needs it, in one
+ * round of messages (AllReduce: two rounds, ReduceScatter then AllGather). On a TPU torus this is
+ * what the ICI routers do for an AllToAll: a packet for a chip that is not a neighbour crosses the
+ * chips in between without their compute (dimension-ordered routing, shortest way round each
+ * wrapping axis, an antipodal block half each way). On shared memory it is one copy per block,
+ * the pattern of MPI's pairwise and linear algorithms.
+ *
+ * Link load. Over a set of N ranks, one block of b bytes between every ordered pair (AllGather:
+ * the own block to every rank; ReduceScatter: block j to rank j; AllToAll: block j to rank j) puts
+ * (N/n_k)·L(n_k)·b on the busiest directed link of axis k, where L(n) is the busiest link's load
+ * of all-pairs unit traffic on one ring or line of n (dimension-ordered routing spreads the pairs
+ * evenly over the N/n_k lines of the axis):
+ *     ring of n:  Σ_{d=1}^{⌊(n−1)/2⌋} d (+ n/4 if n is even: the antipodal blocks, half each way)
+ *     line of n:  ⌊n/2⌋·⌈n/2⌉ (every pair across the middle link)
+ * The axes' links work at once, so a round takes max_k load_k / w_oneway plus the hop latency of
+ * the farthest pair, Σ_k (farthest distance on axis k)·T_min. mesh/cost.c predicts exactly this
+ * (COST_ALG_DIRECT); on a ring of 4 it is the book's V/W for an AllGather, and on any even ring
+ * the AllToAll is the book's V/(4W).
+ *
+ * Emulated links (link.h): every rank charges each direction of each emulated axis of the set with
+ * that axis's busiest-link load (the same on every rank, so the round ends when the busiest link
+ * drains) and sends the resulting delivery time with its data; a receiver does not consider a
+ * block arrived before it. Accounting (mesh_call.link_bytes) counts the link crossings of this
+ * rank's own blocks: a block of b bytes d hops away on axis k adds d·b to axis k's direction
+ * (half each way for an antipodal one).
+ *
+ * Reductions add the n blocks in rank order 0..n−1, so results are deterministic (though, on
+ * non-integer data, not bit-identical to RING/BIDIR, which add in ring order). */
+#include "mesh/mesh_impl.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tags apart from the engine's (< 2·MESH_MAX_LANES·2); scratch slots after coll.c's (≤ 22). */
+enum { TAG_DATA = 1000, TAG_HDR = 1001, SL_RQ = 23, SL_HDR = 24, SL_PARTS = 25, SL_ACC = 26 };
+
+/* The set's geometry: rank index j of the set ↔ coordinates along its axes (a.ax[0] major). */
+typedef struct {
+    int n, me, P;
+    int size[MESH_MAX_AXES], wrap[MESH_MAX_AXES], axis[MESH_MAX_AXES];
+    MPI_Comm comm;
+} dset;
+
+static dset set_of(const mesh *m, const mesh_ctx *ctx, mesh_axes a) {
+    dset s;
+    memset(&s, 0, sizeof s);
+    s.P = a.n;
+    s.n = mesh_axes_size(m, a);
+    s.me = mesh_axes_index(m, a);
+    s.comm = ctx->set[mesh_set_id(a)];
+    for (int k = 0; k < a.n; k++) {
+        s.axis[k] = a.ax[k];
+        s.size[k] = m->size[a.ax[k]];
+        s.wrap[k] = m->wrap[a.ax[k]];
+    }
+    return s;
+}
+
+/* Coordinate of set index j along the set's k-th axis. */
+static int coord_of(const dset *s, int j, int k) {
+    for (int l = s->P - 1; l > k; l--) j /= s->size[l];
+    return j % s->size[k];
+}
+
+/* Busiest directed link's load (in blocks) of all-pairs traffic on one ring or line of n. */
+static double busiest(int n, int wrap) {
+    if (n <= 1) return 0;
+    if (!wrap) return (double)(n / 2) * (double)((n + 1) / 2);
+    double l = 0;
+    for (int d = 1; d <= (n - 1) / 2; d++) l += d;
+    return n % 2 == 0 ? l + n / 4.0 : l;
+}
+
+static int farthest(int n, int wrap) {
+    return n <= 1 ? 0 : wrap ? n / 2 : n - 1;
+}
+
+/* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated). */
+static double round_delivery(mesh *m, const dset *s, int64_t bytes) {
+    double t = 0, lat = 0;
+    int emulated = 0;
+    for (int k = 0; k < s->P; k++) {
+        if (s->size[k] <= 1 || m->link_bw[s->axis[k]] <= 0) continue;
+        emulated = 1;
+        double load = (double)(s->n / s->size[k]) * busiest(s->size[k], s->wrap[k]) * bytes;
+        for (int d = 0; d < 2; d++) {
+            double td = link_schedule(m, s->axis[k], d, (int64_t)(load + 0.5), 0);
+            t = td > t ? td : t;
+        }
+        lat += farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
+    }
+    return emulated ? t + lat : 0;
+}
+
+/* Adds the link crossings of a block of `bytes` from me to set index j into lb. */
+static void account(const dset *s, int j, int64_t bytes, int64_t (*lb)[2]) {
+    for (int k = 0; k < s->P; k++) {
+        int n = s->size[k], d = coord_of(s, j, k) - coord_of(s, s->me, k);
+        if (d == 0) continue;
+        if (s->wrap[k]) {
+            d = ((d % n) + n) % n;
+            if (2 * d == n) {
+                lb[s->axis[k]][0] += d * (bytes / 2);
+                lb[s->axis[k]][1] += d * (bytes - bytes / 2);
+                continue;
+            }
+            if (2 * d > n) d -= n;
+        }
+        lb[s->axis[k]][d > 0 ? 0 : 1] += (int64_t)abs(d) * bytes;
+    }
+}
+
+/* One round: block j of `send` (at soff[j], length slen[j] floats) goes to set index j and block j
+ * of `recv` (at roff[j], rlen[j]) comes from j, for every j ≠ me. Offsets index into the given
+ * base pointers. Blocks are posted nearest-first, receives before sends. */
+typedef struct {
+    const float *send;
+    float *recv;
+    const int64_t *soff, *slen, *roff, *rlen;
+} dround;
+
+static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, int64_t maxblk,
+                      int ph, int nph, int64_t (*lb)[2]) {
+    const int n = s->n, np = n - 1;
+    if (np <= 0) return;
+    const int64_t rq_floats = (int64_t)((4 * (size_t)np * sizeof(MPI_Request) + 3) / 4);
+    MPI_Request *rq = (MPI_Request *)(void *)mesh_scratch(ctx, SL_RQ, rq_floats);
+    MPI_Request *rrq = rq, *hrq = rq + np, *srq = rq + 2 * np, *shq = rq + 3 * np;
+    double *hin = NULL, hout = round_delivery(m, s, maxblk * (int64_t)sizeof(float));
+    const int emu = hout > 0;
+    if (emu) hin = (double *)(void *)mesh_scratch(ctx, SL_HDR, (int64_t)np * 2);
+    for (int q = 1; q <= np; q++) { /* receive from me−q, send to me+q: pairs meet early */
+        int from = (s->me - q + n) % n, i = q - 1;
+        CHECK(r->rlen[from] <= INT_MAX, "message of %lld floats exceeds MPI's int count",
+              (long long)r->rlen[from]);
+        MPI_Irecv(r->recv + r->roff[from], (int)r->rlen[from], MPI_FLOAT, from, TAG_DATA, s->comm,
+                  &rrq[i]);
+        hrq[i] = MPI_REQUEST_NULL;
+        if (emu) MPI_Irecv(&hin[i], 1, MPI_DOUBLE, from, TAG_HDR, s->comm, &hrq[i]);
+    }
+    for (int q = 1; q <= np; q++) {
+        int to = (s->me + q) % n, i = q - 1;
+        CHECK(r->slen[to] <= INT_MAX, "message of %lld floats exceeds MPI's int count",
+              (long long)r->slen[to]);
+        MPI_Isend(r->send + r->soff[to], (int)r->slen[to], MPI_FLOAT, to, TAG_DATA, s->comm,
+                  &srq[i]);
+        shq[i] = MPI_REQUEST_NULL;
+        if (emu) MPI_Isend(&hout, 1, MPI_DOUBLE, to, TAG_HDR, s->comm, &shq[i]);
+        account(s, to, r->slen[to] * (int64_t)sizeof(float), lb);
+    }
+    where_steps(m, ctx == &m->ctx[1], ph, nph, 0, np);
+    int got = 0, idx;
+    while (got < np) {
+        MPI_Waitany(np, rrq, &idx, MPI_STATUS_IGNORE);
+        CHECK(idx != MPI_UNDEFINED, "direct collective stalled with nothing in flight");
+        where_steps(m, ctx == &m->ctx[1], ph, nph, ++got, np);
+    }
+    MPI_Waitall(3 * np, rq + np, MPI_STATUSES_IGNORE);
+    if (emu) {
+        double t = 0;
+        for (int i = 0; i < np; i++) t = hin[i] > t ? hin[i] : t;
+        link_sleep_until(t);
+    }
+}
+
+/* Uniform blocks: offsets j·c, lengths c (filled into ctx->boff/blen). */
+static void uniform(mesh_ctx *ctx, int n, int64_t c) {
+    for (int j = 0; j < n; j++) ctx->boff[j] = j * c, ctx->blen[j] = c;
+    ctx->boff[n] = n * c;
+}
+
+/* ReduceScatter of blocks boff/blen from `in` into `out` (length blen[me]). */
+static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, const float *in,
+                           int ph, int nph, int64_t (*lb)[2]) {
+    const int n = s->n, me = s->me;
+    const int64_t c = ctx->blen[me];
+    int64_t maxblk = 0;
+    for (int j = 0; j < n; j++) maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
+    /* the partials from rank j land in slot j of the scratch (slot me unused) */
+    float *parts = mesh_scratch(ctx, SL_PARTS, (int64_t)n * c);
+    int64_t *roff = ctx->loff, *rlen = ctx->llen; /* lanes are not used by DIRECT */
+    for (int j = 0; j < n; j++) roff[j] = j * c, rlen[j] = c;
+    dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen};
+    run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
+    /* fixed order: rank 0's partial first */
+    const float *own = in + ctx->boff[me];
+    const float *first = me == 0 ? own : parts;
+    float *acc = mesh_scratch(ctx, SL_ACC, c);
+    memcpy(acc, first, (size_t)c * sizeof(float));
+    for (int j = 1; j < n; j++) {
+        const float *p = j == me ? own : parts + j * c;
+        for (int64_t e = 0; e < c; e++) acc[e] += p[e];
+    }
+    memcpy(out, acc, (size_t)c * sizeof(float));
+}
+
+/* AllGather of blocks boff/blen in place in `buf` (the own block already there). */
+static void all_gather(mesh *m, mesh_ctx *ctx, const dset *s, float *buf, int ph, int nph,
+                       int64_t (*lb)[2]) {
+    int64_t maxblk = 0, *soff = ctx->loff, *slen = ctx->llen;
+    for (int j = 0; j < s->n; j++) {
+        maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
+        soff[j] = ctx->boff[s->me], slen[j] = ctx->blen[s->me];
+    }
+    dround r = {buf, buf, soff, slen, ctx->boff, ctx->blen};
+    run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
+}
+
+void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
+    const dset s = set_of(m, ctx, x->a);
+    const int n = s.n, me = s.me;
+    const int64_t c = x->count;
+    CHECK(x->op != MESH_OP_ALL_TO_ALL || x->in != x->out || n == 1,
+          "all_to_all cannot run in place");
+    switch (x->op) {
+    case MESH_OP_ALL_GATHER: {
+        float *mine = x->out + me * c;
+        if (x->in != mine) memcpy(mine, x->in, (size_t)c * sizeof(float));
+        uniform(ctx, n, c);
+        all_gather(m, ctx, &s, x->out, 1, 1, lb);
+        break;
+    }
+    case MESH_OP_REDUCE_SCATTER:
+        uniform(ctx, n, c);
+        reduce_scatter(m, ctx, &s, x->out, x->in, 1, 1, lb);
+        break;
+    case MESH_OP_ALL_REDUCE: /* blocks of ⌊·⌋ or ⌈count/n⌉, in place in out */
+        for (int j = 0; j <= n; j++) ctx->boff[j] = c * j / n;
+        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
+        reduce_scatter(m, ctx, &s, x->out + ctx->boff[me], x->in, 1, 2, lb);
+        all_gather(m, ctx, &s, x->out, 2, 2, lb);
+        break;
+    case MESH_OP_ALL_TO_ALL: {
+        memcpy(x->out + me * c, x->in + me * c, (size_t)c * sizeof(float));
+        uniform(ctx, n, c);
+        dround r = {x->in, x->out, ctx->boff, ctx->blen, ctx->boff, ctx->blen};
+        run_round(m, ctx, &s, &r, c, 1, 1, lb);
+        break;
+    }
+    default:
+        CHECK(0, "no direct algorithm for %s", mesh_op_name(x->op));
+    }
+}
