@@ -233,11 +233,41 @@ static void test_strided(void) {
                                        V, NULL) < 0);
 }
 
+/* DIRECT (mesh/coll_direct.c): the busiest link's load of routed all-pairs blocks. */
+static void test_direct(void) {
+    const cost_link l = {1e9, 1e-6}; /* w_oneway 1 GB/s, so W = 2e9 */
+    const double V = 1 << 24, W = 2e9, w = 1e9;
+    const int r4[1] = {4}, r8[1] = {8}, r5[1] = {5}, y1[1] = {1}, n1[1] = {0};
+    cost_est e;
+    check_near("direct AllGather, ring of 4 = the book's bidir V/W",
+               cost_collective(COST_OP_ALL_GATHER, &l, r4, y1, 1, COST_ALG_DIRECT, V, &e), V / W,
+               1e-12);
+    check_true("  ... 2 hops (the farthest chip)", e.hops == 2);
+    check_near("direct AllGather, ring of 8: load (1+2+3+2) blocks of V/8 = V/w",
+               cost_collective(COST_OP_ALL_GATHER, &l, r8, y1, 1, COST_ALG_DIRECT, V, NULL),
+               8 * (V / 8) / w, 1e-12);
+    check_near("direct AllToAll, ring of 8 = the book's V/(4W)",
+               cost_collective(COST_OP_ALL_TO_ALL, &l, r8, y1, 1, COST_ALG_DIRECT, V, NULL),
+               V / (4 * W), 1e-12);
+    check_near("direct AllToAll, ring of 5: (1+2) blocks of V/25",
+               cost_collective(COST_OP_ALL_TO_ALL, &l, r5, y1, 1, COST_ALG_DIRECT, V, NULL),
+               3 * V / 25 / w, 1e-12);
+    check_near("direct ReduceScatter, line of 4: 2·2 pairs cross the middle link",
+               cost_collective(COST_OP_REDUCE_SCATTER, &l, r4, n1, 1, COST_ALG_DIRECT, V, &e),
+               4 * (V / 4) / w, 1e-12);
+    check_true("  ... 3 hops end to end", e.hops == 3);
+    const int s2[2] = {4, 2}, w2[2] = {1, 0};
+    check_near("direct AllReduce 4x2 (x wraps): 2x max(2·2, 4·1) blocks of V/8",
+               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w2, 2, COST_ALG_DIRECT, V, NULL),
+               2 * 4 * (V / 8) / w, 1e-12);
+}
+
 int main(void) {
     test_table();
     test_wraps();
     test_formulas();
     test_book();
     test_strided();
+    test_direct();
     return check_report("test_cost");
 }
