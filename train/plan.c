@@ -18,7 +18,13 @@
  *     (M+P−1)/M, and one ppermute of each microbatch's [b/M, D_Y] per boundary each way.
  * Times: each phase (forward, backward) of a layer costs max(T_math, ΣT_comms) overlapped — the
  * book's lower bound, with the X- and Y-axis comms summed, not overlapped with each other (§5.6)
- * — and T_math + ΣT_comms serial. The embedding/unembedding "head" is a segment of its own. */
+ * — and T_math + ΣT_comms serial. The embedding/unembedding "head" is a segment of its own.
+ *
+ * Split axes (plan.h): a role's collectives run over its own part of each physical axis — the
+ * tensor block of k as an open line of k, the data part as a strided sub-axis of n/k that wraps
+ * if the axis does, at W/k per link and k·T_min per step (cost_collective_strided). Because the
+ * book sums the X and Y comms rather than overlapping them, the two roles never compete for the
+ * links they share on a split axis within one phase. */
 #include "train/plan.h"
 
 #include <math.h>
@@ -81,50 +87,97 @@ double plan_params(const model_shape *m) {
     return (double)m->L * (mlp_params(m) + attn_params(m) + 2 * D) + 2 * D * (double)m->V + D;
 }
 
+/* ---- axes of a role, with splits ---- */
+
+int plan_axis_split(const plan_spec *s, int axis) {
+    const int k = s->tensor_block[axis];
+    return (s->tensor_mask & (1 << axis)) && k > 1 && k < s->sizes[axis];
+}
+
+static int role_mask(const plan_spec *s, plan_role role) {
+    return role == PLAN_ROLE_DATA     ? s->data_mask
+           : role == PLAN_ROLE_TENSOR ? s->tensor_mask
+                                      : s->pipe_mask;
+}
+
+/* Chips of axis i that `role` spans (its extent), whether its ring wraps, and its stride. */
+static void role_axis(const plan_spec *s, plan_role role, int i, int *size, int *wrap,
+                      int *stride) {
+    const int split = plan_axis_split(s, i), k = s->tensor_block[i];
+    *size = s->sizes[i];
+    *wrap = s->wraps[i];
+    *stride = 1;
+    if (split && role == PLAN_ROLE_TENSOR) {
+        *size = k;
+        *wrap = 0; /* a block of k < n chips has no wraparound link inside it */
+    } else if (split && role == PLAN_ROLE_DATA) {
+        *size = s->sizes[i] / k;
+        *stride = k;
+    }
+}
+
+void plan_axes_str(const plan_spec *s, plan_role role, char *out, size_t len) {
+    const int mask = role_mask(s, role);
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < s->n_axes && k < len; i++) {
+        if (!(mask & (1 << i))) continue;
+        if (plan_axis_split(s, i))
+            k += (size_t)snprintf(out + k, len - k, "%c%c%d", s->names[i],
+                                  role == PLAN_ROLE_TENSOR ? ':' : '/', s->tensor_block[i]);
+        else
+            k += (size_t)snprintf(out + k, len - k, "%c", s->names[i]);
+    }
+}
+
 /* ---- building the list of collectives ---- */
 
 typedef struct {
     const plan_spec *s;
     plan_result *r;
-    char dsub[COST_MAX_AXES + 1], tsub[COST_MAX_AXES + 1]; /* "xy", "z" */
+    char dsub[16], tsub[16]; /* "xyz/4", "z:4" (at most 3 axes of ≤ 2-digit blocks) */
 } builder;
 
-static void axes_of(const plan_spec *s, int mask, int *sizes, int *wraps, int *n) {
+static void axes_of(const plan_spec *s, plan_role role, int *sizes, int *wraps, int *strides,
+                    int *n) {
+    const int mask = role_mask(s, role);
     *n = 0;
     for (int i = 0; i < s->n_axes; i++)
         if (mask & (1 << i)) {
-            sizes[*n] = s->sizes[i];
-            wraps[*n] = s->wraps[i];
+            role_axis(s, role, i, &sizes[*n], &wraps[*n], &strides[*n]);
             (*n)++;
         }
 }
 
-static int add_coll(builder *b, cost_op op, int mask, int seg, int bwd, int count, plan_path path,
-                    double bytes, const char *what) {
+static int add_coll(builder *b, cost_op op, plan_role role, int seg, int bwd, int count,
+                    plan_path path, double bytes, const char *what) {
     plan_result *r = b->r;
     if (r->n_coll >= PLAN_MAX_COLL) return -1;
-    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], n;
-    axes_of(b->s, mask, sizes, wraps, &n);
+    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], strides[COST_MAX_AXES], n;
+    axes_of(b->s, role, sizes, wraps, strides, &n);
     plan_coll *c = &r->coll[r->n_coll++];
     memset(c, 0, sizeof *c);
     snprintf(c->what, sizeof c->what, "%s", what);
     c->op = op;
-    c->axes_mask = mask;
+    c->axes_mask = role_mask(b->s, role);
+    c->role = role;
+    snprintf(c->axes, sizeof c->axes, "%s", role == PLAN_ROLE_DATA ? b->dsub : b->tsub);
     c->seg = seg;
     c->bwd = bwd;
     c->count = count;
     c->path = path;
     c->bytes = bytes;
     cost_alg alg = op == COST_OP_PPERMUTE ? COST_ALG_AUTO : b->s->alg;
-    if (cost_collective(op, &b->s->link, sizes, wraps, n, alg, bytes, &c->est) < 0) return -1;
+    if (cost_collective_strided(op, &b->s->link, sizes, wraps, strides, n, alg, bytes, &c->est) < 0)
+        return -1;
     return 0;
 }
 
 /* Weight collectives over the data axes for weights of `w` elements per chip (already /Y). */
 static int add_weight_colls(builder *b, int seg, double w, const char *name) {
     const plan_spec *s = b->s;
-    const int dm = s->data_mask;
-    char buf[96];
+    const plan_role dm = PLAN_ROLE_DATA;
+    char buf[160];
     if (b->r->X <= 1) return 0;
     if (s->zero == 3) {
         snprintf(buf, sizeof buf, "AllGather_%s %s (FSDP)", b->dsub, name);
@@ -152,15 +205,16 @@ static int add_weight_colls(builder *b, int seg, double w, const char *name) {
  * its forward pair, backward pair, and `recompute` repeated forward pairs in the backward. */
 static int add_tp_colls(builder *b, int seg, int blocks, int recompute, double v) {
     const plan_spec *s = b->s;
-    const int tm = s->tensor_mask, M = s->microbatches;
+    const plan_role tm = PLAN_ROLE_TENSOR;
+    const int M = s->microbatches;
     const char *d = b->dsub[0] ? b->dsub : "", *t = b->tsub;
-    char buf[4][96];
+    char buf[4][128];
     if (b->r->Y <= 1) return 0;
-    snprintf(buf[0], 96, "AllGather_%s In[B%s%s,D_%s]->[B%s%s,D]", t, *d ? "_" : "", d, t,
+    snprintf(buf[0], 128, "AllGather_%s In[B%s%s,D_%s]->[B%s%s,D]", t, *d ? "_" : "", d, t,
              *d ? "_" : "", d);
-    snprintf(buf[1], 96, "ReduceScatter_%s Out[B%s%s,D]{U_%s}", t, *d ? "_" : "", d, t);
-    snprintf(buf[2], 96, "AllGather_%s dOut[B%s%s,D_%s]", t, *d ? "_" : "", d, t);
-    snprintf(buf[3], 96, "ReduceScatter_%s dIn[B%s%s,D]{U_%s}", t, *d ? "_" : "", d, t);
+    snprintf(buf[1], 128, "ReduceScatter_%s Out[B%s%s,D]{U_%s}", t, *d ? "_" : "", d, t);
+    snprintf(buf[2], 128, "AllGather_%s dOut[B%s%s,D_%s]", t, *d ? "_" : "", d, t);
+    snprintf(buf[3], 128, "ReduceScatter_%s dIn[B%s%s,D]{U_%s}", t, *d ? "_" : "", d, t);
     if (add_coll(b, COST_OP_ALL_GATHER, tm, seg, 0, blocks * M, PLAN_PATH_CRITICAL, v, buf[0]) ||
         add_coll(b, COST_OP_REDUCE_SCATTER, tm, seg, 0, blocks * M, PLAN_PATH_CRITICAL, v,
                  buf[1]) ||
@@ -172,22 +226,39 @@ static int add_tp_colls(builder *b, int seg, int blocks, int recompute, double v
     return 0;
 }
 
-static void subscript(const plan_spec *s, int mask, char *out) {
-    int k = 0;
-    for (int i = 0; i < s->n_axes; i++)
-        if (mask & (1 << i)) out[k++] = s->names[i];
-    out[k] = '\0';
-}
-
-static int degree(const plan_spec *s, int mask, int *n_phys) {
-    int d = 1;
+/* The degree of a role (product of its extents) and the physical axes it touches (M_X, M_Y:
+ * a split axis counts for both roles). Assumes valid blocks (see validate). */
+static int degree(const plan_spec *s, plan_role role, int *n_phys) {
+    const int mask = role_mask(s, role);
+    int d = 1, size, wrap, stride;
     *n_phys = 0;
     for (int i = 0; i < s->n_axes; i++)
         if ((mask & (1 << i)) && s->sizes[i] > 1) {
-            d *= s->sizes[i];
+            role_axis(s, role, i, &size, &wrap, &stride);
+            d *= size;
             (*n_phys)++;
         }
     return d;
+}
+
+/* Tensor blocks: each 0 or a divisor ≥ 2 of its axis, only on tensor axes. */
+static int validate_blocks(const plan_spec *s, char *err, size_t errlen) {
+    for (int i = 0; i < COST_MAX_AXES; i++) {
+        const int k = s->tensor_block[i];
+        if (k == 0) continue;
+        if (i >= s->n_axes || !(s->tensor_mask & (1 << i))) {
+            snprintf(err, errlen, "a tensor block of %d on axis %c, which is not a tensor axis", k,
+                     'x' + i);
+            return -1;
+        }
+        if (k < 2 || k > s->sizes[i] || s->sizes[i] % k) {
+            snprintf(err, errlen,
+                     "tensor block %c:%d: the block must be a divisor >= 2 of axis %c's size %d",
+                     s->names[i], k, s->names[i], s->sizes[i]);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int fail(char *err, size_t errlen, const char *msg, long long a, long long b) {
@@ -198,10 +269,16 @@ static int fail(char *err, size_t errlen, const char *msg, long long a, long lon
 static int validate(const plan_spec *s, const plan_result *r, char *err, size_t errlen) {
     const model_shape *m = &s->shape;
     const int all = (1 << s->n_axes) - 1;
+    int split = 0;
+    for (int i = 0; i < s->n_axes; i++)
+        split |= plan_axis_split(s, i) << i;
     if (s->n_axes < 1) return fail(err, errlen, "no topology (give --topology or --mesh)", 0, 0);
-    if ((s->data_mask & s->tensor_mask) || (s->data_mask & s->pipe_mask) ||
+    if ((s->data_mask & s->tensor_mask & ~split) || (s->data_mask & s->pipe_mask) ||
         (s->tensor_mask & s->pipe_mask))
-        return fail(err, errlen, "an axis is given two roles (data, tensor, pipeline)", 0, 0);
+        return fail(err, errlen,
+                    "an axis is given two roles (data, tensor, pipeline); only an axis split "
+                    "into a tensor block and a strided data part (--tensor z:4) may be both",
+                    0, 0);
     if ((s->data_mask | s->tensor_mask | s->pipe_mask) & ~all)
         return fail(err, errlen, "a sharding names an axis the %lld-axis topology lacks", s->n_axes,
                     0);
@@ -297,9 +374,10 @@ int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen) {
     const model_shape *m = &s->shape;
     memset(r, 0, sizeof *r);
     int np;
-    r->X = degree(s, s->data_mask, &r->M_X);
-    r->Y = degree(s, s->tensor_mask, &r->M_Y);
-    r->P = degree(s, s->pipe_mask, &np);
+    if (validate_blocks(s, err, errlen) < 0) return -1;
+    r->X = degree(s, PLAN_ROLE_DATA, &r->M_X);
+    r->Y = degree(s, PLAN_ROLE_TENSOR, &r->M_Y);
+    r->P = degree(s, PLAN_ROLE_PIPE, &np);
     r->chips = 1;
     for (int i = 0; i < s->n_axes; i++)
         r->chips *= s->sizes[i];
@@ -338,9 +416,9 @@ int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen) {
             r->phase[g][k].t_math = r->phase[g][k].flops / C;
 
     builder bl = {s, r, "", ""};
-    subscript(s, s->data_mask, bl.dsub);
-    subscript(s, s->tensor_mask, bl.tsub);
-    char wa[64], wm[64], wh[64];
+    plan_axes_str(s, PLAN_ROLE_DATA, bl.dsub, sizeof bl.dsub);
+    plan_axes_str(s, PLAN_ROLE_TENSOR, bl.tsub, sizeof bl.tsub);
+    char wa[80], wm[80], wh[80];
     const char *ts = bl.tsub;
     snprintf(wa, sizeof wa, "W_attn[D%s%s,(N+K)H%s%s]", r->X > 1 ? "_" : "",
              r->X > 1 ? bl.dsub : "", Y > 1 ? "_" : "", Y > 1 ? ts : "");

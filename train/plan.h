@@ -8,7 +8,14 @@
  *
  * Conventions: B is the global batch in TOKENS (sequences × T). X = product of the data axes,
  * Y = product of the tensor axes, P = pipeline axis size. bf16 activations and weights on the
- * wire (2 bytes), GB = 1e9. Times in seconds. */
+ * wire (2 bytes), GB = 1e9. Times in seconds.
+ *
+ * Sub-axis splits: a physical axis of n chips may be split between the two roles, the tensor
+ * sharding taking a contiguous block of k | n chips and the data sharding the strided rest n/k
+ * (the book's "2048-way FSDP × 4-way TP" on a pod whose axes are 16, 20, 28). Written "z:4" for
+ * the tensor part and "z/4" for the data part. Costs (cost_collective_strided): the block is an
+ * open line of k (no wraparound inside it unless k = n); the strided sub-axis wraps if z does,
+ * but each ring step crosses k links that the k strided groups share: W/k and k·T_min. */
 #ifndef MT_TRAIN_PLAN_H
 #define MT_TRAIN_PLAN_H
 #include <stddef.h>
@@ -18,6 +25,8 @@
 #include "train/config.h"
 
 #define PLAN_MAX_COLL 24
+#define PLAN_MAX_NOTES 16
+#define PLAN_NOTE_LEN 512
 
 typedef enum {
     PLAN_REMAT_NONE,  /* save everything: ~20 [B,D] tensors per layer (§4.4) */
@@ -25,6 +34,12 @@ typedef enum {
     PLAN_REMAT_FFW3,  /* save the 3 big FFW matmul outputs: 2·L·B·(D+2F) bytes (§4.4) */
     PLAN_REMAT_CKPT   /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training, §6) */
 } plan_remat;
+
+/* The role of a set of axes. */
+typedef enum { PLAN_ROLE_DATA, PLAN_ROLE_TENSOR, PLAN_ROLE_PIPE } plan_role;
+
+/* Output formats of a plan and of a search. */
+typedef enum { PLAN_FORMAT_TABLE, PLAN_FORMAT_CSV, PLAN_FORMAT_JSON } plan_format;
 
 /* Where a collective sits, in the book's labels (§9.2). */
 typedef enum {
@@ -42,7 +57,11 @@ typedef struct {
     int wraps[COST_MAX_AXES];
     char names[COST_MAX_AXES];             /* 'x', 'y', 'z' */
     int data_mask, tensor_mask, pipe_mask; /* bit i = axis i */
-    int zero;                              /* 0..3 over the data axes */
+    /* Tensor block of axis i: 0 (or sizes[i]) = the whole axis; 1 < k < sizes[i], k | sizes[i]:
+     * the axis is split, tensor takes a contiguous block of k chips and, if the axis is also in
+     * data_mask (the only way an axis may have two roles), data takes the strided n/k. */
+    int tensor_block[COST_MAX_AXES];
+    int zero; /* 0..3 over the data axes */
     model_shape shape;
     double tokens; /* global batch B in tokens */
     plan_remat remat;
@@ -52,12 +71,14 @@ typedef struct {
 } plan_spec;
 
 typedef struct {
-    char what[96]; /* "AllGather_y In[B_x,D_y]->[B_x,D]" */
+    char what[128]; /* "AllGather_y In[B_x,D_y]->[B_x,D]" */
     cost_op op;
     int axes_mask;
-    int seg;   /* 0: per layer; 1: the embedding/unembedding head (once per step) */
-    int bwd;   /* 0 forward, 1 backward (incl. recompute) */
-    int count; /* calls per layer (per step for seg 1) per chip */
+    char axes[24];  /* the role's axes with splits: "xyz/4", "z:4" */
+    plan_role role; /* data or tensor */
+    int seg;        /* 0: per layer; 1: the embedding/unembedding head (once per step) */
+    int bwd;        /* 0 forward, 1 backward (incl. recompute) */
+    int count;      /* calls per layer (per step for seg 1) per chip */
     plan_path path;
     double bytes;       /* the book's V per call */
     cost_est est;       /* one call */
@@ -112,16 +133,56 @@ int plan_model_preset(model_shape *m, const char *name);
  * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
 double plan_params(const model_shape *m);
 
+/* 1 if axis i of s is split: in the tensor role with a block 1 < k < sizes[i]. */
+int plan_axis_split(const plan_spec *s, int axis);
+/* The axes of `role` as printed in subscripts and columns: whole axes by letter, a split axis as
+ * "z:4" (tensor, block of 4) or "z/4" (data, the strided 16/4): "xyz/4", "z:4"; "" for none. */
+void plan_axes_str(const plan_spec *s, plan_role role, char *out, size_t len);
+
 /* Predicts everything for s. Returns 0, or −1 with err for a sharding that does not apply
- * (an axis in two roles, a degree that does not divide the batch or the model). */
+ * (an axis in two roles that is not split, a block that does not divide its axis, a degree
+ * that does not divide the batch or the model). */
 int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen);
 
 /* Printing (plan_report.c). */
 void plan_print(FILE *out, const plan_spec *s, const plan_result *r);
-/* Enumerates topologies of `chips` chips that fit s->chip's pod (or s's own topology if chips
- * is 0) and every assignment of their axes to data / tensor with ZeRO 0..3; prints the `top`
- * fastest by overlapped step time, fitting ones first. Returns the number of candidates. */
-int plan_search(FILE *out, const plan_spec *s, int chips, int top);
+/* The plan's notes (where it parts from the book, and why), one sentence each, without the
+ * leading "- ". Returns how many were written (at most PLAN_MAX_NOTES). */
+int plan_notes(const plan_spec *s, const plan_result *r, char (*notes)[PLAN_NOTE_LEN]);
+
+/* Search. */
+typedef struct {
+    int chips;      /* > 0: every topology of this many chips that fits the pod; 0: s's own */
+    int top;        /* rows to print */
+    int whole_axes; /* 1: whole axes only (no sub-axis splits) */
+    plan_format format;
+} plan_search_opt;
+
+typedef struct {
+    plan_spec s;
+    plan_result r;
+} plan_candidate;
+
+/* Enumerates the topologies of o->chips chips (or s's own), and on each every assignment of each
+ * axis to data, to tensor, or (unless o->whole_axes) split with tensor taking a contiguous block
+ * of every divisor 1 < k < n, times ZeRO 0..3; drops shardings plan_compute rejects and
+ * duplicates (same step time, memory and ZeRO stage). Returns a malloc'd array sorted fitting
+ * first, then by overlapped step time, ties (compute-bound ones) by serial step time, with its
+ * length in *n; NULL (and *n = 0) if out of memory.
+ * The caller frees it. */
+plan_candidate *plan_search_list(const plan_spec *s, const plan_search_opt *o, int *n);
+/* plan_search_list, then prints the o->top first in o->format. Returns the number of
+ * candidates. */
+int plan_search(FILE *out, const plan_spec *s, const plan_search_opt *o);
+
+/* Machine-readable output (plan_out.c). CSV: one header row, then one row per collective (plan)
+ * or per candidate (search); names carry the units (_s seconds, _bytes). JSON: one object (plan)
+ * or an array of candidates (search), times in seconds, sizes in bytes, numbers with 15
+ * significant digits. */
+void plan_print_csv(FILE *out, const plan_spec *s, const plan_result *r);
+void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r);
+void plan_search_print_csv(FILE *out, const plan_candidate *c, int n);
+void plan_search_print_json(FILE *out, const plan_candidate *c, int n);
 /* `meshplan` / `meshtrain plan`: parses flags, prints the plan or the search. Returns the exit
  * status (0 ok, 2 bad flags). */
 int plan_main(int argc, char **argv);

@@ -26,21 +26,34 @@ static const char *help_text =
     "  --dp AXES          batch sharded over these axes (alias --data-axes, --data);\n"
     "                     default: every axis not in --tensor or --pipeline\n"
     "  --zero S           0 replicated DP, 1 optimizer, 2 +grads, 3 +weights (FSDP)\n"
-    "  --tensor AXES      Megatron tensor-parallel axes     --pipeline AXIS  pipeline stages\n"
+    "  --tensor AXES      Megatron tensor-parallel axes, whole (z, yz) or split: z:4 gives\n"
+    "                     tensor a contiguous block of 4 chips of z and leaves the strided\n"
+    "                     rest z/4 (16/4 = 4 chips, 4 apart) to the data axes; several, as\n"
+    "                     y:2,z:4 or xz:4. The block must divide the axis. A block is an open\n"
+    "                     line; the strided rest shares each link with the other blocks' rests\n"
+    "                     (W/k per link, k*T_min per step)\n"
+    "  --pipeline AXIS    pipeline stages (a whole axis)\n"
     "  --microbatches M   pipeline microbatches (default 1)\n"
     "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
     "  --alg ALG          auto | ring | bidir | seq | multi (collective algorithm)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
     "Search:\n"
-    "  --search           rank shardings (data/tensor axes, ZeRO) by predicted step time\n"
+    "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
+    "                     or split (tensor on a block of every divisor k), times ZeRO 0..3\n"
+    "  --whole-axes       search whole axes only (no splits)\n"
     "  --chips N          search topologies of N chips that fit the chip's pod\n"
-    "  --top K            rows to print (default 15)\n";
+    "  --top K            rows to print (default 15)\n"
+    "Output:\n"
+    "  --format FMT       table (default) | csv (a header row, then one row per collective or\n"
+    "                     per search candidate) | json (one object, or an array of candidates);\n"
+    "                     seconds, bytes, tokens; 15 significant digits\n";
 
 typedef struct {
     plan_spec s;
-    char chip[16], topology[64], open[8], data[8], tensor[8], pipe[8];
+    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
-    int search, chips, top, have_data;
+    int search, chips, top, have_data, whole_axes;
+    plan_format format;
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
@@ -71,6 +84,31 @@ static int axes_ok(const char *v) {
     for (const char *p = v; *p; p++)
         if (*p < 'x' || *p > 'z' || strchr(p + 1, *p)) return 0;
     return strlen(v) <= 3;
+}
+
+/* --tensor: axis letters, each optionally ":k" (a block of k), commas allowed between them.
+ * Fills the mask and the blocks (0 = whole axis). Returns 0, or −1 for bad syntax or an axis
+ * given twice. */
+static int tensor_parse(const char *v, int *mask, int *block) {
+    *mask = 0;
+    memset(block, 0, sizeof(int) * COST_MAX_AXES);
+    for (const char *p = v; *p;) {
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p < 'x' || *p > 'z' || (*mask & (1 << (*p - 'x')))) return -1;
+        const int a = *p++ - 'x';
+        *mask |= 1 << a;
+        if (*p == ':') {
+            char *end;
+            const long k = strtol(p + 1, &end, 10);
+            if (end == p + 1 || k < 1 || k > 1 << 16) return -1;
+            block[a] = (int)k;
+            p = end;
+        }
+    }
+    return *mask ? 0 : -1;
 }
 
 static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *err, size_t len) {
@@ -110,6 +148,10 @@ static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t le
         c->search = 1;
         return 1;
     }
+    if (strcmp(f, "--whole-axes") == 0) {
+        c->whole_axes = 1;
+        return 1;
+    }
     if (!v) return bad(err, len, f, "", "needs a value");
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (strcmp(f, dims[i].name) == 0) {
@@ -131,10 +173,27 @@ static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t le
         c->have_data = 1;
         return str_flag(f, v, c->data, sizeof c->data, err, len);
     }
-    if (strcmp(f, "--tensor") == 0 || strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
+    if (strcmp(f, "--tensor") == 0) {
+        int mask, block[COST_MAX_AXES];
+        if (tensor_parse(v, &mask, block) < 0)
+            return bad(err, len, f, v,
+                       "expected axes x, y, z, each at most once, whole (yz) or with a block "
+                       "(z:4, y:2,z:4)");
+        return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
+    }
+    if (strcmp(f, "--format") == 0) {
+        static const char *names[] = {"table", "csv", "json"};
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) {
+                c->format = (plan_format)i;
+                return 0;
+            }
+        return bad(err, len, f, v, "expected table, csv or json");
+    }
+    if (strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
         if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
-        char *dst = f[2] == 't' ? c->tensor : f[2] == 'p' ? c->pipe : c->open;
-        return str_flag(f, v, dst, sizeof c->data, err, len);
+        char *dst = f[2] == 'p' ? c->pipe : c->open;
+        return str_flag(f, v, dst, sizeof c->pipe, err, len);
     }
     if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
     if (strcmp(f, "--alg") == 0) {
@@ -251,13 +310,35 @@ static int finish(cli *c, char *err, size_t len) {
     const int all = (1 << n) - 1;
     for (const char *p = c->open; *p; p++)
         s->wraps[*p - 'x'] = 0;
-    s->tensor_mask = mask_of(c->tensor);
+    int block[COST_MAX_AXES] = {0, 0, 0}, split = 0;
+    if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
     s->pipe_mask = mask_of(c->pipe);
-    s->data_mask = c->have_data ? mask_of(c->data) : all & ~(s->tensor_mask | s->pipe_mask);
-    if ((s->tensor_mask | s->pipe_mask | s->data_mask | mask_of(c->open)) & ~all)
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
         return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
                    "names an axis the "
                    "topology lacks");
+    for (int i = 0; i < n; i++) {
+        const int k = block[i], size = sizes[i];
+        if (k == 0 || k == size) continue;
+        if (k < 2 || size % k) {
+            char divs[96] = "";
+            size_t m = 0;
+            for (int d = 2; d <= size && m < sizeof divs; d++)
+                if (size % d == 0) m += (size_t)snprintf(divs + m, sizeof divs - m, " %d", d);
+            snprintf(err, len,
+                     "--tensor %s: a block of %d chip%s %s axis %c of size %d; use a block that "
+                     "divides it:%s",
+                     c->tensor, k, k == 1 ? "" : "s",
+                     k < 2 ? "is no tensor sharding of" : "does not divide", 'x' + i, size,
+                     divs[0] ? divs : " (none: the axis has 1 chip)");
+            return -1;
+        }
+        s->tensor_block[i] = k;
+        split |= 1 << i;
+    }
+    /* A split axis's strided rest shards the batch unless --dp leaves it out. */
+    s->data_mask =
+        c->have_data ? mask_of(c->data) : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
     return 0;
 }
 
@@ -298,13 +379,19 @@ int plan_main(int argc, char **argv) {
             fprintf(stderr, "meshplan: error: --search needs a batch (--batch or --tokens)\n");
             return 2;
         }
-        return plan_search(stdout, &c.s, c.chips, c.top) > 0 ? 0 : 2;
+        const plan_search_opt o = {c.chips, c.top, c.whole_axes, c.format};
+        return plan_search(stdout, &c.s, &o) > 0 ? 0 : 2;
     }
     plan_result r;
     if (plan_compute(&c.s, &r, err, sizeof err) < 0) {
         fprintf(stderr, "meshplan: error: %s\n", err);
         return 2;
     }
-    plan_print(stdout, &c.s, &r);
+    if (c.format == PLAN_FORMAT_CSV)
+        plan_print_csv(stdout, &c.s, &r);
+    else if (c.format == PLAN_FORMAT_JSON)
+        plan_print_json(stdout, &c.s, &r);
+    else
+        plan_print(stdout, &c.s, &r);
     return 0;
 }

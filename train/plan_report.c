@@ -2,6 +2,8 @@
  * shardings. See plan.h. */
 #include "train/plan.h"
 
+#include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +21,10 @@ static const char *remat_name(const plan_spec *s, char *buf, size_t len) {
     return buf;
 }
 
-static void axes_str(const plan_spec *s, int mask, char *out) {
-    int k = 0;
-    for (int i = 0; i < s->n_axes; i++)
-        if (mask & (1 << i)) out[k++] = s->names[i];
-    if (k == 0) out[k++] = '-';
-    out[k] = '\0';
+/* plan_axes_str, "-" for none. */
+static void axes_str(const plan_spec *s, plan_role role, char *out, size_t len) {
+    plan_axes_str(s, role, out, len);
+    if (!out[0]) snprintf(out, len, "-");
 }
 
 static void topo_str(const plan_spec *s, char *buf, size_t len) {
@@ -36,7 +36,7 @@ static void topo_str(const plan_spec *s, char *buf, size_t len) {
 static void print_header(FILE *out, const plan_spec *s, const plan_result *r) {
     const cost_chip *c = &s->chip;
     const model_shape *m = &s->shape;
-    char topo[64], d[8], t[8], p[8], rb[64];
+    char topo[64], d[16], t[16], p[16], rb[64];
     topo_str(s, topo, sizeof topo);
     fprintf(out,
             "chip %s: C %.3g FLOP/s (bf16), HBM %.0f GB at %.3g B/s, ICI link %.3g B/s "
@@ -44,8 +44,13 @@ static void print_header(FILE *out, const plan_spec *s, const plan_result *r) {
             c->name, c->flops_bf16, c->hbm_bytes / 1e9, c->hbm_bw, s->link.w_oneway,
             2 * s->link.w_oneway, s->link.hop_latency * 1e6);
     fprintf(out, "topology %s = %.0f chips:", topo, r->chips);
-    for (int i = 0; i < s->n_axes; i++)
-        fprintf(out, " %c=%d (%s)", s->names[i], s->sizes[i], s->wraps[i] ? "wraps" : "open");
+    for (int i = 0; i < s->n_axes; i++) {
+        fprintf(out, " %c=%d (%s", s->names[i], s->sizes[i], s->wraps[i] ? "wraps" : "open");
+        if (plan_axis_split(s, i))
+            fprintf(out, "; split: tensor blocks of %d, data %d strided by %d", s->tensor_block[i],
+                    s->sizes[i] / s->tensor_block[i], s->tensor_block[i]);
+        fprintf(out, ")");
+    }
     fprintf(out,
             "\nmodel: L=%lld D=%lld F=%lld N=%lld K=%lld H=%lld V=%lld T=%lld; params "
             "%.4g (MLP %.4g, attention %.4g, embeddings %.4g)\n",
@@ -55,9 +60,9 @@ static void print_header(FILE *out, const plan_spec *s, const plan_result *r) {
             2.0 * m->D * m->V);
     fprintf(out, "batch: B = %.0f tokens (%.6g sequences of %lld)\n", s->tokens,
             s->tokens / (double)m->T, (long long)m->T);
-    axes_str(s, s->data_mask, d);
-    axes_str(s, s->tensor_mask, t);
-    axes_str(s, s->pipe_mask, p);
+    axes_str(s, PLAN_ROLE_DATA, d, sizeof d);
+    axes_str(s, PLAN_ROLE_TENSOR, t, sizeof t);
+    axes_str(s, PLAN_ROLE_PIPE, p, sizeof p);
     fprintf(out,
             "sharding: data %s (X=%.0f, ZeRO-%d), tensor %s (Y=%.0f), pipeline %s (P=%.0f, "
             "%d microbatches); remat %s; collectives %s\n",
@@ -147,39 +152,98 @@ static void print_thresholds(FILE *out, const plan_spec *s, const plan_result *r
             r->mixed_min_batch);
 }
 
-static void print_notes(FILE *out, const plan_spec *s, const plan_result *r) {
-    fprintf(out, "notes:\n");
-    fprintf(out, "  - chip constants are the book's table values (digest §11 erratum 1: the prose "
-                 "also uses 2.5e12/4.5e14 for v5p).\n");
-    fprintf(out,
-            "  - MFU = 6*params*B / (chips*C*t_step) (§9.2): params include embeddings; "
-            "causal attention (%.3g FLOPs) and recompute (%.3g) count in the time, not in MFU.\n",
-            r->flops_attn, r->flops_recompute);
-    fprintf(out, "  - overlapped step = sum over phases of max(T_math, T_comms), X- and Y-axis "
-                 "comms summed as in §5.6; serial = T_math + T_comms.\n");
+/* Appends one note if there is room. */
+static void note(char (*notes)[PLAN_NOTE_LEN], int *n, const char *fmt, ...) {
+    if (*n >= PLAN_MAX_NOTES) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes[*n], PLAN_NOTE_LEN, fmt, ap);
+    va_end(ap);
+    (*n)++;
+}
+
+/* The layer collective of `role` with the most bytes, or NULL. */
+static const plan_coll *largest(const plan_result *r, plan_role role) {
+    const plan_coll *best = NULL;
+    for (int i = 0; i < r->n_coll; i++) {
+        const plan_coll *c = &r->coll[i];
+        if (c->seg == 0 && c->role == role && (!best || c->bytes > best->bytes)) best = c;
+    }
+    return best;
+}
+
+/* The book's bandwidth-bound time of c over M full-W axes (§3.3) against ours, in one note. */
+static void note_vs_book(char (*notes)[PLAN_NOTE_LEN], int *n, const plan_spec *s,
+                         const plan_coll *c, const char *m_name, int M) {
+    const double W = 2 * s->link.w_oneway;
+    const double f = c->op == COST_OP_ALL_REDUCE ? 2 : c->op == COST_OP_ALL_TO_ALL ? 0.25 : 1;
+    const double book = f * c->bytes / (W * M), ours = c->est.t_bandwidth;
+    note(notes, n,
+         "%s over %s: the book's V/(W %s) with %s = %d (every touched axis at full W) gives "
+         "%.4g ms; the link-sharing cost gives %.4g ms (x%.3g), i.e. an effective %s of %.3g.",
+         cost_op_name(c->op), c->axes, m_name, m_name, M, book * 1e3, ours * 1e3, ours / book,
+         m_name, M * book / ours);
+}
+
+int plan_notes(const plan_spec *s, const plan_result *r, char (*notes)[PLAN_NOTE_LEN]) {
+    int n = 0, any_split = 0;
+    note(notes, &n,
+         "chip constants are the book's table values (digest §11 erratum 1: the prose also uses "
+         "2.5e12/4.5e14 for v5p).");
+    note(notes, &n,
+         "MFU = 6*params*B / (chips*C*t_step) (§9.2): params include embeddings; causal attention "
+         "(%.3g FLOPs) and recompute (%.3g) count in the time, not in MFU.",
+         r->flops_attn, r->flops_recompute);
+    note(notes, &n,
+         "overlapped step = sum over phases of max(T_math, T_comms), X- and Y-axis comms summed "
+         "as in §5.6; serial = T_math + T_comms.");
     if (r->Y > 1)
-        fprintf(out, "  - TP backward moves AllGather dOut + ReduceScatter dIn per block, the pure "
-                     "MP row (4BD); the book's FSDP+MP row prints 8BD/X (erratum 6).\n");
+        note(notes, &n,
+             "TP backward moves AllGather dOut + ReduceScatter dIn per block, the pure MP row "
+             "(4BD); the book's FSDP+MP row prints 8BD/X (erratum 6).");
     if (r->X > 1 && s->zero == 0)
-        fprintf(out, "  - DP T_math drops the book's stray factor L (erratum 2).\n");
+        note(notes, &n, "DP T_math drops the book's stray factor L (erratum 2).");
     if (s->remat == PLAN_REMAT_CKPT)
-        fprintf(out,
-                "  - ckpt%d: 2*D*B*n*L; the book's 20.9 TB for LLaMA-3-70B is n = 4 although "
-                "its text says x3 (erratum 9).\n",
-                s->ckpt_n);
-    fprintf(out,
-            "  - the mixed threshold is 4 alpha^2/(M_X M_Y F) with the M's stated; the "
-            "book's X = 13.9 example needs M_X/M_Y = 2 (erratum 5), and its v5p 16x16x16 bound "
-            "evaluates to 1.6e6, not 1.6e10 (erratum 4).\n");
-    fprintf(out,
-            "  - memory adds bf16 gradients (%.0f B/param) to the book's 10 B/param; the "
-            "book's total is shown separately.\n",
-            s->grad_bytes);
+        note(notes, &n,
+             "ckpt%d: 2*D*B*n*L; the book's 20.9 TB for LLaMA-3-70B is n = 4 although its text "
+             "says x3 (erratum 9).",
+             s->ckpt_n);
+    note(notes, &n,
+         "the mixed threshold is 4 alpha^2/(M_X M_Y F) with the M's stated; the book's X = 13.9 "
+         "example needs M_X/M_Y = 2 (erratum 5), and its v5p 16x16x16 bound evaluates to 1.6e6, "
+         "not 1.6e10 (erratum 4).");
+    note(notes, &n,
+         "memory adds bf16 gradients (%.0f B/param) to the book's 10 B/param; the book's total "
+         "is shown separately.",
+         s->grad_bytes);
     if (r->P > 1)
-        fprintf(out,
-                "  - pipeline: GPipe bubble (M+P-1)/M = %.3f and ppermutes %.3f ms are "
-                "EXTERNAL (not in the book at this commit).\n",
-                r->bubble, r->t_pipe * 1e3);
+        note(notes, &n,
+             "pipeline: GPipe bubble (M+P-1)/M = %.3f and ppermutes %.3f ms are EXTERNAL (not in "
+             "the book at this commit).",
+             r->bubble, r->t_pipe * 1e3);
+    for (int i = 0; i < s->n_axes; i++) {
+        if (!plan_axis_split(s, i)) continue;
+        const int k = s->tensor_block[i], m = s->sizes[i] / k;
+        const char a = s->names[i];
+        any_split = 1;
+        note(notes, &n,
+             "axis %c (%d, %s) is split (not in the book): tensor %c:%d is a contiguous block of "
+             "%d chips, an open line (no wraparound link inside a block); data %c/%d is a ring of "
+             "%d chips %d apart that %s, each step crossing %d links that the %d strided groups "
+             "(one per tensor rank) share: W/%d per link, %d T_min per step.",
+             a, s->sizes[i], s->wraps[i] ? "wraps" : "open", a, k, k, a, k, m, k,
+             s->wraps[i] ? "wraps like its axis" : "is open like its axis", k, k, k, k);
+    }
+    if (any_split) {
+        note(notes, &n,
+             "M_X = %d and M_Y = %d count the physical axes each role touches (a split axis counts "
+             "for both); the thresholds above use them, as the book would.",
+             r->M_X, r->M_Y);
+        const plan_coll *cd = largest(r, PLAN_ROLE_DATA), *ct = largest(r, PLAN_ROLE_TENSOR);
+        if (cd && r->M_X > 0) note_vs_book(notes, &n, s, cd, "M_X", r->M_X);
+        if (ct && r->M_Y > 0) note_vs_book(notes, &n, s, ct, "M_Y", r->M_Y);
+    }
+    return n;
 }
 
 void plan_print(FILE *out, const plan_spec *s, const plan_result *r) {
@@ -203,21 +267,43 @@ void plan_print(FILE *out, const plan_spec *s, const plan_result *r) {
     fprintf(out, "\n");
     print_thresholds(out, s, r);
     fprintf(out, "\n");
-    print_notes(out, s, r);
+    char notes[PLAN_MAX_NOTES][PLAN_NOTE_LEN];
+    const int n_notes = plan_notes(s, r, notes);
+    fprintf(out, "notes:\n");
+    for (int i = 0; i < n_notes; i++)
+        fprintf(out, "  - %s\n", notes[i]);
 }
 
 /* ---- search ---- */
 
+/* One enumerated sharding before its full result is kept. */
 typedef struct {
     plan_spec s;
-    double t, mem;
-    int fits;
-} candidate;
+    double t, t_sum, mem;
+    int fits, idx;
+} entry;
 
-static int cand_cmp(const void *a, const void *b) {
-    const candidate *x = a, *y = b;
+static int near(double a, double b) {
+    return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b));
+}
+
+/* Groups equal shardings (ZeRO stage, step time, memory) together, in enumeration order. */
+static int dedup_cmp(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->s.zero != y->s.zero) return x->s.zero - y->s.zero;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->mem != y->mem) return x->mem < y->mem ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+/* Fitting ones first, then by overlapped step time; ties (compute-bound shardings all take
+ * T_math) by serial step time, the comms there are to hide; then in enumeration order. */
+static int rank_cmp(const void *a, const void *b) {
+    const entry *x = a, *y = b;
     if (x->fits != y->fits) return y->fits - x->fits;
-    return (x->t > y->t) - (x->t < y->t);
+    if (!near(x->t, y->t)) return x->t < y->t ? -1 : 1;
+    if (x->t_sum != y->t_sum) return x->t_sum < y->t_sum ? -1 : 1;
+    return x->idx - y->idx;
 }
 
 /* Topologies of `chips` as sorted sizes a >= b >= c that fit the chip's pod; axes of 1 dropped. */
@@ -242,68 +328,141 @@ static int topologies(const plan_spec *s, int chips, int (*out)[COST_MAX_AXES], 
     return n;
 }
 
-static int duplicate(const candidate *c, int n, const plan_spec *s, double t, double mem) {
-    for (int i = 0; i < n; i++)
-        if (c[i].t == t && c[i].mem == mem && c[i].s.zero == s->zero) return 1;
-    return 0;
+enum { MAX_OPT = 64 };
+
+/* The roles axis of size n can take: -1 data, 0 tensor (whole axis), k > 1 a tensor block of k
+ * with data on the strided rest. */
+static int axis_options(int n, int whole_axes, int *opt) {
+    int c = 0;
+    opt[c++] = -1;
+    opt[c++] = 0;
+    for (int k = 2; !whole_axes && k < n && c < MAX_OPT; k++)
+        if (n % k == 0) opt[c++] = k;
+    return c;
 }
 
-int plan_search(FILE *out, const plan_spec *base, int chips, int top) {
+/* Appends every sharding of s's topology to *e (growing it), numbering them from *idx. */
+static int enumerate(const plan_spec *topo, int whole_axes, entry **e, int *n, int *cap, int *idx) {
+    int opt[COST_MAX_AXES][MAX_OPT], n_opt[COST_MAX_AXES], pick[COST_MAX_AXES] = {0, 0, 0};
+    const int na = topo->n_axes;
+    char err[256];
+    plan_result r;
+    for (int i = 0; i < na; i++)
+        n_opt[i] = axis_options(topo->sizes[i], whole_axes, opt[i]);
+    for (;;) {
+        plan_spec s = *topo;
+        s.data_mask = s.tensor_mask = 0;
+        for (int i = 0; i < na; i++) {
+            const int o = opt[i][pick[i]];
+            s.tensor_block[i] = o > 0 ? o : 0;
+            if (o >= 0) s.tensor_mask |= 1 << i;
+            if (o != 0) s.data_mask |= 1 << i;
+        }
+        for (int z = 0; z <= 3; z++) {
+            s.zero = z;
+            if (s.data_mask == 0 && z > 0) continue;
+            if (plan_compute(&s, &r, err, sizeof err) < 0) continue;
+            if (*n == *cap) {
+                const int nc = *cap ? 2 * *cap : 1024;
+                entry *ne = realloc(*e, sizeof **e * (size_t)nc);
+                if (!ne) return -1;
+                *e = ne;
+                *cap = nc;
+            }
+            (*e)[(*n)++] = (entry){s, r.t_step_max, r.t_step_sum, r.mem_total, r.fits, (*idx)++};
+        }
+        int i = na - 1; /* the last axis varies fastest: z's splits come before x's */
+        while (i >= 0 && ++pick[i] == n_opt[i])
+            pick[i--] = 0;
+        if (i < 0) return 0;
+    }
+}
+
+plan_candidate *plan_search_list(const plan_spec *base, const plan_search_opt *o, int *n_out) {
     enum { MAX_TOPO = 256 };
-    int topo[MAX_TOPO][COST_MAX_AXES], topo_n[MAX_TOPO], n_topo;
-    if (chips > 0) {
-        n_topo = topologies(base, chips, topo, topo_n, MAX_TOPO);
+    int topo[MAX_TOPO][COST_MAX_AXES], topo_n[MAX_TOPO], n_topo, n = 0, cap = 0, idx = 0;
+    entry *e = NULL;
+    char err[256];
+    *n_out = 0;
+    if (o->chips > 0) {
+        n_topo = topologies(base, o->chips, topo, topo_n, MAX_TOPO);
     } else {
         n_topo = 1;
         topo_n[0] = base->n_axes;
         memcpy(topo[0], base->sizes, sizeof topo[0]);
     }
-    const int cap = n_topo * 8 * 4;
-    candidate *c = malloc(sizeof *c * (size_t)(cap > 0 ? cap : 1));
-    if (!c) {
-        fprintf(out, "search: out of memory\n");
-        return 0;
-    }
-    int n = 0;
-    char err[256];
-    plan_result r;
     for (int t = 0; t < n_topo; t++) {
         plan_spec s = *base;
         s.pipe_mask = 0;
         s.microbatches = 1;
-        if (chips > 0 && plan_spec_set_topology(&s, topo[t], topo_n[t], err, sizeof err) < 0)
+        memset(s.tensor_block, 0, sizeof s.tensor_block);
+        if (o->chips > 0 && plan_spec_set_topology(&s, topo[t], topo_n[t], err, sizeof err) < 0)
             continue;
-        const int all = (1 << s.n_axes) - 1;
-        for (int tm = 0; tm <= all; tm++)
-            for (int z = 0; z <= 3; z++) {
-                s.tensor_mask = tm;
-                s.data_mask = all & ~tm;
-                s.zero = z;
-                if (s.data_mask == 0 && z > 0) continue;
-                if (plan_compute(&s, &r, err, sizeof err) < 0) continue;
-                if (duplicate(c, n, &s, r.t_step_max, r.mem_total)) continue;
-                c[n++] = (candidate){s, r.t_step_max, r.mem_total, r.fits};
-            }
+        if (enumerate(&s, o->whole_axes, &e, &n, &cap, &idx) < 0) {
+            free(e);
+            return NULL;
+        }
     }
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    if (n > 1) qsort(e, (size_t)n, sizeof *e, dedup_cmp);
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        if (kept == 0 || e[kept - 1].s.zero != e[i].s.zero || !near(e[kept - 1].t, e[i].t) ||
+            !near(e[kept - 1].mem, e[i].mem))
+            e[kept++] = e[i];
+    if (kept > 1) qsort(e, (size_t)kept, sizeof *e, rank_cmp);
+    plan_candidate *c = malloc(sizeof *c * (size_t)(kept > 0 ? kept : 1));
+    if (!c) {
+        free(e);
+        return NULL;
+    }
+    for (int i = 0; i < kept; i++) {
+        c[i].s = e[i].s;
+        plan_compute(&c[i].s, &c[i].r, err, sizeof err);
+    }
+    free(e);
+    *n_out = kept;
+    return c;
+}
+
+static void search_print_table(FILE *out, const plan_spec *base, const plan_search_opt *o,
+                               const plan_candidate *c, int n) {
     fprintf(out,
             "search: %d shardings of %s chips for B = %.0f tokens, ranked by overlapped step "
-            "time (fitting ones first)\n",
-            n, chips > 0 ? "the" : "this topology's", base->tokens);
-    fprintf(out, "%4s %-10s %-5s %5s %4s %-5s %5s %11s %11s %6s %10s %s\n", "rank", "topology",
-            "data", "X", "zero", "tens", "Y", "step max ms", "step sum ms", "MFU", "GB/chip",
+            "time (fitting ones first)%s\n",
+            n, o->chips > 0 ? "the" : "this topology's", base->tokens,
+            o->whole_axes ? "; whole axes only"
+                          : "; z:4 = tensor on contiguous blocks of 4 of z, z/4 = data on the "
+                            "strided rest");
+    fprintf(out, "%4s %-10s %-12s %5s %4s %-8s %4s %11s %11s %6s %9s %s\n", "rank", "topology",
+            "data", "X", "zero", "tensor", "Y", "step max ms", "step sum ms", "MFU", "GB/chip",
             "fits");
-    for (int i = 0; i < n && i < top; i++) {
-        char topo_s[32], d[8], tn[8];
+    for (int i = 0; i < n && i < o->top; i++) {
+        char topo_s[32], d[16], tn[16];
         const plan_spec *s = &c[i].s;
-        plan_compute(s, &r, err, sizeof err);
+        const plan_result *r = &c[i].r;
         topo_str(s, topo_s, sizeof topo_s);
-        axes_str(s, s->data_mask, d);
-        axes_str(s, s->tensor_mask, tn);
-        fprintf(out, "%4d %-10s %-5s %5.0f %4d %-5s %5.0f %11.2f %11.2f %5.1f%% %10.2f %s\n", i + 1,
-                topo_s, d, r.X, s->zero, tn, r.Y, r.t_step_max * 1e3, r.t_step_sum * 1e3,
-                r.mfu * 100, r.mem_total / 1e9, r.fits ? "yes" : "no");
+        axes_str(s, PLAN_ROLE_DATA, d, sizeof d);
+        axes_str(s, PLAN_ROLE_TENSOR, tn, sizeof tn);
+        fprintf(out, "%4d %-10s %-12s %5.0f %4d %-8s %4.0f %11.2f %11.2f %5.1f%% %9.2f %s\n", i + 1,
+                topo_s, d, r->X, s->zero, tn, r->Y, r->t_step_max * 1e3, r->t_step_sum * 1e3,
+                r->mfu * 100, r->mem_total / 1e9, r->fits ? "yes" : "no");
     }
+}
+
+int plan_search(FILE *out, const plan_spec *base, const plan_search_opt *o) {
+    int n;
+    plan_candidate *c = plan_search_list(base, o, &n);
+    if (!c) {
+        fprintf(stderr, "meshplan: error: search: out of memory\n");
+        return 0;
+    }
+    const int shown = n < o->top ? n : o->top;
+    if (o->format == PLAN_FORMAT_CSV)
+        plan_search_print_csv(out, c, shown);
+    else if (o->format == PLAN_FORMAT_JSON)
+        plan_search_print_json(out, c, shown);
+    else
+        search_print_table(out, base, o, c, n);
     free(c);
     return n;
 }

@@ -200,15 +200,151 @@ static void test_cli_and_search(void) {
     plan_spec_defaults(&s);
     s.shape = l3;
     s.tokens = 1024 * 4096.0;
-    /* 4096 chips fit a v5p pod only as 16x16x16: 8 distinct shardings up to axis symmetry. */
+    /* 4096 chips fit a v5p pod only as 16x16x16: 8 distinct whole-axis shardings up to axis
+     * symmetry. */
+    const plan_search_opt whole4096 = {4096, 5, 1, PLAN_FORMAT_TABLE},
+                          whole64 = {64, 5, 1, PLAN_FORMAT_TABLE};
     check_true("search over 4096 v5p chips ranks the 8 distinct shardings",
-               null && plan_search(null, &s, 4096, 5) == 8);
+               null && plan_search(null, &s, &whole4096) == 8);
     s.chip = *cost_chip_find("v5e");
     s.link = cost_chip_link(&s.chip);
     s.shape.L = 8;
     check_true("search over 64 v5e chips tries several topologies",
-               null && plan_search(null, &s, 64, 5) > 7);
+               null && plan_search(null, &s, &whole64) > 7);
     if (null) fclose(null);
+}
+
+/* Sub-axis splits: on one wrapping axis of 16 with --tensor x:4, the FSDP gathers run over the
+ * strided x/4 (a ring of 4 at W/4) and the Megatron collectives over the block x:4 (an open line
+ * of 4: 3/4 V/W_uni, mesh/cost.h). The §5.6 example X = 16, Y = 4 on 64 chips is a split. */
+static void test_split(void) {
+    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    const int line[1] = {16}, s416[2] = {4, 16};
+    const double W = 1.8e11, Wu = 9e10, D = 8192, F = 32768;
+    plan_spec s = make("v5p", line, 1, 1, 1, &m, 4e6);
+    s.tensor_block[0] = 4;
+    plan_result r = run(&s);
+    check_near("x:4 of 16: tensor degree Y", r.Y, 4, 0);
+    check_near("x/4 of 16: data degree X", r.X, 4, 0);
+    check_true("a split axis counts for both M_X and M_Y", r.M_X == 1 && r.M_Y == 1);
+    int seen = 0;
+    for (int i = 0; i < r.n_coll; i++) {
+        const plan_coll *c = &r.coll[i];
+        if (c->seg == 0 && !c->bwd && strstr(c->what, "W_mlp")) {
+            check_near("strided x/4 in a wrapping 16: FSDP gather = V/(W/4)", c->est.seconds,
+                       2 * 3 * D * F / 4 / (W / 4), 1e-12);
+            check_true("  ... 2 ring steps of 4 hops, axes \"x/4\"",
+                       c->est.hops == 8 && strcmp(c->axes, "x/4") == 0);
+            seen |= 1;
+        }
+        if (c->seg == 0 && !c->bwd && c->op == COST_OP_ALL_GATHER && strstr(c->what, "In[")) {
+            check_near("block x:4: TP gather = open line 3/4 V/W_uni", c->est.seconds,
+                       0.75 * 2 * (s.tokens / 4) * D / Wu, 1e-12);
+            check_true("  ... 3 hops, axes \"x:4\"", c->est.hops == 3 && !strcmp(c->axes, "x:4"));
+            seen |= 2;
+        }
+    }
+    check_true("the split plan lists the strided FSDP and the block TP collectives", seen == 3);
+    char err[256];
+    s.tensor_block[0] = 5;
+    check_true("a block that does not divide its axis is rejected",
+               plan_compute(&s, &r, err, sizeof err) < 0 && strstr(err, "x:5"));
+    s.tensor_block[0] = 0;
+    check_true("without a block, an axis in data and tensor is still rejected",
+               plan_compute(&s, &r, err, sizeof err) < 0);
+    /* §5.6: N = 64, B = 48,000, F = 32,768 → X = 16, Y = 4 on a 4x16 slice: y:4 (tensor) and
+     * x, y/4 (data). M_X/M_Y = 2 is the ratio the book's 13.9 needs (erratum 5). */
+    model_shape f32k = m;
+    f32k.F = 32768;
+    f32k.T = 4096;
+    s = make("v5p", s416, 2, 3, 2, &f32k, 48000);
+    s.tensor_block[1] = 4;
+    r = run(&s);
+    check_true("§5.6 example as a split: X = 16, Y = 4, M_X = 2, M_Y = 1",
+               r.X == 16 && r.Y == 4 && r.M_X == 2 && r.M_Y == 1);
+    check_near("§5.6 X_opt with the split's own M_X/M_Y = 2 (exact 13.7)", r.x_opt, 13.7, 0.005);
+}
+
+/* The search enumerates splits; a split candidate's numbers equal a direct plan_compute. */
+static void test_search_splits(void) {
+    model_shape l3;
+    plan_model_preset(&l3, "llama3-70b");
+    plan_spec s = make("v5p", pod3, 3, 7, 0, &l3, 4e6);
+    const plan_search_opt o = {0, 15, 0, PLAN_FORMAT_TABLE};
+    int n = 0, found = 0;
+    plan_candidate *c = plan_search_list(&s, &o, &n);
+    check_true("search with splits on 16x16x16 returns more than the 8 whole-axis shardings",
+               c && n > 8);
+    for (int i = 0; c && i < n && !found; i++) {
+        const plan_spec *cs = &c[i].s;
+        for (int a = 0; a < 3; a++) {
+            if (!plan_axis_split(cs, a) || c[i].r.Y != 4 || cs->zero != 3) continue;
+            plan_spec d = make("v5p", pod3, 3, cs->data_mask, cs->tensor_mask, &l3, 4e6);
+            d.tensor_block[a] = cs->tensor_block[a];
+            const plan_result rd = run(&d);
+            char dn[16], tn[16];
+            plan_axes_str(cs, PLAN_ROLE_DATA, dn, sizeof dn);
+            plan_axes_str(cs, PLAN_ROLE_TENSOR, tn, sizeof tn);
+            printf("     rank %d: data %s, tensor %s, ZeRO-%d\n", i + 1, dn, tn, cs->zero);
+            check_true("a split candidate (Y = 4, ZeRO-3) is found", 1);
+            check_near("  ... its step time = a direct plan_compute", c[i].r.t_step_max,
+                       rd.t_step_max, 0);
+            check_near("  ... serial step time", c[i].r.t_step_sum, rd.t_step_sum, 0);
+            check_near("  ... memory per chip", c[i].r.mem_total, rd.mem_total, 0);
+            check_near("  ... MFU", c[i].r.mfu, rd.mfu, 0);
+            found = 1;
+            break;
+        }
+    }
+    check_true("the search has a candidate with a split tensor axis", found);
+    int sorted = 1;
+    for (int i = 1; c && i < n; i++)
+        if (c[i - 1].r.fits == c[i].r.fits &&
+            c[i - 1].r.t_step_max > c[i].r.t_step_max * (1 + 1e-9))
+            sorted = 0;
+    check_true("candidates are ranked by overlapped step time", sorted);
+    free(c);
+}
+
+/* Lines written by f(out, ...) into a temporary file. */
+static int count_lines(FILE *f) {
+    int lines = 0, ch;
+    rewind(f);
+    while ((ch = fgetc(f)) != EOF)
+        lines += ch == '\n';
+    return lines;
+}
+
+static void test_formats(void) {
+    model_shape l3;
+    plan_model_preset(&l3, "llama3-70b");
+    plan_spec s = make("v5p", pod3, 3, 7, 4, &l3, 4e6);
+    s.tensor_block[2] = 4;
+    const plan_result r = run(&s);
+    FILE *f = tmpfile();
+    if (!f) {
+        check_true("tmpfile", 0);
+        return;
+    }
+    plan_print_csv(f, &s, &r);
+    check_near("plan CSV: a header row + one row per collective", count_lines(f), 1 + r.n_coll, 0);
+    fclose(f);
+    f = tmpfile();
+    const plan_search_opt o = {0, 7, 0, PLAN_FORMAT_CSV};
+    const int n = plan_search(f, &s, &o);
+    check_near("search CSV: a header row + one row per candidate shown (top 7)", count_lines(f),
+               1 + (n < 7 ? n : 7), 0);
+    fclose(f);
+    f = tmpfile();
+    plan_print_json(f, &s, &r);
+    char buf[1 << 16];
+    rewind(f);
+    const size_t len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = '\0';
+    check_true("plan JSON has the split in its sharding and no nan/inf",
+               strstr(buf, "\"tensor\": \"z:4\"") && strstr(buf, "\"data\": \"xyz/4\"") &&
+                   !strstr(buf, "nan") && !strstr(buf, "inf"));
+    fclose(f);
 }
 
 int main(void) {
@@ -217,5 +353,8 @@ int main(void) {
     test_llama3();
     test_layer();
     test_cli_and_search();
+    test_split();
+    test_search_splits();
+    test_formats();
     return check_report("test_plan");
 }
