@@ -69,24 +69,11 @@ static float val(int r, int64_t e) {
     return (float)((r * 131 + e * 7 + 3) % 17 - 8);
 }
 
-static int member_rank(const mesh *m, mesh_axes a, int j) {
-    int c[MESH_MAX_AXES];
-    for (int k = 0; k < mesh_ndims(m); k++) c[k] = mesh_axis_coord(m, k);
-    for (int k = a.n - 1; k >= 0; k--) {
-        int s = mesh_axis_size(m, a.ax[k]);
-        c[a.ax[k]] = j % s;
-        j /= s;
-    }
-    int r = 0;
-    for (int k = 0; k < mesh_ndims(m); k++) r = r * mesh_axis_size(m, k) + c[k];
-    return r;
-}
-
 /* Max |out − truth| of op (block count c) on this rank. */
 static double check_err(const mesh *m, mesh_op op, mesh_axes a, const float *out, int64_t c) {
     int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a);
     int *mr = malloc((size_t)n * sizeof(int));
-    for (int j = 0; j < n; j++) mr[j] = member_rank(m, a, j);
+    for (int j = 0; j < n; j++) mr[j] = mesh_axes_member(m, a, j);
     double err = 0;
     if (op == MESH_OP_ALL_GATHER || op == MESH_OP_ALL_TO_ALL) {
         for (int j = 0; j < n; j++)

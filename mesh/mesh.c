@@ -121,6 +121,18 @@ int mesh_axes_index(const mesh *m, mesh_axes a) {
     return i;
 }
 
+int mesh_axes_member(const mesh *m, mesh_axes a, int j) {
+    int c[MESH_MAX_AXES];
+    for (int k = 0; k < m->ndims; k++) c[k] = m->coord[k];
+    for (int k = a.n - 1; k >= 0; k--) {
+        c[a.ax[k]] = j % m->size[a.ax[k]];
+        j /= m->size[a.ax[k]];
+    }
+    int r = 0;
+    for (int k = 0; k < m->ndims; k++) r = r * m->size[k] + c[k];
+    return r;
+}
+
 int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out) {
     mesh_axes a = {0, {0, 0, 0}};
     for (const char *p = names; *p; p++) {

@@ -61,6 +61,9 @@ int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out);
  * (ax[0] major: index = Σ coord(ax[k])·Π_{j>k} size(ax[j])). */
 int mesh_axes_size(const mesh *m, mesh_axes a);
 int mesh_axes_index(const mesh *m, mesh_axes a);
+/* World rank of the member with index j (0 ≤ j < mesh_axes_size) of this rank's copy of set a:
+ * my coordinates, with a's axes set from j (a.ax[0] major). */
+int mesh_axes_member(const mesh *m, mesh_axes a, int j);
 /* Communicator over the ordered set (rank in it = mesh_axes_index). Owned by the mesh. */
 MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a);
 MPI_Comm mesh_world_comm(const mesh *m);

@@ -17,20 +17,6 @@ static float val(int r, int64_t e) {
     return (float)((r * 131 + e * 7 + 3) % 17 - 8);
 }
 
-/* World rank of the member with flattened index j of my copy of set a. */
-static int member_rank(const mesh *m, mesh_axes a, int j) {
-    int c[MESH_MAX_AXES];
-    for (int k = 0; k < mesh_ndims(m); k++) c[k] = mesh_axis_coord(m, k);
-    for (int k = a.n - 1; k >= 0; k--) {
-        int s = mesh_axis_size(m, a.ax[k]);
-        c[a.ax[k]] = j % s;
-        j /= s;
-    }
-    int r = 0;
-    for (int k = 0; k < mesh_ndims(m); k++) r = r * mesh_axis_size(m, k) + c[k];
-    return r;
-}
-
 static void expect(const mesh *m, const char *what, const float *got, const float *want,
                    int64_t n) {
     for (int64_t e = 0; e < n; e++)
@@ -50,21 +36,24 @@ static void truth(const mesh *m, mesh_op op, mesh_axes a, int64_t c, float *want
     switch (op) {
     case MESH_OP_ALL_GATHER:
         for (int j = 0; j < n; j++)
-            for (int64_t e = 0; e < c; e++) want[j * c + e] = val(member_rank(m, a, j), e);
+            for (int64_t e = 0; e < c; e++)
+                want[j * c + e] = val(mesh_axes_member(m, a, j), e);
         break;
     case MESH_OP_REDUCE_SCATTER:
     case MESH_OP_ALL_REDUCE: {
         int64_t base = op == MESH_OP_REDUCE_SCATTER ? i * c : 0;
         for (int64_t e = 0; e < c; e++) {
             float s = 0;
-            for (int j = 0; j < n; j++) s += val(member_rank(m, a, j), base + e);
+            for (int j = 0; j < n; j++)
+                s += val(mesh_axes_member(m, a, j), base + e);
             want[e] = s;
         }
         break;
     }
     case MESH_OP_ALL_TO_ALL:
         for (int j = 0; j < n; j++)
-            for (int64_t e = 0; e < c; e++) want[j * c + e] = val(member_rank(m, a, j), i * c + e);
+            for (int64_t e = 0; e < c; e++)
+                want[j * c + e] = val(mesh_axes_member(m, a, j), i * c + e);
         break;
     default:
         break;
@@ -87,11 +76,13 @@ static void test_set(mesh *m, mesh_axes a) {
     for (int si = 0; si < 3; si++) {
         int64_t c = sizes[si], nin = c * n;
         float *in = malloc((size_t)nin * sizeof(float)), *out = malloc((size_t)nin * sizeof(float));
-        float *want = malloc((size_t)nin * sizeof(float)), *ref = malloc((size_t)nin * sizeof(float));
+        float *want = malloc((size_t)nin * sizeof(float)),
+              *ref = malloc((size_t)nin * sizeof(float));
         for (int op = 0; op < MESH_OP_PPERMUTE; op++) {
             int64_t in_n = op == MESH_OP_ALL_GATHER ? c : op == MESH_OP_ALL_REDUCE ? c : nin;
             int64_t out_n = op == MESH_OP_REDUCE_SCATTER ? c : op == MESH_OP_ALL_REDUCE ? c : nin;
-            for (int64_t e = 0; e < in_n; e++) in[e] = val(me, e);
+            for (int64_t e = 0; e < in_n; e++)
+                in[e] = val(me, e);
             truth(m, (mesh_op)op, a, c, want);
             run_op(m, (mesh_op)op, a, ref, in, c, MESH_ALG_MPI);
             snprintf(what, sizeof what, "%s over '%s' c=%lld mpi vs truth", mesh_op_name(op), an,
@@ -107,14 +98,16 @@ static void test_set(mesh *m, mesh_axes a) {
                 expect(m, what, out, ref, out_n);
                 /* in place */
                 if (op == MESH_OP_ALL_REDUCE) {
-                    for (int64_t e = 0; e < c; e++) out[e] = val(me, e);
+                    for (int64_t e = 0; e < c; e++)
+                        out[e] = val(me, e);
                     mesh_all_reduce(m, a, out, out, c, (mesh_alg)alg);
                     snprintf(what, sizeof what, "in-place all_reduce over '%s' c=%lld alg %s", an,
                              (long long)c, mesh_alg_name(alg));
                     expect(m, what, out, want, c);
                 }
                 if (op == MESH_OP_ALL_GATHER) {
-                    for (int64_t e = 0; e < c; e++) out[i * c + e] = val(me, e);
+                    for (int64_t e = 0; e < c; e++)
+                        out[i * c + e] = val(me, e);
                     mesh_all_gather(m, a, out, out + i * c, c, (mesh_alg)alg);
                     snprintf(what, sizeof what, "in-place all_gather over '%s' c=%lld alg %s", an,
                              (long long)c, mesh_alg_name(alg));
@@ -126,7 +119,8 @@ static void test_set(mesh *m, mesh_axes a) {
         int64_t odd = c * n + (n > 1 ? 1 : 0);
         float *in2 = malloc((size_t)odd * sizeof(float)), *o2 = malloc((size_t)odd * sizeof(float));
         float *w2 = malloc((size_t)odd * sizeof(float));
-        for (int64_t e = 0; e < odd; e++) in2[e] = val(me, e);
+        for (int64_t e = 0; e < odd; e++)
+            in2[e] = val(me, e);
         truth(m, MESH_OP_ALL_REDUCE, a, odd, w2);
         for (int alg = 0; alg < MESH_ALG_COUNT; alg++) {
             mesh_all_reduce(m, a, o2, in2, odd, (mesh_alg)alg);
@@ -147,19 +141,22 @@ static void test_ppermute(mesh *m) {
             int n = mesh_axis_size(m, ax), co = mesh_axis_coord(m, ax);
             int from = co - shift, wraps = mesh_axis_wraps(m, ax);
             if (wraps) from = ((from % n) + n) % n;
-            for (int64_t e = 0; e < c; e++) in[e] = val(mesh_rank(m), e), out[e] = -99;
+            for (int64_t e = 0; e < c; e++)
+                in[e] = val(mesh_rank(m), e), out[e] = -99;
             for (int inplace = 0; inplace < 2; inplace++) {
                 for (int64_t e = 0; e < c; e++) {
                     want[e] = -99;
-                    if (shift == 0) want[e] = in[e];
+                    if (shift == 0)
+                        want[e] = in[e];
                     else if (from >= 0 && from < n) {
                         mesh_axes one = {1, {ax, 0, 0}};
-                        want[e] = val(member_rank(m, one, from), e);
+                        want[e] = val(mesh_axes_member(m, one, from), e);
                     }
                     out[e] = inplace ? in[e] : -99;
                 }
                 if (inplace && shift != 0 && !(from >= 0 && from < n))
-                    for (int64_t e = 0; e < c; e++) want[e] = in[e];
+                    for (int64_t e = 0; e < c; e++)
+                        want[e] = in[e];
                 mesh_ppermute(m, ax, shift, out, inplace ? out : in, c);
                 char what[96];
                 snprintf(what, sizeof what, "ppermute axis %c shift %d%s", mesh_axis_name(m, ax),
@@ -177,7 +174,8 @@ static void test_lane_bits(mesh *m) {
     const int64_t c = 1001;
     float *in = malloc((size_t)c * n * sizeof(float)), *o1 = malloc((size_t)c * n * sizeof(float));
     float *o2 = malloc((size_t)c * n * sizeof(float));
-    for (int64_t e = 0; e < c * n; e++) in[e] = 1.0f / (float)(3 + (mesh_rank(m) * 7 + e) % 29);
+    for (int64_t e = 0; e < c * n; e++)
+        in[e] = 1.0f / (float)(3 + (mesh_rank(m) * 7 + e) % 29);
     for (int alg = MESH_ALG_RING; alg <= MESH_ALG_BIDIR; alg++)
         for (int op = MESH_OP_REDUCE_SCATTER; op <= MESH_OP_ALL_REDUCE; op++) {
             int64_t cnt = op == MESH_OP_ALL_REDUCE ? c * n : c;
@@ -203,8 +201,10 @@ static void test_nonblocking(mesh *m) {
     float *in = malloc((size_t)c * sizeof(float)), *out = malloc((size_t)c * sizeof(float));
     float *want = malloc((size_t)c * sizeof(float));
     int n = mesh_axes_size(m, all);
-    float *g = malloc((size_t)(c / 64) * n * sizeof(float)), *gw = malloc((size_t)(c / 64) * n * sizeof(float));
-    for (int64_t e = 0; e < c; e++) in[e] = val(mesh_rank(m), e);
+    float *g = malloc((size_t)(c / 64) * n * sizeof(float)),
+          *gw = malloc((size_t)(c / 64) * n * sizeof(float));
+    for (int64_t e = 0; e < c; e++)
+        in[e] = val(mesh_rank(m), e);
     truth(m, MESH_OP_ALL_REDUCE, all, c, want);
     truth(m, MESH_OP_ALL_GATHER, all, c / 64, gw);
     double t0 = mesh_now(), x = 0;
@@ -214,7 +214,8 @@ static void test_nonblocking(mesh *m) {
     mesh_all_reduce(m, all, sum, small, 3, MESH_ALG_DEFAULT); /* blocking, meanwhile */
     int polls = 0, done = 0;
     while (!(done = mesh_test(r)) && mesh_now() - t0 < 20) {
-        for (int k = 0; k < 100000; k++) x += 1e-9 * k; /* the caller's compute */
+        for (int k = 0; k < 100000; k++)
+            x += 1e-9 * k; /* the caller's compute */
         polls++;
     }
     mesh_wait(r);
@@ -234,8 +235,8 @@ static void test_nonblocking(mesh *m) {
                 (long long)st.calls);
         failures++;
     }
-    mesh_log("non-blocking: done after %d compute chunks (%.3f s) [%g]\n", polls,
-             mesh_now() - t0, x > 0 ? 0.0 : 1.0);
+    mesh_log("non-blocking: done after %d compute chunks (%.3f s) [%g]\n", polls, mesh_now() - t0,
+             x > 0 ? 0.0 : 1.0);
     free(in), free(out), free(want), free(g), free(gw);
 }
 
@@ -252,12 +253,13 @@ static void test_trace(mesh *m) {
     int got = mesh_trace_read(m, next, recs, 8);
     int nx = mesh_axis_size(m, 0);
     int ok = got == 2 && recs[0].op == MESH_OP_ALL_GATHER && recs[1].op == MESH_OP_ALL_REDUCE &&
-             recs[0].seq + 1 == recs[1].seq && recs[0].alg == MESH_ALG_RING &&
-             recs[1].count == 4 && recs[0].t_end >= recs[0].t_start;
+             recs[0].seq + 1 == recs[1].seq && recs[0].alg == MESH_ALG_RING && recs[1].count == 4 &&
+             recs[0].t_end >= recs[0].t_start;
     int64_t sent = recs[0].link_bytes[0][0] + recs[0].link_bytes[0][1];
     /* ring: n−1 blocks of 4 B; line: blocks 0..r go right, r..n−1 go left */
     int r = mesh_axis_coord(m, 0);
-    int64_t blocks = mesh_axis_wraps(m, 0) ? nx - 1 : (r + 1 < nx ? r + 1 : 0) + (r >= 1 ? nx - r : 0);
+    int64_t blocks =
+        mesh_axis_wraps(m, 0) ? nx - 1 : (r + 1 < nx ? r + 1 : 0) + (r >= 1 ? nx - r : 0);
     if (ok) ok = sent == blocks * 4;
     /* DIRECT counts link crossings: a block d hops away crosses d links (shortest way round) */
     mesh_all_gather(m, x, b, a, 1, MESH_ALG_DIRECT);
@@ -270,7 +272,8 @@ static void test_trace(mesh *m) {
     if (ok && mesh_trace_read(m, next + 2, recs + 2, 1) == 1) {
         int64_t got_direct = recs[2].link_bytes[0][0] + recs[2].link_bytes[0][1];
         if (recs[2].alg != MESH_ALG_DIRECT || got_direct != want_direct) {
-            fprintf(stderr, "FAIL rank %d: direct all_gather accounted %lld link bytes, want %lld\n",
+            fprintf(stderr,
+                    "FAIL rank %d: direct all_gather accounted %lld link bytes, want %lld\n",
                     mesh_rank(m), (long long)got_direct, (long long)want_direct);
             failures++;
         }
@@ -278,7 +281,8 @@ static void test_trace(mesh *m) {
         ok = 0;
     mesh_stat st = mesh_stats(m, MESH_OP_ALL_GATHER, 0);
     if (!ok || st.calls != 2) {
-        fprintf(stderr, "FAIL rank %d: trace got %d records (op %d,%d) sent %lld, stats calls %lld\n",
+        fprintf(stderr,
+                "FAIL rank %d: trace got %d records (op %d,%d) sent %lld, stats calls %lld\n",
                 mesh_rank(m), got, got > 0 ? (int)recs[0].op : -1, got > 1 ? (int)recs[1].op : -1,
                 (long long)sent, (long long)st.calls);
         failures++;
@@ -289,8 +293,10 @@ int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     const char *spec = NULL, *open = NULL;
     for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--mesh")) spec = argv[++i];
-        else if (!strcmp(argv[i], "--open")) open = argv[++i];
+        if (!strcmp(argv[i], "--mesh"))
+            spec = argv[++i];
+        else if (!strcmp(argv[i], "--open"))
+            open = argv[++i];
     }
     char err[256];
     mesh *m = mesh_create(spec, open, err, sizeof err);
