@@ -151,7 +151,7 @@ static const flag_def flags[] = {
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
 
 /* Kept in step with mesh_alg_parse (mesh/coll.h); config has no link-time dependency on mesh. */
-static const char *const alg_names[] = {"ring", "bidir", "seq", "multi", "mpi"};
+static const char *const alg_names[] = {"ring", "bidir", "seq", "multi", "mpi", "direct"};
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
