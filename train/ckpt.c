@@ -19,7 +19,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,22 +26,13 @@
 #include <sys/statvfs.h>
 
 #include "mesh/coll.h"
+#include "train/errmsg.h"
 #include "train/model.h"
 #include "train/par.h"
 
 #define CKPT_ERR_LEN 1024
 enum { G_PARAMS, G_M, G_V, NGROUPS };
 static const char *const group_name[NGROUPS] = {"params", "optimizer/m", "optimizer/v"};
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- checksums ---- */
 
@@ -235,23 +225,24 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     const char *path = h5array_path(f);
     char fmt[64] = "", e[CKPT_ERR_LEN];
     if (h5array_attr_get_str(f, "/", "format", fmt, sizeof fmt, e, sizeof e) < 0)
-        return fail(err, errlen,
-                    "%s: not a meshtrain checkpoint (an HDF5 file without a 'format' "
-                    "attribute)",
-                    path);
+        return errmsg_fail(err, errlen,
+                           "%s: not a meshtrain checkpoint (an HDF5 file without a 'format' "
+                           "attribute)",
+                           path);
     if (strcmp(fmt, CKPT_FORMAT) != 0)
-        return fail(err, errlen, "%s: not a meshtrain checkpoint (its format is '%s'%s)", path, fmt,
-                    strcmp(fmt, "meshtrain-tokens") == 0 ? ": a token file, for --data" : "");
+        return errmsg_fail(
+            err, errlen, "%s: not a meshtrain checkpoint (its format is '%s'%s)", path, fmt,
+            strcmp(fmt, "meshtrain-tokens") == 0 ? ": a token file, for --data" : "");
     if (h5array_attr_get_i64(f, "/", "version", &k->version, e, sizeof e) < 0)
-        return fail(err, errlen, "%s: damaged checkpoint header: %s", path, e);
+        return errmsg_fail(err, errlen, "%s: damaged checkpoint header: %s", path, e);
     if (k->version > CKPT_VERSION)
-        return fail(err, errlen,
-                    "%s: checkpoint format version %lld is newer than this meshtrain "
-                    "reads (up to %d): resume it with a newer meshtrain",
-                    path, (long long)k->version, CKPT_VERSION);
+        return errmsg_fail(err, errlen,
+                           "%s: checkpoint format version %lld is newer than this meshtrain "
+                           "reads (up to %d): resume it with a newer meshtrain",
+                           path, (long long)k->version, CKPT_VERSION);
     if (k->version < 1)
-        return fail(err, errlen, "%s: invalid checkpoint format version %lld", path,
-                    (long long)k->version);
+        return errmsg_fail(err, errlen, "%s: invalid checkpoint format version %lld", path,
+                           (long long)k->version);
     int64_t seed = 0;
     const struct {
         const char *key;
@@ -285,17 +276,17 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     if (rc == 0)
         rc = h5array_attr_get_str(f, "/", "written_by_sharding", k->sharding, sizeof k->sharding, e,
                                   sizeof e);
-    if (rc < 0) return fail(err, errlen, "damaged checkpoint header: %s", e);
+    if (rc < 0) return errmsg_fail(err, errlen, "damaged checkpoint header: %s", e);
     k->seed = (uint64_t)seed;
     const int order_ok = !strcmp(order, "random") || !strcmp(order, "sequential");
     const int opt_ok = !strcmp(opt, "adamw") || !strcmp(opt, "sgd");
     const model_shape *s = &k->shape;
     if (!order_ok || !opt_ok || k->step < 0 || k->batch < 1 || s->L < 1 || s->D < 1 || s->N < 1 ||
         s->K < 1 || s->H < 1 || s->F < 1 || s->V < 1 || s->T < 1)
-        return fail(err, errlen,
-                    "%s: damaged checkpoint header (data_order '%s', optimizer '%s', "
-                    "step %lld, a model size below 1?)",
-                    path, order, opt, (long long)k->step);
+        return errmsg_fail(err, errlen,
+                           "%s: damaged checkpoint header (data_order '%s', optimizer '%s', "
+                           "step %lld, a model size below 1?)",
+                           path, order, opt, (long long)k->step);
     k->order = !strcmp(order, "sequential") ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM;
     k->optimizer = !strcmp(opt, "sgd") ? OPT_SGD : OPT_ADAMW;
     return 0;
@@ -312,17 +303,17 @@ int ckpt_check_config(const ckpt_meta *k, const config *c, const char *path, cha
              {"vocab", k->shape.V, c->shape.V}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].file != f[i].flags)
-            return fail(err, errlen,
-                        "%s: checkpoint has --%s %lld, flags say %lld (the model's "
-                        "shape must match; give --%s %lld)",
-                        path, f[i].flag, (long long)f[i].file, (long long)f[i].flags, f[i].flag,
-                        (long long)f[i].file);
+            return errmsg_fail(err, errlen,
+                               "%s: checkpoint has --%s %lld, flags say %lld (the model's "
+                               "shape must match; give --%s %lld)",
+                               path, f[i].flag, (long long)f[i].file, (long long)f[i].flags,
+                               f[i].flag, (long long)f[i].file);
     if (k->optimizer != c->optimizer)
-        return fail(err, errlen,
-                    "%s: checkpoint has --optimizer %s, flags say %s (its optimizer "
-                    "state would be %s)",
-                    path, optim_name(k->optimizer), optim_name(c->optimizer),
-                    k->optimizer == OPT_ADAMW ? "dropped" : "missing");
+        return errmsg_fail(err, errlen,
+                           "%s: checkpoint has --optimizer %s, flags say %s (its optimizer "
+                           "state would be %s)",
+                           path, optim_name(k->optimizer), optim_name(c->optimizer),
+                           k->optimizer == OPT_ADAMW ? "dropped" : "missing");
     return 0;
 }
 
@@ -369,10 +360,10 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
     int rc = h5array_create(&f, path, mesh_world_comm(m), err, errlen);
     for (int i = 0; i < n && rc == 0; i++) {
         if (i == fail_at) {
-            rc = fail(err, errlen,
-                      "%s: cannot write dataset '%s' (injected by "
-                      "MESHTRAIN_FAULT_SAVE=%d: No space left on device)",
-                      h5array_tmp_path(f), a[i].name, fail_at);
+            rc = errmsg_fail(err, errlen,
+                             "%s: cannot write dataset '%s' (injected by "
+                             "MESHTRAIN_FAULT_SAVE=%d: No space left on device)",
+                             h5array_tmp_path(f), a[i].name, fail_at);
             break;
         }
         rc = h5array_write(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
@@ -415,10 +406,10 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     sum_over_world(m, sum, n);
     for (int i = 0; i < n; i++)
         if (sum[i] != want[i])
-            return fail(err, errlen,
-                        "%s: corrupt checkpoint: the data of /%s do not match its "
-                        "checksum (stored %016" PRIx64 ", computed %016" PRIx64 ")",
-                        path, a[i].name, want[i], sum[i]);
+            return errmsg_fail(err, errlen,
+                               "%s: corrupt checkpoint: the data of /%s do not match its "
+                               "checksum (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+                               path, a[i].name, want[i], sum[i]);
     par_params_loaded(trainer_par(t), trainer_model(t));
     if (io) *io = (ckpt_io){bytes, mesh_now() - t0};
     return 0;
@@ -448,8 +439,8 @@ static int64_t name_step(const char *name, const char *tail) {
 int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d)
-        return fail(err, errlen, "--resume latest: cannot read --ckpt-dir %s (%s)", dir,
-                    strerror(errno));
+        return errmsg_fail(err, errlen, "--resume latest: cannot read --ckpt-dir %s (%s)", dir,
+                           strerror(errno));
     int64_t best = -1;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         const int64_t s = name_step(e->d_name, "");
@@ -457,10 +448,10 @@ int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *er
     }
     closedir(d);
     if (best < 0)
-        return fail(err, errlen,
-                    "--resume latest: no checkpoint step_NNNNNN.h5 in %s (drop "
-                    "--resume to start from scratch)",
-                    dir);
+        return errmsg_fail(err, errlen,
+                           "--resume latest: no checkpoint step_NNNNNN.h5 in %s (drop "
+                           "--resume to start from scratch)",
+                           dir);
     ckpt_step_path(path, len, dir, best);
     *step = best;
     return 0;
@@ -481,7 +472,7 @@ static int cmp_desc(const void *a, const void *b) {
 int ckpt_prune(const char *dir, int64_t keep, int64_t step, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d) {
-        fail(err, errlen, "cannot read %s (%s)", dir, strerror(errno));
+        errmsg_fail(err, errlen, "cannot read %s (%s)", dir, strerror(errno));
         return 1;
     }
     int64_t *old = NULL;
@@ -525,14 +516,14 @@ static int prepare_dir(const char *dir, char *err, size_t errlen) {
         if (ch != '/' && ch != '\0') continue;
         *s = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return fail(err, errlen, "--ckpt-dir %s: cannot create %s (%s)", dir, p,
-                        strerror(errno));
+            return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot create %s (%s)", dir, p,
+                               strerror(errno));
         *s = ch;
         if (ch == '\0') break;
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return fail(err, errlen, "--ckpt-dir %s: not a directory", dir);
+        return errmsg_fail(err, errlen, "--ckpt-dir %s: not a directory", dir);
     FILE *probe = NULL;
     for (int i = 0; i < 100 && !probe; i++) { /* "wx": never touch an existing file */
         snprintf(p, sizeof p, "%s/.meshtrain-probe.%d", dir, i);
@@ -540,8 +531,8 @@ static int prepare_dir(const char *dir, char *err, size_t errlen) {
         if (!probe && errno != EEXIST) break;
     }
     if (!probe)
-        return fail(err, errlen, "--ckpt-dir %s: cannot create a file there (%s)", dir,
-                    strerror(errno));
+        return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot create a file there (%s)", dir,
+                           strerror(errno));
     fclose(probe);
     remove(p);
     return 0;
@@ -592,14 +583,14 @@ int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
     st = h5array_open(&f, c->resume, world, e, sizeof e);
     if (st == 0) st = ckpt_meta_get(f, &k, e, sizeof e);
     h5array_close(f);
-    if (st < 0) return fail(err, errlen, "--resume: %s", e);
+    if (st < 0) return errmsg_fail(err, errlen, "--resume: %s", e);
     if (ckpt_check_config(&k, c, c->resume, e, sizeof e) < 0)
-        return fail(err, errlen, "--resume: %s", e);
+        return errmsg_fail(err, errlen, "--resume: %s", e);
     if (k.step > c->steps)
-        return fail(err, errlen,
-                    "--resume %s: the checkpoint is at step %lld, past --steps %lld "
-                    "(--steps counts from step 0: give more to continue)",
-                    c->resume, (long long)k.step, (long long)c->steps);
+        return errmsg_fail(err, errlen,
+                           "--resume %s: the checkpoint is at step %lld, past --steps %lld "
+                           "(--steps counts from step 0: give more to continue)",
+                           c->resume, (long long)k.step, (long long)c->steps);
     print_notes(&k, c);
     c->seed = k.seed;
     c->order = k.order;

@@ -11,11 +11,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "train/errmsg.h"
 
 typedef enum {
     K_GROUP,  /* a heading in --help, not a flag */
@@ -126,7 +127,8 @@ static const flag_def flags[] = {
      "Megatron tensor-parallel axis, e.g. \"y\""},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
-    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG", "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
+    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
+     "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
@@ -152,16 +154,6 @@ enum { NFLAGS = sizeof flags / sizeof flags[0] };
 
 /* Kept in step with mesh_alg_parse (mesh/coll.h); config has no link-time dependency on mesh. */
 static const char *const alg_names[] = {"ring", "bidir", "seq", "multi", "mpi", "direct"};
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int64_t default_ff(int64_t D) {
     int64_t f = (8 * D + 2) / 3; /* ceil(8·D/3) */
@@ -302,10 +294,11 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
     case K_I64:
     case K_INT:
         if (parse_i64(val, &i))
-            return fail(err, errlen, "--%s: expected a whole number, got '%s'", f->name, val);
+            return errmsg_fail(err, errlen, "--%s: expected a whole number, got '%s'", f->name,
+                               val);
         if ((double)i < f->lo || (double)i > f->hi)
-            return fail(err, errlen, "--%s %s: must be between %.0f and %.0f", f->name, val, f->lo,
-                        f->hi);
+            return errmsg_fail(err, errlen, "--%s %s: must be between %.0f and %.0f", f->name, val,
+                               f->lo, f->hi);
         if (f->kind == K_INT) {
             int v = (int)i;
             memcpy(base, &v, sizeof v);
@@ -316,22 +309,22 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
     case K_U64: {
         uint64_t u;
         if (parse_u64(val, &u))
-            return fail(err, errlen, "--%s: expected a non-negative whole number, got '%s'",
-                        f->name, val);
+            return errmsg_fail(err, errlen, "--%s: expected a non-negative whole number, got '%s'",
+                               f->name, val);
         memcpy(base, &u, sizeof u);
         return 0;
     }
     case K_F64: {
         double d;
         if (parse_f64(val, &d))
-            return fail(err, errlen, "--%s: expected a number, got '%s'", f->name, val);
+            return errmsg_fail(err, errlen, "--%s: expected a number, got '%s'", f->name, val);
         memcpy(base, &d, sizeof d);
         return 0;
     }
     case K_STR:
         if (strlen(val) >= f->size)
-            return fail(err, errlen, "--%s: value longer than %zu characters", f->name,
-                        f->size - 1);
+            return errmsg_fail(err, errlen, "--%s: value longer than %zu characters", f->name,
+                               f->size - 1);
         memcpy(base, val, strlen(val) + 1);
         return 0;
     case K_OPTIM:
@@ -340,7 +333,7 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         else if (strcmp(val, "sgd") == 0)
             c->optimizer = OPT_SGD;
         else
-            return fail(err, errlen, "--optimizer %s: expected adamw or sgd", val);
+            return errmsg_fail(err, errlen, "--optimizer %s: expected adamw or sgd", val);
         return 0;
     case K_SCHED:
         if (strcmp(val, "gpipe") == 0)
@@ -348,7 +341,7 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         else if (strcmp(val, "1f1b") == 0)
             c->schedule = 1;
         else
-            return fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
+            return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
         return 0;
     case K_ORDER:
         if (strcmp(val, "random") == 0)
@@ -356,10 +349,10 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         else if (strcmp(val, "sequential") == 0)
             c->order = DATA_ORDER_SEQUENTIAL;
         else
-            return fail(err, errlen, "--data-order %s: expected random or sequential", val);
+            return errmsg_fail(err, errlen, "--data-order %s: expected random or sequential", val);
         return 0;
     default:
-        return fail(err, errlen, "--%s takes no value", f->name);
+        return errmsg_fail(err, errlen, "--%s takes no value", f->name);
     }
 }
 
@@ -387,22 +380,23 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
-            return fail(err, errlen,
-                        "unexpected argument '%s' (flags start with --; subcommands "
-                        "'prepare', 'plan' and 'ckpt' come first; see --help)",
-                        a);
+            return errmsg_fail(err, errlen,
+                               "unexpected argument '%s' (flags start with --; subcommands "
+                               "'prepare', 'plan' and 'ckpt' come first; see --help)",
+                               a);
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const flag_def *f = find_flag(name, len);
         if (!f) {
             const char *near = nearest_flag(name, len);
             if (near)
-                return fail(err, errlen, "unknown flag --%.*s (did you mean --%s? see --help)",
-                            (int)len, name, near);
-            return fail(err, errlen, "unknown flag --%.*s (see --help)", (int)len, name);
+                return errmsg_fail(err, errlen,
+                                   "unknown flag --%.*s (did you mean --%s? see --help)", (int)len,
+                                   name, near);
+            return errmsg_fail(err, errlen, "unknown flag --%.*s (see --help)", (int)len, name);
         }
         if (!takes_value(f)) {
-            if (eq) return fail(err, errlen, "--%s takes no value, got '%s'", f->name, a);
+            if (eq) return errmsg_fail(err, errlen, "--%s takes no value, got '%s'", f->name, a);
             if (f->kind == K_SWITCH) *(int *)((char *)c + f->off) = 1;
             continue;
         }
@@ -411,12 +405,13 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
             val = eq + 1;
         } else {
             if (i + 1 >= argc)
-                return fail(err, errlen, "--%s needs a value: --%s %s", f->name, f->name, f->meta);
+                return errmsg_fail(err, errlen, "--%s needs a value: --%s %s", f->name, f->name,
+                                   f->meta);
             val = argv[++i];
             /* "--data --steps 5" is a forgotten value, not a file named "--steps". */
             if (strncmp(val, "--", 2) == 0 && find_flag(val + 2, strcspn(val + 2, "=")))
-                return fail(err, errlen, "--%s needs a value (%s), got the flag %s", f->name,
-                            f->meta, val);
+                return errmsg_fail(err, errlen, "--%s needs a value (%s), got the flag %s", f->name,
+                                   f->meta, val);
         }
         if (set_flag(c, f, val, err, errlen)) return -1;
         given[f - flags] = true;
@@ -427,10 +422,10 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
     if (!GIVEN("kv-heads") && !(c->demo && s->N % s->K == 0)) s->K = s->N;
     if (!GIVEN("head-dim")) {
         if (s->D % s->N != 0)
-            return fail(err, errlen,
-                        "--d-model %lld is not divisible by --heads %lld: give --head-dim "
-                        "explicitly or choose heads dividing d-model",
-                        (long long)s->D, (long long)s->N);
+            return errmsg_fail(err, errlen,
+                               "--d-model %lld is not divisible by --heads %lld: give --head-dim "
+                               "explicitly or choose heads dividing d-model",
+                               (long long)s->D, (long long)s->N);
         s->H = s->D / s->N;
     }
     if (!GIVEN("d-ff")) s->F = default_ff(s->D);
@@ -447,10 +442,11 @@ static int check_axes(const char *flag, const char *axes, bool commas, char *err
     for (const char *p = axes; *p; p++) {
         if (commas && *p == ',') continue;
         if (*p != 'x' && *p != 'y' && *p != 'z')
-            return fail(err, errlen, "--%s %s: axes are named x, y, z (e.g. --%s x or --%s %s)",
-                        flag, axes, flag, flag, commas ? "x,z" : "xz");
+            return errmsg_fail(err, errlen,
+                               "--%s %s: axes are named x, y, z (e.g. --%s x or --%s %s)", flag,
+                               axes, flag, flag, commas ? "x,z" : "xz");
         if (strchr(p + 1, *p))
-            return fail(err, errlen, "--%s %s: axis %c is listed twice", flag, axes, *p);
+            return errmsg_fail(err, errlen, "--%s %s: axis %c is listed twice", flag, axes, *p);
     }
     return 0;
 }
@@ -476,9 +472,9 @@ int config_validate(const config *c, char *err, size_t errlen) {
         bool lo_bad = (f->excl & EXCL_LO) ? !(v > f->lo) : !(v >= f->lo);
         bool hi_bad = (f->excl & EXCL_HI) ? !(v < f->hi) : !(v <= f->hi);
         if (lo_bad || hi_bad)
-            return fail(err, errlen, "--%s %g: must be %s %g and %s %g", f->name, v,
-                        (f->excl & EXCL_LO) ? ">" : ">=", f->lo,
-                        (f->excl & EXCL_HI) ? "<" : "<=", f->hi);
+            return errmsg_fail(err, errlen, "--%s %g: must be %s %g and %s %g", f->name, v,
+                               (f->excl & EXCL_LO) ? ">" : ">=", f->lo,
+                               (f->excl & EXCL_HI) ? "<" : "<=", f->hi);
     }
     const model_shape *s = &c->shape;
     if (s->N % s->K != 0) {
@@ -488,57 +484,68 @@ int config_validate(const config *c, char *err, size_t errlen) {
             if (s->N % k == 0)
                 used += (size_t)snprintf(divs + used, sizeof divs - used, "%s%lld",
                                          used ? ", " : "", (long long)k);
-        return fail(err, errlen,
-                    "--heads %lld is not divisible by --kv-heads %lld: each kv head serves N/K "
-                    "query heads; choose --kv-heads from %s",
-                    (long long)s->N, (long long)s->K, divs);
+        return errmsg_fail(
+            err, errlen,
+            "--heads %lld is not divisible by --kv-heads %lld: each kv head serves N/K "
+            "query heads; choose --kv-heads from %s",
+            (long long)s->N, (long long)s->K, divs);
     }
     if (s->H % 2 != 0)
-        return fail(err, errlen,
-                    "head dim %lld (--head-dim, default d-model/heads) is odd: rotary embedding "
-                    "pairs element i with i + H/2, so it must be even",
-                    (long long)s->H);
+        return errmsg_fail(
+            err, errlen,
+            "head dim %lld (--head-dim, default d-model/heads) is odd: rotary embedding "
+            "pairs element i with i + H/2, so it must be even",
+            (long long)s->H);
     if (c->batch % c->micro_batch != 0)
-        return fail(err, errlen,
-                    "--batch %lld is not a multiple of --micro-batch %lld: pick a micro-batch "
-                    "that divides the batch",
-                    (long long)c->batch, (long long)c->micro_batch);
+        return errmsg_fail(
+            err, errlen,
+            "--batch %lld is not a multiple of --micro-batch %lld: pick a micro-batch "
+            "that divides the batch",
+            (long long)c->batch, (long long)c->micro_batch);
     if (c->min_lr > c->lr)
-        return fail(err, errlen, "--min-lr %g is above --lr %g: the schedule decays to min-lr",
-                    c->min_lr, c->lr);
+        return errmsg_fail(err, errlen,
+                           "--min-lr %g is above --lr %g: the schedule decays to min-lr", c->min_lr,
+                           c->lr);
     if (!c->bench && c->data[0] == '\0')
-        return fail(err, errlen, "--data is empty: give a token (.h5) or text file, or --bench");
+        return errmsg_fail(err, errlen,
+                           "--data is empty: give a token (.h5) or text file, or --bench");
     if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
-        return fail(err, errlen, "--ckpt-dir is empty: give the directory of the checkpoints");
+        return errmsg_fail(err, errlen,
+                           "--ckpt-dir is empty: give the directory of the checkpoints");
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
     if (c->tensor_axis[0]) {
         if (strlen(c->tensor_axis) != 1 || check_axes("tensor", c->tensor_axis, false, err, errlen))
-            return fail(err, errlen, "--tensor %s: give one axis, x, y or z", c->tensor_axis);
+            return errmsg_fail(err, errlen, "--tensor %s: give one axis, x, y or z",
+                               c->tensor_axis);
         if (strchr(c->data_axes, c->tensor_axis[0]))
-            return fail(err, errlen,
-                        "--tensor %s is also in --dp %s: one axis cannot shard both the batch "
-                        "and the weights' model dimension",
-                        c->tensor_axis, c->data_axes);
+            return errmsg_fail(
+                err, errlen,
+                "--tensor %s is also in --dp %s: one axis cannot shard both the batch "
+                "and the weights' model dimension",
+                c->tensor_axis, c->data_axes);
     }
     if (c->pipe_axis[0]) {
         if (strlen(c->pipe_axis) != 1 || check_axes("pipeline", c->pipe_axis, false, err, errlen))
-            return fail(err, errlen, "--pipeline %s: give one axis, x, y or z", c->pipe_axis);
+            return errmsg_fail(err, errlen, "--pipeline %s: give one axis, x, y or z",
+                               c->pipe_axis);
         if (strchr(c->data_axes, c->pipe_axis[0]) || strchr(c->tensor_axis, c->pipe_axis[0]))
-            return fail(err, errlen,
-                        "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
-                        "both the layers and another dimension",
-                        c->pipe_axis);
+            return errmsg_fail(
+                err, errlen,
+                "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
+                "both the layers and another dimension",
+                c->pipe_axis);
         if (c->microbatches > 0 && c->batch % c->microbatches != 0)
-            return fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                        (long long)c->batch, (long long)c->microbatches);
+            return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
+                               (long long)c->batch, (long long)c->microbatches);
     }
     if (c->alg[0]) {
         bool known = false;
         for (size_t i = 0; i < sizeof alg_names / sizeof alg_names[0]; i++)
             known |= strcmp(c->alg, alg_names[i]) == 0;
         if (!known)
-            return fail(err, errlen, "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
+            return errmsg_fail(err, errlen,
+                               "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/errmsg.h"
 #include "train/par_impl.h"
 
 int par_is_layer_param(param_id id) {
@@ -155,11 +156,6 @@ void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, i
 
 /* ---------------------------------------------------------------- validation */
 
-static int fail(char *err, size_t errlen, const char *msg) {
-    snprintf(err, errlen, "%s", msg);
-    return -1;
-}
-
 static int check_div(char *err, size_t errlen, const char *what, int64_t n, const char *by,
                      int64_t d) {
     if (d > 0 && n % d == 0) return 0;
@@ -206,7 +202,7 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
             return -1;
         }
     if (p->zero > 0 && p->dax.n == 0)
-        return fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
+        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
     if (p->nY > 1) {
         snprintf(buf, sizeof buf, "|%c| (--tensor)", mesh_axis_name(m, p->tax.ax[0]));
         if (check_div(err, errlen, "query heads N", s->N, buf, p->nY) ||
