@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ struct h5array {
     MPI_Comm comm; /* a dup of the caller's, so our agreement traffic never meets theirs */
     int rank;
     int writing, committed;
+    int writes; /* h5array_write calls that reached h5array_fault_point */
     hid_t file;
     char path[1024];
     char tmp[1100];
@@ -38,8 +40,15 @@ static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dim
     return buf;
 }
 
-static int fail_h5(char *err, size_t errlen, const char *what, const char *path) {
-    char h5[256];
+/* "path: what (innermost HDF5 error)" into err, what formatted from fmt; returns -1. */
+static int fail_h5(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_h5(char *err, size_t errlen, const char *path, const char *fmt, ...) {
+    char what[300], h5[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     h5util_last_error(h5, sizeof h5);
     h5util_errf(err, errlen, "%s: %s (%s)", path, what, h5);
     return -1;
@@ -81,7 +90,7 @@ int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, si
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, pid);
     hid_t fapl = h5util_fapl_mpio(f->comm);
     f->file = fapl >= 0 ? H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
-    if (f->file < 0) st = fail_h5(err, errlen, "cannot create", f->tmp);
+    if (f->file < 0) st = fail_h5(err, errlen, f->tmp, "cannot create");
     if (fapl >= 0) H5Pclose(fapl);
     st = h5util_agree(f->comm, st, err, errlen);
     h5util_quiet_end(&q);
@@ -122,7 +131,7 @@ int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size
     hid_t fapl = h5util_fapl_mpio(f->comm);
     f->file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
     if (f->file < 0)
-        st = fail_h5(err, errlen, "HDF5 file cannot be opened, truncated or corrupt?", path);
+        st = fail_h5(err, errlen, path, "HDF5 file cannot be opened, truncated or corrupt?");
     if (fapl >= 0) H5Pclose(fapl);
     st = h5util_agree(f->comm, st, err, errlen);
     h5util_quiet_end(&q);
@@ -143,7 +152,7 @@ int h5array_commit(h5array *f, char *err, size_t errlen) {
     if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
     h5util_quiet q;
     h5util_quiet_begin(&q);
-    if (H5Fclose(f->file) < 0) st = fail_h5(err, errlen, "cannot close", f->tmp);
+    if (H5Fclose(f->file) < 0) st = fail_h5(err, errlen, f->tmp, "cannot close");
     f->file = -1;
     h5util_quiet_end(&q);
     /* Every rank has closed (its data is written) before rank 0 publishes the file. */
@@ -237,6 +246,31 @@ static int select_slab(hid_t fspace, hid_t *mspace, int ndim, const int64_t *off
     return H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ? -1 : 0;
 }
 
+/* Collective over: the handle's comm. st is this rank's status so far. Selects this rank's slab
+ * offset[]/count[] in fspace (the dataset's file space), agrees with the other ranks that all got
+ * this far, then moves the slab in one collective transfer: buf → dataset d when writing, d → buf
+ * when reading (buf is not touched for an empty slab). Returns this rank's status; the caller
+ * agrees on it after its cleanup. */
+static int move_slab(h5array *f, int st, int writing, hid_t d, hid_t fspace, hid_t dxpl,
+                     const char *name, int ndim, const int64_t *offset, const int64_t *count,
+                     float *buf, char *err, size_t errlen) {
+    hid_t mspace = -1;
+    if (st == 0 && (fspace < 0 || select_slab(fspace, &mspace, ndim, offset, count) < 0))
+        st = fail_h5(err, errlen, f->path, "cannot select a slab");
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st == 0) {
+        float dummy = 0;
+        float *p = slab_size(ndim, count) ? buf : &dummy;
+        herr_t rc = writing ? H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, p)
+                            : H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, p);
+        if (rc < 0)
+            st = fail_h5(err, errlen, f->path, "cannot %s dataset '%s'", writing ? "write" : "read",
+                         name);
+    }
+    if (mspace >= 0) H5Sclose(mspace);
+    return st;
+}
+
 /* FNV-1a of the name, to catch ranks that disagree on which dataset they write. */
 static int64_t name_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
@@ -276,6 +310,22 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
     return h5util_agree(f->comm, st, err, errlen);
 }
 
+/* Test hook, for the tests where no small file system can be mounted to fill up: with
+ * MESHTRAIN_FAULT_SAVE=i in the environment, the i-th write (from 0) into every created file fails
+ * as a full disk would, midway through it (in a checkpoint: the i-th array of every save). Not
+ * collective: every rank reads the same environment and counts the same calls, and the failure
+ * joins the write's own agreement. Returns 0, or -1 with a message naming the injection. */
+static int h5array_fault_point(h5array *f, const char *name, char *err, size_t errlen) {
+    const char *fault = getenv("MESHTRAIN_FAULT_SAVE");
+    const int fail_at = fault && *fault ? atoi(fault) : -1;
+    if (f->writes++ != fail_at) return 0;
+    h5util_errf(err, errlen,
+                "%s: cannot write dataset '%s' (injected by MESHTRAIN_FAULT_SAVE=%d: No space "
+                "left on device)",
+                f->tmp, name, fail_at);
+    return -1;
+}
+
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   const int64_t *offset, const int64_t *count, int writer, const float *data,
                   char *err, size_t errlen) {
@@ -288,6 +338,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
         st = check_slab(name, ndim, dims, writer ? offset : zero, writer ? count : zero, err,
                         errlen);
     }
+    if (st == 0) st = h5array_fault_point(f, name, err, errlen);
     int64_t written = st == 0 && writer ? slab_size(ndim, count) : 0;
     if (check_write_args(f, st, name, ndim, dims, written, err, errlen) < 0) return -1;
 
@@ -297,38 +348,25 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
     for (int i = 0; i < ndim; i++)
         hd[i] = (hsize_t)dims[i];
     int64_t none[H5ARRAY_MAX_DIMS] = {0, 0, 0};
-    hid_t fspace = H5Screate_simple(ndim, hd, NULL), mspace = -1, d = -1;
+    hid_t fspace = H5Screate_simple(ndim, hd, NULL), d = -1;
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t dxpl = h5util_dxpl(1);
     if (fspace < 0 || lcpl < 0 || dcpl < 0 || dxpl < 0 ||
         H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
         H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) {
-        st = fail_h5(err, errlen, "cannot set up a dataset write", f->path);
+        st = fail_h5(err, errlen, f->path, "cannot set up a dataset write");
     }
     if (st == 0) {
         d = H5Dcreate2(f->file, name, H5T_IEEE_F32LE, fspace, lcpl, dcpl, H5P_DEFAULT);
         if (d < 0) {
-            char what[300];
-            snprintf(what, sizeof what, "cannot create dataset '%s' (does it exist already?)",
-                     name);
-            st = fail_h5(err, errlen, what, f->path);
+            st = fail_h5(err, errlen, f->path,
+                         "cannot create dataset '%s' (does it exist already?)", name);
         }
     }
-    if (st == 0 &&
-        select_slab(fspace, &mspace, ndim, writer ? offset : none, writer ? count : none) < 0)
-        st = fail_h5(err, errlen, "cannot select a slab", f->path);
-    /* A failed create happened on every rank (it is collective), so all reach the write or none. */
-    if (st == 0) {
-        static const float dummy = 0;
-        const float *buf = written ? data : &dummy;
-        if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf) < 0) {
-            char what[300];
-            snprintf(what, sizeof what, "cannot write dataset '%s'", name);
-            st = fail_h5(err, errlen, what, f->path);
-        }
-    }
+    /* H5Dwrite only reads from the buffer: the cast is for move_slab's one signature. */
+    st = move_slab(f, st, 1, d, fspace, dxpl, name, ndim, writer ? offset : none,
+                   writer ? count : none, (float *)data, err, errlen);
     if (d >= 0) H5Dclose(d);
-    if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
     if (lcpl >= 0) H5Pclose(lcpl);
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -384,7 +422,7 @@ int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, co
     h5util_quiet_begin(&q);
     int nd = 0;
     int64_t got[H5ARRAY_MAX_DIMS];
-    hid_t d = open_dataset(f, name, &nd, got, err, errlen), fspace = -1, mspace = -1, type = -1;
+    hid_t d = open_dataset(f, name, &nd, got, err, errlen), fspace = -1, type = -1;
     hid_t dxpl = h5util_dxpl(1);
     if (d < 0 || dxpl < 0) st = -1;
     if (st == 0 && (nd != ndim || memcmp(got, dims, (size_t)nd * sizeof *dims) != 0)) {
@@ -399,23 +437,9 @@ int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, co
     }
     /* Every rank passed the same checks on the same file, so all reach the collective read. */
     st = h5util_agree(f->comm, st, err, errlen);
-    if (st == 0) {
-        fspace = H5Dget_space(d);
-        if (fspace < 0 || select_slab(fspace, &mspace, ndim, offset, count) < 0)
-            st = fail_h5(err, errlen, "cannot select a slab", f->path);
-    }
-    st = h5util_agree(f->comm, st, err, errlen);
-    if (st == 0) {
-        float dummy;
-        float *buf = slab_size(ndim, count) ? data : &dummy;
-        if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf) < 0) {
-            char what[300];
-            snprintf(what, sizeof what, "cannot read dataset '%s'", name);
-            st = fail_h5(err, errlen, what, f->path);
-        }
-    }
+    if (st == 0) fspace = H5Dget_space(d);
+    st = move_slab(f, st, 0, d, fspace, dxpl, name, ndim, offset, count, data, err, errlen);
     if (type >= 0) H5Tclose(type);
-    if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
     if (dxpl >= 0) H5Pclose(dxpl);
     if (d >= 0) H5Dclose(d);
@@ -437,9 +461,7 @@ static int ensure_object(h5array *f, const char *obj, char *err, size_t errlen) 
         H5Eclear2(H5E_DEFAULT);
         hid_t g = H5Gcreate2(f->file, obj, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) {
-            char what[300];
-            snprintf(what, sizeof what, "cannot create group '%s'", obj);
-            rc = fail_h5(err, errlen, what, f->path);
+            rc = fail_h5(err, errlen, f->path, "cannot create group '%s'", obj);
         } else {
             H5Gclose(g);
         }
@@ -587,7 +609,7 @@ int h5array_list(h5array *f, const char *group, int recursive, char ***names, in
         herr_t rc = recursive ? H5Lvisit(g, H5_INDEX_NAME, H5_ITER_INC, list_cb, &l)
                               : H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l);
         if (rc < 0) {
-            st = l.oom ? -1 : fail_h5(err, errlen, "cannot list a group", f->path);
+            st = l.oom ? -1 : fail_h5(err, errlen, f->path, "cannot list a group");
             if (l.oom) h5util_errf(err, errlen, "%s: out of memory listing '%s'", f->path, group);
         }
         H5Gclose(g);

@@ -50,7 +50,9 @@ const char *h5array_tmp_path(const h5array *f);
  * data[count0, ...] at offset[]. A rank with writer = 0 writes nothing (an empty selection; offset,
  * count and data are ignored): use it on every copy but one of a replicated block. The writers'
  * slabs must tile the array: their element counts must add up to the array's size (checked), and
- * they must not overlap (not checked). Fails if the dataset exists. */
+ * they must not overlap (not checked). Fails if the dataset exists. Test hook: with
+ * MESHTRAIN_FAULT_SAVE=i set, the i-th call on each created file fails on every rank as a full
+ * disk would (h5array.c, h5array_fault_point). */
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   const int64_t *offset, const int64_t *count, int writer, const float *data,
                   char *err, size_t errlen);

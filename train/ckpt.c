@@ -352,20 +352,9 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
         bytes += 4.0 * (double)array_numel(&a[i].pi);
     }
     sum_over_world(m, sum, n);
-    /* Fault injection for the tests where no small file system can be mounted: the write of
-     * array number MESHTRAIN_FAULT_SAVE fails on every rank, as a full disk would, midway. */
-    const char *fault = getenv("MESHTRAIN_FAULT_SAVE");
-    const int fail_at = fault && *fault ? atoi(fault) : -1;
     h5array *f = NULL;
     int rc = h5array_create(&f, path, mesh_world_comm(m), err, errlen);
     for (int i = 0; i < n && rc == 0; i++) {
-        if (i == fail_at) {
-            rc = errmsg_fail(err, errlen,
-                             "%s: cannot write dataset '%s' (injected by "
-                             "MESHTRAIN_FAULT_SAVE=%d: No space left on device)",
-                             h5array_tmp_path(f), a[i].name, fail_at);
-            break;
-        }
         rc = h5array_write(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
                            a[i].owner, a[i].data, err, errlen);
         if (rc == 0)
