@@ -35,7 +35,8 @@ static const char *help_text =
     "  --pipeline AXIS    pipeline stages (a whole axis)\n"
     "  --microbatches M   pipeline microbatches (default 1)\n"
     "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
-    "  --alg ALG          auto | ring | bidir | seq | multi (collective algorithm)\n"
+    "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
+    "                     direct ignores the link sharing of split axes)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
     "Search:\n"
     "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
@@ -198,7 +199,7 @@ static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t le
     if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
     if (strcmp(f, "--alg") == 0) {
         int a = cost_alg_parse(v);
-        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq or multi");
+        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
         c->s.alg = (cost_alg)a;
         return 0;
     }

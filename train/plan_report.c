@@ -242,6 +242,10 @@ int plan_notes(const plan_spec *s, const plan_result *r, char (*notes)[PLAN_NOTE
         const plan_coll *cd = largest(r, PLAN_ROLE_DATA), *ct = largest(r, PLAN_ROLE_TENSOR);
         if (cd && r->M_X > 0) note_vs_book(notes, &n, s, cd, "M_X", r->M_X);
         if (ct && r->M_Y > 0) note_vs_book(notes, &n, s, ct, "M_Y", r->M_Y);
+        if (s->alg == COST_ALG_DIRECT)
+            note(notes, &n,
+                 "--alg direct is costed by its busiest-link load and ignores the link sharing of "
+                 "the strided sub-axes: use auto, multi, seq, bidir or ring for split axes.");
     }
     return n;
 }
