@@ -69,6 +69,30 @@ static void handle_free(h5array *f) {
     free(f);
 }
 
+/* Collective over: the handle's comm. The end of h5array_create (f->writing: creates f->tmp) and
+ * h5array_open (opens path read-only), through MPI-IO. Ranks agree; then *out = f, or f is closed
+ * (a created temp file deleted) and *out stays NULL. */
+static int open_file(h5array **out, h5array *f, const char *path, char *err, size_t errlen) {
+    int st = 0;
+    hid_t fapl = h5util_fapl_mpio(f->comm);
+    if (f->writing) {
+        f->file = fapl >= 0 ? H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
+        if (f->file < 0) st = fail_h5(err, errlen, f->tmp, "cannot create");
+    } else {
+        f->file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
+        if (f->file < 0)
+            st = fail_h5(err, errlen, path, "HDF5 file cannot be opened, truncated or corrupt?");
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    st = h5util_agree(f->comm, st, err, errlen);
+    if (st < 0) {
+        h5array_close(f);
+        return st;
+    }
+    *out = f;
+    return 0;
+}
+
 int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
     *out = NULL;
     h5util_quiet q;
@@ -88,18 +112,9 @@ int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, si
     }
     f->writing = 1;
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, pid);
-    hid_t fapl = h5util_fapl_mpio(f->comm);
-    f->file = fapl >= 0 ? H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
-    if (f->file < 0) st = fail_h5(err, errlen, f->tmp, "cannot create");
-    if (fapl >= 0) H5Pclose(fapl);
-    st = h5util_agree(f->comm, st, err, errlen);
+    st = open_file(out, f, path, err, errlen);
     h5util_quiet_end(&q);
-    if (st < 0) {
-        h5array_close(f);
-        return st;
-    }
-    *out = f;
-    return 0;
+    return st;
 }
 
 int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
@@ -128,19 +143,9 @@ int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size
         h5util_quiet_end(&q);
         return -1;
     }
-    hid_t fapl = h5util_fapl_mpio(f->comm);
-    f->file = fapl >= 0 ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : -1;
-    if (f->file < 0)
-        st = fail_h5(err, errlen, path, "HDF5 file cannot be opened, truncated or corrupt?");
-    if (fapl >= 0) H5Pclose(fapl);
-    st = h5util_agree(f->comm, st, err, errlen);
+    st = open_file(out, f, path, err, errlen);
     h5util_quiet_end(&q);
-    if (st < 0) {
-        h5array_close(f);
-        return st;
-    }
-    *out = f;
-    return 0;
+    return st;
 }
 
 int h5array_commit(h5array *f, char *err, size_t errlen) {
