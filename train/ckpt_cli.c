@@ -23,12 +23,29 @@ static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dim
     return buf;
 }
 
-/* Rows of dim 0 per block, and the elements of one row. */
+/* The elements of one row of dim 0. */
 static int64_t row_size(int ndim, const int64_t *dims) {
     int64_t n = 1;
     for (int i = 1; i < ndim; i++)
         n *= dims[i];
     return n;
+}
+
+/* Rows of dim 0 per block: as many whole rows as fit in CLI_BLOCK elements, at least one. */
+static int64_t block_rows(int ndim, const int64_t *dims) {
+    const int64_t row = row_size(ndim, dims);
+    return row > CLI_BLOCK ? 1 : CLI_BLOCK / row;
+}
+
+/* The block of `rows` rows from row r0 (clipped at the last row) as a slab off[ndim], cnt[ndim].
+ * Returns its element count. */
+static int64_t block_slab(int ndim, const int64_t *dims, int64_t r0, int64_t rows, int64_t *off,
+                          int64_t *cnt) {
+    for (int i = 0; i < ndim; i++)
+        off[i] = 0, cnt[i] = dims[i];
+    off[0] = r0;
+    cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
+    return cnt[0] * row_size(ndim, dims);
 }
 
 static void print_meta(const ckpt_meta *k, const char *path) {
@@ -71,16 +88,13 @@ typedef struct {
 static int stats_of(h5array *f, const char *name, int ndim, const int64_t *dims, float *buf,
                     array_stats *st, char *err, size_t errlen) {
     *st = (array_stats){0, INFINITY, -INFINITY, 0, 0};
-    const int64_t row = row_size(ndim, dims);
-    const int64_t rows = row > CLI_BLOCK ? 1 : CLI_BLOCK / row;
+    const int64_t rows = block_rows(ndim, dims);
     for (int64_t r0 = 0; r0 < dims[0]; r0 += rows) {
-        int64_t off[H5ARRAY_MAX_DIMS] = {r0}, cnt[H5ARRAY_MAX_DIMS];
-        for (int i = 0; i < ndim; i++)
-            cnt[i] = dims[i];
-        cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
+        int64_t off[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+        const int64_t n = block_slab(ndim, dims, r0, rows, off, cnt);
         if (h5array_read(f, name, ndim, dims, off, cnt, buf, err, errlen) < 0) return -1;
         ckpt_checksum_add(&st->checksum, buf, ndim, dims, off, cnt);
-        for (int64_t i = 0; i < cnt[0] * row; i++) {
+        for (int64_t i = 0; i < n; i++) {
             const double x = buf[i];
             if (!isfinite(x)) {
                 st->nonfinite++;
@@ -143,17 +157,13 @@ typedef struct {
 static int diff_of(h5array *fa, h5array *fb, const char *name, int ndim, const int64_t *dims,
                    float *ba, float *bb, array_diff *d, char *err, size_t errlen) {
     *d = (array_diff){0, 0, 0, 1};
-    const int64_t row = row_size(ndim, dims);
-    const int64_t rows = row > CLI_BLOCK ? 1 : CLI_BLOCK / row;
+    const int64_t rows = block_rows(ndim, dims);
     for (int64_t r0 = 0; r0 < dims[0]; r0 += rows) {
-        int64_t off[H5ARRAY_MAX_DIMS] = {r0}, cnt[H5ARRAY_MAX_DIMS];
-        for (int i = 0; i < ndim; i++)
-            cnt[i] = dims[i];
-        cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
+        int64_t off[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+        const int64_t n = block_slab(ndim, dims, r0, rows, off, cnt);
         if (h5array_read(fa, name, ndim, dims, off, cnt, ba, err, errlen) < 0 ||
             h5array_read(fb, name, ndim, dims, off, cnt, bb, err, errlen) < 0)
             return -1;
-        const int64_t n = cnt[0] * row;
         if (memcmp(ba, bb, (size_t)n * sizeof *ba) == 0) continue;
         d->identical = 0;
         for (int64_t i = 0; i < n; i++) {
