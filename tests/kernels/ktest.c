@@ -3,11 +3,8 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static int kt_failures;
 
 static uint64_t lcg_next(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -16,7 +13,8 @@ static uint64_t lcg_next(uint64_t *s) {
 
 void kt_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (double)lcg_next(&s) * 0x1.0p-53;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * (double)lcg_next(&s) * 0x1.0p-53;
 }
 
 void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi) {
@@ -30,70 +28,59 @@ static int report(const char *what, double worst, int64_t at, double a, double b
     int bad = !(worst <= k); /* NaN counts as failure */
     printf("%-4s %-48s n=%-7lld worst %.3g·eps·(|a|+|b|+1) (k=%g) at %lld: got %.9g want %.9g\n",
            bad ? "FAIL" : "ok", what, (long long)n, worst, k, (long long)at, a, b);
-    kt_failures += bad;
+    if (bad) check_count_failure();
     return bad;
 }
 
-int kt_close_d(const char *what, const float *a, const double *b, int64_t n, double k) {
-    double worst = 0.0, wa = n ? a[0] : 0.0, wb = n ? b[0] : 0.0;
+/* kt_close and kt_close_d: the truth b[i] is bf[i] (float) or bd[i] (double), whichever is not
+ * NULL; either way compared in double. */
+static int close_to(const char *what, const float *a, const float *bf, const double *bd, int64_t n,
+                    double k) {
+    double worst = 0.0, wa = n ? a[0] : 0.0, wb = n ? (bf ? bf[0] : bd[0]) : 0.0;
     int64_t at = 0;
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]) / (FLT_EPSILON * (fabs((double)a[i]) + fabs(b[i]) + 1.0));
+        const double b = bf ? (double)bf[i] : bd[i];
+        double d = fabs((double)a[i] - b) / (FLT_EPSILON * (fabs((double)a[i]) + fabs(b) + 1.0));
         if (!(d <= worst)) { /* also catches NaN */
             worst = d;
             at = i;
             wa = a[i];
-            wb = b[i];
+            wb = b;
             if (isnan(d)) break;
         }
     }
     return report(what, worst, at, wa, wb, n, k);
 }
 
+int kt_close_d(const char *what, const float *a, const double *b, int64_t n, double k) {
+    return close_to(what, a, NULL, b, n, k);
+}
+
 int kt_close(const char *what, const float *a, const float *b, int64_t n, double k) {
-    double worst = 0.0, wa = n ? a[0] : 0.0, wb = n ? b[0] : 0.0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]) /
-                   (FLT_EPSILON * (fabs((double)a[i]) + fabs((double)b[i]) + 1.0));
-        if (!(d <= worst)) {
-            worst = d;
-            at = i;
-            wa = a[i];
-            wb = b[i];
-            if (isnan(d)) break;
-        }
-    }
-    return report(what, worst, at, wa, wb, n, k);
+    return close_to(what, a, b, NULL, n, k);
 }
 
 int kt_equal(const char *what, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof a[i]) != 0) {
-            printf("FAIL %-48s n=%-7lld not bit-equal at %lld: %.9g vs %.9g\n", what,
-                   (long long)n, (long long)i, a[i], b[i]);
-            kt_failures++;
+            printf("FAIL %-48s n=%-7lld not bit-equal at %lld: %.9g vs %.9g\n", what, (long long)n,
+                   (long long)i, a[i], b[i]);
+            check_count_failure();
             return 1;
         }
     printf("ok   %-48s n=%-7lld bit-equal\n", what, (long long)n);
     return 0;
 }
 
-int kt_check(int cond, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%-4s ", cond ? "ok" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    kt_failures += !cond;
-    return !cond;
-}
-
-int kt_finish(const char *test) {
-    if (kt_failures)
-        printf("%s: %d check(s) FAILED\n", test, kt_failures);
-    else
-        printf("%s: all checks passed\n", test);
-    return kt_failures ? 1 : 0;
+void kt_fd_grad(double *fd, double *x, int64_t n, double h, double (*loss)(const void *ctx),
+                const void *ctx) {
+    for (int64_t i = 0; i < n; i++) {
+        const double s = x[i];
+        x[i] = s + h;
+        const double lp = loss(ctx);
+        x[i] = s - h;
+        const double lm = loss(ctx);
+        x[i] = s;
+        fd[i] = (lp - lm) / (2 * h);
+    }
 }

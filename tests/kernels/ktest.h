@@ -1,10 +1,13 @@
 /* Shared helpers of the kernel tests: deterministic inputs (a local LCG, independent of the
- * kernels' own RNG), tolerance checks that print the worst deviation and where it is, and a
- * failure count that becomes the exit status. Tolerance convention (house style):
+ * kernels' own RNG), tolerance checks that print the worst deviation and where it is, and central
+ * finite differences in double. Failures are counted by tests/common/check (check_expect for
+ * plain conditions, check_finish for the exit status). Tolerance convention (house style):
  *   |a − b| ≤ k·eps·(|a| + |b| + 1), eps = FLT_EPSILON, k stated by each caller. */
 #ifndef MT_TESTS_KTEST_H
 #define MT_TESTS_KTEST_H
 #include <stdint.h>
+
+#include "check.h"
 
 /* x[i] uniform in [lo, hi) from a fixed LCG stream `seed`. */
 void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
@@ -15,8 +18,8 @@ int kt_close(const char *what, const float *a, const float *b, int64_t n, double
 int kt_close_d(const char *what, const float *a, const double *b, int64_t n, double k);
 /* Bit-exact comparison. */
 int kt_equal(const char *what, const float *a, const float *b, int64_t n);
-/* Records a failure with a message when cond is false. Returns 1 on failure. */
-int kt_check(int cond, const char *fmt, ...);
-/* Exit status: 0 if nothing failed, else 1 (prints a summary). */
-int kt_finish(const char *test);
+/* Central differences of a double loss: fd[i] = (L(x + h·e_i) − L(x − h·e_i)) / 2h for i < n,
+ * where loss(ctx) reads x through ctx; x is restored after each i. */
+void kt_fd_grad(double *fd, double *x, int64_t n, double h, double (*loss)(const void *ctx),
+                const void *ctx);
 #endif

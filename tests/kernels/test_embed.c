@@ -58,5 +58,5 @@ int main(void) {
     run(17, 5, 11, 4, 4);  /* middle shard */
     run(7, 3, 29, 20, 9);  /* last shard */
     run(3, 4, 100, 90, 10); /* tokens 3, 10, 17: none in this shard */
-    return kt_finish("test_kern_embed");
+    return check_finish("test_kern_embed");
 }

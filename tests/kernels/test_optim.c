@@ -46,11 +46,11 @@ static void others(int64_t n) {
     kt_fill(y, n, 2, -2, 2);
     double s = kern_sumsq(x, n), truth = 0.0;
     for (int64_t i = 0; i < n; i++) truth += (double)x[i] * x[i];
-    kt_check(fabs(s - truth) <= 1e-14 * (fabs(truth) + 1), "sumsq n=%lld = %.17g, double sum %.17g",
+    check_expect(fabs(s - truth) <= 1e-14 * (fabs(truth) + 1), "sumsq n=%lld = %.17g, double sum %.17g",
              (long long)n, s, truth);
     memcpy(buf + 3, x, sizeof(float) * (size_t)n);
     double s2 = kern_sumsq(x, n), s3 = kern_sumsq(buf + 3, n);
-    kt_check(memcmp(&s, &s2, sizeof s) == 0 && memcmp(&s, &s3, sizeof s) == 0,
+    check_expect(memcmp(&s, &s2, sizeof s) == 0 && memcmp(&s, &s3, sizeof s) == 0,
              "sumsq n=%lld deterministic: %a %a %a (repeat, copy at offset 3)", (long long)n, s, s2, s3);
 
     for (int64_t i = 0; i < n; i++)
@@ -76,5 +76,5 @@ static void others(int64_t n) {
 int main(void) {
     const int64_t ns[] = {1, 7, 13, 1021};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) adamw(ns[i]), others(ns[i]);
-    return kt_finish("test_kern_optim");
+    return check_finish("test_kern_optim");
 }

@@ -7,8 +7,16 @@
 #include "kernels/rmsnorm.h"
 #include "ktest.h"
 
-/* L = Σ w ⊙ rmsnorm(x)·g, all in double. */
-static double loss_d(const double *x, const double *g, const double *w, int64_t M, int64_t D) {
+/* L = Σ w ⊙ rmsnorm(x)·g, all in double; x[M,D], g[D], w[M,D]. */
+typedef struct {
+    const double *x, *g, *w;
+    int64_t M, D;
+} rms_loss;
+
+static double loss_d(const void *ctx) {
+    const rms_loss *a = ctx;
+    const double *x = a->x, *g = a->g, *w = a->w;
+    const int64_t M = a->M, D = a->D;
     double L = 0.0;
     for (int64_t r = 0; r < M; r++) {
         double ss = 0.0;
@@ -57,25 +65,9 @@ static void run(int64_t M, int64_t D) {
     /* finite differences in double: gradient of L = Σ dy ⊙ y */
     for (int64_t i = 0; i < n; i++) xd[i] = x[i], wd[i] = dy[i];
     for (int64_t i = 0; i < D; i++) gd[i] = g[i];
-    const double h = 1e-6;
-    for (int64_t i = 0; i < n; i++) {
-        double s = xd[i];
-        xd[i] = s + h;
-        double lp = loss_d(xd, gd, wd, M, D);
-        xd[i] = s - h;
-        double lm = loss_d(xd, gd, wd, M, D);
-        xd[i] = s;
-        fx[i] = (lp - lm) / (2 * h);
-    }
-    for (int64_t i = 0; i < D; i++) {
-        double s = gd[i];
-        gd[i] = s + h;
-        double lp = loss_d(xd, gd, wd, M, D);
-        gd[i] = s - h;
-        double lm = loss_d(xd, gd, wd, M, D);
-        gd[i] = s;
-        fg[i] = (lp - lm) / (2 * h);
-    }
+    const rms_loss L = {xd, gd, wd, M, D};
+    kt_fd_grad(fx, xd, n, 1e-6, loss_d, &L);
+    kt_fd_grad(fg, gd, D, 1e-6, loss_d, &L);
     for (int64_t i = 0; i < n; i++) dx[i] = 0.0f;
     for (int64_t i = 0; i < D; i++) dg[i] = 0.0f;
     kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
@@ -91,5 +83,5 @@ static void run(int64_t M, int64_t D) {
 int main(void) {
     const int64_t shapes[][2] = {{1, 1}, {1, 7}, {7, 13}, {3, 17}, {5, 64}, {2, 133}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(shapes[s][0], shapes[s][1]);
-    return kt_finish("test_kern_rmsnorm");
+    return check_finish("test_kern_rmsnorm");
 }

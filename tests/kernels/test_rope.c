@@ -43,7 +43,7 @@ static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
         int pad_ok = 1;
         for (int64_t r = 0; r < B * T; r++)
             for (int64_t c = nh * H; c < ld; c++) pad_ok &= xk[r * ld + c] == x[r * ld + c];
-        kt_check(pad_ok, "rope %s: columns beyond nh·H untouched", shape);
+        check_expect(pad_ok, "rope %s: columns beyond nh·H untouched", shape);
     }
     /* inverse undoes forward */
     for (int64_t i = 0; i < n; i++) xk[i] = x[i];
@@ -61,7 +61,7 @@ static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
         rgt += (double)x[i] * xr[i];
         mag += fabs((double)x[i] * w[i]);
     }
-    kt_check(fabs(l - rgt) <= 8 * 1.2e-7 * (mag + 1), "rope ⟨Rx,w⟩=%.9g ⟨x,R⁻w⟩=%.9g %s", l, rgt, shape);
+    check_expect(fabs(l - rgt) <= 8 * 1.2e-7 * (mag + 1), "rope ⟨Rx,w⟩=%.9g ⟨x,R⁻w⟩=%.9g %s", l, rgt, shape);
     /* backward = inverse applied to dy, vs FD of L = Σ w ⊙ rope_d(x) */
     for (int64_t i = 0; i < n; i++) xd[i] = x[i];
     const double h = 1e-6;
@@ -88,5 +88,5 @@ int main(void) {
     run(3, 5, 2, 2, 3);
     run(1, 13, 1, 10, 1);
     run(1, 9, 2, 64, 0); /* wide angles: pos·θ^(−2i/H) over i < 32 */
-    return kt_finish("test_kern_rope");
+    return check_finish("test_kern_rope");
 }

@@ -1,23 +1,11 @@
 /* config: good command lines give the expected fields (derived values included); every bad one
  * is refused with a message that names the flag and says what would be right. Not MPI. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "train/config.h"
-
-static int failures;
-
-static void expect(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures += !ok;
-}
 
 /* Splits `line` at spaces into argv (argv[0] = "meshtrain") and parses it. */
 static int parse(config *c, const char *line, char *err, size_t errlen) {
@@ -40,13 +28,13 @@ static void bad(const char *line, const char *frag1, const char *frag2) {
     char err[512];
     int rc = parse(&c, line, err, sizeof err);
     int ok = rc == -1 && strstr(err, frag1) && (!frag2 || strstr(err, frag2));
-    expect(ok, "bad  %-44s -> %d \"%s\"", line, rc, err);
+    check_expect(ok, "bad  %-44s -> %d \"%s\"", line, rc, err);
 }
 
 static void good(const char *line, config *c) {
     char err[512];
     int rc = parse(c, line, err, sizeof err);
-    expect(rc == 0, "good %-44s -> %d %s", line, rc, err);
+    check_expect(rc == 0, "good %-44s -> %d %s", line, rc, err);
 }
 
 int main(void) {
@@ -55,74 +43,80 @@ int main(void) {
 
     /* Defaults are valid and derived consistently. */
     config_defaults(&c);
-    expect(config_validate(&c, err, sizeof err) == 0, "defaults validate (%s)", err);
+    check_expect(config_validate(&c, err, sizeof err) == 0, "defaults validate (%s)", err);
     good("", &c);
-    expect(c.shape.H == c.shape.D / c.shape.N && c.shape.K == c.shape.N && c.shape.V == 256,
-           "default H = D/N, K = N, V = 256");
-    expect(c.shape.F == 384, "default d-ff of D=128 is ceil(8/3·128 / 64)·64 = 384 (got %lld)",
-           (long long)c.shape.F);
+    check_expect(c.shape.H == c.shape.D / c.shape.N && c.shape.K == c.shape.N && c.shape.V == 256,
+                 "default H = D/N, K = N, V = 256");
+    check_expect(c.shape.F == 384,
+                 "default d-ff of D=128 is ceil(8/3·128 / 64)·64 = 384 (got %lld)",
+                 (long long)c.shape.F);
 
     /* Both GNU forms, and derived values follow the flags they derive from. */
     good("--layers 6 --d-model=256 --heads 8 --kv-heads=2 --seq-len 64", &c);
-    expect(c.shape.L == 6 && c.shape.D == 256 && c.shape.N == 8 && c.shape.K == 2 &&
-               c.shape.H == 32 && c.shape.F == 704 && c.shape.T == 64,
-           "shape L6 D256 N8 K2 -> H=32 F=704 (got H=%lld F=%lld)", (long long)c.shape.H,
-           (long long)c.shape.F);
+    check_expect(c.shape.L == 6 && c.shape.D == 256 && c.shape.N == 8 && c.shape.K == 2 &&
+                     c.shape.H == 32 && c.shape.F == 704 && c.shape.T == 64,
+                 "shape L6 D256 N8 K2 -> H=32 F=704 (got H=%lld F=%lld)", (long long)c.shape.H,
+                 (long long)c.shape.F);
     good("--heads 8", &c);
-    expect(c.shape.K == 8, "--kv-heads follows --heads when not given (K=%lld)",
-           (long long)c.shape.K);
+    check_expect(c.shape.K == 8, "--kv-heads follows --heads when not given (K=%lld)",
+                 (long long)c.shape.K);
     good("--d-model 96 --heads 3 --head-dim 64 --d-ff 100", &c);
-    expect(c.shape.H == 64 && c.shape.F == 100, "explicit head dim (N·H != D allowed) and d-ff");
+    check_expect(c.shape.H == 64 && c.shape.F == 100,
+                 "explicit head dim (N·H != D allowed) and d-ff");
     good("--batch 32 --micro-batch 8 --steps 5 --lr 3e-4 --min-lr 0 --warmup 0", &c);
-    expect(c.batch == 32 && c.micro_batch == 8 && c.steps == 5 && c.lr == 3e-4 && c.warmup == 0,
-           "batch/micro-batch/steps/lr");
+    check_expect(c.batch == 32 && c.micro_batch == 8 && c.steps == 5 && c.lr == 3e-4 &&
+                     c.warmup == 0,
+                 "batch/micro-batch/steps/lr");
     good("--batch 24", &c);
-    expect(c.micro_batch == 24, "--micro-batch defaults to --batch");
+    check_expect(c.micro_batch == 24, "--micro-batch defaults to --batch");
     good("--optimizer sgd --data-order sequential --seed 42 --clip 0", &c);
-    expect(c.optimizer == OPT_SGD && c.order == DATA_ORDER_SEQUENTIAL && c.seed == 42 &&
-               c.clip == 0.0,
-           "optimizer, data order, seed, clip");
+    check_expect(c.optimizer == OPT_SGD && c.order == DATA_ORDER_SEQUENTIAL && c.seed == 42 &&
+                     c.clip == 0.0,
+                 "optimizer, data order, seed, clip");
     good("--data=x.h5 --metrics m.jsonl --save-init a.h5 --save-final b.h5 --prompt ROMEO:", &c);
-    expect(!strcmp(c.data, "x.h5") && !strcmp(c.metrics, "m.jsonl") &&
-               !strcmp(c.save_init, "a.h5") && !strcmp(c.save_final, "b.h5") &&
-               !strcmp(c.prompt, "ROMEO:"),
-           "file names and prompt");
+    check_expect(!strcmp(c.data, "x.h5") && !strcmp(c.metrics, "m.jsonl") &&
+                     !strcmp(c.save_init, "a.h5") && !strcmp(c.save_final, "b.h5") &&
+                     !strcmp(c.prompt, "ROMEO:"),
+                 "file names and prompt");
     good("--sample 100 --temperature 0 --top-k 5 --threads 2 --quiet --overlap", &c);
-    expect(c.sample == 100 && c.temperature == 0.0 && c.top_k == 5 && c.threads == 2 && c.quiet &&
-               c.overlap,
-           "sampling, threads, switches");
+    check_expect(c.sample == 100 && c.temperature == 0.0 && c.top_k == 5 && c.threads == 2 &&
+                     c.quiet && c.overlap,
+                 "sampling, threads, switches");
     good("--mesh x=2,y=2 --open y --dp x --zero 3 --tensor y --alg bidir --emulate v5p", &c);
-    expect(!strcmp(c.mesh, "x=2,y=2") && !strcmp(c.mesh_open, "y") && !strcmp(c.data_axes, "x") &&
-               c.zero == 3 && !strcmp(c.tensor_axis, "y") && !strcmp(c.alg, "bidir") &&
-               !strcmp(c.emulate, "v5p"),
-           "sharding flags");
+    check_expect(!strcmp(c.mesh, "x=2,y=2") && !strcmp(c.mesh_open, "y") &&
+                     !strcmp(c.data_axes, "x") && c.zero == 3 && !strcmp(c.tensor_axis, "y") &&
+                     !strcmp(c.alg, "bidir") && !strcmp(c.emulate, "v5p"),
+                 "sharding flags");
     good("--mesh x=2,z=2 --dp x --pipeline z --microbatches 4 --schedule 1f1b", &c);
-    expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == 1, "pipeline flags");
+    check_expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == 1,
+                 "pipeline flags");
     good("--data-axes xz", &c);
-    expect(!strcmp(c.data_axes, "xz"), "--data-axes is an alias of --dp");
+    check_expect(!strcmp(c.data_axes, "xz"), "--data-axes is an alias of --dp");
     good("--bench --data=", &c);
-    expect(c.bench && c.steps == 10, "--bench needs no data and times 10 steps by default");
+    check_expect(c.bench && c.steps == 10, "--bench needs no data and times 10 steps by default");
     good("--bench --steps 3", &c);
-    expect(c.steps == 3, "--bench --steps 3");
+    check_expect(c.steps == 3, "--bench --steps 3");
 
     /* --demo is a preset: explicit flags win wherever they are. */
     good("--steps 7 --demo", &c);
-    expect(c.demo && c.steps == 7 && c.sample == 300 && c.shape.K == 2,
-           "--demo then explicit --steps (steps=%lld)", (long long)c.steps);
+    check_expect(c.demo && c.steps == 7 && c.sample == 300 && c.shape.K == 2,
+                 "--demo then explicit --steps (steps=%lld)", (long long)c.steps);
     config_demo_mesh(&c, 4);
-    expect(!strcmp(c.mesh, "x=2,y=2") && !strcmp(c.data_axes, "x") && c.zero == 3 &&
-               !strcmp(c.tensor_axis, "y"),
-           "--demo on 4 ranks: ZeRO-3 over x, tensor over y");
+    check_expect(!strcmp(c.mesh, "x=2,y=2") && !strcmp(c.data_axes, "x") && c.zero == 3 &&
+                     !strcmp(c.tensor_axis, "y"),
+                 "--demo on 4 ranks: ZeRO-3 over x, tensor over y");
     good("--demo", &c);
     config_demo_mesh(&c, 2);
-    expect(c.mesh[0] == '\0', "--demo on 2 ranks keeps the default 1D mesh");
+    check_expect(c.mesh[0] == '\0', "--demo on 2 ranks keeps the default 1D mesh");
     good("--demo --mesh 4", &c);
     config_demo_mesh(&c, 4);
-    expect(!strcmp(c.mesh, "4") && c.tensor_axis[0] == '\0', "--demo respects an explicit --mesh");
+    check_expect(!strcmp(c.mesh, "4") && c.tensor_axis[0] == '\0',
+                 "--demo respects an explicit --mesh");
 
-    expect(parse(&c, "--steps 3 --help --bogus", err, sizeof err) == 1, "--help wins (returns 1)");
-    expect(parse(&c, "--prompt --help", err, sizeof err) == -1,
-           "a flag-looking value is a missing value, not --help");
+    check_expect(parse(&c, "--steps 3 --help --bogus", err, sizeof err) == 1,
+                 "--help wins (returns 1)");
+    check_expect(parse(&c, "--prompt --help", err, sizeof err) == -1,
+                 "a flag-looking value is a missing value, not --help");
 
     /* Bad input: unknown, missing, malformed, out of range, and shapes that do not fit. */
     bad("--layrs 3", "unknown flag --layrs", "--layers");
@@ -170,8 +164,8 @@ int main(void) {
     /* A config built in code is held to the same limits. */
     config_defaults(&c);
     c.shape.N = 5;
-    expect(config_validate(&c, err, sizeof err) == -1 && strstr(err, "--kv-heads"),
-           "validate: N=5, K=4 refused (%s)", err);
+    check_expect(config_validate(&c, err, sizeof err) == -1 && strstr(err, "--kv-heads"),
+                 "validate: N=5, K=4 refused (%s)", err);
 
     /* --help lists every flag it documents, with the FLOP formula. */
     FILE *mem = tmpfile();
@@ -198,11 +192,10 @@ int main(void) {
                               "--overlap",      "--alg",        "--emulate",
                               "6·L·T·N·H",      "MFU"};
         for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
-            expect(strstr(text, must[i]) != NULL, "--help mentions %s", must[i]);
+            check_expect(strstr(text, must[i]) != NULL, "--help mentions %s", must[i]);
     } else {
-        expect(0, "tmpfile() for the --help text");
+        check_expect(0, "tmpfile() for the --help text");
     }
 
-    printf("test_config: %d failure%s\n", failures, failures == 1 ? "" : "s");
-    return failures ? 1 : 0;
+    return check_finish("test_config");
 }

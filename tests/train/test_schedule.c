@@ -2,22 +2,10 @@
  * --lr over --warmup steps, then cosine decay to --min-lr at the last step. Checked as
  * properties, so either "reaches lr at step warmup−1 or warmup" convention passes. Not MPI. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "train/trainer.h"
-
-static int failures;
-
-static void expect(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures += !ok;
-}
 
 /* |a − b| ≤ k·eps·(|a| + |b| + 1) with eps = 2^-52, k = 16. */
 static int close_to(double a, double b) {
@@ -46,16 +34,16 @@ static void schedule(int64_t steps, int64_t warmup, double lr, double min_lr) {
            "lr(last) %.4e\n",
            (long long)steps, (long long)warmup, lr, min_lr, trainer_lr(&c, 0), peak,
            (long long)peak_at, trainer_lr(&c, mid), trainer_lr(&c, steps - 1));
-    expect(in_range, "  every lr in [0, lr], and >= min_lr after warm-up");
-    expect(rising, "  strictly rising during warm-up");
-    expect(falling, "  non-increasing after warm-up");
-    expect(close_to(peak, lr) && (peak_at == warmup - 1 || peak_at == warmup || warmup == 0),
-           "  peak = lr, reached at the end of warm-up");
-    expect(warmup == 0 ? close_to(trainer_lr(&c, 0), lr)
-                       : trainer_lr(&c, 0) <= lr / warmup * 1.0001,
-           "  lr(0) is lr/warmup at most (lr when warmup = 0)");
-    expect(close_to(trainer_lr(&c, steps - 1), min_lr), "  lr(last step) = min_lr");
-    expect(fabs(trainer_lr(&c, mid) - half) <= step_change, "  cosine: halfway at mid-decay");
+    check_expect(in_range, "  every lr in [0, lr], and >= min_lr after warm-up");
+    check_expect(rising, "  strictly rising during warm-up");
+    check_expect(falling, "  non-increasing after warm-up");
+    check_expect(close_to(peak, lr) && (peak_at == warmup - 1 || peak_at == warmup || warmup == 0),
+                 "  peak = lr, reached at the end of warm-up");
+    check_expect(warmup == 0 ? close_to(trainer_lr(&c, 0), lr)
+                             : trainer_lr(&c, 0) <= lr / warmup * 1.0001,
+                 "  lr(0) is lr/warmup at most (lr when warmup = 0)");
+    check_expect(close_to(trainer_lr(&c, steps - 1), min_lr), "  lr(last step) = min_lr");
+    check_expect(fabs(trainer_lr(&c, mid) - half) <= step_change, "  cosine: halfway at mid-decay");
 }
 
 int main(void) {
@@ -69,7 +57,6 @@ int main(void) {
     int flat = 1;
     for (int64_t s = 0; s < 20; s++)
         flat &= close_to(trainer_lr(&c, s), 5e-4);
-    expect(flat, "min_lr = lr: constant");
-    printf("test_schedule: %d failure%s\n", failures, failures == 1 ? "" : "s");
-    return failures ? 1 : 0;
+    check_expect(flat, "min_lr = lr: constant");
+    return check_finish("test_schedule");
 }

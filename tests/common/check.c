@@ -1,0 +1,27 @@
+/* check: see check.h. */
+#include "check.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int failures;
+
+int check_expect(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%-4s ", ok ? "ok" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    failures += !ok;
+    return !ok;
+}
+
+void check_count_failure(void) {
+    failures++;
+}
+
+int check_finish(const char *test) {
+    printf("%s: %d failure%s\n", test, failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}

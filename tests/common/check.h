@@ -1,0 +1,14 @@
+/* check: the pass/fail bookkeeping of the tests that report from one process (kernels, train
+ * units): one "ok"/"FAIL" line per check, a failure count, and the exit status. Callers that print
+ * their own line (with numbers) count their failures here too. Depends on nothing. */
+#ifndef MT_TESTS_COMMON_CHECK_H
+#define MT_TESTS_COMMON_CHECK_H
+
+/* Prints "ok   <message>" or "FAIL <message>" and counts a failure when !ok. Returns 1 on
+ * failure. */
+int check_expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Counts a failure that the caller has reported itself. */
+void check_count_failure(void);
+/* Prints "<test>: N failure(s)"; returns the exit status: 0 if nothing failed, else 1. */
+int check_finish(const char *test);
+#endif
