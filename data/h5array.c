@@ -27,10 +27,6 @@ const char *h5array_path(const h5array *f) {
     return f->path;
 }
 
-const char *h5array_tmp_path(const h5array *f) {
-    return f->tmp;
-}
-
 /* "[4, 8, 2]" into buf. */
 static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dims) {
     size_t at = (size_t)snprintf(buf, len, "[");

@@ -41,9 +41,8 @@ int h5array_commit(h5array *f, char *err, size_t errlen);
 /* Collective over: the handle's comm. Closes and frees; a created file that was not committed is
  * deleted. Accepts NULL. */
 void h5array_close(h5array *f);
-/* Not collective. The final path, and the temp path being written ("" for an opened file). */
+/* Not collective. The final path (a created file is written under a temp name until close). */
 const char *h5array_path(const h5array *f);
-const char *h5array_tmp_path(const h5array *f);
 
 /* Collective over: the handle's comm, every rank with the same name, ndim and dims. Creates the
  * float32 dataset `name` of global shape dims[ndim] and writes this rank's slab
