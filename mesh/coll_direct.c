@@ -115,17 +115,25 @@ static void account(const dset *s, int j, int64_t bytes, int64_t (*lb)[2]) {
 
 /* One round: block j of `send` (at soff[j], length slen[j] floats) goes to set index j and block j
  * of `recv` (at roff[j], rlen[j]) comes from j, for every j ≠ me. Offsets index into the given
- * base pointers. Blocks are posted nearest-first, receives before sends. */
+ * base pointers. Blocks are posted nearest-first, receives before sends; then own_n floats are
+ * copied from own_src to own_dst while the messages are in flight. */
 typedef struct {
     const float *send;
     float *recv;
     const int64_t *soff, *slen, *roff, *rlen;
+    float *own_dst;
+    const float *own_src;
+    int64_t own_n;
 } dround;
 
 static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, int64_t maxblk,
                       int ph, int nph, int64_t (*lb)[2]) {
     const int n = s->n, np = n - 1;
-    if (np <= 0) return;
+    if (np <= 0) {
+        if (r->own_n > 0 && r->own_dst != r->own_src)
+            memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
+        return;
+    }
     const int64_t rq_floats = (int64_t)((4 * (size_t)np * sizeof(MPI_Request) + 3) / 4);
     MPI_Request *rq = (MPI_Request *)(void *)mesh_scratch(ctx, SL_RQ, rq_floats);
     MPI_Request *rrq = rq, *hrq = rq + np, *srq = rq + 2 * np, *shq = rq + 3 * np;
@@ -151,6 +159,8 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
         if (emu) MPI_Isend(&hout, 1, MPI_DOUBLE, to, TAG_HDR, s->comm, &shq[i]);
         account(s, to, r->slen[to] * (int64_t)sizeof(float), lb);
     }
+    if (r->own_n > 0 && r->own_dst != r->own_src)
+        memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
     where_steps(m, ctx == &m->ctx[1], ph, nph, 0, np);
     int got = 0, idx;
     while (got < np) {
@@ -187,7 +197,7 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
     int64_t *roff = ctx->loff, *rlen = ctx->llen; /* lanes are not used by DIRECT */
     for (int j = 0; j < n; j++)
         roff[j] = j * c, rlen[j] = c;
-    dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen};
+    dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen, NULL, NULL, 0};
     run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
     /* fixed order: rank 0's partial first */
     const float *own = in + ctx->boff[me];
@@ -202,15 +212,17 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
     memcpy(out, acc, (size_t)c * sizeof(float));
 }
 
-/* AllGather of blocks boff/blen in place in `buf` (the own block already there). */
-static void all_gather(mesh *m, mesh_ctx *ctx, const dset *s, float *buf, int ph, int nph,
-                       int64_t (*lb)[2]) {
+/* AllGather of blocks boff/blen into `buf`; the own block is sent from `own` (its copy into buf
+ * overlaps the transfers; own may already be that block of buf). */
+static void all_gather(mesh *m, mesh_ctx *ctx, const dset *s, float *buf, const float *own, int ph,
+                       int nph, int64_t (*lb)[2]) {
     int64_t maxblk = 0, *soff = ctx->loff, *slen = ctx->llen;
     for (int j = 0; j < s->n; j++) {
         maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
-        soff[j] = ctx->boff[s->me], slen[j] = ctx->blen[s->me];
+        soff[j] = 0, slen[j] = ctx->blen[s->me];
     }
-    dround r = {buf, buf, soff, slen, ctx->boff, ctx->blen};
+    dround r = {
+        own, buf, soff, slen, ctx->boff, ctx->blen, buf + ctx->boff[s->me], own, ctx->blen[s->me]};
     run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
 }
 
@@ -221,13 +233,10 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
     CHECK(x->op != MESH_OP_ALL_TO_ALL || x->in != x->out || n == 1,
           "all_to_all cannot run in place");
     switch (x->op) {
-    case MESH_OP_ALL_GATHER: {
-        float *mine = x->out + me * c;
-        if (x->in != mine) memcpy(mine, x->in, (size_t)c * sizeof(float));
+    case MESH_OP_ALL_GATHER:
         uniform(ctx, n, c);
-        all_gather(m, ctx, &s, x->out, 1, 1, lb);
+        all_gather(m, ctx, &s, x->out, x->in, 1, 1, lb);
         break;
-    }
     case MESH_OP_REDUCE_SCATTER:
         uniform(ctx, n, c);
         reduce_scatter(m, ctx, &s, x->out, x->in, 1, 1, lb);
@@ -238,12 +247,12 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
         for (int j = 0; j < n; j++)
             ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
         reduce_scatter(m, ctx, &s, x->out + ctx->boff[me], x->in, 1, 2, lb);
-        all_gather(m, ctx, &s, x->out, 2, 2, lb);
+        all_gather(m, ctx, &s, x->out, x->out + ctx->boff[me], 2, 2, lb);
         break;
     case MESH_OP_ALL_TO_ALL: {
-        memcpy(x->out + me * c, x->in + me * c, (size_t)c * sizeof(float));
         uniform(ctx, n, c);
-        dround r = {x->in, x->out, ctx->boff, ctx->blen, ctx->boff, ctx->blen};
+        dround r = {x->in,     x->out,          ctx->boff,      ctx->blen, ctx->boff,
+                    ctx->blen, x->out + me * c, x->in + me * c, c};
         run_round(m, ctx, &s, &r, c, 1, 1, lb);
         break;
     }
