@@ -189,6 +189,13 @@ static void test_lane_bits(mesh *m) {
             expect(m, what, o2, o1, op == MESH_OP_ALL_REDUCE ? cnt : c);
         }
     mesh_set_chunk(m, 1 << 20);
+    /* DIRECT adds in rank order: the same bits twice, and one AllReduce result on every rank */
+    mesh_all_reduce(m, x, o1, in, c * n, MESH_ALG_DIRECT);
+    mesh_all_reduce(m, x, o2, in, c * n, MESH_ALG_DIRECT);
+    expect(m, "all_reduce direct twice (non-integer)", o2, o1, c * n);
+    mesh_ppermute(m, 0, 1, o2, o1, c * n);
+    if (mesh_axis_wraps(m, 0) || mesh_axis_coord(m, 0) > 0)
+        expect(m, "all_reduce direct: my neighbour's result (non-integer)", o2, o1, c * n);
     free(in), free(o1), free(o2);
 }
 
@@ -210,6 +217,10 @@ static void test_nonblocking(mesh *m) {
     double t0 = mesh_now(), x = 0;
     mesh_req *r = mesh_iall_reduce(m, all, out, in, c, MESH_ALG_DEFAULT);
     mesh_req *r2 = mesh_iall_gather(m, all, g, in, c / 64, MESH_ALG_RING);
+    float *g3 = malloc((size_t)(c / 64) * n * sizeof(float)),
+          *o3 = malloc((size_t)(c / 64) * sizeof(float));
+    mesh_req *r3 = mesh_iall_gather(m, all, g3, in, c / 64, MESH_ALG_DIRECT);
+    mesh_req *r4 = mesh_iall_reduce(m, all, o3, in, c / 64, MESH_ALG_DIRECT);
     float small[3] = {1, 2, 3}, sum[3];
     mesh_all_reduce(m, all, sum, small, 3, MESH_ALG_DEFAULT); /* blocking, meanwhile */
     int polls = 0, done = 0;
@@ -220,8 +231,13 @@ static void test_nonblocking(mesh *m) {
     }
     mesh_wait(r);
     mesh_wait(r2);
+    mesh_wait(r3);
+    mesh_wait(r4);
     expect(m, "iall_reduce", out, want, c);
     expect(m, "iall_gather (concurrent)", g, gw, (c / 64) * n);
+    expect(m, "iall_gather direct (concurrent)", g3, gw, (c / 64) * n);
+    expect(m, "iall_reduce direct (concurrent)", o3, want, c / 64);
+    free(g3), free(o3);
     float sw[3] = {(float)n, 2.0f * n, 3.0f * n};
     expect(m, "blocking all_reduce during non-blocking ones", sum, sw, 3);
     if (!done) {
