@@ -217,20 +217,32 @@ static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) 
 }
 
 /* ---- the collectives ---- */
+
+/* RING/BIDIR AllGather, ReduceScatter or AllToAll of blocks of x->count over the flattened set,
+ * as lanes (one chain each): lane k moves elements [c·k/K, c·(k+1)/K) of every block. The own
+ * block's lane is read from (AllGather) or written to (ReduceScatter) the caller's count-long
+ * buffer at that lane's offset. */
+static void run_lanes(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, mesh_alg alg,
+                      chain *ch, int64_t (*lb)[2]) {
+    phase p = ph_over(m, ctx, kind, x->a, alg);
+    const int64_t c = x->count;
+    const int K = lane_count(m, c);
+    p.buf = x->out, p.src = x->in;
+    for (int k = 0; k < K; k++) {
+        const int64_t at = set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
+        if (kind == PH_AG) p.src = x->in + at;
+        if (kind == PH_RS) p.buf = x->out + at;
+        push(&ch[k], p);
+    }
+    engine_run(m, ctx, ch, K, lb);
+}
 static void run_ag(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
                    int64_t (*lb)[2]) {
     mesh_axes a = x->a;
     int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
     int64_t c = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        phase p = ph_over(m, ctx, PH_AG, a, alg);
-        int K = lane_count(m, c);
-        p.buf = x->out;
-        for (int k = 0; k < K; k++) {
-            p.src = x->in + set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
-            push(&ch[k], p);
-        }
-        engine_run(m, ctx, ch, K, lb);
+        run_lanes(m, ctx, PH_AG, x, alg, ch, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
@@ -255,14 +267,7 @@ static void run_rs(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
     int64_t c = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        phase p = ph_over(m, ctx, PH_RS, a, alg);
-        int K = lane_count(m, c);
-        p.src = x->in;
-        for (int k = 0; k < K; k++) {
-            p.buf = x->out + set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
-            push(&ch[k], p);
-        }
-        engine_run(m, ctx, ch, K, lb);
+        run_lanes(m, ctx, PH_RS, x, alg, ch, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
@@ -328,14 +333,7 @@ static void run_a2a(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, ch
     int64_t c = x->count;
     CHECK(x->in != x->out || mesh_axes_size(m, a) == 1, "all_to_all cannot run in place");
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        phase p = ph_over(m, ctx, PH_A2A, a, alg);
-        int K = lane_count(m, c);
-        p.buf = x->out, p.src = x->in;
-        for (int k = 0; k < K; k++) {
-            set_lane(ctx, &p, NULL, NULL, c, K, k, 0);
-            push(&ch[k], p);
-        }
-        engine_run(m, ctx, ch, K, lb);
+        run_lanes(m, ctx, PH_A2A, x, alg, ch, lb);
         return;
     }
     if (alg == MESH_ALG_SEQ) {
