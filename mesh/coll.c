@@ -11,9 +11,9 @@
 enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
 
 static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
-                                                  "multi",   "mpi",  "direct"};
-static const char *op_names[MESH_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
-                                              "all_to_all", "ppermute", "send", "recv"};
+                                                "multi",   "mpi",  "direct"};
+static const char *op_names[MESH_OP_COUNT] = {
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ppermute", "send", "recv"};
 
 const char *mesh_alg_name(mesh_alg a) {
     return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
@@ -53,7 +53,8 @@ static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_
     p.r = mesh_axes_index(m, s);
     p.link_axis = s.n ? s.ax[s.n - 1] : -1;
     int wraps = s.n > 0;
-    for (int i = 0; i < s.n; i++) wraps &= m->wrap[s.ax[i]];
+    for (int i = 0; i < s.n; i++)
+        wraps &= m->wrap[s.ax[i]];
     p.sc = !wraps ? SCH_LINE : alg == MESH_ALG_RING ? SCH_RING : SCH_BIDIR;
     return p;
 }
@@ -76,8 +77,8 @@ static int lane_count(const mesh *m, int64_t maxlen) {
 
 /* Sets p's blocks to lane k of K of the blocks (off[j] or j·bs, len[j] or bs), j < p->n. Returns
  * the start of lane k within block `j0` (to offset a per-block pointer). */
-static int64_t set_lane(mesh_ctx *ctx, phase *p, const int64_t *off, const int64_t *len,
-                        int64_t bs, int K, int k, int j0) {
+static int64_t set_lane(mesh_ctx *ctx, phase *p, const int64_t *off, const int64_t *len, int64_t bs,
+                        int K, int k, int j0) {
     int64_t *lo = ctx->loff + (int64_t)k * p->n, *ll = ctx->llen + (int64_t)k * p->n;
     int64_t *mid = ctx->lmid + (int64_t)k * p->n, at0 = 0;
     for (int j = 0; j < p->n; j++) {
@@ -97,7 +98,8 @@ static void push(chain *c, phase p) {
 
 /* Layout orders are lists of positions in the set a (0 = a.ax[0]). */
 static void rotated(int P, int k, int *ord) {
-    for (int t = 0; t < P; t++) ord[t] = (t + k) % P;
+    for (int t = 0; t < P; t++)
+        ord[t] = (t + k) % P;
 }
 
 static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src, const int *os,
@@ -124,8 +126,10 @@ static void seq_ag(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
     int P = a.n;
     for (int k = P - 1; k >= 0; k--) {
         int64_t bs = ck, grp = 0;
-        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
-        for (int j = 0; j < k; j++) grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
+        for (int j = k + 1; j < P; j++)
+            bs *= m->size[a.ax[ord[j]]];
+        for (int j = 0; j < k; j++)
+            grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
         phase p = ph_over(m, ctx, PH_AG, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.buf = T + grp * p.n * bs;
@@ -142,7 +146,8 @@ static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
     const float *cur = in;
     for (int k = 0; k < P; k++) {
         int64_t bs = ck;
-        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
+        for (int j = k + 1; j < P; j++)
+            bs *= m->size[a.ax[ord[j]]];
         phase p = ph_over(m, ctx, PH_RS, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.src = cur;
@@ -155,12 +160,13 @@ static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
 /* AllToAll axis by axis: before the exchange over an axis its items are moved to the front of the
  * layout (so its blocks are contiguous); at the end the layout is put back in set order. Item ck
  * is read at in + i·in_stride + in_off and written at out + i·out_stride + out_off. */
-static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int first,
-                    const float *in, int64_t in_stride, int64_t in_off, float *out,
-                    int64_t out_stride, int64_t out_off, int64_t ck, int sa, int sb) {
+static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int first, const float *in,
+                    int64_t in_stride, int64_t in_off, float *out, int64_t out_stride,
+                    int64_t out_off, int64_t ck, int sa, int sb) {
     int P = a.n, n = mesh_axes_size(m, a);
     int L[MESH_MAX_AXES], id[MESH_MAX_AXES];
-    for (int k = 0; k < P; k++) L[k] = id[k] = k;
+    for (int k = 0; k < P; k++)
+        L[k] = id[k] = k;
     float *A = mesh_scratch(ctx, sa, (int64_t)n * ck), *B = mesh_scratch(ctx, sb, (int64_t)n * ck);
     const float *cur = in;
     int64_t cs = in_stride, co = in_off;
@@ -236,6 +242,7 @@ static void run_lanes(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, 
     }
     engine_run(m, ctx, ch, K, lb);
 }
+
 static void run_ag(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
                    int64_t (*lb)[2]) {
     mesh_axes a = x->a;
@@ -292,8 +299,10 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a);
     int64_t count = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) { /* uneven blocks, in place in out */
-        for (int j = 0; j <= n; j++) ctx->boff[j] = count * j / n;
-        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
+        for (int j = 0; j <= n; j++)
+            ctx->boff[j] = count * j / n;
+        for (int j = 0; j < n; j++)
+            ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
         int K = lane_count(m, ctx->blen[0]);
         for (int k = 0; k < K; k++) { /* lane k: its ReduceScatter, then its AllGather */
             phase rs = ph_over(m, ctx, PH_RS, a, alg);
@@ -320,7 +329,8 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     coll_args y = *x;
     y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
     run_rs(m, ctx, &y, alg, ch, lb);
-    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++)
+        ch[k].nph = 0;
     y.in = y.out, y.out = dst;
     run_ag(m, ctx, &y, alg, ch, lb);
     if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
@@ -355,8 +365,8 @@ static void validate(const mesh *m, const coll_args *x) {
               x->axis, m->ndims);
         return;
     }
-    CHECK(x->a.n >= 0 && x->a.n <= m->ndims, "%s: %d axes on a %d-axis mesh",
-          mesh_op_name(x->op), x->a.n, m->ndims);
+    CHECK(x->a.n >= 0 && x->a.n <= m->ndims, "%s: %d axes on a %d-axis mesh", mesh_op_name(x->op),
+          x->a.n, m->ndims);
     for (int k = 0; k < x->a.n; k++) {
         CHECK(x->a.ax[k] >= 0 && x->a.ax[k] < m->ndims, "%s: axis %d not in the mesh",
               mesh_op_name(x->op), x->a.ax[k]);
@@ -383,8 +393,9 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
     static _Thread_local chain ch[ENGINE_MAX_CHAINS];
-    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
-    int64_t (*lb)[2] = rec->link_bytes;
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++)
+        ch[k].nph = 0;
+    int64_t(*lb)[2] = rec->link_bytes;
     if (alg == MESH_ALG_MPI) {
         run_mpi(m, ctx, x, rec);
     } else if (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE) {
@@ -440,7 +451,8 @@ void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
 
 void coll_record_end(mesh *m, const mesh_call *rec) {
     int64_t bytes = 0;
-    for (int k = 0; k < MESH_MAX_AXES; k++) bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
+    for (int k = 0; k < MESH_MAX_AXES; k++)
+        bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
     pthread_mutex_lock(&m->acct_mu);
     mesh_stat *s = &m->stat[rec->op][rec->axes.n ? rec->axes.ax[0] + 1 : 0];
     s->calls++;
@@ -517,7 +529,8 @@ static void run_blocking(mesh *m, const coll_args *x) {
     coll_record_end(m, &rec);
 }
 
-#define ARGS(OP) {.op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg}
+#define ARGS(OP)                                                                                   \
+    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
 void mesh_all_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                      mesh_alg alg) {
     coll_args x = ARGS(MESH_OP_ALL_GATHER);
@@ -539,7 +552,7 @@ void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t 
     run_blocking(m, &x);
 }
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in,
-                   .count = count};
+    coll_args x = {
+        .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};
     run_blocking(m, &x);
 }
