@@ -52,9 +52,12 @@ typedef struct {
 static int64_t parse_size(const char *s) {
     char *end;
     double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024;
-    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-    else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
+    if (*end == 'K' || *end == 'k')
+        v *= 1024;
+    else if (*end == 'M' || *end == 'm')
+        v *= 1024 * 1024;
+    else if (*end == 'G' || *end == 'g')
+        v *= 1024.0 * 1024 * 1024;
     return (int64_t)v;
 }
 
@@ -126,8 +129,10 @@ static cost_link link_for(const mesh *m, mesh_axes a, const double *alpha, const
     int ax = a.n ? a.ax[a.n - 1] : 0;
     double bw, lat;
     mesh_link_get(m, ax, &bw, &lat);
-    if (bw > 0) l.w_oneway = bw, l.hop_latency = lat;
-    else l.w_oneway = beta[ax], l.hop_latency = alpha[ax];
+    if (bw > 0)
+        l.w_oneway = bw, l.hop_latency = lat;
+    else
+        l.w_oneway = beta[ax], l.hop_latency = alpha[ax];
     return l;
 }
 
@@ -151,8 +156,10 @@ static void pingpong(mesh *m, int ax, double *alpha, double *beta, int print, FI
     double t[12];
     int ns = 0;
     float *buf = calloc(1 << 20, sizeof(float)), *buf2 = calloc(1 << 20, sizeof(float));
-    if (print) mesh_log("# ping-pong along axis %c: one-way time of a ppermute by ±1\n"
-                        "# %10s %12s %10s\n", mesh_axis_name(m, ax), "bytes", "time_us", "GB/s");
+    if (print)
+        mesh_log("# ping-pong along axis %c: one-way time of a ppermute by ±1\n"
+                 "# %10s %12s %10s\n",
+                 mesh_axis_name(m, ax), "bytes", "time_us", "GB/s");
     for (int64_t b = 8; b <= (4 << 20); b *= 4) {
         int64_t c = b / 4;
         int it = b < 65536 ? 200 : b < (1 << 20) ? 40 : 10;
@@ -181,11 +188,12 @@ static void pingpong(mesh *m, int ax, double *alpha, double *beta, int print, FI
     double a = (Sy - slope * Sx) / S;
     *alpha = a > 0 ? a : t[0];
     *beta = slope > 0 ? 1 / slope : sizes[ns - 1] / t[ns - 1];
-    if (print) mesh_log("# fit axis %c: alpha = %.2f us, beta = %.3f GB/s\n", mesh_axis_name(m, ax),
-                        *alpha * 1e6, *beta / 1e9);
+    if (print)
+        mesh_log("# fit axis %c: alpha = %.2f us, beta = %.3f GB/s\n", mesh_axis_name(m, ax),
+                 *alpha * 1e6, *beta / 1e9);
     if (json && mesh_rank(m) == 0)
-        fprintf(json, "%s{\"axis\":\"%c\",\"alpha_s\":%.6e,\"beta_Bps\":%.6e}",
-                ax ? "," : "", mesh_axis_name(m, ax), *alpha, *beta);
+        fprintf(json, "%s{\"axis\":\"%c\",\"alpha_s\":%.6e,\"beta_Bps\":%.6e}", ax ? "," : "",
+                mesh_axis_name(m, ax), *alpha, *beta);
     free(buf), free(buf2);
 }
 
@@ -199,43 +207,64 @@ static double median(double *v, int n) {
 }
 
 static void usage(void) {
-    mesh_log("usage: meshbench [--mesh SPEC] [--open AXES] [--op ag,rs,ar,a2a] [--axes xy]\n"
-             "  [--alg default,ring,bidir,seq,multi,mpi,direct] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
-             "  [-r REPS] [-c 0|1] [--pingpong] [--emulate v3|v4p|v5e|v5p|v6e] [--flops F]\n"
-             "  [--chunk BYTES]\n"
-             "  [--link BYTES_PER_S,LATENCY_S] [--placement] [--csv FILE] [--json FILE]\n");
+    mesh_log(
+        "usage: meshbench [--mesh SPEC] [--open AXES] [--op ag,rs,ar,a2a] [--axes xy]\n"
+        "  [--alg default,ring,bidir,seq,multi,mpi,direct] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
+        "  [-r REPS] [-c 0|1] [--pingpong] [--emulate v3|v4p|v5e|v5p|v6e] [--flops F]\n"
+        "  [--chunk BYTES]\n"
+        "  [--link BYTES_PER_S,LATENCY_S] [--placement] [--csv FILE] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    opts o = {1024, 64 << 20, 2, 5, 20, 1, 1, 0, "ag,rs,ar", "default", NULL, NULL, NULL,
-              NULL, NULL, NULL, NULL, 0, -1};
+    opts o = {1024, 64 << 20, 2,    5,    20,   1,    1,    0, "ag,rs,ar", "default",
+              NULL, NULL,     NULL, NULL, NULL, NULL, NULL, 0, -1};
     int placement = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 1;
-        if (!strcmp(a, "-b") && v) o.b = parse_size(v);
-        else if (!strcmp(a, "-e") && v) o.e = parse_size(v);
-        else if (!strcmp(a, "-f") && v) o.f = atof(v);
-        else if (!strcmp(a, "-w") && v) o.warm = atoi(v);
-        else if (!strcmp(a, "-n") && v) o.iters = atoi(v);
-        else if (!strcmp(a, "-r") && v) o.reps = atoi(v);
-        else if (!strcmp(a, "-c") && v) o.check = atoi(v);
-        else if (!strcmp(a, "--op") && v) o.ops = v;
-        else if (!strcmp(a, "--alg") && v) o.algs = v;
-        else if (!strcmp(a, "--axes") && v) o.axes = v;
-        else if (!strcmp(a, "--mesh") && v) o.spec = v;
-        else if (!strcmp(a, "--open") && v) o.open = v;
-        else if (!strcmp(a, "--emulate") && v) o.emulate = v;
-        else if (!strcmp(a, "--flops") && v) o.flops = atof(v);
-        else if (!strcmp(a, "--chunk") && v) o.chunk = parse_size(v);
-        else if (!strcmp(a, "--link") && v) o.link = v;
-        else if (!strcmp(a, "--csv") && v) o.csv = v;
-        else if (!strcmp(a, "--json") && v) o.json = v;
+        if (!strcmp(a, "-b") && v)
+            o.b = parse_size(v);
+        else if (!strcmp(a, "-e") && v)
+            o.e = parse_size(v);
+        else if (!strcmp(a, "-f") && v)
+            o.f = atof(v);
+        else if (!strcmp(a, "-w") && v)
+            o.warm = atoi(v);
+        else if (!strcmp(a, "-n") && v)
+            o.iters = atoi(v);
+        else if (!strcmp(a, "-r") && v)
+            o.reps = atoi(v);
+        else if (!strcmp(a, "-c") && v)
+            o.check = atoi(v);
+        else if (!strcmp(a, "--op") && v)
+            o.ops = v;
+        else if (!strcmp(a, "--alg") && v)
+            o.algs = v;
+        else if (!strcmp(a, "--axes") && v)
+            o.axes = v;
+        else if (!strcmp(a, "--mesh") && v)
+            o.spec = v;
+        else if (!strcmp(a, "--open") && v)
+            o.open = v;
+        else if (!strcmp(a, "--emulate") && v)
+            o.emulate = v;
+        else if (!strcmp(a, "--flops") && v)
+            o.flops = atof(v);
+        else if (!strcmp(a, "--chunk") && v)
+            o.chunk = parse_size(v);
+        else if (!strcmp(a, "--link") && v)
+            o.link = v;
+        else if (!strcmp(a, "--csv") && v)
+            o.csv = v;
+        else if (!strcmp(a, "--json") && v)
+            o.json = v;
         else {
             used = 0;
-            if (!strcmp(a, "--pingpong")) o.pingpong = 1;
-            else if (!strcmp(a, "--placement")) placement = 1;
+            if (!strcmp(a, "--pingpong"))
+                o.pingpong = 1;
+            else if (!strcmp(a, "--placement"))
+                placement = 1;
             else {
                 usage();
                 mesh_exit_error("meshbench: unknown or incomplete option '%s'", a);
@@ -254,7 +283,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++) set.ax[k] = k < set.n ? k : 0;
     } else if (mesh_axes_parse(m, o.axes, &set) < 0) {
         mesh_exit_error("--axes '%s': unknown or repeated axis (the mesh's axes are named by "
-                        "--mesh, e.g. x,y,z)", o.axes);
+                        "--mesh, e.g. x,y,z)",
+                        o.axes);
     }
     int ops[8], nops = 0, algs[8], nalgs = 0;
     int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
@@ -270,11 +300,14 @@ int main(int argc, char **argv) {
         if (colon) *colon = 0;
         if ((algs[nalgs++] = mesh_alg_parse(t)) < 0 || (colon && achunk[nalgs - 1] < 0))
             mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi, direct, "
-                            "optionally with :CHUNK, e.g. bidir:64K)", alabel[nalgs - 1]);
+                            "optionally with :CHUNK, e.g. bidir:64K)",
+                            alabel[nalgs - 1]);
     }
     if (placement) mesh_print_placement(m, stdout);
-    if (o.chunk >= 0) mesh_set_chunk(m, o.chunk);
-    else o.chunk = 1 << 20; /* the mesh's default */
+    if (o.chunk >= 0)
+        mesh_set_chunk(m, o.chunk);
+    else
+        o.chunk = 1 << 20; /* the mesh's default */
     if (o.emulate) {
         double fl = o.flops > 0 ? o.flops : measure_flops();
         mesh_emulation e;
@@ -300,7 +333,8 @@ int main(int argc, char **argv) {
     if (mesh_rank(m) == 0 && o.csv && !(csv = fopen(o.csv, "w")))
         fprintf(stderr, "meshbench: cannot write %s\n", o.csv);
     if (json)
-        fprintf(json, "{\"mesh\":\"%s\",\"ranks\":%d,\"axes\":\"%s\",\"conventions\":\"size = bytes "
+        fprintf(json,
+                "{\"mesh\":\"%s\",\"ranks\":%d,\"axes\":\"%s\",\"conventions\":\"size = bytes "
                 "of the whole array; time in seconds = per-rank mean over iterations, median over "
                 "repetitions; busbw in GB/s, GB = 1e9\",\"pingpong\":[",
                 mesh_spec_str(m, spec, sizeof spec), mesh_nranks(m), an);
@@ -323,9 +357,9 @@ int main(int argc, char **argv) {
              "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
              mesh_spec_str(m, spec, sizeof spec), mesh_nranks(m), an, n, o.iters, o.warm, o.reps,
              o.emulate || o.link ? "the emulated" : "the ping-pong-fitted");
-    mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n",
-             "size(B)", "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw",
-             "busbw", "bus_best", "pred(us)", "m/p", "/mpi", "error");
+    mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n", "size(B)",
+             "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
+             "bus_best", "pred(us)", "m/p", "/mpi", "error");
     int nrow = 0;
     for (int64_t size = o.b; size <= o.e; size = (int64_t)ceil((double)size * o.f)) {
         for (int oi = 0; oi < nops; oi++) {
@@ -380,34 +414,47 @@ int main(int argc, char **argv) {
                 double med = median(t[ai], R);
                 double fac = op == MESH_OP_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
                 mesh_alg alg = mesh_alg_resolve(m, set, (mesh_alg)algs[ai]);
-                row w = {bytes, count, op, (mesh_alg)algs[ai], "", med, best, tmin[ai], tmax[ai],
-                         bytes / med / 1e9, bytes / med / 1e9 * fac, bytes / best / 1e9 * fac,
-                         predict(m, op, set, alg, bytes, alpha, beta), errv[ai], alabel[ai],
+                row w = {bytes,
+                         count,
+                         op,
+                         (mesh_alg)algs[ai],
+                         "",
+                         med,
+                         best,
+                         tmin[ai],
+                         tmax[ai],
+                         bytes / med / 1e9,
+                         bytes / med / 1e9 * fac,
+                         bytes / best / 1e9 * fac,
+                         predict(m, op, set, alg, bytes, alpha, beta),
+                         errv[ai],
+                         alabel[ai],
                          vs_mpi[ai]};
                 snprintf(w.axes, sizeof w.axes, "%s", an);
                 mesh_log("%12lld %11lld %-14s %-9s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
                          "%10.1f %6.2f %6.2f %6.0g\n",
-                         (long long)w.size, (long long)w.count, mesh_op_name(op),
-                         w.label, w.t_med * 1e6, w.t_best * 1e6, w.t_min_rank * 1e6,
-                         w.t_max_rank * 1e6, w.algbw, w.busbw, w.busbw_best, w.pred * 1e6,
+                         (long long)w.size, (long long)w.count, mesh_op_name(op), w.label,
+                         w.t_med * 1e6, w.t_best * 1e6, w.t_min_rank * 1e6, w.t_max_rank * 1e6,
+                         w.algbw, w.busbw, w.busbw_best, w.pred * 1e6,
                          w.pred > 0 ? w.t_med / w.pred : 0, w.vs_mpi, w.err);
                 if (csv)
-                    fprintf(csv, "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,"
-                                 "%.4f\n",
+                    fprintf(csv,
+                            "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,"
+                            "%.4f\n",
                             (long long)w.size, (long long)w.count, mesh_op_name(op), w.axes,
-                            w.label, w.t_med, w.t_best, w.t_min_rank, w.t_max_rank,
-                            w.algbw, w.busbw, w.busbw_best, w.pred,
-                            w.pred > 0 ? w.t_med / w.pred : 0, w.err, w.vs_mpi);
+                            w.label, w.t_med, w.t_best, w.t_min_rank, w.t_max_rank, w.algbw,
+                            w.busbw, w.busbw_best, w.pred, w.pred > 0 ? w.t_med / w.pred : 0, w.err,
+                            w.vs_mpi);
                 if (json)
-                    fprintf(json, "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
-                                  "\"alg\":\"%s\",\"time\":%.6e,\"time_best\":%.6e,"
-                                  "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
-                                  "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
-                                  "\"error\":%g,\"time_over_mpi\":%.4f}",
+                    fprintf(json,
+                            "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
+                            "\"alg\":\"%s\",\"time\":%.6e,\"time_best\":%.6e,"
+                            "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
+                            "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
+                            "\"error\":%g,\"time_over_mpi\":%.4f}",
                             nrow ? "," : "", (long long)w.size, (long long)w.count,
-                            mesh_op_name(op), w.axes, w.label, w.t_med, w.t_best,
-                            w.t_min_rank, w.t_max_rank, w.algbw, w.busbw, w.busbw_best, w.pred,
-                            w.err, w.vs_mpi);
+                            mesh_op_name(op), w.axes, w.label, w.t_med, w.t_best, w.t_min_rank,
+                            w.t_max_rank, w.algbw, w.busbw, w.busbw_best, w.pred, w.err, w.vs_mpi);
                 nrow++;
             }
             free(in), free(out);

@@ -223,8 +223,7 @@ static int check_slab(const char *name, int ndim, const int64_t *dims, const int
 
 static int64_t slab_size(int ndim, const int64_t *count) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= count[i];
+    for (int i = 0; i < ndim; i++) n *= count[i];
     return n;
 }
 
@@ -275,8 +274,7 @@ static int move_slab(h5array *f, int st, int writing, hid_t d, hid_t fspace, hid
 /* FNV-1a of the name, to catch ranks that disagree on which dataset they write. */
 static int64_t name_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return (int64_t)(h >> 1);
 }
 
@@ -286,8 +284,7 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
                             int64_t written, char *err, size_t errlen) {
     int64_t mine[2 + H5ARRAY_MAX_DIMS] = {name_hash(name), ndim}, lo[2 + H5ARRAY_MAX_DIMS],
                      hi[2 + H5ARRAY_MAX_DIMS], total;
-    for (int i = 0; i < ndim && i < H5ARRAY_MAX_DIMS; i++)
-        mine[2 + i] = dims[i];
+    for (int i = 0; i < ndim && i < H5ARRAY_MAX_DIMS; i++) mine[2 + i] = dims[i];
     MPI_Allreduce(mine, lo, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MIN, f->comm);
     MPI_Allreduce(mine, hi, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MAX, f->comm);
     MPI_Allreduce(&written, &total, 1, MPI_INT64_T, MPI_SUM, f->comm);
@@ -346,8 +343,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
     h5util_quiet q;
     h5util_quiet_begin(&q);
     hsize_t hd[H5ARRAY_MAX_DIMS];
-    for (int i = 0; i < ndim; i++)
-        hd[i] = (hsize_t)dims[i];
+    for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
     int64_t none[H5ARRAY_MAX_DIMS] = {0, 0, 0};
     hid_t fspace = H5Screate_simple(ndim, hd, NULL), d = -1;
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -398,8 +394,7 @@ static hid_t open_dataset(h5array *f, const char *name, int *ndim, int64_t *dims
     }
     H5Sclose(space);
     *ndim = nd;
-    for (int i = 0; i < nd; i++)
-        dims[i] = (int64_t)hd[i];
+    for (int i = 0; i < nd; i++) dims[i] = (int64_t)hd[i];
     return d;
 }
 
@@ -588,8 +583,7 @@ static int cmp_str(const void *a, const void *b) {
 
 void h5array_names_free(char **names, int count) {
     if (!names) return;
-    for (int i = 0; i < count; i++)
-        free(names[i]);
+    for (int i = 0; i < count; i++) free(names[i]);
     free(names);
 }
 

@@ -495,8 +495,7 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
 static int read_window(tokens *tf, int s, int64_t o, int64_t T1, int32_t *out) {
     if (tf->is_text) {
         const uint8_t *src = tf->text + tf->start[s] + o;
-        for (int64_t i = 0; i < T1; i++)
-            out[i] = src[i];
+        for (int64_t i = 0; i < T1; i++) out[i] = src[i];
         return 0;
     }
     hsize_t start = (hsize_t)o, count = (hsize_t)T1;

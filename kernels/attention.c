@@ -16,7 +16,9 @@
  * other; no blocking (block = T) is 1.8× slower for fwd+bwd. */
 #define ATTN_BLOCK 64
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
 /* s[0..n) = softmax(s[0..n)) in place, n ≥ 1. */
 static void softmax_row(float *s, int64_t n) {
@@ -46,7 +48,8 @@ void kern_attn_fwd(float *restrict out, float *restrict P, const float *restrict
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nl; h++) {
             const float *qb = q + b * T * ldq + h * H;
-            const float *kb = k + b * T * ldk + (h / grp) * H, *vb = v + b * T * ldk + (h / grp) * H;
+            const float *kb = k + b * T * ldk + (h / grp) * H,
+                        *vb = v + b * T * ldk + (h / grp) * H;
             float *ob = out + b * T * ldq + h * H;
             float *S = P + (b * Nl + h) * T * T;
             for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
@@ -82,8 +85,8 @@ void kern_attn_bwd(float *restrict dq, float *restrict dk, float *restrict dv,
             for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
                 int64_t i1 = min64(T, i0 + ATTN_BLOCK);
                 /* dP = dO·Vᵀ on the block's causal columns [0, i1) */
-                kern_gemm(dS + i0 * T, dob + i0 * ldq, vb, i1 - i0, i1, H, false, true, ldq, ldk,
-                          T, 1.0f, 0.0f);
+                kern_gemm(dS + i0 * T, dob + i0 * ldq, vb, i1 - i0, i1, H, false, true, ldq, ldk, T,
+                          1.0f, 0.0f);
                 for (int64_t i = i0; i < i1; i++) {
                     const float *p = Pb + i * T;
                     float *d = dS + i * T;
@@ -100,8 +103,8 @@ void kern_attn_bwd(float *restrict dq, float *restrict dk, float *restrict dv,
                 /* dV[j0:j1] += P[j0:T, j0:j1]ᵀ·dO[j0:T];  dK[j0:j1] += dS[j0:T, j0:j1]ᵀ·Q[j0:T] */
                 kern_gemm(dvb + j0 * ldk, Pb + j0 * T + j0, dob + j0 * ldq, j1 - j0, H, T - j0,
                           true, false, T, ldq, ldk, 1.0f, 1.0f);
-                kern_gemm(dkb + j0 * ldk, dS + j0 * T + j0, qb + j0 * ldq, j1 - j0, H, T - j0,
-                          true, false, T, ldq, ldk, 1.0f, 1.0f);
+                kern_gemm(dkb + j0 * ldk, dS + j0 * T + j0, qb + j0 * ldq, j1 - j0, H, T - j0, true,
+                          false, T, ldq, ldk, 1.0f, 1.0f);
             }
         }
 }
@@ -113,7 +116,8 @@ void kern_attn_fwd_ref(float *out, float *P, const float *q, const float *k, con
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nl; h++) {
             const float *qb = q + b * T * ldq + h * H;
-            const float *kb = k + b * T * ldk + (h / grp) * H, *vb = v + b * T * ldk + (h / grp) * H;
+            const float *kb = k + b * T * ldk + (h / grp) * H,
+                        *vb = v + b * T * ldk + (h / grp) * H;
             float *S = P + (b * Nl + h) * T * T;
             for (int64_t i = 0; i < T; i++) {
                 double m = -INFINITY, z = 0.0;

@@ -22,8 +22,7 @@ void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, i
     if (M == 0 || N == 0) return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 to_blasint(M, "M"), to_blasint(N, "N"), to_blasint(K, "K"), alpha, A,
-                to_blasint(lda, "lda"), B, to_blasint(ldb, "ldb"), beta, C,
-                to_blasint(ldc, "ldc"));
+                to_blasint(lda, "lda"), B, to_blasint(ldb, "ldb"), beta, C, to_blasint(ldc, "ldc"));
 }
 
 void kern_gemm_ref(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
@@ -58,7 +57,9 @@ void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *r
     kern_gemm(dx, dy, w, M, K, N, false, true, N, N, K, 1.0f, acc ? 1.0f : 0.0f);
 }
 
-void kern_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+void kern_set_threads(int n) {
+    openblas_set_num_threads(n < 1 ? 1 : n);
+}
 
 static double now_s(void) {
     struct timespec ts;

@@ -27,8 +27,8 @@ void kern_adamw_ref(float *p, float *m, float *v, const float *g, int64_t n,
         double mh = mi / (1.0 - pow(b1, t)), vh = vi / (1.0 - pow(b2, t));
         m[i] = (float)mi;
         v[i] = (float)vi;
-        p[i] = (float)(p[i] - (double)cfg->lr * (mh / (sqrt(vh) + cfg->eps) +
-                                                  (double)cfg->weight_decay * p[i]));
+        p[i] = (float)(p[i] - (double)cfg->lr *
+                                  (mh / (sqrt(vh) + cfg->eps) + (double)cfg->weight_decay * p[i]));
     }
 }
 

@@ -28,7 +28,8 @@ void kern_rmsnorm_bwd(float *restrict dx, float *restrict dg, const float *restr
         int64_t i = 0;
         for (; i + 8 <= D; i += 8)
             for (int l = 0; l < 8; l++) acc[l] += dyr[i + l] * g[i + l] * xr[i + l];
-        float dot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        float dot =
+            ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
         for (; i < D; i++) dot += dyr[i] * g[i] * xr[i];
         float c = s * s * s * dot / (float)D;
         for (i = 0; i < D; i++) {
@@ -55,7 +56,8 @@ void kern_rmsnorm_bwd_ref(float *dx, float *dg, const float *dy, const float *x,
         double s = rstd[r], dot = 0.0;
         for (int64_t i = 0; i < D; i++) dot += (double)dy[r * D + i] * g[i] * x[r * D + i];
         for (int64_t i = 0; i < D; i++) {
-            dx[r * D + i] += (float)(s * g[i] * dy[r * D + i] - s * s * s * dot / (double)D * x[r * D + i]);
+            dx[r * D + i] +=
+                (float)(s * g[i] * dy[r * D + i] - s * s * s * dot / (double)D * x[r * D + i]);
             dg[i] += (float)((double)dy[r * D + i] * x[r * D + i] * s);
         }
     }

@@ -6,7 +6,9 @@
 
 #include "kernels/vecmath.h"
 
-float kern_expf(float x) { return kern_expf_inl(x); }
+float kern_expf(float x) {
+    return kern_expf_inl(x);
+}
 
 void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
                      int64_t n) {

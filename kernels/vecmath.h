@@ -64,7 +64,9 @@ static inline float kern_expf_inl(float x) {
 }
 
 /* σ(x) = 1/(1+exp(−x)), vectorisable. */
-static inline float kern_sigmoid_inl(float x) { return 1.0f / (1.0f + kern_expf_inl(-x)); }
+static inline float kern_sigmoid_inl(float x) {
+    return 1.0f / (1.0f + kern_expf_inl(-x));
+}
 
 /* Σ x[i] and Σ x[i]·y[i] with 8 independent accumulators: fp addition is not associative, so
  * GCC (without -ffast-math) will not vectorise a single-accumulator reduction; 8 lanes it will. */

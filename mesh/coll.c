@@ -53,8 +53,7 @@ static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_
     p.r = mesh_axes_index(m, s);
     p.link_axis = s.n ? s.ax[s.n - 1] : -1;
     int wraps = s.n > 0;
-    for (int i = 0; i < s.n; i++)
-        wraps &= m->wrap[s.ax[i]];
+    for (int i = 0; i < s.n; i++) wraps &= m->wrap[s.ax[i]];
     p.sc = !wraps ? SCH_LINE : alg == MESH_ALG_RING ? SCH_RING : SCH_BIDIR;
     return p;
 }
@@ -98,8 +97,7 @@ static void push(chain *c, phase p) {
 
 /* Layout orders are lists of positions in the set a (0 = a.ax[0]). */
 static void rotated(int P, int k, int *ord) {
-    for (int t = 0; t < P; t++)
-        ord[t] = (t + k) % P;
+    for (int t = 0; t < P; t++) ord[t] = (t + k) % P;
 }
 
 static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src, const int *os,
@@ -126,10 +124,8 @@ static void seq_ag(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
     int P = a.n;
     for (int k = P - 1; k >= 0; k--) {
         int64_t bs = ck, grp = 0;
-        for (int j = k + 1; j < P; j++)
-            bs *= m->size[a.ax[ord[j]]];
-        for (int j = 0; j < k; j++)
-            grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
+        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
+        for (int j = 0; j < k; j++) grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
         phase p = ph_over(m, ctx, PH_AG, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.buf = T + grp * p.n * bs;
@@ -146,8 +142,7 @@ static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
     const float *cur = in;
     for (int k = 0; k < P; k++) {
         int64_t bs = ck;
-        for (int j = k + 1; j < P; j++)
-            bs *= m->size[a.ax[ord[j]]];
+        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
         phase p = ph_over(m, ctx, PH_RS, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.src = cur;
@@ -165,8 +160,7 @@ static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int fir
                     int64_t out_off, int64_t ck, int sa, int sb) {
     int P = a.n, n = mesh_axes_size(m, a);
     int L[MESH_MAX_AXES], id[MESH_MAX_AXES];
-    for (int k = 0; k < P; k++)
-        L[k] = id[k] = k;
+    for (int k = 0; k < P; k++) L[k] = id[k] = k;
     float *A = mesh_scratch(ctx, sa, (int64_t)n * ck), *B = mesh_scratch(ctx, sb, (int64_t)n * ck);
     const float *cur = in;
     int64_t cs = in_stride, co = in_off;
@@ -299,10 +293,8 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a);
     int64_t count = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) { /* uneven blocks, in place in out */
-        for (int j = 0; j <= n; j++)
-            ctx->boff[j] = count * j / n;
-        for (int j = 0; j < n; j++)
-            ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
+        for (int j = 0; j <= n; j++) ctx->boff[j] = count * j / n;
+        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
         int K = lane_count(m, ctx->blen[0]);
         for (int k = 0; k < K; k++) { /* lane k: its ReduceScatter, then its AllGather */
             phase rs = ph_over(m, ctx, PH_RS, a, alg);
@@ -329,8 +321,7 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     coll_args y = *x;
     y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
     run_rs(m, ctx, &y, alg, ch, lb);
-    for (int k = 0; k < ENGINE_MAX_CHAINS; k++)
-        ch[k].nph = 0;
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     y.in = y.out, y.out = dst;
     run_ag(m, ctx, &y, alg, ch, lb);
     if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
@@ -393,8 +384,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
     static _Thread_local chain ch[ENGINE_MAX_CHAINS];
-    for (int k = 0; k < ENGINE_MAX_CHAINS; k++)
-        ch[k].nph = 0;
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     int64_t(*lb)[2] = rec->link_bytes;
     if (alg == MESH_ALG_MPI) {
         run_mpi(m, ctx, x, rec);
@@ -451,8 +441,7 @@ void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
 
 void coll_record_end(mesh *m, const mesh_call *rec) {
     int64_t bytes = 0;
-    for (int k = 0; k < MESH_MAX_AXES; k++)
-        bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
+    for (int k = 0; k < MESH_MAX_AXES; k++) bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
     pthread_mutex_lock(&m->acct_mu);
     mesh_stat *s = &m->stat[rec->op][rec->axes.n ? rec->axes.ax[0] + 1 : 0];
     s->calls++;

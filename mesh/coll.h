@@ -35,10 +35,11 @@
  *    (O(n²) block-hops). Reduces in rank order.
  *  RING and BIDIR over several axes run over the flattened set as if it were one ring (the
  *  neighbours of index i are i±1 on the set's communicator; it wraps if every axis of the set
- *  wraps; emulated links are those of the last, minor, axis). MESH_ALG_DEFAULT is BIDIR for one axis and MULTI for several, unless
- *  mesh_set_default_alg chose otherwise. AllReduce = ReduceScatter + AllGather with blocks of
- *  ⌈count/|X|⌉ or ⌊count/|X|⌋ elements (any count). AllToAll with RING/BIDIR is a ring with
- *  shrinking payloads (each step forwards what is still travelling). */
+ *  wraps; emulated links are those of the last, minor, axis). MESH_ALG_DEFAULT is BIDIR for one
+ * axis and MULTI for several, unless mesh_set_default_alg chose otherwise. AllReduce =
+ * ReduceScatter + AllGather with blocks of ⌈count/|X|⌉ or ⌊count/|X|⌋ elements (any count).
+ * AllToAll with RING/BIDIR is a ring with shrinking payloads (each step forwards what is still
+ * travelling). */
 #ifndef MT_MESH_COLL_H
 #define MT_MESH_COLL_H
 #include "mesh/mesh.h"
@@ -104,8 +105,7 @@ mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, in
                            mesh_alg alg);
 mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
-mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in,
-                         int64_t count);
+mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
 /* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*
  * call; MPI_THREAD_MULTIPLE) executes queued calls in order on duplicated communicators, so they
  * overlap with the caller's compute without the caller calling into mesh; it sleeps on a
@@ -132,8 +132,8 @@ void mesh_p2p_wait(mesh_p2p *r);
 /* ---- accounting ---- */
 typedef struct {
     int64_t calls;
-    int64_t bytes;      /* bytes this rank sent over links */
-    double seconds;     /* wall time from start to completion, summed */
+    int64_t bytes;       /* bytes this rank sent over links */
+    double seconds;      /* wall time from start to completion, summed */
     double wait_seconds; /* time the caller spent blocked in this op (blocking call or wait) */
 } mesh_stat;
 /* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. Not
@@ -146,23 +146,23 @@ void mesh_stats_reset(mesh *m);
  * (op, axes, count, alg) it is the call's signature for hang forensics. */
 typedef struct {
     int64_t seq;
-    int64_t set_seq;    /* collectives: the call's number among this rank's calls over its axis
-                           set, from 0 (equal on the ranks of the set if the program is correct;
-                           unlike seq it does not count calls over other sets). send/recv: 0 */
+    int64_t set_seq; /* collectives: the call's number among this rank's calls over its axis
+                        set, from 0 (equal on the ranks of the set if the program is correct;
+                        unlike seq it does not count calls over other sets). send/recv: 0 */
     mesh_op op;
-    mesh_axes axes;     /* for ppermute, send and recv: the one axis */
-    mesh_alg alg;       /* as resolved */
-    int64_t count;      /* the count argument */
-    int shift;          /* ppermute: the shift; send, recv: the direction, +1 or −1 */
-    int async;          /* 1 if started with mesh_i* */
+    mesh_axes axes; /* for ppermute, send and recv: the one axis */
+    mesh_alg alg;   /* as resolved */
+    int64_t count;  /* the count argument */
+    int shift;      /* ppermute: the shift; send, recv: the direction, +1 or −1 */
+    int async;      /* 1 if started with mesh_i* */
     int64_t link_bytes[MESH_MAX_AXES][2]; /* bytes this rank sent per axis, to coord+1 / coord−1
                                              (MPI alg: bytes handed to MPI, under [major][0];
                                              DIRECT: d·b per block of b bytes routed d hops
                                              along the axis, i.e. its link crossings) */
-    double t_issue;     /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
-                           started waiting for it (mesh_p2p_wait) */
-    double t_start;     /* when execution started (send/recv: posted) */
-    double t_end;       /* when it completed */
+    double t_issue; /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
+                       started waiting for it (mesh_p2p_wait) */
+    double t_start; /* when execution started (send/recv: posted) */
+    double t_end;   /* when it completed */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */

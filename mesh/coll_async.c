@@ -70,8 +70,10 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     coll_record_begin(m, x, &r->rec);
     r->rec.async = 1;
     pthread_mutex_lock(&q->mu);
-    if (q->tail) q->tail->next = r;
-    else q->head = r;
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
     q->tail = r;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
@@ -92,8 +94,13 @@ void mesh_wait(mesh_req *r) {
     mesh_async *q = m->async;
     const double t0 = mesh_now();
     /* the fields set at issue (the progress thread writes the others while it runs the call) */
-    mesh_call w = {.seq = r->rec.seq, .set_seq = r->rec.set_seq, .op = r->rec.op,
-                   .axes = r->rec.axes, .count = r->rec.count, .shift = r->rec.shift, .async = 1};
+    mesh_call w = {.seq = r->rec.seq,
+                   .set_seq = r->rec.set_seq,
+                   .op = r->rec.op,
+                   .axes = r->rec.axes,
+                   .count = r->rec.count,
+                   .shift = r->rec.shift,
+                   .async = 1};
     where_enter(m, 0, WHERE_WAIT, &w);
     pthread_mutex_lock(&q->mu);
     while (!r->done) pthread_cond_wait(&q->done, &q->mu);
@@ -132,7 +139,8 @@ void coll_async_destroy(mesh *m) {
     m->async = NULL;
 }
 
-#define ARGS(OP) {.op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg}
+#define ARGS(OP)                                                                                   \
+    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
 mesh_req *mesh_iall_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg) {
     coll_args x = ARGS(MESH_OP_ALL_GATHER);
@@ -153,9 +161,8 @@ mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, in
     coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
     return enqueue(m, &x);
 }
-mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in,
-                         int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in,
-                   .count = count};
+mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
+    coll_args x = {
+        .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};
     return enqueue(m, &x);
 }

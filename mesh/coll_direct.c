@@ -59,8 +59,7 @@ static dset set_of(const mesh *m, const mesh_ctx *ctx, mesh_axes a) {
 
 /* Coordinate of set index j along the set's k-th axis. */
 static int coord_of(const dset *s, int j, int k) {
-    for (int l = s->P - 1; l > k; l--)
-        j /= s->size[l];
+    for (int l = s->P - 1; l > k; l--) j /= s->size[l];
     return j % s->size[k];
 }
 
@@ -69,8 +68,7 @@ static double busiest(int n, int wrap) {
     if (n <= 1) return 0;
     if (!wrap) return (double)(n / 2) * (double)((n + 1) / 2);
     double l = 0;
-    for (int d = 1; d <= (n - 1) / 2; d++)
-        l += d;
+    for (int d = 1; d <= (n - 1) / 2; d++) l += d;
     return n % 2 == 0 ? l + n / 4.0 : l;
 }
 
@@ -171,16 +169,14 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
     MPI_Waitall(3 * np, rq + np, MPI_STATUSES_IGNORE);
     if (emu) {
         double t = 0;
-        for (int i = 0; i < np; i++)
-            t = hin[i] > t ? hin[i] : t;
+        for (int i = 0; i < np; i++) t = hin[i] > t ? hin[i] : t;
         link_sleep_until(t);
     }
 }
 
 /* Uniform blocks: offsets j·c, lengths c (filled into ctx->boff/blen). */
 static void uniform(mesh_ctx *ctx, int n, int64_t c) {
-    for (int j = 0; j < n; j++)
-        ctx->boff[j] = j * c, ctx->blen[j] = c;
+    for (int j = 0; j < n; j++) ctx->boff[j] = j * c, ctx->blen[j] = c;
     ctx->boff[n] = n * c;
 }
 
@@ -190,13 +186,11 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
     const int n = s->n, me = s->me;
     const int64_t c = ctx->blen[me];
     int64_t maxblk = 0;
-    for (int j = 0; j < n; j++)
-        maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
+    for (int j = 0; j < n; j++) maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
     /* the partials from rank j land in slot j of the scratch (slot me unused) */
     float *parts = mesh_scratch(ctx, SL_PARTS, (int64_t)n * c);
     int64_t *roff = ctx->loff, *rlen = ctx->llen; /* lanes are not used by DIRECT */
-    for (int j = 0; j < n; j++)
-        roff[j] = j * c, rlen[j] = c;
+    for (int j = 0; j < n; j++) roff[j] = j * c, rlen[j] = c;
     dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen, NULL, NULL, 0};
     run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
     /* fixed order: rank 0's partial first */
@@ -206,8 +200,7 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
     memcpy(acc, first, (size_t)c * sizeof(float));
     for (int j = 1; j < n; j++) {
         const float *p = j == me ? own : parts + j * c;
-        for (int64_t e = 0; e < c; e++)
-            acc[e] += p[e];
+        for (int64_t e = 0; e < c; e++) acc[e] += p[e];
     }
     memcpy(out, acc, (size_t)c * sizeof(float));
 }
@@ -242,10 +235,8 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
         reduce_scatter(m, ctx, &s, x->out, x->in, 1, 1, lb);
         break;
     case MESH_OP_ALL_REDUCE: /* blocks of ⌊·⌋ or ⌈count/n⌉, in place in out */
-        for (int j = 0; j <= n; j++)
-            ctx->boff[j] = c * j / n;
-        for (int j = 0; j < n; j++)
-            ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
+        for (int j = 0; j <= n; j++) ctx->boff[j] = c * j / n;
+        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
         reduce_scatter(m, ctx, &s, x->out + ctx->boff[me], x->in, 1, 2, lb);
         all_gather(m, ctx, &s, x->out, x->out + ctx->boff[me], 2, 2, lb);
         break;

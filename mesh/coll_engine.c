@@ -80,8 +80,10 @@ static void ag_sched(const phase *p, int r, int d, int s, xfer *snd, xfer *rcv) 
     } else if (p->sc == SCH_BIDIR) {
         int rk = s <= (n - 1) / 2 ? R_FULL : (d == 0 ? R_H0 : R_H1);
         snd->rk = rcv->rk = rk;
-        if (d == 0) snd->blk = mod(r - s + 1, n), rcv->blk = mod(r - s, n);
-        else snd->blk = mod(r + s - 1, n), rcv->blk = mod(r + s, n);
+        if (d == 0)
+            snd->blk = mod(r - s + 1, n), rcv->blk = mod(r - s, n);
+        else
+            snd->blk = mod(r + s - 1, n), rcv->blk = mod(r + s, n);
     } else if (d == 0) {
         if (r - s + 1 >= 0 && r + 1 < n) snd->blk = r - s + 1;
         if (r - s >= 0) rcv->blk = r - s;
@@ -102,8 +104,10 @@ static void rs_sched(const phase *p, int r, int d, int s, xfer *snd, xfer *rcv) 
         int a = n / 2, b = (n - 1) / 2;
         int rk = s > a - b ? R_FULL : (d == 0 ? R_H1 : R_H0);
         snd->rk = rcv->rk = rk;
-        if (d == 0) snd->blk = mod(r + a - s + 1, n), rcv->blk = mod(r + a - s, n);
-        else snd->blk = mod(r - (a - s + 1), n), rcv->blk = mod(r - (a - s), n);
+        if (d == 0)
+            snd->blk = mod(r + a - s + 1, n), rcv->blk = mod(r + a - s, n);
+        else
+            snd->blk = mod(r - (a - s + 1), n), rcv->blk = mod(r - (a - s), n);
     } else if (d == 0) {
         if (r + 1 < n && n + r - s <= n - 1) snd->blk = n + r - s;
         if (r >= 1 && n + r - 1 - s <= n - 1) rcv->blk = n + r - 1 - s;
@@ -184,8 +188,10 @@ static float *a2a_rest_from_input(phase *p, int d) {
         int k = d == 0 ? 2 + i : D - i;
         int64_t lo, c;
         const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
-        if (!first) first = at;
-        else if (at != next) contiguous = 0;
+        if (!first)
+            first = at;
+        else if (at != next)
+            contiguous = 0;
         next = at + c;
     }
     if (contiguous) return (float *)first;
@@ -234,8 +240,8 @@ static int step_sends(phase *p, int d, int s, msg *out) {
         piece pc[3];
         int blk = -1, np = rs_pieces(p, p->r, d, s, &blk, pc);
         for (int i = 0; i < np; i++) {
-            const float *base = pc[i].acc ? st->sb[(s - 1) % ENGINE_NBUF]
-                                          : p->src + blk_off(p, blk);
+            const float *base =
+                pc[i].acc ? st->sb[(s - 1) % ENGINE_NBUF] : p->src + blk_off(p, blk);
             out[k++] = (msg){(float *)base + pc[i].lo, pc[i].n};
         }
         break;
@@ -290,8 +296,7 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
         int np = rs_pieces(p, peer_of(p, d, 0), d, s, &sblk, pc);
         CHECK(sblk == blk && np > 0 && pc[0].lo == lo && pc[np - 1].lo + pc[np - 1].n == lo + l,
               "RS schedule mismatch");
-        for (int i = 0; i < np; i++)
-            out[k++] = (msg){st->sb[s % ENGINE_NBUF] + pc[i].lo, pc[i].n};
+        for (int i = 0; i < np; i++) out[k++] = (msg){st->sb[s % ENGINE_NBUF] + pc[i].lo, pc[i].n};
         break;
     }
     case PH_A2A: {
@@ -526,8 +531,8 @@ static void phase_start(phase *p) {
         if (p->kind == PH_A2A) p->st[d].pack = a, a += u;
     }
     if (p->kind == PH_REORDER)
-        reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item,
-                      p->s_stride, p->s_off, p->d_stride, p->d_off);
+        reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
+                      p->s_off, p->d_stride, p->d_off);
     p->started = 1;
 }
 

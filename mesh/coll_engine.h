@@ -17,7 +17,7 @@ typedef enum { SCH_RING, SCH_BIDIR, SCH_LINE } ph_sched;
 /* Receive buffers per direction (RS, A2A): a receive waits for the send of NBUF−1 steps
  * earlier (which read the buffer it lands in), not for the step before's. */
 #define ENGINE_NBUF 3
-#define ENGINE_MAXT 3 /* messages per step and direction */
+#define ENGINE_MAXT 3                                     /* messages per step and direction */
 #define ENGINE_RQ ((ENGINE_MAXT + 1) * (ENGINE_NBUF + 1)) /* requests per direction */
 
 /* Run state of one direction. Step s's receive lands in sb[s % NBUF] (RS, A2A) and is forwarded
@@ -34,8 +34,8 @@ typedef struct {
     ph_kind kind;
     ph_sched sc;
     MPI_Comm comm;
-    int n, r;       /* ranks on the communicator, my rank */
-    int link_axis;  /* mesh axis whose emulated links and accounting this phase uses */
+    int n, r;      /* ranks on the communicator, my rank */
+    int link_axis; /* mesh axis whose emulated links and accounting this phase uses */
     /* blocks (AG, RS, A2A): block j at off[j] (or j·bs when off == NULL), length len[j] (or bs) */
     const int64_t *off, *len;
     const int64_t *mid; /* where block j splits into halves (NULL: len − len/2) */

@@ -189,9 +189,8 @@ static int stride_of(const int *strides, int i) {
 
 /* AllGather (or AllToAll when a2a) of V bytes; ReduceScatter is the same by symmetry. A strided
  * axis (stride k) runs at w_oneway/k per link with k hops of T_min per ring step. */
-static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
-                         const int *strides, int n_axes, cost_alg alg, double V, int a2a,
-                         int scatter_order) {
+static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps, const int *strides,
+                         int n_axes, cost_alg alg, double V, int a2a, int scatter_order) {
     stage st = {0, 0, 0, 0};
     int n_used = 0, prod = 1, all_wrap = 1, kmax = 1;
     for (int i = 0; i < n_axes; i++)

@@ -86,11 +86,11 @@ typedef enum {
 
 /* Same algorithm names as mesh/coll.h's mesh_alg (without "mpi"). */
 typedef enum {
-    COST_ALG_AUTO,  /* one axis: BIDIR; several: MULTI (the book's model) */
-    COST_ALG_RING,  /* unidirectional ring over the flattened axes: |X|−1 hops of V/|X| */
-    COST_ALG_BIDIR, /* bidirectional ring over the flattened axes (a line if it does not wrap) */
-    COST_ALG_SEQ,   /* axis by axis, each with BIDIR; V grows (gather) / shrinks (scatter) */
-    COST_ALG_MULTI, /* all axes at once, payload split over them: bandwidth × n_axes */
+    COST_ALG_AUTO,   /* one axis: BIDIR; several: MULTI (the book's model) */
+    COST_ALG_RING,   /* unidirectional ring over the flattened axes: |X|−1 hops of V/|X| */
+    COST_ALG_BIDIR,  /* bidirectional ring over the flattened axes (a line if it does not wrap) */
+    COST_ALG_SEQ,    /* axis by axis, each with BIDIR; V grows (gather) / shrinks (scatter) */
+    COST_ALG_MULTI,  /* all axes at once, payload split over them: bandwidth × n_axes */
     COST_ALG_DIRECT, /* every block routed straight to its chip in one round (coll_direct.c) */
     COST_ALG_COUNT
 } cost_alg;

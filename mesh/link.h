@@ -33,8 +33,8 @@ typedef struct {
     double chip_latency;  /* T_min per hop */
     double measured_flops;
     double time_scale;
-    double bw;            /* emulated bytes/s per link per direction */
-    double latency;       /* emulated seconds per hop */
+    double bw;      /* emulated bytes/s per link per direction */
+    double latency; /* emulated seconds per hop */
 } mesh_emulation;
 
 /* Collective over: world. Emulates `chip` ("v3", "v4p", "v5e", "v5p", "v6e"): measured_flops is

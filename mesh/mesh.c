@@ -308,8 +308,10 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
     split_comms(m, &m->ctx[0]);
     split_comms(m, &m->ctx[1]);
     for (int k = 0; k < MESH_MAX_AXES; k++)
-        if (k < nd) MPI_Comm_dup(m->ctx[0].axis[k], &m->p2p[k]);
-        else m->p2p[k] = MPI_COMM_NULL;
+        if (k < nd)
+            MPI_Comm_dup(m->ctx[0].axis[k], &m->p2p[k]);
+        else
+            m->p2p[k] = MPI_COMM_NULL;
     g_last_mesh = m;
     return m;
 }

@@ -8,11 +8,12 @@
 #include "mesh/link.h"
 #include "mesh/where_impl.h"
 
-/* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three. */
+/* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three.
+ */
 #define MESH_NSETS 40
 #define MESH_NSCRATCH 27
 #define MESH_TRACE_LEN 1024
-#define MESH_MAX_HOOKS 4 /* trace observers (mesh_add_trace_hook) */
+#define MESH_MAX_HOOKS 4  /* trace observers (mesh_add_trace_hook) */
 #define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
 #define MESH_CHUNK_DEFAULT (1 << 20) /* bytes per lane and block, see mesh_set_chunk */
 
@@ -24,7 +25,7 @@ typedef struct {
     MPI_Comm set[MESH_NSETS];     /* MPI_COMM_NULL for unused ids */
     float *scratch[MESH_NSCRATCH];
     int64_t scratch_n[MESH_NSCRATCH];
-    int64_t *boff, *blen; /* nranks + 1 entries each: uneven AllReduce blocks */
+    int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */
     int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
 } mesh_ctx;
 

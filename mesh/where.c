@@ -52,8 +52,7 @@ static void slot_set(where_slot *s, int f, long long v) {
 static int slot_read(const where_slot *s, long long *f) {
     for (int tries = 0; tries < 64; tries++) {
         unsigned g1 = atomic_load_explicit(&s->gen, memory_order_acquire);
-        for (int k = 0; k < WF_N; k++)
-            f[k] = atomic_load_explicit(&s->f[k], memory_order_relaxed);
+        for (int k = 0; k < WF_N; k++) f[k] = atomic_load_explicit(&s->f[k], memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         unsigned g2 = atomic_load_explicit(&s->gen, memory_order_relaxed);
         if (g1 == g2 && !(g1 & 1)) return 1;
@@ -125,8 +124,7 @@ typedef struct {
 } sbuf;
 
 static void put_s(sbuf *b, const char *s) {
-    while (*s && b->n + 1 < b->cap)
-        b->p[b->n++] = *s++;
+    while (*s && b->n + 1 < b->cap) b->p[b->n++] = *s++;
     b->p[b->n] = 0;
 }
 static void put_c(sbuf *b, char c) {
@@ -137,12 +135,10 @@ static void put_i(sbuf *b, long long v) {
     char d[24];
     int k = 0;
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do
-        d[k++] = (char)('0' + u % 10);
+    do d[k++] = (char)('0' + u % 10);
     while ((u /= 10) && k < 23);
     if (v < 0) put_c(b, '-');
-    while (k)
-        put_c(b, d[--k]);
+    while (k) put_c(b, d[--k]);
 }
 /* Seconds from nanoseconds, one decimal: "12.3 s". */
 static void put_secs(sbuf *b, long long ns) {
@@ -167,14 +163,12 @@ static void put_set(sbuf *b, const mesh *m, long long id) {
         n = 3, ax[0] = ((int)id - 13) / 9, ax[1] = ((int)id - 13) / 3 % 3,
         ax[2] = ((int)id - 13) % 3;
     if (n == 0) put_s(b, "no axes");
-    for (int k = 0; k < n; k++)
-        put_c(b, ax[k] < m->ndims ? m->name[ax[k]] : '?');
+    for (int k = 0; k < n; k++) put_c(b, ax[k] < m->ndims ? m->name[ax[k]] : '?');
 }
 
 static void put_coords(sbuf *b, const mesh *m, int rank) {
     int c[MESH_MAX_AXES];
-    for (int k = m->ndims - 1; k >= 0; k--)
-        c[k] = rank % m->size[k], rank /= m->size[k];
+    for (int k = m->ndims - 1; k >= 0; k--) c[k] = rank % m->size[k], rank /= m->size[k];
     put_c(b, '(');
     for (int k = 0; k < m->ndims; k++) {
         if (k) put_c(b, ',');
@@ -411,8 +405,7 @@ void where_verify(mesh *m, MPI_Comm comm, const mesh_call *rec) {
     CHECK(all, "out of memory for the signature check");
     MPI_Allgather(mine, SG_N, MPI_LONG_LONG, all, SG_N, MPI_LONG_LONG, comm);
     int same = 1;
-    for (int i = 1; i < n; i++)
-        same &= sig_equal(all, all + (size_t)i * SG_N);
+    for (int i = 1; i < n; i++) same &= sig_equal(all, all + (size_t)i * SG_N);
     if (same) {
         free(all);
         return;

@@ -61,10 +61,8 @@ double bench_time_gemm(const bench_gemm *g) {
     float *c = malloc((size_t)nc * sizeof *c);
     CHECK(a && b && c, "bench: out of memory for a %lldx%lldx%lld sgemm", (long long)g->M,
           (long long)g->N, (long long)g->K);
-    for (int64_t i = 0; i < na; i++)
-        a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
-    for (int64_t i = 0; i < nb; i++)
-        b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
+    for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
+    for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
     const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
     double best = 1e30;

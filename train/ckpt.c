@@ -46,8 +46,7 @@ static uint64_t mix(uint64_t z) {
 void ckpt_checksum_add(uint64_t *sum, const float *data, int ndim, const int64_t *dims,
                        const int64_t *offset, const int64_t *count) {
     int64_t d[3] = {1, 1, 1}, o[3] = {0, 0, 0}, n[3] = {1, 1, 1};
-    for (int i = 0; i < ndim && i < 3; i++)
-        d[i] = dims[i], o[i] = offset[i], n[i] = count[i];
+    for (int i = 0; i < ndim && i < 3; i++) d[i] = dims[i], o[i] = offset[i], n[i] = count[i];
     if (n[0] * n[1] * n[2] == 0) return;
     uint64_t s = *sum;
     const float *p = data;
@@ -69,16 +68,13 @@ static void sum_over_world(mesh *m, uint64_t *v, int n) {
     float *limb = calloc((size_t)(16 * n), sizeof *limb);
     CHECK(limb, "out of memory for %d checksums", n);
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < 8; k++)
-            limb[8 * i + k] = (float)((v[i] >> (8 * k)) & 255u);
+        for (int k = 0; k < 8; k++) limb[8 * i + k] = (float)((v[i] >> (8 * k)) & 255u);
     mesh_axes all = {.n = mesh_ndims(m)};
-    for (int k = 0; k < all.n; k++)
-        all.ax[k] = k;
+    for (int k = 0; k < all.n; k++) all.ax[k] = k;
     mesh_all_reduce(m, all, limb + 8 * n, limb, 8 * n, MESH_ALG_MPI);
     for (int i = 0; i < n; i++) {
         uint64_t s = 0;
-        for (int k = 0; k < 8; k++)
-            s += (uint64_t)limb[8 * n + 8 * i + k] << (8 * k);
+        for (int k = 0; k < 8; k++) s += (uint64_t)limb[8 * n + 8 * i + k] << (8 * k);
         v[i] = s;
     }
     free(limb);
@@ -97,15 +93,13 @@ typedef struct {
 
 static int64_t slab_numel(const param_info *pi, const param_slab *s) {
     int64_t n = 1;
-    for (int i = 0; i < pi->ndim; i++)
-        n *= s->cnt[i];
+    for (int i = 0; i < pi->ndim; i++) n *= s->cnt[i];
     return n;
 }
 
 static int64_t array_numel(const param_info *pi) {
     int64_t n = 1;
-    for (int i = 0; i < pi->ndim; i++)
-        n *= pi->shape[i];
+    for (int i = 0; i < pi->ndim; i++) n *= pi->shape[i];
     return n;
 }
 
@@ -417,8 +411,7 @@ static int64_t name_step(const char *name, const char *tail) {
     const char *p = name + 5;
     int64_t s = 0;
     int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 15; p++, digits++)
-        s = 10 * s + (*p - '0');
+    for (; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) s = 10 * s + (*p - '0');
     if (digits == 0 || strncmp(p, ".h5", 3) != 0) return -1;
     p += 3;
     if (!*tail) return *p ? -1 : s;

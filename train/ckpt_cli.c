@@ -26,8 +26,7 @@ static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dim
 /* The elements of one row of dim 0. */
 static int64_t row_size(int ndim, const int64_t *dims) {
     int64_t n = 1;
-    for (int i = 1; i < ndim; i++)
-        n *= dims[i];
+    for (int i = 1; i < ndim; i++) n *= dims[i];
     return n;
 }
 
@@ -41,8 +40,7 @@ static int64_t block_rows(int ndim, const int64_t *dims) {
  * Returns its element count. */
 static int64_t block_slab(int ndim, const int64_t *dims, int64_t r0, int64_t rows, int64_t *off,
                           int64_t *cnt) {
-    for (int i = 0; i < ndim; i++)
-        off[i] = 0, cnt[i] = dims[i];
+    for (int i = 0; i < ndim; i++) off[i] = 0, cnt[i] = dims[i];
     off[0] = r0;
     cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
     return cnt[0] * row_size(ndim, dims);

@@ -230,8 +230,7 @@ static int edit_distance(const char *a, size_t la, const char *b) {
     if (la > 63) la = 63;
     if (lb > 63) lb = 63;
     int row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = (int)j;
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
         int diag = row[0];
         row[0] = (int)i;
@@ -607,15 +606,13 @@ static void print_wrapped(FILE *out, const char *text, bool indent_first) {
         size_t n = strlen(p);
         if (n > WIDTH) {
             n = WIDTH;
-            while (n > 0 && p[n] != ' ')
-                n--;
+            while (n > 0 && p[n] != ' ') n--;
             if (n == 0) n = strcspn(p, " ");
         }
         if (!first || indent_first) fprintf(out, "%*s", COL, "");
         fprintf(out, "%.*s\n", (int)n, p);
         p += n;
-        while (*p == ' ')
-            p++;
+        while (*p == ' ') p++;
         first = false;
     }
 }

@@ -8,7 +8,8 @@
 #include <stdio.h>
 
 typedef struct {
-    int64_t L, D, N, K, H, F, V, T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+    int64_t L, D, N, K, H, F, V,
+        T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
 } model_shape;
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
@@ -26,26 +27,26 @@ typedef struct {
     int64_t warmup;
     uint64_t seed;
     /* data */
-    char data[1024];     /* HDF5 token file, or a text file (prepared on the fly) */
+    char data[1024]; /* HDF5 token file, or a text file (prepared on the fly) */
     data_order order;
     int64_t eval_every, eval_batches;
     /* outputs */
-    int64_t sample;      /* bytes to generate at the end (0 = none) */
+    int64_t sample; /* bytes to generate at the end (0 = none) */
     double temperature;
     int64_t top_k;
-    char prompt[256];    /* text the sample continues ("" = a newline) */
-    char metrics[1024];  /* JSON lines, one per step ("" = none) */
+    char prompt[256];      /* text the sample continues ("" = a newline) */
+    char metrics[1024];    /* JSON lines, one per step ("" = none) */
     char save_init[1024];  /* write initial params to this HDF5 file */
     char save_final[1024]; /* write final params to this HDF5 file */
     /* checkpoints (issue: checkpoints; train/ckpt.h) */
-    int64_t save_every;    /* checkpoint every N steps and after the last (0 = never) */
-    int64_t keep;          /* keep the newest K checkpoints in ckpt_dir (0 = all) */
+    int64_t save_every; /* checkpoint every N steps and after the last (0 = never) */
+    int64_t keep;       /* keep the newest K checkpoints in ckpt_dir (0 = all) */
     char ckpt_dir[1024];
-    char resume[1024];     /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
-    int threads;           /* BLAS threads per rank */
-    int bench;             /* --bench: timing run, no data file needed */
+    char resume[1024]; /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
+    int threads;       /* BLAS threads per rank */
+    int bench;         /* --bench: timing run, no data file needed */
     int quiet;
-    int demo;              /* --demo given: the README's main job (see config_demo_mesh) */
+    int demo; /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (issue: parallel schemes) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
@@ -53,12 +54,12 @@ typedef struct {
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
-    char alg[16];        /* collective algorithm name */
-    char emulate[16];    /* chip preset for link emulation, "" = none */
+    char alg[16];     /* collective algorithm name */
+    char emulate[16]; /* chip preset for link emulation, "" = none */
     /* pipelining (issue: pipeline parallelism) */
-    char pipe_axis[4];   /* --pipeline AXIS: layers split into |Z| stages, "" = none */
+    char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
-    int schedule;        /* --schedule: 0 = gpipe, 1 = 1f1b */
+    int schedule;         /* --schedule: 0 = gpipe, 1 = 1f1b */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
     int debug_collectives; /* check every collective's signature across its axis set */

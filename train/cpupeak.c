@@ -89,8 +89,7 @@ void cpupeak_detect(cpupeak *out) {
         else if ((v = field(line, "core id"))) { /* follows physical id within a processor */
             core = atoi(v);
             int dup = 0;
-            for (int k = 0; k < ncore && !dup; k++)
-                dup = seen[k][0] == phys && seen[k][1] == core;
+            for (int k = 0; k < ncore && !dup; k++) dup = seen[k][0] == phys && seen[k][1] == core;
             if (!dup && ncore < MAXC) seen[ncore][0] = phys, seen[ncore][1] = core, ncore++;
         }
     }

@@ -12,24 +12,25 @@
 typedef struct {
     int64_t step; /* steps completed (1-based) */
     double loss, lr, grad_norm;
-    double seconds;      /* wall time of the step, data loading included */
-    double tokens;       /* tokens in the step's global batch */
-    double flops;        /* model FLOPs of the step */
-    double peak_flops;   /* Σ over ranks of the sgemm FLOP/s measured at start-up */
-    double comm_frac;    /* exposed communication / step time; < 0 leaves out comm, idle, book */
-    double idle_frac;    /* idle (waiting for other ranks) / step time */
+    double seconds;    /* wall time of the step, data loading included */
+    double tokens;     /* tokens in the step's global batch */
+    double flops;      /* model FLOPs of the step */
+    double peak_flops; /* Σ over ranks of the sgemm FLOP/s measured at start-up */
+    double comm_frac;  /* exposed communication / step time; < 0 leaves out comm, idle, book */
+    double idle_frac;  /* idle (waiting for other ranks) / step time */
     double comm_ag, comm_rs, comm_ar, comm_p2p; /* exposed comm per collective type / step time
                                                    (p2p: pipeline sends/receives, ppermute) */
     double bubble, bubble_ideal; /* pipelining: measured and ideal bubble fraction (0: none) */
     double stage_act_bytes;      /* pipelining: peak activation bytes held by this stage */
-    double pred_seconds; /* the book's prediction of the step; <= 0: none */
-    double val_loss;     /* NAN when no evaluation ran at this step */
+    double pred_seconds;         /* the book's prediction of the step; <= 0: none */
+    double val_loss;             /* NAN when no evaluation ran at this step */
 } metrics_row;
 
 /* "step 120 | loss 1.9321 | lr 3.0e-04 | gnorm 0.84 | 412 ms | 9.9k tok/s | 51.2 GFLOP/s |
  * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | book 380 ms (1.08x)" when
  * comm_frac >= 0 (the ratio is measured / predicted), + " | bubble 0.31 (ideal 0.33) | stage
- * act 12.5 MB" when pipelining (rank 0's stage: peak activations held). `width` pads the step number. */
+ * act 12.5 MB" when pipelining (rank 0's stage: peak activations held). `width` pads the step
+ * number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
 /* One JSON object and a newline: {"step":120,"loss":...,"val_loss":...}: step, loss, lr, gnorm,
  * ms, tok_s, gflops, mfu; comm, idle and pred_ms with several ranks; val_loss when evaluated.

@@ -32,19 +32,32 @@ param_info model_param_info(const model_shape *s, param_id id) {
     const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
     const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
     switch (id) {
-    case P_EMBED: return (param_info){"embed", 2, {V, D, 1}, 1, std};
-    case P_ATTN_NORM: return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_WQ: return (param_info){"wq", 3, {L, D, NH}, 1, std};
-    case P_WK: return (param_info){"wk", 3, {L, D, KH}, 1, std};
-    case P_WV: return (param_info){"wv", 3, {L, D, KH}, 1, std};
-    case P_WO: return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
-    case P_MLP_NORM: return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_W_GATE: return (param_info){"w_gate", 3, {L, D, F}, 1, std};
-    case P_W_UP: return (param_info){"w_up", 3, {L, D, F}, 1, std};
-    case P_W_DOWN: return (param_info){"w_down", 3, {L, F, D}, 1, std_out};
-    case P_FINAL_NORM: return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
-    case P_UNEMBED: return (param_info){"unembed", 2, {D, V, 1}, 1, std};
-    default: return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
+    case P_EMBED:
+        return (param_info){"embed", 2, {V, D, 1}, 1, std};
+    case P_ATTN_NORM:
+        return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_WQ:
+        return (param_info){"wq", 3, {L, D, NH}, 1, std};
+    case P_WK:
+        return (param_info){"wk", 3, {L, D, KH}, 1, std};
+    case P_WV:
+        return (param_info){"wv", 3, {L, D, KH}, 1, std};
+    case P_WO:
+        return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
+    case P_MLP_NORM:
+        return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_W_GATE:
+        return (param_info){"w_gate", 3, {L, D, F}, 1, std};
+    case P_W_UP:
+        return (param_info){"w_up", 3, {L, D, F}, 1, std};
+    case P_W_DOWN:
+        return (param_info){"w_down", 3, {L, F, D}, 1, std_out};
+    case P_FINAL_NORM:
+        return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
+    case P_UNEMBED:
+        return (param_info){"unembed", 2, {D, V, 1}, 1, std};
+    default:
+        return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
     }
 }
 
@@ -92,7 +105,7 @@ typedef struct {
 
 /* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
 typedef struct {
-    layer_act *act;                         /* [Ls] */
+    layer_act *act; /* [Ls] */
     float *xf, *hf, *rstdf, *logits, *lse, *stats;
     int32_t *targets;
 } slot_act;
@@ -113,8 +126,8 @@ struct model {
     int32_t *tgt_block;
     int64_t act_bytes;
     /* scratch (reused within a step) */
-    float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k,
-        *s_v, *s_att, *s_attn;
+    float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
+        *s_att, *s_attn;
 };
 
 static void *xalloc(int64_t nfloat) {
@@ -247,7 +260,9 @@ void model_destroy(model *m) {
     free(m);
 }
 
-const model_shape *model_shape_of(const model *m) { return &m->s; }
+const model_shape *model_shape_of(const model *m) {
+    return &m->s;
+}
 float *model_param(model *m, param_id id, int64_t *n) {
     if (n) *n = m->cnt[id];
     return m->params + m->off[id];
@@ -256,7 +271,9 @@ float *model_grad(model *m, param_id id, int64_t *n) {
     if (n) *n = m->cnt[id];
     return m->grads ? m->grads + m->off[id] : NULL;
 }
-const param_slab *model_slab(const model *m, param_id id) { return &m->slab[id]; }
+const param_slab *model_slab(const model *m, param_id id) {
+    return &m->slab[id];
+}
 float *model_params_flat(model *m, int64_t *n) {
     if (n) *n = m->nparams;
     return m->params;
@@ -268,18 +285,34 @@ float *model_grads_flat(model *m, int64_t *n) {
 void model_zero_grads(model *m) {
     if (m->grads) memset(m->grads, 0, (size_t)m->nparams * sizeof(float));
 }
-int64_t model_activation_bytes(const model *m) { return m->act_bytes; }
-struct par *model_par(model *m) { return m->par; }
-const par_local *model_local(const model *m) { return &m->loc; }
+int64_t model_activation_bytes(const model *m) {
+    return m->act_bytes;
+}
+struct par *model_par(model *m) {
+    return m->par;
+}
+const par_local *model_local(const model *m) {
+    return &m->loc;
+}
 void model_stage(const model *m, int64_t *l0, int64_t *l1) {
     *l0 = m->l0;
     *l1 = m->l1;
 }
-int model_slots(const model *m) { return m->nslots; }
-int64_t model_local_rows(const model *m) { return m->BT; }
-float *model_stage_input(model *m, int slot) { return m->slot[slot].act[0].x1; }
-const float *model_stage_output(model *m, int slot) { return m->slot[slot].xf; }
-const float *model_stage_dinput(model *m) { return m->d_full; }
+int model_slots(const model *m) {
+    return m->nslots;
+}
+int64_t model_local_rows(const model *m) {
+    return m->BT;
+}
+float *model_stage_input(model *m, int slot) {
+    return m->slot[slot].act[0].x1;
+}
+const float *model_stage_output(model *m, int slot) {
+    return m->slot[slot].xf;
+}
+const float *model_stage_dinput(model *m) {
+    return m->d_full;
+}
 
 /* ---------------------------------------------------------------- forward */
 
@@ -361,7 +394,9 @@ double model_stage_fwd(model *m, int slot, const int32_t *tokens) {
     return model_stage_fwd_rows(m, slot, tokens, m->s.T + 1, m->Bl, m->s.T, 1);
 }
 
-double model_fwd_loss(model *m, const int32_t *tokens) { return model_stage_fwd(m, 0, tokens); }
+double model_fwd_loss(model *m, const int32_t *tokens) {
+    return model_stage_fwd(m, 0, tokens);
+}
 
 void model_last_logits(model *m, int64_t len, float *logits_loc) {
     const int64_t D = m->s.D;

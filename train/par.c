@@ -25,8 +25,10 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         const int64_t cnt = pgeo_block(g) / p->nX;
         const float *src = p->sh_p + p->sh_off[id] + (l - p->l0) * cnt;
         float *dst = par_layer_slot(p, g->zdim ? p->wstage[k] : p->wbuf[k], (param_id)id);
-        if (async) p->wreq[k][id] = mesh_iall_gather(p->m, p->dax, dst, src, cnt, p->alg);
-        else mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
+        if (async)
+            p->wreq[k][id] = mesh_iall_gather(p->m, p->dax, dst, src, cnt, p->alg);
+        else
+            mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
     }
     p->wlayer[k] = l;
 }

@@ -22,8 +22,8 @@ typedef struct {
 /* One in-flight gradient reduction of a block and where its result goes. */
 typedef struct {
     mesh_req *req;
-    float *out;      /* RS result staging (NULL for in-place AllReduce) */
-    float *acc;      /* shard gradient to add `out` into */
+    float *out; /* RS result staging (NULL for in-place AllReduce) */
+    float *acc; /* shard gradient to add `out` into */
     int64_t n;
 } pending_red;
 
@@ -35,8 +35,8 @@ struct par {
     model_shape s;
     mesh_axes dax, tax, pax; /* data axes (ordered), tensor axis, pipeline axis (n = 0 or 1) */
     int64_t nX, xi, nY, yi, nZ, zi;
-    int64_t l0, l1;      /* this pipeline stage's layers */
-    int nslots;          /* activation slots: micro-batches in flight on this stage */
+    int64_t l0, l1; /* this pipeline stage's layers */
+    int nslots;     /* activation slots: micro-batches in flight on this stage */
     int zero, overlap;
     mesh_alg alg;
     par_local loc;
@@ -50,7 +50,7 @@ struct par {
     float *wbuf[2], *wstage[2], *ebuf, *hbuf_norm, *hbuf_un;
     int64_t wlayer[2];
     mesh_req *wreq[2][P_COUNT];
-    int wpending[2]; /* slot holds a started, not yet finished prefetch */
+    int wpending[2];     /* slot holds a started, not yet finished prefetch */
     int64_t layer_elems; /* TP-local elements of one layer (all layer params) */
     /* zero 2/3: transient full (TP-local) gradients of a layer / of a non-layer param */
     float *gbuf[2], *gout[2], *ngbuf[P_COUNT];
@@ -63,7 +63,9 @@ struct par {
 };
 
 /* Elements of a TP-local block, and the offset of block l inside a TP-local param. */
-static inline int64_t pgeo_block(const pgeo *g) { return g->R * g->C; }
+static inline int64_t pgeo_block(const pgeo *g) {
+    return g->R * g->C;
+}
 /* The TP-local block l of param id inside layer-sized buffer `buf` (layout: layer params in
  * param_id order, each [R, C]). */
 float *par_layer_slot(struct par *p, float *buf, param_id id);

@@ -75,24 +75,40 @@ static void geometry(struct par *p) {
         if ((id == P_EMBED && p->l0 != 0) ||
             ((id == P_FINAL_NORM || id == P_UNEMBED) && p->l1 != s->L))
             g->nb = 0; /* held by another pipeline stage */
-        if (pi.ndim == 3) g->Rg = pi.shape[1], g->Cg = pi.shape[2];
-        else if (pi.ndim == 2 && g->stacked) g->Rg = 1, g->Cg = pi.shape[1];
-        else if (pi.ndim == 2) g->Rg = pi.shape[0], g->Cg = pi.shape[1];
-        else g->Rg = 1, g->Cg = pi.shape[0];
+        if (pi.ndim == 3)
+            g->Rg = pi.shape[1], g->Cg = pi.shape[2];
+        else if (pi.ndim == 2 && g->stacked)
+            g->Rg = 1, g->Cg = pi.shape[1];
+        else if (pi.ndim == 2)
+            g->Rg = pi.shape[0], g->Cg = pi.shape[1];
+        else
+            g->Rg = 1, g->Cg = pi.shape[0];
         g->R = g->Rg, g->C = g->Cg;
         switch ((param_id)id) {
-        case P_EMBED: g->R = lc->Vl, g->r0 = lc->v0, g->zdim = 1; break;
-        case P_WQ: g->C = lc->Nl * H, g->c0 = lc->n0 * H; break;
+        case P_EMBED:
+            g->R = lc->Vl, g->r0 = lc->v0, g->zdim = 1;
+            break;
+        case P_WQ:
+            g->C = lc->Nl * H, g->c0 = lc->n0 * H;
+            break;
         case P_WK:
         case P_WV:
             g->C = lc->Kl * H, g->c0 = lc->k0 * H;
             g->kv_group = s->K < p->nY;
             break;
-        case P_WO: g->R = lc->Nl * H, g->r0 = lc->n0 * H, g->zdim = 1; break;
+        case P_WO:
+            g->R = lc->Nl * H, g->r0 = lc->n0 * H, g->zdim = 1;
+            break;
         case P_W_GATE:
-        case P_W_UP: g->C = lc->Fl, g->c0 = lc->f0; break;
-        case P_W_DOWN: g->R = lc->Fl, g->r0 = lc->f0, g->zdim = 1; break;
-        case P_UNEMBED: g->C = lc->Vl, g->c0 = lc->v0; break;
+        case P_W_UP:
+            g->C = lc->Fl, g->c0 = lc->f0;
+            break;
+        case P_W_DOWN:
+            g->R = lc->Fl, g->r0 = lc->f0, g->zdim = 1;
+            break;
+        case P_UNEMBED:
+            g->C = lc->Vl, g->c0 = lc->v0;
+            break;
         default: /* norm gains: replicated over the tensor axis */
             g->repl = p->nY > 1, g->zdim = 1;
             break;
@@ -144,7 +160,9 @@ void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out
     *out = p->zero == 3 ? par_shard_slab(p, id) : par_tp_slab(p, id);
 }
 
-int mpar_model_has_grads(struct par *p) { return !p || p->zero <= 1; }
+int mpar_model_has_grads(struct par *p) {
+    return !p || p->zero <= 1;
+}
 
 void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
     if (!p) {
@@ -173,8 +191,9 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
     if (p->pax.n) {
         const int a = p->pax.ax[0];
         if (used[a] || (p->tax.n && p->tax.ax[0] == a)) {
-            snprintf(err, errlen, "mesh axis %c is used twice: --pipeline shards the layers L_%c "
-                                  "and cannot also shard the batch or the model's width",
+            snprintf(err, errlen,
+                     "mesh axis %c is used twice: --pipeline shards the layers L_%c "
+                     "and cannot also shard the batch or the model's width",
                      mesh_axis_name(m, a), mesh_axis_name(m, a) - 'a' + 'A');
             return -1;
         }
@@ -239,8 +258,10 @@ static int alloc_buffers(struct par *p) {
     const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
     int64_t layer = 0, big = 0;
     for (int id = 0; id < P_COUNT; id++) {
-        if (par_is_layer_param((param_id)id)) layer += pgeo_block(&p->g[id]);
-        else if (pgeo_block(&p->g[id]) > big) big = pgeo_block(&p->g[id]);
+        if (par_is_layer_param((param_id)id))
+            layer += pgeo_block(&p->g[id]);
+        else if (pgeo_block(&p->g[id]) > big)
+            big = pgeo_block(&p->g[id]);
     }
     p->layer_elems = layer;
     int64_t packn = layer > big ? layer : big;
@@ -261,7 +282,8 @@ static int alloc_buffers(struct par *p) {
         }
         ok &= (p->sh_g = zalloc(p->sh_total)) != NULL;
         int64_t most = 0;
-        for (int id = 0; id < P_COUNT; id++) most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
+        for (int id = 0; id < P_COUNT; id++)
+            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
         if (p->zero <= 2) ok &= (p->ustage = zalloc(most)) != NULL;
     }
     if (p->zero >= 2) {
@@ -384,5 +406,9 @@ void par_destroy(par *p) {
     free(p);
 }
 
-int64_t par_data_shards(const par *p) { return p ? p->nX : 1; }
-int64_t par_data_index(const par *p) { return p ? p->xi : 0; }
+int64_t par_data_shards(const par *p) {
+    return p ? p->nX : 1;
+}
+int64_t par_data_index(const par *p) {
+    return p ? p->xi : 0;
+}

@@ -15,8 +15,10 @@ static const char *sub(const mesh *m, mesh_axes a, char *buf) {
 }
 
 static const char *dimstr(char *buf, size_t n, const char *dim, const char *s) {
-    if (s && s[0]) snprintf(buf, n, "%s_%s", dim, s);
-    else snprintf(buf, n, "%s", dim);
+    if (s && s[0])
+        snprintf(buf, n, "%s_%s", dim, s);
+    else
+        snprintf(buf, n, "%s", dim);
     return buf;
 }
 
@@ -36,7 +38,8 @@ void par_memory(par *p, model *m, const config *c, par_mem *out) {
     if (p->zero) out->grads += 4 * p->sh_total;
     if (p->zero == 1 || p->zero == 2) { /* the shard being updated */
         int64_t most = 0;
-        for (int id = 0; id < P_COUNT; id++) most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
+        for (int id = 0; id < P_COUNT; id++)
+            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
         out->buffers += 4 * most;
     }
     if (p->zero >= 2) {
@@ -87,18 +90,22 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
     } else {
         char Zs[8] = "";
         sub(p->m, p->pax, Zs);
-        fprintf(out, "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | pipeline "
-                     "over %s (|%s| = %lld) | algorithm %s | overlap %s\n",
-                X[0] ? X : "-", X[0] ? X : "X", (long long)p->nX,
-                p->zero ? ", ZeRO-" : "", p->zero ? (p->zero == 1 ? "1 (optimizer state sharded)"
-                                         : p->zero == 2 ? "2 (+ gradients sharded)"
-                                                        : "3 / FSDP (+ weights sharded)") : "",
+        fprintf(out,
+                "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | pipeline "
+                "over %s (|%s| = %lld) | algorithm %s | overlap %s\n",
+                X[0] ? X : "-", X[0] ? X : "X", (long long)p->nX, p->zero ? ", ZeRO-" : "",
+                p->zero ? (p->zero == 1   ? "1 (optimizer state sharded)"
+                           : p->zero == 2 ? "2 (+ gradients sharded)"
+                                          : "3 / FSDP (+ weights sharded)")
+                        : "",
                 Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->nY, Zs[0] ? Zs : "-",
                 Zs[0] ? Zs : "Z", (long long)p->nZ, mesh_alg_name(p->alg),
                 p->overlap ? "on" : "off");
     }
-    fprintf(out, "parameters (global sharding; with ZeRO-1/2 the _%s shards are the optimizer "
-                 "state's):\n", X[0] ? X : "X");
+    fprintf(out,
+            "parameters (global sharding; with ZeRO-1/2 the _%s shards are the optimizer "
+            "state's):\n",
+            X[0] ? X : "X");
     const char *Xs = p && p->zero ? X : "";
     char Ls[16] = "L", Z[8] = "";
     if (p && p->nZ > 1) snprintf(Ls, sizeof Ls, "L_%s", sub(p->m, p->pax, Z));
@@ -113,15 +120,17 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
             Xw[0] ? "the _X shards (gathered per layer, just in time)"
                   : (p && p->zero ? "whole over X (replicated); optimizer state sharded"
                                   : "whole over the data axes (replicated)"));
-    fprintf(out, "activations: In[%s, %s] between blocks (In[%s, D] inside a block), "
-                 "logits[%s, %s], never whole\n",
+    fprintf(out,
+            "activations: In[%s, %s] between blocks (In[%s, D] inside a block), "
+            "logits[%s, %s], never whole\n",
             dimstr(b1, 32, "B", X), dimstr(b2, 32, "D", Y), b1, b1, dimstr(b3, 32, "V", Y));
     if (p) {
         printer pr = {out, r, p};
         const int64_t BT = c->micro_batch / p->nX * s->T, D = s->D, Dl = p->loc.Dl;
         const int64_t nmb = c->batch / c->micro_batch;
-        fprintf(out, "collectives of one layer (micro-batch of %lld tokens per data shard; "
-                     "%lld micro-batches per step; predicted with %s links):\n",
+        fprintf(out,
+                "collectives of one layer (micro-batch of %lld tokens per data shard; "
+                "%lld micro-batches per step; predicted with %s links):\n",
                 (long long)BT, (long long)nmb, report_link_source(r));
         fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what",
                 "n", "V", "path", "predicted");
@@ -158,9 +167,10 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
                 coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
                          "dW{U_X} → dW (once per step)", path);
             else
-                coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax, p->layer_elems / p->nX / 9,
-                         9, p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
-                                         : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
+                coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
+                         p->layer_elems / p->nX / 9, 9,
+                         p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
+                                      : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
                          path);
             if (p->zero == 1 || p->zero == 2)
                 coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
@@ -168,12 +178,14 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
         }
     }
     const double MB = 1e6;
-    fprintf(out, "memory per rank (MB): params %.2f | grads %.2f | optimizer %.2f | activations "
-                 "%.2f | gathered weights %.2f | comm/transient buffers %.2f | total %.2f\n",
-            mem.params / MB, mem.grads / MB, mem.optimizer / MB, mem.activations / MB,
-            mem.gathered / MB, mem.buffers / MB,
-            (mem.params + mem.grads + mem.optimizer + mem.activations + mem.gathered +
-             mem.buffers) / MB);
+    fprintf(
+        out,
+        "memory per rank (MB): params %.2f | grads %.2f | optimizer %.2f | activations "
+        "%.2f | gathered weights %.2f | comm/transient buffers %.2f | total %.2f\n",
+        mem.params / MB, mem.grads / MB, mem.optimizer / MB, mem.activations / MB,
+        mem.gathered / MB, mem.buffers / MB,
+        (mem.params + mem.grads + mem.optimizer + mem.activations + mem.gathered + mem.buffers) /
+            MB);
 }
 
 void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t len) {
@@ -192,8 +204,12 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
     char X[8], Y[8], d[64] = "", tp[32] = "";
     sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
     if (p->nX > 1)
-        snprintf(d, sizeof d, "%s over %s", p->zero == 0 ? "DP" : p->zero == 3 ? "FSDP (ZeRO-3)"
-                                                  : p->zero == 1 ? "ZeRO-1" : "ZeRO-2", X);
+        snprintf(d, sizeof d, "%s over %s",
+                 p->zero == 0   ? "DP"
+                 : p->zero == 3 ? "FSDP (ZeRO-3)"
+                 : p->zero == 1 ? "ZeRO-1"
+                                : "ZeRO-2",
+                 X);
     if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
     char Z[8] = "", pp[64] = "";
     if (p->nZ > 1)

@@ -17,7 +17,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static int last_micro(const struct par *p) { return p->micro == p->n_micro - 1; }
+static int last_micro(const struct par *p) {
+    return p->micro == p->n_micro - 1;
+}
 
 /* Σ over the axis set of a double, identical on every rank (AllGather + fixed-order sum). */
 static double allsum(struct par *p, mesh_axes a, double v) {
@@ -96,10 +98,13 @@ void par_drain_upto(struct par *p, int count) {
     }
     memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
     p->npend -= count;
-    for (int k = 0; k < 2; k++) p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
+    for (int k = 0; k < 2; k++)
+        p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
 }
 
-void par_drain(struct par *p) { par_drain_upto(p, p->npend); }
+void par_drain(struct par *p) {
+    par_drain_upto(p, p->npend);
+}
 
 /* Reduces one TP-local block gradient g over the data axes into its destination. For RS the
  * block is first packed in place so that shard j's elements are contiguous. out: where the RS
@@ -108,8 +113,10 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     const pgeo *ge = &p->g[id];
     const int64_t n = pgeo_block(ge);
     if (p->zero == 0) {
-        if (p->overlap) push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
-        else mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
+        if (p->overlap)
+            push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
+        else
+            mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
         return;
     }
     if (ge->zdim && ge->R > 1) {
@@ -197,8 +204,7 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
     p->micro = j;
     p->n_micro = n;
     for (int id = 0; id < P_COUNT; id++)
-        if (p->ngbuf[id])
-            memset(p->ngbuf[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
+        if (p->ngbuf[id]) memset(p->ngbuf[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
 }
 
 void par_finish_grads(par *p, model *m) {
@@ -262,7 +268,7 @@ par_owned par_owned_slice(par *p, model *m, param_id id) {
         return (par_owned){w, model_grad(m, id, NULL), n, off};
     }
     float *w = p->sh_p + p->sh_off[id]; /* zero 3: the model's own shard */
-    if (p->zero <= 2) {                  /* zero 1/2: this rank's shard, staged */
+    if (p->zero <= 2) {                 /* zero 1/2: this rank's shard, staged */
         w = p->ustage;
         shard_select(p, m, id, w);
     }

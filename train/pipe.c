@@ -43,9 +43,9 @@ struct pipe {
     int axis, schedule;
     int64_t P, s, M, BT, D;
     int nslots;
-    float *dout;                    /* received dL/d(stage output) */
-    float *dsend;                   /* [nslots][BT·D]: dL/d(input) being sent */
-    mesh_p2p **fsend, **bsend;      /* per slot: the send in flight */
+    float *dout;               /* received dL/d(stage output) */
+    float *dsend;              /* [nslots][BT·D]: dL/d(input) being sent */
+    mesh_p2p **fsend, **bsend; /* per slot: the send in flight */
     pipe_action *acts;
 };
 
@@ -82,7 +82,9 @@ void pipe_destroy(pipe *q) {
     free(q);
 }
 
-static int slot_of(const pipe *q, int64_t j) { return (int)(j % q->nslots); }
+static int slot_of(const pipe *q, int64_t j) {
+    return (int)(j % q->nslots);
+}
 
 static double forward(pipe *q, int64_t j, const int32_t *tok) {
     const int k = slot_of(q, j);
@@ -92,7 +94,8 @@ static double forward(pipe *q, int64_t j, const int32_t *tok) {
     q->fsend[k] = NULL;
     if (q->s > 0) mesh_recv(q->mesh, q->axis, -1, model_stage_input(q->m, k), n);
     double loss = model_stage_fwd(q->m, k, tok);
-    if (q->s < q->P - 1) q->fsend[k] = mesh_isend(q->mesh, q->axis, +1, model_stage_output(q->m, k), n);
+    if (q->s < q->P - 1)
+        q->fsend[k] = mesh_isend(q->mesh, q->axis, +1, model_stage_output(q->m, k), n);
     trace_end(TRACE_PIPE_FWD);
     return loss;
 }
@@ -159,7 +162,8 @@ void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out) {
      * its input exists (F: F of the stage before; B: B of the stage after and F of its own) */
     enum { MAXT = 4096 };
     pipe_action *acts = calloc((size_t)(2 * M), sizeof *acts);
-    int64_t *fdone = calloc((size_t)(P * M), sizeof *fdone), *bdone = calloc((size_t)(P * M), sizeof *bdone);
+    int64_t *fdone = calloc((size_t)(P * M), sizeof *fdone),
+            *bdone = calloc((size_t)(P * M), sizeof *bdone);
     int *next = calloc((size_t)P, sizeof *next);
     int64_t *free_at = calloc((size_t)P, sizeof *free_at);
     char *grid = calloc((size_t)(P * MAXT), 4);
@@ -173,7 +177,8 @@ void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out) {
             if (next[s] >= n) continue;
             pipe_action a = acts[next[s]];
             int64_t ready;
-            if (a.fwd) ready = s == 0 ? 0 : fdone[(s - 1) * M + a.mb];
+            if (a.fwd)
+                ready = s == 0 ? 0 : fdone[(s - 1) * M + a.mb];
             else {
                 ready = s == P - 1 ? fdone[s * M + a.mb] : bdone[(s + 1) * M + a.mb];
                 if (fdone[s * M + a.mb] < 0) ready = -1;
@@ -194,8 +199,9 @@ void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out) {
         }
         if (!progressed) break;
     }
-    fprintf(out, "pipeline timeline (%s, P = %lld stages, M = %lld micro-batches; one column = "
-                 "one forward time, backward = 2): ideal bubble (P−1)/(M+P−1) = %.3f\n",
+    fprintf(out,
+            "pipeline timeline (%s, P = %lld stages, M = %lld micro-batches; one column = "
+            "one forward time, backward = 2): ideal bubble (P−1)/(M+P−1) = %.3f\n",
             schedule == PIPE_GPIPE ? "GPipe" : "1F1B", (long long)P, (long long)M,
             (double)(P - 1) / (double)(M + P - 1));
     for (int64_t s = 0; s < P; s++) {

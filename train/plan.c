@@ -270,8 +270,7 @@ static int validate(const plan_spec *s, const plan_result *r, char *err, size_t 
     const model_shape *m = &s->shape;
     const int all = (1 << s->n_axes) - 1;
     int split = 0;
-    for (int i = 0; i < s->n_axes; i++)
-        split |= plan_axis_split(s, i) << i;
+    for (int i = 0; i < s->n_axes; i++) split |= plan_axis_split(s, i) << i;
     if (s->n_axes < 1) return fail(err, errlen, "no topology (give --topology or --mesh)", 0, 0);
     if ((s->data_mask & s->tensor_mask & ~split) || (s->data_mask & s->pipe_mask) ||
         (s->tensor_mask & s->pipe_mask))
@@ -379,8 +378,7 @@ int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen) {
     r->Y = degree(s, PLAN_ROLE_TENSOR, &r->M_Y);
     r->P = degree(s, PLAN_ROLE_PIPE, &np);
     r->chips = 1;
-    for (int i = 0; i < s->n_axes; i++)
-        r->chips *= s->sizes[i];
+    for (int i = 0; i < s->n_axes; i++) r->chips *= s->sizes[i];
     if (validate(s, r, err, errlen) < 0) return -1;
 
     const double B = s->tokens, D = (double)m->D, T = (double)m->T, V = (double)m->V;
@@ -412,8 +410,7 @@ int plan_compute(const plan_spec *s, plan_result *r, char *err, size_t errlen) {
     r->phase[1][0].flops = b / Y * 2 * D * V;
     r->phase[1][1].flops = b / Y * 4 * D * V;
     for (int g = 0; g < 2; g++)
-        for (int k = 0; k < 2; k++)
-            r->phase[g][k].t_math = r->phase[g][k].flops / C;
+        for (int k = 0; k < 2; k++) r->phase[g][k].t_math = r->phase[g][k].flops / C;
 
     builder bl = {s, r, "", ""};
     plan_axes_str(s, PLAN_ROLE_DATA, bl.dsub, sizeof bl.dsub);

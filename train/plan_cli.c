@@ -267,8 +267,7 @@ static int parse_topology(const char *t, int *sizes, int *n, char *err, size_t l
 
 static int mask_of(const char *axes) {
     int m = 0;
-    for (const char *p = axes; *p; p++)
-        m |= 1 << (*p - 'x');
+    for (const char *p = axes; *p; p++) m |= 1 << (*p - 'x');
     return m;
 }
 
@@ -309,8 +308,7 @@ static int finish(cli *c, char *err, size_t len) {
         plan_spec_set_topology(s, sizes, n, err, len) < 0)
         return -1;
     const int all = (1 << n) - 1;
-    for (const char *p = c->open; *p; p++)
-        s->wraps[*p - 'x'] = 0;
+    for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
     int block[COST_MAX_AXES] = {0, 0, 0}, split = 0;
     if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
     s->pipe_mask = mask_of(c->pipe);

@@ -274,8 +274,7 @@ void plan_print(FILE *out, const plan_spec *s, const plan_result *r) {
     char notes[PLAN_MAX_NOTES][PLAN_NOTE_LEN];
     const int n_notes = plan_notes(s, r, notes);
     fprintf(out, "notes:\n");
-    for (int i = 0; i < n_notes; i++)
-        fprintf(out, "  - %s\n", notes[i]);
+    for (int i = 0; i < n_notes; i++) fprintf(out, "  - %s\n", notes[i]);
 }
 
 /* ---- search ---- */
@@ -351,8 +350,7 @@ static int enumerate(const plan_spec *topo, int whole_axes, entry **e, int *n, i
     const int na = topo->n_axes;
     char err[256];
     plan_result r;
-    for (int i = 0; i < na; i++)
-        n_opt[i] = axis_options(topo->sizes[i], whole_axes, opt[i]);
+    for (int i = 0; i < na; i++) n_opt[i] = axis_options(topo->sizes[i], whole_axes, opt[i]);
     for (;;) {
         plan_spec s = *topo;
         s.data_mask = s.tensor_mask = 0;
@@ -376,8 +374,7 @@ static int enumerate(const plan_spec *topo, int whole_axes, entry **e, int *n, i
             (*e)[(*n)++] = (entry){s, r.t_step_max, r.t_step_sum, r.mem_total, r.fits, (*idx)++};
         }
         int i = na - 1; /* the last axis varies fastest: z's splits come before x's */
-        while (i >= 0 && ++pick[i] == n_opt[i])
-            pick[i--] = 0;
+        while (i >= 0 && ++pick[i] == n_opt[i]) pick[i--] = 0;
         if (i < 0) return 0;
     }
 }

@@ -24,9 +24,9 @@
 
 struct report {
     mesh *m;
-    double flops;             /* this rank's sgemm FLOP/s */
+    double flops; /* this rank's sgemm FLOP/s */
     cost_link link[MESH_MAX_AXES];
-    int calibrated;           /* links measured (1) or emulated (2) */
+    int calibrated; /* links measured (1) or emulated (2) */
     /* accumulated by the trace hook (the progress thread may call it) */
     double pred[MESH_OP_COUNT], pred_async[MESH_OP_COUNT], xfer[MESH_OP_COUNT];
     int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
@@ -49,7 +49,8 @@ double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg,
         V *= n; /* after the gather / the unreduced input (count is per rank) */
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
     cost_est est;
-    double t = cost_collective(mesh_cost_op(op), l, sizes, wraps, axes.n, mesh_cost_alg(alg), V, &est);
+    double t =
+        cost_collective(mesh_cost_op(op), l, sizes, wraps, axes.n, mesh_cost_alg(alg), V, &est);
     if (latency_bound) *latency_bound = t > 0 && est.regime == COST_REGIME_LATENCY;
     return t > 0 ? t : 0.0;
 }
@@ -58,8 +59,10 @@ static void hook(const mesh_call *c, void *ctx) {
     report *r = ctx;
     int lat = 0;
     double t = report_predict(r, c->op, c->axes, c->alg, c->count, &lat);
-    if (c->async) r->pred_async[c->op] += t;
-    else r->pred[c->op] += t;
+    if (c->async)
+        r->pred_async[c->op] += t;
+    else
+        r->pred[c->op] += t;
     r->xfer[c->op] += c->t_end - c->t_start;
     r->regime_lat[c->op] += lat;
     r->async_calls[c->op] += c->async;
@@ -115,8 +118,10 @@ report *report_create(mesh *m, double flops) {
             r->link[a].hop_latency = lat;
         } else {
             emulated = 0;
-            if (mesh_axis_size(m, a) > 1) calibrate_axis(r, a);
-            else r->link[a] = (cost_link){1e12, 1e-6};
+            if (mesh_axis_size(m, a) > 1)
+                calibrate_axis(r, a);
+            else
+                r->link[a] = (cost_link){1e12, 1e-6};
         }
     }
     r->calibrated = emulated ? 2 : 1;
@@ -131,8 +136,12 @@ void report_destroy(report *r) {
     free(r);
 }
 
-const cost_link *report_link(const report *r, int axis) { return &r->link[axis]; }
-double report_flops(const report *r) { return r->flops; }
+const cost_link *report_link(const report *r, int axis) {
+    return &r->link[axis];
+}
+double report_flops(const report *r) {
+    return r->flops;
+}
 const char *report_link_source(const report *r) {
     return r->calibrated == 2 ? "emulated" : "measured";
 }
@@ -176,8 +185,8 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     double hidden = pred_async - 2.0 / 3.0 * out->pred_compute;
     out->pred_step = out->pred_compute + pred_block + (hidden > 0 ? hidden : 0);
     /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles) */
-    const double can_hide = pred_async < 2.0 / 3.0 * out->pred_compute
-                                ? pred_async : 2.0 / 3.0 * out->pred_compute;
+    const double can_hide =
+        pred_async < 2.0 / 3.0 * out->pred_compute ? pred_async : 2.0 / 3.0 * out->pred_compute;
     double c_exp = 0, c_xfer = 0, c_pred = 0, c_hid = 0;
     int64_t n_async = 0;
     for (int op = 0; op < MESH_OP_SEND; op++) {
@@ -208,7 +217,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     /* the gather above is bookkeeping, not the step's: keep it out of the next step's deltas */
 }
 
-const report_totals *report_get_totals(const report *r) { return &r->tot; }
+const report_totals *report_get_totals(const report *r) {
+    return &r->tot;
+}
 
 void report_print_summary(const report *r, const report_case *k, FILE *out) {
     const report_totals *t = &r->tot;
@@ -216,16 +227,17 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     fprintf(out, "== summary: %s, %lld steps (rank 0; times summed over steps) ==\n", k->scheme,
             (long long)t->steps);
     fprintf(out, "  %-14s %7s %6s %10s %11s %11s %12s %9s %7s %5s  %s\n", "collective", "calls",
-            "async", "MB sent", "exposed ms", "transfer ms", "predicted ms", "meas/pred",
-            "overlap", "book", "regime (book)");
+            "async", "MB sent", "exposed ms", "transfer ms", "predicted ms", "meas/pred", "overlap",
+            "book", "regime (book)");
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         if (t->calls[op] == 0) continue;
         const double ratio = t->pred[op] > 0 ? t->xfer[op] / t->pred[op] : 0;
         char book[16] = "-";
         if (op < MESH_OP_SEND && t->pred[op] > 0)
             snprintf(book, sizeof book, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
-        fprintf(out, "  %-14s %7lld %6lld %10.3f %11.2f %11.2f %12.2f %9.2f %6.0f%% %5s  %lld of "
-                     "%lld latency-bound\n",
+        fprintf(out,
+                "  %-14s %7lld %6lld %10.3f %11.2f %11.2f %12.2f %9.2f %6.0f%% %5s  %lld of "
+                "%lld latency-bound\n",
                 mesh_op_name((mesh_op)op), (long long)t->calls[op], (long long)t->async_calls[op],
                 t->bytes[op] / 1e6, 1e3 * t->exposed[op], 1e3 * t->xfer[op], 1e3 * t->pred[op],
                 ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), book,
@@ -234,8 +246,9 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
                  "compute (OSU's measure);\n  book = the step model's: non-blocking transfers "
                  "hide behind 2/3 of the predicted compute\n");
-    fprintf(out, "  compute: measured %.1f ms, predicted %.1f ms (%.2f) | step: measured %.1f ms, "
-                 "predicted %.1f ms (%.2f)\n",
+    fprintf(out,
+            "  compute: measured %.1f ms, predicted %.1f ms (%.2f) | step: measured %.1f ms, "
+            "predicted %.1f ms (%.2f)\n",
             1e3 * t->compute, 1e3 * t->pred_compute,
             t->pred_compute > 0 ? t->compute / t->pred_compute : 0, 1e3 * t->wall,
             1e3 * t->pred_step, t->pred_step > 0 ? t->wall / t->pred_step : 0);
@@ -256,12 +269,13 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
                 (double)k->nY < ymax ? "compute-bound" : "communication-bound");
     }
     if (k->nX > 1 && k->nY > 1) {
-        const double N = (double)(k->nX * k->nY), thr = 4 * alpha * alpha /
-                                                         (k->n_data_axes * 1.0 * (double)k->F);
-        fprintf(out, "    mixed FSDP+TP: B/N = %.0f vs 4α²/(M_X·M_Y·F) = %.0f → %s; "
-                     "X_opt = sqrt(B/F·M_X/M_Y·N) = %.2f\n",
-                (double)k->tokens / N, thr, (double)k->tokens / N > thr ? "compute-bound"
-                                                                      : "communication-bound",
+        const double N = (double)(k->nX * k->nY),
+                     thr = 4 * alpha * alpha / (k->n_data_axes * 1.0 * (double)k->F);
+        fprintf(out,
+                "    mixed FSDP+TP: B/N = %.0f vs 4α²/(M_X·M_Y·F) = %.0f → %s; "
+                "X_opt = sqrt(B/F·M_X/M_Y·N) = %.2f\n",
+                (double)k->tokens / N, thr,
+                (double)k->tokens / N > thr ? "compute-bound" : "communication-bound",
                 sqrt((double)k->tokens / (double)k->F * k->n_data_axes * N));
     }
 }

@@ -23,7 +23,7 @@ typedef struct {
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT];
     double pred_compute, pred_step;
-    double overlap;      /* over the collectives (not p2p) of the step; −1: no non-blocking call */
+    double overlap; /* over the collectives (not p2p) of the step; −1: no non-blocking call */
     double pred_overlap; /* the same, predicted */
 } step_split;
 
@@ -52,11 +52,11 @@ const char *report_link_source(const report *r);
 double report_flops(const report *r);
 /* What the final summary needs to know of the run. */
 typedef struct report_case {
-    const char *scheme;  /* "FSDP (ZeRO-3) over x + TP over y" */
-    int64_t tokens;      /* B: tokens per step (global) */
+    const char *scheme; /* "FSDP (ZeRO-3) over x + TP over y" */
+    int64_t tokens;     /* B: tokens per step (global) */
     int64_t F, nX, nY;
-    int n_data_axes;     /* M_X */
-    int data_axis;       /* major data axis (its link constants are used), −1 if none */
+    int n_data_axes; /* M_X */
+    int data_axis;   /* major data axis (its link constants are used), −1 if none */
 } report_case;
 /* Rank 0 prints the per-collective table (calls, bytes, exposed and transfer time, predicted,
  * regime) and where the book's thresholds put this run. */

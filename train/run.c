@@ -71,8 +71,7 @@ void run_resolve_data(config *c, const char *argv0) {
 run_peak run_measure_peak(mesh *m, double rank_flops) {
     run_peak pk = {rank_flops, 0};
     mesh_axes all = {.n = mesh_ndims(m)};
-    for (int k = 0; k < all.n; k++)
-        all.ax[k] = k;
+    for (int k = 0; k < all.n; k++) all.ax[k] = k;
     float v = (float)pk.rank, sum = 0.0f;
     mesh_all_reduce(m, all, &sum, &v, 1, MESH_ALG_MPI);
     pk.total = sum;
@@ -119,8 +118,7 @@ static double evaluate(run_ctx *r) {
 /* Seconds the step spent blocked in collectives (communication not hidden behind compute). */
 static double exposed_comm(const step_stats *st) {
     double sum = 0.0;
-    for (int op = 0; op < MESH_OP_COUNT; op++)
-        sum += st->split.exposed[op];
+    for (int op = 0; op < MESH_OP_COUNT; op++) sum += st->split.exposed[op];
     return sum;
 }
 
@@ -251,8 +249,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     const double tokens_per_step = (double)(c->batch * c->shape.T);
     const double flops_per_step = model_flops_per_token(&c->shape) * tokens_per_step;
     int width = 1;
-    for (int64_t s = c->steps; s >= 10; s /= 10)
-        width++;
+    for (int64_t s = c->steps; s >= 10; s /= 10) width++;
     double train_secs = 0.0, last_loss = NAN, last_val = NAN;
     for (int64_t step = r.step0; step < c->steps; step++) {
         const double t0 = mesh_now();
@@ -276,9 +273,10 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .comm_ag = st.split.exposed[MESH_OP_ALL_GATHER] / dt,
                            .comm_rs = st.split.exposed[MESH_OP_REDUCE_SCATTER] / dt,
                            .comm_ar = st.split.exposed[MESH_OP_ALL_REDUCE] / dt,
-                           .comm_p2p = (st.split.exposed[MESH_OP_SEND] +
-                                        st.split.exposed[MESH_OP_RECV] +
-                                        st.split.exposed[MESH_OP_PPERMUTE]) / dt,
+                           .comm_p2p =
+                               (st.split.exposed[MESH_OP_SEND] + st.split.exposed[MESH_OP_RECV] +
+                                st.split.exposed[MESH_OP_PPERMUTE]) /
+                               dt,
                            .bubble = st.pipe.bubble,
                            .bubble_ideal = st.pipe.bubble_ideal,
                            .stage_act_bytes = (double)st.pipe.act_bytes,

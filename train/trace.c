@@ -360,8 +360,7 @@ static int join_parts(int nranks, char *err, size_t errlen) {
         }
         if (r) fprintf(out, ",\n");
         size_t n;
-        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-            fwrite(buf, 1, n, out);
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
         fclose(in);
     }
     char spec[96];
@@ -369,16 +368,14 @@ static int join_parts(int nranks, char *err, size_t errlen) {
             "],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"tool\":\"meshtrain\","
             "\"clock\":\"us since trace start (a barrier)\",\"mesh\":\"%s\",\"axes\":\"",
             mesh_spec_str(m, spec, sizeof spec));
-    for (int k = 0; k < mesh_ndims(m); k++)
-        fputc(mesh_axis_name(m, k), out);
+    for (int k = 0; k < mesh_ndims(m); k++) fputc(mesh_axis_name(m, k), out);
     fprintf(out, "\",\"ranks\":[");
     for (int r = 0; r < nranks; r++) {
         int c[MESH_MAX_AXES], q = r;
         for (int k = mesh_ndims(m) - 1; k >= 0; k--)
             c[k] = q % mesh_axis_size(m, k), q /= mesh_axis_size(m, k);
         fprintf(out, "%s{\"rank\":%d,\"coords\":[", r ? "," : "", r);
-        for (int k = 0; k < mesh_ndims(m); k++)
-            fprintf(out, "%s%d", k ? "," : "", c[k]);
+        for (int k = 0; k < mesh_ndims(m); k++) fprintf(out, "%s%d", k ? "," : "", c[k]);
         fprintf(out, "]}");
     }
     fprintf(out, "]}}\n");

@@ -28,7 +28,7 @@ struct trainer {
     report *rep;
     mesh_emulation emu;
     int emulated;
-    pipe *pp;      /* pipelining: the schedule driver (NULL without --pipeline) */
+    pipe *pp; /* pipelining: the schedule driver (NULL without --pipeline) */
     pipe_stats pst;
 };
 
@@ -145,10 +145,18 @@ void trainer_destroy(trainer *t) {
     free(t);
 }
 
-model *trainer_model(trainer *t) { return t->mod; }
-par *trainer_par(trainer *t) { return t->plan; }
-report *trainer_report(trainer *t) { return t->rep; }
-double trainer_flops(const trainer *t) { return t->flops; }
+model *trainer_model(trainer *t) {
+    return t->mod;
+}
+par *trainer_par(trainer *t) {
+    return t->plan;
+}
+report *trainer_report(trainer *t) {
+    return t->rep;
+}
+double trainer_flops(const trainer *t) {
+    return t->flops;
+}
 void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n) {
     *m = t->opt_m;
     *v = t->opt_v;
@@ -164,8 +172,12 @@ void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows) {
 
 static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
     const config *c = &t->c;
-    kern_adamw_cfg ac = {(float)trainer_lr(c, step), (float)c->beta1, (float)c->beta2,
-                         (float)c->eps, 0.0f, step + 1};
+    kern_adamw_cfg ac = {(float)trainer_lr(c, step),
+                         (float)c->beta1,
+                         (float)c->beta2,
+                         (float)c->eps,
+                         0.0f,
+                         step + 1};
     for (int id = 0; id < P_COUNT; id++) {
         par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
         if (o.n == 0) continue; /* (the same on every rank of the data axes) */
@@ -206,7 +218,8 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     par_finish_grads(t->plan, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
     trace_end(TRACE_GRADS);
-    st->loss = t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
+    st->loss =
+        t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
     /* the loss and the norm are identical on every rank, so every rank leaves together, before
      * the update could spread NaNs into the parameters (or a checkpoint) */
     if (!isfinite(st->loss) || !isfinite(gnorm))
@@ -250,17 +263,19 @@ void trainer_print_plan(trainer *t, FILE *out) {
         int64_t P, s;
         par_pipe_axis(t->plan, &axis, &P, &s);
         const int64_t Ls = t->c.shape.L / P;
-        fprintf(out, "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
-                     "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head); "
-                     "%lld micro-batches of %lld sequences per data shard\n",
+        fprintf(out,
+                "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
+                "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head); "
+                "%lld micro-batches of %lld sequences per data shard\n",
                 mesh_axis_name(t->mesh, axis), (long long)P, (long long)Ls, (long long)Ls,
                 (long long)Ls, (long long)(P - 1), (long long)t->n_micro, (long long)t->Bl);
         pipe_timeline(t->c.schedule, P, t->n_micro, out);
     }
     if (t->emulated && mesh_world_rank() == 0)
-        fprintf(out, "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
-                     "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
-                     "(chip %.3g): C/W_ici = %.0f on both\n",
+        fprintf(out,
+                "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
+                "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
+                "(chip %.3g): C/W_ici = %.0f on both\n",
                 t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
                 t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);

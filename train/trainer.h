@@ -30,7 +30,7 @@ trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
 trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
 void trainer_destroy(trainer *t); /* accepts NULL */
 model *trainer_model(trainer *t);
-par *trainer_par(trainer *t);           /* NULL for a single-rank run */
+par *trainer_par(trainer *t); /* NULL for a single-rank run */
 report *trainer_report(trainer *t);
 double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
 /* The optimizer state this rank holds: AdamW moments m and v over the owned slices (see

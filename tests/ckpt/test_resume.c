@@ -149,8 +149,7 @@ static int64_t file_mismatches(trainer *r, mesh *m, const char *path) {
             const param_info pi = model_param_info(model_shape_of(mr), (param_id)id);
             const int64_t zero[3] = {0, 0, 0};
             int64_t n = 1;
-            for (int i = 0; i < pi.ndim; i++)
-                n *= pi.shape[i];
+            for (int i = 0; i < pi.ndim; i++) n *= pi.shape[i];
             float *full = malloc((size_t)n * sizeof(float));
             char name[96];
             snprintf(name, sizeof name, "%s/%s",
@@ -187,8 +186,7 @@ static void parse(config *c, int argc, char **argv) {
     char err[512];
     char *args[64] = {"test_resume", "--batch", "24", "--micro-batch", "12"};
     int nargs = 5;
-    for (int i = 0; i < argc && nargs < 64; i++)
-        args[nargs++] = argv[i];
+    for (int i = 0; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
     config_defaults(c);
     if (config_parse(c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
     c->shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
@@ -268,11 +266,9 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         printf("optimizer %s, %d + %d steps\n", adamw ? "adamw" : "sgd", N_HALF, N_HALF);
         printf("1-rank losses        ");
-        for (int i = N_HALF; i < STEPS; i++)
-            printf(" %.9f", ref[i]);
+        for (int i = N_HALF; i < STEPS; i++) printf(" %.9f", ref[i]);
         printf("\nwriter -> reader     ");
-        for (int i = N_HALF; i < STEPS; i++)
-            printf(" %.9f", rl[i]);
+        for (int i = N_HALF; i < STEPS; i++) printf(" %.9f", rl[i]);
         printf("\nworst deviation (units of eps·(|a|+|b|+1), tolerance k = %.0f): writer->reader "
                "loss %.2f params %.2f | 1-rank->reader loss %.2f params %.2f\n",
                K_TOL, wmax[0], wmax[1], wmax[2], wmax[3]);

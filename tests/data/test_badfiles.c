@@ -68,8 +68,7 @@ int main(int argc, char **argv) {
     const char *names[12] = {"missing.h5", "empty.h5", "garbage.bin",   "foreign.h5",
                              "v2.h5",      "good.h5",  "trunc_half.h5", "trunc_head.h5",
                              "short.txt",  "text.txt", "emptyval.h5",   "out.h5"};
-    for (int i = 0; i < 12; i++)
-        snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+    for (int i = 0; i < 12; i++) snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
     enum {
         MISSING,
         EMPTY,

@@ -90,10 +90,8 @@ static void write_file(const char *path, int salt) {
     write3(f, "rep/pairs", salt + 4, off, cnt, r % 2 == 1 || r == q - 1);
     /* 1-D and 2-D, written by rank 0 alone. */
     float v[D2], m[D1 * D2];
-    for (int k = 0; k < D2; k++)
-        v[k] = (float)(salt + k);
-    for (int k = 0; k < D1 * D2; k++)
-        m[k] = (float)(salt - k);
+    for (int k = 0; k < D2; k++) v[k] = (float)(salt + k);
+    for (int k = 0; k < D1 * D2; k++) m[k] = (float)(salt - k);
     int64_t d1[1] = {D2}, o1[1] = {0}, d2[2] = {D1, D2}, o2[2] = {0, 0};
     DT_CHECK(h5array_write(f, "top1", 1, d1, o1, d1, r == 0, v, err, sizeof err) == 0, "%s", err);
     DT_CHECK(h5array_write(f, "top2", 2, d2, o2, d2, r == 0, m, err, sizeof err) == 0, "%s", err);

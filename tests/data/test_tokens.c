@@ -194,8 +194,7 @@ int main(int argc, char **argv) {
     /* The tokenizer itself: every byte round-trips, out-of-range tokens are refused. */
     char bytes[256], back[256];
     int32_t tok[256];
-    for (int i = 0; i < 256; i++)
-        bytes[i] = (char)i;
+    for (int i = 0; i < 256; i++) bytes[i] = (char)i;
     tok_encode(tok, bytes, 256);
     DT_CHECK(tok_decode(back, tok, 256) == 0 && memcmp(bytes, back, 256) == 0 && tok[255] == 255,
              "byte round trip");

@@ -24,16 +24,16 @@ static float *buf(int64_t n, float v) {
     return p;
 }
 
-#define BEST(label, reps, stmt)                                                   \
-    do {                                                                          \
-        double best = 1e30;                                                       \
-        for (int r_ = 0; r_ < (reps); r_++) {                                     \
-            double t0_ = now_ms();                                                \
-            stmt;                                                                 \
-            double t_ = now_ms() - t0_;                                           \
-            best = t_ < best ? t_ : best;                                         \
-        }                                                                         \
-        printf("%-44s %8.3f ms\n", label, best);                                  \
+#define BEST(label, reps, stmt)                                                                    \
+    do {                                                                                           \
+        double best = 1e30;                                                                        \
+        for (int r_ = 0; r_ < (reps); r_++) {                                                      \
+            double t0_ = now_ms();                                                                 \
+            stmt;                                                                                  \
+            double t_ = now_ms() - t0_;                                                            \
+            best = t_ < best ? t_ : best;                                                          \
+        }                                                                                          \
+        printf("%-44s %8.3f ms\n", label, best);                                                   \
     } while (0)
 
 int main(void) {
@@ -53,8 +53,10 @@ int main(void) {
          (kern_swiglu_fwd(h, a, b, M * F), kern_swiglu_bwd(da, db, dh, a, b, M * F)));
 
     const int64_t Bs = 8, T = 256, N = 8, H = 64, nq = Bs * T * N * H;
-    float *q = buf(nq, 1), *k = buf(nq, 1), *v = buf(nq, 1), *o = buf(nq, 0), *P = buf(Bs * N * T * T, 0);
-    float *dout = buf(nq, 1), *dq = buf(nq, 0), *dk = buf(nq, 0), *dv = buf(nq, 0), *scr = buf(T * T, 0);
+    float *q = buf(nq, 1), *k = buf(nq, 1), *v = buf(nq, 1), *o = buf(nq, 0),
+          *P = buf(Bs * N * T * T, 0);
+    float *dout = buf(nq, 1), *dq = buf(nq, 0), *dk = buf(nq, 0), *dv = buf(nq, 0),
+          *scr = buf(T * T, 0);
     BEST("attention fwd B=8 T=256 Nl=Kl=8 H=64", 5, kern_attn_fwd(o, P, q, k, v, Bs, T, N, N, H));
     BEST("attention bwd B=8 T=256 Nl=Kl=8 H=64", 5,
          kern_attn_bwd(dq, dk, dv, scr, dout, P, q, k, v, Bs, T, N, N, H));

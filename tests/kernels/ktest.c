@@ -13,8 +13,7 @@ static uint64_t lcg_next(uint64_t *s) {
 
 void kt_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * (double)lcg_next(&s) * 0x1.0p-53;
+    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (double)lcg_next(&s) * 0x1.0p-53;
 }
 
 void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi) {

@@ -40,20 +40,24 @@ static double loss_d(const void *ctx) {
                 for (int64_t j = 0; j <= i; j++) z += (s[j] = exp(s[j] - m));
                 for (int64_t c = 0; c < H; c++) {
                     double o = 0.0;
-                    for (int64_t j = 0; j <= i; j++) o += s[j] / z * v[(b * T + j) * ldk + (h / grp) * H + c];
+                    for (int64_t j = 0; j <= i; j++)
+                        o += s[j] / z * v[(b * T + j) * ldk + (h / grp) * H + c];
                     L += o * w[(b * T + i) * ldq + h * H + c];
                 }
             }
     return L;
 }
 
-static float *fbuf(int64_t n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
+static float *fbuf(int64_t n) {
+    return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
 
 static void run(int64_t B, int64_t T, int64_t Nl, int64_t Kl, int64_t H, int do_fd) {
     int64_t nq = B * T * Nl * H, nk = B * T * Kl * H, nP = B * Nl * T * T;
     float *q = fbuf(nq), *k = fbuf(nk), *v = fbuf(nk), *dout = fbuf(nq);
     float *out = fbuf(nq), *outr = fbuf(nq), *P = fbuf(nP), *Pr = fbuf(nP), *scr = fbuf(T * T);
-    float *dq = fbuf(nq), *dk = fbuf(nk), *dv = fbuf(nk), *dqr = fbuf(nq), *dkr = fbuf(nk), *dvr = fbuf(nk);
+    float *dq = fbuf(nq), *dk = fbuf(nk), *dv = fbuf(nk), *dqr = fbuf(nq), *dkr = fbuf(nk),
+          *dvr = fbuf(nk);
     char what[128], shape[64];
     snprintf(shape, sizeof shape, "B=%lld T=%lld Nl=%lld Kl=%lld H=%lld", (long long)B,
              (long long)T, (long long)Nl, (long long)Kl, (long long)H);

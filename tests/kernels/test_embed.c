@@ -9,10 +9,14 @@
 
 static void run(int64_t M, int64_t D, int64_t V, int64_t v0, int64_t Vl) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)M);
-    float *E = malloc(sizeof(float) * (size_t)(Vl * D)), *x = malloc(sizeof(float) * (size_t)(M * D));
-    float *w = malloc(sizeof(float) * (size_t)(M * D)), *xr = malloc(sizeof(float) * (size_t)(M * D));
-    float *dE = malloc(sizeof(float) * (size_t)(Vl * D)), *dE0 = malloc(sizeof(float) * (size_t)(Vl * D));
-    double *fd = malloc(sizeof(double) * (size_t)(Vl * D)), *Ed = malloc(sizeof(double) * (size_t)(Vl * D));
+    float *E = malloc(sizeof(float) * (size_t)(Vl * D)),
+          *x = malloc(sizeof(float) * (size_t)(M * D));
+    float *w = malloc(sizeof(float) * (size_t)(M * D)),
+          *xr = malloc(sizeof(float) * (size_t)(M * D));
+    float *dE = malloc(sizeof(float) * (size_t)(Vl * D)),
+          *dE0 = malloc(sizeof(float) * (size_t)(Vl * D));
+    double *fd = malloc(sizeof(double) * (size_t)(Vl * D)),
+           *Ed = malloc(sizeof(double) * (size_t)(Vl * D));
     char what[96];
     for (int64_t r = 0; r < M; r++) tok[r] = (int32_t)((r * 7 + 3) % V); /* repeats when M > V */
     kt_fill(E, Vl * D, 1, -1, 1);
@@ -41,7 +45,10 @@ static void run(int64_t M, int64_t D, int64_t V, int64_t v0, int64_t Vl) {
                     int64_t t = tok[r] - v0;
                     if (t >= 0 && t < Vl) L += w[r * D + c] * Ed[t * D + c];
                 }
-            if (pass) lm = L; else lp = L;
+            if (pass)
+                lm = L;
+            else
+                lp = L;
         }
         Ed[i] = s;
         fd[i] = dE0[i] + (lp - lm) / (2 * h);
@@ -54,9 +61,9 @@ static void run(int64_t M, int64_t D, int64_t V, int64_t v0, int64_t Vl) {
 
 int main(void) {
     run(1, 1, 1, 0, 1);
-    run(13, 7, 5, 0, 5);   /* repeated tokens */
-    run(17, 5, 11, 4, 4);  /* middle shard */
-    run(7, 3, 29, 20, 9);  /* last shard */
+    run(13, 7, 5, 0, 5);    /* repeated tokens */
+    run(17, 5, 11, 4, 4);   /* middle shard */
+    run(7, 3, 29, 20, 9);   /* last shard */
     run(3, 4, 100, 90, 10); /* tokens 3, 10, 17: none in this shard */
     return check_finish("test_kern_embed");
 }

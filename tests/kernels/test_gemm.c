@@ -26,7 +26,8 @@ static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, 
     kern_gemm_ref(R, A, Bm, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
     /* compare only the M×N window; the padding columns must be untouched (NaN == NaN fails,
      * so compare them bitwise) */
-    float *cw = malloc(sizeof(float) * (size_t)(M * N)), *rw = malloc(sizeof(float) * (size_t)(M * N));
+    float *cw = malloc(sizeof(float) * (size_t)(M * N)),
+          *rw = malloc(sizeof(float) * (size_t)(M * N));
     int pad_ok = 1;
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) {
@@ -34,7 +35,8 @@ static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, 
             rw[i * N + j] = R[i * ldc + j];
         }
         for (int64_t j = N; j < ldc; j++)
-            if (!(C[i * ldc + j] == R[i * ldc + j] || (isnan(C[i * ldc + j]) && isnan(R[i * ldc + j]))))
+            if (!(C[i * ldc + j] == R[i * ldc + j] ||
+                  (isnan(C[i * ldc + j]) && isnan(R[i * ldc + j]))))
                 pad_ok = 0;
     }
     char what[96];
@@ -46,10 +48,14 @@ static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, 
 }
 
 static void wrappers(int64_t M, int64_t K, int64_t N) {
-    float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(K * N));
-    float *y = malloc(sizeof(float) * (size_t)(M * N)), *yr = malloc(sizeof(float) * (size_t)(M * N));
-    float *dw = malloc(sizeof(float) * (size_t)(K * N)), *dwr = malloc(sizeof(float) * (size_t)(K * N));
-    float *dx = malloc(sizeof(float) * (size_t)(M * K)), *dxr = malloc(sizeof(float) * (size_t)(M * K));
+    float *x = malloc(sizeof(float) * (size_t)(M * K)),
+          *w = malloc(sizeof(float) * (size_t)(K * N));
+    float *y = malloc(sizeof(float) * (size_t)(M * N)),
+          *yr = malloc(sizeof(float) * (size_t)(M * N));
+    float *dw = malloc(sizeof(float) * (size_t)(K * N)),
+          *dwr = malloc(sizeof(float) * (size_t)(K * N));
+    float *dx = malloc(sizeof(float) * (size_t)(M * K)),
+          *dxr = malloc(sizeof(float) * (size_t)(M * K));
     kt_fill(x, M * K, 11, -1, 1);
     kt_fill(w, K * N, 12, -1, 1);
     kern_matmul(y, x, w, M, K, N);
@@ -65,14 +71,16 @@ static void wrappers(int64_t M, int64_t K, int64_t N) {
         for (int64_t i = 0; i < M * K; i++) dxr[i] = dx[i];
         kern_matmul_dx(dx, y, w, M, K, N, acc);
         kern_gemm_ref(dxr, y, w, M, K, N, false, true, N, N, K, 1, acc ? 1.0f : 0.0f);
-        kt_close(acc ? "matmul_dx dx += dy·wᵀ" : "matmul_dx dx = dy·wᵀ", dx, dxr, M * K, K_GEMM * 4);
+        kt_close(acc ? "matmul_dx dx += dy·wᵀ" : "matmul_dx dx = dy·wᵀ", dx, dxr, M * K,
+                 K_GEMM * 4);
     }
     free(x), free(w), free(y), free(yr), free(dw), free(dwr), free(dx), free(dxr);
 }
 
 int main(void) {
     kern_set_threads(1);
-    const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 17}, {13, 1, 7}, {17, 7, 1}, {1, 17, 13}, {6, 10, 9}};
+    const int64_t shapes[][3] = {{1, 1, 1},  {7, 13, 17}, {13, 1, 7},
+                                 {17, 7, 1}, {1, 17, 13}, {6, 10, 9}};
     const float ab[][2] = {{1.0f, 0.0f}, {0.7f, 1.0f}, {-1.3f, -0.5f}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++)

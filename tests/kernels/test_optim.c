@@ -17,7 +17,8 @@ static void adamw(int64_t n) {
     char what[96];
     kt_fill(p, n, 1, -1, 1);
     for (int64_t i = 0; i < n; i++) pr[i] = p[i], m[i] = mr[i] = 0.0f, v[i] = vr[i] = 0.0f;
-    kern_adamw_cfg cfg = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    kern_adamw_cfg cfg = {
+        .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
     for (int64_t t = 1; t <= 5; t++) {
         kt_fill(g, n, 10 + (uint64_t)t, -1, 1);
         if (n > 1) g[1] = 0.0f; /* an element whose update is pure decay at step 1 */
@@ -46,12 +47,13 @@ static void others(int64_t n) {
     kt_fill(y, n, 2, -2, 2);
     double s = kern_sumsq(x, n), truth = 0.0;
     for (int64_t i = 0; i < n; i++) truth += (double)x[i] * x[i];
-    check_expect(fabs(s - truth) <= 1e-14 * (fabs(truth) + 1), "sumsq n=%lld = %.17g, double sum %.17g",
-             (long long)n, s, truth);
+    check_expect(fabs(s - truth) <= 1e-14 * (fabs(truth) + 1),
+                 "sumsq n=%lld = %.17g, double sum %.17g", (long long)n, s, truth);
     memcpy(buf + 3, x, sizeof(float) * (size_t)n);
     double s2 = kern_sumsq(x, n), s3 = kern_sumsq(buf + 3, n);
     check_expect(memcmp(&s, &s2, sizeof s) == 0 && memcmp(&s, &s3, sizeof s) == 0,
-             "sumsq n=%lld deterministic: %a %a %a (repeat, copy at offset 3)", (long long)n, s, s2, s3);
+                 "sumsq n=%lld deterministic: %a %a %a (repeat, copy at offset 3)", (long long)n, s,
+                 s2, s3);
 
     for (int64_t i = 0; i < n; i++)
         want[i] = (float)((double)x[i] - 0.05 * ((double)y[i] + 0.1 * (double)x[i]));

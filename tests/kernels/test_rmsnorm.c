@@ -57,9 +57,11 @@ static void run(int64_t M, int64_t D) {
     for (int64_t i = 0; i < D; i++) dgr[i] = dg[i];
     kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
     kern_rmsnorm_bwd_ref(dxr, dgr, dy, x, g, rs, M, D);
-    snprintf(what, sizeof what, "rmsnorm bwd dx += vs ref M=%lld D=%lld", (long long)M, (long long)D);
+    snprintf(what, sizeof what, "rmsnorm bwd dx += vs ref M=%lld D=%lld", (long long)M,
+             (long long)D);
     kt_close(what, dx, dxr, n, 32);
-    snprintf(what, sizeof what, "rmsnorm bwd dg += vs ref M=%lld D=%lld", (long long)M, (long long)D);
+    snprintf(what, sizeof what, "rmsnorm bwd dg += vs ref M=%lld D=%lld", (long long)M,
+             (long long)D);
     kt_close(what, dg, dgr, D, 32);
 
     /* finite differences in double: gradient of L = Σ dy ⊙ y */
@@ -72,9 +74,11 @@ static void run(int64_t M, int64_t D) {
     for (int64_t i = 0; i < D; i++) dg[i] = 0.0f;
     kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
     /* truth is exact to ~1e-9 (h² and roundoff); the float kernel sums D (dx) or M (dg) terms */
-    snprintf(what, sizeof what, "rmsnorm bwd dx vs FD(double) M=%lld D=%lld", (long long)M, (long long)D);
+    snprintf(what, sizeof what, "rmsnorm bwd dx vs FD(double) M=%lld D=%lld", (long long)M,
+             (long long)D);
     kt_close_d(what, dx, fx, n, 32);
-    snprintf(what, sizeof what, "rmsnorm bwd dg vs FD(double) M=%lld D=%lld", (long long)M, (long long)D);
+    snprintf(what, sizeof what, "rmsnorm bwd dg vs FD(double) M=%lld D=%lld", (long long)M,
+             (long long)D);
     kt_close_d(what, dg, fg, D, 32);
     free(x), free(g), free(dy), free(y), free(yr), free(rs), free(rsr), free(dx), free(dxr);
     free(dg), free(dgr), free(xd), free(gd), free(wd), free(fx), free(fg);

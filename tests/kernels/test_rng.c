@@ -20,14 +20,15 @@ static void kat(void) {
         uint32_t out[4];
         kern_rng_philox_block(out, v[c], v[c] + 4);
         check_expect(memcmp(out, v[c] + 6, sizeof out) == 0,
-                 "philox4x32-10 KAT %d: got %08x %08x %08x %08x want %08x %08x %08x %08x", c,
-                 out[0], out[1], out[2], out[3], v[c][6], v[c][7], v[c][8], v[c][9]);
+                     "philox4x32-10 KAT %d: got %08x %08x %08x %08x want %08x %08x %08x %08x", c,
+                     out[0], out[1], out[2], out[3], v[c][6], v[c][7], v[c][8], v[c][9]);
     }
     /* (seed, stream, index) → (key, counter) mapping and u64 = word0 | word1 << 32 */
-    uint64_t seed = 0x299f31d0a4093822ull, stream = 0x0370734413198a2eull, index = 0x85a308d3243f6a88ull;
+    uint64_t seed = 0x299f31d0a4093822ull, stream = 0x0370734413198a2eull,
+             index = 0x85a308d3243f6a88ull;
     uint64_t u = kern_rng_u64(seed, stream, index);
     check_expect(u == 0x94fdccebd16cfe09ull, "kern_rng_u64 on the KAT-3 inputs = %016llx",
-             (unsigned long long)u);
+                 (unsigned long long)u);
 }
 
 static void stats(void) {
@@ -44,11 +45,14 @@ static void stats(void) {
     }
     double mean = s1 / n, var = s2 / n - mean * mean, kurt = s4 / n / (var * var);
     /* 5-sigma bounds: sd(mean) = 1/sqrt(n), sd(var) = sqrt(2/n), sd(kurtosis) ≈ sqrt(24/n) */
-    check_expect(fabs(mean) < 5 / sqrt((double)n), "normal mean %.5f (|·| < %.4f)", mean, 5 / sqrt((double)n));
-    check_expect(fabs(var - 1) < 5 * sqrt(2.0 / n), "normal var %.5f (1 ± %.4f)", var, 5 * sqrt(2.0 / n));
-    check_expect(fabs(kurt - 3) < 5 * sqrt(24.0 / n), "normal kurtosis %.4f (3 ± %.3f)", kurt, 5 * sqrt(24.0 / n));
+    check_expect(fabs(mean) < 5 / sqrt((double)n), "normal mean %.5f (|·| < %.4f)", mean,
+                 5 / sqrt((double)n));
+    check_expect(fabs(var - 1) < 5 * sqrt(2.0 / n), "normal var %.5f (1 ± %.4f)", var,
+                 5 * sqrt(2.0 / n));
+    check_expect(fabs(kurt - 3) < 5 * sqrt(24.0 / n), "normal kurtosis %.4f (3 ± %.3f)", kurt,
+                 5 * sqrt(24.0 / n));
     check_expect(fabs(us / n - 0.5) < 5 * sqrt(1.0 / 12 / n) && umin < 1e-3 && umax > 1 - 1e-3,
-             "uniform mean %.5f, range [%.2g, %.6f]", us / n, umin, umax);
+                 "uniform mean %.5f, range [%.2g, %.6f]", us / n, umin, umax);
 }
 
 static void slabs(void) {
@@ -69,9 +73,11 @@ static void slabs(void) {
     for (int64_t i = 0; i < n; i++) same += part[i] == all[i];
     kern_rng_fill_normal(part, 6, 3, 0, n, 0.02f);
     for (int64_t i = 0; i < n; i++) same += part[i] == all[i];
-    check_expect(same == 0, "other stream / other seed share %d of %lld values", same, (long long)n);
+    check_expect(same == 0, "other stream / other seed share %d of %lld values", same,
+                 (long long)n);
     double z = kern_rng_normal(5, 3, 10);
-    check_expect(all[10] == (float)(0.02 * z), "fill = std·normal: %.9g vs %.9g", all[10], 0.02 * z);
+    check_expect(all[10] == (float)(0.02 * z), "fill = std·normal: %.9g vs %.9g", all[10],
+                 0.02 * z);
     free(all), free(part);
 }
 

@@ -25,7 +25,8 @@ static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
     int64_t ld = nh * H + pad, n = B * T * ld;
     float *x = malloc(sizeof(float) * (size_t)n), *xk = malloc(sizeof(float) * (size_t)n);
     float *xr = malloc(sizeof(float) * (size_t)n), *w = malloc(sizeof(float) * (size_t)n);
-    float *ct = malloc(sizeof(float) * (size_t)(T * H / 2)), *st = malloc(sizeof(float) * (size_t)(T * H / 2));
+    float *ct = malloc(sizeof(float) * (size_t)(T * H / 2)),
+          *st = malloc(sizeof(float) * (size_t)(T * H / 2));
     double *xd = malloc(sizeof(double) * (size_t)n), *yd = malloc(sizeof(double) * (size_t)n);
     double *fd = malloc(sizeof(double) * (size_t)n);
     char what[128], shape[64];
@@ -61,7 +62,8 @@ static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
         rgt += (double)x[i] * xr[i];
         mag += fabs((double)x[i] * w[i]);
     }
-    check_expect(fabs(l - rgt) <= 8 * 1.2e-7 * (mag + 1), "rope ⟨Rx,w⟩=%.9g ⟨x,R⁻w⟩=%.9g %s", l, rgt, shape);
+    check_expect(fabs(l - rgt) <= 8 * 1.2e-7 * (mag + 1), "rope ⟨Rx,w⟩=%.9g ⟨x,R⁻w⟩=%.9g %s", l,
+                 rgt, shape);
     /* backward = inverse applied to dy, vs FD of L = Σ w ⊙ rope_d(x) */
     for (int64_t i = 0; i < n; i++) xd[i] = x[i];
     const double h = 1e-6;

@@ -16,14 +16,16 @@ static void expf_checks(void) {
         if (rel > worst) worst = rel, at = x;
     }
     /* Cephes expf is ~1 ulp; 2e-7 (~1.7·FLT_EPSILON) is the brief's bound */
-    check_expect(worst <= 2e-7, "kern_expf max rel err %.3g (%.2f eps) at x=%.9g over 2e6 points of [-87,88]",
-             worst, worst / FLT_EPSILON, at);
+    check_expect(worst <= 2e-7,
+                 "kern_expf max rel err %.3g (%.2f eps) at x=%.9g over 2e6 points of [-87,88]",
+                 worst, worst / FLT_EPSILON, at);
     check_expect(kern_expf(0.0f) == 1.0f, "kern_expf(0) = %.9g", kern_expf(0.0f));
     check_expect(kern_expf(-100.0f) == 0.0f && kern_expf(-INFINITY) == 0.0f,
-             "kern_expf(-100) = %g, (-inf) = %g (flush to 0)", kern_expf(-100.0f), kern_expf(-INFINITY));
+                 "kern_expf(-100) = %g, (-inf) = %g (flush to 0)", kern_expf(-100.0f),
+                 kern_expf(-INFINITY));
     float e88 = kern_expf(88.0f);
     check_expect(isfinite(e88) && kern_expf(100.0f) == e88 && kern_expf(INFINITY) == e88,
-             "kern_expf saturates at exp(88) = %g above 88", e88);
+                 "kern_expf saturates at exp(88) = %g above 88", e88);
     check_expect(isnan(kern_expf(NAN)), "kern_expf(NaN) is NaN");
 }
 

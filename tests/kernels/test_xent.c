@@ -10,7 +10,9 @@
 #include "kernels/xent.h"
 #include "ktest.h"
 
-static float *fbuf(int64_t n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
+static float *fbuf(int64_t n) {
+    return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
 
 /* L = scale·Σ_rows (lse − logit[target]) in double; l[M,V], t[M]. */
 typedef struct {
@@ -41,7 +43,8 @@ static void run(int64_t M, int64_t V, float spread) {
     float *lg = fbuf(M * V), *mx = fbuf(M), *sm = fbuf(M), *tl = fbuf(M), *mxr = fbuf(M);
     float *smr = fbuf(M), *tlr = fbuf(M), *lse = fbuf(M), *d = fbuf(M * V), *dr = fbuf(M * V);
     float *ds = fbuf(M * V), *ip = fbuf(M * V);
-    double *ld = malloc(sizeof(double) * (size_t)(M * V)), *fd = malloc(sizeof(double) * (size_t)(M * V));
+    double *ld = malloc(sizeof(double) * (size_t)(M * V)),
+           *fd = malloc(sizeof(double) * (size_t)(M * V));
     char what[128], shape[48];
     snprintf(shape, sizeof shape, "M=%lld V=%lld spread=%g", (long long)M, (long long)V, spread);
     for (int64_t r = 0; r < M; r++) t[r] = (int32_t)((r * 5 + 2) % V);

@@ -36,16 +36,14 @@ static void truth(const mesh *m, mesh_op op, mesh_axes a, int64_t c, float *want
     switch (op) {
     case MESH_OP_ALL_GATHER:
         for (int j = 0; j < n; j++)
-            for (int64_t e = 0; e < c; e++)
-                want[j * c + e] = val(mesh_axes_member(m, a, j), e);
+            for (int64_t e = 0; e < c; e++) want[j * c + e] = val(mesh_axes_member(m, a, j), e);
         break;
     case MESH_OP_REDUCE_SCATTER:
     case MESH_OP_ALL_REDUCE: {
         int64_t base = op == MESH_OP_REDUCE_SCATTER ? i * c : 0;
         for (int64_t e = 0; e < c; e++) {
             float s = 0;
-            for (int j = 0; j < n; j++)
-                s += val(mesh_axes_member(m, a, j), base + e);
+            for (int j = 0; j < n; j++) s += val(mesh_axes_member(m, a, j), base + e);
             want[e] = s;
         }
         break;
@@ -81,8 +79,7 @@ static void test_set(mesh *m, mesh_axes a) {
         for (int op = 0; op < MESH_OP_PPERMUTE; op++) {
             int64_t in_n = op == MESH_OP_ALL_GATHER ? c : op == MESH_OP_ALL_REDUCE ? c : nin;
             int64_t out_n = op == MESH_OP_REDUCE_SCATTER ? c : op == MESH_OP_ALL_REDUCE ? c : nin;
-            for (int64_t e = 0; e < in_n; e++)
-                in[e] = val(me, e);
+            for (int64_t e = 0; e < in_n; e++) in[e] = val(me, e);
             truth(m, (mesh_op)op, a, c, want);
             run_op(m, (mesh_op)op, a, ref, in, c, MESH_ALG_MPI);
             snprintf(what, sizeof what, "%s over '%s' c=%lld mpi vs truth", mesh_op_name(op), an,
@@ -98,16 +95,14 @@ static void test_set(mesh *m, mesh_axes a) {
                 expect(m, what, out, ref, out_n);
                 /* in place */
                 if (op == MESH_OP_ALL_REDUCE) {
-                    for (int64_t e = 0; e < c; e++)
-                        out[e] = val(me, e);
+                    for (int64_t e = 0; e < c; e++) out[e] = val(me, e);
                     mesh_all_reduce(m, a, out, out, c, (mesh_alg)alg);
                     snprintf(what, sizeof what, "in-place all_reduce over '%s' c=%lld alg %s", an,
                              (long long)c, mesh_alg_name(alg));
                     expect(m, what, out, want, c);
                 }
                 if (op == MESH_OP_ALL_GATHER) {
-                    for (int64_t e = 0; e < c; e++)
-                        out[i * c + e] = val(me, e);
+                    for (int64_t e = 0; e < c; e++) out[i * c + e] = val(me, e);
                     mesh_all_gather(m, a, out, out + i * c, c, (mesh_alg)alg);
                     snprintf(what, sizeof what, "in-place all_gather over '%s' c=%lld alg %s", an,
                              (long long)c, mesh_alg_name(alg));
@@ -119,8 +114,7 @@ static void test_set(mesh *m, mesh_axes a) {
         int64_t odd = c * n + (n > 1 ? 1 : 0);
         float *in2 = malloc((size_t)odd * sizeof(float)), *o2 = malloc((size_t)odd * sizeof(float));
         float *w2 = malloc((size_t)odd * sizeof(float));
-        for (int64_t e = 0; e < odd; e++)
-            in2[e] = val(me, e);
+        for (int64_t e = 0; e < odd; e++) in2[e] = val(me, e);
         truth(m, MESH_OP_ALL_REDUCE, a, odd, w2);
         for (int alg = 0; alg < MESH_ALG_COUNT; alg++) {
             mesh_all_reduce(m, a, o2, in2, odd, (mesh_alg)alg);
@@ -141,8 +135,7 @@ static void test_ppermute(mesh *m) {
             int n = mesh_axis_size(m, ax), co = mesh_axis_coord(m, ax);
             int from = co - shift, wraps = mesh_axis_wraps(m, ax);
             if (wraps) from = ((from % n) + n) % n;
-            for (int64_t e = 0; e < c; e++)
-                in[e] = val(mesh_rank(m), e), out[e] = -99;
+            for (int64_t e = 0; e < c; e++) in[e] = val(mesh_rank(m), e), out[e] = -99;
             for (int inplace = 0; inplace < 2; inplace++) {
                 for (int64_t e = 0; e < c; e++) {
                     want[e] = -99;
@@ -155,8 +148,7 @@ static void test_ppermute(mesh *m) {
                     out[e] = inplace ? in[e] : -99;
                 }
                 if (inplace && shift != 0 && !(from >= 0 && from < n))
-                    for (int64_t e = 0; e < c; e++)
-                        want[e] = in[e];
+                    for (int64_t e = 0; e < c; e++) want[e] = in[e];
                 mesh_ppermute(m, ax, shift, out, inplace ? out : in, c);
                 char what[96];
                 snprintf(what, sizeof what, "ppermute axis %c shift %d%s", mesh_axis_name(m, ax),
@@ -174,8 +166,7 @@ static void test_lane_bits(mesh *m) {
     const int64_t c = 1001;
     float *in = malloc((size_t)c * n * sizeof(float)), *o1 = malloc((size_t)c * n * sizeof(float));
     float *o2 = malloc((size_t)c * n * sizeof(float));
-    for (int64_t e = 0; e < c * n; e++)
-        in[e] = 1.0f / (float)(3 + (mesh_rank(m) * 7 + e) % 29);
+    for (int64_t e = 0; e < c * n; e++) in[e] = 1.0f / (float)(3 + (mesh_rank(m) * 7 + e) % 29);
     for (int alg = MESH_ALG_RING; alg <= MESH_ALG_BIDIR; alg++)
         for (int op = MESH_OP_REDUCE_SCATTER; op <= MESH_OP_ALL_REDUCE; op++) {
             int64_t cnt = op == MESH_OP_ALL_REDUCE ? c * n : c;
@@ -210,8 +201,7 @@ static void test_nonblocking(mesh *m) {
     int n = mesh_axes_size(m, all);
     float *g = malloc((size_t)(c / 64) * n * sizeof(float)),
           *gw = malloc((size_t)(c / 64) * n * sizeof(float));
-    for (int64_t e = 0; e < c; e++)
-        in[e] = val(mesh_rank(m), e);
+    for (int64_t e = 0; e < c; e++) in[e] = val(mesh_rank(m), e);
     truth(m, MESH_OP_ALL_REDUCE, all, c, want);
     truth(m, MESH_OP_ALL_GATHER, all, c / 64, gw);
     double t0 = mesh_now(), x = 0;
@@ -225,8 +215,7 @@ static void test_nonblocking(mesh *m) {
     mesh_all_reduce(m, all, sum, small, 3, MESH_ALG_DEFAULT); /* blocking, meanwhile */
     int polls = 0, done = 0;
     while (!(done = mesh_test(r)) && mesh_now() - t0 < 20) {
-        for (int k = 0; k < 100000; k++)
-            x += 1e-9 * k; /* the caller's compute */
+        for (int k = 0; k < 100000; k++) x += 1e-9 * k; /* the caller's compute */
         polls++;
     }
     mesh_wait(r);

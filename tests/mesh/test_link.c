@@ -94,10 +94,10 @@ static void direct_vs_model(mesh *m, bufs *x, double bw) {
     const double blk = (double)x->n * sizeof(float);
     x->alg = MESH_ALG_DIRECT;
     double ag = best_of(m, 2, gather, x), a2a = best_of(m, 2, all_to_all, x);
-    double pg = cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_DIRECT,
-                                blk * nr, NULL);
-    double pa = cost_collective(COST_OP_ALL_TO_ALL, &l, sizes, wraps, nd, COST_ALG_DIRECT,
-                                blk * nr, NULL);
+    double pg =
+        cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_DIRECT, blk * nr, NULL);
+    double pa =
+        cost_collective(COST_OP_ALL_TO_ALL, &l, sizes, wraps, nd, COST_ALG_DIRECT, blk * nr, NULL);
     check("AllGather direct: measured / mesh/cost.h", ag / pg, 0.95, 1.3);
     check("AllToAll direct: measured / mesh/cost.h", a2a / pa, 0.95, 1.3);
     x->alg = MESH_ALG_BIDIR;
@@ -122,8 +122,8 @@ int main(int argc, char **argv) {
         check("400 kB over 10 MB/s + 1 ms: time / model", t1 / model, 1.0, 5.0);
         check("two transfers on one link: time / (2 wire + latency)",
               best_of(m, 3, same_link_twice, &x) / (2 * wire + lat), 1.0, 5.0);
-        check("both directions at once: time / one direction", best_of(m, 3, both_directions, &x) / t1,
-              0.5, 1.6);
+        check("both directions at once: time / one direction",
+              best_of(m, 3, both_directions, &x) / t1, 0.5, 1.6);
     } else {
         /* 250 kB blocks: 25 ms per block-hop, 0.1 ms per hop, so the gains are the book's
          * bandwidth ratios (latency ≈ 1%) */
@@ -155,10 +155,10 @@ int main(int argc, char **argv) {
             for (int k = 0; k < nd; k++) sizes[k] = mesh_axis_size(m, k), wraps[k] = 0;
             cost_link l = {bw, 1e-4};
             double V = (double)x.n * sizeof(float) * nr;
-            double ps = cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_SEQ, V,
-                                        NULL);
-            double pm = cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_MULTI,
-                                        V, NULL);
+            double ps =
+                cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_SEQ, V, NULL);
+            double pm =
+                cost_collective(COST_OP_ALL_GATHER, &l, sizes, wraps, nd, COST_ALG_MULTI, V, NULL);
             check("AllGather seq: measured / mesh/cost.h", seq / ps, 0.95, 1.3);
             check("AllGather multi: measured / mesh/cost.h", multi / pm, 0.95, 1.3);
             check("cost.h multi on axes of 2 = (N-1)/N V/(n_axes w) exactly",

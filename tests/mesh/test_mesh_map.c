@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
     /* chip presets (book §2.2) */
     EXPECT(mesh_apply_chip_wrap(m, "v9") < 0, "unknown chip accepted");
     int cubes = 1;
-    for (int k = 0; k < nd; k++) cubes &= mesh_axis_size(m, k) == 1 || mesh_axis_size(m, k) % 4 == 0;
+    for (int k = 0; k < nd; k++)
+        cubes &= mesh_axis_size(m, k) == 1 || mesh_axis_size(m, k) % 4 == 0;
     mesh_apply_chip_wrap(m, "v5p");
     for (int k = 0; k < nd; k++)
         EXPECT(mesh_axis_wraps(m, k) == (cubes && mesh_axis_size(m, k) > 2), "v5p wrap axis %d", k);
@@ -56,9 +57,10 @@ int main(int argc, char **argv) {
         EXPECT(mesh_axis_wraps(m, k) == (mesh_axis_size(m, k) == 16), "v5e wrap axis %d", k);
     /* emulation: bw = W·measured/C, latency = T_min·C/measured */
     mesh_emulation e;
-    EXPECT(mesh_emulate(m, "v5e", 1.97e9, &e) == 0 && e.time_scale > 99999 && e.time_scale < 100001 &&
-               e.bw > 4.49e5 && e.bw < 4.51e5 && e.latency > 0.0999 && e.latency < 0.1001,
-           "v5e emulation at 1.97 GFLOP/s: scale %g bw %g latency %g", e.time_scale, e.bw, e.latency);
+    EXPECT(
+        mesh_emulate(m, "v5e", 1.97e9, &e) == 0 && e.time_scale > 99999 && e.time_scale < 100001 &&
+            e.bw > 4.49e5 && e.bw < 4.51e5 && e.latency > 0.0999 && e.latency < 0.1001,
+        "v5e emulation at 1.97 GFLOP/s: scale %g bw %g latency %g", e.time_scale, e.bw, e.latency);
     char spec[64];
     mesh_log("test_mesh_map %s: %s\n", mesh_spec_str(m, spec, sizeof spec),
              failures ? "FAIL" : "ok");

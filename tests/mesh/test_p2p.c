@@ -67,8 +67,7 @@ static void exchange(mesh *m, int axis, int dir, int64_t *nsend, int64_t *nrecv,
     for (int k = 0; k < NMSG; k++) {
         sb[k] = malloc((size_t)msg_len[k] * sizeof(float));
         rb[k] = malloc((size_t)msg_len[k] * sizeof(float));
-        for (int64_t e = 0; e < msg_len[k]; e++)
-            sb[k][e] = val(mesh_rank(m), k, e), rb[k][e] = -1;
+        for (int64_t e = 0; e < msg_len[k]; e++) sb[k][e] = val(mesh_rank(m), k, e), rb[k][e] = -1;
     }
     if (to >= 0)
         for (int k = 0; k < NMSG; k++) {
@@ -108,8 +107,7 @@ static void test_messages(mesh *m) {
     int64_t ts = 0, tr = 0, tb = 0;
     for (int axis = 0; axis < mesh_ndims(m); axis++) {
         int64_t ns = 0, nr = 0, nb = 0;
-        for (int dir = 1; dir >= -1; dir -= 2)
-            exchange(m, axis, dir, &ns, &nr, &nb);
+        for (int dir = 1; dir >= -1; dir -= 2) exchange(m, axis, dir, &ns, &nr, &nb);
         mesh_stat s = mesh_stats(m, MESH_OP_SEND, axis), r = mesh_stats(m, MESH_OP_RECV, axis);
         if (s.calls != ns || s.bytes != nb || r.calls != nr || r.bytes != 0)
             fail(m,
@@ -177,9 +175,11 @@ static void test_emulated(mesh *m) {
             double w = mesh_stats(m, MESH_OP_RECV, 0).wait_seconds;
             if (k < 0 || w != rec[k].t_end - rec[k].t_issue || rec[k].t_issue < t_wait ||
                 rec[k].t_end > t_done || rec[k].t_end < my_send + 0.97 * model)
-                fail(m, "RECV record [%.6f, %.6f] (wait %.6f) vs call [%.6f, %.6f], delivery "
-                        "no sooner than %.6f", k < 0 ? 0 : rec[k].t_issue,
-                     k < 0 ? 0 : rec[k].t_end, w, t_wait, t_done, my_send + model);
+                fail(m,
+                     "RECV record [%.6f, %.6f] (wait %.6f) vs call [%.6f, %.6f], delivery "
+                     "no sooner than %.6f",
+                     k < 0 ? 0 : rec[k].t_issue, k < 0 ? 0 : rec[k].t_end, w, t_wait, t_done,
+                     my_send + model);
         }
     }
     mesh_link_set(m, 0, 0, 0);

@@ -53,7 +53,8 @@ double ref_loss(const model_shape *s, const double *theta, const int32_t *tokens
     double loss = 0;
     for (int64_t b = 0; b < B; b++) {
         const int32_t *tok = tokens + b * (T + 1);
-        for (int64_t t = 0; t < T; t++) memcpy(x + t * D, p[P_EMBED] + tok[t] * D, D * sizeof(double));
+        for (int64_t t = 0; t < T; t++)
+            memcpy(x + t * D, p[P_EMBED] + tok[t] * D, D * sizeof(double));
         for (int64_t l = 0; l < L; l++) {
             for (int64_t t = 0; t < T; t++) {
                 rmsnorm(h + t * D, x + t * D, p[P_ATTN_NORM] + l * D, D);

@@ -15,7 +15,8 @@
 static void make_batch(int32_t *out, const int32_t *stream, int64_t n, int64_t B, int64_t T,
                        int64_t step) {
     for (int64_t b = 0; b < B; b++) {
-        int64_t off = (int64_t)(kern_rng_u64(99, (uint64_t)step, (uint64_t)b) % (uint64_t)(n - T - 1));
+        int64_t off =
+            (int64_t)(kern_rng_u64(99, (uint64_t)step, (uint64_t)b) % (uint64_t)(n - T - 1));
         memcpy(out + b * (T + 1), stream + off, (size_t)(T + 1) * sizeof(int32_t));
     }
 }
@@ -62,7 +63,8 @@ int main(int argc, char **argv) {
     c.shape = (model_shape){.L = 2, .D = 64, .N = 4, .K = 2, .H = 16, .F = 128, .V = 256, .T = 32};
     c.batch = 8, c.micro_batch = 4, c.steps = 150, c.lr = 3e-3, c.min_lr = 3e-4, c.warmup = 10;
     c.weight_decay = 0.0, c.clip = 1.0, c.seed = 7;
-    double *l1 = calloc((size_t)c.steps, sizeof(double)), *l2 = calloc((size_t)c.steps, sizeof(double));
+    double *l1 = calloc((size_t)c.steps, sizeof(double)),
+           *l2 = calloc((size_t)c.steps, sizeof(double));
     float *p1, *p2;
     int64_t n1, n2;
     int fail = run(&c, stream, n, l1, &p1, &n1, m) || run(&c, stream, n, l2, &p2, &n2, m);

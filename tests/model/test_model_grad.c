@@ -20,14 +20,16 @@ int main(void) {
         if (pi.init_std != 0.0f) continue;
         int64_t n;
         float *w = model_param(m, (param_id)id, &n);
-        for (int64_t i = 0; i < n; i++) w[i] += 0.3f * (float)kern_rng_normal(9, (uint64_t)id, (uint64_t)i);
+        for (int64_t i = 0; i < n; i++)
+            w[i] += 0.3f * (float)kern_rng_normal(9, (uint64_t)id, (uint64_t)i);
     }
     /* larger weights than the init so that attention is not uniform */
     int64_t np;
     float *w = model_params_flat(m, &np);
     for (int64_t i = 0; i < np; i++) w[i] *= 4.0f;
     int32_t tokens[2 * 8];
-    for (int i = 0; i < 16; i++) tokens[i] = (int32_t)(kern_rng_u64(5, 0, (uint64_t)i) % (uint64_t)s.V);
+    for (int i = 0; i < 16; i++)
+        tokens[i] = (int32_t)(kern_rng_u64(5, 0, (uint64_t)i) % (uint64_t)s.V);
 
     model_zero_grads(m);
     double loss32 = model_fwd_bwd(m, tokens, 1.0f);
@@ -49,7 +51,8 @@ int main(void) {
         for (int64_t i = 0; i < n; i++) gscale = fmax(gscale, fabs(g[off + i]));
         int64_t checks = n < 40 ? n : 40;
         for (int64_t c = 0; c < checks; c++) {
-            int64_t i = n < 40 ? c : (int64_t)(kern_rng_u64(77, (uint64_t)id, (uint64_t)c) % (uint64_t)n);
+            int64_t i =
+                n < 40 ? c : (int64_t)(kern_rng_u64(77, (uint64_t)id, (uint64_t)c) % (uint64_t)n);
             double keep = theta[off + i], h = 1e-5;
             theta[off + i] = keep + h;
             double lp = ref_loss(&s, theta, tokens, B);

@@ -18,7 +18,8 @@
 static void batch(int32_t *out, int64_t row0, int64_t nrows, int64_t T, int64_t step) {
     for (int64_t b = 0; b < nrows; b++)
         for (int64_t t = 0; t <= T; t++) {
-            uint64_t pos = kern_rng_u64(3, (uint64_t)step, (uint64_t)(row0 + b)) % 1000 + (uint64_t)t;
+            uint64_t pos =
+                kern_rng_u64(3, (uint64_t)step, (uint64_t)(row0 + b)) % 1000 + (uint64_t)t;
             out[b * (T + 1) + t] = (int32_t)((pos * pos * 7 + pos / 3) % 256);
         }
 }
@@ -130,7 +131,8 @@ int main(int argc, char **argv) {
         printf("ref losses   %.7f %.7f %.7f\n", ref_loss[0], ref_loss[1], ref_loss[2]);
         printf("shard losses %.7f %.7f %.7f\n", loss[0], loss[1], loss[2]);
         printf("worst deviation (units of eps·(|a|+|b|+1), tolerance k = %.0f): loss %.1f, "
-               "params %.1f (%s)\n", k, wmax[0], wmax[1], worst_name);
+               "params %.1f (%s)\n",
+               k, wmax[0], wmax[1], worst_name);
         printf("same mesh twice bit-identical: %s; with --overlap %s: bit-identical: %s\n",
                same ? "yes" : "NO", c.overlap ? "off" : "on", same_ov ? "yes" : "NO");
         printf(anyfail ? "FAIL\n" : "PASS\n");

@@ -22,7 +22,8 @@ int main(int argc, char **argv) {
         for (int64_t M = 1; M <= 8; M *= 2) {
             config c;
             config_defaults(&c);
-            c.shape = (model_shape){.L = P, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 8};
+            c.shape =
+                (model_shape){.L = P, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 8};
             c.batch = 2 * M, c.micro_batch = 2 * M, c.steps = 1; /* micro-batches of 2 rows */
             snprintf(c.pipe_axis, sizeof c.pipe_axis, "z");
             c.microbatches = M, c.schedule = sched;

@@ -51,8 +51,7 @@ static void test_table(void) {
 
 static int wraps_all(const char *name, int a, int b, int c, int n) {
     int s[3] = {a, b, c}, w = 0;
-    for (int i = 0; i < n; i++)
-        w |= cost_axis_wraps(chip(name), s, n, i) << i;
+    for (int i = 0; i < n; i++) w |= cost_axis_wraps(chip(name), s, n, i) << i;
     return w;
 }
 
@@ -184,27 +183,26 @@ static void test_strided(void) {
     const int four[1] = {4}, wrap1[1] = {1}, open1[1] = {0}, k4[1] = {4}, k1[1] = {1};
     const double V = 1e9, W = 1.8e11, Wu = 9e10, T = 1e-6;
     cost_est e;
-    check_near("strided 4 of a wrapping 16: bidir ring at W/4 -> 4V/W",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, k4, 1, COST_ALG_AUTO,
-                                       V, &e),
-               4 * V / W, 1e-12);
+    check_near(
+        "strided 4 of a wrapping 16: bidir ring at W/4 -> 4V/W",
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, k4, 1, COST_ALG_AUTO, V, &e),
+        4 * V / W, 1e-12);
     check_true("  ... ceil(4/2) = 2 ring steps of 4 physical hops = 8 hops", e.hops == 8);
     check_near("  ... latency-bound at 1 kB: 2 steps x 4 T_min = 8 us",
                cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, k4, 1, COST_ALG_AUTO,
                                        1e3, NULL),
                8 * T, 1e-12);
-    check_near("  ... crossover where 8 T_min = 4V/W",
-               8 * T * W / 4, 360e3, 1e-12);
-    check_near("strided 4 AllReduce = 2 x 4V/W",
-               cost_collective_strided(COST_OP_ALL_REDUCE, &l, four, wrap1, k4, 1, COST_ALG_AUTO, V,
-                                       NULL),
-               8 * V / W, 1e-12);
+    check_near("  ... crossover where 8 T_min = 4V/W", 8 * T * W / 4, 360e3, 1e-12);
+    check_near(
+        "strided 4 AllReduce = 2 x 4V/W",
+        cost_collective_strided(COST_OP_ALL_REDUCE, &l, four, wrap1, k4, 1, COST_ALG_AUTO, V, NULL),
+        8 * V / W, 1e-12);
     /* The contiguous block: an open line of 4, the open-line formula of cost.h
      * max(T_min·(n−1), (n−1)/n · V/w_oneway). */
-    check_near("contiguous block of 4 = open line: 3/4 V/W_uni",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, open1, k1, 1, COST_ALG_AUTO,
-                                       V, &e),
-               0.75 * V / Wu, 1e-12);
+    check_near(
+        "contiguous block of 4 = open line: 3/4 V/W_uni",
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, four, open1, k1, 1, COST_ALG_AUTO, V, &e),
+        0.75 * V / Wu, 1e-12);
     check_true("  ... 3 hops", e.hops == 3);
     check_near("  ... latency-bound at 1 kB: 3 T_min",
                cost_collective_strided(COST_OP_ALL_GATHER, &l, four, open1, NULL, 1, COST_ALG_AUTO,
@@ -212,21 +210,21 @@ static void test_strided(void) {
                3 * T, 1e-12);
     /* 16x16x16 with z split 4 (tensor) x 4 strided (data): data axes x, y, z/4 at 2W + W/4. */
     const int s3[3] = {16, 16, 4}, w3[3] = {1, 1, 1}, st3[3] = {1, 1, 4};
-    check_near("multi over x, y and strided z/4: V/(2W + W/4)",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_AUTO, V,
-                                       &e),
-               V / (2.25 * W), 1e-12);
+    check_near(
+        "multi over x, y and strided z/4: V/(2W + W/4)",
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_AUTO, V, &e),
+        V / (2.25 * W), 1e-12);
     check_true("  ... hops 8 + 8 + 2*4 = 24", e.hops == 24 && e.n_axes == 3);
     check_near("  ... the book's V/(W M_X) with M_X = 3 is 3/2.25 = 1.33x faster",
                (V / (2.25 * W)) / (V / (3 * W)), 3 / 2.25, 1e-12);
-    check_near("seq over x, y, z/4: (V/256)/(W/4) + (V/16)/W + V/W (last axis first)",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_SEQ, V,
-                                       NULL),
-               V / 256 / (W / 4) + V / 16 / W + V / W, 1e-12);
-    check_near("strides NULL = cost_collective",
-               cost_collective_strided(COST_OP_ALL_TO_ALL, &l, s3, w3, NULL, 3, COST_ALG_AUTO, V,
-                                       NULL),
-               cost_collective(COST_OP_ALL_TO_ALL, &l, s3, w3, 3, COST_ALG_AUTO, V, NULL), 1e-15);
+    check_near(
+        "seq over x, y, z/4: (V/256)/(W/4) + (V/16)/W + V/W (last axis first)",
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_SEQ, V, NULL),
+        V / 256 / (W / 4) + V / 16 / W + V / W, 1e-12);
+    check_near(
+        "strides NULL = cost_collective",
+        cost_collective_strided(COST_OP_ALL_TO_ALL, &l, s3, w3, NULL, 3, COST_ALG_AUTO, V, NULL),
+        cost_collective(COST_OP_ALL_TO_ALL, &l, s3, w3, 3, COST_ALG_AUTO, V, NULL), 1e-15);
     const int bad[1] = {0};
     check_true("a stride below 1 is misuse",
                cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, bad, 1, COST_ALG_AUTO,

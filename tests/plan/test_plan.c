@@ -310,8 +310,7 @@ static void test_search_splits(void) {
 static int count_lines(FILE *f) {
     int lines = 0, ch;
     rewind(f);
-    while ((ch = fgetc(f)) != EOF)
-        lines += ch == '\n';
+    while ((ch = fgetc(f)) != EOF) lines += ch == '\n';
     return lines;
 }
 

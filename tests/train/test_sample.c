@@ -41,17 +41,13 @@ static void test_pick(void) {
     const double tau = 0.7;
     const int n = 100000;
     int count[V] = {0};
-    for (int i = 0; i < n; i++)
-        count[sample_pick(l, V, tau, 3, (i + 0.5) / n, scratch)]++;
+    for (int i = 0; i < n; i++) count[sample_pick(l, V, tau, 3, (i + 0.5) / n, scratch)]++;
     double z = 0, p[V] = {0};
     const int keep[3] = {1, 3, 5};
-    for (int j = 0; j < 3; j++)
-        z += exp(l[keep[j]] / tau);
-    for (int j = 0; j < 3; j++)
-        p[keep[j]] = exp(l[keep[j]] / tau) / z;
+    for (int j = 0; j < 3; j++) z += exp(l[keep[j]] / tau);
+    for (int j = 0; j < 3; j++) p[keep[j]] = exp(l[keep[j]] / tau) / z;
     double worst = 0;
-    for (int j = 0; j < V; j++)
-        worst = fmax(worst, fabs(count[j] / (double)n - p[j]));
+    for (int j = 0; j < V; j++) worst = fmax(worst, fabs(count[j] / (double)n - p[j]));
     expect(worst <= 2.0 / n, "top-k 3, τ=0.7: frequencies match softmax within 2/n (worst %.2e)",
            worst);
 
@@ -96,15 +92,12 @@ static void test_generate(void) {
     const int R = mesh_world_size();
     float mine[NGEN], *all = malloc((size_t)(R * NGEN) * sizeof *all);
     CHECK(all, "oom");
-    for (int i = 0; i < NGEN; i++)
-        mine[i] = (float)a[i];
+    for (int i = 0; i < NGEN; i++) mine[i] = (float)a[i];
     mesh_axes world = {.n = mesh_ndims(m)};
-    for (int k = 0; k < world.n; k++)
-        world.ax[k] = k;
+    for (int k = 0; k < world.n; k++) world.ax[k] = k;
     mesh_all_gather(m, world, all, mine, NGEN, MESH_ALG_MPI);
     int same = 1;
-    for (int r = 1; r < R; r++)
-        same &= memcmp(all, all + r * NGEN, sizeof mine) == 0;
+    for (int r = 1; r < R; r++) same &= memcmp(all, all + r * NGEN, sizeof mine) == 0;
     expect(same, "all %d ranks generated the same text", R);
     free(all);
     trainer_destroy(t);

@@ -55,8 +55,7 @@ int main(void) {
     config_defaults(&c);
     c.steps = 20, c.warmup = 0, c.lr = c.min_lr = 5e-4;
     int flat = 1;
-    for (int64_t s = 0; s < 20; s++)
-        flat &= close_to(trainer_lr(&c, s), 5e-4);
+    for (int64_t s = 0; s < 20; s++) flat &= close_to(trainer_lr(&c, s), 5e-4);
     check_expect(flat, "min_lr = lr: constant");
     return check_finish("test_schedule");
 }
