@@ -193,16 +193,17 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
     for (int j = 0; j < n; j++) roff[j] = j * c, rlen[j] = c;
     dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen, NULL, NULL, 0};
     run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
-    /* fixed order: rank 0's partial first */
+    /* fixed order: rank 0's partial first; summed straight into out unless out is the own
+     * partial (an AllReduce in place), which is still to be read in its turn */
     const float *own = in + ctx->boff[me];
     const float *first = me == 0 ? own : parts;
-    float *acc = mesh_scratch(ctx, SL_ACC, c);
+    float *acc = out == own ? mesh_scratch(ctx, SL_ACC, c) : out;
     memcpy(acc, first, (size_t)c * sizeof(float));
     for (int j = 1; j < n; j++) {
         const float *p = j == me ? own : parts + j * c;
         for (int64_t e = 0; e < c; e++) acc[e] += p[e];
     }
-    memcpy(out, acc, (size_t)c * sizeof(float));
+    if (acc != out) memcpy(out, acc, (size_t)c * sizeof(float));
 }
 
 /* AllGather of blocks boff/blen into `buf`; the own block is sent from `own` (its copy into buf
