@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/coll.h"
 #include "train/errmsg.h"
 
 typedef enum {
@@ -151,9 +152,6 @@ static const flag_def flags[] = {
 #undef F_
 #undef SH_
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
-
-/* Kept in step with mesh_alg_parse (mesh/coll.h); config has no link-time dependency on mesh. */
-static const char *const alg_names[] = {"ring", "bidir", "seq", "multi", "mpi", "direct"};
 
 static int64_t default_ff(int64_t D) {
     int64_t f = (8 * D + 2) / 3; /* ceil(8·D/3) */
@@ -539,10 +537,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                                (long long)c->batch, (long long)c->microbatches);
     }
     if (c->alg[0]) {
-        bool known = false;
-        for (size_t i = 0; i < sizeof alg_names / sizeof alg_names[0]; i++)
-            known |= strcmp(c->alg, alg_names[i]) == 0;
-        if (!known)
+        if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
             return errmsg_fail(err, errlen,
                                "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
     }
