@@ -96,14 +96,6 @@ static double check_err(const mesh *m, mesh_op op, mesh_axes a, const float *out
     return err;
 }
 
-static void run(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t c,
-                mesh_alg alg) {
-    if (op == MESH_OP_ALL_GATHER) mesh_all_gather(m, a, out, in, c, alg);
-    if (op == MESH_OP_REDUCE_SCATTER) mesh_reduce_scatter(m, a, out, in, c, alg);
-    if (op == MESH_OP_ALL_REDUCE) mesh_all_reduce(m, a, out, in, c, alg);
-    if (op == MESH_OP_ALL_TO_ALL) mesh_all_to_all(m, a, out, in, c, alg);
-}
-
 /* A cblas-free FLOP/s estimate: a blocked 192³ single-precision matmul loop. */
 static double measure_flops(void) {
     enum { N = 192 };
@@ -378,10 +370,11 @@ int main(int argc, char **argv) {
                 for (int ai = 0; ai < nalgs; ai++) { /* interleaved */
                     mesh_alg alg = (mesh_alg)algs[ai];
                     mesh_set_chunk(m, achunk[ai] >= 0 ? achunk[ai] : o.chunk);
-                    for (int w = 0; w < o.warm; w++) run(m, op, set, out, in, c, alg);
+                    for (int w = 0; w < o.warm; w++) mesh_collective(m, op, set, out, in, c, alg);
                     MPI_Barrier(mesh_world_comm(m));
                     double t0 = mesh_now();
-                    for (int it = 0; it < o.iters; it++) run(m, op, set, out, in, c, alg);
+                    for (int it = 0; it < o.iters; it++)
+                        mesh_collective(m, op, set, out, in, c, alg);
                     double dt = (mesh_now() - t0) / o.iters, sum = 0, mn = 0, mx = 0;
                     MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, mesh_world_comm(m));
                     MPI_Allreduce(&dt, &mn, 1, MPI_DOUBLE, MPI_MIN, mesh_world_comm(m));

@@ -540,6 +540,13 @@ void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t 
     coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
     run_blocking(m, &x);
 }
+void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t count,
+                     mesh_alg alg) {
+    CHECK(op >= MESH_OP_ALL_GATHER && op <= MESH_OP_ALL_TO_ALL,
+          "mesh_collective: %s is not a collective over an axis set", mesh_op_name(op));
+    coll_args x = ARGS(op);
+    run_blocking(m, &x);
+}
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
     coll_args x = {
         .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};

@@ -91,6 +91,10 @@ void mesh_all_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t 
                      mesh_alg alg);
 void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                      mesh_alg alg);
+/* The same four by op (MESH_OP_ALL_GATHER .. MESH_OP_ALL_TO_ALL), for callers that loop over
+ * operations (benchmarks, tests). */
+void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t count,
+                     mesh_alg alg);
 /* Collective over: axis. */
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
 

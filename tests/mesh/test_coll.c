@@ -58,14 +58,6 @@ static void truth(const mesh *m, mesh_op op, mesh_axes a, int64_t c, float *want
     }
 }
 
-static void run_op(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t c,
-                   mesh_alg alg) {
-    if (op == MESH_OP_ALL_GATHER) mesh_all_gather(m, a, out, in, c, alg);
-    if (op == MESH_OP_REDUCE_SCATTER) mesh_reduce_scatter(m, a, out, in, c, alg);
-    if (op == MESH_OP_ALL_REDUCE) mesh_all_reduce(m, a, out, in, c, alg);
-    if (op == MESH_OP_ALL_TO_ALL) mesh_all_to_all(m, a, out, in, c, alg);
-}
-
 static void test_set(mesh *m, mesh_axes a) {
     static const int64_t sizes[] = {1, 7, 1001};
     int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a), me = mesh_rank(m);
@@ -81,14 +73,14 @@ static void test_set(mesh *m, mesh_axes a) {
             int64_t out_n = op == MESH_OP_REDUCE_SCATTER ? c : op == MESH_OP_ALL_REDUCE ? c : nin;
             for (int64_t e = 0; e < in_n; e++) in[e] = val(me, e);
             truth(m, (mesh_op)op, a, c, want);
-            run_op(m, (mesh_op)op, a, ref, in, c, MESH_ALG_MPI);
+            mesh_collective(m, (mesh_op)op, a, ref, in, c, MESH_ALG_MPI);
             snprintf(what, sizeof what, "%s over '%s' c=%lld mpi vs truth", mesh_op_name(op), an,
                      (long long)c);
             expect(m, what, ref, want, out_n);
             for (int alg = 0; alg < MESH_ALG_COUNT; alg++) {
                 if (alg == MESH_ALG_MPI) continue;
                 memset(out, 0xff, (size_t)out_n * sizeof(float));
-                run_op(m, (mesh_op)op, a, out, in, c, (mesh_alg)alg);
+                mesh_collective(m, (mesh_op)op, a, out, in, c, (mesh_alg)alg);
                 snprintf(what, sizeof what, "%s over '%s' c=%lld alg %s", mesh_op_name(op), an,
                          (long long)c, mesh_alg_name(alg));
                 expect(m, what, out, want, out_n);
@@ -171,9 +163,9 @@ static void test_lane_bits(mesh *m) {
         for (int op = MESH_OP_REDUCE_SCATTER; op <= MESH_OP_ALL_REDUCE; op++) {
             int64_t cnt = op == MESH_OP_ALL_REDUCE ? c * n : c;
             mesh_set_chunk(m, 0);
-            run_op(m, (mesh_op)op, x, o1, in, cnt, (mesh_alg)alg);
+            mesh_collective(m, (mesh_op)op, x, o1, in, cnt, (mesh_alg)alg);
             mesh_set_chunk(m, 8);
-            run_op(m, (mesh_op)op, x, o2, in, cnt, (mesh_alg)alg);
+            mesh_collective(m, (mesh_op)op, x, o2, in, cnt, (mesh_alg)alg);
             char what[96];
             snprintf(what, sizeof what, "%s alg %s, lanes vs none (non-integer)", mesh_op_name(op),
                      mesh_alg_name(alg));
