@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"
 #include "mesh/mesh.h"
+#include "stream.h"
 #include "train/ckpt.h"
 #include "train/trainer.h"
 
@@ -31,15 +31,6 @@ static const double K_TOL = 200.0, EPS = 1.1920929e-7;
 
 static int failures = 0;
 
-static void batch(int32_t *out, int64_t row0, int64_t nrows, int64_t T, int64_t step) {
-    for (int64_t b = 0; b < nrows; b++)
-        for (int64_t t = 0; t <= T; t++) {
-            uint64_t pos =
-                kern_rng_u64(3, (uint64_t)step, (uint64_t)(row0 + b)) % 1000 + (uint64_t)t;
-            out[b * (T + 1) + t] = (int32_t)((pos * pos * 7 + pos / 3) % 256);
-        }
-}
-
 /* Steps [from, to) of trainer t; loss[s] for each. */
 static void train(trainer *t, const config *c, int64_t from, int64_t to, double *loss) {
     int64_t row0, nrows;
@@ -47,7 +38,7 @@ static void train(trainer *t, const config *c, int64_t from, int64_t to, double 
     int32_t *tok = malloc((size_t)(nrows * (c->shape.T + 1)) * sizeof(int32_t));
     for (int64_t s = from; s < to; s++) {
         step_stats st;
-        batch(tok, row0, nrows, c->shape.T, s);
+        test_stream_batch(tok, row0, nrows, c->shape.T, s);
         trainer_step(t, s, tok, &st);
         loss[s] = st.loss;
     }

@@ -9,20 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"
 #include "mesh/mesh.h"
+#include "stream.h"
 #include "train/trainer.h"
 
 #define STEPS 3
-
-static void batch(int32_t *out, int64_t row0, int64_t nrows, int64_t T, int64_t step) {
-    for (int64_t b = 0; b < nrows; b++)
-        for (int64_t t = 0; t <= T; t++) {
-            uint64_t pos =
-                kern_rng_u64(3, (uint64_t)step, (uint64_t)(row0 + b)) % 1000 + (uint64_t)t;
-            out[b * (T + 1) + t] = (int32_t)((pos * pos * 7 + pos / 3) % 256);
-        }
-}
 
 /* Runs STEPS steps; returns the losses and a copy of this rank's parameter storage. */
 static float *run(trainer *t, const config *c, double *loss, int64_t *np) {
@@ -31,7 +22,7 @@ static float *run(trainer *t, const config *c, double *loss, int64_t *np) {
     int32_t *tok = malloc((size_t)(nrows * (c->shape.T + 1)) * sizeof(int32_t));
     for (int64_t s = 0; s < STEPS; s++) {
         step_stats st;
-        batch(tok, row0, nrows, c->shape.T, s);
+        test_stream_batch(tok, row0, nrows, c->shape.T, s);
         trainer_step(t, s, tok, &st);
         loss[s] = st.loss;
     }
