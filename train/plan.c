@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/errmsg.h"
+
 void plan_spec_defaults(plan_spec *s) {
     memset(s, 0, sizeof *s);
     s->chip = *cost_chip_find("v5p");
@@ -88,6 +90,29 @@ double plan_params(const model_shape *m) {
 }
 
 /* ---- axes of a role, with splits ---- */
+
+const char *plan_path_name(plan_path p) {
+    return p == PLAN_PATH_CRITICAL ? "critical" : p == PLAN_PATH_PREFETCH ? "prefetch" : "async";
+}
+
+void plan_topology_str(const plan_spec *s, char *buf, size_t len) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->n_axes && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "x" : "", s->sizes[i]);
+}
+
+const char *plan_remat_str(const plan_spec *s, int detail, char *buf, size_t len) {
+    static const char *names[] = {"none", "block", "ffw3"};
+    static const char *details[] = {" (~20 [B,D] tensors per layer)", " (layer inputs only)",
+                                    " (3 FFW matmul outputs)"};
+    if (s->remat == PLAN_REMAT_CKPT)
+        snprintf(buf, len, detail ? "ckpt%d (%d [B,D] tensors per layer)" : "ckpt%d", s->ckpt_n,
+                 s->ckpt_n);
+    else
+        snprintf(buf, len, "%s%s", names[s->remat], detail ? details[s->remat] : "");
+    return buf;
+}
 
 int plan_axis_split(const plan_spec *s, int axis) {
     const int k = s->tensor_block[axis];
@@ -261,49 +286,45 @@ static int validate_blocks(const plan_spec *s, char *err, size_t errlen) {
     return 0;
 }
 
-static int fail(char *err, size_t errlen, const char *msg, long long a, long long b) {
-    snprintf(err, errlen, msg, a, b);
-    return -1;
-}
-
 static int validate(const plan_spec *s, const plan_result *r, char *err, size_t errlen) {
     const model_shape *m = &s->shape;
     const int all = (1 << s->n_axes) - 1;
     int split = 0;
     for (int i = 0; i < s->n_axes; i++) split |= plan_axis_split(s, i) << i;
-    if (s->n_axes < 1) return fail(err, errlen, "no topology (give --topology or --mesh)", 0, 0);
+    if (s->n_axes < 1) return errmsg_fail(err, errlen, "no topology (give --topology or --mesh)");
     if ((s->data_mask & s->tensor_mask & ~split) || (s->data_mask & s->pipe_mask) ||
         (s->tensor_mask & s->pipe_mask))
-        return fail(err, errlen,
-                    "an axis is given two roles (data, tensor, pipeline); only an axis split "
-                    "into a tensor block and a strided data part (--tensor z:4) may be both",
-                    0, 0);
+        return errmsg_fail(err, errlen,
+                           "an axis is given two roles (data, tensor, pipeline); only an axis "
+                           "split into a tensor block and a strided data part (--tensor z:4) may "
+                           "be both");
     if ((s->data_mask | s->tensor_mask | s->pipe_mask) & ~all)
-        return fail(err, errlen, "a sharding names an axis the %lld-axis topology lacks", s->n_axes,
-                    0);
+        return errmsg_fail(err, errlen, "a sharding names an axis the %d-axis topology lacks",
+                           s->n_axes);
     if (s->pipe_mask & (s->pipe_mask - 1))
-        return fail(err, errlen, "--pipeline takes one axis", 0, 0);
+        return errmsg_fail(err, errlen, "--pipeline takes one axis");
     if (m->L < 1 || m->D < 1 || m->N < 1 || m->K < 1 || m->H < 1 || m->F < 1 || m->V < 1 ||
         m->T < 1)
-        return fail(err, errlen, "the model needs every dimension (or a --model preset)", 0, 0);
+        return errmsg_fail(err, errlen, "the model needs every dimension (or a --model preset)");
     if (m->N % m->K)
-        return fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld", m->N, m->K);
-    if (s->tokens < 1) return fail(err, errlen, "give a batch: --batch or --tokens", 0, 0);
-    if (s->zero < 0 || s->zero > 3) return fail(err, errlen, "--zero %lld: use 0..3", s->zero, 0);
-    if (s->microbatches < 1) return fail(err, errlen, "--microbatches must be >= 1", 0, 0);
+        return errmsg_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
+                           (long long)m->N, (long long)m->K);
+    if (s->tokens < 1) return errmsg_fail(err, errlen, "give a batch: --batch or --tokens");
+    if (s->zero < 0 || s->zero > 3) return errmsg_fail(err, errlen, "--zero %d: use 0..3", s->zero);
+    if (s->microbatches < 1) return errmsg_fail(err, errlen, "--microbatches must be >= 1");
     if (m->N % (long long)r->Y || m->F % (long long)r->Y)
-        return fail(err, errlen,
-                    "tensor degree %lld must divide the heads and d_ff (N = %lld); pick other "
-                    "--tensor axes",
-                    (long long)r->Y, m->N);
+        return errmsg_fail(err, errlen,
+                           "tensor degree %lld must divide the heads and d_ff (N = %lld); pick "
+                           "other --tensor axes",
+                           (long long)r->Y, (long long)m->N);
     if (m->L % (long long)r->P)
-        return fail(err, errlen, "pipeline degree %lld must divide --layers %lld", (long long)r->P,
-                    m->L);
+        return errmsg_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
+                           (long long)r->P, (long long)m->L);
     if (s->tokens / r->X / s->microbatches < 1)
-        return fail(err, errlen,
-                    "the batch has fewer tokens than data shards x microbatches "
-                    "(%lld); the data degree is %lld",
-                    (long long)(r->X * s->microbatches), (long long)r->X);
+        return errmsg_fail(err, errlen,
+                           "the batch has fewer tokens than data shards x microbatches "
+                           "(%lld); the data degree is %lld",
+                           (long long)(r->X * s->microbatches), (long long)r->X);
     return 0;
 }
 

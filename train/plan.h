@@ -133,6 +133,11 @@ int plan_model_preset(model_shape *m, const char *name);
  * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
 double plan_params(const model_shape *m);
 
+/* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
+ * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */
+const char *plan_path_name(plan_path p);
+void plan_topology_str(const plan_spec *s, char *buf, size_t len);
+const char *plan_remat_str(const plan_spec *s, int detail, char *buf, size_t len);
 /* 1 if axis i of s is split: in the tensor role with a block 1 < k < sizes[i]. */
 int plan_axis_split(const plan_spec *s, int axis);
 /* The axes of `role` as printed in subscripts and columns: whole axes by letter, a split axis as

@@ -49,29 +49,13 @@ static void kv_bool(FILE *out, int *first, const char *k, int v) {
     *first = 0;
 }
 
-static const char *remat_short(const plan_spec *s, char *buf, size_t len) {
-    static const char *names[] = {"none", "block", "ffw3"};
-    if (s->remat == PLAN_REMAT_CKPT)
-        snprintf(buf, len, "ckpt%d", s->ckpt_n);
-    else
-        snprintf(buf, len, "%s", names[s->remat]);
-    return buf;
-}
-
-static void topo_text(const plan_spec *s, char *buf, size_t len) {
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < s->n_axes && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "x" : "", s->sizes[i]);
-}
-
 static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
     const model_shape *m = &s->shape;
     char buf[64];
     int f = 1;
     fputs("{", out);
     kv_str(out, &f, "chip", s->chip.name);
-    topo_text(s, buf, sizeof buf);
+    plan_topology_str(s, buf, sizeof buf);
     kv_str(out, &f, "topology", buf);
     kv_num(out, &f, "chips", r->chips);
     fputs(", \"axes\": [", out);
@@ -110,7 +94,7 @@ static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
     kv_num(out, &g, "M_X", r->M_X);
     kv_num(out, &g, "M_Y", r->M_Y);
     kv_num(out, &g, "microbatches", s->microbatches);
-    kv_str(out, &g, "remat", remat_short(s, buf, sizeof buf));
+    kv_str(out, &g, "remat", plan_remat_str(s, 0, buf, sizeof buf));
     kv_str(out, &g, "alg", cost_alg_name(s->alg));
     fputs("}, \"model\": {", out);
     g = 1;
@@ -185,10 +169,6 @@ static void json_thresholds(FILE *out, const plan_result *r) {
     fputs("}", out);
 }
 
-static const char *path_text(plan_path p) {
-    return p == PLAN_PATH_CRITICAL ? "critical" : p == PLAN_PATH_PREFETCH ? "prefetch" : "async";
-}
-
 void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"tokens\", "
           "\"bytes_V\": \"the book's V per call (digest §3.3)\"},\n\"spec\": ",
@@ -206,7 +186,7 @@ void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
         kv_str(out, &f, "seg", c->seg ? "head" : "layer");
         kv_bool(out, &f, "bwd", c->bwd);
         kv_num(out, &f, "count", c->count);
-        kv_str(out, &f, "path", path_text(c->path));
+        kv_str(out, &f, "path", plan_path_name(c->path));
         kv_num(out, &f, "bytes", c->bytes);
         kv_num(out, &f, "hops", c->est.hops);
         kv_num(out, &f, "time", c->est.seconds);
@@ -292,7 +272,7 @@ void plan_print_csv(FILE *out, const plan_spec *s, const plan_result *r) {
                 cost_op_name(c->op));
         csv_str(out, c->axes);
         fprintf(out, ",%s,%d,%s,", c->role == PLAN_ROLE_TENSOR ? "tensor" : "data", c->count,
-                path_text(c->path));
+                plan_path_name(c->path));
         const double v[] = {c->bytes,         c->est.hops,
                             c->est.seconds,   c->count * c->est.seconds,
                             c->est.t_latency, c->est.t_bandwidth};
@@ -316,7 +296,7 @@ void plan_search_print_csv(FILE *out, const plan_candidate *c, int n) {
         const plan_result *r = &c[i].r;
         char topo[64], d[16], t[16], w[COST_MAX_AXES + 1];
         int k = 0;
-        topo_text(s, topo, sizeof topo);
+        plan_topology_str(s, topo, sizeof topo);
         plan_axes_str(s, PLAN_ROLE_DATA, d, sizeof d);
         plan_axes_str(s, PLAN_ROLE_TENSOR, t, sizeof t);
         for (int a = 0; a < s->n_axes; a++)

@@ -7,37 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *path_name(plan_path p) {
-    return p == PLAN_PATH_CRITICAL ? "critical" : p == PLAN_PATH_PREFETCH ? "prefetch" : "async";
-}
-
-static const char *remat_name(const plan_spec *s, char *buf, size_t len) {
-    static const char *names[] = {"none (~20 [B,D] tensors per layer)", "block (layer inputs only)",
-                                  "ffw3 (3 FFW matmul outputs)"};
-    if (s->remat == PLAN_REMAT_CKPT)
-        snprintf(buf, len, "ckpt%d (%d [B,D] tensors per layer)", s->ckpt_n, s->ckpt_n);
-    else
-        snprintf(buf, len, "%s", names[s->remat]);
-    return buf;
-}
-
 /* plan_axes_str, "-" for none. */
 static void axes_str(const plan_spec *s, plan_role role, char *out, size_t len) {
     plan_axes_str(s, role, out, len);
     if (!out[0]) snprintf(out, len, "-");
 }
 
-static void topo_str(const plan_spec *s, char *buf, size_t len) {
-    size_t k = 0;
-    for (int i = 0; i < s->n_axes && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "x" : "", s->sizes[i]);
-}
-
 static void print_header(FILE *out, const plan_spec *s, const plan_result *r) {
     const cost_chip *c = &s->chip;
     const model_shape *m = &s->shape;
     char topo[64], d[16], t[16], p[16], rb[64];
-    topo_str(s, topo, sizeof topo);
+    plan_topology_str(s, topo, sizeof topo);
     fprintf(out,
             "chip %s: C %.3g FLOP/s (bf16), HBM %.0f GB at %.3g B/s, ICI link %.3g B/s "
             "one-way (W = %.3g bidirectional), T_min %.3g us\n",
@@ -66,8 +46,8 @@ static void print_header(FILE *out, const plan_spec *s, const plan_result *r) {
     fprintf(out,
             "sharding: data %s (X=%.0f, ZeRO-%d), tensor %s (Y=%.0f), pipeline %s (P=%.0f, "
             "%d microbatches); remat %s; collectives %s\n",
-            d, r->X, s->zero, t, r->Y, p, r->P, s->microbatches, remat_name(s, rb, sizeof rb),
-            cost_alg_name(s->alg));
+            d, r->X, s->zero, t, r->Y, p, r->P, s->microbatches,
+            plan_remat_str(s, 1, rb, sizeof rb), cost_alg_name(s->alg));
     if (r->chips > r->X * r->Y * r->P)
         fprintf(out, "  warning: %.0f chips but X*Y*P = %.0f: the other axes replicate work\n",
                 r->chips, r->X * r->Y * r->P);
@@ -96,7 +76,7 @@ static void print_segment(FILE *out, const plan_result *r, int seg) {
         fprintf(out, "    %-4s %-13s %11.4g %5d %4d %10.4f %10.4f %-14s %-8s %s\n",
                 c->bwd ? "bwd" : "fwd", cost_op_name(c->op), c->bytes, c->count, c->est.hops,
                 c->est.seconds * 1e3, c->count * c->est.seconds * 1e3, cost_regime_name(c->regime),
-                path_name(c->path), c->what);
+                plan_path_name(c->path), c->what);
     }
     if (!any) fprintf(out, "    (no collectives)\n");
 }
@@ -111,7 +91,7 @@ static void print_memory(FILE *out, const plan_spec *s, const plan_result *r) {
     fprintf(out, "  optimizer  %9.3f GB  (%.0f B/param Adam moments%s)\n", r->mem_opt / 1e9,
             s->opt_bytes, s->zero >= 1 ? ", sharded by ZeRO-1+" : "");
     fprintf(out, "  activations%9.3f GB  (remat %s)\n", r->mem_acts / 1e9,
-            remat_name(s, rb, sizeof rb));
+            plan_remat_str(s, 1, rb, sizeof rb));
     if (r->mem_gathered > 0)
         fprintf(out, "  gathered   %9.3f GB  (FSDP: 2 layers or the unembedding, gathered)\n",
                 r->mem_gathered / 1e9);
@@ -441,7 +421,7 @@ static void search_print_table(FILE *out, const plan_spec *base, const plan_sear
         char topo_s[32], d[16], tn[16];
         const plan_spec *s = &c[i].s;
         const plan_result *r = &c[i].r;
-        topo_str(s, topo_s, sizeof topo_s);
+        plan_topology_str(s, topo_s, sizeof topo_s);
         axes_str(s, PLAN_ROLE_DATA, d, sizeof d);
         axes_str(s, PLAN_ROLE_TENSOR, tn, sizeof tn);
         fprintf(out, "%4d %-10s %-12s %5.0f %4d %-8s %4.0f %11.2f %11.2f %5.1f%% %9.2f %s\n", i + 1,
