@@ -26,6 +26,7 @@
  *
  * Reductions add the n blocks in rank order 0..n−1, so results are deterministic (though, on
  * non-integer data, not bit-identical to RING/BIDIR, which add in ring order). */
+#include "mesh/cost.h"
 #include "mesh/mesh_impl.h"
 
 #include <limits.h>
@@ -63,19 +64,6 @@ static int coord_of(const dset *s, int j, int k) {
     return j % s->size[k];
 }
 
-/* Busiest directed link's load (in blocks) of all-pairs traffic on one ring or line of n. */
-static double busiest(int n, int wrap) {
-    if (n <= 1) return 0;
-    if (!wrap) return (double)(n / 2) * (double)((n + 1) / 2);
-    double l = 0;
-    for (int d = 1; d <= (n - 1) / 2; d++) l += d;
-    return n % 2 == 0 ? l + n / 4.0 : l;
-}
-
-static int farthest(int n, int wrap) {
-    return n <= 1 ? 0 : wrap ? n / 2 : n - 1;
-}
-
 /* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated). */
 static double round_delivery(mesh *m, const dset *s, int64_t bytes) {
     double t = 0, lat = 0;
@@ -83,12 +71,13 @@ static double round_delivery(mesh *m, const dset *s, int64_t bytes) {
     for (int k = 0; k < s->P; k++) {
         if (s->size[k] <= 1 || m->link_bw[s->axis[k]] <= 0) continue;
         emulated = 1;
-        double load = (double)(s->n / s->size[k]) * busiest(s->size[k], s->wrap[k]) * bytes;
+        double load =
+            (double)(s->n / s->size[k]) * cost_direct_link_load(s->size[k], s->wrap[k]) * bytes;
         for (int d = 0; d < 2; d++) {
             double td = link_schedule(m, s->axis[k], d, (int64_t)(load + 0.5), 0);
             t = td > t ? td : t;
         }
-        lat += farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
+        lat += cost_direct_farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
     }
     return emulated ? t + lat : 0;
 }

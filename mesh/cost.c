@@ -187,6 +187,18 @@ static int stride_of(const int *strides, int i) {
     return strides && strides[i] > 1 ? strides[i] : 1;
 }
 
+double cost_direct_link_load(int n, int wraps) {
+    if (n <= 1) return 0;
+    if (!wraps) return (double)(n / 2) * (double)((n + 1) / 2);
+    double l = 0;
+    for (int d = 1; d <= (n - 1) / 2; d++) l += d;
+    return n % 2 == 0 ? l + n / 4.0 : l;
+}
+
+int cost_direct_farthest(int n, int wraps) {
+    return n <= 1 ? 0 : wraps ? n / 2 : n - 1;
+}
+
 /* AllGather (or AllToAll when a2a) of V bytes; ReduceScatter is the same by symmetry. A strided
  * axis (stride k) runs at w_oneway/k per link with k hops of T_min per ring step. */
 static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps, const int *strides,
@@ -244,16 +256,9 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
         for (int i = 0; i < n_axes; i++) {
             const int n = sizes[i], w = wraps && wraps[i];
             if (n <= 1) continue;
-            double L = 0;
-            if (!w)
-                L = (double)(n / 2) * ((n + 1) / 2);
-            else {
-                for (int d = 1; d <= (n - 1) / 2; d++) L += d;
-                if (n % 2 == 0) L += n / 4.0;
-            }
-            const double t = (double)(prod / n) * L * b / l->w_oneway;
+            const double t = (double)(prod / n) * cost_direct_link_load(n, w) * b / l->w_oneway;
             worst = t > worst ? t : worst;
-            hop_sum += w ? n / 2 : n - 1;
+            hop_sum += cost_direct_farthest(n, w);
         }
         stage_add(&st, T * hop_sum, worst, hop_sum);
         break;

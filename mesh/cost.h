@@ -159,6 +159,13 @@ double cost_collective_strided(cost_op op, const cost_link *link, const int *siz
                                const int *wraps, const int *strides, int n_axes, cost_alg alg,
                                double bytes_V, cost_est *est);
 
+/* DIRECT's pieces, shared with its implementation (mesh/coll_direct.c): the busiest directed
+ * link's load, in blocks, when every ordered pair of the n chips of one ring (wraps) or line
+ * exchanges one block over the shortest path (Σ_{d ≤ (n−1)/2} d, + n/4 for even n, on a ring;
+ * ⌊n/2⌋⌈n/2⌉ on a line); and the farthest distance on it (hops). 0 for n ≤ 1. */
+double cost_direct_link_load(int n, int wraps);
+int cost_direct_farthest(int n, int wraps);
+
 /* The V at which the latency and bandwidth terms of cost_collective are equal: smaller messages
  * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, §2.1). −1 on misuse. */
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
