@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "train/errmsg.h"
+#include "train/config/errmsg.h"
 
 void plan_spec_defaults(plan_spec *s) {
     memset(s, 0, sizeof *s);

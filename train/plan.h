@@ -22,7 +22,7 @@
 #include <stdio.h>
 
 #include "mesh/cost.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 #define PLAN_MAX_COLL 24
 #define PLAN_MAX_NOTES 16
