@@ -2,20 +2,20 @@
  * and thresholds (#14, #19–#22, #24–#27), the §5.6 X_opt example and v5p 16x16x16 bound, the §6
  * LLaMA-3-70B plan numbers, the book's per-layer comms, and the regime boundary B/X = α/M_X. */
 #include "check.h"
-#include "train/plan.h"
+#include "calc/calc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* A spec on `chip` with topology sizes[n], data/tensor masks, ZeRO-3, the given model and batch. */
-static plan_spec make(const char *chip, const int *sizes, int n, int data, int tensor,
-                      const model_shape *m, double tokens) {
-    plan_spec s;
+static calc_spec make(const char *chip, const int *sizes, int n, int data, int tensor,
+                      const calc_shape *m, double tokens) {
+    calc_spec s;
     char err[256];
-    plan_spec_defaults(&s);
+    calc_spec_defaults(&s);
     s.chip = *cost_chip_find(chip);
     s.link = cost_chip_link(&s.chip);
-    if (plan_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
+    if (calc_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
         printf("FAIL topology: %s\n", err);
         exit(1);
     }
@@ -27,11 +27,11 @@ static plan_spec make(const char *chip, const int *sizes, int n, int data, int t
     return s;
 }
 
-static plan_result run(const plan_spec *s) {
-    plan_result r;
+static calc_result run(const calc_spec *s) {
+    calc_result r;
     char err[256];
-    if (plan_compute(s, &r, err, sizeof err) < 0) {
-        printf("FAIL plan_compute: %s\n", err);
+    if (calc_compute(s, &r, err, sizeof err) < 0) {
+        printf("FAIL calc_compute: %s\n", err);
         exit(1);
     }
     return r;
@@ -40,30 +40,30 @@ static plan_result run(const plan_spec *s) {
 static const int pod3[3] = {16, 16, 16}, pod8960[3] = {16, 20, 28};
 
 static void test_params_flops(void) {
-    model_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192}, l3, l2;
-    plan_model_preset(&l3, "llama3-70b");
-    plan_model_preset(&l2, "llama2-13b");
+    calc_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192}, l3, l2;
+    calc_model_preset(&l3, "llama3-70b");
+    calc_model_preset(&l2, "llama2-13b");
     /* #14: the exact formula L(3DF + 4D^2 + D) + 2DV; we add a second norm per layer and the
      * final norm (L·D + D more). */
-    check_near("#14 params (exact 17.44e9; book rounds to 16e9)", plan_params(&m14), 17.44e9,
+    check_near("#14 params (exact 17.44e9; book rounds to 16e9)", calc_params(&m14), 17.44e9,
                0.001);
-    plan_spec s = make("v5p", pod3, 3, 7, 0, &m14, 8192 * 512.0);
-    plan_result r = run(&s);
+    calc_spec s = make("v5p", pod3, 3, 7, 0, &m14, 8192 * 512.0);
+    calc_result r = run(&s);
     const double matmul = 6 * s.tokens * 64 * (3.0 * 4096 * 16384 + 4.0 * 4096 * 4096);
     check_near("#14 attention fraction T/(8D), T = 8192, D = 4096", 2 * r.flops_attn / matmul, 0.25,
                1e-9);
     /* #24: LLaMA-2-13B. */
-    check_near("#24 LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)", plan_params(&l2), 13.1e9,
+    check_near("#24 LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)", calc_params(&l2), 13.1e9,
                0.01);
     s = make("v5p", pod3, 3, 7, 0, &l2, 16e6);
-    s.remat = PLAN_REMAT_FFW3;
+    s.remat = CALC_REMAT_FFW3;
     r = run(&s);
     check_near("#24 params + Adam (10 B/param), bytes", r.params * (s.param_bytes + s.opt_bytes),
                130e9, 0.01);
     check_near("#24 16M-token activations, 3 FFW checkpoints per layer (bytes)",
                r.mem_global - r.params * (s.param_bytes + s.opt_bytes), 42e12, 0.01);
     /* #26: LLaMA-3-70B totals. The book sums rounded parts (56.3 + 2.1 + 12 = 70.4). */
-    const double P = plan_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
+    const double P = calc_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
     check_near("#26 LLaMA-3-70B params", P, 70.4e9, 0.005);
     check_near("#26 MLP params 3DFL", 3.0 * 8192 * 28672 * 80, 56.3e9, 0.002);
     check_near("#26 FLOPs per token 6P", 6 * P, 4.2e11, 0.01);
@@ -73,14 +73,14 @@ static void test_params_flops(void) {
 }
 
 static void test_thresholds(void) {
-    model_shape l3, l2, f30k;
-    plan_model_preset(&l3, "llama3-70b");
-    plan_model_preset(&l2, "llama2-13b");
+    calc_shape l3, l2, f30k;
+    calc_model_preset(&l3, "llama3-70b");
+    calc_model_preset(&l2, "llama2-13b");
     f30k = l3;
     f30k.F = 30000;
     /* #19. */
-    plan_spec s = make("v5p", pod3, 3, 1, 0, &l3, 4e6);
-    plan_result r = run(&s);
+    calc_spec s = make("v5p", pod3, 3, 1, 0, &l3, 4e6);
+    calc_result r = run(&s);
     check_near("#19 DP/FSDP threshold on 1 axis (tokens per chip)", r.dp_threshold, 2550, 0.001);
     s = make("v5p", pod8960, 3, 7, 0, &l3, 16e6);
     r = run(&s);
@@ -110,7 +110,7 @@ static void test_thresholds(void) {
     check_true("#25 3M tokens is communication-bound for FSDP", r.tokens_per_x < r.dp_threshold);
     check_near("#25 mixed threshold (M_X=2, M_Y=1)", r.mixed_threshold, 940, 0.002);
     /* §5.6 example: N = 64, B = 48,000, F = 32,768, M_X/M_Y = 2 → 13.7 (book prints 13.9). */
-    model_shape f32k = l3;
+    calc_shape f32k = l3;
     f32k.F = 32768;
     const int cube[3] = {4, 4, 4};
     s = make("v5p", cube, 3, 3, 4, &f32k, 48000);
@@ -124,13 +124,13 @@ static void test_thresholds(void) {
 }
 
 static void test_llama3(void) {
-    model_shape l3;
-    plan_model_preset(&l3, "llama3-70b");
+    calc_shape l3;
+    calc_model_preset(&l3, "llama3-70b");
     /* #27: memory at a 4M batch with n = 4 checkpoints per layer (erratum 9). */
-    plan_spec s = make("v5p", pod8960, 3, 7, 0, &l3, 4e6);
-    s.remat = PLAN_REMAT_CKPT;
+    calc_spec s = make("v5p", pod8960, 3, 7, 0, &l3, 4e6);
+    s.remat = CALC_REMAT_CKPT;
     s.ckpt_n = 4;
-    plan_result r = run(&s);
+    calc_result r = run(&s);
     check_near("#27 params bf16 (bytes)", r.params * 2, 140e9, 0.01);
     check_near("#27 optimizer 8 B/param (bytes)", r.params * 8, 560e9, 0.01);
     check_near("#27 checkpoints 2*D*B*4*L (bytes)", r.mem_global - r.params * 10, 20.9e12, 0.005);
@@ -151,13 +151,13 @@ static void test_llama3(void) {
  * 2DF per matrix) at W·M_X; TP moves 2·B·D/X per block per gather. And the regime flips at
  * B/X = α/M_X (attention made negligible with a short sequence). */
 static void test_layer(void) {
-    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    calc_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
     const double W = 1.8e11, D = 8192, F = 32768;
-    plan_spec s = make("v5p", pod3, 3, 3, 4, &m, 4e6);
-    plan_result r = run(&s);
+    calc_spec s = make("v5p", pod3, 3, 3, 4, &m, 4e6);
+    calc_result r = run(&s);
     int seen = 0;
     for (int i = 0; i < r.n_coll; i++) {
-        const plan_coll *c = &r.coll[i];
+        const calc_coll *c = &r.coll[i];
         if (c->seg == 0 && !c->bwd && strstr(c->what, "W_mlp")) {
             check_near("FSDP forward MLP gather = 2*3DF/(Y W M_X)", c->est.seconds,
                        2 * 3 * D * F / 16 / (W * 2), 1e-9);
@@ -167,7 +167,7 @@ static void test_layer(void) {
             check_near("TP forward gather = 2BD/(X W)", c->est.seconds, 2 * s.tokens * D / 256 / W,
                        1e-9);
             check_true("TP gathers twice per layer (attention + MLP), critical",
-                       c->count == 2 && c->path == PLAN_PATH_CRITICAL);
+                       c->count == 2 && c->path == CALC_PATH_CRITICAL);
             seen |= 2;
         }
     }
@@ -181,9 +181,9 @@ static void test_layer(void) {
                  k ? "compute-bound" : "communication-bound", per_x);
         check_true(what, (r.phase[0][0].t_math >= r.phase[0][0].t_comm) == k);
     }
-    plan_spec bad = make("v5p", pod3, 3, 3, 3, &m, 4e6);
+    calc_spec bad = make("v5p", pod3, 3, 3, 3, &m, 4e6);
     char err[256];
-    check_true("an axis in two roles is rejected", plan_compute(&bad, &r, err, sizeof err) < 0);
+    check_true("an axis in two roles is rejected", calc_compute(&bad, &r, err, sizeof err) < 0);
 }
 
 static void test_cli_and_search(void) {
@@ -192,25 +192,25 @@ static void test_cli_and_search(void) {
                   "xy",       "--tensor",   "z",       "--remat=block"};
     char *badflag[] = {"meshplan", "--chip", "v9"};
     FILE *null = fopen("/dev/null", "w");
-    check_true("meshplan runs the LLaMA-3-70B plan", plan_main(14, ok) == 0);
-    check_true("an unknown chip is a clean error (status 2)", plan_main(3, badflag) == 2);
-    model_shape l3;
-    plan_model_preset(&l3, "llama3-70b");
-    plan_spec s;
-    plan_spec_defaults(&s);
+    check_true("meshplan runs the LLaMA-3-70B plan", calc_main(14, ok) == 0);
+    check_true("an unknown chip is a clean error (status 2)", calc_main(3, badflag) == 2);
+    calc_shape l3;
+    calc_model_preset(&l3, "llama3-70b");
+    calc_spec s;
+    calc_spec_defaults(&s);
     s.shape = l3;
     s.tokens = 1024 * 4096.0;
     /* 4096 chips fit a v5p pod only as 16x16x16: 8 distinct whole-axis shardings up to axis
      * symmetry. */
-    const plan_search_opt whole4096 = {4096, 5, 1, PLAN_FORMAT_TABLE},
-                          whole64 = {64, 5, 1, PLAN_FORMAT_TABLE};
+    const calc_search_opt whole4096 = {4096, 5, 1, CALC_FORMAT_TABLE},
+                          whole64 = {64, 5, 1, CALC_FORMAT_TABLE};
     check_true("search over 4096 v5p chips ranks the 8 distinct shardings",
-               null && plan_search(null, &s, &whole4096) == 8);
+               null && calc_search(null, &s, &whole4096) == 8);
     s.chip = *cost_chip_find("v5e");
     s.link = cost_chip_link(&s.chip);
     s.shape.L = 8;
     check_true("search over 64 v5e chips tries several topologies",
-               null && plan_search(null, &s, &whole64) > 7);
+               null && calc_search(null, &s, &whole64) > 7);
     if (null) fclose(null);
 }
 
@@ -218,18 +218,18 @@ static void test_cli_and_search(void) {
  * strided x/4 (a ring of 4 at W/4) and the Megatron collectives over the block x:4 (an open line
  * of 4: 3/4 V/W_uni, mesh/cost.h). The §5.6 example X = 16, Y = 4 on 64 chips is a split. */
 static void test_split(void) {
-    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    calc_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
     const int line[1] = {16}, s416[2] = {4, 16};
     const double W = 1.8e11, Wu = 9e10, D = 8192, F = 32768;
-    plan_spec s = make("v5p", line, 1, 1, 1, &m, 4e6);
+    calc_spec s = make("v5p", line, 1, 1, 1, &m, 4e6);
     s.tensor_block[0] = 4;
-    plan_result r = run(&s);
+    calc_result r = run(&s);
     check_near("x:4 of 16: tensor degree Y", r.Y, 4, 0);
     check_near("x/4 of 16: data degree X", r.X, 4, 0);
     check_true("a split axis counts for both M_X and M_Y", r.M_X == 1 && r.M_Y == 1);
     int seen = 0;
     for (int i = 0; i < r.n_coll; i++) {
-        const plan_coll *c = &r.coll[i];
+        const calc_coll *c = &r.coll[i];
         if (c->seg == 0 && !c->bwd && strstr(c->what, "W_mlp")) {
             check_near("strided x/4 in a wrapping 16: FSDP gather = V/(W/4)", c->est.seconds,
                        2 * 3 * D * F / 4 / (W / 4), 1e-12);
@@ -248,13 +248,13 @@ static void test_split(void) {
     char err[256];
     s.tensor_block[0] = 5;
     check_true("a block that does not divide its axis is rejected",
-               plan_compute(&s, &r, err, sizeof err) < 0 && strstr(err, "x:5"));
+               calc_compute(&s, &r, err, sizeof err) < 0 && strstr(err, "x:5"));
     s.tensor_block[0] = 0;
     check_true("without a block, an axis in data and tensor is still rejected",
-               plan_compute(&s, &r, err, sizeof err) < 0);
+               calc_compute(&s, &r, err, sizeof err) < 0);
     /* §5.6: N = 64, B = 48,000, F = 32,768 → X = 16, Y = 4 on a 4x16 slice: y:4 (tensor) and
      * x, y/4 (data). M_X/M_Y = 2 is the ratio the book's 13.9 needs (erratum 5). */
-    model_shape f32k = m;
+    calc_shape f32k = m;
     f32k.F = 32768;
     f32k.T = 4096;
     s = make("v5p", s416, 2, 3, 2, &f32k, 48000);
@@ -265,29 +265,29 @@ static void test_split(void) {
     check_near("§5.6 X_opt with the split's own M_X/M_Y = 2 (exact 13.7)", r.x_opt, 13.7, 0.005);
 }
 
-/* The search enumerates splits; a split candidate's numbers equal a direct plan_compute. */
+/* The search enumerates splits; a split candidate's numbers equal a direct calc_compute. */
 static void test_search_splits(void) {
-    model_shape l3;
-    plan_model_preset(&l3, "llama3-70b");
-    plan_spec s = make("v5p", pod3, 3, 7, 0, &l3, 4e6);
-    const plan_search_opt o = {0, 15, 0, PLAN_FORMAT_TABLE};
+    calc_shape l3;
+    calc_model_preset(&l3, "llama3-70b");
+    calc_spec s = make("v5p", pod3, 3, 7, 0, &l3, 4e6);
+    const calc_search_opt o = {0, 15, 0, CALC_FORMAT_TABLE};
     int n = 0, found = 0;
-    plan_candidate *c = plan_search_list(&s, &o, &n);
+    calc_candidate *c = calc_search_list(&s, &o, &n);
     check_true("search with splits on 16x16x16 returns more than the 8 whole-axis shardings",
                c && n > 8);
     for (int i = 0; c && i < n && !found; i++) {
-        const plan_spec *cs = &c[i].s;
+        const calc_spec *cs = &c[i].s;
         for (int a = 0; a < 3; a++) {
-            if (!plan_axis_split(cs, a) || c[i].r.Y != 4 || cs->zero != 3) continue;
-            plan_spec d = make("v5p", pod3, 3, cs->data_mask, cs->tensor_mask, &l3, 4e6);
+            if (!calc_axis_split(cs, a) || c[i].r.Y != 4 || cs->zero != 3) continue;
+            calc_spec d = make("v5p", pod3, 3, cs->data_mask, cs->tensor_mask, &l3, 4e6);
             d.tensor_block[a] = cs->tensor_block[a];
-            const plan_result rd = run(&d);
+            const calc_result rd = run(&d);
             char dn[16], tn[16];
-            plan_axes_str(cs, PLAN_ROLE_DATA, dn, sizeof dn);
-            plan_axes_str(cs, PLAN_ROLE_TENSOR, tn, sizeof tn);
+            calc_axes_str(cs, CALC_ROLE_DATA, dn, sizeof dn);
+            calc_axes_str(cs, CALC_ROLE_TENSOR, tn, sizeof tn);
             printf("     rank %d: data %s, tensor %s, ZeRO-%d\n", i + 1, dn, tn, cs->zero);
             check_true("a split candidate (Y = 4, ZeRO-3) is found", 1);
-            check_near("  ... its step time = a direct plan_compute", c[i].r.t_step_max,
+            check_near("  ... its step time = a direct calc_compute", c[i].r.t_step_max,
                        rd.t_step_max, 0);
             check_near("  ... serial step time", c[i].r.t_step_sum, rd.t_step_sum, 0);
             check_near("  ... memory per chip", c[i].r.mem_total, rd.mem_total, 0);
@@ -315,27 +315,27 @@ static int count_lines(FILE *f) {
 }
 
 static void test_formats(void) {
-    model_shape l3;
-    plan_model_preset(&l3, "llama3-70b");
-    plan_spec s = make("v5p", pod3, 3, 7, 4, &l3, 4e6);
+    calc_shape l3;
+    calc_model_preset(&l3, "llama3-70b");
+    calc_spec s = make("v5p", pod3, 3, 7, 4, &l3, 4e6);
     s.tensor_block[2] = 4;
-    const plan_result r = run(&s);
+    const calc_result r = run(&s);
     FILE *f = tmpfile();
     if (!f) {
         check_true("tmpfile", 0);
         return;
     }
-    plan_print_csv(f, &s, &r);
+    calc_print_csv(f, &s, &r);
     check_near("plan CSV: a header row + one row per collective", count_lines(f), 1 + r.n_coll, 0);
     fclose(f);
     f = tmpfile();
-    const plan_search_opt o = {0, 7, 0, PLAN_FORMAT_CSV};
-    const int n = plan_search(f, &s, &o);
+    const calc_search_opt o = {0, 7, 0, CALC_FORMAT_CSV};
+    const int n = calc_search(f, &s, &o);
     check_near("search CSV: a header row + one row per candidate shown (top 7)", count_lines(f),
                1 + (n < 7 ? n : 7), 0);
     fclose(f);
     f = tmpfile();
-    plan_print_json(f, &s, &r);
+    calc_print_json(f, &s, &r);
     char buf[1 << 16];
     rewind(f);
     const size_t len = fread(buf, 1, sizeof buf - 1, f);
