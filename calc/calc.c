@@ -179,7 +179,7 @@ typedef struct {
     char dsub[16], tsub[16]; /* "xyz/4", "z:4" (at most 3 axes of ≤ 2-digit blocks) */
 } builder;
 
-static void axes_of(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
+void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
                     int *n) {
     const int mask = role_mask(s, role);
     *n = 0;
@@ -195,7 +195,7 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     calc_result *r = b->r;
     if (r->n_coll >= CALC_MAX_COLL) return -1;
     int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], strides[COST_MAX_AXES], n;
-    axes_of(b->s, role, sizes, wraps, strides, &n);
+    calc_role_axes(b->s, role, sizes, wraps, strides, &n);
     calc_coll *c = &r->coll[r->n_coll++];
     memset(c, 0, sizeof *c);
     snprintf(c->what, sizeof c->what, "%s", what);
@@ -269,7 +269,7 @@ static int add_tp_colls(builder *b, int seg, int blocks, int recompute, double v
 
 /* The degree of a role (product of its extents) and the physical axes it touches (M_X, M_Y:
  * a split axis counts for both roles). Assumes valid blocks (see validate). */
-static int degree(const calc_spec *s, calc_role role, int *n_phys) {
+int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys) {
     const int mask = role_mask(s, role);
     int d = 1, size, wrap, stride;
     *n_phys = 0;
@@ -499,9 +499,9 @@ int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
     if (validate_blocks(s, err, errlen) < 0) return -1;
-    r->X = degree(s, CALC_ROLE_DATA, &r->M_X);
-    r->Y = degree(s, CALC_ROLE_TENSOR, &r->M_Y);
-    r->P = degree(s, CALC_ROLE_PIPE, &np);
+    r->X = calc_role_degree(s, CALC_ROLE_DATA, &r->M_X);
+    r->Y = calc_role_degree(s, CALC_ROLE_TENSOR, &r->M_Y);
+    r->P = calc_role_degree(s, CALC_ROLE_PIPE, &np);
     r->chips = 1;
     for (int i = 0; i < s->n_axes; i++) r->chips *= s->sizes[i];
     if (validate(s, r, err, errlen) < 0) return -1;

@@ -152,6 +152,13 @@ int calc_axis_split(const calc_spec *s, int axis);
 /* The axes of `role` as printed in subscripts and columns: whole axes by letter, a split axis as
  * "z:4" (tensor, block of 4) or "z/4" (data, the strided 16/4): "xyz/4", "z:4"; "" for none. */
 void calc_axes_str(const calc_spec *s, calc_role role, char *out, size_t len);
+/* The axes of `role` as a collective sees them: n entries of extent (a split axis's block or
+ * strided part), wraparound and stride, for cost_collective_strided. */
+void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
+                    int *n);
+/* The degree of `role` (product of its extents) and, in *n_phys, the physical axes of size > 1
+ * it touches (a split axis counts for both roles). */
+int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys);
 /* calc_axes_str, or "-" for none (table columns). */
 void calc_axes_label(const calc_spec *s, calc_role role, char *out, size_t len);
 

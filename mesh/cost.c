@@ -43,6 +43,11 @@ int cost_chip_per_host(const cost_chip *chip) {
     return chip->host[0] * chip->host[1] * chip->host[2];
 }
 
+double cost_chip_dcn_bw(const cost_chip *chip) {
+    const int per_host = cost_chip_per_host(chip);
+    return COST_DCN_PER_HOST / (per_host > 0 ? per_host : 1);
+}
+
 /* The tpus chapter. v5e/v6e: wraparound links exist only along a full pod edge of 16. v4p/v5p: a
  * slice made of whole 4x4x4 cubes (every axis a multiple of 4) wraps on every axis; sub-cube slices
  * (2x2x1, 2x2x2, 2x2x4) wrap on none — this reconciles the tpus footnote ("an axis that is a

@@ -53,6 +53,12 @@ const cost_chip *cost_chip_at(int i);
 int cost_chip_count(void);
 /* Chips per host (product of chip->host). */
 int cost_chip_per_host(const cost_chip *chip);
+/* The book's data-center network (DCN) figure: ~2.5e10 bytes/s per host (ingress + egress),
+ * the same for every chip family. */
+#define COST_DCN_PER_HOST 2.5e10
+/* DCN bandwidth per chip, bytes/s: the host's COST_DCN_PER_HOST shared by its chips
+ * (v5p: 2.5e10 / 4 = 6.25e9; v5e: 2.5e10 / 8 = 3.1e9). */
+double cost_chip_dcn_bw(const cost_chip *chip);
 
 /* 1 if `axis` of the slice sizes[0..n_axes) has a wraparound link under the chip's rule, else 0.
  * An axis of length 1 never wraps (on a ring of 2 both formulas give the same time). */

@@ -59,6 +59,15 @@ static int wraps_all(const char *name, int a, int b, int c, int n) {
     return w;
 }
 
+/* training chapter, across pods: "~2000 hosts x 2.5e10 = 5e13 B/s" of DCN per v5p pod. */
+static void test_dcn(void) {
+    const cost_chip *v5p = chip("v5p"), *v5e = chip("v5e");
+    check_near("v5p DCN per chip = 2.5e10 per host / 4 chips", cost_chip_dcn_bw(v5p), 6.25e9, 0);
+    check_near("v5e DCN per chip = 2.5e10 per host / 8 chips", cost_chip_dcn_bw(v5e), 3.125e9, 0);
+    check_near("v5p pod DCN: 8960 chips (2240 hosts) x per chip (book ~5e13 B/s)",
+               8960 * cost_chip_dcn_bw(v5p), 5e13, 0.13);
+}
+
 static void test_wraps(void) {
     char err[160];
     check_true("v5e 16x16 wraps on both axes", wraps_all("v5e", 16, 16, 1, 2) == 3);
@@ -267,6 +276,7 @@ static void test_direct(void) {
 }
 
 int main(void) {
+    test_dcn();
     test_table();
     test_wraps();
     test_formulas();
