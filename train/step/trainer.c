@@ -78,7 +78,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->Bl = c->micro_batch / shards;
     t->n_micro = c->batch / c->micro_batch;
     t->row0 = idx * t->B_loc;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(plan));
     int ok = t->mod != NULL;
     if (ok) {
         t->n_state = par_state_size(plan, t->mod);
