@@ -1,11 +1,14 @@
 /* test_predict: the step predictor's replay (train/predict.h) against steps worked by hand:
  * compute alone; a blocking collective; a non-blocking one hidden behind compute and one that
- * is not; two in the queue at once; a step with no compute stretch; events given out of order. */
+ * is not; two in the queue at once; a step with no compute stretch; events given out of order.
+ * The compute model (train/ktime.h) times the linear layers of exactly 6·P·tokens FLOPs, P the
+ * matmul parameters held (the unembedding only on the last stage), counted by hand. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "train/ktime.h"
 #include "train/predict.h"
 
 static void expect(const char *what, const predict_result *r, double step, double exposed,
@@ -58,5 +61,31 @@ int main(void) {
     predict_replay(o, 2, 0, 10, 2, &r);
     expect("waits for unknown calls and events after the step cost nothing", &r, 2, 0, 0, 0,
            "compute");
+    /* ktime: L=2 D=16 N·H=16 K·H=8 F=32 V=64, 3 sequences of 8 tokens, 2 micro-batches:
+     * per layer D·NH + 2·D·KH + NH·D + 3·D·F = 256 + 256 + 256 + 1536 = 2304, D·V = 1024 */
+    ktime_shape ks = {.L = 2,
+                      .D = 16,
+                      .H = 4,
+                      .T = 8,
+                      .Nl = 4,
+                      .Kl = 2,
+                      .Fl = 32,
+                      .Vl = 64,
+                      .seqs = 3,
+                      .micro = 2,
+                      .params = 1000,
+                      .last = 1};
+    ktime_step kt;
+    const int rc = ktime_measure(&ks, 1e-4, &kt);
+    check_expect(rc == 0 && kt.matmul_flops == 6.0 * (2 * 2304 + 1024) * 48,
+                 "ktime: linear-layer FLOPs %.0f = 6·(2·2304 + 1024)·48 = %.0f", kt.matmul_flops,
+                 6.0 * (2 * 2304 + 1024) * 48);
+    check_expect(kt.matmul > 0 && kt.attention > 0 && kt.elementwise > 0 && kt.optimizer > 0 &&
+                     kt.total == kt.matmul + kt.attention + kt.elementwise + kt.optimizer,
+                 "ktime: every part timed, total = their sum (%.3g s)", kt.total);
+    ks.last = 0;
+    ktime_measure(&ks, 1e-4, &kt);
+    check_expect(kt.matmul_flops == 6.0 * 2 * 2304 * 48,
+                 "ktime: not the last stage: no unembedding (%.0f FLOPs)", kt.matmul_flops);
     return check_finish("test_predict");
 }
