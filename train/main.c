@@ -9,6 +9,7 @@
 #include "train/bench.h"
 #include "train/ckpt.h"
 #include "train/config.h"
+#include "train/infer/gen_cli.h"
 #include "train/inspect.h"
 #include "train/plan.h"
 #include "train/run.h"
@@ -23,6 +24,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "ckpt") == 0) { /* checkpoint info / diff */
         const int rc = ckpt_cli_main(argc - 1, argv + 1);
+        mesh_mpi_finalize();
+        return rc;
+    }
+    if (argc > 1 && strcmp(argv[1], "generate") == 0) { /* inference with a KV cache */
+        const int rc = gen_main(argc - 1, argv + 1);
         mesh_mpi_finalize();
         return rc;
     }
