@@ -172,14 +172,14 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
 }
 
-/* The sampler's pick for every output row: local sequence b0 + i. */
+/* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
 static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
     const model_shape *s = &g->c.shape;
     for (int64_t i = 0; i < n; i++) {
         const int64_t b = b0 + i, gb = g->row0 + b;
         const double u =
             kern_rng_uniform(g->c.seed, GEN_STREAM, ((uint64_t)gb << 32) | (uint64_t)g->ntok[b]);
-        next[b] = sample_pick(g->logits + i * s->V, s->V, g->c.temperature, g->c.top_k, u,
+        next[b] = sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u,
                               g->items);
         g->ntok[b]++;
     }
@@ -207,7 +207,8 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         g->chunk_len = ps->len + g->row0 + b0;
         g->chunk_b0 = b0;
         g->chunk_n = n;
-        model_fwd_rows(g->mod, g->logits, g->out_rows, n, g->rtok, g->rpos, R, attn_hook, g, g->ws);
+        model_fwd_rows(g->mod, g->logits + b0 * g->c.shape.V, g->out_rows, n, g->rtok, g->rpos, R,
+                       attn_hook, g, g->ws);
         pick(g, b0, n, next);
         gen_step w;
         weight_cost(g, R, n, &w);
@@ -298,11 +299,13 @@ static int group_mesh(gen *g, char *err, size_t errlen) {
     return mesh_axes_parse(g->gm, gn, &g->gax);
 }
 
-/* Sharding of the batch and of the cache; checks that the batch divides. */
+/* Sharding of the batch and of the cache (before the model exists: nothing is allocated until
+ * the request is known to fit); checks that the batch divides. */
 static int layout(gen *g, char *err, size_t errlen) {
     const model_shape *s = &g->c.shape;
-    const par_local *lc = model_local(g->mod);
-    const int64_t nY = s->N / lc->Nl, yi = lc->n0 / lc->Nl;
+    const int ty = g->c.tensor_axis[0] ? mesh_axis_index(g->m, g->c.tensor_axis[0]) : -1;
+    const int64_t nY = ty >= 0 ? mesh_axis_size(g->m, ty) : 1;
+    const int64_t yi = ty >= 0 ? mesh_axis_coord(g->m, ty) : 0;
     g->nX = par_data_shards(g->plan);
     if (g->d.B % g->nX != 0)
         return errmsg_fail(err, errlen,
@@ -328,8 +331,8 @@ static int layout(gen *g, char *err, size_t errlen) {
                                "mesh of %d axes has no room for another: use --kv-replicate",
                                mesh_ndims(g->m));
     }
-    const int64_t Bc = g->B_loc / g->Z;
-    g->kv = (kvcache){s->L, Bc, g->d.S, lc->Kl, s->H, (yi % g->Z) * Bc, NULL, NULL};
+    const int64_t Bc = g->B_loc / g->Z, Kc = s->K >= nY ? s->K / nY : 1;
+    g->kv = (kvcache){s->L, Bc, g->d.S, Kc, s->H, (yi % g->Z) * Bc, NULL, NULL};
     return 0;
 }
 
@@ -397,14 +400,13 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
         free(g);
         return NULL;
     }
-    g->mod = model_create(&c->shape, 0, c->seed, g->plan);
-    if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0) {
-        errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
-        gen_destroy(g);
-        return NULL;
-    }
     int rc = layout(g, err, errlen);
     if (rc == 0) rc = check_memory(g, err, errlen);
+    if (rc == 0) {
+        g->mod = model_create(&c->shape, 0, c->seed, g->plan);
+        if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
+            rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    }
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(g)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV cache (%.2f GB per rank)",
