@@ -4,6 +4,7 @@
  * reported once, by rank 0. */
 #include <string.h>
 
+#include "calc/calc.h"
 #include "kernels/gemm.h"
 #include "mesh/mesh.h"
 #include "train/bench.h"
@@ -11,7 +12,6 @@
 #include "train/config.h"
 #include "train/infer/gen_cli.h"
 #include "train/inspect.h"
-#include "train/plan.h"
 #include "train/run.h"
 #include "train/trainer.h"
 
@@ -32,8 +32,9 @@ int main(int argc, char **argv) {
         mesh_mpi_finalize();
         return rc;
     }
-    if (argc > 1 && strcmp(argv[1], "plan") == 0) { /* pure arithmetic: rank 0 only */
-        const int rc = mesh_world_rank() == 0 ? plan_main(argc - 1, argv + 1) : 0;
+    if (argc > 1 && strcmp(argv[1], "plan") == 0) { /* arithmetic: every rank, rank 0 prints */
+        const int r0 = mesh_world_rank() == 0;
+        const int rc = calc_run(argc - 1, argv + 1, r0 ? stdout : NULL, r0 ? stderr : NULL);
         mesh_mpi_finalize();
         return rc;
     }

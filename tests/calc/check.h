@@ -1,7 +1,7 @@
 /* check: expected-vs-got helpers for the book's worked problems. Every check prints one line;
  * book answers are rounded, so each states its relative tolerance: |got − want| ≤ rtol·|want|. */
-#ifndef MT_TESTS_PLAN_CHECK_H
-#define MT_TESTS_PLAN_CHECK_H
+#ifndef MT_TESTS_CALC_CHECK_H
+#define MT_TESTS_CALC_CHECK_H
 #include <math.h>
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
-/* plan_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
- * front, then prints one plan or a search. See plan.h. */
-#include "train/plan.h"
+/* calc_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
+ * front, then prints one plan or a search. See calc.h. */
+#include "calc/calc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +50,11 @@ static const char *help_text =
     "                     seconds, bytes, tokens; 15 significant digits\n";
 
 typedef struct {
-    plan_spec s;
+    calc_spec s;
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
     int search, chips, top, have_data, whole_axes;
-    plan_format format;
+    calc_format format;
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
@@ -120,89 +120,38 @@ static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *
 
 static int parse_remat(cli *c, const char *v, char *err, size_t len) {
     if (strcmp(v, "none") == 0)
-        c->s.remat = PLAN_REMAT_NONE;
+        c->s.remat = CALC_REMAT_NONE;
     else if (strcmp(v, "block") == 0)
-        c->s.remat = PLAN_REMAT_BLOCK;
+        c->s.remat = CALC_REMAT_BLOCK;
     else if (strcmp(v, "ffw3") == 0)
-        c->s.remat = PLAN_REMAT_FFW3;
+        c->s.remat = CALC_REMAT_FFW3;
     else if (strncmp(v, "ckpt", 4) == 0 && atoi(v + 4) > 0 && atoi(v + 4) < 100) {
-        c->s.remat = PLAN_REMAT_CKPT;
+        c->s.remat = CALC_REMAT_CKPT;
         c->s.ckpt_n = atoi(v + 4);
     } else
         return bad(err, len, "--remat", v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
     return 0;
 }
 
-/* One flag with its value (NULL for switches). Returns 0, 1 if the flag takes no value, −1. */
-static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t len) {
+/* The numeric flags: the model's dimensions, chip overrides and byte counts, and whole-number
+ * options with their ranges. Returns 0, −1 (bad value, err set), or 1 if f is none of them. */
+static int parse_number(cli *c, const char *f, const char *v, char *err, size_t len) {
     static const struct {
         const char *name;
         size_t off;
     } dims[] = {
-        {"--layers", offsetof(model_shape, L)},   {"--d-model", offsetof(model_shape, D)},
-        {"--heads", offsetof(model_shape, N)},    {"--kv-heads", offsetof(model_shape, K)},
-        {"--head-dim", offsetof(model_shape, H)}, {"--d-ff", offsetof(model_shape, F)},
-        {"--vocab", offsetof(model_shape, V)},    {"--seq-len", offsetof(model_shape, T)},
+        {"--layers", offsetof(calc_shape, L)},   {"--d-model", offsetof(calc_shape, D)},
+        {"--heads", offsetof(calc_shape, N)},    {"--kv-heads", offsetof(calc_shape, K)},
+        {"--head-dim", offsetof(calc_shape, H)}, {"--d-ff", offsetof(calc_shape, F)},
+        {"--vocab", offsetof(calc_shape, V)},    {"--seq-len", offsetof(calc_shape, T)},
     };
     double x;
-    if (strcmp(f, "--search") == 0) {
-        c->search = 1;
-        return 1;
-    }
-    if (strcmp(f, "--whole-axes") == 0) {
-        c->whole_axes = 1;
-        return 1;
-    }
-    if (!v) return bad(err, len, f, "", "needs a value");
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (strcmp(f, dims[i].name) == 0) {
             if (num(f, v, 1, &x, err, len) < 0) return -1;
             *(int64_t *)((char *)&c->s.shape + dims[i].off) = (int64_t)x;
             return 0;
         }
-    if (strcmp(f, "--chip") == 0) return str_flag(f, v, c->chip, sizeof c->chip, err, len);
-    if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
-        return str_flag(f, v, c->topology, sizeof c->topology, err, len);
-    if (strcmp(f, "--model") == 0)
-        return plan_model_preset(&c->s.shape, v) < 0
-                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
-                   : 0;
-    if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
-        /* --data also names the trainer's data file; only axis names shard the batch here. */
-        if (!axes_ok(v))
-            return strcmp(f, "--data") == 0 ? 0 : bad(err, len, f, v, "axes are x, y, z");
-        c->have_data = 1;
-        return str_flag(f, v, c->data, sizeof c->data, err, len);
-    }
-    if (strcmp(f, "--tensor") == 0) {
-        int mask, block[COST_MAX_AXES];
-        if (tensor_parse(v, &mask, block) < 0)
-            return bad(err, len, f, v,
-                       "expected axes x, y, z, each at most once, whole (yz) or with a block "
-                       "(z:4, y:2,z:4)");
-        return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
-    }
-    if (strcmp(f, "--format") == 0) {
-        static const char *names[] = {"table", "csv", "json"};
-        for (int i = 0; i < 3; i++)
-            if (strcmp(v, names[i]) == 0) {
-                c->format = (plan_format)i;
-                return 0;
-            }
-        return bad(err, len, f, v, "expected table, csv or json");
-    }
-    if (strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
-        if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
-        char *dst = f[2] == 'p' ? c->pipe : c->open;
-        return str_flag(f, v, dst, sizeof c->pipe, err, len);
-    }
-    if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
-    if (strcmp(f, "--alg") == 0) {
-        int a = cost_alg_parse(v);
-        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
-        c->s.alg = (cost_alg)a;
-        return 0;
-    }
     struct {
         const char *name;
         double *dst, lo;
@@ -238,6 +187,73 @@ static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t le
             *ints[i].dst = (int)x;
             return 0;
         }
+    return 1;
+}
+
+/* The flags that name things: chip, topology, model, axes, formats, policies. Returns 0, −1, or
+ * 1 if f is none of them. */
+static int parse_named(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strcmp(f, "--chip") == 0) return str_flag(f, v, c->chip, sizeof c->chip, err, len);
+    if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
+        return str_flag(f, v, c->topology, sizeof c->topology, err, len);
+    if (strcmp(f, "--model") == 0)
+        return calc_model_preset(&c->s.shape, v) < 0
+                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+                   : 0;
+    if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
+        /* --data also names the trainer's data file; only axis names shard the batch here. */
+        if (!axes_ok(v))
+            return strcmp(f, "--data") == 0 ? 0 : bad(err, len, f, v, "axes are x, y, z");
+        c->have_data = 1;
+        return str_flag(f, v, c->data, sizeof c->data, err, len);
+    }
+    if (strcmp(f, "--tensor") == 0) {
+        int mask, block[COST_MAX_AXES];
+        if (tensor_parse(v, &mask, block) < 0)
+            return bad(err, len, f, v,
+                       "expected axes x, y, z, each at most once, whole (yz) or with a block "
+                       "(z:4, y:2,z:4)");
+        return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
+    }
+    if (strcmp(f, "--format") == 0) {
+        static const char *names[] = {"table", "csv", "json"};
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) {
+                c->format = (calc_format)i;
+                return 0;
+            }
+        return bad(err, len, f, v, "expected table, csv or json");
+    }
+    if (strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
+        if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
+        char *dst = f[2] == 'p' ? c->pipe : c->open;
+        return str_flag(f, v, dst, sizeof c->pipe, err, len);
+    }
+    if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
+    if (strcmp(f, "--alg") == 0) {
+        int a = cost_alg_parse(v);
+        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
+        c->s.alg = (cost_alg)a;
+        return 0;
+    }
+    return 1;
+}
+
+/* One flag with its value (NULL for switches). Returns 0, 1 if the flag takes no value, −1. */
+static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strcmp(f, "--search") == 0) {
+        c->search = 1;
+        return 1;
+    }
+    if (strcmp(f, "--whole-axes") == 0) {
+        c->whole_axes = 1;
+        return 1;
+    }
+    if (!v) return bad(err, len, f, "", "needs a value");
+    int rc = parse_named(c, f, v, err, len);
+    if (rc <= 0) return rc;
+    rc = parse_number(c, f, v, err, len);
+    if (rc <= 0) return rc;
     return bad(err, len, f, "", "unknown flag (see --help)");
 }
 
@@ -273,7 +289,7 @@ static int mask_of(const char *axes) {
 
 /* Applies the chip, links, topology and sharding flags to c->s. */
 static int finish(cli *c, char *err, size_t len) {
-    plan_spec *s = &c->s;
+    calc_spec *s = &c->s;
     if (strcmp(c->chip, "cpu") == 0) {
         if (c->flops <= 0 || c->link_bw <= 0)
             return bad(err, len, "--chip", "cpu", "needs --flops and --link-bw (the host profile)");
@@ -305,7 +321,7 @@ static int finish(cli *c, char *err, size_t len) {
     }
     int sizes[COST_MAX_AXES], n;
     if (parse_topology(c->topology, sizes, &n, err, len) < 0 ||
-        plan_spec_set_topology(s, sizes, n, err, len) < 0)
+        calc_spec_set_topology(s, sizes, n, err, len) < 0)
         return -1;
     const int all = (1 << n) - 1;
     for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
@@ -341,56 +357,68 @@ static int finish(cli *c, char *err, size_t len) {
     return 0;
 }
 
-int plan_main(int argc, char **argv) {
-    cli c;
-    memset(&c, 0, sizeof c);
-    plan_spec_defaults(&c.s);
-    snprintf(c.chip, sizeof c.chip, "v5p");
-    c.latency = -1;
-    c.top = 15;
-    char err[256] = "";
+/* Parses argv into c; returns 0, 1 for --help, or −1 with err. */
+static int parse_args(cli *c, int argc, char **argv, char *err, size_t len) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
         char flag[32];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(help_text, stdout);
-            return 0;
-        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
         if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof flag) {
-            fprintf(stderr, "meshplan: error: unexpected argument '%s' (see --help)\n", a);
-            return 2;
+            snprintf(err, len, "unexpected argument '%s' (see --help)", a);
+            return -1;
         }
         snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int rc = parse_flag(&c, flag, v, err, sizeof err);
-        if (rc < 0) {
-            fprintf(stderr, "meshplan: error: %s\n", err);
-            return 2;
-        }
+        int rc = parse_flag(c, flag, v, err, len);
+        if (rc < 0) return -1;
         if (rc == 0 && !eq) i++;
     }
-    if (finish(&c, err, sizeof err) < 0) {
-        fprintf(stderr, "meshplan: error: %s\n", err);
-        return 2;
+    return finish(c, err, len);
+}
+
+/* The search: its table, CSV or JSON on out, or why it found nothing. Returns 0 or −1 (err). */
+static int run_search(cli *c, FILE *out, char *err, size_t len) {
+    if (c->s.tokens < 1) {
+        snprintf(err, len, "--search needs a batch (--batch or --tokens)");
+        return -1;
     }
-    if (c.search) {
-        if (c.s.tokens < 1) {
-            fprintf(stderr, "meshplan: error: --search needs a batch (--batch or --tokens)\n");
-            return 2;
+    const calc_search_opt o = {c->chips, c->top, c->whole_axes, c->format};
+    const int n = calc_search(out, &c->s, &o);
+    if (n < 0) {
+        snprintf(err, len, "search: out of memory");
+        return -1;
+    }
+    return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
+}
+
+int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
+    cli c;
+    memset(&c, 0, sizeof c);
+    calc_spec_defaults(&c.s);
+    snprintf(c.chip, sizeof c.chip, "v5p");
+    c.latency = -1;
+    c.top = 15;
+    char err[512] = "";
+    int rc = parse_args(&c, argc, argv, err, sizeof err);
+    if (rc == 1 && out) fputs(help_text, out);
+    if (rc == 0 && c.search) {
+        rc = run_search(&c, out, err, sizeof err);
+    } else if (rc == 0) {
+        calc_result r;
+        rc = calc_compute(&c.s, &r, err, sizeof err);
+        if (rc == 0 && out) {
+            if (c.format == CALC_FORMAT_CSV)
+                calc_print_csv(out, &c.s, &r);
+            else if (c.format == CALC_FORMAT_JSON)
+                calc_print_json(out, &c.s, &r);
+            else
+                calc_print(out, &c.s, &r);
         }
-        const plan_search_opt o = {c.chips, c.top, c.whole_axes, c.format};
-        return plan_search(stdout, &c.s, &o) > 0 ? 0 : 2;
     }
-    plan_result r;
-    if (plan_compute(&c.s, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "meshplan: error: %s\n", err);
-        return 2;
-    }
-    if (c.format == PLAN_FORMAT_CSV)
-        plan_print_csv(stdout, &c.s, &r);
-    else if (c.format == PLAN_FORMAT_JSON)
-        plan_print_json(stdout, &c.s, &r);
-    else
-        plan_print(stdout, &c.s, &r);
-    return 0;
+    if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);
+    return rc < 0 ? 2 : 0;
+}
+
+int calc_main(int argc, char **argv) {
+    return calc_run(argc, argv, stdout, stderr);
 }

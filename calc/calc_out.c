@@ -1,10 +1,10 @@
-/* plan_out: a plan and a search as CSV and JSON (`meshplan --format csv|json`). See plan.h.
+/* calc_out: a plan and a search as CSV and JSON (`meshplan --format csv|json`). See calc.h.
  *
  * Conventions, also in the field names: times in seconds (_s in CSV), sizes in bytes (_bytes),
  * rates in bytes/s, FLOPs as counts; B is tokens; numbers carry 15 significant digits; a value
  * that is not finite is JSON null (an empty CSV field). Strings are escaped (JSON) or quoted when
  * they hold a comma or a quote (CSV). */
-#include "train/plan.h"
+#include "calc/calc.h"
 
 #include <math.h>
 #include <string.h>
@@ -49,18 +49,18 @@ static void kv_bool(FILE *out, int *first, const char *k, int v) {
     *first = 0;
 }
 
-static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
-    const model_shape *m = &s->shape;
+static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
+    const calc_shape *m = &s->shape;
     char buf[64];
     int f = 1;
     fputs("{", out);
     kv_str(out, &f, "chip", s->chip.name);
-    plan_topology_str(s, buf, sizeof buf);
+    calc_topology_str(s, buf, sizeof buf);
     kv_str(out, &f, "topology", buf);
     kv_num(out, &f, "chips", r->chips);
     fputs(", \"axes\": [", out);
     for (int i = 0; i < s->n_axes; i++) {
-        const int bit = 1 << i, split = plan_axis_split(s, i);
+        const int bit = 1 << i, split = calc_axis_split(s, i);
         const int k = split ? s->tensor_block[i] : 1;
         const char *role = split                    ? "split"
                            : (s->tensor_mask & bit) ? "tensor"
@@ -81,11 +81,11 @@ static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
     }
     fputs("], \"sharding\": {", out);
     int g = 1;
-    plan_axes_str(s, PLAN_ROLE_DATA, buf, sizeof buf);
+    calc_axes_str(s, CALC_ROLE_DATA, buf, sizeof buf);
     kv_str(out, &g, "data", buf);
-    plan_axes_str(s, PLAN_ROLE_TENSOR, buf, sizeof buf);
+    calc_axes_str(s, CALC_ROLE_TENSOR, buf, sizeof buf);
     kv_str(out, &g, "tensor", buf);
-    plan_axes_str(s, PLAN_ROLE_PIPE, buf, sizeof buf);
+    calc_axes_str(s, CALC_ROLE_PIPE, buf, sizeof buf);
     kv_str(out, &g, "pipeline", buf);
     kv_num(out, &g, "zero", s->zero);
     kv_num(out, &g, "X", r->X);
@@ -94,7 +94,7 @@ static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
     kv_num(out, &g, "M_X", r->M_X);
     kv_num(out, &g, "M_Y", r->M_Y);
     kv_num(out, &g, "microbatches", s->microbatches);
-    kv_str(out, &g, "remat", plan_remat_str(s, 0, buf, sizeof buf));
+    kv_str(out, &g, "remat", calc_remat_str(s, 0, buf, sizeof buf));
     kv_str(out, &g, "alg", cost_alg_name(s->alg));
     fputs("}, \"model\": {", out);
     g = 1;
@@ -120,7 +120,7 @@ static void json_spec(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs("}}", out);
 }
 
-static void json_step(FILE *out, const plan_spec *s, const plan_result *r) {
+static void json_step(FILE *out, const calc_spec *s, const calc_result *r) {
     int f = 1;
     fputs("{", out);
     kv_num(out, &f, "flops_model", r->flops_model);
@@ -137,7 +137,7 @@ static void json_step(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs("}", out);
 }
 
-static void json_memory(FILE *out, const plan_result *r) {
+static void json_memory(FILE *out, const calc_result *r) {
     int f = 1;
     fputs("{", out);
     kv_num(out, &f, "params", r->mem_params);
@@ -153,7 +153,7 @@ static void json_memory(FILE *out, const plan_result *r) {
     fputs("}", out);
 }
 
-static void json_thresholds(FILE *out, const plan_result *r) {
+static void json_thresholds(FILE *out, const calc_result *r) {
     int f = 1;
     fputs("{", out);
     kv_num(out, &f, "alpha", r->alpha);
@@ -169,24 +169,24 @@ static void json_thresholds(FILE *out, const plan_result *r) {
     fputs("}", out);
 }
 
-void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
+void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"tokens\", "
-          "\"bytes_V\": \"the book's V per call (digest §3.3)\"},\n\"spec\": ",
+          "\"bytes_V\": \"the book's V per call (sharding chapter)\"},\n\"spec\": ",
           out);
     json_spec(out, s, r);
     fputs(",\n\"collectives\": [", out);
     for (int i = 0; i < r->n_coll; i++) {
-        const plan_coll *c = &r->coll[i];
+        const calc_coll *c = &r->coll[i];
         int f = 1;
         fputs(i ? ",\n  {" : "\n  {", out);
         kv_str(out, &f, "what", c->what);
         kv_str(out, &f, "op", cost_op_name(c->op));
         kv_str(out, &f, "axes", c->axes);
-        kv_str(out, &f, "role", c->role == PLAN_ROLE_TENSOR ? "tensor" : "data");
+        kv_str(out, &f, "role", c->role == CALC_ROLE_TENSOR ? "tensor" : "data");
         kv_str(out, &f, "seg", c->seg ? "head" : "layer");
         kv_bool(out, &f, "bwd", c->bwd);
         kv_num(out, &f, "count", c->count);
-        kv_str(out, &f, "path", plan_path_name(c->path));
+        kv_str(out, &f, "path", calc_path_name(c->path));
         kv_num(out, &f, "bytes", c->bytes);
         kv_num(out, &f, "hops", c->est.hops);
         kv_num(out, &f, "time", c->est.seconds);
@@ -199,7 +199,7 @@ void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs("],\n\"phases\": [", out);
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < 2; k++) {
-            const plan_phase *p = &r->phase[g][k];
+            const calc_phase *p = &r->phase[g][k];
             int f = 1;
             fputs(g || k ? ", {" : "{", out);
             kv_str(out, &f, "seg", g ? "head" : "layer");
@@ -217,8 +217,8 @@ void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs(",\n\"thresholds\": ", out);
     json_thresholds(out, r);
     fputs(",\n\"notes\": [", out);
-    char notes[PLAN_MAX_NOTES][PLAN_NOTE_LEN];
-    const int n = plan_notes(s, r, notes);
+    char notes[CALC_MAX_NOTES][CALC_NOTE_LEN];
+    const int n = calc_notes(s, r, notes);
     for (int i = 0; i < n; i++) {
         fputs(i ? ",\n  " : "\n  ", out);
         json_str(out, notes[i]);
@@ -226,7 +226,7 @@ void plan_print_json(FILE *out, const plan_spec *s, const plan_result *r) {
     fputs("]}\n", out);
 }
 
-void plan_search_print_json(FILE *out, const plan_candidate *c, int n) {
+void calc_search_print_json(FILE *out, const calc_candidate *c, int n) {
     fputs("[", out);
     for (int i = 0; i < n; i++) {
         fprintf(out, "%s{\"rank\": %d, \"spec\": ", i ? ",\n " : "\n ", i + 1);
@@ -261,18 +261,18 @@ static void csv_num(FILE *out, double v) {
     if (isfinite(v)) fprintf(out, "%.15g", v);
 }
 
-void plan_print_csv(FILE *out, const plan_spec *s, const plan_result *r) {
+void calc_print_csv(FILE *out, const calc_spec *s, const calc_result *r) {
     (void)s;
     fputs("seg,pass,op,axes,role,count,path,bytes_V,hops,time_s,time_total_s,t_latency_s,"
           "t_bandwidth_s,regime,what\n",
           out);
     for (int i = 0; i < r->n_coll; i++) {
-        const plan_coll *c = &r->coll[i];
+        const calc_coll *c = &r->coll[i];
         fprintf(out, "%s,%s,%s,", c->seg ? "head" : "layer", c->bwd ? "bwd" : "fwd",
                 cost_op_name(c->op));
         csv_str(out, c->axes);
-        fprintf(out, ",%s,%d,%s,", c->role == PLAN_ROLE_TENSOR ? "tensor" : "data", c->count,
-                plan_path_name(c->path));
+        fprintf(out, ",%s,%d,%s,", c->role == CALC_ROLE_TENSOR ? "tensor" : "data", c->count,
+                calc_path_name(c->path));
         const double v[] = {c->bytes,         c->est.hops,
                             c->est.seconds,   c->count * c->est.seconds,
                             c->est.t_latency, c->est.t_bandwidth};
@@ -286,19 +286,19 @@ void plan_print_csv(FILE *out, const plan_spec *s, const plan_result *r) {
     }
 }
 
-void plan_search_print_csv(FILE *out, const plan_candidate *c, int n) {
+void calc_search_print_csv(FILE *out, const calc_candidate *c, int n) {
     fputs("rank,chip,topology,wrapping,data,tensor,zero,X,Y,M_X,M_Y,t_math_s,t_comm_s,"
           "t_step_max_s,t_step_sum_s,mfu,tokens_per_s,mem_params_bytes,mem_grads_bytes,"
           "mem_opt_bytes,mem_acts_bytes,mem_gathered_bytes,mem_total_bytes,hbm_bytes,fits\n",
           out);
     for (int i = 0; i < n; i++) {
-        const plan_spec *s = &c[i].s;
-        const plan_result *r = &c[i].r;
+        const calc_spec *s = &c[i].s;
+        const calc_result *r = &c[i].r;
         char topo[64], d[16], t[16], w[COST_MAX_AXES + 1];
         int k = 0;
-        plan_topology_str(s, topo, sizeof topo);
-        plan_axes_str(s, PLAN_ROLE_DATA, d, sizeof d);
-        plan_axes_str(s, PLAN_ROLE_TENSOR, t, sizeof t);
+        calc_topology_str(s, topo, sizeof topo);
+        calc_axes_str(s, CALC_ROLE_DATA, d, sizeof d);
+        calc_axes_str(s, CALC_ROLE_TENSOR, t, sizeof t);
         for (int a = 0; a < s->n_axes; a++)
             if (s->wraps[a]) w[k++] = s->names[a];
         w[k] = '\0';
