@@ -18,8 +18,8 @@
 #include "check.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
-#include "train/model.h"
-#include "train/sample.h"
+#include "train/model/model.h"
+#include "train/model/sample.h"
 
 #define TOL_K 200.0
 #define NTOK 10

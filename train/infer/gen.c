@@ -8,9 +8,9 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
-#include "train/errmsg.h"
-#include "train/model_par.h"
-#include "train/sample.h"
+#include "train/config/errmsg.h"
+#include "train/model/hooks.h"
+#include "train/model/sample.h"
 
 /* K or V of this rank: [L, Bc, S, Kc, H], Bc sequences (local indices [c0, c0 + Bc)), Kc kv
  * heads (the model's local ones). */

@@ -23,10 +23,10 @@
 #include <stdint.h>
 
 #include "mesh/mesh.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/infer/prompts.h"
-#include "train/model.h"
-#include "train/par.h"
+#include "train/model/model.h"
+#include "train/parallel/par.h"
 
 /* RNG stream of generation's sampler (ASCII "gener"), apart from training's streams. */
 #define GEN_STREAM UINT64_C(0x67656e6572)

@@ -14,9 +14,9 @@
 #include "kernels/attn_cache.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
-#include "train/ckpt.h"
-#include "train/errmsg.h"
-#include "train/model_par.h"
+#include "train/ckpt/ckpt.h"
+#include "train/config/errmsg.h"
+#include "train/model/hooks.h"
 
 #define GEN_ERR 512
 

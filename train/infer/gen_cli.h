@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "mesh/mesh.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/infer/gen.h"
 
 /* The machine the roofline is drawn against, measured at start-up by every rank at once (ranks
