@@ -1,24 +1,24 @@
 /* plan: the book's cost model of a training step for one sharding. See calc.h.
  *
- * How a step is modelled (digest §5, generalised from the book's MLP block to the meshtrain
- * transformer: an attention block and a gated-MLP block per layer, each with the book's
+ * How a step is modelled (the training chapter, generalised from the book's MLP block to the
+ * meshtrain transformer: an attention block and a gated-MLP block per layer, each with the book's
  * collectives). Per chip, per layer, with b = B/X tokens per data shard:
- *   Tensor axes Y (Megatron, §5.5/5.6), per block, critical path:
+ *   Tensor axes Y (Megatron, the training chapter), per block, critical path:
  *     fwd  AllGather_Y In[B_X,D_Y]→[B_X,D]  and  ReduceScatter_Y Out[B_X,D]{U_Y}→[B_X,D_Y]
  *     bwd  AllGather_Y dOut                  and  ReduceScatter_Y dIn{U_Y}
  *     each moving V = 2·b·D bytes (the book's 4BD per block per pass, split in AG + RS);
  *     a recomputed forward (remat) repeats its forward pair.
- *   Data axes X (§5.3/5.4), per layer's weights W (attention 2DH(N+K), MLP 3DF, each /Y):
- *     ZeRO-3 (FSDP): fwd AllGather_X W (prefetchable); bwd AllGather_X W again (prefetchable,
- *       it also serves the recompute) and ReduceScatter_X dW (async);
- *     ZeRO-1/2: bwd ReduceScatter_X dW (async); the updated shards are all-gathered before use
- *       in the next forward (prefetchable) — the same bytes as an AllReduce, as §5.9 says;
- *     ZeRO-0 (DP): bwd AllReduce_X dW (async).
- *   Pipeline axis P (EXTERNAL, §5.7): L/P layers per chip, M microbatches, a GPipe bubble
- *     (M+P−1)/M, and one ppermute of each microbatch's [b/M, D_Y] per boundary each way.
- * Times: each phase (forward, backward) of a layer costs max(T_math, ΣT_comms) overlapped — the
- * book's lower bound, with the X- and Y-axis comms summed, not overlapped with each other (§5.6)
- * — and T_math + ΣT_comms serial. The embedding/unembedding "head" is a segment of its own.
+ *   Data axes X (the training chapter), per layer's weights W (attention 2DH(N+K), MLP 3DF, each
+ * /Y): ZeRO-3 (FSDP): fwd AllGather_X W (prefetchable); bwd AllGather_X W again (prefetchable, it
+ * also serves the recompute) and ReduceScatter_X dW (async); ZeRO-1/2: bwd ReduceScatter_X dW
+ * (async); the updated shards are all-gathered before use in the next forward (prefetchable) — the
+ * same bytes as an AllReduce, as the training chapter says; ZeRO-0 (DP): bwd AllReduce_X dW
+ * (async). Pipeline axis P (not in the book: a standard GPipe model): L/P layers per chip, M
+ * microbatches, a GPipe bubble (M+P−1)/M, and one ppermute of each microbatch's [b/M, D_Y] per
+ * boundary each way. Times: each phase (forward, backward) of a layer costs max(T_math, ΣT_comms)
+ * overlapped — the book's lower bound, with the X- and Y-axis comms summed, not overlapped with
+ * each other (training chapter) — and T_math + ΣT_comms serial. The embedding/unembedding "head" is
+ * a segment of its own.
  *
  * Split axes (plan.h): a role's collectives run over its own part of each physical axis — the
  * tensor block of k as an open line of k, the data part as a strided sub-axis of n/k that wraps
@@ -50,7 +50,8 @@ void calc_spec_defaults(calc_spec *s) {
     s->remat = CALC_REMAT_NONE;
     s->ckpt_n = 1;
     s->microbatches = 1;
-    /* §4.4: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2 B). */
+    /* transformers chapter: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2
+     * B). */
     s->param_bytes = 2;
     s->grad_bytes = 2;
     s->opt_bytes = 8;
@@ -69,7 +70,8 @@ int calc_spec_set_topology(calc_spec *s, const int *sizes, int n_axes, char *err
 }
 
 int calc_model_preset(calc_shape *m, const char *name) {
-    /* §6: LLaMA-3-70B. §10 #24: LLaMA-2-13B (F = 2.7·D, exactly 13,824). */
+    /* applied-training chapter: LLaMA-3-70B. Training chapter Q1: LLaMA-2-13B (F = 2.7·D, exactly
+     * 13,824). */
     static const struct {
         const char *name;
         calc_shape s;
@@ -177,7 +179,7 @@ typedef struct {
     char dsub[16], tsub[16]; /* "xyz/4", "z:4" (at most 3 axes of ≤ 2-digit blocks) */
 } builder;
 
-static void axes_of(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
+void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
                     int *n) {
     const int mask = role_mask(s, role);
     *n = 0;
@@ -193,7 +195,7 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     calc_result *r = b->r;
     if (r->n_coll >= CALC_MAX_COLL) return -1;
     int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], strides[COST_MAX_AXES], n;
-    axes_of(b->s, role, sizes, wraps, strides, &n);
+    calc_role_axes(b->s, role, sizes, wraps, strides, &n);
     calc_coll *c = &r->coll[r->n_coll++];
     memset(c, 0, sizeof *c);
     snprintf(c->what, sizeof c->what, "%s", what);
@@ -267,7 +269,7 @@ static int add_tp_colls(builder *b, int seg, int blocks, int recompute, double v
 
 /* The degree of a role (product of its extents) and the physical axes it touches (M_X, M_Y:
  * a split axis counts for both roles). Assumes valid blocks (see validate). */
-static int degree(const calc_spec *s, calc_role role, int *n_phys) {
+int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys) {
     const int mask = role_mask(s, role);
     int d = 1, size, wrap, stride;
     *n_phys = 0;
@@ -497,9 +499,9 @@ int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
     if (validate_blocks(s, err, errlen) < 0) return -1;
-    r->X = degree(s, CALC_ROLE_DATA, &r->M_X);
-    r->Y = degree(s, CALC_ROLE_TENSOR, &r->M_Y);
-    r->P = degree(s, CALC_ROLE_PIPE, &np);
+    r->X = calc_role_degree(s, CALC_ROLE_DATA, &r->M_X);
+    r->Y = calc_role_degree(s, CALC_ROLE_TENSOR, &r->M_Y);
+    r->P = calc_role_degree(s, CALC_ROLE_PIPE, &np);
     r->chips = 1;
     for (int i = 0; i < s->n_axes; i++) r->chips *= s->sizes[i];
     if (validate(s, r, err, errlen) < 0) return -1;

@@ -36,10 +36,12 @@ typedef struct {
 #define CALC_NOTE_LEN 512
 
 typedef enum {
-    CALC_REMAT_NONE,  /* save everything: ~20 [B,D] tensors per layer (§4.4) */
-    CALC_REMAT_BLOCK, /* save each layer's input only; recompute the whole forward (§4.4) */
-    CALC_REMAT_FFW3,  /* save the 3 big FFW matmul outputs: 2·L·B·(D+2F) bytes (§4.4) */
-    CALC_REMAT_CKPT   /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training, §6) */
+    CALC_REMAT_NONE,  /* save everything: ~20 [B,D] tensors per layer (transformers chapter) */
+    CALC_REMAT_BLOCK, /* save each layer's input only; recompute the whole forward (transformers
+                         chapter) */
+    CALC_REMAT_FFW3, /* save the 3 big FFW matmul outputs: 2·L·B·(D+2F) bytes (transformers chapter)
+                      */
+    CALC_REMAT_CKPT /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training chapter) */
 } calc_remat;
 
 /* The role of a set of axes. */
@@ -48,7 +50,7 @@ typedef enum { CALC_ROLE_DATA, CALC_ROLE_TENSOR, CALC_ROLE_PIPE } calc_role;
 /* Output formats of a plan and of a search. */
 typedef enum { CALC_FORMAT_TABLE, CALC_FORMAT_CSV, CALC_FORMAT_JSON } calc_format;
 
-/* Where a collective sits, in the book's labels (§9.2). */
+/* Where a collective sits, in the book's labels (profiling chapter). */
 typedef enum {
     CALC_PATH_CRITICAL, /* blocks the next matmul (TP gathers and scatters) */
     CALC_PATH_PREFETCH, /* can be issued a layer early (FSDP weight gathers) */
@@ -114,7 +116,7 @@ typedef struct {
     double mem_params, mem_grads, mem_opt, mem_acts, mem_gathered, mem_total, hbm;
     double mem_global; /* params + optimizer + activations over all chips (the book's total) */
     int fits;
-    /* thresholds (§5) */
+    /* thresholds (training chapter) */
     double alpha;            /* C / W_bidi */
     double hbm_intensity;    /* C / W_hbm */
     double X, Y, P;          /* degrees */
@@ -150,6 +152,13 @@ int calc_axis_split(const calc_spec *s, int axis);
 /* The axes of `role` as printed in subscripts and columns: whole axes by letter, a split axis as
  * "z:4" (tensor, block of 4) or "z/4" (data, the strided 16/4): "xyz/4", "z:4"; "" for none. */
 void calc_axes_str(const calc_spec *s, calc_role role, char *out, size_t len);
+/* The axes of `role` as a collective sees them: n entries of extent (a split axis's block or
+ * strided part), wraparound and stride, for cost_collective_strided. */
+void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
+                    int *n);
+/* The degree of `role` (product of its extents) and, in *n_phys, the physical axes of size > 1
+ * it touches (a split axis counts for both roles). */
+int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys);
 /* calc_axes_str, or "-" for none (table columns). */
 void calc_axes_label(const calc_spec *s, calc_role role, char *out, size_t len);
 

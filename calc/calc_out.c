@@ -171,7 +171,7 @@ static void json_thresholds(FILE *out, const calc_result *r) {
 
 void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"tokens\", "
-          "\"bytes_V\": \"the book's V per call (digest §3.3)\"},\n\"spec\": ",
+          "\"bytes_V\": \"the book's V per call (sharding chapter)\"},\n\"spec\": ",
           out);
     json_spec(out, s, r);
     fputs(",\n\"collectives\": [", out);

@@ -99,7 +99,7 @@ static void print_memory(FILE *out, const calc_spec *s, const calc_result *r) {
 
 static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r) {
     const int defaulted = !(r->M_X > 0 && r->M_Y > 0);
-    fprintf(out, "thresholds (book §5):\n");
+    fprintf(out, "thresholds (the book's training chapter):\n");
     fprintf(out,
             "  C/W_ici = alpha = %.0f FLOPs/byte; C/W_hbm = %.0f; a hop is latency-bound "
             "below W_oneway*T_min = %.3g kB\n",
@@ -146,7 +146,8 @@ static const calc_coll *largest(const calc_result *r, calc_role role) {
     return best;
 }
 
-/* The book's bandwidth-bound time of c over M full-W axes (§3.3) against ours, in one note. */
+/* The book's bandwidth-bound time of c over M full-W axes (sharding chapter) against ours, in one
+ * note. */
 static void note_vs_book(char (*notes)[CALC_NOTE_LEN], int *n, const calc_spec *s,
                          const calc_coll *c, const char *m_name, int M) {
     const double W = 2 * s->link.w_oneway;
@@ -162,30 +163,30 @@ static void note_vs_book(char (*notes)[CALC_NOTE_LEN], int *n, const calc_spec *
 int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE_LEN]) {
     int n = 0, any_split = 0;
     note(notes, &n,
-         "chip constants are the book's table values (digest §11 erratum 1: the prose also uses "
+         "chip constants are the book's table values (the book's prose also uses "
          "2.5e12/4.5e14 for v5p).");
     note(notes, &n,
-         "MFU = 6*params*B / (chips*C*t_step) (§9.2): params include embeddings; causal attention "
+         "MFU = 6*params*B / (chips*C*t_step) (profiling chapter): params include embeddings; "
+         "causal attention "
          "(%.3g FLOPs) and recompute (%.3g) count in the time, not in MFU.",
          r->flops_attn, r->flops_recompute);
     note(notes, &n,
          "overlapped step = sum over phases of max(T_math, T_comms), X- and Y-axis comms summed "
-         "as in §5.6; serial = T_math + T_comms.");
+         "as in the training chapter; serial = T_math + T_comms.");
     if (r->Y > 1)
         note(notes, &n,
              "TP backward moves AllGather dOut + ReduceScatter dIn per block, the pure MP row "
-             "(4BD); the book's FSDP+MP row prints 8BD/X (erratum 6).");
-    if (r->X > 1 && s->zero == 0)
-        note(notes, &n, "DP T_math drops the book's stray factor L (erratum 2).");
+             "(4BD); the book's FSDP+MP row prints 8BD/X (its tables disagree).");
+    if (r->X > 1 && s->zero == 0) note(notes, &n, "DP T_math drops the book's stray factor L.");
     if (s->remat == CALC_REMAT_CKPT)
         note(notes, &n,
              "ckpt%d: 2*D*B*n*L; the book's 20.9 TB for LLaMA-3-70B is n = 4 although its text "
-             "says x3 (erratum 9).",
+             "says x3.",
              s->ckpt_n);
     note(notes, &n,
          "the mixed threshold is 4 alpha^2/(M_X M_Y F) with the M's stated; the book's X = 13.9 "
-         "example needs M_X/M_Y = 2 (erratum 5), and its v5p 16x16x16 bound evaluates to 1.6e6, "
-         "not 1.6e10 (erratum 4).");
+         "example needs M_X/M_Y = 2 (unstated), and its v5p 16x16x16 bound evaluates to 1.6e6, "
+         "not the printed 1.6e10.");
     note(notes, &n,
          "memory adds bf16 gradients (%.0f B/param) to the book's 10 B/param; the book's total "
          "is shown separately.",

@@ -1,5 +1,6 @@
-/* test_plan: train/plan.c against the digest's §10 worked problems on parameters, FLOPs, memory
- * and thresholds (#14, #19–#22, #24–#27), the §5.6 X_opt example and v5p 16x16x16 bound, the §6
+/* test_calc: the calculator (calc/calc.c) against the book's worked problems on parameters,
+ * FLOPs, memory and thresholds (transformers, training and applied-training chapters), the
+ * training chapter's X_opt example and v5p 16x16x16 bound, the applied-training chapter's
  * LLaMA-3-70B plan numbers, the book's per-layer comms, and the regime boundary B/X = α/M_X. */
 #include "check.h"
 #include "calc/calc.h"
@@ -43,33 +44,35 @@ static void test_params_flops(void) {
     calc_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192}, l3, l2;
     calc_model_preset(&l3, "llama3-70b");
     calc_model_preset(&l2, "llama2-13b");
-    /* #14: the exact formula L(3DF + 4D^2 + D) + 2DV; we add a second norm per layer and the
-     * final norm (L·D + D more). */
-    check_near("#14 params (exact 17.44e9; book rounds to 16e9)", calc_params(&m14), 17.44e9,
-               0.001);
+    /* transformers Q1: the exact formula L(3DF + 4D^2 + D) + 2DV; we add a second norm per layer
+     * and the final norm (L·D + D more). */
+    check_near("transformers Q1: params (exact 17.44e9; book rounds to 16e9)", calc_params(&m14),
+               17.44e9, 0.001);
     calc_spec s = make("v5p", pod3, 3, 7, 0, &m14, 8192 * 512.0);
     calc_result r = run(&s);
     const double matmul = 6 * s.tokens * 64 * (3.0 * 4096 * 16384 + 4.0 * 4096 * 4096);
-    check_near("#14 attention fraction T/(8D), T = 8192, D = 4096", 2 * r.flops_attn / matmul, 0.25,
-               1e-9);
-    /* #24: LLaMA-2-13B. */
-    check_near("#24 LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)", calc_params(&l2), 13.1e9,
-               0.01);
+    check_near("transformers Q1: attention fraction T/(8D), T = 8192, D = 4096",
+               2 * r.flops_attn / matmul, 0.25, 1e-9);
+    /* training Q1-2: LLaMA-2-13B. */
+    check_near("training Q1-2: LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)",
+               calc_params(&l2), 13.1e9, 0.01);
     s = make("v5p", pod3, 3, 7, 0, &l2, 16e6);
     s.remat = CALC_REMAT_FFW3;
     r = run(&s);
-    check_near("#24 params + Adam (10 B/param), bytes", r.params * (s.param_bytes + s.opt_bytes),
-               130e9, 0.01);
-    check_near("#24 16M-token activations, 3 FFW checkpoints per layer (bytes)",
+    check_near("training Q1-2: params + Adam (10 B/param), bytes",
+               r.params * (s.param_bytes + s.opt_bytes), 130e9, 0.01);
+    check_near("training Q1-2: 16M-token activations, 3 FFW checkpoints per layer (bytes)",
                r.mem_global - r.params * (s.param_bytes + s.opt_bytes), 42e12, 0.01);
-    /* #26: LLaMA-3-70B totals. The book sums rounded parts (56.3 + 2.1 + 12 = 70.4). */
+    /* applied-training: LLaMA-3-70B totals. The book sums rounded parts (56.3 + 2.1 + 12 = 70.4).
+     */
     const double P = calc_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
-    check_near("#26 LLaMA-3-70B params", P, 70.4e9, 0.005);
-    check_near("#26 MLP params 3DFL", 3.0 * 8192 * 28672 * 80, 56.3e9, 0.002);
-    check_near("#26 FLOPs per token 6P", 6 * P, 4.2e11, 0.01);
-    check_near("#26 FLOPs for 15T tokens", flops, 6.3e24, 0.01);
-    check_near("#26 years on one v5p", flops / C / (365.25 * 86400), 435, 0.015);
-    check_near("#26 days on 8960 chips at 40% MFU", flops / (8960 * C * 0.4) / 86400, 44, 0.02);
+    check_near("applied-training: LLaMA-3-70B params", P, 70.4e9, 0.005);
+    check_near("applied-training: MLP params 3DFL", 3.0 * 8192 * 28672 * 80, 56.3e9, 0.002);
+    check_near("applied-training: FLOPs per token 6P", 6 * P, 4.2e11, 0.01);
+    check_near("applied-training: FLOPs for 15T tokens", flops, 6.3e24, 0.01);
+    check_near("applied-training: years on one v5p", flops / C / (365.25 * 86400), 435, 0.015);
+    check_near("applied-training: days on 8960 chips at 40% MFU", flops / (8960 * C * 0.4) / 86400,
+               44, 0.02);
 }
 
 static void test_thresholds(void) {
@@ -78,73 +81,84 @@ static void test_thresholds(void) {
     calc_model_preset(&l2, "llama2-13b");
     f30k = l3;
     f30k.F = 30000;
-    /* #19. */
+    /* training chapter. */
     calc_spec s = make("v5p", pod3, 3, 1, 0, &l3, 4e6);
     calc_result r = run(&s);
-    check_near("#19 DP/FSDP threshold on 1 axis (tokens per chip)", r.dp_threshold, 2550, 0.001);
+    check_near("training: DP/FSDP threshold on 1 axis (tokens per chip)", r.dp_threshold, 2550,
+               0.001);
     s = make("v5p", pod8960, 3, 7, 0, &l3, 16e6);
     r = run(&s);
-    check_near("#19 on 3 axes", r.dp_threshold, 850, 0.001);
-    check_near("#19 tokens per 8960-chip pod", r.dp_threshold * r.chips, 7.6e6, 0.005);
-    /* #20: FSDP scale-out: chips = B / 850. */
-    check_near("#20 LLaMA-3-70B 16M batch: chips", s.tokens / r.dp_threshold, 18823, 0.001);
-    check_near("#20 days for 6.3e24 FLOPs at 50% MFU",
+    check_near("training: on 3 axes", r.dp_threshold, 850, 0.001);
+    check_near("training: tokens per 8960-chip pod", r.dp_threshold * r.chips, 7.6e6, 0.005);
+    /* training: FSDP scale-out: chips = B / 850. */
+    check_near("training: LLaMA-3-70B 16M batch: chips", s.tokens / r.dp_threshold, 18823, 0.001);
+    check_near("training: days for 6.3e24 FLOPs at 50% MFU",
                6.3e24 / (s.tokens / r.dp_threshold * s.chip.flops_bf16 * 0.5) / 86400, 16.9, 0.01);
-    check_near("#20 DeepSeek-V2 40M batch: chips", 40e6 / r.dp_threshold, 47000, 0.005);
-    /* #21: TP limit M_Y·F/α per axis. */
+    check_near("training: DeepSeek-V2 40M batch: chips", 40e6 / r.dp_threshold, 47000, 0.005);
+    /* training: TP limit M_Y·F/α per axis. */
     s = make("v5p", pod3, 3, 3, 4, &f30k, 4e6);
     r = run(&s);
-    check_near("#21 TP limit F=30K (book ~11)", r.tp_limit, 11.76, 0.001);
-    check_near("#21 8-way needs F >= 8 alpha", 8 * r.alpha, 20400, 0.001);
-    check_near("#21 Gemma-7B F=50K limit (book ~19)", 50000 / r.alpha, 19.6, 0.001);
-    /* #22: mixed threshold 2·α²·2/(M_X M_Y F) with M_X = 2, M_Y = 1, F = 30K. */
-    check_near("#22 mixed threshold F=30K (book 432, exact 433.5)", r.mixed_threshold, 433.5,
+    check_near("training: TP limit F=30K (book ~11)", r.tp_limit, 11.76, 0.001);
+    check_near("training: 8-way needs F >= 8 alpha", 8 * r.alpha, 20400, 0.001);
+    check_near("training: Gemma-7B F=50K limit (book ~19)", 50000 / r.alpha, 19.6, 0.001);
+    /* training: mixed threshold 2·α²·2/(M_X M_Y F) with M_X = 2, M_Y = 1, F = 30K. */
+    check_near("training: mixed threshold F=30K (book 432, exact 433.5)", r.mixed_threshold, 433.5,
                0.001);
-    check_near("#22 pure FSDP at BS=2M: chips (book ~2400)", 2e6 / (r.alpha / 3), 2353, 0.001);
-    /* #25: LLaMA-2-13B on v5p 16x16x16, 3M tokens of 32K sequences. */
+    check_near("training: pure FSDP at BS=2M: chips (book ~2400)", 2e6 / (r.alpha / 3), 2353,
+               0.001);
+    /* training Q3: LLaMA-2-13B on v5p 16x16x16, 3M tokens of 32K sequences. */
     l2.T = 32768;
     s = make("v5p", pod3, 3, 7, 0, &l2, 3e6);
     r = run(&s);
-    check_near("#25 slice HBM (bytes)", r.chips * r.hbm, 393e12, 0.001);
-    check_near("#25 FSDP minimum batch 850*4096", r.dp_threshold * r.X, 3.48e6, 0.001);
-    check_true("#25 3M tokens is communication-bound for FSDP", r.tokens_per_x < r.dp_threshold);
-    check_near("#25 mixed threshold (M_X=2, M_Y=1)", r.mixed_threshold, 940, 0.002);
-    /* §5.6 example: N = 64, B = 48,000, F = 32,768, M_X/M_Y = 2 → 13.7 (book prints 13.9). */
+    check_near("training Q3: slice HBM (bytes)", r.chips * r.hbm, 393e12, 0.001);
+    check_near("training Q3: FSDP minimum batch 850*4096", r.dp_threshold * r.X, 3.48e6, 0.001);
+    check_true("training Q3: 3M tokens is communication-bound for FSDP",
+               r.tokens_per_x < r.dp_threshold);
+    check_near("training Q3: mixed threshold (M_X=2, M_Y=1)", r.mixed_threshold, 940, 0.002);
+    /* training chapter's example: N = 64, B = 48,000, F = 32,768, M_X/M_Y = 2 → 13.7 (book
+     * prints 13.9). */
     calc_shape f32k = l3;
     f32k.F = 32768;
     const int cube[3] = {4, 4, 4};
     s = make("v5p", cube, 3, 3, 4, &f32k, 48000);
     r = run(&s);
-    check_near("§5.6 X_opt example (exact 13.7; erratum 5)", r.x_opt, 13.7, 0.005);
-    /* §5.6 v5p 16x16x16 figure: 4096·2·2550²/(8192·4) = 1.6e6 (erratum 4: not 1.6e10). */
+    check_near("training: X_opt example (exact 13.7; the book prints 13.9)", r.x_opt, 13.7, 0.005);
+    /* training chapter v5p 16x16x16 figure: 4096·2·2550²/(8192·4) = 1.6e6 (the book prints 1.6e10).
+     */
     s = make("v5p", pod3, 3, 3, 4, &f32k, 4e6);
     r = run(&s);
-    check_near("§5.6 16x16x16 comm-bound below this batch (erratum 4)", r.mixed_min_batch, 1.6e6,
-               0.02);
+    check_near("training: 16x16x16 comm-bound below this batch (book prints 1.6e10)",
+               r.mixed_min_batch, 1.6e6, 0.02);
 }
 
 static void test_llama3(void) {
     calc_shape l3;
     calc_model_preset(&l3, "llama3-70b");
-    /* #27: memory at a 4M batch with n = 4 checkpoints per layer (erratum 9). */
+    /* applied-training: memory at a 4M batch with n = 4 checkpoints per layer (the book's text says
+     * x3, its value is x4). */
     calc_spec s = make("v5p", pod8960, 3, 7, 0, &l3, 4e6);
     s.remat = CALC_REMAT_CKPT;
     s.ckpt_n = 4;
     calc_result r = run(&s);
-    check_near("#27 params bf16 (bytes)", r.params * 2, 140e9, 0.01);
-    check_near("#27 optimizer 8 B/param (bytes)", r.params * 8, 560e9, 0.01);
-    check_near("#27 checkpoints 2*D*B*4*L (bytes)", r.mem_global - r.params * 10, 20.9e12, 0.005);
-    check_near("#27 total (bytes)", r.mem_global, 21.6e12, 0.005);
-    check_near("#27 minimum chips", r.min_chips_memory, 225, 0.005);
-    check_near("#27 per chip on 8960 chips, book accounting (bytes)", r.mem_global / r.chips, 2.4e9,
-               0.01);
-    /* §6 sharding reasoning at 1024 sequences of 4096 = 4,194,304 tokens on 8960 chips. */
+    check_near("applied-training: params bf16 (bytes)", r.params * 2, 140e9, 0.01);
+    check_near("applied-training: optimizer 8 B/param (bytes)", r.params * 8, 560e9, 0.01);
+    check_near("applied-training: checkpoints 2*D*B*4*L (bytes)", r.mem_global - r.params * 10,
+               20.9e12, 0.005);
+    check_near("applied-training: total (bytes)", r.mem_global, 21.6e12, 0.005);
+    check_near("applied-training: minimum chips", r.min_chips_memory, 225, 0.005);
+    check_near("applied-training: per chip on 8960 chips, book accounting (bytes)",
+               r.mem_global / r.chips, 2.4e9, 0.01);
+    /* applied-training chapter sharding reasoning at 1024 sequences of 4096 = 4,194,304 tokens on
+     * 8960 chips. */
     s = make("v5p", pod8960, 3, 6, 1, &l3, 1024 * 4096.0);
     r = run(&s);
-    check_near("§6 tokens per chip over the whole pod", s.tokens / r.chips, 468, 0.001);
-    check_true("§6 468 < 850: pure FSDP is communication-bound", s.tokens / r.chips < 850);
-    check_near("§6 mixed threshold 2 alpha^2/F (book 453)", r.mixed_threshold, 453, 0.002);
-    check_near("§6 X_opt = sqrt(2BN/F)", r.x_opt, 1618, 0.001);
+    check_near("applied-training: tokens per chip over the whole pod", s.tokens / r.chips, 468,
+               0.001);
+    check_true("applied-training: 468 < 850: pure FSDP is communication-bound",
+               s.tokens / r.chips < 850);
+    check_near("applied-training: mixed threshold 2 alpha^2/F (book 453)", r.mixed_threshold, 453,
+               0.002);
+    check_near("applied-training: X_opt = sqrt(2BN/F)", r.x_opt, 1618, 0.001);
 }
 
 /* The plan's per-layer comms are the book's: FSDP gathers 2·3DF bytes of MLP weights (the book's
@@ -216,7 +230,8 @@ static void test_cli_and_search(void) {
 
 /* Sub-axis splits: on one wrapping axis of 16 with --tensor x:4, the FSDP gathers run over the
  * strided x/4 (a ring of 4 at W/4) and the Megatron collectives over the block x:4 (an open line
- * of 4: 3/4 V/W_uni, mesh/cost.h). The §5.6 example X = 16, Y = 4 on 64 chips is a split. */
+ * of 4: 3/4 V/W_uni, mesh/cost.h). The training chapter's example X = 16, Y = 4 on 64 chips is a
+ * split. */
 static void test_split(void) {
     calc_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
     const int line[1] = {16}, s416[2] = {4, 16};
@@ -252,17 +267,19 @@ static void test_split(void) {
     s.tensor_block[0] = 0;
     check_true("without a block, an axis in data and tensor is still rejected",
                calc_compute(&s, &r, err, sizeof err) < 0);
-    /* §5.6: N = 64, B = 48,000, F = 32,768 → X = 16, Y = 4 on a 4x16 slice: y:4 (tensor) and
-     * x, y/4 (data). M_X/M_Y = 2 is the ratio the book's 13.9 needs (erratum 5). */
+    /* training chapter: N = 64, B = 48,000, F = 32,768 → X = 16, Y = 4 on a 4x16 slice: y:4
+     * (tensor) and x, y/4 (data). M_X/M_Y = 2 is the ratio the book's 13.9 needs, which the book
+     * does not state. */
     calc_shape f32k = m;
     f32k.F = 32768;
     f32k.T = 4096;
     s = make("v5p", s416, 2, 3, 2, &f32k, 48000);
     s.tensor_block[1] = 4;
     r = run(&s);
-    check_true("§5.6 example as a split: X = 16, Y = 4, M_X = 2, M_Y = 1",
+    check_true("training chapter's example as a split: X = 16, Y = 4, M_X = 2, M_Y = 1",
                r.X == 16 && r.Y == 4 && r.M_X == 2 && r.M_Y == 1);
-    check_near("§5.6 X_opt with the split's own M_X/M_Y = 2 (exact 13.7)", r.x_opt, 13.7, 0.005);
+    check_near("training: X_opt with the split's own M_X/M_Y = 2 (exact 13.7)", r.x_opt, 13.7,
+               0.005);
 }
 
 /* The search enumerates splits; a split candidate's numbers equal a direct calc_compute. */

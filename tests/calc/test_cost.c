@@ -1,6 +1,7 @@
-/* test_cost: mesh/cost.c against the book — the chip table, the wraparound rules, the §3.3
- * collective formulas, the digest §10 problems that only need chip constants and collective
- * times (#1, #2, #3, #6, #12, #13, #30, #33), and the link-sharing cost of strided sub-axes. */
+/* test_cost: mesh/cost.c against the book — the chip table, the wraparound rules, the sharding
+ * chapter's collective formulas, the worked problems that only need chip constants and
+ * collective times (roofline, tpus, sharding, inference and profiling chapters), and the
+ * link-sharing cost of strided sub-axes. */
 #include "check.h"
 #include "mesh/cost.h"
 
@@ -21,31 +22,34 @@ static void test_table(void) {
     check_true("five chips in the table", cost_chip_count() == 5);
     check_true("\"v4\" finds v4p", cost_chip_find("v4") == cost_chip_find("v4p"));
     check_true("unknown chip is NULL", cost_chip_find("h100") == NULL);
-    /* #1: C/W_hbm; the book's 240 uses 8.2e11, the table 8.1e11 (erratum 1) → 243. */
-    check_near("#1 v5e critical intensity C/W_hbm (book 240, 8.2e11)",
+    /* roofline: C/W_hbm; the book's 240 uses 8.2e11, the table 8.1e11 (the book's prose and table
+     * disagree) → 243. */
+    check_near("roofline: v5e critical intensity C/W_hbm (book 240, 8.2e11)",
                v5e->flops_bf16 / v5e->hbm_bw, 240.2, 0.015);
-    /* #2: D/2 > C/W_uni with the 2 chips on one link. */
-    check_near("#2 2-chip D-sharded matmul compute-bound iff D > 2C/W",
+    /* roofline: D/2 > C/W_uni with the 2 chips on one link. */
+    check_near("roofline: 2-chip D-sharded matmul compute-bound iff D > 2C/W",
                2 * v5e->flops_bf16 / v5e->ici_oneway, 8755, 0.001);
-    check_near("#3 int8 x int8 intensity C_int8/W_hbm", v5e->flops_int8 / v5e->hbm_bw, 486, 0.002);
-    check_near("#3 int8 x int8 critical batch (intensity ~2B)", v5e->flops_int8 / v5e->hbm_bw / 2,
-               243, 0.002);
-    check_near("#3 int8 weights, bf16 FLOPs critical batch", v5e->flops_bf16 / v5e->hbm_bw / 2, 120,
-               0.015);
-    /* #6: whole-pod totals. The book's v5p 4e18 uses 4.5e14 (erratum 1), the table 4.59e14. */
+    check_near("roofline Q1-2: int8 x int8 intensity C_int8/W_hbm", v5e->flops_int8 / v5e->hbm_bw,
+               486, 0.002);
+    check_near("roofline Q1-2: int8 x int8 critical batch (intensity ~2B)",
+               v5e->flops_int8 / v5e->hbm_bw / 2, 243, 0.002);
+    check_near("roofline Q1-2: int8 weights, bf16 FLOPs critical batch",
+               v5e->flops_bf16 / v5e->hbm_bw / 2, 120, 0.015);
+    /* tpus Q2: whole-pod totals. The book's v5p 4e18 uses 4.5e14 (the prose's rounding), the
+     * table 4.59e14. */
     const double n5e = 256, n5p = 8960;
-    check_near("#6 v5e pod hosts", n5e / cost_chip_per_host(v5e), 32, 0);
-    check_near("#6 v5e pod cores", n5e * v5e->cores_per_chip, 256, 0);
-    check_near("#6 v5e pod FLOP/s", n5e * v5e->flops_bf16, 5.1e16, 0.015);
-    check_near("#6 v5e pod HBM bytes (4 TB)", n5e * v5e->hbm_bytes, 4e12, 0.03);
-    check_near("#6 v5p pod hosts", n5p / cost_chip_per_host(v5p), 2240, 0);
-    check_near("#6 v5p pod cores", n5p * v5p->cores_per_chip, 17920, 0);
-    check_near("#6 v5p pod FLOP/s", n5p * v5p->flops_bf16, 4e18, 0.03);
-    check_near("#6 v5p pod HBM bytes (860 TB)", n5p * v5p->hbm_bytes, 860e12, 0.001);
+    check_near("tpus Q2: v5e pod hosts", n5e / cost_chip_per_host(v5e), 32, 0);
+    check_near("tpus Q2: v5e pod cores", n5e * v5e->cores_per_chip, 256, 0);
+    check_near("tpus Q2: v5e pod FLOP/s", n5e * v5e->flops_bf16, 5.1e16, 0.015);
+    check_near("tpus Q2: v5e pod HBM bytes (4 TB)", n5e * v5e->hbm_bytes, 4e12, 0.03);
+    check_near("tpus Q2: v5p pod hosts", n5p / cost_chip_per_host(v5p), 2240, 0);
+    check_near("tpus Q2: v5p pod cores", n5p * v5p->cores_per_chip, 17920, 0);
+    check_near("tpus Q2: v5p pod FLOP/s", n5p * v5p->flops_bf16, 4e18, 0.03);
+    check_near("tpus Q2: v5p pod HBM bytes (860 TB)", n5p * v5p->hbm_bytes, 860e12, 0.001);
     check_near("v5p pod chips 16x20x28", v5p->pod[0] * v5p->pod[1] * v5p->pod[2], 8960, 0);
-    /* #12 / #19: alpha = C / W_bidi. */
-    check_near("#12 v5p C/W", v5p->flops_bf16 / v5p->ici_bidi, 2550, 0.001);
-    check_near("#12 reduce outputs beats gathering weights iff D > 2C/W",
+    /* sharding Q4: alpha = C / W_bidi. */
+    check_near("sharding Q4: v5p C/W", v5p->flops_bf16 / v5p->ici_bidi, 2550, 0.001);
+    check_near("sharding Q4: reduce outputs beats gathering weights iff D > 2C/W",
                2 * v5p->flops_bf16 / v5p->ici_bidi, 5100, 0.001);
 }
 
@@ -53,6 +57,15 @@ static int wraps_all(const char *name, int a, int b, int c, int n) {
     int s[3] = {a, b, c}, w = 0;
     for (int i = 0; i < n; i++) w |= cost_axis_wraps(chip(name), s, n, i) << i;
     return w;
+}
+
+/* training chapter, across pods: "~2000 hosts x 2.5e10 = 5e13 B/s" of DCN per v5p pod. */
+static void test_dcn(void) {
+    const cost_chip *v5p = chip("v5p"), *v5e = chip("v5e");
+    check_near("v5p DCN per chip = 2.5e10 per host / 4 chips", cost_chip_dcn_bw(v5p), 6.25e9, 0);
+    check_near("v5e DCN per chip = 2.5e10 per host / 8 chips", cost_chip_dcn_bw(v5e), 3.125e9, 0);
+    check_near("v5p pod DCN: 8960 chips (2240 hosts) x per chip (book ~5e13 B/s)",
+               8960 * cost_chip_dcn_bw(v5p), 5e13, 0.13);
 }
 
 static void test_wraps(void) {
@@ -85,7 +98,7 @@ static double t(cost_op op, const cost_link *l, const int *s, const int *w, int 
     return cost_collective(op, l, s, w, n, a, V, e);
 }
 
-/* §3.3 on v5p links: V = 1 GB, axes of 16. */
+/* sharding chapter on v5p links: V = 1 GB, axes of 16. */
 static void test_formulas(void) {
     const cost_link l = cost_chip_link(chip("v5p"));
     const int s16[3] = {16, 16, 16}, wrap[3] = {1, 1, 1}, open[3] = {0, 0, 0};
@@ -154,24 +167,26 @@ static void test_formulas(void) {
 static void test_book(void) {
     const cost_link v5e = cost_chip_link(chip("v5e"));
     const int one[1] = {2}, eight[1] = {8}, w1[1] = {1};
-    /* #13: one hop on v5e is latency-bound below W_uni · T_min. */
-    check_near("#13 v5e latency-bound hop message size (bytes)",
+    /* sharding: one hop on v5e is latency-bound below W_uni · T_min. */
+    check_near("sharding: v5e latency-bound hop message size (bytes)",
                cost_crossover_bytes(COST_OP_PPERMUTE, &v5e, one, w1, 1, COST_ALG_AUTO), 45e3, 1e-9);
-    /* #30: 8-way Megatron gather latency-bound below 8 · 45 kB; 16·8192 int8 is below it. */
-    check_near("#30 8-way gather latency-bound below (bytes)",
+    /* inference App. C: 8-way Megatron gather latency-bound below 8 · 45 kB; 16·8192 int8 is below
+     * it. */
+    check_near("inference App. C: 8-way gather latency-bound below (bytes)",
                cost_crossover_bytes(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, COST_ALG_BIDIR), 360e3,
                1e-9);
     cost_est e;
     cost_collective(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, COST_ALG_BIDIR, 16 * 8192, &e);
-    check_true("#30 BS=16 x D=8192 int8 (131 kB) is latency-bound",
+    check_true("inference App. C: BS=16 x D=8192 int8 (131 kB) is latency-bound",
                e.regime == COST_REGIME_LATENCY);
-    /* #33: TPU v2 profile, ReduceScatter of 134 MB at 1.2e11 B/s bidirectional over 8 cores. */
+    /* profiling: TPU v2 profile, ReduceScatter of 134 MB at 1.2e11 B/s bidirectional over 8 cores.
+     */
     const cost_link v2 = {6e10, 1e-6};
     check_near(
-        "#33 ReduceScatter 134 MB at 1.2e11 (s)",
+        "profiling: ReduceScatter 134 MB at 1.2e11 (s)",
         cost_collective(COST_OP_REDUCE_SCATTER, &v2, eight, w1, 1, COST_ALG_BIDIR, 134e6, NULL),
         1.1e-3, 0.02);
-    check_near("#33 matmul 2*32*1024*8192*32768/(23e12*8) (s)",
+    check_near("profiling: matmul 2*32*1024*8192*32768/(23e12*8) (s)",
                2.0 * 32 * 1024 * 8192 * 32768 / (23e12 * 8), 95.6e-3, 0.001);
 }
 
@@ -261,6 +276,7 @@ static void test_direct(void) {
 }
 
 int main(void) {
+    test_dcn();
     test_table();
     test_wraps();
     test_formulas();
