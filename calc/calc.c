@@ -283,7 +283,7 @@ int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys) {
 }
 
 /* Tensor blocks: each 0 or a divisor ≥ 2 of its axis, only on tensor axes. */
-static int validate_blocks(const calc_spec *s, char *err, size_t errlen) {
+int calc_check_blocks(const calc_spec *s, char *err, size_t errlen) {
     for (int i = 0; i < COST_MAX_AXES; i++) {
         const int k = s->tensor_block[i];
         if (k == 0) continue;
@@ -498,7 +498,7 @@ static void step_times(const calc_spec *s, calc_result *r) {
 int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
-    if (validate_blocks(s, err, errlen) < 0) return -1;
+    if (calc_check_blocks(s, err, errlen) < 0) return -1;
     r->X = calc_role_degree(s, CALC_ROLE_DATA, &r->M_X);
     r->Y = calc_role_degree(s, CALC_ROLE_TENSOR, &r->M_Y);
     r->P = calc_role_degree(s, CALC_ROLE_PIPE, &np);

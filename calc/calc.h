@@ -156,6 +156,9 @@ void calc_axes_str(const calc_spec *s, calc_role role, char *out, size_t len);
  * strided part), wraparound and stride, for cost_collective_strided. */
 void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
                     int *n);
+/* Checks the tensor blocks: each 0 or a divisor >= 2 of its axis, only on tensor axes. Returns
+ * 0, or −1 with err. */
+int calc_check_blocks(const calc_spec *s, char *err, size_t errlen);
 /* The degree of `role` (product of its extents) and, in *n_phys, the physical axes of size > 1
  * it touches (a split axis counts for both roles). */
 int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys);

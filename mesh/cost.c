@@ -359,6 +359,20 @@ double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes,
     return e.t_bandwidth > 0 ? e.t_latency / e.t_bandwidth : 0;
 }
 
+double cost_serialized(const cost_est *est, int lanes) {
+    if (!est || est->hops <= 0) return est ? est->t_bandwidth : 0;
+    const double h = est->hops, l = est->t_latency / h, w = est->t_bandwidth / h;
+    const double k = lanes > 1 ? lanes : 1, step = l + w / k > w ? l + w / k : w;
+    return (h - 1) * step + l + w;
+}
+
+double cost_bucket_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
+                         int n_axes, cost_alg alg, double overhead) {
+    if (!(overhead > 0)) return -1;
+    const double v = cost_crossover_bytes(op, link, sizes, wraps, n_axes, alg);
+    return v < 0 ? -1 : v / overhead;
+}
+
 cost_regime cost_classify(const cost_est *est, double t_overlap) {
     return t_overlap >= est->seconds ? COST_REGIME_COMPUTE : est->regime;
 }
