@@ -1,6 +1,7 @@
 /* calc_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
  * front, then prints one plan or a search. See calc.h. */
 #include "calc/calc.h"
+#include "calc/calc_infer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,12 @@ static const char *help_text =
     "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
     "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
     "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Pods (the book's multi-pod training):\n"
+    "  --pods N           N copies of the topology joined by the data-center network, data\n"
+    "                     parallel across them; the batch is global (B/N per pod). Gradients\n"
+    "                     reduce hierarchically: in-pod ReduceScatter, the shard AllReduced\n"
+    "                     over DCN, in-pod AllGather. Prints the book's DCN threshold C/W_dcn\n"
+    "  --dcn-bw X         DCN bytes/s per chip (default: 2.5e10 per host / chips per host)\n"
     "Batch: --batch SEQUENCES or --tokens TOKENS (k, M, G suffixes are 1e3, 1e6, 1e9)\n"
     "Sharding (the trainer's flags):\n"
     "  --dp AXES          batch sharded over these axes (alias --data-axes, --data);\n"
@@ -38,6 +45,18 @@ static const char *help_text =
     "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
     "                     direct ignores the link sharing of split axes)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
+    "Inference (the book's inference chapters):\n"
+    "  --infer            predict serving instead of a training step: KV cache, memory per\n"
+    "                     chip, smallest slice, prefill (TTFT), decode step and its regime,\n"
+    "                     tokens/s, B_crit, the TP bounds. The model is sharded over --tensor\n"
+    "                     (default: every axis); other axes hold replicas\n"
+    "  --batch B          sequences decoded together (default 1)\n"
+    "  --context S        tokens in each sequence's KV cache (required)\n"
+    "  --prefill T        prompt tokens of one request (default: the context)\n"
+    "  --param-bytes X    bytes per weight (2 bf16, 1 int8, 0.5 int4)\n"
+    "  --kv-bytes X       bytes per KV-cache element (default 2)\n"
+    "  --flops-dtype D    bf16 (default) or int8: the peak FLOP/s the matmuls run at\n"
+    "  --prefill-mfu X    fraction of peak a prefill reaches (default 1: the roofline)\n"
     "Search:\n"
     "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
     "                     or split (tensor on a block of every divisor k), times ZeRO 0..3\n"
@@ -51,9 +70,11 @@ static const char *help_text =
 
 typedef struct {
     calc_spec s;
+    calc_infer_opt io; /* --infer */
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
-    int search, chips, top, have_data, whole_axes;
+    int search, chips, top, have_data, whole_axes, infer;
+    const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
     calc_format format;
 } cli;
 
@@ -167,14 +188,25 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         {"--grad-bytes", &c->s.grad_bytes, 0},
         {"--opt-bytes", &c->s.opt_bytes, 0},
         {"--act-bytes", &c->s.act_bytes, 0},
+        {"--dcn-bw", &c->s.dcn_bw, 1},
+        {"--context", &c->io.context, 1},
+        {"--prefill", &c->io.prefill, 1},
+        {"--kv-bytes", &c->io.kv_bytes, 0},
+        {"--prefill-mfu", &c->io.prefill_mfu, 0},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-        if (strcmp(f, nums[i].name) == 0) return num(f, v, nums[i].lo, nums[i].dst, err, len);
+        if (strcmp(f, nums[i].name) == 0) {
+            if (nums[i].dst == &c->io.context || nums[i].dst == &c->io.prefill ||
+                nums[i].dst == &c->io.kv_bytes || nums[i].dst == &c->io.prefill_mfu)
+                c->infer_flag = nums[i].name;
+            return num(f, v, nums[i].lo, nums[i].dst, err, len);
+        }
     struct {
         const char *name;
         int *dst, lo, hi;
     } ints[] = {{"--zero", &c->s.zero, 0, 3},
                 {"--microbatches", &c->s.microbatches, 1, 1 << 20},
+                {"--pods", &c->s.pods, 1, 1 << 16},
                 {"--chips", &c->chips, 1, 1 << 20},
                 {"--top", &c->top, 1, 10000}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
@@ -230,6 +262,13 @@ static int parse_named(cli *c, const char *f, const char *v, char *err, size_t l
         return str_flag(f, v, dst, sizeof c->pipe, err, len);
     }
     if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
+    if (strcmp(f, "--flops-dtype") == 0) {
+        if (strcmp(v, "bf16") != 0 && strcmp(v, "int8") != 0)
+            return bad(err, len, f, v, "expected bf16 or int8");
+        c->io.flops_dtype = v[0] == 'i' ? CALC_FLOPS_INT8 : CALC_FLOPS_BF16;
+        c->infer_flag = "--flops-dtype";
+        return 0;
+    }
     if (strcmp(f, "--alg") == 0) {
         int a = cost_alg_parse(v);
         if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
@@ -247,6 +286,10 @@ static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t le
     }
     if (strcmp(f, "--whole-axes") == 0) {
         c->whole_axes = 1;
+        return 1;
+    }
+    if (strcmp(f, "--infer") == 0) {
+        c->infer = 1;
         return 1;
     }
     if (!v) return bad(err, len, f, "", "needs a value");
@@ -287,8 +330,8 @@ static int mask_of(const char *axes) {
     return m;
 }
 
-/* Applies the chip, links, topology and sharding flags to c->s. */
-static int finish(cli *c, char *err, size_t len) {
+/* The chip (a table chip or the cpu profile) with the flags' overrides, and its links. */
+static int finish_chip(cli *c, char *err, size_t len) {
     calc_spec *s = &c->s;
     if (strcmp(c->chip, "cpu") == 0) {
         if (c->flops <= 0 || c->link_bw <= 0)
@@ -308,30 +351,37 @@ static int finish(cli *c, char *err, size_t len) {
     if (c->hbm > 0) s->chip.hbm_bytes = c->hbm;
     if (c->hbm_bw > 0) s->chip.hbm_bw = c->hbm_bw;
     s->link = cost_chip_link(&s->chip);
+    return 0;
+}
+
+/* The batch: training counts tokens (--tokens, or --batch sequences of T); inference counts
+ * sequences. */
+static int finish_batch(cli *c, char *err, size_t len) {
+    calc_spec *s = &c->s;
+    if (!c->infer && c->infer_flag) {
+        snprintf(err, len, "%s is an inference flag: add --infer", c->infer_flag);
+        return -1;
+    }
+    if (c->infer) {
+        if (s->tokens > 0)
+            return bad(err, len, "--tokens", "with --infer", "give --batch (sequences) instead");
+        if (c->batch > 0) c->io.batch = c->batch;
+        if (c->io.prefill == 0) c->io.prefill = c->io.context;
+        c->io.param_bytes = s->param_bytes;
+        return 0;
+    }
     if (c->batch > 0) {
         if (s->tokens > 0) return bad(err, len, "--batch", "and --tokens", "give one of them");
         if (s->shape.T < 1) return bad(err, len, "--batch", "", "needs --seq-len or a --model");
         s->tokens = c->batch * (double)s->shape.T;
     }
-    if (s->shape.H == 0 && s->shape.N > 0) s->shape.H = s->shape.D / s->shape.N;
-    if (s->shape.K == 0) s->shape.K = s->shape.N;
-    if (!c->topology[0]) {
-        if (c->search && c->chips > 0) return 0;
-        return bad(err, len, "--topology", "", "missing (e.g. --topology 16x16x16)");
-    }
-    int sizes[COST_MAX_AXES], n;
-    if (parse_topology(c->topology, sizes, &n, err, len) < 0 ||
-        calc_spec_set_topology(s, sizes, n, err, len) < 0)
-        return -1;
-    const int all = (1 << n) - 1;
-    for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
-    int block[COST_MAX_AXES] = {0, 0, 0}, split = 0;
-    if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
-    s->pipe_mask = mask_of(c->pipe);
-    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
-        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
-                   "names an axis the "
-                   "topology lacks");
+    return 0;
+}
+
+/* --tensor's blocks against the topology's sizes: each divides its axis. Sets the blocks and
+ * returns the mask of split axes, or −1 with err. */
+static int finish_blocks(cli *c, const int *sizes, int n, const int *block, char *err, size_t len) {
+    int split = 0;
     for (int i = 0; i < n; i++) {
         const int k = block[i], size = sizes[i];
         if (k == 0 || k == size) continue;
@@ -348,8 +398,41 @@ static int finish(cli *c, char *err, size_t len) {
                      divs[0] ? divs : " (none: the axis has 1 chip)");
             return -1;
         }
-        s->tensor_block[i] = k;
+        c->s.tensor_block[i] = k;
         split |= 1 << i;
+    }
+    return split;
+}
+
+/* Applies the chip, links, batch, topology and sharding flags to c->s. */
+static int finish(cli *c, char *err, size_t len) {
+    calc_spec *s = &c->s;
+    if (finish_chip(c, err, len) < 0 || finish_batch(c, err, len) < 0) return -1;
+    if (s->shape.H == 0 && s->shape.N > 0) s->shape.H = s->shape.D / s->shape.N;
+    if (s->shape.K == 0) s->shape.K = s->shape.N;
+    if (!c->topology[0]) {
+        if (c->search && c->chips > 0) return 0;
+        return bad(err, len, "--topology", "", "missing (e.g. --topology 16x16x16)");
+    }
+    int sizes[COST_MAX_AXES], n;
+    if (parse_topology(c->topology, sizes, &n, err, len) < 0 ||
+        calc_spec_set_topology(s, sizes, n, err, len) < 0)
+        return -1;
+    const int all = (1 << n) - 1;
+    for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
+    int block[COST_MAX_AXES] = {0, 0, 0};
+    if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
+    s->pipe_mask = mask_of(c->pipe);
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
+        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
+                   "names an axis the "
+                   "topology lacks");
+    const int split = finish_blocks(c, sizes, n, block, err, len);
+    if (split < 0) return -1;
+    if (c->infer) { /* model parallel over every axis unless --tensor says otherwise */
+        if (!c->tensor[0]) s->tensor_mask = all;
+        s->data_mask = c->have_data ? mask_of(c->data) : 0;
+        return 0;
     }
     /* A split axis's strided rest shards the batch unless --dp leaves it out. */
     s->data_mask =
@@ -391,17 +474,36 @@ static int run_search(cli *c, FILE *out, char *err, size_t len) {
     return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
 }
 
+/* --infer: the serving prediction on out. Returns 0 or −1 (err). */
+static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    calc_infer_result r;
+    if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
+    if (!out) return 0;
+    if (c->format == CALC_FORMAT_CSV)
+        calc_infer_print_csv(out, &c->s, &c->io, &r);
+    else if (c->format == CALC_FORMAT_JSON)
+        calc_infer_print_json(out, &c->s, &c->io, &r);
+    else
+        calc_infer_print(out, &c->s, &c->io, &r);
+    return 0;
+}
+
 int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     cli c;
     memset(&c, 0, sizeof c);
     calc_spec_defaults(&c.s);
+    calc_infer_defaults(&c.io);
     snprintf(c.chip, sizeof c.chip, "v5p");
     c.latency = -1;
     c.top = 15;
     char err[512] = "";
     int rc = parse_args(&c, argc, argv, err, sizeof err);
     if (rc == 1 && out) fputs(help_text, out);
-    if (rc == 0 && c.search) {
+    if (rc == 0 && c.infer && c.search) {
+        rc = bad(err, sizeof err, "--search", "with --infer", "not supported; give a --topology");
+    } else if (rc == 0 && c.infer) {
+        rc = run_infer(&c, out, err, sizeof err);
+    } else if (rc == 0 && c.search) {
         rc = run_search(&c, out, err, sizeof err);
     } else if (rc == 0) {
         calc_result r;

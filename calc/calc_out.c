@@ -5,9 +5,14 @@
  * that is not finite is JSON null (an empty CSV field). Strings are escaped (JSON) or quoted when
  * they hold a comma or a quote (CSV). */
 #include "calc/calc.h"
+#include "calc/calc_infer.h"
 
 #include <math.h>
 #include <string.h>
+
+static const char *role_name(calc_role r) {
+    return r == CALC_ROLE_TENSOR ? "tensor" : r == CALC_ROLE_DCN ? "dcn" : "data";
+}
 
 /* ---- JSON ---- */
 
@@ -166,6 +171,14 @@ static void json_thresholds(FILE *out, const calc_result *r) {
     kv_num(out, &f, "x_opt", r->x_opt);
     kv_num(out, &f, "mixed_threshold", r->mixed_threshold);
     kv_num(out, &f, "mixed_min_batch", r->mixed_min_batch);
+    if (r->pods > 1) {
+        kv_num(out, &f, "pods", r->pods);
+        kv_num(out, &f, "chips_per_pod", r->chips_pod);
+        kv_num(out, &f, "tokens_per_pod", r->tokens_per_pod);
+        kv_num(out, &f, "dcn_bw", r->dcn_bw);
+        kv_num(out, &f, "dcn_threshold", r->dcn_threshold);
+        kv_bool(out, &f, "dcn_bound", r->tokens_per_pod <= r->dcn_threshold);
+    }
     fputs("}", out);
 }
 
@@ -182,7 +195,7 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
         kv_str(out, &f, "what", c->what);
         kv_str(out, &f, "op", cost_op_name(c->op));
         kv_str(out, &f, "axes", c->axes);
-        kv_str(out, &f, "role", c->role == CALC_ROLE_TENSOR ? "tensor" : "data");
+        kv_str(out, &f, "role", role_name(c->role));
         kv_str(out, &f, "seg", c->seg ? "head" : "layer");
         kv_bool(out, &f, "bwd", c->bwd);
         kv_num(out, &f, "count", c->count);
@@ -271,8 +284,7 @@ void calc_print_csv(FILE *out, const calc_spec *s, const calc_result *r) {
         fprintf(out, "%s,%s,%s,", c->seg ? "head" : "layer", c->bwd ? "bwd" : "fwd",
                 cost_op_name(c->op));
         csv_str(out, c->axes);
-        fprintf(out, ",%s,%d,%s,", c->role == CALC_ROLE_TENSOR ? "tensor" : "data", c->count,
-                calc_path_name(c->path));
+        fprintf(out, ",%s,%d,%s,", role_name(c->role), c->count, calc_path_name(c->path));
         const double v[] = {c->bytes,         c->est.hops,
                             c->est.seconds,   c->count * c->est.seconds,
                             c->est.t_latency, c->est.t_bandwidth};
@@ -314,4 +326,118 @@ void calc_search_print_csv(FILE *out, const calc_candidate *c, int n) {
         }
         fprintf(out, ",%d\n", r->fits);
     }
+}
+
+/* ---- inference ---- */
+
+void calc_infer_print_json(FILE *out, const calc_spec *s, const calc_infer_opt *o,
+                           const calc_infer_result *r) {
+    const calc_shape *m = &s->shape;
+    char buf[64];
+    int f = 1;
+    fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"sequences\", "
+          "\"context\": \"tokens\"},\n\"spec\": {",
+          out);
+    kv_str(out, &f, "chip", s->chip.name);
+    calc_topology_str(s, buf, sizeof buf);
+    kv_str(out, &f, "topology", buf);
+    kv_num(out, &f, "chips", r->chips);
+    calc_axes_str(s, CALC_ROLE_TENSOR, buf, sizeof buf);
+    kv_str(out, &f, "tensor", buf);
+    kv_num(out, &f, "Y", r->Y);
+    kv_num(out, &f, "M_Y", r->M_Y);
+    kv_num(out, &f, "replicas", r->replicas);
+    kv_num(out, &f, "batch", o->batch);
+    kv_num(out, &f, "batch_per_replica", r->batch_per_replica);
+    kv_num(out, &f, "context", o->context);
+    kv_num(out, &f, "prefill", o->prefill);
+    kv_num(out, &f, "param_bytes", o->param_bytes);
+    kv_num(out, &f, "kv_bytes_per_element", o->kv_bytes);
+    kv_str(out, &f, "flops_dtype", o->flops_dtype == CALC_FLOPS_INT8 ? "int8" : "bf16");
+    kv_num(out, &f, "flops", r->C);
+    kv_num(out, &f, "prefill_mfu", o->prefill_mfu);
+    fputs(", \"model\": {", out);
+    int g = 1;
+    const double dims[] = {(double)m->L, (double)m->D, (double)m->F, (double)m->N,
+                           (double)m->K, (double)m->H, (double)m->V, r->params};
+    const char *names[] = {"L", "D", "F", "N", "K", "H", "V", "params"};
+    for (int i = 0; i < 8; i++) kv_num(out, &g, names[i], dims[i]);
+    fputs("}},\n\"inference\": {", out);
+    f = 1;
+    kv_num(out, &f, "kv_bytes_per_token", r->kv_bytes_per_token);
+    kv_num(out, &f, "kv_bytes_per_seq", r->kv_bytes_per_seq);
+    kv_num(out, &f, "kv_bytes", r->kv_bytes);
+    kv_num(out, &f, "mem_params", r->mem_params);
+    kv_num(out, &f, "mem_kv", r->mem_kv);
+    kv_num(out, &f, "memory_per_chip", r->memory_per_chip);
+    kv_num(out, &f, "hbm", r->hbm);
+    kv_bool(out, &f, "fits", r->fits);
+    kv_num(out, &f, "max_batch", r->max_batch);
+    kv_num(out, &f, "min_chips", ceil(r->min_chips));
+    kv_num(out, &f, "min_slice_chips", r->min_slice);
+    kv_str(out, &f, "min_slice", r->min_slice_shape);
+    kv_num(out, &f, "prefill_flops", r->prefill_flops_dense + r->prefill_flops_attn);
+    kv_num(out, &f, "prefill_s", r->prefill_s);
+    kv_num(out, &f, "ttft_s", r->ttft_s);
+    kv_num(out, &f, "prefill_batch_s", r->prefill_batch_s);
+    kv_num(out, &f, "t_kv", r->t_kv);
+    kv_num(out, &f, "t_params", r->t_params);
+    kv_num(out, &f, "t_flops", r->t_flops);
+    kv_num(out, &f, "t_ici", r->t_ici);
+    kv_num(out, &f, "decode_step_s", r->decode_step_s);
+    kv_str(out, &f, "regime", calc_infer_regime_name(r->regime));
+    kv_num(out, &f, "tokens_per_s", r->tokens_per_s);
+    kv_num(out, &f, "tokens_per_s_per_chip", r->tokens_per_s_per_chip);
+    kv_num(out, &f, "b_crit", r->b_crit);
+    kv_num(out, &f, "alpha", r->alpha);
+    kv_num(out, &f, "beta", r->beta);
+    kv_num(out, &f, "tp_bound_flops", r->tp_bound_flops);
+    kv_num(out, &f, "tp_bound_hbm", r->tp_bound_hbm);
+    fputs("}}\n", out);
+}
+
+void calc_infer_print_csv(FILE *out, const calc_spec *s, const calc_infer_opt *o,
+                          const calc_infer_result *r) {
+    char topo[64], t[16];
+    calc_topology_str(s, topo, sizeof topo);
+    calc_axes_str(s, CALC_ROLE_TENSOR, t, sizeof t);
+    fputs("chip,topology,tensor,Y,replicas,batch,context,prefill,kv_bytes_per_token,"
+          "kv_bytes_per_seq,kv_bytes,memory_per_chip_bytes,hbm_bytes,fits,max_batch,min_chips,"
+          "min_slice_chips,prefill_s,ttft_s,t_kv_s,t_params_s,t_flops_s,t_ici_s,decode_step_s,"
+          "regime,tokens_per_s,tokens_per_s_per_chip,b_crit,tp_bound_flops,tp_bound_hbm\n",
+          out);
+    fprintf(out, "%s,%s,%s", s->chip.name, topo, t);
+    const double a[] = {r->Y,
+                        r->replicas,
+                        o->batch,
+                        o->context,
+                        o->prefill,
+                        r->kv_bytes_per_token,
+                        r->kv_bytes_per_seq,
+                        r->kv_bytes,
+                        r->memory_per_chip,
+                        r->hbm,
+                        r->fits,
+                        r->max_batch,
+                        ceil(r->min_chips),
+                        r->min_slice,
+                        r->prefill_s,
+                        r->ttft_s,
+                        r->t_kv,
+                        r->t_params,
+                        r->t_flops,
+                        r->t_ici,
+                        r->decode_step_s};
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        fputc(',', out);
+        csv_num(out, a[i]);
+    }
+    fprintf(out, ",%s", calc_infer_regime_name(r->regime));
+    const double b[] = {r->tokens_per_s, r->tokens_per_s_per_chip, r->b_crit, r->tp_bound_flops,
+                        r->tp_bound_hbm};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        fputc(',', out);
+        csv_num(out, b[i]);
+    }
+    fputc('\n', out);
 }

@@ -177,6 +177,22 @@ int cost_direct_farthest(int n, int wraps);
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
                             int n_axes, cost_alg alg);
 
+/* The time of a prediction when each ring step's hop latency ADDS to its transfer instead of
+ * overlapping it, as on links where a step forwards only what it has received (this project's
+ * emulated links and real point-to-point messages), with the payload cut into `lanes` ≥ 1
+ * independent pipelines (mesh_set_chunk): with h = est->hops, l = t_latency/h, w = t_bandwidth/h,
+ *     T = (h − 1)·max(w, l + w/lanes) + l + w,
+ * i.e. h·(l + w) for one lane, and down to the book's max-form as lanes hide the latency.
+ * 0 when est moved nothing. */
+double cost_serialized(const cost_est *est, int lanes);
+
+/* Gradient buckets: the smallest V (bytes) at which the latency term of the collective is at
+ * most `overhead` × its bandwidth term (overhead > 0), i.e. cost_crossover_bytes / overhead: a
+ * bucket this large is bandwidth-bound within that margin. 0 when the axes hold one chip; −1 on
+ * misuse. */
+double cost_bucket_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
+                         int n_axes, cost_alg alg, double overhead);
+
 /* Regime of a collective whose time is est->seconds when `t_overlap` seconds of independent
  * compute can run beside it: COMPUTE if t_overlap ≥ est->seconds, else est->regime. */
 cost_regime cost_classify(const cost_est *est, double t_overlap);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mesh/cost.h"
+#include "mesh/where.h"
 
 static int g_world_rank = 0, g_world_size = 1;
 static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
@@ -52,7 +53,9 @@ double mesh_now(void) {
 
 int mesh_agree(MPI_Comm comm, int status) {
     int out = status;
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a status)");
     MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MIN, comm);
+    mesh_blocking_end();
     return out;
 }
 
@@ -324,6 +327,7 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
         else
             m->p2p[k] = MPI_COMM_NULL;
     g_last_mesh = m;
+    where_attach(m);
     return m;
 }
 
@@ -424,7 +428,9 @@ void mesh_print_placement(mesh *m, FILE *out) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
+    mesh_blocking_begin("MPI_Gather (the placement table)");
     MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
+    mesh_blocking_end();
     if (m->rank == 0) {
         char spec[96];
         fprintf(out, "placement of mesh %s (rank = flattened coordinates, last axis fastest)\n",
@@ -450,7 +456,9 @@ void mesh_print_placement(mesh *m, FILE *out) {
 int mesh_host_ranks(const mesh *m) {
     MPI_Comm host;
     int n = 1;
+    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
     MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    mesh_blocking_end();
     MPI_Comm_size(host, &n);
     MPI_Comm_free(&host);
     return n;

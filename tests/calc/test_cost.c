@@ -275,6 +275,37 @@ static void test_direct(void) {
                2 * 4 * (V / 8) / w, 1e-12);
 }
 
+/* The serialized (step-by-step) time and bucket sizes, by hand on v5p links (w = 9e10 B/s one way,
+ * T_min = 1 µs). AllReduce over 2 chips (an open axis): RS + AG, each one hop moving V/2. */
+static void test_serialized(void) {
+    const cost_link l = cost_chip_link(chip("v5p"));
+    const int s2[1] = {2}, w0[1] = {0}, s16[1] = {16}, w1[1] = {1};
+    cost_est e;
+    const double V = 1.8e5; /* V/2 / 9e10 = 1 µs: latency = bandwidth per hop */
+    check_near("AllReduce on 2, V = 180 kB: the book's max-form 2·max(1, 1) µs",
+               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w0, 1, COST_ALG_BIDIR, V, &e), 2e-6,
+               1e-12);
+    check_true("  ... 2 hops, 2 µs of latency, 2 µs on the wire",
+               e.hops == 2 && fabs(e.t_latency - 2e-6) < 1e-18 &&
+                   fabs(e.t_bandwidth - 2e-6) < 1e-18);
+    check_near("  serialized, one lane: 2·(1 + 1) µs", cost_serialized(&e, 1), 4e-6, 1e-12);
+    check_near("  serialized, 4 lanes: max(1, 1 + 1/4) + 1 + 1 µs", cost_serialized(&e, 4), 3.25e-6,
+               1e-12);
+    check_near("  serialized, 1000 lanes: the latency all but hidden", cost_serialized(&e, 1000),
+               3.001e-6, 1e-12);
+    check_near("bucket for AllReduce on 2 at 10% latency: 180 kB / 0.1",
+               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, s2, w0, 1, COST_ALG_AUTO, 0.1), 1.8e6,
+               1e-12);
+    check_near("bucket for AllGather on a ring of 16 at 25%: 8 hops · 1 µs · 1.8e11 / 0.25",
+               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, COST_ALG_BIDIR, 0.25), 5.76e6,
+               1e-12);
+    check_true("bucket with overhead 0 is misuse",
+               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, COST_ALG_BIDIR, 0) < 0);
+    const int one[1] = {1};
+    check_true("bucket over one chip is 0",
+               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, one, w0, 1, COST_ALG_AUTO, 0.1) == 0);
+}
+
 int main(void) {
     test_dcn();
     test_table();
@@ -283,5 +314,6 @@ int main(void) {
     test_book();
     test_strided();
     test_direct();
+    test_serialized();
     return check_report("test_cost");
 }
