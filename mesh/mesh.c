@@ -3,6 +3,7 @@
 #include "mesh/mesh_impl.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,11 @@
 
 static int g_world_rank = 0, g_world_size = 1;
 static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
+static const char *g_progname = "meshtrain";
+
+void mesh_set_progname(const char *name) {
+    g_progname = name ? name : "meshtrain";
+}
 
 void mesh_mpi_init(int *argc, char ***argv) {
     int provided = 0;
@@ -54,7 +60,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     if (g_world_rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "meshtrain: error: ");
+        fprintf(stderr, "%s: error: ", g_progname);
         vfprintf(stderr, fmt, ap);
         fprintf(stderr, "\n");
         fflush(stderr);
@@ -294,11 +300,16 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     }
     int nd = parse_spec(spec, name, size, err, errlen);
     if (nd < 0) return NULL;
-    int prod = 1;
+    int64_t prod = 1; /* each size is at most 2^20, so three fit in 64 bits */
     for (int k = 0; k < nd; k++) prod *= size[k];
+    if (prod > INT_MAX) {
+        snprintf(err, errlen, "--mesh %s needs %lld ranks, more than MPI can run (%d); got %d",
+                 spec, (long long)prod, INT_MAX, nranks);
+        return NULL;
+    }
     if (prod != nranks) {
-        snprintf(err, errlen, "--mesh %s needs %d ranks, got %d (run with mpirun -np %d)", spec,
-                 prod, nranks, prod);
+        snprintf(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)",
+                 spec, (long long)prod, nranks, (long long)prod);
         return NULL;
     }
     int wrap[MESH_MAX_AXES] = {1, 1, 1};
