@@ -8,6 +8,7 @@
 # usage: ckpt.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 . "$(dirname "$0")/../ckpt/lib.sh"
 . "$(dirname "$0")/netns.sh"
+CL_MPIRUN=$MPI
 cluster_up 2
 FSDP_TP=(--mesh x=2,y=2 --dp x --zero 3 --tensor y)
 STEPS=(--steps 8 --save-every 4)

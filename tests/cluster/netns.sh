@@ -29,25 +29,26 @@ cl_skip() {
   exit 77
 }
 
-# cluster_down: stops every sshd this harness started, removes its namespaces and temp dir.
-# Idempotent; called by the trap on every exit path.
+# cluster_down: ends every process in the hosts' namespaces (sshd, its sessions, orted, ranks,
+# a still running mpirun), removes the namespaces and the temp dir. Idempotent; runs on every exit
+# path (trap set by cluster_up).
 cluster_down() {
-  local p ns
-  for p in "${CL_SSHD_PID[@]}"; do
-    # the sshd listener and every session it forked (orted, ranks) share its process group
-    kill -TERM -- "-$p" 2>/dev/null
+  local p ns left sig
+  for sig in TERM KILL; do
+    left=0
+    for ns in "${CL_NS[@]}"; do
+      for p in $(ip netns pids "$ns" 2>/dev/null); do kill -"$sig" "$p" 2>/dev/null && left=1; done
+    done
+    [ $left -eq 0 ] && break
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      left=0
+      for ns in "${CL_NS[@]}"; do [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && left=1; done
+      [ $left -eq 0 ] && break
+      sleep 0.1
+    done
   done
-  for p in "${CL_SSHD_PID[@]}"; do
-    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$p" 2>/dev/null
-  done
-  CL_SSHD_PID=()
-  for ns in "${CL_NS[@]}" $CL_SWITCH; do
-    # processes left in a namespace (e.g. a rank that outlived its orted) end with it
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  done
-  CL_NS=() CL_SWITCH=
+  for ns in "${CL_NS[@]}" $CL_SWITCH; do ip netns del "$ns" 2>/dev/null; done
+  CL_NS=() CL_SWITCH= CL_SSHD_PID=()
   [ -n "$CL_DIR" ] && rm -rf "$CL_DIR"
   CL_DIR=
   [ -n "${CL_MADE_RUN_SSHD:-}" ] && rmdir /run/sshd 2>/dev/null
@@ -89,8 +90,8 @@ cluster_up() {
       ip -n "${CL_NS[i]}" addr add "${CL_ADDR[i]}/24" dev "$CL_IF" &&
       ip -n "${CL_NS[i]}" link set "$CL_IF" up || cl_skip "cannot link host $i to the bridge"
     if [ -n "$rate" ]; then
-      ip netns exec "${CL_NS[i]}" tc qdisc add dev "$CL_IF" root tbf rate "$rate" burst 64kb \
-        latency 50ms || cl_skip "tc cannot shape the link (tbf) to $rate"
+      ip netns exec "${CL_NS[i]}" tc qdisc add dev "$CL_IF" root tbf rate "$rate" burst 1mb \
+        latency 20ms || cl_skip "tc cannot shape the link (tbf) to $rate"
     fi
   done
   cl_keys && cl_sshd "$hosts" || exit 1
@@ -137,8 +138,7 @@ StrictModes no
 MaxStartups 64
 MaxSessions 64
 CFG
-    # setsid: its own process group, so that cluster_down ends sshd and all its sessions at once
-    setsid ip netns exec "${CL_NS[i]}" unshare --uts \
+    ip netns exec "${CL_NS[i]}" unshare --uts \
       sh -c "hostname ${CL_NAME[i]} && exec /usr/sbin/sshd -D -e -f $CL_DIR/sshd_config.$i" \
       >"$CL_DIR/sshd.$i.log" 2>&1 &
     CL_SSHD_PID[i]=$!
@@ -177,10 +177,11 @@ cluster_mpirun() {
   for v in $(compgen -e); do
     case $v in OPENBLAS_NUM_THREADS) ;; OPENBLAS_*) xs+=(-x "$v") ;; esac
   done
-  cl_exec 0 timeout "${CL_TIMEOUT:-120}" mpirun --hostfile "$CL_HOSTFILE" \
+  cl_exec 0 timeout "${CL_TIMEOUT:-120}" "${CL_MPIRUN:-mpirun}" --hostfile "$CL_HOSTFILE" \
     --mca plm_rsh_agent "ssh -F $CL_DIR/ssh_config" --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$CL_NET" \
-    --mca oob_tcp_if_include "$CL_NET" --bind-to none "${xs[@]}" "$@"
+    --mca oob_tcp_if_include "$CL_NET" --bind-to none "${xs[@]}" "$@" &
+  wait $! # interruptible: a signal runs the traps now, not when mpirun ends
 }
 
 # cl_tx_bytes HOST: bytes host HOST has sent on its link so far.
