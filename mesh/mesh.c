@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mesh/cost.h"
+#include "mesh/where.h"
 
 static int g_world_rank = 0, g_world_size = 1;
 static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
@@ -52,7 +53,9 @@ double mesh_now(void) {
 
 int mesh_agree(MPI_Comm comm, int status) {
     int out = status;
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a status)");
     MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MIN, comm);
+    mesh_blocking_end();
     return out;
 }
 
@@ -353,6 +356,7 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
         else
             m->p2p[k] = MPI_COMM_NULL;
     g_last_mesh = m;
+    where_attach(m);
     return m;
 }
 
@@ -455,10 +459,12 @@ static int *host_ids(const mesh *m) {
     MPI_Comm host;
     int id = m->rank, *all = malloc((size_t)m->nranks * sizeof(int));
     CHECK(all, "out of memory");
+    mesh_blocking_begin("MPI_Comm_split_type, MPI_Allgather (which host each rank is on)");
     MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
     MPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_INT, MPI_MIN, host);
     MPI_Comm_free(&host);
     MPI_Allgather(&id, 1, MPI_INT, all, 1, MPI_INT, m->ctx[0].world);
+    mesh_blocking_end();
     return all;
 }
 
@@ -499,8 +505,10 @@ void mesh_print_placement(mesh *m, FILE *out) {
     int mpi_rank = mesh_world_rank(),
         *mpi = m->rank == 0 ? malloc((size_t)m->nranks * sizeof(int)) : NULL;
     char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
+    mesh_blocking_begin("MPI_Gather (the placement table)");
     MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
     MPI_Gather(&mpi_rank, 1, MPI_INT, mpi, 1, MPI_INT, 0, m->ctx[0].world);
+    mesh_blocking_end();
     mesh_hosts_str(m, hosts, sizeof hosts);
     if (m->rank == 0) {
         char spec[96];
@@ -531,7 +539,9 @@ void mesh_print_placement(mesh *m, FILE *out) {
 int mesh_host_ranks(const mesh *m) {
     MPI_Comm host;
     int n = 1;
+    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
     MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    mesh_blocking_end();
     MPI_Comm_size(host, &n);
     MPI_Comm_free(&host);
     return n;
