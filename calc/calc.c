@@ -50,6 +50,7 @@ void calc_spec_defaults(calc_spec *s) {
     s->remat = CALC_REMAT_NONE;
     s->ckpt_n = 1;
     s->microbatches = 1;
+    s->pods = 1;
     /* transformers chapter: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2
      * B). */
     s->param_bytes = 2;
@@ -214,8 +215,44 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     return 0;
 }
 
-/* Weight collectives over the data axes for weights of `w` elements per chip (already /Y). */
+/* The AllReduce across pods of the gradient shard each chip holds after the in-pod reduction,
+ * `bytes` per chip, over a ring of the pods at the DCN bandwidth per chip. */
+static int add_dcn_coll(builder *b, int seg, double bytes, const char *name) {
+    const calc_spec *s = b->s;
+    calc_result *r = b->r;
+    if (r->n_coll >= CALC_MAX_COLL) return -1;
+    const int sizes[1] = {s->pods}, wraps[1] = {s->pods > 2};
+    const cost_link dcn = {r->dcn_bw / 2, s->link.hop_latency};
+    calc_coll *c = &r->coll[r->n_coll++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->what, sizeof c->what, "AllReduce_pods d%s shard{U_pods} (DCN)", name);
+    c->op = COST_OP_ALL_REDUCE;
+    c->role = CALC_ROLE_DCN;
+    snprintf(c->axes, sizeof c->axes, "pods");
+    c->seg = seg;
+    c->bwd = 1;
+    c->count = 1;
+    c->path = CALC_PATH_ASYNC;
+    c->bytes = bytes;
+    return cost_collective(COST_OP_ALL_REDUCE, &dcn, sizes, wraps, 1, COST_ALG_BIDIR, bytes,
+                           &c->est) < 0
+               ? -1
+               : 0;
+}
+
+/* Weight collectives over the data axes for weights of `w` elements per chip (already /Y), then
+ * the DCN reduction of the pod's gradient shard. */
+static int add_ici_weight_colls(builder *b, int seg, double w, const char *name);
 static int add_weight_colls(builder *b, int seg, double w, const char *name) {
+    if (add_ici_weight_colls(b, seg, w, name) < 0) return -1;
+    if (b->s->pods <= 1) return 0;
+    const char *bracket = strchr(name, '[');
+    char short_name[32];
+    snprintf(short_name, sizeof short_name, "%.*s", (int)(bracket ? bracket - name : 31), name);
+    return add_dcn_coll(b, seg, w * b->s->grad_bytes / b->r->X, short_name);
+}
+
+static int add_ici_weight_colls(builder *b, int seg, double w, const char *name) {
     const calc_spec *s = b->s;
     const calc_role dm = CALC_ROLE_DATA;
     char buf[160];
@@ -495,15 +532,34 @@ static void step_times(const calc_spec *s, calc_result *r) {
     r->tokens_per_s = s->tokens / r->t_step_max;
 }
 
-int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
+/* Pods: the step above is one pod's at B/pods; the totals count every pod. */
+static void pods(const calc_spec *s, const calc_spec *pod, calc_result *r) {
+    r->pods = s->pods;
+    r->chips_pod = r->chips;
+    r->tokens_per_pod = pod->tokens;
+    r->dcn_threshold = s->chip.flops_bf16 / r->dcn_bw;
+    if (s->pods <= 1) return;
+    r->chips *= s->pods;
+    r->flops_model *= s->pods;
+    r->flops_attn *= s->pods;
+    r->flops_recompute *= s->pods;
+    r->tokens_per_s *= s->pods;
+}
+
+int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
+    if (s_all->pods < 1) return fail(err, errlen, "--pods %d: at least 1", s_all->pods);
+    calc_spec pod = *s_all; /* one pod, at its share of the batch */
+    pod.tokens = s_all->tokens / s_all->pods;
+    const calc_spec *s = &pod;
     if (calc_check_blocks(s, err, errlen) < 0) return -1;
     r->X = calc_role_degree(s, CALC_ROLE_DATA, &r->M_X);
     r->Y = calc_role_degree(s, CALC_ROLE_TENSOR, &r->M_Y);
     r->P = calc_role_degree(s, CALC_ROLE_PIPE, &np);
     r->chips = 1;
     for (int i = 0; i < s->n_axes; i++) r->chips *= s->sizes[i];
+    r->dcn_bw = s->dcn_bw > 0 ? s->dcn_bw : cost_chip_dcn_bw(&s->chip);
     if (validate(s, r, err, errlen) < 0) return -1;
     const int re_blocks = flops(s, r);
     if (collectives(s, r, re_blocks) < 0)
@@ -511,5 +567,6 @@ int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     step_times(s, r);
     memory(s, r);
     thresholds(s, r);
+    pods(s_all, s, r);
     return 0;
 }

@@ -3,9 +3,10 @@
  * checkpointing policy), predicts with the book's formulas (the sharding, transformers and
  * training chapters) every collective of a layer and of a step, the FLOPs and compute time, the
  * step time (overlapped `max` and serial `sum`), MFU, memory per chip by category against HBM,
- * and the book's thresholds; and searches shardings for a chip count and batch. No MPI: pure
- * arithmetic on the collective cost model (mesh/cost.h, library mt_cost). Depends on nothing
- * else: the model's shape is the calculator's own calc_shape.
+ * and the book's thresholds; prices pods joined by DCN (calc_spec.pods); and searches shardings
+ * for a chip count and batch. Serving is the other half (calc_infer.h). No MPI: pure arithmetic
+ * on the collective cost model (mesh/cost.h, library mt_cost). Depends on nothing else: the
+ * model's shape is the calculator's own calc_shape.
  *
  * Conventions: B is the global batch in TOKENS (sequences × T). X = product of the data axes,
  * Y = product of the tensor axes, P = pipeline axis size. bf16 activations and weights on the
@@ -44,8 +45,9 @@ typedef enum {
     CALC_REMAT_CKPT /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training chapter) */
 } calc_remat;
 
-/* The role of a set of axes. */
-typedef enum { CALC_ROLE_DATA, CALC_ROLE_TENSOR, CALC_ROLE_PIPE } calc_role;
+/* The role of a set of axes; CALC_ROLE_DCN is the data parallelism across pods (no mesh axis:
+ * the pods, joined by the data-center network). */
+typedef enum { CALC_ROLE_DATA, CALC_ROLE_TENSOR, CALC_ROLE_PIPE, CALC_ROLE_DCN } calc_role;
 
 /* Output formats of a plan and of a search. */
 typedef enum { CALC_FORMAT_TABLE, CALC_FORMAT_CSV, CALC_FORMAT_JSON } calc_format;
@@ -77,6 +79,14 @@ typedef struct {
     int ckpt_n;       /* tensors per layer for CALC_REMAT_CKPT */
     int microbatches; /* pipeline microbatches (≥ 1) */
     double param_bytes, grad_bytes, opt_bytes, act_bytes; /* per element: 2, 2, 8, 2 */
+    /* Pods: `pods` copies of the topology joined by DCN, data parallel across them (the book:
+     * pure DP over DCN, FSDP/TP inside a pod). Gradients reduce hierarchically: ReduceScatter
+     * over the pod's data axes (as ZeRO does; with ZeRO-0 the AllReduce is that plus its
+     * AllGather), the shard AllReduced over DCN, then the in-pod AllGather: DCN carries 1/X of
+     * the gradient. The batch is global: each pod takes B/pods. dcn_bw: bytes/s per chip,
+     * 0 = the chip's (cost_chip_dcn_bw). */
+    int pods;
+    double dcn_bw;
 } calc_spec;
 
 typedef struct {
@@ -128,6 +138,10 @@ typedef struct {
     double mixed_threshold;  /* 4α²/(M_X·M_Y·F): B/N must exceed it */
     double mixed_min_batch;  /* N · mixed_threshold */
     double min_chips_memory; /* mem_global / HBM */
+    /* pods (pods = 1: none); chips and the step totals above count every pod */
+    double pods, chips_pod, tokens_per_pod;
+    double dcn_bw;        /* per chip */
+    double dcn_threshold; /* C / W_dcn: the book's per-pod batch below which DCN binds */
 } calc_result;
 
 /* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,

@@ -22,6 +22,12 @@ static const char *help_text =
     "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
     "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
     "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Pods (the book's multi-pod training):\n"
+    "  --pods N           N copies of the topology joined by the data-center network, data\n"
+    "                     parallel across them; the batch is global (B/N per pod). Gradients\n"
+    "                     reduce hierarchically: in-pod ReduceScatter, the shard AllReduced\n"
+    "                     over DCN, in-pod AllGather. Prints the book's DCN threshold C/W_dcn\n"
+    "  --dcn-bw X         DCN bytes/s per chip (default: 2.5e10 per host / chips per host)\n"
     "Batch: --batch SEQUENCES or --tokens TOKENS (k, M, G suffixes are 1e3, 1e6, 1e9)\n"
     "Sharding (the trainer's flags):\n"
     "  --dp AXES          batch sharded over these axes (alias --data-axes, --data);\n"
@@ -182,6 +188,7 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         {"--grad-bytes", &c->s.grad_bytes, 0},
         {"--opt-bytes", &c->s.opt_bytes, 0},
         {"--act-bytes", &c->s.act_bytes, 0},
+        {"--dcn-bw", &c->s.dcn_bw, 1},
         {"--context", &c->io.context, 1},
         {"--prefill", &c->io.prefill, 1},
         {"--kv-bytes", &c->io.kv_bytes, 0},
@@ -199,6 +206,7 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         int *dst, lo, hi;
     } ints[] = {{"--zero", &c->s.zero, 0, 3},
                 {"--microbatches", &c->s.microbatches, 1, 1 << 20},
+                {"--pods", &c->s.pods, 1, 1 << 16},
                 {"--chips", &c->chips, 1, 1 << 20},
                 {"--top", &c->top, 1, 10000}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)

@@ -10,6 +10,10 @@
 #include <math.h>
 #include <string.h>
 
+static const char *role_name(calc_role r) {
+    return r == CALC_ROLE_TENSOR ? "tensor" : r == CALC_ROLE_DCN ? "dcn" : "data";
+}
+
 /* ---- JSON ---- */
 
 static void json_str(FILE *out, const char *v) {
@@ -167,6 +171,14 @@ static void json_thresholds(FILE *out, const calc_result *r) {
     kv_num(out, &f, "x_opt", r->x_opt);
     kv_num(out, &f, "mixed_threshold", r->mixed_threshold);
     kv_num(out, &f, "mixed_min_batch", r->mixed_min_batch);
+    if (r->pods > 1) {
+        kv_num(out, &f, "pods", r->pods);
+        kv_num(out, &f, "chips_per_pod", r->chips_pod);
+        kv_num(out, &f, "tokens_per_pod", r->tokens_per_pod);
+        kv_num(out, &f, "dcn_bw", r->dcn_bw);
+        kv_num(out, &f, "dcn_threshold", r->dcn_threshold);
+        kv_bool(out, &f, "dcn_bound", r->tokens_per_pod <= r->dcn_threshold);
+    }
     fputs("}", out);
 }
 
@@ -183,7 +195,7 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
         kv_str(out, &f, "what", c->what);
         kv_str(out, &f, "op", cost_op_name(c->op));
         kv_str(out, &f, "axes", c->axes);
-        kv_str(out, &f, "role", c->role == CALC_ROLE_TENSOR ? "tensor" : "data");
+        kv_str(out, &f, "role", role_name(c->role));
         kv_str(out, &f, "seg", c->seg ? "head" : "layer");
         kv_bool(out, &f, "bwd", c->bwd);
         kv_num(out, &f, "count", c->count);
@@ -272,8 +284,7 @@ void calc_print_csv(FILE *out, const calc_spec *s, const calc_result *r) {
         fprintf(out, "%s,%s,%s,", c->seg ? "head" : "layer", c->bwd ? "bwd" : "fwd",
                 cost_op_name(c->op));
         csv_str(out, c->axes);
-        fprintf(out, ",%s,%d,%s,", c->role == CALC_ROLE_TENSOR ? "tensor" : "data", c->count,
-                calc_path_name(c->path));
+        fprintf(out, ",%s,%d,%s,", role_name(c->role), c->count, calc_path_name(c->path));
         const double v[] = {c->bytes,         c->est.hops,
                             c->est.seconds,   c->count * c->est.seconds,
                             c->est.t_latency, c->est.t_bandwidth};

@@ -17,7 +17,7 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             "one-way (W = %.3g bidirectional), T_min %.3g us\n",
             c->name, c->flops_bf16, c->hbm_bytes / 1e9, c->hbm_bw, s->link.w_oneway,
             2 * s->link.w_oneway, s->link.hop_latency * 1e6);
-    fprintf(out, "topology %s = %.0f chips:", topo, r->chips);
+    fprintf(out, "topology %s = %.0f chips:", topo, r->chips_pod);
     for (int i = 0; i < s->n_axes; i++) {
         fprintf(out, " %c=%d (%s", s->names[i], s->sizes[i], s->wraps[i] ? "wraps" : "open");
         if (calc_axis_split(s, i))
@@ -32,8 +32,16 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             (long long)m->H, (long long)m->V, (long long)m->T, r->params,
             (double)m->L * 3 * m->D * m->F, (double)m->L * 2 * m->D * m->H * (m->N + m->K),
             2.0 * m->D * m->V);
-    fprintf(out, "batch: B = %.0f tokens (%.6g sequences of %lld)\n", s->tokens,
+    if (r->pods > 1)
+        fprintf(out,
+                "pods: %.0f of %s (%.0f chips) joined by DCN at %.3g B/s per chip; data parallel "
+                "across pods, the gradient reduced hierarchically (ReduceScatter in the pod, the "
+                "shard AllReduced over DCN, AllGather in the pod)\n",
+                r->pods, topo, r->chips, r->dcn_bw);
+    fprintf(out, "batch: B = %.0f tokens (%.6g sequences of %lld)", s->tokens,
             s->tokens / (double)m->T, (long long)m->T);
+    if (r->pods > 1) fprintf(out, "; %.0f tokens per pod", r->tokens_per_pod);
+    fprintf(out, "\n");
     calc_axes_label(s, CALC_ROLE_DATA, d, sizeof d);
     calc_axes_label(s, CALC_ROLE_TENSOR, t, sizeof t);
     calc_axes_label(s, CALC_ROLE_PIPE, p, sizeof p);
@@ -42,9 +50,9 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             "%d microbatches); remat %s; collectives %s\n",
             d, r->X, s->zero, t, r->Y, p, r->P, s->microbatches,
             calc_remat_str(s, 1, rb, sizeof rb), cost_alg_name(s->alg));
-    if (r->chips > r->X * r->Y * r->P)
+    if (r->chips_pod > r->X * r->Y * r->P)
         fprintf(out, "  warning: %.0f chips but X*Y*P = %.0f: the other axes replicate work\n",
-                r->chips, r->X * r->Y * r->P);
+                r->chips_pod, r->X * r->Y * r->P);
 }
 
 static void print_segment(FILE *out, const calc_result *r, int seg) {
@@ -92,9 +100,10 @@ static void print_memory(FILE *out, const calc_spec *s, const calc_result *r) {
     fprintf(out, "  total      %9.3f GB  of %.0f GB HBM: %s\n", r->mem_total / 1e9, r->hbm / 1e9,
             r->fits ? "fits" : "DOES NOT FIT");
     fprintf(out,
-            "  book's total over all chips (params + optimizer + activations, no grads): "
+            "  book's total over all chips%s (params + optimizer + activations, no grads): "
             "%.4g TB -> at least %.1f chips of %.0f GB\n",
-            r->mem_global / 1e12, r->min_chips_memory, r->hbm / 1e9);
+            r->pods > 1 ? " of a pod" : "", r->mem_global / 1e12, r->min_chips_memory,
+            r->hbm / 1e9);
 }
 
 static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r) {
@@ -118,12 +127,18 @@ static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r
     fprintf(out,
             "  mixed FSDP+TP over N = %.0f chips%s: X_opt = sqrt((B/F)(M_X/M_Y)N) = %.0f; "
             "B/N = %.0f vs 4 alpha^2/(M_X M_Y F) = %.0f -> %s; minimum batch %.3g tokens\n",
-            r->chips / r->P,
+            r->chips_pod / r->P,
             defaulted ? (s->chip.dims == 3 ? " (book's M_X=2, M_Y=1)" : " (M_X=1, M_Y=1)") : "",
-            r->x_opt, s->tokens / (r->chips / r->P), r->mixed_threshold,
-            s->tokens / (r->chips / r->P) > r->mixed_threshold ? "can be compute-bound"
-                                                               : "communication-bound",
+            r->x_opt, r->tokens_per_pod / (r->chips_pod / r->P), r->mixed_threshold,
+            r->tokens_per_pod / (r->chips_pod / r->P) > r->mixed_threshold ? "can be compute-bound"
+                                                                           : "communication-bound",
             r->mixed_min_batch);
+    if (r->pods > 1)
+        fprintf(out,
+                "  DCN: B per pod = %.0f tokens vs C/W_dcn = %.0f (W_dcn = %.3g B/s per chip) -> "
+                "%s\n",
+                r->tokens_per_pod, r->dcn_threshold, r->dcn_bw,
+                r->tokens_per_pod > r->dcn_threshold ? "compute-bound" : "DCN-bound");
 }
 
 /* Appends one note if there is room. */
@@ -196,6 +211,12 @@ int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE
              "pipeline: GPipe bubble (M+P-1)/M = %.3f and ppermutes %.3f ms are EXTERNAL (not in "
              "the book at this commit).",
              r->bubble, r->t_pipe * 1e3);
+    if (r->pods > 1)
+        note(notes, &n,
+             "pods: DCN is priced as a bidirectional ring of the %.0f pods at the chip's share of "
+             "its host's DCN (2.5e10 B/s per host) with the ICI hop latency; its AllReduce of "
+             "each chip's gradient shard runs in the backward phase beside the ICI comms.",
+             r->pods);
     for (int i = 0; i < s->n_axes; i++) {
         if (!calc_axis_split(s, i)) continue;
         const int k = s->tensor_block[i], m = s->sizes[i] / k;

@@ -363,6 +363,77 @@ static void test_formats(void) {
     fclose(f);
 }
 
+/* Pods joined by DCN, data parallel across them (training chapter: "Data parallelism across
+ * pods requires a minimum batch size per pod of roughly 75,000 before becoming DCN-bound";
+ * "DCN ... 75,000" is C/W with W the DCN bandwidth: a v5p pod's ~2000 hosts x 2.5e10 B/s
+ * = 5e13 B/s against ~8k x 4.5e14 FLOP/s, 3.8e18/5e13 = 76,000 tokens per pod). Priced as pods,
+ * not as a pod pretending to be one chip. */
+static void test_pods(void) {
+    calc_shape l3;
+    calc_model_preset(&l3, "llama3-70b");
+    const int cube[3] = {4, 4, 4};
+    calc_spec s = make("v5p", cube, 3, 7, 0, &l3, 4e6);
+    s.zero = 1;
+    s.pods = 2;
+    calc_result r = run(&s);
+    check_near("DCN threshold C/W_dcn per pod, tokens (book ~75,000)", r.dcn_threshold, 75000,
+               0.03);
+    check_near("  ... = C_pod / W_dcn_pod of a whole 8960-chip pod (book 3.8e18/5e13 = 76,000)",
+               8960 * s.chip.flops_bf16 / (8960 * cost_chip_dcn_bw(&s.chip)), 76000, 0.04);
+    /* Hierarchical: each chip AllReduces over DCN only its 1/X shard of the layer's gradient. */
+    const calc_coll *dcn = NULL;
+    for (int i = 0; i < r.n_coll; i++)
+        if (r.coll[i].role == CALC_ROLE_DCN && strstr(r.coll[i].what, "W_mlp")) dcn = &r.coll[i];
+    check_true("a DCN AllReduce of the MLP gradient shard in the backward",
+               dcn && dcn->op == COST_OP_ALL_REDUCE && dcn->bwd && dcn->seg == 0);
+    if (dcn)
+        check_near("  ... moving 3DF * 2 B / X bytes per chip (1/|X| of the gradient)", dcn->bytes,
+                   3.0 * 8192 * 28672 * 2 / 64, 1e-12);
+    /* The regime boundary from the cost model itself: the layer's DCN reductions against its
+     * backward compute cross where B per pod = C/W_dcn (attention adds ~4% to the compute). */
+    for (int k = 0; k < 2; k++) {
+        const double per_pod = r.dcn_threshold * (k ? 1.1 : 0.9);
+        calc_spec sp = s;
+        sp.tokens = 2 * per_pod;
+        const calc_result rp = run(&sp);
+        double t_dcn = 0;
+        for (int i = 0; i < rp.n_coll; i++)
+            if (rp.coll[i].role == CALC_ROLE_DCN && rp.coll[i].seg == 0)
+                t_dcn += rp.coll[i].count * rp.coll[i].est.seconds;
+        char what[128];
+        snprintf(what, sizeof what,
+                 "B per pod = %.2f x C/W_dcn: the layer's DCN time %s its "
+                 "backward compute",
+                 k ? 1.1 : 0.9, k ? "is below" : "exceeds");
+        check_true(what, (rp.phase[0][1].t_math > t_dcn) == k);
+    }
+    /* Ten v5p pods (89,600 chips), a 40M batch: 4M per pod, far above 75,000. With the book's
+     * compute-bound recipe in each pod (FSDP over xyz/4, TP over blocks z:4) the layers' DCN
+     * hides under their backward compute: the step is one pod's at 4M. 6.3e24 FLOPs at 40% MFU on
+     * them take 4.4 days (the text's "about 2 days" does not follow from its numbers). */
+    calc_spec one = make("v5p", pod8960, 3, 7, 4, &l3, 4e6);
+    one.tensor_block[2] = 4;
+    calc_spec ten = one;
+    ten.pods = 10;
+    ten.tokens = 40e6;
+    const calc_result r1 = run(&one), r10 = run(&ten);
+    check_true("10 pods, 40M: each layer's backward, DCN included, stays compute-bound",
+               r10.phase[0][1].t_math >= r10.phase[0][1].t_comm);
+    check_near("10 pods: chips", r10.chips, 89600, 0);
+    check_near("10 pods, 40M batch: step within 0.1% of one pod's at 4M (the head's DCN shows)",
+               r10.t_step_max, r1.t_step_max, 0.001);
+    check_near("10 pods: tokens/s ~ 10 x one pod's", r10.tokens_per_s, 10 * r1.tokens_per_s, 0.001);
+    check_near("6.3e24 FLOPs on 89,600 v5p at 40% MFU, days",
+               6.3e24 / (r10.chips * one.chip.flops_bf16 * 0.4) / 86400, 4.4, 0.02);
+    /* One pod: no DCN collective, and the numbers of the plain plan. */
+    calc_spec p1 = s;
+    p1.pods = 1;
+    const calc_result rp1 = run(&p1);
+    int any = 0;
+    for (int i = 0; i < rp1.n_coll; i++) any |= rp1.coll[i].role == CALC_ROLE_DCN;
+    check_true("--pods 1: no DCN collective", !any && rp1.chips == 64);
+}
+
 int main(void) {
     test_params_flops();
     test_thresholds();
@@ -372,5 +443,6 @@ int main(void) {
     test_split();
     test_search_splits();
     test_formats();
-    return check_report("test_plan");
+    test_pods();
+    return check_report("test_calc");
 }

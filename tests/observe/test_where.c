@@ -10,9 +10,13 @@
  *   usr1       the last rank computes for 4 s while the others wait in an AllGather; rank 0
  *              prints "ready" first, so that where.sh can send SIGUSR1 to mpirun; then the run
  *              completes normally (exit 0)
- *   quiet      a normal run of a few collectives with the watchdog on: it must not fire */
+ *   quiet      a normal run of a few collectives with the watchdog on: it must not fire
+ *   stop-agree  after step 0 the last rank stops itself (SIGSTOP) while the others enter
+ *              mesh_agree, MPI's own Allreduce outside any step and any mesh collective → the
+ *              watchdog still fires (status 4), names the call and the rank that did not answer */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +79,12 @@ int main(int argc, char **argv) {
         mesh_all_gather(m, minor, out, in, 4, MESH_ALG_DEFAULT);
         mesh_all_reduce(m, first, out, in, 4, MESH_ALG_DEFAULT);
         mesh_where_step(m, -1);
+    } else if (!strcmp(mode, "stop-agree")) {
+        mesh_where_step(m, 0);
+        mesh_all_reduce(m, first, out, in, 1, MESH_ALG_DEFAULT);
+        mesh_where_step(m, -1);
+        if (mesh_rank(m) == last) raise(SIGSTOP);
+        mesh_agree(mesh_world_comm(m), 0);
     } else {
         for (int i = 0; i < 20; i++) {
             mesh_where_step(m, i);

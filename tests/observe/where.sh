@@ -12,6 +12,9 @@
 #   usr1       test_where on 2 ranks; SIGUSR1 to mpirun once both are in place: each rank prints
 #              its where-line, rank 0 "in AllGather #1 over x", and the run completes (exit 0)
 #   quiet      test_where on 4 ranks with --timeout 1 and healthy collectives: exit 0, no report
+#   stop-agree test_where on 2 ranks: rank 1 stops itself (SIGSTOP) between steps while rank 0
+#              enters MPI's own Allreduce (mesh_agree): exit 4, rank 0's where-line names the
+#              Allreduce, and the watchdog names rank 1 as the rank that did not answer
 #   meshtrain  meshtrain on 2 ranks with --timeout 0.01 (every step lasts longer): exit 4, one
 #              where-line per rank naming the step, and the watchdog's message
 set -u
@@ -82,6 +85,15 @@ quiet)
     echo "$out"
     [ $rc = 0 ] || fail "exit $rc, wanted 0"
     expect_n "meshtrain: (where|watchdog)" 0
+    ;;
+stop-agree)
+    out=$(timeout 60 "${run[@]}" -np 2 "$prog" stop-agree --mesh x=2 --timeout 1 2>&1)
+    rc=$?
+    echo "$out"
+    [ $rc = 4 ] || fail "exit $rc, wanted 4 (the watchdog's)"
+    expect_n "^meshtrain: where: rank 0 \(x=0\): in MPI_Allreduce \(ranks agreeing on a status\), for [0-9.]+ s$" 1
+    expect_n "^meshtrain: watchdog: rank 0 \(x=0\): MPI_Allreduce \(ranks agreeing on a status\) has waited [0-9.]+ s, more than --timeout 1 s" 1
+    expect_n "^meshtrain: watchdog: no where-line within 1.0 s from rank 1 \(x=1\) \(stopped" 1
     ;;
 meshtrain)
     out=$(timeout 90 "${run[@]}" -np 2 "$prog" --data "$text" --layers 4 --d-model 128 \

@@ -362,17 +362,12 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
     return rc;
 }
 
-int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta *k, ckpt_io *io,
-              char *err, size_t errlen) {
-    const double t0 = mesh_now();
-    h5array *f = NULL;
-    int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
-    if (rc == 0) rc = ckpt_meta_get(f, k, err, errlen);
-    if (rc == 0 && ckpt_check_config(k, c, path, err, errlen) < 0) rc = -1;
-    ckpt_array a[NGROUPS * P_COUNT];
+/* Reads a[0..n) from the open file and checks each array's checksum (summed over the owners of
+ * its slabs). */
+static int read_arrays(h5array *f, mesh *m, ckpt_array *a, int n, const char *path, double *bytes,
+                       char *err, size_t errlen) {
     uint64_t sum[NGROUPS * P_COUNT] = {0}, want[NGROUPS * P_COUNT] = {0};
-    double bytes = 0;
-    const int n = rc == 0 ? list_arrays(t, m, a) : 0;
+    int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         rc = h5array_read(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
                           a[i].data, err, errlen);
@@ -382,9 +377,8 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
         if (rc == 0 && a[i].owner)
             ckpt_checksum_add(&sum[i], a[i].data, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
                               a[i].slab.cnt);
-        bytes += 4.0 * (double)array_numel(&a[i].pi);
+        *bytes += 4.0 * (double)array_numel(&a[i].pi);
     }
-    h5array_close(f);
     if (rc < 0) return rc;
     sum_over_world(m, sum, n);
     for (int i = 0; i < n; i++)
@@ -393,9 +387,42 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
                                "%s: corrupt checkpoint: the data of /%s do not match its "
                                "checksum (stored %016" PRIx64 ", computed %016" PRIx64 ")",
                                path, a[i].name, want[i], sum[i]);
+    return 0;
+}
+
+int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta *k, ckpt_io *io,
+              char *err, size_t errlen) {
+    const double t0 = mesh_now();
+    h5array *f = NULL;
+    int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
+    if (rc == 0) rc = ckpt_meta_get(f, k, err, errlen);
+    if (rc == 0 && ckpt_check_config(k, c, path, err, errlen) < 0) rc = -1;
+    ckpt_array a[NGROUPS * P_COUNT];
+    double bytes = 0;
+    if (rc == 0) rc = read_arrays(f, m, a, list_arrays(t, m, a), path, &bytes, err, errlen);
+    h5array_close(f);
+    if (rc < 0) return rc;
     par_params_loaded(trainer_par(t), trainer_model(t));
     if (io) *io = (ckpt_io){bytes, mesh_now() - t0};
     return 0;
+}
+
+int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err, size_t errlen) {
+    h5array *f = NULL;
+    int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
+    ckpt_array a[P_COUNT];
+    for (int id = 0; id < P_COUNT; id++) {
+        a[id].pi = model_param_info(model_shape_of(mod), (param_id)id);
+        snprintf(a[id].name, sizeof a[id].name, "%s/%s", group_name[G_PARAMS], a[id].pi.name);
+        a[id].owner = plan ? par_is_writer(plan, (param_id)id, 0) : mesh_rank(m) == 0;
+        a[id].slab = *model_slab(mod, (param_id)id);
+        a[id].data = model_param(mod, (param_id)id, NULL);
+    }
+    double bytes = 0;
+    if (rc == 0) rc = read_arrays(f, m, a, P_COUNT, path, &bytes, err, errlen);
+    h5array_close(f);
+    if (rc == 0) par_params_loaded(plan, mod);
+    return rc;
 }
 
 /* ---- directories ---- */

@@ -80,6 +80,11 @@ int ckpt_check_config(const ckpt_meta *k, const config *c, const char *path, cha
 int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta *k, ckpt_io *io,
               char *err, size_t errlen);
 
+/* Collective over: world. Reads this rank's slab (model_slab) of every parameter of the open
+ * model from checkpoint `path` (any mesh wrote it), verifying every array's checksum; the caller
+ * has checked the shape (ckpt_meta_get, ckpt_check_config). No optimizer state (inference). */
+int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err, size_t errlen);
+
 /* Not collective. Adds the checksum terms of the slab data[count] at offset[] of an array of
  * shape dims[ndim] to *sum. The checksum of an array is Σ over its elements (mod 2^64) of
  * mix(g·0x9e3779b97f4a7c15 + u), g the element's row-major global index, u its float32 bit

@@ -10,6 +10,7 @@
 #include "train/cli/bench.h"
 #include "train/ckpt/ckpt.h"
 #include "train/config/config.h"
+#include "train/infer/gen_cli.h"
 #include "train/cli/inspect.h"
 #include "train/cli/run.h"
 #include "train/step/trainer.h"
@@ -23,6 +24,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "ckpt") == 0) { /* checkpoint info / diff */
         const int rc = ckpt_cli_main(argc - 1, argv + 1);
+        mesh_mpi_finalize();
+        return rc;
+    }
+    if (argc > 1 && strcmp(argv[1], "generate") == 0) { /* inference with a KV cache */
+        const int rc = gen_main(argc - 1, argv + 1);
         mesh_mpi_finalize();
         return rc;
     }

@@ -221,7 +221,8 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
         m->nparams += m->cnt[id];
     }
     m->params = xalloc(m->nparams);
-    m->grads = mpar_model_has_grads(plan) ? xalloc(m->nparams) : NULL;
+    const int want_grads = Bl > 0 && mpar_model_has_grads(plan);
+    m->grads = want_grads ? xalloc(m->nparams) : NULL;
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
@@ -231,9 +232,9 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
         m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
         layout_scratch(m, &c);
         m->act_block = xalloc(c.used);
-        m->tgt_block = calloc((size_t)(m->nslots * m->BT), sizeof(int32_t));
+        m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
     }
-    if (!ok || !m->params || (!m->grads && mpar_model_has_grads(plan)) || !m->act_block ||
+    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block ||
         !m->tgt_block) {
         model_destroy(m);
         return NULL;
@@ -323,31 +324,45 @@ static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64
                        m->loc.v0, m->loc.Vl);
 }
 
+/* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
+ * h1·wv (not yet rotated). */
+static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
+    const int64_t D = m->s.D, H = m->s.H;
+    const par_local *lc = &m->loc;
+    kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w->attn_norm, BT, D);
+    kern_matmul(A->q, A->h1, w->wq, BT, D, lc->Nl * H);
+    kern_matmul(A->k, A->h1, w->wk, BT, D, lc->Kl * H);
+    kern_matmul(A->v, A->h1, w->wv, BT, D, lc->Kl * H);
+}
+
+/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]. */
+static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+    const int64_t D = m->s.D, Fl = m->loc.Fl;
+    /* x2 = x1 + att·wo (partial sums over the TP axis, reduced by the hook) */
+    mpar_sublayer_out(m->par, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
+
+    kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w->mlp_norm, BT, D);
+    kern_matmul(A->a, A->h2, w->w_gate, BT, D, Fl);
+    kern_matmul(A->b, A->h2, w->w_up, BT, D, Fl);
+    kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
+    mpar_sublayer_out(m->par, m, out, A->x2, A->g, w->w_down, BT, Fl);
+}
+
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
  * output as the next layer's x1 (or the slot's xf after the stage's last layer). */
 static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
-    const int64_t BT = B * T, D = m->s.D, H = m->s.H;
+    const int64_t H = m->s.H;
     const par_local *lc = &m->loc;
-    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
+    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
     layer_act *A = &S->act[l - m->l0];
     layer_w w = mpar_layer_weights(m->par, m, l, +1);
 
-    kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w.attn_norm, BT, D);
-    kern_matmul(A->q, A->h1, w.wq, BT, D, NHl);
-    kern_matmul(A->k, A->h1, w.wk, BT, D, KHl);
-    kern_matmul(A->v, A->h1, w.wv, BT, D, KHl);
+    block_qkv(m, &w, A, B * T);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
     kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
-    /* x2 = x1 + att·wo (partial sums over the TP axis, reduced by the hook) */
-    mpar_sublayer_out(m->par, m, A->x2, A->x1, A->att, w.wo, BT, NHl);
-
-    kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w.mlp_norm, BT, D);
-    kern_matmul(A->a, A->h2, w.w_gate, BT, D, Fl);
-    kern_matmul(A->b, A->h2, w.w_up, BT, D, Fl);
-    kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
-    mpar_sublayer_out(m->par, m, out, A->x2, A->g, w.w_down, BT, Fl);
+    block_rest(m, &w, A, out, B * T);
     mpar_layer_release(m->par, m, l);
 }
 
@@ -418,6 +433,71 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
         memset(logits, 0, (size_t)m->s.V * sizeof(float));
     }
     mpar_pipe_share_last(m->par, logits, m->s.V);
+}
+
+/* ---------------------------------------------------------------- inference rows */
+
+/* The workspace of model_fwd_rows for R rows: one layer's activations (every layer reuses them),
+ * the final norm and the local logits. */
+static void carve_rows(model *m, carver *c, layer_act *A, float **hf, float **lg, int64_t R) {
+    const int64_t D = m->s.D, H = m->s.H;
+    const par_local *lc = &m->loc;
+    A->x1 = carve(c, R * D);
+    A->h1 = carve(c, R * D);
+    A->rstd1 = carve(c, R);
+    A->q = carve(c, R * lc->Nl * H);
+    A->k = carve(c, R * lc->Kl * H);
+    A->v = carve(c, R * lc->Kl * H);
+    A->att = carve(c, R * lc->Nl * H);
+    A->x2 = carve(c, R * D);
+    A->h2 = carve(c, R * D);
+    A->rstd2 = carve(c, R);
+    A->a = carve(c, R * lc->Fl);
+    A->b = carve(c, R * lc->Fl);
+    A->g = carve(c, R * lc->Fl);
+    A->P = NULL;
+    *hf = carve(c, R * (D + 1));
+    *lg = carve(c, R * lc->Vl);
+}
+
+int64_t model_rows_ws(model *m, int64_t R) {
+    carver c = {NULL, 0};
+    layer_act A;
+    float *hf, *lg;
+    carve_rows(m, &c, &A, &hf, &lg, R);
+    return c.used;
+}
+
+void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+                    const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
+                    void *ctx, float *ws) {
+    const int64_t D = m->s.D, H = m->s.H, h2 = m->s.H / 2, Vl = m->loc.Vl;
+    const par_local *lc = &m->loc;
+    CHECK(m->first && m->last, "model_fwd_rows: not with pipeline stages");
+    carver c = {ws, 0};
+    layer_act A;
+    float *hf, *lg;
+    carve_rows(m, &c, &A, &hf, &lg, R);
+    kern_embed_fwd(A.x1, mpar_weight(m->par, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
+    mpar_embed_reduce(m->par, m, A.x1, R);
+    for (int64_t l = 0; l < m->s.L; l++) {
+        layer_w w = mpar_layer_weights(m->par, m, l, +1);
+        block_qkv(m, &w, &A, R);
+        for (int64_t r = 0; r < R; r++) { /* each row at its own position */
+            const float *cs = m->rope_cos + pos[r] * h2, *sn = m->rope_sin + pos[r] * h2;
+            kern_rope_apply(A.q + r * lc->Nl * H, cs, sn, 1, 1, lc->Nl, H, lc->Nl * H, 0);
+            kern_rope_apply(A.k + r * lc->Kl * H, cs, sn, 1, 1, lc->Kl, H, lc->Kl * H, 0);
+        }
+        attn(ctx, &(model_attn_io){l, R, A.q, A.k, A.v, A.att});
+        block_rest(m, &w, &A, A.x1, R);
+        mpar_layer_release(m->par, m, l);
+    }
+    const float *gain = mpar_weight(m->par, m, P_FINAL_NORM), *un = mpar_weight(m->par, m, P_UNEMBED);
+    for (int64_t i = 0; i < n_out; i++) {
+        kern_rmsnorm_fwd(hf, hf + D, A.x1 + out_rows[i] * D, gain, 1, D);
+        kern_matmul(lg, hf, un, 1, D, Vl);
+        mpar_gather_vocab(m->par, m, logits + i * m->s.V, lg);
+    }
 }
 
 /* ---------------------------------------------------------------- backward */

@@ -59,7 +59,8 @@ typedef struct model model;
 struct par; /* sharding plan and communication (train/parallel/par.h); NULL = single rank, no sharding */
 
 /* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
- * s->T tokens, and initialises the local slabs from `seed`. Returns NULL on allocation failure. */
+ * s->T tokens, and initialises the local slabs from `seed`. Returns NULL on allocation failure.
+ * Bl = 0: parameters only, no gradients (inference, model_fwd_rows). */
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan);
 void model_destroy(model *m); /* accepts NULL */
 const model_shape *model_shape_of(const model *m);
@@ -105,6 +106,25 @@ const float *model_stage_dinput(model *m);
 /* Last stage, after model_stage_fwd_rows(slot 0, one sequence of len): this vocab shard's logits
  * of the last position. */
 void model_last_logits(model *m, int64_t len, float *logits_loc);
+/* ---- inference: rows of tokens at given positions, attention supplied by the caller ---- */
+/* What the caller's attention sees of layer l: R rows, q[R, Nl·H] and k[R, Kl·H] rotated to each
+ * row's position, v[R, Kl·H]; it fills att[R, Nl·H] (local heads, model_local extents). */
+typedef struct {
+    int64_t l, R;
+    const float *q, *k, *v;
+    float *att;
+} model_attn_io;
+typedef void (*model_attn_fn)(void *ctx, const model_attn_io *io);
+/* Floats of workspace model_fwd_rows needs for up to R rows. */
+int64_t model_rows_ws(model *m, int64_t R);
+/* Collective over the tensor axis (with a plan; no pipeline). Forward of R rows, row r the token
+ * tok[r] at position pos[r] (< T) of its sequence: embedding, every block with the attention of
+ * attn(ctx, io) (a KV cache: no row sees another row unless attn lets it), final norm; then the
+ * logits over the whole vocabulary of rows out_rows[0..n_out) into logits[n_out, V]. ws: the
+ * caller's workspace of model_rows_ws(m, R) floats. The model may be created with Bl = 0. */
+void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+                    const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
+                    void *ctx, float *ws);
 /* Bytes of saved activations for one micro-batch on this rank. */
 int64_t model_activation_bytes(const model *m);
 #endif
