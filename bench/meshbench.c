@@ -20,11 +20,18 @@
  * Lanes: --chunk BYTES sets mesh_set_chunk for every algorithm; an --alg item ALG:BYTES (e.g.
  * bidir:0,bidir:64K,mpi) runs ALG with that chunk, so chunk sizes compare in one interleaved run.
  * Ping-pong (--pingpong): per axis, one-way time of ppermute by +1 then −1 over sizes 8 B..4 MB,
- * and the least-squares fit t = α + bytes/β (weights 1/t², i.e. relative error). */
+ * and the least-squares fit t = α + bytes/β (weights 1/t², i.e. relative error).
+ * Flags: one table (below) drives parsing, range checks and --help. Bad input gets one message
+ * from rank 0 naming the flag, and every rank exits with status 2; the largest size is checked
+ * against the host's available memory before anything is allocated. */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mesh/coll.h"
 #include "mesh/cost.h"
@@ -33,7 +40,7 @@
 typedef struct {
     int64_t b, e;
     double f;
-    int warm, iters, reps, check, pingpong;
+    int warm, iters, reps, check, pingpong, placement, help;
     const char *ops, *algs, *axes, *spec, *open, *emulate, *link, *csv, *json;
     double flops;
     int64_t chunk; /* -1: mesh default */
@@ -46,28 +53,180 @@ typedef struct {
     char axes[8];
     double t_med, t_best, t_min_rank, t_max_rank, algbw, busbw, busbw_best, pred, err;
     const char *label; /* the --alg item, e.g. "bidir:64K" */
-    double vs_mpi;     /* median over repetitions of time / MPI's time in the repetition */
+    double vs_mpi;     /* median over repetitions of time / MPI's time in the same repetition */
 } row;
 
+/* ---- flags ---- */
+
+typedef enum { F_SIZE, F_INT, F_F64, F_STR, F_SWITCH } flag_kind;
+
+typedef struct {
+    const char *name, *alias; /* "--op"; alias "-b" style short name or NULL */
+    flag_kind kind;
+    size_t off;
+    double lo, hi; /* inclusive range of a number */
+    const char *meta, *help;
+} bench_flag;
+
+#define O_(field) offsetof(opts, field)
+static const bench_flag flags[] = {
+    {"--begin", "-b", F_SIZE, O_(b), 4, 1e15, "BYTES", "smallest size (K, M, G = 2^10, 2^20, 2^30)"},
+    {"--end", "-e", F_SIZE, O_(e), 4, 1e15, "BYTES", "largest size, >= -b"},
+    {"--factor", "-f", F_F64, O_(f), 1.000001, 1e6, "F", "size multiplier between points, > 1"},
+    {"--warmup", "-w", F_INT, O_(warm), 0, 1e6, "N", "warm-up calls per point"},
+    {"--iters", "-n", F_INT, O_(iters), 1, 1e7, "N", "timed calls per point"},
+    {"--reps", "-r", F_INT, O_(reps), 1, 64, "R", "interleaved repetitions per point (median)"},
+    {"--check", "-c", F_INT, O_(check), 0, 1, "0|1", "check results against a serial truth"},
+    {"--op", NULL, F_STR, O_(ops), 0, 0, "OPS", "ag,rs,ar,a2a (or their full names)"},
+    {"--alg", NULL, F_STR, O_(algs), 0, 0, "ALGS",
+     "default,ring,bidir,seq,multi,mpi,direct; ALG:BYTES sets that lane's chunk"},
+    {"--axes", NULL, F_STR, O_(axes), 0, 0, "AXES", "the axis set, e.g. xy (default: all)"},
+    {"--mesh", NULL, F_STR, O_(spec), 0, 0, "SPEC", "x=4,y=2 or 4x2 (default: 1D, all ranks)"},
+    {"--open", NULL, F_STR, O_(open), 0, 0, "AXES", "axes without wraparound"},
+    {"--emulate", NULL, F_STR, O_(emulate), 0, 0, "CHIP", "links at v3|v4p|v5e|v5p|v6e's C/W"},
+    {"--flops", NULL, F_F64, O_(flops), 1, 1e18, "F", "this CPU's FLOP/s for --emulate"},
+    {"--chunk", NULL, F_SIZE, O_(chunk), 0, 1e15, "BYTES", "lane chunk of every algorithm"},
+    {"--link", NULL, F_STR, O_(link), 0, 0, "BW,LAT", "slow links: bytes/s one way, s per hop"},
+    {"--csv", NULL, F_STR, O_(csv), 0, 0, "FILE", "rows as CSV"},
+    {"--json", NULL, F_STR, O_(json), 0, 0, "FILE", "ping-pong fits and rows as JSON"},
+    {"--pingpong", NULL, F_SWITCH, O_(pingpong), 0, 0, NULL, "print the ping-pong sweep"},
+    {"--placement", NULL, F_SWITCH, O_(placement), 0, 0, NULL, "print rank, coordinates, host"},
+    {"--help", "-h", F_SWITCH, O_(help), 0, 0, NULL, "this text"},
+};
+#undef O_
+enum { NFLAGS = sizeof flags / sizeof flags[0] };
+
+static const bench_flag *find_flag(const char *a, size_t len) {
+    for (int i = 0; i < NFLAGS; i++)
+        if ((strlen(flags[i].name) == len && !strncmp(a, flags[i].name, len)) ||
+            (flags[i].alias && strlen(flags[i].alias) == len && !strncmp(a, flags[i].alias, len)))
+            return &flags[i];
+    return NULL;
+}
+
+/* "64M" → 67108864; −1 for anything that is not a non-negative number with an optional K/M/G. */
 static int64_t parse_size(const char *s) {
     char *end;
+    errno = 0;
     double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0) return -1;
     if (*end == 'K' || *end == 'k')
-        v *= 1024;
+        v *= 1024, end++;
     else if (*end == 'M' || *end == 'm')
-        v *= 1024 * 1024;
+        v *= 1024 * 1024, end++;
     else if (*end == 'G' || *end == 'g')
-        v *= 1024.0 * 1024 * 1024;
-    return (int64_t)v;
+        v *= 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    return *end || v > 9e18 ? -1 : (int64_t)v;
 }
 
 static int parse_op(const char *s) {
-    static const char *shortn[] = {"ag", "rs", "ar", "a2a", "pp"};
+    static const char *shortn[] = {"ag", "rs", "ar", "a2a"};
     for (int k = 0; k < MESH_OP_PPERMUTE; k++)
         if (!strcmp(s, shortn[k]) || !strcmp(s, mesh_op_name(k))) return k;
     return -1;
 }
 
+static void print_help(void) {
+    mesh_log("meshbench: time the mesh's collectives against MPI's and the book's cost model.\n\n"
+             "usage: mpirun -np R meshbench [flags]   (flags: --flag VALUE or --flag=VALUE)\n\n");
+    for (int i = 0; i < NFLAGS; i++) {
+        const bench_flag *f = &flags[i];
+        char lhs[48];
+        snprintf(lhs, sizeof lhs, "%s%s%s%s%s", f->alias ? f->alias : "", f->alias ? ", " : "",
+                 f->name, f->meta ? " " : "", f->meta ? f->meta : "");
+        mesh_log("  %-26s %s\n", lhs, f->help);
+    }
+    mesh_log("\nDefaults: -b 1K -e 64M -f 2 -w 5 -n 20 -r 1 -c 1 --op ag,rs,ar --alg default.\n"
+             "Exit status: 0 ok, 2 bad input (one message from rank 0).\n");
+}
+
+/* Parses argv into o, or returns −1 with err naming the flag (the same on every rank). */
+static int parse_args(opts *o, int argc, char **argv, char *err, size_t errlen) {
+    int given[NFLAGS] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+        const bench_flag *f = find_flag(a, eq ? (size_t)(eq - a) : strlen(a));
+        if (!f)
+            return snprintf(err, errlen, "unknown flag '%s' (see --help)", a), -1;
+        if (given[f - flags]++)
+            return snprintf(err, errlen, "%s%s%s is given twice", f->alias ? f->alias : "",
+                            f->alias ? "/" : "", f->name),
+                   -1;
+        void *field = (char *)o + f->off;
+        if (f->kind == F_SWITCH) {
+            if (eq) return snprintf(err, errlen, "%s takes no value, got '%s'", f->name, a), -1;
+            *(int *)field = 1;
+            continue;
+        }
+        char name[32]; /* the flag as typed, without "=VALUE" */
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a : (ptrdiff_t)strlen(a)), a);
+        a = name;
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!v) return snprintf(err, errlen, "%s needs a value: %s %s", a, a, f->meta), -1;
+        double x = 0;
+        char *end = NULL;
+        if (f->kind == F_STR) {
+            if (!*v) return snprintf(err, errlen, "%s: the value is empty", a), -1;
+            *(const char **)field = v;
+            continue;
+        }
+        if (f->kind == F_SIZE) {
+            x = (double)parse_size(v);
+            if (x < 0)
+                return snprintf(err, errlen, "%s '%s': expected a size in bytes like 4096 or 64M",
+                                a, v),
+                       -1;
+        } else {
+            errno = 0;
+            x = strtod(v, &end);
+            if (end == v || *end || errno || !isfinite(x) || (f->kind == F_INT && x != floor(x)))
+                return snprintf(err, errlen, "%s '%s': expected a %s", a, v,
+                                f->kind == F_INT ? "whole number" : "number"),
+                       -1;
+        }
+        if (x < f->lo || x > f->hi)
+            return snprintf(err, errlen, "%s %s: must be between %.10g and %.10g", a, v, f->lo,
+                            f->hi),
+                   -1;
+        if (f->kind == F_SIZE)
+            *(int64_t *)field = (int64_t)x;
+        else if (f->kind == F_INT)
+            *(int *)field = (int)x;
+        else
+            *(double *)field = x;
+    }
+    if (o->e < o->b)
+        return snprintf(err, errlen, "-e %lld is below -b %lld", (long long)o->e,
+                        (long long)o->b),
+               -1;
+    return 0;
+}
+
+/* Bytes this host has for new allocations (MemAvailable; the free pages where /proc is absent). */
+static double host_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb >= 0) return (double)kb * 1024;
+    return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes one rank allocates for the largest point: input and output buffers and the mesh's
+ * scratch, which can hold as much as the output. */
+static double bytes_per_rank(const opts *o, const int *ops, int nops, int n) {
+    double worst = 0, total = (double)(o->e / 4);
+    for (int k = 0; k < nops; k++) {
+        double c = ops[k] == MESH_OP_ALL_REDUCE ? total : floor(total / n);
+        double nin = ops[k] == MESH_OP_ALL_GATHER || ops[k] == MESH_OP_ALL_REDUCE ? c : c * n;
+        double nout = ops[k] == MESH_OP_REDUCE_SCATTER || ops[k] == MESH_OP_ALL_REDUCE ? c : c * n;
+        worst = fmax(worst, 4 * (nin + 2 * nout));
+    }
+    return worst;
+}
 static float val(int r, int64_t e) {
     return (float)((r * 131 + e * 7 + 3) % 17 - 8);
 }
@@ -198,146 +357,137 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void usage(void) {
-    mesh_log(
-        "usage: meshbench [--mesh SPEC] [--open AXES] [--op ag,rs,ar,a2a] [--axes xy]\n"
-        "  [--alg default,ring,bidir,seq,multi,mpi,direct] [-b 1K] [-e 64M] [-f 2] [-w 5] [-n 20]\n"
-        "  [-r REPS] [-c 0|1] [--pingpong] [--emulate v3|v4p|v5e|v5p|v6e] [--flops F]\n"
-        "  [--chunk BYTES]\n"
-        "  [--link BYTES_PER_S,LATENCY_S] [--placement] [--csv FILE] [--json FILE]\n");
-}
+/* ---- set-up ---- */
 
-int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
-    opts o = {1024, 64 << 20, 2,    5,    20,   1,    1,    0, "ag,rs,ar", "default",
-              NULL, NULL,     NULL, NULL, NULL, NULL, NULL, 0, -1};
-    int placement = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1;
-        if (!strcmp(a, "-b") && v)
-            o.b = parse_size(v);
-        else if (!strcmp(a, "-e") && v)
-            o.e = parse_size(v);
-        else if (!strcmp(a, "-f") && v)
-            o.f = atof(v);
-        else if (!strcmp(a, "-w") && v)
-            o.warm = atoi(v);
-        else if (!strcmp(a, "-n") && v)
-            o.iters = atoi(v);
-        else if (!strcmp(a, "-r") && v)
-            o.reps = atoi(v);
-        else if (!strcmp(a, "-c") && v)
-            o.check = atoi(v);
-        else if (!strcmp(a, "--op") && v)
-            o.ops = v;
-        else if (!strcmp(a, "--alg") && v)
-            o.algs = v;
-        else if (!strcmp(a, "--axes") && v)
-            o.axes = v;
-        else if (!strcmp(a, "--mesh") && v)
-            o.spec = v;
-        else if (!strcmp(a, "--open") && v)
-            o.open = v;
-        else if (!strcmp(a, "--emulate") && v)
-            o.emulate = v;
-        else if (!strcmp(a, "--flops") && v)
-            o.flops = atof(v);
-        else if (!strcmp(a, "--chunk") && v)
-            o.chunk = parse_size(v);
-        else if (!strcmp(a, "--link") && v)
-            o.link = v;
-        else if (!strcmp(a, "--csv") && v)
-            o.csv = v;
-        else if (!strcmp(a, "--json") && v)
-            o.json = v;
-        else {
-            used = 0;
-            if (!strcmp(a, "--pingpong"))
-                o.pingpong = 1;
-            else if (!strcmp(a, "--placement"))
-                placement = 1;
-            else {
-                usage();
-                mesh_exit_error("meshbench: unknown or incomplete option '%s'", a);
-            }
-        }
-        i += used;
-    }
-    if (o.b < 4 || o.e < o.b || o.f <= 1 || o.iters < 1 || o.warm < 0 || o.reps < 1)
-        mesh_exit_error("meshbench: need 4 <= -b <= -e, -f > 1, -n >= 1, -w >= 0, -r >= 1");
-    char err[256];
-    mesh *m = mesh_create(o.spec, o.open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+typedef struct {
+    mesh *m;
+    opts o;
     mesh_axes set;
-    if (!o.axes) {
-        set.n = mesh_ndims(m);
-        for (int k = 0; k < 3; k++) set.ax[k] = k < set.n ? k : 0;
-    } else if (mesh_axes_parse(m, o.axes, &set) < 0) {
+    char an[8];   /* the set's axis names */
+    int n;        /* ranks in the set */
+    int ops[8], nops, algs[8], nalgs;
+    int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
+    char alabel[8][32];
+    double alpha[3], beta[3]; /* ping-pong fit per axis */
+    FILE *csv, *json;         /* rank 0 only */
+    int nrow;
+} bench;
+
+/* Collective over: world. The axis set, --op and --alg lists; ends the job on bad input. */
+static void parse_lists(bench *b) {
+    const opts *o = &b->o;
+    if (!o->axes) {
+        b->set.n = mesh_ndims(b->m);
+        for (int k = 0; k < 3; k++) b->set.ax[k] = k < b->set.n ? k : 0;
+    } else if (mesh_axes_parse(b->m, o->axes, &b->set) < 0) {
         mesh_exit_error("--axes '%s': unknown or repeated axis (the mesh's axes are named by "
                         "--mesh, e.g. x,y,z)",
-                        o.axes);
+                        o->axes);
     }
-    int ops[8], nops = 0, algs[8], nalgs = 0;
-    int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
-    char list[128], alabel[8][32];
-    snprintf(list, sizeof list, "%s", o.ops);
-    for (char *t = strtok(list, ","); t && nops < 8; t = strtok(NULL, ","))
-        if ((ops[nops++] = parse_op(t)) < 0) mesh_exit_error("--op: unknown operation '%s'", t);
-    snprintf(list, sizeof list, "%s", o.algs);
-    for (char *t = strtok(list, ","); t && nalgs < 8; t = strtok(NULL, ",")) {
-        snprintf(alabel[nalgs], sizeof alabel[nalgs], "%s", t);
+    mesh_axes_str(b->m, b->set, b->an, sizeof b->an);
+    b->n = mesh_axes_size(b->m, b->set);
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->ops);
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+        if (b->nops == 8) mesh_exit_error("--op %s: at most 8 operations", o->ops);
+        if ((b->ops[b->nops++] = parse_op(t)) < 0)
+            mesh_exit_error("--op: unknown operation '%s' (ag, rs, ar, a2a)", t);
+    }
+    snprintf(list, sizeof list, "%s", o->algs);
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+        if (b->nalgs == 8) mesh_exit_error("--alg %s: at most 8 algorithms", o->algs);
+        const int k = b->nalgs++;
+        snprintf(b->alabel[k], sizeof b->alabel[k], "%s", t);
         char *colon = strchr(t, ':');
-        achunk[nalgs] = colon ? parse_size(colon + 1) : -1;
+        b->achunk[k] = colon ? parse_size(colon + 1) : -1;
         if (colon) *colon = 0;
-        if ((algs[nalgs++] = mesh_alg_parse(t)) < 0 || (colon && achunk[nalgs - 1] < 0))
+        if ((b->algs[k] = mesh_alg_parse(t)) < 0 || (colon && b->achunk[k] < 0))
             mesh_exit_error("--alg: unknown algorithm '%s' (ring, bidir, seq, multi, mpi, direct, "
                             "optionally with :CHUNK, e.g. bidir:64K)",
-                            alabel[nalgs - 1]);
+                            b->alabel[k]);
     }
-    if (placement) mesh_print_placement(m, stdout);
-    if (o.chunk >= 0)
-        mesh_set_chunk(m, o.chunk);
+    if (!b->nops || !b->nalgs) mesh_exit_error("--op and --alg need at least one item each");
+}
+
+/* Collective over: world. The largest point must fit in this host's memory, with every rank of
+ * the host allocating at once, and its blocks in MPI's int counts. */
+static void check_memory(bench *b) {
+    const double per_rank = bytes_per_rank(&b->o, b->ops, b->nops, b->n);
+    const int host_ranks = mesh_host_ranks(b->m);
+    const double avail = host_available_bytes();
+    int ok = per_rank * host_ranks <= 0.9 * avail;
+    if (mesh_agree(mesh_world_comm(b->m), ok ? 0 : -1) < 0)
+        mesh_exit_error("-e %lld: the largest point needs %.3g GB per rank x %d ranks on this "
+                        "host = %.3g GB, but %.3g GB are available (give a smaller -e)",
+                        (long long)b->o.e, per_rank / 1e9, host_ranks, per_rank * host_ranks / 1e9,
+                        avail / 1e9);
+    if (b->o.e / 4 > (int64_t)INT32_MAX)
+        mesh_exit_error("-e %lld: more than 2^31 - 1 floats in one buffer (MPI's count limit)",
+                        (long long)b->o.e);
+}
+
+/* Rank 0 opens FILE for writing; every rank ends the job if it cannot. */
+static FILE *open_output(bench *b, const char *flag, const char *path) {
+    FILE *f = NULL;
+    int e = 0;
+    if (path && mesh_rank(b->m) == 0 && !(f = fopen(path, "w"))) e = errno;
+    if (mesh_agree(mesh_world_comm(b->m), e ? -1 : 0) < 0)
+        mesh_exit_error("%s %s: cannot open for writing (%s)", flag, path, strerror(e));
+    return f;
+}
+
+/* Rank 0 closes FILE; every rank ends the job if a write failed (a full disk). */
+static void close_output(bench *b, const char *flag, const char *path, FILE *f) {
+    int bad = f && (ferror(f) | fclose(f)) != 0;
+    if (mesh_agree(mesh_world_comm(b->m), bad ? -1 : 0) < 0)
+        mesh_exit_error("%s %s: writing failed (disk full?)", flag, path);
+}
+
+/* Collective over: world. --chunk, --emulate and --link. */
+static void setup_links(bench *b) {
+    opts *o = &b->o;
+    if (o->chunk >= 0)
+        mesh_set_chunk(b->m, o->chunk);
     else
-        o.chunk = 1 << 20; /* the mesh's default */
-    if (o.emulate) {
-        double fl = o.flops > 0 ? o.flops : measure_flops();
+        o->chunk = 1 << 20; /* the mesh's default */
+    if (o->emulate) {
+        double fl = o->flops > 0 ? o->flops : measure_flops();
         mesh_emulation e;
-        if (mesh_emulate(m, o.emulate, fl, &e) < 0)
-            mesh_exit_error("--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o.emulate);
+        if (mesh_emulate(b->m, o->emulate, fl, &e) < 0)
+            mesh_exit_error("--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o->emulate);
         mesh_log("# emulating %s: C = %.3g FLOP/s, W_ici = %.3g B/s one way, T_min = %.3g s\n"
                  "# measured %.3g FLOP/s/rank -> time scale %.4g: links %.4g B/s, %.4g s/hop\n",
-                 o.emulate, e.chip_flops, e.chip_w_oneway, e.chip_latency, e.measured_flops,
+                 o->emulate, e.chip_flops, e.chip_w_oneway, e.chip_latency, e.measured_flops,
                  e.time_scale, e.bw, e.latency);
     }
-    if (o.link) {
+    if (o->link) {
         double bw = 0, lat = 0;
-        if (sscanf(o.link, "%lf,%lf", &bw, &lat) != 2 || bw <= 0 || lat < 0)
-            mesh_exit_error("--link '%s': expected BYTES_PER_S,LATENCY_S like 1e8,1e-4", o.link);
-        for (int k = 0; k < mesh_ndims(m); k++) mesh_link_set(m, k, bw, lat);
+        char tail;
+        if (sscanf(o->link, "%lf,%lf%c", &bw, &lat, &tail) != 2 || !(bw > 0) || !(lat >= 0) ||
+            !isfinite(bw) || !isfinite(lat))
+            mesh_exit_error("--link '%s': expected BYTES_PER_S,LATENCY_S like 1e8,1e-4", o->link);
+        for (int k = 0; k < mesh_ndims(b->m); k++) mesh_link_set(b->m, k, bw, lat);
     }
-    char spec[96], an[8];
-    mesh_axes_str(m, set, an, sizeof an);
-    int n = mesh_axes_size(m, set);
-    FILE *json = NULL, *csv = NULL;
-    if (mesh_rank(m) == 0 && o.json && !(json = fopen(o.json, "w")))
-        fprintf(stderr, "meshbench: cannot write %s\n", o.json);
-    if (mesh_rank(m) == 0 && o.csv && !(csv = fopen(o.csv, "w")))
-        fprintf(stderr, "meshbench: cannot write %s\n", o.csv);
-    if (json)
-        fprintf(json,
+}
+
+static void print_header(bench *b) {
+    char spec[96];
+    const opts *o = &b->o;
+    if (b->json)
+        fprintf(b->json,
                 "{\"mesh\":\"%s\",\"ranks\":%d,\"axes\":\"%s\",\"conventions\":\"size = bytes "
                 "of the whole array; time in seconds = per-rank mean over iterations, median over "
                 "repetitions; busbw in GB/s, GB = 1e9\",\"pingpong\":[",
-                mesh_spec_str(m, spec, sizeof spec), mesh_nranks(m), an);
-    double alpha[3] = {1e-6, 1e-6, 1e-6}, beta[3] = {1e9, 1e9, 1e9};
-    for (int k = 0; k < mesh_ndims(m); k++)
-        if (mesh_axis_size(m, k) > 1) pingpong(m, k, &alpha[k], &beta[k], o.pingpong, json);
-    if (json) fprintf(json, "],\"rows\":[");
-    if (csv)
-        fprintf(csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
-                     "time_max_rank_s,algbw_GBps,busbw_GBps,busbw_best_GBps,predicted_s,"
-                     "meas_over_pred,error,time_over_mpi\n");
+                mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an);
+    for (int k = 0; k < 3; k++) b->alpha[k] = 1e-6, b->beta[k] = 1e9;
+    for (int k = 0; k < mesh_ndims(b->m); k++)
+        if (mesh_axis_size(b->m, k) > 1)
+            pingpong(b->m, k, &b->alpha[k], &b->beta[k], o->pingpong, b->json);
+    if (b->json) fprintf(b->json, "],\"rows\":[");
+    if (b->csv)
+        fprintf(b->csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
+                        "time_max_rank_s,algbw_GBps,busbw_GBps,busbw_best_GBps,predicted_s,"
+                        "meas_over_pred,error,time_over_mpi\n");
     mesh_log("# meshbench: mesh %s, %d ranks, collectives over '%s' (%d ranks)\n"
              "# size = bytes of the whole array (AllGather output, ReduceScatter/AllToAll input, "
              "AllReduce buffer); count = its floats\n"
@@ -347,115 +497,162 @@ int main(int argc, char **argv) {
              "mesh/cost.h with %s links\n"
              "# /mpi = median over repetitions of time / MPI's time in the same repetition "
              "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
-             mesh_spec_str(m, spec, sizeof spec), mesh_nranks(m), an, n, o.iters, o.warm, o.reps,
-             o.emulate || o.link ? "the emulated" : "the ping-pong-fitted");
+             mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an, b->n, o->iters,
+             o->warm, o->reps, o->emulate || o->link ? "the emulated" : "the ping-pong-fitted");
     mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n", "size(B)",
              "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
              "bus_best", "pred(us)", "m/p", "/mpi", "error");
-    int nrow = 0;
-    for (int64_t size = o.b; size <= o.e; size = (int64_t)ceil((double)size * o.f)) {
-        for (int oi = 0; oi < nops; oi++) {
-            mesh_op op = (mesh_op)ops[oi];
-            int64_t total = size / 4;
-            int64_t c = op == MESH_OP_ALL_REDUCE ? total : total / n; /* per-rank block */
-            if (c < 1) continue;
-            int64_t count = op == MESH_OP_ALL_REDUCE ? c : c * n, bytes = count * 4;
-            int64_t nin = op == MESH_OP_ALL_GATHER || op == MESH_OP_ALL_REDUCE ? c : c * n;
-            int64_t nout = op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_REDUCE ? c : c * n;
-            float *in = malloc((size_t)nin * 4), *out = malloc((size_t)nout * 4);
-            for (int64_t e = 0; e < nin; e++) in[e] = val(mesh_rank(m), e);
-            double t[8][64];
-            double tmin[8], tmax[8], errv[8];
-            for (int r = 0; r < o.reps && r < 64; r++)
-                for (int ai = 0; ai < nalgs; ai++) { /* interleaved */
-                    mesh_alg alg = (mesh_alg)algs[ai];
-                    mesh_set_chunk(m, achunk[ai] >= 0 ? achunk[ai] : o.chunk);
-                    for (int w = 0; w < o.warm; w++) mesh_collective(m, op, set, out, in, c, alg);
-                    MPI_Barrier(mesh_world_comm(m));
-                    double t0 = mesh_now();
-                    for (int it = 0; it < o.iters; it++)
-                        mesh_collective(m, op, set, out, in, c, alg);
-                    double dt = (mesh_now() - t0) / o.iters, sum = 0, mn = 0, mx = 0;
-                    MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, mesh_world_comm(m));
-                    MPI_Allreduce(&dt, &mn, 1, MPI_DOUBLE, MPI_MIN, mesh_world_comm(m));
-                    MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
-                    t[ai][r] = sum / mesh_nranks(m);
-                    if (r == 0 || t[ai][r] < tmin[ai]) tmin[ai] = mn;
-                    if (r == 0 || mx > tmax[ai]) tmax[ai] = mx;
-                    if (r == 0) {
-                        errv[ai] = 0;
-                        if (o.check) {
-                            double e = check_err(m, op, set, out, c);
-                            MPI_Allreduce(&e, &errv[ai], 1, MPI_DOUBLE, MPI_MAX,
-                                          mesh_world_comm(m));
-                        }
-                    }
+}
+
+/* ---- one point ---- */
+
+/* Collective over: world. The timings of one point: t[ai][r] the rank mean of algorithm ai in
+ * repetition r; tmin/tmax over ranks and repetitions; errv with -c 1. */
+static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float *in,
+                       double t[8][64], double *tmin, double *tmax, double *errv) {
+    mesh *m = b->m;
+    MPI_Comm w = mesh_world_comm(m);
+    for (int r = 0; r < b->o.reps; r++)
+        for (int ai = 0; ai < b->nalgs; ai++) { /* interleaved */
+            mesh_alg alg = (mesh_alg)b->algs[ai];
+            mesh_set_chunk(m, b->achunk[ai] >= 0 ? b->achunk[ai] : b->o.chunk);
+            for (int k = 0; k < b->o.warm; k++) mesh_collective(m, op, b->set, out, in, c, alg);
+            MPI_Barrier(w);
+            double t0 = mesh_now();
+            for (int it = 0; it < b->o.iters; it++)
+                mesh_collective(m, op, b->set, out, in, c, alg);
+            double dt = (mesh_now() - t0) / b->o.iters, sum = 0, mn = 0, mx = 0;
+            MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, w);
+            MPI_Allreduce(&dt, &mn, 1, MPI_DOUBLE, MPI_MIN, w);
+            MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, w);
+            t[ai][r] = sum / mesh_nranks(m);
+            if (r == 0 || mn < tmin[ai]) tmin[ai] = mn;
+            if (r == 0 || mx > tmax[ai]) tmax[ai] = mx;
+            if (r == 0) {
+                errv[ai] = 0;
+                if (b->o.check) {
+                    double e = check_err(m, op, b->set, out, c);
+                    MPI_Allreduce(&e, &errv[ai], 1, MPI_DOUBLE, MPI_MAX, w);
                 }
-            /* paired: this algorithm's time over MPI's in the same repetition, median over
-             * repetitions (before median() below sorts t) */
-            int R = o.reps < 64 ? o.reps : 64, mpi_ai = -1;
-            double vs_mpi[8] = {0}, q[64];
-            for (int ai = 0; ai < nalgs; ai++)
-                if (algs[ai] == MESH_ALG_MPI && mpi_ai < 0) mpi_ai = ai;
-            for (int ai = 0; ai < nalgs && mpi_ai >= 0; ai++) {
-                for (int r = 0; r < R; r++) q[r] = t[ai][r] / t[mpi_ai][r];
-                vs_mpi[ai] = median(q, R);
             }
-            for (int ai = 0; ai < nalgs; ai++) {
-                double best = t[ai][0];
-                for (int r = 1; r < R; r++) best = fmin(best, t[ai][r]);
-                double med = median(t[ai], R);
-                double fac = op == MESH_OP_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-                mesh_alg alg = mesh_alg_resolve(m, set, (mesh_alg)algs[ai]);
-                row w = {bytes,
-                         count,
-                         op,
-                         (mesh_alg)algs[ai],
-                         "",
-                         med,
-                         best,
-                         tmin[ai],
-                         tmax[ai],
-                         bytes / med / 1e9,
-                         bytes / med / 1e9 * fac,
-                         bytes / best / 1e9 * fac,
-                         predict(m, op, set, alg, bytes, alpha, beta),
-                         errv[ai],
-                         alabel[ai],
-                         vs_mpi[ai]};
-                snprintf(w.axes, sizeof w.axes, "%s", an);
-                mesh_log("%12lld %11lld %-14s %-9s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
-                         "%10.1f %6.2f %6.2f %6.0g\n",
-                         (long long)w.size, (long long)w.count, mesh_op_name(op), w.label,
-                         w.t_med * 1e6, w.t_best * 1e6, w.t_min_rank * 1e6, w.t_max_rank * 1e6,
-                         w.algbw, w.busbw, w.busbw_best, w.pred * 1e6,
-                         w.pred > 0 ? w.t_med / w.pred : 0, w.vs_mpi, w.err);
-                if (csv)
-                    fprintf(csv,
-                            "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,"
-                            "%.4f\n",
-                            (long long)w.size, (long long)w.count, mesh_op_name(op), w.axes,
-                            w.label, w.t_med, w.t_best, w.t_min_rank, w.t_max_rank, w.algbw,
-                            w.busbw, w.busbw_best, w.pred, w.pred > 0 ? w.t_med / w.pred : 0, w.err,
-                            w.vs_mpi);
-                if (json)
-                    fprintf(json,
-                            "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
-                            "\"alg\":\"%s\",\"time\":%.6e,\"time_best\":%.6e,"
-                            "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
-                            "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
-                            "\"error\":%g,\"time_over_mpi\":%.4f}",
-                            nrow ? "," : "", (long long)w.size, (long long)w.count,
-                            mesh_op_name(op), w.axes, w.label, w.t_med, w.t_best, w.t_min_rank,
-                            w.t_max_rank, w.algbw, w.busbw, w.busbw_best, w.pred, w.err, w.vs_mpi);
-                nrow++;
-            }
-            free(in), free(out);
         }
+}
+
+static void emit_row(bench *b, const row *w) {
+    mesh_log("%12lld %11lld %-14s %-9s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
+             "%10.1f %6.2f %6.2f %6.0g\n",
+             (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->label,
+             w->t_med * 1e6, w->t_best * 1e6, w->t_min_rank * 1e6, w->t_max_rank * 1e6, w->algbw,
+             w->busbw, w->busbw_best, w->pred * 1e6, w->pred > 0 ? w->t_med / w->pred : 0,
+             w->vs_mpi, w->err);
+    if (b->csv)
+        fprintf(b->csv,
+                "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,%.4f\n",
+                (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->axes, w->label,
+                w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw, w->busbw,
+                w->busbw_best, w->pred, w->pred > 0 ? w->t_med / w->pred : 0, w->err, w->vs_mpi);
+    if (b->json)
+        fprintf(b->json,
+                "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
+                "\"alg\":\"%s\",\"time\":%.6e,\"time_best\":%.6e,"
+                "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
+                "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
+                "\"error\":%g,\"time_over_mpi\":%.4f}",
+                b->nrow ? "," : "", (long long)w->size, (long long)w->count, mesh_op_name(w->op),
+                w->axes, w->label, w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw,
+                w->busbw, w->busbw_best, w->pred, w->err, w->vs_mpi);
+    b->nrow++;
+}
+
+/* Collective over: world. One size and op for every algorithm: allocate, time, print rows. */
+static void bench_point(bench *b, int64_t size, mesh_op op) {
+    const int n = b->n;
+    const int64_t total = size / 4;
+    const int64_t c = op == MESH_OP_ALL_REDUCE ? total : total / n; /* per-rank block */
+    if (c < 1) return;
+    const int64_t count = op == MESH_OP_ALL_REDUCE ? c : c * n, bytes = count * 4;
+    const int64_t nin = op == MESH_OP_ALL_GATHER || op == MESH_OP_ALL_REDUCE ? c : c * n;
+    const int64_t nout = op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_REDUCE ? c : c * n;
+    float *in = malloc((size_t)nin * 4), *out = malloc((size_t)nout * 4);
+    if (mesh_agree(mesh_world_comm(b->m), in && out ? 0 : -1) < 0)
+        mesh_exit_error("size %lld: out of memory for %lld + %lld floats per rank (give a smaller "
+                        "-e)",
+                        (long long)size, (long long)nin, (long long)nout);
+    for (int64_t e = 0; e < nin; e++) in[e] = val(mesh_rank(b->m), e);
+    double t[8][64], tmin[8], tmax[8], errv[8];
+    time_point(b, op, c, out, in, t, tmin, tmax, errv);
+    /* paired: this algorithm's time over MPI's in the same repetition, median over repetitions
+     * (before median() below sorts t) */
+    const int R = b->o.reps;
+    int mpi_ai = -1;
+    double vs_mpi[8] = {0}, q[64];
+    for (int ai = 0; ai < b->nalgs; ai++)
+        if (b->algs[ai] == MESH_ALG_MPI && mpi_ai < 0) mpi_ai = ai;
+    for (int ai = 0; ai < b->nalgs && mpi_ai >= 0; ai++) {
+        for (int r = 0; r < R; r++) q[r] = t[ai][r] / t[mpi_ai][r];
+        vs_mpi[ai] = median(q, R);
     }
-    if (json) fprintf(json, "]}\n"), fclose(json);
-    if (csv) fclose(csv);
-    mesh_destroy(m);
+    const double fac = op == MESH_OP_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    for (int ai = 0; ai < b->nalgs; ai++) {
+        double best = t[ai][0];
+        for (int r = 1; r < R; r++) best = fmin(best, t[ai][r]);
+        const double med = median(t[ai], R);
+        const mesh_alg alg = mesh_alg_resolve(b->m, b->set, (mesh_alg)b->algs[ai]);
+        row w = {.size = bytes,
+                 .count = count,
+                 .op = op,
+                 .alg = (mesh_alg)b->algs[ai],
+                 .t_med = med,
+                 .t_best = best,
+                 .t_min_rank = tmin[ai],
+                 .t_max_rank = tmax[ai],
+                 .algbw = bytes / med / 1e9,
+                 .busbw = bytes / med / 1e9 * fac,
+                 .busbw_best = bytes / best / 1e9 * fac,
+                 .pred = predict(b->m, op, b->set, alg, bytes, b->alpha, b->beta),
+                 .err = errv[ai],
+                 .label = b->alabel[ai],
+                 .vs_mpi = vs_mpi[ai]};
+        snprintf(w.axes, sizeof w.axes, "%s", b->an);
+        emit_row(b, &w);
+    }
+    free(in), free(out);
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    mesh_set_progname("meshbench");
+    bench b = {.o = {.b = 1024,
+                     .e = 64 << 20,
+                     .f = 2,
+                     .warm = 5,
+                     .iters = 20,
+                     .reps = 1,
+                     .check = 1,
+                     .ops = "ag,rs,ar",
+                     .algs = "default",
+                     .chunk = -1}};
+    char err[256];
+    if (parse_args(&b.o, argc, argv, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (b.o.help) {
+        print_help();
+        mesh_mpi_finalize();
+        return 0;
+    }
+    if (!(b.m = mesh_create(b.o.spec, b.o.open, err, sizeof err))) mesh_exit_error("%s", err);
+    parse_lists(&b);
+    check_memory(&b);
+    b.csv = open_output(&b, "--csv", b.o.csv);
+    b.json = open_output(&b, "--json", b.o.json);
+    if (b.o.placement) mesh_print_placement(b.m, stdout);
+    setup_links(&b);
+    print_header(&b);
+    for (double size = (double)b.o.b; size <= (double)b.o.e; size = ceil(size * b.o.f))
+        for (int oi = 0; oi < b.nops; oi++) bench_point(&b, (int64_t)size, (mesh_op)b.ops[oi]);
+    if (b.json) fprintf(b.json, "]}\n");
+    close_output(&b, "--csv", b.o.csv, b.csv);
+    close_output(&b, "--json", b.o.json, b.json);
+    mesh_destroy(b.m);
     mesh_mpi_finalize();
     return 0;
 }

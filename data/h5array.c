@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/h5util.h"
+#include "mesh/where.h"
 
 struct h5array {
     MPI_Comm comm; /* a dup of the caller's, so our agreement traffic never meets theirs */
@@ -95,7 +96,9 @@ int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, si
     h5util_quiet_begin(&q);
     h5array *f = handle_new(path, comm);
     long pid = (long)getpid();
+    mesh_blocking_begin("MPI_Bcast (the temporary file's name)");
     MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
+    mesh_blocking_end();
     int st = 0;
     if (!f) {
         h5util_errf(err, errlen, "%s: out of memory", path);
@@ -179,7 +182,9 @@ int h5array_commit(h5array *f, char *err, size_t errlen) {
     st = h5util_agree(f->comm, st, err, errlen);
     f->committed = st == 0;
     if (st < 0 && f->rank == 0) unlink(f->tmp);
+    mesh_blocking_begin("MPI_Barrier (publishing a file)");
     MPI_Barrier(f->comm);
+    mesh_blocking_end();
     f->writing = 0; /* nothing left to discard */
     return st;
 }
@@ -191,9 +196,11 @@ void h5array_close(h5array *f) {
     if (f->file >= 0) H5Fclose(f->file);
     h5util_quiet_end(&q);
     if (f->writing && !f->committed) {
+        mesh_blocking_begin("MPI_Barrier (discarding an unfinished file)");
         MPI_Barrier(f->comm);
         if (f->rank == 0) unlink(f->tmp);
         MPI_Barrier(f->comm);
+        mesh_blocking_end();
     }
     handle_free(f);
 }
@@ -285,9 +292,11 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
     int64_t mine[2 + H5ARRAY_MAX_DIMS] = {name_hash(name), ndim}, lo[2 + H5ARRAY_MAX_DIMS],
                      hi[2 + H5ARRAY_MAX_DIMS], total;
     for (int i = 0; i < ndim && i < H5ARRAY_MAX_DIMS; i++) mine[2 + i] = dims[i];
+    mesh_blocking_begin("MPI_Allreduce (checking the slabs of a dataset)");
     MPI_Allreduce(mine, lo, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MIN, f->comm);
     MPI_Allreduce(mine, hi, 2 + H5ARRAY_MAX_DIMS, MPI_INT64_T, MPI_MAX, f->comm);
     MPI_Allreduce(&written, &total, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    mesh_blocking_end();
     if (st == 0 && memcmp(lo, hi, sizeof lo) != 0) {
         char s[96];
         h5util_errf(err, errlen,

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mesh/where.h"
+
 void h5util_errf(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0) return;
     va_list ap;
@@ -23,23 +25,29 @@ int h5util_agree(MPI_Comm comm, int status, char *err, size_t errlen) {
     struct {
         int status, rank;
     } in = {status, rank}, out;
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a file's status)");
     MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
+    mesh_blocking_end();
     if (out.status >= 0) return out.status;
     /* Everyone gets the message of the lowest failing rank: one error, one text. */
     char msg[H5UTIL_MSG_MAX] = "";
     if (rank == out.rank && err && errlen > 0) snprintf(msg, sizeof msg, "%s", err);
+    mesh_blocking_begin("MPI_Bcast (a file error's message)");
     MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm);
+    mesh_blocking_end();
     h5util_errf(err, errlen, "%s", msg);
     return out.status;
 }
 
 void h5util_quiet_begin(h5util_quiet *q) {
+    mesh_blocking_begin("parallel HDF5 (file I/O, collective over the ranks)");
     H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 void h5util_quiet_end(const h5util_quiet *q) {
     H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+    mesh_blocking_end();
 }
 
 typedef struct {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/h5util.h"
+#include "mesh/where.h"
 #include "data/tokenizer.h"
 
 struct tokens {
@@ -201,7 +202,9 @@ static int open_text(tokens **out, const char *path, int st, uint8_t *buf, int64
     if (st == 0 && rank == 0) st = split_text(path, n, val_fraction, &n_train, &n_val, err, errlen);
     st = h5util_agree(comm, st, err, errlen);
     if (st < 0) return st;
+    mesh_blocking_begin("MPI_Bcast (a data file from rank 0)");
     MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
+    mesh_blocking_end();
     tokens *tf = tokens_alloc(path);
     if (rank != 0) buf = malloc((size_t)n);
     st = tf && buf ? 0 : -1;
@@ -214,7 +217,9 @@ static int open_text(tokens **out, const char *path, int st, uint8_t *buf, int64
     }
     for (int64_t at = 0; at < n; at += INT_MAX / 2) {
         int64_t len = n - at < INT_MAX / 2 ? n - at : INT_MAX / 2;
+        mesh_blocking_begin("MPI_Bcast (a data file from rank 0)");
         MPI_Bcast(buf + at, (int)len, MPI_UINT8_T, 0, comm);
+        mesh_blocking_end();
     }
     tf->is_text = 1;
     tf->text = buf;
@@ -401,7 +406,9 @@ int tokens_open(tokens **out, const char *path, double val_fraction, MPI_Comm co
             }
         }
     }
+    mesh_blocking_begin("MPI_Bcast (a data file from rank 0)");
     MPI_Bcast(&kind, 1, MPI_INT, 0, comm);
+    mesh_blocking_end();
     if (kind == H5UTIL_FILE_OTHER)
         st = open_text(out, path, st, buf, n, val_fraction, comm, err, errlen);
     else

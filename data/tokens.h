@@ -38,7 +38,7 @@
 
 typedef struct tokens tokens;
 typedef enum { TOKENS_TRAIN = 0, TOKENS_VAL = 1 } tokens_split;
-/* Same values as train/config.h's data_order. */
+/* Same values as train/config/config.h's data_order. */
 typedef enum { TOKENS_ORDER_RANDOM = 0, TOKENS_ORDER_SEQUENTIAL = 1 } tokens_order;
 
 /* "train" / "val". */

@@ -26,6 +26,25 @@ int mesh_alg_parse(const char *s) {
         if (strcmp(s, alg_names[a]) == 0) return a;
     return -1;
 }
+static const char *wire_names[MESH_WIRE_COUNT] = {"fp32", "bf16"};
+const char *mesh_wire_name(mesh_wire w) {
+    return w >= 0 && w < MESH_WIRE_COUNT ? wire_names[w] : "?";
+}
+int mesh_wire_parse(const char *s) {
+    for (int w = 0; w < MESH_WIRE_COUNT; w++)
+        if (s && strcmp(s, wire_names[w]) == 0) return w;
+    return -1;
+}
+int mesh_wire_bytes(mesh_wire w) {
+    return w == MESH_WIRE_BF16 ? 2 : (int)sizeof(float);
+}
+void mesh_set_wire(mesh *m, mesh_wire w) {
+    CHECK(w >= 0 && w < MESH_WIRE_COUNT, "bad wire format %d", (int)w);
+    m->wire = w;
+}
+mesh_wire mesh_get_wire(const mesh *m) {
+    return m->wire;
+}
 void mesh_set_chunk(mesh *m, int64_t bytes) {
     CHECK(bytes >= 0, "chunk size must be >= 0, got %lld", (long long)bytes);
     m->chunk = bytes;
@@ -380,6 +399,11 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     validate(m, x);
     mesh_alg alg = x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : mesh_alg_resolve(m, x->a, x->alg);
     rec->alg = alg;
+    /* the baselines move fp32; so does a call over no links */
+    ctx->wire = alg == MESH_ALG_MPI || (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE)
+                    ? MESH_WIRE_F32
+                    : x->wire;
+    rec->wire = ctx->wire;
     where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
@@ -511,10 +535,12 @@ void mesh_set_verify(mesh *m, int on) {
 }
 
 /* ---- blocking API ---- */
-static void run_blocking(mesh *m, const coll_args *x) {
+static void run_blocking(mesh *m, const coll_args *args) {
+    coll_args x = *args;
+    x.wire = m->wire;
     mesh_call rec;
-    coll_record_begin(m, x, &rec);
-    coll_execute(m, 0, x, &rec);
+    coll_record_begin(m, &x, &rec);
+    coll_execute(m, 0, &x, &rec);
     coll_record_end(m, &rec);
 }
 

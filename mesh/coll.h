@@ -78,6 +78,25 @@ void mesh_set_default_alg(mesh *m, mesh_alg a);
  * overlap (a pipeline). Results are bit-identical for any setting: every element travels the same
  * way and is added in the same order. Default 1 MiB; 0 turns lanes off. */
 void mesh_set_chunk(mesh *m, int64_t bytes);
+/* What the collectives carry on the wire. BF16 (a TPU's format): every message is converted to
+ * bf16 (mesh/bf16.h, round to nearest even) when it leaves and back to fp32 when it arrives, so
+ * the bytes sent and the emulated link time are halved; reductions still add in fp32 (a rank
+ * adds its fp32 contribution to the fp32 value of the partial it received, then rounds once to
+ * send it on), and the result of a ReduceScatter is fp32. Every element an AllGather, AllToAll or
+ * ppermute delivers is bf16-rounded, the rank's own block included, so every rank holds the same
+ * values (an AllReduce's result is identical on every rank). A call over one rank moves nothing
+ * and stays exact. RING, BIDIR, SEQ and MULTI honour it; MPI and DIRECT, the baselines, always
+ * move fp32. */
+typedef enum { MESH_WIRE_F32 = 0, MESH_WIRE_BF16, MESH_WIRE_COUNT } mesh_wire;
+const char *mesh_wire_name(mesh_wire w); /* "fp32", "bf16" */
+/* Parses "fp32" / "bf16"; returns −1 when unknown. */
+int mesh_wire_parse(const char *s);
+/* Bytes per element on the wire: 4 or 2. */
+int mesh_wire_bytes(mesh_wire w);
+/* Not collective (set it identically on every rank). The wire format of the collectives started
+ * from now on (a non-blocking call keeps the format in force when it was started). */
+void mesh_set_wire(mesh *m, mesh_wire w);
+mesh_wire mesh_get_wire(const mesh *m);
 /* The algorithm `alg` resolves to for a collective over `a` (DEFAULT → BIDIR or MULTI; SEQ and
  * MULTI over one axis → BIDIR). */
 mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg);
@@ -159,6 +178,7 @@ typedef struct {
     int64_t count;  /* the count argument */
     int shift;      /* ppermute: the shift; send, recv: the direction, +1 or −1 */
     int async;      /* 1 if started with mesh_i* */
+    mesh_wire wire; /* the format its messages moved in (MPI, DIRECT, send/recv: always fp32) */
     int64_t link_bytes[MESH_MAX_AXES][2]; /* bytes this rank sent per axis, to coord+1 / coord−1
                                              (MPI alg: bytes handed to MPI, under [major][0];
                                              DIRECT: d·b per block of b bytes routed d hops

@@ -76,6 +76,7 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     CHECK(r, "out of memory");
     r->m = m;
     r->x = *x;
+    r->x.wire = m->wire;
     r->done = 0;
     r->next = NULL;
     coll_record_begin(m, x, &r->rec);

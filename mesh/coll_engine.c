@@ -37,6 +37,7 @@
 #include "mesh/coll_engine.h"
 
 #include <limits.h>
+#include "mesh/bf16.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,13 +381,17 @@ static int buf_used(const phase *p, int q) {
     int ns = phase_steps(p);
     return ns >= ENGINE_NBUF || (q >= 1 && q <= ns);
 }
+/* Whether receive buffer q of a direction exists (as counted by stream_unit). */
+static int sb_used(const phase *p, int q) {
+    if (p->kind == PH_PERM) return q == 0 && p->buf == p->src;
+    return (p->kind == PH_RS || p->kind == PH_A2A) && buf_used(p, q);
+}
 /* Floats per scratch buffer and buffers per direction (receive buffers in use, + the pack
  * buffer for AllToAll). */
 static int64_t stream_unit(const phase *p, int *nbuf) {
     *nbuf = 0;
     if (p->n <= 1) return 0;
-    for (int q = 0; q < ENGINE_NBUF; q++)
-        *nbuf += (p->kind == PH_RS || p->kind == PH_A2A) && buf_used(p, q);
+    for (int q = 0; q < ENGINE_NBUF; q++) *nbuf += p->kind != PH_PERM && sb_used(p, q);
     switch (p->kind) {
     case PH_RS:
         return max_len(p);
@@ -410,10 +415,39 @@ static int64_t stream_unit(const phase *p, int *nbuf) {
 static int64_t round16(int64_t n) {
     return (n + 15) / 16 * 16;
 }
-static int64_t phase_scratch(const phase *p) {
+/* bf16 wire: the most elements one direction sends (or receives) in one step. */
+static int64_t wire_unit(const phase *p) {
+    if (p->wire != MESH_WIRE_BF16 || p->n <= 1) return 0;
+    switch (p->kind) {
+    case PH_AG:
+    case PH_RS:
+        return max_len(p);
+    case PH_A2A: {
+        int64_t mx = 0;
+        for (int d = 0; d < 2; d++)
+            for (int o = 0; o < p->n; o++) {
+                int64_t r = a2a_size(p, d, o, 1);
+                mx = r > mx ? r : mx;
+            }
+        return mx;
+    }
+    case PH_PERM:
+        return p->bs;
+    default:
+        return 0;
+    }
+}
+/* Floats of one direction's scratch: its receive buffers, then (bf16 wire) NBUF staged sends
+ * and one staged receive of wire_unit bf16 values each. */
+static int64_t stream_floats(const phase *p, int64_t *u, int64_t *wu) {
     int nb;
-    int64_t u = round16(stream_unit(p, &nb));
-    return (p->sc == SCH_RING || p->kind == PH_PERM ? 1 : 2) * nb * u;
+    *u = round16(stream_unit(p, &nb));
+    *wu = round16((wire_unit(p) + 1) / 2);
+    return nb * *u + (ENGINE_NBUF + 1) * *wu;
+}
+static int64_t phase_scratch(const phase *p) {
+    int64_t u, wu;
+    return (p->sc == SCH_RING || p->kind == PH_PERM ? 1 : 2) * stream_floats(p, &u, &wu);
 }
 
 /* ---- posting ---- */
@@ -440,11 +474,18 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
     int k = step_sends(p, d, s, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
     MPI_Request *rq = send_rq(p, d, s);
     int64_t bytes = 0;
+    uint16_t *w = p->st[d].wsend[s % ENGINE_NBUF];
     for (int i = 0; i < k; i++) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
-        MPI_Isend(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
-        bytes += ms[i].n * (int64_t)sizeof(float);
+        if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
+            mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
+            w += ms[i].n;
+        } else {
+            MPI_Isend(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
+        }
+        bytes += ms[i].n * mesh_wire_bytes(p->wire);
     }
     if (k == 0) return;
     int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
@@ -462,15 +503,33 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
     MPI_Request *rq = recv_rq(p, d);
+    uint16_t *w = p->st[d].wrecv;
     for (int i = 0; i < k; i++) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
-        MPI_Irecv(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
+        if (p->wire == MESH_WIRE_BF16) { /* staged; recv_unpack puts it in place */
+            MPI_Irecv(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
+            w += ms[i].n;
+        } else {
+            MPI_Irecv(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
+        }
     }
     p->st[d].hdr_in = 0;
     if (k > 0 && emulated(m, p->link_axis))
         MPI_Irecv(&p->st[d].hdr_in, 1, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     return k;
+}
+
+/* bf16 wire: step s's staged receive, converted to fp32 where the fp32 wire would have put it. */
+static void recv_unpack(phase *p, int d, int s) {
+    if (p->wire != MESH_WIRE_BF16) return;
+    msg ms[ENGINE_MAXT];
+    int k = step_recvs(p, d, s, ms);
+    const uint16_t *w = p->st[d].wrecv;
+    for (int i = 0; i < k; i++) {
+        mesh_bf16_unpack(ms[i].ptr, w, ms[i].n);
+        w += ms[i].n;
+    }
 }
 
 /* A receive of step s may land in sb[s % NBUF] once the send that last read it (step s−NBUF+1)
@@ -491,6 +550,7 @@ static int stream_progress(mesh *m, phase *p, int d, double *wake) {
             if (st->hdr_in > 0 && mesh_now() < st->hdr_in) { /* emulated link: not yet */
                 *wake = *wake == 0 || st->hdr_in < *wake ? st->hdr_in : *wake;
             } else {
+                recv_unpack(p, d, st->posted);
                 recv_done(p, d, st->posted);
                 st->done = st->posted;
                 acted = 1;
@@ -519,16 +579,20 @@ static int stream_finished(phase *p, int d) {
 
 /* ---- phase life cycle ---- */
 static void phase_start(phase *p) {
-    int nb;
+    int64_t u, wu;
     p->nsteps = phase_steps(p);
     memset(p->st, 0, sizeof p->st);
-    int64_t u = round16(stream_unit(p, &nb));
-    float *a = p->arena;
-    for (int d = 0; d < 2 && nb > 0; d++) {
-        if (d == 1 && (p->sc == SCH_RING || p->kind == PH_PERM)) a = p->arena; /* one stream */
+    const int64_t per_dir = stream_floats(p, &u, &wu);
+    for (int d = 0; d < 2 && per_dir > 0; d++) {
+        /* RING and ppermute use one direction: both share the first block */
+        float *a = p->arena + (p->sc == SCH_RING || p->kind == PH_PERM ? 0 : d * per_dir);
         for (int q = 0; q < ENGINE_NBUF; q++)
-            if (p->kind == PH_PERM ? q == 0 : buf_used(p, q)) p->st[d].sb[q] = a, a += u;
+            if (sb_used(p, q)) p->st[d].sb[q] = a, a += u;
         if (p->kind == PH_A2A) p->st[d].pack = a, a += u;
+        if (wu > 0) {
+            for (int q = 0; q < ENGINE_NBUF; q++) p->st[d].wsend[q] = (uint16_t *)a, a += wu;
+            p->st[d].wrecv = (uint16_t *)a;
+        }
     }
     if (p->kind == PH_REORDER)
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
@@ -539,14 +603,19 @@ static void phase_start(phase *p) {
 /* The own block's copy runs once step 1 is posted, overlapping the first transfers (this
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
+    float *mine = NULL;
     if (p->kind == PH_AG) {
-        float *mine = p->buf + blk_off(p, p->r);
+        mine = p->buf + blk_off(p, p->r);
         if (p->src && p->src != mine)
             memcpy(mine, p->src, (size_t)blk_len(p, p->r) * sizeof(float));
     } else if (p->kind == PH_A2A) {
         int64_t o = blk_off(p, p->r);
-        memcpy(p->buf + o, p->src + o, (size_t)blk_len(p, p->r) * sizeof(float));
+        mine = p->buf + o;
+        memcpy(mine, p->src + o, (size_t)blk_len(p, p->r) * sizeof(float));
     }
+    /* bf16 wire: the own block as the others receive it (its sends were staged already) */
+    if (mine && p->wire == MESH_WIRE_BF16 && p->n > 1)
+        mesh_bf16_round_array(mine, blk_len(p, p->r));
     p->copied = 1;
 }
 
@@ -574,6 +643,31 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
     return did;
 }
 
+/* The longest nap between polls of the requests in flight when nothing is ready; 0: block in
+ * MPI_Waitsome instead. Open MPI's waits spin, so a blocked call would hold a core. On emulated
+ * links the driver naps up to a quarter of the shortest hop latency: a message is delivered at
+ * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
+ * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
+ * progress thread naps too on real links (at most 50 µs), so that it does not take the core of
+ * the compute it is meant to overlap. Blocking calls on real links spin: the lowest latency. */
+static double poll_cap(const mesh *m, const mesh_ctx *ctx, const chain *ch, int nch) {
+    double lat = 0;
+    int real = 0;
+    for (int c = 0; c < nch; c++)
+        for (int k = 0; k < ch[c].nph; k++) {
+            const int ax = ch[c].ph[k].link_axis;
+            if (ax < 0 || ch[c].ph[k].n <= 1) continue;
+            if (!emulated(m, ax))
+                real = 1;
+            else if (lat == 0 || m->link_lat[ax] < lat)
+                lat = m->link_lat[ax];
+        }
+    const double thread = ctx == &m->ctx[1] ? 50e-6 : 0;
+    if (real || lat <= 0) return thread;
+    const double cap = lat / 4 > 2e-3 ? 2e-3 : lat / 4;
+    return cap > thread ? cap : thread;
+}
+
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]) {
     CHECK(nch >= 1 && nch <= ENGINE_MAX_CHAINS, "engine: %d chains", nch);
     MPI_Request rq[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ];
@@ -583,6 +677,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
     for (int c = 0; c < nch; c++) {
         int64_t need = 0;
         for (int k = 0; k < ch[c].nph; k++) {
+            ch[c].ph[k].wire = ctx->wire; /* sizes the staging buffers */
             int64_t s = phase_scratch(&ch[c].ph[k]);
             need = s > need ? s : need;
         }
@@ -602,6 +697,8 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             p->link_bytes = link_bytes;
         }
     }
+    const double cap = poll_cap(m, ctx, ch, nch);
+    double nap = 0;
     for (;;) {
         int progressed = 0;
         double wake = 0;
@@ -611,14 +708,22 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             if (ch[c].cur == ch[c].nph) active--;
         }
         if (!active) return;
-        if (progressed) continue;
+        if (progressed) {
+            nap = 0;
+            continue;
+        }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
         int outc = 0;
-        if (wake > 0) { /* emulated links: sleep, but not past other messages */
+        if (wake > 0 || cap > 0) { /* nap, but not past an emulated delivery */
             MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
+            CHECK(outc != MPI_UNDEFINED || wake > 0,
+                  "collective engine stalled with nothing in flight");
             if (outc == 0 || outc == MPI_UNDEFINED) {
-                double t = mesh_now() + 50e-6;
-                link_sleep_until(outc == MPI_UNDEFINED || wake < t ? wake : t);
+                nap = cap > 0 ? (nap * 2 < 2e-6 ? 2e-6 : nap * 2 > cap ? cap : nap * 2) : 50e-6;
+                const double t = mesh_now() + nap;
+                link_sleep_until(outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t);
+            } else {
+                nap = 0;
             }
         } else {
             MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);

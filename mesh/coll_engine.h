@@ -28,6 +28,7 @@ typedef struct {
     double hdr_in;          /* emulated delivery time of the receive in flight (0: none) */
     double hdr_out[ENGINE_NBUF];
     float *sb[ENGINE_NBUF], *pack;
+    uint16_t *wsend[ENGINE_NBUF], *wrecv; /* bf16 wire: staged messages of a step */
 } stream;
 
 typedef struct {
@@ -49,7 +50,8 @@ typedef struct {
 
     /* run state (set by engine_run) */
     int nsteps, chain, started, copied;
-    float *arena; /* this chain's scratch */
+    mesh_wire wire; /* the call's wire format (mesh_ctx.wire) */
+    float *arena;   /* this chain's scratch */
     int64_t (*link_bytes)[2];
     MPI_Request *rq; /* 2 × ENGINE_RQ: per direction the receive's data and header requests,
                         then NBUF send slots of data and header requests */

@@ -1,4 +1,4 @@
-/* cost: the book's cost model of a TPU slice (../shared/docs/book-digest.md §2–3): a table of
+/* cost: the book's cost model of a TPU slice (its tpus and sharding chapters): a table of
  * chips with their canonical constants, the wraparound rules of each chip family, and the
  * predicted time of AllGather / ReduceScatter / AllReduce / AllToAll / ppermute over a set of
  * mesh axes, for any link constants (a chip's, or ones measured or emulated on this machine).
@@ -6,7 +6,7 @@
  *
  * Units: seconds, bytes, bytes/s, FLOP/s. GB = 1e9 bytes. Not collective (nothing here is).
  *
- * The bytes V passed to every prediction is the book's V (§3.3):
+ * The bytes V passed to every prediction is the book's V (sharding chapter):
  *  - AllGather: bytes of the per-device array AFTER the gather (V excludes axes the array stays
  *    sharded over: AllGather_X of [B_X, D_Y] in bf16 has V = 2·B·D/|Y|);
  *  - ReduceScatter, AllReduce: bytes of the per-device UNREDUCED input;
@@ -20,7 +20,7 @@
 
 #define COST_MAX_AXES 3
 
-/* ---- chips (§2.1, §2.2) ---- */
+/* ---- chips (tpus chapter) ---- */
 
 typedef enum {
     COST_WRAP_POD_EDGE16, /* v5e, v6e: an axis wraps only if its length is 16 (a full pod edge) */
@@ -53,6 +53,12 @@ const cost_chip *cost_chip_at(int i);
 int cost_chip_count(void);
 /* Chips per host (product of chip->host). */
 int cost_chip_per_host(const cost_chip *chip);
+/* The book's data-center network (DCN) figure: ~2.5e10 bytes/s per host (ingress + egress),
+ * the same for every chip family. */
+#define COST_DCN_PER_HOST 2.5e10
+/* DCN bandwidth per chip, bytes/s: the host's COST_DCN_PER_HOST shared by its chips
+ * (v5p: 2.5e10 / 4 = 6.25e9; v5e: 2.5e10 / 8 = 3.1e9). */
+double cost_chip_dcn_bw(const cost_chip *chip);
 
 /* 1 if `axis` of the slice sizes[0..n_axes) has a wraparound link under the chip's rule, else 0.
  * An axis of length 1 never wraps (on a ring of 2 both formulas give the same time). */
@@ -73,7 +79,7 @@ typedef struct {
 
 cost_link cost_chip_link(const cost_chip *chip);
 
-/* ---- collectives (§3.3) ---- */
+/* ---- collectives (sharding chapter) ---- */
 
 typedef enum {
     COST_OP_ALL_GATHER,
@@ -122,21 +128,21 @@ int cost_alg_parse(const char *s);
  * bytes_V (see the top of this file). Returns seconds and, if est != NULL, the breakdown. Returns
  * −1 on misuse (n_axes outside 0..COST_MAX_AXES, a size < 1, negative bytes, ppermute over more
  * than one axis of size > 1). Formulas, per axis of size n (W = 2·w_oneway):
- *   BIDIR, wrapping axis  : max(T_min·⌈n/2⌉, V/W)                                  §3.3
- *   RING, or an open axis : max(T_min·(n−1), (n−1)/n · V/w_oneway)   §3.3, sharding pop quiz 2
+ *   BIDIR, wrapping axis  : max(T_min·⌈n/2⌉, V/W)                                  sharding ch.
+ *   RING, or an open axis : max(T_min·(n−1), (n−1)/n · V/w_oneway)   sharding ch., pop quiz 2
  *   MULTI over axes i     : max(T_min·Σ hops_i, f·V/Σ W_i), W_i = W (wrapping) or w_oneway
- *                           (open); f = 1 if every axis wraps (V/(W·n_axes), §3.3), else
+ *                           (open); f = 1 if every axis wraps (V/(W·n_axes), sharding ch.), else
  *                           (N−1)/N with N = Π|X_i|, as the book's open-axis cost keeps it
  *                           (pop quiz 2); one open axis gives the RING formula. AllToAll: the
  *                           sum of each axis's own one-axis rate (its stages are independent)
  *   SEQ                   : Σ stages of the one-axis cost; an AllGather gathers the last axis first
  *                           (stage V = V·Π(done)/Π(all)), a ReduceScatter scatters the first axis
- *                           first (stage V = V/Π(done))                                   §3.3
- *   ReduceScatter = AllGather (adds ignored); AllReduce = 2 × AllGather (RS then AG)      §3.3
+ *                           first (stage V = V/Π(done))                                   sharding
+ * ch. ReduceScatter = AllGather (adds ignored); AllReduce = 2 × AllGather (RS then AG) sharding ch.
  *   AllToAll: bandwidth term × ¼ on a bidirectional wrapping ring, × ½ otherwise (a ring in one
- *             direction, or an open axis, which the book charges as one direction); same hops §3.3
- *   ppermute (shift by one along one axis): max(T_min, V/w_oneway)                §3.4 (EXTERNAL)
- *   DIRECT (not in the book): one round of routed blocks of b bytes between all N chips
+ *             direction, or an open axis, which the book charges as one direction); same hops
+ * sharding ch. ppermute (shift by one along one axis): max(T_min, V/w_oneway)                (not
+ * in the book) DIRECT (not in the book): one round of routed blocks of b bytes between all N chips
  *             (b = V/N for AllGather and ReduceScatter, V/N² for AllToAll): max(T_min·Σ_k D_k,
  *             max_k (N/n_k)·L_k·b / w_oneway) with D_k the farthest distance on axis k and L_k
  *             the busiest link's all-pairs load: Σ_{d ≤ (n−1)/2} d (+ n/4 for even n) on a
@@ -167,9 +173,25 @@ double cost_direct_link_load(int n, int wraps);
 int cost_direct_farthest(int n, int wraps);
 
 /* The V at which the latency and bandwidth terms of cost_collective are equal: smaller messages
- * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, §2.1). −1 on misuse. */
+ * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, tpus chapter). −1 on misuse. */
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
                             int n_axes, cost_alg alg);
+
+/* The time of a prediction when each ring step's hop latency ADDS to its transfer instead of
+ * overlapping it, as on links where a step forwards only what it has received (this project's
+ * emulated links and real point-to-point messages), with the payload cut into `lanes` ≥ 1
+ * independent pipelines (mesh_set_chunk): with h = est->hops, l = t_latency/h, w = t_bandwidth/h,
+ *     T = (h − 1)·max(w, l + w/lanes) + l + w,
+ * i.e. h·(l + w) for one lane, and down to the book's max-form as lanes hide the latency.
+ * 0 when est moved nothing. */
+double cost_serialized(const cost_est *est, int lanes);
+
+/* Gradient buckets: the smallest V (bytes) at which the latency term of the collective is at
+ * most `overhead` × its bandwidth term (overhead > 0), i.e. cost_crossover_bytes / overhead: a
+ * bucket this large is bandwidth-bound within that margin. 0 when the axes hold one chip; −1 on
+ * misuse. */
+double cost_bucket_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
+                         int n_axes, cost_alg alg, double overhead);
 
 /* Regime of a collective whose time is est->seconds when `t_overlap` seconds of independent
  * compute can run beside it: COMPUTE if t_overlap ≥ est->seconds, else est->regime. */

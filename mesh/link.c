@@ -7,6 +7,7 @@
 
 #include "mesh/cost.h"
 #include "mesh/mesh_impl.h"
+#include "mesh/where.h"
 
 void mesh_link_set(mesh *m, int axis, double bw, double latency) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range", axis);
@@ -56,6 +57,7 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
     const cost_chip *c = cost_chip_find(chip);
     if (!c || !(measured_flops > 0)) return -1;
     double mean = 0;
+    mesh_blocking_begin("MPI_Allreduce and MPI_Bcast (ranks agreeing on the emulated links)");
     MPI_Allreduce(&measured_flops, &mean, 1, MPI_DOUBLE, MPI_SUM, m->ctx[0].world);
     mean /= m->nranks;
     /* hosts must agree for the shared clock (link.h) */
@@ -65,6 +67,7 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
     MPI_Bcast(first, 64, MPI_CHAR, 0, m->ctx[0].world);
     int same = strcmp(first, host) == 0, all = 0;
     MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world);
+    mesh_blocking_end();
     if (!all)
         mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
                  "and will be off by the hosts' clock offsets\n");

@@ -3,6 +3,7 @@
 #include "mesh/mesh_impl.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +11,15 @@
 #include <unistd.h>
 
 #include "mesh/cost.h"
+#include "mesh/where.h"
 
 static int g_world_rank = 0, g_world_size = 1;
 static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
+static const char *g_progname = "meshtrain";
+
+void mesh_set_progname(const char *name) {
+    g_progname = name ? name : "meshtrain";
+}
 
 void mesh_mpi_init(int *argc, char ***argv) {
     int provided = 0;
@@ -48,7 +55,9 @@ double mesh_now(void) {
 
 int mesh_agree(MPI_Comm comm, int status) {
     int out = status;
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a status)");
     MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MIN, comm);
+    mesh_blocking_end();
     return out;
 }
 
@@ -56,7 +65,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     if (g_world_rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "meshtrain: error: ");
+        fprintf(stderr, "%s: error: ", g_progname);
         vfprintf(stderr, fmt, ap);
         fprintf(stderr, "\n");
         fflush(stderr);
@@ -275,11 +284,16 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
     }
     int nd = parse_spec(spec, name, size, err, errlen);
     if (nd < 0) return NULL;
-    int prod = 1;
+    int64_t prod = 1; /* each size is at most 2^20, so three fit in 64 bits */
     for (int k = 0; k < nd; k++) prod *= size[k];
+    if (prod > INT_MAX) {
+        snprintf(err, errlen, "--mesh %s needs %lld ranks, more than MPI can run (%d); got %d",
+                 spec, (long long)prod, INT_MAX, nranks);
+        return NULL;
+    }
     if (prod != nranks) {
-        snprintf(err, errlen, "--mesh %s needs %d ranks, got %d (run with mpirun -np %d)", spec,
-                 prod, nranks, prod);
+        snprintf(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)",
+                 spec, (long long)prod, nranks, (long long)prod);
         return NULL;
     }
     int wrap[MESH_MAX_AXES] = {1, 1, 1};
@@ -320,6 +334,7 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
         else
             m->p2p[k] = MPI_COMM_NULL;
     g_last_mesh = m;
+    where_attach(m);
     return m;
 }
 
@@ -420,7 +435,9 @@ void mesh_print_placement(mesh *m, FILE *out) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
+    mesh_blocking_begin("MPI_Gather (the placement table)");
     MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
+    mesh_blocking_end();
     if (m->rank == 0) {
         char spec[96];
         fprintf(out, "placement of mesh %s (rank = flattened coordinates, last axis fastest)\n",
@@ -446,7 +463,9 @@ void mesh_print_placement(mesh *m, FILE *out) {
 int mesh_host_ranks(const mesh *m) {
     MPI_Comm host;
     int n = 1;
+    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
     MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    mesh_blocking_end();
     MPI_Comm_size(host, &n);
     MPI_Comm_free(&host);
     return n;

@@ -81,8 +81,11 @@ int mesh_host_ranks(const mesh *m);
 /* ---- errors and logging ---- */
 /* Collective over: comm. Returns the minimum of `status` over comm, so all ranks agree. */
 int mesh_agree(MPI_Comm comm, int status);
+/* Not collective. The program name that prefixes errors ("meshtrain" unless set); `name` must
+ * have static storage. */
+void mesh_set_progname(const char *name);
 /* Collective over: world (every rank must call it, with the same message). Rank 0 prints
- * "meshtrain: error: <msg>" to stderr, every rank finalizes MPI and exits with status 2. */
+ * "<progname>: error: <msg>" to stderr, every rank finalizes MPI and exits with status 2. */
 _Noreturn void mesh_exit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Not collective: one rank hit a bug. Prints rank, coordinates, file and line, then MPI_Abort. */
 _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...)

@@ -27,6 +27,7 @@ typedef struct {
     int64_t scratch_n[MESH_NSCRATCH];
     int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */
     int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
+    mesh_wire wire;              /* the wire format of the call running on this context */
 } mesh_ctx;
 
 typedef struct mesh_async mesh_async;
@@ -45,6 +46,7 @@ struct mesh {
     mesh_alg default_alg; /* DEFAULT = BIDIR for one axis, MULTI for several */
     int verify;           /* debug: check call signatures agree across ranks */
     int64_t chunk;        /* lane size in bytes (mesh_set_chunk); 0: no lanes */
+    mesh_wire wire;       /* format of the collectives started from now on (mesh_set_wire) */
 
     /* link emulation (link.c); guarded by link_mu */
     pthread_mutex_t link_mu;
@@ -86,6 +88,7 @@ typedef struct {
     const float *in;
     int64_t count;
     mesh_alg alg;
+    mesh_wire wire; /* taken from the mesh when the call is started */
 } coll_args;
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec);
 /* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT on ctx, accounting into link_bytes. */

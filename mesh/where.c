@@ -15,7 +15,8 @@
 #include "mesh/coll_engine.h"
 #include "mesh/where.h"
 
-#define WD_TAG 7001  /* watchdog notices, on the watchdog's own communicator */
+#define WD_TAG 7001     /* watchdog notices, on the watchdog's own communicator */
+#define WD_ACK_TAG 7002 /* answers to a notice: the where-line is out */
 #define WD_GRACE 1.0 /* seconds the firing rank waits for the others' where-lines */
 #define WD_STATUS 4  /* exit status of a job the watchdog ended */
 #define CHECK_STATUS 3
@@ -104,6 +105,41 @@ void where_leave(mesh *m, int slot) {
     slot_set(s, WF_LAST_T, now_ns());
     slot_set(s, WF_KIND, WHERE_IDLE);
     slot_commit(s);
+}
+
+/* ---- blocking MPI calls outside mesh's collectives ---- */
+
+static mesh *_Atomic g_where_mesh;
+static _Thread_local int t_blocking_depth, t_blocking_owned;
+
+void where_attach(mesh *m) {
+    atomic_store(&g_where_mesh, m);
+}
+
+void mesh_blocking_begin(const char *what) {
+    if (t_blocking_depth++ > 0) return;
+    t_blocking_owned = 0;
+    mesh *m = atomic_load(&g_where_mesh);
+    if (!m) return;
+    where_slot *s = &m->where.slot[0];
+    if (atomic_load_explicit(&s->f[WF_KIND], memory_order_relaxed) != WHERE_IDLE) return;
+    atomic_store_explicit(&m->where.blocking, what, memory_order_relaxed);
+    slot_begin(s);
+    slot_set(s, WF_T0, now_ns());
+    slot_set(s, WF_KIND, WHERE_BLOCKING);
+    slot_commit(s);
+    t_blocking_owned = 1;
+}
+
+void mesh_blocking_end(void) {
+    if (t_blocking_depth == 0 || --t_blocking_depth > 0) return;
+    mesh *m = atomic_load(&g_where_mesh);
+    if (!t_blocking_owned || !m) return;
+    where_slot *s = &m->where.slot[0];
+    slot_begin(s);
+    slot_set(s, WF_KIND, WHERE_IDLE);
+    slot_commit(s);
+    t_blocking_owned = 0;
 }
 
 void mesh_where_note(mesh *m, const char *label, int64_t i) {
@@ -220,6 +256,10 @@ static void put_slot(sbuf *b, const mesh *m, const where_slot *s, long long now)
                 put_s(b, " hops done");
             }
         }
+        break;
+    case WHERE_BLOCKING:
+        put_s(b, "in ");
+        put_s(b, atomic_load_explicit(&m->where.blocking, memory_order_relaxed));
         break;
     case WHERE_WAIT:
         put_s(b, "waiting for the non-blocking ");
@@ -447,7 +487,9 @@ static void overdue(mesh *m, long long now, char *what, size_t len) {
         slot_read(&m->where.slot[sl], f);
         if (f[WF_KIND] == WHERE_IDLE || now - f[WF_T0] <= lim) continue;
         if (sl == 1) put_s(&b, "the progress thread's ");
-        if (f[WF_KIND] == WHERE_P2P) {
+        if (f[WF_KIND] == WHERE_BLOCKING) {
+            put_s(&b, atomic_load_explicit(&m->where.blocking, memory_order_relaxed));
+        } else if (f[WF_KIND] == WHERE_P2P) {
             put_s(&b, f[WF_OP] == MESH_OP_RECV ? "recv from " : "send to ");
             put_set(&b, m, f[WF_SET]);
             put_s(&b, f[WF_SHIFT] > 0 ? "+1" : "-1");
@@ -468,7 +510,53 @@ static void overdue(mesh *m, long long now, char *what, size_t len) {
     }
 }
 
-static _Noreturn void fire(mesh *m, const char *what) {
+/* During the grace period: who has answered the notices (an answer, or a notice of its own from
+ * a rank whose watchdog fired too: both mean it printed its where-line). Then names the others. */
+static void collect_answers(mesh *m, MPI_Request *notice_rq) {
+    char *answered = calloc((size_t)m->nranks, 1);
+    int left = m->nranks - 1;
+    const long long until = now_ns() + (long long)(WD_GRACE * 1e9);
+    while (answered && left > 0 && now_ns() < until) {
+        int flag = 0, src = -1, x;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, WD_ACK_TAG, m->where.wd_comm, &flag, &st);
+        if (flag) {
+            MPI_Recv(&x, 1, MPI_INT, st.MPI_SOURCE, WD_ACK_TAG, m->where.wd_comm,
+                     MPI_STATUS_IGNORE);
+            src = st.MPI_SOURCE;
+        } else if (*notice_rq != MPI_REQUEST_NULL) {
+            MPI_Test(notice_rq, &flag, &st);
+            if (flag) src = st.MPI_SOURCE;
+        }
+        if (src >= 0 && src < m->nranks && !answered[src]) answered[src] = 1, left--;
+        if (src < 0) sleep_s(0.01);
+    }
+    if (answered && left > 0) {
+        char line[1024];
+        sbuf b = {line, 0, sizeof line};
+        put_s(&b, "meshtrain: watchdog: no where-line within ");
+        put_secs(&b, (long long)(WD_GRACE * 1e9));
+        put_s(&b, " from");
+        int shown = 0;
+        for (int r = 0; r < m->nranks; r++) {
+            if (r == m->rank || answered[r]) continue;
+            if (shown == 8) {
+                put_s(&b, " ...");
+                break;
+            }
+            put_s(&b, shown++ ? ", rank " : " rank ");
+            put_i(&b, r);
+            put_c(&b, ' ');
+            put_coords(&b, m, r);
+        }
+        put_s(&b, " (stopped, or unable to run its watchdog thread)");
+        fprintf(stderr, "%s\n", line);
+        fflush(stderr);
+    }
+    free(answered);
+}
+
+static _Noreturn void fire(mesh *m, const char *what, MPI_Request *notice_rq) {
     char coords[64];
     mesh_coord_str(m, coords, sizeof coords);
     report_once(m, "");
@@ -484,7 +572,7 @@ static _Noreturn void fire(mesh *m, const char *what) {
         MPI_Isend(&one, 1, MPI_INT, r, WD_TAG, m->where.wd_comm, &rq);
         MPI_Request_free(&rq);
     }
-    sleep_s(WD_GRACE);
+    collect_answers(m, notice_rq);
     fprintf(stderr, "meshtrain: watchdog: rank %d ends the job (MPI_Abort, status %d)\n", m->rank,
             WD_STATUS);
     fflush(stderr);
@@ -517,10 +605,14 @@ static void *watchdog_main(void *arg) {
             char tail[64];
             snprintf(tail, sizeof tail, " (asked by rank %d's watchdog)", status.MPI_SOURCE);
             report_once(m, tail);
+            static const int one = 1;
+            MPI_Request ack;
+            MPI_Isend(&one, 1, MPI_INT, status.MPI_SOURCE, WD_ACK_TAG, w->wd_comm, &ack);
+            MPI_Request_free(&ack);
         }
         char what[256];
         overdue(m, now_ns(), what, sizeof what);
-        if (what[0]) fire(m, what);
+        if (what[0]) fire(m, what, &rq);
         pthread_mutex_lock(&w->wd_mu);
     }
     pthread_mutex_unlock(&w->wd_mu);
@@ -571,6 +663,8 @@ void mesh_watchdog_stop(mesh *m) {
 
 void where_destroy(mesh *m) {
     mesh_watchdog_stop(m);
+    mesh *attached = m;
+    atomic_compare_exchange_strong(&g_where_mesh, &attached, NULL);
     mesh *expected = m;
     if (atomic_compare_exchange_strong(&g_signal_mesh, &expected, NULL)) signal(SIGUSR1, SIG_DFL);
 }

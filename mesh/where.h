@@ -28,6 +28,15 @@ void mesh_where_step(mesh *m, int64_t step);
  * into buf (always terminated; no newline) and returns its length. */
 size_t mesh_where_str(const mesh *m, char *buf, size_t len);
 
+/* Not collective. Brackets a blocking call into MPI made outside mesh's collectives (a status
+ * agreement, a broadcast, parallel HDF5's collective I/O), so that the watchdog covers it like a
+ * collective and the where-line names it: "in MPI_Allreduce (ranks agreeing on a status), for
+ * 3.0 s". `what` must have static storage. Brackets nest (the outermost names the call); inside a
+ * mesh call, which the watchdog already covers, they change nothing. No-op when no mesh exists.
+ * Call from the thread that makes the mesh's blocking calls. */
+void mesh_blocking_begin(const char *what);
+void mesh_blocking_end(void);
+
 /* Not collective. Installs a SIGUSR1 handler that writes "meshtrain: where: <where-line>" to
  * stderr and lets the run continue (mpirun forwards SIGUSR1 to every rank). One mesh per
  * process: the last one installed; mesh_destroy uninstalls it. */

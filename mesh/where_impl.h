@@ -13,7 +13,7 @@
 #include "mesh/coll.h"
 
 /* What a slot is doing. */
-enum { WHERE_IDLE, WHERE_CHECK, WHERE_COLL, WHERE_WAIT, WHERE_P2P };
+enum { WHERE_IDLE, WHERE_CHECK, WHERE_COLL, WHERE_WAIT, WHERE_P2P, WHERE_BLOCKING };
 /* Fields of a slot: the call in progress (kind, op, axis set id, algorithm, shift or direction,
  * number on its set, count; engine progress: phase k of n, steps done of total; start in ns of
  * CLOCK_MONOTONIC), then the last call completed (op, set, number, end; WF_LAST_T = 0: none). */
@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     where_slot slot[2]; /* 0: the caller's thread; 1: the progress thread */
     _Atomic(const char *) note;
+    _Atomic(const char *) blocking; /* what a WHERE_BLOCKING slot 0 is in (mesh_blocking_begin) */
     atomic_llong note_i, step, step_t0; /* step_t0 = 0: not in a step */
     /* watchdog (where.c) */
     pthread_t wd_thread;
@@ -63,7 +64,9 @@ void where_verify(struct mesh *m, MPI_Comm comm, const mesh_call *rec);
 /* Not collective: stops the watchdog's thread (its communicator stays until mesh_watchdog_stop
  * or MPI_Finalize). mesh_exit_error calls it, so that no MPI call races with MPI_Finalize. */
 void where_stop_thread(struct mesh *m);
+/* Not collective (from mesh_create): m is the mesh that mesh_blocking_begin reports into. */
+void where_attach(struct mesh *m);
 /* Collective over: world (from mesh_destroy). Stops the watchdog, uninstalls the signal handler
- * if it points at m. */
+ * if it points at m, detaches m from mesh_blocking_begin. */
 void where_destroy(struct mesh *m);
 #endif

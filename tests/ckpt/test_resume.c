@@ -13,7 +13,7 @@
  *     continues N steps again. Both times its losses and final params match the 1-rank run of 2N
  *     steps within |a−b| ≤ k·FLT_EPSILON·(|a|+|b|+1), k = 200 (test_equiv's tolerance: schemes
  *     differ only in reduction order; the worst seen over the matrix is printed).
- * Model as in tests/par/test_equiv.c: GQA (N=4, K=2), batch 24 in micro-batches of 12, AdamW with
+ * Model as in tests/parallel/test_equiv.c: GQA (N=4, K=2), batch 24 in micro-batches of 12, AdamW with
  * clipping and ε = 1e-6. */
 #include <math.h>
 #include <stdio.h>
@@ -22,8 +22,8 @@
 
 #include "mesh/mesh.h"
 #include "stream.h"
-#include "train/ckpt.h"
-#include "train/trainer.h"
+#include "train/ckpt/ckpt.h"
+#include "train/step/trainer.h"
 
 #define N_HALF 3
 #define STEPS (2 * N_HALF)

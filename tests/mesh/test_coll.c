@@ -3,7 +3,9 @@
  * 1, 7 and 1001 elements per block, whole and cut into lanes (mesh_set_chunk); in-place use;
  * ppermute by ±1 and ±2; non-blocking calls overlapped with compute and mixed with blocking
  * calls; the trace's records and link-byte accounting (RING, and DIRECT's link crossings).
- * Usage: mpirun -np N test_coll --mesh SPEC [--open AXES] */
+ * With --wire bf16 the same checks run with bf16 on the wire: the values are small integers,
+ * exact in bf16, so the results must still be exact (test_wire checks the rounding itself).
+ * Usage: mpirun -np N test_coll --mesh SPEC [--open AXES] [--wire fp32|bf16] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,7 +178,10 @@ static void test_lane_bits(mesh *m) {
     mesh_all_reduce(m, x, o1, in, c * n, MESH_ALG_DIRECT);
     mesh_all_reduce(m, x, o2, in, c * n, MESH_ALG_DIRECT);
     expect(m, "all_reduce direct twice (non-integer)", o2, o1, c * n);
+    const mesh_wire w = mesh_get_wire(m); /* fp32: the exact bits travel */
+    mesh_set_wire(m, MESH_WIRE_F32);
     mesh_ppermute(m, 0, 1, o2, o1, c * n);
+    mesh_set_wire(m, w);
     if (mesh_axis_wraps(m, 0) || mesh_axis_coord(m, 0) > 0)
         expect(m, "all_reduce direct: my neighbour's result (non-integer)", o2, o1, c * n);
     free(in), free(o1), free(o2);
@@ -257,7 +262,7 @@ static void test_trace(mesh *m) {
     int r = mesh_axis_coord(m, 0);
     int64_t blocks =
         mesh_axis_wraps(m, 0) ? nx - 1 : (r + 1 < nx ? r + 1 : 0) + (r >= 1 ? nx - r : 0);
-    if (ok) ok = sent == blocks * 4;
+    if (ok) ok = sent == blocks * mesh_wire_bytes(mesh_get_wire(m));
     /* DIRECT counts link crossings: a block d hops away crosses d links (shortest way round) */
     mesh_all_gather(m, x, b, a, 1, MESH_ALG_DIRECT);
     int64_t want_direct = 0;
@@ -288,19 +293,24 @@ static void test_trace(mesh *m) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL;
+    const char *spec = NULL, *open = NULL, *wire = "fp32";
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--mesh"))
             spec = argv[++i];
         else if (!strcmp(argv[i], "--open"))
             open = argv[++i];
+        else if (!strcmp(argv[i], "--wire"))
+            wire = argv[++i];
     }
     char err[256];
     mesh *m = mesh_create(spec, open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    if (mesh_wire_parse(wire) < 0) mesh_exit_error("--wire %s: want fp32 or bf16", wire);
+    mesh_set_wire(m, (mesh_wire)mesh_wire_parse(wire));
     mesh_set_verify(m, 1);
     char s[96];
-    mesh_log("test_coll on mesh %s, %d ranks\n", mesh_spec_str(m, s, sizeof s), mesh_nranks(m));
+    mesh_log("test_coll on mesh %s, %d ranks, %s on the wire\n", mesh_spec_str(m, s, sizeof s),
+             mesh_nranks(m), wire);
     /* every ordered set of axes, including the empty one */
     int nd = mesh_ndims(m);
     mesh_axes none = {0, {0, 0, 0}};

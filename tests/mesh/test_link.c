@@ -3,7 +3,10 @@
  * figures are meshbench's job.
  *  2 ranks: a 400 kB ppermute over a 10 MB/s, 1 ms link takes ≥ 41 ms and < 5× that; two
  *           transfers at once on the same directed link serialize (≥ 81 ms); the two directions
- *           are independent (both at once < 1.6× one).
+ *           are independent (both at once < 1.6× one); with bf16 on the wire the same ppermute
+ *           takes about half as long (fp32 / bf16 in [1.4, 2.6]); a rank waiting for an
+ *           emulated transfer, in a blocking call or in the progress thread while the caller
+ *           sleeps, uses under a quarter of a core (the engine naps instead of spinning).
  *  4 ranks: mesh 4 (wraps): AllGather ring / bidir ≈ the book's 2 (§3.3); mesh 2x2 (and 2x2x2,
  *           by hand on 8 cores): seq / multi ≈ n_axes — loose bounds (±25%) on this shared 2-vCPU
  *           machine, docs/meshbench.md records the tight figures; measured / mesh/cost.h within
@@ -12,9 +15,11 @@
  *           AllToAll within [0.95, 1.3] of mesh/cost.h, and on mesh 4 DIRECT AllToAll ≈ BIDIR's
  *           (both load each link with the book's V/(4W)). Blocks of 250 kB
  *           over 10 MB/s links with 0.1 ms per hop, so the bandwidth terms dominate. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mesh/coll.h"
 #include "mesh/cost.h"
@@ -76,6 +81,29 @@ static void all_to_all(mesh *m, void *p) {
     mesh_all_to_all(m, all, x->b, x->a, x->n / mesh_nranks(m), x->alg);
 }
 
+static double cpu_now(void) { /* CPU time of the whole process (every thread) */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+/* CPU seconds per wall second while this rank waits for emulated transfers: a blocking ppermute,
+ * then a non-blocking one while the caller sleeps (the progress thread drives it). */
+static double cpu_share_waiting(mesh *m, bufs *x) {
+    MPI_Barrier(mesh_world_comm(m));
+    const double c0 = cpu_now(), w0 = mesh_now();
+    one_hop(m, x);
+    mesh_req *r = mesh_ippermute(m, 0, 1, x->c, x->a, x->n);
+    while (!mesh_test(r)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    mesh_wait(r);
+    const double mine = (cpu_now() - c0) / (mesh_now() - w0);
+    double worst = 0;
+    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    return worst;
+}
+
 static double best_of(mesh *m, int reps, void (*fn)(mesh *, void *), void *arg) {
     double best = 1e30;
     for (int i = 0; i < reps; i++) {
@@ -124,6 +152,12 @@ int main(int argc, char **argv) {
               best_of(m, 3, same_link_twice, &x) / (2 * wire + lat), 1.0, 5.0);
         check("both directions at once: time / one direction",
               best_of(m, 3, both_directions, &x) / t1, 0.5, 1.6);
+        mesh_set_wire(m, MESH_WIRE_BF16);
+        check("fp32 / bf16 on the wire (400 kB ppermute): about 2", t1 / best_of(m, 3, one_hop, &x),
+              1.4, 2.6);
+        mesh_set_wire(m, MESH_WIRE_F32);
+        check("CPU share while waiting for emulated transfers", cpu_share_waiting(m, &x), 0.0,
+              0.25);
     } else {
         /* 250 kB blocks: 25 ms per block-hop, 0.1 ms per hop, so the gains are the book's
          * bandwidth ratios (latency ≈ 1%) */

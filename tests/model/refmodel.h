@@ -2,7 +2,7 @@
 #ifndef MT_TESTS_REFMODEL_H
 #define MT_TESTS_REFMODEL_H
 #include <stdint.h>
-#include "train/model.h"
+#include "train/model/model.h"
 
 /* Mean next-token cross-entropy of B sequences tokens[B, T+1] under global parameters theta
  * (all tensors in param_id order, row-major). */

@@ -7,7 +7,7 @@
 
 #include "kernels/rng.h"
 #include "refmodel.h"
-#include "train/model.h"
+#include "train/model/model.h"
 
 int main(void) {
     model_shape s = {.L = 2, .D = 16, .N = 4, .K = 2, .H = 4, .F = 24, .V = 29, .T = 7};

@@ -1,0 +1,526 @@
+/* calc_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
+ * front, then prints one plan or a search. See calc.h. */
+#include "calc/calc.h"
+#include "calc/calc_infer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *help_text =
+    "usage: meshplan --chip CHIP --topology 16x16x16 --model llama3-70b --batch 1024 [sharding]\n"
+    "Predicts a training step with the book's cost model (How To Scale Your Model); no MPI run.\n"
+    "Chip and links:\n"
+    "  --chip NAME        v3, v4p, v5e, v5p (default), v6e, or cpu (needs --flops, --link-bw)\n"
+    "  --flops X          peak FLOP/s per chip (cpu profile, or overrides the chip's)\n"
+    "  --link-bw X        link bandwidth per direction, bytes/s (measured or emulated)\n"
+    "  --latency X        per-hop latency T_min, seconds (default 1e-6)\n"
+    "  --hbm X            memory per chip, bytes     --hbm-bw X   memory bandwidth, bytes/s\n"
+    "Topology:\n"
+    "  --topology AxBxC   axes named x, y, z; wraparound by the chip's rules\n"
+    "  --mesh x=A,y=B     the trainer's spelling of the same      --open AXES  force axes open\n"
+    "Model (presets, then flags override):\n"
+    "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
+    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
+    "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Pods (the book's multi-pod training):\n"
+    "  --pods N           N copies of the topology joined by the data-center network, data\n"
+    "                     parallel across them; the batch is global (B/N per pod). Gradients\n"
+    "                     reduce hierarchically: in-pod ReduceScatter, the shard AllReduced\n"
+    "                     over DCN, in-pod AllGather. Prints the book's DCN threshold C/W_dcn\n"
+    "  --dcn-bw X         DCN bytes/s per chip (default: 2.5e10 per host / chips per host)\n"
+    "Batch: --batch SEQUENCES or --tokens TOKENS (k, M, G suffixes are 1e3, 1e6, 1e9)\n"
+    "Sharding (the trainer's flags):\n"
+    "  --dp AXES          batch sharded over these axes (alias --data-axes, --data);\n"
+    "                     default: every axis not in --tensor or --pipeline\n"
+    "  --zero S           0 replicated DP, 1 optimizer, 2 +grads, 3 +weights (FSDP)\n"
+    "  --tensor AXES      Megatron tensor-parallel axes, whole (z, yz) or split: z:4 gives\n"
+    "                     tensor a contiguous block of 4 chips of z and leaves the strided\n"
+    "                     rest z/4 (16/4 = 4 chips, 4 apart) to the data axes; several, as\n"
+    "                     y:2,z:4 or xz:4. The block must divide the axis. A block is an open\n"
+    "                     line; the strided rest shares each link with the other blocks' rests\n"
+    "                     (W/k per link, k*T_min per step)\n"
+    "  --pipeline AXIS    pipeline stages (a whole axis)\n"
+    "  --microbatches M   pipeline microbatches (default 1)\n"
+    "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
+    "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
+    "                     direct ignores the link sharing of split axes)\n"
+    "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
+    "Inference (the book's inference chapters):\n"
+    "  --infer            predict serving instead of a training step: KV cache, memory per\n"
+    "                     chip, smallest slice, prefill (TTFT), decode step and its regime,\n"
+    "                     tokens/s, B_crit, the TP bounds. The model is sharded over --tensor\n"
+    "                     (default: every axis); other axes hold replicas\n"
+    "  --batch B          sequences decoded together (default 1)\n"
+    "  --context S        tokens in each sequence's KV cache (required)\n"
+    "  --prefill T        prompt tokens of one request (default: the context)\n"
+    "  --param-bytes X    bytes per weight (2 bf16, 1 int8, 0.5 int4)\n"
+    "  --kv-bytes X       bytes per KV-cache element (default 2)\n"
+    "  --flops-dtype D    bf16 (default) or int8: the peak FLOP/s the matmuls run at\n"
+    "  --prefill-mfu X    fraction of peak a prefill reaches (default 1: the roofline)\n"
+    "Search:\n"
+    "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
+    "                     or split (tensor on a block of every divisor k), times ZeRO 0..3\n"
+    "  --whole-axes       search whole axes only (no splits)\n"
+    "  --chips N          search topologies of N chips that fit the chip's pod\n"
+    "  --top K            rows to print (default 15)\n"
+    "Output:\n"
+    "  --format FMT       table (default) | csv (a header row, then one row per collective or\n"
+    "                     per search candidate) | json (one object, or an array of candidates);\n"
+    "                     seconds, bytes, tokens; 15 significant digits\n";
+
+typedef struct {
+    calc_spec s;
+    calc_infer_opt io; /* --infer */
+    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
+    double flops, link_bw, latency, hbm, hbm_bw, batch;
+    int search, chips, top, have_data, whole_axes, infer;
+    const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
+    calc_format format;
+} cli;
+
+static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
+    snprintf(err, len, "%s %s: %s", flag, val, want);
+    return -1;
+}
+
+static int num(const char *flag, const char *v, double lo, double *out, char *err, size_t len) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end != v && *end) {
+        const double mult = *end == 'k' || *end == 'K' ? 1e3
+                            : *end == 'M'              ? 1e6
+                            : *end == 'G'              ? 1e9
+                                                       : 0;
+        if (mult > 0 && end[1] == '\0') {
+            x *= mult;
+            end++;
+        }
+    }
+    if (end == v || *end || !(x >= lo))
+        return bad(err, len, flag, v, lo > 0 ? "expected a positive number" : "expected a number");
+    *out = x;
+    return 0;
+}
+
+static int axes_ok(const char *v) {
+    for (const char *p = v; *p; p++)
+        if (*p < 'x' || *p > 'z' || strchr(p + 1, *p)) return 0;
+    return strlen(v) <= 3;
+}
+
+/* --tensor: axis letters, each optionally ":k" (a block of k), commas allowed between them.
+ * Fills the mask and the blocks (0 = whole axis). Returns 0, or −1 for bad syntax or an axis
+ * given twice. */
+static int tensor_parse(const char *v, int *mask, int *block) {
+    *mask = 0;
+    memset(block, 0, sizeof(int) * COST_MAX_AXES);
+    for (const char *p = v; *p;) {
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p < 'x' || *p > 'z' || (*mask & (1 << (*p - 'x')))) return -1;
+        const int a = *p++ - 'x';
+        *mask |= 1 << a;
+        if (*p == ':') {
+            char *end;
+            const long k = strtol(p + 1, &end, 10);
+            if (end == p + 1 || k < 1 || k > 1 << 16) return -1;
+            block[a] = (int)k;
+            p = end;
+        }
+    }
+    return *mask ? 0 : -1;
+}
+
+static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *err, size_t len) {
+    if (strlen(v) >= n) return bad(err, len, flag, v, "value too long");
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int parse_remat(cli *c, const char *v, char *err, size_t len) {
+    if (strcmp(v, "none") == 0)
+        c->s.remat = CALC_REMAT_NONE;
+    else if (strcmp(v, "block") == 0)
+        c->s.remat = CALC_REMAT_BLOCK;
+    else if (strcmp(v, "ffw3") == 0)
+        c->s.remat = CALC_REMAT_FFW3;
+    else if (strncmp(v, "ckpt", 4) == 0 && atoi(v + 4) > 0 && atoi(v + 4) < 100) {
+        c->s.remat = CALC_REMAT_CKPT;
+        c->s.ckpt_n = atoi(v + 4);
+    } else
+        return bad(err, len, "--remat", v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
+    return 0;
+}
+
+/* The numeric flags: the model's dimensions, chip overrides and byte counts, and whole-number
+ * options with their ranges. Returns 0, −1 (bad value, err set), or 1 if f is none of them. */
+static int parse_number(cli *c, const char *f, const char *v, char *err, size_t len) {
+    static const struct {
+        const char *name;
+        size_t off;
+    } dims[] = {
+        {"--layers", offsetof(calc_shape, L)},   {"--d-model", offsetof(calc_shape, D)},
+        {"--heads", offsetof(calc_shape, N)},    {"--kv-heads", offsetof(calc_shape, K)},
+        {"--head-dim", offsetof(calc_shape, H)}, {"--d-ff", offsetof(calc_shape, F)},
+        {"--vocab", offsetof(calc_shape, V)},    {"--seq-len", offsetof(calc_shape, T)},
+    };
+    double x;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (strcmp(f, dims[i].name) == 0) {
+            if (num(f, v, 1, &x, err, len) < 0) return -1;
+            *(int64_t *)((char *)&c->s.shape + dims[i].off) = (int64_t)x;
+            return 0;
+        }
+    struct {
+        const char *name;
+        double *dst, lo;
+    } nums[] = {
+        {"--flops", &c->flops, 1},
+        {"--link-bw", &c->link_bw, 1},
+        {"--latency", &c->latency, 0},
+        {"--hbm", &c->hbm, 1},
+        {"--hbm-bw", &c->hbm_bw, 1},
+        {"--tokens", &c->s.tokens, 1},
+        {"--batch", &c->batch, 1},
+        {"--param-bytes", &c->s.param_bytes, 0},
+        {"--grad-bytes", &c->s.grad_bytes, 0},
+        {"--opt-bytes", &c->s.opt_bytes, 0},
+        {"--act-bytes", &c->s.act_bytes, 0},
+        {"--dcn-bw", &c->s.dcn_bw, 1},
+        {"--context", &c->io.context, 1},
+        {"--prefill", &c->io.prefill, 1},
+        {"--kv-bytes", &c->io.kv_bytes, 0},
+        {"--prefill-mfu", &c->io.prefill_mfu, 0},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (strcmp(f, nums[i].name) == 0) {
+            if (nums[i].dst == &c->io.context || nums[i].dst == &c->io.prefill ||
+                nums[i].dst == &c->io.kv_bytes || nums[i].dst == &c->io.prefill_mfu)
+                c->infer_flag = nums[i].name;
+            return num(f, v, nums[i].lo, nums[i].dst, err, len);
+        }
+    struct {
+        const char *name;
+        int *dst, lo, hi;
+    } ints[] = {{"--zero", &c->s.zero, 0, 3},
+                {"--microbatches", &c->s.microbatches, 1, 1 << 20},
+                {"--pods", &c->s.pods, 1, 1 << 16},
+                {"--chips", &c->chips, 1, 1 << 20},
+                {"--top", &c->top, 1, 10000}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (strcmp(f, ints[i].name) == 0) {
+            if (num(f, v, ints[i].lo, &x, err, len) < 0 || x != (int)x || x > ints[i].hi) {
+                snprintf(err, len, "%s %s: expected a whole number from %d to %d", f, v, ints[i].lo,
+                         ints[i].hi);
+                return -1;
+            }
+            *ints[i].dst = (int)x;
+            return 0;
+        }
+    return 1;
+}
+
+/* The flags that name things: chip, topology, model, axes, formats, policies. Returns 0, −1, or
+ * 1 if f is none of them. */
+static int parse_named(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strcmp(f, "--chip") == 0) return str_flag(f, v, c->chip, sizeof c->chip, err, len);
+    if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
+        return str_flag(f, v, c->topology, sizeof c->topology, err, len);
+    if (strcmp(f, "--model") == 0)
+        return calc_model_preset(&c->s.shape, v) < 0
+                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+                   : 0;
+    if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
+        /* --data also names the trainer's data file; only axis names shard the batch here. */
+        if (!axes_ok(v))
+            return strcmp(f, "--data") == 0 ? 0 : bad(err, len, f, v, "axes are x, y, z");
+        c->have_data = 1;
+        return str_flag(f, v, c->data, sizeof c->data, err, len);
+    }
+    if (strcmp(f, "--tensor") == 0) {
+        int mask, block[COST_MAX_AXES];
+        if (tensor_parse(v, &mask, block) < 0)
+            return bad(err, len, f, v,
+                       "expected axes x, y, z, each at most once, whole (yz) or with a block "
+                       "(z:4, y:2,z:4)");
+        return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
+    }
+    if (strcmp(f, "--format") == 0) {
+        static const char *names[] = {"table", "csv", "json"};
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) {
+                c->format = (calc_format)i;
+                return 0;
+            }
+        return bad(err, len, f, v, "expected table, csv or json");
+    }
+    if (strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
+        if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
+        char *dst = f[2] == 'p' ? c->pipe : c->open;
+        return str_flag(f, v, dst, sizeof c->pipe, err, len);
+    }
+    if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
+    if (strcmp(f, "--flops-dtype") == 0) {
+        if (strcmp(v, "bf16") != 0 && strcmp(v, "int8") != 0)
+            return bad(err, len, f, v, "expected bf16 or int8");
+        c->io.flops_dtype = v[0] == 'i' ? CALC_FLOPS_INT8 : CALC_FLOPS_BF16;
+        c->infer_flag = "--flops-dtype";
+        return 0;
+    }
+    if (strcmp(f, "--alg") == 0) {
+        int a = cost_alg_parse(v);
+        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
+        c->s.alg = (cost_alg)a;
+        return 0;
+    }
+    return 1;
+}
+
+/* One flag with its value (NULL for switches). Returns 0, 1 if the flag takes no value, −1. */
+static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strcmp(f, "--search") == 0) {
+        c->search = 1;
+        return 1;
+    }
+    if (strcmp(f, "--whole-axes") == 0) {
+        c->whole_axes = 1;
+        return 1;
+    }
+    if (strcmp(f, "--infer") == 0) {
+        c->infer = 1;
+        return 1;
+    }
+    if (!v) return bad(err, len, f, "", "needs a value");
+    int rc = parse_named(c, f, v, err, len);
+    if (rc <= 0) return rc;
+    rc = parse_number(c, f, v, err, len);
+    if (rc <= 0) return rc;
+    return bad(err, len, f, "", "unknown flag (see --help)");
+}
+
+/* "16x16x16", "x=16,y=16,z=16" or "16". */
+static int parse_topology(const char *t, int *sizes, int *n, char *err, size_t len) {
+    *n = 0;
+    for (const char *p = t; *p;) {
+        if (*n == COST_MAX_AXES) return bad(err, len, "--topology", t, "at most 3 axes");
+        if (p[0] >= 'x' && p[0] <= 'z' && p[1] == '=') {
+            if (p[0] != 'x' + *n)
+                return bad(err, len, "--mesh", t, "name the axes x, y, z in order");
+            p += 2;
+        }
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 16)
+            return bad(err, len, "--topology", t, "expected sizes like 16x16x16 or x=16,y=16");
+        sizes[(*n)++] = (int)v;
+        p = end;
+        if (*p == 'x' || *p == ',')
+            p++;
+        else if (*p)
+            return bad(err, len, "--topology", t, "expected sizes like 16x16x16");
+    }
+    return *n ? 0 : bad(err, len, "--topology", t, "is empty");
+}
+
+static int mask_of(const char *axes) {
+    int m = 0;
+    for (const char *p = axes; *p; p++) m |= 1 << (*p - 'x');
+    return m;
+}
+
+/* The chip (a table chip or the cpu profile) with the flags' overrides, and its links. */
+static int finish_chip(cli *c, char *err, size_t len) {
+    calc_spec *s = &c->s;
+    if (strcmp(c->chip, "cpu") == 0) {
+        if (c->flops <= 0 || c->link_bw <= 0)
+            return bad(err, len, "--chip", "cpu", "needs --flops and --link-bw (the host profile)");
+        s->chip = (cost_chip){"cpu",           c->flops, c->flops, 16e9,      2e10,      c->link_bw,
+                              2 * c->link_bw,  1e-6,     3,        {0, 0, 0}, {1, 1, 1}, 1,
+                              COST_WRAP_ALWAYS};
+    } else {
+        const cost_chip *chip = cost_chip_find(c->chip);
+        if (!chip)
+            return bad(err, len, "--chip", c->chip, "expected v3, v4p, v5e, v5p, v6e or cpu");
+        s->chip = *chip;
+    }
+    if (c->flops > 0) s->chip.flops_bf16 = c->flops;
+    if (c->link_bw > 0) s->chip.ici_oneway = c->link_bw, s->chip.ici_bidi = 2 * c->link_bw;
+    if (c->latency >= 0) s->chip.hop_latency = c->latency;
+    if (c->hbm > 0) s->chip.hbm_bytes = c->hbm;
+    if (c->hbm_bw > 0) s->chip.hbm_bw = c->hbm_bw;
+    s->link = cost_chip_link(&s->chip);
+    return 0;
+}
+
+/* The batch: training counts tokens (--tokens, or --batch sequences of T); inference counts
+ * sequences. */
+static int finish_batch(cli *c, char *err, size_t len) {
+    calc_spec *s = &c->s;
+    if (!c->infer && c->infer_flag) {
+        snprintf(err, len, "%s is an inference flag: add --infer", c->infer_flag);
+        return -1;
+    }
+    if (c->infer) {
+        if (s->tokens > 0)
+            return bad(err, len, "--tokens", "with --infer", "give --batch (sequences) instead");
+        if (c->batch > 0) c->io.batch = c->batch;
+        if (c->io.prefill == 0) c->io.prefill = c->io.context;
+        c->io.param_bytes = s->param_bytes;
+        return 0;
+    }
+    if (c->batch > 0) {
+        if (s->tokens > 0) return bad(err, len, "--batch", "and --tokens", "give one of them");
+        if (s->shape.T < 1) return bad(err, len, "--batch", "", "needs --seq-len or a --model");
+        s->tokens = c->batch * (double)s->shape.T;
+    }
+    return 0;
+}
+
+/* --tensor's blocks against the topology's sizes: each divides its axis. Sets the blocks and
+ * returns the mask of split axes, or −1 with err. */
+static int finish_blocks(cli *c, const int *sizes, int n, const int *block, char *err, size_t len) {
+    int split = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = block[i], size = sizes[i];
+        if (k == 0 || k == size) continue;
+        if (k < 2 || size % k) {
+            char divs[96] = "";
+            size_t m = 0;
+            for (int d = 2; d <= size && m < sizeof divs; d++)
+                if (size % d == 0) m += (size_t)snprintf(divs + m, sizeof divs - m, " %d", d);
+            snprintf(err, len,
+                     "--tensor %s: a block of %d chip%s %s axis %c of size %d; use a block that "
+                     "divides it:%s",
+                     c->tensor, k, k == 1 ? "" : "s",
+                     k < 2 ? "is no tensor sharding of" : "does not divide", 'x' + i, size,
+                     divs[0] ? divs : " (none: the axis has 1 chip)");
+            return -1;
+        }
+        c->s.tensor_block[i] = k;
+        split |= 1 << i;
+    }
+    return split;
+}
+
+/* Applies the chip, links, batch, topology and sharding flags to c->s. */
+static int finish(cli *c, char *err, size_t len) {
+    calc_spec *s = &c->s;
+    if (finish_chip(c, err, len) < 0 || finish_batch(c, err, len) < 0) return -1;
+    if (s->shape.H == 0 && s->shape.N > 0) s->shape.H = s->shape.D / s->shape.N;
+    if (s->shape.K == 0) s->shape.K = s->shape.N;
+    if (!c->topology[0]) {
+        if (c->search && c->chips > 0) return 0;
+        return bad(err, len, "--topology", "", "missing (e.g. --topology 16x16x16)");
+    }
+    int sizes[COST_MAX_AXES], n;
+    if (parse_topology(c->topology, sizes, &n, err, len) < 0 ||
+        calc_spec_set_topology(s, sizes, n, err, len) < 0)
+        return -1;
+    const int all = (1 << n) - 1;
+    for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
+    int block[COST_MAX_AXES] = {0, 0, 0};
+    if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
+    s->pipe_mask = mask_of(c->pipe);
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
+        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
+                   "names an axis the "
+                   "topology lacks");
+    const int split = finish_blocks(c, sizes, n, block, err, len);
+    if (split < 0) return -1;
+    if (c->infer) { /* model parallel over every axis unless --tensor says otherwise */
+        if (!c->tensor[0]) s->tensor_mask = all;
+        s->data_mask = c->have_data ? mask_of(c->data) : 0;
+        return 0;
+    }
+    /* A split axis's strided rest shards the batch unless --dp leaves it out. */
+    s->data_mask =
+        c->have_data ? mask_of(c->data) : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
+    return 0;
+}
+
+/* Parses argv into c; returns 0, 1 for --help, or −1 with err. */
+static int parse_args(cli *c, int argc, char **argv, char *err, size_t len) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        char flag[32];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
+        if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof flag) {
+            snprintf(err, len, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+        snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        int rc = parse_flag(c, flag, v, err, len);
+        if (rc < 0) return -1;
+        if (rc == 0 && !eq) i++;
+    }
+    return finish(c, err, len);
+}
+
+/* The search: its table, CSV or JSON on out, or why it found nothing. Returns 0 or −1 (err). */
+static int run_search(cli *c, FILE *out, char *err, size_t len) {
+    if (c->s.tokens < 1) {
+        snprintf(err, len, "--search needs a batch (--batch or --tokens)");
+        return -1;
+    }
+    const calc_search_opt o = {c->chips, c->top, c->whole_axes, c->format};
+    const int n = calc_search(out, &c->s, &o);
+    if (n < 0) {
+        snprintf(err, len, "search: out of memory");
+        return -1;
+    }
+    return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
+}
+
+/* --infer: the serving prediction on out. Returns 0 or −1 (err). */
+static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    calc_infer_result r;
+    if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
+    if (!out) return 0;
+    if (c->format == CALC_FORMAT_CSV)
+        calc_infer_print_csv(out, &c->s, &c->io, &r);
+    else if (c->format == CALC_FORMAT_JSON)
+        calc_infer_print_json(out, &c->s, &c->io, &r);
+    else
+        calc_infer_print(out, &c->s, &c->io, &r);
+    return 0;
+}
+
+int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
+    cli c;
+    memset(&c, 0, sizeof c);
+    calc_spec_defaults(&c.s);
+    calc_infer_defaults(&c.io);
+    snprintf(c.chip, sizeof c.chip, "v5p");
+    c.latency = -1;
+    c.top = 15;
+    char err[512] = "";
+    int rc = parse_args(&c, argc, argv, err, sizeof err);
+    if (rc == 1 && out) fputs(help_text, out);
+    if (rc == 0 && c.infer && c.search) {
+        rc = bad(err, sizeof err, "--search", "with --infer", "not supported; give a --topology");
+    } else if (rc == 0 && c.infer) {
+        rc = run_infer(&c, out, err, sizeof err);
+    } else if (rc == 0 && c.search) {
+        rc = run_search(&c, out, err, sizeof err);
+    } else if (rc == 0) {
+        calc_result r;
+        rc = calc_compute(&c.s, &r, err, sizeof err);
+        if (rc == 0 && out) {
+            if (c.format == CALC_FORMAT_CSV)
+                calc_print_csv(out, &c.s, &r);
+            else if (c.format == CALC_FORMAT_JSON)
+                calc_print_json(out, &c.s, &r);
+            else
+                calc_print(out, &c.s, &r);
+        }
+    }
+    if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);
+    return rc < 0 ? 2 : 0;
+}
+
+int calc_main(int argc, char **argv) {
+    return calc_run(argc, argv, stdout, stderr);
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End-to-end `meshtrain generate`: a small model trained for a few steps on 2 ranks (a checkpoint
+# from one mesh), then greedy generation of 6 prompts of unequal length on meshes 1, TP 2, TP 4
+# (kv heads split by the AllToAll algorithm, and replicated), DP 2, DP 3 and DP×TP 2x2: the texts
+# on stdout must be byte-identical to the 1-rank run's; a sampled run (temperature, top-k, seed)
+# too. Bad input ends with status 2 and one "meshtrain: error:" line naming the problem.
+# usage: gen_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+rm -rf "$WORK" && mkdir -p "$WORK"
+run() { # run NP ARGS...: meshtrain under mpirun
+  local np=$1
+  shift
+  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@"
+}
+fails=0
+MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
+run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data "$TXT" \
+  --mesh x=2 --dp x --save-final "$WORK/ck.h5" >"$WORK/train.log" 2>&1 ||
+  { echo "FAIL training the checkpoint"; cat "$WORK/train.log"; exit 1; }
+printf 'ROMEO:\nThe\nFirst Citizen:\nO\nWhat is\nKING HENRY:\n' >"$WORK/prompts.txt"
+GEN=(generate --ckpt "$WORK/ck.h5" --prompts "$WORK/prompts.txt" --tokens 24)
+
+# same NAME NP ARGS...: stdout of this mesh equals the 1-rank run's
+same() {
+  local name=$1 np=$2 ref=$3
+  shift 3
+  if ! run "$np" "${GEN[@]}" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"; then
+    echo "FAIL $name: exit status $?"
+    sed 's/^/     | /' "$WORK/$name.err" | tail -5
+    fails=$((fails + 1))
+  elif cmp -s "$WORK/$ref.out" "$WORK/$name.out"; then
+    echo "ok   $name ($*): texts identical to the 1-rank run"
+  else
+    echo "FAIL $name ($*): texts differ from the 1-rank run"
+    diff "$WORK/$ref.out" "$WORK/$name.out" | head -10
+    fails=$((fails + 1))
+  fi
+}
+run 1 "${GEN[@]}" --temperature 0 >"$WORK/one.out" 2>"$WORK/one.err" ||
+  { echo "FAIL the 1-rank run"; cat "$WORK/one.err"; exit 1; }
+[ "$(wc -l <"$WORK/one.out")" -ge 6 ] && grep -q '^ROMEO:' "$WORK/one.out" ||
+  { echo "FAIL the 1-rank run printed no texts"; exit 1; }
+grep -q 'TTFT' "$WORK/one.err" && grep -q 'ms/token' "$WORK/one.err" ||
+  { echo "FAIL no TTFT / ms/token report on stderr"; exit 1; }
+same tp2 2 one --temperature 0 --mesh y=2 --tensor y
+same tp4_alltoall 4 one --temperature 0 --mesh y=4 --tensor y
+same tp4_replicated 4 one --temperature 0 --mesh y=4 --tensor y --kv-replicate
+same dp2 2 one --temperature 0 --mesh x=2 --dp x
+same dp3 3 one --temperature 0 --mesh x=3 --dp x
+same dp2_tp2 4 one --temperature 0 --mesh x=2,y=2 --dp x --tensor y
+run 1 "${GEN[@]}" --temperature 0.8 --top-k 20 --seed 5 >"$WORK/samp.out" 2>"$WORK/samp.err"
+same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2 --dp x --tensor y
+
+# err WANT_FRAGMENT NP ARGS...: status 2, one error line holding the fragment
+err() {
+  local frag=$1 np=$2
+  shift 2
+  run "$np" generate "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$? n line
+  n=$(grep -c '^meshtrain: error:' "$WORK/err")
+  line=$(grep -m1 '^meshtrain: error:' "$WORK/err")
+  if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && grep -qF -- "$frag" <<<"$line"; then
+    echo "ok   [$*] -> 2: $line"
+  else
+    echo "FAIL [$*] -> status $rc (want 2), $n error lines (want 1), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err" | head -10
+    fails=$((fails + 1))
+  fi
+}
+LONG=$(printf 'a%.0s' $(seq 70))
+err "--prompt 2 is empty" 2 --prompt x --prompt ""
+err "longer than --seq-len 64" 2 --ckpt "$WORK/ck.h5" --prompt "$LONG"
+err "more than --seq-len 64" 2 --ckpt "$WORK/ck.h5" --prompt abc --tokens 62
+err "checkpoint has --d-model 32, flags say 64" 2 --ckpt "$WORK/ck.h5" --d-model 64 --prompt a
+err "3 prompts do not divide over the 2 replicas" 2 --mesh x=2 --dp x --prompt a --prompt b \
+  --prompt c
+err "the KV cache is too big" 2 --seq-len 1000000 --tokens 999000 --prompt a --prompt b \
+  --layers 64 --d-model 512 --heads 8
+err "--zero 3 (FSDP) is refused for generation" 2 --mesh x=2 --dp x --zero 3 --prompt a \
+  --prompt b
+err "no prompt" 2
+err "--prompts /no/such/file" 2 --prompts /no/such/file
+echo "gen_cli: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,298 @@
+/* ckpt_cli: `meshtrain ckpt info FILE` and `meshtrain ckpt diff A B [--tol K]` (see ckpt.h).
+ * Rank 0 does the work alone (MPI_COMM_SELF), reading each array in blocks of whole rows of at
+ * most CLI_BLOCK elements, so any checkpoint fits in a little memory; the other ranks wait for
+ * the verdict. */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/ckpt/ckpt.h"
+
+#define CLI_BLOCK (1 << 22) /* elements per read */
+#define CLI_ERR_LEN 1024
+
+/* "[4, 8, 2]" */
+static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *dims) {
+    int at = snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && at >= 0 && (size_t)at < len; i++)
+        at += snprintf(buf + at, len - (size_t)at, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (at >= 0 && (size_t)at < len) snprintf(buf + at, len - (size_t)at, "]");
+    return buf;
+}
+
+/* The elements of one row of dim 0. */
+static int64_t row_size(int ndim, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 1; i < ndim; i++) n *= dims[i];
+    return n;
+}
+
+/* Rows of dim 0 per block: as many whole rows as fit in CLI_BLOCK elements, at least one. */
+static int64_t block_rows(int ndim, const int64_t *dims) {
+    const int64_t row = row_size(ndim, dims);
+    return row > CLI_BLOCK ? 1 : CLI_BLOCK / row;
+}
+
+/* The block of `rows` rows from row r0 (clipped at the last row) as a slab off[ndim], cnt[ndim].
+ * Returns its element count. */
+static int64_t block_slab(int ndim, const int64_t *dims, int64_t r0, int64_t rows, int64_t *off,
+                          int64_t *cnt) {
+    for (int i = 0; i < ndim; i++) off[i] = 0, cnt[i] = dims[i];
+    off[0] = r0;
+    cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
+    return cnt[0] * row_size(ndim, dims);
+}
+
+static void print_meta(const ckpt_meta *k, const char *path) {
+    const model_shape *s = &k->shape;
+    printf("%s: %s version %lld\n", path, CKPT_FORMAT, (long long)k->version);
+    printf("  step %lld | tokens seen %lld | seed %llu | data %s, %s order, next batch = step "
+           "%lld\n",
+           (long long)k->step, (long long)k->tokens_seen, (unsigned long long)k->seed, k->data,
+           k->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random", (long long)k->step);
+    printf("  model --layers %lld --d-model %lld --heads %lld --kv-heads %lld --head-dim %lld "
+           "--d-ff %lld --vocab %lld --seq-len %lld\n",
+           (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
+           (long long)s->F, (long long)s->V, (long long)s->T);
+    printf("  optimizer %s | schedule --lr %g --min-lr %g --warmup %lld --steps %lld | batch "
+           "%lld\n",
+           k->optimizer == OPT_SGD ? "sgd" : "adamw", k->lr, k->min_lr, (long long)k->warmup,
+           (long long)k->schedule_steps, (long long)k->batch);
+    printf("  written by %lld rank%s, mesh %s, sharding %s\n", (long long)k->ranks,
+           k->ranks == 1 ? "" : "s", k->mesh, k->sharding);
+}
+
+/* Opens a checkpoint on this rank alone and reads its header. */
+static int open_ckpt(const char *path, h5array **f, ckpt_meta *k, char *err, size_t errlen) {
+    int rc = h5array_open(f, path, MPI_COMM_SELF, err, errlen);
+    if (rc == 0) rc = ckpt_meta_get(*f, k, err, errlen);
+    if (rc < 0) {
+        h5array_close(*f);
+        *f = NULL;
+    }
+    return rc;
+}
+
+/* Summary of one array: Σx², min, max, non-finite count, checksum. */
+typedef struct {
+    double sumsq, min, max;
+    int64_t nonfinite;
+    uint64_t checksum;
+} array_stats;
+
+static int stats_of(h5array *f, const char *name, int ndim, const int64_t *dims, float *buf,
+                    array_stats *st, char *err, size_t errlen) {
+    *st = (array_stats){0, INFINITY, -INFINITY, 0, 0};
+    const int64_t rows = block_rows(ndim, dims);
+    for (int64_t r0 = 0; r0 < dims[0]; r0 += rows) {
+        int64_t off[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+        const int64_t n = block_slab(ndim, dims, r0, rows, off, cnt);
+        if (h5array_read(f, name, ndim, dims, off, cnt, buf, err, errlen) < 0) return -1;
+        ckpt_checksum_add(&st->checksum, buf, ndim, dims, off, cnt);
+        for (int64_t i = 0; i < n; i++) {
+            const double x = buf[i];
+            if (!isfinite(x)) {
+                st->nonfinite++;
+                continue;
+            }
+            st->sumsq += x * x;
+            if (x < st->min) st->min = x;
+            if (x > st->max) st->max = x;
+        }
+    }
+    return 0;
+}
+
+static int cmd_info(const char *path, char *err, size_t errlen) {
+    h5array *f = NULL;
+    ckpt_meta k;
+    if (open_ckpt(path, &f, &k, err, errlen) < 0) return -1;
+    print_meta(&k, path);
+    char **names = NULL;
+    int n = 0, rc = h5array_list(f, "/", 1, &names, &n, err, errlen), bad = 0;
+    float *buf = rc == 0 ? malloc((size_t)CLI_BLOCK * sizeof *buf) : NULL;
+    if (rc == 0 && !buf) rc = -1, snprintf(err, errlen, "out of memory");
+    if (rc == 0)
+        printf("  %-24s %-16s %12s %13s %13s  %s\n", "array", "shape", "L2 norm", "min", "max",
+               "checksum");
+    for (int i = 0; i < n && rc == 0; i++) {
+        int nd;
+        int64_t dims[H5ARRAY_MAX_DIMS], want = 0;
+        array_stats st;
+        char shp[64];
+        rc = h5array_shape(f, names[i], &nd, dims, err, errlen);
+        if (rc == 0) rc = stats_of(f, names[i], nd, dims, buf, &st, err, errlen);
+        if (rc < 0) break;
+        const int has = h5array_attr_get_i64(f, names[i], "checksum", &want, NULL, 0) == 0;
+        const int ok = has && (uint64_t)want == st.checksum;
+        bad += !ok;
+        printf("  %-24s %-16s %12.6g %13.6g %13.6g  %s", names[i],
+               shape_str(shp, sizeof shp, nd, dims), sqrt(st.sumsq), st.min, st.max,
+               !has ? "MISSING"
+               : ok ? "ok"
+                    : "MISMATCH");
+        if (st.nonfinite) printf("  (%lld non-finite)", (long long)st.nonfinite);
+        printf("\n");
+    }
+    if (rc == 0 && bad)
+        rc = -1, snprintf(err, errlen, "%s: corrupt checkpoint: %d array%s fail%s the checksum",
+                          path, bad, bad == 1 ? "" : "s", bad == 1 ? "s" : "");
+    free(buf);
+    h5array_names_free(names, n);
+    h5array_close(f);
+    return rc;
+}
+
+/* Largest differences between two arrays of the same shape. */
+typedef struct {
+    double abs, rel, units; /* max |Δ|, max |Δ|/max(|a|,|b|), max |Δ|/(ε·(|a|+|b|+1)) */
+    int identical;          /* bit for bit */
+} array_diff;
+
+static int diff_of(h5array *fa, h5array *fb, const char *name, int ndim, const int64_t *dims,
+                   float *ba, float *bb, array_diff *d, char *err, size_t errlen) {
+    *d = (array_diff){0, 0, 0, 1};
+    const int64_t rows = block_rows(ndim, dims);
+    for (int64_t r0 = 0; r0 < dims[0]; r0 += rows) {
+        int64_t off[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+        const int64_t n = block_slab(ndim, dims, r0, rows, off, cnt);
+        if (h5array_read(fa, name, ndim, dims, off, cnt, ba, err, errlen) < 0 ||
+            h5array_read(fb, name, ndim, dims, off, cnt, bb, err, errlen) < 0)
+            return -1;
+        if (memcmp(ba, bb, (size_t)n * sizeof *ba) == 0) continue;
+        d->identical = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double a = ba[i], b = bb[i], dx = fabs(a - b);
+            if (isnan(dx)) { /* NaN in one of them (or both, with other bits) */
+                d->abs = d->rel = d->units = INFINITY;
+                continue;
+            }
+            const double big = fmax(fabs(a), fabs(b));
+            if (dx > d->abs) d->abs = dx;
+            if (big > 0 && dx / big > d->rel) d->rel = dx / big;
+            const double u = dx / (FLT_EPSILON * (fabs(a) + fabs(b) + 1.0));
+            if (u > d->units) d->units = u;
+        }
+    }
+    return 0;
+}
+
+static int has_name(char **names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return 1;
+    return 0;
+}
+
+/* Returns 0 (same), 1 (different) or −1 (error). tol < 0: "same" means bit-identical. */
+static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_t errlen) {
+    h5array *fa = NULL, *fb = NULL;
+    ckpt_meta ka, kb;
+    if (open_ckpt(pa, &fa, &ka, err, errlen) < 0) return -1;
+    if (open_ckpt(pb, &fb, &kb, err, errlen) < 0) {
+        h5array_close(fa);
+        return -1;
+    }
+    printf("A = %s (step %lld, %lld ranks, %s, %s)\nB = %s (step %lld, %lld ranks, %s, %s)\n", pa,
+           (long long)ka.step, (long long)ka.ranks, ka.mesh, ka.sharding, pb, (long long)kb.step,
+           (long long)kb.ranks, kb.mesh, kb.sharding);
+    char **na = NULL, **nb = NULL;
+    int ca = 0, cb = 0, differ = 0;
+    int rc = h5array_list(fa, "/", 1, &na, &ca, err, errlen);
+    if (rc == 0) rc = h5array_list(fb, "/", 1, &nb, &cb, err, errlen);
+    float *ba = malloc((size_t)CLI_BLOCK * sizeof *ba),
+          *bb = malloc((size_t)CLI_BLOCK * sizeof *bb);
+    if (rc == 0 && (!ba || !bb)) rc = -1, snprintf(err, errlen, "out of memory");
+    if (rc == 0)
+        printf("  %-24s %-16s %12s %12s %14s\n", "array", "shape", "max |a-b|", "max rel",
+               "eps units");
+    for (int i = 0; i < ca && rc == 0; i++) {
+        char shp[64];
+        int nda, ndb;
+        int64_t da[H5ARRAY_MAX_DIMS], db[H5ARRAY_MAX_DIMS];
+        if (!has_name(nb, cb, na[i])) {
+            printf("  %-24s only in A\n", na[i]);
+            differ = 1;
+            continue;
+        }
+        rc = h5array_shape(fa, na[i], &nda, da, err, errlen);
+        if (rc == 0) rc = h5array_shape(fb, na[i], &ndb, db, err, errlen);
+        if (rc < 0) break;
+        if (nda != ndb || memcmp(da, db, (size_t)nda * sizeof *da) != 0) {
+            char s2[64];
+            printf("  %-24s shape %s in A, %s in B\n", na[i], shape_str(shp, sizeof shp, nda, da),
+                   shape_str(s2, sizeof s2, ndb, db));
+            differ = 1;
+            continue;
+        }
+        array_diff d;
+        rc = diff_of(fa, fb, na[i], nda, da, ba, bb, &d, err, errlen);
+        if (rc < 0) break;
+        const int same = tol < 0 ? d.identical : d.units <= tol;
+        differ |= !same;
+        printf("  %-24s %-16s %12.3g %12.3g %14.1f  %s\n", na[i],
+               shape_str(shp, sizeof shp, nda, da), d.abs, d.rel, d.units,
+               d.identical ? "identical"
+               : same      ? "within tolerance"
+                           : "DIFFERENT");
+    }
+    for (int i = 0; i < cb && rc == 0; i++)
+        if (!has_name(na, ca, nb[i])) {
+            printf("  %-24s only in B\n", nb[i]);
+            differ = 1;
+        }
+    if (rc == 0) {
+        if (tol < 0)
+            printf("%s\n", differ ? "the checkpoints differ" : "every array is bit-identical");
+        else
+            printf("%s (tolerance %g units of FLT_EPSILON·(|a|+|b|+1))\n",
+                   differ ? "the checkpoints differ" : "every array is within tolerance", tol);
+    }
+    free(ba);
+    free(bb);
+    h5array_names_free(na, ca);
+    h5array_names_free(nb, cb);
+    h5array_close(fa);
+    h5array_close(fb);
+    return rc < 0 ? -1 : differ;
+}
+
+static const char *const usage =
+    "usage: meshtrain ckpt info FILE          (metadata; per array: shape, L2 norm, min, max, "
+    "checksum)\n"
+    "       meshtrain ckpt diff A B [--tol K] (per array: max |a-b|, max relative difference and "
+    "max |a-b|/(FLT_EPSILON·(|a|+|b|+1)); exit 0 when bit-identical, or every array within K "
+    "of those units with --tol, 1 when not)";
+
+int ckpt_cli_main(int argc, char **argv) {
+    char err[CLI_ERR_LEN] = "";
+    int rc = 0;
+    double tol = -1;
+    const char *cmd = argc > 1 ? argv[1] : "";
+    const int info = strcmp(cmd, "info") == 0 && argc == 3;
+    int diff = strcmp(cmd, "diff") == 0 && (argc == 4 || argc == 6);
+    if (diff && argc == 6) {
+        char *end;
+        tol = strtod(argv[5], &end);
+        diff = strcmp(argv[4], "--tol") == 0 && end != argv[5] && !*end && tol >= 0;
+    }
+    if (!info && !diff) {
+        snprintf(err, sizeof err, "bad ckpt arguments\n%s", usage);
+        rc = -1;
+    }
+    if (rc == 0 && mesh_world_rank() == 0) {
+        rc = info ? cmd_info(argv[2], err, sizeof err)
+                  : cmd_diff(argv[2], argv[3], tol, err, sizeof err);
+        fflush(stdout);
+    }
+    /* every rank leaves with rank 0's verdict */
+    char merr[256];
+    mesh *m = mesh_create(NULL, NULL, merr, sizeof merr);
+    CHECK(m, "default mesh: %s", merr);
+    rc = mesh_agree(mesh_world_comm(m), mesh_world_rank() == 0 ? rc : INT_MAX);
+    mesh_destroy(m);
+    if (rc < 0) mesh_exit_error("%s", err);
+    return rc;
+}

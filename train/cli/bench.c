@@ -1,0 +1,169 @@
+/* bench: the --bench timing run and the matmul-only bound (see bench.h). */
+#include "train/cli/bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "kernels/rng.h"
+#include "train/observe/metrics.h"
+#include "train/model/model.h"
+#include "train/cli/run.h"
+
+/* RNG stream of the synthetic tokens (ASCII "bench"). */
+#define BENCH_STREAM UINT64_C(0x62656e6368)
+
+static int add_gemm(bench_gemm *out, int n, int cap, int64_t M, int64_t N, int64_t K, int ta,
+                    int tb, double count) {
+    for (int i = 0; i < n; i++) {
+        bench_gemm *g = &out[i];
+        if (g->M == M && g->N == N && g->K == K && g->ta == ta && g->tb == tb) {
+            g->count += count;
+            return n;
+        }
+    }
+    if (n < cap) out[n++] = (bench_gemm){M, N, K, ta, tb, count};
+    return n;
+}
+
+/* y[M,N] = x[M,K]·w[K,N], its weight gradient xᵀ·dy and its input gradient dy·wᵀ. */
+static int add_linear(bench_gemm *out, int n, int cap, int64_t M, int64_t K, int64_t N,
+                      double count, int input_grad) {
+    n = add_gemm(out, n, cap, M, N, K, 0, 0, count);
+    n = add_gemm(out, n, cap, K, N, M, 1, 0, count);
+    if (input_grad) n = add_gemm(out, n, cap, M, K, N, 0, 1, count);
+    return n;
+}
+
+int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *out, int cap) {
+    const int64_t BT = mb * s->T, T = s->T, H = s->H, D = s->D;
+    const double micro = (double)(B / mb), layers = micro * (double)s->L;
+    int n = 0;
+    n = add_linear(out, n, cap, BT, D, s->N * H, layers, 1);     /* wq */
+    n = add_linear(out, n, cap, BT, D, s->K * H, 2 * layers, 1); /* wk, wv */
+    n = add_linear(out, n, cap, BT, s->N * H, D, layers, 1);     /* wo */
+    n = add_linear(out, n, cap, BT, D, s->F, 2 * layers, 1);     /* w_gate, w_up */
+    n = add_linear(out, n, cap, BT, s->F, D, layers, 1);         /* w_down */
+    n = add_linear(out, n, cap, BT, D, s->V, micro, 1); /* unembed (its dx feeds the blocks) */
+    /* Attention, per sequence and query head, half of each T×T product (causal). */
+    const double heads = layers * (double)mb * (double)s->N * 0.5;
+    n = add_gemm(out, n, cap, T, T, H, 0, 1, heads);     /* S = q·kᵀ */
+    n = add_gemm(out, n, cap, T, H, T, 0, 0, heads);     /* o = P·v */
+    n = add_gemm(out, n, cap, T, T, H, 0, 1, heads);     /* dP = do·vᵀ */
+    n = add_gemm(out, n, cap, T, H, T, 0, 0, heads);     /* dq = dS·k */
+    n = add_gemm(out, n, cap, T, H, T, 1, 0, 2 * heads); /* dv = Pᵀ·do, dk = dSᵀ·q */
+    return n;
+}
+
+double bench_time_gemm(const bench_gemm *g) {
+    const int64_t na = g->M * g->K, nb = g->K * g->N, nc = g->M * g->N;
+    float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
+    float *c = malloc((size_t)nc * sizeof *c);
+    CHECK(a && b && c, "bench: out of memory for a %lldx%lldx%lld sgemm", (long long)g->M,
+          (long long)g->N, (long long)g->K);
+    for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
+    for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
+    const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
+    double best = 1e30;
+    for (int trial = 0; trial < 3; trial++) {
+        int64_t reps = 0;
+        const double t0 = mesh_now();
+        double t;
+        do {
+            kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
+            reps++;
+            t = mesh_now() - t0;
+        } while (t < 0.05 || reps < 2);
+        if (t / (double)reps < best) best = t / (double)reps;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+static int cmp_double(const void *pa, const void *pb) {
+    const double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
+    const model_shape *s = &c->shape;
+    const int nranks = mesh_nranks(m);
+    mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
+             "| %d rank%s, %d BLAS thread%s per rank | %d warm-up + %lld timed steps\n",
+             (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
+             (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
+             (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
+             c->threads > 1 ? "s" : "", BENCH_WARMUP_STEPS, (long long)c->steps);
+
+    /* The bound, for the whole global step on one rank. */
+    bench_gemm gemms[32];
+    const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 32);
+    double bound = 0.0, bound_flops = 0.0;
+    for (int i = 0; i < ng; i++) {
+        const double sec = bench_time_gemm(&gemms[i]);
+        bound += gemms[i].count * sec;
+        bound_flops += gemms[i].count * 2.0 * (double)(gemms[i].M * gemms[i].N * gemms[i].K);
+    }
+    const double rank_flops = pk->rank, peak = pk->total;
+    const double ntok = (double)(c->batch * s->T);
+    const double flops = model_flops_per_token(s) * ntok;
+    mesh_log("bench: matmul-only bound %.1f ms/step = %.0f tok/s (%d sgemm shapes at %.1f GFLOP/s "
+             "on average) | sgemm %.1f GFLOP/s per rank, %.1f all ranks (MFU peak)\n",
+             1e3 * bound, ntok / bound, ng, bound_flops / bound / 1e9, rank_flops / 1e9,
+             peak / 1e9);
+
+    int64_t row0, nrows;
+    trainer_rows(t, &row0, &nrows);
+    const int64_t T1 = s->T + 1;
+    int32_t *rows = malloc((size_t)(nrows * T1) * sizeof *rows);
+    double *secs = malloc((size_t)(c->steps > 0 ? c->steps : 1) * sizeof *secs);
+    CHECK(rows && secs, "bench: out of memory");
+    /* sums over the timed steps of the split and the prediction (report.h) */
+    double s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0, s_bub_ideal = 0;
+    int64_t peak_inflight = 0;
+    for (int64_t step = 0; step < BENCH_WARMUP_STEPS + c->steps; step++) {
+        for (int64_t r = 0; r < nrows; r++)
+            for (int64_t j = 0; j < T1; j++) {
+                const uint64_t g = (uint64_t)((step * c->batch + row0 + r) * T1 + j);
+                rows[r * T1 + j] =
+                    (int32_t)(kern_rng_u64(c->seed, BENCH_STREAM, g) % (uint64_t)s->V);
+            }
+        step_stats st;
+        trainer_step(t, step, rows, &st);
+        if (step < BENCH_WARMUP_STEPS) continue;
+        secs[step - BENCH_WARMUP_STEPS] = st.seconds;
+        s_comp += st.split.compute, s_idle += st.split.idle, s_pred += st.split.pred_step;
+        for (int op = 0; op < MESH_OP_COUNT; op++) s_comm += st.split.exposed[op];
+        s_bub += st.pipe.bubble, s_bub_ideal = st.pipe.bubble_ideal;
+        if (st.pipe.peak_inflight > peak_inflight) peak_inflight = st.pipe.peak_inflight;
+        if (!c->quiet)
+            mesh_log("bench step %lld | loss %.4f | %.1f ms | %.0f tok/s\n",
+                     (long long)(step - BENCH_WARMUP_STEPS + 1), st.loss, 1e3 * st.seconds,
+                     ntok / st.seconds);
+    }
+    if (c->steps > 0) {
+        qsort(secs, (size_t)c->steps, sizeof *secs, cmp_double);
+        const double med =
+            c->steps % 2 ? secs[c->steps / 2] : 0.5 * (secs[c->steps / 2 - 1] + secs[c->steps / 2]);
+        const double best = secs[0];
+        mesh_log("bench | tok/s median %.0f best %.0f | ms/step median %.1f best %.1f | GFLOP/s "
+                 "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
+                 ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
+                 100.0 * flops / med / peak, ntok / bound, 100.0 * bound / med);
+        const double n = (double)c->steps;
+        mesh_log("bench split | compute %.1f ms | exposed comm %.1f ms | idle %.1f ms | book "
+                 "%.1f ms/step | measured/book %.2f\n",
+                 1e3 * s_comp / n, 1e3 * s_comm / n, 1e3 * s_idle / n, 1e3 * s_pred / n,
+                 s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
+        if (s_bub_ideal > 0)
+            mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
+                     "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
+                     s_bub / n, s_bub_ideal, (long long)peak_inflight);
+    }
+    free(rows);
+    free(secs);
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* run: the meshtrain command's jobs, so that main() stays parse → mesh → trainer → loop.
+ * A training run (data, per-step report, evaluation, parameter files, sample text), the
+ * `prepare` and `plan` subcommands, and the --bench timing run (train/cli/bench.c).
+ * Depends on config, trainer, model, sample, metrics, bench, data/ (tokens, h5array), mesh/. */
+#ifndef MT_TRAIN_RUN_H
+#define MT_TRAIN_RUN_H
+#include "data/tokens.h"
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/step/trainer.h"
+
+/* Collective over: world. `meshtrain prepare TEXT OUT.h5` (argv[0] = "prepare"): rank 0 writes
+ * the token file, all ranks agree on the outcome. Returns 0; on failure every rank leaves through
+ * mesh_exit_error. */
+int run_prepare(int argc, char **argv);
+
+/* Collective over: world. Resolves a relative data path that does not exist from the current
+ * directory: tries $MESHTRAIN_HOME/<path>, then <directory of argv0>/../<path> (the build
+ * directory sits in the source tree). Leaves c->data unchanged when nothing matches. */
+void run_resolve_data(config *c, const char *argv0);
+
+/* The MFU peak: the trainer's sgemm measurement (every rank at the same moment, best of 3 × 0.1 s,
+ * after a barrier, so ranks sharing cores measure the share they actually get), summed. */
+typedef struct {
+    double rank;  /* this rank's sgemm FLOP/s */
+    double total; /* sum over ranks: the peak MFU is measured against */
+} run_peak;
+/* Collective over: world. rank_flops = trainer_flops(). */
+run_peak run_measure_peak(mesh *m, double rank_flops);
+
+/* Collective over: world. Opens c->data (token file or text) and checks it against the model
+ * (vocabulary, sequence length) before anything big is allocated; on failure every rank leaves
+ * through mesh_exit_error with one message. Close it with tokens_close. */
+tokens *run_open_data(const config *c, mesh *m);
+
+/* Collective over: world. The training run on mesh m with trainer t and the open data: per-step
+ * lines from rank 0, evaluation, --metrics, checkpoints (--resume, --save-every, --save-init,
+ * --save-final: train/ckpt/ckpt.h), --sample. Returns 0;
+ * environment failures (reading batches, output files) leave through mesh_exit_error with one
+ * message. */
+int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak *pk);
+
+#endif

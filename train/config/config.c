@@ -1,0 +1,663 @@
+/* config: defaults, GNU-style flag parsing (`--flag value` and `--flag=value`), validation and
+ * --help, all driven by one table of flags so the three can never disagree.
+ *
+ * Derived values. --head-dim defaults to d_model/heads, --kv-heads to heads, --d-ff to
+ * 8/3·d_model rounded up to a multiple of 64 (LLaMA's rule: a SwiGLU MLP with three D×F
+ * matrices then holds ≈ 8·D² parameters, like a 4·D GELU MLP with two), --micro-batch to
+ * --batch. A derived value follows the flags it derives from wherever they appear on the command
+ * line; giving it explicitly pins it. --demo is a preset applied before every other flag, so
+ * explicit flags override it in any order. */
+#include "train/config/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/coll.h"
+#include "train/config/errmsg.h"
+
+typedef enum {
+    K_GROUP,  /* a heading in --help, not a flag */
+    K_I64,    /* int64_t field */
+    K_INT,    /* int field */
+    K_U64,    /* uint64_t field (seed) */
+    K_F64,    /* double field */
+    K_STR,    /* char[size] field */
+    K_SWITCH, /* int field set to 1, takes no value */
+    K_OPTIM,  /* optim_kind */
+    K_ORDER,  /* data_order */
+    K_SCHED,  /* pipeline schedule */
+    K_DEMO,   /* preset, takes no value */
+    K_HELP,
+} flag_kind;
+
+enum { EXCL_LO = 1, EXCL_HI = 2 }; /* open ends of a numeric range */
+
+typedef struct {
+    const char *name; /* without the leading "--"; for K_GROUP, the heading */
+    flag_kind kind;
+    size_t off, size; /* field offset in config; buffer size for K_STR */
+    double lo, hi;    /* allowed range of a number, inclusive unless `excl` says otherwise */
+    int excl;
+    const char *meta; /* value name shown in --help */
+    const char *help; /* NULL: an alias, not listed */
+} flag_def;
+
+#define F_(field) offsetof(config, field), sizeof(((config *)0)->field)
+#define SH_(field) offsetof(config, shape.field), sizeof(int64_t)
+static const flag_def flags[] = {
+    {"Model", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"layers", K_I64, SH_(L), 1, 4096, 0, "L", "transformer blocks"},
+    {"d-model", K_I64, SH_(D), 1, 1 << 20, 0, "D", "residual width"},
+    {"heads", K_I64, SH_(N), 1, 1 << 16, 0, "N", "query heads"},
+    {"kv-heads", K_I64, SH_(K), 1, 1 << 16, 0, "K", "key/value heads, N % K == 0 (default N)"},
+    {"head-dim", K_I64, SH_(H), 2, 1 << 16, 0, "H", "head dim, even (default D/N)"},
+    {"d-ff", K_I64, SH_(F), 1, 1 << 22, 0, "F", "MLP width (default 8/3·D rounded up to 64)"},
+    {"seq-len", K_I64, SH_(T), 2, 1 << 20, 0, "T", "tokens per sequence"},
+    {"vocab", K_I64, SH_(V), 2, 1 << 24, 0, "V",
+     "vocabulary; must match the data (256 for the byte tokenizer)"},
+    {"Batch and schedule", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"batch", K_I64, F_(batch), 1, 1 << 24, 0, "B", "global sequences per step"},
+    {"micro-batch", K_I64, F_(micro_batch), 1, 1 << 24, 0, "B",
+     "global sequences per micro-batch, divides --batch (default --batch)"},
+    {"steps", K_I64, F_(steps), 0, 1e12, 0, "N",
+     "optimizer steps (--bench: timed steps, default 10)"},
+    {"optimizer", K_OPTIM, F_(optimizer), 0, 0, 0, "adamw|sgd", "optimizer"},
+    {"lr", K_F64, F_(lr), 0, 10, 0, "X", "peak learning rate"},
+    {"warmup", K_I64, F_(warmup), 0, 1e12, 0, "N", "linear warm-up steps, then cosine decay"},
+    {"min-lr", K_F64, F_(min_lr), 0, 10, 0, "X", "learning rate at the last step, <= --lr"},
+    {"weight-decay", K_F64, F_(weight_decay), 0, 10, 0, "X",
+     "decoupled weight decay (matrices only, not norm gains)"},
+    {"clip", K_F64, F_(clip), 0, 1e30, 0, "X", "clip the global gradient norm to X (0 = off)"},
+    {"beta1", K_F64, F_(beta1), 0, 1, EXCL_HI, "X", "AdamW β1"},
+    {"beta2", K_F64, F_(beta2), 0, 1, EXCL_HI, "X", "AdamW β2"},
+    {"eps", K_F64, F_(eps), 0, 1, EXCL_LO, "X", "AdamW ε"},
+    {"seed", K_U64, F_(seed), 0, 0, 0, "S", "seeds initialisation, batches and sampling"},
+    {"Data and evaluation", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"data", K_STR, F_(data), 0, 0, 0, "FILE",
+     "HDF5 token file (meshtrain prepare) or a text file (byte tokenizer)"},
+    {"data-order", K_ORDER, F_(order), 0, 0, 0, "random|sequential",
+     "random: row b of step s at an offset drawn from RNG(seed, s, b); "
+     "sequential: at ((s·B + b)·T) mod (n − T − 1)"},
+    {"eval-every", K_I64, F_(eval_every), 0, 1e12, 0, "N",
+     "validation loss every N steps and at the end (0 = never)"},
+    {"eval-batches", K_I64, F_(eval_batches), 1, 1e6, 0, "N", "batches of --batch rows per eval"},
+    {"Output", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"sample", K_I64, F_(sample), 0, 1e9, 0, "N", "generate N bytes at the end (0 = none)"},
+    {"temperature", K_F64, F_(temperature), 0, 100, 0, "X", "sampling temperature (0 = greedy)"},
+    {"top-k", K_I64, F_(top_k), 0, 1 << 24, 0, "K", "sample among the K likeliest (0 = all)"},
+    {"prompt", K_STR, F_(prompt), 0, 0, 0, "STR", "text the sample continues (default a newline)"},
+    {"metrics", K_STR, F_(metrics), 0, 0, 0, "FILE", "write one JSON line per step to FILE"},
+    {"save-init", K_STR, F_(save_init), 0, 0, 0, "FILE",
+     "write the initial state (a checkpoint, see --save-every)"},
+    {"save-final", K_STR, F_(save_final), 0, 0, 0, "FILE",
+     "write the final state (a checkpoint, see --save-every)"},
+    {"threads", K_INT, F_(threads), 1, 1024, 0, "N", "BLAS threads per rank"},
+    {"bench", K_SWITCH, F_(bench), 0, 0, 0, NULL,
+     "timing run on synthetic tokens (no data file): tokens/s, MFU, matmul-only bound"},
+    {"quiet", K_SWITCH, F_(quiet), 0, 0, 0, NULL,
+     "no plan, per-step lines or summary table: the final line (and sample)"},
+    {"demo", K_DEMO, 0, 0, 0, 0, 0, NULL,
+     "the README's main job: small model on the built-in corpus, 2D mesh plan on 4 ranks, "
+     "300 steps, 300 sampled bytes (explicit flags override it)"},
+    {"help", K_HELP, 0, 0, 0, 0, 0, NULL, "this text"},
+    {"Checkpoints (docs/checkpoints.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"save-every", K_I64, F_(save_every), 0, 1e12, 0, "N",
+     "write a checkpoint DIR/step_NNNNNN.h5 every N steps and after the last (0 = never): "
+     "params, optimizer state, step, seed; any mesh and sharding can resume it"},
+    {"keep", K_I64, F_(keep), 0, 1e9, 0, "K",
+     "keep the newest K checkpoints, deleting older ones once a new one is complete (0 = all)"},
+    {"ckpt-dir", K_STR, F_(ckpt_dir), 0, 0, 0, "DIR", "directory of --save-every's checkpoints"},
+    {"resume", K_STR, F_(resume), 0, 0, 0, "PATH|latest",
+     "continue from a checkpoint (bit-exact on the same mesh and sharding), or from the newest "
+     "complete one in --ckpt-dir; --steps stays the total"},
+    {"Mesh and sharding", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"mesh", K_STR, F_(mesh), 0, 0, 0, "SPEC",
+     "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
+    {"open", K_STR, F_(mesh_open), 0, 0, 0, "AXES", "axes without wraparound, e.g. \"x\""},
+    {"dp", K_STR, F_(data_axes), 0, 0, 0, "AXES",
+     "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis that "
+     "--tensor and --pipeline leave free); alias --data-axes"},
+    {"data-axes", K_STR, F_(data_axes), 0, 0, 0, "AXES", NULL},
+    {"zero", K_INT, F_(zero), 0, 3, 0, "S",
+     "ZeRO stage over the --dp axes: 0 replicated, 1 optimizer, 2 +grads, 3 +weights (FSDP)"},
+    {"tensor", K_STR, F_(tensor_axis), 0, 0, 0, "AXIS",
+     "Megatron tensor-parallel axis, e.g. \"y\""},
+    {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
+     "start gradient reductions and FSDP gathers asynchronously"},
+    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
+     "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
+    {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
+     "emulate a TPU's compute/link ratio, e.g. v5p"},
+    {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
+     "pipeline axis: the layers split into |Z| stages of L/|Z| (L_Z)"},
+    {"microbatches", K_I64, F_(microbatches), 0, 1 << 20, 0, "M",
+     "pipeline micro-batches per step, divides --batch (0 = |Z|, the default)"},
+    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b",
+     "pipeline schedule: all forwards then all backwards, or one-forward-one-backward"},
+    {"A look inside the run (docs/inspect.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"trace", K_STR, F_(trace), 0, 0, 0, "FILE",
+     "write a timeline (Chrome trace-event JSON: Perfetto, chrome://tracing): a track per rank, "
+     "spans for layers, micro-batches, collectives and p2p"},
+    {"debug-collectives", K_SWITCH, F_(debug_collectives), 0, 0, 0, NULL,
+     "check that the ranks of an axis set make the same collective (op, count, algorithm) and "
+     "name the ranks that differ"},
+    {"timeout", K_F64, F_(timeout), 0, 1e6, 0, "S",
+     "watchdog: if a collective, p2p wait or step lasts S seconds, every rank prints where it is "
+     "and the job ends (0 = off; SIGUSR1 prints where each rank is at any time)"},
+};
+#undef F_
+#undef SH_
+enum { NFLAGS = sizeof flags / sizeof flags[0] };
+
+static int64_t default_ff(int64_t D) {
+    int64_t f = (8 * D + 2) / 3; /* ceil(8·D/3) */
+    return (f + 63) / 64 * 64;
+}
+
+void config_defaults(config *c) {
+    memset(c, 0, sizeof *c);
+    c->shape = (model_shape){.L = 4, .D = 128, .N = 4, .K = 4, .H = 32, .V = 256, .T = 128};
+    c->shape.F = default_ff(c->shape.D);
+    c->batch = 16;
+    c->micro_batch = 16;
+    c->steps = 200;
+    c->optimizer = OPT_ADAMW;
+    c->lr = 1e-3;
+    c->min_lr = 1e-4;
+    c->warmup = 20;
+    c->weight_decay = 0.1;
+    c->clip = 1.0;
+    c->beta1 = 0.9;
+    c->beta2 = 0.95;
+    c->eps = 1e-8;
+    c->seed = 1337;
+    snprintf(c->data, sizeof c->data, "data/tinyshakespeare.txt");
+    c->order = DATA_ORDER_RANDOM;
+    c->eval_every = 100;
+    c->eval_batches = 4;
+    c->temperature = 0.8;
+    c->top_k = 40;
+    c->threads = 1;
+    snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
+}
+
+/* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is
+ * applied by config_demo_mesh once the number of ranks is known. */
+static void apply_demo(config *c) {
+    c->demo = 1;
+    c->shape.L = 4;
+    c->shape.D = 128;
+    c->shape.N = 4;
+    c->shape.K = 2;
+    c->shape.T = 128;
+    c->batch = 16;
+    c->steps = 300;
+    c->lr = 2e-3;
+    c->min_lr = 2e-4;
+    c->warmup = 30;
+    c->eval_every = 100;
+    c->eval_batches = 4;
+    c->sample = 300;
+}
+
+void config_demo_mesh(config *c, int nranks) {
+    if (!c->demo || nranks != 4 || c->mesh[0] || c->data_axes[0] || c->tensor_axis[0]) return;
+    snprintf(c->mesh, sizeof c->mesh, "x=2,y=2");
+    snprintf(c->data_axes, sizeof c->data_axes, "x");
+    snprintf(c->tensor_axis, sizeof c->tensor_axis, "y");
+    if (c->zero == 0) c->zero = 3;
+}
+
+/* ---- parsing ---- */
+
+static const flag_def *find_flag(const char *name, size_t len) {
+    for (int i = 0; i < NFLAGS; i++)
+        if (flags[i].kind != K_GROUP && strlen(flags[i].name) == len &&
+            strncmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+/* Edit distance, for "did you mean". Names are short; anything longer is cut at 63. */
+static int edit_distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    if (la > 63) la = 63;
+    if (lb > 63) lb = 63;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static const char *nearest_flag(const char *name, size_t len) {
+    const char *best = NULL;
+    int bestd = 3; /* suggest only close misspellings */
+    for (int i = 0; i < NFLAGS; i++) {
+        if (flags[i].kind == K_GROUP) continue;
+        int d = edit_distance(name, len, flags[i].name);
+        if (d < bestd) bestd = d, best = flags[i].name;
+    }
+    return best;
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (*s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_f64(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Stores `val` into the field of flag f. */
+static int set_flag(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
+    char *base = (char *)c + f->off;
+    int64_t i;
+    switch (f->kind) {
+    case K_I64:
+    case K_INT:
+        if (parse_i64(val, &i))
+            return errmsg_fail(err, errlen, "--%s: expected a whole number, got '%s'", f->name,
+                               val);
+        if ((double)i < f->lo || (double)i > f->hi)
+            return errmsg_fail(err, errlen, "--%s %s: must be between %.0f and %.0f", f->name, val,
+                               f->lo, f->hi);
+        if (f->kind == K_INT) {
+            int v = (int)i;
+            memcpy(base, &v, sizeof v);
+        } else {
+            memcpy(base, &i, sizeof i);
+        }
+        return 0;
+    case K_U64: {
+        uint64_t u;
+        if (parse_u64(val, &u))
+            return errmsg_fail(err, errlen, "--%s: expected a non-negative whole number, got '%s'",
+                               f->name, val);
+        memcpy(base, &u, sizeof u);
+        return 0;
+    }
+    case K_F64: {
+        double d;
+        if (parse_f64(val, &d))
+            return errmsg_fail(err, errlen, "--%s: expected a number, got '%s'", f->name, val);
+        memcpy(base, &d, sizeof d);
+        return 0;
+    }
+    case K_STR:
+        if (strlen(val) >= f->size)
+            return errmsg_fail(err, errlen, "--%s: value longer than %zu characters", f->name,
+                               f->size - 1);
+        memcpy(base, val, strlen(val) + 1);
+        return 0;
+    case K_OPTIM:
+        if (strcmp(val, "adamw") == 0)
+            c->optimizer = OPT_ADAMW;
+        else if (strcmp(val, "sgd") == 0)
+            c->optimizer = OPT_SGD;
+        else
+            return errmsg_fail(err, errlen, "--optimizer %s: expected adamw or sgd", val);
+        return 0;
+    case K_SCHED:
+        if (strcmp(val, "gpipe") == 0)
+            c->schedule = 0;
+        else if (strcmp(val, "1f1b") == 0)
+            c->schedule = 1;
+        else
+            return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
+        return 0;
+    case K_ORDER:
+        if (strcmp(val, "random") == 0)
+            c->order = DATA_ORDER_RANDOM;
+        else if (strcmp(val, "sequential") == 0)
+            c->order = DATA_ORDER_SEQUENTIAL;
+        else
+            return errmsg_fail(err, errlen, "--data-order %s: expected random or sequential", val);
+        return 0;
+    default:
+        return errmsg_fail(err, errlen, "--%s takes no value", f->name);
+    }
+}
+
+static bool takes_value(const flag_def *f) {
+    return f->kind != K_SWITCH && f->kind != K_DEMO && f->kind != K_HELP;
+}
+
+int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
+    /* --help and --demo act before everything else, wherever they are. A value that happens to
+     * read "--help" (e.g. --prompt --help) is still a value: skip values while scanning. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 1; i < argc; i++) {
+            const char *a = argv[i];
+            if (strncmp(a, "--", 2) != 0) continue;
+            const char *eq = strchr(a + 2, '=');
+            const flag_def *f = find_flag(a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
+            if (!f) continue;
+            if (takes_value(f) && !eq) i++;
+            if (pass == 0 && f->kind == K_HELP) return 1;
+            if (pass == 1 && f->kind == K_DEMO) apply_demo(c);
+        }
+    }
+
+    bool given[NFLAGS] = {false};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
+            return errmsg_fail(err, errlen,
+                               "unexpected argument '%s' (flags start with --; subcommands "
+                               "'prepare', 'plan' and 'ckpt' come first; see --help)",
+                               a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const flag_def *f = find_flag(name, len);
+        if (!f) {
+            const char *near = nearest_flag(name, len);
+            if (near)
+                return errmsg_fail(err, errlen,
+                                   "unknown flag --%.*s (did you mean --%s? see --help)", (int)len,
+                                   name, near);
+            return errmsg_fail(err, errlen, "unknown flag --%.*s (see --help)", (int)len, name);
+        }
+        if (!takes_value(f)) {
+            if (eq) return errmsg_fail(err, errlen, "--%s takes no value, got '%s'", f->name, a);
+            if (f->kind == K_SWITCH) *(int *)((char *)c + f->off) = 1;
+            continue;
+        }
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return errmsg_fail(err, errlen, "--%s needs a value: --%s %s", f->name, f->name,
+                                   f->meta);
+            val = argv[++i];
+            /* "--data --steps 5" is a forgotten value, not a file named "--steps". */
+            if (strncmp(val, "--", 2) == 0 && find_flag(val + 2, strcspn(val + 2, "=")))
+                return errmsg_fail(err, errlen, "--%s needs a value (%s), got the flag %s", f->name,
+                                   f->meta, val);
+        }
+        if (set_flag(c, f, val, err, errlen)) return -1;
+        given[f - flags] = true;
+    }
+
+#define GIVEN(n) given[find_flag(n, strlen(n)) - flags]
+    model_shape *s = &c->shape;
+    if (!GIVEN("kv-heads") && !(c->demo && s->N % s->K == 0)) s->K = s->N;
+    if (!GIVEN("head-dim")) {
+        if (s->D % s->N != 0)
+            return errmsg_fail(err, errlen,
+                               "--d-model %lld is not divisible by --heads %lld: give --head-dim "
+                               "explicitly or choose heads dividing d-model",
+                               (long long)s->D, (long long)s->N);
+        s->H = s->D / s->N;
+    }
+    if (!GIVEN("d-ff")) s->F = default_ff(s->D);
+    if (!GIVEN("micro-batch")) c->micro_batch = c->batch;
+    if (c->bench && !GIVEN("steps")) c->steps = 10;
+#undef GIVEN
+    return config_validate(c, err, errlen);
+}
+
+/* ---- validation ---- */
+
+/* Axis names x, y, z, none repeated; commas allowed (and ignored) when `commas`. */
+static int check_axes(const char *flag, const char *axes, bool commas, char *err, size_t errlen) {
+    for (const char *p = axes; *p; p++) {
+        if (commas && *p == ',') continue;
+        if (*p != 'x' && *p != 'y' && *p != 'z')
+            return errmsg_fail(err, errlen,
+                               "--%s %s: axes are named x, y, z (e.g. --%s x or --%s %s)", flag,
+                               axes, flag, flag, commas ? "x,z" : "xz");
+        if (strchr(p + 1, *p))
+            return errmsg_fail(err, errlen, "--%s %s: axis %c is listed twice", flag, axes, *p);
+    }
+    return 0;
+}
+
+int config_validate(const config *c, char *err, size_t errlen) {
+    /* Ranges from the table, so a config built in code is held to the same limits. */
+    for (int i = 0; i < NFLAGS; i++) {
+        const flag_def *f = &flags[i];
+        if (!f->help || (f->kind != K_I64 && f->kind != K_INT && f->kind != K_F64)) continue;
+        const char *base = (const char *)c + f->off;
+        double v;
+        if (f->kind == K_I64) {
+            int64_t x;
+            memcpy(&x, base, sizeof x);
+            v = (double)x;
+        } else if (f->kind == K_INT) {
+            int x;
+            memcpy(&x, base, sizeof x);
+            v = x;
+        } else {
+            memcpy(&v, base, sizeof v);
+        }
+        bool lo_bad = (f->excl & EXCL_LO) ? !(v > f->lo) : !(v >= f->lo);
+        bool hi_bad = (f->excl & EXCL_HI) ? !(v < f->hi) : !(v <= f->hi);
+        if (lo_bad || hi_bad)
+            return errmsg_fail(err, errlen, "--%s %g: must be %s %g and %s %g", f->name, v,
+                               (f->excl & EXCL_LO) ? ">" : ">=", f->lo,
+                               (f->excl & EXCL_HI) ? "<" : "<=", f->hi);
+    }
+    const model_shape *s = &c->shape;
+    if (s->N % s->K != 0) {
+        char divs[256] = "";
+        size_t used = 0;
+        for (int64_t k = 1; k <= s->N && used + 24 < sizeof divs; k++)
+            if (s->N % k == 0)
+                used += (size_t)snprintf(divs + used, sizeof divs - used, "%s%lld",
+                                         used ? ", " : "", (long long)k);
+        return errmsg_fail(
+            err, errlen,
+            "--heads %lld is not divisible by --kv-heads %lld: each kv head serves N/K "
+            "query heads; choose --kv-heads from %s",
+            (long long)s->N, (long long)s->K, divs);
+    }
+    if (s->H % 2 != 0)
+        return errmsg_fail(
+            err, errlen,
+            "head dim %lld (--head-dim, default d-model/heads) is odd: rotary embedding "
+            "pairs element i with i + H/2, so it must be even",
+            (long long)s->H);
+    if (c->batch % c->micro_batch != 0)
+        return errmsg_fail(
+            err, errlen,
+            "--batch %lld is not a multiple of --micro-batch %lld: pick a micro-batch "
+            "that divides the batch",
+            (long long)c->batch, (long long)c->micro_batch);
+    if (c->min_lr > c->lr)
+        return errmsg_fail(err, errlen,
+                           "--min-lr %g is above --lr %g: the schedule decays to min-lr", c->min_lr,
+                           c->lr);
+    if (!c->bench && c->data[0] == '\0')
+        return errmsg_fail(err, errlen,
+                           "--data is empty: give a token (.h5) or text file, or --bench");
+    if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
+        return errmsg_fail(err, errlen,
+                           "--ckpt-dir is empty: give the directory of the checkpoints");
+    if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
+    if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
+    if (c->tensor_axis[0]) {
+        if (strlen(c->tensor_axis) != 1 || check_axes("tensor", c->tensor_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--tensor %s: give one axis, x, y or z",
+                               c->tensor_axis);
+        if (strchr(c->data_axes, c->tensor_axis[0]))
+            return errmsg_fail(
+                err, errlen,
+                "--tensor %s is also in --dp %s: one axis cannot shard both the batch "
+                "and the weights' model dimension",
+                c->tensor_axis, c->data_axes);
+    }
+    if (c->pipe_axis[0]) {
+        if (strlen(c->pipe_axis) != 1 || check_axes("pipeline", c->pipe_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--pipeline %s: give one axis, x, y or z",
+                               c->pipe_axis);
+        if (strchr(c->data_axes, c->pipe_axis[0]) || strchr(c->tensor_axis, c->pipe_axis[0]))
+            return errmsg_fail(
+                err, errlen,
+                "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
+                "both the layers and another dimension",
+                c->pipe_axis);
+        if (c->microbatches > 0 && c->batch % c->microbatches != 0)
+            return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
+                               (long long)c->batch, (long long)c->microbatches);
+    }
+    if (c->alg[0]) {
+        if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
+            return errmsg_fail(err, errlen,
+                               "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
+    }
+    return 0;
+}
+
+/* ---- --help ---- */
+
+static void default_str(const config *d, const flag_def *f, char *buf, size_t len) {
+    const char *base = (const char *)d + f->off;
+    buf[0] = '\0';
+    switch (f->kind) {
+    case K_I64: {
+        int64_t x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%lld", (long long)x);
+        break;
+    }
+    case K_INT: {
+        int x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%d", x);
+        break;
+    }
+    case K_U64: {
+        uint64_t x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%llu", (unsigned long long)x);
+        break;
+    }
+    case K_F64: {
+        double x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%g", x);
+        break;
+    }
+    case K_STR:
+        if (*base) snprintf(buf, len, "%s", base);
+        break;
+    case K_OPTIM:
+        snprintf(buf, len, "%s", d->optimizer == OPT_SGD ? "sgd" : "adamw");
+        break;
+    case K_ORDER:
+        snprintf(buf, len, "%s", d->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
+        break;
+    case K_SCHED:
+        snprintf(buf, len, "%s", d->schedule ? "1f1b" : "gpipe");
+        break;
+    default:
+        break;
+    }
+}
+
+/* Prints text in the help column (27..100), breaking at spaces; `indent_first` when the flag name
+ * took the first line. */
+static void print_wrapped(FILE *out, const char *text, bool indent_first) {
+    enum { COL = 27, WIDTH = 100 - 27 };
+    const char *p = text;
+    bool first = true;
+    while (*p) {
+        size_t n = strlen(p);
+        if (n > WIDTH) {
+            n = WIDTH;
+            while (n > 0 && p[n] != ' ') n--;
+            if (n == 0) n = strcspn(p, " ");
+        }
+        if (!first || indent_first) fprintf(out, "%*s", COL, "");
+        fprintf(out, "%.*s\n", (int)n, p);
+        p += n;
+        while (*p == ' ') p++;
+        first = false;
+    }
+}
+
+void config_print_help(FILE *out) {
+    config d;
+    config_defaults(&d);
+    fprintf(out, "meshtrain: train a LLaMA-style transformer on a mesh of MPI ranks.\n\n"
+                 "usage: mpirun -np R meshtrain [flags]\n"
+                 "       meshtrain prepare TEXT OUT.h5   (text file -> HDF5 token file)\n"
+                 "       meshtrain plan [flags]          (print a sharding plan, no training)\n"
+                 "       meshtrain ckpt info FILE | ckpt diff A B [--tol K]   (checkpoints)\n\n"
+                 "Flags take a value as --flag VALUE or --flag=VALUE. [default in brackets]\n");
+    for (int i = 0; i < NFLAGS; i++) {
+        const flag_def *f = &flags[i];
+        if (f->kind == K_GROUP) {
+            fprintf(out, "\n%s:\n", f->name);
+            continue;
+        }
+        if (!f->help) continue;
+        char lhs[64], def[1100];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", f->name, f->meta ? " " : "", f->meta ? f->meta : "");
+        default_str(&d, f, def, sizeof def);
+        bool derived = f->off == offsetof(config, shape.K) || f->off == offsetof(config, shape.H) ||
+                       f->off == offsetof(config, shape.F) ||
+                       f->off == offsetof(config, micro_batch);
+        char text[1400];
+        snprintf(text, sizeof text, "%s%s%s%s", f->help, def[0] && !derived ? " [" : "",
+                 derived ? "" : def, def[0] && !derived ? "]" : "");
+        if (strlen(lhs) > 24)
+            fprintf(out, "  %s\n", lhs);
+        else
+            fprintf(out, "  %-24s ", lhs);
+        print_wrapped(out, text, strlen(lhs) > 24);
+    }
+    fprintf(
+        out,
+        "\nEach step prints: step | loss | lr | gnorm | ms | tok/s | GFLOP/s | MFU, and with\n"
+        "several ranks | comm (exposed) | idle | book (predicted step time, measured/predicted).\n"
+        "  FLOPs per token = 6·P + 6·L·T·N·H, P = L·(D·(N+2K)·H + N·H·D + 3·D·F) + D·V\n"
+        "  (the matmul parameters, forward + backward; embedding lookups are free; 6·L·T·N·H\n"
+        "  is causal attention: QK^T and PV, T/2 keys per query on average, backward = 2x).\n"
+        "  GFLOP/s = FLOPs per token x tokens per step / step time (all ranks together).\n"
+        "  MFU = GFLOP/s / peak, peak = sum over the R ranks of the sgemm GFLOP/s each measures\n"
+        "  at start-up, all at once (R x one core's rate with one rank per core).\n"
+        "  The final line also gives MFU against the CPU's nominal FP32 peak when it is known:\n"
+        "  cores x GHz x FLOPs/cycle (AVX-512 64, AVX2+FMA 32, AVX 16, SSE2 8; see\n"
+        "  docs/inspect.md), cores = min(physical cores, ranks x --threads) per host.\n"
+        "  With non-blocking collectives (--overlap) a step also prints | overlap: the share of\n"
+        "  the collectives' transfer time hidden behind compute, 1 - exposed/transfer.\n"
+        "Exit status: 0 ok, 2 bad input (one message from rank 0), 3 a bug or a collective\n"
+        "mismatch (--debug-collectives), 4 the watchdog ended the job (--timeout).\n");
+}

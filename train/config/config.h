@@ -1,0 +1,83 @@
+/* config: every meshtrain option in one struct, parsed from argv and validated up front (before
+ * any collective), with a message that says what was wrong and what would be right. Knows the
+ * model's hyper-parameters; no MPI. */
+#ifndef MT_TRAIN_CONFIG_H
+#define MT_TRAIN_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int64_t L, D, N, K, H, F, V,
+        T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+} model_shape;
+
+typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
+typedef enum { DATA_ORDER_RANDOM = 0, DATA_ORDER_SEQUENTIAL = 1 } data_order;
+
+typedef struct {
+    model_shape shape;
+    /* batch */
+    int64_t batch;       /* global sequences per step */
+    int64_t micro_batch; /* global sequences per micro-batch (batch % micro_batch == 0) */
+    int64_t steps;
+    /* optimizer and schedule */
+    optim_kind optimizer;
+    double lr, min_lr, weight_decay, clip, beta1, beta2, eps;
+    int64_t warmup;
+    uint64_t seed;
+    /* data */
+    char data[1024]; /* HDF5 token file, or a text file (prepared on the fly) */
+    data_order order;
+    int64_t eval_every, eval_batches;
+    /* outputs */
+    int64_t sample; /* bytes to generate at the end (0 = none) */
+    double temperature;
+    int64_t top_k;
+    char prompt[256];      /* text the sample continues ("" = a newline) */
+    char metrics[1024];    /* JSON lines, one per step ("" = none) */
+    char save_init[1024];  /* write initial params to this HDF5 file */
+    char save_final[1024]; /* write final params to this HDF5 file */
+    /* checkpoints (issue: checkpoints; train/ckpt/ckpt.h) */
+    int64_t save_every; /* checkpoint every N steps and after the last (0 = never) */
+    int64_t keep;       /* keep the newest K checkpoints in ckpt_dir (0 = all) */
+    char ckpt_dir[1024];
+    char resume[1024]; /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
+    int threads;       /* BLAS threads per rank */
+    int bench;         /* --bench: timing run, no data file needed */
+    int quiet;
+    int demo; /* --demo given: the README's main job (see config_demo_mesh) */
+    /* mesh and sharding (issue: parallel schemes) */
+    char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
+    char mesh_open[16];  /* axes without wraparound */
+    char data_axes[8];   /* batch sharded over these axes, e.g. "x" */
+    int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
+    char tensor_axis[4]; /* Megatron TP axis, "" = none */
+    int overlap;
+    char alg[16];     /* collective algorithm name */
+    char emulate[16]; /* chip preset for link emulation, "" = none */
+    /* pipelining (issue: pipeline parallelism) */
+    char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
+    int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
+    int schedule;         /* --schedule: 0 = gpipe, 1 = 1f1b */
+    /* a look inside the run (docs/inspect.md) */
+    char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
+    int debug_collectives; /* check every collective's signature across its axis set */
+    double timeout;        /* --timeout S: watchdog on calls into mesh and steps, 0 = off */
+} config;
+
+/* Fills defaults. */
+void config_defaults(config *c);
+/* Parses argv[1..argc) into c (after defaults), derives --head-dim, --kv-heads, --d-ff and
+ * --micro-batch when not given, and validates. Returns 0; 1 when --help was asked for (the caller
+ * prints config_print_help from one rank and exits 0); −1 on bad input with the reason in err,
+ * naming the flag and what would be right. Not collective; prints nothing. */
+int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
+/* Checks shapes (N % K, even H, batch % micro_batch, ...). Returns 0 or −1 with err. */
+int config_validate(const config *c, char *err, size_t errlen);
+/* --demo's mesh part: on exactly 4 ranks, unless the user chose a mesh or sharding, sets
+ * --mesh x=2,y=2 --dp x --zero 3 --tensor y (ZeRO-3 over x, Megatron over y). No-op otherwise. */
+void config_demo_mesh(config *c, int nranks);
+/* The --help text (flags, defaults, and the FLOP formula used for MFU). */
+void config_print_help(FILE *out);
+#endif

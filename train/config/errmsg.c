@@ -1,0 +1,13 @@
+/* errmsg: see errmsg.h. */
+#include "train/config/errmsg.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int errmsg_fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}

@@ -1,0 +1,441 @@
+/* gen: generation with a KV cache on the mesh (see gen.h for the sharding). */
+#include "train/infer/gen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_cache.h"
+#include "kernels/rng.h"
+#include "mesh/coll.h"
+#include "train/config/errmsg.h"
+#include "train/model/hooks.h"
+#include "train/model/sample.h"
+
+/* K or V of this rank: [L, Bc, S, Kc, H], Bc sequences (local indices [c0, c0 + Bc)), Kc kv
+ * heads (the model's local ones). */
+typedef struct {
+    int64_t L, Bc, S, Kc, H, c0;
+    float *k, *v;
+} kvcache;
+
+static float *kv_row(const kvcache *kv, float *base, int64_t l, int64_t b, int64_t pos) {
+    return base + (((l * kv->Bc + b) * kv->S + pos) * kv->Kc) * kv->H;
+}
+
+struct gen {
+    config c;
+    mesh *m;
+    mesh *gm;       /* the mesh with the tensor axis split into (kv head, group): AllToAll */
+    mesh_axes gax;  /* the group axis of gm */
+    int64_t Z;      /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
+    par *plan;
+    model *mod;
+    gen_kv_mode mode;
+    gen_dims d;
+    int64_t nX, B_loc, row0;
+    kvcache kv;
+    /* per local sequence: next position, tokens generated so far */
+    int32_t *pos;
+    int64_t *ntok;
+    /* one forward: rows, their tokens and positions, the rows whose logits are wanted */
+    int32_t *rtok, *rpos;
+    int64_t *out_rows;
+    float *ws, *logits, *scr, *qm, *om, *a2a;
+    sample_item *items;
+    /* the step being run, for the attention hook */
+    int prefill;
+    const int64_t *chunk_len; /* prefill: lengths of the chunk's sequences */
+    int64_t chunk_b0, chunk_n;
+    double kv_bytes, attn_flops;
+};
+
+model *gen_model(gen *g) {
+    return g->mod;
+}
+par *gen_par(gen *g) {
+    return g->plan;
+}
+gen_kv_mode gen_mode(const gen *g) {
+    return g->mode;
+}
+void gen_rows(const gen *g, int64_t *row0, int64_t *n) {
+    *row0 = g->row0;
+    *n = g->B_loc;
+}
+int64_t gen_cache_bytes(const gen *g) {
+    const kvcache *kv = &g->kv;
+    return 2 * kv->L * kv->Bc * kv->S * kv->Kc * kv->H * (int64_t)sizeof(float);
+}
+const float *gen_logits(const gen *g) {
+    return g->logits;
+}
+
+/* ---------------------------------------------------------------- attention with the cache */
+
+/* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
+static void attn_prefill(gen *g, const model_attn_io *io) {
+    const par_local *lc = model_local(g->mod);
+    const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
+    const kvcache *kv = &g->kv;
+    int64_t r0 = 0;
+    for (int64_t i = 0; i < g->chunk_n; i++) {
+        const int64_t n = g->chunk_len[i], b = g->chunk_b0 + i - kv->c0;
+        kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, io->k + r0 * KH,
+                         io->v + r0 * KH, 0, n, lc->Nl, lc->Kl, H, KH);
+        g->attn_flops += 2.0 * (double)(n * (n + 1)) * (double)NH;
+        if (b >= 0 && b < kv->Bc) {
+            memcpy(kv_row(kv, kv->k, io->l, b, 0), io->k + r0 * KH, (size_t)(n * KH) * 4);
+            memcpy(kv_row(kv, kv->v, io->l, b, 0), io->v + r0 * KH, (size_t)(n * KH) * 4);
+            g->kv_bytes += 2.0 * (double)(n * KH) * 4;
+        }
+        r0 += n;
+    }
+}
+
+/* Decode, the book's AllToAll algorithm (gen.h): this rank attends for the group's M query heads
+ * of its Bc sequences. */
+static void attn_alltoall(gen *g, const model_attn_io *io) {
+    const par_local *lc = model_local(g->mod);
+    const int64_t H = g->c.shape.H, Nl = lc->Nl, Z = g->Z, Bc = g->kv.Bc, M = Nl * Z;
+    const kvcache *kv = &g->kv;
+    /* (2) block z of q (rows of the sequences rank z caches) to rank z: Q[B_Z, N_Y, H] */
+    mesh_all_to_all(g->gm, g->gax, g->a2a, io->q, Bc * Nl * H, MESH_ALG_DEFAULT);
+    for (int64_t i = 0; i < Z; i++)
+        for (int64_t b = 0; b < Bc; b++)
+            memcpy(g->qm + (b * M + i * Nl) * H, g->a2a + (i * Bc + b) * Nl * H,
+                   (size_t)(Nl * H) * 4);
+    /* (3) local attention against this rank's cache */
+    for (int64_t b = 0; b < Bc; b++) {
+        const int64_t p = g->pos[kv->c0 + b];
+        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H, kv_row(kv, kv->k, io->l, b, 0),
+                         kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1, H, H);
+        g->attn_flops += 4.0 * (double)(p + 1) * (double)(M * H);
+        g->kv_bytes += 2.0 * (double)((p + 1) * H) * 4;
+    }
+    /* (4) back: heads [i·Nl, (i+1)·Nl) of every local sequence to rank i; O[B, N_YZ, H] */
+    for (int64_t i = 0; i < Z; i++)
+        for (int64_t b = 0; b < Bc; b++)
+            memcpy(g->a2a + (i * Bc + b) * Nl * H, g->om + (b * M + i * Nl) * H,
+                   (size_t)(Nl * H) * 4);
+    mesh_all_to_all(g->gm, g->gax, io->att, g->a2a, Bc * Nl * H, MESH_ALG_DEFAULT);
+}
+
+/* Decode: one row per local sequence at its position; store the new keys and values, attend. */
+static void attn_decode(gen *g, const model_attn_io *io) {
+    const par_local *lc = model_local(g->mod);
+    const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
+    const kvcache *kv = &g->kv;
+    for (int64_t b = 0; b < kv->Bc; b++) {
+        const int64_t r = kv->c0 + b;
+        memcpy(kv_row(kv, kv->k, io->l, b, g->pos[r]), io->k + r * KH, (size_t)KH * 4);
+        memcpy(kv_row(kv, kv->v, io->l, b, g->pos[r]), io->v + r * KH, (size_t)KH * 4);
+    }
+    if (g->mode == GEN_KV_ALLTOALL) {
+        attn_alltoall(g, io);
+        return;
+    }
+    for (int64_t r = 0; r < io->R; r++) {
+        const int64_t p = g->pos[r];
+        kern_attn_cached(io->att + r * NH, g->scr, io->q + r * NH, kv_row(kv, kv->k, io->l, r, 0),
+                         kv_row(kv, kv->v, io->l, r, 0), p, 1, lc->Nl, lc->Kl, H, KH);
+        g->attn_flops += 4.0 * (double)(p + 1) * (double)NH;
+        g->kv_bytes += 2.0 * (double)((p + 1) * KH) * 4;
+    }
+}
+
+static void attn_hook(void *ctx, const model_attn_io *io) {
+    gen *g = ctx;
+    if (g->prefill)
+        attn_prefill(g, io);
+    else
+        attn_decode(g, io);
+}
+
+/* ---------------------------------------------------------------- steps */
+
+/* Weight bytes and matmul FLOPs of one forward of R rows with n_out logits rows on this rank. */
+static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
+    const model_shape *s = &g->c.shape;
+    const par_local *lc = model_local(g->mod);
+    const int64_t H = s->H;
+    const double layer_mm = (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D +
+                                     3 * s->D * lc->Fl);
+    double bytes = 0;
+    for (int id = 0; id < P_COUNT; id++) {
+        int64_t n = 0;
+        model_param(g->mod, (param_id)id, &n);
+        if (id != P_EMBED) bytes += 4.0 * (double)n;
+    }
+    bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
+    st->p_bytes = bytes;
+    st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
+}
+
+/* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
+static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
+    const model_shape *s = &g->c.shape;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t b = b0 + i, gb = g->row0 + b;
+        const double u =
+            kern_rng_uniform(g->c.seed, GEN_STREAM, ((uint64_t)gb << 32) | (uint64_t)g->ntok[b]);
+        next[b] = sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u,
+                              g->items);
+        g->ntok[b]++;
+    }
+}
+
+void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
+    const double t0 = mesh_now();
+    memset(st, 0, sizeof *st);
+    g->prefill = 1;
+    g->kv_bytes = g->attn_flops = 0;
+    for (int64_t b0 = 0; b0 < g->B_loc;) { /* chunks of whole sequences, up to max_rows rows */
+        int64_t n = 0, R = 0;
+        while (b0 + n < g->B_loc && R + ps->len[g->row0 + b0 + n] <= g->d.max_rows)
+            R += ps->len[g->row0 + b0 + n++];
+        CHECK(n > 0, "gen_prefill: a prompt longer than %lld rows", (long long)g->d.max_rows);
+        for (int64_t i = 0, r = 0; i < n; i++) {
+            const int64_t len = ps->len[g->row0 + b0 + i];
+            for (int64_t t = 0; t < len; t++, r++) {
+                g->rtok[r] = ps->tok[g->row0 + b0 + i][t];
+                g->rpos[r] = (int32_t)t;
+            }
+            g->out_rows[i] = r - 1;
+            g->pos[b0 + i] = (int32_t)len;
+        }
+        g->chunk_len = ps->len + g->row0 + b0;
+        g->chunk_b0 = b0;
+        g->chunk_n = n;
+        model_fwd_rows(g->mod, g->logits + b0 * g->c.shape.V, g->out_rows, n, g->rtok, g->rpos, R,
+                       attn_hook, g, g->ws);
+        pick(g, b0, n, next);
+        gen_step w;
+        weight_cost(g, R, n, &w);
+        st->p_bytes += w.p_bytes;
+        st->flops += w.flops;
+        st->rows += (double)R;
+        b0 += n;
+    }
+    st->flops += g->attn_flops;
+    st->kv_bytes = g->kv_bytes;
+    st->seconds = mesh_now() - t0;
+}
+
+void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
+    const double t0 = mesh_now();
+    const int64_t R = g->B_loc;
+    g->prefill = 0;
+    g->kv_bytes = g->attn_flops = 0;
+    for (int64_t r = 0; r < R; r++) {
+        g->rtok[r] = cur[r];
+        g->rpos[r] = g->pos[r];
+        g->out_rows[r] = r;
+    }
+    model_fwd_rows(g->mod, g->logits, g->out_rows, R, g->rtok, g->rpos, R, attn_hook, g, g->ws);
+    pick(g, 0, R, next);
+    for (int64_t r = 0; r < R; r++) g->pos[r]++;
+    weight_cost(g, R, R, st);
+    st->flops += g->attn_flops;
+    st->kv_bytes = g->kv_bytes;
+    st->rows = (double)R;
+    st->seconds = mesh_now() - t0;
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int refuse(const config *c, char *err, size_t errlen) {
+    if (c->zero == 3)
+        return errmsg_fail(err, errlen,
+                           "--zero 3 (FSDP) is refused for generation: decode reads every weight "
+                           "once per step and is bound by memory bandwidth, so gathering the "
+                           "weights over the links each step would cost more than the step "
+                           "itself (never move weights over the links while HBM-bound); use "
+                           "--tensor for model parallelism and --dp for replicas");
+    if (c->zero > 0)
+        return errmsg_fail(err, errlen,
+                           "--zero %d shards optimizer state and gradients, which generation "
+                           "does not have; drop it",
+                           c->zero);
+    if (c->pipe_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--pipeline is not supported by generate: use --tensor and --dp");
+    return 0;
+}
+
+/* Bytes this host has available (MemAvailable), or −1 when unknown. */
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+/* The group mesh of the AllToAll layout: the tensor axis t of size |Y| becomes t = K (kv heads)
+ * and a new minor axis of size Z = |Y|/K (the ranks sharing a kv head), so that coordinates and
+ * ranks stay those of m. */
+static int group_mesh(gen *g, char *err, size_t errlen) {
+    char spec[96] = "", name = 0;
+    const char t = g->c.tensor_axis[0];
+    for (const char *cand = "wvutsrqponmlkjihgfedcba"; *cand && !name; cand++)
+        if (mesh_axis_index(g->m, *cand) < 0) name = *cand;
+    for (int a = 0; a < mesh_ndims(g->m); a++) {
+        char part[32];
+        const char n = mesh_axis_name(g->m, a);
+        if (n == t)
+            snprintf(part, sizeof part, "%s%c=%lld,%c=%lld", a ? "," : "", n,
+                     (long long)g->c.shape.K, name, (long long)g->Z);
+        else
+            snprintf(part, sizeof part, "%s%c=%d", a ? "," : "", n, mesh_axis_size(g->m, a));
+        strncat(spec, part, sizeof spec - strlen(spec) - 1);
+    }
+    g->gm = mesh_create(spec, NULL, err, errlen);
+    if (!g->gm) return -1;
+    const char gn[2] = {name, 0};
+    return mesh_axes_parse(g->gm, gn, &g->gax);
+}
+
+/* Sharding of the batch and of the cache (before the model exists: nothing is allocated until
+ * the request is known to fit); checks that the batch divides. */
+static int layout(gen *g, char *err, size_t errlen) {
+    const model_shape *s = &g->c.shape;
+    const int ty = g->c.tensor_axis[0] ? mesh_axis_index(g->m, g->c.tensor_axis[0]) : -1;
+    const int64_t nY = ty >= 0 ? mesh_axis_size(g->m, ty) : 1;
+    const int64_t yi = ty >= 0 ? mesh_axis_coord(g->m, ty) : 0;
+    g->nX = par_data_shards(g->plan);
+    if (g->d.B % g->nX != 0)
+        return errmsg_fail(err, errlen,
+                           "%lld prompts do not divide over the %lld replicas (--dp): give a "
+                           "multiple of %lld prompts",
+                           (long long)g->d.B, (long long)g->nX, (long long)g->nX);
+    g->B_loc = g->d.B / g->nX;
+    g->row0 = par_data_index(g->plan) * g->B_loc;
+    g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
+    g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
+    if (g->mode == GEN_KV_ALLTOALL) {
+        if (g->B_loc % g->Z != 0)
+            return errmsg_fail(err, errlen,
+                               "%lld sequences per replica do not divide over the %lld tensor "
+                               "ranks that share a kv head (|Y| = %lld > K = %lld: the AllToAll "
+                               "attention splits the cache by batch): give a multiple of %lld "
+                               "prompts per replica, or --kv-replicate",
+                               (long long)g->B_loc, (long long)g->Z, (long long)nY,
+                               (long long)s->K, (long long)g->Z);
+        if (mesh_ndims(g->m) >= MESH_MAX_AXES)
+            return errmsg_fail(err, errlen,
+                               "the AllToAll attention splits the tensor axis in two, and a "
+                               "mesh of %d axes has no room for another: use --kv-replicate",
+                               mesh_ndims(g->m));
+    }
+    const int64_t Bc = g->B_loc / g->Z, Kc = s->K >= nY ? s->K / nY : 1;
+    g->kv = (kvcache){s->L, Bc, g->d.S, Kc, s->H, (yi % g->Z) * Bc, NULL, NULL};
+    return 0;
+}
+
+static int check_memory(gen *g, char *err, size_t errlen) {
+    const double need = (double)gen_cache_bytes(g), avail = mem_available();
+    const double per_rank = avail / (double)mesh_host_ranks(g->m);
+    int rc = avail > 0 && need > per_rank ? -1 : 0;
+    if (mesh_agree(mesh_world_comm(g->m), rc) == 0) return 0;
+    const model_shape *s = &g->c.shape;
+    return errmsg_fail(err, errlen,
+                       "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
+                       "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
+                       "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
+                       "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
+                       "more --tensor ranks",
+                       (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K,
+                       (long long)s->H,
+                       8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9,
+                       need / 1e9, (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S,
+                       (long long)g->kv.Kc, (long long)g->kv.H, per_rank / 1e9,
+                       mesh_host_ranks(g->m));
+}
+
+static float *falloc(int64_t n) {
+    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes);
+}
+
+static int alloc_buffers(gen *g) {
+    const model_shape *s = &g->c.shape;
+    const int64_t R = g->d.max_rows, kvn = gen_cache_bytes(g) / 8;
+    const int64_t M = s->N / s->K, Bc = g->kv.Bc;
+    g->kv.k = falloc(kvn);
+    g->kv.v = falloc(kvn);
+    g->pos = calloc((size_t)g->B_loc + 1, sizeof *g->pos);
+    g->ntok = calloc((size_t)g->B_loc + 1, sizeof *g->ntok);
+    g->rtok = calloc((size_t)R, sizeof *g->rtok);
+    g->rpos = calloc((size_t)R, sizeof *g->rpos);
+    g->out_rows = calloc((size_t)R, sizeof *g->out_rows);
+    g->ws = falloc(model_rows_ws(g->mod, R));
+    g->logits = falloc(R * s->V);
+    g->scr = falloc((s->N > 64 ? s->N : 64) * g->d.S);
+    g->qm = falloc(Bc * M * s->H);
+    g->om = falloc(Bc * M * s->H);
+    g->a2a = falloc(Bc * M * s->H);
+    g->items = calloc((size_t)s->V, sizeof *g->items);
+    return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
+                   g->logits && g->scr && g->qm && g->om && g->a2a && g->items
+               ? 0
+               : -1;
+}
+
+gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+    if (refuse(c, err, errlen) < 0) return NULL;
+    gen *g = calloc(1, sizeof *g);
+    CHECK(g, "gen_create: out of memory");
+    g->c = *c;
+    g->m = m;
+    g->d = *d;
+    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
+    cc.batch = cc.micro_batch = (d->max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
+    int trivial = 0;
+    g->plan = par_create(&cc, m, &trivial, err, errlen);
+    if (!g->plan && !trivial) {
+        free(g);
+        return NULL;
+    }
+    int rc = layout(g, err, errlen);
+    if (rc == 0) rc = check_memory(g, err, errlen);
+    if (rc == 0) {
+        g->mod = model_create(&c->shape, 0, c->seed, g->plan);
+        if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
+            rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    }
+    if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
+    if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(g)) < 0)
+        rc = errmsg_fail(err, errlen, "out of memory allocating the KV cache (%.2f GB per rank)",
+                         (double)gen_cache_bytes(g) / 1e9);
+    if (rc < 0) {
+        gen_destroy(g);
+        return NULL;
+    }
+    return g;
+}
+
+void gen_destroy(gen *g) {
+    if (!g) return;
+    model_destroy(g->mod);
+    par_destroy(g->plan);
+    mesh_destroy(g->gm);
+    free(g->kv.k);
+    free(g->kv.v);
+    free(g->pos);
+    free(g->ntok);
+    free(g->rtok);
+    free(g->rpos);
+    free(g->out_rows);
+    free(g->ws);
+    free(g->logits);
+    free(g->scr);
+    free(g->qm);
+    free(g->om);
+    free(g->a2a);
+    free(g->items);
+    free(g);
+}

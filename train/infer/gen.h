@@ -1,0 +1,75 @@
+/* gen: generation on the mesh with a KV cache — the sharding for inference, the cache, prefill
+ * (every prompt token at once, compute-bound, writes the cache) and decode (one token per
+ * sequence per step, reads every weight and the cache), and the sampler's pick.
+ *
+ * How it is sharded (the book's notation; B = sequences, S = cache positions):
+ *   weights as in training with --tensor Y (Megatron over heads, F and V), replicated over the
+ *   --dp axes X, which hold independent replicas: sequences B_X, no communication between them.
+ *   KV cache K, V[L, B_X, S, K_Y, H]: kv heads over Y. When |Y| > K the |Y|/K ranks that share a
+ *   kv head (its group, axis Z below) either
+ *   - hold it for all their sequences (--kv-replicate: K replicated, as the training weights), or
+ *   - split the sequences, K, V[L, B_XZ, S, K_Y, H], and decode's attention is the book's
+ *     AllToAll algorithm: (1) Q[B, N_YZ, H] = X·W_Q; (2) AllToAll_Z B→N: Q[B_Z, N_Y, H], the
+ *     group's M = N/K query heads of this rank's sequences; (3) attention against the local
+ *     cache; (4) AllToAll_Z back: O[B, N_YZ, H]; (5) X{U_YZ} = O·W_O, reduced as in training.
+ *     The cache stays put; only the small Q and O rows move.
+ *   Prefill needs no cache to attend (the prompt's own keys are at hand) and stores the rows of
+ *   the sequences this rank caches.
+ * FSDP (--zero 3) is refused: decode is bound by memory bandwidth, and moving every weight over
+ * the links each step costs more than reading it (the book's rule: no FSDP for generation).
+ * Depends on model, par, ckpt-free (the caller loads weights), mesh, kernels. */
+#ifndef MT_TRAIN_INFER_GEN_H
+#define MT_TRAIN_INFER_GEN_H
+#include <stdint.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/infer/prompts.h"
+#include "train/model/model.h"
+#include "train/parallel/par.h"
+
+/* RNG stream of generation's sampler (ASCII "gener"), apart from training's streams. */
+#define GEN_STREAM UINT64_C(0x67656e6572)
+
+typedef enum { GEN_KV_HEADS, GEN_KV_REPLICATED, GEN_KV_ALLTOALL } gen_kv_mode;
+
+typedef struct {
+    int64_t B;        /* global sequences */
+    int64_t S;        /* cache positions per sequence (longest prompt + new tokens) */
+    int64_t max_rows; /* rows of one forward (prefill chunk), >= S and >= the local batch */
+    int kv_replicate; /* |Y| > K: replicate the kv heads instead of the AllToAll algorithm */
+} gen_dims;
+
+/* What one prefill or decode step did on this rank (sums over the step). */
+typedef struct {
+    double seconds;  /* wall time on this rank */
+    double rows;     /* tokens processed */
+    double p_bytes;  /* weight bytes read */
+    double kv_bytes; /* cache bytes read and written */
+    double flops;    /* matmul and attention FLOPs */
+} gen_step;
+
+typedef struct gen gen;
+
+/* Collective over: world. Checks the request (FSDP, pipeline, batch division, the cache's size
+ * against this host's memory before allocating it), builds the plan, the model (initialised from
+ * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */
+gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
+void gen_destroy(gen *g); /* accepts NULL */
+model *gen_model(gen *g);
+par *gen_par(gen *g);
+gen_kv_mode gen_mode(const gen *g);
+/* The local sequences: global indices [row0, row0 + n) (shared by the ranks of a replica). */
+void gen_rows(const gen *g, int64_t *row0, int64_t *n);
+/* Bytes of this rank's cache; and of its parameters. */
+int64_t gen_cache_bytes(const gen *g);
+/* Collective over: the tensor axis. Prefill of the local sequences' prompts (ps holds all B):
+ * fills the cache and the logits of each one's last position; next[n] gets the sampled first new
+ * token. Positions restart at the prompt's end. */
+void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st);
+/* Collective over: the tensor axis. One decode step: cur[n] is each local sequence's latest token;
+ * next[n] the sampled one. */
+void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st);
+/* The logits [n, V] of the last step's picks (local sequences, in order). */
+const float *gen_logits(const gen *g);
+#endif

@@ -1,0 +1,139 @@
+/* gen_bench: `meshtrain generate --bench`, the decode roofline. For each batch B of
+ * --bench-batches: B synthetic prompts of --bench-prompt bytes, prefill, then --tokens − 1 decode
+ * steps; the step time's minimum and median beside the book's prediction
+ * T = B·KV/BW + max(2·B·P/C, P_bytes/BW). While memory-bound the step time is flat in B (every
+ * step reads all weights once); once 2·B·P/C exceeds P_bytes/BW it grows linearly. The book's
+ * B_crit = P_bytes·C / (2·P·BW) is where the two meet; the measured one is where the flat level
+ * of the smallest batch meets the line through the two largest batches. CSV columns (times in
+ * ms, bytes in MB = 1e6 B, per step, totals over ranks): batch, ms_min, ms_median, ms_book,
+ * ms_book_memory, ms_book_flops, tok_per_s, weight_mb, kv_mb, gb_per_s, gflop_per_s. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/rng.h"
+#include "train/infer/gen_cli.h"
+
+#define BENCH_MAX 32
+
+typedef struct {
+    int64_t B;
+    double ms_min, ms_med, ms_book, ms_mem, ms_flop;
+    gen_step t; /* totals of the median step */
+} bench_row;
+
+static int cmp_step(const void *a, const void *b) {
+    const double x = ((const gen_step *)a)->seconds, y = ((const gen_step *)b)->seconds;
+    return (x > y) - (x < y);
+}
+
+/* One batch size: B prompts, prefill, decode; the row of the table. */
+static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const gen_machine *mc,
+                           int64_t B) {
+    char err[512];
+    prompt_set ps = {0};
+    char *text = malloc((size_t)f->bench_prompt + 1);
+    CHECK(text, "bench: out of memory");
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < f->bench_prompt; i++)
+            text[i] = (char)(32 + (int)(95 * kern_rng_uniform(c->seed, 7, (uint64_t)(b << 32 | i))));
+        if (prompts_add(&ps, text, (size_t)f->bench_prompt, "bench prompt", err, sizeof err) < 0)
+            mesh_exit_error("%s", err);
+    }
+    free(text);
+    if (prompts_check_fit(&ps, f->tokens, c->shape.T, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    const int64_t S = f->bench_prompt + f->tokens;
+    gen_dims d = {B, S, B * f->bench_prompt < 1024 ? B * f->bench_prompt : 1024, f->kv_replicate};
+    if (d.max_rows < S) d.max_rows = S;
+    if (d.max_rows < B) d.max_rows = B;
+    gen *g = gen_create(c, m, &d, err, sizeof err);
+    if (!g) mesh_exit_error("%s", err);
+    int64_t row0, nb;
+    gen_rows(g, &row0, &nb);
+    int32_t *cur = calloc((size_t)nb + 1, 4), *next = calloc((size_t)nb + 1, 4);
+    const int64_t steps = f->tokens - 1;
+    gen_step *all = calloc((size_t)steps + 1, sizeof *all), st;
+    CHECK(cur && next && all, "bench: out of memory");
+    gen_prefill(g, &ps, next, &st);
+    for (int64_t s = 0; s < steps; s++) {
+        memcpy(cur, next, (size_t)nb * 4);
+        gen_decode(g, cur, next, &st);
+        all[s] = gen_step_total(m, &st);
+    }
+    qsort(all, (size_t)steps, sizeof *all, cmp_step);
+    bench_row r = {.B = B, .t = all[(steps - 1) / 2]};
+    r.ms_min = 1e3 * all[0].seconds;
+    r.ms_med = 1e3 * r.t.seconds;
+    r.ms_book = 1e3 * gen_predict(&r.t, mc);
+    r.ms_mem = 1e3 * (r.t.kv_bytes + r.t.p_bytes) / mc->bw;
+    r.ms_flop = 1e3 * (r.t.kv_bytes / mc->bw + r.t.flops / mc->flops);
+    free(cur), free(next), free(all);
+    gen_destroy(g);
+    prompts_free(&ps);
+    return r;
+}
+
+int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machine *mc) {
+    int64_t batches[BENCH_MAX], nbat = 0;
+    for (const char *p = f->bench_batches; *p && nbat < BENCH_MAX;) {
+        char *end;
+        const long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1 || (*end && *end != ','))
+            mesh_exit_error("--bench-batches %s: expected a comma list of batch sizes >= 1",
+                            f->bench_batches);
+        batches[nbat++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (nbat == 0) mesh_exit_error("--bench-batches is empty");
+    if (f->tokens < 2) mesh_exit_error("--bench needs --tokens >= 2 (decode steps + 1)");
+    FILE *csv = NULL;
+    if (mesh_rank(m) == 0 && f->csv[0] && !(csv = fopen(f->csv, "w")))
+        mesh_log("--csv %s: cannot write; the table is on stderr only", f->csv);
+    if (mesh_rank(m) == 0) {
+        fprintf(stderr,
+                "decode roofline | L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld | prompt %lld, "
+                "%lld decode steps per batch | BW %.2f GB/s, C %.2f GFLOP/s (measured, %d ranks)\n",
+                (long long)c->shape.L, (long long)c->shape.D, (long long)c->shape.N,
+                (long long)c->shape.K, (long long)c->shape.H, (long long)c->shape.F,
+                (long long)c->shape.V, (long long)f->bench_prompt, (long long)(f->tokens - 1),
+                mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m));
+        fprintf(stderr, "%6s %10s %10s %10s %8s %10s %9s %9s %9s\n", "batch", "ms min",
+                "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW", "GFLOP/s");
+        if (csv)
+            fprintf(csv, "batch,ms_min,ms_median,ms_book,ms_book_memory,ms_book_flops,tok_per_s,"
+                         "weight_mb,kv_mb,gb_per_s,gflop_per_s\n");
+    }
+    bench_row rows[BENCH_MAX] = {{0}};
+    for (int64_t i = 0; i < nbat; i++) {
+        bench_row *r = &rows[i];
+        *r = bench_one(c, f, m, mc, batches[i]);
+        const double s = r->t.seconds, bytes = r->t.p_bytes + r->t.kv_bytes;
+        if (mesh_rank(m) != 0) continue;
+        fprintf(stderr, "%6lld %10.3f %10.3f %10.3f %8.2f %10.0f %9.2f %8.0f%% %9.2f\n",
+                (long long)r->B, r->ms_min, r->ms_med, r->ms_book, r->ms_med / r->ms_book,
+                (double)r->B / s, bytes / s / 1e9, 100.0 * bytes / s / mc->bw,
+                r->t.flops / s / 1e9);
+        if (csv)
+            fprintf(csv, "%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.3f,%.3f\n",
+                    (long long)r->B, r->ms_min, r->ms_med, r->ms_book, r->ms_mem, r->ms_flop,
+                    (double)r->B / s, r->t.p_bytes / 1e6, r->t.kv_bytes / 1e6, bytes / s / 1e9,
+                    r->t.flops / s / 1e9);
+    }
+    if (mesh_rank(m) == 0) {
+        const bench_row *a = &rows[0];
+        const double book = a->t.p_bytes * mc->flops / (a->t.flops / a->t.rows * mc->bw);
+        fprintf(stderr, "B_crit: book %.1f (= weight bytes · C / (2·P · BW))", book);
+        if (nbat >= 3) {
+            const bench_row *y = &rows[nbat - 2], *z = &rows[nbat - 1];
+            const double slope = (z->ms_min - y->ms_min) / (double)(z->B - y->B);
+            if (slope > 0)
+                fprintf(stderr, ", measured %.1f (flat %.3f ms meets the line through B = %lld, "
+                                "%lld)",
+                        (double)z->B - (z->ms_min - a->ms_min) / slope, a->ms_min,
+                        (long long)y->B, (long long)z->B);
+        }
+        fprintf(stderr, "\n");
+    }
+    if (csv) fclose(csv);
+    return 0;
+}

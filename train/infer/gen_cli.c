@@ -1,0 +1,317 @@
+/* gen_cli: `meshtrain generate` (see gen_cli.h).
+ *
+ * Report (stderr, rank 0), per step: tokens, wall time, tokens/s, the bytes read by all ranks
+ * (weights + KV cache), the achieved bandwidth against the one measured at start-up, the FLOP
+ * rate, and the book's step time T = KV/BW + max(FLOPs/C, weight bytes/BW) with measured /
+ * predicted, where KV, FLOPs and weight bytes are the step's totals over the ranks and BW, C the
+ * ranks' summed bandwidth and sgemm rate. Texts go to stdout: each prompt followed by its
+ * continuation and a newline, in prompt order. */
+#include "train/infer/gen_cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_cache.h"
+#include "kernels/gemm.h"
+#include "mesh/coll.h"
+#include "train/ckpt/ckpt.h"
+#include "train/config/errmsg.h"
+#include "train/model/hooks.h"
+
+#define GEN_ERR 512
+
+static mesh_axes all_axes(mesh *m) {
+    mesh_axes a = {.n = mesh_ndims(m)};
+    for (int k = 0; k < a.n; k++) a.ax[k] = k;
+    return a;
+}
+
+gen_machine gen_measure_machine(mesh *m) {
+    mesh_agree(mesh_world_comm(m), 0);
+    double bw = kern_measure_read_bw(INT64_C(128) << 20, 0.3), fl = 0;
+    for (int trial = 0; trial < 3; trial++) {
+        const double f = kern_measure_flops(1024, 0.1);
+        fl = f > fl ? f : fl;
+    }
+    float in[2] = {(float)bw, (float)fl}, out[2];
+    mesh_all_reduce(m, all_axes(m), out, in, 2, MESH_ALG_MPI);
+    return (gen_machine){out[0], out[1]};
+}
+
+gen_step gen_step_total(mesh *m, const gen_step *st) {
+    float in[5] = {(float)st->seconds, (float)st->rows, (float)st->p_bytes, (float)st->kv_bytes,
+                   (float)st->flops};
+    float out[5];
+    mesh_all_reduce(m, all_axes(m), out, in, 5, MESH_ALG_MPI);
+    return (gen_step){st->seconds, out[1], out[2], out[3], out[4]};
+}
+
+double gen_predict(const gen_step *st, const gen_machine *mc) {
+    const double flop_t = st->flops / mc->flops, mem_t = st->p_bytes / mc->bw;
+    return st->kv_bytes / mc->bw + (flop_t > mem_t ? flop_t : mem_t);
+}
+
+/* ---------------------------------------------------------------- flags */
+
+typedef struct {
+    const char *name;
+    int kind; /* 0 string, 1 int64, 2 switch, 3 --prompt (repeatable) */
+    size_t off, size;
+} gen_flag_def;
+
+#define G_(field) offsetof(gen_flags, field), sizeof(((gen_flags *)0)->field)
+static const gen_flag_def gen_flag_table[] = {
+    {"ckpt", 0, G_(ckpt)},
+    {"prompts", 0, G_(prompts_file)},
+    {"tokens", 1, G_(tokens)},
+    {"kv-replicate", 2, G_(kv_replicate)},
+    {"bench", 2, G_(bench)},
+    {"bench-batches", 0, G_(bench_batches)},
+    {"bench-prompt", 1, G_(bench_prompt)},
+    {"csv", 0, G_(csv)},
+    {"prompt", 3, 0, 0},
+};
+#undef G_
+
+static const char *const shape_flags[] = {"layers", "d-model", "heads",  "kv-heads",
+                                          "head-dim", "d-ff",  "vocab", "seq-len"};
+enum { N_SHAPE_FLAGS = sizeof shape_flags / sizeof shape_flags[0] };
+
+static void print_help(FILE *out) {
+    fprintf(out,
+            "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | --prompts "
+            "FILE) [flags]\n"
+            "  --ckpt FILE        parameters from a checkpoint written on any mesh (default: "
+            "fresh init from --seed);\n"
+            "                     the model's shape flags default to the checkpoint's\n"
+            "  --prompt STR       a prompt (repeatable); --prompts FILE: one prompt per line\n"
+            "  --tokens N         new tokens per sequence (default 64); prompt + N <= --seq-len\n"
+            "  --temperature X    0 = greedy; --top-k K; --seed S (sampling is a pure function "
+            "of the seed)\n"
+            "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
+            "replicas)\n"
+            "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
+            "attention\n"
+            "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
+            "--bench-prompt P\n"
+            "                     --tokens N (decode steps), --csv FILE\n"
+            "Texts go to stdout, the per-step report (TTFT, ms/token, bytes, bandwidth, the "
+            "book's prediction) to stderr.\n"
+            "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
+}
+
+/* Splits argv into generate's own flags (into f, ps) and the rest (rest[0..*nrest), for
+ * config_parse); notes which shape flags were given. */
+static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char **rest, int *nrest,
+                      int *shape_given, char *err, size_t errlen) {
+    *nrest = 0;
+    rest[(*nrest)++] = argv[0];
+    int nprompt = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *name = strncmp(a, "--", 2) == 0 ? a + 2 : NULL;
+        const size_t len = name ? strcspn(name, "=") : 0;
+        const gen_flag_def *d = NULL;
+        for (size_t k = 0; name && k < sizeof gen_flag_table / sizeof *gen_flag_table; k++)
+            if (strlen(gen_flag_table[k].name) == len && !strncmp(name, gen_flag_table[k].name, len))
+                d = &gen_flag_table[k];
+        for (int k = 0; name && k < N_SHAPE_FLAGS; k++)
+            if (strlen(shape_flags[k]) == len && !strncmp(name, shape_flags[k], len))
+                shape_given[k] = 1;
+        if (!d) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        char *field = (char *)f + d->off;
+        if (d->kind == 2) {
+            *(int *)field = 1;
+            continue;
+        }
+        const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return errmsg_fail(err, errlen, "--%s needs a value", d->name);
+        if (d->kind == 3) {
+            char what[32];
+            snprintf(what, sizeof what, "--prompt %d", ++nprompt);
+            if (prompts_add(ps, val, strlen(val), what, err, errlen) < 0) return -1;
+        } else if (d->kind == 0) {
+            if (strlen(val) >= d->size) return errmsg_fail(err, errlen, "--%s: too long", d->name);
+            memcpy(field, val, strlen(val) + 1);
+        } else {
+            char *end;
+            const long long v = strtoll(val, &end, 10);
+            if (*end || end == val || v < 1 || v > (1LL << 30))
+                return errmsg_fail(err, errlen, "--%s %s: expected a whole number >= 1",
+                                   d->name, val);
+            *(int64_t *)field = v;
+        }
+    }
+    return 0;
+}
+
+/* The model's shape from the checkpoint for every shape flag not given; then the check that the
+ * given ones agree. */
+static int adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
+                            size_t errlen) {
+    h5array *f = NULL;
+    ckpt_meta k;
+    int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
+    if (rc == 0) rc = ckpt_meta_get(f, &k, err, errlen);
+    h5array_close(f);
+    if (rc < 0) return rc;
+    int64_t *dst[N_SHAPE_FLAGS] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
+                                   &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
+    const int64_t src[N_SHAPE_FLAGS] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
+                                        k.shape.H, k.shape.F, k.shape.V, k.shape.T};
+    for (int i = 0; i < N_SHAPE_FLAGS; i++)
+        if (!given[i]) *dst[i] = src[i];
+    c->optimizer = k.optimizer; /* generation reads no optimizer state */
+    return ckpt_check_config(&k, c, path, err, errlen);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void report_prefill(const gen_step *t, const gen_machine *mc, int64_t B) {
+    const double pred = gen_predict(t, mc);
+    fprintf(stderr,
+            "prefill | %lld seqs, %.0f tokens | TTFT %.2f ms | %.0f tok/s | %.2f GFLOP/s (%.0f%% "
+            "of C %.1f) | read %.2f MB weights + wrote %.3f MB KV | book %.2f ms (%.2fx)\n",
+            (long long)B, t->rows, 1e3 * t->seconds, t->rows / t->seconds,
+            t->flops / t->seconds / 1e9, 100.0 * t->flops / t->seconds / mc->flops,
+            mc->flops / 1e9, t->p_bytes / 1e6, t->kv_bytes / 1e6, 1e3 * pred,
+            t->seconds / pred);
+}
+
+static void report_decode(int64_t step, const gen_step *t, const gen_machine *mc) {
+    const double pred = gen_predict(t, mc), bytes = t->p_bytes + t->kv_bytes;
+    fprintf(stderr,
+            "decode %lld | B %.0f | %.3f ms/token | %.0f tok/s | read %.3f MB (weights %.3f + KV "
+            "%.3f) | %.2f GB/s (%.0f%% of %.2f) | %.2f GFLOP/s | book %.3f ms (%.2fx)\n",
+            (long long)step, t->rows, 1e3 * t->seconds, t->rows / t->seconds, bytes / 1e6,
+            t->p_bytes / 1e6, t->kv_bytes / 1e6, bytes / t->seconds / 1e9,
+            100.0 * bytes / t->seconds / mc->bw, mc->bw / 1e9, t->flops / t->seconds / 1e9,
+            1e3 * pred, t->seconds / pred);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Generated tokens of every sequence on every rank: out[B, n] (a sum over the world in which
+ * only the tensor axis's first rank of each replica contributes its rows). */
+static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64_t B,
+                          float *out) {
+    int64_t row0, nb;
+    gen_rows(g, &row0, &nb);
+    float *in = calloc((size_t)(B * n), sizeof *in);
+    CHECK(in, "gather_tokens: out of memory");
+    if (model_local(gen_model(g))->n0 == 0)
+        for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
+    mesh_all_reduce(m, all_axes(m), out, in, B * n, MESH_ALG_MPI);
+    free(in);
+}
+
+static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g,
+                         const prompt_set *ps, const gen_machine *mc) {
+    int64_t row0, nb;
+    gen_rows(g, &row0, &nb);
+    const int64_t n = f->tokens, B = ps->n;
+    int32_t *mine = calloc((size_t)(nb * n + 1), sizeof *mine), *cur = malloc((size_t)nb * 4 + 4),
+            *next = malloc((size_t)nb * 4 + 4);
+    double *ms = calloc((size_t)n + 1, sizeof *ms);
+    float *all = calloc((size_t)(B * n + 1), sizeof *all);
+    CHECK(mine && cur && next && ms && all, "generate: out of memory");
+    gen_step st, t;
+    gen_prefill(g, ps, next, &st);
+    t = gen_step_total(m, &st);
+    if (mesh_rank(m) == 0) report_prefill(&t, mc, B);
+    for (int64_t i = 0; i < nb; i++) mine[i * n] = next[i];
+    for (int64_t s = 1; s < n; s++) {
+        memcpy(cur, next, (size_t)nb * sizeof *cur);
+        gen_decode(g, cur, next, &st);
+        for (int64_t i = 0; i < nb; i++) mine[i * n + s] = next[i];
+        t = gen_step_total(m, &st);
+        ms[s - 1] = 1e3 * t.seconds;
+        if (mesh_rank(m) == 0) report_decode(s, &t, mc);
+    }
+    gather_tokens(m, g, mine, n, B, all);
+    if (mesh_rank(m) == 0) {
+        if (n > 1) {
+            qsort(ms, (size_t)(n - 1), sizeof *ms, cmp_double);
+            fprintf(stderr, "decode summary | %lld steps | median %.3f ms/token, min %.3f | "
+                            "%.0f tok/s at the median\n",
+                    (long long)(n - 1), ms[(n - 2) / 2], ms[0], (double)B * 1e3 / ms[(n - 2) / 2]);
+        }
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t i = 0; i < ps->len[b]; i++) putchar(ps->tok[b][i]);
+            for (int64_t i = 0; i < n; i++) putchar((int)all[b * n + i]);
+            putchar('\n');
+        }
+        fflush(stdout);
+    }
+    (void)c;
+    free(mine), free(cur), free(next), free(ms), free(all);
+}
+
+int gen_main(int argc, char **argv) {
+    char err[GEN_ERR] = "";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (mesh_world_rank() == 0) print_help(stdout);
+            return 0;
+        }
+    gen_flags f = {.tokens = 64, .bench_prompt = 64};
+    snprintf(f.bench_batches, sizeof f.bench_batches, "1,2,4,8,16,32,64");
+    prompt_set ps = {0};
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0, given[N_SHAPE_FLAGS] = {0};
+    CHECK(rest, "generate: out of memory");
+    if (split_args(argc, argv, &f, &ps, rest, &nrest, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    config c;
+    config_defaults(&c);
+    if (config_parse(&c, nrest, rest, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    free(rest);
+    kern_set_threads(c.threads);
+    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    const gen_machine mc = gen_measure_machine(m);
+    if (f.bench) {
+        prompts_free(&ps);
+        const int rc = gen_bench_run(&c, &f, m, &mc);
+        mesh_destroy(m);
+        return rc;
+    }
+    if (ps.n == 0)
+        mesh_exit_error("no prompt: give --prompt STR (repeatable) or --prompts FILE");
+    if (prompts_check_fit(&ps, f.tokens, c.shape.T, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    int64_t total = 0;
+    for (int64_t i = 0; i < ps.n; i++) total += ps.len[i];
+    const int64_t S = ps.max_len + f.tokens;
+    gen_dims d = {ps.n, S, total < 1024 ? total : 1024, f.kv_replicate};
+    if (d.max_rows < S) d.max_rows = S;
+    if (d.max_rows < ps.n) d.max_rows = ps.n;
+    gen *g = gen_create(&c, m, &d, err, sizeof err);
+    if (!g) mesh_exit_error("%s", err);
+    if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    if (mesh_rank(m) == 0) {
+        const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
+                              "AllToAll attention, cache split by batch in each kv group"};
+        fprintf(stderr,
+                "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s) "
+                "| measured: BW %.2f GB/s, C %.2f GFLOP/s (sums over %d ranks)\n",
+                (long long)ps.n, (long long)f.tokens, (double)gen_cache_bytes(g) / 1e6,
+                mode[gen_mode(g)], mc.bw / 1e9, mc.flops / 1e9, mesh_nranks(m));
+    }
+    run_generate(&c, &f, m, g, &ps, &mc);
+    gen_destroy(g);
+    prompts_free(&ps);
+    mesh_destroy(m);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* gen_cli: `meshtrain generate` — flags, checkpoint, prompts, the prefill and decode loop with
+ * its per-step report against the book's roofline (stderr), the texts (stdout), and --bench's
+ * decode batch sweep (gen_bench.c). Depends on gen, prompts, ckpt, config, mesh, kernels. */
+#ifndef MT_TRAIN_INFER_GEN_CLI_H
+#define MT_TRAIN_INFER_GEN_CLI_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/infer/gen.h"
+
+/* The machine the roofline is drawn against, measured at start-up by every rank at once (ranks
+ * that share cores measure their share): sums over the ranks. */
+typedef struct {
+    double bw;    /* read bandwidth from memory, bytes/s */
+    double flops; /* sgemm FLOP/s */
+} gen_machine;
+
+/* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them. */
+gen_machine gen_measure_machine(mesh *m);
+/* Collective over: world. Sums a step's figures over the ranks. */
+gen_step gen_step_total(mesh *m, const gen_step *st);
+/* The book's step time for totals st: KV/BW + max(FLOPs/C, weight bytes/BW), seconds. */
+double gen_predict(const gen_step *st, const gen_machine *mc);
+
+typedef struct {
+    char ckpt[1024];
+    char prompts_file[1024];
+    int64_t tokens;
+    int kv_replicate;
+    int bench;
+    char bench_batches[256]; /* --bench: comma list of decode batch sizes */
+    int64_t bench_prompt;    /* --bench: prompt length */
+    char csv[1024];          /* --bench: CSV output */
+} gen_flags;
+
+/* Collective over: world. The --bench sweep (gen_bench.c). Returns 0; bad input leaves through
+ * mesh_exit_error. */
+int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machine *mc);
+
+/* Collective over: world. `meshtrain generate ...` (argv[0] = "generate"). Returns the exit
+ * status; bad input leaves through mesh_exit_error (one message, status 2). */
+int gen_main(int argc, char **argv);
+#endif

@@ -1,0 +1,603 @@
+/* model: parameters, initialisation and the forward/backward pass of the decoder on one rank's
+ * micro-batch. Sharded runs get their local extents and their communication from par.c through
+ * the hooks in model_par.h; without a plan every hook is a local copy or add.
+ *
+ * Forward of block l on the residual stream r[BT, D] (BT = Bl·T rows, one per token):
+ *   x1 = r;  h1 = rmsnorm(x1)·attn_norm;  q,k,v = h1·wq, h1·wk, h1·wv;  rope(q), rope(k)
+ *   att = causal_attention(q, k, v);  x2 = x1 + att·wo
+ *   h2 = rmsnorm(x2)·mlp_norm;  a = h2·w_gate;  b = h2·w_up;  g = silu(a)·b;  r = x2 + g·w_down
+ * then hf = rmsnorm(r)·final_norm, logits = hf·unembed, loss = mean cross-entropy.
+ * Saved per layer: x1 h1 rstd1 q k v P att x2 h2 rstd2 a b g. */
+#include "train/model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attention.h"
+#include "kernels/embed.h"
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rng.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/xent.h"
+#include "train/model/hooks.h"
+#include "train/observe/trace.h"
+
+/* ---------------------------------------------------------------- parameter table */
+
+param_info model_param_info(const model_shape *s, param_id id) {
+    const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
+    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
+    switch (id) {
+    case P_EMBED:
+        return (param_info){"embed", 2, {V, D, 1}, 1, std};
+    case P_ATTN_NORM:
+        return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_WQ:
+        return (param_info){"wq", 3, {L, D, NH}, 1, std};
+    case P_WK:
+        return (param_info){"wk", 3, {L, D, KH}, 1, std};
+    case P_WV:
+        return (param_info){"wv", 3, {L, D, KH}, 1, std};
+    case P_WO:
+        return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
+    case P_MLP_NORM:
+        return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_W_GATE:
+        return (param_info){"w_gate", 3, {L, D, F}, 1, std};
+    case P_W_UP:
+        return (param_info){"w_up", 3, {L, D, F}, 1, std};
+    case P_W_DOWN:
+        return (param_info){"w_down", 3, {L, F, D}, 1, std_out};
+    case P_FINAL_NORM:
+        return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
+    case P_UNEMBED:
+        return (param_info){"unembed", 2, {D, V, 1}, 1, std};
+    default:
+        return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
+    }
+}
+
+int64_t model_param_numel(const model_shape *s, param_id id) {
+    param_info pi = model_param_info(s, id);
+    return pi.shape[0] * pi.shape[1] * pi.shape[2];
+}
+
+int64_t model_param_total(const model_shape *s) {
+    int64_t n = 0;
+    for (int id = 0; id < P_COUNT; id++) n += model_param_numel(s, (param_id)id);
+    return n;
+}
+
+void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
+                           uint64_t seed) {
+    param_info pi = model_param_info(s, id);
+    const int64_t *c = slab->cnt, *o = slab->off, *S = pi.shape;
+    int64_t k = 0;
+    for (int64_t i0 = 0; i0 < c[0]; i0++)
+        for (int64_t i1 = 0; i1 < c[1]; i1++, k += c[2]) {
+            if (pi.init_std == 0.0f) {
+                for (int64_t i2 = 0; i2 < c[2]; i2++) out[k + i2] = 1.0f;
+                continue;
+            }
+            int64_t g = ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
+            kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, c[2], pi.init_std);
+        }
+}
+
+double model_flops_per_token(const model_shape *s) {
+    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
+    const double per_layer = D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F;
+    const double matmul_params = (double)s->L * per_layer + D * (double)s->V;
+    /* causal attention: QKᵀ and PV, forward 2·2·(T/2)·N·H per token per layer, ×3 for training */
+    const double attn = 6.0 * (double)s->L * NH * (double)s->T;
+    return 6.0 * matmul_params + attn;
+}
+
+/* ---------------------------------------------------------------- instance */
+
+typedef struct {
+    float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
+} layer_act;
+
+/* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
+typedef struct {
+    layer_act *act; /* [Ls] */
+    float *xf, *hf, *rstdf, *logits, *lse, *stats;
+    int32_t *targets;
+} slot_act;
+
+struct model {
+    model_shape s;
+    int64_t Bl, BT;
+    int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
+    int first, last, nslots;
+    par_local loc;
+    struct par *par;
+    param_slab slab[P_COUNT];
+    int64_t off[P_COUNT], cnt[P_COUNT], nparams;
+    float *params, *grads;
+    slot_act *slot;
+    layer_act *acts;
+    float *act_block;
+    int32_t *tgt_block;
+    int64_t act_bytes;
+    /* scratch (reused within a step) */
+    float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
+        *s_att, *s_attn;
+};
+
+static void *xalloc(int64_t nfloat) {
+    size_t bytes = ((size_t)(nfloat > 0 ? nfloat : 1) * sizeof(float) + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+/* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
+typedef struct {
+    float *base;
+    int64_t used;
+} carver;
+static float *carve(carver *c, int64_t n) {
+    float *p = c->base ? c->base + c->used : NULL;
+    c->used += (n + 15) & ~(int64_t)15;
+    return p;
+}
+
+static void layout_activations(model *m, carver *c) {
+    const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
+    const par_local *lc = &m->loc;
+    for (int k = 0; k < m->nslots; k++) {
+        slot_act *S = &m->slot[k];
+        S->act = m->acts + k * m->Ls;
+        for (int64_t l = 0; l < m->Ls; l++) {
+            layer_act *A = &S->act[l];
+            A->x1 = carve(c, BT * D);
+            A->h1 = carve(c, BT * D);
+            A->rstd1 = carve(c, BT);
+            A->q = carve(c, BT * lc->Nl * H);
+            A->k = carve(c, BT * lc->Kl * H);
+            A->v = carve(c, BT * lc->Kl * H);
+            A->P = carve(c, m->Bl * lc->Nl * T * T);
+            A->att = carve(c, BT * lc->Nl * H);
+            A->x2 = carve(c, BT * D);
+            A->h2 = carve(c, BT * D);
+            A->rstd2 = carve(c, BT);
+            A->a = carve(c, BT * lc->Fl);
+            A->b = carve(c, BT * lc->Fl);
+            A->g = carve(c, BT * lc->Fl);
+        }
+        S->xf = carve(c, BT * D); /* the stage's output residual (the last stage's final one) */
+        if (m->last) {
+            S->hf = carve(c, BT * D);
+            S->rstdf = carve(c, BT);
+            S->logits = carve(c, BT * lc->Vl);
+            S->lse = carve(c, BT);
+            S->stats = carve(c, 3 * BT);
+        }
+    }
+}
+
+static void layout_scratch(model *m, carver *c) {
+    const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
+    const par_local *lc = &m->loc;
+    m->rope_cos = carve(c, T * H / 2);
+    m->rope_sin = carve(c, T * H / 2);
+    m->d_resid = carve(c, BT * D);
+    m->d_full = carve(c, BT * D);
+    m->d_part = carve(c, BT * D);
+    m->s_big = carve(c, BT * (lc->Vl > D ? lc->Vl : D));
+    m->s_f1 = carve(c, BT * lc->Fl);
+    m->s_f2 = carve(c, BT * lc->Fl);
+    m->s_q = carve(c, BT * lc->Nl * H);
+    m->s_k = carve(c, BT * lc->Kl * H);
+    m->s_v = carve(c, BT * lc->Kl * H);
+    m->s_att = carve(c, BT * lc->Nl * H);
+    m->s_attn = carve(c, T * T);
+}
+
+model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->s = *s;
+    m->Bl = Bl;
+    m->BT = Bl * s->T;
+    m->par = plan;
+    mpar_local(plan, s, &m->loc);
+    mpar_stage(plan, s, &m->l0, &m->l1, &m->nslots);
+    m->Ls = m->l1 - m->l0;
+    m->first = m->l0 == 0;
+    m->last = m->l1 == s->L;
+    m->nparams = 0;
+    for (int id = 0; id < P_COUNT; id++) {
+        mpar_slab(plan, s, (param_id)id, &m->slab[id]);
+        const int64_t *c = m->slab[id].cnt;
+        m->off[id] = m->nparams;
+        m->cnt[id] = c[0] * c[1] * c[2];
+        m->nparams += m->cnt[id];
+    }
+    m->params = xalloc(m->nparams);
+    const int want_grads = Bl > 0 && mpar_model_has_grads(plan);
+    m->grads = want_grads ? xalloc(m->nparams) : NULL;
+    m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
+    m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
+    carver c = {NULL, 0};
+    int ok = m->slot && m->acts;
+    if (ok) {
+        layout_activations(m, &c);
+        m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
+        layout_scratch(m, &c);
+        m->act_block = xalloc(c.used);
+        m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
+    }
+    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block ||
+        !m->tgt_block) {
+        model_destroy(m);
+        return NULL;
+    }
+    c = (carver){m->act_block, 0};
+    layout_activations(m, &c);
+    layout_scratch(m, &c);
+    for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
+    kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
+    for (int id = 0; id < P_COUNT; id++)
+        model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
+    mpar_model_ready(plan, m);
+    return m;
+}
+
+void model_destroy(model *m) {
+    if (!m) return;
+    free(m->params);
+    free(m->grads);
+    free(m->slot);
+    free(m->acts);
+    free(m->act_block);
+    free(m->tgt_block);
+    free(m);
+}
+
+const model_shape *model_shape_of(const model *m) {
+    return &m->s;
+}
+float *model_param(model *m, param_id id, int64_t *n) {
+    if (n) *n = m->cnt[id];
+    return m->params + m->off[id];
+}
+float *model_grad(model *m, param_id id, int64_t *n) {
+    if (n) *n = m->cnt[id];
+    return m->grads ? m->grads + m->off[id] : NULL;
+}
+const param_slab *model_slab(const model *m, param_id id) {
+    return &m->slab[id];
+}
+float *model_params_flat(model *m, int64_t *n) {
+    if (n) *n = m->nparams;
+    return m->params;
+}
+float *model_grads_flat(model *m, int64_t *n) {
+    if (n) *n = m->nparams;
+    return m->grads;
+}
+void model_zero_grads(model *m) {
+    if (m->grads) memset(m->grads, 0, (size_t)m->nparams * sizeof(float));
+}
+int64_t model_activation_bytes(const model *m) {
+    return m->act_bytes;
+}
+struct par *model_par(model *m) {
+    return m->par;
+}
+const par_local *model_local(const model *m) {
+    return &m->loc;
+}
+void model_stage(const model *m, int64_t *l0, int64_t *l1) {
+    *l0 = m->l0;
+    *l1 = m->l1;
+}
+int model_slots(const model *m) {
+    return m->nslots;
+}
+int64_t model_local_rows(const model *m) {
+    return m->BT;
+}
+float *model_stage_input(model *m, int slot) {
+    return m->slot[slot].act[0].x1;
+}
+const float *model_stage_output(model *m, int slot) {
+    return m->slot[slot].xf;
+}
+const float *model_stage_dinput(model *m) {
+    return m->d_full;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
+    const int64_t D = m->s.D;
+    for (int64_t b = 0; b < B; b++)
+        kern_embed_fwd(r + b * T * D, mpar_weight(m->par, m, P_EMBED), tok + b * ldt, T, D,
+                       m->loc.v0, m->loc.Vl);
+}
+
+/* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
+ * h1·wv (not yet rotated). */
+static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
+    const int64_t D = m->s.D, H = m->s.H;
+    const par_local *lc = &m->loc;
+    kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w->attn_norm, BT, D);
+    kern_matmul(A->q, A->h1, w->wq, BT, D, lc->Nl * H);
+    kern_matmul(A->k, A->h1, w->wk, BT, D, lc->Kl * H);
+    kern_matmul(A->v, A->h1, w->wv, BT, D, lc->Kl * H);
+}
+
+/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]. */
+static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+    const int64_t D = m->s.D, Fl = m->loc.Fl;
+    /* x2 = x1 + att·wo (partial sums over the TP axis, reduced by the hook) */
+    mpar_sublayer_out(m->par, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
+
+    kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w->mlp_norm, BT, D);
+    kern_matmul(A->a, A->h2, w->w_gate, BT, D, Fl);
+    kern_matmul(A->b, A->h2, w->w_up, BT, D, Fl);
+    kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
+    mpar_sublayer_out(m->par, m, out, A->x2, A->g, w->w_down, BT, Fl);
+}
+
+/* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
+ * output as the next layer's x1 (or the slot's xf after the stage's last layer). */
+static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
+    const int64_t H = m->s.H;
+    const par_local *lc = &m->loc;
+    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
+    layer_act *A = &S->act[l - m->l0];
+    layer_w w = mpar_layer_weights(m->par, m, l, +1);
+
+    block_qkv(m, &w, A, B * T);
+    kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
+    kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
+    kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
+    block_rest(m, &w, A, out, B * T);
+    mpar_layer_release(m->par, m, l);
+}
+
+/* logits = hf·unembed, then the loss; fills the slot's lse. Returns the mean loss over BT rows. */
+static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ldt, int64_t B,
+                           int64_t T) {
+    const int64_t BT = B * T, D = m->s.D, Vl = m->loc.Vl;
+    for (int64_t b = 0; b < B; b++)
+        memcpy(S->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
+    kern_matmul(S->logits, S->hf, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl);
+    float *st = S->stats; /* [3, BT]: max, sum, target logit */
+    kern_xent_stats(st, st + BT, st + 2 * BT, S->logits, S->targets, BT, Vl, m->loc.v0);
+    mpar_xent_combine(m->par, m, st, BT);
+    double loss = 0.0;
+    for (int64_t i = 0; i < BT; i++) {
+        S->lse[i] = st[i] + logf(st[BT + i]);
+        loss += (double)S->lse[i] - (double)st[2 * BT + i];
+    }
+    return loss / (double)BT;
+}
+
+double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt, int64_t B,
+                            int64_t T, int want_loss) {
+    slot_act *S = &m->slot[slot];
+    const int64_t BT = B * T;
+    if (m->first) {
+        embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
+        mpar_embed_reduce(m->par, m, S->act[0].x1, BT);
+    }
+    for (int64_t l = m->l0; l < m->l1; l++) {
+        trace_begin(TRACE_FWD, l);
+        block_fwd(m, S, l, B, T);
+        trace_end(TRACE_FWD);
+    }
+    if (!m->last) return 0.0;
+    trace_begin(TRACE_HEAD_FWD, 0);
+    kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, m->s.D);
+    const double loss = want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
+    trace_end(TRACE_HEAD_FWD);
+    return loss;
+}
+
+double model_stage_fwd(model *m, int slot, const int32_t *tokens) {
+    return model_stage_fwd_rows(m, slot, tokens, m->s.T + 1, m->Bl, m->s.T, 1);
+}
+
+double model_fwd_loss(model *m, const int32_t *tokens) {
+    return model_stage_fwd(m, 0, tokens);
+}
+
+void model_last_logits(model *m, int64_t len, float *logits_loc) {
+    const int64_t D = m->s.D;
+    slot_act *S = &m->slot[0];
+    kern_matmul(S->logits, S->hf + (len - 1) * D, mpar_weight(m->par, m, P_UNEMBED), 1, D,
+                m->loc.Vl);
+    memcpy(logits_loc, S->logits, (size_t)m->loc.Vl * sizeof(float));
+}
+
+void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
+    const int64_t D = m->s.D;
+    if (!m->first) mpar_stage_recv(m->par, model_stage_input(m, 0), len * D);
+    model_stage_fwd_rows(m, 0, seq, len, 1, len, 0);
+    if (!m->last) mpar_stage_send(m->par, m->slot[0].xf, len * D);
+    if (m->last) {
+        model_last_logits(m, len, m->s_big);
+        mpar_gather_vocab(m->par, m, logits, m->s_big);
+    } else {
+        memset(logits, 0, (size_t)m->s.V * sizeof(float));
+    }
+    mpar_pipe_share_last(m->par, logits, m->s.V);
+}
+
+/* ---------------------------------------------------------------- inference rows */
+
+/* The workspace of model_fwd_rows for R rows: one layer's activations (every layer reuses them),
+ * the final norm and the local logits. */
+static void carve_rows(model *m, carver *c, layer_act *A, float **hf, float **lg, int64_t R) {
+    const int64_t D = m->s.D, H = m->s.H;
+    const par_local *lc = &m->loc;
+    A->x1 = carve(c, R * D);
+    A->h1 = carve(c, R * D);
+    A->rstd1 = carve(c, R);
+    A->q = carve(c, R * lc->Nl * H);
+    A->k = carve(c, R * lc->Kl * H);
+    A->v = carve(c, R * lc->Kl * H);
+    A->att = carve(c, R * lc->Nl * H);
+    A->x2 = carve(c, R * D);
+    A->h2 = carve(c, R * D);
+    A->rstd2 = carve(c, R);
+    A->a = carve(c, R * lc->Fl);
+    A->b = carve(c, R * lc->Fl);
+    A->g = carve(c, R * lc->Fl);
+    A->P = NULL;
+    *hf = carve(c, R * (D + 1));
+    *lg = carve(c, R * lc->Vl);
+}
+
+int64_t model_rows_ws(model *m, int64_t R) {
+    carver c = {NULL, 0};
+    layer_act A;
+    float *hf, *lg;
+    carve_rows(m, &c, &A, &hf, &lg, R);
+    return c.used;
+}
+
+void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+                    const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
+                    void *ctx, float *ws) {
+    const int64_t D = m->s.D, H = m->s.H, h2 = m->s.H / 2, Vl = m->loc.Vl;
+    const par_local *lc = &m->loc;
+    CHECK(m->first && m->last, "model_fwd_rows: not with pipeline stages");
+    carver c = {ws, 0};
+    layer_act A;
+    float *hf, *lg;
+    carve_rows(m, &c, &A, &hf, &lg, R);
+    kern_embed_fwd(A.x1, mpar_weight(m->par, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
+    mpar_embed_reduce(m->par, m, A.x1, R);
+    for (int64_t l = 0; l < m->s.L; l++) {
+        layer_w w = mpar_layer_weights(m->par, m, l, +1);
+        block_qkv(m, &w, &A, R);
+        for (int64_t r = 0; r < R; r++) { /* each row at its own position */
+            const float *cs = m->rope_cos + pos[r] * h2, *sn = m->rope_sin + pos[r] * h2;
+            kern_rope_apply(A.q + r * lc->Nl * H, cs, sn, 1, 1, lc->Nl, H, lc->Nl * H, 0);
+            kern_rope_apply(A.k + r * lc->Kl * H, cs, sn, 1, 1, lc->Kl, H, lc->Kl * H, 0);
+        }
+        attn(ctx, &(model_attn_io){l, R, A.q, A.k, A.v, A.att});
+        block_rest(m, &w, &A, A.x1, R);
+        mpar_layer_release(m->par, m, l);
+    }
+    const float *gain = mpar_weight(m->par, m, P_FINAL_NORM), *un = mpar_weight(m->par, m, P_UNEMBED);
+    for (int64_t i = 0; i < n_out; i++) {
+        kern_rmsnorm_fwd(hf, hf + D, A.x1 + out_rows[i] * D, gain, 1, D);
+        kern_matmul(lg, hf, un, 1, D, Vl);
+        mpar_gather_vocab(m->par, m, logits + i * m->s.V, lg);
+    }
+}
+
+/* ---------------------------------------------------------------- backward */
+
+/* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input). */
+static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
+    const int64_t BT = B * T, D = m->s.D, H = m->s.H;
+    const par_local *lc = &m->loc;
+    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
+    layer_act *A = &S->act[l - m->l0];
+    layer_w w = mpar_layer_weights(m->par, m, l, -1);
+    layer_g g = mpar_layer_grads(m->par, m, l);
+    float *dr = m->d_resid;
+
+    /* MLP sublayer: out = g·w_down */
+    const float *dout = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
+    kern_matmul_dw(g.w_down, A->g, dout, BT, Fl, D);
+    float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
+    kern_matmul_dx(dg, dout, w.w_down, BT, Fl, D, false);
+    kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
+    kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
+    kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
+    float *dh = m->s_big;
+    kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
+    kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
+    float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
+    kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
+    mpar_partial_end(m->par, m, dr, dx, BT);
+
+    /* attention sublayer: out = att·wo */
+    dout = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
+    kern_matmul_dw(g.wo, A->att, dout, BT, NHl, D);
+    float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
+    kern_matmul_dx(datt, dout, w.wo, BT, NHl, D, false);
+    kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
+    kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
+    kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
+    kern_matmul_dw(g.wk, A->h1, dk, BT, D, KHl);
+    kern_matmul_dw(g.wv, A->h1, dv, BT, D, KHl);
+    kern_matmul_dx(dh, dq, w.wq, BT, D, NHl, false);
+    kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
+    kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
+    dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
+    kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
+    mpar_partial_end(m->par, m, dr, dx, BT);
+    mpar_layer_grads_done(m->par, m, l);
+}
+
+/* The last stage's head: d(loss) → dL/d(final residual) in dr. */
+static void head_bwd(model *m, slot_act *S, float grad_scale) {
+    const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
+    /* loss = mean over the global batch: the caller's grad_scale carries 1/(#micro-batches ·
+     * #data shards); 1/BT is the local mean. */
+    float *dlogits = S->logits;
+    kern_xent_bwd(dlogits, S->logits, S->lse, S->targets, BT, Vl, m->loc.v0,
+                  grad_scale / (float)BT);
+    kern_matmul_dw(mpar_grad(m->par, m, P_UNEMBED), S->hf, dlogits, BT, D, Vl);
+    float *dhf = m->s_big;
+    kern_matmul_dx(dhf, dlogits, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl, false);
+    float *dr = m->d_resid;
+    memset(dr, 0, (size_t)(BT * m->loc.Dl) * sizeof(float));
+    float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
+    kern_rmsnorm_bwd(dx, mpar_grad(m->par, m, P_FINAL_NORM), dhf, S->xf,
+                     mpar_weight(m->par, m, P_FINAL_NORM), S->rstdf, BT, D);
+    mpar_partial_end(m->par, m, dr, dx, BT);
+    mpar_head_grads_done(m->par, m);
+}
+
+void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
+                     float grad_scale) {
+    const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
+    slot_act *S = &m->slot[slot];
+    if (m->last) {
+        trace_begin(TRACE_HEAD_BWD, 0);
+        head_bwd(m, S, grad_scale);
+        trace_end(TRACE_HEAD_BWD);
+    } else { /* this rank's D_Y columns of the gradient of the stage output */
+        const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
+        for (int64_t r = 0; r < BT; r++)
+            memcpy(m->d_resid + r * Dl, d_out + r * D + d0, (size_t)Dl * sizeof(float));
+    }
+    for (int64_t l = m->l1 - 1; l >= m->l0; l--) {
+        trace_begin(TRACE_BWD, l);
+        block_bwd(m, S, l, B, T);
+        trace_end(TRACE_BWD);
+    }
+    const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, m->d_resid, BT);
+    if (!m->first) {
+        if (demb != m->d_full) memcpy(m->d_full, demb, (size_t)(BT * D) * sizeof(float));
+        return;
+    }
+    for (int64_t b = 0; b < B; b++)
+        kern_embed_bwd(mpar_grad(m->par, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
+                       m->loc.v0, m->loc.Vl);
+    mpar_embed_grads_done(m->par, m);
+}
+
+double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
+    double loss = model_stage_fwd(m, 0, tokens);
+    model_stage_bwd(m, 0, tokens, NULL, grad_scale);
+    return loss;
+}

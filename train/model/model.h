@@ -1,0 +1,130 @@
+/* model: the LLaMA-style decoder (fp32, no biases): parameters by global name and shape, their
+ * local slabs on this rank, counter-based initialisation, and the forward/backward pass over a
+ * local micro-batch. The only module (with the schemes built on it) that knows it is a
+ * transformer. Depends on kernels/ (math) and, through par.h, on mesh/ for sharded runs.
+ *
+ * Global parameters (stacked over layers, the book's W_in[L, D, F]):
+ *   embed[V,D] attn_norm[L,D] wq[L,D,N·H] wk[L,D,K·H] wv[L,D,K·H] wo[L,N·H,D] mlp_norm[L,D]
+ *   w_gate[L,D,F] w_up[L,D,F] w_down[L,F,D] final_norm[D] unembed[D,V]
+ * Activations are row vectors (q = x · wq[l]); head h is columns [h·H, (h+1)·H) of q; the kv
+ * head of query head h is h / (N/K). */
+#ifndef MT_TRAIN_MODEL_H
+#define MT_TRAIN_MODEL_H
+#include <stdint.h>
+#include "train/config/config.h"
+
+typedef enum {
+    P_EMBED,
+    P_ATTN_NORM,
+    P_WQ,
+    P_WK,
+    P_WV,
+    P_WO,
+    P_MLP_NORM,
+    P_W_GATE,
+    P_W_UP,
+    P_W_DOWN,
+    P_FINAL_NORM,
+    P_UNEMBED,
+    P_COUNT
+} param_id;
+
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[3]; /* global shape */
+    int decay;        /* weight decay applies (matrices yes, norm gains no) */
+    float init_std;   /* N(0, std); 0 means "ones" (norm gain) */
+} param_info;
+
+/* A rank's slab of a global parameter: dims [off, off+cnt) in each dimension. */
+typedef struct {
+    int64_t off[3], cnt[3];
+} param_slab;
+
+/* Not collective. Global name, shape, decay flag and init scale of parameter id. */
+param_info model_param_info(const model_shape *s, param_id id);
+/* Number of elements of a global parameter / of all of them. */
+int64_t model_param_numel(const model_shape *s, param_id id);
+int64_t model_param_total(const model_shape *s);
+/* Fills a slab of parameter id from the counter-based RNG: element with global flat index g is
+ * std·normal(seed, id, g) (or 1 for gains). out holds the slab in row-major order. */
+void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
+                           uint64_t seed);
+/* Training FLOPs per token: 6·params_matmul + causal attention (6·L·T·N·H·... see --help). */
+double model_flops_per_token(const model_shape *s);
+
+/* ---- a model instance on this rank ---- */
+typedef struct model model;
+struct par; /* sharding plan and communication (train/parallel/par.h); NULL = single rank, no sharding */
+
+/* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
+ * s->T tokens, and initialises the local slabs from `seed`. Returns NULL on allocation failure.
+ * Bl = 0: parameters only, no gradients (inference, model_fwd_rows). */
+model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan);
+void model_destroy(model *m); /* accepts NULL */
+const model_shape *model_shape_of(const model *m);
+/* Local storage of parameter id (its slab, row-major) and of its gradient; *n = local count. */
+float *model_param(model *m, param_id id, int64_t *n);
+float *model_grad(model *m, param_id id, int64_t *n);
+const param_slab *model_slab(const model *m, param_id id);
+/* All local parameters / gradients as one contiguous block (in param_id order). */
+float *model_params_flat(model *m, int64_t *n);
+float *model_grads_flat(model *m, int64_t *n);
+void model_zero_grads(model *m);
+/* tokens[Bl, T+1]: inputs tokens[b, 0..T), targets tokens[b, 1..T]. Runs forward and backward,
+ * accumulating grad_scale · d(mean loss)/dθ into the gradients (+=). Returns the mean loss over
+ * the Bl·T local tokens. */
+double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale);
+/* Forward only; mean loss over the Bl·T local tokens. */
+double model_fwd_loss(model *m, const int32_t *tokens);
+/* Logits[V] of the token following seq[0..len), 1 ≤ len ≤ T, one sequence (for sampling). */
+void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits);
+/* ---- pipeline stages (all layers and one activation slot without pipelining) ---- */
+/* This rank's layers [l0, l1) and its number of activation slots (micro-batches in flight). */
+void model_stage(const model *m, int64_t *l0, int64_t *l1);
+int model_slots(const model *m);
+/* Rows (tokens) of one local micro-batch: Bl·T. */
+int64_t model_local_rows(const model *m);
+/* Stage forward of a micro-batch tokens[Bl, T+1] into activation slot `slot`: the first stage
+ * embeds the tokens, the others read model_stage_input(m, slot) ([Bl·T, D], filled by the
+ * caller); the last stage returns the mean loss, the others leave their output in
+ * model_stage_output(m, slot). */
+double model_stage_fwd(model *m, int slot, const int32_t *tokens);
+/* As model_stage_fwd on B rows of T tokens (row stride ldt); want_loss = 0 stops after the final
+ * norm (sampling). */
+double model_stage_fwd_rows(model *m, int slot, const int32_t *tokens, int64_t ldt, int64_t B,
+                            int64_t T, int want_loss);
+/* Stage backward of slot: the last stage starts from the loss, the others from d_out
+ * ([Bl·T, D], dL/d(stage output)); non-first stages leave dL/d(stage input) in
+ * model_stage_dinput(m) ([Bl·T, D]). Gradients accumulate (+=) with grad_scale. */
+void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
+                     float grad_scale);
+float *model_stage_input(model *m, int slot);
+const float *model_stage_output(model *m, int slot);
+const float *model_stage_dinput(model *m);
+/* Last stage, after model_stage_fwd_rows(slot 0, one sequence of len): this vocab shard's logits
+ * of the last position. */
+void model_last_logits(model *m, int64_t len, float *logits_loc);
+/* ---- inference: rows of tokens at given positions, attention supplied by the caller ---- */
+/* What the caller's attention sees of layer l: R rows, q[R, Nl·H] and k[R, Kl·H] rotated to each
+ * row's position, v[R, Kl·H]; it fills att[R, Nl·H] (local heads, model_local extents). */
+typedef struct {
+    int64_t l, R;
+    const float *q, *k, *v;
+    float *att;
+} model_attn_io;
+typedef void (*model_attn_fn)(void *ctx, const model_attn_io *io);
+/* Floats of workspace model_fwd_rows needs for up to R rows. */
+int64_t model_rows_ws(model *m, int64_t R);
+/* Collective over the tensor axis (with a plan; no pipeline). Forward of R rows, row r the token
+ * tok[r] at position pos[r] (< T) of its sequence: embedding, every block with the attention of
+ * attn(ctx, io) (a KV cache: no row sees another row unless attn lets it), final norm; then the
+ * logits over the whole vocabulary of rows out_rows[0..n_out) into logits[n_out, V]. ws: the
+ * caller's workspace of model_rows_ws(m, R) floats. The model may be created with Bl = 0. */
+void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+                    const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
+                    void *ctx, float *ws);
+/* Bytes of saved activations for one micro-batch on this rank. */
+int64_t model_activation_bytes(const model *m);
+#endif

@@ -1,0 +1,77 @@
+/* metrics: per-step console line and JSON line (see metrics.h). */
+#include "train/observe/metrics.h"
+
+#include <math.h>
+
+const char *metrics_si(char *buf, size_t len, double v) {
+    if (v >= 1e9)
+        snprintf(buf, len, "%.3gG", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(buf, len, "%.3gM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(buf, len, "%.3gk", v / 1e3);
+    else
+        snprintf(buf, len, "%.0f", v);
+    return buf;
+}
+
+void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
+    char tok[32];
+    const double sec = r->seconds > 0 ? r->seconds : 1e-9;
+    const double fps = r->flops / sec;
+    int n = snprintf(buf, len,
+                     "step %*lld | loss %.4f | lr %.1e | gnorm %.2f | %.0f ms | %s tok/s | %.1f "
+                     "GFLOP/s | MFU %.0f%%",
+                     width, (long long)r->step, r->loss, r->lr, r->grad_norm, 1e3 * r->seconds,
+                     metrics_si(tok, sizeof tok, r->tokens / sec), fps / 1e9,
+                     r->peak_flops > 0 ? 100.0 * fps / r->peak_flops : 0.0);
+    if (r->comm_frac >= 0 && n >= 0 && (size_t)n < len) {
+        n += snprintf(buf + n, len - (size_t)n,
+                      " | comm %.0f%% (AG %.0f RS %.0f AR %.0f p2p %.0f) | idle %.0f%%",
+                      100.0 * r->comm_frac, 100.0 * r->comm_ag, 100.0 * r->comm_rs,
+                      100.0 * r->comm_ar, 100.0 * r->comm_p2p, fmax(0.0, 100.0 * r->idle_frac));
+        if (r->pred_seconds > 0 && n >= 0 && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms (%.2fx)",
+                          1e3 * r->pred_seconds, sec / r->pred_seconds);
+    }
+    if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
+                 r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
+}
+
+/* JSON has no NaN or infinity: a diverged loss is written as null. */
+static int json_num(FILE *f, const char *key, double v, const char *fmt) {
+    if (fprintf(f, ",\"%s\":", key) < 0) return -1;
+    return (isfinite(v) ? fprintf(f, fmt, v) : fprintf(f, "null")) < 0 ? -1 : 0;
+}
+
+int metrics_write_json(FILE *f, const metrics_row *r) {
+    const double sec = r->seconds > 0 ? r->seconds : 1e-9;
+    const double fps = r->flops / sec;
+    int bad = fprintf(f, "{\"step\":%lld", (long long)r->step) < 0;
+    bad |= json_num(f, "loss", r->loss, "%.9g");
+    bad |= json_num(f, "lr", r->lr, "%.6g");
+    bad |= json_num(f, "gnorm", r->grad_norm, "%.6g");
+    bad |= json_num(f, "ms", 1e3 * r->seconds, "%.3f");
+    bad |= json_num(f, "tok_s", r->tokens / sec, "%.1f");
+    bad |= json_num(f, "gflops", fps / 1e9, "%.4g");
+    bad |= json_num(f, "mfu", r->peak_flops > 0 ? fps / r->peak_flops : 0.0, "%.4f");
+    if (r->comm_frac >= 0) {
+        bad |= json_num(f, "comm", r->comm_frac, "%.4f");
+        bad |= json_num(f, "idle", r->idle_frac, "%.4f");
+        if (r->pred_seconds > 0) bad |= json_num(f, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
+        bad |= json_num(f, "comm_ag", r->comm_ag, "%.4f");
+        bad |= json_num(f, "comm_rs", r->comm_rs, "%.4f");
+        bad |= json_num(f, "comm_ar", r->comm_ar, "%.4f");
+        bad |= json_num(f, "comm_p2p", r->comm_p2p, "%.4f");
+    }
+    if (r->bubble_ideal > 0) {
+        bad |= json_num(f, "bubble", r->bubble, "%.4f");
+        bad |= json_num(f, "bubble_ideal", r->bubble_ideal, "%.4f");
+        bad |= json_num(f, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
+    }
+    if (!isnan(r->val_loss)) bad |= json_num(f, "val_loss", r->val_loss, "%.9g");
+    bad |= fprintf(f, "}\n") < 0;
+    bad |= fflush(f) != 0;
+    return bad ? -1 : 0;
+}

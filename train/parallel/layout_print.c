@@ -1,0 +1,220 @@
+/* par_report: the plan in the book's notation, printed at start-up: each parameter's sharding,
+ * the activations', the collectives of one layer's forward and backward pass with their axis,
+ * V (bytes) and whether they are on the critical path, and memory per rank by category. */
+#include <string.h>
+
+#include "train/parallel/par_impl.h"
+#include "train/observe/report.h"
+
+/* Axis-set subscript in the book's style: data axes "xy" → "XY". */
+static const char *sub(const mesh *m, mesh_axes a, char *buf) {
+    int k = 0;
+    for (; k < a.n; k++) buf[k] = (char)(mesh_axis_name(m, a.ax[k]) - 'a' + 'A');
+    buf[k] = 0;
+    return buf;
+}
+
+static const char *dimstr(char *buf, size_t n, const char *dim, const char *s) {
+    if (s && s[0])
+        snprintf(buf, n, "%s_%s", dim, s);
+    else
+        snprintf(buf, n, "%s", dim);
+    return buf;
+}
+
+void par_memory(par *p, model *m, const config *c, par_mem *out) {
+    memset(out, 0, sizeof *out);
+    int64_t np;
+    model_params_flat(m, &np);
+    out->params = 4 * np;
+    out->grads = model_grads_flat(m, NULL) ? 4 * np : 0;
+    out->activations = model_activation_bytes(m);
+    const int64_t state = c->optimizer == OPT_ADAMW ? 2 : 0;
+    if (!p) {
+        out->optimizer = 4 * state * np;
+        return;
+    }
+    out->optimizer = 4 * state * (p->zero ? p->sh_total : np);
+    if (p->zero) out->grads += 4 * p->sh_total;
+    if (p->zero == 1 || p->zero == 2) { /* the shard being updated */
+        int64_t most = 0;
+        for (int id = 0; id < P_COUNT; id++)
+            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
+        out->buffers += 4 * most;
+    }
+    if (p->zero >= 2) {
+        out->buffers += 4 * 2 * (p->layer_elems + p->layer_elems / p->nX);
+        for (int id = 0; id < P_COUNT; id++)
+            if (p->ngbuf[id]) out->buffers += 4 * pgeo_block(&p->g[id]);
+    }
+    if (p->zero == 3) {
+        out->gathered = 4 * 4 * p->layer_elems;
+        out->gathered += 4 * (pgeo_block(&p->g[P_EMBED]) + pgeo_block(&p->g[P_FINAL_NORM]) +
+                              pgeo_block(&p->g[P_UNEMBED]));
+    }
+    const int64_t BT = c->micro_batch / p->nX * p->s.T;
+    if (p->nY > 1) out->buffers += 4 * (2 * BT * p->s.D + p->s.D * p->s.H * p->nY);
+    out->buffers += 4 * p->layer_elems; /* packing scratch */
+}
+
+typedef struct {
+    FILE *out;
+    const report *r;
+    struct par *p;
+} printer;
+
+static void coll_row(printer *pr, const char *phase, mesh_op op, mesh_axes a, int64_t count,
+                     int times, const char *what, const char *path) {
+    char ax[8];
+    int lat = 0;
+    double t = report_predict(pr->r, op, a, pr->p->alg, count, &lat);
+    int64_t n = mesh_axes_size(pr->p->m, a);
+    double V = 4.0 * (double)count *
+               (op == MESH_OP_ALL_GATHER || op == MESH_OP_REDUCE_SCATTER ? (double)n : 1.0);
+    fprintf(pr->out, "  %-8s %-14s %-3s %-44s %2d× %9.3f MB  %-10s %8.3f ms %s\n", phase,
+            mesh_op_name(op), sub(pr->p->m, a, ax), what, times, V / 1e6, path, 1e3 * t,
+            lat ? "latency-bound" : "bandwidth-bound");
+}
+
+void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *out) {
+    const model_shape *s = &c->shape;
+    par_mem mem;
+    par_memory(p, m, c, &mem);
+    if (mesh_world_rank() != 0) return;
+    char X[8] = "", Y[8] = "", b1[32], b2[32], b3[32];
+    if (p) sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
+    const char *Xw = p && p->zero == 3 ? X : "";
+    fprintf(out, "== plan (the book's notation; B = tokens) ==\n");
+    if (!p) {
+        fprintf(out, "single rank: every tensor whole, no communication\n");
+    } else {
+        char Zs[8] = "";
+        sub(p->m, p->pax, Zs);
+        fprintf(out,
+                "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | pipeline "
+                "over %s (|%s| = %lld) | algorithm %s | overlap %s\n",
+                X[0] ? X : "-", X[0] ? X : "X", (long long)p->nX, p->zero ? ", ZeRO-" : "",
+                p->zero ? (p->zero == 1   ? "1 (optimizer state sharded)"
+                           : p->zero == 2 ? "2 (+ gradients sharded)"
+                                          : "3 / FSDP (+ weights sharded)")
+                        : "",
+                Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->nY, Zs[0] ? Zs : "-",
+                Zs[0] ? Zs : "Z", (long long)p->nZ, mesh_alg_name(p->alg),
+                p->overlap ? "on" : "off");
+    }
+    fprintf(out,
+            "parameters (global sharding; with ZeRO-1/2 the _%s shards are the optimizer "
+            "state's):\n",
+            X[0] ? X : "X");
+    const char *Xs = p && p->zero ? X : "";
+    char Ls[16] = "L", Z[8] = "";
+    if (p && p->nZ > 1) snprintf(Ls, sizeof Ls, "L_%s", sub(p->m, p->pax, Z));
+    fprintf(out, "  embed[%s, %s]  attn_norm[%s, %s]  mlp_norm[%s, %s]  final_norm[%s]\n",
+            dimstr(b1, 32, "V", Y), dimstr(b2, 32, "D", Xs), Ls, b2, Ls, b2, b2);
+    fprintf(out, "  wq[%s, %s, %s]  wk,wv[%s, %s, %s]%s  wo[%s, %s, %s]\n", Ls, b2,
+            dimstr(b1, 32, "N·H", Y), Ls, b2, dimstr(b3, 32, "K·H", Y),
+            p && p->g[P_WK].kv_group ? " (kv heads replicated over |Y|/K ranks)" : "", Ls, b1, b2);
+    fprintf(out, "  w_gate,w_up[%s, %s, %s]  w_down[%s, %s, %s]  unembed[%s, %s]\n", Ls, b2,
+            dimstr(b1, 32, "F", Y), Ls, b1, b2, b2, dimstr(b3, 32, "V", Y));
+    fprintf(out, "  weights as stored on a rank: %s\n",
+            Xw[0] ? "the _X shards (gathered per layer, just in time)"
+                  : (p && p->zero ? "whole over X (replicated); optimizer state sharded"
+                                  : "whole over the data axes (replicated)"));
+    fprintf(out,
+            "activations: In[%s, %s] between blocks (In[%s, D] inside a block), "
+            "logits[%s, %s], never whole\n",
+            dimstr(b1, 32, "B", X), dimstr(b2, 32, "D", Y), b1, b1, dimstr(b3, 32, "V", Y));
+    if (p) {
+        printer pr = {out, r, p};
+        const int64_t BT = c->micro_batch / p->nX * s->T, D = s->D, Dl = p->loc.Dl;
+        const int64_t nmb = c->batch / c->micro_batch;
+        fprintf(out,
+                "collectives of one layer (micro-batch of %lld tokens per data shard; "
+                "%lld micro-batches per step; predicted with %s links):\n",
+                (long long)BT, (long long)nmb, report_link_source(r));
+        fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what",
+                "n", "V", "path", "predicted");
+        if (p->zero == 3)
+            coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                     "W[D_X, ...] → W[D, ...] (9 layer weights)",
+                     p->overlap ? "prefetched" : "blocking");
+        if (p->nY > 1) {
+            coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+                     "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)", "critical");
+            coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+                     "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
+            coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+                     "dOut[B, D_Y] → dOut[B, D]", "critical");
+            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+                     "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
+            coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2,
+                     "d(norm gain)[D]{U_Y} → [D]", "blocking");
+        }
+        if (p->zero == 3)
+            coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                     "W[D_X, ...] → W[D, ...] (unless resident)",
+                     p->overlap ? "prefetched" : "blocking");
+        if (p->nZ > 1) {
+            mesh_axes one = p->pax;
+            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                     "send In[b, D] to the next stage (per micro-batch)", "critical");
+            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                     "send dIn[b, D] to the previous stage", "critical");
+        }
+        if (p->nX > 1) {
+            const char *path = p->overlap ? "async" : "blocking";
+            if (p->zero == 0)
+                coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
+                         "dW{U_X} → dW (once per step)", path);
+            else
+                coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
+                         p->layer_elems / p->nX / 9, 9,
+                         p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
+                                      : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
+                         path);
+            if (p->zero == 1 || p->zero == 2)
+                coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                         "W[D_X, ...] → W[D, ...] after the update", "blocking");
+        }
+    }
+    const double MB = 1e6;
+    fprintf(
+        out,
+        "memory per rank (MB): params %.2f | grads %.2f | optimizer %.2f | activations "
+        "%.2f | gathered weights %.2f | comm/transient buffers %.2f | total %.2f\n",
+        mem.params / MB, mem.grads / MB, mem.optimizer / MB, mem.activations / MB,
+        mem.gathered / MB, mem.buffers / MB,
+        (mem.params + mem.grads + mem.optimizer + mem.activations + mem.gathered + mem.buffers) /
+            MB);
+}
+
+void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t len) {
+    memset(k, 0, sizeof *k);
+    k->tokens = c->batch * c->shape.T;
+    k->F = c->shape.F;
+    k->nX = p ? p->nX : 1;
+    k->nY = p ? p->nY : 1;
+    k->n_data_axes = p ? p->dax.n : 0;
+    k->data_axis = p && p->dax.n ? p->dax.ax[0] : -1;
+    k->scheme = buf;
+    if (!p) {
+        snprintf(buf, len, "single rank");
+        return;
+    }
+    char X[8], Y[8], d[64] = "", tp[32] = "";
+    sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
+    if (p->nX > 1)
+        snprintf(d, sizeof d, "%s over %s",
+                 p->zero == 0   ? "DP"
+                 : p->zero == 3 ? "FSDP (ZeRO-3)"
+                 : p->zero == 1 ? "ZeRO-1"
+                                : "ZeRO-2",
+                 X);
+    if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
+    char Z[8] = "", pp[64] = "";
+    if (p->nZ > 1)
+        snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
+                 c->schedule ? "1F1B" : "GPipe");
+    snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
+             (d[0] || tp[0]) && pp[0] ? " + " : "", pp);
+}

@@ -1,0 +1,93 @@
+/* par: how the model is sharded over the mesh (the sharding plan) and the communication the
+ * model's forward/backward pass needs at fixed points. model.c calls these hooks; with no plan
+ * (single rank, or a mesh axis of size 1) they reduce to local copies and adds.
+ *
+ * Hook points, in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
+ *  - resid_gather:    AllGather_Y In[B, D_Y] → In[B, D]            (before each sublayer)
+ *  - partial_reduce:  ReduceScatter_Y Out[B, D]{U_Y} → Out[B, D_Y]  (after each sublayer)
+ *  - layer weights:   AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
+ *  - layer grads:     AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
+ * Depends on mesh/, model.h. */
+#ifndef MT_TRAIN_PAR_H
+#define MT_TRAIN_PAR_H
+#include <stdint.h>
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/model/model.h"
+
+typedef struct par par;
+
+/* Local extents of the model on this rank (all equal to the global ones without TP). */
+typedef struct {
+    int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff, vocab held locally */
+    int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
+    int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
+} par_local;
+
+/* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered). */
+typedef struct {
+    const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+} layer_w;
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+} layer_g;
+
+/* ---- plan lifetime and the step-level communication (trainer.c) ---- */
+/* Collective over: world. Builds the plan from the config's sharding flags on mesh m; returns
+ * NULL with a message in err when the request is impossible (an axis used twice for one
+ * dimension, a dimension not divisible by its shard count, ...), or when no sharding applies
+ * (*trivial set to 1: run the single-rank path). */
+par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen);
+void par_destroy(par *p); /* accepts NULL */
+/* Number of data shards (product of the data axes) and this rank's shard index. */
+int64_t par_data_shards(const par *p);
+int64_t par_data_index(const par *p);
+/* Start of a step (zeroes the gradient shards) and of micro-batch j of n. */
+void par_step_begin(par *p);
+void par_micro_begin(par *p, int64_t j, int64_t n);
+/* Completes every gradient reduction of the step (DP AllReduce / ZeRO ReduceScatter). */
+void par_finish_grads(par *p, model *m);
+/* Σ g² over the global gradient (each element counted once), identical on every rank. */
+double par_grad_sumsq(par *p, model *m);
+/* The slice of parameter id this rank updates: params, grads, and the offset of the slice in the
+ * optimizer-state vector (which holds only owned slices). *n = 0 when it owns nothing. */
+typedef struct {
+    float *p, *g;
+    int64_t n, state_off;
+} par_owned;
+par_owned par_owned_slice(par *p, model *m, param_id id);
+/* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
+ * parameter (one parameter's shard is staged at a time, so slices are used one by one). */
+void par_owned_done(par *p, model *m, param_id id);
+int64_t par_state_size(par *p, model *m);
+/* After the whole update (ZeRO-3: the gathered copies are stale). */
+void par_after_update(par *p, model *m);
+/* Checkpoint geometry. The global slab this rank's optimizer-state slice of parameter id covers
+ * (par_owned_slice's n elements, row-major), and whether this rank is the one that writes a
+ * block held by several ranks (parameters: kind 0, optimizer state: kind 1). */
+param_slab par_state_slab(par *p, model *m, param_id id);
+int par_is_writer(par *p, param_id id, int kind);
+/* After parameters were loaded into the model's storage: refresh derived copies (ZeRO-1/2
+ * master shards, ZeRO-3 gathered caches). */
+void par_params_loaded(par *p, model *m);
+/* Memory per rank by category, in bytes. */
+typedef struct {
+    int64_t params, grads, optimizer, activations, gathered, buffers;
+} par_mem;
+void par_memory(par *p, model *m, const config *c, par_mem *out);
+/* Rank 0 prints the plan: shardings in the book's notation, one layer's collectives with V,
+ * path and predicted time, memory per rank. r supplies the link constants. */
+struct report;
+struct report_case;
+void par_print_plan(par *p, model *m, const config *c, const struct report *r, FILE *out);
+/* Fills the summary's description of the run (scheme name written into buf). */
+void par_report_case(par *p, const config *c, struct report_case *k, char *buf, size_t len);
+/* Pipelining: the pipeline axis (−1 if none), its size P and this rank's stage s. */
+void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s);
+/* Mean of a per-stage value over the pipeline stages, on every rank. */
+double par_pipe_mean(par *p, double v);
+/* A value known on the last stage (0 elsewhere) → its mean over the data shards, on every rank. */
+double par_pipe_last_value(par *p, double v);
+/* Mean over the data shards of a per-rank value (loss). */
+double par_data_mean(par *p, double v);
+#endif

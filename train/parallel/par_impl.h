@@ -1,0 +1,83 @@
+/* par_impl: the sharding plan's internals, shared by par_plan.c (building and printing the plan),
+ * par.c (the model hooks) and par_step.c (gradient reduction, ownership, norms). Internal. */
+#ifndef MT_TRAIN_PAR_IMPL_H
+#define MT_TRAIN_PAR_IMPL_H
+#include "mesh/coll.h"
+#include "train/model/hooks.h"
+#include "train/parallel/par.h"
+
+/* Geometry of one parameter as blocks: nb blocks (L for stacked parameters, else 1) of a 2D
+ * matrix [R, C]. The TP slab of a block is rows [r0, r0+R) × cols [c0, c0+C) of the global
+ * block [Rg, Cg]; under ZeRO the TP slab is split over the data axes along `zdim` (0 rows,
+ * 1 cols). `repl`: the TP slab is replicated over the tensor axis (norm gains), `kv_group`:
+ * replicated over a group of tensor ranks that share a kv head. */
+typedef struct {
+    int stacked;
+    int64_t nb, Rg, Cg, R, C, r0, c0;
+    int zdim;
+    int repl, kv_group;
+    int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
+} pgeo;
+
+/* One in-flight gradient reduction of a block and where its result goes. */
+typedef struct {
+    mesh_req *req;
+    float *out; /* RS result staging (NULL for in-place AllReduce) */
+    float *acc; /* shard gradient to add `out` into */
+    int64_t n;
+} pending_red;
+
+#define PAR_MAX_PENDING 64
+
+struct par {
+    mesh *m;
+    config cfg;
+    model_shape s;
+    mesh_axes dax, tax, pax; /* data axes (ordered), tensor axis, pipeline axis (n = 0 or 1) */
+    int64_t nX, xi, nY, yi, nZ, zi;
+    int64_t l0, l1; /* this pipeline stage's layers */
+    int nslots;     /* activation slots: micro-batches in flight on this stage */
+    int zero, overlap;
+    mesh_alg alg;
+    par_local loc;
+    pgeo g[P_COUNT];
+    /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
+     * param's shard contiguous, block-major. */
+    float *sh_p, *sh_g, *ustage; /* ustage: zero 1/2's shard being updated */
+    int64_t sh_off[P_COUNT], sh_total;
+    /* zero 3: gathered weights of a layer (double buffer for prefetch) and of the non-layer
+     * params; staging for column-sharded gathers */
+    float *wbuf[2], *wstage[2], *ebuf, *hbuf_norm, *hbuf_un;
+    int64_t wlayer[2];
+    mesh_req *wreq[2][P_COUNT];
+    int wpending[2];     /* slot holds a started, not yet finished prefetch */
+    int64_t layer_elems; /* TP-local elements of one layer (all layer params) */
+    /* zero 2/3: transient full (TP-local) gradients of a layer / of a non-layer param */
+    float *gbuf[2], *gout[2], *ngbuf[P_COUNT];
+    pending_red pend[PAR_MAX_PENDING];
+    int npend;
+    int slot_pend[2]; /* gbuf[k] is in use by the first slot_pend[k] pending reductions */
+    /* scratch: TP packing [BT, D], column packing of a block, kv-group exchange */
+    float *tp_a, *tp_b, *pack, *kvx;
+    int64_t micro, n_micro;
+};
+
+/* Elements of a TP-local block, and the offset of block l inside a TP-local param. */
+static inline int64_t pgeo_block(const pgeo *g) {
+    return g->R * g->C;
+}
+/* The TP-local block l of param id inside layer-sized buffer `buf` (layout: layer params in
+ * param_id order, each [R, C]). */
+float *par_layer_slot(struct par *p, float *buf, param_id id);
+/* Column packing: src[R, C] → n chunks [R, C/n] (pack) and back (unpack). */
+void par_pack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n);
+void par_unpack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n);
+/* Is id stacked over layers (one block per layer)? */
+int par_is_layer_param(param_id id);
+/* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
+param_slab par_tp_slab(const struct par *p, param_id id);
+param_slab par_shard_slab(const struct par *p, param_id id);
+/* Completes all pending gradient reductions (adds RS results into shard grads). */
+void par_drain(struct par *p);
+void par_drain_upto(struct par *p, int count);
+#endif

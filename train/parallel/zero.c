@@ -1,0 +1,348 @@
+/* par_step: gradients and the optimizer's view of a sharded run.
+ *
+ * Per layer, once its backward is done (the book's dW{U_X}):
+ *   tensor axis: norm-gain gradients are partial sums over Y (each rank saw only its heads / its
+ *     d_ff slice) → AllReduce_Y; a kv head replicated over a group of tensor ranks sums its
+ *     gradient over that group (AllGather_Y, fixed-order sum).
+ *   data axes: --zero 0: AllReduce_X in place (DP); --zero 1: ReduceScatter_X into the owned
+ *     shard, once per step; --zero 2/3: ReduceScatter_X of every micro-batch's transient layer
+ *     gradient, added into the owned shard. Off the critical path: with --overlap they are
+ *     started asynchronously and completed in par_finish_grads.
+ * After the update, ZeRO-1/2 AllGather_X the updated parameter shards (ZeRO-3 gathers them
+ * just in time in the next forward pass). */
+#include <string.h>
+
+#include "kernels/optim.h"
+#include "train/parallel/par_impl.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static int last_micro(const struct par *p) {
+    return p->micro == p->n_micro - 1;
+}
+
+/* Σ over the axis set of a double, identical on every rank (AllGather + fixed-order sum). */
+static double allsum(struct par *p, mesh_axes a, double v) {
+    const int n = mesh_axes_size(p->m, a);
+    if (n == 1) return v;
+    float mine[2], all[2 * 64];
+    memcpy(mine, &v, sizeof v);
+    CHECK(n <= 64, "allsum over %d ranks", n);
+    mesh_all_gather(p->m, a, all, mine, 2, MESH_ALG_MPI);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, all + 2 * i, sizeof x);
+        s += x;
+    }
+    return s;
+}
+
+static mesh_axes all_axes(const struct par *p) {
+    mesh_axes a = p->dax;
+    if (p->tax.n) a.ax[a.n++] = p->tax.ax[0];
+    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
+    return a;
+}
+
+/* The tensor and pipeline axes: ranks that hold different parts of one model replica. */
+static mesh_axes model_axes(const struct par *p) {
+    mesh_axes a = p->tax;
+    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
+    return a;
+}
+
+/* ---------------------------------------------------------------- tensor-axis fixups */
+
+/* g holds this micro-batch's (or, zero<=1, the accumulated) partial gradient of a block. */
+static void tp_fix_block(struct par *p, param_id id, float *g) {
+    const pgeo *ge = &p->g[id];
+    const int64_t n = pgeo_block(ge);
+    if (ge->repl) {
+        mesh_all_reduce(p->m, p->tax, g, g, n, p->alg);
+    } else if (ge->kv_group) {
+        /* ranks sharing kv head k0: tensor ranks whose first query head maps to it */
+        mesh_all_gather(p->m, p->tax, p->kvx, g, n, p->alg);
+        const int64_t group = p->s.N / p->s.K; /* query heads per kv head */
+        memset(g, 0, (size_t)n * sizeof(float));
+        for (int64_t y = 0; y < p->nY; y++)
+            if ((y * p->loc.Nl) / group == p->loc.k0) kern_add(g, p->kvx + y * n, n);
+    }
+}
+
+static void tp_fix_layer(struct par *p, model *m, int64_t l, float *base) {
+    if (p->nY == 1) return;
+    for (int id = 0; id < P_COUNT; id++) {
+        if (!par_is_layer_param((param_id)id)) continue;
+        const pgeo *g = &p->g[id];
+        if (!g->repl && !g->kv_group) continue;
+        float *b = base ? par_layer_slot(p, base, (param_id)id)
+                        : model_grad(m, (param_id)id, NULL) + (l - p->l0) * pgeo_block(g);
+        tp_fix_block(p, (param_id)id, b);
+    }
+}
+
+/* ---------------------------------------------------------------- data-axis reductions */
+
+static void push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
+    if (p->npend == PAR_MAX_PENDING) par_drain(p);
+    p->pend[p->npend++] = (pending_red){r, out, acc, n};
+}
+
+/* Completes the first `count` pending reductions (they finish in the order started). */
+void par_drain_upto(struct par *p, int count) {
+    if (count > p->npend) count = p->npend;
+    for (int i = 0; i < count; i++) {
+        mesh_wait(p->pend[i].req);
+        if (p->pend[i].acc) kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
+    }
+    memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
+    p->npend -= count;
+    for (int k = 0; k < 2; k++)
+        p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
+}
+
+void par_drain(struct par *p) {
+    par_drain_upto(p, p->npend);
+}
+
+/* Reduces one TP-local block gradient g over the data axes into its destination. For RS the
+ * block is first packed in place so that shard j's elements are contiguous. out: where the RS
+ * result lands; acc: shard gradient to add it into (NULL: out is the shard gradient itself). */
+static void reduce_block(struct par *p, param_id id, float *g, float *out, float *acc) {
+    const pgeo *ge = &p->g[id];
+    const int64_t n = pgeo_block(ge);
+    if (p->zero == 0) {
+        if (p->overlap)
+            push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
+        else
+            mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
+        return;
+    }
+    if (ge->zdim && ge->R > 1) {
+        memcpy(p->pack, g, (size_t)n * sizeof(float));
+        par_pack_cols(g, p->pack, ge->R, ge->C, p->nX);
+    }
+    if (p->overlap) {
+        push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
+             acc ? n / p->nX : 0);
+    } else {
+        mesh_reduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg);
+        if (acc) kern_add(acc, out, n / p->nX);
+    }
+}
+
+static void reduce_layer(struct par *p, model *m, int64_t l) {
+    if (p->zero <= 1 && !last_micro(p)) return;
+    const int k = (int)(l % 2);
+    for (int id = 0; id < P_COUNT; id++) {
+        if (!par_is_layer_param((param_id)id)) continue;
+        const pgeo *g = &p->g[id];
+        const int64_t n = pgeo_block(g), ns = n / p->nX;
+        float *shard = p->zero ? p->sh_g + p->sh_off[id] + (l - p->l0) * ns : NULL;
+        if (p->zero <= 1) {
+            float *gb = model_grad(m, (param_id)id, NULL) + (l - p->l0) * n;
+            reduce_block(p, (param_id)id, gb, shard, NULL);
+        } else {
+            float *gb = par_layer_slot(p, p->gbuf[k], (param_id)id);
+            /* gout[k] is laid out like gbuf[k] at 1/nX scale */
+            float *out = p->gout[k] + (gb - p->gbuf[k]) / p->nX;
+            reduce_block(p, (param_id)id, gb, out, shard);
+        }
+    }
+    p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
+}
+
+void mpar_layer_grads_done(struct par *p, model *m, int64_t l) {
+    if (!p) return;
+    if (p->zero >= 2 || last_micro(p)) tp_fix_layer(p, m, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
+    if (p->nX > 1) reduce_layer(p, m, l);
+}
+
+static void nonlayer_done(struct par *p, model *m, param_id id) {
+    const pgeo *g = &p->g[id];
+    float *gb = p->zero >= 2 ? p->ngbuf[id] : model_grad(m, id, NULL);
+    if ((p->zero >= 2 || last_micro(p)) && p->nY > 1 && (g->repl || g->kv_group))
+        tp_fix_block(p, id, gb);
+    if (p->nX == 1 || (p->zero <= 1 && !last_micro(p))) return;
+    float *shard = p->zero ? p->sh_g + p->sh_off[id] : NULL;
+    if (p->zero <= 1) {
+        reduce_block(p, id, gb, shard, NULL);
+    } else {
+        /* a non-layer transient is reduced synchronously: its staging is the pack buffer */
+        par_drain(p);
+        const int64_t n = pgeo_block(g);
+        if (g->zdim && g->R > 1) {
+            memcpy(p->pack, gb, (size_t)n * sizeof(float));
+            par_pack_cols(gb, p->pack, g->R, g->C, p->nX);
+        }
+        mesh_reduce_scatter(p->m, p->dax, p->pack, gb, n / p->nX, p->alg);
+        kern_add(shard, p->pack, n / p->nX);
+    }
+}
+
+void mpar_head_grads_done(struct par *p, model *m) {
+    if (!p) return;
+    nonlayer_done(p, m, P_UNEMBED);
+    nonlayer_done(p, m, P_FINAL_NORM);
+}
+
+void mpar_embed_grads_done(struct par *p, model *m) {
+    if (!p) return;
+    nonlayer_done(p, m, P_EMBED);
+}
+
+/* ---------------------------------------------------------------- step level */
+
+void par_step_begin(par *p) {
+    if (!p) return;
+    if (p->sh_g) memset(p->sh_g, 0, (size_t)p->sh_total * sizeof(float));
+}
+
+void par_micro_begin(par *p, int64_t j, int64_t n) {
+    if (!p) return;
+    p->micro = j;
+    p->n_micro = n;
+    for (int id = 0; id < P_COUNT; id++)
+        if (p->ngbuf[id]) memset(p->ngbuf[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
+}
+
+void par_finish_grads(par *p, model *m) {
+    (void)m;
+    if (p) par_drain(p);
+}
+
+/* Is this rank the one that counts a TP-replicated block in the global norm? */
+static int counts_once(const struct par *p, const pgeo *g) {
+    if (g->repl) return p->yi == 0;
+    if (g->kv_group) return p->loc.n0 % (p->s.N / p->s.K) == 0;
+    return 1;
+}
+
+double par_grad_sumsq(par *p, model *m) {
+    if (!p) {
+        int64_t n;
+        const float *g = model_grads_flat(m, &n);
+        return kern_sumsq(g, n);
+    }
+    double s = 0.0;
+    for (int id = 0; id < P_COUNT; id++) {
+        const pgeo *g = &p->g[id];
+        if (!counts_once(p, g)) continue;
+        if (p->zero == 0) {
+            int64_t n;
+            const float *gr = model_grad(m, (param_id)id, &n);
+            s += kern_sumsq(gr, n);
+        } else {
+            s += kern_sumsq(p->sh_g + p->sh_off[id], g->shard_n);
+        }
+    }
+    /* zero 0: data ranks hold identical (reduced) gradients, sum over the tensor axis only */
+    return allsum(p, p->zero == 0 ? model_axes(p) : all_axes(p), s);
+}
+
+/* zero 1/2: this rank's shard of the model's whole (TP-local) parameter, into sh. */
+static void shard_select(struct par *p, model *m, param_id id, float *sh) {
+    const pgeo *g = &p->g[id];
+    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    const float *full = model_param(m, id, NULL);
+    for (int64_t b = 0; b < g->nb; b++) {
+        const float *src = full + b * n;
+        if (g->zdim && g->R > 1) {
+            par_pack_cols(p->pack, src, g->R, g->C, p->nX);
+            src = p->pack;
+        }
+        memcpy(sh + b * ns, src + p->xi * ns, (size_t)ns * sizeof(float));
+    }
+}
+
+par_owned par_owned_slice(par *p, model *m, param_id id) {
+    if (!p || p->zero == 0) {
+        int64_t n, off = 0;
+        float *w = model_param(m, id, &n);
+        for (int j = 0; j < (int)id; j++) {
+            int64_t nj;
+            model_param(m, (param_id)j, &nj);
+            off += nj;
+        }
+        return (par_owned){w, model_grad(m, id, NULL), n, off};
+    }
+    float *w = p->sh_p + p->sh_off[id]; /* zero 3: the model's own shard */
+    if (p->zero <= 2) {                 /* zero 1/2: this rank's shard, staged */
+        w = p->ustage;
+        shard_select(p, m, id, w);
+    }
+    return (par_owned){w, p->sh_g + p->sh_off[id], p->g[id].shard_n, p->sh_off[id]};
+}
+
+void par_owned_done(par *p, model *m, param_id id) {
+    if (!p || p->zero == 0 || p->zero == 3) return;
+    /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter */
+    const pgeo *g = &p->g[id];
+    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    float *full = model_param(m, id, NULL);
+    for (int64_t b = 0; b < g->nb; b++) {
+        if (g->zdim && g->R > 1) {
+            mesh_all_gather(p->m, p->dax, p->pack, p->ustage + b * ns, ns, p->alg);
+            par_unpack_cols(full + b * n, p->pack, g->R, g->C, p->nX);
+        } else {
+            mesh_all_gather(p->m, p->dax, full + b * n, p->ustage + b * ns, ns, p->alg);
+        }
+    }
+}
+
+int64_t par_state_size(par *p, model *m) {
+    if (!p || p->zero == 0) {
+        int64_t n;
+        model_params_flat(m, &n);
+        return n;
+    }
+    return p->sh_total;
+}
+
+void mpar_model_ready(struct par *p, model *m) {
+    if (p && p->zero == 3) p->sh_p = model_params_flat(m, NULL); /* the model stores the shards */
+}
+
+void par_after_update(par *p, model *m) {
+    (void)m;
+    if (p && p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1; /* gathered copies are stale */
+}
+
+double par_data_mean(par *p, double v) {
+    if (!p) return v;
+    return allsum(p, p->dax, v) / (double)p->nX;
+}
+
+param_slab par_state_slab(par *p, model *m, param_id id) {
+    if (!p) return *model_slab(m, id);
+    return p->zero == 0 ? par_tp_slab(p, id) : par_shard_slab(p, id);
+}
+
+int par_is_writer(par *p, param_id id, int kind) {
+    if (!p) return 1;
+    const pgeo *g = &p->g[id];
+    if (!counts_once(p, g)) return 0;
+    /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */
+    const int replicated_x = kind == 0 ? p->zero < 3 : p->zero == 0;
+    return replicated_x ? p->xi == 0 : 1;
+}
+
+void par_params_loaded(par *p, model *m) {
+    par_after_update(p, m); /* the same: derived copies of the parameters are stale */
+}
+
+void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {
+    *axis = p && p->pax.n ? p->pax.ax[0] : -1;
+    *P = p ? p->nZ : 1;
+    *s = p ? p->zi : 0;
+}
+
+double par_pipe_mean(par *p, double v) {
+    return p && p->nZ > 1 ? allsum(p, p->pax, v) / (double)p->nZ : v;
+}
+
+double par_pipe_last_value(par *p, double v) {
+    if (!p) return v;
+    return par_data_mean(p, allsum(p, p->pax, v));
+}

@@ -1,0 +1,245 @@
+/* ktime: the step's compute from the kernels' measured speeds. See ktime.h. The list of calls
+ * mirrors the model's step (train/model/model.c block_fwd/block_bwd, the loss, the optimizer). */
+#include "train/step/ktime.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/xent.h"
+#include "mesh/mesh.h"
+
+typedef enum {
+    K_MM,     /* y[M,N] = x[M,K]·w[K,N] */
+    K_DW,     /* dw[K,N] += xᵀ·dy */
+    K_DX,     /* dx[M,K] = dy·wᵀ */
+    K_RMS_F,  /* rmsnorm forward, M rows of K */
+    K_RMS_B,  /* rmsnorm backward */
+    K_ROPE,   /* rope on M sequences × T tokens × K heads of H */
+    K_ATT_F,  /* attention forward, M sequences */
+    K_ATT_B,  /* attention backward */
+    K_SWI_F,  /* swiglu forward, M elements */
+    K_SWI_B,  /* swiglu backward */
+    K_XENT_S, /* cross-entropy statistics, M rows of K logits */
+    K_XENT_B, /* cross-entropy backward */
+    K_ADAMW   /* AdamW over M parameters */
+} kind;
+
+typedef struct {
+    kind k;
+    int64_t M, K, N;
+} call;
+
+/* Buffers of one timed call, of the sizes `sizes` sets (floats), and targets t. */
+#define NBUF 8
+typedef struct {
+    float *f[NBUF];
+    int32_t *t;
+} bufs;
+
+static void fill(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = 0.01f * (float)((i * 7) % 13 - 6);
+}
+
+static int bufs_alloc(bufs *b, const int64_t *n, int64_t nt) {
+    int ok = 1;
+    for (int i = 0; i < NBUF; i++) {
+        b->f[i] = malloc((size_t)(n[i] > 0 ? n[i] : 1) * sizeof(float));
+        ok &= b->f[i] != NULL;
+        if (b->f[i]) fill(b->f[i], n[i]);
+    }
+    b->t = calloc((size_t)(nt > 0 ? nt : 1), sizeof(int32_t));
+    return ok && b->t;
+}
+
+static void bufs_free(bufs *b) {
+    for (int i = 0; i < NBUF; i++) free(b->f[i]);
+    free(b->t);
+}
+
+static void run(const call *c, const ktime_shape *s, bufs *b) {
+    float **f = b->f;
+    const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
+    switch (c->k) {
+    case K_MM:
+        kern_matmul(f[0], f[1], f[2], M, K, N);
+        break;
+    case K_DW:
+        kern_matmul_dw(f[2], f[1], f[0], M, K, N);
+        break;
+    case K_DX:
+        kern_matmul_dx(f[1], f[0], f[2], M, K, N, false);
+        break;
+    case K_RMS_F:
+        kern_rmsnorm_fwd(f[0], f[3], f[1], f[2], M, K);
+        break;
+    case K_RMS_B:
+        kern_rmsnorm_bwd(f[0], f[5], f[4], f[1], f[2], f[3], M, K);
+        break;
+    case K_ROPE:
+        kern_rope_apply(f[0], f[1], f[2], M, T, K, H, K * H, 0);
+        break;
+    case K_ATT_F:
+        kern_attn_fwd(f[0], f[1], f[2], f[3], f[4], M, T, s->Nl, s->Kl, H);
+        break;
+    case K_ATT_B:
+        kern_attn_bwd(f[5], f[6], f[7], f[0] + M * T * s->Nl * H, f[0], f[1], f[2], f[3], f[4], M,
+                      T, s->Nl, s->Kl, H);
+        break;
+    case K_SWI_F:
+        kern_swiglu_fwd(f[0], f[1], f[2], M);
+        break;
+    case K_SWI_B:
+        kern_swiglu_bwd(f[3], f[4], f[0], f[1], f[2], M);
+        break;
+    case K_XENT_S:
+        kern_xent_stats(f[1], f[2], f[3], f[0], b->t, M, K, 0);
+        break;
+    case K_XENT_B:
+        kern_xent_bwd(f[0], f[0], f[1], b->t, M, K, 0, 1.0f / (float)M);
+        break;
+    case K_ADAMW: {
+        const kern_adamw_cfg cfg = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+        kern_adamw(f[0], f[1], f[2], f[3], M, &cfg);
+        break;
+    }
+    }
+}
+
+/* Floats of each buffer a call needs. */
+static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) {
+    const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
+    for (int i = 0; i < NBUF; i++) n[i] = 0;
+    *nt = 0;
+    switch (c->k) {
+    case K_MM:
+    case K_DW:
+    case K_DX:
+        n[0] = M * N, n[1] = M * K, n[2] = K * N;
+        break;
+    case K_RMS_F:
+    case K_RMS_B:
+        n[0] = n[1] = n[4] = M * K, n[2] = n[5] = K, n[3] = M; /* y/dx, x, g, rstd, dy, dg */
+        break;
+    case K_ROPE:
+        n[0] = M * T * K * H, n[1] = n[2] = T * H / 2;
+        break;
+    case K_ATT_F:
+    case K_ATT_B: /* out/dout (+ T·T scratch), P, q, k, v, dq, dk, dv */
+        n[0] = M * T * s->Nl * H + T * T, n[1] = M * s->Nl * T * T;
+        n[2] = n[5] = M * T * s->Nl * H, n[3] = n[4] = n[6] = n[7] = M * T * s->Kl * H;
+        break;
+    case K_SWI_F:
+    case K_SWI_B:
+        for (int i = 0; i < 5; i++) n[i] = M;
+        break;
+    case K_XENT_S:
+    case K_XENT_B:
+        n[0] = M * K, n[1] = n[2] = n[3] = M, *nt = M;
+        break;
+    case K_ADAMW:
+        n[0] = n[1] = n[2] = n[3] = M;
+        break;
+    }
+}
+
+/* Seconds per call: best of 2 trials of at least `budget` each, after one warm-up call. */
+static double time_call(const call *c, const ktime_shape *s, double budget, int *ok) {
+    int64_t n[NBUF], nt;
+    sizes(c, s, n, &nt);
+    bufs b;
+    if (!bufs_alloc(&b, n, nt)) {
+        bufs_free(&b);
+        *ok = 0;
+        return 0;
+    }
+    if (c->k == K_ATT_B)
+        kern_attn_fwd(b.f[0], b.f[1], b.f[2], b.f[3], b.f[4], c->M, s->T, s->Nl, s->Kl,
+                      s->H); /* valid probabilities in P */
+    run(c, s, &b);
+    double best = 1e30;
+    for (int trial = 0; trial < 2; trial++) {
+        int64_t reps = 0;
+        const double t0 = mesh_now();
+        double t;
+        do {
+            run(c, s, &b);
+            reps++;
+            t = mesh_now() - t0;
+        } while (t < budget);
+        if (t / (double)reps < best) best = t / (double)reps;
+    }
+    bufs_free(&b);
+    return best;
+}
+
+/* The calls of one step, with their counts, into c[] (at most 40); returns how many. */
+static int step_calls(const ktime_shape *s, call *c, double *count) {
+    const int64_t r = s->seqs * s->T, D = s->D, NH = s->Nl * s->H, KH = s->Kl * s->H;
+    const double lm = (double)(s->L * s->micro), mb = (double)s->micro;
+    int n = 0;
+#define ADD(K_, M_, KK_, N_, cnt)                                                                  \
+    do {                                                                                           \
+        if ((cnt) > 0) c[n] = (call){K_, M_, KK_, N_}, count[n++] = (cnt);                         \
+    } while (0)
+    /* linear layers: forward, weight gradient, input gradient (wk, wv, w_gate, w_up twice) */
+    const int64_t lin[5][3] = {{r, D, NH}, {r, D, KH}, {r, NH, D}, {r, D, s->Fl}, {r, s->Fl, D}};
+    const double per[5] = {1, 2, 1, 2, 1};
+    for (int i = 0; i < 5; i++)
+        for (kind k = K_MM; k <= K_DX; k++) ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm);
+    ADD(K_RMS_F, r, D, 0, 2 * lm);
+    ADD(K_RMS_B, r, D, 0, 2 * lm);
+    ADD(K_ROPE, s->seqs, s->Nl, 0, 2 * lm); /* q forward and backward */
+    ADD(K_ROPE, s->seqs, s->Kl, 0, 2 * lm); /* k */
+    ADD(K_ATT_F, s->seqs, 0, 0, lm);
+    ADD(K_ATT_B, s->seqs, 0, 0, lm);
+    ADD(K_SWI_F, r * s->Fl, 0, 0, lm);
+    ADD(K_SWI_B, r * s->Fl, 0, 0, lm);
+    if (s->last) { /* final norm, unembed, loss */
+        ADD(K_RMS_F, r, D, 0, mb);
+        ADD(K_RMS_B, r, D, 0, mb);
+        for (kind k = K_MM; k <= K_DX; k++) ADD(k, r, D, s->Vl, mb);
+        ADD(K_XENT_S, r, s->Vl, 0, mb);
+        ADD(K_XENT_B, r, s->Vl, 0, mb);
+    }
+    ADD(K_ADAMW, s->params, 0, 0, 1);
+#undef ADD
+    return n;
+}
+
+int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
+    call c[40];
+    double count[40];
+    const int n = step_calls(s, c, count);
+    ktime_step r = {0, 0, 0, 0, 0, 0};
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        const double t = count[i] * time_call(&c[i], s, budget, &ok);
+        switch (c[i].k) {
+        case K_MM:
+        case K_DW:
+        case K_DX:
+            r.matmul += t;
+            r.matmul_flops += count[i] * 2.0 * (double)(c[i].M * c[i].K * c[i].N);
+            break;
+        case K_ATT_F:
+        case K_ATT_B:
+            r.attention += t;
+            break;
+        case K_ADAMW:
+            r.optimizer += t;
+            break;
+        default:
+            r.elementwise += t;
+        }
+    }
+    if (!ok) return -1;
+    r.total = r.matmul + r.attention + r.elementwise + r.optimizer;
+    *out = r;
+    return 0;
+}

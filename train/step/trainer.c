@@ -1,0 +1,290 @@
+/* trainer: one optimizer step = micro-batch loop (forward + backward, gradients accumulated),
+ * gradient reduction over the data axes (par), global-norm clipping, AdamW or SGD on the slices
+ * this rank owns, and the parameter AllGather that ZeRO-1/2 need after the update. */
+#include "train/step/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "mesh/link.h"
+#include "train/parallel/pipeline.h"
+#include "train/observe/trace.h"
+
+struct trainer {
+    config c;
+    mesh *mesh;
+    par *plan;
+    model *mod;
+    int64_t B_loc;   /* sequences this rank processes per step (all micro-batches) */
+    int64_t Bl;      /* sequences per micro-batch on this rank */
+    int64_t n_micro; /* micro-batches per step */
+    int64_t row0;
+    float *opt_m, *opt_v;
+    int64_t n_state;
+    double flops;
+    report *rep;
+    mesh_emulation emu;
+    int emulated;
+    pipe *pp; /* pipelining: the schedule driver (NULL without --pipeline) */
+    pipe_stats pst;
+};
+
+double trainer_lr(const config *c, int64_t step) {
+    if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
+    const int64_t decay = c->steps - c->warmup;
+    if (decay <= 1) return c->lr;
+    const double t = (double)(step - c->warmup) / (double)(decay - 1);
+    const double cosv = 0.5 * (1.0 + cos(3.14159265358979323846 * (t > 1.0 ? 1.0 : t)));
+    return c->min_lr + (c->lr - c->min_lr) * cosv;
+}
+
+static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
+    config cc = *c0;
+    const config *c = &cc;
+    if (cc.pipe_axis[0] && !serial) { /* the pipeline's micro-batches replace --micro-batch */
+        const int a = mesh_axis_index(m, cc.pipe_axis[0]);
+        if (cc.microbatches <= 0) cc.microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
+        if (cc.batch % cc.microbatches != 0) {
+            snprintf(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
+                     (long long)cc.batch, (long long)cc.microbatches);
+            return NULL;
+        }
+        cc.micro_batch = cc.batch / cc.microbatches;
+    }
+    int trivial = 1;
+    par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
+    if (!plan && !trivial) return NULL;
+    const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
+    if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
+        snprintf(err, errlen,
+                 "--batch %lld and --micro-batch %lld must be divisible by the %lld data shards",
+                 (long long)c->batch, (long long)c->micro_batch, (long long)shards);
+        par_destroy(plan);
+        return NULL;
+    }
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        par_destroy(plan);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->c = *c;
+    t->mesh = m;
+    t->plan = plan;
+    t->B_loc = c->batch / shards;
+    t->Bl = c->micro_batch / shards;
+    t->n_micro = c->batch / c->micro_batch;
+    t->row0 = idx * t->B_loc;
+    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    int ok = t->mod != NULL;
+    if (ok) {
+        t->n_state = par_state_size(plan, t->mod);
+        if (c->optimizer == OPT_ADAMW) {
+            t->opt_m = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
+            t->opt_v = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
+            ok = t->opt_m && t->opt_v;
+        }
+    }
+    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
+        snprintf(err, errlen, "out of memory allocating the model (try a smaller --micro-batch)");
+        trainer_destroy(t);
+        return NULL;
+    }
+    int64_t P = 1, stage = 0;
+    int pax = -1;
+    par_pipe_axis(plan, &pax, &P, &stage);
+    if (P > 1) {
+        t->pp = pipe_create(t->mod, plan, m, c->schedule, t->n_micro);
+        if (mesh_agree(mesh_world_comm(m), t->pp ? 0 : -1) < 0) {
+            snprintf(err, errlen, "out of memory allocating the pipeline buffers");
+            trainer_destroy(t);
+            return NULL;
+        }
+    }
+    /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
+     * best of three (a busy moment only lowers it) */
+    mesh_agree(mesh_world_comm(m), 0);
+    for (int trial = 0; trial < 3; trial++) {
+        const double f = kern_measure_flops(1024, 0.1);
+        if (f > t->flops) t->flops = f;
+    }
+    if (c->emulate[0]) {
+        mesh_emulation em;
+        if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
+            snprintf(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                     c->emulate);
+            trainer_destroy(t);
+            return NULL;
+        }
+        t->emu = em;
+        t->emulated = 1;
+    }
+    t->rep = report_create(m, t->flops);
+    return t;
+}
+
+trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen) {
+    return create(c, m, 0, err, errlen);
+}
+
+trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen) {
+    return create(c, m, 1, err, errlen);
+}
+
+void trainer_destroy(trainer *t) {
+    if (!t) return;
+    report_destroy(t->rep);
+    pipe_destroy(t->pp);
+    model_destroy(t->mod);
+    par_destroy(t->plan);
+    free(t->opt_m);
+    free(t->opt_v);
+    free(t);
+}
+
+model *trainer_model(trainer *t) {
+    return t->mod;
+}
+par *trainer_par(trainer *t) {
+    return t->plan;
+}
+report *trainer_report(trainer *t) {
+    return t->rep;
+}
+double trainer_flops(const trainer *t) {
+    return t->flops;
+}
+void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n) {
+    *m = t->opt_m;
+    *v = t->opt_v;
+    *n = t->n_state;
+}
+
+void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows) {
+    /* micro-batch j of the step takes global rows [j·mb + shard·Bl, ...): so that a data shard's
+     * rows are the same whatever the micro-batching, rows are assigned shard-major. */
+    *row0 = t->row0;
+    *nrows = t->B_loc;
+}
+
+static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
+    const config *c = &t->c;
+    kern_adamw_cfg ac = {(float)trainer_lr(c, step),
+                         (float)c->beta1,
+                         (float)c->beta2,
+                         (float)c->eps,
+                         0.0f,
+                         step + 1};
+    for (int id = 0; id < P_COUNT; id++) {
+        par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
+        if (o.n == 0) continue; /* (the same on every rank of the data axes) */
+        param_info pi = model_param_info(&c->shape, (param_id)id);
+        if (clip_scale != 1.0f) kern_scale(o.g, o.n, clip_scale);
+        const float wd = pi.decay ? (float)c->weight_decay : 0.0f;
+        if (c->optimizer == OPT_ADAMW) {
+            ac.weight_decay = wd;
+            kern_adamw(o.p, t->opt_m + o.state_off, t->opt_v + o.state_off, o.g, o.n, &ac);
+        } else {
+            kern_sgd(o.p, o.g, o.n, ac.lr, wd);
+        }
+        par_owned_done(t->plan, t->mod, (param_id)id);
+    }
+    par_after_update(t->plan, t->mod);
+}
+
+void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
+    const double t0 = mesh_now();
+    report_step_begin(t->rep);
+    trace_begin(TRACE_STEP, step);
+    const int64_t T1 = t->c.shape.T + 1;
+    const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
+    model_zero_grads(t->mod);
+    par_step_begin(t->plan);
+    double loss = 0.0;
+    if (t->pp) {
+        loss = pipe_step(t->pp, tokens, scale, &t->pst) * (double)t->n_micro;
+    } else {
+        for (int64_t j = 0; j < t->n_micro; j++) {
+            trace_begin(TRACE_MICRO, j);
+            par_micro_begin(t->plan, j, t->n_micro);
+            loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
+            trace_end(TRACE_MICRO);
+        }
+    }
+    trace_begin(TRACE_GRADS, step);
+    par_finish_grads(t->plan, t->mod);
+    const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
+    trace_end(TRACE_GRADS);
+    st->loss =
+        t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
+    /* the loss and the norm are identical on every rank, so every rank leaves together, before
+     * the update could spread NaNs into the parameters (or a checkpoint) */
+    if (!isfinite(st->loss) || !isfinite(gnorm))
+        mesh_exit_error("step %lld: the %s is %s (training diverged); lower --lr, or set --clip",
+                        (long long)step + 1, isfinite(st->loss) ? "gradient norm" : "loss",
+                        isnan(isfinite(st->loss) ? gnorm : st->loss) ? "NaN" : "infinite");
+    float clip_scale = 1.0f;
+    if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
+    trace_begin(TRACE_OPT, step);
+    optimizer_update(t, step, clip_scale);
+    trace_end(TRACE_OPT);
+    st->pipe = t->pst;
+    st->grad_norm = gnorm;
+    st->lr = trainer_lr(&t->c, step);
+    st->seconds = mesh_now() - t0;
+    const double ntok = (double)(t->c.batch * t->c.shape.T);
+    const double flops_rank =
+        model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
+    report_step_end(t->rep, flops_rank, &st->split);
+    trace_end(TRACE_STEP);
+}
+
+double trainer_eval(trainer *t, const int32_t *tokens) {
+    const int64_t T1 = t->c.shape.T + 1;
+    trace_begin(TRACE_EVAL, 0);
+    double loss = 0.0;
+    if (t->pp) {
+        loss = pipe_eval(t->pp, tokens);
+    } else {
+        for (int64_t j = 0; j < t->n_micro; j++)
+            loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
+        loss = par_data_mean(t->plan, loss / (double)t->n_micro);
+    }
+    trace_end(TRACE_EVAL);
+    return loss;
+}
+
+void trainer_print_plan(trainer *t, FILE *out) {
+    if (t->pp && mesh_world_rank() == 0) {
+        int axis;
+        int64_t P, s;
+        par_pipe_axis(t->plan, &axis, &P, &s);
+        const int64_t Ls = t->c.shape.L / P;
+        fprintf(out,
+                "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
+                "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head); "
+                "%lld micro-batches of %lld sequences per data shard\n",
+                mesh_axis_name(t->mesh, axis), (long long)P, (long long)Ls, (long long)Ls,
+                (long long)Ls, (long long)(P - 1), (long long)t->n_micro, (long long)t->Bl);
+        pipe_timeline(t->c.schedule, P, t->n_micro, out);
+    }
+    if (t->emulated && mesh_world_rank() == 0)
+        fprintf(out,
+                "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
+                "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
+                "(chip %.3g): C/W_ici = %.0f on both\n",
+                t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
+                t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
+                t->emu.chip_flops / t->emu.chip_w_oneway);
+    par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
+}
+
+void trainer_print_summary(trainer *t, FILE *out) {
+    report_case k;
+    char name[128];
+    par_report_case(t->plan, &t->c, &k, name, sizeof name);
+    report_print_summary(t->rep, &k, out);
+}

@@ -1,0 +1,54 @@
+/* trainer: one training run on this rank — the sharding plan, the model, the optimizer state —
+ * and one optimizer step (micro-batch loop, gradient reduction, clipping, update).
+ * Depends on model, par (sharding), mesh, kernels. main.c drives it. */
+#ifndef MT_TRAIN_TRAINER_H
+#define MT_TRAIN_TRAINER_H
+#include <stdint.h>
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/model/model.h"
+#include "train/parallel/par.h"
+#include "train/parallel/pipeline.h"
+#include "train/observe/report.h"
+
+typedef struct trainer trainer;
+
+typedef struct {
+    double loss;      /* mean loss over the global batch */
+    double grad_norm; /* global gradient norm before clipping */
+    double lr;
+    double seconds;   /* wall time of the step */
+    step_split split; /* compute, exposed communication per collective, idle; prediction */
+    pipe_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
+} step_stats;
+
+/* Collective over: world. Validates the sharding against the mesh and the model, builds the
+ * model on this rank. Returns NULL with a message in err (the same on every rank) on bad input. */
+trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
+/* Like trainer_create, but this rank runs the whole model alone, ignoring the sharding flags (no
+ * communication in the step): the 1-rank reference that the equivalence tests compare with. */
+trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
+void trainer_destroy(trainer *t); /* accepts NULL */
+model *trainer_model(trainer *t);
+par *trainer_par(trainer *t); /* NULL for a single-rank run */
+report *trainer_report(trainer *t);
+double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
+/* The optimizer state this rank holds: AdamW moments m and v over the owned slices (see
+ * par_owned_slice; NULL for SGD), n elements each. */
+void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n);
+/* The global batch rows this rank loads each step: rows [row0, row0 + nrows) of the B global
+ * sequences (ranks that share a data shard load the same rows). */
+void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows);
+/* Collective over: world. One optimizer step on tokens[nrows, T+1] (this rank's rows, all
+ * micro-batches). `step` is 0-based. */
+void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st);
+/* Collective over: world. Mean loss over the global batch of tokens[nrows, T+1], no update. */
+double trainer_eval(trainer *t, const int32_t *tokens);
+/* Rank 0 prints the plan (shardings, one layer's collectives, memory per rank) / the end-of-run
+ * summary (per collective type: measured vs predicted, regime). Collective over: world. */
+void trainer_print_plan(trainer *t, FILE *out);
+void trainer_print_summary(trainer *t, FILE *out);
+/* Learning rate at 0-based step: linear warm-up to lr over `warmup` steps, then cosine decay to
+ * min_lr at the last step. */
+double trainer_lr(const config *c, int64_t step);
+#endif
