@@ -41,7 +41,7 @@ typedef struct {
     int64_t b, e;
     double f;
     int warm, iters, reps, check, pingpong, placement, help;
-    const char *ops, *algs, *axes, *spec, *open, *emulate, *link, *csv, *json;
+    const char *ops, *algs, *axes, *spec, *open, *cross, *emulate, *link, *csv, *json;
     double flops;
     int64_t chunk; /* -1: mesh default */
 } opts;
@@ -83,6 +83,8 @@ static const bench_flag flags[] = {
     {"--axes", NULL, F_STR, O_(axes), 0, 0, "AXES", "the axis set, e.g. xy (default: all)"},
     {"--mesh", NULL, F_STR, O_(spec), 0, 0, "SPEC", "x=4,y=2 or 4x2 (default: 1D, all ranks)"},
     {"--open", NULL, F_STR, O_(open), 0, 0, "AXES", "axes without wraparound"},
+    {"--cross-hosts", NULL, F_STR, O_(cross), 0, 0, "AXES",
+     "axes that cross hosts: slowest in MPI rank order (default: the first)"},
     {"--emulate", NULL, F_STR, O_(emulate), 0, 0, "CHIP", "links at v3|v4p|v5e|v5p|v6e's C/W"},
     {"--flops", NULL, F_F64, O_(flops), 1, 1e18, "F", "this CPU's FLOP/s for --emulate"},
     {"--chunk", NULL, F_SIZE, O_(chunk), 0, 1e15, "BYTES", "lane chunk of every algorithm"},
@@ -470,6 +472,26 @@ static void setup_links(bench *b) {
     }
 }
 
+/* One line: each axis's fitted link and whether it crosses hosts (the network) or not. */
+static void print_axis_links(bench *b) {
+    int crosses[MESH_MAX_AXES], nh = mesh_hosts(b->m, crosses);
+    mesh_log("# links (ping-pong fit), %d host%s:", nh, nh > 1 ? "s" : "");
+    for (int k = 0, first = 1; k < mesh_ndims(b->m); k++)
+        if (mesh_axis_size(b->m, k) > 1) {
+            mesh_log("%s %c %s: alpha %.2f us, beta %.3f GB/s", first ? "" : " |",
+                     mesh_axis_name(b->m, k), crosses[k] ? "across hosts" : "inside a host",
+                     b->alpha[k] * 1e6, b->beta[k] / 1e9);
+            first = 0;
+        }
+    mesh_log("\n");
+    if (b->json) {
+        fprintf(b->json, "],\"hosts\":%d,\"across_hosts\":\"", nh);
+        for (int k = 0; k < mesh_ndims(b->m); k++)
+            if (crosses[k]) fputc(mesh_axis_name(b->m, k), b->json);
+        fputc('"', b->json);
+    }
+}
+
 static void print_header(bench *b) {
     char spec[96];
     const opts *o = &b->o;
@@ -483,7 +505,8 @@ static void print_header(bench *b) {
     for (int k = 0; k < mesh_ndims(b->m); k++)
         if (mesh_axis_size(b->m, k) > 1)
             pingpong(b->m, k, &b->alpha[k], &b->beta[k], o->pingpong, b->json);
-    if (b->json) fprintf(b->json, "],\"rows\":[");
+    print_axis_links(b); /* closes the ping-pong list */
+    if (b->json) fprintf(b->json, ",\"rows\":[");
     if (b->csv)
         fprintf(b->csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
                         "time_max_rank_s,algbw_GBps,busbw_GBps,busbw_best_GBps,predicted_s,"
@@ -639,7 +662,8 @@ int main(int argc, char **argv) {
         mesh_mpi_finalize();
         return 0;
     }
-    if (!(b.m = mesh_create(b.o.spec, b.o.open, err, sizeof err))) mesh_exit_error("%s", err);
+    if (!(b.m = mesh_create_placed(b.o.spec, b.o.open, b.o.cross, err, sizeof err)))
+        mesh_exit_error("%s", err);
     parse_lists(&b);
     check_memory(&b);
     b.csv = open_output(&b, "--csv", b.o.csv);

@@ -3,9 +3,10 @@
  * checkpointing policy), predicts with the book's formulas (the sharding, transformers and
  * training chapters) every collective of a layer and of a step, the FLOPs and compute time, the
  * step time (overlapped `max` and serial `sum`), MFU, memory per chip by category against HBM,
- * and the book's thresholds; and searches shardings for a chip count and batch. No MPI: pure
- * arithmetic on the collective cost model (mesh/cost.h, library mt_cost). Depends on nothing
- * else: the model's shape is the calculator's own calc_shape.
+ * and the book's thresholds; prices pods joined by DCN (calc_spec.pods); and searches shardings
+ * for a chip count and batch. Serving is the other half (calc_infer.h). No MPI: pure arithmetic
+ * on the collective cost model (mesh/cost.h, library mt_cost). Depends on nothing else: the
+ * model's shape is the calculator's own calc_shape.
  *
  * Conventions: B is the global batch in TOKENS (sequences × T). X = product of the data axes,
  * Y = product of the tensor axes, P = pipeline axis size. bf16 activations and weights on the

@@ -161,6 +161,11 @@ static void search_print_table(FILE *out, const calc_spec *base, const calc_sear
             o->whole_axes ? "; whole axes only"
                           : "; z:4 = tensor on contiguous blocks of 4 of z, z/4 = data on the "
                             "strided rest");
+    if (base->pods > 1)
+        fprintf(out,
+                "pods: %d, each one of these topologies, %.0f tokens per pod, data parallel "
+                "across them over DCN\n",
+                base->pods, base->tokens / base->pods);
     fprintf(out, "%4s %-10s %-12s %5s %4s %-8s %4s %11s %11s %6s %9s %s\n", "rank", "topology",
             "data", "X", "zero", "tensor", "Y", "step max ms", "step sum ms", "MFU", "GB/chip",
             "fits");

@@ -207,6 +207,71 @@ int cost_direct_farthest(int n, int wraps) {
 
 /* AllGather (or AllToAll when a2a) of V bytes; ReduceScatter is the same by symmetry. A strided
  * axis (stride k) runs at w_oneway/k per link with k hops of T_min per ring step. */
+/* MULTI: all axes at once. The book's V/(W·n_axes) (sharding chapter), summing the axes' link
+ * bandwidths: W = 2·w_oneway on a wrapping axis, W_uni = w_oneway on an open one (pop quiz 2
+ * charges it one direction). Like the book's bidirectional formula it drops the (N−1)/N of the
+ * data a rank actually receives — except when an axis is open, where the book keeps that factor
+ * (pop quiz 2: (|X|−1)/|X|·V/W_uni), so a gather does too, once, over all N = Π|X_i| chips.
+ * Folding it into each open axis's rate instead (w·n/(n−1), right for ONE axis) counts it once
+ * per axis: on a 2x2 slice, whose axes of 2 never wrap, that predicted V/(4w) while each rank
+ * receives 3V/4 over one link per axis, 3V/(8w) (measured: test_link, meshbench). An AllToAll is
+ * different: each of its stages moves (n_i−1)/n_i of the data over axis i whatever the other
+ * axes do, so its per-axis rates (ring_rate) add as they are (2x2: V/(8w), as measured). */
+static void multi_cost(stage *st, const cost_link *l, const int *sizes, const int *wraps,
+                       const int *strides, int n_axes, double V, int a2a, int prod, int all_wrap) {
+    double rate_sum = 0, rate;
+    int hop_sum = 0, hops;
+    for (int i = 0; i < n_axes; i++) {
+        if (sizes[i] <= 1) continue;
+        int w = wraps && wraps[i], k = stride_of(strides, i);
+        ring_rate(sizes[i], w, l->w_oneway / k, a2a, &rate, &hops);
+        rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway / k;
+        hop_sum += k * hops;
+    }
+    double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
+    stage_add(st, l->hop_latency * hop_sum, frac * V / rate_sum, hop_sum);
+}
+
+/* DIRECT: see cost.h and mesh/coll_direct.c. */
+static void direct_cost(stage *st, const cost_link *l, const int *sizes, const int *wraps,
+                        int n_axes, double V, int a2a, int prod) {
+    const double b = a2a ? V / ((double)prod * prod) : V / prod;
+    double worst = 0;
+    int hop_sum = 0;
+    for (int i = 0; i < n_axes; i++) {
+        const int n = sizes[i], w = wraps && wraps[i];
+        if (n <= 1) continue;
+        const double t = (double)(prod / n) * cost_direct_link_load(n, w) * b / l->w_oneway;
+        worst = t > worst ? t : worst;
+        hop_sum += cost_direct_farthest(n, w);
+    }
+    stage_add(st, l->hop_latency * hop_sum, worst, hop_sum);
+}
+
+/* SEQ: gather, last axis first, the per-device array grows to V; scatter, first axis first, it
+ * shrinks from V; AllToAll, each stage an AllToAll of n_i blocks of V/prod. */
+static void seq_cost(stage *st, const cost_link *l, const int *sizes, const int *wraps,
+                     const int *strides, int n_axes, double V, int a2a, int scatter_order,
+                     int prod) {
+    double rate;
+    int done = 1, hops;
+    for (int k = 0; k < n_axes; k++) {
+        int i = scatter_order ? k : n_axes - 1 - k;
+        if (sizes[i] <= 1) continue;
+        double Vs;
+        if (a2a)
+            Vs = V * sizes[i] / prod;
+        else if (scatter_order)
+            Vs = V / done;
+        else
+            Vs = V * done * sizes[i] / prod;
+        done *= sizes[i];
+        const int stride = stride_of(strides, i);
+        ring_rate(sizes[i], wraps && wraps[i], l->w_oneway / stride, a2a, &rate, &hops);
+        stage_add(st, l->hop_latency * stride * hops, Vs / rate, stride * hops);
+    }
+}
+
 static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps, const int *strides,
                          int n_axes, cost_alg alg, double V, int a2a, int scatter_order) {
     stage st = {0, 0, 0, 0};
@@ -220,7 +285,7 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
         }
     if (n_used == 0) return st;
     if (alg == COST_ALG_AUTO) alg = n_used > 1 ? COST_ALG_MULTI : COST_ALG_BIDIR;
-    double rate, T = l->hop_latency;
+    double rate;
     int hops;
     switch (alg) {
     case COST_ALG_RING:
@@ -228,69 +293,17 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
         /* One ring through all prod chips; it closes only if every axis wraps. Its slowest
          * step (the largest stride) paces every step. */
         ring_rate(prod, alg == COST_ALG_BIDIR && all_wrap, l->w_oneway / kmax, a2a, &rate, &hops);
-        stage_add(&st, T * kmax * hops, V / rate, kmax * hops);
+        stage_add(&st, l->hop_latency * kmax * hops, V / rate, kmax * hops);
         break;
-    case COST_ALG_MULTI: {
-        /* The book's V/(W·n_axes) (sharding chapter), summing the axes' link bandwidths: W =
-         * 2·w_oneway on a wrapping axis, W_uni = w_oneway on an open one (pop quiz 2 charges it one
-         * direction). Like the book's bidirectional formula it drops the (N−1)/N of the data a rank
-         * actually receives — except when an axis is open, where the book keeps that factor (pop
-         * quiz 2:
-         * (|X|−1)/|X|·V/W_uni), so a gather does too, once, over all N = Π|X_i| chips. Folding
-         * it into each open axis's rate instead (w·n/(n−1), right for ONE axis) counts it once
-         * per axis: on a 2x2 slice, whose axes of 2 never wrap, that predicted V/(4w) while each
-         * rank receives 3V/4 over one link per axis, 3V/(8w) (measured: test_link, meshbench).
-         * An AllToAll is different: each of its stages moves (n_i−1)/n_i of the data over axis
-         * i whatever the other axes do, so its per-axis rates (ring_rate) add as they are
-         * (2x2: V/(8w), as measured). */
-        double rate_sum = 0;
-        int hop_sum = 0;
-        for (int i = 0; i < n_axes; i++) {
-            if (sizes[i] <= 1) continue;
-            int w = wraps && wraps[i], k = stride_of(strides, i);
-            ring_rate(sizes[i], w, l->w_oneway / k, a2a, &rate, &hops);
-            rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway / k;
-            hop_sum += k * hops;
-        }
-        double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
-        stage_add(&st, T * hop_sum, frac * V / rate_sum, hop_sum);
+    case COST_ALG_MULTI:
+        multi_cost(&st, l, sizes, wraps, strides, n_axes, V, a2a, prod, all_wrap);
         break;
-    }
-    case COST_ALG_DIRECT: { /* see cost.h and mesh/coll_direct.c */
-        const double b = a2a ? V / ((double)prod * prod) : V / prod;
-        double worst = 0;
-        int hop_sum = 0;
-        for (int i = 0; i < n_axes; i++) {
-            const int n = sizes[i], w = wraps && wraps[i];
-            if (n <= 1) continue;
-            const double t = (double)(prod / n) * cost_direct_link_load(n, w) * b / l->w_oneway;
-            worst = t > worst ? t : worst;
-            hop_sum += cost_direct_farthest(n, w);
-        }
-        stage_add(&st, T * hop_sum, worst, hop_sum);
+    case COST_ALG_DIRECT:
+        direct_cost(&st, l, sizes, wraps, n_axes, V, a2a, prod);
         break;
-    }
-    case COST_ALG_SEQ: {
-        /* Gather: last axis first, the per-device array grows to V. Scatter: first axis first,
-         * it shrinks from V. AllToAll: each stage is an AllToAll of n_i blocks of V/prod. */
-        int done = 1;
-        for (int k = 0; k < n_axes; k++) {
-            int i = scatter_order ? k : n_axes - 1 - k;
-            if (sizes[i] <= 1) continue;
-            double Vs;
-            if (a2a)
-                Vs = V * sizes[i] / prod;
-            else if (scatter_order)
-                Vs = V / done;
-            else
-                Vs = V * done * sizes[i] / prod;
-            done *= sizes[i];
-            const int stride = stride_of(strides, i);
-            ring_rate(sizes[i], wraps && wraps[i], l->w_oneway / stride, a2a, &rate, &hops);
-            stage_add(&st, T * stride * hops, Vs / rate, stride * hops);
-        }
+    case COST_ALG_SEQ:
+        seq_cost(&st, l, sizes, wraps, strides, n_axes, V, a2a, scatter_order, prod);
         break;
-    }
     default:
         break;
     }

@@ -37,6 +37,20 @@ double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops) {
     return t;
 }
 
+double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
+                             double ready) {
+    if (axis < 0 || m->link_bw[axis] <= 0) return 0;
+    const double start = ctx->vbusy[axis][dir] > ready ? ctx->vbusy[axis][dir] : ready;
+    const double wire = (double)bytes / m->link_bw[axis];
+    ctx->vbusy[axis][dir] = start + wire;
+    return start + wire + hops * m->link_lat[axis];
+}
+
+void link_virtual_reset(mesh_ctx *ctx) {
+    ctx->vclock = 0;
+    memset(ctx->vbusy, 0, sizeof ctx->vbusy);
+}
+
 void link_sleep_until(double t) {
     double now = mesh_now();
     if (now >= t) return;

@@ -232,7 +232,7 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
 
 static void split_comms(mesh *m, mesh_ctx *c) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i] = MPI_COMM_NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world); /* rank in world = mesh rank */
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -265,7 +265,33 @@ static void split_comms(mesh *m, mesh_ctx *c) {
     CHECK(c->boff && c->blen && c->loff && c->llen && c->lmid, "out of memory");
 }
 
+/* Parses `cross` (axis names of the mesh, e.g. "zx") into order[]: those axes first, then the
+ * others in mesh order. Returns 0, or −1 with err set. */
+static int cross_order(const char *cross, const char *spec, const char *name, int nd, int *order,
+                       char *err, size_t errlen) {
+    int n = 0, used[MESH_MAX_AXES] = {0};
+    for (const char *p = cross ? cross : ""; *p; p++) {
+        if (*p == ',' || *p == ' ') continue;
+        int k = 0;
+        while (k < nd && name[k] != *p) k++;
+        if (k == nd || used[k]) {
+            snprintf(err, errlen, "--cross-hosts '%s': %s axis '%c' (--mesh %s)", cross,
+                     k == nd ? "no" : "repeated", *p, spec);
+            return -1;
+        }
+        used[k] = 1, order[n++] = k;
+    }
+    for (int k = 0; k < nd; k++)
+        if (!used[k]) order[n++] = k;
+    return 0;
+}
+
 mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) {
+    return mesh_create_placed(spec, open, NULL, err, errlen);
+}
+
+mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, char *err,
+                         size_t errlen) {
     char name[MESH_MAX_AXES];
     int size[MESH_MAX_AXES];
     int nranks;
@@ -300,16 +326,19 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
         }
         wrap[k] = 0;
     }
+    int order[MESH_MAX_AXES];
+    if (cross_order(cross, spec, name, nd, order, err, errlen) < 0) return NULL;
     mesh *m = calloc(1, sizeof *m);
     CHECK(m, "out of memory");
-    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
     m->nranks = nranks;
     m->ndims = nd;
-    int r = m->rank;
-    for (int k = nd - 1; k >= 0; k--) { /* last axis fastest */
-        m->coord[k] = r % size[k];
-        r /= size[k];
+    for (int i = nd - 1; i >= 0; i--) { /* in MPI rank order, the last of order[] fastest */
+        m->coord[order[i]] = r % size[order[i]];
+        r /= size[order[i]];
     }
+    for (int k = 0; k < nd; k++) m->rank = m->rank * size[k] + m->coord[k]; /* last fastest */
     for (int k = 0; k < nd; k++) {
         m->size[k] = size[k];
         m->name[k] = name[k];
@@ -424,22 +453,74 @@ const char *mesh_spec_str(const mesh *m, char *buf, size_t len) {
     return buf;
 }
 
+/* Host of every rank (by mesh rank): the lowest mesh rank sharing its memory. Collective over:
+ * world. Returns a malloc'ed array of nranks ints. */
+static int *host_ids(const mesh *m) {
+    MPI_Comm host;
+    int id = m->rank, *all = malloc((size_t)m->nranks * sizeof(int));
+    CHECK(all, "out of memory");
+    mesh_blocking_begin("MPI_Comm_split_type, MPI_Allgather (which host each rank is on)");
+    MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    MPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_INT, MPI_MIN, host);
+    MPI_Comm_free(&host);
+    MPI_Allgather(&id, 1, MPI_INT, all, 1, MPI_INT, m->ctx[0].world);
+    mesh_blocking_end();
+    return all;
+}
+
+int mesh_hosts(mesh *m, int crosses[MESH_MAX_AXES]) {
+    int *id = host_ids(m), nhosts = 0;
+    for (int k = 0; k < MESH_MAX_AXES; k++) crosses[k] = 0;
+    for (int r = 0; r < m->nranks; r++) {
+        nhosts += id[r] == r;
+        /* r's neighbour at +1 along each axis (stride = product of the faster axes' sizes) */
+        for (int k = m->ndims - 1, stride = 1; k >= 0; stride *= m->size[k--]) {
+            int c = r / stride % m->size[k];
+            int q = r + ((c + 1) % m->size[k] - c) * stride;
+            crosses[k] |= id[q] != id[r];
+        }
+    }
+    free(id);
+    return nhosts;
+}
+
+const char *mesh_hosts_str(mesh *m, char *buf, size_t len) {
+    int crosses[MESH_MAX_AXES], nh = mesh_hosts(m, crosses);
+    char across[MESH_MAX_AXES + 1] = "", inside[MESH_MAX_AXES + 1] = "";
+    for (int k = 0, a = 0, i = 0; k < m->ndims; k++) {
+        if (m->size[k] == 1) continue;
+        if (crosses[k])
+            across[a++] = m->name[k], across[a] = 0;
+        else
+            inside[i++] = m->name[k], inside[i] = 0;
+    }
+    snprintf(buf, len, "%d host%s; axes across hosts: %s; inside a host: %s", nh, nh > 1 ? "s" : "",
+             *across ? across : "none", *inside ? inside : "none");
+    return buf;
+}
+
 void mesh_print_placement(mesh *m, FILE *out) {
-    char host[64] = "";
+    char host[64] = "", hosts[128];
     gethostname(host, sizeof host - 1);
+    int mpi_rank = mesh_world_rank(),
+        *mpi = m->rank == 0 ? malloc((size_t)m->nranks * sizeof(int)) : NULL;
     char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
     mesh_blocking_begin("MPI_Gather (the placement table)");
     MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
+    MPI_Gather(&mpi_rank, 1, MPI_INT, mpi, 1, MPI_INT, 0, m->ctx[0].world);
     mesh_blocking_end();
+    mesh_hosts_str(m, hosts, sizeof hosts);
     if (m->rank == 0) {
         char spec[96];
-        fprintf(out, "placement of mesh %s (rank = flattened coordinates, last axis fastest)\n",
+        fprintf(out,
+                "placement of mesh %s (rank = flattened coordinates, last axis fastest; "
+                "mpi = MPI_COMM_WORLD rank)\n",
                 mesh_spec_str(m, spec, sizeof spec));
-        fprintf(out, "%6s", "rank");
+        fprintf(out, "%6s %6s", "rank", "mpi");
         for (int k = 0; k < m->ndims; k++) fprintf(out, " %4c", m->name[k]);
         fprintf(out, "  host\n");
         for (int r = 0; r < m->nranks; r++) {
-            fprintf(out, "%6d", r);
+            fprintf(out, "%6d %6d", r, mpi[r]);
             int c[MESH_MAX_AXES], q = r;
             for (int k = m->ndims - 1; k >= 0; k--) {
                 c[k] = q % m->size[k];
@@ -448,9 +529,11 @@ void mesh_print_placement(mesh *m, FILE *out) {
             for (int k = 0; k < m->ndims; k++) fprintf(out, " %4d", c[k]);
             fprintf(out, "  %s\n", all + (size_t)r * 64);
         }
+        fprintf(out, "%s\n", hosts);
         fflush(out);
     }
     free(all);
+    free(mpi);
 }
 
 int mesh_host_ranks(const mesh *m) {

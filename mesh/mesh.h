@@ -4,7 +4,8 @@
  * Knows no tensors and no model. Depends on MPI only.
  *
  * Rank ↔ coordinate mapping (fixed, documented in the README): axes are listed in the order given
- * to --mesh; the LAST axis varies fastest. rank = ((c0·s1) + c1)·s2 + c2. */
+ * to --mesh; the LAST axis varies fastest. rank = ((c0·s1) + c1)·s2 + c2. This mesh rank is the
+ * MPI rank unless mesh_create_placed reorders the axes for hosts. */
 #ifndef MT_MESH_MESH_H
 #define MT_MESH_MESH_H
 #include <mpi.h>
@@ -35,6 +36,14 @@ int mesh_world_size(void);
  * all ranks. On bad input returns NULL and writes the reason into
  * err[errlen] (the same on every rank; nothing printed). */
 mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen);
+/* Collective over: world. As mesh_create, with the axes named in `cross` ("y", "zx"; NULL or ""
+ * = none) made the slowest-varying in MPI rank order, the others following in mesh order. mpirun
+ * fills each host with consecutive MPI ranks, so the listed axes are the ones that cross hosts;
+ * by default (none listed) that is the first axis, and the last, fastest one stays inside a
+ * host. The mesh rank (mesh_rank, the rank in every mesh communicator) is still the flattened
+ * coordinates, last axis fastest; only which MPI process holds which coordinates changes. */
+mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, char *err,
+                         size_t errlen);
 /* Collective over: world. Frees communicators. Accepts NULL. */
 void mesh_destroy(mesh *m);
 
@@ -73,8 +82,14 @@ const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len);
 const char *mesh_spec_str(const mesh *m, char *buf, size_t len);
 /* "(x=1,y=0)" into buf. */
 const char *mesh_coord_str(const mesh *m, char *buf, size_t len);
-/* Collective over: world. Prints the placement table (rank, coordinates, host) from rank 0. */
+/* Collective over: world. Prints the placement table (rank, MPI rank, coordinates, host) from
+ * rank 0, then the mesh_hosts_str line. */
 void mesh_print_placement(mesh *m, FILE *out);
+/* Collective over: world. The number of hosts (groups of ranks that share memory); crosses[k] =
+ * 1 when two ranks that differ only in their coordinate along axis k are on different hosts. */
+int mesh_hosts(mesh *m, int crosses[MESH_MAX_AXES]);
+/* Collective over: world. "2 hosts; axes across hosts: x; inside a host: y" into buf. */
+const char *mesh_hosts_str(mesh *m, char *buf, size_t len);
 /* Collective over: world. The number of ranks on this rank's host (that share its memory). */
 int mesh_host_ranks(const mesh *m);
 

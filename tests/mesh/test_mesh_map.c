@@ -1,6 +1,8 @@
 /* test_mesh_map: rank ↔ coordinate mapping (last axis fastest), axis sets and their
- * communicators, spec parsing, default wraparound and the chips' wraparound presets.
- * Usage: mpirun -np N test_mesh_map SPEC */
+ * communicators, spec parsing, default wraparound and the chips' wraparound presets; with CROSS
+ * (mesh_create_placed), the MPI rank ↔ coordinate mapping with those axes slowest, and on one
+ * host, mesh_hosts finding one host and no axis across hosts.
+ * Usage: mpirun -np N test_mesh_map SPEC [CROSS] */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,11 +23,31 @@ static int failures;
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     char err[256];
-    mesh *m = mesh_create(argc > 1 ? argv[1] : NULL, NULL, err, sizeof err);
+    const char *cross = argc > 2 ? argv[2] : "";
+    mesh *m = mesh_create_placed(argc > 1 ? argv[1] : NULL, NULL, cross, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     int nd = mesh_ndims(m), r = 0;
     for (int k = 0; k < nd; k++) r = r * mesh_axis_size(m, k) + mesh_axis_coord(m, k);
     EXPECT(r == mesh_rank(m), "rank %d but coordinates flatten to %d", mesh_rank(m), r);
+    int wr = -1;
+    MPI_Comm_rank(mesh_world_comm(m), &wr);
+    EXPECT(wr == mesh_rank(m), "rank %d in the mesh's world communicator, mesh rank %d", wr,
+           mesh_rank(m));
+    /* the MPI rank flattens the coordinates with CROSS's axes first, then the others */
+    int order[MESH_MAX_AXES], no = 0, used[MESH_MAX_AXES] = {0}, q = 0;
+    for (const char *p = cross; *p; p++) used[order[no++] = mesh_axis_index(m, *p)] = 1;
+    for (int k = 0; k < nd; k++)
+        if (!used[k]) order[no++] = k;
+    for (int i = 0; i < nd; i++) q = q * mesh_axis_size(m, order[i]) + mesh_axis_coord(m, order[i]);
+    EXPECT(q == mesh_world_rank(), "MPI rank %d, but --cross-hosts '%s' order gives %d",
+           mesh_world_rank(), cross, q);
+    int crosses[MESH_MAX_AXES], nh = mesh_hosts(m, crosses);
+    EXPECT(nh == 1 && !crosses[0] && !crosses[1] && !crosses[2],
+           "one host: mesh_hosts found %d, crossing %d%d%d", nh, crosses[0], crosses[1],
+           crosses[2]);
+    mesh *badm = mesh_create_placed(argv[1], NULL, "w", err, sizeof err);
+    EXPECT(!badm && strstr(err, "--cross-hosts 'w': no axis 'w'"), "unknown cross axis: %s", err);
+    mesh_destroy(badm);
     for (int k = 0; k < nd; k++)
         EXPECT(mesh_axis_wraps(m, k) == (mesh_axis_size(m, k) > 2), "default wrap of axis %d", k);
     /* every ordered set: communicator size and rank = flattened index */
