@@ -471,7 +471,20 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
                    size_t errlen) {
     uint8_t *buf;
     int64_t n, n_train, n_val;
+    if (h5util_same_file(text_path, out_path)) {
+        h5util_errf(err, errlen, "%s: the output is the input text itself (give another OUT.h5)",
+                    out_path);
+        return -1;
+    }
     if (read_all(text_path, &buf, &n, err, errlen) < 0) return -1;
+    const int64_t bad = utf8_bad_at(buf, n);
+    if (bad >= 0) { /* what --data would refuse to read as text */
+        h5util_errf(err, errlen,
+                    "%s: not UTF-8 text (byte 0x%02x at offset %lld): prepare tokenizes text files",
+                    text_path, buf[bad], (long long)bad);
+        free(buf);
+        return -1;
+    }
     if (split_text(text_path, n, val_fraction, &n_train, &n_val, err, errlen) < 0) {
         free(buf);
         return -1;

@@ -49,8 +49,8 @@ int64_t tokens_val_count(int64_t n, double val_fraction);
 /* Not collective (call it from one process). Tokenizes the text file text_path and writes a token
  * file to out_path, atomically: out_path.tmp.<pid> first, then fsync and rename, so a failure
  * leaves any previous out_path untouched. val_fraction must lie in (0, 1) and both splits must
- * hold at least 3 tokens. Any bytes are accepted as text (the tokenizer is byte-level); an HDF5
- * file is refused. Returns 0, or -1 with a message naming the file and the problem. */
+ * hold at least 3 tokens. The text must be UTF-8 without NUL bytes (what tokens_open accepts as
+ * text); an HDF5 file, binary data and an out_path naming the text itself are refused. Returns 0, or -1 with a message naming the file and the problem. */
 int tokens_prepare(const char *text_path, const char *out_path, double val_fraction, char *err,
                    size_t errlen);
 

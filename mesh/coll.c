@@ -410,6 +410,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
+    link_virtual_reset(ctx);
     static _Thread_local chain ch[ENGINE_MAX_CHAINS];
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     int64_t(*lb)[2] = rec->link_bytes;
@@ -447,6 +448,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
         }
     }
     rec->t_end = mesh_now();
+    rec->t_emulated = ctx->vclock;
     where_leave(m, ci);
 }
 

@@ -184,10 +184,15 @@ typedef struct {
                                              (MPI alg: bytes handed to MPI, under [major][0];
                                              DIRECT: d·b per block of b bytes routed d hops
                                              along the axis, i.e. its link crossings) */
-    double t_issue; /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
-                       started waiting for it (mesh_p2p_wait) */
-    double t_start; /* when execution started (send/recv: posted) */
-    double t_end;   /* when it completed */
+    double t_issue;    /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
+                          started waiting for it (mesh_p2p_wait) */
+    double t_start;    /* when execution started (send/recv: posted) */
+    double t_end;      /* when it completed */
+    double t_emulated; /* the call on the link emulator's own clock: the time its messages take
+                          on the emulated links alone (no compute, every rank starting at 0 on
+                          idle links), up to this rank's last emulated delivery; the max over
+                          ranks is what the links allow, independent of the machine's load.
+                          0 without emulated links (and for MPI's built-ins) */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */
