@@ -60,8 +60,18 @@ int main(int argc, char **argv) {
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
-    const char *texts[] = {"R", "ROMEO: ", "To be or not ", "ab", "First Citizen:", "x y",
-                           "Now is the winter", "O", "KING RICHARD III:", "thou", "Hark!", "no"};
+    const char *texts[] = {"R",
+                           "ROMEO: ",
+                           "To be or not ",
+                           "ab",
+                           "First Citizen:",
+                           "x y",
+                           "Now is the winter",
+                           "O",
+                           "KING RICHARD III:",
+                           "thou",
+                           "Hark!",
+                           "no"};
     const int64_t B = 12;
     prompt_set ps = {0};
     for (int64_t b = 0; b < B; b++)

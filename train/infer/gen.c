@@ -26,9 +26,9 @@ static float *kv_row(const kvcache *kv, float *base, int64_t l, int64_t b, int64
 struct gen {
     config c;
     mesh *m;
-    mesh *gm;       /* the mesh with the tensor axis split into (kv head, group): AllToAll */
-    mesh_axes gax;  /* the group axis of gm */
-    int64_t Z;      /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
+    mesh *gm;      /* the mesh with the tensor axis split into (kv head, group): AllToAll */
+    mesh_axes gax; /* the group axis of gm */
+    int64_t Z;     /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
     par *plan;
     model *mod;
     gen_kv_mode mode;
@@ -108,8 +108,9 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
     /* (3) local attention against this rank's cache */
     for (int64_t b = 0; b < Bc; b++) {
         const int64_t p = g->pos[kv->c0 + b];
-        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H, kv_row(kv, kv->k, io->l, b, 0),
-                         kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1, H, H);
+        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H,
+                         kv_row(kv, kv->k, io->l, b, 0), kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1,
+                         H, H);
         g->attn_flops += 4.0 * (double)(p + 1) * (double)(M * H);
         g->kv_bytes += 2.0 * (double)((p + 1) * H) * 4;
     }
@@ -159,8 +160,8 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const model_shape *s = &g->c.shape;
     const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = s->H;
-    const double layer_mm = (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D +
-                                     3 * s->D * lc->Fl);
+    const double layer_mm =
+        (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
     double bytes = 0;
     for (int id = 0; id < P_COUNT; id++) {
         int64_t n = 0;
@@ -179,8 +180,8 @@ static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
         const int64_t b = b0 + i, gb = g->row0 + b;
         const double u =
             kern_rng_uniform(g->c.seed, GEN_STREAM, ((uint64_t)gb << 32) | (uint64_t)g->ntok[b]);
-        next[b] = sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u,
-                              g->items);
+        next[b] =
+            sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u, g->items);
         g->ntok[b]++;
     }
 }
@@ -323,8 +324,8 @@ static int layout(gen *g, char *err, size_t errlen) {
                                "ranks that share a kv head (|Y| = %lld > K = %lld: the AllToAll "
                                "attention splits the cache by batch): give a multiple of %lld "
                                "prompts per replica, or --kv-replicate",
-                               (long long)g->B_loc, (long long)g->Z, (long long)nY,
-                               (long long)s->K, (long long)g->Z);
+                               (long long)g->B_loc, (long long)g->Z, (long long)nY, (long long)s->K,
+                               (long long)g->Z);
         if (mesh_ndims(g->m) >= MESH_MAX_AXES)
             return errmsg_fail(err, errlen,
                                "the AllToAll attention splits the tensor axis in two, and a "
@@ -342,18 +343,17 @@ static int check_memory(gen *g, char *err, size_t errlen) {
     int rc = avail > 0 && need > per_rank ? -1 : 0;
     if (mesh_agree(mesh_world_comm(g->m), rc) == 0) return 0;
     const model_shape *s = &g->c.shape;
-    return errmsg_fail(err, errlen,
-                       "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
-                       "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
-                       "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
-                       "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
-                       "more --tensor ranks",
-                       (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K,
-                       (long long)s->H,
-                       8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9,
-                       need / 1e9, (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S,
-                       (long long)g->kv.Kc, (long long)g->kv.H, per_rank / 1e9,
-                       mesh_host_ranks(g->m));
+    return errmsg_fail(
+        err, errlen,
+        "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
+        "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
+        "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
+        "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
+        "more --tensor ranks",
+        (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K, (long long)s->H,
+        8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9, need / 1e9,
+        (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S, (long long)g->kv.Kc,
+        (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
 }
 
 static float *falloc(int64_t n) {

@@ -234,8 +234,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
         m->act_block = xalloc(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
     }
-    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block ||
-        !m->tgt_block) {
+    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block) {
         model_destroy(m);
         return NULL;
     }
@@ -489,7 +488,8 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
         block_rest(m, &w, &A, A.x1, R);
         m->hk.layer_release(m->hk.ctx, m, l);
     }
-    const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
+    const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM),
+                *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
     for (int64_t i = 0; i < n_out; i++) {
         kern_rmsnorm_fwd(hf, hf + D, A.x1 + out_rows[i] * D, gain, 1, D);
         kern_matmul(lg, hf, un, 1, D, Vl);
