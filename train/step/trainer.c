@@ -38,7 +38,7 @@ struct trainer {
 
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
-    const par_local *lc = model_local(t->mod);
+    const model_extents *lc = model_extents_of(t->mod);
     int64_t l0, l1, P = 1, stage = 0;
     int pax = -1;
     model_stage(t->mod, &l0, &l1);
