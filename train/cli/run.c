@@ -281,6 +281,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .bubble_ideal = st.pipe.bubble_ideal,
                            .stage_act_bytes = (double)st.pipe.act_bytes,
                            .pred_seconds = st.split.pred_step,
+                           .book_seconds = st.split.book_step,
+                           .dominant = st.split.dominant,
                            .val_loss = NAN};
         char line[512];
         metrics_format(line, sizeof line, &row, width);

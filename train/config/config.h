@@ -54,8 +54,9 @@ typedef struct {
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
-    char alg[16];     /* collective algorithm name */
-    char emulate[16]; /* chip preset for link emulation, "" = none */
+    char alg[16];       /* collective algorithm name */
+    char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
+    char emulate[16];   /* chip preset for link emulation, "" = none */
     /* pipelining (issue: pipeline parallelism) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
