@@ -174,6 +174,11 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
 }
 
+/* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
+static double tensor_ranks(const gen *g) {
+    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
+}
+
 /* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
 static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
     const model_shape *s = &g->c.shape;
@@ -216,7 +221,7 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         weight_cost(g, R, n, &w);
         st->p_bytes += w.p_bytes;
         st->flops += w.flops;
-        st->rows += (double)R;
+        st->rows += (double)R / tensor_ranks(g);
         b0 += n;
     }
     st->flops += g->attn_flops;
@@ -240,7 +245,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     weight_cost(g, R, R, st);
     st->flops += g->attn_flops;
     st->kv_bytes = g->kv_bytes;
-    st->rows = (double)R;
+    st->rows = (double)R / tensor_ranks(g);
     st->seconds = mesh_now() - t0;
 }
 

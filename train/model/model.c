@@ -484,11 +484,12 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
     }
     const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM),
                 *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
-    for (int64_t i = 0; i < n_out; i++) {
-        kern_rmsnorm_fwd(hf, hf + D, A.x1 + out_rows[i] * D, gain, 1, D);
-        kern_matmul(lg, hf, un, 1, D, Vl);
-        m->hk.gather_vocab(m->hk.ctx, m, logits + i * m->s.V, lg);
-    }
+    float *rstd = hf + R * D;
+    for (int64_t i = 0; i < n_out; i++)
+        kern_rmsnorm_fwd(hf + i * D, rstd + i, A.x1 + out_rows[i] * D, gain, 1, D);
+    kern_matmul(lg, hf, un, n_out, D, Vl);
+    for (int64_t i = 0; i < n_out; i++)
+        m->hk.gather_vocab(m->hk.ctx, m, logits + i * m->s.V, lg + i * Vl);
 }
 
 /* ---------------------------------------------------------------- backward */
