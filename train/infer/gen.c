@@ -75,7 +75,7 @@ const float *gen_logits(const gen *g) {
 
 /* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
 static void attn_prefill(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     int64_t r0 = 0;
@@ -96,7 +96,7 @@ static void attn_prefill(gen *g, const model_attn_io *io) {
 /* Decode, the book's AllToAll algorithm (gen.h): this rank attends for the group's M query heads
  * of its Bc sequences. */
 static void attn_alltoall(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, Nl = lc->Nl, Z = g->Z, Bc = g->kv.Bc, M = Nl * Z;
     const kvcache *kv = &g->kv;
     /* (2) block z of q (rows of the sequences rank z caches) to rank z: Q[B_Z, N_Y, H] */
@@ -124,7 +124,7 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
 
 /* Decode: one row per local sequence at its position; store the new keys and values, attend. */
 static void attn_decode(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     for (int64_t b = 0; b < kv->Bc; b++) {
@@ -158,7 +158,7 @@ static void attn_hook(void *ctx, const model_attn_io *io) {
 /* Weight bytes and matmul FLOPs of one forward of R rows with n_out logits rows on this rank. */
 static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const model_shape *s = &g->c.shape;
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = s->H;
     const double layer_mm =
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
@@ -171,6 +171,11 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
     st->p_bytes = bytes;
     st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
+}
+
+/* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
+static double tensor_ranks(const gen *g) {
+    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
 }
 
 /* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
@@ -215,7 +220,7 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         weight_cost(g, R, n, &w);
         st->p_bytes += w.p_bytes;
         st->flops += w.flops;
-        st->rows += (double)R;
+        st->rows += (double)R / tensor_ranks(g);
         b0 += n;
     }
     st->flops += g->attn_flops;
@@ -239,7 +244,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     weight_cost(g, R, R, st);
     st->flops += g->attn_flops;
     st->kv_bytes = g->kv_bytes;
-    st->rows = (double)R;
+    st->rows = (double)R / tensor_ranks(g);
     st->seconds = mesh_now() - t0;
 }
 
@@ -403,7 +408,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     int rc = layout(g, err, errlen);
     if (rc == 0) rc = check_memory(g, err, errlen);
     if (rc == 0) {
-        g->mod = model_create(&c->shape, 0, c->seed, g->plan);
+        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
         if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }

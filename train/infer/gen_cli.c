@@ -204,7 +204,7 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     gen_rows(g, &row0, &nb);
     float *in = calloc((size_t)(B * n), sizeof *in);
     CHECK(in, "gather_tokens: out of memory");
-    if (model_local(gen_model(g))->n0 == 0)
+    if (model_extents_of(gen_model(g))->n0 == 0)
         for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
     mesh_all_reduce(m, all_axes(m), out, in, B * n, MESH_ALG_MPI);
     free(in);

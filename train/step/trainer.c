@@ -41,7 +41,7 @@ struct trainer {
 
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
-    const par_local *lc = model_local(t->mod);
+    const model_extents *lc = model_extents_of(t->mod);
     int64_t l0, l1, P = 1, stage = 0;
     int pax = -1;
     model_stage(t->mod, &l0, &l1);
@@ -109,7 +109,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->Bl = c->micro_batch / shards;
     t->n_micro = c->batch / c->micro_batch;
     t->row0 = idx * t->B_loc;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(plan));
     int ok = t->mod != NULL;
     if (ok) {
         t->n_state = par_state_size(plan, t->mod);
