@@ -8,6 +8,7 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
+#include "train/config/alloc.h"
 #include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
@@ -361,28 +362,23 @@ static int check_memory(gen *g, char *err, size_t errlen) {
         (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
 }
 
-static float *falloc(int64_t n) {
-    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
-}
-
 static int alloc_buffers(gen *g) {
     const model_shape *s = &g->c.shape;
     const int64_t R = g->d.max_rows, kvn = gen_cache_bytes(g) / 8;
     const int64_t M = s->N / s->K, Bc = g->kv.Bc;
-    g->kv.k = falloc(kvn);
-    g->kv.v = falloc(kvn);
+    g->kv.k = alloc_floats(kvn);
+    g->kv.v = alloc_floats(kvn);
     g->pos = calloc((size_t)g->B_loc + 1, sizeof *g->pos);
     g->ntok = calloc((size_t)g->B_loc + 1, sizeof *g->ntok);
     g->rtok = calloc((size_t)R, sizeof *g->rtok);
     g->rpos = calloc((size_t)R, sizeof *g->rpos);
     g->out_rows = calloc((size_t)R, sizeof *g->out_rows);
-    g->ws = falloc(model_rows_ws(g->mod, R));
-    g->logits = falloc(R * s->V);
-    g->scr = falloc((s->N > 64 ? s->N : 64) * g->d.S);
-    g->qm = falloc(Bc * M * s->H);
-    g->om = falloc(Bc * M * s->H);
-    g->a2a = falloc(Bc * M * s->H);
+    g->ws = alloc_floats(model_rows_ws(g->mod, R));
+    g->logits = alloc_floats(R * s->V);
+    g->scr = alloc_floats((s->N > 64 ? s->N : 64) * g->d.S);
+    g->qm = alloc_floats(Bc * M * s->H);
+    g->om = alloc_floats(Bc * M * s->H);
+    g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
     return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
                    g->logits && g->scr && g->qm && g->om && g->a2a && g->items

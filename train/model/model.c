@@ -23,6 +23,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
+#include "train/config/alloc.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 
@@ -130,13 +131,6 @@ struct model {
         *s_att, *s_attn;
 };
 
-static void *xalloc(int64_t nfloat) {
-    size_t bytes = ((size_t)(nfloat > 0 ? nfloat : 1) * sizeof(float) + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
-}
-
 /* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
 typedef struct {
     float *base;
@@ -220,9 +214,9 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
         m->cnt[id] = c[0] * c[1] * c[2];
         m->nparams += m->cnt[id];
     }
-    m->params = xalloc(m->nparams);
+    m->params = alloc_floats(m->nparams);
     const int want_grads = Bl > 0 && m->hk.has_grads(m->hk.ctx);
-    m->grads = want_grads ? xalloc(m->nparams) : NULL;
+    m->grads = want_grads ? alloc_floats(m->nparams) : NULL;
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
@@ -231,7 +225,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
         layout_activations(m, &c);
         m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
         layout_scratch(m, &c);
-        m->act_block = xalloc(c.used);
+        m->act_block = alloc_floats(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
     }
     if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/config/alloc.h"
 #include "train/config/errmsg.h"
 #include "train/parallel/par_impl.h"
 
@@ -82,13 +83,6 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
 
 /* ---------------------------------------------------------------- create / destroy */
 
-static float *zalloc(int64_t n) {
-    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    float *q = aligned_alloc(64, bytes);
-    if (q) memset(q, 0, bytes);
-    return q;
-}
-
 static int alloc_buffers(struct par *p) {
     const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
     int64_t layer = 0, big = 0;
@@ -104,41 +98,41 @@ static int alloc_buffers(struct par *p) {
     if (p->nY > 1) {
         int64_t tp = BT * D > 3 * BT * p->nY ? BT * D : 3 * BT * p->nY;
         if (p->s.V > tp) tp = p->s.V;
-        ok &= (p->tp_a = zalloc(tp)) != NULL;
-        ok &= (p->tp_b = zalloc(tp)) != NULL;
-        ok &= (p->kvx = zalloc(D * p->s.H * p->nY)) != NULL;
+        ok &= (p->tp_a = alloc_floats(tp)) != NULL;
+        ok &= (p->tp_b = alloc_floats(tp)) != NULL;
+        ok &= (p->kvx = alloc_floats(D * p->s.H * p->nY)) != NULL;
     }
-    ok &= (p->pack = zalloc(packn)) != NULL;
+    ok &= (p->pack = alloc_floats(packn)) != NULL;
     if (p->zero >= 1) {
         p->sh_total = 0;
         for (int id = 0; id < P_COUNT; id++) {
             p->sh_off[id] = p->sh_total;
             p->sh_total += p->g[id].shard_n;
         }
-        ok &= (p->sh_g = zalloc(p->sh_total)) != NULL;
+        ok &= (p->sh_g = alloc_floats(p->sh_total)) != NULL;
         int64_t most = 0;
         for (int id = 0; id < P_COUNT; id++)
             most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
-        if (p->zero <= 2) ok &= (p->ustage = zalloc(most)) != NULL;
+        if (p->zero <= 2) ok &= (p->ustage = alloc_floats(most)) != NULL;
     }
     if (p->zero >= 2) {
         for (int k = 0; k < 2; k++) {
-            ok &= (p->gbuf[k] = zalloc(layer)) != NULL;
-            ok &= (p->gout[k] = zalloc(layer / p->nX)) != NULL;
+            ok &= (p->gbuf[k] = alloc_floats(layer)) != NULL;
+            ok &= (p->gout[k] = alloc_floats(layer / p->nX)) != NULL;
         }
         for (int id = 0; id < P_COUNT; id++)
             if (!par_is_layer_param((param_id)id))
-                ok &= (p->ngbuf[id] = zalloc(pgeo_block(&p->g[id]))) != NULL;
+                ok &= (p->ngbuf[id] = alloc_floats(pgeo_block(&p->g[id]))) != NULL;
     }
     if (p->zero == 3) {
         for (int k = 0; k < 2; k++) {
-            ok &= (p->wbuf[k] = zalloc(layer)) != NULL;
-            ok &= (p->wstage[k] = zalloc(layer)) != NULL;
+            ok &= (p->wbuf[k] = alloc_floats(layer)) != NULL;
+            ok &= (p->wstage[k] = alloc_floats(layer)) != NULL;
             p->wlayer[k] = -1;
         }
-        ok &= (p->ebuf = zalloc(pgeo_block(&p->g[P_EMBED]))) != NULL;
-        ok &= (p->hbuf_norm = zalloc(pgeo_block(&p->g[P_FINAL_NORM]))) != NULL;
-        ok &= (p->hbuf_un = zalloc(pgeo_block(&p->g[P_UNEMBED]))) != NULL;
+        ok &= (p->ebuf = alloc_floats(pgeo_block(&p->g[P_EMBED]))) != NULL;
+        ok &= (p->hbuf_norm = alloc_floats(pgeo_block(&p->g[P_FINAL_NORM]))) != NULL;
+        ok &= (p->hbuf_un = alloc_floats(pgeo_block(&p->g[P_UNEMBED]))) != NULL;
     }
     return ok ? 0 : -1;
 }
