@@ -69,6 +69,14 @@ const char *h5util_last_error(char *buf, size_t len) {
     return buf;
 }
 
+int h5util_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || !*a || !*b) return 0;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
 h5util_file_kind h5util_sniff(const char *path, int64_t *size, int *sys_errno) {
     static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     *size = 0;

@@ -43,6 +43,10 @@ typedef enum {
 } h5util_file_kind;
 /* Not collective. Classifies `path`; *size gets its size in bytes (0 when missing). */
 h5util_file_kind h5util_sniff(const char *path, int64_t *size, int *sys_errno);
+/* Not collective. 1 when paths a and b name the same file: the same device and inode when both
+ * exist (hard links, "./x" and "x"), the same spelling otherwise; else 0. An output path checked
+ * against every input path this way can never overwrite one. */
+int h5util_same_file(const char *a, const char *b);
 
 /* Property lists for MPI-IO over comm (file access) and for collective/independent transfers.
  * Close them with H5Pclose. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/hash.h"
 #include "data/h5util.h"
 #include "mesh/where.h"
 #include "data/tokenizer.h"
@@ -39,15 +40,8 @@ int64_t tokens_val_count(int64_t n, double val_fraction) {
 
 /* ---- windows ---- */
 
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t tokens_hash(uint64_t seed, uint64_t split, uint64_t step, uint64_t row) {
-    return mix(mix(mix(mix(seed) ^ split) ^ step) ^ row);
+    return hash_mix64(hash_mix64(hash_mix64(hash_mix64(seed) ^ split) ^ step) ^ row);
 }
 
 /* (a · b) mod m for a, b < m < 2^63, by doubling: exact where a·b would overflow. */
@@ -471,7 +465,20 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
                    size_t errlen) {
     uint8_t *buf;
     int64_t n, n_train, n_val;
+    if (h5util_same_file(text_path, out_path)) {
+        h5util_errf(err, errlen, "%s: the output is the input text itself (give another OUT.h5)",
+                    out_path);
+        return -1;
+    }
     if (read_all(text_path, &buf, &n, err, errlen) < 0) return -1;
+    const int64_t bad = utf8_bad_at(buf, n);
+    if (bad >= 0) { /* what --data would refuse to read as text */
+        h5util_errf(err, errlen,
+                    "%s: not UTF-8 text (byte 0x%02x at offset %lld): prepare tokenizes text files",
+                    text_path, buf[bad], (long long)bad);
+        free(buf);
+        return -1;
+    }
     if (split_text(text_path, n, val_fraction, &n_train, &n_val, err, errlen) < 0) {
         free(buf);
         return -1;

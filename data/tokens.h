@@ -18,10 +18,8 @@
  *   sequential: o = ((s·B + b)·T) mod (n − T − 1)            (exact integer arithmetic)
  *   random:     o = min(floor(u · (n − T − 1)), n − T − 2),  u = (h >> 11) · 2^-53,
  *               h = mix(mix(mix(mix(seed) ^ split) ^ s) ^ b),  split = 0 train, 1 val,
- *               mix(z) = splitmix64's output function of z + 0x9e3779b97f4a7c15:
- *                 z += 0x9e3779b97f4a7c15; z = (z ^ (z >> 30)) · 0xbf58476d1ce4e5b9;
- *                 z = (z ^ (z >> 27)) · 0x94d049bb133111eb; return z ^ (z >> 31)
- *               (all in uint64 arithmetic, wrapping). The min only matters for n > 2^52.
+ *               mix = hash_mix64 (data/hash.h, splitmix64's output function).
+ *               The min only matters for n > 2^52.
  * So a window needs n ≥ T + 2. The window's first T tokens are the inputs and its last T the
  * targets. Evaluation uses split TOKENS_VAL with its own step counter: eval batch i of every
  * evaluation is step i (the same held-out rows each time, so val losses compare); the split is
@@ -49,8 +47,8 @@ int64_t tokens_val_count(int64_t n, double val_fraction);
 /* Not collective (call it from one process). Tokenizes the text file text_path and writes a token
  * file to out_path, atomically: out_path.tmp.<pid> first, then fsync and rename, so a failure
  * leaves any previous out_path untouched. val_fraction must lie in (0, 1) and both splits must
- * hold at least 3 tokens. Any bytes are accepted as text (the tokenizer is byte-level); an HDF5
- * file is refused. Returns 0, or -1 with a message naming the file and the problem. */
+ * hold at least 3 tokens. The text must be UTF-8 without NUL bytes (what tokens_open accepts as
+ * text); an HDF5 file, binary data and an out_path naming the text itself are refused. Returns 0, or -1 with a message naming the file and the problem. */
 int tokens_prepare(const char *text_path, const char *out_path, double val_fraction, char *err,
                    size_t errlen);
 

@@ -49,6 +49,9 @@ void mesh_set_chunk(mesh *m, int64_t bytes) {
     CHECK(bytes >= 0, "chunk size must be >= 0, got %lld", (long long)bytes);
     m->chunk = bytes;
 }
+int64_t mesh_get_chunk(const mesh *m) {
+    return m->chunk;
+}
 void mesh_set_default_alg(mesh *m, mesh_alg a) {
     CHECK(a >= 0 && a < MESH_ALG_COUNT, "bad algorithm %d", (int)a);
     m->default_alg = a;
@@ -407,6 +410,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
+    link_virtual_reset(ctx);
     static _Thread_local chain ch[ENGINE_MAX_CHAINS];
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     int64_t(*lb)[2] = rec->link_bytes;
@@ -444,6 +448,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
         }
     }
     rec->t_end = mesh_now();
+    rec->t_emulated = ctx->vclock;
     where_leave(m, ci);
 }
 

@@ -78,6 +78,7 @@ void mesh_set_default_alg(mesh *m, mesh_alg a);
  * overlap (a pipeline). Results are bit-identical for any setting: every element travels the same
  * way and is added in the same order. Default 1 MiB; 0 turns lanes off. */
 void mesh_set_chunk(mesh *m, int64_t bytes);
+int64_t mesh_get_chunk(const mesh *m);
 /* What the collectives carry on the wire. BF16 (a TPU's format): every message is converted to
  * bf16 (mesh/bf16.h, round to nearest even) when it leaves and back to fp32 when it arrives, so
  * the bytes sent and the emulated link time are halved; reductions still add in fp32 (a rank
@@ -183,10 +184,15 @@ typedef struct {
                                              (MPI alg: bytes handed to MPI, under [major][0];
                                              DIRECT: d·b per block of b bytes routed d hops
                                              along the axis, i.e. its link crossings) */
-    double t_issue; /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
-                       started waiting for it (mesh_p2p_wait) */
-    double t_start; /* when execution started (send/recv: posted) */
-    double t_end;   /* when it completed */
+    double t_issue;    /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
+                          started waiting for it (mesh_p2p_wait) */
+    double t_start;    /* when execution started (send/recv: posted) */
+    double t_end;      /* when it completed */
+    double t_emulated; /* the call on the link emulator's own clock: the time its messages take
+                          on the emulated links alone (no compute, every rank starting at 0 on
+                          idle links), up to this rank's last emulated delivery; the max over
+                          ranks is what the links allow, independent of the machine's load.
+                          0 without emulated links (and for MPI's built-ins) */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */

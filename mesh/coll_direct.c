@@ -64,9 +64,10 @@ static int coord_of(const dset *s, int j, int k) {
     return j % s->size[k];
 }
 
-/* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated). */
-static double round_delivery(mesh *m, const dset *s, int64_t bytes) {
-    double t = 0, lat = 0;
+/* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated); the
+ * same on ctx's virtual clock, which it advances. */
+static double round_delivery(mesh *m, mesh_ctx *ctx, const dset *s, int64_t bytes) {
+    double t = 0, lat = 0, vt = ctx->vclock;
     int emulated = 0;
     for (int k = 0; k < s->P; k++) {
         if (s->size[k] <= 1 || m->link_bw[s->axis[k]] <= 0) continue;
@@ -76,9 +77,13 @@ static double round_delivery(mesh *m, const dset *s, int64_t bytes) {
         for (int d = 0; d < 2; d++) {
             double td = link_schedule(m, s->axis[k], d, (int64_t)(load + 0.5), 0);
             t = td > t ? td : t;
+            td =
+                link_schedule_virtual(m, ctx, s->axis[k], d, (int64_t)(load + 0.5), 0, ctx->vclock);
+            vt = td > vt ? td : vt;
         }
         lat += cost_direct_farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
     }
+    if (emulated) ctx->vclock = vt + lat;
     return emulated ? t + lat : 0;
 }
 
@@ -124,7 +129,7 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
     const int64_t rq_floats = (int64_t)((4 * (size_t)np * sizeof(MPI_Request) + 3) / 4);
     MPI_Request *rq = (MPI_Request *)(void *)mesh_scratch(ctx, SL_RQ, rq_floats);
     MPI_Request *rrq = rq, *hrq = rq + np, *srq = rq + 2 * np, *shq = rq + 3 * np;
-    double *hin = NULL, hout = round_delivery(m, s, maxblk * (int64_t)sizeof(float));
+    double *hin = NULL, hout = round_delivery(m, ctx, s, maxblk * (int64_t)sizeof(float));
     const int emu = hout > 0;
     if (emu) hin = (double *)(void *)mesh_scratch(ctx, SL_HDR, (int64_t)np * 2);
     for (int q = 1; q <= np; q++) { /* receive from me−q, send to me+q: pairs meet early */

@@ -491,9 +491,10 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
     int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
     double t = link_schedule(m, p->link_axis, d, bytes, hops);
     if (t > 0) {
-        double *h = &p->st[d].hdr_out[s % ENGINE_NBUF];
-        *h = t;
-        MPI_Isend(h, 1, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
+        double *h = p->st[d].hdr_out[s % ENGINE_NBUF];
+        h[0] = t;
+        h[1] = link_schedule_virtual(m, p->ctx, p->link_axis, d, bytes, hops, p->st[d].vclock);
+        MPI_Isend(h, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     }
     if (p->link_axis >= 0) p->link_bytes[p->link_axis][d] += bytes;
 }
@@ -514,9 +515,9 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
             MPI_Irecv(ms[i].ptr, (int)ms[i].n, MPI_FLOAT, peer, tag, p->comm, &rq[i]);
         }
     }
-    p->st[d].hdr_in = 0;
+    p->st[d].hdr_in[0] = p->st[d].hdr_in[1] = 0;
     if (k > 0 && emulated(m, p->link_axis))
-        MPI_Irecv(&p->st[d].hdr_in, 1, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
+        MPI_Irecv(p->st[d].hdr_in, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     return k;
 }
 
@@ -547,9 +548,10 @@ static int stream_progress(mesh *m, phase *p, int d, double *wake) {
     for (;;) {
         int acted = 0;
         if (st->posted > st->done && all_null(recv_rq(p, d), ENGINE_MAXT + 1)) {
-            if (st->hdr_in > 0 && mesh_now() < st->hdr_in) { /* emulated link: not yet */
-                *wake = *wake == 0 || st->hdr_in < *wake ? st->hdr_in : *wake;
+            if (st->hdr_in[0] > 0 && mesh_now() < st->hdr_in[0]) { /* emulated link: not yet */
+                *wake = *wake == 0 || st->hdr_in[0] < *wake ? st->hdr_in[0] : *wake;
             } else {
+                if (st->hdr_in[1] > st->vclock) st->vclock = st->hdr_in[1];
                 recv_unpack(p, d, st->posted);
                 recv_done(p, d, st->posted);
                 st->done = st->posted;
@@ -578,10 +580,11 @@ static int stream_finished(phase *p, int d) {
 }
 
 /* ---- phase life cycle ---- */
-static void phase_start(phase *p) {
+static void phase_start(phase *p, double vready) {
     int64_t u, wu;
     p->nsteps = phase_steps(p);
     memset(p->st, 0, sizeof p->st);
+    p->st[0].vclock = p->st[1].vclock = vready;
     const int64_t per_dir = stream_floats(p, &u, &wu);
     for (int d = 0; d < 2 && per_dir > 0; d++) {
         /* RING and ppermute use one direction: both share the first block */
@@ -631,12 +634,14 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
     int did = 0;
     while (c->cur < c->nph) {
         phase *p = &c->ph[c->cur];
-        if (!p->started) phase_start(p), did = 1;
+        if (!p->started) phase_start(p, c->vclock), did = 1;
         did |= stream_progress(m, p, 0, wake);
         did |= stream_progress(m, p, 1, wake);
         if (!p->copied) phase_copy_own(p);
         if (!stream_finished(p, 0) || !stream_finished(p, 1)) break;
         phase_end(p);
+        for (int d = 0; d < 2; d++)
+            c->vclock = p->st[d].vclock > c->vclock ? p->st[d].vclock : c->vclock;
         c->cur++;
         did = 1;
     }
@@ -688,6 +693,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
     int active = nch;
     for (int c = 0; c < nch; c++) {
         ch[c].cur = 0;
+        ch[c].vclock = ctx->vclock;
         for (int k = 0; k < ch[c].nph; k++) {
             phase *p = &ch[c].ph[k];
             p->started = p->copied = 0;
@@ -695,6 +701,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             p->arena = arena ? arena + base[c] : NULL;
             p->rq = rq + c * 2 * ENGINE_RQ;
             p->link_bytes = link_bytes;
+            p->ctx = ctx;
         }
     }
     const double cap = poll_cap(m, ctx, ch, nch);
@@ -707,7 +714,11 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             progressed |= chain_progress(m, &ch[c], &wake);
             if (ch[c].cur == ch[c].nph) active--;
         }
-        if (!active) return;
+        if (!active) {
+            for (int c = 0; c < nch; c++)
+                ctx->vclock = ch[c].vclock > ctx->vclock ? ch[c].vclock : ctx->vclock;
+            return;
+        }
         if (progressed) {
             nap = 0;
             continue;

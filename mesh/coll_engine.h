@@ -25,8 +25,10 @@ typedef enum { SCH_RING, SCH_BIDIR, SCH_LINE } ph_sched;
 typedef struct {
     int sent, posted, done; /* steps 1..sent: sends posted; 1..posted: receives posted;
                                1..done: received and processed */
-    double hdr_in;          /* emulated delivery time of the receive in flight (0: none) */
-    double hdr_out[ENGINE_NBUF];
+    double hdr_in[2];       /* emulated delivery of the receive in flight, wall and virtual
+                               clock (0: none) */
+    double hdr_out[ENGINE_NBUF][2];
+    double vclock; /* virtual time at which this stream's latest data is ready */
     float *sb[ENGINE_NBUF], *pack;
     uint16_t *wsend[ENGINE_NBUF], *wrecv; /* bf16 wire: staged messages of a step */
 } stream;
@@ -51,6 +53,7 @@ typedef struct {
     /* run state (set by engine_run) */
     int nsteps, chain, started, copied;
     mesh_wire wire; /* the call's wire format (mesh_ctx.wire) */
+    mesh_ctx *ctx;  /* the context it runs on (its virtual clock) */
     float *arena;   /* this chain's scratch */
     int64_t (*link_bytes)[2];
     MPI_Request *rq; /* 2 × ENGINE_RQ: per direction the receive's data and header requests,
@@ -61,12 +64,15 @@ typedef struct {
 typedef struct {
     phase ph[CHAIN_MAX_PHASES];
     int nph, cur;
+    double vclock; /* virtual time at which the finished phases' data is ready */
 } chain;
 
 /* where.c: publishes how far the chains got (the least advanced one's phase and steps done) for
  * the where-line of the call in progress on ctx. */
 void where_engine(mesh *m, const mesh_ctx *ctx, const chain *ch, int nch);
-/* Runs the chains to completion on context ctx, accounting sent bytes into link_bytes. */
+/* Runs the chains to completion on context ctx, accounting sent bytes into link_bytes. On
+ * emulated links the chains start at ctx->vclock and ctx->vclock ends at their last virtual
+ * delivery. */
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]);
 /* Copies the items of a layout ordered by ord_src into one ordered by ord_dst (see phase). */
 void reorder_items(float *dst, const float *src, int nd, const int *sizes, const int *ord_src,

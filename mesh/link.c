@@ -12,6 +12,11 @@
 void mesh_link_set(mesh *m, int axis, double bw, double latency) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range", axis);
     CHECK(bw >= 0 && latency >= 0, "link bandwidth and latency must be >= 0");
+#ifdef MESHTRAIN_SMPI /* emulation sleeps in real time, which would stall the whole simulation */
+    if (bw > 0)
+        mesh_exit_error("link emulation (--emulate, --link) is off in the SMPI build: the "
+                        "simulated platform's links are the chip's (bench/simpod --chip)");
+#endif
     pthread_mutex_lock(&m->link_mu);
     m->link_bw[axis] = bw;
     m->link_lat[axis] = latency;
@@ -35,6 +40,20 @@ double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops) {
     double t = start + wire + hops * m->link_lat[axis];
     pthread_mutex_unlock(&m->link_mu);
     return t;
+}
+
+double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
+                             double ready) {
+    if (axis < 0 || m->link_bw[axis] <= 0) return 0;
+    const double start = ctx->vbusy[axis][dir] > ready ? ctx->vbusy[axis][dir] : ready;
+    const double wire = (double)bytes / m->link_bw[axis];
+    ctx->vbusy[axis][dir] = start + wire;
+    return start + wire + hops * m->link_lat[axis];
+}
+
+void link_virtual_reset(mesh_ctx *ctx) {
+    ctx->vclock = 0;
+    memset(ctx->vbusy, 0, sizeof ctx->vbusy);
 }
 
 void link_sleep_until(double t) {

@@ -28,6 +28,9 @@ typedef struct {
     int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */
     int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
     mesh_wire wire;              /* the wire format of the call running on this context */
+    /* the emulator's own clock for the call running on this context (link.c): links only, the
+     * call starting at 0 on idle links; vbusy is when each directed link frees up */
+    double vclock, vbusy[MESH_MAX_AXES][2];
 } mesh_ctx;
 
 typedef struct mesh_async mesh_async;
@@ -75,6 +78,13 @@ float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
  * starting now. Returns the time (mesh_now clock) the receiver may consider the data delivered,
  * or 0 when the axis is not emulated. */
 double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops);
+/* The same message on ctx's virtual clock: its data ready at virtual time `ready`, it starts when
+ * the link is free of the call's earlier messages; returns its virtual delivery (0 when the axis
+ * is not emulated). Exact and independent of the machine's load: what tests check. */
+double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
+                             double ready);
+/* Starts ctx's virtual clock for a new call: time 0, every link idle. */
+void link_virtual_reset(mesh_ctx *ctx);
 /* Sleeps until mesh_now() >= t (no busy spin for long waits). */
 void link_sleep_until(double t);
 

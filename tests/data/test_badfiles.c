@@ -164,6 +164,18 @@ int main(int argc, char **argv) {
         want_prepare_error(p[TEXT], p[OUT], 0.0, "val_fraction must lie in (0, 1), got 0");
         want_prepare_error(p[TEXT], p[OUT], 1.0, "val_fraction must lie in (0, 1), got 1");
         want_prepare_error(p[SHORT], p[OUT], 0.1, "text too short");
+        /* what --data refuses as text, prepare refuses too (it once wrote a token file of it) */
+        want_prepare_error(p[GARBAGE], p[OUT], 0.1, "not UTF-8 text (byte 0x");
+        /* the output naming the input, as spelled or through another path: the text survives */
+        char alias[320];
+        snprintf(alias, sizeof alias, "%s/./%s", dir, names[TEXT]);
+        want_prepare_error(p[TEXT], p[TEXT], 0.1, "the output is the input text itself");
+        want_prepare_error(p[TEXT], alias, 0.1, "the output is the input text itself");
+        tokens *kept;
+        DT_CHECK(tokens_open(&kept, p[TEXT], 0.1, MPI_COMM_SELF, err, sizeof err) == 0 &&
+                     tokens_is_text(kept),
+                 "the text was overwritten: %s", err);
+        tokens_close(kept);
         char bad[320];
         snprintf(bad, sizeof bad, "%s/nodir/out.h5", dir);
         want_prepare_error(p[TEXT], bad, 0.1, "cannot create");
