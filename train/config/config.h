@@ -57,6 +57,7 @@ typedef struct {
     int overlap;
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
+    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
     char emulate[16];   /* chip preset for link emulation, "" = none */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
