@@ -50,6 +50,7 @@ typedef struct {
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
+    char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[8];   /* batch sharded over these axes, e.g. "x" */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
