@@ -52,12 +52,14 @@ typedef struct {
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
+    char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
+    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
     char emulate[16];   /* chip preset for link emulation, "" = none */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */

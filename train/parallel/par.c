@@ -119,6 +119,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
 void par_destroy(par *p) {
     if (!p) return;
     par_drain(p);
+    bucket_free(p);
     for (int k = 0; k < 2; k++) {
         free(p->wbuf[k]);
         free(p->wstage[k]);
