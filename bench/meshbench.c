@@ -42,6 +42,7 @@ typedef struct {
     double f;
     int warm, iters, reps, check, pingpong, placement, help;
     const char *ops, *algs, *axes, *spec, *open, *cross, *emulate, *link, *csv, *json;
+    const char *chip; /* predict with this chip's links instead of the ping-pong fit */
     double flops;
     int64_t chunk; /* -1: mesh default */
 } opts;
@@ -89,6 +90,8 @@ static const bench_flag flags[] = {
     {"--flops", NULL, F_F64, O_(flops), 1, 1e18, "F", "this CPU's FLOP/s for --emulate"},
     {"--chunk", NULL, F_SIZE, O_(chunk), 0, 1e15, "BYTES", "lane chunk of every algorithm"},
     {"--link", NULL, F_STR, O_(link), 0, 0, "BW,LAT", "slow links: bytes/s one way, s per hop"},
+    {"--chip", NULL, F_STR, O_(chip), 0, 0, "CHIP",
+     "predict with CHIP's links (simulated slices, bench/simpod)"},
     {"--csv", NULL, F_STR, O_(csv), 0, 0, "FILE", "rows as CSV"},
     {"--json", NULL, F_STR, O_(json), 0, 0, "FILE", "ping-pong fits and rows as JSON"},
     {"--pingpong", NULL, F_SWITCH, O_(pingpong), 0, 0, NULL, "print the ping-pong sweep"},
@@ -506,6 +509,12 @@ static void print_header(bench *b) {
         if (mesh_axis_size(b->m, k) > 1)
             pingpong(b->m, k, &b->alpha[k], &b->beta[k], o->pingpong, b->json);
     print_axis_links(b); /* closes the ping-pong list */
+    if (o->chip) {
+        /* a simulated slice's links are the chip's (bench/simpod): predict with them */
+        const cost_chip *c = cost_chip_find(o->chip);
+        if (!c) mesh_exit_error("--chip %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o->chip);
+        for (int k = 0; k < 3; k++) b->alpha[k] = c->hop_latency, b->beta[k] = c->ici_oneway;
+    }
     if (b->json) fprintf(b->json, ",\"rows\":[");
     if (b->csv)
         fprintf(b->csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
@@ -521,7 +530,10 @@ static void print_header(bench *b) {
              "# /mpi = median over repetitions of time / MPI's time in the same repetition "
              "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
              mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an, b->n, o->iters,
-             o->warm, o->reps, o->emulate || o->link ? "the emulated" : "the ping-pong-fitted");
+             o->warm, o->reps,
+             o->emulate || o->link ? "the emulated"
+             : o->chip             ? "the --chip"
+                                   : "the ping-pong-fitted");
     mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n", "size(B)",
              "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
              "bus_best", "pred(us)", "m/p", "/mpi", "error");
