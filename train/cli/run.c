@@ -1,10 +1,11 @@
-/* run: the training run and the subcommands behind main() (see run.h).
+/* run: the training run and `prepare` (see run.h).
  *
  * Reporting. Rank 0 prints one line per step; the time is rank 0's wall time of the step with
  * its data loading, tokens are the global batch (B·T), FLOPs are model_flops_per_token × tokens
  * (the formula is in --help), and MFU divides by the sum over ranks of the sgemm FLOP/s each
- * measured at start-up (kern_measure_flops, ~0.3 s), all ranks at once: with one rank per core
- * that is ranks × one core's rate, and when ranks share cores it is what the cores deliver. */
+ * measured at start-up (run_measure_peak: kern_measure_flops, best of 3 × 0.1 s), all ranks at
+ * once: with one rank per core that is ranks × one core's rate, and when ranks share cores it is
+ * what the cores deliver. */
 #include "train/cli/run.h"
 
 #include <math.h>
@@ -22,8 +23,7 @@
 #include "train/parallel/par.h"
 #include "train/model/sample.h"
 
-/* Side of the square sgemm timed at start-up for MFU: big enough to reach the BLAS's steady
- * rate, small enough (4 MB per operand) to take no time to set up. */
+/* Room for one error message. */
 #define RUN_ERR_LEN 512
 
 int run_prepare(int argc, char **argv) {
@@ -37,9 +37,8 @@ int run_prepare(int argc, char **argv) {
     }
     mesh *m = mesh_create(NULL, NULL, err, sizeof err);
     CHECK(m, "default mesh: %s", err);
-    status = mesh_agree(mesh_world_comm(m), status);
+    mesh_agree_or_exit(mesh_world_comm(m), status, "%s", err);
     mesh_destroy(m);
-    if (status < 0) mesh_exit_error("%s", err);
     return 0;
 }
 
@@ -100,8 +99,7 @@ static void load_rows(run_ctx *r, tokens_split split, int64_t step) {
     const config *c = r->c;
     int rc = tokens_batch(r->data, split, (tokens_order)c->order, c->seed, step, c->batch, r->row0,
                           r->nrows, c->shape.T, r->rows, err, sizeof err);
-    if (mesh_agree(mesh_world_comm(r->m), rc) < 0)
-        mesh_exit_error("%s", err[0] ? err : "reading a batch failed on another rank");
+    mesh_agree_or_exit(mesh_world_comm(r->m), rc, "%s", err);
 }
 
 /* Mean validation loss over eval_batches fixed batches (val steps 0..eval_batches−1, the same
@@ -234,8 +232,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     int ok = 1;
     if (mesh_world_rank() == 0 && c->metrics[0]) /* a resumed run continues the file */
         ok = (r.metrics = fopen(c->metrics, c->resume[0] ? "a" : "w")) != NULL;
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
-        mesh_exit_error("--metrics %s: cannot open for writing", c->metrics);
+    mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1, "--metrics %s: cannot open for writing",
+                       c->metrics);
     cpupeak host;
     const double cpu_peak = inspect_cpu_peak(m, c->threads, &host);
     if (!c->quiet) {
@@ -243,6 +241,13 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
         trainer_print_plan(t, stdout);
     }
+    char hosts[160];
+    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
+    if (!c->quiet && mesh_world_rank() == 0)
+        printf("hosts: %s (%s)\n", hosts,
+               c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
+                                 : "default: the first axis crosses hosts first, the last stays "
+                                   "inside one; --cross-hosts AXES to choose");
     if (c->resume[0]) resume_or_exit(&r);
     if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 
@@ -281,6 +286,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .bubble_ideal = st.pipe.bubble_ideal,
                            .stage_act_bytes = (double)st.pipe.act_bytes,
                            .pred_seconds = st.split.pred_step,
+                           .book_seconds = st.split.book_step,
+                           .dominant = st.split.dominant,
                            .val_loss = NAN};
         char line[512];
         metrics_format(line, sizeof line, &row, width);
@@ -297,8 +304,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                          row.val_loss);
         }
         ok = !r.metrics || metrics_write_json(r.metrics, &row) == 0;
-        if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
-            mesh_exit_error("--metrics %s: write failed (disk full?)", c->metrics);
+        mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1,
+                           "--metrics %s: write failed (disk full?)", c->metrics);
         if (c->save_every > 0 && ((step + 1) % c->save_every == 0 || step + 1 == c->steps))
             save_step(&r, step + 1);
     }

@@ -8,6 +8,7 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
+#include "train/config/alloc.h"
 #include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
@@ -75,7 +76,7 @@ const float *gen_logits(const gen *g) {
 
 /* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
 static void attn_prefill(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     int64_t r0 = 0;
@@ -96,7 +97,7 @@ static void attn_prefill(gen *g, const model_attn_io *io) {
 /* Decode, the book's AllToAll algorithm (gen.h): this rank attends for the group's M query heads
  * of its Bc sequences. */
 static void attn_alltoall(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, Nl = lc->Nl, Z = g->Z, Bc = g->kv.Bc, M = Nl * Z;
     const kvcache *kv = &g->kv;
     /* (2) block z of q (rows of the sequences rank z caches) to rank z: Q[B_Z, N_Y, H] */
@@ -124,7 +125,7 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
 
 /* Decode: one row per local sequence at its position; store the new keys and values, attend. */
 static void attn_decode(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     for (int64_t b = 0; b < kv->Bc; b++) {
@@ -158,7 +159,7 @@ static void attn_hook(void *ctx, const model_attn_io *io) {
 /* Weight bytes and matmul FLOPs of one forward of R rows with n_out logits rows on this rank. */
 static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const model_shape *s = &g->c.shape;
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = s->H;
     const double layer_mm =
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
@@ -171,6 +172,11 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
     st->p_bytes = bytes;
     st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
+}
+
+/* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
+static double tensor_ranks(const gen *g) {
+    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
 }
 
 /* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
@@ -215,7 +221,7 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         weight_cost(g, R, n, &w);
         st->p_bytes += w.p_bytes;
         st->flops += w.flops;
-        st->rows += (double)R;
+        st->rows += (double)R / tensor_ranks(g);
         b0 += n;
     }
     st->flops += g->attn_flops;
@@ -239,7 +245,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     weight_cost(g, R, R, st);
     st->flops += g->attn_flops;
     st->kv_bytes = g->kv_bytes;
-    st->rows = (double)R;
+    st->rows = (double)R / tensor_ranks(g);
     st->seconds = mesh_now() - t0;
 }
 
@@ -261,6 +267,10 @@ static int refuse(const config *c, char *err, size_t errlen) {
     if (c->pipe_axis[0])
         return errmsg_fail(err, errlen,
                            "--pipeline is not supported by generate: use --tensor and --dp");
+    if (c->emulate[0])
+        return errmsg_fail(err, errlen,
+                           "--emulate is not supported by generate (its links run at this "
+                           "machine's speed)");
     return 0;
 }
 
@@ -356,28 +366,23 @@ static int check_memory(gen *g, char *err, size_t errlen) {
         (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
 }
 
-static float *falloc(int64_t n) {
-    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
-}
-
 static int alloc_buffers(gen *g) {
     const model_shape *s = &g->c.shape;
     const int64_t R = g->d.max_rows, kvn = gen_cache_bytes(g) / 8;
     const int64_t M = s->N / s->K, Bc = g->kv.Bc;
-    g->kv.k = falloc(kvn);
-    g->kv.v = falloc(kvn);
+    g->kv.k = alloc_floats(kvn);
+    g->kv.v = alloc_floats(kvn);
     g->pos = calloc((size_t)g->B_loc + 1, sizeof *g->pos);
     g->ntok = calloc((size_t)g->B_loc + 1, sizeof *g->ntok);
     g->rtok = calloc((size_t)R, sizeof *g->rtok);
     g->rpos = calloc((size_t)R, sizeof *g->rpos);
     g->out_rows = calloc((size_t)R, sizeof *g->out_rows);
-    g->ws = falloc(model_rows_ws(g->mod, R));
-    g->logits = falloc(R * s->V);
-    g->scr = falloc((s->N > 64 ? s->N : 64) * g->d.S);
-    g->qm = falloc(Bc * M * s->H);
-    g->om = falloc(Bc * M * s->H);
-    g->a2a = falloc(Bc * M * s->H);
+    g->ws = alloc_floats(model_rows_ws(g->mod, R));
+    g->logits = alloc_floats(R * s->V);
+    g->scr = alloc_floats((s->N > 64 ? s->N : 64) * g->d.S);
+    g->qm = alloc_floats(Bc * M * s->H);
+    g->om = alloc_floats(Bc * M * s->H);
+    g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
     return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
                    g->logits && g->scr && g->qm && g->om && g->a2a && g->items
@@ -403,7 +408,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     int rc = layout(g, err, errlen);
     if (rc == 0) rc = check_memory(g, err, errlen);
     if (rc == 0) {
-        g->mod = model_create(&c->shape, 0, c->seed, g->plan);
+        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
         if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }

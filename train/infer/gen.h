@@ -17,7 +17,8 @@
  *   the sequences this rank caches.
  * FSDP (--zero 3) is refused: decode is bound by memory bandwidth, and moving every weight over
  * the links each step costs more than reading it (the book's rule: no FSDP for generation).
- * Depends on model, par, ckpt-free (the caller loads weights), mesh, kernels. */
+ * The caller loads the weights (ckpt_load_params) into gen_model. Depends on model, par, mesh,
+ * kernels. */
 #ifndef MT_TRAIN_INFER_GEN_H
 #define MT_TRAIN_INFER_GEN_H
 #include <stdint.h>
@@ -43,7 +44,7 @@ typedef struct {
 /* What one prefill or decode step did on this rank (sums over the step). */
 typedef struct {
     double seconds;  /* wall time on this rank */
-    double rows;     /* tokens processed */
+    double rows;     /* tokens processed (this rank's share when the tensor axis repeats them) */
     double p_bytes;  /* weight bytes read */
     double kv_bytes; /* cache bytes read and written */
     double flops;    /* matmul and attention FLOPs */

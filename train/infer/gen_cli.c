@@ -92,6 +92,7 @@ static void print_help(FILE *out) {
             "replicas)\n"
             "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
             "attention\n"
+            "  --quiet            no line per decode step (prefill and the summary only)\n"
             "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
             "--bench-prompt P\n"
             "                     --tokens N (decode steps), --csv FILE\n"
@@ -204,7 +205,7 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     gen_rows(g, &row0, &nb);
     float *in = calloc((size_t)(B * n), sizeof *in);
     CHECK(in, "gather_tokens: out of memory");
-    if (model_local(gen_model(g))->n0 == 0)
+    if (model_extents_of(gen_model(g))->n0 == 0)
         for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
     mesh_all_reduce(m, all_axes(m), out, in, B * n, MESH_ALG_MPI);
     free(in);
@@ -231,7 +232,7 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
         for (int64_t i = 0; i < nb; i++) mine[i * n + s] = next[i];
         t = gen_step_total(m, &st);
         ms[s - 1] = 1e3 * t.seconds;
-        if (mesh_rank(m) == 0) report_decode(s, &t, mc);
+        if (mesh_rank(m) == 0 && !c->quiet) report_decode(s, &t, mc);
     }
     gather_tokens(m, g, mine, n, B, all);
     if (mesh_rank(m) == 0) {
@@ -249,7 +250,6 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
         }
         fflush(stdout);
     }
-    (void)c;
     free(mine), free(cur), free(next), free(ms), free(all);
 }
 
@@ -279,9 +279,9 @@ int gen_main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    const gen_machine mc = gen_measure_machine(m);
     if (f.bench) {
         prompts_free(&ps);
+        const gen_machine mc = gen_measure_machine(m);
         const int rc = gen_bench_run(&c, &f, m, &mc);
         mesh_destroy(m);
         return rc;
@@ -299,6 +299,7 @@ int gen_main(int argc, char **argv) {
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    const gen_machine mc = gen_measure_machine(m); /* after every check: bad input fails fast */
     if (mesh_rank(m) == 0) {
         const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
                               "AllToAll attention, cache split by batch in each kv group"};

@@ -10,8 +10,10 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "mesh/link.h"
-#include "train/parallel/pipeline.h"
+#include "train/model/hooks.h"
 #include "train/observe/trace.h"
+#include "train/parallel/pipeline.h"
+#include "train/step/ktime.h"
 
 struct trainer {
     config c;
@@ -30,7 +32,36 @@ struct trainer {
     int emulated;
     pipe *pp; /* pipelining: the schedule driver (NULL without --pipeline) */
     pipe_stats pst;
+    mesh_wire wire;   /* --comm-dtype, in force during this trainer's steps */
+    ktime_step ktime; /* the predicted compute of a step */
 };
+
+/* --bucket auto: the hop latency of a bucket's reduction at most this share of its transfer */
+#define TRAINER_BUCKET_OVERHEAD 0.1
+
+/* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
+static int measure_compute(trainer *t) {
+    const model_extents *lc = model_extents_of(t->mod);
+    int64_t l0, l1, P = 1, stage = 0;
+    int pax = -1;
+    model_stage(t->mod, &l0, &l1);
+    par_pipe_axis(t->plan, &pax, &P, &stage);
+    const model_shape *s = &t->c.shape;
+    const ktime_shape ks = {.L = l1 - l0,
+                            .D = s->D,
+                            .H = s->H,
+                            .T = s->T,
+                            .Nl = lc->Nl,
+                            .Kl = lc->Kl,
+                            .Fl = lc->Fl,
+                            .Vl = lc->Vl,
+                            .seqs = t->Bl,
+                            .micro = t->n_micro,
+                            .params = t->n_state,
+                            .last = stage == P - 1};
+    mesh_agree(mesh_world_comm(t->mesh), 0);
+    return ktime_measure(&ks, 1e-3, &t->ktime);
+}
 
 double trainer_lr(const config *c, int64_t step) {
     if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
@@ -44,27 +75,11 @@ double trainer_lr(const config *c, int64_t step) {
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
     config cc = *c0;
     const config *c = &cc;
-    if (cc.pipe_axis[0] && !serial) { /* the pipeline's micro-batches replace --micro-batch */
-        const int a = mesh_axis_index(m, cc.pipe_axis[0]);
-        if (cc.microbatches <= 0) cc.microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
-        if (cc.batch % cc.microbatches != 0) {
-            snprintf(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                     (long long)cc.batch, (long long)cc.microbatches);
-            return NULL;
-        }
-        cc.micro_batch = cc.batch / cc.microbatches;
-    }
+    if (!serial && config_for_mesh(&cc, m, err, errlen) != 0) return NULL;
     int trivial = 1;
     par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
     if (!plan && !trivial) return NULL;
     const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
-    if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
-        snprintf(err, errlen,
-                 "--batch %lld and --micro-batch %lld must be divisible by the %lld data shards",
-                 (long long)c->batch, (long long)c->micro_batch, (long long)shards);
-        par_destroy(plan);
-        return NULL;
-    }
     trainer *t = calloc(1, sizeof *t);
     if (!t) {
         par_destroy(plan);
@@ -78,7 +93,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->Bl = c->micro_batch / shards;
     t->n_micro = c->batch / c->micro_batch;
     t->row0 = idx * t->B_loc;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(plan));
     int ok = t->mod != NULL;
     if (ok) {
         t->n_state = par_state_size(plan, t->mod);
@@ -122,7 +137,31 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         t->emu = em;
         t->emulated = 1;
     }
+    t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
+    if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
+        snprintf(err, errlen, "out of memory timing the kernels (try a smaller --micro-batch)");
+        trainer_destroy(t);
+        return NULL;
+    }
     t->rep = report_create(m, t->flops);
+    report_set_compute(t->rep, t->ktime.total);
+    if (!serial && c->bucket != 0) {
+        const int dax = par_data_axis(plan);
+        const int64_t elems =
+            c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire)
+            : dax >= 0 ? par_bucket_auto(plan, report_link(t->rep, dax), mesh_wire_bytes(t->wire),
+                                         TRAINER_BUCKET_OVERHEAD)
+                       : 0;
+        /* the ranks' link calibrations differ a little: they must agree on one size */
+        int64_t agreed = elems;
+        MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
+        if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
+            snprintf(err, errlen, "out of memory allocating --bucket %lld bytes",
+                     (long long)c->bucket);
+            trainer_destroy(t);
+            return NULL;
+        }
+    }
     return t;
 }
 
@@ -196,6 +235,8 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 }
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
+    const mesh_wire wire = mesh_get_wire(t->mesh);
+    mesh_set_wire(t->mesh, t->wire);
     const double t0 = mesh_now();
     report_step_begin(t->rep);
     trace_begin(TRACE_STEP, step);
@@ -240,9 +281,12 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
         model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
     report_step_end(t->rep, flops_rank, &st->split);
     trace_end(TRACE_STEP);
+    mesh_set_wire(t->mesh, wire);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
+    const mesh_wire wire = mesh_get_wire(t->mesh);
+    mesh_set_wire(t->mesh, t->wire);
     const int64_t T1 = t->c.shape.T + 1;
     trace_begin(TRACE_EVAL, 0);
     double loss = 0.0;
@@ -254,6 +298,7 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
         loss = par_data_mean(t->plan, loss / (double)t->n_micro);
     }
     trace_end(TRACE_EVAL);
+    mesh_set_wire(t->mesh, wire);
     return loss;
 }
 
@@ -279,6 +324,14 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
                 t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);
+    if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
+        fprintf(out,
+                "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
+                "%s%s)\n",
+                (long long)par_bucket(t->plan),
+                1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
+                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
+                t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
     par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
 }
 

@@ -1,0 +1,97 @@
+/* par: the sharding plan's lifetime: the flags checked against the mesh and the model, the
+ * layout computed (layout.c), the buffers every scheme needs allocated once (memory.c), and the
+ * model's hook table assembled from each scheme's entries (layout.c, zero.c, tensor.c,
+ * pipeline.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/parallel/par_impl.h"
+
+/* ---------------------------------------------------------------- create / destroy */
+
+par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
+    *trivial = 0;
+    struct par *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->m = m;
+    p->cfg = *c;
+    p->s = c->shape;
+    p->zero = c->zero;
+    p->overlap = c->overlap;
+    config cm = *c; /* the rules that need the mesh: config_for_mesh (train/config) */
+    if (config_for_mesh(&cm, m, err, errlen) != 0) {
+        free(p);
+        return NULL;
+    }
+    p->alg = c->alg[0] ? (mesh_alg)mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
+    CHECK(p->alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", c->alg);
+    char dp[CONFIG_AXES_LEN];
+    config_data_axes(c, m, dp);
+    CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 && mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
+              mesh_axes_parse(m, c->pipe_axis, &p->pax) == 0,
+          "par_create: axes checked by config_for_mesh do not parse");
+    p->nX = mesh_axes_size(m, p->dax);
+    p->xi = mesh_axes_index(m, p->dax);
+    p->nY = mesh_axes_size(m, p->tax);
+    p->yi = mesh_axes_index(m, p->tax);
+    p->nZ = mesh_axes_size(m, p->pax);
+    p->zi = mesh_axes_index(m, p->pax);
+    if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
+        *trivial = 1;
+        free(p);
+        return NULL;
+    }
+    p->l0 = p->zi * (p->s.L / p->nZ);
+    p->l1 = p->l0 + p->s.L / p->nZ;
+    const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
+    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == 1 && M > p->nZ ? p->nZ : M);
+    if (p->nX == 1) p->zero = 0;
+    par_layout_extents(p);
+    par_layout_geometry(p);
+    p->hooks = (model_hooks){.ctx = p};
+    par_layout_hooks(&p->hooks);
+    par_zero_hooks(&p->hooks);
+    par_tensor_hooks(&p->hooks);
+    par_pipeline_hooks(&p->hooks);
+    int ok = par_alloc_buffers(p) == 0;
+    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
+        snprintf(err, errlen, "out of memory allocating the sharding buffers");
+        par_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+void par_destroy(par *p) {
+    if (!p) return;
+    par_drain(p);
+    bucket_free(p);
+    for (int k = 0; k < 2; k++) {
+        free(p->wbuf[k]);
+        free(p->wstage[k]);
+        free(p->gbuf[k]);
+        free(p->gout[k]);
+    }
+    for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
+    free(p->ebuf);
+    free(p->hbuf_norm);
+    free(p->hbuf_un);
+    free(p->ustage); /* (zero 3's sh_p is the model's storage) */
+    free(p->sh_g);
+    free(p->tp_a);
+    free(p->tp_b);
+    free(p->kvx);
+    free(p->pack);
+    free(p);
+}
+
+const model_hooks *par_model_hooks(par *p) {
+    return p ? &p->hooks : &model_hooks_single;
+}
+
+int64_t par_data_shards(const par *p) {
+    return p ? p->nX : 1;
+}
+int64_t par_data_index(const par *p) {
+    return p ? p->xi : 0;
+}
