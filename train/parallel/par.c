@@ -23,7 +23,7 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
     mesh *m = p->m;
     char buf[64];
     int used[MESH_MAX_AXES] = {0};
-    for (int k = 0; k < p->dax.n; k++) used[p->dax.ax[k]]++;
+    for (int k = 0; k < p->bax.n; k++) used[p->bax.ax[k]]++;
     if (p->pax.n) {
         const int a = p->pax.ax[0];
         if (used[a] || (p->tax.n && p->tax.ax[0] == a)) {
@@ -56,8 +56,14 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
                      mesh_axis_name(m, a), mesh_axis_size(m, a));
             return -1;
         }
-    if (p->zero > 0 && p->dax.n == 0)
+    if (p->zero > 0 && p->bax.n == 0)
         return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
+    if (p->zero > 0 && p->rax.n && p->nX == 1)
+        return errmsg_fail(err, errlen,
+                           "--zero %d shards over the ICI data axes, and --dcn %c leaves none: "
+                           "add an ICI axis to --dp, or use --zero 0 (the book: FSDP inside a "
+                           "pod, pure data parallelism across pods)",
+                           p->zero, mesh_axis_name(m, p->rax.ax[0]));
     if (p->nY > 1) {
         snprintf(buf, sizeof buf, "|%c| (--tensor)", mesh_axis_name(m, p->tax.ax[0]));
         if (check_div(err, errlen, "query heads N", s->N, buf, p->nY) ||
@@ -84,7 +90,7 @@ static int validate(struct par *p, const config *c, char *err, size_t errlen) {
 /* ---------------------------------------------------------------- create / destroy */
 
 static int alloc_buffers(struct par *p) {
-    const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
+    const int64_t BT = p->cfg.micro_batch / p->nB * p->s.T, D = p->s.D;
     int64_t layer = 0, big = 0;
     for (int id = 0; id < P_COUNT; id++) {
         if (par_is_layer_param((param_id)id))
@@ -103,6 +109,12 @@ static int alloc_buffers(struct par *p) {
         ok &= (p->kvx = alloc_floats(D * p->s.H * p->nY)) != NULL;
     }
     ok &= (p->pack = alloc_floats(packn)) != NULL;
+    if (p->zero == 0 && p->rax.n) { /* the flat TP-local gradient, padded to nX equal shards */
+        int64_t all = 0;
+        for (int id = 0; id < P_COUNT; id++) all += p->g[id].nb * pgeo_block(&p->g[id]);
+        p->dcn_n = (all + p->nX - 1) / p->nX * p->nX;
+        ok &= (p->dcn_buf = alloc_floats(p->dcn_n + p->dcn_n / p->nX)) != NULL; /* + a shard */
+    }
     if (p->zero >= 1) {
         p->sh_total = 0;
         for (int id = 0; id < P_COUNT; id++) {
@@ -177,6 +189,24 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
         free(p);
         return NULL;
     }
+    p->bax = p->dax; /* --dcn: dax keeps the ICI data axes, rax the DCN one */
+    p->rax.n = 0;
+    if (c->dcn_axis[0]) {
+        const int d = mesh_axis_index(m, c->dcn_axis[0]);
+        int at = -1;
+        for (int k = 0; k < p->bax.n; k++)
+            if (p->bax.ax[k] == d) at = k;
+        if (d < 0 || at < 0) {
+            snprintf(err, errlen, "--dcn %s: not one of the data axes (--dp %s)", c->dcn_axis, dp);
+            free(p);
+            return NULL;
+        }
+        p->rax = (mesh_axes){1, {d, 0, 0}};
+        for (int k = at; k + 1 < p->dax.n; k++) p->dax.ax[k] = p->dax.ax[k + 1];
+        p->dax.ax[--p->dax.n] = 0;
+    }
+    p->nB = mesh_axes_size(m, p->bax);
+    p->bi = mesh_axes_index(m, p->bax);
     p->nX = mesh_axes_size(m, p->dax);
     p->xi = mesh_axes_index(m, p->dax);
     p->nY = mesh_axes_size(m, p->tax);
@@ -192,7 +222,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
         free(p);
         return NULL;
     }
-    if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
+    if (p->nB == 1 && p->nY == 1 && p->nZ == 1) {
         *trivial = 1;
         free(p);
         return NULL;
@@ -238,6 +268,7 @@ void par_destroy(par *p) {
     free(p->tp_b);
     free(p->kvx);
     free(p->pack);
+    free(p->dcn_buf);
     free(p);
 }
 
@@ -246,8 +277,8 @@ const model_hooks *par_model_hooks(par *p) {
 }
 
 int64_t par_data_shards(const par *p) {
-    return p ? p->nX : 1;
+    return p ? p->nB : 1;
 }
 int64_t par_data_index(const par *p) {
-    return p ? p->xi : 0;
+    return p ? p->bi : 0;
 }
