@@ -149,6 +149,26 @@ static int alloc_buffers(struct par *p) {
     return ok ? 0 : -1;
 }
 
+/* --dcn: bax = the data axes as parsed into dax; the DCN axis moves from dax to rax, so that
+ * dax keeps the ICI data axes. Returns 0, or −1 with err. */
+static int split_dcn(struct par *p, const config *c, const char *dp, char *err, size_t errlen) {
+    p->bax = p->dax;
+    p->rax.n = 0;
+    if (!c->dcn_axis[0]) return 0;
+    const int d = mesh_axis_index(p->m, c->dcn_axis[0]);
+    int at = -1;
+    for (int k = 0; k < p->bax.n; k++)
+        if (p->bax.ax[k] == d) at = k;
+    if (d < 0 || at < 0) {
+        snprintf(err, errlen, "--dcn %s: not one of the data axes (--dp %s)", c->dcn_axis, dp);
+        return -1;
+    }
+    p->rax = (mesh_axes){1, {d, 0, 0}};
+    for (int k = at; k + 1 < p->dax.n; k++) p->dax.ax[k] = p->dax.ax[k + 1];
+    p->dax.ax[--p->dax.n] = 0;
+    return 0;
+}
+
 par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
     *trivial = 0;
     struct par *p = calloc(1, sizeof *p);
@@ -189,21 +209,9 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
         free(p);
         return NULL;
     }
-    p->bax = p->dax; /* --dcn: dax keeps the ICI data axes, rax the DCN one */
-    p->rax.n = 0;
-    if (c->dcn_axis[0]) {
-        const int d = mesh_axis_index(m, c->dcn_axis[0]);
-        int at = -1;
-        for (int k = 0; k < p->bax.n; k++)
-            if (p->bax.ax[k] == d) at = k;
-        if (d < 0 || at < 0) {
-            snprintf(err, errlen, "--dcn %s: not one of the data axes (--dp %s)", c->dcn_axis, dp);
-            free(p);
-            return NULL;
-        }
-        p->rax = (mesh_axes){1, {d, 0, 0}};
-        for (int k = at; k + 1 < p->dax.n; k++) p->dax.ax[k] = p->dax.ax[k + 1];
-        p->dax.ax[--p->dax.n] = 0;
+    if (split_dcn(p, c, dp, err, errlen) != 0) {
+        free(p);
+        return NULL;
     }
     p->nB = mesh_axes_size(m, p->bax);
     p->bi = mesh_axes_index(m, p->bax);
