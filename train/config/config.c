@@ -566,9 +566,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                 "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
                 "both the layers and another dimension",
                 c->pipe_axis);
-        if (c->microbatches > 0 && c->batch % c->microbatches != 0)
-            return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                               (long long)c->batch, (long long)c->microbatches);
+        if (c->microbatches > 0 && config_check_microbatches(c, err, errlen)) return -1;
     }
     if (c->dcn_axis[0]) {
         if (strlen(c->dcn_axis) != 1 || check_axes("dcn", c->dcn_axis, false, err, errlen))
