@@ -350,9 +350,9 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         return 0;
     case K_SCHED:
         if (strcmp(val, "gpipe") == 0)
-            c->schedule = 0;
+            c->schedule = PIPE_GPIPE;
         else if (strcmp(val, "1f1b") == 0)
-            c->schedule = 1;
+            c->schedule = PIPE_1F1B;
         else
             return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
         return 0;
@@ -638,7 +638,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", d->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
         break;
     case K_SCHED:
-        snprintf(buf, len, "%s", d->schedule ? "1f1b" : "gpipe");
+        snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");
         break;
     case K_BUCKET:
         if (d->bucket < 0)

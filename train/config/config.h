@@ -15,6 +15,8 @@ typedef struct {
 } model_shape;
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
+/* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */
+typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 } pipe_schedule;
 typedef enum { DATA_ORDER_RANDOM = 0, DATA_ORDER_SEQUENTIAL = 1 } data_order;
 
 typedef struct {
@@ -65,7 +67,7 @@ typedef struct {
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
-    int schedule;         /* --schedule: 0 = gpipe, 1 = 1f1b */
+    pipe_schedule schedule; /* --schedule */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
     int debug_collectives; /* check every collective's signature across its axis set */

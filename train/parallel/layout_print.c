@@ -184,7 +184,7 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
     char Z[8] = "", pp[64] = "";
     if (p->nZ > 1)
         snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
-                 c->schedule ? "1F1B" : "GPipe");
+                 c->schedule == PIPE_1F1B ? "1F1B" : "GPipe");
     snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
              (d[0] || tp[0]) && pp[0] ? " + " : "", pp);
 }

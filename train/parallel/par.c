@@ -64,7 +64,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->l0 = p->zi * (p->s.L / p->nZ);
     p->l1 = p->l0 + p->s.L / p->nZ;
     const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == 1 && M > p->nZ ? p->nZ : M);
+    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->nZ ? p->nZ : M);
     if (p->nX == 1) p->zero = 0;
     par_layout_extents(p);
     par_layout_geometry(p);
