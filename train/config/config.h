@@ -56,6 +56,7 @@ typedef struct {
     char mesh_open[16];  /* axes without wraparound */
     char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
+    char dcn_axis[4]; /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
