@@ -119,6 +119,9 @@ static const flag_def flags[] = {
     {"mesh", K_STR, F_(mesh), 0, 0, 0, "SPEC",
      "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
     {"open", K_STR, F_(mesh_open), 0, 0, 0, "AXES", "axes without wraparound, e.g. \"x\""},
+    {"cross-hosts", K_STR, F_(cross_hosts), 0, 0, 0, "AXES",
+     "axes that cross hosts (made slowest in MPI rank order; default: the first axis, so the "
+     "last stays inside a host; docs/cluster.md)"},
     {"dp", K_STR, F_(data_axes), 0, 0, 0, "AXES",
      "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis that "
      "--tensor and --pipeline leave free); alias --data-axes"},
@@ -537,6 +540,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                            "--ckpt-dir is empty: give the directory of the checkpoints");
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
+    if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;
     if (c->tensor_axis[0]) {
         if (strlen(c->tensor_axis) != 1 || check_axes("tensor", c->tensor_axis, false, err, errlen))
             return errmsg_fail(err, errlen, "--tensor %s: give one axis, x, y or z",
@@ -558,9 +562,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                 "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
                 "both the layers and another dimension",
                 c->pipe_axis);
-        if (c->microbatches > 0 && c->batch % c->microbatches != 0)
-            return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                               (long long)c->batch, (long long)c->microbatches);
+        if (c->microbatches > 0 && config_check_microbatches(c, err, errlen)) return -1;
     }
     if (c->alg[0]) {
         if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */

@@ -75,27 +75,11 @@ double trainer_lr(const config *c, int64_t step) {
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
     config cc = *c0;
     const config *c = &cc;
-    if (cc.pipe_axis[0] && !serial) { /* the pipeline's micro-batches replace --micro-batch */
-        const int a = mesh_axis_index(m, cc.pipe_axis[0]);
-        if (cc.microbatches <= 0) cc.microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
-        if (cc.batch % cc.microbatches != 0) {
-            snprintf(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                     (long long)cc.batch, (long long)cc.microbatches);
-            return NULL;
-        }
-        cc.micro_batch = cc.batch / cc.microbatches;
-    }
+    if (!serial && config_for_mesh(&cc, m, err, errlen) != 0) return NULL;
     int trivial = 1;
     par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
     if (!plan && !trivial) return NULL;
     const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
-    if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
-        snprintf(err, errlen,
-                 "--batch %lld and --micro-batch %lld must be divisible by the %lld data shards",
-                 (long long)c->batch, (long long)c->micro_batch, (long long)shards);
-        par_destroy(plan);
-        return NULL;
-    }
     trainer *t = calloc(1, sizeof *t);
     if (!t) {
         par_destroy(plan);
