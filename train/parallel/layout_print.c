@@ -175,11 +175,16 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
                  : p->zero == 1 ? "ZeRO-1"
                                 : "ZeRO-2",
                  X);
+    if (p->rax.n) { /* --dcn: pure data parallelism across the data-center network */
+        char R[8];
+        const size_t o = strlen(d);
+        snprintf(d + o, sizeof d - o, "%sDP over %s (DCN)", o ? " + " : "", sub(p->m, p->rax, R));
+    }
     if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
     char Z[8] = "", pp[64] = "";
     if (p->nZ > 1)
         snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
-                 c->schedule ? "1F1B" : "GPipe");
+                 c->schedule == PIPE_1F1B ? "1F1B" : "GPipe");
     snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
              (d[0] || tp[0]) && pp[0] ? " + " : "", pp);
 }
