@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/h5util.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "kernels/gemm.h"
@@ -100,8 +101,8 @@ static void load_rows(run_ctx *r, tokens_split split, int64_t step) {
     const config *c = r->c;
     int rc = tokens_batch(r->data, split, (tokens_order)c->order, c->seed, step, c->batch, r->row0,
                           r->nrows, c->shape.T, r->rows, err, sizeof err);
-    if (mesh_agree(mesh_world_comm(r->m), rc) < 0)
-        mesh_exit_error("%s", err[0] ? err : "reading a batch failed on another rank");
+    /* every rank gets the lowest failing rank's message: the cause, wherever it was found */
+    if (h5util_agree(mesh_world_comm(r->m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
 }
 
 /* Mean validation loss over eval_batches fixed batches (val steps 0..eval_batches−1, the same
