@@ -22,7 +22,8 @@ declare -a FRAG WHAT
 case_() {
   local frag=$1 np=$2
   shift 2
-  launch "$frag" "$*" "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${MODEL[@]}" "$@"
+  with_model "$@"
+  launch "$frag" "$*" "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${ARGV[@]}"
 }
 # cli FRAGMENT ARGS...: the same for `meshtrain ckpt ...` on 2 ranks.
 cli() {
