@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2's benchmark: meshtrain --bench beside the same model in PyTorch (bench/torch_ref.py), on
+# The one-rank benchmark: meshtrain --bench beside the same model in PyTorch (bench/torch_ref.py), on
 # configs (a) L=4 D=256 N=K=4 F=1024 T=128 B=16 and (b) L=8 D=512 N=K=8 F=2048 T=256 B=8, one rank
 # and one BLAS/torch thread, the two alternating round by round so that both see the same machine.
 # Each run reports its median step over STEPS timed steps (after 2 warm-up steps); the table gives

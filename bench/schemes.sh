@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The parallelism-schemes and pipelining benchmarks (issues 4 and 6), written to docs/schemes.md:
+# The parallelism-schemes and pipelining benchmarks, written to docs/schemes.md:
 #  A. scaling: every scheme on 2 ranks (one per core) vs the same model on 1 rank, tokens/s and
 #     efficiency = tok/s(2) / (2 · tok/s(1)); the variants alternate within each round;
 #  B. --emulate v5p: per-rank batch sweep for DP and FSDP (both --overlap): exposed communication

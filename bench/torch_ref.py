@@ -1,18 +1,18 @@
 #!/usr/bin/python3
-"""meshtrain's model in PyTorch: an independent implementation of issue 2's conventions, used
+"""meshtrain's model in PyTorch: an independent implementation of the README's conventions, used
 (1) as the speed baseline of the benchmark and (2) as a correctness check on identical parameters.
 
-Conventions (issue 2): LLaMA-style decoder, fp32, no biases, no dropout. RMSNorm
+Conventions (README "The model"): LLaMA-style decoder, fp32, no biases, no dropout. RMSNorm
 y = x / sqrt(mean(x^2) + 1e-5) * g; rotary "rotate-half" (element i pairs with i + H/2, angle
 pos * 10000^(-2i/H)); causal attention with scale 1/sqrt(H); grouped-query heads (query head h
 uses kv head h // (N/K)); SwiGLU MLP down(silu(x w_gate) * (x w_up)); final RMSNorm; untied
-unembedding; mean next-token cross-entropy. Parameters are stacked over layers under issue 2's
+unembedding; mean next-token cross-entropy. Parameters are stacked over layers under the README's
 names: embed[V,D] attn_norm[L,D] wq[L,D,N*H] wk[L,D,K*H] wv[L,D,K*H] wo[L,N*H,D] mlp_norm[L,D]
 w_gate[L,D,F] w_up[L,D,F] w_down[L,F,D] final_norm[D] unembed[D,V].
 
 Usage (Debian's python3-torch; run with /usr/bin/python3):
   torch_ref.py --bench a|b [--steps 10]
-      tokens/s of forward + backward + AdamW on random tokens, one thread, for issue 2's configs
+      tokens/s of forward + backward + AdamW on random tokens, one thread, for the README's configs
       (a) L=4 D=256 N=K=4 F=1024 T=128 B=16, (b) L=8 D=512 N=K=8 F=2048 T=256 B=8. Prints
       "torch | tok/s median X best Y | ms/step median M best m".
   torch_ref.py --check INIT.h5 --data TEXT --batch B [--final FINAL.h5 --lr LR]
@@ -74,7 +74,7 @@ class Model(torch.nn.Module):
         self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
 
     def init_random(self, seed):
-        """Issue 2's distribution (not meshtrain's exact values: that needs its Philox RNG)."""
+        """The README's initialisation (not meshtrain's exact values: that needs its Philox RNG)."""
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name in NAMES:

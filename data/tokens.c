@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/hash.h"
 #include "data/h5util.h"
 #include "mesh/where.h"
 #include "data/tokenizer.h"
@@ -39,15 +40,8 @@ int64_t tokens_val_count(int64_t n, double val_fraction) {
 
 /* ---- windows ---- */
 
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t tokens_hash(uint64_t seed, uint64_t split, uint64_t step, uint64_t row) {
-    return mix(mix(mix(mix(seed) ^ split) ^ step) ^ row);
+    return hash_mix64(hash_mix64(hash_mix64(hash_mix64(seed) ^ split) ^ step) ^ row);
 }
 
 /* (a · b) mod m for a, b < m < 2^63, by doubling: exact where a·b would overflow. */

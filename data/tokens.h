@@ -18,10 +18,8 @@
  *   sequential: o = ((s·B + b)·T) mod (n − T − 1)            (exact integer arithmetic)
  *   random:     o = min(floor(u · (n − T − 1)), n − T − 2),  u = (h >> 11) · 2^-53,
  *               h = mix(mix(mix(mix(seed) ^ split) ^ s) ^ b),  split = 0 train, 1 val,
- *               mix(z) = splitmix64's output function of z + 0x9e3779b97f4a7c15:
- *                 z += 0x9e3779b97f4a7c15; z = (z ^ (z >> 30)) · 0xbf58476d1ce4e5b9;
- *                 z = (z ^ (z >> 27)) · 0x94d049bb133111eb; return z ^ (z >> 31)
- *               (all in uint64 arithmetic, wrapping). The min only matters for n > 2^52.
+ *               mix = hash_mix64 (data/hash.h, splitmix64's output function).
+ *               The min only matters for n > 2^52.
  * So a window needs n ≥ T + 2. The window's first T tokens are the inputs and its last T the
  * targets. Evaluation uses split TOKENS_VAL with its own step counter: eval batch i of every
  * evaluation is step i (the same held-out rows each time, so val losses compare); the split is

@@ -49,6 +49,9 @@ void mesh_set_chunk(mesh *m, int64_t bytes) {
     CHECK(bytes >= 0, "chunk size must be >= 0, got %lld", (long long)bytes);
     m->chunk = bytes;
 }
+int64_t mesh_get_chunk(const mesh *m) {
+    return m->chunk;
+}
 void mesh_set_default_alg(mesh *m, mesh_alg a) {
     CHECK(a >= 0 && a < MESH_ALG_COUNT, "bad algorithm %d", (int)a);
     m->default_alg = a;

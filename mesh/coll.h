@@ -78,6 +78,7 @@ void mesh_set_default_alg(mesh *m, mesh_alg a);
  * overlap (a pipeline). Results are bit-identical for any setting: every element travels the same
  * way and is added in the same order. Default 1 MiB; 0 turns lanes off. */
 void mesh_set_chunk(mesh *m, int64_t bytes);
+int64_t mesh_get_chunk(const mesh *m);
 /* What the collectives carry on the wire. BF16 (a TPU's format): every message is converted to
  * bf16 (mesh/bf16.h, round to nearest even) when it leaves and back to fp32 when it arrives, so
  * the bytes sent and the emulated link time are halved; reductions still add in fp32 (a rank

@@ -8,6 +8,16 @@
 
 #include "mesh/mesh_impl.h"
 
+/* Under SimGrid's SMPI (MESHTRAIN_SMPI) a simulated rank is an actor that alone may call MPI, so
+ * there is no progress thread: a non-blocking call runs to completion when it is started, in issue
+ * order, on ctx[1] as the thread would. Results and the order of messages are the same; the call
+ * does not overlap the caller's compute. */
+#ifdef MESHTRAIN_SMPI
+enum { PROGRESS_THREAD = 0 };
+#else
+enum { PROGRESS_THREAD = 1 };
+#endif
+
 struct mesh_req {
     mesh *m;
     coll_args x;
@@ -53,8 +63,9 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
         pthread_cond_init(&q->work, NULL);
         pthread_cond_init(&q->done, NULL);
         m->async = q;
-        CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
-              "cannot start the progress thread");
+        if (PROGRESS_THREAD)
+            CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
+                  "cannot start the progress thread");
     }
     mesh_async *q = m->async;
     pthread_mutex_lock(&q->mu);
@@ -70,6 +81,12 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     r->next = NULL;
     coll_record_begin(m, x, &r->rec);
     r->rec.async = 1;
+    if (!PROGRESS_THREAD) {
+        coll_execute(m, 1, &r->x, &r->rec);
+        coll_record_end(m, &r->rec);
+        r->done = 1;
+        return r;
+    }
     pthread_mutex_lock(&q->mu);
     if (q->tail)
         q->tail->next = r;
@@ -127,7 +144,7 @@ void coll_async_destroy(mesh *m) {
     q->stop = 1;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
-    pthread_join(q->th, NULL);
+    if (PROGRESS_THREAD) pthread_join(q->th, NULL);
     while (q->free_list) {
         mesh_req *r = q->free_list;
         q->free_list = r->next;

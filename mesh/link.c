@@ -12,6 +12,11 @@
 void mesh_link_set(mesh *m, int axis, double bw, double latency) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range", axis);
     CHECK(bw >= 0 && latency >= 0, "link bandwidth and latency must be >= 0");
+#ifdef MESHTRAIN_SMPI /* emulation sleeps in real time, which would stall the whole simulation */
+    if (bw > 0)
+        mesh_exit_error("link emulation (--emulate, --link) is off in the SMPI build: the "
+                        "simulated platform's links are the chip's (bench/simpod --chip)");
+#endif
     pthread_mutex_lock(&m->link_mu);
     m->link_bw[axis] = bw;
     m->link_lat[axis] = latency;

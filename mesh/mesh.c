@@ -26,10 +26,12 @@ void mesh_mpi_init(int *argc, char ***argv) {
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+#ifndef MESHTRAIN_SMPI /* SMPI: non-blocking calls run on the caller's thread (coll_async.c) */
     if (provided < MPI_THREAD_MULTIPLE)
         mesh_exit_error("this MPI does not provide MPI_THREAD_MULTIPLE (got level %d); "
                         "meshtrain's non-blocking collectives need it",
                         provided);
+#endif
 }
 
 void mesh_mpi_finalize(void) {
@@ -176,7 +178,12 @@ float *mesh_scratch(mesh_ctx *c, int slot, int64_t n) {
     if (c->scratch_n[slot] < n) {
         free(c->scratch[slot]);
         size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+#ifdef MESHTRAIN_SMPI
+        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh can share big scratch too */
+        c->scratch[slot] = malloc(bytes);
+#else
         c->scratch[slot] = aligned_alloc(64, bytes);
+#endif
         CHECK(c->scratch[slot], "out of memory for %lld floats of scratch", (long long)n);
         c->scratch_n[slot] = n;
     }

@@ -30,7 +30,8 @@ static double dev(const float *a, const float *b, int64_t n) {
 static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_t pad) {
     const int64_t ldk = Kl * H + pad, S = p0 + n, nq = n * Nl * H;
     float *q = malloc(sizeof(float) * (size_t)nq), *kc = malloc(sizeof(float) * (size_t)(S * ldk));
-    float *vc = malloc(sizeof(float) * (size_t)(S * ldk)), *out = malloc(sizeof(float) * (size_t)nq);
+    float *vc = malloc(sizeof(float) * (size_t)(S * ldk)),
+          *out = malloc(sizeof(float) * (size_t)nq);
     float *ref = malloc(sizeof(float) * (size_t)nq);
     const int64_t ns = kern_attn_cached_scratch(p0, n, Nl, Kl);
     float *scr = malloc(sizeof(float) * (size_t)ns);
@@ -40,12 +41,14 @@ static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_
     kern_attn_cached(out, scr, q, kc, vc, p0, n, Nl, Kl, H, ldk);
     kern_attn_cached_ref(ref, q, kc, vc, p0, n, Nl, Kl, H, ldk);
     const double w = dev(out, ref, nq);
-    check_expect(w <= 64, "attn_cached p0=%lld n=%lld Nl=%lld Kl=%lld H=%lld ldk=%lld vs naive: "
-                          "worst %.1f eps units",
+    check_expect(w <= 64,
+                 "attn_cached p0=%lld n=%lld Nl=%lld Kl=%lld H=%lld ldk=%lld vs naive: "
+                 "worst %.1f eps units",
                  (long long)p0, (long long)n, (long long)Nl, (long long)Kl, (long long)H,
                  (long long)ldk, w);
     if (p0 == 0 && pad == 0) { /* a prefill is the training kernel's causal attention */
-        float *P = malloc(sizeof(float) * (size_t)(Nl * n * n)), *tr = malloc(sizeof(float) * (size_t)nq);
+        float *P = malloc(sizeof(float) * (size_t)(Nl * n * n)),
+              *tr = malloc(sizeof(float) * (size_t)nq);
         kern_attn_fwd(tr, P, q, kc, vc, 1, n, Nl, Kl, H);
         const double wt = dev(out, tr, nq);
         check_expect(wt <= 64, "attn_cached prefill n=%lld vs kern_attn_fwd: worst %.1f eps units",
@@ -57,9 +60,9 @@ static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_
 
 int main(void) {
     const int64_t shapes[][6] = {
-        {0, 1, 1, 1, 8, 0},  {4, 1, 4, 2, 8, 0},   {12, 1, 8, 2, 16, 8}, {30, 1, 4, 1, 6, 2},
-        {0, 7, 2, 1, 8, 0},  {0, 70, 4, 2, 8, 0},  {5, 9, 4, 4, 6, 0},   {3, 70, 2, 1, 10, 4},
-        {0, 1, 3, 3, 4, 0},  {17, 3, 6, 2, 12, 0},
+        {0, 1, 1, 1, 8, 0}, {4, 1, 4, 2, 8, 0},   {12, 1, 8, 2, 16, 8}, {30, 1, 4, 1, 6, 2},
+        {0, 7, 2, 1, 8, 0}, {0, 70, 4, 2, 8, 0},  {5, 9, 4, 4, 6, 0},   {3, 70, 2, 1, 10, 4},
+        {0, 1, 3, 3, 4, 0}, {17, 3, 6, 2, 12, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         run(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5]);

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
+#include "train/model/hooks.h"
 #include "train/model/model.h"
 #include "train/model/sample.h"
 
@@ -59,8 +60,18 @@ int main(int argc, char **argv) {
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
-    const char *texts[] = {"R", "ROMEO: ", "To be or not ", "ab", "First Citizen:", "x y",
-                           "Now is the winter", "O", "KING RICHARD III:", "thou", "Hark!", "no"};
+    const char *texts[] = {"R",
+                           "ROMEO: ",
+                           "To be or not ",
+                           "ab",
+                           "First Citizen:",
+                           "x y",
+                           "Now is the winter",
+                           "O",
+                           "KING RICHARD III:",
+                           "thou",
+                           "Hark!",
+                           "no"};
     const int64_t B = 12;
     prompt_set ps = {0};
     for (int64_t b = 0; b < B; b++)
@@ -71,7 +82,7 @@ int main(int argc, char **argv) {
     if (!g) mesh_exit_error("%s", err);
     int64_t row0, nb;
     gen_rows(g, &row0, &nb);
-    model *ref = model_create(&c.shape, 1, c.seed, NULL);
+    model *ref = model_create(&c.shape, 1, c.seed, &model_hooks_single);
     int32_t *tok = calloc((size_t)(nb * NTOK), 4), cur[16], next[16], seq[64];
     float *lref = malloc((size_t)V * 4);
     sample_item *items = malloc((size_t)V * sizeof *items);

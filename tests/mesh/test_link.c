@@ -10,7 +10,7 @@
  *           takes (1 + 20) / (1 + 40) ms; a rank waiting for an emulated transfer, in a blocking
  *           call or in the progress thread while the caller sleeps, uses under a quarter of a
  *           core (the engine naps instead of spinning).
- *  4 ranks: mesh 4 (wraps): AllGather ring / bidir = the book's 2 (§3.3) up to latency terms;
+ *  4 ranks: mesh 4 (wraps): AllGather ring / bidir = the book's 2 (its collectives chapter) up to latency terms;
  *           mesh 2x2: seq / multi = n_axes; emulated / mesh/cost.h within [0.99, 1.02] (the
  *           model books hop latencies a little differently) for AllGather seq and multi and
  *           AllToAll multi (a regression test: AllGather MULTI over open axes of 2

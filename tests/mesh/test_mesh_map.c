@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     EXPECT(mesh_axes_parse(m, "xx", &a) < 0, "repeated axis accepted");
     EXPECT(mesh_axes_parse(m, "w", &a) < 0, "unknown axis accepted");
     EXPECT(mesh_axes_parse(m, "", &a) == 0 && a.n == 0, "empty set");
-    /* chip presets (book §2.2) */
+    /* chip presets (the book's TPU chapter) */
     EXPECT(mesh_apply_chip_wrap(m, "v9") < 0, "unknown chip accepted");
     int cubes = 1;
     for (int k = 0; k < nd; k++)

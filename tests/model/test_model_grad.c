@@ -7,12 +7,13 @@
 
 #include "kernels/rng.h"
 #include "refmodel.h"
+#include "train/model/hooks.h"
 #include "train/model/model.h"
 
 int main(void) {
     model_shape s = {.L = 2, .D = 16, .N = 4, .K = 2, .H = 4, .F = 24, .V = 29, .T = 7};
     const int64_t B = 2;
-    model *m = model_create(&s, B, 1234, NULL);
+    model *m = model_create(&s, B, 1234, &model_hooks_single);
     if (!m) return 1;
     /* perturb the norm gains away from 1 so their gradients are exercised generically */
     for (int id = 0; id < P_COUNT; id++) {

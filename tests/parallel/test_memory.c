@@ -1,4 +1,4 @@
-/* Memory per rank drops as the book says (ZeRO, digest §5.4/§5.9): on a data axis of |X| ranks,
+/* Memory per rank drops as the book's training chapter says (ZeRO): on a data axis of |X| ranks,
  * params + grads + optimizer state of ZeRO-3 ≈ 1/|X| of pure DP's, and ZeRO-1 > ZeRO-2 > ZeRO-3
  * in between. Prints the per-category table. */
 #include <math.h>

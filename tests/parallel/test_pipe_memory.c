@@ -1,4 +1,4 @@
-/* Pipelining's activation memory (issue: pipeline parallelism): GPipe holds the activations of
+/* Pipelining's activation memory: GPipe holds the activations of
  * all M micro-batches on every stage, 1F1B at most P − s on stage s (so at most P), whatever M.
  * Runs M = 1, 2, 4, 8 with both schedules on the mesh given (--mesh z=P --pipeline z) and checks
  * the peak number of micro-batches in flight and the bytes it implies, on every stage. */

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "data/hash.h"
 #include "mesh/coll.h"
 #include "train/config/errmsg.h"
 #include "train/model/model.h"
@@ -35,13 +36,6 @@ enum { G_PARAMS, G_M, G_V, NGROUPS };
 static const char *const group_name[NGROUPS] = {"params", "optimizer/m", "optimizer/v"};
 
 /* ---- checksums ---- */
-
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 void ckpt_checksum_add(uint64_t *sum, const float *data, int ndim, const int64_t *dims,
                        const int64_t *offset, const int64_t *count) {
@@ -56,7 +50,7 @@ void ckpt_checksum_add(uint64_t *sum, const float *data, int ndim, const int64_t
             for (int64_t e = 0; e < n[2]; e++) {
                 uint32_t u;
                 memcpy(&u, p + e, sizeof u);
-                s += mix((g0 + (uint64_t)e) * 0x9e3779b97f4a7c15ull + u);
+                s += hash_mix64((g0 + (uint64_t)e) * 0x9e3779b97f4a7c15ull + u);
             }
         }
     *sum = s;

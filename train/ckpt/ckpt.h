@@ -89,7 +89,7 @@ int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err
 /* Not collective. Adds the checksum terms of the slab data[count] at offset[] of an array of
  * shape dims[ndim] to *sum. The checksum of an array is Σ over its elements (mod 2^64) of
  * mix(g·0x9e3779b97f4a7c15 + u), g the element's row-major global index, u its float32 bit
- * pattern, mix tokens.h's splitmix64 output function; order-free, so slabs add up. */
+ * pattern, mix data/hash.h's splitmix64 output function; order-free, so slabs add up. */
 void ckpt_checksum_add(uint64_t *sum, const float *data, int ndim, const int64_t *dims,
                        const int64_t *offset, const int64_t *count);
 

@@ -123,6 +123,9 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     CHECK(rows && secs, "bench: out of memory");
     /* sums over the timed steps of the split and the prediction (report.h) */
     double s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0, s_bub_ideal = 0;
+    double s_pcomp = 0, s_pcomm = 0, s_pexp = 0, s_book = 0;
+    int64_t dom[3] = {0, 0,
+                      0}; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight = 0;
     for (int64_t step = 0; step < BENCH_WARMUP_STEPS + c->steps; step++) {
         for (int64_t r = 0; r < nrows; r++)
@@ -136,6 +139,10 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
         if (step < BENCH_WARMUP_STEPS) continue;
         secs[step - BENCH_WARMUP_STEPS] = st.seconds;
         s_comp += st.split.compute, s_idle += st.split.idle, s_pred += st.split.pred_step;
+        s_pcomp += st.split.pred_compute, s_pcomm += st.split.pred_comm;
+        s_pexp += st.split.pred_exposed, s_book += st.split.book_step;
+        if (st.split.dominant)
+            dom[st.split.dominant[0] == 'c' ? 0 : st.split.dominant[0] == 'b' ? 1 : 2]++;
         for (int op = 0; op < MESH_OP_COUNT; op++) s_comm += st.split.exposed[op];
         s_bub += st.pipe.bubble, s_bub_ideal = st.pipe.bubble_ideal;
         if (st.pipe.peak_inflight > peak_inflight) peak_inflight = st.pipe.peak_inflight;
@@ -154,10 +161,17 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                  ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
                  100.0 * flops / med / peak, ntok / bound, 100.0 * bound / med);
         const double n = (double)c->steps;
-        mesh_log("bench split | compute %.1f ms | exposed comm %.1f ms | idle %.1f ms | book "
-                 "%.1f ms/step | measured/book %.2f\n",
+        mesh_log("bench split | compute %.1f ms | exposed comm %.1f ms | idle %.1f ms | "
+                 "predicted %.1f ms/step | measured/predicted %.2f\n",
                  1e3 * s_comp / n, 1e3 * s_comm / n, 1e3 * s_idle / n, 1e3 * s_pred / n,
                  s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
+        const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
+        static const char *dname[3] = {"compute", "bandwidth", "latency"};
+        mesh_log("bench predict | step %.1f ms | compute %.1f ms | comm %.1f ms | exposed %.1f ms "
+                 "| book-ideal %.1f ms | measured/predicted %.2f (best %.2f) | dominant %s\n",
+                 1e3 * s_pred / n, 1e3 * s_pcomp / n, 1e3 * s_pcomm / n, 1e3 * s_pexp / n,
+                 1e3 * s_book / n, s_pred > 0 ? med / (s_pred / n) : 0.0,
+                 s_pred > 0 ? best / (s_pred / n) : 0.0, dname[d]);
         if (s_bub_ideal > 0)
             mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
                      "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",

@@ -1,10 +1,11 @@
-/* run: the training run and the subcommands behind main() (see run.h).
+/* run: the training run and `prepare` (see run.h).
  *
  * Reporting. Rank 0 prints one line per step; the time is rank 0's wall time of the step with
  * its data loading, tokens are the global batch (B·T), FLOPs are model_flops_per_token × tokens
  * (the formula is in --help), and MFU divides by the sum over ranks of the sgemm FLOP/s each
- * measured at start-up (kern_measure_flops, ~0.3 s), all ranks at once: with one rank per core
- * that is ranks × one core's rate, and when ranks share cores it is what the cores deliver. */
+ * measured at start-up (run_measure_peak: kern_measure_flops, best of 3 × 0.1 s), all ranks at
+ * once: with one rank per core that is ranks × one core's rate, and when ranks share cores it is
+ * what the cores deliver. */
 #include "train/cli/run.h"
 
 #include <math.h>
@@ -23,8 +24,7 @@
 #include "train/parallel/par.h"
 #include "train/model/sample.h"
 
-/* Side of the square sgemm timed at start-up for MFU: big enough to reach the BLAS's steady
- * rate, small enough (4 MB per operand) to take no time to set up. */
+/* Room for one error message. */
 #define RUN_ERR_LEN 512
 
 int run_prepare(int argc, char **argv) {
@@ -282,6 +282,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                            .bubble_ideal = st.pipe.bubble_ideal,
                            .stage_act_bytes = (double)st.pipe.act_bytes,
                            .pred_seconds = st.split.pred_step,
+                           .book_seconds = st.split.book_step,
+                           .dominant = st.split.dominant,
                            .val_loss = NAN};
         char line[512];
         metrics_format(line, sizeof line, &row, width);

@@ -1,7 +1,9 @@
-/* run: the meshtrain command's jobs, so that main() stays parse → mesh → trainer → loop.
- * A training run (data, per-step report, evaluation, parameter files, sample text), the
- * `prepare` and `plan` subcommands, and the --bench timing run (train/cli/bench.c).
- * Depends on config, trainer, model, sample, metrics, bench, data/ (tokens, h5array), mesh/. */
+/* run: the meshtrain command's jobs, so that main() stays parse → mesh → trainer → loop:
+ * the `prepare` subcommand, finding and opening the data, the MFU peak, and a training run
+ * (per-step report, evaluation, checkpoints and parameter files, sample text). The other jobs
+ * have their own modules: --bench (bench.c), `plan` (calc/), `ckpt` (train/ckpt), `generate`
+ * (train/infer). Depends on config, trainer, model, sample, metrics, ckpt, inspect, data/
+ * (tokens), mesh/. */
 #ifndef MT_TRAIN_RUN_H
 #define MT_TRAIN_RUN_H
 #include "data/tokens.h"

@@ -134,6 +134,9 @@ static const flag_def flags[] = {
      "start gradient reductions and FSDP gathers asynchronously"},
     {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
      "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
+    {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",
+     "what the collectives carry: bf16 as on a TPU halves every collective's bytes (reductions "
+     "still add in fp32; results within the tolerance of docs/fidelity.md)"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
@@ -187,6 +190,7 @@ void config_defaults(config *c) {
     c->top_k = 40;
     c->threads = 1;
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
+    snprintf(c->comm_dtype, sizeof c->comm_dtype, "fp32");
 }
 
 /* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is
@@ -567,6 +571,14 @@ int config_validate(const config *c, char *err, size_t errlen) {
             return errmsg_fail(err, errlen,
                                "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
     }
+    if (mesh_wire_parse(c->comm_dtype) < 0)
+        return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", c->comm_dtype);
+    const int alg = c->alg[0] ? mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
+    if (mesh_wire_parse(c->comm_dtype) == MESH_WIRE_BF16 &&
+        (alg == MESH_ALG_MPI || alg == MESH_ALG_DIRECT))
+        return errmsg_fail(err, errlen,
+                           "--comm-dtype bf16 needs --alg ring, bidir, seq or multi: %s moves fp32",
+                           c->alg);
     return 0;
 }
 

@@ -38,7 +38,7 @@ typedef struct {
     char metrics[1024];    /* JSON lines, one per step ("" = none) */
     char save_init[1024];  /* write initial params to this HDF5 file */
     char save_final[1024]; /* write final params to this HDF5 file */
-    /* checkpoints (issue: checkpoints; train/ckpt/ckpt.h) */
+    /* checkpoints (train/ckpt/ckpt.h) */
     int64_t save_every; /* checkpoint every N steps and after the last (0 = never) */
     int64_t keep;       /* keep the newest K checkpoints in ckpt_dir (0 = all) */
     char ckpt_dir[1024];
@@ -49,16 +49,17 @@ typedef struct {
     int bench;         /* --bench: timing run, no data file needed */
     int quiet;
     int demo; /* --demo given: the README's main job (see config_demo_mesh) */
-    /* mesh and sharding (issue: parallel schemes) */
+    /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
     char data_axes[8];   /* batch sharded over these axes, e.g. "x" */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
-    char alg[16];     /* collective algorithm name */
-    char emulate[16]; /* chip preset for link emulation, "" = none */
-    /* pipelining (issue: pipeline parallelism) */
+    char alg[16];       /* collective algorithm name */
+    char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
+    char emulate[16];   /* chip preset for link emulation, "" = none */
+    /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
     int schedule;         /* --schedule: 0 = gpipe, 1 = 1f1b */

@@ -8,6 +8,7 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
+#include "train/config/alloc.h"
 #include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
@@ -26,9 +27,9 @@ static float *kv_row(const kvcache *kv, float *base, int64_t l, int64_t b, int64
 struct gen {
     config c;
     mesh *m;
-    mesh *gm;       /* the mesh with the tensor axis split into (kv head, group): AllToAll */
-    mesh_axes gax;  /* the group axis of gm */
-    int64_t Z;      /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
+    mesh *gm;      /* the mesh with the tensor axis split into (kv head, group): AllToAll */
+    mesh_axes gax; /* the group axis of gm */
+    int64_t Z;     /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
     par *plan;
     model *mod;
     gen_kv_mode mode;
@@ -75,7 +76,7 @@ const float *gen_logits(const gen *g) {
 
 /* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
 static void attn_prefill(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     int64_t r0 = 0;
@@ -96,7 +97,7 @@ static void attn_prefill(gen *g, const model_attn_io *io) {
 /* Decode, the book's AllToAll algorithm (gen.h): this rank attends for the group's M query heads
  * of its Bc sequences. */
 static void attn_alltoall(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, Nl = lc->Nl, Z = g->Z, Bc = g->kv.Bc, M = Nl * Z;
     const kvcache *kv = &g->kv;
     /* (2) block z of q (rows of the sequences rank z caches) to rank z: Q[B_Z, N_Y, H] */
@@ -108,8 +109,9 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
     /* (3) local attention against this rank's cache */
     for (int64_t b = 0; b < Bc; b++) {
         const int64_t p = g->pos[kv->c0 + b];
-        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H, kv_row(kv, kv->k, io->l, b, 0),
-                         kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1, H, H);
+        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H,
+                         kv_row(kv, kv->k, io->l, b, 0), kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1,
+                         H, H);
         g->attn_flops += 4.0 * (double)(p + 1) * (double)(M * H);
         g->kv_bytes += 2.0 * (double)((p + 1) * H) * 4;
     }
@@ -123,7 +125,7 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
 
 /* Decode: one row per local sequence at its position; store the new keys and values, attend. */
 static void attn_decode(gen *g, const model_attn_io *io) {
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     for (int64_t b = 0; b < kv->Bc; b++) {
@@ -157,10 +159,10 @@ static void attn_hook(void *ctx, const model_attn_io *io) {
 /* Weight bytes and matmul FLOPs of one forward of R rows with n_out logits rows on this rank. */
 static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const model_shape *s = &g->c.shape;
-    const par_local *lc = model_local(g->mod);
+    const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = s->H;
-    const double layer_mm = (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D +
-                                     3 * s->D * lc->Fl);
+    const double layer_mm =
+        (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
     double bytes = 0;
     for (int id = 0; id < P_COUNT; id++) {
         int64_t n = 0;
@@ -172,6 +174,11 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
 }
 
+/* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
+static double tensor_ranks(const gen *g) {
+    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
+}
+
 /* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
 static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
     const model_shape *s = &g->c.shape;
@@ -179,8 +186,8 @@ static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
         const int64_t b = b0 + i, gb = g->row0 + b;
         const double u =
             kern_rng_uniform(g->c.seed, GEN_STREAM, ((uint64_t)gb << 32) | (uint64_t)g->ntok[b]);
-        next[b] = sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u,
-                              g->items);
+        next[b] =
+            sample_pick(g->logits + b * s->V, s->V, g->c.temperature, g->c.top_k, u, g->items);
         g->ntok[b]++;
     }
 }
@@ -214,7 +221,7 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         weight_cost(g, R, n, &w);
         st->p_bytes += w.p_bytes;
         st->flops += w.flops;
-        st->rows += (double)R;
+        st->rows += (double)R / tensor_ranks(g);
         b0 += n;
     }
     st->flops += g->attn_flops;
@@ -238,7 +245,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     weight_cost(g, R, R, st);
     st->flops += g->attn_flops;
     st->kv_bytes = g->kv_bytes;
-    st->rows = (double)R;
+    st->rows = (double)R / tensor_ranks(g);
     st->seconds = mesh_now() - t0;
 }
 
@@ -323,8 +330,8 @@ static int layout(gen *g, char *err, size_t errlen) {
                                "ranks that share a kv head (|Y| = %lld > K = %lld: the AllToAll "
                                "attention splits the cache by batch): give a multiple of %lld "
                                "prompts per replica, or --kv-replicate",
-                               (long long)g->B_loc, (long long)g->Z, (long long)nY,
-                               (long long)s->K, (long long)g->Z);
+                               (long long)g->B_loc, (long long)g->Z, (long long)nY, (long long)s->K,
+                               (long long)g->Z);
         if (mesh_ndims(g->m) >= MESH_MAX_AXES)
             return errmsg_fail(err, errlen,
                                "the AllToAll attention splits the tensor axis in two, and a "
@@ -342,42 +349,36 @@ static int check_memory(gen *g, char *err, size_t errlen) {
     int rc = avail > 0 && need > per_rank ? -1 : 0;
     if (mesh_agree(mesh_world_comm(g->m), rc) == 0) return 0;
     const model_shape *s = &g->c.shape;
-    return errmsg_fail(err, errlen,
-                       "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
-                       "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
-                       "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
-                       "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
-                       "more --tensor ranks",
-                       (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K,
-                       (long long)s->H,
-                       8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9,
-                       need / 1e9, (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S,
-                       (long long)g->kv.Kc, (long long)g->kv.H, per_rank / 1e9,
-                       mesh_host_ranks(g->m));
-}
-
-static float *falloc(int64_t n) {
-    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
+    return errmsg_fail(
+        err, errlen,
+        "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
+        "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
+        "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
+        "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
+        "more --tensor ranks",
+        (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K, (long long)s->H,
+        8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9, need / 1e9,
+        (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S, (long long)g->kv.Kc,
+        (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
 }
 
 static int alloc_buffers(gen *g) {
     const model_shape *s = &g->c.shape;
     const int64_t R = g->d.max_rows, kvn = gen_cache_bytes(g) / 8;
     const int64_t M = s->N / s->K, Bc = g->kv.Bc;
-    g->kv.k = falloc(kvn);
-    g->kv.v = falloc(kvn);
+    g->kv.k = alloc_floats(kvn);
+    g->kv.v = alloc_floats(kvn);
     g->pos = calloc((size_t)g->B_loc + 1, sizeof *g->pos);
     g->ntok = calloc((size_t)g->B_loc + 1, sizeof *g->ntok);
     g->rtok = calloc((size_t)R, sizeof *g->rtok);
     g->rpos = calloc((size_t)R, sizeof *g->rpos);
     g->out_rows = calloc((size_t)R, sizeof *g->out_rows);
-    g->ws = falloc(model_rows_ws(g->mod, R));
-    g->logits = falloc(R * s->V);
-    g->scr = falloc((s->N > 64 ? s->N : 64) * g->d.S);
-    g->qm = falloc(Bc * M * s->H);
-    g->om = falloc(Bc * M * s->H);
-    g->a2a = falloc(Bc * M * s->H);
+    g->ws = alloc_floats(model_rows_ws(g->mod, R));
+    g->logits = alloc_floats(R * s->V);
+    g->scr = alloc_floats((s->N > 64 ? s->N : 64) * g->d.S);
+    g->qm = alloc_floats(Bc * M * s->H);
+    g->om = alloc_floats(Bc * M * s->H);
+    g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
     return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
                    g->logits && g->scr && g->qm && g->om && g->a2a && g->items
@@ -403,7 +404,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     int rc = layout(g, err, errlen);
     if (rc == 0) rc = check_memory(g, err, errlen);
     if (rc == 0) {
-        g->mod = model_create(&c->shape, 0, c->seed, g->plan);
+        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
         if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }

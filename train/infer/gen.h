@@ -43,7 +43,7 @@ typedef struct {
 /* What one prefill or decode step did on this rank (sums over the step). */
 typedef struct {
     double seconds;  /* wall time on this rank */
-    double rows;     /* tokens processed */
+    double rows;     /* tokens processed (this rank's share when the tensor axis repeats them) */
     double p_bytes;  /* weight bytes read */
     double kv_bytes; /* cache bytes read and written */
     double flops;    /* matmul and attention FLOPs */

@@ -5,8 +5,8 @@
  * step reads all weights once); once 2·B·P/C exceeds P_bytes/BW it grows linearly. The book's
  * B_crit = P_bytes·C / (2·P·BW) is where the two meet; the measured one is where the flat level
  * of the smallest batch meets the line through the two largest batches. CSV columns (times in
- * ms, bytes in MB = 1e6 B, per step, totals over ranks): batch, ms_min, ms_median, ms_book,
- * ms_book_memory, ms_book_flops, tok_per_s, weight_mb, kv_mb, gb_per_s, gflop_per_s. */
+ * ms, bytes in MB = 1e6 B, per step, totals over ranks): batch, prefill_ms, ms_min, ms_median,
+ * ms_book, ms_book_memory, ms_book_flops, tok_per_s, weight_mb, kv_mb, gb_per_s, gflop_per_s. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +17,7 @@
 
 typedef struct {
     int64_t B;
-    double ms_min, ms_med, ms_book, ms_mem, ms_flop;
+    double ms_prefill, ms_min, ms_med, ms_book, ms_mem, ms_flop;
     gen_step t; /* totals of the median step */
 } bench_row;
 
@@ -35,7 +35,8 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
     CHECK(text, "bench: out of memory");
     for (int64_t b = 0; b < B; b++) {
         for (int64_t i = 0; i < f->bench_prompt; i++)
-            text[i] = (char)(32 + (int)(95 * kern_rng_uniform(c->seed, 7, (uint64_t)(b << 32 | i))));
+            text[i] =
+                (char)(32 + (int)(95 * kern_rng_uniform(c->seed, 7, (uint64_t)(b << 32 | i))));
         if (prompts_add(&ps, text, (size_t)f->bench_prompt, "bench prompt", err, sizeof err) < 0)
             mesh_exit_error("%s", err);
     }
@@ -55,6 +56,7 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
     gen_step *all = calloc((size_t)steps + 1, sizeof *all), st;
     CHECK(cur && next && all, "bench: out of memory");
     gen_prefill(g, &ps, next, &st);
+    const double prefill_s = st.seconds;
     for (int64_t s = 0; s < steps; s++) {
         memcpy(cur, next, (size_t)nb * 4);
         gen_decode(g, cur, next, &st);
@@ -62,6 +64,7 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
     }
     qsort(all, (size_t)steps, sizeof *all, cmp_step);
     bench_row r = {.B = B, .t = all[(steps - 1) / 2]};
+    r.ms_prefill = 1e3 * prefill_s;
     r.ms_min = 1e3 * all[0].seconds;
     r.ms_med = 1e3 * r.t.seconds;
     r.ms_book = 1e3 * gen_predict(&r.t, mc);
@@ -97,11 +100,14 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
                 (long long)c->shape.K, (long long)c->shape.H, (long long)c->shape.F,
                 (long long)c->shape.V, (long long)f->bench_prompt, (long long)(f->tokens - 1),
                 mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m));
-        fprintf(stderr, "%6s %10s %10s %10s %8s %10s %9s %9s %9s\n", "batch", "ms min",
-                "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW", "GFLOP/s");
+        fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
+                "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
+                "GFLOP/s");
         if (csv)
-            fprintf(csv, "batch,ms_min,ms_median,ms_book,ms_book_memory,ms_book_flops,tok_per_s,"
-                         "weight_mb,kv_mb,gb_per_s,gflop_per_s\n");
+            fprintf(
+                csv,
+                "batch,prefill_ms,ms_min,ms_median,ms_book,ms_book_memory,ms_book_flops,tok_per_s,"
+                "weight_mb,kv_mb,gb_per_s,gflop_per_s\n");
     }
     bench_row rows[BENCH_MAX] = {{0}};
     for (int64_t i = 0; i < nbat; i++) {
@@ -109,15 +115,16 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
         *r = bench_one(c, f, m, mc, batches[i]);
         const double s = r->t.seconds, bytes = r->t.p_bytes + r->t.kv_bytes;
         if (mesh_rank(m) != 0) continue;
-        fprintf(stderr, "%6lld %10.3f %10.3f %10.3f %8.2f %10.0f %9.2f %8.0f%% %9.2f\n",
-                (long long)r->B, r->ms_min, r->ms_med, r->ms_book, r->ms_med / r->ms_book,
-                (double)r->B / s, bytes / s / 1e9, 100.0 * bytes / s / mc->bw,
-                r->t.flops / s / 1e9);
+        fprintf(stderr,
+                "%6lld %11.3f | decode: %9.3f %10.3f %10.3f %8.2f %10.0f %9.2f %8.0f%% %9.2f\n",
+                (long long)r->B, r->ms_prefill, r->ms_min, r->ms_med, r->ms_book,
+                r->ms_med / r->ms_book, (double)r->B / s, bytes / s / 1e9,
+                100.0 * bytes / s / mc->bw, r->t.flops / s / 1e9);
         if (csv)
-            fprintf(csv, "%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.3f,%.3f\n",
-                    (long long)r->B, r->ms_min, r->ms_med, r->ms_book, r->ms_mem, r->ms_flop,
-                    (double)r->B / s, r->t.p_bytes / 1e6, r->t.kv_bytes / 1e6, bytes / s / 1e9,
-                    r->t.flops / s / 1e9);
+            fprintf(csv, "%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.3f,%.3f\n",
+                    (long long)r->B, r->ms_prefill, r->ms_min, r->ms_med, r->ms_book, r->ms_mem,
+                    r->ms_flop, (double)r->B / s, r->t.p_bytes / 1e6, r->t.kv_bytes / 1e6,
+                    bytes / s / 1e9, r->t.flops / s / 1e9);
     }
     if (mesh_rank(m) == 0) {
         const bench_row *a = &rows[0];
@@ -127,10 +134,11 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
             const bench_row *y = &rows[nbat - 2], *z = &rows[nbat - 1];
             const double slope = (z->ms_min - y->ms_min) / (double)(z->B - y->B);
             if (slope > 0)
-                fprintf(stderr, ", measured %.1f (flat %.3f ms meets the line through B = %lld, "
-                                "%lld)",
-                        (double)z->B - (z->ms_min - a->ms_min) / slope, a->ms_min,
-                        (long long)y->B, (long long)z->B);
+                fprintf(stderr,
+                        ", measured %.1f (flat %.3f ms meets the line through B = %lld, "
+                        "%lld)",
+                        (double)z->B - (z->ms_min - a->ms_min) / slope, a->ms_min, (long long)y->B,
+                        (long long)z->B);
         }
         fprintf(stderr, "\n");
     }

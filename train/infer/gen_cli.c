@@ -73,8 +73,8 @@ static const gen_flag_def gen_flag_table[] = {
 };
 #undef G_
 
-static const char *const shape_flags[] = {"layers", "d-model", "heads",  "kv-heads",
-                                          "head-dim", "d-ff",  "vocab", "seq-len"};
+static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-heads",
+                                          "head-dim", "d-ff",    "vocab", "seq-len"};
 enum { N_SHAPE_FLAGS = sizeof shape_flags / sizeof shape_flags[0] };
 
 static void print_help(FILE *out) {
@@ -113,7 +113,8 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
         const size_t len = name ? strcspn(name, "=") : 0;
         const gen_flag_def *d = NULL;
         for (size_t k = 0; name && k < sizeof gen_flag_table / sizeof *gen_flag_table; k++)
-            if (strlen(gen_flag_table[k].name) == len && !strncmp(name, gen_flag_table[k].name, len))
+            if (strlen(gen_flag_table[k].name) == len &&
+                !strncmp(name, gen_flag_table[k].name, len))
                 d = &gen_flag_table[k];
         for (int k = 0; name && k < N_SHAPE_FLAGS; k++)
             if (strlen(shape_flags[k]) == len && !strncmp(name, shape_flags[k], len))
@@ -140,8 +141,8 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
             char *end;
             const long long v = strtoll(val, &end, 10);
             if (*end || end == val || v < 1 || v > (1LL << 30))
-                return errmsg_fail(err, errlen, "--%s %s: expected a whole number >= 1",
-                                   d->name, val);
+                return errmsg_fail(err, errlen, "--%s %s: expected a whole number >= 1", d->name,
+                                   val);
             *(int64_t *)field = v;
         }
     }
@@ -176,9 +177,8 @@ static void report_prefill(const gen_step *t, const gen_machine *mc, int64_t B) 
             "prefill | %lld seqs, %.0f tokens | TTFT %.2f ms | %.0f tok/s | %.2f GFLOP/s (%.0f%% "
             "of C %.1f) | read %.2f MB weights + wrote %.3f MB KV | book %.2f ms (%.2fx)\n",
             (long long)B, t->rows, 1e3 * t->seconds, t->rows / t->seconds,
-            t->flops / t->seconds / 1e9, 100.0 * t->flops / t->seconds / mc->flops,
-            mc->flops / 1e9, t->p_bytes / 1e6, t->kv_bytes / 1e6, 1e3 * pred,
-            t->seconds / pred);
+            t->flops / t->seconds / 1e9, 100.0 * t->flops / t->seconds / mc->flops, mc->flops / 1e9,
+            t->p_bytes / 1e6, t->kv_bytes / 1e6, 1e3 * pred, t->seconds / pred);
 }
 
 static void report_decode(int64_t step, const gen_step *t, const gen_machine *mc) {
@@ -199,20 +199,19 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Generated tokens of every sequence on every rank: out[B, n] (a sum over the world in which
  * only the tensor axis's first rank of each replica contributes its rows). */
-static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64_t B,
-                          float *out) {
+static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64_t B, float *out) {
     int64_t row0, nb;
     gen_rows(g, &row0, &nb);
     float *in = calloc((size_t)(B * n), sizeof *in);
     CHECK(in, "gather_tokens: out of memory");
-    if (model_local(gen_model(g))->n0 == 0)
+    if (model_extents_of(gen_model(g))->n0 == 0)
         for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
     mesh_all_reduce(m, all_axes(m), out, in, B * n, MESH_ALG_MPI);
     free(in);
 }
 
-static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g,
-                         const prompt_set *ps, const gen_machine *mc) {
+static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
+                         const gen_machine *mc) {
     int64_t row0, nb;
     gen_rows(g, &row0, &nb);
     const int64_t n = f->tokens, B = ps->n;
@@ -238,8 +237,9 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g,
     if (mesh_rank(m) == 0) {
         if (n > 1) {
             qsort(ms, (size_t)(n - 1), sizeof *ms, cmp_double);
-            fprintf(stderr, "decode summary | %lld steps | median %.3f ms/token, min %.3f | "
-                            "%.0f tok/s at the median\n",
+            fprintf(stderr,
+                    "decode summary | %lld steps | median %.3f ms/token, min %.3f | "
+                    "%.0f tok/s at the median\n",
                     (long long)(n - 1), ms[(n - 2) / 2], ms[0], (double)B * 1e3 / ms[(n - 2) / 2]);
         }
         for (int64_t b = 0; b < B; b++) {
@@ -286,8 +286,7 @@ int gen_main(int argc, char **argv) {
         mesh_destroy(m);
         return rc;
     }
-    if (ps.n == 0)
-        mesh_exit_error("no prompt: give --prompt STR (repeatable) or --prompts FILE");
+    if (ps.n == 0) mesh_exit_error("no prompt: give --prompt STR (repeatable) or --prompts FILE");
     if (prompts_check_fit(&ps, f.tokens, c.shape.T, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     int64_t total = 0;

@@ -12,8 +12,7 @@ int prompts_add(prompt_set *ps, const char *text, size_t len, const char *what, 
                 size_t errlen) {
     if (len == 0)
         return errmsg_fail(err, errlen,
-                           "%s is empty: generation continues a prompt of at least one byte",
-                           what);
+                           "%s is empty: generation continues a prompt of at least one byte", what);
     int32_t **tok = realloc(ps->tok, (size_t)(ps->n + 1) * sizeof *tok);
     if (tok) ps->tok = tok;
     int64_t *lens = realloc(ps->len, (size_t)(ps->n + 1) * sizeof *lens);
@@ -67,8 +66,7 @@ int prompts_read_file(prompt_set *ps, const char *path, char *err, size_t errlen
     return rc;
 }
 
-int prompts_check_fit(const prompt_set *ps, int64_t tokens, int64_t cap, char *err,
-                      size_t errlen) {
+int prompts_check_fit(const prompt_set *ps, int64_t tokens, int64_t cap, char *err, size_t errlen) {
     for (int64_t i = 0; i < ps->n; i++) {
         if (ps->len[i] > cap)
             return errmsg_fail(err, errlen,

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t n;      /* prompts */
-    int32_t **tok;  /* tok[i][0..len[i]) */
+    int64_t n;     /* prompts */
+    int32_t **tok; /* tok[i][0..len[i]) */
     int64_t *len;
     int64_t max_len;
 } prompt_set;

@@ -1,69 +1,102 @@
-/* model_par: the hooks model.c calls at the points where a sharded run communicates (see par.h
- * for the scheme). Implemented in par.c; every hook accepts par == NULL (single rank, no
- * sharding), where it is a local copy, add or no-op. Internal to train/. */
-#ifndef MT_TRAIN_MODEL_PAR_H
-#define MT_TRAIN_MODEL_PAR_H
+/* model hooks: the points where the model's forward/backward pass needs communication or storage
+ * it does not own, as a table of functions the model calls. The model ships the single-rank table
+ * (model_hooks_single: local extents are the global ones, every slab is the whole tensor, and
+ * each communication point is a local copy, add or no-op); train/parallel fills in a table for a
+ * sharded run (par_model_hooks). The model never calls the parallel code by name, so it builds
+ * and is tested alone. Depends on model.h only.
+ *
+ * Hook points in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
+ *  - sublayer_out:       Out[B, D]{U_Y} → ReduceScatter_Y → Out[B, D_Y] (+ residual) → AllGather_Y
+ *  - resid_grad_gather:  AllGather_Y of the residual gradient before each sublayer's backward
+ *  - partial_begin/end:  dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
+ *  - layer_weights:      AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
+ *  - layer_grads(_done): AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
+ * Not collective themselves; a sharded table's hooks are collective over the axis they name. */
+#ifndef MT_TRAIN_MODEL_HOOKS_H
+#define MT_TRAIN_MODEL_HOOKS_H
+#include <stdint.h>
+
 #include "train/model/model.h"
-#include "train/parallel/par.h"
 
-/* Accessors model.c offers to par.c. */
-struct par *model_par(model *m);
-const par_local *model_local(const model *m);
+/* Local extents of the model on this rank (all equal to the global ones without TP). */
+typedef struct {
+    int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff, vocab held locally */
+    int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
+    int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
+} model_extents;
 
-/* Pipeline stage: layers [l0, l1) on this rank and the number of activation slots. */
-void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
-/* Local extents and each parameter's slab on this rank. */
-void mpar_local(struct par *p, const model_shape *s, par_local *out);
-void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out);
-/* Does the model hold a full (TP-local) gradient for every parameter? (No with ZeRO-2/3, where
- * gradients live in par's shards and layer gradients in transient buffers.) */
-int mpar_model_has_grads(struct par *p);
-/* Called once the model's parameters are initialised (ZeRO-1/2 take their master shards). */
-void mpar_model_ready(struct par *p, model *m);
-/* Layer l's weights (FSDP: gathered just in time; with --overlap the next layer in direction
- * dir, +1 forward or −1 backward, is prefetched) and release after use. */
-layer_w mpar_layer_weights(struct par *p, model *m, int64_t l, int dir);
-void mpar_layer_release(struct par *p, model *m, int64_t l);
-/* Where layer l's weight gradients accumulate (+=), and the signal that they are complete. */
-layer_g mpar_layer_grads(struct par *p, model *m, int64_t l);
-void mpar_layer_grads_done(struct par *p, model *m, int64_t l);
-/* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): weight as the compute uses it
- * (FSDP: gathered) and where its gradient accumulates. */
-const float *mpar_weight(struct par *p, model *m, param_id id);
-float *mpar_grad(struct par *p, model *m, param_id id);
-/* final_norm and unembed gradients complete / embed gradient complete. */
-void mpar_head_grads_done(struct par *p, model *m);
-void mpar_embed_grads_done(struct par *p, model *m);
-/* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D] where the product is a partial sum over the
- * tensor axis: ReduceScatter_Y, residual add on the D_Y shard, AllGather_Y for the next block. */
-void mpar_sublayer_out(struct par *p, model *m, float *out, const float *xin, const float *act,
-                       const float *w, int64_t BT, int64_t Kl);
-/* x[BT, D] holds the embedding rows of this vocabulary shard: sum over the tensor axis. */
-void mpar_embed_reduce(struct par *p, model *m, float *x, int64_t BT);
-/* stats[3, BT] (rowmax, rowsum, target logit) of this vocab shard → combined over shards. */
-void mpar_xent_combine(struct par *p, model *m, float *stats, int64_t BT);
-/* logits_loc[Vl] → logits[V] gathered over the tensor axis. */
-void mpar_gather_vocab(struct par *p, model *m, float *logits, const float *logits_loc);
-/* Backward: dL/d(sublayer output) as a full [BT, D] array from the residual gradient dr (D_Y
- * shard with TP, else dr itself). */
-const float *mpar_resid_grad_gather(struct par *p, model *m, float *full, float *dr, int64_t BT);
-/* Backward: where a sublayer's input gradient (partial over the tensor axis) accumulates:
- * dr itself without TP, else a zeroed [BT, D] buffer `part` that _end reduce-scatters into dr. */
-float *mpar_partial_begin(struct par *p, model *m, float *dr, float *part, int64_t BT);
-void mpar_partial_end(struct par *p, model *m, float *dr, float *part, int64_t BT);
+/* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered). */
+typedef struct {
+    const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+} layer_w;
+/* Where layer l's weight gradients accumulate (+=). */
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+} layer_g;
 
-/* Pipelining outside a training step (sampling): receive the stage input from the previous
- * stage / send the stage output to the next (blocking), and give every stage the last stage's
- * values (x[n] is 0 on the other stages: a sum over the pipeline axis). */
-void mpar_stage_recv(struct par *p, float *x, int64_t n);
-void mpar_stage_send(struct par *p, const float *x, int64_t n);
-void mpar_pipe_share_last(struct par *p, float *x, int64_t n);
+/* Every hook receives the table's ctx first. */
+typedef struct model_hooks {
+    void *ctx;
+    /* Before the model exists: local extents, each parameter's slab on this rank, the pipeline
+     * stage (layers [l0, l1)) and its number of activation slots, and whether the model holds a
+     * full (TP-local) gradient for every parameter (no with ZeRO-2/3, where gradients live in the
+     * shards and layer gradients in transient buffers). */
+    void (*extents)(void *ctx, const model_shape *s, model_extents *out);
+    void (*slab)(void *ctx, const model_shape *s, param_id id, param_slab *out);
+    void (*stage)(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+    int (*has_grads)(void *ctx);
+    /* Once the parameters are initialised (ZeRO-3 takes the model's storage as its shards). */
+    void (*ready)(void *ctx, model *m);
+    /* Layer l's weights (with --overlap the next layer in direction dir, +1 forward or −1
+     * backward, may be prefetched) and their release after use. */
+    layer_w (*layer_weights)(void *ctx, model *m, int64_t l, int dir);
+    void (*layer_release)(void *ctx, model *m, int64_t l);
+    /* Where layer l's weight gradients accumulate, and the signal that they are complete. */
+    layer_g (*layer_grads)(void *ctx, model *m, int64_t l);
+    void (*layer_grads_done)(void *ctx, model *m, int64_t l);
+    /* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): the weight as the compute uses
+     * it and where its gradient accumulates; final_norm and unembed / embed gradients complete. */
+    const float *(*weight)(void *ctx, model *m, param_id id);
+    float *(*grad)(void *ctx, model *m, param_id id);
+    void (*head_grads_done)(void *ctx, model *m);
+    void (*embed_grads_done)(void *ctx, model *m);
+    /* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D], the product a partial sum over the
+     * tensor axis. */
+    void (*sublayer_out)(void *ctx, model *m, float *out, const float *xin, const float *act,
+                         const float *w, int64_t BT, int64_t Kl);
+    /* x[BT, D] holds the embedding rows of this vocabulary shard: sum over the vocab shards. */
+    void (*embed_reduce)(void *ctx, model *m, float *x, int64_t BT);
+    /* stats[3, BT] (rowmax, rowsum, target logit) of this vocab shard → combined over shards. */
+    void (*xent_combine)(void *ctx, model *m, float *stats, int64_t BT);
+    /* logits_loc[Vl] → logits[V]. */
+    void (*gather_vocab)(void *ctx, model *m, float *logits, const float *logits_loc);
+    /* Backward: dL/d(sublayer output) as a full [BT, D] array from the residual gradient dr (its
+     * D_Y shard with TP, else dr itself; `full` is the caller's [BT, D] scratch). */
+    const float *(*resid_grad_gather)(void *ctx, model *m, float *full, float *dr, int64_t BT);
+    /* Backward: where a sublayer's input gradient accumulates: dr itself without TP, else the
+     * zeroed [BT, D] scratch `part` that partial_end reduce-scatters into dr. */
+    float *(*partial_begin)(void *ctx, model *m, float *dr, float *part, int64_t BT);
+    void (*partial_end)(void *ctx, model *m, float *dr, float *part, int64_t BT);
+    /* Pipelining outside a training step (sampling): receive the stage input from the previous
+     * stage / send the stage output to the next (blocking), and give every stage the last
+     * stage's values (x[n] is 0 on the other stages: a sum over the pipeline axis). */
+    void (*stage_recv)(void *ctx, float *x, int64_t n);
+    void (*stage_send)(void *ctx, const float *x, int64_t n);
+    void (*pipe_share_last)(void *ctx, float *x, int64_t n);
+} model_hooks;
 
-/* Single-rank implementations (par_local.c), also the building blocks of the sharded ones. */
-void mpar_local_full(const model_shape *s, par_local *o);
-void mpar_slab_full(const model_shape *s, param_id id, param_slab *o);
-layer_w mpar_layer_weights_local(model *m, int64_t l);
-layer_g mpar_layer_grads_local(model *m, int64_t l);
-void mpar_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
-                             int64_t BT, int64_t Kl, int64_t D);
+/* The single-rank table. */
+extern const model_hooks model_hooks_single;
+
+/* The single-rank behaviour of the hooks that a sharded table reuses where an axis is trivial. */
+void model_extents_full(const model_shape *s, model_extents *out);
+void model_slab_full(const model_shape *s, param_id id, param_slab *out);
+layer_w model_layer_weights_local(model *m, int64_t l);
+layer_g model_layer_grads_local(model *m, int64_t l);
+/* out[BT, D] = xin + act[BT, Kl] · w[Kl, D] (out may alias xin). */
+void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
+                              int64_t BT, int64_t Kl, int64_t D);
+
+/* This model's local extents. */
+const model_extents *model_extents_of(const model *m);
 #endif

@@ -1,6 +1,6 @@
 /* model: parameters, initialisation and the forward/backward pass of the decoder on one rank's
- * micro-batch. Sharded runs get their local extents and their communication from par.c through
- * the hooks in model_par.h; without a plan every hook is a local copy or add.
+ * micro-batch. Sharded runs get their local extents and their communication through the hook
+ * table of hooks.h, filled in by train/parallel; on one rank every hook is a local copy or add.
  *
  * Forward of block l on the residual stream r[BT, D] (BT = Bl·T rows, one per token):
  *   x1 = r;  h1 = rmsnorm(x1)·attn_norm;  q,k,v = h1·wq, h1·wk, h1·wv;  rope(q), rope(k)
@@ -23,6 +23,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
+#include "train/config/alloc.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 
@@ -115,8 +116,8 @@ struct model {
     int64_t Bl, BT;
     int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
     int first, last, nslots;
-    par_local loc;
-    struct par *par;
+    model_extents loc;
+    model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
     param_slab slab[P_COUNT];
     int64_t off[P_COUNT], cnt[P_COUNT], nparams;
     float *params, *grads;
@@ -129,13 +130,6 @@ struct model {
     float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
         *s_att, *s_attn;
 };
-
-static void *xalloc(int64_t nfloat) {
-    size_t bytes = ((size_t)(nfloat > 0 ? nfloat : 1) * sizeof(float) + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
-}
 
 /* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
 typedef struct {
@@ -150,7 +144,7 @@ static float *carve(carver *c, int64_t n) {
 
 static void layout_activations(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     for (int k = 0; k < m->nslots; k++) {
         slot_act *S = &m->slot[k];
         S->act = m->acts + k * m->Ls;
@@ -184,7 +178,7 @@ static void layout_activations(model *m, carver *c) {
 
 static void layout_scratch(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     m->rope_cos = carve(c, T * H / 2);
     m->rope_sin = carve(c, T * H / 2);
     m->d_resid = carve(c, BT * D);
@@ -200,29 +194,29 @@ static void layout_scratch(model *m, carver *c) {
     m->s_attn = carve(c, T * T);
 }
 
-model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan) {
+model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {
     model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->s = *s;
     m->Bl = Bl;
     m->BT = Bl * s->T;
-    m->par = plan;
-    mpar_local(plan, s, &m->loc);
-    mpar_stage(plan, s, &m->l0, &m->l1, &m->nslots);
+    m->hk = *hooks;
+    m->hk.extents(m->hk.ctx, s, &m->loc);
+    m->hk.stage(m->hk.ctx, s, &m->l0, &m->l1, &m->nslots);
     m->Ls = m->l1 - m->l0;
     m->first = m->l0 == 0;
     m->last = m->l1 == s->L;
     m->nparams = 0;
     for (int id = 0; id < P_COUNT; id++) {
-        mpar_slab(plan, s, (param_id)id, &m->slab[id]);
+        m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
         const int64_t *c = m->slab[id].cnt;
         m->off[id] = m->nparams;
         m->cnt[id] = c[0] * c[1] * c[2];
         m->nparams += m->cnt[id];
     }
-    m->params = xalloc(m->nparams);
-    const int want_grads = Bl > 0 && mpar_model_has_grads(plan);
-    m->grads = want_grads ? xalloc(m->nparams) : NULL;
+    m->params = alloc_floats(m->nparams);
+    const int want_grads = Bl > 0 && m->hk.has_grads(m->hk.ctx);
+    m->grads = want_grads ? alloc_floats(m->nparams) : NULL;
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
@@ -231,11 +225,10 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
         layout_activations(m, &c);
         m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
         layout_scratch(m, &c);
-        m->act_block = xalloc(c.used);
+        m->act_block = alloc_floats(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
     }
-    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block ||
-        !m->tgt_block) {
+    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block) {
         model_destroy(m);
         return NULL;
     }
@@ -246,7 +239,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par 
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
     for (int id = 0; id < P_COUNT; id++)
         model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
-    mpar_model_ready(plan, m);
+    m->hk.ready(m->hk.ctx, m);
     return m;
 }
 
@@ -289,10 +282,7 @@ void model_zero_grads(model *m) {
 int64_t model_activation_bytes(const model *m) {
     return m->act_bytes;
 }
-struct par *model_par(model *m) {
-    return m->par;
-}
-const par_local *model_local(const model *m) {
+const model_extents *model_extents_of(const model *m) {
     return &m->loc;
 }
 void model_stage(const model *m, int64_t *l0, int64_t *l1) {
@@ -320,7 +310,7 @@ const float *model_stage_dinput(model *m) {
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
     const int64_t D = m->s.D;
     for (int64_t b = 0; b < B; b++)
-        kern_embed_fwd(r + b * T * D, mpar_weight(m->par, m, P_EMBED), tok + b * ldt, T, D,
+        kern_embed_fwd(r + b * T * D, m->hk.weight(m->hk.ctx, m, P_EMBED), tok + b * ldt, T, D,
                        m->loc.v0, m->loc.Vl);
 }
 
@@ -328,7 +318,7 @@ static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64
  * h1·wv (not yet rotated). */
 static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
     const int64_t D = m->s.D, H = m->s.H;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w->attn_norm, BT, D);
     kern_matmul(A->q, A->h1, w->wq, BT, D, lc->Nl * H);
     kern_matmul(A->k, A->h1, w->wk, BT, D, lc->Kl * H);
@@ -339,23 +329,23 @@ static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
 static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
     const int64_t D = m->s.D, Fl = m->loc.Fl;
     /* x2 = x1 + att·wo (partial sums over the TP axis, reduced by the hook) */
-    mpar_sublayer_out(m->par, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
+    m->hk.sublayer_out(m->hk.ctx, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
 
     kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w->mlp_norm, BT, D);
     kern_matmul(A->a, A->h2, w->w_gate, BT, D, Fl);
     kern_matmul(A->b, A->h2, w->w_up, BT, D, Fl);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    mpar_sublayer_out(m->par, m, out, A->x2, A->g, w->w_down, BT, Fl);
+    m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl);
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
  * output as the next layer's x1 (or the slot's xf after the stage's last layer). */
 static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     const int64_t H = m->s.H;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
     layer_act *A = &S->act[l - m->l0];
-    layer_w w = mpar_layer_weights(m->par, m, l, +1);
+    layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
 
     block_qkv(m, &w, A, B * T);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
@@ -363,7 +353,7 @@ static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     block_rest(m, &w, A, out, B * T);
-    mpar_layer_release(m->par, m, l);
+    m->hk.layer_release(m->hk.ctx, m, l);
 }
 
 /* logits = hf·unembed, then the loss; fills the slot's lse. Returns the mean loss over BT rows. */
@@ -372,10 +362,10 @@ static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ld
     const int64_t BT = B * T, D = m->s.D, Vl = m->loc.Vl;
     for (int64_t b = 0; b < B; b++)
         memcpy(S->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
-    kern_matmul(S->logits, S->hf, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl);
+    kern_matmul(S->logits, S->hf, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl);
     float *st = S->stats; /* [3, BT]: max, sum, target logit */
     kern_xent_stats(st, st + BT, st + 2 * BT, S->logits, S->targets, BT, Vl, m->loc.v0);
-    mpar_xent_combine(m->par, m, st, BT);
+    m->hk.xent_combine(m->hk.ctx, m, st, BT);
     double loss = 0.0;
     for (int64_t i = 0; i < BT; i++) {
         S->lse[i] = st[i] + logf(st[BT + i]);
@@ -390,7 +380,7 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     const int64_t BT = B * T;
     if (m->first) {
         embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
-        mpar_embed_reduce(m->par, m, S->act[0].x1, BT);
+        m->hk.embed_reduce(m->hk.ctx, m, S->act[0].x1, BT);
     }
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
@@ -399,7 +389,7 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     }
     if (!m->last) return 0.0;
     trace_begin(TRACE_HEAD_FWD, 0);
-    kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, mpar_weight(m->par, m, P_FINAL_NORM), BT, m->s.D);
+    kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), BT, m->s.D);
     const double loss = want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
     trace_end(TRACE_HEAD_FWD);
     return loss;
@@ -416,23 +406,23 @@ double model_fwd_loss(model *m, const int32_t *tokens) {
 void model_last_logits(model *m, int64_t len, float *logits_loc) {
     const int64_t D = m->s.D;
     slot_act *S = &m->slot[0];
-    kern_matmul(S->logits, S->hf + (len - 1) * D, mpar_weight(m->par, m, P_UNEMBED), 1, D,
+    kern_matmul(S->logits, S->hf + (len - 1) * D, m->hk.weight(m->hk.ctx, m, P_UNEMBED), 1, D,
                 m->loc.Vl);
     memcpy(logits_loc, S->logits, (size_t)m->loc.Vl * sizeof(float));
 }
 
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
     const int64_t D = m->s.D;
-    if (!m->first) mpar_stage_recv(m->par, model_stage_input(m, 0), len * D);
+    if (!m->first) m->hk.stage_recv(m->hk.ctx, model_stage_input(m, 0), len * D);
     model_stage_fwd_rows(m, 0, seq, len, 1, len, 0);
-    if (!m->last) mpar_stage_send(m->par, m->slot[0].xf, len * D);
+    if (!m->last) m->hk.stage_send(m->hk.ctx, m->slot[0].xf, len * D);
     if (m->last) {
         model_last_logits(m, len, m->s_big);
-        mpar_gather_vocab(m->par, m, logits, m->s_big);
+        m->hk.gather_vocab(m->hk.ctx, m, logits, m->s_big);
     } else {
         memset(logits, 0, (size_t)m->s.V * sizeof(float));
     }
-    mpar_pipe_share_last(m->par, logits, m->s.V);
+    m->hk.pipe_share_last(m->hk.ctx, logits, m->s.V);
 }
 
 /* ---------------------------------------------------------------- inference rows */
@@ -441,7 +431,7 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
  * the final norm and the local logits. */
 static void carve_rows(model *m, carver *c, layer_act *A, float **hf, float **lg, int64_t R) {
     const int64_t D = m->s.D, H = m->s.H;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     A->x1 = carve(c, R * D);
     A->h1 = carve(c, R * D);
     A->rstd1 = carve(c, R);
@@ -472,16 +462,16 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
                     const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
                     void *ctx, float *ws) {
     const int64_t D = m->s.D, H = m->s.H, h2 = m->s.H / 2, Vl = m->loc.Vl;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     CHECK(m->first && m->last, "model_fwd_rows: not with pipeline stages");
     carver c = {ws, 0};
     layer_act A;
     float *hf, *lg;
     carve_rows(m, &c, &A, &hf, &lg, R);
-    kern_embed_fwd(A.x1, mpar_weight(m->par, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
-    mpar_embed_reduce(m->par, m, A.x1, R);
+    kern_embed_fwd(A.x1, m->hk.weight(m->hk.ctx, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
+    m->hk.embed_reduce(m->hk.ctx, m, A.x1, R);
     for (int64_t l = 0; l < m->s.L; l++) {
-        layer_w w = mpar_layer_weights(m->par, m, l, +1);
+        layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
         block_qkv(m, &w, &A, R);
         for (int64_t r = 0; r < R; r++) { /* each row at its own position */
             const float *cs = m->rope_cos + pos[r] * h2, *sn = m->rope_sin + pos[r] * h2;
@@ -490,14 +480,16 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
         }
         attn(ctx, &(model_attn_io){l, R, A.q, A.k, A.v, A.att});
         block_rest(m, &w, &A, A.x1, R);
-        mpar_layer_release(m->par, m, l);
+        m->hk.layer_release(m->hk.ctx, m, l);
     }
-    const float *gain = mpar_weight(m->par, m, P_FINAL_NORM), *un = mpar_weight(m->par, m, P_UNEMBED);
-    for (int64_t i = 0; i < n_out; i++) {
-        kern_rmsnorm_fwd(hf, hf + D, A.x1 + out_rows[i] * D, gain, 1, D);
-        kern_matmul(lg, hf, un, 1, D, Vl);
-        mpar_gather_vocab(m->par, m, logits + i * m->s.V, lg);
-    }
+    const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM),
+                *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
+    float *rstd = hf + R * D;
+    for (int64_t i = 0; i < n_out; i++)
+        kern_rmsnorm_fwd(hf + i * D, rstd + i, A.x1 + out_rows[i] * D, gain, 1, D);
+    kern_matmul(lg, hf, un, n_out, D, Vl);
+    for (int64_t i = 0; i < n_out; i++)
+        m->hk.gather_vocab(m->hk.ctx, m, logits + i * m->s.V, lg + i * Vl);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -505,15 +497,15 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
 /* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input). */
 static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     const int64_t BT = B * T, D = m->s.D, H = m->s.H;
-    const par_local *lc = &m->loc;
+    const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
     layer_act *A = &S->act[l - m->l0];
-    layer_w w = mpar_layer_weights(m->par, m, l, -1);
-    layer_g g = mpar_layer_grads(m->par, m, l);
+    layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, -1);
+    layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
     float *dr = m->d_resid;
 
     /* MLP sublayer: out = g·w_down */
-    const float *dout = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
+    const float *dout = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, dr, BT);
     kern_matmul_dw(g.w_down, A->g, dout, BT, Fl, D);
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
     kern_matmul_dx(dg, dout, w.w_down, BT, Fl, D, false);
@@ -523,12 +515,12 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dh = m->s_big;
     kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
     kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
-    float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
+    float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
-    mpar_partial_end(m->par, m, dr, dx, BT);
+    m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
 
     /* attention sublayer: out = att·wo */
-    dout = mpar_resid_grad_gather(m->par, m, m->d_full, dr, BT);
+    dout = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, dr, BT);
     kern_matmul_dw(g.wo, A->att, dout, BT, NHl, D);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
     kern_matmul_dx(datt, dout, w.wo, BT, NHl, D, false);
@@ -541,10 +533,10 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_matmul_dx(dh, dq, w.wq, BT, D, NHl, false);
     kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
     kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
-    dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
+    dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
-    mpar_partial_end(m->par, m, dr, dx, BT);
-    mpar_layer_grads_done(m->par, m, l);
+    m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
 /* The last stage's head: d(loss) → dL/d(final residual) in dr. */
@@ -555,16 +547,16 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     float *dlogits = S->logits;
     kern_xent_bwd(dlogits, S->logits, S->lse, S->targets, BT, Vl, m->loc.v0,
                   grad_scale / (float)BT);
-    kern_matmul_dw(mpar_grad(m->par, m, P_UNEMBED), S->hf, dlogits, BT, D, Vl);
+    kern_matmul_dw(m->hk.grad(m->hk.ctx, m, P_UNEMBED), S->hf, dlogits, BT, D, Vl);
     float *dhf = m->s_big;
-    kern_matmul_dx(dhf, dlogits, mpar_weight(m->par, m, P_UNEMBED), BT, D, Vl, false);
+    kern_matmul_dx(dhf, dlogits, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
     memset(dr, 0, (size_t)(BT * m->loc.Dl) * sizeof(float));
-    float *dx = mpar_partial_begin(m->par, m, dr, m->d_part, BT);
-    kern_rmsnorm_bwd(dx, mpar_grad(m->par, m, P_FINAL_NORM), dhf, S->xf,
-                     mpar_weight(m->par, m, P_FINAL_NORM), S->rstdf, BT, D);
-    mpar_partial_end(m->par, m, dr, dx, BT);
-    mpar_head_grads_done(m->par, m);
+    float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
+    kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
+                     m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
+    m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    m->hk.head_grads_done(m->hk.ctx, m);
 }
 
 void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
@@ -585,15 +577,15 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
         block_bwd(m, S, l, B, T);
         trace_end(TRACE_BWD);
     }
-    const float *demb = mpar_resid_grad_gather(m->par, m, m->d_full, m->d_resid, BT);
+    const float *demb = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, m->d_resid, BT);
     if (!m->first) {
         if (demb != m->d_full) memcpy(m->d_full, demb, (size_t)(BT * D) * sizeof(float));
         return;
     }
     for (int64_t b = 0; b < B; b++)
-        kern_embed_bwd(mpar_grad(m->par, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
+        kern_embed_bwd(m->hk.grad(m->hk.ctx, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
                        m->loc.v0, m->loc.Vl);
-    mpar_embed_grads_done(m->par, m);
+    m->hk.embed_grads_done(m->hk.ctx, m);
 }
 
 double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {

@@ -1,7 +1,8 @@
 /* model: the LLaMA-style decoder (fp32, no biases): parameters by global name and shape, their
  * local slabs on this rank, counter-based initialisation, and the forward/backward pass over a
  * local micro-batch. The only module (with the schemes built on it) that knows it is a
- * transformer. Depends on kernels/ (math) and, through par.h, on mesh/ for sharded runs.
+ * transformer. Depends on kernels/ (math) and config.h (model_shape); a sharded run's
+ * communication comes in through the hook table of hooks.h.
  *
  * Global parameters (stacked over layers, the book's W_in[L, D, F]):
  *   embed[V,D] attn_norm[L,D] wq[L,D,N·H] wk[L,D,K·H] wv[L,D,K·H] wo[L,N·H,D] mlp_norm[L,D]
@@ -56,12 +57,15 @@ double model_flops_per_token(const model_shape *s);
 
 /* ---- a model instance on this rank ---- */
 typedef struct model model;
-struct par; /* sharding plan and communication (train/parallel/par.h); NULL = single rank, no sharding */
+struct model_hooks; /* communication and sharded storage (hooks.h) */
 
 /* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
- * s->T tokens, and initialises the local slabs from `seed`. Returns NULL on allocation failure.
- * Bl = 0: parameters only, no gradients (inference, model_fwd_rows). */
-model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, struct par *plan);
+ * s->T tokens, and initialises the local slabs from `seed`. `hooks` (copied) gives the local
+ * extents, slabs and communication: &model_hooks_single on one rank, par_model_hooks for a
+ * sharded run. Returns NULL on allocation failure. Bl = 0: parameters only, no gradients
+ * (inference, model_fwd_rows). */
+model *model_create(const model_shape *s, int64_t Bl, uint64_t seed,
+                    const struct model_hooks *hooks);
 void model_destroy(model *m); /* accepts NULL */
 const model_shape *model_shape_of(const model *m);
 /* Local storage of parameter id (its slab, row-major) and of its gradient; *n = local count. */
@@ -108,7 +112,7 @@ const float *model_stage_dinput(model *m);
 void model_last_logits(model *m, int64_t len, float *logits_loc);
 /* ---- inference: rows of tokens at given positions, attention supplied by the caller ---- */
 /* What the caller's attention sees of layer l: R rows, q[R, Nl·H] and k[R, Kl·H] rotated to each
- * row's position, v[R, Kl·H]; it fills att[R, Nl·H] (local heads, model_local extents). */
+ * row's position, v[R, Kl·H]; it fills att[R, Nl·H] (local heads, model_extents_of). */
 typedef struct {
     int64_t l, R;
     const float *q, *k, *v;

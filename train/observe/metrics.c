@@ -31,8 +31,11 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                       100.0 * r->comm_frac, 100.0 * r->comm_ag, 100.0 * r->comm_rs,
                       100.0 * r->comm_ar, 100.0 * r->comm_p2p, fmax(0.0, 100.0 * r->idle_frac));
         if (r->pred_seconds > 0 && n >= 0 && (size_t)n < len)
-            n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms (%.2fx)",
-                          1e3 * r->pred_seconds, sec / r->pred_seconds);
+            n += snprintf(buf + n, len - (size_t)n, " | pred %.0f ms (%.2fx, %s)",
+                          1e3 * r->pred_seconds, sec / r->pred_seconds,
+                          r->dominant ? r->dominant : "-");
+        if (r->book_seconds > 0 && n >= 0 && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms", 1e3 * r->book_seconds);
     }
     if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
@@ -60,6 +63,8 @@ int metrics_write_json(FILE *f, const metrics_row *r) {
         bad |= json_num(f, "comm", r->comm_frac, "%.4f");
         bad |= json_num(f, "idle", r->idle_frac, "%.4f");
         if (r->pred_seconds > 0) bad |= json_num(f, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
+        if (r->book_seconds > 0) bad |= json_num(f, "book_ms", 1e3 * r->book_seconds, "%.3f");
+        if (r->dominant) bad |= fprintf(f, ",\"dominant\":\"%s\"", r->dominant) < 0;
         bad |= json_num(f, "comm_ag", r->comm_ag, "%.4f");
         bad |= json_num(f, "comm_rs", r->comm_rs, "%.4f");
         bad |= json_num(f, "comm_ar", r->comm_ar, "%.4f");

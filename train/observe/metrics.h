@@ -22,18 +22,22 @@ typedef struct {
                                                    (p2p: pipeline sends/receives, ppermute) */
     double bubble, bubble_ideal; /* pipelining: measured and ideal bubble fraction (0: none) */
     double stage_act_bytes;      /* pipelining: peak activation bytes held by this stage */
-    double pred_seconds;         /* the book's prediction of the step; <= 0: none */
+    double pred_seconds;         /* the step's prediction (report.c); <= 0: none */
+    double book_seconds;         /* the book's idealised step; <= 0: none */
+    const char *dominant;        /* the prediction's largest term (NULL: none) */
     double val_loss;             /* NAN when no evaluation ran at this step */
 } metrics_row;
 
 /* "step 120 | loss 1.9321 | lr 3.0e-04 | gnorm 0.84 | 412 ms | 9.9k tok/s | 51.2 GFLOP/s |
- * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | book 380 ms (1.08x)" when
- * comm_frac >= 0 (the ratio is measured / predicted), + " | bubble 0.31 (ideal 0.33) | stage
+ * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | pred 380 ms (1.08x, compute) |
+ * book 350 ms" when comm_frac >= 0 (the ratio is measured / predicted, then the predicted
+ * dominant term; book: the book's idealised step), + " | bubble 0.31 (ideal 0.33) | stage
  * act 12.5 MB" when pipelining (rank 0's stage: peak activations held). `width` pads the step
  * number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
 /* One JSON object and a newline: {"step":120,"loss":...,"val_loss":...}: step, loss, lr, gnorm,
- * ms, tok_s, gflops, mfu; comm, idle and pred_ms with several ranks; val_loss when evaluated.
+ * ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), book_ms and dominant
+ * with several ranks; val_loss when evaluated.
  * Returns 0, or -1 if the write failed. */
 int metrics_write_json(FILE *f, const metrics_row *r);
 /* 9900 → "9.9k", 1234567 → "1.23M", 412 → "412" (3 significant digits). */

@@ -1,71 +1,140 @@
-/* report: where a step's time goes, beside the book's prediction.
+/* report: where a step's time goes, beside its prediction and the book's idealised figure.
  *
  * Measured: every collective is recorded by mesh's trace hook (its transfer time) and by
  * mesh_stats (the time the caller was blocked in it: the *exposed* communication). Per step:
  *   compute = wall − Σ exposed;  idle = max over ranks of compute − this rank's compute (time
  *   spent waiting for slower ranks, which shows up inside the exposed communication).
- * Predicted: compute = this rank's FLOPs / its measured sgemm FLOP/s; each collective call =
- *   mesh/cost.h's formula for its op, axes, algorithm and V, with the link constants of its
- *   major axis (emulated, or calibrated at start-up by a ping-pong along the axis);
- *   step = compute + blocking collectives + max(0, asynchronous collectives − ⅔·compute)
- *   (asynchronous gradient reductions and prefetches can hide behind the backward pass, which
- *   is ⅔ of the compute).
+ * Predicted (the step's own prediction, `pred_ms` of --metrics):
+ *   compute = the kernels' times on this rank's shapes, measured at start-up (train/step/ktime.h);
+ *   each collective call = mesh/cost.h's formula for what it actually moved — its op, axes,
+ *     algorithm, V in the bytes of its wire format (fp32 or bf16), the link constants of its
+ *     major axis (emulated, or calibrated at start-up by a ping-pong along the axis) — with each
+ *     step's hop latency added to its transfer, as the ring algorithms forward what they received
+ *     (cost_serialized, lanes included); MPI's built-ins are not slowed by the emulated links and
+ *     are predicted free under --emulate; pipeline sends/receives count as measured (a bubble is
+ *     another stage's compute);
+ *   step = the replay of the step's events with those durations (train/observe/predict.h): what
+ *     the program let overlap (non-blocking calls until their wait) overlaps, nothing else.
+ * The book's idealised step: max(this rank's FLOPs at the peak sgemm rate, Σ of the book's
+ *   formulas over the step's collectives with bf16 bytes and the latency overlapped).
  * Overlap (report.h): per collective type, 1 − exposed/transfer, measured per step and over the
- *   run; predicted by the same step model (the hidden part of the asynchronous transfers, shared
- *   among types in proportion to their predicted times). */
+ *   run; predicted as 1 − (predicted exposed)/(predicted transfer) over the step's collectives. */
 #include "train/observe/report.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mesh/cost.h"
 #include "mesh/link.h"
+#include "train/observe/predict.h"
+
+#define REPORT_EVENTS 16384 /* events one step may record (more: the prediction is skipped) */
 
 struct report {
     mesh *m;
     double flops; /* this rank's sgemm FLOP/s */
     cost_link link[MESH_MAX_AXES];
-    int calibrated; /* links measured (1) or emulated (2) */
-    /* accumulated by the trace hook (the progress thread may call it) */
+    int calibrated;      /* links measured (1) or emulated (2) */
+    double compute_pred; /* predicted compute of a step (report_set_compute) */
+    /* accumulated by the trace hooks (the progress thread calls them too): under mu */
+    pthread_mutex_t mu;
     double pred[MESH_OP_COUNT], pred_async[MESH_OP_COUNT], xfer[MESH_OP_COUNT];
     int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
+    double book_comm; /* the book's time of the step's collectives (bf16, max-form) */
+    predict_event *ev;
+    int nev, overflow;
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
     double t0;
 };
 
-double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
-                      int *latency_bound) {
+/* The predictions of one call: the run's (what it moved, latency added per step), its latency
+ * part, and the book's (bf16 bytes, latency overlapped, the book's algorithm). */
+typedef struct {
+    double run, lat, book;
+    int latency_bound;
+} call_pred;
+
+static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg,
+                              int64_t count, mesh_wire wire) {
+    call_pred out = {0, 0, 0, 0};
     int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES], n = 1;
     for (int k = 0; k < axes.n; k++) {
         sizes[k] = mesh_axis_size(r->m, axes.ax[k]);
         wraps[k] = mesh_axis_wraps(r->m, axes.ax[k]);
         n *= sizes[k];
     }
-    double V = 4.0 * (double)count; /* AllReduce, ppermute: the array itself */
+    double elems = (double)count; /* AllReduce, ppermute: the array itself */
     if (op == MESH_OP_ALL_GATHER || op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_TO_ALL)
-        V *= n; /* after the gather / the unreduced input (count is per rank) */
+        elems *= n; /* after the gather / the unreduced input (count is per rank) */
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
+    const cost_op cop = mesh_cost_op(op);
     cost_est est;
-    double t =
-        cost_collective(mesh_cost_op(op), l, sizes, wraps, axes.n, mesh_cost_alg(alg), V, &est);
-    if (latency_bound) *latency_bound = t > 0 && est.regime == COST_REGIME_LATENCY;
-    return t > 0 ? t : 0.0;
+    const double t = cost_collective(cop, l, sizes, wraps, axes.n, mesh_cost_alg(alg),
+                                     elems * mesh_wire_bytes(wire), &est);
+    if (t < 0) return out;
+    int lanes = 1;
+    const int64_t chunk = mesh_get_chunk(r->m) / (int64_t)sizeof(float);
+    if ((alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) && chunk > 0) {
+        const int64_t blk = op == MESH_OP_ALL_REDUCE ? count / (n > 0 ? n : 1) : count;
+        const int64_t k = (blk + chunk - 1) / chunk;
+        lanes = k < 1 ? 1 : k > 16 ? 16 : (int)k;
+    }
+    if (!(r->calibrated == 2 && alg == MESH_ALG_MPI)) { /* MPI: not slowed by emulated links */
+        out.run = cost_serialized(&est, lanes);
+        out.lat = out.run - est.t_bandwidth > 0 ? out.run - est.t_bandwidth : 0;
+        out.latency_bound = est.regime == COST_REGIME_LATENCY;
+    }
+    if (alg != MESH_ALG_MPI) {
+        const double b =
+            cost_collective(cop, l, sizes, wraps, axes.n, COST_ALG_AUTO, 2.0 * elems, NULL);
+        out.book = b > 0 ? b : 0;
+    }
+    return out;
+}
+
+double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
+                      int *latency_bound) {
+    const call_pred p =
+        predict_call(r, op, axes, mesh_alg_resolve(r->m, axes, alg), count, mesh_get_wire(r->m));
+    if (latency_bound) *latency_bound = p.latency_bound;
+    return p.run;
+}
+
+static void push(report *r, predict_event e) {
+    if (r->nev < REPORT_EVENTS)
+        r->ev[r->nev++] = e;
+    else
+        r->overflow = 1;
 }
 
 static void hook(const mesh_call *c, void *ctx) {
     report *r = ctx;
-    int lat = 0;
-    double t = report_predict(r, c->op, c->axes, c->alg, c->count, &lat);
+    const int p2p = c->op == MESH_OP_SEND || c->op == MESH_OP_RECV;
+    call_pred p = predict_call(r, c->op, c->axes, c->alg, c->count, c->wire);
+    if (p2p) p.run = c->t_end - c->t_issue, p.lat = 0; /* as measured (see the top) */
+    pthread_mutex_lock(&r->mu);
     if (c->async)
-        r->pred_async[c->op] += t;
+        r->pred_async[c->op] += p.run;
     else
-        r->pred[c->op] += t;
+        r->pred[c->op] += p.run;
     r->xfer[c->op] += c->t_end - c->t_start;
-    r->regime_lat[c->op] += lat;
+    r->regime_lat[c->op] += p.latency_bound;
     r->async_calls[c->op] += c->async;
+    r->book_comm += p.book;
+    push(r, (predict_event){c->async ? PREDICT_ISSUE : PREDICT_BLOCKING, c->t_issue, c->t_end,
+                            c->seq, p.run, p.lat});
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void waited(const mesh_call *c, double t0, double t1, void *ctx) {
+    report *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    push(r, (predict_event){PREDICT_WAIT, t0, t1, c->seq, 0, 0});
+    pthread_mutex_unlock(&r->mu);
 }
 
 double report_overlap(double exposed, double xfer) {
@@ -107,6 +176,12 @@ static void calibrate_axis(report *r, int axis) {
 report *report_create(mesh *m, double flops) {
     report *r = calloc(1, sizeof *r);
     if (!r) return NULL;
+    r->ev = malloc(REPORT_EVENTS * sizeof *r->ev);
+    if (!r->ev) {
+        free(r);
+        return NULL;
+    }
+    pthread_mutex_init(&r->mu, NULL);
     r->m = m;
     r->flops = flops;
     int emulated = 1;
@@ -126,14 +201,20 @@ report *report_create(mesh *m, double flops) {
     }
     r->calibrated = emulated ? 2 : 1;
     mesh_stats_reset(m);
-    CHECK(mesh_add_trace_hook(m, hook, NULL, r) == 0, "too many trace observers");
+    CHECK(mesh_add_trace_hook(m, hook, waited, r) == 0, "too many trace observers");
     return r;
 }
 
 void report_destroy(report *r) {
     if (!r) return;
     mesh_remove_trace_hook(r->m, r);
+    pthread_mutex_destroy(&r->mu);
+    free(r->ev);
     free(r);
+}
+
+void report_set_compute(report *r, double seconds) {
+    r->compute_pred = seconds;
 }
 
 const cost_link *report_link(const report *r, int axis) {
@@ -147,11 +228,15 @@ const char *report_link_source(const report *r) {
 }
 
 void report_step_begin(report *r) {
+    pthread_mutex_lock(&r->mu);
+    r->nev = r->overflow = 0;
+    r->book_comm = 0;
     memset(r->pred, 0, sizeof r->pred);
     memset(r->pred_async, 0, sizeof r->pred_async);
     memset(r->xfer, 0, sizeof r->xfer);
     memset(r->regime_lat, 0, sizeof r->regime_lat);
     memset(r->async_calls, 0, sizeof r->async_calls);
+    pthread_mutex_unlock(&r->mu);
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
     r->t0 = mesh_now();
 }
@@ -181,12 +266,25 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     }
     out->wall = wall;
     out->compute = wall - exposed;
-    out->pred_compute = flops_rank / r->flops;
-    double hidden = pred_async - 2.0 / 3.0 * out->pred_compute;
-    out->pred_step = out->pred_compute + pred_block + (hidden > 0 ? hidden : 0);
-    /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles) */
-    const double can_hide =
-        pred_async < 2.0 / 3.0 * out->pred_compute ? pred_async : 2.0 / 3.0 * out->pred_compute;
+    /* the prediction: the step's events replayed with predicted durations (predict.h) */
+    pthread_mutex_lock(&r->mu);
+    predict_result pr;
+    predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, r->compute_pred, &pr);
+    const int overflow = r->overflow;
+    const double book_comm = r->book_comm;
+    pthread_mutex_unlock(&r->mu);
+    out->pred_compute = r->compute_pred;
+    out->pred_step = overflow ? r->compute_pred + pred_block + pred_async : pr.step;
+    out->pred_comm = pr.comm;
+    out->pred_exposed = out->pred_step - out->pred_compute;
+    out->dominant = pr.dominant;
+    const double peak_compute = flops_rank / r->flops;
+    out->book_step = peak_compute > book_comm ? peak_compute : book_comm;
+    /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles):
+     * the predicted hidden time is the non-blocking calls' (blocking ones hide nothing) */
+    const double async_exposed = pr.exposed - pred_block > 0 ? pr.exposed - pred_block : 0;
+    double can_hide = pred_async - async_exposed;
+    can_hide = can_hide < 0 ? 0 : can_hide;
     double c_exp = 0, c_xfer = 0, c_pred = 0, c_hid = 0;
     int64_t n_async = 0;
     for (int op = 0; op < MESH_OP_SEND; op++) {
@@ -214,6 +312,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     r->tot.compute += out->compute;
     r->tot.pred_compute += out->pred_compute;
     r->tot.pred_step += out->pred_step;
+    r->tot.pred_exposed += out->pred_exposed;
+    r->tot.book_step += out->book_step;
+    r->tot.dominant[pr.dominant[0] == 'c' ? 0 : pr.dominant[0] == 'b' ? 1 : 2]++;
     /* the gather above is bookkeeping, not the step's: keep it out of the next step's deltas */
 }
 
@@ -244,14 +345,20 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
                 (long long)t->latency_calls[op], (long long)t->calls[op]);
     }
     fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
-                 "compute (OSU's measure);\n  book = the step model's: non-blocking transfers "
-                 "hide behind 2/3 of the predicted compute\n");
+                 "compute (OSU's measure);\n  book = the prediction's: the share of the "
+                 "predicted transfer that the step's replay hides\n");
     fprintf(out,
-            "  compute: measured %.1f ms, predicted %.1f ms (%.2f) | step: measured %.1f ms, "
-            "predicted %.1f ms (%.2f)\n",
+            "  compute: measured %.1f ms, predicted %.1f ms (%.2f; the kernels timed on this "
+            "rank's shapes) | exposed comm: measured %.1f ms, predicted %.1f ms\n",
             1e3 * t->compute, 1e3 * t->pred_compute,
-            t->pred_compute > 0 ? t->compute / t->pred_compute : 0, 1e3 * t->wall,
-            1e3 * t->pred_step, t->pred_step > 0 ? t->wall / t->pred_step : 0);
+            t->pred_compute > 0 ? t->compute / t->pred_compute : 0, 1e3 * (t->wall - t->compute),
+            1e3 * t->pred_exposed);
+    fprintf(out,
+            "  step: measured %.1f ms, predicted %.1f ms (%.2f), the book's idealised %.1f ms "
+            "(%.2f) | predicted dominant term: compute %lld, bandwidth %lld, latency %lld steps\n",
+            1e3 * t->wall, 1e3 * t->pred_step, t->pred_step > 0 ? t->wall / t->pred_step : 0,
+            1e3 * t->book_step, t->book_step > 0 ? t->wall / t->book_step : 0,
+            (long long)t->dominant[0], (long long)t->dominant[1], (long long)t->dominant[2]);
     /* the book's thresholds with this machine's C (sgemm FLOP/s) and W (bidirectional link) */
     const cost_link *l = &r->link[k->data_axis >= 0 ? k->data_axis : 0];
     const double W = 2.0 * l->w_oneway, alpha = r->flops / W;

@@ -14,22 +14,28 @@ typedef struct report report;
  * (start → end of each call, summed), the fraction the caller did not spend blocked in it,
  *     overlap = 1 − exposed / transfer, clamped to [0, 1];
  * a blocking call hides nothing, a non-blocking one whose wait returns at once hides all of it.
- * The prediction follows the step model: non-blocking transfers hide behind ⅔ of the predicted
- * compute (the backward pass), shared among types in proportion to their predicted times. */
+ * The prediction follows the step's replay (report.c): the predicted time of the non-blocking
+ * transfers that their waits did not expose, shared among types in proportion to their
+ * predicted times. */
 typedef struct {
     double wall, compute, idle;
     double exposed[MESH_OP_COUNT]; /* seconds the caller was blocked in each collective type */
     double xfer[MESH_OP_COUNT];    /* seconds the transfers of each type ran (start → end) */
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT];
-    double pred_compute, pred_step;
+    double pred_compute, pred_step; /* the step's prediction (report.c): compute and step */
+    double pred_comm;               /* Σ predicted durations of the step's collectives */
+    double pred_exposed;            /* pred_step − pred_compute: predicted blocked time */
+    double book_step;     /* the book's idealised step: max(FLOPs at the peak, bf16 comm) */
+    const char *dominant; /* the predicted step's largest term: compute, bandwidth, latency */
     double overlap; /* over the collectives (not p2p) of the step; −1: no non-blocking call */
     double pred_overlap; /* the same, predicted */
 } step_split;
 
 typedef struct {
     int64_t steps;
-    double wall, compute, pred_compute, pred_step;
+    double wall, compute, pred_compute, pred_step, pred_exposed, book_step;
+    int64_t dominant[3]; /* steps whose predicted dominant term was compute, bandwidth, latency */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT], latency_calls[MESH_OP_COUNT];
     double exposed[MESH_OP_COUNT], xfer[MESH_OP_COUNT], pred[MESH_OP_COUNT];
     double pred_hidden[MESH_OP_COUNT]; /* predicted transfer time hidden behind compute */
@@ -39,9 +45,12 @@ typedef struct {
 /* 1 − exposed/xfer clamped to [0, 1] (0 when xfer is 0). */
 double report_overlap(double exposed, double xfer);
 
-/* Collective over: world. flops = this rank's measured sgemm FLOP/s. Link constants: emulated
- * ones when mesh_link_set/mesh_emulate gave them, else a ping-pong calibration per axis. */
+/* Collective over: world. flops = this rank's measured sgemm FLOP/s (the book's peak C). Link
+ * constants: emulated ones when mesh_link_set/mesh_emulate gave them, else a ping-pong
+ * calibration per axis. */
 report *report_create(mesh *m, double flops);
+/* Not collective. The predicted compute of a step (train/step/ktime.h), seconds. */
+void report_set_compute(report *r, double seconds);
 void report_destroy(report *r); /* accepts NULL */
 void report_step_begin(report *r);
 /* Collective over: world. flops_rank = the step's FLOPs on this rank. */

@@ -1,5 +1,5 @@
-/* par_plan: building the sharding plan from the flags, checking it against the mesh and the
- * model, and the geometry of every parameter on this rank.
+/* layout: the geometry of every parameter on this rank (local extents, TP slabs, ZeRO shards, the
+ * column packing collectives need), pure arithmetic on the plan's axis sizes and indices.
  *
  * How it works (the book's notation, X = the data axes, Y = the tensor axis):
  *   embed[V_Y, D_X]  attn_norm[L, D_X]  wq[L, D_X, (N·H)_Y]  wk,wv[L, D_X, (K·H)_Y]
@@ -41,9 +41,9 @@ float *par_layer_slot(struct par *p, float *buf, param_id id) {
     return buf + off;
 }
 
-static void local_extents(struct par *p) {
+void par_layout_extents(struct par *p) {
     const model_shape *s = &p->s;
-    par_local *lc = &p->loc;
+    model_extents *lc = &p->loc;
     const int64_t nY = p->nY, y = p->yi;
     lc->Nl = s->N / nY;
     lc->n0 = y * lc->Nl;
@@ -62,9 +62,9 @@ static void local_extents(struct par *p) {
     lc->d0 = y * lc->Dl;
 }
 
-static void geometry(struct par *p) {
+void par_layout_geometry(struct par *p) {
     const model_shape *s = &p->s;
-    const par_local *lc = &p->loc;
+    const model_extents *lc = &p->loc;
     const int64_t H = s->H;
     for (int id = 0; id < P_COUNT; id++) {
         param_info pi = model_param_info(s, (param_id)id);
@@ -144,271 +144,32 @@ param_slab par_shard_slab(const struct par *p, param_id id) {
     return native_slab(p, id, g->r0, g->R, g->c0 + p->xi * cn, cn);
 }
 
-void mpar_local(struct par *p, const model_shape *s, par_local *out) {
-    if (!p) {
-        mpar_local_full(s, out);
-        return;
-    }
+static void extents(void *ctx, const model_shape *s, model_extents *out) {
+    struct par *p = ctx;
+    (void)s;
     *out = p->loc;
 }
 
-void mpar_slab(struct par *p, const model_shape *s, param_id id, param_slab *out) {
-    if (!p) {
-        mpar_slab_full(s, id, out);
-        return;
-    }
+static void slab(void *ctx, const model_shape *s, param_id id, param_slab *out) {
+    struct par *p = ctx;
+    (void)s;
     *out = p->zero == 3 ? par_shard_slab(p, id) : par_tp_slab(p, id);
 }
 
-int mpar_model_has_grads(struct par *p) {
-    return !p || p->zero <= 1;
+static int has_grads(void *ctx) {
+    struct par *p = ctx;
+    return p->zero <= 1;
 }
 
-void mpar_stage(struct par *p, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
-    if (!p) {
-        *l0 = 0, *l1 = s->L, *nslots = 1;
-        return;
-    }
+static void stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+    struct par *p = ctx;
+    (void)s;
     *l0 = p->l0, *l1 = p->l1, *nslots = p->nslots;
 }
 
-/* ---------------------------------------------------------------- validation */
-
-static int check_div(char *err, size_t errlen, const char *what, int64_t n, const char *by,
-                     int64_t d) {
-    if (d > 0 && n % d == 0) return 0;
-    snprintf(err, errlen, "%s = %lld is not divisible by %s = %lld", what, (long long)n, by,
-             (long long)d);
-    return -1;
-}
-
-static int validate(struct par *p, const config *c, char *err, size_t errlen) {
-    const model_shape *s = &p->s;
-    mesh *m = p->m;
-    char buf[64];
-    int used[MESH_MAX_AXES] = {0};
-    for (int k = 0; k < p->dax.n; k++) used[p->dax.ax[k]]++;
-    if (p->pax.n) {
-        const int a = p->pax.ax[0];
-        if (used[a] || (p->tax.n && p->tax.ax[0] == a)) {
-            snprintf(err, errlen,
-                     "mesh axis %c is used twice: --pipeline shards the layers L_%c "
-                     "and cannot also shard the batch or the model's width",
-                     mesh_axis_name(m, a), mesh_axis_name(m, a) - 'a' + 'A');
-            return -1;
-        }
-        used[a]++;
-        snprintf(buf, sizeof buf, "|%c| (--pipeline)", mesh_axis_name(m, a));
-        if (check_div(err, errlen, "layers L", s->L, buf, p->nZ)) return -1;
-    }
-    if (p->tax.n) {
-        if (used[p->tax.ax[0]]) {
-            snprintf(err, errlen,
-                     "mesh axis %c is used twice: by --dp (batch B_%c) and by --tensor (D_%c, "
-                     "F_%c): one axis can shard only one dimension of a tensor",
-                     mesh_axis_name(m, p->tax.ax[0]), mesh_axis_name(m, p->tax.ax[0]),
-                     mesh_axis_name(m, p->tax.ax[0]), mesh_axis_name(m, p->tax.ax[0]));
-            return -1;
-        }
-        used[p->tax.ax[0]]++;
-    }
-    for (int a = 0; a < mesh_ndims(m); a++)
-        if (!used[a] && mesh_axis_size(m, a) > 1) {
-            snprintf(err, errlen,
-                     "mesh axis %c (size %d) is used by none of --dp, --tensor, --pipeline: "
-                     "every rank along it would repeat the same work; add it to --dp",
-                     mesh_axis_name(m, a), mesh_axis_size(m, a));
-            return -1;
-        }
-    if (p->zero > 0 && p->dax.n == 0)
-        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
-    if (p->nY > 1) {
-        snprintf(buf, sizeof buf, "|%c| (--tensor)", mesh_axis_name(m, p->tax.ax[0]));
-        if (check_div(err, errlen, "query heads N", s->N, buf, p->nY) ||
-            check_div(err, errlen, "d_ff F", s->F, buf, p->nY) ||
-            check_div(err, errlen, "vocabulary V", s->V, buf, p->nY) ||
-            check_div(err, errlen, "d_model D (residual In[B, D_Y])", s->D, buf, p->nY))
-            return -1;
-        if (s->K >= p->nY) {
-            if (check_div(err, errlen, "kv heads K", s->K, buf, p->nY)) return -1;
-        } else if (check_div(err, errlen, "tensor axis size", p->nY, "kv heads K", s->K)) {
-            return -1;
-        }
-    }
-    if (p->zero > 0) {
-        mesh_axes_str(m, p->dax, buf, sizeof buf);
-        char by[160];
-        snprintf(by, sizeof by, "|%s| (--dp, ZeRO shards D_%s)", buf, buf);
-        if (check_div(err, errlen, "d_model D", s->D, by, p->nX)) return -1;
-    }
-    (void)c;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- create / destroy */
-
-static float *zalloc(int64_t n) {
-    size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    float *q = aligned_alloc(64, bytes);
-    if (q) memset(q, 0, bytes);
-    return q;
-}
-
-static int alloc_buffers(struct par *p) {
-    const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
-    int64_t layer = 0, big = 0;
-    for (int id = 0; id < P_COUNT; id++) {
-        if (par_is_layer_param((param_id)id))
-            layer += pgeo_block(&p->g[id]);
-        else if (pgeo_block(&p->g[id]) > big)
-            big = pgeo_block(&p->g[id]);
-    }
-    p->layer_elems = layer;
-    int64_t packn = layer > big ? layer : big;
-    int ok = 1;
-    if (p->nY > 1) {
-        int64_t tp = BT * D > 3 * BT * p->nY ? BT * D : 3 * BT * p->nY;
-        if (p->s.V > tp) tp = p->s.V;
-        ok &= (p->tp_a = zalloc(tp)) != NULL;
-        ok &= (p->tp_b = zalloc(tp)) != NULL;
-        ok &= (p->kvx = zalloc(D * p->s.H * p->nY)) != NULL;
-    }
-    ok &= (p->pack = zalloc(packn)) != NULL;
-    if (p->zero >= 1) {
-        p->sh_total = 0;
-        for (int id = 0; id < P_COUNT; id++) {
-            p->sh_off[id] = p->sh_total;
-            p->sh_total += p->g[id].shard_n;
-        }
-        ok &= (p->sh_g = zalloc(p->sh_total)) != NULL;
-        int64_t most = 0;
-        for (int id = 0; id < P_COUNT; id++)
-            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
-        if (p->zero <= 2) ok &= (p->ustage = zalloc(most)) != NULL;
-    }
-    if (p->zero >= 2) {
-        for (int k = 0; k < 2; k++) {
-            ok &= (p->gbuf[k] = zalloc(layer)) != NULL;
-            ok &= (p->gout[k] = zalloc(layer / p->nX)) != NULL;
-        }
-        for (int id = 0; id < P_COUNT; id++)
-            if (!par_is_layer_param((param_id)id))
-                ok &= (p->ngbuf[id] = zalloc(pgeo_block(&p->g[id]))) != NULL;
-    }
-    if (p->zero == 3) {
-        for (int k = 0; k < 2; k++) {
-            ok &= (p->wbuf[k] = zalloc(layer)) != NULL;
-            ok &= (p->wstage[k] = zalloc(layer)) != NULL;
-            p->wlayer[k] = -1;
-        }
-        ok &= (p->ebuf = zalloc(pgeo_block(&p->g[P_EMBED]))) != NULL;
-        ok &= (p->hbuf_norm = zalloc(pgeo_block(&p->g[P_FINAL_NORM]))) != NULL;
-        ok &= (p->hbuf_un = zalloc(pgeo_block(&p->g[P_UNEMBED]))) != NULL;
-    }
-    return ok ? 0 : -1;
-}
-
-par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
-    *trivial = 0;
-    struct par *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->m = m;
-    p->cfg = *c;
-    p->s = c->shape;
-    p->zero = c->zero;
-    p->overlap = c->overlap;
-    p->alg = MESH_ALG_DEFAULT;
-    if (c->alg[0]) {
-        int a = mesh_alg_parse(c->alg);
-        if (a < 0) {
-            snprintf(err, errlen, "--alg %s: unknown algorithm (ring, bidir, seq, multi, mpi)",
-                     c->alg);
-            free(p);
-            return NULL;
-        }
-        p->alg = (mesh_alg)a;
-    }
-    const char *dp = c->data_axes;
-    char all[MESH_MAX_AXES + 1] = {0};
-    if (!dp[0]) { /* default: the batch over every axis that --tensor/--pipeline leave free */
-        int n = 0;
-        for (int a = 0; a < mesh_ndims(m); a++) {
-            const char name = mesh_axis_name(m, a);
-            if (c->tensor_axis[0] != name && c->pipe_axis[0] != name) all[n++] = name;
-        }
-        dp = all;
-    }
-    if (mesh_axes_parse(m, dp, &p->dax) != 0) {
-        snprintf(err, errlen, "--dp %s: not a list of distinct mesh axes", dp);
-        free(p);
-        return NULL;
-    }
-    if (mesh_axes_parse(m, c->tensor_axis, &p->tax) != 0 || p->tax.n > 1) {
-        snprintf(err, errlen, "--tensor %s: must name one mesh axis", c->tensor_axis);
-        free(p);
-        return NULL;
-    }
-    p->nX = mesh_axes_size(m, p->dax);
-    p->xi = mesh_axes_index(m, p->dax);
-    p->nY = mesh_axes_size(m, p->tax);
-    p->yi = mesh_axes_index(m, p->tax);
-    if (mesh_axes_parse(m, c->pipe_axis, &p->pax) != 0 || p->pax.n > 1) {
-        snprintf(err, errlen, "--pipeline %s: must name one mesh axis", c->pipe_axis);
-        free(p);
-        return NULL;
-    }
-    p->nZ = mesh_axes_size(m, p->pax);
-    p->zi = mesh_axes_index(m, p->pax);
-    if (validate(p, c, err, errlen) != 0) {
-        free(p);
-        return NULL;
-    }
-    if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
-        *trivial = 1;
-        free(p);
-        return NULL;
-    }
-    p->l0 = p->zi * (p->s.L / p->nZ);
-    p->l1 = p->l0 + p->s.L / p->nZ;
-    const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == 1 && M > p->nZ ? p->nZ : M);
-    if (p->nX == 1) p->zero = 0;
-    local_extents(p);
-    geometry(p);
-    int ok = alloc_buffers(p) == 0;
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        snprintf(err, errlen, "out of memory allocating the sharding buffers");
-        par_destroy(p);
-        return NULL;
-    }
-    return p;
-}
-
-void par_destroy(par *p) {
-    if (!p) return;
-    par_drain(p);
-    for (int k = 0; k < 2; k++) {
-        free(p->wbuf[k]);
-        free(p->wstage[k]);
-        free(p->gbuf[k]);
-        free(p->gout[k]);
-    }
-    for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
-    free(p->ebuf);
-    free(p->hbuf_norm);
-    free(p->hbuf_un);
-    free(p->ustage); /* (zero 3's sh_p is the model's storage) */
-    free(p->sh_g);
-    free(p->tp_a);
-    free(p->tp_b);
-    free(p->kvx);
-    free(p->pack);
-    free(p);
-}
-
-int64_t par_data_shards(const par *p) {
-    return p ? p->nX : 1;
-}
-int64_t par_data_index(const par *p) {
-    return p ? p->xi : 0;
+void par_layout_hooks(model_hooks *h) {
+    h->extents = extents;
+    h->slab = slab;
+    h->stage = stage;
+    h->has_grads = has_grads;
 }

@@ -1,36 +1,15 @@
-/* par: how the model is sharded over the mesh (the sharding plan) and the communication the
- * model's forward/backward pass needs at fixed points. model.c calls these hooks; with no plan
- * (single rank, or a mesh axis of size 1) they reduce to local copies and adds.
- *
- * Hook points, in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
- *  - resid_gather:    AllGather_Y In[B, D_Y] → In[B, D]            (before each sublayer)
- *  - partial_reduce:  ReduceScatter_Y Out[B, D]{U_Y} → Out[B, D_Y]  (after each sublayer)
- *  - layer weights:   AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
- *  - layer grads:     AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
- * Depends on mesh/, model.h. */
+/* par: how the model is sharded over the mesh (the sharding plan), the model's hook table for a
+ * sharded run (see model/hooks.h for the hook points), and the step-level communication the
+ * trainer needs. Every function accepts p == NULL, the single-rank run. Depends on mesh/ and on
+ * the model's public API (model.h, hooks.h); the model does not depend on it. */
 #ifndef MT_TRAIN_PAR_H
 #define MT_TRAIN_PAR_H
 #include <stdint.h>
 #include "mesh/mesh.h"
 #include "train/config/config.h"
-#include "train/model/model.h"
+#include "train/model/hooks.h"
 
 typedef struct par par;
-
-/* Local extents of the model on this rank (all equal to the global ones without TP). */
-typedef struct {
-    int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff, vocab held locally */
-    int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
-    int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
-} par_local;
-
-/* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered). */
-typedef struct {
-    const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
-} layer_w;
-typedef struct {
-    float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
-} layer_g;
 
 /* ---- plan lifetime and the step-level communication (trainer.c) ---- */
 /* Collective over: world. Builds the plan from the config's sharding flags on mesh m; returns
@@ -39,6 +18,9 @@ typedef struct {
  * (*trivial set to 1: run the single-rank path). */
 par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen);
 void par_destroy(par *p); /* accepts NULL */
+/* The hook table to create the model with (model_create): the single-rank table for p == NULL.
+ * Valid until par_destroy. */
+const model_hooks *par_model_hooks(par *p);
 /* Number of data shards (product of the data axes) and this rank's shard index. */
 int64_t par_data_shards(const par *p);
 int64_t par_data_index(const par *p);

@@ -1,5 +1,6 @@
-/* par_impl: the sharding plan's internals, shared by par_plan.c (building and printing the plan),
- * par.c (the model hooks) and par_step.c (gradient reduction, ownership, norms). Internal. */
+/* par_impl: the sharding plan's internals, shared by par.c (its lifetime), layout.c (geometry),
+ * layout_print.c (printing it) and the schemes: zero.c (data axes: ZeRO weights, gradient
+ * reduction, ownership, norms), tensor.c (tensor axis), pipeline.c (pipeline axis). Internal. */
 #ifndef MT_TRAIN_PAR_IMPL_H
 #define MT_TRAIN_PAR_IMPL_H
 #include "mesh/coll.h"
@@ -39,7 +40,8 @@ struct par {
     int nslots;     /* activation slots: micro-batches in flight on this stage */
     int zero, overlap;
     mesh_alg alg;
-    par_local loc;
+    model_extents loc;
+    model_hooks hooks; /* the table par_model_hooks returns, ctx = this plan */
     pgeo g[P_COUNT];
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
      * param's shard contiguous, block-major. */
@@ -77,6 +79,15 @@ int par_is_layer_param(param_id id);
 /* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
 param_slab par_tp_slab(const struct par *p, param_id id);
 param_slab par_shard_slab(const struct par *p, param_id id);
+/* The layout (layout.c): this rank's local extents (p->loc), then every parameter's geometry
+ * (p->g), from the axes' sizes and indices and the stage's layers. */
+void par_layout_extents(struct par *p);
+void par_layout_geometry(struct par *p);
+/* Each module's entries of the model's hook table (layout.c, zero.c, tensor.c, pipeline.c). */
+void par_layout_hooks(model_hooks *h);
+void par_zero_hooks(model_hooks *h);
+void par_tensor_hooks(model_hooks *h);
+void par_pipeline_hooks(model_hooks *h);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */
 void par_drain(struct par *p);
 void par_drain_upto(struct par *p, int count);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/model/hooks.h"
+#include "train/parallel/par_impl.h"
 #include "train/observe/trace.h"
 
 int pipe_actions(int schedule, int64_t P, int64_t s, int64_t M, pipe_action *out) {
@@ -214,4 +214,28 @@ void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out) {
     }
 done:
     free(acts), free(fdone), free(bdone), free(next), free(free_at), free(grid);
+}
+
+/* ---------------------------------------------------------------- the model's hooks outside a
+ * training step (sampling) */
+
+static void stage_recv(void *ctx, float *x, int64_t n) {
+    struct par *p = ctx;
+    if (p->nZ > 1) mesh_recv(p->m, p->pax.ax[0], -1, x, n);
+}
+
+static void stage_send(void *ctx, const float *x, int64_t n) {
+    struct par *p = ctx;
+    if (p->nZ > 1) mesh_p2p_wait(mesh_isend(p->m, p->pax.ax[0], +1, x, n));
+}
+
+static void pipe_share_last(void *ctx, float *x, int64_t n) {
+    struct par *p = ctx;
+    if (p->nZ > 1) mesh_all_reduce(p->m, p->pax, x, x, n, p->alg);
+}
+
+void par_pipeline_hooks(model_hooks *h) {
+    h->stage_recv = stage_recv;
+    h->stage_send = stage_send;
+    h->pipe_share_last = pipe_share_last;
 }

@@ -1,4 +1,8 @@
-/* par_step: gradients and the optimizer's view of a sharded run.
+/* zero: data parallelism and ZeRO-1/2/3 over the data axes X, as the model's hooks (weights and
+ * gradient slots, reductions) and the optimizer's view of a sharded run.
+ *
+ * ZeRO-3 (FSDP) weights: AllGather_X of a layer's shards just in time, into one of two slots
+ * (prefetched with --overlap); the non-layer weights are gathered when used.
  *
  * Per layer, once its backward is done (the book's dW{U_X}):
  *   tensor axis: norm-gain gradients are partial sums over Y (each rank saw only its heads / its
@@ -153,8 +157,8 @@ static void reduce_layer(struct par *p, model *m, int64_t l) {
     p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
 }
 
-void mpar_layer_grads_done(struct par *p, model *m, int64_t l) {
-    if (!p) return;
+static void layer_grads_done(void *ctx, model *m, int64_t l) {
+    struct par *p = ctx;
     if (p->zero >= 2 || last_micro(p)) tp_fix_layer(p, m, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
     if (p->nX > 1) reduce_layer(p, m, l);
 }
@@ -181,15 +185,127 @@ static void nonlayer_done(struct par *p, model *m, param_id id) {
     }
 }
 
-void mpar_head_grads_done(struct par *p, model *m) {
-    if (!p) return;
+static void head_grads_done(void *ctx, model *m) {
+    struct par *p = ctx;
     nonlayer_done(p, m, P_UNEMBED);
     nonlayer_done(p, m, P_FINAL_NORM);
 }
 
-void mpar_embed_grads_done(struct par *p, model *m) {
-    if (!p) return;
+static void embed_grads_done(void *ctx, model *m) {
+    struct par *p = ctx;
     nonlayer_done(p, m, P_EMBED);
+}
+
+/* ---------------------------------------------------------------- ZeRO-3 weight gathers */
+
+/* Starts (or runs) the gathers of layer l's shards into slot k. */
+static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
+    for (int id = 0; id < P_COUNT; id++) {
+        if (!par_is_layer_param((param_id)id)) continue;
+        const pgeo *g = &p->g[id];
+        const int64_t cnt = pgeo_block(g) / p->nX;
+        const float *src = p->sh_p + p->sh_off[id] + (l - p->l0) * cnt;
+        float *dst = par_layer_slot(p, g->zdim ? p->wstage[k] : p->wbuf[k], (param_id)id);
+        if (async)
+            p->wreq[k][id] = mesh_iall_gather(p->m, p->dax, dst, src, cnt, p->alg);
+        else
+            mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
+    }
+    p->wlayer[k] = l;
+}
+
+static void gather_layer_finish(struct par *p, int k) {
+    for (int id = 0; id < P_COUNT; id++) {
+        mesh_wait(p->wreq[k][id]);
+        p->wreq[k][id] = NULL;
+    }
+    for (int id = 0; id < P_COUNT; id++) {
+        const pgeo *g = &p->g[id];
+        if (!par_is_layer_param((param_id)id) || !g->zdim) continue;
+        par_unpack_cols(par_layer_slot(p, p->wbuf[k], (param_id)id),
+                        par_layer_slot(p, p->wstage[k], (param_id)id), g->R, g->C, p->nX);
+    }
+}
+
+static layer_w layer_weights(void *ctx, model *m, int64_t l, int dir) {
+    struct par *p = ctx;
+    if (p->zero < 3) return model_layer_weights_local(m, l);
+    const int k = (int)(l % 2);
+    if (p->wlayer[k] != l) {
+        for (int id = 0; id < P_COUNT; id++) mesh_wait(p->wreq[k][id]), p->wreq[k][id] = NULL;
+        gather_layer_start(p, l, k, 0);
+        gather_layer_finish(p, k);
+    } else if (p->wpending[k]) {
+        gather_layer_finish(p, k);
+    }
+    p->wpending[k] = 0;
+    const int64_t next = l + dir;
+    if (p->overlap && next >= p->l0 && next < p->l1 && p->wlayer[1 - k] != next)
+        gather_layer_start(p, next, 1 - k, 1), p->wpending[1 - k] = 1;
+    layer_w w;
+    const float *b = p->wbuf[k];
+    w.attn_norm = par_layer_slot(p, (float *)b, P_ATTN_NORM);
+    w.wq = par_layer_slot(p, (float *)b, P_WQ);
+    w.wk = par_layer_slot(p, (float *)b, P_WK);
+    w.wv = par_layer_slot(p, (float *)b, P_WV);
+    w.wo = par_layer_slot(p, (float *)b, P_WO);
+    w.mlp_norm = par_layer_slot(p, (float *)b, P_MLP_NORM);
+    w.w_gate = par_layer_slot(p, (float *)b, P_W_GATE);
+    w.w_up = par_layer_slot(p, (float *)b, P_W_UP);
+    w.w_down = par_layer_slot(p, (float *)b, P_W_DOWN);
+    return w;
+}
+
+static void layer_release(void *ctx, model *m, int64_t l) {
+    (void)ctx, (void)m, (void)l; /* slots are recycled two layers later */
+}
+
+static float *nonlayer_buf(struct par *p, param_id id) {
+    return id == P_EMBED ? p->ebuf : id == P_FINAL_NORM ? p->hbuf_norm : p->hbuf_un;
+}
+
+static const float *weight(void *ctx, model *m, param_id id) {
+    struct par *p = ctx;
+    if (p->zero < 3) return model_param(m, id, NULL);
+    float *dst = nonlayer_buf(p, id);
+    const pgeo *g = &p->g[id];
+    const int64_t cnt = pgeo_block(g) / p->nX;
+    const float *src = p->sh_p + p->sh_off[id];
+    if (g->zdim) {
+        mesh_all_gather(p->m, p->dax, p->pack, src, cnt, p->alg);
+        par_unpack_cols(dst, p->pack, g->R, g->C, p->nX);
+    } else {
+        mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
+    }
+    return dst;
+}
+
+/* ---------------------------------------------------------------- gradient slots */
+
+static layer_g layer_grads(void *ctx, model *m, int64_t l) {
+    struct par *p = ctx;
+    if (p->zero < 2) return model_layer_grads_local(m, l);
+    const int k = (int)(l % 2);
+    par_drain_upto(p, p->slot_pend[k]); /* the slot's previous reductions must be complete */
+    float *b = p->gbuf[k];
+    memset(b, 0, (size_t)p->layer_elems * sizeof(float));
+    layer_g g;
+    g.attn_norm = par_layer_slot(p, b, P_ATTN_NORM);
+    g.wq = par_layer_slot(p, b, P_WQ);
+    g.wk = par_layer_slot(p, b, P_WK);
+    g.wv = par_layer_slot(p, b, P_WV);
+    g.wo = par_layer_slot(p, b, P_WO);
+    g.mlp_norm = par_layer_slot(p, b, P_MLP_NORM);
+    g.w_gate = par_layer_slot(p, b, P_W_GATE);
+    g.w_up = par_layer_slot(p, b, P_W_UP);
+    g.w_down = par_layer_slot(p, b, P_W_DOWN);
+    return g;
+}
+
+static float *grad(void *ctx, model *m, param_id id) {
+    struct par *p = ctx;
+    if (p->zero < 2) return model_grad(m, id, NULL);
+    return p->ngbuf[id];
 }
 
 /* ---------------------------------------------------------------- step level */
@@ -300,8 +416,9 @@ int64_t par_state_size(par *p, model *m) {
     return p->sh_total;
 }
 
-void mpar_model_ready(struct par *p, model *m) {
-    if (p && p->zero == 3) p->sh_p = model_params_flat(m, NULL); /* the model stores the shards */
+static void ready(void *ctx, model *m) {
+    struct par *p = ctx;
+    if (p->zero == 3) p->sh_p = model_params_flat(m, NULL); /* the model stores the shards */
 }
 
 void par_after_update(par *p, model *m) {
@@ -345,4 +462,16 @@ double par_pipe_mean(par *p, double v) {
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
     return par_data_mean(p, allsum(p, p->pax, v));
+}
+
+void par_zero_hooks(model_hooks *h) {
+    h->ready = ready;
+    h->layer_weights = layer_weights;
+    h->layer_release = layer_release;
+    h->weight = weight;
+    h->layer_grads = layer_grads;
+    h->grad = grad;
+    h->layer_grads_done = layer_grads_done;
+    h->head_grads_done = head_grads_done;
+    h->embed_grads_done = embed_grads_done;
 }

@@ -10,8 +10,10 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "mesh/link.h"
-#include "train/parallel/pipeline.h"
+#include "train/model/hooks.h"
 #include "train/observe/trace.h"
+#include "train/parallel/pipeline.h"
+#include "train/step/ktime.h"
 
 struct trainer {
     config c;
@@ -30,7 +32,33 @@ struct trainer {
     int emulated;
     pipe *pp; /* pipelining: the schedule driver (NULL without --pipeline) */
     pipe_stats pst;
+    mesh_wire wire;   /* --comm-dtype, in force during this trainer's steps */
+    ktime_step ktime; /* the predicted compute of a step */
 };
+
+/* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
+static int measure_compute(trainer *t) {
+    const model_extents *lc = model_extents_of(t->mod);
+    int64_t l0, l1, P = 1, stage = 0;
+    int pax = -1;
+    model_stage(t->mod, &l0, &l1);
+    par_pipe_axis(t->plan, &pax, &P, &stage);
+    const model_shape *s = &t->c.shape;
+    const ktime_shape ks = {.L = l1 - l0,
+                            .D = s->D,
+                            .H = s->H,
+                            .T = s->T,
+                            .Nl = lc->Nl,
+                            .Kl = lc->Kl,
+                            .Fl = lc->Fl,
+                            .Vl = lc->Vl,
+                            .seqs = t->Bl,
+                            .micro = t->n_micro,
+                            .params = t->n_state,
+                            .last = stage == P - 1};
+    mesh_agree(mesh_world_comm(t->mesh), 0);
+    return ktime_measure(&ks, 1e-3, &t->ktime);
+}
 
 double trainer_lr(const config *c, int64_t step) {
     if (c->warmup > 0 && step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
@@ -78,7 +106,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->Bl = c->micro_batch / shards;
     t->n_micro = c->batch / c->micro_batch;
     t->row0 = idx * t->B_loc;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, plan);
+    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(plan));
     int ok = t->mod != NULL;
     if (ok) {
         t->n_state = par_state_size(plan, t->mod);
@@ -122,7 +150,14 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         t->emu = em;
         t->emulated = 1;
     }
+    t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
+    if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
+        snprintf(err, errlen, "out of memory timing the kernels (try a smaller --micro-batch)");
+        trainer_destroy(t);
+        return NULL;
+    }
     t->rep = report_create(m, t->flops);
+    report_set_compute(t->rep, t->ktime.total);
     return t;
 }
 
@@ -196,6 +231,8 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 }
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
+    const mesh_wire wire = mesh_get_wire(t->mesh);
+    mesh_set_wire(t->mesh, t->wire);
     const double t0 = mesh_now();
     report_step_begin(t->rep);
     trace_begin(TRACE_STEP, step);
@@ -240,9 +277,12 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
         model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
     report_step_end(t->rep, flops_rank, &st->split);
     trace_end(TRACE_STEP);
+    mesh_set_wire(t->mesh, wire);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
+    const mesh_wire wire = mesh_get_wire(t->mesh);
+    mesh_set_wire(t->mesh, t->wire);
     const int64_t T1 = t->c.shape.T + 1;
     trace_begin(TRACE_EVAL, 0);
     double loss = 0.0;
@@ -254,6 +294,7 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
         loss = par_data_mean(t->plan, loss / (double)t->n_micro);
     }
     trace_end(TRACE_EVAL);
+    mesh_set_wire(t->mesh, wire);
     return loss;
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Generation with a KV cache: meshtrain generate --bench beside the same model in PyTorch 1.13
+# (bench/torch_infer.py), one rank and one BLAS/torch thread, at batch 1 and at a batch past
+# B_crit, alternating round by round so that both see the same machine; then meshtrain's decode
+# batch sweep (the roofline) as CSV and a gnuplot SVG.
+# Model L=8 D=512 N=K=8 H=64 F=1408 V=256 (fp32, 103 MB of weights: far beyond the caches),
+# prompts of 64 random tokens, 32 decode steps. Each run reports its prefill time and its median
+# decode step; the table gives the minimum and the median of those over ROUNDS rounds.
+#
+# usage: bench/infer_bench.sh [BUILD_DIR]
+# env:   ROUNDS=5 BIG=16 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3
+#        DOCS=docs (infer_roofline.csv / .svg written there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-5}
+BIG=${BIG:-16}
+SWEEP=${SWEEP:-1,2,4,8,16,32,64}
+OUT=${OUT:-bench/infer_results.md}
+DOCS=${DOCS:-docs}
+PYTHON=${PYTHON:-/usr/bin/python3}
+MT="$BUILD/meshtrain"
+[ -x "$MT" ] || { echo "infer_bench: $MT not found; build first" >&2; exit 2; }
+"$PYTHON" -c "import torch" 2>/dev/null ||
+  { echo "infer_bench: $PYTHON cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"
+P=64 STEPS=32
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+minimum() { sort -g | head -1; }
+declare -A val
+add() { val[$1]="${val[$1]:-} $2"; }
+
+for r in $(seq "$ROUNDS"); do
+  out=$("$MT" generate --bench $MODEL --seq-len $((P + STEPS + 1)) --bench-prompt $P \
+    --tokens $((STEPS + 1)) --bench-batches "1,$BIG" 2>&1)
+  while read -r b pre _ med; do
+    add "mt_pre_$b" "$pre"
+    add "mt_dec_$b" "$med"
+  done < <(awk '$4 == "decode:" {print $1, $2, $5, $6}' <<<"$out")
+  grep -q '^B_crit' <<<"$out" && echo "round $r meshtrain: $(grep '^B_crit' <<<"$out")"
+  for b in 1 "$BIG"; do
+    line=$(cd bench && "$PYTHON" torch_infer.py $MODEL --prompt $P --steps $STEPS --batch "$b")
+    add "pt_pre_$b" "$(sed -n 's/.*prefill ms \([0-9.]*\).*/\1/p' <<<"$line")"
+    add "pt_dec_$b" "$(sed -n 's/.*ms\/step median \([0-9.]*\).*/\1/p' <<<"$line")"
+  done
+  echo "round $r: meshtrain decode B=1 ${val[mt_dec_1]##* } ms, torch ${val[pt_dec_1]##* } ms"
+done
+
+stat() { # stat KEY: "median / min"
+  printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
+    "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
+}
+ratio() { # ratio A B: median(B) / median(A) (how many times faster A is)
+  awk -v a="$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
+    -v b="$(tr ' ' '\n' <<<"${val[$2]}" | grep . | median)" 'BEGIN {printf "%.2f", b / a}'
+}
+{
+  echo "Generation with a KV cache, one rank, one thread, $ROUNDS alternating rounds"
+  echo "(median / min over the rounds of each run's median decode step; prefill = TTFT of the batch)."
+  echo "Model: $MODEL, prompt $P, $STEPS decode steps. $(date -u +%Y-%m-%d), $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  echo "| phase | batch | meshtrain ms (median / min) | PyTorch 1.13 ms (median / min) | speed-up |"
+  echo "|---|---|---|---|---|"
+  for b in 1 "$BIG"; do
+    echo "| prefill ($P tokens each) | $b | $(stat mt_pre_$b) | $(stat pt_pre_$b) | $(ratio mt_pre_$b pt_pre_$b)x |"
+    echo "| decode step | $b | $(stat mt_dec_$b) | $(stat pt_dec_$b) | $(ratio mt_dec_$b pt_dec_$b)x |"
+  done
+} | tee "$OUT"
+
+# the roofline sweep: CSV + SVG
+mkdir -p "$DOCS"
+"$MT" generate --bench $MODEL --seq-len $((P + STEPS + 1)) --bench-prompt $P \
+  --tokens $((STEPS + 1)) --bench-batches "$SWEEP" --csv "$DOCS/infer_roofline.csv" 2>&1 |
+  tee -a "$OUT"
+if command -v gnuplot >/dev/null; then
+  gnuplot <<GP
+set terminal svg size 760,460 font "sans,12"
+set output "$DOCS/infer_roofline.svg"
+set datafile separator ","
+set key top left
+set logscale xy 2
+set xlabel "decode batch B (sequences)"
+set ylabel "decode step (ms)"
+set title "Decode on the roofline: L=8 D=512 fp32, one rank"
+plot "$DOCS/infer_roofline.csv" using 1:3 skip 1 with linespoints lw 2 title "measured (min)", \
+     "" using 1:4 skip 1 with linespoints lw 1 dt 2 title "measured (median)", \
+     "" using 1:5 skip 1 with lines lw 2 title "book: B·KV/BW + max(2BP/C, P_bytes/BW)", \
+     "" using 1:6 skip 1 with lines lw 1 dt 3 title "memory term (KV + weights)/BW", \
+     "" using 1:7 skip 1 with lines lw 1 dt 4 title "FLOP term B·KV/BW + 2BP/C"
+GP
+  echo "wrote $DOCS/infer_roofline.svg"
+else
+  echo "gnuplot not found (apt-get install gnuplot-nox): no SVG" >&2
+fi

@@ -1,0 +1,194 @@
+/* simpod-platform: writes a SimGrid platform (and the matching host file) for a slice of the
+ * chip table's TPUs, so that SMPI simulates meshtrain's mesh on the chip's interconnect. Runs on
+ * the host (not under smpirun); bench/simpod calls it.
+ *
+ *   simpod-platform --chip v5p --topology 8x8x8 --platform OUT.xml --hostfile OUT.hosts
+ *
+ * The slice. One simulated host per chip, named chip-<rank>, listed in rank order in the host
+ * file, so that smpirun puts rank r on chip r. Rank ↔ coordinates follow mesh/mesh.h: the axes of
+ * --topology are the mesh's x, y, z in that order and the LAST varies fastest.
+ *
+ * The links (mesh/cost.c's table): every pair of neighbours on an axis is joined by one link per
+ * direction (full duplex) of the chip's one-way ICI bandwidth and T_min of latency per hop; an
+ * axis has its wraparound link when the chip's rule gives it one (cost_axis_wraps: v5p wraps
+ * every axis of a slice of whole 4x4x4 cubes, v5e/v6e only an axis of 16, ...). A slice that
+ * wraps on every axis is SimGrid's TORUS cluster (routes computed, fast for thousands of chips);
+ * one with an open axis is an explicit graph of the same links, routed by shortest path
+ * (Dijkstra). Each chip computes at the chip's bf16 peak (for simulated compute, SMPI_SAMPLE or
+ * smpi_execute_flops).
+ *
+ * The network model. bench/simpod runs smpirun with --cfg=network/model:CM02 (a link moves bytes
+ * at exactly its bandwidth after its latency: no TCP-like bandwidth or latency factors, which the
+ * default SMPI model applies) and network/crosstraffic:0 (no simulated acknowledgements in the
+ * reverse direction, which would share the other direction of a full-duplex link). A transfer of
+ * b bytes over one link then takes T_min + b / W_ici_oneway, as tests/smpi checks.
+ *
+ * On stdout: the mesh to run on this platform, as KEY=VALUE lines for the shell:
+ *   ranks=512  mesh=x=8,y=8,z=8  open=   (open: the axes without wraparound, for --open) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/cost.h"
+
+static void usage(void) {
+    fprintf(stderr, "usage: simpod-platform --chip v3|v4p|v5e|v5p|v6e --topology AxB[xC] "
+                    "--platform OUT.xml --hostfile OUT.hosts\n");
+}
+
+static int parse_topology(const char *s, int *sizes) {
+    int n = 0;
+    const char *p = s;
+    while (*p && n < COST_MAX_AXES) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 4096) return -1;
+        sizes[n++] = (int)v;
+        if (*end == 0) return n;
+        if (*end != 'x') return -1;
+        p = end + 1;
+    }
+    return -1;
+}
+
+/* Rank of the chip at coordinates c (last axis fastest, as mesh/mesh.h). */
+static int rank_of(const int *c, const int *sizes, int n) {
+    int r = 0;
+    for (int k = 0; k < n; k++) r = r * sizes[k] + c[k];
+    return r;
+}
+
+static void coords_of(int r, int *c, const int *sizes, int n) {
+    for (int k = n - 1; k >= 0; k--) c[k] = r % sizes[k], r /= sizes[k];
+}
+
+static void write_header(FILE *f) {
+    fprintf(f, "<?xml version='1.0'?>\n"
+               "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+               "<platform version=\"4.1\">\n");
+}
+
+/* Every axis wraps: SimGrid's TORUS cluster. Its topo_parameters list the FIRST-varying
+ * dimension first, so the mesh's axes go in reverse; axes of 1 are left out. */
+static void write_torus(FILE *f, const cost_chip *chip, const int *sizes, int n, int N) {
+    char topo[64] = "";
+    for (int k = n - 1; k >= 0; k--) {
+        if (sizes[k] == 1) continue;
+        char part[16];
+        snprintf(part, sizeof part, "%s%d", topo[0] ? "," : "", sizes[k]);
+        strncat(topo, part, sizeof topo - strlen(topo) - 1);
+    }
+    fprintf(f,
+            "  <zone id=\"world\" routing=\"Full\">\n"
+            "    <cluster id=\"slice\" topology=\"TORUS\" topo_parameters=\"%s\" prefix=\"chip-\" "
+            "suffix=\"\" radical=\"0-%d\" speed=\"%.6gf\" bw=\"%.6gBps\" lat=\"%.6gs\" "
+            "sharing_policy=\"SPLITDUPLEX\" loopback_bw=\"1e15Bps\" loopback_lat=\"0s\"/>\n"
+            "  </zone>\n",
+            topo, N - 1, chip->flops_bf16, chip->ici_oneway, chip->hop_latency);
+}
+
+/* Some axis is open: the links one by one, one per direction, routed by shortest path. */
+static void write_graph(FILE *f, const cost_chip *chip, const int *sizes, const int *wraps, int n,
+                        int N) {
+    fprintf(f, "  <zone id=\"world\" routing=\"DijkstraCache\">\n");
+    for (int r = 0; r < N; r++)
+        fprintf(f, "    <host id=\"chip-%d\" speed=\"%.6gf\"/>\n", r, chip->flops_bf16);
+    for (int pass = 0; pass < 2; pass++) /* links, then routes */
+        for (int r = 0; r < N; r++) {
+            int c[COST_MAX_AXES];
+            coords_of(r, c, sizes, n);
+            for (int k = 0; k < n; k++)
+                for (int dir = -1; dir <= 1; dir += 2) {
+                    int d[COST_MAX_AXES];
+                    memcpy(d, c, sizeof d);
+                    d[k] += dir;
+                    if (d[k] < 0 || d[k] >= sizes[k]) {
+                        if (!wraps[k]) continue;
+                        d[k] = (d[k] + sizes[k]) % sizes[k];
+                    }
+                    const int s = rank_of(d, sizes, n);
+                    if (s == r || (sizes[k] == 2 && dir > 0 && wraps[k])) continue;
+                    if (pass == 0)
+                        fprintf(f,
+                                "    <link id=\"l%d-%d\" bandwidth=\"%.6gBps\" "
+                                "latency=\"%.6gs\"/>\n",
+                                r, s, chip->ici_oneway, chip->hop_latency);
+                    else
+                        fprintf(f,
+                                "    <route src=\"chip-%d\" dst=\"chip-%d\" symmetrical=\"NO\">"
+                                "<link_ctn id=\"l%d-%d\"/></route>\n",
+                                r, s, r, s);
+                }
+        }
+    fprintf(f, "  </zone>\n");
+}
+
+int main(int argc, char **argv) {
+    const char *chipname = NULL, *topology = NULL, *platform = NULL, *hostfile = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--chip"))
+            chipname = argv[i + 1];
+        else if (!strcmp(argv[i], "--topology"))
+            topology = argv[i + 1];
+        else if (!strcmp(argv[i], "--platform"))
+            platform = argv[i + 1];
+        else if (!strcmp(argv[i], "--hostfile"))
+            hostfile = argv[i + 1];
+        else {
+            usage();
+            fprintf(stderr, "simpod-platform: error: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (argc % 2 == 0 || !chipname || !topology || !platform || !hostfile) {
+        usage();
+        return 2;
+    }
+    const cost_chip *chip = cost_chip_find(chipname);
+    if (!chip) {
+        fprintf(stderr, "simpod-platform: error: unknown chip '%s' (v3, v4p, v5e, v5p, v6e)\n",
+                chipname);
+        return 2;
+    }
+    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], n = parse_topology(topology, sizes), N = 1;
+    char err[256];
+    if (n < 0) {
+        fprintf(stderr, "simpod-platform: error: --topology '%s': expected sizes like 4x4x4\n",
+                topology);
+        return 2;
+    }
+    if (cost_topology_check(chip, sizes, n, err, sizeof err) < 0) {
+        fprintf(stderr, "simpod-platform: error: --topology %s: %s\n", topology, err);
+        return 2;
+    }
+    int all_wrap = 1;
+    for (int k = 0; k < n; k++) {
+        N *= sizes[k];
+        wraps[k] = cost_axis_wraps(chip, sizes, n, k);
+        if (sizes[k] > 1 && !wraps[k]) all_wrap = 0;
+    }
+    FILE *f = fopen(platform, "w"), *h = fopen(hostfile, "w");
+    if (!f || !h) {
+        fprintf(stderr, "simpod-platform: error: cannot write %s\n", !f ? platform : hostfile);
+        return 2;
+    }
+    write_header(f);
+    if (all_wrap && N > 1)
+        write_torus(f, chip, sizes, n, N);
+    else
+        write_graph(f, chip, sizes, wraps, n, N);
+    fprintf(f, "</platform>\n");
+    for (int r = 0; r < N; r++) fprintf(h, "chip-%d\n", r);
+    if (fclose(f) || fclose(h)) {
+        fprintf(stderr, "simpod-platform: error: cannot write %s\n", platform);
+        return 2;
+    }
+    const char names[] = "xyz";
+    printf("ranks=%d\nmesh=", N);
+    for (int k = 0; k < n; k++) printf("%s%c=%d", k ? "," : "", names[k], sizes[k]);
+    printf("\nopen=");
+    for (int k = 0; k < n; k++)
+        if (sizes[k] > 2 && !wraps[k]) printf("%c", names[k]);
+    printf("\n");
+    return 0;
+}

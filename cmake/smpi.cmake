@@ -1,0 +1,64 @@
+# The SMPI build: mesh/ and the programs that need only it (meshbench), compiled with SimGrid's
+# smpicc, to run as simulated ranks under smpirun (bench/simpod). Use a build tree of its own:
+#   cmake -S . -B build-smpi -DMESHTRAIN_SMPI=ON && cmake --build build-smpi
+# Included twice from the top CMakeLists.txt: before project() it picks smpicc as the C compiler
+# (MT_SMPI_PHASE = compiler); after it (MT_SMPI_PHASE = targets) it defines the targets. Where
+# SimGrid is not installed the tree configures with nothing to build and says so.
+#
+# What the SMPI build leaves out or replaces (docs/simpod.md says why):
+#  - non-blocking collectives run when started, on the caller's thread (no progress thread: a
+#    simulated rank may call MPI from its own actor only);
+#  - link emulation (--emulate, --link) is off: the simulated platform's links are the links;
+#  - the watchdog thread is off;
+#  - HDF5, BLAS and train/ are not built.
+if(MT_SMPI_PHASE STREQUAL "compiler")
+  find_program(MT_SMPICC smpicc)
+  find_program(MT_SMPIRUN smpirun)
+  if(MT_SMPICC AND MT_SMPIRUN)
+    set(CMAKE_C_COMPILER ${MT_SMPICC} CACHE FILEPATH "SimGrid's smpicc" FORCE)
+    set(MT_SMPI_FOUND TRUE)
+  else()
+    set(MT_SMPI_FOUND FALSE)
+  endif()
+  return()
+endif()
+
+if(NOT MT_SMPI_FOUND)
+  message(WARNING "MESHTRAIN_SMPI=ON but SimGrid's smpicc/smpirun were not found: nothing to "
+                  "build in this tree (Debian 12: apt-get install libsimgrid-dev)")
+  return()
+endif()
+message(STATUS "SMPI build with ${MT_SMPICC}; run the programs with bench/simpod")
+
+# smpicc supplies SMPI's mpi.h and links libsimgrid: MPI::MPI_C carries only the marker that
+# switches mesh/ to its SMPI variants.
+add_library(MPI::MPI_C INTERFACE IMPORTED)
+set_target_properties(MPI::MPI_C PROPERTIES INTERFACE_COMPILE_DEFINITIONS MESHTRAIN_SMPI=1)
+add_subdirectory(mesh)
+
+add_executable(meshbench bench/meshbench.c)
+target_link_libraries(meshbench PRIVATE mt_mesh)
+mt_target_warnings(meshbench)
+
+# The platform generator runs on the host, not in the simulator: it is built with the host's C
+# compiler (an smpicc output is a shared object that only smpirun loads). It reads the chip table
+# of mesh/cost.c, so the simulated links are the cost model's.
+find_program(MT_HOST_CC NAMES cc gcc REQUIRED)
+add_custom_command(
+  OUTPUT ${PROJECT_BINARY_DIR}/simpod-platform
+  COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
+          ${PROJECT_SOURCE_DIR}/bench/simpod_platform.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
+          -o ${PROJECT_BINARY_DIR}/simpod-platform
+  DEPENDS ${PROJECT_SOURCE_DIR}/bench/simpod_platform.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
+          ${PROJECT_SOURCE_DIR}/mesh/cost.h
+  COMMENT "Building the host tool simpod-platform")
+add_custom_target(simpod_platform ALL DEPENDS ${PROJECT_BINARY_DIR}/simpod-platform)
+
+# The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, and the
+# simulated links against the chip table.
+foreach(t mesh/test_coll smpi/test_simlink)
+  get_filename_component(name ${t} NAME)
+  add_executable(${name} tests/${t}.c)
+  target_link_libraries(${name} PRIVATE mt_mesh)
+  mt_target_warnings(${name})
+endforeach()
