@@ -11,16 +11,24 @@ copy of the cache), greedy. No autograd (torch.inference_mode), one thread by de
 usage: torch_infer.py --batch B [--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408
                       --vocab 256 --prompt 64 --steps 32 --threads 1 --rounds 1]
 prints, per round: "torch infer | B b | prefill ms X | decode ms/step median M min m | ..."
+
+       torch_infer.py --check CKPT.h5 --prompts FILE --texts OUT --tokens N
+checks `meshtrain generate --ckpt CKPT.h5 --prompts FILE --tokens N --temperature 0` (its stdout
+in OUT: each prompt, its N new bytes, a newline) with this cache path on the same parameters:
+each prompt alone, teacher-forced with meshtrain's tokens, every token must be PyTorch's argmax
+or within TOL = 1e-4·(1 + max |logit|) of it (a near tie rounded the other way). Prints
+"check | N tokens, A exact argmax, worst gap G (tolerance T)" and exits 1 on failure.
 """
 import argparse
 import math
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F_
 
-from torch_ref import Model, rmsnorm
+from torch_ref import NAMES, Model, load_params, rmsnorm
 
 
 def rope_at(x, cos, sin):
@@ -77,14 +85,58 @@ def run(args, model):
     return prefill, statistics.median(secs), min(secs)
 
 
+def check(args):
+    a, params = load_params(args.check)
+    model = Model(a["layers"], a["d_model"], a["heads"], a["kv_heads"], a["head_dim"], a["d_ff"],
+                  a["vocab"], a["seq_len"] + args.tokens + 1)
+    for n in NAMES:
+        getattr(model, n).data.copy_(params[n])
+    prompts = [ln.rstrip(b"\r") for ln in open(args.prompts, "rb").read().split(b"\n") if ln]
+    out = open(args.texts, "rb").read()
+    pos, n_tok, exact, worst, bad = 0, 0, 0, 0.0, 0
+    for p in prompts:
+        n = args.tokens
+        if out[pos:pos + len(p)] != p or out[pos + len(p) + n:pos + len(p) + n + 1] != b"\n":
+            print(f"FAIL: meshtrain's output does not hold prompt {p!r} + {n} bytes at {pos}")
+            return 1
+        gen = list(out[pos + len(p):pos + len(p) + n])
+        pos += len(p) + n + 1
+        S = len(p) + n + 1
+        kc = torch.zeros(model.L, 1, S, model.K, model.H)
+        vc = torch.zeros_like(kc)
+        logits = forward(model, torch.tensor([list(p)]), 0, kc, vc)[0]
+        for i, t in enumerate(gen):
+            top = logits.max().item()
+            gap = top - logits[t].item()
+            tol = 1e-4 * (1.0 + logits.abs().max().item())
+            n_tok += 1
+            exact += gap == 0.0
+            worst = max(worst, gap)
+            if gap > tol:
+                bad += 1
+                print(f"FAIL prompt {p!r} token {i}: meshtrain {t}, PyTorch {logits.argmax().item()}"
+                      f", gap {gap:.3g} > {tol:.3g}")
+            if i + 1 < len(gen):
+                logits = forward(model, torch.tensor([[t]]), len(p) + i, kc, vc)[0]
+    print(f"check | {n_tok} tokens, {exact} exact argmax, worst gap {worst:.3g} (tolerance "
+          f"1e-4·(1 + max |logit|)) | {bad} failures")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for name in ("check", "prompts", "texts"):
+        ap.add_argument("--" + name)
+    ap.add_argument("--tokens", type=int, default=24)
     for name, default in (("layers", 8), ("d-model", 512), ("heads", 8), ("kv-heads", 8),
                           ("d-ff", 1408), ("vocab", 256), ("prompt", 64), ("steps", 32),
                           ("batch", 1), ("threads", 1), ("rounds", 1), ("seed", 1337)):
         ap.add_argument("--" + name, type=int, default=default)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.check:
+        with torch.inference_mode():
+            return check(args)
     torch.manual_seed(args.seed)
     L, D, N, K, F, V = args.layers, args.d_model, args.heads, args.kv_heads, args.d_ff, args.vocab
     H = D // N
@@ -102,4 +154,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

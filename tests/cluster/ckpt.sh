@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# A checkpoint saved across hosts, resumed on one host, bit-exactly. 4 ranks of FSDP+TP
+# A checkpoint saved across hosts, resumed on one host, bit-exactly; --cross-hosts. 4 ranks of FSDP+TP
 # (x across 2 hosts, y inside each) train 8 steps and save at steps 4 and 8: every rank writes its
 # own hyperslab of the shared file system's file with MPI-IO from its own host. The same mesh
 # and scheme then resumes from step 4 with all 4 ranks on one host: its step-8 checkpoint
 # (params, m, v) is bit-identical to the 2-host run's (`ckpt diff` status 0), and so are the
-# losses of steps 5-8.
+# losses of steps 5-8. The start-up plan names the axes across hosts (x on 2 hosts, none on 1).
+# With --cross-hosts y, y crosses the hosts instead and x stays inside: only the processes move,
+# so the losses are bit-identical to the default placement's.
 # usage: ckpt.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 . "$(dirname "$0")/../ckpt/lib.sh"
 . "$(dirname "$0")/netns.sh"
@@ -34,6 +36,19 @@ if must a.log "4 ranks on 2 hosts" $?; then
       echo "     ${msg:-}"
     fi
     no_temp_files "$WORK/a" "$WORK/b" || fail "temp files left behind"
+  fi
+  grep -q "^hosts: 2 hosts; axes across hosts: x; inside a host: y (default" "$WORK/a.log" &&
+    grep -q "^hosts: 1 host; axes across hosts: none; inside a host: xy" "$WORK/b.log" &&
+    pass "the plan names the axes across hosts: x on 2 hosts, none on 1" ||
+    fail "hosts line: $(grep -h '^hosts:' "$WORK/a.log" "$WORK/b.log")"
+  run_on "$CL_HOSTFILE" y.log --steps 8 "${FSDP_TP[@]}" --cross-hosts y --metrics "$WORK/y.jsonl"
+  if must y.log "--cross-hosts y" $?; then
+    if grep -q "^hosts: 2 hosts; axes across hosts: y; inside a host: x (axes across hosts chosen" \
+         "$WORK/y.log" && msg=$(losses_match "$WORK/a.jsonl" "$WORK/y.jsonl" 0 0); then
+      pass "--cross-hosts y: y across hosts, x inside; losses bit-identical to x across ($msg)"
+    else
+      fail "--cross-hosts y: $(grep '^hosts:' "$WORK/y.log"); ${msg:-}"
+    fi
   fi
 fi
 finish

@@ -51,8 +51,6 @@ cluster_down() {
   CL_NS=() CL_SWITCH= CL_SSHD_PID=()
   [ -n "$CL_DIR" ] && rm -rf "$CL_DIR"
   CL_DIR=
-  [ -n "${CL_MADE_RUN_SSHD:-}" ] && rmdir /run/sshd 2>/dev/null
-  CL_MADE_RUN_SSHD=
 }
 
 cl_need() {
@@ -122,7 +120,9 @@ CFG
 # One sshd per host, in its namespaces, bound to its address; then wait until each answers.
 cl_sshd() {
   local hosts=$1 i
-  if [ ! -d /run/sshd ]; then mkdir -p /run/sshd && CL_MADE_RUN_SSHD=1; fi
+  # sshd's privilege separation directory, as the openssh-server service makes it at boot. Left
+  # in place: removing it would break the sshd of a concurrent run.
+  mkdir -p /run/sshd
   : >"$CL_DIR/hostfile"
   for ((i = 0; i < hosts; i++)); do
     cat >"$CL_DIR/sshd_config.$i" <<CFG

@@ -90,8 +90,11 @@ int main(void) {
     good("--mesh x=2,z=2 --dp x --pipeline z --microbatches 4 --schedule 1f1b", &c);
     check_expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == 1,
                  "pipeline flags");
-    good("--comm-dtype bf16 --alg ring", &c);
-    check_expect(!strcmp(c.comm_dtype, "bf16"), "--comm-dtype bf16");
+    good("--comm-dtype bf16 --bucket 4M --alg ring", &c);
+    check_expect(!strcmp(c.comm_dtype, "bf16") && c.bucket == 4000000,
+                 "--comm-dtype bf16 --bucket 4M");
+    good("--bucket auto", &c);
+    check_expect(c.bucket == -1 && !strcmp(c.comm_dtype, "fp32"), "--bucket auto; fp32 default");
     good("--data-axes xz", &c);
     check_expect(!strcmp(c.data_axes, "xz"), "--data-axes is an alias of --dp");
     good("--bench", &c);
@@ -169,6 +172,9 @@ int main(void) {
     bad("--schedule zigzag", "--schedule zigzag", "gpipe or 1f1b");
     bad("--alg fast", "--alg fast", "ring, bidir, seq, multi, mpi or direct");
     bad("--comm-dtype fp16", "--comm-dtype fp16", "fp32 or bf16");
+    bad("--bucket lots", "--bucket lots", "auto or bytes");
+    bad("--bucket -5", "--bucket -5", "auto or bytes");
+    bad("--bucket 3Q", "--bucket 3Q", "auto or bytes");
     bad("--comm-dtype bf16 --alg mpi", "--comm-dtype bf16 needs --alg ring", "mpi moves fp32");
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",
         "longer than");

@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     run_resolve_data(&c, argv[0]);
     kern_set_threads(c.threads);
 
-    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     outputs_check(&c, m); /* no output may name an input; each can be written, before step 1 */
     inspect_start(&c, m); /* --trace, --debug-collectives, --timeout, SIGUSR1 */

@@ -244,6 +244,13 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
         trainer_print_plan(t, stdout);
     }
+    char hosts[160];
+    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
+    if (!c->quiet && mesh_world_rank() == 0)
+        printf("hosts: %s (%s)\n", hosts,
+               c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
+                                 : "default: the first axis crosses hosts first, the last stays "
+                                   "inside one; --cross-hosts AXES to choose");
     if (c->resume[0]) resume_or_exit(&r);
     if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 

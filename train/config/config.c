@@ -31,6 +31,7 @@ typedef enum {
     K_OPTIM,  /* optim_kind */
     K_ORDER,  /* data_order */
     K_SCHED,  /* pipeline schedule */
+    K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
     K_DEMO,   /* preset, takes no value */
     K_HELP,
 } flag_kind;
@@ -122,6 +123,9 @@ static const flag_def flags[] = {
     {"mesh", K_STR, F_(mesh), 0, 0, 0, "SPEC",
      "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
     {"open", K_STR, F_(mesh_open), 0, 0, 0, "AXES", "axes without wraparound, e.g. \"x\""},
+    {"cross-hosts", K_STR, F_(cross_hosts), 0, 0, 0, "AXES",
+     "axes that cross hosts (made slowest in MPI rank order; default: the first axis, so the "
+     "last stays inside a host; docs/cluster.md)"},
     {"dp", K_STR, F_(data_axes), 0, 0, 0, "AXES",
      "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis that "
      "--tensor and --pipeline leave free); alias --data-axes"},
@@ -137,6 +141,10 @@ static const flag_def flags[] = {
     {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",
      "what the collectives carry: bf16 as on a TPU halves every collective's bytes (reductions "
      "still add in fp32; results within the tolerance of docs/fidelity.md)"},
+    {"bucket", K_BUCKET, F_(bucket), 0, 0, 0, "BYTES|auto",
+     "data-axis gradient reductions grouped into buckets of BYTES (K/M/G suffixes); auto = the "
+     "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
+     "rounded up to a power of two; 0 = one reduction per tensor"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
@@ -348,6 +356,23 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         else
             return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
         return 0;
+    case K_BUCKET: {
+        char *end = NULL;
+        errno = 0;
+        const double v = strcmp(val, "auto") == 0 ? -1 : strtod(val, &end);
+        const double unit = !end || !*end       ? 1
+                            : !strcmp(end, "K") ? 1e3
+                            : !strcmp(end, "M") ? 1e6
+                            : !strcmp(end, "G") ? 1e9
+                                                : 0;
+        if (errno || (end && end == val) || unit == 0 || !(v >= 0 || v == -1) || v * unit > 1e12)
+            return errmsg_fail(err, errlen,
+                               "--bucket %s: expected auto or bytes (K, M, G suffixes allowed) "
+                               "from 0 to 1e12",
+                               val);
+        c->bucket = v < 0 ? -1 : (int64_t)(v * unit);
+        return 0;
+    }
     case K_ORDER:
         if (strcmp(val, "random") == 0)
             c->order = DATA_ORDER_RANDOM;
@@ -541,6 +566,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                            "--ckpt-dir is empty: give the directory of the checkpoints");
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
+    if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;
     if (c->tensor_axis[0]) {
         if (strlen(c->tensor_axis) != 1 || check_axes("tensor", c->tensor_axis, false, err, errlen))
             return errmsg_fail(err, errlen, "--tensor %s: give one axis, x, y or z",
@@ -562,9 +588,7 @@ int config_validate(const config *c, char *err, size_t errlen) {
                 "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
                 "both the layers and another dimension",
                 c->pipe_axis);
-        if (c->microbatches > 0 && c->batch % c->microbatches != 0)
-            return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                               (long long)c->batch, (long long)c->microbatches);
+        if (c->microbatches > 0 && config_check_microbatches(c, err, errlen)) return -1;
     }
     if (c->alg[0]) {
         if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
@@ -623,6 +647,12 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         break;
     case K_SCHED:
         snprintf(buf, len, "%s", d->schedule ? "1f1b" : "gpipe");
+        break;
+    case K_BUCKET:
+        if (d->bucket < 0)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%lld", (long long)d->bucket);
         break;
     default:
         break;

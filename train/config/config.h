@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
+
 typedef struct {
     int64_t L, D, N, K, H, F, V,
         T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
@@ -52,12 +54,14 @@ typedef struct {
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
-    char data_axes[8];   /* batch sharded over these axes, e.g. "x" */
+    char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
+    char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
+    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
     char emulate[16];   /* chip preset for link emulation, "" = none */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
@@ -78,6 +82,20 @@ void config_defaults(config *c);
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
 /* Checks shapes (N % K, even H, batch % micro_batch, ...). Returns 0 or −1 with err. */
 int config_validate(const config *c, char *err, size_t errlen);
+/* The sharding flags against a mesh (config_mesh.c), the one place for the rules that need it.
+ * Not collective (every rank computes the same). config_for_mesh resolves what depends on the
+ * mesh: with --pipeline, --microbatches 0 becomes |Z| and the pipeline's micro-batch replaces
+ * --micro-batch. It then checks that every named axis exists, that every axis of size > 1 is
+ * used, and that each sharded dimension (L by |Z|; N, K, F, V, D by |Y|; D by the ZeRO axes;
+ * batch and micro-batch by the data shards) divides. Returns 0, or −1 with the reason in err.
+ * Expects a config that passed config_validate. config_data_axes: --dp, or by default every axis
+ * that --tensor and --pipeline leave free. */
+struct mesh;
+int config_for_mesh(config *c, const struct mesh *m, char *err, size_t errlen);
+void config_data_axes(const config *c, const struct mesh *m, char out[CONFIG_AXES_LEN]);
+/* The pipeline's rule, checked by config_validate for an explicit --microbatches and by
+ * config_for_mesh for the default |Z|: --batch divisible by c->microbatches (> 0). */
+int config_check_microbatches(const config *c, char *err, size_t errlen);
 /* --demo's mesh part: on exactly 4 ranks, unless the user chose a mesh or sharding, sets
  * --mesh x=2,y=2 --dp x --zero 3 --tensor y (ZeRO-3 over x, Megatron over y). No-op otherwise. */
 void config_demo_mesh(config *c, int nranks);

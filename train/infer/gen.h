@@ -17,7 +17,8 @@
  *   the sequences this rank caches.
  * FSDP (--zero 3) is refused: decode is bound by memory bandwidth, and moving every weight over
  * the links each step costs more than reading it (the book's rule: no FSDP for generation).
- * Depends on model, par, ckpt-free (the caller loads weights), mesh, kernels. */
+ * The caller loads the weights (ckpt_load_params) into gen_model. Depends on model, par, mesh,
+ * kernels. */
 #ifndef MT_TRAIN_INFER_GEN_H
 #define MT_TRAIN_INFER_GEN_H
 #include <stdint.h>

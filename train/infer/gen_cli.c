@@ -279,9 +279,9 @@ int gen_main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    const gen_machine mc = gen_measure_machine(m);
     if (f.bench) {
         prompts_free(&ps);
+        const gen_machine mc = gen_measure_machine(m);
         const int rc = gen_bench_run(&c, &f, m, &mc);
         mesh_destroy(m);
         return rc;
@@ -299,6 +299,7 @@ int gen_main(int argc, char **argv) {
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    const gen_machine mc = gen_measure_machine(m); /* after every check: bad input fails fast */
     if (mesh_rank(m) == 0) {
         const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
                               "AllToAll attention, cache split by batch in each kv group"};

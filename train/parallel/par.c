@@ -5,81 +5,7 @@
 #include <string.h>
 
 #include "train/config/alloc.h"
-#include "train/config/errmsg.h"
 #include "train/parallel/par_impl.h"
-
-/* ---------------------------------------------------------------- validation */
-
-static int check_div(char *err, size_t errlen, const char *what, int64_t n, const char *by,
-                     int64_t d) {
-    if (d > 0 && n % d == 0) return 0;
-    snprintf(err, errlen, "%s = %lld is not divisible by %s = %lld", what, (long long)n, by,
-             (long long)d);
-    return -1;
-}
-
-static int validate(struct par *p, const config *c, char *err, size_t errlen) {
-    const model_shape *s = &p->s;
-    mesh *m = p->m;
-    char buf[64];
-    int used[MESH_MAX_AXES] = {0};
-    for (int k = 0; k < p->dax.n; k++) used[p->dax.ax[k]]++;
-    if (p->pax.n) {
-        const int a = p->pax.ax[0];
-        if (used[a] || (p->tax.n && p->tax.ax[0] == a)) {
-            snprintf(err, errlen,
-                     "mesh axis %c is used twice: --pipeline shards the layers L_%c "
-                     "and cannot also shard the batch or the model's width",
-                     mesh_axis_name(m, a), mesh_axis_name(m, a) - 'a' + 'A');
-            return -1;
-        }
-        used[a]++;
-        snprintf(buf, sizeof buf, "|%c| (--pipeline)", mesh_axis_name(m, a));
-        if (check_div(err, errlen, "layers L", s->L, buf, p->nZ)) return -1;
-    }
-    if (p->tax.n) {
-        if (used[p->tax.ax[0]]) {
-            snprintf(err, errlen,
-                     "mesh axis %c is used twice: by --dp (batch B_%c) and by --tensor (D_%c, "
-                     "F_%c): one axis can shard only one dimension of a tensor",
-                     mesh_axis_name(m, p->tax.ax[0]), mesh_axis_name(m, p->tax.ax[0]),
-                     mesh_axis_name(m, p->tax.ax[0]), mesh_axis_name(m, p->tax.ax[0]));
-            return -1;
-        }
-        used[p->tax.ax[0]]++;
-    }
-    for (int a = 0; a < mesh_ndims(m); a++)
-        if (!used[a] && mesh_axis_size(m, a) > 1) {
-            snprintf(err, errlen,
-                     "mesh axis %c (size %d) is used by none of --dp, --tensor, --pipeline: "
-                     "every rank along it would repeat the same work; add it to --dp",
-                     mesh_axis_name(m, a), mesh_axis_size(m, a));
-            return -1;
-        }
-    if (p->zero > 0 && p->dax.n == 0)
-        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
-    if (p->nY > 1) {
-        snprintf(buf, sizeof buf, "|%c| (--tensor)", mesh_axis_name(m, p->tax.ax[0]));
-        if (check_div(err, errlen, "query heads N", s->N, buf, p->nY) ||
-            check_div(err, errlen, "d_ff F", s->F, buf, p->nY) ||
-            check_div(err, errlen, "vocabulary V", s->V, buf, p->nY) ||
-            check_div(err, errlen, "d_model D (residual In[B, D_Y])", s->D, buf, p->nY))
-            return -1;
-        if (s->K >= p->nY) {
-            if (check_div(err, errlen, "kv heads K", s->K, buf, p->nY)) return -1;
-        } else if (check_div(err, errlen, "tensor axis size", p->nY, "kv heads K", s->K)) {
-            return -1;
-        }
-    }
-    if (p->zero > 0) {
-        mesh_axes_str(m, p->dax, buf, sizeof buf);
-        char by[160];
-        snprintf(by, sizeof by, "|%s| (--dp, ZeRO shards D_%s)", buf, buf);
-        if (check_div(err, errlen, "d_model D", s->D, by, p->nX)) return -1;
-    }
-    (void)c;
-    return 0;
-}
 
 /* ---------------------------------------------------------------- create / destroy */
 
@@ -146,52 +72,24 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->s = c->shape;
     p->zero = c->zero;
     p->overlap = c->overlap;
-    p->alg = MESH_ALG_DEFAULT;
-    if (c->alg[0]) {
-        int a = mesh_alg_parse(c->alg);
-        if (a < 0) {
-            snprintf(err, errlen, "--alg %s: unknown algorithm (ring, bidir, seq, multi, mpi)",
-                     c->alg);
-            free(p);
-            return NULL;
-        }
-        p->alg = (mesh_alg)a;
-    }
-    const char *dp = c->data_axes;
-    char all[MESH_MAX_AXES + 1] = {0};
-    if (!dp[0]) { /* default: the batch over every axis that --tensor/--pipeline leave free */
-        int n = 0;
-        for (int a = 0; a < mesh_ndims(m); a++) {
-            const char name = mesh_axis_name(m, a);
-            if (c->tensor_axis[0] != name && c->pipe_axis[0] != name) all[n++] = name;
-        }
-        dp = all;
-    }
-    if (mesh_axes_parse(m, dp, &p->dax) != 0) {
-        snprintf(err, errlen, "--dp %s: not a list of distinct mesh axes", dp);
+    config cm = *c; /* the rules that need the mesh: config_for_mesh (train/config) */
+    if (config_for_mesh(&cm, m, err, errlen) != 0) {
         free(p);
         return NULL;
     }
-    if (mesh_axes_parse(m, c->tensor_axis, &p->tax) != 0 || p->tax.n > 1) {
-        snprintf(err, errlen, "--tensor %s: must name one mesh axis", c->tensor_axis);
-        free(p);
-        return NULL;
-    }
+    p->alg = c->alg[0] ? (mesh_alg)mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
+    CHECK(p->alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", c->alg);
+    char dp[CONFIG_AXES_LEN];
+    config_data_axes(c, m, dp);
+    CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 && mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
+              mesh_axes_parse(m, c->pipe_axis, &p->pax) == 0,
+          "par_create: axes checked by config_for_mesh do not parse");
     p->nX = mesh_axes_size(m, p->dax);
     p->xi = mesh_axes_index(m, p->dax);
     p->nY = mesh_axes_size(m, p->tax);
     p->yi = mesh_axes_index(m, p->tax);
-    if (mesh_axes_parse(m, c->pipe_axis, &p->pax) != 0 || p->pax.n > 1) {
-        snprintf(err, errlen, "--pipeline %s: must name one mesh axis", c->pipe_axis);
-        free(p);
-        return NULL;
-    }
     p->nZ = mesh_axes_size(m, p->pax);
     p->zi = mesh_axes_index(m, p->pax);
-    if (validate(p, c, err, errlen) != 0) {
-        free(p);
-        return NULL;
-    }
     if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
         *trivial = 1;
         free(p);
@@ -221,6 +119,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
 void par_destroy(par *p) {
     if (!p) return;
     par_drain(p);
+    bucket_free(p);
     for (int k = 0; k < 2; k++) {
         free(p->wbuf[k]);
         free(p->wstage[k]);

@@ -5,6 +5,7 @@
 #ifndef MT_TRAIN_PAR_H
 #define MT_TRAIN_PAR_H
 #include <stdint.h>
+#include "mesh/cost.h"
 #include "mesh/mesh.h"
 #include "train/config/config.h"
 #include "train/model/hooks.h"
@@ -29,6 +30,19 @@ void par_step_begin(par *p);
 void par_micro_begin(par *p, int64_t j, int64_t n);
 /* Completes every gradient reduction of the step (DP AllReduce / ZeRO ReduceScatter). */
 void par_finish_grads(par *p, model *m);
+/* Not collective (the same on every rank). Groups the data-axis gradient reductions into
+ * buckets of `elems` elements (0: one reduction per tensor, as without). Allocates the two
+ * staging buffers; returns 0, or −1 out of memory (buckets off). */
+int par_set_bucket(par *p, int64_t elems);
+/* The major data axis (its links carry the data-axis reductions), −1 without. */
+int par_data_axis(const par *p);
+/* Elements of a bucket (0: off). */
+int64_t par_bucket(const par *p);
+/* Not collective. The bucket the cost model picks (mesh/cost.h cost_bucket_bytes): the fewest
+ * elements (of wire_bytes each) whose data-axis reduction, over links `link`, has its hop
+ * latency at most `overhead` × its transfer, rounded up to a power of two (so that the small
+ * run-to-run changes of measured link constants do not change it). 0 without data axes. */
+int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, double overhead);
 /* Σ g² over the global gradient (each element counted once), identical on every rank. */
 double par_grad_sumsq(par *p, model *m);
 /* The slice of parameter id this rank updates: params, grads, and the offset of the slice in the

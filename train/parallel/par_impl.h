@@ -20,15 +20,24 @@ typedef struct {
     int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
 } pgeo;
 
-/* One in-flight gradient reduction of a block and where its result goes. */
+/* One in-flight gradient reduction of a block (or of a bucket) and where its result goes. */
 typedef struct {
     mesh_req *req;
     float *out; /* RS result staging (NULL for in-place AllReduce) */
     float *acc; /* shard gradient to add `out` into */
     int64_t n;
+    int bucket; /* k + 1: the reduction of bucket slot k (bucket.c); 0: a block's */
 } pending_red;
 
 #define PAR_MAX_PENDING 64
+#define PAR_BUCKET_SEGS 256 /* blocks one bucket may hold */
+
+/* Where one block's part of a bucket's result goes: dst[0, n) = (or +=, add) res[off, off+n). */
+typedef struct {
+    float *dst;
+    int64_t off, n;
+    int add;
+} bucket_seg;
 
 struct par {
     mesh *m;
@@ -59,6 +68,13 @@ struct par {
     pending_red pend[PAR_MAX_PENDING];
     int npend;
     int slot_pend[2]; /* gbuf[k] is in use by the first slot_pend[k] pending reductions */
+    /* gradient buckets (bucket.c): two staging slots of bk_cap elements, 0 = off. bk_fill:
+     * elements in the open bucket (AllReduce) or in each of its nX shard regions (RS) */
+    int64_t bk_cap, bk_fill;
+    float *bk_buf[2], *bk_res[2];
+    int bk_cur, bk_busy[2]; /* slot k is in use by the first bk_busy[k] pending reductions */
+    bucket_seg bk_seg[2][PAR_BUCKET_SEGS];
+    int bk_nseg[2];
     /* scratch: TP packing [BT, D], column packing of a block, kv-group exchange */
     float *tp_a, *tp_b, *pack, *kvx;
     int64_t micro, n_micro;
@@ -79,6 +95,16 @@ int par_is_layer_param(param_id id);
 /* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
 param_slab par_tp_slab(const struct par *p, param_id id);
 param_slab par_shard_slab(const struct par *p, param_id id);
+/* bucket.c: takes block g[n] (RS: packed so that shard j is g[j·n/nX, (j+1)·n/nX)) into the
+ * open bucket; its result goes to dst (AllReduce: g itself; RS: this rank's shard, added into
+ * it when add). Returns 0 when buckets are off or the block is larger than a bucket (the caller
+ * reduces it alone). Flushes the bucket first when the block does not fit. */
+int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add);
+/* Starts the open bucket's reduction (asynchronous with --overlap), if it holds anything. */
+void bucket_flush(struct par *p);
+/* A bucket's reduction has completed: its results go to their blocks. */
+void bucket_complete(struct par *p, int slot);
+void bucket_free(struct par *p);
 /* The layout (layout.c): this rank's local extents (p->loc), then every parameter's geometry
  * (p->g), from the axes' sizes and indices and the stage's layers. */
 void par_layout_extents(struct par *p);

@@ -90,7 +90,7 @@ static void tp_fix_layer(struct par *p, model *m, int64_t l, float *base) {
 
 static void push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
     if (p->npend == PAR_MAX_PENDING) par_drain(p);
-    p->pend[p->npend++] = (pending_red){r, out, acc, n};
+    p->pend[p->npend++] = (pending_red){r, out, acc, n, 0};
 }
 
 /* Completes the first `count` pending reductions (they finish in the order started). */
@@ -98,12 +98,17 @@ void par_drain_upto(struct par *p, int count) {
     if (count > p->npend) count = p->npend;
     for (int i = 0; i < count; i++) {
         mesh_wait(p->pend[i].req);
-        if (p->pend[i].acc) kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
+        if (p->pend[i].bucket)
+            bucket_complete(p, p->pend[i].bucket - 1);
+        else if (p->pend[i].acc)
+            kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
     }
     memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
     p->npend -= count;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
+        p->bk_busy[k] = p->bk_busy[k] > count ? p->bk_busy[k] - count : 0;
+    }
 }
 
 void par_drain(struct par *p) {
@@ -117,6 +122,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     const pgeo *ge = &p->g[id];
     const int64_t n = pgeo_block(ge);
     if (p->zero == 0) {
+        if (bucket_add(p, g, n, g, 0)) return;
         if (p->overlap)
             push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
         else
@@ -127,6 +133,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
         memcpy(p->pack, g, (size_t)n * sizeof(float));
         par_pack_cols(g, p->pack, ge->R, ge->C, p->nX);
     }
+    if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->overlap) {
         push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
              acc ? n / p->nX : 0);
@@ -325,7 +332,9 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
 
 void par_finish_grads(par *p, model *m) {
     (void)m;
-    if (p) par_drain(p);
+    if (!p) return;
+    bucket_flush(p);
+    par_drain(p);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */

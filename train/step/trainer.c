@@ -36,6 +36,9 @@ struct trainer {
     ktime_step ktime; /* the predicted compute of a step */
 };
 
+/* --bucket auto: the hop latency of a bucket's reduction at most this share of its transfer */
+#define TRAINER_BUCKET_OVERHEAD 0.1
+
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
     const model_extents *lc = model_extents_of(t->mod);
@@ -72,27 +75,11 @@ double trainer_lr(const config *c, int64_t step) {
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
     config cc = *c0;
     const config *c = &cc;
-    if (cc.pipe_axis[0] && !serial) { /* the pipeline's micro-batches replace --micro-batch */
-        const int a = mesh_axis_index(m, cc.pipe_axis[0]);
-        if (cc.microbatches <= 0) cc.microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
-        if (cc.batch % cc.microbatches != 0) {
-            snprintf(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
-                     (long long)cc.batch, (long long)cc.microbatches);
-            return NULL;
-        }
-        cc.micro_batch = cc.batch / cc.microbatches;
-    }
+    if (!serial && config_for_mesh(&cc, m, err, errlen) != 0) return NULL;
     int trivial = 1;
     par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
     if (!plan && !trivial) return NULL;
     const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
-    if (c->batch % shards != 0 || c->micro_batch % shards != 0) {
-        snprintf(err, errlen,
-                 "--batch %lld and --micro-batch %lld must be divisible by the %lld data shards",
-                 (long long)c->batch, (long long)c->micro_batch, (long long)shards);
-        par_destroy(plan);
-        return NULL;
-    }
     trainer *t = calloc(1, sizeof *t);
     if (!t) {
         par_destroy(plan);
@@ -158,6 +145,23 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     }
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
+    if (!serial && c->bucket != 0) {
+        const int dax = par_data_axis(plan);
+        const int64_t elems =
+            c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire)
+            : dax >= 0 ? par_bucket_auto(plan, report_link(t->rep, dax), mesh_wire_bytes(t->wire),
+                                         TRAINER_BUCKET_OVERHEAD)
+                       : 0;
+        /* the ranks' link calibrations differ a little: they must agree on one size */
+        int64_t agreed = elems;
+        MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
+        if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
+            snprintf(err, errlen, "out of memory allocating --bucket %lld bytes",
+                     (long long)c->bucket);
+            trainer_destroy(t);
+            return NULL;
+        }
+    }
     return t;
 }
 
@@ -320,6 +324,14 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
                 t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);
+    if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
+        fprintf(out,
+                "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
+                "%s%s)\n",
+                (long long)par_bucket(t->plan),
+                1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
+                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
+                t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
     par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
 }
 

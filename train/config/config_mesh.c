@@ -1,0 +1,114 @@
+/* config_mesh: the rules of the sharding flags that need the mesh (see config.h), in one place:
+ * par_create, the trainer and generation all go through config_for_mesh, and the flag-level rules
+ * (an axis named twice, --tensor inside --dp, ...) stay in config_validate. */
+#include <stdio.h>
+#include <string.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/config/errmsg.h"
+
+void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN]) {
+    memset(out, 0, CONFIG_AXES_LEN);
+    if (c->data_axes[0]) {
+        snprintf(out, CONFIG_AXES_LEN, "%s", c->data_axes);
+        return;
+    }
+    int n = 0; /* every axis that --tensor and --pipeline leave free */
+    for (int a = 0; a < mesh_ndims(m) && n < CONFIG_AXES_LEN - 1; a++) {
+        const char name = mesh_axis_name(m, a);
+        if (c->tensor_axis[0] != name && c->pipe_axis[0] != name) out[n++] = name;
+    }
+}
+
+static int check_div(char *err, size_t errlen, const char *what, int64_t n, const char *by,
+                     int64_t d) {
+    if (d > 0 && n % d == 0) return 0;
+    return errmsg_fail(err, errlen, "%s = %lld is not divisible by %s = %lld", what,
+                       (long long)n, by, (long long)d);
+}
+
+/* The tensor axis divides every dimension it shards; fewer kv heads than |Y| are replicated
+ * over groups of |Y|/K tensor ranks. */
+static int check_tensor(const model_shape *s, const mesh *m, int axis, int64_t nY, char *err,
+                        size_t errlen) {
+    char by[64];
+    snprintf(by, sizeof by, "|%c| (--tensor)", mesh_axis_name(m, axis));
+    if (check_div(err, errlen, "query heads N", s->N, by, nY) ||
+        check_div(err, errlen, "d_ff F", s->F, by, nY) ||
+        check_div(err, errlen, "vocabulary V", s->V, by, nY) ||
+        check_div(err, errlen, "d_model D (residual In[B, D_Y])", s->D, by, nY))
+        return -1;
+    if (s->K >= nY) return check_div(err, errlen, "kv heads K", s->K, by, nY);
+    return check_div(err, errlen, "tensor axis size", nY, "kv heads K", s->K);
+}
+
+/* Each mesh axis shards exactly one thing: the batch, the tensor dimension or the layers. */
+static int check_axis_use(const config *c, const mesh *m, mesh_axes dax, mesh_axes tax,
+                          mesh_axes pax, int64_t nZ, char *err, size_t errlen) {
+    int used[MESH_MAX_AXES] = {0};
+    for (int k = 0; k < dax.n; k++) used[dax.ax[k]]++;
+    if (pax.n) {
+        const int a = pax.ax[0];
+        CHECK(!used[a] && !(tax.n && tax.ax[0] == a), "--pipeline %s reuses an axis: the config "
+              "was not validated (config_validate)", c->pipe_axis);
+        used[a]++;
+        char by[64];
+        snprintf(by, sizeof by, "|%c| (--pipeline)", mesh_axis_name(m, a));
+        if (check_div(err, errlen, "layers L", c->shape.L, by, nZ)) return -1;
+    }
+    if (tax.n) {
+        CHECK(!used[tax.ax[0]], "--tensor %s is in --dp: the config was not validated "
+              "(config_validate)", c->tensor_axis);
+        used[tax.ax[0]]++;
+    }
+    for (int a = 0; a < mesh_ndims(m); a++)
+        if (!used[a] && mesh_axis_size(m, a) > 1)
+            return errmsg_fail(err, errlen,
+                               "mesh axis %c (size %d) is used by none of --dp, --tensor, "
+                               "--pipeline: every rank along it would repeat the same work; add "
+                               "it to --dp",
+                               mesh_axis_name(m, a), mesh_axis_size(m, a));
+    return 0;
+}
+
+int config_check_microbatches(const config *c, char *err, size_t errlen) {
+    if (c->batch % c->microbatches == 0) return 0;
+    return errmsg_fail(err, errlen, "--batch %lld is not divisible by --microbatches %lld",
+                       (long long)c->batch, (long long)c->microbatches);
+}
+
+int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
+    if (c->pipe_axis[0]) { /* the pipeline's micro-batches replace --micro-batch */
+        const int a = mesh_axis_index(m, c->pipe_axis[0]);
+        if (c->microbatches <= 0) c->microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
+        if (config_check_microbatches(c, err, errlen)) return -1;
+        c->micro_batch = c->batch / c->microbatches;
+    }
+    char dp[CONFIG_AXES_LEN];
+    config_data_axes(c, m, dp);
+    mesh_axes dax, tax, pax;
+    if (mesh_axes_parse(m, dp, &dax) != 0)
+        return errmsg_fail(err, errlen, "--dp %s: not a list of distinct mesh axes", dp);
+    if (mesh_axes_parse(m, c->tensor_axis, &tax) != 0 || tax.n > 1)
+        return errmsg_fail(err, errlen, "--tensor %s: must name one mesh axis", c->tensor_axis);
+    if (mesh_axes_parse(m, c->pipe_axis, &pax) != 0 || pax.n > 1)
+        return errmsg_fail(err, errlen, "--pipeline %s: must name one mesh axis", c->pipe_axis);
+    const int64_t nX = mesh_axes_size(m, dax), nY = mesh_axes_size(m, tax);
+    if (check_axis_use(c, m, dax, tax, pax, mesh_axes_size(m, pax), err, errlen)) return -1;
+    if (c->zero > 0 && dax.n == 0)
+        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
+    if (nY > 1 && check_tensor(&c->shape, m, tax.ax[0], nY, err, errlen)) return -1;
+    if (c->zero > 0) {
+        char buf[16], by[64];
+        mesh_axes_str(m, dax, buf, sizeof buf);
+        snprintf(by, sizeof by, "|%s| (--dp, ZeRO shards D_%s)", buf, buf);
+        if (check_div(err, errlen, "d_model D", c->shape.D, by, nX)) return -1;
+    }
+    if (c->batch % nX != 0 || c->micro_batch % nX != 0)
+        return errmsg_fail(err, errlen,
+                           "--batch %lld and --micro-batch %lld must be divisible by the %lld "
+                           "data shards",
+                           (long long)c->batch, (long long)c->micro_batch, (long long)nX);
+    return 0;
+}
