@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mesh/mesh.h"
 #include "mesh/where.h"
 
 void h5util_errf(char *err, size_t errlen, const char *fmt, ...) {
@@ -21,23 +22,7 @@ void h5util_errf(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 int h5util_agree(MPI_Comm comm, int status, char *err, size_t errlen) {
-    int rank;
-    MPI_Comm_rank(comm, &rank);
-    struct {
-        int status, rank;
-    } in = {status, rank}, out;
-    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a file's status)");
-    MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
-    mesh_blocking_end();
-    if (out.status >= 0) return out.status;
-    /* Everyone gets the message of the lowest failing rank: one error, one text. */
-    char msg[H5UTIL_MSG_MAX] = "";
-    if (rank == out.rank && err && errlen > 0) snprintf(msg, sizeof msg, "%s", err);
-    mesh_blocking_begin("MPI_Bcast (a file error's message)");
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm);
-    mesh_blocking_end();
-    h5util_errf(err, errlen, "%s", msg);
-    return out.status;
+    return mesh_agree_msg(comm, status, err, errlen);
 }
 
 void h5util_quiet_begin(h5util_quiet *q) {

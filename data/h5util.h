@@ -16,9 +16,8 @@
 void h5util_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Collective over: comm. Returns the minimum of `status` over comm. When it is negative, err
- * is overwritten on every rank with the message of the lowest rank holding that minimum, so all
- * ranks return the same status and the same text. err may be NULL. */
+/* Collective over: comm. mesh_agree_msg (mesh/mesh.h): the minimum of `status` over comm, and
+ * when it is negative the message of the lowest failing rank in err on every rank. */
 int h5util_agree(MPI_Comm comm, int status, char *err, size_t errlen);
 
 /* Not collective. Switches HDF5's automatic error printing off (begin) and back to what it was

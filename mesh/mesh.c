@@ -53,12 +53,43 @@ double mesh_now(void) {
 
 /* ---- errors and logging ---- */
 
-int mesh_agree(MPI_Comm comm, int status) {
-    int out = status;
+int mesh_agree_msg(MPI_Comm comm, int status, char *err, size_t errlen) {
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    struct {
+        int status, rank;
+    } in = {status, rank}, out = in;
     mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a status)");
-    MPI_Allreduce(&status, &out, 1, MPI_INT, MPI_MIN, comm);
+    MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
     mesh_blocking_end();
-    return out;
+    if (out.status >= 0 || !err || errlen == 0) return out.status;
+    int most = status; /* did every rank fail? */
+    char msg[MESH_MSG_MAX] = "";
+    if (rank == out.rank) snprintf(msg, sizeof msg, "%s", err);
+    mesh_blocking_begin("MPI_Bcast (the message of a failed status)");
+    MPI_Allreduce(&status, &most, 1, MPI_INT, MPI_MAX, comm);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm);
+    mesh_blocking_end();
+    if (out.rank != 0 && most >= 0)
+        snprintf(err, errlen, "rank %d: %s", out.rank, msg);
+    else
+        snprintf(err, errlen, "%s", msg);
+    return out.status;
+}
+
+int mesh_agree(MPI_Comm comm, int status) {
+    return mesh_agree_msg(comm, status, NULL, 0);
+}
+
+void mesh_agree_or_exit(MPI_Comm comm, int status, const char *fmt, ...) {
+    char msg[MESH_MSG_MAX] = "";
+    if (status < 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    if (mesh_agree_msg(comm, status, msg, sizeof msg) < 0) mesh_exit_error("%s", msg);
 }
 
 _Noreturn void mesh_exit_error(const char *fmt, ...) {

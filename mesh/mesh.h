@@ -94,8 +94,20 @@ const char *mesh_hosts_str(mesh *m, char *buf, size_t len);
 int mesh_host_ranks(const mesh *m);
 
 /* ---- errors and logging ---- */
-/* Collective over: comm. Returns the minimum of `status` over comm, so all ranks agree. */
+/* The one way ranks agree on an outcome. Collective over: comm. Returns the minimum of `status`
+ * over comm on every rank. When it is negative and err is given, every rank's err then holds one
+ * message: the lowest failing rank's err, as "rank R: <its err>" when only some ranks failed and
+ * R is not rank 0 (rank 0 alone does the job's single-rank work; its failures are the job's).
+ * err must be given on every rank or on none. */
+#define MESH_MSG_MAX 1024
+int mesh_agree_msg(MPI_Comm comm, int status, char *err, size_t errlen);
+/* mesh_agree_msg without a message. */
 int mesh_agree(MPI_Comm comm, int status);
+/* Collective over: comm, then world when a rank failed. The ranks agree on status; when one is
+ * negative every rank ends the job (mesh_exit_error) with the message the lowest failing rank
+ * formatted from fmt. */
+void mesh_agree_or_exit(MPI_Comm comm, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Not collective. The program name that prefixes errors ("meshtrain" unless set); `name` must
  * have static storage. */
 void mesh_set_progname(const char *name);

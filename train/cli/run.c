@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/h5util.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "kernels/gemm.h"
@@ -38,9 +37,8 @@ int run_prepare(int argc, char **argv) {
     }
     mesh *m = mesh_create(NULL, NULL, err, sizeof err);
     CHECK(m, "default mesh: %s", err);
-    status = mesh_agree(mesh_world_comm(m), status);
+    mesh_agree_or_exit(mesh_world_comm(m), status, "%s", err);
     mesh_destroy(m);
-    if (status < 0) mesh_exit_error("%s", err);
     return 0;
 }
 
@@ -101,8 +99,7 @@ static void load_rows(run_ctx *r, tokens_split split, int64_t step) {
     const config *c = r->c;
     int rc = tokens_batch(r->data, split, (tokens_order)c->order, c->seed, step, c->batch, r->row0,
                           r->nrows, c->shape.T, r->rows, err, sizeof err);
-    /* every rank gets the lowest failing rank's message: the cause, wherever it was found */
-    if (h5util_agree(mesh_world_comm(r->m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    mesh_agree_or_exit(mesh_world_comm(r->m), rc, "%s", err);
 }
 
 /* Mean validation loss over eval_batches fixed batches (val steps 0..eval_batches−1, the same
@@ -235,8 +232,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     int ok = 1;
     if (mesh_world_rank() == 0 && c->metrics[0]) /* a resumed run continues the file */
         ok = (r.metrics = fopen(c->metrics, c->resume[0] ? "a" : "w")) != NULL;
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
-        mesh_exit_error("--metrics %s: cannot open for writing", c->metrics);
+    mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1, "--metrics %s: cannot open for writing",
+                       c->metrics);
     cpupeak host;
     const double cpu_peak = inspect_cpu_peak(m, c->threads, &host);
     if (!c->quiet) {
@@ -307,8 +304,8 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                          row.val_loss);
         }
         ok = !r.metrics || metrics_write_json(r.metrics, &row) == 0;
-        if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
-            mesh_exit_error("--metrics %s: write failed (disk full?)", c->metrics);
+        mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1,
+                           "--metrics %s: write failed (disk full?)", c->metrics);
         if (c->save_every > 0 && ((step + 1) % c->save_every == 0 || step + 1 == c->steps))
             save_step(&r, step + 1);
     }

@@ -267,6 +267,10 @@ static int refuse(const config *c, char *err, size_t errlen) {
     if (c->pipe_axis[0])
         return errmsg_fail(err, errlen,
                            "--pipeline is not supported by generate: use --tensor and --dp");
+    if (c->emulate[0])
+        return errmsg_fail(err, errlen,
+                           "--emulate is not supported by generate (its links run at this "
+                           "machine's speed)");
     return 0;
 }
 

@@ -4,7 +4,8 @@
  * T = B·KV/BW + max(2·B·P/C, P_bytes/BW). While memory-bound the step time is flat in B (every
  * step reads all weights once); once 2·B·P/C exceeds P_bytes/BW it grows linearly. The book's
  * B_crit = P_bytes·C / (2·P·BW) is where the two meet; the measured one is where the flat level
- * of the smallest batch meets the line through the two largest batches. CSV columns (times in
+ * (the smallest batch's fastest step) meets the FLOP-bound line B·T(B_max)/B_max, the book's
+ * T = B·(KV/BW + 2P/C) through the origin, fitted at the largest batch. CSV columns (times in
  * ms, bytes in MB = 1e6 B, per step, totals over ranks): batch, prefill_ms, ms_min, ms_median,
  * ms_book, ms_book_memory, ms_book_flops, tok_per_s, weight_mb, kv_mb, gb_per_s, gflop_per_s. */
 #include <stdlib.h>
@@ -130,16 +131,13 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
         const bench_row *a = &rows[0];
         const double book = a->t.p_bytes * mc->flops / (a->t.flops / a->t.rows * mc->bw);
         fprintf(stderr, "B_crit: book %.1f (= weight bytes · C / (2·P · BW))", book);
-        if (nbat >= 3) {
-            const bench_row *y = &rows[nbat - 2], *z = &rows[nbat - 1];
-            const double slope = (z->ms_min - y->ms_min) / (double)(z->B - y->B);
-            if (slope > 0)
-                fprintf(stderr,
-                        ", measured %.1f (flat %.3f ms meets the line through B = %lld, "
-                        "%lld)",
-                        (double)z->B - (z->ms_min - a->ms_min) / slope, a->ms_min, (long long)y->B,
-                        (long long)z->B);
-        }
+        const bench_row *z = &rows[nbat - 1];
+        if (nbat >= 2 && z->ms_min > 0)
+            fprintf(stderr,
+                    ", measured %.1f (the flat level, %.3f ms at B = %lld, meets the FLOP-bound "
+                    "line through the origin and %.3f ms at B = %lld)",
+                    a->ms_min * (double)z->B / z->ms_min, a->ms_min, (long long)a->B, z->ms_min,
+                    (long long)z->B);
         fprintf(stderr, "\n");
     }
     if (csv) fclose(csv);

@@ -92,6 +92,7 @@ static void print_help(FILE *out) {
             "replicas)\n"
             "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
             "attention\n"
+            "  --quiet            no line per decode step (prefill and the summary only)\n"
             "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
             "--bench-prompt P\n"
             "                     --tokens N (decode steps), --csv FILE\n"
@@ -231,7 +232,7 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
         for (int64_t i = 0; i < nb; i++) mine[i * n + s] = next[i];
         t = gen_step_total(m, &st);
         ms[s - 1] = 1e3 * t.seconds;
-        if (mesh_rank(m) == 0) report_decode(s, &t, mc);
+        if (mesh_rank(m) == 0 && !c->quiet) report_decode(s, &t, mc);
     }
     gather_tokens(m, g, mine, n, B, all);
     if (mesh_rank(m) == 0) {
@@ -249,7 +250,6 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
         }
         fflush(stdout);
     }
-    (void)c;
     free(mine), free(cur), free(next), free(ms), free(all);
 }
 

@@ -22,41 +22,6 @@ static const char *dimstr(char *buf, size_t n, const char *dim, const char *s) {
     return buf;
 }
 
-void par_memory(par *p, model *m, const config *c, par_mem *out) {
-    memset(out, 0, sizeof *out);
-    int64_t np;
-    model_params_flat(m, &np);
-    out->params = 4 * np;
-    out->grads = model_grads_flat(m, NULL) ? 4 * np : 0;
-    out->activations = model_activation_bytes(m);
-    const int64_t state = c->optimizer == OPT_ADAMW ? 2 : 0;
-    if (!p) {
-        out->optimizer = 4 * state * np;
-        return;
-    }
-    out->optimizer = 4 * state * (p->zero ? p->sh_total : np);
-    if (p->zero) out->grads += 4 * p->sh_total;
-    if (p->zero == 1 || p->zero == 2) { /* the shard being updated */
-        int64_t most = 0;
-        for (int id = 0; id < P_COUNT; id++)
-            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
-        out->buffers += 4 * most;
-    }
-    if (p->zero >= 2) {
-        out->buffers += 4 * 2 * (p->layer_elems + p->layer_elems / p->nX);
-        for (int id = 0; id < P_COUNT; id++)
-            if (p->ngbuf[id]) out->buffers += 4 * pgeo_block(&p->g[id]);
-    }
-    if (p->zero == 3) {
-        out->gathered = 4 * 4 * p->layer_elems;
-        out->gathered += 4 * (pgeo_block(&p->g[P_EMBED]) + pgeo_block(&p->g[P_FINAL_NORM]) +
-                              pgeo_block(&p->g[P_UNEMBED]));
-    }
-    const int64_t BT = c->micro_batch / p->nX * p->s.T;
-    if (p->nY > 1) out->buffers += 4 * (2 * BT * p->s.D + p->s.D * p->s.H * p->nY);
-    out->buffers += 4 * p->layer_elems; /* packing scratch */
-}
-
 typedef struct {
     FILE *out;
     const report *r;

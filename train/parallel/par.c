@@ -1,67 +1,13 @@
 /* par: the sharding plan's lifetime: the flags checked against the mesh and the model, the
- * layout computed (layout.c), the buffers every scheme needs allocated once, and the model's hook
- * table assembled from each scheme's entries (layout.c, zero.c, tensor.c, pipeline.c). */
+ * layout computed (layout.c), the buffers every scheme needs allocated once (memory.c), and the
+ * model's hook table assembled from each scheme's entries (layout.c, zero.c, tensor.c,
+ * pipeline.c). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- create / destroy */
-
-static int alloc_buffers(struct par *p) {
-    const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
-    int64_t layer = 0, big = 0;
-    for (int id = 0; id < P_COUNT; id++) {
-        if (par_is_layer_param((param_id)id))
-            layer += pgeo_block(&p->g[id]);
-        else if (pgeo_block(&p->g[id]) > big)
-            big = pgeo_block(&p->g[id]);
-    }
-    p->layer_elems = layer;
-    int64_t packn = layer > big ? layer : big;
-    int ok = 1;
-    if (p->nY > 1) {
-        int64_t tp = BT * D > 3 * BT * p->nY ? BT * D : 3 * BT * p->nY;
-        if (p->s.V > tp) tp = p->s.V;
-        ok &= (p->tp_a = alloc_floats(tp)) != NULL;
-        ok &= (p->tp_b = alloc_floats(tp)) != NULL;
-        ok &= (p->kvx = alloc_floats(D * p->s.H * p->nY)) != NULL;
-    }
-    ok &= (p->pack = alloc_floats(packn)) != NULL;
-    if (p->zero >= 1) {
-        p->sh_total = 0;
-        for (int id = 0; id < P_COUNT; id++) {
-            p->sh_off[id] = p->sh_total;
-            p->sh_total += p->g[id].shard_n;
-        }
-        ok &= (p->sh_g = alloc_floats(p->sh_total)) != NULL;
-        int64_t most = 0;
-        for (int id = 0; id < P_COUNT; id++)
-            most = p->g[id].shard_n > most ? p->g[id].shard_n : most;
-        if (p->zero <= 2) ok &= (p->ustage = alloc_floats(most)) != NULL;
-    }
-    if (p->zero >= 2) {
-        for (int k = 0; k < 2; k++) {
-            ok &= (p->gbuf[k] = alloc_floats(layer)) != NULL;
-            ok &= (p->gout[k] = alloc_floats(layer / p->nX)) != NULL;
-        }
-        for (int id = 0; id < P_COUNT; id++)
-            if (!par_is_layer_param((param_id)id))
-                ok &= (p->ngbuf[id] = alloc_floats(pgeo_block(&p->g[id]))) != NULL;
-    }
-    if (p->zero == 3) {
-        for (int k = 0; k < 2; k++) {
-            ok &= (p->wbuf[k] = alloc_floats(layer)) != NULL;
-            ok &= (p->wstage[k] = alloc_floats(layer)) != NULL;
-            p->wlayer[k] = -1;
-        }
-        ok &= (p->ebuf = alloc_floats(pgeo_block(&p->g[P_EMBED]))) != NULL;
-        ok &= (p->hbuf_norm = alloc_floats(pgeo_block(&p->g[P_FINAL_NORM]))) != NULL;
-        ok &= (p->hbuf_un = alloc_floats(pgeo_block(&p->g[P_UNEMBED]))) != NULL;
-    }
-    return ok ? 0 : -1;
-}
 
 par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
     *trivial = 0;
@@ -107,7 +53,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     par_zero_hooks(&p->hooks);
     par_tensor_hooks(&p->hooks);
     par_pipeline_hooks(&p->hooks);
-    int ok = alloc_buffers(p) == 0;
+    int ok = par_alloc_buffers(p) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
         snprintf(err, errlen, "out of memory allocating the sharding buffers");
         par_destroy(p);

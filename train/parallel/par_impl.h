@@ -109,6 +109,8 @@ void bucket_free(struct par *p);
  * (p->g), from the axes' sizes and indices and the stage's layers. */
 void par_layout_extents(struct par *p);
 void par_layout_geometry(struct par *p);
+/* Allocates every buffer of the plan (memory.c), the list par_memory sums. Returns 0 or −1. */
+int par_alloc_buffers(struct par *p);
 /* Each module's entries of the model's hook table (layout.c, zero.c, tensor.c, pipeline.c). */
 void par_layout_hooks(model_hooks *h);
 void par_zero_hooks(model_hooks *h);

@@ -1,0 +1,117 @@
+/* memory: the plan's buffers, listed once. par_alloc_buffers allocates the list and par_memory
+ * sums the same list, so the memory per rank that the plan prints is what was allocated:
+ *   grads     the ZeRO gradient shards (sh_g), beside the model's own gradients;
+ *   gathered  ZeRO-3's gathered weights: two layer slots (and their column staging), the
+ *             non-layer weights;
+ *   buffers   everything else: the tensor axis's packing of [BT, D] and the kv-group exchange,
+ *             the column packing of a block, ZeRO-1/2's staged shard, ZeRO-2/3's transient
+ *             gradients of a layer (two slots) and their reduce-scatter results, the gradient
+ *             buckets (bucket.c). */
+#include <string.h>
+
+#include "train/config/alloc.h"
+#include "train/parallel/par_impl.h"
+
+enum { MEM_BUFFERS, MEM_GATHERED, MEM_GRADS };
+
+typedef struct {
+    float **ptr;
+    int64_t n; /* floats */
+    int cat;
+} pbuf;
+
+#define PAR_MAX_BUFS (16 + P_COUNT)
+
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+/* The tensor axis's scratch and the column packing; sets p->layer_elems. */
+static int list_common(struct par *p, pbuf *b, int n) {
+    const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
+    int64_t layer = 0, big = 0;
+    for (int id = 0; id < P_COUNT; id++) {
+        if (par_is_layer_param((param_id)id))
+            layer += pgeo_block(&p->g[id]);
+        else
+            big = max64(big, pgeo_block(&p->g[id]));
+    }
+    p->layer_elems = layer;
+    if (p->nY > 1) {
+        const int64_t tp = max64(max64(BT * D, 3 * BT * p->nY), p->s.V);
+        b[n++] = (pbuf){&p->tp_a, tp, MEM_BUFFERS};
+        b[n++] = (pbuf){&p->tp_b, tp, MEM_BUFFERS};
+        b[n++] = (pbuf){&p->kvx, D * p->s.H * p->nY, MEM_BUFFERS};
+    }
+    b[n++] = (pbuf){&p->pack, max64(layer, big), MEM_BUFFERS};
+    return n;
+}
+
+/* ZeRO's shards and staging; sets p->sh_off and p->sh_total. */
+static int list_zero(struct par *p, pbuf *b, int n) {
+    const int64_t layer = p->layer_elems;
+    if (p->zero >= 1) {
+        p->sh_total = 0;
+        int64_t most = 0;
+        for (int id = 0; id < P_COUNT; id++) {
+            p->sh_off[id] = p->sh_total;
+            p->sh_total += p->g[id].shard_n;
+            most = max64(most, p->g[id].shard_n);
+        }
+        b[n++] = (pbuf){&p->sh_g, p->sh_total, MEM_GRADS};
+        if (p->zero <= 2) b[n++] = (pbuf){&p->ustage, most, MEM_BUFFERS};
+    }
+    if (p->zero >= 2) {
+        for (int k = 0; k < 2; k++) {
+            b[n++] = (pbuf){&p->gbuf[k], layer, MEM_BUFFERS};
+            b[n++] = (pbuf){&p->gout[k], layer / p->nX, MEM_BUFFERS};
+        }
+        for (int id = 0; id < P_COUNT; id++)
+            if (!par_is_layer_param((param_id)id))
+                b[n++] = (pbuf){&p->ngbuf[id], pgeo_block(&p->g[id]), MEM_BUFFERS};
+    }
+    if (p->zero == 3) {
+        for (int k = 0; k < 2; k++) {
+            b[n++] = (pbuf){&p->wbuf[k], layer, MEM_GATHERED};
+            b[n++] = (pbuf){&p->wstage[k], layer, MEM_GATHERED};
+        }
+        b[n++] = (pbuf){&p->ebuf, pgeo_block(&p->g[P_EMBED]), MEM_GATHERED};
+        b[n++] = (pbuf){&p->hbuf_norm, pgeo_block(&p->g[P_FINAL_NORM]), MEM_GATHERED};
+        b[n++] = (pbuf){&p->hbuf_un, pgeo_block(&p->g[P_UNEMBED]), MEM_GATHERED};
+    }
+    return n;
+}
+
+static int list_buffers(struct par *p, pbuf *b) {
+    return list_zero(p, b, list_common(p, b, 0));
+}
+
+int par_alloc_buffers(struct par *p) {
+    pbuf b[PAR_MAX_BUFS];
+    const int n = list_buffers(p, b);
+    int ok = 1;
+    for (int i = 0; i < n; i++) ok &= (*b[i].ptr = alloc_floats(b[i].n)) != NULL;
+    if (p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1;
+    return ok ? 0 : -1;
+}
+
+void par_memory(par *p, model *m, const config *c, par_mem *out) {
+    memset(out, 0, sizeof *out);
+    int64_t np;
+    model_params_flat(m, &np);
+    out->params = 4 * np;
+    out->grads = model_grads_flat(m, NULL) ? 4 * np : 0;
+    out->activations = model_activation_bytes(m);
+    const int64_t state = c->optimizer == OPT_ADAMW ? 2 : 0;
+    out->optimizer = 4 * state * (p && p->zero ? p->sh_total : np);
+    if (!p) return;
+    pbuf b[PAR_MAX_BUFS];
+    const int n = list_buffers(p, b);
+    for (int i = 0; i < n; i++) {
+        int64_t *to = b[i].cat == MEM_GRADS      ? &out->grads
+                      : b[i].cat == MEM_GATHERED ? &out->gathered
+                                                 : &out->buffers;
+        *to += 4 * b[i].n;
+    }
+    if (p->bk_cap > 0) out->buffers += 4 * 2 * (p->bk_cap + (p->zero ? p->bk_cap / p->nX : 0));
+}
