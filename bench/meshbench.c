@@ -42,6 +42,7 @@ typedef struct {
     double f;
     int warm, iters, reps, check, pingpong, placement, help;
     const char *ops, *algs, *axes, *spec, *open, *cross, *emulate, *link, *csv, *json;
+    const char *chip; /* predict with this chip's links instead of the ping-pong fit */
     double flops;
     int64_t chunk; /* -1: mesh default */
 } opts;
@@ -89,6 +90,8 @@ static const bench_flag flags[] = {
     {"--flops", NULL, F_F64, O_(flops), 1, 1e18, "F", "this CPU's FLOP/s for --emulate"},
     {"--chunk", NULL, F_SIZE, O_(chunk), 0, 1e15, "BYTES", "lane chunk of every algorithm"},
     {"--link", NULL, F_STR, O_(link), 0, 0, "BW,LAT", "slow links: bytes/s one way, s per hop"},
+    {"--chip", NULL, F_STR, O_(chip), 0, 0, "CHIP",
+     "predict with CHIP's links, no ping-pong (simulated slices, bench/simpod)"},
     {"--csv", NULL, F_STR, O_(csv), 0, 0, "FILE", "rows as CSV"},
     {"--json", NULL, F_STR, O_(json), 0, 0, "FILE", "ping-pong fits and rows as JSON"},
     {"--pingpong", NULL, F_SWITCH, O_(pingpong), 0, 0, NULL, "print the ping-pong sweep"},
@@ -475,7 +478,8 @@ static void setup_links(bench *b) {
 /* One line: each axis's fitted link and whether it crosses hosts (the network) or not. */
 static void print_axis_links(bench *b) {
     int crosses[MESH_MAX_AXES], nh = mesh_hosts(b->m, crosses);
-    mesh_log("# links (ping-pong fit), %d host%s:", nh, nh > 1 ? "s" : "");
+    mesh_log("# links (%s), %d host%s:", b->o.chip ? "--chip" : "ping-pong fit", nh,
+             nh > 1 ? "s" : "");
     for (int k = 0, first = 1; k < mesh_ndims(b->m); k++)
         if (mesh_axis_size(b->m, k) > 1) {
             mesh_log("%s %c %s: alpha %.2f us, beta %.3f GB/s", first ? "" : " |",
@@ -502,9 +506,14 @@ static void print_header(bench *b) {
                 "repetitions; busbw in GB/s, GB = 1e9\",\"pingpong\":[",
                 mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an);
     for (int k = 0; k < 3; k++) b->alpha[k] = 1e-6, b->beta[k] = 1e9;
-    for (int k = 0; k < mesh_ndims(b->m); k++)
-        if (mesh_axis_size(b->m, k) > 1)
+    const cost_chip *c = o->chip ? cost_chip_find(o->chip) : NULL;
+    if (o->chip && !c) mesh_exit_error("--chip %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o->chip);
+    for (int k = 0; k < mesh_ndims(b->m); k++) {
+        if (c) /* a simulated slice's links are the chip's (bench/simpod): no fit needed */
+            b->alpha[k] = c->hop_latency, b->beta[k] = c->ici_oneway;
+        else if (mesh_axis_size(b->m, k) > 1)
             pingpong(b->m, k, &b->alpha[k], &b->beta[k], o->pingpong, b->json);
+    }
     print_axis_links(b); /* closes the ping-pong list */
     if (b->json) fprintf(b->json, ",\"rows\":[");
     if (b->csv)
@@ -521,7 +530,10 @@ static void print_header(bench *b) {
              "# /mpi = median over repetitions of time / MPI's time in the same repetition "
              "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
              mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an, b->n, o->iters,
-             o->warm, o->reps, o->emulate || o->link ? "the emulated" : "the ping-pong-fitted");
+             o->warm, o->reps,
+             o->emulate || o->link ? "the emulated"
+             : o->chip             ? "the --chip"
+                                   : "the ping-pong-fitted");
     mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n", "size(B)",
              "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
              "bus_best", "pred(us)", "m/p", "/mpi", "error");

@@ -40,19 +40,22 @@ add_executable(meshbench bench/meshbench.c)
 target_link_libraries(meshbench PRIVATE mt_mesh)
 mt_target_warnings(meshbench)
 
-# The platform generator runs on the host, not in the simulator: it is built with the host's C
-# compiler (an smpicc output is a shared object that only smpirun loads). It reads the chip table
-# of mesh/cost.c, so the simulated links are the cost model's.
+# The platform generator and the re-predictor of meshbench CSVs run on the host, not in the
+# simulator: they are built with the host's C compiler (an smpicc output is a shared object that
+# only smpirun loads). Both read mesh/cost.c, so the simulated links are the cost model's chip.
 find_program(MT_HOST_CC NAMES cc gcc REQUIRED)
-add_custom_command(
-  OUTPUT ${PROJECT_BINARY_DIR}/simpod-platform
-  COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
-          ${PROJECT_SOURCE_DIR}/bench/simpod_platform.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
-          -o ${PROJECT_BINARY_DIR}/simpod-platform
-  DEPENDS ${PROJECT_SOURCE_DIR}/bench/simpod_platform.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
-          ${PROJECT_SOURCE_DIR}/mesh/cost.h
-  COMMENT "Building the host tool simpod-platform")
-add_custom_target(simpod_platform ALL DEPENDS ${PROJECT_BINARY_DIR}/simpod-platform)
+foreach(tool simpod_platform simpod_predict)
+  string(REPLACE "_" "-" exe ${tool})
+  add_custom_command(
+    OUTPUT ${PROJECT_BINARY_DIR}/${exe}
+    COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
+            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
+            -o ${PROJECT_BINARY_DIR}/${exe}
+    DEPENDS ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
+            ${PROJECT_SOURCE_DIR}/mesh/cost.h
+    COMMENT "Building the host tool ${exe}")
+  add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
+endforeach()
 
 # The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, and the
 # simulated links against the chip table.

@@ -8,10 +8,22 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* The bug handler (kern_set_bug_handler); NULL = print to stderr and abort. The one piece of
+ * state in kernels/: it is set once, before any kernel runs, by the program's main. */
+static kern_bug_fn bug_handler;
+
+void kern_set_bug_handler(kern_bug_fn fn) {
+    bug_handler = fn;
+}
+
 /* cblas takes int sizes: a larger extent is a caller bug, and going on would corrupt memory. */
 static blasint to_blasint(int64_t n, const char *what) {
     if (n < 0 || n > INT_MAX) {
-        fprintf(stderr, "kern_gemm: %s = %lld does not fit cblas's int\n", what, (long long)n);
+        char msg[128];
+        snprintf(msg, sizeof msg, "kern_gemm: %s = %lld does not fit cblas's int", what,
+                 (long long)n);
+        if (bug_handler) bug_handler(msg);
+        fprintf(stderr, "%s\n", msg);
         abort();
     }
     return (blasint)n;

@@ -5,6 +5,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A kernel called with sizes it cannot serve (an extent past cblas's int) is a caller's bug. The
+ * handler reports it the program's way (meshtrain: mesh_abort, naming the rank, ending the job)
+ * and does not return; without one, the kernel prints to stderr and aborts. */
+typedef void (*kern_bug_fn)(const char *msg);
+void kern_set_bug_handler(kern_bug_fn fn);
+
 /* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C[M,N]; op(X) = Xᵀ when the flag is set.
  * lda/ldb/ldc are row strides of A, B, C as stored (A stored [M,K] or, transposed, [K,M]).
  * beta = 0 overwrites C (C may hold garbage); beta = 1 accumulates. */

@@ -215,21 +215,26 @@ int cost_direct_farthest(int n, int wraps) {
  * Folding it into each open axis's rate instead (w·n/(n−1), right for ONE axis) counts it once
  * per axis: on a 2x2 slice, whose axes of 2 never wrap, that predicted V/(4w) while each rank
  * receives 3V/4 over one link per axis, 3V/(8w) (measured: test_link, meshbench). An AllToAll is
- * different: each of its stages moves (n_i−1)/n_i of the data over axis i whatever the other
- * axes do, so its per-axis rates (ring_rate) add as they are (2x2: V/(8w), as measured). */
+ * different: MULTI runs one part of V per axis, each part axis by axis (SEQ, whose stage over
+ * axis i is an AllToAll of V·n_i/N at that axis's ring_rate) in a rotated order, all parts at
+ * once, so it takes SEQ's time over n_axes: Σ_i (V·n_i/N)/rate_i / n_axes (2x2: V/(8w), as
+ * measured on emulated links; 4x4x4 v5p, 16 MiB: 93 µs, simulated 102 µs, docs/simpod.md). */
 static void multi_cost(stage *st, const cost_link *l, const int *sizes, const int *wraps,
                        const int *strides, int n_axes, double V, int a2a, int prod, int all_wrap) {
-    double rate_sum = 0, rate;
-    int hop_sum = 0, hops;
+    double rate_sum = 0, rate, a2a_time = 0;
+    int hop_sum = 0, hops, n_used = 0;
     for (int i = 0; i < n_axes; i++) {
         if (sizes[i] <= 1) continue;
         int w = wraps && wraps[i], k = stride_of(strides, i);
         ring_rate(sizes[i], w, l->w_oneway / k, a2a, &rate, &hops);
-        rate_sum += a2a ? rate : (w ? 2.0 : 1.0) * l->w_oneway / k;
+        rate_sum += (w ? 2.0 : 1.0) * l->w_oneway / k;
+        a2a_time += V * sizes[i] / prod / rate;
         hop_sum += k * hops;
+        n_used++;
     }
-    double frac = a2a || all_wrap ? 1.0 : (prod - 1.0) / prod;
-    stage_add(st, l->hop_latency * hop_sum, frac * V / rate_sum, hop_sum);
+    double frac = all_wrap ? 1.0 : (prod - 1.0) / prod;
+    const double t_bw = a2a ? a2a_time / n_used : frac * V / rate_sum;
+    stage_add(st, l->hop_latency * hop_sum, t_bw, hop_sum);
 }
 
 /* DIRECT: see cost.h and mesh/coll_direct.c. */

@@ -133,8 +133,9 @@ int cost_alg_parse(const char *s);
  *   MULTI over axes i     : max(T_min·Σ hops_i, f·V/Σ W_i), W_i = W (wrapping) or w_oneway
  *                           (open); f = 1 if every axis wraps (V/(W·n_axes), sharding ch.), else
  *                           (N−1)/N with N = Π|X_i|, as the book's open-axis cost keeps it
- *                           (pop quiz 2); one open axis gives the RING formula. AllToAll: the
- *                           sum of each axis's own one-axis rate (its stages are independent)
+ *                           (pop quiz 2); one open axis gives the RING formula. AllToAll:
+ *                           SEQ's bandwidth term over n_axes (one part of V per axis, each
+ *                           run axis by axis in a rotated order, all parts at once)
  *   SEQ                   : Σ stages of the one-axis cost; an AllGather gathers the last axis first
  *                           (stage V = V·Π(done)/Π(all)), a ReduceScatter scatters the first axis
  *                           first (stage V = V/Π(done))                                   sharding

@@ -366,7 +366,9 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     }
     int order[MESH_MAX_AXES];
     if (cross_order(cross, spec, name, nd, order, err, errlen) < 0) return NULL;
-    mesh *m = calloc(1, sizeof *m);
+    /* (calloc): the function, not SMPI's calloc macro, whose auto-shared mode (bench/simpod
+     * --shared) would share this rank-private state between simulated ranks */
+    mesh *m = (calloc)(1, sizeof *m);
     CHECK(m, "out of memory");
     int r;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);

@@ -88,7 +88,7 @@ int main(void) {
                      !strcmp(c.alg, "bidir") && !strcmp(c.emulate, "v5p"),
                  "sharding flags");
     good("--mesh x=2,z=2 --dp x --pipeline z --microbatches 4 --schedule 1f1b", &c);
-    check_expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == 1,
+    check_expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == PIPE_1F1B,
                  "pipeline flags");
     good("--comm-dtype bf16 --bucket 4M --alg ring", &c);
     check_expect(!strcmp(c.comm_dtype, "bf16") && c.bucket == 4000000,

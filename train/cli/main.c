@@ -16,8 +16,14 @@
 #include "train/cli/run.h"
 #include "train/step/trainer.h"
 
+/* A kernel's bug report, the mesh's way: rank, coordinates, then the whole job ends. */
+static void kernel_bug(const char *msg) {
+    mesh_abort("kernels/gemm.c", 0, "%s", msg);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
+    kern_set_bug_handler(kernel_bug);
     if (argc > 1 && strcmp(argv[1], "prepare") == 0) {
         run_prepare(argc - 1, argv + 1);
         mesh_mpi_finalize();

@@ -130,6 +130,10 @@ static const flag_def flags[] = {
      "axes the batch is sharded over, e.g. \"x\" or \"xz\" (default: every axis that "
      "--tensor and --pipeline leave free); alias --data-axes"},
     {"data-axes", K_STR, F_(data_axes), 0, 0, 0, "AXES", NULL},
+    {"dcn", K_STR, F_(dcn_axis), 0, 0, 0, "AXIS",
+     "a data axis across the data-center network (pods): gradients ReduceScatter over the "
+     "other (ICI) data axes, the 1/|ICI| shard is reduced over AXIS, then AllGather over ICI; "
+     "ZeRO shards over the ICI data axes only; --emulate gives AXIS the chip's DCN bandwidth"},
     {"zero", K_INT, F_(zero), 0, 3, 0, "S",
      "ZeRO stage over the --dp axes: 0 replicated, 1 optimizer, 2 +grads, 3 +weights (FSDP)"},
     {"tensor", K_STR, F_(tensor_axis), 0, 0, 0, "AXIS",
@@ -350,9 +354,9 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         return 0;
     case K_SCHED:
         if (strcmp(val, "gpipe") == 0)
-            c->schedule = 0;
+            c->schedule = PIPE_GPIPE;
         else if (strcmp(val, "1f1b") == 0)
-            c->schedule = 1;
+            c->schedule = PIPE_1F1B;
         else
             return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
         return 0;
@@ -590,6 +594,20 @@ int config_validate(const config *c, char *err, size_t errlen) {
                 c->pipe_axis);
         if (c->microbatches > 0 && config_check_microbatches(c, err, errlen)) return -1;
     }
+    if (c->dcn_axis[0]) {
+        if (strlen(c->dcn_axis) != 1 || check_axes("dcn", c->dcn_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--dcn %s: give one axis, x, y or z", c->dcn_axis);
+        if (strchr(c->tensor_axis, c->dcn_axis[0]) || strchr(c->pipe_axis, c->dcn_axis[0]))
+            return errmsg_fail(err, errlen,
+                               "--dcn %s is the --tensor or --pipeline axis: only data "
+                               "parallelism runs across the data-center network",
+                               c->dcn_axis);
+        if (c->data_axes[0] && !strchr(c->data_axes, c->dcn_axis[0]))
+            return errmsg_fail(err, errlen,
+                               "--dcn %s is not among --dp %s: the DCN axis is a "
+                               "data axis",
+                               c->dcn_axis, c->data_axes);
+    }
     if (c->alg[0]) {
         if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
             return errmsg_fail(err, errlen,
@@ -646,7 +664,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", d->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
         break;
     case K_SCHED:
-        snprintf(buf, len, "%s", d->schedule ? "1f1b" : "gpipe");
+        snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");
         break;
     case K_BUCKET:
         if (d->bucket < 0)

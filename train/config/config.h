@@ -15,6 +15,8 @@ typedef struct {
 } model_shape;
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
+/* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */
+typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 } pipe_schedule;
 typedef enum { DATA_ORDER_RANDOM = 0, DATA_ORDER_SEQUENTIAL = 1 } data_order;
 
 typedef struct {
@@ -56,6 +58,7 @@ typedef struct {
     char mesh_open[16];  /* axes without wraparound */
     char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
+    char dcn_axis[4]; /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
@@ -66,7 +69,7 @@ typedef struct {
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
-    int schedule;         /* --schedule: 0 = gpipe, 1 = 1f1b */
+    pipe_schedule schedule; /* --schedule */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
     int debug_collectives; /* check every collective's signature across its axis set */

@@ -98,12 +98,31 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
     if (check_axis_use(c, m, dax, tax, pax, mesh_axes_size(m, pax), err, errlen)) return -1;
     if (c->zero > 0 && dax.n == 0)
         return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
+    mesh_axes zax = dax; /* the axes ZeRO shards over: --dcn's axis holds replicas */
+    if (c->dcn_axis[0]) {
+        const int d = mesh_axis_index(m, c->dcn_axis[0]);
+        int at = -1;
+        for (int k = 0; k < dax.n; k++)
+            if (dax.ax[k] == d) at = k;
+        if (at < 0)
+            return errmsg_fail(err, errlen, "--dcn %s: not one of the data axes (--dp %s)",
+                               c->dcn_axis, dp);
+        for (int k = at; k + 1 < zax.n; k++) zax.ax[k] = zax.ax[k + 1];
+        zax.n--;
+        if (c->zero > 0 && mesh_axes_size(m, zax) == 1)
+            return errmsg_fail(err, errlen,
+                               "--zero %d shards over the ICI data axes, and --dcn %s leaves "
+                               "none: add an ICI axis to --dp, or use --zero 0 (the book: FSDP "
+                               "inside a pod, pure data parallelism across pods)",
+                               c->zero, c->dcn_axis);
+    }
     if (nY > 1 && check_tensor(&c->shape, m, tax.ax[0], nY, err, errlen)) return -1;
     if (c->zero > 0) {
         char buf[16], by[64];
-        mesh_axes_str(m, dax, buf, sizeof buf);
+        mesh_axes_str(m, zax, buf, sizeof buf);
         snprintf(by, sizeof by, "|%s| (--dp, ZeRO shards D_%s)", buf, buf);
-        if (check_div(err, errlen, "d_model D", c->shape.D, by, nX)) return -1;
+        if (check_div(err, errlen, "d_model D", c->shape.D, by, mesh_axes_size(m, zax)))
+            return -1;
     }
     if (c->batch % nX != 0 || c->micro_batch % nX != 0)
         return errmsg_fail(err, errlen,

@@ -49,6 +49,10 @@ struct report {
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
     double t0;
+    /* --dcn: collectives over ICI only [0] and over a set with the DCN axis [1] (under mu) */
+    int dcn; /* the DCN axis, −1 if none */
+    double net_xfer[2], net_pred[2], net_bytes[2];
+    int64_t net_calls[2];
 };
 
 /* The predictions of one call: the run's (what it moved, latency added per step), its latency
@@ -125,6 +129,15 @@ static void hook(const mesh_call *c, void *ctx) {
     r->regime_lat[c->op] += p.latency_bound;
     r->async_calls[c->op] += c->async;
     r->book_comm += p.book;
+    if (!p2p) {
+        int k = 0;
+        for (int a = 0; a < c->axes.n; a++) k |= c->axes.ax[a] == r->dcn;
+        double b = 0;
+        for (int a = 0; a < MESH_MAX_AXES; a++)
+            b += (double)(c->link_bytes[a][0] + c->link_bytes[a][1]);
+        r->net_xfer[k] += c->t_end - c->t_start, r->net_pred[k] += p.run, r->net_bytes[k] += b;
+        r->net_calls[k]++;
+    }
     push(r, (predict_event){c->async ? PREDICT_ISSUE : PREDICT_BLOCKING, c->t_issue, c->t_end,
                             c->seq, p.run, p.lat});
     pthread_mutex_unlock(&r->mu);
@@ -184,6 +197,7 @@ report *report_create(mesh *m, double flops) {
     pthread_mutex_init(&r->mu, NULL);
     r->m = m;
     r->flops = flops;
+    r->dcn = -1;
     int emulated = 1;
     for (int a = 0; a < mesh_ndims(m); a++) {
         double bw, lat;
@@ -203,6 +217,14 @@ report *report_create(mesh *m, double flops) {
     mesh_stats_reset(m);
     CHECK(mesh_add_trace_hook(m, hook, waited, r) == 0, "too many trace observers");
     return r;
+}
+
+void report_set_dcn(report *r, int axis) {
+    pthread_mutex_lock(&r->mu);
+    r->dcn = axis;
+    memset(r->net_xfer, 0, sizeof r->net_xfer), memset(r->net_pred, 0, sizeof r->net_pred);
+    memset(r->net_bytes, 0, sizeof r->net_bytes), memset(r->net_calls, 0, sizeof r->net_calls);
+    pthread_mutex_unlock(&r->mu);
 }
 
 void report_destroy(report *r) {
@@ -347,6 +369,19 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
                  "compute (OSU's measure);\n  book = the prediction's: the share of the "
                  "predicted transfer that the step's replay hides\n");
+    if (r->dcn >= 0) {
+        char name[2][24];
+        snprintf(name[0], sizeof name[0], "ICI");
+        snprintf(name[1], sizeof name[1], "DCN (axis %c)", mesh_axis_name(r->m, r->dcn));
+        fprintf(out, "  network (collectives):");
+        for (int j = 0; j < 2; j++)
+            fprintf(out,
+                    "%s %s: %lld calls, %.3f MB sent, transfer %.2f ms, predicted %.2f ms (%.2f)",
+                    j ? " |" : "", name[j], (long long)r->net_calls[j], r->net_bytes[j] / 1e6,
+                    1e3 * r->net_xfer[j], 1e3 * r->net_pred[j],
+                    r->net_pred[j] > 0 ? r->net_xfer[j] / r->net_pred[j] : 0);
+        fprintf(out, "\n");
+    }
     fprintf(out,
             "  compute: measured %.1f ms, predicted %.1f ms (%.2f; the kernels timed on this "
             "rank's shapes) | exposed comm: measured %.1f ms, predicted %.1f ms\n",

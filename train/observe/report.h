@@ -51,6 +51,9 @@ double report_overlap(double exposed, double xfer);
 report *report_create(mesh *m, double flops);
 /* Not collective. The predicted compute of a step (train/step/ktime.h), seconds. */
 void report_set_compute(report *r, double seconds);
+/* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
+ * predicted time into ICI ones and those over a set with this axis (−1: no split). */
+void report_set_dcn(report *r, int axis);
 void report_destroy(report *r); /* accepts NULL */
 void report_step_begin(report *r);
 /* Collective over: world. flops_rank = the step's FLOPs on this rank. */

@@ -128,10 +128,10 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
         }
         if (p->nX > 1) {
             const char *path = p->overlap ? "async" : "blocking";
-            if (p->zero == 0)
+            if (p->zero == 0 && !p->rax.n)
                 coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
                          "dW{U_X} → dW (once per step)", path);
-            else
+            else if (p->zero > 0)
                 coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
                          p->layer_elems / p->nX / 9, 9,
                          p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
@@ -140,6 +140,18 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
             if (p->zero == 1 || p->zero == 2)
                 coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
                          "W[D_X, ...] → W[D, ...] after the update", "blocking");
+        }
+        if (p->rax.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
+            const int64_t cs = p->dcn_n / p->nX;
+            coll_row(&pr, "step", MESH_OP_REDUCE_SCATTER, p->dax, cs, 1,
+                     "dG{U_X} → dG[_X] (whole gradient, ICI)", "blocking");
+            coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, cs, 1,
+                     "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)", "blocking");
+            coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)",
+                     "blocking");
+        } else if (p->rax.n) {
+            coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, p->sh_total, 1,
+                     "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)", "blocking");
         }
     }
     const double MB = 1e6;
@@ -175,11 +187,16 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
                  : p->zero == 1 ? "ZeRO-1"
                                 : "ZeRO-2",
                  X);
+    if (p->rax.n) { /* --dcn: pure data parallelism across the data-center network */
+        char R[8];
+        const size_t o = strlen(d);
+        snprintf(d + o, sizeof d - o, "%sDP over %s (DCN)", o ? " + " : "", sub(p->m, p->rax, R));
+    }
     if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
     char Z[8] = "", pp[64] = "";
     if (p->nZ > 1)
         snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
-                 c->schedule ? "1F1B" : "GPipe");
+                 c->schedule == PIPE_1F1B ? "1F1B" : "GPipe");
     snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
              (d[0] || tp[0]) && pp[0] ? " + " : "", pp);
 }

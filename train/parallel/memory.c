@@ -6,7 +6,7 @@
  *   buffers   everything else: the tensor axis's packing of [BT, D] and the kv-group exchange,
  *             the column packing of a block, ZeRO-1/2's staged shard, ZeRO-2/3's transient
  *             gradients of a layer (two slots) and their reduce-scatter results, the gradient
- *             buckets (bucket.c). */
+ *             buckets (bucket.c), --dcn's flat gradient (zero.c). */
 #include <string.h>
 
 #include "train/config/alloc.h"
@@ -28,7 +28,7 @@ static int64_t max64(int64_t a, int64_t b) {
 
 /* The tensor axis's scratch and the column packing; sets p->layer_elems. */
 static int list_common(struct par *p, pbuf *b, int n) {
-    const int64_t BT = p->cfg.micro_batch / p->nX * p->s.T, D = p->s.D;
+    const int64_t BT = p->cfg.micro_batch / p->nB * p->s.T, D = p->s.D;
     int64_t layer = 0, big = 0;
     for (int id = 0; id < P_COUNT; id++) {
         if (par_is_layer_param((param_id)id))
@@ -44,6 +44,12 @@ static int list_common(struct par *p, pbuf *b, int n) {
         b[n++] = (pbuf){&p->kvx, D * p->s.H * p->nY, MEM_BUFFERS};
     }
     b[n++] = (pbuf){&p->pack, max64(layer, big), MEM_BUFFERS};
+    if (p->zero == 0 && p->rax.n) { /* --dcn: the flat gradient padded to nX shards, + a shard */
+        int64_t all = 0;
+        for (int id = 0; id < P_COUNT; id++) all += p->g[id].nb * pgeo_block(&p->g[id]);
+        p->dcn_n = (all + p->nX - 1) / p->nX * p->nX;
+        b[n++] = (pbuf){&p->dcn_buf, p->dcn_n + p->dcn_n / p->nX, MEM_BUFFERS};
+    }
     return n;
 }
 

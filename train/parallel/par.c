@@ -9,6 +9,23 @@
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* --dcn: bax = the data axes as parsed into dax; the DCN axis (config_for_mesh checked that it is
+ * one of them) moves from dax to rax, so that dax keeps the ICI data axes. */
+static void split_dcn(struct par *p, const config *c) {
+    p->bax = p->dax;
+    p->rax.n = 0;
+    if (!c->dcn_axis[0]) return;
+    const int d = mesh_axis_index(p->m, c->dcn_axis[0]);
+    int at = -1;
+    for (int k = 0; k < p->bax.n; k++)
+        if (p->bax.ax[k] == d) at = k;
+    CHECK(d >= 0 && at >= 0, "--dcn %s is not a data axis: the config was not validated",
+          c->dcn_axis);
+    p->rax = (mesh_axes){1, {d, 0, 0}};
+    for (int k = at; k + 1 < p->dax.n; k++) p->dax.ax[k] = p->dax.ax[k + 1];
+    p->dax.ax[--p->dax.n] = 0;
+}
+
 par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
     *trivial = 0;
     struct par *p = calloc(1, sizeof *p);
@@ -30,13 +47,16 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 && mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
               mesh_axes_parse(m, c->pipe_axis, &p->pax) == 0,
           "par_create: axes checked by config_for_mesh do not parse");
+    split_dcn(p, c);
+    p->nB = mesh_axes_size(m, p->bax);
+    p->bi = mesh_axes_index(m, p->bax);
     p->nX = mesh_axes_size(m, p->dax);
     p->xi = mesh_axes_index(m, p->dax);
     p->nY = mesh_axes_size(m, p->tax);
     p->yi = mesh_axes_index(m, p->tax);
     p->nZ = mesh_axes_size(m, p->pax);
     p->zi = mesh_axes_index(m, p->pax);
-    if (p->nX == 1 && p->nY == 1 && p->nZ == 1) {
+    if (p->nB == 1 && p->nY == 1 && p->nZ == 1) {
         *trivial = 1;
         free(p);
         return NULL;
@@ -44,7 +64,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->l0 = p->zi * (p->s.L / p->nZ);
     p->l1 = p->l0 + p->s.L / p->nZ;
     const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == 1 && M > p->nZ ? p->nZ : M);
+    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->nZ ? p->nZ : M);
     if (p->nX == 1) p->zero = 0;
     par_layout_extents(p);
     par_layout_geometry(p);
@@ -82,6 +102,7 @@ void par_destroy(par *p) {
     free(p->tp_b);
     free(p->kvx);
     free(p->pack);
+    free(p->dcn_buf);
     free(p);
 }
 
@@ -90,8 +111,8 @@ const model_hooks *par_model_hooks(par *p) {
 }
 
 int64_t par_data_shards(const par *p) {
-    return p ? p->nX : 1;
+    return p ? p->nB : 1;
 }
 int64_t par_data_index(const par *p) {
-    return p ? p->xi : 0;
+    return p ? p->bi : 0;
 }

@@ -45,6 +45,14 @@ struct par {
     model_shape s;
     mesh_axes dax, tax, pax; /* data axes (ordered), tensor axis, pipeline axis (n = 0 or 1) */
     int64_t nX, xi, nY, yi, nZ, zi;
+    /* --dcn: bax = every data axis (the batch's B_X), dax = bax without the DCN axis (the ICI
+     * axes that ZeRO shards over and gradients are reduce-scattered over), rax = {the DCN axis}
+     * (n = 0 without --dcn); nB, bi: bax's size and this rank's index in it. */
+    mesh_axes bax, rax;
+    int64_t nB, bi;
+    float *dcn_buf; /* --zero 0 with --dcn: the flat gradient padded to a multiple of nX, then
+                       room for one shard */
+    int64_t dcn_n;  /* its padded length */
     int64_t l0, l1; /* this pipeline stage's layers */
     int nslots;     /* activation slots: micro-batches in flight on this stage */
     int zero, overlap;

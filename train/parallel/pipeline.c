@@ -19,7 +19,7 @@
 #include "train/parallel/par_impl.h"
 #include "train/observe/trace.h"
 
-int pipe_actions(int schedule, int64_t P, int64_t s, int64_t M, pipe_action *out) {
+int pipe_actions(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, pipe_action *out) {
     int n = 0;
     if (schedule == PIPE_GPIPE) {
         for (int64_t j = 0; j < M; j++) out[n++] = (pipe_action){1, j};
@@ -40,7 +40,8 @@ struct pipe {
     model *m;
     par *p;
     mesh *mesh;
-    int axis, schedule;
+    int axis;
+    pipe_schedule schedule;
     int64_t P, s, M, BT, D;
     int nslots;
     float *dout;               /* received dL/d(stage output) */
@@ -49,7 +50,7 @@ struct pipe {
     pipe_action *acts;
 };
 
-pipe *pipe_create(model *m, par *p, mesh *mh, int schedule, int64_t M) {
+pipe *pipe_create(model *m, par *p, mesh *mh, pipe_schedule schedule, int64_t M) {
     pipe *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     q->m = m, q->p = p, q->mesh = mh, q->schedule = schedule, q->M = M;
@@ -157,7 +158,7 @@ double pipe_eval(pipe *q, const int32_t *tokens) {
     return par_pipe_last_value(q->p, q->s == q->P - 1 ? loss / (double)q->M : 0.0);
 }
 
-void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out) {
+void pipe_timeline(pipe_schedule schedule, int64_t P, int64_t M, FILE *out) {
     /* unit-time simulation (F = 1 slot, B = 2 slots): an action starts when its stage is free and
      * its input exists (F: F of the stage before; B: B of the stage after and F of its own) */
     enum { MAXT = 4096 };

@@ -8,7 +8,6 @@
 #include "train/model/model.h"
 #include "train/parallel/par.h"
 
-enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 };
 
 typedef struct {
     int fwd;    /* 1 forward, 0 backward */
@@ -25,8 +24,8 @@ typedef struct {
 typedef struct pipe pipe;
 
 /* Stage s of P's action list for M micro-batches; returns its length (2M). out: 2M entries. */
-int pipe_actions(int schedule, int64_t P, int64_t s, int64_t M, pipe_action *out);
-pipe *pipe_create(model *m, par *p, mesh *mh, int schedule, int64_t M);
+int pipe_actions(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, pipe_action *out);
+pipe *pipe_create(model *m, par *p, mesh *mh, pipe_schedule schedule, int64_t M);
 void pipe_destroy(pipe *q); /* accepts NULL */
 /* Collective over: world. One step's forwards and backwards of M micro-batches of
  * tokens[M·b, T+1] (this data shard's rows); gradients accumulate with grad scale `scale`.
@@ -36,5 +35,5 @@ double pipe_step(pipe *q, const int32_t *tokens, float scale, pipe_stats *st);
 double pipe_eval(pipe *q, const int32_t *tokens);
 /* The schedule as a text timeline (stage × time, F/B and micro-batch), from a unit-time
  * simulation. */
-void pipe_timeline(int schedule, int64_t P, int64_t M, FILE *out);
+void pipe_timeline(pipe_schedule schedule, int64_t P, int64_t M, FILE *out);
 #endif

@@ -121,6 +121,7 @@ void par_drain(struct par *p) {
 static void reduce_block(struct par *p, param_id id, float *g, float *out, float *acc) {
     const pgeo *ge = &p->g[id];
     const int64_t n = pgeo_block(ge);
+    if (p->zero == 0 && p->rax.n) return; /* the whole gradient at once: dcn_reduce */
     if (p->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->overlap)
@@ -330,11 +331,37 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
         if (p->ngbuf[id]) memset(p->ngbuf[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
 }
 
+/* --dcn: the data axes are ICI ones (dax) and one across the data-center network (rax); DCN
+ * carries 1/|ICI| of the gradient:
+ *   --zero 0: the whole TP-local gradient G (flat, padded to nX equal shards) is
+ *     ReduceScatter_ICI → AllReduce_DCN of this rank's 1/|ICI| shard → AllGather_ICI;
+ *   --zero >= 1: the per-block ReduceScatter_ICI has already left each rank's shard gradient in
+ *     sh_g; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather of
+ *     the updated shards, ZeRO-3's gathers of the next forward pass). */
+static void dcn_reduce(struct par *p, model *m) {
+    if (p->zero >= 1) {
+        mesh_all_reduce(p->m, p->rax, p->sh_g, p->sh_g, p->sh_total, p->alg);
+        return;
+    }
+    int64_t n;
+    float *G = model_grads_flat(m, &n), *buf = p->dcn_buf;
+    CHECK(n <= p->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
+          (long long)p->dcn_n);
+    const int64_t c = p->dcn_n / p->nX;
+    memcpy(buf, G, (size_t)n * sizeof(float));
+    memset(buf + n, 0, (size_t)(p->dcn_n - n) * sizeof(float));
+    float *mine = buf + p->dcn_n; /* this rank's shard */
+    mesh_reduce_scatter(p->m, p->dax, mine, buf, c, p->alg);
+    mesh_all_reduce(p->m, p->rax, mine, mine, c, p->alg);
+    mesh_all_gather(p->m, p->dax, buf, mine, c, p->alg);
+    memcpy(G, buf, (size_t)n * sizeof(float));
+}
+
 void par_finish_grads(par *p, model *m) {
-    (void)m;
     if (!p) return;
     bucket_flush(p);
     par_drain(p);
+    if (p->rax.n) dcn_reduce(p, m);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
@@ -437,7 +464,7 @@ void par_after_update(par *p, model *m) {
 
 double par_data_mean(par *p, double v) {
     if (!p) return v;
-    return allsum(p, p->dax, v) / (double)p->nX;
+    return allsum(p, p->bax, v) / (double)p->nB;
 }
 
 param_slab par_state_slab(par *p, model *m, param_id id) {
@@ -451,6 +478,7 @@ int par_is_writer(par *p, param_id id, int kind) {
     if (!counts_once(p, g)) return 0;
     /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */
     const int replicated_x = kind == 0 ? p->zero < 3 : p->zero == 0;
+    if (p->rax.n && mesh_axes_index(p->m, p->rax) != 0) return 0; /* replicated over DCN */
     return replicated_x ? p->xi == 0 : 1;
 }
 

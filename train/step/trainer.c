@@ -30,7 +30,9 @@ struct trainer {
     report *rep;
     mesh_emulation emu;
     int emulated;
-    pipe *pp; /* pipelining: the schedule driver (NULL without --pipeline) */
+    int dcn;            /* --dcn: the axis across the data-center network, −1 if none */
+    double dcn_chip_bw; /* --emulate with --dcn: the chip's DCN B/s per chip (both directions) */
+    pipe *pp;           /* pipelining: the schedule driver (NULL without --pipeline) */
     pipe_stats pst;
     mesh_wire wire;   /* --comm-dtype, in force during this trainer's steps */
     ktime_step ktime; /* the predicted compute of a step */
@@ -137,6 +139,14 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         t->emu = em;
         t->emulated = 1;
     }
+    t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
+    if (t->dcn >= 0 && t->emulated) {
+        /* the DCN axis: the chip's share of its host's DCN bandwidth, half each way, over a
+         * switched network (a ring wraps); hop latency as the ICI's */
+        t->dcn_chip_bw = cost_chip_dcn_bw(cost_chip_find(c->emulate));
+        mesh_link_set(m, t->dcn, t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.latency);
+        mesh_set_axis_wrap(m, t->dcn, 1);
+    }
     t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
         snprintf(err, errlen, "out of memory timing the kernels (try a smaller --micro-batch)");
@@ -145,6 +155,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     }
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
+    if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
     if (!serial && c->bucket != 0) {
         const int dax = par_data_axis(plan);
         const int64_t elems =
@@ -324,6 +335,20 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
                 t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);
+    if (t->dcn >= 0 && mesh_world_rank() == 0) {
+        const char d = mesh_axis_name(t->mesh, t->dcn);
+        fprintf(out,
+                "DCN over %c: gradients ReduceScatter over the ICI data axes, the 1/|ICI| shard "
+                "AllReduce over %c (once per step), AllGather over ICI",
+                d, d);
+        if (t->emulated)
+            fprintf(out,
+                    "; %s's DCN %.3g B/s per chip (%.3g per host) → %c's links %.3g B/s per "
+                    "direction: C/W_dcn = %.0f",
+                    t->c.emulate, t->dcn_chip_bw, COST_DCN_PER_HOST, d,
+                    t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.chip_flops / t->dcn_chip_bw);
+        fprintf(out, "\n");
+    }
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
                 "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
