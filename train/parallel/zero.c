@@ -88,33 +88,6 @@ static void tp_fix_layer(struct par *p, model *m, int64_t l, float *base) {
 
 /* ---------------------------------------------------------------- data-axis reductions */
 
-static void push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
-    if (p->npend == PAR_MAX_PENDING) par_drain(p);
-    p->pend[p->npend++] = (pending_red){r, out, acc, n, 0};
-}
-
-/* Completes the first `count` pending reductions (they finish in the order started). */
-void par_drain_upto(struct par *p, int count) {
-    if (count > p->npend) count = p->npend;
-    for (int i = 0; i < count; i++) {
-        mesh_wait(p->pend[i].req);
-        if (p->pend[i].bucket)
-            bucket_complete(p, p->pend[i].bucket - 1);
-        else if (p->pend[i].acc)
-            kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
-    }
-    memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
-    p->npend -= count;
-    for (int k = 0; k < 2; k++) {
-        p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
-        p->bk_busy[k] = p->bk_busy[k] > count ? p->bk_busy[k] - count : 0;
-    }
-}
-
-void par_drain(struct par *p) {
-    par_drain_upto(p, p->npend);
-}
-
 /* Reduces one TP-local block gradient g over the data axes into its destination. For RS the
  * block is first packed in place so that shard j's elements are contiguous. out: where the RS
  * result lands; acc: shard gradient to add it into (NULL: out is the shard gradient itself). */
@@ -125,7 +98,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (p->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->overlap)
-            push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
+            par_push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
         else
             mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
         return;
@@ -136,7 +109,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->overlap) {
-        push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
+        par_push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
              acc ? n / p->nX : 0);
     } else {
         mesh_reduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg);

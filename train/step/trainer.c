@@ -357,7 +357,10 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
                 mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
                 t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
+    const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
+    mesh_set_wire(t->mesh, t->wire);
     par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
+    mesh_set_wire(t->mesh, wire);
 }
 
 void trainer_print_summary(trainer *t, FILE *out) {
