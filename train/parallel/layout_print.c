@@ -159,9 +159,9 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
     }
 }
 
-void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *out) {
+void par_print_plan(par *p, model *mod, const config *c, const report *r, FILE *out) {
     par_mem mem;
-    par_memory(p, m, c, &mem);
+    par_memory(p, mod, c, &mem);
     if (mesh_world_rank() != 0) return;
     char X[8] = "", Y[8] = "";
     if (p) sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
