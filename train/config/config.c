@@ -502,8 +502,8 @@ static int check_axes(const char *flag, const char *axes, bool commas, char *err
     return 0;
 }
 
-int config_validate(const config *c, char *err, size_t errlen) {
-    /* Ranges from the table, so a config built in code is held to the same limits. */
+/* Ranges from the table, so a config built in code is held to the same limits. */
+static int check_ranges(const config *c, char *err, size_t errlen) {
     for (int i = 0; i < NFLAGS; i++) {
         const flag_def *f = &flags[i];
         if (!f->help || (f->kind != K_I64 && f->kind != K_INT && f->kind != K_F64)) continue;
@@ -532,6 +532,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
                                (f->excl & EXCL_LO) ? ">" : ">=", f->lo,
                                (f->excl & EXCL_HI) ? "<" : "<=", f->hi);
     }
+    return 0;
+}
+
+/* The model's shape, the batch, the schedule and the files. */
+static int check_model(const config *c, char *err, size_t errlen) {
     const model_shape *s = &c->shape;
     if (s->N % s->K != 0) {
         char divs[256] = "";
@@ -568,6 +573,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
     if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
         return errmsg_fail(err, errlen,
                            "--ckpt-dir is empty: give the directory of the checkpoints");
+    return 0;
+}
+
+/* The sharding flags on their own (the rules that need the mesh: config_mesh.c). */
+static int check_sharding(const config *c, char *err, size_t errlen) {
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
     if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;
@@ -608,6 +618,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
                                "data axis",
                                c->dcn_axis, c->data_axes);
     }
+    return 0;
+}
+
+/* The collective algorithm and the wire format. */
+static int check_collectives(const config *c, char *err, size_t errlen) {
     if (c->alg[0]) {
         if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
             return errmsg_fail(err, errlen,
@@ -621,6 +636,13 @@ int config_validate(const config *c, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "--comm-dtype bf16 needs --alg ring, bidir, seq or multi: %s moves fp32",
                            c->alg);
+    return 0;
+}
+
+int config_validate(const config *c, char *err, size_t errlen) {
+    if (check_ranges(c, err, errlen) || check_model(c, err, errlen) ||
+        check_sharding(c, err, errlen) || check_collectives(c, err, errlen))
+        return -1;
     return 0;
 }
 
