@@ -10,34 +10,6 @@
 /* Scratch slots (per context): 0 the engine's buffers (coll_engine.c); then these. */
 enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
 
-static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
-                                                "multi",   "mpi",  "direct"};
-static const char *op_names[MESH_OP_COUNT] = {
-    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ppermute", "send", "recv"};
-
-const char *mesh_alg_name(mesh_alg a) {
-    return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
-}
-const char *mesh_op_name(mesh_op op) {
-    return op >= 0 && op < MESH_OP_COUNT ? op_names[op] : "?";
-}
-int mesh_alg_parse(const char *s) {
-    for (int a = 0; a < MESH_ALG_COUNT; a++)
-        if (strcmp(s, alg_names[a]) == 0) return a;
-    return -1;
-}
-static const char *wire_names[MESH_WIRE_COUNT] = {"fp32", "bf16"};
-const char *mesh_wire_name(mesh_wire w) {
-    return w >= 0 && w < MESH_WIRE_COUNT ? wire_names[w] : "?";
-}
-int mesh_wire_parse(const char *s) {
-    for (int w = 0; w < MESH_WIRE_COUNT; w++)
-        if (s && strcmp(s, wire_names[w]) == 0) return w;
-    return -1;
-}
-int mesh_wire_bytes(mesh_wire w) {
-    return w == MESH_WIRE_BF16 ? 2 : (int)sizeof(float);
-}
 void mesh_set_wire(mesh *m, mesh_wire w) {
     CHECK(w >= 0 && w < MESH_WIRE_COUNT, "bad wire format %d", (int)w);
     m->wire = w;

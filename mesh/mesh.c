@@ -1,4 +1,6 @@
-/* mesh: MPI start-up, named axes, coordinates, communicators, errors. See mesh.h. */
+/* mesh: MPI start-up, creating and destroying a mesh (axes, communicators, placement), the
+ * agreement of ranks and the job's clean exit. See mesh.h; the process-wide base (world rank,
+ * clock, mesh_abort, axis-set arithmetic, names) is base.c. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
 #include "mesh/mesh_impl.h"
 
@@ -13,19 +15,11 @@
 #include "mesh/cost.h"
 #include "mesh/where.h"
 
-static int g_world_rank = 0, g_world_size = 1;
-static const mesh *g_last_mesh; /* for coordinates in mesh_abort */
-static const char *g_progname = "meshtrain";
-
-void mesh_set_progname(const char *name) {
-    g_progname = name ? name : "meshtrain";
-}
-
 void mesh_mpi_init(int *argc, char ***argv) {
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mesh_g_world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mesh_g_world_size);
 #ifndef MESHTRAIN_SMPI /* SMPI: non-blocking calls run on the caller's thread (coll_async.c) */
     if (provided < MPI_THREAD_MULTIPLE)
         mesh_exit_error("this MPI does not provide MPI_THREAD_MULTIPLE (got level %d); "
@@ -36,19 +30,6 @@ void mesh_mpi_init(int *argc, char ***argv) {
 
 void mesh_mpi_finalize(void) {
     MPI_Finalize();
-}
-
-int mesh_world_rank(void) {
-    return g_world_rank;
-}
-int mesh_world_size(void) {
-    return g_world_size;
-}
-
-double mesh_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- errors and logging ---- */
@@ -93,10 +74,10 @@ void mesh_agree_or_exit(MPI_Comm comm, int status, const char *fmt, ...) {
 }
 
 _Noreturn void mesh_exit_error(const char *fmt, ...) {
-    if (g_world_rank == 0) {
+    if (mesh_g_world_rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "%s: error: ", g_progname);
+        fprintf(stderr, "%s: error: ", mesh_g_progname);
         vfprintf(stderr, fmt, ap);
         fprintf(stderr, "\n");
         fflush(stderr);
@@ -105,7 +86,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (g_last_mesh) where_stop_thread((mesh *)g_last_mesh); /* no watchdog past MPI_Finalize */
+    if (mesh_g_last_mesh) where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
     if (inited && !finalized) {
         MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
         MPI_Finalize();
@@ -113,55 +94,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     exit(2);
 }
 
-_Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...) {
-    char coords[64] = "";
-    if (g_last_mesh) mesh_coord_str(g_last_mesh, coords, sizeof coords);
-    va_list ap;
-    va_start(ap, fmt);
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "meshtrain: rank %d %s: %s:%d: %s\n", g_world_rank, coords, file, line, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    abort();
-}
-
-void mesh_log(const char *fmt, ...) {
-    if (g_world_rank != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
-
 /* ---- axis sets ---- */
-
-int mesh_set_id(mesh_axes a) {
-    switch (a.n) {
-    case 0:
-        return 0;
-    case 1:
-        return 1 + a.ax[0];
-    case 2:
-        return 4 + a.ax[0] * 3 + a.ax[1];
-    default:
-        return 13 + a.ax[0] * 9 + a.ax[1] * 3 + a.ax[2];
-    }
-}
-
-int mesh_axes_size(const mesh *m, mesh_axes a) {
-    int n = 1;
-    for (int k = 0; k < a.n; k++) n *= m->size[a.ax[k]];
-    return n;
-}
-
-int mesh_axes_index(const mesh *m, mesh_axes a) {
-    int i = 0;
-    for (int k = 0; k < a.n; k++) i = i * m->size[a.ax[k]] + m->coord[a.ax[k]];
-    return i;
-}
 
 int mesh_axes_member(const mesh *m, mesh_axes a, int j) {
     int c[MESH_MAX_AXES];
@@ -202,23 +135,6 @@ MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a) {
 
 MPI_Comm mesh_world_comm(const mesh *m) {
     return m->ctx[0].world;
-}
-
-float *mesh_scratch(mesh_ctx *c, int slot, int64_t n) {
-    CHECK(slot >= 0 && slot < MESH_NSCRATCH, "scratch slot %d out of range", slot);
-    if (c->scratch_n[slot] < n) {
-        free(c->scratch[slot]);
-        size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-#ifdef MESHTRAIN_SMPI
-        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh can share big scratch too */
-        c->scratch[slot] = malloc(bytes);
-#else
-        c->scratch[slot] = aligned_alloc(64, bytes);
-#endif
-        CHECK(c->scratch[slot], "out of memory for %lld floats of scratch", (long long)n);
-        c->scratch_n[slot] = n;
-    }
-    return c->scratch[slot];
 }
 
 /* ---- creation ---- */
@@ -395,7 +311,7 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
             MPI_Comm_dup(m->ctx[0].axis[k], &m->p2p[k]);
         else
             m->p2p[k] = MPI_COMM_NULL;
-    g_last_mesh = m;
+    mesh_g_last_mesh = m;
     where_attach(m);
     return m;
 }
@@ -419,7 +335,7 @@ void mesh_destroy(mesh *m) {
         if (m->p2p[k] != MPI_COMM_NULL) MPI_Comm_free(&m->p2p[k]);
     pthread_mutex_destroy(&m->link_mu);
     pthread_mutex_destroy(&m->acct_mu);
-    if (g_last_mesh == m) g_last_mesh = NULL;
+    if (mesh_g_last_mesh == m) mesh_g_last_mesh = NULL;
     free(m);
 }
 
@@ -454,28 +370,6 @@ int mesh_axis_index(const mesh *m, char name) {
     for (int k = 0; k < m->ndims; k++)
         if (m->name[k] == name) return k;
     return -1;
-}
-
-void mesh_set_axis_wrap(mesh *m, int axis, int wraps) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    m->wrap[axis] = m->size[axis] > 2 && wraps;
-}
-
-int mesh_apply_chip_wrap(mesh *m, const char *chip) {
-    const cost_chip *c = cost_chip_find(chip);
-    if (!c) return -1;
-    for (int k = 0; k < m->ndims; k++)
-        mesh_set_axis_wrap(m, k, cost_axis_wraps(c, m->size, m->ndims, k));
-    return 0;
-}
-
-const char *mesh_coord_str(const mesh *m, char *buf, size_t len) {
-    size_t o = 0;
-    o += (size_t)snprintf(buf, len, "(");
-    for (int k = 0; k < m->ndims && o < len; k++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%c=%d", k ? "," : "", m->name[k], m->coord[k]);
-    if (o < len) snprintf(buf + o, len - o, ")");
-    return buf;
 }
 
 const char *mesh_spec_str(const mesh *m, char *buf, size_t len) {

@@ -8,6 +8,12 @@
 #include "mesh/link.h"
 #include "mesh/where_impl.h"
 
+/* The process-wide state (base.c): world rank and size from mesh_mpi_init, the program name of
+ * error messages, the newest mesh (whose coordinates mesh_abort prints). */
+extern int mesh_g_world_rank, mesh_g_world_size;
+extern const struct mesh *mesh_g_last_mesh;
+extern const char *mesh_g_progname;
+
 /* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three.
  */
 #define MESH_NSETS 40

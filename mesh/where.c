@@ -637,7 +637,11 @@ int mesh_watchdog_start(mesh *m, double timeout) {
 #else
     w->wd_running = pthread_create(&w->wd_thread, NULL, watchdog_main, m) == 0 ? 2 : 1;
 #endif
-    return mesh_agree(m->ctx[0].world, w->wd_running == 2 ? 0 : -1);
+    int ok = w->wd_running == 2 ? 0 : -1, all = ok; /* every rank has its watchdog, or none */
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on the watchdog)");
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world);
+    mesh_blocking_end();
+    return all;
 }
 
 void where_stop_thread(mesh *m) {

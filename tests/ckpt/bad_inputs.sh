@@ -22,7 +22,8 @@ declare -a FRAG WHAT
 case_() {
   local frag=$1 np=$2
   shift 2
-  launch "$frag" "$*" "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${MODEL[@]}" "$@"
+  with_model "$@"
+  launch "$frag" "$*" "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${ARGV[@]}"
 }
 # cli FRAGMENT ARGS...: the same for `meshtrain ckpt ...` on 2 ranks.
 cli() {
@@ -89,18 +90,28 @@ else
   echo "skip read-only file system case: mount not permitted here"
 fi
 cli "bad ckpt arguments" diff only-one
+# a diff involving a corrupt file is an error naming the array and the file, not a difference
+cli "flip.h5: corrupt checkpoint: params/w_up fails its checksum (stored " diff "$GOOD" \
+  "$WORK/flip.h5"
 cli "cannot open" info "$WORK/no/such.h5"
 check_all
 [ -n "${umount_ro:-}" ] && umount "$WORK/ro"
-# diff of two different checkpoints: status 1 on every rank, no error
-timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" ckpt diff "$GOOD" "$WORK/flip.h5" \
-  >"$WORK/out" 2>&1
-rc=$?
-if [ $rc -eq 1 ] && grep -q "params/w_up .*DIFFERENT" "$WORK/out"; then
-  pass "[ckpt diff GOOD FLIPPED] -> 1, names params/w_up"
-else
-  fail "[ckpt diff GOOD FLIPPED] -> $rc (want 1)"; tail -5 "$WORK/out"
-fi
+# diff of two different checkpoints: status 1 on every rank, no error; a NaN is never within a
+# tolerance, --tol inf included (it once passed)
+cp "$GOOD" "$WORK/nan.h5" && "$MANGLE" "$WORK/nan.h5" nan /params/w_up >/dev/null ||
+  fail "ckpt_mangle nan"
+for tol in "" "--tol 1e6" "--tol inf"; do
+  # shellcheck disable=SC2086
+  timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" ckpt diff "$GOOD" "$WORK/nan.h5" \
+    $tol >"$WORK/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "params/w_up .*DIFFERENT, NON-FINITE (1 elements NaN or inf)" \
+       "$WORK/out" && ! grep -q "meshtrain: error" "$WORK/out"; then
+    pass "[ckpt diff GOOD NAN $tol] -> 1, names params/w_up and its NaN"
+  else
+    fail "[ckpt diff GOOD NAN $tol] -> $rc (want 1)"; tail -5 "$WORK/out"
+  fi
+done
 
 [ "$(md5sum <"$GOOD")" = "$sum_before" ] && [ "$(ls "$WORK/good")" = step_000002.h5 ] ||
   fail "the good checkpoint changed"

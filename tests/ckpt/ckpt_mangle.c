@@ -3,11 +3,17 @@
  *   ckpt_mangle FILE attr KEY VALUE   sets the int64 attribute KEY on "/" (e.g. version 2)
  *   ckpt_mangle FILE flip DATASET     flips one bit in the middle of DATASET's raw data on disk
  *                                     (what a bad sector or a torn copy does; HDF5 cannot see it)
+ *   ckpt_mangle FILE nan DATASET      sets DATASET's middle element to NaN and its checksum to
+ *                                     match: a sound file of a diverged run
  * Exit status 0 on success, 1 with a message otherwise. */
 #include <hdf5.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "train/ckpt/ckpt.h"
 
 static int set_attr(const char *path, const char *key, long long value) {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -40,12 +46,40 @@ static int flip(const char *path, const char *dset) {
     return rc;
 }
 
+static int nan_in(const char *path, const char *dset) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return 1;
+    hid_t d = H5Dopen2(f, dset, H5P_DEFAULT), sp = d >= 0 ? H5Dget_space(d) : -1;
+    hsize_t hd[8] = {0};
+    int nd = sp >= 0 ? H5Sget_simple_extent_dims(sp, hd, NULL) : -1, rc = nd < 1 || nd > 8;
+    int64_t dims[8], off[8] = {0}, n = 1;
+    for (int i = 0; i < nd && !rc; i++) dims[i] = (int64_t)hd[i], n *= dims[i];
+    float *x = rc ? NULL : malloc((size_t)n * sizeof *x);
+    rc = rc || !x || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0;
+    if (!rc) {
+        x[n / 2] = NAN;
+        uint64_t sum = 0;
+        ckpt_checksum_add(&sum, x, nd, dims, off, dims);
+        long long v = (long long)sum;
+        hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+        rc = H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0 || a < 0 ||
+             H5Awrite(a, H5T_NATIVE_LLONG, &v) < 0;
+        if (a >= 0) H5Aclose(a);
+    }
+    free(x);
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    return H5Fclose(f) < 0 || rc;
+}
+
 int main(int argc, char **argv) {
     int rc = 1;
     if (argc == 5 && strcmp(argv[2], "attr") == 0)
         rc = set_attr(argv[1], argv[3], atoll(argv[4]));
     else if (argc == 4 && strcmp(argv[2], "flip") == 0)
         rc = flip(argv[1], argv[3]);
+    else if (argc == 4 && strcmp(argv[2], "nan") == 0)
+        rc = nan_in(argv[1], argv[3]);
     else
         fprintf(stderr, "usage: ckpt_mangle FILE attr KEY VALUE | FILE flip DATASET\n");
     if (rc) fprintf(stderr, "ckpt_mangle: failed on %s\n", argc > 1 ? argv[1] : "?");

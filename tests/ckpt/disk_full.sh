@@ -20,7 +20,7 @@ fails_cleanly() {
   n=$(grep -c '^meshtrain: error:' "$WORK/$name.log")
   line=$(grep -m1 '^meshtrain: error:' "$WORK/$name.log")
   if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && grep -q "step_000008.h5" <<<"$line" &&
-     [ "$(ls -A "$dir")" = step_000004.h5 ] &&
+     [ "$(ls "$dir")" = step_000004.h5 ] &&
      "$MT" ckpt info "$dir/step_000004.h5" >/dev/null 2>&1 &&
      "$MT" ckpt diff "$WORK/ref/step_000004.h5" "$dir/step_000004.h5" >/dev/null 2>&1; then
     pass "$name: status 2, one error line, step_000004.h5 intact (checksums ok, arrays identical to the reference's), no temp file"

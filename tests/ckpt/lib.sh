@@ -9,12 +9,25 @@ MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 16 --batch 8 --l
        --warmup 1 --eps 1e-6 --eval-every 0 --data "$TXT")
 fails=0
 
+# with_model ARGS...: ARGV = MODEL then ARGS, a flag in ARGS replacing MODEL's (meshtrain refuses
+# a flag given twice).
+with_model() {
+  local i a n
+  ARGV=()
+  for ((i = 0; i < ${#MODEL[@]}; i += n)); do
+    n=1 # a switch, or a flag and its value
+    [[ $((i + 1)) -lt ${#MODEL[@]} && ${MODEL[i + 1]} != --* ]] && n=2
+    for a in "$@"; do [ "$a" = "${MODEL[i]}" ] && continue 2; done
+    ARGV+=("${MODEL[@]:i:n}")
+  done
+  ARGV+=("$@")
+}
 # run NP LOG ARGS...: meshtrain on NP ranks with MODEL and ARGS, output in $WORK/LOG; its status.
 run() {
   local np=$1 log=$2
   shift 2
-  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${MODEL[@]}" "$@" \
-    >"$WORK/$log" 2>&1
+  with_model "$@"
+  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${ARGV[@]}" >"$WORK/$log" 2>&1
 }
 pass() { echo "ok   $*"; }
 fail() {

@@ -97,7 +97,7 @@ int main(void) {
     check_expect(c.bucket == -1 && !strcmp(c.comm_dtype, "fp32"), "--bucket auto; fp32 default");
     good("--data-axes xz", &c);
     check_expect(!strcmp(c.data_axes, "xz"), "--data-axes is an alias of --dp");
-    good("--bench --data=", &c);
+    good("--bench", &c);
     check_expect(c.bench && c.steps == 10, "--bench needs no data and times 10 steps by default");
     good("--bench --steps 3", &c);
     check_expect(c.steps == 3, "--bench --steps 3");
@@ -151,7 +151,15 @@ int main(void) {
     bad("--batch 10 --micro-batch 4", "--batch 10 is not a multiple of --micro-batch 4", NULL);
     bad("--seq-len 1", "--seq-len 1", "between 2");
     bad("--lr 1e-3 --min-lr 1e-2", "--min-lr", "above --lr");
-    bad("--data=", "--data is empty", "--bench");
+    bad("--data=", "--data: the value is empty", "leave the flag out");
+    /* regressions: each was once silently accepted */
+    bad("--steps 3 --steps 4", "--steps is given twice (--steps 3, then --steps 4)", NULL);
+    bad("--dp x --data-axes=y", "--data-axes is given twice (--dp x, then --data-axes y)", NULL);
+    bad("--overlap --overlap", "--overlap is given twice", NULL);
+    bad("--mesh=", "--mesh: the value is empty", NULL);
+    bad("--trace=", "--trace: the value is empty", NULL);
+    bad("--eps 1e-300", "--eps 1e-300: below float32's smallest normal number", NULL);
+    bad("--lr 1e-45", "--lr 1e-45: below float32's smallest normal number", NULL);
     bad("--dp xx", "--dp xx", "twice");
     bad("--dp w", "--dp w", "x, y, z");
     bad("--tensor xy", "--tensor xy", "one axis");

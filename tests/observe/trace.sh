@@ -18,13 +18,13 @@ check=$here/check_trace.py
 command -v python3 >/dev/null || { echo "trace.sh: python3 not found: skipped"; exit 77; }
 mkdir -p "$dir"
 run=("$mpiexec" --oversubscribe --bind-to none)
-small=(--data "$text" --layers 2 --d-model 64 --heads 4 --seq-len 32 --batch 8 --eval-every 0)
+small=(--data "$text" --layers 2 --d-model 64 --heads 4 --seq-len 32 --batch 8)
 fail() { echo "trace.sh $case_: FAIL: $*"; exit 1; }
 has() { printf '%s\n' "$out" | grep -qE -- "$1" || fail "output lacks '$1'"; }
 
 case $case_ in
 fsdp_tp)
-    out=$(timeout 120 "${run[@]}" -np 4 "$meshtrain" "${small[@]}" --micro-batch 4 --steps 3 \
+    out=$(timeout 120 "${run[@]}" -np 4 "$meshtrain" "${small[@]}" --eval-every 0 --micro-batch 4 --steps 3 \
         --mesh x=2,y=2 --dp x --zero 3 --tensor y --overlap --debug-collectives --timeout 60 \
         --trace "$dir/fsdp_tp.json" 2>&1)
     rc=$?
@@ -50,7 +50,7 @@ pipe)
     python3 "$check" "$dir/pipe.json" 2 --pipeline z || fail "check_trace"
     ;;
 checker)
-    out=$(timeout 120 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --steps 1 --mesh x=2 \
+    out=$(timeout 120 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --eval-every 0 --steps 1 --mesh x=2 \
         --trace "$dir/c.json" 2>&1) || { echo "$out"; fail "meshtrain failed"; }
     python3 "$check" "$dir/c.json" 1 || fail "the unmodified trace fails"
     python3 - "$dir/c.json" "$dir" <<'EOF'
@@ -81,14 +81,14 @@ EOF
     done
     ;;
 badflags)
-    out=$(timeout 60 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --steps 1 \
+    out=$(timeout 60 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --eval-every 0 --steps 1 \
         --trace "$dir/no/such/dir/t.json" 2>&1)
     rc=$?
     echo "$out"
     [ $rc = 2 ] || fail "--trace into a missing directory: exit $rc, wanted 2"
     [ "$(printf '%s\n' "$out" | grep -c '^meshtrain: error: --trace .*no/such/dir/t.json: cannot create it')" = 1 ] ||
         fail "--trace: wanted one error message"
-    out=$(timeout 60 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --steps 1 --timeout -1 2>&1)
+    out=$(timeout 60 "${run[@]}" -np 2 "$meshtrain" "${small[@]}" --eval-every 0 --steps 1 --timeout -1 2>&1)
     rc=$?
     echo "$out"
     [ $rc = 2 ] || fail "--timeout -1: exit $rc, wanted 2"

@@ -193,6 +193,7 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
     const struct {
         const char *key, *v;
     } strs[] = {{"format", CKPT_FORMAT},
+                {"run_id", c->run_id},
                 {"data_order", order_name(c->order)},
                 {"data", slash ? slash + 1 : c->data},
                 {"optimizer", optim_name(c->optimizer)},
@@ -265,6 +266,9 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
         rc = h5array_attr_get_str(f, "/", "written_by_sharding", k->sharding, sizeof k->sharding, e,
                                   sizeof e);
     if (rc < 0) return errmsg_fail(err, errlen, "damaged checkpoint header: %s", e);
+    /* optional: checkpoints written before runs had ids carry none ("") */
+    if (h5array_attr_get_str(f, "/", "run_id", k->run_id, sizeof k->run_id, e, sizeof e) < 0)
+        k->run_id[0] = '\0';
     k->seed = (uint64_t)seed;
     const int order_ok = !strcmp(order, "random") || !strcmp(order, "sequential");
     const int opt_ok = !strcmp(opt, "adamw") || !strcmp(opt, "sgd");
@@ -572,7 +576,8 @@ int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
     int st = 0;
     if (c->save_every > 0 && mesh_rank(m) == 0) st = prepare_dir(c->ckpt_dir, err, errlen);
     if (mesh_agree(world, st) < 0) return -1;
-    if (!c->resume[0]) return 0;
+    if (!c->resume[0]) return ckpt_dir_claim(c, m, NULL, 0, err, errlen);
+    const int latest = strcmp(c->resume, "latest") == 0;
     if (strcmp(c->resume, "latest") == 0) { /* every rank scans: they see the same directory */
         char path[sizeof c->resume];
         int64_t step;
@@ -594,6 +599,7 @@ int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
                            "--resume %s: the checkpoint is at step %lld, past --steps %lld "
                            "(--steps counts from step 0: give more to continue)",
                            c->resume, (long long)k.step, (long long)c->steps);
+    if (ckpt_dir_claim(c, m, &k, latest, err, errlen) < 0) return -1;
     print_notes(&k, c);
     c->seed = k.seed;
     c->order = k.order;

@@ -46,6 +46,7 @@ typedef struct {
     int64_t schedule_steps, warmup; /* the learning-rate schedule (trainer_lr) */
     double lr, min_lr;
     int64_t ranks; /* for information: who wrote it */
+    char run_id[24]; /* the run that wrote it ("" for checkpoints older than run ids) */
     char mesh[96], sharding[160], data[256];
 } ckpt_meta;
 
@@ -112,6 +113,17 @@ int ckpt_prune(const char *dir, int64_t keep, int64_t step, char *err, size_t er
  * order (rank 0 prints a note for each setting that differs from the flags, and for a schedule
  * or batch that changes). Returns 0 or −1 with one message for every rank. */
 int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen);
+
+/* Collective over: world (from ckpt_run_setup; in ckpt_dir.c). Gives the run its id: the resumed
+ * checkpoint's (k, when it has one: a resumed run is the same run) or a new random one. With
+ * --save-every, claims --ckpt-dir for it: rank 0 takes an advisory lock on DIR/.meshtrain-owner
+ * for the life of the process (the kernel drops it when the process dies, so a crashed run never
+ * leaves it stuck) and records the run's id, pid and host there. Refused, unless --take-over:
+ * a directory locked by a running job (always refused), and one whose checkpoints belong to
+ * another run; with --resume latest, a newest checkpoint of a run other than the directory's
+ * owner (latest: c->resume was `latest`). Returns 0 or −1 with one message for every rank. */
+int ckpt_dir_claim(config *c, mesh *m, const ckpt_meta *k, int latest, char *err,
+                   size_t errlen);
 
 /* Collective over: world. `meshtrain ckpt info FILE` and `meshtrain ckpt diff A B [--tol K]`
  * (argv[0] = "ckpt"): rank 0 reads and prints, every rank returns its status: 0, 1 when diff

@@ -150,11 +150,14 @@ static int cmd_info(const char *path, char *err, size_t errlen) {
 typedef struct {
     double abs, rel, units; /* max |Δ|, max |Δ|/max(|a|,|b|), max |Δ|/(ε·(|a|+|b|+1)) */
     int identical;          /* bit for bit */
+    int64_t nonfinite;      /* elements that differ where either is NaN or ±inf: beyond any
+                               tolerance, --tol inf included */
+    uint64_t sum_a, sum_b;  /* the checksums of what was read (ckpt_checksum_add) */
 } array_diff;
 
 static int diff_of(h5array *fa, h5array *fb, const char *name, int ndim, const int64_t *dims,
                    float *ba, float *bb, array_diff *d, char *err, size_t errlen) {
-    *d = (array_diff){0, 0, 0, 1};
+    *d = (array_diff){0, 0, 0, 1, 0, 0, 0};
     const int64_t rows = block_rows(ndim, dims);
     for (int64_t r0 = 0; r0 < dims[0]; r0 += rows) {
         int64_t off[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
@@ -162,11 +165,15 @@ static int diff_of(h5array *fa, h5array *fb, const char *name, int ndim, const i
         if (h5array_read(fa, name, ndim, dims, off, cnt, ba, err, errlen) < 0 ||
             h5array_read(fb, name, ndim, dims, off, cnt, bb, err, errlen) < 0)
             return -1;
+        ckpt_checksum_add(&d->sum_a, ba, ndim, dims, off, cnt);
+        ckpt_checksum_add(&d->sum_b, bb, ndim, dims, off, cnt);
         if (memcmp(ba, bb, (size_t)n * sizeof *ba) == 0) continue;
         d->identical = 0;
         for (int64_t i = 0; i < n; i++) {
+            if (memcmp(&ba[i], &bb[i], sizeof *ba) == 0) continue;
             const double a = ba[i], b = bb[i], dx = fabs(a - b);
-            if (isnan(dx)) { /* NaN in one of them (or both, with other bits) */
+            if (!isfinite(a) || !isfinite(b)) { /* NaN or ±inf on one side, or both */
+                d->nonfinite++;
                 d->abs = d->rel = d->units = INFINITY;
                 continue;
             }
@@ -198,8 +205,8 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
     printf("A = %s (step %lld, %lld ranks, %s, %s)\nB = %s (step %lld, %lld ranks, %s, %s)\n", pa,
            (long long)ka.step, (long long)ka.ranks, ka.mesh, ka.sharding, pb, (long long)kb.step,
            (long long)kb.ranks, kb.mesh, kb.sharding);
-    char **na = NULL, **nb = NULL;
-    int ca = 0, cb = 0, differ = 0;
+    char **na = NULL, **nb = NULL, bad_sum[CLI_ERR_LEN] = "";
+    int ca = 0, cb = 0, differ = 0, nbad_sum = 0;
     int rc = h5array_list(fa, "/", 1, &na, &ca, err, errlen);
     if (rc == 0) rc = h5array_list(fb, "/", 1, &nb, &cb, err, errlen);
     float *ba = malloc((size_t)CLI_BLOCK * sizeof *ba),
@@ -230,24 +237,44 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
         array_diff d;
         rc = diff_of(fa, fb, na[i], nda, da, ba, bb, &d, err, errlen);
         if (rc < 0) break;
-        const int same = tol < 0 ? d.identical : d.units <= tol;
+        const int same = tol < 0 ? d.identical : d.identical || (!d.nonfinite && d.units <= tol);
         differ |= !same;
-        printf("  %-24s %-16s %12.3g %12.3g %14.1f  %s\n", na[i],
+        int64_t want_a = 0, want_b = 0;
+        const int ok_a = h5array_attr_get_i64(fa, na[i], "checksum", &want_a, NULL, 0) == 0 &&
+                         (uint64_t)want_a == d.sum_a;
+        const int ok_b = h5array_attr_get_i64(fb, na[i], "checksum", &want_b, NULL, 0) == 0 &&
+                         (uint64_t)want_b == d.sum_b;
+        printf("  %-24s %-16s %12.3g %12.3g %14.1f  %s%s%s%s", na[i],
                shape_str(shp, sizeof shp, nda, da), d.abs, d.rel, d.units,
                d.identical ? "identical"
                : same      ? "within tolerance"
-                           : "DIFFERENT");
+                           : "DIFFERENT",
+               ok_a ? "" : ", A FAILS ITS CHECKSUM", ok_b ? "" : ", B FAILS ITS CHECKSUM",
+               d.nonfinite ? ", NON-FINITE" : "");
+        if (d.nonfinite) printf(" (%lld elements NaN or inf)", (long long)d.nonfinite);
+        printf("\n");
+        if ((!ok_a || !ok_b) && !bad_sum[0])
+            snprintf(bad_sum, sizeof bad_sum,
+                     "%s: corrupt checkpoint: %s fails its checksum "
+                     "(stored %016llx, computed %016llx)",
+                     ok_a ? pb : pa, na[i], (unsigned long long)(ok_a ? want_b : want_a),
+                     (unsigned long long)(ok_a ? d.sum_b : d.sum_a));
+        nbad_sum += !ok_a + !ok_b;
     }
     for (int i = 0; i < cb && rc == 0; i++)
         if (!has_name(na, ca, nb[i])) {
             printf("  %-24s only in B\n", nb[i]);
             differ = 1;
         }
-    if (rc == 0) {
+    if (rc == 0 && nbad_sum) { /* a corrupt file: an error, not a difference */
+        snprintf(err, errlen, "%s%s", bad_sum, nbad_sum > 1 ? " (and more: see the table)" : "");
+        rc = -1;
+    } else if (rc == 0) {
         if (tol < 0)
             printf("%s\n", differ ? "the checkpoints differ" : "every array is bit-identical");
         else
-            printf("%s (tolerance %g units of FLT_EPSILON·(|a|+|b|+1))\n",
+            printf("%s (tolerance %g units of FLT_EPSILON·(|a|+|b|+1); NaN and inf never within "
+                   "it)\n",
                    differ ? "the checkpoints differ" : "every array is within tolerance", tol);
     }
     free(ba);

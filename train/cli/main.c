@@ -12,6 +12,7 @@
 #include "train/config/config.h"
 #include "train/infer/gen_cli.h"
 #include "train/cli/inspect.h"
+#include "train/cli/outputs.h"
 #include "train/cli/run.h"
 #include "train/step/trainer.h"
 
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
 
     mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    outputs_check(&c, m); /* no output may name an input; each can be written, before step 1 */
     inspect_start(&c, m); /* --trace, --debug-collectives, --timeout, SIGUSR1 */
     tokens *data = c.bench ? NULL : run_open_data(&c, m);
     if (!c.bench && ckpt_run_setup(&c, m, err, sizeof err) < 0) mesh_exit_error("%s", err);

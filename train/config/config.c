@@ -10,6 +10,7 @@
 #include "train/config/config.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -115,6 +116,9 @@ static const flag_def flags[] = {
     {"resume", K_STR, F_(resume), 0, 0, 0, "PATH|latest",
      "continue from a checkpoint (bit-exact on the same mesh and sharding), or from the newest "
      "complete one in --ckpt-dir; --steps stays the total"},
+    {"take-over", K_SWITCH, F_(take_over), 0, 0, 0, NULL,
+     "a --ckpt-dir belongs to the run that saves there (a running one holds a lock): allow this "
+     "run to resume another run's checkpoint, or to save into a directory another run owns"},
     {"Mesh and sharding", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"mesh", K_STR, F_(mesh), 0, 0, 0, "SPEC",
      "named axes and sizes, \"x=2,y=2\" or \"2x2\" (default: 1D over all ranks)"},
@@ -407,6 +411,7 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
     }
 
     bool given[NFLAGS] = {false};
+    const char *given_val[NFLAGS] = {NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
@@ -427,7 +432,11 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
         }
         if (!takes_value(f)) {
             if (eq) return errmsg_fail(err, errlen, "--%s takes no value, got '%s'", f->name, a);
+            if (f->kind == K_SWITCH && given[f - flags])
+                return errmsg_fail(err, errlen, "--%s is given twice: give each flag once",
+                                   f->name);
             if (f->kind == K_SWITCH) *(int *)((char *)c + f->off) = 1;
+            given[f - flags] = true;
             continue;
         }
         const char *val;
@@ -443,8 +452,20 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
                 return errmsg_fail(err, errlen, "--%s needs a value (%s), got the flag %s", f->name,
                                    f->meta, val);
         }
+        for (int k = 0; k < NFLAGS; k++) /* aliases share a field: --dp x --data-axes y too */
+            if (given[k] && flags[k].off == f->off && flags[k].kind == f->kind)
+                return errmsg_fail(err, errlen,
+                                   "--%s is given twice (--%s %s, then --%s %s): give each flag "
+                                   "once",
+                                   f->name, flags[k].name, given_val[k], f->name, val);
+        if (f->kind == K_STR && !*val && f->off != offsetof(config, prompt))
+            return errmsg_fail(err, errlen,
+                               "--%s: the value is empty (give a %s, or leave the flag out for "
+                               "the default)",
+                               f->name, f->meta);
         if (set_flag(c, f, val, err, errlen)) return -1;
         given[f - flags] = true;
+        given_val[f - flags] = val;
     }
 
 #define GIVEN(n) given[find_flag(n, strlen(n)) - flags]
@@ -481,8 +502,8 @@ static int check_axes(const char *flag, const char *axes, bool commas, char *err
     return 0;
 }
 
-int config_validate(const config *c, char *err, size_t errlen) {
-    /* Ranges from the table, so a config built in code is held to the same limits. */
+/* Ranges from the table, so a config built in code is held to the same limits. */
+static int check_ranges(const config *c, char *err, size_t errlen) {
     for (int i = 0; i < NFLAGS; i++) {
         const flag_def *f = &flags[i];
         if (!f->help || (f->kind != K_I64 && f->kind != K_INT && f->kind != K_F64)) continue;
@@ -499,6 +520,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
         } else {
             memcpy(&v, base, sizeof v);
         }
+        if (f->kind == K_F64 && v != 0 && fabs(v) < FLT_MIN)
+            return errmsg_fail(err, errlen,
+                               "--%s %g: below float32's smallest normal number %.2g (the "
+                               "kernels compute in float32, where it would round to 0)",
+                               f->name, v, (double)FLT_MIN);
         bool lo_bad = (f->excl & EXCL_LO) ? !(v > f->lo) : !(v >= f->lo);
         bool hi_bad = (f->excl & EXCL_HI) ? !(v < f->hi) : !(v <= f->hi);
         if (lo_bad || hi_bad)
@@ -506,6 +532,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
                                (f->excl & EXCL_LO) ? ">" : ">=", f->lo,
                                (f->excl & EXCL_HI) ? "<" : "<=", f->hi);
     }
+    return 0;
+}
+
+/* The model's shape, the batch, the schedule and the files. */
+static int check_model(const config *c, char *err, size_t errlen) {
     const model_shape *s = &c->shape;
     if (s->N % s->K != 0) {
         char divs[256] = "";
@@ -542,6 +573,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
     if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
         return errmsg_fail(err, errlen,
                            "--ckpt-dir is empty: give the directory of the checkpoints");
+    return 0;
+}
+
+/* The sharding flags on their own (the rules that need the mesh: config_mesh.c). */
+static int check_sharding(const config *c, char *err, size_t errlen) {
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
     if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;
@@ -582,6 +618,11 @@ int config_validate(const config *c, char *err, size_t errlen) {
                                "data axis",
                                c->dcn_axis, c->data_axes);
     }
+    return 0;
+}
+
+/* The collective algorithm and the wire format. */
+static int check_collectives(const config *c, char *err, size_t errlen) {
     if (c->alg[0]) {
         if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
             return errmsg_fail(err, errlen,
@@ -595,6 +636,13 @@ int config_validate(const config *c, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "--comm-dtype bf16 needs --alg ring, bidir, seq or multi: %s moves fp32",
                            c->alg);
+    return 0;
+}
+
+int config_validate(const config *c, char *err, size_t errlen) {
+    if (check_ranges(c, err, errlen) || check_model(c, err, errlen) ||
+        check_sharding(c, err, errlen) || check_collectives(c, err, errlen))
+        return -1;
     return 0;
 }
 

@@ -47,6 +47,8 @@ typedef struct {
     int64_t keep;       /* keep the newest K checkpoints in ckpt_dir (0 = all) */
     char ckpt_dir[1024];
     char resume[1024]; /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
+    int take_over;     /* resume another run's checkpoint or save into another run's ckpt_dir */
+    char run_id[24];   /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
     int threads;       /* BLAS threads per rank */
     int bench;         /* --bench: timing run, no data file needed */
     int quiet;

@@ -4,6 +4,7 @@
  * calls, waits, p2p) and by mesh's progress thread (non-blocking calls, through the trace hook):
  * a slot is reserved with an atomic counter and filled by its reserver; nothing reads the buffer
  * before trace_finish, after both threads have gone quiet. */
+#define _POSIX_C_SOURCE 200809L /* getpid */
 #include "train/observe/trace.h"
 
 #include <errno.h>
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "data/h5util.h"
 #include "mesh/coll.h"
 #include "mesh/where.h"
 
@@ -177,11 +180,10 @@ int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t e
     T.m = m;
     if (!path || !path[0]) return 0;
     int ok = 1;
-    if (mesh_rank(m) == 0) { /* fail before the run, not after it */
-        FILE *f = fopen(path, "w");
-        ok = f != NULL;
-        if (!ok) snprintf(err, errlen, "--trace %s: cannot create it (%s)", path, strerror(errno));
-        if (f) fclose(f), remove(path); /* written at the end; none if the run fails */
+    char why[1100];
+    if (mesh_rank(m) == 0 && h5util_can_write(path, why, sizeof why) < 0) {
+        ok = 0; /* fail before the run, not after it, and touch nothing */
+        snprintf(err, errlen, "--trace %s: cannot create it (%s)", path, why);
     }
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
         if (mesh_rank(m) != 0) snprintf(err, errlen, "--trace %s: rank 0 cannot create it", path);
@@ -298,12 +300,21 @@ static void write_event(FILE *f, const mesh *m, const trace_ev *e) {
     fprintf(f, "}}");
 }
 
-/* This rank's part: metadata, then its events sorted per thread by start time. */
+/* Closes f; 0, or −errno of the first failed write or of the close (a full disk: −ENOSPC). */
+static int close_checked(FILE *f) {
+    int e = 0;
+    if (fflush(f) != 0 || ferror(f)) e = errno ? errno : EIO;
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    return -e;
+}
+
+/* This rank's part: metadata, then its events sorted per thread by start time; returns 0 or
+ * −errno. */
 static int write_part(const char *part, int64_t nev, int64_t dropped) {
     const mesh *m = T.m;
     const int r = mesh_rank(m);
     FILE *f = fopen(part, "w");
-    if (!f) return -1;
+    if (!f) return errno ? -errno : -EIO;
     char coords[64];
     mesh_coord_str(m, coords, sizeof coords);
     fprintf(f,
@@ -332,14 +343,15 @@ static int write_part(const char *part, int64_t nev, int64_t dropped) {
         write_event(f, m, &T.ev[k]);
     }
     fprintf(f, "\n");
-    const int bad = ferror(f);
-    return (fclose(f) != 0 || bad) ? -1 : 0;
+    return close_checked(f);
 }
 
 /* Rank 0: FILE = header, every rank's part in rank order, footer; the parts are removed. */
 static int join_parts(int nranks, char *err, size_t errlen) {
     const mesh *m = T.m;
-    FILE *out = fopen(T.path, "w");
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", T.path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
     if (!out) {
         snprintf(err, errlen, "--trace %s: cannot write it (%s)", T.path, strerror(errno));
         return -1;
@@ -379,11 +391,17 @@ static int join_parts(int nranks, char *err, size_t errlen) {
         fprintf(out, "]}");
     }
     fprintf(out, "]}}\n");
-    const int bad = ferror(out);
-    if ((fclose(out) != 0 || bad) && rc == 0) {
-        snprintf(err, errlen, "--trace %s: write failed (disk full?)", T.path);
+    const int e = close_checked(out);
+    if (e < 0 && rc == 0) {
+        snprintf(err, errlen, "--trace %s: writing it failed (%s)", T.path, strerror(-e));
         rc = -1;
     }
+    if (rc == 0 && rename(tmp, T.path) != 0) {
+        snprintf(err, errlen, "--trace %s: cannot rename %s into place (%s)", T.path, tmp,
+                 strerror(errno));
+        rc = -1;
+    }
+    if (rc < 0) remove(tmp); /* an existing file at the path stays as it was */
     return rc;
 }
 
@@ -400,11 +418,10 @@ int trace_finish(int64_t *dropped, char *err, size_t errlen) {
         char part[1100];
         snprintf(part, sizeof part, "%s.rank%d", T.path, mesh_rank(m));
         const int wrote = write_part(part, nev, lost);
-        if (mesh_agree(mesh_world_comm(m), wrote) < 0) {
-            snprintf(err, errlen,
-                     "--trace %s: a rank could not write its part %s.rank<r> (is the "
-                     "directory writable from every rank?)",
-                     T.path, T.path);
+        const int worst = mesh_agree(mesh_world_comm(m), wrote);
+        if (worst < 0) {
+            snprintf(err, errlen, "--trace %s: a rank could not write its part %s.rank<r> (%s)",
+                     T.path, T.path, strerror(-worst));
             rc = -1;
         }
         int joined = 0;

@@ -12,7 +12,10 @@
  * the bucket's fill before the reduction, and each block's part of the result is copied or
  * added into its shard gradient. Two slots alternate, so that one bucket fills while the other
  * is in flight (--overlap). Every rank adds the same blocks in the same order, so they flush at
- * the same points. The sums are the same as without buckets up to the order of additions. */
+ * the same points. The sums are the same as without buckets up to the order of additions.
+ *
+ * The queue of reductions in flight (par_push, par_drain) lives here too: buckets and single
+ * blocks complete through it, in the order they were started. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,4 +143,33 @@ void bucket_complete(struct par *p, int slot) {
             memcpy(s->dst, res + s->off, (size_t)s->n * sizeof(float));
     }
     p->bk_nseg[slot] = 0;
+}
+
+/* ---------------------------------------------------------------- reductions in flight */
+
+void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
+    if (p->npend == PAR_MAX_PENDING) par_drain(p);
+    p->pend[p->npend++] = (pending_red){r, out, acc, n, 0};
+}
+
+/* Completes the first `count` pending reductions (they finish in the order started). */
+void par_drain_upto(struct par *p, int count) {
+    if (count > p->npend) count = p->npend;
+    for (int i = 0; i < count; i++) {
+        mesh_wait(p->pend[i].req);
+        if (p->pend[i].bucket)
+            bucket_complete(p, p->pend[i].bucket - 1);
+        else if (p->pend[i].acc)
+            kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
+    }
+    memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
+    p->npend -= count;
+    for (int k = 0; k < 2; k++) {
+        p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
+        p->bk_busy[k] = p->bk_busy[k] > count ? p->bk_busy[k] - count : 0;
+    }
+}
+
+void par_drain(struct par *p) {
+    par_drain_upto(p, p->npend);
 }

@@ -41,14 +41,8 @@ static void coll_row(printer *pr, const char *phase, mesh_op op, mesh_axes a, in
             lat ? "latency-bound" : "bandwidth-bound");
 }
 
-void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *out) {
-    const model_shape *s = &c->shape;
-    par_mem mem;
-    par_memory(p, m, c, &mem);
-    if (mesh_world_rank() != 0) return;
-    char X[8] = "", Y[8] = "", b1[32], b2[32], b3[32];
-    if (p) sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
-    const char *Xw = p && p->zero == 3 ? X : "";
+/* The scheme in one line: which axes shard what, the algorithm, overlap. */
+static void print_scheme(const par *p, const char *X, const char *Y, FILE *out) {
     fprintf(out, "== plan (the book's notation; B = tokens) ==\n");
     if (!p) {
         fprintf(out, "single rank: every tensor whole, no communication\n");
@@ -67,6 +61,12 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
                 Zs[0] ? Zs : "Z", (long long)p->nZ, mesh_alg_name(p->alg),
                 p->overlap ? "on" : "off");
     }
+}
+
+/* Every parameter's and the activations' sharding in the book's notation. */
+static void print_shardings(const par *p, const char *X, const char *Y, FILE *out) {
+    char b1[32], b2[32], b3[32];
+    const char *Xw = p && p->zero == 3 ? X : "";
     fprintf(out,
             "parameters (global sharding; with ZeRO-1/2 the _%s shards are the optimizer "
             "state's):\n",
@@ -89,71 +89,85 @@ void par_print_plan(par *p, model *m, const config *c, const report *r, FILE *ou
             "activations: In[%s, %s] between blocks (In[%s, D] inside a block), "
             "logits[%s, %s], never whole\n",
             dimstr(b1, 32, "B", X), dimstr(b2, 32, "D", Y), b1, b1, dimstr(b3, 32, "V", Y));
-    if (p) {
-        printer pr = {out, r, p};
-        const int64_t BT = c->micro_batch / p->nX * s->T, D = s->D, Dl = p->loc.Dl;
-        const int64_t nmb = c->batch / c->micro_batch;
-        fprintf(out,
-                "collectives of one layer (micro-batch of %lld tokens per data shard; "
-                "%lld micro-batches per step; predicted with %s links):\n",
-                (long long)BT, (long long)nmb, report_link_source(r));
-        fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what",
-                "n", "V", "path", "predicted");
-        if (p->zero == 3)
-            coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
-                     "W[D_X, ...] → W[D, ...] (9 layer weights)",
-                     p->overlap ? "prefetched" : "blocking");
-        if (p->nY > 1) {
-            coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
-                     "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)", "critical");
-            coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
-                     "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
-            coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
-                     "dOut[B, D_Y] → dOut[B, D]", "critical");
-            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
-                     "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
-            coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2,
-                     "d(norm gain)[D]{U_Y} → [D]", "blocking");
-        }
-        if (p->zero == 3)
-            coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
-                     "W[D_X, ...] → W[D, ...] (unless resident)",
-                     p->overlap ? "prefetched" : "blocking");
-        if (p->nZ > 1) {
-            mesh_axes one = p->pax;
-            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
-                     "send In[b, D] to the next stage (per micro-batch)", "critical");
-            coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
-                     "send dIn[b, D] to the previous stage", "critical");
-        }
-        if (p->nX > 1) {
-            const char *path = p->overlap ? "async" : "blocking";
-            if (p->zero == 0 && !p->rax.n)
-                coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
-                         "dW{U_X} → dW (once per step)", path);
-            else if (p->zero > 0)
-                coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
-                         p->layer_elems / p->nX / 9, 9,
-                         p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
-                                      : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
-                         path);
-            if (p->zero == 1 || p->zero == 2)
-                coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
-                         "W[D_X, ...] → W[D, ...] after the update", "blocking");
-        }
-        if (p->rax.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
-            const int64_t cs = p->dcn_n / p->nX;
-            coll_row(&pr, "step", MESH_OP_REDUCE_SCATTER, p->dax, cs, 1,
-                     "dG{U_X} → dG[_X] (whole gradient, ICI)", "blocking");
-            coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, cs, 1,
-                     "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)", "blocking");
-            coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)",
-                     "blocking");
-        } else if (p->rax.n) {
-            coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, p->sh_total, 1,
-                     "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)", "blocking");
-        }
+}
+
+/* The collectives of one layer (and of the step), with V, path and predicted time. */
+static void print_collectives(par *p, const config *c, const report *r, FILE *out) {
+    const model_shape *s = &c->shape;
+    printer pr = {out, r, p};
+    const int64_t BT = c->micro_batch / p->nX * s->T, D = s->D, Dl = p->loc.Dl;
+    const int64_t nmb = c->batch / c->micro_batch;
+    fprintf(out,
+            "collectives of one layer (micro-batch of %lld tokens per data shard; "
+            "%lld micro-batches per step; predicted with %s links):\n",
+            (long long)BT, (long long)nmb, report_link_source(r));
+    fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what",
+            "n", "V", "path", "predicted");
+    if (p->zero == 3)
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                 "W[D_X, ...] → W[D, ...] (9 layer weights)",
+                 p->overlap ? "prefetched" : "blocking");
+    if (p->nY > 1) {
+        coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+                 "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)", "critical");
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+                 "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
+        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+                 "dOut[B, D_Y] → dOut[B, D]", "critical");
+        coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+                 "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
+        coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2,
+                 "d(norm gain)[D]{U_Y} → [D]", "blocking");
     }
+    if (p->zero == 3)
+        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                 "W[D_X, ...] → W[D, ...] (unless resident)",
+                 p->overlap ? "prefetched" : "blocking");
+    if (p->nZ > 1) {
+        mesh_axes one = p->pax;
+        coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                 "send In[b, D] to the next stage (per micro-batch)", "critical");
+        coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
+                 "send dIn[b, D] to the previous stage", "critical");
+    }
+    if (p->nX > 1) {
+        const char *path = p->overlap ? "async" : "blocking";
+        if (p->zero == 0 && !p->rax.n)
+            coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
+                     "dW{U_X} → dW (once per step)", path);
+        else if (p->zero > 0)
+            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
+                     p->layer_elems / p->nX / 9, 9,
+                     p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
+                                  : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
+                     path);
+        if (p->zero == 1 || p->zero == 2)
+            coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+                     "W[D_X, ...] → W[D, ...] after the update", "blocking");
+    }
+    if (p->rax.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
+        const int64_t cs = p->dcn_n / p->nX;
+        coll_row(&pr, "step", MESH_OP_REDUCE_SCATTER, p->dax, cs, 1,
+                 "dG{U_X} → dG[_X] (whole gradient, ICI)", "blocking");
+        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, cs, 1,
+                 "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)", "blocking");
+        coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)",
+                 "blocking");
+    } else if (p->rax.n) {
+        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, p->sh_total, 1,
+                 "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)", "blocking");
+    }
+}
+
+void par_print_plan(par *p, model *mod, const config *c, const report *r, FILE *out) {
+    par_mem mem;
+    par_memory(p, mod, c, &mem);
+    if (mesh_world_rank() != 0) return;
+    char X[8] = "", Y[8] = "";
+    if (p) sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
+    print_scheme(p, X, Y, out);
+    print_shardings(p, X, Y, out);
+    if (p) print_collectives(p, c, r, out);
     const double MB = 1e6;
     fprintf(
         out,

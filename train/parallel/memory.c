@@ -101,13 +101,13 @@ int par_alloc_buffers(struct par *p) {
     return ok ? 0 : -1;
 }
 
-void par_memory(par *p, model *m, const config *c, par_mem *out) {
+void par_memory(par *p, model *mod, const config *c, par_mem *out) {
     memset(out, 0, sizeof *out);
     int64_t np;
-    model_params_flat(m, &np);
+    model_params_flat(mod, &np);
     out->params = 4 * np;
-    out->grads = model_grads_flat(m, NULL) ? 4 * np : 0;
-    out->activations = model_activation_bytes(m);
+    out->grads = model_grads_flat(mod, NULL) ? 4 * np : 0;
+    out->activations = model_activation_bytes(mod);
     const int64_t state = c->optimizer == OPT_ADAMW ? 2 : 0;
     out->optimizer = 4 * state * (p && p->zero ? p->sh_total : np);
     if (!p) return;

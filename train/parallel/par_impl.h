@@ -124,6 +124,8 @@ void par_layout_hooks(model_hooks *h);
 void par_zero_hooks(model_hooks *h);
 void par_tensor_hooks(model_hooks *h);
 void par_pipeline_hooks(model_hooks *h);
+/* Queues a started reduction (bucket.c): out (an RS result) is added into acc when it completes. */
+void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */
 void par_drain(struct par *p);
 void par_drain_upto(struct par *p, int count);

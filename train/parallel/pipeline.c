@@ -50,15 +50,15 @@ struct pipe {
     pipe_action *acts;
 };
 
-pipe *pipe_create(model *m, par *p, mesh *mh, pipe_schedule schedule, int64_t M) {
+pipe *pipe_create(model *mod, par *p, mesh *mh, pipe_schedule schedule, int64_t M) {
     pipe *q = calloc(1, sizeof *q);
     if (!q) return NULL;
-    q->m = m, q->p = p, q->mesh = mh, q->schedule = schedule, q->M = M;
+    q->m = mod, q->p = p, q->mesh = mh, q->schedule = schedule, q->M = M;
     par_pipe_axis(p, &q->axis, &q->P, &q->s);
-    const model_shape *sh = model_shape_of(m);
+    const model_shape *sh = model_shape_of(mod);
     q->D = sh->D;
-    q->BT = model_local_rows(m);
-    q->nslots = model_slots(m);
+    q->BT = model_local_rows(mod);
+    q->nslots = model_slots(mod);
     q->dout = calloc((size_t)(q->BT * q->D), sizeof(float));
     q->dsend = calloc((size_t)(q->nslots * q->BT * q->D), sizeof(float));
     q->fsend = calloc((size_t)q->nslots, sizeof *q->fsend);

@@ -17,10 +17,10 @@
 
 /* ---------------------------------------------------------------- tensor axis */
 
-static void sublayer_out(void *ctx, model *m, float *out, const float *xin, const float *act,
+static void sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
                        const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
-    const int64_t D = model_shape_of(m)->D;
+    const int64_t D = model_shape_of(mod)->D;
     if (p->nY == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
         return;
@@ -34,15 +34,15 @@ static void sublayer_out(void *ctx, model *m, float *out, const float *xin, cons
     par_unpack_cols(out, p->tp_b, BT, D, p->nY);
 }
 
-static void embed_reduce(void *ctx, model *m, float *x, int64_t BT) {
+static void embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return;
-    mesh_all_reduce(p->m, p->tax, x, x, BT * model_shape_of(m)->D, p->alg);
+    mesh_all_reduce(p->m, p->tax, x, x, BT * model_shape_of(mod)->D, p->alg);
 }
 
-static void xent_combine(void *ctx, model *m, float *st, int64_t BT) {
+static void xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
     struct par *p = ctx;
-    (void)m;
+    (void)mod;
     if (p->nY == 1) return;
     float *all = p->tp_a; /* [nY][3][BT] */
     mesh_all_gather(p->m, p->tax, all, st, 3 * BT, p->alg);
@@ -61,9 +61,9 @@ static void xent_combine(void *ctx, model *m, float *st, int64_t BT) {
     }
 }
 
-static void gather_vocab(void *ctx, model *m, float *logits, const float *logits_loc) {
+static void gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
     struct par *p = ctx;
-    const int64_t Vl = model_extents_of(m)->Vl;
+    const int64_t Vl = model_extents_of(mod)->Vl;
     if (p->nY == 1) {
         memcpy(logits, logits_loc, (size_t)Vl * sizeof(float));
         return;
@@ -71,26 +71,26 @@ static void gather_vocab(void *ctx, model *m, float *logits, const float *logits
     mesh_all_gather(p->m, p->tax, logits, logits_loc, Vl, p->alg);
 }
 
-static const float *resid_grad_gather(void *ctx, model *m, float *full, float *dr, int64_t BT) {
+static const float *resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return dr;
-    const int64_t D = model_shape_of(m)->D, Dl = p->loc.Dl;
+    const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
     mesh_all_gather(p->m, p->tax, p->tp_b, dr, BT * Dl, p->alg);
     par_unpack_cols(full, p->tp_b, BT, D, p->nY);
     return full;
 }
 
-static float *partial_begin(void *ctx, model *m, float *dr, float *part, int64_t BT) {
+static float *partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return dr;
-    memset(part, 0, (size_t)(BT * model_shape_of(m)->D) * sizeof(float));
+    memset(part, 0, (size_t)(BT * model_shape_of(mod)->D) * sizeof(float));
     return part;
 }
 
-static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT) {
+static void partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return;
-    const int64_t D = model_shape_of(m)->D, Dl = p->loc.Dl;
+    const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
     par_pack_cols(p->tp_b, part, BT, D, p->nY);
     mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
     kern_add(dr, p->tp_a, BT * Dl);

@@ -74,46 +74,19 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
     }
 }
 
-static void tp_fix_layer(struct par *p, model *m, int64_t l, float *base) {
+static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base) {
     if (p->nY == 1) return;
     for (int id = 0; id < P_COUNT; id++) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
         if (!g->repl && !g->kv_group) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
-                        : model_grad(m, (param_id)id, NULL) + (l - p->l0) * pgeo_block(g);
+                        : model_grad(mod, (param_id)id, NULL) + (l - p->l0) * pgeo_block(g);
         tp_fix_block(p, (param_id)id, b);
     }
 }
 
 /* ---------------------------------------------------------------- data-axis reductions */
-
-static void push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
-    if (p->npend == PAR_MAX_PENDING) par_drain(p);
-    p->pend[p->npend++] = (pending_red){r, out, acc, n, 0};
-}
-
-/* Completes the first `count` pending reductions (they finish in the order started). */
-void par_drain_upto(struct par *p, int count) {
-    if (count > p->npend) count = p->npend;
-    for (int i = 0; i < count; i++) {
-        mesh_wait(p->pend[i].req);
-        if (p->pend[i].bucket)
-            bucket_complete(p, p->pend[i].bucket - 1);
-        else if (p->pend[i].acc)
-            kern_add(p->pend[i].acc, p->pend[i].out, p->pend[i].n);
-    }
-    memmove(p->pend, p->pend + count, (size_t)(p->npend - count) * sizeof p->pend[0]);
-    p->npend -= count;
-    for (int k = 0; k < 2; k++) {
-        p->slot_pend[k] = p->slot_pend[k] > count ? p->slot_pend[k] - count : 0;
-        p->bk_busy[k] = p->bk_busy[k] > count ? p->bk_busy[k] - count : 0;
-    }
-}
-
-void par_drain(struct par *p) {
-    par_drain_upto(p, p->npend);
-}
 
 /* Reduces one TP-local block gradient g over the data axes into its destination. For RS the
  * block is first packed in place so that shard j's elements are contiguous. out: where the RS
@@ -125,7 +98,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (p->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->overlap)
-            push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
+            par_push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
         else
             mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
         return;
@@ -136,7 +109,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->overlap) {
-        push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
+        par_push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
              acc ? n / p->nX : 0);
     } else {
         mesh_reduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg);
@@ -144,7 +117,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
 }
 
-static void reduce_layer(struct par *p, model *m, int64_t l) {
+static void reduce_layer(struct par *p, model *mod, int64_t l) {
     if (p->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
@@ -153,7 +126,7 @@ static void reduce_layer(struct par *p, model *m, int64_t l) {
         const int64_t n = pgeo_block(g), ns = n / p->nX;
         float *shard = p->zero ? p->sh_g + p->sh_off[id] + (l - p->l0) * ns : NULL;
         if (p->zero <= 1) {
-            float *gb = model_grad(m, (param_id)id, NULL) + (l - p->l0) * n;
+            float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->l0) * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
             float *gb = par_layer_slot(p, p->gbuf[k], (param_id)id);
@@ -165,15 +138,15 @@ static void reduce_layer(struct par *p, model *m, int64_t l) {
     p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
 }
 
-static void layer_grads_done(void *ctx, model *m, int64_t l) {
+static void layer_grads_done(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
-    if (p->zero >= 2 || last_micro(p)) tp_fix_layer(p, m, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
-    if (p->nX > 1) reduce_layer(p, m, l);
+    if (p->zero >= 2 || last_micro(p)) tp_fix_layer(p, mod, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
+    if (p->nX > 1) reduce_layer(p, mod, l);
 }
 
-static void nonlayer_done(struct par *p, model *m, param_id id) {
+static void nonlayer_done(struct par *p, model *mod, param_id id) {
     const pgeo *g = &p->g[id];
-    float *gb = p->zero >= 2 ? p->ngbuf[id] : model_grad(m, id, NULL);
+    float *gb = p->zero >= 2 ? p->ngbuf[id] : model_grad(mod, id, NULL);
     if ((p->zero >= 2 || last_micro(p)) && p->nY > 1 && (g->repl || g->kv_group))
         tp_fix_block(p, id, gb);
     if (p->nX == 1 || (p->zero <= 1 && !last_micro(p))) return;
@@ -193,15 +166,15 @@ static void nonlayer_done(struct par *p, model *m, param_id id) {
     }
 }
 
-static void head_grads_done(void *ctx, model *m) {
+static void head_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
-    nonlayer_done(p, m, P_UNEMBED);
-    nonlayer_done(p, m, P_FINAL_NORM);
+    nonlayer_done(p, mod, P_UNEMBED);
+    nonlayer_done(p, mod, P_FINAL_NORM);
 }
 
-static void embed_grads_done(void *ctx, model *m) {
+static void embed_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
-    nonlayer_done(p, m, P_EMBED);
+    nonlayer_done(p, mod, P_EMBED);
 }
 
 /* ---------------------------------------------------------------- ZeRO-3 weight gathers */
@@ -235,9 +208,9 @@ static void gather_layer_finish(struct par *p, int k) {
     }
 }
 
-static layer_w layer_weights(void *ctx, model *m, int64_t l, int dir) {
+static layer_w layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
-    if (p->zero < 3) return model_layer_weights_local(m, l);
+    if (p->zero < 3) return model_layer_weights_local(mod, l);
     const int k = (int)(l % 2);
     if (p->wlayer[k] != l) {
         for (int id = 0; id < P_COUNT; id++) mesh_wait(p->wreq[k][id]), p->wreq[k][id] = NULL;
@@ -264,17 +237,17 @@ static layer_w layer_weights(void *ctx, model *m, int64_t l, int dir) {
     return w;
 }
 
-static void layer_release(void *ctx, model *m, int64_t l) {
-    (void)ctx, (void)m, (void)l; /* slots are recycled two layers later */
+static void layer_release(void *ctx, model *mod, int64_t l) {
+    (void)ctx, (void)mod, (void)l; /* slots are recycled two layers later */
 }
 
 static float *nonlayer_buf(struct par *p, param_id id) {
     return id == P_EMBED ? p->ebuf : id == P_FINAL_NORM ? p->hbuf_norm : p->hbuf_un;
 }
 
-static const float *weight(void *ctx, model *m, param_id id) {
+static const float *weight(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
-    if (p->zero < 3) return model_param(m, id, NULL);
+    if (p->zero < 3) return model_param(mod, id, NULL);
     float *dst = nonlayer_buf(p, id);
     const pgeo *g = &p->g[id];
     const int64_t cnt = pgeo_block(g) / p->nX;
@@ -290,9 +263,9 @@ static const float *weight(void *ctx, model *m, param_id id) {
 
 /* ---------------------------------------------------------------- gradient slots */
 
-static layer_g layer_grads(void *ctx, model *m, int64_t l) {
+static layer_g layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
-    if (p->zero < 2) return model_layer_grads_local(m, l);
+    if (p->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
     par_drain_upto(p, p->slot_pend[k]); /* the slot's previous reductions must be complete */
     float *b = p->gbuf[k];
@@ -310,9 +283,9 @@ static layer_g layer_grads(void *ctx, model *m, int64_t l) {
     return g;
 }
 
-static float *grad(void *ctx, model *m, param_id id) {
+static float *grad(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
-    if (p->zero < 2) return model_grad(m, id, NULL);
+    if (p->zero < 2) return model_grad(mod, id, NULL);
     return p->ngbuf[id];
 }
 
@@ -338,13 +311,13 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
  *   --zero >= 1: the per-block ReduceScatter_ICI has already left each rank's shard gradient in
  *     sh_g; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather of
  *     the updated shards, ZeRO-3's gathers of the next forward pass). */
-static void dcn_reduce(struct par *p, model *m) {
+static void dcn_reduce(struct par *p, model *mod) {
     if (p->zero >= 1) {
         mesh_all_reduce(p->m, p->rax, p->sh_g, p->sh_g, p->sh_total, p->alg);
         return;
     }
     int64_t n;
-    float *G = model_grads_flat(m, &n), *buf = p->dcn_buf;
+    float *G = model_grads_flat(mod, &n), *buf = p->dcn_buf;
     CHECK(n <= p->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
           (long long)p->dcn_n);
     const int64_t c = p->dcn_n / p->nX;
@@ -357,11 +330,11 @@ static void dcn_reduce(struct par *p, model *m) {
     memcpy(G, buf, (size_t)n * sizeof(float));
 }
 
-void par_finish_grads(par *p, model *m) {
+void par_finish_grads(par *p, model *mod) {
     if (!p) return;
     bucket_flush(p);
     par_drain(p);
-    if (p->rax.n) dcn_reduce(p, m);
+    if (p->rax.n) dcn_reduce(p, mod);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
@@ -371,10 +344,10 @@ static int counts_once(const struct par *p, const pgeo *g) {
     return 1;
 }
 
-double par_grad_sumsq(par *p, model *m) {
+double par_grad_sumsq(par *p, model *mod) {
     if (!p) {
         int64_t n;
-        const float *g = model_grads_flat(m, &n);
+        const float *g = model_grads_flat(mod, &n);
         return kern_sumsq(g, n);
     }
     double s = 0.0;
@@ -383,7 +356,7 @@ double par_grad_sumsq(par *p, model *m) {
         if (!counts_once(p, g)) continue;
         if (p->zero == 0) {
             int64_t n;
-            const float *gr = model_grad(m, (param_id)id, &n);
+            const float *gr = model_grad(mod, (param_id)id, &n);
             s += kern_sumsq(gr, n);
         } else {
             s += kern_sumsq(p->sh_g + p->sh_off[id], g->shard_n);
@@ -394,10 +367,10 @@ double par_grad_sumsq(par *p, model *m) {
 }
 
 /* zero 1/2: this rank's shard of the model's whole (TP-local) parameter, into sh. */
-static void shard_select(struct par *p, model *m, param_id id, float *sh) {
+static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
     const pgeo *g = &p->g[id];
     const int64_t n = pgeo_block(g), ns = n / p->nX;
-    const float *full = model_param(m, id, NULL);
+    const float *full = model_param(mod, id, NULL);
     for (int64_t b = 0; b < g->nb; b++) {
         const float *src = full + b * n;
         if (g->zdim && g->R > 1) {
@@ -408,31 +381,31 @@ static void shard_select(struct par *p, model *m, param_id id, float *sh) {
     }
 }
 
-par_owned par_owned_slice(par *p, model *m, param_id id) {
+par_owned par_owned_slice(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0) {
         int64_t n, off = 0;
-        float *w = model_param(m, id, &n);
+        float *w = model_param(mod, id, &n);
         for (int j = 0; j < (int)id; j++) {
             int64_t nj;
-            model_param(m, (param_id)j, &nj);
+            model_param(mod, (param_id)j, &nj);
             off += nj;
         }
-        return (par_owned){w, model_grad(m, id, NULL), n, off};
+        return (par_owned){w, model_grad(mod, id, NULL), n, off};
     }
     float *w = p->sh_p + p->sh_off[id]; /* zero 3: the model's own shard */
     if (p->zero <= 2) {                 /* zero 1/2: this rank's shard, staged */
         w = p->ustage;
-        shard_select(p, m, id, w);
+        shard_select(p, mod, id, w);
     }
     return (par_owned){w, p->sh_g + p->sh_off[id], p->g[id].shard_n, p->sh_off[id]};
 }
 
-void par_owned_done(par *p, model *m, param_id id) {
+void par_owned_done(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0 || p->zero == 3) return;
     /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter */
     const pgeo *g = &p->g[id];
     const int64_t n = pgeo_block(g), ns = n / p->nX;
-    float *full = model_param(m, id, NULL);
+    float *full = model_param(mod, id, NULL);
     for (int64_t b = 0; b < g->nb; b++) {
         if (g->zdim && g->R > 1) {
             mesh_all_gather(p->m, p->dax, p->pack, p->ustage + b * ns, ns, p->alg);
@@ -443,22 +416,22 @@ void par_owned_done(par *p, model *m, param_id id) {
     }
 }
 
-int64_t par_state_size(par *p, model *m) {
+int64_t par_state_size(par *p, model *mod) {
     if (!p || p->zero == 0) {
         int64_t n;
-        model_params_flat(m, &n);
+        model_params_flat(mod, &n);
         return n;
     }
     return p->sh_total;
 }
 
-static void ready(void *ctx, model *m) {
+static void ready(void *ctx, model *mod) {
     struct par *p = ctx;
-    if (p->zero == 3) p->sh_p = model_params_flat(m, NULL); /* the model stores the shards */
+    if (p->zero == 3) p->sh_p = model_params_flat(mod, NULL); /* the model stores the shards */
 }
 
-void par_after_update(par *p, model *m) {
-    (void)m;
+void par_after_update(par *p, model *mod) {
+    (void)mod;
     if (p && p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1; /* gathered copies are stale */
 }
 
@@ -467,8 +440,8 @@ double par_data_mean(par *p, double v) {
     return allsum(p, p->bax, v) / (double)p->nB;
 }
 
-param_slab par_state_slab(par *p, model *m, param_id id) {
-    if (!p) return *model_slab(m, id);
+param_slab par_state_slab(par *p, model *mod, param_id id) {
+    if (!p) return *model_slab(mod, id);
     return p->zero == 0 ? par_tp_slab(p, id) : par_shard_slab(p, id);
 }
 
@@ -482,8 +455,8 @@ int par_is_writer(par *p, param_id id, int kind) {
     return replicated_x ? p->xi == 0 : 1;
 }
 
-void par_params_loaded(par *p, model *m) {
-    par_after_update(p, m); /* the same: derived copies of the parameters are stale */
+void par_params_loaded(par *p, model *mod) {
+    par_after_update(p, mod); /* the same: derived copies of the parameters are stale */
 }
 
 void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {

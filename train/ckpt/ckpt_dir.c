@@ -1,0 +1,147 @@
+/* ckpt_dir: who owns a --ckpt-dir. See ckpt_dir_claim in ckpt.h and docs/checkpoints.md.
+ *
+ * A run is a sequence of processes that continue each other: its id is drawn by the first one and
+ * carried by every checkpoint (attribute run_id), so a resumed process is the same run. The
+ * directory's owner is written in DIR/.meshtrain-owner ("run ID", "pid P", "host H"); while a job
+ * runs, its rank 0 holds flock(LOCK_EX) on that file. flock belongs to the open file, so the
+ * kernel releases it when the process ends in any way (kill -9 included): no stale lock. */
+#define _POSIX_C_SOURCE 200809L /* gethostname, getpid */
+#define _DEFAULT_SOURCE         /* flock */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#define pipe posix_pipe /* unistd.h's pipe() would clash with train/parallel's type */
+#include <unistd.h>
+#undef pipe
+
+#include "mesh/coll.h"
+#include "train/ckpt/ckpt.h"
+#include "train/config/errmsg.h"
+
+#define OWNER_FILE ".meshtrain-owner"
+
+static int g_owner_fd = -1; /* rank 0: the open, locked owner file (kept until exit) */
+
+/* Collective over: world. A fresh run id, drawn by rank 0 and summed into every rank in 16-bit
+ * pieces (exact in float). */
+static void new_run_id(mesh *m, char *id, size_t len) {
+    uint64_t x = 0;
+    if (mesh_rank(m) == 0) {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&x, sizeof x, 1, f) != 1)
+            x = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+        if (f) fclose(f);
+    }
+    float mine[4], all[4];
+    for (int k = 0; k < 4; k++) mine[k] = (float)((x >> (16 * k)) & 0xffff);
+    mesh_axes world = {mesh_ndims(m), {0, 1, 2}};
+    mesh_all_reduce(m, world, all, mine, 4, MESH_ALG_MPI);
+    x = 0;
+    for (int k = 0; k < 4; k++) x |= (uint64_t)all[k] << (16 * k);
+    snprintf(id, len, "%016llx", (unsigned long long)x);
+}
+
+/* The owner file's "run ID" line into id ("" when there is none). */
+static void read_owner(int fd, char *id, size_t len, char *who, size_t wlen) {
+    char buf[512] = "";
+    id[0] = who[0] = '\0';
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    char rid[32] = "", host[128] = "";
+    long pid = 0;
+    if (sscanf(buf, "run %31s\npid %ld\nhost %127s", rid, &pid, host) >= 1)
+        snprintf(id, len, "%s", rid);
+    snprintf(who, wlen, "run %s, pid %ld on host %s", rid, pid, host[0] ? host : "?");
+}
+
+/* Rank 0's part of the claim: 0, or −1 with the message. */
+static int claim(const config *c, const ckpt_meta *k, char *err, size_t errlen) {
+    char path[sizeof c->ckpt_dir + 32], owner[32], who[256], newest[sizeof c->ckpt_dir + 32];
+    snprintf(path, sizeof path, "%s/%s", c->ckpt_dir, OWNER_FILE);
+    const int fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (fd < 0)
+        return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot open %s (%s)", c->ckpt_dir, path,
+                           strerror(errno));
+    read_owner(fd, owner, sizeof owner, who, sizeof who);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return errmsg_fail(err, errlen,
+                               "--ckpt-dir %s is in use by a running job (%s): two runs in one "
+                               "directory would prune and resume each other's checkpoints; give "
+                               "each its own --ckpt-dir",
+                               c->ckpt_dir, who);
+        return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot lock %s (%s)", c->ckpt_dir, path,
+                           strerror(e));
+    }
+    char e2[256];
+    int64_t step;
+    const int has_ckpts =
+        ckpt_latest(c->ckpt_dir, newest, sizeof newest, &step, e2, sizeof e2) == 0;
+    if (!c->take_over && owner[0] && has_ckpts && strcmp(owner, c->run_id) != 0) {
+        close(fd);
+        if (k)
+            return errmsg_fail(err, errlen,
+                               "--ckpt-dir %s holds the checkpoints of run %s (newest %s), but "
+                               "--resume %s is of run %s: saving here would mix two runs; give "
+                               "another --ckpt-dir, or --take-over",
+                               c->ckpt_dir, owner, newest, c->resume,
+                               k->run_id[0] ? k->run_id : "(none)");
+        return errmsg_fail(err, errlen,
+                           "--ckpt-dir %s holds the checkpoints of run %s (newest %s): continue "
+                           "it with --resume latest, give another --ckpt-dir, or --take-over to "
+                           "save this new run there anyway",
+                           c->ckpt_dir, owner, newest);
+    }
+    char host[128] = "?";
+    gethostname(host, sizeof host - 1);
+    char rec[256];
+    const int n =
+        snprintf(rec, sizeof rec, "run %s\npid %ld\nhost %s\n", c->run_id, (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, rec, (size_t)n, 0) != n) {
+        const int e = errno;
+        close(fd);
+        return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot write %s (%s)", c->ckpt_dir, path,
+                           strerror(e));
+    }
+    if (g_owner_fd >= 0) close(g_owner_fd);
+    g_owner_fd = fd; /* held until the process ends */
+    return 0;
+}
+
+/* --resume latest: the newest checkpoint must be the directory owner's (rank 0; 0 or −1). */
+static int check_latest(const config *c, const ckpt_meta *k, char *err, size_t errlen) {
+    char path[sizeof c->ckpt_dir + 32], owner[32], who[256];
+    snprintf(path, sizeof path, "%s/%s", c->ckpt_dir, OWNER_FILE);
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0; /* no owner recorded: a directory of copied checkpoints */
+    read_owner(fd, owner, sizeof owner, who, sizeof who);
+    close(fd);
+    if (c->take_over || !owner[0] || !k->run_id[0] || strcmp(owner, k->run_id) == 0) return 0;
+    return errmsg_fail(err, errlen,
+                       "--resume latest: the newest checkpoint in %s, %s, is of run %s, but the "
+                       "directory belongs to run %s: --resume that file by name with --take-over "
+                       "to continue it anyway",
+                       c->ckpt_dir, c->resume, k->run_id, owner);
+}
+
+int ckpt_dir_claim(config *c, mesh *m, const ckpt_meta *k, int latest, char *err, size_t errlen) {
+    if (k && k->run_id[0])
+        snprintf(c->run_id, sizeof c->run_id, "%s", k->run_id);
+    else
+        new_run_id(m, c->run_id, sizeof c->run_id);
+    int st = 0;
+    if (mesh_rank(m) == 0 && k && latest) st = check_latest(c, k, err, errlen);
+    if (mesh_rank(m) == 0 && st == 0 && c->save_every > 0) st = claim(c, k, err, errlen);
+    if (mesh_agree(mesh_world_comm(m), st) < 0) {
+        if (mesh_rank(m) != 0) errmsg_fail(err, errlen, "--ckpt-dir %s: refused", c->ckpt_dir);
+        return -1;
+    }
+    return 0;
+}
