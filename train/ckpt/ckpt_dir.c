@@ -4,9 +4,13 @@
  * carried by every checkpoint (attribute run_id), so a resumed process is the same run. The
  * directory's owner is written in DIR/.meshtrain-owner ("run ID", "pid P", "host H"); while a job
  * runs, its rank 0 holds flock(LOCK_EX) on that file. flock belongs to the open file, so the
- * kernel releases it when the process ends in any way (kill -9 included): no stale lock. */
+ * kernel releases it when the process ends in any way (kill -9 included): no stale lock.
+ *
+ * Also the directory's checkpoints: their names (step_NNNNNN.h5), the newest one, and pruning to
+ * the newest --keep. */
 #define _POSIX_C_SOURCE 200809L /* gethostname, getpid */
 #define _DEFAULT_SOURCE         /* flock */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -144,4 +148,94 @@ int ckpt_dir_claim(config *c, mesh *m, const ckpt_meta *k, int latest, char *err
         return -1;
     }
     return 0;
+}
+
+/* ---- the directory's checkpoints ---- */
+
+void ckpt_step_path(char *buf, size_t len, const char *dir, int64_t step) {
+    snprintf(buf, len, "%s/step_%06lld.h5", dir, (long long)step);
+}
+
+/* The step of "step_<digits>.h5" (tail = "") or "step_<digits>.h5.tmp.<x>" (tail = ".tmp."),
+ * or −1. */
+static int64_t name_step(const char *name, const char *tail) {
+    if (strncmp(name, "step_", 5) != 0) return -1;
+    const char *p = name + 5;
+    int64_t s = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) s = 10 * s + (*p - '0');
+    if (digits == 0 || strncmp(p, ".h5", 3) != 0) return -1;
+    p += 3;
+    if (!*tail) return *p ? -1 : s;
+    return strncmp(p, tail, strlen(tail)) == 0 ? s : -1;
+}
+
+int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return errmsg_fail(err, errlen, "--resume latest: cannot read --ckpt-dir %s (%s)", dir,
+                           strerror(errno));
+    int64_t best = -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const int64_t s = name_step(e->d_name, "");
+        if (s > best) best = s;
+    }
+    closedir(d);
+    if (best < 0)
+        return errmsg_fail(err, errlen,
+                           "--resume latest: no checkpoint step_NNNNNN.h5 in %s (drop "
+                           "--resume to start from scratch)",
+                           dir);
+    ckpt_step_path(path, len, dir, best);
+    *step = best;
+    return 0;
+}
+
+/* Deletes p; on failure counts it and keeps the first message. */
+static void remove_file(const char *p, int *failed, char *err, size_t errlen) {
+    if (remove(p) == 0 || errno == ENOENT) return;
+    if (!*failed && err && errlen) snprintf(err, errlen, "%s (%s)", p, strerror(errno));
+    ++*failed;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+int ckpt_prune(const char *dir, int64_t keep, int64_t step, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        errmsg_fail(err, errlen, "cannot read %s (%s)", dir, strerror(errno));
+        return 1;
+    }
+    int64_t *old = NULL;
+    size_t nold = 0, cap = 0;
+    int failed = 0;
+    char p[2048];
+    if (err && errlen) err[0] = '\0';
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const int64_t tmp = name_step(e->d_name, ".tmp.");
+        if (tmp >= 0 && tmp < step) { /* an interrupted save of an earlier step */
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            remove_file(p, &failed, err, errlen);
+        }
+        const int64_t s = name_step(e->d_name, "");
+        if (s < 0 || s >= step || keep <= 0) continue;
+        if (nold == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *grown = realloc(old, cap * sizeof *old);
+            if (!grown) break;
+            old = grown;
+        }
+        old[nold++] = s;
+    }
+    closedir(d);
+    if (nold > 1) qsort(old, nold, sizeof *old, cmp_desc);
+    for (size_t i = keep > 0 ? (size_t)(keep - 1) : nold; i < nold; i++) {
+        ckpt_step_path(p, sizeof p, dir, old[i]);
+        remove_file(p, &failed, err, errlen);
+    }
+    free(old);
+    return failed;
 }

@@ -20,35 +20,11 @@
 
 #define GEN_ERR 512
 
+/* Every axis of the mesh, as one axis set. */
 static mesh_axes all_axes(mesh *m) {
     mesh_axes a = {.n = mesh_ndims(m)};
     for (int k = 0; k < a.n; k++) a.ax[k] = k;
     return a;
-}
-
-gen_machine gen_measure_machine(mesh *m) {
-    mesh_agree(mesh_world_comm(m), 0);
-    double bw = kern_measure_read_bw(INT64_C(128) << 20, 0.3), fl = 0;
-    for (int trial = 0; trial < 3; trial++) {
-        const double f = kern_measure_flops(1024, 0.1);
-        fl = f > fl ? f : fl;
-    }
-    float in[2] = {(float)bw, (float)fl}, out[2];
-    mesh_all_reduce(m, all_axes(m), out, in, 2, MESH_ALG_MPI);
-    return (gen_machine){out[0], out[1]};
-}
-
-gen_step gen_step_total(mesh *m, const gen_step *st) {
-    float in[5] = {(float)st->seconds, (float)st->rows, (float)st->p_bytes, (float)st->kv_bytes,
-                   (float)st->flops};
-    float out[5];
-    mesh_all_reduce(m, all_axes(m), out, in, 5, MESH_ALG_MPI);
-    return (gen_step){st->seconds, out[1], out[2], out[3], out[4]};
-}
-
-double gen_predict(const gen_step *st, const gen_machine *mc) {
-    const double flop_t = st->flops / mc->flops, mem_t = st->p_bytes / mc->bw;
-    return st->kv_bytes / mc->bw + (flop_t > mem_t ? flop_t : mem_t);
 }
 
 /* ---------------------------------------------------------------- flags */
