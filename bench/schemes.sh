@@ -75,10 +75,10 @@ cat >&3 <<'HDR'
 F=512 T=128. The links are slowed so that (measured sgemm FLOP/s) / (link bandwidth) equals
 v5p's C / W_ici; the book predicts communication-bound below B/X = α = C/W = 2550 tokens per
 rank (one axis). "exposed comm" is the time the step was blocked in collectives (the gradient
-reductions and weight gathers that compute did not hide); "measured/book" is the step time over
-the book's predicted step.
+reductions and weight gathers that compute did not hide); "measured/predicted" is the step time
+over meshtrain's per-step prediction (docs/fidelity.md).
 
-| scheme | tokens per rank (B/X) | ms/step | compute ms | exposed comm ms | measured/book | measured regime | book regime |
+| scheme | tokens per rank (B/X) | ms/step | compute ms | exposed comm ms | measured/predicted | measured regime | book regime |
 |---|---|---|---|---|---|---|---|
 HDR
 SMALL="--layers 4 --d-model 128 --heads 4 --d-ff 512 --seq-len 128"
@@ -89,7 +89,7 @@ for scheme in "DP|--mesh x=2 --dp x --overlap" "FSDP|--mesh x=2 --dp x --zero 3 
     out=$(RUN 2 $SMALL --batch "$b" $flags --emulate v5p)
     line=$(grep '^bench |' <<<"$out"); split=$(grep '^bench split' <<<"$out")
     ms=$(field "$line" 'ms/step median'); comp=$(field "$split" 'compute'); comm=$(field "$split" 'exposed comm')
-    book=$(field "$split" 'book'); tpr=$((b * 128 / 2))
+    book=$(field "$split" 'predicted'); tpr=$((b * 128 / 2))
     reg=$(awk -v c="$comm" -v s="$ms" 'BEGIN{print (c > 0.25*s) ? "communication-bound" : "compute-bound"}')
     breg=$(awk -v t="$tpr" 'BEGIN{print (t > 2550) ? "compute-bound" : "communication-bound"}')
     echo "| $name | $tpr | $ms | $comp | $comm | $book | $reg | $breg |" >&3
@@ -105,14 +105,14 @@ cat >&3 <<'HDR'
 book's T_math = 4BDF/(|Y|·C) against T_comm = 4BD/W (the activation AllGather/ReduceScatter on
 the critical path): compute-bound iff F > |Y|·α = 5100 on one axis.
 
-| d_ff F | ms/step | compute ms | exposed comm ms | measured/book | comm share | book regime |
+| d_ff F | ms/step | compute ms | exposed comm ms | measured/predicted | comm share | book regime |
 |---|---|---|---|---|---|---|
 HDR
 for F in 512 2048 8192 16384; do
   out=$(RUN 2 --layers 2 --d-model 128 --heads 4 --d-ff "$F" --seq-len 128 --batch 8 --mesh y=2 --tensor y --emulate v5p)
   line=$(grep '^bench |' <<<"$out"); split=$(grep '^bench split' <<<"$out")
   ms=$(field "$line" 'ms/step median'); comp=$(field "$split" 'compute'); comm=$(field "$split" 'exposed comm')
-  book=$(field "$split" 'book')
+  book=$(field "$split" 'predicted')
   share=$(awk -v c="$comm" -v s="$ms" 'BEGIN{printf "%.0f%%", 100*c/s}')
   breg=$(awk -v f="$F" 'BEGIN{print (f > 5100) ? "compute-bound" : "communication-bound"}')
   echo "| $F | $ms | $comp | $comm | $book | $share | $breg |" >&3

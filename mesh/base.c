@@ -41,7 +41,8 @@ _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...) {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "meshtrain: rank %d %s: %s:%d: %s\n", mesh_g_world_rank, coords, file, line, msg);
+    fprintf(stderr, "meshtrain: rank %d %s: %s:%d: %s\n", mesh_g_world_rank, coords, file, line,
+            msg);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 3);
     abort();

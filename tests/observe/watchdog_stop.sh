@@ -35,6 +35,7 @@ rank_pid() {
 
 for t in $(seq "$trials"); do
     log=$tmp/log.$t
+    : >"$log"
     rm -rf "$tmp/ck"
     timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 "$prog" --data "$text" \
         --layers 2 --d-model 64 --seq-len 32 --batch 4 --steps 1000000 --eval-every 7 \

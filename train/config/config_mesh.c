@@ -24,8 +24,8 @@ void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN])
 static int check_div(char *err, size_t errlen, const char *what, int64_t n, const char *by,
                      int64_t d) {
     if (d > 0 && n % d == 0) return 0;
-    return errmsg_fail(err, errlen, "%s = %lld is not divisible by %s = %lld", what,
-                       (long long)n, by, (long long)d);
+    return errmsg_fail(err, errlen, "%s = %lld is not divisible by %s = %lld", what, (long long)n,
+                       by, (long long)d);
 }
 
 /* The tensor axis divides every dimension it shards; fewer kv heads than |Y| are replicated
@@ -50,16 +50,20 @@ static int check_axis_use(const config *c, const mesh *m, mesh_axes dax, mesh_ax
     for (int k = 0; k < dax.n; k++) used[dax.ax[k]]++;
     if (pax.n) {
         const int a = pax.ax[0];
-        CHECK(!used[a] && !(tax.n && tax.ax[0] == a), "--pipeline %s reuses an axis: the config "
-              "was not validated (config_validate)", c->pipe_axis);
+        CHECK(!used[a] && !(tax.n && tax.ax[0] == a),
+              "--pipeline %s reuses an axis: the config "
+              "was not validated (config_validate)",
+              c->pipe_axis);
         used[a]++;
         char by[64];
         snprintf(by, sizeof by, "|%c| (--pipeline)", mesh_axis_name(m, a));
         if (check_div(err, errlen, "layers L", c->shape.L, by, nZ)) return -1;
     }
     if (tax.n) {
-        CHECK(!used[tax.ax[0]], "--tensor %s is in --dp: the config was not validated "
-              "(config_validate)", c->tensor_axis);
+        CHECK(!used[tax.ax[0]],
+              "--tensor %s is in --dp: the config was not validated "
+              "(config_validate)",
+              c->tensor_axis);
         used[tax.ax[0]]++;
     }
     for (int a = 0; a < mesh_ndims(m); a++)
@@ -121,8 +125,7 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
         char buf[16], by[64];
         mesh_axes_str(m, zax, buf, sizeof buf);
         snprintf(by, sizeof by, "|%s| (--dp, ZeRO shards D_%s)", buf, buf);
-        if (check_div(err, errlen, "d_model D", c->shape.D, by, mesh_axes_size(m, zax)))
-            return -1;
+        if (check_div(err, errlen, "d_model D", c->shape.D, by, mesh_axes_size(m, zax))) return -1;
     }
     if (c->batch % nX != 0 || c->micro_batch % nX != 0)
         return errmsg_fail(err, errlen,

@@ -101,8 +101,8 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
             "collectives of one layer (micro-batch of %lld tokens per data shard; "
             "%lld micro-batches per step; predicted with %s links):\n",
             (long long)BT, (long long)nmb, report_link_source(r));
-    fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what",
-            "n", "V", "path", "predicted");
+    fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what", "n",
+            "V", "path", "predicted");
     if (p->zero == 3)
         coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
                  "W[D_X, ...] → W[D, ...] (9 layer weights)",
@@ -116,8 +116,8 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
                  "dOut[B, D_Y] → dOut[B, D]", "critical");
         coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
                  "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
-        coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2,
-                 "d(norm gain)[D]{U_Y} → [D]", "blocking");
+        coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2, "d(norm gain)[D]{U_Y} → [D]",
+                 "blocking");
     }
     if (p->zero == 3)
         coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
@@ -136,8 +136,7 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
             coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
                      "dW{U_X} → dW (once per step)", path);
         else if (p->zero > 0)
-            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax,
-                     p->layer_elems / p->nX / 9, 9,
+            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax, p->layer_elems / p->nX / 9, 9,
                      p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
                                   : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
                      path);
@@ -151,8 +150,7 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
                  "dG{U_X} → dG[_X] (whole gradient, ICI)", "blocking");
         coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, cs, 1,
                  "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)", "blocking");
-        coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)",
-                 "blocking");
+        coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)", "blocking");
     } else if (p->rax.n) {
         coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, p->sh_total, 1,
                  "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)", "blocking");

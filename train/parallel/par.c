@@ -44,7 +44,8 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     CHECK(p->alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", c->alg);
     char dp[CONFIG_AXES_LEN];
     config_data_axes(c, m, dp);
-    CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 && mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
+    CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 &&
+              mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
               mesh_axes_parse(m, c->pipe_axis, &p->pax) == 0,
           "par_create: axes checked by config_for_mesh do not parse");
     split_dcn(p, c);

@@ -18,7 +18,7 @@
 /* ---------------------------------------------------------------- tensor axis */
 
 static void sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
-                       const float *w, int64_t BT, int64_t Kl) {
+                         const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
     if (p->nY == 1) {
@@ -95,7 +95,6 @@ static void partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
     mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
     kern_add(dr, p->tp_a, BT * Dl);
 }
-
 
 void par_tensor_hooks(model_hooks *h) {
     h->sublayer_out = sublayer_out;

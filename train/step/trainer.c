@@ -4,12 +4,14 @@
 #include "train/step/trainer.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "mesh/link.h"
+#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
@@ -74,6 +76,18 @@ double trainer_lr(const config *c, int64_t step) {
     return c->min_lr + (c->lr - c->min_lr) * cosv;
 }
 
+/* Leaves trainer creation: destroys t (NULL allowed) and returns NULL with the message in err. */
+static trainer *fail(trainer *t, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static trainer *fail(trainer *t, char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    errmsg_vfail(err, errlen, fmt, ap);
+    va_end(ap);
+    trainer_destroy(t);
+    return NULL;
+}
+
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
     config cc = *c0;
     const config *c = &cc;
@@ -85,8 +99,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     trainer *t = calloc(1, sizeof *t);
     if (!t) {
         par_destroy(plan);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
+        return fail(NULL, err, errlen, "out of memory");
     }
     t->c = *c;
     t->mesh = m;
@@ -105,20 +118,16 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
             ok = t->opt_m && t->opt_v;
         }
     }
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        snprintf(err, errlen, "out of memory allocating the model (try a smaller --micro-batch)");
-        trainer_destroy(t);
-        return NULL;
-    }
+    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
+        return fail(t, err, errlen,
+                    "out of memory allocating the model (try a smaller --micro-batch)");
     int64_t P = 1, stage = 0;
     int pax = -1;
     par_pipe_axis(plan, &pax, &P, &stage);
     if (P > 1) {
         t->pp = pipe_create(t->mod, plan, m, c->schedule, t->n_micro);
         if (mesh_agree(mesh_world_comm(m), t->pp ? 0 : -1) < 0) {
-            snprintf(err, errlen, "out of memory allocating the pipeline buffers");
-            trainer_destroy(t);
-            return NULL;
+            return fail(t, err, errlen, "out of memory allocating the pipeline buffers");
         }
     }
     /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
@@ -131,10 +140,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     if (c->emulate[0]) {
         mesh_emulation em;
         if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
-            snprintf(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
-                     c->emulate);
-            trainer_destroy(t);
-            return NULL;
+            return fail(t, err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                        c->emulate);
         }
         t->emu = em;
         t->emulated = 1;
@@ -149,9 +156,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     }
     t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
-        snprintf(err, errlen, "out of memory timing the kernels (try a smaller --micro-batch)");
-        trainer_destroy(t);
-        return NULL;
+        return fail(t, err, errlen,
+                    "out of memory timing the kernels (try a smaller --micro-batch)");
     }
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
@@ -167,10 +173,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         int64_t agreed = elems;
         MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
         if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
-            snprintf(err, errlen, "out of memory allocating --bucket %lld bytes",
-                     (long long)c->bucket);
-            trainer_destroy(t);
-            return NULL;
+            return fail(t, err, errlen, "out of memory allocating --bucket %lld bytes",
+                        (long long)c->bucket);
         }
     }
     return t;
