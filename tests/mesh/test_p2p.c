@@ -13,6 +13,7 @@
  *    receive's trace record lies inside the call, ends no sooner than the delivery, and is what
  *    mesh_stats accounts as MESH_OP_RECV wait. Loose bounds: the machine is oversubscribed.
  * Usage: mpirun -np N test_p2p SPEC [--open AXES] */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,10 +159,12 @@ static void test_emulated(mesh *m) {
         double t[2] = {t_send, t_done}, g[2];
         MPI_Allreduce(t, g, 2, MPI_DOUBLE, MPI_MAX, world); /* one host: one clock */
         double model = lat + (twice ? 2 : 1) * (double)n * sizeof(float) / bw;
+        /* Wall clock: only "never delivered early" is a test. How late a delivery is depends
+           on what else runs on the machine, so no upper bound decides a pass. */
         check(m,
               twice ? "two messages on one link: delivery / (latency + 2 wire)"
                     : "100 kB over 10 MB/s + 1 ms: delivery / model",
-              (g[1] - g[0]) / model, 0.97, 5.0);
+              (g[1] - g[0]) / model, 0.97, INFINITY);
         /* each receiver (coord 1) gets its own sender's (coord 0) send time */
         double my_send = t_send;
         if (c == 0 && !twice) MPI_Send(&t_send, 1, MPI_DOUBLE, rank_at(m, 0, 1), 7, world);
