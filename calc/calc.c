@@ -32,9 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Writes the message into err[errlen] and returns −1. */
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
+int calc_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     if (err && errlen) vsnprintf(err, errlen, fmt, ap);
@@ -344,38 +342,40 @@ static int validate(const calc_spec *s, const calc_result *r, char *err, size_t 
     const int all = (1 << s->n_axes) - 1;
     int split = 0;
     for (int i = 0; i < s->n_axes; i++) split |= calc_axis_split(s, i) << i;
-    if (s->n_axes < 1) return fail(err, errlen, "no topology (give --topology or --mesh)");
+    if (s->n_axes < 1) return calc_fail(err, errlen, "no topology (give --topology or --mesh)");
     if ((s->data_mask & s->tensor_mask & ~split) || (s->data_mask & s->pipe_mask) ||
         (s->tensor_mask & s->pipe_mask))
-        return fail(err, errlen,
-                    "an axis is given two roles (data, tensor, pipeline); only an axis "
-                    "split into a tensor block and a strided data part (--tensor z:4) may "
-                    "be both");
+        return calc_fail(err, errlen,
+                         "an axis is given two roles (data, tensor, pipeline); only an axis "
+                         "split into a tensor block and a strided data part (--tensor z:4) may "
+                         "be both");
     if ((s->data_mask | s->tensor_mask | s->pipe_mask) & ~all)
-        return fail(err, errlen, "a sharding names an axis the %d-axis topology lacks", s->n_axes);
-    if (s->pipe_mask & (s->pipe_mask - 1)) return fail(err, errlen, "--pipeline takes one axis");
+        return calc_fail(err, errlen, "a sharding names an axis the %d-axis topology lacks",
+                         s->n_axes);
+    if (s->pipe_mask & (s->pipe_mask - 1))
+        return calc_fail(err, errlen, "--pipeline takes one axis");
     if (m->L < 1 || m->D < 1 || m->N < 1 || m->K < 1 || m->H < 1 || m->F < 1 || m->V < 1 ||
         m->T < 1)
-        return fail(err, errlen, "the model needs every dimension (or a --model preset)");
+        return calc_fail(err, errlen, "the model needs every dimension (or a --model preset)");
     if (m->N % m->K)
-        return fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
-                    (long long)m->N, (long long)m->K);
-    if (s->tokens < 1) return fail(err, errlen, "give a batch: --batch or --tokens");
-    if (s->zero < 0 || s->zero > 3) return fail(err, errlen, "--zero %d: use 0..3", s->zero);
-    if (s->microbatches < 1) return fail(err, errlen, "--microbatches must be >= 1");
+        return calc_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
+                         (long long)m->N, (long long)m->K);
+    if (s->tokens < 1) return calc_fail(err, errlen, "give a batch: --batch or --tokens");
+    if (s->zero < 0 || s->zero > 3) return calc_fail(err, errlen, "--zero %d: use 0..3", s->zero);
+    if (s->microbatches < 1) return calc_fail(err, errlen, "--microbatches must be >= 1");
     if (m->N % (long long)r->Y || m->F % (long long)r->Y)
-        return fail(err, errlen,
-                    "tensor degree %lld must divide the heads and d_ff (N = %lld); pick "
-                    "other --tensor axes",
-                    (long long)r->Y, (long long)m->N);
+        return calc_fail(err, errlen,
+                         "tensor degree %lld must divide the heads and d_ff (N = %lld); pick "
+                         "other --tensor axes",
+                         (long long)r->Y, (long long)m->N);
     if (m->L % (long long)r->P)
-        return fail(err, errlen, "pipeline degree %lld must divide --layers %lld", (long long)r->P,
-                    (long long)m->L);
+        return calc_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
+                         (long long)r->P, (long long)m->L);
     if (s->tokens / r->X / s->microbatches < 1)
-        return fail(err, errlen,
-                    "the batch has fewer tokens than data shards x microbatches "
-                    "(%lld); the data degree is %lld",
-                    (long long)(r->X * s->microbatches), (long long)r->X);
+        return calc_fail(err, errlen,
+                         "the batch has fewer tokens than data shards x microbatches "
+                         "(%lld); the data degree is %lld",
+                         (long long)(r->X * s->microbatches), (long long)r->X);
     return 0;
 }
 
@@ -549,7 +549,7 @@ static void pods(const calc_spec *s, const calc_spec *pod, calc_result *r) {
 int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
-    if (s_all->pods < 1) return fail(err, errlen, "--pods %d: at least 1", s_all->pods);
+    if (s_all->pods < 1) return calc_fail(err, errlen, "--pods %d: at least 1", s_all->pods);
     calc_spec pod = *s_all; /* one pod, at its share of the batch */
     pod.tokens = s_all->tokens / s_all->pods;
     const calc_spec *s = &pod;
@@ -563,7 +563,7 @@ int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errle
     if (validate(s, r, err, errlen) < 0) return -1;
     const int re_blocks = flops(s, r);
     if (collectives(s, r, re_blocks) < 0)
-        return fail(err, errlen, "internal: too many collectives or a bad axis set");
+        return calc_fail(err, errlen, "internal: too many collectives or a bad axis set");
     step_times(s, r);
     memory(s, r);
     thresholds(s, r);
