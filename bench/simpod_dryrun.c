@@ -15,9 +15,9 @@
  * runs: only shapes and byte counts matter here.
  *
  * Output (rank 0): the step's simulated time (max over ranks), its compute (FLOPs charged / the
- * chip's rate), the collectives this rank ran in the step (calls and bytes sent per op, from mesh/'s
- * accounting), then the calculator's lines for the same sharding and the ratio to its serial
- * step (T_math + T_comms: the SMPI build runs non-blocking collectives at issue, so nothing
+ * chip's rate), the collectives this rank ran in the step (calls and bytes sent per op, from
+ * mesh/'s accounting), then the calculator's lines for the same sharding and the ratio to its
+ * serial step (T_math + T_comms: the SMPI build runs non-blocking collectives at issue, so nothing
  * overlaps; see docs/simpod.md). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,19 +41,24 @@ typedef struct {
     char *argv[MAX_ARGS]; /* the trainer's argv */
 } dry_opts;
 
-/* The preset's model flags for the trainer, as strings in buf (kept alive by the caller). */
-static int preset_args(const char *name, char buf[8][24], char **out) {
+/* The preset's model flags for the trainer, as strings in buf (kept alive by the caller), but
+ * those that argv gives itself (the preset, then flags override). Returns how many, or −1. */
+static int preset_args(const char *name, int argc, char **argv, char buf[8][24], char **out) {
     calc_shape s;
     if (calc_model_preset(&s, name) < 0) return -1;
-    static const char *names[8] = {"--layers", "--d-model",  "--heads", "--kv-heads",
-                                   "--head-dim", "--d-ff", "--vocab", "--seq-len"};
+    static const char *names[8] = {"--layers",   "--d-model", "--heads", "--kv-heads",
+                                   "--head-dim", "--d-ff",    "--vocab", "--seq-len"};
     const int64_t v[8] = {s.L, s.D, s.N, s.K, s.H, s.F, s.V, s.T};
+    int n = 0;
     for (int i = 0; i < 8; i++) {
+        int given = 0;
+        for (int j = 1; j < argc; j++) given |= strcmp(argv[j], names[i]) == 0;
+        if (given) continue;
         snprintf(buf[i], 24, "%lld", (long long)v[i]);
-        out[2 * i] = (char *)names[i];
-        out[2 * i + 1] = buf[i];
+        out[n++] = (char *)names[i];
+        out[n++] = buf[i];
     }
-    return 16;
+    return n;
 }
 
 static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24]) {
@@ -66,7 +71,7 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--model") == 0) o->model = argv[i + 1];
     if (o->model) {
-        const int n = preset_args(o->model, preset_buf, o->argv + o->argc);
+        const int n = preset_args(o->model, argc, argv, preset_buf, o->argv + o->argc);
         if (n < 0)
             mesh_exit_error("simpod-dryrun: --model %s: expected llama3-70b or llama2-13b",
                             o->model);
@@ -132,12 +137,14 @@ static void calc_sent(const char *js, const mesh *m, double layers, calc_pred *o
             if (strcmp(op, ops[i]) == 0) k = i;
         for (const char *a = axes; *a && k >= 0; a++) {
             const int ax = mesh_axis_index(m, *a);
-            if (ax < 0) k = -1;
-            else n *= mesh_axis_size(m, ax);
+            if (ax < 0)
+                k = -1;
+            else
+                n *= mesh_axis_size(m, ax);
         }
         if (k < 0 || n < 2) continue;
         const double reps = json_num(o, "count") * (strcmp(seg, "layer") == 0 ? layers : 1.0);
-        const mesh_op mo = k == 0 ? MESH_OP_ALL_GATHER
+        const mesh_op mo = k == 0   ? MESH_OP_ALL_GATHER
                            : k == 1 ? MESH_OP_REDUCE_SCATTER
                            : k == 2 ? MESH_OP_ALL_REDUCE
                                     : MESH_OP_ALL_TO_ALL;
@@ -145,7 +152,6 @@ static void calc_sent(const char *js, const mesh *m, double layers, calc_pred *o
         out->bytes[mo] += reps * json_num(o, "bytes") * (k == 2 ? 2.0 : 1.0) * (n - 1) / n;
     }
 }
-
 
 static int calc_predict(const config *c, const mesh *m, const char *chip, calc_pred *out,
                         FILE *print) {
@@ -157,7 +163,7 @@ static int calc_predict(const config *c, const mesh *m, const char *chip, calc_p
     const int wire = strcmp(c->comm_dtype, "bf16") == 0 ? 2 : 4;
     const model_shape *s = &c->shape;
     const int64_t nums[9] = {s->L, s->D, s->N, s->K, s->H, s->F, s->V, s->T, c->batch};
-    static const char *nf[9] = {"--layers", "--d-model", "--heads", "--kv-heads", "--head-dim",
+    static const char *nf[9] = {"--layers", "--d-model", "--heads",   "--kv-heads", "--head-dim",
                                 "--d-ff",   "--vocab",   "--seq-len", "--batch"};
     char *a[64];
     int n = 0;
@@ -229,7 +235,8 @@ int main(int argc, char **argv) {
     config c;
     config_defaults(&c);
     const int parsed = config_parse(&c, o.argc, o.argv, err, sizeof err);
-    if (parsed != 0) mesh_exit_error("simpod-dryrun: %s", parsed > 0 ? "see meshtrain --help" : err);
+    if (parsed != 0)
+        mesh_exit_error("simpod-dryrun: %s", parsed > 0 ? "see meshtrain --help" : err);
     mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("simpod-dryrun: %s", err);
     trainer *t = trainer_create(&c, m, err, sizeof err);
@@ -258,11 +265,10 @@ int main(int argc, char **argv) {
                "pipeline %s, wire %s\n",
                o.model ? o.model : "model", mesh_nranks(m), o.chip,
                mesh_spec_str(m, spec, sizeof spec), (long long)s->L, (long long)s->D,
-               (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F,
-               (long long)s->V, (long long)s->T, (long long)c.batch, c.zero,
-               c.data_axes[0] ? c.data_axes : "(free axes)",
-               c.tensor_axis[0] ? c.tensor_axis : "-", c.pipe_axis[0] ? c.pipe_axis : "-",
-               c.comm_dtype);
+               (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
+               (long long)s->T, (long long)c.batch, c.zero,
+               c.data_axes[0] ? c.data_axes : "(free axes)", c.tensor_axis[0] ? c.tensor_axis : "-",
+               c.pipe_axis[0] ? c.pipe_axis : "-", c.comm_dtype);
         const double speed = cost_chip_find(o.chip)->flops_bf16;
         printf("simulated step: %.6g s (step %d of %d; the first took %.6g s), loss %.4f\n", dt,
                o.steps, o.steps, dt_first, st.loss);

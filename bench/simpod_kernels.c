@@ -1,11 +1,11 @@
 /* simpod_kernels: the FLOP-count backend of kernels/, built only in the SMPI tree (cmake
  * -DMESHTRAIN_SMPI=ON) as that tree's mt_kernels, for the dry-run trainer (simpod_dryrun.c).
  *
- * Every kernel that train/ calls in a training step keeps its signature (the headers in kernels/) but, instead
- * of computing, charges its FLOP count to the simulated clock (smpi_execute_flops): the simulated
- * rank is busy for flops / speed, the speed of its simulated host being the chip's bf16 peak
- * (bench/simpod_platform.c). Its outputs are left as they are (the dry run needs shapes, not
- * values; buffers of SMPI's shared allocator hold garbage anyway), except the few scalars that
+ * Every kernel that train/ calls in a training step keeps its signature (the headers in kernels/)
+ * but, instead of computing, charges its FLOP count to the simulated clock (smpi_execute_flops):
+ * the simulated rank is busy for flops / speed, the speed of its simulated host being the chip's
+ * bf16 peak (bench/simpod_platform.c). Its outputs are left as they are (the dry run needs shapes,
+ * not values; buffers of SMPI's shared allocator hold garbage anyway), except the few scalars that
  * steer the trainer: the cross-entropy's row statistics are those of all-zero logits (the loss is
  * log V, finite) and the squared norm is 0 (no clipping). Weight initialisation draws nothing.
  *
