@@ -170,8 +170,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
                                          TRAINER_BUCKET_OVERHEAD)
                        : 0;
         /* the ranks' link calibrations differ a little: they must agree on one size */
-        int64_t agreed = elems;
-        MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
+        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
         if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
             return fail(t, err, errlen, "out of memory allocating --bucket %lld bytes",
                         (long long)c->bucket);
