@@ -438,6 +438,7 @@ void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
     rec->count = x->count;
     rec->shift = x->shift;
     rec->t_issue = mesh_now();
+    rec->cpu_issue = mesh_thread_cpu();
 }
 
 void coll_record_end(mesh *m, const mesh_call *rec) {
@@ -448,7 +449,10 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
     s->calls++;
     s->bytes += bytes;
     s->seconds += rec->t_end - rec->t_start;
-    if (!rec->async) s->wait_seconds += rec->t_end - rec->t_issue;
+    if (!rec->async) { /* completed on the caller's thread */
+        s->wait_seconds += rec->t_end - rec->t_issue;
+        s->wait_cpu += mesh_thread_cpu() - rec->cpu_issue;
+    }
     m->trace[rec->seq % MESH_TRACE_LEN] = *rec;
     mesh_hook hk[MESH_MAX_HOOKS];
     memcpy(hk, m->hook, sizeof hk);
@@ -458,14 +462,14 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
 }
 
 mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
-    mesh_stat t = {0, 0, 0, 0};
+    mesh_stat t = {0, 0, 0, 0, 0};
     CHECK(op >= 0 && op < MESH_OP_COUNT, "bad op %d", (int)op);
     pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
     for (int k = 0; k <= MESH_MAX_AXES; k++) {
         if (axis >= 0 && k != axis + 1) continue;
         const mesh_stat *s = &m->stat[op][k];
         t.calls += s->calls, t.bytes += s->bytes;
-        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds;
+        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds, t.wait_cpu += s->wait_cpu;
     }
     pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
     return t;

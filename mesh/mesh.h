@@ -125,4 +125,7 @@ _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...)
 void mesh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Monotonic wall clock in seconds. */
 double mesh_now(void);
+/* The calling thread's CPU time in seconds (it does not advance while the thread waits for a
+ * core or sleeps). */
+double mesh_thread_cpu(void);
 #endif

@@ -122,7 +122,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     double *secs = malloc((size_t)(c->steps > 0 ? c->steps : 1) * sizeof *secs);
     CHECK(rows && secs, "bench: out of memory");
     /* sums over the timed steps of the split and the prediction (report.h) */
-    double s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0, s_bub_ideal = 0;
+    double s_cpu = 0, s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0, s_bub_ideal = 0;
     double s_pcomp = 0, s_pcomm = 0, s_pexp = 0, s_book = 0;
     int64_t dom[3] = {0, 0,
                       0}; /* steps whose predicted dominant term: compute, bandwidth, latency */
@@ -138,6 +138,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
         trainer_step(t, step, rows, &st);
         if (step < BENCH_WARMUP_STEPS) continue;
         secs[step - BENCH_WARMUP_STEPS] = st.seconds;
+        s_cpu += st.split.compute_cpu;
         s_comp += st.split.compute, s_idle += st.split.idle, s_pred += st.split.pred_step;
         s_pcomp += st.split.pred_compute, s_pcomm += st.split.pred_comm;
         s_pexp += st.split.pred_exposed, s_book += st.split.book_step;
@@ -161,10 +162,11 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                  ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
                  100.0 * flops / med / peak, ntok / bound, 100.0 * bound / med);
         const double n = (double)c->steps;
-        mesh_log("bench split | compute %.1f ms | exposed comm %.1f ms | idle %.1f ms | "
-                 "predicted %.1f ms/step | measured/predicted %.2f\n",
-                 1e3 * s_comp / n, 1e3 * s_comm / n, 1e3 * s_idle / n, 1e3 * s_pred / n,
-                 s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
+        mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | exposed comm %.1f ms | "
+                 "idle %.1f "
+                 "ms | predicted %.1f ms/step | measured/predicted %.2f\n",
+                 1e3 * s_comp / n, 1e3 * s_cpu / n, 1e3 * s_comm / n, 1e3 * s_idle / n,
+                 1e3 * s_pred / n, s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
         const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
         static const char *dname[3] = {"compute", "bandwidth", "latency"};
         mesh_log("bench predict | step %.1f ms | compute %.1f ms | comm %.1f ms | exposed %.1f ms "

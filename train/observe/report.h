@@ -19,6 +19,7 @@ typedef struct report report;
  * predicted times. */
 typedef struct {
     double wall, compute, idle;
+    double compute_cpu; /* the calling thread's CPU time in the step outside the collectives */
     double exposed[MESH_OP_COUNT]; /* seconds the caller was blocked in each collective type */
     double xfer[MESH_OP_COUNT];    /* seconds the transfers of each type ran (start → end) */
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */

@@ -62,9 +62,10 @@ static int measure_compute(trainer *t) {
                             .seqs = t->Bl,
                             .micro = t->n_micro,
                             .params = t->n_state,
-                            .last = stage == P - 1};
+                            .last = stage == P - 1,
+                            .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);
-    return ktime_measure(&ks, 1e-3, &t->ktime);
+    return ktime_measure(&ks, 2e-3, &t->ktime);
 }
 
 double trainer_lr(const config *c, int64_t step) {
