@@ -113,7 +113,8 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
     if (p->nY > 1 && p->cmm_buf) { /* collective matmul (tensor.c): one ring step per row */
         mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
         const mesh_op hop = p->nY == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
-        const int64_t cnt = BT * Dl, steps = 2 * (p->nY - 1);
+        const int line = p->nY > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]);    /* both ways */
+        const int64_t cnt = BT * Dl, steps = 2 * (line ? 2 : 1) * (p->nY - 1); /* 2 sublayers */
         coll_row(&pr, "forward", hop, one, cnt, (int)steps,
                  "matmul-RS: Out[B, D_Y]{U_Y} round the ring", "hidden");
         coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
