@@ -30,6 +30,7 @@
 #include "mesh/coll.h"
 #include "mesh/cost.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 
 static int failures;
 
@@ -44,11 +45,11 @@ static void check(const char *what, double v, double lo, double hi) {
 /* Wall time of fn from the earliest rank's start to the latest rank's end (one host: one clock),
  * so that ranks leaving the barrier late on a loaded machine cannot shorten it. */
 static double timed(mesh *m, void (*fn)(mesh *, void *), void *arg) {
-    MPI_Barrier(mesh_world_comm(m));
+    MPI_Barrier(mesh_world_comm(m)->mpi);
     double t[2] = {-mesh_now(), 0}, r[2];
     fn(m, arg);
     t[1] = mesh_now();
-    MPI_Allreduce(t, r, 2, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(t, r, 2, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m)->mpi);
     return r[1] + r[0];
 }
 
@@ -64,11 +65,11 @@ static void on_call(const mesh_call *rec, void *ctx) {
 
 /* fn on the emulator's clock: the max over its calls and the ranks of t_emulated. */
 static double emulated(mesh *m, void (*fn)(mesh *, void *), void *arg) {
-    MPI_Barrier(mesh_world_comm(m));
+    MPI_Barrier(mesh_world_comm(m)->mpi);
     g_emulated = 0;
     fn(m, arg);
     double mine = g_emulated, all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m)->mpi);
     return all;
 }
 
@@ -115,7 +116,7 @@ static double cpu_now(void) { /* CPU time of the whole process (every thread) */
 /* CPU seconds per wall second while this rank waits for emulated transfers: a blocking ppermute,
  * then a non-blocking one while the caller sleeps (the progress thread drives it). */
 static double cpu_share_waiting(mesh *m, bufs *x) {
-    MPI_Barrier(mesh_world_comm(m));
+    MPI_Barrier(mesh_world_comm(m)->mpi);
     const double c0 = cpu_now(), w0 = mesh_now();
     one_hop(m, x);
     mesh_req *r = mesh_ippermute(m, 0, 1, x->c, x->a, x->n);
@@ -126,7 +127,7 @@ static double cpu_share_waiting(mesh *m, bufs *x) {
     mesh_wait(r);
     const double mine = (cpu_now() - c0) / (mesh_now() - w0);
     double worst = 0;
-    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m)->mpi);
     return worst;
 }
 
@@ -248,7 +249,7 @@ int main(int argc, char **argv) {
     }
     mesh_remove_trace_hook(m, &g_emulated);
     int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_MAX, mesh_world_comm(m)->mpi);
     free(x.a), free(x.b), free(x.c);
     mesh_destroy(m);
     mesh_mpi_finalize();

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
+#include "mesh/mesh_mpi.h"
 #include "train/parallel/cmatmul.h"
 
 static int failures;
@@ -162,7 +163,7 @@ int main(int argc, char **argv) {
             test_ag(m, 0, shapes[s][0], shapes[s][1], shapes[s][2], integer);
         }
     int all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, mesh_world_comm(m));
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);
     if (mesh_rank(m) == 0)
         printf("%s (%d failures over %d ranks)\n", all ? "FAIL" : "PASS", all,
                mesh_axis_size(m, 0));

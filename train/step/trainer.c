@@ -171,8 +171,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
                                          TRAINER_BUCKET_OVERHEAD)
                        : 0;
         /* the ranks' link calibrations differ a little: they must agree on one size */
-        int64_t agreed = elems;
-        MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
+        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
         if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
             return fail(t, err, errlen, "out of memory allocating --bucket %lld bytes",
                         (long long)c->bucket);
@@ -181,10 +180,11 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     if (!serial && c->cmatmul != 0) {
         const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
         mesh_set_wire(m, t->wire);
-        int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops), agreed = on;
+        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops);
         mesh_set_wire(m, wire);
-        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict */
-        MPI_Allreduce(&on, &agreed, 1, MPI_INT, MPI_MIN, mesh_world_comm(m));
+        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict (the
+         * minimum: on only where every rank finds it wins) */
+        const int agreed = mesh_agree(mesh_world_comm(m), on);
         if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
             return fail(t, err, errlen, "out of memory allocating the collective matmul's scratch");
     }
