@@ -139,8 +139,6 @@ int par_set_cmatmul(par *p, int on) {
     p->cmm_buf = NULL;
     p->cmm_n = 0;
     if (!on) return 0;
-    CHECK(cmm_supported(p->m, p->tax.ax[0]), "collective matmul on an open tensor axis %c",
-          mesh_axis_name(p->m, p->tax.ax[0]));
     const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->nY);
     p->cmm_buf = malloc((size_t)n * sizeof(float));
     if (!p->cmm_buf) return -1;
@@ -153,11 +151,13 @@ int par_cmatmul(const par *p) {
 }
 
 int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
-    if (!p || p->nY == 1 || !r || !(flops > 0) || !cmm_supported(p->m, p->tax.ax[0])) return 0;
+    if (!p || p->nY == 1 || !r || !(flops > 0)) return 0;
     const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->nY;
     const mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
-    /* one ring step: a ppermute of a block, or on an axis of 2 the exchange (cmatmul.c) */
-    const double hop = n == 2
+    /* one ring step: a ppermute of a block (two on a line: both ways, one after the other), or
+     * on an axis of 2 the exchange (cmatmul.c) */
+    const double line = n > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]) ? 2 : 1;
+    const double hop = line * n == 2
                            ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
                            : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
     const double plain = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tax, p->alg, c, NULL) +

@@ -369,8 +369,9 @@ void trainer_print_plan(trainer *t, FILE *out) {
     }
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
-                "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
+                "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
                 "%s%s)\n",
+                t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
                 (long long)par_bucket(t->plan),
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
                 mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
