@@ -104,6 +104,7 @@ void par_destroy(par *p) {
     free(p->kvx);
     free(p->pack);
     free(p->dcn_buf);
+    free(p->cmm_buf);
     free(p);
 }
 

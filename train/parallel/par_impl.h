@@ -80,11 +80,15 @@ struct par {
      * elements in the open bucket (AllReduce) or in each of its nX shard regions (RS) */
     int64_t bk_cap, bk_fill;
     float *bk_buf[2], *bk_res[2];
+    float *wsend[2]; /* zero 3 with buckets: a layer's shards packed for its gathers (zero.c) */
     int bk_cur, bk_busy[2]; /* slot k is in use by the first bk_busy[k] pending reductions */
     bucket_seg bk_seg[2][PAR_BUCKET_SEGS];
     int bk_nseg[2];
     /* scratch: TP packing [BT, D], column packing of a block, kv-group exchange */
     float *tp_a, *tp_b, *pack, *kvx;
+    /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmm_n floats; NULL: off */
+    float *cmm_buf;
+    int64_t cmm_n;
     int64_t micro, n_micro;
 };
 
@@ -108,6 +112,9 @@ param_slab par_shard_slab(const struct par *p, param_id id);
  * it when add). Returns 0 when buckets are off or the block is larger than a bucket (the caller
  * reduces it alone). Flushes the bucket first when the block does not fit. */
 int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add);
+/* ZeRO-3's weight gathers of one layer (zero.c): how many collectives (one per tensor, or one
+ * per bucket with --bucket). */
+int par_weight_buckets(const struct par *p);
 /* Starts the open bucket's reduction (asynchronous with --overlap), if it holds anything. */
 void bucket_flush(struct par *p);
 /* A bucket's reduction has completed: its results go to their blocks. */
