@@ -92,7 +92,7 @@ foreach(folder config observe model parallel step)
   endif()
   add_library(mt_${folder} STATIC ${src})
   target_include_directories(mt_${folder} PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(mt_${folder} PUBLIC ${MT_SMPI_TRAIN_LIBS} mt_kernels mt_mesh)
+  target_link_libraries(mt_${folder} PUBLIC ${MT_SMPI_TRAIN_LIBS} mt_kernels mt_mesh MPI::MPI_C)
   # smpicc includes <unistd.h> everywhere: its function pipe() is renamed (a function-like macro,
   # so train/'s type `pipe` keeps its name) where it would clash with the type.
   target_compile_options(mt_${folder} PUBLIC "-Dpipe(fds)=posix_pipe(fds)")
