@@ -147,7 +147,8 @@ static const flag_def flags[] = {
      "what the collectives carry: bf16 as on a TPU halves every collective's bytes (reductions "
      "still add in fp32; results within the tolerance of docs/fidelity.md)"},
     {"bucket", K_BUCKET, F_(bucket), 0, 0, 0, "BYTES|auto",
-     "data-axis gradient reductions grouped into buckets of BYTES (K/M/G suffixes); auto = the "
+     "data-axis gradient reductions (and ZeRO-3's weight gathers) grouped into buckets of BYTES "
+     "(K/M/G suffixes); auto = the "
      "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
      "rounded up to a power of two; 0 = one reduction per tensor"},
     {"collective-matmul", K_ONOFF, F_(cmatmul), 0, 0, 0, "on|off|auto",

@@ -306,6 +306,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     out->dominant = pr.dominant;
     const double peak_compute = flops_rank / r->flops;
     out->book_step = peak_compute > book_comm ? peak_compute : book_comm;
+    out->book_compute = peak_compute;
     /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles):
      * the predicted hidden time is the non-blocking calls' (blocking ones hide nothing) */
     const double async_exposed = pr.exposed - pred_block > 0 ? pr.exposed - pred_block : 0;

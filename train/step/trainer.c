@@ -132,10 +132,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         }
     }
     /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
-     * best of three (a busy moment only lowers it) */
+     * best of three (a busy moment only lowers it); under --emulate a rank stands for a chip
+     * with a core of its own: the emulated links are scaled to that core's rate, which other
+     * processes on the core do not lower (kern_measure_core_flops) */
     mesh_agree(mesh_world_comm(m), 0);
     for (int trial = 0; trial < 3; trial++) {
-        const double f = kern_measure_flops(1024, 0.1);
+        const double f =
+            c->emulate[0] ? kern_measure_core_flops(1024, 0.1) : kern_measure_flops(1024, 0.1);
         if (f > t->flops) t->flops = f;
     }
     if (c->emulate[0]) {
@@ -366,8 +369,9 @@ void trainer_print_plan(trainer *t, FILE *out) {
     }
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
-                "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
+                "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
                 "%s%s)\n",
+                t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
                 (long long)par_bucket(t->plan),
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
                 mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
