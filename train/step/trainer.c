@@ -10,8 +10,8 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "mesh/errmsg.h"
 #include "mesh/link.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
