@@ -33,6 +33,12 @@ double mesh_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double mesh_thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...) {
     char coords[64] = "";
     if (mesh_g_last_mesh) mesh_coord_str(mesh_g_last_mesh, coords, sizeof coords);

@@ -159,6 +159,7 @@ typedef struct {
     int64_t bytes;       /* bytes this rank sent over links */
     double seconds;      /* wall time from start to completion, summed */
     double wait_seconds; /* time the caller spent blocked in this op (blocking call or wait) */
+    double wait_cpu;     /* the caller's CPU time while blocked (polling, copies, reductions) */
 } mesh_stat;
 /* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. Not
  * collective. Call when no non-blocking call is in flight for exact figures. */
@@ -188,6 +189,7 @@ typedef struct {
                           started waiting for it (mesh_p2p_wait) */
     double t_start;    /* when execution started (send/recv: posted) */
     double t_end;      /* when it completed */
+    double cpu_issue;  /* mesh_thread_cpu() of the caller at t_issue (blocking calls, p2p waits) */
     double t_emulated; /* the call on the link emulator's own clock: the time its messages take
                           on the emulated links alone (no compute, every rank starting at 0 on
                           idle links), up to this rank's last emulated delivery; the max over

@@ -49,7 +49,7 @@ static dset set_of(const mesh *m, const mesh_ctx *ctx, mesh_axes a) {
     s.P = a.n;
     s.n = mesh_axes_size(m, a);
     s.me = mesh_axes_index(m, a);
-    s.comm = ctx->set[mesh_set_id(a)];
+    s.comm = ctx->set[mesh_set_id(a)].mpi;
     for (int k = 0; k < a.n; k++) {
         s.axis[k] = a.ax[k];
         s.size[k] = m->size[a.ax[k]];

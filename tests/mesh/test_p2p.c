@@ -21,6 +21,7 @@
 
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 
 static int failures;
 
@@ -137,7 +138,7 @@ static void test_emulated(mesh *m) {
     const double bw = 10e6, lat = 1e-3;
     const int64_t n = 25000; /* 100 kB */
     int c = mesh_axis_coord(m, 0);
-    MPI_Comm world = mesh_world_comm(m);
+    MPI_Comm world = mesh_world_comm(m)->mpi;
     float *a = calloc((size_t)n, sizeof(float)), *b = calloc((size_t)n, sizeof(float));
     mesh_link_set(m, 0, bw, lat);
     for (int twice = 0; twice < 2; twice++) {
@@ -202,7 +203,7 @@ int main(int argc, char **argv) {
     test_messages(m);
     if (mesh_axis_size(m, 0) > 1) test_emulated(m);
     int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m));
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);
     mesh_log(bad ? "test_p2p: %d FAILURES\n" : "test_p2p: all passed%.0d\n", bad);
     mesh_destroy(m);
     mesh_mpi_finalize();

@@ -484,7 +484,7 @@ static void print_notes(const ckpt_meta *k, const config *c) {
 }
 
 int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
-    MPI_Comm world = mesh_world_comm(m);
+    const mesh_comm *world = mesh_world_comm(m);
     int st = 0;
     if (c->save_every > 0 && mesh_rank(m) == 0) st = prepare_dir(c->ckpt_dir, err, errlen);
     if (mesh_agree(world, st) < 0) return -1;

@@ -1,5 +1,5 @@
 /* ckpt_cli: `meshtrain ckpt info FILE` and `meshtrain ckpt diff A B [--tol K]` (see ckpt.h).
- * Rank 0 does the work alone (MPI_COMM_SELF), reading each array in blocks of whole rows of at
+ * Rank 0 does the work alone (mesh_self_comm()), reading each array in blocks of whole rows of at
  * most CLI_BLOCK elements, so any checkpoint fits in a little memory; the other ranks wait for
  * the verdict. */
 #include <float.h>
@@ -67,7 +67,7 @@ static void print_meta(const ckpt_meta *k, const char *path) {
 
 /* Opens a checkpoint on this rank alone and reads its header. */
 static int open_ckpt(const char *path, h5array **f, ckpt_meta *k, char *err, size_t errlen) {
-    int rc = h5array_open(f, path, MPI_COMM_SELF, err, errlen);
+    int rc = h5array_open(f, path, mesh_self_comm(), err, errlen);
     if (rc == 0) rc = ckpt_meta_get(*f, k, err, errlen);
     if (rc < 0) {
         h5array_close(*f);
