@@ -52,7 +52,7 @@ static void print_meta(const ckpt_meta *k, const char *path) {
     printf("  step %lld | tokens seen %lld | seed %llu | data %s, %s order, next batch = step "
            "%lld\n",
            (long long)k->step, (long long)k->tokens_seen, (unsigned long long)k->seed, k->data,
-           k->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random", (long long)k->step);
+           tokens_order_name(k->order), (long long)k->step);
     printf("  model --layers %lld --d-model %lld --heads %lld --kv-heads %lld --head-dim %lld "
            "--d-ff %lld --vocab %lld --seq-len %lld\n",
            (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
