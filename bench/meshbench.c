@@ -304,7 +304,7 @@ static double predict(const mesh *m, mesh_op op, mesh_axes a, mesh_alg alg, int6
     if (!(l.w_oneway > 0)) return -1;
     double V = (double)size;
     if (op == MESH_OP_ALL_TO_ALL) V *= mesh_axes_size(m, a);
-    return cost_collective(mesh_cost_op(op), &l, sizes, wraps, a.n, mesh_cost_alg(alg), V, NULL);
+    return cost_collective(mesh_cost_op(op), &l, sizes, wraps, a.n, alg, V, NULL);
 }
 
 /* One-way time of ppermute along axis, and the α–β fit. */

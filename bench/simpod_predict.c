@@ -88,12 +88,12 @@ int main(int argc, char **argv) {
             }
             ranks *= s[k];
         }
-        int alg = cost_alg_parse(f[COL_ALG]);
-        if (alg < 0) alg = COST_ALG_AUTO; /* mpi, default */
+        int alg = mesh_alg_parse(f[COL_ALG]);
+        if (alg < 0) alg = MESH_ALG_DEFAULT; /* MPI's and the default are priced as the book's */
         const double V = atof(f[0]) * (op == COST_OP_ALL_TO_ALL ? ranks : 1);
         double pred = 0;
         if (!on_dcn || k == 1)
-            pred = cost_collective((cost_op)op, on_dcn ? &dcn : &link, s, w, k, (cost_alg)alg, V,
+            pred = cost_collective((cost_op)op, on_dcn ? &dcn : &link, s, w, k, (mesh_alg)alg, V,
                                    NULL);
         const double t = atof(f[COL_TIME]);
         for (int i = 0; i < nf; i++) {

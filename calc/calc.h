@@ -62,7 +62,8 @@ typedef enum {
 typedef struct {
     cost_chip chip; /* a copy: a table chip or a host profile */
     cost_link link; /* link constants the collectives use (normally the chip's) */
-    cost_alg alg;   /* collective algorithm (AUTO: bidir ring on one axis, multi on several) */
+    mesh_alg alg;   /* collective algorithm (DEFAULT, spelled "auto" here: bidir ring on one axis,
+                     * multi on several) */
     int n_axes;
     int sizes[COST_MAX_AXES];
     int wraps[COST_MAX_AXES];
@@ -146,10 +147,6 @@ typedef struct {
 
 /* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,
  * AUTO algorithm) and no topology, model or batch. */
-/* Writes the message into err[errlen] (when err is not NULL) and returns -1: the calculator's
-   one way to report bad input. */
-__attribute__((format(printf, 3, 4))) int calc_fail(char *err, size_t errlen, const char *fmt, ...);
-
 void calc_spec_defaults(calc_spec *s);
 /* Sets the topology from sizes (named x, y, z) with wraparound by the chip's rule (the chip and
  * link must be set first); returns 0, or −1 with err when it does not fit the chip's pod. */
@@ -163,6 +160,11 @@ double calc_params(const calc_shape *m);
 /* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
  * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */
 const char *calc_path_name(calc_path p);
+/* The calculator's spelling of an algorithm: "auto" for MESH_ALG_DEFAULT, else mesh_alg_name. Its
+ * parse accepts auto, ring, bidir, seq, multi and direct (not mpi: no model of MPI's own); -1
+ * otherwise. */
+const char *calc_alg_name(mesh_alg a);
+int calc_alg_parse(const char *s);
 void calc_topology_str(const calc_spec *s, char *buf, size_t len);
 const char *calc_remat_str(const calc_spec *s, int detail, char *buf, size_t len);
 /* 1 if axis i of s is split: in the tensor role with a block 1 < k < sizes[i]. */

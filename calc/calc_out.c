@@ -100,7 +100,7 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
     kv_num(out, &g, "M_Y", r->M_Y);
     kv_num(out, &g, "microbatches", s->microbatches);
     kv_str(out, &g, "remat", calc_remat_str(s, 0, buf, sizeof buf));
-    kv_str(out, &g, "alg", cost_alg_name(s->alg));
+    kv_str(out, &g, "alg", calc_alg_name(s->alg));
     fputs("}, \"model\": {", out);
     g = 1;
     kv_num(out, &g, "L", (double)m->L);

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/tokens_order.h"
 #include "mesh/mesh.h"
 
 #define TOKENS_FORMAT "meshtrain-tokens"
@@ -37,8 +38,6 @@
 
 typedef struct tokens tokens;
 typedef enum { TOKENS_TRAIN = 0, TOKENS_VAL = 1 } tokens_split;
-/* Same values as train/config/config.h's data_order. */
-typedef enum { TOKENS_ORDER_RANDOM = 0, TOKENS_ORDER_SEQUENTIAL = 1 } tokens_order;
 
 /* "train" / "val". */
 const char *tokens_split_name(tokens_split split);

@@ -14,7 +14,7 @@
  *     line of n:  ⌊n/2⌋·⌈n/2⌉ (every pair across the middle link)
  * The axes' links work at once, so a round takes max_k load_k / w_oneway plus the hop latency of
  * the farthest pair, Σ_k (farthest distance on axis k)·T_min. mesh/cost.c predicts exactly this
- * (COST_ALG_DIRECT); on a ring of 4 it is the book's V/W for an AllGather, and on any even ring
+ * (MESH_ALG_DIRECT); on a ring of 4 it is the book's V/W for an AllGather, and on any even ring
  * the AllToAll is the book's V/(4W).
  *
  * Emulated links (link.h): every rank charges each direction of each emulated axis of the set with

@@ -99,23 +99,6 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
     return 0;
 }
 
-cost_alg mesh_cost_alg(mesh_alg a) {
-    switch (a) {
-    case MESH_ALG_RING:
-        return COST_ALG_RING;
-    case MESH_ALG_BIDIR:
-        return COST_ALG_BIDIR;
-    case MESH_ALG_SEQ:
-        return COST_ALG_SEQ;
-    case MESH_ALG_MULTI:
-        return COST_ALG_MULTI;
-    case MESH_ALG_DIRECT:
-        return COST_ALG_DIRECT;
-    default:
-        return COST_ALG_AUTO;
-    }
-}
-
 cost_op mesh_cost_op(mesh_op op) {
     switch (op) {
     case MESH_OP_ALL_GATHER:

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 
 typedef enum {
     K_GROUP,  /* a heading in --help, not a flag */
@@ -29,7 +29,7 @@ typedef enum {
     K_STR,    /* char[size] field */
     K_SWITCH, /* int field set to 1, takes no value */
     K_OPTIM,  /* optim_kind */
-    K_ORDER,  /* data_order */
+    K_ORDER,  /* tokens_order */
     K_SCHED,  /* pipeline schedule */
     K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
     K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
@@ -202,7 +202,7 @@ void config_defaults(config *c) {
     c->eps = 1e-8;
     c->seed = 1337;
     snprintf(c->data, sizeof c->data, "data/tinyshakespeare.txt");
-    c->order = DATA_ORDER_RANDOM;
+    c->order = TOKENS_ORDER_RANDOM;
     c->eval_every = 100;
     c->eval_batches = 4;
     c->temperature = 0.8;
@@ -394,14 +394,13 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         memcpy(base, &v, sizeof v);
         return 0;
     }
-    case K_ORDER:
-        if (strcmp(val, "random") == 0)
-            c->order = DATA_ORDER_RANDOM;
-        else if (strcmp(val, "sequential") == 0)
-            c->order = DATA_ORDER_SEQUENTIAL;
-        else
+    case K_ORDER: {
+        const int order = tokens_order_parse(val);
+        if (order < 0)
             return errmsg_fail(err, errlen, "--data-order %s: expected random or sequential", val);
+        c->order = (tokens_order)order;
         return 0;
+    }
     default:
         return errmsg_fail(err, errlen, "--%s takes no value", f->name);
     }
@@ -704,7 +703,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", d->optimizer == OPT_SGD ? "sgd" : "adamw");
         break;
     case K_ORDER:
-        snprintf(buf, len, "%s", d->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
+        snprintf(buf, len, "%s", tokens_order_name(d->order));
         break;
     case K_SCHED:
         snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");

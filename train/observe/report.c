@@ -77,8 +77,8 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
     const cost_op cop = mesh_cost_op(op);
     cost_est est;
-    const double t = cost_collective(cop, l, sizes, wraps, axes.n, mesh_cost_alg(alg),
-                                     elems * mesh_wire_bytes(wire), &est);
+    const double t =
+        cost_collective(cop, l, sizes, wraps, axes.n, alg, elems * mesh_wire_bytes(wire), &est);
     if (t < 0) return out;
     int lanes = 1;
     const int64_t chunk = mesh_get_chunk(r->m) / (int64_t)sizeof(float);
@@ -94,7 +94,7 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
     }
     if (alg != MESH_ALG_MPI) {
         const double b =
-            cost_collective(cop, l, sizes, wraps, axes.n, COST_ALG_AUTO, 2.0 * elems, NULL);
+            cost_collective(cop, l, sizes, wraps, axes.n, MESH_ALG_DEFAULT, 2.0 * elems, NULL);
         out.book = b > 0 ? b : 0;
     }
     return out;

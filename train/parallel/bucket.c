@@ -35,9 +35,8 @@ int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, dou
         wraps[k] = mesh_axis_wraps(p->m, p->dax.ax[k]);
     }
     const mesh_alg alg = mesh_alg_resolve(p->m, p->dax, p->alg);
-    const double bytes =
-        cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE, link, sizes, wraps,
-                          p->dax.n, mesh_cost_alg(alg), overhead);
+    const double bytes = cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE,
+                                           link, sizes, wraps, p->dax.n, alg, overhead);
     if (!(bytes > 0)) return 0;
     /* a power of two at least that large: the links' constants vary a little between runs
      * (calibrated, or emulated from a measured FLOP/s), the size, and so the order of the

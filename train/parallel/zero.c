@@ -138,7 +138,7 @@ static void reduce_layer(struct par *p, model *mod, int64_t l) {
     p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
 }
 
-static void layer_grads_done(void *ctx, model *mod, int64_t l) {
+void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     if (p->zero >= 2 || last_micro(p))
         tp_fix_layer(p, mod, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
@@ -167,13 +167,13 @@ static void nonlayer_done(struct par *p, model *mod, param_id id) {
     }
 }
 
-static void head_grads_done(void *ctx, model *mod) {
+void par_hk_head_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
     nonlayer_done(p, mod, P_UNEMBED);
     nonlayer_done(p, mod, P_FINAL_NORM);
 }
 
-static void embed_grads_done(void *ctx, model *mod) {
+void par_hk_embed_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
     nonlayer_done(p, mod, P_EMBED);
 }
@@ -296,7 +296,7 @@ static void gather_layer_finish(struct par *p, int k) {
     }
 }
 
-static layer_w layer_weights(void *ctx, model *mod, int64_t l, int dir) {
+layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
     if (p->zero < 3) return model_layer_weights_local(mod, l);
     const int k = (int)(l % 2);
@@ -325,7 +325,7 @@ static layer_w layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     return w;
 }
 
-static void layer_release(void *ctx, model *mod, int64_t l) {
+void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
     (void)ctx, (void)mod, (void)l; /* slots are recycled two layers later */
 }
 
@@ -333,7 +333,7 @@ static float *nonlayer_buf(struct par *p, param_id id) {
     return id == P_EMBED ? p->ebuf : id == P_FINAL_NORM ? p->hbuf_norm : p->hbuf_un;
 }
 
-static const float *weight(void *ctx, model *mod, param_id id) {
+const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
     if (p->zero < 3) return model_param(mod, id, NULL);
     float *dst = nonlayer_buf(p, id);
@@ -351,7 +351,7 @@ static const float *weight(void *ctx, model *mod, param_id id) {
 
 /* ---------------------------------------------------------------- gradient slots */
 
-static layer_g layer_grads(void *ctx, model *mod, int64_t l) {
+layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     if (p->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
@@ -371,7 +371,7 @@ static layer_g layer_grads(void *ctx, model *mod, int64_t l) {
     return g;
 }
 
-static float *grad(void *ctx, model *mod, param_id id) {
+float *par_hk_grad(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
     if (p->zero < 2) return model_grad(mod, id, NULL);
     return p->ngbuf[id];
@@ -513,7 +513,7 @@ int64_t par_state_size(par *p, model *mod) {
     return p->sh_total;
 }
 
-static void ready(void *ctx, model *mod) {
+void par_hk_ready(void *ctx, model *mod) {
     struct par *p = ctx;
     if (p->zero == 3) p->sh_p = model_params_flat(mod, NULL); /* the model stores the shards */
 }
@@ -560,16 +560,4 @@ double par_pipe_mean(par *p, double v) {
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
     return par_data_mean(p, allsum(p, p->pax, v));
-}
-
-void par_zero_hooks(model_hooks *h) {
-    h->ready = ready;
-    h->layer_weights = layer_weights;
-    h->layer_release = layer_release;
-    h->weight = weight;
-    h->layer_grads = layer_grads;
-    h->grad = grad;
-    h->layer_grads_done = layer_grads_done;
-    h->head_grads_done = head_grads_done;
-    h->embed_grads_done = embed_grads_done;
 }

@@ -10,8 +10,8 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "mesh/errmsg.h"
 #include "mesh/link.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
@@ -51,6 +51,8 @@ static int measure_compute(trainer *t) {
     model_stage(t->mod, &l0, &l1);
     par_pipe_axis(t->plan, &pax, &P, &stage);
     const model_shape *s = &t->c.shape;
+    int64_t ngrads = 0;
+    const float *grads = model_grads_flat(t->mod, &ngrads);
     const ktime_shape ks = {.L = l1 - l0,
                             .D = s->D,
                             .H = s->H,
@@ -62,6 +64,7 @@ static int measure_compute(trainer *t) {
                             .seqs = t->Bl,
                             .micro = t->n_micro,
                             .params = t->n_state,
+                            .grads = grads ? ngrads : 0,
                             .last = stage == P - 1,
                             .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);
@@ -371,6 +374,8 @@ void trainer_print_plan(trainer *t, FILE *out) {
                     t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.chip_flops / t->dcn_chip_bw);
         fprintf(out, "\n");
     }
+    char given[32];
+    snprintf(given, sizeof given, "%lld", (long long)t->c.bucket);
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
                 "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
@@ -378,7 +383,7 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
                 (long long)par_bucket(t->plan),
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
-                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
+                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : given,
                 t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
     if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
         fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,
