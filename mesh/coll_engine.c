@@ -376,6 +376,16 @@ static int phase_steps(const phase *p) {
     if (p->kind == PH_PERM) return 1;
     return p->sc == SCH_BIDIR ? p->n / 2 : p->n - 1;
 }
+/* The largest a2a_size(p, d, o, k0) over both directions and every origin. */
+static int64_t a2a_max(const phase *p, int k0) {
+    int64_t mx = 0;
+    for (int d = 0; d < 2; d++)
+        for (int o = 0; o < p->n; o++) {
+            const int64_t r = a2a_size(p, d, o, k0);
+            mx = r > mx ? r : mx;
+        }
+    return mx;
+}
 /* Whether receive buffer q is used: steps s = 1..nsteps land in s % NBUF. */
 static int buf_used(const phase *p, int q) {
     int ns = phase_steps(p);
@@ -395,16 +405,9 @@ static int64_t stream_unit(const phase *p, int *nbuf) {
     switch (p->kind) {
     case PH_RS:
         return max_len(p);
-    case PH_A2A: {
-        int64_t mx = 0;
-        for (int d = 0; d < 2; d++)
-            for (int o = 0; o < p->n; o++) {
-                int64_t r = a2a_size(p, d, o, 2);
-                mx = r > mx ? r : mx;
-            }
+    case PH_A2A:
         *nbuf += 1; /* the pack buffer */
-        return mx;
-    }
+        return a2a_max(p, 2);
     case PH_PERM:
         *nbuf = p->buf == p->src ? 1 : 0;
         return p->bs;
@@ -422,15 +425,8 @@ static int64_t wire_unit(const phase *p) {
     case PH_AG:
     case PH_RS:
         return max_len(p);
-    case PH_A2A: {
-        int64_t mx = 0;
-        for (int d = 0; d < 2; d++)
-            for (int o = 0; o < p->n; o++) {
-                int64_t r = a2a_size(p, d, o, 1);
-                mx = r > mx ? r : mx;
-            }
-        return mx;
-    }
+    case PH_A2A:
+        return a2a_max(p, 1);
     case PH_PERM:
         return p->bs;
     default:
