@@ -494,26 +494,16 @@ static void run_blocking(mesh *m, const coll_args *args) {
 
 #define ARGS(OP)                                                                                   \
     { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
-void mesh_all_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_GATHER);
-    run_blocking(m, &x);
-}
-void mesh_reduce_scatter(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                         mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_REDUCE_SCATTER);
-    run_blocking(m, &x);
-}
-void mesh_all_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_REDUCE);
-    run_blocking(m, &x);
-}
-void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
-    run_blocking(m, &x);
-}
+/* The four collectives over an axis set (coll.h): one body, the op fixed. */
+#define SET_COLLECTIVE(name, OP)                                                                   \
+    void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
+        coll_args x = ARGS(OP);                                                                    \
+        run_blocking(m, &x);                                                                       \
+    }
+SET_COLLECTIVE(mesh_all_gather, MESH_OP_ALL_GATHER)
+SET_COLLECTIVE(mesh_reduce_scatter, MESH_OP_REDUCE_SCATTER)
+SET_COLLECTIVE(mesh_all_reduce, MESH_OP_ALL_REDUCE)
+SET_COLLECTIVE(mesh_all_to_all, MESH_OP_ALL_TO_ALL)
 void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t count,
                      mesh_alg alg) {
     CHECK(op >= MESH_OP_ALL_GATHER && op <= MESH_OP_ALL_TO_ALL,

@@ -221,19 +221,38 @@ static int peer_of(const phase *p, int d, int sending) {
     return mod(p->r + ((d == 0) == (sending != 0) ? 1 : -1), p->n);
 }
 
+/* AllGather step s in direction d: the block this rank sends (sending) or receives, and the range
+ * of it that moves; -1 when it sends (receives) nothing. */
+static int ag_step(const phase *p, int d, int s, int sending, int64_t *lo, int64_t *l) {
+    xfer sn, rc;
+    ag_sched(p, p->r, d, s, &sn, &rc);
+    const xfer x = sending ? sn : rc;
+    if (x.blk >= 0) range_of(p, x.blk, x.rk, lo, l);
+    return x.blk;
+}
+/* AllToAll step s in direction d: the origin of the data sent (sending) or received, the range
+ * [lo, lo+c) of its block for distance s and the elements (rest) for distances s+1..D, which go
+ * on; -1 when nothing moves. *dest: the block of that range. */
+static int a2a_step(const phase *p, int d, int s, int sending, int64_t *lo, int64_t *c,
+                    int64_t *rest, int *dest) {
+    const int o = a2a_origin(p, d, s, sending);
+    if (o < 0 || s > a2a_dmax(p, d, o)) return -1;
+    *rest = a2a_size(p, d, o, s + 1);
+    *dest = a2a_part(p, d, o, s, lo, c);
+    return o;
+}
+
 /* Fills the messages this rank sends at step s in direction d; returns their number. */
 static int step_sends(phase *p, int d, int s, msg *out) {
     stream *st = &p->st[d];
     int k = 0;
     switch (p->kind) {
     case PH_AG: {
-        xfer sn, rc;
         int64_t lo, l;
-        ag_sched(p, p->r, d, s, &sn, &rc);
-        if (sn.blk < 0) break;
-        range_of(p, sn.blk, sn.rk, &lo, &l);
+        const int blk = ag_step(p, d, s, 1, &lo, &l);
+        if (blk < 0) break;
         /* the own block leaves from the caller's input, not from our copy of it */
-        const float *from = sn.blk == p->r && p->src ? p->src : p->buf + blk_off(p, sn.blk);
+        const float *from = blk == p->r && p->src ? p->src : p->buf + blk_off(p, blk);
         if (l > 0) out[k++] = (msg){(float *)from + lo, l};
         break;
     }
@@ -248,10 +267,9 @@ static int step_sends(phase *p, int d, int s, msg *out) {
         break;
     }
     case PH_A2A: {
-        int o = a2a_origin(p, d, s, 1);
-        if (o < 0 || s > a2a_dmax(p, d, o)) break;
-        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
-        int dest = a2a_part(p, d, o, s, &lo, &c);
+        int64_t lo, c, rest;
+        int dest;
+        if (a2a_step(p, d, s, 1, &lo, &c, &rest, &dest) < 0) break;
         float *mine, *rp;
         if (s == 1) {
             mine = (float *)p->src + blk_off(p, dest) + lo;
@@ -281,12 +299,9 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
     int k = 0;
     switch (p->kind) {
     case PH_AG: {
-        xfer sn, rc;
         int64_t lo, l;
-        ag_sched(p, p->r, d, s, &sn, &rc);
-        if (rc.blk < 0) break;
-        range_of(p, rc.blk, rc.rk, &lo, &l);
-        if (l > 0) out[k++] = (msg){p->buf + blk_off(p, rc.blk) + lo, l};
+        const int blk = ag_step(p, d, s, 0, &lo, &l);
+        if (blk >= 0 && l > 0) out[k++] = (msg){p->buf + blk_off(p, blk) + lo, l};
         break;
     }
     case PH_RS: {
@@ -301,10 +316,10 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
         break;
     }
     case PH_A2A: {
-        int o = a2a_origin(p, d, s, 0);
-        if (o < 0 || s > a2a_dmax(p, d, o)) break;
-        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
-        a2a_part(p, d, o, s, &lo, &c);
+        int64_t lo, c, rest;
+        int dest;
+        const int o = a2a_step(p, d, s, 0, &lo, &c, &rest, &dest);
+        if (o < 0) break;
         if (c > 0) out[k++] = (msg){p->buf + blk_off(p, o) + lo, c};
         if (rest > 0) out[k++] = (msg){st->sb[s % ENGINE_NBUF], rest};
         break;
