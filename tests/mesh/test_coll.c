@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
+#include "mesh_args.h"
 
 static int failures;
 
@@ -293,18 +294,8 @@ static void test_trace(mesh *m) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL, *wire = "fp32";
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[++i];
-        else if (!strcmp(argv[i], "--wire"))
-            wire = argv[++i];
-    }
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    mesh *m = test_mesh(argc, argv);
+    const char *wire = test_flag(argc, argv, "--wire", "fp32");
     if (mesh_wire_parse(wire) < 0) mesh_exit_error("--wire %s: want fp32 or bf16", wire);
     mesh_set_wire(m, (mesh_wire)mesh_wire_parse(wire));
     mesh_set_verify(m, 1);

@@ -17,6 +17,7 @@
 
 #include "mesh/bf16.h"
 #include "mesh/coll.h"
+#include "mesh_args.h"
 
 static int failures;
 
@@ -213,16 +214,7 @@ static void check_lanes_bytes(mesh *m, mesh_axes a) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[++i];
-    }
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    mesh *m = test_mesh(argc, argv);
     test_convert();
     mesh_set_wire(m, MESH_WIRE_BF16);
     const int nd = mesh_ndims(m);

@@ -1,0 +1,12 @@
+/* mesh_args: the command line of the mesh tests: flags given as `--name value`, and the mesh of
+ * `--mesh SPEC [--open AXES]`. Depends on mesh/mesh.h. */
+#ifndef MT_TESTS_MESH_ARGS_H
+#define MT_TESTS_MESH_ARGS_H
+#include "mesh/mesh.h"
+
+/* The value after the last `name` in argv[1..argc), or dflt when it is absent. */
+const char *test_flag(int argc, char **argv, const char *name, const char *dflt);
+/* Collective over: all ranks. The mesh of --mesh and --open (mesh_create's defaults when absent);
+ * a bad spec ends the job with one error line (mesh_exit_error). */
+mesh *test_mesh(int argc, char **argv);
+#endif
