@@ -86,7 +86,8 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (mesh_g_last_mesh) where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
+    if (mesh_g_last_mesh)
+        where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
     if (inited && !finalized) {
         MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
         MPI_Finalize();
@@ -265,8 +266,8 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
         return NULL;
     }
     if (prod != nranks) {
-        snprintf(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)",
-                 spec, (long long)prod, nranks, (long long)prod);
+        snprintf(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)", spec,
+                 (long long)prod, nranks, (long long)prod);
         return NULL;
     }
     int wrap[MESH_MAX_AXES] = {1, 1, 1};
@@ -350,21 +351,22 @@ int mesh_nranks(const mesh *m) {
 int mesh_ndims(const mesh *m) {
     return m->ndims;
 }
-int mesh_axis_size(const mesh *m, int axis) {
+/* axis, checked to be one of the mesh's. */
+static int valid_axis(const mesh *m, int axis) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->size[axis];
+    return axis;
+}
+int mesh_axis_size(const mesh *m, int axis) {
+    return m->size[valid_axis(m, axis)];
 }
 int mesh_axis_coord(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->coord[axis];
+    return m->coord[valid_axis(m, axis)];
 }
 int mesh_axis_wraps(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->wrap[axis];
+    return m->wrap[valid_axis(m, axis)];
 }
 char mesh_axis_name(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->name[axis];
+    return m->name[valid_axis(m, axis)];
 }
 int mesh_axis_index(const mesh *m, char name) {
     for (int k = 0; k < m->ndims; k++)

@@ -53,6 +53,23 @@ static double book_step(const calc_infer_result *r) {
     return r->t_kv + (r->t_flops > r->t_params ? r->t_flops : r->t_params);
 }
 
+/* One of the book's tables by batch B[6]: our step time without ICI against ms[i], and the
+ * throughput B/step against tps[i], within 0.5%; the full step (with ICI) is never below it. */
+static void check_step_table(const char *name, const calc_spec *s, calc_infer_opt o,
+                             const double *B, const double *ms, const double *tps) {
+    char what[128];
+    for (int i = 0; i < 6; i++) {
+        o.batch = B[i];
+        const calc_infer_result r = run(s, &o);
+        snprintf(what, sizeof what, "%s B=%.0f: step time (ms)", name, B[i]);
+        check_near(what, book_step(&r) * 1e3, ms[i], 0.005);
+        snprintf(what, sizeof what, "%s B=%.0f: throughput (tokens/s)", name, B[i]);
+        check_near(what, B[i] / book_step(&r), tps[i], 0.005);
+        check_true("  ... the full step (with ICI) is never below the book's bound",
+                   r.decode_step_s >= book_step(&r));
+    }
+}
+
 static const int v5e_8[2] = {4, 2}, v5e_16[2] = {4, 4}, v5e_32[2] = {8, 4};
 
 /* Inference chapter, "Modeling throughput and latency for LLaMA 2-13B" on 8 TPU v5e: "8x TPU
@@ -76,17 +93,7 @@ static void test_llama2_table(void) {
                r.kv_bytes_per_seq, 6.7e9, 0.005);
     /* "we store one copy of our parameters, let's say in bf16. That uses 26GB" */
     check_near("LLaMA-2-13B weights in bf16 (book 26 GB)", r.param_bytes_total, 26e9, 0.002);
-    char what[128];
-    for (int i = 0; i < 6; i++) {
-        o.batch = B[i];
-        r = run(&s, &o);
-        snprintf(what, sizeof what, "MHA B=%.0f: step time (ms)", B[i]);
-        check_near(what, book_step(&r) * 1e3, mha_ms[i], 0.005);
-        snprintf(what, sizeof what, "MHA B=%.0f: throughput (tokens/s)", B[i]);
-        check_near(what, B[i] / book_step(&r), mha_tps[i], 0.005);
-        check_true("  ... the full step (with ICI) is never below the book's bound",
-                   r.decode_step_s >= book_step(&r));
-    }
+    check_step_table("MHA", &s, o, B, mha_ms, mha_tps);
     /* "We OOM beyond batch size 16", but its own table puts batch 16 at 133.2 (total memory)
      * against "128GiB of HBM": with the chip's 16 GB each, batch 8 fits and 16 does not. */
     o.batch = 8;
@@ -99,14 +106,7 @@ static void test_llama2_table(void) {
     s = make("v5e", v5e_8, 2, &m);
     s.chip.hbm_bw = 8.2e11;
     o.params = 13e9;
-    for (int i = 0; i < 6; i++) {
-        o.batch = B[i];
-        r = run(&s, &o);
-        snprintf(what, sizeof what, "GQA 1:5 B=%.0f: step time (ms)", B[i]);
-        check_near(what, book_step(&r) * 1e3, gqa_ms[i], 0.005);
-        snprintf(what, sizeof what, "GQA 1:5 B=%.0f: throughput (tokens/s)", B[i]);
-        check_near(what, B[i] / book_step(&r), gqa_tps[i], 0.005);
-    }
+    check_step_table("GQA 1:5", &s, o, B, gqa_ms, gqa_tps);
     /* "KV Cache Memory (GiB) 1.34" per sequence with 8 KV heads. */
     check_near("GQA 1:5: KV per sequence (book 1.34)", r.kv_bytes_per_seq, 1.34e9, 0.005);
 }

@@ -1,6 +1,7 @@
 /* mesh_args: see mesh_args.h. */
 #include "mesh_args.h"
 
+#include <mpi.h>
 #include <string.h>
 
 const char *test_flag(int argc, char **argv, const char *name, const char *dflt) {
@@ -16,4 +17,16 @@ mesh *test_mesh(int argc, char **argv) {
                           test_flag(argc, argv, "--open", NULL), err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     return m;
+}
+
+int test_mesh_finish(mesh *m, const char *test, int failures) {
+    int bad = 0;
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m));
+    if (bad)
+        mesh_log("%s: %d FAILURES\n", test, bad);
+    else
+        mesh_log("%s: all passed\n", test);
+    mesh_destroy(m);
+    mesh_mpi_finalize();
+    return bad ? 1 : 0;
 }

@@ -337,10 +337,5 @@ int main(int argc, char **argv) {
     test_trace(m);
     mesh_set_verify(m, 0);
     test_nonblocking(m);
-    int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    mesh_log(bad ? "test_coll: %d FAILURES\n" : "test_coll: all passed%.0d\n", bad);
-    mesh_destroy(m);
-    mesh_mpi_finalize();
-    return bad ? 1 : 0;
+    return test_mesh_finish(m, "test_coll", failures);
 }

@@ -237,10 +237,5 @@ int main(int argc, char **argv) {
         mesh_set_wire(m, MESH_WIRE_BF16);
         check_lanes_bytes(m, one);
     }
-    int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    mesh_log(bad ? "test_wire: %d FAILURES\n" : "test_wire: all passed%.0d\n", bad);
-    mesh_destroy(m);
-    mesh_mpi_finalize();
-    return bad ? 1 : 0;
+    return test_mesh_finish(m, "test_wire", failures);
 }

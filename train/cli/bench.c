@@ -9,6 +9,7 @@
 #include "train/observe/metrics.h"
 #include "train/model/model.h"
 #include "train/cli/run.h"
+#include "train/step/ktime.h"
 
 /* RNG stream of the synthetic tokens (ASCII "bench"). */
 #define BENCH_STREAM UINT64_C(0x62656e6368)
@@ -55,6 +56,18 @@ int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *ou
     return n;
 }
 
+typedef struct {
+    const bench_gemm *g;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb;
+} timed_gemm;
+static void run_gemm(void *ctx) {
+    const timed_gemm *t = ctx;
+    const bench_gemm *g = t->g;
+    kern_gemm(t->c, t->a, t->b, g->M, g->N, g->K, g->ta, g->tb, t->lda, t->ldb, g->N, 1.0f, 0.0f);
+}
+
 double bench_time_gemm(const bench_gemm *g) {
     const int64_t na = g->M * g->K, nb = g->K * g->N, nc = g->M * g->N;
     float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
@@ -64,19 +77,9 @@ double bench_time_gemm(const bench_gemm *g) {
     for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
     for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
     const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
-    double best = 1e30;
-    for (int trial = 0; trial < 3; trial++) {
-        int64_t reps = 0;
-        const double t0 = mesh_now();
-        double t;
-        do {
-            kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
-            reps++;
-            t = mesh_now() - t0;
-        } while (t < 0.05 || reps < 2);
-        if (t / (double)reps < best) best = t / (double)reps;
-    }
+    timed_gemm tg = {g, a, b, c, lda, ldb};
+    run_gemm(&tg);
+    const double best = ktime_best(run_gemm, &tg, 3, 0.05, 2);
     free(a);
     free(b);
     free(c);

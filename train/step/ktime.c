@@ -148,6 +148,32 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     }
 }
 
+double ktime_best(void (*fn)(void *ctx), void *ctx, int trials, double budget, int64_t min_calls) {
+    double best = 1e30;
+    for (int trial = 0; trial < trials; trial++) {
+        int64_t calls = 0;
+        const double t0 = mesh_now();
+        double t;
+        do {
+            fn(ctx);
+            calls++;
+            t = mesh_now() - t0;
+        } while (t < budget || calls < min_calls);
+        if (t / (double)calls < best) best = t / (double)calls;
+    }
+    return best;
+}
+
+typedef struct {
+    const call *c;
+    const ktime_shape *s;
+    bufs *b;
+} timed_call;
+static void run_timed(void *ctx) {
+    const timed_call *tc = ctx;
+    run(tc->c, tc->s, tc->b);
+}
+
 /* Seconds per call: best of 2 trials of at least `budget` each, after one warm-up call. */
 static double time_call(const call *c, const ktime_shape *s, double budget, int *ok) {
     int64_t n[NBUF], nt;
@@ -162,18 +188,8 @@ static double time_call(const call *c, const ktime_shape *s, double budget, int 
         kern_attn_fwd(b.f[0], b.f[1], b.f[2], b.f[3], b.f[4], c->M, s->T, s->Nl, s->Kl,
                       s->H); /* valid probabilities in P */
     run(c, s, &b);
-    double best = 1e30;
-    for (int trial = 0; trial < 2; trial++) {
-        int64_t reps = 0;
-        const double t0 = mesh_now();
-        double t;
-        do {
-            run(c, s, &b);
-            reps++;
-            t = mesh_now() - t0;
-        } while (t < budget);
-        if (t / (double)reps < best) best = t / (double)reps;
-    }
+    timed_call tc = {c, s, &b};
+    const double best = ktime_best(run_timed, &tc, 2, budget, 1);
     bufs_free(&b);
     return best;
 }

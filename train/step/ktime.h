@@ -33,4 +33,8 @@ typedef struct {
  * fills out. Allocates its buffers and frees them before returning. Returns 0, or −1 when a
  * buffer cannot be allocated (out untouched). */
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out);
+
+/* Seconds per call of fn(ctx): the best of `trials` trials, each calling it until at least
+ * `budget` seconds and `min_calls` calls have passed. */
+double ktime_best(void (*fn)(void *ctx), void *ctx, int trials, double budget, int64_t min_calls);
 #endif
