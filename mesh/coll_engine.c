@@ -221,14 +221,20 @@ static int peer_of(const phase *p, int d, int sending) {
     return mod(p->r + ((d == 0) == (sending != 0) ? 1 : -1), p->n);
 }
 
-/* AllGather step s in direction d: the block this rank sends (sending) or receives, and the range
- * of it that moves; -1 when it sends (receives) nothing. */
-static int ag_step(const phase *p, int d, int s, int sending, int64_t *lo, int64_t *l) {
+/* AllGather step s in direction d: the one message this rank sends (sending) or receives, a range
+ * of a block of the output, into out; returns 0 or 1 (messages). The own block leaves from the
+ * caller's input, not from our copy of it. */
+static int ag_msgs(const phase *p, int d, int s, int sending, msg *out) {
     xfer sn, rc;
+    int64_t lo, l;
     ag_sched(p, p->r, d, s, &sn, &rc);
     const xfer x = sending ? sn : rc;
-    if (x.blk >= 0) range_of(p, x.blk, x.rk, lo, l);
-    return x.blk;
+    if (x.blk < 0) return 0;
+    range_of(p, x.blk, x.rk, &lo, &l);
+    if (l == 0) return 0;
+    const float *from = sending && x.blk == p->r && p->src ? p->src : p->buf + blk_off(p, x.blk);
+    out[0] = (msg){(float *)from + lo, l};
+    return 1;
 }
 /* AllToAll step s in direction d: the origin of the data sent (sending) or received, the range
  * [lo, lo+c) of its block for distance s and the elements (rest) for distances s+1..D, which go
@@ -247,15 +253,8 @@ static int step_sends(phase *p, int d, int s, msg *out) {
     stream *st = &p->st[d];
     int k = 0;
     switch (p->kind) {
-    case PH_AG: {
-        int64_t lo, l;
-        const int blk = ag_step(p, d, s, 1, &lo, &l);
-        if (blk < 0) break;
-        /* the own block leaves from the caller's input, not from our copy of it */
-        const float *from = blk == p->r && p->src ? p->src : p->buf + blk_off(p, blk);
-        if (l > 0) out[k++] = (msg){(float *)from + lo, l};
-        break;
-    }
+    case PH_AG:
+        return ag_msgs(p, d, s, 1, out);
     case PH_RS: {
         piece pc[3];
         int blk = -1, np = rs_pieces(p, p->r, d, s, &blk, pc);
@@ -298,12 +297,8 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
     stream *st = &p->st[d];
     int k = 0;
     switch (p->kind) {
-    case PH_AG: {
-        int64_t lo, l;
-        const int blk = ag_step(p, d, s, 0, &lo, &l);
-        if (blk >= 0 && l > 0) out[k++] = (msg){p->buf + blk_off(p, blk) + lo, l};
-        break;
-    }
+    case PH_AG:
+        return ag_msgs(p, d, s, 0, out);
     case PH_RS: {
         int64_t lo, l;
         int blk = rs_recv_range(p, p->r, d, s, &lo, &l), sblk = -1;

@@ -35,15 +35,15 @@ static const char *label(char *buf, size_t len, const char *check, int64_t M, in
 
 static void run(int64_t M, int64_t D) {
     int64_t n = M * D;
-    float *x = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)D);
-    float *dy = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    float *yr = malloc(sizeof(float) * (size_t)n), *rs = malloc(sizeof(float) * (size_t)M);
-    float *rsr = malloc(sizeof(float) * (size_t)M), *dx = malloc(sizeof(float) * (size_t)n);
-    float *dxr = malloc(sizeof(float) * (size_t)n), *dg = malloc(sizeof(float) * (size_t)D);
-    float *dgr = malloc(sizeof(float) * (size_t)D);
-    double *xd = malloc(sizeof(double) * (size_t)n), *gd = malloc(sizeof(double) * (size_t)D);
-    double *wd = malloc(sizeof(double) * (size_t)n), *fx = malloc(sizeof(double) * (size_t)n);
-    double *fg = malloc(sizeof(double) * (size_t)D);
+    float *x = kt_floats(n), *g = kt_floats(D);
+    float *dy = kt_floats(n), *y = kt_floats(n);
+    float *yr = kt_floats(n), *rs = kt_floats(M);
+    float *rsr = kt_floats(M), *dx = kt_floats(n);
+    float *dxr = kt_floats(n), *dg = kt_floats(D);
+    float *dgr = kt_floats(D);
+    double *xd = kt_doubles(n), *gd = kt_doubles(D);
+    double *wd = kt_doubles(n), *fx = kt_doubles(n);
+    double *fg = kt_doubles(D);
     kt_fill(x, n, 1, -2, 2);
     kt_fill(g, D, 2, 0.5f, 1.5f);
     kt_fill(dy, n, 3, -1, 1);
