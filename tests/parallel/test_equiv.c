@@ -2,7 +2,8 @@
  * --overlap, --alg) gives the same losses and final parameters as the 1-rank run, within a
  * relative tolerance, and the same mesh twice is bit-identical. Each rank computes the 1-rank
  * reference itself (trainer_create_serial) and compares its own slab of every parameter.
- * Model: GQA (N=4, K=2) so that kv heads are replicated under 4-way tensor sharding; batch 24 in
+ * Model: GQA (N=4, K=2) so that kv heads are replicated under 4-way tensor sharding (N=6, K=3,
+ * D=48, F=96, V=258 under a tensor axis of 3); batch 24 in
  * 2 micro-batches of 12, AdamW with clipping, 3 steps on a generated stream. */
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +57,12 @@ int main(int argc, char **argv) {
     c.eps = 1e-6;
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    /* a tensor axis of 3 shards N, K, F, V and D by 3: the same model with factors of 3 (the
+     * byte stream's tokens stay below V) */
+    const int ty = c.tensor_axis[0] ? mesh_axis_index(m, c.tensor_axis[0]) : -1;
+    if (ty >= 0 && mesh_axis_size(m, ty) % 3 == 0)
+        c.shape =
+            (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS], ref_g[STEPS], g1[STEPS], g2[STEPS];

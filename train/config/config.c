@@ -32,6 +32,7 @@ typedef enum {
     K_ORDER,  /* data_order */
     K_SCHED,  /* pipeline schedule */
     K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
+    K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
     K_DEMO,   /* preset, takes no value */
     K_HELP,
 } flag_kind;
@@ -149,6 +150,11 @@ static const flag_def flags[] = {
      "data-axis gradient reductions grouped into buckets of BYTES (K/M/G suffixes); auto = the "
      "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
      "rounded up to a power of two; 0 = one reduction per tensor"},
+    {"collective-matmul", K_ONOFF, F_(cmatmul), 0, 0, 0, "on|off|auto",
+     "tensor parallelism's forward ReduceScatter and backward AllGather as collective matmuls: "
+     "chunks travel round the --tensor ring (ppermute) while the matmul of the chunk in hand "
+     "runs; auto = where the cost model predicts less exposed communication than the plain "
+     "collectives (docs/fidelity.md)"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
@@ -377,6 +383,16 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         c->bucket = v < 0 ? -1 : (int64_t)(v * unit);
         return 0;
     }
+    case K_ONOFF: {
+        const int v = !strcmp(val, "on")     ? 1
+                      : !strcmp(val, "off")  ? 0
+                      : !strcmp(val, "auto") ? -1
+                                             : 2;
+        if (v == 2)
+            return errmsg_fail(err, errlen, "--%s %s: expected on, off or auto", f->name, val);
+        memcpy(base, &v, sizeof v);
+        return 0;
+    }
     case K_ORDER:
         if (strcmp(val, "random") == 0)
             c->order = DATA_ORDER_RANDOM;
@@ -592,6 +608,10 @@ static int check_sharding(const config *c, char *err, size_t errlen) {
                 "and the weights' model dimension",
                 c->tensor_axis, c->data_axes);
     }
+    if (c->cmatmul == 1 && !c->tensor_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--collective-matmul on needs a tensor axis (--tensor AXIS): it "
+                           "overlaps tensor parallelism's collectives with its matmuls");
     if (c->pipe_axis[0]) {
         if (strlen(c->pipe_axis) != 1 || check_axes("pipeline", c->pipe_axis, false, err, errlen))
             return errmsg_fail(err, errlen, "--pipeline %s: give one axis, x, y or z",
@@ -694,6 +714,12 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         else
             snprintf(buf, len, "%lld", (long long)d->bucket);
         break;
+    case K_ONOFF: {
+        int x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%s", x < 0 ? "auto" : x ? "on" : "off");
+        break;
+    }
     default:
         break;
     }

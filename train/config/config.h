@@ -65,6 +65,7 @@ typedef struct {
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
+    int cmatmul;        /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
     char emulate[16];   /* chip preset for link emulation, "" = none */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */

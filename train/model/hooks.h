@@ -7,7 +7,9 @@
  *
  * Hook points in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
  *  - sublayer_out:       Out[B, D]{U_Y} → ReduceScatter_Y → Out[B, D_Y] (+ residual) → AllGather_Y
- *  - resid_grad_gather:  AllGather_Y of the residual gradient before each sublayer's backward
+ *  - sublayer_out_bwd:   AllGather_Y of the residual gradient dOut[B, D_Y] and the backward of the
+ *                        sublayer's output projection (as two matmuls, or one collective matmul)
+ *  - resid_grad_gather:  AllGather_Y of the residual gradient (the embedding's backward)
  *  - partial_begin/end:  dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
  *  - layer_weights:      AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
  *  - layer_grads(_done): AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
@@ -64,6 +66,11 @@ typedef struct model_hooks {
      * tensor axis. */
     void (*sublayer_out)(void *ctx, model *m, float *out, const float *xin, const float *act,
                          const float *w, int64_t BT, int64_t Kl);
+    /* The backward of sublayer_out's product: with dout = dL/d(out) [BT, D] (from the residual
+     * gradient dr: its D_Y shard with TP, else dr itself; `full` is the caller's [BT, D] scratch),
+     * dact[BT, Kl] = dout · wᵀ (overwrites) and dw[Kl, D] += actᵀ · dout. */
+    void (*sublayer_out_bwd)(void *ctx, model *m, float *dact, float *dw, float *full, float *dr,
+                             const float *act, const float *w, int64_t BT, int64_t Kl);
     /* x[BT, D] holds the embedding rows of this vocabulary shard: sum over the vocab shards. */
     void (*embed_reduce)(void *ctx, model *m, float *x, int64_t BT);
     /* stats[3, BT] (rowmax, rowsum, target logit) of this vocab shard → combined over shards. */
@@ -96,6 +103,9 @@ layer_g model_layer_grads_local(model *m, int64_t l);
 /* out[BT, D] = xin + act[BT, Kl] · w[Kl, D] (out may alias xin). */
 void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
                               int64_t BT, int64_t Kl, int64_t D);
+/* dact[BT, Kl] = dout[BT, D] · w[Kl, D]ᵀ (overwrites), dw[Kl, D] += act[BT, Kl]ᵀ · dout. */
+void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
+                                  const float *w, int64_t BT, int64_t Kl, int64_t D);
 
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);

@@ -58,6 +58,12 @@ void model_sublayer_out_local(float *out, const float *xin, const float *act, co
     kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
 }
 
+void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
+                                  const float *w, int64_t BT, int64_t Kl, int64_t D) {
+    kern_matmul_dw(dw, act, dout, BT, Kl, D);
+    kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
+}
+
 /* ---------------------------------------------------------------- the table's entries */
 
 static void extents(void *ctx, const model_shape *s, model_extents *out) {
@@ -110,6 +116,11 @@ static void gather_vocab(void *ctx, model *m, float *logits, const float *logits
     (void)ctx;
     memcpy(logits, logits_loc, (size_t)model_extents_of(m)->Vl * sizeof(float));
 }
+static void sublayer_out_bwd(void *ctx, model *m, float *dact, float *dw, float *full, float *dr,
+                             const float *act, const float *w, int64_t BT, int64_t Kl) {
+    (void)ctx, (void)full;
+    model_sublayer_out_bwd_local(dact, dw, act, dr, w, BT, Kl, model_shape_of(m)->D);
+}
 static const float *resid_grad_gather(void *ctx, model *m, float *full, float *dr, int64_t BT) {
     (void)ctx, (void)m, (void)full, (void)BT;
     return dr;
@@ -147,6 +158,7 @@ const model_hooks model_hooks_single = {
     .embed_reduce = on_rows,
     .xent_combine = on_rows,
     .gather_vocab = gather_vocab,
+    .sublayer_out_bwd = sublayer_out_bwd,
     .resid_grad_gather = resid_grad_gather,
     .partial_begin = partial_begin,
     .partial_end = partial_end,

@@ -499,10 +499,8 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dr = m->d_resid;
 
     /* MLP sublayer: out = g·w_down */
-    const float *dout = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, dr, BT);
-    kern_matmul_dw(g.w_down, A->g, dout, BT, Fl, D);
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
-    kern_matmul_dx(dg, dout, w.w_down, BT, Fl, D, false);
+    m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
     kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
     kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
     kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
@@ -514,10 +512,8 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
 
     /* attention sublayer: out = att·wo */
-    dout = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, dr, BT);
-    kern_matmul_dw(g.wo, A->att, dout, BT, NHl, D);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
-    kern_matmul_dx(datt, dout, w.wo, BT, NHl, D, false);
+    m->hk.sublayer_out_bwd(m->hk.ctx, m, datt, g.wo, m->d_full, dr, A->att, w.wo, BT, NHl);
     kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
     kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);

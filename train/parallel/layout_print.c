@@ -107,13 +107,25 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
         coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
                  "W[D_X, ...] → W[D, ...] (9 layer weights)",
                  p->overlap ? "prefetched" : "blocking");
-    if (p->nY > 1) {
+    if (p->nY > 1 && p->cmm_buf) { /* collective matmul (tensor.c): one ring step per row */
+        mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
+        const mesh_op hop = p->nY == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
+        const int64_t cnt = BT * Dl, steps = 2 * (p->nY - 1);
+        coll_row(&pr, "forward", hop, one, cnt, (int)steps,
+                 "matmul-RS: Out[B, D_Y]{U_Y} round the ring", "hidden");
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+                 "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
+        coll_row(&pr, "backward", hop, one, cnt, (int)steps,
+                 "AG-matmul: dOut[B, D_Y] round the ring", "hidden");
+    } else if (p->nY > 1) {
         coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
                  "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)", "critical");
         coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
                  "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
         coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
                  "dOut[B, D_Y] → dOut[B, D]", "critical");
+    }
+    if (p->nY > 1) {
         coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
                  "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
         coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2, "d(norm gain)[D]{U_Y} → [D]",

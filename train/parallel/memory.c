@@ -6,7 +6,8 @@
  *   buffers   everything else: the tensor axis's packing of [BT, D] and the kv-group exchange,
  *             the column packing of a block, ZeRO-1/2's staged shard, ZeRO-2/3's transient
  *             gradients of a layer (two slots) and their reduce-scatter results, the gradient
- *             buckets (bucket.c), --dcn's flat gradient (zero.c). */
+ *             buckets (bucket.c), --dcn's flat gradient (zero.c), the collective matmuls'
+ *             scratch (tensor.c). */
 #include <string.h>
 
 #include "train/config/alloc.h"
@@ -119,5 +120,6 @@ void par_memory(par *p, model *mod, const config *c, par_mem *out) {
                                                  : &out->buffers;
         *to += 4 * b[i].n;
     }
+    out->buffers += 4 * p->cmm_n;
     if (p->bk_cap > 0) out->buffers += 4 * 2 * (p->bk_cap + (p->zero ? p->bk_cap / p->nX : 0));
 }

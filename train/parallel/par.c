@@ -97,7 +97,7 @@ void par_destroy(par *p) {
     for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
     /* (zero 3's sh_p is the model's storage) */
     ALLOC_FREE_ALL(p->ebuf, p->hbuf_norm, p->hbuf_un, p->ustage, p->sh_g, p->tp_a, p->tp_b, p->kvx,
-                   p->pack, p->dcn_buf, p);
+                   p->pack, p->dcn_buf, p->cmm_buf, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {

@@ -34,6 +34,18 @@ void par_finish_grads(par *p, model *m);
  * buckets of `elems` elements (0: one reduction per tensor, as without). Allocates the two
  * staging buffers; returns 0, or −1 out of memory (buckets off). */
 int par_set_bucket(par *p, int64_t elems);
+/* Not collective (the same on every rank). Turns tensor parallelism's collective matmuls
+ * (tensor.c) on or off: allocates or frees their scratch. Returns 0, or −1 out of memory (off).
+ * No-op without a tensor axis. par_cmatmul: on (1) or off (0). */
+int par_set_cmatmul(par *p, int on);
+int par_cmatmul(const par *p);
+/* Not collective. --collective-matmul auto: whether the collective matmuls expose less
+ * communication than the plain ReduceScatter and AllGather they replace, by the cost model (r's
+ * links, a block's matmul at `flops` FLOP/s): per sublayer, the plain pair's predicted time
+ * against (|Y| − 1) ring steps that each expose max(0, one block's transfer − one block's
+ * matmul). 0 when the tensor axis has no ring (cmatmul.h). */
+struct report;
+int par_cmatmul_wins(const par *p, const struct report *r, double flops);
 /* The major data axis (its links carry the data-axis reductions), −1 without. */
 int par_data_axis(const par *p);
 /* Elements of a bucket (0: off). */

@@ -85,6 +85,9 @@ struct par {
     int bk_nseg[2];
     /* scratch: TP packing [BT, D], column packing of a block, kv-group exchange */
     float *tp_a, *tp_b, *pack, *kvx;
+    /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmm_n floats; NULL: off */
+    float *cmm_buf;
+    int64_t cmm_n;
     int64_t micro, n_micro;
 };
 

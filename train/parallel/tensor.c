@@ -7,12 +7,26 @@
  *   Vocabulary: embedding rows of other shards are 0, so one AllReduce_Y sums them exactly; the
  *   cross-entropy combines (max, Σexp, target) per row over Y, no rank holds all logits.
  * With a tensor axis of 1 every hook is the model's single-rank one. The data axes' weight
- * gathers and gradient reductions are in zero.c, the pipeline's in pipeline.c. */
+ * gathers and gradient reductions are in zero.c, the pipeline's in pipeline.c.
+ *
+ * Collective matmul (--collective-matmul, cmatmul.h). Two of a sublayer's four collectives sit
+ * right beside the matmul that makes or consumes them, with nothing in between:
+ *   forward  Out[B, D]{U_Y} = act[B, F_Y] · W_out[F_Y, D], then ReduceScatter_Y: the
+ *            matmul-ReduceScatter computes Out's column blocks one by one, each added into the
+ *            partial sum travelling round the ring while the next block is computed;
+ *   backward dOut[B, D_Y] → AllGather_Y → dact = dOut · W_outᵀ, dW_out += actᵀ · dOut: the
+ *            AllGather-matmul multiplies the block in hand while the next one travels.
+ * The other two stay plain collectives on the critical path: the forward AllGather feeds the
+ * RMSNorm, which needs whole rows of In[B, D], and the backward ReduceScatter follows the norm's
+ * backward, which needs whole rows of dIn's partial sums. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "train/observe/report.h"
+#include "train/parallel/cmatmul.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- tensor axis */
@@ -26,9 +40,13 @@ static void sublayer_out(void *ctx, model *mod, float *out, const float *xin, co
         return;
     }
     const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
-    kern_gemm(p->tp_a, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 0.0f);
-    par_pack_cols(p->tp_b, p->tp_a, BT, D, p->nY);
-    mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
+    if (p->cmm_buf) {
+        cmm_matmul_reduce_scatter(p->m, p->tax.ax[0], p->tp_a, act, w, BT, Kl, D, p->cmm_buf);
+    } else {
+        kern_gemm(p->tp_a, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 0.0f);
+        par_pack_cols(p->tp_b, p->tp_a, BT, D, p->nY);
+        mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
+    }
     for (int64_t r = 0; r < BT; r++) kern_add(p->tp_a + r * Dl, xin + r * D + d0, Dl);
     mesh_all_gather(p->m, p->tax, p->tp_b, p->tp_a, BT * Dl, p->alg);
     par_unpack_cols(out, p->tp_b, BT, D, p->nY);
@@ -80,6 +98,18 @@ static const float *resid_grad_gather(void *ctx, model *mod, float *full, float 
     return full;
 }
 
+static void sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
+                             const float *act, const float *w, int64_t BT, int64_t Kl) {
+    struct par *p = ctx;
+    const int64_t D = model_shape_of(mod)->D;
+    if (p->cmm_buf) {
+        cmm_all_gather_matmul_t(p->m, p->tax.ax[0], dact, dw, dr, w, act, BT, Kl, D, p->cmm_buf);
+        return;
+    }
+    const float *dout = resid_grad_gather(ctx, mod, full, dr, BT);
+    model_sublayer_out_bwd_local(dact, dw, act, dout, w, BT, Kl, D);
+}
+
 static float *partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return dr;
@@ -96,12 +126,59 @@ static void partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
     kern_add(dr, p->tp_a, BT * Dl);
 }
 
+/* ---------------------------------------------------------------- collective matmul switch */
+
+/* Tokens of a micro-batch on this rank (the rows of the [BT, D] activations). */
+static int64_t micro_tokens(const struct par *p) {
+    return p->cfg.micro_batch / p->nB * p->s.T;
+}
+
+int par_set_cmatmul(par *p, int on) {
+    if (!p || p->nY == 1) return 0;
+    free(p->cmm_buf);
+    p->cmm_buf = NULL;
+    p->cmm_n = 0;
+    if (!on) return 0;
+    CHECK(cmm_supported(p->m, p->tax.ax[0]), "collective matmul on an open tensor axis %c",
+          mesh_axis_name(p->m, p->tax.ax[0]));
+    const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->nY);
+    p->cmm_buf = malloc((size_t)n * sizeof(float));
+    if (!p->cmm_buf) return -1;
+    p->cmm_n = n;
+    return 0;
+}
+
+int par_cmatmul(const par *p) {
+    return p && p->cmm_buf;
+}
+
+int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
+    if (!p || p->nY == 1 || !r || !(flops > 0) || !cmm_supported(p->m, p->tax.ax[0])) return 0;
+    const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->nY;
+    const mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
+    /* one ring step: a ppermute of a block, or on an axis of 2 the exchange (cmatmul.c) */
+    const double hop = n == 2
+                           ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
+                           : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
+    const double plain = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tax, p->alg, c, NULL) +
+                         report_predict(r, MESH_OP_ALL_GATHER, p->tax, p->alg, c, NULL);
+    const int64_t Kl[2] = {p->loc.Nl * p->s.H, p->loc.Fl}; /* attention's wo, the MLP's w_down */
+    double cmm = 0;
+    for (int k = 0; k < 2; k++) {
+        const double t_rs = 2.0 * (double)(BT * Kl[k] * Dl) / flops; /* forward: one product */
+        const double t_ag = 2 * t_rs; /* backward: the block's input and weight gradients */
+        cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag));
+    }
+    return cmm < 2 * plain;
+}
+
 void par_tensor_hooks(model_hooks *h) {
     h->sublayer_out = sublayer_out;
     h->embed_reduce = embed_reduce;
     h->xent_combine = xent_combine;
     h->gather_vocab = gather_vocab;
     h->resid_grad_gather = resid_grad_gather;
+    h->sublayer_out_bwd = sublayer_out_bwd;
     h->partial_begin = partial_begin;
     h->partial_end = partial_end;
 }

@@ -178,6 +178,16 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
                         (long long)c->bucket);
         }
     }
+    if (!serial && c->cmatmul != 0) {
+        const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
+        mesh_set_wire(m, t->wire);
+        int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops), agreed = on;
+        mesh_set_wire(m, wire);
+        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict */
+        MPI_Allreduce(&on, &agreed, 1, MPI_INT, MPI_MIN, mesh_world_comm(m));
+        if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
+            return fail(t, err, errlen, "out of memory allocating the collective matmul's scratch");
+    }
     return t;
 }
 
@@ -360,6 +370,10 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
                 mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
                 t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
+    if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
+        fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,
+                par_cmatmul(t->plan) ? "on" : "off",
+                t->c.cmatmul > 0 ? "on" : "auto: the cost model's choice");
     const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
     mesh_set_wire(t->mesh, t->wire);
     par_print_plan(t->plan, t->mod, &t->c, t->rep, out);

@@ -1,0 +1,105 @@
+/* cmatmul: the collective matmuls (see cmatmul.h). Buffers of one step: c = M·N/n floats. */
+#include "train/parallel/cmatmul.h"
+
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "mesh/coll.h"
+
+int cmm_supported(const mesh *m, int axis) {
+    return axis >= 0 && (mesh_axis_size(m, axis) <= 2 || mesh_axis_wraps(m, axis));
+}
+
+int64_t cmm_scratch(int64_t M, int64_t N, int64_t n) {
+    return 3 * M * (N / n);
+}
+
+static int64_t ring_mod(int64_t a, int64_t n) {
+    return ((a % n) + n) % n;
+}
+
+/* The exchange of an axis of 2: this rank's c floats to the other, whose arrive in
+ * both[(1 − i)·c ...] (an AllGather: both[i·c ...] receives a copy of the rank's own). */
+static mesh_req *exchange(mesh *m, int axis, float *both, const float *mine, int64_t c) {
+    const mesh_axes one = {1, {axis, 0, 0}};
+    return mesh_iall_gather(m, one, both, mine, c, MESH_ALG_DEFAULT);
+}
+
+/* dst[M, nl] = a[M, K] · w[:, block b] (w[K, N]). */
+static void block_product(float *dst, const float *a, const float *w, int64_t b, int64_t M,
+                          int64_t K, int64_t N, int64_t nl) {
+    kern_gemm(dst, a, w + b * nl, M, nl, K, false, false, K, N, nl, 1.0f, 0.0f);
+}
+
+void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, const float *w,
+                               int64_t M, int64_t K, int64_t N, float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
+    const int64_t nl = N / n, c = M * nl;
+    CHECK(N % n == 0 && cmm_supported(m, axis),
+          "matmul-ReduceScatter: N = %lld over %lld ranks of axis %c (wraps: %d)", (long long)N,
+          (long long)n, mesh_axis_name(m, axis), mesh_axis_wraps(m, axis));
+    if (n == 1) {
+        block_product(out, a, w, 0, M, K, N, nl);
+        return;
+    }
+    if (n == 2) { /* the other's block first, on the wire while this rank's own is computed */
+        float *mine = scratch, *both = scratch + c;
+        block_product(mine, a, w, 1 - i, M, K, N, nl);
+        mesh_req *r = exchange(m, axis, both, mine, c);
+        block_product(out, a, w, i, M, K, N, nl);
+        mesh_wait(r);
+        kern_add(out, both + (1 - i) * c, c);
+        return;
+    }
+    /* three buffers rotate: the sum on the wire, the one arriving, the product being computed */
+    float *snd = scratch, *rcv = scratch + c, *cmp = scratch + 2 * c;
+    block_product(snd, a, w, ring_mod(i - 1, n), M, K, N, nl);
+    mesh_req *r = mesh_ippermute(m, axis, 1, rcv, snd, c);
+    for (int64_t s = 1; s < n; s++) {
+        float *dst = s == n - 1 ? out : cmp;
+        block_product(dst, a, w, ring_mod(i - 1 - s, n), M, K, N, nl);
+        mesh_wait(r);
+        kern_add(dst, rcv, c); /* block i−1−s: the sum of ranks i−s .. i−1, then this rank's */
+        if (s == n - 1) break;
+        float *free_buf = snd;
+        r = mesh_ippermute(m, axis, 1, free_buf, dst, c);
+        snd = dst, cmp = rcv, rcv = free_buf;
+    }
+}
+
+/* y (+)= chunk · (w's block j)ᵀ; dw's block j += aᵀ · chunk. */
+static void chunk_products(float *y, float *dw, const float *chunk, const float *w, const float *a,
+                           int64_t j, int64_t M, int64_t K, int64_t N, int64_t nl, int first) {
+    kern_gemm(y, chunk, w + j * nl, M, K, nl, false, true, nl, N, K, 1.0f, first ? 0.0f : 1.0f);
+    if (dw) kern_gemm(dw + j * nl, a, chunk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
+}
+
+void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
+                             const float *w, const float *a, int64_t M, int64_t K, int64_t N,
+                             float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
+    const int64_t nl = N / n, c = M * nl;
+    CHECK(N % n == 0 && cmm_supported(m, axis),
+          "AllGather-matmul: N = %lld over %lld ranks of axis %c (wraps: %d)", (long long)N,
+          (long long)n, mesh_axis_name(m, axis), mesh_axis_wraps(m, axis));
+    if (n == 1) {
+        chunk_products(y, dw, xi, w, a, 0, M, K, N, nl, 1);
+        return;
+    }
+    if (n == 2) {
+        mesh_req *r = exchange(m, axis, scratch, xi, c);
+        chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+        mesh_wait(r);
+        chunk_products(y, dw, scratch + (1 - i) * c, w, a, 1 - i, M, K, N, nl, 0);
+        return;
+    }
+    /* at step s this rank holds block i−s: received into buf[(s−1) % 2], passed on at once */
+    float *buf[2] = {scratch, scratch + c};
+    mesh_req *r = mesh_ippermute(m, axis, 1, buf[0], xi, c);
+    chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+    for (int64_t s = 1; s < n; s++) {
+        mesh_wait(r);
+        const float *held = buf[(s - 1) % 2];
+        r = s < n - 1 ? mesh_ippermute(m, axis, 1, buf[s % 2], held, c) : NULL;
+        chunk_products(y, dw, held, w, a, ring_mod(i - s, n), M, K, N, nl, 0);
+    }
+}

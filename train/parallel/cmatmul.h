@@ -1,0 +1,48 @@
+/* cmatmul: the book's collective matmuls over one mesh axis Y of n ranks (this rank's index i):
+ * a tensor-parallel matmul whose AllGather or ReduceScatter is split into n chunks that travel
+ * round the ring, the matmul of the chunk in hand computed while the next one is on the wire, so
+ * that the communication hides behind the compute (up to one chunk's worth). Depends on mesh/
+ * (the ring steps) and kernels/ (gemm); knows no model.
+ *
+ * Matrices are row-major; column block j of an [M, N] matrix is its columns [j·N/n, (j+1)·N/n).
+ * The ring: at each step every rank passes what it holds to i+1 and receives from i−1 — a
+ * ppermute by +1 on an axis that wraps; on an axis of 2 (one link, both directions) one exchange
+ * (an AllGather or an AllToAll of the two blocks). An axis of 3 or more that does not wrap has no
+ * ring: cmm_supported says no.
+ *
+ * Sums. The matmul-ReduceScatter adds the ranks' partial products of block b in ring order,
+ * starting at rank b+1 (((p_{b+1} + p_{b+2}) + ...) + p_b), and the AllGather-matmul adds the
+ * chunks' products in the order they arrive (i, i−1, ...): both differ from one gemm over the
+ * whole contraction only by the order of additions (results within k·eps of it), and are the
+ * same on every run. With bf16 on the wire (mesh_set_wire) the travelling partial sums and the
+ * chunks received are bf16-rounded as every collective's messages are; the rank's own
+ * contribution stays fp32. */
+#ifndef MT_TRAIN_CMATMUL_H
+#define MT_TRAIN_CMATMUL_H
+#include <stdint.h>
+
+#include "mesh/mesh.h"
+
+/* Not collective. Whether the axis has a ring the collective matmuls can run on (it wraps, or
+ * has at most 2 ranks). */
+int cmm_supported(const mesh *m, int axis);
+/* Floats of scratch the two functions need for an [M, N] product over n ranks: 4·M·N/n. */
+int64_t cmm_scratch(int64_t M, int64_t N, int64_t n);
+
+/* Collective over: axis. matmul-ReduceScatter: out[M, N/n] = column block i of Σ over the ranks
+ * of a[M, K] · w[K, N] (each rank its own a and w). Block b's partial sum starts at rank b+1 and
+ * travels round the ring, each rank adding its a · w[:, block b] (computed while the previous
+ * step's sum was on the wire); after n−1 steps it ends, complete, at rank b. Overwrites out.
+ * scratch: cmm_scratch(M, N, n) floats, disjoint from the others. */
+void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, const float *w,
+                               int64_t M, int64_t K, int64_t N, float *scratch);
+
+/* Collective over: axis. AllGather-matmul, in the transposed form of a matmul's backward pass:
+ * x[M, N] is gathered over the ranks by column blocks (rank j holds block j as xi[M, N/n]), and
+ *   y[M, K] = x · wᵀ (w[K, N], overwrites y);  dw[K, N] += aᵀ · x (a[M, K]; skipped if dw NULL).
+ * The blocks travel round the ring; block j's two products are computed while the next block is
+ * on the wire. x is never whole on any rank. scratch: cmm_scratch(M, N, n) floats. */
+void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
+                             const float *w, const float *a, int64_t M, int64_t K, int64_t N,
+                             float *scratch);
+#endif
