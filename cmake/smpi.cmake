@@ -61,7 +61,7 @@ endforeach()
 # simulated links against the chip table.
 foreach(t mesh/test_coll smpi/test_simlink)
   get_filename_component(name ${t} NAME)
-  add_executable(${name} tests/${t}.c)
+  add_executable(${name} tests/${t}.c tests/mesh/mesh_args.c)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()

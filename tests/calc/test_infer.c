@@ -108,6 +108,7 @@ static void test_llama2_table(void) {
     o.params = 13e9;
     check_step_table("GQA 1:5", &s, o, B, gqa_ms, gqa_tps);
     /* "KV Cache Memory (GiB) 1.34" per sequence with 8 KV heads. */
+    r = run(&s, &o);
     check_near("GQA 1:5: KV per sequence (book 1.34)", r.kv_bytes_per_seq, 1.34e9, 0.005);
 }
 
