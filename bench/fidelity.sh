@@ -5,12 +5,15 @@
 #   fsdp   B/X sweep, --mesh x=N --dp x --zero 3 --overlap
 #   tp     d_ff sweep, --mesh y=N --tensor y
 #   mixed  data/tensor split of N chips at a fixed model and batch: |Y| = 1 .. N, FSDP over the rest
-# Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables) and, when
-# gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg: step time and
-# exposed communication against the swept variable, with the book's boundary marked.
+# Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables and the
+# targets) and, when gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg:
+# step time and exposed communication against the swept variable, with the book's boundary
+# marked. Prints one line per target (within / outside), also under "Targets" in the .md.
 # usage: bench/fidelity.sh [BUILD_DIR]
-# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs QUICK=1 (fewer points)
-#      SWEEPS="dp fsdp tp mixed" REPORT_ONLY=1 (no runs: the tables and plots from OUT_DIR's CSV)
+# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs SWEEPS="dp fsdp tp mixed"
+#      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
+#      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
+# About 12 minutes on 2 idle vCPUs with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -27,11 +30,15 @@ export OPENBLAS_NUM_THREADS=1
 mkdir -p "$OUT_DIR"
 CSV="$OUT_DIR/fidelity.csv" MD="$OUT_DIR/fidelity_results.md"
 T=128
-if [ -n "${QUICK:-}" ]; then
-  TPR_LIST="512 2048 8192"; F_LIST="512 4096 16384"
-else
-  TPR_LIST="256 512 1024 2048 4096 8192"; F_LIST="512 1024 2048 4096 8192 16384"
-fi
+# the sweeps' points: 6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
+# ranks share cores: the runs show why the targets cannot be met, not where the crossover is)
+points() { # points NP tpr|f
+  if [ -n "${QUICK:-}" ] || [ "$1" -gt 2 ]; then
+    [ "$2" = tpr ] && echo "512 2048 8192" || echo "512 4096 16384"
+  else
+    [ "$2" = tpr ] && echo "256 512 1024 2048 4096 8192" || echo "512 1024 2048 4096 8192 16384"
+  fi
+}
 
 # The book's boundaries on v5p (alpha = C/W_ici = 4.59e14 / 1.8e11 = 2550 with bf16 on the
 # wire; fp32 doubles the bytes and so the boundary).
@@ -40,7 +47,7 @@ ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
-[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,flags" >"$CSV"
+[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags" >"$CSV"
 
 # run SWEEP NP VAR BOUNDARY MESH FLAGS...: one meshtrain --bench run, one CSV row
 run() {
@@ -55,17 +62,19 @@ run() {
   }
   line=$(grep '^bench |' <<<"$out"); split=$(grep '^bench split' <<<"$out")
   pred=$(grep '^bench predict' <<<"$out")
-  local ms best comp comm pstep pcomp pcm pexp book dom ratio
+  local ms best comp comm pstep pcomp pcm pexp book dom ratio ccpu xfer peak
   ms=$(field "$line" 'ms/step median'); best=$(field "$line" 'best')
   comp=$(field "$split" 'compute'); comm=$(field "$split" 'exposed comm')
+  ccpu=$(field "$split" 'compute-cpu'); xfer=$(field "$split" 'transfer'); peak=$(field "$pred" 'at-peak')
   pstep=$(field "$pred" 'step'); pcomp=$(field "$pred" 'compute'); pcm=$(field "$pred" 'comm')
   pexp=$(field "$pred" 'exposed'); book=$(field "$pred" 'book-ideal'); dom=$(word "$pred" 'dominant')
   ratio=$(awk -v a="$ms" -v b="$pstep" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')
-  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$*" >>"$CSV"
-  echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), book $book ms, $dom" >&2
+  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*" >>"$CSV"
+  echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
 SMALL="--layers 4 --d-model 128 --heads 4 --d-ff 512 --seq-len $T"
+MIX_F=1024 MIX_B=64 # the FSDP+TP split: d_ff and sequences per step
 [ -n "${REPORT_ONLY:-}" ] && RUN_RANKS="" || RUN_RANKS=$RANKS
 for np in $RUN_RANKS; do
   for sweep in $SWEEPS; do
@@ -73,19 +82,19 @@ for np in $RUN_RANKS; do
       dp | fsdp)
         extra="--dp x --overlap --bucket $BUCKET"
         [ "$sweep" = fsdp ] && extra="--dp x --zero 3 --overlap --bucket $BUCKET"
-        for tpr in $TPR_LIST; do
+        for tpr in $(points "$np" tpr); do
           # shellcheck disable=SC2086
           run "$sweep" "$np" "$tpr" "$ALPHA" "x=$np" $SMALL --batch $((tpr * np / T)) $extra
         done ;;
       tp)
-        for F in $F_LIST; do
+        for F in $(points "$np" f); do
           run tp "$np" "$F" $((np * ALPHA)) "y=$np" --layers 2 --d-model 128 --heads 4 \
             --d-ff "$F" --seq-len "$T" --batch 8 --tensor y
         done ;;
       mixed)
         # B = 64 sequences = 8192 tokens, F = 1024; the book's optimum X = sqrt(B/F · N) (one
         # data axis, one tensor axis), so |Y|_opt = N / X_opt
-        yopt=$(awk -v n="$np" 'BEGIN{printf "%.2f", n / sqrt(8192 / 1024 * n)}')
+        yopt=$(awk -v n="$np" -v b=$((MIX_B * T)) -v f="$MIX_F" 'BEGIN{printf "%.2f", n / sqrt(b / f * n)}')
         y=1
         while [ "$y" -le "$np" ]; do
           x=$((np / y))
@@ -93,13 +102,80 @@ for np in $RUN_RANKS; do
           elif [ "$x" -eq 1 ]; then meshs="y=$np"; fl="--tensor y"
           else meshs="x=$x,y=$y"; fl="--dp x --zero 3 --tensor y --overlap --bucket $BUCKET"; fi
           # shellcheck disable=SC2086
-          run mixed "$np" "$y" "$yopt" "$meshs" --layers 4 --d-model 128 --heads 4 --d-ff 1024 \
-            --seq-len "$T" --batch 64 $fl
+          run mixed "$np" "$y" "$yopt" "$meshs" --layers 4 --d-model 128 --heads 4 --d-ff "$MIX_F" \
+            --seq-len "$T" --batch "$MIX_B" $fl
           y=$((y * 2))
         done ;;
     esac
   done
 done
+
+# ---- the targets ----
+# median of the numbers on stdin
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# crossover SWEEP NP COMPUTE_COL COMM_COL: the swept value where compute meets communication,
+# interpolated in log-log between the two points that bracket it; "<first" / ">last" if none do
+crossover() {
+  awk -F, -v s="$1" -v n="$2" -v cc="$3" -v mc="$4" '$1 == s && $2 == n && $cc > 0 && $mc > 0 {print $4, log($cc / $mc)}' "$CSV" |
+    sort -g | awk '{x[NR] = $1; d[NR] = $2}
+      END {
+        if (!NR) exit
+        for (i = 1; i < NR; i++)
+          if (d[i] < 0 && d[i + 1] >= 0) {
+            lx = log(x[i]) + (log(x[i + 1]) - log(x[i])) * d[i] / (d[i] - d[i + 1])
+            printf "%.0f", exp(lx); exit
+          }
+        if (d[1] >= 0) printf "<%s", x[1]; else printf ">%s", x[NR]
+      }'
+}
+# verdict MEASURED BOUNDARY: the ratio and "within"/"outside" ±25% (an open crossover is outside)
+verdict() {
+  awk -v m="$1" -v b="$2" 'BEGIN{
+    if (m ~ /^[<>]/) {printf "beyond the sweep: outside ±25%%"; exit}
+    r = m / b; printf "%.2f of it: %s ±25%%", r, (r >= 0.75 && r <= 1.25 ? "within" : "outside")}'
+}
+targets() {
+  local np rows ok med mn mx cw cpu
+  for np in $RANKS; do
+    rows=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $7 > 0 {print $5 / $7}' "$CSV" | sort -g)
+    [ -n "$rows" ] || continue
+    ok=$(awk '$1 >= 0.85 && $1 <= 1.15' <<<"$rows" | wc -l)
+    med=$(median <<<"$rows"); mn=$(head -1 <<<"$rows"); mx=$(tail -1 <<<"$rows")
+    cpu=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $11 > 0 && $17 > 0 {print $17 / $11}' "$CSV" | median)
+    cw=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $17 > 0 {print $9 / $17}' "$CSV" | median)
+    printf "target: step measured/predicted within [0.85, 1.15], %s ranks on %s vCPUs: %s of %s runs (min %.2f, median %s, max %.2f): %s\n" \
+      "$np" "$(getconf _NPROCESSORS_ONLN)" "$ok" "$(wc -l <<<"$rows")" "$mn" "$med" "$mx" \
+      "$([ "$ok" -eq "$(wc -l <<<"$rows")" ] && echo within || echo outside)"
+    echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
+  done
+  local sw b c cp eff
+  for sw in dp fsdp tp; do
+    for np in $RANKS; do
+      b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
+      [ -n "$b" ] || continue
+      c=$(crossover "$sw" "$np" 17 18); cp=$(crossover "$sw" "$np" 11 12)
+      # the book's boundary at the rate this CPU reaches on these shapes: C_eff/C = at-peak/predicted
+      eff=$(awk -F, -v s="$sw" -v n="$np" -v b="$b" '$1 == s && $2 == n && $11 > 0 {print b * $19 / $11}' "$CSV" | median | awk '{printf "%.0f", $1}')
+      echo "target: crossover $sw, $np ranks: measured $c (compute CPU = transfer), predicted $cp, book $b: $(verdict "$c" "$b"); at the achieved FLOP rate the book's boundary is $eff: $(verdict "$c" "$eff")"
+    done
+  done
+  for np in $RANKS; do
+    local best yopt
+    best=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n && $5 > 0 {print $5, $4}' "$CSV" | sort -g | awk 'NR == 1 {print $2}')
+    [ -n "$best" ] || continue
+    yopt=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n {print $16; exit}' "$CSV")
+    # the split the book picks: |Y| = N/X_opt rounded to a power of two within [1, N]
+    local ybook
+    ybook=$(awk -v y="$yopt" -v n="$np" 'BEGIN{p = 1; while (p * 2 <= n && p * 2 <= y * 1.414) p *= 2; print p}')
+    echo "target: mixed split, $np ranks: fastest |Y| = $best, the book's |Y| = N/X_opt = $yopt, i.e. |Y| = $ybook: $([ "$best" = "$ybook" ] && echo within || echo outside)"
+    awk -F, -v n="$np" -v a="$ALPHA" -v f="$MIX_F" -v b=$((MIX_B * T)) '$1 == "mixed" && $2 == n && $3 ~ /;/ {
+      thr = 4 * a * a / f; bn = b / n
+      book = bn > thr ? "compute-bound" : "communication-bound"
+      meas = $17 > $18 ? "compute-bound" : "communication-bound"
+      printf "target: mixed threshold, %s ranks (%s): B/N = %d vs 4α²/(M_X·M_Y·F) = %.0f, the book: %s; measured compute CPU %.0f ms vs transfer %.0f ms: %s: %s\n",
+        n, $3, bn, thr, book, $17, $18, meas, (book == meas ? "within" : "outside")}' "$CSV"
+  done
+}
 
 # ---- the tables ----
 {
@@ -115,11 +191,26 @@ done
   echo
   echo "- *predicted*: meshtrain's per-step prediction (this run's collectives, bytes, hops, T_min"
   echo "  and link bandwidth, what may overlap what; compute from every kernel timed at start-up on"
-  echo "  this rank's shapes)."
+  echo "  this rank's shapes, on the thread's CPU clock)."
+  echo "- *compute cpu*: the compute's CPU time (rank 0): what the compute takes when the rank has"
+  echo "  its core. On a loaded machine, or with more ranks than cores, the wall-clock compute is"
+  echo "  longer by the share of the core the rank did not get."
+  echo "- *transfer*: the collectives' time from start to end (the book's T_comms), hidden or not."
   echo "- *book*: the book's idealised step, max(compute at the peak sgemm rate, communication by the"
   echo "  book's formulas with bf16 bytes)."
   echo "- *boundary*: the book's crossover for the swept variable (B/X = α = $ALPHA tokens per rank for"
   echo "  DP/FSDP; F = |Y|·α for TP; |Y| = N/X_opt for the FSDP+TP split)."
+  echo
+  echo "## Targets"
+  echo
+  echo '```'
+  targets
+  echo '```'
+  echo
+  echo "A crossover is where the compute's CPU time meets the collectives' transfer time, interpolated"
+  echo "between the sweep's points; *predicted* is the same from the prediction's compute and"
+  echo "communication. The achieved-rate boundary is the book's α scaled by this CPU's FLOP rate on"
+  echo "the model's shapes over the peak sgemm rate that the emulated links are scaled to."
   echo
   echo "## measured / predicted, over every run"
   echo
@@ -127,9 +218,8 @@ done
   echo "|---|---|---|---|---|---|---|"
   for np in $RANKS; do
     ratios=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $7 > 0 {print $5 / $7}' "$CSV" | sort -g)
-    bests=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $7 > 0 {print $6 / $7}' "$CSV" | sort -g)
     [ -n "$ratios" ] || continue
-    mb=$(awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}' <<<"$bests")
+    mb=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $7 > 0 {print $6 / $7}' "$CSV" | median)
     awk -v n="$np" -v mb="$mb" '{r[NR] = $1; ok += ($1 >= 0.85 && $1 <= 1.15)}
       END {printf "| %s | %d | %.2f | %.2f | %.2f | %d of %d | %s |\n", n, NR, r[1],
            (NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2), r[NR], ok, NR, mb}' <<<"$ratios"
@@ -138,11 +228,12 @@ done
     echo
     echo "## $sweep"
     echo
-    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | exposed comm ms | dominant (predicted) | boundary |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    awk -F, -v s="$sweep" '$1 == s {printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $10, $15, $16}' "$CSV"
+    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    awk -F, -v s="$sweep" '$1 == s {printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16}' "$CSV"
   done
 } >"$MD"
+targets
 
 # ---- the pictures ----
 if command -v gnuplot >/dev/null; then
@@ -186,4 +277,4 @@ GP
 else
   echo "fidelity: gnuplot not found (Debian: apt-get install gnuplot-nox); no plots" >&2
 fi
-echo "wrote $CSV and $MD" >&2
+echo "wrote $CSV and $MD${RUN_RANKS:+ in $SECONDS s}" >&2

@@ -36,6 +36,7 @@
 #include "mesh/coll.h"
 #include "mesh/cost.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 
 typedef struct {
     int64_t b, e;
@@ -303,7 +304,7 @@ static double predict(const mesh *m, mesh_op op, mesh_axes a, mesh_alg alg, int6
     if (!(l.w_oneway > 0)) return -1;
     double V = (double)size;
     if (op == MESH_OP_ALL_TO_ALL) V *= mesh_axes_size(m, a);
-    return cost_collective(mesh_cost_op(op), &l, sizes, wraps, a.n, mesh_cost_alg(alg), V, NULL);
+    return cost_collective(mesh_cost_op(op), &l, sizes, wraps, a.n, alg, V, NULL);
 }
 
 /* One-way time of ppermute along axis, and the α–β fit. */
@@ -323,14 +324,14 @@ static void pingpong(mesh *m, int ax, double *alpha, double *beta, int print, FI
             mesh_ppermute(m, ax, 1, buf2, buf, c);
             mesh_ppermute(m, ax, -1, buf, buf2, c);
         }
-        MPI_Barrier(mesh_world_comm(m));
+        MPI_Barrier(mesh_world_comm(m)->mpi);
         double t0 = mesh_now();
         for (int i = 0; i < it; i++) {
             mesh_ppermute(m, ax, 1, buf2, buf, c);
             mesh_ppermute(m, ax, -1, buf, buf2, c);
         }
         double dt = (mesh_now() - t0) / (2.0 * it), mx = 0;
-        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m)->mpi);
         sizes[ns] = b, t[ns++] = mx;
         if (print) mesh_log("  %10lld %12.2f %10.3f\n", (long long)b, mx * 1e6, b / mx / 1e9);
     }
@@ -546,7 +547,7 @@ static void print_header(bench *b) {
 static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float *in,
                        double t[8][64], double *tmin, double *tmax, double *errv) {
     mesh *m = b->m;
-    MPI_Comm w = mesh_world_comm(m);
+    MPI_Comm w = mesh_world_comm(m)->mpi;
     for (int r = 0; r < b->o.reps; r++)
         for (int ai = 0; ai < b->nalgs; ai++) { /* interleaved */
             mesh_alg alg = (mesh_alg)b->algs[ai];

@@ -72,10 +72,10 @@ int main(int argc, char **argv) {
             w[k] = ax >= 0 && ax < n ? cost_axis_wraps(chip, sizes, n, ax) : 0;
             ranks *= s[k];
         }
-        int alg = cost_alg_parse(f[COL_ALG]);
-        if (alg < 0) alg = COST_ALG_AUTO; /* mpi, default */
+        int alg = mesh_alg_parse(f[COL_ALG]);
+        if (alg < 0) alg = MESH_ALG_DEFAULT; /* MPI's and the default are priced as the book's */
         const double V = atof(f[0]) * (op == COST_OP_ALL_TO_ALL ? ranks : 1);
-        const double pred = cost_collective((cost_op)op, &link, s, w, k, (cost_alg)alg, V, NULL);
+        const double pred = cost_collective((cost_op)op, &link, s, w, k, (mesh_alg)alg, V, NULL);
         const double t = atof(f[COL_TIME]);
         for (int i = 0; i < nf; i++) {
             if (i == COL_PRED)

@@ -44,7 +44,7 @@ void calc_spec_defaults(calc_spec *s) {
     memset(s, 0, sizeof *s);
     s->chip = *cost_chip_find("v5p");
     s->link = cost_chip_link(&s->chip);
-    s->alg = COST_ALG_AUTO;
+    s->alg = MESH_ALG_DEFAULT;
     s->remat = CALC_REMAT_NONE;
     s->ckpt_n = 1;
     s->microbatches = 1;
@@ -103,6 +103,16 @@ double calc_params(const calc_shape *m) {
 
 const char *calc_path_name(calc_path p) {
     return p == CALC_PATH_CRITICAL ? "critical" : p == CALC_PATH_PREFETCH ? "prefetch" : "async";
+}
+
+const char *calc_alg_name(mesh_alg a) {
+    return a == MESH_ALG_DEFAULT ? "auto" : mesh_alg_name(a);
+}
+
+int calc_alg_parse(const char *s) {
+    if (strcmp(s, "auto") == 0) return MESH_ALG_DEFAULT;
+    const int a = mesh_alg_parse(s);
+    return a == MESH_ALG_DEFAULT || a == MESH_ALG_MPI ? -1 : a;
 }
 
 void calc_topology_str(const calc_spec *s, char *buf, size_t len) {
@@ -207,7 +217,7 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     c->count = count;
     c->path = path;
     c->bytes = bytes;
-    cost_alg alg = op == COST_OP_PPERMUTE ? COST_ALG_AUTO : b->s->alg;
+    mesh_alg alg = op == COST_OP_PPERMUTE ? MESH_ALG_DEFAULT : b->s->alg;
     if (cost_collective_strided(op, &b->s->link, sizes, wraps, strides, n, alg, bytes, &c->est) < 0)
         return -1;
     return 0;
@@ -232,7 +242,7 @@ static int add_dcn_coll(builder *b, int seg, double bytes, const char *name) {
     c->count = 1;
     c->path = CALC_PATH_ASYNC;
     c->bytes = bytes;
-    return cost_collective(COST_OP_ALL_REDUCE, &dcn, sizes, wraps, 1, COST_ALG_BIDIR, bytes,
+    return cost_collective(COST_OP_ALL_REDUCE, &dcn, sizes, wraps, 1, MESH_ALG_BIDIR, bytes,
                            &c->est) < 0
                ? -1
                : 0;
@@ -503,7 +513,7 @@ static int collectives(const calc_spec *s, calc_result *r, int re_blocks) {
     phases(r);
     if (r->P > 1) {
         int sizes[1] = {(int)r->P}, wraps[1] = {0};
-        double t = cost_collective(COST_OP_PPERMUTE, &s->link, sizes, wraps, 1, COST_ALG_AUTO,
+        double t = cost_collective(COST_OP_PPERMUTE, &s->link, sizes, wraps, 1, MESH_ALG_DEFAULT,
                                    v_act / Y, NULL);
         r->t_pipe = 2.0 * M * t;
     }

@@ -62,7 +62,8 @@ typedef enum {
 typedef struct {
     cost_chip chip; /* a copy: a table chip or a host profile */
     cost_link link; /* link constants the collectives use (normally the chip's) */
-    cost_alg alg;   /* collective algorithm (AUTO: bidir ring on one axis, multi on several) */
+    mesh_alg alg;   /* collective algorithm (DEFAULT, spelled "auto" here: bidir ring on one axis,
+                     * multi on several) */
     int n_axes;
     int sizes[COST_MAX_AXES];
     int wraps[COST_MAX_AXES];
@@ -163,6 +164,11 @@ double calc_params(const calc_shape *m);
 /* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
  * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */
 const char *calc_path_name(calc_path p);
+/* The calculator's spelling of an algorithm: "auto" for MESH_ALG_DEFAULT, else mesh_alg_name. Its
+ * parse accepts auto, ring, bidir, seq, multi and direct (not mpi: no model of MPI's own); -1
+ * otherwise. */
+const char *calc_alg_name(mesh_alg a);
+int calc_alg_parse(const char *s);
 void calc_topology_str(const calc_spec *s, char *buf, size_t len);
 const char *calc_remat_str(const calc_spec *s, int detail, char *buf, size_t len);
 /* 1 if axis i of s is split: in the tensor role with a block 1 < k < sizes[i]. */

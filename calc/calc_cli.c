@@ -270,9 +270,9 @@ static int parse_named(cli *c, const char *f, const char *v, char *err, size_t l
         return 0;
     }
     if (strcmp(f, "--alg") == 0) {
-        int a = cost_alg_parse(v);
+        int a = calc_alg_parse(v);
         if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
-        c->s.alg = (cost_alg)a;
+        c->s.alg = (mesh_alg)a;
         return 0;
     }
     return 1;

@@ -111,7 +111,7 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
            NUM("zero", s->zero), NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X),
            NUM("M_Y", r->M_Y), NUM("microbatches", s->microbatches),
            STR("remat", calc_remat_str(s, 0, remat, sizeof remat)),
-           STR("alg", cost_alg_name(s->alg)));
+           STR("alg", calc_alg_name(s->alg)));
     fputs(", \"model\": ", out);
     OBJECT(out, NUM("L", m->L), NUM("D", m->D), NUM("F", m->F), NUM("N", m->N), NUM("K", m->K),
            NUM("H", m->H), NUM("V", m->V), NUM("T", m->T), NUM("params", r->params));

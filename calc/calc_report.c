@@ -49,7 +49,7 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             "sharding: data %s (X=%.0f, ZeRO-%d), tensor %s (Y=%.0f), pipeline %s (P=%.0f, "
             "%d microbatches); remat %s; collectives %s\n",
             d, r->X, s->zero, t, r->Y, p, r->P, s->microbatches,
-            calc_remat_str(s, 1, rb, sizeof rb), cost_alg_name(s->alg));
+            calc_remat_str(s, 1, rb, sizeof rb), calc_alg_name(s->alg));
     if (r->chips_pod > r->X * r->Y * r->P)
         fprintf(out, "  warning: %.0f chips but X*Y*P = %.0f: the other axes replicate work\n",
                 r->chips_pod, r->X * r->Y * r->P);
@@ -246,7 +246,7 @@ int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE
         const calc_coll *cd = largest(r, CALC_ROLE_DATA), *ct = largest(r, CALC_ROLE_TENSOR);
         if (cd && r->M_X > 0) note_vs_book(notes, &n, s, cd, "M_X", r->M_X);
         if (ct && r->M_Y > 0) note_vs_book(notes, &n, s, ct, "M_Y", r->M_Y);
-        if (s->alg == COST_ALG_DIRECT)
+        if (s->alg == MESH_ALG_DIRECT)
             note(notes, &n,
                  "--alg direct is costed by its busiest-link load and ignores the link sharing of "
                  "the strided sub-axes: use auto, multi, seq, bidir or ring for split axes.");

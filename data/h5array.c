@@ -90,7 +90,8 @@ static int open_file(h5array **out, h5array *f, const char *path, char *err, siz
     return 0;
 }
 
-int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
+int h5array_create(h5array **out, const char *path, const mesh_comm *on, char *err, size_t errlen) {
+    const MPI_Comm comm = on->mpi;
     *out = NULL;
     h5util_quiet q;
     h5util_quiet_begin(&q);
@@ -116,7 +117,8 @@ int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, si
     return st;
 }
 
-int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen) {
+int h5array_open(h5array **out, const char *path, const mesh_comm *on, char *err, size_t errlen) {
+    const MPI_Comm comm = on->mpi;
     *out = NULL;
     h5util_quiet q;
     h5util_quiet_begin(&q);

@@ -1,7 +1,8 @@
 /* h5array: global float32 arrays in one HDF5 file, written and read by hyperslab over a
  * communicator through MPI-IO with collective transfers — the building block of checkpoints.
  * Also typed attributes on the root, groups or datasets, and listing the datasets of a group.
- * Depends on MPI and parallel HDF5; knows no tensors and no model.
+ * Depends on MPI and parallel HDF5 (not in this header: a communicator is mesh.h's mesh_comm);
+ * knows no tensors and no model.
  *
  * Writing is atomic: h5array_create writes `path.tmp.<pid of rank 0>`; h5array_commit closes it,
  * fsyncs, and rank 0 renames it to `path` only after every rank has finished. A file that is
@@ -19,9 +20,10 @@
  * and count[] per dim and its data is a dense row-major [count0, count1, ...] block. */
 #ifndef MT_DATA_H5ARRAY_H
 #define MT_DATA_H5ARRAY_H
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "mesh/mesh.h"
 
 #define H5ARRAY_MAX_DIMS 3
 
@@ -29,10 +31,11 @@ typedef struct h5array h5array;
 
 /* Collective over: comm. Creates path.tmp.<pid of rank 0> for writing (truncating a stale one).
  * Returns 0 with *out set, or negative with *out = NULL. */
-int h5array_create(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen);
+int h5array_create(h5array **out, const char *path, const mesh_comm *comm, char *err,
+                   size_t errlen);
 /* Collective over: comm. Opens an existing file read-only. Missing, empty and non-HDF5 files and
  * HDF5 files that cannot be opened (truncated, corrupt) are reported by name. */
-int h5array_open(h5array **out, const char *path, MPI_Comm comm, char *err, size_t errlen);
+int h5array_open(h5array **out, const char *path, const mesh_comm *comm, char *err, size_t errlen);
 /* Collective over: the handle's comm. For a created file: closes it, fsyncs it and renames it to
  * its final path once all ranks are done. On failure the temp file is removed. Either way the
  * handle must still be closed with h5array_close. Calling it on an opened (read-only) file or

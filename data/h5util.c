@@ -22,7 +22,8 @@ void h5util_errf(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 int h5util_agree(MPI_Comm comm, int status, char *err, size_t errlen) {
-    return mesh_agree_msg(comm, status, err, errlen);
+    const mesh_comm on = {comm};
+    return mesh_agree_msg(&on, status, err, errlen);
 }
 
 void h5util_quiet_begin(h5util_quiet *q) {
@@ -53,49 +54,6 @@ const char *h5util_last_error(char *buf, size_t len) {
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, last_error_cb, &c);
     H5Eclear2(H5E_DEFAULT);
     return buf;
-}
-
-/* The directory part of path and its last component: "a/b.h5" → ("a", "b.h5"), "b" → (".", "b"). */
-static void split_path(const char *path, char *dir, size_t dlen, const char **base) {
-    const char *slash = strrchr(path, '/');
-    *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, dlen, ".");
-    else
-        snprintf(dir, dlen, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
-int h5util_same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (!a || !b || !*a || !*b) return 0;
-    const int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
-    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    if (ea != eb) return 0;
-    /* neither exists yet: the same name in the same directory ("x.h5", "./x.h5") */
-    char da[1100], db[1100];
-    const char *na, *nb;
-    split_path(a, da, sizeof da, &na);
-    split_path(b, db, sizeof db, &nb);
-    if (strcmp(na, nb) != 0) return 0;
-    if (stat(da, &sa) == 0 && stat(db, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return strcmp(da, db) == 0;
-}
-
-int h5util_can_write(const char *path, char *why, size_t len) {
-    struct stat st;
-    char dir[1100];
-    const char *base;
-    split_path(path, dir, sizeof dir, &base);
-    const int exists = stat(path, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode)) return snprintf(why, len, "is a directory"), -1;
-    if (!*base) return snprintf(why, len, "names a directory, not a file"), -1;
-    int e = stat(dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-    if (!e && access(dir, W_OK | X_OK) != 0) e = errno;
-    if (e) return snprintf(why, len, "directory %s: %s", dir, strerror(e)), -1;
-    if (exists && access(path, W_OK) != 0)
-        return snprintf(why, len, "cannot write it (%s)", strerror(errno)), -1;
-    return 0;
 }
 
 h5util_file_kind h5util_sniff(const char *path, int64_t *size, int *sys_errno) {

@@ -6,6 +6,8 @@
 #define MT_DATA_H5UTIL_H
 #include <hdf5.h>
 #include <mpi.h>
+
+#include "mesh/mesh_mpi.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,16 +44,6 @@ typedef enum {
 } h5util_file_kind;
 /* Not collective. Classifies `path`; *size gets its size in bytes (0 when missing). */
 h5util_file_kind h5util_sniff(const char *path, int64_t *size, int *sys_errno);
-/* Not collective. 1 when paths a and b name the same file: the same device and inode when both
- * exist (hard links, "./x" and "x"), the same spelling otherwise; else 0. An output path checked
- * against every input path this way can never overwrite one. */
-int h5util_same_file(const char *a, const char *b);
-/* Not collective. Whether a file can be written at path later (in place, or as a temp file
- * renamed over it), found without creating, truncating or removing anything: path is not a
- * directory, its directory exists and is writable, and an existing file is writable. Returns 0,
- * or −1 with the reason in why[len] ("is a directory", "directory out: No such file or
- * directory"). */
-int h5util_can_write(const char *path, char *why, size_t len);
 
 /* Property lists for MPI-IO over comm (file access) and for collective/independent transfers.
  * Close them with H5Pclose. */

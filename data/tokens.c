@@ -13,6 +13,7 @@
 
 #include "data/hash.h"
 #include "data/h5util.h"
+#include "data/paths.h"
 #include "mesh/where.h"
 #include "data/tokenizer.h"
 
@@ -32,6 +33,16 @@ static const char *const split_names[2] = {"train", "val"};
 
 const char *tokens_split_name(tokens_split split) {
     return split == TOKENS_VAL ? "val" : "train";
+}
+
+const char *tokens_order_name(tokens_order order) {
+    return order == TOKENS_ORDER_SEQUENTIAL ? "sequential" : "random";
+}
+
+int tokens_order_parse(const char *name) {
+    return !strcmp(name, "random")       ? TOKENS_ORDER_RANDOM
+           : !strcmp(name, "sequential") ? TOKENS_ORDER_SEQUENTIAL
+                                         : -1;
 }
 
 int64_t tokens_val_count(int64_t n, double val_fraction) {
@@ -371,8 +382,9 @@ static int open_file(tokens **out, const char *path, int st, MPI_Comm comm, char
     return 0;
 }
 
-int tokens_open(tokens **out, const char *path, double val_fraction, MPI_Comm comm, char *err,
+int tokens_open(tokens **out, const char *path, double val_fraction, const mesh_comm *on, char *err,
                 size_t errlen) {
+    const MPI_Comm comm = on->mpi;
     *out = NULL;
     int rank;
     MPI_Comm_rank(comm, &rank);
@@ -468,7 +480,7 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
                    size_t errlen) {
     uint8_t *buf;
     int64_t n, n_train, n_val;
-    if (h5util_same_file(text_path, out_path)) {
+    if (paths_same_file(text_path, out_path)) {
         h5util_errf(err, errlen, "%s: the output is the input text itself (give another OUT.h5)",
                     out_path);
         return -1;

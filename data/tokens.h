@@ -26,9 +26,11 @@
  * part of the key, so eval batches never repeat the training stream. */
 #ifndef MT_DATA_TOKENS_H
 #define MT_DATA_TOKENS_H
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "data/tokens_order.h"
+#include "mesh/mesh.h"
 
 #define TOKENS_FORMAT "meshtrain-tokens"
 #define TOKENS_VERSION 1
@@ -36,8 +38,6 @@
 
 typedef struct tokens tokens;
 typedef enum { TOKENS_TRAIN = 0, TOKENS_VAL = 1 } tokens_split;
-/* Same values as train/config/config.h's data_order. */
-typedef enum { TOKENS_ORDER_RANDOM = 0, TOKENS_ORDER_SEQUENTIAL = 1 } tokens_order;
 
 /* "train" / "val". */
 const char *tokens_split_name(tokens_split split);
@@ -57,8 +57,8 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
  * format, version, tokenizer, vocabulary, both datasets and that each split holds at least 3
  * tokens. Returns 0 with *out set, or a negative status with *out = NULL and a message naming the
  * file and the problem — the same status and message on every rank. Nothing is printed. */
-int tokens_open(tokens **out, const char *path, double val_fraction, MPI_Comm comm, char *err,
-                size_t errlen);
+int tokens_open(tokens **out, const char *path, double val_fraction, const mesh_comm *comm,
+                char *err, size_t errlen);
 /* Collective over: the comm given to tokens_open. Accepts NULL. */
 void tokens_close(tokens *tf);
 

@@ -82,15 +82,15 @@ void kern_set_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
 }
 
-static double now_s(void) {
+static double now_s(clockid_t clk) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The one kernel that allocates (3 n×n matrices, freed before returning): it is a start-up
  * measurement, not part of a step. Returns 0 if the allocation fails or n < 1. */
-double kern_measure_flops(int64_t n, double seconds) {
+static double measure_flops(int64_t n, double seconds, clockid_t clk) {
     if (n < 1) return 0.0;
     float *a = malloc((size_t)(n * n) * sizeof *a);
     float *b = malloc((size_t)(n * n) * sizeof *b);
@@ -103,11 +103,11 @@ double kern_measure_flops(int64_t n, double seconds) {
         }
         kern_matmul(c, a, b, n, n, n); /* warm-up: thread pool, page faults, caches */
         int64_t reps = 0;
-        double t0 = now_s(), t;
+        double t0 = now_s(clk), t;
         do {
             kern_matmul(c, a, b, n, n, n);
             reps++;
-            t = now_s() - t0;
+            t = now_s(clk) - t0;
         } while (t < seconds);
         flops = 2.0 * (double)n * (double)n * (double)n * (double)reps / t;
     }
@@ -115,4 +115,13 @@ double kern_measure_flops(int64_t n, double seconds) {
     free(b);
     free(c);
     return flops;
+}
+
+double kern_measure_flops(int64_t n, double seconds) {
+    return measure_flops(n, seconds, CLOCK_MONOTONIC);
+}
+
+double kern_measure_core_flops(int64_t n, double seconds) {
+    return measure_flops(
+        n, seconds, openblas_get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC);
 }

@@ -35,4 +35,8 @@ void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *r
 void kern_set_threads(int n);
 /* Measures this process's sgemm throughput in FLOP/s on an n×n×n product (about `seconds` long). */
 double kern_measure_flops(int64_t n, double seconds);
+/* The same on the rate of a core the caller has to itself: with one BLAS thread timed by the
+ * thread's CPU clock, so that other processes on the core (other ranks, other jobs) do not lower
+ * it; with more BLAS threads the same as kern_measure_flops. */
+double kern_measure_core_flops(int64_t n, double seconds);
 #endif

@@ -33,6 +33,12 @@ double mesh_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double mesh_thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...) {
     char coords[64] = "";
     if (mesh_g_last_mesh) mesh_coord_str(mesh_g_last_mesh, coords, sizeof coords);
@@ -121,21 +127,11 @@ const char *mesh_coord_str(const mesh *m, char *buf, size_t len) {
     return buf;
 }
 
-static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
-                                                "multi",   "mpi",  "direct"};
 static const char *op_names[MESH_OP_COUNT] = {
     "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ppermute", "send", "recv"};
 
-const char *mesh_alg_name(mesh_alg a) {
-    return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
-}
 const char *mesh_op_name(mesh_op op) {
     return op >= 0 && op < MESH_OP_COUNT ? op_names[op] : "?";
-}
-int mesh_alg_parse(const char *s) {
-    for (int a = 0; a < MESH_ALG_COUNT; a++)
-        if (strcmp(s, alg_names[a]) == 0) return a;
-    return -1;
 }
 static const char *wire_names[MESH_WIRE_COUNT] = {"fp32", "bf16"};
 const char *mesh_wire_name(mesh_wire w) {

@@ -42,7 +42,7 @@ static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_
     phase p;
     memset(&p, 0, sizeof p);
     p.kind = k;
-    p.comm = ctx->set[mesh_set_id(s)];
+    p.comm = ctx->set[mesh_set_id(s)].mpi;
     p.n = mesh_axes_size(m, s);
     p.r = mesh_axes_index(m, s);
     p.link_axis = s.n ? s.ax[s.n - 1] : -1;
@@ -182,7 +182,7 @@ static int icount(int64_t n) {
 }
 
 static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) {
-    MPI_Comm comm = ctx->set[mesh_set_id(x->a)];
+    MPI_Comm comm = ctx->set[mesh_set_id(x->a)].mpi;
     int n = mesh_axes_size(m, x->a), i = mesh_axes_index(m, x->a);
     int c = icount(x->count);
     int64_t bytes = 0;
@@ -336,8 +336,8 @@ static void validate(const mesh *m, const coll_args *x) {
 
 /* Debug mode: every rank of the set must be making the same call (where.c reports a mismatch). */
 static void verify_signature(mesh *m, mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
-    where_verify(m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)],
-                 rec);
+    where_verify(
+        m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)].mpi, rec);
 }
 
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
@@ -409,6 +409,7 @@ void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
     rec->count = x->count;
     rec->shift = x->shift;
     rec->t_issue = mesh_now();
+    rec->cpu_issue = mesh_thread_cpu();
 }
 
 void coll_record_end(mesh *m, const mesh_call *rec) {
@@ -419,7 +420,10 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
     s->calls++;
     s->bytes += bytes;
     s->seconds += rec->t_end - rec->t_start;
-    if (!rec->async) s->wait_seconds += rec->t_end - rec->t_issue;
+    if (!rec->async) { /* completed on the caller's thread */
+        s->wait_seconds += rec->t_end - rec->t_issue;
+        s->wait_cpu += mesh_thread_cpu() - rec->cpu_issue;
+    }
     m->trace[rec->seq % MESH_TRACE_LEN] = *rec;
     mesh_hook hk[MESH_MAX_HOOKS];
     memcpy(hk, m->hook, sizeof hk);
@@ -429,14 +433,14 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
 }
 
 mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
-    mesh_stat t = {0, 0, 0, 0};
+    mesh_stat t = {0, 0, 0, 0, 0};
     CHECK(op >= 0 && op < MESH_OP_COUNT, "bad op %d", (int)op);
     pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
     for (int k = 0; k <= MESH_MAX_AXES; k++) {
         if (axis >= 0 && k != axis + 1) continue;
         const mesh_stat *s = &m->stat[op][k];
         t.calls += s->calls, t.bytes += s->bytes;
-        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds;
+        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds, t.wait_cpu += s->wait_cpu;
     }
     pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
     return t;

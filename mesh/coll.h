@@ -29,7 +29,7 @@
  *  - DIRECT: one round in which every block goes straight to the rank that needs it (AllReduce:
  *    a ReduceScatter round, then an AllGather round), as a TPU's ICI routers forward packets
  *    through intermediate chips (dimension-ordered, shortest way round). Link load, emulation
- *    and accounting: see coll_direct.c; cost: mesh/cost.h COST_ALG_DIRECT. On a ring of 4 it
+ *    and accounting: see coll_direct.c; cost: mesh/cost.h. On a ring of 4 it
  *    loads the links as the book's bidirectional formula charges, and its AllToAll does on any
  *    even ring (V/(4W)); on larger axes its AllGather loads the links more than a ring does
  *    (O(n²) block-hops). Reduces in rank order.
@@ -42,18 +42,8 @@
  * travelling). */
 #ifndef MT_MESH_COLL_H
 #define MT_MESH_COLL_H
+#include "mesh/cost.h" /* mesh_alg, the algorithms (shared with the cost model) */
 #include "mesh/mesh.h"
-
-typedef enum {
-    MESH_ALG_DEFAULT = 0, /* whatever mesh_set_default_alg chose (initially BIDIR) */
-    MESH_ALG_RING,        /* unidirectional ring: |X|−1 hops of V/|X| */
-    MESH_ALG_BIDIR,       /* bidirectional ring (line on an open axis, using only real links) */
-    MESH_ALG_SEQ,         /* multi-axis: axis by axis, each with the bidirectional algorithm */
-    MESH_ALG_MULTI,       /* multi-axis: payload split across axes, all axes' links at once */
-    MESH_ALG_MPI,         /* MPI's built-in on the axis-set communicator */
-    MESH_ALG_DIRECT,      /* every block straight to its rank, routed over the torus (below) */
-    MESH_ALG_COUNT
-} mesh_alg;
 
 typedef enum {
     MESH_OP_ALL_GATHER,
@@ -66,10 +56,7 @@ typedef enum {
     MESH_OP_COUNT
 } mesh_op;
 
-const char *mesh_alg_name(mesh_alg a);
 const char *mesh_op_name(mesh_op op);
-/* Parses "ring", "bidir", "seq", "multi", "mpi", "direct"; returns -1 when unknown. */
-int mesh_alg_parse(const char *s);
 /* Not collective (set it identically on every rank). DEFAULT restores the per-arity default. */
 void mesh_set_default_alg(mesh *m, mesh_alg a);
 /* Not collective (set it identically on every rank). RING and BIDIR collectives whose blocks are
@@ -159,6 +146,7 @@ typedef struct {
     int64_t bytes;       /* bytes this rank sent over links */
     double seconds;      /* wall time from start to completion, summed */
     double wait_seconds; /* time the caller spent blocked in this op (blocking call or wait) */
+    double wait_cpu;     /* the caller's CPU time while blocked (polling, copies, reductions) */
 } mesh_stat;
 /* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. Not
  * collective. Call when no non-blocking call is in flight for exact figures. */
@@ -188,6 +176,7 @@ typedef struct {
                           started waiting for it (mesh_p2p_wait) */
     double t_start;    /* when execution started (send/recv: posted) */
     double t_end;      /* when it completed */
+    double cpu_issue;  /* mesh_thread_cpu() of the caller at t_issue (blocking calls, p2p waits) */
     double t_emulated; /* the call on the link emulator's own clock: the time its messages take
                           on the emulated links alone (no compute, every rank starting at 0 on
                           idle links), up to this rank's last emulated delivery; the max over

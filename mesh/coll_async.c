@@ -110,7 +110,7 @@ void mesh_wait(mesh_req *r) {
     if (!r) return;
     mesh *m = r->m;
     mesh_async *q = m->async;
-    const double t0 = mesh_now();
+    const double t0 = mesh_now(), c0 = mesh_thread_cpu();
     /* the fields set at issue (the progress thread writes the others while it runs the call) */
     mesh_call w = {.seq = r->rec.seq,
                    .set_seq = r->rec.set_seq,
@@ -129,7 +129,9 @@ void mesh_wait(mesh_req *r) {
     where_leave(m, 0);
     const double t1 = mesh_now();
     pthread_mutex_lock(&m->acct_mu);
-    m->stat[rec.op][rec.axes.n ? rec.axes.ax[0] + 1 : 0].wait_seconds += t1 - t0;
+    mesh_stat *s = &m->stat[rec.op][rec.axes.n ? rec.axes.ax[0] + 1 : 0];
+    s->wait_seconds += t1 - t0;
+    s->wait_cpu += mesh_thread_cpu() - c0;
     mesh_hook hk[MESH_MAX_HOOKS];
     memcpy(hk, m->hook, sizeof hk);
     pthread_mutex_unlock(&m->acct_mu);

@@ -14,7 +14,7 @@
  *     line of n:  ⌊n/2⌋·⌈n/2⌉ (every pair across the middle link)
  * The axes' links work at once, so a round takes max_k load_k / w_oneway plus the hop latency of
  * the farthest pair, Σ_k (farthest distance on axis k)·T_min. mesh/cost.c predicts exactly this
- * (COST_ALG_DIRECT); on a ring of 4 it is the book's V/W for an AllGather, and on any even ring
+ * (MESH_ALG_DIRECT); on a ring of 4 it is the book's V/W for an AllGather, and on any even ring
  * the AllToAll is the book's V/(4W).
  *
  * Emulated links (link.h): every rank charges each direction of each emulated axis of the set with
@@ -49,7 +49,7 @@ static dset set_of(const mesh *m, const mesh_ctx *ctx, mesh_axes a) {
     s.P = a.n;
     s.n = mesh_axes_size(m, a);
     s.me = mesh_axes_index(m, a);
-    s.comm = ctx->set[mesh_set_id(a)];
+    s.comm = ctx->set[mesh_set_id(a)].mpi;
     for (int k = 0; k < a.n; k++) {
         s.axis[k] = a.ax[k];
         s.size[k] = m->size[a.ax[k]];

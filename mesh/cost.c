@@ -127,15 +127,16 @@ const char *cost_op_name(cost_op op) {
     return op >= 0 && op < COST_OP_COUNT ? names[op] : "?";
 }
 
-static const char *alg_names[] = {"auto", "ring", "bidir", "seq", "multi", "direct"};
+static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
+                                                "multi",   "mpi",  "direct"};
 
-const char *cost_alg_name(cost_alg a) {
-    return a >= 0 && a < COST_ALG_COUNT ? alg_names[a] : "?";
+const char *mesh_alg_name(mesh_alg a) {
+    return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
 }
 
-int cost_alg_parse(const char *s) {
-    for (int i = 0; i < COST_ALG_COUNT; i++)
-        if (s && strcmp(s, alg_names[i]) == 0) return i;
+int mesh_alg_parse(const char *s) {
+    for (int a = 0; a < MESH_ALG_COUNT; a++)
+        if (strcmp(s, alg_names[a]) == 0) return a;
     return -1;
 }
 
@@ -278,7 +279,7 @@ static void seq_cost(stage *st, const cost_link *l, const int *sizes, const int 
 }
 
 static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps, const int *strides,
-                         int n_axes, cost_alg alg, double V, int a2a, int scatter_order) {
+                         int n_axes, mesh_alg alg, double V, int a2a, int scatter_order) {
     stage st = {0, 0, 0, 0};
     int n_used = 0, prod = 1, all_wrap = 1, kmax = 1;
     for (int i = 0; i < n_axes; i++)
@@ -289,24 +290,25 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
             kmax = stride_of(strides, i) > kmax ? stride_of(strides, i) : kmax;
         }
     if (n_used == 0) return st;
-    if (alg == COST_ALG_AUTO) alg = n_used > 1 ? COST_ALG_MULTI : COST_ALG_BIDIR;
+    if (alg == MESH_ALG_DEFAULT || alg == MESH_ALG_MPI) /* the book's model */
+        alg = n_used > 1 ? MESH_ALG_MULTI : MESH_ALG_BIDIR;
     double rate;
     int hops;
     switch (alg) {
-    case COST_ALG_RING:
-    case COST_ALG_BIDIR:
+    case MESH_ALG_RING:
+    case MESH_ALG_BIDIR:
         /* One ring through all prod chips; it closes only if every axis wraps. Its slowest
          * step (the largest stride) paces every step. */
-        ring_rate(prod, alg == COST_ALG_BIDIR && all_wrap, l->w_oneway / kmax, a2a, &rate, &hops);
+        ring_rate(prod, alg == MESH_ALG_BIDIR && all_wrap, l->w_oneway / kmax, a2a, &rate, &hops);
         stage_add(&st, l->hop_latency * kmax * hops, V / rate, kmax * hops);
         break;
-    case COST_ALG_MULTI:
+    case MESH_ALG_MULTI:
         multi_cost(&st, l, sizes, wraps, strides, n_axes, V, a2a, prod, all_wrap);
         break;
-    case COST_ALG_DIRECT:
+    case MESH_ALG_DIRECT:
         direct_cost(&st, l, sizes, wraps, n_axes, V, a2a, prod);
         break;
-    case COST_ALG_SEQ:
+    case MESH_ALG_SEQ:
         seq_cost(&st, l, sizes, wraps, strides, n_axes, V, a2a, scatter_order, prod);
         break;
     default:
@@ -316,14 +318,14 @@ static stage gather_cost(const cost_link *l, const int *sizes, const int *wraps,
 }
 
 double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                       int n_axes, cost_alg alg, double bytes_V, cost_est *est) {
+                       int n_axes, mesh_alg alg, double bytes_V, cost_est *est) {
     return cost_collective_strided(op, link, sizes, wraps, NULL, n_axes, alg, bytes_V, est);
 }
 
 double cost_collective_strided(cost_op op, const cost_link *link, const int *sizes,
-                               const int *wraps, const int *strides, int n_axes, cost_alg alg,
+                               const int *wraps, const int *strides, int n_axes, mesh_alg alg,
                                double bytes_V, cost_est *est) {
-    if (!valid(link, sizes, n_axes, bytes_V) || alg < 0 || alg >= COST_ALG_COUNT) return -1;
+    if (!valid(link, sizes, n_axes, bytes_V) || alg < 0 || alg >= MESH_ALG_COUNT) return -1;
     int n_used = 0, axis = -1;
     for (int i = 0; i < n_axes; i++) {
         if (strides && strides[i] < 1) return -1;
@@ -371,7 +373,7 @@ double cost_collective_strided(cost_op op, const cost_link *link, const int *siz
 }
 
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                            int n_axes, cost_alg alg) {
+                            int n_axes, mesh_alg alg) {
     cost_est e;
     if (cost_collective(op, link, sizes, wraps, n_axes, alg, 1.0, &e) < 0) return -1;
     return e.t_bandwidth > 0 ? e.t_latency / e.t_bandwidth : 0;
@@ -385,7 +387,7 @@ double cost_serialized(const cost_est *est, int lanes) {
 }
 
 double cost_bucket_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                         int n_axes, cost_alg alg, double overhead) {
+                         int n_axes, mesh_alg alg, double overhead) {
     if (!(overhead > 0)) return -1;
     const double v = cost_crossover_bytes(op, link, sizes, wraps, n_axes, alg);
     return v < 0 ? -1 : v / overhead;

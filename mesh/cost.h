@@ -90,16 +90,21 @@ typedef enum {
     COST_OP_COUNT
 } cost_op;
 
-/* Same algorithm names as mesh/coll.h's mesh_alg (without "mpi"). */
+/* A collective's algorithm: the one list that mesh/coll.c runs and this model prices. It lives
+ * here, not in coll.h, because the cost model builds without MPI and the mesh builds on it. */
 typedef enum {
-    COST_ALG_AUTO,   /* one axis: BIDIR; several: MULTI (the book's model) */
-    COST_ALG_RING,   /* unidirectional ring over the flattened axes: |X|−1 hops of V/|X| */
-    COST_ALG_BIDIR,  /* bidirectional ring over the flattened axes (a line if it does not wrap) */
-    COST_ALG_SEQ,    /* axis by axis, each with BIDIR; V grows (gather) / shrinks (scatter) */
-    COST_ALG_MULTI,  /* all axes at once, payload split over them: bandwidth × n_axes */
-    COST_ALG_DIRECT, /* every block routed straight to its chip in one round (coll_direct.c) */
-    COST_ALG_COUNT
-} cost_alg;
+    MESH_ALG_DEFAULT = 0, /* mesh: whatever mesh_set_default_alg chose (initially BIDIR on one
+                           * axis, MULTI on several); priced as that (the book's model) */
+    MESH_ALG_RING,        /* unidirectional ring over the flattened axes: |X|−1 hops of V/|X| */
+    MESH_ALG_BIDIR,       /* bidirectional ring (a line on an open axis, using only real links) */
+    MESH_ALG_SEQ,         /* multi-axis: axis by axis, each with BIDIR; V grows (gather) /
+                           * shrinks (scatter) */
+    MESH_ALG_MULTI,       /* multi-axis: payload split across axes, all axes' links at once */
+    MESH_ALG_MPI,         /* MPI's built-in on the axis-set communicator; priced as DEFAULT */
+    MESH_ALG_DIRECT,      /* every block straight to its rank, routed over the torus, in one
+                           * round (coll_direct.c) */
+    MESH_ALG_COUNT
+} mesh_alg;
 
 typedef enum {
     COST_REGIME_LATENCY,   /* hop latency term dominates: T = hops·T_min */
@@ -118,10 +123,11 @@ typedef struct {
 } cost_est;
 
 const char *cost_op_name(cost_op op);        /* "AllGather", ... */
-const char *cost_alg_name(cost_alg a);       /* "auto", "ring", "bidir", "seq", "multi" */
 const char *cost_regime_name(cost_regime r); /* "latency", "bandwidth", "compute-hidden" */
-/* Parses an algorithm name; returns −1 when unknown. */
-int cost_alg_parse(const char *s);
+/* "default", "ring", "bidir", "seq", "multi", "mpi", "direct"; "?" out of range. */
+const char *mesh_alg_name(mesh_alg a);
+/* Parses one of mesh_alg_name's names; returns -1 when unknown. */
+int mesh_alg_parse(const char *s);
 
 /* Predicted time of `op` over the axes sizes[0..n_axes) (wraps[i] = 1 if axis i wraps; axes of
  * size 1 are ignored), each with link constants `link`, by algorithm `alg`, moving the book's V =
@@ -151,7 +157,7 @@ int cost_alg_parse(const char *s);
  *             ring: V/(4W)
  */
 double cost_collective(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                       int n_axes, cost_alg alg, double bytes_V, cost_est *est);
+                       int n_axes, mesh_alg alg, double bytes_V, cost_est *est);
 
 /* cost_collective over sub-axes of physical axes: strides[i] = k ≥ 1 says that the neighbours of
  * axis i are k physical hops apart — the strided part of a physical axis of n·k chips split into
@@ -161,9 +167,9 @@ double cost_collective(cost_op op, const cost_link *link, const int *sizes, cons
  * the axis wraps if its parent does. RING/BIDIR over several axes pace every step by the largest
  * stride. est->hops counts physical hops. strides NULL (or all 1) is cost_collective. The
  * contiguous block itself needs no stride: pass it as an axis of k with wraps 0 unless k is the
- * whole axis (no wraparound link inside a block). COST_ALG_DIRECT ignores strides. */
+ * whole axis (no wraparound link inside a block). MESH_ALG_DIRECT ignores strides. */
 double cost_collective_strided(cost_op op, const cost_link *link, const int *sizes,
-                               const int *wraps, const int *strides, int n_axes, cost_alg alg,
+                               const int *wraps, const int *strides, int n_axes, mesh_alg alg,
                                double bytes_V, cost_est *est);
 
 /* DIRECT's pieces, shared with its implementation (mesh/coll_direct.c): the busiest directed
@@ -176,7 +182,7 @@ int cost_direct_farthest(int n, int wraps);
 /* The V at which the latency and bandwidth terms of cost_collective are equal: smaller messages
  * are latency-bound (e.g. one v5e hop: 4.5e10 × 1 µs = 45 kB, tpus chapter). −1 on misuse. */
 double cost_crossover_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                            int n_axes, cost_alg alg);
+                            int n_axes, mesh_alg alg);
 
 /* The time of a prediction when each ring step's hop latency ADDS to its transfer instead of
  * overlapping it, as on links where a step forwards only what it has received (this project's
@@ -192,7 +198,7 @@ double cost_serialized(const cost_est *est, int lanes);
  * bucket this large is bandwidth-bound within that margin. 0 when the axes hold one chip; −1 on
  * misuse. */
 double cost_bucket_bytes(cost_op op, const cost_link *link, const int *sizes, const int *wraps,
-                         int n_axes, cost_alg alg, double overhead);
+                         int n_axes, mesh_alg alg, double overhead);
 
 /* Regime of a collective whose time is est->seconds when `t_overlap` seconds of independent
  * compute can run beside it: COMPUTE if t_overlap ≥ est->seconds, else est->regime. */

@@ -72,15 +72,15 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
     if (!c || !(measured_flops > 0)) return -1;
     double mean = 0;
     mesh_blocking_begin("MPI_Allreduce and MPI_Bcast (ranks agreeing on the emulated links)");
-    MPI_Allreduce(&measured_flops, &mean, 1, MPI_DOUBLE, MPI_SUM, m->ctx[0].world);
+    MPI_Allreduce(&measured_flops, &mean, 1, MPI_DOUBLE, MPI_SUM, m->ctx[0].world.mpi);
     mean /= m->nranks;
     /* hosts must agree for the shared clock (link.h) */
     char host[64] = "", first[64];
     gethostname(host, sizeof host - 1);
     memcpy(first, host, sizeof first);
-    MPI_Bcast(first, 64, MPI_CHAR, 0, m->ctx[0].world);
+    MPI_Bcast(first, 64, MPI_CHAR, 0, m->ctx[0].world.mpi);
     int same = strcmp(first, host) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world);
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world.mpi);
     mesh_blocking_end();
     if (!all)
         mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
@@ -97,23 +97,6 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
     mesh_apply_chip_wrap(m, chip);
     if (out) *out = e;
     return 0;
-}
-
-cost_alg mesh_cost_alg(mesh_alg a) {
-    switch (a) {
-    case MESH_ALG_RING:
-        return COST_ALG_RING;
-    case MESH_ALG_BIDIR:
-        return COST_ALG_BIDIR;
-    case MESH_ALG_SEQ:
-        return COST_ALG_SEQ;
-    case MESH_ALG_MULTI:
-        return COST_ALG_MULTI;
-    case MESH_ALG_DIRECT:
-        return COST_ALG_DIRECT;
-    default:
-        return COST_ALG_AUTO;
-    }
 }
 
 cost_op mesh_cost_op(mesh_op op) {

@@ -43,8 +43,7 @@ typedef struct {
  * measured_flops / bw = C / W_ici_oneway; then the chip's wraparound rules are applied. Returns 0,
  * or −1 for an unknown chip or a non-positive measured_flops (nothing changed). */
 int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulation *out);
-/* The cost model's names for a collective and an algorithm (mesh/cost.h). MPI's built-ins and
- * DEFAULT map to COST_ALG_AUTO (the book's model); ppermute, send and recv to COST_OP_PPERMUTE. */
-cost_alg mesh_cost_alg(mesh_alg a);
+/* The cost model's name for a collective (mesh/cost.h): ppermute, send and recv map to
+ * COST_OP_PPERMUTE. (The algorithm needs none: mesh_alg is the cost model's enum.) */
 cost_op mesh_cost_op(mesh_op op);
 #endif

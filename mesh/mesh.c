@@ -34,7 +34,8 @@ void mesh_mpi_finalize(void) {
 
 /* ---- errors and logging ---- */
 
-int mesh_agree_msg(MPI_Comm comm, int status, char *err, size_t errlen) {
+int mesh_agree_msg(const mesh_comm *c, int status, char *err, size_t errlen) {
+    const MPI_Comm comm = c->mpi;
     int rank;
     MPI_Comm_rank(comm, &rank);
     struct {
@@ -58,11 +59,19 @@ int mesh_agree_msg(MPI_Comm comm, int status, char *err, size_t errlen) {
     return out.status;
 }
 
-int mesh_agree(MPI_Comm comm, int status) {
+int mesh_agree(const mesh_comm *comm, int status) {
     return mesh_agree_msg(comm, status, NULL, 0);
 }
 
-void mesh_agree_or_exit(MPI_Comm comm, int status, const char *fmt, ...) {
+int64_t mesh_agree_max(const mesh_comm *comm, int64_t value) {
+    int64_t most = value;
+    mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a maximum)");
+    MPI_Allreduce(&value, &most, 1, MPI_INT64_T, MPI_MAX, comm->mpi);
+    mesh_blocking_end();
+    return most;
+}
+
+void mesh_agree_or_exit(const mesh_comm *comm, int status, const char *fmt, ...) {
     char msg[MESH_MSG_MAX] = "";
     if (status < 0) {
         va_list ap;
@@ -130,12 +139,18 @@ const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len) {
     return buf;
 }
 
-MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a) {
-    return m->ctx[0].set[mesh_set_id(a)];
+const mesh_comm *mesh_axes_comm(mesh *m, mesh_axes a) {
+    return &m->ctx[0].set[mesh_set_id(a)];
 }
 
-MPI_Comm mesh_world_comm(const mesh *m) {
-    return m->ctx[0].world;
+const mesh_comm *mesh_world_comm(const mesh *m) {
+    return &m->ctx[0].world;
+}
+
+const mesh_comm *mesh_self_comm(void) {
+    static mesh_comm self;
+    self.mpi = MPI_COMM_SELF; /* not a constant expression in every MPI */
+    return &self;
 }
 
 /* ---- creation ---- */
@@ -186,8 +201,8 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
 }
 
 static void split_comms(mesh *m, mesh_ctx *c) {
-    for (int i = 0; i < MESH_NSETS; i++) c->set[i] = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world); /* rank in world = mesh rank */
+    for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -208,10 +223,11 @@ static void split_comms(mesh *m, mesh_ctx *c) {
                         for (int i = 0; i < n; i++) in |= a.ax[i] == d;
                         if (!in) color = color * m->size[d] + m->coord[d];
                     }
-                    MPI_Comm_split(c->world, color, mesh_axes_index(m, a), &c->set[mesh_set_id(a)]);
+                    MPI_Comm_split(c->world.mpi, color, mesh_axes_index(m, a),
+                                   &c->set[mesh_set_id(a)].mpi);
                 }
     }
-    for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d];
+    for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
     c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->loff = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
@@ -323,8 +339,8 @@ void mesh_destroy(mesh *m) {
     coll_async_destroy(m);
     for (int c = 0; c < 2; c++) {
         for (int i = 0; i < MESH_NSETS; i++)
-            if (m->ctx[c].set[i] != MPI_COMM_NULL) MPI_Comm_free(&m->ctx[c].set[i]);
-        MPI_Comm_free(&m->ctx[c].world);
+            if (m->ctx[c].set[i].mpi != MPI_COMM_NULL) MPI_Comm_free(&m->ctx[c].set[i].mpi);
+        MPI_Comm_free(&m->ctx[c].world.mpi);
         for (int i = 0; i < MESH_NSCRATCH; i++) free(m->ctx[c].scratch[i]);
         free(m->ctx[c].boff);
         free(m->ctx[c].blen);
@@ -396,10 +412,10 @@ static int *host_ids(const mesh *m) {
     int id = m->rank, *all = malloc((size_t)m->nranks * sizeof(int));
     CHECK(all, "out of memory");
     mesh_blocking_begin("MPI_Comm_split_type, MPI_Allgather (which host each rank is on)");
-    MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
     MPI_Allreduce(MPI_IN_PLACE, &id, 1, MPI_INT, MPI_MIN, host);
     MPI_Comm_free(&host);
-    MPI_Allgather(&id, 1, MPI_INT, all, 1, MPI_INT, m->ctx[0].world);
+    MPI_Allgather(&id, 1, MPI_INT, all, 1, MPI_INT, m->ctx[0].world.mpi);
     mesh_blocking_end();
     return all;
 }
@@ -442,8 +458,8 @@ void mesh_print_placement(mesh *m, FILE *out) {
         *mpi = m->rank == 0 ? malloc((size_t)m->nranks * sizeof(int)) : NULL;
     char *all = m->rank == 0 ? malloc((size_t)m->nranks * 64) : NULL;
     mesh_blocking_begin("MPI_Gather (the placement table)");
-    MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world);
-    MPI_Gather(&mpi_rank, 1, MPI_INT, mpi, 1, MPI_INT, 0, m->ctx[0].world);
+    MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, m->ctx[0].world.mpi);
+    MPI_Gather(&mpi_rank, 1, MPI_INT, mpi, 1, MPI_INT, 0, m->ctx[0].world.mpi);
     mesh_blocking_end();
     mesh_hosts_str(m, hosts, sizeof hosts);
     if (m->rank == 0) {
@@ -476,7 +492,7 @@ int mesh_host_ranks(const mesh *m) {
     MPI_Comm host;
     int n = 1;
     mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
-    MPI_Comm_split_type(m->ctx[0].world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
     mesh_blocking_end();
     MPI_Comm_size(host, &n);
     MPI_Comm_free(&host);

@@ -1,20 +1,25 @@
 /* mesh: the emulated TPU slice. Owns MPI start-up and shut-down (the only module that touches
  * MPI_COMM_WORLD), named axes on a 1D/2D/3D torus, coordinates and wraparound, one communicator
  * per axis and per ordered set of axes, rank-aware logging, and errors that end the whole job.
- * Knows no tensors and no model. Depends on MPI only.
+ * Knows no tensors and no model. Built on MPI, but this header does not include <mpi.h>: a
+ * communicator is the opaque mesh_comm, so code that only passes communicators along (the model,
+ * the trainer, checkpoints) never sees MPI. Code that calls MPI itself includes mesh/mesh_mpi.h.
  *
  * Rank ↔ coordinate mapping (fixed, documented in the README): axes are listed in the order given
  * to --mesh; the LAST axis varies fastest. rank = ((c0·s1) + c1)·s2 + c2. This mesh rank is the
  * MPI rank unless mesh_create_placed reorders the axes for hosts. */
 #ifndef MT_MESH_MESH_H
 #define MT_MESH_MESH_H
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #define MESH_MAX_AXES 3
 
 typedef struct mesh mesh;
+
+/* A communicator: the world of a mesh, one ordered set of its axes, or this rank alone. Opaque
+ * here; mesh/mesh_mpi.h gives its MPI_Comm. Owned by the mesh (or static: mesh_self_comm). */
+typedef struct mesh_comm mesh_comm;
 
 /* An ordered set of mesh axes (the book's X, XY, ...): ax[0] is the major (slowest) one. */
 typedef struct {
@@ -74,8 +79,11 @@ int mesh_axes_index(const mesh *m, mesh_axes a);
  * my coordinates, with a's axes set from j (a.ax[0] major). */
 int mesh_axes_member(const mesh *m, mesh_axes a, int j);
 /* Communicator over the ordered set (rank in it = mesh_axes_index). Owned by the mesh. */
-MPI_Comm mesh_axes_comm(mesh *m, mesh_axes a);
-MPI_Comm mesh_world_comm(const mesh *m);
+const mesh_comm *mesh_axes_comm(mesh *m, mesh_axes a);
+/* All ranks of the mesh (rank in it = mesh_rank). Owned by the mesh. */
+const mesh_comm *mesh_world_comm(const mesh *m);
+/* This rank alone (MPI_COMM_SELF), for single-rank work such as inspecting a file. */
+const mesh_comm *mesh_self_comm(void);
 /* "xy" into buf (the set's axis names, major first). */
 const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len);
 /* "x=4,y=2 (open: y)" into buf. */
@@ -100,13 +108,15 @@ int mesh_host_ranks(const mesh *m);
  * R is not rank 0 (rank 0 alone does the job's single-rank work; its failures are the job's).
  * err must be given on every rank or on none. */
 #define MESH_MSG_MAX 1024
-int mesh_agree_msg(MPI_Comm comm, int status, char *err, size_t errlen);
+int mesh_agree_msg(const mesh_comm *comm, int status, char *err, size_t errlen);
 /* mesh_agree_msg without a message. */
-int mesh_agree(MPI_Comm comm, int status);
+int mesh_agree(const mesh_comm *comm, int status);
+/* Collective over: comm. The largest `value` over comm, on every rank. */
+int64_t mesh_agree_max(const mesh_comm *comm, int64_t value);
 /* Collective over: comm, then world when a rank failed. The ranks agree on status; when one is
  * negative every rank ends the job (mesh_exit_error) with the message the lowest failing rank
  * formatted from fmt. */
-void mesh_agree_or_exit(MPI_Comm comm, int status, const char *fmt, ...)
+void mesh_agree_or_exit(const mesh_comm *comm, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Not collective. The program name that prefixes errors ("meshtrain" unless set); `name` must
  * have static storage. */
@@ -125,4 +135,7 @@ _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...)
 void mesh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Monotonic wall clock in seconds. */
 double mesh_now(void);
+/* The calling thread's CPU time in seconds (it does not advance while the thread waits for a
+ * core or sleeps). */
+double mesh_thread_cpu(void);
 #endif

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 #include "mesh/where_impl.h"
 
 /* The process-wide state (base.c): world rank and size from mesh_mpi_init, the program name of
@@ -26,9 +27,9 @@ extern const char *mesh_g_progname;
 /* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
  * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
 typedef struct {
-    MPI_Comm world;
+    mesh_comm world;
     MPI_Comm axis[MESH_MAX_AXES]; /* rank in axis[a] = coordinate along a */
-    MPI_Comm set[MESH_NSETS];     /* MPI_COMM_NULL for unused ids */
+    mesh_comm set[MESH_NSETS];    /* MPI_COMM_NULL for unused ids */
     float *scratch[MESH_NSCRATCH];
     int64_t scratch_n[MESH_NSCRATCH];
     int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */

@@ -61,7 +61,7 @@ mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count) {
 
 void mesh_p2p_wait(mesh_p2p *r) {
     if (!r) return;
-    const double t0 = mesh_now();
+    const double t0 = mesh_now(), c0 = mesh_thread_cpu();
     where_enter(r->m, 0, WHERE_P2P, &r->rec);
     MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
     if (r->recv && r->hdr > 0) link_sleep_until(r->hdr);
@@ -69,6 +69,7 @@ void mesh_p2p_wait(mesh_p2p *r) {
     r->rec.t_end = mesh_now();
     /* the caller was blocked from the wait's start (a receive posted early is not idle) */
     r->rec.t_issue = t0;
+    r->rec.cpu_issue = c0;
     coll_record_end(r->m, &r->rec);
     free(r);
 }

@@ -454,12 +454,12 @@ void where_verify(mesh *m, MPI_Comm comm, const mesh_call *rec) {
      * ended by its MPI_Abort (and abort themselves if that never comes). */
     if (me == 0) {
         report_mismatch(m, all, n, rec);
-        MPI_Abort(m->ctx[0].world, CHECK_STATUS);
+        MPI_Abort(m->ctx[0].world.mpi, CHECK_STATUS);
     }
     struct timespec ts = {10, 0};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
     }
-    MPI_Abort(m->ctx[0].world, CHECK_STATUS);
+    MPI_Abort(m->ctx[0].world.mpi, CHECK_STATUS);
     abort();
 }
 
@@ -626,7 +626,7 @@ static void *watchdog_main(void *arg) {
 int mesh_watchdog_start(mesh *m, double timeout) {
     where_state *w = &m->where;
     if (w->wd_running || !(timeout > 0)) return 0;
-    MPI_Comm_dup(m->ctx[0].world, &w->wd_comm);
+    MPI_Comm_dup(m->ctx[0].world.mpi, &w->wd_comm);
     w->wd_timeout = timeout;
     w->wd_stop = 0;
     pthread_mutex_init(&w->wd_mu, NULL);
@@ -639,7 +639,7 @@ int mesh_watchdog_start(mesh *m, double timeout) {
 #endif
     int ok = w->wd_running == 2 ? 0 : -1, all = ok; /* every rank has its watchdog, or none */
     mesh_blocking_begin("MPI_Allreduce (ranks agreeing on the watchdog)");
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->ctx[0].world.mpi);
     mesh_blocking_end();
     return all;
 }

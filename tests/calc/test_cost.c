@@ -93,7 +93,7 @@ static void test_wraps(void) {
                cost_topology_check(chip("v5e"), v5e3, 3, err, sizeof err) < 0);
 }
 
-static double t(cost_op op, const cost_link *l, const int *s, const int *w, int n, cost_alg a,
+static double t(cost_op op, const cost_link *l, const int *s, const int *w, int n, mesh_alg a,
                 double V, cost_est *e) {
     return cost_collective(op, l, s, w, n, a, V, e);
 }
@@ -105,63 +105,63 @@ static void test_formulas(void) {
     const double V = 1e9, W = 1.8e11, Wu = 9e10;
     cost_est e;
     check_near("bidir ring AllGather = V/W",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, COST_ALG_BIDIR, V, &e), V / W, 1e-12);
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, MESH_ALG_BIDIR, V, &e), V / W, 1e-12);
     check_true("  ... bandwidth-bound with ceil(16/2) = 8 hops",
                e.regime == COST_REGIME_BANDWIDTH && e.hops == 8);
     check_near("unidirectional ring = (n-1)/n V/W_uni",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, COST_ALG_RING, V, &e), 15.0 / 16 * V / Wu,
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, MESH_ALG_RING, V, &e), 15.0 / 16 * V / Wu,
                1e-12);
     check_true("  ... 15 hops", e.hops == 15);
     check_near("open axis charged the unidirectional cost (pop quiz 2)",
-               t(COST_OP_ALL_GATHER, &l, s16, open, 1, COST_ALG_BIDIR, V, NULL), 15.0 / 16 * V / Wu,
+               t(COST_OP_ALL_GATHER, &l, s16, open, 1, MESH_ALG_BIDIR, V, NULL), 15.0 / 16 * V / Wu,
                1e-12);
     check_near("latency-bound: max(T_min |X|/2, V/W) = 8 us at 1 kB",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, COST_ALG_BIDIR, 1e3, &e), 8e-6, 1e-12);
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, MESH_ALG_BIDIR, 1e3, &e), 8e-6, 1e-12);
     check_true("  ... regime latency", e.regime == COST_REGIME_LATENCY);
     check_near("multi-axis 3 axes: V/(3W)",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 3, COST_ALG_MULTI, V, &e), V / (3 * W), 1e-12);
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 3, MESH_ALG_MULTI, V, &e), V / (3 * W), 1e-12);
     check_true("  ... hops sum |X_i|/2 = 24 over 3 axes", e.hops == 24 && e.n_axes == 3);
     check_near("multi-axis latency-bound: T_min sum|X_i|/2 = 24 us",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 3, COST_ALG_AUTO, 1e3, NULL), 24e-6, 1e-12);
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 3, MESH_ALG_DEFAULT, 1e3, NULL), 24e-6, 1e-12);
     check_near("ReduceScatter = AllGather",
-               t(COST_OP_REDUCE_SCATTER, &l, s16, wrap, 3, COST_ALG_MULTI, V, NULL), V / (3 * W),
+               t(COST_OP_REDUCE_SCATTER, &l, s16, wrap, 3, MESH_ALG_MULTI, V, NULL), V / (3 * W),
                1e-12);
     check_near("AllReduce = 2 AllGather",
-               t(COST_OP_ALL_REDUCE, &l, s16, wrap, 1, COST_ALG_BIDIR, V, &e), 2 * V / W, 1e-12);
+               t(COST_OP_ALL_REDUCE, &l, s16, wrap, 1, MESH_ALG_BIDIR, V, &e), 2 * V / W, 1e-12);
     check_true("  ... 16 hops (RS then AG)", e.hops == 16);
     check_near("AllToAll = 1/4 AllGather (bidirectional ring)",
-               t(COST_OP_ALL_TO_ALL, &l, s16, wrap, 1, COST_ALG_BIDIR, V, NULL), V / (4 * W),
+               t(COST_OP_ALL_TO_ALL, &l, s16, wrap, 1, MESH_ALG_BIDIR, V, NULL), V / (4 * W),
                1e-12);
     check_near("AllToAll = 1/2 AllGather (unidirectional ring)",
-               t(COST_OP_ALL_TO_ALL, &l, s16, wrap, 1, COST_ALG_RING, V, NULL),
+               t(COST_OP_ALL_TO_ALL, &l, s16, wrap, 1, MESH_ALG_RING, V, NULL),
                0.5 * 15.0 / 16 * V / Wu, 1e-12);
     /* Sequential 16x16 gather: last axis first on V/16, then the first axis on V. */
     check_near("sequential 2-axis AllGather = V/(16W) + V/W",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 2, COST_ALG_SEQ, V, &e), V / 16 / W + V / W,
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 2, MESH_ALG_SEQ, V, &e), V / 16 / W + V / W,
                1e-12);
     check_near("sequential 2-axis ReduceScatter = the same",
-               t(COST_OP_REDUCE_SCATTER, &l, s16, wrap, 2, COST_ALG_SEQ, V, NULL),
+               t(COST_OP_REDUCE_SCATTER, &l, s16, wrap, 2, MESH_ALG_SEQ, V, NULL),
                V / 16 / W + V / W, 1e-12);
     check_near("multi-axis 2 axes beats sequential: V/(2W)",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 2, COST_ALG_MULTI, V, NULL), V / (2 * W),
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 2, MESH_ALG_MULTI, V, NULL), V / (2 * W),
                1e-12);
     check_near("ppermute one hop = V/W_uni",
-               t(COST_OP_PPERMUTE, &l, s16, wrap, 1, COST_ALG_AUTO, V, NULL), V / Wu, 1e-12);
+               t(COST_OP_PPERMUTE, &l, s16, wrap, 1, MESH_ALG_DEFAULT, V, NULL), V / Wu, 1e-12);
     const int s1[2] = {1, 16};
     check_near("axes of size 1 are ignored",
-               t(COST_OP_ALL_GATHER, &l, s1, wrap, 2, COST_ALG_AUTO, V, &e), V / W, 1e-12);
+               t(COST_OP_ALL_GATHER, &l, s1, wrap, 2, MESH_ALG_DEFAULT, V, &e), V / W, 1e-12);
     check_true("  ... n_axes counts 1", e.n_axes == 1);
     check_true("ppermute over two axes is misuse",
-               t(COST_OP_PPERMUTE, &l, s16, wrap, 2, COST_ALG_AUTO, V, NULL) < 0);
+               t(COST_OP_PPERMUTE, &l, s16, wrap, 2, MESH_ALG_DEFAULT, V, NULL) < 0);
     check_true("negative bytes is misuse",
-               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, COST_ALG_AUTO, -1, NULL) < 0);
+               t(COST_OP_ALL_GATHER, &l, s16, wrap, 1, MESH_ALG_DEFAULT, -1, NULL) < 0);
     cost_est hid = {1e-3, 0, 1e-3, 8, 1, COST_REGIME_BANDWIDTH};
     check_true("compute-hidden when overlapping compute covers the collective",
                cost_classify(&hid, 2e-3) == COST_REGIME_COMPUTE &&
                    cost_classify(&hid, 0.5e-3) == COST_REGIME_BANDWIDTH);
-    check_true("algorithm names round-trip", cost_alg_parse("multi") == COST_ALG_MULTI &&
-                                                 cost_alg_parse("mpi") < 0 &&
-                                                 strcmp(cost_alg_name(COST_ALG_SEQ), "seq") == 0);
+    check_true("algorithm names round-trip", mesh_alg_parse("multi") == MESH_ALG_MULTI &&
+                                                 mesh_alg_parse("auto") < 0 &&
+                                                 strcmp(mesh_alg_name(MESH_ALG_SEQ), "seq") == 0);
 }
 
 static void test_book(void) {
@@ -169,14 +169,15 @@ static void test_book(void) {
     const int one[1] = {2}, eight[1] = {8}, w1[1] = {1};
     /* sharding: one hop on v5e is latency-bound below W_uni · T_min. */
     check_near("sharding: v5e latency-bound hop message size (bytes)",
-               cost_crossover_bytes(COST_OP_PPERMUTE, &v5e, one, w1, 1, COST_ALG_AUTO), 45e3, 1e-9);
+               cost_crossover_bytes(COST_OP_PPERMUTE, &v5e, one, w1, 1, MESH_ALG_DEFAULT), 45e3,
+               1e-9);
     /* inference App. C: 8-way Megatron gather latency-bound below 8 · 45 kB; 16·8192 int8 is below
      * it. */
     check_near("inference App. C: 8-way gather latency-bound below (bytes)",
-               cost_crossover_bytes(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, COST_ALG_BIDIR), 360e3,
+               cost_crossover_bytes(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, MESH_ALG_BIDIR), 360e3,
                1e-9);
     cost_est e;
-    cost_collective(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, COST_ALG_BIDIR, 16 * 8192, &e);
+    cost_collective(COST_OP_ALL_GATHER, &v5e, eight, w1, 1, MESH_ALG_BIDIR, 16 * 8192, &e);
     check_true("inference App. C: BS=16 x D=8192 int8 (131 kB) is latency-bound",
                e.regime == COST_REGIME_LATENCY);
     /* profiling: TPU v2 profile, ReduceScatter of 134 MB at 1.2e11 B/s bidirectional over 8 cores.
@@ -184,7 +185,7 @@ static void test_book(void) {
     const cost_link v2 = {6e10, 1e-6};
     check_near(
         "profiling: ReduceScatter 134 MB at 1.2e11 (s)",
-        cost_collective(COST_OP_REDUCE_SCATTER, &v2, eight, w1, 1, COST_ALG_BIDIR, 134e6, NULL),
+        cost_collective(COST_OP_REDUCE_SCATTER, &v2, eight, w1, 1, MESH_ALG_BIDIR, 134e6, NULL),
         1.1e-3, 0.02);
     check_near("profiling: matmul 2*32*1024*8192*32768/(23e12*8) (s)",
                2.0 * 32 * 1024 * 8192 * 32768 / (23e12 * 8), 95.6e-3, 0.001);
@@ -200,14 +201,14 @@ static void check_gather4(const char *what, const cost_link *l, int wraps, int s
     cost_est e;
     check_near(what,
                cost_collective_strided(COST_OP_ALL_GATHER, l, four, &wraps, &stride, 1,
-                                       COST_ALG_AUTO, V, &e),
+                                       MESH_ALG_DEFAULT, V, &e),
                want, 1e-12);
     snprintf(line, sizeof line, "  ... %s = %d hops", hops_why, hops);
     check_true(line, e.hops == hops);
     snprintf(line, sizeof line, "  ... latency-bound at 1 kB: %s", lat_why);
     check_near(line,
                cost_collective_strided(COST_OP_ALL_GATHER, l, four, &wraps, &stride, 1,
-                                       COST_ALG_AUTO, 1e3, NULL),
+                                       MESH_ALG_DEFAULT, 1e3, NULL),
                lat, 1e-12);
 }
 
@@ -223,10 +224,10 @@ static void test_strided(void) {
                   "ceil(4/2) = 2 ring steps of 4 physical hops", 8, "2 steps x 4 T_min = 8 us",
                   8 * T);
     check_near("  ... crossover where 8 T_min = 4V/W", 8 * T * W / 4, 360e3, 1e-12);
-    check_near(
-        "strided 4 AllReduce = 2 x 4V/W",
-        cost_collective_strided(COST_OP_ALL_REDUCE, &l, four, wrap1, k4, 1, COST_ALG_AUTO, V, NULL),
-        8 * V / W, 1e-12);
+    check_near("strided 4 AllReduce = 2 x 4V/W",
+               cost_collective_strided(COST_OP_ALL_REDUCE, &l, four, wrap1, k4, 1, MESH_ALG_DEFAULT,
+                                       V, NULL),
+               8 * V / W, 1e-12);
     /* The contiguous block: an open line of 4, the open-line formula of cost.h
      * max(T_min·(n−1), (n−1)/n · V/w_oneway). */
     check_gather4("contiguous block of 4 = open line: 3/4 V/W_uni", &l, 0, 1, V, 0.75 * V / Wu,
@@ -235,23 +236,23 @@ static void test_strided(void) {
     const int s3[3] = {16, 16, 4}, w3[3] = {1, 1, 1}, st3[3] = {1, 1, 4};
     check_near(
         "multi over x, y and strided z/4: V/(2W + W/4)",
-        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_AUTO, V, &e),
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, MESH_ALG_DEFAULT, V, &e),
         V / (2.25 * W), 1e-12);
     check_true("  ... hops 8 + 8 + 2*4 = 24", e.hops == 24 && e.n_axes == 3);
     check_near("  ... the book's V/(W M_X) with M_X = 3 is 3/2.25 = 1.33x faster",
                (V / (2.25 * W)) / (V / (3 * W)), 3 / 2.25, 1e-12);
     check_near(
         "seq over x, y, z/4: (V/256)/(W/4) + (V/16)/W + V/W (last axis first)",
-        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, COST_ALG_SEQ, V, NULL),
+        cost_collective_strided(COST_OP_ALL_GATHER, &l, s3, w3, st3, 3, MESH_ALG_SEQ, V, NULL),
         V / 256 / (W / 4) + V / 16 / W + V / W, 1e-12);
     check_near(
         "strides NULL = cost_collective",
-        cost_collective_strided(COST_OP_ALL_TO_ALL, &l, s3, w3, NULL, 3, COST_ALG_AUTO, V, NULL),
-        cost_collective(COST_OP_ALL_TO_ALL, &l, s3, w3, 3, COST_ALG_AUTO, V, NULL), 1e-15);
+        cost_collective_strided(COST_OP_ALL_TO_ALL, &l, s3, w3, NULL, 3, MESH_ALG_DEFAULT, V, NULL),
+        cost_collective(COST_OP_ALL_TO_ALL, &l, s3, w3, 3, MESH_ALG_DEFAULT, V, NULL), 1e-15);
     const int bad[1] = {0};
     check_true("a stride below 1 is misuse",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, bad, 1, COST_ALG_AUTO,
-                                       V, NULL) < 0);
+               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, bad, 1,
+                                       MESH_ALG_DEFAULT, V, NULL) < 0);
 }
 
 /* DIRECT (mesh/coll_direct.c): the busiest link's load of routed all-pairs blocks. */
@@ -261,25 +262,25 @@ static void test_direct(void) {
     const int r4[1] = {4}, r8[1] = {8}, r5[1] = {5}, y1[1] = {1}, n1[1] = {0};
     cost_est e;
     check_near("direct AllGather, ring of 4 = the book's bidir V/W",
-               cost_collective(COST_OP_ALL_GATHER, &l, r4, y1, 1, COST_ALG_DIRECT, V, &e), V / W,
+               cost_collective(COST_OP_ALL_GATHER, &l, r4, y1, 1, MESH_ALG_DIRECT, V, &e), V / W,
                1e-12);
     check_true("  ... 2 hops (the farthest chip)", e.hops == 2);
     check_near("direct AllGather, ring of 8: load (1+2+3+2) blocks of V/8 = V/w",
-               cost_collective(COST_OP_ALL_GATHER, &l, r8, y1, 1, COST_ALG_DIRECT, V, NULL),
+               cost_collective(COST_OP_ALL_GATHER, &l, r8, y1, 1, MESH_ALG_DIRECT, V, NULL),
                8 * (V / 8) / w, 1e-12);
     check_near("direct AllToAll, ring of 8 = the book's V/(4W)",
-               cost_collective(COST_OP_ALL_TO_ALL, &l, r8, y1, 1, COST_ALG_DIRECT, V, NULL),
+               cost_collective(COST_OP_ALL_TO_ALL, &l, r8, y1, 1, MESH_ALG_DIRECT, V, NULL),
                V / (4 * W), 1e-12);
     check_near("direct AllToAll, ring of 5: (1+2) blocks of V/25",
-               cost_collective(COST_OP_ALL_TO_ALL, &l, r5, y1, 1, COST_ALG_DIRECT, V, NULL),
+               cost_collective(COST_OP_ALL_TO_ALL, &l, r5, y1, 1, MESH_ALG_DIRECT, V, NULL),
                3 * V / 25 / w, 1e-12);
     check_near("direct ReduceScatter, line of 4: 2·2 pairs cross the middle link",
-               cost_collective(COST_OP_REDUCE_SCATTER, &l, r4, n1, 1, COST_ALG_DIRECT, V, &e),
+               cost_collective(COST_OP_REDUCE_SCATTER, &l, r4, n1, 1, MESH_ALG_DIRECT, V, &e),
                4 * (V / 4) / w, 1e-12);
     check_true("  ... 3 hops end to end", e.hops == 3);
     const int s2[2] = {4, 2}, w2[2] = {1, 0};
     check_near("direct AllReduce 4x2 (x wraps): 2x max(2·2, 4·1) blocks of V/8",
-               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w2, 2, COST_ALG_DIRECT, V, NULL),
+               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w2, 2, MESH_ALG_DIRECT, V, NULL),
                2 * 4 * (V / 8) / w, 1e-12);
 }
 
@@ -291,7 +292,7 @@ static void test_serialized(void) {
     cost_est e;
     const double V = 1.8e5; /* V/2 / 9e10 = 1 µs: latency = bandwidth per hop */
     check_near("AllReduce on 2, V = 180 kB: the book's max-form 2·max(1, 1) µs",
-               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w0, 1, COST_ALG_BIDIR, V, &e), 2e-6,
+               cost_collective(COST_OP_ALL_REDUCE, &l, s2, w0, 1, MESH_ALG_BIDIR, V, &e), 2e-6,
                1e-12);
     check_true("  ... 2 hops, 2 µs of latency, 2 µs on the wire",
                e.hops == 2 && fabs(e.t_latency - 2e-6) < 1e-18 &&
@@ -302,16 +303,16 @@ static void test_serialized(void) {
     check_near("  serialized, 1000 lanes: the latency all but hidden", cost_serialized(&e, 1000),
                3.001e-6, 1e-12);
     check_near("bucket for AllReduce on 2 at 10% latency: 180 kB / 0.1",
-               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, s2, w0, 1, COST_ALG_AUTO, 0.1), 1.8e6,
+               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, s2, w0, 1, MESH_ALG_DEFAULT, 0.1), 1.8e6,
                1e-12);
     check_near("bucket for AllGather on a ring of 16 at 25%: 8 hops · 1 µs · 1.8e11 / 0.25",
-               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, COST_ALG_BIDIR, 0.25), 5.76e6,
+               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, MESH_ALG_BIDIR, 0.25), 5.76e6,
                1e-12);
     check_true("bucket with overhead 0 is misuse",
-               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, COST_ALG_BIDIR, 0) < 0);
+               cost_bucket_bytes(COST_OP_ALL_GATHER, &l, s16, w1, 1, MESH_ALG_BIDIR, 0) < 0);
     const int one[1] = {1};
     check_true("bucket over one chip is 0",
-               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, one, w0, 1, COST_ALG_AUTO, 0.1) == 0);
+               cost_bucket_bytes(COST_OP_ALL_REDUCE, &l, one, w0, 1, MESH_ALG_DEFAULT, 0.1) == 0);
 }
 
 int main(void) {

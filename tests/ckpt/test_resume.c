@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/mesh.h"
+#include "mesh/mesh_mpi.h"
 #include "stream.h"
 #include "train/ckpt/ckpt.h"
 #include "train/step/trainer.h"
@@ -249,11 +249,11 @@ int main(int argc, char **argv) {
     train(r, &cr, N_HALF, STEPS, r2l);
     worst[2] = loss_dev(r2l, ref), worst[3] = params_dev(r, ref_t);
     double wmax[4];
-    MPI_Allreduce(worst, wmax, 4, MPI_DOUBLE, MPI_MAX, mesh_world_comm(mw));
+    MPI_Allreduce(worst, wmax, 4, MPI_DOUBLE, MPI_MAX, mesh_world_comm(mw)->mpi);
     for (int i = 0; i < 4; i++)
         expect(wmax[i] <= K_TOL, rank, "cross-scheme resume beyond the tolerance");
     int anyfail;
-    MPI_Allreduce(&failures, &anyfail, 1, MPI_INT, MPI_MAX, mesh_world_comm(mw));
+    MPI_Allreduce(&failures, &anyfail, 1, MPI_INT, MPI_MAX, mesh_world_comm(mw)->mpi);
     if (rank == 0) {
         printf("optimizer %s, %d + %d steps\n", adamw ? "adamw" : "sgd", N_HALF, N_HALF);
         printf("1-rank losses        ");

@@ -70,7 +70,7 @@ int main(void) {
     good("--batch 24", &c);
     check_expect(c.micro_batch == 24, "--micro-batch defaults to --batch");
     good("--optimizer sgd --data-order sequential --seed 42 --clip 0", &c);
-    check_expect(c.optimizer == OPT_SGD && c.order == DATA_ORDER_SEQUENTIAL && c.seed == 42 &&
+    check_expect(c.optimizer == OPT_SGD && c.order == TOKENS_ORDER_SEQUENTIAL && c.seed == 42 &&
                      c.clip == 0.0,
                  "optimizer, data order, seed, clip");
     good("--data=x.h5 --metrics m.jsonl --save-init a.h5 --save-final b.h5 --prompt ROMEO:", &c);

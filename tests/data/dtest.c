@@ -24,6 +24,12 @@ void dtest_fail(const char *file, int line, const char *cond, const char *fmt, .
     dtest_failures++;
 }
 
+const mesh_comm *dtest_world(void) {
+    static mesh_comm world;
+    world.mpi = MPI_COMM_WORLD;
+    return &world;
+}
+
 void dtest_init(int *argc, char ***argv, char *dir, size_t len) {
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &dtest_rank);

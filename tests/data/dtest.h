@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mesh/mesh_mpi.h"
+
 extern int dtest_failures;
 extern int dtest_rank, dtest_nranks;
 
@@ -17,6 +19,8 @@ extern int dtest_rank, dtest_nranks;
 
 void dtest_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Every rank (MPI_COMM_WORLD), as the communicator data/'s functions take. */
+const mesh_comm *dtest_world(void);
 /* MPI_Init, ranks, a fresh temp directory (same path on every rank) into dir[len]. */
 void dtest_init(int *argc, char ***argv, char *dir, size_t len);
 /* Removes the temp directory, reduces failures over all ranks, prints one verdict line from rank

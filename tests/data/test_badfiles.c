@@ -16,7 +16,7 @@
 static void want_tokens_error(const char *path, const char *want) {
     tokens *tf = (tokens *)1;
     char err[512] = "";
-    int rc = tokens_open(&tf, path, TOKENS_VAL_FRACTION, MPI_COMM_WORLD, err, sizeof err);
+    int rc = tokens_open(&tf, path, TOKENS_VAL_FRACTION, dtest_world(), err, sizeof err);
     DT_CHECK(rc < 0 && tf == NULL, "tokens_open(%s) succeeded", path);
     DT_CHECK(strstr(err, want) && strstr(err, path), "tokens_open(%s): message '%s', expected '%s'",
              path, err, want);
@@ -27,7 +27,7 @@ static void want_tokens_error(const char *path, const char *want) {
 static void want_array_error(const char *path, const char *want) {
     h5array *f = (h5array *)1;
     char err[512] = "";
-    int rc = h5array_open(&f, path, MPI_COMM_WORLD, err, sizeof err);
+    int rc = h5array_open(&f, path, dtest_world(), err, sizeof err);
     DT_CHECK(rc < 0 && f == NULL, "h5array_open(%s) succeeded", path);
     DT_CHECK(strstr(err, want) && strstr(err, path),
              "h5array_open(%s): message '%s', expected '%s'", path, err, want);
@@ -152,9 +152,9 @@ int main(int argc, char **argv) {
     /* The good ones still open (the fixtures are what we think they are). */
     tokens *tf;
     char err[512] = "";
-    DT_CHECK(tokens_open(&tf, p[GOOD], 0.1, MPI_COMM_WORLD, err, sizeof err) == 0, "good: %s", err);
+    DT_CHECK(tokens_open(&tf, p[GOOD], 0.1, dtest_world(), err, sizeof err) == 0, "good: %s", err);
     tokens_close(tf);
-    DT_CHECK(tokens_open(&tf, p[TEXT], 0.1, MPI_COMM_WORLD, err, sizeof err) == 0, "text: %s", err);
+    DT_CHECK(tokens_open(&tf, p[TEXT], 0.1, dtest_world(), err, sizeof err) == 0, "text: %s", err);
     tokens_close(tf);
 
     if (dtest_rank == 0) {
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
         want_prepare_error(p[TEXT], p[TEXT], 0.1, "the output is the input text itself");
         want_prepare_error(p[TEXT], alias, 0.1, "the output is the input text itself");
         tokens *kept;
-        DT_CHECK(tokens_open(&kept, p[TEXT], 0.1, MPI_COMM_SELF, err, sizeof err) == 0 &&
+        DT_CHECK(tokens_open(&kept, p[TEXT], 0.1, mesh_self_comm(), err, sizeof err) == 0 &&
                      tokens_is_text(kept),
                  "the text was overwritten: %s", err);
         tokens_close(kept);

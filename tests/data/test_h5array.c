@@ -75,7 +75,7 @@ static void write_file(const char *path, int salt) {
     int64_t off[3], cnt[3];
     char err[512] = "";
     h5array *f;
-    int rc = h5array_create(&f, path, MPI_COMM_WORLD, err, sizeof err);
+    int rc = h5array_create(&f, path, dtest_world(), err, sizeof err);
     DT_CHECK(rc == 0, "create: %s", err);
     if (rc) return;
     block(0, r, q, off, cnt);
@@ -112,7 +112,7 @@ static void check_file(const char *path, int salt) {
     int64_t off[3], cnt[3];
     char err[512] = "", s[64] = "";
     h5array *f;
-    int rc = h5array_open(&f, path, MPI_COMM_WORLD, err, sizeof err);
+    int rc = h5array_open(&f, path, dtest_world(), err, sizeof err);
     DT_CHECK(rc == 0, "open: %s", err);
     if (rc) return;
     const char *names[4] = {"a/split0", "a/split2", "rep/whole", "rep/pairs"};
@@ -205,7 +205,7 @@ static void check_atomic(const char *dir, const char *path) {
     h5array *f;
 
     /* 1. An HDF5 error mid-save (creating a dataset twice). */
-    DT_CHECK(h5array_create(&f, path, MPI_COMM_WORLD, err, sizeof err) == 0, "%s", err);
+    DT_CHECK(h5array_create(&f, path, dtest_world(), err, sizeof err) == 0, "%s", err);
     block(0, r, q, off, cnt);
     write3(f, "x", 9, off, cnt, 1);
     DT_CHECK(dtest_count_prefix(dir, "arr.h5.tmp.") == 1, "temp file not where expected");
@@ -246,7 +246,7 @@ static void check_atomic(const char *dir, const char *path) {
         dtest_write_file(inner, "k", 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    DT_CHECK(h5array_create(&f, dpath, MPI_COMM_WORLD, err, sizeof err) == 0, "%s", err);
+    DT_CHECK(h5array_create(&f, dpath, dtest_world(), err, sizeof err) == 0, "%s", err);
     block(0, r, q, off, cnt);
     write3(f, "x", 9, off, cnt, 1);
     rc = h5array_commit(f, err, sizeof err);
@@ -259,7 +259,7 @@ static void check_atomic(const char *dir, const char *path) {
     /* 5. Creating in a missing directory fails cleanly. */
     char mpath[300];
     snprintf(mpath, sizeof mpath, "%s/missing/arr.h5", dir);
-    rc = h5array_create(&f, mpath, MPI_COMM_WORLD, err, sizeof err);
+    rc = h5array_create(&f, mpath, dtest_world(), err, sizeof err);
     DT_CHECK(rc < 0 && !f && strstr(err, "cannot create") && dtest_same_everywhere(err),
              "missing dir: '%s'", err);
 
@@ -270,7 +270,7 @@ static void check_atomic(const char *dir, const char *path) {
         snprintf(rpath, sizeof rpath, "%s/arr.h5", ro);
         if (r == 0) mkdir(ro, 0555);
         MPI_Barrier(MPI_COMM_WORLD);
-        rc = h5array_create(&f, rpath, MPI_COMM_WORLD, err, sizeof err);
+        rc = h5array_create(&f, rpath, dtest_world(), err, sizeof err);
         DT_CHECK(rc < 0 && strstr(err, "cannot create"), "read-only dir: '%s'", err);
         if (r == 0) chmod(ro, 0755);
     }

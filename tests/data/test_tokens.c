@@ -134,7 +134,7 @@ static void check_attributes(const char *h5) {
     h5array *f;
     char err[512] = "", s[64] = "";
     int64_t v = 0;
-    DT_CHECK(h5array_open(&f, h5, MPI_COMM_WORLD, err, sizeof err) == 0, "%s", err);
+    DT_CHECK(h5array_open(&f, h5, dtest_world(), err, sizeof err) == 0, "%s", err);
     if (!f) return;
     DT_CHECK(h5array_attr_get_str(f, "/", "format", s, sizeof s, err, sizeof err) == 0 &&
                  strcmp(s, "meshtrain-tokens") == 0,
@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
         const char *paths[2] = {h5, txt};
         for (int k = 0; k < 2; k++) {
             tokens *tf = NULL;
-            rc = tokens_open(&tf, paths[k], TOKENS_VAL_FRACTION, MPI_COMM_WORLD, err, sizeof err);
+            rc = tokens_open(&tf, paths[k], TOKENS_VAL_FRACTION, dtest_world(), err, sizeof err);
             DT_CHECK(rc == 0 && tf, "open %s: %s", paths[k], err);
             if (!tf) continue;
             DT_CHECK(tokens_is_text(tf) == k, "%s: is_text %d", paths[k], tokens_is_text(tf));

@@ -173,7 +173,7 @@ static const char *corrupt(const unsigned char *good, long n, const char *path) 
 static int try_tokens(const char *path, const char *what) {
     tokens *tf = NULL;
     char err[1024] = "";
-    if (tokens_open(&tf, path, 0.1, MPI_COMM_SELF, err, sizeof err) < 0) {
+    if (tokens_open(&tf, path, 0.1, mesh_self_comm(), err, sizeof err) < 0) {
         check_msg(what, err);
         if (!strstr(err, path)) bad(what, "the message does not name the file");
         return 1;
@@ -201,7 +201,7 @@ static int try_ckpt(const char *path, const char *what) {
     h5array *f = NULL;
     ckpt_meta k;
     char err[1024] = "";
-    if (h5array_open(&f, path, MPI_COMM_SELF, err, sizeof err) < 0 ||
+    if (h5array_open(&f, path, mesh_self_comm(), err, sizeof err) < 0 ||
         ckpt_meta_get(f, &k, err, sizeof err) < 0) {
         check_msg(what, err);
         h5array_close(f);

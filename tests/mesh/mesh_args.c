@@ -1,8 +1,9 @@
 /* mesh_args: see mesh_args.h. */
 #include "mesh_args.h"
 
-#include <mpi.h>
 #include <string.h>
+
+#include "mesh/mesh_mpi.h"
 
 const char *test_flag(int argc, char **argv, const char *name, const char *dflt) {
     const char *v = dflt;
@@ -21,7 +22,7 @@ mesh *test_mesh(int argc, char **argv) {
 
 int test_mesh_finish(mesh *m, const char *test, int failures) {
     int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m));
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);
     if (bad)
         mesh_log("%s: %d FAILURES\n", test, bad);
     else

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
+#include "mesh/mesh_mpi.h"
 #include "mesh_args.h"
 
 static int failures;

@@ -8,6 +8,7 @@
 
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 
 static int failures;
 #define EXPECT(cond, ...)                                                                          \
@@ -30,7 +31,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < nd; k++) r = r * mesh_axis_size(m, k) + mesh_axis_coord(m, k);
     EXPECT(r == mesh_rank(m), "rank %d but coordinates flatten to %d", mesh_rank(m), r);
     int wr = -1;
-    MPI_Comm_rank(mesh_world_comm(m), &wr);
+    MPI_Comm_rank(mesh_world_comm(m)->mpi, &wr);
     EXPECT(wr == mesh_rank(m), "rank %d in the mesh's world communicator, mesh rank %d", wr,
            mesh_rank(m));
     /* the MPI rank flattens the coordinates with CROSS's axes first, then the others */
@@ -56,8 +57,8 @@ int main(int argc, char **argv) {
         mesh_axes a;
         if (mesh_axes_parse(m, sets[i], &a) < 0) continue;
         int cs, cr;
-        MPI_Comm_size(mesh_axes_comm(m, a), &cs);
-        MPI_Comm_rank(mesh_axes_comm(m, a), &cr);
+        MPI_Comm_size(mesh_axes_comm(m, a)->mpi, &cs);
+        MPI_Comm_rank(mesh_axes_comm(m, a)->mpi, &cr);
         EXPECT(cs == mesh_axes_size(m, a) && cr == mesh_axes_index(m, a),
                "set %s: comm %d/%d vs %d/%d", sets[i], cr, cs, mesh_axes_index(m, a),
                mesh_axes_size(m, a));
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
              failures ? "FAIL" : "ok");
     mesh_print_placement(m, stdout);
     int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_MAX, mesh_world_comm(m)->mpi);
     mesh_destroy(m);
     mesh_mpi_finalize();
     return bad;

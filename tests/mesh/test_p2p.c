@@ -21,6 +21,7 @@
 
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/mesh_mpi.h"
 #include "mesh_args.h"
 
 static int failures;
@@ -138,7 +139,7 @@ static void test_emulated(mesh *m) {
     const double bw = 10e6, lat = 1e-3;
     const int64_t n = 25000; /* 100 kB */
     int c = mesh_axis_coord(m, 0);
-    MPI_Comm world = mesh_world_comm(m);
+    MPI_Comm world = mesh_world_comm(m)->mpi;
     float *a = calloc((size_t)n, sizeof(float)), *b = calloc((size_t)n, sizeof(float));
     mesh_link_set(m, 0, bw, lat);
     for (int twice = 0; twice < 2; twice++) {

@@ -17,6 +17,7 @@
 
 #include "mesh/bf16.h"
 #include "mesh/coll.h"
+#include "mesh/mesh_mpi.h"
 #include "mesh_args.h"
 
 static int failures;
@@ -88,7 +89,7 @@ static float val(int r, int64_t e) { /* non-integer, most not representable in b
 static void gather_world_compare(mesh *m, mesh_axes a, const float *x, int64_t n,
                                  const char *what) {
     /* every member of the set must hold the same bits: compare with member 0 over MPI */
-    MPI_Comm c = mesh_axes_comm(m, a);
+    MPI_Comm c = mesh_axes_comm(m, a)->mpi;
     float *ref = malloc((size_t)n * sizeof(float));
     memcpy(ref, x, (size_t)n * sizeof(float));
     MPI_Bcast(ref, (int)n, MPI_FLOAT, 0, c);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/mesh.h"
+#include "mesh/mesh_mpi.h"
 #include "stream.h"
 #include "train/step/trainer.h"
 
@@ -130,9 +130,9 @@ int main(int argc, char **argv) {
     if (worst_loss > k_lg || worst_p > k || !same || !same_ov || off != n1) fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
     double w[2] = {worst_loss, worst_p}, wmax[2];
-    MPI_Allreduce(w, wmax, 2, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(w, wmax, 2, MPI_DOUBLE, MPI_MAX, mesh_world_comm(m)->mpi);
     int anyfail;
-    MPI_Allreduce(&fail, &anyfail, 1, MPI_INT, MPI_MAX, mesh_world_comm(m));
+    MPI_Allreduce(&fail, &anyfail, 1, MPI_INT, MPI_MAX, mesh_world_comm(m)->mpi);
     if (rank == 0) {
         printf("ref losses   %.7f %.7f %.7f\n", ref_loss[0], ref_loss[1], ref_loss[2]);
         printf("shard losses %.7f %.7f %.7f\n", loss[0], loss[1], loss[2]);

@@ -134,10 +134,6 @@ static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
 
 /* ---- metadata ---- */
 
-static const char *order_name(data_order o) {
-    return o == DATA_ORDER_SEQUENTIAL ? "sequential" : "random";
-}
-
 static const char *optim_name(optim_kind o) {
     return o == OPT_SGD ? "sgd" : "adamw";
 }
@@ -194,7 +190,7 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
         const char *key, *v;
     } strs[] = {{"format", CKPT_FORMAT},
                 {"run_id", c->run_id},
-                {"data_order", order_name(c->order)},
+                {"data_order", tokens_order_name(c->order)},
                 {"data", slash ? slash + 1 : c->data},
                 {"optimizer", optim_name(c->optimizer)},
                 {"written_by_mesh", mesh_spec_str(m, mspec, sizeof mspec)},
@@ -270,7 +266,7 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     if (h5array_attr_get_str(f, "/", "run_id", k->run_id, sizeof k->run_id, e, sizeof e) < 0)
         k->run_id[0] = '\0';
     k->seed = (uint64_t)seed;
-    const int order_ok = !strcmp(order, "random") || !strcmp(order, "sequential");
+    const int order_ok = tokens_order_parse(order) >= 0;
     const int opt_ok = !strcmp(opt, "adamw") || !strcmp(opt, "sgd");
     const model_shape *s = &k->shape;
     if (!order_ok || !opt_ok || k->step < 0 || k->batch < 1 || s->L < 1 || s->D < 1 || s->N < 1 ||
@@ -279,7 +275,7 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
                            "%s: damaged checkpoint header (data_order '%s', optimizer '%s', "
                            "step %lld, a model size below 1?)",
                            path, order, opt, (long long)k->step);
-    k->order = !strcmp(order, "sequential") ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM;
+    k->order = (tokens_order)tokens_order_parse(order);
     k->optimizer = !strcmp(opt, "sgd") ? OPT_SGD : OPT_ADAMW;
     return 0;
 }
@@ -465,7 +461,7 @@ static void print_notes(const ckpt_meta *k, const config *c) {
                  (unsigned long long)k->seed, (unsigned long long)c->seed);
     if (k->order != c->order)
         mesh_log("note: resuming with the checkpoint's --data-order %s (flags say %s)\n",
-                 order_name(k->order), order_name(c->order));
+                 tokens_order_name(k->order), tokens_order_name(c->order));
     if (k->schedule_steps != c->steps || k->warmup != c->warmup || k->lr != c->lr ||
         k->min_lr != c->min_lr)
         mesh_log("note: the learning-rate schedule changes at step %lld: the checkpoint's was "
@@ -484,7 +480,7 @@ static void print_notes(const ckpt_meta *k, const config *c) {
 }
 
 int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
-    MPI_Comm world = mesh_world_comm(m);
+    const mesh_comm *world = mesh_world_comm(m);
     int st = 0;
     if (c->save_every > 0 && mesh_rank(m) == 0) st = prepare_dir(c->ckpt_dir, err, errlen);
     if (mesh_agree(world, st) < 0) return -1;

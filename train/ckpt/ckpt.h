@@ -39,7 +39,7 @@ typedef struct {
     int64_t step;        /* optimizer steps done = 0-based index of the next step */
     int64_t tokens_seen; /* training tokens consumed (Σ over the steps done of batch·seq_len) */
     uint64_t seed;
-    data_order order;
+    tokens_order order;
     optim_kind optimizer;
     model_shape shape;
     int64_t batch;

@@ -1,5 +1,5 @@
 /* ckpt_cli: `meshtrain ckpt info FILE` and `meshtrain ckpt diff A B [--tol K]` (see ckpt.h).
- * Rank 0 does the work alone (MPI_COMM_SELF), reading each array in blocks of whole rows of at
+ * Rank 0 does the work alone (mesh_self_comm()), reading each array in blocks of whole rows of at
  * most CLI_BLOCK elements, so any checkpoint fits in a little memory; the other ranks wait for
  * the verdict. */
 #include <float.h>
@@ -52,7 +52,7 @@ static void print_meta(const ckpt_meta *k, const char *path) {
     printf("  step %lld | tokens seen %lld | seed %llu | data %s, %s order, next batch = step "
            "%lld\n",
            (long long)k->step, (long long)k->tokens_seen, (unsigned long long)k->seed, k->data,
-           k->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random", (long long)k->step);
+           tokens_order_name(k->order), (long long)k->step);
     printf("  model --layers %lld --d-model %lld --heads %lld --kv-heads %lld --head-dim %lld "
            "--d-ff %lld --vocab %lld --seq-len %lld\n",
            (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
@@ -67,7 +67,7 @@ static void print_meta(const ckpt_meta *k, const char *path) {
 
 /* Opens a checkpoint on this rank alone and reads its header. */
 static int open_ckpt(const char *path, h5array **f, ckpt_meta *k, char *err, size_t errlen) {
-    int rc = h5array_open(f, path, MPI_COMM_SELF, err, errlen);
+    int rc = h5array_open(f, path, mesh_self_comm(), err, errlen);
     if (rc == 0) rc = ckpt_meta_get(*f, k, err, errlen);
     if (rc < 0) {
         h5array_close(*f);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/h5util.h"
+#include "data/paths.h"
 #include "train/ckpt/ckpt.h"
 #include "train/config/errmsg.h"
 
@@ -30,17 +30,17 @@ static int check(const config *c, char *err, size_t errlen) {
     for (int o = 0; o < nout; o++) {
         if (!out[o].path[0]) continue;
         for (int i = 0; i < nin; i++)
-            if (in[i].path[0] && h5util_same_file(out[o].path, in[i].path))
+            if (in[i].path[0] && paths_same_file(out[o].path, in[i].path))
                 return errmsg_fail(err, errlen,
                                    "%s %s is also %s %s, %s: the run would overwrite its own input "
                                    "(give another file)",
                                    out[o].flag, out[o].path, in[i].flag, in[i].path, in[i].what);
         for (int p = 0; p < o; p++)
-            if (out[p].path[0] && h5util_same_file(out[o].path, out[p].path))
+            if (out[p].path[0] && paths_same_file(out[o].path, out[p].path))
                 return errmsg_fail(err, errlen,
                                    "%s and %s both name %s: two outputs would overwrite each other",
                                    out[p].flag, out[o].flag, out[o].path);
-        if (h5util_can_write(out[o].path, e, sizeof e) < 0)
+        if (paths_can_write(out[o].path, e, sizeof e) < 0)
             return errmsg_fail(err, errlen, "%s %s: cannot create it (%s)", out[o].flag,
                                out[o].path, e);
     }

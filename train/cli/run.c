@@ -97,8 +97,8 @@ typedef struct {
 static void load_rows(run_ctx *r, tokens_split split, int64_t step) {
     char err[RUN_ERR_LEN] = "";
     const config *c = r->c;
-    int rc = tokens_batch(r->data, split, (tokens_order)c->order, c->seed, step, c->batch, r->row0,
-                          r->nrows, c->shape.T, r->rows, err, sizeof err);
+    int rc = tokens_batch(r->data, split, c->order, c->seed, step, c->batch, r->row0, r->nrows,
+                          c->shape.T, r->rows, err, sizeof err);
     mesh_agree_or_exit(mesh_world_comm(r->m), rc, "%s", err);
 }
 
@@ -175,8 +175,7 @@ static void print_header(const run_ctx *r, double rank_flops) {
              (long long)tokens_count(r->data, TOKENS_TRAIN),
              (long long)tokens_count(r->data, TOKENS_VAL), (long long)c->batch, (long long)s->T,
              (long long)(c->batch * s->T), (long long)(c->batch / c->micro_batch),
-             c->batch / c->micro_batch > 1 ? "es" : "",
-             c->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
+             c->batch / c->micro_batch > 1 ? "es" : "", tokens_order_name(c->order));
     mesh_log("optimizer %s | lr %.1e (warm-up %lld, cosine to %.1e) | steps %lld | sgemm %.1f "
              "GFLOP/s on rank 0, %.1f on all ranks together (the MFU peak)\n",
              c->optimizer == OPT_SGD ? "sgd" : "adamw", c->lr, (long long)c->warmup, c->min_lr,

@@ -29,7 +29,7 @@ typedef enum {
     K_STR,    /* char[size] field */
     K_SWITCH, /* int field set to 1, takes no value */
     K_OPTIM,  /* optim_kind */
-    K_ORDER,  /* data_order */
+    K_ORDER,  /* tokens_order */
     K_SCHED,  /* pipeline schedule */
     K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
     K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
@@ -147,7 +147,8 @@ static const flag_def flags[] = {
      "what the collectives carry: bf16 as on a TPU halves every collective's bytes (reductions "
      "still add in fp32; results within the tolerance of docs/fidelity.md)"},
     {"bucket", K_BUCKET, F_(bucket), 0, 0, 0, "BYTES|auto",
-     "data-axis gradient reductions grouped into buckets of BYTES (K/M/G suffixes); auto = the "
+     "data-axis gradient reductions (and ZeRO-3's weight gathers) grouped into buckets of BYTES "
+     "(K/M/G suffixes); auto = the "
      "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
      "rounded up to a power of two; 0 = one reduction per tensor"},
     {"collective-matmul", K_ONOFF, F_(cmatmul), 0, 0, 0, "on|off|auto",
@@ -201,7 +202,7 @@ void config_defaults(config *c) {
     c->eps = 1e-8;
     c->seed = 1337;
     snprintf(c->data, sizeof c->data, "data/tinyshakespeare.txt");
-    c->order = DATA_ORDER_RANDOM;
+    c->order = TOKENS_ORDER_RANDOM;
     c->eval_every = 100;
     c->eval_batches = 4;
     c->temperature = 0.8;
@@ -393,14 +394,13 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         memcpy(base, &v, sizeof v);
         return 0;
     }
-    case K_ORDER:
-        if (strcmp(val, "random") == 0)
-            c->order = DATA_ORDER_RANDOM;
-        else if (strcmp(val, "sequential") == 0)
-            c->order = DATA_ORDER_SEQUENTIAL;
-        else
+    case K_ORDER: {
+        const int order = tokens_order_parse(val);
+        if (order < 0)
             return errmsg_fail(err, errlen, "--data-order %s: expected random or sequential", val);
+        c->order = (tokens_order)order;
         return 0;
+    }
     default:
         return errmsg_fail(err, errlen, "--%s takes no value", f->name);
     }
@@ -703,7 +703,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", d->optimizer == OPT_SGD ? "sgd" : "adamw");
         break;
     case K_ORDER:
-        snprintf(buf, len, "%s", d->order == DATA_ORDER_SEQUENTIAL ? "sequential" : "random");
+        snprintf(buf, len, "%s", tokens_order_name(d->order));
         break;
     case K_SCHED:
         snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");

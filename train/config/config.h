@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/tokens_order.h"
+
 #define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
 
 typedef struct {
@@ -17,7 +19,6 @@ typedef struct {
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
 /* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */
 typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 } pipe_schedule;
-typedef enum { DATA_ORDER_RANDOM = 0, DATA_ORDER_SEQUENTIAL = 1 } data_order;
 
 typedef struct {
     model_shape shape;
@@ -31,8 +32,8 @@ typedef struct {
     int64_t warmup;
     uint64_t seed;
     /* data */
-    char data[1024]; /* HDF5 token file, or a text file (prepared on the fly) */
-    data_order order;
+    char data[1024];    /* HDF5 token file, or a text file (prepared on the fly) */
+    tokens_order order; /* --data-order (data/tokens.h) */
     int64_t eval_every, eval_batches;
     /* outputs */
     int64_t sample; /* bytes to generate at the end (0 = none) */

@@ -121,12 +121,6 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
                                c->zero, c->dcn_axis);
     }
     if (nY > 1 && check_tensor(&c->shape, m, tax.ax[0], nY, err, errlen)) return -1;
-    if (c->cmatmul == 1 && nY > 2 && !mesh_axis_wraps(m, tax.ax[0]))
-        return errmsg_fail(err, errlen,
-                           "--collective-matmul on: tensor axis %c is open (--open), and the "
-                           "collective matmul's chunks travel round a ring: drop %c from --open, "
-                           "or use --collective-matmul off or auto",
-                           mesh_axis_name(m, tax.ax[0]), mesh_axis_name(m, tax.ax[0]));
     if (c->zero > 0) {
         char buf[16], by[64];
         mesh_axes_str(m, zax, buf, sizeof buf);

@@ -48,7 +48,7 @@ struct report {
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
-    double t0;
+    double t0, cpu0;
     /* --dcn: collectives over ICI only [0] and over a set with the DCN axis [1] (under mu) */
     int dcn; /* the DCN axis, −1 if none */
     double net_xfer[2], net_pred[2], net_bytes[2];
@@ -77,8 +77,8 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
     const cost_op cop = mesh_cost_op(op);
     cost_est est;
-    const double t = cost_collective(cop, l, sizes, wraps, axes.n, mesh_cost_alg(alg),
-                                     elems * mesh_wire_bytes(wire), &est);
+    const double t =
+        cost_collective(cop, l, sizes, wraps, axes.n, alg, elems * mesh_wire_bytes(wire), &est);
     if (t < 0) return out;
     int lanes = 1;
     const int64_t chunk = mesh_get_chunk(r->m) / (int64_t)sizeof(float);
@@ -94,7 +94,7 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
     }
     if (alg != MESH_ALG_MPI) {
         const double b =
-            cost_collective(cop, l, sizes, wraps, axes.n, COST_ALG_AUTO, 2.0 * elems, NULL);
+            cost_collective(cop, l, sizes, wraps, axes.n, MESH_ALG_DEFAULT, 2.0 * elems, NULL);
         out.book = b > 0 ? b : 0;
     }
     return out;
@@ -260,12 +260,14 @@ void report_step_begin(report *r) {
     memset(r->async_calls, 0, sizeof r->async_calls);
     pthread_mutex_unlock(&r->mu);
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
+    r->cpu0 = mesh_thread_cpu();
     r->t0 = mesh_now();
 }
 
 void report_step_end(report *r, double flops_rank, step_split *out) {
     const double wall = mesh_now() - r->t0;
     memset(out, 0, sizeof *out);
+    double blocked_cpu = 0;
     double exposed = 0, pred_block = 0, pred_async = 0;
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         mesh_stat now = mesh_stats(r->m, (mesh_op)op, -1);
@@ -274,6 +276,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         out->bytes[op] = now.bytes - r->before[op].bytes;
         out->pred[op] = r->pred[op] + r->pred_async[op];
         exposed += out->exposed[op];
+        blocked_cpu += now.wait_cpu - r->before[op].wait_cpu;
         pred_block += r->pred[op];
         pred_async += r->pred_async[op];
         report_totals *t = &r->tot;
@@ -288,6 +291,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     }
     out->wall = wall;
     out->compute = wall - exposed;
+    out->compute_cpu = mesh_thread_cpu() - r->cpu0 - blocked_cpu;
     /* the prediction: the step's events replayed with predicted durations (predict.h) */
     pthread_mutex_lock(&r->mu);
     predict_result pr;
@@ -302,6 +306,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     out->dominant = pr.dominant;
     const double peak_compute = flops_rank / r->flops;
     out->book_step = peak_compute > book_comm ? peak_compute : book_comm;
+    out->book_compute = peak_compute;
     /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles):
      * the predicted hidden time is the non-blocking calls' (blocking ones hide nothing) */
     const double async_exposed = pr.exposed - pred_block > 0 ? pr.exposed - pred_block : 0;

@@ -19,6 +19,7 @@ typedef struct report report;
  * predicted times. */
 typedef struct {
     double wall, compute, idle;
+    double compute_cpu; /* the calling thread's CPU time in the step outside the collectives */
     double exposed[MESH_OP_COUNT]; /* seconds the caller was blocked in each collective type */
     double xfer[MESH_OP_COUNT];    /* seconds the transfers of each type ran (start → end) */
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
@@ -27,6 +28,7 @@ typedef struct {
     double pred_comm;               /* Σ predicted durations of the step's collectives */
     double pred_exposed;            /* pred_step − pred_compute: predicted blocked time */
     double book_step;     /* the book's idealised step: max(FLOPs at the peak, bf16 comm) */
+    double book_compute;  /* its compute: this rank's FLOPs at the peak sgemm rate */
     const char *dominant; /* the predicted step's largest term: compute, bandwidth, latency */
     double overlap; /* over the collectives (not p2p) of the step; −1: no non-blocking call */
     double pred_overlap; /* the same, predicted */

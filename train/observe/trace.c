@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/h5util.h"
+#include "data/paths.h"
 #include "mesh/coll.h"
 #include "mesh/where.h"
 
@@ -181,7 +181,7 @@ int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t e
     if (!path || !path[0]) return 0;
     int ok = 1;
     char why[1100];
-    if (mesh_rank(m) == 0 && h5util_can_write(path, why, sizeof why) < 0) {
+    if (mesh_rank(m) == 0 && paths_can_write(path, why, sizeof why) < 0) {
         ok = 0; /* fail before the run, not after it, and touch nothing */
         snprintf(err, errlen, "--trace %s: cannot create it (%s)", path, why);
     }

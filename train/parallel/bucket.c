@@ -14,6 +14,9 @@
  * is in flight (--overlap). Every rank adds the same blocks in the same order, so they flush at
  * the same points. The sums are the same as without buckets up to the order of additions.
  *
+ * ZeRO-3's weight gathers use the same bucket size (zero.c): a layer's shards gathered in
+ * buckets of at most bk_cap elements, staged in wsend (allocated here with the buckets).
+ *
  * The queue of reductions in flight (par_push, par_drain) lives here too: buckets and single
  * blocks complete through it, in the order they were started. */
 #include <stdlib.h>
@@ -32,9 +35,8 @@ int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, dou
         wraps[k] = mesh_axis_wraps(p->m, p->dax.ax[k]);
     }
     const mesh_alg alg = mesh_alg_resolve(p->m, p->dax, p->alg);
-    const double bytes =
-        cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE, link, sizes, wraps,
-                          p->dax.n, mesh_cost_alg(alg), overhead);
+    const double bytes = cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE,
+                                           link, sizes, wraps, p->dax.n, alg, overhead);
     if (!(bytes > 0)) return 0;
     /* a power of two at least that large: the links' constants vary a little between runs
      * (calibrated, or emulated from a measured FLOP/s), the size, and so the order of the
@@ -52,7 +54,9 @@ int par_set_bucket(par *p, int64_t elems) {
     for (int k = 0; k < 2; k++) {
         p->bk_buf[k] = malloc((size_t)cap * sizeof(float));
         p->bk_res[k] = p->zero ? malloc((size_t)(cap / p->nX) * sizeof(float)) : NULL;
-        if (!p->bk_buf[k] || (p->zero && !p->bk_res[k])) {
+        p->wsend[k] =
+            p->zero == 3 ? malloc((size_t)(p->layer_elems / p->nX) * sizeof(float)) : NULL;
+        if (!p->bk_buf[k] || (p->zero && !p->bk_res[k]) || (p->zero == 3 && !p->wsend[k])) {
             bucket_free(p);
             return -1;
         }
@@ -73,7 +77,8 @@ void bucket_free(struct par *p) {
     for (int k = 0; k < 2; k++) {
         free(p->bk_buf[k]);
         free(p->bk_res[k]);
-        p->bk_buf[k] = p->bk_res[k] = NULL;
+        free(p->wsend[k]);
+        p->bk_buf[k] = p->bk_res[k] = p->wsend[k] = NULL;
         p->bk_nseg[k] = p->bk_busy[k] = 0;
     }
     p->bk_cap = p->bk_fill = 0;

@@ -5,12 +5,8 @@
 #include "kernels/optim.h"
 #include "mesh/coll.h"
 
-int cmm_supported(const mesh *m, int axis) {
-    return axis >= 0 && (mesh_axis_size(m, axis) <= 2 || mesh_axis_wraps(m, axis));
-}
-
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n) {
-    return 3 * M * (N / n);
+    return 6 * M * (N / n);
 }
 
 static int64_t ring_mod(int64_t a, int64_t n) {
@@ -30,13 +26,56 @@ static void block_product(float *dst, const float *a, const float *w, int64_t b,
     kern_gemm(dst, a, w + b * nl, M, nl, K, false, false, K, N, nl, 1.0f, 0.0f);
 }
 
+/* One direction of a line's stream: three buffers rotate as in the ring (snd on the wire, rcv
+ * arriving, cmp being computed). */
+typedef struct {
+    float *snd, *rcv, *cmp;
+    mesh_req *req;
+} stream;
+
+static void stream_send(mesh *m, int axis, int shift, stream *st, int64_t c) {
+    float *sent = st->cmp;
+    st->req = mesh_ippermute(m, axis, shift, st->snd, sent, c); /* arrives in the old snd */
+    st->cmp = st->rcv, st->rcv = st->snd, st->snd = sent;
+}
+
+/* The matmul-ReduceScatter on an open axis (a line, no ring): block b's partial sum is built from
+ * both ends, ranks 0 .. b−1 in a stream to the right and ranks n−1 .. b+1 in one to the left,
+ * the farthest blocks first, so that every sum arrives at its rank after the n−2th step. At step
+ * s rank i passes on the rightward sum of block n−1−s+i (if i <= s) and the leftward one of block
+ * s+i−n+1 (if i >= n−1−s), each its own product added to the sum that arrived (ranks with
+ * nothing to pass on send what they hold, which the receiver ignores). Ends with
+ * out = this rank's product + the sum from the left + the sum from the right. */
+static void rs_line(mesh *m, int axis, float *out, const float *a, const float *w, int64_t M,
+                    int64_t K, int64_t N, float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
+    const int64_t nl = N / n, c = M * nl;
+    stream r = {scratch, scratch + c, scratch + 2 * c, NULL};
+    stream l = {scratch + 3 * c, scratch + 4 * c, scratch + 5 * c, NULL};
+    for (int64_t s = 0; s <= n - 2; s++) {
+        const int right = i <= s, left = i >= n - 1 - s;
+        if (right) block_product(r.cmp, a, w, n - 1 - s + i, M, K, N, nl);
+        if (left) block_product(l.cmp, a, w, s + i - n + 1, M, K, N, nl);
+        if (s > 0) {
+            mesh_wait(r.req), mesh_wait(l.req);
+            if (right && i >= 1) kern_add(r.cmp, r.rcv, c);
+            if (left && i <= n - 2) kern_add(l.cmp, l.rcv, c);
+        }
+        stream_send(m, axis, 1, &r, c);
+        stream_send(m, axis, -1, &l, c);
+    }
+    block_product(out, a, w, i, M, K, N, nl);
+    mesh_wait(r.req), mesh_wait(l.req);
+    if (i >= 1) kern_add(out, r.rcv, c);
+    if (i <= n - 2) kern_add(out, l.rcv, c);
+}
+
 void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, const float *w,
                                int64_t M, int64_t K, int64_t N, float *scratch) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     const int64_t nl = N / n, c = M * nl;
-    CHECK(N % n == 0 && cmm_supported(m, axis),
-          "matmul-ReduceScatter: N = %lld over %lld ranks of axis %c (wraps: %d)", (long long)N,
-          (long long)n, mesh_axis_name(m, axis), mesh_axis_wraps(m, axis));
+    CHECK(N % n == 0, "matmul-ReduceScatter: N = %lld over %lld ranks of axis %c", (long long)N,
+          (long long)n, mesh_axis_name(m, axis));
     if (n == 1) {
         block_product(out, a, w, 0, M, K, N, nl);
         return;
@@ -48,6 +87,10 @@ void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, co
         block_product(out, a, w, i, M, K, N, nl);
         mesh_wait(r);
         kern_add(out, both + (1 - i) * c, c);
+        return;
+    }
+    if (!mesh_axis_wraps(m, axis)) {
+        rs_line(m, axis, out, a, w, M, K, N, scratch);
         return;
     }
     /* three buffers rotate: the sum on the wire, the one arriving, the product being computed */
@@ -73,14 +116,37 @@ static void chunk_products(float *y, float *dw, const float *chunk, const float 
     if (dw) kern_gemm(dw + j * nl, a, chunk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
 }
 
+/* The AllGather-matmul on an open axis (a line): every block travels both ways, the rank's own
+ * first; at step s rank i receives block i−s from the left and block i+s from the right (where
+ * they exist: the others are what the neighbour held, ignored) and passes each on at once. */
+static void ag_line(mesh *m, int axis, float *y, float *dw, const float *xi, const float *w,
+                    const float *a, int64_t M, int64_t K, int64_t N, float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
+    const int64_t nl = N / n, c = M * nl;
+    float *from_l[2] = {scratch, scratch + c}, *from_r[2] = {scratch + 2 * c, scratch + 3 * c};
+    mesh_req *rr = mesh_ippermute(m, axis, 1, from_l[0], xi, c);
+    mesh_req *rl = mesh_ippermute(m, axis, -1, from_r[0], xi, c);
+    chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+    for (int64_t s = 1; s < n; s++) {
+        mesh_wait(rr), mesh_wait(rl);
+        const float *hl = from_l[(s - 1) % 2], *hr = from_r[(s - 1) % 2];
+        rr = rl = NULL;
+        if (s < n - 1) {
+            rr = mesh_ippermute(m, axis, 1, from_l[s % 2], hl, c);
+            rl = mesh_ippermute(m, axis, -1, from_r[s % 2], hr, c);
+        }
+        if (i - s >= 0) chunk_products(y, dw, hl, w, a, i - s, M, K, N, nl, 0);
+        if (i + s < n) chunk_products(y, dw, hr, w, a, i + s, M, K, N, nl, 0);
+    }
+}
+
 void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
                              const float *w, const float *a, int64_t M, int64_t K, int64_t N,
                              float *scratch) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     const int64_t nl = N / n, c = M * nl;
-    CHECK(N % n == 0 && cmm_supported(m, axis),
-          "AllGather-matmul: N = %lld over %lld ranks of axis %c (wraps: %d)", (long long)N,
-          (long long)n, mesh_axis_name(m, axis), mesh_axis_wraps(m, axis));
+    CHECK(N % n == 0, "AllGather-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
+          (long long)n, mesh_axis_name(m, axis));
     if (n == 1) {
         chunk_products(y, dw, xi, w, a, 0, M, K, N, nl, 1);
         return;
@@ -90,6 +156,10 @@ void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float
         chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
         mesh_wait(r);
         chunk_products(y, dw, scratch + (1 - i) * c, w, a, 1 - i, M, K, N, nl, 0);
+        return;
+    }
+    if (!mesh_axis_wraps(m, axis)) {
+        ag_line(m, axis, y, dw, xi, w, a, M, K, N, scratch);
         return;
     }
     /* at step s this rank holds block i−s: received into buf[(s−1) % 2], passed on at once */

@@ -7,15 +7,16 @@
  * Matrices are row-major; column block j of an [M, N] matrix is its columns [j·N/n, (j+1)·N/n).
  * The ring: at each step every rank passes what it holds to i+1 and receives from i−1 — a
  * ppermute by +1 on an axis that wraps; on an axis of 2 (one link, both directions) one exchange
- * (an AllGather or an AllToAll of the two blocks). An axis of 3 or more that does not wrap has no
- * ring: cmm_supported says no.
+ * (an AllGather of the two blocks). On an axis of 3 or more without wraparound (a line: an open
+ * axis, or a TPU slice smaller than a cube) the chunks travel both ways, a ppermute by +1 and one
+ * by −1 per step, n − 1 steps (cmatmul.c).
  *
  * Sums. The matmul-ReduceScatter adds the ranks' partial products of block b in ring order,
- * starting at rank b+1 (((p_{b+1} + p_{b+2}) + ...) + p_b), and the AllGather-matmul adds the
- * chunks' products in the order they arrive (i, i−1, ...): both differ from one gemm over the
- * whole contraction only by the order of additions (results within k·eps of it), and are the
- * same on every run. With bf16 on the wire (mesh_set_wire) the travelling partial sums and the
- * chunks received are bf16-rounded as every collective's messages are; the rank's own
+ * starting at rank b+1 (((p_{b+1} + p_{b+2}) + ...) + p_b; on a line from both ends), and the
+ * AllGather-matmul adds the chunks' products in the order they arrive (i, i−1, ...): both differ
+ * from one gemm over the whole contraction only by the order of additions (results within k·eps of
+ * it), and are the same on every run. With bf16 on the wire (mesh_set_wire) the travelling partial
+ * sums and the chunks received are bf16-rounded as every collective's messages are; the rank's own
  * contribution stays fp32. */
 #ifndef MT_TRAIN_CMATMUL_H
 #define MT_TRAIN_CMATMUL_H
@@ -23,10 +24,7 @@
 
 #include "mesh/mesh.h"
 
-/* Not collective. Whether the axis has a ring the collective matmuls can run on (it wraps, or
- * has at most 2 ranks). */
-int cmm_supported(const mesh *m, int axis);
-/* Floats of scratch the two functions need for an [M, N] product over n ranks: 4·M·N/n. */
+/* Floats of scratch the two functions need for an [M, N] product over n ranks: 6·M·N/n. */
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n);
 
 /* Collective over: axis. matmul-ReduceScatter: out[M, N/n] = column block i of Σ over the ranks

@@ -144,32 +144,25 @@ param_slab par_shard_slab(const struct par *p, param_id id) {
     return native_slab(p, id, g->r0, g->R, g->c0 + p->xi * cn, cn);
 }
 
-static void extents(void *ctx, const model_shape *s, model_extents *out) {
+void par_hk_extents(void *ctx, const model_shape *s, model_extents *out) {
     struct par *p = ctx;
     (void)s;
     *out = p->loc;
 }
 
-static void slab(void *ctx, const model_shape *s, param_id id, param_slab *out) {
+void par_hk_slab(void *ctx, const model_shape *s, param_id id, param_slab *out) {
     struct par *p = ctx;
     (void)s;
     *out = p->zero == 3 ? par_shard_slab(p, id) : par_tp_slab(p, id);
 }
 
-static int has_grads(void *ctx) {
+int par_hk_has_grads(void *ctx) {
     struct par *p = ctx;
     return p->zero <= 1;
 }
 
-static void stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+void par_hk_stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
     struct par *p = ctx;
     (void)s;
     *l0 = p->l0, *l1 = p->l1, *nslots = p->nslots;
-}
-
-void par_layout_hooks(model_hooks *h) {
-    h->extents = extents;
-    h->slab = slab;
-    h->stage = stage;
-    h->has_grads = has_grads;
 }

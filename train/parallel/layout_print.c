@@ -103,14 +103,18 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
             (long long)BT, (long long)nmb, report_link_source(r));
     fprintf(out, "  %-8s %-14s %-3s %-44s %3s %12s  %-10s %11s\n", "pass", "op", "ax", "what", "n",
             "V", "path", "predicted");
+    const int nwb = par_weight_buckets(p); /* ZeRO-3's gathers per layer: tensors or buckets */
+    char wwhat[64];
+    snprintf(wwhat, sizeof wwhat, "W[D_X, ...] → W[D, ...] (9 layer weights%s)",
+             nwb < 9 ? ", bucketed" : "");
     if (p->zero == 3)
-        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
-                 "W[D_X, ...] → W[D, ...] (9 layer weights)",
-                 p->overlap ? "prefetched" : "blocking");
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / nwb, nwb,
+                 wwhat, p->overlap ? "prefetched" : "blocking");
     if (p->nY > 1 && p->cmm_buf) { /* collective matmul (tensor.c): one ring step per row */
         mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
         const mesh_op hop = p->nY == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
-        const int64_t cnt = BT * Dl, steps = 2 * (p->nY - 1);
+        const int line = p->nY > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]);    /* both ways */
+        const int64_t cnt = BT * Dl, steps = 2 * (line ? 2 : 1) * (p->nY - 1); /* 2 sublayers */
         coll_row(&pr, "forward", hop, one, cnt, (int)steps,
                  "matmul-RS: Out[B, D_Y]{U_Y} round the ring", "hidden");
         coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
@@ -132,7 +136,7 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
                  "blocking");
     }
     if (p->zero == 3)
-        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
+        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / nwb, nwb,
                  "W[D_X, ...] → W[D, ...] (unless resident)",
                  p->overlap ? "prefetched" : "blocking");
     if (p->nZ > 1) {

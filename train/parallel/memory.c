@@ -122,4 +122,5 @@ void par_memory(par *p, model *mod, const config *c, par_mem *out) {
     }
     out->buffers += 4 * p->cmm_n;
     if (p->bk_cap > 0) out->buffers += 4 * 2 * (p->bk_cap + (p->zero ? p->bk_cap / p->nX : 0));
+    if (p->bk_cap > 0 && p->zero == 3) out->gathered += 4 * 2 * (p->layer_elems / p->nX);
 }

@@ -27,6 +27,41 @@ static void split_dcn(struct par *p, const config *c) {
     p->dax.ax[--p->dax.n] = 0;
 }
 
+/* The model's hook table for a sharded run, every entry from the scheme that owns it. */
+static model_hooks hook_table(struct par *p) {
+    return (model_hooks){
+        .ctx = p,
+        /* layout.c: geometry */
+        .extents = par_hk_extents,
+        .slab = par_hk_slab,
+        .stage = par_hk_stage,
+        .has_grads = par_hk_has_grads,
+        /* zero.c: the data axes' weights and gradients */
+        .ready = par_hk_ready,
+        .layer_weights = par_hk_layer_weights,
+        .layer_release = par_hk_layer_release,
+        .layer_grads = par_hk_layer_grads,
+        .layer_grads_done = par_hk_layer_grads_done,
+        .weight = par_hk_weight,
+        .grad = par_hk_grad,
+        .head_grads_done = par_hk_head_grads_done,
+        .embed_grads_done = par_hk_embed_grads_done,
+        /* tensor.c: the tensor axis */
+        .sublayer_out = par_hk_sublayer_out,
+        .embed_reduce = par_hk_embed_reduce,
+        .xent_combine = par_hk_xent_combine,
+        .gather_vocab = par_hk_gather_vocab,
+        .sublayer_out_bwd = par_hk_sublayer_out_bwd,
+        .resid_grad_gather = par_hk_resid_grad_gather,
+        .partial_begin = par_hk_partial_begin,
+        .partial_end = par_hk_partial_end,
+        /* pipeline.c: the pipeline axis outside a training step */
+        .stage_recv = par_hk_stage_recv,
+        .stage_send = par_hk_stage_send,
+        .pipe_share_last = par_hk_pipe_share_last,
+    };
+}
+
 par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
     *trivial = 0;
     struct par *p = calloc(1, sizeof *p);
@@ -70,11 +105,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     if (p->nX == 1) p->zero = 0;
     par_layout_extents(p);
     par_layout_geometry(p);
-    p->hooks = (model_hooks){.ctx = p};
-    par_layout_hooks(&p->hooks);
-    par_zero_hooks(&p->hooks);
-    par_tensor_hooks(&p->hooks);
-    par_pipeline_hooks(&p->hooks);
+    p->hooks = hook_table(p);
     int ok = par_alloc_buffers(p) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
         snprintf(err, errlen, "out of memory allocating the sharding buffers");

@@ -43,7 +43,7 @@ int par_cmatmul(const par *p);
  * communication than the plain ReduceScatter and AllGather they replace, by the cost model (r's
  * links, a block's matmul at `flops` FLOP/s): per sublayer, the plain pair's predicted time
  * against (|Y| − 1) ring steps that each expose max(0, one block's transfer − one block's
- * matmul). 0 when the tensor axis has no ring (cmatmul.h). */
+ * matmul), steps of two ppermutes on a line. */
 struct report;
 int par_cmatmul_wins(const par *p, const struct report *r, double flops);
 /* The major data axis (its links carry the data-axis reductions), −1 without. */

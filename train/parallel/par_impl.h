@@ -80,6 +80,7 @@ struct par {
      * elements in the open bucket (AllReduce) or in each of its nX shard regions (RS) */
     int64_t bk_cap, bk_fill;
     float *bk_buf[2], *bk_res[2];
+    float *wsend[2]; /* zero 3 with buckets: a layer's shards packed for its gathers (zero.c) */
     int bk_cur, bk_busy[2]; /* slot k is in use by the first bk_busy[k] pending reductions */
     bucket_seg bk_seg[2][PAR_BUCKET_SEGS];
     int bk_nseg[2];
@@ -111,6 +112,9 @@ param_slab par_shard_slab(const struct par *p, param_id id);
  * it when add). Returns 0 when buckets are off or the block is larger than a bucket (the caller
  * reduces it alone). Flushes the bucket first when the block does not fit. */
 int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add);
+/* ZeRO-3's weight gathers of one layer (zero.c): how many collectives (one per tensor, or one
+ * per bucket with --bucket). */
+int par_weight_buckets(const struct par *p);
 /* Starts the open bucket's reduction (asynchronous with --overlap), if it holds anything. */
 void bucket_flush(struct par *p);
 /* A bucket's reduction has completed: its results go to their blocks. */
@@ -122,11 +126,38 @@ void par_layout_extents(struct par *p);
 void par_layout_geometry(struct par *p);
 /* Allocates every buffer of the plan (memory.c), the list par_memory sums. Returns 0 or −1. */
 int par_alloc_buffers(struct par *p);
-/* Each module's entries of the model's hook table (layout.c, zero.c, tensor.c, pipeline.c). */
-void par_layout_hooks(model_hooks *h);
-void par_zero_hooks(model_hooks *h);
-void par_tensor_hooks(model_hooks *h);
-void par_pipeline_hooks(model_hooks *h);
+/* The model's hooks for a sharded run (model/hooks.h says what each does), ctx = the plan; par.c
+ * assembles them into one table (hook_table). */
+/* layout.c */
+void par_hk_extents(void *ctx, const model_shape *s, model_extents *out);
+void par_hk_slab(void *ctx, const model_shape *s, param_id id, param_slab *out);
+void par_hk_stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+int par_hk_has_grads(void *ctx);
+/* zero.c */
+void par_hk_ready(void *ctx, model *mod);
+layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir);
+void par_hk_layer_release(void *ctx, model *mod, int64_t l);
+const float *par_hk_weight(void *ctx, model *mod, param_id id);
+layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
+float *par_hk_grad(void *ctx, model *mod, param_id id);
+void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
+void par_hk_head_grads_done(void *ctx, model *mod);
+void par_hk_embed_grads_done(void *ctx, model *mod);
+/* tensor.c */
+void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
+                         const float *w, int64_t BT, int64_t Kl);
+void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT);
+void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT);
+void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc);
+const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT);
+void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
+                             const float *act, const float *w, int64_t BT, int64_t Kl);
+float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
+void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
+/* pipeline.c */
+void par_hk_stage_recv(void *ctx, float *x, int64_t n);
+void par_hk_stage_send(void *ctx, const float *x, int64_t n);
+void par_hk_pipe_share_last(void *ctx, float *x, int64_t n);
 /* Queues a started reduction (bucket.c): out (an RS result) is added into acc when it completes. */
 void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */

@@ -216,23 +216,17 @@ done:
 /* ---------------------------------------------------------------- the model's hooks outside a
  * training step (sampling) */
 
-static void stage_recv(void *ctx, float *x, int64_t n) {
+void par_hk_stage_recv(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
     if (p->nZ > 1) mesh_recv(p->m, p->pax.ax[0], -1, x, n);
 }
 
-static void stage_send(void *ctx, const float *x, int64_t n) {
+void par_hk_stage_send(void *ctx, const float *x, int64_t n) {
     struct par *p = ctx;
     if (p->nZ > 1) mesh_p2p_wait(mesh_isend(p->m, p->pax.ax[0], +1, x, n));
 }
 
-static void pipe_share_last(void *ctx, float *x, int64_t n) {
+void par_hk_pipe_share_last(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
     if (p->nZ > 1) mesh_all_reduce(p->m, p->pax, x, x, n, p->alg);
-}
-
-void par_pipeline_hooks(model_hooks *h) {
-    h->stage_recv = stage_recv;
-    h->stage_send = stage_send;
-    h->pipe_share_last = pipe_share_last;
 }

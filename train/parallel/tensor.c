@@ -31,7 +31,7 @@
 
 /* ---------------------------------------------------------------- tensor axis */
 
-static void sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
+void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
                          const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
@@ -52,13 +52,13 @@ static void sublayer_out(void *ctx, model *mod, float *out, const float *xin, co
     par_unpack_cols(out, p->tp_b, BT, D, p->nY);
 }
 
-static void embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
+void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return;
     mesh_all_reduce(p->m, p->tax, x, x, BT * model_shape_of(mod)->D, p->alg);
 }
 
-static void xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
+void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
     if (p->nY == 1) return;
@@ -79,7 +79,7 @@ static void xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
     }
 }
 
-static void gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
+void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
     struct par *p = ctx;
     const int64_t Vl = model_extents_of(mod)->Vl;
     if (p->nY == 1) {
@@ -89,7 +89,7 @@ static void gather_vocab(void *ctx, model *mod, float *logits, const float *logi
     mesh_all_gather(p->m, p->tax, logits, logits_loc, Vl, p->alg);
 }
 
-static const float *resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT) {
+const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return dr;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
@@ -98,7 +98,7 @@ static const float *resid_grad_gather(void *ctx, model *mod, float *full, float 
     return full;
 }
 
-static void sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
+void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
                              const float *act, const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
@@ -106,18 +106,18 @@ static void sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
         cmm_all_gather_matmul_t(p->m, p->tax.ax[0], dact, dw, dr, w, act, BT, Kl, D, p->cmm_buf);
         return;
     }
-    const float *dout = resid_grad_gather(ctx, mod, full, dr, BT);
+    const float *dout = par_hk_resid_grad_gather(ctx, mod, full, dr, BT);
     model_sublayer_out_bwd_local(dact, dw, act, dout, w, BT, Kl, D);
 }
 
-static float *partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
+float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return dr;
     memset(part, 0, (size_t)(BT * model_shape_of(mod)->D) * sizeof(float));
     return part;
 }
 
-static void partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
+void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->nY == 1) return;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
@@ -139,8 +139,6 @@ int par_set_cmatmul(par *p, int on) {
     p->cmm_buf = NULL;
     p->cmm_n = 0;
     if (!on) return 0;
-    CHECK(cmm_supported(p->m, p->tax.ax[0]), "collective matmul on an open tensor axis %c",
-          mesh_axis_name(p->m, p->tax.ax[0]));
     const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->nY);
     p->cmm_buf = malloc((size_t)n * sizeof(float));
     if (!p->cmm_buf) return -1;
@@ -153,11 +151,13 @@ int par_cmatmul(const par *p) {
 }
 
 int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
-    if (!p || p->nY == 1 || !r || !(flops > 0) || !cmm_supported(p->m, p->tax.ax[0])) return 0;
+    if (!p || p->nY == 1 || !r || !(flops > 0)) return 0;
     const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->nY;
     const mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
-    /* one ring step: a ppermute of a block, or on an axis of 2 the exchange (cmatmul.c) */
-    const double hop = n == 2
+    /* one ring step: a ppermute of a block (two on a line: both ways, one after the other), or
+     * on an axis of 2 the exchange (cmatmul.c) */
+    const double line = n > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]) ? 2 : 1;
+    const double hop = line * n == 2
                            ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
                            : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
     const double plain = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tax, p->alg, c, NULL) +
@@ -170,15 +170,4 @@ int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
         cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag));
     }
     return cmm < 2 * plain;
-}
-
-void par_tensor_hooks(model_hooks *h) {
-    h->sublayer_out = sublayer_out;
-    h->embed_reduce = embed_reduce;
-    h->xent_combine = xent_combine;
-    h->gather_vocab = gather_vocab;
-    h->resid_grad_gather = resid_grad_gather;
-    h->sublayer_out_bwd = sublayer_out_bwd;
-    h->partial_begin = partial_begin;
-    h->partial_end = partial_end;
 }

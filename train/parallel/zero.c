@@ -110,7 +110,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->overlap) {
         par_push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
-             acc ? n / p->nX : 0);
+                 acc ? n / p->nX : 0);
     } else {
         mesh_reduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg);
         if (acc) kern_add(acc, out, n / p->nX);
@@ -138,9 +138,10 @@ static void reduce_layer(struct par *p, model *mod, int64_t l) {
     p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
 }
 
-static void layer_grads_done(void *ctx, model *mod, int64_t l) {
+void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
-    if (p->zero >= 2 || last_micro(p)) tp_fix_layer(p, mod, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
+    if (p->zero >= 2 || last_micro(p))
+        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
     if (p->nX > 1) reduce_layer(p, mod, l);
 }
 
@@ -166,21 +167,105 @@ static void nonlayer_done(struct par *p, model *mod, param_id id) {
     }
 }
 
-static void head_grads_done(void *ctx, model *mod) {
+void par_hk_head_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
     nonlayer_done(p, mod, P_UNEMBED);
     nonlayer_done(p, mod, P_FINAL_NORM);
 }
 
-static void embed_grads_done(void *ctx, model *mod) {
+void par_hk_embed_grads_done(void *ctx, model *mod) {
     struct par *p = ctx;
     nonlayer_done(p, mod, P_EMBED);
 }
 
 /* ---------------------------------------------------------------- ZeRO-3 weight gathers */
 
+/* Layer l's weight gathers in buckets (with --bucket, bucket.c's size): the layer's shards, in
+ * parameter order, are copied one after another into wsend[k] and cut into buckets of at most
+ * bk_cap gathered elements (a shard larger than that is a bucket alone); each bucket is one
+ * AllGather_X into wstage[k] (rank j's part of a bucket of b elements per rank at j·b), so that a
+ * layer of many small tensors pays the hop latency a few times instead of nine. The gathered
+ * parts then go to their tensors (bucket_scatter). Gathers only move data: bit-identical to the
+ * per-tensor gathers. Calls the visitor for each tensor with its bucket (start, elements per
+ * rank) and its offset in the bucket (none if fn is NULL); returns the number of buckets. */
+typedef void (*wbucket_fn)(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
+                           void *ctx);
+
+static int weight_buckets(struct par *p, wbucket_fn fn, void *ctx) {
+    const int64_t cap = p->bk_cap / p->nX;
+    int64_t off = 0, b0 = 0;
+    int nb = 0;
+    param_id ids[P_COUNT];
+    int64_t at[P_COUNT], nid = 0;
+    for (int id = 0; id <= P_COUNT; id++) {
+        const int end = id == P_COUNT;
+        if (!end && !par_is_layer_param((param_id)id)) continue;
+        const int64_t cnt = end ? 0 : pgeo_block(&p->g[id]) / p->nX;
+        if (off > b0 && (end || off - b0 + cnt > cap)) { /* close the bucket [b0, off) */
+            for (int64_t t = 0; fn && t < nid; t++) fn(p, ids[t], b0, off - b0, at[t], ctx);
+            nb++, nid = 0, b0 = off;
+        }
+        if (end) break;
+        ids[nid] = (param_id)id, at[nid++] = off - b0;
+        off += cnt;
+    }
+    return nb;
+}
+
+int par_weight_buckets(const struct par *p) {
+    int n = 0;
+    for (int id = 0; id < P_COUNT; id++) n += par_is_layer_param((param_id)id);
+    if (p->zero < 3 || p->bk_cap == 0) return n;
+    return weight_buckets((struct par *)p, NULL, NULL);
+}
+
+typedef struct {
+    int64_t l;
+    int k, async, started;
+} wgather;
+
+/* Visitor: copies the tensor's shard into wsend; the bucket's last tensor starts its gather. */
+static void bucket_pack(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
+                        void *ctx) {
+    wgather *w = ctx;
+    const int64_t cnt = pgeo_block(&p->g[id]) / p->nX;
+    memcpy(p->wsend[w->k] + b0 + at, p->sh_p + p->sh_off[id] + (w->l - p->l0) * cnt,
+           (size_t)cnt * sizeof(float));
+    if (at + cnt < blen) return;
+    float *dst = p->wstage[w->k] + b0 * p->nX;
+    const float *src = p->wsend[w->k] + b0;
+    if (w->async)
+        p->wreq[w->k][w->started++] = mesh_iall_gather(p->m, p->dax, dst, src, blen, p->alg);
+    else
+        mesh_all_gather(p->m, p->dax, dst, src, blen, p->alg);
+}
+
+/* Visitor: rank j's part of the tensor, at wstage + b0·nX + j·blen + at, into its slot of wbuf
+ * (a column-sharded tensor's part j is its columns [j·C/nX, (j+1)·C/nX)). */
+static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
+                           void *ctx) {
+    const int k = *(int *)ctx;
+    const pgeo *g = &p->g[id];
+    const int64_t cnt = pgeo_block(g) / p->nX, cl = g->C / p->nX;
+    float *dst = par_layer_slot(p, p->wbuf[k], id);
+    for (int64_t j = 0; j < p->nX; j++) {
+        const float *part = p->wstage[k] + b0 * p->nX + j * blen + at;
+        if (g->zdim && g->R > 1)
+            for (int64_t r = 0; r < g->R; r++)
+                memcpy(dst + r * g->C + j * cl, part + r * cl, (size_t)cl * sizeof(float));
+        else
+            memcpy(dst + j * cnt, part, (size_t)cnt * sizeof(float));
+    }
+}
+
 /* Starts (or runs) the gathers of layer l's shards into slot k. */
 static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
+    p->wlayer[k] = l;
+    if (p->bk_cap) {
+        wgather w = {l, k, async, 0};
+        weight_buckets(p, bucket_pack, &w);
+        return;
+    }
     for (int id = 0; id < P_COUNT; id++) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
@@ -192,13 +277,16 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         else
             mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
     }
-    p->wlayer[k] = l;
 }
 
 static void gather_layer_finish(struct par *p, int k) {
     for (int id = 0; id < P_COUNT; id++) {
         mesh_wait(p->wreq[k][id]);
         p->wreq[k][id] = NULL;
+    }
+    if (p->bk_cap) {
+        weight_buckets(p, bucket_scatter, &k);
+        return;
     }
     for (int id = 0; id < P_COUNT; id++) {
         const pgeo *g = &p->g[id];
@@ -208,7 +296,7 @@ static void gather_layer_finish(struct par *p, int k) {
     }
 }
 
-static layer_w layer_weights(void *ctx, model *mod, int64_t l, int dir) {
+layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
     if (p->zero < 3) return model_layer_weights_local(mod, l);
     const int k = (int)(l % 2);
@@ -237,7 +325,7 @@ static layer_w layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     return w;
 }
 
-static void layer_release(void *ctx, model *mod, int64_t l) {
+void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
     (void)ctx, (void)mod, (void)l; /* slots are recycled two layers later */
 }
 
@@ -245,7 +333,7 @@ static float *nonlayer_buf(struct par *p, param_id id) {
     return id == P_EMBED ? p->ebuf : id == P_FINAL_NORM ? p->hbuf_norm : p->hbuf_un;
 }
 
-static const float *weight(void *ctx, model *mod, param_id id) {
+const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
     if (p->zero < 3) return model_param(mod, id, NULL);
     float *dst = nonlayer_buf(p, id);
@@ -263,7 +351,7 @@ static const float *weight(void *ctx, model *mod, param_id id) {
 
 /* ---------------------------------------------------------------- gradient slots */
 
-static layer_g layer_grads(void *ctx, model *mod, int64_t l) {
+layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     if (p->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
@@ -283,7 +371,7 @@ static layer_g layer_grads(void *ctx, model *mod, int64_t l) {
     return g;
 }
 
-static float *grad(void *ctx, model *mod, param_id id) {
+float *par_hk_grad(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
     if (p->zero < 2) return model_grad(mod, id, NULL);
     return p->ngbuf[id];
@@ -425,7 +513,7 @@ int64_t par_state_size(par *p, model *mod) {
     return p->sh_total;
 }
 
-static void ready(void *ctx, model *mod) {
+void par_hk_ready(void *ctx, model *mod) {
     struct par *p = ctx;
     if (p->zero == 3) p->sh_p = model_params_flat(mod, NULL); /* the model stores the shards */
 }
@@ -472,16 +560,4 @@ double par_pipe_mean(par *p, double v) {
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
     return par_data_mean(p, allsum(p, p->pax, v));
-}
-
-void par_zero_hooks(model_hooks *h) {
-    h->ready = ready;
-    h->layer_weights = layer_weights;
-    h->layer_release = layer_release;
-    h->weight = weight;
-    h->layer_grads = layer_grads;
-    h->grad = grad;
-    h->layer_grads_done = layer_grads_done;
-    h->head_grads_done = head_grads_done;
-    h->embed_grads_done = embed_grads_done;
 }

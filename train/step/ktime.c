@@ -148,34 +148,32 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     }
 }
 
-double ktime_best(void (*fn)(void *ctx), void *ctx, int trials, double budget, int64_t min_calls) {
-    double best = 1e30;
-    for (int trial = 0; trial < trials; trial++) {
-        int64_t calls = 0;
-        const double t0 = mesh_now();
-        double t;
-        do {
-            fn(ctx);
-            calls++;
-            t = mesh_now() - t0;
-        } while (t < budget || calls < min_calls);
-        if (t / (double)calls < best) best = t / (double)calls;
-    }
-    return best;
+/* The clock a call is timed by: this thread's CPU time when BLAS runs on the calling thread
+ * alone (a share of the core lost to other processes is then not counted: the prediction is of
+ * a rank that has its core), else the wall clock. */
+static double clock_of(int cpu) {
+    return cpu ? mesh_thread_cpu() : mesh_now();
 }
 
-typedef struct {
-    const call *c;
-    const ktime_shape *s;
-    bufs *b;
-} timed_call;
-static void run_timed(void *ctx) {
-    const timed_call *tc = ctx;
-    run(tc->c, tc->s, tc->b);
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-/* Seconds per call: best of 2 trials of at least `budget` each, after one warm-up call. */
-static double time_call(const call *c, const ktime_shape *s, double budget, int *ok) {
+/* Leaves the calling core's private caches holding none of a call's buffers, as in a step, where
+ * the kernels before it have touched other data: writes a buffer larger than those caches. */
+#define KTIME_EVICT_FLOATS (1 << 20) /* 4 MB */
+static void evict(float *e) {
+    for (int64_t i = 0; i < KTIME_EVICT_FLOATS; i += 16) e[i] += 1.0f;
+}
+
+#define KTIME_MIN_SAMPLES 5
+#define KTIME_MAX_SAMPLES 64
+
+/* Seconds per call: the median of single calls, each after the caches were emptied (evict),
+ * until the samples add up to `budget` (at least KTIME_MIN_SAMPLES of them), after one warm-up
+ * call. The median, not the best: the step runs each call once, cold. */
+static double time_call(const call *c, const ktime_shape *s, double budget, float *e, int *ok) {
     int64_t n[NBUF], nt;
     sizes(c, s, n, &nt);
     bufs b;
@@ -188,10 +186,19 @@ static double time_call(const call *c, const ktime_shape *s, double budget, int 
         kern_attn_fwd(b.f[0], b.f[1], b.f[2], b.f[3], b.f[4], c->M, s->T, s->Nl, s->Kl,
                       s->H); /* valid probabilities in P */
     run(c, s, &b);
-    timed_call tc = {c, s, &b};
-    const double best = ktime_best(run_timed, &tc, 2, budget, 1);
+    const int cpu = s->threads <= 1;
+    double smp[KTIME_MAX_SAMPLES], sum = 0;
+    int ns = 0;
+    while (ns < KTIME_MAX_SAMPLES && (ns < KTIME_MIN_SAMPLES || sum < budget)) {
+        evict(e);
+        const double t0 = clock_of(cpu);
+        run(c, s, &b);
+        smp[ns] = clock_of(cpu) - t0;
+        sum += smp[ns++];
+    }
     bufs_free(&b);
-    return best;
+    qsort(smp, (size_t)ns, sizeof *smp, cmp_double);
+    return ns % 2 ? smp[ns / 2] : 0.5 * (smp[ns / 2 - 1] + smp[ns / 2]);
 }
 
 /* The calls of one step, with their counts, into c[] (at most 40); returns how many. */
@@ -233,9 +240,10 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     double count[40];
     const int n = step_calls(s, c, count);
     ktime_step r = {0, 0, 0, 0, 0, 0};
-    int ok = 1;
+    float *e = calloc(KTIME_EVICT_FLOATS, sizeof(float));
+    int ok = e != NULL;
     for (int i = 0; i < n && ok; i++) {
-        const double t = count[i] * time_call(&c[i], s, budget, &ok);
+        const double t = count[i] * time_call(&c[i], s, budget, e, &ok);
         switch (c[i].k) {
         case K_MM:
         case K_DW:
@@ -254,6 +262,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
             r.elementwise += t;
         }
     }
+    free(e);
     if (!ok) return -1;
     r.total = r.matmul + r.attention + r.elementwise + r.optimizer;
     *out = r;

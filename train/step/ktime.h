@@ -1,10 +1,13 @@
 /* ktime: the predicted compute of one training step on this rank, from the kernels' speeds
  * measured at start-up on the shapes this rank runs (not a peak rate: small matmuls never reach
  * it). Every kernel call of a step (the model's forward and backward pass, the loss, the optimizer
- * update) is timed once on buffers of its real size, and the step's compute is the sum of
- * count × time. Residual adds, copies and the embedding lookup are not counted (they move a few
- * bytes per token). Depends on kernels/ and mesh_now (the clock). Not collective: call it on
- * every rank at the same time, so that ranks sharing a core measure the share they get. */
+ * update) is timed on buffers of its real size, and the step's compute is the sum of
+ * count × time. A call's time is the median of single calls, each started with the core's private
+ * caches emptied (as in a step, where the kernels before it touched other data). With one BLAS
+ * thread the clock is the thread's CPU time: the prediction is of a rank that has its core, and a
+ * share of the core taken by other processes (ranks sharing a core, other jobs) is not counted;
+ * with more BLAS threads it is the wall clock. Residual adds, copies and the embedding lookup are
+ * not counted (they move a few bytes per token). Depends on kernels/ and mesh_now (the clock). */
 #ifndef MT_TRAIN_KTIME_H
 #define MT_TRAIN_KTIME_H
 #include <stdint.h>
@@ -18,6 +21,7 @@ typedef struct {
     int64_t micro;          /* micro-batches per step */
     int64_t params;         /* parameters this rank's optimizer updates */
     int last;               /* 1 if this rank computes the loss (the last pipeline stage) */
+    int threads;            /* BLAS threads per rank (1: timed by the thread's CPU clock) */
 } ktime_shape;
 
 typedef struct {
@@ -29,12 +33,8 @@ typedef struct {
     double matmul_flops; /* FLOPs of the linear layers, for their rate */
 } ktime_step;
 
-/* Times every kernel the step runs, each for at least `budget` seconds (best of 2 trials), and
- * fills out. Allocates its buffers and frees them before returning. Returns 0, or −1 when a
- * buffer cannot be allocated (out untouched). */
+/* Times every kernel the step runs, each until its samples add up to `budget` seconds (at least
+ * 5, at most 64 samples), and fills out. Allocates its buffers and frees them before returning.
+ * Returns 0, or −1 when a buffer cannot be allocated (out untouched). */
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out);
-
-/* Seconds per call of fn(ctx): the best of `trials` trials, each calling it until at least
- * `budget` seconds and `min_calls` calls have passed. */
-double ktime_best(void (*fn)(void *ctx), void *ctx, int trials, double budget, int64_t min_calls);
 #endif

@@ -63,9 +63,10 @@ static int measure_compute(trainer *t) {
                             .seqs = t->Bl,
                             .micro = t->n_micro,
                             .params = t->n_state,
-                            .last = stage == P - 1};
+                            .last = stage == P - 1,
+                            .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);
-    return ktime_measure(&ks, 1e-3, &t->ktime);
+    return ktime_measure(&ks, 2e-3, &t->ktime);
 }
 
 double trainer_lr(const config *c, int64_t step) {
@@ -132,10 +133,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         }
     }
     /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
-     * best of three (a busy moment only lowers it) */
+     * best of three (a busy moment only lowers it); under --emulate a rank stands for a chip
+     * with a core of its own: the emulated links are scaled to that core's rate, which other
+     * processes on the core do not lower (kern_measure_core_flops) */
     mesh_agree(mesh_world_comm(m), 0);
     for (int trial = 0; trial < 3; trial++) {
-        const double f = kern_measure_flops(1024, 0.1);
+        const double f =
+            c->emulate[0] ? kern_measure_core_flops(1024, 0.1) : kern_measure_flops(1024, 0.1);
         if (f > t->flops) t->flops = f;
     }
     if (c->emulate[0]) {
@@ -171,8 +175,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
                                          TRAINER_BUCKET_OVERHEAD)
                        : 0;
         /* the ranks' link calibrations differ a little: they must agree on one size */
-        int64_t agreed = elems;
-        MPI_Allreduce(&elems, &agreed, 1, MPI_INT64_T, MPI_MAX, mesh_world_comm(m));
+        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
         if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
             return fail(t, err, errlen, "out of memory allocating --bucket %lld bytes",
                         (long long)c->bucket);
@@ -181,10 +184,11 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     if (!serial && c->cmatmul != 0) {
         const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
         mesh_set_wire(m, t->wire);
-        int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops), agreed = on;
+        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops);
         mesh_set_wire(m, wire);
-        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict */
-        MPI_Allreduce(&on, &agreed, 1, MPI_INT, MPI_MIN, mesh_world_comm(m));
+        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict (the
+         * minimum: on only where every rank finds it wins) */
+        const int agreed = mesh_agree(mesh_world_comm(m), on);
         if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
             return fail(t, err, errlen, "out of memory allocating the collective matmul's scratch");
     }
@@ -364,8 +368,9 @@ void trainer_print_plan(trainer *t, FILE *out) {
     }
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
-                "gradient buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
+                "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
                 "%s%s)\n",
+                t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
                 (long long)par_bucket(t->plan),
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
                 mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
