@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -27,7 +28,9 @@ typedef enum {
     K_SWI_B,  /* swiglu backward */
     K_XENT_S, /* cross-entropy statistics, M rows of K logits */
     K_XENT_B, /* cross-entropy backward */
-    K_ADAMW   /* AdamW over M parameters */
+    K_ADAMW,  /* AdamW over M parameters */
+    K_ZERO,   /* zeroing M gradients (the step's start) */
+    K_SUMSQ   /* Σ g² over M gradients (the global norm) */
 } kind;
 
 typedef struct {
@@ -108,6 +111,12 @@ static void run(const call *c, const ktime_shape *s, bufs *b) {
         kern_adamw(f[0], f[1], f[2], f[3], M, &cfg);
         break;
     }
+    case K_ZERO:
+        memset(f[0], 0, (size_t)M * sizeof(float));
+        break;
+    case K_SUMSQ:
+        f[1][0] = (float)kern_sumsq(f[0], M);
+        break;
     }
 }
 
@@ -144,6 +153,10 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
         break;
     case K_ADAMW:
         n[0] = n[1] = n[2] = n[3] = M;
+        break;
+    case K_ZERO:
+    case K_SUMSQ:
+        n[0] = M, n[1] = 1;
         break;
     }
 }
@@ -231,6 +244,8 @@ static int step_calls(const ktime_shape *s, call *c, double *count) {
         ADD(K_XENT_B, r, s->Vl, 0, mb);
     }
     ADD(K_ADAMW, s->params, 0, 0, 1);
+    ADD(K_ZERO, s->grads, 0, 0, 1);
+    ADD(K_SUMSQ, s->params, 0, 0, 1);
 #undef ADD
     return n;
 }
@@ -256,6 +271,8 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
             r.attention += t;
             break;
         case K_ADAMW:
+        case K_ZERO:
+        case K_SUMSQ:
             r.optimizer += t;
             break;
         default:

@@ -19,7 +19,8 @@ typedef struct {
     int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff and vocabulary held on this rank */
     int64_t seqs;           /* sequences per micro-batch on this rank */
     int64_t micro;          /* micro-batches per step */
-    int64_t params;         /* parameters this rank's optimizer updates */
+    int64_t params;         /* parameters this rank's optimizer updates (and the norm sums) */
+    int64_t grads;          /* gradients the model holds on this rank (zeroed each step) */
     int last;               /* 1 if this rank computes the loss (the last pipeline stage) */
     int threads;            /* BLAS threads per rank (1: timed by the thread's CPU clock) */
 } ktime_shape;
@@ -28,7 +29,8 @@ typedef struct {
     double matmul;       /* the linear layers (forward, weight and input gradients), seconds */
     double attention;    /* causal attention forward and backward (its sgemms and softmax) */
     double elementwise;  /* RMSNorm, RoPE, SwiGLU, cross-entropy */
-    double optimizer;    /* AdamW over the parameters this rank owns */
+    double optimizer;    /* AdamW over the parameters this rank owns, the gradients' zeroing and
+                            their global norm */
     double total;        /* the step's predicted compute */
     double matmul_flops; /* FLOPs of the linear layers, for their rate */
 } ktime_step;

@@ -52,6 +52,8 @@ static int measure_compute(trainer *t) {
     model_stage(t->mod, &l0, &l1);
     par_pipe_axis(t->plan, &pax, &P, &stage);
     const model_shape *s = &t->c.shape;
+    int64_t ngrads = 0;
+    const float *grads = model_grads_flat(t->mod, &ngrads);
     const ktime_shape ks = {.L = l1 - l0,
                             .D = s->D,
                             .H = s->H,
@@ -63,6 +65,7 @@ static int measure_compute(trainer *t) {
                             .seqs = t->Bl,
                             .micro = t->n_micro,
                             .params = t->n_state,
+                            .grads = grads ? ngrads : 0,
                             .last = stage == P - 1,
                             .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Overlap on real cores (no emulation): the 2-rank efficiency of DP and ZeRO-1/2/3, each with and
+# without --overlap, against the same model on 1 rank. Config (a): L=4 D=256 N=K=4 F=1024 T=128
+# B=16, 1 BLAS thread per rank (2 ranks × 1 thread = the 2 cores of the machine it was made for).
+#   efficiency = tok/s(2 ranks) / (2 · tok/s(1 rank)) = t(1 rank) / (2 · t(2 ranks)), per step
+# The variants alternate within each round, so that a change of the machine's load hits all of
+# them; per variant the min and the median over the rounds of the run's median step, and the
+# CPU seconds the run's ranks used per step (user + sys over the whole run, start-up included,
+# divided by the steps: what --overlap's progress thread costs shows as a difference here).
+# Writes OUT (default docs/overlap_results.md) and prints one line per target:
+#   --overlap never slower than without (beyond noise: the paired ratio's median within 1.03),
+#   efficiency ≥ 0.93 (from the min over rounds of each).
+# usage: bench/overlap.sh [BUILD_DIR]   env: ROUNDS=5 STEPS=6 OUT=docs/overlap_results.md
+#        EXTRA="" (flags added to every 2-rank variant, e.g. "--bucket auto")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-5}
+STEPS=${STEPS:-6}
+OUT=${OUT:-docs/overlap_results.md}
+EXTRA=${EXTRA:-}
+MT="$BUILD/meshtrain"
+[ -x "$MT" ] || { echo "overlap: $MT not found; build first" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OPENBLAS_NUM_THREADS=1
+MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
+field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.6g", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+minimum() { sort -g | head -1; }
+variants=("1 rank|1|--mesh 1"
+  "DP|2|--mesh x=2 --dp x"
+  "DP --overlap|2|--mesh x=2 --dp x --overlap"
+  "ZeRO-1|2|--mesh x=2 --dp x --zero 1"
+  "ZeRO-1 --overlap|2|--mesh x=2 --dp x --zero 1 --overlap"
+  "ZeRO-2|2|--mesh x=2 --dp x --zero 2"
+  "ZeRO-2 --overlap|2|--mesh x=2 --dp x --zero 2 --overlap"
+  "ZeRO-3|2|--mesh x=2 --dp x --zero 3"
+  "ZeRO-3 --overlap|2|--mesh x=2 --dp x --zero 3 --overlap")
+declare -A ms cpu ccpu
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+tm=$(mktemp)
+trap 'rm -f "$tm"' EXIT
+for r in $(seq "$ROUNDS"); do
+  for v in "${variants[@]}"; do
+    IFS='|' read -r name np flags <<<"$v"
+    [ "$np" -gt 1 ] && flags="$flags $EXTRA"
+    # shellcheck disable=SC2086
+    out=$(/usr/bin/time -f "%U %S" -o "$tm" timeout 600 mpirun --oversubscribe --bind-to none \
+      -np "$np" "$MT" --bench --quiet --steps "$STEPS" $MODEL $flags 2>&1) || {
+      echo "overlap: run failed: $name" >&2
+      echo "$out" | tail -5 >&2
+      continue
+    }
+    line=$(grep '^bench |' <<<"$out")
+    t=$(field "$line" 'ms/step median')
+    ccpu[$name]+="$(field "$(grep '^bench split' <<<"$out")" 'compute-cpu') "
+    c=$(awk -v s="$STEPS" '{printf "%.3f", ($1 + $2) / (s + 2)}' "$tm")
+    ms[$name]+="$t "
+    cpu[$name]+="$c "
+    echo "round $r: $name: $t ms/step, $c CPU s/step" >&2
+  done
+done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+list() { tr ' ' '\n' <<<"$1" | grep .; }
+# paired ratio per round: variant with --overlap over without
+paired() { paste -d' ' <(list "${ms[$1 --overlap]}") <(list "${ms[$1]}") | awk '{print $1 / $2}'; }
+one_min=$(list "${ms[1 rank]}" | minimum)
+one_med=$(list "${ms[1 rank]}" | median)
+one_cc=$(list "${ccpu[1 rank]}" | median)
+{
+  echo "# Overlap on real cores: 2-rank efficiency with and without --overlap"
+  echo
+  echo "Measured by \`bench/overlap.sh $BUILD\` (ROUNDS=$ROUNDS STEPS=$STEPS${EXTRA:+ EXTRA=\"$EXTRA\"}) on"
+  echo "$(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs, load average $load0 before and $load1 after."
+  echo "Model \`$MODEL\` (config (a)), 1 BLAS thread per rank, no emulation. Per run the"
+  echo "median step of $STEPS timed steps; per variant the min and median over $ROUNDS rounds, the"
+  echo "variants alternating within each round. Efficiency = t(1 rank) / (2 · t(2 ranks)), min with"
+  echo "min and median with median. CPU s/step: the ranks' user + sys time over the whole run (start-up"
+  echo "included) per step, median over the rounds."
+  echo
+  echo "Compute CPU: the step's compute on rank 0's CPU clock (what it takes on a core of its own),"
+  echo "median; its efficiency, t_cpu(1 rank) / (2 · t_cpu(2 ranks)), is the best the 2-rank run can reach"
+  echo "(the split batch's smaller matmuls), whatever the communication does."
+  echo
+  echo "| variant | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | overlap / without (paired, median) |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for v in "${variants[@]}"; do
+    IFS='|' read -r name np flags <<<"$v"
+    [ -n "${ms[$name]:-}" ] || continue
+    mn=$(list "${ms[$name]}" | minimum); md=$(list "${ms[$name]}" | median)
+    cs=$(list "${cpu[$name]}" | median)
+    cc=$(list "${ccpu[$name]}" | median)
+    pr="-"
+    case $name in *--overlap) pr=$(paired "${name% --overlap}" | median | awk '{printf "%.2f", $1}') ;; esac
+    awk -v n="$name" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
+      -v cc="$cc" -v oc="$one_cc" 'BEGIN{printf "| %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s |\n", n, a, b,
+        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pr}'
+  done
+  echo
+  echo "## Targets"
+  echo
+  echo '```'
+  for base in DP ZeRO-1 ZeRO-2 ZeRO-3; do
+    if [ -z "${ms[$base]:-}" ] || [ -z "${ms[$base --overlap]:-}" ]; then continue; fi
+    pr=$(paired "$base" | median | awk '{printf "%.2f", $1}')
+    prs=$(paired "$base" | sort -g | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1}')
+    echo "target: $base --overlap never slower than without: paired ratio per round $prs, median $pr: $(awk -v p="$pr" 'BEGIN{print (p <= 1.03 ? "within" : "outside")}')"
+    for name in "$base" "$base --overlap"; do
+      mn=$(list "${ms[$name]}" | minimum)
+      e=$(awk -v o="$one_min" -v a="$mn" 'BEGIN{printf "%.2f", o / (2 * a)}')
+      echo "target: $name efficiency ≥ 0.93 of linear: $e (min over rounds): $(awk -v e="$e" 'BEGIN{print (e >= 0.93 ? "within" : "outside")}')"
+    done
+  done
+  echo '```'
+} >"$OUT"
+grep '^target' "$OUT" || true
+echo "wrote $OUT" >&2
