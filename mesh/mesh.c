@@ -96,8 +96,7 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (mesh_g_last_mesh)
-        where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
+    if (mesh_g_last_mesh) where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
     if (inited && !finalized) {
         MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
         MPI_Finalize();
