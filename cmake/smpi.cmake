@@ -49,10 +49,10 @@ foreach(tool simpod_platform simpod_predict)
   add_custom_command(
     OUTPUT ${PROJECT_BINARY_DIR}/${exe}
     COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
-            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
-            -o ${PROJECT_BINARY_DIR}/${exe}
+            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
+            ${PROJECT_SOURCE_DIR}/mesh/errmsg.c -lm -o ${PROJECT_BINARY_DIR}/${exe}
     DEPENDS ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
-            ${PROJECT_SOURCE_DIR}/mesh/cost.h
+            ${PROJECT_SOURCE_DIR}/mesh/cost.h ${PROJECT_SOURCE_DIR}/mesh/errmsg.c
     COMMENT "Building the host tool ${exe}")
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
