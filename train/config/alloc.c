@@ -16,3 +16,7 @@ float *alloc_floats(int64_t n) {
     return p;
 #endif
 }
+
+void alloc_free_list(void *const *p, int n) {
+    for (int i = 0; i < n; i++) free(p[i]);
+}
