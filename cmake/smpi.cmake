@@ -70,7 +70,7 @@ endforeach()
 # libraries, compiled by smpicc unchanged, over mt_kernels = the FLOP-count backend
 # (bench/simpod_kernels.c: every kernel charges its FLOPs to the simulated clock) and the real
 # counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
-# ckpt/, infer/, cli/ (data/paths.c, which needs no HDF5, goes with observe/).
+# ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
 add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
@@ -87,8 +87,8 @@ mt_target_warnings(mt_calc)
 set(MT_SMPI_TRAIN_LIBS)
 foreach(folder config observe model parallel step)
   file(GLOB src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/train/${folder}/*.c)
-  if(folder STREQUAL "observe")
-    list(APPEND src ${PROJECT_SOURCE_DIR}/data/paths.c) # the one file of data/ without HDF5
+  if(folder STREQUAL "config")
+    list(APPEND src ${PROJECT_SOURCE_DIR}/data/paths.c ${PROJECT_SOURCE_DIR}/data/tokens_order.c)
   endif()
   add_library(mt_${folder} STATIC ${src})
   target_include_directories(mt_${folder} PUBLIC ${PROJECT_SOURCE_DIR})
