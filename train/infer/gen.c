@@ -8,8 +8,8 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "train/config/alloc.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
 

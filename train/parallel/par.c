@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -107,7 +108,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->hooks = hook_table(p);
     int ok = par_alloc_buffers(p) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        snprintf(err, errlen, "out of memory allocating the sharding buffers");
+        errmsg_fail(err, errlen, "out of memory allocating the sharding buffers");
         par_destroy(p);
         return NULL;
     }
