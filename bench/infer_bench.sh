@@ -21,15 +21,7 @@ BIG=${BIG:-32}
 SWEEP=${SWEEP:-1,2,4,8,16,32,64}
 OUT=${OUT:-bench/infer_results.md}
 DOCS=${DOCS:-docs}
-PYTHON=${PYTHON:-/usr/bin/python3}
-MT="$BUILD/meshtrain"
-[ -x "$MT" ] || { echo "infer_bench: $MT not found; build first" >&2; exit 2; }
-"$PYTHON" -c "import torch" 2>/dev/null ||
-  { echo "infer_bench: $PYTHON cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. bench/torch_preamble.sh infer_bench
 MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"
 P=64 STEPS=32
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }

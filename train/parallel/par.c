@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -126,18 +127,9 @@ void par_destroy(par *p) {
         free(p->gout[k]);
     }
     for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
-    free(p->ebuf);
-    free(p->hbuf_norm);
-    free(p->hbuf_un);
-    free(p->ustage); /* (zero 3's sh_p is the model's storage) */
-    free(p->sh_g);
-    free(p->tp_a);
-    free(p->tp_b);
-    free(p->kvx);
-    free(p->pack);
-    free(p->dcn_buf);
-    free(p->cmm_buf);
-    free(p);
+    /* (zero 3's sh_p is the model's storage) */
+    ALLOC_FREE_ALL(p->ebuf, p->hbuf_norm, p->hbuf_un, p->ustage, p->sh_g, p->tp_a, p->tp_b, p->kvx,
+                   p->pack, p->dcn_buf, p->cmm_buf, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {

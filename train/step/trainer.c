@@ -11,6 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "mesh/link.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
@@ -211,9 +212,7 @@ void trainer_destroy(trainer *t) {
     pipe_destroy(t->pp);
     model_destroy(t->mod);
     par_destroy(t->plan);
-    free(t->opt_m);
-    free(t->opt_v);
-    free(t);
+    ALLOC_FREE_ALL(t->opt_m, t->opt_v, t);
 }
 
 model *trainer_model(trainer *t) {
