@@ -4,13 +4,14 @@
 #   dp     B/X sweep (tokens per rank), --mesh x=N --dp x --overlap
 #   fsdp   B/X sweep, --mesh x=N --dp x --zero 3 --overlap
 #   tp     d_ff sweep, --mesh y=N --tensor y
+#   tpcmm  the tp sweep with --collective-matmul on (3 points: 512, 4096, 16384)
 #   mixed  data/tensor split of N chips at a fixed model and batch: |Y| = 1 .. N, FSDP over the rest
 # Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables and the
 # targets) and, when gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg:
 # step time and exposed communication against the swept variable, with the book's boundary
 # marked. Prints one line per target (within / outside), also under "Targets" in the .md.
 # usage: bench/fidelity.sh [BUILD_DIR]
-# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs SWEEPS="dp fsdp tp mixed"
+# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
 # About 12 minutes on 2 idle vCPUs with the defaults.
@@ -22,7 +23,7 @@ STEPS=${STEPS:-4}
 COMM=${COMM:-bf16}
 BUCKET=${BUCKET:-auto}
 OUT_DIR=${OUT_DIR:-docs}
-SWEEPS=${SWEEPS:-dp fsdp tp mixed}
+SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed}
 MT="$BUILD/meshtrain"
 [ -x "$MT" ] || { echo "fidelity: $MT not found; build first" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -91,6 +92,11 @@ for np in $RUN_RANKS; do
           run tp "$np" "$F" $((np * ALPHA)) "y=$np" --layers 2 --d-model 128 --heads 4 \
             --d-ff "$F" --seq-len "$T" --batch 8 --tensor y
         done ;;
+      tpcmm) # the same TP runs with the collective matmul (the forward RS, backward AG hidden)
+        for F in 512 4096 16384; do
+          run tpcmm "$np" "$F" $((np * ALPHA)) "y=$np" --layers 2 --d-model 128 --heads 4 \
+            --d-ff "$F" --seq-len "$T" --batch 8 --tensor y --collective-matmul on
+        done ;;
       mixed)
         # B = 64 sequences = 8192 tokens, F = 1024; the book's optimum X = sqrt(B/F · N) (one
         # data axis, one tensor axis), so |Y|_opt = N / X_opt
@@ -149,7 +155,7 @@ targets() {
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
   done
   local sw b c cp eff
-  for sw in dp fsdp tp; do
+  for sw in dp fsdp tp tpcmm; do
     for np in $RANKS; do
       b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
       [ -n "$b" ] || continue
@@ -249,6 +255,7 @@ if command -v gnuplot >/dev/null; then
         case $sweep in
           dp | fsdp) xl="tokens per rank (B/X)" ;;
           tp) xl="d_ff F" ;;
+          tpcmm) xl="d_ff F (--collective-matmul on)" ;;
           mixed) xl="|Y| (tensor axis; FSDP over N/|Y|)" ;;
         esac
         gnuplot <<GP

@@ -32,13 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int calc_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "mesh/errmsg.h"
 
 void calc_spec_defaults(calc_spec *s) {
     memset(s, 0, sizeof *s);
@@ -333,15 +327,15 @@ int calc_check_blocks(const calc_spec *s, char *err, size_t errlen) {
         const int k = s->tensor_block[i];
         if (k == 0) continue;
         if (i >= s->n_axes || !(s->tensor_mask & (1 << i))) {
-            snprintf(err, errlen, "a tensor block of %d on axis %c, which is not a tensor axis", k,
-                     'x' + i);
-            return -1;
+            return errmsg_fail(err, errlen,
+                               "a tensor block of %d on axis %c, which is not a tensor axis", k,
+                               'x' + i);
         }
         if (k < 2 || k > s->sizes[i] || s->sizes[i] % k) {
-            snprintf(err, errlen,
-                     "tensor block %c:%d: the block must be a divisor >= 2 of axis %c's size %d",
-                     s->names[i], k, s->names[i], s->sizes[i]);
-            return -1;
+            return errmsg_fail(
+                err, errlen,
+                "tensor block %c:%d: the block must be a divisor >= 2 of axis %c's size %d",
+                s->names[i], k, s->names[i], s->sizes[i]);
         }
     }
     return 0;
@@ -352,40 +346,40 @@ static int validate(const calc_spec *s, const calc_result *r, char *err, size_t 
     const int all = (1 << s->n_axes) - 1;
     int split = 0;
     for (int i = 0; i < s->n_axes; i++) split |= calc_axis_split(s, i) << i;
-    if (s->n_axes < 1) return calc_fail(err, errlen, "no topology (give --topology or --mesh)");
+    if (s->n_axes < 1) return errmsg_fail(err, errlen, "no topology (give --topology or --mesh)");
     if ((s->data_mask & s->tensor_mask & ~split) || (s->data_mask & s->pipe_mask) ||
         (s->tensor_mask & s->pipe_mask))
-        return calc_fail(err, errlen,
-                         "an axis is given two roles (data, tensor, pipeline); only an axis "
-                         "split into a tensor block and a strided data part (--tensor z:4) may "
-                         "be both");
+        return errmsg_fail(err, errlen,
+                           "an axis is given two roles (data, tensor, pipeline); only an axis "
+                           "split into a tensor block and a strided data part (--tensor z:4) may "
+                           "be both");
     if ((s->data_mask | s->tensor_mask | s->pipe_mask) & ~all)
-        return calc_fail(err, errlen, "a sharding names an axis the %d-axis topology lacks",
-                         s->n_axes);
+        return errmsg_fail(err, errlen, "a sharding names an axis the %d-axis topology lacks",
+                           s->n_axes);
     if (s->pipe_mask & (s->pipe_mask - 1))
-        return calc_fail(err, errlen, "--pipeline takes one axis");
+        return errmsg_fail(err, errlen, "--pipeline takes one axis");
     if (m->L < 1 || m->D < 1 || m->N < 1 || m->K < 1 || m->H < 1 || m->F < 1 || m->V < 1 ||
         m->T < 1)
-        return calc_fail(err, errlen, "the model needs every dimension (or a --model preset)");
+        return errmsg_fail(err, errlen, "the model needs every dimension (or a --model preset)");
     if (m->N % m->K)
-        return calc_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
-                         (long long)m->N, (long long)m->K);
-    if (s->tokens < 1) return calc_fail(err, errlen, "give a batch: --batch or --tokens");
-    if (s->zero < 0 || s->zero > 3) return calc_fail(err, errlen, "--zero %d: use 0..3", s->zero);
-    if (s->microbatches < 1) return calc_fail(err, errlen, "--microbatches must be >= 1");
+        return errmsg_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
+                           (long long)m->N, (long long)m->K);
+    if (s->tokens < 1) return errmsg_fail(err, errlen, "give a batch: --batch or --tokens");
+    if (s->zero < 0 || s->zero > 3) return errmsg_fail(err, errlen, "--zero %d: use 0..3", s->zero);
+    if (s->microbatches < 1) return errmsg_fail(err, errlen, "--microbatches must be >= 1");
     if (m->N % (long long)r->Y || m->F % (long long)r->Y)
-        return calc_fail(err, errlen,
-                         "tensor degree %lld must divide the heads and d_ff (N = %lld); pick "
-                         "other --tensor axes",
-                         (long long)r->Y, (long long)m->N);
+        return errmsg_fail(err, errlen,
+                           "tensor degree %lld must divide the heads and d_ff (N = %lld); pick "
+                           "other --tensor axes",
+                           (long long)r->Y, (long long)m->N);
     if (m->L % (long long)r->P)
-        return calc_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
-                         (long long)r->P, (long long)m->L);
+        return errmsg_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
+                           (long long)r->P, (long long)m->L);
     if (s->tokens / r->X / s->microbatches < 1)
-        return calc_fail(err, errlen,
-                         "the batch has fewer tokens than data shards x microbatches "
-                         "(%lld); the data degree is %lld",
-                         (long long)(r->X * s->microbatches), (long long)r->X);
+        return errmsg_fail(err, errlen,
+                           "the batch has fewer tokens than data shards x microbatches "
+                           "(%lld); the data degree is %lld",
+                           (long long)(r->X * s->microbatches), (long long)r->X);
     return 0;
 }
 
@@ -559,7 +553,7 @@ static void pods(const calc_spec *s, const calc_spec *pod, calc_result *r) {
 int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int np;
-    if (s_all->pods < 1) return calc_fail(err, errlen, "--pods %d: at least 1", s_all->pods);
+    if (s_all->pods < 1) return errmsg_fail(err, errlen, "--pods %d: at least 1", s_all->pods);
     calc_spec pod = *s_all; /* one pod, at its share of the batch */
     pod.tokens = s_all->tokens / s_all->pods;
     const calc_spec *s = &pod;
@@ -573,7 +567,7 @@ int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errle
     if (validate(s, r, err, errlen) < 0) return -1;
     const int re_blocks = flops(s, r);
     if (collectives(s, r, re_blocks) < 0)
-        return calc_fail(err, errlen, "internal: too many collectives or a bad axis set");
+        return errmsg_fail(err, errlen, "internal: too many collectives or a bad axis set");
     step_times(s, r);
     memory(s, r);
     thresholds(s, r);

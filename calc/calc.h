@@ -147,10 +147,6 @@ typedef struct {
 
 /* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,
  * AUTO algorithm) and no topology, model or batch. */
-/* Writes the message into err[errlen] (when err is not NULL) and returns -1: the calculator's
-   one way to report bad input. */
-__attribute__((format(printf, 3, 4))) int calc_fail(char *err, size_t errlen, const char *fmt, ...);
-
 void calc_spec_defaults(calc_spec *s);
 /* Sets the topology from sizes (named x, y, z) with wraparound by the chip's rule (the chip and
  * link must be set first); returns 0, or −1 with err when it does not fit the chip's pod. */

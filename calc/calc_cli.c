@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
+
 static const char *help_text =
     "usage: meshplan --chip CHIP --topology 16x16x16 --model llama3-70b --batch 1024 [sharding]\n"
     "Predicts a training step with the book's cost model (How To Scale Your Model); no MPI run.\n"
@@ -79,8 +81,7 @@ typedef struct {
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
-    snprintf(err, len, "%s %s: %s", flag, val, want);
-    return -1;
+    return errmsg_fail(err, len, "%s %s: %s", flag, val, want);
 }
 
 static int num(const char *flag, const char *v, double lo, double *out, char *err, size_t len) {
@@ -212,9 +213,8 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (strcmp(f, ints[i].name) == 0) {
             if (num(f, v, ints[i].lo, &x, err, len) < 0 || x != (int)x || x > ints[i].hi) {
-                snprintf(err, len, "%s %s: expected a whole number from %d to %d", f, v, ints[i].lo,
-                         ints[i].hi);
-                return -1;
+                return errmsg_fail(err, len, "%s %s: expected a whole number from %d to %d", f, v,
+                                   ints[i].lo, ints[i].hi);
             }
             *ints[i].dst = (int)x;
             return 0;
@@ -359,8 +359,7 @@ static int finish_chip(cli *c, char *err, size_t len) {
 static int finish_batch(cli *c, char *err, size_t len) {
     calc_spec *s = &c->s;
     if (!c->infer && c->infer_flag) {
-        snprintf(err, len, "%s is an inference flag: add --infer", c->infer_flag);
-        return -1;
+        return errmsg_fail(err, len, "%s is an inference flag: add --infer", c->infer_flag);
     }
     if (c->infer) {
         if (s->tokens > 0)
@@ -390,13 +389,13 @@ static int finish_blocks(cli *c, const int *sizes, int n, const int *block, char
             size_t m = 0;
             for (int d = 2; d <= size && m < sizeof divs; d++)
                 if (size % d == 0) m += (size_t)snprintf(divs + m, sizeof divs - m, " %d", d);
-            snprintf(err, len,
-                     "--tensor %s: a block of %d chip%s %s axis %c of size %d; use a block that "
-                     "divides it:%s",
-                     c->tensor, k, k == 1 ? "" : "s",
-                     k < 2 ? "is no tensor sharding of" : "does not divide", 'x' + i, size,
-                     divs[0] ? divs : " (none: the axis has 1 chip)");
-            return -1;
+            return errmsg_fail(
+                err, len,
+                "--tensor %s: a block of %d chip%s %s axis %c of size %d; use a block that "
+                "divides it:%s",
+                c->tensor, k, k == 1 ? "" : "s",
+                k < 2 ? "is no tensor sharding of" : "does not divide", 'x' + i, size,
+                divs[0] ? divs : " (none: the axis has 1 chip)");
         }
         c->s.tensor_block[i] = k;
         split |= 1 << i;
@@ -447,8 +446,7 @@ static int parse_args(cli *c, int argc, char **argv, char *err, size_t len) {
         char flag[32];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
         if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof flag) {
-            snprintf(err, len, "unexpected argument '%s' (see --help)", a);
-            return -1;
+            return errmsg_fail(err, len, "unexpected argument '%s' (see --help)", a);
         }
         snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
@@ -462,14 +460,12 @@ static int parse_args(cli *c, int argc, char **argv, char *err, size_t len) {
 /* The search: its table, CSV or JSON on out, or why it found nothing. Returns 0 or −1 (err). */
 static int run_search(cli *c, FILE *out, char *err, size_t len) {
     if (c->s.tokens < 1) {
-        snprintf(err, len, "--search needs a batch (--batch or --tokens)");
-        return -1;
+        return errmsg_fail(err, len, "--search needs a batch (--batch or --tokens)");
     }
     const calc_search_opt o = {c->chips, c->top, c->whole_axes, c->format};
     const int n = calc_search(out, &c->s, &o);
     if (n < 0) {
-        snprintf(err, len, "search: out of memory");
-        return -1;
+        return errmsg_fail(err, len, "search: out of memory");
     }
     return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
 }

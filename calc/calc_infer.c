@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
+
 void calc_infer_defaults(calc_infer_opt *o) {
     memset(o, 0, sizeof *o);
     o->batch = 1;
@@ -34,41 +36,42 @@ int calc_pow2_slice(const cost_chip *chip, int chips, char *buf, size_t len) {
 static int validate(const calc_spec *s, const calc_infer_opt *o, const calc_infer_result *r,
                     char *err, size_t errlen) {
     const calc_shape *m = &s->shape;
-    if (s->n_axes < 1) return calc_fail(err, errlen, "no topology (give --topology or --mesh)");
+    if (s->n_axes < 1) return errmsg_fail(err, errlen, "no topology (give --topology or --mesh)");
     if (m->L < 1 || m->D < 1 || m->N < 1 || m->K < 1 || m->H < 1 || m->F < 1 || m->V < 1)
-        return calc_fail(err, errlen, "the model needs every dimension (or a --model preset)");
+        return errmsg_fail(err, errlen, "the model needs every dimension (or a --model preset)");
     if (m->N % m->K)
-        return calc_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
-                         (long long)m->N, (long long)m->K);
+        return errmsg_fail(err, errlen, "--heads %lld is not divisible by --kv-heads %lld",
+                           (long long)m->N, (long long)m->K);
     if (s->zero != 0)
-        return calc_fail(
+        return errmsg_fail(
             err, errlen,
             "--zero %d with --infer: FSDP/ZeRO would move the weights over ICI every "
             "decode step, which the book rules out for generation (HBM is far faster); "
             "shard the model with --tensor",
             s->zero);
     if (s->pipe_mask)
-        return calc_fail(err, errlen, "--pipeline with --infer: not modelled for serving");
+        return errmsg_fail(err, errlen, "--pipeline with --infer: not modelled for serving");
     if (s->data_mask)
-        return calc_fail(err, errlen,
-                         "--dp with --infer: the book runs independent replicas rather than data "
-                         "parallelism for generation; the axes outside --tensor hold replicas");
+        return errmsg_fail(err, errlen,
+                           "--dp with --infer: the book runs independent replicas rather than data "
+                           "parallelism for generation; the axes outside --tensor hold replicas");
     if (!(o->context >= 1))
-        return calc_fail(err, errlen, "--infer needs --context (tokens in the cache)");
+        return errmsg_fail(err, errlen, "--infer needs --context (tokens in the cache)");
     if (!(o->batch >= 1) || o->batch != floor(o->batch))
-        return calc_fail(err, errlen, "--batch %g: a whole number of sequences >= 1", o->batch);
-    if (!(o->prefill >= 1)) return calc_fail(err, errlen, "--prefill must be >= 1 token");
+        return errmsg_fail(err, errlen, "--batch %g: a whole number of sequences >= 1", o->batch);
+    if (!(o->prefill >= 1)) return errmsg_fail(err, errlen, "--prefill must be >= 1 token");
     if (!(o->param_bytes > 0) || !(o->kv_bytes > 0))
-        return calc_fail(err, errlen, "--param-bytes and --kv-bytes must be positive");
+        return errmsg_fail(err, errlen, "--param-bytes and --kv-bytes must be positive");
     if (!(o->prefill_mfu > 0 && o->prefill_mfu <= 1))
-        return calc_fail(err, errlen, "--prefill-mfu %g: a fraction in (0, 1]", o->prefill_mfu);
+        return errmsg_fail(err, errlen, "--prefill-mfu %g: a fraction in (0, 1]", o->prefill_mfu);
     if (m->N % (long long)r->Y || m->F % (long long)r->Y)
-        return calc_fail(err, errlen,
-                         "tensor degree %lld must divide the heads and d_ff (N = %lld, F = %lld); "
-                         "pick other --tensor axes",
-                         (long long)r->Y, (long long)m->N, (long long)m->F);
+        return errmsg_fail(
+            err, errlen,
+            "tensor degree %lld must divide the heads and d_ff (N = %lld, F = %lld); "
+            "pick other --tensor axes",
+            (long long)r->Y, (long long)m->N, (long long)m->F);
     if (fmod(o->batch, r->replicas) != 0)
-        return calc_fail(
+        return errmsg_fail(
             err, errlen,
             "--batch %g is not divisible by the %g replicas (the axes outside --tensor "
             "each hold a copy of the model)",

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
+
 /* One enumerated sharding before its full result is kept. */
 typedef struct {
     calc_spec s;
@@ -217,16 +219,15 @@ int calc_search_explain(const calc_spec *s, const calc_search_opt *o, char *err,
         snprintf(podstr, sizeof podstr, s->chip.dims == 3 ? "%dx%dx%d" : "%dx%d", pod[0], pod[1],
                  pod[2]);
         const int near = nearest_fitting(s, o->chips);
-        return snprintf(err, len,
-                        "--chips %d: no slice of %d chips fits the %s pod %s (at most %d axes, "
-                        "each no longer than the pod's)%s; try a count that factors into the "
-                        "pod, e.g. --chips %d",
-                        o->chips, o->chips, s->chip.name, podstr, s->chip.dims,
-                        prime ? ": the count is prime, so its only slice is one axis of that "
-                                "length"
-                              : "",
-                        near),
-               -1;
+        return errmsg_fail(err, len,
+                           "--chips %d: no slice of %d chips fits the %s pod %s (at most %d axes, "
+                           "each no longer than the pod's)%s; try a count that factors into the "
+                           "pod, e.g. --chips %d",
+                           o->chips, o->chips, s->chip.name, podstr, s->chip.dims,
+                           prime ? ": the count is prime, so its only slice is one axis of that "
+                                   "length"
+                                 : "",
+                           near);
     }
     /* Slices exist, so every sharding was rejected: show why the plainest one was. */
     calc_spec d = *s;
@@ -239,6 +240,5 @@ int calc_search_explain(const calc_spec *s, const calc_search_opt *o, char *err,
     d.zero = 0;
     if (calc_compute(&d, &r, why, sizeof why) == 0)
         snprintf(why, sizeof why, "every sharding was rejected");
-    snprintf(err, len, "search found no sharding that applies: %s", why);
-    return -1;
+    return errmsg_fail(err, len, "search found no sharding that applies: %s", why);
 }

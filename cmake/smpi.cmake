@@ -49,10 +49,10 @@ foreach(tool simpod_platform simpod_predict)
   add_custom_command(
     OUTPUT ${PROJECT_BINARY_DIR}/${exe}
     COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
-            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
-            -o ${PROJECT_BINARY_DIR}/${exe}
+            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
+            ${PROJECT_SOURCE_DIR}/mesh/errmsg.c -lm -o ${PROJECT_BINARY_DIR}/${exe}
     DEPENDS ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
-            ${PROJECT_SOURCE_DIR}/mesh/cost.h
+            ${PROJECT_SOURCE_DIR}/mesh/cost.h ${PROJECT_SOURCE_DIR}/mesh/errmsg.c
     COMMENT "Building the host tool ${exe}")
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
@@ -61,7 +61,7 @@ endforeach()
 # simulated links against the chip table.
 foreach(t mesh/test_coll smpi/test_simlink)
   get_filename_component(name ${t} NAME)
-  add_executable(${name} tests/${t}.c)
+  add_executable(${name} tests/${t}.c tests/mesh/mesh_args.c)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()

@@ -47,7 +47,7 @@ static int fail_h5(char *err, size_t errlen, const char *path, const char *fmt, 
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     h5util_last_error(h5, sizeof h5);
-    h5util_errf(err, errlen, "%s: %s (%s)", path, what, h5);
+    errmsg_fail(err, errlen, "%s: %s (%s)", path, what, h5);
     return -1;
 }
 
@@ -102,7 +102,7 @@ int h5array_create(h5array **out, const char *path, const mesh_comm *on, char *e
     mesh_blocking_end();
     int st = 0;
     if (!f) {
-        h5util_errf(err, errlen, "%s: out of memory", path);
+        errmsg_fail(err, errlen, "%s: out of memory", path);
         st = -1;
     }
     if (h5util_agree(comm, st, err, errlen) < 0) {
@@ -125,7 +125,7 @@ int h5array_open(h5array **out, const char *path, const mesh_comm *on, char *err
     h5array *f = handle_new(path, comm);
     int st = 0;
     if (!f) {
-        h5util_errf(err, errlen, "%s: out of memory", path);
+        errmsg_fail(err, errlen, "%s: out of memory", path);
         st = -1;
     } else if (f->rank == 0) {
         int64_t size;
@@ -133,11 +133,11 @@ int h5array_open(h5array **out, const char *path, const mesh_comm *on, char *err
         h5util_file_kind kind = h5util_sniff(path, &size, &e);
         if (kind != H5UTIL_FILE_HDF5) st = -1;
         if (kind == H5UTIL_FILE_MISSING)
-            h5util_errf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
+            errmsg_fail(err, errlen, "%s: cannot open (%s)", path, strerror(e));
         else if (kind == H5UTIL_FILE_EMPTY)
-            h5util_errf(err, errlen, "%s: file is empty", path);
+            errmsg_fail(err, errlen, "%s: file is empty", path);
         else if (kind == H5UTIL_FILE_OTHER)
-            h5util_errf(err, errlen, "%s: not an HDF5 file (no HDF5 signature)", path);
+            errmsg_fail(err, errlen, "%s: not an HDF5 file (no HDF5 signature)", path);
     }
     if (h5util_agree(comm, st, err, errlen) < 0) {
         if (f) handle_free(f);
@@ -152,7 +152,7 @@ int h5array_open(h5array **out, const char *path, const mesh_comm *on, char *err
 int h5array_commit(h5array *f, char *err, size_t errlen) {
     int st = 0;
     if (!f->writing || f->committed || f->file < 0) {
-        h5util_errf(err, errlen, "%s: commit of a file that is not open for writing", f->path);
+        errmsg_fail(err, errlen, "%s: commit of a file that is not open for writing", f->path);
         st = -1;
     }
     if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
@@ -166,7 +166,7 @@ int h5array_commit(h5array *f, char *err, size_t errlen) {
     if (st == 0 && f->rank == 0) {
         int fd = open(f->tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0 || rename(f->tmp, f->path) != 0) {
-            h5util_errf(err, errlen, "%s: cannot sync and rename %s into place (%s)", f->path,
+            errmsg_fail(err, errlen, "%s: cannot sync and rename %s into place (%s)", f->path,
                         f->tmp, strerror(errno));
             st = -1;
         }
@@ -213,14 +213,14 @@ void h5array_close(h5array *f) {
 static int check_slab(const char *name, int ndim, const int64_t *dims, const int64_t *offset,
                       const int64_t *count, char *err, size_t errlen) {
     if (ndim < 1 || ndim > H5ARRAY_MAX_DIMS) {
-        h5util_errf(err, errlen, "dataset '%s': %d dims, supported 1 to %d", name, ndim,
+        errmsg_fail(err, errlen, "dataset '%s': %d dims, supported 1 to %d", name, ndim,
                     H5ARRAY_MAX_DIMS);
         return -1;
     }
     for (int i = 0; i < ndim; i++) {
         if (dims[i] < 1 || offset[i] < 0 || count[i] < 0 || offset[i] + count[i] > dims[i]) {
             char s1[96], s2[96], s3[96];
-            h5util_errf(err, errlen, "dataset '%s': slab at %s of %s does not fit shape %s", name,
+            errmsg_fail(err, errlen, "dataset '%s': slab at %s of %s does not fit shape %s", name,
                         shape_str(s1, sizeof s1, ndim, offset),
                         shape_str(s2, sizeof s2, ndim, count),
                         shape_str(s3, sizeof s3, ndim, dims));
@@ -301,7 +301,7 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
     mesh_blocking_end();
     if (st == 0 && memcmp(lo, hi, sizeof lo) != 0) {
         char s[96];
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "%s: ranks disagree on the name or shape of dataset '%s' (rank %d has %s)",
                     f->path, name, f->rank, shape_str(s, sizeof s, ndim, dims));
         st = -1;
@@ -309,7 +309,7 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
     int64_t size = st == 0 ? slab_size(ndim, dims) : 0;
     if (st == 0 && total != size) {
         char s[96];
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "%s: the writers' slabs of dataset '%s' %s hold %lld elements, the array %lld "
                     "(each element must be written by exactly one writer)",
                     f->path, name, shape_str(s, sizeof s, ndim, dims), (long long)total,
@@ -328,11 +328,36 @@ static int h5array_fault_point(h5array *f, const char *name, char *err, size_t e
     const char *fault = getenv("MESHTRAIN_FAULT_SAVE");
     const int fail_at = fault && *fault ? atoi(fault) : -1;
     if (f->writes++ != fail_at) return 0;
-    h5util_errf(err, errlen,
+    errmsg_fail(err, errlen,
                 "%s: cannot write dataset '%s' (injected by MESHTRAIN_FAULT_SAVE=%d: No space "
                 "left on device)",
                 f->tmp, name, fail_at);
     return -1;
+}
+
+/* The end of a collective write or read: closes the ids[n] that are open (datasets, dataspaces,
+ * datatypes, property lists), restores HDF5's error printing and agrees on st over the file's
+ * communicator. */
+static int slab_end(const h5array *f, const h5util_quiet *q, int st, const hid_t *ids, int n,
+                    char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0) continue;
+        switch (H5Iget_type(ids[i])) {
+        case H5I_DATASET:
+            H5Dclose(ids[i]);
+            break;
+        case H5I_DATASPACE:
+            H5Sclose(ids[i]);
+            break;
+        case H5I_DATATYPE:
+            H5Tclose(ids[i]);
+            break;
+        default:
+            H5Pclose(ids[i]);
+        }
+    }
+    h5util_quiet_end(q);
+    return h5util_agree(f->comm, st, err, errlen);
 }
 
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
@@ -340,7 +365,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   char *err, size_t errlen) {
     int st = 0;
     if (!f->writing || f->file < 0) {
-        h5util_errf(err, errlen, "%s: not open for writing", f->path);
+        errmsg_fail(err, errlen, "%s: not open for writing", f->path);
         st = -1;
     } else {
         static const int64_t zero[H5ARRAY_MAX_DIMS] = {0, 0, 0};
@@ -374,13 +399,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
     /* H5Dwrite only reads from the buffer: the cast is for move_slab's one signature. */
     st = move_slab(f, st, 1, d, fspace, dxpl, name, ndim, writer ? offset : none,
                    writer ? count : none, (float *)data, err, errlen);
-    if (d >= 0) H5Dclose(d);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (lcpl >= 0) H5Pclose(lcpl);
-    if (dcpl >= 0) H5Pclose(dcpl);
-    if (dxpl >= 0) H5Pclose(dxpl);
-    h5util_quiet_end(&q);
-    return h5util_agree(f->comm, st, err, errlen);
+    return slab_end(f, &q, st, (const hid_t[]){d, fspace, lcpl, dcpl, dxpl}, 5, err, errlen);
 }
 
 /* Opens dataset `name` and returns its id with its shape, or -1 with a message. */
@@ -390,14 +409,14 @@ static hid_t open_dataset(h5array *f, const char *name, int *ndim, int64_t *dims
     hid_t d = is > 0 ? H5Dopen2(f->file, name, H5P_DEFAULT) : -1;
     if (d < 0) {
         H5Eclear2(H5E_DEFAULT);
-        h5util_errf(err, errlen, "%s: no dataset '%s'", f->path, name);
+        errmsg_fail(err, errlen, "%s: no dataset '%s'", f->path, name);
         return -1;
     }
     hid_t space = H5Dget_space(d);
     hsize_t hd[H5ARRAY_MAX_DIMS];
     int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     if (nd < 1 || nd > H5ARRAY_MAX_DIMS || H5Sget_simple_extent_dims(space, hd, NULL) < 0) {
-        h5util_errf(err, errlen, "%s: dataset '%s' has %d dims, supported 1 to %d", f->path, name,
+        errmsg_fail(err, errlen, "%s: dataset '%s' has %d dims, supported 1 to %d", f->path, name,
                     nd, H5ARRAY_MAX_DIMS);
         if (space >= 0) H5Sclose(space);
         H5Dclose(d);
@@ -422,7 +441,7 @@ int h5array_shape(h5array *f, const char *name, int *ndim, int64_t dims[H5ARRAY_
 int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, const int64_t *offset,
                  const int64_t *count, float *data, char *err, size_t errlen) {
     int st = f->file < 0 ? -1 : check_slab(name, ndim, dims, offset, count, err, errlen);
-    if (f->file < 0) h5util_errf(err, errlen, "%s: file is not open", f->path);
+    if (f->file < 0) errmsg_fail(err, errlen, "%s: file is not open", f->path);
     if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
 
     h5util_quiet q;
@@ -434,24 +453,19 @@ int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, co
     if (d < 0 || dxpl < 0) st = -1;
     if (st == 0 && (nd != ndim || memcmp(got, dims, (size_t)nd * sizeof *dims) != 0)) {
         char s1[96], s2[96];
-        h5util_errf(err, errlen, "%s: dataset '%s' has shape %s, expected %s", f->path, name,
+        errmsg_fail(err, errlen, "%s: dataset '%s' has shape %s, expected %s", f->path, name,
                     shape_str(s1, sizeof s1, nd, got), shape_str(s2, sizeof s2, ndim, dims));
         st = -1;
     }
     if (st == 0 && ((type = H5Dget_type(d)) < 0 || H5Tget_class(type) != H5T_FLOAT)) {
-        h5util_errf(err, errlen, "%s: dataset '%s' is not floating point", f->path, name);
+        errmsg_fail(err, errlen, "%s: dataset '%s' is not floating point", f->path, name);
         st = -1;
     }
     /* Every rank passed the same checks on the same file, so all reach the collective read. */
     st = h5util_agree(f->comm, st, err, errlen);
     if (st == 0) fspace = H5Dget_space(d);
     st = move_slab(f, st, 0, d, fspace, dxpl, name, ndim, offset, count, data, err, errlen);
-    if (type >= 0) H5Tclose(type);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (dxpl >= 0) H5Pclose(dxpl);
-    if (d >= 0) H5Dclose(d);
-    h5util_quiet_end(&q);
-    return h5util_agree(f->comm, st, err, errlen);
+    return slab_end(f, &q, st, (const hid_t[]){type, fspace, dxpl, d}, 4, err, errlen);
 }
 
 /* ---- attributes ---- */
@@ -482,7 +496,7 @@ typedef enum { ATTR_STR, ATTR_I64, ATTR_F64 } attr_kind;
 static int attr_put(h5array *f, const char *obj, const char *key, attr_kind kind, const void *val,
                     char *err, size_t errlen) {
     int st = f->writing && f->file >= 0 ? 0 : -1;
-    if (st < 0) h5util_errf(err, errlen, "%s: not open for writing", f->path);
+    if (st < 0) errmsg_fail(err, errlen, "%s: not open for writing", f->path);
     if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
     h5util_quiet q;
     h5util_quiet_begin(&q);
@@ -495,7 +509,7 @@ static int attr_put(h5array *f, const char *obj, const char *key, attr_kind kind
             st = h5util_attr_put_i64(f->file, obj, key, *(const int64_t *)val, e, sizeof e);
         else
             st = h5util_attr_put_f64(f->file, obj, key, *(const double *)val, e, sizeof e);
-        if (st < 0) h5util_errf(err, errlen, "%s: %s", f->path, e);
+        if (st < 0) errmsg_fail(err, errlen, "%s: %s", f->path, e);
     }
     h5util_quiet_end(&q);
     return h5util_agree(f->comm, st, err, errlen);
@@ -516,10 +530,10 @@ static int attr_get(h5array *f, const char *obj, const char *key, attr_kind kind
     else
         st = h5util_attr_get_f64(f->file, obj, key, val, e, sizeof e);
     if (st == 1) {
-        h5util_errf(err, errlen, "%s: no attribute '%s' on '%s'", f->path, key, obj);
+        errmsg_fail(err, errlen, "%s: no attribute '%s' on '%s'", f->path, key, obj);
         st = -1;
     } else if (st < 0) {
-        h5util_errf(err, errlen, "%s: %s", f->path, e);
+        errmsg_fail(err, errlen, "%s: %s", f->path, e);
     }
     h5util_quiet_end(&q);
     return h5util_agree(f->comm, st, err, errlen);
@@ -609,14 +623,14 @@ int h5array_list(h5array *f, const char *group, int recursive, char ***names, in
     hid_t g = f->file >= 0 ? H5Gopen2(f->file, group, H5P_DEFAULT) : -1;
     if (g < 0) {
         H5Eclear2(H5E_DEFAULT);
-        h5util_errf(err, errlen, "%s: no group '%s'", f->path, group);
+        errmsg_fail(err, errlen, "%s: no group '%s'", f->path, group);
         st = -1;
     } else {
         herr_t rc = recursive ? H5Lvisit(g, H5_INDEX_NAME, H5_ITER_INC, list_cb, &l)
                               : H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l);
         if (rc < 0) {
             st = l.oom ? -1 : fail_h5(err, errlen, f->path, "cannot list a group");
-            if (l.oom) h5util_errf(err, errlen, "%s: out of memory listing '%s'", f->path, group);
+            if (l.oom) errmsg_fail(err, errlen, "%s: out of memory listing '%s'", f->path, group);
         }
         H5Gclose(g);
     }

@@ -13,14 +13,6 @@
 #include "mesh/mesh.h"
 #include "mesh/where.h"
 
-void h5util_errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int h5util_agree(MPI_Comm comm, int status, char *err, size_t errlen) {
     const mesh_comm on = {comm};
     return mesh_agree_msg(&on, status, err, errlen);
@@ -124,7 +116,7 @@ static hid_t open_obj(hid_t loc, const char *obj_path, char *err, size_t errlen)
     if (o < 0) {
         char h5[256];
         h5util_last_error(h5, sizeof h5);
-        h5util_errf(err, errlen, "no object '%s' (%s)", obj_path, h5);
+        errmsg_fail(err, errlen, "no object '%s' (%s)", obj_path, h5);
     }
     return o;
 }
@@ -144,7 +136,7 @@ static int attr_put(hid_t loc, const char *obj_path, const char *key, hid_t ftyp
     if (rc < 0) {
         char h5[256];
         h5util_last_error(h5, sizeof h5);
-        h5util_errf(err, errlen, "cannot write attribute '%s' on '%s' (%s)", key, obj_path, h5);
+        errmsg_fail(err, errlen, "cannot write attribute '%s' on '%s' (%s)", key, obj_path, h5);
     }
     if (a >= 0) H5Aclose(a);
     if (space >= 0) H5Sclose(space);
@@ -181,13 +173,13 @@ static hid_t attr_open(hid_t loc, const char *obj_path, const char *key, hid_t *
     htri_t exists = H5Aexists(*obj, key);
     if (exists <= 0) {
         if (exists < 0)
-            h5util_errf(err, errlen, "cannot query attribute '%s' on '%s'", key, obj_path);
+            errmsg_fail(err, errlen, "cannot query attribute '%s' on '%s'", key, obj_path);
         H5Oclose(*obj);
         return exists < 0 ? -1 : 0;
     }
     hid_t a = H5Aopen(*obj, key, H5P_DEFAULT);
     if (a < 0) {
-        h5util_errf(err, errlen, "cannot open attribute '%s' on '%s'", key, obj_path);
+        errmsg_fail(err, errlen, "cannot open attribute '%s' on '%s'", key, obj_path);
         H5Oclose(*obj);
     }
     return a;
@@ -231,7 +223,7 @@ int h5util_attr_get_str(hid_t loc, const char *obj_path, const char *key, char *
             free(s);
         }
     }
-    if (rc < 0) h5util_errf(err, errlen, "attribute '%s' on '%s' is not a string", key, obj_path);
+    if (rc < 0) errmsg_fail(err, errlen, "attribute '%s' on '%s' is not a string", key, obj_path);
     if (t >= 0) H5Tclose(t);
     H5Aclose(a);
     H5Oclose(o);
@@ -246,7 +238,7 @@ static int attr_get_num(hid_t loc, const char *obj_path, const char *key, H5T_cl
     int rc = -1;
     if (attr_class(a, &t) == want && H5Aread(a, mtype, val) >= 0) rc = 0;
     if (rc < 0)
-        h5util_errf(err, errlen, "attribute '%s' on '%s' is not a scalar %s", key, obj_path,
+        errmsg_fail(err, errlen, "attribute '%s' on '%s' is not a scalar %s", key, obj_path,
                     want == H5T_INTEGER ? "integer" : "float");
     if (t >= 0) H5Tclose(t);
     H5Aclose(a);

@@ -6,17 +6,14 @@
 #define MT_DATA_H5UTIL_H
 #include <hdf5.h>
 #include <mpi.h>
-
-#include "mesh/mesh_mpi.h"
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mesh/errmsg.h" /* errmsg_fail: how data/ formats its messages */
+#include "mesh/mesh_mpi.h"
+
 /* Longest message carried between ranks (longer ones are truncated). */
 #define H5UTIL_MSG_MAX 512
-
-/* Not collective. snprintf into err[errlen] when err != NULL and errlen > 0. */
-void h5util_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Collective over: comm. mesh_agree_msg (mesh/mesh.h): the minimum of `status` over comm, and
  * when it is negative the message of the lowest failing rank in err on every rank. */

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mesh/errmsg.h"
+
 /* The directory part of path and its last component: "a/b.h5" → ("a", "b.h5"), "b" → (".", "b"). */
 static void split_path(const char *path, char *dir, size_t dlen, const char **base) {
     const char *slash = strrchr(path, '/');
@@ -41,12 +43,12 @@ int paths_can_write(const char *path, char *why, size_t len) {
     const char *base;
     split_path(path, dir, sizeof dir, &base);
     const int exists = stat(path, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode)) return snprintf(why, len, "is a directory"), -1;
-    if (!*base) return snprintf(why, len, "names a directory, not a file"), -1;
+    if (exists && S_ISDIR(st.st_mode)) return errmsg_fail(why, len, "is a directory");
+    if (!*base) return errmsg_fail(why, len, "names a directory, not a file");
     int e = stat(dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
     if (!e && access(dir, W_OK | X_OK) != 0) e = errno;
-    if (e) return snprintf(why, len, "directory %s: %s", dir, strerror(e)), -1;
+    if (e) return errmsg_fail(why, len, "directory %s: %s", dir, strerror(e));
     if (exists && access(path, W_OK) != 0)
-        return snprintf(why, len, "cannot write it (%s)", strerror(errno)), -1;
+        return errmsg_fail(why, len, "cannot write it (%s)", strerror(errno));
     return 0;
 }

@@ -134,21 +134,21 @@ static int read_all(const char *path, uint8_t **buf, int64_t *n, char *err, size
     *buf = NULL;
     *n = 0;
     if (kind == H5UTIL_FILE_MISSING) {
-        h5util_errf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
+        errmsg_fail(err, errlen, "%s: cannot open (%s)", path, strerror(e));
         return -1;
     }
     if (kind == H5UTIL_FILE_EMPTY) {
-        h5util_errf(err, errlen, "%s: file is empty", path);
+        errmsg_fail(err, errlen, "%s: file is empty", path);
         return -1;
     }
     if (kind == H5UTIL_FILE_HDF5) {
-        h5util_errf(err, errlen, "%s: is an HDF5 file, not text", path);
+        errmsg_fail(err, errlen, "%s: is an HDF5 file, not text", path);
         return -1;
     }
     FILE *f = fopen(path, "rb");
     *buf = malloc((size_t)size);
     if (!f || !*buf || fread(*buf, 1, (size_t)size, f) != (size_t)size) {
-        h5util_errf(err, errlen, "%s: cannot read %lld bytes", path, (long long)size);
+        errmsg_fail(err, errlen, "%s: cannot read %lld bytes", path, (long long)size);
         if (f) fclose(f);
         free(*buf);
         *buf = NULL;
@@ -182,13 +182,13 @@ static int64_t utf8_bad_at(const uint8_t *s, int64_t n) {
 static int split_text(const char *path, int64_t n, double val_fraction, int64_t *n_train,
                       int64_t *n_val, char *err, size_t errlen) {
     if (!(val_fraction > 0 && val_fraction < 1)) {
-        h5util_errf(err, errlen, "%s: val_fraction must lie in (0, 1), got %g", path, val_fraction);
+        errmsg_fail(err, errlen, "%s: val_fraction must lie in (0, 1), got %g", path, val_fraction);
         return -1;
     }
     *n_val = tokens_val_count(n, val_fraction);
     *n_train = n - *n_val;
     if (*n_val < 3 || *n_train < 3) {
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "%s: text too short: %lld bytes split into %lld train + %lld val tokens "
                     "(val_fraction %g), each split needs at least 3",
                     path, (long long)n, (long long)*n_train, (long long)*n_val, val_fraction);
@@ -213,7 +213,7 @@ static int open_text(tokens **out, const char *path, int st, uint8_t *buf, int64
     tokens *tf = tokens_alloc(path);
     if (rank != 0) buf = malloc((size_t)n);
     st = tf && buf ? 0 : -1;
-    if (st < 0) h5util_errf(err, errlen, "%s: out of memory for %lld tokens", path, (long long)n);
+    if (st < 0) errmsg_fail(err, errlen, "%s: out of memory for %lld tokens", path, (long long)n);
     st = h5util_agree(comm, st, err, errlen);
     if (st < 0) {
         if (rank != 0) free(buf);
@@ -246,26 +246,26 @@ static int want_str(hid_t file, const char *path, const char *key, const char *w
     int rc = h5util_attr_get_str(file, "/", key, got, sizeof got, e, sizeof e);
     if (rc == 1) {
         if (strcmp(key, "format") == 0)
-            h5util_errf(err, errlen,
+            errmsg_fail(err, errlen,
                         "%s: HDF5 file but not a meshtrain token file (no attribute format = "
                         "\"%s\" on /)",
                         path, want);
         else
-            h5util_errf(err, errlen, "%s: token file lacks the '%s' attribute on /", path, key);
+            errmsg_fail(err, errlen, "%s: token file lacks the '%s' attribute on /", path, key);
         return -1;
     }
     if (rc < 0) {
-        h5util_errf(err, errlen, "%s: %s", path, e);
+        errmsg_fail(err, errlen, "%s: %s", path, e);
         return -1;
     }
     if (strcmp(got, want) != 0) {
         if (strcmp(key, "format") == 0)
-            h5util_errf(err, errlen,
+            errmsg_fail(err, errlen,
                         "%s: HDF5 file but not a meshtrain token file (format is \"%s\", expected "
                         "\"%s\")",
                         path, got, want);
         else
-            h5util_errf(err, errlen, "%s: %s is \"%s\"; this build supports \"%s\"", path, key, got,
+            errmsg_fail(err, errlen, "%s: %s is \"%s\"; this build supports \"%s\"", path, key, got,
                         want);
         return -1;
     }
@@ -277,9 +277,19 @@ static int want_i64(hid_t file, const char *path, const char *obj, const char *k
     char e[256];
     int rc = h5util_attr_get_i64(file, obj, key, v, e, sizeof e);
     if (rc == 1)
-        h5util_errf(err, errlen, "%s: token file lacks the '%s' attribute on %s", path, key, obj);
-    if (rc < 0) h5util_errf(err, errlen, "%s: %s", path, e);
+        errmsg_fail(err, errlen, "%s: token file lacks the '%s' attribute on %s", path, key, obj);
+    if (rc < 0) errmsg_fail(err, errlen, "%s: %s", path, e);
     return rc == 0 ? 0 : -1;
+}
+
+/* The integer attribute `key` of / must be `want`; else "<path>: <what> <got>; <expect> <want>". */
+static int want_i64_is(hid_t file, const char *path, const char *key, int64_t want,
+                       const char *what, const char *expect, char *err, size_t errlen) {
+    int64_t v;
+    if (want_i64(file, path, "/", key, &v, err, errlen) < 0) return -1;
+    if (v == want) return 0;
+    return errmsg_fail(err, errlen, "%s: %s %lld; %s %lld", path, what, (long long)v, expect,
+                       (long long)want);
 }
 
 /* Validates an open token file and opens its datasets into tf. Not collective beyond HDF5's own
@@ -287,21 +297,13 @@ static int want_i64(hid_t file, const char *path, const char *obj, const char *k
 static int check_file(tokens *tf, char *err, size_t errlen) {
     const char *path = tf->path;
     hid_t f = tf->file;
-    int64_t version, vocab;
-    if (want_str(f, path, "format", TOKENS_FORMAT, err, errlen) < 0) return -1;
-    if (want_i64(f, path, "/", "version", &version, err, errlen) < 0) return -1;
-    if (version != TOKENS_VERSION) {
-        h5util_errf(err, errlen, "%s: token file version %lld; this build reads version %d", path,
-                    (long long)version, TOKENS_VERSION);
+    if (want_str(f, path, "format", TOKENS_FORMAT, err, errlen) < 0 ||
+        want_i64_is(f, path, "version", TOKENS_VERSION, "token file version",
+                    "this build reads version", err, errlen) < 0 ||
+        want_str(f, path, "tokenizer", TOK_NAME, err, errlen) < 0 ||
+        want_i64_is(f, path, "vocab_size", TOK_VOCAB_SIZE, "vocab_size", "the byte tokenizer has",
+                    err, errlen) < 0)
         return -1;
-    }
-    if (want_str(f, path, "tokenizer", TOK_NAME, err, errlen) < 0) return -1;
-    if (want_i64(f, path, "/", "vocab_size", &vocab, err, errlen) < 0) return -1;
-    if (vocab != TOK_VOCAB_SIZE) {
-        h5util_errf(err, errlen, "%s: vocab_size %lld; the byte tokenizer has %d", path,
-                    (long long)vocab, TOK_VOCAB_SIZE);
-        return -1;
-    }
     if (h5util_attr_get_str(f, "/", "source", tf->source, sizeof tf->source, NULL, 0) != 0)
         snprintf(tf->source, sizeof tf->source, "%s", base_name(path));
     for (int s = 0; s < 2; s++) {
@@ -310,7 +312,7 @@ static int check_file(tokens *tf, char *err, size_t errlen) {
         htri_t exists = H5Lexists(f, obj, H5P_DEFAULT);
         tf->dset[s] = exists > 0 ? H5Dopen2(f, obj, H5P_DEFAULT) : -1;
         if (tf->dset[s] < 0) {
-            h5util_errf(err, errlen, "%s: token file has no dataset %s", path, obj);
+            errmsg_fail(err, errlen, "%s: token file has no dataset %s", path, obj);
             return -1;
         }
         hid_t space = H5Dget_space(tf->dset[s]), type = H5Dget_type(tf->dset[s]);
@@ -321,27 +323,27 @@ static int check_file(tokens *tf, char *err, size_t errlen) {
         if (space >= 0) H5Sclose(space);
         if (type >= 0) H5Tclose(type);
         if (!ok) {
-            h5util_errf(err, errlen, "%s: dataset %s is not a 1-D integer array of at most 32 bits",
+            errmsg_fail(err, errlen, "%s: dataset %s is not a 1-D integer array of at most 32 bits",
                         path, obj);
             return -1;
         }
         int64_t n_attr;
         if (want_i64(f, path, obj, "n_tokens", &n_attr, err, errlen) < 0) return -1;
         if (n_attr != (int64_t)dim) {
-            h5util_errf(err, errlen, "%s: dataset %s holds %lld tokens but its n_tokens says %lld",
+            errmsg_fail(err, errlen, "%s: dataset %s holds %lld tokens but its n_tokens says %lld",
                         path, obj, (long long)dim, (long long)n_attr);
             return -1;
         }
         tf->n[s] = (int64_t)dim;
         if (dim < 3) {
-            h5util_errf(err, errlen, "%s: split '%s' is %s: %lld tokens, at least 3 needed", path,
+            errmsg_fail(err, errlen, "%s: split '%s' is %s: %lld tokens, at least 3 needed", path,
                         split_names[s], dim == 0 ? "empty" : "too short", (long long)dim);
             return -1;
         }
     }
     tf->dxpl = h5util_dxpl(0);
     if (tf->dxpl < 0) {
-        h5util_errf(err, errlen, "%s: cannot create a transfer property list", path);
+        errmsg_fail(err, errlen, "%s: cannot create a transfer property list", path);
         return -1;
     }
     return 0;
@@ -352,7 +354,7 @@ static int open_file(tokens **out, const char *path, int st, MPI_Comm comm, char
     tokens *tf = tokens_alloc(path);
     if (!tf) {
         st = -1;
-        h5util_errf(err, errlen, "%s: out of memory", path);
+        errmsg_fail(err, errlen, "%s: out of memory", path);
     }
     st = h5util_agree(comm, st, err, errlen);
     if (st < 0) {
@@ -364,7 +366,7 @@ static int open_file(tokens **out, const char *path, int st, MPI_Comm comm, char
     if (tf->file < 0) {
         char h5[256];
         h5util_last_error(h5, sizeof h5);
-        h5util_errf(err, errlen, "%s: HDF5 file cannot be opened, truncated or corrupt? (%s)", path,
+        errmsg_fail(err, errlen, "%s: HDF5 file cannot be opened, truncated or corrupt? (%s)", path,
                     h5);
         st = -1;
     }
@@ -395,16 +397,16 @@ int tokens_open(tokens **out, const char *path, double val_fraction, const mesh_
         int e;
         kind = h5util_sniff(path, &n, &e);
         if (kind == H5UTIL_FILE_MISSING) {
-            h5util_errf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
+            errmsg_fail(err, errlen, "%s: cannot open (%s)", path, strerror(e));
             st = -1;
         } else if (kind == H5UTIL_FILE_EMPTY) {
-            h5util_errf(err, errlen, "%s: file is empty", path);
+            errmsg_fail(err, errlen, "%s: file is empty", path);
             st = -1;
         } else if (kind == H5UTIL_FILE_OTHER) {
             st = read_all(path, &buf, &n, err, errlen);
             int64_t bad = st == 0 ? utf8_bad_at(buf, n) : -1;
             if (bad >= 0) {
-                h5util_errf(err, errlen,
+                errmsg_fail(err, errlen,
                             "%s: neither a meshtrain token file (no HDF5 signature) nor UTF-8 text "
                             "(byte 0x%02x at offset %lld)",
                             path, buf[bad], (long long)bad);
@@ -438,7 +440,7 @@ static int write_split(hid_t f, const char *name, const uint8_t *tok, int64_t n,
     if (rc < 0) {
         char h5[256];
         h5util_last_error(h5, sizeof h5);
-        h5util_errf(err, errlen, "cannot write dataset %s (%s)", name, h5);
+        errmsg_fail(err, errlen, "cannot write dataset %s (%s)", name, h5);
     }
     if (d >= 0) H5Dclose(d);
     if (space >= 0) H5Sclose(space);
@@ -453,7 +455,7 @@ static int write_token_file(const char *tmp, const char *text_path, const uint8_
     if (f < 0) {
         char h5[256];
         h5util_last_error(h5, sizeof h5);
-        h5util_errf(err, errlen, "%s: cannot create (%s)", tmp, h5);
+        errmsg_fail(err, errlen, "%s: cannot create (%s)", tmp, h5);
         return -1;
     }
     int rc = 0;
@@ -469,7 +471,7 @@ static int write_token_file(const char *tmp, const char *text_path, const uint8_
         snprintf(e, sizeof e, "cannot close");
         rc = -1;
     }
-    if (rc < 0) h5util_errf(err, errlen, "%s: %s", tmp, e);
+    if (rc < 0) errmsg_fail(err, errlen, "%s: %s", tmp, e);
     return rc;
 }
 
@@ -478,14 +480,14 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
     uint8_t *buf;
     int64_t n, n_train, n_val;
     if (paths_same_file(text_path, out_path)) {
-        h5util_errf(err, errlen, "%s: the output is the input text itself (give another OUT.h5)",
+        errmsg_fail(err, errlen, "%s: the output is the input text itself (give another OUT.h5)",
                     out_path);
         return -1;
     }
     if (read_all(text_path, &buf, &n, err, errlen) < 0) return -1;
     const int64_t bad = utf8_bad_at(buf, n);
     if (bad >= 0) { /* what --data would refuse to read as text */
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "%s: not UTF-8 text (byte 0x%02x at offset %lld): prepare tokenizes text files",
                     text_path, buf[bad], (long long)bad);
         free(buf);
@@ -505,7 +507,7 @@ int tokens_prepare(const char *text_path, const char *out_path, double val_fract
     if (rc == 0) {
         int fd = open(tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0 || rename(tmp, out_path) != 0) {
-            h5util_errf(err, errlen, "%s: cannot sync and rename %s into place (%s)", out_path, tmp,
+            errmsg_fail(err, errlen, "%s: cannot sync and rename %s into place (%s)", out_path, tmp,
                         strerror(errno));
             rc = -1;
         }
@@ -543,7 +545,7 @@ int tokens_batch(tokens *tf, tokens_split split, tokens_order order, uint64_t se
     int s = split == TOKENS_VAL;
     int64_t n = tf->n[s];
     if (B < 1 || row0 < 0 || nrows < 0 || row0 + nrows > B || T < 1 || step < 0) {
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "tokens_batch: bad arguments: rows [%lld, %lld) of B = %lld, T = %lld, step "
                     "%lld (need 0 <= row0 <= row0 + nrows <= B, T >= 1, step >= 0)",
                     (long long)row0, (long long)(row0 + nrows), (long long)B, (long long)T,
@@ -551,7 +553,7 @@ int tokens_batch(tokens *tf, tokens_split split, tokens_order order, uint64_t se
         return -1;
     }
     if (n < T + 2) {
-        h5util_errf(err, errlen,
+        errmsg_fail(err, errlen,
                     "%s: split '%s' has %lld tokens, too few for windows of T+1 = %lld (needs at "
                     "least T+2 = %lld; largest T for this file is %lld)",
                     tf->path, split_names[s], (long long)n, (long long)(T + 1), (long long)(T + 2),
@@ -567,13 +569,13 @@ int tokens_batch(tokens *tf, tokens_split split, tokens_order order, uint64_t se
         if (read_window(tf, s, o, T + 1, w) < 0) {
             char h5[256];
             h5util_last_error(h5, sizeof h5);
-            h5util_errf(err, errlen, "%s: cannot read tokens [%lld, %lld) of split '%s' (%s)",
+            errmsg_fail(err, errlen, "%s: cannot read tokens [%lld, %lld) of split '%s' (%s)",
                         tf->path, (long long)o, (long long)(o + T + 1), split_names[s], h5);
             rc = -1;
         }
         for (int64_t i = 0; i <= T && rc == 0; i++) {
             if (w[i] < 0 || w[i] >= TOK_VOCAB_SIZE) {
-                h5util_errf(
+                errmsg_fail(
                     err, errlen, "%s: token %d at offset %lld of split '%s' is outside [0, %d)",
                     tf->path, (int)w[i], (long long)(o + i), split_names[s], TOK_VOCAB_SIZE);
                 rc = -1;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
+
 /* The tpus chapter's table values (the canonical constants; the book's prose disagrees in places,
  * e.g. 2.5e12 B/s HBM for v5p). T_min = 1 µs on every chip (the tpus chapter's "per-hop ICI
  * latency"). */
@@ -87,20 +89,18 @@ int cost_topology_check(const cost_chip *chip, const int *sizes, int n_axes, cha
                         size_t errlen) {
     int s[COST_MAX_AXES] = {1, 1, 1}, p[COST_MAX_AXES] = {1, 1, 1}, used = 0;
     if (n_axes < 1 || n_axes > COST_MAX_AXES) {
-        snprintf(err, errlen, "a topology has 1 to %d axes, got %d", COST_MAX_AXES, n_axes);
-        return -1;
+        return errmsg_fail(err, errlen, "a topology has 1 to %d axes, got %d", COST_MAX_AXES,
+                           n_axes);
     }
     for (int i = 0; i < n_axes; i++) {
         if (sizes[i] < 1) {
-            snprintf(err, errlen, "axis %d has size %d; sizes must be >= 1", i, sizes[i]);
-            return -1;
+            return errmsg_fail(err, errlen, "axis %d has size %d; sizes must be >= 1", i, sizes[i]);
         }
         if (sizes[i] > 1) s[used++] = sizes[i];
     }
     if (used > chip->dims) {
-        snprintf(err, errlen, "%s is a %dD torus; the topology has %d axes longer than 1",
-                 chip->name, chip->dims, used);
-        return -1;
+        return errmsg_fail(err, errlen, "%s is a %dD torus; the topology has %d axes longer than 1",
+                           chip->name, chip->dims, used);
     }
     if (chip->pod[0] <= 0) return 0; /* unbounded (a host profile) */
     memcpy(p, chip->pod, sizeof p);
@@ -108,11 +108,10 @@ int cost_topology_check(const cost_chip *chip, const int *sizes, int n_axes, cha
     sort_desc(p, COST_MAX_AXES);
     for (int i = 0; i < COST_MAX_AXES; i++)
         if (s[i] > p[i]) {
-            snprintf(err, errlen,
-                     "the topology does not fit a %s pod (%dx%dx%d): an axis of %d "
-                     "exceeds %d",
-                     chip->name, chip->pod[0], chip->pod[1], chip->pod[2], s[i], p[i]);
-            return -1;
+            return errmsg_fail(err, errlen,
+                               "the topology does not fit a %s pod (%dx%dx%d): an axis of %d "
+                               "exceeds %d",
+                               chip->name, chip->pod[0], chip->pod[1], chip->pod[2], s[i], p[i]);
         }
     return 0;
 }

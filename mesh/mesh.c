@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mesh/cost.h"
+#include "mesh/errmsg.h"
 #include "mesh/where.h"
 
 void mesh_mpi_init(int *argc, char ***argv) {
@@ -161,14 +162,13 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
     int named = strchr(spec, '=') != NULL;
     while (*p) {
         if (n == MESH_MAX_AXES) {
-            snprintf(err, errlen, "--mesh '%s': at most %d axes", spec, MESH_MAX_AXES);
-            return -1;
+            return errmsg_fail(err, errlen, "--mesh '%s': at most %d axes", spec, MESH_MAX_AXES);
         }
         char nm = "xyz"[n];
         if (named) {
             if (!isalpha((unsigned char)p[0]) || p[1] != '=') {
-                snprintf(err, errlen, "--mesh '%s': expected NAME=SIZE items like x=4,y=2", spec);
-                return -1;
+                return errmsg_fail(err, errlen,
+                                   "--mesh '%s': expected NAME=SIZE items like x=4,y=2", spec);
             }
             nm = p[0];
             p += 2;
@@ -176,13 +176,12 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > 1 << 20) {
-            snprintf(err, errlen, "--mesh '%s': axis sizes must be positive integers", spec);
-            return -1;
+            return errmsg_fail(err, errlen, "--mesh '%s': axis sizes must be positive integers",
+                               spec);
         }
         for (int k = 0; k < n; k++)
             if (name[k] == nm) {
-                snprintf(err, errlen, "--mesh '%s': axis '%c' appears twice", spec, nm);
-                return -1;
+                return errmsg_fail(err, errlen, "--mesh '%s': axis '%c' appears twice", spec, nm);
             }
         name[n] = nm;
         size[n++] = (int)v;
@@ -191,11 +190,11 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
             p++;
             if (!*p) break;
         } else if (*p) {
-            snprintf(err, errlen, "--mesh '%s': unexpected '%c' (use x=4,y=2 or 4x2)", spec, *p);
-            return -1;
+            return errmsg_fail(err, errlen, "--mesh '%s': unexpected '%c' (use x=4,y=2 or 4x2)",
+                               spec, *p);
         }
     }
-    if (n == 0) snprintf(err, errlen, "--mesh is empty (use x=4,y=2, 2x2x2 or 4)");
+    if (n == 0) errmsg_fail(err, errlen, "--mesh is empty (use x=4,y=2, 2x2x2 or 4)");
     return n ? n : -1;
 }
 
@@ -245,9 +244,8 @@ static int cross_order(const char *cross, const char *spec, const char *name, in
         int k = 0;
         while (k < nd && name[k] != *p) k++;
         if (k == nd || used[k]) {
-            snprintf(err, errlen, "--cross-hosts '%s': %s axis '%c' (--mesh %s)", cross,
-                     k == nd ? "no" : "repeated", *p, spec);
-            return -1;
+            return errmsg_fail(err, errlen, "--cross-hosts '%s': %s axis '%c' (--mesh %s)", cross,
+                               k == nd ? "no" : "repeated", *p, spec);
         }
         used[k] = 1, order[n++] = k;
     }
@@ -276,13 +274,13 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     int64_t prod = 1; /* each size is at most 2^20, so three fit in 64 bits */
     for (int k = 0; k < nd; k++) prod *= size[k];
     if (prod > INT_MAX) {
-        snprintf(err, errlen, "--mesh %s needs %lld ranks, more than MPI can run (%d); got %d",
-                 spec, (long long)prod, INT_MAX, nranks);
+        errmsg_fail(err, errlen, "--mesh %s needs %lld ranks, more than MPI can run (%d); got %d",
+                    spec, (long long)prod, INT_MAX, nranks);
         return NULL;
     }
     if (prod != nranks) {
-        snprintf(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)",
-                 spec, (long long)prod, nranks, (long long)prod);
+        errmsg_fail(err, errlen, "--mesh %s needs %lld ranks, got %d (run with mpirun -np %lld)",
+                    spec, (long long)prod, nranks, (long long)prod);
         return NULL;
     }
     int wrap[MESH_MAX_AXES] = {1, 1, 1};
@@ -291,7 +289,8 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
         int k = 0;
         while (k < nd && name[k] != *p) k++;
         if (k == nd) {
-            snprintf(err, errlen, "--open '%s': no axis named '%c' in --mesh %s", open, *p, spec);
+            errmsg_fail(err, errlen, "--open '%s': no axis named '%c' in --mesh %s", open, *p,
+                        spec);
             return NULL;
         }
         wrap[k] = 0;
@@ -366,21 +365,22 @@ int mesh_nranks(const mesh *m) {
 int mesh_ndims(const mesh *m) {
     return m->ndims;
 }
-int mesh_axis_size(const mesh *m, int axis) {
+/* axis, checked to be one of the mesh's. */
+static int valid_axis(const mesh *m, int axis) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->size[axis];
+    return axis;
+}
+int mesh_axis_size(const mesh *m, int axis) {
+    return m->size[valid_axis(m, axis)];
 }
 int mesh_axis_coord(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->coord[axis];
+    return m->coord[valid_axis(m, axis)];
 }
 int mesh_axis_wraps(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->wrap[axis];
+    return m->wrap[valid_axis(m, axis)];
 }
 char mesh_axis_name(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->name[axis];
+    return m->name[valid_axis(m, axis)];
 }
 int mesh_axis_index(const mesh *m, char name) {
     for (int k = 0; k < m->ndims; k++)

@@ -95,6 +95,11 @@ int main(void) {
                  "--comm-dtype bf16 --bucket 4M");
     good("--bucket auto", &c);
     check_expect(c.bucket == -1 && !strcmp(c.comm_dtype, "fp32"), "--bucket auto; fp32 default");
+    check_expect(c.cmatmul == 0, "--collective-matmul off by default");
+    good("--tensor y --collective-matmul auto", &c);
+    check_expect(c.cmatmul == -1, "--collective-matmul auto");
+    good("--tensor y --collective-matmul=on", &c);
+    check_expect(c.cmatmul == 1, "--collective-matmul=on");
     good("--data-axes xz", &c);
     check_expect(!strcmp(c.data_axes, "xz"), "--data-axes is an alias of --dp");
     good("--bench", &c);
@@ -173,6 +178,8 @@ int main(void) {
     bad("--alg fast", "--alg fast", "ring, bidir, seq, multi, mpi or direct");
     bad("--comm-dtype fp16", "--comm-dtype fp16", "fp32 or bf16");
     bad("--bucket lots", "--bucket lots", "auto or bytes");
+    bad("--tensor y --collective-matmul yes", "--collective-matmul yes", "on, off or auto");
+    bad("--collective-matmul on", "--collective-matmul on needs a tensor axis", "--tensor AXIS");
     bad("--bucket -5", "--bucket -5", "auto or bytes");
     bad("--bucket 3Q", "--bucket 3Q", "auto or bytes");
     bad("--comm-dtype bf16 --alg mpi", "--comm-dtype bf16 needs --alg ring", "mpi moves fp32");

@@ -27,7 +27,7 @@
 
 #include "data/hash.h"
 #include "mesh/coll.h"
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
 
 #define CLI_BLOCK (1 << 22) /* elements per read */
@@ -114,7 +115,7 @@ static int cmd_info(const char *path, char *err, size_t errlen) {
     char **names = NULL;
     int n = 0, rc = h5array_list(f, "/", 1, &names, &n, err, errlen), bad = 0;
     float *buf = rc == 0 ? malloc((size_t)CLI_BLOCK * sizeof *buf) : NULL;
-    if (rc == 0 && !buf) rc = -1, snprintf(err, errlen, "out of memory");
+    if (rc == 0 && !buf) rc = errmsg_fail(err, errlen, "out of memory");
     if (rc == 0)
         printf("  %-24s %-16s %12s %13s %13s  %s\n", "array", "shape", "L2 norm", "min", "max",
                "checksum");
@@ -138,8 +139,8 @@ static int cmd_info(const char *path, char *err, size_t errlen) {
         printf("\n");
     }
     if (rc == 0 && bad)
-        rc = -1, snprintf(err, errlen, "%s: corrupt checkpoint: %d array%s fail%s the checksum",
-                          path, bad, bad == 1 ? "" : "s", bad == 1 ? "s" : "");
+        rc = errmsg_fail(err, errlen, "%s: corrupt checkpoint: %d array%s fail%s the checksum",
+                         path, bad, bad == 1 ? "" : "s", bad == 1 ? "s" : "");
     free(buf);
     h5array_names_free(names, n);
     h5array_close(f);
@@ -211,7 +212,7 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
     if (rc == 0) rc = h5array_list(fb, "/", 1, &nb, &cb, err, errlen);
     float *ba = malloc((size_t)CLI_BLOCK * sizeof *ba),
           *bb = malloc((size_t)CLI_BLOCK * sizeof *bb);
-    if (rc == 0 && (!ba || !bb)) rc = -1, snprintf(err, errlen, "out of memory");
+    if (rc == 0 && (!ba || !bb)) rc = errmsg_fail(err, errlen, "out of memory");
     if (rc == 0)
         printf("  %-24s %-16s %12s %12s %14s\n", "array", "shape", "max |a-b|", "max rel",
                "eps units");
@@ -267,8 +268,8 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
             differ = 1;
         }
     if (rc == 0 && nbad_sum) { /* a corrupt file: an error, not a difference */
-        snprintf(err, errlen, "%s%s", bad_sum, nbad_sum > 1 ? " (and more: see the table)" : "");
-        rc = -1;
+        rc = errmsg_fail(err, errlen, "%s%s", bad_sum,
+                         nbad_sum > 1 ? " (and more: see the table)" : "");
     } else if (rc == 0) {
         if (tol < 0)
             printf("%s\n", differ ? "the checkpoints differ" : "every array is bit-identical");
@@ -306,8 +307,7 @@ int ckpt_cli_main(int argc, char **argv) {
         diff = strcmp(argv[4], "--tol") == 0 && end != argv[5] && !*end && tol >= 0;
     }
     if (!info && !diff) {
-        snprintf(err, sizeof err, "bad ckpt arguments\n%s", usage);
-        rc = -1;
+        rc = errmsg_fail(err, sizeof err, "bad ckpt arguments\n%s", usage);
     }
     if (rc == 0 && mesh_world_rank() == 0) {
         rc = info ? cmd_info(argv[2], err, sizeof err)

@@ -23,8 +23,8 @@
 #undef pipe
 
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
-#include "train/config/errmsg.h"
 
 #define OWNER_FILE ".meshtrain-owner"
 
@@ -194,7 +194,7 @@ int ckpt_latest(const char *dir, char *path, size_t len, int64_t *step, char *er
 /* Deletes p; on failure counts it and keeps the first message. */
 static void remove_file(const char *p, int *failed, char *err, size_t errlen) {
     if (remove(p) == 0 || errno == ENOENT) return;
-    if (!*failed && err && errlen) snprintf(err, errlen, "%s (%s)", p, strerror(errno));
+    if (!*failed) errmsg_fail(err, errlen, "%s (%s)", p, strerror(errno));
     ++*failed;
 }
 

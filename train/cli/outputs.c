@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "data/paths.h"
+#include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
-#include "train/config/errmsg.h"
 
 typedef struct {
     const char *flag, *path, *what;

@@ -10,3 +10,7 @@ float *alloc_floats(int64_t n) {
     if (p) memset(p, 0, bytes);
     return p;
 }
+
+void alloc_free_list(void *const *p, int n) {
+    for (int i = 0; i < n; i++) free(p[i]);
+}

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 
 typedef enum {
     K_GROUP,  /* a heading in --help, not a flag */

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
 #include "mesh/mesh.h"
 #include "train/config/config.h"
-#include "train/config/errmsg.h"
 
 void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN]) {
     memset(out, 0, CONFIG_AXES_LEN);

@@ -8,8 +8,8 @@
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "train/config/alloc.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
 
@@ -29,7 +29,9 @@ struct gen {
     mesh *m;
     mesh *gm;      /* the mesh with the tensor axis split into (kv head, group): AllToAll */
     mesh_axes gax; /* the group axis of gm */
-    int64_t Z;     /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
+    mesh_axes tax; /* the tensor axis of m (vocabulary shards), nY ranks (1 without) */
+    int64_t nY;
+    int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
     par *plan;
     model *mod;
     gen_kv_mode mode;
@@ -43,6 +45,7 @@ struct gen {
     int32_t *rtok, *rpos;
     int64_t *out_rows;
     float *ws, *logits, *scr, *qm, *om, *a2a;
+    float *lg_loc, *lg_all; /* one forward's logits of this vocab shard [n, Vl]; all [nY, n, Vl] */
     sample_item *items;
     /* the step being run, for the attention hook */
     int prefill;
@@ -179,6 +182,19 @@ static double tensor_ranks(const gen *g) {
     return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
 }
 
+/* One forward: the model's logits of this vocab shard for n rows, then all shards of all rows in
+ * one AllGather over the tensor axis (not one per row) into logits[n, V]. */
+static void forward(gen *g, float *logits, int64_t n, int64_t R) {
+    const int64_t V = g->c.shape.V, Vl = model_extents_of(g->mod)->Vl;
+    model_fwd_rows(g->mod, g->nY == 1 ? logits : g->lg_loc, g->out_rows, n, g->rtok, g->rpos, R,
+                   attn_hook, g, g->ws);
+    if (g->nY == 1) return;
+    mesh_all_gather(g->m, g->tax, g->lg_all, g->lg_loc, n * Vl, MESH_ALG_DEFAULT);
+    for (int64_t y = 0; y < g->nY; y++) /* shard y holds the vocabulary [y·Vl, (y+1)·Vl) */
+        for (int64_t i = 0; i < n; i++)
+            memcpy(logits + i * V + y * Vl, g->lg_all + (y * n + i) * Vl, (size_t)Vl * 4);
+}
+
 /* The sampler's pick for local sequences [b0, b0 + n) from their rows of the logits. */
 static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
     const model_shape *s = &g->c.shape;
@@ -214,8 +230,7 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
         g->chunk_len = ps->len + g->row0 + b0;
         g->chunk_b0 = b0;
         g->chunk_n = n;
-        model_fwd_rows(g->mod, g->logits + b0 * g->c.shape.V, g->out_rows, n, g->rtok, g->rpos, R,
-                       attn_hook, g, g->ws);
+        forward(g, g->logits + b0 * g->c.shape.V, n, R);
         pick(g, b0, n, next);
         gen_step w;
         weight_cost(g, R, n, &w);
@@ -239,7 +254,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
         g->rpos[r] = g->pos[r];
         g->out_rows[r] = r;
     }
-    model_fwd_rows(g->mod, g->logits, g->out_rows, R, g->rtok, g->rpos, R, attn_hook, g, g->ws);
+    forward(g, g->logits, R, R);
     pick(g, 0, R, next);
     for (int64_t r = 0; r < R; r++) g->pos[r]++;
     weight_cost(g, R, R, st);
@@ -324,6 +339,8 @@ static int layout(gen *g, char *err, size_t errlen) {
                            "multiple of %lld prompts",
                            (long long)g->d.B, (long long)g->nX, (long long)g->nX);
     g->B_loc = g->d.B / g->nX;
+    g->nY = nY;
+    if (ty >= 0) g->tax = (mesh_axes){.n = 1, .ax = {ty}};
     g->row0 = par_data_index(g->plan) * g->B_loc;
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
@@ -379,13 +396,16 @@ static int alloc_buffers(gen *g) {
     g->out_rows = calloc((size_t)R, sizeof *g->out_rows);
     g->ws = alloc_floats(model_rows_ws(g->mod, R));
     g->logits = alloc_floats(R * s->V);
+    g->lg_loc = alloc_floats(R * s->V / g->nY);
+    g->lg_all = alloc_floats(R * s->V);
     g->scr = alloc_floats((s->N > 64 ? s->N : 64) * g->d.S);
     g->qm = alloc_floats(Bc * M * s->H);
     g->om = alloc_floats(Bc * M * s->H);
     g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
     return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
-                   g->logits && g->scr && g->qm && g->om && g->a2a && g->items
+                   g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om && g->a2a &&
+                   g->items
                ? 0
                : -1;
 }
@@ -428,19 +448,6 @@ void gen_destroy(gen *g) {
     model_destroy(g->mod);
     par_destroy(g->plan);
     mesh_destroy(g->gm);
-    free(g->kv.k);
-    free(g->kv.v);
-    free(g->pos);
-    free(g->ntok);
-    free(g->rtok);
-    free(g->rpos);
-    free(g->out_rows);
-    free(g->ws);
-    free(g->logits);
-    free(g->scr);
-    free(g->qm);
-    free(g->om);
-    free(g->a2a);
-    free(g->items);
-    free(g);
+    ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
+                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items, g);
 }

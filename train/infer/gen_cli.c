@@ -14,8 +14,8 @@
 #include "kernels/attn_cache.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 
 #define GEN_ERR 512

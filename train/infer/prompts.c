@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 
 int prompts_add(prompt_set *ps, const char *text, size_t len, const char *what, char *err,
                 size_t errlen) {

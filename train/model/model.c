@@ -245,13 +245,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
 
 void model_destroy(model *m) {
     if (!m) return;
-    free(m->params);
-    free(m->grads);
-    free(m->slot);
-    free(m->acts);
-    free(m->act_block);
-    free(m->tgt_block);
-    free(m);
+    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m);
 }
 
 const model_shape *model_shape_of(const model *m) {
@@ -428,8 +422,8 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
 /* ---------------------------------------------------------------- inference rows */
 
 /* The workspace of model_fwd_rows for R rows: one layer's activations (every layer reuses them),
- * the final norm and the local logits. */
-static void carve_rows(model *m, carver *c, layer_act *A, float **hf, float **lg, int64_t R) {
+ * the final norm. */
+static void carve_rows(model *m, carver *c, layer_act *A, float **hf, int64_t R) {
     const int64_t D = m->s.D, H = m->s.H;
     const model_extents *lc = &m->loc;
     A->x1 = carve(c, R * D);
@@ -447,18 +441,17 @@ static void carve_rows(model *m, carver *c, layer_act *A, float **hf, float **lg
     A->g = carve(c, R * lc->Fl);
     A->P = NULL;
     *hf = carve(c, R * (D + 1));
-    *lg = carve(c, R * lc->Vl);
 }
 
 int64_t model_rows_ws(model *m, int64_t R) {
     carver c = {NULL, 0};
     layer_act A;
-    float *hf, *lg;
-    carve_rows(m, &c, &A, &hf, &lg, R);
+    float *hf;
+    carve_rows(m, &c, &A, &hf, R);
     return c.used;
 }
 
-void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_t n_out,
                     const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
                     void *ctx, float *ws) {
     const int64_t D = m->s.D, H = m->s.H, h2 = m->s.H / 2, Vl = m->loc.Vl;
@@ -466,8 +459,8 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
     CHECK(m->first && m->last, "model_fwd_rows: not with pipeline stages");
     carver c = {ws, 0};
     layer_act A;
-    float *hf, *lg;
-    carve_rows(m, &c, &A, &hf, &lg, R);
+    float *hf;
+    carve_rows(m, &c, &A, &hf, R);
     kern_embed_fwd(A.x1, m->hk.weight(m->hk.ctx, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
     m->hk.embed_reduce(m->hk.ctx, m, A.x1, R);
     for (int64_t l = 0; l < m->s.L; l++) {
@@ -487,9 +480,7 @@ void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_
     float *rstd = hf + R * D;
     for (int64_t i = 0; i < n_out; i++)
         kern_rmsnorm_fwd(hf + i * D, rstd + i, A.x1 + out_rows[i] * D, gain, 1, D);
-    kern_matmul(lg, hf, un, n_out, D, Vl);
-    for (int64_t i = 0; i < n_out; i++)
-        m->hk.gather_vocab(m->hk.ctx, m, logits + i * m->s.V, lg + i * Vl);
+    kern_matmul(logits_loc, hf, un, n_out, D, Vl);
 }
 
 /* ---------------------------------------------------------------- backward */

@@ -124,9 +124,11 @@ int64_t model_rows_ws(model *m, int64_t R);
 /* Collective over the tensor axis (with a plan; no pipeline). Forward of R rows, row r the token
  * tok[r] at position pos[r] (< T) of its sequence: embedding, every block with the attention of
  * attn(ctx, io) (a KV cache: no row sees another row unless attn lets it), final norm; then the
- * logits over the whole vocabulary of rows out_rows[0..n_out) into logits[n_out, V]. ws: the
- * caller's workspace of model_rows_ws(m, R) floats. The model may be created with Bl = 0. */
-void model_fwd_rows(model *m, float *logits, const int64_t *out_rows, int64_t n_out,
+ * logits of this rank's vocabulary shard (model_extents_of: [v0, v0 + Vl)) of rows
+ * out_rows[0..n_out) into logits_loc[n_out, Vl]; the caller gathers the shards of all rows at
+ * once. ws: the caller's workspace of model_rows_ws(m, R) floats. The model may be created with
+ * Bl = 0. */
+void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_t n_out,
                     const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
                     void *ctx, float *ws);
 /* Bytes of saved activations for one micro-batch on this rank. */

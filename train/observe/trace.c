@@ -17,6 +17,7 @@
 
 #include "data/paths.h"
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "mesh/where.h"
 
 #define TRACE_DEPTH 16
@@ -183,10 +184,11 @@ int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t e
     char why[1100];
     if (mesh_rank(m) == 0 && paths_can_write(path, why, sizeof why) < 0) {
         ok = 0; /* fail before the run, not after it, and touch nothing */
-        snprintf(err, errlen, "--trace %s: cannot create it (%s)", path, why);
+        errmsg_fail(err, errlen, "--trace %s: cannot create it (%s)", path, why);
     }
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        if (mesh_rank(m) != 0) snprintf(err, errlen, "--trace %s: rank 0 cannot create it", path);
+        if (mesh_rank(m) != 0)
+            errmsg_fail(err, errlen, "--trace %s: rank 0 cannot create it", path);
         T.m = NULL;
         return -1;
     }
@@ -194,8 +196,8 @@ int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t e
     T.ev = malloc((size_t)T.cap * sizeof *T.ev);
     ok = T.ev != NULL && mesh_add_trace_hook(m, on_done, on_waited, &T) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        snprintf(err, errlen, "--trace %s: out of memory for %lld events per rank", path,
-                 (long long)T.cap);
+        errmsg_fail(err, errlen, "--trace %s: out of memory for %lld events per rank", path,
+                    (long long)T.cap);
         mesh_remove_trace_hook(m, &T);
         free(T.ev);
         T.m = NULL;
@@ -353,8 +355,8 @@ static int join_parts(int nranks, char *err, size_t errlen) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", T.path, (long)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out) {
-        snprintf(err, errlen, "--trace %s: cannot write it (%s)", T.path, strerror(errno));
-        return -1;
+        return errmsg_fail(err, errlen, "--trace %s: cannot write it (%s)", T.path,
+                           strerror(errno));
     }
     fprintf(out, "{\"traceEvents\":[\n");
     int rc = 0;
@@ -363,10 +365,10 @@ static int join_parts(int nranks, char *err, size_t errlen) {
         snprintf(part, sizeof part, "%s.rank%d", T.path, r);
         FILE *in = fopen(part, "r");
         if (!in) {
-            snprintf(err, errlen,
-                     "--trace %s: cannot read %s (%s); the per-rank parts must be on "
-                     "a filesystem rank 0 can read",
-                     T.path, part, strerror(errno));
+            errmsg_fail(err, errlen,
+                        "--trace %s: cannot read %s (%s); the per-rank parts must be on "
+                        "a filesystem rank 0 can read",
+                        T.path, part, strerror(errno));
             rc = -1;
             break;
         }
@@ -393,13 +395,11 @@ static int join_parts(int nranks, char *err, size_t errlen) {
     fprintf(out, "]}}\n");
     const int e = close_checked(out);
     if (e < 0 && rc == 0) {
-        snprintf(err, errlen, "--trace %s: writing it failed (%s)", T.path, strerror(-e));
-        rc = -1;
+        rc = errmsg_fail(err, errlen, "--trace %s: writing it failed (%s)", T.path, strerror(-e));
     }
     if (rc == 0 && rename(tmp, T.path) != 0) {
-        snprintf(err, errlen, "--trace %s: cannot rename %s into place (%s)", T.path, tmp,
-                 strerror(errno));
-        rc = -1;
+        rc = errmsg_fail(err, errlen, "--trace %s: cannot rename %s into place (%s)", T.path, tmp,
+                         strerror(errno));
     }
     if (rc < 0) remove(tmp); /* an existing file at the path stays as it was */
     return rc;
@@ -420,9 +420,9 @@ int trace_finish(int64_t *dropped, char *err, size_t errlen) {
         const int wrote = write_part(part, nev, lost);
         const int worst = mesh_agree(mesh_world_comm(m), wrote);
         if (worst < 0) {
-            snprintf(err, errlen, "--trace %s: a rank could not write its part %s.rank<r> (%s)",
-                     T.path, T.path, strerror(-worst));
-            rc = -1;
+            rc = errmsg_fail(err, errlen,
+                             "--trace %s: a rank could not write its part %s.rank<r> (%s)", T.path,
+                             T.path, strerror(-worst));
         }
         int joined = 0;
         if (rc == 0 && mesh_rank(m) == 0) joined = join_parts(mesh_nranks(m), err, errlen);
@@ -433,10 +433,7 @@ int trace_finish(int64_t *dropped, char *err, size_t errlen) {
             }
         if (mesh_agree(mesh_world_comm(m), joined) < 0 && rc == 0) {
             if (mesh_rank(m) != 0)
-                snprintf(err, errlen,
-                         "--trace %s: rank 0 could not join the "
-                         "parts",
-                         T.path);
+                errmsg_fail(err, errlen, "--trace %s: rank 0 could not join the parts", T.path);
             rc = -1;
         }
         float mine = (float)lost, all = 0;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 #include "train/parallel/par_impl.h"
 
 int par_is_layer_param(param_id id) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -107,7 +109,7 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     p->hooks = hook_table(p);
     int ok = par_alloc_buffers(p) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        snprintf(err, errlen, "out of memory allocating the sharding buffers");
+        errmsg_fail(err, errlen, "out of memory allocating the sharding buffers");
         par_destroy(p);
         return NULL;
     }
@@ -125,18 +127,9 @@ void par_destroy(par *p) {
         free(p->gout[k]);
     }
     for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
-    free(p->ebuf);
-    free(p->hbuf_norm);
-    free(p->hbuf_un);
-    free(p->ustage); /* (zero 3's sh_p is the model's storage) */
-    free(p->sh_g);
-    free(p->tp_a);
-    free(p->tp_b);
-    free(p->kvx);
-    free(p->pack);
-    free(p->dcn_buf);
-    free(p->cmm_buf);
-    free(p);
+    /* (zero 3's sh_p is the model's storage) */
+    ALLOC_FREE_ALL(p->ebuf, p->hbuf_norm, p->hbuf_un, p->ustage, p->sh_g, p->tp_a, p->tp_b, p->kvx,
+                   p->pack, p->dcn_buf, p->cmm_buf, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {

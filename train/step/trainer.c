@@ -10,8 +10,9 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "mesh/link.h"
-#include "train/config/errmsg.h"
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
@@ -211,9 +212,7 @@ void trainer_destroy(trainer *t) {
     pipe_destroy(t->pp);
     model_destroy(t->mod);
     par_destroy(t->plan);
-    free(t->opt_m);
-    free(t->opt_v);
-    free(t);
+    ALLOC_FREE_ALL(t->opt_m, t->opt_v, t);
 }
 
 model *trainer_model(trainer *t) {
@@ -370,6 +369,8 @@ void trainer_print_plan(trainer *t, FILE *out) {
                     t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.chip_flops / t->dcn_chip_bw);
         fprintf(out, "\n");
     }
+    char given[32];
+    snprintf(given, sizeof given, "%lld", (long long)t->c.bucket);
     if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
         fprintf(out,
                 "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
@@ -377,7 +378,7 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
                 (long long)par_bucket(t->plan),
                 1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
-                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : "",
+                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : given,
                 t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
     if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
         fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,

@@ -1,5 +1,5 @@
 /* errmsg: see errmsg.h. */
-#include "train/config/errmsg.h"
+#include "mesh/errmsg.h"
 
 #include <stdarg.h>
 #include <stdio.h>
