@@ -8,7 +8,8 @@
 # decode step; the table gives the minimum and the median of those over ROUNDS rounds, the
 # speed-ups (PyTorch's median / meshtrain's), decode at batch 1 against the memory-bandwidth
 # bound (weights + KV bytes / the BW measured at start-up) and the targets (1.2x, 80%).
-# About 1.5 minutes per round on the idle 2-vCPU machine, 8-9 minutes in all with ROUNDS=5.
+# About 50 s per round and 30 s for the sweep (measured on the loaded 2-vCPU machine): about
+# 5 minutes in all with ROUNDS=5.
 #
 # usage: bench/infer_bench.sh [BUILD_DIR]
 # env:   ROUNDS=5 BIG=32 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3

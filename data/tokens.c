@@ -35,16 +35,6 @@ const char *tokens_split_name(tokens_split split) {
     return split == TOKENS_VAL ? "val" : "train";
 }
 
-const char *tokens_order_name(tokens_order order) {
-    return order == TOKENS_ORDER_SEQUENTIAL ? "sequential" : "random";
-}
-
-int tokens_order_parse(const char *name) {
-    return !strcmp(name, "random")       ? TOKENS_ORDER_RANDOM
-           : !strcmp(name, "sequential") ? TOKENS_ORDER_SEQUENTIAL
-                                         : -1;
-}
-
 int64_t tokens_val_count(int64_t n, double val_fraction) {
     return (int64_t)floor((double)n * val_fraction);
 }
