@@ -238,7 +238,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     if (!c->quiet) {
         print_header(&r, pk->rank);
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
-        trainer_print_plan(t, stdout);
+        trainer_print_layout(t, stdout);
     }
     char hosts[160];
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
