@@ -14,7 +14,8 @@
 # env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
-# About 12 minutes on 2 idle vCPUs with the defaults.
+# About 6–10 minutes on 2 idle vCPUs with the defaults (estimated: the runs' predicted steps add up
+# to about 2.5 minutes, plus a few seconds of start-up per run); 23 minutes at load average 15–21.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}

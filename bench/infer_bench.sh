@@ -5,28 +5,24 @@
 # batch sweep (the roofline) as CSV and a gnuplot SVG.
 # Model L=8 D=512 N=K=8 H=64 F=1408 V=256 (fp32, 103 MB of weights: far beyond the caches),
 # prompts of 64 random tokens, 32 decode steps. Each run reports its prefill time and its median
-# decode step; the table gives the minimum and the median of those over ROUNDS rounds.
+# decode step; the table gives the minimum and the median of those over ROUNDS rounds, the
+# speed-ups (PyTorch's median / meshtrain's), decode at batch 1 against the memory-bandwidth
+# bound (weights + KV bytes / the BW measured at start-up) and the targets (1.2x, 80%).
+# About 50 s per round and 30 s for the sweep (measured on the loaded 2-vCPU machine): about
+# 5 minutes in all with ROUNDS=5.
 #
 # usage: bench/infer_bench.sh [BUILD_DIR]
-# env:   ROUNDS=5 BIG=16 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3
+# env:   ROUNDS=5 BIG=32 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3
 #        DOCS=docs (infer_roofline.csv / .svg written there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-5}
-BIG=${BIG:-16}
+BIG=${BIG:-32}
 SWEEP=${SWEEP:-1,2,4,8,16,32,64}
 OUT=${OUT:-bench/infer_results.md}
 DOCS=${DOCS:-docs}
-PYTHON=${PYTHON:-/usr/bin/python3}
-MT="$BUILD/meshtrain"
-[ -x "$MT" ] || { echo "infer_bench: $MT not found; build first" >&2; exit 2; }
-"$PYTHON" -c "import torch" 2>/dev/null ||
-  { echo "infer_bench: $PYTHON cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. bench/torch_preamble.sh infer_bench
 MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"
 P=64 STEPS=32
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
@@ -37,11 +33,13 @@ add() { val[$1]="${val[$1]:-} $2"; }
 for r in $(seq "$ROUNDS"); do
   out=$("$MT" generate --bench $MODEL --seq-len $((P + STEPS + 1)) --bench-prompt $P \
     --tokens $((STEPS + 1)) --bench-batches "1,$BIG" 2>&1)
-  while read -r b pre _ med; do
+  while read -r b pre best med bw; do
     add "mt_pre_$b" "$pre"
     add "mt_dec_$b" "$med"
-  done < <(awk '$4 == "decode:" {print $1, $2, $5, $6}' <<<"$out")
-  grep -q '^B_crit' <<<"$out" && echo "round $r meshtrain: $(grep '^B_crit' <<<"$out")"
+    add "mt_bw_$b" "${bw%\%}"                                         # % of the bound, median step
+    add "mt_bwmin_$b" "$(awk -v p="${bw%\%}" -v a="$med" -v b="$best" 'BEGIN {print p * a / b}')"
+  done < <(awk '$4 == "decode:" {print $1, $2, $5, $6, $11}' <<<"$out")
+  grep -q '^B_crit' <<<"$out" && bcrit=$(grep '^B_crit' <<<"$out") && echo "round $r meshtrain: $bcrit"
   for b in 1 "$BIG"; do
     line=$(cd bench && "$PYTHON" torch_infer.py $MODEL --prompt $P --steps $STEPS --batch "$b")
     add "pt_pre_$b" "$(sed -n 's/.*prefill ms \([0-9.]*\).*/\1/p' <<<"$line")"
@@ -50,6 +48,7 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r: meshtrain decode B=1 ${val[mt_dec_1]##* } ms, torch ${val[pt_dec_1]##* } ms"
 done
 
+med() { tr ' ' '\n' <<<"${val[$1]}" | grep . | median; }
 stat() { # stat KEY: "median / min"
   printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
     "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
@@ -69,6 +68,23 @@ ratio() { # ratio A B: median(B) / median(A) (how many times faster A is)
     echo "| prefill ($P tokens each) | $b | $(stat mt_pre_$b) | $(stat pt_pre_$b) | $(ratio mt_pre_$b pt_pre_$b)x |"
     echo "| decode step | $b | $(stat mt_dec_$b) | $(stat pt_dec_$b) | $(ratio mt_dec_$b pt_dec_$b)x |"
   done
+  echo
+  echo "Last round: ${bcrit:-no B_crit line}"
+  echo
+  echo "Decode at batch 1 against the memory-bandwidth bound ((weights + KV bytes) / measured BW):"
+  echo "$(med mt_bw_1)% at the median step (median over the rounds; per round: ${val[mt_bw_1]# }),"
+  echo "$(tr ' ' '\n' <<<"${val[mt_bwmin_1]}" | grep . | sort -g | tail -1 | awk '{printf "%.0f", $1}')% at the fastest step of the best round."
+  echo
+  echo "Targets (speed-up = PyTorch's median / meshtrain's median; bound: median step >= 80%):"
+  for k in pre dec; do
+    for b in 1 "$BIG"; do
+      x=$(ratio mt_${k}_$b pt_${k}_$b)
+      printf '  %-7s batch %-3s %5sx  %s\n' "$([ $k = pre ] && echo prefill || echo decode)" \
+        "$b" "$x" "$(awk -v x="$x" 'BEGIN {print (x >= 1.2 ? "met (>= 1.2x)" : "NOT met (< 1.2x)")}')"
+    done
+  done
+  printf '  decode  batch 1   %5s%% of the bandwidth bound  %s\n' "$(med mt_bw_1)" \
+    "$(awk -v x="$(med mt_bw_1)" 'BEGIN {print (x >= 80 ? "met (>= 80%)" : "NOT met (< 80%)")}')"
 } | tee "$OUT"
 
 # the roofline sweep: CSV + SVG

@@ -48,7 +48,8 @@ for r in $(seq "$ROUNDS"); do
     out=$(/usr/bin/time -f "%U %S" -o "$tm" timeout 600 mpirun --oversubscribe --bind-to none \
       -np "$np" "$MT" --bench --quiet --steps "$STEPS" $MODEL $flags 2>&1) || {
       echo "overlap: run failed: $name" >&2
-      echo "$out" | tail -5 >&2
+      echo "$out" | grep -v '^\(-\|$\)' | head -5 >&2
+      ms[$name]+="- "; cpu[$name]+="- "; ccpu[$name]+="- " # keeps the rounds paired
       continue
     }
     line=$(grep '^bench |' <<<"$out")
@@ -61,9 +62,10 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-list() { tr ' ' '\n' <<<"$1" | grep .; }
-# paired ratio per round: variant with --overlap over without
-paired() { paste -d' ' <(list "${ms[$1 --overlap]}") <(list "${ms[$1]}") | awk '{print $1 / $2}'; }
+rounds() { tr ' ' '\n' <<<"$1" | grep .; }         # one value per round, "-" for a failed run
+list() { rounds "$1" | grep -v '^-$' || true; }      # the rounds that ran
+# paired ratio per round where both ran: variant with --overlap over without
+paired() { paste -d' ' <(rounds "${ms[$1 --overlap]}") <(rounds "${ms[$1]}") | awk '$1 != "-" && $2 != "-" && $2 > 0 {print $1 / $2}'; }
 one_min=$(list "${ms[1 rank]}" | minimum)
 one_med=$(list "${ms[1 rank]}" | median)
 one_cc=$(list "${ccpu[1 rank]}" | median)

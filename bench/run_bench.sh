@@ -15,15 +15,7 @@ ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-10}
 CONFIGS=${CONFIGS:-a b}
 OUT=${OUT:-bench/results.md}
-PYTHON=${PYTHON:-/usr/bin/python3}
-MT="$BUILD/meshtrain"
-[ -x "$MT" ] || { echo "run_bench: $MT not found; build first (cmake --build $BUILD)" >&2; exit 2; }
-"$PYTHON" -c "import torch" 2>/dev/null ||
-  { echo "run_bench: $PYTHON cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. bench/torch_preamble.sh run_bench
 
 flags() {
   case $1 in

@@ -23,6 +23,18 @@
  * reverse direction, which would share the other direction of a full-duplex link). A transfer of
  * b bytes over one link then takes T_min + b / W_ici_oneway, as tests/smpi checks.
  *
+ * Pods (--pods N [--dcn-bw X]): N copies of a slice of at most two axes, joined by the
+ * data-center network. The pods are the mesh's first axis (x, slowest; the slice's axes become y
+ * and z), so that a collective over x runs across pods and one over yz inside each. The slices
+ * are the graph above (one per pod, the chip's wraparound rules); every chip also has a DCN uplink
+ * and downlink of X bytes/s each (default: the chip's cost_chip_dcn_bw, the host's 2.5e10 B/s
+ * shared by its chips, as the calculator's --dcn-bw) and T_min/2 of latency, to one switch: a
+ * message between pods takes T_min + b/X, and a chip sends to both ring neighbours over its one
+ * uplink, so a bidirectional ring gets X/2 each way, the calculator's DCN link. Routes are
+ * shortest paths counted in links (SimGrid's Dijkstra), so each DCN route carries padding links
+ * (free: no latency, 1e18 B/s) that make it longer than any path inside a pod: traffic inside a
+ * pod stays on ICI. The mesh's pod axis wraps (the switch closes the ring).
+ *
  * On stdout: the mesh to run on this platform, as KEY=VALUE lines for the shell:
  *   ranks=512  mesh=x=8,y=8,z=8  open=   (open: the axes without wraparound, for --open) */
 #include <stdio.h>
@@ -33,7 +45,7 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: simpod-platform --chip v3|v4p|v5e|v5p|v6e --topology AxB[xC] "
-                    "--platform OUT.xml --hostfile OUT.hosts\n");
+                    "[--pods N [--dcn-bw BYTES_PER_S]] --platform OUT.xml --hostfile OUT.hosts\n");
 }
 
 static int parse_topology(const char *s, int *sizes) {
@@ -87,44 +99,76 @@ static void write_torus(FILE *f, const cost_chip *chip, const int *sizes, int n,
             topo, N - 1, chip->flops_bf16, chip->ici_oneway, chip->hop_latency);
 }
 
-/* Some axis is open: the links one by one, one per direction, routed by shortest path. */
+/* Some axis is open (or pods): the links one by one, one per direction, routed by shortest path.
+ * The chips of pod p are chip-(p·N + r); the caller opens and closes the zone. */
 static void write_graph(FILE *f, const cost_chip *chip, const int *sizes, const int *wraps, int n,
-                        int N) {
-    fprintf(f, "  <zone id=\"world\" routing=\"DijkstraCache\">\n");
-    for (int r = 0; r < N; r++)
-        fprintf(f, "    <host id=\"chip-%d\" speed=\"%.6gf\"/>\n", r, chip->flops_bf16);
-    for (int pass = 0; pass < 2; pass++) /* links, then routes */
-        for (int r = 0; r < N; r++) {
-            int c[COST_MAX_AXES];
-            coords_of(r, c, sizes, n);
-            for (int k = 0; k < n; k++)
-                for (int dir = -1; dir <= 1; dir += 2) {
-                    int d[COST_MAX_AXES];
-                    memcpy(d, c, sizeof d);
-                    d[k] += dir;
-                    if (d[k] < 0 || d[k] >= sizes[k]) {
-                        if (!wraps[k]) continue;
-                        d[k] = (d[k] + sizes[k]) % sizes[k];
-                    }
-                    const int s = rank_of(d, sizes, n);
-                    if (s == r || (sizes[k] == 2 && dir > 0 && wraps[k])) continue;
-                    if (pass == 0)
-                        fprintf(f,
-                                "    <link id=\"l%d-%d\" bandwidth=\"%.6gBps\" "
-                                "latency=\"%.6gs\"/>\n",
-                                r, s, chip->ici_oneway, chip->hop_latency);
-                    else
-                        fprintf(f,
-                                "    <route src=\"chip-%d\" dst=\"chip-%d\" symmetrical=\"NO\">"
-                                "<link_ctn id=\"l%d-%d\"/></route>\n",
-                                r, s, r, s);
+                        int N, int pod, int pass) {
+    if (pass < 0) { /* hosts first, then links, then routes (SimGrid's DTD) */
+        for (int r = 0; r < N; r++)
+            fprintf(f, "    <host id=\"chip-%d\" speed=\"%.6gf\"/>\n", pod * N + r,
+                    chip->flops_bf16);
+        return;
+    }
+    for (int r = 0; r < N; r++) {
+        int c[COST_MAX_AXES];
+        coords_of(r, c, sizes, n);
+        for (int k = 0; k < n; k++)
+            for (int dir = -1; dir <= 1; dir += 2) {
+                int d[COST_MAX_AXES];
+                memcpy(d, c, sizeof d);
+                d[k] += dir;
+                if (d[k] < 0 || d[k] >= sizes[k]) {
+                    if (!wraps[k]) continue;
+                    d[k] = (d[k] + sizes[k]) % sizes[k];
                 }
+                const int s = rank_of(d, sizes, n) + pod * N, a = r + pod * N;
+                if (s == a || (sizes[k] == 2 && dir > 0 && wraps[k])) continue;
+                if (pass == 0)
+                    fprintf(f,
+                            "    <link id=\"l%d-%d\" bandwidth=\"%.6gBps\" "
+                            "latency=\"%.6gs\"/>\n",
+                            a, s, chip->ici_oneway, chip->hop_latency);
+                else
+                    fprintf(f,
+                            "    <route src=\"chip-%d\" dst=\"chip-%d\" symmetrical=\"NO\">"
+                            "<link_ctn id=\"l%d-%d\"/></route>\n",
+                            a, s, a, s);
+            }
+    }
+}
+
+/* The pods' DCN: every chip's uplink and downlink to one switch, each route padded past the
+ * longest path inside a pod (see the header). pass −1: the switch, 0: links, 1: routes. */
+static void write_dcn(FILE *f, const cost_chip *chip, const int *sizes, int n, int total,
+                      double dcn_bw, int pass) {
+    int pad = 1;
+    for (int k = 0; k < n; k++) pad += sizes[k];
+    if (pass < 0) {
+        fprintf(f, "    <router id=\"dcn\"/>\n");
+        return;
+    }
+    for (int i = 0; i < pad && pass == 0; i++)
+        fprintf(f, "    <link id=\"pad%d\" bandwidth=\"1e18Bps\" latency=\"0s\"/>\n", i);
+    for (int r = 0; r < total && pass == 0; r++)
+        fprintf(f,
+                "    <link id=\"up%d\" bandwidth=\"%.6gBps\" latency=\"%.6gs\"/>\n"
+                "    <link id=\"dn%d\" bandwidth=\"%.6gBps\" latency=\"%.6gs\"/>\n",
+                r, dcn_bw, chip->hop_latency / 2, r, dcn_bw, chip->hop_latency / 2);
+    for (int r = 0; r < total && pass == 1; r++)
+        for (int up = 1; up >= 0; up--) {
+            char chip_id[24];
+            snprintf(chip_id, sizeof chip_id, "chip-%d", r);
+            fprintf(f,
+                    "    <route src=\"%s\" dst=\"%s\" symmetrical=\"NO\"><link_ctn id=\"%s%d\"/>",
+                    up ? chip_id : "dcn", up ? "dcn" : chip_id, up ? "up" : "dn", r);
+            for (int i = 0; i < pad; i++) fprintf(f, "<link_ctn id=\"pad%d\"/>", i);
+            fprintf(f, "</route>\n");
         }
-    fprintf(f, "  </zone>\n");
 }
 
 int main(int argc, char **argv) {
     const char *chipname = NULL, *topology = NULL, *platform = NULL, *hostfile = NULL;
+    const char *pods_arg = "1", *dcn_arg = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--chip"))
             chipname = argv[i + 1];
@@ -134,6 +178,10 @@ int main(int argc, char **argv) {
             platform = argv[i + 1];
         else if (!strcmp(argv[i], "--hostfile"))
             hostfile = argv[i + 1];
+        else if (!strcmp(argv[i], "--pods"))
+            pods_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--dcn-bw"))
+            dcn_arg = argv[i + 1];
         else {
             usage();
             fprintf(stderr, "simpod-platform: error: unknown option '%s'\n", argv[i]);
@@ -161,6 +209,29 @@ int main(int argc, char **argv) {
         fprintf(stderr, "simpod-platform: error: --topology %s: %s\n", topology, err);
         return 2;
     }
+    char *end;
+    const long pods = strtol(pods_arg, &end, 10);
+    if (*end || end == pods_arg || pods < 1 || pods > 4096) {
+        fprintf(stderr, "simpod-platform: error: --pods '%s': expected a count of pods >= 1\n",
+                pods_arg);
+        return 2;
+    }
+    if (pods > 1 && n > 2) {
+        fprintf(stderr,
+                "simpod-platform: error: --pods %ld with --topology %s: a mesh has at most three "
+                "axes and the pods take one, so give a slice of at most two axes (e.g. 16x16)\n",
+                pods, topology);
+        return 2;
+    }
+    double dcn_bw = cost_chip_dcn_bw(chip);
+    if (dcn_arg) {
+        dcn_bw = strtod(dcn_arg, &end);
+        if (*end || end == dcn_arg || !(dcn_bw > 0)) {
+            fprintf(stderr, "simpod-platform: error: --dcn-bw '%s': expected bytes/s > 0\n",
+                    dcn_arg);
+            return 2;
+        }
+    }
     int all_wrap = 1;
     for (int k = 0; k < n; k++) {
         N *= sizes[k];
@@ -173,22 +244,30 @@ int main(int argc, char **argv) {
         return 2;
     }
     write_header(f);
-    if (all_wrap && N > 1)
+    if (all_wrap && N > 1 && pods == 1) {
         write_torus(f, chip, sizes, n, N);
-    else
-        write_graph(f, chip, sizes, wraps, n, N);
+    } else {
+        fprintf(f, "  <zone id=\"world\" routing=\"DijkstraCache\">\n");
+        for (int pass = -1; pass < 2; pass++) {
+            for (int p = 0; p < pods; p++) write_graph(f, chip, sizes, wraps, n, N, p, pass);
+            if (pods > 1) write_dcn(f, chip, sizes, n, (int)pods * N, dcn_bw, pass);
+        }
+        fprintf(f, "  </zone>\n");
+    }
     fprintf(f, "</platform>\n");
-    for (int r = 0; r < N; r++) fprintf(h, "chip-%d\n", r);
+    for (int r = 0; r < pods * N; r++) fprintf(h, "chip-%d\n", r);
     if (fclose(f) || fclose(h)) {
         fprintf(stderr, "simpod-platform: error: cannot write %s\n", platform);
         return 2;
     }
-    const char names[] = "xyz";
-    printf("ranks=%d\nmesh=", N);
+    const char *names = pods > 1 ? "yz" : "xyz"; /* with pods, x is the pods' axis */
+    printf("ranks=%ld\nmesh=", pods * N);
+    if (pods > 1) printf("x=%ld,", pods);
     for (int k = 0; k < n; k++) printf("%s%c=%d", k ? "," : "", names[k], sizes[k]);
     printf("\nopen=");
     for (int k = 0; k < n; k++)
         if (sizes[k] > 2 && !wraps[k]) printf("%c", names[k]);
     printf("\n");
+    if (pods > 1) printf("dcn_bw=%.6g\n", dcn_bw);
     return 0;
 }

@@ -36,33 +36,56 @@ static void json_num(FILE *out, double v) {
         fputs("null", out);
 }
 
-/* `"key": value` pairs: the first of an object has no leading comma. */
-static void kv_num(FILE *out, int *first, const char *k, double v) {
-    fprintf(out, "%s\"%s\": ", *first ? "" : ", ", k);
-    json_num(out, v);
-    *first = 0;
-}
+/* One `"key": value` of an object: a number (JSON null when not finite), true/false, or a
+ * string. The writers below list their objects as tables of these. */
+typedef struct {
+    const char *key;
+    enum { J_NUM, J_BOOL, J_STR } type;
+    double num;
+    const char *str;
+} json_field;
+#define NUM(k, v)                                                                                  \
+    { k, J_NUM, (double)(v), NULL }
+#define BOOL(k, v)                                                                                 \
+    { k, J_BOOL, (v) ? 1 : 0, NULL }
+#define STR(k, v)                                                                                  \
+    { k, J_STR, 0, (v) }
 
-static void kv_str(FILE *out, int *first, const char *k, const char *v) {
-    fprintf(out, "%s\"%s\": ", *first ? "" : ", ", k);
-    json_str(out, v);
-    *first = 0;
+/* The n fields separated by ", "; *first: none of this object's fields is written yet. */
+static void json_fields(FILE *out, int *first, const json_field *f, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%s\"%s\": ", *first ? "" : ", ", f[i].key);
+        if (f[i].type == J_STR)
+            json_str(out, f[i].str);
+        else if (f[i].type == J_BOOL)
+            fputs(f[i].num != 0 ? "true" : "false", out);
+        else
+            json_num(out, f[i].num);
+        *first = 0;
+    }
 }
-
-static void kv_bool(FILE *out, int *first, const char *k, int v) {
-    fprintf(out, "%s\"%s\": %s", *first ? "" : ", ", k, v ? "true" : "false");
-    *first = 0;
-}
+/* FIELDS(out, &first, NUM(...), STR(...), ...): json_fields over the listed table. */
+#define FIELDS(out, first, ...)                                                                    \
+    do {                                                                                           \
+        const json_field fields_[] = {__VA_ARGS__};                                                \
+        json_fields(out, first, fields_, sizeof fields_ / sizeof fields_[0]);                      \
+    } while (0)
+/* OBJECT(out, NUM(...), ...): the listed fields as one object in braces. */
+#define OBJECT(out, ...)                                                                           \
+    do {                                                                                           \
+        int first_ = 1;                                                                            \
+        fputs("{", out);                                                                           \
+        FIELDS(out, &first_, __VA_ARGS__);                                                         \
+        fputs("}", out);                                                                           \
+    } while (0)
 
 static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
     const calc_shape *m = &s->shape;
-    char buf[64];
+    char topo[64], data[64], tensor[64], pipe[64], remat[64];
     int f = 1;
+    calc_topology_str(s, topo, sizeof topo);
     fputs("{", out);
-    kv_str(out, &f, "chip", s->chip.name);
-    calc_topology_str(s, buf, sizeof buf);
-    kv_str(out, &f, "topology", buf);
-    kv_num(out, &f, "chips", r->chips);
+    FIELDS(out, &f, STR("chip", s->chip.name), STR("topology", topo), NUM("chips", r->chips));
     fputs(", \"axes\": [", out);
     for (int i = 0; i < s->n_axes; i++) {
         const int bit = 1 << i, split = calc_axis_split(s, i);
@@ -72,113 +95,64 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
                            : (s->pipe_mask & bit)   ? "pipeline"
                            : (s->data_mask & bit)   ? "data"
                                                     : "replicated";
-        int g = 1;
         char name[2] = {s->names[i], '\0'};
-        fputs(i ? ", {" : "{", out);
-        kv_str(out, &g, "name", name);
-        kv_num(out, &g, "size", s->sizes[i]);
-        kv_bool(out, &g, "wraps", s->wraps[i]);
-        kv_str(out, &g, "role", role);
-        kv_num(out, &g, "tensor_block", (s->tensor_mask & bit) ? (split ? k : s->sizes[i]) : 0);
-        kv_num(out, &g, "data_size", (s->data_mask & bit) ? s->sizes[i] / k : 0);
-        kv_num(out, &g, "data_stride", (s->data_mask & bit) ? k : 0);
-        fputs("}", out);
+        fputs(i ? ", " : "", out);
+        OBJECT(out, STR("name", name), NUM("size", s->sizes[i]), BOOL("wraps", s->wraps[i]),
+               STR("role", role),
+               NUM("tensor_block", (s->tensor_mask & bit) ? (split ? k : s->sizes[i]) : 0),
+               NUM("data_size", (s->data_mask & bit) ? s->sizes[i] / k : 0),
+               NUM("data_stride", (s->data_mask & bit) ? k : 0));
     }
-    fputs("], \"sharding\": {", out);
-    int g = 1;
-    calc_axes_str(s, CALC_ROLE_DATA, buf, sizeof buf);
-    kv_str(out, &g, "data", buf);
-    calc_axes_str(s, CALC_ROLE_TENSOR, buf, sizeof buf);
-    kv_str(out, &g, "tensor", buf);
-    calc_axes_str(s, CALC_ROLE_PIPE, buf, sizeof buf);
-    kv_str(out, &g, "pipeline", buf);
-    kv_num(out, &g, "zero", s->zero);
-    kv_num(out, &g, "X", r->X);
-    kv_num(out, &g, "Y", r->Y);
-    kv_num(out, &g, "P", r->P);
-    kv_num(out, &g, "M_X", r->M_X);
-    kv_num(out, &g, "M_Y", r->M_Y);
-    kv_num(out, &g, "microbatches", s->microbatches);
-    kv_str(out, &g, "remat", calc_remat_str(s, 0, buf, sizeof buf));
-    kv_str(out, &g, "alg", calc_alg_name(s->alg));
-    fputs("}, \"model\": {", out);
-    g = 1;
-    kv_num(out, &g, "L", (double)m->L);
-    kv_num(out, &g, "D", (double)m->D);
-    kv_num(out, &g, "F", (double)m->F);
-    kv_num(out, &g, "N", (double)m->N);
-    kv_num(out, &g, "K", (double)m->K);
-    kv_num(out, &g, "H", (double)m->H);
-    kv_num(out, &g, "V", (double)m->V);
-    kv_num(out, &g, "T", (double)m->T);
-    kv_num(out, &g, "params", r->params);
-    fputs("}, \"batch\": {", out);
-    g = 1;
-    kv_num(out, &g, "tokens", s->tokens);
-    kv_num(out, &g, "sequences", s->tokens / (double)m->T);
-    fputs("}, \"link\": {", out);
-    g = 1;
-    kv_num(out, &g, "flops_bf16", s->chip.flops_bf16);
-    kv_num(out, &g, "w_oneway", s->link.w_oneway);
-    kv_num(out, &g, "hop_latency_s", s->link.hop_latency);
-    kv_num(out, &g, "hbm_bytes", s->chip.hbm_bytes);
-    fputs("}}", out);
+    fputs("], \"sharding\": ", out);
+    calc_axes_str(s, CALC_ROLE_DATA, data, sizeof data);
+    calc_axes_str(s, CALC_ROLE_TENSOR, tensor, sizeof tensor);
+    calc_axes_str(s, CALC_ROLE_PIPE, pipe, sizeof pipe);
+    OBJECT(out, STR("data", data), STR("tensor", tensor), STR("pipeline", pipe),
+           NUM("zero", s->zero), NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X),
+           NUM("M_Y", r->M_Y), NUM("microbatches", s->microbatches),
+           STR("remat", calc_remat_str(s, 0, remat, sizeof remat)),
+           STR("alg", calc_alg_name(s->alg)));
+    fputs(", \"model\": ", out);
+    OBJECT(out, NUM("L", m->L), NUM("D", m->D), NUM("F", m->F), NUM("N", m->N), NUM("K", m->K),
+           NUM("H", m->H), NUM("V", m->V), NUM("T", m->T), NUM("params", r->params));
+    fputs(", \"batch\": ", out);
+    OBJECT(out, NUM("tokens", s->tokens), NUM("sequences", s->tokens / (double)m->T));
+    fputs(", \"link\": ", out);
+    OBJECT(out, NUM("flops_bf16", s->chip.flops_bf16), NUM("w_oneway", s->link.w_oneway),
+           NUM("hop_latency_s", s->link.hop_latency), NUM("hbm_bytes", s->chip.hbm_bytes));
+    fputs("}", out);
 }
 
 static void json_step(FILE *out, const calc_spec *s, const calc_result *r) {
-    int f = 1;
-    fputs("{", out);
-    kv_num(out, &f, "flops_model", r->flops_model);
-    kv_num(out, &f, "flops_attn", r->flops_attn);
-    kv_num(out, &f, "flops_recompute", r->flops_recompute);
-    kv_num(out, &f, "t_math", r->t_math);
-    kv_num(out, &f, "t_comm", r->t_comm);
-    kv_num(out, &f, "t_pipe", r->t_pipe);
-    kv_num(out, &f, "t_step_max", r->t_step_max);
-    kv_num(out, &f, "t_step_sum", r->t_step_sum);
-    kv_num(out, &f, "mfu", r->mfu);
-    kv_num(out, &f, "mfu_serial", r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum));
-    kv_num(out, &f, "tokens_per_s", r->tokens_per_s);
-    fputs("}", out);
+    OBJECT(out, NUM("flops_model", r->flops_model), NUM("flops_attn", r->flops_attn),
+           NUM("flops_recompute", r->flops_recompute), NUM("t_math", r->t_math),
+           NUM("t_comm", r->t_comm), NUM("t_pipe", r->t_pipe), NUM("t_step_max", r->t_step_max),
+           NUM("t_step_sum", r->t_step_sum), NUM("mfu", r->mfu),
+           NUM("mfu_serial", r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum)),
+           NUM("tokens_per_s", r->tokens_per_s));
 }
 
 static void json_memory(FILE *out, const calc_result *r) {
-    int f = 1;
-    fputs("{", out);
-    kv_num(out, &f, "params", r->mem_params);
-    kv_num(out, &f, "grads", r->mem_grads);
-    kv_num(out, &f, "optimizer", r->mem_opt);
-    kv_num(out, &f, "activations", r->mem_acts);
-    kv_num(out, &f, "gathered", r->mem_gathered);
-    kv_num(out, &f, "total", r->mem_total);
-    kv_num(out, &f, "hbm", r->hbm);
-    kv_bool(out, &f, "fits", r->fits);
-    kv_num(out, &f, "global_book", r->mem_global);
-    kv_num(out, &f, "min_chips_memory", r->min_chips_memory);
-    fputs("}", out);
+    OBJECT(out, NUM("params", r->mem_params), NUM("grads", r->mem_grads),
+           NUM("optimizer", r->mem_opt), NUM("activations", r->mem_acts),
+           NUM("gathered", r->mem_gathered), NUM("total", r->mem_total), NUM("hbm", r->hbm),
+           BOOL("fits", r->fits), NUM("global_book", r->mem_global),
+           NUM("min_chips_memory", r->min_chips_memory));
 }
 
 static void json_thresholds(FILE *out, const calc_result *r) {
     int f = 1;
     fputs("{", out);
-    kv_num(out, &f, "alpha", r->alpha);
-    kv_num(out, &f, "hbm_intensity", r->hbm_intensity);
-    kv_num(out, &f, "M_X", r->M_X);
-    kv_num(out, &f, "M_Y", r->M_Y);
-    kv_num(out, &f, "tokens_per_x", r->tokens_per_x);
-    kv_num(out, &f, "dp_threshold", r->dp_threshold);
-    kv_num(out, &f, "tp_limit", r->tp_limit);
-    kv_num(out, &f, "x_opt", r->x_opt);
-    kv_num(out, &f, "mixed_threshold", r->mixed_threshold);
-    kv_num(out, &f, "mixed_min_batch", r->mixed_min_batch);
-    if (r->pods > 1) {
-        kv_num(out, &f, "pods", r->pods);
-        kv_num(out, &f, "chips_per_pod", r->chips_pod);
-        kv_num(out, &f, "tokens_per_pod", r->tokens_per_pod);
-        kv_num(out, &f, "dcn_bw", r->dcn_bw);
-        kv_num(out, &f, "dcn_threshold", r->dcn_threshold);
-        kv_bool(out, &f, "dcn_bound", r->tokens_per_pod <= r->dcn_threshold);
-    }
+    FIELDS(out, &f, NUM("alpha", r->alpha), NUM("hbm_intensity", r->hbm_intensity),
+           NUM("M_X", r->M_X), NUM("M_Y", r->M_Y), NUM("tokens_per_x", r->tokens_per_x),
+           NUM("dp_threshold", r->dp_threshold), NUM("tp_limit", r->tp_limit),
+           NUM("x_opt", r->x_opt), NUM("mixed_threshold", r->mixed_threshold),
+           NUM("mixed_min_batch", r->mixed_min_batch));
+    if (r->pods > 1)
+        FIELDS(out, &f, NUM("pods", r->pods), NUM("chips_per_pod", r->chips_pod),
+               NUM("tokens_per_pod", r->tokens_per_pod), NUM("dcn_bw", r->dcn_bw),
+               NUM("dcn_threshold", r->dcn_threshold),
+               BOOL("dcn_bound", r->tokens_per_pod <= r->dcn_threshold));
     fputs("}", out);
 }
 
@@ -190,38 +164,22 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     fputs(",\n\"collectives\": [", out);
     for (int i = 0; i < r->n_coll; i++) {
         const calc_coll *c = &r->coll[i];
-        int f = 1;
-        fputs(i ? ",\n  {" : "\n  {", out);
-        kv_str(out, &f, "what", c->what);
-        kv_str(out, &f, "op", cost_op_name(c->op));
-        kv_str(out, &f, "axes", c->axes);
-        kv_str(out, &f, "role", role_name(c->role));
-        kv_str(out, &f, "seg", c->seg ? "head" : "layer");
-        kv_bool(out, &f, "bwd", c->bwd);
-        kv_num(out, &f, "count", c->count);
-        kv_str(out, &f, "path", calc_path_name(c->path));
-        kv_num(out, &f, "bytes", c->bytes);
-        kv_num(out, &f, "hops", c->est.hops);
-        kv_num(out, &f, "time", c->est.seconds);
-        kv_num(out, &f, "time_total", c->count * c->est.seconds);
-        kv_num(out, &f, "t_latency", c->est.t_latency);
-        kv_num(out, &f, "t_bandwidth", c->est.t_bandwidth);
-        kv_str(out, &f, "regime", cost_regime_name(c->regime));
-        fputs("}", out);
+        fputs(i ? ",\n  " : "\n  ", out);
+        OBJECT(out, STR("what", c->what), STR("op", cost_op_name(c->op)), STR("axes", c->axes),
+               STR("role", role_name(c->role)), STR("seg", c->seg ? "head" : "layer"),
+               BOOL("bwd", c->bwd), NUM("count", c->count), STR("path", calc_path_name(c->path)),
+               NUM("bytes", c->bytes), NUM("hops", c->est.hops), NUM("time", c->est.seconds),
+               NUM("time_total", c->count * c->est.seconds), NUM("t_latency", c->est.t_latency),
+               NUM("t_bandwidth", c->est.t_bandwidth), STR("regime", cost_regime_name(c->regime)));
     }
     fputs("],\n\"phases\": [", out);
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < 2; k++) {
             const calc_phase *p = &r->phase[g][k];
-            int f = 1;
-            fputs(g || k ? ", {" : "{", out);
-            kv_str(out, &f, "seg", g ? "head" : "layer");
-            kv_bool(out, &f, "bwd", k);
-            kv_num(out, &f, "repeats", g ? 1 : r->layers_per_chip);
-            kv_num(out, &f, "flops", p->flops);
-            kv_num(out, &f, "t_math", p->t_math);
-            kv_num(out, &f, "t_comm", p->t_comm);
-            fputs("}", out);
+            fputs(g || k ? ", " : "", out);
+            OBJECT(out, STR("seg", g ? "head" : "layer"), BOOL("bwd", k),
+                   NUM("repeats", g ? 1 : r->layers_per_chip), NUM("flops", p->flops),
+                   NUM("t_math", p->t_math), NUM("t_comm", p->t_comm));
         }
     fputs("],\n\"step\": ", out);
     json_step(out, s, r);
@@ -333,67 +291,40 @@ void calc_search_print_csv(FILE *out, const calc_candidate *c, int n) {
 void calc_infer_print_json(FILE *out, const calc_spec *s, const calc_infer_opt *o,
                            const calc_infer_result *r) {
     const calc_shape *m = &s->shape;
-    char buf[64];
+    char topo[64], tensor[64];
     int f = 1;
+    calc_topology_str(s, topo, sizeof topo);
+    calc_axes_str(s, CALC_ROLE_TENSOR, tensor, sizeof tensor);
     fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"sequences\", "
           "\"context\": \"tokens\"},\n\"spec\": {",
           out);
-    kv_str(out, &f, "chip", s->chip.name);
-    calc_topology_str(s, buf, sizeof buf);
-    kv_str(out, &f, "topology", buf);
-    kv_num(out, &f, "chips", r->chips);
-    calc_axes_str(s, CALC_ROLE_TENSOR, buf, sizeof buf);
-    kv_str(out, &f, "tensor", buf);
-    kv_num(out, &f, "Y", r->Y);
-    kv_num(out, &f, "M_Y", r->M_Y);
-    kv_num(out, &f, "replicas", r->replicas);
-    kv_num(out, &f, "batch", o->batch);
-    kv_num(out, &f, "batch_per_replica", r->batch_per_replica);
-    kv_num(out, &f, "context", o->context);
-    kv_num(out, &f, "prefill", o->prefill);
-    kv_num(out, &f, "param_bytes", o->param_bytes);
-    kv_num(out, &f, "kv_bytes_per_element", o->kv_bytes);
-    kv_str(out, &f, "flops_dtype", o->flops_dtype == CALC_FLOPS_INT8 ? "int8" : "bf16");
-    kv_num(out, &f, "flops", r->C);
-    kv_num(out, &f, "prefill_mfu", o->prefill_mfu);
-    fputs(", \"model\": {", out);
-    int g = 1;
-    const double dims[] = {(double)m->L, (double)m->D, (double)m->F, (double)m->N,
-                           (double)m->K, (double)m->H, (double)m->V, r->params};
-    const char *names[] = {"L", "D", "F", "N", "K", "H", "V", "params"};
-    for (int i = 0; i < 8; i++) kv_num(out, &g, names[i], dims[i]);
-    fputs("}},\n\"inference\": {", out);
-    f = 1;
-    kv_num(out, &f, "kv_bytes_per_token", r->kv_bytes_per_token);
-    kv_num(out, &f, "kv_bytes_per_seq", r->kv_bytes_per_seq);
-    kv_num(out, &f, "kv_bytes", r->kv_bytes);
-    kv_num(out, &f, "mem_params", r->mem_params);
-    kv_num(out, &f, "mem_kv", r->mem_kv);
-    kv_num(out, &f, "memory_per_chip", r->memory_per_chip);
-    kv_num(out, &f, "hbm", r->hbm);
-    kv_bool(out, &f, "fits", r->fits);
-    kv_num(out, &f, "max_batch", r->max_batch);
-    kv_num(out, &f, "min_chips", ceil(r->min_chips));
-    kv_num(out, &f, "min_slice_chips", r->min_slice);
-    kv_str(out, &f, "min_slice", r->min_slice_shape);
-    kv_num(out, &f, "prefill_flops", r->prefill_flops_dense + r->prefill_flops_attn);
-    kv_num(out, &f, "prefill_s", r->prefill_s);
-    kv_num(out, &f, "ttft_s", r->ttft_s);
-    kv_num(out, &f, "prefill_batch_s", r->prefill_batch_s);
-    kv_num(out, &f, "t_kv", r->t_kv);
-    kv_num(out, &f, "t_params", r->t_params);
-    kv_num(out, &f, "t_flops", r->t_flops);
-    kv_num(out, &f, "t_ici", r->t_ici);
-    kv_num(out, &f, "decode_step_s", r->decode_step_s);
-    kv_str(out, &f, "regime", calc_infer_regime_name(r->regime));
-    kv_num(out, &f, "tokens_per_s", r->tokens_per_s);
-    kv_num(out, &f, "tokens_per_s_per_chip", r->tokens_per_s_per_chip);
-    kv_num(out, &f, "b_crit", r->b_crit);
-    kv_num(out, &f, "alpha", r->alpha);
-    kv_num(out, &f, "beta", r->beta);
-    kv_num(out, &f, "tp_bound_flops", r->tp_bound_flops);
-    kv_num(out, &f, "tp_bound_hbm", r->tp_bound_hbm);
-    fputs("}}\n", out);
+    FIELDS(out, &f, STR("chip", s->chip.name), STR("topology", topo), NUM("chips", r->chips),
+           STR("tensor", tensor), NUM("Y", r->Y), NUM("M_Y", r->M_Y), NUM("replicas", r->replicas),
+           NUM("batch", o->batch), NUM("batch_per_replica", r->batch_per_replica),
+           NUM("context", o->context), NUM("prefill", o->prefill),
+           NUM("param_bytes", o->param_bytes), NUM("kv_bytes_per_element", o->kv_bytes),
+           STR("flops_dtype", o->flops_dtype == CALC_FLOPS_INT8 ? "int8" : "bf16"),
+           NUM("flops", r->C), NUM("prefill_mfu", o->prefill_mfu));
+    fputs(", \"model\": ", out);
+    OBJECT(out, NUM("L", m->L), NUM("D", m->D), NUM("F", m->F), NUM("N", m->N), NUM("K", m->K),
+           NUM("H", m->H), NUM("V", m->V), NUM("params", r->params));
+    fputs("},\n\"inference\": ", out);
+    OBJECT(out, NUM("kv_bytes_per_token", r->kv_bytes_per_token),
+           NUM("kv_bytes_per_seq", r->kv_bytes_per_seq), NUM("kv_bytes", r->kv_bytes),
+           NUM("mem_params", r->mem_params), NUM("mem_kv", r->mem_kv),
+           NUM("memory_per_chip", r->memory_per_chip), NUM("hbm", r->hbm), BOOL("fits", r->fits),
+           NUM("max_batch", r->max_batch), NUM("min_chips", ceil(r->min_chips)),
+           NUM("min_slice_chips", r->min_slice), STR("min_slice", r->min_slice_shape),
+           NUM("prefill_flops", r->prefill_flops_dense + r->prefill_flops_attn),
+           NUM("prefill_s", r->prefill_s), NUM("ttft_s", r->ttft_s),
+           NUM("prefill_batch_s", r->prefill_batch_s), NUM("t_kv", r->t_kv),
+           NUM("t_params", r->t_params), NUM("t_flops", r->t_flops), NUM("t_ici", r->t_ici),
+           NUM("decode_step_s", r->decode_step_s), STR("regime", calc_infer_regime_name(r->regime)),
+           NUM("tokens_per_s", r->tokens_per_s),
+           NUM("tokens_per_s_per_chip", r->tokens_per_s_per_chip), NUM("b_crit", r->b_crit),
+           NUM("alpha", r->alpha), NUM("beta", r->beta), NUM("tp_bound_flops", r->tp_bound_flops),
+           NUM("tp_bound_hbm", r->tp_bound_hbm));
+    fputs("}\n", out);
 }
 
 void calc_infer_print_csv(FILE *out, const calc_spec *s, const calc_infer_opt *o,

@@ -106,6 +106,18 @@ static void print_memory(FILE *out, const calc_spec *s, const calc_result *r) {
             r->hbm / 1e9);
 }
 
+/* One threshold line: "  <fmt...> -> compute-bound" when above, else "-> <otherwise>". */
+static void bound_line(FILE *out, int above, const char *otherwise, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void bound_line(FILE *out, int above, const char *otherwise, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("  ", out);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fprintf(out, " -> %s\n", above ? "compute-bound" : otherwise);
+}
+
 static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r) {
     const int defaulted = !(r->M_X > 0 && r->M_Y > 0);
     fprintf(out, "thresholds (the book's training chapter):\n");
@@ -114,11 +126,9 @@ static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r
             "below W_oneway*T_min = %.3g kB\n",
             r->alpha, r->hbm_intensity, s->link.w_oneway * s->link.hop_latency / 1e3);
     if (r->X > 1)
-        fprintf(out,
-                "  DP/FSDP: B/X = %.0f tokens per data shard vs alpha/M_X = %.0f (M_X = %d) "
-                "-> %s\n",
-                r->tokens_per_x, r->dp_threshold, r->M_X,
-                r->tokens_per_x > r->dp_threshold ? "compute-bound" : "communication-bound");
+        bound_line(out, r->tokens_per_x > r->dp_threshold, "communication-bound",
+                   "DP/FSDP: B/X = %.0f tokens per data shard vs alpha/M_X = %.0f (M_X = %d)",
+                   r->tokens_per_x, r->dp_threshold, r->M_X);
     if (r->Y > 1)
         fprintf(out, "  TP: Y = %.0f vs M_Y*F/alpha = %.1f (M_Y = %d) -> %s\n", r->Y, r->tp_limit,
                 r->M_Y, r->Y < r->tp_limit ? "compute-bound" : "communication-bound");
@@ -134,11 +144,9 @@ static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r
                                                                            : "communication-bound",
             r->mixed_min_batch);
     if (r->pods > 1)
-        fprintf(out,
-                "  DCN: B per pod = %.0f tokens vs C/W_dcn = %.0f (W_dcn = %.3g B/s per chip) -> "
-                "%s\n",
-                r->tokens_per_pod, r->dcn_threshold, r->dcn_bw,
-                r->tokens_per_pod > r->dcn_threshold ? "compute-bound" : "DCN-bound");
+        bound_line(out, r->tokens_per_pod > r->dcn_threshold, "DCN-bound",
+                   "DCN: B per pod = %.0f tokens vs C/W_dcn = %.0f (W_dcn = %.3g B/s per chip)",
+                   r->tokens_per_pod, r->dcn_threshold, r->dcn_bw);
 }
 
 /* Appends one note if there is room. */

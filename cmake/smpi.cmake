@@ -49,10 +49,10 @@ foreach(tool simpod_platform simpod_predict)
   add_custom_command(
     OUTPUT ${PROJECT_BINARY_DIR}/${exe}
     COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
-            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c -lm
-            -o ${PROJECT_BINARY_DIR}/${exe}
+            ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
+            ${PROJECT_SOURCE_DIR}/mesh/errmsg.c -lm -o ${PROJECT_BINARY_DIR}/${exe}
     DEPENDS ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
-            ${PROJECT_SOURCE_DIR}/mesh/cost.h
+            ${PROJECT_SOURCE_DIR}/mesh/cost.h ${PROJECT_SOURCE_DIR}/mesh/errmsg.c
     COMMENT "Building the host tool ${exe}")
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
@@ -61,7 +61,45 @@ endforeach()
 # simulated links against the chip table.
 foreach(t mesh/test_coll smpi/test_simlink)
   get_filename_component(name ${t} NAME)
-  add_executable(${name} tests/${t}.c)
+  add_executable(${name} tests/${t}.c tests/mesh/mesh_args.c)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()
+
+# The dry-run trainer (bench/simpod_dryrun.c): train/'s config, observe, model, parallel and step
+# libraries, compiled by smpicc unchanged, over mt_kernels = the FLOP-count backend
+# (bench/simpod_kernels.c: every kernel charges its FLOPs to the simulated clock) and the real
+# counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
+# ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
+add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c)
+set_source_files_properties(kernels/rng.c PROPERTIES
+                            COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
+target_include_directories(mt_kernels PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(mt_kernels PUBLIC m)
+mt_target_warnings(mt_kernels)
+
+file(GLOB MT_SMPI_CALC_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/calc/*.c)
+list(FILTER MT_SMPI_CALC_SRC EXCLUDE REGEX "_main\\.c$")
+add_library(mt_calc STATIC ${MT_SMPI_CALC_SRC})
+target_link_libraries(mt_calc PUBLIC mt_cost)
+mt_target_warnings(mt_calc)
+
+set(MT_SMPI_TRAIN_LIBS)
+foreach(folder config observe model parallel step)
+  file(GLOB src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/train/${folder}/*.c)
+  if(folder STREQUAL "config")
+    list(APPEND src ${PROJECT_SOURCE_DIR}/data/paths.c ${PROJECT_SOURCE_DIR}/data/tokens_order.c)
+  endif()
+  add_library(mt_${folder} STATIC ${src})
+  target_include_directories(mt_${folder} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(mt_${folder} PUBLIC ${MT_SMPI_TRAIN_LIBS} mt_kernels mt_mesh MPI::MPI_C)
+  # smpicc includes <unistd.h> everywhere: its function pipe() is renamed (a function-like macro,
+  # so train/'s type `pipe` keeps its name) where it would clash with the type.
+  target_compile_options(mt_${folder} PUBLIC "-Dpipe(fds)=posix_pipe(fds)")
+  mt_target_warnings(mt_${folder})
+  list(PREPEND MT_SMPI_TRAIN_LIBS mt_${folder})
+endforeach()
+
+add_executable(simpod-dryrun bench/simpod_dryrun.c)
+target_link_libraries(simpod-dryrun PRIVATE ${MT_SMPI_TRAIN_LIBS} mt_calc)
+mt_target_warnings(simpod-dryrun)

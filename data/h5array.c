@@ -335,6 +335,31 @@ static int h5array_fault_point(h5array *f, const char *name, char *err, size_t e
     return -1;
 }
 
+/* The end of a collective write or read: closes the ids[n] that are open (datasets, dataspaces,
+ * datatypes, property lists), restores HDF5's error printing and agrees on st over the file's
+ * communicator. */
+static int slab_end(const h5array *f, const h5util_quiet *q, int st, const hid_t *ids, int n,
+                    char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0) continue;
+        switch (H5Iget_type(ids[i])) {
+        case H5I_DATASET:
+            H5Dclose(ids[i]);
+            break;
+        case H5I_DATASPACE:
+            H5Sclose(ids[i]);
+            break;
+        case H5I_DATATYPE:
+            H5Tclose(ids[i]);
+            break;
+        default:
+            H5Pclose(ids[i]);
+        }
+    }
+    h5util_quiet_end(q);
+    return h5util_agree(f->comm, st, err, errlen);
+}
+
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   const int64_t *offset, const int64_t *count, int writer, const float *data,
                   char *err, size_t errlen) {
@@ -374,13 +399,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
     /* H5Dwrite only reads from the buffer: the cast is for move_slab's one signature. */
     st = move_slab(f, st, 1, d, fspace, dxpl, name, ndim, writer ? offset : none,
                    writer ? count : none, (float *)data, err, errlen);
-    if (d >= 0) H5Dclose(d);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (lcpl >= 0) H5Pclose(lcpl);
-    if (dcpl >= 0) H5Pclose(dcpl);
-    if (dxpl >= 0) H5Pclose(dxpl);
-    h5util_quiet_end(&q);
-    return h5util_agree(f->comm, st, err, errlen);
+    return slab_end(f, &q, st, (const hid_t[]){d, fspace, lcpl, dcpl, dxpl}, 5, err, errlen);
 }
 
 /* Opens dataset `name` and returns its id with its shape, or -1 with a message. */
@@ -446,12 +465,7 @@ int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, co
     st = h5util_agree(f->comm, st, err, errlen);
     if (st == 0) fspace = H5Dget_space(d);
     st = move_slab(f, st, 0, d, fspace, dxpl, name, ndim, offset, count, data, err, errlen);
-    if (type >= 0) H5Tclose(type);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (dxpl >= 0) H5Pclose(dxpl);
-    if (d >= 0) H5Dclose(d);
-    h5util_quiet_end(&q);
-    return h5util_agree(f->comm, st, err, errlen);
+    return slab_end(f, &q, st, (const hid_t[]){type, fspace, dxpl, d}, 4, err, errlen);
 }
 
 /* ---- attributes ---- */

@@ -35,16 +35,6 @@ const char *tokens_split_name(tokens_split split) {
     return split == TOKENS_VAL ? "val" : "train";
 }
 
-const char *tokens_order_name(tokens_order order) {
-    return order == TOKENS_ORDER_SEQUENTIAL ? "sequential" : "random";
-}
-
-int tokens_order_parse(const char *name) {
-    return !strcmp(name, "random")       ? TOKENS_ORDER_RANDOM
-           : !strcmp(name, "sequential") ? TOKENS_ORDER_SEQUENTIAL
-                                         : -1;
-}
-
 int64_t tokens_val_count(int64_t n, double val_fraction) {
     return (int64_t)floor((double)n * val_fraction);
 }
@@ -282,26 +272,28 @@ static int want_i64(hid_t file, const char *path, const char *obj, const char *k
     return rc == 0 ? 0 : -1;
 }
 
+/* The integer attribute `key` of / must be `want`; else "<path>: <what> <got>; <expect> <want>". */
+static int want_i64_is(hid_t file, const char *path, const char *key, int64_t want,
+                       const char *what, const char *expect, char *err, size_t errlen) {
+    int64_t v;
+    if (want_i64(file, path, "/", key, &v, err, errlen) < 0) return -1;
+    if (v == want) return 0;
+    return errmsg_fail(err, errlen, "%s: %s %lld; %s %lld", path, what, (long long)v, expect,
+                       (long long)want);
+}
+
 /* Validates an open token file and opens its datasets into tf. Not collective beyond HDF5's own
  * (every rank runs the same checks on the same file). */
 static int check_file(tokens *tf, char *err, size_t errlen) {
     const char *path = tf->path;
     hid_t f = tf->file;
-    int64_t version, vocab;
-    if (want_str(f, path, "format", TOKENS_FORMAT, err, errlen) < 0) return -1;
-    if (want_i64(f, path, "/", "version", &version, err, errlen) < 0) return -1;
-    if (version != TOKENS_VERSION) {
-        errmsg_fail(err, errlen, "%s: token file version %lld; this build reads version %d", path,
-                    (long long)version, TOKENS_VERSION);
+    if (want_str(f, path, "format", TOKENS_FORMAT, err, errlen) < 0 ||
+        want_i64_is(f, path, "version", TOKENS_VERSION, "token file version",
+                    "this build reads version", err, errlen) < 0 ||
+        want_str(f, path, "tokenizer", TOK_NAME, err, errlen) < 0 ||
+        want_i64_is(f, path, "vocab_size", TOK_VOCAB_SIZE, "vocab_size", "the byte tokenizer has",
+                    err, errlen) < 0)
         return -1;
-    }
-    if (want_str(f, path, "tokenizer", TOK_NAME, err, errlen) < 0) return -1;
-    if (want_i64(f, path, "/", "vocab_size", &vocab, err, errlen) < 0) return -1;
-    if (vocab != TOK_VOCAB_SIZE) {
-        errmsg_fail(err, errlen, "%s: vocab_size %lld; the byte tokenizer has %d", path,
-                    (long long)vocab, TOK_VOCAB_SIZE);
-        return -1;
-    }
     if (h5util_attr_get_str(f, "/", "source", tf->source, sizeof tf->source, NULL, 0) != 0)
         snprintf(tf->source, sizeof tf->source, "%s", base_name(path));
     for (int s = 0; s < 2; s++) {

@@ -100,7 +100,7 @@ static double now_s(clockid_t clk) {
 
 /* The one kernel that allocates (3 n×n matrices, freed before returning): it is a start-up
  * measurement, not part of a step. Returns 0 if the allocation fails or n < 1. */
-static double measure_flops(int64_t n, double seconds, clockid_t clk) {
+static double measure_flops(int64_t n, double seconds, clockid_t clk, int fwd_only) {
     if (n < 1) return 0.0;
     float *a = malloc((size_t)(n * n) * sizeof *a);
     float *b = malloc((size_t)(n * n) * sizeof *b);
@@ -114,9 +114,15 @@ static double measure_flops(int64_t n, double seconds, clockid_t clk) {
         kern_matmul(c, a, b, n, n, n); /* warm-up: thread pool, page faults, caches */
         int64_t reps = 0;
         double t0 = now_s(clk), t;
-        do {
+        do { /* a training step's three products in equal FLOPs (they differ in speed: only
+              * y = x·w takes gemm_nn), or the forward's alone */
             kern_matmul(c, a, b, n, n, n);
             reps++;
+            if (!fwd_only) {
+                kern_matmul_dx(c, a, b, n, n, n, false);
+                kern_matmul_dw(c, a, b, n, n, n);
+                reps += 2;
+            }
             t = now_s(clk) - t0;
         } while (t < seconds);
         flops = 2.0 * (double)n * (double)n * (double)n * (double)reps / t;
@@ -128,10 +134,14 @@ static double measure_flops(int64_t n, double seconds, clockid_t clk) {
 }
 
 double kern_measure_flops(int64_t n, double seconds) {
-    return measure_flops(n, seconds, CLOCK_MONOTONIC);
+    return measure_flops(n, seconds, CLOCK_MONOTONIC, 0);
+}
+
+double kern_measure_flops_fwd(int64_t n, double seconds) {
+    return measure_flops(n, seconds, CLOCK_MONOTONIC, 1);
 }
 
 double kern_measure_core_flops(int64_t n, double seconds) {
     return measure_flops(
-        n, seconds, openblas_get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC);
+        n, seconds, openblas_get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, 0);
 }

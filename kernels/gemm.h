@@ -33,8 +33,12 @@ void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *r
 
 /* Sets the number of BLAS threads for this process (1 = single-threaded). */
 void kern_set_threads(int n);
-/* Measures this process's sgemm throughput in FLOP/s on an n×n×n product (about `seconds` long). */
+/* Measures this process's matmul throughput in FLOP/s (about `seconds` long) over the three
+ * products of a training step, y = x·w, dx = dy·wᵀ and dw += xᵀ·dy, each n×n×n, in turn. */
 double kern_measure_flops(int64_t n, double seconds);
+/* The same for the forward's product y = x·w alone (inference: every product is one), which
+ * runs faster than the backward's two when it takes gemm_nn. */
+double kern_measure_flops_fwd(int64_t n, double seconds);
 /* The same on the rate of a core the caller has to itself: with one BLAS thread timed by the
  * thread's CPU clock, so that other processes on the core (other ranks, other jobs) do not lower
  * it; with more BLAS threads the same as kern_measure_flops. */

@@ -16,7 +16,9 @@
 #include <immintrin.h>
 
 #define NN_MR 12 /* rows per tile: 24 accumulators + 2 panel registers of the 32 */
-#define NN_MC 48 /* rows per block: its tiles share the panel while it is in L2 */
+/* Rows per block: its tiles share the panel while it is in L2 (A's block, 64 × K, is there too);
+ * 64 = prefill's prompt of 64 in one block, so each weight is read from memory once. */
+#define NN_MC 64
 #define NN_AVX512 __attribute__((target("avx512f")))
 #define NN_INLINE __attribute__((always_inline)) inline
 

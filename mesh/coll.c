@@ -231,54 +231,47 @@ static void run_lanes(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, 
     engine_run(m, ctx, ch, K, lb);
 }
 
-static void run_ag(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
-                   int64_t (*lb)[2]) {
-    mesh_axes a = x->a;
-    int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
-    int64_t c = x->count;
-    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        run_lanes(m, ctx, PH_AG, x, alg, ch, lb);
-        return;
-    }
-    if (alg == MESH_ALG_SEQ) {
-        seq_ag(m, ctx, &ch[0], a, id, x->out, x->in, c);
-        engine_run(m, ctx, ch, 1, lb);
-        return;
-    }
-    for (int k = 0; k < P; k++) { /* MULTI: part k gathers in the order rotated by k */
-        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
-        int ord[MESH_MAX_AXES];
-        rotated(P, k, ord);
+/* SEQ/MULTI AllGather, ReduceScatter or AllToAll: part k of `parts` (1 for SEQ, |a| for MULTI)
+ * moves elements [c·k/parts, c·(k+1)/parts) of every block on chain k, axis by axis in the set's
+ * order rotated by k (so the parts load different links at once), with its own scratch slots. */
+static void part_chain(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, chain *ch,
+                       int parts, int k) {
+    const mesh_axes a = x->a;
+    const int n = mesh_axes_size(m, a);
+    int id[MESH_MAX_AXES] = {0, 1, 2}, ord[MESH_MAX_AXES];
+    const int64_t c = x->count, lo = c * k / parts, ck = c * (k + 1) / parts - lo;
+    if (kind == PH_A2A) {
+        seq_a2a(m, ctx, ch, a, k, x->in, c, lo, x->out, c, lo, ck, SL_A + k, SL_B + k);
+    } else if (parts == 1) { /* SEQ: in the set's order, straight between in and out */
+        if (kind == PH_AG)
+            seq_ag(m, ctx, ch, a, id, x->out, x->in, c);
+        else
+            seq_rs(m, ctx, ch, a, id, x->in, x->out, c, SL_A, SL_B);
+    } else { /* MULTI: through scratch laid out in the rotated order */
+        rotated(a.n, k, ord);
         float *T = mesh_scratch(ctx, SL_T + k, (int64_t)n * ck);
-        seq_ag(m, ctx, &ch[k], a, ord, T, x->in + lo, ck);
-        push(&ch[k], ph_reorder(m, a, x->out, T, ord, id, ck, ck, 0, c, lo));
+        if (kind == PH_AG) {
+            seq_ag(m, ctx, ch, a, ord, T, x->in + lo, ck);
+            push(ch, ph_reorder(m, a, x->out, T, ord, id, ck, ck, 0, c, lo));
+        } else {
+            push(ch, ph_reorder(m, a, T, x->in, id, ord, ck, c, lo, ck, 0));
+            seq_rs(m, ctx, ch, a, ord, T, x->out + lo, ck, SL_A + k, SL_B + k);
+        }
     }
-    engine_run(m, ctx, ch, P, lb);
 }
 
-static void run_rs(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
-                   int64_t (*lb)[2]) {
-    mesh_axes a = x->a;
-    int P = a.n, n = mesh_axes_size(m, a), id[MESH_MAX_AXES] = {0, 1, 2};
-    int64_t c = x->count;
+/* AllGather, ReduceScatter or AllToAll of blocks of x->count over the set x->a, by alg. */
+static void run_blocks(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, mesh_alg alg,
+                       chain *ch, int64_t (*lb)[2]) {
+    CHECK(kind != PH_A2A || x->in != x->out || mesh_axes_size(m, x->a) == 1,
+          "all_to_all cannot run in place");
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        run_lanes(m, ctx, PH_RS, x, alg, ch, lb);
+        run_lanes(m, ctx, kind, x, alg, ch, lb);
         return;
     }
-    if (alg == MESH_ALG_SEQ) {
-        seq_rs(m, ctx, &ch[0], a, id, x->in, x->out, c, SL_A, SL_B);
-        engine_run(m, ctx, ch, 1, lb);
-        return;
-    }
-    for (int k = 0; k < P; k++) { /* MULTI: part k scatters in the order rotated by k */
-        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
-        int ord[MESH_MAX_AXES];
-        rotated(P, k, ord);
-        float *T = mesh_scratch(ctx, SL_T + k, (int64_t)n * ck);
-        push(&ch[k], ph_reorder(m, a, T, x->in, id, ord, ck, c, lo, ck, 0));
-        seq_rs(m, ctx, &ch[k], a, ord, T, x->out + lo, ck, SL_A + k, SL_B + k);
-    }
-    engine_run(m, ctx, ch, P, lb);
+    const int parts = alg == MESH_ALG_SEQ ? 1 : x->a.n;
+    for (int k = 0; k < parts; k++) part_chain(m, ctx, kind, x, &ch[k], parts, k);
+    engine_run(m, ctx, ch, parts, lb);
 }
 
 static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
@@ -314,33 +307,11 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     }
     coll_args y = *x;
     y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
-    run_rs(m, ctx, &y, alg, ch, lb);
+    run_blocks(m, ctx, PH_RS, &y, alg, ch, lb);
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     y.in = y.out, y.out = dst;
-    run_ag(m, ctx, &y, alg, ch, lb);
+    run_blocks(m, ctx, PH_AG, &y, alg, ch, lb);
     if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
-}
-
-static void run_a2a(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
-                    int64_t (*lb)[2]) {
-    mesh_axes a = x->a;
-    int P = a.n;
-    int64_t c = x->count;
-    CHECK(x->in != x->out || mesh_axes_size(m, a) == 1, "all_to_all cannot run in place");
-    if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        run_lanes(m, ctx, PH_A2A, x, alg, ch, lb);
-        return;
-    }
-    if (alg == MESH_ALG_SEQ) {
-        seq_a2a(m, ctx, &ch[0], a, 0, x->in, c, 0, x->out, c, 0, c, SL_A, SL_B);
-        engine_run(m, ctx, ch, 1, lb);
-        return;
-    }
-    for (int k = 0; k < P; k++) {
-        int64_t lo = c * k / P, ck = c * (k + 1) / P - lo;
-        seq_a2a(m, ctx, &ch[k], a, k, x->in, c, lo, x->out, c, lo, ck, SL_A + k, SL_B + k);
-    }
-    engine_run(m, ctx, ch, P, lb);
 }
 
 static void validate(const mesh *m, const coll_args *x) {
@@ -393,16 +364,16 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     } else {
         switch (x->op) {
         case MESH_OP_ALL_GATHER:
-            run_ag(m, ctx, x, alg, ch, lb);
+            run_blocks(m, ctx, PH_AG, x, alg, ch, lb);
             break;
         case MESH_OP_REDUCE_SCATTER:
-            run_rs(m, ctx, x, alg, ch, lb);
+            run_blocks(m, ctx, PH_RS, x, alg, ch, lb);
             break;
         case MESH_OP_ALL_REDUCE:
             run_ar(m, ctx, x, alg, ch, lb);
             break;
         case MESH_OP_ALL_TO_ALL:
-            run_a2a(m, ctx, x, alg, ch, lb);
+            run_blocks(m, ctx, PH_A2A, x, alg, ch, lb);
             break;
         case MESH_OP_PPERMUTE: {
             phase p = ph_over(m, ctx, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
@@ -527,26 +498,16 @@ static void run_blocking(mesh *m, const coll_args *args) {
 
 #define ARGS(OP)                                                                                   \
     { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
-void mesh_all_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_GATHER);
-    run_blocking(m, &x);
-}
-void mesh_reduce_scatter(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                         mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_REDUCE_SCATTER);
-    run_blocking(m, &x);
-}
-void mesh_all_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_REDUCE);
-    run_blocking(m, &x);
-}
-void mesh_all_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                     mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
-    run_blocking(m, &x);
-}
+/* The four collectives over an axis set (coll.h): one body, the op fixed. */
+#define SET_COLLECTIVE(name, OP)                                                                   \
+    void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
+        coll_args x = ARGS(OP);                                                                    \
+        run_blocking(m, &x);                                                                       \
+    }
+SET_COLLECTIVE(mesh_all_gather, MESH_OP_ALL_GATHER)
+SET_COLLECTIVE(mesh_reduce_scatter, MESH_OP_REDUCE_SCATTER)
+SET_COLLECTIVE(mesh_all_reduce, MESH_OP_ALL_REDUCE)
+SET_COLLECTIVE(mesh_all_to_all, MESH_OP_ALL_TO_ALL)
 void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *in, int64_t count,
                      mesh_alg alg) {
     CHECK(op >= MESH_OP_ALL_GATHER && op <= MESH_OP_ALL_TO_ALL,

@@ -161,26 +161,17 @@ void coll_async_destroy(mesh *m) {
 
 #define ARGS(OP)                                                                                   \
     { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
-mesh_req *mesh_iall_gather(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                           mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_GATHER);
-    return enqueue(m, &x);
-}
-mesh_req *mesh_ireduce_scatter(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                               mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_REDUCE_SCATTER);
-    return enqueue(m, &x);
-}
-mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                           mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_REDUCE);
-    return enqueue(m, &x);
-}
-mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
-                           mesh_alg alg) {
-    coll_args x = ARGS(MESH_OP_ALL_TO_ALL);
-    return enqueue(m, &x);
-}
+/* The four collectives over an axis set (coll.h): one body, the op fixed. */
+#define SET_COLLECTIVE(name, OP)                                                                   \
+    mesh_req *name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,               \
+                   mesh_alg alg) {                                                                 \
+        coll_args x = ARGS(OP);                                                                    \
+        return enqueue(m, &x);                                                                     \
+    }
+SET_COLLECTIVE(mesh_iall_gather, MESH_OP_ALL_GATHER)
+SET_COLLECTIVE(mesh_ireduce_scatter, MESH_OP_REDUCE_SCATTER)
+SET_COLLECTIVE(mesh_iall_reduce, MESH_OP_ALL_REDUCE)
+SET_COLLECTIVE(mesh_iall_to_all, MESH_OP_ALL_TO_ALL)
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
     coll_args x = {
         .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};

@@ -221,22 +221,40 @@ static int peer_of(const phase *p, int d, int sending) {
     return mod(p->r + ((d == 0) == (sending != 0) ? 1 : -1), p->n);
 }
 
+/* AllGather step s in direction d: the one message this rank sends (sending) or receives, a range
+ * of a block of the output, into out; returns 0 or 1 (messages). The own block leaves from the
+ * caller's input, not from our copy of it. */
+static int ag_msgs(const phase *p, int d, int s, int sending, msg *out) {
+    xfer sn, rc;
+    int64_t lo, l;
+    ag_sched(p, p->r, d, s, &sn, &rc);
+    const xfer x = sending ? sn : rc;
+    if (x.blk < 0) return 0;
+    range_of(p, x.blk, x.rk, &lo, &l);
+    if (l == 0) return 0;
+    const float *from = sending && x.blk == p->r && p->src ? p->src : p->buf + blk_off(p, x.blk);
+    out[0] = (msg){(float *)from + lo, l};
+    return 1;
+}
+/* AllToAll step s in direction d: the origin of the data sent (sending) or received, the range
+ * [lo, lo+c) of its block for distance s and the elements (rest) for distances s+1..D, which go
+ * on; -1 when nothing moves. *dest: the block of that range. */
+static int a2a_step(const phase *p, int d, int s, int sending, int64_t *lo, int64_t *c,
+                    int64_t *rest, int *dest) {
+    const int o = a2a_origin(p, d, s, sending);
+    if (o < 0 || s > a2a_dmax(p, d, o)) return -1;
+    *rest = a2a_size(p, d, o, s + 1);
+    *dest = a2a_part(p, d, o, s, lo, c);
+    return o;
+}
+
 /* Fills the messages this rank sends at step s in direction d; returns their number. */
 static int step_sends(phase *p, int d, int s, msg *out) {
     stream *st = &p->st[d];
     int k = 0;
     switch (p->kind) {
-    case PH_AG: {
-        xfer sn, rc;
-        int64_t lo, l;
-        ag_sched(p, p->r, d, s, &sn, &rc);
-        if (sn.blk < 0) break;
-        range_of(p, sn.blk, sn.rk, &lo, &l);
-        /* the own block leaves from the caller's input, not from our copy of it */
-        const float *from = sn.blk == p->r && p->src ? p->src : p->buf + blk_off(p, sn.blk);
-        if (l > 0) out[k++] = (msg){(float *)from + lo, l};
-        break;
-    }
+    case PH_AG:
+        return ag_msgs(p, d, s, 1, out);
     case PH_RS: {
         piece pc[3];
         int blk = -1, np = rs_pieces(p, p->r, d, s, &blk, pc);
@@ -248,10 +266,9 @@ static int step_sends(phase *p, int d, int s, msg *out) {
         break;
     }
     case PH_A2A: {
-        int o = a2a_origin(p, d, s, 1);
-        if (o < 0 || s > a2a_dmax(p, d, o)) break;
-        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
-        int dest = a2a_part(p, d, o, s, &lo, &c);
+        int64_t lo, c, rest;
+        int dest;
+        if (a2a_step(p, d, s, 1, &lo, &c, &rest, &dest) < 0) break;
         float *mine, *rp;
         if (s == 1) {
             mine = (float *)p->src + blk_off(p, dest) + lo;
@@ -280,15 +297,8 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
     stream *st = &p->st[d];
     int k = 0;
     switch (p->kind) {
-    case PH_AG: {
-        xfer sn, rc;
-        int64_t lo, l;
-        ag_sched(p, p->r, d, s, &sn, &rc);
-        if (rc.blk < 0) break;
-        range_of(p, rc.blk, rc.rk, &lo, &l);
-        if (l > 0) out[k++] = (msg){p->buf + blk_off(p, rc.blk) + lo, l};
-        break;
-    }
+    case PH_AG:
+        return ag_msgs(p, d, s, 0, out);
     case PH_RS: {
         int64_t lo, l;
         int blk = rs_recv_range(p, p->r, d, s, &lo, &l), sblk = -1;
@@ -301,10 +311,10 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
         break;
     }
     case PH_A2A: {
-        int o = a2a_origin(p, d, s, 0);
-        if (o < 0 || s > a2a_dmax(p, d, o)) break;
-        int64_t lo, c, rest = a2a_size(p, d, o, s + 1);
-        a2a_part(p, d, o, s, &lo, &c);
+        int64_t lo, c, rest;
+        int dest;
+        const int o = a2a_step(p, d, s, 0, &lo, &c, &rest, &dest);
+        if (o < 0) break;
         if (c > 0) out[k++] = (msg){p->buf + blk_off(p, o) + lo, c};
         if (rest > 0) out[k++] = (msg){st->sb[s % ENGINE_NBUF], rest};
         break;
@@ -376,6 +386,16 @@ static int phase_steps(const phase *p) {
     if (p->kind == PH_PERM) return 1;
     return p->sc == SCH_BIDIR ? p->n / 2 : p->n - 1;
 }
+/* The largest a2a_size(p, d, o, k0) over both directions and every origin. */
+static int64_t a2a_max(const phase *p, int k0) {
+    int64_t mx = 0;
+    for (int d = 0; d < 2; d++)
+        for (int o = 0; o < p->n; o++) {
+            const int64_t r = a2a_size(p, d, o, k0);
+            mx = r > mx ? r : mx;
+        }
+    return mx;
+}
 /* Whether receive buffer q is used: steps s = 1..nsteps land in s % NBUF. */
 static int buf_used(const phase *p, int q) {
     int ns = phase_steps(p);
@@ -395,16 +415,9 @@ static int64_t stream_unit(const phase *p, int *nbuf) {
     switch (p->kind) {
     case PH_RS:
         return max_len(p);
-    case PH_A2A: {
-        int64_t mx = 0;
-        for (int d = 0; d < 2; d++)
-            for (int o = 0; o < p->n; o++) {
-                int64_t r = a2a_size(p, d, o, 2);
-                mx = r > mx ? r : mx;
-            }
+    case PH_A2A:
         *nbuf += 1; /* the pack buffer */
-        return mx;
-    }
+        return a2a_max(p, 2);
     case PH_PERM:
         *nbuf = p->buf == p->src ? 1 : 0;
         return p->bs;
@@ -422,15 +435,8 @@ static int64_t wire_unit(const phase *p) {
     case PH_AG:
     case PH_RS:
         return max_len(p);
-    case PH_A2A: {
-        int64_t mx = 0;
-        for (int d = 0; d < 2; d++)
-            for (int o = 0; o < p->n; o++) {
-                int64_t r = a2a_size(p, d, o, 1);
-                mx = r > mx ? r : mx;
-            }
-        return mx;
-    }
+    case PH_A2A:
+        return a2a_max(p, 1);
     case PH_PERM:
         return p->bs;
     default:

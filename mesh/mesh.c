@@ -365,21 +365,22 @@ int mesh_nranks(const mesh *m) {
 int mesh_ndims(const mesh *m) {
     return m->ndims;
 }
-int mesh_axis_size(const mesh *m, int axis) {
+/* axis, checked to be one of the mesh's. */
+static int valid_axis(const mesh *m, int axis) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->size[axis];
+    return axis;
+}
+int mesh_axis_size(const mesh *m, int axis) {
+    return m->size[valid_axis(m, axis)];
 }
 int mesh_axis_coord(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->coord[axis];
+    return m->coord[valid_axis(m, axis)];
 }
 int mesh_axis_wraps(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->wrap[axis];
+    return m->wrap[valid_axis(m, axis)];
 }
 char mesh_axis_name(const mesh *m, int axis) {
-    CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);
-    return m->name[axis];
+    return m->name[valid_axis(m, axis)];
 }
 int mesh_axis_index(const mesh *m, char name) {
     for (int k = 0; k < m->ndims; k++)

@@ -4,6 +4,7 @@
  * LLaMA-3-70B plan numbers, the book's per-layer comms, and the regime boundary B/X = α/M_X. */
 #include "check.h"
 #include "calc/calc.h"
+#include "spec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +12,10 @@
 /* A spec on `chip` with topology sizes[n], data/tensor masks, ZeRO-3, the given model and batch. */
 static calc_spec make(const char *chip, const int *sizes, int n, int data, int tensor,
                       const calc_shape *m, double tokens) {
-    calc_spec s;
-    char err[256];
-    calc_spec_defaults(&s);
-    s.chip = *cost_chip_find(chip);
-    s.link = cost_chip_link(&s.chip);
-    if (calc_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
-        printf("FAIL topology: %s\n", err);
-        exit(1);
-    }
+    calc_spec s = test_spec(chip, sizes, n, m);
     s.data_mask = data;
     s.tensor_mask = tensor;
     s.zero = 3;
-    s.shape = *m;
     s.tokens = tokens;
     return s;
 }

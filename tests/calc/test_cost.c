@@ -191,23 +191,38 @@ static void test_book(void) {
                2.0 * 32 * 1024 * 8192 * 32768 / (23e12 * 8), 95.6e-3, 0.001);
 }
 
+/* AllGather over one sub-axis of 4 (wrapping or not, at a stride): its time for V bytes against
+ * want, its hops and its latency-bound time at 1 kB. */
+static void check_gather4(const char *what, const cost_link *l, int wraps, int stride, double V,
+                          double want, const char *hops_why, int hops, const char *lat_why,
+                          double lat) {
+    const int four[1] = {4};
+    char line[160];
+    cost_est e;
+    check_near(what,
+               cost_collective_strided(COST_OP_ALL_GATHER, l, four, &wraps, &stride, 1,
+                                       MESH_ALG_DEFAULT, V, &e),
+               want, 1e-12);
+    snprintf(line, sizeof line, "  ... %s = %d hops", hops_why, hops);
+    check_true(line, e.hops == hops);
+    snprintf(line, sizeof line, "  ... latency-bound at 1 kB: %s", lat_why);
+    check_near(line,
+               cost_collective_strided(COST_OP_ALL_GATHER, l, four, &wraps, &stride, 1,
+                                       MESH_ALG_DEFAULT, 1e3, NULL),
+               lat, 1e-12);
+}
+
 /* Sub-axes of a physical axis (cost_collective_strided): a wrapping 16 split into a contiguous
  * block of 4 (an open line of 4) and a strided sub-axis of 4 whose ring steps cross 4 links each
  * shared by the 4 strided groups: W/4 per group and 4·T_min per step. */
 static void test_strided(void) {
     const cost_link l = cost_chip_link(chip("v5p"));
-    const int four[1] = {4}, wrap1[1] = {1}, open1[1] = {0}, k4[1] = {4}, k1[1] = {1};
+    const int four[1] = {4}, wrap1[1] = {1}, k4[1] = {4};
     const double V = 1e9, W = 1.8e11, Wu = 9e10, T = 1e-6;
     cost_est e;
-    check_near("strided 4 of a wrapping 16: bidir ring at W/4 -> 4V/W",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, k4, 1, MESH_ALG_DEFAULT,
-                                       V, &e),
-               4 * V / W, 1e-12);
-    check_true("  ... ceil(4/2) = 2 ring steps of 4 physical hops = 8 hops", e.hops == 8);
-    check_near("  ... latency-bound at 1 kB: 2 steps x 4 T_min = 8 us",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, wrap1, k4, 1, MESH_ALG_DEFAULT,
-                                       1e3, NULL),
-               8 * T, 1e-12);
+    check_gather4("strided 4 of a wrapping 16: bidir ring at W/4 -> 4V/W", &l, 1, 4, V, 4 * V / W,
+                  "ceil(4/2) = 2 ring steps of 4 physical hops", 8, "2 steps x 4 T_min = 8 us",
+                  8 * T);
     check_near("  ... crossover where 8 T_min = 4V/W", 8 * T * W / 4, 360e3, 1e-12);
     check_near("strided 4 AllReduce = 2 x 4V/W",
                cost_collective_strided(COST_OP_ALL_REDUCE, &l, four, wrap1, k4, 1, MESH_ALG_DEFAULT,
@@ -215,15 +230,8 @@ static void test_strided(void) {
                8 * V / W, 1e-12);
     /* The contiguous block: an open line of 4, the open-line formula of cost.h
      * max(T_min·(n−1), (n−1)/n · V/w_oneway). */
-    check_near("contiguous block of 4 = open line: 3/4 V/W_uni",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, open1, k1, 1, MESH_ALG_DEFAULT,
-                                       V, &e),
-               0.75 * V / Wu, 1e-12);
-    check_true("  ... 3 hops", e.hops == 3);
-    check_near("  ... latency-bound at 1 kB: 3 T_min",
-               cost_collective_strided(COST_OP_ALL_GATHER, &l, four, open1, NULL, 1,
-                                       MESH_ALG_DEFAULT, 1e3, NULL),
-               3 * T, 1e-12);
+    check_gather4("contiguous block of 4 = open line: 3/4 V/W_uni", &l, 0, 1, V, 0.75 * V / Wu,
+                  "3 links of an open line of 4", 3, "3 T_min", 3 * T);
     /* 16x16x16 with z split 4 (tensor) x 4 strided (data): data axes x, y, z/4 at 2W + W/4. */
     const int s3[3] = {16, 16, 4}, w3[3] = {1, 1, 1}, st3[3] = {1, 1, 4};
     check_near(

@@ -6,24 +6,23 @@
  * which and the tolerance covers it. */
 #include "calc/calc_infer.h"
 #include "check.h"
+#include "spec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* A serving spec: `chip` with topology sizes[n], model parallel over every axis. */
 static calc_spec make(const char *chip, const int *sizes, int n, const calc_shape *m) {
-    calc_spec s;
-    char err[256];
-    calc_spec_defaults(&s);
-    s.chip = *cost_chip_find(chip);
-    s.link = cost_chip_link(&s.chip);
-    if (calc_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
-        printf("FAIL topology: %s\n", err);
-        exit(1);
-    }
+    calc_spec s = test_spec(chip, sizes, n, m);
     s.tensor_mask = (1 << n) - 1;
-    s.shape = *m;
     return s;
+}
+
+/* LLaMA-3-70B on a v5e slice of sizes[2], model parallel over both axes. */
+static calc_spec llama3_v5e(const int *sizes) {
+    calc_shape m;
+    calc_model_preset(&m, "llama3-70b");
+    return make("v5e", sizes, 2, &m);
 }
 
 static calc_infer_opt opts(double batch, double context, double param_bytes, double kv_bytes,
@@ -54,6 +53,23 @@ static double book_step(const calc_infer_result *r) {
     return r->t_kv + (r->t_flops > r->t_params ? r->t_flops : r->t_params);
 }
 
+/* One of the book's tables by batch B[6]: our step time without ICI against ms[i], and the
+ * throughput B/step against tps[i], within 0.5%; the full step (with ICI) is never below it. */
+static void check_step_table(const char *name, const calc_spec *s, calc_infer_opt o,
+                             const double *B, const double *ms, const double *tps) {
+    char what[128];
+    for (int i = 0; i < 6; i++) {
+        o.batch = B[i];
+        const calc_infer_result r = run(s, &o);
+        snprintf(what, sizeof what, "%s B=%.0f: step time (ms)", name, B[i]);
+        check_near(what, book_step(&r) * 1e3, ms[i], 0.005);
+        snprintf(what, sizeof what, "%s B=%.0f: throughput (tokens/s)", name, B[i]);
+        check_near(what, B[i] / book_step(&r), tps[i], 0.005);
+        check_true("  ... the full step (with ICI) is never below the book's bound",
+                   r.decode_step_s >= book_step(&r));
+    }
+}
+
 static const int v5e_8[2] = {4, 2}, v5e_16[2] = {4, 4}, v5e_32[2] = {8, 4};
 
 /* Inference chapter, "Modeling throughput and latency for LLaMA 2-13B" on 8 TPU v5e: "8x TPU
@@ -77,17 +93,7 @@ static void test_llama2_table(void) {
                r.kv_bytes_per_seq, 6.7e9, 0.005);
     /* "we store one copy of our parameters, let's say in bf16. That uses 26GB" */
     check_near("LLaMA-2-13B weights in bf16 (book 26 GB)", r.param_bytes_total, 26e9, 0.002);
-    char what[128];
-    for (int i = 0; i < 6; i++) {
-        o.batch = B[i];
-        r = run(&s, &o);
-        snprintf(what, sizeof what, "MHA B=%.0f: step time (ms)", B[i]);
-        check_near(what, book_step(&r) * 1e3, mha_ms[i], 0.005);
-        snprintf(what, sizeof what, "MHA B=%.0f: throughput (tokens/s)", B[i]);
-        check_near(what, B[i] / book_step(&r), mha_tps[i], 0.005);
-        check_true("  ... the full step (with ICI) is never below the book's bound",
-                   r.decode_step_s >= book_step(&r));
-    }
+    check_step_table("MHA", &s, o, B, mha_ms, mha_tps);
     /* "We OOM beyond batch size 16", but its own table puts batch 16 at 133.2 (total memory)
      * against "128GiB of HBM": with the chip's 16 GB each, batch 8 fits and 16 does not. */
     o.batch = 8;
@@ -100,15 +106,9 @@ static void test_llama2_table(void) {
     s = make("v5e", v5e_8, 2, &m);
     s.chip.hbm_bw = 8.2e11;
     o.params = 13e9;
-    for (int i = 0; i < 6; i++) {
-        o.batch = B[i];
-        r = run(&s, &o);
-        snprintf(what, sizeof what, "GQA 1:5 B=%.0f: step time (ms)", B[i]);
-        check_near(what, book_step(&r) * 1e3, gqa_ms[i], 0.005);
-        snprintf(what, sizeof what, "GQA 1:5 B=%.0f: throughput (tokens/s)", B[i]);
-        check_near(what, B[i] / book_step(&r), gqa_tps[i], 0.005);
-    }
+    check_step_table("GQA 1:5", &s, o, B, gqa_ms, gqa_tps);
     /* "KV Cache Memory (GiB) 1.34" per sequence with 8 KV heads. */
+    r = run(&s, &o);
     check_near("GQA 1:5: KV per sequence (book 1.34)", r.kv_bytes_per_seq, 1.34e9, 0.005);
 }
 
@@ -139,9 +139,7 @@ static void test_pop_quiz(void) {
  * int8 activations and int8 params, it jumps back up to 240". Roofline chapter: int8 x int8
  * "3.94e14/8.1e11 = 486", so B > 243 with the table's constants. */
 static void test_b_crit(void) {
-    calc_shape m;
-    calc_model_preset(&m, "llama3-70b");
-    calc_spec s = make("v5e", v5e_16, 2, &m);
+    calc_spec s = llama3_v5e(v5e_16);
     calc_infer_opt o = opts(16, 2048, 2, 2, CALC_FLOPS_BF16);
     s.chip.hbm_bw = 8.2e11;
     check_near("B_crit bf16 weights and FLOPs, W_hbm 8.2e11 (book 240)", run(&s, &o).b_crit, 240.2,
@@ -161,9 +159,7 @@ static void test_b_crit(void) {
 
 /* Applied-inference chapter, LLaMA-3-70B on v5e. */
 static void test_llama3_serving(void) {
-    calc_shape m;
-    calc_model_preset(&m, "llama3-70b");
-    calc_spec s = make("v5e", v5e_16, 2, &m);
+    calc_spec s = llama3_v5e(v5e_16);
     /* "KV cache size per token in int8 = 2 * K * H * L = 2 * 8 * 128 * 80 = 160kiB"; "a sequence
      * length of 32k tokens ... 162e3 * 32,768 = 5.3GB / sequence. For BS=240, this is 1.3TB ...
      * we would need about (70e9 + 1.3e12) / 16e9 = 86 TPU v5e chips". */
@@ -203,13 +199,13 @@ static void test_llama3_serving(void) {
 
     /* "BS=32, 8K context, all int8: 112 GB total ... 17 ms/step on a 4x2, 8.5 ms on a 4x4". */
     o = opts(32, 8192, 1, 1, CALC_FLOPS_INT8);
-    s = make("v5e", v5e_8, 2, &m);
+    s = llama3_v5e(v5e_8);
     r = run(&s, &o);
     check_near("BS=32 8K int8: weights + KV (book 112 GB)", r.param_bytes_total + r.kv_bytes, 112e9,
                0.015);
     check_true("  ... fits a 4x2 (tight)", r.fits && r.memory_per_chip > 0.85 * r.hbm);
     check_near("  ... decode step on a 4x2, ms (book 17)", r.decode_step_s * 1e3, 17, 0.04);
-    s = make("v5e", v5e_16, 2, &m);
+    s = llama3_v5e(v5e_16);
     r = run(&s, &o);
     check_near("  ... decode step on a 4x4, ms (book 8.5)", r.decode_step_s * 1e3, 8.5, 0.05);
 
@@ -233,9 +229,7 @@ static void test_llama3_serving(void) {
  * limit is Y <= F/(8B) = 56, so the slice is still HBM-bound" (beta = W_hbm/W_ici taken as 8;
  * the table gives 9). Inference chapter: "F=16,384, B=32 gives 64-way". */
 static void test_tp_bounds(void) {
-    calc_shape m;
-    calc_model_preset(&m, "llama3-70b");
-    calc_spec s = make("v5e", v5e_32, 2, &m);
+    calc_spec s = llama3_v5e(v5e_32);
     calc_infer_opt o = opts(64, 8192, 2, 2, CALC_FLOPS_BF16);
     calc_infer_result r = run(&s, &o);
     check_near("TP FLOP bound, 2 axes, v5e table alpha 2189", r.tp_bound_flops, 26.2, 0.002);
@@ -263,9 +257,7 @@ static void test_tp_bounds(void) {
 
 /* Replicas, KV sharding and rejected shardings. */
 static void test_sharding(void) {
-    calc_shape m;
-    calc_model_preset(&m, "llama3-70b");
-    calc_spec s = make("v5e", v5e_16, 2, &m);
+    calc_spec s = llama3_v5e(v5e_16);
     s.tensor_mask = 2; /* model parallel over y (4 chips); x holds 4 replicas */
     calc_infer_opt o = opts(64, 4096, 1, 1, CALC_FLOPS_INT8);
     calc_infer_result r = run(&s, &o);

@@ -8,6 +8,7 @@
 # regular file, and a read-only file system when mount is allowed); `ckpt info/diff` misuse.
 # usage: bad_inputs.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR CKPT_MANGLE
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../common/one_error.sh"
 MANGLE=$5
 run 2 good.log --steps 2 --save-every 2 --ckpt-dir "$WORK/good"
 must good.log "writing the good checkpoint" $? || exit 1
@@ -41,15 +42,13 @@ launch() {
 }
 check_all() {
   wait
-  local i rc n line
+  local i rc
   for ((i = 0; i < ncase; i++)); do
     rc=$(cat "$WORK/rc.$i")
-    n=$(grep -c '^meshtrain: error:' "$WORK/err.$i")
-    line=$(grep -m1 '^meshtrain: error:' "$WORK/err.$i")
-    if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && grep -qF -- "${FRAG[i]}" <<<"$line"; then
-      pass "[${WHAT[i]}] -> 2: ${line//$WORK/W}"
+    if one_error 2 "$rc" "$WORK/err.$i" "${FRAG[i]}"; then
+      pass "[${WHAT[i]}] -> 2: ${ERR_LINE//$WORK/W}"
     else
-      fail "[${WHAT[i]}] -> status $rc (want 2), $n error lines (want 1), want \"${FRAG[i]}\""
+      fail "[${WHAT[i]}] -> status $rc (want 2), $ERR_N error lines (want 1), want \"${FRAG[i]}\""
       sed 's/^/     | /' "$WORK/err.$i" | head -12
     fi
   done

@@ -5,6 +5,7 @@
 # usage: cli_errors.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "$0")/../common/one_error.sh"
 mkdir -p "$WORK"
 printf 'abc\0\001\002def' >"$WORK/nul.txt"
 fails=0
@@ -14,13 +15,11 @@ case_() {
   local want=$1 frag=$2
   shift 2
   timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$? n line
-  n=$(grep -c '^meshtrain: error:' "$WORK/err")
-  line=$(grep -m1 '^meshtrain: error:' "$WORK/err")
-  if [ "$rc" -eq "$want" ] && [ "$n" -eq 1 ] && grep -qF -- "$frag" <<<"$line"; then
-    echo "ok   [$*] -> $rc: $line"
+  local rc=$?
+  if one_error "$want" "$rc" "$WORK/err" "$frag"; then
+    echo "ok   [$*] -> $rc: $ERR_LINE"
   else
-    echo "FAIL [$*] -> status $rc (want $want), $n error lines (want 1), want \"$frag\""
+    echo "FAIL [$*] -> status $rc (want $want), $ERR_N error lines (want 1), want \"$frag\""
     sed 's/^/     | /' "$WORK/err" | head -20
     fails=$((fails + 1))
   fi

@@ -1,6 +1,8 @@
 /* check: see check.h. */
 #include "check.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -24,4 +26,13 @@ void check_count_failure(void) {
 int check_finish(const char *test) {
     printf("%s: %d failure%s\n", test, failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
+}
+
+double check_worst_dev(const float *a, const float *b, int64_t n) {
+    double w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]) / (FLT_EPSILON * (fabs(a[i]) + fabs(b[i]) + 1));
+        w = d > w ? d : w;
+    }
+    return w;
 }

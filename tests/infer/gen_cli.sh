@@ -7,6 +7,7 @@
 # usage: gen_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "$0")/../common/one_error.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 run() { # run NP ARGS...: meshtrain under mpirun
   local np=$1
@@ -55,13 +56,11 @@ err() {
   local frag=$1 np=$2
   shift 2
   run "$np" generate "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$? n line
-  n=$(grep -c '^meshtrain: error:' "$WORK/err")
-  line=$(grep -m1 '^meshtrain: error:' "$WORK/err")
-  if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && grep -qF -- "$frag" <<<"$line"; then
-    echo "ok   [$*] -> 2: $line"
+  local rc=$?
+  if one_error 2 "$rc" "$WORK/err" "$frag"; then
+    echo "ok   [$*] -> 2: $ERR_LINE"
   else
-    echo "FAIL [$*] -> status $rc (want 2), $n error lines (want 1), want \"$frag\""
+    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
     sed 's/^/     | /' "$WORK/err" | head -10
     fails=$((fails + 1))
   fi

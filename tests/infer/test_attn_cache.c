@@ -3,7 +3,6 @@
  * garbage in the output and scratch beforehand; and a prefill from position 0 vs the training
  * kernel kern_attn_fwd on the same q, k, v. Tolerance |a − b| ≤ k·FLT_EPSILON·(|a| + |b| + 1),
  * k = 64. Also kern_read_sum vs a double sum. */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +15,6 @@ static uint64_t lcg = 12345;
 static float rnd(void) {
     lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
     return (float)((lcg >> 40) & 0xffffff) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-
-static double dev(const float *a, const float *b, int64_t n) {
-    double w = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - b[i]) / (FLT_EPSILON * (fabs(a[i]) + fabs(b[i]) + 1));
-        w = d > w ? d : w;
-    }
-    return w;
 }
 
 static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_t pad) {
@@ -40,7 +30,7 @@ static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_
     for (int64_t i = 0; i < ns; i++) scr[i] = NAN;
     kern_attn_cached(out, scr, q, kc, vc, p0, n, Nl, Kl, H, ldk);
     kern_attn_cached_ref(ref, q, kc, vc, p0, n, Nl, Kl, H, ldk);
-    const double w = dev(out, ref, nq);
+    const double w = check_worst_dev(out, ref, nq);
     check_expect(w <= 64,
                  "attn_cached p0=%lld n=%lld Nl=%lld Kl=%lld H=%lld ldk=%lld vs naive: "
                  "worst %.1f eps units",
@@ -50,7 +40,7 @@ static void run(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_
         float *P = malloc(sizeof(float) * (size_t)(Nl * n * n)),
               *tr = malloc(sizeof(float) * (size_t)nq);
         kern_attn_fwd(tr, P, q, kc, vc, 1, n, Nl, Kl, H);
-        const double wt = dev(out, tr, nq);
+        const double wt = check_worst_dev(out, tr, nq);
         check_expect(wt <= 64, "attn_cached prefill n=%lld vs kern_attn_fwd: worst %.1f eps units",
                      (long long)n, wt);
         free(P), free(tr);

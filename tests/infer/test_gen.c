@@ -9,7 +9,6 @@
  *    unequal prompt lengths (1, 7, 13, 3, ... bytes, no padding) gives every sequence the same
  *    tokens as alone.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256. */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +23,6 @@
 
 #define TOL_K 200.0
 #define NTOK 10
-
-static double worst_dev(const float *a, const float *b, int64_t n) {
-    double w = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - b[i]) / (FLT_EPSILON * (fabs(a[i]) + fabs(b[i]) + 1));
-        w = d > w ? d : w;
-    }
-    return w;
-}
 
 static void parse(config *c, int *kv_replicate, int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -99,7 +89,7 @@ int main(int argc, char **argv) {
             for (int64_t i = 0; i < plen; i++) seq[i] = ps.tok[gb][i];
             for (int64_t i = 0; i < s; i++) seq[plen + i] = tok[b * NTOK + i];
             model_next_logits(ref, seq, plen + s, lref);
-            const double w = worst_dev(gen_logits(g) + b * V, lref, V);
+            const double w = check_worst_dev(gen_logits(g) + b * V, lref, V);
             worst = w > worst ? w : worst;
             const int32_t want = sample_pick(lref, V, 0.0, 0, 0.0, items);
             if (want != next[b]) {
@@ -127,7 +117,7 @@ int main(int argc, char **argv) {
     gen *g2 = gen_create(&c, m, &d2, err, sizeof err);
     if (!g2) mesh_exit_error("%s", err);
     gen_prefill(g2, &full, next, &st);
-    const double wre = worst_dev(last, gen_logits(g2), nb * V);
+    const double wre = check_worst_dev(last, gen_logits(g2), nb * V);
     char label[160];
     snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s)", mesh_rank(m),
              c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",

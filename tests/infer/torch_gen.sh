@@ -7,12 +7,7 @@
 # Skips (status 77) when /usr/bin/python3 cannot import torch and h5py.
 # usage: torch_gen.sh MPIEXEC MESHTRAIN TORCH_INFER TEXT_FILE WORK_DIR NP
 set -u
-MPI=$1 MT=$2 REF=$3 TXT=$4 WORK=$5 NP=$6
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch, h5py" 2>/dev/null; then
-  echo "skip: $PY cannot import torch and h5py (apt-get install python3-torch python3-h5py)"
-  exit 77
-fi
+. "$(dirname "$0")/../common/torch_args.sh" "$@"
 rm -rf "$WORK" && mkdir -p "$WORK"
 "$MPI" --oversubscribe --bind-to none -np 1 "$MT" --layers 2 --d-model 48 --heads 4 --kv-heads 2 \
   --seq-len 64 --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data "$TXT" \

@@ -4,7 +4,23 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static void *alloc_or_exit(int64_t n, size_t size) {
+    void *p = malloc((size_t)(n > 0 ? n : 1) * size);
+    if (!p) {
+        printf("FAIL out of memory for %lld elements\n", (long long)n);
+        exit(1);
+    }
+    return p;
+}
+float *kt_floats(int64_t n) {
+    return alloc_or_exit(n, sizeof(float));
+}
+double *kt_doubles(int64_t n) {
+    return alloc_or_exit(n, sizeof(double));
+}
 
 static uint64_t lcg_next(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;

@@ -9,6 +9,10 @@
 
 #include "check.h"
 
+/* n floats (doubles), uninitialized, freed with free(); a test that cannot have them prints one
+ * FAIL line and exits 1. */
+float *kt_floats(int64_t n);
+double *kt_doubles(int64_t n);
 /* x[i] uniform in [lo, hi) from a fixed LCG stream `seed`. */
 void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
 void kt_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi);

@@ -48,16 +48,13 @@ static double loss_d(const void *ctx) {
     return L;
 }
 
-static float *fbuf(int64_t n) {
-    return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-}
-
 static void run(int64_t B, int64_t T, int64_t Nl, int64_t Kl, int64_t H, int do_fd) {
     int64_t nq = B * T * Nl * H, nk = B * T * Kl * H, nP = B * Nl * T * T;
-    float *q = fbuf(nq), *k = fbuf(nk), *v = fbuf(nk), *dout = fbuf(nq);
-    float *out = fbuf(nq), *outr = fbuf(nq), *P = fbuf(nP), *Pr = fbuf(nP), *scr = fbuf(T * T);
-    float *dq = fbuf(nq), *dk = fbuf(nk), *dv = fbuf(nk), *dqr = fbuf(nq), *dkr = fbuf(nk),
-          *dvr = fbuf(nk);
+    float *q = kt_floats(nq), *k = kt_floats(nk), *v = kt_floats(nk), *dout = kt_floats(nq);
+    float *out = kt_floats(nq), *outr = kt_floats(nq), *P = kt_floats(nP), *Pr = kt_floats(nP),
+          *scr = kt_floats(T * T);
+    float *dq = kt_floats(nq), *dk = kt_floats(nk), *dv = kt_floats(nk), *dqr = kt_floats(nq),
+          *dkr = kt_floats(nk), *dvr = kt_floats(nk);
     char what[128], shape[64];
     snprintf(shape, sizeof shape, "B=%lld T=%lld Nl=%lld Kl=%lld H=%lld", (long long)B,
              (long long)T, (long long)Nl, (long long)Kl, (long long)H);
@@ -94,9 +91,9 @@ static void run(int64_t B, int64_t T, int64_t Nl, int64_t Kl, int64_t H, int do_
     kt_close(what, dv, dvr, nk, 64);
 
     if (do_fd) {
-        double *qd = malloc(sizeof(double) * (size_t)nq), *kd = malloc(sizeof(double) * (size_t)nk);
-        double *vd = malloc(sizeof(double) * (size_t)nk), *fd = malloc(sizeof(double) * (size_t)nq);
-        double *s = malloc(sizeof(double) * (size_t)T);
+        double *qd = kt_doubles(nq), *kd = kt_doubles(nk);
+        double *vd = kt_doubles(nk), *fd = kt_doubles(nq);
+        double *s = kt_doubles(T);
         for (int64_t i = 0; i < nq; i++) qd[i] = q[i];
         for (int64_t i = 0; i < nk; i++) kd[i] = k[i], vd[i] = v[i];
         const attn_loss L = {qd, kd, vd, dout, B, T, Nl, Kl, H, s};

@@ -9,14 +9,10 @@
 
 static void run(int64_t M, int64_t D, int64_t V, int64_t v0, int64_t Vl) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)M);
-    float *E = malloc(sizeof(float) * (size_t)(Vl * D)),
-          *x = malloc(sizeof(float) * (size_t)(M * D));
-    float *w = malloc(sizeof(float) * (size_t)(M * D)),
-          *xr = malloc(sizeof(float) * (size_t)(M * D));
-    float *dE = malloc(sizeof(float) * (size_t)(Vl * D)),
-          *dE0 = malloc(sizeof(float) * (size_t)(Vl * D));
-    double *fd = malloc(sizeof(double) * (size_t)(Vl * D)),
-           *Ed = malloc(sizeof(double) * (size_t)(Vl * D));
+    float *E = kt_floats(Vl * D), *x = kt_floats(M * D);
+    float *w = kt_floats(M * D), *xr = kt_floats(M * D);
+    float *dE = kt_floats(Vl * D), *dE0 = kt_floats(Vl * D);
+    double *fd = kt_doubles(Vl * D), *Ed = kt_doubles(Vl * D);
     char what[96];
     for (int64_t r = 0; r < M; r++) tok[r] = (int32_t)((r * 7 + 3) % V); /* repeats when M > V */
     kt_fill(E, Vl * D, 1, -1, 1);

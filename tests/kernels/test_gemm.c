@@ -16,8 +16,8 @@
 static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, float beta) {
     int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
     int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
-    float *A = malloc(sizeof(float) * (size_t)na), *Bm = malloc(sizeof(float) * (size_t)nb);
-    float *C = malloc(sizeof(float) * (size_t)nc), *R = malloc(sizeof(float) * (size_t)nc);
+    float *A = kt_floats(na), *Bm = kt_floats(nb);
+    float *C = kt_floats(nc), *R = kt_floats(nc);
     kt_fill(A, na, 1 + (uint64_t)M, -1, 1);
     kt_fill(Bm, nb, 2 + (uint64_t)N, -1, 1);
     kt_fill(C, nc, 3 + (uint64_t)K, -1, 1);
@@ -28,8 +28,7 @@ static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, 
     kern_gemm_ref(R, A, Bm, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
     /* compare only the M×N window; the padding columns must be untouched (NaN == NaN fails,
      * so compare them bitwise) */
-    float *cw = malloc(sizeof(float) * (size_t)(M * N)),
-          *rw = malloc(sizeof(float) * (size_t)(M * N));
+    float *cw = kt_floats(M * N), *rw = kt_floats(M * N);
     int pad_ok = 1;
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) {
@@ -50,14 +49,10 @@ static void one(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, 
 }
 
 static void wrappers(int64_t M, int64_t K, int64_t N) {
-    float *x = malloc(sizeof(float) * (size_t)(M * K)),
-          *w = malloc(sizeof(float) * (size_t)(K * N));
-    float *y = malloc(sizeof(float) * (size_t)(M * N)),
-          *yr = malloc(sizeof(float) * (size_t)(M * N));
-    float *dw = malloc(sizeof(float) * (size_t)(K * N)),
-          *dwr = malloc(sizeof(float) * (size_t)(K * N));
-    float *dx = malloc(sizeof(float) * (size_t)(M * K)),
-          *dxr = malloc(sizeof(float) * (size_t)(M * K));
+    float *x = kt_floats(M * K), *w = kt_floats(K * N);
+    float *y = kt_floats(M * N), *yr = kt_floats(M * N);
+    float *dw = kt_floats(K * N), *dwr = kt_floats(K * N);
+    float *dx = kt_floats(M * K), *dxr = kt_floats(M * K);
     kt_fill(x, M * K, 11, -1, 1);
     kt_fill(w, K * N, 12, -1, 1);
     kern_matmul(y, x, w, M, K, N);
@@ -152,6 +147,8 @@ int main(void) {
     wrappers(1, 17, 3);
     double f = kern_measure_flops(64, 0.02);
     check_expect(f > 1e6 && isfinite(f), "kern_measure_flops(64) = %.3g FLOP/s", f);
+    f = kern_measure_flops_fwd(64, 0.02);
+    check_expect(f > 1e6 && isfinite(f), "kern_measure_flops_fwd(64) = %.3g FLOP/s", f);
     f = kern_measure_core_flops(64, 0.02);
     check_expect(f > 1e6 && isfinite(f), "kern_measure_core_flops(64) = %.3g FLOP/s", f);
     return check_finish("test_kern_gemm");

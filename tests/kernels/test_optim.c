@@ -10,10 +10,10 @@
 #include "ktest.h"
 
 static void adamw(int64_t n) {
-    float *p = malloc(sizeof(float) * (size_t)n), *m = malloc(sizeof(float) * (size_t)n);
-    float *v = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n);
-    float *pr = malloc(sizeof(float) * (size_t)n), *mr = malloc(sizeof(float) * (size_t)n);
-    float *vr = malloc(sizeof(float) * (size_t)n);
+    float *p = kt_floats(n), *m = kt_floats(n);
+    float *v = kt_floats(n), *g = kt_floats(n);
+    float *pr = kt_floats(n), *mr = kt_floats(n);
+    float *vr = kt_floats(n);
     char what[96];
     kt_fill(p, n, 1, -1, 1);
     for (int64_t i = 0; i < n; i++) pr[i] = p[i], m[i] = mr[i] = 0.0f, v[i] = vr[i] = 0.0f;
@@ -40,8 +40,8 @@ static void adamw(int64_t n) {
 }
 
 static void others(int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    float *buf = malloc(sizeof(float) * (size_t)(n + 3)), *want = malloc(sizeof(float) * (size_t)n);
+    float *x = kt_floats(n), *y = kt_floats(n);
+    float *buf = kt_floats(n + 3), *want = kt_floats(n);
     char what[96];
     kt_fill(x, n, 1, -2, 2);
     kt_fill(y, n, 2, -2, 2);

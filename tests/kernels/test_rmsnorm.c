@@ -27,17 +27,23 @@ static double loss_d(const void *ctx) {
     return L;
 }
 
+/* "<check> M=<M> D=<D>" in buf: the line of a check on an M×D input. */
+static const char *label(char *buf, size_t len, const char *check, int64_t M, int64_t D) {
+    snprintf(buf, len, "%s M=%lld D=%lld", check, (long long)M, (long long)D);
+    return buf;
+}
+
 static void run(int64_t M, int64_t D) {
     int64_t n = M * D;
-    float *x = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)D);
-    float *dy = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    float *yr = malloc(sizeof(float) * (size_t)n), *rs = malloc(sizeof(float) * (size_t)M);
-    float *rsr = malloc(sizeof(float) * (size_t)M), *dx = malloc(sizeof(float) * (size_t)n);
-    float *dxr = malloc(sizeof(float) * (size_t)n), *dg = malloc(sizeof(float) * (size_t)D);
-    float *dgr = malloc(sizeof(float) * (size_t)D);
-    double *xd = malloc(sizeof(double) * (size_t)n), *gd = malloc(sizeof(double) * (size_t)D);
-    double *wd = malloc(sizeof(double) * (size_t)n), *fx = malloc(sizeof(double) * (size_t)n);
-    double *fg = malloc(sizeof(double) * (size_t)D);
+    float *x = kt_floats(n), *g = kt_floats(D);
+    float *dy = kt_floats(n), *y = kt_floats(n);
+    float *yr = kt_floats(n), *rs = kt_floats(M);
+    float *rsr = kt_floats(M), *dx = kt_floats(n);
+    float *dxr = kt_floats(n), *dg = kt_floats(D);
+    float *dgr = kt_floats(D);
+    double *xd = kt_doubles(n), *gd = kt_doubles(D);
+    double *wd = kt_doubles(n), *fx = kt_doubles(n);
+    double *fg = kt_doubles(D);
     kt_fill(x, n, 1, -2, 2);
     kt_fill(g, D, 2, 0.5f, 1.5f);
     kt_fill(dy, n, 3, -1, 1);
@@ -45,10 +51,9 @@ static void run(int64_t M, int64_t D) {
 
     kern_rmsnorm_fwd(y, rs, x, g, M, D);
     kern_rmsnorm_fwd_ref(yr, rsr, x, g, M, D);
-    snprintf(what, sizeof what, "rmsnorm fwd y M=%lld D=%lld", (long long)M, (long long)D);
-    kt_close(what, y, yr, n, 8); /* a D-term sum of squares, then 3 roundings: k = 8 */
-    snprintf(what, sizeof what, "rmsnorm fwd rstd M=%lld D=%lld", (long long)M, (long long)D);
-    kt_close(what, rs, rsr, M, 8);
+    kt_close(label(what, sizeof what, "rmsnorm fwd y", M, D), y, yr, n,
+             8); /* a D-term sum of squares, then 3 roundings: k = 8 */
+    kt_close(label(what, sizeof what, "rmsnorm fwd rstd", M, D), rs, rsr, M, 8);
 
     /* bwd accumulates: start both from the same non-zero contents */
     kt_fill(dx, n, 4, -1, 1);
@@ -57,12 +62,8 @@ static void run(int64_t M, int64_t D) {
     for (int64_t i = 0; i < D; i++) dgr[i] = dg[i];
     kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
     kern_rmsnorm_bwd_ref(dxr, dgr, dy, x, g, rs, M, D);
-    snprintf(what, sizeof what, "rmsnorm bwd dx += vs ref M=%lld D=%lld", (long long)M,
-             (long long)D);
-    kt_close(what, dx, dxr, n, 32);
-    snprintf(what, sizeof what, "rmsnorm bwd dg += vs ref M=%lld D=%lld", (long long)M,
-             (long long)D);
-    kt_close(what, dg, dgr, D, 32);
+    kt_close(label(what, sizeof what, "rmsnorm bwd dx += vs ref", M, D), dx, dxr, n, 32);
+    kt_close(label(what, sizeof what, "rmsnorm bwd dg += vs ref", M, D), dg, dgr, D, 32);
 
     /* finite differences in double: gradient of L = Σ dy ⊙ y */
     for (int64_t i = 0; i < n; i++) xd[i] = x[i], wd[i] = dy[i];
@@ -74,12 +75,8 @@ static void run(int64_t M, int64_t D) {
     for (int64_t i = 0; i < D; i++) dg[i] = 0.0f;
     kern_rmsnorm_bwd(dx, dg, dy, x, g, rs, M, D);
     /* truth is exact to ~1e-9 (h² and roundoff); the float kernel sums D (dx) or M (dg) terms */
-    snprintf(what, sizeof what, "rmsnorm bwd dx vs FD(double) M=%lld D=%lld", (long long)M,
-             (long long)D);
-    kt_close_d(what, dx, fx, n, 32);
-    snprintf(what, sizeof what, "rmsnorm bwd dg vs FD(double) M=%lld D=%lld", (long long)M,
-             (long long)D);
-    kt_close_d(what, dg, fg, D, 32);
+    kt_close_d(label(what, sizeof what, "rmsnorm bwd dx vs FD(double)", M, D), dx, fx, n, 32);
+    kt_close_d(label(what, sizeof what, "rmsnorm bwd dg vs FD(double)", M, D), dg, fg, D, 32);
     free(x), free(g), free(dy), free(y), free(yr), free(rs), free(rsr), free(dx), free(dxr);
     free(dg), free(dgr), free(xd), free(gd), free(wd), free(fx), free(fg);
 }

@@ -23,12 +23,11 @@ static void rope_d(double *x, int64_t B, int64_t T, int64_t nh, int64_t H, int64
 
 static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
     int64_t ld = nh * H + pad, n = B * T * ld;
-    float *x = malloc(sizeof(float) * (size_t)n), *xk = malloc(sizeof(float) * (size_t)n);
-    float *xr = malloc(sizeof(float) * (size_t)n), *w = malloc(sizeof(float) * (size_t)n);
-    float *ct = malloc(sizeof(float) * (size_t)(T * H / 2)),
-          *st = malloc(sizeof(float) * (size_t)(T * H / 2));
-    double *xd = malloc(sizeof(double) * (size_t)n), *yd = malloc(sizeof(double) * (size_t)n);
-    double *fd = malloc(sizeof(double) * (size_t)n);
+    float *x = kt_floats(n), *xk = kt_floats(n);
+    float *xr = kt_floats(n), *w = kt_floats(n);
+    float *ct = kt_floats(T * H / 2), *st = kt_floats(T * H / 2);
+    double *xd = kt_doubles(n), *yd = kt_doubles(n);
+    double *fd = kt_doubles(n);
     char what[128], shape[64];
     snprintf(shape, sizeof shape, "B=%lld T=%lld nh=%lld H=%lld ld=%lld", (long long)B,
              (long long)T, (long long)nh, (long long)H, (long long)ld);

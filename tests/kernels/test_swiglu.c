@@ -30,12 +30,12 @@ static void expf_checks(void) {
 }
 
 static void run(int64_t n) {
-    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
-    float *dh = malloc(sizeof(float) * (size_t)n), *h = malloc(sizeof(float) * (size_t)n);
-    float *hr = malloc(sizeof(float) * (size_t)n), *da = malloc(sizeof(float) * (size_t)n);
-    float *db = malloc(sizeof(float) * (size_t)n), *dar = malloc(sizeof(float) * (size_t)n);
-    float *dbr = malloc(sizeof(float) * (size_t)n);
-    double *fa = malloc(sizeof(double) * (size_t)n), *fb = malloc(sizeof(double) * (size_t)n);
+    float *a = kt_floats(n), *b = kt_floats(n);
+    float *dh = kt_floats(n), *h = kt_floats(n);
+    float *hr = kt_floats(n), *da = kt_floats(n);
+    float *db = kt_floats(n), *dar = kt_floats(n);
+    float *dbr = kt_floats(n);
+    double *fa = kt_doubles(n), *fb = kt_doubles(n);
     char what[96];
     kt_fill(a, n, 1, -12, 12);
     kt_fill(b, n, 2, -2, 2);

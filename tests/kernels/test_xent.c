@@ -10,10 +10,6 @@
 #include "kernels/xent.h"
 #include "ktest.h"
 
-static float *fbuf(int64_t n) {
-    return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-}
-
 /* L = scale·Σ_rows (lse − logit[target]) in double; l[M,V], t[M]. */
 typedef struct {
     const double *l;
@@ -40,11 +36,12 @@ static double loss_d(const void *ctx) {
 static void run(int64_t M, int64_t V, float spread) {
     const float scale = 1.0f / (float)M;
     int32_t *t = malloc(sizeof(int32_t) * (size_t)M);
-    float *lg = fbuf(M * V), *mx = fbuf(M), *sm = fbuf(M), *tl = fbuf(M), *mxr = fbuf(M);
-    float *smr = fbuf(M), *tlr = fbuf(M), *lse = fbuf(M), *d = fbuf(M * V), *dr = fbuf(M * V);
-    float *ds = fbuf(M * V), *ip = fbuf(M * V);
-    double *ld = malloc(sizeof(double) * (size_t)(M * V)),
-           *fd = malloc(sizeof(double) * (size_t)(M * V));
+    float *lg = kt_floats(M * V), *mx = kt_floats(M), *sm = kt_floats(M), *tl = kt_floats(M),
+          *mxr = kt_floats(M);
+    float *smr = kt_floats(M), *tlr = kt_floats(M), *lse = kt_floats(M), *d = kt_floats(M * V),
+          *dr = kt_floats(M * V);
+    float *ds = kt_floats(M * V), *ip = kt_floats(M * V);
+    double *ld = kt_doubles(M * V), *fd = kt_doubles(M * V);
     char what[128], shape[48];
     snprintf(shape, sizeof shape, "M=%lld V=%lld spread=%g", (long long)M, (long long)V, spread);
     for (int64_t r = 0; r < M; r++) t[r] = (int32_t)((r * 5 + 2) % V);
@@ -79,11 +76,12 @@ static void run(int64_t M, int64_t V, float spread) {
     /* three uneven shards, combined by the xent.h formula */
     int64_t cut[4] = {0, V / 3, V / 3 + (V + 1) / 2, V};
     if (cut[2] > V) cut[2] = V;
-    float *m_s = fbuf(3 * M), *z_s = fbuf(3 * M), *t_s = fbuf(3 * M), *lse_c = fbuf(M);
-    float *loss = fbuf(M), *loss_c = fbuf(M);
+    float *m_s = kt_floats(3 * M), *z_s = kt_floats(3 * M), *t_s = kt_floats(3 * M),
+          *lse_c = kt_floats(M);
+    float *loss = kt_floats(M), *loss_c = kt_floats(M);
     for (int s = 0; s < 3; s++) {
         int64_t v0 = cut[s], Vl = cut[s + 1] - cut[s];
-        float *slab = fbuf(M * Vl);
+        float *slab = kt_floats(M * Vl);
         for (int64_t r = 0; r < M; r++)
             for (int64_t j = 0; j < Vl; j++) slab[r * Vl + j] = lg[r * V + v0 + j];
         kern_xent_stats(m_s + s * M, z_s + s * M, t_s + s * M, slab, t, M, Vl, v0);
@@ -104,7 +102,7 @@ static void run(int64_t M, int64_t V, float spread) {
     kt_close(what, loss_c, loss, M, 8);
     for (int s = 0; s < 3; s++) {
         int64_t v0 = cut[s], Vl = cut[s + 1] - cut[s];
-        float *slab = fbuf(M * Vl), *want = fbuf(M * Vl);
+        float *slab = kt_floats(M * Vl), *want = kt_floats(M * Vl);
         for (int64_t r = 0; r < M; r++)
             for (int64_t j = 0; j < Vl; j++) {
                 slab[r * Vl + j] = lg[r * V + v0 + j];

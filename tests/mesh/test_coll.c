@@ -12,6 +12,7 @@
 
 #include "mesh/coll.h"
 #include "mesh/mesh_mpi.h"
+#include "mesh_args.h"
 
 static int failures;
 
@@ -294,18 +295,8 @@ static void test_trace(mesh *m) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL, *wire = "fp32";
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[++i];
-        else if (!strcmp(argv[i], "--wire"))
-            wire = argv[++i];
-    }
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    mesh *m = test_mesh(argc, argv);
+    const char *wire = test_flag(argc, argv, "--wire", "fp32");
     if (mesh_wire_parse(wire) < 0) mesh_exit_error("--wire %s: want fp32 or bf16", wire);
     mesh_set_wire(m, (mesh_wire)mesh_wire_parse(wire));
     mesh_set_verify(m, 1);
@@ -347,10 +338,5 @@ int main(int argc, char **argv) {
     test_trace(m);
     mesh_set_verify(m, 0);
     test_nonblocking(m);
-    int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    mesh_log(bad ? "test_coll: %d FAILURES\n" : "test_coll: all passed%.0d\n", bad);
-    mesh_destroy(m);
-    mesh_mpi_finalize();
-    return bad ? 1 : 0;
+    return test_mesh_finish(m, "test_coll", failures);
 }

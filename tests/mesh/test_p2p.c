@@ -22,6 +22,7 @@
 #include "mesh/coll.h"
 #include "mesh/link.h"
 #include "mesh/mesh_mpi.h"
+#include "mesh_args.h"
 
 static int failures;
 
@@ -202,10 +203,5 @@ int main(int argc, char **argv) {
     mesh_log("test_p2p on mesh %s, %d ranks\n", mesh_spec_str(m, s, sizeof s), mesh_nranks(m));
     test_messages(m);
     if (mesh_axis_size(m, 0) > 1) test_emulated(m);
-    int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);
-    mesh_log(bad ? "test_p2p: %d FAILURES\n" : "test_p2p: all passed%.0d\n", bad);
-    mesh_destroy(m);
-    mesh_mpi_finalize();
-    return bad ? 1 : 0;
+    return test_mesh_finish(m, "test_p2p", failures);
 }

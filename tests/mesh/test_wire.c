@@ -18,6 +18,7 @@
 #include "mesh/bf16.h"
 #include "mesh/coll.h"
 #include "mesh/mesh_mpi.h"
+#include "mesh_args.h"
 
 static int failures;
 
@@ -214,16 +215,7 @@ static void check_lanes_bytes(mesh *m, mesh_axes a) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[++i];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[++i];
-    }
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    mesh *m = test_mesh(argc, argv);
     test_convert();
     mesh_set_wire(m, MESH_WIRE_BF16);
     const int nd = mesh_ndims(m);
@@ -246,10 +238,5 @@ int main(int argc, char **argv) {
         mesh_set_wire(m, MESH_WIRE_BF16);
         check_lanes_bytes(m, one);
     }
-    int bad = 0;
-    MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    mesh_log(bad ? "test_wire: %d FAILURES\n" : "test_wire: all passed%.0d\n", bad);
-    mesh_destroy(m);
-    mesh_mpi_finalize();
-    return bad ? 1 : 0;
+    return test_mesh_finish(m, "test_wire", failures);
 }

@@ -7,12 +7,7 @@
 # Skips (status 77) when /usr/bin/python3 cannot import torch and h5py.
 # usage: torch_parity.sh MPIEXEC MESHTRAIN TORCH_REF TEXT_FILE WORK_DIR NP
 set -u
-MPI=$1 MT=$2 REF=$3 TXT=$4 WORK=$5 NP=$6
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch, h5py" 2>/dev/null; then
-  echo "skip: $PY cannot import torch and h5py (apt-get install python3-torch python3-h5py)"
-  exit 77
-fi
+. "$(dirname "$0")/../common/torch_args.sh" "$@"
 mkdir -p "$WORK"
 rm -f "$WORK"/init.h5 "$WORK"/final.h5 "$WORK"/m.jsonl
 B=4

@@ -22,45 +22,48 @@ static void expect(const char *what, const predict_result *r, double step, doubl
                  comm, r->dominant, dominant);
 }
 
-int main(void) {
+/* predict_replay of the n events ev over the step [0, t_end] with `compute` s of predicted
+ * compute, checked against the result worked by hand. */
+static void replay(const char *what, predict_event *ev, int n, double t_end, double compute,
+                   double step, double exposed, double exposed_lat, double comm,
+                   const char *dominant) {
     predict_result r;
-    predict_replay(NULL, 0, 0, 10, 5, &r);
-    expect("compute only: the predicted compute", &r, 5, 0, 0, 0, "compute");
+    predict_replay(ev, n, 0, t_end, compute, &r);
+    expect(what, &r, step, exposed, exposed_lat, comm, dominant);
+}
+
+int main(void) {
+    replay("compute only: the predicted compute", NULL, 0, 10, 5, 5, 0, 0, 0, "compute");
 
     /* 8 s measured compute around a blocking call [4, 6] → scale 0.5: 2 + 1 + 2 */
     predict_event b[] = {{PREDICT_BLOCKING, 4, 6, 0, 1.0, 0.25}};
-    predict_replay(b, 1, 0, 10, 4, &r);
-    expect("blocking call: compute + its predicted time", &r, 5, 1, 0.25, 1, "compute");
+    replay("blocking call: compute + its predicted time", b, 1, 10, 4, 5, 1, 0.25, 1, "compute");
 
     /* issued at 2 for 3 s, waited for at [8, 9]: done at 5, long before T = 8 → hidden */
     predict_event h[] = {{PREDICT_WAIT, 8, 9, 7, 0, 0}, {PREDICT_ISSUE, 2, 0, 7, 3.0, 1.0}};
-    predict_replay(h, 2, 0, 10, 9, &r);
-    expect("non-blocking call hidden behind compute (events out of order)", &r, 9, 0, 0, 3,
+    replay("non-blocking call hidden behind compute (events out of order)", h, 2, 10, 9, 9, 0, 0, 3,
            "compute");
 
     /* the same call lasting 10 s: ends at 12, the caller waits 4 s (half of it latency) */
     predict_event x[] = {{PREDICT_ISSUE, 2, 0, 7, 10.0, 5.0}, {PREDICT_WAIT, 8, 9, 7, 0, 0}};
-    predict_replay(x, 2, 0, 10, 9, &r);
-    expect("non-blocking call longer than the compute after it", &r, 13, 4, 2, 10, "compute");
+    replay("non-blocking call longer than the compute after it", x, 2, 10, 9, 13, 4, 2, 10,
+           "compute");
 
     /* two 3 s calls issued at 1 and 2 run one after the other: [1, 4], [4, 7]; waited at 6 */
     predict_event q[] = {{PREDICT_ISSUE, 1, 0, 1, 3.0, 0},
                          {PREDICT_ISSUE, 2, 0, 2, 3.0, 0},
                          {PREDICT_WAIT, 6, 6, 1, 0, 0},
                          {PREDICT_WAIT, 6, 6, 2, 0, 0}};
-    predict_replay(q, 4, 0, 6, 6, &r);
-    expect("the queue runs one call at a time", &r, 7, 1, 0, 6, "compute");
+    replay("the queue runs one call at a time", q, 4, 6, 6, 7, 1, 0, 6, "compute");
 
     /* a step that is all collective: the compute goes at the end; latency dominates */
     predict_event l[] = {{PREDICT_BLOCKING, 0, 2, 0, 3.0, 2.0}};
-    predict_replay(l, 1, 0, 2, 1, &r);
-    expect("no compute stretch; a latency-bound call", &r, 4, 3, 2, 3, "latency");
+    replay("no compute stretch; a latency-bound call", l, 1, 2, 1, 4, 3, 2, 3, "latency");
 
     /* a wait for a call issued before the step, and an event after it: both ignored */
     predict_event o[] = {{PREDICT_WAIT, 1, 1, 99, 0, 0}, {PREDICT_BLOCKING, 11, 12, 0, 5, 0}};
-    predict_replay(o, 2, 0, 10, 2, &r);
-    expect("waits for unknown calls and events after the step cost nothing", &r, 2, 0, 0, 0,
-           "compute");
+    replay("waits for unknown calls and events after the step cost nothing", o, 2, 10, 2, 2, 0, 0,
+           0, "compute");
     /* ktime: L=2 D=16 N·H=16 K·H=8 F=32 V=64, 3 sequences of 8 tokens, 2 micro-batches:
      * per layer D·NH + 2·D·KH + NH·D + 3·D·F = 256 + 256 + 256 + 1536 = 2304, D·V = 1024 */
     ktime_shape ks = {.L = 2,

@@ -2,6 +2,10 @@
 # tests/smpi's driver.
 #   run.sh build SRC DIR WERROR                  configure and build the SMPI tree DIR from SRC
 #   run.sh run SRC DIR CHIP TOPOLOGY EXE ARGS... run DIR/EXE on the simulated slice (bench/simpod)
+#   run.sh dryrun SRC DIR CHIP TOPOLOGY ARGS...  run DIR/simpod-dryrun there and check it against
+#                                                the calculator (its serial step within 15%, its
+#                                                compute within 2%, the AllGather and ReduceScatter
+#                                                bytes each rank sends within 0.75-1.05 of its own)
 # Exits 77 (CTest: skipped) where SimGrid's smpicc/smpirun are not installed.
 set -euo pipefail
 mode="$1" src="$2" dir="$3"
@@ -13,7 +17,33 @@ fi
 if [ "$mode" = build ]; then
   cmake -S "$src" -B "$dir" -DMESHTRAIN_SMPI=ON -DCMAKE_BUILD_TYPE=Release \
         -DMESHTRAIN_WERROR="${1:-OFF}" >/dev/null
-  exec cmake --build "$dir" -j 2 --target test_coll test_simlink simpod_platform
+  exec cmake --build "$dir" -j 2 --target test_coll test_simlink simpod_platform simpod-dryrun
+fi
+if [ "$mode" = dryrun ]; then
+  chip="$1" topo="$2"
+  shift 2
+  out="$("$src/bench/simpod" --chip "$chip" --topology "$topo" "$dir/simpod-dryrun" --chip "$chip" "$@")"
+  echo "$out"
+  # The trainer keeps the last layer's gathered weights (and the head's) from its forward into its
+  # backward, where the calculator gathers every layer twice: it sends fewer AllGather bytes.
+  exec awk '
+    /^simulated step:/ { sim = $3 }
+    /^compute charged/ { comp = $9 }
+    /^calculator: compute/ { ccomp = $3 + 0; serial = $10 + 0 }
+    $1 == "coll" { sent[$2] = $4 }
+    $1 == "calc" { want[$2] = $4 }
+    function check(what, got, ref, lo, hi) {
+      r = ref > 0 ? got / ref : 0
+      printf "%s: %g against the calculator'"'"'s %g (ratio %.3f, allowed %.2f-%.2f)\n", what, got, ref, r, lo, hi
+      if (r < lo || r > hi) bad = 1
+    }
+    END {
+      check("simulated step (s) vs serial step", sim, serial, 0.85, 1.15)
+      check("compute charged (s)", comp, ccomp, 0.98, 1.02)
+      check("all_gather bytes sent", sent["all_gather"], want["all_gather"], 0.75, 1.05)
+      check("reduce_scatter bytes sent", sent["reduce_scatter"], want["reduce_scatter"], 0.75, 1.05)
+      exit bad
+    }' <<<"$out"
 fi
 chip="$1" topo="$2" exe="$3"
 shift 3

@@ -448,21 +448,6 @@ void gen_destroy(gen *g) {
     model_destroy(g->mod);
     par_destroy(g->plan);
     mesh_destroy(g->gm);
-    free(g->kv.k);
-    free(g->kv.v);
-    free(g->pos);
-    free(g->ntok);
-    free(g->rtok);
-    free(g->rpos);
-    free(g->out_rows);
-    free(g->ws);
-    free(g->logits);
-    free(g->lg_loc);
-    free(g->lg_all);
-    free(g->scr);
-    free(g->qm);
-    free(g->om);
-    free(g->a2a);
-    free(g->items);
-    free(g);
+    ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
+                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items, g);
 }

@@ -30,7 +30,7 @@ gen_machine gen_measure_machine(mesh *m) {
     mesh_agree(mesh_world_comm(m), 0);
     double bw = kern_measure_read_bw(INT64_C(128) << 20, 0.3), fl = 0;
     for (int trial = 0; trial < 3; trial++) {
-        const double f = kern_measure_flops(1024, 0.1);
+        const double f = kern_measure_flops_fwd(1024, 0.1);
         fl = f > fl ? f : fl;
     }
     float in[2] = {(float)bw, (float)fl}, out[2];

@@ -245,13 +245,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
 
 void model_destroy(model *m) {
     if (!m) return;
-    free(m->params);
-    free(m->grads);
-    free(m->slot);
-    free(m->acts);
-    free(m->act_block);
-    free(m->tgt_block);
-    free(m);
+    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m);
 }
 
 const model_shape *model_shape_of(const model *m) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -128,18 +129,10 @@ void par_destroy(par *p) {
         free(p->layer_grads_scattered[k]);
     }
     for (int id = 0; id < P_COUNT; id++) free(p->param_grads_full[id]);
-    free(p->gathered_embed);
-    free(p->gathered_final_norm);
-    free(p->gathered_unembed);
-    free(p->update_stage); /* (zero 3's shard_params is the model's storage) */
-    free(p->shard_grads);
-    free(p->tensor_scratch_a);
-    free(p->tensor_scratch_b);
-    free(p->kv_exchange);
-    free(p->column_pack);
-    free(p->dcn_buf);
-    free(p->cmatmul_scratch);
-    free(p);
+    /* (zero 3's shard_params is the model's storage) */
+    ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed, p->update_stage,
+                   p->shard_grads, p->tensor_scratch_a, p->tensor_scratch_b, p->kv_exchange,
+                   p->column_pack, p->dcn_buf, p->cmatmul_scratch, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {

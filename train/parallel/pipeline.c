@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "train/parallel/par_impl.h"
+#include "train/config/alloc.h"
 #include "train/observe/trace.h"
 
 int pipe_actions(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, pipe_action *out) {
@@ -75,12 +76,7 @@ void pipe_destroy(pipe *q) {
     if (!q) return;
     for (int k = 0; k < q->nslots && q->fsend; k++) mesh_p2p_wait(q->fsend[k]);
     for (int k = 0; k < q->nslots && q->bsend; k++) mesh_p2p_wait(q->bsend[k]);
-    free(q->dout);
-    free(q->dsend);
-    free(q->fsend);
-    free(q->bsend);
-    free(q->acts);
-    free(q);
+    ALLOC_FREE_ALL(q->dout, q->dsend, q->fsend, q->bsend, q->acts, q);
 }
 
 static int slot_of(const pipe *q, int64_t j) {

@@ -1,0 +1,181 @@
+/* simpod_kernels: the FLOP-count backend of kernels/, built only in the SMPI tree (cmake
+ * -DMESHTRAIN_SMPI=ON) as that tree's mt_kernels, for the dry-run trainer (simpod_dryrun.c).
+ *
+ * Every kernel that train/ calls in a training step keeps its signature (the headers in kernels/)
+ * but, instead of computing, charges its FLOP count to the simulated clock (smpi_execute_flops):
+ * the simulated rank is busy for flops / speed, the speed of its simulated host being the chip's
+ * bf16 peak (bench/simpod_platform.c). Its outputs are left as they are (the dry run needs shapes,
+ * not values; buffers of SMPI's shared allocator hold garbage anyway), except the few scalars that
+ * steer the trainer: the cross-entropy's row statistics are those of all-zero logits (the loss is
+ * log V, finite) and the squared norm is 0 (no clipping). Weight initialisation draws nothing.
+ *
+ * FLOP counts (a multiply-add is 2): a matmul [M,K]x[K,N] 2MKN, as the calculator (calc/) counts
+ * them; causal attention per sequence and query head 2·T²·H forward (the q·kᵀ and P·v products,
+ * each half of T×T×H) and twice that backward, as calc/ counts them; the elementwise kernels a
+ * few FLOPs per element (the calculator leaves them out; at a TPU's matmul rate they are < 1% of
+ * a step). The rest of kernels/rng.c (counter-based draws, used for tokens and sampling) is the
+ * real one: the SMPI tree compiles kernels/rng.c beside this file with its fill renamed away. */
+#include <smpi/smpi.h>
+#include <simgrid/host.h>
+
+#include "kernels/attention.h"
+#include "kernels/embed.h"
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rng.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/xent.h"
+
+/* FLOPs charged on this simulated rank (SMPI privatises globals per rank). */
+static double charged;
+double simpod_flops_charged(void);
+double simpod_flops_charged(void) {
+    return charged;
+}
+
+static void charge(double flops) {
+    if (flops <= 0) return;
+    charged += flops;
+    smpi_execute_flops(flops);
+}
+
+void kern_set_bug_handler(kern_bug_fn fn) {
+    (void)fn;
+}
+void kern_set_threads(int n) {
+    (void)n;
+}
+/* The simulated host's speed: the chip's peak, which is what a kernel runs at here. */
+double kern_measure_flops(int64_t n, double seconds) {
+    (void)n, (void)seconds;
+    return sg_host_get_speed(sg_host_self());
+}
+
+double kern_measure_core_flops(int64_t n, double seconds) {
+    return kern_measure_flops(n, seconds);
+}
+
+void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K, bool ta,
+               bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+    (void)C, (void)A, (void)B, (void)ta, (void)tb, (void)lda, (void)ldb, (void)ldc, (void)alpha,
+        (void)beta;
+    charge(2.0 * (double)M * (double)N * (double)K);
+}
+void kern_matmul(float *restrict y, const float *restrict x, const float *restrict w, int64_t M,
+                 int64_t K, int64_t N) {
+    (void)y, (void)x, (void)w;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+void kern_matmul_dw(float *restrict dw, const float *restrict x, const float *restrict dy,
+                    int64_t M, int64_t K, int64_t N) {
+    (void)dw, (void)x, (void)dy;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *restrict w,
+                    int64_t M, int64_t K, int64_t N, bool acc) {
+    (void)dx, (void)dy, (void)w, (void)acc;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+
+void kern_attn_fwd(float *restrict out, float *restrict P, const float *restrict q,
+                   const float *restrict k, const float *restrict v, int64_t B, int64_t T,
+                   int64_t Nl, int64_t Kl, int64_t H) {
+    (void)out, (void)P, (void)q, (void)k, (void)v, (void)Kl;
+    charge(2.0 * (double)B * (double)Nl * (double)T * (double)T * (double)H);
+}
+void kern_attn_bwd(float *restrict dq, float *restrict dk, float *restrict dv,
+                   float *restrict scratch, const float *restrict dout, const float *restrict P,
+                   const float *restrict q, const float *restrict k, const float *restrict v,
+                   int64_t B, int64_t T, int64_t Nl, int64_t Kl, int64_t H) {
+    (void)dq, (void)dk, (void)dv, (void)scratch, (void)dout, (void)P, (void)q, (void)k, (void)v,
+        (void)Kl;
+    charge(4.0 * (double)B * (double)Nl * (double)T * (double)T * (double)H);
+}
+
+void kern_embed_fwd(float *restrict x, const float *restrict embed, const int32_t *restrict tokens,
+                    int64_t M, int64_t D, int64_t v0, int64_t Vl) {
+    (void)x, (void)embed, (void)tokens, (void)M, (void)D, (void)v0, (void)Vl; /* a lookup */
+}
+void kern_embed_bwd(float *restrict dembed, const float *restrict dx,
+                    const int32_t *restrict tokens, int64_t M, int64_t D, int64_t v0, int64_t Vl) {
+    (void)dembed, (void)dx, (void)tokens, (void)v0, (void)Vl;
+    charge((double)M * (double)D);
+}
+
+void kern_rmsnorm_fwd(float *restrict y, float *restrict rstd, const float *restrict x,
+                      const float *restrict g, int64_t M, int64_t D) {
+    (void)y, (void)rstd, (void)x, (void)g;
+    charge(4.0 * (double)M * (double)D);
+}
+void kern_rmsnorm_bwd(float *restrict dx, float *restrict dg, const float *restrict dy,
+                      const float *restrict x, const float *restrict g, const float *restrict rstd,
+                      int64_t M, int64_t D) {
+    (void)dx, (void)dg, (void)dy, (void)x, (void)g, (void)rstd;
+    charge(8.0 * (double)M * (double)D);
+}
+
+void kern_rope_table(float *restrict cos_t, float *restrict sin_t, int64_t T, int64_t H) {
+    (void)cos_t, (void)sin_t, (void)T, (void)H; /* once, at creation */
+}
+void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
+                     int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld, int inverse) {
+    (void)x, (void)cos_t, (void)sin_t, (void)ld, (void)inverse;
+    charge(3.0 * (double)B * (double)T * (double)nh * (double)H);
+}
+
+void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
+                     int64_t n) {
+    (void)h, (void)a, (void)b;
+    charge(6.0 * (double)n);
+}
+void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict dh,
+                     const float *restrict a, const float *restrict b, int64_t n) {
+    (void)da, (void)db, (void)dh, (void)a, (void)b;
+    charge(12.0 * (double)n);
+}
+
+/* The statistics of all-zero logits: max 0, Σ exp = Vl, target logit 0 (the loss is log V). */
+void kern_xent_stats(float *restrict rowmax, float *restrict rowsum, float *restrict tlogit,
+                     const float *restrict logits, const int32_t *restrict targets, int64_t M,
+                     int64_t Vl, int64_t v0) {
+    (void)logits, (void)targets, (void)v0;
+    for (int64_t r = 0; r < M; r++) rowmax[r] = 0.0f, rowsum[r] = (float)Vl, tlogit[r] = 0.0f;
+    charge(3.0 * (double)M * (double)Vl);
+}
+void kern_xent_bwd(float *dlogits, const float *logits, const float *restrict lse,
+                   const int32_t *restrict targets, int64_t M, int64_t Vl, int64_t v0,
+                   float scale) {
+    (void)dlogits, (void)logits, (void)lse, (void)targets, (void)v0, (void)scale;
+    charge(4.0 * (double)M * (double)Vl);
+}
+
+void kern_adamw(float *restrict p, float *restrict m, float *restrict v, const float *restrict g,
+                int64_t n, const kern_adamw_cfg *cfg) {
+    (void)p, (void)m, (void)v, (void)g, (void)cfg;
+    charge(12.0 * (double)n);
+}
+void kern_sgd(float *restrict p, const float *restrict g, int64_t n, float lr, float wd) {
+    (void)p, (void)g, (void)lr, (void)wd;
+    charge(3.0 * (double)n);
+}
+double kern_sumsq(const float *x, int64_t n) {
+    (void)x;
+    charge(2.0 * (double)n);
+    return 0.0;
+}
+void kern_scale(float *x, int64_t n, float s) {
+    (void)x, (void)s;
+    charge((double)n);
+}
+void kern_add(float *restrict y, const float *restrict x, int64_t n) {
+    (void)y, (void)x;
+    charge((double)n);
+}
+
+/* No weights are drawn: a 70B model's initialisation would be the whole run's CPU time. */
+void kern_rng_fill_normal(float *out, uint64_t seed, uint64_t stream, uint64_t index0, int64_t n,
+                          float std) {
+    (void)out, (void)seed, (void)stream, (void)index0, (void)n, (void)std;
+}

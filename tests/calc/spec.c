@@ -1,0 +1,19 @@
+/* spec: see spec.h. */
+#include "spec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+calc_spec test_spec(const char *chip, const int *sizes, int n, const calc_shape *m) {
+    calc_spec s;
+    char err[256];
+    calc_spec_defaults(&s);
+    s.chip = *cost_chip_find(chip);
+    s.link = cost_chip_link(&s.chip);
+    if (calc_spec_set_topology(&s, sizes, n, err, sizeof err) < 0) {
+        printf("FAIL topology: %s\n", err);
+        exit(1);
+    }
+    s.shape = *m;
+    return s;
+}

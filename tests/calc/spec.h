@@ -1,0 +1,9 @@
+/* spec: the starting point of the calculator tests' specs: the defaults, chip `chip` (from the
+ * chip table) with its links, topology sizes[n] and model m. Depends on calc/calc.h. */
+#ifndef MT_TESTS_CALC_SPEC_H
+#define MT_TESTS_CALC_SPEC_H
+#include "calc/calc.h"
+
+/* Prints "FAIL topology: ..." and exits 1 when calc_spec_set_topology refuses sizes[n]. */
+calc_spec test_spec(const char *chip, const int *sizes, int n, const calc_shape *m);
+#endif
