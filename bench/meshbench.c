@@ -11,8 +11,9 @@
  *    -r R the sweep point is repeated R times, algorithms interleaved inside each repetition, and
  *    the row shows the median repetition (of the rank mean) and the best one.
  *  - algbw = size / time; busbw = algbw × 2(n−1)/n (AllReduce), (n−1)/n (others). GB = 1e9 B.
- *  - predicted: mesh/cost.h's time for the algorithm (book §3.3), with the emulated link when
- *    --emulate/--link is given, else with the α–β ping-pong fit of the first axis of the set.
+ *  - predicted: mesh/cost.h's time for the algorithm (the book's sharding chapter), with the
+ *    emulated link when --emulate/--link is given, else with the α–β ping-pong fit of the first
+ *    axis of the set.
  *  - error: max |result − serial truth| with -c 1 (inputs are small integers: must be 0).
  *  - /mpi (CSV time_over_mpi): with mpi among --alg, the median over repetitions of the row's time
  *    over MPI's time in the same repetition — paired, so slow drifts of a shared machine's load

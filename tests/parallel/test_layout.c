@@ -14,7 +14,7 @@
 #include "train/parallel/par_impl.h"
 
 typedef struct {
-    int64_t nX, nY, nZ;
+    int64_t n_data, n_tensor, n_pipe;
     model_shape s;
 } grid;
 
@@ -22,12 +22,12 @@ typedef struct {
 static struct par *plan_at(const grid *gr, int zero, int64_t xi, int64_t yi, int64_t zi) {
     struct par *p = calloc(1, sizeof *p);
     p->s = gr->s;
-    p->nX = gr->nX, p->xi = xi;
-    p->nY = gr->nY, p->yi = yi;
-    p->nZ = gr->nZ, p->zi = zi;
-    p->l0 = zi * (gr->s.L / gr->nZ);
-    p->l1 = p->l0 + gr->s.L / gr->nZ;
-    p->zero = gr->nX == 1 ? 0 : zero;
+    p->n_data = gr->n_data, p->data_index = xi;
+    p->n_tensor = gr->n_tensor, p->tensor_index = yi;
+    p->n_pipe = gr->n_pipe, p->pipe_index = zi;
+    p->l0 = zi * (gr->s.L / gr->n_pipe);
+    p->l1 = p->l0 + gr->s.L / gr->n_pipe;
+    p->zero = gr->n_data == 1 ? 0 : zero;
     par_layout_extents(p);
     par_layout_geometry(p);
     return p;
@@ -49,8 +49,8 @@ static void cover(int *count, const model_shape *s, param_id id, const param_sla
 
 /* The replication the scheme intends over the tensor axis. */
 static int64_t tensor_copies(const grid *gr, param_id id) {
-    if (id == P_ATTN_NORM || id == P_MLP_NORM || id == P_FINAL_NORM) return gr->nY;
-    if ((id == P_WK || id == P_WV) && gr->s.K < gr->nY) return gr->nY / gr->s.K;
+    if (id == P_ATTN_NORM || id == P_MLP_NORM || id == P_FINAL_NORM) return gr->n_tensor;
+    if ((id == P_WK || id == P_WV) && gr->s.K < gr->n_tensor) return gr->n_tensor / gr->s.K;
     return 1;
 }
 
@@ -58,7 +58,7 @@ static void check_extents(const grid *gr, const char *name) {
     const model_shape *s = &gr->s;
     int bad = 0;
     int64_t next_n = 0, next_f = 0, next_v = 0, next_d = 0;
-    for (int64_t y = 0; y < gr->nY; y++) {
+    for (int64_t y = 0; y < gr->n_tensor; y++) {
         struct par *p = plan_at(gr, 0, 0, y, 0);
         const model_extents *e = &p->loc;
         /* consecutive tensor ranks hold consecutive, disjoint ranges that end at the global size */
@@ -81,9 +81,9 @@ static void check_slabs(const grid *gr, int zero, const char *name) {
         const int64_t n = model_param_numel(s, (param_id)id);
         int *tp = calloc((size_t)n, sizeof *tp), *sh = calloc((size_t)n, sizeof *sh);
         int bad_size = 0;
-        for (int64_t x = 0; x < gr->nX; x++)
-            for (int64_t y = 0; y < gr->nY; y++)
-                for (int64_t z = 0; z < gr->nZ; z++) {
+        for (int64_t x = 0; x < gr->n_data; x++)
+            for (int64_t y = 0; y < gr->n_tensor; y++)
+                for (int64_t z = 0; z < gr->n_pipe; z++) {
                     struct par *p = plan_at(gr, zero, x, y, z);
                     const pgeo *g = &p->g[id];
                     param_slab t = par_tp_slab(p, (param_id)id);
@@ -99,13 +99,13 @@ static void check_slabs(const grid *gr, int zero, const char *name) {
         const int64_t want = tensor_copies(gr, (param_id)id);
         int bad_tp = 0, bad_sh = 0;
         for (int64_t i = 0; i < n; i++) {
-            bad_tp |= tp[i] != gr->nX * want;
-            bad_sh |= zero >= 1 && gr->nX > 1 && sh[i] != want;
+            bad_tp |= tp[i] != gr->n_data * want;
+            bad_sh |= zero >= 1 && gr->n_data > 1 && sh[i] != want;
         }
         check_expect(!bad_tp && !bad_sh && !bad_size,
                      "%s zero %d: %s covered %lld× by TP slabs%s, sizes match", name, zero,
-                     model_param_info(s, (param_id)id).name, (long long)(gr->nX * want),
-                     zero >= 1 && gr->nX > 1 ? " and once (per tensor copy) by shards" : "");
+                     model_param_info(s, (param_id)id).name, (long long)(gr->n_data * want),
+                     zero >= 1 && gr->n_data > 1 ? " and once (per tensor copy) by shards" : "");
         free(tp);
         free(sh);
     }
@@ -139,8 +139,8 @@ int main(void) {
     char name[64];
     for (size_t i = 0; i < sizeof grids / sizeof *grids; i++) {
         const grid *gr = &grids[i];
-        snprintf(name, sizeof name, "X %lld Y %lld Z %lld", (long long)gr->nX, (long long)gr->nY,
-                 (long long)gr->nZ);
+        snprintf(name, sizeof name, "X %lld Y %lld Z %lld", (long long)gr->n_data,
+                 (long long)gr->n_tensor, (long long)gr->n_pipe);
         check_extents(gr, name);
         for (int zero = 0; zero <= 3; zero += 3) check_slabs(gr, zero, name);
     }

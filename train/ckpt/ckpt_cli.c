@@ -194,6 +194,24 @@ static int has_name(char **names, int n, const char *name) {
     return 0;
 }
 
+/* Whether array `name` of f carries a checksum attribute equal to `sum` (*want: the stored one). */
+static int checksum_ok(h5array *f, const char *name, uint64_t sum, int64_t *want) {
+    return h5array_attr_get_i64(f, name, "checksum", want, NULL, 0) == 0 && (uint64_t)*want == sum;
+}
+
+/* One row of `ckpt diff`'s table: the differences of one array and its verdict. */
+static void print_diff_row(const char *name, const char *shape, const array_diff *d, int same,
+                           int ok_a, int ok_b) {
+    printf("  %-24s %-16s %12.3g %12.3g %14.1f  %s%s%s%s", name, shape, d->abs, d->rel, d->units,
+           d->identical ? "identical"
+           : same       ? "within tolerance"
+                        : "DIFFERENT",
+           ok_a ? "" : ", A FAILS ITS CHECKSUM", ok_b ? "" : ", B FAILS ITS CHECKSUM",
+           d->nonfinite ? ", NON-FINITE" : "");
+    if (d->nonfinite) printf(" (%lld elements NaN or inf)", (long long)d->nonfinite);
+    printf("\n");
+}
+
 /* Returns 0 (same), 1 (different) or −1 (error). tol < 0: "same" means bit-identical. */
 static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_t errlen) {
     h5array *fa = NULL, *fb = NULL;
@@ -241,19 +259,9 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
         const int same = tol < 0 ? d.identical : d.identical || (!d.nonfinite && d.units <= tol);
         differ |= !same;
         int64_t want_a = 0, want_b = 0;
-        const int ok_a = h5array_attr_get_i64(fa, na[i], "checksum", &want_a, NULL, 0) == 0 &&
-                         (uint64_t)want_a == d.sum_a;
-        const int ok_b = h5array_attr_get_i64(fb, na[i], "checksum", &want_b, NULL, 0) == 0 &&
-                         (uint64_t)want_b == d.sum_b;
-        printf("  %-24s %-16s %12.3g %12.3g %14.1f  %s%s%s%s", na[i],
-               shape_str(shp, sizeof shp, nda, da), d.abs, d.rel, d.units,
-               d.identical ? "identical"
-               : same      ? "within tolerance"
-                           : "DIFFERENT",
-               ok_a ? "" : ", A FAILS ITS CHECKSUM", ok_b ? "" : ", B FAILS ITS CHECKSUM",
-               d.nonfinite ? ", NON-FINITE" : "");
-        if (d.nonfinite) printf(" (%lld elements NaN or inf)", (long long)d.nonfinite);
-        printf("\n");
+        const int ok_a = checksum_ok(fa, na[i], d.sum_a, &want_a);
+        const int ok_b = checksum_ok(fb, na[i], d.sum_b, &want_b);
+        print_diff_row(na[i], shape_str(shp, sizeof shp, nda, da), &d, same, ok_a, ok_b);
         if ((!ok_a || !ok_b) && !bad_sum[0])
             snprintf(bad_sum, sizeof bad_sum,
                      "%s: corrupt checkpoint: %s fails its checksum "

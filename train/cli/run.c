@@ -223,6 +223,51 @@ static void generate(run_ctx *r) {
     free(out);
 }
 
+/* The step's metrics (its line and JSON row; val_loss NAN until an evaluation fills it in). */
+static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step, double dt,
+                            double tokens_per_step, double flops_per_step) {
+    return (metrics_row){.step = step + 1,
+                         .loss = st->loss,
+                         .lr = st->lr,
+                         .grad_norm = st->grad_norm,
+                         .seconds = dt,
+                         .tokens = tokens_per_step,
+                         .flops = flops_per_step,
+                         .peak_flops = r->peak,
+                         .comm_frac = mesh_nranks(r->m) > 1 ? exposed_comm(st) / dt : -1.0,
+                         .idle_frac = st->split.idle / dt,
+                         .comm_ag = st->split.exposed[MESH_OP_ALL_GATHER] / dt,
+                         .comm_rs = st->split.exposed[MESH_OP_REDUCE_SCATTER] / dt,
+                         .comm_ar = st->split.exposed[MESH_OP_ALL_REDUCE] / dt,
+                         .comm_p2p =
+                             (st->split.exposed[MESH_OP_SEND] + st->split.exposed[MESH_OP_RECV] +
+                              st->split.exposed[MESH_OP_PPERMUTE]) /
+                             dt,
+                         .bubble = st->pipe.bubble,
+                         .bubble_ideal = st->pipe.bubble_ideal,
+                         .stage_act_bytes = (double)st->pipe.act_bytes,
+                         .pred_seconds = st->split.pred_step,
+                         .book_seconds = st->split.book_step,
+                         .dominant = st->split.dominant,
+                         .val_loss = NAN};
+}
+
+/* The run's last line: steps, time, losses, throughput and MFU (rank 0). */
+static void print_done(const run_ctx *r, int64_t nsteps, double train_secs, double last_loss,
+                       double last_val, double tokens_per_step, double flops_per_step,
+                       double cpu_peak) {
+    char tok[32], val[32] = "";
+    if (!isnan(last_val)) snprintf(val, sizeof val, " | val loss %.4f", last_val);
+    const double fps = flops_per_step * (double)nsteps / train_secs;
+    char cpu[64] = "unknown";
+    if (cpu_peak > 0) snprintf(cpu, sizeof cpu, "%.1f%%", 100.0 * fps / cpu_peak);
+    mesh_log("done: %lld steps in %.1f s (evaluation excluded) | loss %.4f%s | %s tok/s | "
+             "MFU %.0f%% of the measured sgemm peak, %s of the CPU's nominal peak\n",
+             (long long)nsteps, train_secs, last_loss, val,
+             metrics_si(tok, sizeof tok, tokens_per_step * (double)nsteps / train_secs),
+             100.0 * fps / r->peak, cpu);
+}
+
 int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak *pk) {
     run_ctx r = {.c = c, .m = m, .t = t, .data = data, .peak = pk->total};
     trainer_rows(t, &r.row0, &r.nrows);
@@ -238,7 +283,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     if (!c->quiet) {
         print_header(&r, pk->rank);
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
-        trainer_print_plan(t, stdout);
+        trainer_print_layout(t, stdout);
     }
     char hosts[160];
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
@@ -264,30 +309,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         const double dt = mesh_now() - t0;
         train_secs += dt;
         last_loss = st.loss;
-        metrics_row row = {.step = step + 1,
-                           .loss = st.loss,
-                           .lr = st.lr,
-                           .grad_norm = st.grad_norm,
-                           .seconds = dt,
-                           .tokens = tokens_per_step,
-                           .flops = flops_per_step,
-                           .peak_flops = r.peak,
-                           .comm_frac = mesh_nranks(m) > 1 ? exposed_comm(&st) / dt : -1.0,
-                           .idle_frac = st.split.idle / dt,
-                           .comm_ag = st.split.exposed[MESH_OP_ALL_GATHER] / dt,
-                           .comm_rs = st.split.exposed[MESH_OP_REDUCE_SCATTER] / dt,
-                           .comm_ar = st.split.exposed[MESH_OP_ALL_REDUCE] / dt,
-                           .comm_p2p =
-                               (st.split.exposed[MESH_OP_SEND] + st.split.exposed[MESH_OP_RECV] +
-                                st.split.exposed[MESH_OP_PPERMUTE]) /
-                               dt,
-                           .bubble = st.pipe.bubble,
-                           .bubble_ideal = st.pipe.bubble_ideal,
-                           .stage_act_bytes = (double)st.pipe.act_bytes,
-                           .pred_seconds = st.split.pred_step,
-                           .book_seconds = st.split.book_step,
-                           .dominant = st.split.dominant,
-                           .val_loss = NAN};
+        metrics_row row = step_row(&r, &st, step, dt, tokens_per_step, flops_per_step);
         char line[512];
         metrics_format(line, sizeof line, &row, width);
         if (st.split.overlap >= 0) { /* non-blocking collectives ran: how much was hidden */
@@ -309,18 +331,9 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
             save_step(&r, step + 1);
     }
     const int64_t nsteps = c->steps - r.step0;
-    if (nsteps > 0) {
-        char tok[32], val[32] = "";
-        if (!isnan(last_val)) snprintf(val, sizeof val, " | val loss %.4f", last_val);
-        const double fps = flops_per_step * (double)nsteps / train_secs;
-        char cpu[64] = "unknown";
-        if (cpu_peak > 0) snprintf(cpu, sizeof cpu, "%.1f%%", 100.0 * fps / cpu_peak);
-        mesh_log("done: %lld steps in %.1f s (evaluation excluded) | loss %.4f%s | %s tok/s | "
-                 "MFU %.0f%% of the measured sgemm peak, %s of the CPU's nominal peak\n",
-                 (long long)nsteps, train_secs, last_loss, val,
-                 metrics_si(tok, sizeof tok, tokens_per_step * (double)nsteps / train_secs),
-                 100.0 * fps / r.peak, cpu);
-    }
+    if (nsteps > 0)
+        print_done(&r, nsteps, train_secs, last_loss, last_val, tokens_per_step, flops_per_step,
+                   cpu_peak);
     if (!c->quiet && nsteps > 0) trainer_print_summary(t, stdout);
     if (c->save_final[0]) save_or_exit(&r, c->steps, c->save_final);
     if (c->sample > 0) generate(&r);

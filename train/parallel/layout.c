@@ -44,21 +44,21 @@ float *par_layer_slot(struct par *p, float *buf, param_id id) {
 void par_layout_extents(struct par *p) {
     const model_shape *s = &p->s;
     model_extents *lc = &p->loc;
-    const int64_t nY = p->nY, y = p->yi;
-    lc->Nl = s->N / nY;
+    const int64_t n_tensor = p->n_tensor, y = p->tensor_index;
+    lc->Nl = s->N / n_tensor;
     lc->n0 = y * lc->Nl;
-    if (s->K >= nY) {
-        lc->Kl = s->K / nY;
+    if (s->K >= n_tensor) {
+        lc->Kl = s->K / n_tensor;
         lc->k0 = y * lc->Kl;
     } else {
         lc->Kl = 1;
         lc->k0 = lc->n0 / (s->N / s->K);
     }
-    lc->Fl = s->F / nY;
+    lc->Fl = s->F / n_tensor;
     lc->f0 = y * lc->Fl;
-    lc->Vl = s->V / nY;
+    lc->Vl = s->V / n_tensor;
     lc->v0 = y * lc->Vl;
-    lc->Dl = s->D / nY;
+    lc->Dl = s->D / n_tensor;
     lc->d0 = y * lc->Dl;
 }
 
@@ -94,7 +94,7 @@ void par_layout_geometry(struct par *p) {
         case P_WK:
         case P_WV:
             g->C = lc->Kl * H, g->c0 = lc->k0 * H;
-            g->kv_group = s->K < p->nY;
+            g->kv_group = s->K < p->n_tensor;
             break;
         case P_WO:
             g->R = lc->Nl * H, g->r0 = lc->n0 * H, g->zdim = 1;
@@ -110,10 +110,10 @@ void par_layout_geometry(struct par *p) {
             g->C = lc->Vl, g->c0 = lc->v0;
             break;
         default: /* norm gains: replicated over the tensor axis */
-            g->repl = p->nY > 1, g->zdim = 1;
+            g->repl = p->n_tensor > 1, g->zdim = 1;
             break;
         }
-        g->shard_n = p->zero >= 1 ? g->nb * pgeo_block(g) / p->nX : 0;
+        g->shard_n = p->zero >= 1 ? g->nb * pgeo_block(g) / p->n_data : 0;
     }
 }
 
@@ -137,11 +137,11 @@ param_slab par_tp_slab(const struct par *p, param_id id) {
 param_slab par_shard_slab(const struct par *p, param_id id) {
     const pgeo *g = &p->g[id];
     if (g->zdim == 0) {
-        int64_t rn = g->R / p->nX;
-        return native_slab(p, id, g->r0 + p->xi * rn, rn, g->c0, g->C);
+        int64_t rn = g->R / p->n_data;
+        return native_slab(p, id, g->r0 + p->data_index * rn, rn, g->c0, g->C);
     }
-    int64_t cn = g->C / p->nX;
-    return native_slab(p, id, g->r0, g->R, g->c0 + p->xi * cn, cn);
+    int64_t cn = g->C / p->n_data;
+    return native_slab(p, id, g->r0, g->R, g->c0 + p->data_index * cn, cn);
 }
 
 void par_hk_extents(void *ctx, const model_shape *s, model_extents *out) {

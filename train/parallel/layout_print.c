@@ -48,17 +48,17 @@ static void print_scheme(const par *p, const char *X, const char *Y, FILE *out) 
         fprintf(out, "single rank: every tensor whole, no communication\n");
     } else {
         char Zs[8] = "";
-        sub(p->m, p->pax, Zs);
+        sub(p->m, p->pipe_axis, Zs);
         fprintf(out,
                 "data over %s (|%s| = %lld)%s%s | tensor over %s (|%s| = %lld) | pipeline "
                 "over %s (|%s| = %lld) | algorithm %s | overlap %s\n",
-                X[0] ? X : "-", X[0] ? X : "X", (long long)p->nX, p->zero ? ", ZeRO-" : "",
+                X[0] ? X : "-", X[0] ? X : "X", (long long)p->n_data, p->zero ? ", ZeRO-" : "",
                 p->zero ? (p->zero == 1   ? "1 (optimizer state sharded)"
                            : p->zero == 2 ? "2 (+ gradients sharded)"
                                           : "3 / FSDP (+ weights sharded)")
                         : "",
-                Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->nY, Zs[0] ? Zs : "-",
-                Zs[0] ? Zs : "Z", (long long)p->nZ, mesh_alg_name(p->alg),
+                Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->n_tensor, Zs[0] ? Zs : "-",
+                Zs[0] ? Zs : "Z", (long long)p->n_pipe, mesh_alg_name(p->alg),
                 p->overlap ? "on" : "off");
     }
 }
@@ -73,7 +73,7 @@ static void print_shardings(const par *p, const char *X, const char *Y, FILE *ou
             X[0] ? X : "X");
     const char *Xs = p && p->zero ? X : "";
     char Ls[16] = "L", Z[8] = "";
-    if (p && p->nZ > 1) snprintf(Ls, sizeof Ls, "L_%s", sub(p->m, p->pax, Z));
+    if (p && p->n_pipe > 1) snprintf(Ls, sizeof Ls, "L_%s", sub(p->m, p->pipe_axis, Z));
     fprintf(out, "  embed[%s, %s]  attn_norm[%s, %s]  mlp_norm[%s, %s]  final_norm[%s]\n",
             dimstr(b1, 32, "V", Y), dimstr(b2, 32, "D", Xs), Ls, b2, Ls, b2, b2);
     fprintf(out, "  wq[%s, %s, %s]  wk,wv[%s, %s, %s]%s  wo[%s, %s, %s]\n", Ls, b2,
@@ -95,7 +95,7 @@ static void print_shardings(const par *p, const char *X, const char *Y, FILE *ou
 static void print_collectives(par *p, const config *c, const report *r, FILE *out) {
     const model_shape *s = &c->shape;
     printer pr = {out, r, p};
-    const int64_t BT = c->micro_batch / p->nX * s->T, D = s->D, Dl = p->loc.Dl;
+    const int64_t BT = c->micro_batch / p->n_data * s->T, D = s->D, Dl = p->loc.Dl;
     const int64_t nmb = c->batch / c->micro_batch;
     fprintf(out,
             "collectives of one layer (micro-batch of %lld tokens per data shard; "
@@ -108,77 +108,83 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
     snprintf(wwhat, sizeof wwhat, "W[D_X, ...] → W[D, ...] (9 layer weights%s)",
              nwb < 9 ? ", bucketed" : "");
     if (p->zero == 3)
-        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / nwb, nwb,
-                 wwhat, p->overlap ? "prefetched" : "blocking");
-    if (p->nY > 1 && p->cmm_buf) { /* collective matmul (tensor.c): one ring step per row */
-        mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
-        const mesh_op hop = p->nY == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
-        const int line = p->nY > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]);    /* both ways */
-        const int64_t cnt = BT * Dl, steps = 2 * (line ? 2 : 1) * (p->nY - 1); /* 2 sublayers */
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->data_axes, p->layer_elems / p->n_data / nwb,
+                 nwb, wwhat, p->overlap ? "prefetched" : "blocking");
+    if (p->n_tensor > 1 &&
+        p->cmatmul_scratch) { /* collective matmul (tensor.c): one ring step per row */
+        mesh_axes one = {1, {p->tensor_axis.ax[0], 0, 0}};
+        const mesh_op hop = p->n_tensor == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
+        const int line =
+            p->n_tensor > 2 && !mesh_axis_wraps(p->m, p->tensor_axis.ax[0]); /* both ways */
+        const int64_t cnt = BT * Dl,
+                      steps = 2 * (line ? 2 : 1) * (p->n_tensor - 1); /* 2 sublayers */
         coll_row(&pr, "forward", hop, one, cnt, (int)steps,
                  "matmul-RS: Out[B, D_Y]{U_Y} round the ring", "hidden");
-        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tensor_axis, BT * Dl, 2,
                  "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
         coll_row(&pr, "backward", hop, one, cnt, (int)steps,
                  "AG-matmul: dOut[B, D_Y] round the ring", "hidden");
-    } else if (p->nY > 1) {
-        coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+    } else if (p->n_tensor > 1) {
+        coll_row(&pr, "forward", MESH_OP_REDUCE_SCATTER, p->tensor_axis, BT * Dl, 2,
                  "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)", "critical");
-        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tensor_axis, BT * Dl, 2,
                  "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
-        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tax, BT * Dl, 2,
+        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->tensor_axis, BT * Dl, 2,
                  "dOut[B, D_Y] → dOut[B, D]", "critical");
     }
-    if (p->nY > 1) {
-        coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tax, BT * Dl, 2,
+    if (p->n_tensor > 1) {
+        coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->tensor_axis, BT * Dl, 2,
                  "dIn[B, D]{U_Y} → dIn[B, D_Y]", "critical");
-        coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tax, D, 2, "d(norm gain)[D]{U_Y} → [D]",
-                 "blocking");
+        coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->tensor_axis, D, 2,
+                 "d(norm gain)[D]{U_Y} → [D]", "blocking");
     }
     if (p->zero == 3)
-        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / nwb, nwb,
-                 "W[D_X, ...] → W[D, ...] (unless resident)",
+        coll_row(&pr, "backward", MESH_OP_ALL_GATHER, p->data_axes,
+                 p->layer_elems / p->n_data / nwb, nwb, "W[D_X, ...] → W[D, ...] (unless resident)",
                  p->overlap ? "prefetched" : "blocking");
-    if (p->nZ > 1) {
-        mesh_axes one = p->pax;
+    if (p->n_pipe > 1) {
+        mesh_axes one = p->pipe_axis;
         coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
                  "send In[b, D] to the next stage (per micro-batch)", "critical");
         coll_row(&pr, "stage", MESH_OP_PPERMUTE, one, BT * D, 1,
                  "send dIn[b, D] to the previous stage", "critical");
     }
-    if (p->nX > 1) {
+    if (p->n_data > 1) {
         const char *path = p->overlap ? "async" : "blocking";
-        if (p->zero == 0 && !p->rax.n)
-            coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->dax, p->layer_elems / 9, 9,
+        if (p->zero == 0 && !p->dcn_axes.n)
+            coll_row(&pr, "backward", MESH_OP_ALL_REDUCE, p->data_axes, p->layer_elems / 9, 9,
                      "dW{U_X} → dW (once per step)", path);
         else if (p->zero > 0)
-            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->dax, p->layer_elems / p->nX / 9, 9,
+            coll_row(&pr, "backward", MESH_OP_REDUCE_SCATTER, p->data_axes,
+                     p->layer_elems / p->n_data / 9, 9,
                      p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
                                   : "dW{U_X} → dW[D_X, ...] (every micro-batch)",
                      path);
         if (p->zero == 1 || p->zero == 2)
-            coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->dax, p->layer_elems / p->nX / 9, 9,
-                     "W[D_X, ...] → W[D, ...] after the update", "blocking");
+            coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->data_axes,
+                     p->layer_elems / p->n_data / 9, 9, "W[D_X, ...] → W[D, ...] after the update",
+                     "blocking");
     }
-    if (p->rax.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
-        const int64_t cs = p->dcn_n / p->nX;
-        coll_row(&pr, "step", MESH_OP_REDUCE_SCATTER, p->dax, cs, 1,
+    if (p->dcn_axes.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
+        const int64_t cs = p->dcn_n / p->n_data;
+        coll_row(&pr, "step", MESH_OP_REDUCE_SCATTER, p->data_axes, cs, 1,
                  "dG{U_X} → dG[_X] (whole gradient, ICI)", "blocking");
-        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, cs, 1,
+        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->dcn_axes, cs, 1,
                  "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)", "blocking");
-        coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->dax, cs, 1, "dG[_X] → dG (ICI)", "blocking");
-    } else if (p->rax.n) {
-        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->rax, p->sh_total, 1,
+        coll_row(&pr, "step", MESH_OP_ALL_GATHER, p->data_axes, cs, 1, "dG[_X] → dG (ICI)",
+                 "blocking");
+    } else if (p->dcn_axes.n) {
+        coll_row(&pr, "step", MESH_OP_ALL_REDUCE, p->dcn_axes, p->shard_total, 1,
                  "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)", "blocking");
     }
 }
 
-void par_print_plan(par *p, model *mod, const config *c, const report *r, FILE *out) {
+void par_print_layout(par *p, model *mod, const config *c, const report *r, FILE *out) {
     par_mem mem;
     par_memory(p, mod, c, &mem);
     if (mesh_world_rank() != 0) return;
     char X[8] = "", Y[8] = "";
-    if (p) sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
+    if (p) sub(p->m, p->data_axes, X), sub(p->m, p->tensor_axis, Y);
     print_scheme(p, X, Y, out);
     print_shardings(p, X, Y, out);
     if (p) print_collectives(p, c, r, out);
@@ -197,33 +203,34 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
     memset(k, 0, sizeof *k);
     k->tokens = c->batch * c->shape.T;
     k->F = c->shape.F;
-    k->nX = p ? p->nX : 1;
-    k->nY = p ? p->nY : 1;
-    k->n_data_axes = p ? p->dax.n : 0;
-    k->data_axis = p && p->dax.n ? p->dax.ax[0] : -1;
+    k->nX = p ? p->n_data : 1;
+    k->nY = p ? p->n_tensor : 1;
+    k->n_data_axes = p ? p->data_axes.n : 0;
+    k->data_axis = p && p->data_axes.n ? p->data_axes.ax[0] : -1;
     k->scheme = buf;
     if (!p) {
         snprintf(buf, len, "single rank");
         return;
     }
     char X[8], Y[8], d[64] = "", tp[32] = "";
-    sub(p->m, p->dax, X), sub(p->m, p->tax, Y);
-    if (p->nX > 1)
+    sub(p->m, p->data_axes, X), sub(p->m, p->tensor_axis, Y);
+    if (p->n_data > 1)
         snprintf(d, sizeof d, "%s over %s",
                  p->zero == 0   ? "DP"
                  : p->zero == 3 ? "FSDP (ZeRO-3)"
                  : p->zero == 1 ? "ZeRO-1"
                                 : "ZeRO-2",
                  X);
-    if (p->rax.n) { /* --dcn: pure data parallelism across the data-center network */
+    if (p->dcn_axes.n) { /* --dcn: pure data parallelism across the data-center network */
         char R[8];
         const size_t o = strlen(d);
-        snprintf(d + o, sizeof d - o, "%sDP over %s (DCN)", o ? " + " : "", sub(p->m, p->rax, R));
+        snprintf(d + o, sizeof d - o, "%sDP over %s (DCN)", o ? " + " : "",
+                 sub(p->m, p->dcn_axes, R));
     }
-    if (p->nY > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
+    if (p->n_tensor > 1) snprintf(tp, sizeof tp, "TP over %s", Y);
     char Z[8] = "", pp[64] = "";
-    if (p->nZ > 1)
-        snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pax, Z),
+    if (p->n_pipe > 1)
+        snprintf(pp, sizeof pp, "pipeline over %s (%s)", sub(p->m, p->pipe_axis, Z),
                  c->schedule == PIPE_1F1B ? "1F1B" : "GPipe");
     snprintf(buf, len, "%s%s%s%s%s", d, d[0] && tp[0] ? " + " : "", tp,
              (d[0] || tp[0]) && pp[0] ? " + " : "", pp);

@@ -1,6 +1,6 @@
 /* memory: the plan's buffers, listed once. par_alloc_buffers allocates the list and par_memory
  * sums the same list, so the memory per rank that the plan prints is what was allocated:
- *   grads     the ZeRO gradient shards (sh_g), beside the model's own gradients;
+ *   grads     the ZeRO gradient shards (shard_grads), beside the model's own gradients;
  *   gathered  ZeRO-3's gathered weights: two layer slots (and their column staging), the
  *             non-layer weights;
  *   buffers   everything else: the tensor axis's packing of [BT, D] and the kv-group exchange,
@@ -29,7 +29,7 @@ static int64_t max64(int64_t a, int64_t b) {
 
 /* The tensor axis's scratch and the column packing; sets p->layer_elems. */
 static int list_common(struct par *p, pbuf *b, int n) {
-    const int64_t BT = p->cfg.micro_batch / p->nB * p->s.T, D = p->s.D;
+    const int64_t BT = p->cfg.micro_batch / p->n_batch * p->s.T, D = p->s.D;
     int64_t layer = 0, big = 0;
     for (int id = 0; id < P_COUNT; id++) {
         if (par_is_layer_param((param_id)id))
@@ -38,53 +38,54 @@ static int list_common(struct par *p, pbuf *b, int n) {
             big = max64(big, pgeo_block(&p->g[id]));
     }
     p->layer_elems = layer;
-    if (p->nY > 1) {
-        const int64_t tp = max64(max64(BT * D, 3 * BT * p->nY), p->s.V);
-        b[n++] = (pbuf){&p->tp_a, tp, MEM_BUFFERS};
-        b[n++] = (pbuf){&p->tp_b, tp, MEM_BUFFERS};
-        b[n++] = (pbuf){&p->kvx, D * p->s.H * p->nY, MEM_BUFFERS};
+    if (p->n_tensor > 1) {
+        const int64_t tp = max64(max64(BT * D, 3 * BT * p->n_tensor), p->s.V);
+        b[n++] = (pbuf){&p->tensor_scratch_a, tp, MEM_BUFFERS};
+        b[n++] = (pbuf){&p->tensor_scratch_b, tp, MEM_BUFFERS};
+        b[n++] = (pbuf){&p->kv_exchange, D * p->s.H * p->n_tensor, MEM_BUFFERS};
     }
-    b[n++] = (pbuf){&p->pack, max64(layer, big), MEM_BUFFERS};
-    if (p->zero == 0 && p->rax.n) { /* --dcn: the flat gradient padded to nX shards, + a shard */
+    b[n++] = (pbuf){&p->column_pack, max64(layer, big), MEM_BUFFERS};
+    if (p->zero == 0 &&
+        p->dcn_axes.n) { /* --dcn: the flat gradient padded to n_data shards, + a shard */
         int64_t all = 0;
         for (int id = 0; id < P_COUNT; id++) all += p->g[id].nb * pgeo_block(&p->g[id]);
-        p->dcn_n = (all + p->nX - 1) / p->nX * p->nX;
-        b[n++] = (pbuf){&p->dcn_buf, p->dcn_n + p->dcn_n / p->nX, MEM_BUFFERS};
+        p->dcn_n = (all + p->n_data - 1) / p->n_data * p->n_data;
+        b[n++] = (pbuf){&p->dcn_buf, p->dcn_n + p->dcn_n / p->n_data, MEM_BUFFERS};
     }
     return n;
 }
 
-/* ZeRO's shards and staging; sets p->sh_off and p->sh_total. */
+/* ZeRO's shards and staging; sets p->shard_offset and p->shard_total. */
 static int list_zero(struct par *p, pbuf *b, int n) {
     const int64_t layer = p->layer_elems;
     if (p->zero >= 1) {
-        p->sh_total = 0;
+        p->shard_total = 0;
         int64_t most = 0;
         for (int id = 0; id < P_COUNT; id++) {
-            p->sh_off[id] = p->sh_total;
-            p->sh_total += p->g[id].shard_n;
+            p->shard_offset[id] = p->shard_total;
+            p->shard_total += p->g[id].shard_n;
             most = max64(most, p->g[id].shard_n);
         }
-        b[n++] = (pbuf){&p->sh_g, p->sh_total, MEM_GRADS};
-        if (p->zero <= 2) b[n++] = (pbuf){&p->ustage, most, MEM_BUFFERS};
+        b[n++] = (pbuf){&p->shard_grads, p->shard_total, MEM_GRADS};
+        if (p->zero <= 2) b[n++] = (pbuf){&p->update_stage, most, MEM_BUFFERS};
     }
     if (p->zero >= 2) {
         for (int k = 0; k < 2; k++) {
-            b[n++] = (pbuf){&p->gbuf[k], layer, MEM_BUFFERS};
-            b[n++] = (pbuf){&p->gout[k], layer / p->nX, MEM_BUFFERS};
+            b[n++] = (pbuf){&p->layer_grads_full[k], layer, MEM_BUFFERS};
+            b[n++] = (pbuf){&p->layer_grads_scattered[k], layer / p->n_data, MEM_BUFFERS};
         }
         for (int id = 0; id < P_COUNT; id++)
             if (!par_is_layer_param((param_id)id))
-                b[n++] = (pbuf){&p->ngbuf[id], pgeo_block(&p->g[id]), MEM_BUFFERS};
+                b[n++] = (pbuf){&p->param_grads_full[id], pgeo_block(&p->g[id]), MEM_BUFFERS};
     }
     if (p->zero == 3) {
         for (int k = 0; k < 2; k++) {
-            b[n++] = (pbuf){&p->wbuf[k], layer, MEM_GATHERED};
-            b[n++] = (pbuf){&p->wstage[k], layer, MEM_GATHERED};
+            b[n++] = (pbuf){&p->gathered_layer[k], layer, MEM_GATHERED};
+            b[n++] = (pbuf){&p->gather_stage[k], layer, MEM_GATHERED};
         }
-        b[n++] = (pbuf){&p->ebuf, pgeo_block(&p->g[P_EMBED]), MEM_GATHERED};
-        b[n++] = (pbuf){&p->hbuf_norm, pgeo_block(&p->g[P_FINAL_NORM]), MEM_GATHERED};
-        b[n++] = (pbuf){&p->hbuf_un, pgeo_block(&p->g[P_UNEMBED]), MEM_GATHERED};
+        b[n++] = (pbuf){&p->gathered_embed, pgeo_block(&p->g[P_EMBED]), MEM_GATHERED};
+        b[n++] = (pbuf){&p->gathered_final_norm, pgeo_block(&p->g[P_FINAL_NORM]), MEM_GATHERED};
+        b[n++] = (pbuf){&p->gathered_unembed, pgeo_block(&p->g[P_UNEMBED]), MEM_GATHERED};
     }
     return n;
 }
@@ -98,7 +99,7 @@ int par_alloc_buffers(struct par *p) {
     const int n = list_buffers(p, b);
     int ok = 1;
     for (int i = 0; i < n; i++) ok &= (*b[i].ptr = alloc_floats(b[i].n)) != NULL;
-    if (p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1;
+    if (p->zero == 3) p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1;
     return ok ? 0 : -1;
 }
 
@@ -110,7 +111,7 @@ void par_memory(par *p, model *mod, const config *c, par_mem *out) {
     out->grads = model_grads_flat(mod, NULL) ? 4 * np : 0;
     out->activations = model_activation_bytes(mod);
     const int64_t state = c->optimizer == OPT_ADAMW ? 2 : 0;
-    out->optimizer = 4 * state * (p && p->zero ? p->sh_total : np);
+    out->optimizer = 4 * state * (p && p->zero ? p->shard_total : np);
     if (!p) return;
     pbuf b[PAR_MAX_BUFS];
     const int n = list_buffers(p, b);
@@ -120,7 +121,8 @@ void par_memory(par *p, model *mod, const config *c, par_mem *out) {
                                                  : &out->buffers;
         *to += 4 * b[i].n;
     }
-    out->buffers += 4 * p->cmm_n;
-    if (p->bk_cap > 0) out->buffers += 4 * 2 * (p->bk_cap + (p->zero ? p->bk_cap / p->nX : 0));
-    if (p->bk_cap > 0 && p->zero == 3) out->gathered += 4 * 2 * (p->layer_elems / p->nX);
+    out->buffers += 4 * p->cmatmul_n;
+    if (p->bucket_cap > 0)
+        out->buffers += 4 * 2 * (p->bucket_cap + (p->zero ? p->bucket_cap / p->n_data : 0));
+    if (p->bucket_cap > 0 && p->zero == 3) out->gathered += 4 * 2 * (p->layer_elems / p->n_data);
 }

@@ -11,21 +11,22 @@
 
 /* ---------------------------------------------------------------- create / destroy */
 
-/* --dcn: bax = the data axes as parsed into dax; the DCN axis (config_for_mesh checked that it is
- * one of them) moves from dax to rax, so that dax keeps the ICI data axes. */
+/* --dcn: batch_axes = the data axes as parsed into data_axes; the DCN axis (config_for_mesh checked
+ * that it is one of them) moves from data_axes to dcn_axes, so that data_axes keeps the ICI data
+ * axes. */
 static void split_dcn(struct par *p, const config *c) {
-    p->bax = p->dax;
-    p->rax.n = 0;
+    p->batch_axes = p->data_axes;
+    p->dcn_axes.n = 0;
     if (!c->dcn_axis[0]) return;
     const int d = mesh_axis_index(p->m, c->dcn_axis[0]);
     int at = -1;
-    for (int k = 0; k < p->bax.n; k++)
-        if (p->bax.ax[k] == d) at = k;
+    for (int k = 0; k < p->batch_axes.n; k++)
+        if (p->batch_axes.ax[k] == d) at = k;
     CHECK(d >= 0 && at >= 0, "--dcn %s is not a data axis: the config was not validated",
           c->dcn_axis);
-    p->rax = (mesh_axes){1, {d, 0, 0}};
-    for (int k = at; k + 1 < p->dax.n; k++) p->dax.ax[k] = p->dax.ax[k + 1];
-    p->dax.ax[--p->dax.n] = 0;
+    p->dcn_axes = (mesh_axes){1, {d, 0, 0}};
+    for (int k = at; k + 1 < p->data_axes.n; k++) p->data_axes.ax[k] = p->data_axes.ax[k + 1];
+    p->data_axes.ax[--p->data_axes.n] = 0;
 }
 
 /* The model's hook table for a sharded run, every entry from the scheme that owns it. */
@@ -81,29 +82,30 @@ par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen
     CHECK(p->alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", c->alg);
     char dp[CONFIG_AXES_LEN];
     config_data_axes(c, m, dp);
-    CHECK(mesh_axes_parse(m, dp, &p->dax) == 0 &&
-              mesh_axes_parse(m, c->tensor_axis, &p->tax) == 0 &&
-              mesh_axes_parse(m, c->pipe_axis, &p->pax) == 0,
+    CHECK(mesh_axes_parse(m, dp, &p->data_axes) == 0 &&
+              mesh_axes_parse(m, c->tensor_axis, &p->tensor_axis) == 0 &&
+              mesh_axes_parse(m, c->pipe_axis, &p->pipe_axis) == 0,
           "par_create: axes checked by config_for_mesh do not parse");
     split_dcn(p, c);
-    p->nB = mesh_axes_size(m, p->bax);
-    p->bi = mesh_axes_index(m, p->bax);
-    p->nX = mesh_axes_size(m, p->dax);
-    p->xi = mesh_axes_index(m, p->dax);
-    p->nY = mesh_axes_size(m, p->tax);
-    p->yi = mesh_axes_index(m, p->tax);
-    p->nZ = mesh_axes_size(m, p->pax);
-    p->zi = mesh_axes_index(m, p->pax);
-    if (p->nB == 1 && p->nY == 1 && p->nZ == 1) {
+    p->n_batch = mesh_axes_size(m, p->batch_axes);
+    p->batch_index = mesh_axes_index(m, p->batch_axes);
+    p->n_data = mesh_axes_size(m, p->data_axes);
+    p->data_index = mesh_axes_index(m, p->data_axes);
+    p->n_tensor = mesh_axes_size(m, p->tensor_axis);
+    p->tensor_index = mesh_axes_index(m, p->tensor_axis);
+    p->n_pipe = mesh_axes_size(m, p->pipe_axis);
+    p->pipe_index = mesh_axes_index(m, p->pipe_axis);
+    if (p->n_batch == 1 && p->n_tensor == 1 && p->n_pipe == 1) {
         *trivial = 1;
         free(p);
         return NULL;
     }
-    p->l0 = p->zi * (p->s.L / p->nZ);
-    p->l1 = p->l0 + p->s.L / p->nZ;
+    p->l0 = p->pipe_index * (p->s.L / p->n_pipe);
+    p->l1 = p->l0 + p->s.L / p->n_pipe;
     const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots = p->nZ == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->nZ ? p->nZ : M);
-    if (p->nX == 1) p->zero = 0;
+    p->nslots =
+        p->n_pipe == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->n_pipe ? p->n_pipe : M);
+    if (p->n_data == 1) p->zero = 0;
     par_layout_extents(p);
     par_layout_geometry(p);
     p->hooks = hook_table(p);
@@ -121,15 +123,16 @@ void par_destroy(par *p) {
     par_drain(p);
     bucket_free(p);
     for (int k = 0; k < 2; k++) {
-        free(p->wbuf[k]);
-        free(p->wstage[k]);
-        free(p->gbuf[k]);
-        free(p->gout[k]);
+        free(p->gathered_layer[k]);
+        free(p->gather_stage[k]);
+        free(p->layer_grads_full[k]);
+        free(p->layer_grads_scattered[k]);
     }
-    for (int id = 0; id < P_COUNT; id++) free(p->ngbuf[id]);
-    /* (zero 3's sh_p is the model's storage) */
-    ALLOC_FREE_ALL(p->ebuf, p->hbuf_norm, p->hbuf_un, p->ustage, p->sh_g, p->tp_a, p->tp_b, p->kvx,
-                   p->pack, p->dcn_buf, p->cmm_buf, p);
+    for (int id = 0; id < P_COUNT; id++) free(p->param_grads_full[id]);
+    /* (zero 3's shard_params is the model's storage) */
+    ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed, p->update_stage,
+                   p->shard_grads, p->tensor_scratch_a, p->tensor_scratch_b, p->kv_exchange,
+                   p->column_pack, p->dcn_buf, p->cmatmul_scratch, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {
@@ -137,8 +140,8 @@ const model_hooks *par_model_hooks(par *p) {
 }
 
 int64_t par_data_shards(const par *p) {
-    return p ? p->nB : 1;
+    return p ? p->n_batch : 1;
 }
 int64_t par_data_index(const par *p) {
-    return p ? p->bi : 0;
+    return p ? p->batch_index : 0;
 }

@@ -83,11 +83,11 @@ typedef struct {
     int64_t params, grads, optimizer, activations, gathered, buffers;
 } par_mem;
 void par_memory(par *p, model *m, const config *c, par_mem *out);
-/* Rank 0 prints the plan: shardings in the book's notation, one layer's collectives with V,
- * path and predicted time, memory per rank. r supplies the link constants. */
+/* Rank 0 prints the sharding layout: shardings in the book's notation, one layer's collectives
+ * with V, path and predicted time, memory per rank. r supplies the link constants. */
 struct report;
 struct report_case;
-void par_print_plan(par *p, model *m, const config *c, const struct report *r, FILE *out);
+void par_print_layout(par *p, model *m, const config *c, const struct report *r, FILE *out);
 /* Fills the summary's description of the run (scheme name written into buf). */
 void par_report_case(par *p, const config *c, struct report_case *k, char *buf, size_t len);
 /* Pipelining: the pipeline axis (−1 if none), its size P and this rank's stage s. */

@@ -43,14 +43,19 @@ struct par {
     mesh *m;
     config cfg;
     model_shape s;
-    mesh_axes dax, tax, pax; /* data axes (ordered), tensor axis, pipeline axis (n = 0 or 1) */
-    int64_t nX, xi, nY, yi, nZ, zi;
-    /* --dcn: bax = every data axis (the batch's B_X), dax = bax without the DCN axis (the ICI
-     * axes that ZeRO shards over and gradients are reduce-scattered over), rax = {the DCN axis}
-     * (n = 0 without --dcn); nB, bi: bax's size and this rank's index in it. */
-    mesh_axes bax, rax;
-    int64_t nB, bi;
-    float *dcn_buf; /* --zero 0 with --dcn: the flat gradient padded to a multiple of nX, then
+    /* The three roles a mesh axis can play (the book's X, Y and Z; not the axes' names x, y, z):
+     * data (ordered set of axes: the batch and ZeRO shards), tensor (one axis or none: Megatron
+     * columns and heads), pipeline (one axis or none: stages of layers). n_* is a role's size
+     * (1 when no axis plays it), *_index this rank's index in it. */
+    mesh_axes data_axes, tensor_axis, pipe_axis;
+    int64_t n_data, data_index, n_tensor, tensor_index, n_pipe, pipe_index;
+    /* --dcn: batch_axes = every data axis (the batch's B_X), data_axes = batch_axes without the
+     * DCN axis (the ICI axes that ZeRO shards over and gradients are reduce-scattered over),
+     * dcn_axes = {the DCN axis} (n = 0 without --dcn); n_batch, batch_index: batch_axes's size
+     * and this rank's index in it. */
+    mesh_axes batch_axes, dcn_axes;
+    int64_t n_batch, batch_index;
+    float *dcn_buf; /* --zero 0 with --dcn: the flat gradient padded to a multiple of n_data, then
                        room for one shard */
     int64_t dcn_n;  /* its padded length */
     int64_t l0, l1; /* this pipeline stage's layers */
@@ -61,35 +66,43 @@ struct par {
     model_hooks hooks; /* the table par_model_hooks returns, ctx = this plan */
     pgeo g[P_COUNT];
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
-     * param's shard contiguous, block-major. */
-    float *sh_p, *sh_g, *ustage; /* ustage: zero 1/2's shard being updated */
-    int64_t sh_off[P_COUNT], sh_total;
-    /* zero 3: gathered weights of a layer (double buffer for prefetch) and of the non-layer
-     * params; staging for column-sharded gathers */
-    float *wbuf[2], *wstage[2], *ebuf, *hbuf_norm, *hbuf_un;
-    int64_t wlayer[2];
-    mesh_req *wreq[2][P_COUNT];
-    int wpending[2];     /* slot holds a started, not yet finished prefetch */
-    int64_t layer_elems; /* TP-local elements of one layer (all layer params) */
-    /* zero 2/3: transient full (TP-local) gradients of a layer / of a non-layer param */
-    float *gbuf[2], *gout[2], *ngbuf[P_COUNT];
-    pending_red pend[PAR_MAX_PENDING];
-    int npend;
-    int slot_pend[2]; /* gbuf[k] is in use by the first slot_pend[k] pending reductions */
-    /* gradient buckets (bucket.c): two staging slots of bk_cap elements, 0 = off. bk_fill:
-     * elements in the open bucket (AllReduce) or in each of its nX shard regions (RS) */
-    int64_t bk_cap, bk_fill;
-    float *bk_buf[2], *bk_res[2];
-    float *wsend[2]; /* zero 3 with buckets: a layer's shards packed for its gathers (zero.c) */
-    int bk_cur, bk_busy[2]; /* slot k is in use by the first bk_busy[k] pending reductions */
-    bucket_seg bk_seg[2][PAR_BUCKET_SEGS];
-    int bk_nseg[2];
-    /* scratch: TP packing [BT, D], column packing of a block, kv-group exchange */
-    float *tp_a, *tp_b, *pack, *kvx;
-    /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmm_n floats; NULL: off */
-    float *cmm_buf;
-    int64_t cmm_n;
-    int64_t micro, n_micro;
+     * param's shard contiguous, block-major, param id's at shard_offset[id]. */
+    float *shard_params, *shard_grads;
+    float *update_stage; /* zero 1/2: the shard of the parameter being updated */
+    int64_t shard_offset[P_COUNT], shard_total;
+    /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
+     * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
+     * gathered non-layer params (embedding, final norm gain, unembedding). */
+    float *gathered_layer[2], *gather_stage[2];
+    float *gathered_embed, *gathered_final_norm, *gathered_unembed;
+    int64_t gathered_layer_id[2];      /* the layer each slot holds, -1 none */
+    mesh_req *gather_reqs[2][P_COUNT]; /* each slot's gathers in flight */
+    int gather_pending[2];             /* slot holds a started, not yet finished prefetch */
+    int64_t layer_elems;               /* TP-local elements of one layer (all layer params) */
+    /* zero 2/3: transient full (TP-local) gradients of a layer (two slots, so that one reduces
+     * while the next layer's backward fills the other) with the reduce-scatter's output of each
+     * slot, and of each non-layer param */
+    float *layer_grads_full[2], *layer_grads_scattered[2], *param_grads_full[P_COUNT];
+    pending_red pending[PAR_MAX_PENDING]; /* gradient reductions in flight, oldest first */
+    int n_pending;
+    int slot_pending[2]; /* layer_grads_full[k] is in use by the first slot_pending[k] of them */
+    /* gradient buckets (bucket.c): two staging slots of bucket_cap elements, 0 = off. bucket_fill:
+     * elements in the open bucket (AllReduce) or in each of its n_data shard regions (RS) */
+    int64_t bucket_cap, bucket_fill;
+    float *bucket_stage[2], *bucket_result[2]; /* each slot's gradients and reduced result */
+    float
+        *gather_send[2]; /* zero 3 with buckets: a layer's shards packed for its gathers (zero.c) */
+    int bucket_open;     /* the slot being filled */
+    int bucket_busy[2];  /* slot k is in use by the first bucket_busy[k] pending reductions */
+    bucket_seg bucket_segs[2][PAR_BUCKET_SEGS]; /* where each slot's result goes, block by block */
+    int bucket_nsegs[2];
+    /* scratch: two tensor-axis packing buffers [BT, D], the column packing of a block, the
+     * kv-group exchange */
+    float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange;
+    /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmatmul_n floats; NULL: off */
+    float *cmatmul_scratch;
+    int64_t cmatmul_n;
+    int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
 
 /* Elements of a TP-local block, and the offset of block l inside a TP-local param. */
@@ -107,7 +120,7 @@ int par_is_layer_param(param_id id);
 /* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
 param_slab par_tp_slab(const struct par *p, param_id id);
 param_slab par_shard_slab(const struct par *p, param_id id);
-/* bucket.c: takes block g[n] (RS: packed so that shard j is g[j·n/nX, (j+1)·n/nX)) into the
+/* bucket.c: takes block g[n] (RS: packed so that shard j is g[j·n/n_data, (j+1)·n/n_data)) into the
  * open bucket; its result goes to dst (AllReduce: g itself; RS: this rank's shard, added into
  * it when add). Returns 0 when buckets are off or the block is larger than a bucket (the caller
  * reduces it alone). Flushes the bucket first when the block does not fit. */

@@ -218,15 +218,15 @@ done:
 
 void par_hk_stage_recv(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->nZ > 1) mesh_recv(p->m, p->pax.ax[0], -1, x, n);
+    if (p->n_pipe > 1) mesh_recv(p->m, p->pipe_axis.ax[0], -1, x, n);
 }
 
 void par_hk_stage_send(void *ctx, const float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->nZ > 1) mesh_p2p_wait(mesh_isend(p->m, p->pax.ax[0], +1, x, n));
+    if (p->n_pipe > 1) mesh_p2p_wait(mesh_isend(p->m, p->pipe_axis.ax[0], +1, x, n));
 }
 
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->nZ > 1) mesh_all_reduce(p->m, p->pax, x, x, n, p->alg);
+    if (p->n_pipe > 1) mesh_all_reduce(p->m, p->pipe_axis, x, x, n, p->alg);
 }

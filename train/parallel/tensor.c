@@ -35,40 +35,43 @@ void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, co
                          const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
-    if (p->nY == 1) {
+    if (p->n_tensor == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
         return;
     }
     const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
-    if (p->cmm_buf) {
-        cmm_matmul_reduce_scatter(p->m, p->tax.ax[0], p->tp_a, act, w, BT, Kl, D, p->cmm_buf);
+    if (p->cmatmul_scratch) {
+        cmm_matmul_reduce_scatter(p->m, p->tensor_axis.ax[0], p->tensor_scratch_a, act, w, BT, Kl,
+                                  D, p->cmatmul_scratch);
     } else {
-        kern_gemm(p->tp_a, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 0.0f);
-        par_pack_cols(p->tp_b, p->tp_a, BT, D, p->nY);
-        mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
+        kern_gemm(p->tensor_scratch_a, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 0.0f);
+        par_pack_cols(p->tensor_scratch_b, p->tensor_scratch_a, BT, D, p->n_tensor);
+        mesh_reduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
+                            p->alg);
     }
-    for (int64_t r = 0; r < BT; r++) kern_add(p->tp_a + r * Dl, xin + r * D + d0, Dl);
-    mesh_all_gather(p->m, p->tax, p->tp_b, p->tp_a, BT * Dl, p->alg);
-    par_unpack_cols(out, p->tp_b, BT, D, p->nY);
+    for (int64_t r = 0; r < BT; r++) kern_add(p->tensor_scratch_a + r * Dl, xin + r * D + d0, Dl);
+    mesh_all_gather(p->m, p->tensor_axis, p->tensor_scratch_b, p->tensor_scratch_a, BT * Dl,
+                    p->alg);
+    par_unpack_cols(out, p->tensor_scratch_b, BT, D, p->n_tensor);
 }
 
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
     struct par *p = ctx;
-    if (p->nY == 1) return;
-    mesh_all_reduce(p->m, p->tax, x, x, BT * model_shape_of(mod)->D, p->alg);
+    if (p->n_tensor == 1) return;
+    mesh_all_reduce(p->m, p->tensor_axis, x, x, BT * model_shape_of(mod)->D, p->alg);
 }
 
 void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
-    if (p->nY == 1) return;
-    float *all = p->tp_a; /* [nY][3][BT] */
-    mesh_all_gather(p->m, p->tax, all, st, 3 * BT, p->alg);
+    if (p->n_tensor == 1) return;
+    float *all = p->tensor_scratch_a; /* [n_tensor][3][BT] */
+    mesh_all_gather(p->m, p->tensor_axis, all, st, 3 * BT, p->alg);
     for (int64_t i = 0; i < BT; i++) {
         float mx = -INFINITY;
-        for (int64_t s = 0; s < p->nY; s++) mx = fmaxf(mx, all[s * 3 * BT + i]);
+        for (int64_t s = 0; s < p->n_tensor; s++) mx = fmaxf(mx, all[s * 3 * BT + i]);
         double z = 0.0, t = 0.0;
-        for (int64_t s = 0; s < p->nY; s++) {
+        for (int64_t s = 0; s < p->n_tensor; s++) {
             const float *a = all + s * 3 * BT;
             z += (double)a[BT + i] * exp((double)a[i] - (double)mx);
             t += (double)a[2 * BT + i];
@@ -82,19 +85,19 @@ void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
     struct par *p = ctx;
     const int64_t Vl = model_extents_of(mod)->Vl;
-    if (p->nY == 1) {
+    if (p->n_tensor == 1) {
         memcpy(logits, logits_loc, (size_t)Vl * sizeof(float));
         return;
     }
-    mesh_all_gather(p->m, p->tax, logits, logits_loc, Vl, p->alg);
+    mesh_all_gather(p->m, p->tensor_axis, logits, logits_loc, Vl, p->alg);
 }
 
 const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT) {
     struct par *p = ctx;
-    if (p->nY == 1) return dr;
+    if (p->n_tensor == 1) return dr;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
-    mesh_all_gather(p->m, p->tax, p->tp_b, dr, BT * Dl, p->alg);
-    par_unpack_cols(full, p->tp_b, BT, D, p->nY);
+    mesh_all_gather(p->m, p->tensor_axis, p->tensor_scratch_b, dr, BT * Dl, p->alg);
+    par_unpack_cols(full, p->tensor_scratch_b, BT, D, p->n_tensor);
     return full;
 }
 
@@ -102,8 +105,9 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
                              const float *act, const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
-    if (p->cmm_buf) {
-        cmm_all_gather_matmul_t(p->m, p->tax.ax[0], dact, dw, dr, w, act, BT, Kl, D, p->cmm_buf);
+    if (p->cmatmul_scratch) {
+        cmm_all_gather_matmul_t(p->m, p->tensor_axis.ax[0], dact, dw, dr, w, act, BT, Kl, D,
+                                p->cmatmul_scratch);
         return;
     }
     const float *dout = par_hk_resid_grad_gather(ctx, mod, full, dr, BT);
@@ -112,56 +116,58 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
 
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
-    if (p->nY == 1) return dr;
+    if (p->n_tensor == 1) return dr;
     memset(part, 0, (size_t)(BT * model_shape_of(mod)->D) * sizeof(float));
     return part;
 }
 
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
-    if (p->nY == 1) return;
+    if (p->n_tensor == 1) return;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
-    par_pack_cols(p->tp_b, part, BT, D, p->nY);
-    mesh_reduce_scatter(p->m, p->tax, p->tp_a, p->tp_b, BT * Dl, p->alg);
-    kern_add(dr, p->tp_a, BT * Dl);
+    par_pack_cols(p->tensor_scratch_b, part, BT, D, p->n_tensor);
+    mesh_reduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
+                        p->alg);
+    kern_add(dr, p->tensor_scratch_a, BT * Dl);
 }
 
 /* ---------------------------------------------------------------- collective matmul switch */
 
 /* Tokens of a micro-batch on this rank (the rows of the [BT, D] activations). */
 static int64_t micro_tokens(const struct par *p) {
-    return p->cfg.micro_batch / p->nB * p->s.T;
+    return p->cfg.micro_batch / p->n_batch * p->s.T;
 }
 
 int par_set_cmatmul(par *p, int on) {
-    if (!p || p->nY == 1) return 0;
-    free(p->cmm_buf);
-    p->cmm_buf = NULL;
-    p->cmm_n = 0;
+    if (!p || p->n_tensor == 1) return 0;
+    free(p->cmatmul_scratch);
+    p->cmatmul_scratch = NULL;
+    p->cmatmul_n = 0;
     if (!on) return 0;
-    const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->nY);
-    p->cmm_buf = malloc((size_t)n * sizeof(float));
-    if (!p->cmm_buf) return -1;
-    p->cmm_n = n;
+    const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->n_tensor);
+    p->cmatmul_scratch = malloc((size_t)n * sizeof(float));
+    if (!p->cmatmul_scratch) return -1;
+    p->cmatmul_n = n;
     return 0;
 }
 
 int par_cmatmul(const par *p) {
-    return p && p->cmm_buf;
+    return p && p->cmatmul_scratch;
 }
 
 int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
-    if (!p || p->nY == 1 || !r || !(flops > 0)) return 0;
-    const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->nY;
-    const mesh_axes one = {1, {p->tax.ax[0], 0, 0}};
+    if (!p || p->n_tensor == 1 || !r || !(flops > 0)) return 0;
+    const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->n_tensor;
+    const mesh_axes one = {1, {p->tensor_axis.ax[0], 0, 0}};
     /* one ring step: a ppermute of a block (two on a line: both ways, one after the other), or
      * on an axis of 2 the exchange (cmatmul.c) */
-    const double line = n > 2 && !mesh_axis_wraps(p->m, p->tax.ax[0]) ? 2 : 1;
+    const double line = n > 2 && !mesh_axis_wraps(p->m, p->tensor_axis.ax[0]) ? 2 : 1;
     const double hop = line * n == 2
                            ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
                            : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
-    const double plain = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tax, p->alg, c, NULL) +
-                         report_predict(r, MESH_OP_ALL_GATHER, p->tax, p->alg, c, NULL);
+    const double plain =
+        report_predict(r, MESH_OP_REDUCE_SCATTER, p->tensor_axis, p->alg, c, NULL) +
+        report_predict(r, MESH_OP_ALL_GATHER, p->tensor_axis, p->alg, c, NULL);
     const int64_t Kl[2] = {p->loc.Nl * p->s.H, p->loc.Fl}; /* attention's wo, the MLP's w_down */
     double cmm = 0;
     for (int k = 0; k < 2; k++) {

@@ -43,16 +43,16 @@ static double allsum(struct par *p, mesh_axes a, double v) {
 }
 
 static mesh_axes all_axes(const struct par *p) {
-    mesh_axes a = p->dax;
-    if (p->tax.n) a.ax[a.n++] = p->tax.ax[0];
-    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
+    mesh_axes a = p->data_axes;
+    if (p->tensor_axis.n) a.ax[a.n++] = p->tensor_axis.ax[0];
+    if (p->pipe_axis.n) a.ax[a.n++] = p->pipe_axis.ax[0];
     return a;
 }
 
 /* The tensor and pipeline axes: ranks that hold different parts of one model replica. */
 static mesh_axes model_axes(const struct par *p) {
-    mesh_axes a = p->tax;
-    if (p->pax.n) a.ax[a.n++] = p->pax.ax[0];
+    mesh_axes a = p->tensor_axis;
+    if (p->pipe_axis.n) a.ax[a.n++] = p->pipe_axis.ax[0];
     return a;
 }
 
@@ -63,19 +63,19 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
     const pgeo *ge = &p->g[id];
     const int64_t n = pgeo_block(ge);
     if (ge->repl) {
-        mesh_all_reduce(p->m, p->tax, g, g, n, p->alg);
+        mesh_all_reduce(p->m, p->tensor_axis, g, g, n, p->alg);
     } else if (ge->kv_group) {
         /* ranks sharing kv head k0: tensor ranks whose first query head maps to it */
-        mesh_all_gather(p->m, p->tax, p->kvx, g, n, p->alg);
+        mesh_all_gather(p->m, p->tensor_axis, p->kv_exchange, g, n, p->alg);
         const int64_t group = p->s.N / p->s.K; /* query heads per kv head */
         memset(g, 0, (size_t)n * sizeof(float));
-        for (int64_t y = 0; y < p->nY; y++)
-            if ((y * p->loc.Nl) / group == p->loc.k0) kern_add(g, p->kvx + y * n, n);
+        for (int64_t y = 0; y < p->n_tensor; y++)
+            if ((y * p->loc.Nl) / group == p->loc.k0) kern_add(g, p->kv_exchange + y * n, n);
     }
 }
 
 static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base) {
-    if (p->nY == 1) return;
+    if (p->n_tensor == 1) return;
     for (int id = 0; id < P_COUNT; id++) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
@@ -94,26 +94,26 @@ static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base) {
 static void reduce_block(struct par *p, param_id id, float *g, float *out, float *acc) {
     const pgeo *ge = &p->g[id];
     const int64_t n = pgeo_block(ge);
-    if (p->zero == 0 && p->rax.n) return; /* the whole gradient at once: dcn_reduce */
+    if (p->zero == 0 && p->dcn_axes.n) return; /* the whole gradient at once: dcn_reduce */
     if (p->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->overlap)
-            par_push(p, mesh_iall_reduce(p->m, p->dax, g, g, n, p->alg), NULL, NULL, 0);
+            par_push(p, mesh_iall_reduce(p->m, p->data_axes, g, g, n, p->alg), NULL, NULL, 0);
         else
-            mesh_all_reduce(p->m, p->dax, g, g, n, p->alg);
+            mesh_all_reduce(p->m, p->data_axes, g, g, n, p->alg);
         return;
     }
     if (ge->zdim && ge->R > 1) {
-        memcpy(p->pack, g, (size_t)n * sizeof(float));
-        par_pack_cols(g, p->pack, ge->R, ge->C, p->nX);
+        memcpy(p->column_pack, g, (size_t)n * sizeof(float));
+        par_pack_cols(g, p->column_pack, ge->R, ge->C, p->n_data);
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->overlap) {
-        par_push(p, mesh_ireduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg), out, acc,
-                 acc ? n / p->nX : 0);
+        par_push(p, mesh_ireduce_scatter(p->m, p->data_axes, out, g, n / p->n_data, p->alg), out,
+                 acc, acc ? n / p->n_data : 0);
     } else {
-        mesh_reduce_scatter(p->m, p->dax, out, g, n / p->nX, p->alg);
-        if (acc) kern_add(acc, out, n / p->nX);
+        mesh_reduce_scatter(p->m, p->data_axes, out, g, n / p->n_data, p->alg);
+        if (acc) kern_add(acc, out, n / p->n_data);
     }
 }
 
@@ -123,35 +123,35 @@ static void reduce_layer(struct par *p, model *mod, int64_t l) {
     for (int id = 0; id < P_COUNT; id++) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
-        const int64_t n = pgeo_block(g), ns = n / p->nX;
-        float *shard = p->zero ? p->sh_g + p->sh_off[id] + (l - p->l0) * ns : NULL;
+        const int64_t n = pgeo_block(g), ns = n / p->n_data;
+        float *shard = p->zero ? p->shard_grads + p->shard_offset[id] + (l - p->l0) * ns : NULL;
         if (p->zero <= 1) {
             float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->l0) * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
-            float *gb = par_layer_slot(p, p->gbuf[k], (param_id)id);
-            /* gout[k] is laid out like gbuf[k] at 1/nX scale */
-            float *out = p->gout[k] + (gb - p->gbuf[k]) / p->nX;
+            float *gb = par_layer_slot(p, p->layer_grads_full[k], (param_id)id);
+            /* layer_grads_scattered[k] is laid out like layer_grads_full[k] at 1/n_data scale */
+            float *out = p->layer_grads_scattered[k] + (gb - p->layer_grads_full[k]) / p->n_data;
             reduce_block(p, (param_id)id, gb, out, shard);
         }
     }
-    p->slot_pend[k] = p->npend; /* slot k is free once these have completed */
+    p->slot_pending[k] = p->n_pending; /* slot k is free once these have completed */
 }
 
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     if (p->zero >= 2 || last_micro(p))
-        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->gbuf[l % 2] : NULL);
-    if (p->nX > 1) reduce_layer(p, mod, l);
+        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL);
+    if (p->n_data > 1) reduce_layer(p, mod, l);
 }
 
 static void nonlayer_done(struct par *p, model *mod, param_id id) {
     const pgeo *g = &p->g[id];
-    float *gb = p->zero >= 2 ? p->ngbuf[id] : model_grad(mod, id, NULL);
-    if ((p->zero >= 2 || last_micro(p)) && p->nY > 1 && (g->repl || g->kv_group))
+    float *gb = p->zero >= 2 ? p->param_grads_full[id] : model_grad(mod, id, NULL);
+    if ((p->zero >= 2 || last_micro(p)) && p->n_tensor > 1 && (g->repl || g->kv_group))
         tp_fix_block(p, id, gb);
-    if (p->nX == 1 || (p->zero <= 1 && !last_micro(p))) return;
-    float *shard = p->zero ? p->sh_g + p->sh_off[id] : NULL;
+    if (p->n_data == 1 || (p->zero <= 1 && !last_micro(p))) return;
+    float *shard = p->zero ? p->shard_grads + p->shard_offset[id] : NULL;
     if (p->zero <= 1) {
         reduce_block(p, id, gb, shard, NULL);
     } else {
@@ -159,11 +159,11 @@ static void nonlayer_done(struct par *p, model *mod, param_id id) {
         par_drain(p);
         const int64_t n = pgeo_block(g);
         if (g->zdim && g->R > 1) {
-            memcpy(p->pack, gb, (size_t)n * sizeof(float));
-            par_pack_cols(gb, p->pack, g->R, g->C, p->nX);
+            memcpy(p->column_pack, gb, (size_t)n * sizeof(float));
+            par_pack_cols(gb, p->column_pack, g->R, g->C, p->n_data);
         }
-        mesh_reduce_scatter(p->m, p->dax, p->pack, gb, n / p->nX, p->alg);
-        kern_add(shard, p->pack, n / p->nX);
+        mesh_reduce_scatter(p->m, p->data_axes, p->column_pack, gb, n / p->n_data, p->alg);
+        kern_add(shard, p->column_pack, n / p->n_data);
     }
 }
 
@@ -181,10 +181,10 @@ void par_hk_embed_grads_done(void *ctx, model *mod) {
 /* ---------------------------------------------------------------- ZeRO-3 weight gathers */
 
 /* Layer l's weight gathers in buckets (with --bucket, bucket.c's size): the layer's shards, in
- * parameter order, are copied one after another into wsend[k] and cut into buckets of at most
- * bk_cap gathered elements (a shard larger than that is a bucket alone); each bucket is one
- * AllGather_X into wstage[k] (rank j's part of a bucket of b elements per rank at j·b), so that a
- * layer of many small tensors pays the hop latency a few times instead of nine. The gathered
+ * parameter order, are copied one after another into gather_send[k] and cut into buckets of at most
+ * bucket_cap gathered elements (a shard larger than that is a bucket alone); each bucket is one
+ * AllGather_X into gather_stage[k] (rank j's part of a bucket of b elements per rank at j·b), so
+ * that a layer of many small tensors pays the hop latency a few times instead of nine. The gathered
  * parts then go to their tensors (bucket_scatter). Gathers only move data: bit-identical to the
  * per-tensor gathers. Calls the visitor for each tensor with its bucket (start, elements per
  * rank) and its offset in the bucket (none if fn is NULL); returns the number of buckets. */
@@ -192,7 +192,7 @@ typedef void (*wbucket_fn)(struct par *p, param_id id, int64_t b0, int64_t blen,
                            void *ctx);
 
 static int weight_buckets(struct par *p, wbucket_fn fn, void *ctx) {
-    const int64_t cap = p->bk_cap / p->nX;
+    const int64_t cap = p->bucket_cap / p->n_data;
     int64_t off = 0, b0 = 0;
     int nb = 0;
     param_id ids[P_COUNT];
@@ -200,7 +200,7 @@ static int weight_buckets(struct par *p, wbucket_fn fn, void *ctx) {
     for (int id = 0; id <= P_COUNT; id++) {
         const int end = id == P_COUNT;
         if (!end && !par_is_layer_param((param_id)id)) continue;
-        const int64_t cnt = end ? 0 : pgeo_block(&p->g[id]) / p->nX;
+        const int64_t cnt = end ? 0 : pgeo_block(&p->g[id]) / p->n_data;
         if (off > b0 && (end || off - b0 + cnt > cap)) { /* close the bucket [b0, off) */
             for (int64_t t = 0; fn && t < nid; t++) fn(p, ids[t], b0, off - b0, at[t], ctx);
             nb++, nid = 0, b0 = off;
@@ -215,7 +215,7 @@ static int weight_buckets(struct par *p, wbucket_fn fn, void *ctx) {
 int par_weight_buckets(const struct par *p) {
     int n = 0;
     for (int id = 0; id < P_COUNT; id++) n += par_is_layer_param((param_id)id);
-    if (p->zero < 3 || p->bk_cap == 0) return n;
+    if (p->zero < 3 || p->bucket_cap == 0) return n;
     return weight_buckets((struct par *)p, NULL, NULL);
 }
 
@@ -224,32 +224,35 @@ typedef struct {
     int k, async, started;
 } wgather;
 
-/* Visitor: copies the tensor's shard into wsend; the bucket's last tensor starts its gather. */
+/* Visitor: copies the tensor's shard into gather_send; the bucket's last tensor starts its gather.
+ */
 static void bucket_pack(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
                         void *ctx) {
     wgather *w = ctx;
-    const int64_t cnt = pgeo_block(&p->g[id]) / p->nX;
-    memcpy(p->wsend[w->k] + b0 + at, p->sh_p + p->sh_off[id] + (w->l - p->l0) * cnt,
+    const int64_t cnt = pgeo_block(&p->g[id]) / p->n_data;
+    memcpy(p->gather_send[w->k] + b0 + at,
+           p->shard_params + p->shard_offset[id] + (w->l - p->l0) * cnt,
            (size_t)cnt * sizeof(float));
     if (at + cnt < blen) return;
-    float *dst = p->wstage[w->k] + b0 * p->nX;
-    const float *src = p->wsend[w->k] + b0;
+    float *dst = p->gather_stage[w->k] + b0 * p->n_data;
+    const float *src = p->gather_send[w->k] + b0;
     if (w->async)
-        p->wreq[w->k][w->started++] = mesh_iall_gather(p->m, p->dax, dst, src, blen, p->alg);
+        p->gather_reqs[w->k][w->started++] =
+            mesh_iall_gather(p->m, p->data_axes, dst, src, blen, p->alg);
     else
-        mesh_all_gather(p->m, p->dax, dst, src, blen, p->alg);
+        mesh_all_gather(p->m, p->data_axes, dst, src, blen, p->alg);
 }
 
-/* Visitor: rank j's part of the tensor, at wstage + b0·nX + j·blen + at, into its slot of wbuf
- * (a column-sharded tensor's part j is its columns [j·C/nX, (j+1)·C/nX)). */
+/* Visitor: rank j's part of the tensor, at gather_stage + b0·n_data + j·blen + at, into its slot of
+ * gathered_layer (a column-sharded tensor's part j is its columns [j·C/n_data, (j+1)·C/n_data)). */
 static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
                            void *ctx) {
     const int k = *(int *)ctx;
     const pgeo *g = &p->g[id];
-    const int64_t cnt = pgeo_block(g) / p->nX, cl = g->C / p->nX;
-    float *dst = par_layer_slot(p, p->wbuf[k], id);
-    for (int64_t j = 0; j < p->nX; j++) {
-        const float *part = p->wstage[k] + b0 * p->nX + j * blen + at;
+    const int64_t cnt = pgeo_block(g) / p->n_data, cl = g->C / p->n_data;
+    float *dst = par_layer_slot(p, p->gathered_layer[k], id);
+    for (int64_t j = 0; j < p->n_data; j++) {
+        const float *part = p->gather_stage[k] + b0 * p->n_data + j * blen + at;
         if (g->zdim && g->R > 1)
             for (int64_t r = 0; r < g->R; r++)
                 memcpy(dst + r * g->C + j * cl, part + r * cl, (size_t)cl * sizeof(float));
@@ -260,8 +263,8 @@ static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen,
 
 /* Starts (or runs) the gathers of layer l's shards into slot k. */
 static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
-    p->wlayer[k] = l;
-    if (p->bk_cap) {
+    p->gathered_layer_id[k] = l;
+    if (p->bucket_cap) {
         wgather w = {l, k, async, 0};
         weight_buckets(p, bucket_pack, &w);
         return;
@@ -269,30 +272,31 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
     for (int id = 0; id < P_COUNT; id++) {
         if (!par_is_layer_param((param_id)id)) continue;
         const pgeo *g = &p->g[id];
-        const int64_t cnt = pgeo_block(g) / p->nX;
-        const float *src = p->sh_p + p->sh_off[id] + (l - p->l0) * cnt;
-        float *dst = par_layer_slot(p, g->zdim ? p->wstage[k] : p->wbuf[k], (param_id)id);
+        const int64_t cnt = pgeo_block(g) / p->n_data;
+        const float *src = p->shard_params + p->shard_offset[id] + (l - p->l0) * cnt;
+        float *dst =
+            par_layer_slot(p, g->zdim ? p->gather_stage[k] : p->gathered_layer[k], (param_id)id);
         if (async)
-            p->wreq[k][id] = mesh_iall_gather(p->m, p->dax, dst, src, cnt, p->alg);
+            p->gather_reqs[k][id] = mesh_iall_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
         else
-            mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
+            mesh_all_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
     }
 }
 
 static void gather_layer_finish(struct par *p, int k) {
     for (int id = 0; id < P_COUNT; id++) {
-        mesh_wait(p->wreq[k][id]);
-        p->wreq[k][id] = NULL;
+        mesh_wait(p->gather_reqs[k][id]);
+        p->gather_reqs[k][id] = NULL;
     }
-    if (p->bk_cap) {
+    if (p->bucket_cap) {
         weight_buckets(p, bucket_scatter, &k);
         return;
     }
     for (int id = 0; id < P_COUNT; id++) {
         const pgeo *g = &p->g[id];
         if (!par_is_layer_param((param_id)id) || !g->zdim) continue;
-        par_unpack_cols(par_layer_slot(p, p->wbuf[k], (param_id)id),
-                        par_layer_slot(p, p->wstage[k], (param_id)id), g->R, g->C, p->nX);
+        par_unpack_cols(par_layer_slot(p, p->gathered_layer[k], (param_id)id),
+                        par_layer_slot(p, p->gather_stage[k], (param_id)id), g->R, g->C, p->n_data);
     }
 }
 
@@ -300,19 +304,20 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
     if (p->zero < 3) return model_layer_weights_local(mod, l);
     const int k = (int)(l % 2);
-    if (p->wlayer[k] != l) {
-        for (int id = 0; id < P_COUNT; id++) mesh_wait(p->wreq[k][id]), p->wreq[k][id] = NULL;
+    if (p->gathered_layer_id[k] != l) {
+        for (int id = 0; id < P_COUNT; id++)
+            mesh_wait(p->gather_reqs[k][id]), p->gather_reqs[k][id] = NULL;
         gather_layer_start(p, l, k, 0);
         gather_layer_finish(p, k);
-    } else if (p->wpending[k]) {
+    } else if (p->gather_pending[k]) {
         gather_layer_finish(p, k);
     }
-    p->wpending[k] = 0;
+    p->gather_pending[k] = 0;
     const int64_t next = l + dir;
-    if (p->overlap && next >= p->l0 && next < p->l1 && p->wlayer[1 - k] != next)
-        gather_layer_start(p, next, 1 - k, 1), p->wpending[1 - k] = 1;
+    if (p->overlap && next >= p->l0 && next < p->l1 && p->gathered_layer_id[1 - k] != next)
+        gather_layer_start(p, next, 1 - k, 1), p->gather_pending[1 - k] = 1;
     layer_w w;
-    const float *b = p->wbuf[k];
+    const float *b = p->gathered_layer[k];
     w.attn_norm = par_layer_slot(p, (float *)b, P_ATTN_NORM);
     w.wq = par_layer_slot(p, (float *)b, P_WQ);
     w.wk = par_layer_slot(p, (float *)b, P_WK);
@@ -330,7 +335,9 @@ void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
 }
 
 static float *nonlayer_buf(struct par *p, param_id id) {
-    return id == P_EMBED ? p->ebuf : id == P_FINAL_NORM ? p->hbuf_norm : p->hbuf_un;
+    return id == P_EMBED        ? p->gathered_embed
+           : id == P_FINAL_NORM ? p->gathered_final_norm
+                                : p->gathered_unembed;
 }
 
 const float *par_hk_weight(void *ctx, model *mod, param_id id) {
@@ -338,13 +345,13 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     if (p->zero < 3) return model_param(mod, id, NULL);
     float *dst = nonlayer_buf(p, id);
     const pgeo *g = &p->g[id];
-    const int64_t cnt = pgeo_block(g) / p->nX;
-    const float *src = p->sh_p + p->sh_off[id];
+    const int64_t cnt = pgeo_block(g) / p->n_data;
+    const float *src = p->shard_params + p->shard_offset[id];
     if (g->zdim) {
-        mesh_all_gather(p->m, p->dax, p->pack, src, cnt, p->alg);
-        par_unpack_cols(dst, p->pack, g->R, g->C, p->nX);
+        mesh_all_gather(p->m, p->data_axes, p->column_pack, src, cnt, p->alg);
+        par_unpack_cols(dst, p->column_pack, g->R, g->C, p->n_data);
     } else {
-        mesh_all_gather(p->m, p->dax, dst, src, cnt, p->alg);
+        mesh_all_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
     }
     return dst;
 }
@@ -355,8 +362,8 @@ layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     if (p->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
-    par_drain_upto(p, p->slot_pend[k]); /* the slot's previous reductions must be complete */
-    float *b = p->gbuf[k];
+    par_drain_upto(p, p->slot_pending[k]); /* the slot's previous reductions must be complete */
+    float *b = p->layer_grads_full[k];
     memset(b, 0, (size_t)p->layer_elems * sizeof(float));
     layer_g g;
     g.attn_norm = par_layer_slot(p, b, P_ATTN_NORM);
@@ -374,14 +381,14 @@ layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
 float *par_hk_grad(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
     if (p->zero < 2) return model_grad(mod, id, NULL);
-    return p->ngbuf[id];
+    return p->param_grads_full[id];
 }
 
 /* ---------------------------------------------------------------- step level */
 
 void par_step_begin(par *p) {
     if (!p) return;
-    if (p->sh_g) memset(p->sh_g, 0, (size_t)p->sh_total * sizeof(float));
+    if (p->shard_grads) memset(p->shard_grads, 0, (size_t)p->shard_total * sizeof(float));
 }
 
 void par_micro_begin(par *p, int64_t j, int64_t n) {
@@ -389,32 +396,33 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
     p->micro = j;
     p->n_micro = n;
     for (int id = 0; id < P_COUNT; id++)
-        if (p->ngbuf[id]) memset(p->ngbuf[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
+        if (p->param_grads_full[id])
+            memset(p->param_grads_full[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
 }
 
-/* --dcn: the data axes are ICI ones (dax) and one across the data-center network (rax); DCN
- * carries 1/|ICI| of the gradient:
- *   --zero 0: the whole TP-local gradient G (flat, padded to nX equal shards) is
+/* --dcn: the data axes are ICI ones (data_axes) and one across the data-center network (dcn_axes);
+ * DCN carries 1/|ICI| of the gradient:
+ *   --zero 0: the whole TP-local gradient G (flat, padded to n_data equal shards) is
  *     ReduceScatter_ICI → AllReduce_DCN of this rank's 1/|ICI| shard → AllGather_ICI;
  *   --zero >= 1: the per-block ReduceScatter_ICI has already left each rank's shard gradient in
- *     sh_g; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather of
- *     the updated shards, ZeRO-3's gathers of the next forward pass). */
+ *     shard_grads; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather
+ * of the updated shards, ZeRO-3's gathers of the next forward pass). */
 static void dcn_reduce(struct par *p, model *mod) {
     if (p->zero >= 1) {
-        mesh_all_reduce(p->m, p->rax, p->sh_g, p->sh_g, p->sh_total, p->alg);
+        mesh_all_reduce(p->m, p->dcn_axes, p->shard_grads, p->shard_grads, p->shard_total, p->alg);
         return;
     }
     int64_t n;
     float *G = model_grads_flat(mod, &n), *buf = p->dcn_buf;
     CHECK(n <= p->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
           (long long)p->dcn_n);
-    const int64_t c = p->dcn_n / p->nX;
+    const int64_t c = p->dcn_n / p->n_data;
     memcpy(buf, G, (size_t)n * sizeof(float));
     memset(buf + n, 0, (size_t)(p->dcn_n - n) * sizeof(float));
     float *mine = buf + p->dcn_n; /* this rank's shard */
-    mesh_reduce_scatter(p->m, p->dax, mine, buf, c, p->alg);
-    mesh_all_reduce(p->m, p->rax, mine, mine, c, p->alg);
-    mesh_all_gather(p->m, p->dax, buf, mine, c, p->alg);
+    mesh_reduce_scatter(p->m, p->data_axes, mine, buf, c, p->alg);
+    mesh_all_reduce(p->m, p->dcn_axes, mine, mine, c, p->alg);
+    mesh_all_gather(p->m, p->data_axes, buf, mine, c, p->alg);
     memcpy(G, buf, (size_t)n * sizeof(float));
 }
 
@@ -422,12 +430,12 @@ void par_finish_grads(par *p, model *mod) {
     if (!p) return;
     bucket_flush(p);
     par_drain(p);
-    if (p->rax.n) dcn_reduce(p, mod);
+    if (p->dcn_axes.n) dcn_reduce(p, mod);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
 static int counts_once(const struct par *p, const pgeo *g) {
-    if (g->repl) return p->yi == 0;
+    if (g->repl) return p->tensor_index == 0;
     if (g->kv_group) return p->loc.n0 % (p->s.N / p->s.K) == 0;
     return 1;
 }
@@ -447,7 +455,7 @@ double par_grad_sumsq(par *p, model *mod) {
             const float *gr = model_grad(mod, (param_id)id, &n);
             s += kern_sumsq(gr, n);
         } else {
-            s += kern_sumsq(p->sh_g + p->sh_off[id], g->shard_n);
+            s += kern_sumsq(p->shard_grads + p->shard_offset[id], g->shard_n);
         }
     }
     /* zero 0: data ranks hold identical (reduced) gradients, sum over the tensor axis only */
@@ -457,15 +465,15 @@ double par_grad_sumsq(par *p, model *mod) {
 /* zero 1/2: this rank's shard of the model's whole (TP-local) parameter, into sh. */
 static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
     const pgeo *g = &p->g[id];
-    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    const int64_t n = pgeo_block(g), ns = n / p->n_data;
     const float *full = model_param(mod, id, NULL);
     for (int64_t b = 0; b < g->nb; b++) {
         const float *src = full + b * n;
         if (g->zdim && g->R > 1) {
-            par_pack_cols(p->pack, src, g->R, g->C, p->nX);
-            src = p->pack;
+            par_pack_cols(p->column_pack, src, g->R, g->C, p->n_data);
+            src = p->column_pack;
         }
-        memcpy(sh + b * ns, src + p->xi * ns, (size_t)ns * sizeof(float));
+        memcpy(sh + b * ns, src + p->data_index * ns, (size_t)ns * sizeof(float));
     }
 }
 
@@ -480,26 +488,28 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
         }
         return (par_owned){w, model_grad(mod, id, NULL), n, off};
     }
-    float *w = p->sh_p + p->sh_off[id]; /* zero 3: the model's own shard */
-    if (p->zero <= 2) {                 /* zero 1/2: this rank's shard, staged */
-        w = p->ustage;
+    float *w = p->shard_params + p->shard_offset[id]; /* zero 3: the model's own shard */
+    if (p->zero <= 2) {                               /* zero 1/2: this rank's shard, staged */
+        w = p->update_stage;
         shard_select(p, mod, id, w);
     }
-    return (par_owned){w, p->sh_g + p->sh_off[id], p->g[id].shard_n, p->sh_off[id]};
+    return (par_owned){w, p->shard_grads + p->shard_offset[id], p->g[id].shard_n,
+                       p->shard_offset[id]};
 }
 
 void par_owned_done(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0 || p->zero == 3) return;
     /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter */
     const pgeo *g = &p->g[id];
-    const int64_t n = pgeo_block(g), ns = n / p->nX;
+    const int64_t n = pgeo_block(g), ns = n / p->n_data;
     float *full = model_param(mod, id, NULL);
     for (int64_t b = 0; b < g->nb; b++) {
         if (g->zdim && g->R > 1) {
-            mesh_all_gather(p->m, p->dax, p->pack, p->ustage + b * ns, ns, p->alg);
-            par_unpack_cols(full + b * n, p->pack, g->R, g->C, p->nX);
+            mesh_all_gather(p->m, p->data_axes, p->column_pack, p->update_stage + b * ns, ns,
+                            p->alg);
+            par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->n_data);
         } else {
-            mesh_all_gather(p->m, p->dax, full + b * n, p->ustage + b * ns, ns, p->alg);
+            mesh_all_gather(p->m, p->data_axes, full + b * n, p->update_stage + b * ns, ns, p->alg);
         }
     }
 }
@@ -510,22 +520,24 @@ int64_t par_state_size(par *p, model *mod) {
         model_params_flat(mod, &n);
         return n;
     }
-    return p->sh_total;
+    return p->shard_total;
 }
 
 void par_hk_ready(void *ctx, model *mod) {
     struct par *p = ctx;
-    if (p->zero == 3) p->sh_p = model_params_flat(mod, NULL); /* the model stores the shards */
+    if (p->zero == 3)
+        p->shard_params = model_params_flat(mod, NULL); /* the model stores the shards */
 }
 
 void par_after_update(par *p, model *mod) {
     (void)mod;
-    if (p && p->zero == 3) p->wlayer[0] = p->wlayer[1] = -1; /* gathered copies are stale */
+    if (p && p->zero == 3)
+        p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1; /* gathered copies are stale */
 }
 
 double par_data_mean(par *p, double v) {
     if (!p) return v;
-    return allsum(p, p->bax, v) / (double)p->nB;
+    return allsum(p, p->batch_axes, v) / (double)p->n_batch;
 }
 
 param_slab par_state_slab(par *p, model *mod, param_id id) {
@@ -539,8 +551,9 @@ int par_is_writer(par *p, param_id id, int kind) {
     if (!counts_once(p, g)) return 0;
     /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */
     const int replicated_x = kind == 0 ? p->zero < 3 : p->zero == 0;
-    if (p->rax.n && mesh_axes_index(p->m, p->rax) != 0) return 0; /* replicated over DCN */
-    return replicated_x ? p->xi == 0 : 1;
+    if (p->dcn_axes.n && mesh_axes_index(p->m, p->dcn_axes) != 0)
+        return 0; /* replicated over DCN */
+    return replicated_x ? p->data_index == 0 : 1;
 }
 
 void par_params_loaded(par *p, model *mod) {
@@ -548,16 +561,16 @@ void par_params_loaded(par *p, model *mod) {
 }
 
 void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {
-    *axis = p && p->pax.n ? p->pax.ax[0] : -1;
-    *P = p ? p->nZ : 1;
-    *s = p ? p->zi : 0;
+    *axis = p && p->pipe_axis.n ? p->pipe_axis.ax[0] : -1;
+    *P = p ? p->n_pipe : 1;
+    *s = p ? p->pipe_index : 0;
 }
 
 double par_pipe_mean(par *p, double v) {
-    return p && p->nZ > 1 ? allsum(p, p->pax, v) / (double)p->nZ : v;
+    return p && p->n_pipe > 1 ? allsum(p, p->pipe_axis, v) / (double)p->n_pipe : v;
 }
 
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
-    return par_data_mean(p, allsum(p, p->pax, v));
+    return par_data_mean(p, allsum(p, p->pipe_axis, v));
 }

@@ -337,7 +337,7 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
     return loss;
 }
 
-void trainer_print_plan(trainer *t, FILE *out) {
+void trainer_print_layout(trainer *t, FILE *out) {
     if (t->pp && mesh_world_rank() == 0) {
         int axis;
         int64_t P, s;
@@ -390,7 +390,7 @@ void trainer_print_plan(trainer *t, FILE *out) {
                 t->c.cmatmul > 0 ? "on" : "auto: the cost model's choice");
     const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
     mesh_set_wire(t->mesh, t->wire);
-    par_print_plan(t->plan, t->mod, &t->c, t->rep, out);
+    par_print_layout(t->plan, t->mod, &t->c, t->rep, out);
     mesh_set_wire(t->mesh, wire);
 }
 

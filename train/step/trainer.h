@@ -44,9 +44,10 @@ void trainer_rows(const trainer *t, int64_t *row0, int64_t *nrows);
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st);
 /* Collective over: world. Mean loss over the global batch of tokens[nrows, T+1], no update. */
 double trainer_eval(trainer *t, const int32_t *tokens);
-/* Rank 0 prints the plan (shardings, one layer's collectives, memory per rank) / the end-of-run
- * summary (per collective type: measured vs predicted, regime). Collective over: world. */
-void trainer_print_plan(trainer *t, FILE *out);
+/* Rank 0 prints the sharding layout (shardings, one layer's collectives, memory per rank) / the
+ * end-of-run summary (per collective type: measured vs predicted, regime). Collective over:
+ * world. */
+void trainer_print_layout(trainer *t, FILE *out);
 void trainer_print_summary(trainer *t, FILE *out);
 /* Learning rate at 0-based step: linear warm-up to lr over `warmup` steps, then cosine decay to
  * min_lr at the last step. */
