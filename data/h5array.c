@@ -423,8 +423,27 @@ static hid_t open_dataset(h5array *f, const char *name, int *ndim, int64_t *dims
         return -1;
     }
     H5Sclose(space);
+    int64_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        dims[i] = hd[i] > (hsize_t)H5ARRAY_MAX_ELEMS ? -1 : (int64_t)hd[i];
+        numel = dims[i] < 1 || numel > H5ARRAY_MAX_ELEMS / dims[i] ? -1 : numel * dims[i];
+        if (numel < 0) break;
+    }
+    if (numel < 0) { /* a damaged header: no reader may size a buffer or a loop from it */
+        char s1[160];
+        size_t at = (size_t)snprintf(s1, sizeof s1, "[");
+        for (int i = 0; i < nd && at < sizeof s1; i++)
+            at += (size_t)snprintf(s1 + at, sizeof s1 - at, "%s%llu", i ? ", " : "",
+                                   (unsigned long long)hd[i]);
+        if (at < sizeof s1) snprintf(s1 + at, sizeof s1 - at, "]");
+        errmsg_fail(err, errlen,
+                    "%s: dataset '%s' has shape %s: an empty extent or over %lld elements "
+                    "(a damaged file)",
+                    f->path, name, s1, (long long)H5ARRAY_MAX_ELEMS);
+        H5Dclose(d);
+        return -1;
+    }
     *ndim = nd;
-    for (int i = 0; i < nd; i++) dims[i] = (int64_t)hd[i];
     return d;
 }
 

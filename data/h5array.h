@@ -26,6 +26,9 @@
 #include "mesh/mesh.h"
 
 #define H5ARRAY_MAX_DIMS 3
+/* The most elements a dataset may hold: a larger shape in a file is damage, refused on opening, so
+ * the product of a shape read from a file never overflows. */
+#define H5ARRAY_MAX_ELEMS ((int64_t)1 << 40)
 
 typedef struct h5array h5array;
 
@@ -64,7 +67,8 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
  * data[count0, ...] (overwritten), converted to float32. Ranks may read overlapping slabs. */
 int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, const int64_t *offset,
                  const int64_t *count, float *data, char *err, size_t errlen);
-/* Collective over: the handle's comm. The shape of dataset `name`: *ndim and dims[0..ndim). */
+/* Collective over: the handle's comm. The shape of dataset `name`: *ndim and dims[0..ndim). A
+ * shape with a zero extent or more than H5ARRAY_MAX_ELEMS elements is refused (a damaged file). */
 int h5array_shape(h5array *f, const char *name, int *ndim, int64_t dims[H5ARRAY_MAX_DIMS],
                   char *err, size_t errlen);
 

@@ -3,7 +3,8 @@
 # "meshtrain: error:" line (from rank 0) naming the problem — never a crash or a hang — and
 # nothing destroyed (the good checkpoint's bytes unchanged, no temp files). Cases: a missing file;
 # a text file; a token file; a newer format version; a truncated file; a damaged superblock; one
-# flipped bit in an array's data (the checksum); model config and optimizer that disagree with the
+# flipped bit in an array's data (the checksum); a shape in an array's header whose element count
+# overflows to a small number (`ckpt info` once read past its buffer); model config and optimizer that disagree with the
 # flags; a step past --steps; `latest` in an empty directory; an unwritable --ckpt-dir (under a
 # regular file, and a read-only file system when mount is allowed); `ckpt info/diff` misuse.
 # usage: bad_inputs.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR CKPT_MANGLE
@@ -71,6 +72,12 @@ cp "$GOOD" "$WORK/flip.h5" && "$MANGLE" "$WORK/flip.h5" flip /params/w_up >/dev/
   case_ "corrupt checkpoint: the data of /params/w_up do not match its checksum" 2 "${R[@]}" \
     --resume "$WORK/flip.h5"
 cli "corrupt checkpoint: 1 array fails the checksum" info "$WORK/flip.h5"
+cp "$GOOD" "$WORK/shape.h5" && "$MANGLE" "$WORK/shape.h5" shape /params/wq 1 4611686018427387936 \
+  >/dev/null || fail "ckpt_mangle shape"
+big="dataset 'params/wq' has shape [2, 4611686018427387936, 32]: an empty extent or over"
+case_ "shape.h5: $big" 2 "${R[@]}" --resume "$WORK/shape.h5"
+cli "shape.h5: $big" info "$WORK/shape.h5"
+cli "shape.h5: $big" diff "$GOOD" "$WORK/shape.h5"
 case_ "checkpoint has --d-model 32, flags say 64" 2 "${R[@]}" --resume "$GOOD" --d-model 64
 case_ "checkpoint has --layers 2, flags say 4" 2 "${R[@]}" --resume "$GOOD" --layers 4
 case_ "checkpoint has --optimizer adamw, flags say sgd" 2 "${R[@]}" --resume "$GOOD" \
