@@ -1,7 +1,7 @@
 /* ckpt_cli: `meshtrain ckpt info FILE` and `meshtrain ckpt diff A B [--tol K]` (see ckpt.h).
  * Rank 0 does the work alone (mesh_self_comm()), reading each array in blocks of whole rows of at
- * most CLI_BLOCK elements, so any checkpoint fits in a little memory; the other ranks wait for
- * the verdict. */
+ * most CLI_BLOCK elements (or one row, where a row is larger), so any checkpoint fits in a little
+ * memory; the other ranks wait for the verdict. */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -45,6 +45,20 @@ static int64_t block_slab(int ndim, const int64_t *dims, int64_t r0, int64_t row
     off[0] = r0;
     cnt[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
     return cnt[0] * row_size(ndim, dims);
+}
+
+/* Makes *buf hold a block of the array dims[ndim] (see block_rows): grown when one row is larger
+ * than CLI_BLOCK. Returns 0, or -1 (out of memory, *buf kept). */
+static int block_buf(float **buf, int64_t *cap, int ndim, const int64_t *dims, char *err,
+                     size_t errlen) {
+    const int64_t need = block_rows(ndim, dims) * row_size(ndim, dims);
+    if (need <= *cap) return 0;
+    float *b = realloc(*buf, (size_t)need * sizeof *b);
+    if (!b)
+        return errmsg_fail(err, errlen, "out of memory for a block of %lld elements",
+                           (long long)need);
+    *buf = b, *cap = need;
+    return 0;
 }
 
 static void print_meta(const ckpt_meta *k, const char *path) {
@@ -114,8 +128,8 @@ static int cmd_info(const char *path, char *err, size_t errlen) {
     print_meta(&k, path);
     char **names = NULL;
     int n = 0, rc = h5array_list(f, "/", 1, &names, &n, err, errlen), bad = 0;
-    float *buf = rc == 0 ? malloc((size_t)CLI_BLOCK * sizeof *buf) : NULL;
-    if (rc == 0 && !buf) rc = errmsg_fail(err, errlen, "out of memory");
+    float *buf = NULL;
+    int64_t cap = 0;
     if (rc == 0)
         printf("  %-24s %-16s %12s %13s %13s  %s\n", "array", "shape", "L2 norm", "min", "max",
                "checksum");
@@ -125,6 +139,7 @@ static int cmd_info(const char *path, char *err, size_t errlen) {
         array_stats st;
         char shp[64];
         rc = h5array_shape(f, names[i], &nd, dims, err, errlen);
+        if (rc == 0) rc = block_buf(&buf, &cap, nd, dims, err, errlen);
         if (rc == 0) rc = stats_of(f, names[i], nd, dims, buf, &st, err, errlen);
         if (rc < 0) break;
         const int has = h5array_attr_get_i64(f, names[i], "checksum", &want, NULL, 0) == 0;
@@ -228,9 +243,8 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
     int ca = 0, cb = 0, differ = 0, nbad_sum = 0;
     int rc = h5array_list(fa, "/", 1, &na, &ca, err, errlen);
     if (rc == 0) rc = h5array_list(fb, "/", 1, &nb, &cb, err, errlen);
-    float *ba = malloc((size_t)CLI_BLOCK * sizeof *ba),
-          *bb = malloc((size_t)CLI_BLOCK * sizeof *bb);
-    if (rc == 0 && (!ba || !bb)) rc = errmsg_fail(err, errlen, "out of memory");
+    float *ba = NULL, *bb = NULL;
+    int64_t cap_a = 0, cap_b = 0;
     if (rc == 0)
         printf("  %-24s %-16s %12s %12s %14s\n", "array", "shape", "max |a-b|", "max rel",
                "eps units");
@@ -254,7 +268,9 @@ static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_
             continue;
         }
         array_diff d;
-        rc = diff_of(fa, fb, na[i], nda, da, ba, bb, &d, err, errlen);
+        rc = block_buf(&ba, &cap_a, nda, da, err, errlen);
+        if (rc == 0) rc = block_buf(&bb, &cap_b, nda, da, err, errlen);
+        if (rc == 0) rc = diff_of(fa, fb, na[i], nda, da, ba, bb, &d, err, errlen);
         if (rc < 0) break;
         const int same = tol < 0 ? d.identical : d.identical || (!d.nonfinite && d.units <= tol);
         differ |= !same;
