@@ -88,6 +88,85 @@ static int cmp_double(const void *pa, const void *pb) {
     return (a > b) - (a < b);
 }
 
+/* Sums over the timed steps of the split and the prediction (report.h). */
+typedef struct {
+    double cpu, xfer, comp, comm, idle, pred, bub, bub_ideal;
+    double pcomp, pcomm, pexp, book, bcomp;
+    int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
+    int64_t peak_inflight;
+} bench_sums;
+
+static void sums_add(bench_sums *u, const step_stats *st) {
+    u->cpu += st->split.compute_cpu;
+    u->comp += st->split.compute, u->idle += st->split.idle, u->pred += st->split.pred_step;
+    u->pcomp += st->split.pred_compute, u->pcomm += st->split.pred_comm;
+    u->pexp += st->split.pred_exposed, u->book += st->split.book_step;
+    u->bcomp += st->split.book_compute;
+    if (st->split.dominant)
+        u->dom[st->split.dominant[0] == 'c' ? 0 : st->split.dominant[0] == 'b' ? 1 : 2]++;
+    for (int op = 0; op < MESH_OP_COUNT; op++) u->comm += st->split.exposed[op];
+    for (int op = 0; op < MESH_OP_SEND; op++) u->xfer += st->split.xfer[op];
+    u->bub += st->pipe.bubble, u->bub_ideal = st->pipe.bubble_ideal;
+    if (st->pipe.peak_inflight > u->peak_inflight) u->peak_inflight = st->pipe.peak_inflight;
+}
+
+/* The matmul-only bound of the whole global step on one rank, in seconds (printed). */
+static double matmul_bound(const config *c, const run_peak *pk) {
+    const model_shape *s = &c->shape;
+    bench_gemm gemms[32];
+    const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 32);
+    double bound = 0.0, bound_flops = 0.0;
+    for (int i = 0; i < ng; i++) {
+        const double sec = bench_time_gemm(&gemms[i]);
+        bound += gemms[i].count * sec;
+        bound_flops += gemms[i].count * 2.0 * (double)(gemms[i].M * gemms[i].N * gemms[i].K);
+    }
+    const double ntok = (double)(c->batch * s->T);
+    mesh_log("bench: matmul-only bound %.1f ms/step = %.0f tok/s (%d sgemm shapes at %.1f GFLOP/s "
+             "on average) | sgemm %.1f GFLOP/s per rank, %.1f all ranks (MFU peak)\n",
+             1e3 * bound, ntok / bound, ng, bound_flops / bound / 1e9, pk->rank / 1e9,
+             pk->total / 1e9);
+    return bound;
+}
+
+/* The summary lines of the timed steps: secs (sorted here) and their sums. */
+static void print_summary(const config *c, const run_peak *pk, double bound, double *secs,
+                          const bench_sums *u) {
+    const double ntok = (double)(c->batch * c->shape.T);
+    const double flops = model_flops_per_token(&c->shape) * ntok;
+    qsort(secs, (size_t)c->steps, sizeof *secs, cmp_double);
+    const double med =
+        c->steps % 2 ? secs[c->steps / 2] : 0.5 * (secs[c->steps / 2 - 1] + secs[c->steps / 2]);
+    const double best = secs[0];
+    mesh_log("bench | tok/s median %.0f best %.0f | ms/step median %.1f best %.1f | GFLOP/s "
+             "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
+             ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
+             100.0 * flops / med / pk->total, ntok / bound, 100.0 * bound / med);
+    const double n = (double)c->steps;
+    /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
+     * when the rank has its core; transfer: the collectives' start → end */
+    mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | exposed comm %.1f ms | "
+             "transfer %.1f ms | idle %.1f ms | predicted %.1f ms/step | measured/predicted "
+             "%.2f\n",
+             1e3 * u->comp / n, 1e3 * u->cpu / n, 1e3 * u->comm / n, 1e3 * u->xfer / n,
+             1e3 * u->idle / n, 1e3 * u->pred / n,
+             u->pred > 0 ? (u->comp + u->comm) / u->pred : 0.0);
+    const int64_t *dom = u->dom;
+    const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
+    static const char *dname[3] = {"compute", "bandwidth", "latency"};
+    /* at-peak: the book's compute, this rank's FLOPs at the peak sgemm rate */
+    mesh_log("bench predict | step %.1f ms | compute %.1f ms | comm %.1f ms | exposed %.1f ms "
+             "| book-ideal %.1f ms | at-peak %.1f ms | measured/predicted %.2f (best %.2f) | "
+             "dominant %s\n",
+             1e3 * u->pred / n, 1e3 * u->pcomp / n, 1e3 * u->pcomm / n, 1e3 * u->pexp / n,
+             1e3 * u->book / n, 1e3 * u->bcomp / n, u->pred > 0 ? med / (u->pred / n) : 0.0,
+             u->pred > 0 ? best / (u->pred / n) : 0.0, dname[d]);
+    if (u->bub_ideal > 0)
+        mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
+                 "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
+                 u->bub / n, u->bub_ideal, (long long)u->peak_inflight);
+}
+
 int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     const model_shape *s = &c->shape;
     const int nranks = mesh_nranks(m);
@@ -97,23 +176,8 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
              c->threads > 1 ? "s" : "", BENCH_WARMUP_STEPS, (long long)c->steps);
-
-    /* The bound, for the whole global step on one rank. */
-    bench_gemm gemms[32];
-    const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 32);
-    double bound = 0.0, bound_flops = 0.0;
-    for (int i = 0; i < ng; i++) {
-        const double sec = bench_time_gemm(&gemms[i]);
-        bound += gemms[i].count * sec;
-        bound_flops += gemms[i].count * 2.0 * (double)(gemms[i].M * gemms[i].N * gemms[i].K);
-    }
-    const double rank_flops = pk->rank, peak = pk->total;
+    const double bound = matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
-    const double flops = model_flops_per_token(s) * ntok;
-    mesh_log("bench: matmul-only bound %.1f ms/step = %.0f tok/s (%d sgemm shapes at %.1f GFLOP/s "
-             "on average) | sgemm %.1f GFLOP/s per rank, %.1f all ranks (MFU peak)\n",
-             1e3 * bound, ntok / bound, ng, bound_flops / bound / 1e9, rank_flops / 1e9,
-             peak / 1e9);
 
     int64_t row0, nrows;
     trainer_rows(t, &row0, &nrows);
@@ -121,13 +185,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     int32_t *rows = malloc((size_t)(nrows * T1) * sizeof *rows);
     double *secs = malloc((size_t)(c->steps > 0 ? c->steps : 1) * sizeof *secs);
     CHECK(rows && secs, "bench: out of memory");
-    /* sums over the timed steps of the split and the prediction (report.h) */
-    double s_cpu = 0, s_xfer = 0, s_comp = 0, s_comm = 0, s_idle = 0, s_pred = 0, s_bub = 0,
-           s_bub_ideal = 0;
-    double s_pcomp = 0, s_pcomm = 0, s_pexp = 0, s_book = 0, s_bcomp = 0;
-    int64_t dom[3] = {0, 0,
-                      0}; /* steps whose predicted dominant term: compute, bandwidth, latency */
-    int64_t peak_inflight = 0;
+    bench_sums sums = {0};
     for (int64_t step = 0; step < BENCH_WARMUP_STEPS + c->steps; step++) {
         for (int64_t r = 0; r < nrows; r++)
             for (int64_t j = 0; j < T1; j++) {
@@ -139,53 +197,13 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
         trainer_step(t, step, rows, &st);
         if (step < BENCH_WARMUP_STEPS) continue;
         secs[step - BENCH_WARMUP_STEPS] = st.seconds;
-        s_cpu += st.split.compute_cpu;
-        s_comp += st.split.compute, s_idle += st.split.idle, s_pred += st.split.pred_step;
-        s_pcomp += st.split.pred_compute, s_pcomm += st.split.pred_comm;
-        s_pexp += st.split.pred_exposed, s_book += st.split.book_step;
-        s_bcomp += st.split.book_compute;
-        if (st.split.dominant)
-            dom[st.split.dominant[0] == 'c' ? 0 : st.split.dominant[0] == 'b' ? 1 : 2]++;
-        for (int op = 0; op < MESH_OP_COUNT; op++) s_comm += st.split.exposed[op];
-        for (int op = 0; op < MESH_OP_SEND; op++) s_xfer += st.split.xfer[op];
-        s_bub += st.pipe.bubble, s_bub_ideal = st.pipe.bubble_ideal;
-        if (st.pipe.peak_inflight > peak_inflight) peak_inflight = st.pipe.peak_inflight;
+        sums_add(&sums, &st);
         if (!c->quiet)
             mesh_log("bench step %lld | loss %.4f | %.1f ms | %.0f tok/s\n",
                      (long long)(step - BENCH_WARMUP_STEPS + 1), st.loss, 1e3 * st.seconds,
                      ntok / st.seconds);
     }
-    if (c->steps > 0) {
-        qsort(secs, (size_t)c->steps, sizeof *secs, cmp_double);
-        const double med =
-            c->steps % 2 ? secs[c->steps / 2] : 0.5 * (secs[c->steps / 2 - 1] + secs[c->steps / 2]);
-        const double best = secs[0];
-        mesh_log("bench | tok/s median %.0f best %.0f | ms/step median %.1f best %.1f | GFLOP/s "
-                 "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
-                 ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
-                 100.0 * flops / med / peak, ntok / bound, 100.0 * bound / med);
-        const double n = (double)c->steps;
-        /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
-         * when the rank has its core; transfer: the collectives' start → end */
-        mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | exposed comm %.1f ms | "
-                 "transfer %.1f ms | idle %.1f ms | predicted %.1f ms/step | measured/predicted "
-                 "%.2f\n",
-                 1e3 * s_comp / n, 1e3 * s_cpu / n, 1e3 * s_comm / n, 1e3 * s_xfer / n,
-                 1e3 * s_idle / n, 1e3 * s_pred / n, s_pred > 0 ? (s_comp + s_comm) / s_pred : 0.0);
-        const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
-        static const char *dname[3] = {"compute", "bandwidth", "latency"};
-        /* at-peak: the book's compute, this rank's FLOPs at the peak sgemm rate */
-        mesh_log("bench predict | step %.1f ms | compute %.1f ms | comm %.1f ms | exposed %.1f ms "
-                 "| book-ideal %.1f ms | at-peak %.1f ms | measured/predicted %.2f (best %.2f) | "
-                 "dominant %s\n",
-                 1e3 * s_pred / n, 1e3 * s_pcomp / n, 1e3 * s_pcomm / n, 1e3 * s_pexp / n,
-                 1e3 * s_book / n, 1e3 * s_bcomp / n, s_pred > 0 ? med / (s_pred / n) : 0.0,
-                 s_pred > 0 ? best / (s_pred / n) : 0.0, dname[d]);
-        if (s_bub_ideal > 0)
-            mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
-                     "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
-                     s_bub / n, s_bub_ideal, (long long)peak_inflight);
-    }
+    if (c->steps > 0) print_summary(c, pk, bound, secs, &sums);
     free(rows);
     free(secs);
     return 0;

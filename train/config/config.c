@@ -311,12 +311,19 @@ static int parse_f64(const char *s, double *out) {
 }
 
 /* Stores `val` into the field of flag f. */
-static int set_flag(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
-    char *base = (char *)c + f->off;
-    int64_t i;
+/* The index of val among the n names, or -1. */
+static int name_index(const char *val, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(val, names[i]) == 0) return i;
+    return -1;
+}
+
+/* A numeric flag (K_I64, K_INT, K_U64, K_F64) into its field at base. */
+static int set_number(char *base, const flag_def *f, const char *val, char *err, size_t errlen) {
     switch (f->kind) {
     case K_I64:
-    case K_INT:
+    case K_INT: {
+        int64_t i;
         if (parse_i64(val, &i))
             return errmsg_fail(err, errlen, "--%s: expected a whole number, got '%s'", f->name,
                                val);
@@ -330,6 +337,7 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
             memcpy(base, &i, sizeof i);
         }
         return 0;
+    }
     case K_U64: {
         uint64_t u;
         if (parse_u64(val, &u))
@@ -338,69 +346,87 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
         memcpy(base, &u, sizeof u);
         return 0;
     }
-    case K_F64: {
+    default: {
         double d;
         if (parse_f64(val, &d))
             return errmsg_fail(err, errlen, "--%s: expected a number, got '%s'", f->name, val);
         memcpy(base, &d, sizeof d);
         return 0;
     }
-    case K_STR:
-        if (strlen(val) >= f->size)
-            return errmsg_fail(err, errlen, "--%s: value longer than %zu characters", f->name,
-                               f->size - 1);
-        memcpy(base, val, strlen(val) + 1);
-        return 0;
+    }
+}
+
+/* --bucket: auto (-1) or bytes with an optional K, M or G suffix. */
+static int set_bucket(config *c, const char *val, char *err, size_t errlen) {
+    char *end = NULL;
+    errno = 0;
+    const double v = strcmp(val, "auto") == 0 ? -1 : strtod(val, &end);
+    const double unit = !end || !*end       ? 1
+                        : !strcmp(end, "K") ? 1e3
+                        : !strcmp(end, "M") ? 1e6
+                        : !strcmp(end, "G") ? 1e9
+                                            : 0;
+    if (errno || (end && end == val) || unit == 0 || !(v >= 0 || v == -1) || v * unit > 1e12)
+        return errmsg_fail(err, errlen,
+                           "--bucket %s: expected auto or bytes (K, M, G suffixes allowed) "
+                           "from 0 to 1e12",
+                           val);
+    c->bucket = v < 0 ? -1 : (int64_t)(v * unit);
+    return 0;
+}
+
+/* A flag whose value is one of a few names (K_OPTIM, K_SCHED, K_ONOFF, K_ORDER). */
+static int set_choice(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
+    int i;
+    switch (f->kind) {
     case K_OPTIM:
-        if (strcmp(val, "adamw") == 0)
-            c->optimizer = OPT_ADAMW;
-        else if (strcmp(val, "sgd") == 0)
-            c->optimizer = OPT_SGD;
-        else
+        if ((i = name_index(val, (const char *const[]){"adamw", "sgd"}, 2)) < 0)
             return errmsg_fail(err, errlen, "--optimizer %s: expected adamw or sgd", val);
+        c->optimizer = i == 0 ? OPT_ADAMW : OPT_SGD;
         return 0;
     case K_SCHED:
-        if (strcmp(val, "gpipe") == 0)
-            c->schedule = PIPE_GPIPE;
-        else if (strcmp(val, "1f1b") == 0)
-            c->schedule = PIPE_1F1B;
-        else
+        if ((i = name_index(val, (const char *const[]){"gpipe", "1f1b"}, 2)) < 0)
             return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
+        c->schedule = i == 0 ? PIPE_GPIPE : PIPE_1F1B;
         return 0;
-    case K_BUCKET: {
-        char *end = NULL;
-        errno = 0;
-        const double v = strcmp(val, "auto") == 0 ? -1 : strtod(val, &end);
-        const double unit = !end || !*end       ? 1
-                            : !strcmp(end, "K") ? 1e3
-                            : !strcmp(end, "M") ? 1e6
-                            : !strcmp(end, "G") ? 1e9
-                                                : 0;
-        if (errno || (end && end == val) || unit == 0 || !(v >= 0 || v == -1) || v * unit > 1e12)
-            return errmsg_fail(err, errlen,
-                               "--bucket %s: expected auto or bytes (K, M, G suffixes allowed) "
-                               "from 0 to 1e12",
-                               val);
-        c->bucket = v < 0 ? -1 : (int64_t)(v * unit);
-        return 0;
-    }
     case K_ONOFF: {
-        const int v = !strcmp(val, "on")     ? 1
-                      : !strcmp(val, "off")  ? 0
-                      : !strcmp(val, "auto") ? -1
-                                             : 2;
-        if (v == 2)
+        if ((i = name_index(val, (const char *const[]){"on", "off", "auto"}, 3)) < 0)
             return errmsg_fail(err, errlen, "--%s %s: expected on, off or auto", f->name, val);
-        memcpy(base, &v, sizeof v);
+        const int v = i == 0 ? 1 : i == 1 ? 0 : -1;
+        memcpy((char *)c + f->off, &v, sizeof v);
         return 0;
     }
-    case K_ORDER: {
+    default: {
         const int order = tokens_order_parse(val);
         if (order < 0)
             return errmsg_fail(err, errlen, "--data-order %s: expected random or sequential", val);
         c->order = (tokens_order)order;
         return 0;
     }
+    }
+}
+
+static int set_flag(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
+    char *base = (char *)c + f->off;
+    switch (f->kind) {
+    case K_I64:
+    case K_INT:
+    case K_U64:
+    case K_F64:
+        return set_number(base, f, val, err, errlen);
+    case K_STR:
+        if (strlen(val) >= f->size)
+            return errmsg_fail(err, errlen, "--%s: value longer than %zu characters", f->name,
+                               f->size - 1);
+        memcpy(base, val, strlen(val) + 1);
+        return 0;
+    case K_BUCKET:
+        return set_bucket(c, val, err, errlen);
+    case K_OPTIM:
+    case K_SCHED:
+    case K_ONOFF:
+    case K_ORDER:
+        return set_choice(c, f, val, err, errlen);
     default:
         return errmsg_fail(err, errlen, "--%s takes no value", f->name);
     }
@@ -410,9 +436,10 @@ static bool takes_value(const flag_def *f) {
     return f->kind != K_SWITCH && f->kind != K_DEMO && f->kind != K_HELP;
 }
 
-int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
-    /* --help and --demo act before everything else, wherever they are. A value that happens to
-     * read "--help" (e.g. --prompt --help) is still a value: skip values while scanning. */
+/* --help (returns 1) and --demo (applied) act before everything else, wherever they are. A value
+ * that happens to read "--help" (e.g. --prompt --help) is still a value: skip values while
+ * scanning. */
+static int early_flags(config *c, int argc, char **argv) {
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 1; i < argc; i++) {
             const char *a = argv[i];
@@ -425,6 +452,31 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
             if (pass == 1 && f->kind == K_DEMO) apply_demo(c);
         }
     }
+    return 0;
+}
+
+/* The defaults that follow from other flags, where a flag was not given. */
+static int derive_defaults(config *c, const bool *given, char *err, size_t errlen) {
+#define GIVEN(n) given[find_flag(n, strlen(n)) - flags]
+    model_shape *s = &c->shape;
+    if (!GIVEN("kv-heads") && !(c->demo && s->N % s->K == 0)) s->K = s->N;
+    if (!GIVEN("head-dim")) {
+        if (s->D % s->N != 0)
+            return errmsg_fail(err, errlen,
+                               "--d-model %lld is not divisible by --heads %lld: give --head-dim "
+                               "explicitly or choose heads dividing d-model",
+                               (long long)s->D, (long long)s->N);
+        s->H = s->D / s->N;
+    }
+    if (!GIVEN("d-ff")) s->F = default_ff(s->D);
+    if (!GIVEN("micro-batch")) c->micro_batch = c->batch;
+    if (c->bench && !GIVEN("steps")) c->steps = 10;
+#undef GIVEN
+    return 0;
+}
+
+int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
+    if (early_flags(c, argc, argv)) return 1;
 
     bool given[NFLAGS] = {false};
     const char *given_val[NFLAGS] = {NULL};
@@ -484,21 +536,7 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
         given_val[f - flags] = val;
     }
 
-#define GIVEN(n) given[find_flag(n, strlen(n)) - flags]
-    model_shape *s = &c->shape;
-    if (!GIVEN("kv-heads") && !(c->demo && s->N % s->K == 0)) s->K = s->N;
-    if (!GIVEN("head-dim")) {
-        if (s->D % s->N != 0)
-            return errmsg_fail(err, errlen,
-                               "--d-model %lld is not divisible by --heads %lld: give --head-dim "
-                               "explicitly or choose heads dividing d-model",
-                               (long long)s->D, (long long)s->N);
-        s->H = s->D / s->N;
-    }
-    if (!GIVEN("d-ff")) s->F = default_ff(s->D);
-    if (!GIVEN("micro-batch")) c->micro_batch = c->batch;
-    if (c->bench && !GIVEN("steps")) c->steps = 10;
-#undef GIVEN
+    if (derive_defaults(c, given, err, errlen)) return -1;
     return config_validate(c, err, errlen);
 }
 

@@ -97,6 +97,76 @@ static trainer *fail(trainer *t, char *err, size_t errlen, const char *fmt, ...)
     return NULL;
 }
 
+/* This rank's sgemm FLOP/s, the link emulation (--emulate) and the DCN axis (--dcn); 0, or -1
+ * with the message in err. */
+static int setup_links(trainer *t, char *err, size_t errlen) {
+    const config *c = &t->c;
+    mesh *m = t->mesh;
+    /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
+     * best of three (a busy moment only lowers it); under --emulate a rank stands for a chip
+     * with a core of its own: the emulated links are scaled to that core's rate, which other
+     * processes on the core do not lower (kern_measure_core_flops) */
+    mesh_agree(mesh_world_comm(m), 0);
+    for (int trial = 0; trial < 3; trial++) {
+        const double f =
+            c->emulate[0] ? kern_measure_core_flops(1024, 0.1) : kern_measure_flops(1024, 0.1);
+        if (f > t->flops) t->flops = f;
+    }
+    if (c->emulate[0]) {
+        mesh_emulation em;
+        if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
+            return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                               c->emulate);
+        }
+        t->emu = em;
+        t->emulated = 1;
+    }
+    t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
+    if (t->dcn >= 0 && t->emulated) {
+        /* the DCN axis: the chip's share of its host's DCN bandwidth, half each way, over a
+         * switched network (a ring wraps); hop latency as the ICI's */
+        t->dcn_chip_bw = cost_chip_dcn_bw(cost_chip_find(c->emulate));
+        mesh_link_set(m, t->dcn, t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.latency);
+        mesh_set_axis_wrap(m, t->dcn, 1);
+    }
+    return 0;
+}
+
+/* The gradient bucket size (--bucket) and the collective matmul's verdict (--collective-matmul),
+ * each one value all ranks agree on; 0, or -1 with the message in err. */
+static int setup_choices(trainer *t, char *err, size_t errlen) {
+    const config *c = &t->c;
+    mesh *m = t->mesh;
+    par *plan = t->plan;
+    if (c->bucket != 0) {
+        const int dax = par_data_axis(plan);
+        const int64_t elems =
+            c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire)
+            : dax >= 0 ? par_bucket_auto(plan, report_link(t->rep, dax), mesh_wire_bytes(t->wire),
+                                         TRAINER_BUCKET_OVERHEAD)
+                       : 0;
+        /* the ranks' link calibrations differ a little: they must agree on one size */
+        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
+        if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
+            return errmsg_fail(err, errlen, "out of memory allocating --bucket %lld bytes",
+                               (long long)c->bucket);
+        }
+    }
+    if (c->cmatmul != 0) {
+        const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
+        mesh_set_wire(m, t->wire);
+        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops);
+        mesh_set_wire(m, wire);
+        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict (the
+         * minimum: on only where every rank finds it wins) */
+        const int agreed = mesh_agree(mesh_world_comm(m), on);
+        if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
+            return errmsg_fail(err, errlen,
+                               "out of memory allocating the collective matmul's scratch");
+    }
+    return 0;
+}
+
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
     config cc = *c0;
     const config *c = &cc;
@@ -139,32 +209,9 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
             return fail(t, err, errlen, "out of memory allocating the pipeline buffers");
         }
     }
-    /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
-     * best of three (a busy moment only lowers it); under --emulate a rank stands for a chip
-     * with a core of its own: the emulated links are scaled to that core's rate, which other
-     * processes on the core do not lower (kern_measure_core_flops) */
-    mesh_agree(mesh_world_comm(m), 0);
-    for (int trial = 0; trial < 3; trial++) {
-        const double f =
-            c->emulate[0] ? kern_measure_core_flops(1024, 0.1) : kern_measure_flops(1024, 0.1);
-        if (f > t->flops) t->flops = f;
-    }
-    if (c->emulate[0]) {
-        mesh_emulation em;
-        if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
-            return fail(t, err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
-                        c->emulate);
-        }
-        t->emu = em;
-        t->emulated = 1;
-    }
-    t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
-    if (t->dcn >= 0 && t->emulated) {
-        /* the DCN axis: the chip's share of its host's DCN bandwidth, half each way, over a
-         * switched network (a ring wraps); hop latency as the ICI's */
-        t->dcn_chip_bw = cost_chip_dcn_bw(cost_chip_find(c->emulate));
-        mesh_link_set(m, t->dcn, t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.latency);
-        mesh_set_axis_wrap(m, t->dcn, 1);
+    if (setup_links(t, err, errlen) < 0) {
+        trainer_destroy(t); /* the message is in err */
+        return NULL;
     }
     t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
@@ -174,30 +221,9 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
-    if (!serial && c->bucket != 0) {
-        const int dax = par_data_axis(plan);
-        const int64_t elems =
-            c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire)
-            : dax >= 0 ? par_bucket_auto(plan, report_link(t->rep, dax), mesh_wire_bytes(t->wire),
-                                         TRAINER_BUCKET_OVERHEAD)
-                       : 0;
-        /* the ranks' link calibrations differ a little: they must agree on one size */
-        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
-        if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
-            return fail(t, err, errlen, "out of memory allocating --bucket %lld bytes",
-                        (long long)c->bucket);
-        }
-    }
-    if (!serial && c->cmatmul != 0) {
-        const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
-        mesh_set_wire(m, t->wire);
-        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops);
-        mesh_set_wire(m, wire);
-        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict (the
-         * minimum: on only where every rank finds it wins) */
-        const int agreed = mesh_agree(mesh_world_comm(m), on);
-        if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
-            return fail(t, err, errlen, "out of memory allocating the collective matmul's scratch");
+    if (!serial && setup_choices(t, err, errlen) < 0) {
+        trainer_destroy(t);
+        return NULL;
     }
     return t;
 }
