@@ -25,8 +25,6 @@ DOCS=${DOCS:-docs}
 . bench/torch_preamble.sh infer_bench
 MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"
 P=64 STEPS=32
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-minimum() { sort -g | head -1; }
 declare -A val
 add() { val[$1]="${val[$1]:-} $2"; }
 

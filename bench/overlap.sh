@@ -19,14 +19,8 @@ ROUNDS=${ROUNDS:-5}
 STEPS=${STEPS:-6}
 OUT=${OUT:-docs/overlap_results.md}
 EXTRA=${EXTRA:-}
-MT="$BUILD/meshtrain"
-[ -x "$MT" ] || { echo "overlap: $MT not found; build first" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OPENBLAS_NUM_THREADS=1
+. bench/lib.sh overlap
 MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
-field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
-median() { sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.6g", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-minimum() { sort -g | head -1; }
 variants=("1 rank|1|--mesh 1"
   "DP|2|--mesh x=2 --dp x"
   "DP --overlap|2|--mesh x=2 --dp x --overlap"

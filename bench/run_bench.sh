@@ -23,10 +23,6 @@ flags() {
     b) echo "--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 2048 --seq-len 256 --batch 8" ;;
   esac
 }
-# field LINE KEY: the number after "KEY " in LINE ("tok/s median" -> 3512).
-field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1"; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-minimum() { sort -g | head -1; }
 
 declare -A mt pt mfu bound
 for cfg in $CONFIGS; do

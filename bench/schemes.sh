@@ -13,13 +13,8 @@ BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-4}
 OUT=${OUT:-docs/schemes.md}
-MT="$BUILD/meshtrain"
-[ -x "$MT" ] || { echo "schemes: $MT not found; build first" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OPENBLAS_NUM_THREADS=1
+. bench/lib.sh schemes
 RUN() { local np=$1; shift; mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet --steps "$STEPS" "$@"; }
-field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 mkdir -p "$(dirname "$OUT")"
 MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
 exec 3>"$OUT"
