@@ -443,21 +443,30 @@ static hid_t open_dataset(h5array *f, const char *name, int *ndim, int64_t *dims
         H5Dclose(d);
         return -1;
     }
-    /* The layout message keeps the contiguous storage's size apart from the shape: they must agree
-     * (a damaged extent that still fits the limit would read past the array or leave it short). */
+    /* The layout message keeps the stored size apart from the shape: for contiguous and compact
+     * storage they must agree (a damaged extent that still fits the limit would read past the
+     * array or leave it short; a zeroed layout message reads as compact with nothing stored). */
     hid_t dcpl = H5Dget_create_plist(d), type = H5Dget_type(d);
-    const int contig = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
+    const H5D_layout_t lay = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
     const size_t esize = type >= 0 ? H5Tget_size(type) : 0;
-    const hsize_t stored = contig ? H5Dget_storage_size(d) : 0;
+    const hsize_t stored = H5Dget_storage_size(d), want = (hsize_t)numel * esize;
     if (dcpl >= 0) H5Pclose(dcpl);
     if (type >= 0) H5Tclose(type);
-    if (contig && stored != 0 && stored != (hsize_t)numel * esize) {
+    const int bad = esize == 0 ||
+                    (lay != H5D_CONTIGUOUS && lay != H5D_COMPACT && lay != H5D_CHUNKED) ||
+                    (lay == H5D_CONTIGUOUS && stored != 0 && stored != want) ||
+                    (lay == H5D_COMPACT && stored != want);
+    if (bad) {
         char s1[96];
         errmsg_fail(err, errlen,
                     "%s: dataset '%s' has shape %s of %lld elements of %zu bytes, but %llu bytes "
-                    "of storage (a damaged file)",
+                    "of %s storage (a damaged file)",
                     f->path, name, shape_str(s1, sizeof s1, nd, dims), (long long)numel, esize,
-                    (unsigned long long)stored);
+                    (unsigned long long)stored,
+                    lay == H5D_CONTIGUOUS ? "contiguous"
+                    : lay == H5D_COMPACT  ? "compact"
+                    : lay == H5D_CHUNKED  ? "chunked"
+                                          : "unknown");
         H5Dclose(d);
         return -1;
     }

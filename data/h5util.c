@@ -45,6 +45,9 @@ const char *h5util_last_error(char *buf, size_t len) {
     last_error_ctx c = {buf, len};
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, last_error_cb, &c);
     H5Eclear2(H5E_DEFAULT);
+    /* it may quote names read from a damaged file: keep the message one printable line */
+    for (char *p = buf; len > 0 && *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
     return buf;
 }
 

@@ -29,7 +29,8 @@ void h5util_quiet_begin(h5util_quiet *q);
 void h5util_quiet_end(const h5util_quiet *q);
 
 /* Not collective. The innermost message on HDF5's error stack ("truncated file: eof = ...") into
- * buf[len] ("" if the stack is empty), then clears the stack. Returns buf. */
+ * buf[len] ("" if the stack is empty; bytes outside printable ASCII, such as those of a name
+ * read from a damaged file, become '?'), then clears the stack. Returns buf. */
 const char *h5util_last_error(char *buf, size_t len);
 
 /* What a path holds, judged from its bytes (not its name). */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fuzz.sh MPIEXEC MESHTRAIN TEXT WORK FUZZ_INPUTS: the fuzz pass, in well under a minute. In
 # process (fuzz_inputs): 20000 random flag lines, 150 corrupted token files, 150 corrupted
-# checkpoints. Then whole runs on 2 ranks, each under `timeout`: random flag lines that parse,
-# and runs fed a corrupted token file or checkpoint; every run must end by itself with status 0
+# checkpoints, replays of seeds that once failed. Then whole runs on 2 ranks, each under
+# `timeout`: random flag lines that parse, and runs fed a corrupted token file or checkpoint;
+# every run must end by itself with status 0
 # or 2 (2: exactly one error line), never a crash (other statuses) or a hang (124). The seed is
 # $RANDOM unless FUZZ_SEED is set; it is printed, to replay a failure.
 set -u
@@ -28,6 +29,15 @@ for kind in tokens ckpt; do
   rc=$?
   [ $rc = 0 ] || { fail "$kind: fuzz_inputs exit $rc (124: a hang); last case:"; grep -v '^FAIL' "$WORK/$kind.log" | grep "case" | tail -1; grep FAIL "$WORK/$kind.log" | head; }
   grep "^$kind:" "$WORK/$kind.log" | sed 's/^/  /'
+done
+# Replays of seeds that once crashed or failed the in-process pass, up to the case that found it
+# (each depends on the checkpoint's byte layout, so each bug also has a deterministic case in
+# tests/ckpt/bad_inputs.sh where one could be made): 13434 case 13, an extent whose element count
+# overflows to a small one; 167 case 93, a zeroed layout message read as empty compact storage;
+# 128 case 57, HDF5's message quoting a damaged name with a newline in it.
+for sn in 13434:14 167:94 128:58; do
+  run1 "$FZ" ckpt "${sn%:*}" "${sn#*:}" "$WORK/ck/step_000002.h5" "$WORK" >"$WORK/replay.log" 2>&1 ||
+    { fail "ckpt replay of seed ${sn%:*}: exit $?"; grep -v '^FAIL' "$WORK/replay.log" | grep case | tail -1; grep FAIL "$WORK/replay.log" | head -3; }
 done
 
 # whole runs: status 0 or 2 with one error line, never anything else
