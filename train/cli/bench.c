@@ -9,6 +9,7 @@
 #include "train/observe/metrics.h"
 #include "train/model/model.h"
 #include "train/cli/run.h"
+#include "train/step/ktime.h"
 
 /* RNG stream of the synthetic tokens (ASCII "bench"). */
 #define BENCH_STREAM UINT64_C(0x62656e6368)
@@ -83,11 +84,6 @@ double bench_time_gemm(const bench_gemm *g) {
     return best;
 }
 
-static int cmp_double(const void *pa, const void *pb) {
-    const double a = *(const double *)pa, b = *(const double *)pb;
-    return (a > b) - (a < b);
-}
-
 /* Sums over the timed steps of the split and the prediction (report.h). */
 typedef struct {
     double cpu, xfer, comp, comm, idle, pred, bub, bub_ideal;
@@ -134,10 +130,8 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
                           const bench_sums *u) {
     const double ntok = (double)(c->batch * c->shape.T);
     const double flops = model_flops_per_token(&c->shape) * ntok;
-    qsort(secs, (size_t)c->steps, sizeof *secs, cmp_double);
-    const double med =
-        c->steps % 2 ? secs[c->steps / 2] : 0.5 * (secs[c->steps / 2 - 1] + secs[c->steps / 2]);
-    const double best = secs[0];
+    const double med = ktime_median(secs, c->steps);
+    const double best = secs[0]; /* sorted by ktime_median */
     mesh_log("bench | tok/s median %.0f best %.0f | ms/step median %.1f best %.1f | GFLOP/s "
              "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
              ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,

@@ -173,6 +173,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double ktime_median(double *v, int64_t n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Leaves the calling core's private caches holding none of a call's buffers, as in a step, where
  * the kernels before it have touched other data: writes a buffer larger than those caches. */
 #define KTIME_EVICT_FLOATS (1 << 20) /* 4 MB */
@@ -210,8 +215,7 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
         sum += smp[ns++];
     }
     bufs_free(&b);
-    qsort(smp, (size_t)ns, sizeof *smp, cmp_double);
-    return ns % 2 ? smp[ns / 2] : 0.5 * (smp[ns / 2 - 1] + smp[ns / 2]);
+    return ktime_median(smp, ns);
 }
 
 /* The calls of one step, with their counts, into c[] (at most 40); returns how many. */

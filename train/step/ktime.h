@@ -39,4 +39,7 @@ typedef struct {
  * 5, at most 64 samples), and fills out. Allocates its buffers and frees them before returning.
  * Returns 0, or −1 when a buffer cannot be allocated (out untouched). */
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out);
+
+/* The median of v[0..n) (n >= 1), which it leaves sorted ascending. */
+double ktime_median(double *v, int64_t n);
 #endif
