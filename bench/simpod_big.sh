@@ -18,20 +18,22 @@ shift $(($# < 2 ? $# : 2))
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(x xy z xyz)
 mkdir -p "$out"
-run() { # AXES OPS ALGS MIN MAX FACTOR ITERS
+run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
   local csv="$out/v5p_${topo}_$1.csv"
   /usr/bin/time -f "wall %e s, cpu %U+%S s, max RSS %M KB" -o "$out/v5p_${topo}_$1.time" \
     bench/simpod --chip v5p --topology "$topo" --shared 1M --cfg smpi/coll-selector:ompi \
-    build-smpi/meshbench --chip v5p --axes "$1" --op "$2" --alg "$3" --chunk 0 \
-    -b "$4" -e "$5" -f "$6" -w 0 -n "$7" -c 0 --csv "$csv" >/dev/null
+    --cfg smpi/bcast:binomial_tree \
+    build-smpi/meshbench --chip v5p --axes "$2" --op "$3" --alg "$4" --chunk 0 \
+    -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --csv "$csv" >/dev/null
   echo "$topo $1: $(cat "$out/v5p_${topo}_$1.time")" >&2
 }
 for set in "${sets[@]}"; do
   case "$set" in
-    x) run x ag,rs,ar,a2a ring,bidir 1M 16M 16 1 ;;
-    xy) run xy ag,rs,ar,a2a bidir,seq,multi 8M 16M 2 1 ;;
-    z) run z ar ring,bidir 128K 128K 2 4 ;;
-    xyz) run xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown axis set '$set' (x, xy, z, xyz)" >&2; exit 2 ;;
+    x) run x x ag,rs,ar,a2a ring,bidir 1M 16M 16 1 ;;
+    xy) run xy xy ag,rs,ar,a2a ring,bidir,seq,multi 8M 16M 2 1 ;;
+    xy-direct) run xy-direct xy ag,rs,ar,a2a direct 8M 16M 2 1 ;;
+    z) run z z ar ring,bidir 128K 128K 2 4 ;;
+    xyz) run xyz xyz ag,rs,ar,a2a seq,multi 1M 16M 16 1 ;;
+    *) echo "simpod_big: unknown run '$set' (x, xy, xy-direct, z, xyz)" >&2; exit 2 ;;
   esac
 done

@@ -198,9 +198,43 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
     return n ? n : -1;
 }
 
+/* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
+ * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Made by
+ * MPI_Comm_create over world (whose ranks are mesh ranks) from the group of those ranks, written as
+ * one strided range along the set's last axis per combination of its other axes. The same
+ * communicator as MPI_Comm_split(world, coordinates off the set, mesh_axes_index), without the
+ * split's gather of every rank's colour at one root: a simulator that runs thousands of ranks in
+ * one process (SMPI) serves that gather in time quadratic in the ranks, for every set. */
+static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes a) {
+    int stride[MESH_MAX_AXES], base = m->rank;
+    for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
+    for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
+    int len = a.n ? m->size[a.ax[a.n - 1]] : 1, step = a.n ? stride[a.ax[a.n - 1]] : 1;
+    int nr = mesh_axes_size(m, a) / len;
+    int(*r)[3] = malloc((size_t)nr * sizeof *r);
+    CHECK(r, "out of memory");
+    for (int j = 0; j < nr; j++) { /* j: the set's other axes, in the set's order, last fastest */
+        int q = j, first = base;
+        for (int i = a.n - 2; i >= 0; i--) {
+            first += q % m->size[a.ax[i]] * stride[a.ax[i]];
+            q /= m->size[a.ax[i]];
+        }
+        r[j][0] = first, r[j][1] = first + (len - 1) * step, r[j][2] = step;
+    }
+    MPI_Group g;
+    MPI_Comm out;
+    MPI_Group_range_incl(wg, nr, r, &g);
+    MPI_Comm_create(world, g, &out);
+    MPI_Group_free(&g);
+    free(r);
+    return out;
+}
+
 static void split_comms(mesh *m, mesh_ctx *c) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
+    MPI_Group wg;
+    MPI_Comm_group(c->world.mpi, &wg);
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -214,17 +248,10 @@ static void split_comms(mesh *m, mesh_ctx *c) {
                         for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
                     if (dup) continue;
                     for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    /* colour: the coordinates on the axes NOT in the set */
-                    int color = 0;
-                    for (int d = 0; d < nd; d++) {
-                        int in = 0;
-                        for (int i = 0; i < n; i++) in |= a.ax[i] == d;
-                        if (!in) color = color * m->size[d] + m->coord[d];
-                    }
-                    MPI_Comm_split(c->world.mpi, color, mesh_axes_index(m, a),
-                                   &c->set[mesh_set_id(a)].mpi);
+                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, wg, a);
                 }
     }
+    MPI_Group_free(&wg);
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
     c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
