@@ -140,6 +140,7 @@ const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len) {
 }
 
 const mesh_comm *mesh_axes_comm(mesh *m, mesh_axes a) {
+    mesh_ctx_set(m, &m->ctx[0], a);
     return &m->ctx[0].set[mesh_set_id(a)];
 }
 
@@ -205,7 +206,7 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
  * communicator as MPI_Comm_split(world, coordinates off the set, mesh_axes_index), without the
  * split's gather of every rank's colour at one root: a simulator that runs thousands of ranks in
  * one process (SMPI) serves that gather in time quadratic in the ranks, for every set. */
-static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes a) {
+static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes a, int lazy) {
     int stride[MESH_MAX_AXES], base = m->rank;
     for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
     for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
@@ -224,10 +225,36 @@ static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes 
     MPI_Group g;
     MPI_Comm out;
     MPI_Group_range_incl(wg, nr, r, &g);
-    MPI_Comm_create(world, g, &out);
+    if (lazy)
+        MPI_Comm_create_group(world, g, mesh_set_id(a), &out);
+    else
+        MPI_Comm_create(world, g, &out);
     MPI_Group_free(&g);
     free(r);
     return out;
+}
+
+#ifdef MESHTRAIN_SMPI
+/* SMPI keeps, for every simulated rank, a copy of the group of every communicator it is in: on a
+ * 16x16x16 slice the 6 orders of the 3-axis set and the 6 of each 2-axis set, on two contexts,
+ * are tens of GB. So the SMPI build makes a set of two or three axes at its first collective
+ * (MPI_Comm_create_group: collective over the set's ranks only, which all make that call), and a
+ * run over one axis set pays for that set alone. */
+enum { LAZY_FROM = 2 };
+#else
+enum { LAZY_FROM = MESH_MAX_AXES + 1 }; /* every set at mesh_create */
+#endif
+
+MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
+    mesh_comm *s = &c->set[mesh_set_id(a)];
+    if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) {
+        MPI_Group wg;
+        MPI_Comm_group(c->world.mpi, &wg);
+        s->mpi = set_comm(m, c->world.mpi, wg, a, 1);
+        MPI_Group_free(&wg);
+    }
+    CHECK(s->mpi != MPI_COMM_NULL, "no communicator for axis set %d", mesh_set_id(a));
+    return s->mpi;
 }
 
 static void split_comms(mesh *m, mesh_ctx *c) {
@@ -246,9 +273,9 @@ static void split_comms(mesh *m, mesh_ctx *c) {
                     int dup = 0;
                     for (int i = 0; i < n; i++)
                         for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
-                    if (dup) continue;
+                    if (dup || n >= LAZY_FROM) continue;
                     for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, wg, a);
+                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, wg, a, 0);
                 }
     }
     MPI_Group_free(&wg);
