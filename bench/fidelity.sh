@@ -284,9 +284,13 @@ targets() {
     echo
     echo "## $sweep"
     echo
-    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    awk -F, -v s="$sweep" '$1 == s {printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16}' "$CSV"
+    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary | compared: compute cpu ms | compared: transfer ms |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    # the compared columns: what the sweep's crossover sets against each other (targets above)
+    awk -F, -v s="$sweep" '$1 == s {
+      cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+      mc = s == "tp" || s == "tpcmm" ? $24 : $18
+      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16, cc, mc}' "$CSV"
   done
 } >"$MD"
 targets
@@ -296,12 +300,21 @@ if command -v gnuplot >/dev/null; then
   for sweep in $SWEEPS; do
     for np in $RANKS; do
       dat=$(mktemp)
-      awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {print $4, $5, $7, $8, $9, $10, $16}' "$CSV" >"$dat"
+      awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {
+        cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+        mc = s == "tp" || s == "tpcmm" ? $24 : $18
+        print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN")}' "$CSV" >"$dat"
       if [ -s "$dat" ]; then
         bnd=$(awk 'NR==1{print $7}' "$dat")
         # the x range holds the points and the boundary (which may lie outside the sweep)
         xr=$(awk -v b="$bnd" 'BEGIN{lo = b; hi = b} {lo = $1 < lo ? $1 : lo; hi = $1 > hi ? $1 : hi}
                END{printf "%g:%g", lo / 1.3, hi * 1.3}' "$dat")
+        case $sweep in
+          dp) cmp="backward pass" ;;
+          fsdp) cmp="forward + backward" ;;
+          tp | tpcmm) cmp="MLP forward" ;;
+          *) cmp="whole step" ;;
+        esac
         case $sweep in
           dp | fsdp) xl="tokens per rank (B/X)" ;;
           tp) xl="d_ff F" ;;
@@ -311,7 +324,7 @@ if command -v gnuplot >/dev/null; then
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"
 set output "$OUT_DIR/fidelity_${sweep}_np${np}.svg"
-set title "$sweep on $np ranks, --emulate v5p --comm-dtype $COMM"
+set title "$sweep on $np ranks, --emulate v5p --emulate-rate $RATE --comm-dtype $COMM"
 set logscale x 2
 set logscale y 10
 set xrange [$xr]
@@ -325,7 +338,9 @@ plot "$dat" using 1:2 with linespoints lw 2 title "measured step", \
      "$dat" using 1:3 with linespoints lw 2 dashtype 2 title "predicted step", \
      "$dat" using 1:4 with linespoints dashtype 3 title "book (idealised)", \
      "$dat" using 1:5 with linespoints title "measured compute", \
-     "$dat" using 1:6 with linespoints title "measured exposed comm"
+     "$dat" using 1:6 with linespoints title "measured exposed comm", \
+     "$dat" using 1:8 with linespoints lw 2 pt 7 title "compared: compute CPU ($cmp)", \
+     "$dat" using 1:9 with linespoints lw 2 pt 5 title "compared: transfer"
 GP
       fi
       rm -f "$dat"
