@@ -53,6 +53,8 @@ typedef struct {
     int threads;       /* BLAS threads per rank */
     int bench;         /* --bench: timing run, no data file needed */
     int quiet;
+    int quick_start; /* set by tests that check numbers only: one short trial of the sgemm rate
+                        and the fewest samples per kernel at start-up (rougher predictions) */
     int demo; /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
