@@ -303,9 +303,10 @@ const float *model_stage_dinput(model *m) {
 
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
     const int64_t D = m->s.D;
+    /* once per call, not per sequence: under ZeRO-3 each weight() is an AllGather */
+    const float *E = m->hk.weight(m->hk.ctx, m, P_EMBED);
     for (int64_t b = 0; b < B; b++)
-        kern_embed_fwd(r + b * T * D, m->hk.weight(m->hk.ctx, m, P_EMBED), tok + b * ldt, T, D,
-                       m->loc.v0, m->loc.Vl);
+        kern_embed_fwd(r + b * T * D, E, tok + b * ldt, T, D, m->loc.v0, m->loc.Vl);
 }
 
 /* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
@@ -590,9 +591,9 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
         trace_end(TRACE_EMBED_BWD);
         return;
     }
+    float *dE = m->hk.grad(m->hk.ctx, m, P_EMBED);
     for (int64_t b = 0; b < B; b++)
-        kern_embed_bwd(m->hk.grad(m->hk.ctx, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
-                       m->loc.v0, m->loc.Vl);
+        kern_embed_bwd(dE, demb + b * T * D, tokens + b * ldt, T, D, m->loc.v0, m->loc.Vl);
     m->hk.embed_grads_done(m->hk.ctx, m);
     trace_end(TRACE_EMBED_BWD);
 }
