@@ -65,6 +65,10 @@ double coll_async_nap_cap(mesh *m, double *first) {
 
 void coll_async_sleep_until(mesh *m, double t) {
     mesh_async *q = m->async;
+    if (!PROGRESS_THREAD) { /* the caller runs the call: no one to wake it */
+        link_sleep_until(t);
+        return;
+    }
     struct timespec ts;
     ts.tv_sec = (time_t)t;
     ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);

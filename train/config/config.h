@@ -70,6 +70,8 @@ typedef struct {
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
     int cmatmul;        /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
     char emulate[16];   /* chip preset for link emulation, "" = none */
+    char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the
+                             core's sgemm) or "model" (this model's linear layers) */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
