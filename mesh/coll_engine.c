@@ -613,8 +613,10 @@ static void phase_start(phase *p, double vready) {
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
     float *mine = NULL;
-    p->copied = 1;
-    if (!CTX_DATA(p->ctx)) return;
+    if (!CTX_DATA(p->ctx)) {
+        p->copied = 1;
+        return;
+    }
     if (p->kind == PH_AG) {
         mine = p->buf + blk_off(p, p->r);
         if (p->src && p->src != mine)
@@ -627,6 +629,7 @@ static void phase_copy_own(phase *p) {
     /* bf16 wire: the own block as the others receive it (its sends were staged already) */
     if (mine && p->wire == MESH_WIRE_BF16 && p->n > 1)
         mesh_bf16_round_array(mine, blk_len(p, p->r));
+    p->copied = 1;
 }
 
 static void phase_end(phase *p) {

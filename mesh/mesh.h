@@ -147,7 +147,7 @@ double mesh_now(void);
 void mesh_set_no_data(int64_t min_bytes);
 int mesh_no_data(int64_t bytes);
 #else
-#define mesh_no_data(bytes) ((void)(bytes), 0)
+#define mesh_no_data(bytes) (0 && (bytes) != 0) /* bytes is not evaluated */
 #endif
 /* The calling thread's CPU time in seconds (it does not advance while the thread waits for a
  * core or sleeps). */

@@ -6,6 +6,10 @@
 #                                                the calculator (its serial step within 15%, its
 #                                                compute within 2%, the AllGather and ReduceScatter
 #                                                bytes each rank sends within 0.75-1.05 of its own)
+#   run.sh nodata SRC DIR CHIP TOPOLOGY ARGS...  run DIR/simpod-dryrun there with and without
+#                                                --no-data: the simulated step times, the loss, the
+#                                                FLOPs charged and every collective's calls and
+#                                                bytes must be identical
 # Exits 77 (CTest: skipped) where SimGrid's smpicc/smpirun are not installed.
 set -euo pipefail
 mode="$1" src="$2" dir="$3"
@@ -18,6 +22,25 @@ if [ "$mode" = build ]; then
   cmake -S "$src" -B "$dir" -DMESHTRAIN_SMPI=ON -DCMAKE_BUILD_TYPE=Release \
         -DMESHTRAIN_WERROR="${1:-OFF}" >/dev/null
   exec cmake --build "$dir" -j 2 --target test_coll test_simlink simpod_platform simpod-dryrun
+fi
+if [ "$mode" = nodata ]; then
+  chip="$1" topo="$2"
+  shift 2
+  run() { "$src/bench/simpod" --chip "$chip" --topology "$topo" "$dir/simpod-dryrun" --chip "$chip" "$@"; }
+  # what the simulation measured: the step times (simulated), loss, FLOPs, per-op calls and bytes
+  pick() { grep -E '^(simulated step|compute charged|  coll )' <<<"$1"; }
+  with="$(run "$@")"
+  without="$(run "$@" --no-data)"
+  echo "$without"
+  grep -q '^dry run: .*data none' <<<"$without" || { echo "FAIL: --no-data was not on"; exit 1; }
+  [ "$(pick "$with" | grep -c '  coll ')" -ge 2 ] || { echo "FAIL: no collectives"; exit 1; }
+  if ! diff <(pick "$with") <(pick "$without"); then
+    echo "FAIL: --no-data changed the simulated step (above: < with data, > without)"
+    exit 1
+  fi
+  echo "identical with and without data:"
+  pick "$with"
+  exit 0
 fi
 if [ "$mode" = dryrun ]; then
   chip="$1" topo="$2"
