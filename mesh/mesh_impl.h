@@ -115,8 +115,9 @@ void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);
 void coll_async_destroy(mesh *m);
 /* coll_async.c, for the engine on the progress thread: its longest nap between polls on real
- * links and the first (*first), short while a caller waits in mesh_wait; and a nap until
- * mesh_now() >= t that a caller starting to wait ends early. */
-double coll_async_nap_cap(mesh *m, double *first);
+ * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
+ * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to
+ * wait ends early. */
+double coll_async_nap_cap(mesh *m, double idle, double *first);
 void coll_async_sleep_until(mesh *m, double t);
 #endif
