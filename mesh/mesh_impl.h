@@ -42,6 +42,10 @@ typedef struct {
 
 typedef struct mesh_async mesh_async;
 
+/* The communicator of the ordered axis set a on context c (mesh.c): made at mesh_create, except
+ * in the SMPI build, where a set of two or three axes gets its communicator at its first use. */
+MPI_Comm mesh_ctx_set(const struct mesh *m, mesh_ctx *c, mesh_axes a);
+
 typedef struct {
     mesh_trace_fn done; /* NULL: a free entry */
     mesh_wait_fn waited;
