@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # The fidelity benchmark: measured steps against meshtrain's per-step prediction and the book's
-# idealised figure, under --emulate v5p (links slowed to v5p's C/W), on 2 and 4 ranks.
+# idealised figure, under --emulate v5p (links slowed to v5p's C/W) with --emulate-rate model (the
+# emulated chip runs this model's step at its peak, as the book's T_math = FLOPs/C assumes), on 2
+# and 4 ranks.
 #   dp     B/X sweep (tokens per rank), --mesh x=N --dp x --overlap
 #   fsdp   B/X sweep, --mesh x=N --dp x --zero 3 --overlap
 #   tp     d_ff sweep, --mesh y=N --tensor y
-#   tpcmm  the tp sweep with --collective-matmul on (3 points: 512, 4096, 16384)
+#   tpcmm  the tp sweep with --collective-matmul on (3 points)
 #   mixed  data/tensor split of N chips at a fixed model and batch: |Y| = 1 .. N, FSDP over the rest
+# Each crossover compares what the book's boundary compares (docs/fidelity.md), from meshtrain's
+# `bench parts` lines (the step's compute CPU time and collectives by pass and sublayer):
+#   dp     the backward pass's compute = the step's transfer (the gradient AllReduces)
+#   fsdp   the forward + backward passes' compute = the step's transfer (2 AllGathers, 1 RS)
+#   tp     the MLP's forward compute = the transfer of the collectives issued in it (AG + RS)
+# against the boundary meshtrain prints (`bench boundary`: α·wire/2 tokens per rank; F = |Y|·α·
+# wire/2·2/3 for this model's SwiGLU, whose forward is 6·B·D·F/|Y| FLOPs, not the book's 4).
 # Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables and the
 # targets) and, when gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg:
 # step time and exposed communication against the swept variable, with the book's boundary
 # marked. Prints one line per target (within / outside), also under "Targets" in the .md.
 # usage: bench/fidelity.sh [BUILD_DIR]
-# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto OUT_DIR=docs SWEEPS="dp fsdp tp tpcmm mixed"
+# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto RATE=model OUT_DIR=docs
+#      SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
 # About 6–10 minutes on 2 idle vCPUs with the defaults (estimated: the runs' predicted steps add up
@@ -23,6 +33,7 @@ RANKS=${RANKS:-2 4}
 STEPS=${STEPS:-4}
 COMM=${COMM:-bf16}
 BUCKET=${BUCKET:-auto}
+RATE=${RATE:-model}
 OUT_DIR=${OUT_DIR:-docs}
 SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed}
 MT="$BUILD/meshtrain"
@@ -33,31 +44,43 @@ mkdir -p "$OUT_DIR"
 CSV="$OUT_DIR/fidelity.csv" MD="$OUT_DIR/fidelity_results.md"
 T=128
 # the sweeps' points: 6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
-# ranks share cores: the runs show why the targets cannot be met, not where the crossover is)
+# ranks share cores: the runs show why the targets cannot be met, not where the crossover is).
+# The TP boundary grows with |Y| (F = |Y|·α·2/3), so its sweep does too.
 points() { # points NP tpr|f
   if [ -n "${QUICK:-}" ] || [ "$1" -gt 2 ]; then
-    [ "$2" = tpr ] && echo "512 2048 8192" || echo "512 4096 16384"
+    [ "$2" = tpr ] && echo "512 2048 8192" || echo "$((512 * $1)) $((2048 * $1)) $((4096 * $1))"
   else
-    [ "$2" = tpr ] && echo "256 512 1024 2048 4096 8192" || echo "512 1024 2048 4096 8192 16384"
+    [ "$2" = tpr ] && echo "256 512 1024 2048 4096 8192" || echo "512 1024 2048 4096 8192"
   fi
 }
 
-# The book's boundaries on v5p (alpha = C/W_ici = 4.59e14 / 1.8e11 = 2550 with bf16 on the
-# wire; fp32 doubles the bytes and so the boundary).
+# alpha = C/W_ici = 4.59e14 / 1.8e11 = 2550 on v5p with bf16 on the wire (fp32 doubles the bytes
+# and so the boundary): the FSDP+TP split's threshold (the other boundaries come from meshtrain's
+# `bench boundary` line)
 ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
-[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags" >"$CSV"
+[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms" >"$CSV"
 
-# run SWEEP NP VAR BOUNDARY MESH FLAGS...: one meshtrain --bench run, one CSV row
+# parts LINE: the fwd+bwd sum, the backward's and the forward MLP's ms of a `bench parts` line
+parts() {
+  local p=() k
+  for k in fwd-attn fwd-mlp fwd-other bwd-attn bwd-mlp bwd-other; do p+=("$(field "$1" "$k")"); done
+  awk -v a="${p[0]}" -v b="${p[1]}" -v c="${p[2]}" -v d="${p[3]}" -v e="${p[4]}" -v f="${p[5]}" \
+    'BEGIN{printf "%.1f %.1f %.1f", a + b + c + d + e + f, d + e + f, b}'
+}
+
+# run SWEEP NP VAR BOUNDARY MESH FLAGS...: one meshtrain --bench run, one CSV row; BOUNDARY "dp",
+# "tp": the one of `bench boundary` (tokens per rank, F), else the number itself
 run() {
   local sweep=$1 np=$2 var=$3 bnd=$4 meshs=$5
   shift 5
   local out line split pred
   out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
-        --steps "$STEPS" --emulate v5p --comm-dtype "$COMM" --mesh "$meshs" "$@" 2>&1) || {
+        --steps "$STEPS" --emulate v5p --emulate-rate "$RATE" --comm-dtype "$COMM" \
+        --mesh "$meshs" "$@" 2>&1) || {
     echo "fidelity: run failed: -np $np --mesh $meshs $*" >&2
     echo "$out" | tail -5 >&2
     return 0
@@ -71,11 +94,28 @@ run() {
   pstep=$(field "$pred" 'step'); pcomp=$(field "$pred" 'compute'); pcm=$(field "$pred" 'comm')
   pexp=$(field "$pred" 'exposed'); book=$(field "$pred" 'book-ideal'); dom=$(word "$pred" 'dominant')
   ratio=$(awk -v a="$ms" -v b="$pstep" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')
-  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*" >>"$CSV"
+  local bl pc px ppc ppm mc mx pcc pcm2 mbwd mmlp pbwd pmlp
+  bl=$(grep '^bench boundary' <<<"$out")
+  case $bnd in
+    dp) bnd=$(field "$bl" 'data-tokens-per-rank') ;;
+    tp) bnd=$(field "$bl" 'tensor-F') ;;
+  esac
+  pc=$(grep '^bench parts compute-cpu' <<<"$out"); px=$(grep '^bench parts transfer' <<<"$out")
+  ppc=$(grep '^bench parts predicted-compute' <<<"$out"); ppm=$(grep '^bench parts predicted-comm' <<<"$out")
+  read -r mc mbwd mmlp <<<"$(parts "$pc")"
+  read -r pcc pbwd pmlp <<<"$(parts "$ppc")"
+  mx=$(field "$px" 'fwd-mlp'); pcm2=$(field "$ppm" 'fwd-mlp')
+  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2" >>"$CSV"
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
-SMALL="--layers 4 --d-model 128 --heads 4 --d-ff 512 --seq-len $T"
+# DP/FSDP: L=2 D=256 F=1024 (2.2M parameters, 2.1 MB per layer in bf16): each layer's gather and
+# each gradient bucket is ~10× the 180 kB a v5p hop's latency is worth (T_min·W), so the
+# collectives are bandwidth-bound, as the book's boundary assumes
+DATA_MODEL="--layers 2 --d-model 256 --heads 4 --d-ff 1024 --seq-len $T"
+# TP: 64 sequences of 128 = 8192 tokens at D=256: each activation AllGather/ReduceScatter moves
+# 4.2 MB (bf16), 23× a hop's latency
+TP_MODEL="--layers 1 --d-model 256 --heads 4 --seq-len $T --batch 64"
 MIX_F=1024 MIX_B=64 # the FSDP+TP split: d_ff and sequences per step
 [ -n "${REPORT_ONLY:-}" ] && RUN_RANKS="" || RUN_RANKS=$RANKS
 for np in $RUN_RANKS; do
@@ -86,17 +126,17 @@ for np in $RUN_RANKS; do
         [ "$sweep" = fsdp ] && extra="--dp x --zero 3 --overlap --bucket $BUCKET"
         for tpr in $(points "$np" tpr); do
           # shellcheck disable=SC2086
-          run "$sweep" "$np" "$tpr" "$ALPHA" "x=$np" $SMALL --batch $((tpr * np / T)) $extra
+          run "$sweep" "$np" "$tpr" dp "x=$np" $DATA_MODEL --batch $((tpr * np / T)) $extra
         done ;;
       tp)
         for F in $(points "$np" f); do
-          run tp "$np" "$F" $((np * ALPHA)) "y=$np" --layers 2 --d-model 128 --heads 4 \
-            --d-ff "$F" --seq-len "$T" --batch 8 --tensor y
+          # shellcheck disable=SC2086
+          run tp "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y
         done ;;
       tpcmm) # the same TP runs with the collective matmul (the forward RS, backward AG hidden)
-        for F in 512 4096 16384; do
-          run tpcmm "$np" "$F" $((np * ALPHA)) "y=$np" --layers 2 --d-model 128 --heads 4 \
-            --d-ff "$F" --seq-len "$T" --batch 8 --tensor y --collective-matmul on
+        for F in $((512 * np)) $((2048 * np)) $((4096 * np)); do
+          # shellcheck disable=SC2086
+          run tpcmm "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y --collective-matmul on
         done ;;
       mixed)
         # B = 64 sequences = 8192 tokens, F = 1024; the book's optimum X = sqrt(B/F · N) (one
@@ -123,7 +163,7 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.2f", NR % 2 ? v[(N
 # crossover SWEEP NP COMPUTE_COL COMM_COL: the swept value where compute meets communication,
 # interpolated in log-log between the two points that bracket it; "<first" / ">last" if none do
 crossover() {
-  awk -F, -v s="$1" -v n="$2" -v cc="$3" -v mc="$4" '$1 == s && $2 == n && $cc > 0 && $mc > 0 {print $4, log($cc / $mc)}' "$CSV" |
+  awk -F, -v s="$1" -v n="$2" -v cc="$3" -v mc="$4" '$1 == s && $2 == n && $cc > 0 && $mc > 0 {print $4, log($cc / $mc)}' "$CSV" 2>/dev/null |
     sort -g | awk '{x[NR] = $1; d[NR] = $2}
       END {
         if (!NR) exit
@@ -155,15 +195,20 @@ targets() {
       "$([ "$ok" -eq "$(wc -l <<<"$rows")" ] && echo within || echo outside)"
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
   done
-  local sw b c cp eff
+  local sw b c cp w cc mc pc pm what
   for sw in dp fsdp tp tpcmm; do
+    # the columns compared (measured compute, measured transfer, predicted compute, comm)
+    case $sw in
+      dp) cc=21 mc=18 pc=25 pm=12 what="backward-pass compute CPU = the step's transfer (gradient AllReduces), tokens per rank" ;;
+      fsdp) cc=22 mc=18 pc=26 pm=12 what="forward+backward compute CPU = the step's transfer (AllGathers, ReduceScatters), tokens per rank" ;;
+      *) cc=23 mc=24 pc=27 pm=28 what="MLP forward compute CPU = its AllGather + ReduceScatter transfer, d_ff" ;;
+    esac
     for np in $RANKS; do
       b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
       [ -n "$b" ] || continue
-      c=$(crossover "$sw" "$np" 17 18); cp=$(crossover "$sw" "$np" 11 12)
-      # the book's boundary at the rate this CPU reaches on these shapes: C_eff/C = at-peak/predicted
-      eff=$(awk -F, -v s="$sw" -v n="$np" -v b="$b" '$1 == s && $2 == n && $11 > 0 {print b * $19 / $11}' "$CSV" | median | awk '{printf "%.0f", $1}')
-      echo "target: crossover $sw, $np ranks: measured $c (compute CPU = transfer), predicted $cp, book $b: $(verdict "$c" "$b"); at the achieved FLOP rate the book's boundary is $eff: $(verdict "$c" "$eff")"
+      c=$(crossover "$sw" "$np" "$cc" "$mc"); cp=$(crossover "$sw" "$np" "$pc" "$pm")
+      w=$(crossover "$sw" "$np" 17 18)
+      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, book $b: $(verdict "$c" "$b") (whole step's compute CPU = all transfer: $w)"
     done
   done
   for np in $RANKS; do
@@ -192,7 +237,7 @@ targets() {
   echo
   echo "Measured by \`bench/fidelity.sh $BUILD\` (RANKS=\"$RANKS\" STEPS=$STEPS COMM=$COMM BUCKET=$BUCKET${QUICK:+ QUICK=1})"
   echo "on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs, load average at the end:"
-  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`--emulate v5p --comm-dtype $COMM\`, 1 BLAS"
+  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`--emulate v5p --emulate-rate $RATE --comm-dtype $COMM\`, 1 BLAS"
   echo "thread per rank, $STEPS timed steps after 2 warm-up steps; ms are the median step (prediction:"
   echo "the mean over the timed steps). The raw rows are in fidelity.csv."
   echo
@@ -205,8 +250,9 @@ targets() {
   echo "- *transfer*: the collectives' time from start to end (the book's T_comms), hidden or not."
   echo "- *book*: the book's idealised step, max(compute at the peak sgemm rate, communication by the"
   echo "  book's formulas with bf16 bytes)."
-  echo "- *boundary*: the book's crossover for the swept variable (B/X = α = $ALPHA tokens per rank for"
-  echo "  DP/FSDP; F = |Y|·α for TP; |Y| = N/X_opt for the FSDP+TP split)."
+  echo "- *boundary*: the book's crossover for the swept variable (B/X = α·wire/2 tokens per rank for"
+  echo "  DP/FSDP; F = |Y|·α·wire/2·2/3 for TP with this model's SwiGLU MLP, whose forward is 6·B·D·F/|Y|"
+  echo "  FLOPs against the book's 4; |Y| = N/X_opt for the FSDP+TP split; α = $ALPHA with bf16)."
   echo
   echo "## Targets"
   echo
@@ -214,10 +260,13 @@ targets() {
   targets
   echo '```'
   echo
-  echo "A crossover is where the compute's CPU time meets the collectives' transfer time, interpolated"
-  echo "between the sweep's points; *predicted* is the same from the prediction's compute and"
-  echo "communication. The achieved-rate boundary is the book's α scaled by this CPU's FLOP rate on"
-  echo "the model's shapes over the peak sgemm rate that the emulated links are scaled to."
+  echo "A crossover is where the compute the book's boundary counts meets the communication it sets"
+  echo "against it, interpolated in log-log between the sweep's points: for DP the backward pass's"
+  echo "compute CPU time against the step's transfer time (the gradient AllReduces); for FSDP the"
+  echo "forward and backward passes' against the step's; for TP the MLP's forward compute against the"
+  echo "collectives issued in it (its AllGather and ReduceScatter). *predicted* is the same from the"
+  echo "prediction's compute and communication. The whole step's crossover (all compute = all"
+  echo "transfer, as this benchmark measured before) is in brackets."
   echo
   echo "## measured / predicted, over every run"
   echo
@@ -235,9 +284,13 @@ targets() {
     echo
     echo "## $sweep"
     echo
-    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    awk -F, -v s="$sweep" '$1 == s {printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16}' "$CSV"
+    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary | compared: compute cpu ms | compared: transfer ms |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    # the compared columns: what the sweep's crossover sets against each other (targets above)
+    awk -F, -v s="$sweep" '$1 == s {
+      cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+      mc = s == "tp" || s == "tpcmm" ? $24 : $18
+      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16, cc, mc}' "$CSV"
   done
 } >"$MD"
 targets
@@ -247,12 +300,21 @@ if command -v gnuplot >/dev/null; then
   for sweep in $SWEEPS; do
     for np in $RANKS; do
       dat=$(mktemp)
-      awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {print $4, $5, $7, $8, $9, $10, $16}' "$CSV" >"$dat"
+      awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {
+        cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+        mc = s == "tp" || s == "tpcmm" ? $24 : $18
+        print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN")}' "$CSV" >"$dat"
       if [ -s "$dat" ]; then
         bnd=$(awk 'NR==1{print $7}' "$dat")
         # the x range holds the points and the boundary (which may lie outside the sweep)
         xr=$(awk -v b="$bnd" 'BEGIN{lo = b; hi = b} {lo = $1 < lo ? $1 : lo; hi = $1 > hi ? $1 : hi}
                END{printf "%g:%g", lo / 1.3, hi * 1.3}' "$dat")
+        case $sweep in
+          dp) cmp="backward pass" ;;
+          fsdp) cmp="forward + backward" ;;
+          tp | tpcmm) cmp="MLP forward" ;;
+          *) cmp="whole step" ;;
+        esac
         case $sweep in
           dp | fsdp) xl="tokens per rank (B/X)" ;;
           tp) xl="d_ff F" ;;
@@ -262,7 +324,7 @@ if command -v gnuplot >/dev/null; then
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"
 set output "$OUT_DIR/fidelity_${sweep}_np${np}.svg"
-set title "$sweep on $np ranks, --emulate v5p --comm-dtype $COMM"
+set title "$sweep on $np ranks, --emulate v5p --emulate-rate $RATE --comm-dtype $COMM"
 set logscale x 2
 set logscale y 10
 set xrange [$xr]
@@ -276,7 +338,9 @@ plot "$dat" using 1:2 with linespoints lw 2 title "measured step", \
      "$dat" using 1:3 with linespoints lw 2 dashtype 2 title "predicted step", \
      "$dat" using 1:4 with linespoints dashtype 3 title "book (idealised)", \
      "$dat" using 1:5 with linespoints title "measured compute", \
-     "$dat" using 1:6 with linespoints title "measured exposed comm"
+     "$dat" using 1:6 with linespoints title "measured exposed comm", \
+     "$dat" using 1:8 with linespoints lw 2 pt 7 title "compared: compute CPU ($cmp)", \
+     "$dat" using 1:9 with linespoints lw 2 pt 5 title "compared: transfer"
 GP
       fi
       rm -f "$dat"

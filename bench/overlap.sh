@@ -6,7 +6,8 @@
 # The variants alternate within each round, so that a change of the machine's load hits all of
 # them; per variant the min and the median over the rounds of the run's median step, and the
 # CPU seconds the run's ranks used per step (user + sys over the whole run, start-up included,
-# divided by the steps: what --overlap's progress thread costs shows as a difference here).
+# divided by the steps: what --overlap's progress thread costs shows as a difference here), and
+# the progress thread's own CPU time per timed step on rank 0 (bench split's progress-cpu).
 # Writes OUT (default docs/overlap_results.md) and prints one line per target:
 #   --overlap never slower than without (beyond noise: the paired ratio's median within 1.03),
 #   efficiency ≥ 0.93 (from the min over rounds of each).
@@ -30,7 +31,7 @@ variants=("1 rank|1|--mesh 1"
   "ZeRO-2 --overlap|2|--mesh x=2 --dp x --zero 2 --overlap"
   "ZeRO-3|2|--mesh x=2 --dp x --zero 3"
   "ZeRO-3 --overlap|2|--mesh x=2 --dp x --zero 3 --overlap")
-declare -A ms cpu ccpu
+declare -A ms cpu ccpu pcpu
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 tm=$(mktemp)
 trap 'rm -f "$tm"' EXIT
@@ -43,16 +44,18 @@ for r in $(seq "$ROUNDS"); do
       -np "$np" "$MT" --bench --quiet --steps "$STEPS" $MODEL $flags 2>&1) || {
       echo "overlap: run failed: $name" >&2
       echo "$out" | grep -v '^\(-\|$\)' | head -5 >&2
-      ms[$name]+="- "; cpu[$name]+="- "; ccpu[$name]+="- " # keeps the rounds paired
+      ms[$name]+="- "; cpu[$name]+="- "; ccpu[$name]+="- "; pcpu[$name]+="- " # keeps rounds paired
       continue
     }
     line=$(grep '^bench |' <<<"$out")
     t=$(field "$line" 'ms/step median')
-    ccpu[$name]+="$(field "$(grep '^bench split' <<<"$out")" 'compute-cpu') "
+    split=$(grep '^bench split' <<<"$out")
+    ccpu[$name]+="$(field "$split" 'compute-cpu') "
+    pcpu[$name]+="$(field "$split" 'progress-cpu') "
     c=$(awk -v s="$STEPS" '{printf "%.3f", ($1 + $2) / (s + 2)}' "$tm")
     ms[$name]+="$t "
     cpu[$name]+="$c "
-    echo "round $r: $name: $t ms/step, $c CPU s/step" >&2
+    echo "round $r: $name: $t ms/step, $c CPU s/step, progress $(field "$split" 'progress-cpu') ms/step" >&2
   done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -72,25 +75,27 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
   echo "median step of $STEPS timed steps; per variant the min and median over $ROUNDS rounds, the"
   echo "variants alternating within each round. Efficiency = t(1 rank) / (2 · t(2 ranks)), min with"
   echo "min and median with median. CPU s/step: the ranks' user + sys time over the whole run (start-up"
-  echo "included) per step, median over the rounds."
+  echo "included) per step, median over the rounds. Progress CPU: rank 0's progress thread (which runs"
+  echo "--overlap's collectives) per timed step, median."
   echo
   echo "Compute CPU: the step's compute on rank 0's CPU clock (what it takes on a core of its own),"
   echo "median; its efficiency, t_cpu(1 rank) / (2 · t_cpu(2 ranks)), is the best the 2-rank run can reach"
   echo "(the split batch's smaller matmuls), whatever the communication does."
   echo
-  echo "| variant | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | overlap / without (paired, median) |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| variant | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | progress CPU ms | overlap / without (paired, median) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for v in "${variants[@]}"; do
     IFS='|' read -r name np flags <<<"$v"
     [ -n "${ms[$name]:-}" ] || continue
     mn=$(list "${ms[$name]}" | minimum); md=$(list "${ms[$name]}" | median)
     cs=$(list "${cpu[$name]}" | median)
     cc=$(list "${ccpu[$name]}" | median)
+    pc=$(list "${pcpu[$name]}" | median)
     pr="-"
     case $name in *--overlap) pr=$(paired "${name% --overlap}" | median | awk '{printf "%.2f", $1}') ;; esac
     awk -v n="$name" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
-      -v cc="$cc" -v oc="$one_cc" 'BEGIN{printf "| %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s |\n", n, a, b,
-        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pr}'
+      -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" 'BEGIN{printf "| %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s | %s |\n", n, a, b,
+        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, pr}'
   done
   echo
   echo "## Targets"

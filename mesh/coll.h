@@ -126,6 +126,9 @@ mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *
 int mesh_test(mesh_req *r);
 /* Not collective. Blocks until done, then frees the handle. Accepts NULL. */
 void mesh_wait(mesh_req *r);
+/* Not collective. CPU seconds the progress thread has used so far (0 before the first mesh_i*
+ * call): what running the non-blocking calls cost, beside the caller's own CPU time. */
+double mesh_progress_cpu(const mesh *m);
 
 /* ---- point-to-point between neighbours along one axis (pipeline stages) ----
  * dir = +1: the neighbour at coord+1, −1: coord−1 (with wraparound if the axis wraps). Sends are

@@ -179,6 +179,7 @@ static void parse(config *c, int argc, char **argv) {
     int nargs = 5;
     for (int i = 0; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
     config_defaults(c);
+    c->quick_start = 1; /* numbers only: no careful kernel timing at start-up */
     if (config_parse(c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
     c->shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
     c->steps = STEPS, c->lr = 1e-2, c->warmup = 1, c->clip = 1.0;

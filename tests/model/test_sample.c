@@ -71,6 +71,7 @@ static void test_pick(void) {
 static void test_generate(void) {
     config c;
     config_defaults(&c);
+    c.quick_start = 1; /* numbers only: no careful kernel timing at start-up */
     c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
     c.batch = c.micro_batch = 2 * mesh_world_size();
     char err[512];

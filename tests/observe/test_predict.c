@@ -2,7 +2,9 @@
  * compute alone; a blocking collective; a non-blocking one hidden behind compute and one that
  * is not; two in the queue at once; a step with no compute stretch; events given out of order.
  * The compute model (train/step/ktime.h) times the linear layers of exactly 6·P·tokens FLOPs, P the
- * matmul parameters held (the unembedding only on the last stage), counted by hand. */
+ * matmul parameters held (the unembedding only on the last stage), counted by hand, and its
+ * parts (train/observe/parts.h) add up to it. The book's crossovers (report_book_boundaries)
+ * against the training chapter's numbers. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "check.h"
 #include "train/step/ktime.h"
 #include "train/observe/predict.h"
+#include "train/observe/report.h"
 
 static void expect(const char *what, const predict_result *r, double step, double exposed,
                    double exposed_lat, double comm, const char *dominant) {
@@ -86,9 +89,43 @@ int main(void) {
     check_expect(kt.matmul > 0 && kt.attention > 0 && kt.elementwise > 0 && kt.optimizer > 0 &&
                      kt.total == kt.matmul + kt.attention + kt.elementwise + kt.optimizer,
                  "ktime: every part timed, total = their sum (%.3g s)", kt.total);
+    double parts = 0;
+    for (int p = 0; p < PART_COUNT; p++) parts += kt.part[p];
+    check_expect(fabs(parts - kt.total) <= 1e-12 * kt.total && kt.part[PART_REST] == kt.optimizer,
+                 "ktime: the parts add up to the total (%.3g of %.3g s), rest = the optimizer",
+                 parts, kt.total);
+    check_expect(kt.part[PART_FWD_ATTN] > 0 && kt.part[PART_FWD_MLP] > 0 &&
+                     kt.part[PART_FWD_OTHER] > 0 && kt.part[PART_BWD_ATTN] > 0 &&
+                     kt.part[PART_BWD_MLP] > 0 && kt.part[PART_BWD_OTHER] > 0,
+                 "ktime: every part of a last stage's step has compute");
     ks.last = 0;
     ktime_measure(&ks, 1e-4, &kt);
     check_expect(kt.matmul_flops == 6.0 * 2 * 2304 * 48,
                  "ktime: not the last stage: no unembedding (%.0f FLOPs)", kt.matmul_flops);
+    check_expect(kt.part[PART_FWD_OTHER] == 0 && kt.part[PART_BWD_OTHER] == 0,
+                 "ktime: not the last stage: no head, nothing in the passes' other parts");
+
+    /* the book's crossovers on v5p (C = 4.59e14, W = 1.8e11 both ways): α = 2550 tokens per
+     * chip with bf16 (training chapter), 850 on 3 axes; fp32 doubles the bytes and the boundary;
+     * TP F = |Y|·α for the book's 2-matrix MLP (5100 on |Y| = 2), ⅔ of it for a SwiGLU (3400) */
+    report_boundaries bd;
+    int rb = report_book_boundaries(4.59e14, 1.8e11, 2, 1, 2, 3, &bd);
+    check_expect(rb == 0 && fabs(bd.alpha - 2550) < 1e-9 && fabs(bd.data_tokens - 2550) < 1e-9 &&
+                     fabs(bd.tensor_F - 3400) < 1e-9,
+                 "boundaries, v5p bf16, |Y| = 2, SwiGLU: α %.1f, B/X %.1f, F %.1f = 2550, 2550, "
+                 "3400",
+                 bd.alpha, bd.data_tokens, bd.tensor_F);
+    rb = report_book_boundaries(4.59e14, 1.8e11, 2, 3, 4, 2, &bd);
+    check_expect(rb == 0 && fabs(bd.data_tokens - 850) < 1e-9 && fabs(bd.tensor_F - 10200) < 1e-9,
+                 "boundaries, 3 data axes, |Y| = 4, the book's MLP: B/X %.1f = 850, F %.1f = 10200",
+                 bd.data_tokens, bd.tensor_F);
+    rb = report_book_boundaries(4.59e14, 1.8e11, 4, 1, 2, 2, &bd);
+    check_expect(rb == 0 && fabs(bd.data_tokens - 5100) < 1e-9 && fabs(bd.tensor_F - 10200) < 1e-9,
+                 "boundaries, fp32 on the wire: B/X %.1f = 5100, F %.1f = 10200", bd.data_tokens,
+                 bd.tensor_F);
+    check_expect(report_book_boundaries(0, 1.8e11, 2, 1, 1, 3, &bd) < 0 &&
+                     report_book_boundaries(4.59e14, 1.8e11, 2, 0, 1, 3, &bd) < 0 &&
+                     report_book_boundaries(4.59e14, 1.8e11, 2, 1, 1, 0, &bd) < 0,
+                 "boundaries: bad input refused");
     return check_finish("test_predict");
 }

@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
     const int64_t L = c.pipe_axis[0] ? 4 : 2;
     c.shape = (model_shape){.L = L, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
     c.steps = STEPS, c.lr = 1e-2, c.warmup = 1, c.clip = 1.0;
+    c.quick_start = 1; /* numbers only: no careful kernel timing at start-up */
     c.weight_decay = 0.1, c.seed = 11;
     /* AdamW's m̂/(sqrt(v̂) + ε) rescales every element to a step of ~lr whatever its size: an
      * element whose gradient is ~1e-8 (pure cancellation, its low bits depend on the reduction

@@ -25,6 +25,7 @@ int main(int argc, char **argv) {
             c.shape =
                 (model_shape){.L = P, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 8};
             c.batch = 2 * M, c.micro_batch = 2 * M, c.steps = 1; /* micro-batches of 2 rows */
+            c.quick_start = 1; /* numbers only */
             snprintf(c.pipe_axis, sizeof c.pipe_axis, "z");
             c.microbatches = M, c.schedule = (pipe_schedule)sched;
             trainer *t = trainer_create(&c, m, err, sizeof err);

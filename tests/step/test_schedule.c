@@ -1,8 +1,10 @@
 /* The learning-rate schedule (trainer_lr) against its contract in trainer.h: linear warm-up to
  * --lr over --warmup steps, then cosine decay to --min-lr at the last step. Checked as
- * properties, so either "reaches lr at step warmup−1 or warmup" convention passes. Not MPI. */
+ * properties, so either "reaches lr at step warmup−1 or warmup" convention passes; and the rate
+ * --emulate-rate stands for the chip's peak (trainer_emulation_rate). Not MPI. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "check.h"
 #include "train/step/trainer.h"
@@ -57,5 +59,13 @@ int main(void) {
     int flat = 1;
     for (int64_t s = 0; s < 20; s++) flat &= close_to(trainer_lr(&c, s), 5e-4);
     check_expect(flat, "min_lr = lr: constant");
+    /* --emulate-rate: the default stands the core's sgemm rate for the chip's peak; "model" the
+     * linear layers' rate (3e9 FLOPs in 0.1 s: 3e10 FLOP/s) */
+    check_expect(!strcmp(c.emulate_rate, "peak"), "--emulate-rate defaults to peak");
+    check_expect(trainer_emulation_rate("peak", 5e10, 3e9, 0.1) == 5e10 &&
+                     close_to(trainer_emulation_rate("model", 5e10, 3e9, 0.1), 3e10) &&
+                     trainer_emulation_rate("model", 5e10, 3e9, 0) == 5e10 &&
+                     trainer_emulation_rate("model", 5e10, 0, 0.1) == 5e10,
+                 "emulation rate: peak, the linear layers' rate, peak when it is unknown");
     return check_finish("test_schedule");
 }

@@ -10,6 +10,10 @@
 #include "train/model/model.h"
 #include "train/cli/run.h"
 #include "train/step/ktime.h"
+#include "mesh/cost.h"
+#include "mesh/coll.h"
+#include "train/observe/report.h"
+#include "train/parallel/par.h"
 
 /* RNG stream of the synthetic tokens (ASCII "bench"). */
 #define BENCH_STREAM UINT64_C(0x62656e6368)
@@ -90,6 +94,9 @@ typedef struct {
     double pcomp, pcomm, pexp, book, bcomp;
     int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight;
+    /* by part of the step (parts.h): compute CPU, transfer, predicted compute and comm */
+    double pcpu[PART_COUNT], pxfer[PART_COUNT], ppcomp[PART_COUNT], ppcomm[PART_COUNT];
+    double progress; /* rank 0's progress thread's CPU seconds (mesh_progress_cpu) */
 } bench_sums;
 
 static void sums_add(bench_sums *u, const step_stats *st) {
@@ -103,6 +110,11 @@ static void sums_add(bench_sums *u, const step_stats *st) {
     for (int op = 0; op < MESH_OP_COUNT; op++) u->comm += st->split.exposed[op];
     for (int op = 0; op < MESH_OP_SEND; op++) u->xfer += st->split.xfer[op];
     u->bub += st->pipe.bubble, u->bub_ideal = st->pipe.bubble_ideal;
+    for (int p = 0; p < PART_COUNT; p++) {
+        u->pcpu[p] += st->split.part_cpu[p], u->pxfer[p] += st->split.part_xfer[p];
+        u->ppcomp[p] += st->split.part_pred_compute[p];
+        u->ppcomm[p] += st->split.part_pred_comm[p];
+    }
     if (st->pipe.peak_inflight > u->peak_inflight) u->peak_inflight = st->pipe.peak_inflight;
 }
 
@@ -138,12 +150,13 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
              100.0 * flops / med / pk->total, ntok / bound, 100.0 * bound / med);
     const double n = (double)c->steps;
     /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
-     * when the rank has its core; transfer: the collectives' start → end */
-    mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | exposed comm %.1f ms | "
-             "transfer %.1f ms | idle %.1f ms | predicted %.1f ms/step | measured/predicted "
-             "%.2f\n",
-             1e3 * u->comp / n, 1e3 * u->cpu / n, 1e3 * u->comm / n, 1e3 * u->xfer / n,
-             1e3 * u->idle / n, 1e3 * u->pred / n,
+     * when the rank has its core; progress-cpu: the progress thread's (--overlap's collectives);
+     * transfer: the collectives' start → end */
+    mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | progress-cpu %.1f ms | exposed "
+             "comm %.1f ms | transfer %.1f ms | idle %.1f ms | predicted %.1f ms/step | "
+             "measured/predicted %.2f\n",
+             1e3 * u->comp / n, 1e3 * u->cpu / n, 1e3 * u->progress / n, 1e3 * u->comm / n,
+             1e3 * u->xfer / n, 1e3 * u->idle / n, 1e3 * u->pred / n,
              u->pred > 0 ? (u->comp + u->comm) / u->pred : 0.0);
     const int64_t *dom = u->dom;
     const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
@@ -155,10 +168,52 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
              1e3 * u->pred / n, 1e3 * u->pcomp / n, 1e3 * u->pcomm / n, 1e3 * u->pexp / n,
              1e3 * u->book / n, 1e3 * u->bcomp / n, u->pred > 0 ? med / (u->pred / n) : 0.0,
              u->pred > 0 ? best / (u->pred / n) : 0.0, dname[d]);
+    /* the step by part: what the book's crossovers compare (docs/fidelity.md) */
+    const double *what[4] = {u->pcpu, u->pxfer, u->ppcomp, u->ppcomm};
+    static const char *wname[4] = {"compute-cpu", "transfer", "predicted-compute",
+                                   "predicted-comm"};
+    for (int w = 0; w < 4; w++) {
+        char line[512];
+        int len = snprintf(line, sizeof line, "bench parts %s", wname[w]);
+        for (int p = 0; p < PART_COUNT && len < (int)sizeof line; p++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " | %s %.1f ms",
+                            step_part_name((step_part)p), 1e3 * what[w][p] / n);
+        mesh_log("%s\n", line);
+    }
     if (u->bub_ideal > 0)
         mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
                  "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
                  u->bub / n, u->bub_ideal, (long long)u->peak_inflight);
+}
+
+/* Under --emulate: the book's crossovers for this run (report_book_boundaries), with the chip's
+ * C and W and the bytes of --comm-dtype. */
+static void print_boundaries(const config *c, trainer *t) {
+    const cost_chip *chip = c->emulate[0] ? cost_chip_find(c->emulate) : NULL;
+    if (!chip) return;
+    report_case k;
+    char name[128];
+    par_report_case(trainer_par(t), c, &k, name, sizeof name);
+    const double wire = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
+    report_boundaries b;
+    /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */
+    if (report_book_boundaries(chip->flops_bf16, chip->ici_bidi, wire,
+                               k.n_data_axes > 0 ? k.n_data_axes : 1, k.nY, 3, &b) < 0)
+        return;
+    mesh_log("bench boundary | alpha %.0f | data-tokens-per-rank %.0f | tensor-F %.0f | the "
+             "book's, %s on %s with %s on the wire, %d data axes, |Y| = %lld, an MLP of 3 "
+             "matrices\n",
+             b.alpha, b.data_tokens, b.tensor_F, name, chip->name, c->comm_dtype,
+             k.n_data_axes, (long long)k.nY);
+    const mesh_emulation *em = trainer_emulation(t);
+    if (em)
+        mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "
+                 "| links %.4g B/s per direction | hop %.4g s\n",
+                 chip->name, em->measured_flops, c->emulate_rate,
+                 strcmp(c->emulate_rate, "model") == 0
+                     ? "this model's linear layers, timed at start-up"
+                     : "the core's sgemm",
+                 em->time_scale, em->bw, em->latency);
 }
 
 int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
@@ -188,8 +243,10 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                     (int32_t)(kern_rng_u64(c->seed, BENCH_STREAM, g) % (uint64_t)s->V);
             }
         step_stats st;
+        const double prog0 = mesh_progress_cpu(m);
         trainer_step(t, step, rows, &st);
         if (step < BENCH_WARMUP_STEPS) continue;
+        sums.progress += mesh_progress_cpu(m) - prog0;
         secs[step - BENCH_WARMUP_STEPS] = st.seconds;
         sums_add(&sums, &st);
         if (!c->quiet)
@@ -198,6 +255,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                      ntok / st.seconds);
     }
     if (c->steps > 0) print_summary(c, pk, bound, secs, &sums);
+    print_boundaries(c, t);
     free(rows);
     free(secs);
     return 0;

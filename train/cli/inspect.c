@@ -12,7 +12,7 @@
 static int64_t trace_capacity(const config *c) {
     const int64_t micro =
         c->pipe_axis[0] && c->microbatches > 0 ? c->microbatches : c->batch / c->micro_batch;
-    const int64_t per_step = micro * (12 * c->shape.L + 16) + 128;
+    const int64_t per_step = micro * (16 * c->shape.L + 18) + 128;
     const int64_t evals = c->eval_every > 0 ? c->steps / c->eval_every + 1 : 0;
     int64_t cap = (c->steps + evals * c->eval_batches + 2) * per_step + 16384;
     return cap > (1 << 20) ? (1 << 20) : cap;

@@ -158,6 +158,10 @@ static const flag_def flags[] = {
      "collectives (docs/fidelity.md)"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
+    {"emulate-rate", K_STR, F_(emulate_rate), 0, 0, 0, "peak|model",
+     "the CPU rate that stands for the chip's peak FLOP/s under --emulate: the core's 1024³ sgemm "
+     "(peak), or the rate this model's linear layers reach at start-up (model: the emulated chip "
+     "runs the model's matmuls at its peak, as the book assumes)"},
     {"pipeline", K_STR, F_(pipe_axis), 0, 0, 0, "AXIS",
      "pipeline axis: the layers split into |Z| stages of L/|Z| (L_Z)"},
     {"microbatches", K_I64, F_(microbatches), 0, 1 << 20, 0, "M",
@@ -210,6 +214,7 @@ void config_defaults(config *c) {
     c->threads = 1;
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
     snprintf(c->comm_dtype, sizeof c->comm_dtype, "fp32");
+    snprintf(c->emulate_rate, sizeof c->emulate_rate, "peak");
 }
 
 /* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is
@@ -688,6 +693,9 @@ static int check_collectives(const config *c, char *err, size_t errlen) {
     }
     if (mesh_wire_parse(c->comm_dtype) < 0)
         return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", c->comm_dtype);
+    if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
+        return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
+                           c->emulate_rate);
     const int alg = c->alg[0] ? mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
     if (mesh_wire_parse(c->comm_dtype) == MESH_WIRE_BF16 &&
         (alg == MESH_ALG_MPI || alg == MESH_ALG_DIRECT))

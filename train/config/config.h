@@ -53,6 +53,8 @@ typedef struct {
     int threads;       /* BLAS threads per rank */
     int bench;         /* --bench: timing run, no data file needed */
     int quiet;
+    int quick_start; /* set by tests that check numbers only: one short trial of the sgemm rate
+                        and the fewest samples per kernel at start-up (rougher predictions) */
     int demo; /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
@@ -68,6 +70,8 @@ typedef struct {
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
     int cmatmul;        /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
     char emulate[16];   /* chip preset for link emulation, "" = none */
+    char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the
+                             core's sgemm) or "model" (this model's linear layers) */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */

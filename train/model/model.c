@@ -303,9 +303,10 @@ const float *model_stage_dinput(model *m) {
 
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
     const int64_t D = m->s.D;
+    /* once per call, not per sequence: under ZeRO-3 each weight() is an AllGather */
+    const float *E = m->hk.weight(m->hk.ctx, m, P_EMBED);
     for (int64_t b = 0; b < B; b++)
-        kern_embed_fwd(r + b * T * D, m->hk.weight(m->hk.ctx, m, P_EMBED), tok + b * ldt, T, D,
-                       m->loc.v0, m->loc.Vl);
+        kern_embed_fwd(r + b * T * D, E, tok + b * ldt, T, D, m->loc.v0, m->loc.Vl);
 }
 
 /* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
@@ -319,17 +320,25 @@ static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
     kern_matmul(A->v, A->h1, w->wv, BT, D, lc->Kl * H);
 }
 
-/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]. */
-static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
-    const int64_t D = m->s.D, Fl = m->loc.Fl;
-    /* x2 = x1 + att·wo (partial sums over the TP axis, reduced by the hook) */
+/* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). */
+static void block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT) {
     m->hk.sublayer_out(m->hk.ctx, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
+}
 
+/* The MLP sublayer on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate, ·w_up)·w_down. */
+static void block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+    const int64_t D = m->s.D, Fl = m->loc.Fl;
     kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w->mlp_norm, BT, D);
     kern_matmul(A->a, A->h2, w->w_gate, BT, D, Fl);
     kern_matmul(A->b, A->h2, w->w_up, BT, D, Fl);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
     m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl);
+}
+
+/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]. */
+static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+    block_attn_out(m, w, A, BT);
+    block_mlp(m, w, A, out, BT);
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
@@ -341,12 +350,17 @@ static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     layer_act *A = &S->act[l - m->l0];
     layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
 
+    trace_begin(TRACE_ATTN, l);
     block_qkv(m, &w, A, B * T);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
     kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    block_attn_out(m, &w, A, B * T);
+    trace_end(TRACE_ATTN);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
-    block_rest(m, &w, A, out, B * T);
+    trace_begin(TRACE_MLP, l);
+    block_mlp(m, &w, A, out, B * T);
+    trace_end(TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
 }
 
@@ -373,8 +387,10 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     slot_act *S = &m->slot[slot];
     const int64_t BT = B * T;
     if (m->first) {
+        trace_begin(TRACE_EMBED_FWD, 0);
         embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
         m->hk.embed_reduce(m->hk.ctx, m, S->act[0].x1, BT);
+        trace_end(TRACE_EMBED_FWD);
     }
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
@@ -496,6 +512,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dr = m->d_resid;
 
     /* MLP sublayer: out = g·w_down */
+    trace_begin(TRACE_MLP, l);
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
     m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
     kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
@@ -507,8 +524,10 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    trace_end(TRACE_MLP);
 
     /* attention sublayer: out = att·wo */
+    trace_begin(TRACE_ATTN, l);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
     m->hk.sublayer_out_bwd(m->hk.ctx, m, datt, g.wo, m->d_full, dr, A->att, w.wo, BT, NHl);
     kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
@@ -523,6 +542,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    trace_end(TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
@@ -564,15 +584,18 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
         block_bwd(m, S, l, B, T);
         trace_end(TRACE_BWD);
     }
+    trace_begin(TRACE_EMBED_BWD, 0);
     const float *demb = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, m->d_resid, BT);
     if (!m->first) {
         if (demb != m->d_full) floats_copy(m->d_full, demb, BT * D);
+        trace_end(TRACE_EMBED_BWD);
         return;
     }
+    float *dE = m->hk.grad(m->hk.ctx, m, P_EMBED);
     for (int64_t b = 0; b < B; b++)
-        kern_embed_bwd(m->hk.grad(m->hk.ctx, m, P_EMBED), demb + b * T * D, tokens + b * ldt, T, D,
-                       m->loc.v0, m->loc.Vl);
+        kern_embed_bwd(dE, demb + b * T * D, tokens + b * ldt, T, D, m->loc.v0, m->loc.Vl);
     m->hk.embed_grads_done(m->hk.ctx, m);
+    trace_end(TRACE_EMBED_BWD);
 }
 
 double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {

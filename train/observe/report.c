@@ -29,8 +29,11 @@
 #include "mesh/cost.h"
 #include "mesh/link.h"
 #include "train/observe/predict.h"
+#include "train/observe/trace.h"
 
 #define REPORT_EVENTS 16384 /* events one step may record (more: the prediction is skipped) */
+#define REPORT_SWITCHES 8192 /* part switches one step may record (later ones: the last part) */
+#define REPORT_PART_DEPTH 16 /* nested spans the part stack follows */
 
 struct report {
     mesh *m;
@@ -53,7 +56,99 @@ struct report {
     int dcn; /* the DCN axis, −1 if none */
     double net_xfer[2], net_pred[2], net_bytes[2];
     int64_t net_calls[2];
+    /* the step by part (parts.h): the spans' parts (caller's thread), the caller's CPU and
+     * blocked CPU at the last switch, the switches' times (under mu: the progress thread looks
+     * up the part a collective was issued in), the sums of the step */
+    step_part stack[REPORT_PART_DEPTH];
+    int depth;
+    double part_cpu0, part_wait0;
+    struct {
+        double t;
+        step_part p;
+    } sw[REPORT_SWITCHES];
+    int nsw;
+    double part_cpu[PART_COUNT], part_xfer[PART_COUNT], part_pred[PART_COUNT];
+    double part_compute_pred[PART_COUNT];
 };
+
+const char *step_part_name(step_part p) {
+    static const char *const n[PART_COUNT] = {"fwd-attn", "fwd-mlp",   "fwd-other", "bwd-attn",
+                                              "bwd-mlp",  "bwd-other", "rest"};
+    return p >= 0 && p < PART_COUNT ? n[p] : "?";
+}
+
+/* The part of a span of kind k opened inside one of part `parent`. */
+static step_part part_of(trace_kind k, step_part parent) {
+    const int fwd = parent <= PART_FWD_OTHER, bwd = !fwd && parent <= PART_BWD_OTHER;
+    switch (k) {
+    case TRACE_ATTN:
+        return fwd ? PART_FWD_ATTN : bwd ? PART_BWD_ATTN : parent;
+    case TRACE_MLP:
+        return fwd ? PART_FWD_MLP : bwd ? PART_BWD_MLP : parent;
+    case TRACE_FWD:
+    case TRACE_HEAD_FWD:
+    case TRACE_EMBED_FWD:
+    case TRACE_PIPE_FWD:
+        return PART_FWD_OTHER;
+    case TRACE_BWD:
+    case TRACE_HEAD_BWD:
+    case TRACE_EMBED_BWD:
+    case TRACE_PIPE_BWD:
+        return PART_BWD_OTHER;
+    default:
+        return PART_REST;
+    }
+}
+
+static step_part part_now(const report *r) {
+    const int d = r->depth < REPORT_PART_DEPTH ? r->depth : REPORT_PART_DEPTH;
+    return d > 0 ? r->stack[d - 1] : PART_REST;
+}
+
+/* The caller's CPU time blocked in collectives so far (mesh_stats' wait_cpu, every op). */
+static double wait_cpu(const report *r) {
+    double w = 0;
+    for (int op = 0; op < MESH_OP_COUNT; op++) w += mesh_stats(r->m, (mesh_op)op, -1).wait_cpu;
+    return w;
+}
+
+/* Charges the caller's compute CPU time since the last switch to the current part. */
+static void part_charge(report *r) {
+    const double cpu = mesh_thread_cpu(), w = wait_cpu(r);
+    r->part_cpu[part_now(r)] += (cpu - r->part_cpu0) - (w - r->part_wait0);
+    r->part_cpu0 = cpu, r->part_wait0 = w;
+}
+
+/* The part the caller was in at time t (under mu). */
+static step_part part_at(const report *r, double t) {
+    int lo = 0, hi = r->nsw - 1;
+    if (hi < 0 || t < r->sw[0].t) return PART_REST;
+    while (lo < hi) { /* the last switch at or before t */
+        const int mid = (lo + hi + 1) / 2;
+        if (r->sw[mid].t <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return r->sw[lo].p;
+}
+
+static void on_span(void *ctx, trace_kind k, int begin) {
+    report *r = ctx;
+    part_charge(r);
+    const step_part before = part_now(r);
+    if (begin) {
+        if (r->depth < REPORT_PART_DEPTH) r->stack[r->depth] = part_of(k, before);
+        r->depth++;
+    } else if (r->depth > 0) {
+        r->depth--;
+    }
+    const step_part after = part_now(r);
+    if (after == before) return;
+    pthread_mutex_lock(&r->mu);
+    if (r->nsw < REPORT_SWITCHES) r->sw[r->nsw].t = mesh_now(), r->sw[r->nsw++].p = after;
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* The predictions of one call: the run's (what it moved, latency added per step), its latency
  * part, and the book's (bf16 bytes, latency overlapped, the book's algorithm). */
@@ -130,6 +225,8 @@ static void hook(const mesh_call *c, void *ctx) {
     r->async_calls[c->op] += c->async;
     r->book_comm += p.book;
     if (!p2p) {
+        const step_part part = part_at(r, c->t_issue);
+        r->part_xfer[part] += c->t_end - c->t_start, r->part_pred[part] += p.run;
         int k = 0;
         for (int a = 0; a < c->axes.n; a++) k |= c->axes.ax[a] == r->dcn;
         double b = 0;
@@ -216,6 +313,7 @@ report *report_create(mesh *m, double flops) {
     r->calibrated = emulated ? 2 : 1;
     mesh_stats_reset(m);
     CHECK(mesh_add_trace_hook(m, hook, waited, r) == 0, "too many trace observers");
+    trace_observe(on_span, r);
     return r;
 }
 
@@ -229,6 +327,7 @@ void report_set_dcn(report *r, int axis) {
 
 void report_destroy(report *r) {
     if (!r) return;
+    trace_unobserve(r);
     mesh_remove_trace_hook(r->m, r);
     pthread_mutex_destroy(&r->mu);
     free(r->ev);
@@ -237,6 +336,10 @@ void report_destroy(report *r) {
 
 void report_set_compute(report *r, double seconds) {
     r->compute_pred = seconds;
+}
+
+void report_set_compute_parts(report *r, const double *parts) {
+    memcpy(r->part_compute_pred, parts, sizeof r->part_compute_pred);
 }
 
 const cost_link *report_link(const report *r, int axis) {
@@ -258,7 +361,11 @@ void report_step_begin(report *r) {
     memset(r->xfer, 0, sizeof r->xfer);
     memset(r->regime_lat, 0, sizeof r->regime_lat);
     memset(r->async_calls, 0, sizeof r->async_calls);
+    memset(r->part_xfer, 0, sizeof r->part_xfer), memset(r->part_pred, 0, sizeof r->part_pred);
+    r->nsw = 1, r->sw[0].t = mesh_now(), r->sw[0].p = part_now(r);
     pthread_mutex_unlock(&r->mu);
+    memset(r->part_cpu, 0, sizeof r->part_cpu);
+    r->part_cpu0 = mesh_thread_cpu(), r->part_wait0 = wait_cpu(r);
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
     r->cpu0 = mesh_thread_cpu();
     r->t0 = mesh_now();
@@ -298,7 +405,12 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, r->compute_pred, &pr);
     const int overflow = r->overflow;
     const double book_comm = r->book_comm;
+    memcpy(out->part_xfer, r->part_xfer, sizeof out->part_xfer);
+    memcpy(out->part_pred_comm, r->part_pred, sizeof out->part_pred_comm);
     pthread_mutex_unlock(&r->mu);
+    part_charge(r);
+    memcpy(out->part_cpu, r->part_cpu, sizeof out->part_cpu);
+    memcpy(out->part_pred_compute, r->part_compute_pred, sizeof out->part_pred_compute);
     out->pred_compute = r->compute_pred;
     out->pred_step = overflow ? r->compute_pred + pred_block + pred_async : pr.step;
     out->pred_comm = pr.comm;
@@ -343,6 +455,17 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     r->tot.book_step += out->book_step;
     r->tot.dominant[pr.dominant[0] == 'c' ? 0 : pr.dominant[0] == 'b' ? 1 : 2]++;
     /* the gather above is bookkeeping, not the step's: keep it out of the next step's deltas */
+}
+
+int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
+                           int mlp_mats, report_boundaries *out) {
+    if (!(C > 0 && W > 0 && wire_bytes > 0) || n_data_axes < 1 || nY < 1 || mlp_mats < 1)
+        return -1;
+    const double alpha = C / W, aw = alpha * wire_bytes / 2.0;
+    out->alpha = alpha;
+    out->data_tokens = aw / n_data_axes;
+    out->tensor_F = (double)nY * aw * 2.0 / mlp_mats;
+    return 0;
 }
 
 const report_totals *report_get_totals(const report *r) {

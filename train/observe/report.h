@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "mesh/coll.h"
 #include "mesh/cost.h"
+#include "train/observe/parts.h"
 
 typedef struct report report;
 
@@ -32,6 +33,12 @@ typedef struct {
     const char *dominant; /* the predicted step's largest term: compute, bandwidth, latency */
     double overlap; /* over the collectives (not p2p) of the step; −1: no non-blocking call */
     double pred_overlap; /* the same, predicted */
+    /* the step by part (parts.h): the caller's compute CPU time in each (the innermost span's
+     * part, less the CPU time blocked in collectives), the transfer time (start → end) of the
+     * collectives issued in each, their predicted durations, and the predicted compute
+     * (report_set_compute_parts) */
+    double part_cpu[PART_COUNT], part_xfer[PART_COUNT];
+    double part_pred_comm[PART_COUNT], part_pred_compute[PART_COUNT];
 } step_split;
 
 typedef struct {
@@ -53,6 +60,8 @@ double report_overlap(double exposed, double xfer);
 report *report_create(mesh *m, double flops);
 /* Not collective. The predicted compute of a step (train/step/ktime.h), seconds. */
 void report_set_compute(report *r, double seconds);
+/* Not collective. The same by part (parts.h), seconds each. */
+void report_set_compute_parts(report *r, const double *parts);
 /* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
  * predicted time into ICI ones and those over a set with this axis (−1: no split). */
 void report_set_dcn(report *r, int axis);
@@ -72,6 +81,25 @@ typedef struct report_case {
     int n_data_axes; /* M_X */
     int data_axis;   /* major data axis (its link constants are used), −1 if none */
 } report_case;
+/* The book's crossovers (its training chapter), for collectives carrying `wire_bytes` per
+ * element (2 for bf16, the book's) on a chip of C FLOP/s and W bytes/s per link both ways, so
+ * α = C/W (v5p: 4.59e14 / 1.8e11 = 2550). Each is where a pass's compute meets the
+ * communication the book sets against it; with α_w = α·wire_bytes/2:
+ *  - data (DP and FSDP): tokens per data shard B/X = α_w / n_data_axes. DP: the backward pass's
+ *    4·P FLOPs per token (the weight and input gradients) against the gradients' AllReduce,
+ *    2·(wire·P)/W; FSDP: the forward and backward's 6·P against two AllGathers of the weights
+ *    and a ReduceScatter of the gradients, 3·(wire·P)/W: both α_w.
+ *  - tensor: d_ff F = |Y|·α_w·2/mlp_mats. The MLP's forward, 2·mlp_mats·B·D·F/|Y| FLOPs, against
+ *    its AllGather and ReduceScatter of the [B, D] activations, 2·wire·B·D/W; the book's MLP has
+ *    two matrices (F = |Y|·α), a SwiGLU three (F = ⅔·|Y|·α).
+ * Pure. Returns −1 (nothing set) for a non-positive C, W, wire_bytes, n_data_axes, nY or mlp_mats. */
+typedef struct {
+    double alpha;       /* C/W */
+    double data_tokens; /* DP/FSDP: B/X */
+    double tensor_F;    /* TP: d_ff */
+} report_boundaries;
+int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
+                           int mlp_mats, report_boundaries *out);
 /* Rank 0 prints the per-collective table (calls, bytes, exposed and transfer time, predicted,
  * regime) and where the book's thresholds put this run. */
 void report_print_summary(const report *r, const report_case *k, FILE *out);

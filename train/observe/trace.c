@@ -48,6 +48,10 @@ static const char *const notes[TRACE_KIND_COUNT] = {
     [TRACE_GRADS] = "completing the gradient reductions",
     [TRACE_OPT] = "optimizer update",
     [TRACE_EVAL] = "evaluation (forward only)",
+    [TRACE_ATTN] = "attention of layer #",
+    [TRACE_MLP] = "MLP of layer #",
+    [TRACE_EMBED_FWD] = "embedding forward",
+    [TRACE_EMBED_BWD] = "embedding backward",
 };
 static const char *const names[TRACE_KIND_COUNT] = {
     [TRACE_STEP] = "step #",
@@ -61,6 +65,10 @@ static const char *const names[TRACE_KIND_COUNT] = {
     [TRACE_GRADS] = "grad reduction",
     [TRACE_OPT] = "optimizer",
     [TRACE_EVAL] = "eval",
+    [TRACE_ATTN] = "attn L#",
+    [TRACE_MLP] = "mlp L#",
+    [TRACE_EMBED_FWD] = "embed fwd",
+    [TRACE_EMBED_BWD] = "embed bwd",
 };
 
 static struct {
@@ -77,6 +85,8 @@ static struct {
         double t0;
     } stack[TRACE_DEPTH];
     int depth, lost_depth; /* spans beyond TRACE_DEPTH are not recorded */
+    trace_observer observer; /* trace_observe */
+    void *observer_ctx;
     char path[1024];
 } T;
 
@@ -112,6 +122,15 @@ void trace_begin(trace_kind k, int64_t i) {
         mesh_where_step(T.m, i);
     }
     note_top();
+    if (T.observer) T.observer(T.observer_ctx, k, 1);
+}
+
+void trace_observe(trace_observer fn, void *ctx) {
+    T.observer = fn, T.observer_ctx = ctx;
+}
+
+void trace_unobserve(void *ctx) {
+    if (T.observer_ctx == ctx) T.observer = NULL, T.observer_ctx = NULL;
 }
 
 void trace_end(trace_kind k) {
@@ -136,6 +155,7 @@ void trace_end(trace_kind k) {
         mesh_where_step(T.m, -1);
     }
     note_top();
+    if (T.observer) T.observer(T.observer_ctx, k, 0);
 }
 
 /* ---- collectives and p2p (mesh's trace hooks; any thread) ---- */

@@ -44,6 +44,11 @@ typedef enum {
     TRACE_GRADS, /* completing the gradient reductions (par_finish_grads) */
     TRACE_OPT,   /* optimizer update and the parameter gathers after it */
     TRACE_EVAL,  /* a forward-only evaluation batch */
+    TRACE_ATTN,  /* i = layer: its attention sublayer (norm, projections, attention, output and
+                    its collectives), inside TRACE_FWD or TRACE_BWD */
+    TRACE_MLP,   /* i = layer: its MLP sublayer (norm, gate/up/down, output and its collectives) */
+    TRACE_EMBED_FWD, /* the embedding lookup (and its reduction over the tensor axis) */
+    TRACE_EMBED_BWD, /* the residual gradient's gather and the embedding's gradient */
     TRACE_KIND_COUNT
 } trace_kind;
 
@@ -58,4 +63,12 @@ void trace_end(trace_kind k);
 /* Collective over: world. Writes the file (if recording) and stops. Returns 0, or −1 with err
  * (the same on every rank). *dropped (may be NULL) = events lost to a full buffer, all ranks. */
 int trace_finish(int64_t *dropped, char *err, size_t errlen);
+/* Not collective; the caller's thread. fn(ctx, k, begin) is called after every span of kind k
+ * opens (begin = 1) and after it closes (begin = 0), from trace_start to trace_finish (the
+ * step report's attribution of compute to passes and sublayers, report.h); NULL stops it. One
+ * observer at a time. */
+typedef void (*trace_observer)(void *ctx, trace_kind k, int begin);
+void trace_observe(trace_observer fn, void *ctx);
+/* Stops the observer if its ctx is `ctx` (another's stays). */
+void trace_unobserve(void *ctx);
 #endif

@@ -117,7 +117,8 @@ void bucket_flush(struct par *p) {
     const int64_t c = p->bucket_fill;
     float *buf = p->bucket_stage[k];
     if (p->zero) { /* close the regions up: RS block j at j·c */
-        for (int64_t j = 1; j < p->n_data && !mesh_no_data(c * p->n_data * (int64_t)sizeof(float)); j++)
+        const int move = !mesh_no_data(c * p->n_data * (int64_t)sizeof(float));
+        for (int64_t j = 1; j < p->n_data && move; j++)
             memmove(buf + j * c, buf + j * region(p), (size_t)c * sizeof(float));
         if (p->overlap) {
             if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
@@ -176,6 +177,7 @@ void par_drain_upto(struct par *p, int count) {
     for (int k = 0; k < 2; k++) {
         p->slot_pending[k] = p->slot_pending[k] > count ? p->slot_pending[k] - count : 0;
         p->bucket_busy[k] = p->bucket_busy[k] > count ? p->bucket_busy[k] - count : 0;
+        p->update_busy[k] = p->update_busy[k] > count ? p->update_busy[k] - count : 0;
     }
 }
 

@@ -231,51 +231,67 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
     return ktime_median(smp, ns);
 }
 
-/* The calls of one step, with their counts, into c[] (at most 40); returns how many. */
-static int step_calls(const ktime_shape *s, call *c, double *count) {
+#define KTIME_CALLS 48
+
+/* The calls of one step, with their counts and parts, into c[] (at most KTIME_CALLS); returns
+ * how many. */
+static int step_calls(const ktime_shape *s, call *c, double *count, step_part *part) {
     const int64_t r = s->seqs * s->T, D = s->D, NH = s->Nl * s->H, KH = s->Kl * s->H;
     const double lm = (double)(s->L * s->micro), mb = (double)s->micro;
     int n = 0;
-#define ADD(K_, M_, KK_, N_, cnt)                                                                  \
+#define ADD(K_, M_, KK_, N_, cnt, P_)                                                              \
     do {                                                                                           \
-        if ((cnt) > 0) c[n] = (call){K_, M_, KK_, N_}, count[n++] = (cnt);                         \
+        if ((cnt) > 0) c[n] = (call){K_, M_, KK_, N_}, count[n] = (cnt), part[n++] = (P_);         \
     } while (0)
     /* linear layers: forward, weight gradient, input gradient (wk, wv, w_gate, w_up twice) */
     const int64_t lin[5][3] = {{r, D, NH}, {r, D, KH}, {r, NH, D}, {r, D, s->Fl}, {r, s->Fl, D}};
     const double per[5] = {1, 2, 1, 2, 1};
     for (int i = 0; i < 5; i++)
-        for (kind k = K_MM; k <= K_DX; k++) ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm);
-    ADD(K_RMS_F, r, D, 0, 2 * lm);
-    ADD(K_RMS_B, r, D, 0, 2 * lm);
-    ADD(K_ROPE, s->seqs, s->Nl, 0, 2 * lm); /* q forward and backward */
-    ADD(K_ROPE, s->seqs, s->Kl, 0, 2 * lm); /* k */
-    ADD(K_ATT_F, s->seqs, 0, 0, lm);
-    ADD(K_ATT_B, s->seqs, 0, 0, lm);
-    ADD(K_SWI_F, r * s->Fl, 0, 0, lm);
-    ADD(K_SWI_B, r * s->Fl, 0, 0, lm);
+        for (kind k = K_MM; k <= K_DX; k++) {
+            const int mlp = i >= 3, bwd = k != K_MM;
+            const step_part p = bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN)
+                                    : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
+            ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm, p);
+        }
+    ADD(K_RMS_F, r, D, 0, lm, PART_FWD_ATTN); /* each sublayer's norm */
+    ADD(K_RMS_F, r, D, 0, lm, PART_FWD_MLP);
+    ADD(K_RMS_B, r, D, 0, lm, PART_BWD_ATTN);
+    ADD(K_RMS_B, r, D, 0, lm, PART_BWD_MLP);
+    ADD(K_ROPE, s->seqs, s->Nl, 0, lm, PART_FWD_ATTN); /* q forward and backward */
+    ADD(K_ROPE, s->seqs, s->Nl, 0, lm, PART_BWD_ATTN);
+    ADD(K_ROPE, s->seqs, s->Kl, 0, lm, PART_FWD_ATTN); /* k */
+    ADD(K_ROPE, s->seqs, s->Kl, 0, lm, PART_BWD_ATTN);
+    ADD(K_ATT_F, s->seqs, 0, 0, lm, PART_FWD_ATTN);
+    ADD(K_ATT_B, s->seqs, 0, 0, lm, PART_BWD_ATTN);
+    ADD(K_SWI_F, r * s->Fl, 0, 0, lm, PART_FWD_MLP);
+    ADD(K_SWI_B, r * s->Fl, 0, 0, lm, PART_BWD_MLP);
     if (s->last) { /* final norm, unembed, loss */
-        ADD(K_RMS_F, r, D, 0, mb);
-        ADD(K_RMS_B, r, D, 0, mb);
-        for (kind k = K_MM; k <= K_DX; k++) ADD(k, r, D, s->Vl, mb);
-        ADD(K_XENT_S, r, s->Vl, 0, mb);
-        ADD(K_XENT_B, r, s->Vl, 0, mb);
+        ADD(K_RMS_F, r, D, 0, mb, PART_FWD_OTHER);
+        ADD(K_RMS_B, r, D, 0, mb, PART_BWD_OTHER);
+        for (kind k = K_MM; k <= K_DX; k++)
+            ADD(k, r, D, s->Vl, mb, k == K_MM ? PART_FWD_OTHER : PART_BWD_OTHER);
+        ADD(K_XENT_S, r, s->Vl, 0, mb, PART_FWD_OTHER);
+        ADD(K_XENT_B, r, s->Vl, 0, mb, PART_BWD_OTHER);
     }
-    ADD(K_ADAMW, s->params, 0, 0, 1);
-    ADD(K_ZERO, s->grads, 0, 0, 1);
-    ADD(K_SUMSQ, s->params, 0, 0, 1);
+    ADD(K_ADAMW, s->params, 0, 0, 1, PART_REST);
+    ADD(K_ZERO, s->grads, 0, 0, 1, PART_REST);
+    ADD(K_SUMSQ, s->params, 0, 0, 1, PART_REST);
 #undef ADD
     return n;
 }
 
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
-    call c[40];
-    double count[40];
-    const int n = step_calls(s, c, count);
-    ktime_step r = {0, 0, 0, 0, 0, 0};
+    call c[KTIME_CALLS];
+    double count[KTIME_CALLS];
+    step_part part[KTIME_CALLS];
+    const int n = step_calls(s, c, count, part);
+    ktime_step r;
+    memset(&r, 0, sizeof r);
     float *e = calloc(KTIME_EVICT_FLOATS, sizeof(float));
     int ok = e != NULL;
     for (int i = 0; i < n && ok; i++) {
         const double t = count[i] * time_call(&c[i], s, budget, e, &ok);
+        r.part[part[i]] += t;
         switch (c[i].k) {
         case K_MM:
         case K_DW:

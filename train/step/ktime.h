@@ -12,6 +12,8 @@
 #define MT_TRAIN_KTIME_H
 #include <stdint.h>
 
+#include "train/observe/parts.h"
+
 /* What this rank computes in one step. */
 typedef struct {
     int64_t L;              /* layers on this rank (its pipeline stage's) */
@@ -33,6 +35,10 @@ typedef struct {
                             their global norm */
     double total;        /* the step's predicted compute */
     double matmul_flops; /* FLOPs of the linear layers, for their rate */
+    double part[PART_COUNT]; /* the same compute by part of the step (parts.h): a linear layer's
+                                forward in its sublayer's forward part, its weight and input
+                                gradients in the backward's; the head's and the loss's in the
+                                passes' other; the optimizer's in rest */
 } ktime_step;
 
 /* Times every kernel the step runs, each until its samples add up to `budget` seconds (at least

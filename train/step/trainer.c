@@ -72,7 +72,7 @@ static int measure_compute(trainer *t) {
 #ifdef MESHTRAIN_SMPI /* the dry run's kernels take simulated time (bench/simpod_kernels.c): */
     return ktime_measure(&ks, 0.0, &t->ktime); /* one call each is exact */
 #else
-    return ktime_measure(&ks, 2e-3, &t->ktime);
+    return ktime_measure(&ks, t->c.quick_start ? 0.0 : 2e-3, &t->ktime);
 #endif
 }
 
@@ -97,6 +97,28 @@ static trainer *fail(trainer *t, char *err, size_t errlen, const char *fmt, ...)
     return NULL;
 }
 
+/* The link emulation of --emulate with `rate` (this rank's FLOP/s) standing for the chip's peak,
+ * and the --dcn axis's emulated links; collective over: world. 0, or -1 with the message in err. */
+static int emulate_at(trainer *t, double rate, char *err, size_t errlen) {
+    const config *c = &t->c;
+    mesh *m = t->mesh;
+    mesh_emulation em;
+    if (mesh_emulate(m, c->emulate, rate, &em) != 0) {
+        return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                           c->emulate);
+    }
+    t->emu = em;
+    t->emulated = 1;
+    if (t->dcn >= 0) {
+        /* the DCN axis: the chip's share of its host's DCN bandwidth, half each way, over a
+         * switched network (a ring wraps); hop latency as the ICI's */
+        t->dcn_chip_bw = cost_chip_dcn_bw(cost_chip_find(c->emulate));
+        mesh_link_set(m, t->dcn, t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.latency);
+        mesh_set_axis_wrap(m, t->dcn, 1);
+    }
+    return 0;
+}
+
 /* This rank's sgemm FLOP/s, the link emulation (--emulate) and the DCN axis (--dcn); 0, or -1
  * with the message in err. */
 static int setup_links(trainer *t, char *err, size_t errlen) {
@@ -107,29 +129,40 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
      * with a core of its own: the emulated links are scaled to that core's rate, which other
      * processes on the core do not lower (kern_measure_core_flops) */
     mesh_agree(mesh_world_comm(m), 0);
-    for (int trial = 0; trial < 3; trial++) {
-        const double f =
-            c->emulate[0] ? kern_measure_core_flops(1024, 0.1) : kern_measure_flops(1024, 0.1);
+    const int64_t n = c->quick_start ? 256 : 1024;
+    const double seconds = c->quick_start ? 0.01 : 0.1;
+    for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
+        const double f = c->emulate[0] ? kern_measure_core_flops(n, seconds)
+                                       : kern_measure_flops(n, seconds);
         if (f > t->flops) t->flops = f;
     }
-    if (c->emulate[0]) {
-        mesh_emulation em;
-        if (mesh_emulate(m, c->emulate, t->flops, &em) != 0) {
-            return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
-                               c->emulate);
-        }
-        t->emu = em;
-        t->emulated = 1;
-    }
     t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
-    if (t->dcn >= 0 && t->emulated) {
-        /* the DCN axis: the chip's share of its host's DCN bandwidth, half each way, over a
-         * switched network (a ring wraps); hop latency as the ICI's */
-        t->dcn_chip_bw = cost_chip_dcn_bw(cost_chip_find(c->emulate));
-        mesh_link_set(m, t->dcn, t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.latency);
-        mesh_set_axis_wrap(m, t->dcn, 1);
-    }
-    return 0;
+    return c->emulate[0] ? emulate_at(t, t->flops, err, errlen) : 0;
+}
+
+double trainer_emulation_rate(const char *mode, double peak, double matmul_flops,
+                              double matmul_seconds) {
+    if (strcmp(mode, "model") == 0 && matmul_flops > 0 && matmul_seconds > 0)
+        return matmul_flops / matmul_seconds;
+    return peak;
+}
+
+/* This rank's FLOPs in one step, by the book's count (model_flops_per_token: the linear layers'
+ * 6·P and causal attention per token), the global batch's shared over the ranks. */
+static double step_flops_rank(const trainer *t) {
+    const double ntok = (double)(t->c.batch * t->c.shape.T);
+    return model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
+}
+
+/* --emulate-rate model: the links scaled again, now to the rate this model's linear layers reach
+ * on this rank (measure_compute's kernels), so that the emulated chip runs the model's matmuls
+ * at its peak; 0, or -1 with err. */
+static int emulate_model_rate(trainer *t, char *err, size_t errlen) {
+    if (!t->emulated || strcmp(t->c.emulate_rate, "model") != 0) return 0;
+    return emulate_at(t,
+                      trainer_emulation_rate("model", t->flops, t->ktime.matmul_flops,
+                                             t->ktime.matmul),
+                      err, errlen);
 }
 
 /* The gradient bucket size (--bucket) and the collective matmul's verdict (--collective-matmul),
@@ -222,8 +255,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         return fail(t, err, errlen,
                     "out of memory timing the kernels (try a smaller --micro-batch)");
     }
+    if (emulate_model_rate(t, err, errlen) < 0) {
+        trainer_destroy(t); /* the message is in err */
+        return NULL;
+    }
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
+    report_set_compute_parts(t->rep, t->ktime.part);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
     if (!serial && setup_choices(t, err, errlen) < 0) {
         trainer_destroy(t);
@@ -260,6 +298,9 @@ report *trainer_report(trainer *t) {
 }
 double trainer_flops(const trainer *t) {
     return t->flops;
+}
+const mesh_emulation *trainer_emulation(const trainer *t) {
+    return t->emulated ? &t->emu : NULL;
 }
 void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n) {
     *m = t->opt_m;
@@ -341,10 +382,7 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
-    const double ntok = (double)(t->c.batch * t->c.shape.T);
-    const double flops_rank =
-        model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
-    report_step_end(t->rep, flops_rank, &st->split);
+    report_step_end(t->rep, step_flops_rank(t), &st->split);
     trace_end(TRACE_STEP);
     mesh_set_wire(t->mesh, wire);
 }
@@ -383,10 +421,14 @@ void trainer_print_layout(trainer *t, FILE *out) {
     }
     if (t->emulated && mesh_world_rank() == 0)
         fprintf(out,
-                "emulating %s: this rank's sgemm %.3g FLOP/s vs the chip's %.3g → time scale "
+                "emulating %s: this rank's %s %.3g FLOP/s vs the chip's %.3g → time scale "
                 "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
                 "(chip %.3g): C/W_ici = %.0f on both\n",
-                t->c.emulate, t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
+                t->c.emulate,
+                strcmp(t->c.emulate_rate, "model") == 0
+                    ? "linear layers (--emulate-rate model)"
+                    : "sgemm",
+                t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
                 t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);
     if (t->dcn >= 0 && mesh_world_rank() == 0) {

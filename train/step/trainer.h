@@ -4,6 +4,7 @@
 #ifndef MT_TRAIN_TRAINER_H
 #define MT_TRAIN_TRAINER_H
 #include <stdint.h>
+#include "mesh/link.h"
 #include "mesh/mesh.h"
 #include "train/config/config.h"
 #include "train/model/model.h"
@@ -33,6 +34,9 @@ model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
 report *trainer_report(trainer *t);
 double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
+/* Under --emulate, what mesh_emulate chose (its measured_flops: the rate --emulate-rate stood for
+ * the chip's peak, averaged over the ranks); NULL without emulation. */
+const mesh_emulation *trainer_emulation(const trainer *t);
 /* The optimizer state this rank holds: AdamW moments m and v over the owned slices (see
  * par_owned_slice; NULL for SGD), n elements each. */
 void trainer_opt_state(trainer *t, float **m, float **v, int64_t *n);
@@ -52,4 +56,11 @@ void trainer_print_summary(trainer *t, FILE *out);
 /* Learning rate at 0-based step: linear warm-up to lr over `warmup` steps, then cosine decay to
  * min_lr at the last step. */
 double trainer_lr(const config *c, int64_t step);
+/* --emulate-rate: the FLOP/s that stand for the emulated chip's peak: `peak` (the core's 1024³
+ * sgemm rate) for mode "peak"; for "model", the rate this rank's linear layers reach on the
+ * model's own shapes as timed at start-up, matmul_flops / matmul_seconds (ktime.h), so that the
+ * emulated chip runs the model's matmuls at its peak, as the book's T_math = FLOPs / C assumes
+ * (peak when either is not positive). */
+double trainer_emulation_rate(const char *mode, double peak, double matmul_flops,
+                              double matmul_seconds);
 #endif

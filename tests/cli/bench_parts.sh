@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# What the fidelity benchmark's crossovers compare reaches --bench's output: the step by part
+# (`bench parts`: compute CPU, transfer, predicted compute and communication for the forward and
+# backward passes' attention, MLP and other parts, and the rest), the book's boundaries
+# (`bench boundary`) and --emulate-rate. Accounting, not timing:
+#  - DP: the forward pass issues no collective (transfer and predicted communication 0 there),
+#    the gradient reductions are in the backward pass or after it; the parts' compute CPU adds up
+#    to the step's (within 10% + 2 ms: the two are read a few calls apart);
+#  - TP: the attention's and the MLP's forward AllGather + ReduceScatter move the same [B, D]
+#    activations: the same predicted communication, and some;
+#  - the boundaries are the book's for v5p with bf16 (2550 tokens per rank; F = 3400 on |Y| = 2
+#    for a SwiGLU); --emulate-rate model scales the links to the linear layers' rate (printed time
+#    scale × rate = v5p's 4.59e14 FLOP/s), the default to the sgemm's; a bad rate: status 2.
+# usage: bench_parts.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 WORK=$4
+mkdir -p "$WORK"
+model=(--layers 1 --d-model 64 --heads 4 --d-ff 128 --seq-len 16 --batch 8 --bench --steps 1
+       --emulate v5p --comm-dtype bf16)
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+field() { sed -n "s|.*$2 \([0-9.e+]*\).*|\1|p" <<<"$1" | head -1; }
+run() { # run LOG NP ARGS...
+  local log=$1 np=$2
+  shift 2
+  "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "${model[@]}" "$@" >"$WORK/$log" 2>&1 ||
+    { echo "FAIL: $log: meshtrain exited $?"; cat "$WORK/$log"; exit 1; }
+}
+run dp.log 2 --mesh x=2 --dp x --overlap --bucket 8K --emulate-rate model
+out=$(cat "$WORK/dp.log")
+x=$(grep '^bench parts transfer' <<<"$out") pc=$(grep '^bench parts predicted-comm' <<<"$out")
+if [ "$(field "$x" fwd-attn)$(field "$x" fwd-mlp)$(field "$x" fwd-other)" = "0.00.00.0" ] &&
+   [ "$(field "$pc" fwd-attn)$(field "$pc" fwd-mlp)$(field "$pc" fwd-other)" = "0.00.00.0" ] &&
+   awk -v a="$(field "$pc" bwd-other)" -v b="$(field "$pc" rest)" 'BEGIN{exit !(a + b > 0)}'; then
+  echo "ok   DP: no collective in the forward pass, the gradient reductions after it"
+else
+  fail "DP: collectives by part:"; echo "$x"; echo "$pc"
+fi
+c=$(grep '^bench parts compute-cpu' <<<"$out") split=$(grep '^bench split' <<<"$out")
+sum=$(for k in fwd-attn fwd-mlp fwd-other bwd-attn bwd-mlp bwd-other rest; do field "$c" "$k"; done |
+  awk '{s += $1} END {print s}')
+all=$(field "$split" compute-cpu)
+awk -v s="$sum" -v a="$all" 'BEGIN{d = s - a; exit !((d < 0 ? -d : d) <= 0.1 * a + 2 && s > 0)}' &&
+  echo "ok   DP: the parts' compute CPU $sum ms adds up to the step's $all ms" ||
+  { fail "DP: the parts' compute CPU $sum ms against the step's $all ms"; echo "$c"; }
+b=$(grep '^bench boundary' <<<"$out")
+[ "$(field "$b" alpha)" = 2550 ] && [ "$(field "$b" data-tokens-per-rank)" = 2550 ] &&
+  echo "ok   DP: the book's boundary, 2550 tokens per rank" || fail "DP: boundary: $b"
+e=$(grep '^bench emulate | v5p | .*--emulate-rate model' <<<"$out")
+rate=$(sed -n 's/.* | rate \([0-9.e+]*\) FLOP.*/\1/p' <<<"$e") scale=$(field "$e" time-scale)
+awk -v r="$rate" -v s="$scale" 'BEGIN{p = r * s; exit !(p > 4.59e14 * 0.99 && p < 4.59e14 * 1.01)}' &&
+  echo "ok   --emulate-rate model: links scaled to the linear layers' rate ($rate × $scale = 4.59e14)" ||
+  fail "--emulate-rate model: $e"
+
+run tp.log 2 --mesh y=2 --tensor y
+out=$(cat "$WORK/tp.log")
+pc=$(grep '^bench parts predicted-comm' <<<"$out")
+a=$(field "$pc" fwd-attn) m=$(field "$pc" fwd-mlp)
+[ "$a" = "$m" ] && awk -v m="$m" 'BEGIN{exit !(m > 0)}' &&
+  echo "ok   TP: attention and MLP forward collectives predicted alike ($m ms)" ||
+  { fail "TP: forward collectives by part:"; echo "$pc"; }
+b=$(grep '^bench boundary' <<<"$out")
+[ "$(field "$b" tensor-F)" = 3400 ] && echo "ok   TP: the book's boundary, F = 3400 on |Y| = 2" ||
+  fail "TP: boundary: $b"
+grep -q "^bench emulate | v5p | .*(--emulate-rate peak: the core's sgemm)" <<<"$out" &&
+  echo "ok   the default --emulate-rate: the sgemm's rate" || fail "default rate: $(grep '^bench emulate' <<<"$out")"
+
+"$MPI" --oversubscribe --bind-to none -np 2 "$MT" "${model[@]}" --emulate-rate fast \
+  >"$WORK/bad.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(grep -c 'emulate-rate fast: expected peak or model' "$WORK/bad.log")" -eq 1 ] &&
+  echo "ok   --emulate-rate fast: one message, status 2" ||
+  { fail "--emulate-rate fast: status $rc"; cat "$WORK/bad.log"; }
+echo "bench_parts: $fails failure(s)"
+[ "$fails" -eq 0 ]
