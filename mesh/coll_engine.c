@@ -201,7 +201,7 @@ static float *a2a_rest_from_input(phase *p, int d) {
         int k = d == 0 ? 2 + i : D - i;
         int64_t lo, c;
         const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
-        memcpy(pk, at, (size_t)c * sizeof(float));
+        if (CTX_DATA(p->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
         pk += c;
     }
     return p->st[d].pack;
@@ -331,7 +331,7 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
 
 /* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
 static void recv_done(phase *p, int d, int s) {
-    if (p->kind != PH_RS) return;
+    if (p->kind != PH_RS || !CTX_DATA(p->ctx)) return;
     int64_t lo, l;
     int blk = rs_recv_range(p, p->r, d, s, &lo, &l);
     if (blk < 0 || blk == p->r || l == 0) return; /* own block: kept for rs_end */
@@ -485,7 +485,7 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
         if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
-            mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            if (CTX_DATA(p->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
             MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
             w += ms[i].n;
         } else {
@@ -529,7 +529,7 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
 
 /* bf16 wire: step s's staged receive, converted to fp32 where the fp32 wire would have put it. */
 static void recv_unpack(phase *p, int d, int s) {
-    if (p->wire != MESH_WIRE_BF16) return;
+    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->ctx)) return;
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms);
     const uint16_t *w = p->st[d].wrecv;
@@ -603,7 +603,7 @@ static void phase_start(phase *p, double vready) {
             p->st[d].wrecv = (uint16_t *)a;
         }
     }
-    if (p->kind == PH_REORDER)
+    if (p->kind == PH_REORDER && CTX_DATA(p->ctx))
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
                       p->s_off, p->d_stride, p->d_off);
     p->started = 1;
@@ -613,6 +613,10 @@ static void phase_start(phase *p, double vready) {
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
     float *mine = NULL;
+    if (!CTX_DATA(p->ctx)) {
+        p->copied = 1;
+        return;
+    }
     if (p->kind == PH_AG) {
         mine = p->buf + blk_off(p, p->r);
         if (p->src && p->src != mine)
@@ -629,6 +633,7 @@ static void phase_copy_own(phase *p) {
 }
 
 static void phase_end(phase *p) {
+    if (!CTX_DATA(p->ctx)) return;
     if (p->kind == PH_RS) rs_end(p);
     /* in place: the input left before the result may overwrite it */
     if (p->kind == PH_PERM && p->buf == p->src && p->nsteps && perm_peer(p, 0) >= 0)
@@ -660,7 +665,8 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
  * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
  * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
  * progress thread naps on real links too (coll_async_nap_cap: from 100 µs up to 1 ms while its
- * caller computes, from 2 µs up to 50 µs while the caller waits for a result), so that it does not
+ * caller computes, from 2 µs up to 50 µs, or 2% of the time nothing has arrived, while the
+ * caller waits for a result), so that it does not
  * take the core of the compute it is meant to overlap. Blocking calls on real links spin: the
  * lowest latency. Returns the cap for emulated links (0: none) and sets *real when a real link
  * takes part. */
@@ -680,10 +686,10 @@ static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
 }
 
-static double poll_cap(mesh *m, int thread, double emul, int real, double *first) {
+static double poll_cap(mesh *m, int thread, double emul, int real, double idle, double *first) {
     *first = 2e-6;
     if (!thread) return real ? 0 : emul;
-    if (real || emul <= 0) return coll_async_nap_cap(m, first);
+    if (real || emul <= 0) return coll_async_nap_cap(m, idle, first);
     return emul > 50e-6 ? emul : 50e-6;
 }
 
@@ -721,7 +727,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
     const int thread = ctx == &m->ctx[1];
     int real;
     const double emul = emulated_cap(m, ch, nch, &real);
-    double nap = 0;
+    double nap = 0, idle0 = 0; /* idle0: when the polls started finding nothing (0: not idle) */
     for (;;) {
         int progressed = 0;
         double wake = 0;
@@ -736,27 +742,29 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             return;
         }
         if (progressed) {
-            nap = 0;
+            nap = idle0 = 0;
             continue;
         }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
         int outc = 0;
         double first;
-        const double cap = poll_cap(m, thread, emul, real, &first);
+        const double now = mesh_now();
+        if (idle0 == 0) idle0 = now;
+        const double cap = poll_cap(m, thread, emul, real, now - idle0, &first);
         if (wake > 0 || cap > 0) { /* nap, but not past an emulated delivery */
             MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
             CHECK(outc != MPI_UNDEFINED || wake > 0,
                   "collective engine stalled with nothing in flight");
             if (outc == 0 || outc == MPI_UNDEFINED) {
                 nap = cap > 0 ? (nap * 2 < first ? first : nap * 2 > cap ? cap : nap * 2) : 50e-6;
-                const double t = mesh_now() + nap,
+                const double t = now + nap,
                              until = outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t;
                 if (thread)
                     coll_async_sleep_until(m, until);
                 else
                     link_sleep_until(until);
             } else {
-                nap = 0;
+                nap = idle0 = 0;
             }
         } else {
             MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
