@@ -118,11 +118,11 @@ run() {
 # the work beside the matmuls (attention's softmax, norms, SwiGLU), which the book does not
 # count, is half its share at D = 256
 DATA_MODEL="--layers 1 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
-# FSDP: the same layer twice. The backward pass re-gathers a layer's weights, as the book's FSDP
-# does, except the last layer's, which stay gathered from the forward pass: with one layer the
-# backward would gather nothing, and the step would move 2 of the book's 3 weight-sized
-# collectives; with two it moves 5/6 of them
-FSDP_MODEL="--layers 2 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
+# FSDP: four such layers. The backward pass re-gathers a layer's weights, as the book's FSDP does,
+# except for the last two layers, whose weights stay in the two gather slots from the forward pass
+# (train/parallel/zero.c): with L layers the step moves (3L−2)/(3L) of the book's 3 weight-sized
+# collectives, 5/6 at L = 4 (with 1 or 2 layers, 2/3: no re-gather at all)
+FSDP_MODEL="--layers 4 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
 # TP: 64 sequences of 128 = 8192 tokens at D=256: each activation AllGather/ReduceScatter moves
 # 4.2 MB (bf16), 23× a hop's latency
 TP_MODEL="--layers 1 --d-model 256 --heads 4 --seq-len $T --batch 64"
