@@ -2,36 +2,46 @@
 # simpod_big: meshbench on a simulated v5p 8x8x8 (512 chips) with the settings that keep it
 # tractable on a small machine (docs/simpod.md, "8x8x8"): shared buffers (--shared 1M), SMPI's
 # tree-based built-in collectives for meshbench's own barrier and reductions and mesh/'s start-up
-# (smpi/coll-selector:ompi), no lanes (--chunk 0: one message per ring step), no warm-up, results
-# not checked (-c 0), and few runs: each run pays SMPI's start-up of 512 ranks once, so every run
-# sweeps several ops, algorithms and sizes over one axis set. Writes OUTDIR/v5p_8x8x8_<axes>.csv
-# and the wall and CPU time and peak memory of each run to OUTDIR/v5p_8x8x8_<axes>.time.
-#   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [AXES ...]   (default docs/simpod 8x8x8 x xy z xyz)
-# The runs: over x, AllGather/ReduceScatter/AllReduce/AllToAll, ring and bidir, 1 MiB (the book's
-# AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096, |Y| = 8) and 16 MiB; over xy the same ops with
-# bidir, seq and multi at 8 MiB (the book's AllGather_XY) and 16 MiB; over z the book's
-# AllReduce_Z (128 KiB, 4 calls in a row) with ring and bidir; over xyz seq and multi at 16 MiB.
+# (smpi/coll-selector:ompi), a binomial-tree broadcast (smpi/bcast:binomial_tree: the ompi
+# selector's knomial broadcast, which SMPI runs in every new communicator, first runs a ring
+# AllGather over the whole communicator, 512 x 511 messages for each of mesh/'s 3-axis
+# communicators), no lanes (--chunk 0: one message per ring step), no warm-up, results not
+# checked (-c 0). Writes OUTDIR/v5p_<topology>_<run>.csv and the wall and CPU time and peak memory
+# of each run to OUTDIR/v5p_<topology>_<run>.time.
+#   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]   (default docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz)
+# The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
+#   x          ring, bidir at 1 MiB (the book's AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096,
+#              |Y| = 8) and 16 MiB;
+#   xy         seq and multi at 8 MiB (the book's AllGather_XY) and 16 MiB;
+#   xy-ring, xy-bidir, xy-direct  the same with one algorithm each (a ring over xy has 63 steps;
+#              direct sends one message per pair of the 64 ranks of each xy plane);
+#   z          the book's AllReduce_Z (128 KiB, 4 calls in a row), ring and bidir;
+#   xyz        seq and multi at 1 MiB and 16 MiB (a ring over xyz has 511 steps, and direct
+#              512 x 511 concurrent messages: hours of simulation on this machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
 shift $(($# < 2 ? $# : 2))
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(x xy z xyz)
+[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz)
 mkdir -p "$out"
-run() { # AXES OPS ALGS MIN MAX FACTOR ITERS
+run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
   local csv="$out/v5p_${topo}_$1.csv"
   /usr/bin/time -f "wall %e s, cpu %U+%S s, max RSS %M KB" -o "$out/v5p_${topo}_$1.time" \
     bench/simpod --chip v5p --topology "$topo" --shared 1M --cfg smpi/coll-selector:ompi \
-    build-smpi/meshbench --chip v5p --axes "$1" --op "$2" --alg "$3" --chunk 0 \
-    -b "$4" -e "$5" -f "$6" -w 0 -n "$7" -c 0 --csv "$csv" >/dev/null
+    --cfg smpi/bcast:binomial_tree \
+    build-smpi/meshbench --chip v5p --axes "$2" --op "$3" --alg "$4" --chunk 0 \
+    -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --csv "$csv" >/dev/null
   echo "$topo $1: $(cat "$out/v5p_${topo}_$1.time")" >&2
 }
 for set in "${sets[@]}"; do
   case "$set" in
-    x) run x ag,rs,ar,a2a ring,bidir 1M 16M 16 1 ;;
-    xy) run xy ag,rs,ar,a2a bidir,seq,multi 8M 16M 2 1 ;;
-    z) run z ar ring,bidir 128K 128K 2 4 ;;
-    xyz) run xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown axis set '$set' (x, xy, z, xyz)" >&2; exit 2 ;;
+    x) run x x ag,rs,ar,a2a ring,bidir 1M 16M 16 1 ;;
+    xy) run xy xy ag,rs,ar,a2a seq,multi 8M 16M 2 1 ;;
+    xy-ring | xy-bidir | xy-direct) run "$set" xy ag,rs,ar,a2a "${set#xy-}" 8M 16M 2 1 ;;
+    z) run z z ar ring,bidir 128K 128K 2 4 ;;
+    xyz) run xyz xyz ag,rs,ar,a2a seq,multi 1M 16M 16 1 ;;
+    *) echo "simpod_big: unknown run '$set' (x, xy, xy-ring, xy-bidir, xy-direct, z, xyz)" >&2
+       exit 2 ;;
   esac
 done

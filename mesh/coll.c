@@ -42,7 +42,7 @@ static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_
     phase p;
     memset(&p, 0, sizeof p);
     p.kind = k;
-    p.comm = ctx->set[mesh_set_id(s)].mpi;
+    p.comm = mesh_ctx_set(m, ctx, s);
     p.n = mesh_axes_size(m, s);
     p.r = mesh_axes_index(m, s);
     p.link_axis = s.n ? s.ax[s.n - 1] : -1;
@@ -182,7 +182,7 @@ static int icount(int64_t n) {
 }
 
 static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) {
-    MPI_Comm comm = ctx->set[mesh_set_id(x->a)].mpi;
+    MPI_Comm comm = mesh_ctx_set(m, ctx, x->a);
     int n = mesh_axes_size(m, x->a), i = mesh_axes_index(m, x->a);
     int c = icount(x->count);
     int64_t bytes = 0;
@@ -336,8 +336,8 @@ static void validate(const mesh *m, const coll_args *x) {
 
 /* Debug mode: every rank of the set must be making the same call (where.c reports a mismatch). */
 static void verify_signature(mesh *m, mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
-    where_verify(
-        m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : ctx->set[mesh_set_id(x->a)].mpi, rec);
+    where_verify(m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : mesh_ctx_set(m, ctx, x->a),
+                 rec);
 }
 
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {

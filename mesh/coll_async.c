@@ -44,14 +44,16 @@ struct mesh_async {
  * first to the longest while nothing arrives. Each nap costs ~20 µs of CPU on a virtual machine
  * (the timer and the wake-up), and a wake-up preempts the compute sharing the core, so while the
  * caller computes they are long: from 100 µs up to 1 ms (at most ~2% of a core); while the caller
- * waits for a result (and its core is idle), from 2 µs up to 50 µs, for latency. mesh_wait ends a
- * long nap at once. */
+ * waits for a result, from 2 µs up to 50 µs for latency, or up to 2% of the time nothing has
+ * arrived (a peer far behind, on a loaded machine: the polls would take CPU from it), at most
+ * 1 ms. mesh_wait ends a long nap at once. */
 #define NAP_COMPUTING 1e-3
 #define NAP_COMPUTING_FIRST 100e-6
 #define NAP_WAITED 50e-6
 #define NAP_WAITED_FIRST 2e-6
+#define NAP_WAITED_SHARE 0.02
 
-double coll_async_nap_cap(mesh *m, double *first) {
+double coll_async_nap_cap(mesh *m, double idle, double *first) {
     mesh_async *q = m->async;
     int w = 1; /* without a thread the caller runs the call: it is waiting */
     if (PROGRESS_THREAD) {
@@ -60,7 +62,10 @@ double coll_async_nap_cap(mesh *m, double *first) {
         pthread_mutex_unlock(&q->mu);
     }
     *first = w ? NAP_WAITED_FIRST : NAP_COMPUTING_FIRST;
-    return w ? NAP_WAITED : NAP_COMPUTING;
+    if (!w) return NAP_COMPUTING;
+    const double grown =
+        idle * NAP_WAITED_SHARE > NAP_COMPUTING ? NAP_COMPUTING : idle * NAP_WAITED_SHARE;
+    return grown > NAP_WAITED ? grown : NAP_WAITED;
 }
 
 void coll_async_sleep_until(mesh *m, double t) {

@@ -43,13 +43,13 @@ typedef struct {
     MPI_Comm comm;
 } dset;
 
-static dset set_of(const mesh *m, const mesh_ctx *ctx, mesh_axes a) {
+static dset set_of(const mesh *m, mesh_ctx *ctx, mesh_axes a) {
     dset s;
     memset(&s, 0, sizeof s);
     s.P = a.n;
     s.n = mesh_axes_size(m, a);
     s.me = mesh_axes_index(m, a);
-    s.comm = ctx->set[mesh_set_id(a)].mpi;
+    s.comm = mesh_ctx_set(m, ctx, a);
     for (int k = 0; k < a.n; k++) {
         s.axis[k] = a.ax[k];
         s.size[k] = m->size[a.ax[k]];

@@ -660,7 +660,8 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
  * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
  * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
  * progress thread naps on real links too (coll_async_nap_cap: from 100 µs up to 1 ms while its
- * caller computes, from 2 µs up to 50 µs while the caller waits for a result), so that it does not
+ * caller computes, from 2 µs up to 50 µs, or 2% of the time nothing has arrived, while the
+ * caller waits for a result), so that it does not
  * take the core of the compute it is meant to overlap. Blocking calls on real links spin: the
  * lowest latency. Returns the cap for emulated links (0: none) and sets *real when a real link
  * takes part. */
@@ -680,10 +681,10 @@ static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
 }
 
-static double poll_cap(mesh *m, int thread, double emul, int real, double *first) {
+static double poll_cap(mesh *m, int thread, double emul, int real, double idle, double *first) {
     *first = 2e-6;
     if (!thread) return real ? 0 : emul;
-    if (real || emul <= 0) return coll_async_nap_cap(m, first);
+    if (real || emul <= 0) return coll_async_nap_cap(m, idle, first);
     return emul > 50e-6 ? emul : 50e-6;
 }
 
@@ -721,7 +722,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
     const int thread = ctx == &m->ctx[1];
     int real;
     const double emul = emulated_cap(m, ch, nch, &real);
-    double nap = 0;
+    double nap = 0, idle0 = 0; /* idle0: when the polls started finding nothing (0: not idle) */
     for (;;) {
         int progressed = 0;
         double wake = 0;
@@ -736,27 +737,29 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             return;
         }
         if (progressed) {
-            nap = 0;
+            nap = idle0 = 0;
             continue;
         }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
         int outc = 0;
         double first;
-        const double cap = poll_cap(m, thread, emul, real, &first);
+        const double now = mesh_now();
+        if (idle0 == 0) idle0 = now;
+        const double cap = poll_cap(m, thread, emul, real, now - idle0, &first);
         if (wake > 0 || cap > 0) { /* nap, but not past an emulated delivery */
             MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
             CHECK(outc != MPI_UNDEFINED || wake > 0,
                   "collective engine stalled with nothing in flight");
             if (outc == 0 || outc == MPI_UNDEFINED) {
                 nap = cap > 0 ? (nap * 2 < first ? first : nap * 2 > cap ? cap : nap * 2) : 50e-6;
-                const double t = mesh_now() + nap,
+                const double t = now + nap,
                              until = outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t;
                 if (thread)
                     coll_async_sleep_until(m, until);
                 else
                     link_sleep_until(until);
             } else {
-                nap = 0;
+                nap = idle0 = 0;
             }
         } else {
             MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);

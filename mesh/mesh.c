@@ -140,6 +140,7 @@ const char *mesh_axes_str(const mesh *m, mesh_axes a, char *buf, size_t len) {
 }
 
 const mesh_comm *mesh_axes_comm(mesh *m, mesh_axes a) {
+    mesh_ctx_set(m, &m->ctx[0], a);
     return &m->ctx[0].set[mesh_set_id(a)];
 }
 
@@ -198,9 +199,69 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
     return n ? n : -1;
 }
 
+/* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
+ * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Made by
+ * MPI_Comm_create over world (whose ranks are mesh ranks) from the group of those ranks, written as
+ * one strided range along the set's last axis per combination of its other axes. The same
+ * communicator as MPI_Comm_split(world, coordinates off the set, mesh_axes_index), without the
+ * split's gather of every rank's colour at one root: a simulator that runs thousands of ranks in
+ * one process (SMPI) serves that gather in time quadratic in the ranks, for every set. */
+static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes a, int lazy) {
+    int stride[MESH_MAX_AXES], base = m->rank;
+    for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
+    for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
+    int len = a.n ? m->size[a.ax[a.n - 1]] : 1, step = a.n ? stride[a.ax[a.n - 1]] : 1;
+    int nr = mesh_axes_size(m, a) / len;
+    int(*r)[3] = malloc((size_t)nr * sizeof *r);
+    CHECK(r, "out of memory");
+    for (int j = 0; j < nr; j++) { /* j: the set's other axes, in the set's order, last fastest */
+        int q = j, first = base;
+        for (int i = a.n - 2; i >= 0; i--) {
+            first += q % m->size[a.ax[i]] * stride[a.ax[i]];
+            q /= m->size[a.ax[i]];
+        }
+        r[j][0] = first, r[j][1] = first + (len - 1) * step, r[j][2] = step;
+    }
+    MPI_Group g;
+    MPI_Comm out;
+    MPI_Group_range_incl(wg, nr, r, &g);
+    if (lazy)
+        MPI_Comm_create_group(world, g, mesh_set_id(a), &out);
+    else
+        MPI_Comm_create(world, g, &out);
+    MPI_Group_free(&g);
+    free(r);
+    return out;
+}
+
+#ifdef MESHTRAIN_SMPI
+/* SMPI keeps, for every simulated rank, a copy of the group of every communicator it is in: on a
+ * 16x16x16 slice the 6 orders of the 3-axis set and the 6 of each 2-axis set, on two contexts,
+ * are tens of GB. So the SMPI build makes a set of two or three axes at its first collective
+ * (MPI_Comm_create_group: collective over the set's ranks only, which all make that call), and a
+ * run over one axis set pays for that set alone. */
+enum { LAZY_FROM = 2 };
+#else
+enum { LAZY_FROM = MESH_MAX_AXES + 1 }; /* every set at mesh_create */
+#endif
+
+MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
+    mesh_comm *s = &c->set[mesh_set_id(a)];
+    if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) {
+        MPI_Group wg;
+        MPI_Comm_group(c->world.mpi, &wg);
+        s->mpi = set_comm(m, c->world.mpi, wg, a, 1);
+        MPI_Group_free(&wg);
+    }
+    CHECK(s->mpi != MPI_COMM_NULL, "no communicator for axis set %d", mesh_set_id(a));
+    return s->mpi;
+}
+
 static void split_comms(mesh *m, mesh_ctx *c) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
+    MPI_Group wg;
+    MPI_Comm_group(c->world.mpi, &wg);
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -212,19 +273,12 @@ static void split_comms(mesh *m, mesh_ctx *c) {
                     int dup = 0;
                     for (int i = 0; i < n; i++)
                         for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
-                    if (dup) continue;
+                    if (dup || n >= LAZY_FROM) continue;
                     for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    /* colour: the coordinates on the axes NOT in the set */
-                    int color = 0;
-                    for (int d = 0; d < nd; d++) {
-                        int in = 0;
-                        for (int i = 0; i < n; i++) in |= a.ax[i] == d;
-                        if (!in) color = color * m->size[d] + m->coord[d];
-                    }
-                    MPI_Comm_split(c->world.mpi, color, mesh_axes_index(m, a),
-                                   &c->set[mesh_set_id(a)].mpi);
+                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, wg, a, 0);
                 }
     }
+    MPI_Group_free(&wg);
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
     c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));

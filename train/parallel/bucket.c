@@ -175,6 +175,7 @@ void par_drain_upto(struct par *p, int count) {
     for (int k = 0; k < 2; k++) {
         p->slot_pending[k] = p->slot_pending[k] > count ? p->slot_pending[k] - count : 0;
         p->bucket_busy[k] = p->bucket_busy[k] > count ? p->bucket_busy[k] - count : 0;
+        p->update_busy[k] = p->update_busy[k] > count ? p->update_busy[k] - count : 0;
     }
 }
 

@@ -163,7 +163,7 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
         if (p->zero == 1 || p->zero == 2)
             coll_row(&pr, "update", MESH_OP_ALL_GATHER, p->data_axes,
                      p->layer_elems / p->n_data / 9, 9, "W[D_X, ...] → W[D, ...] after the update",
-                     "blocking");
+                     path); /* (a column-sharded block's blocks: zero.c) */
     }
     if (p->dcn_axes.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
         const int64_t cs = p->dcn_n / p->n_data;

@@ -68,7 +68,12 @@ struct par {
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
      * param's shard contiguous, block-major, param id's at shard_offset[id]. */
     float *shard_params, *shard_grads;
-    float *update_stage; /* zero 1/2: the shard of the parameter being updated */
+    /* zero 1/2: the shard of the parameter being updated; with --overlap two slots alternate, so
+     * that one parameter's updated shard is gathered while the next is updated: update_open is
+     * the slot in use, update_busy[k] says slot k is read by the first update_busy[k] pending
+     * calls */
+    float *update_stage[2];
+    int update_open, update_busy[2];
     int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the

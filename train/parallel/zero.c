@@ -490,7 +490,9 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
     }
     float *w = p->shard_params + p->shard_offset[id]; /* zero 3: the model's own shard */
     if (p->zero <= 2) {                               /* zero 1/2: this rank's shard, staged */
-        w = p->update_stage;
+        const int k = p->update_open;
+        if (p->update_busy[k] > 0) par_drain_upto(p, p->update_busy[k]); /* its gathers read it */
+        w = p->update_stage[k];
         shard_select(p, mod, id, w);
     }
     return (par_owned){w, p->shard_grads + p->shard_offset[id], p->g[id].shard_n,
@@ -499,19 +501,26 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
 
 void par_owned_done(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0 || p->zero == 3) return;
-    /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter */
+    /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
+     * --overlap asynchronously (straight into the parameter; a column-sharded block, which needs
+     * unpacking, blocks), completed before the parameters are next read (par_after_update) */
     const pgeo *g = &p->g[id];
     const int64_t n = pgeo_block(g), ns = n / p->n_data;
-    float *full = model_param(mod, id, NULL);
+    float *full = model_param(mod, id, NULL), *stage = p->update_stage[p->update_open];
     for (int64_t b = 0; b < g->nb; b++) {
         if (g->zdim && g->R > 1) {
-            mesh_all_gather(p->m, p->data_axes, p->column_pack, p->update_stage + b * ns, ns,
-                            p->alg);
+            mesh_all_gather(p->m, p->data_axes, p->column_pack, stage + b * ns, ns, p->alg);
             par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->n_data);
+        } else if (p->overlap) {
+            par_push(p,
+                     mesh_iall_gather(p->m, p->data_axes, full + b * n, stage + b * ns, ns, p->alg),
+                     NULL, NULL, 0);
+            p->update_busy[p->update_open] = p->n_pending;
         } else {
-            mesh_all_gather(p->m, p->data_axes, full + b * n, p->update_stage + b * ns, ns, p->alg);
+            mesh_all_gather(p->m, p->data_axes, full + b * n, stage + b * ns, ns, p->alg);
         }
     }
+    if (p->overlap) p->update_open ^= 1;
 }
 
 int64_t par_state_size(par *p, model *mod) {
@@ -531,6 +540,7 @@ void par_hk_ready(void *ctx, model *mod) {
 
 void par_after_update(par *p, model *mod) {
     (void)mod;
+    if (p) par_drain(p); /* zero 1/2 --overlap: the gathers of the updated shards */
     if (p && p->zero == 3)
         p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1; /* gathered copies are stale */
 }
