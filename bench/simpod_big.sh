@@ -5,13 +5,17 @@
 # (smpi/coll-selector:ompi), a binomial-tree broadcast (smpi/bcast:binomial_tree: the ompi
 # selector's knomial broadcast, which SMPI runs in every new communicator, first runs a ring
 # AllGather over the whole communicator, 512 x 511 messages for each of mesh/'s 3-axis
-# communicators), shared blocks of 16 MiB (smpi/shared-malloc-blocksize: every shared 1 MiB block
-# is one memory mapping, and 512 ranks' 16 MiB buffers in 1 MiB blocks pass Linux's 65,530 per
-# process), no lanes (--chunk 0: one message per ring step), no warm-up, results not checked
-# (-c 0), and no work on the data (--no-data: the collectives' additions and copies and the
-# inputs' fill are skipped, every message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv and the wall and CPU time and peak memory
-# of each run to OUTDIR/v5p_<topology>_<run>.time.
-#   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]   (default docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz)
+# communicators), shared blocks of the run's smallest size, at least 1 MiB
+# (smpi/shared-malloc-blocksize: every shared block is one memory mapping, and 512 ranks' 16 MiB
+# buffers in 1 MiB blocks pass Linux's 65,530 per process; an allocation smaller than a block is
+# private, so blocks larger than the smallest arrays fill the memory: the xyz run over 1 MiB and
+# 16 MiB in 16 MiB blocks reached 11.5 GB and the kernel's OOM killer), no lanes (--chunk 0: one
+# message per ring step), no warm-up, results not checked (-c 0), and no work on the data
+# (--no-data: the collectives' additions and copies and the inputs' fill are skipped, every
+# message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv
+# and the wall and CPU time and peak memory of each run to OUTDIR/v5p_<topology>_<run>.time.
+#   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]
+#   (default: docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)
 # The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
 #   x          ring, bidir at 1 MiB (the book's AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096,
 #              |Y| = 8) and 16 MiB;
@@ -19,20 +23,22 @@
 #   xy-ring, xy-bidir, xy-direct  the same with one algorithm each (a ring over xy has 63 steps;
 #              direct sends one message per pair of the 64 ranks of each xy plane);
 #   z          the book's AllReduce_Z (128 KiB, 4 calls in a row), ring and bidir;
-#   xyz        seq and multi at 1 MiB and 16 MiB (a ring over xyz has 511 steps, and direct
-#              512 x 511 concurrent messages: hours of simulation on this machine).
+#   xyz, xyz-1M  seq and multi at 16 MiB, and at 1 MiB (a ring over xyz has 511 steps, direct
+#              512 x 511 concurrent messages: not run, see docs/simpod.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
 shift $(($# < 2 ? $# : 2))
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz)
+[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)
 mkdir -p "$out"
 run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
-  local csv="$out/v5p_${topo}_$1.csv"
+  local csv="$out/v5p_${topo}_$1.csv" block
+  block="$(numfmt --from=iec "$5")"
+  [ "$block" -ge 1048576 ] || block=1048576
   /usr/bin/time -f "wall %e s, cpu %U+%S s, max RSS %M KB" -o "$out/v5p_${topo}_$1.time" \
     bench/simpod --chip v5p --topology "$topo" --shared 1M --cfg smpi/coll-selector:ompi \
-    --cfg smpi/bcast:binomial_tree --cfg smpi/shared-malloc-blocksize:16777216 \
+    --cfg smpi/bcast:binomial_tree --cfg smpi/shared-malloc-blocksize:"$block" \
     build-smpi/meshbench --chip v5p --axes "$2" --op "$3" --alg "$4" --chunk 0 \
     -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --no-data --csv "$csv" >/dev/null
   echo "$topo $1: $(cat "$out/v5p_${topo}_$1.time")" >&2
@@ -43,8 +49,9 @@ for set in "${sets[@]}"; do
     xy) run xy xy ag,rs,ar,a2a seq,multi 8M 16M 2 1 ;;
     xy-ring | xy-bidir | xy-direct) run "$set" xy ag,rs,ar,a2a "${set#xy-}" 8M 16M 2 1 ;;
     z) run z z ar ring,bidir 128K 128K 2 4 ;;
-    xyz) run xyz xyz ag,rs,ar,a2a seq,multi 1M 16M 16 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x, xy, xy-ring, xy-bidir, xy-direct, z, xyz)" >&2
+    xyz) run xyz xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
+    xyz-1M) run xyz-1M xyz ag,rs,ar,a2a seq,multi 1M 1M 2 1 ;;
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)" >&2
        exit 2 ;;
   esac
 done
