@@ -8,7 +8,10 @@
  *
  * Flags: --chip NAME (the calculator's chip, default v5p: give the same as simpod's), --model
  * NAME (a calculator preset, llama3-70b or llama2-13b, expanded into the trainer's model flags;
- * later flags override it), --steps N (steps to run, default 2; the last one is reported), and
+ * later flags override it), --steps N (steps to run, default 2; the last one is reported),
+ * --no-data (mesh_set_no_data: every array of 1 MiB or more is left alone — no additions, copies,
+ * conversions or clears — while every message still goes through MPI with its real size, so the
+ * simulated schedule and times are those of the data run at a fraction of the host's work), and
  * every flag of meshtrain (--dp, --zero, --tensor, --pipeline, --microbatches, --comm-dtype, --alg,
  * --overlap, ...). Tokens are random (no data file); weights are not initialised. With simpod's
  * --shared the big buffers are one shared block, so a model far larger than the machine's memory
@@ -35,9 +38,12 @@
 
 double simpod_flops_charged(void); /* bench/simpod_kernels.c: FLOPs charged on this rank */
 
+/* --no-data: arrays from this size on are left alone (the size simpod --shared 1M shares). */
+#define DRY_NO_DATA_BYTES (1 << 20)
+
 typedef struct {
     const char *chip, *model;
-    int steps;
+    int steps, no_data;
     int argc;
     char *argv[MAX_ARGS]; /* the trainer's argv */
 } dry_opts;
@@ -63,7 +69,7 @@ static int preset_args(const char *name, int argc, char **argv, char buf[8][24],
 }
 
 static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24]) {
-    o->chip = "v5p", o->model = NULL, o->steps = 2;
+    o->chip = "v5p", o->model = NULL, o->steps = 2, o->no_data = 0;
     static char bench[] = "--bench", quiet[] = "--quiet";
     o->argc = 0;
     o->argv[o->argc++] = argv[0];
@@ -79,6 +85,10 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
         o->argc += n;
     }
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-data") == 0) {
+            o->no_data = 1;
+            continue;
+        }
         const int own = strcmp(argv[i], "--model") == 0 || strcmp(argv[i], "--chip") == 0 ||
                         strcmp(argv[i], "--steps") == 0;
         if (own) {
@@ -232,6 +242,7 @@ int main(int argc, char **argv) {
     dry_opts o;
     char preset_buf[8][24];
     parse_opts(argc, argv, &o, preset_buf);
+    if (o.no_data) mesh_set_no_data(DRY_NO_DATA_BYTES);
     char err[512];
     config c;
     config_defaults(&c);
@@ -263,13 +274,14 @@ int main(int argc, char **argv) {
         char spec[64];
         printf("dry run: %s on %d simulated %s chips (mesh %s), L=%lld D=%lld N=%lld K=%lld "
                "H=%lld F=%lld V=%lld T=%lld, batch %lld sequences, zero %d, dp %s, tensor %s, "
-               "pipeline %s, wire %s\n",
+               "pipeline %s, wire %s, data %s\n",
                o.model ? o.model : "model", mesh_nranks(m), o.chip,
                mesh_spec_str(m, spec, sizeof spec), (long long)s->L, (long long)s->D,
                (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
                (long long)s->T, (long long)c.batch, c.zero,
                c.data_axes[0] ? c.data_axes : "(free axes)", c.tensor_axis[0] ? c.tensor_axis : "-",
-               c.pipe_axis[0] ? c.pipe_axis : "-", c.comm_dtype);
+               c.pipe_axis[0] ? c.pipe_axis : "-", c.comm_dtype,
+               o.no_data ? "none (--no-data: arrays of 1 MiB or more are left alone)" : "computed");
         const double speed = cost_chip_find(o.chip)->flops_bf16;
         printf("simulated step: %.6g s (step %d of %d; the first took %.6g s), loss %.4f\n", dt,
                o.steps, o.steps, dt_first, st.loss);
@@ -299,7 +311,9 @@ int main(int argc, char **argv) {
                p.t_math, p.t_comm, p.t_step_sum, p.t_step_max, dt / p.t_step_sum,
                dt / p.t_step_max);
     free(tokens);
-    trainer_destroy(t);
+    /* --no-data: the big buffers are mappings that free() cannot take (train/config/alloc.c);
+     * they go with the process */
+    if (!o.no_data) trainer_destroy(t);
     mesh_destroy(m);
     mesh_mpi_finalize();
     return 0;

@@ -88,14 +88,38 @@ int mesh_axes_index(const mesh *m, mesh_axes a) {
     return i;
 }
 
+#ifdef MESHTRAIN_SMPI
+static int64_t no_data_min; /* 0: off (SMPI privatises it per simulated rank) */
+
+/* SMPI's own payload copy (simgrid 3.32 declares it in C++ only: its mangled name). */
+void mesh_smpi_copy_payload(smx_activity_t comm, void *buf, size_t bytes) __asm__(
+    "_Z30smpi_comm_copy_buffer_callbackPN7simgrid6kernel8activity8CommImplEPvm");
+
+/* When a simulated message arrives, SMPI copies its payload into the receive buffer (unless one
+ * side is one of its shared blocks): "no data" copies the small ones only, so that the big
+ * buffers, lazily allocated and never touched, cost neither memory nor time. */
+static void no_data_copy(smx_activity_t comm, void *buf, size_t bytes) {
+    if (!mesh_no_data((int64_t)bytes)) mesh_smpi_copy_payload(comm, buf, bytes);
+}
+
+void mesh_set_no_data(int64_t min_bytes) {
+    no_data_min = min_bytes > 0 ? min_bytes : 0;
+    if (no_data_min) smpi_comm_set_copy_data_callback(no_data_copy);
+}
+int mesh_no_data(int64_t bytes) {
+    return no_data_min > 0 && bytes >= no_data_min;
+}
+#endif
+
 float *mesh_scratch(mesh_ctx *c, int slot, int64_t n) {
     CHECK(slot >= 0 && slot < MESH_NSCRATCH, "scratch slot %d out of range", slot);
     if (c->scratch_n[slot] < n) {
         free(c->scratch[slot]);
         size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
 #ifdef MESHTRAIN_SMPI
-        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh can share big scratch too */
-        c->scratch[slot] = malloc(bytes);
+        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh can share big scratch too; with
+         * "no data" the C library's, whose big blocks stay untouched fresh pages */
+        c->scratch[slot] = mesh_no_data((int64_t)bytes) ? (malloc)(bytes) : malloc(bytes);
 #else
         c->scratch[slot] = aligned_alloc(64, bytes);
 #endif

@@ -301,8 +301,10 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     float *dst = x->out;
     if (cb * n != count) {
         float *pad = mesh_scratch(ctx, SL_PAD, cb * n);
-        memcpy(pad, x->in, (size_t)count * sizeof(float));
-        memset(pad + count, 0, (size_t)(cb * n - count) * sizeof(float));
+        if (CTX_DATA(ctx)) {
+            memcpy(pad, x->in, (size_t)count * sizeof(float));
+            memset(pad + count, 0, (size_t)(cb * n - count) * sizeof(float));
+        }
         src = dst = pad;
     }
     coll_args y = *x;
@@ -311,7 +313,7 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     y.in = y.out, y.out = dst;
     run_blocks(m, ctx, PH_AG, &y, alg, ch, lb);
-    if (dst != x->out) memcpy(x->out, dst, (size_t)count * sizeof(float));
+    if (dst != x->out && CTX_DATA(ctx)) memcpy(x->out, dst, (size_t)count * sizeof(float));
 }
 
 static void validate(const mesh *m, const coll_args *x) {
@@ -350,6 +352,11 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
                     ? MESH_WIRE_F32
                     : x->wire;
     rec->wire = ctx->wire;
+#ifdef MESHTRAIN_SMPI
+    /* the array's bytes: all_reduce's and ppermute's count, the others' n·count */
+    const int whole = x->op == MESH_OP_ALL_REDUCE || x->op == MESH_OP_PPERMUTE;
+    ctx->no_data = mesh_no_data(x->count * (whole ? 1 : mesh_axes_size(m, x->a)) * 4);
+#endif
     where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
@@ -379,7 +386,8 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
             phase p = ph_over(m, ctx, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
             p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
             if (x->shift == 0) {
-                if (x->out != x->in) memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
+                if (x->out != x->in && CTX_DATA(ctx))
+                    memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
             } else {
                 push(&ch[0], p);
                 engine_run(m, ctx, ch, 1, lb);

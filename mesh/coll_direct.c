@@ -122,7 +122,7 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
                       int ph, int nph, int64_t (*lb)[2]) {
     const int n = s->n, np = n - 1;
     if (np <= 0) {
-        if (r->own_n > 0 && r->own_dst != r->own_src)
+        if (r->own_n > 0 && r->own_dst != r->own_src && CTX_DATA(ctx))
             memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
         return;
     }
@@ -151,7 +151,7 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
         if (emu) MPI_Isend(&hout, 1, MPI_DOUBLE, to, TAG_HDR, s->comm, &shq[i]);
         account(s, to, r->slen[to] * (int64_t)sizeof(float), lb);
     }
-    if (r->own_n > 0 && r->own_dst != r->own_src)
+    if (r->own_n > 0 && r->own_dst != r->own_src && CTX_DATA(ctx))
         memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
     where_steps(m, ctx == &m->ctx[1], ph, nph, 0, np);
     int got = 0, idx;
@@ -191,6 +191,7 @@ static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, co
      * partial (an AllReduce in place), which is still to be read in its turn */
     const float *own = in + ctx->boff[me];
     const float *first = me == 0 ? own : parts;
+    if (!CTX_DATA(ctx)) return;
     float *acc = out == own ? mesh_scratch(ctx, SL_ACC, c) : out;
     memcpy(acc, first, (size_t)c * sizeof(float));
     for (int j = 1; j < n; j++) {

@@ -201,7 +201,7 @@ static float *a2a_rest_from_input(phase *p, int d) {
         int k = d == 0 ? 2 + i : D - i;
         int64_t lo, c;
         const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
-        memcpy(pk, at, (size_t)c * sizeof(float));
+        if (CTX_DATA(p->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
         pk += c;
     }
     return p->st[d].pack;
@@ -331,7 +331,7 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
 
 /* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
 static void recv_done(phase *p, int d, int s) {
-    if (p->kind != PH_RS) return;
+    if (p->kind != PH_RS || !CTX_DATA(p->ctx)) return;
     int64_t lo, l;
     int blk = rs_recv_range(p, p->r, d, s, &lo, &l);
     if (blk < 0 || blk == p->r || l == 0) return; /* own block: kept for rs_end */
@@ -485,7 +485,7 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
         if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
-            mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            if (CTX_DATA(p->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
             MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
             w += ms[i].n;
         } else {
@@ -529,7 +529,7 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
 
 /* bf16 wire: step s's staged receive, converted to fp32 where the fp32 wire would have put it. */
 static void recv_unpack(phase *p, int d, int s) {
-    if (p->wire != MESH_WIRE_BF16) return;
+    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->ctx)) return;
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms);
     const uint16_t *w = p->st[d].wrecv;
@@ -603,7 +603,7 @@ static void phase_start(phase *p, double vready) {
             p->st[d].wrecv = (uint16_t *)a;
         }
     }
-    if (p->kind == PH_REORDER)
+    if (p->kind == PH_REORDER && CTX_DATA(p->ctx))
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
                       p->s_off, p->d_stride, p->d_off);
     p->started = 1;
@@ -613,6 +613,10 @@ static void phase_start(phase *p, double vready) {
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
     float *mine = NULL;
+    if (!CTX_DATA(p->ctx)) {
+        p->copied = 1;
+        return;
+    }
     if (p->kind == PH_AG) {
         mine = p->buf + blk_off(p, p->r);
         if (p->src && p->src != mine)
@@ -629,6 +633,7 @@ static void phase_copy_own(phase *p) {
 }
 
 static void phase_end(phase *p) {
+    if (!CTX_DATA(p->ctx)) return;
     if (p->kind == PH_RS) rs_end(p);
     /* in place: the input left before the result may overwrite it */
     if (p->kind == PH_PERM && p->buf == p->src && p->nsteps && perm_peer(p, 0) >= 0)

@@ -135,6 +135,20 @@ _Noreturn void mesh_abort(const char *file, int line, const char *fmt, ...)
 void mesh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Monotonic wall clock in seconds. */
 double mesh_now(void);
+
+/* ---- "no data" (the SMPI build only) ---- */
+/* For a dry run on a simulated pod, where only the schedule and the messages' sizes matter:
+ * after mesh_set_no_data(b), b > 0, the collectives on arrays of b bytes or more, and every caller
+ * that asks mesh_no_data(bytes) before touching such an array, skip the work on the floats
+ * (additions, copies, bf16 conversions, clears) while every message still goes through MPI with
+ * its real size, peer and order. Smaller arrays keep their data. Not collective; per process (a
+ * simulated rank under SMPI). Elsewhere there is no switch: mesh_no_data is the constant 0. */
+#ifdef MESHTRAIN_SMPI
+void mesh_set_no_data(int64_t min_bytes);
+int mesh_no_data(int64_t bytes);
+#else
+#define mesh_no_data(bytes) (0 && (bytes) != 0) /* bytes is not evaluated */
+#endif
 /* The calling thread's CPU time in seconds (it does not advance while the thread waits for a
  * core or sleeps). */
 double mesh_thread_cpu(void);

@@ -35,6 +35,9 @@ typedef struct {
     int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */
     int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
     mesh_wire wire;              /* the wire format of the call running on this context */
+#ifdef MESHTRAIN_SMPI
+    int no_data; /* the call running on this context leaves its floats alone (mesh_no_data) */
+#endif
     /* the emulator's own clock for the call running on this context (link.c): links only, the
      * call starting at 0 on idle links; vbusy is when each directed link frees up */
     double vclock, vbusy[MESH_MAX_AXES][2];
@@ -82,6 +85,14 @@ struct mesh {
 };
 
 int mesh_set_id(mesh_axes a);
+/* Whether the call running on context c works on its floats: always, but in the SMPI build
+ * under mesh_set_no_data. */
+#ifdef MESHTRAIN_SMPI
+#define CTX_DATA(c) (!(c)->no_data)
+#else
+#define CTX_DATA(c) 1
+#endif
+
 /* Grows scratch slot `slot` of ctx to hold n floats; returns it. */
 float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
 

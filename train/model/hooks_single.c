@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "train/config/alloc.h"
 #include "train/model/hooks.h"
 
 void model_extents_full(const model_shape *s, model_extents *o) {
@@ -54,7 +55,7 @@ layer_g model_layer_grads_local(model *m, int64_t l) {
 
 void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
                               int64_t BT, int64_t Kl, int64_t D) {
-    if (out != xin) memcpy(out, xin, (size_t)(BT * D) * sizeof(float));
+    if (out != xin) floats_copy(out, xin, BT * D);
     kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
 }
 

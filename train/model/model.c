@@ -271,7 +271,7 @@ float *model_grads_flat(model *m, int64_t *n) {
     return m->grads;
 }
 void model_zero_grads(model *m) {
-    if (m->grads) memset(m->grads, 0, (size_t)m->nparams * sizeof(float));
+    if (m->grads) floats_clear(m->grads, m->nparams);
 }
 int64_t model_activation_bytes(const model *m) {
     return m->act_bytes;
@@ -558,7 +558,7 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     float *dhf = m->s_big;
     kern_matmul_dx(dhf, dlogits, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
-    memset(dr, 0, (size_t)(BT * m->loc.Dl) * sizeof(float));
+    floats_clear(dr, BT * m->loc.Dl);
     float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
                      m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
@@ -576,7 +576,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
         trace_end(TRACE_HEAD_BWD);
     } else { /* this rank's D_Y columns of the gradient of the stage output */
         const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
-        for (int64_t r = 0; r < BT; r++)
+        for (int64_t r = 0; r < BT && !mesh_no_data(BT * Dl * (int64_t)sizeof(float)); r++)
             memcpy(m->d_resid + r * Dl, d_out + r * D + d0, (size_t)Dl * sizeof(float));
     }
     for (int64_t l = m->l1 - 1; l >= m->l0; l--) {
@@ -587,7 +587,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
     trace_begin(TRACE_EMBED_BWD, 0);
     const float *demb = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, m->d_resid, BT);
     if (!m->first) {
-        if (demb != m->d_full) memcpy(m->d_full, demb, (size_t)(BT * D) * sizeof(float));
+        if (demb != m->d_full) floats_copy(m->d_full, demb, BT * D);
         trace_end(TRACE_EMBED_BWD);
         return;
     }

@@ -25,6 +25,7 @@
 #include "kernels/optim.h"
 #include "mesh/cost.h"
 #include "mesh/link.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, double overhead) {
@@ -102,9 +103,9 @@ int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add) {
     float *buf = p->bucket_stage[k];
     if (p->zero)
         for (int64_t j = 0; j < p->n_data; j++)
-            memcpy(buf + j * region(p) + p->bucket_fill, g + j * per, (size_t)per * sizeof(float));
+            floats_copy(buf + j * region(p) + p->bucket_fill, g + j * per, per);
     else
-        memcpy(buf + p->bucket_fill, g, (size_t)n * sizeof(float));
+        floats_copy(buf + p->bucket_fill, g, n);
     p->bucket_segs[k][p->bucket_nsegs[k]++] = (bucket_seg){dst, p->bucket_fill, per, add};
     p->bucket_fill += per;
     return 1;
@@ -116,7 +117,8 @@ void bucket_flush(struct par *p) {
     const int64_t c = p->bucket_fill;
     float *buf = p->bucket_stage[k];
     if (p->zero) { /* close the regions up: RS block j at j·c */
-        for (int64_t j = 1; j < p->n_data; j++)
+        const int move = !mesh_no_data(c * p->n_data * (int64_t)sizeof(float));
+        for (int64_t j = 1; j < p->n_data && move; j++)
             memmove(buf + j * c, buf + j * region(p), (size_t)c * sizeof(float));
         if (p->overlap) {
             if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
@@ -148,7 +150,7 @@ void bucket_complete(struct par *p, int slot) {
         if (s->add)
             kern_add(s->dst, res + s->off, s->n);
         else
-            memcpy(s->dst, res + s->off, (size_t)s->n * sizeof(float));
+            floats_copy(s->dst, res + s->off, s->n);
     }
     p->bucket_nsegs[slot] = 0;
 }

@@ -106,7 +106,7 @@ static void backward(pipe *q, int64_t j, const int32_t *tok, float scale) {
     if (q->s > 0) {
         mesh_p2p_wait(q->bsend[k]);
         float *buf = q->dsend + (int64_t)k * n;
-        memcpy(buf, model_stage_dinput(q->m), (size_t)n * sizeof(float));
+        floats_copy(buf, model_stage_dinput(q->m), n);
         q->bsend[k] = mesh_isend(q->mesh, q->axis, -1, buf, n);
     }
     trace_end(TRACE_PIPE_BWD);

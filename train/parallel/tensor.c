@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "train/config/alloc.h"
 #include "kernels/optim.h"
 #include "train/observe/report.h"
 #include "train/parallel/cmatmul.h"
@@ -86,7 +87,7 @@ void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logi
     struct par *p = ctx;
     const int64_t Vl = model_extents_of(mod)->Vl;
     if (p->n_tensor == 1) {
-        memcpy(logits, logits_loc, (size_t)Vl * sizeof(float));
+        floats_copy(logits, logits_loc, Vl);
         return;
     }
     mesh_all_gather(p->m, p->tensor_axis, logits, logits_loc, Vl, p->alg);
@@ -117,7 +118,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     if (p->n_tensor == 1) return dr;
-    memset(part, 0, (size_t)(BT * model_shape_of(mod)->D) * sizeof(float));
+    floats_clear(part, BT * model_shape_of(mod)->D);
     return part;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/optim.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -68,7 +69,7 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
         /* ranks sharing kv head k0: tensor ranks whose first query head maps to it */
         mesh_all_gather(p->m, p->tensor_axis, p->kv_exchange, g, n, p->alg);
         const int64_t group = p->s.N / p->s.K; /* query heads per kv head */
-        memset(g, 0, (size_t)n * sizeof(float));
+        floats_clear(g, n);
         for (int64_t y = 0; y < p->n_tensor; y++)
             if ((y * p->loc.Nl) / group == p->loc.k0) kern_add(g, p->kv_exchange + y * n, n);
     }
@@ -104,7 +105,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
         return;
     }
     if (ge->zdim && ge->R > 1) {
-        memcpy(p->column_pack, g, (size_t)n * sizeof(float));
+        floats_copy(p->column_pack, g, n);
         par_pack_cols(g, p->column_pack, ge->R, ge->C, p->n_data);
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
@@ -159,7 +160,7 @@ static void nonlayer_done(struct par *p, model *mod, param_id id) {
         par_drain(p);
         const int64_t n = pgeo_block(g);
         if (g->zdim && g->R > 1) {
-            memcpy(p->column_pack, gb, (size_t)n * sizeof(float));
+            floats_copy(p->column_pack, gb, n);
             par_pack_cols(gb, p->column_pack, g->R, g->C, p->n_data);
         }
         mesh_reduce_scatter(p->m, p->data_axes, p->column_pack, gb, n / p->n_data, p->alg);
@@ -230,9 +231,8 @@ static void bucket_pack(struct par *p, param_id id, int64_t b0, int64_t blen, in
                         void *ctx) {
     wgather *w = ctx;
     const int64_t cnt = pgeo_block(&p->g[id]) / p->n_data;
-    memcpy(p->gather_send[w->k] + b0 + at,
-           p->shard_params + p->shard_offset[id] + (w->l - p->l0) * cnt,
-           (size_t)cnt * sizeof(float));
+    floats_copy(p->gather_send[w->k] + b0 + at,
+                p->shard_params + p->shard_offset[id] + (w->l - p->l0) * cnt, cnt);
     if (at + cnt < blen) return;
     float *dst = p->gather_stage[w->k] + b0 * p->n_data;
     const float *src = p->gather_send[w->k] + b0;
@@ -251,6 +251,7 @@ static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen,
     const pgeo *g = &p->g[id];
     const int64_t cnt = pgeo_block(g) / p->n_data, cl = g->C / p->n_data;
     float *dst = par_layer_slot(p, p->gathered_layer[k], id);
+    if (mesh_no_data(pgeo_block(g) * (int64_t)sizeof(float))) return;
     for (int64_t j = 0; j < p->n_data; j++) {
         const float *part = p->gather_stage[k] + b0 * p->n_data + j * blen + at;
         if (g->zdim && g->R > 1)
@@ -364,7 +365,7 @@ layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     const int k = (int)(l % 2);
     par_drain_upto(p, p->slot_pending[k]); /* the slot's previous reductions must be complete */
     float *b = p->layer_grads_full[k];
-    memset(b, 0, (size_t)p->layer_elems * sizeof(float));
+    floats_clear(b, p->layer_elems);
     layer_g g;
     g.attn_norm = par_layer_slot(p, b, P_ATTN_NORM);
     g.wq = par_layer_slot(p, b, P_WQ);
@@ -388,7 +389,7 @@ float *par_hk_grad(void *ctx, model *mod, param_id id) {
 
 void par_step_begin(par *p) {
     if (!p) return;
-    if (p->shard_grads) memset(p->shard_grads, 0, (size_t)p->shard_total * sizeof(float));
+    if (p->shard_grads) floats_clear(p->shard_grads, p->shard_total);
 }
 
 void par_micro_begin(par *p, int64_t j, int64_t n) {
@@ -396,8 +397,7 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
     p->micro = j;
     p->n_micro = n;
     for (int id = 0; id < P_COUNT; id++)
-        if (p->param_grads_full[id])
-            memset(p->param_grads_full[id], 0, (size_t)pgeo_block(&p->g[id]) * sizeof(float));
+        if (p->param_grads_full[id]) floats_clear(p->param_grads_full[id], pgeo_block(&p->g[id]));
 }
 
 /* --dcn: the data axes are ICI ones (data_axes) and one across the data-center network (dcn_axes);
@@ -417,13 +417,13 @@ static void dcn_reduce(struct par *p, model *mod) {
     CHECK(n <= p->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
           (long long)p->dcn_n);
     const int64_t c = p->dcn_n / p->n_data;
-    memcpy(buf, G, (size_t)n * sizeof(float));
-    memset(buf + n, 0, (size_t)(p->dcn_n - n) * sizeof(float));
+    floats_copy(buf, G, n);
+    floats_clear(buf + n, p->dcn_n - n);
     float *mine = buf + p->dcn_n; /* this rank's shard */
     mesh_reduce_scatter(p->m, p->data_axes, mine, buf, c, p->alg);
     mesh_all_reduce(p->m, p->dcn_axes, mine, mine, c, p->alg);
     mesh_all_gather(p->m, p->data_axes, buf, mine, c, p->alg);
-    memcpy(G, buf, (size_t)n * sizeof(float));
+    floats_copy(G, buf, n);
 }
 
 void par_finish_grads(par *p, model *mod) {
@@ -473,7 +473,7 @@ static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
             par_pack_cols(p->column_pack, src, g->R, g->C, p->n_data);
             src = p->column_pack;
         }
-        memcpy(sh + b * ns, src + p->data_index * ns, (size_t)ns * sizeof(float));
+        floats_copy(sh + b * ns, src + p->data_index * ns, ns);
     }
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
 #include "mesh/mesh.h"
+#include "train/config/alloc.h"
 
 typedef enum {
     K_MM,     /* y[M,N] = x[M,K]·w[K,N] */
@@ -43,6 +44,9 @@ typedef struct {
 typedef struct {
     float *f[NBUF];
     int32_t *t;
+#ifdef MESHTRAIN_SMPI
+    int64_t n[NBUF];
+#endif
 } bufs;
 
 static void fill(float *x, int64_t n) {
@@ -52,16 +56,24 @@ static void fill(float *x, int64_t n) {
 static int bufs_alloc(bufs *b, const int64_t *n, int64_t nt) {
     int ok = 1;
     for (int i = 0; i < NBUF; i++) {
+#ifdef MESHTRAIN_SMPI /* the dry run's allocator, for its "no data" mode (alloc.c) */
+        b->f[i] = alloc_floats(n[i]), b->n[i] = n[i];
+#else
         b->f[i] = malloc((size_t)(n[i] > 0 ? n[i] : 1) * sizeof(float));
+#endif
         ok &= b->f[i] != NULL;
-        if (b->f[i]) fill(b->f[i], n[i]);
+        if (b->f[i] && !mesh_no_data(n[i] * (int64_t)sizeof(float))) fill(b->f[i], n[i]);
     }
     b->t = calloc((size_t)(nt > 0 ? nt : 1), sizeof(int32_t));
     return ok && b->t;
 }
 
 static void bufs_free(bufs *b) {
+#ifdef MESHTRAIN_SMPI
+    for (int i = 0; i < NBUF; i++) alloc_release(b->f[i], b->n[i]);
+#else
     for (int i = 0; i < NBUF; i++) free(b->f[i]);
+#endif
     free(b->t);
 }
 
@@ -112,7 +124,7 @@ static void run(const call *c, const ktime_shape *s, bufs *b) {
         break;
     }
     case K_ZERO:
-        memset(f[0], 0, (size_t)M * sizeof(float));
+        floats_clear(f[0], M);
         break;
     case K_SUMSQ:
         f[1][0] = (float)kern_sumsq(f[0], M);
@@ -182,6 +194,7 @@ double ktime_median(double *v, int64_t n) {
  * the kernels before it have touched other data: writes a buffer larger than those caches. */
 #define KTIME_EVICT_FLOATS (1 << 20) /* 4 MB */
 static void evict(float *e) {
+    if (mesh_no_data(KTIME_EVICT_FLOATS * (int64_t)sizeof(float))) return;
     for (int64_t i = 0; i < KTIME_EVICT_FLOATS; i += 16) e[i] += 1.0f;
 }
 
@@ -236,8 +249,8 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
     for (int i = 0; i < 5; i++)
         for (kind k = K_MM; k <= K_DX; k++) {
             const int mlp = i >= 3, bwd = k != K_MM;
-            const step_part p = bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN)
-                                    : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
+            const step_part p =
+                bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN) : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
             ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm, p);
         }
     ADD(K_RMS_F, r, D, 0, lm, PART_FWD_ATTN); /* each sublayer's norm */
