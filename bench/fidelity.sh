@@ -24,8 +24,11 @@
 #      SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
-# About 6–10 minutes on 2 idle vCPUs with the defaults (estimated: the runs' predicted steps add up
-# to about 2.5 minutes, plus a few seconds of start-up per run); 23 minutes at load average 15–21.
+# The DP/FSDP and TP models are sized to be bandwidth-bound (below), so the runs are longer than
+# the earlier sweeps': about 15–25 minutes on 2 idle vCPUs with the defaults (estimated from the
+# compute's CPU time of 2-rank runs on a loaded machine: DP 1.6 s, FSDP ~3 s, TP ~2 s per step at
+# the largest points); the dp, tp and fsdp sweeps on 2 ranks took 12–13 minutes each at load
+# average 18–23.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -109,10 +112,17 @@ run() {
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
-# DP/FSDP: L=2 D=256 F=1024 (2.2M parameters, 2.1 MB per layer in bf16): each layer's gather and
-# each gradient bucket is ~10× the 180 kB a v5p hop's latency is worth (T_min·W), so the
-# collectives are bandwidth-bound, as the book's boundary assumes
-DATA_MODEL="--layers 2 --d-model 256 --heads 4 --d-ff 1024 --seq-len $T"
+# DP/FSDP: L=1 D=512 F=2048 (4.5M parameters, 8.4 MB a layer in bf16): each gradient bucket and
+# weight-gather bucket (--bucket auto: 2 MB) is ~10× the 180 kB a v5p hop's latency is worth
+# (T_min·W), so the collectives are bandwidth-bound, as the book's boundary assumes; at D = 512
+# the work beside the matmuls (attention's softmax, norms, SwiGLU), which the book does not
+# count, is half its share at D = 256
+DATA_MODEL="--layers 1 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
+# FSDP: four such layers. The backward pass re-gathers a layer's weights, as the book's FSDP does,
+# except for the last two layers, whose weights stay in the two gather slots from the forward pass
+# (train/parallel/zero.c): with L layers the step moves (3L−2)/(3L) of the book's 3 weight-sized
+# collectives, 5/6 at L = 4 (with 1 or 2 layers, 2/3: no re-gather at all)
+FSDP_MODEL="--layers 4 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
 # TP: 64 sequences of 128 = 8192 tokens at D=256: each activation AllGather/ReduceScatter moves
 # 4.2 MB (bf16), 23× a hop's latency
 TP_MODEL="--layers 1 --d-model 256 --heads 4 --seq-len $T --batch 64"
@@ -125,8 +135,10 @@ for np in $RUN_RANKS; do
         extra="--dp x --overlap --bucket $BUCKET"
         [ "$sweep" = fsdp ] && extra="--dp x --zero 3 --overlap --bucket $BUCKET"
         for tpr in $(points "$np" tpr); do
+          model=$DATA_MODEL
+          [ "$sweep" = fsdp ] && model=$FSDP_MODEL
           # shellcheck disable=SC2086
-          run "$sweep" "$np" "$tpr" dp "x=$np" $DATA_MODEL --batch $((tpr * np / T)) $extra
+          run "$sweep" "$np" "$tpr" dp "x=$np" $model --batch $((tpr * np / T)) $extra
         done ;;
       tp)
         for F in $(points "$np" f); do

@@ -42,7 +42,7 @@
 typedef struct {
     int64_t b, e;
     double f;
-    int warm, iters, reps, check, pingpong, placement, help;
+    int warm, iters, reps, check, pingpong, placement, no_data, help;
     const char *ops, *algs, *axes, *spec, *open, *cross, *emulate, *link, *csv, *json;
     const char *chip; /* predict with this chip's links instead of the ping-pong fit */
     double flops;
@@ -98,6 +98,8 @@ static const bench_flag flags[] = {
     {"--json", NULL, F_STR, O_(json), 0, 0, "FILE", "ping-pong fits and rows as JSON"},
     {"--pingpong", NULL, F_SWITCH, O_(pingpong), 0, 0, NULL, "print the ping-pong sweep"},
     {"--placement", NULL, F_SWITCH, O_(placement), 0, 0, NULL, "print rank, coordinates, host"},
+    {"--no-data", NULL, F_SWITCH, O_(no_data), 0, 0, NULL,
+     "SMPI build, with -c 0: leave arrays of 1 MiB or more alone (timing only)"},
     {"--help", "-h", F_SWITCH, O_(help), 0, 0, NULL, "this text"},
 };
 #undef O_
@@ -433,6 +435,20 @@ static void check_memory(bench *b) {
                         (long long)b->o.e);
 }
 
+/* --no-data: mesh_set_no_data for arrays of 1 MiB or more (simpod --shared 1M's threshold): the
+ * collectives skip their additions and copies, and the inputs are not filled, while every message
+ * keeps its size, so a timing sweep of a simulated slice, whose shared buffers hold no data
+ * anyway, does not spend the host's time on 512 ranks' arrays. */
+static void set_no_data(const opts *o) {
+#ifdef MESHTRAIN_SMPI
+    if (o->check) mesh_exit_error("--no-data leaves the results unset: give -c 0");
+    mesh_set_no_data(1 << 20);
+#else
+    (void)o;
+    mesh_exit_error("--no-data: only in the SMPI build (build-smpi/meshbench, bench/simpod)");
+#endif
+}
+
 /* Rank 0 opens FILE for writing; every rank ends the job if it cannot. */
 static FILE *open_output(bench *b, const char *flag, const char *path) {
     FILE *f = NULL;
@@ -615,7 +631,8 @@ static void bench_point(bench *b, int64_t size, mesh_op op) {
         mesh_exit_error("size %lld: out of memory for %lld + %lld floats per rank (give a smaller "
                         "-e)",
                         (long long)size, (long long)nin, (long long)nout);
-    for (int64_t e = 0; e < nin; e++) in[e] = val(mesh_rank(b->m), e);
+    if (!mesh_no_data(nin * 4))
+        for (int64_t e = 0; e < nin; e++) in[e] = val(mesh_rank(b->m), e);
     double t[8][64], tmin[8], tmax[8], errv[8];
     time_point(b, op, c, out, in, t, tmin, tmax, errv);
     /* paired: this algorithm's time over MPI's in the same repetition, median over repetitions
@@ -679,6 +696,7 @@ int main(int argc, char **argv) {
     if (!(b.m = mesh_create_placed(b.o.spec, b.o.open, b.o.cross, err, sizeof err)))
         mesh_exit_error("%s", err);
     parse_lists(&b);
+    if (b.o.no_data) set_no_data(&b.o);
     check_memory(&b);
     b.csv = open_output(&b, "--csv", b.o.csv);
     b.json = open_output(&b, "--json", b.o.json);

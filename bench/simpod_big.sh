@@ -5,8 +5,11 @@
 # (smpi/coll-selector:ompi), a binomial-tree broadcast (smpi/bcast:binomial_tree: the ompi
 # selector's knomial broadcast, which SMPI runs in every new communicator, first runs a ring
 # AllGather over the whole communicator, 512 x 511 messages for each of mesh/'s 3-axis
-# communicators), no lanes (--chunk 0: one message per ring step), no warm-up, results not
-# checked (-c 0). Writes OUTDIR/v5p_<topology>_<run>.csv and the wall and CPU time and peak memory
+# communicators), shared blocks of 16 MiB (smpi/shared-malloc-blocksize: every shared 1 MiB block
+# is one memory mapping, and 512 ranks' 16 MiB buffers in 1 MiB blocks pass Linux's 65,530 per
+# process), no lanes (--chunk 0: one message per ring step), no warm-up, results not checked
+# (-c 0), and no work on the data (--no-data: the collectives' additions and copies and the
+# inputs' fill are skipped, every message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv and the wall and CPU time and peak memory
 # of each run to OUTDIR/v5p_<topology>_<run>.time.
 #   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]   (default docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz)
 # The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
@@ -29,9 +32,9 @@ run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
   local csv="$out/v5p_${topo}_$1.csv"
   /usr/bin/time -f "wall %e s, cpu %U+%S s, max RSS %M KB" -o "$out/v5p_${topo}_$1.time" \
     bench/simpod --chip v5p --topology "$topo" --shared 1M --cfg smpi/coll-selector:ompi \
-    --cfg smpi/bcast:binomial_tree \
+    --cfg smpi/bcast:binomial_tree --cfg smpi/shared-malloc-blocksize:16777216 \
     build-smpi/meshbench --chip v5p --axes "$2" --op "$3" --alg "$4" --chunk 0 \
-    -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --csv "$csv" >/dev/null
+    -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --no-data --csv "$csv" >/dev/null
   echo "$topo $1: $(cat "$out/v5p_${topo}_$1.time")" >&2
 }
 for set in "${sets[@]}"; do

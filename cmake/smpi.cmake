@@ -37,7 +37,7 @@ set_target_properties(MPI::MPI_C PROPERTIES INTERFACE_COMPILE_DEFINITIONS MESHTR
 add_subdirectory(mesh)
 
 add_executable(meshbench bench/meshbench.c)
-target_link_libraries(meshbench PRIVATE mt_mesh)
+target_link_libraries(meshbench PRIVATE mt_mesh MPI::MPI_C) # MPI::MPI_C: the MESHTRAIN_SMPI marker
 mt_target_warnings(meshbench)
 
 # The platform generator and the re-predictor of meshbench CSVs run on the host, not in the

@@ -200,13 +200,16 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
 }
 
 /* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
- * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Made by
- * MPI_Comm_create over world (whose ranks are mesh ranks) from the group of those ranks, written as
- * one strided range along the set's last axis per combination of its other axes. The same
- * communicator as MPI_Comm_split(world, coordinates off the set, mesh_axes_index), without the
- * split's gather of every rank's colour at one root: a simulator that runs thousands of ranks in
- * one process (SMPI) serves that gather in time quadratic in the ranks, for every set. */
-static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes a, int lazy) {
+ * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Collective
+ * over world (whose ranks are mesh ranks), or over the set's ranks when lazy (SMPI only).
+ * The MPI build splits world by the coordinates off the set. The SMPI build makes the same
+ * communicator from the group of those ranks, one strided range along the set's last axis per
+ * combination of its other axes (MPI_Comm_create, or MPI_Comm_create_group when lazy): SMPI serves
+ * a split's gather of every rank's colour at one root in time quadratic in the ranks, for every
+ * set, and its MPI_Comm_create needs no messages but the new communicator's own set-up. */
+static MPI_Comm set_comm(const mesh *m, MPI_Comm world, mesh_axes a, int lazy) {
+    MPI_Comm out;
+#ifdef MESHTRAIN_SMPI
     int stride[MESH_MAX_AXES], base = m->rank;
     for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
     for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
@@ -222,15 +225,26 @@ static MPI_Comm set_comm(const mesh *m, MPI_Comm world, MPI_Group wg, mesh_axes 
         }
         r[j][0] = first, r[j][1] = first + (len - 1) * step, r[j][2] = step;
     }
-    MPI_Group g;
-    MPI_Comm out;
+    MPI_Group wg, g;
+    MPI_Comm_group(world, &wg);
     MPI_Group_range_incl(wg, nr, r, &g);
     if (lazy)
         MPI_Comm_create_group(world, g, mesh_set_id(a), &out);
     else
         MPI_Comm_create(world, g, &out);
     MPI_Group_free(&g);
+    MPI_Group_free(&wg);
     free(r);
+#else
+    (void)lazy;
+    int color = 0; /* the coordinates on the axes NOT in the set */
+    for (int d = 0; d < m->ndims; d++) {
+        int in = 0;
+        for (int i = 0; i < a.n; i++) in |= a.ax[i] == d;
+        if (!in) color = color * m->size[d] + m->coord[d];
+    }
+    MPI_Comm_split(world, color, mesh_axes_index(m, a), &out);
+#endif
     return out;
 }
 
@@ -248,10 +262,7 @@ enum { LAZY_FROM = MESH_MAX_AXES + 1 }; /* every set at mesh_create */
 MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
     mesh_comm *s = &c->set[mesh_set_id(a)];
     if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) {
-        MPI_Group wg;
-        MPI_Comm_group(c->world.mpi, &wg);
-        s->mpi = set_comm(m, c->world.mpi, wg, a, 1);
-        MPI_Group_free(&wg);
+        s->mpi = set_comm(m, c->world.mpi, a, 1);
     }
     CHECK(s->mpi != MPI_COMM_NULL, "no communicator for axis set %d", mesh_set_id(a));
     return s->mpi;
@@ -260,8 +271,6 @@ MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
 static void split_comms(mesh *m, mesh_ctx *c) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
-    MPI_Group wg;
-    MPI_Comm_group(c->world.mpi, &wg);
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -275,10 +284,9 @@ static void split_comms(mesh *m, mesh_ctx *c) {
                         for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
                     if (dup || n >= LAZY_FROM) continue;
                     for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, wg, a, 0);
+                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, a, 0);
                 }
     }
-    MPI_Group_free(&wg);
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
     c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
     c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
