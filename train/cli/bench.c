@@ -203,8 +203,8 @@ static void print_boundaries(const config *c, trainer *t) {
     mesh_log("bench boundary | alpha %.0f | data-tokens-per-rank %.0f | tensor-F %.0f | the "
              "book's, %s on %s with %s on the wire, %d data axes, |Y| = %lld, an MLP of 3 "
              "matrices\n",
-             b.alpha, b.data_tokens, b.tensor_F, name, chip->name, c->comm_dtype,
-             k.n_data_axes, (long long)k.nY);
+             b.alpha, b.data_tokens, b.tensor_F, name, chip->name, c->comm_dtype, k.n_data_axes,
+             (long long)k.nY);
     const mesh_emulation *em = trainer_emulation(t);
     if (em)
         mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "

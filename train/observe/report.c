@@ -18,7 +18,11 @@
  * The book's idealised step: max(this rank's FLOPs at the peak sgemm rate, Σ of the book's
  *   formulas over the step's collectives with bf16 bytes and the latency overlapped).
  * Overlap (report.h): per collective type, 1 − exposed/transfer, measured per step and over the
- *   run; predicted as 1 − (predicted exposed)/(predicted transfer) over the step's collectives. */
+ *   run; predicted as 1 − (predicted exposed)/(predicted transfer) over the step's collectives.
+ * By part (parts.h): the trace's spans (trace_observe) switch the caller's part; at each switch
+ *   the caller's CPU time since the last one, less its CPU time blocked in collectives, is
+ *   charged to the part it leaves, and the switch's time is kept, so that a collective (whose
+ *   hook may run later, on the progress thread) counts in the part it was issued in. */
 #include "train/observe/report.h"
 
 #include <math.h>
@@ -31,7 +35,7 @@
 #include "train/observe/predict.h"
 #include "train/observe/trace.h"
 
-#define REPORT_EVENTS 16384 /* events one step may record (more: the prediction is skipped) */
+#define REPORT_EVENTS 16384  /* events one step may record (more: the prediction is skipped) */
 #define REPORT_SWITCHES 8192 /* part switches one step may record (later ones: the last part) */
 #define REPORT_PART_DEPTH 16 /* nested spans the part stack follows */
 
@@ -459,8 +463,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
 
 int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
                            int mlp_mats, report_boundaries *out) {
-    if (!(C > 0 && W > 0 && wire_bytes > 0) || n_data_axes < 1 || nY < 1 || mlp_mats < 1)
-        return -1;
+    if (!(C > 0 && W > 0 && wire_bytes > 0) || n_data_axes < 1 || nY < 1 || mlp_mats < 1) return -1;
     const double alpha = C / W, aw = alpha * wire_bytes / 2.0;
     out->alpha = alpha;
     out->data_tokens = aw / n_data_axes;

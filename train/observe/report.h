@@ -92,7 +92,8 @@ typedef struct report_case {
  *  - tensor: d_ff F = |Y|·α_w·2/mlp_mats. The MLP's forward, 2·mlp_mats·B·D·F/|Y| FLOPs, against
  *    its AllGather and ReduceScatter of the [B, D] activations, 2·wire·B·D/W; the book's MLP has
  *    two matrices (F = |Y|·α), a SwiGLU three (F = ⅔·|Y|·α).
- * Pure. Returns −1 (nothing set) for a non-positive C, W, wire_bytes, n_data_axes, nY or mlp_mats. */
+ * Pure. Returns −1 (nothing set) for a non-positive C, W, wire_bytes, n_data_axes, nY or mlp_mats.
+ */
 typedef struct {
     double alpha;       /* C/W */
     double data_tokens; /* DP/FSDP: B/X */

@@ -84,7 +84,7 @@ static struct {
         int64_t i;
         double t0;
     } stack[TRACE_DEPTH];
-    int depth, lost_depth; /* spans beyond TRACE_DEPTH are not recorded */
+    int depth, lost_depth;   /* spans beyond TRACE_DEPTH are not recorded */
     trace_observer observer; /* trace_observe */
     void *observer_ctx;
     char path[1024];

@@ -249,8 +249,8 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
     for (int i = 0; i < 5; i++)
         for (kind k = K_MM; k <= K_DX; k++) {
             const int mlp = i >= 3, bwd = k != K_MM;
-            const step_part p = bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN)
-                                    : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
+            const step_part p =
+                bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN) : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
             ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm, p);
         }
     ADD(K_RMS_F, r, D, 0, lm, PART_FWD_ATTN); /* each sublayer's norm */

@@ -28,13 +28,13 @@ typedef struct {
 } ktime_shape;
 
 typedef struct {
-    double matmul;       /* the linear layers (forward, weight and input gradients), seconds */
-    double attention;    /* causal attention forward and backward (its sgemms and softmax) */
-    double elementwise;  /* RMSNorm, RoPE, SwiGLU, cross-entropy */
-    double optimizer;    /* AdamW over the parameters this rank owns, the gradients' zeroing and
-                            their global norm */
-    double total;        /* the step's predicted compute */
-    double matmul_flops; /* FLOPs of the linear layers, for their rate */
+    double matmul;           /* the linear layers (forward, weight and input gradients), seconds */
+    double attention;        /* causal attention forward and backward (its sgemms and softmax) */
+    double elementwise;      /* RMSNorm, RoPE, SwiGLU, cross-entropy */
+    double optimizer;        /* AdamW over the parameters this rank owns, the gradients' zeroing and
+                                their global norm */
+    double total;            /* the step's predicted compute */
+    double matmul_flops;     /* FLOPs of the linear layers, for their rate */
     double part[PART_COUNT]; /* the same compute by part of the step (parts.h): a linear layer's
                                 forward in its sublayer's forward part, its weight and input
                                 gradients in the backward's; the head's and the loss's in the

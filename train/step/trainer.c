@@ -132,8 +132,8 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
     const int64_t n = c->quick_start ? 256 : 1024;
     const double seconds = c->quick_start ? 0.01 : 0.1;
     for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
-        const double f = c->emulate[0] ? kern_measure_core_flops(n, seconds)
-                                       : kern_measure_flops(n, seconds);
+        const double f =
+            c->emulate[0] ? kern_measure_core_flops(n, seconds) : kern_measure_flops(n, seconds);
         if (f > t->flops) t->flops = f;
     }
     t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
@@ -159,10 +159,9 @@ static double step_flops_rank(const trainer *t) {
  * at its peak; 0, or -1 with err. */
 static int emulate_model_rate(trainer *t, char *err, size_t errlen) {
     if (!t->emulated || strcmp(t->c.emulate_rate, "model") != 0) return 0;
-    return emulate_at(t,
-                      trainer_emulation_rate("model", t->flops, t->ktime.matmul_flops,
-                                             t->ktime.matmul),
-                      err, errlen);
+    return emulate_at(
+        t, trainer_emulation_rate("model", t->flops, t->ktime.matmul_flops, t->ktime.matmul), err,
+        errlen);
 }
 
 /* The gradient bucket size (--bucket) and the collective matmul's verdict (--collective-matmul),
@@ -425,11 +424,10 @@ void trainer_print_layout(trainer *t, FILE *out) {
                 "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
                 "(chip %.3g): C/W_ici = %.0f on both\n",
                 t->c.emulate,
-                strcmp(t->c.emulate_rate, "model") == 0
-                    ? "linear layers (--emulate-rate model)"
-                    : "sgemm",
-                t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale,
-                t->emu.bw, t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
+                strcmp(t->c.emulate_rate, "model") == 0 ? "linear layers (--emulate-rate model)"
+                                                        : "sgemm",
+                t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale, t->emu.bw,
+                t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);
     if (t->dcn >= 0 && mesh_world_rank() == 0) {
         const char d = mesh_axis_name(t->mesh, t->dcn);
