@@ -3,8 +3,8 @@
  * prediction for the same model, slice and sharding. Built only in the SMPI tree; run it with
  * bench/simpod, which passes --mesh and --open:
  *
- *   bench/simpod --chip v5p --topology 4x4x4 --shared 1M build-smpi/simpod-dryrun --chip v5p \
- *       --model llama3-70b --layers 4 --batch 64 --zero 3
+ *   bench/simpod --chip v5p --topology 2x2x2 build-smpi/simpod-dryrun --chip v5p \
+ *       --model llama3-70b --batch 8 --dp xyz --zero 3 --steps 1 --no-data
  *
  * Flags: --chip NAME (the calculator's chip, default v5p: give the same as simpod's), --model
  * NAME (a calculator preset, llama3-70b or llama2-13b, expanded into the trainer's model flags;
@@ -13,9 +13,9 @@
  * conversions or clears — while every message still goes through MPI with its real size, so the
  * simulated schedule and times are those of the data run at a fraction of the host's work), and
  * every flag of meshtrain (--dp, --zero, --tensor, --pipeline, --microbatches, --comm-dtype, --alg,
- * --overlap, ...). Tokens are random (no data file); weights are not initialised. With simpod's
- * --shared the big buffers are one shared block, so a model far larger than the machine's memory
- * runs: only shapes and byte counts matter here.
+ * --overlap, ...). Tokens are random (no data file); weights are not initialised. With --no-data
+ * (or, computing, with simpod's --shared: the big buffers one shared block) a model far larger
+ * than the machine's memory runs: only shapes and byte counts matter here.
  *
  * Output (rank 0): the step's simulated time (max over ranks), its compute (FLOPs charged / the
  * chip's rate), the collectives this rank ran in the step (calls and bytes sent per op, from
