@@ -15,7 +15,7 @@
 # message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv
 # and the wall and CPU time and peak memory of each run to OUTDIR/v5p_<topology>_<run>.time.
 #   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]
-#   (default: docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)
+#   (default: docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
 # The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
 #   x          ring, bidir at 1 MiB (the book's AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096,
 #              |Y| = 8) and 16 MiB;
@@ -23,14 +23,16 @@
 #   xy-ring, xy-bidir, xy-direct  the same with one algorithm each (a ring over xy has 63 steps;
 #              direct sends one message per pair of the 64 ranks of each xy plane);
 #   z          the book's AllReduce_Z (128 KiB, 4 calls in a row), ring and bidir;
-#   xyz, xyz-1M  seq and multi at 16 MiB, and at 1 MiB (a ring over xyz has 511 steps, direct
-#              512 x 511 concurrent messages: not run, see docs/simpod.md).
+#   xyz, xyz-1M  seq and multi at 16 MiB, and at 1 MiB;
+#   xyz-ring, xyz-bidir, xyz-direct  every op at 16 MiB with one algorithm each (a ring over xyz
+#              has 511 steps, about a minute each on an idle core; direct sends 512 x 511
+#              messages at once and did not finish its first call in 12 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
 shift $(($# < 2 ? $# : 2))
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)
+[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
 mkdir -p "$out"
 run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
   local csv="$out/v5p_${topo}_$1.csv" block
@@ -51,7 +53,8 @@ for set in "${sets[@]}"; do
     z) run z z ar ring,bidir 128K 128K 2 4 ;;
     xyz) run xyz xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
     xyz-1M) run xyz-1M xyz ag,rs,ar,a2a seq,multi 1M 1M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M)" >&2
+    xyz-ring | xyz-bidir | xyz-direct) run "$set" xyz ag,rs,ar,a2a "${set#xyz-}" 16M 16M 2 1 ;;
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct)" >&2
        exit 2 ;;
   esac
 done
