@@ -1,0 +1,137 @@
+/* The config's checks beyond the flag table's ranges: axis names, the model's shape, the
+ * sharding flags and the collectives' choices, each with one message naming the flag
+ * (config_validate in config.c runs them after the ranges). */
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/coll.h"
+#include "mesh/errmsg.h"
+#include "train/config/config_check.h"
+
+/* Axis names x, y, z, none repeated; commas allowed (and ignored) when `commas`. */
+static int check_axes(const char *flag, const char *axes, bool commas, char *err, size_t errlen) {
+    for (const char *p = axes; *p; p++) {
+        if (commas && *p == ',') continue;
+        if (*p != 'x' && *p != 'y' && *p != 'z')
+            return errmsg_fail(err, errlen,
+                               "--%s %s: axes are named x, y, z (e.g. --%s x or --%s %s)", flag,
+                               axes, flag, flag, commas ? "x,z" : "xz");
+        if (strchr(p + 1, *p))
+            return errmsg_fail(err, errlen, "--%s %s: axis %c is listed twice", flag, axes, *p);
+    }
+    return 0;
+}
+
+/* The model's shape, the batch, the schedule and the files. */
+int config_check_model(const config *c, char *err, size_t errlen) {
+    const model_shape *s = &c->shape;
+    if (s->N % s->K != 0) {
+        char divs[256] = "";
+        size_t used = 0;
+        for (int64_t k = 1; k <= s->N && used + 24 < sizeof divs; k++)
+            if (s->N % k == 0)
+                used += (size_t)snprintf(divs + used, sizeof divs - used, "%s%lld",
+                                         used ? ", " : "", (long long)k);
+        return errmsg_fail(
+            err, errlen,
+            "--heads %lld is not divisible by --kv-heads %lld: each kv head serves N/K "
+            "query heads; choose --kv-heads from %s",
+            (long long)s->N, (long long)s->K, divs);
+    }
+    if (s->H % 2 != 0)
+        return errmsg_fail(
+            err, errlen,
+            "head dim %lld (--head-dim, default d-model/heads) is odd: rotary embedding "
+            "pairs element i with i + H/2, so it must be even",
+            (long long)s->H);
+    if (c->batch % c->micro_batch != 0)
+        return errmsg_fail(
+            err, errlen,
+            "--batch %lld is not a multiple of --micro-batch %lld: pick a micro-batch "
+            "that divides the batch",
+            (long long)c->batch, (long long)c->micro_batch);
+    if (c->min_lr > c->lr)
+        return errmsg_fail(err, errlen,
+                           "--min-lr %g is above --lr %g: the schedule decays to min-lr", c->min_lr,
+                           c->lr);
+    if (!c->bench && c->data[0] == '\0')
+        return errmsg_fail(err, errlen,
+                           "--data is empty: give a token (.h5) or text file, or --bench");
+    if ((c->save_every > 0 || strcmp(c->resume, "latest") == 0) && c->ckpt_dir[0] == '\0')
+        return errmsg_fail(err, errlen,
+                           "--ckpt-dir is empty: give the directory of the checkpoints");
+    return 0;
+}
+
+/* The sharding flags on their own (the rules that need the mesh: config_mesh.c). */
+int config_check_sharding(const config *c, char *err, size_t errlen) {
+    if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
+    if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
+    if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;
+    if (c->tensor_axis[0]) {
+        if (strlen(c->tensor_axis) != 1 || check_axes("tensor", c->tensor_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--tensor %s: give one axis, x, y or z",
+                               c->tensor_axis);
+        if (strchr(c->data_axes, c->tensor_axis[0]))
+            return errmsg_fail(
+                err, errlen,
+                "--tensor %s is also in --dp %s: one axis cannot shard both the batch "
+                "and the weights' model dimension",
+                c->tensor_axis, c->data_axes);
+    }
+    if (c->cmatmul == 1 && !c->tensor_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--collective-matmul on needs a tensor axis (--tensor AXIS): it "
+                           "overlaps tensor parallelism's collectives with its matmuls");
+    if (c->pipe_axis[0]) {
+        if (strlen(c->pipe_axis) != 1 || check_axes("pipeline", c->pipe_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--pipeline %s: give one axis, x, y or z",
+                               c->pipe_axis);
+        if (strchr(c->data_axes, c->pipe_axis[0]) || strchr(c->tensor_axis, c->pipe_axis[0]))
+            return errmsg_fail(
+                err, errlen,
+                "--pipeline %s is also used by --dp or --tensor: one axis cannot shard "
+                "both the layers and another dimension",
+                c->pipe_axis);
+        if (c->microbatches > 0 && config_check_microbatches(c, err, errlen)) return -1;
+    }
+    if (c->dcn_axis[0]) {
+        if (strlen(c->dcn_axis) != 1 || check_axes("dcn", c->dcn_axis, false, err, errlen))
+            return errmsg_fail(err, errlen, "--dcn %s: give one axis, x, y or z", c->dcn_axis);
+        if (strchr(c->tensor_axis, c->dcn_axis[0]) || strchr(c->pipe_axis, c->dcn_axis[0]))
+            return errmsg_fail(err, errlen,
+                               "--dcn %s is the --tensor or --pipeline axis: only data "
+                               "parallelism runs across the data-center network",
+                               c->dcn_axis);
+        if (c->data_axes[0] && !strchr(c->data_axes, c->dcn_axis[0]))
+            return errmsg_fail(err, errlen,
+                               "--dcn %s is not among --dp %s: the DCN axis is a "
+                               "data axis",
+                               c->dcn_axis, c->data_axes);
+    }
+    return 0;
+}
+
+/* The collective algorithm and the wire format. */
+int config_check_collectives(const config *c, char *err, size_t errlen) {
+    if (c->alg[0]) {
+        if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
+            return errmsg_fail(err, errlen,
+                               "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
+    }
+    if (mesh_wire_parse(c->comm_dtype) < 0)
+        return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", c->comm_dtype);
+    if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
+        return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
+                           c->emulate_rate);
+    const int alg = c->alg[0] ? mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
+    if (mesh_wire_parse(c->comm_dtype) == MESH_WIRE_BF16 &&
+        (alg == MESH_ALG_MPI || alg == MESH_ALG_DIRECT))
+        return errmsg_fail(err, errlen,
+                           "--comm-dtype bf16 needs --alg ring, bidir, seq or multi: %s moves fp32",
+                           c->alg);
+    return 0;
+}
