@@ -29,15 +29,18 @@ float *alloc_floats(int64_t n) {
 #endif
 }
 
-#ifdef MESHTRAIN_SMPI
 void alloc_release(float *p, int64_t n) {
+#ifdef MESHTRAIN_SMPI
     const size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    if (p && mesh_no_data((int64_t)bytes))
+    if (p && mesh_no_data((int64_t)bytes)) {
         munmap(p, bytes);
-    else
-        free(p);
-}
+        return;
+    }
+#else
+    (void)n;
 #endif
+    free(p);
+}
 
 void alloc_free_list(void *const *p, int n) {
     for (int i = 0; i < n; i++) free(p[i]);

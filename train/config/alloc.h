@@ -12,10 +12,9 @@
 /* n floats (at least one), zeroed; NULL when the allocation fails. */
 float *alloc_floats(int64_t n);
 
-#ifdef MESHTRAIN_SMPI
-/* Frees p = alloc_floats(n), also one of the "no data" mode's mappings (the SMPI build only). */
+/* Frees p = alloc_floats(n): free(), or in the SMPI build also one of the "no data" mode's
+ * mappings. */
 void alloc_release(float *p, int64_t n);
-#endif
 
 /* Frees the n pointers of p, in order (NULL ones too, as free() does). */
 void alloc_free_list(void *const *p, int n);

@@ -44,9 +44,7 @@ typedef struct {
 typedef struct {
     float *f[NBUF];
     int32_t *t;
-#ifdef MESHTRAIN_SMPI
     int64_t n[NBUF];
-#endif
 } bufs;
 
 static void fill(float *x, int64_t n) {
@@ -56,11 +54,7 @@ static void fill(float *x, int64_t n) {
 static int bufs_alloc(bufs *b, const int64_t *n, int64_t nt) {
     int ok = 1;
     for (int i = 0; i < NBUF; i++) {
-#ifdef MESHTRAIN_SMPI /* the dry run's allocator, for its "no data" mode (alloc.c) */
         b->f[i] = alloc_floats(n[i]), b->n[i] = n[i];
-#else
-        b->f[i] = malloc((size_t)(n[i] > 0 ? n[i] : 1) * sizeof(float));
-#endif
         ok &= b->f[i] != NULL;
         if (b->f[i] && !mesh_no_data(n[i] * (int64_t)sizeof(float))) fill(b->f[i], n[i]);
     }
@@ -69,11 +63,7 @@ static int bufs_alloc(bufs *b, const int64_t *n, int64_t nt) {
 }
 
 static void bufs_free(bufs *b) {
-#ifdef MESHTRAIN_SMPI
     for (int i = 0; i < NBUF; i++) alloc_release(b->f[i], b->n[i]);
-#else
-    for (int i = 0; i < NBUF; i++) free(b->f[i]);
-#endif
     free(b->t);
 }
 

@@ -224,12 +224,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     if (ok) {
         t->n_state = par_state_size(plan, t->mod);
         if (c->optimizer == OPT_ADAMW) {
-#ifdef MESHTRAIN_SMPI /* the dry run's allocator, for its "no data" mode (alloc.c) */
             t->opt_m = alloc_floats(t->n_state), t->opt_v = alloc_floats(t->n_state);
-#else
-            t->opt_m = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
-            t->opt_v = calloc((size_t)(t->n_state > 0 ? t->n_state : 1), sizeof(float));
-#endif
             ok = t->opt_m && t->opt_v;
         }
     }
