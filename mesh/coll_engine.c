@@ -664,7 +664,7 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
  * links the driver naps up to a quarter of the shortest hop latency: a message is delivered at
  * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
  * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
- * progress thread naps on real links too (coll_async_nap_cap: from 100 µs up to 1 ms while its
+ * progress thread naps on real links too (nap_cap: from 100 µs up to 1 ms while its
  * caller computes, from 2 µs up to 50 µs, or 2% of the time nothing has arrived, while the
  * caller waits for a result), so that it does not
  * take the core of the compute it is meant to overlap. Blocking calls on real links spin: the
@@ -689,7 +689,7 @@ static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
 static double poll_cap(mesh *m, int thread, double emul, int real, double idle, double *first) {
     *first = 2e-6;
     if (!thread) return real ? 0 : emul;
-    if (real || emul <= 0) return coll_async_nap_cap(m, idle, first);
+    if (real || emul <= 0) return nap_cap(m, idle, first);
     return emul > 50e-6 ? emul : 50e-6;
 }
 
@@ -760,7 +760,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
                 const double t = now + nap,
                              until = outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t;
                 if (thread)
-                    coll_async_sleep_until(m, until);
+                    nap_sleep_until(m, until);
                 else
                     link_sleep_until(until);
             } else {

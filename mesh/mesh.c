@@ -96,7 +96,8 @@ _Noreturn void mesh_exit_error(const char *fmt, ...) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (mesh_g_last_mesh) where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
+    if (mesh_g_last_mesh)
+        where_stop_thread((mesh *)mesh_g_last_mesh); /* no watchdog past MPI_Finalize */
     if (inited && !finalized) {
         MPI_Barrier(MPI_COMM_WORLD); /* let rank 0's message out before anyone exits */
         MPI_Finalize();
@@ -199,103 +200,6 @@ static int parse_spec(const char *spec, char *name, int *size, char *err, size_t
     return n ? n : -1;
 }
 
-/* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
- * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Collective
- * over world (whose ranks are mesh ranks), or over the set's ranks when lazy (SMPI only).
- * The MPI build splits world by the coordinates off the set. The SMPI build makes the same
- * communicator from the group of those ranks, one strided range along the set's last axis per
- * combination of its other axes (MPI_Comm_create, or MPI_Comm_create_group when lazy): SMPI serves
- * a split's gather of every rank's colour at one root in time quadratic in the ranks, for every
- * set, and its MPI_Comm_create needs no messages but the new communicator's own set-up. */
-static MPI_Comm set_comm(const mesh *m, MPI_Comm world, mesh_axes a, int lazy) {
-    MPI_Comm out;
-#ifdef MESHTRAIN_SMPI
-    int stride[MESH_MAX_AXES], base = m->rank;
-    for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
-    for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
-    int len = a.n ? m->size[a.ax[a.n - 1]] : 1, step = a.n ? stride[a.ax[a.n - 1]] : 1;
-    int nr = mesh_axes_size(m, a) / len;
-    int(*r)[3] = malloc((size_t)nr * sizeof *r);
-    CHECK(r, "out of memory");
-    for (int j = 0; j < nr; j++) { /* j: the set's other axes, in the set's order, last fastest */
-        int q = j, first = base;
-        for (int i = a.n - 2; i >= 0; i--) {
-            first += q % m->size[a.ax[i]] * stride[a.ax[i]];
-            q /= m->size[a.ax[i]];
-        }
-        r[j][0] = first, r[j][1] = first + (len - 1) * step, r[j][2] = step;
-    }
-    MPI_Group wg, g;
-    MPI_Comm_group(world, &wg);
-    MPI_Group_range_incl(wg, nr, r, &g);
-    if (lazy)
-        MPI_Comm_create_group(world, g, mesh_set_id(a), &out);
-    else
-        MPI_Comm_create(world, g, &out);
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
-    free(r);
-#else
-    (void)lazy;
-    int color = 0; /* the coordinates on the axes NOT in the set */
-    for (int d = 0; d < m->ndims; d++) {
-        int in = 0;
-        for (int i = 0; i < a.n; i++) in |= a.ax[i] == d;
-        if (!in) color = color * m->size[d] + m->coord[d];
-    }
-    MPI_Comm_split(world, color, mesh_axes_index(m, a), &out);
-#endif
-    return out;
-}
-
-#ifdef MESHTRAIN_SMPI
-/* SMPI keeps, for every simulated rank, a copy of the group of every communicator it is in: on a
- * 16x16x16 slice the 6 orders of the 3-axis set and the 6 of each 2-axis set, on two contexts,
- * are tens of GB. So the SMPI build makes a set of two or three axes at its first collective
- * (MPI_Comm_create_group: collective over the set's ranks only, which all make that call), and a
- * run over one axis set pays for that set alone. */
-enum { LAZY_FROM = 2 };
-#else
-enum { LAZY_FROM = MESH_MAX_AXES + 1 }; /* every set at mesh_create */
-#endif
-
-MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
-    mesh_comm *s = &c->set[mesh_set_id(a)];
-    if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) {
-        s->mpi = set_comm(m, c->world.mpi, a, 1);
-    }
-    CHECK(s->mpi != MPI_COMM_NULL, "no communicator for axis set %d", mesh_set_id(a));
-    return s->mpi;
-}
-
-static void split_comms(mesh *m, mesh_ctx *c) {
-    for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
-    /* every ordered subset of the axes, in the same order on every rank */
-    int nd = m->ndims;
-    for (int n = 0; n <= nd; n++) {
-        int ax[3];
-        for (ax[0] = 0; ax[0] < (n > 0 ? nd : 1); ax[0]++)
-            for (ax[1] = 0; ax[1] < (n > 1 ? nd : 1); ax[1]++)
-                for (ax[2] = 0; ax[2] < (n > 2 ? nd : 1); ax[2]++) {
-                    mesh_axes a = {n, {ax[0], ax[1], ax[2]}};
-                    int dup = 0;
-                    for (int i = 0; i < n; i++)
-                        for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
-                    if (dup || n >= LAZY_FROM) continue;
-                    for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, a, 0);
-                }
-    }
-    for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
-    c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->loff = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->llen = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->lmid = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    CHECK(c->boff && c->blen && c->loff && c->llen && c->lmid, "out of memory");
-}
-
 /* Parses `cross` (axis names of the mesh, e.g. "zx") into order[]: those axes first, then the
  * others in mesh order. Returns 0, or −1 with err set. */
 static int cross_order(const char *cross, const char *spec, const char *name, int nd, int *order,
@@ -381,8 +285,8 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     m->chunk = MESH_CHUNK_DEFAULT;
     pthread_mutex_init(&m->link_mu, NULL);
     pthread_mutex_init(&m->acct_mu, NULL);
-    split_comms(m, &m->ctx[0]);
-    split_comms(m, &m->ctx[1]);
+    comms_create(m, &m->ctx[0]);
+    comms_create(m, &m->ctx[1]);
     for (int k = 0; k < MESH_MAX_AXES; k++)
         if (k < nd)
             MPI_Comm_dup(m->ctx[0].axis[k], &m->p2p[k]);
@@ -397,17 +301,8 @@ void mesh_destroy(mesh *m) {
     if (!m) return;
     where_destroy(m);
     coll_async_destroy(m);
-    for (int c = 0; c < 2; c++) {
-        for (int i = 0; i < MESH_NSETS; i++)
-            if (m->ctx[c].set[i].mpi != MPI_COMM_NULL) MPI_Comm_free(&m->ctx[c].set[i].mpi);
-        MPI_Comm_free(&m->ctx[c].world.mpi);
-        for (int i = 0; i < MESH_NSCRATCH; i++) free(m->ctx[c].scratch[i]);
-        free(m->ctx[c].boff);
-        free(m->ctx[c].blen);
-        free(m->ctx[c].loff);
-        free(m->ctx[c].llen);
-        free(m->ctx[c].lmid);
-    }
+    comms_free(&m->ctx[0]);
+    comms_free(&m->ctx[1]);
     for (int k = 0; k < MESH_MAX_AXES; k++)
         if (m->p2p[k] != MPI_COMM_NULL) MPI_Comm_free(&m->p2p[k]);
     pthread_mutex_destroy(&m->link_mu);

@@ -60,10 +60,10 @@ int mesh_axis_coord(const mesh *m, int axis);
 int mesh_axis_wraps(const mesh *m, int axis);
 /* Not collective (do it identically on every rank). Sets whether `axis` has a wraparound link. */
 void mesh_set_axis_wrap(mesh *m, int axis, int wraps);
-/* Not collective. Applies a chip family's wraparound rule (the book's TPU chapter, via cost.h's table) to every
- * axis: v5e/v6e wrap only an axis of 16, v3 only an axis of 32, v4p/v5p wrap every axis when the
- * slice is made of whole 4x4x4 cubes; axes of 1 or 2 never count as wrapping. Returns 0, or −1
- * for an unknown chip (mesh unchanged). */
+/* Not collective. Applies a chip family's wraparound rule (the book's TPU chapter, via cost.h's
+ * table) to every axis: v5e/v6e wrap only an axis of 16, v3 only an axis of 32, v4p/v5p wrap every
+ * axis when the slice is made of whole 4x4x4 cubes; axes of 1 or 2 never count as wrapping. Returns
+ * 0, or −1 for an unknown chip (mesh unchanged). */
 int mesh_apply_chip_wrap(mesh *m, const char *chip);
 char mesh_axis_name(const mesh *m, int axis);
 /* Index of the axis named `name` ('x'), or -1. */

@@ -45,9 +45,13 @@ typedef struct {
 
 typedef struct mesh_async mesh_async;
 
-/* The communicator of the ordered axis set a on context c (mesh.c): made at mesh_create, except
+/* The communicator of the ordered axis set a on context c (comms.c): made at mesh_create, except
  * in the SMPI build, where a set of two or three axes gets its communicator at its first use. */
 MPI_Comm mesh_ctx_set(const struct mesh *m, mesh_ctx *c, mesh_axes a);
+/* Makes context c's communicators (collective over MPI_COMM_WORLD) and offset tables, and frees
+ * them (comms.c). */
+void comms_create(struct mesh *m, mesh_ctx *c);
+void comms_free(mesh_ctx *c);
 
 typedef struct {
     mesh_trace_fn done; /* NULL: a free entry */
@@ -129,10 +133,10 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);
 void coll_async_destroy(mesh *m);
-/* coll_async.c, for the engine on the progress thread: its longest nap between polls on real
+/* nap.c, for the engine on the progress thread: its longest nap between polls on real
  * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
  * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to
  * wait ends early. */
-double coll_async_nap_cap(mesh *m, double idle, double *first);
-void coll_async_sleep_until(mesh *m, double t);
+double nap_cap(mesh *m, double idle, double *first);
+void nap_sleep_until(mesh *m, double t);
 #endif

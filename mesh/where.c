@@ -17,8 +17,8 @@
 
 #define WD_TAG 7001     /* watchdog notices, on the watchdog's own communicator */
 #define WD_ACK_TAG 7002 /* answers to a notice: the where-line is out */
-#define WD_GRACE 1.0 /* seconds the firing rank waits for the others' where-lines */
-#define WD_STATUS 4  /* exit status of a job the watchdog ended */
+#define WD_GRACE 1.0    /* seconds the firing rank waits for the others' where-lines */
+#define WD_STATUS 4     /* exit status of a job the watchdog ended */
 #define CHECK_STATUS 3
 
 static const char *op_titles[MESH_OP_COUNT] = {
