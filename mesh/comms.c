@@ -95,12 +95,30 @@ void comms_create(mesh *m, mesh_ctx *c) {
                 }
     }
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
-    c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->loff = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->llen = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->lmid = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    CHECK(c->boff && c->blen && c->loff && c->llen && c->lmid, "out of memory");
+    c->boff = c->blen = c->loff = c->llen = c->lmid = NULL;
+    c->tab_n = c->tab_ln = 0;
+}
+
+void comms_tables(mesh_ctx *c, int64_t n, int lanes) {
+    if (n > c->tab_n) {
+        free(c->boff);
+        free(c->blen);
+        c->boff = calloc((size_t)n + 1, sizeof(int64_t));
+        c->blen = calloc((size_t)n + 1, sizeof(int64_t));
+        CHECK(c->boff && c->blen, "out of memory");
+        c->tab_n = n;
+    }
+    const int64_t ln = (lanes > 1 ? lanes : 1) * n;
+    if (ln > c->tab_ln) {
+        free(c->loff);
+        free(c->llen);
+        free(c->lmid);
+        c->loff = calloc((size_t)ln, sizeof(int64_t));
+        c->llen = calloc((size_t)ln, sizeof(int64_t));
+        c->lmid = calloc((size_t)ln, sizeof(int64_t));
+        CHECK(c->loff && c->llen && c->lmid, "out of memory");
+        c->tab_ln = ln;
+    }
 }
 
 void comms_free(mesh_ctx *c) {
