@@ -37,6 +37,7 @@
 #define MAX_ARGS 256
 
 double simpod_flops_charged(void); /* bench/simpod_kernels.c: FLOPs charged on this rank */
+void simpod_set_execute(void (*fn)(double flops)); /* and how they take simulated time */
 
 /* --no-data: arrays from this size on are left alone (the size simpod --shared 1M shares). */
 #define DRY_NO_DATA_BYTES (1 << 20)
@@ -44,6 +45,7 @@ double simpod_flops_charged(void); /* bench/simpod_kernels.c: FLOPs charged on t
 typedef struct {
     const char *chip, *model;
     int steps, no_data;
+    double poll; /* --poll-us: seconds of compute between polls of the collectives in flight */
     int argc;
     char *argv[MAX_ARGS]; /* the trainer's argv */
 } dry_opts;
@@ -69,7 +71,7 @@ static int preset_args(const char *name, int argc, char **argv, char buf[8][24],
 }
 
 static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24]) {
-    o->chip = "v5p", o->model = NULL, o->steps = 2, o->no_data = 0;
+    o->chip = "v5p", o->model = NULL, o->steps = 2, o->no_data = 0, o->poll = 10e-6;
     static char bench[] = "--bench", quiet[] = "--quiet";
     o->argc = 0;
     o->argv[o->argc++] = argv[0];
@@ -90,11 +92,12 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
             continue;
         }
         const int own = strcmp(argv[i], "--model") == 0 || strcmp(argv[i], "--chip") == 0 ||
-                        strcmp(argv[i], "--steps") == 0;
+                        strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--poll-us") == 0;
         if (own) {
             if (i + 1 >= argc) mesh_exit_error("simpod-dryrun: %s needs a value", argv[i]);
             if (strcmp(argv[i], "--chip") == 0) o->chip = argv[i + 1];
             if (strcmp(argv[i], "--steps") == 0) o->steps = atoi(argv[i + 1]);
+            if (strcmp(argv[i], "--poll-us") == 0) o->poll = 1e-6 * atof(argv[i + 1]);
             i++;
             continue;
         }
@@ -102,6 +105,7 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
         o->argv[o->argc++] = argv[i];
     }
     if (o->steps < 1) mesh_exit_error("simpod-dryrun: --steps: expected a count >= 1");
+    if (!(o->poll > 0)) mesh_exit_error("simpod-dryrun: --poll-us: expected a time > 0");
     if (!cost_chip_find(o->chip))
         mesh_exit_error("simpod-dryrun: --chip %s: not in the chip table (mesh/cost.c)", o->chip);
 }
@@ -243,6 +247,9 @@ int main(int argc, char **argv) {
     char preset_buf[8][24];
     parse_opts(argc, argv, &o, preset_buf);
     if (o.no_data) mesh_set_no_data(DRY_NO_DATA_BYTES);
+    /* the kernels' simulated compute lets the non-blocking collectives (--overlap) progress */
+    mesh_sim_set_poll(o.poll);
+    simpod_set_execute(mesh_sim_compute);
     char err[512];
     config c;
     config_defaults(&c);
