@@ -295,12 +295,17 @@ int main(int argc, char **argv) {
         printf("compute charged on rank 0: %.6g FLOP = %.6g s at the chip's %.4g FLOP/s\n", flops,
                flops / speed, speed);
         printf("collectives of the step on rank 0 (op calls bytes_sent):\n");
+        double busy = 0, blocked = 0;
         for (int op = 0; op < MESH_OP_COUNT; op++) {
             const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
             if (ms.calls)
                 printf("  coll %s %lld %lld\n", mesh_op_name((mesh_op)op), (long long)ms.calls,
                        (long long)ms.bytes);
+            busy += ms.seconds, blocked += ms.wait_seconds;
         }
+        printf("communication on rank 0: %.6g s in the collectives' runs, %.6g s of it exposed "
+               "(the caller blocked)\n",
+               busy, blocked);
     }
     calc_pred p;
     memset(&p, 0, sizeof p);

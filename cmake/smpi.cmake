@@ -57,14 +57,16 @@ foreach(tool simpod_platform simpod_predict)
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
 
-# The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, and the
-# simulated links against the chip table.
-foreach(t mesh/test_coll smpi/test_simlink)
+# The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, the
+# simulated links against the chip table, and the non-blocking collectives' overlap of simulated
+# compute.
+foreach(t mesh/test_coll smpi/test_simlink smpi/test_simlap)
   get_filename_component(name ${t} NAME)
   add_executable(${name} tests/${t}.c tests/mesh/mesh_args.c)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()
+target_link_libraries(test_simlap PRIVATE MPI::MPI_C) # mesh_sim_compute: the MESHTRAIN_SMPI marker
 
 # The dry-run trainer (bench/simpod_dryrun.c): train/'s config, observe, model, parallel and step
 # libraries, compiled by smpicc unchanged, over mt_kernels = the FLOP-count backend
