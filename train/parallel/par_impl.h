@@ -20,7 +20,8 @@ typedef struct {
     int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
 } pgeo;
 
-/* One in-flight gradient reduction of a block (or of a bucket) and where its result goes. */
+/* One call in flight (a gradient reduction of a block or of a bucket, or a gather of updated
+ * parameters) and where its result goes. */
 typedef struct {
     mesh_req *req;
     float *out; /* RS result staging (NULL for in-place AllReduce) */
@@ -29,7 +30,7 @@ typedef struct {
     int bucket; /* k + 1: the reduction of bucket slot k (bucket.c); 0: a block's */
 } pending_red;
 
-#define PAR_MAX_PENDING 64
+#define PAR_MAX_PENDING 256
 #define PAR_BUCKET_SEGS 256 /* blocks one bucket may hold */
 
 /* Where one block's part of a bucket's result goes: dst[0, n) = (or +=, add) res[off, off+n). */
@@ -68,12 +69,18 @@ struct par {
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
      * param's shard contiguous, block-major, param id's at shard_offset[id]. */
     float *shard_params, *shard_grads;
-    /* zero 1/2: the shard of the parameter being updated; with --overlap two slots alternate, so
-     * that one parameter's updated shard is gathered while the next is updated: update_open is
-     * the slot in use, update_busy[k] says slot k is read by the first update_busy[k] pending
-     * calls */
-    float *update_stage[2];
-    int update_open, update_busy[2];
+    /* zero 1/2: the shard of the parameter being updated, staged (without --overlap one at a
+     * time). With --overlap every parameter's shard is staged (at shard_offset) and the gathers of
+     * the updated shards are deferred: par_after_update starts them layer by layer (the embedding,
+     * then layer l0, l0+1, ..., then the final norm and the unembedding) and the next forward
+     * waits for each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so
+     * that they hide behind the forward's compute instead of the short update's. Tickets count
+     * pending calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
+     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end; ug_due:
+     * par_owned_done deferred gathers that par_after_update has still to start. */
+    float *update_stage;
+    int64_t ug_base, ug_end;
+    int ug_first, ug_layer, ug_due;
     int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
@@ -90,6 +97,7 @@ struct par {
     float *layer_grads_full[2], *layer_grads_scattered[2], *param_grads_full[P_COUNT];
     pending_red pending[PAR_MAX_PENDING]; /* gradient reductions in flight, oldest first */
     int n_pending;
+    int64_t n_retired; /* pending calls completed so far */
     int slot_pending[2]; /* layer_grads_full[k] is in use by the first slot_pending[k] of them */
     /* gradient buckets (bucket.c): two staging slots of bucket_cap elements, 0 = off. bucket_fill:
      * elements in the open bucket (AllReduce) or in each of its n_data shard regions (RS) */

@@ -282,6 +282,7 @@ void trainer_destroy(trainer *t) {
 }
 
 model *trainer_model(trainer *t) {
+    par_params_sync(t->plan); /* its parameters whole (ZeRO-1/2 --overlap gathers them late) */
     return t->mod;
 }
 par *trainer_par(trainer *t) {
