@@ -9,6 +9,7 @@
  * Flags: --chip NAME (the calculator's chip, default v5p: give the same as simpod's), --model
  * NAME (a calculator preset, llama3-70b or llama2-13b, expanded into the trainer's model flags;
  * later flags override it), --steps N (steps to run, default 2; the last one is reported),
+ * --poll-us US (simulated compute between polls of the collectives in flight, default 10),
  * --no-data (mesh_set_no_data: every array of 1 MiB or more is left alone — no additions, copies,
  * conversions or clears — while every message still goes through MPI with its real size, so the
  * simulated schedule and times are those of the data run at a fraction of the host's work), and
@@ -19,9 +20,11 @@
  *
  * Output (rank 0): the step's simulated time (max over ranks), its compute (FLOPs charged / the
  * chip's rate), the collectives this rank ran in the step (calls and bytes sent per op, from
- * mesh/'s accounting), then the calculator's lines for the same sharding and the ratio to its
- * serial step (T_math + T_comms: the SMPI build runs non-blocking collectives at issue, so nothing
- * overlaps; see docs/simpod.md). */
+ * mesh/'s accounting) and how much of their time the caller was blocked, then the calculator's
+ * lines for the same sharding and the ratios to its serial step (T_math + T_comms) and its
+ * overlapped one. With --overlap the non-blocking collectives progress in simulated time while
+ * the kernels' FLOPs are charged (mesh_sim_compute, polled every --poll-us microseconds of
+ * compute, default 10; see docs/simpod.md). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

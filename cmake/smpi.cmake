@@ -6,8 +6,8 @@
 # SimGrid is not installed the tree configures with nothing to build and says so.
 #
 # What the SMPI build leaves out or replaces (docs/simpod.md says why):
-#  - non-blocking collectives run when started, on the caller's thread (no progress thread: a
-#    simulated rank may call MPI from its own actor only);
+#  - non-blocking collectives run on a coroutine of the caller's actor, not a progress thread (a
+#    simulated rank may call MPI from its own actor only; mesh/sim_progress.c);
 #  - link emulation (--emulate, --link) is off: the simulated platform's links are the links;
 #  - the watchdog thread is off;
 #  - HDF5, BLAS and train/ are not built.

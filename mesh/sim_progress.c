@@ -29,10 +29,10 @@
 #define SIM_STACK (1 << 20) /* the coroutine's stack (mapped, untouched pages cost nothing) */
 
 /* SMPI privatises these per simulated rank. */
-static mesh *g_mesh;                     /* the mesh of the rank's latest non-blocking call */
-static void (*g_serve)(mesh *);          /* its coroutine's body (coll_async.c) */
-static double g_poll = 10e-6;            /* seconds of compute between polls */
-static mesh *g_boot;                     /* the mesh whose coroutine is starting */
+static mesh *g_mesh;            /* the mesh of the rank's latest non-blocking call */
+static void (*g_serve)(mesh *); /* its coroutine's body (coll_async.c) */
+static double g_poll = 10e-6;   /* seconds of compute between polls */
+static mesh *g_boot;            /* the mesh whose coroutine is starting */
 
 static void co_entry(void) {
     mesh *m = g_boot;

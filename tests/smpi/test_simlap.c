@@ -22,8 +22,8 @@
 #include "mesh/cost.h"
 #include "mesh/mesh_mpi.h"
 
-#define K 4           /* buckets */
-#define POLL 1e-6     /* seconds of compute between polls of the buckets in flight */
+#define K 4          /* buckets */
+#define POLL 1e-6    /* seconds of compute between polls of the buckets in flight */
 #define COUNT 300000 /* floats of a bucket's result per rank: x ≈ 40 µs on a v5p ring of 4 */
 
 static int failures;
