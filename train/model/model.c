@@ -525,6 +525,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     trace_end(TRACE_MLP);
+    m->hk.mlp_grads_done(m->hk.ctx, m, l);
 
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);

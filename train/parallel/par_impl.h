@@ -166,6 +166,7 @@ void par_hk_layer_release(void *ctx, model *mod, int64_t l);
 const float *par_hk_weight(void *ctx, model *mod, param_id id);
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
 float *par_hk_grad(void *ctx, model *mod, param_id id);
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);

@@ -76,10 +76,18 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
     }
 }
 
-static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base) {
+/* A layer's parameters in two parts, whose gradients complete one after the other: the MLP
+ * sublayer's (part 0; its backward runs first), then the attention sublayer's (part 1). */
+static int in_part(param_id id, int part) {
+    if (!par_is_layer_param(id)) return 0;
+    const int mlp = id == P_MLP_NORM || id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
+    return mlp == (part == 0);
+}
+
+static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base, int part) {
     if (p->n_tensor == 1) return;
     for (int id = 0; id < P_COUNT; id++) {
-        if (!par_is_layer_param((param_id)id)) continue;
+        if (!in_part((param_id)id, part)) continue;
         const pgeo *g = &p->g[id];
         if (!g->repl && !g->kv_group) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
@@ -119,11 +127,11 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
 }
 
-static void reduce_layer(struct par *p, model *mod, int64_t l) {
+static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
     if (p->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
-        if (!par_is_layer_param((param_id)id)) continue;
+        if (!in_part((param_id)id, part)) continue;
         const pgeo *g = &p->g[id];
         const int64_t n = pgeo_block(g), ns = n / p->n_data;
         float *shard = p->zero ? p->shard_grads + p->shard_offset[id] + (l - p->l0) * ns : NULL;
@@ -140,11 +148,21 @@ static void reduce_layer(struct par *p, model *mod, int64_t l) {
     p->slot_pending[k] = p->n_pending; /* slot k is free once these have completed */
 }
 
-void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
-    struct par *p = ctx;
+/* A part of layer l's gradients is complete: its fixups and reductions start (with --overlap the
+ * MLP's reductions run during the attention's backward, so that the last layer's leave less to
+ * wait for once the backward is done). */
+static void layer_part_done(struct par *p, model *mod, int64_t l, int part) {
     if (p->zero >= 2 || last_micro(p))
-        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL);
-    if (p->n_data > 1) reduce_layer(p, mod, l);
+        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL, part);
+    if (p->n_data > 1) reduce_layer(p, mod, l, part);
+}
+
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l) {
+    layer_part_done(ctx, mod, l, 0);
+}
+
+void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
+    layer_part_done(ctx, mod, l, 1);
 }
 
 static void nonlayer_done(struct par *p, model *mod, param_id id) {
