@@ -58,6 +58,7 @@ static model_hooks hook_table(struct par *p) {
         .resid_grad_gather = par_hk_resid_grad_gather,
         .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
+        .partial_done = par_hk_partial_done,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,

@@ -116,6 +116,7 @@ struct par {
     float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange;
     /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmatmul_n floats; NULL: off */
     float *cmatmul_scratch;
+    mesh_req *partial_req; /* the collective matmul's backward ReduceScatter_Y in flight */
     int64_t cmatmul_n;
     int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
@@ -183,6 +184,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
                              const float *act, const float *w, int64_t BT, int64_t Kl);
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
+void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);

@@ -276,8 +276,8 @@ void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
     pipe_destroy(t->pp);
+    par_destroy(t->plan); /* first: it completes the gathers still writing into the model */
     model_destroy(t->mod);
-    par_destroy(t->plan);
     ALLOC_FREE_ALL(t->opt_m, t->opt_v, t);
 }
 
