@@ -53,8 +53,11 @@ typedef struct model_hooks {
      * backward, may be prefetched) and their release after use. */
     layer_w (*layer_weights)(void *ctx, model *m, int64_t l, int dir);
     void (*layer_release)(void *ctx, model *m, int64_t l);
-    /* Where layer l's weight gradients accumulate, and the signal that they are complete. */
+    /* Where layer l's weight gradients accumulate, and the signals that they are complete: the
+     * MLP sublayer's (mlp_norm, w_gate, w_up, w_down; its backward runs first), then the
+     * layer's others (attention). */
     layer_g (*layer_grads)(void *ctx, model *m, int64_t l);
+    void (*mlp_grads_done)(void *ctx, model *m, int64_t l);
     void (*layer_grads_done)(void *ctx, model *m, int64_t l);
     /* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): the weight as the compute uses
      * it and where its gradient accumulates; final_norm and unembed / embed gradients complete. */

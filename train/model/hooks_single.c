@@ -153,6 +153,7 @@ const model_hooks model_hooks_single = {
     .layer_weights = layer_weights,
     .layer_release = on_layer,
     .layer_grads = layer_grads,
+    .mlp_grads_done = on_layer,
     .layer_grads_done = on_layer,
     .weight = weight,
     .grad = grad,

@@ -527,6 +527,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
+    m->hk.mlp_grads_done(m->hk.ctx, m, l);
 
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);

@@ -43,6 +43,7 @@ static model_hooks hook_table(struct par *p) {
         .layer_weights = par_hk_layer_weights,
         .layer_release = par_hk_layer_release,
         .layer_grads = par_hk_layer_grads,
+        .mlp_grads_done = par_hk_mlp_grads_done,
         .layer_grads_done = par_hk_layer_grads_done,
         .weight = par_hk_weight,
         .grad = par_hk_grad,

@@ -71,16 +71,18 @@ struct par {
     float *shard_params, *shard_grads;
     /* zero 1/2: the shard of the parameter being updated, staged (without --overlap one at a
      * time). With --overlap every parameter's shard is staged (at shard_offset) and the gathers of
-     * the updated shards are deferred: par_after_update starts them layer by layer (the embedding,
-     * then layer l0, l0+1, ..., then the final norm and the unembedding) and the next forward
-     * waits for each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so
-     * that they hide behind the forward's compute instead of the short update's. Tickets count
-     * pending calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
-     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end; ug_due:
-     * par_owned_done deferred gathers that par_after_update has still to start. */
+     * the updated shards are deferred: the next step starts them layer by layer (the embedding,
+     * then layer l0, l0+1, ..., then the final norm and the unembedding) and its forward waits for
+     * each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so that they
+     * hide behind the forward's compute instead of the short update's. Tickets count pending
+     * calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
+     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end. ug_deferred:
+     * par_owned_done deferred gathers of model ug_mod's parameters during the update in progress;
+     * ug_due: the update is complete (par_after_update) and they have not started yet. */
     float *update_stage;
     int64_t ug_base, ug_end;
-    int ug_first, ug_layer, ug_due;
+    int ug_first, ug_layer, ug_deferred, ug_due;
+    model *ug_mod;
     int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
@@ -167,6 +169,7 @@ void par_hk_layer_release(void *ctx, model *mod, int64_t l);
 const float *par_hk_weight(void *ctx, model *mod, param_id id);
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
 float *par_hk_grad(void *ctx, model *mod, param_id id);
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
