@@ -43,6 +43,7 @@ static model_hooks hook_table(struct par *p) {
         .layer_weights = par_hk_layer_weights,
         .layer_release = par_hk_layer_release,
         .layer_grads = par_hk_layer_grads,
+        .mlp_grads_done = par_hk_mlp_grads_done,
         .layer_grads_done = par_hk_layer_grads_done,
         .weight = par_hk_weight,
         .grad = par_hk_grad,
@@ -57,6 +58,7 @@ static model_hooks hook_table(struct par *p) {
         .resid_grad_gather = par_hk_resid_grad_gather,
         .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
+        .partial_done = par_hk_partial_done,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,

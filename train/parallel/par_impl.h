@@ -71,16 +71,18 @@ struct par {
     float *shard_params, *shard_grads;
     /* zero 1/2: the shard of the parameter being updated, staged (without --overlap one at a
      * time). With --overlap every parameter's shard is staged (at shard_offset) and the gathers of
-     * the updated shards are deferred: par_after_update starts them layer by layer (the embedding,
-     * then layer l0, l0+1, ..., then the final norm and the unembedding) and the next forward
-     * waits for each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so
-     * that they hide behind the forward's compute instead of the short update's. Tickets count
-     * pending calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
-     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end; ug_due:
-     * par_owned_done deferred gathers that par_after_update has still to start. */
+     * the updated shards are deferred: the next step starts them layer by layer (the embedding,
+     * then layer l0, l0+1, ..., then the final norm and the unembedding) and its forward waits for
+     * each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so that they
+     * hide behind the forward's compute instead of the short update's. Tickets count pending
+     * calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
+     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end. ug_deferred:
+     * par_owned_done deferred gathers of model ug_mod's parameters during the update in progress;
+     * ug_due: the update is complete (par_after_update) and they have not started yet. */
     float *update_stage;
     int64_t ug_base, ug_end;
-    int ug_first, ug_layer, ug_due;
+    int ug_first, ug_layer, ug_deferred, ug_due;
+    model *ug_mod;
     int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
@@ -114,6 +116,7 @@ struct par {
     float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange;
     /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmatmul_n floats; NULL: off */
     float *cmatmul_scratch;
+    mesh_req *partial_req; /* the collective matmul's backward ReduceScatter_Y in flight */
     int64_t cmatmul_n;
     int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
@@ -166,6 +169,7 @@ void par_hk_layer_release(void *ctx, model *mod, int64_t l);
 const float *par_hk_weight(void *ctx, model *mod, param_id id);
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
 float *par_hk_grad(void *ctx, model *mod, param_id id);
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
@@ -180,6 +184,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
                              const float *act, const float *w, int64_t BT, int64_t Kl);
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
+void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);
