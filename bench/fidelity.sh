@@ -27,11 +27,12 @@
 #      SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
-# The DP/FSDP and TP models are sized to be bandwidth-bound (below), so the runs are longer than
-# the earlier sweeps': about 15–25 minutes on 2 idle vCPUs with the defaults (estimated from the
-# compute's CPU time of 2-rank runs on a loaded machine: DP 1.6 s, FSDP ~3 s, TP ~2 s per step at
-# the largest points); the dp, tp and fsdp sweeps on 2 ranks took 12–13 minutes each at load
-# average 18–23.
+# The DP/FSDP and TP models are sized to be bandwidth-bound (below). With the defaults the run took
+# 25.7 minutes on 2 idle vCPUs (de0f9f0: 37 runs, 10.5 minutes of them steps); since, the runs
+# skip --bench's matmul-only bound (--no-matmul-bound: the whole global step's sgemms timed on
+# every rank, as long as the steps at the large points) and the data sweeps end at 4096 tokens
+# per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): expect
+# roughly 17–21 minutes idle (not measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -155,7 +156,7 @@ for np in $RUN_RANKS; do
           # shellcheck disable=SC2086
           run tp "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y
         done ;;
-      tpcmm) # the same TP runs with the collective matmul (the forward RS, backward AG hidden)
+      tpcmm) # the TP runs with the collective matmul (forward RS, backward AG and RS hidden)
         for F in $((512 * np)) $((2048 * np)) $((4096 * np)); do
           # shellcheck disable=SC2086
           run tpcmm "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y --collective-matmul on
