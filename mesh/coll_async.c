@@ -1,6 +1,7 @@
-/* coll_async: non-blocking collectives. One progress thread per mesh executes queued calls in
- * issue order on the mesh's second set of communicators (ctx[1]), so blocking calls on the
- * caller's thread (ctx[0]) never mix messages with it. The thread sleeps on a condition variable
+/* coll_async: non-blocking collectives. One progress thread per mesh (in the SMPI build a
+ * coroutine of the simulated rank, sim_progress.c) executes queued calls in issue order on the
+ * mesh's second set of communicators (ctx[1]), so blocking calls on the caller's thread (ctx[0])
+ * never mix messages with it. The thread sleeps on a condition variable
  * when the queue is empty: no busy wait on an oversubscribed machine. Request handles are
  * recycled through a free list, so steady-state use does not allocate. */
 #define _POSIX_C_SOURCE 200809L /* pthread_condattr_setclock, CLOCK_MONOTONIC */

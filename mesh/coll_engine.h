@@ -74,12 +74,6 @@ void where_engine(mesh *m, const mesh_ctx *ctx, const chain *ch, int nch);
  * emulated links the chains start at ctx->vclock and ctx->vclock ends at their last virtual
  * delivery. */
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]);
-#ifdef MESHTRAIN_SMPI
-/* The engine's blocking wait in the SMPI build (sim_progress.c): MPI_Waitsome's contract (outc,
- * idx), but on the non-blocking calls' coroutine it hands the rank back to the caller instead of
- * blocking, and on the caller it also serves the coroutine's requests. */
-void sim_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
-#endif
 /* Copies the items of a layout ordered by ord_src into one ordered by ord_dst (see phase). */
 void reorder_items(float *dst, const float *src, int nd, const int *sizes, const int *ord_src,
                    const int *ord_dst, int64_t item, int64_t s_stride, int64_t s_off,

@@ -8,8 +8,8 @@
  * requests it waits for; the caller resumes it when one of them may have completed:
  *  - at issue (its first sends and receives are posted at once), and in mesh_test;
  *  - in mesh_wait, which blocks in MPI_Waitany over those requests between resumptions;
- *  - in a blocking collective's wait (the engine on ctx[0]), which waits over its own requests
- *    and the coroutine's at once, so neither stalls the other;
+ *  - in a blocking collective's wait (the engine on ctx[0]) and a point-to-point wait (p2p.c),
+ *    which wait over their own requests and the coroutine's at once, so neither stalls the other;
  *  - in mesh_sim_compute, the simulated compute of the dry run: it charges its FLOPs in slices of
  *    `poll` seconds (mesh_sim_set_poll) while a call is in flight, resuming the coroutine
  *    between slices.
@@ -24,7 +24,6 @@
 #include <sys/mman.h>
 
 #include "mesh/async_impl.h"
-#include "mesh/coll_engine.h"
 
 #define SIM_STACK (1 << 20) /* the coroutine's stack (mapped, untouched pages cost nothing) */
 
@@ -84,8 +83,8 @@ void sim_wait(mesh *m, void (*serve)(mesh *), const mesh_req *r) {
     }
 }
 
-/* The engine's wait (coll_engine.c) in the SMPI build. On the coroutine: test, and hand the
- * rank back to the caller while nothing has completed. On the caller: wait over the caller's
+/* The engine's wait (coll_engine.c) and p2p.c's in the SMPI build. On the coroutine: test, and hand
+ * the rank back to the caller while nothing has completed. On the caller: wait over the caller's
  * requests and the coroutine's at once; resume the coroutine when one of its own completed;
  * return when one of the caller's did. */
 void sim_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
@@ -96,6 +95,12 @@ void sim_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
         q->pend = rq, q->npend = n;
         yield(q);
         *outc = 0; /* resumed: the caller may have completed some of rq (set to NULL); re-scan */
+        return;
+    }
+    int live = 0;
+    for (int i = 0; i < n; i++) live |= rq[i] != MPI_REQUEST_NULL;
+    if (!live) { /* nothing of the caller's in flight: MPI_Waitsome's answer */
+        *outc = MPI_UNDEFINED;
         return;
     }
     for (;;) {
