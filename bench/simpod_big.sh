@@ -8,8 +8,7 @@
 # communicators), shared blocks of the run's smallest size, at least 1 MiB
 # (smpi/shared-malloc-blocksize: every shared block is one memory mapping, and 512 ranks' 16 MiB
 # buffers in 1 MiB blocks pass Linux's 65,530 per process; an allocation smaller than a block is
-# private, so blocks larger than the smallest arrays fill the memory: the xyz run over 1 MiB and
-# 16 MiB in 16 MiB blocks reached 11.5 GB and the kernel's OOM killer), no lanes (--chunk 0: one
+# shared too, in one mapping), no lanes (--chunk 0: one
 # message per ring step), no warm-up, results not checked (-c 0), and no work on the data
 # (--no-data: the collectives' additions and copies and the inputs' fill are skipped, every
 # message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv
@@ -26,7 +25,9 @@
 #   xyz, xyz-1M  seq and multi at 16 MiB, and at 1 MiB;
 #   xyz-ring, xyz-bidir, xyz-direct  every op at 16 MiB with one algorithm each (a ring over xyz
 #              has 511 steps, about a minute each on an idle core; direct sends 512 x 511
-#              messages at once and did not finish its first call in 12 minutes).
+#              messages at once and did not finish its first call in 12 minutes);
+#   ag-x-bidir, ag-xy-multi, ag-xyz-multi  one AllGather of 16 MiB, bidir over x, multi over xy
+#              and xyz: the runs of the 16x16x16 slice (4096 chips, 10-20 minutes each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
@@ -54,7 +55,10 @@ for set in "${sets[@]}"; do
     xyz) run xyz xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
     xyz-1M) run xyz-1M xyz ag,rs,ar,a2a seq,multi 1M 1M 2 1 ;;
     xyz-ring | xyz-bidir | xyz-direct) run "$set" xyz ag,rs,ar,a2a "${set#xyz-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct)" >&2
+    ag-x-bidir | ag-xy-multi | ag-xyz-multi)
+      axes="${set#ag-}"
+      run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
        exit 2 ;;
   esac
 done
