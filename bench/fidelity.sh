@@ -13,8 +13,11 @@
 #   dp     the backward pass's compute = the step's transfer (the gradient AllReduces)
 #   fsdp   the forward + backward passes' compute = the step's transfer (2 AllGathers, 1 RS)
 #   tp     the MLP's forward compute = the transfer of the collectives issued in it (AG + RS)
-# against the boundary meshtrain prints (`bench boundary`: α·wire/2 tokens per rank; F = |Y|·α·
-# wire/2·2/3 for this model's SwiGLU, whose forward is 6·B·D·F/|Y| FLOPs, not the book's 4).
+# against the book's boundary for the collectives and bytes the run put on the wire, which
+# meshtrain prints (`bench wire-boundary`, from the bytes mesh counted on each link: ZeRO-3's
+# re-gathers, a ring's (N−1)/N, the collective matmul's one-way ppermutes, fp32 or bf16), beside
+# the book's ideal (`bench boundary`: α tokens per rank; F = |Y|·α·2/3 for this model's SwiGLU,
+# whose forward is 6·B·D·F/|Y| FLOPs, not the book's 4).
 # Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables and the
 # targets) and, when gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg:
 # step time and exposed communication against the swept variable, with the book's boundary
@@ -24,11 +27,12 @@
 #      SWEEPS="dp fsdp tp tpcmm mixed"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
-# The DP/FSDP and TP models are sized to be bandwidth-bound (below), so the runs are longer than
-# the earlier sweeps': about 15–25 minutes on 2 idle vCPUs with the defaults (estimated from the
-# compute's CPU time of 2-rank runs on a loaded machine: DP 1.6 s, FSDP ~3 s, TP ~2 s per step at
-# the largest points); the dp, tp and fsdp sweeps on 2 ranks took 12–13 minutes each at load
-# average 18–23.
+# The DP/FSDP and TP models are sized to be bandwidth-bound (below). With the defaults the run took
+# 25.7 minutes on 2 idle vCPUs (de0f9f0: 37 runs, 10.5 minutes of them steps); since, the runs
+# skip --bench's matmul-only bound (--no-matmul-bound: the whole global step's sgemms timed on
+# every rank, as long as the steps at the large points) and the data sweeps end at 4096 tokens
+# per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): expect
+# roughly 17–21 minutes idle (not measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -46,14 +50,18 @@ export OPENBLAS_NUM_THREADS=1
 mkdir -p "$OUT_DIR"
 CSV="$OUT_DIR/fidelity.csv" MD="$OUT_DIR/fidelity_results.md"
 T=128
-# the sweeps' points: 6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
-# ranks share cores: the runs show why the targets cannot be met, not where the crossover is).
-# The TP boundary grows with |Y| (F = |Y|·α·2/3), so its sweep does too.
-points() { # points NP tpr|f
+# the sweeps' points: 5-6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
+# ranks share cores: the runs show why the targets cannot be met). The data sweeps' crossovers
+# lie near 2000 tokens per rank: 2048 and 4096 bracket them on 4 ranks (8192 took 2 minutes
+# there and decided nothing); FSDP on 2 ranks stops at 4096 for the same reason. The TP
+# boundary grows with |Y| (F = |Y|·α·2/3), so its sweep does too.
+points() { # points NP tpr|f [fsdp]
   if [ -n "${QUICK:-}" ] || [ "$1" -gt 2 ]; then
-    [ "$2" = tpr ] && echo "512 2048 8192" || echo "$((512 * $1)) $((2048 * $1)) $((4096 * $1))"
+    [ "$2" = tpr ] && echo "512 2048 4096" || echo "$((512 * $1)) $((2048 * $1)) $((4096 * $1))"
+  elif [ "$2" = tpr ]; then
+    [ "${3:-}" = fsdp ] && echo "256 512 1024 2048 4096" || echo "256 512 1024 2048 4096 8192"
   else
-    [ "$2" = tpr ] && echo "256 512 1024 2048 4096 8192" || echo "512 1024 2048 4096 8192"
+    echo "512 1024 2048 4096 8192"
   fi
 }
 
@@ -65,7 +73,7 @@ ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
-[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms" >"$CSV"
+[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio" >"$CSV"
 
 # parts LINE: the fwd+bwd sum, the backward's and the forward MLP's ms of a `bench parts` line
 parts() {
@@ -82,7 +90,7 @@ run() {
   shift 5
   local out line split pred
   out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
-        --steps "$STEPS" --emulate v5p --emulate-rate "$RATE" --comm-dtype "$COMM" \
+        --no-matmul-bound --steps "$STEPS" --emulate v5p --emulate-rate "$RATE" --comm-dtype "$COMM" \
         --mesh "$meshs" "$@" 2>&1) || {
     echo "fidelity: run failed: -np $np --mesh $meshs $*" >&2
     echo "$out" | tail -5 >&2
@@ -98,17 +106,20 @@ run() {
   pexp=$(field "$pred" 'exposed'); book=$(field "$pred" 'book-ideal'); dom=$(word "$pred" 'dominant')
   ratio=$(awk -v a="$ms" -v b="$pstep" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')
   local bl pc px ppc ppm mc mx pcc pcm2 mbwd mmlp pbwd pmlp
-  bl=$(grep '^bench boundary' <<<"$out")
+  local wl wb="" wr=""
+  bl=$(grep '^bench boundary' <<<"$out"); wl=$(grep '^bench wire-boundary' <<<"$out")
   case $bnd in
-    dp) bnd=$(field "$bl" 'data-tokens-per-rank') ;;
-    tp) bnd=$(field "$bl" 'tensor-F') ;;
+    dp) bnd=$(field "$bl" 'data-tokens-per-rank')
+        wb=$(field "$wl" 'data-tokens-per-rank'); wr=$(field "$wl" 'data-ratio') ;;
+    tp) bnd=$(field "$bl" 'tensor-F')
+        wb=$(field "$wl" 'tensor-F'); wr=$(field "$wl" 'tensor-ratio') ;;
   esac
   pc=$(grep '^bench parts compute-cpu' <<<"$out"); px=$(grep '^bench parts transfer' <<<"$out")
   ppc=$(grep '^bench parts predicted-compute' <<<"$out"); ppm=$(grep '^bench parts predicted-comm' <<<"$out")
   read -r mc mbwd mmlp <<<"$(parts "$pc")"
   read -r pcc pbwd pmlp <<<"$(parts "$ppc")"
   mx=$(field "$px" 'fwd-mlp'); pcm2=$(field "$ppm" 'fwd-mlp')
-  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2" >>"$CSV"
+  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr" >>"$CSV"
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
@@ -134,7 +145,7 @@ for np in $RUN_RANKS; do
       dp | fsdp)
         extra="--dp x --overlap --bucket $BUCKET"
         [ "$sweep" = fsdp ] && extra="--dp x --zero 3 --overlap --bucket $BUCKET"
-        for tpr in $(points "$np" tpr); do
+        for tpr in $(points "$np" tpr "$sweep"); do
           model=$DATA_MODEL
           [ "$sweep" = fsdp ] && model=$FSDP_MODEL
           # shellcheck disable=SC2086
@@ -145,7 +156,7 @@ for np in $RUN_RANKS; do
           # shellcheck disable=SC2086
           run tp "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y
         done ;;
-      tpcmm) # the same TP runs with the collective matmul (the forward RS, backward AG hidden)
+      tpcmm) # the TP runs with the collective matmul (forward RS, backward AG and RS hidden)
         for F in $((512 * np)) $((2048 * np)) $((4096 * np)); do
           # shellcheck disable=SC2086
           run tpcmm "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y --collective-matmul on
@@ -207,7 +218,7 @@ targets() {
       "$([ "$ok" -eq "$(wc -l <<<"$rows")" ] && echo within || echo outside)"
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
   done
-  local sw b c cp w cc mc pc pm what
+  local sw b bw c cp w cc mc pc pm what against
   for sw in dp fsdp tp tpcmm; do
     # the columns compared (measured compute, measured transfer, predicted compute, comm)
     case $sw in
@@ -218,9 +229,17 @@ targets() {
     for np in $RANKS; do
       b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
       [ -n "$b" ] || continue
+      # the boundary for what the runs put on the wire (the sweep's median; the book's if the
+      # CSV predates it)
+      bw=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n && $29 > 0 {print $29}' "$CSV" | median)
       c=$(crossover "$sw" "$np" "$cc" "$mc"); cp=$(crossover "$sw" "$np" "$pc" "$pm")
       w=$(crossover "$sw" "$np" 17 18)
-      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, book $b: $(verdict "$c" "$b") (whole step's compute CPU = all transfer: $w)"
+      if [ -n "$bw" ]; then
+        against="on the wire $(printf %.0f "$bw") ($(awk -v a="$bw" -v b="$b" 'BEGIN{printf "%.3f", a / b}') of the book's $b): $(verdict "$c" "$bw"); predicted $(verdict "$cp" "$bw" | cut -d: -f1); of the book's: $(verdict "$c" "$b" | cut -d: -f1)"
+      else
+        against="book $b: $(verdict "$c" "$b")"
+      fi
+      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (whole step's compute CPU = all transfer: $w)"
     done
   done
   for np in $RANKS; do
@@ -265,6 +284,9 @@ targets() {
   echo "- *boundary*: the book's crossover for the swept variable (B/X = α·wire/2 tokens per rank for"
   echo "  DP/FSDP; F = |Y|·α·wire/2·2/3 for TP with this model's SwiGLU MLP, whose forward is 6·B·D·F/|Y|"
   echo "  FLOPs against the book's 4; |Y| = N/X_opt for the FSDP+TP split; α = $ALPHA with bf16)."
+  echo "- *on the wire*: the book's boundary for the collectives and bytes the run put on the wire"
+  echo "  (meshtrain's \`bench wire-boundary\`: the time of the bytes mesh counted on each link against"
+  echo "  the book's collectives in bf16; docs/fidelity.md). The crossover targets are judged against it."
   echo
   echo "## Targets"
   echo
@@ -279,6 +301,28 @@ targets() {
   echo "collectives issued in it (its AllGather and ReduceScatter). *predicted* is the same from the"
   echo "prediction's compute and communication. The whole step's crossover (all compute = all"
   echo "transfer, as this benchmark measured before) is in brackets."
+  echo
+  echo "The boundary each crossover is judged against is the book's for what the runs put on the"
+  echo "wire: the book's boundary × (the time of the bytes mesh counted on each link direction, for"
+  echo "the collectives the crossover compares) / (the book's collectives in bf16 at V/W). Per sweep"
+  echo "(the median over its points):"
+  echo
+  echo "| sweep | ranks | book's boundary | on the wire | ratio | what differs from the book |"
+  echo "|---|---|---|---|---|---|"
+  for sw in dp fsdp tp tpcmm; do
+    for np in $RANKS; do
+      awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n && $29 > 0 {print $16, $29, $30}' "$CSV" |
+        sort -g -k3 | awk -v s="$sw" -v n="$np" '{b[NR] = $1; w[NR] = $2; r[NR] = $3}
+          END {
+            if (!NR) exit
+            k = int((NR + 1) / 2)
+            why = s == "fsdp" ? "ZeRO-3 keeps the last two layers gathered into the backward (L = 4: 10 of 12 layer collectives)" : ""
+            if (n > 2) why = why (why == "" ? "" : "; ") "a ring of " n " sends (N-1)/N of V per link direction"
+            if (s == "tpcmm" && n > 2) why = why "; the collective matmul'"'"'s ppermutes use one direction of each link"
+            if (why == "") why = "none (a line of 2 moves the book'"'"'s V/W)"
+            printf "| %s | %s | %s | %.0f | %.3f | %s |\n", s, n, b[k], w[k], r[k], why}'
+    done
+  done
   echo
   echo "## measured / predicted, over every run"
   echo
@@ -296,13 +340,13 @@ targets() {
     echo
     echo "## $sweep"
     echo
-    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary | compared: compute cpu ms | compared: transfer ms |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary | on the wire | compared: compute cpu ms | compared: transfer ms |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     # the compared columns: what the sweep's crossover sets against each other (targets above)
     awk -F, -v s="$sweep" '$1 == s {
       cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
       mc = s == "tp" || s == "tpcmm" ? $24 : $18
-      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16, cc, mc}' "$CSV"
+      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16, ($29 > 0 ? $29 : "-"), cc, mc}' "$CSV"
   done
 } >"$MD"
 targets
@@ -315,12 +359,19 @@ if command -v gnuplot >/dev/null; then
       awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {
         cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
         mc = s == "tp" || s == "tpcmm" ? $24 : $18
-        print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN")}' "$CSV" >"$dat"
+        print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN"), ($29 > 0 ? $29 : $16)}' "$CSV" >"$dat"
       if [ -s "$dat" ]; then
         bnd=$(awk 'NR==1{print $7}' "$dat")
-        # the x range holds the points and the boundary (which may lie outside the sweep)
-        xr=$(awk -v b="$bnd" 'BEGIN{lo = b; hi = b} {lo = $1 < lo ? $1 : lo; hi = $1 > hi ? $1 : hi}
+        bwire=$(awk '{print $10}' "$dat" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+        # the x range holds the points and the boundaries (which may lie outside the sweep)
+        xr=$(awk -v b="$bnd" -v c="$bwire" 'BEGIN{lo = b < c ? b : c; hi = b > c ? b : c}
+               {lo = $1 < lo ? $1 : lo; hi = $1 > hi ? $1 : hi}
                END{printf "%g:%g", lo / 1.3, hi * 1.3}' "$dat")
+        wmark=""
+        [ "$sweep" != mixed ] && [ "$bwire" != "$bnd" ] &&
+          wmark="set arrow from $bwire, graph 0 to $bwire, graph 1 nohead dashtype 1 linewidth 2 linecolor rgb \"dark-red\"
+set label \"on the wire\" at $bwire, graph 0.10 left offset 0.5,0 textcolor rgb \"dark-red\""
+
         case $sweep in
           dp) cmp="backward pass" ;;
           fsdp) cmp="forward + backward" ;;
@@ -346,6 +397,7 @@ set key top left
 set grid
 set arrow from $bnd, graph 0 to $bnd, graph 1 nohead dashtype 2 linewidth 2 linecolor rgb "gray40"
 set label "book boundary" at $bnd, graph 0.05 left offset 0.5,0 textcolor rgb "gray40"
+$wmark
 plot "$dat" using 1:2 with linespoints lw 2 title "measured step", \
      "$dat" using 1:3 with linespoints lw 2 dashtype 2 title "predicted step", \
      "$dat" using 1:4 with linespoints dashtype 3 title "book (idealised)", \

@@ -9,6 +9,7 @@
  * Flags: --chip NAME (the calculator's chip, default v5p: give the same as simpod's), --model
  * NAME (a calculator preset, llama3-70b or llama2-13b, expanded into the trainer's model flags;
  * later flags override it), --steps N (steps to run, default 2; the last one is reported),
+ * --poll-us US (simulated compute between polls of the collectives in flight, default 10),
  * --no-data (mesh_set_no_data: every array of 1 MiB or more is left alone — no additions, copies,
  * conversions or clears — while every message still goes through MPI with its real size, so the
  * simulated schedule and times are those of the data run at a fraction of the host's work), and
@@ -19,9 +20,11 @@
  *
  * Output (rank 0): the step's simulated time (max over ranks), its compute (FLOPs charged / the
  * chip's rate), the collectives this rank ran in the step (calls and bytes sent per op, from
- * mesh/'s accounting), then the calculator's lines for the same sharding and the ratio to its
- * serial step (T_math + T_comms: the SMPI build runs non-blocking collectives at issue, so nothing
- * overlaps; see docs/simpod.md). */
+ * mesh/'s accounting) and how much of their time the caller was blocked, then the calculator's
+ * lines for the same sharding and the ratios to its serial step (T_math + T_comms) and its
+ * overlapped one. With --overlap the non-blocking collectives progress in simulated time while
+ * the kernels' FLOPs are charged (mesh_sim_compute, polled every --poll-us microseconds of
+ * compute, default 10; see docs/simpod.md). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,7 @@
 #define MAX_ARGS 256
 
 double simpod_flops_charged(void); /* bench/simpod_kernels.c: FLOPs charged on this rank */
+void simpod_set_execute(void (*fn)(double flops)); /* and how they take simulated time */
 
 /* --no-data: arrays from this size on are left alone (the size simpod --shared 1M shares). */
 #define DRY_NO_DATA_BYTES (1 << 20)
@@ -44,6 +48,7 @@ double simpod_flops_charged(void); /* bench/simpod_kernels.c: FLOPs charged on t
 typedef struct {
     const char *chip, *model;
     int steps, no_data;
+    double poll; /* --poll-us: seconds of compute between polls of the collectives in flight */
     int argc;
     char *argv[MAX_ARGS]; /* the trainer's argv */
 } dry_opts;
@@ -69,7 +74,7 @@ static int preset_args(const char *name, int argc, char **argv, char buf[8][24],
 }
 
 static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24]) {
-    o->chip = "v5p", o->model = NULL, o->steps = 2, o->no_data = 0;
+    o->chip = "v5p", o->model = NULL, o->steps = 2, o->no_data = 0, o->poll = 10e-6;
     static char bench[] = "--bench", quiet[] = "--quiet";
     o->argc = 0;
     o->argv[o->argc++] = argv[0];
@@ -90,11 +95,12 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
             continue;
         }
         const int own = strcmp(argv[i], "--model") == 0 || strcmp(argv[i], "--chip") == 0 ||
-                        strcmp(argv[i], "--steps") == 0;
+                        strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--poll-us") == 0;
         if (own) {
             if (i + 1 >= argc) mesh_exit_error("simpod-dryrun: %s needs a value", argv[i]);
             if (strcmp(argv[i], "--chip") == 0) o->chip = argv[i + 1];
             if (strcmp(argv[i], "--steps") == 0) o->steps = atoi(argv[i + 1]);
+            if (strcmp(argv[i], "--poll-us") == 0) o->poll = 1e-6 * atof(argv[i + 1]);
             i++;
             continue;
         }
@@ -102,6 +108,7 @@ static void parse_opts(int argc, char **argv, dry_opts *o, char preset_buf[8][24
         o->argv[o->argc++] = argv[i];
     }
     if (o->steps < 1) mesh_exit_error("simpod-dryrun: --steps: expected a count >= 1");
+    if (!(o->poll > 0)) mesh_exit_error("simpod-dryrun: --poll-us: expected a time > 0");
     if (!cost_chip_find(o->chip))
         mesh_exit_error("simpod-dryrun: --chip %s: not in the chip table (mesh/cost.c)", o->chip);
 }
@@ -243,6 +250,9 @@ int main(int argc, char **argv) {
     char preset_buf[8][24];
     parse_opts(argc, argv, &o, preset_buf);
     if (o.no_data) mesh_set_no_data(DRY_NO_DATA_BYTES);
+    /* the kernels' simulated compute lets the non-blocking collectives (--overlap) progress */
+    mesh_sim_set_poll(o.poll);
+    simpod_set_execute(mesh_sim_compute);
     char err[512];
     config c;
     config_defaults(&c);
@@ -288,12 +298,17 @@ int main(int argc, char **argv) {
         printf("compute charged on rank 0: %.6g FLOP = %.6g s at the chip's %.4g FLOP/s\n", flops,
                flops / speed, speed);
         printf("collectives of the step on rank 0 (op calls bytes_sent):\n");
+        double busy = 0, blocked = 0;
         for (int op = 0; op < MESH_OP_COUNT; op++) {
             const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
             if (ms.calls)
                 printf("  coll %s %lld %lld\n", mesh_op_name((mesh_op)op), (long long)ms.calls,
                        (long long)ms.bytes);
+            busy += ms.seconds, blocked += ms.wait_seconds;
         }
+        printf("communication on rank 0: %.6g s in the collectives' runs, %.6g s of it exposed "
+               "(the caller blocked)\n",
+               busy, blocked);
     }
     calc_pred p;
     memset(&p, 0, sizeof p);

@@ -35,10 +35,19 @@ double simpod_flops_charged(void) {
     return charged;
 }
 
+/* How the FLOPs take simulated time: smpi_execute_flops, or the dry run's choice (mesh's
+ * mesh_sim_compute, which lets non-blocking collectives progress meanwhile; this file knows no
+ * mesh). */
+static void (*execute)(double flops) = smpi_execute_flops;
+void simpod_set_execute(void (*fn)(double flops));
+void simpod_set_execute(void (*fn)(double flops)) {
+    execute = fn ? fn : smpi_execute_flops;
+}
+
 static void charge(double flops) {
     if (flops <= 0) return;
     charged += flops;
-    smpi_execute_flops(flops);
+    execute(flops);
 }
 
 void kern_set_bug_handler(kern_bug_fn fn) {

@@ -6,8 +6,8 @@
 # SimGrid is not installed the tree configures with nothing to build and says so.
 #
 # What the SMPI build leaves out or replaces (docs/simpod.md says why):
-#  - non-blocking collectives run when started, on the caller's thread (no progress thread: a
-#    simulated rank may call MPI from its own actor only);
+#  - non-blocking collectives run on a coroutine of the caller's actor, not a progress thread (a
+#    simulated rank may call MPI from its own actor only; mesh/sim_progress.c);
 #  - link emulation (--emulate, --link) is off: the simulated platform's links are the links;
 #  - the watchdog thread is off;
 #  - HDF5, BLAS and train/ are not built.
@@ -57,14 +57,16 @@ foreach(tool simpod_platform simpod_predict)
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
 
-# The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, and the
-# simulated links against the chip table.
-foreach(t mesh/test_coll smpi/test_simlink)
+# The tests that tests/smpi runs under smpirun: the MPI build's collective test, unchanged, the
+# simulated links against the chip table, and the non-blocking collectives' overlap of simulated
+# compute.
+foreach(t mesh/test_coll smpi/test_simlink smpi/test_simlap)
   get_filename_component(name ${t} NAME)
   add_executable(${name} tests/${t}.c tests/mesh/mesh_args.c)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()
+target_link_libraries(test_simlap PRIVATE MPI::MPI_C) # mesh_sim_compute: the MESHTRAIN_SMPI marker
 
 # The dry-run trainer (bench/simpod_dryrun.c): train/'s config, observe, model, parallel and step
 # libraries, compiled by smpicc unchanged, over mt_kernels = the FLOP-count backend

@@ -1,6 +1,7 @@
-/* coll_async: non-blocking collectives. One progress thread per mesh executes queued calls in
- * issue order on the mesh's second set of communicators (ctx[1]), so blocking calls on the
- * caller's thread (ctx[0]) never mix messages with it. The thread sleeps on a condition variable
+/* coll_async: non-blocking collectives. One progress thread per mesh (in the SMPI build a
+ * coroutine of the simulated rank, sim_progress.c) executes queued calls in issue order on the
+ * mesh's second set of communicators (ctx[1]), so blocking calls on the caller's thread (ctx[0])
+ * never mix messages with it. The thread sleeps on a condition variable
  * when the queue is empty: no busy wait on an oversubscribed machine. Request handles are
  * recycled through a free list, so steady-state use does not allocate. */
 #define _POSIX_C_SOURCE 200809L /* pthread_condattr_setclock, CLOCK_MONOTONIC */
@@ -31,6 +32,24 @@ static void *progress_main(void *arg) {
     pthread_mutex_unlock(&q->mu);
     return NULL;
 }
+
+#ifdef MESHTRAIN_SMPI
+/* The SMPI build's coroutine body (sim_progress.c): progress_main's loop without the thread. */
+static void serve(mesh *m) {
+    mesh_async *q = m->async;
+    for (;;) {
+        while (q->head) {
+            mesh_req *r = q->head;
+            coll_execute(m, 1, &r->x, &r->rec);
+            coll_record_end(m, &r->rec);
+            q->head = r->next;
+            if (!q->head) q->tail = NULL;
+            r->done = 1;
+        }
+        sim_idle(m);
+    }
+}
+#endif
 
 static mesh_req *enqueue(mesh *m, const coll_args *x) {
     if (!m->async) {
@@ -63,12 +82,6 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     r->next = NULL;
     coll_record_begin(m, x, &r->rec);
     r->rec.async = 1;
-    if (!PROGRESS_THREAD) {
-        coll_execute(m, 1, &r->x, &r->rec);
-        coll_record_end(m, &r->rec);
-        r->done = 1;
-        return r;
-    }
     pthread_mutex_lock(&q->mu);
     if (q->tail)
         q->tail->next = r;
@@ -77,11 +90,17 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     q->tail = r;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
+#ifdef MESHTRAIN_SMPI
+    sim_resume(m, serve); /* posts the call's first messages (or it waits behind the queue) */
+#endif
     return r;
 }
 
 int mesh_test(mesh_req *r) {
     mesh_async *q = r->m->async;
+#ifdef MESHTRAIN_SMPI
+    if (!r->done) sim_resume(r->m, serve);
+#endif
     pthread_mutex_lock(&q->mu);
     int d = r->done;
     pthread_mutex_unlock(&q->mu);
@@ -102,6 +121,10 @@ void mesh_wait(mesh_req *r) {
                    .shift = r->rec.shift,
                    .async = 1};
     where_enter(m, 0, WHERE_WAIT, &w);
+#ifdef MESHTRAIN_SMPI
+    sim_wait(m, serve, r);
+    pthread_mutex_lock(&q->mu);
+#else
     pthread_mutex_lock(&q->mu);
     if (!r->done) {
         q->waiting++, q->kicks++;
@@ -109,6 +132,7 @@ void mesh_wait(mesh_req *r) {
         while (!r->done) pthread_cond_wait(&q->done, &q->mu);
         q->waiting--;
     }
+#endif
     const mesh_call rec = r->rec; /* r goes back to the free list */
     r->next = q->free_list;
     q->free_list = r;
@@ -138,6 +162,10 @@ double mesh_progress_cpu(const mesh *m) {
 void coll_async_destroy(mesh *m) {
     mesh_async *q = m->async;
     if (!q) return;
+#ifdef MESHTRAIN_SMPI
+    if (q->tail) sim_wait(m, serve, q->tail); /* the calls never waited for finish, as below */
+    sim_destroy(m);
+#endif
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
     pthread_cond_signal(&q->work);

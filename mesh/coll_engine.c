@@ -747,6 +747,12 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
         }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
         int outc = 0;
+#ifdef MESHTRAIN_SMPI
+        /* simulated time: no naps; the wait also serves the non-blocking calls' coroutine */
+        sim_waitsome(m, nrq, rq, &outc, idx);
+        CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
+        continue;
+#endif
         double first;
         const double now = mesh_now();
         if (idle0 == 0) idle0 = now;

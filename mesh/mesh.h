@@ -146,6 +146,12 @@ double mesh_now(void);
 #ifdef MESHTRAIN_SMPI
 void mesh_set_no_data(int64_t min_bytes);
 int mesh_no_data(int64_t bytes);
+/* Simulated compute (the dry run's kernels): keeps this simulated rank busy for `flops` at its
+ * host's speed, as smpi_execute_flops, while the non-blocking collectives in flight progress:
+ * their next steps are posted after every `poll` seconds of it (mesh_sim_set_poll, default
+ * 10 µs), so they overlap the compute in simulated time (mesh/sim_progress.c). */
+void mesh_sim_compute(double flops);
+void mesh_sim_set_poll(double seconds);
 #else
 #define mesh_no_data(bytes) (0 && (bytes) != 0) /* bytes is not evaluated */
 #endif

@@ -133,6 +133,12 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);
 void coll_async_destroy(mesh *m);
+#ifdef MESHTRAIN_SMPI
+/* The blocking waits of mesh/ in the SMPI build (sim_progress.c): MPI_Waitsome's contract (outc,
+ * idx), but on the non-blocking calls' coroutine it hands the rank back to the caller instead of
+ * blocking, and on the caller it also serves the coroutine's requests in flight. */
+void sim_waitsome(struct mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
+#endif
 /* nap.c, for the engine on the progress thread: its longest nap between polls on real
  * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
  * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to

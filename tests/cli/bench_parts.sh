@@ -9,7 +9,12 @@
 #  - TP: the attention's and the MLP's forward AllGather + ReduceScatter move the same [B, D]
 #    activations: the same predicted communication, and some;
 #  - the boundaries are the book's for v5p with bf16 (2550 tokens per rank; F = 3400 on |Y| = 2
-#    for a SwiGLU); --emulate-rate model scales the links to the linear layers' rate (printed time
+#    for a SwiGLU); for what the run put on the wire (`bench wire-boundary`, mesh's link bytes)
+#    DP's and TP's on 2 chips are the book's (ratio 1), ZeRO-3's with 4 layers is worked by hand:
+#    per layer of 41088 parameters 4 forward, 2 backward AllGathers and 4 ReduceScatters (the last
+#    two layers stay gathered into the backward), the embedding's AllGather and ReduceScatter,
+#    the unembedding's and the final norm's two AllGathers and a ReduceScatter, against the book's
+#    3 collectives of each: (10·41088 + 2·16384 + 3·16384 + 3·64) / (3·197184) = 0.8334; --emulate-rate model scales the links to the linear layers' rate (printed time
 #    scale × rate = v5p's 4.59e14 FLOP/s), the default to the sgemm's; a bad rate: status 2.
 # usage: bench_parts.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
@@ -53,6 +58,9 @@ awk -v s="$sum" -v a="$all" 'BEGIN{d = s - a; exit !((d < 0 ? -d : d) <= 0.1 * a
 b=$(grep '^bench boundary' <<<"$out")
 [ "$(field "$b" alpha)" = 2550 ] && [ "$(field "$b" data-tokens-per-rank)" = 2550 ] &&
   echo "ok   DP: the book's boundary, 2550 tokens per rank" || fail "DP: boundary: $b"
+wb=$(grep '^bench wire-boundary' <<<"$out")
+[ "$(field "$wb" data-ratio)" = 1.0000 ] && [ "$(field "$wb" data-tokens-per-rank)" = 2550 ] &&
+  echo "ok   DP: on the wire, the book's bytes (ratio 1, 2550)" || fail "DP: wire boundary: $wb"
 e=$(grep '^bench emulate | v5p | .*--emulate-rate model' <<<"$out")
 rate=$(sed -n 's/.* | rate \([0-9.e+]*\) FLOP.*/\1/p' <<<"$e") scale=$(field "$e" time-scale)
 awk -v r="$rate" -v s="$scale" 'BEGIN{p = r * s; exit !(p > 4.59e14 * 0.99 && p < 4.59e14 * 1.01)}' &&
@@ -69,6 +77,16 @@ a=$(field "$pc" fwd-attn) m=$(field "$pc" fwd-mlp)
 b=$(grep '^bench boundary' <<<"$out")
 [ "$(field "$b" tensor-F)" = 3400 ] && echo "ok   TP: the book's boundary, F = 3400 on |Y| = 2" ||
   fail "TP: boundary: $b"
+wb=$(grep '^bench wire-boundary' <<<"$out")
+[ "$(field "$wb" tensor-ratio)" = 1.0000 ] && [ "$(field "$wb" tensor-F)" = 3400 ] &&
+  echo "ok   TP: on the wire, the book's bytes (ratio 1, F = 3400)" || fail "TP: wire boundary: $wb"
+model[1]=4 # --layers 4
+run zero3.log 2 --mesh x=2 --dp x --zero 3
+wb=$(grep '^bench wire-boundary' "$WORK/zero3.log")
+[ "$(field "$wb" data-ratio)" = 0.8334 ] && [ "$(field "$wb" data-tokens-per-rank)" = 2125 ] &&
+  echo "ok   ZeRO-3, 4 layers: on the wire 0.8334 of the book's bytes, 2125 tokens per rank" ||
+  fail "ZeRO-3: wire boundary: $wb"
+model[1]=1
 grep -q "^bench emulate | v5p | .*(--emulate-rate peak: the core's sgemm)" <<<"$out" &&
   echo "ok   the default --emulate-rate: the sgemm's rate" || fail "default rate: $(grep '^bench emulate' <<<"$out")"
 

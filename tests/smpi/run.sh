@@ -10,6 +10,12 @@
 #                                                --no-data: the simulated step times, the loss, the
 #                                                FLOPs charged and every collective's calls and
 #                                                bytes must be identical
+#   run.sh overlap SRC DIR CHIP TOPOLOGY ARGS... run DIR/simpod-dryrun there with and without
+#                                                --overlap: the loss, FLOPs and every collective's
+#                                                calls and bytes must be identical; the step without
+#                                                within 15% of the calculator's serial step, the step
+#                                                with within 15% of its overlapped one, and the time
+#                                                saved 0.5-1.15 of the calculator's (serial − overlapped)
 # Exits 77 (CTest: skipped) where SimGrid's smpicc/smpirun are not installed.
 set -euo pipefail
 mode="$1" src="$2" dir="$3"
@@ -21,7 +27,7 @@ fi
 if [ "$mode" = build ]; then
   cmake -S "$src" -B "$dir" -DMESHTRAIN_SMPI=ON -DCMAKE_BUILD_TYPE=Release \
         -DMESHTRAIN_WERROR="${1:-OFF}" >/dev/null
-  exec cmake --build "$dir" -j 2 --target test_coll test_simlink simpod_platform simpod-dryrun
+  exec cmake --build "$dir" -j 2 --target test_coll test_simlink test_simlap simpod_platform simpod-dryrun
 fi
 if [ "$mode" = nodata ]; then
   chip="$1" topo="$2"
@@ -41,6 +47,37 @@ if [ "$mode" = nodata ]; then
   echo "identical with and without data:"
   pick "$with"
   exit 0
+fi
+if [ "$mode" = overlap ]; then
+  chip="$1" topo="$2"
+  shift 2
+  run() { "$src/bench/simpod" --chip "$chip" --topology "$topo" "$dir/simpod-dryrun" --chip "$chip" "$@"; }
+  pick() { grep -E '^(compute charged|  coll )' <<<"$1"; }
+  loss() { sed -n 's/^simulated step: .*loss //p' <<<"$1"; }
+  without="$(run "$@")"
+  with="$(run "$@" --overlap)"
+  echo "$with"
+  [ "$(pick "$with" | grep -c '  coll ')" -ge 2 ] || { echo "FAIL: no collectives"; exit 1; }
+  if ! diff <(pick "$without"; loss "$without") <(pick "$with"; loss "$with"); then
+    echo "FAIL: --overlap changed the step's work (above: < without, > with)"
+    exit 1
+  fi
+  echo "loss, FLOPs and collectives identical with and without --overlap"
+  exec awk '
+    /^simulated step:/ { t[n++] = $3 }
+    /^calculator: compute/ { comp = $3 + 0; comm = $6 + 0; serial = $10 + 0; over = $13 + 0 }
+    function check(what, got, ref, lo, hi) {
+      r = ref > 0 ? got / ref : 0
+      printf "%s: %g against %g (ratio %.3f, allowed %.2f-%.2f)\n", what, got, ref, r, lo, hi
+      if (r < lo || r > hi) bad = 1
+    }
+    END {
+      check("step without --overlap (s) vs the calculator'"'"'s serial step", t[0], serial, 0.85, 1.15)
+      check("step with --overlap (s) vs the calculator'"'"'s overlapped step", t[1], over, 0.85, 1.15)
+      check("time saved by --overlap (s) vs the calculator'"'"'s", t[0] - t[1], serial - over, 0.5, 1.15)
+      exit bad
+    }' <<<"$without
+$with"
 fi
 if [ "$mode" = dryrun ]; then
   chip="$1" topo="$2"

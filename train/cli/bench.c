@@ -13,6 +13,7 @@
 #include "mesh/cost.h"
 #include "mesh/coll.h"
 #include "train/observe/report.h"
+#include "train/observe/boundary.h"
 #include "train/parallel/par.h"
 
 /* RNG stream of the synthetic tokens (ASCII "bench"). */
@@ -96,6 +97,7 @@ typedef struct {
     int64_t peak_inflight;
     /* by part of the step (parts.h): compute CPU, transfer, predicted compute and comm */
     double pcpu[PART_COUNT], pxfer[PART_COUNT], ppcomp[PART_COUNT], ppcomm[PART_COUNT];
+    double pwire[PART_COUNT][MESH_MAX_AXES]; /* on the wire, by major axis (step_split) */
     double progress; /* rank 0's progress thread's CPU seconds (mesh_progress_cpu) */
 } bench_sums;
 
@@ -114,6 +116,7 @@ static void sums_add(bench_sums *u, const step_stats *st) {
         u->pcpu[p] += st->split.part_cpu[p], u->pxfer[p] += st->split.part_xfer[p];
         u->ppcomp[p] += st->split.part_pred_compute[p];
         u->ppcomm[p] += st->split.part_pred_comm[p];
+        for (int a = 0; a < MESH_MAX_AXES; a++) u->pwire[p][a] += st->split.part_wire[p][a];
     }
     if (st->pipe.peak_inflight > u->peak_inflight) u->peak_inflight = st->pipe.peak_inflight;
 }
@@ -144,10 +147,14 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
     const double flops = model_flops_per_token(&c->shape) * ntok;
     const double med = ktime_median(secs, c->steps);
     const double best = secs[0]; /* sorted by ktime_median */
+    char b[96] = "matmul bound not timed (--no-matmul-bound)";
+    if (bound > 0)
+        snprintf(b, sizeof b, "matmul bound %.0f tok/s | %.0f%% of bound", ntok / bound,
+                 100.0 * bound / med);
     mesh_log("bench | tok/s median %.0f best %.0f | ms/step median %.1f best %.1f | GFLOP/s "
-             "%.1f | MFU %.0f%% | matmul bound %.0f tok/s | %.0f%% of bound\n",
+             "%.1f | MFU %.0f%% | %s\n",
              ntok / med, ntok / best, 1e3 * med, 1e3 * best, flops / med / 1e9,
-             100.0 * flops / med / pk->total, ntok / bound, 100.0 * bound / med);
+             100.0 * flops / med / pk->total, b);
     const double n = (double)c->steps;
     /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
      * when the rank has its core; progress-cpu: the progress thread's (--overlap's collectives);
@@ -186,25 +193,69 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
                  u->bub / n, u->bub_ideal, (long long)u->peak_inflight);
 }
 
+/* The data boundary for what the timed steps put on the wire (boundary.h): the step's
+ * collectives over the data axes against the book's AllReduce (or gathers and scatter) of the
+ * parameters. Seconds per step on the wire in *ws; −1 when there is nothing to compare. */
+static double wire_data(const report_case *k, const bench_sums *u, int64_t steps, double book,
+                        double w, double *ws) {
+    double t = 0;
+    for (int p = 0; p < PART_COUNT; p++)
+        for (int a = 0; a < MESH_MAX_AXES; a++)
+            if (k->data_mask >> a & 1u) t += u->pwire[p][a];
+    *ws = t / (double)steps;
+    if (k->nX < 2) return -1;
+    return boundary_for_wire(book, *ws, boundary_book_data_bytes(k->zero, (double)k->params), w);
+}
+
+/* The tensor boundary for what the MLPs' forward passes put on the wire over the tensor axis,
+ * against the book's AllGather and ReduceScatter of each layer's activations. */
+static double wire_tensor(const report_case *k, const config *c, const bench_sums *u, int64_t steps,
+                          double book, double w, double *ws) {
+    *ws = k->tensor_axis >= 0 ? u->pwire[PART_FWD_MLP][k->tensor_axis] / (double)steps : 0;
+    if (k->nY < 2) return -1;
+    const double ntok = (double)k->tokens / (double)(k->nX > 0 ? k->nX : 1);
+    return boundary_for_wire(
+        book, *ws, boundary_book_tensor_bytes((double)k->layers, ntok, (double)c->shape.D), w);
+}
+
 /* Under --emulate: the book's crossovers for this run (report_book_boundaries), with the chip's
- * C and W and the bytes of --comm-dtype. */
-static void print_boundaries(const config *c, trainer *t) {
+ * C and W and the bytes of --comm-dtype; then the same for what the timed steps put on the wire
+ * (the collectives counted by mesh, boundary.h), against the book's bf16 figures. */
+static void print_boundaries(const config *c, trainer *t, const bench_sums *u) {
     const cost_chip *chip = c->emulate[0] ? cost_chip_find(c->emulate) : NULL;
     if (!chip) return;
     report_case k;
     char name[128];
     par_report_case(trainer_par(t), c, &k, name, sizeof name);
     const double wire = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
-    report_boundaries b;
+    report_boundaries b, b16;
     /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */
-    if (report_book_boundaries(chip->flops_bf16, chip->ici_bidi, wire,
-                               k.n_data_axes > 0 ? k.n_data_axes : 1, k.nY, 3, &b) < 0)
+    const int nax = k.n_data_axes > 0 ? k.n_data_axes : 1;
+    if (report_book_boundaries(chip->flops_bf16, chip->ici_bidi, wire, nax, k.nY, 3, &b) < 0 ||
+        report_book_boundaries(chip->flops_bf16, chip->ici_bidi, 2, nax, k.nY, 3, &b16) < 0)
         return;
     mesh_log("bench boundary | alpha %.0f | data-tokens-per-rank %.0f | tensor-F %.0f | the "
              "book's, %s on %s with %s on the wire, %d data axes, |Y| = %lld, an MLP of 3 "
              "matrices\n",
              b.alpha, b.data_tokens, b.tensor_F, name, chip->name, c->comm_dtype, k.n_data_axes,
              (long long)k.nY);
+    const report *r = trainer_report(t);
+    const int ax = k.data_axis >= 0 ? k.data_axis : k.tensor_axis >= 0 ? k.tensor_axis : 0;
+    const double w = r ? report_link(r, ax)->w_oneway : 0;
+    double wd = 0, wt = 0, d = -1, f = -1;
+    if (c->steps > 0 && r) {
+        d = wire_data(&k, u, c->steps, b16.data_tokens, w, &wd);
+        f = wire_tensor(&k, c, u, c->steps, b16.tensor_F, w, &wt);
+    }
+    /* the ratios to the book's bf16 figures: what the run's collectives and bytes change */
+    if (c->steps > 0 && r)
+        mesh_log("bench wire-boundary | data-tokens-per-rank %.0f | data-ratio %.4f | data-wire "
+                 "%.1f ms | tensor-F %.0f | tensor-ratio %.4f | tensor-wire %.1f ms | the book's "
+                 "boundaries for the collectives this run put on the wire (mesh's link bytes at "
+                 "%.4g B/s per direction): the step's over the data axes, the MLPs' forward over "
+                 "the tensor axis (0: none)\n",
+                 d > 0 ? d : 0, d > 0 ? d / b16.data_tokens : 0, 1e3 * wd, f > 0 ? f : 0,
+                 f > 0 ? f / b16.tensor_F : 0, 1e3 * wt, w);
     const mesh_emulation *em = trainer_emulation(t);
     if (em)
         mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "
@@ -225,7 +276,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
              c->threads > 1 ? "s" : "", BENCH_WARMUP_STEPS, (long long)c->steps);
-    const double bound = matmul_bound(c, pk);
+    const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
 
     int64_t row0, nrows;
@@ -255,7 +306,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                      ntok / st.seconds);
     }
     if (c->steps > 0) print_summary(c, pk, bound, secs, &sums);
-    print_boundaries(c, t);
+    print_boundaries(c, t, &sums);
     free(rows);
     free(secs);
     return 0;

@@ -102,6 +102,8 @@ static const flag_def flags[] = {
     {"threads", K_INT, F_(threads), 1, 1024, 0, "N", "BLAS threads per rank"},
     {"bench", K_SWITCH, F_(bench), 0, 0, 0, NULL,
      "timing run on synthetic tokens (no data file): tokens/s, MFU, matmul-only bound"},
+    {"no-matmul-bound", K_SWITCH, F_(no_matmul_bound), 0, 0, 0, NULL,
+     "--bench: do not time the matmul-only bound (the whole step's sgemms on one rank)"},
     {"quiet", K_SWITCH, F_(quiet), 0, 0, 0, NULL,
      "no plan, per-step lines or summary table: the final line (and sample)"},
     {"demo", K_DEMO, 0, 0, 0, 0, 0, NULL,

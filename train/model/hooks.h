@@ -10,7 +10,7 @@
  *  - sublayer_out_bwd:   AllGather_Y of the residual gradient dOut[B, D_Y] and the backward of the
  *                        sublayer's output projection (as two matmuls, or one collective matmul)
  *  - resid_grad_gather:  AllGather_Y of the residual gradient (the embedding's backward)
- *  - partial_begin/end:  dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
+ *  - partial_begin/end/done: dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
  *  - layer_weights:      AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
  *  - layer_grads(_done): AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
  * Not collective themselves; a sharded table's hooks are collective over the axis they name. */
@@ -53,8 +53,11 @@ typedef struct model_hooks {
      * backward, may be prefetched) and their release after use. */
     layer_w (*layer_weights)(void *ctx, model *m, int64_t l, int dir);
     void (*layer_release)(void *ctx, model *m, int64_t l);
-    /* Where layer l's weight gradients accumulate, and the signal that they are complete. */
+    /* Where layer l's weight gradients accumulate, and the signals that they are complete: the
+     * MLP sublayer's (mlp_norm, w_gate, w_up, w_down; its backward runs first), then the
+     * layer's others (attention). */
     layer_g (*layer_grads)(void *ctx, model *m, int64_t l);
+    void (*mlp_grads_done)(void *ctx, model *m, int64_t l);
     void (*layer_grads_done)(void *ctx, model *m, int64_t l);
     /* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): the weight as the compute uses
      * it and where its gradient accumulates; final_norm and unembed / embed gradients complete. */
@@ -84,6 +87,11 @@ typedef struct model_hooks {
      * zeroed [BT, D] scratch `part` that partial_end reduce-scatters into dr. */
     float *(*partial_begin)(void *ctx, model *m, float *dr, float *part, int64_t BT);
     void (*partial_end)(void *ctx, model *m, float *dr, float *part, int64_t BT);
+    /* partial_end may only start the reduction (with the collective matmul, a non-blocking
+     * ReduceScatter_Y that the sublayer's weight-gradient matmuls run beside); partial_done
+     * completes it: dr holds the sublayer input's gradient afterwards. Nothing but local compute
+     * may come between the two. */
+    void (*partial_done)(void *ctx, model *m, float *dr, int64_t BT);
     /* Pipelining outside a training step (sampling): receive the stage input from the previous
      * stage / send the stage output to the next (blocking), and give every stage the last
      * stage's values (x[n] is 0 on the other stages: a sum over the pipeline axis). */

@@ -133,6 +133,9 @@ static float *partial_begin(void *ctx, model *m, float *dr, float *part, int64_t
 static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)part, (void)BT;
 }
+static void partial_done(void *ctx, model *m, float *dr, int64_t BT) {
+    (void)ctx, (void)m, (void)dr, (void)BT;
+}
 static void on_values(void *ctx, float *x, int64_t n) {
     (void)ctx, (void)x, (void)n;
 }
@@ -150,6 +153,7 @@ const model_hooks model_hooks_single = {
     .layer_weights = layer_weights,
     .layer_release = on_layer,
     .layer_grads = layer_grads,
+    .mlp_grads_done = on_layer,
     .layer_grads_done = on_layer,
     .weight = weight,
     .grad = grad,
@@ -163,6 +167,7 @@ const model_hooks model_hooks_single = {
     .resid_grad_gather = resid_grad_gather,
     .partial_begin = partial_begin,
     .partial_end = partial_end,
+    .partial_done = partial_done,
     .stage_recv = on_values,
     .stage_send = stage_send,
     .pipe_share_last = on_values,

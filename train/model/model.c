@@ -516,15 +516,18 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
     m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
     kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
-    kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
-    kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
     float *dh = m->s_big;
     kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
     kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
     float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    /* the weight gradients need nothing the reduction makes: they run beside it */
+    kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
+    kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
+    m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
+    m->hk.mlp_grads_done(m->hk.ctx, m, l);
 
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);
@@ -533,15 +536,16 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
     kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
-    kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
-    kern_matmul_dw(g.wk, A->h1, dk, BT, D, KHl);
-    kern_matmul_dw(g.wv, A->h1, dv, BT, D, KHl);
     kern_matmul_dx(dh, dq, w.wq, BT, D, NHl, false);
     kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
     kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
     dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
+    kern_matmul_dw(g.wk, A->h1, dk, BT, D, KHl);
+    kern_matmul_dw(g.wv, A->h1, dv, BT, D, KHl);
+    m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
@@ -554,7 +558,7 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     float *dlogits = S->logits;
     kern_xent_bwd(dlogits, S->logits, S->lse, S->targets, BT, Vl, m->loc.v0,
                   grad_scale / (float)BT);
-    kern_matmul_dw(m->hk.grad(m->hk.ctx, m, P_UNEMBED), S->hf, dlogits, BT, D, Vl);
+    float *dun = m->hk.grad(m->hk.ctx, m, P_UNEMBED);
     float *dhf = m->s_big;
     kern_matmul_dx(dhf, dlogits, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
@@ -563,6 +567,8 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
                      m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
+    kern_matmul_dw(dun, S->hf, dlogits, BT, D, Vl); /* beside the reduction */
+    m->hk.partial_done(m->hk.ctx, m, dr, BT);
     m->hk.head_grads_done(m->hk.ctx, m);
 }
 

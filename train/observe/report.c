@@ -32,6 +32,7 @@
 
 #include "mesh/cost.h"
 #include "mesh/link.h"
+#include "train/observe/boundary.h"
 #include "train/observe/predict.h"
 #include "train/observe/trace.h"
 
@@ -73,6 +74,7 @@ struct report {
     int nsw;
     double part_cpu[PART_COUNT], part_xfer[PART_COUNT], part_pred[PART_COUNT];
     double part_compute_pred[PART_COUNT];
+    double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
 };
 
 const char *step_part_name(step_part p) {
@@ -231,6 +233,12 @@ static void hook(const mesh_call *c, void *ctx) {
     if (!p2p) {
         const step_part part = part_at(r, c->t_issue);
         r->part_xfer[part] += c->t_end - c->t_start, r->part_pred[part] += p.run;
+        if (c->axes.n > 0 && !(r->calibrated == 2 && c->alg == MESH_ALG_MPI)) {
+            double w[MESH_MAX_AXES];
+            for (int a = 0; a < MESH_MAX_AXES; a++) w[a] = r->link[a].w_oneway;
+            r->part_wire[part][c->axes.ax[0]] +=
+                boundary_call_seconds(&c->link_bytes[0][0], w, c->alg);
+        }
         int k = 0;
         for (int a = 0; a < c->axes.n; a++) k |= c->axes.ax[a] == r->dcn;
         double b = 0;
@@ -366,6 +374,7 @@ void report_step_begin(report *r) {
     memset(r->regime_lat, 0, sizeof r->regime_lat);
     memset(r->async_calls, 0, sizeof r->async_calls);
     memset(r->part_xfer, 0, sizeof r->part_xfer), memset(r->part_pred, 0, sizeof r->part_pred);
+    memset(r->part_wire, 0, sizeof r->part_wire);
     r->nsw = 1, r->sw[0].t = mesh_now(), r->sw[0].p = part_now(r);
     pthread_mutex_unlock(&r->mu);
     memset(r->part_cpu, 0, sizeof r->part_cpu);
@@ -411,6 +420,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     const double book_comm = r->book_comm;
     memcpy(out->part_xfer, r->part_xfer, sizeof out->part_xfer);
     memcpy(out->part_pred_comm, r->part_pred, sizeof out->part_pred_comm);
+    memcpy(out->part_wire, r->part_wire, sizeof out->part_wire);
     pthread_mutex_unlock(&r->mu);
     part_charge(r);
     memcpy(out->part_cpu, r->part_cpu, sizeof out->part_cpu);

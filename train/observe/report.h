@@ -39,6 +39,11 @@ typedef struct {
      * (report_set_compute_parts) */
     double part_cpu[PART_COUNT], part_xfer[PART_COUNT];
     double part_pred_comm[PART_COUNT], part_pred_compute[PART_COUNT];
+    /* the time the bytes mesh counted on each link direction take at the links' bandwidth
+     * (boundary_call_seconds), for the collectives issued in each part, by their major axis:
+     * what the book's boundaries compare, for what this run put on the wire (boundary.h);
+     * MPI's built-ins under emulation are left out (they do not use the emulated links) */
+    double part_wire[PART_COUNT][MESH_MAX_AXES];
 } step_split;
 
 typedef struct {
@@ -78,8 +83,13 @@ typedef struct report_case {
     const char *scheme; /* "FSDP (ZeRO-3) over x + TP over y" */
     int64_t tokens;     /* B: tokens per step (global) */
     int64_t F, nX, nY;
-    int n_data_axes; /* M_X */
-    int data_axis;   /* major data axis (its link constants are used), −1 if none */
+    int n_data_axes;    /* M_X */
+    int data_axis;      /* major data axis (its link constants are used), −1 if none */
+    int tensor_axis;    /* the tensor axis, −1 if none */
+    unsigned data_mask; /* bit a: axis a carries data parallelism (the data axes, --dcn's) */
+    int zero;           /* 0 (DP), 1, 2, 3 */
+    int64_t layers;     /* layers on this rank (L over the pipeline's stages) */
+    int64_t params;     /* parameters the data axes reduce per rank (all of them over |Y|) */
 } report_case;
 /* The book's crossovers (its training chapter), for collectives carrying `wire_bytes` per
  * element (2 for bf16, the book's) on a chip of C FLOP/s and W bytes/s per link both ways, so

@@ -174,10 +174,10 @@ void par_drain_upto(struct par *p, int count) {
     }
     memmove(p->pending, p->pending + count, (size_t)(p->n_pending - count) * sizeof p->pending[0]);
     p->n_pending -= count;
+    p->n_retired += count;
     for (int k = 0; k < 2; k++) {
         p->slot_pending[k] = p->slot_pending[k] > count ? p->slot_pending[k] - count : 0;
         p->bucket_busy[k] = p->bucket_busy[k] > count ? p->bucket_busy[k] - count : 0;
-        p->update_busy[k] = p->update_busy[k] > count ? p->update_busy[k] - count : 0;
     }
 }
 

@@ -207,11 +207,19 @@ void par_report_case(par *p, const config *c, report_case *k, char *buf, size_t 
     k->nY = p ? p->n_tensor : 1;
     k->n_data_axes = p ? p->data_axes.n : 0;
     k->data_axis = p && p->data_axes.n ? p->data_axes.ax[0] : -1;
+    k->tensor_axis = p && p->tensor_axis.n ? p->tensor_axis.ax[0] : -1;
+    k->layers = c->shape.L;
+    k->params = model_param_total(&c->shape);
     k->scheme = buf;
     if (!p) {
         snprintf(buf, len, "single rank");
         return;
     }
+    for (int a = 0; a < p->batch_axes.n; a++) k->data_mask |= 1u << p->batch_axes.ax[a];
+    for (int a = 0; a < p->data_axes.n; a++) k->data_mask |= 1u << p->data_axes.ax[a];
+    k->zero = p->zero;
+    k->layers = p->l1 - p->l0;
+    k->params /= p->n_tensor * p->n_pipe;
     char X[8], Y[8], d[64] = "", tp[32] = "";
     sub(p->m, p->data_axes, X), sub(p->m, p->tensor_axis, Y);
     if (p->n_data > 1)

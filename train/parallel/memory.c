@@ -67,8 +67,8 @@ static int list_zero(struct par *p, pbuf *b, int n) {
             most = max64(most, p->g[id].shard_n);
         }
         b[n++] = (pbuf){&p->shard_grads, p->shard_total, MEM_GRADS};
-        if (p->zero <= 2) b[n++] = (pbuf){&p->update_stage[0], most, MEM_BUFFERS};
-        if (p->zero <= 2 && p->overlap) b[n++] = (pbuf){&p->update_stage[1], most, MEM_BUFFERS};
+        if (p->zero <= 2) /* --overlap: every shard, gathered after the update (zero.c) */
+            b[n++] = (pbuf){&p->update_stage, p->overlap ? p->shard_total : most, MEM_BUFFERS};
     }
     if (p->zero >= 2) {
         for (int k = 0; k < 2; k++) {

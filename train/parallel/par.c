@@ -43,6 +43,7 @@ static model_hooks hook_table(struct par *p) {
         .layer_weights = par_hk_layer_weights,
         .layer_release = par_hk_layer_release,
         .layer_grads = par_hk_layer_grads,
+        .mlp_grads_done = par_hk_mlp_grads_done,
         .layer_grads_done = par_hk_layer_grads_done,
         .weight = par_hk_weight,
         .grad = par_hk_grad,
@@ -57,6 +58,7 @@ static model_hooks hook_table(struct par *p) {
         .resid_grad_gather = par_hk_resid_grad_gather,
         .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
+        .partial_done = par_hk_partial_done,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,
@@ -131,7 +133,7 @@ void par_destroy(par *p) {
     for (int id = 0; id < P_COUNT; id++) free(p->param_grads_full[id]);
     /* (zero 3's shard_params is the model's storage) */
     ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed,
-                   p->update_stage[0], p->update_stage[1], p->shard_grads, p->tensor_scratch_a,
+                   p->update_stage, p->shard_grads, p->tensor_scratch_a,
                    p->tensor_scratch_b, p->kv_exchange, p->column_pack, p->dcn_buf,
                    p->cmatmul_scratch, p);
 }

@@ -65,11 +65,16 @@ typedef struct {
 } par_owned;
 par_owned par_owned_slice(par *p, model *m, param_id id);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
- * parameter (one parameter's shard is staged at a time, so slices are used one by one). */
+ * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one
+ * by one; with --overlap the gathers start with the next step and complete as its forward reads
+ * each layer, or in par_params_sync). */
 void par_owned_done(par *p, model *m, param_id id);
 int64_t par_state_size(par *p, model *m);
 /* After the whole update (ZeRO-3: the gathered copies are stale). */
 void par_after_update(par *p, model *m);
+/* Completes ZeRO-1/2 --overlap's deferred gathers of the updated shards, so that the model's
+ * parameters are whole (for a reader outside the model's hooks: checkpoints, tests, sampling). */
+void par_params_sync(par *p);
 /* Checkpoint geometry. The global slab this rank's optimizer-state slice of parameter id covers
  * (par_owned_slice's n elements, row-major), and whether this rank is the one that writes a
  * block held by several ranks (parameters: kind 0, optimizer state: kind 1). */

@@ -20,7 +20,8 @@ typedef struct {
     int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
 } pgeo;
 
-/* One in-flight gradient reduction of a block (or of a bucket) and where its result goes. */
+/* One call in flight (a gradient reduction of a block or of a bucket, or a gather of updated
+ * parameters) and where its result goes. */
 typedef struct {
     mesh_req *req;
     float *out; /* RS result staging (NULL for in-place AllReduce) */
@@ -29,7 +30,7 @@ typedef struct {
     int bucket; /* k + 1: the reduction of bucket slot k (bucket.c); 0: a block's */
 } pending_red;
 
-#define PAR_MAX_PENDING 64
+#define PAR_MAX_PENDING 256
 #define PAR_BUCKET_SEGS 256 /* blocks one bucket may hold */
 
 /* Where one block's part of a bucket's result goes: dst[0, n) = (or +=, add) res[off, off+n). */
@@ -68,12 +69,20 @@ struct par {
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
      * param's shard contiguous, block-major, param id's at shard_offset[id]. */
     float *shard_params, *shard_grads;
-    /* zero 1/2: the shard of the parameter being updated; with --overlap two slots alternate, so
-     * that one parameter's updated shard is gathered while the next is updated: update_open is
-     * the slot in use, update_busy[k] says slot k is read by the first update_busy[k] pending
-     * calls */
-    float *update_stage[2];
-    int update_open, update_busy[2];
+    /* zero 1/2: the shard of the parameter being updated, staged (without --overlap one at a
+     * time). With --overlap every parameter's shard is staged (at shard_offset) and the gathers of
+     * the updated shards are deferred: the next step starts them layer by layer (the embedding,
+     * then layer l0, l0+1, ..., then the final norm and the unembedding) and its forward waits for
+     * each layer's just before it reads it (par_hk_layer_weights, par_hk_weight), so that they
+     * hide behind the forward's compute instead of the short update's. Tickets count pending
+     * calls ever started (n_retired + n_pending): the gathers start after ticket ug_base,
+     * ug_first of them before the first layer, ug_layer per layer, and end at ug_end. ug_deferred:
+     * par_owned_done deferred gathers of model ug_mod's parameters during the update in progress;
+     * ug_due: the update is complete (par_after_update) and they have not started yet. */
+    float *update_stage;
+    int64_t ug_base, ug_end;
+    int ug_first, ug_layer, ug_deferred, ug_due;
+    model *ug_mod;
     int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
@@ -90,6 +99,7 @@ struct par {
     float *layer_grads_full[2], *layer_grads_scattered[2], *param_grads_full[P_COUNT];
     pending_red pending[PAR_MAX_PENDING]; /* gradient reductions in flight, oldest first */
     int n_pending;
+    int64_t n_retired;   /* pending calls completed so far */
     int slot_pending[2]; /* layer_grads_full[k] is in use by the first slot_pending[k] of them */
     /* gradient buckets (bucket.c): two staging slots of bucket_cap elements, 0 = off. bucket_fill:
      * elements in the open bucket (AllReduce) or in each of its n_data shard regions (RS) */
@@ -106,6 +116,7 @@ struct par {
     float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange;
     /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmatmul_n floats; NULL: off */
     float *cmatmul_scratch;
+    mesh_req *partial_req; /* the collective matmul's backward ReduceScatter_Y in flight */
     int64_t cmatmul_n;
     int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
@@ -158,6 +169,7 @@ void par_hk_layer_release(void *ctx, model *mod, int64_t l);
 const float *par_hk_weight(void *ctx, model *mod, param_id id);
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
 float *par_hk_grad(void *ctx, model *mod, param_id id);
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
@@ -172,6 +184,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
                              const float *act, const float *w, int64_t BT, int64_t Kl);
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
+void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);

@@ -16,9 +16,11 @@
  *            partial sum travelling round the ring while the next block is computed;
  *   backward dOut[B, D_Y] → AllGather_Y → dact = dOut · W_outᵀ, dW_out += actᵀ · dOut: the
  *            AllGather-matmul multiplies the block in hand while the next one travels.
- * The other two stay plain collectives on the critical path: the forward AllGather feeds the
- * RMSNorm, which needs whole rows of In[B, D], and the backward ReduceScatter follows the norm's
- * backward, which needs whole rows of dIn's partial sums. */
+ * The backward ReduceScatter_Y of dIn[B, D]{U_Y} (after the norm's backward) is started without
+ * blocking (partial_end) and completed (partial_done) after the weight gradients of the
+ * sublayer's input projections, which need nothing it makes: those matmuls run beside it. The
+ * forward AllGather stays a plain collective on the critical path: it feeds the RMSNorm, which
+ * needs whole rows of In[B, D], and the in-projections need the norm's output. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,9 +129,23 @@ void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
     if (p->n_tensor == 1) return;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
     par_pack_cols(p->tensor_scratch_b, part, BT, D, p->n_tensor);
+    if (p->cmatmul_scratch) { /* completed by partial_done, the weight gradients beside it */
+        p->partial_req = mesh_ireduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a,
+                                              p->tensor_scratch_b, BT * Dl, p->alg);
+        return;
+    }
     mesh_reduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
                         p->alg);
     kern_add(dr, p->tensor_scratch_a, BT * Dl);
+}
+
+void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
+    struct par *p = ctx;
+    (void)mod;
+    if (!p->partial_req) return;
+    mesh_wait(p->partial_req);
+    p->partial_req = NULL;
+    kern_add(dr, p->tensor_scratch_a, BT * p->loc.Dl);
 }
 
 /* ---------------------------------------------------------------- collective matmul switch */
@@ -170,11 +186,16 @@ int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
         report_predict(r, MESH_OP_REDUCE_SCATTER, p->tensor_axis, p->alg, c, NULL) +
         report_predict(r, MESH_OP_ALL_GATHER, p->tensor_axis, p->alg, c, NULL);
     const int64_t Kl[2] = {p->loc.Nl * p->s.H, p->loc.Fl}; /* attention's wo, the MLP's w_down */
+    /* the backward ReduceScatter of the sublayer's input gradient runs beside the weight
+     * gradients of its input projections (wq, wk, wv: (Nl + 2·Kl)·H columns; w_gate, w_up) */
+    const int64_t In[2] = {(p->loc.Nl + 2 * p->loc.Kl) * p->s.H, 2 * p->loc.Fl};
+    const double rs = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tensor_axis, p->alg, c, NULL);
     double cmm = 0;
     for (int k = 0; k < 2; k++) {
         const double t_rs = 2.0 * (double)(BT * Kl[k] * Dl) / flops; /* forward: one product */
         const double t_ag = 2 * t_rs; /* backward: the block's input and weight gradients */
         cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag));
+        cmm += fmax(0, rs - 2.0 * (double)(BT * p->s.D * In[k]) / flops);
     }
-    return cmm < 2 * plain;
+    return cmm < 2 * plain + 2 * rs;
 }

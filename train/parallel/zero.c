@@ -12,8 +12,9 @@
  *     shard, once per step; --zero 2/3: ReduceScatter_X of every micro-batch's transient layer
  *     gradient, added into the owned shard. Off the critical path: with --overlap they are
  *     started asynchronously and completed in par_finish_grads.
- * After the update, ZeRO-1/2 AllGather_X the updated parameter shards (ZeRO-3 gathers them
- * just in time in the next forward pass). */
+ * After the update, ZeRO-1/2 AllGather_X the updated parameter shards; with --overlap these
+ * gathers start after the whole update, layer by layer, and each layer's is waited for only when
+ * the next forward reads it (ZeRO-3 gathers the shards just in time in the next forward pass). */
 #include <string.h>
 
 #include "kernels/optim.h"
@@ -75,10 +76,18 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
     }
 }
 
-static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base) {
+/* A layer's parameters in two parts, whose gradients complete one after the other: the MLP
+ * sublayer's (part 0; its backward runs first), then the attention sublayer's (part 1). */
+static int in_part(param_id id, int part) {
+    if (!par_is_layer_param(id)) return 0;
+    const int mlp = id == P_MLP_NORM || id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
+    return mlp == (part == 0);
+}
+
+static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base, int part) {
     if (p->n_tensor == 1) return;
     for (int id = 0; id < P_COUNT; id++) {
-        if (!par_is_layer_param((param_id)id)) continue;
+        if (!in_part((param_id)id, part)) continue;
         const pgeo *g = &p->g[id];
         if (!g->repl && !g->kv_group) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
@@ -118,11 +127,11 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
 }
 
-static void reduce_layer(struct par *p, model *mod, int64_t l) {
+static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
     if (p->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
-        if (!par_is_layer_param((param_id)id)) continue;
+        if (!in_part((param_id)id, part)) continue;
         const pgeo *g = &p->g[id];
         const int64_t n = pgeo_block(g), ns = n / p->n_data;
         float *shard = p->zero ? p->shard_grads + p->shard_offset[id] + (l - p->l0) * ns : NULL;
@@ -139,11 +148,21 @@ static void reduce_layer(struct par *p, model *mod, int64_t l) {
     p->slot_pending[k] = p->n_pending; /* slot k is free once these have completed */
 }
 
-void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
-    struct par *p = ctx;
+/* A part of layer l's gradients is complete: its fixups and reductions start (with --overlap the
+ * MLP's reductions run during the attention's backward, so that the last layer's leave less to
+ * wait for once the backward is done). */
+static void layer_part_done(struct par *p, model *mod, int64_t l, int part) {
     if (p->zero >= 2 || last_micro(p))
-        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL);
-    if (p->n_data > 1) reduce_layer(p, mod, l);
+        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL, part);
+    if (p->n_data > 1) reduce_layer(p, mod, l, part);
+}
+
+void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l) {
+    layer_part_done(ctx, mod, l, 0);
+}
+
+void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
+    layer_part_done(ctx, mod, l, 1);
 }
 
 static void nonlayer_done(struct par *p, model *mod, param_id id) {
@@ -301,9 +320,21 @@ static void gather_layer_finish(struct par *p, int k) {
     }
 }
 
+static void update_gathers_start(struct par *p);
+
+/* zero 1/2 --overlap: completes the pending calls up to ticket t (see par_impl.h; the caller
+ * starts due gathers first, so that t is theirs). */
+static void ticket_wait(struct par *p, int64_t t) {
+    if (t > p->n_retired) par_drain_upto(p, (int)(t - p->n_retired));
+}
+
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
-    if (p->zero < 3) return model_layer_weights_local(mod, l);
+    if (p->zero < 3) {
+        if (p->ug_due) update_gathers_start(p);
+        ticket_wait(p, p->ug_base + p->ug_first + (l - p->l0 + 1) * p->ug_layer);
+        return model_layer_weights_local(mod, l);
+    }
     const int k = (int)(l % 2);
     if (p->gathered_layer_id[k] != l) {
         for (int id = 0; id < P_COUNT; id++)
@@ -343,7 +374,11 @@ static float *nonlayer_buf(struct par *p, param_id id) {
 
 const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
-    if (p->zero < 3) return model_param(mod, id, NULL);
+    if (p->zero < 3) {
+        if (p->ug_due) update_gathers_start(p);
+        ticket_wait(p, id == P_EMBED ? p->ug_base + p->ug_first : p->ug_end);
+        return model_param(mod, id, NULL);
+    }
     float *dst = nonlayer_buf(p, id);
     const pgeo *g = &p->g[id];
     const int64_t cnt = pgeo_block(g) / p->n_data;
@@ -389,6 +424,7 @@ float *par_hk_grad(void *ctx, model *mod, param_id id) {
 
 void par_step_begin(par *p) {
     if (!p) return;
+    if (p->ug_due) update_gathers_start(p); /* zero 1/2 --overlap: the updated shards */
     if (p->shard_grads) floats_clear(p->shard_grads, p->shard_total);
 }
 
@@ -490,37 +526,70 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
     }
     float *w = p->shard_params + p->shard_offset[id]; /* zero 3: the model's own shard */
     if (p->zero <= 2) {                               /* zero 1/2: this rank's shard, staged */
-        const int k = p->update_open;
-        if (p->update_busy[k] > 0) par_drain_upto(p, p->update_busy[k]); /* its gathers read it */
-        w = p->update_stage[k];
+        if (p->ug_due) update_gathers_start(p);
+        ticket_wait(p, p->ug_end); /* the whole parameters, which shard_select reads */
+        w = p->update_stage + (p->overlap ? p->shard_offset[id] : 0);
         shard_select(p, mod, id, w);
     }
     return (par_owned){w, p->shard_grads + p->shard_offset[id], p->g[id].shard_n,
                        p->shard_offset[id]};
 }
 
+/* Is parameter id sharded by columns over the data axes (its gathered parts need unpacking)? */
+static int column_sharded(const pgeo *g) {
+    return g->zdim && g->R > 1;
+}
+
 void par_owned_done(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0 || p->zero == 3) return;
     /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
-     * --overlap asynchronously (straight into the parameter; a column-sharded block, which needs
-     * unpacking, blocks), completed before the parameters are next read (par_after_update) */
+     * --overlap deferred to par_after_update (a column-sharded block, which needs unpacking,
+     * is gathered now) */
     const pgeo *g = &p->g[id];
     const int64_t n = pgeo_block(g), ns = n / p->n_data;
-    float *full = model_param(mod, id, NULL), *stage = p->update_stage[p->update_open];
+    float *full = model_param(mod, id, NULL);
+    const float *stage = p->update_stage + (p->overlap ? p->shard_offset[id] : 0);
     for (int64_t b = 0; b < g->nb; b++) {
-        if (g->zdim && g->R > 1) {
+        if (column_sharded(g)) {
             mesh_all_gather(p->m, p->data_axes, p->column_pack, stage + b * ns, ns, p->alg);
             par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->n_data);
         } else if (p->overlap) {
-            par_push(p,
-                     mesh_iall_gather(p->m, p->data_axes, full + b * n, stage + b * ns, ns, p->alg),
-                     NULL, NULL, 0);
-            p->update_busy[p->update_open] = p->n_pending;
+            p->ug_mod = mod, p->ug_deferred = 1; /* par_after_update makes them due */
         } else {
             mesh_all_gather(p->m, p->data_axes, full + b * n, stage + b * ns, ns, p->alg);
         }
     }
-    if (p->overlap) p->update_open ^= 1;
+}
+
+/* Starts the deferred gather of block b of parameter id's updated shard; returns 1 if it did. */
+static int update_gather(struct par *p, param_id id, int64_t b) {
+    const pgeo *g = &p->g[id];
+    if (g->shard_n == 0 || column_sharded(g) || b >= g->nb) return 0;
+    const int64_t n = pgeo_block(g), ns = n / p->n_data;
+    float *full = model_param(p->ug_mod, id, NULL) + b * n;
+    const float *stage = p->update_stage + p->shard_offset[id] + b * ns;
+    par_push(p, mesh_iall_gather(p->m, p->data_axes, full, stage, ns, p->alg), NULL, NULL, 0);
+    return 1;
+}
+
+/* zero 1/2 --overlap: the gathers par_owned_done deferred, in the order the forward reads the
+ * parameters (par_impl.h: the tickets). They start with the next step (par_step_begin), or when
+ * the parameters are read before it (an evaluation, a checkpoint), so that on every rank they run
+ * inside the step that uses them. */
+static void update_gathers_start(struct par *p) {
+    p->ug_due = 0;
+    p->ug_base = p->n_retired + p->n_pending;
+    p->ug_first = update_gather(p, P_EMBED, 0);
+    p->ug_layer = 0;
+    for (int64_t l = p->l0; l < p->l1; l++) {
+        int k = 0;
+        for (int id = 0; id < P_COUNT; id++)
+            if (par_is_layer_param((param_id)id)) k += update_gather(p, (param_id)id, l - p->l0);
+        p->ug_layer = k; /* the same for every layer */
+    }
+    update_gather(p, P_FINAL_NORM, 0);
+    update_gather(p, P_UNEMBED, 0);
+    p->ug_end = p->n_retired + p->n_pending;
 }
 
 int64_t par_state_size(par *p, model *mod) {
@@ -539,10 +608,18 @@ void par_hk_ready(void *ctx, model *mod) {
 }
 
 void par_after_update(par *p, model *mod) {
+    if (!p) return;
+    par_drain(p);
     (void)mod;
-    if (p) par_drain(p); /* zero 1/2 --overlap: the gathers of the updated shards */
-    if (p && p->zero == 3)
+    if (p->ug_deferred) p->ug_due = 1, p->ug_deferred = 0; /* par_owned_done's */
+    if (p->zero == 3)
         p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1; /* gathered copies are stale */
+}
+
+void par_params_sync(par *p) {
+    if (!p) return;
+    if (p->ug_due) update_gathers_start(p);
+    ticket_wait(p, p->ug_end);
 }
 
 double par_data_mean(par *p, double v) {

@@ -276,12 +276,13 @@ void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
     pipe_destroy(t->pp);
+    par_destroy(t->plan); /* first: it completes the gathers still writing into the model */
     model_destroy(t->mod);
-    par_destroy(t->plan);
     ALLOC_FREE_ALL(t->opt_m, t->opt_v, t);
 }
 
 model *trainer_model(trainer *t) {
+    par_params_sync(t->plan); /* its parameters whole (ZeRO-1/2 --overlap gathers them late) */
     return t->mod;
 }
 par *trainer_par(trainer *t) {

@@ -1,0 +1,36 @@
+/* boundary: the book's crossovers for the collectives a run actually put on the wire (see
+ * boundary.h). */
+#include "train/observe/boundary.h"
+
+double boundary_call_seconds(const int64_t *link_bytes, const double w_oneway[MESH_MAX_AXES],
+                             mesh_alg alg) {
+    const int at_once = alg == MESH_ALG_MULTI || alg == MESH_ALG_DIRECT;
+    double t = 0;
+    for (int a = 0; a < MESH_MAX_AXES; a++) {
+        const int64_t up = link_bytes[2 * a], down = link_bytes[2 * a + 1],
+                      b = up > down ? up : down;
+        if (b <= 0 || !(w_oneway[a] > 0)) continue;
+        const double ta = (double)b / w_oneway[a];
+        if (at_once)
+            t = ta > t ? ta : t;
+        else
+            t += ta;
+    }
+    return t;
+}
+
+double boundary_book_data_bytes(int zero, double params) {
+    if (zero < 0 || zero > 3 || !(params > 0)) return -1;
+    return (zero == 3 ? 3.0 : 2.0) * 2.0 * params;
+}
+
+double boundary_book_tensor_bytes(double layers, double tokens, double d_model) {
+    if (!(layers > 0 && tokens > 0 && d_model > 0)) return -1;
+    return layers * 2.0 * 2.0 * tokens * d_model;
+}
+
+double boundary_for_wire(double boundary_book, double wire_seconds, double book_bytes,
+                         double w_oneway) {
+    if (!(boundary_book > 0 && wire_seconds > 0 && book_bytes > 0 && w_oneway > 0)) return -1;
+    return boundary_book * wire_seconds / (book_bytes / (2.0 * w_oneway));
+}
