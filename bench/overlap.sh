@@ -31,7 +31,7 @@ variants=("1 rank|1|--mesh 1"
   "ZeRO-2 --overlap|2|--mesh x=2 --dp x --zero 2 --overlap"
   "ZeRO-3|2|--mesh x=2 --dp x --zero 3"
   "ZeRO-3 --overlap|2|--mesh x=2 --dp x --zero 3 --overlap")
-declare -A ms cpu ccpu pcpu
+declare -A ms cpu ccpu pcpu xcom
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 tm=$(mktemp)
 trap 'rm -f "$tm"' EXIT
@@ -44,7 +44,7 @@ for r in $(seq "$ROUNDS"); do
       -np "$np" "$MT" --bench --quiet --steps "$STEPS" $MODEL $flags 2>&1) || {
       echo "overlap: run failed: $name" >&2
       echo "$out" | grep -v '^\(-\|$\)' | head -5 >&2
-      ms[$name]+="- "; cpu[$name]+="- "; ccpu[$name]+="- "; pcpu[$name]+="- " # keeps rounds paired
+      ms[$name]+="- "; cpu[$name]+="- "; ccpu[$name]+="- "; pcpu[$name]+="- "; xcom[$name]+="- " # keeps rounds paired
       continue
     }
     line=$(grep '^bench |' <<<"$out")
@@ -52,6 +52,7 @@ for r in $(seq "$ROUNDS"); do
     split=$(grep '^bench split' <<<"$out")
     ccpu[$name]+="$(field "$split" 'compute-cpu') "
     pcpu[$name]+="$(field "$split" 'progress-cpu') "
+    xcom[$name]+="$(field "$split" 'exposed comm') "
     c=$(awk -v s="$STEPS" '{printf "%.3f", ($1 + $2) / (s + 2)}' "$tm")
     ms[$name]+="$t "
     cpu[$name]+="$c "
@@ -76,14 +77,15 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
   echo "variants alternating within each round. Efficiency = t(1 rank) / (2 · t(2 ranks)), min with"
   echo "min and median with median. CPU s/step: the ranks' user + sys time over the whole run (start-up"
   echo "included) per step, median over the rounds. Progress CPU: rank 0's progress thread (which runs"
-  echo "--overlap's collectives) per timed step, median."
+  echo "--overlap's collectives) per timed step, median. Exposed comm: rank 0's time in blocking"
+  echo "collectives and in waits for non-blocking ones per timed step, median."
   echo
   echo "Compute CPU: the step's compute on rank 0's CPU clock (what it takes on a core of its own),"
   echo "median; its efficiency, t_cpu(1 rank) / (2 · t_cpu(2 ranks)), is the best the 2-rank run can reach"
   echo "(the split batch's smaller matmuls), whatever the communication does."
   echo
-  echo "| variant | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | progress CPU ms | overlap / without (paired, median) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| variant | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | progress CPU ms | exposed comm ms | overlap / without (paired, median) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for v in "${variants[@]}"; do
     IFS='|' read -r name np flags <<<"$v"
     [ -n "${ms[$name]:-}" ] || continue
@@ -91,11 +93,12 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
     cs=$(list "${cpu[$name]}" | median)
     cc=$(list "${ccpu[$name]}" | median)
     pc=$(list "${pcpu[$name]}" | median)
+    xc=$(list "${xcom[$name]}" | median)
     pr="-"
     case $name in *--overlap) pr=$(paired "${name% --overlap}" | median | awk '{printf "%.2f", $1}') ;; esac
     awk -v n="$name" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
-      -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" 'BEGIN{printf "| %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s | %s |\n", n, a, b,
-        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, pr}'
+      -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" -v xc="${xc:--}" 'BEGIN{printf "| %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s | %s | %s |\n", n, a, b,
+        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, xc, pr}'
   done
   echo
   echo "## Targets"
