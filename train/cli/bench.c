@@ -209,8 +209,8 @@ static double wire_data(const report_case *k, const bench_sums *u, int64_t steps
 
 /* The tensor boundary for what the MLPs' forward passes put on the wire over the tensor axis,
  * against the book's AllGather and ReduceScatter of each layer's activations. */
-static double wire_tensor(const report_case *k, const config *c, const bench_sums *u,
-                          int64_t steps, double book, double w, double *ws) {
+static double wire_tensor(const report_case *k, const config *c, const bench_sums *u, int64_t steps,
+                          double book, double w, double *ws) {
     *ws = k->tensor_axis >= 0 ? u->pwire[PART_FWD_MLP][k->tensor_axis] / (double)steps : 0;
     if (k->nY < 2) return -1;
     const double ntok = (double)k->tokens / (double)(k->nX > 0 ? k->nX : 1);

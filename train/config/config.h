@@ -52,7 +52,8 @@ typedef struct {
     char run_id[24];   /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
     int threads;       /* BLAS threads per rank */
     int bench;         /* --bench: timing run, no data file needed */
-    int no_matmul_bound; /* --bench without timing the matmul-only bound */
+    /* --no-matmul-bound: --bench without timing the matmul-only bound */
+    int no_matmul_bound;
     int quiet;
     int quick_start; /* set by tests that check numbers only: one short trial of the sgemm rate
                         and the fewest samples per kernel at start-up (rougher predictions) */

@@ -83,9 +83,9 @@ typedef struct report_case {
     const char *scheme; /* "FSDP (ZeRO-3) over x + TP over y" */
     int64_t tokens;     /* B: tokens per step (global) */
     int64_t F, nX, nY;
-    int n_data_axes; /* M_X */
-    int data_axis;   /* major data axis (its link constants are used), −1 if none */
-    int tensor_axis; /* the tensor axis, −1 if none */
+    int n_data_axes;    /* M_X */
+    int data_axis;      /* major data axis (its link constants are used), −1 if none */
+    int tensor_axis;    /* the tensor axis, −1 if none */
     unsigned data_mask; /* bit a: axis a carries data parallelism (the data axes, --dcn's) */
     int zero;           /* 0 (DP), 1, 2, 3 */
     int64_t layers;     /* layers on this rank (L over the pipeline's stages) */

@@ -99,7 +99,7 @@ struct par {
     float *layer_grads_full[2], *layer_grads_scattered[2], *param_grads_full[P_COUNT];
     pending_red pending[PAR_MAX_PENDING]; /* gradient reductions in flight, oldest first */
     int n_pending;
-    int64_t n_retired; /* pending calls completed so far */
+    int64_t n_retired;   /* pending calls completed so far */
     int slot_pending[2]; /* layer_grads_full[k] is in use by the first slot_pending[k] of them */
     /* gradient buckets (bucket.c): two staging slots of bucket_cap elements, 0 = off. bucket_fill:
      * elements in the open bucket (AllReduce) or in each of its n_data shard regions (RS) */
