@@ -117,9 +117,11 @@ float *mesh_scratch(mesh_ctx *c, int slot, int64_t n) {
         free(c->scratch[slot]);
         size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
 #ifdef MESHTRAIN_SMPI
-        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh can share big scratch too; with
-         * "no data" the C library's, whose big blocks stay untouched fresh pages */
-        c->scratch[slot] = mesh_no_data((int64_t)bytes) ? (malloc)(bytes) : malloc(bytes);
+        /* SMPI's malloc, so that smpi/auto-shared-malloc-thresh (simpod --shared) shares big
+         * scratch, with or without "no data": SMPI copies no message into a shared block, while
+         * the C library's fresh pages were touched by the copies of a no-data call's small
+         * messages (a MULTI AllGather's steps), every rank's scratch in full. */
+        c->scratch[slot] = malloc(bytes);
 #else
         c->scratch[slot] = aligned_alloc(64, bytes);
 #endif

@@ -72,6 +72,8 @@ static int lane_count(const mesh *m, int64_t maxlen) {
  * the start of lane k within block `j0` (to offset a per-block pointer). */
 static int64_t set_lane(mesh_ctx *ctx, phase *p, const int64_t *off, const int64_t *len, int64_t bs,
                         int K, int k, int j0) {
+    CHECK((int64_t)K * p->n <= ctx->tab_ln, "lane tables of %lld for %d lanes of %d blocks",
+          (long long)ctx->tab_ln, K, p->n);
     int64_t *lo = ctx->loff + (int64_t)k * p->n, *ll = ctx->llen + (int64_t)k * p->n;
     int64_t *mid = ctx->lmid + (int64_t)k * p->n, at0 = 0;
     for (int j = 0; j < p->n; j++) {
@@ -345,6 +347,9 @@ static void verify_signature(mesh *m, mesh_ctx *ctx, const coll_args *x, const m
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     mesh_ctx *ctx = &m->ctx[ci];
     validate(m, x);
+    /* blocks and lanes: a set's ranks, at most lane_count(count) lanes (blocks are <= count) */
+    comms_tables(ctx, x->op == MESH_OP_PPERMUTE ? m->size[x->axis] : mesh_axes_size(m, x->a),
+                 lane_count(m, x->count));
     mesh_alg alg = x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : mesh_alg_resolve(m, x->a, x->alg);
     rec->alg = alg;
     /* the baselines move fp32; so does a call over no links */

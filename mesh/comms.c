@@ -77,7 +77,21 @@ MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
 
 void comms_create(mesh *m, mesh_ctx *c) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi); /* rank in world = mesh rank */
+    /* rank in world = mesh rank */
+#ifdef MESHTRAIN_SMPI
+    /* SMPI's split gathers every rank's colour at rank 0, which then sends each rank its group:
+     * SimGrid 3.32 keeps those requests in rank 0's list of activities, which every later
+     * completion of rank 0 scans (on 16x16x16: 20,000 entries, 97% of the CPU in a collective).
+     * A duplicate needs neither, when the mesh keeps MPI_COMM_WORLD's order (no placement). */
+    int wr, same;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    same = wr == m->rank;
+    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (same)
+        MPI_Comm_dup(MPI_COMM_WORLD, &c->world.mpi);
+    else
+#endif
+        MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi);
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = m->ndims;
     for (int n = 0; n <= nd; n++) {
@@ -95,12 +109,30 @@ void comms_create(mesh *m, mesh_ctx *c) {
                 }
     }
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
-    c->boff = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->blen = calloc((size_t)m->nranks + 1, sizeof(int64_t));
-    c->loff = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->llen = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    c->lmid = calloc((size_t)MESH_MAX_LANES * m->nranks, sizeof(int64_t));
-    CHECK(c->boff && c->blen && c->loff && c->llen && c->lmid, "out of memory");
+    c->boff = c->blen = c->loff = c->llen = c->lmid = NULL;
+    c->tab_n = c->tab_ln = 0;
+}
+
+void comms_tables(mesh_ctx *c, int64_t n, int lanes) {
+    if (n > c->tab_n) {
+        free(c->boff);
+        free(c->blen);
+        c->boff = calloc((size_t)n + 1, sizeof(int64_t));
+        c->blen = calloc((size_t)n + 1, sizeof(int64_t));
+        CHECK(c->boff && c->blen, "out of memory");
+        c->tab_n = n;
+    }
+    const int64_t ln = (lanes > 1 ? lanes : 1) * n;
+    if (ln > c->tab_ln) {
+        free(c->loff);
+        free(c->llen);
+        free(c->lmid);
+        c->loff = calloc((size_t)ln, sizeof(int64_t));
+        c->llen = calloc((size_t)ln, sizeof(int64_t));
+        c->lmid = calloc((size_t)ln, sizeof(int64_t));
+        CHECK(c->loff && c->llen && c->lmid, "out of memory");
+        c->tab_ln = ln;
+    }
 }
 
 void comms_free(mesh_ctx *c) {

@@ -32,8 +32,9 @@ typedef struct {
     mesh_comm set[MESH_NSETS];    /* MPI_COMM_NULL for unused ids */
     float *scratch[MESH_NSCRATCH];
     int64_t scratch_n[MESH_NSCRATCH];
-    int64_t *boff, *blen;        /* nranks + 1 entries each: uneven AllReduce blocks */
-    int64_t *loff, *llen, *lmid; /* MESH_MAX_LANES × nranks each: the lanes' sub-blocks */
+    int64_t *boff, *blen;        /* tab_n + 1 entries each: uneven AllReduce blocks */
+    int64_t *loff, *llen, *lmid; /* tab_ln entries each: the lanes' sub-blocks */
+    int64_t tab_n, tab_ln;       /* the tables' sizes, grown by comms_tables (0 at first) */
     mesh_wire wire;              /* the wire format of the call running on this context */
 #ifdef MESHTRAIN_SMPI
     int no_data; /* the call running on this context leaves its floats alone (mesh_no_data) */
@@ -52,6 +53,10 @@ MPI_Comm mesh_ctx_set(const struct mesh *m, mesh_ctx *c, mesh_axes a);
  * them (comms.c). */
 void comms_create(struct mesh *m, mesh_ctx *c);
 void comms_free(mesh_ctx *c);
+/* Grows context c's offset tables for a call over n ranks in at most `lanes` lanes (comms.c):
+ * sized by the calls made, so that a slice of thousands of ranks whose calls span one axis does
+ * not hold MESH_MAX_LANES entries per rank of the slice per context. */
+void comms_tables(mesh_ctx *c, int64_t n, int lanes);
 
 typedef struct {
     mesh_trace_fn done; /* NULL: a free entry */
