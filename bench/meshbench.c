@@ -604,6 +604,7 @@ static void emit_row(bench *b, const row *w) {
                 (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->axes, w->label,
                 w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw, w->busbw,
                 w->busbw_best, w->pred, w->pred > 0 ? w->t_med / w->pred : 0, w->err, w->vs_mpi);
+    if (b->csv) fflush(b->csv); /* a long run stopped by a timeout keeps its finished rows */
     if (b->json)
         fprintf(b->json,
                 "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","

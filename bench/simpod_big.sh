@@ -26,6 +26,14 @@
 #   xyz-ring, xyz-bidir, xyz-direct  every op at 16 MiB with one algorithm each (a ring over xyz
 #              has 511 steps, about a minute each on an idle core; direct sends 512 x 511
 #              messages at once and did not finish its first call in 12 minutes);
+#   xyz-direct-64K, xyz-direct-1M  direct over xyz at 64 KiB and 1 MiB with rendezvous sends
+#              (smpi/send-is-detached-thresh:0: a send completes when its data has arrived, so
+#              no rank leaves the timing barrier early and the 512 ranks' flows start together;
+#              docs/simpod.md, "Direct over xyz on 8x8x8");
+#   x-mpi, xy-mpi  MPI's built-ins (SMPI's implementations, chosen by the ompi selector) at 1 MiB;
+#   xyz-mpi-ag, xyz-mpi-rs, xyz-mpi-ar, xyz-mpi-a2a  the same over xyz, one op each. At 16 MiB
+#              SMPI's built-ins allocate private temporaries per rank (not shared): 512 ranks
+#              passed 8 GB within 25 s over x;
 #   ag-x-bidir, ag-xy-multi, ag-xyz-multi  one AllGather of 16 MiB, bidir over x, multi over xy
 #              and xyz: the runs of the 16x16x16 slice (4096 chips, 10-20 minutes each).
 set -euo pipefail
@@ -35,13 +43,13 @@ shift $(($# < 2 ? $# : 2))
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
 mkdir -p "$out"
-run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS
-  local csv="$out/v5p_${topo}_$1.csv" block
+run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS [SIMPOD OPTIONS...]
+  local csv="$out/v5p_${topo}_$1.csv" block extra=("${@:9}")
   block="$(numfmt --from=iec "$5")"
   [ "$block" -ge 1048576 ] || block=1048576
   /usr/bin/time -f "wall %e s, cpu %U+%S s, max RSS %M KB" -o "$out/v5p_${topo}_$1.time" \
     bench/simpod --chip v5p --topology "$topo" --shared 1M --cfg smpi/coll-selector:ompi \
-    --cfg smpi/bcast:binomial_tree --cfg smpi/shared-malloc-blocksize:"$block" \
+    --cfg smpi/bcast:binomial_tree --cfg smpi/shared-malloc-blocksize:"$block" "${extra[@]}" \
     build-smpi/meshbench --chip v5p --axes "$2" --op "$3" --alg "$4" --chunk 0 \
     -b "$5" -e "$6" -f "$7" -w 0 -n "$8" -c 0 --no-data --csv "$csv" >/dev/null
   echo "$topo $1: $(cat "$out/v5p_${topo}_$1.time")" >&2
@@ -55,10 +63,15 @@ for set in "${sets[@]}"; do
     xyz) run xyz xyz ag,rs,ar,a2a seq,multi 16M 16M 2 1 ;;
     xyz-1M) run xyz-1M xyz ag,rs,ar,a2a seq,multi 1M 1M 2 1 ;;
     xyz-ring | xyz-bidir | xyz-direct) run "$set" xyz ag,rs,ar,a2a "${set#xyz-}" 16M 16M 2 1 ;;
+    x-mpi | xy-mpi) run "$set" "${set%-mpi}" ag,rs,ar,a2a mpi 1M 1M 2 1 ;;
+    xyz-mpi-ag | xyz-mpi-rs | xyz-mpi-ar | xyz-mpi-a2a) run "$set" xyz "${set#xyz-mpi-}" mpi 1M 1M 2 1 ;;
+    xyz-direct-64K | xyz-direct-1M)
+      run "$set" xyz ag,rs,ar,a2a direct "${set#xyz-direct-}" "${set#xyz-direct-}" 2 1 \
+        --cfg smpi/send-is-detached-thresh:0 ;;
     ag-x-bidir | ag-xy-multi | ag-xyz-multi)
       axes="${set#ag-}"
       run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-direct-{64K,1M} ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
        exit 2 ;;
   esac
 done

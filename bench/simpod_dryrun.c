@@ -307,8 +307,13 @@ int main(int argc, char **argv) {
             busy += ms.seconds, blocked += ms.wait_seconds;
         }
         printf("communication on rank 0: %.6g s in the collectives' runs, %.6g s of it exposed "
-               "(the caller blocked)\n",
+               "(the caller blocked):",
                busy, blocked);
+        for (int op = 0; op < MESH_OP_COUNT; op++) {
+            const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
+            if (ms.calls) printf(" %s %.6g", mesh_op_name((mesh_op)op), ms.wait_seconds);
+        }
+        printf("\n");
     }
     calc_pred p;
     memset(&p, 0, sizeof p);

@@ -132,10 +132,9 @@ void par_destroy(par *p) {
     }
     for (int id = 0; id < P_COUNT; id++) free(p->param_grads_full[id]);
     /* (zero 3's shard_params is the model's storage) */
-    ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed,
-                   p->update_stage, p->shard_grads, p->tensor_scratch_a,
-                   p->tensor_scratch_b, p->kv_exchange, p->column_pack, p->dcn_buf,
-                   p->cmatmul_scratch, p);
+    ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed, p->update_stage,
+                   p->shard_grads, p->tensor_scratch_a, p->tensor_scratch_b, p->kv_exchange,
+                   p->column_pack, p->dcn_buf, p->cmatmul_scratch, p);
 }
 
 const model_hooks *par_model_hooks(par *p) {

@@ -13,8 +13,8 @@
  *     gradient, added into the owned shard. Off the critical path: with --overlap they are
  *     started asynchronously and completed in par_finish_grads.
  * After the update, ZeRO-1/2 AllGather_X the updated parameter shards; with --overlap these
- * gathers start after the whole update, layer by layer, and each layer's is waited for only when
- * the next forward reads it (ZeRO-3 gathers the shards just in time in the next forward pass). */
+ * gathers start with the next step, layer by layer, and each layer's is waited for only when its
+ * forward reads it (ZeRO-3 gathers the shards just in time in the next forward pass). */
 #include <string.h>
 
 #include "kernels/optim.h"
@@ -543,8 +543,8 @@ static int column_sharded(const pgeo *g) {
 void par_owned_done(par *p, model *mod, param_id id) {
     if (!p || p->zero == 0 || p->zero == 3) return;
     /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
-     * --overlap deferred to par_after_update (a column-sharded block, which needs unpacking,
-     * is gathered now) */
+     * --overlap deferred to the next step (update_gathers_start; a column-sharded block, which
+     * needs unpacking, is gathered now) */
     const pgeo *g = &p->g[id];
     const int64_t n = pgeo_block(g), ns = n / p->n_data;
     float *full = model_param(mod, id, NULL);
@@ -608,9 +608,9 @@ void par_hk_ready(void *ctx, model *mod) {
 }
 
 void par_after_update(par *p, model *mod) {
+    (void)mod;
     if (!p) return;
     par_drain(p);
-    (void)mod;
     if (p->ug_deferred) p->ug_due = 1, p->ug_deferred = 0; /* par_owned_done's */
     if (p->zero == 3)
         p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1; /* gathered copies are stale */
