@@ -7,6 +7,8 @@
  *  - Random data in [−1, 1): within a relative tolerance of the same truth computed in double,
  *    |got − want| <= k·eps·Σ|terms| with eps = FLT_EPSILON and k = the number of terms summed
  *    (the classical bound of a float dot product in any order); and the same bits twice.
+ *  - The AllGather-norm-matmul: the gathered x, the norm's h and rstd bit-identical to the plain
+ *    gather and kern_rmsnorm_fwd; the products as above (integers: exact up to the last scale).
  *  - The schedule: one ring step per block but the rank's own (n − 1 ppermutes, 2·(n − 1) on a
  *    line, one AllGather on an axis of 2), counted by mesh_stats.
  * Usage: mpirun -np N test_cmatmul [--open]
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "mesh/coll.h"
+#include "kernels/rmsnorm.h"
 #include "mesh/mesh_mpi.h"
 #include "train/parallel/cmatmul.h"
 
@@ -149,6 +152,78 @@ static void test_ag(mesh *m, int ax, int64_t M, int64_t K, int64_t nl, int integ
     free(scratch), free(wy), free(my), free(wd), free(md);
 }
 
+/* AllGather-norm-matmul: x[M, N] by column blocks; h = rmsnorm(x) ∘ g, y_k = h · w_k (two). x, h,
+ * rstd are the bits of the gather and of kern_rmsnorm_fwd on the whole x; y_k = rstd · Σ over the
+ * columns of x ∘ g ∘ w_k (integers: exact up to the final scale's one rounding). */
+static void test_agn(mesh *m, int ax, int64_t M, int64_t K, int64_t nl, int integer) {
+    const int n = mesh_axis_size(m, ax), me = mesh_rank(m);
+    const mesh_axes one = {1, {ax, 0, 0}};
+    const int64_t N = nl * n, nk[2] = {K, K + 2}, Dl = nl;
+    float *x = malloc((size_t)(M * N) * sizeof(float)),
+          *xg = malloc((size_t)(M * N) * sizeof(float));
+    float *h = malloc((size_t)(M * N) * sizeof(float)),
+          *hr = malloc((size_t)(M * N) * sizeof(float));
+    float *rstd = malloc((size_t)M * sizeof(float)), *rr = malloc((size_t)M * sizeof(float));
+    float *g = malloc((size_t)N * sizeof(float)), *xi = malloc((size_t)(M * nl) * sizeof(float));
+    float *w[2], *y[2], *y2[2];
+    double *want = calloc((size_t)(M * (K + 2)), sizeof(double)),
+           *mag = calloc((size_t)(M * (K + 2)), sizeof(double));
+    float *scratch = malloc((size_t)cmm_scratch(M, N, n) * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        fill(xi, M * nl, integer, 2, mesh_axes_member(m, one, j));
+        for (int64_t row = 0; row < M; row++)
+            memcpy(x + row * N + j * nl, xi + row * nl, (size_t)nl * sizeof(float));
+    }
+    fill(xi, M * nl, integer, 2, me), fill(g, N, integer, 3, 0);
+    kern_rmsnorm_fwd(hr, rr, x, g, M, N);
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc((size_t)(N * nk[k]) * sizeof(float));
+        y[k] = malloc((size_t)(M * nk[k]) * sizeof(float));
+        y2[k] = malloc((size_t)(M * nk[k]) * sizeof(float));
+        fill(w[k], N * nk[k], integer, 1, 10 * me + k);
+    }
+    const mesh_stat p0 = mesh_stats(m, MESH_OP_PPERMUTE, -1);
+    for (int rep = 0; rep < 2; rep++) { /* x holds only this rank's columns, the rest garbage */
+        for (int64_t e = 0; e < M * N; e++) xg[e] = -7.5f;
+        for (int64_t row = 0; row < M; row++)
+            memcpy(xg + row * N + mesh_axis_coord(m, ax) * Dl, xi + row * nl,
+                   (size_t)nl * sizeof(float));
+        cmm_all_gather_norm_matmul(m, ax, xg, h, rstd, g, xi, 2, (const float *const *)w, nk,
+                                   rep ? y2 : y, M, N, scratch);
+    }
+    const mesh_stat p1 = mesh_stats(m, MESH_OP_PPERMUTE, -1);
+    char what[96];
+    snprintf(what, sizeof what, "AG-norm-matmul n=%d M=%lld K=%lld N=%lld %s", n, (long long)M,
+             (long long)K, (long long)N, integer ? "integers" : "random");
+    if (memcmp(xg, x, (size_t)(M * N) * sizeof(float)) ||
+        memcmp(h, hr, (size_t)(M * N) * sizeof(float)) ||
+        memcmp(rstd, rr, (size_t)M * sizeof(float)))
+        fprintf(stderr, "FAIL rank %d %s: x, h or rstd not the plain bits\n", me, what), failures++;
+    for (int k = 0; k < 2; k++) {
+        for (int64_t row = 0; row < M; row++)
+            for (int64_t q = 0; q < nk[k]; q++) {
+                double sum = 0, a = 0;
+                for (int64_t col = 0; col < N; col++) {
+                    const double t = (double)(x[row * N + col] * g[col]) * w[k][col * nk[k] + q];
+                    sum += t, a += fabs(t);
+                }
+                want[row * nk[k] + q] = integer ? (double)(float)(sum * rr[row]) : sum * rr[row];
+                mag[row * nk[k] + q] = a * rr[row];
+            }
+        check(what, me, y[k], want, mag, M * nk[k], (double)(N + 2), integer);
+        if (memcmp(y[k], y2[k], (size_t)(M * nk[k]) * sizeof(float)))
+            fprintf(stderr, "FAIL rank %d %s: not the same bits twice\n", me, what), failures++;
+        free(w[k]), free(y[k]), free(y2[k]);
+    }
+    const int64_t steps = n <= 2 ? 0 : mesh_axis_wraps(m, ax) ? n - 1 : 2 * (n - 1);
+    if (p1.calls - p0.calls != 2 * steps)
+        fprintf(stderr, "FAIL rank %d %s: %lld ppermutes\n", me, what,
+                (long long)(p1.calls - p0.calls)),
+            failures++;
+    free(x), free(xg), free(h), free(hr), free(rstd), free(rr), free(g), free(xi), free(want),
+        free(mag), free(scratch);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     char err[256];
@@ -161,6 +236,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 3; s++) {
             test_rs(m, 0, shapes[s][0], shapes[s][1], shapes[s][2], integer);
             test_ag(m, 0, shapes[s][0], shapes[s][1], shapes[s][2], integer);
+            test_agn(m, 0, shapes[s][0], shapes[s][1], shapes[s][2], integer);
         }
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);

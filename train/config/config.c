@@ -155,7 +155,8 @@ static const flag_def flags[] = {
      "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
      "rounded up to a power of two; 0 = one reduction per tensor"},
     {"collective-matmul", K_ONOFF, F_(cmatmul), 0, 0, 0, "on|off|auto",
-     "tensor parallelism's forward ReduceScatter and backward AllGather as collective matmuls: "
+     "tensor parallelism's forward ReduceScatter and AllGather and backward AllGather as "
+     "collective matmuls: "
      "chunks travel round the --tensor ring (ppermute) while the matmul of the chunk in hand "
      "runs; auto = where the cost model predicts less exposed communication than the plain "
      "collectives (docs/fidelity.md)"},

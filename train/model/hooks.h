@@ -7,6 +7,8 @@
  *
  * Hook points in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
  *  - sublayer_out:       Out[B, D]{U_Y} → ReduceScatter_Y → Out[B, D_Y] (+ residual) → AllGather_Y
+ *  - norm_in:            the next sublayer's RMSNorm and in-projections (with the collective
+ *                        matmul they take sublayer_out's AllGather_Y, as one AllGather-matmul)
  *  - sublayer_out_bwd:   AllGather_Y of the residual gradient dOut[B, D_Y] and the backward of the
  *                        sublayer's output projection (as two matmuls, or one collective matmul)
  *  - resid_grad_gather:  AllGather_Y of the residual gradient (the embedding's backward)
@@ -66,9 +68,18 @@ typedef struct model_hooks {
     void (*head_grads_done)(void *ctx, model *m);
     void (*embed_grads_done)(void *ctx, model *m);
     /* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D], the product a partial sum over the
-     * tensor axis. */
-    void (*sublayer_out)(void *ctx, model *m, float *out, const float *xin, const float *act,
-                         const float *w, int64_t BT, int64_t Kl);
+     * tensor axis (of xin only this rank's D_Y columns are read). defer: out goes next to norm_in
+     * and to nothing else, so the hook may leave the AllGather_Y of out to it. Returns 1 when it
+     * did (out holds only this rank's D_Y columns: pass norm_in sharded = 1), else 0. */
+    int (*sublayer_out)(void *ctx, model *m, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int defer);
+    /* A sublayer's input norm and in-projections: h[BT, D] = rmsnorm(x) ∘ gain (rstd[BT] the
+     * rows' 1/rms), y[k][BT, nk[k]] = h · w[k][D, nk[k]] for k < nw. sharded (sublayer_out
+     * returned 1): x holds only this rank's D_Y columns, and the hook gathers the rest into x
+     * (with the collective matmul, beside the in-projections' blocks). */
+    void (*norm_in)(void *ctx, model *m, float *x, int sharded, float *h, float *rstd,
+                    const float *gain, int nw, const float *const *w, const int64_t *nk,
+                    float *const *y, int64_t BT);
     /* The backward of sublayer_out's product: with dout = dL/d(out) [BT, D] (from the residual
      * gradient dr: its D_Y shard with TP, else dr itself; `full` is the caller's [BT, D] scratch),
      * dact[BT, Kl] = dout · wᵀ (overwrites) and dw[Kl, D] += actᵀ · dout. */
@@ -111,6 +122,10 @@ layer_g model_layer_grads_local(model *m, int64_t l);
 /* out[BT, D] = xin + act[BT, Kl] · w[Kl, D] (out may alias xin). */
 void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
                               int64_t BT, int64_t Kl, int64_t D);
+/* h = rmsnorm(x[BT, D]) ∘ gain, y[k] = h · w[k][D, nk[k]] for k < nw. */
+void model_norm_in_local(const float *x, float *h, float *rstd, const float *gain, int nw,
+                         const float *const *w, const int64_t *nk, float *const *y, int64_t BT,
+                         int64_t D);
 /* dact[BT, Kl] = dout[BT, D] · w[Kl, D]ᵀ (overwrites), dw[Kl, D] += act[BT, Kl]ᵀ · dout. */
 void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
                                   const float *w, int64_t BT, int64_t Kl, int64_t D);

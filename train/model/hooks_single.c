@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "kernels/rmsnorm.h"
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
 
@@ -59,6 +60,13 @@ void model_sublayer_out_local(float *out, const float *xin, const float *act, co
     kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
 }
 
+void model_norm_in_local(const float *x, float *h, float *rstd, const float *gain, int nw,
+                         const float *const *w, const int64_t *nk, float *const *y, int64_t BT,
+                         int64_t D) {
+    kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
+    for (int k = 0; k < nw; k++) kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+}
+
 void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
                                   const float *w, int64_t BT, int64_t Kl, int64_t D) {
     kern_matmul_dw(dw, act, dout, BT, Kl, D);
@@ -105,10 +113,17 @@ static float *grad(void *ctx, model *m, param_id id) {
     (void)ctx;
     return model_grad(m, id, NULL);
 }
-static void sublayer_out(void *ctx, model *m, float *out, const float *xin, const float *act,
-                         const float *w, int64_t BT, int64_t Kl) {
-    (void)ctx;
+static int sublayer_out(void *ctx, model *m, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int defer) {
+    (void)ctx, (void)defer;
     model_sublayer_out_local(out, xin, act, w, BT, Kl, model_shape_of(m)->D);
+    return 0;
+}
+static void norm_in(void *ctx, model *m, float *x, int sharded, float *h, float *rstd,
+                    const float *gain, int nw, const float *const *w, const int64_t *nk,
+                    float *const *y, int64_t BT) {
+    (void)ctx, (void)sharded;
+    model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, model_shape_of(m)->D);
 }
 static void on_rows(void *ctx, model *m, float *x, int64_t BT) {
     (void)ctx, (void)m, (void)x, (void)BT;
@@ -160,6 +175,7 @@ const model_hooks model_hooks_single = {
     .head_grads_done = on_model,
     .embed_grads_done = on_model,
     .sublayer_out = sublayer_out,
+    .norm_in = norm_in,
     .embed_reduce = on_rows,
     .xent_combine = on_rows,
     .gather_vocab = gather_vocab,

@@ -310,40 +310,49 @@ static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64
 }
 
 /* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
- * h1·wv (not yet rotated). */
-static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT) {
-    const int64_t D = m->s.D, H = m->s.H;
+ * h1·wv (not yet rotated). sharded: x1 holds only this rank's D_Y columns (norm_in gathers it). */
+static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT, int sharded) {
+    const int64_t H = m->s.H;
     const model_extents *lc = &m->loc;
-    kern_rmsnorm_fwd(A->h1, A->rstd1, A->x1, w->attn_norm, BT, D);
-    kern_matmul(A->q, A->h1, w->wq, BT, D, lc->Nl * H);
-    kern_matmul(A->k, A->h1, w->wk, BT, D, lc->Kl * H);
-    kern_matmul(A->v, A->h1, w->wv, BT, D, lc->Kl * H);
+    const float *const ws[3] = {w->wq, w->wk, w->wv};
+    const int64_t nk[3] = {lc->Nl * H, lc->Kl * H, lc->Kl * H};
+    float *const ys[3] = {A->q, A->k, A->v};
+    m->hk.norm_in(m->hk.ctx, m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, nk, ys, BT);
 }
 
-/* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). */
-static void block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT) {
-    m->hk.sublayer_out(m->hk.ctx, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H);
+/* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). Returns
+ * whether x2 was left sharded over D_Y (defer: see the hook sublayer_out). */
+static int block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT, int defer) {
+    return m->hk.sublayer_out(m->hk.ctx, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H,
+                              defer);
 }
 
-/* The MLP sublayer on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate, ·w_up)·w_down. */
-static void block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
-    const int64_t D = m->s.D, Fl = m->loc.Fl;
-    kern_rmsnorm_fwd(A->h2, A->rstd2, A->x2, w->mlp_norm, BT, D);
-    kern_matmul(A->a, A->h2, w->w_gate, BT, D, Fl);
-    kern_matmul(A->b, A->h2, w->w_up, BT, D, Fl);
+/* The MLP sublayer on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate, ·w_up)·w_down.
+ * sharded: x2 holds only this rank's D_Y columns; defer and the result: as block_attn_out's. */
+static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT, int sharded,
+                     int defer) {
+    const int64_t Fl = m->loc.Fl;
+    const float *const ws[2] = {w->w_gate, w->w_up};
+    const int64_t nk[2] = {Fl, Fl};
+    float *const ys[2] = {A->a, A->b};
+    m->hk.norm_in(m->hk.ctx, m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, nk, ys, BT);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl);
+    return m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl, defer);
 }
 
-/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]. */
+/* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]
+ * (whole rows: inference keeps the plain AllGather_Y). */
 static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
-    block_attn_out(m, w, A, BT);
-    block_mlp(m, w, A, out, BT);
+    block_attn_out(m, w, A, BT, 0);
+    block_mlp(m, w, A, out, BT, 0, 0);
 }
 
-/* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l and writes the block's
- * output as the next layer's x1 (or the slot's xf after the stage's last layer). */
-static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
+/* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l (only this rank's D_Y
+ * columns if sharded) and writes the block's output as the next layer's x1 (or the slot's xf
+ * after the stage's last layer). defer: the output goes to a norm_in next; returns whether it was
+ * left sharded. */
+static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int sharded,
+                     int defer) {
     const int64_t H = m->s.H;
     const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
@@ -351,26 +360,27 @@ static void block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
 
     trace_begin(TRACE_ATTN, l);
-    block_qkv(m, &w, A, B * T);
+    block_qkv(m, &w, A, B * T, sharded);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
     kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
-    block_attn_out(m, &w, A, B * T);
+    const int x2_sharded = block_attn_out(m, &w, A, B * T, 1);
     trace_end(TRACE_ATTN);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     trace_begin(TRACE_MLP, l);
-    block_mlp(m, &w, A, out, B * T);
+    const int out_sharded = block_mlp(m, &w, A, out, B * T, x2_sharded, defer);
     trace_end(TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
+    return out_sharded;
 }
 
-/* logits = hf·unembed, then the loss; fills the slot's lse. Returns the mean loss over BT rows. */
+/* The loss of the slot's logits (hf·unembed); fills the slot's lse. Returns the mean loss over BT
+ * rows. */
 static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ldt, int64_t B,
                            int64_t T) {
-    const int64_t BT = B * T, D = m->s.D, Vl = m->loc.Vl;
+    const int64_t BT = B * T, Vl = m->loc.Vl;
     for (int64_t b = 0; b < B; b++)
         memcpy(S->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
-    kern_matmul(S->logits, S->hf, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl);
     float *st = S->stats; /* [3, BT]: max, sum, target logit */
     kern_xent_stats(st, st + BT, st + 2 * BT, S->logits, S->targets, BT, Vl, m->loc.v0);
     m->hk.xent_combine(m->hk.ctx, m, st, BT);
@@ -392,15 +402,27 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
         m->hk.embed_reduce(m->hk.ctx, m, S->act[0].x1, BT);
         trace_end(TRACE_EMBED_FWD);
     }
+    /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
+     * or, with the loss, the final norm and the unembedding's */
+    int sharded = 0;
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
-        block_fwd(m, S, l, B, T);
+        sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < m->l1 || (m->last && want_loss));
         trace_end(TRACE_FWD);
     }
     if (!m->last) return 0.0;
     trace_begin(TRACE_HEAD_FWD, 0);
-    kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), BT, m->s.D);
-    const double loss = want_loss ? forward_loss(m, S, tok, ldt, B, T) : 0.0;
+    const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM);
+    double loss = 0.0;
+    if (want_loss) {
+        const float *const un[1] = {m->hk.weight(m->hk.ctx, m, P_UNEMBED)};
+        const int64_t nk[1] = {m->loc.Vl};
+        float *const ys[1] = {S->logits};
+        m->hk.norm_in(m->hk.ctx, m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, nk, ys, BT);
+        loss = forward_loss(m, S, tok, ldt, B, T);
+    } else {
+        kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, gain, BT, m->s.D);
+    }
     trace_end(TRACE_HEAD_FWD);
     return loss;
 }
@@ -481,7 +503,7 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
     m->hk.embed_reduce(m->hk.ctx, m, A.x1, R);
     for (int64_t l = 0; l < m->s.L; l++) {
         layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
-        block_qkv(m, &w, &A, R);
+        block_qkv(m, &w, &A, R, 0);
         for (int64_t r = 0; r < R; r++) { /* each row at its own position */
             const float *cs = m->rope_cos + pos[r] * h2, *sn = m->rope_sin + pos[r] * h2;
             kern_rope_apply(A.q + r * lc->Nl * H, cs, sn, 1, 1, lc->Nl, H, lc->Nl * H, 0);

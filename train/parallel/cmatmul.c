@@ -3,6 +3,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "kernels/rmsnorm.h"
 #include "mesh/coll.h"
 
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n) {
@@ -116,17 +117,20 @@ static void chunk_products(float *y, float *dw, const float *chunk, const float 
     if (dw) kern_gemm(dw + j * nl, a, chunk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
 }
 
-/* The AllGather-matmul on an open axis (a line): every block travels both ways, the rank's own
- * first; at step s rank i receives block i−s from the left and block i+s from the right (where
- * they exist: the others are what the neighbour held, ignored) and passes each on at once. */
-static void ag_line(mesh *m, int axis, float *y, float *dw, const float *xi, const float *w,
-                    const float *a, int64_t M, int64_t K, int64_t N, float *scratch) {
+/* What the AllGather of column blocks does with each block: blk[M, nl] is block j; first: the
+ * rank's own block, handled before any other. */
+typedef void (*block_fn)(void *ctx, const float *blk, int64_t j, int first);
+
+/* The AllGather on an open axis (a line): every block travels both ways, the rank's own first; at
+ * step s rank i receives block i−s from the left and block i+s from the right (where they exist:
+ * the others are what the neighbour held, ignored) and passes each on at once. */
+static void gather_line(mesh *m, int axis, const float *xi, int64_t c, float *scratch, block_fn fn,
+                        void *ctx) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
-    const int64_t nl = N / n, c = M * nl;
     float *from_l[2] = {scratch, scratch + c}, *from_r[2] = {scratch + 2 * c, scratch + 3 * c};
     mesh_req *rr = mesh_ippermute(m, axis, 1, from_l[0], xi, c);
     mesh_req *rl = mesh_ippermute(m, axis, -1, from_r[0], xi, c);
-    chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+    fn(ctx, xi, i, 1);
     for (int64_t s = 1; s < n; s++) {
         mesh_wait(rr), mesh_wait(rl);
         const float *hl = from_l[(s - 1) % 2], *hr = from_r[(s - 1) % 2];
@@ -135,41 +139,104 @@ static void ag_line(mesh *m, int axis, float *y, float *dw, const float *xi, con
             rr = mesh_ippermute(m, axis, 1, from_l[s % 2], hl, c);
             rl = mesh_ippermute(m, axis, -1, from_r[s % 2], hr, c);
         }
-        if (i - s >= 0) chunk_products(y, dw, hl, w, a, i - s, M, K, N, nl, 0);
-        if (i + s < n) chunk_products(y, dw, hr, w, a, i + s, M, K, N, nl, 0);
+        if (i - s >= 0) fn(ctx, hl, i - s, 0);
+        if (i + s < n) fn(ctx, hr, i + s, 0);
     }
 }
 
-void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
-                             const float *w, const float *a, int64_t M, int64_t K, int64_t N,
-                             float *scratch) {
+/* The AllGather of the ranks' blocks xi[c] over axis, fn called on each block as it arrives (the
+ * rank's own first), the next one on the wire meanwhile. Uses 4·c floats of scratch (2·c on an
+ * axis that wraps or of 2). */
+static void gather_blocks(mesh *m, int axis, const float *xi, int64_t c, float *scratch,
+                          block_fn fn, void *ctx) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
-    const int64_t nl = N / n, c = M * nl;
-    CHECK(N % n == 0, "AllGather-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
-          (long long)n, mesh_axis_name(m, axis));
     if (n == 1) {
-        chunk_products(y, dw, xi, w, a, 0, M, K, N, nl, 1);
+        fn(ctx, xi, 0, 1);
         return;
     }
     if (n == 2) {
         mesh_req *r = exchange(m, axis, scratch, xi, c);
-        chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+        fn(ctx, xi, i, 1);
         mesh_wait(r);
-        chunk_products(y, dw, scratch + (1 - i) * c, w, a, 1 - i, M, K, N, nl, 0);
+        fn(ctx, scratch + (1 - i) * c, 1 - i, 0);
         return;
     }
     if (!mesh_axis_wraps(m, axis)) {
-        ag_line(m, axis, y, dw, xi, w, a, M, K, N, scratch);
+        gather_line(m, axis, xi, c, scratch, fn, ctx);
         return;
     }
     /* at step s this rank holds block i−s: received into buf[(s−1) % 2], passed on at once */
     float *buf[2] = {scratch, scratch + c};
     mesh_req *r = mesh_ippermute(m, axis, 1, buf[0], xi, c);
-    chunk_products(y, dw, xi, w, a, i, M, K, N, nl, 1);
+    fn(ctx, xi, i, 1);
     for (int64_t s = 1; s < n; s++) {
         mesh_wait(r);
         const float *held = buf[(s - 1) % 2];
         r = s < n - 1 ? mesh_ippermute(m, axis, 1, buf[s % 2], held, c) : NULL;
-        chunk_products(y, dw, held, w, a, ring_mod(i - s, n), M, K, N, nl, 0);
+        fn(ctx, held, ring_mod(i - s, n), 0);
     }
+}
+
+typedef struct {
+    float *y, *dw;
+    const float *w, *a;
+    int64_t M, K, N, nl;
+} ag_t_ctx;
+
+static void ag_t_block(void *vc, const float *blk, int64_t j, int first) {
+    const ag_t_ctx *c = vc;
+    chunk_products(c->y, c->dw, blk, c->w, c->a, j, c->M, c->K, c->N, c->nl, first);
+}
+
+void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
+                             const float *w, const float *a, int64_t M, int64_t K, int64_t N,
+                             float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis);
+    CHECK(N % n == 0, "AllGather-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
+          (long long)n, mesh_axis_name(m, axis));
+    ag_t_ctx c = {y, dw, w, a, M, K, N, N / n};
+    gather_blocks(m, axis, xi, M * (N / n), scratch, ag_t_block, &c);
+}
+
+typedef struct {
+    float *x, *h;
+    const float *g;
+    int nw;
+    const float *const *w;
+    const int64_t *nk;
+    float *const *y;
+    int64_t M, N, nl;
+} norm_ctx;
+
+/* Block j of x and of h's unnormalised x ∘ g, and y_k (+)= (x_j ∘ g_j) · w_k[block j rows, :]. */
+static void norm_block(void *vc, const float *blk, int64_t j, int first) {
+    const norm_ctx *c = vc;
+    const int64_t M = c->M, N = c->N, nl = c->nl;
+    float *xb = c->x + j * nl, *hb = c->h + j * nl;
+    const float *gb = c->g + j * nl;
+    if (!mesh_no_data(M * N * (int64_t)sizeof(float)))
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t q = 0; q < nl; q++) {
+                xb[r * N + q] = blk[r * nl + q];
+                hb[r * N + q] = blk[r * nl + q] * gb[q];
+            }
+    for (int k = 0; k < c->nw; k++)
+        kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
+                  c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
+}
+
+void cmm_all_gather_norm_matmul(mesh *m, int axis, float *x, float *h, float *rstd, const float *g,
+                                const float *xi, int nw, const float *const *w, const int64_t *nk,
+                                float *const *y, int64_t M, int64_t N, float *scratch) {
+    const int64_t n = mesh_axis_size(m, axis);
+    CHECK(N % n == 0, "AllGather-norm-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
+          (long long)n, mesh_axis_name(m, axis));
+    norm_ctx c = {x, h, g, nw, w, nk, y, M, N, N / n};
+    gather_blocks(m, axis, xi, M * (N / n), scratch, norm_block, &c);
+    /* x is whole: the norm as one kernel (h and rstd exactly as without the collective), and the
+     * products' rows scaled by 1/rms */
+    kern_rmsnorm_fwd(h, rstd, x, g, M, N);
+    if (mesh_no_data(M * N * (int64_t)sizeof(float))) return;
+    for (int k = 0; k < nw; k++)
+        for (int64_t r = 0; r < M; r++) kern_scale(y[k] + r * nk[k], nk[k], rstd[r]);
 }

@@ -2,7 +2,7 @@
  * a tensor-parallel matmul whose AllGather or ReduceScatter is split into n chunks that travel
  * round the ring, the matmul of the chunk in hand computed while the next one is on the wire, so
  * that the communication hides behind the compute (up to one chunk's worth). Depends on mesh/
- * (the ring steps) and kernels/ (gemm); knows no model.
+ * (the ring steps) and kernels/ (gemm, rmsnorm); knows no model.
  *
  * Matrices are row-major; column block j of an [M, N] matrix is its columns [j·N/n, (j+1)·N/n).
  * The ring: at each step every rank passes what it holds to i+1 and receives from i−1 — a
@@ -13,7 +13,7 @@
  *
  * Sums. The matmul-ReduceScatter adds the ranks' partial products of block b in ring order,
  * starting at rank b+1 (((p_{b+1} + p_{b+2}) + ...) + p_b; on a line from both ends), and the
- * AllGather-matmul adds the chunks' products in the order they arrive (i, i−1, ...): both differ
+ * AllGather-matmuls add the chunks' products in the order they arrive (i, i−1, ...): all differ
  * from one gemm over the whole contraction only by the order of additions (results within k·eps of
  * it), and are the same on every run. With bf16 on the wire (mesh_set_wire) the travelling partial
  * sums and the chunks received are bf16-rounded as every collective's messages are; the rank's own
@@ -43,4 +43,18 @@ void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, co
 void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
                              const float *w, const float *a, int64_t M, int64_t K, int64_t N,
                              float *scratch);
+
+/* Collective over: axis. AllGather-norm-matmul, an RMSNorm and the matmuls that take its output
+ * (a sublayer's in-projections): x[M, N] is gathered over the ranks by column blocks (rank j
+ * holds block j, packed as xi[M, N/n]), and
+ *   h = rmsnorm(x) ∘ g (rstd[M] its rows' 1/rms),  y_k[M, nk[k]] = h · w_k[N, nk[k]] for k < nw.
+ * The norm is a per-row scale, so h · w_k = diag(rstd) · Σ_j (x_j ∘ g_j) · w_k[block j rows, :]:
+ * block j's products are computed while the next block is on the wire (in the order the blocks
+ * arrive, the rank's own first), the rows scaled by rstd after the last. Writes all of x (the
+ * gathered whole), h and rstd (the same bits as rmsnorm on the whole x) and overwrites y_k.
+ * scratch: cmm_scratch(M, N, n) floats, of which this uses the first 4·M·N/n (xi may lie in the
+ * rest). */
+void cmm_all_gather_norm_matmul(mesh *m, int axis, float *x, float *h, float *rstd, const float *g,
+                                const float *xi, int nw, const float *const *w, const int64_t *nk,
+                                float *const *y, int64_t M, int64_t N, float *scratch);
 #endif

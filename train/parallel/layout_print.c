@@ -120,8 +120,8 @@ static void print_collectives(par *p, const config *c, const report *r, FILE *ou
                       steps = 2 * (line ? 2 : 1) * (p->n_tensor - 1); /* 2 sublayers */
         coll_row(&pr, "forward", hop, one, cnt, (int)steps,
                  "matmul-RS: Out[B, D_Y]{U_Y} round the ring", "hidden");
-        coll_row(&pr, "forward", MESH_OP_ALL_GATHER, p->tensor_axis, BT * Dl, 2,
-                 "In[B, D_Y] → In[B, D] (next sublayer)", "critical");
+        coll_row(&pr, "forward", hop, one, cnt, (int)steps,
+                 "AG-norm-matmul: In[B, D_Y] round the ring", "hidden");
         coll_row(&pr, "backward", hop, one, cnt, (int)steps,
                  "AG-matmul: dOut[B, D_Y] round the ring", "hidden");
     } else if (p->n_tensor > 1) {

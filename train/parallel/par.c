@@ -51,6 +51,7 @@ static model_hooks hook_table(struct par *p) {
         .embed_grads_done = par_hk_embed_grads_done,
         /* tensor.c: the tensor axis */
         .sublayer_out = par_hk_sublayer_out,
+        .norm_in = par_hk_norm_in,
         .embed_reduce = par_hk_embed_reduce,
         .xent_combine = par_hk_xent_combine,
         .gather_vocab = par_hk_gather_vocab,

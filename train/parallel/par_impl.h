@@ -174,8 +174,11 @@ void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
 /* tensor.c */
-void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
-                         const float *w, int64_t BT, int64_t Kl);
+int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int defer);
+void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, float *rstd,
+                    const float *gain, int nw, const float *const *w, const int64_t *nk,
+                    float *const *y, int64_t BT);
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT);
 void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT);
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc);

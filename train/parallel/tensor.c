@@ -9,18 +9,24 @@
  * With a tensor axis of 1 every hook is the model's single-rank one. The data axes' weight
  * gathers and gradient reductions are in zero.c, the pipeline's in pipeline.c.
  *
- * Collective matmul (--collective-matmul, cmatmul.h). Two of a sublayer's four collectives sit
- * right beside the matmul that makes or consumes them, with nothing in between:
+ * Collective matmul (--collective-matmul, cmatmul.h). Three of a sublayer's four collectives
+ * become collective matmuls:
  *   forward  Out[B, D]{U_Y} = act[B, F_Y] · W_out[F_Y, D], then ReduceScatter_Y: the
  *            matmul-ReduceScatter computes Out's column blocks one by one, each added into the
  *            partial sum travelling round the ring while the next block is computed;
  *   backward dOut[B, D_Y] → AllGather_Y → dact = dOut · W_outᵀ, dW_out += actᵀ · dOut: the
- *            AllGather-matmul multiplies the block in hand while the next one travels.
+ *            AllGather-matmul multiplies the block in hand while the next one travels;
+ *   forward  Out[B, D_Y] (+ residual) → AllGather_Y → RMSNorm → the next sublayer's
+ *            in-projections: the norm is a per-row scale, h · W = diag(1/rms(x)) · Σ_j (x_j ∘ g_j)
+ *            · W[D_j, :], so sublayer_out leaves its output sharded and norm_in multiplies each
+ *            block of x ∘ g into every in-projection while the next block travels, scaling the
+ *            rows by 1/rms after the last (the gathered x and h stay for the backward). Only the
+ *            training forward defers (the next consumer must be a norm_in: the next sublayer's
+ *            or the final norm with the unembedding); a pipeline stage's output, inference rows
+ *            and sampling's last layer keep the plain AllGather.
  * The backward ReduceScatter_Y of dIn[B, D]{U_Y} (after the norm's backward) is started without
  * blocking (partial_end) and completed (partial_done) after the weight gradients of the
- * sublayer's input projections, which need nothing it makes: those matmuls run beside it. The
- * forward AllGather stays a plain collective on the critical path: it feeds the RMSNorm, which
- * needs whole rows of In[B, D], and the in-projections need the norm's output. */
+ * sublayer's input projections, which need nothing it makes: those matmuls run beside it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,13 +40,18 @@
 
 /* ---------------------------------------------------------------- tensor axis */
 
-void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
-                         const float *w, int64_t BT, int64_t Kl) {
+/* Whether the collective matmul's scratch holds BT rows. */
+static int cmm_fits(const struct par *p, int64_t BT) {
+    return p->cmatmul_scratch && cmm_scratch(BT, p->s.D, p->n_tensor) <= p->cmatmul_n;
+}
+
+int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int defer) {
     struct par *p = ctx;
     const int64_t D = model_shape_of(mod)->D;
     if (p->n_tensor == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
-        return;
+        return 0;
     }
     const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
     if (p->cmatmul_scratch) {
@@ -53,9 +64,34 @@ void par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, co
                             p->alg);
     }
     for (int64_t r = 0; r < BT; r++) kern_add(p->tensor_scratch_a + r * Dl, xin + r * D + d0, Dl);
+    if (defer && cmm_fits(p, BT)) { /* the AllGather_Y goes with the next norm_in */
+        if (!mesh_no_data(BT * D * (int64_t)sizeof(float)))
+            for (int64_t r = 0; r < BT; r++)
+                floats_copy(out + r * D + d0, p->tensor_scratch_a + r * Dl, Dl);
+        return 1;
+    }
     mesh_all_gather(p->m, p->tensor_axis, p->tensor_scratch_b, p->tensor_scratch_a, BT * Dl,
                     p->alg);
     par_unpack_cols(out, p->tensor_scratch_b, BT, D, p->n_tensor);
+    return 0;
+}
+
+void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, float *rstd,
+                    const float *gain, int nw, const float *const *w, const int64_t *nk,
+                    float *const *y, int64_t BT) {
+    struct par *p = ctx;
+    const int64_t D = model_shape_of(mod)->D;
+    if (!sharded) {
+        model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, D);
+        return;
+    }
+    /* this rank's columns, packed, in the scratch's last two blocks (the gather uses four) */
+    const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
+    float *own = p->cmatmul_scratch + 4 * BT * Dl;
+    if (!mesh_no_data(BT * D * (int64_t)sizeof(float)))
+        for (int64_t r = 0; r < BT; r++) floats_copy(own + r * Dl, x + r * D + d0, Dl);
+    cmm_all_gather_norm_matmul(p->m, p->tensor_axis.ax[0], x, h, rstd, gain, own, nw, w, nk, y, BT,
+                               D, p->cmatmul_scratch);
 }
 
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
@@ -194,7 +230,9 @@ int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
     for (int k = 0; k < 2; k++) {
         const double t_rs = 2.0 * (double)(BT * Kl[k] * Dl) / flops; /* forward: one product */
         const double t_ag = 2 * t_rs; /* backward: the block's input and weight gradients */
-        cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag));
+        /* the forward AllGather of the sublayer input: one block into the in-projections */
+        const double t_in = 2.0 * (double)(BT * Dl * In[k]) / flops;
+        cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag) + fmax(0, hop - t_in));
         cmm += fmax(0, rs - 2.0 * (double)(BT * p->s.D * In[k]) / flops);
     }
     return cmm < 2 * plain + 2 * rs;
