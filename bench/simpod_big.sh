@@ -29,7 +29,8 @@
 #   xyz-direct-64K, xyz-direct-1M  direct over xyz at 64 KiB and 1 MiB with rendezvous sends
 #              (smpi/send-is-detached-thresh:0: a send completes when its data has arrived, so
 #              no rank leaves the timing barrier early and the 512 ranks' flows start together;
-#              docs/simpod.md, "Direct over xyz on 8x8x8");
+#              docs/simpod.md, "Direct over xyz on 8x8x8"); xyz-direct-64K-OP (OP: ag, rs, ar,
+#              a2a) runs one op of them, minutes to a quarter of an hour each;
 #   x-mpi, xy-mpi  MPI's built-ins (SMPI's implementations, chosen by the ompi selector) at 1 MiB;
 #   xyz-mpi-ag, xyz-mpi-rs, xyz-mpi-ar, xyz-mpi-a2a  the same over xyz, one op each. At 16 MiB
 #              SMPI's built-ins allocate private temporaries per rank (not shared): 512 ranks
@@ -68,10 +69,13 @@ for set in "${sets[@]}"; do
     xyz-direct-64K | xyz-direct-1M)
       run "$set" xyz ag,rs,ar,a2a direct "${set#xyz-direct-}" "${set#xyz-direct-}" 2 1 \
         --cfg smpi/send-is-detached-thresh:0 ;;
+    xyz-direct-64K-* | xyz-direct-1M-*) # one op: xyz-direct-64K-rs
+      size="${set#xyz-direct-}" size="${size%%-*}"
+      run "$set" xyz "${set##*-}" direct "$size" "$size" 2 1 --cfg smpi/send-is-detached-thresh:0 ;;
     ag-x-bidir | ag-xy-multi | ag-xyz-multi)
       axes="${set#ag-}"
       run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-direct-{64K,1M} ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
        exit 2 ;;
   esac
 done

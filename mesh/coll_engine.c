@@ -773,15 +773,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
                 nap = idle0 = 0;
             }
         } else {
-#ifdef MESHTRAIN_SMPI
-            /* one completion per wait: SimGrid 3.32's MPI_Waitsome collects the others with
-             * MPI_Test, which leaves each of them in the simulated rank's list of activities, a
-             * list that every later completion scans (CPU quadratic in a run's messages) */
-            MPI_Waitany(nrq, rq, idx, MPI_STATUS_IGNORE);
-            outc = idx[0] == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
-#else
             MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
-#endif
             CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
         }
     }

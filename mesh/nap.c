@@ -1,6 +1,8 @@
 /* nap: how long the progress thread sleeps between polls of a collective in flight, and its
  * sleep, which a caller starting to wait (mesh_wait) ends at once. The engine (coll_engine.c) calls
- * these; they call nothing of the collectives, so the engine does not depend on the queue. */
+ * these; they call nothing of the collectives, so the engine does not depend on the queue. Only
+ * the progress thread naps: the SMPI build's engine waits in simulated time instead
+ * (sim_progress.c). */
 #define _POSIX_C_SOURCE 200809L /* pthread_cond_timedwait on CLOCK_MONOTONIC */
 #include <errno.h>
 #include <time.h>
@@ -22,12 +24,9 @@
 
 double nap_cap(mesh *m, double idle, double *first) {
     mesh_async *q = m->async;
-    int w = 1; /* without a thread the caller runs the call: it is waiting */
-    if (PROGRESS_THREAD) {
-        pthread_mutex_lock(&q->mu);
-        w = q->waiting;
-        pthread_mutex_unlock(&q->mu);
-    }
+    pthread_mutex_lock(&q->mu);
+    const int w = q->waiting;
+    pthread_mutex_unlock(&q->mu);
     *first = w ? NAP_WAITED_FIRST : NAP_COMPUTING_FIRST;
     if (!w) return NAP_COMPUTING;
     const double grown =
@@ -37,10 +36,6 @@ double nap_cap(mesh *m, double idle, double *first) {
 
 void nap_sleep_until(mesh *m, double t) {
     mesh_async *q = m->async;
-    if (!PROGRESS_THREAD) { /* the caller runs the call: no one to wake it */
-        link_sleep_until(t);
-        return;
-    }
     struct timespec ts;
     ts.tv_sec = (time_t)t;
     ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);

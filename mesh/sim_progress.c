@@ -87,9 +87,9 @@ void sim_wait(mesh *m, void (*serve)(mesh *), const mesh_req *r) {
  * hand the rank back to the caller while nothing has completed. On the caller: wait over the
  * caller's requests and the coroutine's at once; resume the coroutine when one of its own
  * completed; return when one of the caller's did. With no call in flight, one completion per
- * wait (MPI_Waitany), as the engine's own wait: SimGrid 3.32's MPI_Waitsome collects the others
- * by test in a way that leaves them in the simulated rank's list of activities, scanned at every
- * later completion (coll_engine.c). With calls in flight Testsome and Waitsome stay: one
+ * wait (MPI_Waitany): SimGrid 3.32's MPI_Waitsome collects the others by test in a way that
+ * leaves them in the simulated rank's list of activities, scanned at every later completion (CPU
+ * quadratic in a run's messages). With calls in flight Testsome and Waitsome stay: one
  * completion per switch to the coroutine took twice the CPU (LLaMA-3-70B, 16 layers, 2x2x2). */
 void sim_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
     mesh_async *q = m->async;
