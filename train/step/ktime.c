@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -44,27 +45,31 @@ typedef struct {
 typedef struct {
     float *f[NBUF];
     int32_t *t;
-    int64_t n[NBUF];
 } bufs;
 
+/* x[i] = 0.01·((7·i mod 13) − 6): the first period, then doubling copies (a multiple of it) */
 static void fill(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = 0.01f * (float)((i * 7) % 13 - 6);
-}
-
-static int bufs_alloc(bufs *b, const int64_t *n, int64_t nt) {
-    int ok = 1;
-    for (int i = 0; i < NBUF; i++) {
-        b->f[i] = alloc_floats(n[i]), b->n[i] = n[i];
-        ok &= b->f[i] != NULL;
-        if (b->f[i] && !mesh_no_data(n[i] * (int64_t)sizeof(float))) fill(b->f[i], n[i]);
+    int64_t have = n < 13 ? n : 13;
+    for (int64_t i = 0; i < have; i++) x[i] = 0.01f * (float)((i * 7) % 13 - 6);
+    while (have < n) {
+        const int64_t m = have < n - have ? have : n - have;
+        memcpy(x + have, x, (size_t)m * sizeof(float));
+        have += m;
     }
-    b->t = calloc((size_t)(nt > 0 ? nt : 1), sizeof(int32_t));
-    return ok && b->t;
 }
 
-static void bufs_free(bufs *b) {
-    for (int i = 0; i < NBUF; i++) alloc_release(b->f[i], b->n[i]);
-    free(b->t);
+/* Floats of one copy of a call's buffers, each rounded up to a cache line (16 floats). */
+static int64_t copy_floats(const int64_t *n) {
+    int64_t f = 0;
+    for (int i = 0; i < NBUF; i++) f += (n[i] + 15) / 16 * 16;
+    return f;
+}
+
+/* Copy j of a call's buffers in the arena (copy_floats(n) floats each). */
+static void bufs_at(bufs *b, float *arena, const int64_t *n, int j, int32_t *t) {
+    float *p = arena + (int64_t)j * copy_floats(n);
+    for (int i = 0; i < NBUF; i++) b->f[i] = p, p += (n[i] + 15) / 16 * 16;
+    b->t = t;
 }
 
 static void run(const call *c, const ktime_shape *s, bufs *b) {
@@ -180,44 +185,67 @@ double ktime_median(double *v, int64_t n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Leaves the calling core's private caches holding none of a call's buffers, as in a step, where
- * the kernels before it have touched other data: writes a buffer larger than those caches. */
-#define KTIME_EVICT_FLOATS (1 << 20) /* 4 MB */
-static void evict(float *e) {
-    if (mesh_no_data(KTIME_EVICT_FLOATS * (int64_t)sizeof(float))) return;
-    for (int64_t i = 0; i < KTIME_EVICT_FLOATS; i += 16) e[i] += 1.0f;
+/* The bytes of buffers a call's samples rotate through (time_call): twice the last-level cache
+ * (at least 32 MB of it), so that a sample finds none of its data in any cache level, as in a
+ * step, whose parameters, gradients, optimizer state and activations are many times the caches
+ * (a call's weights were last read a pass earlier). Writing a 4 MB buffer before each sample
+ * emptied only the core's private caches: a call smaller than the shared one then ran with its
+ * data there, faster than in a step, on an idle machine. 0 in the SMPI dry run (its kernels take
+ * simulated time, and its ranks share one process's memory). */
+static int64_t cold_bytes(void) {
+#ifdef MESHTRAIN_SMPI
+    return 0;
+#else
+    int64_t llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = (int64_t)sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    llc = llc < (32 << 20) ? (32 << 20) : llc > (256 << 20) ? (256 << 20) : llc;
+    return 2 * llc;
+#endif
 }
 
 #define KTIME_MIN_SAMPLES 5
 #define KTIME_MAX_SAMPLES 64
+#define KTIME_COPIES 64 /* copies of a call's buffers the samples rotate through, at most */
 
-/* Seconds per call: the median of single calls, each after the caches were emptied (evict),
- * until the samples add up to `budget` (at least KTIME_MIN_SAMPLES of them), after one warm-up
- * call. The median, not the best: the step runs each call once, cold. */
-static double time_call(const call *c, const ktime_shape *s, double budget, float *e, int *ok) {
+/* How many copies of a call's buffers its samples rotate through: together at least
+ * cold_bytes, at most KTIME_COPIES. */
+static int copies(const int64_t *n) {
+    const int64_t foot = copy_floats(n) * (int64_t)sizeof(float), cold = cold_bytes();
+    const int64_t k = foot > 0 && foot < cold ? (cold + foot - 1) / foot : 1;
+    return k > KTIME_COPIES ? KTIME_COPIES : (int)k;
+}
+
+/* Seconds per call: the median of single calls until the samples add up to `budget` (at least
+ * KTIME_MIN_SAMPLES of them), after one warm-up call. Sample i runs on copy i mod k of the
+ * buffers (copies(n) of them, in the arena, refilled for this call; t: the targets, zeros), the k
+ * copies together at least cold_bytes: each sample starts with its data in no cache. The
+ * median, not the best: the step runs each call once, cold. */
+static double time_call(const call *c, const ktime_shape *s, double budget, float *arena,
+                        int32_t *t) {
     int64_t n[NBUF], nt;
     sizes(c, s, n, &nt);
-    bufs b;
-    if (!bufs_alloc(&b, n, nt)) {
-        bufs_free(&b);
-        *ok = 0;
-        return 0;
-    }
-    if (c->k == K_ATT_B)
-        kern_attn_fwd(b.f[0], b.f[1], b.f[2], b.f[3], b.f[4], c->M, s->T, s->Nl, s->Kl,
-                      s->H); /* valid probabilities in P */
-    run(c, s, &b);
+    const int k = copies(n);
+    const int64_t used = (int64_t)k * copy_floats(n);
+    if (!mesh_no_data(used * (int64_t)sizeof(float))) fill(arena, used);
+    bufs b[KTIME_COPIES];
+    for (int j = 0; j < k; j++) bufs_at(&b[j], arena, n, j, t);
+    if (c->k == K_ATT_B) /* valid probabilities in P */
+        for (int j = 0; j < k; j++)
+            kern_attn_fwd(b[j].f[0], b[j].f[1], b[j].f[2], b[j].f[3], b[j].f[4], c->M, s->T, s->Nl,
+                          s->Kl, s->H);
+    run(c, s, &b[k - 1]);
     const int cpu = s->threads <= 1;
     double smp[KTIME_MAX_SAMPLES], sum = 0;
     int ns = 0;
     while (ns < KTIME_MAX_SAMPLES && (ns < KTIME_MIN_SAMPLES || sum < budget)) {
-        evict(e);
+        bufs *x = &b[ns % k];
         const double t0 = clock_of(cpu);
-        run(c, s, &b);
+        run(c, s, x);
         smp[ns] = clock_of(cpu) - t0;
         sum += smp[ns++];
     }
-    bufs_free(&b);
     return ktime_median(smp, ns);
 }
 
@@ -277,10 +305,23 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     const int n = step_calls(s, c, count, part);
     ktime_step r;
     memset(&r, 0, sizeof r);
-    float *e = calloc(KTIME_EVICT_FLOATS, sizeof(float));
-    int ok = e != NULL;
-    for (int i = 0; i < n && ok; i++) {
-        const double t = count[i] * time_call(&c[i], s, budget, e, &ok);
+    /* one arena for every call's copies, and the targets */
+    int64_t floats = 1, targets = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t nb[NBUF], nt;
+        sizes(&c[i], s, nb, &nt);
+        const int64_t f = (int64_t)copies(nb) * copy_floats(nb);
+        floats = f > floats ? f : floats, targets = nt > targets ? nt : targets;
+    }
+    float *arena = alloc_floats(floats);
+    int32_t *tg = calloc((size_t)targets, sizeof(int32_t));
+    if (!arena || !tg) {
+        alloc_release(arena, floats);
+        free(tg);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const double t = count[i] * time_call(&c[i], s, budget, arena, tg);
         r.part[part[i]] += t;
         switch (c[i].k) {
         case K_MM:
@@ -302,8 +343,8 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
             r.elementwise += t;
         }
     }
-    free(e);
-    if (!ok) return -1;
+    alloc_release(arena, floats);
+    free(tg);
     r.total = r.matmul + r.attention + r.elementwise + r.optimizer;
     *out = r;
     return 0;

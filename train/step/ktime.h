@@ -2,8 +2,9 @@
  * measured at start-up on the shapes this rank runs (not a peak rate: small matmuls never reach
  * it). Every kernel call of a step (the model's forward and backward pass, the loss, the optimizer
  * update) is timed on buffers of its real size, and the step's compute is the sum of
- * count × time. A call's time is the median of single calls, each started with the core's private
- * caches emptied (as in a step, where the kernels before it touched other data). With one BLAS
+ * count × time. A call's time is the median of single calls, each started with its data in no
+ * cache level (the samples rotate through copies of the call's buffers that together are twice
+ * the last-level cache), as in a step, whose footprint is many times the caches. With one BLAS
  * thread the clock is the thread's CPU time: the prediction is of a rank that has its core, and a
  * share of the core taken by other processes (ranks sharing a core, other jobs) is not counted;
  * with more BLAS threads it is the wall clock. Residual adds, copies and the embedding lookup are
