@@ -17,7 +17,9 @@
  *    (sim_progress.c).
  * The messages, their order and the arithmetic are the progress thread's, so results are
  * bit-identical; only the times at which a step's receive is noticed differ. */
+#ifndef _DEFAULT_SOURCE /* (smpicc defines it) */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
