@@ -198,6 +198,9 @@ void par_hk_pipe_share_last(void *ctx, float *x, int64_t n);
 static inline void par_poll(struct par *p) {
     mesh_poll(p->m);
 }
+static inline void par_hk_poll(void *ctx) {
+    par_poll(ctx);
+}
 /* Queues a started reduction (bucket.c): out (an RS result) is added into acc when it completes. */
 void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */
