@@ -13,6 +13,9 @@
 #   dp     the backward pass's compute = the step's transfer (the gradient AllReduces)
 #   fsdp   the forward + backward passes' compute = the step's transfer (2 AllGathers, 1 RS)
 #   tp     the MLP's forward compute = the transfer of the collectives issued in it (AG + RS)
+# with each collective's transfer counted from the last rank's start to the last rank's end
+# (`transfer-last`: without the wait for a late peer, which grows with the compute around the
+# call; each rank's own start → end is kept beside it, `transfer`)
 # against the book's boundary for the collectives and bytes the run put on the wire, which
 # meshtrain prints (`bench wire-boundary`, from the bytes mesh counted on each link: ZeRO-3's
 # re-gathers, a ring's (N−1)/N, the collective matmul's one-way ppermutes, fp32 or bf16), beside
@@ -73,7 +76,7 @@ ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
-[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio" >"$CSV"
+[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio,transfer_last_ms,fwd_mlp_transfer_last_ms" >"$CSV"
 
 # parts LINE: the fwd+bwd sum, the backward's and the forward MLP's ms of a `bench parts` line
 parts() {
@@ -114,12 +117,15 @@ run() {
     tp) bnd=$(field "$bl" 'tensor-F')
         wb=$(field "$wl" 'tensor-F'); wr=$(field "$wl" 'tensor-ratio') ;;
   esac
-  pc=$(grep '^bench parts compute-cpu' <<<"$out"); px=$(grep '^bench parts transfer' <<<"$out")
+  pc=$(grep '^bench parts compute-cpu' <<<"$out"); px=$(grep '^bench parts transfer |' <<<"$out")
+  local pxl xl mxl
+  pxl=$(grep '^bench parts transfer-last' <<<"$out"); xl=$(field "$split" 'transfer-last')
+  mxl=$(field "$pxl" 'fwd-mlp')
   ppc=$(grep '^bench parts predicted-compute' <<<"$out"); ppm=$(grep '^bench parts predicted-comm' <<<"$out")
   read -r mc mbwd mmlp <<<"$(parts "$pc")"
   read -r pcc pbwd pmlp <<<"$(parts "$ppc")"
   mx=$(field "$px" 'fwd-mlp'); pcm2=$(field "$ppm" 'fwd-mlp')
-  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr" >>"$CSV"
+  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr,$xl,$mxl" >>"$CSV"
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
@@ -218,13 +224,14 @@ targets() {
       "$([ "$ok" -eq "$(wc -l <<<"$rows")" ] && echo within || echo outside)"
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
   done
-  local sw b bw c cp w cc mc pc pm what against
+  local sw b bw c cp w cc mc mo co pc pm what against
   for sw in dp fsdp tp tpcmm; do
     # the columns compared (measured compute, measured transfer, predicted compute, comm)
+    # (mc: the transfer from the last rank's start; mo: from each rank's own, the old measure)
     case $sw in
-      dp) cc=21 mc=18 pc=25 pm=12 what="backward-pass compute CPU = the step's transfer (gradient AllReduces), tokens per rank" ;;
-      fsdp) cc=22 mc=18 pc=26 pm=12 what="forward+backward compute CPU = the step's transfer (AllGathers, ReduceScatters), tokens per rank" ;;
-      *) cc=23 mc=24 pc=27 pm=28 what="MLP forward compute CPU = its AllGather + ReduceScatter transfer, d_ff" ;;
+      dp) cc=21 mc=31 mo=18 pc=25 pm=12 what="backward-pass compute CPU = the step's transfer (gradient AllReduces), tokens per rank" ;;
+      fsdp) cc=22 mc=31 mo=18 pc=26 pm=12 what="forward+backward compute CPU = the step's transfer (AllGathers, ReduceScatters), tokens per rank" ;;
+      *) cc=23 mc=32 mo=24 pc=27 pm=28 what="MLP forward compute CPU = its AllGather + ReduceScatter transfer, d_ff" ;;
     esac
     for np in $RANKS; do
       b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
@@ -232,14 +239,18 @@ targets() {
       # the boundary for what the runs put on the wire (the sweep's median; the book's if the
       # CSV predates it)
       bw=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n && $29 > 0 {print $29}' "$CSV" | median)
-      c=$(crossover "$sw" "$np" "$cc" "$mc"); cp=$(crossover "$sw" "$np" "$pc" "$pm")
-      w=$(crossover "$sw" "$np" 17 18)
+      # a CSV from before transfer-last: the old measure
+      local m=$mc
+      awk -F, -v s="$sw" -v n="$np" -v m="$m" '$1 == s && $2 == n && $m > 0 {f = 1} END {exit !f}' "$CSV" || m=$mo
+      c=$(crossover "$sw" "$np" "$cc" "$m"); cp=$(crossover "$sw" "$np" "$pc" "$pm")
+      co=$(crossover "$sw" "$np" "$cc" "$mo")
+      w=$(crossover "$sw" "$np" 17 "$([ "$m" = "$mo" ] && echo 18 || echo 31)")
       if [ -n "$bw" ]; then
         against="on the wire $(printf %.0f "$bw") ($(awk -v a="$bw" -v b="$b" 'BEGIN{printf "%.3f", a / b}') of the book's $b): $(verdict "$c" "$bw"); predicted $(verdict "$cp" "$bw" | cut -d: -f1); of the book's: $(verdict "$c" "$b" | cut -d: -f1)"
       else
         against="book $b: $(verdict "$c" "$b")"
       fi
-      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (whole step's compute CPU = all transfer: $w)"
+      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co; whole step's compute CPU = all transfer: $w)"
     done
   done
   for np in $RANKS; do
@@ -254,9 +265,10 @@ targets() {
     awk -F, -v n="$np" -v a="$ALPHA" -v f="$MIX_F" -v b=$((MIX_B * T)) '$1 == "mixed" && $2 == n && $3 ~ /;/ {
       thr = 4 * a * a / f; bn = b / n
       book = bn > thr ? "compute-bound" : "communication-bound"
-      meas = $17 > $18 ? "compute-bound" : "communication-bound"
+      xf = $31 > 0 ? $31 : $18
+      meas = $17 > xf ? "compute-bound" : "communication-bound"
       printf "target: mixed threshold, %s ranks (%s): B/N = %d vs 4α²/(M_X·M_Y·F) = %.0f, the book: %s; measured compute CPU %.0f ms vs transfer %.0f ms: %s: %s\n",
-        n, $3, bn, thr, book, $17, $18, meas, (book == meas ? "within" : "outside")}' "$CSV"
+        n, $3, bn, thr, book, $17, xf, meas, (book == meas ? "within" : "outside")}' "$CSV"
   done
 }
 
@@ -278,7 +290,10 @@ targets() {
   echo "- *compute cpu*: the compute's CPU time (rank 0): what the compute takes when the rank has"
   echo "  its core. On a loaded machine, or with more ranks than cores, the wall-clock compute is"
   echo "  longer by the share of the core the rank did not get."
-  echo "- *transfer*: the collectives' time from start to end (the book's T_comms), hidden or not."
+  echo "- *transfer*: the collectives' time from start to end on rank 0, hidden or not; it includes"
+  echo "  the wait for a peer that started later. *transfer from the last start*: each collective from"
+  echo "  the last rank's start to the last rank's end (the book's T_comms, without that skew); the"
+  echo "  crossovers compare it."
   echo "- *book*: the book's idealised step, max(compute at the peak sgemm rate, communication by the"
   echo "  book's formulas with bf16 bytes)."
   echo "- *boundary*: the book's crossover for the swept variable (B/X = α·wire/2 tokens per rank for"
@@ -340,13 +355,16 @@ targets() {
     echo
     echo "## $sweep"
     echo
-    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | exposed comm ms | dominant (predicted) | boundary | on the wire | compared: compute cpu ms | compared: transfer ms |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| ranks | mesh | swept | measured ms | predicted ms | meas/pred | book ms | compute ms | compute cpu ms | predicted compute ms | transfer ms | transfer from the last start ms | predicted comm ms | exposed comm ms | dominant (predicted) | boundary | on the wire | compared: compute cpu ms | compared: transfer ms (own start) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     # the compared columns: what the sweep's crossover sets against each other (targets above)
+    # (the transfer compared: from the last rank's start; from rank 0's own start in brackets)
     awk -F, -v s="$sweep" '$1 == s {
       cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
-      mc = s == "tp" || s == "tpcmm" ? $24 : $18
-      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, $10, $15, $16, ($29 > 0 ? $29 : "-"), cc, mc}' "$CSV"
+      mo = s == "tp" || s == "tpcmm" ? $24 : $18
+      ml = s == "tp" || s == "tpcmm" ? $32 : $31
+      mc = ml > 0 ? sprintf("%s (%s)", ml, mo) : mo
+      printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, ($31 > 0 ? $31 : "-"), $12, $10, $15, $16, ($29 > 0 ? $29 : "-"), cc, mc}' "$CSV"
   done
 } >"$MD"
 targets
@@ -358,7 +376,7 @@ if command -v gnuplot >/dev/null; then
       dat=$(mktemp)
       awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {
         cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
-        mc = s == "tp" || s == "tpcmm" ? $24 : $18
+        mc = s == "tp" || s == "tpcmm" ? ($32 > 0 ? $32 : $24) : ($31 > 0 ? $31 : $18)
         print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN"), ($29 > 0 ? $29 : $16)}' "$CSV" >"$dat"
       if [ -s "$dat" ]; then
         bnd=$(awk 'NR==1{print $7}' "$dat")
@@ -404,7 +422,7 @@ plot "$dat" using 1:2 with linespoints lw 2 title "measured step", \
      "$dat" using 1:5 with linespoints title "measured compute", \
      "$dat" using 1:6 with linespoints title "measured exposed comm", \
      "$dat" using 1:8 with linespoints lw 2 pt 7 title "compared: compute CPU ($cmp)", \
-     "$dat" using 1:9 with linespoints lw 2 pt 5 title "compared: transfer"
+     "$dat" using 1:9 with linespoints lw 2 pt 5 title "compared: transfer (from the last start)"
 GP
       fi
       rm -f "$dat"

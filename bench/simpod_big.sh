@@ -35,6 +35,8 @@
 #   xyz-mpi-ag, xyz-mpi-rs, xyz-mpi-ar, xyz-mpi-a2a  the same over xyz, one op each. At 16 MiB
 #              SMPI's built-ins allocate private temporaries per rank (not shared): 512 ranks
 #              passed 8 GB within 25 s over x;
+#   xyz-mpi-64K-OP  one built-in over xyz at 64 KiB with rendezvous sends, as xyz-direct-64K-OP
+#              (the AllToAll's block is then 128 B, and the selector picks Bruck's algorithm);
 #   ag-x-bidir, ag-xy-multi, ag-xyz-multi  one AllGather of 16 MiB, bidir over x, multi over xy
 #              and xyz: the runs of the 16x16x16 slice (4096 chips, 10-20 minutes each).
 set -euo pipefail
@@ -66,6 +68,7 @@ for set in "${sets[@]}"; do
     xyz-ring | xyz-bidir | xyz-direct) run "$set" xyz ag,rs,ar,a2a "${set#xyz-}" 16M 16M 2 1 ;;
     x-mpi | xy-mpi) run "$set" "${set%-mpi}" ag,rs,ar,a2a mpi 1M 1M 2 1 ;;
     xyz-mpi-ag | xyz-mpi-rs | xyz-mpi-ar | xyz-mpi-a2a) run "$set" xyz "${set#xyz-mpi-}" mpi 1M 1M 2 1 ;;
+    xyz-mpi-64K-*) run "$set" xyz "${set##*-}" mpi 64K 64K 2 1 --cfg smpi/send-is-detached-thresh:0 ;;
     xyz-direct-64K | xyz-direct-1M)
       run "$set" xyz ag,rs,ar,a2a direct "${set#xyz-direct-}" "${set#xyz-direct-}" 2 1 \
         --cfg smpi/send-is-detached-thresh:0 ;;
@@ -75,7 +78,7 @@ for set in "${sets[@]}"; do
     ag-x-bidir | ag-xy-multi | ag-xyz-multi)
       axes="${set#ag-}"
       run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
+    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-mpi-64K-OP xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
        exit 2 ;;
   esac
 done

@@ -66,6 +66,9 @@ foreach(t mesh/test_coll smpi/test_simlink smpi/test_simlap)
   target_link_libraries(${name} PRIVATE mt_mesh)
   mt_target_warnings(${name})
 endforeach()
+# their shared command line (--mesh, --open, --chip, --alg)
+target_sources(test_simlink PRIVATE tests/smpi/smpi_opts.c)
+target_sources(test_simlap PRIVATE tests/smpi/smpi_opts.c)
 target_link_libraries(test_simlap PRIVATE MPI::MPI_C) # mesh_sim_compute: the MESHTRAIN_SMPI marker
 
 # The dry-run trainer (bench/simpod_dryrun.c): train/'s config, observe, model, parallel and step

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What the fidelity benchmark's crossovers compare reaches --bench's output: the step by part
-# (`bench parts`: compute CPU, transfer, predicted compute and communication for the forward and
-# backward passes' attention, MLP and other parts, and the rest), the book's boundaries
-# (`bench boundary`) and --emulate-rate. Accounting, not timing:
+# (`bench parts`: compute CPU, transfer (from each rank's start, and from the last rank's start),
+# predicted compute and communication for the forward and backward passes' attention, MLP and
+# other parts, and the rest), the book's boundaries (`bench boundary`) and --emulate-rate.
+# Accounting, not timing:
 #  - DP: the forward pass issues no collective (transfer and predicted communication 0 there),
 #    the gradient reductions are in the backward pass or after it; the parts' compute CPU adds up
 #    to the step's (within 10% + 2 ms: the two are read a few calls apart);
@@ -40,13 +41,17 @@ run() { # run LOG NP ARGS... (once more only after Open MPI's shutdown race, as
 }
 run dp.log 2 --mesh x=2 --dp x --overlap --bucket 8K --emulate-rate model
 out=$(cat "$WORK/dp.log")
-x=$(grep '^bench parts transfer' <<<"$out") pc=$(grep '^bench parts predicted-comm' <<<"$out")
+x=$(grep '^bench parts transfer |' <<<"$out") pc=$(grep '^bench parts predicted-comm' <<<"$out")
+xl=$(grep '^bench parts transfer-last' <<<"$out")
 if [ "$(field "$x" fwd-attn)$(field "$x" fwd-mlp)$(field "$x" fwd-other)" = "0.00.00.0" ] &&
+   [ "$(field "$xl" fwd-attn)$(field "$xl" fwd-mlp)$(field "$xl" fwd-other)" = "0.00.00.0" ] &&
    [ "$(field "$pc" fwd-attn)$(field "$pc" fwd-mlp)$(field "$pc" fwd-other)" = "0.00.00.0" ] &&
-   awk -v a="$(field "$pc" bwd-other)" -v b="$(field "$pc" rest)" 'BEGIN{exit !(a + b > 0)}'; then
-  echo "ok   DP: no collective in the forward pass, the gradient reductions after it"
+   awk -v a="$(field "$pc" bwd-other)" -v b="$(field "$pc" rest)" 'BEGIN{exit !(a + b > 0)}' &&
+   awk -v a="$(field "$xl" bwd-other)" -v b="$(field "$xl" rest)" 'BEGIN{exit !(a + b > 0)}'; then
+  echo "ok   DP: no collective in the forward pass, the gradient reductions after it (transfer from"
+  echo "     each rank's start and from the last rank's start alike)"
 else
-  fail "DP: collectives by part:"; echo "$x"; echo "$pc"
+  fail "DP: collectives by part:"; echo "$x"; echo "$xl"; echo "$pc"
 fi
 c=$(grep '^bench parts compute-cpu' <<<"$out") split=$(grep '^bench split' <<<"$out")
 sum=$(for k in fwd-attn fwd-mlp fwd-other bwd-attn bwd-mlp bwd-other rest; do field "$c" "$k"; done |

@@ -21,6 +21,7 @@
 #include "mesh/coll.h"
 #include "mesh/cost.h"
 #include "mesh/mesh_mpi.h"
+#include "smpi_opts.h"
 
 #define K 4          /* buckets */
 #define POLL 1e-6    /* seconds of compute between polls of the buckets in flight */
@@ -102,29 +103,13 @@ static void compute_only(run_t *r) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL, *chipname = "v5p", *algname = "ring";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[i + 1];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[i + 1];
-        else if (!strcmp(argv[i], "--chip"))
-            chipname = argv[i + 1];
-        else if (!strcmp(argv[i], "--alg"))
-            algname = argv[i + 1];
-        else
-            mesh_exit_error("test_simlap: unknown option '%s'", argv[i]);
-    }
-    const cost_chip *chip = cost_chip_find(chipname);
-    if (!chip) mesh_exit_error("test_simlap: unknown chip '%s'", chipname);
-    const int alg = mesh_alg_parse(algname);
-    if (alg < 0) mesh_exit_error("test_simlap: unknown algorithm '%s'", algname);
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    const smpi_opts o = smpi_opts_parse(argc, argv, "test_simlap", 1);
+    mesh *m = o.m;
+    const cost_chip *chip = o.chip;
+    const char *algname = o.alg_name;
     mesh_sim_set_poll(POLL);
 
-    run_t r = {.m = m, .alg = (mesh_alg)alg};
+    run_t r = {.m = m, .alg = o.alg};
     int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES];
     for (int a = 0; a < mesh_ndims(m); a++) {
         r.a.ax[r.a.n] = a;

@@ -16,6 +16,7 @@
 
 #include "mesh/cost.h"
 #include "mesh/mesh_mpi.h"
+#include "smpi_opts.h"
 
 static int failures;
 
@@ -65,22 +66,9 @@ static double shift_time(mesh *m, int axis, int both, int64_t b, char *sbuf, cha
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    const char *spec = NULL, *open = NULL, *chipname = "v5p";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mesh"))
-            spec = argv[i + 1];
-        else if (!strcmp(argv[i], "--open"))
-            open = argv[i + 1];
-        else if (!strcmp(argv[i], "--chip"))
-            chipname = argv[i + 1];
-        else
-            mesh_exit_error("test_simlink: unknown option '%s'", argv[i]);
-    }
-    const cost_chip *chip = cost_chip_find(chipname);
-    if (!chip) mesh_exit_error("test_simlink: unknown chip '%s'", chipname);
-    char err[256];
-    mesh *m = mesh_create(spec, open, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    const smpi_opts o = smpi_opts_parse(argc, argv, "test_simlink", 0);
+    mesh *m = o.m;
+    const cost_chip *chip = o.chip;
     const double W = chip->ici_oneway, T = chip->hop_latency;
     const int64_t big = 4 << 20;
     char *buf = malloc((size_t)big);

@@ -91,12 +91,14 @@ double bench_time_gemm(const bench_gemm *g) {
 
 /* Sums over the timed steps of the split and the prediction (report.h). */
 typedef struct {
-    double cpu, xfer, comp, comm, idle, pred, bub, bub_ideal;
+    double cpu, xfer, xfer_last, comp, comm, idle, pred, bub, bub_ideal;
     double pcomp, pcomm, pexp, book, bcomp;
     int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight;
-    /* by part of the step (parts.h): compute CPU, transfer, predicted compute and comm */
-    double pcpu[PART_COUNT], pxfer[PART_COUNT], ppcomp[PART_COUNT], ppcomm[PART_COUNT];
+    /* by part of the step (parts.h): compute CPU, transfer (each rank's own, and from the last
+     * rank's start), predicted compute and comm */
+    double pcpu[PART_COUNT], pxfer[PART_COUNT], pxlast[PART_COUNT], ppcomp[PART_COUNT],
+        ppcomm[PART_COUNT];
     double pwire[PART_COUNT][MESH_MAX_AXES]; /* on the wire, by major axis (step_split) */
     double progress; /* rank 0's progress thread's CPU seconds (mesh_progress_cpu) */
 } bench_sums;
@@ -111,9 +113,11 @@ static void sums_add(bench_sums *u, const step_stats *st) {
         u->dom[st->split.dominant[0] == 'c' ? 0 : st->split.dominant[0] == 'b' ? 1 : 2]++;
     for (int op = 0; op < MESH_OP_COUNT; op++) u->comm += st->split.exposed[op];
     for (int op = 0; op < MESH_OP_SEND; op++) u->xfer += st->split.xfer[op];
+    u->xfer_last += st->split.xfer_last;
     u->bub += st->pipe.bubble, u->bub_ideal = st->pipe.bubble_ideal;
     for (int p = 0; p < PART_COUNT; p++) {
         u->pcpu[p] += st->split.part_cpu[p], u->pxfer[p] += st->split.part_xfer[p];
+        u->pxlast[p] += st->split.part_xfer_last[p];
         u->ppcomp[p] += st->split.part_pred_compute[p];
         u->ppcomm[p] += st->split.part_pred_comm[p];
         for (int a = 0; a < MESH_MAX_AXES; a++) u->pwire[p][a] += st->split.part_wire[p][a];
@@ -158,12 +162,13 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
     const double n = (double)c->steps;
     /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
      * when the rank has its core; progress-cpu: the progress thread's (--overlap's collectives);
-     * transfer: the collectives' start → end */
+     * transfer: the collectives' start → end on this rank; transfer-last: from the last rank's
+     * start (train/observe/skew.h) */
     mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | progress-cpu %.1f ms | exposed "
-             "comm %.1f ms | transfer %.1f ms | idle %.1f ms | predicted %.1f ms/step | "
-             "measured/predicted %.2f\n",
+             "comm %.1f ms | transfer %.1f ms | transfer-last %.1f ms | idle %.1f ms | predicted "
+             "%.1f ms/step | measured/predicted %.2f\n",
              1e3 * u->comp / n, 1e3 * u->cpu / n, 1e3 * u->progress / n, 1e3 * u->comm / n,
-             1e3 * u->xfer / n, 1e3 * u->idle / n, 1e3 * u->pred / n,
+             1e3 * u->xfer / n, 1e3 * u->xfer_last / n, 1e3 * u->idle / n, 1e3 * u->pred / n,
              u->pred > 0 ? (u->comp + u->comm) / u->pred : 0.0);
     const int64_t *dom = u->dom;
     const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
@@ -176,10 +181,10 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
              1e3 * u->book / n, 1e3 * u->bcomp / n, u->pred > 0 ? med / (u->pred / n) : 0.0,
              u->pred > 0 ? best / (u->pred / n) : 0.0, dname[d]);
     /* the step by part: what the book's crossovers compare (docs/fidelity.md) */
-    const double *what[4] = {u->pcpu, u->pxfer, u->ppcomp, u->ppcomm};
-    static const char *wname[4] = {"compute-cpu", "transfer", "predicted-compute",
+    const double *what[5] = {u->pcpu, u->pxfer, u->pxlast, u->ppcomp, u->ppcomm};
+    static const char *wname[5] = {"compute-cpu", "transfer", "transfer-last", "predicted-compute",
                                    "predicted-comm"};
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 5; w++) {
         char line[512];
         int len = snprintf(line, sizeof line, "bench parts %s", wname[w]);
         for (int p = 0; p < PART_COUNT && len < (int)sizeof line; p++)

@@ -22,7 +22,9 @@
  * By part (parts.h): the trace's spans (trace_observe) switch the caller's part; at each switch
  *   the caller's CPU time since the last one, less its CPU time blocked in collectives, is
  *   charged to the part it leaves, and the switch's time is kept, so that a collective (whose
- *   hook may run later, on the progress thread) counts in the part it was issued in. */
+ *   hook may run later, on the progress thread) counts in the part it was issued in.
+ * Skew-free transfer (skew.h): at the step's end the ranks exchange every collective's start and
+ *   end, and each call's transfer is counted from the last rank's start (report_step_end). */
 #include "train/observe/report.h"
 
 #include <math.h>
@@ -34,11 +36,19 @@
 #include "mesh/link.h"
 #include "train/observe/boundary.h"
 #include "train/observe/predict.h"
+#include "train/observe/skew.h"
 #include "train/observe/trace.h"
 
 #define REPORT_EVENTS 16384  /* events one step may record (more: the prediction is skipped) */
 #define REPORT_SWITCHES 8192 /* part switches one step may record (later ones: the last part) */
 #define REPORT_PART_DEPTH 16 /* nested spans the part stack follows */
+/* the largest exchange of calls (all ranks' rows, floats: 4 MB a rank); the SMPI dry run (every
+ * rank in one process) does not exchange: each call keeps its own duration there */
+#ifdef MESHTRAIN_SMPI
+#define REPORT_SKEW_FLOATS 0
+#else
+#define REPORT_SKEW_FLOATS (1 << 20)
+#endif
 
 struct report {
     mesh *m;
@@ -75,6 +85,11 @@ struct report {
     double part_cpu[PART_COUNT], part_xfer[PART_COUNT], part_pred[PART_COUNT];
     double part_compute_pred[PART_COUNT];
     double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
+    /* the step's collectives as skew.h matches them across ranks, and the part each was issued
+     * in (under mu); shared_clock: every rank on one host */
+    skew_call *sk;
+    step_part *sk_part;
+    int nsk, shared_clock;
 };
 
 const char *step_part_name(step_part p) {
@@ -246,6 +261,16 @@ static void hook(const mesh_call *c, void *ctx) {
             b += (double)(c->link_bytes[a][0] + c->link_bytes[a][1]);
         r->net_xfer[k] += c->t_end - c->t_start, r->net_pred[k] += p.run, r->net_bytes[k] += b;
         r->net_calls[k]++;
+        if (r->nsk < REPORT_EVENTS) {
+            skew_call *sc = &r->sk[r->nsk];
+            sc->set = 0, sc->group = 0;
+            for (int a = 0; a < c->axes.n; a++) sc->set |= 1 << c->axes.ax[a];
+            for (int a = 0; a < mesh_ndims(r->m); a++)
+                if (!(sc->set >> a & 1))
+                    sc->group = sc->group * mesh_axis_size(r->m, a) + mesh_axis_coord(r->m, a);
+            sc->seq = c->set_seq, sc->t0 = c->t_start, sc->t1 = c->t_end;
+            r->sk_part[r->nsk++] = part;
+        }
     }
     push(r, (predict_event){c->async ? PREDICT_ISSUE : PREDICT_BLOCKING, c->t_issue, c->t_end,
                             c->seq, p.run, p.lat});
@@ -299,7 +324,10 @@ report *report_create(mesh *m, double flops) {
     report *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->ev = malloc(REPORT_EVENTS * sizeof *r->ev);
-    if (!r->ev) {
+    r->sk = malloc(REPORT_EVENTS * sizeof *r->sk);
+    r->sk_part = malloc(REPORT_EVENTS * sizeof *r->sk_part);
+    if (!r->ev || !r->sk || !r->sk_part) {
+        free(r->ev), free(r->sk), free(r->sk_part);
         free(r);
         return NULL;
     }
@@ -323,6 +351,8 @@ report *report_create(mesh *m, double flops) {
         }
     }
     r->calibrated = emulated ? 2 : 1;
+    int crosses[MESH_MAX_AXES];
+    r->shared_clock = mesh_hosts(m, crosses) == 1;
     mesh_stats_reset(m);
     CHECK(mesh_add_trace_hook(m, hook, waited, r) == 0, "too many trace observers");
     trace_observe(on_span, r);
@@ -342,7 +372,7 @@ void report_destroy(report *r) {
     trace_unobserve(r);
     mesh_remove_trace_hook(r->m, r);
     pthread_mutex_destroy(&r->mu);
-    free(r->ev);
+    free(r->ev), free(r->sk), free(r->sk_part);
     free(r);
 }
 
@@ -375,6 +405,7 @@ void report_step_begin(report *r) {
     memset(r->async_calls, 0, sizeof r->async_calls);
     memset(r->part_xfer, 0, sizeof r->part_xfer), memset(r->part_pred, 0, sizeof r->part_pred);
     memset(r->part_wire, 0, sizeof r->part_wire);
+    r->nsk = 0;
     r->nsw = 1, r->sw[0].t = mesh_now(), r->sw[0].p = part_now(r);
     pthread_mutex_unlock(&r->mu);
     memset(r->part_cpu, 0, sizeof r->part_cpu);
@@ -382,6 +413,50 @@ void report_step_begin(report *r) {
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
     r->cpu0 = mesh_thread_cpu();
     r->t0 = mesh_now();
+}
+
+/* Collective over: world. The step's collectives' transfer from the last rank's start (skew.h),
+ * in total and by part, into out; every rank's calls are gathered (MPI's built-in). When the
+ * exchange would be too large, or its buffers cannot be allocated, each call keeps this rank's
+ * own duration. */
+static void skew_step(report *r, step_split *out) {
+    const mesh_comm *w = mesh_world_comm(r->m);
+    pthread_mutex_lock(&r->mu);
+    const int n = r->nsk;
+    skew_call *mine = malloc((size_t)(n > 0 ? n : 1) * sizeof *mine);
+    step_part *part = malloc((size_t)(n > 0 ? n : 1) * sizeof *part);
+    if (mine && part)
+        for (int i = 0; i < n; i++) mine[i] = r->sk[i], part[i] = r->sk_part[i];
+    pthread_mutex_unlock(&r->mu);
+    const int nmax = (int)mesh_agree_max(w, mine && part ? n : REPORT_SKEW_FLOATS);
+    /* the ranks' common origin: the earliest step start, in ns */
+    const double ref = -1e-9 * (double)mesh_agree_max(w, -(int64_t)(r->t0 * 1e9));
+    const int nr = mesh_nranks(r->m);
+    const int64_t nf = (int64_t)nmax * SKEW_FIELDS;
+    float *rows = NULL, *all = NULL;
+    double *x = NULL;
+    if (nmax > 0 && nf * nr <= REPORT_SKEW_FLOATS) {
+        rows = malloc((size_t)nf * sizeof *rows), all = malloc((size_t)(nf * nr) * sizeof *all);
+        x = malloc((size_t)nmax * sizeof *x);
+    }
+    /* every rank must join the gather or none: agree that all buffers exist */
+    const int ok = mesh_agree(w, rows && all && x && mine && part ? 0 : -1) == 0 && nmax > 0 &&
+                   nf * nr <= REPORT_SKEW_FLOATS;
+    if (ok) {
+        mesh_axes world;
+        world.n = mesh_ndims(r->m);
+        for (int a = 0; a < world.n; a++) world.ax[a] = a;
+        skew_pack(mine, n, nmax, ref, rows);
+        mesh_all_gather(r->m, world, all, rows, nf, MESH_ALG_MPI);
+        const int me = mesh_axes_index(r->m, world);
+        if (skew_transfers(all, nr, nmax, me, r->shared_clock, x) != n)
+            for (int i = 0; i < n; i++) x[i] = mine[i].t1 - mine[i].t0;
+    }
+    for (int i = 0; mine && part && i < n; i++) {
+        const double t = ok ? x[i] : mine[i].t1 - mine[i].t0;
+        out->xfer_last += t, out->part_xfer_last[part[i]] += t;
+    }
+    free(rows), free(all), free(x), free(mine), free(part);
 }
 
 void report_step_end(report *r, double flops_rank, step_split *out) {
@@ -448,6 +523,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     }
     out->overlap = n_async ? report_overlap(c_exp, c_xfer) : -1;
     out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
+    skew_step(r, out);
     /* idle: how long this rank waited for the slowest rank's compute */
     float mine = (float)out->compute, all[4096];
     mesh_axes world;

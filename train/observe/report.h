@@ -44,6 +44,11 @@ typedef struct {
      * what the book's boundaries compare, for what this run put on the wire (boundary.h);
      * MPI's built-ins under emulation are left out (they do not use the emulated links) */
     double part_wire[PART_COUNT][MESH_MAX_AXES];
+    /* the collectives' transfer without the skew between their ranks' arrivals (skew.h): each
+     * call from the last rank's start to the last rank's end (one host's shared clock; on
+     * several hosts the shortest of the ranks' own durations), summed over the step's
+     * collectives (not p2p) and by the part each was issued in; what the book's T_comms is */
+    double xfer_last, part_xfer_last[PART_COUNT];
 } step_split;
 
 typedef struct {
