@@ -48,6 +48,7 @@ static int cmm_fits(const struct par *p, int64_t BT) {
 int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
                         const float *w, int64_t BT, int64_t Kl, int defer) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (p->n_tensor == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
@@ -80,6 +81,7 @@ void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, floa
                     const float *gain, int nw, const float *const *w, const int64_t *nk,
                     float *const *y, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (!sharded) {
         model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, D);
@@ -143,6 +145,7 @@ const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float 
 void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
                              const float *act, const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (p->cmatmul_scratch) {
         cmm_all_gather_matmul_t(p->m, p->tensor_axis.ax[0], dact, dw, dr, w, act, BT, Kl, D,
@@ -155,6 +158,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
 
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->n_tensor == 1) return dr;
     floats_clear(part, BT * model_shape_of(mod)->D);
     return part;
@@ -162,6 +166,7 @@ float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64
 
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->n_tensor == 1) return;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
     par_pack_cols(p->tensor_scratch_b, part, BT, D, p->n_tensor);
@@ -178,6 +183,7 @@ void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
+    par_poll(p);
     if (!p->partial_req) return;
     mesh_wait(p->partial_req);
     p->partial_req = NULL;
