@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # simpod_big: meshbench on a simulated v5p 8x8x8 (512 chips) with the settings that keep it
-# tractable on a small machine (docs/simpod.md, "8x8x8"): shared buffers (--shared 1M), SMPI's
+# tractable on a small machine (docs/simpod_big.md): shared buffers (--shared 1M), SMPI's
 # tree-based built-in collectives for meshbench's own barrier and reductions and mesh/'s start-up
 # (smpi/coll-selector:ompi), a binomial-tree broadcast (smpi/bcast:binomial_tree: the ompi
 # selector's knomial broadcast, which SMPI runs in every new communicator, first runs a ring
@@ -18,6 +18,7 @@
 # The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
 #   x          ring, bidir at 1 MiB (the book's AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096,
 #              |Y| = 8) and 16 MiB;
+#   x-seq-multi-direct  the same sizes with seq and multi (bidir on one axis) and direct;
 #   xy         seq and multi at 8 MiB (the book's AllGather_XY) and 16 MiB;
 #   xy-ring, xy-bidir, xy-direct  the same with one algorithm each (a ring over xy has 63 steps;
 #              direct sends one message per pair of the 64 ranks of each xy plane);
@@ -29,7 +30,7 @@
 #   xyz-direct-64K, xyz-direct-1M  direct over xyz at 64 KiB and 1 MiB with rendezvous sends
 #              (smpi/send-is-detached-thresh:0: a send completes when its data has arrived, so
 #              no rank leaves the timing barrier early and the 512 ranks' flows start together;
-#              docs/simpod.md, "Direct over xyz on 8x8x8"); xyz-direct-64K-OP (OP: ag, rs, ar,
+#              docs/simpod_big.md, "Direct over xyz on 8x8x8"); xyz-direct-64K-OP (OP: ag, rs, ar,
 #              a2a) runs one op of them, minutes to a quarter of an hour each;
 #   x-mpi, xy-mpi  MPI's built-ins (SMPI's implementations, chosen by the ompi selector) at 1 MiB;
 #   xyz-mpi-ag, xyz-mpi-rs, xyz-mpi-ar, xyz-mpi-a2a  the same over xyz, one op each. At 16 MiB
@@ -44,7 +45,7 @@ cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
 shift $(($# < 2 ? $# : 2))
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
+[ ${#sets[@]} -gt 0 ] || sets=(x x-seq-multi-direct xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
 mkdir -p "$out"
 run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS [SIMPOD OPTIONS...]
   local csv="$out/v5p_${topo}_$1.csv" block extra=("${@:9}")
@@ -60,6 +61,7 @@ run() { # NAME AXES OPS ALGS MIN MAX FACTOR ITERS [SIMPOD OPTIONS...]
 for set in "${sets[@]}"; do
   case "$set" in
     x) run x x ag,rs,ar,a2a ring,bidir 1M 16M 16 1 ;;
+    x-seq-multi-direct) run "$set" x ag,rs,ar,a2a seq,multi,direct 1M 16M 16 1 ;;
     xy) run xy xy ag,rs,ar,a2a seq,multi 8M 16M 2 1 ;;
     xy-ring | xy-bidir | xy-direct) run "$set" xy ag,rs,ar,a2a "${set#xy-}" 8M 16M 2 1 ;;
     z) run z z ar ring,bidir 128K 128K 2 4 ;;
@@ -78,7 +80,7 @@ for set in "${sets[@]}"; do
     ag-x-bidir | ag-xy-multi | ag-xyz-multi)
       axes="${set#ag-}"
       run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-mpi-64K-OP xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
+    *) echo "simpod_big: unknown run '$set' (x x-seq-multi-direct xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-mpi-64K-OP xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
        exit 2 ;;
   esac
 done
