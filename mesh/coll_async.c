@@ -91,7 +91,8 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     q->tail = r;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
-    if (!q->thread) co_resume(m); /* posts the call's first messages (or it waits behind the queue) */
+    if (!q->thread)
+        co_resume(m); /* posts the call's first messages (or it waits behind the queue) */
     return r;
 }
 
@@ -147,8 +148,7 @@ double mesh_progress_cpu(const mesh *m) {
     clockid_t id;
     struct timespec ts;
     if (m->async && !m->async->thread) return m->async->co_cpu;
-    if (!m->async || pthread_getcpuclockid(m->async->th, &id) != 0 ||
-        clock_gettime(id, &ts) != 0)
+    if (!m->async || pthread_getcpuclockid(m->async->th, &id) != 0 || clock_gettime(id, &ts) != 0)
         return 0;
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
@@ -196,8 +196,7 @@ mesh_progress mesh_progress_auto(const mesh *m, int compute_threads) {
     for (int a = 0; a < m->ndims; a++)
         if (m->link_bw[a] > 0) return MESH_PROGRESS_THREAD;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (long)host * (1 + compute_threads) > cores ? MESH_PROGRESS_INLINE
-                                                      : MESH_PROGRESS_THREAD;
+    return (long)host * (1 + compute_threads) > cores ? MESH_PROGRESS_INLINE : MESH_PROGRESS_THREAD;
 }
 
 void mesh_poll(mesh *m) {

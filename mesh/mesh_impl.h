@@ -89,7 +89,7 @@ struct mesh {
     mesh_hook hook[MESH_MAX_HOOKS];
 
     mesh_async *async;
-    int progress_inline; /* mesh_set_progress(MESH_PROGRESS_INLINE) */
+    int progress_inline;         /* mesh_set_progress(MESH_PROGRESS_INLINE) */
     MPI_Comm p2p[MESH_MAX_AXES]; /* point-to-point messages along each axis (p2p.c) */
     where_state where;           /* hang forensics (where.c) */
 };

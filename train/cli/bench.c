@@ -282,8 +282,8 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
              c->threads > 1 ? "s" : "",
-             mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
-             BENCH_WARMUP_STEPS, (long long)c->steps);
+             mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread", BENCH_WARMUP_STEPS,
+             (long long)c->steps);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
 

@@ -146,9 +146,9 @@ static const flag_def flags[] = {
      "start gradient reductions and FSDP gathers asynchronously"},
     {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
      "who runs the asynchronous collectives (--overlap, the collective matmul): a progress "
-     "thread, or the rank's own thread between its layers (inline: no thread competes for the "
+     "thread, or the rank's own thread between its kernels (inline: no thread competes for the "
      "rank's core); auto = inline when ranks on the host x (1 + --threads) exceed its cores, "
-     "else thread, and thread under --emulate (docs/overlap_results.md)"},
+     "else thread, and thread under --emulate (docs/fidelity.md, Inline progress)"},
     {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
      "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
     {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",

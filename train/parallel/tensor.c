@@ -83,8 +83,12 @@ void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, floa
     struct par *p = ctx;
     par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
-    if (!sharded) {
-        model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, D);
+    if (!sharded) { /* model_norm_in_local, polling between the in-projections */
+        model_norm_in_local(x, h, rstd, gain, 0, w, nk, y, BT, D);
+        for (int k = 0; k < nw; k++) {
+            if (k) par_poll(p);
+            kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+        }
         return;
     }
     /* this rank's columns, packed, in the scratch's last two blocks (the gather uses four) */
@@ -153,7 +157,10 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
         return;
     }
     const float *dout = par_hk_resid_grad_gather(ctx, mod, full, dr, BT);
-    model_sublayer_out_bwd_local(dact, dw, act, dout, w, BT, Kl, D);
+    /* model_sublayer_out_bwd_local, polling between its two matmuls */
+    kern_matmul_dw(dw, act, dout, BT, Kl, D);
+    par_poll(p);
+    kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
 }
 
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
