@@ -1,5 +1,6 @@
-# The SMPI build: mesh/ and the programs that need only it (meshbench), compiled with SimGrid's
-# smpicc, to run as simulated ranks under smpirun (bench/simpod). Use a build tree of its own:
+# The SMPI build: mesh/ and the programs that need only it (meshbench, the tests of tests/smpi),
+# and the dry-run trainer (train/'s step over FLOP-count kernels), compiled with SimGrid's smpicc,
+# to run as simulated ranks under smpirun (bench/simpod). Use a build tree of its own:
 #   cmake -S . -B build-smpi -DMESHTRAIN_SMPI=ON && cmake --build build-smpi
 # Included twice from the top CMakeLists.txt: before project() it picks smpicc as the C compiler
 # (MT_SMPI_PHASE = compiler); after it (MT_SMPI_PHASE = targets) it defines the targets. Where
@@ -10,7 +11,9 @@
 #    simulated rank may call MPI from its own actor only; mesh/sim_progress.c);
 #  - link emulation (--emulate, --link) is off: the simulated platform's links are the links;
 #  - the watchdog thread is off;
-#  - HDF5, BLAS and train/ are not built.
+#  - HDF5 (data/ but paths.c and tokens_order.c, ckpt/, infer/, cli/) is not built: parallel
+#    HDF5 links Open MPI; BLAS (kernels/) is replaced by bench/simpod_kernels.c, which charges
+#    each kernel's FLOPs to the simulated clock.
 if(MT_SMPI_PHASE STREQUAL "compiler")
   find_program(MT_SMPICC smpicc)
   find_program(MT_SMPIRUN smpirun)

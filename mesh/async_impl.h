@@ -1,15 +1,19 @@
 /* async_impl: the private state of the non-blocking collectives, shared by coll_async.c (the
- * queue and the progress thread) and nap.c (the progress thread's naps, called by the engine). */
+ * queue and the progress thread), co_progress.c (the queue on a coroutine of the caller's thread),
+ * sim_progress.c (the SMPI build's simulated compute) and nap.c (the progress thread's naps,
+ * called by the engine). */
 #ifndef MESHTRAIN_MESH_ASYNC_IMPL_H
 #define MESHTRAIN_MESH_ASYNC_IMPL_H
+
+#include <ucontext.h>
 
 #include "mesh/mesh_impl.h"
 
 /* Under SimGrid's SMPI (MESHTRAIN_SMPI) a simulated rank is an actor that alone may call MPI, so
- * there is no progress thread: the queue runs on a coroutine of the rank's own actor instead
- * (sim_progress.c), in issue order on ctx[1] as the thread would. */
+ * there is no progress thread: the queue always runs on a coroutine of the rank's own actor
+ * (co_progress.c), in issue order on ctx[1] as the thread would. On real cores the coroutine is
+ * the inline mode (mesh_set_progress). */
 #ifdef MESHTRAIN_SMPI
-#include <ucontext.h>
 enum { PROGRESS_THREAD = 0 };
 #else
 enum { PROGRESS_THREAD = 1 };
@@ -24,6 +28,7 @@ struct mesh_req {
 };
 
 struct mesh_async {
+    int thread; /* a progress thread runs the queue; 0: the coroutine (co_progress.c) */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -32,9 +37,10 @@ struct mesh_async {
     int stop;
     int waiting;    /* callers blocked in mesh_wait */
     unsigned kicks; /* mesh_wait calls that found their call unfinished */
-#ifdef MESHTRAIN_SMPI
-    /* The coroutine that runs the queue (sim_progress.c): it runs until its call must wait for a
-     * message, then returns to the caller with the requests it waits for (pend). */
+    /* The coroutine that runs the queue without a thread (co_progress.c): it runs until its call
+     * must wait for a message, then returns to the caller with the requests it waits for
+     * (pend). */
+    void (*serve)(mesh *); /* its body (coll_async.c) */
     ucontext_t caller_uc, co_uc;
     void *stack;
     int inside;        /* running on the coroutine */
@@ -42,25 +48,26 @@ struct mesh_async {
     int npend;
     MPI_Request *all; /* the caller's wait over its own requests and pend (cap entries) */
     int *idx, cap;
-#endif
+    double co_cpu; /* CPU seconds spent on the coroutine (real cores; mesh_progress_cpu) */
 };
 
-#ifdef MESHTRAIN_SMPI
-/* The non-blocking calls in SimGrid's simulated time (sim_progress.c). A simulated rank is one
- * actor, so the queue runs on a coroutine of it: a call runs until it would block, posting its
- * MPI_Isend/MPI_Irecv as the engine's schedule says, then hands the rank back to the caller; it
- * goes on whenever the caller polls (mesh_test, mesh_wait, a blocking collective's wait, the
- * simulated compute of mesh_sim_compute). Messages in flight progress in simulated time
- * meanwhile, so the collective overlaps the caller's compute. */
-/* Switches to the coroutine (made at first use with serve as its body, which loops over the
- * queue and calls sim_idle when it is empty) until it waits or idles again. */
-void sim_resume(mesh *m, void (*serve)(mesh *));
+/* The queue on a coroutine of the caller's thread (co_progress.c): a call runs until it would
+ * block, posting its MPI_Isend/MPI_Irecv as the engine's schedule says, then hands the thread
+ * back to the caller; it goes on whenever the caller polls (issue, mesh_test, mesh_poll,
+ * mesh_wait, a blocking collective's or point-to-point wait, and in the SMPI build the simulated
+ * compute of mesh_sim_compute). Messages in flight move meanwhile (in simulated time under SMPI;
+ * on real cores as far as MPI moves them between polls), so the collective overlaps the caller's
+ * compute. */
+/* Switches to the coroutine (made at first use with q->serve as its body, which loops over the
+ * queue and calls co_idle when it is empty) until it waits or idles again. */
+void co_resume(mesh *m);
 /* The coroutine's body, its queue empty: back to the caller until resumed. */
-void sim_idle(mesh *m);
-/* Drives the coroutine until r is done (mesh_wait), blocking in simulated time in between. */
-void sim_wait(mesh *m, void (*serve)(mesh *), const mesh_req *r);
+void co_idle(mesh *m);
+/* Drives the coroutine until r is done (mesh_wait), blocking in MPI in between. */
+void co_wait(mesh *m, const mesh_req *r);
 /* Frees the coroutine (its queue empty) and forgets the mesh as the one compute polls. */
-void sim_destroy(mesh *m);
-#endif
+void co_destroy(mesh *m);
+/* The mesh of the rank's latest non-blocking call (NULL: none), for mesh_sim_compute. */
+mesh *co_current(void);
 
 #endif

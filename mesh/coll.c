@@ -366,13 +366,15 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
     link_virtual_reset(ctx);
+    /* a plan per context: the non-blocking calls' coroutine (ctx[1], co_progress.c) shares the
+     * caller's thread in the SMPI build and the inline mode (SMPI privatises statics per
+     * simulated rank; a thread's own otherwise) */
 #ifdef MESHTRAIN_SMPI
-    /* the non-blocking calls' coroutine (ctx[1]) shares the caller's thread: a plan per context */
     static chain plans[2][ENGINE_MAX_CHAINS];
-    chain *ch = plans[ci];
 #else
-    static _Thread_local chain ch[ENGINE_MAX_CHAINS];
+    static _Thread_local chain plans[2][ENGINE_MAX_CHAINS];
 #endif
+    chain *ch = plans[ci];
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     int64_t(*lb)[2] = rec->link_bytes;
     if (alg == MESH_ALG_MPI) {

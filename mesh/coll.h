@@ -127,8 +127,29 @@ int mesh_test(mesh_req *r);
 /* Not collective. Blocks until done, then frees the handle. Accepts NULL. */
 void mesh_wait(mesh_req *r);
 /* Not collective. CPU seconds the progress thread has used so far (0 before the first mesh_i*
- * call): what running the non-blocking calls cost, beside the caller's own CPU time. */
+ * call): what running the non-blocking calls cost, beside the caller's own CPU time. In the
+ * inline mode: the caller's CPU time on the coroutine that runs them. */
 double mesh_progress_cpu(const mesh *m);
+/* Who runs the non-blocking calls. THREAD (the default): the progress thread above. INLINE: a
+ * coroutine of the caller's own thread (mesh/co_progress.c), resumed at issue, in mesh_test,
+ * mesh_poll and mesh_wait and while the caller blocks in any other call of the mesh: no thread
+ * takes a core from the caller's compute, but a call moves on only when the caller polls, so a
+ * caller that wants overlap calls mesh_poll between pieces of its compute. For real links only:
+ * link emulation (mesh_emulate, mesh_set_link) sleeps until a message's emulated delivery, which
+ * needs the thread. The same messages in the same order either way: bit-identical results. The
+ * SMPI build always runs the queue on the coroutine (and its simulated compute polls). Not
+ * collective, but every rank should choose the same; not while a non-blocking call is in flight. */
+typedef enum { MESH_PROGRESS_THREAD, MESH_PROGRESS_INLINE } mesh_progress;
+void mesh_set_progress(mesh *m, mesh_progress mode);
+mesh_progress mesh_get_progress(const mesh *m);
+/* Collective over: world. The mode for a caller that computes on compute_threads threads: INLINE
+ * when the mesh's ranks on this host, each with its compute threads and a progress thread, would
+ * outnumber the host's cores (the thread would take cores from the compute), THREAD otherwise and
+ * whenever a link is emulated. */
+mesh_progress mesh_progress_auto(const mesh *m, int compute_threads);
+/* Not collective. In the inline mode, moves the non-blocking calls in flight on as far as they go
+ * without waiting (a few µs when nothing arrived); otherwise nothing. */
+void mesh_poll(mesh *m);
 
 /* ---- point-to-point between neighbours along one axis (pipeline stages) ----
  * dir = +1: the neighbour at coord+1, −1: coord−1 (with wraparound if the axis wraps). Sends are

@@ -1,14 +1,15 @@
-/* coll_async: non-blocking collectives. One progress thread per mesh (in the SMPI build a
- * coroutine of the simulated rank, sim_progress.c) executes queued calls in issue order on the
- * mesh's second set of communicators (ctx[1]), so blocking calls on the caller's thread (ctx[0])
- * never mix messages with it. The thread sleeps on a condition variable
- * when the queue is empty: no busy wait on an oversubscribed machine. Request handles are
- * recycled through a free list, so steady-state use does not allocate. */
+/* coll_async: non-blocking collectives. One progress thread per mesh, or in the inline mode (and
+ * always in the SMPI build) a coroutine of the caller's thread (co_progress.c), executes queued
+ * calls in issue order on the mesh's second set of communicators (ctx[1]), so blocking calls on
+ * the caller's thread (ctx[0]) never mix messages with it. The thread sleeps on a condition
+ * variable when the queue is empty: no busy wait on an oversubscribed machine. Request handles
+ * are recycled through a free list, so steady-state use does not allocate. */
 #define _POSIX_C_SOURCE 200809L /* pthread_condattr_setclock, CLOCK_MONOTONIC */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mesh/async_impl.h"
 
@@ -33,8 +34,7 @@ static void *progress_main(void *arg) {
     return NULL;
 }
 
-#ifdef MESHTRAIN_SMPI
-/* The SMPI build's coroutine body (sim_progress.c): progress_main's loop without the thread. */
+/* The coroutine's body (co_progress.c): progress_main's loop without the thread. */
 static void serve(mesh *m) {
     mesh_async *q = m->async;
     for (;;) {
@@ -46,10 +46,9 @@ static void serve(mesh *m) {
             if (!q->head) q->tail = NULL;
             r->done = 1;
         }
-        sim_idle(m);
+        co_idle(m);
     }
 }
-#endif
 
 static mesh_req *enqueue(mesh *m, const coll_args *x) {
     if (!m->async) {
@@ -63,8 +62,10 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&q->kick, &ca);
         pthread_condattr_destroy(&ca);
+        q->thread = PROGRESS_THREAD && !m->progress_inline;
+        q->serve = serve;
         m->async = q;
-        if (PROGRESS_THREAD)
+        if (q->thread)
             CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
                   "cannot start the progress thread");
     }
@@ -90,17 +91,14 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     q->tail = r;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
-#ifdef MESHTRAIN_SMPI
-    sim_resume(m, serve); /* posts the call's first messages (or it waits behind the queue) */
-#endif
+    if (!q->thread)
+        co_resume(m); /* posts the call's first messages (or it waits behind the queue) */
     return r;
 }
 
 int mesh_test(mesh_req *r) {
     mesh_async *q = r->m->async;
-#ifdef MESHTRAIN_SMPI
-    if (!r->done) sim_resume(r->m, serve);
-#endif
+    if (!q->thread && !r->done) co_resume(r->m);
     pthread_mutex_lock(&q->mu);
     int d = r->done;
     pthread_mutex_unlock(&q->mu);
@@ -121,10 +119,7 @@ void mesh_wait(mesh_req *r) {
                    .shift = r->rec.shift,
                    .async = 1};
     where_enter(m, 0, WHERE_WAIT, &w);
-#ifdef MESHTRAIN_SMPI
-    sim_wait(m, serve, r);
-    pthread_mutex_lock(&q->mu);
-#else
+    if (!q->thread) co_wait(m, r);
     pthread_mutex_lock(&q->mu);
     if (!r->done) {
         q->waiting++, q->kicks++;
@@ -132,7 +127,6 @@ void mesh_wait(mesh_req *r) {
         while (!r->done) pthread_cond_wait(&q->done, &q->mu);
         q->waiting--;
     }
-#endif
     const mesh_call rec = r->rec; /* r goes back to the free list */
     r->next = q->free_list;
     q->free_list = r;
@@ -153,8 +147,8 @@ void mesh_wait(mesh_req *r) {
 double mesh_progress_cpu(const mesh *m) {
     clockid_t id;
     struct timespec ts;
-    if (!PROGRESS_THREAD || !m->async || pthread_getcpuclockid(m->async->th, &id) != 0 ||
-        clock_gettime(id, &ts) != 0)
+    if (m->async && !m->async->thread) return m->async->co_cpu;
+    if (!m->async || pthread_getcpuclockid(m->async->th, &id) != 0 || clock_gettime(id, &ts) != 0)
         return 0;
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
@@ -162,15 +156,15 @@ double mesh_progress_cpu(const mesh *m) {
 void coll_async_destroy(mesh *m) {
     mesh_async *q = m->async;
     if (!q) return;
-#ifdef MESHTRAIN_SMPI
-    if (q->tail) sim_wait(m, serve, q->tail); /* the calls never waited for finish, as below */
-    sim_destroy(m);
-#endif
+    if (!q->thread) {
+        if (q->tail) co_wait(m, q->tail); /* the calls never waited for finish, as below */
+        co_destroy(m);
+    }
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
-    if (PROGRESS_THREAD) pthread_join(q->th, NULL);
+    if (q->thread) pthread_join(q->th, NULL);
     while (q->free_list) {
         mesh_req *r = q->free_list;
         q->free_list = r->next;
@@ -182,6 +176,36 @@ void coll_async_destroy(mesh *m) {
     pthread_cond_destroy(&q->kick);
     free(q);
     m->async = NULL;
+}
+
+void mesh_set_progress(mesh *m, mesh_progress mode) {
+    const int inl = mode == MESH_PROGRESS_INLINE;
+    if (m->async && m->async->thread != (PROGRESS_THREAD && !inl)) {
+        CHECK(!m->async->head, "mesh_set_progress with non-blocking calls in flight");
+        coll_async_destroy(m); /* made again, the new way, at the next non-blocking call */
+    }
+    m->progress_inline = inl;
+}
+
+mesh_progress mesh_get_progress(const mesh *m) {
+    return PROGRESS_THREAD && !m->progress_inline ? MESH_PROGRESS_THREAD : MESH_PROGRESS_INLINE;
+}
+
+mesh_progress mesh_progress_auto(const mesh *m, int compute_threads) {
+    const int host = mesh_host_ranks(m); /* collective: first, on every rank */
+    for (int a = 0; a < m->ndims; a++)
+        if (m->link_bw[a] > 0) return MESH_PROGRESS_THREAD;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return (long)host * (1 + compute_threads) > cores ? MESH_PROGRESS_INLINE : MESH_PROGRESS_THREAD;
+}
+
+void mesh_poll(mesh *m) {
+#ifndef MESHTRAIN_SMPI /* simulated compute polls by itself (mesh_sim_compute) */
+    mesh_async *q = m->async;
+    if (q && !q->thread && q->head && !q->inside) co_resume(m);
+#else
+    (void)m;
+#endif
 }
 
 #define ARGS(OP)                                                                                   \

@@ -747,12 +747,19 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
         }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
         int outc = 0;
+        /* SMPI (simulated time: no naps), or the inline mode on the coroutine or while it has
+         * messages in flight: the wait serves the coroutine (co_progress.c) */
 #ifdef MESHTRAIN_SMPI
-        /* simulated time: no naps; the wait also serves the non-blocking calls' coroutine */
-        sim_waitsome(m, nrq, rq, &outc, idx);
-        CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
-        continue;
+        const int co = 1;
+#else
+        const int co = co_active(m);
 #endif
+        if (co) {
+            CHECK(emul <= 0 && wake <= 0, "inline progress (mesh_set_progress) on emulated links");
+            co_waitsome(m, nrq, rq, &outc, idx);
+            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
+            continue;
+        }
         double first;
         const double now = mesh_now();
         if (idle0 == 0) idle0 = now;

@@ -89,6 +89,7 @@ struct mesh {
     mesh_hook hook[MESH_MAX_HOOKS];
 
     mesh_async *async;
+    int progress_inline;         /* mesh_set_progress(MESH_PROGRESS_INLINE) */
     MPI_Comm p2p[MESH_MAX_AXES]; /* point-to-point messages along each axis (p2p.c) */
     where_state where;           /* hang forensics (where.c) */
 };
@@ -138,12 +139,13 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);
 void coll_async_destroy(mesh *m);
-#ifdef MESHTRAIN_SMPI
-/* The blocking waits of mesh/ in the SMPI build (sim_progress.c): MPI_Waitsome's contract (outc,
- * idx), but on the non-blocking calls' coroutine it hands the rank back to the caller instead of
- * blocking, and on the caller it also serves the coroutine's requests in flight. */
-void sim_waitsome(struct mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
-#endif
+/* The blocking waits of mesh/ while the non-blocking calls run on a coroutine (co_progress.c:
+ * the SMPI build, and the inline mode on real cores): MPI_Waitsome's contract (outc, idx), but on
+ * the coroutine it hands the thread back to the caller instead of blocking, and on the caller it
+ * also serves the coroutine's requests in flight. co_active: whether the waits must go through
+ * co_waitsome (on the coroutine, or the caller while the coroutine has requests in flight). */
+void co_waitsome(struct mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
+int co_active(const struct mesh *m);
 /* nap.c, for the engine on the progress thread: its longest nap between polls on real
  * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
  * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to

@@ -64,11 +64,14 @@ void mesh_p2p_wait(mesh_p2p *r) {
     const double t0 = mesh_now(), c0 = mesh_thread_cpu();
     where_enter(r->m, 0, WHERE_P2P, &r->rec);
 #ifdef MESHTRAIN_SMPI
-    /* serves the non-blocking calls' coroutine meanwhile (sim_progress.c) */
-    for (int outc = 0, idx[2]; outc != MPI_UNDEFINED;) sim_waitsome(r->m, 2, r->req, &outc, idx);
+    const int co = 1;
 #else
-    MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
+    const int co = co_active(r->m);
 #endif
+    if (co) /* serves the non-blocking calls' coroutine meanwhile (co_progress.c) */
+        for (int outc = 0, idx[2]; outc != MPI_UNDEFINED;) co_waitsome(r->m, 2, r->req, &outc, idx);
+    else
+        MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
     if (r->recv && r->hdr > 0) link_sleep_until(r->hdr);
     where_leave(r->m, 0);
     r->rec.t_end = mesh_now();

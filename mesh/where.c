@@ -330,8 +330,8 @@ size_t mesh_where_str(const mesh *m, char *buf, size_t len) {
             put_c(&b, *p);
         }
     }
-    if (m->async) { /* the progress thread exists */
-        put_s(&b, " | progress thread: ");
+    if (m->async) { /* the progress thread (or the inline coroutine) exists */
+        put_s(&b, m->progress_inline ? " | inline progress: " : " | progress thread: ");
         put_slot(&b, m, &m->where.slot[1], now);
     }
     return b.n;

@@ -144,6 +144,11 @@ static const flag_def flags[] = {
      "Megatron tensor-parallel axis, e.g. \"y\""},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
+    {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
+     "who runs the asynchronous collectives (--overlap, the collective matmul): a progress "
+     "thread, or the rank's own thread between its kernels (inline: no thread competes for the "
+     "rank's core); auto = inline when ranks on the host x (1 + --threads) exceed its cores, "
+     "else thread, and thread under --emulate (docs/fidelity.md, Inline progress)"},
     {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
      "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
     {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",
@@ -219,6 +224,7 @@ void config_defaults(config *c) {
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
     snprintf(c->comm_dtype, sizeof c->comm_dtype, "fp32");
     snprintf(c->emulate_rate, sizeof c->emulate_rate, "peak");
+    snprintf(c->progress, sizeof c->progress, "auto");
 }
 
 /* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is

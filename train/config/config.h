@@ -67,6 +67,8 @@ typedef struct {
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
+    char progress[8]; /* --progress: who runs the non-blocking collectives, "thread", "inline" or
+                         "auto" (mesh_set_progress; trainer.c resolves auto) */
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */

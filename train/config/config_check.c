@@ -127,6 +127,15 @@ int config_check_collectives(const config *c, char *err, size_t errlen) {
     if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
         return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
                            c->emulate_rate);
+    if (strcmp(c->progress, "thread") != 0 && strcmp(c->progress, "inline") != 0 &&
+        strcmp(c->progress, "auto") != 0)
+        return errmsg_fail(err, errlen, "--progress %s: expected thread, inline or auto",
+                           c->progress);
+    if (strcmp(c->progress, "inline") == 0 && c->emulate[0])
+        return errmsg_fail(err, errlen,
+                           "--progress inline with --emulate: the link emulation sleeps until "
+                           "each message's emulated delivery, which needs the progress thread "
+                           "(use --progress thread or auto)");
     const int alg = c->alg[0] ? mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
     if (mesh_wire_parse(c->comm_dtype) == MESH_WIRE_BF16 &&
         (alg == MESH_ALG_MPI || alg == MESH_ALG_DIRECT))

@@ -103,6 +103,9 @@ typedef struct model_hooks {
      * completes it: dr holds the sublayer input's gradient afterwards. Nothing but local compute
      * may come between the two. */
     void (*partial_done)(void *ctx, model *m, float *dr, int64_t BT);
+    /* Between two of the model's kernels: communication started earlier may move on (a sharded
+     * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
+    void (*poll)(void *ctx);
     /* Pipelining outside a training step (sampling): receive the stage input from the previous
      * stage / send the stage output to the next (blocking), and give every stage the last
      * stage's values (x[n] is 0 on the other stages: a sum over the pipeline axis). */

@@ -151,6 +151,9 @@ static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT)
 static void partial_done(void *ctx, model *m, float *dr, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)BT;
 }
+static void poll(void *ctx) {
+    (void)ctx;
+}
 static void on_values(void *ctx, float *x, int64_t n) {
     (void)ctx, (void)x, (void)n;
 }
@@ -184,6 +187,7 @@ const model_hooks model_hooks_single = {
     .partial_begin = partial_begin,
     .partial_end = partial_end,
     .partial_done = partial_done,
+    .poll = poll,
     .stage_recv = on_values,
     .stage_send = stage_send,
     .pipe_share_last = on_values,

@@ -299,6 +299,9 @@ const float *model_stage_dinput(model *m) {
     return m->d_full;
 }
 
+/* Between kernels: lets the communication in flight move on (the hooks' poll). */
+#define POLL(m) (m)->hk.poll((m)->hk.ctx)
+
 /* ---------------------------------------------------------------- forward */
 
 static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64_t B, int64_t T) {
@@ -336,6 +339,7 @@ static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64
     const int64_t nk[2] = {Fl, Fl};
     float *const ys[2] = {A->a, A->b};
     m->hk.norm_in(m->hk.ctx, m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, nk, ys, BT);
+    POLL(m);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
     return m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl, defer);
 }
@@ -363,6 +367,7 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     block_qkv(m, &w, A, B * T, sharded);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
+    POLL(m);
     kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     const int x2_sharded = block_attn_out(m, &w, A, B * T, 1);
     trace_end(TRACE_ATTN);
@@ -539,13 +544,16 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
     kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
     float *dh = m->s_big;
+    POLL(m);
     kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
+    POLL(m);
     kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
     float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
     kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
+    POLL(m);
     kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
@@ -555,16 +563,20 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     trace_begin(TRACE_ATTN, l);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
     m->hk.sublayer_out_bwd(m->hk.ctx, m, datt, g.wo, m->d_full, dr, A->att, w.wo, BT, NHl);
+    POLL(m);
     kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
     kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
+    POLL(m);
     kern_matmul_dx(dh, dq, w.wq, BT, D, NHl, false);
+    POLL(m);
     kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
     kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
     dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
+    POLL(m);
     kern_matmul_dw(g.wk, A->h1, dk, BT, D, KHl);
     kern_matmul_dw(g.wv, A->h1, dv, BT, D, KHl);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);

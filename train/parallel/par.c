@@ -60,6 +60,7 @@ static model_hooks hook_table(struct par *p) {
         .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
         .partial_done = par_hk_partial_done,
+        .poll = par_hk_poll,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,

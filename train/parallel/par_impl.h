@@ -192,6 +192,15 @@ void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n);
+/* The non-blocking calls in flight move on (mesh_poll: in the inline progress mode they run on this
+ * thread, only when it polls). Called by the hooks between the model's pieces of compute, so that
+ * a reduction or gather started earlier advances while the layers compute. */
+static inline void par_poll(struct par *p) {
+    mesh_poll(p->m);
+}
+static inline void par_hk_poll(void *ctx) {
+    par_poll(ctx);
+}
 /* Queues a started reduction (bucket.c): out (an RS result) is added into acc when it completes. */
 void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n);
 /* Completes all pending gradient reductions (adds RS results into shard grads). */

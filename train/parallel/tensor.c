@@ -48,6 +48,7 @@ static int cmm_fits(const struct par *p, int64_t BT) {
 int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
                         const float *w, int64_t BT, int64_t Kl, int defer) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (p->n_tensor == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
@@ -80,9 +81,14 @@ void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, floa
                     const float *gain, int nw, const float *const *w, const int64_t *nk,
                     float *const *y, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
-    if (!sharded) {
-        model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, D);
+    if (!sharded) { /* model_norm_in_local, polling between the in-projections */
+        model_norm_in_local(x, h, rstd, gain, 0, w, nk, y, BT, D);
+        for (int k = 0; k < nw; k++) {
+            if (k) par_poll(p);
+            kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+        }
         return;
     }
     /* this rank's columns, packed, in the scratch's last two blocks (the gather uses four) */
@@ -143,6 +149,7 @@ const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float 
 void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
                              const float *act, const float *w, int64_t BT, int64_t Kl) {
     struct par *p = ctx;
+    par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (p->cmatmul_scratch) {
         cmm_all_gather_matmul_t(p->m, p->tensor_axis.ax[0], dact, dw, dr, w, act, BT, Kl, D,
@@ -150,11 +157,15 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
         return;
     }
     const float *dout = par_hk_resid_grad_gather(ctx, mod, full, dr, BT);
-    model_sublayer_out_bwd_local(dact, dw, act, dout, w, BT, Kl, D);
+    /* model_sublayer_out_bwd_local, polling between its two matmuls */
+    kern_matmul_dw(dw, act, dout, BT, Kl, D);
+    par_poll(p);
+    kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
 }
 
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->n_tensor == 1) return dr;
     floats_clear(part, BT * model_shape_of(mod)->D);
     return part;
@@ -162,6 +173,7 @@ float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64
 
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->n_tensor == 1) return;
     const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
     par_pack_cols(p->tensor_scratch_b, part, BT, D, p->n_tensor);
@@ -178,6 +190,7 @@ void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
+    par_poll(p);
     if (!p->partial_req) return;
     mesh_wait(p->partial_req);
     p->partial_req = NULL;

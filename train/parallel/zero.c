@@ -159,10 +159,12 @@ static void layer_part_done(struct par *p, model *mod, int64_t l, int part) {
 
 void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l) {
     layer_part_done(ctx, mod, l, 0);
+    par_poll(ctx);
 }
 
 void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
     layer_part_done(ctx, mod, l, 1);
+    par_poll(ctx);
 }
 
 static void nonlayer_done(struct par *p, model *mod, param_id id) {
@@ -330,6 +332,7 @@ static void ticket_wait(struct par *p, int64_t t) {
 
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->zero < 3) {
         if (p->ug_due) update_gathers_start(p);
         ticket_wait(p, p->ug_base + p->ug_first + (l - p->l0 + 1) * p->ug_layer);
@@ -363,7 +366,8 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
 }
 
 void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
-    (void)ctx, (void)mod, (void)l; /* slots are recycled two layers later */
+    (void)mod, (void)l; /* slots are recycled two layers later */
+    par_poll(ctx);
 }
 
 static float *nonlayer_buf(struct par *p, param_id id) {
@@ -396,6 +400,7 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
 
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
+    par_poll(p);
     if (p->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
     par_drain_upto(p, p->slot_pending[k]); /* the slot's previous reductions must be complete */

@@ -244,6 +244,11 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
+    /* after setup_links: auto needs to know whether the links are emulated */
+    const mesh_progress pm = mesh_progress_auto(m, c->threads);
+    mesh_set_progress(m, strcmp(c->progress, "thread") == 0   ? MESH_PROGRESS_THREAD
+                         : strcmp(c->progress, "inline") == 0 ? MESH_PROGRESS_INLINE
+                                                              : pm);
     t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
         return fail(t, err, errlen,
