@@ -34,8 +34,9 @@
 # 25.7 minutes on 2 idle vCPUs (de0f9f0: 37 runs, 10.5 minutes of them steps); since, the runs
 # skip --bench's matmul-only bound (--no-matmul-bound: the whole global step's sgemms timed on
 # every rank, as long as the steps at the large points) and the data sweeps end at 4096 tokens
-# per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): expect
-# roughly 17–21 minutes idle (not measured).
+# per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): 12.8 minutes
+# on the idle machine at 6a0c70e. Timing the kernels cold in every cache level (ktime) adds about
+# 1–4 s of start-up to a small run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
