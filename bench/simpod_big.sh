@@ -14,8 +14,9 @@
 # message keeps its size; the simulated times are the same). Writes OUTDIR/v5p_<topology>_<run>.csv
 # and the wall and CPU time and peak memory of each run to OUTDIR/v5p_<topology>_<run>.time.
 #   bench/simpod_big.sh [OUTDIR] [TOPOLOGY] [RUN ...]
-#   (default: docs/simpod 8x8x8 x xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir)
-# The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll):
+#   (default: docs/simpod 8x8x8 x x-seq-multi-direct xy xy-ring xy-bidir xy-direct z xyz xyz-1M
+#   xyz-ring xyz-bidir)
+# The runs (every op: AllGather, ReduceScatter, AllReduce, AllToAll, unless they say):
 #   x          ring, bidir at 1 MiB (the book's AllGather_X of bf16[B_X, D_Y], B = 1024, D = 4096,
 #              |Y| = 8) and 16 MiB;
 #   x-seq-multi-direct  the same sizes with seq and multi (bidir on one axis) and direct;
@@ -40,6 +41,7 @@
 #              (the AllToAll's block is then 128 B, and the selector picks Bruck's algorithm);
 #   ag-x-bidir, ag-xy-multi, ag-xyz-multi  one AllGather of 16 MiB, bidir over x, multi over xy
 #              and xyz: the runs of the 16x16x16 slice (4096 chips, 10-20 minutes each).
+#   rs-ar-a2a-x-bidir  the other ops, bidir over x at 16 MiB (for the 16x16x16 slice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/simpod}" topo="${2:-8x8x8}"
@@ -77,10 +79,11 @@ for set in "${sets[@]}"; do
     xyz-direct-64K-* | xyz-direct-1M-*) # one op: xyz-direct-64K-rs
       size="${set#xyz-direct-}" size="${size%%-*}"
       run "$set" xyz "${set##*-}" direct "$size" "$size" 2 1 --cfg smpi/send-is-detached-thresh:0 ;;
+    rs-ar-a2a-x-bidir) run "$set" x rs,ar,a2a bidir 16M 16M 2 1 ;;
     ag-x-bidir | ag-xy-multi | ag-xyz-multi)
       axes="${set#ag-}"
       run "$set" "${axes%-*}" ag "${axes#*-}" 16M 16M 2 1 ;;
-    *) echo "simpod_big: unknown run '$set' (x x-seq-multi-direct xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-mpi-64K-OP xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi)" >&2
+    *) echo "simpod_big: unknown run '$set' (x x-seq-multi-direct xy xy-ring xy-bidir xy-direct z xyz xyz-1M xyz-ring xyz-bidir xyz-direct x-mpi xy-mpi xyz-mpi-{ag,rs,ar,a2a} xyz-mpi-64K-OP xyz-direct-{64K,1M}[-OP] ag-x-bidir ag-xy-multi ag-xyz-multi rs-ar-a2a-x-bidir)" >&2
        exit 2 ;;
   esac
 done
