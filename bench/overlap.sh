@@ -53,7 +53,7 @@ for r in $(seq "$ROUNDS"); do
       continue
     }
     line=$(grep '^bench |' <<<"$out")
-    mode[$name]=$(sed -n 's/^bench:.*, progress \([a-z]*\) |.*/\1/p' <<<"$out" | head -1)
+    mode[$name]+="$(sed -n 's/^bench:.*, progress \([a-z]*\) .*/\1/p' <<<"$out" | head -1) "
     t=$(field "$line" 'ms/step median')
     split=$(grep '^bench split' <<<"$out")
     ccpu[$name]+="$(field "$split" 'compute-cpu') "
@@ -67,6 +67,8 @@ for r in $(seq "$ROUNDS"); do
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 rounds() { tr ' ' '\n' <<<"$1" | grep .; }         # one value per round, "-" for a failed run
+# the progress modes the rounds ran, counted: "inline ×3" or "inline ×2, thread ×1"
+modes() { tr ' ' '\n' <<<"$1" | grep . | sort | uniq -c | awk '{printf "%s%s ×%s", (NR > 1 ? ", " : ""), $2, $1}'; }
 list() { rounds "$1" | grep -v '^-$' || true; }      # the rounds that ran
 # paired ratio per round where both ran: variant $2 (default: $1 --overlap) over $1 (without)
 paired() { paste -d' ' <(rounds "${ms[${2:-$1 --overlap}]}") <(rounds "${ms[$1]}") | awk '$1 != "-" && $2 != "-" && $2 > 0 {print $1 / $2}'; }
@@ -85,7 +87,8 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
   echo "included) per step, median over the rounds. Progress CPU: rank 0's progress thread (which runs"
   echo "--overlap's collectives) per timed step, median. Exposed comm: rank 0's time in blocking"
   echo "collectives and in waits for non-blocking ones per timed step, median. Progress: who ran the"
-  echo "non-blocking calls (--progress; \`--overlap\` alone is the default, auto). Progress CPU: the"
+  echo "non-blocking calls in each round (--progress; \`--overlap\` alone is the default, auto: inline"
+  echo "unless a rank had less than 0.9 of a core at start-up). Progress CPU: the"
   echo "progress thread's CPU, or with inline progress rank 0's CPU on the coroutine that runs them."
   echo
   echo "Compute CPU: the step's compute on rank 0's CPU clock (what it takes on a core of its own),"
@@ -104,7 +107,7 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
     xc=$(list "${xcom[$name]}" | median)
     pr="-"
     case $name in *--overlap*) pr=$(paired "${name%% --overlap*}" "$name" | median | awk '{printf "%.2f", $1}') ;; esac
-    awk -v n="$name" -v pm="${mode[$name]:--}" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
+    awk -v n="$name" -v pm="$(modes "${mode[$name]:-}")" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
       -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" -v xc="${xc:--}" 'BEGIN{printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s | %s | %s |\n", n, (n ~ /overlap/ ? pm : "-"), a, b,
         o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, xc, pr}'
   done
@@ -116,7 +119,7 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
     if [ -z "${ms[$base]:-}" ] || [ -z "${ms[$base --overlap]:-}" ]; then continue; fi
     pr=$(paired "$base" | median | awk '{printf "%.2f", $1}')
     prs=$(paired "$base" | sort -g | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1}')
-    echo "target: $base --overlap (progress ${mode[$base --overlap]:-?}) never slower than without: paired ratio per round $prs, median $pr: $(awk -v p="$pr" 'BEGIN{print (p <= 1.03 ? "within" : "outside")}')"
+    echo "target: $base --overlap (progress $(modes "${mode[$base --overlap]:-}")) never slower than without: paired ratio per round $prs, median $pr: $(awk -v p="$pr" 'BEGIN{print (p <= 1.03 ? "within" : "outside")}')"
     th="$base --overlap --progress thread"
     if [ -n "${ms[$th]:-}" ]; then
       prt=$(paired "$base" "$th" | median | awk '{printf "%.2f", $1}')

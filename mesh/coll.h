@@ -138,7 +138,8 @@ double mesh_progress_cpu(const mesh *m);
  * link emulation (mesh_emulate, mesh_set_link) sleeps until a message's emulated delivery, which
  * needs the thread. The same messages in the same order either way: bit-identical results. The
  * SMPI build always runs the queue on the coroutine (and its simulated compute polls). Not
- * collective, but every rank should choose the same; not while a non-blocking call is in flight. */
+ * collective; ranks may differ (each runs its own queue). Ignored while a non-blocking call is in
+ * flight. */
 typedef enum { MESH_PROGRESS_THREAD, MESH_PROGRESS_INLINE } mesh_progress;
 void mesh_set_progress(mesh *m, mesh_progress mode);
 mesh_progress mesh_get_progress(const mesh *m);

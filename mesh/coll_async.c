@@ -181,8 +181,8 @@ void coll_async_destroy(mesh *m) {
 void mesh_set_progress(mesh *m, mesh_progress mode) {
     const int inl = mode == MESH_PROGRESS_INLINE;
     if (m->async && m->async->thread != (PROGRESS_THREAD && !inl)) {
-        CHECK(!m->async->head, "mesh_set_progress with non-blocking calls in flight");
-        coll_async_destroy(m); /* made again, the new way, at the next non-blocking call */
+        if (m->async->head) return; /* calls in flight: the mode they run in stays */
+        coll_async_destroy(m);      /* made again, the new way, at the next non-blocking call */
     }
     m->progress_inline = inl;
 }

@@ -276,14 +276,14 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     const model_shape *s = &c->shape;
     const int nranks = mesh_nranks(m);
     mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
-             "| %d rank%s, %d BLAS thread%s per rank, progress %s | %d warm-up + %lld timed "
-             "steps\n",
+             "| %d rank%s, %d BLAS thread%s per rank, progress %s (core share %.2f) | %d warm-up + "
+             "%lld timed steps\n",
              (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
              c->threads > 1 ? "s" : "",
-             mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread", BENCH_WARMUP_STEPS,
-             (long long)c->steps);
+             mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
+             trainer_core_share(t), BENCH_WARMUP_STEPS, (long long)c->steps);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
 

@@ -147,8 +147,9 @@ static const flag_def flags[] = {
     {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
      "who runs the asynchronous collectives (--overlap, the collective matmul): a progress "
      "thread, or the rank's own thread between its kernels (inline: no thread competes for the "
-     "rank's core); auto = inline when ranks on the host x (1 + --threads) exceed its cores, "
-     "else thread, and thread under --emulate (docs/fidelity.md, Inline progress)"},
+     "rank's core); auto = inline when ranks on the host x (1 + --threads) exceed its cores "
+     "and each rank had 0.9 of a core at start-up (else the cores are oversubscribed), else "
+     "thread, and thread under --emulate (docs/fidelity.md, Inline progress)"},
     {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
      "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
     {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",

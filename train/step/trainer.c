@@ -30,6 +30,7 @@ struct trainer {
     float *opt_m, *opt_v;
     int64_t n_state;
     double flops;
+    double core_share; /* this rank's thread CPU / wall time while it timed sgemm at start-up */
     report *rep;
     mesh_emulation emu;
     int emulated;
@@ -131,11 +132,14 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
     mesh_agree(mesh_world_comm(m), 0);
     const int64_t n = c->quick_start ? 256 : 1024;
     const double seconds = c->quick_start ? 0.01 : 0.1;
+    const double w0 = mesh_now(), c0 = mesh_thread_cpu();
     for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
         const double f =
             c->emulate[0] ? kern_measure_core_flops(n, seconds) : kern_measure_flops(n, seconds);
         if (f > t->flops) t->flops = f;
     }
+    const double wall = mesh_now() - w0;
+    t->core_share = wall > 0 ? (mesh_thread_cpu() - c0) / wall : 1.0;
     t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
     return c->emulate[0] ? emulate_at(t, t->flops, err, errlen) : 0;
 }
@@ -244,8 +248,14 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
-    /* after setup_links: auto needs to know whether the links are emulated */
-    const mesh_progress pm = mesh_progress_auto(m, c->threads);
+    /* after setup_links: auto needs to know whether the links are emulated, and how much of a
+     * core this rank had while all ranks timed sgemm at once: with less than 0.9 the cores are
+     * oversubscribed (by the ranks or by other jobs), and a progress thread, scheduled on its own
+     * when a message arrives, moves the calls on while the rank waits for a core; inline, they
+     * would move only when the rank runs (docs/fidelity.md, "Inline progress") */
+    mesh_progress pm = mesh_progress_auto(m, c->threads);
+    if (pm == MESH_PROGRESS_INLINE && c->threads <= 1 && t->core_share < 0.9)
+        pm = MESH_PROGRESS_THREAD;
     mesh_set_progress(m, strcmp(c->progress, "thread") == 0   ? MESH_PROGRESS_THREAD
                          : strcmp(c->progress, "inline") == 0 ? MESH_PROGRESS_INLINE
                                                               : pm);
@@ -295,6 +305,9 @@ par *trainer_par(trainer *t) {
 }
 report *trainer_report(trainer *t) {
     return t->rep;
+}
+double trainer_core_share(const trainer *t) {
+    return t->core_share;
 }
 double trainer_flops(const trainer *t) {
     return t->flops;

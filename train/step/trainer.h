@@ -34,6 +34,9 @@ model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
 report *trainer_report(trainer *t);
 double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
+/* The share of a core this rank had while every rank timed sgemm at creation (thread CPU / wall
+ * time; --progress auto picks the progress thread below 0.9). */
+double trainer_core_share(const trainer *t);
 /* Under --emulate, what mesh_emulate chose (its measured_flops: the rate --emulate-rate stood for
  * the chip's peak, averaged over the ranks); NULL without emulation. */
 const mesh_emulation *trainer_emulation(const trainer *t);
