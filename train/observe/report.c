@@ -415,12 +415,20 @@ void report_step_begin(report *r) {
     r->t0 = mesh_now();
 }
 
+/* Collective over: world. Gathers count floats of every rank (mesh's blocking collective over
+ * every axis, MPI's built-in: like every mesh collective, it serves --progress inline's queue
+ * while it waits, which a plain MPI call would not). */
+static void gather_world(report *r, float *all, const float *mine, int64_t count) {
+    mesh_axes world;
+    world.n = mesh_ndims(r->m);
+    for (int a = 0; a < world.n; a++) world.ax[a] = a;
+    mesh_all_gather(r->m, world, all, mine, count, MESH_ALG_MPI);
+}
+
 /* Collective over: world. The step's collectives' transfer from the last rank's start (skew.h),
- * in total and by part, into out; every rank's calls are gathered (MPI's built-in). When the
- * exchange would be too large, or its buffers cannot be allocated, each call keeps this rank's
- * own duration. */
+ * in total and by part, into out; every rank's calls are gathered. When the exchange would be
+ * too large, or a buffer cannot be allocated, each call keeps this rank's own duration. */
 static void skew_step(report *r, step_split *out) {
-    const mesh_comm *w = mesh_world_comm(r->m);
     pthread_mutex_lock(&r->mu);
     const int n = r->nsk;
     skew_call *mine = malloc((size_t)(n > 0 ? n : 1) * sizeof *mine);
@@ -428,35 +436,47 @@ static void skew_step(report *r, step_split *out) {
     if (mine && part)
         for (int i = 0; i < n; i++) mine[i] = r->sk[i], part[i] = r->sk_part[i];
     pthread_mutex_unlock(&r->mu);
-    const int nmax = (int)mesh_agree_max(w, mine && part ? n : REPORT_SKEW_FLOATS);
-    /* the ranks' common origin: the earliest step start, in ns */
-    const double ref = -1e-9 * (double)mesh_agree_max(w, -(int64_t)(r->t0 * 1e9));
     const int nr = mesh_nranks(r->m);
+    float *head = malloc((size_t)nr * 2 * sizeof *head);
+    CHECK(head != NULL, "out of memory (%d ranks' step summaries)", nr);
+    /* every rank's count of calls (−1: no buffers) and step start (a float: the ranks' common
+     * origin, the smallest, is the same on every rank) */
+    const float h[2] = {mine && part ? (float)n : -1.0f, (float)r->t0};
+    gather_world(r, head, h, 2);
+    int nmax = 0, fail = 0;
+    double ref = r->t0;
+    for (int i = 0; i < nr; i++) {
+        fail |= head[2 * i] < 0;
+        nmax = head[2 * i] > nmax ? (int)head[2 * i] : nmax;
+        ref = head[2 * i + 1] < ref ? head[2 * i + 1] : ref;
+    }
     const int64_t nf = (int64_t)nmax * SKEW_FIELDS;
+    const int fits = !fail && nmax > 0 && nf * nr <= REPORT_SKEW_FLOATS;
     float *rows = NULL, *all = NULL;
     double *x = NULL;
-    if (nmax > 0 && nf * nr <= REPORT_SKEW_FLOATS) {
+    if (fits) {
         rows = malloc((size_t)nf * sizeof *rows), all = malloc((size_t)(nf * nr) * sizeof *all);
         x = malloc((size_t)nmax * sizeof *x);
     }
     /* every rank must join the gather or none: agree that all buffers exist */
-    const int ok = mesh_agree(w, rows && all && x && mine && part ? 0 : -1) == 0 && nmax > 0 &&
-                   nf * nr <= REPORT_SKEW_FLOATS;
+    float have = fits && rows && all && x ? 1.0f : 0.0f;
+    gather_world(r, head, &have, 1);
+    int ok = fits;
+    for (int i = 0; i < nr; i++) ok &= head[i] > 0;
     if (ok) {
+        skew_pack(mine, n, nmax, ref, rows);
+        gather_world(r, all, rows, nf);
         mesh_axes world;
         world.n = mesh_ndims(r->m);
         for (int a = 0; a < world.n; a++) world.ax[a] = a;
-        skew_pack(mine, n, nmax, ref, rows);
-        mesh_all_gather(r->m, world, all, rows, nf, MESH_ALG_MPI);
-        const int me = mesh_axes_index(r->m, world);
-        if (skew_transfers(all, nr, nmax, me, r->shared_clock, x) != n)
+        if (skew_transfers(all, nr, nmax, mesh_axes_index(r->m, world), r->shared_clock, x) != n)
             for (int i = 0; i < n; i++) x[i] = mine[i].t1 - mine[i].t0;
     }
     for (int i = 0; mine && part && i < n; i++) {
         const double t = ok ? x[i] : mine[i].t1 - mine[i].t0;
         out->xfer_last += t, out->part_xfer_last[part[i]] += t;
     }
-    free(rows), free(all), free(x), free(mine), free(part);
+    free(rows), free(all), free(x), free(mine), free(part), free(head);
 }
 
 void report_step_end(report *r, double flops_rank, step_split *out) {
