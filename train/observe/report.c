@@ -90,6 +90,7 @@ struct report {
     skew_call *sk;
     step_part *sk_part;
     int nsk, shared_clock;
+    int skew; /* report_set_skew: exchange the calls at each step's end */
 };
 
 const char *step_part_name(step_part p) {
@@ -359,6 +360,10 @@ report *report_create(mesh *m, double flops) {
     return r;
 }
 
+void report_set_skew(report *r, int on) {
+    if (r) r->skew = on != 0;
+}
+
 void report_set_dcn(report *r, int axis) {
     pthread_mutex_lock(&r->mu);
     r->dcn = axis;
@@ -543,7 +548,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     }
     out->overlap = n_async ? report_overlap(c_exp, c_xfer) : -1;
     out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
-    skew_step(r, out);
+    if (r->skew) skew_step(r, out);
     /* idle: how long this rank waited for the slowest rank's compute */
     float mine = (float)out->compute, all[4096];
     mesh_axes world;

@@ -75,6 +75,11 @@ void report_set_compute_parts(report *r, const double *parts);
 /* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
  * predicted time into ICI ones and those over a set with this axis (−1: no split). */
 void report_set_dcn(report *r, int axis);
+/* Not collective, but every rank must set the same. on: report_step_end also computes the step's
+ * transfer from the last rank's start (step_split.xfer_last, skew.h), gathering every rank's calls
+ * over the world at each step's end; off (the default): xfer_last is 0 and the report adds no
+ * traffic of its own beyond one float per rank. For timing runs (--bench). */
+void report_set_skew(report *r, int on);
 void report_destroy(report *r); /* accepts NULL */
 void report_step_begin(report *r);
 /* Collective over: world. flops_rank = the step's FLOPs on this rank. */

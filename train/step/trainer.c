@@ -272,6 +272,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     report_set_compute(t->rep, t->ktime.total);
     report_set_compute_parts(t->rep, t->ktime.part);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
+    report_set_skew(t->rep, c->bench);
     if (!serial && setup_choices(t, err, errlen) < 0) {
         trainer_destroy(t);
         return NULL;
