@@ -1,10 +1,13 @@
 /* comms: the communicators of a mesh context (one per ordered axis set, and world) and its
  * per-rank offset tables, made at mesh_create and freed at mesh_destroy; in the SMPI build the sets
- * of two or three axes are made at their first use (mesh_ctx_set). Calls nothing of the mesh's
+ * of two or three axes are made at their first use (mesh_ctx_set); and the count of ranks on this
+ * rank's host (mesh_host_ranks). Calls nothing of the mesh's
  * collectives, so that mesh.c and coll*.c both depend on it and not on each other. */
 #include "mesh/mesh_impl.h"
 
 #include <stdlib.h>
+
+#include "mesh/where.h"
 
 /* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
  * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Collective
@@ -144,4 +147,17 @@ void comms_free(mesh_ctx *c) {
     free(c->loff);
     free(c->llen);
     free(c->lmid);
+}
+
+/* mesh.h; here rather than in mesh.c, which destroys the non-blocking queue (coll_async.c) that
+ * calls it: neither depends on the other. */
+int mesh_host_ranks(const mesh *m) {
+    MPI_Comm host;
+    int n = 1;
+    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
+    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    mesh_blocking_end();
+    MPI_Comm_size(host, &n);
+    MPI_Comm_free(&host);
+    return n;
 }

@@ -442,14 +442,3 @@ void mesh_print_placement(mesh *m, FILE *out) {
     free(all);
     free(mpi);
 }
-
-int mesh_host_ranks(const mesh *m) {
-    MPI_Comm host;
-    int n = 1;
-    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
-    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
-    mesh_blocking_end();
-    MPI_Comm_size(host, &n);
-    MPI_Comm_free(&host);
-    return n;
-}
