@@ -322,6 +322,11 @@ int mesh_nranks(const mesh *m) {
 int mesh_ndims(const mesh *m) {
     return m->ndims;
 }
+mesh_axes mesh_all_axes(const mesh *m) {
+    mesh_axes a = {.n = m->ndims};
+    for (int k = 0; k < a.n; k++) a.ax[k] = k;
+    return a;
+}
 /* axis, checked to be one of the mesh's. */
 static int valid_axis(const mesh *m, int axis) {
     CHECK(axis >= 0 && axis < m->ndims, "axis %d out of range (mesh has %d)", axis, m->ndims);

@@ -75,6 +75,8 @@ int mesh_axes_parse(const mesh *m, const char *names, mesh_axes *out);
  * (ax[0] major: index = Σ coord(ax[k])·Π_{j>k} size(ax[j])). */
 int mesh_axes_size(const mesh *m, mesh_axes a);
 int mesh_axes_index(const mesh *m, mesh_axes a);
+/* Every axis of the mesh in order (x, y, …): the set whose collectives span the world. */
+mesh_axes mesh_all_axes(const mesh *m);
 /* World rank of the member with index j (0 ≤ j < mesh_axes_size) of this rank's copy of set a:
  * my coordinates, with a's axes set from j (a.ax[0] major). */
 int mesh_axes_member(const mesh *m, mesh_axes a, int j);

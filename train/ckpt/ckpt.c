@@ -63,9 +63,7 @@ static void sum_over_world(mesh *m, uint64_t *v, int n) {
     CHECK(limb, "out of memory for %d checksums", n);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < 8; k++) limb[8 * i + k] = (float)((v[i] >> (8 * k)) & 255u);
-    mesh_axes all = {.n = mesh_ndims(m)};
-    for (int k = 0; k < all.n; k++) all.ax[k] = k;
-    mesh_all_reduce(m, all, limb + 8 * n, limb, 8 * n, MESH_ALG_MPI);
+    mesh_all_reduce(m, mesh_all_axes(m), limb + 8 * n, limb, 8 * n, MESH_ALG_MPI);
     for (int i = 0; i < n; i++) {
         uint64_t s = 0;
         for (int k = 0; k < 8; k++) s += (uint64_t)limb[8 * n + 8 * i + k] << (8 * k);

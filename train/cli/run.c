@@ -69,10 +69,8 @@ void run_resolve_data(config *c, const char *argv0) {
 
 run_peak run_measure_peak(mesh *m, double rank_flops) {
     run_peak pk = {rank_flops, 0};
-    mesh_axes all = {.n = mesh_ndims(m)};
-    for (int k = 0; k < all.n; k++) all.ax[k] = k;
     float v = (float)pk.rank, sum = 0.0f;
-    mesh_all_reduce(m, all, &sum, &v, 1, MESH_ALG_MPI);
+    mesh_all_reduce(m, mesh_all_axes(m), &sum, &v, 1, MESH_ALG_MPI);
     pk.total = sum;
     return pk;
 }

@@ -20,12 +20,6 @@
 /* ---------------------------------------------------------------- the machine and the
  * prediction (also used by the one-batch run of gen_cli.c) */
 
-static mesh_axes all_axes(mesh *m) {
-    mesh_axes a = {.n = mesh_ndims(m)};
-    for (int k = 0; k < a.n; k++) a.ax[k] = k;
-    return a;
-}
-
 gen_machine gen_measure_machine(mesh *m) {
     mesh_agree(mesh_world_comm(m), 0);
     double bw = kern_measure_read_bw(INT64_C(128) << 20, 0.3), fl = 0;
@@ -34,7 +28,7 @@ gen_machine gen_measure_machine(mesh *m) {
         fl = f > fl ? f : fl;
     }
     float in[2] = {(float)bw, (float)fl}, out[2];
-    mesh_all_reduce(m, all_axes(m), out, in, 2, MESH_ALG_MPI);
+    mesh_all_reduce(m, mesh_all_axes(m), out, in, 2, MESH_ALG_MPI);
     return (gen_machine){out[0], out[1]};
 }
 
@@ -42,7 +36,7 @@ gen_step gen_step_total(mesh *m, const gen_step *st) {
     float in[5] = {(float)st->seconds, (float)st->rows, (float)st->p_bytes, (float)st->kv_bytes,
                    (float)st->flops};
     float out[5];
-    mesh_all_reduce(m, all_axes(m), out, in, 5, MESH_ALG_MPI);
+    mesh_all_reduce(m, mesh_all_axes(m), out, in, 5, MESH_ALG_MPI);
     return (gen_step){st->seconds, out[1], out[2], out[3], out[4]};
 }
 

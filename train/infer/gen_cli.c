@@ -21,11 +21,6 @@
 #define GEN_ERR 512
 
 /* Every axis of the mesh, as one axis set. */
-static mesh_axes all_axes(mesh *m) {
-    mesh_axes a = {.n = mesh_ndims(m)};
-    for (int k = 0; k < a.n; k++) a.ax[k] = k;
-    return a;
-}
 
 /* ---------------------------------------------------------------- flags */
 
@@ -183,7 +178,7 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     CHECK(in, "gather_tokens: out of memory");
     if (model_extents_of(gen_model(g))->n0 == 0)
         for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
-    mesh_all_reduce(m, all_axes(m), out, in, B * n, MESH_ALG_MPI);
+    mesh_all_reduce(m, mesh_all_axes(m), out, in, B * n, MESH_ALG_MPI);
     free(in);
 }
 

@@ -262,7 +262,7 @@ static void hook(const mesh_call *c, void *ctx) {
             b += (double)(c->link_bytes[a][0] + c->link_bytes[a][1]);
         r->net_xfer[k] += c->t_end - c->t_start, r->net_pred[k] += p.run, r->net_bytes[k] += b;
         r->net_calls[k]++;
-        if (r->nsk < REPORT_EVENTS) {
+        if (r->skew && r->nsk < REPORT_EVENTS) {
             skew_call *sc = &r->sk[r->nsk];
             sc->set = 0, sc->group = 0;
             for (int a = 0; a < c->axes.n; a++) sc->set |= 1 << c->axes.ax[a];
@@ -424,10 +424,7 @@ void report_step_begin(report *r) {
  * every axis, MPI's built-in: like every mesh collective, it serves --progress inline's queue
  * while it waits, which a plain MPI call would not). */
 static void gather_world(report *r, float *all, const float *mine, int64_t count) {
-    mesh_axes world;
-    world.n = mesh_ndims(r->m);
-    for (int a = 0; a < world.n; a++) world.ax[a] = a;
-    mesh_all_gather(r->m, world, all, mine, count, MESH_ALG_MPI);
+    mesh_all_gather(r->m, mesh_all_axes(r->m), all, mine, count, MESH_ALG_MPI);
 }
 
 /* Collective over: world. The step's collectives' transfer from the last rank's start (skew.h),
@@ -471,10 +468,8 @@ static void skew_step(report *r, step_split *out) {
     if (ok) {
         skew_pack(mine, n, nmax, ref, rows);
         gather_world(r, all, rows, nf);
-        mesh_axes world;
-        world.n = mesh_ndims(r->m);
-        for (int a = 0; a < world.n; a++) world.ax[a] = a;
-        if (skew_transfers(all, nr, nmax, mesh_axes_index(r->m, world), r->shared_clock, x) != n)
+        const int me = mesh_axes_index(r->m, mesh_all_axes(r->m));
+        if (skew_transfers(all, nr, nmax, me, r->shared_clock, x) != n)
             for (int i = 0; i < n; i++) x[i] = mine[i].t1 - mine[i].t0;
     }
     for (int i = 0; mine && part && i < n; i++) {
@@ -551,12 +546,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     if (r->skew) skew_step(r, out);
     /* idle: how long this rank waited for the slowest rank's compute */
     float mine = (float)out->compute, all[4096];
-    mesh_axes world;
-    world.n = mesh_ndims(r->m);
-    for (int a = 0; a < world.n; a++) world.ax[a] = a;
     const int n = mesh_nranks(r->m);
     if (n <= 4096) {
-        mesh_all_gather(r->m, world, all, &mine, 1, MESH_ALG_MPI);
+        gather_world(r, all, &mine, 1);
         float mx = 0;
         for (int i = 0; i < n; i++) mx = all[i] > mx ? all[i] : mx;
         out->idle = (double)mx - out->compute;
