@@ -146,8 +146,12 @@ mesh_progress mesh_get_progress(const mesh *m);
 /* Collective over: world. The mode for a caller that computes on compute_threads threads: INLINE
  * when the mesh's ranks on this host, each with its compute threads and a progress thread, would
  * outnumber the host's cores (the thread would take cores from the compute), THREAD otherwise and
- * whenever a link is emulated. */
-mesh_progress mesh_progress_auto(const mesh *m, int compute_threads);
+ * whenever a link is emulated. core_share: the share of a core the caller's thread had while
+ * every rank computed at once (its CPU time / wall time; pass 1 when not measured); under 0.9
+ * the cores are oversubscribed (by the ranks or by other jobs) and the mode is THREAD too: a
+ * progress thread, scheduled on its own when a message arrives, moves the calls on while the
+ * caller waits for a core, where inline they would move only when the caller runs. */
+mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share);
 /* Not collective. In the inline mode, moves the non-blocking calls in flight on as far as they go
  * without waiting (a few µs when nothing arrived); otherwise nothing. */
 void mesh_poll(mesh *m);

@@ -249,16 +249,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         return NULL;
     }
     /* after setup_links: auto needs to know whether the links are emulated, and how much of a
-     * core this rank had while all ranks timed sgemm at once: with less than 0.9 the cores are
-     * oversubscribed (by the ranks or by other jobs), and a progress thread, scheduled on its own
-     * when a message arrives, moves the calls on while the rank waits for a core; inline, they
-     * would move only when the rank runs (docs/fidelity.md, "Inline progress") */
-    mesh_progress pm = mesh_progress_auto(m, c->threads);
-    if (pm == MESH_PROGRESS_INLINE && c->threads <= 1 && t->core_share < 0.9)
-        pm = MESH_PROGRESS_THREAD;
-    mesh_set_progress(m, strcmp(c->progress, "thread") == 0   ? MESH_PROGRESS_THREAD
-                         : strcmp(c->progress, "inline") == 0 ? MESH_PROGRESS_INLINE
-                                                              : pm);
+     * core this rank had while all ranks timed sgemm at once (measured on the caller's thread:
+     * with more BLAS threads it says nothing; docs/fidelity.md, "Inline progress") */
+    mesh_set_progress(
+        m, strcmp(c->progress, "thread") == 0 ? MESH_PROGRESS_THREAD
+           : strcmp(c->progress, "inline") == 0
+               ? MESH_PROGRESS_INLINE
+               : mesh_progress_auto(m, c->threads, c->threads <= 1 ? t->core_share : 1.0));
     t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
         return fail(t, err, errlen,
