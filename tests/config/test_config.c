@@ -191,6 +191,7 @@ int main(void) {
     bad("--bucket 3", "--bucket 3: smaller than one element on the wire", "minimum is 4 bytes");
     bad("--bucket 1 --comm-dtype bf16", "--bucket 1: smaller", "minimum is 2 bytes");
     bad("--comm-dtype bf16 --alg mpi", "--comm-dtype bf16 needs --alg ring", "mpi moves fp32");
+    bad("--emulate-rate model", "--emulate-rate model needs --emulate CHIP", NULL);
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",
         "longer than");
 
