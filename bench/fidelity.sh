@@ -44,7 +44,9 @@
 # every rank, as long as the steps at the large points) and the data sweeps end at 4096 tokens
 # per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): 12.8 minutes
 # on the idle machine at 6a0c70e. Timing the kernels cold in every cache level (ktime) adds about
-# 1–4 s of start-up to a small run.
+# 1–4 s of start-up to a small run. mixedx's three 4-rank runs took 373 s on the loaded machine
+# (load average 15–19); their predicted steps (6 each, the compute doubled for two ranks per
+# core) add up to 61 s, about 1.5 minutes idle with start-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -281,7 +283,10 @@ targets() {
       else
         against="book $b: $(verdict "$c" "$b")"
       fi
-      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co; whole step's compute CPU = all transfer: $w)"
+      # (mixedx compares the whole step already)
+      local wb2="; whole step's compute CPU = all transfer: $w"
+      [ "$sw" = mixedx ] && wb2=""
+      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co$wb2)"
     done
   done
   for np in $RANKS; do
@@ -366,7 +371,7 @@ targets() {
             why = s == "fsdp" ? "ZeRO-3 keeps the last two layers gathered into the backward (L = 4: 10 of 12 layer collectives)" : ""
             if (n > 2) why = why (why == "" ? "" : "; ") "a ring of " n " sends (N-1)/N of V per link direction"
             if (s == "tpcmm" && n > 2) why = why "; the collective matmul'"'"'s ppermutes use one direction of each link"
-            if (s == "mixedx") why = "the whole step, where the book sets one MLP'"'"'s forward; the attention'"'"'s compute, weights and activation collectives; ZeRO-3 keeps both layers (L = 2) gathered; lines of 2"
+            if (s == "mixedx") why = "the whole step, where the book sets one MLP'"'"'s forward: the backward'"'"'s collectives, the attention'"'"'s compute, weights and activation collectives, the embedding'"'"'s AllReduce over y; ZeRO-3 keeps both layers (L = 2) gathered; lines of 2"
             if (why == "") why = "none (a line of 2 moves the book'"'"'s V/W)"
             printf "| %s | %s | %s | %.0f | %.3f | %s |\n", s, n, b[k], w[k], r[k], why}'
     done
@@ -441,7 +446,7 @@ set label \"on the wire\" at $bwire, graph 0.10 left offset 0.5,0 textcolor rgb 
           tp) xl="d_ff F" ;;
           tpcmm) xl="d_ff F (--collective-matmul on)" ;;
           mixed) xl="|Y| (tensor axis; FSDP over N/|Y|)" ;;
-          mixedx) xl="tokens per step B (d_ff F = B/1.5; x=2 FSDP, y=2 TP)" ;;
+          mixedx) xl="tokens per step B (F = B/1.5; x=2 FSDP, y=2 TP)" ;;
         esac
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"
