@@ -159,8 +159,10 @@ FSDP_MODEL="--layers 4 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
 TP_MODEL="--layers 1 --d-model 256 --heads 4 --seq-len $T --batch 64"
 # the FSDP+TP split: d_ff and sequences per step. For this model's SwiGLU the book's optimal split
 # is X_opt = sqrt((2/3)·(B/F)·N) (its sqrt((B/F)·N) with F_book = 1.5·F: docs/fidelity.md), so
-# |Y| = N/X_opt = sqrt(1.5·N·F/B): with B = 4096 tokens and F = 2048, sqrt(3) = 1.73 on 4 ranks
-# (|Y| = 2, the 2x2 split) and 1.22 on 2 (|Y| = 1); B·F as before (8192 × 1024)
+# |Y| = N/X_opt = sqrt(1.5·N·F/B): with B = 4096 tokens and F = 2048, sqrt(3) = 1.73 on 4 ranks,
+# inside (1, 4), and 1.22 on 2; B·F as before (8192 × 1024). The split the book picks is the one
+# of least communication by its terms at the splits that exist (targets below): there |Y| = 1 on
+# both, by 14% on 4 ranks (the 2x2 split costs F_book/2 + B/2 against F_book)
 MIX_F=2048 MIX_B=32
 # FSDP+TP's threshold as a crossover (mixedx, 4 ranks, x=2,y=2): L=2 D=128 and F = 4096, 6144,
 # 10240 with B = 1.5·F tokens per step (48, 72, 120 sequences). Along B = 1.5·F the book's
@@ -294,10 +296,22 @@ targets() {
     best=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n && $5 > 0 {print $5, $4}' "$CSV" | sort -g | awk 'NR == 1 {print $2}')
     [ -n "$best" ] || continue
     yopt=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n {print $16; exit}' "$CSV")
-    # the split the book picks: |Y| = N/X_opt rounded to a power of two within [1, N]
-    local ybook
-    ybook=$(awk -v y="$yopt" -v n="$np" 'BEGIN{p = 1; while (p * 2 <= n && p * 2 <= y * 1.414) p *= 2; print p}')
-    echo "target: mixed split, $np ranks: fastest |Y| = $best, the book's |Y| = N/X_opt = $yopt, i.e. |Y| = $ybook: $([ "$best" = "$ybook" ] && echo within || echo outside)"
+    # the split the book picks: the one of least communication per MLP forward by its terms, in
+    # units of 4·D/W: F_book/|Y| for the weights' AllGather over X = N/|Y| (none when X = 1),
+    # B/X for the activations' AllGather and ReduceScatter over Y (none when |Y| = 1). X_opt
+    # minimises their sum over a continuous X with both terms present; a pure split drops one,
+    # so on N = 4 with one axis each the 2x2 split (F_book/2 + B/2) never costs less than the
+    # better pure one, and ties both only at B = F_book
+    local ybook costs
+    read -r ybook costs < <(awk -v n="$np" -v b=$((MIX_B * T)) -v f="$MIX_F" 'BEGIN{
+      fb = 1.5 * f; best = 0
+      for (y = 1; y <= n; y *= 2) {
+        x = n / y; c = (x > 1 ? fb / y : 0) + (y > 1 ? b / x : 0)
+        s = s sprintf("%s|Y| = %d: %.0f", (y > 1 ? ", " : ""), y, c)
+        if (!best || c < bc) {best = y; bc = c}
+      }
+      print best, s}')
+    echo "target: mixed split, $np ranks: fastest |Y| = $best; the book's X_opt gives |Y| = N/X_opt = $yopt, its communication per MLP forward at the splits that exist (4·D/W) $costs: |Y| = $ybook: $([ "$best" = "$ybook" ] && echo within || echo outside)"
     awk -F, -v n="$np" -v a="$ALPHA" -v f="$MIX_F" -v b=$((MIX_B * T)) '$1 == "mixed" && $2 == n && $3 ~ /;/ {
       thr = 4 * a * a / (1.5 * f); bn = b / n
       book = bn > thr ? "compute-bound" : "communication-bound"
