@@ -22,10 +22,10 @@
 #    except that t uses each rank's own rate (at most 2× the mean on 2 ranks). Per layer the
 #    plain collectives take 6h (3h a sublayer); with the collective matmul the attention's blocks
 #    never hide (4h) and the MLP's expose max(0,h−t) + 2·max(0,h−2t) + max(0,h−4t), so it wins
-#    while that stays below 2h: t > 2h/9. At F=16384, t ≈ 1.1h at the mean rate (0.65–0.69 of
-#    the plain collectives' time in 4 runs, 8 ranks' verdicts, rates up to 1.44× apart): a rank
-#    would need 5× the mean rate to flip it. At F=128, t ≈ 0.001h: 8h against 6h (1.33 in every
-#    run).
+#    while that stays below 2h: t > 2h/9. At F=16384, t ≈ 1.1h at the mean rate (its exposure
+#    0.65–0.69 of the plain collectives' in 4 runs, 8 ranks' verdicts, rates up to 1.44× apart):
+#    a rank would need 5× the mean rate to flip it. At F=128, t ≈ 0.001h: 8h against 6h (1.33 in
+#    every run).
 # usage: cmm_async.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
