@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
      * it arrives a few 2⁻⁸ off, relative to its partial sums. AdamW's m̂/(√v̂ + ε) passes that
      * relative error to the update 1:1 where the gradient keeps its sign and |g| ≫ ε, and
      * amplifies it where the partial sums cancel (a flipped sign moves by up to 2·lr): the worst
-     * seen is 0.074 (19·2⁻⁸, wv under FSDP+TP 2x2 with --overlap) and 0.017 under DP 3. k_u = 32
+     * seen is 0.074 (19·2⁻⁸, wv under FSDP+TP 2x2 with --overlap) and 0.025 under DP 3. k_u = 32
      * (0.125) leaves 1.7× margin; a run that does not update shows 1.0, one tensor updated at
      * twice the rate 1.0. In fp32 the worst seen is 2.4e-5 (200·FLT_EPSILON); k_u = 2048 (2.4e-4)
      * keeps 10×. AdamW normalises a gradient's scale away: a gradient ×2 in one tensor moves its
