@@ -366,6 +366,13 @@ targets() {
       ml = s == "tp" || s == "tpcmm" ? $32 : $31
       mc = ml > 0 ? sprintf("%s (%s)", ml, mo) : mo
       printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, ($31 > 0 ? $31 : "-"), $12, $10, $15, $16, ($29 > 0 ? $29 : "-"), cc, mc}' "$CSV"
+    if command -v gnuplot >/dev/null; then # the sweep's plots (drawn below), one per rank count
+      echo
+      for np in $RANKS; do
+        awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {f = 1} END {exit !f}' "$CSV" &&
+          echo "![$sweep on $np ranks](fidelity_${sweep}_np${np}.svg)"
+      done
+    fi
   done
 } >"$MD"
 targets

@@ -585,23 +585,23 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
             (long long)t->steps);
     fprintf(out, "  %-14s %7s %6s %10s %11s %11s %12s %9s %7s %5s  %s\n", "collective", "calls",
             "async", "MB sent", "exposed ms", "transfer ms", "predicted ms", "meas/pred", "overlap",
-            "book", "regime (book)");
+            "pred", "regime (book)");
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         if (t->calls[op] == 0) continue;
         const double ratio = t->pred[op] > 0 ? t->xfer[op] / t->pred[op] : 0;
-        char book[16] = "-";
+        char hid[16] = "-"; /* the predicted share hidden */
         if (op < MESH_OP_SEND && t->pred[op] > 0)
-            snprintf(book, sizeof book, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
+            snprintf(hid, sizeof hid, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
         fprintf(out,
                 "  %-14s %7lld %6lld %10.3f %11.2f %11.2f %12.2f %9.2f %6.0f%% %5s  %lld of "
                 "%lld latency-bound\n",
                 mesh_op_name((mesh_op)op), (long long)t->calls[op], (long long)t->async_calls[op],
                 t->bytes[op] / 1e6, 1e3 * t->exposed[op], 1e3 * t->xfer[op], 1e3 * t->pred[op],
-                ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), book,
+                ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), hid,
                 (long long)t->latency_calls[op], (long long)t->calls[op]);
     }
     fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
-                 "compute (OSU's measure);\n  book = the prediction's: the share of the "
+                 "compute (OSU's measure);\n  pred = the prediction's: the share of the "
                  "predicted transfer that the step's replay hides\n");
     if (r->dcn >= 0) {
         char name[2][24];
