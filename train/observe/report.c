@@ -39,7 +39,7 @@
 #include "train/observe/skew.h"
 #include "train/observe/trace.h"
 
-#define REPORT_EVENTS 16384  /* events one step may record (more: the prediction is skipped) */
+#define REPORT_EVENTS 16384  /* events one step may record (more: the plain sum, noted once) */
 #define REPORT_SWITCHES 8192 /* part switches one step may record (later ones: the last part) */
 #define REPORT_PART_DEPTH 16 /* nested spans the part stack follows */
 /* the largest exchange of calls (all ranks' rows, floats: 4 MB a rank); the SMPI dry run (every
@@ -62,7 +62,7 @@ struct report {
     int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
     double book_comm; /* the book's time of the step's collectives (bf16, max-form) */
     predict_event *ev;
-    int nev, overflow;
+    int nev, overflow, overflow_noted;
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
@@ -522,6 +522,13 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     memcpy(out->part_pred_compute, r->part_compute_pred, sizeof out->part_pred_compute);
     out->pred_compute = r->compute_pred;
     out->pred_step = overflow ? r->compute_pred + pred_block + pred_async : pr.step;
+    if (overflow && !r->overflow_noted) {
+        r->overflow_noted = 1;
+        mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
+                 "and the prediction of such a step is the plain sum of its compute and every "
+                 "collective's predicted time (nothing hidden)\n",
+                 (long long)r->tot.steps + 1, REPORT_EVENTS);
+    }
     out->pred_comm = pr.comm;
     out->pred_exposed = out->pred_step - out->pred_compute;
     out->dominant = pr.dominant;
