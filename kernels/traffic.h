@@ -7,7 +7,8 @@
  * array written) and an add (two arrays read, one written: y += x, the embedding's scatter-add).
  * The count is the calling thread's own (C11 _Thread_local; in the SMPI build, whose simulated
  * ranks may share a thread, a global, which SMPI keeps per rank), so a reader on the thread that
- * runs the step's compute sees that thread's passes only. One addition per call. Depends on
+ * runs the step's compute sees that thread's passes only. One addition per call. With gemm.c's
+ * bug handler the only state in kernels/: a count, which changes no result. Depends on
  * nothing. */
 #ifndef MT_KERNELS_TRAFFIC_H
 #define MT_KERNELS_TRAFFIC_H
