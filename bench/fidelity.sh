@@ -8,11 +8,16 @@
 #   tp     d_ff sweep, --mesh y=N --tensor y
 #   tpcmm  the tp sweep with --collective-matmul on (3 points)
 #   mixed  data/tensor split of N chips at a fixed model and batch: |Y| = 1 .. N, FSDP over the rest
+#   mixedx FSDP+TP's threshold as a crossover, 4 ranks only: --mesh x=2,y=2 (ZeRO-3 over x, TP over
+#          y), tokens per step B and d_ff F swept together along B = 1.5·F, where the 2x2 split is
+#          the book's optimum for this model's SwiGLU (3 points)
 # Each crossover compares what the book's boundary compares (docs/fidelity.md), from meshtrain's
 # `bench parts` lines (the step's compute CPU time and collectives by pass and sublayer):
 #   dp     the backward pass's compute = the step's transfer (the gradient AllReduces)
 #   fsdp   the forward + backward passes' compute = the step's transfer (2 AllGathers, 1 RS)
 #   tp     the MLP's forward compute = the transfer of the collectives issued in it (AG + RS)
+#   mixedx the whole step's compute = the step's transfer (FSDP's gathers and scatters over x,
+#          TP's activation collectives over y)
 # with each collective's transfer counted from the last rank's start to the last rank's end
 # (`transfer-last`: without the wait for a late peer, which grows with the compute around the
 # call; each rank's own start → end is kept beside it, `transfer`)
@@ -20,14 +25,17 @@
 # meshtrain prints (`bench wire-boundary`, from the bytes mesh counted on each link: ZeRO-3's
 # re-gathers, a ring's (N−1)/N, the collective matmul's one-way ppermutes, fp32 or bf16), beside
 # the book's ideal (`bench boundary`: α tokens per rank; F = |Y|·α·2/3 for this model's SwiGLU,
-# whose forward is 6·B·D·F/|Y| FLOPs, not the book's 4).
+# whose forward is 6·B·D·F/|Y| FLOPs, not the book's 4; for FSDP+TP the book's threshold along
+# the run's B/F, B = α·(X/M_X + ⅔·(B/F)·Y/M_Y) tokens per step, 4α = 10200 on mixedx's path;
+# on the wire, `bench wire-boundary mixed`: the whole step's FLOPs at the chip's peak against all
+# of its collectives' link bytes).
 # Writes OUT_DIR/fidelity.csv (one row per run), OUT_DIR/fidelity_results.md (the tables and the
 # targets) and, when gnuplot is installed (Debian: gnuplot-nox), OUT_DIR/fidelity_<sweep>_np<N>.svg:
 # step time and exposed communication against the swept variable, with the book's boundary
 # marked. Prints one line per target (within / outside), also under "Targets" in the .md.
 # usage: bench/fidelity.sh [BUILD_DIR]
 # env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto RATE=model OUT_DIR=docs
-#      SWEEPS="dp fsdp tp tpcmm mixed"
+#      SWEEPS="dp fsdp tp tpcmm mixed mixedx"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
 # The DP/FSDP and TP models are sized to be bandwidth-bound (below). With the defaults the run took
@@ -36,7 +44,9 @@
 # every rank, as long as the steps at the large points) and the data sweeps end at 4096 tokens
 # per rank on 4 ranks and for FSDP on 2 (their 8192 points took 3 minutes of steps): 12.8 minutes
 # on the idle machine at 6a0c70e. Timing the kernels cold in every cache level (ktime) adds about
-# 1–4 s of start-up to a small run.
+# 1–4 s of start-up to a small run. mixedx's three 4-rank runs took 373 s on the loaded machine
+# (load average 15–19); their predicted steps (6 each, the compute doubled for two ranks per
+# core) add up to 61 s, about 1.5 minutes idle with start-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -46,7 +56,7 @@ COMM=${COMM:-bf16}
 BUCKET=${BUCKET:-auto}
 RATE=${RATE:-model}
 OUT_DIR=${OUT_DIR:-docs}
-SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed}
+SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed mixedx}
 MT="$BUILD/meshtrain"
 [ -x "$MT" ] || { echo "fidelity: $MT not found; build first" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -88,7 +98,8 @@ parts() {
 }
 
 # run SWEEP NP VAR BOUNDARY MESH FLAGS...: one meshtrain --bench run, one CSV row; BOUNDARY "dp",
-# "tp": the one of `bench boundary` (tokens per rank, F), else the number itself
+# "tp", "mixed": the one of `bench boundary` (tokens per rank, F, tokens per step), else the
+# number itself
 run() {
   local sweep=$1 np=$2 var=$3 bnd=$4 meshs=$5
   shift 5
@@ -117,6 +128,8 @@ run() {
         wb=$(field "$wl" 'data-tokens-per-rank'); wr=$(field "$wl" 'data-ratio') ;;
     tp) bnd=$(field "$bl" 'tensor-F')
         wb=$(field "$wl" 'tensor-F'); wr=$(field "$wl" 'tensor-ratio') ;;
+    mixed) bnd=$(field "$bl" 'mixed-tokens')
+        wb=$(field "$wl" 'mixed-tokens'); wr=$(field "$wl" 'mixed-ratio') ;;
   esac
   pc=$(grep '^bench parts compute-cpu' <<<"$out"); px=$(grep '^bench parts transfer |' <<<"$out")
   local pxl xl mxl
@@ -144,7 +157,20 @@ FSDP_MODEL="--layers 4 --d-model 512 --heads 8 --d-ff 2048 --seq-len $T"
 # TP: 64 sequences of 128 = 8192 tokens at D=256: each activation AllGather/ReduceScatter moves
 # 4.2 MB (bf16), 23× a hop's latency
 TP_MODEL="--layers 1 --d-model 256 --heads 4 --seq-len $T --batch 64"
-MIX_F=1024 MIX_B=64 # the FSDP+TP split: d_ff and sequences per step
+# the FSDP+TP split: d_ff and sequences per step. For this model's SwiGLU the book's optimal split
+# is X_opt = sqrt((2/3)·(B/F)·N) (its sqrt((B/F)·N) with F_book = 1.5·F: docs/fidelity.md), so
+# |Y| = N/X_opt = sqrt(1.5·N·F/B): with B = 4096 tokens and F = 2048, sqrt(3) = 1.73 on 4 ranks,
+# inside (1, 4), and 1.22 on 2; B·F as before (8192 × 1024). The split the book picks is the one
+# of least communication by its terms at the splits that exist (targets below): there |Y| = 1 on
+# both, by 14% on 4 ranks (the 2x2 split costs F_book/2 + B/2 against F_book)
+MIX_F=2048 MIX_B=32
+# FSDP+TP's threshold as a crossover (mixedx, 4 ranks, x=2,y=2): L=2 D=128 and F = 4096, 6144,
+# 10240 with B = 1.5·F tokens per step (48, 72, 120 sequences). Along B = 1.5·F the book's
+# X_opt = 2 = |Y|, and its threshold is B = 4α = 10200 tokens per step (B/N = α): derived for this
+# model, the whole step and the bytes on the wire in docs/fidelity.md. Two layers: ZeRO-3 keeps
+# both gathered into the backward (no re-gather), which halves the cost of four
+MIXX_MODEL="--layers 2 --d-model 128 --heads 4 --seq-len $T"
+MIXX_F="4096 6144 10240"
 [ -n "${REPORT_ONLY:-}" ] && RUN_RANKS="" || RUN_RANKS=$RANKS
 for np in $RUN_RANKS; do
   for sweep in $SWEEPS; do
@@ -169,9 +195,9 @@ for np in $RUN_RANKS; do
           run tpcmm "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y --collective-matmul on
         done ;;
       mixed)
-        # B = 64 sequences = 8192 tokens, F = 1024; the book's optimum X = sqrt(B/F · N) (one
-        # data axis, one tensor axis), so |Y|_opt = N / X_opt
-        yopt=$(awk -v n="$np" -v b=$((MIX_B * T)) -v f="$MIX_F" 'BEGIN{printf "%.2f", n / sqrt(b / f * n)}')
+        # the book's optimum X = sqrt(B/F_book · N) (one data axis, one tensor axis, F_book =
+        # 1.5·F for the SwiGLU), so |Y|_opt = N / X_opt
+        yopt=$(awk -v n="$np" -v b=$((MIX_B * T)) -v f="$MIX_F" 'BEGIN{printf "%.2f", n / sqrt(b / (1.5 * f) * n)}')
         y=1
         while [ "$y" -le "$np" ]; do
           x=$((np / y))
@@ -182,6 +208,13 @@ for np in $RUN_RANKS; do
           run mixed "$np" "$y" "$yopt" "$meshs" --layers 4 --d-model 128 --heads 4 --d-ff "$MIX_F" \
             --seq-len "$T" --batch "$MIX_B" $fl
           y=$((y * 2))
+        done ;;
+      mixedx) # 4 ranks only: the 2x2 split
+        [ "$np" -eq 4 ] || continue
+        for F in $MIXX_F; do
+          # shellcheck disable=SC2086
+          run mixedx 4 $((F * 3 / 2)) mixed "x=2,y=2" $MIXX_MODEL --d-ff "$F" \
+            --batch $((F * 3 / 2 / T)) --dp x --zero 3 --tensor y --overlap --bucket "$BUCKET"
         done ;;
     esac
   done
@@ -226,12 +259,13 @@ targets() {
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
   done
   local sw b bw c cp w cc mc mo co pc pm what against
-  for sw in dp fsdp tp tpcmm; do
+  for sw in dp fsdp tp tpcmm mixedx; do
     # the columns compared (measured compute, measured transfer, predicted compute, comm)
     # (mc: the transfer from the last rank's start; mo: from each rank's own, the old measure)
     case $sw in
       dp) cc=21 mc=31 mo=18 pc=25 pm=12 what="backward-pass compute CPU = the step's transfer (gradient AllReduces), tokens per rank" ;;
       fsdp) cc=22 mc=31 mo=18 pc=26 pm=12 what="forward+backward compute CPU = the step's transfer (AllGathers, ReduceScatters), tokens per rank" ;;
+      mixedx) cc=17 mc=31 mo=18 pc=11 pm=12 what="FSDP+TP on x=2,y=2: the step's compute CPU = its transfer (weights' gathers and scatters over x, activations' over y), tokens per step along B = 1.5·F" ;;
       *) cc=23 mc=32 mo=24 pc=27 pm=28 what="MLP forward compute CPU = its AllGather + ReduceScatter transfer, d_ff" ;;
     esac
     for np in $RANKS; do
@@ -251,7 +285,10 @@ targets() {
       else
         against="book $b: $(verdict "$c" "$b")"
       fi
-      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co; whole step's compute CPU = all transfer: $w)"
+      # (mixedx compares the whole step already)
+      local wb2="; whole step's compute CPU = all transfer: $w"
+      [ "$sw" = mixedx ] && wb2=""
+      echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co$wb2)"
     done
   done
   for np in $RANKS; do
@@ -259,16 +296,28 @@ targets() {
     best=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n && $5 > 0 {print $5, $4}' "$CSV" | sort -g | awk 'NR == 1 {print $2}')
     [ -n "$best" ] || continue
     yopt=$(awk -F, -v n="$np" '$1 == "mixed" && $2 == n {print $16; exit}' "$CSV")
-    # the split the book picks: |Y| = N/X_opt rounded to a power of two within [1, N]
-    local ybook
-    ybook=$(awk -v y="$yopt" -v n="$np" 'BEGIN{p = 1; while (p * 2 <= n && p * 2 <= y * 1.414) p *= 2; print p}')
-    echo "target: mixed split, $np ranks: fastest |Y| = $best, the book's |Y| = N/X_opt = $yopt, i.e. |Y| = $ybook: $([ "$best" = "$ybook" ] && echo within || echo outside)"
+    # the split the book picks: the one of least communication per MLP forward by its terms, in
+    # units of 4·D/W: F_book/|Y| for the weights' AllGather over X = N/|Y| (none when X = 1),
+    # B/X for the activations' AllGather and ReduceScatter over Y (none when |Y| = 1). X_opt
+    # minimises their sum over a continuous X with both terms present; a pure split drops one,
+    # so on N = 4 with one axis each the 2x2 split (F_book/2 + B/2) never costs less than the
+    # better pure one, and ties both only at B = F_book
+    local ybook costs
+    read -r ybook costs < <(awk -v n="$np" -v b=$((MIX_B * T)) -v f="$MIX_F" 'BEGIN{
+      fb = 1.5 * f; best = 0
+      for (y = 1; y <= n; y *= 2) {
+        x = n / y; c = (x > 1 ? fb / y : 0) + (y > 1 ? b / x : 0)
+        s = s sprintf("%s|Y| = %d: %.0f", (y > 1 ? ", " : ""), y, c)
+        if (!best || c < bc) {best = y; bc = c}
+      }
+      print best, s}')
+    echo "target: mixed split, $np ranks: fastest |Y| = $best; the book's X_opt gives |Y| = N/X_opt = $yopt, its communication per MLP forward at the splits that exist (4·D/W) $costs: |Y| = $ybook: $([ "$best" = "$ybook" ] && echo within || echo outside)"
     awk -F, -v n="$np" -v a="$ALPHA" -v f="$MIX_F" -v b=$((MIX_B * T)) '$1 == "mixed" && $2 == n && $3 ~ /;/ {
-      thr = 4 * a * a / f; bn = b / n
+      thr = 4 * a * a / (1.5 * f); bn = b / n
       book = bn > thr ? "compute-bound" : "communication-bound"
       xf = $31 > 0 ? $31 : $18
       meas = $17 > xf ? "compute-bound" : "communication-bound"
-      printf "target: mixed threshold, %s ranks (%s): B/N = %d vs 4α²/(M_X·M_Y·F) = %.0f, the book: %s; measured compute CPU %.0f ms vs transfer %.0f ms: %s: %s\n",
+      printf "target: mixed threshold, %s ranks (%s): B/N = %d vs 4α²/(M_X·M_Y·F_book) = %.0f (F_book = 1.5·F), the book: %s; measured compute CPU %.0f ms vs transfer %.0f ms: %s: %s\n",
         n, $3, bn, thr, book, $17, xf, meas, (book == meas ? "within" : "outside")}' "$CSV"
   done
 }
@@ -299,7 +348,8 @@ targets() {
   echo "  book's formulas with bf16 bytes)."
   echo "- *boundary*: the book's crossover for the swept variable (B/X = α·wire/2 tokens per rank for"
   echo "  DP/FSDP; F = |Y|·α·wire/2·2/3 for TP with this model's SwiGLU MLP, whose forward is 6·B·D·F/|Y|"
-  echo "  FLOPs against the book's 4; |Y| = N/X_opt for the FSDP+TP split; α = $ALPHA with bf16)."
+  echo "  FLOPs against the book's 4; |Y| = N/X_opt for the FSDP+TP split; tokens per step"
+  echo "  B = α·(X + ⅔·(B/F)·|Y|) for FSDP+TP's threshold along the run's B/F, 4α on mixedx's path; α = $ALPHA with bf16)."
   echo "- *on the wire*: the book's boundary for the collectives and bytes the run put on the wire"
   echo "  (meshtrain's \`bench wire-boundary\`: the time of the bytes mesh counted on each link against"
   echo "  the book's collectives in bf16; docs/fidelity.md). The crossover targets are judged against it."
@@ -325,7 +375,7 @@ targets() {
   echo
   echo "| sweep | ranks | book's boundary | on the wire | ratio | what differs from the book |"
   echo "|---|---|---|---|---|---|"
-  for sw in dp fsdp tp tpcmm; do
+  for sw in dp fsdp tp tpcmm mixedx; do
     for np in $RANKS; do
       awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n && $29 > 0 {print $16, $29, $30}' "$CSV" |
         sort -g -k3 | awk -v s="$sw" -v n="$np" '{b[NR] = $1; w[NR] = $2; r[NR] = $3}
@@ -335,6 +385,7 @@ targets() {
             why = s == "fsdp" ? "ZeRO-3 keeps the last two layers gathered into the backward (L = 4: 10 of 12 layer collectives)" : ""
             if (n > 2) why = why (why == "" ? "" : "; ") "a ring of " n " sends (N-1)/N of V per link direction"
             if (s == "tpcmm" && n > 2) why = why "; the collective matmul'"'"'s ppermutes use one direction of each link"
+            if (s == "mixedx") why = "the whole step, where the book sets one MLP'"'"'s forward: the backward'"'"'s collectives, the attention'"'"'s compute, weights and activation collectives, the embedding'"'"'s AllReduce over y; ZeRO-3 keeps both layers (L = 2) gathered; lines of 2"
             if (why == "") why = "none (a line of 2 moves the book'"'"'s V/W)"
             printf "| %s | %s | %s | %.0f | %.3f | %s |\n", s, n, b[k], w[k], r[k], why}'
     done
@@ -361,11 +412,18 @@ targets() {
     # the compared columns: what the sweep's crossover sets against each other (targets above)
     # (the transfer compared: from the last rank's start; from rank 0's own start in brackets)
     awk -F, -v s="$sweep" '$1 == s {
-      cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+      cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s ~ /^mixed/ ? $17 : $23
       mo = s == "tp" || s == "tpcmm" ? $24 : $18
       ml = s == "tp" || s == "tpcmm" ? $32 : $31
       mc = ml > 0 ? sprintf("%s (%s)", ml, mo) : mo
       printf "| %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $7, ($7 > 0 ? $5 / $7 : 0), $8, $9, $17, $11, $18, ($31 > 0 ? $31 : "-"), $12, $10, $15, $16, ($29 > 0 ? $29 : "-"), cc, mc}' "$CSV"
+    if command -v gnuplot >/dev/null; then # the sweep's plots (drawn below), one per rank count
+      echo
+      for np in $RANKS; do
+        awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {f = 1} END {exit !f}' "$CSV" &&
+          echo "![$sweep on $np ranks](fidelity_${sweep}_np${np}.svg)"
+      done
+    fi
   done
 } >"$MD"
 targets
@@ -376,7 +434,7 @@ if command -v gnuplot >/dev/null; then
     for np in $RANKS; do
       dat=$(mktemp)
       awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {
-        cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s == "mixed" ? $17 : $23
+        cc = s == "dp" ? $21 : s == "fsdp" ? $22 : s ~ /^mixed/ ? $17 : $23
         mc = s == "tp" || s == "tpcmm" ? ($32 > 0 ? $32 : $24) : ($31 > 0 ? $31 : $18)
         print $4, $5, $7, $8, $9, $10, $16, (cc > 0 ? cc : "NaN"), (mc > 0 ? mc : "NaN"), ($29 > 0 ? $29 : $16)}' "$CSV" >"$dat"
       if [ -s "$dat" ]; then
@@ -402,6 +460,7 @@ set label \"on the wire\" at $bwire, graph 0.10 left offset 0.5,0 textcolor rgb 
           tp) xl="d_ff F" ;;
           tpcmm) xl="d_ff F (--collective-matmul on)" ;;
           mixed) xl="|Y| (tensor axis; FSDP over N/|Y|)" ;;
+          mixedx) xl="tokens per step B (F = B/1.5; x=2 FSDP, y=2 TP)" ;;
         esac
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"

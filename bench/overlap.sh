@@ -14,7 +14,8 @@
 # Writes OUT (default docs/overlap_results.md) and prints one line per target:
 #   --overlap (the default progress) never slower than without (beyond noise: the paired ratio's
 #   median within 1.03),
-#   efficiency ≥ 0.93 (from the min over rounds of each).
+#   efficiency ≥ 0.93 (per round against that round's 1-rank run, median over the rounds; the min
+#   over rounds of each, min with min, printed beside it).
 # usage: bench/overlap.sh [BUILD_DIR]   env: ROUNDS=5 STEPS=6 OUT=docs/overlap_results.md
 #        EXTRA="" (flags added to every 2-rank variant, e.g. "--bucket auto")
 set -euo pipefail
@@ -72,6 +73,9 @@ modes() { tr ' ' '\n' <<<"$1" | grep . | sort | uniq -c | awk '{printf "%s%s ×%
 list() { rounds "$1" | grep -v '^-$' || true; }      # the rounds that ran
 # paired ratio per round where both ran: variant $2 (default: $1 --overlap) over $1 (without)
 paired() { paste -d' ' <(rounds "${ms[${2:-$1 --overlap}]}") <(rounds "${ms[$1]}") | awk '$1 != "-" && $2 != "-" && $2 > 0 {print $1 / $2}'; }
+# efficiency per round where both ran: the round's 1-rank step over 2 × variant $1's (the two ran
+# minutes apart at most, so a slow spell of the machine that lasts a round weighs on both)
+eff_paired() { paste -d' ' <(rounds "${ms[1 rank]}") <(rounds "${ms[$1]}") | awk '$1 != "-" && $2 != "-" && $2 > 0 {print $1 / (2 * $2)}'; }
 one_min=$(list "${ms[1 rank]}" | minimum)
 one_med=$(list "${ms[1 rank]}" | median)
 one_cc=$(list "${ccpu[1 rank]}" | median)
@@ -83,7 +87,9 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
   echo "Model \`$MODEL\` (config (a)), 1 BLAS thread per rank, no emulation. Per run the"
   echo "median step of $STEPS timed steps; per variant the min and median over $ROUNDS rounds, the"
   echo "variants alternating within each round. Efficiency = t(1 rank) / (2 · t(2 ranks)), min with"
-  echo "min and median with median. CPU s/step: the ranks' user + sys time over the whole run (start-up"
+  echo "min and median with median; per round: each round's 2-rank run against the same round's 1-rank"
+  echo "run, median over the rounds (what the 0.93 target is judged by: a slow spell of the machine that"
+  echo "lasts a round weighs on both sides of the ratio). CPU s/step: the ranks' user + sys time over the whole run (start-up"
   echo "included) per step, median over the rounds. Progress CPU: rank 0's progress thread (which runs"
   echo "--overlap's collectives) per timed step, median. Exposed comm: rank 0's time in blocking"
   echo "collectives and in waits for non-blocking ones per timed step, median. Progress: who ran the"
@@ -95,8 +101,8 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
   echo "median; its efficiency, t_cpu(1 rank) / (2 · t_cpu(2 ranks)), is the best the 2-rank run can reach"
   echo "(the split batch's smaller matmuls), whatever the communication does."
   echo
-  echo "| variant | progress | ms/step min | ms/step median | efficiency (min) | efficiency (median) | CPU s/step | compute CPU ms | its efficiency | progress CPU ms | exposed comm ms | overlap / without (paired, median) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| variant | progress | ms/step min | ms/step median | efficiency (min) | efficiency (median) | efficiency per round (median) | CPU s/step | compute CPU ms | its efficiency | progress CPU ms | exposed comm ms | overlap / without (paired, median) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for v in "${variants[@]}"; do
     IFS='|' read -r name np flags <<<"$v"
     [ -n "${ms[$name]:-}" ] || continue
@@ -107,9 +113,11 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
     xc=$(list "${xcom[$name]}" | median)
     pr="-"
     case $name in *--overlap*) pr=$(paired "${name%% --overlap*}" "$name" | median | awk '{printf "%.2f", $1}') ;; esac
+    pe="-"
+    [ "$np" -gt 1 ] && pe=$(eff_paired "$name" | median | awk '{printf "%.2f", $1}')
     awk -v n="$name" -v pm="$(modes "${mode[$name]:-}")" -v a="$mn" -v b="$md" -v o1="$one_min" -v o2="$one_med" -v p="$np" -v c="$cs" -v pr="$pr" \
-      -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" -v xc="${xc:--}" 'BEGIN{printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %.2f | %s | %s | %s |\n", n, (n ~ /overlap/ ? pm : "-"), a, b,
-        o1 / (p * a), o2 / (p * b), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, xc, pr}'
+      -v cc="$cc" -v oc="$one_cc" -v pc="${pc:--}" -v xc="${xc:--}" -v pe="$pe" 'BEGIN{printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %.2f | %s | %s | %s |\n", n, (n ~ /overlap/ ? pm : "-"), a, b,
+        o1 / (p * a), o2 / (p * b), (p > 1 ? pe : "1.00"), c, cc, (cc > 0 ? oc / (p * cc) : 0), pc, xc, pr}'
   done
   echo
   echo "## Targets"
@@ -128,7 +136,9 @@ one_cc=$(list "${ccpu[1 rank]}" | median)
     for name in "$base" "$base --overlap"; do
       mn=$(list "${ms[$name]}" | minimum)
       e=$(awk -v o="$one_min" -v a="$mn" 'BEGIN{printf "%.2f", o / (2 * a)}')
-      echo "target: $name efficiency ≥ 0.93 of linear: $e (min over rounds): $(awk -v e="$e" 'BEGIN{print (e >= 0.93 ? "within" : "outside")}')"
+      pe=$(eff_paired "$name" | median | awk '{printf "%.2f", $1}')
+      pes=$(eff_paired "$name" | sort -g | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1}')
+      echo "target: $name efficiency ≥ 0.93 of linear: per round against that round's 1 rank $pes, median $pe: $(awk -v e="$pe" 'BEGIN{print (e >= 0.93 ? "within" : "outside")}') (min with min $e)"
     done
   done
   echo '```'

@@ -2,10 +2,9 @@
 # The parallelism-schemes and pipelining benchmarks, written to docs/schemes.md:
 #  A. scaling: every scheme on 2 ranks (one per core) vs the same model on 1 rank, tokens/s and
 #     efficiency = tok/s(2) / (2 · tok/s(1)); the variants alternate within each round;
-#  B. --emulate v5p: per-rank batch sweep for DP and FSDP (both --overlap): exposed communication
-#     vs the book's B/X > α = C/W rule;
-#  C. --emulate v5p: tensor-parallel d_ff sweep: the book's F > |Y|·α/n_axes rule;
-#  D. pipeline bubble, measured vs the ideal (P−1)/(M+P−1), for M = 1..16 at P = 2 and 4.
+#  B. pipeline bubble, measured vs the ideal (P−1)/(M+P−1), for M = 1..16 at P = 2 and 4.
+# The emulated sweeps against the book's boundaries (B/X > α for DP and FSDP, F > |Y|·α for TP)
+# are bench/fidelity.sh's, beside meshtrain's per-step prediction (docs/fidelity_results.md).
 # usage: bench/schemes.sh [BUILD_DIR]   env: ROUNDS=3 STEPS=4 OUT=docs/schemes.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +18,7 @@ mkdir -p "$(dirname "$OUT")"
 MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
 exec 3>"$OUT"
 cat >&3 <<HDR
-# Schemes, emulated crossovers and pipeline bubbles
+# Schemes on real cores and pipeline bubbles
 
 Measured by \`bench/schemes.sh $BUILD\` on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs
 ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), 1 BLAS thread per rank,
@@ -43,6 +42,7 @@ variants=("1 rank|1|--mesh 1"
   "ZeRO-3 (FSDP)|2|--mesh x=2 --dp x --zero 3"
   "ZeRO-3 --overlap|2|--mesh x=2 --dp x --zero 3 --overlap"
   "TP|2|--mesh y=2 --tensor y"
+  "TP, collective matmul|2|--mesh y=2 --tensor y --collective-matmul on"
   "pipeline GPipe M=4|2|--mesh z=2 --pipeline z --microbatches 4"
   "pipeline 1F1B M=4|2|--mesh z=2 --pipeline z --microbatches 4 --schedule 1f1b")
 for r in $(seq "$ROUNDS"); do
@@ -64,59 +64,7 @@ done
 
 cat >&3 <<'HDR'
 
-## B. `--emulate v5p`: data parallelism and FSDP, per-rank batch sweep
-
-2 ranks, `--mesh x=2 --dp x --overlap` (DP) and `--zero 3 --overlap` (FSDP), model L=4 D=128
-F=512 T=128. The links are slowed so that (measured sgemm FLOP/s) / (link bandwidth) equals
-v5p's C / W_ici; the book predicts communication-bound below B/X = α = C/W = 2550 tokens per
-rank (one axis). "exposed comm" is the time the step was blocked in collectives (the gradient
-reductions and weight gathers that compute did not hide); "measured/predicted" is the step time
-over meshtrain's per-step prediction (docs/fidelity.md).
-
-| scheme | tokens per rank (B/X) | ms/step | compute ms | exposed comm ms | measured/predicted | measured regime | book regime |
-|---|---|---|---|---|---|---|---|
-HDR
-SMALL="--layers 4 --d-model 128 --heads 4 --d-ff 512 --seq-len 128"
-for scheme in "DP|--mesh x=2 --dp x --overlap" "FSDP|--mesh x=2 --dp x --zero 3 --overlap"; do
-  IFS='|' read -r name flags <<<"$scheme"
-  for b in 4 8 16 32 64 128; do
-    # shellcheck disable=SC2086
-    out=$(RUN 2 $SMALL --batch "$b" $flags --emulate v5p)
-    line=$(grep '^bench |' <<<"$out"); split=$(grep '^bench split' <<<"$out")
-    ms=$(field "$line" 'ms/step median'); comp=$(field "$split" 'compute'); comm=$(field "$split" 'exposed comm')
-    book=$(field "$split" 'predicted'); tpr=$((b * 128 / 2))
-    reg=$(awk -v c="$comm" -v s="$ms" 'BEGIN{print (c > 0.25*s) ? "communication-bound" : "compute-bound"}')
-    breg=$(awk -v t="$tpr" 'BEGIN{print (t > 2550) ? "compute-bound" : "communication-bound"}')
-    echo "| $name | $tpr | $ms | $comp | $comm | $book | $reg | $breg |" >&3
-    echo "$name b=$b: $line / $split" >&2
-  done
-done
-
-cat >&3 <<'HDR'
-
-## C. `--emulate v5p`: tensor parallelism, d_ff sweep
-
-2 ranks, `--mesh y=2 --tensor y`, model L=2 D=128 N=4 T=128, batch 8 (1024 tokens). Per layer the
-book's T_math = 4BDF/(|Y|·C) against T_comm = 4BD/W (the activation AllGather/ReduceScatter on
-the critical path): compute-bound iff F > |Y|·α = 5100 on one axis.
-
-| d_ff F | ms/step | compute ms | exposed comm ms | measured/predicted | comm share | book regime |
-|---|---|---|---|---|---|---|
-HDR
-for F in 512 2048 8192 16384; do
-  out=$(RUN 2 --layers 2 --d-model 128 --heads 4 --d-ff "$F" --seq-len 128 --batch 8 --mesh y=2 --tensor y --emulate v5p)
-  line=$(grep '^bench |' <<<"$out"); split=$(grep '^bench split' <<<"$out")
-  ms=$(field "$line" 'ms/step median'); comp=$(field "$split" 'compute'); comm=$(field "$split" 'exposed comm')
-  book=$(field "$split" 'predicted')
-  share=$(awk -v c="$comm" -v s="$ms" 'BEGIN{printf "%.0f%%", 100*c/s}')
-  breg=$(awk -v f="$F" 'BEGIN{print (f > 5100) ? "compute-bound" : "communication-bound"}')
-  echo "| $F | $ms | $comp | $comm | $book | $share | $breg |" >&3
-  echo "TP F=$F: $line / $split" >&2
-done
-
-cat >&3 <<'HDR'
-
-## D. Pipeline bubble: measured vs ideal (P−1)/(M+P−1)
+## B. Pipeline bubble: measured vs ideal (P−1)/(M+P−1)
 
 Model L=4 D=128 T=128, micro-batches of 2 sequences (batch = 2M), `--mesh z=P --pipeline z`.
 Measured bubble = the fraction of the step the stages spent blocked receiving from a neighbour

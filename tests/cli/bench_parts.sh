@@ -16,7 +16,10 @@
 #    two layers stay gathered into the backward), the embedding's AllGather and ReduceScatter,
 #    the unembedding's and the final norm's two AllGathers and a ReduceScatter, against the book's
 #    3 collectives of each: (10·41088 + 2·16384 + 3·16384 + 3·64) / (3·197184) = 0.8334; --emulate-rate model scales the links to the linear layers' rate (printed time
-#    scale × rate = v5p's 4.59e14 FLOP/s), the default to the sgemm's; a bad rate: status 2.
+#    scale × rate = v5p's 4.59e14 FLOP/s), the default to the sgemm's; a bad rate: status 2;
+#  - FSDP + TP (ZeRO-3 over x, TP over y, 2x2) at B = 1.5·F: the book's threshold 4α = 10200
+#    tokens per step (`mixed-tokens`), and the whole step's on the wire with its ratio to it
+#    (`bench wire-boundary mixed`); DP prints neither.
 # usage: bench_parts.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 WORK=$4
@@ -92,6 +95,18 @@ wb=$(grep '^bench wire-boundary' "$WORK/zero3.log")
   echo "ok   ZeRO-3, 4 layers: on the wire 0.8334 of the book's bytes, 2125 tokens per rank" ||
   fail "ZeRO-3: wire boundary: $wb"
 model[1]=1
+[ "$(field "$(grep '^bench boundary' "$WORK/dp.log")" mixed-tokens)" = 0 ] &&
+  ! grep -q '^bench wire-boundary mixed' "$WORK/dp.log" &&
+  echo "ok   DP: no FSDP + TP threshold" || fail "DP: a mixed threshold: $(grep boundary "$WORK/dp.log")"
+model[1]=2 model[11]=12 # --layers 2 --batch 12: B = 192 tokens = 1.5·F
+run mixed.log 4 --mesh x=2,y=2 --dp x --zero 3 --tensor y --overlap
+model[1]=1 model[11]=8
+b=$(grep '^bench boundary' "$WORK/mixed.log") wb=$(grep '^bench wire-boundary mixed' "$WORK/mixed.log")
+[ "$(field "$b" mixed-tokens)" = 10200 ] &&
+  awk -v t="$(field "$wb" mixed-tokens)" -v r="$(field "$wb" mixed-ratio)" \
+    'BEGIN{exit !(t > 0 && r > 0 && (t / 10200 - r) ^ 2 < 1e-8)}' &&
+  echo "ok   FSDP + TP on 2x2 along B = 1.5·F: the book's 4α = 10200 tokens per step; on the wire $(field "$wb" mixed-tokens)" ||
+  { fail "FSDP + TP: boundary"; echo "$b"; echo "$wb"; }
 grep -q "^bench emulate | v5p | .*(--emulate-rate peak: the core's sgemm)" <<<"$out" &&
   echo "ok   the default --emulate-rate: the sgemm's rate" || fail "default rate: $(grep '^bench emulate' <<<"$out")"
 

@@ -40,6 +40,7 @@ case_ 2 "data shards" --batch 3 --data "$TXT" --steps 1
 case_ 2 "prepare" prepare only-one-argument
 case_ 2 "--progress spin: expected thread, inline or auto" --progress spin --steps 1
 case_ 2 "--progress inline with --emulate" --progress inline --emulate v5p --steps 1
+case_ 2 "--emulate-rate model needs --emulate CHIP" --emulate-rate model --steps 1
 
 timeout 60 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" --help >"$WORK/out" 2>"$WORK/err"
 rc=$?

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The collective matmul leaves no blocking TP collective beside a matmul. 2 layers, 3 steps.
+# The collective matmul leaves no blocking TP collective beside a matmul. 2 layers, 3 steps; and
+# --collective-matmul auto picks it where the cost model says it wins.
 #  - ReduceScatter: with --collective-matmul on, every ReduceScatter of a TP run (each sublayer's
 #    input gradient and the final norm's; the forward's are ring steps) is non-blocking in the
 #    summary's async column; with off, none is, and the forward's 2·2·3 = 12 are ReduceScatters
@@ -11,6 +12,20 @@
 #    the step report's). With on: 15·3 = 45 calls, 12·3 = 36 non-blocking (24 while the forward's
 #    sublayer-input gathers were blocking); with off: 11·3 = 33, none. On a ring or line of 3 or
 #    more these are ppermutes, counted by par_cmatmul_*.
+#  - --collective-matmul auto under --emulate v5p (bf16 on the wire), 1 layer, 1 step, y = 2: the
+#    cost model (par_cmatmul_wins) turns it on for D=128 F=16384 T=128 (8 sequences) and off for
+#    D=64 F=128 T=16, and the summary shows what ran (as above, with L = 1 layer and 1 step): on,
+#    2L+1 = 3 of 3 ReduceScatters and 6L = 6 of 6L+3 = 9 AllGathers non-blocking; off, 4L+1 = 5
+#    and 4L+3 = 7, none.
+#    The verdict does not depend on start-up timing: the emulated links are scaled to the ranks'
+#    mean sgemm rate, so a hop's predicted time h and a block's matmul t both scale as 1/rate,
+#    except that t uses each rank's own rate (at most 2× the mean on 2 ranks). Per layer the
+#    plain collectives take 6h (3h a sublayer); with the collective matmul the attention's blocks
+#    never hide (4h) and the MLP's expose max(0,h−t) + 2·max(0,h−2t) + max(0,h−4t), so it wins
+#    while that stays below 2h: t > 2h/9. At F=16384, t ≈ 1.1h at the mean rate (its exposure
+#    0.65–0.69 of the plain collectives' in 4 runs, 8 ranks' verdicts, rates up to 1.44× apart):
+#    a rank would need 5× the mean rate to flip it. At F=128, t ≈ 0.001h: 8h against 6h (1.33 in
+#    every run).
 # usage: cmm_async.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
@@ -37,6 +52,25 @@ for cm in on off; do
   else
     row reduce_scatter "$WORK/$cm.log" 27 0 "--collective-matmul off"
     row all_gather "$WORK/$cm.log" 33 0 "--collective-matmul off"
+  fi
+done
+auto=(--layers 1 --heads 4 --batch 8 --steps 1 --eval-every 0 --data "$TXT" --mesh y=2 --tensor y
+      --emulate v5p --comm-dtype bf16 --collective-matmul auto)
+for want in on off; do
+  if [ "$want" = on ]; then shape=(--d-model 128 --d-ff 16384 --seq-len 128)
+  else shape=(--d-model 64 --d-ff 128 --seq-len 16); fi
+  log="$WORK/auto_$want.log"
+  "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "${auto[@]}" "${shape[@]}" >"$log" 2>&1 ||
+    { echo "FAIL: --collective-matmul auto (${shape[*]}): exited $?"; cat "$log"; exit 1; }
+  grep -q "^collective matmul over y: $want (--collective-matmul auto: the cost model's choice)" \
+    "$log" && echo "ok   --collective-matmul auto, ${shape[*]}: $want" ||
+    fail "--collective-matmul auto, ${shape[*]}: want $want: $(grep '^collective matmul' "$log")"
+  if [ "$want" = on ]; then
+    row reduce_scatter "$log" 3 3 "auto (on)"
+    row all_gather "$log" 9 6 "auto (on)"
+  else
+    row reduce_scatter "$log" 5 0 "auto (off)"
+    row all_gather "$log" 7 0 "auto (off)"
   fi
 done
 echo "cmm_async: $fails failure(s)"

@@ -2,7 +2,8 @@
 # The per-step prediction reaches the user: with several ranks every --metrics line carries a
 # positive pred_ms and book_ms and a dominant term, and every step line ends with
 # "| pred P ms (R x, TERM) | book B ms"; with one rank (no communication) neither appears.
-# Runs DP over 2 ranks with bf16 on the wire, buckets and --overlap.
+# Runs DP over 2 ranks with bf16 on the wire, buckets and --overlap. A step with more events than
+# the report's replay holds gets its plain-sum prediction and one note for the run.
 # usage: metrics_pred.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
@@ -29,6 +30,18 @@ steps=$(grep -cE '^step +[0-9]+ .*\| pred [0-9]+ ms \([0-9.]+x, (compute|bandwid
   { fail "2 ranks: $steps of 3 step lines end with pred and book:"; grep '^step' "$WORK/m2.log"; }
 grep -q 'step: measured .* predicted .* the book.s idealised' "$WORK/m2.log" &&
   echo "ok   2 ranks: the summary's step line" || fail "2 ranks: no summary step line"
+grep -q 'replay overflowed' "$WORK/m2.log" && fail "2 ranks: an overflow note without overflow"
+# more than the report's 16384 events a step (ZeRO-3 over 48 layers in 16 micro-batches: ~20000
+# collectives): one note for the run, though both steps overflow; each still has a prediction
+"$MPI" --oversubscribe --bind-to none -np 2 "$MT" --layers 48 --d-model 32 --heads 2 --d-ff 64 \
+  --seq-len 8 --batch 32 --micro-batch 2 --steps 2 --eval-every 0 --data "$TXT" --mesh x=2 --dp x \
+  --zero 3 --bucket 32 >"$WORK/of.log" 2>&1 ||
+  { echo "FAIL: overflow run: meshtrain exited $?"; cat "$WORK/of.log"; exit 1; }
+n=$(grep -c '^note: step 1 recorded more than 16384 events on rank 0: the replay overflowed.*plain sum' "$WORK/of.log")
+p=$(grep -cE '^step +[0-9]+ .*\| pred [0-9]+ ms' "$WORK/of.log")
+[ "$n" -eq 1 ] && [ "$(grep -c 'overflowed' "$WORK/of.log")" -eq 1 ] && [ "$p" -eq 2 ] &&
+  echo "ok   event overflow: one note for the run, 2 steps with a prediction" ||
+  { fail "event overflow: $n notes (want 1), $p step lines with pred (want 2):"; cat "$WORK/of.log"; }
 "$MPI" --oversubscribe --bind-to none -np 1 "$MT" "${model[@]}" --metrics "$WORK/m1.jsonl" \
   >"$WORK/m1.log" 2>&1 || { echo "FAIL: 1 rank: meshtrain exited $?"; cat "$WORK/m1.log"; exit 1; }
 if grep -q 'pred_ms\|book_ms' "$WORK/m1.jsonl" || grep -q '| pred ' "$WORK/m1.log"; then

@@ -183,6 +183,7 @@ int main(void) {
     bad("--bucket -5", "--bucket -5", "auto or bytes");
     bad("--bucket 3Q", "--bucket 3Q", "auto or bytes");
     bad("--comm-dtype bf16 --alg mpi", "--comm-dtype bf16 needs --alg ring", "mpi moves fp32");
+    bad("--emulate-rate model", "--emulate-rate model needs --emulate CHIP", NULL);
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",
         "longer than");
 

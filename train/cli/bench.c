@@ -240,10 +240,37 @@ static double wire_tensor(const report_case *k, const config *c, const bench_sum
         book, *ws, boundary_book_tensor_bytes((double)k->layers, ntok, (double)c->shape.D), w);
 }
 
+/* FSDP (ZeRO-3) over the data axes and TP over the tensor axis, and nothing else on the mesh:
+ * the book's mixed threshold applies (boundary_book_mixed_tokens). */
+static int is_mixed(const report_case *k, int nranks) {
+    return k->zero == 3 && k->nX >= 2 && k->nY >= 2 && k->nX * k->nY == (int64_t)nranks;
+}
+
+/* The mixed threshold for what the timed steps put on the wire (boundary_mixed_for_wire): the
+ * step's FLOPs at the emulated chip's peak (em->measured_flops, the rate the links are scaled
+ * to), against every collective of the step on the emulated links. Seconds per step in *wire
+ * and *peak; −1 when there is nothing to compare. */
+static double wire_mixed(const config *c, const report_case *k, const bench_sums *u,
+                         const mesh_emulation *em, int nranks, double *wire, double *peak) {
+    const model_shape *s = &c->shape;
+    double t = 0;
+    for (int p = 0; p < PART_COUNT; p++)
+        for (int a = 0; a < MESH_MAX_AXES; a++) t += u->pwire[p][a];
+    *wire = t / (double)c->steps;
+    const double per_token = model_flops_per_token(s);
+    *peak = em && em->measured_flops > 0
+                ? per_token * (double)k->tokens / nranks / em->measured_flops
+                : 0;
+    /* the MLPs' share, 6·3·D·F per token a layer (a SwiGLU's three D×F matrices, ×3 for
+     * training), grows with B·F; the rest of the FLOPs with B */
+    const double mlp = 18.0 * (double)s->L * (double)s->D * (double)s->F / per_token;
+    return boundary_mixed_for_wire((double)k->tokens, *peak, mlp, *wire);
+}
+
 /* Under --emulate: the book's crossovers for this run (report_book_boundaries), with the chip's
  * C and W and the bytes of --comm-dtype; then the same for what the timed steps put on the wire
  * (the collectives counted by mesh, boundary.h), against the book's bf16 figures. */
-static void print_boundaries(const config *c, trainer *t, const bench_sums *u) {
+static void print_boundaries(const config *c, trainer *t, const bench_sums *u, int nranks) {
     const cost_chip *chip = c->emulate[0] ? cost_chip_find(c->emulate) : NULL;
     if (!chip) return;
     report_case k;
@@ -256,18 +283,29 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u) {
     if (report_book_boundaries(chip->flops_bf16, chip->ici_bidi, wire, nax, k.nY, 3, &b) < 0 ||
         report_book_boundaries(chip->flops_bf16, chip->ici_bidi, 2, nax, k.nY, 3, &b16) < 0)
         return;
-    mesh_log("bench boundary | alpha %.0f | data-tokens-per-rank %.0f | tensor-F %.0f | the "
-             "book's, %s on %s with %s on the wire, %d data axes, |Y| = %lld, an MLP of 3 "
-             "matrices\n",
-             b.alpha, b.data_tokens, b.tensor_F, name, chip->name, c->comm_dtype, k.n_data_axes,
-             (long long)k.nY);
+    /* FSDP + TP: the book's threshold in tokens per step along this run's B/F */
+    const int mixed = is_mixed(&k, nranks);
+    const double bf = k.F > 0 ? (double)k.tokens / (double)k.F : 0;
+    const double mx =
+        mixed ? boundary_book_mixed_tokens(b.alpha, (double)k.nX, (double)k.nY, nax, 1, bf, 3) : 0;
+    const double mx16 =
+        mixed ? boundary_book_mixed_tokens(b16.alpha, (double)k.nX, (double)k.nY, nax, 1, bf, 3)
+              : 0;
+    mesh_log("bench boundary | alpha %.0f | data-tokens-per-rank %.0f | tensor-F %.0f | "
+             "mixed-tokens %.0f | the book's, %s on %s with %s on the wire, %d data axes, |Y| = "
+             "%lld, an MLP of 3 matrices (mixed: FSDP + TP, tokens per step at this B/F; 0: "
+             "none)\n",
+             b.alpha, b.data_tokens, b.tensor_F, mx > 0 ? mx : 0, name, chip->name, c->comm_dtype,
+             k.n_data_axes, (long long)k.nY);
     const report *r = trainer_report(t);
     const int ax = k.data_axis >= 0 ? k.data_axis : k.tensor_axis >= 0 ? k.tensor_axis : 0;
     const double w = r ? report_link(r, ax)->w_oneway : 0;
-    double wd = 0, wt = 0, d = -1, f = -1;
+    const mesh_emulation *em = trainer_emulation(t);
+    double wd = 0, wt = 0, wm = 0, pm = 0, d = -1, f = -1, mw = -1;
     if (c->steps > 0 && r) {
         d = wire_data(&k, u, c->steps, b16.data_tokens, w, &wd);
         f = wire_tensor(&k, c, u, c->steps, b16.tensor_F, w, &wt);
+        if (mixed) mw = wire_mixed(c, &k, u, em, nranks, &wm, &pm);
     }
     /* the ratios to the book's bf16 figures: what the run's collectives and bytes change */
     if (c->steps > 0 && r)
@@ -278,7 +316,13 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u) {
                  "the tensor axis (0: none)\n",
                  d > 0 ? d : 0, d > 0 ? d / b16.data_tokens : 0, 1e3 * wd, f > 0 ? f : 0,
                  f > 0 ? f / b16.tensor_F : 0, 1e3 * wt, w);
-    const mesh_emulation *em = trainer_emulation(t);
+    /* FSDP + TP: the whole step's compute at the chip's peak against all its collectives */
+    if (c->steps > 0 && r && mixed)
+        mesh_log("bench wire-boundary mixed | mixed-tokens %.0f | mixed-ratio %.4f | mixed-wire "
+                 "%.1f ms | mixed-peak %.1f ms | the book's FSDP + TP threshold in tokens per "
+                 "step along this run's B/F for the whole step: its compute at the chip's peak "
+                 "against all its collectives on the wire (0: none)\n",
+                 mw > 0 ? mw : 0, mw > 0 && mx16 > 0 ? mw / mx16 : 0, 1e3 * wm, 1e3 * pm);
     if (em)
         mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "
                  "| links %.4g B/s per direction | hop %.4g s\n",
@@ -331,7 +375,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                      ntok / st.seconds);
     }
     if (c->steps > 0) print_summary(c, pk, bound, secs, &sums);
-    print_boundaries(c, t, &sums);
+    print_boundaries(c, t, &sums, nranks);
     free(rows);
     free(secs);
     return 0;

@@ -312,7 +312,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         metrics_format(line, sizeof line, &row, width);
         if (st.split.overlap >= 0) { /* non-blocking collectives ran: how much was hidden */
             const size_t n = strlen(line);
-            snprintf(line + n, sizeof line - n, " | overlap %.0f%% (book %.0f%%)",
+            snprintf(line + n, sizeof line - n, " | overlap %.0f%% (pred %.0f%%)",
                      100.0 * st.split.overlap, 100.0 * st.split.pred_overlap);
         }
         if (!c->quiet) mesh_log("%s\n", line);

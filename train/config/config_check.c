@@ -127,6 +127,10 @@ int config_check_collectives(const config *c, char *err, size_t errlen) {
     if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
         return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
                            c->emulate_rate);
+    if (strcmp(c->emulate_rate, "model") == 0 && !c->emulate[0])
+        return errmsg_fail(err, errlen,
+                           "--emulate-rate model needs --emulate CHIP: the rate stands for an "
+                           "emulated chip's peak FLOP/s, and without --emulate no link is scaled");
     if (strcmp(c->progress, "thread") != 0 && strcmp(c->progress, "inline") != 0 &&
         strcmp(c->progress, "auto") != 0)
         return errmsg_fail(err, errlen, "--progress %s: expected thread, inline or auto",

@@ -34,3 +34,16 @@ double boundary_for_wire(double boundary_book, double wire_seconds, double book_
     if (!(boundary_book > 0 && wire_seconds > 0 && book_bytes > 0 && w_oneway > 0)) return -1;
     return boundary_book * wire_seconds / (book_bytes / (2.0 * w_oneway));
 }
+
+double boundary_book_mixed_tokens(double alpha, double nX, double nY, int m_x, int m_y,
+                                  double b_over_f, int mlp_mats) {
+    if (!(alpha > 0 && nX > 0 && nY > 0 && b_over_f > 0) || m_x <= 0 || m_y <= 0 || mlp_mats <= 0)
+        return -1;
+    return alpha * (nX / m_x + 2.0 / mlp_mats * b_over_f * nY / m_y);
+}
+
+double boundary_mixed_for_wire(double tokens, double t_peak, double quad_share, double t_wire) {
+    if (!(tokens > 0 && t_peak > 0 && quad_share > 0 && quad_share <= 1 && t_wire > 0)) return -1;
+    const double s = (t_wire - (1 - quad_share) * t_peak) / (quad_share * t_peak);
+    return s > 0 ? s * tokens : -1;
+}

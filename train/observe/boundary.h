@@ -41,4 +41,28 @@ double boundary_book_tensor_bytes(double layers, double tokens, double d_model);
 /* boundary_book · wire_seconds / (book_bytes / (2·w_oneway)); −1 unless every input is > 0. */
 double boundary_for_wire(double boundary_book, double wire_seconds, double book_bytes,
                          double w_oneway);
+
+/* The book's FSDP + TP threshold (FSDP over X chips on M_X axes, TP over Y on M_Y, N = X·Y),
+ * as global tokens per step B along the path through (B, F) at the run's ratio B/F. The book
+ * sets an MLP's forward, 2·mats·B·D·F/(N·C), against its weights' AllGather over X,
+ * 2·mats·D·F/(Y·W·M_X) in bf16, and its activations' AllGather and ReduceScatter over Y,
+ * 4·B·D/(X·W·M_Y): compute-bound iff F/(Y·M_X) + (2/mats)·B/(X·M_Y) < B·F/(N·α). At a fixed B/F
+ * the compute grows as B², the communication as B, so the threshold is
+ *     B = α·(X/M_X + (2/mats)·(B/F)·Y/M_Y).
+ * With mats = 2 (the book's MLP) at the book's optimal split X = sqrt((B/F)·(M_X/M_Y)·N) this
+ * is its B/N = 4α²/(M_X·M_Y·F); a SwiGLU (mats = 3) is the book's MLP with F_book = 1.5·F.
+ * −1 unless alpha, nX, nY, m_x, m_y, b_over_f and mats are > 0. */
+double boundary_book_mixed_tokens(double alpha, double nX, double nY, int m_x, int m_y,
+                                  double b_over_f, int mlp_mats);
+/* The same threshold for a whole step and the collectives it put on the wire, from one run at
+ * `tokens` per step: t_peak = the step's compute at the chip's peak, of which the share
+ * quad_share grows with B·F (the MLPs) and the rest with B (attention's projections and scores,
+ * the head); t_wire = the step's collectives on the wire (all axes), which grow with F (the
+ * weights' gathers and scatters) or with B (the activations'). Along the run's path B = s·tokens,
+ * F = s·F_run the compute is q·t_peak·s² + (1−q)·t_peak·s and the transfer t_wire·s, equal at
+ *     s = (t_wire − (1 − q)·t_peak) / (q·t_peak);
+ * returns s·tokens, or −1 unless every input is > 0 (quad_share ≤ 1) and s > 0. The constant
+ * part of the transfer (the embedding's, the norms') is counted as growing with s: exact at the
+ * run's own point, a few percent off two-fold away from it when the MLPs dominate. */
+double boundary_mixed_for_wire(double tokens, double t_peak, double quad_share, double t_wire);
 #endif

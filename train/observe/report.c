@@ -42,7 +42,7 @@
 #include "train/observe/skew.h"
 #include "train/observe/trace.h"
 
-#define REPORT_EVENTS 16384  /* events one step may record (more: the prediction is skipped) */
+#define REPORT_EVENTS 16384  /* events one step may record (more: the plain sum, noted once) */
 #define REPORT_SWITCHES 8192 /* part switches one step may record (later ones: the last part) */
 #define REPORT_PART_DEPTH 16 /* nested spans the part stack follows */
 /* the largest exchange of calls (all ranks' rows, floats: 4 MB a rank); the SMPI dry run (every
@@ -65,7 +65,7 @@ struct report {
     int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
     double book_comm; /* the book's time of the step's collectives (bf16, max-form) */
     predict_event *ev;
-    int nev, overflow;
+    int nev, overflow, overflow_noted;
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
@@ -547,6 +547,13 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
     out->pred_compute = compute_pred;
     out->pred_step = overflow ? compute_pred + pred_block + pred_async : pr.step;
+    if (overflow && !r->overflow_noted) {
+        r->overflow_noted = 1;
+        mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
+                 "and the prediction of such a step is the plain sum of its compute and every "
+                 "collective's predicted time (nothing hidden)\n",
+                 (long long)r->tot.steps + 1, REPORT_EVENTS);
+    }
     out->pred_comm = pr.comm;
     out->pred_exposed = out->pred_step - out->pred_compute;
     out->dominant = pr.dominant;
@@ -610,23 +617,23 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
             (long long)t->steps);
     fprintf(out, "  %-14s %7s %6s %10s %11s %11s %12s %9s %7s %5s  %s\n", "collective", "calls",
             "async", "MB sent", "exposed ms", "transfer ms", "predicted ms", "meas/pred", "overlap",
-            "book", "regime (book)");
+            "pred", "regime (book)");
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         if (t->calls[op] == 0) continue;
         const double ratio = t->pred[op] > 0 ? t->xfer[op] / t->pred[op] : 0;
-        char book[16] = "-";
+        char hid[16] = "-"; /* the predicted share hidden */
         if (op < MESH_OP_SEND && t->pred[op] > 0)
-            snprintf(book, sizeof book, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
+            snprintf(hid, sizeof hid, "%.0f%%", 100.0 * t->pred_hidden[op] / t->pred[op]);
         fprintf(out,
                 "  %-14s %7lld %6lld %10.3f %11.2f %11.2f %12.2f %9.2f %6.0f%% %5s  %lld of "
                 "%lld latency-bound\n",
                 mesh_op_name((mesh_op)op), (long long)t->calls[op], (long long)t->async_calls[op],
                 t->bytes[op] / 1e6, 1e3 * t->exposed[op], 1e3 * t->xfer[op], 1e3 * t->pred[op],
-                ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), book,
+                ratio, 100.0 * report_overlap(t->exposed[op], t->xfer[op]), hid,
                 (long long)t->latency_calls[op], (long long)t->calls[op]);
     }
     fprintf(out, "  overlap = 1 - exposed/transfer: the share of the transfer time hidden behind "
-                 "compute (OSU's measure);\n  book = the prediction's: the share of the "
+                 "compute (OSU's measure);\n  pred = the prediction's: the share of the "
                  "predicted transfer that the step's replay hides\n");
     if (r->dcn >= 0) {
         char name[2][24];
