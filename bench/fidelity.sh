@@ -385,7 +385,7 @@ targets() {
             why = s == "fsdp" ? "ZeRO-3 keeps the last two layers gathered into the backward (L = 4: 10 of 12 layer collectives)" : ""
             if (n > 2) why = why (why == "" ? "" : "; ") "a ring of " n " sends (N-1)/N of V per link direction"
             if (s == "tpcmm" && n > 2) why = why "; the collective matmul'"'"'s ppermutes use one direction of each link"
-            if (s == "mixedx") why = "the whole step, where the book sets one MLP'"'"'s forward: the backward'"'"'s collectives, the attention'"'"'s compute, weights and activation collectives, the embedding'"'"'s AllReduce over y; ZeRO-3 keeps both layers (L = 2) gathered; lines of 2"
+            if (s == "mixedx") why = "the whole step, where the book sets one MLP'"'"'s forward: the backward'"'"'s collectives, the attention'"'"'s compute, weights and activation collectives, the embedding'"'"'s AllReduce and the head'"'"'s gradient over y; ZeRO-3 keeps both layers (L = 2) gathered; lines of 2"
             if (why == "") why = "none (a line of 2 moves the book'"'"'s V/W)"
             printf "| %s | %s | %s | %.0f | %.3f | %s |\n", s, n, b[k], w[k], r[k], why}'
     done
