@@ -95,6 +95,12 @@ int main(void) {
                  "--comm-dtype bf16 --bucket 4M");
     good("--bucket auto", &c);
     check_expect(c.bucket == -1 && !strcmp(c.comm_dtype, "fp32"), "--bucket auto; fp32 default");
+    good("--layers 2", &c);
+    check_expect(c.bucket == -1, "--bucket auto by default");
+    good("--bucket 0", &c);
+    check_expect(c.bucket == 0, "--bucket 0: off");
+    good("--bucket 2 --comm-dtype bf16", &c);
+    check_expect(c.bucket == 2, "--bucket 2 with bf16: one element");
     check_expect(c.cmatmul == 0, "--collective-matmul off by default");
     good("--tensor y --collective-matmul auto", &c);
     check_expect(c.cmatmul == -1, "--collective-matmul auto");
@@ -182,6 +188,8 @@ int main(void) {
     bad("--collective-matmul on", "--collective-matmul on needs a tensor axis", "--tensor AXIS");
     bad("--bucket -5", "--bucket -5", "auto or bytes");
     bad("--bucket 3Q", "--bucket 3Q", "auto or bytes");
+    bad("--bucket 3", "--bucket 3: smaller than one element on the wire", "minimum is 4 bytes");
+    bad("--bucket 1 --comm-dtype bf16", "--bucket 1: smaller", "minimum is 2 bytes");
     bad("--comm-dtype bf16 --alg mpi", "--comm-dtype bf16 needs --alg ring", "mpi moves fp32");
     bad("--emulate-rate model", "--emulate-rate model needs --emulate CHIP", NULL);
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",

@@ -157,9 +157,11 @@ static const flag_def flags[] = {
      "still add in fp32; results within the tolerance of docs/fidelity.md)"},
     {"bucket", K_BUCKET, F_(bucket), 0, 0, 0, "BYTES|auto",
      "data-axis gradient reductions (and ZeRO-3's weight gathers) grouped into buckets of BYTES "
-     "(K/M/G suffixes); auto = the "
-     "smallest the cost model finds bandwidth-bound (hop latency <= 10% of the transfer), "
-     "rounded up to a power of two; 0 = one reduction per tensor"},
+     "(K/M/G suffixes; at least one element on the wire); auto = the smallest the cost model "
+     "finds bandwidth-bound (hop latency <= 10% of the transfer) on the --emulate chip's links, "
+     "else (real links, --alg mpi) on v5p's, not the links' start-up timing, so the same in "
+     "every run; rounded up to a power of two; at most the gradients' size; 0 = one reduction "
+     "per tensor"},
     {"collective-matmul", K_ONOFF, F_(cmatmul), 0, 0, 0, "on|off|auto",
      "tensor parallelism's forward ReduceScatter and AllGather and backward AllGather as "
      "collective matmuls: "
@@ -226,6 +228,7 @@ void config_defaults(config *c) {
     snprintf(c->comm_dtype, sizeof c->comm_dtype, "fp32");
     snprintf(c->emulate_rate, sizeof c->emulate_rate, "peak");
     snprintf(c->progress, sizeof c->progress, "auto");
+    c->bucket = -1; /* auto */
 }
 
 /* The README's main job; applied before all other flags. The mesh part (2D plan on 4 ranks) is

@@ -71,7 +71,8 @@ typedef struct {
                          "auto" (mesh_set_progress; trainer.c resolves auto) */
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
-    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's */
+    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's
+                           (the default) */
     int cmatmul;        /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
     char emulate[16];   /* chip preset for link emulation, "" = none */
     char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the

@@ -124,6 +124,12 @@ int config_check_collectives(const config *c, char *err, size_t errlen) {
     }
     if (mesh_wire_parse(c->comm_dtype) < 0)
         return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", c->comm_dtype);
+    const int elem = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
+    if (c->bucket > 0 && c->bucket < elem)
+        return errmsg_fail(err, errlen,
+                           "--bucket %lld: smaller than one element on the wire (%s: %d bytes); "
+                           "the minimum is %d bytes (or 0 = off, auto)",
+                           (long long)c->bucket, c->comm_dtype, elem, elem);
     if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
         return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
                            c->emulate_rate);

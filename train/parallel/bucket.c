@@ -39,18 +39,27 @@ int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, dou
     const double bytes = cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE,
                                            link, sizes, wraps, p->data_axes.n, alg, overhead);
     if (!(bytes > 0)) return 0;
-    /* a power of two at least that large: the links' constants vary a little between runs
-     * (calibrated, or emulated from a measured FLOP/s), the size, and so the order of the
-     * additions, must not */
+    /* a power of two at least that large: should the link constants move a little (the caller
+     * passes a chip's, which do not), the size, and so the order of the additions, does not */
     int64_t elems = 1;
     while ((double)elems * wire_bytes < bytes) elems *= 2;
     return elems;
 }
 
+int64_t par_bucket_limit(const par *p) {
+    if (!p || p->n_data == 1) return 0;
+    int64_t all = 0;
+    for (int id = 0; id < P_COUNT; id++) all += p->g[id].nb * pgeo_block(&p->g[id]);
+    return (all + p->n_data - 1) / p->n_data * p->n_data;
+}
+
 int par_set_bucket(par *p, int64_t elems) {
     if (!p) return 0;
     bucket_free(p);
-    if (elems <= 0 || p->n_data == 1) return 0;
+    /* (DP with --dcn reduces the whole gradient at once, in zero.c's dcn_reduce: no buckets) */
+    if (elems <= 0 || p->n_data == 1 || (p->zero == 0 && p->dcn_axes.n)) return 0;
+    const int64_t most = par_bucket_limit(p);
+    if (elems > most) elems = most;
     const int64_t cap = elems < p->n_data ? p->n_data : elems / p->n_data * p->n_data;
     for (int k = 0; k < 2; k++) {
         p->bucket_stage[k] = malloc((size_t)cap * sizeof(float));

@@ -31,9 +31,13 @@ void par_micro_begin(par *p, int64_t j, int64_t n);
 /* Completes every gradient reduction of the step (DP AllReduce / ZeRO ReduceScatter). */
 void par_finish_grads(par *p, model *m);
 /* Not collective (the same on every rank). Groups the data-axis gradient reductions into
- * buckets of `elems` elements (0: one reduction per tensor, as without). Allocates the two
+ * buckets of `elems` elements, at most par_bucket_limit (0: one reduction per tensor, as
+ * without; none for DP over --dcn, which reduces the whole gradient at once). Allocates the two
  * staging buffers; returns 0, or −1 out of memory (buckets off). */
 int par_set_bucket(par *p, int64_t elems);
+/* The gradient elements this rank reduces over the data axes in a step (its stage's, TP-local),
+ * rounded up to a multiple of the data axes' size: no bucket need be larger. 0 without. */
+int64_t par_bucket_limit(const par *p);
 /* Not collective (the same on every rank). Turns tensor parallelism's collective matmuls
  * (tensor.c) on or off: allocates or frees their scratch. Returns 0, or −1 out of memory (off).
  * No-op without a tensor axis. par_cmatmul: on (1) or off (0). */
@@ -52,8 +56,9 @@ int par_data_axis(const par *p);
 int64_t par_bucket(const par *p);
 /* Not collective. The bucket the cost model picks (mesh/cost.h cost_bucket_bytes): the fewest
  * elements (of wire_bytes each) whose data-axis reduction, over links `link`, has its hop
- * latency at most `overhead` × its transfer, rounded up to a power of two (so that the small
- * run-to-run changes of measured link constants do not change it). 0 without data axes. */
+ * latency at most `overhead` × its transfer, rounded up to a power of two. Deterministic for a
+ * chip's constants (cost_chip_link); measured ones vary from run to run, and with them the
+ * size and the order of the additions. 0 without data axes. */
 int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, double overhead);
 /* Σ g² over the global gradient (each element counted once), identical on every rank. */
 double par_grad_sumsq(par *p, model *m);

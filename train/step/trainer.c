@@ -38,12 +38,17 @@ struct trainer {
     double dcn_chip_bw; /* --emulate with --dcn: the chip's DCN B/s per chip (both directions) */
     pipe *pp;           /* pipelining: the schedule driver (NULL without --pipeline) */
     pipe_stats pst;
-    mesh_wire wire;   /* --comm-dtype, in force during this trainer's steps */
-    ktime_step ktime; /* the predicted compute of a step */
+    mesh_wire wire;               /* --comm-dtype, in force during this trainer's steps */
+    ktime_step ktime;             /* the predicted compute of a step */
+    const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
+    int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
+    int bucket_capped;            /* the size asked exceeded this rank's gradients */
 };
 
 /* --bucket auto: the hop latency of a bucket's reduction at most this share of its transfer */
 #define TRAINER_BUCKET_OVERHEAD 0.1
+/* --bucket auto on real links: the chip whose T_min and W size the buckets (the book's) */
+#define TRAINER_BUCKET_CHIP "v5p"
 
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
@@ -165,26 +170,49 @@ static int emulate_model_rate(trainer *t, char *err, size_t errlen) {
         errlen);
 }
 
+/* --bucket auto's links: a chip's T_min and W from the table, never the start-up link timing,
+ * which varies from run to run (the size, and so the order of the additions, must not). Under
+ * --emulate the emulated chip's (its links' bw × latency is the chip's W·T_min: the time scale
+ * cancels); on real links, and under --alg mpi (MPI's built-in collectives do not use the
+ * emulated links), the book's TRAINER_BUCKET_CHIP. */
+static void bucket_chip(trainer *t) {
+    const int mpi = t->c.alg[0] && mesh_alg_parse(t->c.alg) == MESH_ALG_MPI;
+    t->bucket_emulated = t->emulated && !mpi;
+    t->bucket_chip = cost_chip_find(t->bucket_emulated ? t->c.emulate : TRAINER_BUCKET_CHIP);
+}
+
+/* The gradient bucket size (--bucket): the size asked, or auto's, at most the gradients this rank
+ * reduces; 0, or -1 with the message in err. */
+static int setup_bucket(trainer *t, char *err, size_t errlen) {
+    const config *c = &t->c;
+    const mesh_comm *world = mesh_world_comm(t->mesh);
+    int64_t elems = c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire) : 0;
+    if (c->bucket < 0 && par_data_axis(t->plan) >= 0) {
+        bucket_chip(t);
+        const cost_link link = cost_chip_link(t->bucket_chip);
+        elems = par_bucket_auto(t->plan, &link, mesh_wire_bytes(t->wire), TRAINER_BUCKET_OVERHEAD);
+    }
+    /* the same on every rank already: agreed all the same. par_set_bucket caps it at the
+     * gradients this rank reduces, of one size on the ranks it reduces with (one stage, one
+     * tensor shard) */
+    elems = mesh_agree_max(world, elems);
+    t->bucket_capped = elems > par_bucket_limit(t->plan);
+    const int64_t size = t->bucket_capped ? par_bucket_limit(t->plan) : elems;
+    if (mesh_agree(world, par_set_bucket(t->plan, size)) < 0)
+        return errmsg_fail(err, errlen,
+                           "out of memory allocating the gradient buckets: two of %lld elements "
+                           "(%.3g MB each)",
+                           (long long)size, 4e-6 * (double)size);
+    return 0;
+}
+
 /* The gradient bucket size (--bucket) and the collective matmul's verdict (--collective-matmul),
  * each one value all ranks agree on; 0, or -1 with the message in err. */
 static int setup_choices(trainer *t, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     par *plan = t->plan;
-    if (c->bucket != 0) {
-        const int dax = par_data_axis(plan);
-        const int64_t elems =
-            c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire)
-            : dax >= 0 ? par_bucket_auto(plan, report_link(t->rep, dax), mesh_wire_bytes(t->wire),
-                                         TRAINER_BUCKET_OVERHEAD)
-                       : 0;
-        /* the ranks' link calibrations differ a little: they must agree on one size */
-        const int64_t agreed = mesh_agree_max(mesh_world_comm(m), elems);
-        if (mesh_agree(mesh_world_comm(m), par_set_bucket(plan, agreed)) < 0) {
-            return errmsg_fail(err, errlen, "out of memory allocating --bucket %lld bytes",
-                               (long long)c->bucket);
-        }
-    }
+    if (c->bucket != 0 && setup_bucket(t, err, errlen) < 0) return -1;
     if (c->cmatmul != 0) {
         const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
         mesh_set_wire(m, t->wire);
@@ -414,6 +442,30 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
     return loss;
 }
 
+/* The startup line of the gradient buckets: their size, and where it comes from. */
+static void print_bucket(const trainer *t, FILE *out) {
+    const int64_t b = par_bucket(t->plan);
+    fprintf(out, "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket ",
+            t->c.zero == 3 ? "gradient and weight-gather" : "gradient", (long long)b,
+            1e-6 * (double)b * mesh_wire_bytes(t->wire), mesh_wire_name(t->wire));
+    if (t->c.bucket > 0)
+        fprintf(out, "%lld", (long long)t->c.bucket);
+    else if (t->bucket_chip)
+        fprintf(out,
+                "auto: the smallest power of two with hop latency at most %.0f%% of the transfer "
+                "on %s's links "
+                "(T_min %.3g s, W %.3g B/s per direction)%s",
+                100 * TRAINER_BUCKET_OVERHEAD, t->bucket_chip->name, t->bucket_chip->hop_latency,
+                t->bucket_chip->ici_oneway,
+                t->bucket_emulated ? ", as emulated (bw × latency is the chip's)"
+                : t->emulated      ? ", the book's chip: --alg mpi's built-in collectives do not "
+                                     "use the emulated links"
+                                   : ", the book's chip: the same in every run, unlike the real "
+                                     "links' start-up timing");
+    if (t->bucket_capped) fprintf(out, "; capped at the gradients this rank reduces");
+    fprintf(out, ")\n");
+}
+
 void trainer_print_layout(trainer *t, FILE *out) {
     if (t->pp && mesh_world_rank() == 0) {
         int axis;
@@ -453,17 +505,7 @@ void trainer_print_layout(trainer *t, FILE *out) {
                     t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.chip_flops / t->dcn_chip_bw);
         fprintf(out, "\n");
     }
-    char given[32];
-    snprintf(given, sizeof given, "%lld", (long long)t->c.bucket);
-    if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0)
-        fprintf(out,
-                "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket "
-                "%s%s)\n",
-                t->c.zero == 3 ? "gradient and weight-gather" : "gradient",
-                (long long)par_bucket(t->plan),
-                1e-6 * (double)par_bucket(t->plan) * mesh_wire_bytes(t->wire),
-                mesh_wire_name(t->wire), t->c.bucket < 0 ? "auto" : given,
-                t->c.bucket < 0 ? ": hop latency at most 10% of the transfer" : "");
+    if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0) print_bucket(t, out);
     if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
         fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,
                 par_cmatmul(t->plan) ? "on" : "off",
