@@ -216,11 +216,12 @@ int main(int argc, char **argv) {
               emulated(m, one_hop, &x) / t1 / ((lat + wire / 2) / model), 1 - 1e-9, 1 + 1e-9);
         mesh_set_wire(m, MESH_WIRE_F32);
         const mesh_stat s0 = mesh_stats(m, MESH_OP_PPERMUTE, -1);
-        /* at most 0.15 of a core (the whole process, both ways of waiting): 0.017-0.087 (median
-         * 0.06) in 20 runs under nice 19 on 2 vCPUs at load average 14-16, so 1.7× the worst
-         * seen; a thread polling the transfer would take a whole core on an idle machine */
+        /* at most a quarter of a core (the whole process, both ways of waiting). Measured under
+         * nice 19 on 2 vCPUs: 0.017-0.087 in 20 runs at load average 14-16, but 0.09-0.17 in 22
+         * runs at load 2-3 (one 0.38; before and after the link booking alike), so a tighter
+         * limit is not robust; a thread polling the transfer would take a whole core when idle */
         check("CPU share while waiting for emulated transfers", cpu_share_waiting(m, &x), 0.0,
-              0.15);
+              0.25);
         const mesh_stat s1 = mesh_stats(m, MESH_OP_PPERMUTE, -1);
         /* the caller's CPU time while blocked is at most the time it was blocked (one thread) */
         check("mesh_stats: wait_cpu / wait_seconds of the caller's waits (at most 1)",
