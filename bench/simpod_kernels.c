@@ -14,7 +14,9 @@
  * each half of T×T×H) and twice that backward, as calc/ counts them; the elementwise kernels a
  * few FLOPs per element (the calculator leaves them out; at a TPU's matmul rate they are < 1% of
  * a step). The rest of kernels/rng.c (counter-based draws, used for tokens and sampling) is the
- * real one: the SMPI tree compiles kernels/rng.c beside this file with its fill renamed away. */
+ * real one: the SMPI tree compiles kernels/rng.c beside this file with its fill renamed away.
+ * The memory passes (kern_add, kern_scale, the embedding) count their floats as the real kernels
+ * do (kernels/traffic.h), so that the dry run's step prediction prices them as a real run's. */
 #include <smpi/smpi.h>
 #include <simgrid/host.h>
 
@@ -26,6 +28,7 @@
 #include "kernels/rng.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/traffic.h"
 #include "kernels/xent.h"
 
 /* FLOPs charged on this simulated rank (SMPI privatises globals per rank). */
@@ -105,11 +108,13 @@ void kern_attn_bwd(float *restrict dq, float *restrict dk, float *restrict dv,
 
 void kern_embed_fwd(float *restrict x, const float *restrict embed, const int32_t *restrict tokens,
                     int64_t M, int64_t D, int64_t v0, int64_t Vl) {
-    (void)x, (void)embed, (void)tokens, (void)M, (void)D, (void)v0, (void)Vl; /* a lookup */
+    (void)x, (void)embed, (void)tokens, (void)v0, (void)Vl; /* a lookup, counted as a copy */
+    kern_traffic_count(KERN_PASS_COPY, M * D);
 }
 void kern_embed_bwd(float *restrict dembed, const float *restrict dx,
                     const int32_t *restrict tokens, int64_t M, int64_t D, int64_t v0, int64_t Vl) {
     (void)dembed, (void)dx, (void)tokens, (void)v0, (void)Vl;
+    kern_traffic_count(KERN_PASS_ADD, M * D);
     charge((double)M * (double)D);
 }
 
@@ -176,10 +181,12 @@ double kern_sumsq(const float *x, int64_t n) {
 }
 void kern_scale(float *x, int64_t n, float s) {
     (void)x, (void)s;
+    kern_traffic_count(KERN_PASS_COPY, n);
     charge((double)n);
 }
 void kern_add(float *restrict y, const float *restrict x, int64_t n) {
     (void)y, (void)x;
+    kern_traffic_count(KERN_PASS_ADD, n);
     charge((double)n);
 }
 

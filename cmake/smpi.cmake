@@ -79,9 +79,13 @@ target_link_libraries(test_simlap PRIVATE MPI::MPI_C) # mesh_sim_compute: the ME
 # (bench/simpod_kernels.c: every kernel charges its FLOPs to the simulated clock) and the real
 # counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
 # ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
-add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c)
+add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
+# the memory passes' counts: per simulated rank (SMPI keeps globals per rank; its ranks may share
+# a thread)
+set_source_files_properties(kernels/traffic.c PROPERTIES COMPILE_DEFINITIONS
+                            KERN_TRAFFIC_PER_PROCESS=1)
 target_include_directories(mt_kernels PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(mt_kernels PUBLIC m)
 mt_target_warnings(mt_kernels)

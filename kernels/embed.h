@@ -1,5 +1,7 @@
 /* Token embedding on a (possibly vocabulary-sharded) table embed[Vl, D] holding rows
- * [v0, v0+Vl) of the global table. */
+ * [v0, v0+Vl) of the global table. Memory passes (traffic.h): the lookup counts a copy of D
+ * floats per token in the shard and a clear of D per other token, the backward an add of D per
+ * token in the shard. */
 #ifndef MT_KERNELS_EMBED_H
 #define MT_KERNELS_EMBED_H
 #include <stdint.h>

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "kernels/traffic.h"
+
 void kern_adamw(float *restrict p, float *restrict m, float *restrict v, const float *restrict g,
                 int64_t n, const kern_adamw_cfg *cfg) {
     const float b1 = cfg->beta1, b2 = cfg->beta2, lr = cfg->lr, eps = cfg->eps;
@@ -49,9 +51,11 @@ double kern_sumsq(const float *x, int64_t n) {
 }
 
 void kern_scale(float *x, int64_t n, float s) {
+    kern_traffic_count(KERN_PASS_COPY, n);
     for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
 
 void kern_add(float *restrict y, const float *restrict x, int64_t n) {
+    kern_traffic_count(KERN_PASS_ADD, n);
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }

@@ -19,8 +19,8 @@ void kern_adamw_ref(float *p, float *m, float *v, const float *g, int64_t n,
 void kern_sgd(float *restrict p, const float *restrict g, int64_t n, float lr, float wd);
 /* Σ x² in double (fixed left-to-right blocked order, deterministic). */
 double kern_sumsq(const float *x, int64_t n);
-/* x *= s. */
+/* x *= s; counted as a copy pass of n floats (traffic.h). */
 void kern_scale(float *x, int64_t n, float s);
-/* y += x. */
+/* y += x; counted as an add pass of n floats (traffic.h). */
 void kern_add(float *restrict y, const float *restrict x, int64_t n);
 #endif

@@ -30,6 +30,11 @@ void mesh_link_get(const mesh *m, int axis, double *bw, double *latency) {
     if (latency) *latency = m->link_lat[axis];
 }
 
+/* Real time books each directed link first come, first served: one busy-until per link is
+ * exact here. A message is booked at its send, `now`, read under link_mu, so the bookings come
+ * in the order of their start times: a gap only opens when a message finds its link idle
+ * (now > busy), and it lies wholly before that now, where no later message can fit. (The
+ * virtual clock below is different: there a message's `ready` is not its booking order.) */
 double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops) {
     if (axis < 0 || m->link_bw[axis] <= 0) return 0;
     pthread_mutex_lock(&m->link_mu);
@@ -42,18 +47,63 @@ double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops) {
     return t;
 }
 
+/* a <= b up to a 1e-12 share of b (times are >= 0): a message computed to fill a gap exactly
+ * still fits it, and abuts its neighbours, whatever the rounding of the sums. */
+static int time_le(double a, double b) {
+    return a <= b + 1e-12 * b;
+}
+
+/* Books [start, start + wire) on l in the first gap at or after `ready` that holds it, between
+ * intervals or after the last; returns start. The chains of a call book a shared link in the
+ * order the machine runs them, not in their virtual order, so a message whose data is ready
+ * early may be booked after one due later: it then takes the gap before that one, as the link
+ * would have carried it first. (Bookings are never moved: a message that does not fit the gap
+ * its virtual order would have left goes after the message booked before it.) Abutting
+ * intervals merge, so back-to-back traffic takes one slot. When l is full and the message would
+ * need a new slot, it goes after the last interval, which grows to cover it: the first-come,
+ * first-served booking of a single busy-until, conservative (never earlier than the link frees
+ * up). */
+static double vlink_book(mesh_vlink *l, double ready, double wire) {
+    double start = ready;
+    int i = 0;
+    while (i < l->n && !time_le(start + wire, l->lo[i])) {
+        if (l->hi[i] > start) start = l->hi[i];
+        i++;
+    }
+    if (!(wire > 0)) return start;
+    const double end = start + wire;
+    const int prev = i > 0 && time_le(start, l->hi[i - 1]); /* start >= hi[i − 1] here */
+    const int next = i < l->n && time_le(l->lo[i], end);
+    if (prev && next) { /* fills the gap: intervals i − 1 and i become one */
+        l->hi[i - 1] = l->hi[i];
+        for (int k = i + 1; k < l->n; k++) l->lo[k - 1] = l->lo[k], l->hi[k - 1] = l->hi[k];
+        l->n--;
+    } else if (prev) {
+        l->hi[i - 1] = end;
+    } else if (next) {
+        l->lo[i] = start < l->lo[i] ? start : l->lo[i];
+    } else if (l->n < MESH_VLINK_SLOTS) {
+        for (int k = l->n; k > i; k--) l->lo[k] = l->lo[k - 1], l->hi[k] = l->hi[k - 1];
+        l->lo[i] = start, l->hi[i] = end;
+        l->n++;
+    } else { /* full: after the last interval */
+        start = ready > l->hi[l->n - 1] ? ready : l->hi[l->n - 1];
+        l->hi[l->n - 1] = start + wire;
+    }
+    return start;
+}
+
 double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
                              double ready) {
     if (axis < 0 || m->link_bw[axis] <= 0) return 0;
-    const double start = ctx->vbusy[axis][dir] > ready ? ctx->vbusy[axis][dir] : ready;
     const double wire = (double)bytes / m->link_bw[axis];
-    ctx->vbusy[axis][dir] = start + wire;
+    const double start = vlink_book(&ctx->vlink[axis][dir], ready, wire);
     return start + wire + hops * m->link_lat[axis];
 }
 
 void link_virtual_reset(mesh_ctx *ctx) {
     ctx->vclock = 0;
-    memset(ctx->vbusy, 0, sizeof ctx->vbusy);
+    for (int a = 0; a < MESH_MAX_AXES; a++) ctx->vlink[a][0].n = ctx->vlink[a][1].n = 0;
 }
 
 void link_sleep_until(double t) {

@@ -24,6 +24,14 @@ extern const char *mesh_g_progname;
 #define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
 #define MESH_CHUNK_DEFAULT (1 << 20) /* bytes per lane and block, see mesh_set_chunk */
 
+/* One directed link's bookings on a call's virtual clock (link.c): n disjoint busy intervals
+ * [lo[i], hi[i]), sorted, abutting ones merged. */
+#define MESH_VLINK_SLOTS 32
+typedef struct {
+    int n;
+    double lo[MESH_VLINK_SLOTS], hi[MESH_VLINK_SLOTS];
+} mesh_vlink;
+
 /* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
  * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
 typedef struct {
@@ -40,8 +48,9 @@ typedef struct {
     int no_data; /* the call running on this context leaves its floats alone (mesh_no_data) */
 #endif
     /* the emulator's own clock for the call running on this context (link.c): links only, the
-     * call starting at 0 on idle links; vbusy is when each directed link frees up */
-    double vclock, vbusy[MESH_MAX_AXES][2];
+     * call starting at 0 on idle links; vlink holds each directed link's busy intervals */
+    double vclock;
+    mesh_vlink vlink[MESH_MAX_AXES][2];
 } mesh_ctx;
 
 typedef struct mesh_async mesh_async;
@@ -110,9 +119,10 @@ float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
  * starting now. Returns the time (mesh_now clock) the receiver may consider the data delivered,
  * or 0 when the axis is not emulated. */
 double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops);
-/* The same message on ctx's virtual clock: its data ready at virtual time `ready`, it starts when
- * the link is free of the call's earlier messages; returns its virtual delivery (0 when the axis
- * is not emulated). Exact and independent of the machine's load: what tests check. */
+/* The same message on ctx's virtual clock: its data ready at virtual time `ready`, it takes the
+ * first gap of the link's bookings at or after `ready` that holds its bytes, whatever the order
+ * in which the call's messages are booked; returns its virtual delivery (0 when the axis is not
+ * emulated). Independent of the machine's load: what tests check. */
 double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
                              double ready);
 /* Starts ctx's virtual clock for a new call: time 0, every link idle. */

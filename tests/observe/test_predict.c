@@ -3,8 +3,8 @@
  * is not; two in the queue at once; a step with no compute stretch; events given out of order.
  * The compute model (train/step/ktime.h) times the linear layers of exactly 6·P·tokens FLOPs, P the
  * matmul parameters held (the unembedding only on the last stage), counted by hand, and its
- * parts (train/observe/parts.h) add up to it. The book's crossovers (report_book_boundaries)
- * against the training chapter's numbers. */
+ * parts (train/observe/parts.h) add up to it; the memory passes get a rate each, outside it. The
+ * book's crossovers (report_book_boundaries) against the training chapter's numbers. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,6 +94,11 @@ int main(void) {
     check_expect(fabs(parts - kt.total) <= 1e-12 * kt.total && kt.part[PART_REST] == kt.optimizer,
                  "ktime: the parts add up to the total (%.3g of %.3g s), rest = the optimizer",
                  parts, kt.total);
+    check_expect(kt.pass[KERN_PASS_COPY] > 0 && kt.pass[KERN_PASS_CLEAR] > 0 &&
+                     kt.pass[KERN_PASS_ADD] > 0,
+                 "ktime: every memory pass has a rate (copy %.3g, clear %.3g, add %.3g s/float), "
+                 "outside the total",
+                 kt.pass[KERN_PASS_COPY], kt.pass[KERN_PASS_CLEAR], kt.pass[KERN_PASS_ADD]);
     check_expect(kt.part[PART_FWD_ATTN] > 0 && kt.part[PART_FWD_MLP] > 0 &&
                      kt.part[PART_FWD_OTHER] > 0 && kt.part[PART_BWD_ATTN] > 0 &&
                      kt.part[PART_BWD_MLP] > 0 && kt.part[PART_BWD_OTHER] > 0,

@@ -101,6 +101,7 @@ typedef struct {
         ppcomm[PART_COUNT];
     double pwire[PART_COUNT][MESH_MAX_AXES]; /* on the wire, by major axis (step_split) */
     double progress; /* rank 0's progress thread's CPU seconds (mesh_progress_cpu) */
+    double pass_floats[KERN_PASS_COUNT], ppass_kind[KERN_PASS_COUNT], ppass; /* report.h */
 } bench_sums;
 
 static void sums_add(bench_sums *u, const step_stats *st) {
@@ -123,6 +124,11 @@ static void sums_add(bench_sums *u, const step_stats *st) {
         for (int a = 0; a < MESH_MAX_AXES; a++) u->pwire[p][a] += st->split.part_wire[p][a];
     }
     if (st->pipe.peak_inflight > u->peak_inflight) u->peak_inflight = st->pipe.peak_inflight;
+    for (int k = 0; k < KERN_PASS_COUNT; k++) {
+        u->pass_floats[k] += (double)st->split.pass_floats[k];
+        u->ppass_kind[k] += st->split.pred_pass[k];
+    }
+    u->ppass += st->split.pred_passes;
 }
 
 /* The matmul-only bound of the whole global step on one rank, in seconds (printed). */
@@ -180,6 +186,17 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
              1e3 * u->pred / n, 1e3 * u->pcomp / n, 1e3 * u->pcomm / n, 1e3 * u->pexp / n,
              1e3 * u->book / n, 1e3 * u->bcomp / n, u->pred > 0 ? med / (u->pred / n) : 0.0,
              u->pred > 0 ? best / (u->pred / n) : 0.0, dname[d]);
+    /* the memory passes between the kernels, counted (kernels/traffic.h), and their predicted
+     * time, which the predicted compute includes */
+    {
+        char line[256];
+        int len = snprintf(line, sizeof line, "bench passes");
+        for (int k = 0; k < KERN_PASS_COUNT && len < (int)sizeof line; k++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " | %s %.3f M floats %.1f ms",
+                            kern_pass_name((kern_pass)k), u->pass_floats[k] / n / 1e6,
+                            1e3 * u->ppass_kind[k] / n);
+        mesh_log("%s | predicted %.1f ms (in the predicted compute)\n", line, 1e3 * u->ppass / n);
+    }
     /* the step by part: what the book's crossovers compare (docs/fidelity.md) */
     const double *what[5] = {u->pcpu, u->pxfer, u->pxlast, u->ppcomp, u->ppcomm};
     static const char *wname[5] = {"compute-cpu", "transfer", "transfer-last", "predicted-compute",

@@ -130,7 +130,7 @@ static void on_rows(void *ctx, model *m, float *x, int64_t BT) {
 }
 static void gather_vocab(void *ctx, model *m, float *logits, const float *logits_loc) {
     (void)ctx;
-    memcpy(logits, logits_loc, (size_t)model_extents_of(m)->Vl * sizeof(float));
+    floats_copy(logits, logits_loc, model_extents_of(m)->Vl);
 }
 static void sublayer_out_bwd(void *ctx, model *m, float *dact, float *dw, float *full, float *dr,
                              const float *act, const float *w, int64_t BT, int64_t Kl) {

@@ -445,7 +445,7 @@ void model_last_logits(model *m, int64_t len, float *logits_loc) {
     slot_act *S = &m->slot[0];
     kern_matmul(S->logits, S->hf + (len - 1) * D, m->hk.weight(m->hk.ctx, m, P_UNEMBED), 1, D,
                 m->loc.Vl);
-    memcpy(logits_loc, S->logits, (size_t)m->loc.Vl * sizeof(float));
+    floats_copy(logits_loc, S->logits, m->loc.Vl);
 }
 
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
@@ -457,7 +457,7 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
         model_last_logits(m, len, m->s_big);
         m->hk.gather_vocab(m->hk.ctx, m, logits, m->s_big);
     } else {
-        memset(logits, 0, (size_t)m->s.V * sizeof(float));
+        floats_clear(logits, m->s.V);
     }
     m->hk.pipe_share_last(m->hk.ctx, logits, m->s.V);
 }
@@ -617,7 +617,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
     } else { /* this rank's D_Y columns of the gradient of the stage output */
         const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
         for (int64_t r = 0; r < BT && !mesh_no_data(BT * Dl * (int64_t)sizeof(float)); r++)
-            memcpy(m->d_resid + r * Dl, d_out + r * D + d0, (size_t)Dl * sizeof(float));
+            floats_copy(m->d_resid + r * Dl, d_out + r * D + d0, Dl);
     }
     for (int64_t l = m->l1 - 1; l >= m->l0; l--) {
         trace_begin(TRACE_BWD, l);

@@ -5,7 +5,9 @@
  *   compute = wall − Σ exposed;  idle = max over ranks of compute − this rank's compute (time
  *   spent waiting for slower ranks, which shows up inside the exposed communication).
  * Predicted (the step's own prediction, `pred_ms` of --metrics):
- *   compute = the kernels' times on this rank's shapes, measured at start-up (train/step/ktime.h);
+ *   compute = the kernels' times on this rank's shapes, measured at start-up (train/step/ktime.h),
+ *     plus the memory passes the step made (passes.h: the floats its thread copied, cleared and
+ *     added, counted by part as the CPU time is) at the seconds per float ktime timed;
  *   each collective call = mesh/cost.h's formula for what it actually moved — its op, axes,
  *     algorithm, V in the bytes of its wire format (fp32 or bf16), the link constants of its
  *     major axis (emulated, or calibrated at start-up by a ping-pong along the axis) — with each
@@ -35,6 +37,7 @@
 #include "mesh/cost.h"
 #include "mesh/link.h"
 #include "train/observe/boundary.h"
+#include "train/observe/passes.h"
 #include "train/observe/predict.h"
 #include "train/observe/skew.h"
 #include "train/observe/trace.h"
@@ -84,6 +87,8 @@ struct report {
     int nsw;
     double part_cpu[PART_COUNT], part_xfer[PART_COUNT], part_pred[PART_COUNT];
     double part_compute_pred[PART_COUNT];
+    pass_count passes;                 /* the step's memory passes by part (caller's thread) */
+    double pass_rate[KERN_PASS_COUNT]; /* their seconds per float (report_set_pass_rates) */
     double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
     /* the step's collectives as skew.h matches them across ranks, and the part each was issued
      * in (under mu); shared_clock: every rank on one host */
@@ -139,6 +144,7 @@ static void part_charge(report *r) {
     const double cpu = mesh_thread_cpu(), w = wait_cpu(r);
     r->part_cpu[part_now(r)] += (cpu - r->part_cpu0) - (w - r->part_wait0);
     r->part_cpu0 = cpu, r->part_wait0 = w;
+    pass_count_charge(&r->passes, part_now(r));
 }
 
 /* The part the caller was in at time t (under mu). */
@@ -407,6 +413,10 @@ void report_set_compute_parts(report *r, const double *parts) {
     memcpy(r->part_compute_pred, parts, sizeof r->part_compute_pred);
 }
 
+void report_set_pass_rates(report *r, const double *sec_per_float) {
+    memcpy(r->pass_rate, sec_per_float, sizeof r->pass_rate);
+}
+
 const cost_link *report_link(const report *r, int axis) {
     return &r->link[axis];
 }
@@ -433,6 +443,7 @@ void report_step_begin(report *r) {
     pthread_mutex_unlock(&r->mu);
     memset(r->part_cpu, 0, sizeof r->part_cpu);
     r->part_cpu0 = mesh_thread_cpu(), r->part_wait0 = wait_cpu(r);
+    pass_count_begin(&r->passes);
     for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
     r->cpu0 = mesh_thread_cpu();
     r->t0 = mesh_now();
@@ -497,6 +508,17 @@ static void skew_step(report *r, step_split *out) {
     free(rows), free(all), free(x), free(mine), free(part), free(head);
 }
 
+/* The step's memory passes (passes.h), charged up to now: their floats by kind into out, their
+ * predicted seconds by part into part_seconds, the total returned (also into out). */
+static double step_passes(report *r, step_split *out, double *part_seconds) {
+    pass_count_charge(&r->passes, part_now(r));
+    pass_count_total(&r->passes, out->pass_floats);
+    for (int k = 0; k < KERN_PASS_COUNT; k++)
+        out->pred_pass[k] = (double)out->pass_floats[k] * r->pass_rate[k];
+    out->pred_passes = pass_count_seconds(&r->passes, r->pass_rate, part_seconds);
+    return out->pred_passes;
+}
+
 void report_step_end(report *r, double flops_rank, step_split *out) {
     const double wall = mesh_now() - r->t0;
     memset(out, 0, sizeof *out);
@@ -525,10 +547,12 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     out->wall = wall;
     out->compute = wall - exposed;
     out->compute_cpu = mesh_thread_cpu() - r->cpu0 - blocked_cpu;
+    double pass_part[PART_COUNT];
+    const double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
     /* the prediction: the step's events replayed with predicted durations (predict.h) */
     pthread_mutex_lock(&r->mu);
     predict_result pr;
-    predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, r->compute_pred, &pr);
+    predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, compute_pred, &pr);
     const int overflow = r->overflow;
     const double book_comm = r->book_comm;
     memcpy(out->part_xfer, r->part_xfer, sizeof out->part_xfer);
@@ -537,9 +561,10 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     pthread_mutex_unlock(&r->mu);
     part_charge(r);
     memcpy(out->part_cpu, r->part_cpu, sizeof out->part_cpu);
-    memcpy(out->part_pred_compute, r->part_compute_pred, sizeof out->part_pred_compute);
-    out->pred_compute = r->compute_pred;
-    out->pred_step = overflow ? r->compute_pred + pred_block + pred_async : pr.step;
+    for (int p = 0; p < PART_COUNT; p++)
+        out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
+    out->pred_compute = compute_pred;
+    out->pred_step = overflow ? compute_pred + pred_block + pred_async : pr.step;
     if (overflow && !r->overflow_noted) {
         r->overflow_noted = 1;
         mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
@@ -643,7 +668,8 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     }
     fprintf(out,
             "  compute: measured %.1f ms, predicted %.1f ms (%.2f; the kernels timed on this "
-            "rank's shapes) | exposed comm: measured %.1f ms, predicted %.1f ms\n",
+            "rank's shapes and the memory passes counted) | exposed comm: measured %.1f ms, "
+            "predicted %.1f ms\n",
             1e3 * t->compute, 1e3 * t->pred_compute,
             t->pred_compute > 0 ? t->compute / t->pred_compute : 0, 1e3 * (t->wall - t->compute),
             1e3 * t->pred_exposed);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "mesh/coll.h"
+#include "kernels/traffic.h"
 #include "mesh/cost.h"
 #include "train/observe/parts.h"
 
@@ -49,6 +50,11 @@ typedef struct {
      * several hosts the shortest of the ranks' own durations), summed over the step's
      * collectives (not p2p) and by the part each was issued in; what the book's T_comms is */
     double xfer_last, part_xfer_last[PART_COUNT];
+    /* the memory passes the step's thread made (kernels/traffic.h): floats by kind, their
+     * predicted seconds by kind (report_set_pass_rates) and in all, which pred_compute and
+     * part_pred_compute include */
+    int64_t pass_floats[KERN_PASS_COUNT];
+    double pred_pass[KERN_PASS_COUNT], pred_passes;
 } step_split;
 
 typedef struct {
@@ -72,6 +78,10 @@ report *report_create(mesh *m, double flops);
 void report_set_compute(report *r, double seconds);
 /* Not collective. The same by part (parts.h), seconds each. */
 void report_set_compute_parts(report *r, const double *parts);
+/* Not collective. The seconds per float of each memory pass (kernels/traffic.h; ktime.h times
+ * them): each step's predicted compute, in total and by part, adds the floats the step's thread
+ * copied, cleared and added, at these rates (0 until set: the passes cost nothing). */
+void report_set_pass_rates(report *r, const double *sec_per_float);
 /* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
  * predicted time into ICI ones and those over a set with this axis (−1: no split). */
 void report_set_dcn(report *r, int axis);

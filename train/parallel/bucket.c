@@ -128,7 +128,7 @@ void bucket_flush(struct par *p) {
     if (p->zero) { /* close the regions up: RS block j at j·c */
         const int move = !mesh_no_data(c * p->n_data * (int64_t)sizeof(float));
         for (int64_t j = 1; j < p->n_data && move; j++)
-            memmove(buf + j * c, buf + j * region(p), (size_t)c * sizeof(float));
+            floats_move(buf + j * c, buf + j * region(p), c);
         if (p->overlap) {
             if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
             p->pending[p->n_pending++] = (pending_red){

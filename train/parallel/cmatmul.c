@@ -4,6 +4,7 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/traffic.h"
 #include "mesh/coll.h"
 
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n) {
@@ -220,6 +221,7 @@ static void norm_block(void *vc, const float *blk, int64_t j, int first) {
                 xb[r * N + q] = blk[r * nl + q];
                 hb[r * N + q] = blk[r * nl + q] * gb[q];
             }
+    kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
     for (int k = 0; k < c->nw; k++)
         kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
                   c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mesh/errmsg.h"
+#include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
 int par_is_layer_param(param_id id) {
@@ -24,16 +25,14 @@ void par_pack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n
     const int64_t c = C / n;
     if (mesh_no_data(R * C * (int64_t)sizeof(float))) return;
     for (int64_t j = 0; j < n; j++)
-        for (int64_t r = 0; r < R; r++)
-            memcpy(dst + (j * R + r) * c, src + r * C + j * c, (size_t)c * sizeof(float));
+        for (int64_t r = 0; r < R; r++) floats_copy(dst + (j * R + r) * c, src + r * C + j * c, c);
 }
 
 void par_unpack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n) {
     const int64_t c = C / n;
     if (mesh_no_data(R * C * (int64_t)sizeof(float))) return;
     for (int64_t j = 0; j < n; j++)
-        for (int64_t r = 0; r < R; r++)
-            memcpy(dst + r * C + j * c, src + (j * R + r) * c, (size_t)c * sizeof(float));
+        for (int64_t r = 0; r < R; r++) floats_copy(dst + r * C + j * c, src + (j * R + r) * c, c);
 }
 
 float *par_layer_slot(struct par *p, float *buf, param_id id) {

@@ -277,9 +277,9 @@ static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen,
         const float *part = p->gather_stage[k] + b0 * p->n_data + j * blen + at;
         if (g->zdim && g->R > 1)
             for (int64_t r = 0; r < g->R; r++)
-                memcpy(dst + r * g->C + j * cl, part + r * cl, (size_t)cl * sizeof(float));
+                floats_copy(dst + r * g->C + j * cl, part + r * cl, cl);
         else
-            memcpy(dst + j * cnt, part, (size_t)cnt * sizeof(float));
+            floats_copy(dst + j * cnt, part, cnt);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/traffic.h"
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
 #include "mesh/mesh.h"
@@ -31,8 +32,10 @@ typedef enum {
     K_XENT_S, /* cross-entropy statistics, M rows of K logits */
     K_XENT_B, /* cross-entropy backward */
     K_ADAMW,  /* AdamW over M parameters */
-    K_ZERO,   /* zeroing M gradients (the step's start) */
-    K_SUMSQ   /* Σ g² over M gradients (the global norm) */
+    K_SUMSQ,  /* Σ g² over M gradients (the global norm) */
+    K_COPY,   /* the memory passes (kernels/traffic.h), M floats: floats_copy */
+    K_CLEAR,  /* floats_clear */
+    K_ADD     /* kern_add */
 } kind;
 
 typedef struct {
@@ -118,11 +121,17 @@ static void run(const call *c, const ktime_shape *s, bufs *b) {
         kern_adamw(f[0], f[1], f[2], f[3], M, &cfg);
         break;
     }
-    case K_ZERO:
-        floats_clear(f[0], M);
-        break;
     case K_SUMSQ:
         f[1][0] = (float)kern_sumsq(f[0], M);
+        break;
+    case K_COPY:
+        floats_copy(f[0], f[1], M);
+        break;
+    case K_CLEAR:
+        floats_clear(f[0], M);
+        break;
+    case K_ADD:
+        kern_add(f[0], f[1], M);
         break;
     }
 }
@@ -161,9 +170,13 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     case K_ADAMW:
         n[0] = n[1] = n[2] = n[3] = M;
         break;
-    case K_ZERO:
     case K_SUMSQ:
         n[0] = M, n[1] = 1;
+        break;
+    case K_COPY:
+    case K_CLEAR:
+    case K_ADD:
+        n[0] = n[1] = M;
         break;
     }
 }
@@ -291,18 +304,30 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
         ADD(K_XENT_S, r, s->Vl, 0, mb, PART_FWD_OTHER);
         ADD(K_XENT_B, r, s->Vl, 0, mb, PART_BWD_OTHER);
     }
+    /* the gradients' zeroing at the step's start is a memory pass (floats_clear): counted as
+     * the run makes it and priced at the clear's rate (ktime.h), not timed here, so that it is
+     * not counted twice and is counted where and how often the run actually clears */
     ADD(K_ADAMW, s->params, 0, 0, 1, PART_REST);
-    ADD(K_ZERO, s->grads, 0, 0, 1, PART_REST);
     ADD(K_SUMSQ, s->params, 0, 0, 1, PART_REST);
 #undef ADD
     return n;
 }
 
+/* The floats of one timed memory pass: 4 MB, a few times a core's private caches, the size of a
+ * layer's weight matrix that a sharded run gathers (D·F for D = 512, F = 2048) and a few times a
+ * micro-batch's activations (B·T·D); the samples start cold (time_call) and a pass's rate per
+ * float varies little with its length beyond this. */
+#define KTIME_PASS_FLOATS (1 << 20)
+_Static_assert(K_CLEAR - K_COPY == KERN_PASS_CLEAR && K_ADD - K_COPY == KERN_PASS_ADD,
+               "the timed passes in traffic.h's order");
+
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     call c[KTIME_CALLS];
     double count[KTIME_CALLS];
     step_part part[KTIME_CALLS];
-    const int n = step_calls(s, c, count, part);
+    int n = step_calls(s, c, count, part);
+    const int npass = n; /* then the memory passes, timed for their rate: not in the step's sum */
+    for (kind k = K_COPY; k <= K_ADD; k++) c[n++] = (call){k, KTIME_PASS_FLOATS, 0, 0};
     ktime_step r;
     memset(&r, 0, sizeof r);
     /* one arena for every call's copies, and the targets */
@@ -320,7 +345,9 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
         free(tg);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = npass; i < n; i++)
+        r.pass[c[i].k - K_COPY] = time_call(&c[i], s, budget, arena, tg) / (double)c[i].M;
+    for (int i = 0; i < npass; i++) {
         const double t = count[i] * time_call(&c[i], s, budget, arena, tg);
         r.part[part[i]] += t;
         switch (c[i].k) {
@@ -335,7 +362,6 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
             r.attention += t;
             break;
         case K_ADAMW:
-        case K_ZERO:
         case K_SUMSQ:
             r.optimizer += t;
             break;

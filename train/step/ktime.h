@@ -7,12 +7,20 @@
  * the last-level cache), as in a step, whose footprint is many times the caches. With one BLAS
  * thread the clock is the thread's CPU time: the prediction is of a rank that has its core, and a
  * share of the core taken by other processes (ranks sharing a core, other jobs) is not counted;
- * with more BLAS threads it is the wall clock. Residual adds, copies and the embedding lookup are
- * not counted (they move a few bytes per token). Depends on kernels/ and mesh_now (the clock). */
+ * with more BLAS threads it is the wall clock.
+ * The memory passes between the kernels (copies, clears and additions of float arrays: residual
+ * copies, the packing of gathered weights and of tensor-sharded columns, the gradient
+ * reductions' additions, the embedding's lookup and scatter-add, the gradients' zeroing;
+ * kernels/traffic.h) are not in this sum: what they cost depends on what the run does (its
+ * scheme, buckets, sharding), so the run counts the floats each kind touches as it makes them,
+ * and the step's prediction adds floats × the kind's seconds per float, timed here in the same
+ * way (cold, on the same clock) on a pass of 4 MB (train/observe/report.c). Depends on kernels/
+ * and mesh_now (the clock). */
 #ifndef MT_TRAIN_KTIME_H
 #define MT_TRAIN_KTIME_H
 #include <stdint.h>
 
+#include "kernels/traffic.h"
 #include "train/observe/parts.h"
 
 /* What this rank computes in one step. */
@@ -23,7 +31,6 @@ typedef struct {
     int64_t seqs;           /* sequences per micro-batch on this rank */
     int64_t micro;          /* micro-batches per step */
     int64_t params;         /* parameters this rank's optimizer updates (and the norm sums) */
-    int64_t grads;          /* gradients the model holds on this rank (zeroed each step) */
     int last;               /* 1 if this rank computes the loss (the last pipeline stage) */
     int threads;            /* BLAS threads per rank (1: timed by the thread's CPU clock) */
 } ktime_shape;
@@ -32,14 +39,15 @@ typedef struct {
     double matmul;           /* the linear layers (forward, weight and input gradients), seconds */
     double attention;        /* causal attention forward and backward (its sgemms and softmax) */
     double elementwise;      /* RMSNorm, RoPE, SwiGLU, cross-entropy */
-    double optimizer;        /* AdamW over the parameters this rank owns, the gradients' zeroing and
-                                their global norm */
+    double optimizer;        /* AdamW over the parameters this rank owns and their global norm */
     double total;            /* the step's predicted compute */
     double matmul_flops;     /* FLOPs of the linear layers, for their rate */
     double part[PART_COUNT]; /* the same compute by part of the step (parts.h): a linear layer's
                                 forward in its sublayer's forward part, its weight and input
                                 gradients in the backward's; the head's and the loss's in the
                                 passes' other; the optimizer's in rest */
+    double pass[KERN_PASS_COUNT]; /* seconds per float of each memory pass (kernels/traffic.h),
+                                     not in the sums above */
 } ktime_step;
 
 /* Times every kernel the step runs, each until its samples add up to `budget` seconds (at least

@@ -58,8 +58,6 @@ static int measure_compute(trainer *t) {
     model_stage(t->mod, &l0, &l1);
     par_pipe_axis(t->plan, &pax, &P, &stage);
     const model_shape *s = &t->c.shape;
-    int64_t ngrads = 0;
-    const float *grads = model_grads_flat(t->mod, &ngrads);
     const ktime_shape ks = {.L = l1 - l0,
                             .D = s->D,
                             .H = s->H,
@@ -71,7 +69,6 @@ static int measure_compute(trainer *t) {
                             .seqs = t->Bl,
                             .micro = t->n_micro,
                             .params = t->n_state,
-                            .grads = grads ? ngrads : 0,
                             .last = stage == P - 1,
                             .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);
@@ -296,6 +293,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     t->rep = report_create(m, t->flops);
     report_set_compute(t->rep, t->ktime.total);
     report_set_compute_parts(t->rep, t->ktime.part);
+    report_set_pass_rates(t->rep, t->ktime.pass);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
     report_set_skew(t->rep, c->bench);
     if (!serial && setup_choices(t, err, errlen) < 0) {
