@@ -327,7 +327,16 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     step_part part[KTIME_CALLS];
     int n = step_calls(s, c, count, part);
     const int npass = n; /* then the memory passes, timed for their rate: not in the step's sum */
-    for (kind k = K_COPY; k <= K_ADD; k++) c[n++] = (call){k, KTIME_PASS_FLOATS, 0, 0};
+    /* budget 0 (a quick start: tests that check numbers, not times): the passes at the size of
+     * a micro-batch's activations, at least 16K floats, so that a small model's arena stays the
+     * size its kernels need (4 MB passes made every trainer of a small test map, fill and unmap
+     * 64 MB cold copies: 10 s of system time in a 4-rank test of many trainers) */
+    int64_t pass_floats = KTIME_PASS_FLOATS;
+    if (budget <= 0) {
+        const int64_t act = s->seqs * s->T * s->D;
+        pass_floats = act < (1 << 14) ? (1 << 14) : act > pass_floats ? pass_floats : act;
+    }
+    for (kind k = K_COPY; k <= K_ADD; k++) c[n++] = (call){k, pass_floats, 0, 0};
     ktime_step r;
     memset(&r, 0, sizeof r);
     /* one arena for every call's copies, and the targets */
