@@ -365,6 +365,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
+    const int64_t polls0 = ctx->idle_polls;
     link_virtual_reset(ctx);
     /* a plan per context: the non-blocking calls' coroutine (ctx[1], co_progress.c) shares the
      * caller's thread in the SMPI build and the inline mode (SMPI privatises statics per
@@ -413,6 +414,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     }
     rec->t_end = mesh_now();
     rec->t_emulated = ctx->vclock;
+    rec->idle_polls = ctx->idle_polls - polls0;
     where_leave(m, ci);
 }
 
@@ -441,6 +443,7 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
     s->calls++;
     s->bytes += bytes;
     s->seconds += rec->t_end - rec->t_start;
+    s->idle_polls += rec->idle_polls;
     if (!rec->async) { /* completed on the caller's thread */
         s->wait_seconds += rec->t_end - rec->t_issue;
         s->wait_cpu += mesh_thread_cpu() - rec->cpu_issue;
@@ -454,7 +457,7 @@ void coll_record_end(mesh *m, const mesh_call *rec) {
 }
 
 mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
-    mesh_stat t = {0, 0, 0, 0, 0};
+    mesh_stat t = {0, 0, 0, 0, 0, 0};
     CHECK(op >= 0 && op < MESH_OP_COUNT, "bad op %d", (int)op);
     pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
     for (int k = 0; k <= MESH_MAX_AXES; k++) {
@@ -462,6 +465,7 @@ mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
         const mesh_stat *s = &m->stat[op][k];
         t.calls += s->calls, t.bytes += s->bytes;
         t.seconds += s->seconds, t.wait_seconds += s->wait_seconds, t.wait_cpu += s->wait_cpu;
+        t.idle_polls += s->idle_polls;
     }
     pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
     return t;

@@ -176,6 +176,7 @@ typedef struct {
     double seconds;      /* wall time from start to completion, summed */
     double wait_seconds; /* time the caller spent blocked in this op (blocking call or wait) */
     double wait_cpu;     /* the caller's CPU time while blocked (polling, copies, reductions) */
+    int64_t idle_polls;  /* summed mesh_call.idle_polls: how often waiting for messages woke up */
 } mesh_stat;
 /* Totals for op over every axis set (axis < 0) or for sets whose major axis is `axis`. Not
  * collective. Call when no non-blocking call is in flight for exact figures. */
@@ -211,6 +212,14 @@ typedef struct {
                           idle links), up to this rank's last emulated delivery; the max over
                           ranks is what the links allow, independent of the machine's load.
                           0 without emulated links (and for MPI's built-ins) */
+    int64_t idle_polls; /* the engine's rounds for this call that found no message ready to
+                           move on, on the thread that ran it; each polls MPI, then naps (up to
+                           the next emulated delivery, or a growing interval: coll_engine.c,
+                           nap.c) or waits inside MPI, which counts once (Open MPI's waits spin;
+                           a blocking call on real links waits so). A wait that polled without
+                           napping would count about one per µs; load makes naps overshoot, so
+                           it lowers the count, never raises it. 0 for MPI's built-ins and
+                           DIRECT */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */

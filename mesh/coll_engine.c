@@ -746,6 +746,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             continue;
         }
         where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
+        ctx->idle_polls++;
         int outc = 0;
         /* SMPI (simulated time: no naps), or the inline mode on the coroutine or while it has
          * messages in flight: the wait serves the coroutine (co_progress.c) */

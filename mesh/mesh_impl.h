@@ -51,6 +51,7 @@ typedef struct {
      * call starting at 0 on idle links; vlink holds each directed link's busy intervals */
     double vclock;
     mesh_vlink vlink[MESH_MAX_AXES][2];
+    int64_t idle_polls; /* the engine's polls on this context that found nothing (mesh_call) */
 } mesh_ctx;
 
 typedef struct mesh_async mesh_async;
