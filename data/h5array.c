@@ -1,10 +1,11 @@
 /* h5array: see h5array.h. */
-#define _POSIX_C_SOURCE 200809L /* fsync, getpid, rename, unlink */
+#define _POSIX_C_SOURCE 200809L /* fsync, getpid, rename, unlink, SIGKILL */
 #include "data/h5array.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,12 +320,25 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
     return h5util_agree(f->comm, st, err, errlen);
 }
 
+/* Test hook, for the test of a rank killed mid-save (tests/ckpt/sigkill.sh): with
+ * MESHTRAIN_FAULT_KILL_SAVE=R:I in the environment, world rank R raises SIGKILL at the I-th write
+ * (from 0) into every file it creates: the arrays before it are in the temp file, the other ranks
+ * are on their way into the write's collectives, and mpirun must end the job. */
+static void h5array_kill_point(int write) {
+    const char *v = getenv("MESHTRAIN_FAULT_KILL_SAVE");
+    int rank, at, me;
+    if (!v || sscanf(v, "%d:%d", &rank, &at) != 2 || at != write) return;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me == rank) raise(SIGKILL);
+}
+
 /* Test hook, for the tests where no small file system can be mounted to fill up: with
  * MESHTRAIN_FAULT_SAVE=i in the environment, the i-th write (from 0) into every created file fails
  * as a full disk would, midway through it (in a checkpoint: the i-th array of every save). Not
  * collective: every rank reads the same environment and counts the same calls, and the failure
  * joins the write's own agreement. Returns 0, or -1 with a message naming the injection. */
 static int h5array_fault_point(h5array *f, const char *name, char *err, size_t errlen) {
+    h5array_kill_point(f->writes);
     const char *fault = getenv("MESHTRAIN_FAULT_SAVE");
     const int fail_at = fault && *fault ? atoi(fault) : -1;
     if (f->writes++ != fail_at) return 0;

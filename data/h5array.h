@@ -57,7 +57,8 @@ const char *h5array_path(const h5array *f);
  * slabs must tile the array: their element counts must add up to the array's size (checked), and
  * they must not overlap (not checked). Fails if the dataset exists. Test hook: with
  * MESHTRAIN_FAULT_SAVE=i set, the i-th call on each created file fails on every rank as a full
- * disk would (h5array.c, h5array_fault_point). */
+ * disk would (h5array.c, h5array_fault_point); with MESHTRAIN_FAULT_KILL_SAVE=R:I set, world
+ * rank R SIGKILLs itself at the I-th call instead (h5array_kill_point). */
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   const int64_t *offset, const int64_t *count, int writer, const float *data,
                   char *err, size_t errlen);

@@ -12,6 +12,8 @@
 #   cluster_up HOSTS [RATE]   # RATE (e.g. 2gbit): each host's link shaped by a token bucket
 #   cluster_mpirun -np 4 --map-by ppr:2:node prog args...   # mpirun on host 0, hostfile given
 #   (cluster_down runs on every exit path: trap set by cluster_up)
+# Each mpirun is guarded by `timeout`, at most CL_TIMEOUT (120 s) and never past CL_DEADLINE
+# (cl_guard), so that the guard fires before the test's CTest TIMEOUT.
 #
 # Skips (exit 77, with the reason) where the machine does not allow it: not root, no iproute2,
 # openssh-server or util-linux, or namespaces not permitted. Variables after cluster_up:
@@ -146,8 +148,8 @@ CFG
   done
   CL_HOSTFILE=$CL_DIR/hostfile
   for ((i = 0; i < hosts; i++)); do
-    local ok=0 t
-    for t in $(seq 50); do
+    local ok=0 t0=$SECONDS
+    while [ $((SECONDS - t0)) -lt 60 ]; do # a loaded machine can take a while to start sshd
       if out=$(cl_exec 0 ssh -F "$CL_DIR/ssh_config" "${CL_ADDR[i]}" hostname 2>&1) &&
          [ "$out" = "${CL_NAME[i]}" ]; then ok=1; break; fi
       kill -0 "${CL_SSHD_PID[i]}" 2>/dev/null || break
@@ -167,21 +169,38 @@ cl_exec() {
   ip netns exec "${CL_NS[h]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${CL_NAME[h]}" "$@"
 }
 
+# cl_guard: the seconds one command may take: CL_TIMEOUT (default 120), cut to what is left before
+# CL_DEADLINE (seconds since the script started; CMake sets it 30 s below the test's TIMEOUT, room
+# for cluster_down), so that a hang ends in the test's own guard, with its message and teardown,
+# never in CTest's kill, which would leave the daemons running.
+cl_guard() {
+  local t=${CL_TIMEOUT:-120}
+  [ -n "${CL_DEADLINE:-}" ] && [ $((CL_DEADLINE - SECONDS)) -lt "$t" ] && t=$((CL_DEADLINE - SECONDS))
+  [ "$t" -ge 1 ] || t=1
+  echo "$t"
+}
+
 # cluster_mpirun ARGS...: mpirun on host 0 with CL_HOSTFILE; remote orted over ssh; TCP between
 # hosts on CL_IF only, shared memory within a host. The ranks get the run-as-root permission and
 # every OPENBLAS_* variable of this environment (-x): a rank that picked another sgemm kernel
 # (OPENBLAS_CORETYPE) would round differently, and runs would no longer be bit-identical across
 # placements. The hosts share this machine's cores, so idle ranks yield (as --oversubscribe does).
+# Guarded by cl_guard: status 124 and a line on stderr when it runs out of time.
 cluster_mpirun() {
   local xs=(-x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -x OPENBLAS_NUM_THREADS=1) v
+  local t rc
   for v in $(compgen -e); do
     case $v in OPENBLAS_NUM_THREADS) ;; OPENBLAS_*) xs+=(-x "$v") ;; esac
   done
-  cl_exec 0 timeout "${CL_TIMEOUT:-120}" "${CL_MPIRUN:-mpirun}" --hostfile "$CL_HOSTFILE" \
+  t=$(cl_guard)
+  cl_exec 0 timeout "$t" "${CL_MPIRUN:-mpirun}" --hostfile "$CL_HOSTFILE" \
     --mca plm_rsh_agent "ssh -F $CL_DIR/ssh_config" --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$CL_NET" \
     --mca oob_tcp_if_include "$CL_NET" --bind-to none "${xs[@]}" "$@" &
   wait $! # interruptible: a signal runs the traps now, not when mpirun ends
+  rc=$?
+  [ $rc -eq 124 ] && echo "cluster_mpirun: mpirun timed out after $t s (killed)" >&2
+  return $rc
 }
 
 # cl_tx_bytes HOST: bytes host HOST has sent on its link so far.

@@ -8,9 +8,10 @@
 #   clobber      outputs never overwrite inputs: prepare T T, --metrics/--save-init/--save-final
 #                naming --data or --resume, two outputs naming one file
 #   early        --save-final into a directory fails before step 1
-#   ckptdir      a second job on a --ckpt-dir in use is refused; kill -9 of the first leaves no
-#                stuck lock (resume latest works); a new run among another run's checkpoints and
-#                --resume latest of another run's file are refused unless --take-over
+#   ckptdir      a second job on a --ckpt-dir in use is refused; kill -9 of the first (its ranks
+#                waited for until they have ended) leaves no stuck lock (resume latest works); a
+#                new run among another run's checkpoints and --resume latest of another run's
+#                file are refused unless --take-over
 #   flags        a flag twice, --mesh '', --eps 1e-300
 #   tokens       an out-of-range token read first by rank 1 names the token on every rank count
 set -u
@@ -38,11 +39,33 @@ expect() {
     sed 's/^/     | /' "$WORK/err" | tail -5
   fi
 }
-# kill_tree PID: SIGKILL to PID and all its descendants, leaves first
-kill_tree() {
+# tree PID: PID and all its descendants, leaves first, each as PID:START (its start time, so that
+# a reused pid is never taken for it)
+tree() {
   local c
-  for c in $(pgrep -P "$1"); do kill_tree "$c"; done
-  kill -KILL "$1" 2>/dev/null
+  for c in $(pgrep -P "$1"); do tree "$c"; done
+  echo "$1:$(started "$1")"
+}
+started() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+# kill_tree PID: SIGKILL to PID and all its descendants, leaves first; then waits until every one
+# of them has ended (gone, or a zombie: its files closed, so a flock it held released), at most
+# 60 s: kill(2) returns before the kernel has torn the process down, and the next case must not
+# find the lock still held.
+kill_tree() {
+  local procs p left state
+  procs=$(tree "$1")
+  for p in $procs; do kill -KILL "${p%%:*}" 2>/dev/null; done
+  for _ in $(seq 600); do
+    left=
+    for p in $procs; do
+      state=$(sed 's/^.*) //' "/proc/${p%%:*}/stat" 2>/dev/null | cut -d' ' -f1)
+      [ -n "$state" ] && [ "$state" != Z ] && [ "$(started "${p%%:*}")" = "${p#*:}" ] &&
+        left="$left ${p%%:*}"
+    done
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  fail "kill -9: processes$left still running 60 s later"
 }
 # same A B WHAT: files A and B are byte-identical
 same() { cmp -s "$1" "$2" && pass "$3" || fail "$3"; }
@@ -97,12 +120,19 @@ grep -q '^step ' "$WORK/out" && fail "--save-final DIR: steps ran before the err
 mt "${D[@]}" "${SMALL[@]}" --steps 100000000 --save-every 5 --ckpt-dir "$WORK/busy" \
   --quiet >"$WORK/busy.log" 2>&1 &
 bg=$!
-for _ in $(seq 600); do [ -e "$WORK/busy/step_000005.h5" ] && break; sleep 0.05; done
+# its checkpoint 5 (so its claim and lock too); at most 120 s however loaded the machine
+for _ in $(seq 1200); do
+  [ -e "$WORK/busy/step_000005.h5" ] || ! kill -0 $bg 2>/dev/null && break
+  sleep 0.1
+done
+[ -e "$WORK/busy/step_000005.h5" ] ||
+  { fail "the busy job saved no step 5 (still running: $(kill -0 $bg 2>/dev/null && echo yes || echo no))"
+    sed 's/^/     | /' "$WORK/busy.log" | tail -5; }
 expect 2 "--ckpt-dir $WORK/busy is in use by a running job (run " "${D[@]}" "${SMALL[@]}" \
   --steps 4 --save-every 2 --ckpt-dir "$WORK/busy"
 expect 2 "is in use by a running job" "${D[@]}" "${SMALL[@]}" --steps 4 --save-every 2 \
   --ckpt-dir "$WORK/busy" --take-over
-kill_tree $bg # kill -9 of the job, ranks included: the lock must not outlive them
+kill_tree $bg # kill -9 of the job, ranks included (all gone when it returns): no lock outlives them
 wait $bg 2>/dev/null
 expect 2 "holds the checkpoints of run " "${D[@]}" "${SMALL[@]}" --steps 4 --save-every 2 \
   --ckpt-dir "$WORK/busy"

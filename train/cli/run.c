@@ -6,9 +6,12 @@
  * measured at start-up (run_measure_peak: kern_measure_flops, best of 3 × 0.1 s), all ranks at
  * once: with one rank per core that is ranks × one core's rate, and when ranks share cores it is
  * what the cores deliver. */
+#define _POSIX_C_SOURCE 200809L /* SIGKILL */
 #include "train/cli/run.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +119,18 @@ static double exposed_comm(const step_stats *st) {
     double sum = 0.0;
     for (int op = 0; op < MESH_OP_COUNT; op++) sum += st->split.exposed[op];
     return sum;
+}
+
+/* Test hook (tests/ckpt/sigkill.sh): with MESHTRAIN_FAULT_KILL_STEP=R:S in the environment, world
+ * rank R raises SIGKILL as it begins step S + 1, after S steps and their saves, while the others
+ * go on into that step's collectives: a rank killed mid-run, at a point no scheduling can move. */
+static void fault_kill_point(int64_t step) {
+    const char *v = getenv("MESHTRAIN_FAULT_KILL_STEP");
+    int rank;
+    long long at;
+    if (v && sscanf(v, "%d:%lld", &rank, &at) == 2 && at == (long long)step &&
+        rank == mesh_world_rank())
+        raise(SIGKILL);
 }
 
 /* Collective over: world. Writes the state after `step` steps to `path` (train/ckpt/ckpt.h); a
@@ -299,6 +314,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     for (int64_t s = c->steps; s >= 10; s /= 10) width++;
     double train_secs = 0.0, last_loss = NAN, last_val = NAN;
     for (int64_t step = r.step0; step < c->steps; step++) {
+        fault_kill_point(step);
         const double t0 = mesh_now();
         load_rows(&r, TOKENS_TRAIN, step);
         step_stats st;
