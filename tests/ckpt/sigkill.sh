@@ -30,6 +30,7 @@ killed() {
     sleep 0.1
   done
   has=$(ls "$WORK/k" | tr '\n' ' ')
+  # shellcheck disable=SC2053 # want is a pattern
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q 'signal 9' "$WORK/$log" && [ -z "$left" ] &&
      [[ $has == $want ]]; then
     pass "$what: mpirun exited $rc, no rank left; the directory holds: $has"
