@@ -47,9 +47,8 @@ void mesh_where_signal(mesh *m);
  * mesh_where_step) has lasted more than `timeout` seconds: it prints this rank's where-line, asks
  * every other rank to print theirs (a message on a communicator of its own), waits for them (until
  * all have answered, 5 s at most; MESHTRAIN_WATCHDOG_GRACE=S sets the most), then ends the job
- * with MPI_Abort (exit status 4), naming the rank and what timed out and any rank that did not
- * answer.
- * Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
+ * with MPI_Abort (exit status 4), naming the rank, what timed out and any rank that did not
+ * answer. Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
 int mesh_watchdog_start(mesh *m, double timeout);
 /* Collective over: world. Stops the watchdog (no-op if none). mesh_destroy calls it. */
 void mesh_watchdog_stop(mesh *m);
