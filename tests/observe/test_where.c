@@ -6,8 +6,9 @@
  *   mismatch-op  the same with AllGather against ReduceScatter
  *   stall      the last rank stalls for good ("computing", never returns) inside step 0 while the
  *              others enter an AllGather over the last axis (then an AllReduce over the first) →
- *              only the watchdog (--timeout) can end the job: it prints every rank's where-line
- *              and ends it (status 4)
+ *              only the watchdog (--timeout) can end the job: the stalled rank's fires (the
+ *              others' get 10 times --timeout), prints its where-line, asks the others for
+ *              theirs and ends the job (status 4)
  *   usr1       the last rank "computes" until FILE (--release) exists while the others wait in an
  *              AllGather; rank 0 prints "ready" first, so that where.sh can send SIGUSR1 to
  *              mpirun until the where-lines show both ranks in place, then create FILE; then the
@@ -52,9 +53,12 @@ int main(int argc, char **argv) {
     mesh *m = mesh_create(spec, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     mesh_where_signal(m);
+    const int nd = mesh_ndims(m), last = mesh_nranks(m) - 1;
+    /* stall: only the stalled rank's watchdog fires (the others' would 10 times later), so the
+     * others print their where-lines because it asks them to */
+    if (!strcmp(mode, "stall") && mesh_rank(m) != last) timeout *= 10;
     if (timeout > 0 && mesh_watchdog_start(m, timeout) < 0)
         mesh_exit_error("cannot start the watchdog thread");
-    const int nd = mesh_ndims(m), last = mesh_nranks(m) - 1;
     mesh_axes first = {1, {0, 0, 0}}, minor = {1, {nd - 1, 0, 0}};
     float in[16] = {1, 2, 3}, out[16 * 64];
 

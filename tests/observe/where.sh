@@ -5,13 +5,14 @@
 #   mismatch, mismatch-op  test_where on 4 ranks (x=2,y=2), --debug-collectives: exit 3, one
 #              "collective mismatch" message naming rank 0 (x=0,y=0) and rank 2 (x=1,y=0) with
 #              their calls
-#   stall      test_where on 4 ranks (y=4), the last one stalled for good, --timeout 5: exit 4
-#              (nothing but the watchdog can end that job: without it `timeout` would say 124);
-#              one where-line per rank; rank 1 is "in AllGather #1 over y, 1 of 2 hops done" (its
-#              step 1 arrived from rank 0; rank 3 never sends), rank 2 "0 of 2", rank 3 is "not in
-#              mesh ... stalled in compute". The healthy ranks have 5 s to reach the AllGather, and
-#              MESHTRAIN_WATCHDOG_GRACE=60 lets every rank answer however loaded the machine is
-#              (the wait ends once all have)
+#   stall      test_where on 4 ranks (y=4), the last one stalled for good, --timeout 5 (50 on
+#              the others): exit 4 (nothing but the watchdog can end that job: without it
+#              `timeout` would say 124); one watchdog message, rank 3's; one where-line per rank,
+#              those of ranks 0-2 "asked by rank 3's watchdog"; rank 1 is "in AllGather #1 over y,
+#              1 of 2 hops done" (its step 1 arrived from rank 0; rank 3 never sends), rank 2 "0 of
+#              2", rank 3 is "not in mesh ... stalled in compute". The healthy ranks have 5 s to
+#              reach the AllGather, and MESHTRAIN_WATCHDOG_GRACE=60 lets every rank answer however
+#              loaded the machine is (the wait ends once all have)
 #   usr1       test_where on 2 ranks, rank 1 "computing" until released: SIGUSR1 to mpirun, again
 #              (each time once both ranks have answered) until rank 0's where-line shows it in the
 #              AllGather and rank 1's shows its compute; then the release. Every SIGUSR1 gives one
@@ -63,9 +64,11 @@ stall)
     for r in 0 1 2 3; do expect_n "^meshtrain: where: rank $r \(y=$r\): " 1; done
     expect_n "^meshtrain: where: rank 1 \(y=1\): in AllGather #1 over y, 1 of 2 hops done, for [0-9.]+ s \| step 0 " 1
     expect_n "^meshtrain: where: rank 2 \(y=2\): in AllGather #1 over y, 0 of 2 hops done, for " 1
-    expect_n "^meshtrain: where: rank 3 \(y=3\): not in mesh \(last: AllReduce #0 over y, ended [0-9.]+ s ago\) \| step 0 \([0-9.]+ s\), stalled in compute, part 1" 1
-    [ "$(count '^meshtrain: watchdog: rank [0-3] \(y=[0-3]\): .*more than --timeout 5 s')" -ge 1 ] ||
-        fail "no watchdog message"
+    expect_n "^meshtrain: where: rank 3 \(y=3\): not in mesh \(last: AllReduce #0 over y, ended [0-9.]+ s ago\) \| step 0 \([0-9.]+ s\), stalled in compute, part 1$" 1
+    expect_n "^meshtrain: where: rank [0-2] .* \(asked by rank 3's watchdog\)$" 3
+    expect_n "^meshtrain: watchdog: rank [0-3] .*more than --timeout" 1
+    expect_n "^meshtrain: watchdog: rank 3 \(y=3\): step 0 has run [0-9.]+ s, more than --timeout 5 s" 1
+    expect_n "^meshtrain: watchdog: rank 3 ends the job \(MPI_Abort, status 4\)$" 1
     expect_n "no where-line within" 0
     ;;
 usr1)
