@@ -1,6 +1,6 @@
 #!/bin/bash
 # watchdog_stop.sh MPIEXEC MESHTRAIN TEXT [TRIALS]: the watchdog fires wherever a peer stops.
-# Each trial trains on 2 ranks with --timeout 10, per-step metrics (a status agreement between
+# Each trial trains on 2 ranks with --timeout 20, per-step metrics (a status agreement between
 # steps) and a checkpoint every 2 steps (parallel HDF5), waits for the steps to start, then, after
 # a random delay, stops a random rank with SIGSTOP: inside a collective, MPI's own Allreduce,
 # HDF5's collective I/O or compute, wherever it happens to be. Every trial must end by itself
@@ -9,12 +9,14 @@
 # rank was, per trial. Seeded by $RANDOM unless WATCHDOG_SEED is set (printed, to replay).
 #
 # Nothing here depends on how fast the machine is: the trials wait for their first step however
-# long it takes (`timeout` only catches a hang), and --timeout 10 is far above any healthy wait
-# before the stop (a step, or a status agreement behind a peer's HDF5 save: up to ~2 s on a
-# loaded 2-vCPU machine), so the watchdog fires only on the stop. The trials run at the same
-# time: most of a trial is the 10 s the running rank waits, so 5 trials take about as long as
-# one (~15 s idle). A stopped rank never answers, so MESHTRAIN_WATCHDOG_GRACE=0.5 (whether it
-# answers does not depend on how long the others wait).
+# long it takes (`timeout` only catches a hang), and --timeout 20 is far above any healthy wait
+# before the stop. The watchdog is on from start-up, when a rank can wait in a status agreement
+# for a peer still timing its kernels (on a loaded machine the ranks' start-ups drift apart by
+# seconds: 10 s seen with five start-ups at once at load 20), and in the steps, behind a peer's
+# HDF5 save (~2 s loaded). So the start-ups take turns: a trial starts once the one before has
+# reached its first step; the 20 s waits of the running ranks overlap (~30 s idle for 5 trials).
+# A stopped rank never answers, so MESHTRAIN_WATCHDOG_GRACE=0.5 (whether it answers does not
+# depend on how long the others wait).
 set -u
 mpiexec=$1 prog=$2 text=$3 trials=${4:-5}
 seed=${WATCHDOG_SEED:-$RANDOM}
@@ -47,10 +49,11 @@ trial() {
     MESHTRAIN_WATCHDOG_GRACE=0.5 timeout -k 10 240 "$mpiexec" --oversubscribe --bind-to none \
         -np 2 "$prog" --data "$text" --layers 2 --d-model 64 --seq-len 32 --batch 4 \
         --steps 1000000 --eval-every 7 --eval-batches 1 --save-every 2 --keep 2 \
-        --ckpt-dir "$tmp/ck.$t" --metrics "$tmp/m.$t.jsonl" --timeout 10 >"$log" 2>&1 &
+        --ckpt-dir "$tmp/ck.$t" --metrics "$tmp/m.$t.jsonl" --timeout 20 >"$log" 2>&1 &
     pid=$!
     echo $pid >"$tmp/pid.$t"
     until grep -q '^step ' "$log" || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
+    : >"$tmp/started.$t" # the next trial may start
     sleep "$delay"
     victim=$(rank_pid "$pid" "$stop")
     [ -n "$victim" ] && kill -STOP "$victim"
@@ -67,7 +70,7 @@ trial() {
     [ $rc = 4 ] || { fail "exit $rc, wanted 4: $out"; return; }
     where=$(printf '%s\n' "$out" | grep -E "^meshtrain: where: rank $other \(x=$other\): " | head -1)
     [ -n "$where" ] || { fail "no where-line from rank $other: $out"; return; }
-    printf '%s\n' "$out" | grep -qE "^meshtrain: watchdog: rank $other \(x=$other\): .* more than --timeout 10 s" ||
+    printf '%s\n' "$out" | grep -qE "^meshtrain: watchdog: rank $other \(x=$other\): .* more than --timeout 20 s" ||
         { fail "no watchdog message from rank $other: $out"; return; }
     printf '%s\n' "$out" | grep -qE "^meshtrain: watchdog: no where-line within 0.5 s from rank $stop \(x=$stop\)" ||
         { fail "rank $stop not named as stopped: $out"; return; }
@@ -78,6 +81,7 @@ for t in $(seq "$trials"); do # the stop points come from the seed, in order
     stop=$((RANDOM % 2))
     delay=$(printf '0.%03d' $((RANDOM % 1000)))
     trial "$t" "$stop" "$delay" &
+    until [ -e "$tmp/started.$t" ] || ! kill -0 $! 2>/dev/null; do sleep 0.05; done
 done
 wait
 bad=0
