@@ -6,7 +6,10 @@
 # Accounting, not timing:
 #  - DP: the forward pass issues no collective (transfer and predicted communication 0 there),
 #    the gradient reductions are in the backward pass or after it; the parts' compute CPU adds up
-#    to the step's (within 10% + 2 ms: the two are read a few calls apart);
+#    to the step's: the report opens the first part and the step with one reading of the CPU
+#    clock and closes the last part and the step with another, so they are equal but for the
+#    printed rounding (8 values in µs: 0.004 ms); a part's CPU lost or counted twice (every part
+#    here takes 0.03 ms or more) or a collective's blocked CPU left in a part shows;
 #  - TP: the attention's and the MLP's forward AllGather + ReduceScatter move the same [B, D]
 #    activations: the same predicted communication, and some;
 #  - the boundaries are the book's for v5p with bf16 (2550 tokens per rank; F = 3400 on |Y| = 2
@@ -20,12 +23,13 @@
 #  - FSDP + TP (ZeRO-3 over x, TP over y, 2x2) at B = 1.5·F: the book's threshold 4α = 10200
 #    tokens per step (`mixed-tokens`), and the whole step's on the wire with its ratio to it
 #    (`bench wire-boundary mixed`); DP prints neither.
+# (--no-matmul-bound: the matmul-only bound is timed for the summary alone, and not checked here.)
 # usage: bench_parts.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 WORK=$4
 mkdir -p "$WORK"
 model=(--layers 1 --d-model 64 --heads 4 --d-ff 128 --seq-len 16 --batch 8 --bench --steps 1
-       --emulate v5p --comm-dtype bf16)
+       --emulate v5p --comm-dtype bf16 --no-matmul-bound)
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 field() { sed -n "s|.*$2 \([0-9.e+]*\).*|\1|p" <<<"$1" | head -1; }
@@ -60,7 +64,7 @@ c=$(grep '^bench parts compute-cpu' <<<"$out") split=$(grep '^bench split' <<<"$
 sum=$(for k in fwd-attn fwd-mlp fwd-other bwd-attn bwd-mlp bwd-other rest; do field "$c" "$k"; done |
   awk '{s += $1} END {print s}')
 all=$(field "$split" compute-cpu)
-awk -v s="$sum" -v a="$all" 'BEGIN{d = s - a; exit !((d < 0 ? -d : d) <= 0.1 * a + 2 && s > 0)}' &&
+awk -v s="$sum" -v a="$all" 'BEGIN{d = s - a; exit !((d < 0 ? -d : d) <= 0.0045 && s > 0)}' &&
   echo "ok   DP: the parts' compute CPU $sum ms adds up to the step's $all ms" ||
   { fail "DP: the parts' compute CPU $sum ms against the step's $all ms"; echo "$c"; }
 b=$(grep '^bench boundary' <<<"$out")

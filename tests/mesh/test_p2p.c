@@ -8,10 +8,11 @@
  *  - accounting: mesh_stats counts one MESH_OP_SEND per message sent, with its bytes, and one
  *    MESH_OP_RECV per message received (no bytes), per axis and in total;
  *  - emulated links: over a 10 MB/s, 1 ms link a 100 kB message is delivered no sooner than
- *    1 ms + 10 ms after it was sent (shared clock: one host), and not absurdly later (< 5×); two
- *    messages back to back on one directed link serialize (the second ≥ 1 ms + 20 ms); the
+ *    1 ms + 10 ms after it was sent (shared clock: one host; checked as ≥ 0.97 of that);
+ *    two messages back to back on one directed link serialize (the second ≥ 1 ms + 20 ms); the
  *    receive's trace record lies inside the call, ends no sooner than the delivery, and is what
- *    mesh_stats accounts as MESH_OP_RECV wait. Loose bounds: the machine is oversubscribed.
+ *    mesh_stats accounts as MESH_OP_RECV wait. Only "never early" is checked: how much later a
+ *    delivery comes depends on what else runs on the machine, so no upper bound decides a pass.
  * Usage: mpirun -np N test_p2p SPEC [--open AXES] */
 #include <math.h>
 #include <stdarg.h>

@@ -169,8 +169,8 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
     /* compute-cpu: the compute's CPU time (train/observe/report.h), what the compute takes
      * when the rank has its core; progress-cpu: the progress thread's (--overlap's collectives);
      * transfer: the collectives' start → end on this rank; transfer-last: from the last rank's
-     * start (train/observe/skew.h) */
-    mesh_log("bench split | compute %.1f ms | compute-cpu %.1f ms | progress-cpu %.1f ms | exposed "
+     * start (train/observe/skew.h). compute-cpu in µs, as its parts below: they add up to it */
+    mesh_log("bench split | compute %.1f ms | compute-cpu %.3f ms | progress-cpu %.1f ms | exposed "
              "comm %.1f ms | transfer %.1f ms | transfer-last %.1f ms | idle %.1f ms | predicted "
              "%.1f ms/step | measured/predicted %.2f\n",
              1e3 * u->comp / n, 1e3 * u->cpu / n, 1e3 * u->progress / n, 1e3 * u->comm / n,
@@ -197,7 +197,8 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
                             1e3 * u->ppass_kind[k] / n);
         mesh_log("%s | predicted %.1f ms (in the predicted compute)\n", line, 1e3 * u->ppass / n);
     }
-    /* the step by part: what the book's crossovers compare (docs/fidelity.md) */
+    /* the step by part: what the book's crossovers compare (docs/fidelity.md); the compute CPU
+     * in µs (a small model's parts take a few hundredths of a ms), the others in 0.1 ms */
     const double *what[5] = {u->pcpu, u->pxfer, u->pxlast, u->ppcomp, u->ppcomm};
     static const char *wname[5] = {"compute-cpu", "transfer", "transfer-last", "predicted-compute",
                                    "predicted-comm"};
@@ -205,7 +206,8 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
         char line[512];
         int len = snprintf(line, sizeof line, "bench parts %s", wname[w]);
         for (int p = 0; p < PART_COUNT && len < (int)sizeof line; p++)
-            len += snprintf(line + len, sizeof line - (size_t)len, " | %s %.1f ms",
+            len += snprintf(line + len, sizeof line - (size_t)len,
+                            w == 0 ? " | %s %.3f ms" : " | %s %.1f ms",
                             step_part_name((step_part)p), 1e3 * what[w][p] / n);
         mesh_log("%s\n", line);
     }

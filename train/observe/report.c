@@ -65,7 +65,7 @@ struct report {
     int regime_lat[MESH_OP_COUNT], async_calls[MESH_OP_COUNT];
     double book_comm; /* the book's time of the step's collectives (bf16, max-form) */
     predict_event *ev;
-    int nev, overflow, overflow_noted;
+    int nev, ev_cap, overflow, overflow_noted; /* ev_cap: REPORT_EVENTS or the test hook's */
     /* totals over the run */
     report_totals tot;
     mesh_stat before[MESH_OP_COUNT];
@@ -139,12 +139,16 @@ static double wait_cpu(const report *r) {
     return w;
 }
 
-/* Charges the caller's compute CPU time since the last switch to the current part. */
-static void part_charge(report *r) {
-    const double cpu = mesh_thread_cpu(), w = wait_cpu(r);
+/* Charges the caller's compute CPU time up to `cpu` (its CPU clock; w: wait_cpu) since the last
+ * switch to the current part. */
+static void part_charge_at(report *r, double cpu, double w) {
     r->part_cpu[part_now(r)] += (cpu - r->part_cpu0) - (w - r->part_wait0);
     r->part_cpu0 = cpu, r->part_wait0 = w;
     pass_count_charge(&r->passes, part_now(r));
+}
+
+static void part_charge(report *r) {
+    part_charge_at(r, mesh_thread_cpu(), wait_cpu(r));
 }
 
 /* The part the caller was in at time t (under mu). */
@@ -232,7 +236,7 @@ double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg,
 }
 
 static void push(report *r, predict_event e) {
-    if (r->nev < REPORT_EVENTS)
+    if (r->nev < r->ev_cap)
         r->ev[r->nev++] = e;
     else
         r->overflow = 1;
@@ -345,9 +349,19 @@ static void calibrate_axis(report *r, int axis) {
     free(b);
 }
 
+/* Test hook: MESHTRAIN_REPORT_EVENTS=n (1 ≤ n < 16384) in the environment lowers the events a
+ * step's replay holds to n, so that a tiny run overflows it (tests/cli/metrics_pred.sh) instead
+ * of one that makes 16384 collectives a step. Every rank reads the same environment. */
+static int events_cap(void) {
+    const char *s = getenv("MESHTRAIN_REPORT_EVENTS");
+    const long n = s && *s ? strtol(s, NULL, 10) : 0;
+    return n >= 1 && n < REPORT_EVENTS ? (int)n : REPORT_EVENTS;
+}
+
 report *report_create(mesh *m, double flops) {
     report *r = calloc(1, sizeof *r);
     if (!r) return NULL;
+    r->ev_cap = events_cap();
     r->ev = malloc(REPORT_EVENTS * sizeof *r->ev);
     r->sk = malloc(REPORT_EVENTS * sizeof *r->sk);
     r->sk_part = malloc(REPORT_EVENTS * sizeof *r->sk_part);
@@ -442,10 +456,16 @@ void report_step_begin(report *r) {
     r->nsw = 1, r->sw[0].t = mesh_now(), r->sw[0].p = part_now(r);
     pthread_mutex_unlock(&r->mu);
     memset(r->part_cpu, 0, sizeof r->part_cpu);
-    r->part_cpu0 = mesh_thread_cpu(), r->part_wait0 = wait_cpu(r);
     pass_count_begin(&r->passes);
-    for (int op = 0; op < MESH_OP_COUNT; op++) r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
-    r->cpu0 = mesh_thread_cpu();
+    /* one reading of the CPU clock and of the blocked CPU opens both the step's compute CPU and
+     * its first part's (report_step_end closes both with one more): the parts add up to the
+     * step by construction */
+    double w = 0;
+    for (int op = 0; op < MESH_OP_COUNT; op++) {
+        r->before[op] = mesh_stats(r->m, (mesh_op)op, -1);
+        w += r->before[op].wait_cpu;
+    }
+    r->cpu0 = r->part_cpu0 = mesh_thread_cpu(), r->part_wait0 = w;
     r->t0 = mesh_now();
 }
 
@@ -522,7 +542,7 @@ static double step_passes(report *r, step_split *out, double *part_seconds) {
 void report_step_end(report *r, double flops_rank, step_split *out) {
     const double wall = mesh_now() - r->t0;
     memset(out, 0, sizeof *out);
-    double blocked_cpu = 0;
+    double blocked_cpu = 0, w_end = 0;
     double exposed = 0, pred_block = 0, pred_async = 0;
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         mesh_stat now = mesh_stats(r->m, (mesh_op)op, -1);
@@ -532,6 +552,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         out->pred[op] = r->pred[op] + r->pred_async[op];
         exposed += out->exposed[op];
         blocked_cpu += now.wait_cpu - r->before[op].wait_cpu;
+        w_end += now.wait_cpu;
         pred_block += r->pred[op];
         pred_async += r->pred_async[op];
         report_totals *t = &r->tot;
@@ -546,7 +567,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     }
     out->wall = wall;
     out->compute = wall - exposed;
-    out->compute_cpu = mesh_thread_cpu() - r->cpu0 - blocked_cpu;
+    const double cpu_end = mesh_thread_cpu();
+    out->compute_cpu = cpu_end - r->cpu0 - blocked_cpu;
+    part_charge_at(r, cpu_end, w_end); /* the last part closes where the step's compute does */
     double pass_part[PART_COUNT];
     const double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
     /* the prediction: the step's events replayed with predicted durations (predict.h) */
@@ -559,7 +582,6 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     memcpy(out->part_pred_comm, r->part_pred, sizeof out->part_pred_comm);
     memcpy(out->part_wire, r->part_wire, sizeof out->part_wire);
     pthread_mutex_unlock(&r->mu);
-    part_charge(r);
     memcpy(out->part_cpu, r->part_cpu, sizeof out->part_cpu);
     for (int p = 0; p < PART_COUNT; p++)
         out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
@@ -570,7 +592,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
                  "and the prediction of such a step is the plain sum of its compute and every "
                  "collective's predicted time (nothing hidden)\n",
-                 (long long)r->tot.steps + 1, REPORT_EVENTS);
+                 (long long)r->tot.steps + 1, r->ev_cap);
     }
     out->pred_comm = pr.comm;
     out->pred_exposed = out->pred_step - out->pred_compute;

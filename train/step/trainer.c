@@ -43,6 +43,7 @@ struct trainer {
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
     int bucket_capped;            /* the size asked exceeded this rank's gradients */
+    int cmatmul_split;            /* --collective-matmul auto: the ranks' own verdicts differed */
 };
 
 /* --bucket auto: the hop latency of a bucket's reduction at most this share of its transfer */
@@ -216,11 +217,18 @@ static int setup_choices(trainer *t, char *err, size_t errlen) {
     if (c->cmatmul != 0) {
         const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
         mesh_set_wire(m, t->wire);
-        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, t->flops);
+        /* auto: a block's matmul at the rate the emulated links are scaled to, the ranks' mean
+         * (mesh_emulate), the same on every rank: a hop's and a block's predicted times then
+         * both scale as 1/rate, and the verdict is the chip's and the shapes' alone, whatever
+         * start-up timing measured; on real links this rank's sgemm rate against its link
+         * calibration */
+        const double rate = t->emulated ? t->emu.measured_flops : t->flops;
+        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, rate);
         mesh_set_wire(m, wire);
-        /* the ranks' measured FLOP/s and link calibrations differ a little: one verdict (the
-         * minimum: on only where every rank finds it wins) */
+        /* one verdict (the minimum: on only where every rank finds it wins); on real links the
+         * ranks' measured rates and calibrations may split it, which the run then says */
         const int agreed = mesh_agree(mesh_world_comm(m), on);
+        t->cmatmul_split = mesh_agree_max(mesh_world_comm(m), on) != agreed;
         if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
             return errmsg_fail(err, errlen,
                                "out of memory allocating the collective matmul's scratch");
@@ -509,7 +517,11 @@ void trainer_print_layout(trainer *t, FILE *out) {
     if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
         fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,
                 par_cmatmul(t->plan) ? "on" : "off",
-                t->c.cmatmul > 0 ? "on" : "auto: the cost model's choice");
+                t->c.cmatmul > 0 ? "on"
+                : t->cmatmul_split
+                    ? "auto: the cost model's choice; the ranks' own verdicts differed, and it is "
+                      "on only where every rank's is"
+                    : "auto: the cost model's choice, the same on every rank");
     const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
     mesh_set_wire(t->mesh, t->wire);
     par_print_layout(t->plan, t->mod, &t->c, t->rep, out);
