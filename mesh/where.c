@@ -17,7 +17,11 @@
 
 #define WD_TAG 7001     /* watchdog notices, on the watchdog's own communicator */
 #define WD_ACK_TAG 7002 /* answers to a notice: the where-line is out */
-#define WD_GRACE 1.0    /* seconds the firing rank waits for the others' where-lines */
+/* Seconds the firing rank waits at most for the others' where-lines; the wait ends as soon as
+ * every rank has answered, so only a rank that cannot answer (stopped, or its watchdog thread
+ * starved) costs the whole of it. Long enough for a healthy rank on a loaded or oversubscribed
+ * machine; MESHTRAIN_WATCHDOG_GRACE (seconds, > 0) overrides it. */
+#define WD_GRACE 5.0
 #define WD_STATUS 4     /* exit status of a job the watchdog ended */
 #define CHECK_STATUS 3
 
@@ -510,12 +514,41 @@ static void overdue(mesh *m, long long now, char *what, size_t len) {
     }
 }
 
+/* The notices of other ranks' watchdogs, on the watchdog's communicator: one receive posted at a
+ * time, re-posted after each, and `heard` marks every rank whose notice arrived (it fired, so it
+ * printed its where-line). */
+typedef struct {
+    MPI_Request rq;
+    int buf;
+    char *heard; /* [nranks], or NULL when out of memory (then nobody is marked) */
+} notices;
+
+static void notice_post(mesh *m, notices *n) {
+    MPI_Irecv(&n->buf, 1, MPI_INT, MPI_ANY_SOURCE, WD_TAG, m->where.wd_comm, &n->rq);
+}
+
+/* The source of a notice that has arrived (marked in heard; the receive re-posted), or -1. */
+static int notice_test(mesh *m, notices *n) {
+    int flag = 0;
+    MPI_Status st;
+    if (n->rq != MPI_REQUEST_NULL) MPI_Test(&n->rq, &flag, &st);
+    if (!flag) return -1;
+    const int src = st.MPI_SOURCE;
+    if (n->heard && src >= 0 && src < m->nranks) n->heard[src] = 1;
+    notice_post(m, n);
+    return src;
+}
+
 /* During the grace period: who has answered the notices (an answer, or a notice of its own from
- * a rank whose watchdog fired too: both mean it printed its where-line). Then names the others. */
-static void collect_answers(mesh *m, MPI_Request *notice_rq) {
+ * a rank whose watchdog fired too, before this one's or since: both mean it printed its
+ * where-line). Ends as soon as every rank has. Then names the others. */
+static void collect_answers(mesh *m, notices *nt) {
     char *answered = calloc((size_t)m->nranks, 1);
     int left = m->nranks - 1;
-    const long long until = now_ns() + (long long)(WD_GRACE * 1e9);
+    if (answered && nt->heard)
+        for (int r = 0; r < m->nranks; r++)
+            if (r != m->rank && nt->heard[r]) answered[r] = 1, left--;
+    const long long until = now_ns() + (long long)(m->where.wd_grace * 1e9);
     while (answered && left > 0 && now_ns() < until) {
         int flag = 0, src = -1, x;
         MPI_Status st;
@@ -524,18 +557,18 @@ static void collect_answers(mesh *m, MPI_Request *notice_rq) {
             MPI_Recv(&x, 1, MPI_INT, st.MPI_SOURCE, WD_ACK_TAG, m->where.wd_comm,
                      MPI_STATUS_IGNORE);
             src = st.MPI_SOURCE;
-        } else if (*notice_rq != MPI_REQUEST_NULL) {
-            MPI_Test(notice_rq, &flag, &st);
-            if (flag) src = st.MPI_SOURCE;
+        } else {
+            src = notice_test(m, nt);
         }
-        if (src >= 0 && src < m->nranks && !answered[src]) answered[src] = 1, left--;
+        if (src >= 0 && src < m->nranks && src != m->rank && !answered[src])
+            answered[src] = 1, left--;
         if (src < 0) sleep_s(0.01);
     }
     if (answered && left > 0) {
         char line[1024];
         sbuf b = {line, 0, sizeof line};
         put_s(&b, "meshtrain: watchdog: no where-line within ");
-        put_secs(&b, (long long)(WD_GRACE * 1e9));
+        put_secs(&b, (long long)(m->where.wd_grace * 1e9));
         put_s(&b, " from");
         int shown = 0;
         for (int r = 0; r < m->nranks; r++) {
@@ -556,7 +589,7 @@ static void collect_answers(mesh *m, MPI_Request *notice_rq) {
     free(answered);
 }
 
-static _Noreturn void fire(mesh *m, const char *what, MPI_Request *notice_rq) {
+static _Noreturn void fire(mesh *m, const char *what, notices *nt) {
     char coords[64];
     mesh_coord_str(m, coords, sizeof coords);
     report_once(m, "");
@@ -572,7 +605,7 @@ static _Noreturn void fire(mesh *m, const char *what, MPI_Request *notice_rq) {
         MPI_Isend(&one, 1, MPI_INT, r, WD_TAG, m->where.wd_comm, &rq);
         MPI_Request_free(&rq);
     }
-    collect_answers(m, notice_rq);
+    collect_answers(m, nt);
     fprintf(stderr, "meshtrain: watchdog: rank %d ends the job (MPI_Abort, status %d)\n", m->rank,
             WD_STATUS);
     fflush(stderr);
@@ -585,10 +618,8 @@ static void *watchdog_main(void *arg) {
     where_state *w = &m->where;
     double period = w->wd_timeout / 4;
     period = period < 0.02 ? 0.02 : period > 0.25 ? 0.25 : period;
-    int notice = 0;
-    MPI_Status status;
-    MPI_Request rq;
-    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, WD_TAG, w->wd_comm, &rq);
+    notices nt = {MPI_REQUEST_NULL, 0, calloc((size_t)m->nranks, 1)};
+    notice_post(m, &nt);
     pthread_mutex_lock(&w->wd_mu);
     while (!w->wd_stop) {
         struct timespec until;
@@ -599,27 +630,27 @@ static void *watchdog_main(void *arg) {
         pthread_cond_timedwait(&w->wd_cv, &w->wd_mu, &until);
         if (w->wd_stop) break;
         pthread_mutex_unlock(&w->wd_mu);
-        int flag = 0;
-        if (rq != MPI_REQUEST_NULL) MPI_Test(&rq, &flag, &status);
-        if (flag) { /* another rank's watchdog fired: say where we are; it ends the job */
+        /* other ranks' watchdogs fired: say where we are (once), answer each; they end the job */
+        for (int src; (src = notice_test(m, &nt)) >= 0;) {
             char tail[64];
-            snprintf(tail, sizeof tail, " (asked by rank %d's watchdog)", status.MPI_SOURCE);
+            snprintf(tail, sizeof tail, " (asked by rank %d's watchdog)", src);
             report_once(m, tail);
             static const int one = 1;
             MPI_Request ack;
-            MPI_Isend(&one, 1, MPI_INT, status.MPI_SOURCE, WD_ACK_TAG, w->wd_comm, &ack);
+            MPI_Isend(&one, 1, MPI_INT, src, WD_ACK_TAG, w->wd_comm, &ack);
             MPI_Request_free(&ack);
         }
         char what[256];
         overdue(m, now_ns(), what, sizeof what);
-        if (what[0]) fire(m, what, &rq);
+        if (what[0]) fire(m, what, &nt);
         pthread_mutex_lock(&w->wd_mu);
     }
     pthread_mutex_unlock(&w->wd_mu);
-    if (rq != MPI_REQUEST_NULL) {
-        MPI_Cancel(&rq);
-        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    if (nt.rq != MPI_REQUEST_NULL) {
+        MPI_Cancel(&nt.rq);
+        MPI_Wait(&nt.rq, MPI_STATUS_IGNORE);
     }
+    free(nt.heard);
     return NULL;
 }
 
@@ -628,6 +659,9 @@ int mesh_watchdog_start(mesh *m, double timeout) {
     if (w->wd_running || !(timeout > 0)) return 0;
     MPI_Comm_dup(m->ctx[0].world.mpi, &w->wd_comm);
     w->wd_timeout = timeout;
+    const char *g = getenv("MESHTRAIN_WATCHDOG_GRACE");
+    const double grace = g ? atof(g) : 0;
+    w->wd_grace = grace > 0 ? grace : WD_GRACE;
     w->wd_stop = 0;
     pthread_mutex_init(&w->wd_mu, NULL);
     pthread_cond_init(&w->wd_cv, NULL);

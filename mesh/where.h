@@ -45,9 +45,10 @@ void mesh_where_signal(mesh *m);
 /* Collective over: world. Starts a watchdog thread on this rank. It fires when a single call
  * into mesh (a collective, a wait for a non-blocking one, a point-to-point wait) or a step (see
  * mesh_where_step) has lasted more than `timeout` seconds: it prints this rank's where-line, asks
- * every other rank to print theirs (a message on a communicator of its own), waits a second for
- * them, then ends the job with MPI_Abort (exit status 4), naming the rank and what timed out.
- * Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
+ * every other rank to print theirs (a message on a communicator of its own), waits for them (until
+ * all have answered, 5 s at most; MESHTRAIN_WATCHDOG_GRACE=S sets the most), then ends the job
+ * with MPI_Abort (exit status 4), naming the rank, what timed out and any rank that did not
+ * answer. Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
 int mesh_watchdog_start(mesh *m, double timeout);
 /* Collective over: world. Stops the watchdog (no-op if none). mesh_destroy calls it. */
 void mesh_watchdog_stop(mesh *m);

@@ -39,6 +39,7 @@ typedef struct {
     pthread_t wd_thread;
     int wd_running; /* 0: off; 1: communicator only (the thread failed); 2: running */
     double wd_timeout;
+    double wd_grace; /* seconds to wait for the others' where-lines (WD_GRACE in where.c) */
     MPI_Comm wd_comm;
     pthread_mutex_t wd_mu;
     pthread_cond_t wd_cv;
