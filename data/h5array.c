@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "data/h5util.h"
+#include "mesh/mesh.h"
 #include "mesh/where.h"
 
 struct h5array {
@@ -326,10 +327,9 @@ static int check_write_args(h5array *f, int st, const char *name, int ndim, cons
  * are on their way into the write's collectives, and mpirun must end the job. */
 static void h5array_kill_point(int write) {
     const char *v = getenv("MESHTRAIN_FAULT_KILL_SAVE");
-    int rank, at, me;
+    int rank, at;
     if (!v || sscanf(v, "%d:%d", &rank, &at) != 2 || at != write) return;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    if (me == rank) raise(SIGKILL);
+    if (mesh_world_rank() == rank) raise(SIGKILL);
 }
 
 /* Test hook, for the tests where no small file system can be mounted to fill up: with
