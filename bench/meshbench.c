@@ -34,8 +34,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/linefile.h"
+#include "data/lockfile.h"
+#include "data/paths.h"
 #include "mesh/coll.h"
 #include "mesh/cost.h"
+#include "mesh/errmsg.h"
 #include "mesh/link.h"
 #include "mesh/mesh_mpi.h"
 
@@ -378,7 +382,10 @@ typedef struct {
     int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
     char alabel[8][32];
     double alpha[3], beta[3]; /* ping-pong fit per axis */
-    FILE *csv, *json;         /* rank 0 only */
+    linefile *csv;            /* rank 0 only */
+    int csv_err;              /* −errno of a failed row (rank 0) */
+    FILE *json;               /* rank 0 only: the temp file */
+    char json_tmp[1100];
     int nrow;
 } bench;
 
@@ -449,21 +456,58 @@ static void set_no_data(const opts *o) {
 #endif
 }
 
-/* Rank 0 opens FILE for writing; every rank ends the job if it cannot. */
-static FILE *open_output(bench *b, const char *flag, const char *path) {
-    FILE *f = NULL;
-    int e = 0;
-    if (path && mesh_rank(b->m) == 0 && !(f = fopen(path, "w"))) e = errno;
-    if (mesh_agree(mesh_world_comm(b->m), e ? -1 : 0) < 0)
-        mesh_exit_error("%s %s: cannot open for writing (%s)", flag, path, strerror(e));
-    return f;
+/* Collective over: world. Rank 0 claims FILE before any work: it can be written, and no other
+ * live run writes it (data/lockfile.h); every rank ends the job if not. */
+static void claim_output(bench *b, const char *flag, const char *path) {
+    char err[1400] = "", why[512];
+    int st = 0;
+    if (path && mesh_rank(b->m) == 0) {
+        if (paths_can_write(path, why, sizeof why) < 0)
+            st = errmsg_fail(err, sizeof err, "%s %s: cannot create it (%s)", flag, path, why);
+        else
+            st = lockfile_output(path, flag, err, sizeof err);
+    }
+    if (mesh_agree(mesh_world_comm(b->m), st) < 0) mesh_exit_error("%s", err);
 }
 
-/* Rank 0 closes FILE; every rank ends the job if a write failed (a full disk). */
-static void close_output(bench *b, const char *flag, const char *path, FILE *f) {
-    int bad = f && (ferror(f) | fclose(f)) != 0;
+/* Collective over: world. --csv: rows as whole lines, flushed as they come (data/linefile.h: a
+ * full disk leaves the finished rows and no half row). --json: one object, written to a temp file
+ * renamed into place at the end. */
+static void open_outputs(bench *b) {
+    char why[256] = "";
+    int st = 0;
+    if (mesh_rank(b->m) == 0 && b->o.csv && !(b->csv = linefile_open(b->o.csv, 0, why, sizeof why)))
+        st = -1;
+    if (mesh_agree(mesh_world_comm(b->m), st) < 0)
+        mesh_exit_error("--csv %s: cannot open for writing (%s)", b->o.csv, why);
+    if (mesh_rank(b->m) == 0 && b->o.json) {
+        snprintf(b->json_tmp, sizeof b->json_tmp, "%s.tmp.%ld", b->o.json, (long)getpid());
+        if (!(b->json = fopen(b->json_tmp, "w"))) st = errno;
+    }
+    if (mesh_agree(mesh_world_comm(b->m), st) < 0)
+        mesh_exit_error("--json %s: cannot open %s for writing (%s)", b->o.json, b->json_tmp,
+                        strerror(st));
+}
+
+/* Collective over: world. Ends the job when a --csv row could not be written (rank 0's status). */
+static void csv_agree(bench *b) {
+    if (mesh_agree(mesh_world_comm(b->m), b->csv_err) < 0)
+        mesh_exit_error("--csv %s: writing a row failed (%s); the file ends with the last whole "
+                        "row",
+                        b->o.csv, strerror(-b->csv_err));
+}
+
+/* Collective over: world. Closes both; the JSON is renamed into place only when complete. */
+static void close_outputs(bench *b) {
+    int bad = b->csv && linefile_close(b->csv) != 0;
     if (mesh_agree(mesh_world_comm(b->m), bad ? -1 : 0) < 0)
-        mesh_exit_error("%s %s: writing failed (disk full?)", flag, path);
+        mesh_exit_error("--csv %s: writing failed (disk full?)", b->o.csv);
+    bad = b->json && (ferror(b->json) | fclose(b->json)) != 0;
+    if (b->json && !bad && rename(b->json_tmp, b->o.json) != 0) bad = 1;
+    if (bad) remove(b->json_tmp);
+    if (mesh_agree(mesh_world_comm(b->m), bad ? -1 : 0) < 0)
+        mesh_exit_error("--json %s: writing failed (disk full?); no partial file was left",
+                        b->o.json);
 }
 
 /* Collective over: world. --chunk, --emulate and --link. */
@@ -533,11 +577,13 @@ static void print_header(bench *b) {
             pingpong(b->m, k, &b->alpha[k], &b->beta[k], o->pingpong, b->json);
     }
     print_axis_links(b); /* closes the ping-pong list */
+    csv_agree(b);
     if (b->json) fprintf(b->json, ",\"rows\":[");
     if (b->csv)
-        fprintf(b->csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,time_min_rank_s,"
-                        "time_max_rank_s,algbw_GBps,busbw_GBps,busbw_best_GBps,predicted_s,"
-                        "meas_over_pred,error,time_over_mpi\n");
+        b->csv_err = linefile_printf(b->csv, "size_bytes,count,op,axes,alg,time_s,time_best_s,"
+                                             "time_min_rank_s,time_max_rank_s,algbw_GBps,"
+                                             "busbw_GBps,busbw_best_GBps,predicted_s,"
+                                             "meas_over_pred,error,time_over_mpi\n");
     mesh_log("# meshbench: mesh %s, %d ranks, collectives over '%s' (%d ranks)\n"
              "# size = bytes of the whole array (AllGather output, ReduceScatter/AllToAll input, "
              "AllReduce buffer); count = its floats\n"
@@ -598,13 +644,12 @@ static void emit_row(bench *b, const row *w) {
              w->t_med * 1e6, w->t_best * 1e6, w->t_min_rank * 1e6, w->t_max_rank * 1e6, w->algbw,
              w->busbw, w->busbw_best, w->pred * 1e6, w->pred > 0 ? w->t_med / w->pred : 0,
              w->vs_mpi, w->err);
-    if (b->csv)
-        fprintf(b->csv,
-                "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,%.4f\n",
-                (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->axes, w->label,
-                w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw, w->busbw,
-                w->busbw_best, w->pred, w->pred > 0 ? w->t_med / w->pred : 0, w->err, w->vs_mpi);
-    if (b->csv) fflush(b->csv); /* a long run stopped by a timeout keeps its finished rows */
+    if (b->csv && !b->csv_err) /* written as it comes: a run stopped early keeps its rows */
+        b->csv_err = linefile_printf(
+            b->csv, "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,%.4f\n",
+            (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->axes, w->label,
+            w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw, w->busbw, w->busbw_best,
+            w->pred, w->pred > 0 ? w->t_med / w->pred : 0, w->err, w->vs_mpi);
     if (b->json)
         fprintf(b->json,
                 "%s{\"size\":%lld,\"count\":%lld,\"op\":\"%s\",\"axes\":\"%s\","
@@ -671,6 +716,7 @@ static void bench_point(bench *b, int64_t size, mesh_op op) {
         snprintf(w.axes, sizeof w.axes, "%s", b->an);
         emit_row(b, &w);
     }
+    csv_agree(b);
     free(in), free(out);
 }
 
@@ -700,16 +746,16 @@ int main(int argc, char **argv) {
     mesh_axes_comm(b.m, b.set); /* made now where made at first use (the SMPI build): not timed */
     if (b.o.no_data) set_no_data(&b.o);
     check_memory(&b);
-    b.csv = open_output(&b, "--csv", b.o.csv);
-    b.json = open_output(&b, "--json", b.o.json);
+    claim_output(&b, "--csv", b.o.csv);
+    claim_output(&b, "--json", b.o.json);
+    open_outputs(&b);
     if (b.o.placement) mesh_print_placement(b.m, stdout);
     setup_links(&b);
     print_header(&b);
     for (double size = (double)b.o.b; size <= (double)b.o.e; size = ceil(size * b.o.f))
         for (int oi = 0; oi < b.nops; oi++) bench_point(&b, (int64_t)size, (mesh_op)b.ops[oi]);
     if (b.json) fprintf(b.json, "]}\n");
-    close_output(&b, "--csv", b.o.csv, b.csv);
-    close_output(&b, "--json", b.o.json, b.json);
+    close_outputs(&b);
     mesh_destroy(b.m);
     mesh_mpi_finalize();
     return 0;

@@ -238,6 +238,14 @@ void calc_search_print_json(FILE *out, const calc_candidate *c, int n);
  * that every rank of an MPI job can run it and reach the same status while one prints. Returns
  * the exit status (0 ok, 2 bad input). */
 int calc_run(int argc, char **argv, FILE *out, FILE *errout);
+/* What the command computes: a training step's prediction, a search of shardings (--search), or
+ * serving (--infer). */
+enum { CALC_MODE_TRAIN = 1, CALC_MODE_SEARCH = 2, CALC_MODE_INFER = 4 };
+/* The flag table, for tests that walk it: the number of flags, and the i-th one's name
+ * ("--context"), the modes it changes the result in (CALC_MODE_* bits; in the others it is
+ * refused) and whether it is a mode switch itself; NULL past the end. */
+int calc_flag_count(void);
+const char *calc_flag_name(int i, int *modes, int *is_mode);
 /* calc_run on stdout and stderr. */
 int calc_main(int argc, char **argv);
 #endif

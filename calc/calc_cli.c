@@ -3,6 +3,9 @@
 #include "calc/calc.h"
 #include "calc/calc_infer.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,31 +79,11 @@ typedef struct {
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
     int search, chips, top, have_data, whole_axes, infer;
-    const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
     calc_format format;
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
     return errmsg_fail(err, len, "%s %s: %s", flag, val, want);
-}
-
-static int num(const char *flag, const char *v, double lo, double *out, char *err, size_t len) {
-    char *end;
-    double x = strtod(v, &end);
-    if (end != v && *end) {
-        const double mult = *end == 'k' || *end == 'K' ? 1e3
-                            : *end == 'M'              ? 1e6
-                            : *end == 'G'              ? 1e9
-                                                       : 0;
-        if (mult > 0 && end[1] == '\0') {
-            x *= mult;
-            end++;
-        }
-    }
-    if (end == v || *end || !(x >= lo))
-        return bad(err, len, flag, v, lo > 0 ? "expected a positive number" : "expected a number");
-    *out = x;
-    return 0;
 }
 
 static int axes_ok(const char *v) {
@@ -140,7 +123,52 @@ static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *
     return 0;
 }
 
-static int parse_remat(cli *c, const char *v, char *err, size_t len) {
+/* ---- the flags that name things: each parses its value into c (0, or −1 with err) ---- */
+
+static int set_chip(cli *c, const char *f, const char *v, char *err, size_t len) {
+    return str_flag(f, v, c->chip, sizeof c->chip, err, len);
+}
+static int set_topology(cli *c, const char *f, const char *v, char *err, size_t len) {
+    return str_flag(f, v, c->topology, sizeof c->topology, err, len);
+}
+static int set_model(cli *c, const char *f, const char *v, char *err, size_t len) {
+    return calc_model_preset(&c->s.shape, v) < 0
+               ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+               : 0;
+}
+static int set_data(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (!axes_ok(v))
+        return bad(err, len, f, v,
+                   strcmp(f, "--data") == 0
+                       ? "the plan shards the batch over axes x, y, z (a data file is for "
+                         "training)"
+                       : "axes are x, y, z");
+    c->have_data = 1;
+    return str_flag(f, v, c->data, sizeof c->data, err, len);
+}
+static int set_tensor(cli *c, const char *f, const char *v, char *err, size_t len) {
+    int mask, block[COST_MAX_AXES];
+    if (tensor_parse(v, &mask, block) < 0)
+        return bad(err, len, f, v,
+                   "expected axes x, y, z, each at most once, whole (yz) or with a block "
+                   "(z:4, y:2,z:4)");
+    return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
+}
+static int set_format(cli *c, const char *f, const char *v, char *err, size_t len) {
+    static const char *names[] = {"table", "csv", "json"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            c->format = (calc_format)i;
+            return 0;
+        }
+    return bad(err, len, f, v, "expected table, csv or json");
+}
+static int set_axes(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
+    char *dst = f[2] == 'p' ? c->pipe : c->open;
+    return str_flag(f, v, dst, sizeof c->pipe, err, len);
+}
+static int set_remat(cli *c, const char *f, const char *v, char *err, size_t len) {
     if (strcmp(v, "none") == 0)
         c->s.remat = CALC_REMAT_NONE;
     else if (strcmp(v, "block") == 0)
@@ -151,153 +179,170 @@ static int parse_remat(cli *c, const char *v, char *err, size_t len) {
         c->s.remat = CALC_REMAT_CKPT;
         c->s.ckpt_n = atoi(v + 4);
     } else
-        return bad(err, len, "--remat", v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
+        return bad(err, len, f, v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
+    return 0;
+}
+static int set_flops_dtype(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strcmp(v, "bf16") != 0 && strcmp(v, "int8") != 0)
+        return bad(err, len, f, v, "expected bf16 or int8");
+    c->io.flops_dtype = v[0] == 'i' ? CALC_FLOPS_INT8 : CALC_FLOPS_BF16;
+    return 0;
+}
+static int set_alg(cli *c, const char *f, const char *v, char *err, size_t len) {
+    const int a = calc_alg_parse(v);
+    if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
+    c->s.alg = (mesh_alg)a;
     return 0;
 }
 
-/* The numeric flags: the model's dimensions, chip overrides and byte counts, and whole-number
- * options with their ranges. Returns 0, −1 (bad value, err set), or 1 if f is none of them. */
-static int parse_number(cli *c, const char *f, const char *v, char *err, size_t len) {
-    static const struct {
-        const char *name;
-        size_t off;
-    } dims[] = {
-        {"--layers", offsetof(calc_shape, L)},   {"--d-model", offsetof(calc_shape, D)},
-        {"--heads", offsetof(calc_shape, N)},    {"--kv-heads", offsetof(calc_shape, K)},
-        {"--head-dim", offsetof(calc_shape, H)}, {"--d-ff", offsetof(calc_shape, F)},
-        {"--vocab", offsetof(calc_shape, V)},    {"--seq-len", offsetof(calc_shape, T)},
-    };
-    double x;
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (strcmp(f, dims[i].name) == 0) {
-            if (num(f, v, 1, &x, err, len) < 0) return -1;
-            *(int64_t *)((char *)&c->s.shape + dims[i].off) = (int64_t)x;
-            return 0;
-        }
-    struct {
-        const char *name;
-        double *dst, lo;
-    } nums[] = {
-        {"--flops", &c->flops, 1},
-        {"--link-bw", &c->link_bw, 1},
-        {"--latency", &c->latency, 0},
-        {"--hbm", &c->hbm, 1},
-        {"--hbm-bw", &c->hbm_bw, 1},
-        {"--tokens", &c->s.tokens, 1},
-        {"--batch", &c->batch, 1},
-        {"--param-bytes", &c->s.param_bytes, 0},
-        {"--grad-bytes", &c->s.grad_bytes, 0},
-        {"--opt-bytes", &c->s.opt_bytes, 0},
-        {"--act-bytes", &c->s.act_bytes, 0},
-        {"--dcn-bw", &c->s.dcn_bw, 1},
-        {"--context", &c->io.context, 1},
-        {"--prefill", &c->io.prefill, 1},
-        {"--kv-bytes", &c->io.kv_bytes, 0},
-        {"--prefill-mfu", &c->io.prefill_mfu, 0},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-        if (strcmp(f, nums[i].name) == 0) {
-            if (nums[i].dst == &c->io.context || nums[i].dst == &c->io.prefill ||
-                nums[i].dst == &c->io.kv_bytes || nums[i].dst == &c->io.prefill_mfu)
-                c->infer_flag = nums[i].name;
-            return num(f, v, nums[i].lo, nums[i].dst, err, len);
-        }
-    struct {
-        const char *name;
-        int *dst, lo, hi;
-    } ints[] = {{"--zero", &c->s.zero, 0, 3},
-                {"--microbatches", &c->s.microbatches, 1, 1 << 20},
-                {"--pods", &c->s.pods, 1, 1 << 16},
-                {"--chips", &c->chips, 1, 1 << 20},
-                {"--top", &c->top, 1, 10000}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (strcmp(f, ints[i].name) == 0) {
-            if (num(f, v, ints[i].lo, &x, err, len) < 0 || x != (int)x || x > ints[i].hi) {
-                return errmsg_fail(err, len, "%s %s: expected a whole number from %d to %d", f, v,
-                                   ints[i].lo, ints[i].hi);
-            }
-            *ints[i].dst = (int)x;
-            return 0;
-        }
-    return 1;
+/* ---- the flag table ---- */
+
+typedef enum {
+    CF_MODE,   /* a switch that chooses what the command computes (--infer, --search) */
+    CF_SWITCH, /* int set to 1 */
+    CF_WHOLE,  /* a whole number in [lo, hi], into an int ('i'), int64_t ('l') or double ('d') */
+    CF_REAL,   /* a number in [lo, hi] (k, M, G suffixes), into a double */
+    CF_NAMED,  /* parsed by its setter */
+} calc_flag_kind;
+
+/* The most a whole number may be: every integer up to 2^53 is exact in a double. */
+#define CALC_WHOLE_MAX 9007199254740992.0
+
+typedef struct {
+    const char *name;
+    calc_flag_kind kind;
+    char type;  /* CF_WHOLE: 'i', 'l' or 'd' */
+    size_t off; /* the field in cli */
+    double lo, hi;
+    int modes; /* CALC_MODE_* bits: where the flag is read (elsewhere: refused); --dp, --zero and
+                  --pipeline are read by --infer to refuse them saying why (calc_infer.c) */
+    int (*set)(cli *c, const char *flag, const char *v, char *err, size_t len); /* CF_NAMED */
+} calc_flag;
+
+enum { T_ = CALC_MODE_TRAIN, S_ = CALC_MODE_SEARCH, I_ = CALC_MODE_INFER, ALL_ = T_ | S_ | I_ };
+#define C_(field) offsetof(cli, field)
+#define SH_(f) offsetof(cli, s.shape.f)
+static const calc_flag flags[] = {
+    {"--infer", CF_MODE, 0, C_(infer), 0, 0, I_, NULL},
+    {"--search", CF_MODE, 0, C_(search), 0, 0, S_, NULL},
+    /* chip and links */
+    {"--chip", CF_NAMED, 0, 0, 0, 0, ALL_, set_chip},
+    {"--flops", CF_REAL, 'd', C_(flops), 1, 1e18, ALL_, NULL},
+    {"--link-bw", CF_REAL, 'd', C_(link_bw), 1, 1e15, ALL_, NULL},
+    {"--latency", CF_REAL, 'd', C_(latency), 0, 1, ALL_, NULL},
+    {"--hbm", CF_REAL, 'd', C_(hbm), 1, 1e15, ALL_, NULL},
+    {"--hbm-bw", CF_REAL, 'd', C_(hbm_bw), 1, 1e15, ALL_, NULL},
+    /* topology */
+    {"--topology", CF_NAMED, 0, 0, 0, 0, ALL_, set_topology},
+    {"--mesh", CF_NAMED, 0, 0, 0, 0, ALL_, set_topology},
+    {"--open", CF_NAMED, 0, 0, 0, 0, ALL_, set_axes},
+    /* model */
+    {"--model", CF_NAMED, 0, 0, 0, 0, ALL_, set_model},
+    {"--layers", CF_WHOLE, 'l', SH_(L), 1, 1 << 16, ALL_, NULL},
+    {"--d-model", CF_WHOLE, 'l', SH_(D), 1, 1 << 20, ALL_, NULL},
+    {"--heads", CF_WHOLE, 'l', SH_(N), 1, 1 << 16, ALL_, NULL},
+    {"--kv-heads", CF_WHOLE, 'l', SH_(K), 1, 1 << 16, ALL_, NULL},
+    {"--head-dim", CF_WHOLE, 'l', SH_(H), 1, 1 << 16, ALL_, NULL},
+    {"--d-ff", CF_WHOLE, 'l', SH_(F), 1, 1 << 22, ALL_, NULL},
+    {"--vocab", CF_WHOLE, 'l', SH_(V), 1, 1 << 24, ALL_, NULL},
+    {"--seq-len", CF_WHOLE, 'l', SH_(T), 1, 1 << 24, T_ | S_, NULL},
+    /* pods */
+    {"--pods", CF_WHOLE, 'i', C_(s.pods), 1, 1 << 16, T_ | S_, NULL},
+    {"--dcn-bw", CF_REAL, 'd', C_(s.dcn_bw), 1, 1e15, T_ | S_, NULL},
+    /* batch */
+    {"--batch", CF_WHOLE, 'd', C_(batch), 1, CALC_WHOLE_MAX, ALL_, NULL},
+    {"--tokens", CF_WHOLE, 'd', C_(s.tokens), 1, CALC_WHOLE_MAX, T_ | S_, NULL},
+    /* sharding */
+    {"--dp", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_data},
+    {"--data-axes", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_data},
+    {"--data", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_data},
+    {"--zero", CF_WHOLE, 'i', C_(s.zero), 0, 3, T_ | I_, NULL},
+    {"--tensor", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_tensor},
+    {"--pipeline", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_axes},
+    {"--microbatches", CF_WHOLE, 'i', C_(s.microbatches), 1, 1 << 20, T_, NULL},
+    {"--remat", CF_NAMED, 0, 0, 0, 0, T_ | S_, set_remat},
+    {"--alg", CF_NAMED, 0, 0, 0, 0, ALL_, set_alg},
+    {"--param-bytes", CF_REAL, 'd', C_(s.param_bytes), 0, 64, ALL_, NULL},
+    {"--grad-bytes", CF_REAL, 'd', C_(s.grad_bytes), 0, 64, T_ | S_, NULL},
+    {"--opt-bytes", CF_REAL, 'd', C_(s.opt_bytes), 0, 64, T_ | S_, NULL},
+    {"--act-bytes", CF_REAL, 'd', C_(s.act_bytes), 0, 64, T_ | S_, NULL},
+    /* inference */
+    {"--context", CF_WHOLE, 'd', C_(io.context), 1, CALC_WHOLE_MAX, I_, NULL},
+    {"--prefill", CF_WHOLE, 'd', C_(io.prefill), 1, CALC_WHOLE_MAX, I_, NULL},
+    {"--kv-bytes", CF_REAL, 'd', C_(io.kv_bytes), 0, 64, I_, NULL},
+    {"--flops-dtype", CF_NAMED, 0, 0, 0, 0, I_, set_flops_dtype},
+    {"--prefill-mfu", CF_REAL, 'd', C_(io.prefill_mfu), 0, 1, I_, NULL},
+    /* search */
+    {"--whole-axes", CF_SWITCH, 0, C_(whole_axes), 0, 0, S_, NULL},
+    {"--chips", CF_WHOLE, 'i', C_(chips), 1, 1 << 20, S_, NULL},
+    {"--top", CF_WHOLE, 'i', C_(top), 1, 10000, S_, NULL},
+    /* output */
+    {"--format", CF_NAMED, 0, 0, 0, 0, ALL_, set_format},
+};
+#undef C_
+#undef SH_
+enum { NFLAGS = sizeof flags / sizeof flags[0] };
+
+int calc_flag_count(void) {
+    return NFLAGS;
 }
 
-/* The flags that name things: chip, topology, model, axes, formats, policies. Returns 0, −1, or
- * 1 if f is none of them. */
-static int parse_named(cli *c, const char *f, const char *v, char *err, size_t len) {
-    if (strcmp(f, "--chip") == 0) return str_flag(f, v, c->chip, sizeof c->chip, err, len);
-    if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
-        return str_flag(f, v, c->topology, sizeof c->topology, err, len);
-    if (strcmp(f, "--model") == 0)
-        return calc_model_preset(&c->s.shape, v) < 0
-                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
-                   : 0;
-    if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
-        /* --data also names the trainer's data file; only axis names shard the batch here. */
-        if (!axes_ok(v))
-            return strcmp(f, "--data") == 0 ? 0 : bad(err, len, f, v, "axes are x, y, z");
-        c->have_data = 1;
-        return str_flag(f, v, c->data, sizeof c->data, err, len);
-    }
-    if (strcmp(f, "--tensor") == 0) {
-        int mask, block[COST_MAX_AXES];
-        if (tensor_parse(v, &mask, block) < 0)
-            return bad(err, len, f, v,
-                       "expected axes x, y, z, each at most once, whole (yz) or with a block "
-                       "(z:4, y:2,z:4)");
-        return str_flag(f, v, c->tensor, sizeof c->tensor, err, len);
-    }
-    if (strcmp(f, "--format") == 0) {
-        static const char *names[] = {"table", "csv", "json"};
-        for (int i = 0; i < 3; i++)
-            if (strcmp(v, names[i]) == 0) {
-                c->format = (calc_format)i;
-                return 0;
-            }
-        return bad(err, len, f, v, "expected table, csv or json");
-    }
-    if (strcmp(f, "--pipeline") == 0 || strcmp(f, "--open") == 0) {
-        if (!axes_ok(v)) return bad(err, len, f, v, "axes are x, y, z, each at most once");
-        char *dst = f[2] == 'p' ? c->pipe : c->open;
-        return str_flag(f, v, dst, sizeof c->pipe, err, len);
-    }
-    if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
-    if (strcmp(f, "--flops-dtype") == 0) {
-        if (strcmp(v, "bf16") != 0 && strcmp(v, "int8") != 0)
-            return bad(err, len, f, v, "expected bf16 or int8");
-        c->io.flops_dtype = v[0] == 'i' ? CALC_FLOPS_INT8 : CALC_FLOPS_BF16;
-        c->infer_flag = "--flops-dtype";
-        return 0;
-    }
-    if (strcmp(f, "--alg") == 0) {
-        int a = calc_alg_parse(v);
-        if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
-        c->s.alg = (mesh_alg)a;
-        return 0;
-    }
-    return 1;
+const char *calc_flag_name(int i, int *modes, int *is_mode) {
+    if (i < 0 || i >= NFLAGS) return NULL;
+    if (modes) *modes = flags[i].modes;
+    if (is_mode) *is_mode = flags[i].kind == CF_MODE;
+    return flags[i].name;
 }
 
-/* One flag with its value (NULL for switches). Returns 0, 1 if the flag takes no value, −1. */
-static int parse_flag(cli *c, const char *f, const char *v, char *err, size_t len) {
-    if (strcmp(f, "--search") == 0) {
-        c->search = 1;
-        return 1;
+/* A number with an optional k, M or G suffix (1e3, 1e6, 1e9) in [lo, hi], and whole when asked.
+ * Returns 0, or −1 with err saying the range. */
+static int parse_num(const calc_flag *f, const char *v, double *out, char *err, size_t len) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end != v && *end) {
+        const double mult = *end == 'k' || *end == 'K' ? 1e3
+                            : *end == 'M'              ? 1e6
+                            : *end == 'G'              ? 1e9
+                                                       : 0;
+        if (mult > 0 && end[1] == '\0') {
+            x *= mult;
+            end++;
+        }
     }
-    if (strcmp(f, "--whole-axes") == 0) {
-        c->whole_axes = 1;
-        return 1;
+    const int whole = f->kind == CF_WHOLE;
+    if (end == v || *end || !isfinite(x) || !(x >= f->lo && x <= f->hi) ||
+        (whole && x != floor(x)))
+        return errmsg_fail(err, len, "%s %s: expected a %s from %.17g to %.17g", f->name, v,
+                           whole ? "whole number" : "number", f->lo, f->hi);
+    *out = x;
+    return 0;
+}
+
+/* One flag f with its value v (NULL for switches) into c. 0, or −1 with err. */
+static int set_flag(cli *c, const calc_flag *f, const char *v, char *err, size_t len) {
+    char *field = (char *)c + f->off;
+    if (f->kind == CF_MODE || f->kind == CF_SWITCH) {
+        *(int *)field = 1;
+        return 0;
     }
-    if (strcmp(f, "--infer") == 0) {
-        c->infer = 1;
-        return 1;
-    }
-    if (!v) return bad(err, len, f, "", "needs a value");
-    int rc = parse_named(c, f, v, err, len);
-    if (rc <= 0) return rc;
-    rc = parse_number(c, f, v, err, len);
-    if (rc <= 0) return rc;
-    return bad(err, len, f, "", "unknown flag (see --help)");
+    if (!v) return bad(err, len, f->name, "", "needs a value");
+    if (f->kind == CF_NAMED) return f->set(c, f->name, v, err, len);
+    double x = 0;
+    if (parse_num(f, v, &x, err, len) < 0) return -1;
+    if (f->type == 'i')
+        *(int *)field = (int)x;
+    else if (f->type == 'l')
+        *(int64_t *)field = (int64_t)x;
+    else
+        *(double *)field = x;
+    return 0;
+}
+
+static const calc_flag *find_flag(const char *name) {
+    for (int i = 0; i < NFLAGS; i++)
+        if (strcmp(flags[i].name, name) == 0) return &flags[i];
+    return NULL;
 }
 
 /* "16x16x16", "x=16,y=16,z=16" or "16". */
@@ -358,9 +403,6 @@ static int finish_chip(cli *c, char *err, size_t len) {
  * sequences. */
 static int finish_batch(cli *c, char *err, size_t len) {
     calc_spec *s = &c->s;
-    if (!c->infer && c->infer_flag) {
-        return errmsg_fail(err, len, "%s is an inference flag: add --infer", c->infer_flag);
-    }
     if (c->infer) {
         if (s->tokens > 0)
             return bad(err, len, "--tokens", "with --infer", "give --batch (sequences) instead");
@@ -439,21 +481,46 @@ static int finish(cli *c, char *err, size_t len) {
     return 0;
 }
 
+static const char *const mode_what[] = {"", "a training step's prediction", "--search",
+                                        "", "--infer"};
+
+/* Every flag given must change what this mode computes; else it is refused, naming the mode. */
+static int check_modes(const cli *c, const int *given, char *err, size_t len) {
+    if (c->infer && c->search)
+        return errmsg_fail(err, len,
+                           "--search and --infer are two modes (rank shardings of a training "
+                           "step, or predict serving): give one");
+    const int mode = c->infer ? CALC_MODE_INFER : c->search ? CALC_MODE_SEARCH : CALC_MODE_TRAIN;
+    for (int i = 0; i < NFLAGS; i++)
+        if (given[i] && !(flags[i].modes & mode))
+            return errmsg_fail(err, len, "%s does nothing in %s: drop it%s", flags[i].name,
+                               mode_what[mode],
+                               flags[i].modes == CALC_MODE_INFER    ? " or add --infer"
+                               : flags[i].modes == CALC_MODE_SEARCH ? " or add --search"
+                                                                    : "");
+    return 0;
+}
+
 /* Parses argv into c; returns 0, 1 for --help, or −1 with err. */
 static int parse_args(cli *c, int argc, char **argv, char *err, size_t len) {
+    int given[NFLAGS] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
-        char flag[32];
+        char name[32];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
-        if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof flag) {
+        if (strncmp(a, "--", 2) != 0 || (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof name)
             return errmsg_fail(err, len, "unexpected argument '%s' (see --help)", a);
-        }
-        snprintf(flag, sizeof flag, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int rc = parse_flag(c, flag, v, err, len);
-        if (rc < 0) return -1;
-        if (rc == 0 && !eq) i++;
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a : (long)strlen(a)), a);
+        const calc_flag *f = find_flag(name);
+        if (!f) return bad(err, len, name, "", "unknown flag (see --help)");
+        if (given[f - flags]++)
+            return errmsg_fail(err, len, "%s is given twice: give each flag once", name);
+        const int takes = f->kind != CF_MODE && f->kind != CF_SWITCH;
+        if (!takes && eq) return errmsg_fail(err, len, "%s takes no value, got '%s'", name, a);
+        const char *v = !takes ? NULL : eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (set_flag(c, f, v, err, len) < 0) return -1;
     }
+    if (check_modes(c, given, err, len) < 0) return -1;
     return finish(c, err, len);
 }
 
@@ -495,9 +562,7 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     char err[512] = "";
     int rc = parse_args(&c, argc, argv, err, sizeof err);
     if (rc == 1 && out) fputs(help_text, out);
-    if (rc == 0 && c.infer && c.search) {
-        rc = bad(err, sizeof err, "--search", "with --infer", "not supported; give a --topology");
-    } else if (rc == 0 && c.infer) {
+    if (rc == 0 && c.infer) {
         rc = run_infer(&c, out, err, sizeof err);
     } else if (rc == 0 && c.search) {
         rc = run_search(&c, out, err, sizeof err);

@@ -118,8 +118,27 @@ static void memory(const calc_spec *s, const calc_infer_opt *o, calc_infer_resul
                        : 0;
     r->min_chips = (r->param_bytes_total + r->kv_bytes) / r->hbm;
     r->min_slice = 1;
-    while (r->min_slice < r->min_chips && r->min_slice < (1 << 24)) r->min_slice *= 2;
+    while (r->min_slice < r->min_chips && r->min_slice < CALC_MAX_SLICE) r->min_slice *= 2;
     calc_pow2_slice(&s->chip, r->min_slice, r->min_slice_shape, sizeof r->min_slice_shape);
+}
+
+/* The request must fit some slice of the chip: weights and every cache within the HBM of the
+ * largest slice (the chip's pod; the cpu profile has none: CALC_MAX_SLICE chips). */
+static int check_exists(const calc_spec *s, const calc_infer_opt *o, const calc_infer_result *r,
+                        char *err, size_t errlen) {
+    double pod = 1;
+    for (int i = 0; i < s->chip.dims && i < COST_MAX_AXES; i++) pod *= s->chip.pod[i];
+    const int has_pod = pod >= 1;
+    if (!has_pod) pod = CALC_MAX_SLICE;
+    if (r->min_chips <= pod) return 0;
+    return errmsg_fail(err, errlen,
+                       "no slice of %s holds this request: the weights (%.4g GB) and the KV "
+                       "caches of --batch %.17g x --context %.17g tokens (%.4g GB) need at least "
+                       "%.4g chips of %.0f GB HBM, more than the %.0f chips of %s; use a smaller "
+                       "--batch or --context, or fewer --param-bytes or --kv-bytes",
+                       s->chip.name, r->param_bytes_total / 1e9, o->batch, o->context,
+                       r->kv_bytes / 1e9, r->min_chips, r->hbm / 1e9, pod,
+                       has_pod ? "its largest slice (a pod)" : "the largest slice planned for");
 }
 
 /* A forward over `seqs` prompts of T tokens on one replica (Y chips), overlapped. */
@@ -177,6 +196,7 @@ int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r
     r->kv_bytes_per_seq = r->kv_bytes_per_token * o->context;
     r->kv_bytes = r->kv_bytes_per_seq * o->batch;
     memory(s, o, r);
+    if (check_exists(s, o, r, err, errlen) < 0) return -1;
     prefill(s, o, r);
     decode(s, r);
     const double W = 2 * s->link.w_oneway;

@@ -34,6 +34,9 @@ typedef enum { CALC_FLOPS_BF16, CALC_FLOPS_INT8 } calc_flops_dtype;
 /* Which term sets a decode step (besides the KV reads, which are always HBM traffic). */
 typedef enum { CALC_REGIME_HBM, CALC_REGIME_FLOPS, CALC_REGIME_ICI } calc_infer_regime;
 
+/* The largest slice the calculator plans for when the chip has no pod (the cpu profile). */
+#define CALC_MAX_SLICE (1 << 24)
+
 typedef struct {
     double batch;       /* B: sequences decoded together (one token each per step), all replicas */
     double context;     /* S: tokens in each sequence's KV cache */

@@ -11,9 +11,9 @@
 #    simulated rank may call MPI from its own actor only; mesh/sim_progress.c);
 #  - link emulation (--emulate, --link) is off: the simulated platform's links are the links;
 #  - the watchdog thread is off;
-#  - HDF5 (data/ but paths.c and tokens_order.c, ckpt/, infer/, cli/) is not built: parallel
-#    HDF5 links Open MPI; BLAS (kernels/) is replaced by bench/simpod_kernels.c, which charges
-#    each kernel's FLOPs to the simulated clock.
+#  - HDF5 (data/ but paths.c, lockfile.c, linefile.c and tokens_order.c, ckpt/, infer/, cli/) is
+#    not built: parallel HDF5 links Open MPI; BLAS (kernels/) is replaced by
+#    bench/simpod_kernels.c, which charges each kernel's FLOPs to the simulated clock.
 if(MT_SMPI_PHASE STREQUAL "compiler")
   find_program(MT_SMPICC smpicc)
   find_program(MT_SMPIRUN smpirun)
@@ -39,7 +39,9 @@ add_library(MPI::MPI_C INTERFACE IMPORTED)
 set_target_properties(MPI::MPI_C PROPERTIES INTERFACE_COMPILE_DEFINITIONS MESHTRAIN_SMPI=1)
 add_subdirectory(mesh)
 
-add_executable(meshbench bench/meshbench.c)
+# its output files' checks, locks and whole lines: data/'s POSIX-only modules (no HDF5)
+add_executable(meshbench bench/meshbench.c data/paths.c data/lockfile.c data/linefile.c)
+target_include_directories(meshbench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(meshbench PRIVATE mt_mesh MPI::MPI_C) # MPI::MPI_C: the MESHTRAIN_SMPI marker
 mt_target_warnings(meshbench)
 

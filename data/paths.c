@@ -52,3 +52,12 @@ int paths_can_write(const char *path, char *why, size_t len) {
         return errmsg_fail(why, len, "cannot write it (%s)", strerror(errno));
     return 0;
 }
+
+int paths_can_read(const char *path, char *why, size_t len) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errmsg_fail(why, len, "cannot open (%s)", strerror(errno));
+    if (S_ISDIR(st.st_mode)) return errmsg_fail(why, len, "is a directory, not a file");
+    if (access(path, R_OK) != 0)
+        return errmsg_fail(why, len, "cannot read it (%s)", strerror(errno));
+    return 0;
+}

@@ -14,4 +14,8 @@ int paths_same_file(const char *a, const char *b);
  * directory exists and is writable, and an existing file is writable. Returns 0, or −1 with the
  * reason in why[len] ("is a directory", "directory out: No such file or directory"). */
 int paths_can_write(const char *path, char *why, size_t len);
+/* Whether path names a file that can be read: it exists, is not a directory, and is readable.
+ * Returns 0, or −1 with the reason in why[len] ("is a directory", "No such file or directory"),
+ * so that a flag given a directory says so rather than what reading it happened to find. */
+int paths_can_read(const char *path, char *why, size_t len);
 #endif

@@ -83,8 +83,11 @@ cli "shape.h5: $big" info "$WORK/shape.h5"
 cli "shape.h5: $big" diff "$GOOD" "$WORK/shape.h5"
 case_ "checkpoint has --d-model 32, flags say 64" 2 "${R[@]}" --resume "$GOOD" --d-model 64
 case_ "checkpoint has --layers 2, flags say 4" 2 "${R[@]}" --resume "$GOOD" --layers 4
+MODEL_ADAMW=("${MODEL[@]}")
+drop_from_model --eps # SGD has no epsilon
 case_ "checkpoint has --optimizer adamw, flags say sgd" 2 "${R[@]}" --resume "$GOOD" \
   --optimizer sgd
+MODEL=("${MODEL_ADAMW[@]}")
 case_ "at step 2, past --steps 1" 2 --steps 1 --resume "$GOOD"
 mkdir -p "$WORK/empty"
 case_ "no checkpoint step_NNNNNN.h5 in" 2 "${R[@]}" --resume latest --ckpt-dir "$WORK/empty"

@@ -22,6 +22,15 @@ with_model() {
   done
   ARGV+=("$@")
 }
+# drop_from_model FLAG: MODEL without FLAG and its value (meshtrain refuses a flag that does
+# nothing with the others given, e.g. AdamW's --eps with --optimizer sgd).
+drop_from_model() {
+  local i kept=()
+  for ((i = 0; i < ${#MODEL[@]}; i++)); do
+    if [ "${MODEL[i]}" = "$1" ]; then i=$((i + 1)); else kept+=("${MODEL[i]}"); fi
+  done
+  MODEL=("${kept[@]}")
+}
 # run NP LOG ARGS...: meshtrain on NP ranks with MODEL and ARGS, output in $WORK/LOG; its status.
 run() {
   local np=$1 log=$2

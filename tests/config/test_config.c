@@ -73,7 +73,9 @@ int main(void) {
     check_expect(c.optimizer == OPT_SGD && c.order == TOKENS_ORDER_SEQUENTIAL && c.seed == 42 &&
                      c.clip == 0.0,
                  "optimizer, data order, seed, clip");
-    good("--data=x.h5 --metrics m.jsonl --save-init a.h5 --save-final b.h5 --prompt ROMEO:", &c);
+    good("--data=x.h5 --metrics m.jsonl --save-init a.h5 --save-final b.h5 --sample 8 "
+         "--prompt ROMEO:",
+         &c);
     check_expect(!strcmp(c.data, "x.h5") && !strcmp(c.metrics, "m.jsonl") &&
                      !strcmp(c.save_init, "a.h5") && !strcmp(c.save_final, "b.h5") &&
                      !strcmp(c.prompt, "ROMEO:"),

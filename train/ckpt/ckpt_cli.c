@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/paths.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
 
@@ -82,6 +83,10 @@ static void print_meta(const ckpt_meta *k, const char *path) {
 
 /* Opens a checkpoint on this rank alone and reads its header. */
 static int open_ckpt(const char *path, h5array **f, ckpt_meta *k, char *err, size_t errlen) {
+    char why[256];
+    *f = NULL;
+    if (paths_can_read(path, why, sizeof why) < 0)
+        return errmsg_fail(err, errlen, "%s: %s", path, why);
     int rc = h5array_open(f, path, mesh_self_comm(), err, errlen);
     if (rc == 0) rc = ckpt_meta_get(*f, k, err, errlen);
     if (rc < 0) {

@@ -3,25 +3,23 @@
  * A run is a sequence of processes that continue each other: its id is drawn by the first one and
  * carried by every checkpoint (attribute run_id), so a resumed process is the same run. The
  * directory's owner is written in DIR/.meshtrain-owner ("run ID", "pid P", "host H"); while a job
- * runs, its rank 0 holds flock(LOCK_EX) on that file. flock belongs to the open file, so the
- * kernel releases it when the process ends in any way (kill -9 included): no stale lock.
+ * runs, its rank 0 holds that file's lock (data/lockfile.h, as every output file's): the kernel
+ * releases it when the process ends in any way (kill -9 included), so no lock is ever stale.
  *
  * Also the directory's checkpoints: their names (step_NNNNNN.h5), the newest one, and pruning to
  * the newest --keep. */
-#define _POSIX_C_SOURCE 200809L /* gethostname, getpid */
-#define _DEFAULT_SOURCE         /* flock */
+#define _POSIX_C_SOURCE 200809L /* getpid */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #define pipe posix_pipe /* unistd.h's pipe() would clash with train/parallel's type */
 #include <unistd.h>
 #undef pipe
 
+#include "data/lockfile.h"
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
@@ -49,41 +47,32 @@ static void new_run_id(mesh *m, char *id, size_t len) {
     snprintf(id, len, "%016llx", (unsigned long long)x);
 }
 
-/* The owner file's "run ID" line into id ("" when there is none). */
-static void read_owner(int fd, char *id, size_t len, char *who, size_t wlen) {
-    char buf[512] = "";
-    id[0] = who[0] = '\0';
-    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return;
-    buf[n] = '\0';
-    char rid[32] = "", host[128] = "";
-    long pid = 0;
-    if (sscanf(buf, "run %31s\npid %ld\nhost %127s", rid, &pid, host) >= 1)
-        snprintf(id, len, "%s", rid);
-    snprintf(who, wlen, "run %s, pid %ld on host %s", rid, pid, host[0] ? host : "?");
+/* The owner record's run id into id ("" when there is none), and who holds it into who. */
+static void parse_owner(const char *rec, char *id, size_t len, char *who, size_t wlen) {
+    char rid[32] = "";
+    id[0] = '\0';
+    if (sscanf(rec, "run %31s", rid) == 1) snprintf(id, len, "%s", rid);
+    char holder[200];
+    lockfile_holder(rec, holder, sizeof holder);
+    snprintf(who, wlen, "run %s, %s", rid[0] ? rid : "?", holder);
 }
 
 /* Rank 0's part of the claim: 0, or −1 with the message. */
 static int claim(const config *c, const ckpt_meta *k, char *err, size_t errlen) {
-    char path[sizeof c->ckpt_dir + 32], owner[32], who[256], newest[sizeof c->ckpt_dir + 32];
+    char path[sizeof c->ckpt_dir + 32], owner[32], who[256], newest[sizeof c->ckpt_dir + 32],
+        rec[512];
     snprintf(path, sizeof path, "%s/%s", c->ckpt_dir, OWNER_FILE);
-    const int fd = open(path, O_RDWR | O_CREAT, 0644);
+    const int fd = lockfile_take(path, rec, sizeof rec);
+    parse_owner(rec, owner, sizeof owner, who, sizeof who);
+    if (fd == LOCKFILE_BUSY)
+        return errmsg_fail(err, errlen,
+                           "--ckpt-dir %s is in use by a running job (%s): two runs in one "
+                           "directory would prune and resume each other's checkpoints; give "
+                           "each its own --ckpt-dir",
+                           c->ckpt_dir, who);
     if (fd < 0)
-        return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot open %s (%s)", c->ckpt_dir, path,
-                           strerror(errno));
-    read_owner(fd, owner, sizeof owner, who, sizeof who);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return errmsg_fail(err, errlen,
-                               "--ckpt-dir %s is in use by a running job (%s): two runs in one "
-                               "directory would prune and resume each other's checkpoints; give "
-                               "each its own --ckpt-dir",
-                               c->ckpt_dir, who);
         return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot lock %s (%s)", c->ckpt_dir, path,
-                           strerror(e));
-    }
+                           strerror(errno));
     char e2[256];
     int64_t step;
     const int has_ckpts =
@@ -103,12 +92,9 @@ static int claim(const config *c, const ckpt_meta *k, char *err, size_t errlen) 
                            "save this new run there anyway",
                            c->ckpt_dir, owner, newest);
     }
-    char host[128] = "?";
-    gethostname(host, sizeof host - 1);
-    char rec[256];
-    const int n =
-        snprintf(rec, sizeof rec, "run %s\npid %ld\nhost %s\n", c->run_id, (long)getpid(), host);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, rec, (size_t)n, 0) != n) {
+    char run[48];
+    snprintf(run, sizeof run, "run %s\n", c->run_id);
+    if (lockfile_set_record(fd, run) != 0) {
         const int e = errno;
         close(fd);
         return errmsg_fail(err, errlen, "--ckpt-dir %s: cannot write %s (%s)", c->ckpt_dir, path,
@@ -123,10 +109,12 @@ static int claim(const config *c, const ckpt_meta *k, char *err, size_t errlen) 
 static int check_latest(const config *c, const ckpt_meta *k, char *err, size_t errlen) {
     char path[sizeof c->ckpt_dir + 32], owner[32], who[256];
     snprintf(path, sizeof path, "%s/%s", c->ckpt_dir, OWNER_FILE);
-    const int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0; /* no owner recorded: a directory of copied checkpoints */
-    read_owner(fd, owner, sizeof owner, who, sizeof who);
-    close(fd);
+    char rec[512] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* no owner recorded: a directory of copied checkpoints */
+    rec[fread(rec, 1, sizeof rec - 1, f)] = '\0';
+    fclose(f);
+    parse_owner(rec, owner, sizeof owner, who, sizeof who);
     if (c->take_over || !owner[0] || !k->run_id[0] || strcmp(owner, k->run_id) == 0) return 0;
     return errmsg_fail(err, errlen,
                        "--resume latest: the newest checkpoint in %s, %s, is of run %s, but the "

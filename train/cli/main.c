@@ -56,6 +56,7 @@ int main(int argc, char **argv) {
         mesh_mpi_finalize();
         return 0;
     }
+    c.quick_start = config_env_quick_start();
     config_demo_mesh(&c, mesh_world_size());
     run_resolve_data(&c, argv[0]);
     kern_set_threads(c.threads);

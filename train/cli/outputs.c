@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data/lockfile.h"
 #include "data/paths.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
@@ -27,6 +28,9 @@ static int check(const config *c, char *err, size_t errlen) {
                               {"--save-final", c->save_final, NULL},
                               {"--trace", c->trace, NULL}};
     const int nin = sizeof in / sizeof in[0], nout = sizeof out / sizeof out[0];
+    for (int i = 0; i < nin; i++) /* each input exists, and is a file (not a directory) */
+        if (in[i].path[0] && paths_can_read(in[i].path, e, sizeof e) < 0)
+            return errmsg_fail(err, errlen, "%s %s: %s", in[i].flag, in[i].path, e);
     for (int o = 0; o < nout; o++) {
         if (!out[o].path[0]) continue;
         for (int i = 0; i < nin; i++)
@@ -44,6 +48,9 @@ static int check(const config *c, char *err, size_t errlen) {
             return errmsg_fail(err, errlen, "%s %s: cannot create it (%s)", out[o].flag,
                                out[o].path, e);
     }
+    for (int o = 0; o < nout; o++) /* one live run per output file */
+        if (out[o].path[0] && lockfile_output(out[o].path, out[o].flag, err, errlen) < 0)
+            return -1;
     return 0;
 }
 

@@ -9,6 +9,8 @@
 
 /* Collective over: world. Rank 0 checks --metrics, --save-init, --save-final and --trace against
  * the inputs (--data, --resume, resolved when `latest`) and each other, and that each can be
- * written; on a problem every rank leaves through mesh_exit_error with one message. */
+ * written, then takes each one's lock (data/lockfile.h: a second live run writing the same file
+ * is refused, naming it); on a problem every rank leaves through mesh_exit_error with one
+ * message. */
 void outputs_check(const config *c, mesh *m);
 #endif

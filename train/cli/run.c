@@ -15,10 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/linefile.h"
+#include "data/lockfile.h"
+#include "data/paths.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
+#include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
 #include "train/cli/inspect.h"
 #include "train/observe/metrics.h"
@@ -35,7 +39,16 @@ int run_prepare(int argc, char **argv) {
         mesh_exit_error("usage: meshtrain prepare TEXT OUT.h5 (got %d arguments)", argc - 1);
     int status = 0;
     if (mesh_world_rank() == 0) {
-        status = tokens_prepare(argv[1], argv[2], TOKENS_VAL_FRACTION, err, sizeof err);
+        char why[RUN_ERR_LEN / 2];
+        if (paths_can_read(argv[1], why, sizeof why) < 0)
+            status = errmsg_fail(err, sizeof err, "prepare: TEXT %s: %s", argv[1], why);
+        else if (paths_can_write(argv[2], why, sizeof why) < 0)
+            status = errmsg_fail(err, sizeof err, "prepare: OUT.h5 %s: cannot create it (%s)",
+                                 argv[2], why);
+        else
+            status = lockfile_output(argv[2], "prepare: OUT.h5", err, sizeof err);
+        if (status == 0)
+            status = tokens_prepare(argv[1], argv[2], TOKENS_VAL_FRACTION, err, sizeof err);
         if (status == 0) printf("wrote %s from %s\n", argv[2], argv[1]);
     }
     mesh *m = mesh_create(NULL, NULL, err, sizeof err);
@@ -88,7 +101,7 @@ typedef struct {
     int32_t *rows; /* [nrows, T+1] */
     int64_t row0, nrows;
     double peak;   /* ranks × this rank's sgemm FLOP/s */
-    FILE *metrics; /* rank 0 only */
+    linefile *metrics; /* rank 0 only */
     /* the first step of this run (--resume) and the training tokens consumed so far */
     int64_t step0, tokens_seen;
 } run_ctx;
@@ -286,11 +299,12 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     trainer_rows(t, &r.row0, &r.nrows);
     r.rows = malloc((size_t)(r.nrows * (c->shape.T + 1)) * sizeof *r.rows);
     CHECK(r.rows, "out of memory for %lld token rows", (long long)r.nrows);
+    char merr[RUN_ERR_LEN] = "";
     int ok = 1;
     if (mesh_world_rank() == 0 && c->metrics[0]) /* a resumed run continues the file */
-        ok = (r.metrics = fopen(c->metrics, c->resume[0] ? "a" : "w")) != NULL;
-    mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1, "--metrics %s: cannot open for writing",
-                       c->metrics);
+        ok = (r.metrics = linefile_open(c->metrics, c->resume[0] != 0, merr, sizeof merr)) != NULL;
+    mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1,
+                       "--metrics %s: cannot open for writing (%s)", c->metrics, merr);
     cpupeak host;
     const double cpu_peak = inspect_cpu_peak(m, c->threads, &host);
     if (!c->quiet) {
@@ -338,9 +352,17 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                 mesh_log("eval %*lld | val loss %.4f\n", width, (long long)(step + 1),
                          row.val_loss);
         }
-        ok = !r.metrics || metrics_write_json(r.metrics, &row) == 0;
-        mesh_agree_or_exit(mesh_world_comm(m), ok ? 0 : -1,
-                           "--metrics %s: write failed (disk full?)", c->metrics);
+        int werr = 0;
+        if (r.metrics) {
+            char json[METRICS_JSON_MAX];
+            const size_t n = metrics_json(json, sizeof json, &row);
+            CHECK(n < sizeof json, "metrics_json: %zu bytes", n);
+            werr = linefile_write(r.metrics, json, n);
+        }
+        mesh_agree_or_exit(mesh_world_comm(m), werr,
+                           "--metrics %s: writing step %lld failed (%s); the file keeps every "
+                           "earlier step's line whole",
+                           c->metrics, (long long)(step + 1), strerror(-werr));
         if (c->save_every > 0 && ((step + 1) % c->save_every == 0 || step + 1 == c->steps))
             save_step(&r, step + 1);
     }
@@ -351,7 +373,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     if (!c->quiet && nsteps > 0) trainer_print_summary(t, stdout);
     if (c->save_final[0]) save_or_exit(&r, c->steps, c->save_final);
     if (c->sample > 0) generate(&r);
-    if (r.metrics) fclose(r.metrics);
+    linefile_close(r.metrics);
     free(r.rows);
     return 0;
 }

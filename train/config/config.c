@@ -301,10 +301,13 @@ static const char *nearest_flag(const char *name, size_t len) {
     return best;
 }
 
+/* The parsers return −1 on bad input, with errno = ERANGE when the input is a number beyond
+ * what the type holds (the message then gives the flag's range). */
 static int parse_i64(const char *s, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
+    if (end == s || *end) errno = 0;
     if (end == s || *end || errno) return -1;
     *out = (int64_t)v;
     return 0;
@@ -315,6 +318,7 @@ static int parse_u64(const char *s, uint64_t *out) {
     errno = 0;
     if (*s == '-') return -1;
     unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end) errno = 0;
     if (end == s || *end || errno) return -1;
     *out = (uint64_t)v;
     return 0;
@@ -324,6 +328,7 @@ static int parse_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
+    if (end == s || *end) errno = 0;
     if (end == s || *end || errno || !isfinite(v)) return -1;
     *out = v;
     return 0;
@@ -343,10 +348,10 @@ static int set_number(char *base, const flag_def *f, const char *val, char *err,
     case K_I64:
     case K_INT: {
         int64_t i;
-        if (parse_i64(val, &i))
+        if (parse_i64(val, &i) && errno != ERANGE)
             return errmsg_fail(err, errlen, "--%s: expected a whole number, got '%s'", f->name,
                                val);
-        if ((double)i < f->lo || (double)i > f->hi)
+        if (errno == ERANGE || (double)i < f->lo || (double)i > f->hi)
             return errmsg_fail(err, errlen, "--%s %s: must be between %.0f and %.0f", f->name, val,
                                f->lo, f->hi);
         if (f->kind == K_INT) {
@@ -359,6 +364,9 @@ static int set_number(char *base, const flag_def *f, const char *val, char *err,
     }
     case K_U64: {
         uint64_t u;
+        if (parse_u64(val, &u) && errno == ERANGE)
+            return errmsg_fail(err, errlen, "--%s %s: must be between 0 and %llu", f->name, val,
+                               (unsigned long long)UINT64_MAX);
         if (parse_u64(val, &u))
             return errmsg_fail(err, errlen, "--%s: expected a non-negative whole number, got '%s'",
                                f->name, val);
@@ -367,8 +375,11 @@ static int set_number(char *base, const flag_def *f, const char *val, char *err,
     }
     default: {
         double d;
-        if (parse_f64(val, &d))
+        if (parse_f64(val, &d) && errno != ERANGE)
             return errmsg_fail(err, errlen, "--%s: expected a number, got '%s'", f->name, val);
+        if (errno == ERANGE)
+            return errmsg_fail(err, errlen, "--%s %s: must be between %g and %g", f->name, val,
+                               f->lo, f->hi);
         memcpy(base, &d, sizeof d);
         return 0;
     }
@@ -434,9 +445,13 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
     case K_F64:
         return set_number(base, f, val, err, errlen);
     case K_STR:
-        if (strlen(val) >= f->size)
+        if (strlen(val) >= f->size) {
+            char buf[96];
+            const char *want = config_str_expect(f->name, buf, sizeof buf);
+            if (want) return errmsg_fail(err, errlen, "--%s %s: expected %s", f->name, val, want);
             return errmsg_fail(err, errlen, "--%s: value longer than %zu characters", f->name,
                                f->size - 1);
+        }
         memcpy(base, val, strlen(val) + 1);
         return 0;
     case K_BUCKET:
@@ -495,6 +510,11 @@ static int derive_defaults(config *c, const bool *given, char *err, size_t errle
 }
 
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
+    return config_parse_for(c, CONFIG_MODE_TRAIN, argc, argv, err, errlen);
+}
+
+int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *err,
+                     size_t errlen) {
     if (early_flags(c, argc, argv)) return 1;
 
     bool given[NFLAGS] = {false};
@@ -556,7 +576,13 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
     }
 
     if (derive_defaults(c, given, err, errlen)) return -1;
-    return config_validate(c, err, errlen);
+    if (config_validate(c, err, errlen)) return -1;
+    const char *names[NFLAGS];
+    int n = 0;
+    for (int k = 0; k < NFLAGS; k++)
+        if (given[k]) names[n++] = flags[k].name;
+    if (mode == CONFIG_MODE_TRAIN && c->bench) mode = CONFIG_MODE_BENCH;
+    return config_check_used(c, mode, names, n, err, errlen);
 }
 
 /* ---- validation ---- */
@@ -595,7 +621,8 @@ static int check_ranges(const config *c, char *err, size_t errlen) {
 }
 
 int config_validate(const config *c, char *err, size_t errlen) {
-    if (check_ranges(c, err, errlen) || config_check_model(c, err, errlen) ||
+    if (check_ranges(c, err, errlen) || config_check_limits(c, err, errlen) ||
+        config_check_model(c, err, errlen) ||
         config_check_sharding(c, err, errlen) || config_check_collectives(c, err, errlen))
         return -1;
     return 0;

@@ -94,6 +94,18 @@ void config_defaults(config *c);
  * prints config_print_help from one rank and exits 0); −1 on bad input with the reason in err,
  * naming the flag and what would be right. Not collective; prints nothing. */
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
+/* What a command does with the flags: train (config_parse; --bench makes it CONFIG_MODE_BENCH)
+ * or `meshtrain generate`. */
+typedef enum { CONFIG_MODE_TRAIN, CONFIG_MODE_BENCH, CONFIG_MODE_GENERATE } config_mode;
+/* config_parse for the command `mode`; a flag that does nothing there, or nothing with the other
+ * flags given (config_check_used), is refused: no flag is silently ignored. */
+int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *err,
+                     size_t errlen);
+/* Config_used.c's rules: each name in given[0..ngiven) (flags given on the command line, table
+ * names) must matter in `mode` with the values of c. Returns 0, or −1 with err naming the flag
+ * and why it does nothing. */
+int config_check_used(const config *c, config_mode mode, const char *const *given, int ngiven,
+                      char *err, size_t errlen);
 /* Checks shapes (N % K, even H, batch % micro_batch, ...). Returns 0 or −1 with err. */
 int config_validate(const config *c, char *err, size_t errlen);
 /* The sharding flags against a mesh (config_mesh.c), the one place for the rules that need it.
@@ -113,6 +125,16 @@ int config_check_microbatches(const config *c, char *err, size_t errlen);
 /* --demo's mesh part: on exactly 4 ranks, unless the user chose a mesh or sharding, sets
  * --mesh x=2,y=2 --dp x --zero 3 --tensor y (ZeRO-3 over x, Megatron over y). No-op otherwise. */
 void config_demo_mesh(config *c, int nranks);
+/* config_limits.c: the sizes formed by multiplying flags fit the int64_t counts of the arrays,
+ * and --emulate names a chip of the table. 0, or −1 with err naming the flags. */
+int config_check_limits(const config *c, char *err, size_t errlen);
+/* What string flag `flag` (its table name) accepts, for a message ("thread, inline or auto"; the
+ * chips for "emulate", formatted into buf); NULL for free text and paths. */
+const char *config_str_expect(const char *flag, char *buf, size_t len);
+/* Test hook (config_env.c): MESHTRAIN_QUICK_START=1 in the environment asks for
+ * config.quick_start, for the shell tests that check what a run computed rather than its timing.
+ * 1 when set, else 0. */
+int config_env_quick_start(void);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
 #endif

@@ -410,7 +410,9 @@ static int alloc_buffers(gen *g) {
                : -1;
 }
 
-gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+/* Collective over: world. The request's plan, layout and memory check, nothing big allocated
+ * yet: g, or NULL with err. */
+static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
     if (refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
     CHECK(g, "gen_create: out of memory");
@@ -425,13 +427,27 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
         free(g);
         return NULL;
     }
-    int rc = layout(g, err, errlen);
-    if (rc == 0) rc = check_memory(g, err, errlen);
-    if (rc == 0) {
-        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
-        if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
-            rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    if (layout(g, err, errlen) < 0 || check_memory(g, err, errlen) < 0) {
+        gen_destroy(g);
+        return NULL;
     }
+    return g;
+}
+
+int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+    gen *g = plan_request(c, m, d, err, errlen);
+    const int rc = g ? 0 : -1;
+    gen_destroy(g);
+    return rc;
+}
+
+gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+    gen *g = plan_request(c, m, d, err, errlen);
+    if (!g) return NULL;
+    int rc = 0;
+    g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
+    if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
+        rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(g)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV cache (%.2f GB per rank)",

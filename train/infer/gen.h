@@ -57,6 +57,10 @@ typedef struct gen gen;
  * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
 void gen_destroy(gen *g); /* accepts NULL */
+/* Collective over: world. gen_create's checks of the request alone (nothing big allocated), so
+ * that a command making several requests checks them all before the first runs. 0 or −1 with
+ * err. */
+int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
 model *gen_model(gen *g);
 par *gen_par(gen *g);
 gen_kv_mode gen_mode(const gen *g);

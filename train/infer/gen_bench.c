@@ -8,8 +8,15 @@
  * T = B·(KV/BW + 2P/C) through the origin, fitted at the largest batch. CSV columns (times in
  * ms, bytes in MB = 1e6 B, per step, totals over ranks): batch, prefill_ms, ms_min, ms_median,
  * ms_book, ms_book_memory, ms_book_flops, tok_per_s, weight_mb, kv_mb, gb_per_s, gflop_per_s. */
+#define _POSIX_C_SOURCE 200809L /* getpid */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "data/linefile.h"
+#include "mesh/errmsg.h"
 
 #include "kernels/attn_cache.h"
 #include "kernels/gemm.h"
@@ -20,11 +27,11 @@
 /* ---------------------------------------------------------------- the machine and the
  * prediction (also used by the one-batch run of gen_cli.c) */
 
-gen_machine gen_measure_machine(mesh *m) {
+gen_machine gen_measure_machine(mesh *m, int quick) {
     mesh_agree(mesh_world_comm(m), 0);
-    double bw = kern_measure_read_bw(INT64_C(128) << 20, 0.3), fl = 0;
-    for (int trial = 0; trial < 3; trial++) {
-        const double f = kern_measure_flops_fwd(1024, 0.1);
+    double bw = kern_measure_read_bw(INT64_C(quick ? 16 : 128) << 20, quick ? 0.02 : 0.3), fl = 0;
+    for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
+        const double f = kern_measure_flops_fwd(quick ? 256 : 1024, quick ? 0.01 : 0.1);
         fl = f > fl ? f : fl;
     }
     float in[2] = {(float)bw, (float)fl}, out[2];
@@ -45,7 +52,6 @@ double gen_predict(const gen_step *st, const gen_machine *mc) {
     return st->kv_bytes / mc->bw + (flop_t > mem_t ? flop_t : mem_t);
 }
 
-#define BENCH_MAX 32
 
 typedef struct {
     int64_t B;
@@ -56,6 +62,15 @@ typedef struct {
 static int cmp_step(const void *a, const void *b) {
     const double x = ((const gen_step *)a)->seconds, y = ((const gen_step *)b)->seconds;
     return (x > y) - (x < y);
+}
+
+/* The request of batch B: B prompts of --bench-prompt bytes, then --tokens new ones. */
+static gen_dims bench_dims(const gen_flags *f, int64_t B) {
+    const int64_t S = f->bench_prompt + f->tokens;
+    gen_dims d = {B, S, B * f->bench_prompt < 1024 ? B * f->bench_prompt : 1024, f->kv_replicate};
+    if (d.max_rows < S) d.max_rows = S;
+    if (d.max_rows < B) d.max_rows = B;
+    return d;
 }
 
 /* One batch size: B prompts, prefill, decode; the row of the table. */
@@ -73,12 +88,7 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
             mesh_exit_error("%s", err);
     }
     free(text);
-    if (prompts_check_fit(&ps, f->tokens, c->shape.T, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
-    const int64_t S = f->bench_prompt + f->tokens;
-    gen_dims d = {B, S, B * f->bench_prompt < 1024 ? B * f->bench_prompt : 1024, f->kv_replicate};
-    if (d.max_rows < S) d.max_rows = S;
-    if (d.max_rows < B) d.max_rows = B;
+    const gen_dims d = bench_dims(f, B);
     gen *g = gen_create(c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     int64_t row0, nb;
@@ -108,22 +118,76 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
     return r;
 }
 
-int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machine *mc) {
-    int64_t batches[BENCH_MAX], nbat = 0;
-    for (const char *p = f->bench_batches; *p && nbat < BENCH_MAX;) {
+int gen_bench_check(const config *c, const gen_flags *f, mesh *m, gen_bench_plan *p, char *err,
+                    size_t errlen) {
+    p->n = 0;
+    for (const char *s = f->bench_batches; *s;) {
         char *end;
-        const long long v = strtoll(p, &end, 10);
-        if (end == p || v < 1 || (*end && *end != ','))
-            mesh_exit_error("--bench-batches %s: expected a comma list of batch sizes >= 1",
-                            f->bench_batches);
-        batches[nbat++] = v;
-        p = *end ? end + 1 : end;
+        errno = 0;
+        const long long v = strtoll(s, &end, 10);
+        if (end == s || errno || v < 1 || v > GEN_BENCH_MAX_B || (*end && *end != ','))
+            return errmsg_fail(err, errlen,
+                               "--bench-batches %s: expected a comma list of batch sizes from 1 "
+                               "to %d",
+                               f->bench_batches, GEN_BENCH_MAX_B);
+        if (p->n == GEN_BENCH_MAX)
+            return errmsg_fail(err, errlen, "--bench-batches %s: at most %d batch sizes",
+                               f->bench_batches, GEN_BENCH_MAX);
+        p->B[p->n++] = v;
+        s = *end ? end + 1 : end;
     }
-    if (nbat == 0) mesh_exit_error("--bench-batches is empty");
-    if (f->tokens < 2) mesh_exit_error("--bench needs --tokens >= 2 (decode steps + 1)");
-    FILE *csv = NULL;
-    if (mesh_rank(m) == 0 && f->csv[0] && !(csv = fopen(f->csv, "w")))
-        mesh_log("--csv %s: cannot write; the table is on stderr only", f->csv);
+    if (p->n == 0) return errmsg_fail(err, errlen, "--bench-batches is empty");
+    if (f->tokens < 2)
+        return errmsg_fail(err, errlen, "--bench needs --tokens >= 2 (decode steps + 1), got %lld",
+                           (long long)f->tokens);
+    if (f->bench_prompt + f->tokens > c->shape.T)
+        return errmsg_fail(err, errlen,
+                           "--bench-prompt %lld + --tokens %lld = %lld positions, more than "
+                           "--seq-len %lld: give a smaller --bench-prompt or --tokens",
+                           (long long)f->bench_prompt, (long long)f->tokens,
+                           (long long)(f->bench_prompt + f->tokens), (long long)c->shape.T);
+    for (int i = 0; i < p->n; i++) {
+        const gen_dims d = bench_dims(f, p->B[i]);
+        char why[GEN_BENCH_ERR];
+        if (gen_check(c, m, &d, why, sizeof why) < 0)
+            return errmsg_fail(err, errlen, "--bench-batches: batch %lld: %s", (long long)p->B[i],
+                               why);
+    }
+    return 0;
+}
+
+/* Rank 0: the table as CSV at path, written whole through a temp file renamed into place (a
+ * failure leaves no partial file, and an existing one as it was). 0 or −1 with err. */
+static int write_csv(const char *path, const bench_row *rows, int n, char *err, size_t errlen) {
+    char tmp[1100], why[256];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    linefile *f = linefile_open(tmp, 0, why, sizeof why);
+    if (!f) return errmsg_fail(err, errlen, "--csv %s: cannot write %s (%s)", path, tmp, why);
+    int rc = linefile_printf(f, "batch,prefill_ms,ms_min,ms_median,ms_book,ms_book_memory,"
+                                "ms_book_flops,tok_per_s,weight_mb,kv_mb,gb_per_s,gflop_per_s\n");
+    for (int i = 0; i < n && rc == 0; i++) {
+        const bench_row *r = &rows[i];
+        const double s = r->t.seconds, bytes = r->t.p_bytes + r->t.kv_bytes;
+        rc = linefile_printf(f, "%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.3f,%.3f\n",
+                             (long long)r->B, r->ms_prefill, r->ms_min, r->ms_med, r->ms_book,
+                             r->ms_mem, r->ms_flop, (double)r->B / s, r->t.p_bytes / 1e6,
+                             r->t.kv_bytes / 1e6, bytes / s / 1e9, r->t.flops / s / 1e9);
+    }
+    const int closed = linefile_close(f);
+    if (rc == 0) rc = closed;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+    if (rc < 0) {
+        remove(tmp);
+        return errmsg_fail(err, errlen, "--csv %s: writing it failed (%s); no file was left",
+                           path, strerror(-rc));
+    }
+    return 0;
+}
+
+int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_plan *p,
+                  const gen_machine *mc) {
+    const int64_t *batches = p->B;
+    const int64_t nbat = p->n;
     if (mesh_rank(m) == 0) {
         fprintf(stderr,
                 "decode roofline | L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld | prompt %lld, "
@@ -135,13 +199,8 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
         fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
                 "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
                 "GFLOP/s");
-        if (csv)
-            fprintf(
-                csv,
-                "batch,prefill_ms,ms_min,ms_median,ms_book,ms_book_memory,ms_book_flops,tok_per_s,"
-                "weight_mb,kv_mb,gb_per_s,gflop_per_s\n");
     }
-    bench_row rows[BENCH_MAX] = {{0}};
+    bench_row rows[GEN_BENCH_MAX] = {{0}};
     for (int64_t i = 0; i < nbat; i++) {
         bench_row *r = &rows[i];
         *r = bench_one(c, f, m, mc, batches[i]);
@@ -152,11 +211,6 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
                 (long long)r->B, r->ms_prefill, r->ms_min, r->ms_med, r->ms_book,
                 r->ms_med / r->ms_book, (double)r->B / s, bytes / s / 1e9,
                 100.0 * bytes / s / mc->bw, r->t.flops / s / 1e9);
-        if (csv)
-            fprintf(csv, "%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.3f,%.3f\n",
-                    (long long)r->B, r->ms_prefill, r->ms_min, r->ms_med, r->ms_book, r->ms_mem,
-                    r->ms_flop, (double)r->B / s, r->t.p_bytes / 1e6, r->t.kv_bytes / 1e6,
-                    bytes / s / 1e9, r->t.flops / s / 1e9);
     }
     if (mesh_rank(m) == 0) {
         const bench_row *a = &rows[0];
@@ -171,6 +225,9 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machin
                     (long long)z->B);
         fprintf(stderr, "\n");
     }
-    if (csv) fclose(csv);
+    char err[512] = "";
+    const int st =
+        mesh_rank(m) == 0 && f->csv[0] ? write_csv(f->csv, rows, (int)nbat, err, sizeof err) : 0;
+    mesh_agree_or_exit(mesh_world_comm(m), st, "%s", err);
     return 0;
 }

@@ -8,9 +8,12 @@
  * continuation and a newline, in prompt order. */
 #include "train/infer/gen_cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/lockfile.h"
+#include "data/paths.h"
 #include "kernels/attn_cache.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
@@ -44,6 +47,12 @@ static const gen_flag_def gen_flag_table[] = {
 };
 #undef G_
 
+static int gen_flag_index(const char *name) {
+    for (size_t k = 0; k < sizeof gen_flag_table / sizeof *gen_flag_table; k++)
+        if (!strcmp(gen_flag_table[k].name, name)) return (int)k;
+    return 0;
+}
+
 static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-heads",
                                           "head-dim", "d-ff",    "vocab", "seq-len"};
 enum { N_SHAPE_FLAGS = sizeof shape_flags / sizeof shape_flags[0] };
@@ -72,6 +81,8 @@ static void print_help(FILE *out) {
             "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
 }
 
+enum { GEN_MAX_COUNT = 1 << 30 }; /* --tokens, --bench-prompt */
+
 /* Splits argv into generate's own flags (into f, ps) and the rest (rest[0..*nrest), for
  * config_parse); notes which shape flags were given. */
 static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char **rest, int *nrest,
@@ -95,8 +106,13 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
             rest[(*nrest)++] = argv[i];
             continue;
         }
+        const unsigned bit = 1u << (d - gen_flag_table);
+        if ((f->given & bit) && d->kind != 3)
+            return errmsg_fail(err, errlen, "--%s is given twice: give each flag once", d->name);
+        f->given |= bit;
         char *field = (char *)f + d->off;
         if (d->kind == 2) {
+            if (name[len] == '=') return errmsg_fail(err, errlen, "--%s takes no value", d->name);
             *(int *)field = 1;
             continue;
         }
@@ -107,17 +123,42 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
             snprintf(what, sizeof what, "--prompt %d", ++nprompt);
             if (prompts_add(ps, val, strlen(val), what, err, errlen) < 0) return -1;
         } else if (d->kind == 0) {
-            if (strlen(val) >= d->size) return errmsg_fail(err, errlen, "--%s: too long", d->name);
+            if (!*val) return errmsg_fail(err, errlen, "--%s: the value is empty", d->name);
+            if (strlen(val) >= d->size)
+                return errmsg_fail(err, errlen, "--%s: the value is longer than %zu characters",
+                                   d->name, d->size - 1);
             memcpy(field, val, strlen(val) + 1);
         } else {
             char *end;
+            errno = 0;
             const long long v = strtoll(val, &end, 10);
-            if (*end || end == val || v < 1 || v > (1LL << 30))
-                return errmsg_fail(err, errlen, "--%s %s: expected a whole number >= 1", d->name,
-                                   val);
+            if (*end || end == val || errno || v < 1 || v > GEN_MAX_COUNT)
+                return errmsg_fail(err, errlen, "--%s %s: expected a whole number from 1 to %d",
+                                   d->name, val, GEN_MAX_COUNT);
             *(int64_t *)field = v;
         }
     }
+    return 0;
+}
+
+/* Generate's own flags against each other: each must matter for what the command does. */
+static int check_own_flags(const gen_flags *f, char *err, size_t errlen) {
+#define GIVEN(n) (f->given & (1u << gen_flag_index(n)))
+    if (GIVEN("prompt") && GIVEN("prompts"))
+        return errmsg_fail(err, errlen,
+                           "--prompt and --prompts are alternatives: give the prompts on the "
+                           "command line or in a file, not both");
+    const char *bench_only[] = {"bench-batches", "bench-prompt", "csv"};
+    for (int k = 0; k < 3 && !f->bench; k++)
+        if (GIVEN(bench_only[k]))
+            return errmsg_fail(err, errlen,
+                               "--%s is an option of the decode sweep: add --bench, or drop it",
+                               bench_only[k]);
+    if (f->bench && (GIVEN("prompt") || GIVEN("prompts")))
+        return errmsg_fail(err, errlen,
+                           "--bench decodes synthetic prompts of --bench-prompt bytes: drop "
+                           "--prompt/--prompts, or --bench");
+#undef GIVEN
     return 0;
 }
 
@@ -224,6 +265,37 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     free(mine), free(cur), free(next), free(ms), free(all);
 }
 
+/* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is
+ * no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
+static int check_paths(const gen_flags *f, char *err, size_t errlen) {
+    char why[512];
+    const struct {
+        const char *flag, *path;
+    } in[] = {{"--ckpt", f->ckpt}, {"--prompts", f->prompts_file}};
+    for (int k = 0; k < 2; k++)
+        if (in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
+            return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
+    if (!f->csv[0]) return 0;
+    for (int k = 0; k < 2; k++)
+        if (in[k].path[0] && paths_same_file(f->csv, in[k].path))
+            return errmsg_fail(err, errlen,
+                               "--csv %s is also %s: the table would overwrite an input (give "
+                               "another file)",
+                               f->csv, in[k].flag);
+    if (paths_can_write(f->csv, why, sizeof why) < 0)
+        return errmsg_fail(err, errlen, "--csv %s: cannot create it (%s)", f->csv, why);
+    return lockfile_output(f->csv, "--csv", err, errlen);
+}
+
+/* Collective over: world. --bench: every check first, then the machine, then the sweep. */
+static int run_bench(const config *c, const gen_flags *f, mesh *m) {
+    char err[GEN_ERR + GEN_BENCH_ERR];
+    gen_bench_plan plan;
+    if (gen_bench_check(c, f, m, &plan, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    const gen_machine mc = gen_measure_machine(m, c->quick_start);
+    return gen_bench_run(c, f, m, &plan, &mc);
+}
+
 int gen_main(int argc, char **argv) {
     char err[GEN_ERR] = "";
     for (int i = 1; i < argc; i++)
@@ -237,23 +309,26 @@ int gen_main(int argc, char **argv) {
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int nrest = 0, given[N_SHAPE_FLAGS] = {0};
     CHECK(rest, "generate: out of memory");
-    if (split_args(argc, argv, &f, &ps, rest, &nrest, given, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
-    if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
+    if (split_args(argc, argv, &f, &ps, rest, &nrest, given, err, sizeof err) < 0 ||
+        check_own_flags(&f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     config c;
     config_defaults(&c);
-    if (config_parse(&c, nrest, rest, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (config_parse_for(&c, CONFIG_MODE_GENERATE, nrest, rest, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
     free(rest);
+    c.quick_start = config_env_quick_start();
     kern_set_threads(c.threads);
-    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    const int paths = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
+    if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
+    if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
     if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.bench) {
-        prompts_free(&ps);
-        const gen_machine mc = gen_measure_machine(m);
-        const int rc = gen_bench_run(&c, &f, m, &mc);
+        const int rc = run_bench(&c, &f, m);
         mesh_destroy(m);
         return rc;
     }
@@ -270,7 +345,8 @@ int gen_main(int argc, char **argv) {
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    const gen_machine mc = gen_measure_machine(m); /* after every check: bad input fails fast */
+    /* after every check: bad input fails fast */
+    const gen_machine mc = gen_measure_machine(m, c.quick_start);
     if (mesh_rank(m) == 0) {
         const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
                               "AllToAll attention, cache split by batch in each kv group"};

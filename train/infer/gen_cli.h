@@ -17,8 +17,9 @@ typedef struct {
     double flops; /* sgemm FLOP/s */
 } gen_machine;
 
-/* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them. */
-gen_machine gen_measure_machine(mesh *m);
+/* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them; `quick`
+ * (config.quick_start): one short trial of each. */
+gen_machine gen_measure_machine(mesh *m, int quick);
 /* Collective over: world. Sums a step's figures over the ranks. */
 gen_step gen_step_total(mesh *m, const gen_step *st);
 /* The book's step time for totals st: KV/BW + max(FLOPs/C, weight bytes/BW), seconds. */
@@ -33,11 +34,24 @@ typedef struct {
     char bench_batches[256]; /* --bench: comma list of decode batch sizes */
     int64_t bench_prompt;    /* --bench: prompt length */
     char csv[1024];          /* --bench: CSV output */
+    unsigned given;          /* bit k: the k-th flag of generate's table was given */
 } gen_flags;
 
-/* Collective over: world. The --bench sweep (gen_bench.c). Returns 0; bad input leaves through
- * mesh_exit_error. */
-int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_machine *mc);
+/* The --bench sweep's batch sizes, checked. */
+enum { GEN_BENCH_MAX = 32, GEN_BENCH_MAX_B = 1 << 20, GEN_BENCH_ERR = 400 };
+typedef struct {
+    int64_t B[GEN_BENCH_MAX];
+    int n;
+} gen_bench_plan;
+/* Collective over: world. Everything the sweep could refuse, before any of it runs: the batch
+ * list, --tokens >= 2, --bench-prompt + --tokens against --seq-len, and each batch's request
+ * (gen_check). 0, or −1 with err (the same on every rank) naming the flag to change. */
+int gen_bench_check(const config *c, const gen_flags *f, mesh *m, gen_bench_plan *p, char *err,
+                    size_t errlen);
+/* Collective over: world. The --bench sweep of a checked plan (gen_bench.c); the --csv table is
+ * written at the end, whole. Returns 0; a failed write leaves through mesh_exit_error. */
+int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_plan *p,
+                  const gen_machine *mc);
 
 /* Collective over: world. `meshtrain generate ...` (argv[0] = "generate"). Returns the exit
  * status; bad input leaves through mesh_exit_error (one message, status 2). */

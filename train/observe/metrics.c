@@ -42,41 +42,52 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                  r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
 }
 
-/* JSON has no NaN or infinity: a diverged loss is written as null. */
-static int json_num(FILE *f, const char *key, double v, const char *fmt) {
-    if (fprintf(f, ",\"%s\":", key) < 0) return -1;
-    return (isfinite(v) ? fprintf(f, fmt, v) : fprintf(f, "null")) < 0 ? -1 : 0;
+/* Appends ,"key":v to buf at *n (JSON has no NaN or infinity: a diverged loss is null). */
+static void json_num(char *buf, size_t len, size_t *n, const char *key, double v,
+                     const char *fmt) {
+    if (*n >= len) return;
+    int k = snprintf(buf + *n, len - *n, ",\"%s\":", key);
+    if (k > 0) *n += (size_t)k;
+    if (*n >= len) return;
+    k = isfinite(v) ? snprintf(buf + *n, len - *n, fmt, v) : snprintf(buf + *n, len - *n, "null");
+    if (k > 0) *n += (size_t)k;
 }
 
-int metrics_write_json(FILE *f, const metrics_row *r) {
+size_t metrics_json(char *buf, size_t len, const metrics_row *r) {
     const double sec = r->seconds > 0 ? r->seconds : 1e-9;
     const double fps = r->flops / sec;
-    int bad = fprintf(f, "{\"step\":%lld", (long long)r->step) < 0;
-    bad |= json_num(f, "loss", r->loss, "%.9g");
-    bad |= json_num(f, "lr", r->lr, "%.6g");
-    bad |= json_num(f, "gnorm", r->grad_norm, "%.6g");
-    bad |= json_num(f, "ms", 1e3 * r->seconds, "%.3f");
-    bad |= json_num(f, "tok_s", r->tokens / sec, "%.1f");
-    bad |= json_num(f, "gflops", fps / 1e9, "%.4g");
-    bad |= json_num(f, "mfu", r->peak_flops > 0 ? fps / r->peak_flops : 0.0, "%.4f");
+    int k = snprintf(buf, len, "{\"step\":%lld", (long long)r->step);
+    size_t n = k > 0 ? (size_t)k : 0;
+    json_num(buf, len, &n, "loss", r->loss, "%.9g");
+    json_num(buf, len, &n, "lr", r->lr, "%.6g");
+    json_num(buf, len, &n, "gnorm", r->grad_norm, "%.6g");
+    json_num(buf, len, &n, "ms", 1e3 * r->seconds, "%.3f");
+    json_num(buf, len, &n, "tok_s", r->tokens / sec, "%.1f");
+    json_num(buf, len, &n, "gflops", fps / 1e9, "%.4g");
+    json_num(buf, len, &n, "mfu", r->peak_flops > 0 ? fps / r->peak_flops : 0.0, "%.4f");
     if (r->comm_frac >= 0) {
-        bad |= json_num(f, "comm", r->comm_frac, "%.4f");
-        bad |= json_num(f, "idle", r->idle_frac, "%.4f");
-        if (r->pred_seconds > 0) bad |= json_num(f, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
-        if (r->book_seconds > 0) bad |= json_num(f, "book_ms", 1e3 * r->book_seconds, "%.3f");
-        if (r->dominant) bad |= fprintf(f, ",\"dominant\":\"%s\"", r->dominant) < 0;
-        bad |= json_num(f, "comm_ag", r->comm_ag, "%.4f");
-        bad |= json_num(f, "comm_rs", r->comm_rs, "%.4f");
-        bad |= json_num(f, "comm_ar", r->comm_ar, "%.4f");
-        bad |= json_num(f, "comm_p2p", r->comm_p2p, "%.4f");
+        json_num(buf, len, &n, "comm", r->comm_frac, "%.4f");
+        json_num(buf, len, &n, "idle", r->idle_frac, "%.4f");
+        if (r->pred_seconds > 0) json_num(buf, len, &n, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
+        if (r->book_seconds > 0) json_num(buf, len, &n, "book_ms", 1e3 * r->book_seconds, "%.3f");
+        if (r->dominant && n < len) {
+            k = snprintf(buf + n, len - n, ",\"dominant\":\"%s\"", r->dominant);
+            if (k > 0) n += (size_t)k;
+        }
+        json_num(buf, len, &n, "comm_ag", r->comm_ag, "%.4f");
+        json_num(buf, len, &n, "comm_rs", r->comm_rs, "%.4f");
+        json_num(buf, len, &n, "comm_ar", r->comm_ar, "%.4f");
+        json_num(buf, len, &n, "comm_p2p", r->comm_p2p, "%.4f");
     }
     if (r->bubble_ideal > 0) {
-        bad |= json_num(f, "bubble", r->bubble, "%.4f");
-        bad |= json_num(f, "bubble_ideal", r->bubble_ideal, "%.4f");
-        bad |= json_num(f, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
+        json_num(buf, len, &n, "bubble", r->bubble, "%.4f");
+        json_num(buf, len, &n, "bubble_ideal", r->bubble_ideal, "%.4f");
+        json_num(buf, len, &n, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
     }
-    if (!isnan(r->val_loss)) bad |= json_num(f, "val_loss", r->val_loss, "%.9g");
-    bad |= fprintf(f, "}\n") < 0;
-    bad |= fflush(f) != 0;
-    return bad ? -1 : 0;
+    if (!isnan(r->val_loss)) json_num(buf, len, &n, "val_loss", r->val_loss, "%.9g");
+    if (n < len) {
+        k = snprintf(buf + n, len - n, "}\n");
+        if (k > 0) n += (size_t)k;
+    }
+    return n;
 }

@@ -35,11 +35,13 @@ typedef struct {
  * act 12.5 MB" when pipelining (rank 0's stage: peak activations held). `width` pads the step
  * number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
-/* One JSON object and a newline: {"step":120,"loss":...,"val_loss":...}: step, loss, lr, gnorm,
- * ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), book_ms and dominant
- * with several ranks; val_loss when evaluated.
- * Returns 0, or -1 if the write failed. */
-int metrics_write_json(FILE *f, const metrics_row *r);
+/* One JSON object and a newline into buf[len]: {"step":120,"loss":...,"val_loss":...}: step,
+ * loss, lr, gnorm, ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), book_ms
+ * and dominant with several ranks; val_loss when evaluated. Returns its length, which is >= len
+ * when buf was too small (METRICS_JSON_MAX always suffices). The caller writes it whole
+ * (data/linefile.h). */
+enum { METRICS_JSON_MAX = 1024 };
+size_t metrics_json(char *buf, size_t len, const metrics_row *r);
 /* 9900 → "9.9k", 1234567 → "1.23M", 412 → "412" (3 significant digits). */
 const char *metrics_si(char *buf, size_t len, double v);
 #endif
