@@ -230,8 +230,8 @@ static const calc_flag flags[] = {
     {"--flops", CF_REAL, 'd', C_(flops), 1, 1e18, ALL_, NULL},
     {"--link-bw", CF_REAL, 'd', C_(link_bw), 1, 1e15, ALL_, NULL},
     {"--latency", CF_REAL, 'd', C_(latency), 0, 1, ALL_, NULL},
-    {"--hbm", CF_REAL, 'd', C_(hbm), 1, 1e15, ALL_, NULL},
-    {"--hbm-bw", CF_REAL, 'd', C_(hbm_bw), 1, 1e15, ALL_, NULL},
+    {"--hbm", CF_REAL, 'd', C_(hbm), 1, 1e15, T_ | I_, NULL},
+    {"--hbm-bw", CF_REAL, 'd', C_(hbm_bw), 1, 1e15, T_ | I_, NULL},
     /* topology */
     {"--topology", CF_NAMED, 0, 0, 0, 0, ALL_, set_topology},
     {"--mesh", CF_NAMED, 0, 0, 0, 0, ALL_, set_topology},
@@ -460,7 +460,15 @@ static int finish(cli *c, char *err, size_t len) {
         calc_spec_set_topology(s, sizes, n, err, len) < 0)
         return -1;
     const int all = (1 << n) - 1;
-    for (const char *p = c->open; *p; p++) s->wraps[*p - 'x'] = 0;
+    for (const char *p = c->open; *p; p++) {
+        const int a = *p - 'x';
+        if (a < n && !s->wraps[a])
+            return errmsg_fail(err, len,
+                               "--open %s: axis %c of %s has no wraparound on %s anyway (the "
+                               "chip's rule), so it changes nothing; drop it",
+                               c->open, *p, c->topology, s->chip.name);
+        s->wraps[a] = 0;
+    }
     int block[COST_MAX_AXES] = {0, 0, 0};
     if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
     s->pipe_mask = mask_of(c->pipe);
@@ -498,6 +506,21 @@ static int check_modes(const cli *c, const int *given, char *err, size_t len) {
                                flags[i].modes == CALC_MODE_INFER    ? " or add --infer"
                                : flags[i].modes == CALC_MODE_SEARCH ? " or add --search"
                                                                     : "");
+#define GIVEN(name) given[find_flag(name) - flags]
+    if (c->search && c->chips > 0)
+        for (int k = 0; k < 3; k++) {
+            const char *f = (const char *[]){"--topology", "--mesh", "--open"}[k];
+            if (GIVEN(f))
+                return errmsg_fail(err, len,
+                                   "%s with --chips: the search makes the topologies of --chips "
+                                   "N itself; give one of the two",
+                                   f);
+        }
+    if (GIVEN("--dcn-bw") && c->s.pods <= 1)
+        return errmsg_fail(err, len,
+                           "--dcn-bw is unused: the data-center network joins --pods N > 1 "
+                           "pods; give --pods or drop it");
+#undef GIVEN
     return 0;
 }
 

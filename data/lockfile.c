@@ -113,7 +113,10 @@ int lockfile_output(const char *path, const char *flag, char *err, size_t errlen
     snprintf(rec, sizeof rec, "file %s\n", base);
     if (fd < 0 || lockfile_set_record(fd, rec) < 0) {
         const int e = errno;
-        if (fd >= 0) close(fd);
+        if (fd >= 0) { /* ours, and useless: a full disk holds no record */
+            unlink(lock);
+            close(fd);
+        }
         return errmsg_fail(err, errlen, "%s %s: cannot make its lock file %s (%s)", flag, path,
                            lock, strerror(e));
     }

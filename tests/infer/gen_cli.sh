@@ -3,7 +3,9 @@
 # from one mesh), then greedy generation of 6 prompts of unequal length on meshes 1, TP 2, TP 4
 # (kv heads split by the AllToAll algorithm, and replicated) and DP×TP 2x2: the texts on stdout
 # must be byte-identical to the 1-rank run's; a sampled run (temperature, top-k, seed) too. (DP 2
-# and DP 3 are in test_gen, against the training forward.) Bad input ends with status 2 and one "meshtrain: error:" line naming the problem.
+# and DP 3 are in test_gen, against the training forward.) Bad input ends with status 2 and one
+# "meshtrain: error:" line naming the problem and the flag to change, found before any work:
+# nothing else on stderr, nothing on stdout, no --csv file.
 # usage: gen_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
@@ -15,6 +17,7 @@ run() { # run NP ARGS...: meshtrain under mpirun
   timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@"
 }
 fails=0
+export MESHTRAIN_QUICK_START=1 # the texts, not the timing, are under test
 MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data "$TXT" \
   --mesh x=2 --dp x --save-final "$WORK/ck.h5" >"$WORK/train.log" 2>&1 ||
@@ -22,49 +25,64 @@ run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data
 printf 'ROMEO:\nThe\nFirst Citizen:\nO\nWhat is\nKING HENRY:\n' >"$WORK/prompts.txt"
 GEN=(generate --ckpt "$WORK/ck.h5" --prompts "$WORK/prompts.txt" --tokens 24)
 
-# same NAME NP ARGS...: stdout of this mesh equals the 1-rank run's
-same() {
+# The cases below run concurrently, at most 3 at a time (each mostly waits for mpirun), with
+# their verdicts printed in order at the end.
+declare -a VERDICT
+ncase=0
+launch() { # launch FUNCTION ARGS...: FUNCTION's output becomes case ncase's verdict
+  local i=$ncase
+  ncase=$((ncase + 1))
+  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
+  ("$@" >"$WORK/verdict.$i" 2>&1) &
+}
+# same NAME NP REF ARGS...: stdout of this mesh equals the REF run's
+same_() {
   local name=$1 np=$2 ref=$3
   shift 3
   if ! run "$np" "${GEN[@]}" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"; then
     echo "FAIL $name: exit status $?"
     sed 's/^/     | /' "$WORK/$name.err" | tail -5
-    fails=$((fails + 1))
   elif cmp -s "$WORK/$ref.out" "$WORK/$name.out"; then
     echo "ok   $name ($*): texts identical to the 1-rank run"
   else
     echo "FAIL $name ($*): texts differ from the 1-rank run"
     diff "$WORK/$ref.out" "$WORK/$name.out" | head -10
-    fails=$((fails + 1))
   fi
 }
+same() { launch same_ "$@"; }
 run 1 "${GEN[@]}" --temperature 0 >"$WORK/one.out" 2>"$WORK/one.err" ||
   { echo "FAIL the 1-rank run"; cat "$WORK/one.err"; exit 1; }
 [ "$(wc -l <"$WORK/one.out")" -ge 6 ] && grep -q '^ROMEO:' "$WORK/one.out" ||
   { echo "FAIL the 1-rank run printed no texts"; exit 1; }
 grep -q 'TTFT' "$WORK/one.err" && grep -q 'ms/token' "$WORK/one.err" ||
   { echo "FAIL no TTFT / ms/token report on stderr"; exit 1; }
+run 1 "${GEN[@]}" --temperature 0.8 --top-k 20 --seed 5 >"$WORK/samp.out" 2>"$WORK/samp.err"
 same tp2 2 one --temperature 0 --mesh y=2 --tensor y
 same tp4_alltoall 4 one --temperature 0 --mesh y=4 --tensor y
 same tp4_replicated 4 one --temperature 0 --mesh y=4 --tensor y --kv-replicate
 same dp2_tp2 4 one --temperature 0 --mesh x=2,y=2 --dp x --tensor y
-run 1 "${GEN[@]}" --temperature 0.8 --top-k 20 --seed 5 >"$WORK/samp.out" 2>"$WORK/samp.err"
 same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2 --dp x --tensor y
 
-# err WANT_FRAGMENT NP ARGS...: status 2, one error line holding the fragment
-err() {
-  local frag=$1 np=$2
-  shift 2
-  run "$np" generate "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if one_error 2 "$rc" "$WORK/err" "$frag"; then
+# err FRAGMENT NP ARGS...: checked before any work: status 2, one error line holding the fragment,
+# no report of work begun on stderr (generate's, prefill's, decode's or the roofline's lines),
+# nothing on stdout, and no file left by --csv
+err_() {
+  local frag=$1 np=$2 i=$3
+  shift 3
+  run "$np" generate "$@" >"$WORK/out.$i" 2>"$WORK/err.$i"
+  local rc=$? lines
+  lines=$(grep -cE '^(generate \||prefill \||decode|B_crit| +batch )' "$WORK/err.$i")
+  if one_error 2 "$rc" "$WORK/err.$i" "$frag" && [ "$lines" -eq 0 ] && ! [ -s "$WORK/out.$i" ] &&
+     ! [ -e "$WORK/gb.csv" ]; then
     echo "ok   [$*] -> 2: $ERR_LINE"
   else
-    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err" | head -10
-    fails=$((fails + 1))
+    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), $lines report lines" \
+         "(want 0), stdout $(wc -c <"$WORK/out.$i") bytes (want 0), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err.$i" | head -10
+    [ -e "$WORK/gb.csv" ] && echo "     | left $WORK/gb.csv"
   fi
 }
+err() { launch err_ "$1" "$2" "$ncase" "${@:3}"; }
 LONG=$(printf 'a%.0s' $(seq 70))
 err "--prompt 2 is empty" 2 --prompt x --prompt ""
 err "longer than --seq-len 64" 2 --ckpt "$WORK/ck.h5" --prompt "$LONG"
@@ -80,5 +98,26 @@ err "--zero 3 (FSDP) is refused for generation" 2 --mesh x=2 --dp x --zero 3 --p
   --prompt b
 err "no prompt" 2
 err "--prompts /no/such/file" 2 --prompts /no/such/file
+# checks before any work, on the flag the user can change; alternatives; the real limits
+B=(--ckpt "$WORK/ck.h5" --bench)
+err "--csv $WORK: cannot create it (is a directory)" 2 "${B[@]}" --csv "$WORK"
+err "--bench-prompt 64 + --tokens 4 = 68 positions, more than --seq-len 64" 2 "${B[@]}" \
+  --bench-batches 1,2 --tokens 4 --csv "$WORK/gb.csv"
+err "--bench-batches: batch 1: 1 prompts do not divide over the 2 replicas" 2 "${B[@]}" \
+  --mesh x=2 --dp x --bench-batches 2,1 --bench-prompt 8 --tokens 4 --csv "$WORK/gb.csv"
+err "--csv is an option of the decode sweep: add --bench" 2 --prompt a --csv "$WORK/gb.csv"
+err "--bench decodes synthetic prompts" 2 "${B[@]}" --prompt a
+err "--prompts $WORK: is a directory, not a file" 2 --prompts "$WORK"
+err "--ckpt $WORK: is a directory, not a file" 2 --ckpt "$WORK" --prompt a
+err "--prompt and --prompts are alternatives" 2 --prompt a --prompts "$WORK/prompts.txt"
+err "--tokens 99999999999999999999: expected a whole number from 1 to 1073741824" 2 --prompt a \
+  --tokens 99999999999999999999
+err "--lr does nothing in meshtrain generate" 2 --prompt a --lr 0.1
+err "--metrics does nothing in meshtrain generate" 2 --prompt a --metrics "$WORK/m.jsonl"
+wait
+for ((i = 0; i < ncase; i++)); do
+  cat "$WORK/verdict.$i"
+  grep -q '^FAIL' "$WORK/verdict.$i" && fails=$((fails + 1))
+done
 echo "gen_cli: $fails failure(s)"
 [ "$fails" -eq 0 ]
