@@ -213,6 +213,13 @@ static int parse_args(opts *o, int argc, char **argv, char *err, size_t errlen) 
         return snprintf(err, errlen, "-e %lld is below -b %lld", (long long)o->e,
                         (long long)o->b),
                -1;
+    /* a flag that would change nothing is refused, as every command's */
+    if (given[find_flag("--factor", 8) - flags] && o->e == o->b)
+        return snprintf(err, errlen, "-f/--factor is unused: -b equals -e (one size)"), -1;
+    if (given[find_flag("--flops", 7) - flags] && !o->emulate)
+        return snprintf(err, errlen, "--flops is unused: it scales --emulate's links"), -1;
+    if (o->pingpong && o->chip)
+        return snprintf(err, errlen, "--pingpong is unused: --chip's links replace the fit"), -1;
     return 0;
 }
 
@@ -452,7 +459,8 @@ static void set_no_data(const opts *o) {
     mesh_set_no_data(1 << 20);
 #else
     (void)o;
-    mesh_exit_error("--no-data: only in the SMPI build (build-smpi/meshbench, bench/simpod)");
+    mesh_exit_error("--no-data does nothing in this build: only the SMPI build "
+                    "(build-smpi/meshbench, bench/simpod) leaves arrays unset");
 #endif
 }
 
@@ -523,9 +531,10 @@ static void setup_links(bench *b) {
         if (mesh_emulate(b->m, o->emulate, fl, &e) < 0)
             mesh_exit_error("--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o->emulate);
         mesh_log("# emulating %s: C = %.3g FLOP/s, W_ici = %.3g B/s one way, T_min = %.3g s\n"
-                 "# measured %.3g FLOP/s/rank -> time scale %.4g: links %.4g B/s, %.4g s/hop\n",
-                 o->emulate, e.chip_flops, e.chip_w_oneway, e.chip_latency, e.measured_flops,
-                 e.time_scale, e.bw, e.latency);
+                 "# %s %.3g FLOP/s/rank -> time scale %.4g: links %.4g B/s, %.4g s/hop\n",
+                 o->emulate, e.chip_flops, e.chip_w_oneway, e.chip_latency,
+                 o->flops > 0 ? "given (--flops)" : "measured", e.measured_flops, e.time_scale,
+                 e.bw, e.latency);
     }
     if (o->link) {
         double bw = 0, lat = 0;
@@ -592,12 +601,15 @@ static void print_header(bench *b) {
              "# busbw = algbw x 2(n-1)/n (AllReduce), (n-1)/n (others); GB = 1e9 B; predicted: "
              "mesh/cost.h with %s links\n"
              "# /mpi = median over repetitions of time / MPI's time in the same repetition "
-             "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n",
+             "(paired; < 1: faster than MPI; 0: no mpi in --alg)\n"
+             "# lanes: chunk %lld bytes (--chunk; ALG:BYTES per --alg item); error: %s\n",
              mesh_spec_str(b->m, spec, sizeof spec), mesh_nranks(b->m), b->an, b->n, o->iters,
              o->warm, o->reps,
              o->emulate || o->link ? "the emulated"
              : o->chip             ? "the --chip"
-                                   : "the ping-pong-fitted");
+                                   : "the ping-pong-fitted",
+             (long long)o->chunk,
+             o->check ? "max |result - serial truth| (-c 1)" : "not checked (-c 0)");
     mesh_log("%12s %11s %-14s %-9s %10s %10s %10s %10s %8s %8s %8s %10s %6s %6s %6s\n", "size(B)",
              "count", "op", "alg", "time(us)", "best(us)", "min_rk", "max_rk", "algbw", "busbw",
              "bus_best", "pred(us)", "m/p", "/mpi", "error");

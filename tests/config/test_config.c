@@ -197,6 +197,45 @@ int main(void) {
     bad("--mesh=x=2,y=2,z=2,w=2,v=2,u=2,t=2,s=2,r=2,q=2,p=2,o=2,n=2,m=2,l=2,k=2,j=2", "--mesh",
         "longer than");
 
+    /* The class of numbers beyond what the type or the flag holds: the message gives the range,
+     * never "expected a number"; and products of flags that no array can hold. */
+    bad("--steps 99999999999999999999", "--steps 99999999999999999999: must be between 0 and",
+        NULL);
+    bad("--layers 99999999999999999999", "--layers 99999999999999999999: must be between 1", NULL);
+    bad("--seed 99999999999999999999999", "--seed", "must be between 0 and 18446744073709551615");
+    bad("--lr 1e999", "--lr 1e999: must be between 0 and 10", NULL);
+    bad("--timeout 1e400", "--timeout 1e400: must be between", NULL);
+    bad("--batch 16777216 --micro-batch 16777216 --seq-len 1048576 --vocab 16777216",
+        "the logits, --micro-batch x --seq-len x --vocab", "more than one array can hold");
+    bad("--layers 4096 --d-model 1048576 --d-ff 4194304 --heads 1 --head-dim 2",
+        "the MLP weights, --layers x --d-model x --d-ff", "2^53");
+    /* a value longer than any valid one gets the valid values, as any other wrong value */
+    bad("--progress sometimes", "--progress sometimes: expected thread, inline or auto", NULL);
+    bad("--emulate verylongchipname", "--emulate verylongchipname: expected v3, v4p", "v6e");
+    bad("--emulate v9", "--emulate v9: unknown chip", "v5p");
+    bad("--comm-dtype bfloat16x", "--comm-dtype bfloat16x: expected fp32 or bf16", NULL);
+    bad("--emulate-rate sometimes", "--emulate-rate sometimes: expected peak or model", NULL);
+    bad("--tensor xyzxyz", "--tensor xyzxyz: expected one axis", NULL);
+    /* no flag silently ignored: each refused where it does nothing, naming why */
+    bad("--optimizer sgd --beta1 0.5", "--beta1 is given but unused", "AdamW");
+    bad("--keep 2", "--keep is given but unused", "--save-every");
+    bad("--ckpt-dir d", "--ckpt-dir is given but unused", "--save-every");
+    bad("--take-over", "--take-over is given but unused", "--resume");
+    bad("--eval-every 0 --eval-batches 2", "--eval-batches is given but unused", NULL);
+    bad("--temperature 0.5", "--temperature is given but unused", "--sample");
+    bad("--top-k 3", "--top-k is given but unused", "--sample");
+    bad("--microbatches 2", "--microbatches is given but unused", "--pipeline");
+    bad("--schedule 1f1b", "--schedule is given but unused", "--pipeline");
+    bad("--progress thread", "--progress is given but unused", "--overlap");
+    bad("--collective-matmul off", "--collective-matmul is given but unused", "--tensor");
+    bad("--emulate-rate peak", "--emulate-rate is given but unused", "--emulate");
+    bad("--no-matmul-bound", "--no-matmul-bound does nothing in training", NULL);
+    bad("--bench --data x.h5", "--data does nothing in meshtrain --bench", NULL);
+    bad("--bench --sample 5", "--sample does nothing in meshtrain --bench", NULL);
+    good("--bench --no-matmul-bound", &c);
+    good("--sample 5 --temperature 0.5 --top-k 3 --prompt x", &c);
+    good("--save-every 5 --keep 2 --ckpt-dir d --take-over", &c);
+
     /* A config built in code is held to the same limits. */
     config_defaults(&c);
     c.shape.N = 5;

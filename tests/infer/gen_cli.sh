@@ -105,8 +105,8 @@ err "--bench-prompt 64 + --tokens 4 = 68 positions, more than --seq-len 64" 2 "$
   --bench-batches 1,2 --tokens 4 --csv "$WORK/gb.csv"
 err "--bench-batches: batch 1: 1 prompts do not divide over the 2 replicas" 2 "${B[@]}" \
   --mesh x=2 --dp x --bench-batches 2,1 --bench-prompt 8 --tokens 4 --csv "$WORK/gb.csv"
-err "--csv is an option of the decode sweep: add --bench" 2 --prompt a --csv "$WORK/gb.csv"
-err "--bench decodes synthetic prompts" 2 "${B[@]}" --prompt a
+err "--csv does nothing in meshtrain generate without --bench" 2 --prompt a --csv "$WORK/gb.csv"
+err "--prompt does nothing in meshtrain generate --bench" 2 "${B[@]}" --prompt a
 err "--prompts $WORK: is a directory, not a file" 2 --prompts "$WORK"
 err "--ckpt $WORK: is a directory, not a file" 2 --ckpt "$WORK" --prompt a
 err "--prompt and --prompts are alternatives" 2 --prompt a --prompts "$WORK/prompts.txt"

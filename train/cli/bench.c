@@ -61,7 +61,7 @@ int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *ou
     return n;
 }
 
-double bench_time_gemm(const bench_gemm *g) {
+double bench_time_gemm(const bench_gemm *g, int quick) {
     const int64_t na = g->M * g->K, nb = g->K * g->N, nc = g->M * g->N;
     float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
     float *c = malloc((size_t)nc * sizeof *c);
@@ -72,7 +72,7 @@ double bench_time_gemm(const bench_gemm *g) {
     const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
     double best = 1e30;
-    for (int trial = 0; trial < 3; trial++) {
+    for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
         int64_t reps = 0;
         const double t0 = mesh_now();
         double t;
@@ -80,7 +80,7 @@ double bench_time_gemm(const bench_gemm *g) {
             kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
             reps++;
             t = mesh_now() - t0;
-        } while (t < 0.05 || reps < 2);
+        } while (t < (quick ? 0.002 : 0.05) || reps < 2);
         if (t / (double)reps < best) best = t / (double)reps;
     }
     free(a);
@@ -138,7 +138,7 @@ static double matmul_bound(const config *c, const run_peak *pk) {
     const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 32);
     double bound = 0.0, bound_flops = 0.0;
     for (int i = 0; i < ng; i++) {
-        const double sec = bench_time_gemm(&gemms[i]);
+        const double sec = bench_time_gemm(&gemms[i], c->quick_start);
         bound += gemms[i].count * sec;
         bound_flops += gemms[i].count * 2.0 * (double)(gemms[i].M * gemms[i].N * gemms[i].K);
     }
@@ -347,6 +347,8 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              c->threads > 1 ? "s" : "",
              mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
              trainer_core_share(t), BENCH_WARMUP_STEPS, (long long)c->steps);
+    if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
+    run_print_hosts(c, m);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
 

@@ -28,8 +28,9 @@ typedef struct {
  * how many (at most cap). Projections y = x·W give dW = xᵀ·dy and dx = dy·Wᵀ in the backward
  * pass; attention's per-head products are counted at half (the causal triangle). */
 int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *out, int cap);
-/* Not collective. Times one sgemm of shape g on this rank: best of 3 trials of ≥ 50 ms. */
-double bench_time_gemm(const bench_gemm *g);
+/* Not collective. Times one sgemm of shape g on this rank: best of 3 trials of ≥ 50 ms (quick,
+ * config.quick_start: one of ≥ 2 ms). */
+double bench_time_gemm(const bench_gemm *g, int quick);
 
 /* Collective over: world. The --bench run of trainer t; MFU against pk (run_measure_peak);
  * prints from rank 0. Returns 0. */

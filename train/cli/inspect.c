@@ -26,6 +26,12 @@ void inspect_start(const config *c, mesh *m) {
         mesh_exit_error("--timeout %g: cannot start the watchdog thread", c->timeout);
     if (trace_start(m, c->trace, trace_capacity(c), err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (!c->quiet && c->timeout > 0)
+        mesh_log("watchdog: a collective, p2p wait or step lasting %g s ends the job (--timeout)\n",
+                 c->timeout);
+    if (!c->quiet && c->debug_collectives)
+        mesh_log("checking that the ranks of each axis set make the same collective "
+                 "(--debug-collectives)\n");
 }
 
 void inspect_finish(const config *c, mesh *m) {

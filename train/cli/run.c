@@ -83,6 +83,16 @@ void run_resolve_data(config *c, const char *argv0) {
     }
 }
 
+void run_print_hosts(const config *c, mesh *m) {
+    char hosts[160];
+    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
+    if (!c->quiet && mesh_world_rank() == 0)
+        printf("hosts: %s (%s)\n", hosts,
+               c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
+                                 : "default: the first axis crosses hosts first, the last stays "
+                                   "inside one; --cross-hosts AXES to choose");
+}
+
 run_peak run_measure_peak(mesh *m, double rank_flops) {
     run_peak pk = {rank_flops, 0};
     float v = (float)pk.rank, sum = 0.0f;
@@ -312,13 +322,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
         trainer_print_layout(t, stdout);
     }
-    char hosts[160];
-    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
-    if (!c->quiet && mesh_world_rank() == 0)
-        printf("hosts: %s (%s)\n", hosts,
-               c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
-                                 : "default: the first axis crosses hosts first, the last stays "
-                                   "inside one; --cross-hosts AXES to choose");
+    run_print_hosts(c, m);
     if (c->resume[0]) resume_or_exit(&r);
     if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 

@@ -94,9 +94,14 @@ void config_defaults(config *c);
  * prints config_print_help from one rank and exits 0); −1 on bad input with the reason in err,
  * naming the flag and what would be right. Not collective; prints nothing. */
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
-/* What a command does with the flags: train (config_parse; --bench makes it CONFIG_MODE_BENCH)
- * or `meshtrain generate`. */
-typedef enum { CONFIG_MODE_TRAIN, CONFIG_MODE_BENCH, CONFIG_MODE_GENERATE } config_mode;
+/* What a command does with the flags: train (config_parse; --bench makes it CONFIG_MODE_BENCH),
+ * `meshtrain generate`, or its decode sweep `generate --bench`. */
+typedef enum {
+    CONFIG_MODE_TRAIN,
+    CONFIG_MODE_BENCH,
+    CONFIG_MODE_GENERATE,
+    CONFIG_MODE_GEN_BENCH
+} config_mode;
 /* config_parse for the command `mode`; a flag that does nothing there, or nothing with the other
  * flags given (config_check_used), is refused: no flag is silently ignored. */
 int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *err,

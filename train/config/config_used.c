@@ -8,10 +8,12 @@
 #include "mesh/errmsg.h"
 #include "train/config/config.h"
 
+/* M_GEN: both of generate's modes; M_GBENCH: its decode sweep alone. */
 enum {
     M_TRAIN = 1 << CONFIG_MODE_TRAIN,
     M_BENCH = 1 << CONFIG_MODE_BENCH,
-    M_GEN = 1 << CONFIG_MODE_GENERATE
+    M_GBENCH = 1 << CONFIG_MODE_GEN_BENCH,
+    M_GEN = 1 << CONFIG_MODE_GENERATE | M_GBENCH
 };
 
 /* Each returns NULL when the flag matters for c in `mode`, else why it does not. */
@@ -63,6 +65,11 @@ static const char *no_async(const config *c, config_mode mode) {
                : "only --overlap and the collective matmul (--tensor) run asynchronous "
                  "collectives";
 }
+static const char *gen_no_tensor(const config *c, config_mode mode) {
+    return (mode != CONFIG_MODE_GENERATE && mode != CONFIG_MODE_GEN_BENCH) || c->tensor_axis[0]
+               ? NULL
+               : "generation's collectives are tensor parallelism's (--tensor)";
+}
 static const char *never(const config *c, config_mode mode) {
     (void)mode;
     (void)c;
@@ -95,8 +102,11 @@ static const used_rule rules[] = {
     {"eval-batches", M_BENCH | M_GEN, no_eval},
     {"sample", M_BENCH | M_GEN, never},
     {"prompt", M_BENCH, no_sample},
-    {"temperature", M_BENCH, no_sample},
-    {"top-k", M_BENCH, no_sample},
+    /* the decode sweep prints timings, never the texts it samples */
+    {"temperature", M_BENCH | M_GBENCH, no_sample},
+    {"top-k", M_BENCH | M_GBENCH, no_sample},
+    {"seed", M_GBENCH, never},
+    {"quiet", M_GBENCH, never},
     {"metrics", M_BENCH | M_GEN, never},
     {"save-init", M_BENCH | M_GEN, never},
     {"save-final", M_BENCH | M_GEN, never},
@@ -114,7 +124,8 @@ static const used_rule rules[] = {
     {"progress", M_GEN, no_async},
     {"comm-dtype", M_GEN, never},
     {"bucket", M_GEN, never},
-    {"collective-matmul", 0, no_tensor},
+    {"collective-matmul", M_GEN, no_tensor},
+    {"alg", 0, gen_no_tensor},
     {"emulate-rate", M_GEN, no_emulate},
     {"microbatches", M_GEN, no_pipe},
     {"schedule", M_GEN, no_pipe},
@@ -124,7 +135,8 @@ static const used_rule rules[] = {
     {"timeout", M_GEN, never},
 };
 
-static const char *const mode_name[] = {"training", "meshtrain --bench", "meshtrain generate"};
+static const char *const mode_name[] = {"training", "meshtrain --bench", "meshtrain generate",
+                                        "meshtrain generate --bench"};
 
 int config_check_used(const config *c, config_mode mode, const char *const *given, int ngiven,
                       char *err, size_t errlen) {

@@ -31,19 +31,25 @@ typedef struct {
     const char *name;
     int kind; /* 0 string, 1 int64, 2 switch, 3 --prompt (repeatable) */
     size_t off, size;
+    const char *meta, *help; /* for --help */
 } gen_flag_def;
 
 #define G_(field) offsetof(gen_flags, field), sizeof(((gen_flags *)0)->field)
 static const gen_flag_def gen_flag_table[] = {
-    {"ckpt", 0, G_(ckpt)},
-    {"prompts", 0, G_(prompts_file)},
-    {"tokens", 1, G_(tokens)},
-    {"kv-replicate", 2, G_(kv_replicate)},
-    {"bench", 2, G_(bench)},
-    {"bench-batches", 0, G_(bench_batches)},
-    {"bench-prompt", 1, G_(bench_prompt)},
-    {"csv", 0, G_(csv)},
-    {"prompt", 3, 0, 0},
+    {"ckpt", 0, G_(ckpt), "FILE",
+     "parameters from a checkpoint written on any mesh (default: fresh init from --seed); the "
+     "model's shape flags default to the checkpoint's"},
+    {"prompt", 3, 0, 0, "STR", "a prompt (repeatable)"},
+    {"prompts", 0, G_(prompts_file), "FILE", "one prompt per line (instead of --prompt)"},
+    {"tokens", 1, G_(tokens), "N", "new tokens per sequence (default 64); prompt + N <= --seq-len"},
+    {"kv-replicate", 2, G_(kv_replicate), NULL,
+     "with |Y| > K: replicate kv heads instead of the AllToAll attention"},
+    {"bench", 2, G_(bench), NULL,
+     "decode batch sweep on the roofline, synthetic prompts (--tokens N: decode steps + 1)"},
+    {"bench-batches", 0, G_(bench_batches), "B,...",
+     "--bench: decode batch sizes (default 1,2,4,8,16,32,64)"},
+    {"bench-prompt", 1, G_(bench_prompt), "P", "--bench: prompt bytes (default 64)"},
+    {"csv", 0, G_(csv), "FILE", "--bench: the table as CSV, written whole at the end"},
 };
 #undef G_
 
@@ -58,27 +64,22 @@ static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-he
 enum { N_SHAPE_FLAGS = sizeof shape_flags / sizeof shape_flags[0] };
 
 static void print_help(FILE *out) {
+    fprintf(out, "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | "
+                 "--prompts FILE) [flags]\n");
+    for (size_t k = 0; k < sizeof gen_flag_table / sizeof *gen_flag_table; k++) {
+        const gen_flag_def *d = &gen_flag_table[k];
+        char lhs[48];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", d->name, d->meta ? " " : "", d->meta ? d->meta : "");
+        fprintf(out, "  %-22s %s\n", lhs, d->help);
+    }
     fprintf(out,
-            "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | --prompts "
-            "FILE) [flags]\n"
-            "  --ckpt FILE        parameters from a checkpoint written on any mesh (default: "
-            "fresh init from --seed);\n"
-            "                     the model's shape flags default to the checkpoint's\n"
-            "  --prompt STR       a prompt (repeatable); --prompts FILE: one prompt per line\n"
-            "  --tokens N         new tokens per sequence (default 64); prompt + N <= --seq-len\n"
-            "  --temperature X    0 = greedy; --top-k K; --seed S (sampling is a pure function "
-            "of the seed)\n"
-            "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
-            "replicas)\n"
-            "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
-            "attention\n"
-            "  --quiet            no line per decode step (prefill and the summary only)\n"
-            "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
-            "--bench-prompt P\n"
-            "                     --tokens N (decode steps), --csv FILE\n"
+            "meshtrain's flags that apply: the model's shape (--layers, --d-model, ...), "
+            "--temperature (0 = greedy),\n--top-k, --seed (sampling is a pure function of the "
+            "seed), --quiet (no line per decode step), --threads,\n--mesh, --open, --cross-hosts, "
+            "--dp (replicas), --tensor (Megatron over heads and F), --alg;\nthe others do "
+            "nothing in generation and are refused. See meshtrain --help.\n"
             "Texts go to stdout, the per-step report (TTFT, ms/token, bytes, bandwidth, the "
-            "book's prediction) to stderr.\n"
-            "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
+            "book's prediction) to stderr.\n");
 }
 
 enum { GEN_MAX_COUNT = 1 << 30 }; /* --tokens, --bench-prompt */
@@ -152,12 +153,15 @@ static int check_own_flags(const gen_flags *f, char *err, size_t errlen) {
     for (int k = 0; k < 3 && !f->bench; k++)
         if (GIVEN(bench_only[k]))
             return errmsg_fail(err, errlen,
-                               "--%s is an option of the decode sweep: add --bench, or drop it",
+                               "--%s does nothing in meshtrain generate without --bench (it is an "
+                               "option of the decode sweep): add --bench, or drop it",
                                bench_only[k]);
-    if (f->bench && (GIVEN("prompt") || GIVEN("prompts")))
-        return errmsg_fail(err, errlen,
-                           "--bench decodes synthetic prompts of --bench-prompt bytes: drop "
-                           "--prompt/--prompts, or --bench");
+    for (int k = 0; k < 2 && f->bench; k++)
+        if (GIVEN(k ? "prompts" : "prompt"))
+            return errmsg_fail(err, errlen,
+                               "--%s does nothing in meshtrain generate --bench, which decodes "
+                               "synthetic prompts of --bench-prompt bytes: drop it, or --bench",
+                               k ? "prompts" : "prompt");
 #undef GIVEN
     return 0;
 }
@@ -265,6 +269,42 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     free(mine), free(cur), free(next), free(ms), free(all);
 }
 
+/* Collective over: world. Rank 0's first line on stderr: the model, the mesh and its sharding,
+ * the hosts. */
+static void print_plan(const config *c, mesh *m) {
+    char hosts[160], spec[96], dp[CONFIG_AXES_LEN];
+    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
+    if (mesh_rank(m) != 0) return;
+    const model_shape *s = &c->shape;
+    config_data_axes(c, m, dp);
+    fprintf(stderr,
+            "generate | model L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld | mesh %s: "
+            "replicas over %s, tensor over %s%s%s | hosts: %s%s%s%s\n",
+            (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
+            (long long)s->F, (long long)s->V, (long long)s->T, mesh_spec_str(m, spec, sizeof spec),
+            dp[0] ? dp : "-", c->tensor_axis[0] ? c->tensor_axis : "-",
+            c->alg[0] ? ", --alg " : "", c->alg, hosts,
+            c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
+            c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "");
+}
+
+/* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and
+ * the machine measured. */
+static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g,
+                         const prompt_set *ps, const gen_machine *mc) {
+    print_plan(c, m);
+    if (mesh_rank(m) != 0) return;
+    const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
+                          "AllToAll attention, cache split by batch in each kv group"};
+    fprintf(stderr,
+            "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s) "
+            "| measured: BW %.2f GB/s, C %.2f GFLOP/s (sums over %d ranks, %d BLAS thread%s "
+            "each)\n",
+            (long long)ps->n, (long long)f->tokens, (double)gen_cache_bytes(g) / 1e6,
+            mode[gen_mode(g)], mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
+            c->threads > 1 ? "s" : "");
+}
+
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is
  * no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
 static int check_paths(const gen_flags *f, char *err, size_t errlen) {
@@ -293,6 +333,7 @@ static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     gen_bench_plan plan;
     if (gen_bench_check(c, f, m, &plan, err, sizeof err) < 0) mesh_exit_error("%s", err);
     const gen_machine mc = gen_measure_machine(m, c->quick_start);
+    print_plan(c, m);
     return gen_bench_run(c, f, m, &plan, &mc);
 }
 
@@ -314,7 +355,8 @@ int gen_main(int argc, char **argv) {
         mesh_exit_error("%s", err);
     config c;
     config_defaults(&c);
-    if (config_parse_for(&c, CONFIG_MODE_GENERATE, nrest, rest, err, sizeof err) < 0)
+    if (config_parse_for(&c, f.bench ? CONFIG_MODE_GEN_BENCH : CONFIG_MODE_GENERATE, nrest, rest,
+                         err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     free(rest);
     c.quick_start = config_env_quick_start();
@@ -347,15 +389,7 @@ int gen_main(int argc, char **argv) {
         mesh_exit_error("%s", err);
     /* after every check: bad input fails fast */
     const gen_machine mc = gen_measure_machine(m, c.quick_start);
-    if (mesh_rank(m) == 0) {
-        const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
-                              "AllToAll attention, cache split by batch in each kv group"};
-        fprintf(stderr,
-                "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s) "
-                "| measured: BW %.2f GB/s, C %.2f GFLOP/s (sums over %d ranks)\n",
-                (long long)ps.n, (long long)f.tokens, (double)gen_cache_bytes(g) / 1e6,
-                mode[gen_mode(g)], mc.bw / 1e9, mc.flops / 1e9, mesh_nranks(m));
-    }
+    print_header(&c, &f, m, g, &ps, &mc);
     run_generate(&c, &f, m, g, &ps, &mc);
     gen_destroy(g);
     prompts_free(&ps);
