@@ -42,6 +42,7 @@ void calc_spec_defaults(calc_spec *s) {
     s->remat = CALC_REMAT_NONE;
     s->ckpt_n = 1;
     s->microbatches = 1;
+    s->schedule = SCHED_GPIPE;
     s->pods = 1;
     /* transformers chapter: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2
      * B). */
@@ -375,6 +376,7 @@ static int validate(const calc_spec *s, const calc_result *r, char *err, size_t 
     if (m->L % (long long)r->P)
         return errmsg_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
                            (long long)r->P, (long long)m->L);
+    if (calc_pipe_check(s, r, err, errlen) < 0) return -1;
     if (s->tokens / r->X / s->microbatches < 1)
         return errmsg_fail(err, errlen,
                            "the batch has fewer tokens than data shards x microbatches "
@@ -452,13 +454,12 @@ static int flops(const calc_spec *s, calc_result *r) {
     const double B = s->tokens, D = (double)m->D, T = (double)m->T, V = (double)m->V;
     const double NH = (double)(m->N * m->H), Pa = attn_params(m), Pm = mlp_params(m);
     const double b = B / r->X, Y = r->Y;
-    const int M = s->microbatches;
     r->params = calc_params(m);
     r->params_layer = Pa + Pm + 2 * D;
     r->flops_model = 6 * r->params * B; /* the book's MFU numerator (profiling chapter) */
     r->flops_attn = 6 * (double)m->L * T * NH * B;
     r->layers_per_chip = (double)m->L / r->P;
-    r->bubble = (M + r->P - 1) / M;
+    r->bubble = 1; /* a pipeline's is simulated (calc_pipe_price) */
 
     const double f_proj = b / Y * 2 * Pa, f_mlp = b / Y * 2 * Pm, f_core = b / Y * 2 * T * NH;
     const double f_fwd = f_proj + f_mlp + f_core;
@@ -505,18 +506,12 @@ static int collectives(const calc_spec *s, calc_result *r, int re_blocks) {
     rc = rc ? rc : add_weight_colls(&bl, 1, 2 * D * V / Y, wh);
     if (rc < 0) return -1;
     phases(r);
-    if (r->P > 1) {
-        int sizes[1] = {(int)r->P}, wraps[1] = {0};
-        double t = cost_collective(COST_OP_PPERMUTE, &s->link, sizes, wraps, 1, MESH_ALG_DEFAULT,
-                                   v_act / Y, NULL);
-        r->t_pipe = 2.0 * M * t;
-    }
     return 0;
 }
 
 /* Step times: each phase max(T_math, T_comms) (overlapped) or the sum (serial), layers ×
- * L/P, the pipeline bubble, then MFU and tokens/s. */
-static void step_times(const calc_spec *s, calc_result *r) {
+ * L/P; a pipeline's step is its simulated schedule; then MFU and tokens/s. */
+static int step_times(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     double t_max = 0, t_sum = 0, t_math = 0, t_comm = 0;
     for (int g = 0; g < 2; g++) {
         const double reps = g == 0 ? r->layers_per_chip : 1;
@@ -528,12 +523,14 @@ static void step_times(const calc_spec *s, calc_result *r) {
             t_comm += reps * p->t_comm;
         }
     }
+    if (r->P > 1 && calc_pipe_price(s, r, &t_max, &t_sum, err, errlen) < 0) return -1;
     r->t_math = t_math * r->bubble;
     r->t_comm = t_comm + r->t_pipe;
-    r->t_step_max = t_max * r->bubble + r->t_pipe;
-    r->t_step_sum = t_sum * r->bubble + r->t_pipe;
+    r->t_step_max = t_max;
+    r->t_step_sum = t_sum;
     r->mfu = r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_max);
     r->tokens_per_s = s->tokens / r->t_step_max;
+    return 0;
 }
 
 /* Pods: the step above is one pod's at B/pods; the totals count every pod. */
@@ -568,8 +565,8 @@ int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errle
     const int re_blocks = flops(s, r);
     if (collectives(s, r, re_blocks) < 0)
         return errmsg_fail(err, errlen, "internal: too many collectives or a bad axis set");
-    step_times(s, r);
     memory(s, r);
+    if (step_times(s, r, err, errlen) < 0) return -1;
     thresholds(s, r);
     pods(s_all, s, r);
     return 0;

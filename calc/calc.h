@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "calc/schedule.h"
 #include "mesh/cost.h"
 #include <stdint.h>
 
@@ -77,8 +78,10 @@ typedef struct {
     calc_shape shape;
     double tokens; /* global batch B in tokens */
     calc_remat remat;
-    int ckpt_n;       /* tensors per layer for CALC_REMAT_CKPT */
-    int microbatches; /* pipeline microbatches (≥ 1) */
+    int ckpt_n;          /* tensors per layer for CALC_REMAT_CKPT */
+    int microbatches;    /* pipeline microbatches (≥ 1) */
+    sched_kind schedule; /* pipeline schedule (calc_pipe.c), default gpipe */
+    int virtual_stages;  /* v chunks per pipeline rank; 0: the schedule's own (sched_spec_v) */
     double param_bytes, grad_bytes, opt_bytes, act_bytes; /* per element: 2, 2, 8, 2 */
     /* Pods: `pods` copies of the topology joined by DCN, data parallel across them (the book:
      * pure DP over DCN, FSDP/TP inside a pod). Gradients reduce hierarchically: ReduceScatter
@@ -110,6 +113,26 @@ typedef struct {
     double flops, t_math, t_comm;
 } calc_phase;
 
+/* One pipeline schedule priced for the plan (calc_pipe.c): refused (why), or its simulated step. */
+typedef struct {
+    int ok, v;
+    char why[160];
+    double t_step;      /* simulated makespan, overlapped phases */
+    double bubble;      /* idle fraction of that step */
+    double bubble_unit; /* the same table with unit costs and no p2p: the closed form */
+    double peak;        /* (stage, micro-batch) pairs held on the busiest rank */
+    double mem_acts;    /* activation bytes per chip at that peak */
+    double sends;       /* p2p messages per rank per step */
+} calc_sched_row;
+
+/* The pipeline axis given another role instead (calc_pipe.c): FSDP (joins the data axes,
+ * ZeRO-3) or TP (joins the tensor axes); ok = 0 when calc_compute refuses that sharding. */
+typedef struct {
+    int ok;
+    char label[48], why[160];
+    double t_step, t_comm, mem_total;
+} calc_axis_choice;
+
 typedef struct {
     /* model */
     double params, params_layer, flops_model; /* total params; per layer; 6·params·B */
@@ -119,8 +142,15 @@ typedef struct {
     calc_coll coll[CALC_MAX_COLL];
     int n_coll;
     calc_phase phase[2][2];
-    double layers_per_chip, bubble; /* L/P; pipeline factor (M+P−1)/M */
-    double t_pipe;                  /* pipeline ppermutes per step */
+    double layers_per_chip, bubble; /* L/P; pipeline factor: step / busiest rank's compute */
+    double t_pipe;                  /* pipeline ppermutes per step per chip (all of them) */
+    /* pipeline (P > 1), priced by simulating the schedule (calc_pipe.c) */
+    double pipe_bubble;  /* idle fraction of the simulated step */
+    double t_p2p;        /* one micro-batch's activations over one boundary */
+    double act_mb_chunk; /* activation bytes of one micro-batch in one chunk */
+    double pipe_peak;    /* (stage, micro-batch) pairs held, busiest rank */
+    calc_sched_row sched[SCHED_N_KINDS];
+    calc_axis_choice alt[2]; /* the pipeline axis as FSDP, as TP */
     /* step */
     double chips, t_math, t_comm, t_step_max, t_step_sum, mfu, tokens_per_s;
     /* memory per chip, bytes */
@@ -189,6 +219,20 @@ void calc_axes_label(const calc_spec *s, calc_role role, char *out, size_t len);
  * (an axis in two roles that is not split, a block that does not divide its axis, a degree
  * that does not divide the batch or the model). */
 int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen);
+
+/* Pipelines (calc_pipe.c). The schedule's refusals for s (sched_check with P, v, M and L):
+ * 0 or −1 with err. */
+int calc_pipe_check(const calc_spec *s, const calc_result *r, char *err, size_t errlen);
+/* Prices a pipelined step (P > 1) by simulating s->schedule with per-stage costs of one
+ * micro-batch (L/(P·v) layers' phases / M, the head on the last stage; I = W = B/2) and the p2p
+ * time of one micro-batch's activations: sets the step times (overlapped phases: *t_max; serial:
+ * *t_sum), r->bubble, r->t_pipe, the pipeline fields, every schedule's row and the axis as FSDP
+ * and as TP. Returns 0, or −1 with err. */
+int calc_pipe_price(const calc_spec *s, calc_result *r, double *t_max, double *t_sum, char *err,
+                    size_t errlen);
+/* The pipeline section of the table, and the chosen schedule's step x rank grid. */
+void calc_print_pipe(FILE *out, const calc_spec *s, const calc_result *r);
+void calc_print_pipe_grid(FILE *out, const calc_spec *s, const calc_result *r);
 
 /* Printing as a table (calc_report.c). */
 void calc_print(FILE *out, const calc_spec *s, const calc_result *r);

@@ -43,6 +43,9 @@ static const char *help_text =
     "                     (W/k per link, k*T_min per step)\n"
     "  --pipeline AXIS    pipeline stages (a whole axis)\n"
     "  --microbatches M   pipeline microbatches (default 1)\n"
+    "  --schedule S       gpipe (default) | 1f1b | interleaved | zb-h1 | zb-v: the pipeline's\n"
+    "                     schedule, simulated to price the step; prints its step x rank grid\n"
+    "  --virtual-stages V chunks per pipeline rank (interleaved: >= 2, default 2; zb-v: 2)\n"
     "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
     "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
     "                     direct ignores the link sharing of split axes)\n"
@@ -75,7 +78,7 @@ typedef struct {
     calc_infer_opt io; /* --infer */
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
-    int search, chips, top, have_data, whole_axes, infer;
+    int search, chips, top, have_data, whole_axes, infer, grid;
     const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
     calc_format format;
 } cli;
@@ -207,6 +210,7 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         int *dst, lo, hi;
     } ints[] = {{"--zero", &c->s.zero, 0, 3},
                 {"--microbatches", &c->s.microbatches, 1, 1 << 20},
+                {"--virtual-stages", &c->s.virtual_stages, 1, 64},
                 {"--pods", &c->s.pods, 1, 1 << 16},
                 {"--chips", &c->chips, 1, 1 << 20},
                 {"--top", &c->top, 1, 10000}};
@@ -262,6 +266,12 @@ static int parse_named(cli *c, const char *f, const char *v, char *err, size_t l
         return str_flag(f, v, dst, sizeof c->pipe, err, len);
     }
     if (strcmp(f, "--remat") == 0) return parse_remat(c, v, err, len);
+    if (strcmp(f, "--schedule") == 0) {
+        const int k = sched_kind_parse(v);
+        if (k < 0) return bad(err, len, f, v, "expected gpipe, 1f1b, interleaved, zb-h1 or zb-v");
+        c->s.schedule = (sched_kind)k, c->grid = 1;
+        return 0;
+    }
     if (strcmp(f, "--flops-dtype") == 0) {
         if (strcmp(v, "bf16") != 0 && strcmp(v, "int8") != 0)
             return bad(err, len, f, v, "expected bf16 or int8");
@@ -511,6 +521,7 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
                 calc_print_json(out, &c.s, &r);
             else
                 calc_print(out, &c.s, &r);
+            if (c.grid && c.format == CALC_FORMAT_TABLE) calc_print_pipe_grid(out, &c.s, &r);
         }
     }
     if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);

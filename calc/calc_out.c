@@ -107,11 +107,12 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
     calc_axes_str(s, CALC_ROLE_DATA, data, sizeof data);
     calc_axes_str(s, CALC_ROLE_TENSOR, tensor, sizeof tensor);
     calc_axes_str(s, CALC_ROLE_PIPE, pipe, sizeof pipe);
-    OBJECT(out, STR("data", data), STR("tensor", tensor), STR("pipeline", pipe),
-           NUM("zero", s->zero), NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X),
-           NUM("M_Y", r->M_Y), NUM("microbatches", s->microbatches),
-           STR("remat", calc_remat_str(s, 0, remat, sizeof remat)),
-           STR("alg", calc_alg_name(s->alg)));
+    OBJECT(
+        out, STR("data", data), STR("tensor", tensor), STR("pipeline", pipe), NUM("zero", s->zero),
+        NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X), NUM("M_Y", r->M_Y),
+        NUM("microbatches", s->microbatches), STR("schedule", sched_kind_name(s->schedule)),
+        NUM("virtual_stages", r->P > 1 ? r->sched[s->schedule].v : 1),
+        STR("remat", calc_remat_str(s, 0, remat, sizeof remat)), STR("alg", calc_alg_name(s->alg)));
     fputs(", \"model\": ", out);
     OBJECT(out, NUM("L", m->L), NUM("D", m->D), NUM("F", m->F), NUM("N", m->N), NUM("K", m->K),
            NUM("H", m->H), NUM("V", m->V), NUM("T", m->T), NUM("params", r->params));
@@ -126,7 +127,8 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
 static void json_step(FILE *out, const calc_spec *s, const calc_result *r) {
     OBJECT(out, NUM("flops_model", r->flops_model), NUM("flops_attn", r->flops_attn),
            NUM("flops_recompute", r->flops_recompute), NUM("t_math", r->t_math),
-           NUM("t_comm", r->t_comm), NUM("t_pipe", r->t_pipe), NUM("t_step_max", r->t_step_max),
+           NUM("t_comm", r->t_comm), NUM("t_pipe", r->t_pipe), NUM("t_p2p", r->t_p2p),
+           NUM("pipe_bubble", r->pipe_bubble), NUM("t_step_max", r->t_step_max),
            NUM("t_step_sum", r->t_step_sum), NUM("mfu", r->mfu),
            NUM("mfu_serial", r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum)),
            NUM("tokens_per_s", r->tokens_per_s));

@@ -216,9 +216,10 @@ int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE
          s->grad_bytes);
     if (r->P > 1)
         note(notes, &n,
-             "pipeline: GPipe bubble (M+P-1)/M = %.3f and ppermutes %.3f ms are EXTERNAL (not in "
-             "the book at this commit).",
-             r->bubble, r->t_pipe * 1e3);
+             "pipeline: the step is the %s schedule simulated with per-stage costs and the p2p "
+             "time (bubble %.3f of it, ppermutes %.3f ms a rank) - EXTERNAL: the book gives no "
+             "bubble formula.",
+             sched_kind_name(s->schedule), r->pipe_bubble, r->t_pipe * 1e3);
     if (r->pods > 1)
         note(notes, &n,
              "pods: DCN is priced as a bidirectional ring of the %.0f pods at the chip's share of "
@@ -270,6 +271,7 @@ void calc_print(FILE *out, const calc_spec *s, const calc_result *r) {
     fprintf(out, "  MFU %.1f%% (overlapped), %.1f%% (serial); %.4g tokens/s\n", r->mfu * 100,
             r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum) * 100,
             r->tokens_per_s);
+    if (r->P > 1) calc_print_pipe(out, s, r);
     fprintf(out, "\n");
     print_memory(out, s, r);
     fprintf(out, "\n");

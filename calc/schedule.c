@@ -51,7 +51,7 @@ int sched_spec_v(const sched_spec *s) {
 }
 
 /* Largest table built: p·v·m (stage, micro-batch) pairs. */
-#define SCHED_MAX_PAIRS (1 << 22)
+#define SCHED_MAX_PAIRS (1 << 18)
 
 int sched_check(const sched_spec *s, char *err, size_t len) {
     const char *name = sched_kind_name(s->kind);

@@ -361,6 +361,7 @@ static void test_refusals(void) {
         {{SCHED_INTERLEAVED, 4, 4, 8, 24},
          "24 layers do not divide into 4 pipeline ranks x 4 virtual stages = 16"},
         {{SCHED_1F1B, 4, 1, 0, 0}, "m >= 1 micro-batches"},
+        {{SCHED_1F1B, 64, 1, 8192, 0}, "more than the 262144 (stage, micro-batch) pairs"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         err[0] = '\0';
