@@ -266,7 +266,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
 
 /* ---------------------------------------------------------------- create */
 
-static int refuse(const config *c, char *err, size_t errlen) {
+int gen_refuse(const config *c, char *err, size_t errlen) {
     if (c->zero == 3)
         return errmsg_fail(err, errlen,
                            "--zero 3 (FSDP) is refused for generation: decode reads every weight "
@@ -289,8 +289,7 @@ static int refuse(const config *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* Bytes this host has available (MemAvailable), or −1 when unknown. */
-static double mem_available(void) {
+double gen_mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];
@@ -365,7 +364,7 @@ static int layout(gen *g, char *err, size_t errlen) {
 }
 
 static int check_memory(gen *g, char *err, size_t errlen) {
-    const double need = (double)gen_cache_bytes(g), avail = mem_available();
+    const double need = (double)gen_cache_bytes(g), avail = gen_mem_available();
     const double per_rank = avail / (double)mesh_host_ranks(g->m);
     int rc = avail > 0 && need > per_rank ? -1 : 0;
     if (mesh_agree(mesh_world_comm(g->m), rc) == 0) return 0;
@@ -411,7 +410,7 @@ static int alloc_buffers(gen *g) {
 }
 
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    if (refuse(c, err, errlen) < 0) return NULL;
+    if (gen_refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
     CHECK(g, "gen_create: out of memory");
     g->c = *c;

@@ -1,0 +1,361 @@
+/* serve_cli: `meshtrain serve` (see serve_cli.h). */
+#include "train/serve/serve_cli.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "mesh/errmsg.h"
+#include "train/ckpt/ckpt.h"
+#include "train/infer/gen_cli.h"
+#include "train/model/hooks.h"
+#include "train/serve/cost.h"
+#include "train/serve/front.h"
+#include "train/serve/loop.h"
+
+#define SERVE_ERR 512
+#define REPORT_EVERY 5.0 /* seconds between report lines while requests run */
+
+typedef struct {
+    char ckpt[1024], host[64], prefix_cache[8], batching[16];
+    int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
+    int64_t max_tokens, drain;
+} serve_flags;
+
+/* One row per flag: parsing, range check and --help come from here. kind: 0 string, 1 integer
+ * in [lo, hi], 2 one of the words in `words`. */
+typedef struct {
+    const char *name;
+    int kind;
+    size_t off, size;
+    int64_t lo, hi;
+    const char *words, *help;
+} serve_flag_def;
+
+#define F_(field) offsetof(serve_flags, field), sizeof(((serve_flags *)0)->field)
+static const serve_flag_def serve_flag_table[] = {
+    {"ckpt", 0, F_(ckpt), 0, 0, NULL,
+     "parameters from a checkpoint of any mesh (default: fresh "
+     "init from --seed); the shape flags default to its"},
+    {"host", 0, F_(host), 0, 0, NULL, "address to listen on (default 127.0.0.1, loopback only)"},
+    {"port", 1, F_(port), 0, 65535, NULL, "TCP port (default 8080; 0 = any free port)"},
+    {"kv-block", 1, F_(kv_block), 1, 4096, NULL, "positions per KV block (default 16)"},
+    {"kv-blocks", 1, F_(kv_blocks), 0, INT32_MAX, NULL,
+     "KV blocks per replica (default 0 = --max-seqs full contexts)"},
+    {"max-batch-tokens", 1, F_(max_batch_tokens), 1, 1 << 20, NULL,
+     "rows of one forward per replica: decodes + prefill chunks (default 256)"},
+    {"prefill-chunk", 1, F_(prefill_chunk), 1, 1 << 20, NULL,
+     "most prompt tokens of one sequence per step (default 128)"},
+    {"max-seqs", 1, F_(max_seqs), 1, 1 << 20, NULL, "running sequences per replica (default 32)"},
+    {"max-queue", 1, F_(max_queue), 1, 1 << 30, NULL,
+     "requests waiting before new ones get 503 (default 256)"},
+    {"max-tokens", 1, F_(max_tokens), 1, 1 << 30, NULL,
+     "max_tokens of a request that gives none (default 16)"},
+    {"drain", 1, F_(drain), 0, 3600, NULL,
+     "seconds running requests may finish after SIGTERM (default 10)"},
+    {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off",
+     "share full KV blocks of equal prefixes "
+     "(default on)"},
+    {"batching", 2, F_(batching), 0, 0, "continuous static",
+     "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
+};
+#undef F_
+enum { N_SERVE_FLAGS = sizeof serve_flag_table / sizeof serve_flag_table[0] };
+
+static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-heads",
+                                          "head-dim", "d-ff",    "vocab", "seq-len"};
+enum { N_SHAPE = sizeof shape_flags / sizeof shape_flags[0] };
+
+static void print_help(FILE *out) {
+    fprintf(out, "usage: mpirun -np R meshtrain serve [--ckpt FILE] [flags]\n");
+    for (int i = 0; i < N_SERVE_FLAGS; i++) {
+        const serve_flag_def *d = &serve_flag_table[i];
+        char name[64];
+        snprintf(name, sizeof name, "--%s %s", d->name,
+                 d->kind == 1   ? "N"
+                 : d->kind == 2 ? d->words
+                                : "STR");
+        fprintf(out, "  %-32s %s\n", name, d->help);
+    }
+    fprintf(out,
+            "  --temperature X, --top-k K, --seed S: defaults of a request's sampling fields\n"
+            "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
+            "replicas)\n"
+            "Endpoints: POST /v1/completions, GET /health, GET /metrics, GET /v1/models, GET /.\n"
+            "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
+}
+
+static int set_flag(serve_flags *f, const serve_flag_def *d, const char *val, char *err,
+                    size_t errlen) {
+    char *field = (char *)f + d->off;
+    if (d->kind == 1) {
+        char *end;
+        const long long v = strtoll(val, &end, 10);
+        if (*end || end == val || v < d->lo || v > d->hi)
+            return errmsg_fail(err, errlen, "--%s %s: expected a whole number in [%lld, %lld]",
+                               d->name, val, (long long)d->lo, (long long)d->hi);
+        *(int64_t *)field = v;
+        return 0;
+    }
+    if (strlen(val) >= d->size)
+        return errmsg_fail(err, errlen, "--%s: longer than %zu characters", d->name, d->size - 1);
+    if (d->kind == 2) {
+        const size_t n = strlen(val);
+        const char *w = strstr(d->words, val);
+        if (!n || !w || (w != d->words && w[-1] != ' ') || (w[n] && w[n] != ' '))
+            return errmsg_fail(err, errlen, "--%s %s: expected one of: %s", d->name, val, d->words);
+    }
+    memcpy(field, val, strlen(val) + 1);
+    return 0;
+}
+
+/* Splits argv into serve's flags (into f) and the rest (rest[0..*nrest), for config_parse);
+ * notes which shape flags were given. */
+static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *nrest, int *given,
+                      char *err, size_t errlen) {
+    *nrest = 0;
+    rest[(*nrest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *name = strncmp(argv[i], "--", 2) == 0 ? argv[i] + 2 : NULL;
+        const size_t len = name ? strcspn(name, "=") : 0;
+        const serve_flag_def *d = NULL;
+        for (int k = 0; name && k < N_SERVE_FLAGS; k++)
+            if (strlen(serve_flag_table[k].name) == len &&
+                !strncmp(name, serve_flag_table[k].name, len))
+                d = &serve_flag_table[k];
+        for (int k = 0; name && k < N_SHAPE; k++)
+            if (strlen(shape_flags[k]) == len && !strncmp(name, shape_flags[k], len)) given[k] = 1;
+        if (!d) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return errmsg_fail(err, errlen, "--%s needs a value", d->name);
+        if (set_flag(f, d, val, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The model's shape from the checkpoint for every shape flag not given, then the check that the
+ * given ones agree. */
+static int adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
+                            size_t errlen) {
+    h5array *h = NULL;
+    ckpt_meta k;
+    int rc = h5array_open(&h, path, mesh_world_comm(m), err, errlen);
+    if (rc == 0) rc = ckpt_meta_get(h, &k, err, errlen);
+    h5array_close(h);
+    if (rc < 0) return rc;
+    int64_t *dst[N_SHAPE] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
+                             &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
+    const int64_t src[N_SHAPE] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
+                                  k.shape.H, k.shape.F, k.shape.V, k.shape.T};
+    for (int i = 0; i < N_SHAPE; i++)
+        if (!given[i]) *dst[i] = src[i];
+    c->optimizer = k.optimizer;
+    return ckpt_check_config(&k, c, path, err, errlen);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) {
+    stop_signal = sig;
+}
+
+/* Rank 0's report: a line every REPORT_EVERY seconds while requests run, the window's tokens/s,
+ * running and waiting requests, the pool, the prefix cache, and the engine's step time beside the
+ * book's prediction for the same steps (serve_plan_cost against the measured machine). */
+typedef struct {
+    double t0, measured, predicted, rows;
+    int64_t steps, tokens0;
+} report_window;
+
+static void report_line(serve_front *f, report_window *w, int final) {
+    const serve_metrics m = front_metrics(f);
+    const double now = mesh_now(), dt = now - w->t0;
+    if (w->steps == 0 && !final) {
+        w->t0 = now;
+        return;
+    }
+    const double hits = m.kv.lookups ? 100.0 * (double)m.kv.hits / (double)m.kv.lookups : 0.0;
+    fprintf(stderr,
+            "serve%s | %lld running, %lld waiting | %.0f tok/s | %lld steps, %.0f rows | step "
+            "%.2f ms, book %.2f ms (%.2fx) | KV %lld/%lld blocks used, %lld cached | prefix "
+            "hits %.0f%% | preempted %lld | requests %lld done, %lld rejected\n",
+            final ? " summary" : "", (long long)m.running, (long long)m.waiting,
+            (double)(m.generation_tokens - w->tokens0) / (dt > 0 ? dt : 1), (long long)w->steps,
+            w->rows, w->steps ? 1e3 * w->measured / (double)w->steps : 0.0,
+            w->steps ? 1e3 * w->predicted / (double)w->steps : 0.0,
+            w->predicted > 0 ? w->measured / w->predicted : 0.0, (long long)m.kv.used,
+            (long long)m.kv.total, (long long)m.kv.published, hits, (long long)m.sched.preemptions,
+            (long long)(m.requests[METRICS_END_LENGTH] + m.requests[METRICS_END_STOP]),
+            (long long)m.requests[METRICS_END_REJECTED]);
+    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens};
+}
+
+typedef struct {
+    const config *c;
+    const serve_flags *f;
+    serve_engine *e;
+    mesh *m;
+    gen_machine mc;
+} serve_run;
+
+/* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
+static void loop_rank0(const serve_run *sr, serve_front *front, sched *s, sched_plan *p,
+                       serve_wire *w) {
+    const int64_t nY = engine_tensor_ranks(sr->e);
+    report_window rw = {mesh_now(), 0, 0, 0, 0, 0};
+    double deadline = 0;
+    for (;;) {
+        if (stop_signal && deadline == 0) {
+            deadline = mesh_now() + (double)sr->f->drain;
+            const int64_t left = front_drain(front, s);
+            fprintf(stderr, "serve | %s: no new requests; %lld running may finish within %lld s\n",
+                    stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)left,
+                    (long long)sr->f->drain);
+        }
+        front_sync(front, s);
+        if (deadline > 0 && (sched_running(s) + sched_waiting(s) == 0 || mesh_now() >= deadline))
+            break;
+        gen_step st;
+        const int32_t n = serve_loop_step(sr->e, sr->m, s, p, w, front_emit, front, &st);
+        if (n == 0) {
+            front_wait(front, 0.1);
+        } else {
+            front_step_done(front, p, st.seconds);
+            const gen_step cost =
+                serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
+            rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
+            rw.rows += cost.rows, rw.steps++;
+        }
+        if (mesh_now() - rw.t0 >= REPORT_EVERY && !sr->c->quiet) report_line(front, &rw, 0);
+    }
+    front_fail_all(front, s, "the server is shutting down and the drain time ran out");
+    serve_loop_exit(sr->m, p, w);
+    report_line(front, &rw, 1);
+}
+
+static sched_opts sched_options_of(const serve_flags *f, const config *c, int32_t replicas) {
+    sched_opts o = {replicas,
+                    (int32_t)f->kv_blocks,
+                    (int32_t)f->kv_block,
+                    (int32_t)f->max_batch_tokens,
+                    (int32_t)f->prefill_chunk,
+                    (int32_t)f->max_seqs,
+                    (int32_t)c->shape.T,
+                    !strcmp(f->prefix_cache, "on"),
+                    !strcmp(f->batching, "static")};
+    if (o.kv_blocks == 0)
+        o.kv_blocks = o.max_seqs * (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
+    return o;
+}
+
+/* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop. */
+static int run_serve(const config *c, const serve_flags *f, mesh *m) {
+    char err[SERVE_ERR] = "";
+    const int me = mesh_rank(m);
+    if (f->max_batch_tokens < f->max_seqs)
+        mesh_exit_error("--max-batch-tokens %lld < --max-seqs %lld: every running sequence "
+                        "decodes one token each step",
+                        (long long)f->max_batch_tokens, (long long)f->max_seqs);
+    sched_opts o = sched_options_of(f, c, 1);
+    engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
+    serve_engine *e = engine_create(c, m, &d, err, sizeof err);
+    if (!e) mesh_exit_error("%s", err);
+    if (f->ckpt[0] &&
+        ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    o.replicas = engine_replicas(e);
+    sched *s = NULL;
+    serve_front *front = NULL;
+    sched_plan p;
+    serve_wire w;
+    int rc = serve_loop_init(&p, &w, &o) < 0 ? errmsg_fail(err, sizeof err, "out of memory") : 0;
+    if (rc == 0 && me == 0) {
+        s = sched_create(&o, err, sizeof err);
+        front_opts fo = {.port = (int)f->port,
+                         .max_queue = f->max_queue,
+                         .vocab = c->shape.V,
+                         .default_max_tokens = f->max_tokens,
+                         .temperature = c->temperature,
+                         .top_k = c->top_k,
+                         .seed = c->seed};
+        snprintf(fo.host, sizeof fo.host, "%s", f->host);
+        if (s) front = front_create(&fo, s, err, sizeof err);
+        rc = s && front ? 0 : -1;
+    }
+    if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    const serve_run sr = {c, f, e, m, gen_measure_machine(m)};
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
+    if (me == 0) {
+        char mspec[96];
+        fprintf(stderr,
+                "serve | mesh %s, %d replicas, tensor %s | KV pool %d blocks x %d positions per "
+                "replica (%.2f MB per rank, fp32), prefix cache %s | batching %s, "
+                "max-batch-tokens %d, prefill-chunk %d, max-seqs %d, max-queue %lld | "
+                "measured BW %.2f GB/s, C %.2f GFLOP/s\n",
+                mesh_spec_str(m, mspec, sizeof mspec), (int)o.replicas,
+                c->tensor_axis[0] ? c->tensor_axis : "-", (int)o.kv_blocks, (int)o.kv_block,
+                (double)engine_pool_bytes(e) / 1e6, f->prefix_cache, f->batching,
+                (int)o.max_batch_tokens, (int)o.prefill_chunk, (int)o.max_seqs,
+                (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
+        fprintf(stderr, "serve | listening on http://%s%s%s:%d/\n", strchr(f->host, ':') ? "[" : "",
+                f->host, strchr(f->host, ':') ? "]" : "", front_port(front));
+        loop_rank0(&sr, front, s, &p, &w);
+    } else {
+        while (serve_loop_step(e, m, NULL, &p, &w, NULL, NULL, NULL) >= 0) {
+        }
+    }
+    front_destroy(front);
+    sched_destroy(s);
+    serve_loop_free(&p, &w);
+    engine_destroy(e);
+    return 0;
+}
+
+int serve_main(int argc, char **argv) {
+    char err[SERVE_ERR] = "";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (mesh_world_rank() == 0) print_help(stdout);
+            return 0;
+        }
+    serve_flags f = {.port = 8080,
+                     .kv_block = 16,
+                     .max_batch_tokens = 256,
+                     .prefill_chunk = 128,
+                     .max_seqs = 32,
+                     .max_queue = 256,
+                     .max_tokens = 16,
+                     .drain = 10};
+    snprintf(f.host, sizeof f.host, "127.0.0.1");
+    snprintf(f.prefix_cache, sizeof f.prefix_cache, "on");
+    snprintf(f.batching, sizeof f.batching, "continuous");
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0, given[N_SHAPE] = {0};
+    CHECK(rest, "serve: out of memory");
+    if (split_args(argc, argv, &f, rest, &nrest, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    config c;
+    config_defaults(&c);
+    if (config_parse(&c, nrest, rest, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    free(rest);
+    if (c.timeout > 0)
+        mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
+                        "without bound, which the watchdog would take for a hang");
+    kern_set_threads(c.threads);
+    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    const int rc = run_serve(&c, &f, m);
+    mesh_destroy(m);
+    return rc;
+}
