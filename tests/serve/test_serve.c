@@ -23,7 +23,7 @@
 #include "train/infer/gen.h"
 #include "train/serve/engine.h"
 #include "train/serve/loop.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 #define TOL_K 200.0
 #define NPROMPT 10
@@ -42,7 +42,7 @@ static const char *texts[NPROMPT] = {"R",
 
 typedef struct {
     int64_t plen, max_new;
-    sched_sampling sp;
+    batch_sampling sp;
     int32_t tok[64];
     float *ref_logits;   /* [MAXNEW, V]: generate's, on this rank's replica */
     int32_t ref[MAXNEW]; /* generate's tokens */
@@ -108,12 +108,12 @@ typedef struct {
     int bad;
 } harness;
 
-static sched_end emit(void *ctx, int64_t id, int32_t token, int64_t index, sched_end end) {
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
     harness *h = ctx;
     (void)end;
     h->out[id][index] = token;
     h->nout[id] = index + 1;
-    return SCHED_END_NONE;
+    return BATCH_END_NONE;
 }
 
 typedef struct {
@@ -122,15 +122,15 @@ typedef struct {
 
 /* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
 static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h, uint64_t seed,
-                        double *worst, int *mismatch, int *invariants, sched_counts *tot) {
+                        double *worst, int *mismatch, int *invariants, batch_counts *tot) {
     const int me = mesh_rank(m);
     const int32_t nrep = engine_replicas(e);
-    sched_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
+    batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
                     64,   st->prefix,    st->stat};
-    sched_plan p;
+    batch_plan p;
     serve_wire w;
     char err[512];
-    sched *s = me == 0 ? sched_create(&o, err, sizeof err) : NULL;
+    batcher *s = me == 0 ? batcher_create(&o, err, sizeof err) : NULL;
     if ((me == 0 && !s) || serve_loop_init(&p, &w, &o) < 0)
         mesh_abort(__FILE__, __LINE__, "%s", err);
     const int64_t nreq = 2 * NPROMPT;
@@ -143,9 +143,9 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
             r = r * 6364136223846793005ULL + 1442695040888963407ULL;
             for (int64_t n = (int64_t)((r >> 40) % 3); n > 0 && added < nreq; n--, added++) {
                 prompt_ref *q = &h->pr[h->which[added]];
-                sched_add(s, added, q->tok, q->plen, q->max_new, &q->sp);
+                batcher_add(s, added, q->tok, q->plen, q->max_new, &q->sp);
             }
-            go = added < nreq || sched_waiting(s) + sched_running(s) > 0;
+            go = added < nreq || batcher_waiting(s) + batcher_running(s) > 0;
         }
         if (!go) break;
         const int32_t n = serve_loop_step(e, m, s, &p, &w, emit, h, NULL);
@@ -157,7 +157,7 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
             const double dev = check_worst_dev(lg, q->ref_logits + p.items[j].tok_index * 256, 256);
             if (dev > *worst) *worst = dev;
         }
-        if (s && sched_check(s, err, sizeof err) < 0 && (*invariants)++ == 0)
+        if (s && batcher_check(s, err, sizeof err) < 0 && (*invariants)++ == 0)
             printf("  step %d: %s\n", steps, err);
     }
     if (me == 0) {
@@ -172,13 +172,13 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
             }
         }
         for (int32_t rr = 0; rr < nrep; rr++)
-            if (kvb_get_counts(sched_pool(s, rr)).used != 0 && (*invariants)++ == 0)
+            if (kvb_get_counts(batcher_pool(s, rr)).used != 0 && (*invariants)++ == 0)
                 printf("  replica %d: blocks still used at the end\n", (int)rr);
-        const sched_counts c = sched_get_counts(s);
+        const batch_counts c = batcher_get_counts(s);
         tot->preemptions += c.preemptions, tot->cached_tokens += c.cached_tokens;
         tot->prefill_tokens += c.prefill_tokens, tot->steps += c.steps;
     }
-    sched_destroy(s);
+    batcher_destroy(s);
     serve_loop_free(&p, &w);
 }
 
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
         pr[k].max_new = 4 + (k * 5) % (MAXNEW - 3);
         for (int64_t i = 0; i < pr[k].plen; i++) pr[k].tok[i] = (unsigned char)t[i];
         pr[k].sp =
-            (sched_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20, 100 + (uint64_t)k};
+            (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20, 100 + (uint64_t)k};
         pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
         reference(&c, m, nrep, &pr[k], k >= NPROMPT);
     }
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
     h->pr = pr, h->which = which;
     double worst = 0;
     int mismatch = 0, invariants = 0;
-    sched_counts tot = {0};
+    batch_counts tot = {0};
     for (int si = 0; si < nset; si++) {
         uint64_t r = 99 + (uint64_t)si; /* arrival order: a permutation of the requests */
         for (int k = 0; k < 2 * NPROMPT; k++) which[k] = k;

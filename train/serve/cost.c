@@ -2,7 +2,7 @@
 #include "train/serve/cost.h"
 
 gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
-                         const sched_plan *p) {
+                         const batch_plan *p) {
     const double Kr = (double)(s->K >= nY ? s->K : nY); /* kv heads held over the replica */
     const double layer_mm = (double)s->D * ((double)(s->N + s->K * 2) * (double)s->H) +
                             (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F);
@@ -13,7 +13,7 @@ gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes
         4.0 * ((double)s->L * layer_read + (double)(s->D * s->V) + (double)s->D * (double)nY);
     gen_step st = {0, 0, 0, 0, 0};
     for (int32_t j = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         int first = 1; /* the replica's first item: it reads the replica's weights */
         for (int32_t i = 0; i < j && first; i++) first = p->items[i].replica != it->replica;
         st.p_bytes += first ? weights : 0;

@@ -11,10 +11,10 @@
 
 #include "train/config/config.h"
 #include "train/infer/gen.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 /* Totals over every rank of a mesh with |Y| = nY tensor ranks per replica (fp32 weights and
  * cache, kv_elem_bytes per cache element). seconds is left 0. */
 gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
-                         const sched_plan *p);
+                         const batch_plan *p);
 #endif

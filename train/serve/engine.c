@@ -29,7 +29,7 @@ struct serve_engine {
     float *ws, *scr, *logits, *lg_loc, *lg_all, *tokbuf, *tokall;
     int32_t *item_out; /* plan item → its row of logits, or −1 */
     sample_item *items;
-    const sched_plan *cur; /* the plan being run, for the attention hook */
+    const batch_plan *cur; /* the plan being run, for the attention hook */
 };
 
 model *engine_model(serve_engine *e) {
@@ -67,10 +67,10 @@ static void attn_hook(void *ctx, const model_attn_io *io) {
     const model_extents *lc = model_extents_of(e->mod);
     const int64_t H = e->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H, bs = e->d.kv_block;
     const int64_t layer = io->l * bs * e->ldk;
-    const sched_plan *p = e->cur;
+    const batch_plan *p = e->cur;
     int64_t r0 = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         if (it->replica != e->rep) continue;
         const int32_t *tab = p->tab + it->tab_off;
         for (int64_t i = 0; i < it->n; i++) {
@@ -89,10 +89,10 @@ static void attn_hook(void *ctx, const model_attn_io *io) {
 /* ---------------------------------------------------------------- a step */
 
 /* This replica's rows of p; returns R and sets *n_out (rows whose logits are wanted). */
-static int64_t gather_rows(serve_engine *e, const sched_plan *p, int64_t *n_out) {
+static int64_t gather_rows(serve_engine *e, const batch_plan *p, int64_t *n_out) {
     int64_t R = 0, n = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         e->item_out[j] = -1;
         if (it->replica != e->rep) continue;
         CHECK(R + it->n <= e->d.max_rows, "engine: %lld rows, more than --max-batch-tokens %d",
@@ -124,7 +124,7 @@ static void forward(serve_engine *e, int64_t R, int64_t n) {
                    (size_t)Vl * sizeof(float));
 }
 
-void engine_step(serve_engine *e, const sched_plan *p, int32_t *next, gen_step *st) {
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st) {
     const double t0 = mesh_now();
     const int64_t V = e->c.shape.V;
     e->cur = p;
@@ -133,7 +133,7 @@ void engine_step(serve_engine *e, const sched_plan *p, int32_t *next, gen_step *
     if (R > 0) forward(e, R, n_out);
     int32_t nsample = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         if (!it->sample) continue;
         e->tokbuf[nsample] = 0;
         if (e->item_out[j] >= 0) {

@@ -1,6 +1,6 @@
 /* engine: the serving engine's compute on every rank. Holds the model (sharded as `generate`
  * shards it: Megatron over heads, F and V on the --tensor axis, independent replicas on the --dp
- * axes) and this rank's part of its replica's paged KV cache, and runs a step plan (sched.h): the
+ * axes) and this rank's part of its replica's paged KV cache, and runs a step plan (batcher.h): the
  * replica's items as one forward of their rows, each row at its own position, attention through
  * each sequence's block table (kernels/attn_paged.h), then the sampled tokens of every replica on
  * every rank.
@@ -24,7 +24,7 @@
 #include "train/infer/gen.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 typedef struct serve_engine serve_engine;
 
@@ -55,7 +55,7 @@ int64_t engine_kv_bytes_per_token(const serve_engine *e);
 /* Collective over: world. Runs plan p (every rank holds the same p): this replica's items as one
  * forward (nothing for a replica without items), then next[k] = the token of the k-th item with
  * sample = 1, on every rank. st gets this rank's share of the step (gen.h's figures). */
-void engine_step(serve_engine *e, const sched_plan *p, int32_t *next, gen_step *st);
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st);
 /* After engine_step: the logits [V] of plan item j (this replica's, sample = 1), else NULL. */
 const float *engine_logits(const serve_engine *e, int32_t j);
 #endif

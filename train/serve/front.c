@@ -41,11 +41,11 @@ static void incoming_remove(serve_front *f, const front_req *r) {
 }
 
 /* The metrics of an ended request. */
-static void account(serve_front *f, const front_req *r, sched_end end, int status) {
+static void account(serve_front *f, const front_req *r, batch_end end, int status) {
     serve_metrics *m = &f->met;
     const metrics_end e = status ? (r->t_admit > 0 ? METRICS_END_ERROR : METRICS_END_REJECTED)
-                          : end == SCHED_END_STOP   ? METRICS_END_STOP
-                          : end == SCHED_END_CANCEL ? METRICS_END_CANCELLED
+                          : end == BATCH_END_STOP   ? METRICS_END_STOP
+                          : end == BATCH_END_CANCEL ? METRICS_END_CANCELLED
                                                     : METRICS_END_LENGTH;
     m->requests[e]++;
     m->generation_tokens += (int64_t)r->nout;
@@ -56,14 +56,14 @@ static void account(serve_front *f, const front_req *r, sched_end end, int statu
     if (r->nout > 1) metrics_observe(&m->tpot, (r->t_last - r->t_first) / (double)(r->nout - 1));
 }
 
-void front_req_finish(serve_front *f, front_req *r, sched_end end, int status, const char *why) {
+void front_req_finish(serve_front *f, front_req *r, batch_end end, int status, const char *why) {
     if (r->state == REQ_DONE) return;
     if (r->state == REQ_INCOMING) incoming_remove(f, r);
     r->state = REQ_DONE;
     r->end = end;
     r->status = status;
     if (why) snprintf(r->error, sizeof r->error, "%s", why);
-    if (r->cut > r->nout || end != SCHED_END_STOP) r->cut = r->nout;
+    if (r->cut > r->nout || end != BATCH_END_STOP) r->cut = r->nout;
     account(f, r, end, status);
     live_remove(f, r);
     pthread_cond_broadcast(&r->cv);
@@ -103,21 +103,21 @@ void front_req_cancel(serve_front *f, int64_t id) {
 
 /* ---------------------------------------------------------------- the serving loop's side */
 
-static void refresh_gauges(serve_front *f, const sched *s) {
+static void refresh_gauges(serve_front *f, const batcher *s) {
     serve_metrics *m = &f->met;
     memset(&m->kv, 0, sizeof m->kv);
-    for (int32_t r = 0; r < sched_options(s)->replicas; r++) {
-        const kvb_counts c = kvb_get_counts(sched_pool(s, r));
+    for (int32_t r = 0; r < batcher_options(s)->replicas; r++) {
+        const kvb_counts c = kvb_get_counts(batcher_pool(s, r));
         m->kv.total += c.total, m->kv.free += c.free, m->kv.used += c.used;
         m->kv.evictable += c.evictable, m->kv.published += c.published;
         m->kv.lookups += c.lookups, m->kv.hits += c.hits, m->kv.evictions += c.evictions;
     }
-    m->sched = sched_get_counts(s);
-    m->running = sched_running(s);
-    m->waiting = f->sched_waiting = sched_waiting(s);
+    m->sched = batcher_get_counts(s);
+    m->running = batcher_running(s);
+    m->waiting = f->nwaiting = batcher_waiting(s);
 }
 
-void front_sync(serve_front *f, sched *s) {
+void front_sync(serve_front *f, batcher *s) {
     pthread_mutex_lock(&f->mu);
     while (f->in_head) {
         front_req *r = f->in_head;
@@ -125,26 +125,26 @@ void front_sync(serve_front *f, sched *s) {
         if (!f->in_head) f->in_tail = NULL;
         f->nin--;
         r->state = REQ_SCHEDULED;
-        if (sched_add(s, r->id, r->prompt, r->plen, r->max_new, &r->sp) < 0)
-            front_req_finish(f, r, SCHED_END_NONE, 503, "out of memory queueing the request");
+        if (batcher_add(s, r->id, r->prompt, r->plen, r->max_new, &r->sp) < 0)
+            front_req_finish(f, r, BATCH_END_NONE, 503, "out of memory queueing the request");
     }
     for (int64_t i = 0; i < f->ncancel; i++) {
         front_req *r = live_find(f, f->cancel[i]);
-        if (r && sched_cancel(s, r->id)) front_req_finish(f, r, SCHED_END_CANCEL, 0, NULL);
+        if (r && batcher_cancel(s, r->id)) front_req_finish(f, r, BATCH_END_CANCEL, 0, NULL);
     }
     f->ncancel = 0;
     refresh_gauges(f, s);
     pthread_mutex_unlock(&f->mu);
 }
 
-sched_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, sched_end end) {
+batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
     serve_front *f = ctx;
     pthread_mutex_lock(&f->mu);
     front_req *r = live_find(f, id);
     if (!r || r->gone) {
-        if (r) front_req_finish(f, r, SCHED_END_CANCEL, 0, NULL);
+        if (r) front_req_finish(f, r, BATCH_END_CANCEL, 0, NULL);
         pthread_mutex_unlock(&f->mu);
-        return SCHED_END_CANCEL;
+        return BATCH_END_CANCEL;
     }
     const double now = mesh_now();
     if (index == 0) r->t_first = now;
@@ -153,17 +153,17 @@ sched_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, sched_
     const int64_t at = text_stop_at_end(r->out, r->nout, &r->stops);
     if (at >= 0) {
         r->cut = (size_t)at;
-        end = SCHED_END_STOP;
+        end = BATCH_END_STOP;
     }
-    if (end != SCHED_END_NONE)
+    if (end != BATCH_END_NONE)
         front_req_finish(f, r, end, 0, NULL);
     else
         pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&f->mu);
-    return end == SCHED_END_STOP ? SCHED_END_STOP : SCHED_END_NONE;
+    return end == BATCH_END_STOP ? BATCH_END_STOP : BATCH_END_NONE;
 }
 
-void front_step_done(serve_front *f, const sched_plan *p, double seconds) {
+void front_step_done(serve_front *f, const batch_plan *p, double seconds) {
     pthread_mutex_lock(&f->mu);
     f->met.step_seconds += seconds;
     const double now = mesh_now();
@@ -190,31 +190,31 @@ void front_wait(serve_front *f, double seconds) {
     pthread_mutex_unlock(&f->mu);
 }
 
-int64_t front_drain(serve_front *f, sched *s) {
+int64_t front_drain(serve_front *f, batcher *s) {
     pthread_mutex_lock(&f->mu);
     f->draining = 1;
     while (f->in_head)
-        front_req_finish(f, f->in_head, SCHED_END_NONE, 503, "the server is shutting down");
+        front_req_finish(f, f->in_head, BATCH_END_NONE, 503, "the server is shutting down");
     for (int64_t i = 0; i < f->nlive;) { /* queued in the scheduler but not running: refused */
         front_req *r = f->live[i];
-        if (r->t_admit == 0 && sched_cancel(s, r->id))
-            front_req_finish(f, r, SCHED_END_NONE, 503, "the server is shutting down");
+        if (r->t_admit == 0 && batcher_cancel(s, r->id))
+            front_req_finish(f, r, BATCH_END_NONE, 503, "the server is shutting down");
         else
             i++;
     }
     refresh_gauges(f, s);
-    const int64_t running = sched_running(s);
+    const int64_t running = batcher_running(s);
     pthread_mutex_unlock(&f->mu);
     return running;
 }
 
-void front_fail_all(serve_front *f, sched *s, const char *why) {
+void front_fail_all(serve_front *f, batcher *s, const char *why) {
     pthread_mutex_lock(&f->mu);
     f->draining = 1;
     while (f->nlive > 0) {
         front_req *r = f->live[0];
-        if (s) sched_cancel(s, r->id);
-        front_req_finish(f, r, SCHED_END_NONE, 503, why);
+        if (s) batcher_cancel(s, r->id);
+        front_req_finish(f, r, BATCH_END_NONE, 503, why);
     }
     if (s) refresh_gauges(f, s);
     pthread_mutex_unlock(&f->mu);

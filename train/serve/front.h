@@ -11,7 +11,7 @@
  * that goes away ends its request at the next step, and its blocks come back.
  *
  * Threads: the HTTP threads and the serving loop share the request table under one mutex; the
- * scheduler itself is touched only by the serving loop. Depends on sched, text, metrics, mesh's
+ * scheduler itself is touched only by the serving loop. Depends on batcher, text, metrics, mesh's
  * clock. */
 #ifndef MT_TRAIN_SERVE_FRONT_H
 #define MT_TRAIN_SERVE_FRONT_H
@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "train/serve/metrics.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 typedef struct serve_front serve_front;
 
@@ -36,7 +36,7 @@ typedef struct {
 
 /* Not collective (rank 0). Listens on host:port; s is the scheduler the requests are checked
  * against (its options only, read from the HTTP threads). NULL with the reason in err. */
-serve_front *front_create(const front_opts *o, const sched *s, char *err, size_t errlen);
+serve_front *front_create(const front_opts *o, const batcher *s, char *err, size_t errlen);
 int front_port(const serve_front *f);
 /* Ends every request left with an error, stops listening (joining the HTTP threads) and frees.
  * Accepts NULL. */
@@ -44,19 +44,19 @@ void front_destroy(serve_front *f);
 
 /* ---- the serving loop's side (one thread) ---- */
 /* Hands new requests to s, ends those whose clients left, refreshes the gauges. */
-void front_sync(serve_front *f, sched *s);
-/* sched_emit_fn for sched_commit (ctx = f): appends the token, ends the request on a stop string
+void front_sync(serve_front *f, batcher *s);
+/* batch_emit_fn for batcher_commit (ctx = f): appends the token, ends the request on a stop string
  * or when its client left, wakes its HTTP thread. */
-sched_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, sched_end end);
+batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end);
 /* After a step: the step's wall time, and the admission time of requests scheduled first. */
-void front_step_done(serve_front *f, const sched_plan *p, double seconds);
+void front_step_done(serve_front *f, const batch_plan *p, double seconds);
 /* Waits until a request arrives or leaves, at most `seconds`. */
 void front_wait(serve_front *f, double seconds);
 /* Shutting down: from now on new requests, and those not yet running, get 503 and /health says
  * so. Returns the number of requests still running. */
-int64_t front_drain(serve_front *f, sched *s);
+int64_t front_drain(serve_front *f, batcher *s);
 /* Ends every request left (running or queued) with a 503 error ("why"), removing it from s. */
-void front_fail_all(serve_front *f, sched *s, const char *why);
+void front_fail_all(serve_front *f, batcher *s, const char *why);
 /* A copy of the metrics (the gauges as of the last front_sync). */
 serve_metrics front_metrics(serve_front *f);
 #endif

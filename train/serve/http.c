@@ -71,7 +71,7 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
 }
 
 static const char *finish_reason(const front_req *r) {
-    return r->end == SCHED_END_STOP ? "stop" : r->end == SCHED_END_LENGTH ? "length" : NULL;
+    return r->end == BATCH_END_STOP ? "stop" : r->end == BATCH_END_LENGTH ? "length" : NULL;
 }
 
 /* A completion object (or a stream's chunk of it) with text[0..n). */
@@ -149,7 +149,7 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, const char *
         int_field(body, *param = "n", 1, 1, 1, &n, err, errlen) < 0)
         return -1;
     json_t *t = json_object_get(body, *param = "temperature");
-    r->sp = (sched_sampling){o->temperature, top_k < 0 ? 0 : top_k, (uint64_t)seed};
+    r->sp = (batch_sampling){o->temperature, top_k < 0 ? 0 : top_k, (uint64_t)seed};
     if (t && !json_is_null(t)) {
         if (!json_is_number(t) || !(json_number_value(t) >= 0) || json_number_value(t) > 100)
             return errmsg_fail(err, errlen, "temperature must be a number in [0, 100]");
@@ -164,7 +164,7 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, const char *
         return errmsg_fail(err, errlen, "echo and logprobs are not supported");
     if (parse_stop(json_object_get(body, *param = "stop"), &r->stops, err, errlen) < 0) return -1;
     *param = "max_tokens";
-    if (sched_fits(f->s, r->plen, r->max_new, err, errlen) < 0) return -1;
+    if (batcher_fits(f->s, r->plen, r->max_new, err, errlen) < 0) return -1;
     r->out = malloc((size_t)r->max_new);
     return r->out ? 0 : errmsg_fail(err, errlen, "out of memory");
 }
@@ -313,7 +313,7 @@ static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, con
     r->refs = 2; /* the serving loop's and the connection's */
     r->t_arrive = mesh_now();
     pthread_mutex_lock(&f->mu);
-    const int64_t waiting = f->nin + f->sched_waiting;
+    const int64_t waiting = f->nin + f->nwaiting;
     const char *refuse = f->draining                 ? "the server is shutting down"
                          : waiting >= f->o.max_queue ? "the queue is full"
                                                      : NULL;
@@ -420,7 +420,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---------------------------------------------------------------- the daemon */
 
-serve_front *front_create(const front_opts *o, const sched *s, char *err, size_t errlen) {
+serve_front *front_create(const front_opts *o, const batcher *s, char *err, size_t errlen) {
     union {
         struct sockaddr_in v4;
         struct sockaddr_in6 v6;
@@ -471,7 +471,7 @@ void front_destroy(serve_front *f) {
     pthread_mutex_lock(&f->mu); /* no HTTP thread may wait for a request that cannot end */
     f->draining = 1;
     while (f->nlive > 0)
-        front_req_finish(f, f->live[0], SCHED_END_NONE, 503, "the server is shutting down");
+        front_req_finish(f, f->live[0], BATCH_END_NONE, 503, "the server is shutting down");
     pthread_mutex_unlock(&f->mu);
     if (f->d) MHD_stop_daemon(f->d);
     pthread_mutex_destroy(&f->mu);

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "train/serve/kvblocks.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 #define METRICS_BUCKETS 16
 
@@ -34,7 +34,7 @@ typedef struct {
     /* gauges, refreshed by the serving loop */
     int64_t running, waiting;
     kvb_counts kv; /* summed over the replicas */
-    sched_counts sched;
+    batch_counts sched;
     double step_seconds; /* summed over steps */
 } serve_metrics;
 

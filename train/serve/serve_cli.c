@@ -206,7 +206,7 @@ typedef struct {
 } serve_run;
 
 /* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
-static void loop_rank0(const serve_run *sr, serve_front *front, sched *s, sched_plan *p,
+static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
                        serve_wire *w) {
     const int64_t nY = engine_tensor_ranks(sr->e);
     report_window rw = {mesh_now(), 0, 0, 0, 0, 0};
@@ -220,7 +220,8 @@ static void loop_rank0(const serve_run *sr, serve_front *front, sched *s, sched_
                     (long long)sr->f->drain);
         }
         front_sync(front, s);
-        if (deadline > 0 && (sched_running(s) + sched_waiting(s) == 0 || mesh_now() >= deadline))
+        if (deadline > 0 &&
+            (batcher_running(s) + batcher_waiting(s) == 0 || mesh_now() >= deadline))
             break;
         gen_step st;
         const int32_t n = serve_loop_step(sr->e, sr->m, s, p, w, front_emit, front, &st);
@@ -240,8 +241,8 @@ static void loop_rank0(const serve_run *sr, serve_front *front, sched *s, sched_
     report_line(front, &rw, 1);
 }
 
-static sched_opts sched_options_of(const serve_flags *f, const config *c, int32_t replicas) {
-    sched_opts o = {replicas,
+static batch_opts batcher_options_of(const serve_flags *f, const config *c, int32_t replicas) {
+    batch_opts o = {replicas,
                     (int32_t)f->kv_blocks,
                     (int32_t)f->kv_block,
                     (int32_t)f->max_batch_tokens,
@@ -263,7 +264,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         mesh_exit_error("--max-batch-tokens %lld < --max-seqs %lld: every running sequence "
                         "decodes one token each step",
                         (long long)f->max_batch_tokens, (long long)f->max_seqs);
-    sched_opts o = sched_options_of(f, c, 1);
+    batch_opts o = batcher_options_of(f, c, 1);
     engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
     serve_engine *e = engine_create(c, m, &d, err, sizeof err);
     if (!e) mesh_exit_error("%s", err);
@@ -271,13 +272,13 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     o.replicas = engine_replicas(e);
-    sched *s = NULL;
+    batcher *s = NULL;
     serve_front *front = NULL;
-    sched_plan p;
+    batch_plan p;
     serve_wire w;
     int rc = serve_loop_init(&p, &w, &o) < 0 ? errmsg_fail(err, sizeof err, "out of memory") : 0;
     if (rc == 0 && me == 0) {
-        s = sched_create(&o, err, sizeof err);
+        s = batcher_create(&o, err, sizeof err);
         front_opts fo = {.port = (int)f->port,
                          .max_queue = f->max_queue,
                          .vocab = c->shape.V,
@@ -314,7 +315,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         }
     }
     front_destroy(front);
-    sched_destroy(s);
+    batcher_destroy(s);
     serve_loop_free(&p, &w);
     engine_destroy(e);
     return 0;

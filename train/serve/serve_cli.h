@@ -3,7 +3,7 @@
  * the KV pool, the prefix cache and the measured step time beside the book's roofline) and its
  * shutdown: on SIGTERM or SIGINT rank 0 refuses new requests (503), lets the running ones finish
  * for up to --drain seconds, ends the rest with an error, and every rank exits 0. Depends on
- * front, engine, sched, loop, ckpt, config, mesh. */
+ * front, engine, batcher, loop, ckpt, config, mesh. */
 #ifndef MT_TRAIN_SERVE_SERVE_CLI_H
 #define MT_TRAIN_SERVE_SERVE_CLI_H
 

@@ -1,4 +1,4 @@
-/* sched: the serving engine's iteration-level scheduler, run by the rank that talks to clients.
+/* batcher: the serving engine's iteration-level scheduler, run by the rank that talks to clients.
  * Each step it decides, for every replica (the --dp axes hold independent replicas, each with its
  * own KV pool), which sequences run and which of their tokens: every running sequence that is
  * decoding gets its one token, sequences whose prompt is not yet in the cache get a chunk of at
@@ -10,15 +10,15 @@
  * in this step is preempted by recompute: its blocks are released (published ones stay in the
  * prefix cache) and it waits at the head of the queue with its prompt and the tokens generated so
  * far, which a later prefill recomputes. The oldest sequence therefore always progresses, and a
- * request that fits the pool alone (sched_fits) always finishes.
+ * request that fits the pool alone (batcher_fits) always finishes.
  *
  * With static_batches the scheduler is the baseline a server without continuous batching is:
  * a replica admits only when it is empty, and its batch runs until every sequence in it ends.
  *
- * The step's decisions form a sched_plan, a flat value every rank receives (serve_cli.c) and
- * the engine runs; the sampled tokens come back through sched_commit. Pure: no MPI, no model. */
-#ifndef MT_TRAIN_SERVE_SCHED_H
-#define MT_TRAIN_SERVE_SCHED_H
+ * The step's decisions form a batch_plan, a flat value every rank receives (serve_cli.c) and
+ * the engine runs; the sampled tokens come back through batcher_commit. Pure: no MPI, no model. */
+#ifndef MT_TRAIN_SERVE_BATCHER_H
+#define MT_TRAIN_SERVE_BATCHER_H
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,13 +34,13 @@ typedef struct {
     int32_t context;          /* positions of a sequence (the model's T) */
     int prefix_cache;
     int static_batches;
-} sched_opts;
+} batch_opts;
 
 typedef struct {
     double temperature; /* 0: greedy */
     int64_t top_k;      /* 0: no cut */
     uint64_t seed;      /* the sampler's RNG stream for this request */
-} sched_sampling;
+} batch_sampling;
 
 /* One sequence's share of a step: its tokens at positions [p0, p0 + n), their keys and values
  * stored through the block table tab[tab_off .. tab_off + tab_len) (covering every position up
@@ -53,66 +53,66 @@ typedef struct {
     int64_t top_k;
     uint64_t seed;
     double temperature;
-} sched_item;
+} batch_item;
 
-typedef enum { SCHED_PLAN_STEP = 1, SCHED_PLAN_EXIT = 2 } sched_plan_kind;
+typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
 
 /* A step plan: the items (each replica's decodes, then its running prefills, then the new
  * sequences of every replica), their tokens and block tables back to back. */
 typedef struct {
     int32_t kind, nitems, ntok, ntab;
-    sched_item *items;
+    batch_item *items;
     int32_t *tok, *tab;
     int32_t cap_items, cap_tok, cap_tab;
-} sched_plan;
+} batch_plan;
 
 /* Why a sequence ended. */
-typedef enum { SCHED_END_NONE = 0, SCHED_END_LENGTH, SCHED_END_STOP, SCHED_END_CANCEL } sched_end;
+typedef enum { BATCH_END_NONE = 0, BATCH_END_LENGTH, BATCH_END_STOP, BATCH_END_CANCEL } batch_end;
 
-/* Called by sched_commit for every token a sequence produces: its index among the generated
- * ones (0 = the first) and SCHED_END_LENGTH when it was the last allowed. Returns SCHED_END_STOP
- * or SCHED_END_CANCEL to end the sequence now, else SCHED_END_NONE. */
-typedef sched_end (*sched_emit_fn)(void *ctx, int64_t id, int32_t token, int64_t index,
-                                   sched_end end);
+/* Called by batcher_commit for every token a sequence produces: its index among the generated
+ * ones (0 = the first) and BATCH_END_LENGTH when it was the last allowed. Returns BATCH_END_STOP
+ * or BATCH_END_CANCEL to end the sequence now, else BATCH_END_NONE. */
+typedef batch_end (*batch_emit_fn)(void *ctx, int64_t id, int32_t token, int64_t index,
+                                   batch_end end);
 
-typedef struct sched sched;
+typedef struct batcher batcher;
 
 /* Not collective. Checks the options (NULL with the reason in err). */
-sched *sched_create(const sched_opts *o, char *err, size_t errlen);
-void sched_destroy(sched *s); /* accepts NULL */
-const sched_opts *sched_options(const sched *s);
+batcher *batcher_create(const batch_opts *o, char *err, size_t errlen);
+void batcher_destroy(batcher *s); /* accepts NULL */
+const batch_opts *batcher_options(const batcher *s);
 /* Whether a request of plen prompt tokens and max_new new ones fits a replica alone: its
  * positions within the context and its blocks within the pool. 0, or −1 with the reason. */
-int sched_fits(const sched *s, int64_t plen, int64_t max_new, char *err, size_t errlen);
-/* Queues a request (checked with sched_fits by the caller). 0, or −1 out of memory. */
-int sched_add(sched *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
-              const sched_sampling *sp);
+int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen);
+/* Queues a request (checked with batcher_fits by the caller). 0, or −1 out of memory. */
+int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
+                const batch_sampling *sp);
 /* Ends request id wherever it is (waiting or running): its blocks come back. 1 if it was
  * known. */
-int sched_cancel(sched *s, int64_t id);
-int64_t sched_waiting(const sched *s);
-int64_t sched_running(const sched *s);
+int batcher_cancel(batcher *s, int64_t id);
+int64_t batcher_waiting(const batcher *s);
+int64_t batcher_running(const batcher *s);
 
-/* Buffers of a plan for these options (sched_plan_free releases them). −1 out of memory. */
-int sched_plan_init(sched_plan *p, const sched_opts *o);
-void sched_plan_free(sched_plan *p);
-/* The next step into p (kind SCHED_PLAN_STEP). Returns p->nitems (0: nothing to run). */
-int32_t sched_step(sched *s, sched_plan *p);
+/* Buffers of a plan for these options (batch_plan_free releases them). −1 out of memory. */
+int batch_plan_init(batch_plan *p, const batch_opts *o);
+void batch_plan_free(batch_plan *p);
+/* The next step into p (kind BATCH_PLAN_STEP). Returns p->nitems (0: nothing to run). */
+int32_t batcher_step(batcher *s, batch_plan *p);
 /* After the engine ran p: next[k] is the token of the k-th item with sample = 1 (plan order).
  * Advances every sequence, calls emit per token, publishes the blocks that became full, and
  * retires the sequences that ended (their blocks come back). */
-void sched_commit(sched *s, const sched_plan *p, const int32_t *next, sched_emit_fn emit,
-                  void *ctx);
+void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
+                    void *ctx);
 
 /* Counters: preemptions, tokens taken from the prefix cache at admission, prompt tokens
  * admitted (recomputed ones included). */
 typedef struct {
     int64_t preemptions, cached_tokens, prefill_tokens, steps;
-} sched_counts;
-sched_counts sched_get_counts(const sched *s);
+} batch_counts;
+batch_counts batcher_get_counts(const batcher *s);
 /* Replica r's pool (counts, checks). */
-const kvb_pool *sched_pool(const sched *s, int32_t r);
+const kvb_pool *batcher_pool(const batcher *s, int32_t r);
 /* Checks every pool's invariants and that the running sequences' block tables hold exactly the
  * references the pools count. 0, or −1 with err. */
-int sched_check(const sched *s, char *err, size_t errlen);
+int batcher_check(const batcher *s, char *err, size_t errlen);
 #endif

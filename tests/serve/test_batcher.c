@@ -2,7 +2,7 @@
  * fixed seeds (block sizes 1 to 16, pools small enough to force preemption, chunk sizes 1 to 40,
  * 1 to 3 replicas, prefix cache on and off, static batches, random arrivals and cancellations):
  *  - the block pool's invariants and the block tables' references hold after every step
- *    (sched_check: free + used + evictable = total, no negative reference, every published
+ *    (batcher_check: free + used + evictable = total, no negative reference, every published
  *    block's chained hash, the LRU list and the hash table consistent);
  *  - a fake engine stores at every position the hash of the sequence's tokens up to it and, for
  *    every row of a step, checks that the row's token is the sequence's and that every position
@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "train/serve/kvblocks.h"
-#include "train/serve/sched.h"
+#include "train/serve/batcher.h"
 
 #define MAXREQ 48
 #define CTX 64
@@ -64,7 +64,7 @@ typedef struct {
     int bad;
 } world;
 
-static sched_end emit(void *ctx, int64_t id, int32_t token, int64_t index, sched_end end) {
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
     world *w = ctx;
     req *q = &w->r[id];
     if (index != q->ngen || q->done) {
@@ -73,8 +73,8 @@ static sched_end emit(void *ctx, int64_t id, int32_t token, int64_t index, sched
                    (long long)index);
     }
     q->tok[q->plen + q->ngen++] = token;
-    if (end != SCHED_END_NONE) q->done = 1;
-    return SCHED_END_NONE;
+    if (end != BATCH_END_NONE) q->done = 1;
+    return BATCH_END_NONE;
 }
 
 static uint64_t *kv_at(world *w, int32_t replica, int32_t block, int64_t pos) {
@@ -82,10 +82,10 @@ static uint64_t *kv_at(world *w, int32_t replica, int32_t block, int64_t pos) {
 }
 
 /* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
-static void run_plan(world *w, const sched_plan *p, int32_t *next) {
+static void run_plan(world *w, const batch_plan *p, int32_t *next) {
     int32_t k = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         req *q = &w->r[it->id];
         const int32_t *tab = p->tab + it->tab_off;
         for (int32_t i = 0; i < it->n; i++) {
@@ -117,10 +117,10 @@ static void run_plan(world *w, const sched_plan *p, int32_t *next) {
 }
 
 /* One randomised run; returns the scheduler's counters. */
-static sched_counts one_run(uint64_t seed, int *failures) {
+static batch_counts one_run(uint64_t seed, int *failures) {
     rng_state = seed;
     static const int32_t sizes[] = {1, 2, 3, 4, 8, 16};
-    sched_opts o = {.replicas = 1 + (int32_t)rndi(3),
+    batch_opts o = {.replicas = 1 + (int32_t)rndi(3),
                     .kv_block = sizes[rndi(6)],
                     .prefill_chunk = 1 + (int32_t)rndi(40),
                     .max_seqs = 1 + (int32_t)rndi(8),
@@ -131,10 +131,10 @@ static sched_counts one_run(uint64_t seed, int *failures) {
     const int32_t min_blocks = (CTX + o.kv_block - 1) / o.kv_block;
     o.kv_blocks = min_blocks + (int32_t)rndi(3 * min_blocks);
     char err[512];
-    sched *s = sched_create(&o, err, sizeof err);
+    batcher *s = batcher_create(&o, err, sizeof err);
     world *w = calloc(1, sizeof *w);
-    sched_plan plan;
-    if (!s || !w || sched_plan_init(&plan, &o) < 0) {
+    batch_plan plan;
+    if (!s || !w || batch_plan_init(&plan, &o) < 0) {
         printf("setup failed: %s\n", err);
         exit(1);
     }
@@ -160,19 +160,19 @@ static sched_counts one_run(uint64_t seed, int *failures) {
     while (steps < 5000) {
         for (int n = (int)rndi(4); n > 0 && added < nreq; n--, added++) {
             req *q = &w->r[added];
-            const sched_sampling sp = {0, 0, (uint64_t)added};
-            if (sched_add(s, added, q->tok, q->plen, q->max_new, &sp) < 0) exit(1);
+            const batch_sampling sp = {0, 0, (uint64_t)added};
+            if (batcher_add(s, added, q->tok, q->plen, q->max_new, &sp) < 0) exit(1);
             q->added = 1;
         }
         if (rndi(40) == 0 && added > 0) { /* a client goes away */
             const int id = (int)rndi(added);
-            if (!w->r[id].done && sched_cancel(s, id)) w->r[id].cancelled = w->r[id].done = 1;
+            if (!w->r[id].done && batcher_cancel(s, id)) w->r[id].cancelled = w->r[id].done = 1;
         }
-        if (sched_step(s, &plan) == 0 && added == nreq && sched_waiting(s) == 0) break;
+        if (batcher_step(s, &plan) == 0 && added == nreq && batcher_waiting(s) == 0) break;
         run_plan(w, &plan, next);
-        sched_commit(s, &plan, next, emit, w);
+        batcher_commit(s, &plan, next, emit, w);
         steps++;
-        if (!check_failed && sched_check(s, err, sizeof err) < 0) {
+        if (!check_failed && batcher_check(s, err, sizeof err) < 0) {
             printf("  seed %llu step %d: %s\n", (unsigned long long)seed, steps, err);
             check_failed = 1;
         }
@@ -185,8 +185,8 @@ static sched_counts one_run(uint64_t seed, int *failures) {
             wrong++;
     }
     int64_t used = 0;
-    for (int32_t r = 0; r < o.replicas; r++) used += kvb_get_counts(sched_pool(s, r)).used;
-    const sched_counts c = sched_get_counts(s);
+    for (int32_t r = 0; r < o.replicas; r++) used += kvb_get_counts(batcher_pool(s, r)).used;
+    const batch_counts c = batcher_get_counts(s);
     const int ok = !check_failed && !w->bad && !wrong && !unfinished && used == 0;
     if (!ok) {
         (*failures)++;
@@ -197,18 +197,18 @@ static sched_counts one_run(uint64_t seed, int *failures) {
                o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, steps,
                check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished, (long long)used);
     }
-    sched_plan_free(&plan);
-    sched_destroy(s);
+    batch_plan_free(&plan);
+    batcher_destroy(s);
     free(w->kv), free(w);
     return c;
 }
 
 int main(void) {
     int failures = 0;
-    sched_counts all = {0};
+    batch_counts all = {0};
     const int runs = 300;
     for (int i = 0; i < runs; i++) {
-        const sched_counts c = one_run(1000 + (uint64_t)i, &failures);
+        const batch_counts c = one_run(1000 + (uint64_t)i, &failures);
         all.preemptions += c.preemptions, all.cached_tokens += c.cached_tokens;
         all.prefill_tokens += c.prefill_tokens, all.steps += c.steps;
     }
@@ -220,5 +220,5 @@ int main(void) {
                  "the runs exercised preemption (%lld) and the prefix cache (%lld tokens shared) "
                  "over %lld steps",
                  (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.steps);
-    return check_finish("test_sched");
+    return check_finish("test_batcher");
 }

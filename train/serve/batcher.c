@@ -1,5 +1,5 @@
-/* sched: the iteration-level scheduler (see sched.h). */
-#include "train/serve/sched.h"
+/* batcher: the iteration-level scheduler (see batcher.h). */
+#include "train/serve/batcher.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@ typedef struct {
     int64_t id;
     int32_t *tok; /* prompt + generated: len of plen + max_new */
     int64_t len, plen, max_new, ngen;
-    sched_sampling sp;
+    batch_sampling sp;
     int32_t replica;
     int32_t *table;  /* block table, nblocks of at most ceil((plen + max_new) / bs) */
     uint64_t *bhash; /* chained hashes of the first npub (full, published) blocks */
@@ -20,23 +20,23 @@ typedef struct {
     int stepped;      /* has an item in the step being planned */
 } seq;
 
-struct sched {
-    sched_opts o;
+struct batcher {
+    batch_opts o;
     kvb_pool **pool;
     seq **wait; /* FIFO; preempted sequences go back to the front */
     int64_t nwait, cap_wait;
     seq ***run; /* per replica, oldest admitted first */
     int32_t *nrun;
     seq **step_seq;                         /* the sequence of each item of the last plan */
-    int32_t *budget, *no_admit, *was_empty; /* per replica, during sched_step */
-    sched_counts counts;
+    int32_t *budget, *no_admit, *was_empty; /* per replica, during batcher_step */
+    batch_counts counts;
 };
 
 static int64_t div_up(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
-sched *sched_create(const sched_opts *o, char *err, size_t errlen) {
+batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     if (o->replicas < 1 || o->kv_blocks < 1 || o->kv_block < 1 || o->prefill_chunk < 1 ||
         o->max_seqs < 1 || o->context < 1 || o->max_batch_tokens < o->max_seqs) {
         errmsg_fail(err, errlen,
@@ -46,7 +46,7 @@ sched *sched_create(const sched_opts *o, char *err, size_t errlen) {
                     (int)o->max_batch_tokens, (int)o->max_seqs);
         return NULL;
     }
-    sched *s = calloc(1, sizeof *s);
+    batcher *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->o = *o;
     const int32_t R = o->replicas;
@@ -65,7 +65,7 @@ sched *sched_create(const sched_opts *o, char *err, size_t errlen) {
         ok = s->pool[r] && s->run[r];
     }
     if (!ok) {
-        sched_destroy(s);
+        batcher_destroy(s);
         errmsg_fail(err, errlen, "out of memory creating the scheduler (%d blocks per replica)",
                     (int)o->kv_blocks);
         return NULL;
@@ -77,7 +77,7 @@ static void seq_free(seq *q) {
     if (q) free(q->tok), free(q->table), free(q->bhash), free(q);
 }
 
-void sched_destroy(sched *s) {
+void batcher_destroy(batcher *s) {
     if (!s) return;
     for (int64_t i = 0; i < s->nwait; i++) seq_free(s->wait[i]);
     for (int32_t r = 0; s->pool && r < s->o.replicas; r++) {
@@ -90,25 +90,25 @@ void sched_destroy(sched *s) {
     free(s->step_seq), free(s->wait), free(s);
 }
 
-const sched_opts *sched_options(const sched *s) {
+const batch_opts *batcher_options(const batcher *s) {
     return &s->o;
 }
-int64_t sched_waiting(const sched *s) {
+int64_t batcher_waiting(const batcher *s) {
     return s->nwait;
 }
-int64_t sched_running(const sched *s) {
+int64_t batcher_running(const batcher *s) {
     int64_t n = 0;
     for (int32_t r = 0; r < s->o.replicas; r++) n += s->nrun[r];
     return n;
 }
-sched_counts sched_get_counts(const sched *s) {
+batch_counts batcher_get_counts(const batcher *s) {
     return s->counts;
 }
-const kvb_pool *sched_pool(const sched *s, int32_t r) {
+const kvb_pool *batcher_pool(const batcher *s, int32_t r) {
     return s->pool[r];
 }
 
-int sched_fits(const sched *s, int64_t plen, int64_t max_new, char *err, size_t errlen) {
+int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen) {
     if (plen < 1) return errmsg_fail(err, errlen, "the prompt is empty");
     if (plen + max_new > s->o.context)
         return errmsg_fail(err, errlen,
@@ -126,7 +126,7 @@ int sched_fits(const sched *s, int64_t plen, int64_t max_new, char *err, size_t 
 }
 
 /* Room for one more waiting sequence. −1 out of memory. */
-static int wait_reserve(sched *s) {
+static int wait_reserve(batcher *s) {
     if (s->nwait < s->cap_wait) return 0;
     const int64_t cap = s->cap_wait ? 2 * s->cap_wait : 64;
     seq **w = realloc(s->wait, (size_t)cap * sizeof *w);
@@ -135,8 +135,8 @@ static int wait_reserve(sched *s) {
     return 0;
 }
 
-int sched_add(sched *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
-              const sched_sampling *sp) {
+int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
+                const batch_sampling *sp) {
     if (wait_reserve(s) < 0) return -1;
     seq *q = calloc(1, sizeof *q);
     const int64_t nb = div_up(plen + max_new, s->o.kv_block);
@@ -158,27 +158,27 @@ int sched_add(sched *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t
 /* ---------------------------------------------------------------- blocks of a sequence */
 
 /* Releases q's blocks, last first (so that the end of a sequence leaves the cache first). */
-static void release_blocks(sched *s, seq *q) {
+static void release_blocks(batcher *s, seq *q) {
     for (int32_t b = q->nblocks - 1; b >= 0; b--) kvb_release(s->pool[q->replica], q->table[b]);
     q->nblocks = q->npub = 0;
     q->computed = 0;
 }
 
 /* New blocks q needs to hold positions up to end − 1. */
-static int64_t blocks_needed(const sched *s, const seq *q, int64_t end) {
+static int64_t blocks_needed(const batcher *s, const seq *q, int64_t end) {
     const int64_t n = div_up(end, s->o.kv_block) - q->nblocks;
     return n > 0 ? n : 0;
 }
 
-static void grow(sched *s, seq *q, int64_t end) {
+static void grow(batcher *s, seq *q, int64_t end) {
     for (int64_t n = blocks_needed(s, q, end); n > 0; n--) {
         const int32_t b = kvb_alloc(s->pool[q->replica]);
-        CHECK(b >= 0, "sched: a block was counted available but none could be allocated");
+        CHECK(b >= 0, "batcher: a block was counted available but none could be allocated");
         q->table[q->nblocks++] = b;
     }
 }
 
-static void run_remove(sched *s, int32_t r, const seq *q) {
+static void run_remove(batcher *s, int32_t r, const seq *q) {
     for (int32_t i = 0; i < s->nrun[r]; i++)
         if (s->run[r][i] == q) {
             memmove(s->run[r] + i, s->run[r] + i + 1, (size_t)(s->nrun[r] - i - 1) * sizeof(seq *));
@@ -188,12 +188,12 @@ static void run_remove(sched *s, int32_t r, const seq *q) {
 }
 
 /* Preemption by recompute: q goes back to the head of the queue without blocks. */
-static void preempt(sched *s, seq *q) {
+static void preempt(batcher *s, seq *q) {
     const int32_t r = q->replica;
     release_blocks(s, q);
     run_remove(s, r, q);
     q->replica = -1;
-    CHECK(wait_reserve(s) == 0, "sched: out of memory preempting a sequence");
+    CHECK(wait_reserve(s) == 0, "batcher: out of memory preempting a sequence");
     memmove(s->wait + 1, s->wait, (size_t)s->nwait * sizeof *s->wait);
     s->wait[0] = q;
     s->nwait++;
@@ -201,13 +201,13 @@ static void preempt(sched *s, seq *q) {
     s->counts.preemptions++;
 }
 
-static void retire(sched *s, seq *q) {
+static void retire(batcher *s, seq *q) {
     release_blocks(s, q);
     run_remove(s, q->replica, q);
     seq_free(q);
 }
 
-int sched_cancel(sched *s, int64_t id) {
+int batcher_cancel(batcher *s, int64_t id) {
     for (int64_t i = 0; i < s->nwait; i++)
         if (s->wait[i]->id == id) {
             seq_free(s->wait[i]);
@@ -227,13 +227,13 @@ int sched_cancel(sched *s, int64_t id) {
 /* ---------------------------------------------------------------- planning */
 
 /* Appends q's share [q->computed, q->computed + n) to the plan (its blocks already held). */
-static void add_item(sched *s, sched_plan *p, seq *q, int32_t n) {
+static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n) {
     CHECK(p->nitems < p->cap_items && p->ntok + n <= p->cap_tok &&
               p->ntab + q->nblocks <= p->cap_tab,
-          "sched: the step plan is full");
+          "batcher: the step plan is full");
     const int sample = q->computed + n == q->len;
     p->items[p->nitems] =
-        (sched_item){q->id,      q->replica,       n,      (int32_t)q->computed, p->ntok,
+        (batch_item){q->id,      q->replica,       n,      (int32_t)q->computed, p->ntok,
                      p->ntab,    q->nblocks,       sample, (int32_t)q->ngen,     q->sp.top_k,
                      q->sp.seed, q->sp.temperature};
     memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
@@ -246,7 +246,7 @@ static void add_item(sched *s, sched_plan *p, seq *q, int32_t n) {
 }
 
 /* The youngest running sequence of replica r without work in this step. */
-static seq *youngest_idle(sched *s, int32_t r) {
+static seq *youngest_idle(batcher *s, int32_t r) {
     for (int32_t i = s->nrun[r] - 1; i >= 0; i--)
         if (!s->run[r][i]->stepped) return s->run[r][i];
     return NULL;
@@ -255,7 +255,7 @@ static seq *youngest_idle(sched *s, int32_t r) {
 /* Work for running sequence q: its decode token, or a prefill chunk that fits the budget and the
  * blocks (preempting younger idle sequences, or q itself, when not one block is left). Returns 0
  * when q was preempted. */
-static int plan_running(sched *s, sched_plan *p, seq *q) {
+static int plan_running(batcher *s, batch_plan *p, seq *q) {
     const int32_t r = q->replica;
     const int64_t rem = q->len - q->computed;
     int64_t want = rem == 1 ? 1 : rem;
@@ -281,7 +281,7 @@ static int plan_running(sched *s, sched_plan *p, seq *q) {
 
 /* The replica a new sequence goes to: room for it (sequences, budget, no preemption this step,
  * and with static batches an empty replica), then the most blocks available; −1 if none. */
-static int32_t pick_replica(const sched *s) {
+static int32_t pick_replica(const batcher *s) {
     int32_t best = -1;
     for (int32_t r = 0; r < s->o.replicas; r++) {
         if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs || s->budget[r] < 1) continue;
@@ -296,7 +296,7 @@ static int32_t pick_replica(const sched *s) {
 
 /* Admits the head of the queue to replica r: the prefix cache's blocks, then a first chunk. 0
  * when it does not fit (nothing changes). */
-static int admit(sched *s, sched_plan *p, int32_t r) {
+static int admit(batcher *s, batch_plan *p, int32_t r) {
     seq *q = s->wait[0];
     kvb_pool *pool = s->pool[r];
     const int32_t bs = s->o.kv_block;
@@ -325,8 +325,8 @@ static int admit(sched *s, sched_plan *p, int32_t r) {
     return 1;
 }
 
-int32_t sched_step(sched *s, sched_plan *p) {
-    p->kind = SCHED_PLAN_STEP;
+int32_t batcher_step(batcher *s, batch_plan *p) {
+    p->kind = BATCH_PLAN_STEP;
     p->nitems = p->ntok = p->ntab = 0;
     for (int32_t r = 0; r < s->o.replicas; r++) {
         s->budget[r] = s->o.max_batch_tokens;
@@ -348,11 +348,11 @@ int32_t sched_step(sched *s, sched_plan *p) {
     return p->nitems;
 }
 
-void sched_commit(sched *s, const sched_plan *p, const int32_t *next, sched_emit_fn emit,
-                  void *ctx) {
+void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
+                    void *ctx) {
     const int32_t bs = s->o.kv_block;
     for (int32_t j = 0, k = 0; j < p->nitems; j++) {
-        const sched_item *it = &p->items[j];
+        const batch_item *it = &p->items[j];
         seq *q = s->step_seq[j];
         q->computed += it->n;
         while (s->o.prefix_cache && q->npub < q->nblocks &&
@@ -366,16 +366,16 @@ void sched_commit(sched *s, const sched_plan *p, const int32_t *next, sched_emit
         const int32_t t = next[k++];
         q->tok[q->len++] = t;
         q->ngen++;
-        sched_end end = q->ngen >= q->max_new ? SCHED_END_LENGTH : SCHED_END_NONE;
-        const sched_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : SCHED_END_NONE;
-        if (asked != SCHED_END_NONE) end = asked;
-        if (end != SCHED_END_NONE) retire(s, q);
+        batch_end end = q->ngen >= q->max_new ? BATCH_END_LENGTH : BATCH_END_NONE;
+        const batch_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : BATCH_END_NONE;
+        if (asked != BATCH_END_NONE) end = asked;
+        if (end != BATCH_END_NONE) retire(s, q);
     }
 }
 
 /* ---------------------------------------------------------------- plans and checks */
 
-int sched_plan_init(sched_plan *p, const sched_opts *o) {
+int batch_plan_init(batch_plan *p, const batch_opts *o) {
     memset(p, 0, sizeof *p);
     p->cap_items = o->replicas * o->max_seqs;
     p->cap_tok = o->replicas * o->max_batch_tokens;
@@ -386,18 +386,18 @@ int sched_plan_init(sched_plan *p, const sched_opts *o) {
     return p->items && p->tok && p->tab ? 0 : -1;
 }
 
-void sched_plan_free(sched_plan *p) {
+void batch_plan_free(batch_plan *p) {
     free(p->items), free(p->tok), free(p->tab);
     memset(p, 0, sizeof *p);
 }
 
-int sched_check(const sched *s, char *err, size_t errlen) {
+int batcher_check(const batcher *s, char *err, size_t errlen) {
     for (int32_t r = 0; r < s->o.replicas; r++) {
         char why[256];
         if (kvb_check(s->pool[r], why, sizeof why) < 0)
             return errmsg_fail(err, errlen, "replica %d: %s", (int)r, why);
         int32_t *refs = calloc((size_t)s->o.kv_blocks, sizeof *refs);
-        CHECK(refs, "sched_check: out of memory");
+        CHECK(refs, "batcher_check: out of memory");
         int rc = 0;
         for (int32_t i = 0; i < s->nrun[r] && rc == 0; i++) {
             const seq *q = s->run[r][i];
