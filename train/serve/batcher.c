@@ -110,6 +110,11 @@ const kvb_pool *batcher_pool(const batcher *s, int32_t r) {
 
 int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen) {
     if (plen < 1) return errmsg_fail(err, errlen, "the prompt is empty");
+    if (plen >= s->o.context)
+        return errmsg_fail(err, errlen,
+                           "the prompt (%lld tokens) is longer than the model's context of %d "
+                           "positions less the one new token it needs",
+                           (long long)plen, (int)s->o.context);
     if (plen + max_new > s->o.context)
         return errmsg_fail(err, errlen,
                            "the prompt (%lld tokens) + max_tokens (%lld) = %lld positions, more "

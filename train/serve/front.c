@@ -48,8 +48,6 @@ static void account(serve_front *f, const front_req *r, batch_end end, int statu
                           : end == BATCH_END_CANCEL ? METRICS_END_CANCELLED
                                                     : METRICS_END_LENGTH;
     m->requests[e]++;
-    m->generation_tokens += (int64_t)r->nout;
-    if (r->t_admit > 0) m->prompt_tokens += r->plen;
     if (r->nout == 0) return;
     metrics_observe(&m->ttft, r->t_first - r->t_arrive);
     metrics_observe(&m->e2e, r->t_last - r->t_arrive);
@@ -150,6 +148,7 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
     if (index == 0) r->t_first = now;
     r->t_last = now;
     r->out[r->nout++] = (uint8_t)token;
+    f->met.generation_tokens++;
     const int64_t at = text_stop_at_end(r->out, r->nout, &r->stops);
     if (at >= 0) {
         r->cut = (size_t)at;
@@ -171,6 +170,7 @@ void front_step_done(serve_front *f, const batch_plan *p, double seconds) {
         front_req *r = live_find(f, p->items[j].id);
         if (r && r->t_admit == 0) {
             r->t_admit = now - seconds;
+            f->met.prompt_tokens += r->plen;
             metrics_observe(&f->met.queue, r->t_admit - r->t_arrive);
         }
     }

@@ -38,9 +38,9 @@ typedef struct {
  * against (its options only, read from the HTTP threads). NULL with the reason in err. */
 serve_front *front_create(const front_opts *o, const batcher *s, char *err, size_t errlen);
 int front_port(const serve_front *f);
-/* Ends every request left with an error, stops listening (joining the HTTP threads) and frees.
- * Accepts NULL. */
-void front_destroy(serve_front *f);
+/* Ends every request left with an error, waits at most `linger` seconds for the answers of every
+ * request to go out, stops listening (joining the HTTP threads) and frees. Accepts NULL. */
+void front_destroy(serve_front *f, double linger);
 
 /* ---- the serving loop's side (one thread) ---- */
 /* Hands new requests to s, ends those whose clients left, refreshes the gauges. */

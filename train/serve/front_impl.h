@@ -45,6 +45,7 @@ struct serve_front {
     int64_t *cancel, ncancel, cap_cancel;
     int64_t next_id, nwaiting; /* nwaiting: the batcher's queue at the last sync */
     int draining;
+    int64_t answering; /* connections holding a request whose answer has not gone out */
     serve_metrics met;
     struct MHD_Daemon *d;
     int port;

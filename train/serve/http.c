@@ -328,6 +328,7 @@ static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, con
                              (long long)f->o.max_queue);
     }
     k->req = r;
+    f->answering++;
     if (!r->stream) return respond_whole(f, c, r);
     r->refs++; /* the stream's */
     pthread_mutex_unlock(&f->mu);
@@ -412,6 +413,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                 front_req_cancel(f, k->req->id);
         }
         front_req_unref(k->req);
+        f->answering--;
+        pthread_cond_broadcast(&f->wake);
         pthread_mutex_unlock(&f->mu);
     }
     free(k->body), free(k);
@@ -455,7 +458,7 @@ serve_front *front_create(const front_opts *o, const batcher *s, char *err, size
                     "cannot listen on %s port %d (in use, or not this host's "
                     "address?)",
                     o->host, o->port);
-        front_destroy(f);
+        front_destroy(f, 0);
         return NULL;
     }
     f->port = info->port;
@@ -466,12 +469,20 @@ int front_port(const serve_front *f) {
     return f->port;
 }
 
-void front_destroy(serve_front *f) {
+void front_destroy(serve_front *f, double linger) {
     if (!f) return;
     pthread_mutex_lock(&f->mu); /* no HTTP thread may wait for a request that cannot end */
     f->draining = 1;
     while (f->nlive > 0)
         front_req_finish(f, f->live[0], BATCH_END_NONE, 503, "the server is shutting down");
+    const double until = mesh_now() + linger; /* the last answers go out */
+    while (f->answering > 0 && mesh_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&f->wake, &f->mu, &ts);
+    }
     pthread_mutex_unlock(&f->mu);
     if (f->d) MHD_stop_daemon(f->d);
     pthread_mutex_destroy(&f->mu);

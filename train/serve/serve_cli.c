@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 /* serve_cli: `meshtrain serve` (see serve_cli.h). */
 #include "train/serve/serve_cli.h"
 
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/gemm.h"
 #include "mesh/errmsg.h"
@@ -15,6 +17,7 @@
 #include "train/serve/cost.h"
 #include "train/serve/front.h"
 #include "train/serve/loop.h"
+#include "train/serve/stop.h"
 
 #define SERVE_ERR 512
 #define REPORT_EVERY 5.0 /* seconds between report lines while requests run */
@@ -55,7 +58,8 @@ static const serve_flag_def serve_flag_table[] = {
     {"max-tokens", 1, F_(max_tokens), 1, 1 << 30, NULL,
      "max_tokens of a request that gives none (default 16)"},
     {"drain", 1, F_(drain), 0, 3600, NULL,
-     "seconds running requests may finish after SIGTERM (default 10)"},
+     "seconds running requests may finish after SIGTERM or SIGINT (default 10; from mpirun at "
+     "most half its odls_base_sigkill_timeout)"},
     {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off",
      "share full KV blocks of equal prefixes "
      "(default on)"},
@@ -161,11 +165,6 @@ static int adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *giv
 
 /* ---------------------------------------------------------------- the loop */
 
-static volatile sig_atomic_t stop_signal;
-static void on_stop(int sig) {
-    stop_signal = sig;
-}
-
 /* Rank 0's report: a line every REPORT_EVERY seconds while requests run, the window's tokens/s,
  * running and waiting requests, the pool, the prefix cache, and the engine's step time beside the
  * book's prediction for the same steps (serve_plan_cost against the measured machine). */
@@ -203,21 +202,31 @@ typedef struct {
     serve_engine *e;
     mesh *m;
     gen_machine mc;
+    double step_sleep; /* MESHTRAIN_SERVE_STEP_SLEEP: seconds rank 0 sleeps after each step (a
+                        * test hook that keeps requests in flight long enough to disconnect or
+                        * signal in the middle of them) */
 } serve_run;
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
 
 /* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
 static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
-                       serve_wire *w) {
+                       serve_wire *w, double *linger) {
     const int64_t nY = engine_tensor_ranks(sr->e);
     report_window rw = {mesh_now(), 0, 0, 0, 0, 0};
     double deadline = 0;
     for (;;) {
-        if (stop_signal && deadline == 0) {
-            deadline = mesh_now() + (double)sr->f->drain;
+        if (stop_requested() && deadline == 0) {
+            const double d = stop_drain_seconds((double)sr->f->drain, linger);
+            deadline = mesh_now() + d;
             const int64_t left = front_drain(front, s);
-            fprintf(stderr, "serve | %s: no new requests; %lld running may finish within %lld s\n",
-                    stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)left,
-                    (long long)sr->f->drain);
+            fprintf(stderr,
+                    "serve | %s%s: no new requests; %lld running may finish within %.1f s\n",
+                    stop_requested() == SIGINT ? "SIGINT" : "SIGTERM",
+                    stop_from_launcher() ? " from the launcher" : "", (long long)left, d);
         }
         front_sync(front, s);
         if (deadline > 0 &&
@@ -229,6 +238,7 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             front_wait(front, 0.1);
         } else {
             front_step_done(front, p, st.seconds);
+            if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
             const gen_step cost =
                 serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
             rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
@@ -276,6 +286,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     serve_front *front = NULL;
     batch_plan p;
     serve_wire w;
+    double linger = 2.0;
     int rc = serve_loop_init(&p, &w, &o) < 0 ? errmsg_fail(err, sizeof err, "out of memory") : 0;
     if (rc == 0 && me == 0) {
         s = batcher_create(&o, err, sizeof err);
@@ -291,10 +302,9 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         rc = s && front ? 0 : -1;
     }
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
-    const serve_run sr = {c, f, e, m, gen_measure_machine(m)};
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGTERM, on_stop);
-    signal(SIGINT, on_stop);
+    const char *hook = getenv("MESHTRAIN_SERVE_STEP_SLEEP");
+    const serve_run sr = {c, f, e, m, gen_measure_machine(m), hook ? atof(hook) : 0.0};
+    stop_install();
     if (me == 0) {
         char mspec[96];
         fprintf(stderr,
@@ -307,14 +317,15 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
                 (double)engine_pool_bytes(e) / 1e6, f->prefix_cache, f->batching,
                 (int)o.max_batch_tokens, (int)o.prefill_chunk, (int)o.max_seqs,
                 (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
-        fprintf(stderr, "serve | listening on http://%s%s%s:%d/\n", strchr(f->host, ':') ? "[" : "",
-                f->host, strchr(f->host, ':') ? "]" : "", front_port(front));
-        loop_rank0(&sr, front, s, &p, &w);
+        fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
+                strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
+                front_port(front), stop_pid());
+        loop_rank0(&sr, front, s, &p, &w, &linger);
     } else {
         while (serve_loop_step(e, m, NULL, &p, &w, NULL, NULL, NULL) >= 0) {
         }
     }
-    front_destroy(front);
+    front_destroy(front, linger);
     batcher_destroy(s);
     serve_loop_free(&p, &w);
     engine_destroy(e);

@@ -24,8 +24,9 @@ int64_t text_stop_at_end(const uint8_t *out, size_t n, const text_stops *st);
 /* How many bytes out[0..n) may be sent while more may follow: all but the longest ending that is
  * a proper prefix of a stop string or of a UTF-8 character. */
 size_t text_sendable(const uint8_t *out, size_t n, const text_stops *st);
-/* in[0..n) as valid UTF-8 into out (room for 3·n + 1 bytes), each byte that does not belong to
- * a well-formed character (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF)
- * replaced by U+FFFD. Returns the length; out is terminated. */
+/* in[0..n) as valid UTF-8 into out (room for 3·n + 1 bytes): each maximal subpart of an
+ * ill-formed sequence (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF) becomes
+ * one U+FFFD, as the Unicode standard recommends and browsers and Python decode. Returns the
+ * length; out is terminated. */
 size_t text_utf8_clean(char *out, const uint8_t *in, size_t n);
 #endif
