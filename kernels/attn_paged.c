@@ -60,16 +60,9 @@ void kern_attn_paged(float *restrict out, float *restrict scratch, const float *
         const int64_t S = p0 + i + 1;
         for (int64_t j = 0; j < Kl; j++) {
             scores(scratch, q + i * ldq + j * G * H, kv, j, S, G, H, scale);
-            for (int64_t g = 0; g < G; g++) { /* softmax over the S positions, in order */
-                float *s = scratch + g * S;
-                const float m = kern_max_inl(s, S);
-                float z = 0.0f;
-                for (int64_t t = 0; t < S; t++) {
-                    s[t] = kern_expf_inl(s[t] - m);
-                    z += s[t];
-                }
-                const float inv = 1.0f / z;
-                for (int64_t t = 0; t < S; t++) s[t] *= inv;
+            for (int64_t g = 0; g < G; g++) { /* softmax over the S positions */
+                float m, z;
+                kern_softmax_row_inl(scratch + g * S, S, &m, &z);
             }
             weigh_values(out + i * ldq + j * G * H, scratch, kv, j, S, G, H);
         }

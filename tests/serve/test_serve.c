@@ -48,16 +48,6 @@ typedef struct {
     int32_t ref[MAXNEW]; /* generate's tokens */
 } prompt_ref;
 
-static void parse(config *c, int argc, char **argv) {
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mesh")) snprintf(c->mesh, sizeof c->mesh, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--tensor"))
-            snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--dp"))
-            snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
-    }
-}
-
 /* generate on prompt k alone (one copy per replica, each fed the tokens of rank 0's copy): its
  * tokens and its logits at every step. */
 static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, int sampled) {
@@ -185,12 +175,11 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     config c;
+    char err[512];
     config_defaults(&c);
+    if (config_parse(&c, argc, argv, err, sizeof err) < 0) mesh_exit_error("%s", err);
     c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 64};
     c.seed = 7;
-    c.quick_start = 1;
-    parse(&c, argc, argv);
-    char err[512];
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;

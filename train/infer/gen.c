@@ -409,6 +409,13 @@ static int alloc_buffers(gen *g) {
                : -1;
 }
 
+par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
+                     size_t errlen) {
+    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
+    cc.batch = cc.micro_batch = (max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
+    return par_create(&cc, m, trivial, err, errlen);
+}
+
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
     if (gen_refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
@@ -416,10 +423,8 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     g->c = *c;
     g->m = m;
     g->d = *d;
-    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
-    cc.batch = cc.micro_batch = (d->max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
     int trivial = 0;
-    g->plan = par_create(&cc, m, &trivial, err, errlen);
+    g->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
     if (!g->plan && !trivial) {
         free(g);
         return NULL;

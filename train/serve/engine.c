@@ -220,10 +220,8 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
     e->c = *c;
     e->m = m;
     e->d = *d;
-    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
-    cc.batch = cc.micro_batch = (d->max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
     int trivial = 0;
-    e->plan = par_create(&cc, m, &trivial, err, errlen);
+    e->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
     if (!e->plan && !trivial) {
         free(e);
         return NULL;

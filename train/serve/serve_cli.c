@@ -69,10 +69,6 @@ static const serve_flag_def serve_flag_table[] = {
 #undef F_
 enum { N_SERVE_FLAGS = sizeof serve_flag_table / sizeof serve_flag_table[0] };
 
-static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-heads",
-                                          "head-dim", "d-ff",    "vocab", "seq-len"};
-enum { N_SHAPE = sizeof shape_flags / sizeof shape_flags[0] };
-
 static void print_help(FILE *out) {
     fprintf(out, "usage: mpirun -np R meshtrain serve [--ckpt FILE] [flags]\n");
     for (int i = 0; i < N_SERVE_FLAGS; i++) {
@@ -130,8 +126,9 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
             if (strlen(serve_flag_table[k].name) == len &&
                 !strncmp(name, serve_flag_table[k].name, len))
                 d = &serve_flag_table[k];
-        for (int k = 0; name && k < N_SHAPE; k++)
-            if (strlen(shape_flags[k]) == len && !strncmp(name, shape_flags[k], len)) given[k] = 1;
+        for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
+            if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
+                given[k] = 1;
         if (!d) {
             rest[(*nrest)++] = argv[i];
             continue;
@@ -142,28 +139,6 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
     }
     return 0;
 }
-
-/* The model's shape from the checkpoint for every shape flag not given, then the check that the
- * given ones agree. */
-static int adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
-                            size_t errlen) {
-    h5array *h = NULL;
-    ckpt_meta k;
-    int rc = h5array_open(&h, path, mesh_world_comm(m), err, errlen);
-    if (rc == 0) rc = ckpt_meta_get(h, &k, err, errlen);
-    h5array_close(h);
-    if (rc < 0) return rc;
-    int64_t *dst[N_SHAPE] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
-                             &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
-    const int64_t src[N_SHAPE] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
-                                  k.shape.H, k.shape.F, k.shape.V, k.shape.T};
-    for (int i = 0; i < N_SHAPE; i++)
-        if (!given[i]) *dst[i] = src[i];
-    c->optimizer = k.optimizer;
-    return ckpt_check_config(&k, c, path, err, errlen);
-}
-
-/* ---------------------------------------------------------------- the loop */
 
 /* Rank 0's report: a line every REPORT_EVERY seconds while requests run, the window's tokens/s,
  * running and waiting requests, the pool, the prefix cache, and the engine's step time beside the
@@ -351,7 +326,7 @@ int serve_main(int argc, char **argv) {
     snprintf(f.prefix_cache, sizeof f.prefix_cache, "on");
     snprintf(f.batching, sizeof f.batching, "continuous");
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    int nrest = 0, given[N_SHAPE] = {0};
+    int nrest = 0, given[GEN_SHAPE_FLAGS] = {0};
     CHECK(rest, "serve: out of memory");
     if (split_args(argc, argv, &f, rest, &nrest, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
@@ -365,7 +340,7 @@ int serve_main(int argc, char **argv) {
     kern_set_threads(c.threads);
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
-    if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+    if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     const int rc = run_serve(&c, &f, m);
     mesh_destroy(m);
