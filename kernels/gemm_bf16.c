@@ -135,29 +135,34 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
     return ctx->fallback;
 }
 
+/* An empty product (M or N zero: nothing; K zero: C = 0, or C unchanged): 1 if it was one. */
+static int empty(float *C, int64_t M, int64_t N, int64_t K, int64_t ldc, bool acc) {
+    if (M > 0 && N > 0 && K > 0) return 0;
+    if (M > 0 && N > 0 && !acc)
+        for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+    return 1;
+}
+
+void bf16_gemm_own(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
+                   int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                   bool acc) {
+    if (empty(C, M, N, K, ldc, acc)) return;
+    if (ctx->path == KERN_BF16_PORTABLE)
+        bf16_gemm_plain(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+    else
+        bf16_gemm_avx2(&ctx->ws, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+}
+
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                     int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                     bool acc) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) { /* an empty sum: C = 0, or C unchanged */
-        if (!acc)
-            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof *C);
-        return;
-    }
-    switch (ctx->path) {
-    case KERN_BF16_PORTABLE:
-        bf16_gemm_plain(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
-        return;
-    case KERN_BF16_AMX:
-    case KERN_BF16_AVX512BF16:
+    if (empty(C, M, N, K, ldc, acc)) return;
+    if (ctx->path == KERN_BF16_AMX || ctx->path == KERN_BF16_AVX512BF16) {
         if (bf16_dnnl_gemm(ctx->dnnl, false, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc) == 0)
             return;
         ctx->fallback++;
-        break;
-    default:
-        break;
     }
-    bf16_gemm_avx2(&ctx->ws, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+    bf16_gemm_own(ctx, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
 }
 
 void kern_gemm_bf16_ref(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,

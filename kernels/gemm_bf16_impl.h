@@ -46,6 +46,15 @@ void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_
 void bf16_gemm_plain(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,
                      int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, bool acc);
 
+/* The product on meshtrain's own kernels whatever the context's path: the plain C path on the
+ * portable path, the AVX2 kernels on every other (the oneDNN paths run on CPUs with AVX-512, so
+ * with AVX2). For the products whose shapes change call after call (attention's key counts), where
+ * oneDNN would make a primitive for each. Same contract as kern_gemm_bf16. */
+struct kern_bf16_ctx;
+void bf16_gemm_own(struct kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B,
+                   int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb,
+                   int64_t ldc, bool acc);
+
 /* The oneDNN paths (gemm_bf16_dnnl.c, built where CMake found oneDNN: MT_HAVE_DNNL): a handle
  * with oneDNN's engine, stream and the table of matmul primitives. */
 typedef struct bf16_dnnl bf16_dnnl;

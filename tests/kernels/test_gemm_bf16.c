@@ -298,20 +298,12 @@ static int dnnl_glue(void) {
 }
 
 int main(int argc, char **argv) {
-    char msg[256], cpu[64];
+    char msg[256];
     if (argc > 1 && strcmp(argv[1], "--dnnl-glue") == 0) return dnnl_glue();
     paths_api();
-    kern_bf16_path path;
-    kern_cpu_model(cpu, sizeof cpu);
-    if (kern_bf16_path_from_env(&path, msg, sizeof msg)) {
-        printf("SKIP %s\n", msg);
-        return 77;
-    }
-    ctx = kern_bf16_ctx_create(path, 1, msg, sizeof msg);
-    if (check_expect(ctx != NULL, "bf16 context for path %s (%s)", kern_bf16_path_name(path),
-                     ctx ? "made" : msg))
-        return check_finish("kern_gemm_bf16");
-    printf("bf16 path %s on %s\n", kern_bf16_path_name(path), cpu);
+    int status;
+    if (!(ctx = kt_bf16_ctx(&status))) return status == 77 ? 77 : check_finish("kern_gemm_bf16");
+    const kern_bf16_path path = kern_bf16_ctx_path(ctx);
     own = path == KERN_BF16_AVX2 || path == KERN_BF16_PORTABLE;
     if (path == KERN_BF16_AVX2) plain_ctx = kern_bf16_ctx_create(KERN_BF16_PORTABLE, 1, msg, 256);
     shapes();
