@@ -41,6 +41,10 @@ struct gen {
     /* per local sequence: next position, tokens generated so far */
     int32_t *pos;
     int64_t *ntok;
+    /* with experts and a capacity factor: each row's local sequence, and each sequence's slots
+     * per MoE block and expert so far [B_loc, Lm, E] (model_rows_capacity) */
+    int32_t *moe_seq, *moe_cnt;
+    int64_t moe_per_seq; /* Lm·E */
     /* one forward: rows, their tokens and positions, the rows whose logits are wanted */
     int32_t *rtok, *rpos;
     int64_t *out_rows;
@@ -166,15 +170,20 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const int64_t H = s->H;
     const double layer_mm =
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
+    /* with experts (one rank), a token passes through the router and k + S experts of a MoE
+     * block; every weight is counted as read */
+    const double blocks_mm = s->moe.E > 0 ? (model_flops_per_token(s) / 6.0 -
+                                             (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
+                                          : (double)s->L * layer_mm;
     double bytes = 0;
-    for (int id = 0; id < P_COUNT; id++) {
+    for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
         model_param(g->mod, (param_id)id, &n);
         if (id != P_EMBED) bytes += 4.0 * (double)n;
     }
     bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
     st->p_bytes = bytes;
-    st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
+    st->flops = 2.0 * (double)R * blocks_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
 }
 
 /* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
@@ -186,6 +195,7 @@ static double tensor_ranks(const gen *g) {
  * one AllGather over the tensor axis (not one per row) into logits[n, V]. */
 static void forward(gen *g, float *logits, int64_t n, int64_t R) {
     const int64_t V = g->c.shape.V, Vl = model_extents_of(g->mod)->Vl;
+    model_rows_capacity(g->mod, g->moe_cnt ? g->moe_seq : NULL, g->moe_cnt);
     model_fwd_rows(g->mod, g->nY == 1 ? logits : g->lg_loc, g->out_rows, n, g->rtok, g->rpos, R,
                    attn_hook, g, g->ws);
     if (g->nY == 1) return;
@@ -223,7 +233,11 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
             for (int64_t t = 0; t < len; t++, r++) {
                 g->rtok[r] = ps->tok[g->row0 + b0 + i][t];
                 g->rpos[r] = (int32_t)t;
+                g->moe_seq[r] = (int32_t)(b0 + i);
             }
+            if (g->moe_cnt) /* the sequence starts: no expert has taken any of its tokens */
+                memset(g->moe_cnt + (b0 + i) * g->moe_per_seq, 0,
+                       (size_t)g->moe_per_seq * sizeof *g->moe_cnt);
             g->out_rows[i] = r - 1;
             g->pos[b0 + i] = (int32_t)len;
         }
@@ -253,6 +267,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
         g->rtok[r] = cur[r];
         g->rpos[r] = g->pos[r];
         g->out_rows[r] = r;
+        g->moe_seq[r] = (int32_t)r;
     }
     forward(g, g->logits, R, R);
     pick(g, 0, R, next);
@@ -402,9 +417,14 @@ static int alloc_buffers(gen *g) {
     g->om = alloc_floats(Bc * M * s->H);
     g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
-    return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
-                   g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om && g->a2a &&
-                   g->items
+    g->moe_seq = calloc((size_t)R, sizeof *g->moe_seq);
+    g->moe_per_seq = model_moe_layers(s) * s->moe.E;
+    if (model_moe_capacity(s) > 0)
+        g->moe_cnt = calloc((size_t)(g->B_loc * g->moe_per_seq), sizeof *g->moe_cnt);
+    const int moe_ok = g->moe_seq && (model_moe_capacity(s) == 0 || g->moe_cnt);
+    return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos &&
+                   g->out_rows && g->ws && g->logits && g->lg_loc && g->lg_all && g->scr && g->qm &&
+                   g->om && g->a2a && g->items
                ? 0
                : -1;
 }
@@ -453,5 +473,6 @@ void gen_destroy(gen *g) {
     par_destroy(g->plan);
     mesh_destroy(g->gm);
     ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
-                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items, g);
+                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,
+                   g->moe_seq, g->moe_cnt, g);
 }

@@ -2,6 +2,7 @@
 #include "train/observe/metrics.h"
 
 #include <math.h>
+#include <stdint.h>
 
 const char *metrics_si(char *buf, size_t len, double v) {
     if (v >= 1e9)
@@ -13,6 +14,24 @@ const char *metrics_si(char *buf, size_t len, double v) {
     else
         snprintf(buf, len, "%.0f", v);
     return buf;
+}
+
+/* " | aux A z Z | dropped P% | experts c0/c1/..." (min and max past 16 experts). */
+static void format_moe(char *buf, size_t len, const metrics_row *r) {
+    int n = snprintf(buf, len, " | aux %.3f z %.3g | dropped %.1f%% | experts", r->moe_aux,
+                     r->moe_z, 100.0 * r->moe_dropped);
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t e = 0; e < r->moe_E && n >= 0 && (size_t)n < len; e++) {
+        int64_t c = 0;
+        for (int64_t l = 0; l < r->moe_layers; l++) c += r->moe_kept[l * r->moe_E + e];
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+        if (r->moe_E <= 16)
+            n += snprintf(buf + n, len - (size_t)n, "%s%lld", e ? "/" : " ", (long long)c);
+    }
+    if (r->moe_E > 16 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " min %lld max %lld of %lld", (long long)lo,
+                 (long long)hi, (long long)r->moe_E);
 }
 
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
@@ -38,8 +57,9 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
             n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms", 1e3 * r->book_seconds);
     }
     if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
-                 r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
+        n += snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
+                      r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
+    if (r->moe_layers > 0 && n >= 0 && (size_t)n < len) format_moe(buf + n, len - (size_t)n, r);
 }
 
 /* JSON has no NaN or infinity: a diverged loss is written as null. */
@@ -76,6 +96,18 @@ int metrics_write_json(FILE *f, const metrics_row *r) {
         bad |= json_num(f, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
     }
     if (!isnan(r->val_loss)) bad |= json_num(f, "val_loss", r->val_loss, "%.9g");
+    if (r->moe_layers > 0) {
+        bad |= json_num(f, "moe_aux", r->moe_aux, "%.6g");
+        bad |= json_num(f, "moe_z", r->moe_z, "%.6g");
+        bad |= json_num(f, "moe_dropped", r->moe_dropped, "%.6g");
+        bad |= fprintf(f, ",\"expert_tokens\":[") < 0;
+        for (int64_t l = 0; l < r->moe_layers; l++)
+            for (int64_t e = 0; e < r->moe_E; e++)
+                bad |= fprintf(f, "%s%lld%s", e ? "," : l ? ",[" : "[",
+                               (long long)r->moe_kept[l * r->moe_E + e],
+                               e + 1 == r->moe_E ? "]" : "") < 0;
+        bad |= fprintf(f, "]") < 0;
+    }
     bad |= fprintf(f, "}\n") < 0;
     bad |= fflush(f) != 0;
     return bad ? -1 : 0;
