@@ -1,6 +1,7 @@
 /* calc_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
  * front, then prints one plan or a search. See calc.h. */
 #include "calc/calc.h"
+#include "calc/calc_cp.h"
 #include "calc/calc_infer.h"
 
 #include <stdlib.h>
@@ -50,6 +51,13 @@ static const char *help_text =
     "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
     "                     direct ignores the link sharing of split axes)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
+    "Context parallelism (the sequence sharded over an axis; the zigzag split):\n"
+    "  --cp AXIS          shard every sequence's tokens over AXIS (one of x, y, z): training\n"
+    "                     adds the attention's collectives (all three algorithms priced side\n"
+    "                     by side), the ring's overlap threshold in T and the buffers; with\n"
+    "                     --infer, decode with the KV cache sharded over the sequence and\n"
+    "                     prefill with the prompt over AXIS\n"
+    "  --cp-alg ALG       allgather | ring (default) | ulysses\n"
     "Inference (the book's inference chapters):\n"
     "  --infer            predict serving instead of a training step: KV cache, memory per\n"
     "                     chip, smallest slice, prefill (TTFT), decode step and its regime,\n"
@@ -81,6 +89,8 @@ typedef struct {
     int search, chips, top, have_data, whole_axes, infer, grid;
     const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
     calc_format format;
+    calc_cp_opt cp; /* --cp, --cp-alg (cp_alg: given) */
+    int cp_alg;
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
@@ -279,6 +289,18 @@ static int parse_named(cli *c, const char *f, const char *v, char *err, size_t l
         c->infer_flag = "--flops-dtype";
         return 0;
     }
+    if (strcmp(f, "--cp") == 0) {
+        if (strlen(v) != 1 || v[0] < 'x' || v[0] > 'z')
+            return bad(err, len, f, v, "expected one axis: x, y or z");
+        c->cp.axis = v[0] - 'x';
+        return 0;
+    }
+    if (strcmp(f, "--cp-alg") == 0) {
+        const int a = calc_cp_alg_parse(v);
+        if (a < 0) return bad(err, len, f, v, "expected allgather, ring or ulysses");
+        c->cp.alg = (calc_cp_alg)a, c->cp_alg = 1;
+        return 0;
+    }
     if (strcmp(f, "--alg") == 0) {
         int a = calc_alg_parse(v);
         if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
@@ -438,14 +460,25 @@ static int finish(cli *c, char *err, size_t len) {
                    "topology lacks");
     const int split = finish_blocks(c, sizes, n, block, err, len);
     if (split < 0) return -1;
-    if (c->infer) { /* model parallel over every axis unless --tensor says otherwise */
-        if (!c->tensor[0]) s->tensor_mask = all;
+    const int cp = c->cp.axis >= 0 ? 1 << c->cp.axis : 0;
+    if (cp & ~all) return bad(err, len, "--cp", "", "names an axis the topology lacks");
+    if (cp & mask_of(c->data))
+        return errmsg_fail(err, len,
+                           "--cp %c: axis %c is also in --dp; an axis takes one role (the CP axis "
+                           "counts among the data axes for the weights by itself)",
+                           'x' + c->cp.axis, 'x' + c->cp.axis);
+    if (cp & (s->tensor_mask | s->pipe_mask))
+        return errmsg_fail(err, len, "--cp %c: axis %c is also the %s axis; an axis takes one role",
+                           'x' + c->cp.axis, 'x' + c->cp.axis,
+                           cp & s->tensor_mask ? "--tensor" : "--pipeline");
+    if (c->infer) { /* model parallel over every axis (but the CP axis) unless --tensor says */
+        if (!c->tensor[0]) s->tensor_mask = all & ~cp;
         s->data_mask = c->have_data ? mask_of(c->data) : 0;
         return 0;
     }
     /* A split axis's strided rest shards the batch unless --dp leaves it out. */
     s->data_mask =
-        c->have_data ? mask_of(c->data) : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
+        c->have_data ? mask_of(c->data) | cp : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
     return 0;
 }
 
@@ -480,8 +513,31 @@ static int run_search(cli *c, FILE *out, char *err, size_t len) {
     return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
 }
 
+/* --cp: the flags it cannot go with; 0 or −1 (err). */
+static int cp_check(const cli *c, char *err, size_t len) {
+    if (c->cp.axis < 0) return c->cp_alg ? errmsg_fail(err, len, "--cp-alg needs --cp AXIS") : 0;
+    if (c->search) return bad(err, len, "--cp", "with --search", "not supported");
+    if (c->format != CALC_FORMAT_TABLE)
+        return bad(err, len, "--cp", "with --format csv/json",
+                   "the context-parallel section is a table only; use --format table");
+    return 0;
+}
+
+/* --infer --cp: calc_infer's table on Y·C chips, then the sequence-sharded serving. */
+static int run_infer_cp(cli *c, FILE *out, char *err, size_t len) {
+    calc_cp_infer_result r;
+    if (calc_cp_infer(&c->s, &c->io, &c->cp, &r, err, len) < 0) return -1;
+    if (!out) return 0;
+    calc_spec yc = c->s;
+    yc.tensor_mask |= 1 << c->cp.axis;
+    calc_infer_print(out, &yc, &c->io, &r.base);
+    calc_cp_infer_print(out, &c->s, &c->io, &c->cp, &r);
+    return 0;
+}
+
 /* --infer: the serving prediction on out. Returns 0 or −1 (err). */
 static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    if (c->cp.axis >= 0) return run_infer_cp(c, out, err, len);
     calc_infer_result r;
     if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
     if (!out) return 0;
@@ -501,10 +557,12 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     calc_infer_defaults(&c.io);
     snprintf(c.chip, sizeof c.chip, "v5p");
     c.latency = -1;
+    c.cp = (calc_cp_opt){-1, CALC_CP_RING};
     c.top = 15;
     char err[512] = "";
     int rc = parse_args(&c, argc, argv, err, sizeof err);
     if (rc == 1 && out) fputs(help_text, out);
+    if (rc == 0) rc = cp_check(&c, err, sizeof err);
     if (rc == 0 && c.infer && c.search) {
         rc = bad(err, sizeof err, "--search", "with --infer", "not supported; give a --topology");
     } else if (rc == 0 && c.infer) {
@@ -513,7 +571,9 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
         rc = run_search(&c, out, err, sizeof err);
     } else if (rc == 0) {
         calc_result r;
+        calc_cp_result cr;
         rc = calc_compute(&c.s, &r, err, sizeof err);
+        if (rc == 0 && c.cp.axis >= 0) rc = calc_cp(&c.s, &r, &c.cp, &cr, err, sizeof err);
         if (rc == 0 && out) {
             if (c.format == CALC_FORMAT_CSV)
                 calc_print_csv(out, &c.s, &r);
@@ -522,6 +582,7 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
             else
                 calc_print(out, &c.s, &r);
             if (c.grid && c.format == CALC_FORMAT_TABLE) calc_print_pipe_grid(out, &c.s, &r);
+            if (c.cp.axis >= 0) calc_cp_print(out, &c.s, &r, &c.cp, &cr);
         }
     }
     if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);

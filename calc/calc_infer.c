@@ -141,6 +141,15 @@ static void prefill(const calc_spec *s, const calc_infer_opt *o, calc_infer_resu
              fmax((r->mem_params + n * kv_written) / s->chip.hbm_bw, forward_ici(s, r, n * T)));
 }
 
+calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params, double t_ici,
+                                         double *step) {
+    const double t = fmax(t_flops, fmax(t_params, t_ici));
+    *step = t_kv + t;
+    return t == t_ici && t_ici > 0 ? CALC_REGIME_ICI
+           : t == t_flops          ? CALC_REGIME_FLOPS
+                                   : CALC_REGIME_HBM;
+}
+
 /* One decode step of a replica: the book's T_kv + max(T_flops, T_params), with T_ici. */
 static void decode(const calc_spec *s, calc_infer_result *r) {
     const double Br = r->batch_per_replica;
@@ -148,11 +157,8 @@ static void decode(const calc_spec *s, calc_infer_result *r) {
     r->t_params = r->mem_params / s->chip.hbm_bw;
     r->t_flops = 2 * Br * r->params / (r->Y * r->C);
     r->t_ici = forward_ici(s, r, Br);
-    const double t = fmax(r->t_flops, fmax(r->t_params, r->t_ici));
-    r->regime = t == r->t_ici && r->t_ici > 0 ? CALC_REGIME_ICI
-                : t == r->t_flops             ? CALC_REGIME_FLOPS
-                                              : CALC_REGIME_HBM;
-    r->decode_step_s = r->t_kv + t;
+    r->regime =
+        calc_infer_decode_step(r->t_kv, r->t_flops, r->t_params, r->t_ici, &r->decode_step_s);
     r->tokens_per_s = Br * r->replicas / r->decode_step_s;
     r->tokens_per_s_per_chip = r->tokens_per_s / r->chips;
 }

@@ -87,6 +87,10 @@ void calc_infer_defaults(calc_infer_opt *o);
 int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r, char *err,
                size_t errlen);
 const char *calc_infer_regime_name(calc_infer_regime g); /* "HBM", "FLOP", "ICI" */
+/* A decode step from its terms: *step = t_kv + max(t_flops, t_params, t_ici); returns the regime
+ * of the largest of the three. */
+calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params,
+                                         double t_ici, double *step);
 /* The smallest power-of-two slice of `chips` that fits the chip's pod, as "4x2" (largest axis
  * first); "" (and −1) if none does. */
 int calc_pow2_slice(const cost_chip *chip, int chips, char *buf, size_t len);
