@@ -52,6 +52,7 @@ void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const ca
             cr->S_c, cr->T_l, cr->N_Y, cr->K_Y, cr->kv);
     print_rows(out, o, cr);
     const double T = (double)s->shape.T, thr = fmax(cr->T_overlap, cr->T_latency);
+    const double total = r->mem_total + cr->row[o->alg].mem;
     fprintf(out,
             "  ring overlap: a step attends 2*S_c*(T/C)^2*N_Y*H FLOPs in %.4g ms, one KV block "
             "crosses a link in %.4g ms (backward: twice the compute, K,V with dK,dV in %.4g ms) "
@@ -64,9 +65,10 @@ void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const ca
             cr->T_overlap, cr->T_latency, T, T >= thr ? "above" : "below");
     fprintf(out,
             "  memory: activations %.3f GB per chip (with %c idle, whole sequences per chip: "
-            "%.3f GB); + %s buffers %.3f GB -> %.3f GB of %.0f GB HBM\n",
+            "%.3f GB); + %s buffers %.3f GB -> %.3f GB of %.0f GB HBM: %s\n",
             cr->mem_acts / 1e9, ax, cr->mem_acts_idle / 1e9, calc_cp_alg_name(o->alg),
-            cr->row[o->alg].mem / 1e9, (r->mem_total + cr->row[o->alg].mem) / 1e9, r->hbm / 1e9);
+            cr->row[o->alg].mem / 1e9, total / 1e9, r->hbm / 1e9,
+            total <= r->hbm ? "fits" : "DOES NOT FIT");
 }
 
 void calc_cp_infer_print(FILE *out, const calc_spec *s, const calc_infer_opt *io,
