@@ -8,8 +8,10 @@
  * softmax and the weighted sum of values over positions in position order), never of the other
  * query rows of the call, of how the rows are chunked (p0, n), of the block size or of where the
  * blocks sit in the pool. So a chunked prefill, a decode step in a batch of any size and a
- * contiguous cache (one block holding every row) give the same bits. The fp32 pool is the only
- * element type so far; a bf16 pool gets a twin of this kernel reading the same block layout. */
+ * contiguous cache (one block holding every row) give the same bits. On a CPU with AVX2 and FMA
+ * the products are fused multiply-adds (other bits than the plain version's, the same for every
+ * call of a run). The fp32 pool is the only element type so far; a bf16 pool gets a twin of this
+ * kernel reading the same block layout. */
 #ifndef MT_KERNELS_ATTN_PAGED_H
 #define MT_KERNELS_ATTN_PAGED_H
 #include <stdint.h>
@@ -31,6 +33,11 @@ typedef struct {
 void kern_attn_paged(float *restrict out, float *restrict scratch, const float *restrict q,
                      const kern_kv_pages *kv, int64_t p0, int64_t n, int64_t Nl, int64_t Kl,
                      int64_t H);
+/* The plain version (SSE2 through GCC's vectoriser), which kern_attn_paged runs on CPUs without
+ * AVX2 and FMA; the same contract. */
+void kern_attn_paged_plain(float *restrict out, float *restrict scratch, const float *restrict q,
+                           const kern_kv_pages *kv, int64_t p0, int64_t n, int64_t Nl, int64_t Kl,
+                           int64_t H);
 /* Floats of scratch for rows up to position p0 + n − 1: (Nl/Kl)·(p0 + n). */
 int64_t kern_attn_paged_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl);
 /* Naive twin (double accumulation, exp from libm); needs no scratch. */

@@ -5,7 +5,8 @@
  *    the query rows are chunked (one prefill, random chunks, one row at a time as decode does);
  *  - within k·FLT_EPSILON·(|a| + |b| + 1) of its naive double twin, k = 64, and of kern_attn_cached
  *    (the contiguous-cache kernel of `generate`) on the same rows, k = 64;
- * on G = Nl/Kl of 1, 2 and 3, odd head dims, 1 to 70 positions. */
+ * on G = Nl/Kl of 1, 2 and 3, odd head dims, 1 to 70 positions; for the kernel as it runs on this
+ * CPU (AVX2 and FMA where there are) and for its plain version. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,10 @@ static float *paginate(kern_kv_pages *pg, int32_t *table, const float *k, const 
     return pool;
 }
 
+typedef void (*attn_fn)(float *restrict, float *restrict, const float *restrict,
+                        const kern_kv_pages *, int64_t, int64_t, int64_t, int64_t, int64_t);
+static attn_fn kernel = kern_attn_paged;
+
 /* Rows [0, S) of q through the pages in chunks: mode 0 all at once, 1 random chunks, 2 one by
  * one. */
 static void run_chunks(float *out, const float *q, const kern_kv_pages *pg, int64_t S, int64_t Nl,
@@ -60,7 +65,7 @@ static void run_chunks(float *out, const float *q, const kern_kv_pages *pg, int6
     for (int64_t p0 = 0; p0 < S;) {
         int64_t n = mode == 0 ? S : mode == 2 ? 1 : 1 + rndi(S - p0);
         if (n > S - p0) n = S - p0;
-        kern_attn_paged(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
+        kernel(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
         p0 += n;
     }
     free(scr);
@@ -111,10 +116,15 @@ static void run(int64_t S, int64_t Nl, int64_t Kl, int64_t H) {
 }
 
 int main(void) {
-    run(1, 1, 1, 4);
-    run(7, 4, 2, 8);
-    run(33, 6, 2, 5);
-    run(70, 3, 1, 16);
-    run(17, 8, 8, 6);
+    for (int plain = 0; plain < 2; plain++) {
+        printf("%s\n", plain ? "kern_attn_paged_plain:" : "kern_attn_paged (this CPU's path):");
+        kernel = plain ? kern_attn_paged_plain : kern_attn_paged;
+        run(1, 1, 1, 4);
+        run(7, 4, 2, 8);
+        run(33, 6, 2, 5);
+        run(70, 3, 1, 16);
+        run(17, 8, 8, 6);
+        run(40, 4, 2, 32);
+    }
     return check_finish("test_attn_paged");
 }

@@ -74,19 +74,21 @@ static const char *finish_reason(const front_req *r) {
     return r->end == BATCH_END_STOP ? "stop" : r->end == BATCH_END_LENGTH ? "length" : NULL;
 }
 
-/* A completion object (or a stream's chunk of it) with text[0..n). */
-static json_t *completion_json(const front_req *r, const char *text, size_t n, int final) {
+/* A completion object (or a stream's chunk of it) with text[0..n); with usage (the final chunk,
+ * or every chunk with stream_options.continuous_usage_stats) `tokens` generated so far. */
+static json_t *completion_json(const front_req *r, const char *text, size_t n, int final, int usage,
+                               size_t tokens) {
     char id[32];
     snprintf(id, sizeof id, "cmpl-%lld", (long long)r->id);
     json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s%, s:i, s:n, s:s?}]}", "id", id, "object",
                           "text_completion", "created", (json_int_t)time(NULL), "model",
                           "meshtrain", "choices", "text", text, n, "index", 0, "logprobs",
                           "finish_reason", final ? finish_reason(r) : NULL);
-    if (j && final)
+    if (j && usage)
         json_object_set_new(j, "usage",
                             json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->plen,
-                                      "completion_tokens", (json_int_t)r->nout, "total_tokens",
-                                      (json_int_t)(r->plen + (int64_t)r->nout)));
+                                      "completion_tokens", (json_int_t)tokens, "total_tokens",
+                                      (json_int_t)(r->plen + (int64_t)tokens)));
     return j;
 }
 
@@ -159,6 +161,10 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, const char *
     if (s && !json_is_null(s) && !json_is_boolean(s))
         return errmsg_fail(err, errlen, "stream must be true or false");
     r->stream = json_is_true(s);
+    json_t *so = json_object_get(body, *param = "stream_options");
+    if (so && !json_is_null(so) && (!json_is_object(so) || !r->stream))
+        return errmsg_fail(err, errlen, "stream_options must be an object, with stream true");
+    r->usage_always = json_is_true(json_object_get(so, "continuous_usage_stats"));
     if (json_is_true(json_object_get(body, *param = "echo")) ||
         (json_object_get(body, "logprobs") && !json_is_null(json_object_get(body, "logprobs"))))
         return errmsg_fail(err, errlen, "echo and logprobs are not supported");
@@ -192,7 +198,7 @@ static int next_event(stream_ctx *s) {
             char *clean = malloc(3 * (upto - s->sent) + 1);
             if (!clean) return 0;
             const size_t n = text_utf8_clean(clean, r->out + s->sent, upto - s->sent);
-            j = completion_json(r, clean, n, 0);
+            j = completion_json(r, clean, n, 0, r->usage_always, upto);
             free(clean);
             s->sent = upto;
             break;
@@ -205,7 +211,7 @@ static int next_event(stream_ctx *s) {
                 return 1;
             }
             j = r->status ? error_json((unsigned)r->status, NULL, r->error)
-                          : completion_json(r, "", 0, 1);
+                          : completion_json(r, "", 0, 1, 1, r->nout);
             break;
         }
         pthread_cond_wait(&r->cv, &s->f->mu);
@@ -277,7 +283,8 @@ static enum MHD_Result respond_whole(serve_front *f, struct MHD_Connection *c, f
         j = error_json(status, NULL, r->error);
     } else {
         char *clean = malloc(3 * r->cut + 1);
-        if (clean) j = completion_json(r, clean, text_utf8_clean(clean, r->out, r->cut), 1);
+        if (clean)
+            j = completion_json(r, clean, text_utf8_clean(clean, r->out, r->cut), 1, 1, r->nout);
         free(clean);
     }
     pthread_mutex_unlock(&f->mu);

@@ -17,6 +17,7 @@
 #include "train/serve/cost.h"
 #include "train/serve/front.h"
 #include "train/serve/loop.h"
+#include "train/serve/sim.h"
 #include "train/serve/stop.h"
 
 #define SERVE_ERR 512
@@ -24,6 +25,7 @@
 
 typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
+    char simulate[1024], sim_out[1024], sim_machine[64];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
     int64_t max_tokens, drain;
 } serve_flags;
@@ -63,6 +65,12 @@ static const serve_flag_def serve_flag_table[] = {
     {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off",
      "share full KV blocks of equal prefixes "
      "(default on)"},
+    {"simulate", 0, F_(simulate), 0, 0, NULL,
+     "no server: run the workload FILE (JSON lines t, prompt, max_tokens) on the book's virtual "
+     "clock"},
+    {"sim-out", 0, F_(sim_out), 0, 0, NULL, "--simulate: the requests' times, JSON lines"},
+    {"sim-machine", 0, F_(sim_machine), 0, 0, NULL,
+     "--simulate: BW,C (GB/s, GFLOP/s summed over ranks) to price steps at (default: measured)"},
     {"batching", 2, F_(batching), 0, 0, "continuous static",
      "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
 };
@@ -307,6 +315,29 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     return 0;
 }
 
+/* --simulate: the batcher on the book's virtual clock, on rank 0; no engine, no server. */
+static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
+    char err[SERVE_ERR] = "", axes[CONFIG_AXES_LEN];
+    mesh_axes dax;
+    config_data_axes(c, m, axes);
+    const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
+    const int32_t replicas =
+        mesh_axes_parse(m, axes, &dax) == 0 ? (int32_t)mesh_axes_size(m, dax) : 1;
+    const batch_opts o = batcher_options_of(f, c, replicas);
+    sim_opts so = {
+        f->simulate, f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1, f->max_queue, {0, 0}};
+    double bw = 0, fl = 0;
+    if (f->sim_machine[0] &&
+        (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
+        mesh_exit_error("--sim-machine %s: expected BW,C in GB/s and GFLOP/s, e.g. 30,120",
+                        f->sim_machine);
+    so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9} : gen_measure_machine(m);
+    int rc = 0;
+    if (mesh_rank(m) == 0) rc = serve_simulate(&c->shape, &o, &so, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    return 0;
+}
+
 int serve_main(int argc, char **argv) {
     char err[SERVE_ERR] = "";
     for (int i = 1; i < argc; i++)
@@ -342,7 +373,11 @@ int serve_main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    const int rc = run_serve(&c, &f, m);
+    if (!f.simulate[0] && (f.sim_out[0] || f.sim_machine[0]))
+        mesh_exit_error("--sim-out and --sim-machine go with --simulate FILE");
+    if (f.simulate[0] && !f.sim_out[0])
+        mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
+    const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m);
     mesh_destroy(m);
     return rc;
 }
