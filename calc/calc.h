@@ -47,8 +47,26 @@ typedef enum {
 } calc_remat;
 
 /* The role of a set of axes; CALC_ROLE_DCN is the data parallelism across pods (no mesh axis:
- * the pods, joined by the data-center network). */
-typedef enum { CALC_ROLE_DATA, CALC_ROLE_TENSOR, CALC_ROLE_PIPE, CALC_ROLE_DCN } calc_role;
+ * the pods, joined by the data-center network). With experts, CALC_ROLE_EXPERT is the expert
+ * axis Z (E_Z: the tokens' AllToAlls) and CALC_ROLE_EXPERT_DATA the data axes without it (X/Z:
+ * where the copies of one expert live, its weights' FSDP gathers and gradient reductions). */
+typedef enum {
+    CALC_ROLE_DATA,
+    CALC_ROLE_TENSOR,
+    CALC_ROLE_PIPE,
+    CALC_ROLE_DCN,
+    CALC_ROLE_EXPERT,
+    CALC_ROLE_EXPERT_DATA
+} calc_role;
+
+/* A mixture of experts (E = 0: a dense model). Every block's MLP is E routed experts, each a
+ * gated MLP of width F (0: the model's F), k of them per token, beside S shared (always-on) ones,
+ * and a router D×E; the routed experts are sharded over the one data axis of expert_mask (the
+ * book's W_in[E_Z, D_X, F_Y]: Z the expert axis, X the FSDP axis, Y the tensor axis). */
+typedef struct {
+    int64_t E, k, S, F;
+    int expert_mask;
+} calc_moe;
 
 /* Output formats of a plan and of a search. */
 typedef enum { CALC_FORMAT_TABLE, CALC_FORMAT_CSV, CALC_FORMAT_JSON } calc_format;
@@ -91,6 +109,7 @@ typedef struct {
      * 0 = the chip's (cost_chip_dcn_bw). */
     int pods;
     double dcn_bw;
+    calc_moe moe;
 } calc_spec;
 
 typedef struct {
@@ -173,6 +192,17 @@ typedef struct {
     double pods, chips_pod, tokens_per_pod;
     double dcn_bw;        /* per chip */
     double dcn_threshold; /* C / W_dcn: the book's per-pod batch below which DCN binds */
+    /* mixture of experts (spec moe.E > 0; else params_active = params, Z = 1, the rest 0) */
+    double params_active;       /* the parameters one token passes through (6·them·B: FLOPs) */
+    double Z;                   /* the expert axis's degree (1: every chip holds every expert) */
+    double expert_params;       /* the routed experts' parameters, all layers */
+    double tokens_per_expert;   /* (B/X)·Z·k/E: the tokens one copy of an expert takes a step */
+    double expert_intensity;    /* C·param_bytes/(2·W_hbm): the tokens an expert needs to be
+                                   FLOP-bound (the roofline's C/W_hbm, 240 on v5e in bf16) */
+    double moe_batch_threshold; /* expert_intensity·E/k: what an expert group's batch B/X·Z must
+                                   exceed (the book's ~240·E/k) */
+    double t_expert_hbm;        /* per layer and chip, fwd + bwd: the experts' weight reads beyond
+                                   their matmuls' time (the roofline's HBM floor; 0: FLOP-bound) */
 } calc_result;
 
 /* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,
@@ -186,6 +216,27 @@ int calc_model_preset(calc_shape *m, const char *name);
 /* Total parameters of the meshtrain model (GQA attention, gated MLP, 2 norms per layer, final
  * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
 double calc_params(const calc_shape *m);
+
+/* ---- mixture of experts (calc_moe.c) ---- */
+/* "mixtral-8x7b": E = 8, k = 2 (the published sizes; its shape from calc_model_preset); other
+ * presets: dense (E = 0). Returns 0, or −1 if unknown. */
+int calc_moe_preset(calc_moe *mo, const char *name);
+/* The expert width (moe F, or the model's F when 0). */
+int64_t calc_moe_F(const calc_shape *m, const calc_moe *mo);
+/* A MoE block's MLP parameters: the router D·E, E routed and S shared gated experts of 3·D·F_e:
+ * all of them, and the ones one token passes through (the router, k + S experts). */
+double calc_moe_block_params(const calc_shape *m, const calc_moe *mo);
+double calc_moe_block_active(const calc_shape *m, const calc_moe *mo);
+/* calc_params with every block's MLP a mixture of experts (= calc_params when E = 0); and the
+ * parameters one token passes through. */
+double calc_params_moe(const calc_shape *m, const calc_moe *mo);
+double calc_params_active(const calc_shape *m, const calc_moe *mo);
+/* The experts' checks for a training plan: 1 ≤ k ≤ E, the expert axis one whole data axis,
+ * E divisible by its size. Returns 0, or −1 with err. */
+int calc_moe_validate(const calc_spec *s, const calc_result *r, char *err, size_t errlen);
+/* The table's lines on the experts (after the header) and their thresholds. */
+void calc_moe_print(FILE *out, const calc_spec *s, const calc_result *r);
+void calc_moe_print_thresholds(FILE *out, const calc_spec *s, const calc_result *r);
 
 /* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
  * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */

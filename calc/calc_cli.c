@@ -23,8 +23,16 @@ static const char *help_text =
     "  --mesh x=A,y=B     the trainer's spelling of the same      --open AXES  force axes open\n"
     "Model (presets, then flags override):\n"
     "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
-    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
+    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096),\n"
+    "                     mixtral-8x7b (L=32 D=4096 F=14336 N=32 K=8 H=128 V=32000 T=4096,\n"
+    "                     8 experts, top-2: 46.7e9 params, 12.9e9 per token)\n"
     "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Mixture of experts (every block's MLP; the book's W_in[E_Z, D_X, F_Y]):\n"
+    "  --experts E        routed experts per block (0: dense)\n"
+    "  --moe-top-k k      experts per token (alias --top-k; default 2)\n"
+    "  --shared-experts S always-on experts      --expert-d-ff F  each expert's width (default F)\n"
+    "  --expert AXIS      shard the experts over one data axis (E_Z): two AllToAlls of the\n"
+    "                     tokens per block each way; with --infer, one of the model axes\n"
     "Pods (the book's multi-pod training):\n"
     "  --pods N           N copies of the topology joined by the data-center network, data\n"
     "                     parallel across them; the batch is global (B/N per pod). Gradients\n"
@@ -84,7 +92,7 @@ static const char *help_text =
 typedef struct {
     calc_spec s;
     calc_infer_opt io; /* --infer */
-    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
+    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8], expert[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
     int search, chips, top, have_data, whole_axes, infer, grid;
     const char *infer_flag; /* the last inference-only flag given (checked against --infer) */
@@ -180,7 +188,22 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         {"--head-dim", offsetof(calc_shape, H)}, {"--d-ff", offsetof(calc_shape, F)},
         {"--vocab", offsetof(calc_shape, V)},    {"--seq-len", offsetof(calc_shape, T)},
     };
+    static const struct {
+        const char *name;
+        size_t off;
+        double lo;
+    } moe[] = {{"--experts", offsetof(calc_moe, E), 1},   {"--moe-top-k", offsetof(calc_moe, k), 1},
+               {"--top-k", offsetof(calc_moe, k), 1},     {"--shared-experts", offsetof(calc_moe, S), 0},
+               {"--expert-d-ff", offsetof(calc_moe, F), 1}};
     double x;
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        if (strcmp(f, moe[i].name) == 0) {
+            if (num(f, v, moe[i].lo, &x, err, len) < 0 || x != (double)(int64_t)x || x > 1 << 20)
+                return errmsg_fail(err, len, "%s %s: expected a whole number from %.0f to %d", f,
+                                   v, moe[i].lo, 1 << 20);
+            *(int64_t *)((char *)&c->s.moe + moe[i].off) = (int64_t)x;
+            return 0;
+        }
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (strcmp(f, dims[i].name) == 0) {
             if (num(f, v, 1, &x, err, len) < 0) return -1;
@@ -243,9 +266,13 @@ static int parse_named(cli *c, const char *f, const char *v, char *err, size_t l
     if (strcmp(f, "--topology") == 0 || strcmp(f, "--mesh") == 0)
         return str_flag(f, v, c->topology, sizeof c->topology, err, len);
     if (strcmp(f, "--model") == 0)
-        return calc_model_preset(&c->s.shape, v) < 0
-                   ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+        return calc_model_preset(&c->s.shape, v) < 0 || calc_moe_preset(&c->s.moe, v) < 0
+                   ? bad(err, len, f, v, "expected llama3-70b, llama2-13b or mixtral-8x7b")
                    : 0;
+    if (strcmp(f, "--expert") == 0) {
+        if (!axes_ok(v) || strlen(v) != 1) return bad(err, len, f, v, "give one axis, x, y or z");
+        return str_flag(f, v, c->expert, sizeof c->expert, err, len);
+    }
     if (strcmp(f, "--dp") == 0 || strcmp(f, "--data-axes") == 0 || strcmp(f, "--data") == 0) {
         /* --data also names the trainer's data file; only axis names shard the batch here. */
         if (!axes_ok(v))
@@ -454,8 +481,12 @@ static int finish(cli *c, char *err, size_t len) {
     int block[COST_MAX_AXES] = {0, 0, 0};
     if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
     s->pipe_mask = mask_of(c->pipe);
-    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
-        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
+    s->moe.expert_mask = mask_of(c->expert);
+    if (s->moe.E > 0 && s->moe.k == 0) s->moe.k = 2; /* the book's typical k */
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open) |
+         s->moe.expert_mask) &
+        ~all)
+        return bad(err, len, "--dp/--tensor/--pipeline/--open/--expert", "",
                    "names an axis the "
                    "topology lacks");
     const int split = finish_blocks(c, sizes, n, block, err, len);

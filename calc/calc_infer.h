@@ -75,6 +75,13 @@ typedef struct {
     double alpha, beta; /* C/W_ici; W_hbm/W_ici (W bidirectional) */
     double tp_bound_flops; /* max(M_Y,1)·F/α: more tensor parallelism is ICI-bound in FLOPs */
     double tp_bound_hbm;   /* (param_bytes/act_bytes)·F/((B/R)·β): ICI-bound while HBM-bound */
+    /* mixture of experts (spec moe.E > 0; else params_active = params, the rest 0) */
+    double params_active;    /* the parameters a token passes through: decode's and prefill's FLOPs */
+    double experts_touched;  /* E·(1 − (1 − k/E)^(B/R)): the experts a decode step's tokens reach
+                                per block, routing uniform; only their weights are read */
+    double t_alltoall;       /* decode: the two AllToAlls per block over the expert axis */
+    double b_crit_moe;       /* B_crit·E/k: the batch per replica past which each expert's tokens
+                                (B/R)·k/E make its weights FLOP-bound */
 } calc_infer_result;
 
 /* Defaults: batch 1, context 0 (must be given), prefill = context, bf16 weights, KV and FLOPs,

@@ -11,7 +11,11 @@
 #include <string.h>
 
 static const char *role_name(calc_role r) {
-    return r == CALC_ROLE_TENSOR ? "tensor" : r == CALC_ROLE_DCN ? "dcn" : "data";
+    return r == CALC_ROLE_TENSOR        ? "tensor"
+           : r == CALC_ROLE_DCN         ? "dcn"
+           : r == CALC_ROLE_EXPERT      ? "expert"
+           : r == CALC_ROLE_EXPERT_DATA ? "expert_data"
+                                        : "data";
 }
 
 /* ---- JSON ---- */
@@ -189,6 +193,17 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     json_memory(out, r);
     fputs(",\n\"thresholds\": ", out);
     json_thresholds(out, r);
+    if (s->moe.E) {
+        fputs(",\n\"experts\": ", out);
+        OBJECT(out, NUM("E", s->moe.E), NUM("k", s->moe.k), NUM("shared", s->moe.S),
+               NUM("F_e", calc_moe_F(&s->shape, &s->moe)), NUM("Z", r->Z),
+               NUM("params", r->params), NUM("params_active", r->params_active),
+               NUM("expert_params", r->expert_params),
+               NUM("tokens_per_expert", r->tokens_per_expert),
+               NUM("expert_intensity", r->expert_intensity),
+               NUM("batch_threshold", r->moe_batch_threshold),
+               NUM("t_expert_hbm", r->t_expert_hbm));
+    }
     fputs(",\n\"notes\": [", out);
     char notes[CALC_MAX_NOTES][CALC_NOTE_LEN];
     const int n = calc_notes(s, r, notes);
@@ -326,6 +341,12 @@ void calc_infer_print_json(FILE *out, const calc_spec *s, const calc_infer_opt *
            NUM("tokens_per_s_per_chip", r->tokens_per_s_per_chip), NUM("b_crit", r->b_crit),
            NUM("alpha", r->alpha), NUM("beta", r->beta), NUM("tp_bound_flops", r->tp_bound_flops),
            NUM("tp_bound_hbm", r->tp_bound_hbm));
+    if (s->moe.E) {
+        fputs(",\n\"experts\": ", out);
+        OBJECT(out, NUM("E", s->moe.E), NUM("k", s->moe.k), NUM("shared", s->moe.S),
+               NUM("params_active", r->params_active), NUM("experts_touched", r->experts_touched),
+               NUM("t_alltoall", r->t_alltoall), NUM("b_crit_moe", r->b_crit_moe));
+    }
     fputs("}\n", out);
 }
 

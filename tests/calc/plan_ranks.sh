@@ -24,7 +24,7 @@ run() {
     fi
 }
 run 2 2 --chip v5p --topology 16x16x16 --model foo --tokens 4M
-n=$(grep -c "meshplan: error: --model foo: expected llama3-70b or llama2-13b" "$dir/out")
+n=$(grep -c "meshplan: error: --model foo: expected llama3-70b, llama2-13b or mixtral-8x7b" "$dir/out")
 [ "$n" -eq 1 ] || { echo "FAIL: the message appears $n times, expected once"; cat "$dir/out"; fail=1; }
 run 3 2 --chip v5p --topology 16x16x16 --model llama3-70b --tokens 4M --tensor z:5
 run 2 0 --chip v5p --topology 16x16x16 --model llama3-70b --tokens 4M --tensor z:4
