@@ -20,9 +20,15 @@
 #
 # usage: bench/serve_bench.sh [BUILD_DIR]
 # env:   ROUNDS=1 N=80 RATE=8 B=8 NP=1 MESH="" SEED=1 OUT=bench/serve_out SLO_TTFT=1 SLO_TPOT=0.05
-#        MODEL="--layers 4 --d-model 256 --heads 8 --kv-heads 4 --d-ff 704 --seq-len 256"
-# A quick check that the script works: N=16 RATE=4 bench/serve_bench.sh build (about 3 minutes
-# on the loaded 2-vCPU machine).
+#        MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
+# The default model is bench/infer_bench.sh's (103 MB of fp32 weights, beyond the caches): its
+# decode step is bound by memory bandwidth up to B_crit (5-9 sequences on these cores), where a
+# static batch that has shrunk costs as much per step as a full one, which is the waste
+# continuous batching removes; past B_crit a CPU's step grows with the batch and both schemes
+# converge. RATE must exceed what static batches can serve (the table shows both).
+# A quick check that the script works: N=16 RATE=4 MODEL="--layers 4 --d-model 256 --heads 8
+# --kv-heads 4 --d-ff 704 --seq-len 256" bench/serve_bench.sh build (about 2 minutes on the
+# loaded 2-vCPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -30,7 +36,7 @@ BUILD=${1:-build}
 ROUNDS=${ROUNDS:-1} N=${N:-80} RATE=${RATE:-8} B=${B:-8} NP=${NP:-1} SEED=${SEED:-1}
 OUT=${OUT:-bench/serve_out} SLO_TTFT=${SLO_TTFT:-1} SLO_TPOT=${SLO_TPOT:-0.05}
 MESH=${MESH:-}
-read -r -a MODEL <<<"${MODEL:---layers 4 --d-model 256 --heads 8 --kv-heads 4 --d-ff 704 --seq-len 256}"
+read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
 read -r -a MESHA <<<"$MESH"
 CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
 PY=${PYTHON:-python3}

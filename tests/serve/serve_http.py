@@ -17,6 +17,10 @@ server's "listening on" line), checks what the server answered, and stops it on 
   overload    --max-queue 2: the excess get 503 with Retry-After at once, the rest complete
   sigterm     SIGTERM to mpirun with requests running and queued: each finishes or gets an error
               (503 / an SSE error event), none hangs, every rank exits
+  virtual_clock  meshtrain serve --simulate (the batcher on the book's roofline clock, machine
+              fixed by --sim-machine, so every figure is computed, not timed): every request runs
+              to max_tokens with consistent times, the run is deterministic, and in the book's
+              model continuous batching beats static batches and the prefix cache cuts TTFT
   page        the page at / in headless Chromium (Debian's chromium; skipped with status 77
               without it): the prompt given in its query string streams into #out, which ends
               equal to the same completion asked for by a client
@@ -419,6 +423,53 @@ def scenario_sigterm_mpirun(args):
           "SSE error event), %d hung" % (len(finished), len(errors), len(hung)))
     check(rc is not None and "from the launcher" in log and "serve summary" in log,
           "every rank exited %.1f s after the signal (mpirun status %s) after draining" % (dt, rc))
+
+
+def scenario_virtual_clock(args):
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    load = [sys.executable, os.path.join(root, "bench", "serve_load.py")]
+    corpus = os.path.join(root, "data", "tinyshakespeare.txt")
+    shape = ["--layers", "8", "--d-model", "512", "--heads", "8", "--kv-heads", "4", "--d-ff",
+             "1408", "--seq-len", "256"]
+    w = {k: os.path.join(args.work, k + ".jsonl") for k in ("poisson", "shared")}
+    for kind in w:
+        subprocess.run(load + ["gen", kind, w[kind], "--corpus", corpus, "--n", "40", "--rate",
+                               "40", "--seed", "3", "--context", "256", "--prefix", "96"],
+                       check=True, capture_output=True)
+
+    def sim(tag, work, extra):
+        out = os.path.join(args.work, tag + ".out.jsonl")
+        cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(args.np),
+               args.meshtrain, "serve"] + shape + args.mesh + extra + [
+                   "--simulate", work, "--sim-out", out, "--sim-machine", "20,100"]
+        subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
+        rs = [json.loads(l) for l in open(out)]
+        return rs, open(out).read()
+    cont, text1 = sim("cont", w["poisson"], ["--max-seqs", "8", "--batching", "continuous"])
+    _, text2 = sim("cont2", w["poisson"], ["--max-seqs", "8", "--batching", "continuous"])
+    stat, _ = sim("static", w["poisson"], ["--max-seqs", "8", "--batching", "static"])
+    work = [json.loads(l) for l in open(w["poisson"])]
+    ok = all(r["status"] == 200 and r["n_out"] == q["max_tokens"] and
+             r["t_send"] <= r["t_first"] <= r["t_end"] and len(r["itl"]) == r["n_out"] - 1
+             for r, q in zip(cont, work))
+    check(ok and len(cont) == 40, "virtual clock: 40 requests each ran to max_tokens, times in "
+          "order, one gap per token after the first")
+    check(text1 == text2, "virtual clock: the same workload gives the same times")
+
+    def span(rs):
+        return max(r["t_end"] for r in rs) - min(r["t_send"] for r in rs)
+
+    def mean_ttft(rs):
+        return sum(r["t_first"] - r["t_send"] for r in rs) / len(rs)
+    check(span(cont) < span(stat) and mean_ttft(cont) < mean_ttft(stat),
+          "book's model, 40 req at 40/s: continuous batching %.3f s, mean TTFT %.1f ms; static "
+          "batches %.3f s, %.1f ms" % (span(cont), 1e3 * mean_ttft(cont), span(stat),
+                                      1e3 * mean_ttft(stat)))
+    on, _ = sim("prefix_on", w["shared"], ["--prefix-cache", "on"])
+    off, _ = sim("prefix_off", w["shared"], ["--prefix-cache", "off"])
+    check(mean_ttft(on) < mean_ttft(off),
+          "book's model, shared 96-token prefix: mean TTFT %.2f ms with the prefix cache, %.2f "
+          "ms without" % (1e3 * mean_ttft(on), 1e3 * mean_ttft(off)))
 
 
 def scenario_page(args):

@@ -289,8 +289,8 @@ static int plan_running(batcher *s, batch_plan *p, seq *q) {
 static int32_t pick_replica(const batcher *s) {
     int32_t best = -1;
     for (int32_t r = 0; r < s->o.replicas; r++) {
-        if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs || s->budget[r] < 1) continue;
-        if (s->o.static_batches && !s->was_empty[r]) continue;
+        if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
+        if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
         if (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best]) ||
             (kvb_available(s->pool[r]) == kvb_available(s->pool[best]) &&
              s->nrun[r] < s->nrun[best]))
@@ -300,7 +300,9 @@ static int32_t pick_replica(const batcher *s) {
 }
 
 /* Admits the head of the queue to replica r: the prefix cache's blocks, then a first chunk. 0
- * when it does not fit (nothing changes). */
+ * when it does not fit (nothing changes), except with static batches, where the whole batch
+ * joins the empty replica at once and a sequence without room for a chunk yet starts in a later
+ * step. */
 static int admit(batcher *s, batch_plan *p, int32_t r) {
     seq *q = s->wait[0];
     kvb_pool *pool = s->pool[r];
@@ -313,18 +315,18 @@ static int admit(batcher *s, batch_plan *p, int32_t r) {
     if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
     const int64_t avail = kvb_available(pool);
-    if (blocks_needed(s, q, q->computed + want) > avail) {
+    if (blocks_needed(s, q, q->computed + want) > avail)
         want = (q->nblocks + avail) * bs - q->computed;
-        if (want < 1) {
-            release_blocks(s, q);
-            q->replica = -1;
-            return 0;
-        }
+    if (want < 1 && !s->o.static_batches) {
+        release_blocks(s, q);
+        q->replica = -1;
+        return 0;
     }
     s->counts.cached_tokens += q->computed;
     memmove(s->wait, s->wait + 1, (size_t)(s->nwait - 1) * sizeof *s->wait);
     s->nwait--;
     s->run[r][s->nrun[r]++] = q;
+    if (want < 1) return 1;
     grow(s, q, q->computed + want);
     add_item(s, p, q, (int32_t)want);
     return 1;

@@ -13,7 +13,9 @@
  * request that fits the pool alone (batcher_fits) always finishes.
  *
  * With static_batches the scheduler is the baseline a server without continuous batching is:
- * a replica admits only when it is empty, and its batch runs until every sequence in it ends.
+ * a replica admits only when it is empty, then takes up to --max-seqs waiting requests at once as
+ * its batch (their prefills run as the budget allows), and the batch runs until every sequence
+ * in it ends.
  *
  * The step's decisions form a batch_plan, a flat value every rank receives (serve_cli.c) and
  * the engine runs; the sampled tokens come back through batcher_commit. Pure: no MPI, no model. */
