@@ -7,10 +7,10 @@
  * whose read rate is reported as GB/s beside the machine's read bandwidth (kern_measure_read_bw on
  * a buffer as large). Variants alternate product by product within each round, so that all see
  * the same machine; the table gives the minimum and the median time over the rounds, as GFLOP/s.
- * One thread. Not a test: nothing is asserted.
+ * One thread (--threads: OpenBLAS's and the bf16 contexts'). Not a test: nothing is asserted.
  *
  * usage: gemm_bench [--rounds R] [--paths avx2,portable,...] [--decode-mb MB] [--csv FILE]
- *                   [--no-train] [--no-decode] [--cpu-clock]
+ *                   [--no-train] [--no-decode] [--cpu-clock] [--threads N]
  * --paths: the bf16 paths to time (default: every path this CPU has; one oneDNN path at most,
  * since oneDNN's ISA cap is per process). --decode-mb: the bf16 weight's size (default 256 MB;
  * its fp32 copy is twice that). CSV columns: part,shape,product,variant,min_ms,median_ms,gflops,gbs
@@ -173,7 +173,7 @@ static void decode_part(bench *bn, double mb) {
 }
 
 /* Adds the bf16 variants of the comma-separated list (NULL: every path this CPU has). */
-static void add_paths(bench *bn, const char *list) {
+static void add_paths(bench *bn, const char *list, int threads) {
     char buf[128], msg[256];
     snprintf(buf, sizeof buf, "%s", list ? list : "amx,avx512bf16,avx2,portable");
     int dnnl_used = 0;
@@ -187,7 +187,7 @@ static void add_paths(bench *bn, const char *list) {
         }
         const int dnnl = p == KERN_BF16_AMX || p == KERN_BF16_AVX512BF16;
         if (dnnl && dnnl_used++) continue; /* oneDNN's ISA cap: one oneDNN path per process */
-        kern_bf16_ctx *ctx = kern_bf16_ctx_create(p, 1, msg, sizeof msg);
+        kern_bf16_ctx *ctx = kern_bf16_ctx_create(p, threads, msg, sizeof msg);
         if (!ctx) {
             fprintf(stderr, "gemm_bench: %s\n", msg);
             continue;
@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
     snprintf(bn.v[0].name, sizeof bn.v[0].name, "fp32 kern_gemm");
     const char *paths = NULL, *csv = NULL;
     double mb = 256;
-    int train = 1, decode = 1;
+    int train = 1, decode = 1, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             bn.rounds = atoi(argv[++i]);
@@ -218,28 +218,31 @@ int main(int argc, char **argv) {
             decode = 0;
         else if (!strcmp(argv[i], "--cpu-clock"))
             clock_id = CLOCK_THREAD_CPUTIME_ID;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: gemm_bench [--rounds R] [--paths avx2,portable,...] "
                             "[--decode-mb MB] [--csv FILE] [--no-train] [--no-decode] "
-                            "[--cpu-clock]\n");
+                            "[--cpu-clock] [--threads N]\n");
             return 2;
         }
     }
-    if (bn.rounds < 1 || bn.rounds > MAX_ROUNDS || mb < 1) {
-        fprintf(stderr, "gemm_bench: --rounds must be 1..%d and --decode-mb ≥ 1\n", MAX_ROUNDS);
+    if (bn.rounds < 1 || bn.rounds > MAX_ROUNDS || mb < 1 || threads < 1 || threads > 256) {
+        fprintf(stderr, "gemm_bench: --rounds must be 1..%d, --decode-mb ≥ 1, --threads 1..256\n",
+                MAX_ROUNDS);
         return 2;
     }
-    kern_set_threads(1);
-    add_paths(&bn, paths);
+    kern_set_threads(threads);
+    add_paths(&bn, paths, threads);
     if (csv && !(bn.csv = fopen(csv, "w"))) {
         fprintf(stderr, "gemm_bench: cannot write %s\n", csv);
         return 2;
     }
     char cpu[64];
     kern_cpu_model(cpu, sizeof cpu);
-    printf("gemm_bench on %s, one thread, %d rounds, %s clock (min and median ms; GFLOP/s and GB/s "
-           "of the median)\n",
-           cpu, bn.rounds, clock_id == CLOCK_MONOTONIC ? "monotonic" : "thread CPU");
+    printf("gemm_bench on %s, %d thread(s), %d rounds, %s clock (min and median ms; GFLOP/s and "
+           "GB/s of the median)\n",
+           cpu, threads, bn.rounds, clock_id == CLOCK_MONOTONIC ? "monotonic" : "thread CPU");
     if (bn.csv) fprintf(bn.csv, "part,shape,product,variant,min_ms,median_ms,gflops,gbs\n");
     if (train) {
         train_part(&bn, "(a)", 2048, 256, 1024);

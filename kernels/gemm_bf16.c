@@ -11,12 +11,14 @@
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16_impl.h"
 #include "kernels/measure_impl.h"
+#include "kernels/pool_impl.h"
 
 struct kern_bf16_ctx {
     kern_bf16_path path;
-    bf16_ws ws;       /* own paths */
+    int threads;      /* own kernels: parts of a product's columns; oneDNN: OpenMP threads */
+    bf16_ws *ws;      /* the avx2 kernels' workspace, one per thread (NULL on the portable path) */
+    kern_pool *pool;  /* threads − 1 workers (NULL with one thread) */
     bf16_dnnl *dnnl;  /* oneDNN paths */
-    int threads;      /* oneDNN's OpenMP threads (own paths: 1) */
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
 };
 
@@ -96,34 +98,40 @@ kern_bf16_ctx *kern_bf16_ctx_create(kern_bf16_path p, int threads, char *msg, si
         return NULL;
     }
     ctx->path = r;
-    ctx->threads = 1;
+    ctx->threads = threads < 1 ? 1 : threads;
     if (r == KERN_BF16_AMX || r == KERN_BF16_AVX512BF16) {
         const bf16_dnnl_isa isa = r == KERN_BF16_AMX ? BF16_DNNL_AMX : BF16_DNNL_AVX512BF16;
-        ctx->threads = threads < 1 ? 1 : threads;
-        ctx->dnnl = bf16_dnnl_create(isa, ctx->threads, msg, size);
-        if (!ctx->dnnl) {
+        if (!(ctx->dnnl = bf16_dnnl_create(isa, ctx->threads, msg, size))) {
             free(ctx);
             return NULL;
         }
     }
-    /* the avx2 workspace also serves the oneDNN paths' fallback */
-    if (r != KERN_BF16_PORTABLE) {
-        ctx->ws.a = aligned_alloc(64, (BF16_WS_A_FLOATS * sizeof(float) + 63) / 64 * 64);
-        ctx->ws.b = aligned_alloc(64, (BF16_WS_B_FLOATS * sizeof(float) + 63) / 64 * 64);
-        if (!ctx->ws.a || !ctx->ws.b) {
-            kern_bf16_ctx_destroy(ctx);
-            snprintf(msg, size, "bf16 context: out of memory for the workspace");
-            return NULL;
+    int ok = ctx->threads == 1 || (ctx->pool = kern_pool_create(ctx->threads)) != NULL;
+    if (ok && r != KERN_BF16_PORTABLE) { /* the avx2 workspaces (also the oneDNN paths' own) */
+        ok = (ctx->ws = calloc((size_t)ctx->threads, sizeof *ctx->ws)) != NULL;
+        for (int t = 0; ok && t < ctx->threads; t++) {
+            ctx->ws[t].a = aligned_alloc(64, (BF16_WS_A_FLOATS * sizeof(float) + 63) / 64 * 64);
+            ctx->ws[t].b = aligned_alloc(64, (BF16_WS_B_FLOATS * sizeof(float) + 63) / 64 * 64);
+            ok = ctx->ws[t].a && ctx->ws[t].b;
         }
+    }
+    if (!ok) {
+        kern_bf16_ctx_destroy(ctx);
+        snprintf(msg, size, "bf16 context: no memory or threads for %d thread(s)", threads);
+        return NULL;
     }
     return ctx;
 }
 
 void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx) {
     if (!ctx) return;
+    kern_pool_destroy(ctx->pool);
     bf16_dnnl_destroy(ctx->dnnl);
-    free(ctx->ws.a);
-    free(ctx->ws.b);
+    for (int t = 0; ctx->ws && t < ctx->threads; t++) {
+        free(ctx->ws[t].a);
+        free(ctx->ws[t].b);
+    }
+    free(ctx->ws);
     free(ctx);
 }
 
@@ -143,14 +151,44 @@ static int empty(float *C, int64_t M, int64_t N, int64_t K, int64_t ldc, bool ac
     return 1;
 }
 
+/* One product on the own kernels, or the part of it that thread t computes: the columns
+ * [t·chunk, (t + 1)·chunk) of C (all of them when chunk = N). */
+typedef struct {
+    kern_bf16_ctx *ctx;
+    float *C;
+    const kern_bf16 *A, *B;
+    int64_t M, N, K, lda, ldb, ldc, chunk;
+    bool ta, tb, acc;
+} own_job;
+
+static void own_part(void *arg, int t) {
+    const own_job *o = arg;
+    const int64_t j0 = (int64_t)t * o->chunk, n = o->N - j0 < o->chunk ? o->N - j0 : o->chunk;
+    if (n <= 0) return;
+    const kern_bf16 *B = o->tb ? o->B + j0 * o->ldb : o->B + j0;
+    if (o->ctx->path == KERN_BF16_PORTABLE)
+        bf16_gemm_plain(o->C + j0, o->A, B, o->M, n, o->K, o->ta, o->tb, o->lda, o->ldb, o->ldc,
+                        o->acc);
+    else
+        bf16_gemm_avx2(&o->ctx->ws[t], o->C + j0, o->A, B, o->M, n, o->K, o->ta, o->tb, o->lda,
+                       o->ldb, o->ldc, o->acc);
+}
+
+/* Products of fewer multiply-adds stay on one thread: waking the workers costs tens of µs. */
+#define OWN_SPLIT_MIN (1 << 20)
+
 void bf16_gemm_own(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                    bool acc) {
     if (empty(C, M, N, K, ldc, acc)) return;
-    if (ctx->path == KERN_BF16_PORTABLE)
-        bf16_gemm_plain(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
-    else
-        bf16_gemm_avx2(&ctx->ws, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+    own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc};
+    const int T = ctx->threads;
+    if (T == 1 || (double)M * (double)N * (double)K < OWN_SPLIT_MIN || N < 32) {
+        own_part(&o, 0);
+        return;
+    }
+    o.chunk = ((N + T - 1) / T + 15) / 16 * 16; /* whole panels of 16 columns */
+    kern_pool_run(ctx->pool, own_part, &o);
 }
 
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,

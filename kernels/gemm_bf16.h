@@ -20,11 +20,12 @@
  *     products of bf16 values are exact in fp32, so both paths give the same bits (but for
  *     products under 2^-126 or past fp32's range), and a row's result depends on nothing but its
  *     row of op(A) and op(B): not on M (decode and prefill agree bit for bit), nor on N, the
- *     transposes, the strides or the blocking. Single-threaded.
+ *     transposes, the strides, the blocking or the thread count.
  *   amx, avx512bf16: oneDNN's order of summation (pairs of k per instruction, its blocking of K,
  *     which may depend on the shape and the thread count); denormal inputs and results are
  *     flushed to zero by the instructions. Bit-identical run to run for the same shapes and
- *     thread count; a row's result may depend on M.
+ *     thread count (oneDNN's promise, with a fixed thread count); a row's result may depend on
+ *     M.
  *   Every path: |c − Σ a·b| ≤ γ_{K+1}·(Σ|a·b| + |C₀|) + 2^-126·(Σ(|a| + |b|) + 2K + 1),
  *   γ_n = n·u/(1 − n·u), against the exact sum of the bf16 inputs' products (the test's bound).
  *
@@ -68,19 +69,23 @@ int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, 
 int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size);
 
 /* A bf16 context: the chosen path and what it needs between calls. Own paths: the workspace of
- * the packed panels, a fixed 2.2 MB whatever the shapes (blocking bounds it), so there is nothing
- * to size. oneDNN paths: the engine, the stream and a table of primitives, one per distinct
- * product (shape, strides, transposes, accumulate), made by the product's first call (which
- * allocates and compiles its kernels, ~1 ms: the model's first step makes all of a step's) and
- * reused after; a table that fills up (KERN_BF16_MAX_PRIMS) evicts its oldest entry. One context
- * per thread: a product writes the context's workspace. */
+ * the packed panels, a fixed 2.2 MB per thread whatever the shapes (blocking bounds it), so there
+ * is nothing to size; with several threads, a pool of workers. oneDNN paths: the engine, the
+ * stream and a table of primitives, one per distinct product (shape, strides, transposes,
+ * accumulate), made by the product's first call (which allocates and compiles its kernels, ~1 ms:
+ * the model's first step makes all of a step's) and reused after; a table that fills up
+ * (KERN_BF16_MAX_PRIMS) evicts its least recently used entry. A context serves one calling thread
+ * at a time (a product writes its workspace): one context per thread that multiplies. */
 typedef struct kern_bf16_ctx kern_bf16_ctx;
 #define KERN_BF16_MAX_PRIMS 256
 
 /* Creates the context of path p (AUTO: resolved; every path checked as kern_bf16_path_check
- * does). threads: the oneDNN paths' OpenMP threads for the calling thread (≥ 1; the own paths run
- * on the calling thread alone). A oneDNN path caps oneDNN's ISA for the whole process, which
- * oneDNN allows before its first primitive only. Returns NULL with the reason in msg[size]. */
+ * does), for `threads` threads (≥ 1). Own kernels: a product of ≥ 2^20 multiply-adds has its
+ * columns split over the threads (the caller's and threads − 1 workers made here), each column
+ * computed by one thread with the same chains, so the results are the same bits for every thread
+ * count. oneDNN paths: the calling thread's OpenMP threads; a oneDNN path also caps oneDNN's ISA
+ * for the whole process, which oneDNN allows before its first primitive only. Returns NULL with
+ * the reason in msg[size]. */
 kern_bf16_ctx *kern_bf16_ctx_create(kern_bf16_path p, int threads, char *msg, size_t size);
 /* Frees the context (NULL: nothing). */
 void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx);

@@ -18,7 +18,8 @@
  * powers of two; inputs with bf16 denormals; the model's three products. Also: run to run
  * bit-identical; on the own paths a row's result equal bit for bit whatever M (each row alone vs
  * all at once), and the avx2 path equal bit for bit to the portable one (these three on products
- * of up to 2e6 multiply-adds, to keep the test fast). */
+ * of up to 2e6 multiply-adds, to keep the test fast); on the own paths 3 threads equal to 1 bit
+ * for bit (the products past 2^20 multiply-adds are split). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "ktest.h"
 
 static kern_bf16_ctx *ctx, *plain_ctx; /* plain_ctx: the portable path, for the avx2 path */
+static kern_bf16_ctx *ctx3;            /* own paths: the same path on 3 threads */
 static int own;                        /* the path is one of meshtrain's own */
 
 /* n bf16 values, uniform in [-1, 1) from seed, each row of `cols` scaled by 2^(row % 7 − 3). */
@@ -140,6 +142,12 @@ static void one(shape s, uint64_t seed) {
         kern_gemm_bf16(plain_ctx, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
         if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
             bad |= check_expect(0, "%s: avx2 bit-equal to portable", what);
+    }
+    if (ctx3) { /* 3 threads: the columns split (from 2^20 multiply-adds), the same bits */
+        memcpy(C2, C0, (size_t)nc * sizeof *C);
+        kern_gemm_bf16(ctx3, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
+        if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
+            bad |= check_expect(0, "%s: 3 threads bit-equal to 1", what);
     }
     if (own && s.M > 1 && small) { /* each row alone: decode's M = 1 against prefill's M */
         memcpy(C2, C0, (size_t)nc * sizeof *C);
@@ -306,6 +314,8 @@ int main(int argc, char **argv) {
     const kern_bf16_path path = kern_bf16_ctx_path(ctx);
     own = path == KERN_BF16_AVX2 || path == KERN_BF16_PORTABLE;
     if (path == KERN_BF16_AVX2) plain_ctx = kern_bf16_ctx_create(KERN_BF16_PORTABLE, 1, msg, 256);
+    if (own && !(ctx3 = kern_bf16_ctx_create(path, 3, msg, sizeof msg)))
+        check_expect(0, "a context of 3 threads: %s", msg);
     shapes();
     denormals();
     wrappers(67, 33, 50);
@@ -318,5 +328,6 @@ int main(int argc, char **argv) {
                  (long long)kern_bf16_ctx_fallbacks(ctx));
     kern_bf16_ctx_destroy(ctx);
     kern_bf16_ctx_destroy(plain_ctx);
+    kern_bf16_ctx_destroy(ctx3);
     return check_finish("kern_gemm_bf16");
 }
