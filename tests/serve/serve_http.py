@@ -5,7 +5,8 @@ usage: serve_http.py SCENARIO MPIEXEC MESHTRAIN WORKDIR NP [mesh flags...]
 
 Each scenario starts its own server on a free loopback port (--port 0, the port read from the
 server's "listening on" line), checks what the server answered, and stops it on every exit path
-(the mpirun's process group is ended: SIGTERM, then SIGKILL after 30 s). Scenarios:
+(the mpirun's process group is ended: SIGTERM, then SIGKILL after 30 s; SIGTERM to this script
+does the same, and mpirun's --timeout 600 ends a server this script could not stop). Scenarios:
   basic       /health, /v1/models, greedy and sampled completions equal `meshtrain generate` on
               the same prompt, streaming equal to the whole text, stop strings, every bad
               request (malformed JSON, a prompt longer than the context, max_tokens too large,
@@ -58,8 +59,10 @@ class Server:
         self.log = os.path.join(args.work, tag + ".log")
         e = mpi_env()
         e.update(env or {})
-        cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(args.np),
-               args.meshtrain, "serve", "--port", "0", "--ckpt", args.ckpt] + args.mesh + extra
+        # mpirun --timeout: even if this script is killed before its finally, the job ends
+        cmd = [args.mpiexec, "--timeout", "600", "--oversubscribe", "--bind-to", "none", "-np",
+               str(args.np), args.meshtrain, "serve", "--port", "0", "--ckpt",
+               args.ckpt] + args.mesh + extra
         self.logf = open(self.log, "w")
         self.p = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e,
                                   start_new_session=True)
@@ -530,6 +533,8 @@ def main():
     scen, args.mpiexec, args.meshtrain, args.work, np_ = sys.argv[1:6]
     args.np, args.mesh = int(np_), sys.argv[6:]
     os.makedirs(args.work, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):  # CTest's or a user's: the finally stops the server
+        signal.signal(sig, lambda *_: sys.exit(1))
     checkpoint(args)
     globals()["scenario_" + scen](args)
     print("serve_http %s: %d failure(s)" % (scen, len(FAILS)))
