@@ -30,15 +30,13 @@ Usage (Debian's python3-torch; run with /usr/bin/python3):
 """
 import argparse
 import math
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F_
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from torch_ref import rmsnorm, rope, rope_tables  # noqa: E402
+from torch_ref import rmsnorm, rope, rope_tables, step0_tokens, timed_steps  # noqa: E402
 
 DENSE = ["embed", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
          "final_norm", "unembed"]
@@ -164,21 +162,7 @@ def bench(a):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     B, T = a.batch, a.seq_len
-    secs = []
-    for step in range(2 + a.steps):
-        tokens = torch.randint(0, 256, (B, T + 1))
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        ce, obj = m(tokens)
-        obj.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        dt = time.perf_counter() - t0
-        if step >= 2:
-            secs.append(dt)
-            print(f"torch-moe step {step - 1} | loss {ce.item():.4f} | {1e3 * dt:.1f} ms | "
-                  f"{B * T / dt:.0f} tok/s", flush=True)
-    med, best = statistics.median(secs), min(secs)
+    med, best = timed_steps("torch-moe", m, m, opt, B, T, 256, a.steps, 2)
     print(f"torch-moe | tok/s median {B * T / med:.0f} best {B * T / best:.0f} | ms/step median "
           f"{1e3 * med:.1f} best {1e3 * best:.1f} | torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread")
@@ -202,12 +186,7 @@ def check(a):
     with torch.no_grad():
         for n in m.names:
             getattr(m, n).copy_(init[n])
-    with open(a.data, "rb") as fh:  # as torch_ref.py: step 0 of --data-order sequential
-        data = fh.read()
-    n_train = len(data) - int(math.floor(len(data) * 0.1))
-    T = m.T
-    rows = [list(data[(b * T) % (n_train - T - 1):][:T + 1]) for b in range(a.batch)]
-    ce, obj = m(torch.tensor(rows, dtype=torch.int64))
+    ce, obj = m(step0_tokens(a.data, m.T, a.batch))
     print(f"loss {ce.item():.6f}")
     print(f"objective {obj.item():.6f}")
     if a.final:

@@ -503,8 +503,9 @@ static int flops(const calc_spec *s, calc_result *r) {
     r->params = calc_params_moe(m, mo);
     r->params_active = calc_params_active(m, mo);
     r->params_layer =
-        Pa + (mo->E ? calc_moe_block_params(m, mo) - r->expert_params / (double)m->L * (1 - 1 / r->Z)
-                    : Pm) +
+        Pa +
+        (mo->E ? calc_moe_block_params(m, mo) - r->expert_params / (double)m->L * (1 - 1 / r->Z)
+               : Pm) +
         2 * D;
     /* the book's MFU numerator (profiling chapter), of the activated parameters with experts */
     r->flops_model = 6 * r->params_active * B;
@@ -562,7 +563,8 @@ static int expert_colls(builder *bl, int re_blocks, double tokens) {
     const double V = r->Z * (double)mo->k * tokens * D / Y * s->act_bytes;
     snprintf(what, sizeof what, "AllToAll_%s X[(B_%s)k,D%s%s] dispatch + return", bl->zsub,
              bl->dsub, Y > 1 ? "_" : "", Y > 1 ? ts : "");
-    rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 0, 2 * M, CALC_PATH_CRITICAL, V, what);
+    rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 0, 2 * M, CALC_PATH_CRITICAL, V,
+                  what);
     return rc ? rc
               : add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 1,
                          2 * M * (re_blocks == 2 ? 2 : 1), CALC_PATH_CRITICAL, V, what);

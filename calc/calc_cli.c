@@ -192,15 +192,17 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         const char *name;
         size_t off;
         double lo;
-    } moe[] = {{"--experts", offsetof(calc_moe, E), 1},   {"--moe-top-k", offsetof(calc_moe, k), 1},
-               {"--top-k", offsetof(calc_moe, k), 1},     {"--shared-experts", offsetof(calc_moe, S), 0},
+    } moe[] = {{"--experts", offsetof(calc_moe, E), 1},
+               {"--moe-top-k", offsetof(calc_moe, k), 1},
+               {"--top-k", offsetof(calc_moe, k), 1},
+               {"--shared-experts", offsetof(calc_moe, S), 0},
                {"--expert-d-ff", offsetof(calc_moe, F), 1}};
     double x;
     for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
         if (strcmp(f, moe[i].name) == 0) {
             if (num(f, v, moe[i].lo, &x, err, len) < 0 || x != (double)(int64_t)x || x > 1 << 20)
-                return errmsg_fail(err, len, "%s %s: expected a whole number from %.0f to %d", f,
-                                   v, moe[i].lo, 1 << 20);
+                return errmsg_fail(err, len, "%s %s: expected a whole number from %.0f to %d", f, v,
+                                   moe[i].lo, 1 << 20);
             *(int64_t *)((char *)&c->s.moe + moe[i].off) = (int64_t)x;
             return 0;
         }
@@ -483,8 +485,7 @@ static int finish(cli *c, char *err, size_t len) {
     s->pipe_mask = mask_of(c->pipe);
     s->moe.expert_mask = mask_of(c->expert);
     if (s->moe.E > 0 && s->moe.k == 0) s->moe.k = 2; /* the book's typical k */
-    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open) |
-         s->moe.expert_mask) &
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open) | s->moe.expert_mask) &
         ~all)
         return bad(err, len, "--dp/--tensor/--pipeline/--open/--expert", "",
                    "names an axis the "

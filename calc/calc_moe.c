@@ -66,8 +66,7 @@ int calc_moe_validate(const calc_spec *s, const calc_result *r, char *err, size_
                            "experts, 1 <= k <= E",
                            (long long)mo->k, (long long)mo->E);
     const int z = mo->expert_mask;
-    if (z & (z - 1))
-        return errmsg_fail(err, errlen, "--expert takes one axis (the book's E_Z)");
+    if (z & (z - 1)) return errmsg_fail(err, errlen, "--expert takes one axis (the book's E_Z)");
     if (z && !(s->data_mask & z))
         return errmsg_fail(err, errlen,
                            "--expert %c is not a data axis: the experts are sharded over an axis "
@@ -104,11 +103,10 @@ void calc_moe_print(FILE *out, const calc_spec *s, const calc_result *r) {
             "experts: every block's MLP is %lld routed experts of F_e = %.0f, top-%lld, %lld "
             "shared, a router D x E; params %.4g of which the experts %.4g; %.4g per token "
             "(router + %lld experts a block): FLOPs and MFU count these\n",
-            (long long)mo->E, Fe, (long long)mo->k, (long long)mo->S, r->params,
-            r->expert_params, r->params_active, (long long)(mo->k + mo->S));
-    fprintf(out,
-            "  expert axis %s (Z=%.0f): W_in[E_Z, D_X, F_Y], each chip holds %.6g experts%s\n", z,
-            r->Z, (double)mo->E / r->Z,
+            (long long)mo->E, Fe, (long long)mo->k, (long long)mo->S, r->params, r->expert_params,
+            r->params_active, (long long)(mo->k + mo->S));
+    fprintf(out, "  expert axis %s (Z=%.0f): W_in[E_Z, D_X, F_Y], each chip holds %.6g experts%s\n",
+            z, r->Z, (double)mo->E / r->Z,
             r->Z > 1 ? "; the tokens' dispatch and return are two AllToAlls over Z each way"
                      : "; no AllToAll (the experts are not sharded over a batch axis)");
 }

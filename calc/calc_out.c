@@ -196,9 +196,8 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     if (s->moe.E) {
         fputs(",\n\"experts\": ", out);
         OBJECT(out, NUM("E", s->moe.E), NUM("k", s->moe.k), NUM("shared", s->moe.S),
-               NUM("F_e", calc_moe_F(&s->shape, &s->moe)), NUM("Z", r->Z),
-               NUM("params", r->params), NUM("params_active", r->params_active),
-               NUM("expert_params", r->expert_params),
+               NUM("F_e", calc_moe_F(&s->shape, &s->moe)), NUM("Z", r->Z), NUM("params", r->params),
+               NUM("params_active", r->params_active), NUM("expert_params", r->expert_params),
                NUM("tokens_per_expert", r->tokens_per_expert),
                NUM("expert_intensity", r->expert_intensity),
                NUM("batch_threshold", r->moe_batch_threshold),

@@ -60,8 +60,7 @@ void kern_router_fwd_ref(float *prob, float *lse, int32_t *idx, float *w, const 
          * logit, or an equal one at a lower index) */
         for (int64_t e = 0; e < E; e++) {
             int64_t beaten_by = 0;
-            for (int64_t f = 0; f < E; f++)
-                beaten_by += l[f] > l[e] || (l[f] == l[e] && f < e);
+            for (int64_t f = 0; f < E; f++) beaten_by += l[f] > l[e] || (l[f] == l[e] && f < e);
             if (beaten_by < k) idx[r * k + beaten_by] = (int32_t)e;
         }
         double s = 0;
@@ -83,9 +82,8 @@ void kern_router_balance(float *restrict frac, float *restrict pmean, const int3
     }
 }
 
-void kern_router_bwd(float *restrict dlogits, const float *restrict dw,
-                     const int32_t *restrict idx, const float *restrict w,
-                     const float *restrict prob, const float *restrict lse,
+void kern_router_bwd(float *restrict dlogits, const float *restrict dw, const int32_t *restrict idx,
+                     const float *restrict w, const float *restrict prob, const float *restrict lse,
                      const float *restrict ga, float zs, int64_t M, int64_t E, int64_t k,
                      int64_t G) {
     for (int64_t r = 0; r < M; r++) {
@@ -95,8 +93,7 @@ void kern_router_bwd(float *restrict dlogits, const float *restrict dw,
         const float t = g ? kern_dot_inl(p, g, E) : 0.0f, zr = zs * lse[r];
         for (int64_t e = 0; e < E; e++) dl[e] = p[e] * ((g ? g[e] - t : 0.0f) + zr);
         const float s = kern_dot_inl(w + r * k, dw + r * k, k);
-        for (int64_t j = 0; j < k; j++)
-            dl[idx[r * k + j]] += w[r * k + j] * (dw[r * k + j] - s);
+        for (int64_t j = 0; j < k; j++) dl[idx[r * k + j]] += w[r * k + j] * (dw[r * k + j] - s);
     }
 }
 
@@ -229,8 +226,7 @@ void kern_moe_combine_bwd(float *restrict dys, float *restrict dw, const float *
 }
 
 void kern_moe_combine_bwd_ref(float *dys, float *dw, const float *dout, const float *ys,
-                              const int32_t *pos, const float *w, int64_t M, int64_t k,
-                              int64_t D) {
+                              const int32_t *pos, const float *w, int64_t M, int64_t k, int64_t D) {
     for (int64_t i = 0; i < M * k; i++) {
         const int64_t r = i / k, p = pos[i];
         double s = 0;
@@ -298,9 +294,9 @@ static void mm_ref(float *y, const float *x, const float *w, int64_t n, int64_t 
         }
 }
 
-void kern_moe_mlp_fwd_ref(float *ys, float *a, float *b, float *h, const float *xs,
-                          const float *wg, const float *wu, const float *wd, const int64_t *offs,
-                          int64_t E, int64_t D, int64_t F) {
+void kern_moe_mlp_fwd_ref(float *ys, float *a, float *b, float *h, const float *xs, const float *wg,
+                          const float *wu, const float *wd, const int64_t *offs, int64_t E,
+                          int64_t D, int64_t F) {
     for (int64_t e = 0; e < E; e++) {
         const int64_t o = offs[e], n = offs[e + 1] - offs[e];
         mm_ref(a + o * F, xs + o * D, wg + e * D * F, n, D, F);
@@ -326,7 +322,8 @@ void kern_moe_mlp_bwd_ref(float *dxs, float *dwg, float *dwu, float *dwd, float 
         for (int64_t f = 0; f < F; f++)
             for (int64_t d = 0; d < D; d++) {
                 double s = dwd[e * F * D + f * D + d];
-                for (int64_t i = 0; i < n; i++) s += (double)h[(o + i) * F + f] * dys[(o + i) * D + d];
+                for (int64_t i = 0; i < n; i++)
+                    s += (double)h[(o + i) * F + f] * dys[(o + i) * D + d];
                 dwd[e * F * D + f * D + d] = (float)s;
             }
         kern_swiglu_bwd_ref(da + o * F, db + o * F, da + o * F, a + o * F, b + o * F, n * F);

@@ -69,9 +69,8 @@ void kern_router_balance(float *restrict frac, float *restrict pmean, const int3
  *  - the balance loss through the full softmax: prob·(ga − Σ_e prob·ga), ga[g·E + e] the gradient
  *    with respect to the probabilities of group g = r / G (ga NULL: none);
  *  - the z-loss: zs·lse[r]·prob (the derivative of (zs/2)·lse²). */
-void kern_router_bwd(float *restrict dlogits, const float *restrict dw,
-                     const int32_t *restrict idx, const float *restrict w,
-                     const float *restrict prob, const float *restrict lse,
+void kern_router_bwd(float *restrict dlogits, const float *restrict dw, const int32_t *restrict idx,
+                     const float *restrict w, const float *restrict prob, const float *restrict lse,
                      const float *restrict ga, float zs, int64_t M, int64_t E, int64_t k,
                      int64_t G);
 void kern_router_bwd_ref(float *dlogits, const float *dw, const int32_t *idx, const float *w,
@@ -84,9 +83,9 @@ void kern_router_bwd_ref(float *dlogits, const float *dw, const int32_t *idx, co
 void kern_moe_mlp_fwd(float *ys, float *a, float *b, float *h, const float *xs, const float *wg,
                       const float *wu, const float *wd, const int64_t *offs, int64_t E, int64_t D,
                       int64_t F);
-void kern_moe_mlp_fwd_ref(float *ys, float *a, float *b, float *h, const float *xs,
-                          const float *wg, const float *wu, const float *wd, const int64_t *offs,
-                          int64_t E, int64_t D, int64_t F);
+void kern_moe_mlp_fwd_ref(float *ys, float *a, float *b, float *h, const float *xs, const float *wg,
+                          const float *wu, const float *wd, const int64_t *offs, int64_t E,
+                          int64_t D, int64_t F);
 /* Its backward from dys[n, D]: dxs[n, D] = da·wg[e]ᵀ + db·wu[e]ᵀ (overwrites), dwg, dwu, dwd +=
  * (accumulate); da, db [n, F] are overwritten (da may be the caller's scratch for dh too). */
 void kern_moe_mlp_bwd(float *dxs, float *dwg, float *dwu, float *dwd, float *da, float *db,

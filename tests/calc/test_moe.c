@@ -20,13 +20,7 @@
 #include <string.h>
 
 static calc_result run(const calc_spec *s) {
-    calc_result r;
-    char err[256];
-    if (calc_compute(s, &r, err, sizeof err) < 0) {
-        printf("FAIL calc_compute: %s\n", err);
-        exit(1);
-    }
-    return r;
+    return test_run(s);
 }
 
 static const calc_coll *find(const calc_result *r, cost_op op, int bwd) {
@@ -51,17 +45,18 @@ static void test_params(void) {
     calc_moe mo;
     calc_moe_preset(&mo, "mixtral-8x7b");
     check_near("Mixtral 8x7B: \"46.7B total parameters\"", calc_params_moe(&m, &mo), 46.7e9, 0.001);
-    check_near("Mixtral 8x7B: \"only uses 12.9B parameters per token\"", calc_params_active(&m, &mo),
-               12.9e9, 0.002);
+    check_near("Mixtral 8x7B: \"only uses 12.9B parameters per token\"",
+               calc_params_active(&m, &mo), 12.9e9, 0.002);
     /* the book: "an MoE is a dense model with E MLP blocks per layer ... each token activates k" */
     const double dense_mlp = 3.0 * m.D * m.F, router = (double)m.D * mo.E;
     check_near("book: MoE MLP = E dense MLP blocks (+ the router D*E)",
                calc_moe_block_params(&m, &mo) - router, mo.E * dense_mlp, 1e-12);
     check_near("book: activated MLP = k dense MLP blocks (+ the router)",
                calc_moe_block_active(&m, &mo) - router, mo.k * dense_mlp, 1e-12);
-    check_near("book: \"increases the parameter count by O(E)\": total - dense = L*(E-1)*3DF + L*D*E",
-               calc_params_moe(&m, &mo) - calc_params(&m),
-               (double)m.L * ((mo.E - 1) * dense_mlp + router), 1e-12);
+    check_near(
+        "book: \"increases the parameter count by O(E)\": total - dense = L*(E-1)*3DF + L*D*E",
+        calc_params_moe(&m, &mo) - calc_params(&m), (double)m.L * ((mo.E - 1) * dense_mlp + router),
+        1e-12);
     calc_moe sh = mo;
     sh.S = 1;
     sh.F = 1792; /* fine-grained experts, one shared: DeepSeek's shape of an MoE block */

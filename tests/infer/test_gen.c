@@ -35,8 +35,8 @@ static void parse(config *c, int *kv_replicate, int argc, char **argv) {
         if (!strcmp(argv[i], "--dp"))
             snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--experts")) /* a mixture of experts, top-2, every other block */
-            c->shape.moe = (moe_shape){.E = atoll(argv[i + 1]), .k = 2, .every = 2, .F = 48,
-                                       .shared = 1};
+            c->shape.moe =
+                (moe_shape){.E = atoll(argv[i + 1]), .k = 2, .every = 2, .F = 48, .shared = 1};
         if (!strcmp(argv[i], "--capacity-factor")) c->shape.moe.capacity = atof(argv[i + 1]);
     }
     for (int i = 1; i < argc; i++)

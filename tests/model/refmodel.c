@@ -61,9 +61,8 @@ typedef struct {
 static double moe_token(const model_shape *s, const double *const *p, int64_t lm, const double *h,
                         double *y, ref_seq *q, int64_t *dropped, double *a, double *b, double *t) {
     const int64_t D = s->D, E = s->moe.E, k = s->moe.k, Fe = s->moe.F, S = s->moe.shared;
-    const int64_t cap = s->moe.capacity > 0
-                            ? (int64_t)ceil(s->moe.capacity * (double)(k * s->T) / (double)E)
-                            : 0;
+    const int64_t cap =
+        s->moe.capacity > 0 ? (int64_t)ceil(s->moe.capacity * (double)(k * s->T) / (double)E) : 0;
     double lg[64], mx = -1e300, z = 0;
     int chosen[64] = {0};
     vecmat(lg, h, p[P_ROUTER] + lm * D * E, D, E);

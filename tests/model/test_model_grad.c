@@ -55,7 +55,8 @@ static int run_case(const char *name, model_shape s) {
     double *theta = malloc((size_t)np * sizeof(double));
     for (int64_t i = 0; i < np; i++) theta[i] = w[i];
     ref_moe rm;
-    const double loss64 = ref_loss(&s, theta, tokens, B, &rm), obj64 = ref_objective(&s, theta, tokens, B);
+    const double loss64 = ref_loss(&s, theta, tokens, B, &rm),
+                 obj64 = ref_objective(&s, theta, tokens, B);
     int fail = 0;
     const double dl = fabs(loss32 - loss64) / fabs(loss64), dob = fabs(obj32 - obj64) / fabs(obj64);
     printf("loss fp32 %.9f  ref fp64 %.9f  rel diff %.2e (tol 2e-6)\n", loss32, loss64, dl);
@@ -115,11 +116,11 @@ static int run_case(const char *name, model_shape s) {
 int main(void) {
     const model_shape dense = {.L = 2, .D = 16, .N = 4, .K = 2, .H = 4, .F = 24, .V = 29, .T = 7};
     model_shape moe = dense, mixed = dense;
-    moe.moe = (moe_shape){.E = 4, .k = 2, .shared = 1, .every = 1, .F = 24, .aux_coef = 0.1,
-                          .z_coef = 0.01};
+    moe.moe = (moe_shape){
+        .E = 4, .k = 2, .shared = 1, .every = 1, .F = 24, .aux_coef = 0.1, .z_coef = 0.01};
     mixed.L = 3;
-    mixed.moe = (moe_shape){.E = 3, .k = 2, .every = 2, .F = 12, .capacity = 0.8,
-                            .aux_coef = 0.05, .z_coef = 0.02};
+    mixed.moe = (moe_shape){
+        .E = 3, .k = 2, .every = 2, .F = 12, .capacity = 0.8, .aux_coef = 0.05, .z_coef = 0.02};
     int fail = run_case("dense", dense);
     fail |= run_case("MoE: every block, E 4, top-2, 1 shared expert, dropless", moe);
     fail |= run_case("MoE: block 1 of 3, E 3, top-2, F_e 12, capacity factor 0.8", mixed);

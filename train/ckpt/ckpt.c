@@ -150,65 +150,68 @@ static void sharding_str(trainer *t, const config *c, char *buf, size_t len) {
     par_report_case(p, c, &k, buf, len);
 }
 
+/* Root attributes from tables of (key, value). */
+typedef struct {
+    const char *key;
+    int64_t v;
+} attr_i64;
+typedef struct {
+    const char *key;
+    double v;
+} attr_f64;
+static int put_attrs(h5array *f, const attr_i64 *ints, size_t ni, const attr_f64 *dbls, size_t nd,
+                     char *err, size_t errlen) {
+    int rc = 0;
+    for (size_t i = 0; i < ni && rc == 0; i++)
+        rc = h5array_attr_put_i64(f, "/", ints[i].key, ints[i].v, err, errlen);
+    for (size_t i = 0; i < nd && rc == 0; i++)
+        rc = h5array_attr_put_f64(f, "/", dbls[i].key, dbls[i].v, err, errlen);
+    return rc;
+}
+
 /* With experts, their attributes (a dense model's file has none: get_moe). */
 static int put_moe(h5array *f, const moe_shape *mo, char *err, size_t errlen) {
     if (mo->E == 0) return 0;
-    const struct {
-        const char *key;
-        int64_t v;
-    } ints[] = {{"experts", mo->E},
-                {"moe_top_k", mo->k},
-                {"moe_every", mo->every},
-                {"shared_experts", mo->shared},
-                {"expert_d_ff", mo->F}};
-    const struct {
-        const char *key;
-        double v;
-    } dbls[] = {{"capacity_factor", mo->capacity},
-                {"aux_loss_coef", mo->aux_coef},
-                {"router_z_loss_coef", mo->z_coef}};
-    int rc = 0;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == 0; i++)
-        rc = h5array_attr_put_i64(f, "/", ints[i].key, ints[i].v, err, errlen);
-    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && rc == 0; i++)
-        rc = h5array_attr_put_f64(f, "/", dbls[i].key, dbls[i].v, err, errlen);
-    return rc;
+    const attr_i64 ints[] = {{"experts", mo->E},
+                             {"moe_top_k", mo->k},
+                             {"moe_every", mo->every},
+                             {"shared_experts", mo->shared},
+                             {"expert_d_ff", mo->F}};
+    const attr_f64 dbls[] = {{"capacity_factor", mo->capacity},
+                             {"aux_loss_coef", mo->aux_coef},
+                             {"router_z_loss_coef", mo->z_coef}};
+    return put_attrs(f, ints, sizeof ints / sizeof *ints, dbls, sizeof dbls / sizeof *dbls, err,
+                     errlen);
 }
 
 static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t step,
                     int64_t tokens_seen, char *err, size_t errlen) {
     const model_shape *s = &c->shape;
-    const struct {
-        const char *key;
-        int64_t v;
-    } ints[] = {{"version", CKPT_VERSION},
-                {"step", step},
-                {"tokens_seen", tokens_seen},
-                {"data_step", step},
-                {"seed", (int64_t)c->seed},
-                {"batch", c->batch},
-                {"warmup", c->warmup},
-                {"schedule_steps", c->steps},
-                {"layers", s->L},
-                {"d_model", s->D},
-                {"heads", s->N},
-                {"kv_heads", s->K},
-                {"head_dim", s->H},
-                {"d_ff", s->F},
-                {"vocab", s->V},
-                {"seq_len", s->T},
-                {"written_by_ranks", mesh_nranks(m)}};
-    const struct {
-        const char *key;
-        double v;
-    } dbls[] = {{"lr", c->lr},
-                {"min_lr", c->min_lr},
-                {"weight_decay", c->weight_decay},
-                {"beta1", c->beta1},
-                {"beta2", c->beta2},
-                {"eps", c->eps},
-                {"clip", c->clip},
-                {"lr_next", trainer_lr(c, step)}};
+    const attr_i64 ints[] = {{"version", CKPT_VERSION},
+                             {"step", step},
+                             {"tokens_seen", tokens_seen},
+                             {"data_step", step},
+                             {"seed", (int64_t)c->seed},
+                             {"batch", c->batch},
+                             {"warmup", c->warmup},
+                             {"schedule_steps", c->steps},
+                             {"layers", s->L},
+                             {"d_model", s->D},
+                             {"heads", s->N},
+                             {"kv_heads", s->K},
+                             {"head_dim", s->H},
+                             {"d_ff", s->F},
+                             {"vocab", s->V},
+                             {"seq_len", s->T},
+                             {"written_by_ranks", mesh_nranks(m)}};
+    const attr_f64 dbls[] = {{"lr", c->lr},
+                             {"min_lr", c->min_lr},
+                             {"weight_decay", c->weight_decay},
+                             {"beta1", c->beta1},
+                             {"beta2", c->beta2},
+                             {"eps", c->eps},
+                             {"clip", c->clip},
+                             {"lr_next", trainer_lr(c, step)}};
     char mspec[96], shard[160];
     const char *slash = strrchr(c->data, '/');
     sharding_str(t, c, shard, sizeof shard);
@@ -224,10 +227,9 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
     int rc = 0;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0] && rc == 0; i++)
         rc = h5array_attr_put_str(f, "/", strs[i].key, strs[i].v, err, errlen);
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == 0; i++)
-        rc = h5array_attr_put_i64(f, "/", ints[i].key, ints[i].v, err, errlen);
-    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && rc == 0; i++)
-        rc = h5array_attr_put_f64(f, "/", dbls[i].key, dbls[i].v, err, errlen);
+    if (rc == 0)
+        rc = put_attrs(f, ints, sizeof ints / sizeof *ints, dbls, sizeof dbls / sizeof *dbls, err,
+                       errlen);
     return rc == 0 ? put_moe(f, &s->moe, err, errlen) : rc;
 }
 

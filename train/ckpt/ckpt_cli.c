@@ -79,8 +79,7 @@ static void print_meta(const ckpt_meta *k, const char *path) {
         printf("  experts --experts %lld --moe-top-k %lld --moe-every %lld --shared-experts %lld "
                "--expert-d-ff %lld%s --aux-loss-coef %g --router-z-loss-coef %g\n",
                (long long)s->moe.E, (long long)s->moe.k, (long long)s->moe.every,
-               (long long)s->moe.shared, (long long)s->moe.F, cap, s->moe.aux_coef,
-               s->moe.z_coef);
+               (long long)s->moe.shared, (long long)s->moe.F, cap, s->moe.aux_coef, s->moe.z_coef);
     }
     printf("  optimizer %s | schedule --lr %g --min-lr %g --warmup %lld --steps %lld | batch "
            "%lld\n",

@@ -55,8 +55,8 @@ int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *ou
     if (Lm > 0) { /* MoE blocks, the routing balanced: each expert takes BT·k/E rows */
         const moe_shape *mo = &s->moe;
         const int64_t Me = (BT * mo->k + mo->E - 1) / mo->E;
-        n = add_linear(out, n, cap, BT, D, mo->E, Lm, 1);                         /* router */
-        n = add_linear(out, n, cap, Me, D, mo->F, 2 * Lm * (double)mo->E, 1);     /* experts */
+        n = add_linear(out, n, cap, BT, D, mo->E, Lm, 1);                     /* router */
+        n = add_linear(out, n, cap, Me, D, mo->F, 2 * Lm * (double)mo->E, 1); /* experts */
         n = add_linear(out, n, cap, Me, mo->F, D, Lm * (double)mo->E, 1);
         n = add_linear(out, n, cap, BT, D, mo->F, 2 * Lm * (double)mo->shared, 1); /* shared */
         n = add_linear(out, n, cap, BT, mo->F, D, Lm * (double)mo->shared, 1);

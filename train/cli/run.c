@@ -191,13 +191,14 @@ static void print_header(const run_ctx *r, double rank_flops) {
              c->batch / c->micro_batch > 1 ? "es" : "", tokens_order_name(c->order));
     const moe_shape *mo = &s->moe;
     if (mo->E > 0)
-        mesh_log("experts: %lld of the %lld blocks are MoE (--moe-every %lld): %lld routed experts, "
-                 "top-%lld (weights renormalised over the k), %lld shared, F_e = %lld | %s | "
-                 "aux-loss coef %g, z-loss coef %g | MFLOP/token counts the activated experts\n",
-                 (long long)model_moe_layers(s), (long long)s->L, (long long)mo->every,
-                 (long long)mo->E, (long long)mo->k, (long long)mo->shared, (long long)mo->F,
-                 mo->capacity > 0 ? "capacity per sequence ceil(c·k·T/E)" : "dropless",
-                 mo->aux_coef, mo->z_coef);
+        mesh_log(
+            "experts: %lld of the %lld blocks are MoE (--moe-every %lld): %lld routed experts, "
+            "top-%lld (weights renormalised over the k), %lld shared, F_e = %lld | %s | "
+            "aux-loss coef %g, z-loss coef %g | MFLOP/token counts the activated experts\n",
+            (long long)model_moe_layers(s), (long long)s->L, (long long)mo->every, (long long)mo->E,
+            (long long)mo->k, (long long)mo->shared, (long long)mo->F,
+            mo->capacity > 0 ? "capacity per sequence ceil(c·k·T/E)" : "dropless", mo->aux_coef,
+            mo->z_coef);
     mesh_log("optimizer %s | lr %.1e (warm-up %lld, cosine to %.1e) | steps %lld | sgemm %.1f "
              "GFLOP/s on rank 0, %.1f on all ranks together (the MFU peak)\n",
              c->optimizer == OPT_SGD ? "sgd" : "adamw", c->lr, (long long)c->warmup, c->min_lr,

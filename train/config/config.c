@@ -502,9 +502,9 @@ static int early_flags(config *c, int argc, char **argv) {
 /* The mixture-of-experts flags: all of them need --experts (a dense model's moe is all 0);
  * --expert-d-ff defaults to --d-ff; a capacity factor given must be positive. */
 static int derive_moe(model_shape *s, const bool *given, char *err, size_t errlen) {
-    static const char *const moe_flags[] = {"moe-top-k",       "moe-every",     "shared-experts",
-                                            "expert-d-ff",     "capacity-factor", "aux-loss-coef",
-                                            "router-z-loss-coef"};
+    static const char *const moe_flags[] = {
+        "moe-top-k",       "moe-every",     "shared-experts",    "expert-d-ff",
+        "capacity-factor", "aux-loss-coef", "router-z-loss-coef"};
     moe_shape *mo = &s->moe;
     for (size_t i = 0; i < sizeof moe_flags / sizeof *moe_flags; i++) {
         const bool g = given[find_flag(moe_flags[i], strlen(moe_flags[i])) - flags];

@@ -27,7 +27,7 @@ typedef struct {
 
 typedef struct {
     int64_t L, D, N, K, H, F, V,
-        T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+        T;         /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
     moe_shape moe; /* all 0 for a dense model */
 } model_shape;
 
@@ -72,18 +72,18 @@ typedef struct {
     int quiet;
     int quick_start; /* set by tests that check numbers only: one short trial of the sgemm rate
                         and the fewest samples per kernel at start-up (rougher predictions) */
-    int demo; /* --demo given: the README's main job (see config_demo_mesh) */
+    int demo;        /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
     char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
-    char dcn_axis[4]; /* --dcn AXIS: a data axis across the data-center network, "" = none */
+    char dcn_axis[4];    /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
-    char progress[8]; /* --progress: who runs the non-blocking collectives, "thread", "inline" or
-                         "auto" (mesh_set_progress; trainer.c resolves auto) */
+    char progress[8];   /* --progress: who runs the non-blocking collectives, "thread", "inline" or
+                           "auto" (mesh_set_progress; trainer.c resolves auto) */
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's
@@ -93,8 +93,8 @@ typedef struct {
     char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the
                              core's sgemm) or "model" (this model's linear layers) */
     /* pipelining (train/parallel/pipeline.h) */
-    char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
-    int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
+    char pipe_axis[4];      /* --pipeline AXIS: layers split into |Z| stages, "" = none */
+    int64_t microbatches;   /* --microbatches M: pipeline micro-batches per step */
     pipe_schedule schedule; /* --schedule */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */

@@ -172,9 +172,10 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
     /* with experts (one rank), a token passes through the router and k + S experts of a MoE
      * block; every weight is counted as read */
-    const double blocks_mm = s->moe.E > 0 ? (model_flops_per_token(s) / 6.0 -
-                                             (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
-                                          : (double)s->L * layer_mm;
+    const double blocks_mm = s->moe.E > 0
+                                 ? (model_flops_per_token(s) / 6.0 -
+                                    (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
+                                 : (double)s->L * layer_mm;
     double bytes = 0;
     for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
@@ -422,9 +423,9 @@ static int alloc_buffers(gen *g) {
     if (model_moe_capacity(s) > 0)
         g->moe_cnt = calloc((size_t)(g->B_loc * g->moe_per_seq), sizeof *g->moe_cnt);
     const int moe_ok = g->moe_seq && (model_moe_capacity(s) == 0 || g->moe_cnt);
-    return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos &&
-                   g->out_rows && g->ws && g->logits && g->lg_loc && g->lg_all && g->scr && g->qm &&
-                   g->om && g->a2a && g->items
+    return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows &&
+                   g->ws && g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om &&
+                   g->a2a && g->items
                ? 0
                : -1;
 }

@@ -135,7 +135,7 @@ int gen_adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given,
     for (int i = 0; i < GEN_SHAPE_FLAGS; i++)
         if (!given[i]) *dst[i] = src[i];
     if (c->shape.moe.E == 0) c->shape.moe = k.shape.moe; /* no --experts: the checkpoint's */
-    c->optimizer = k.optimizer; /* generation reads no optimizer state */
+    c->optimizer = k.optimizer;                          /* generation reads no optimizer state */
     return ckpt_check_config(&k, c, path, err, errlen);
 }
 

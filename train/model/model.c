@@ -147,11 +147,9 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
                     k += n;
                     continue;
                 }
-                const int64_t g = pi.ndim == 4
-                                      ? (((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + i2 + o[2]) *
-                                                S3 +
-                                            o3
-                                      : ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
+                const int64_t g =
+                    pi.ndim == 4 ? (((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + i2 + o[2]) * S3 + o3
+                                 : ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
                 kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, n, pi.init_std);
                 k += n;
             }
@@ -291,8 +289,8 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
 
 void model_destroy(model *m) {
     if (!m) return;
-    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block,
-                   m->tally.kept, m);
+    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m->tally.kept,
+                   m);
 }
 
 const model_shape *model_shape_of(const model *m) {
@@ -363,7 +361,6 @@ const float *model_stage_output(model *m, int slot) {
 const float *model_stage_dinput(model *m) {
     return m->d_full;
 }
-
 
 /* ---------------------------------------------------------------- forward */
 
@@ -443,8 +440,7 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     trace_end(TRACE_ATTN);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     trace_begin(TRACE_MLP, l);
-    const int out_sharded =
-        block_mlp(m, &w, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
+    const int out_sharded = block_mlp(m, &w, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
     trace_end(TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
     return out_sharded;

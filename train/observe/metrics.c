@@ -103,7 +103,10 @@ int metrics_write_json(FILE *f, const metrics_row *r) {
         bad |= fprintf(f, ",\"expert_tokens\":[") < 0;
         for (int64_t l = 0; l < r->moe_layers; l++)
             for (int64_t e = 0; e < r->moe_E; e++)
-                bad |= fprintf(f, "%s%lld%s", e ? "," : l ? ",[" : "[",
+                bad |= fprintf(f, "%s%lld%s",
+                               e   ? ","
+                               : l ? ",["
+                                   : "[",
                                (long long)r->moe_kept[l * r->moe_E + e],
                                e + 1 == r->moe_E ? "]" : "") < 0;
         bad |= fprintf(f, "]") < 0;
