@@ -204,6 +204,7 @@ static int calc_predict(const config *c, const mesh *m, const char *chip, calc_p
         snprintf(v[11], sizeof v[11], "%lld", (long long)c->microbatches);
         a[n++] = "--pipeline", a[n++] = (char *)c->pipe_axis, a[n++] = "--microbatches",
         a[n++] = v[11];
+        a[n++] = "--schedule", a[n++] = c->schedule == PIPE_1F1B ? "1f1b" : "gpipe";
     }
     if (c->alg[0]) a[n++] = "--alg", a[n++] = (char *)c->alg;
     if (print) {

@@ -122,24 +122,41 @@ def bench(name, steps, warmup=2, seed=1337):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    med, best = timed_steps("torch", model, lambda t: (model(t),) * 2, opt, B, T, V, steps, warmup)
+    print(f"torch | tok/s median {B * T / med:.0f} best {B * T / best:.0f} | ms/step median "
+          f"{1e3 * med:.1f} best {1e3 * best:.1f} | config {name} L={L} D={D} N={N} K={K} F={F} "
+          f"T={T} B={B} | torch {torch.__version__}, {torch.get_num_threads()} thread")
+
+
+def timed_steps(label, model, losses, opt, B, T, V, steps, warmup):
+    """forward + backward + clip + step on random tokens[B, T+1], warmup untimed then `steps`
+    timed, a line each; losses(tokens) -> (the loss printed, the one differentiated). Returns the
+    median and best step in seconds."""
     secs = []
     for step in range(warmup + steps):
         tokens = torch.randint(0, V, (B, T + 1))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(tokens)
+        shown, loss = losses(tokens)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         dt = time.perf_counter() - t0
         if step >= warmup:
             secs.append(dt)
-            print(f"torch step {step - warmup + 1} | loss {loss.item():.4f} | {1e3 * dt:.1f} ms | "
-                  f"{B * T / dt:.0f} tok/s", flush=True)
-    med, best = statistics.median(secs), min(secs)
-    print(f"torch | tok/s median {B * T / med:.0f} best {B * T / best:.0f} | ms/step median "
-          f"{1e3 * med:.1f} best {1e3 * best:.1f} | config {name} L={L} D={D} N={N} K={K} F={F} "
-          f"T={T} B={B} | torch {torch.__version__}, {torch.get_num_threads()} thread")
+            print(f"{label} step {step - warmup + 1} | loss {shown.item():.4f} | {1e3 * dt:.1f} ms "
+                  f"| {B * T / dt:.0f} tok/s", flush=True)
+    return statistics.median(secs), min(secs)
+
+
+def step0_tokens(path, T, batch):
+    """meshtrain's --data-order sequential step 0 of a text file: /val is its last floor(n/10)
+    tokens, /train the rest; row b starts at (b * T) mod (n_train - T - 1)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    n_train = len(data) - int(math.floor(len(data) * 0.1))
+    rows = [list(data[(b * T) % (n_train - T - 1):][:T + 1]) for b in range(batch)]
+    return torch.tensor(rows, dtype=torch.int64)
 
 
 def load_params(path):
@@ -160,17 +177,7 @@ def check(args):
     with torch.no_grad():
         for n in NAMES:
             getattr(model, n).copy_(init[n])
-    # meshtrain's split of a text file: /val is the last floor(n * 0.1) tokens, /train the rest;
-    # --data-order sequential, step 0: row b starts at (b * T) mod (n_train - T - 1).
-    with open(args.data, "rb") as fh:
-        data = fh.read()
-    n_train = len(data) - int(math.floor(len(data) * 0.1))
-    rows = []
-    for b in range(args.batch):
-        o = (b * T) % (n_train - T - 1)
-        rows.append(list(data[o:o + T + 1]))
-    tokens = torch.tensor(rows, dtype=torch.int64)
-    loss = model(tokens)
+    loss = model(step0_tokens(args.data, T, args.batch))
     print(f"loss {loss.item():.6f}")
     if args.final:
         loss.backward()

@@ -42,6 +42,7 @@ void calc_spec_defaults(calc_spec *s) {
     s->remat = CALC_REMAT_NONE;
     s->ckpt_n = 1;
     s->microbatches = 1;
+    s->schedule = SCHED_GPIPE;
     s->pods = 1;
     /* transformers chapter: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2
      * B). */
@@ -71,6 +72,8 @@ int calc_model_preset(calc_shape *m, const char *name) {
     } presets[] = {
         {"llama3-70b", {80, 8192, 64, 8, 128, 28672, 128256, 4096}},
         {"llama2-13b", {40, 5120, 40, 40, 128, 13824, 32000, 4096}},
+        /* Mixtral 8x7B's published sizes (its experts: calc_moe_preset) */
+        {"mixtral-8x7b", {32, 4096, 32, 8, 128, 14336, 32000, 4096}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
@@ -134,9 +137,11 @@ int calc_axis_split(const calc_spec *s, int axis) {
 }
 
 static int role_mask(const calc_spec *s, calc_role role) {
-    return role == CALC_ROLE_DATA     ? s->data_mask
-           : role == CALC_ROLE_TENSOR ? s->tensor_mask
-                                      : s->pipe_mask;
+    return role == CALC_ROLE_DATA          ? s->data_mask
+           : role == CALC_ROLE_TENSOR      ? s->tensor_mask
+           : role == CALC_ROLE_EXPERT      ? s->moe.expert_mask
+           : role == CALC_ROLE_EXPERT_DATA ? s->data_mask & ~s->moe.expert_mask
+                                           : s->pipe_mask;
 }
 
 /* Chips of axis i that `role` spans (its extent), whether its ring wraps, and its stride. */
@@ -149,7 +154,7 @@ static void role_axis(const calc_spec *s, calc_role role, int i, int *size, int 
     if (split && role == CALC_ROLE_TENSOR) {
         *size = k;
         *wrap = 0; /* a block of k < n chips has no wraparound link inside it */
-    } else if (split && role == CALC_ROLE_DATA) {
+    } else if (split && (role == CALC_ROLE_DATA || role == CALC_ROLE_EXPERT_DATA)) {
         *size = s->sizes[i] / k;
         *stride = k;
     }
@@ -180,7 +185,16 @@ typedef struct {
     const calc_spec *s;
     calc_result *r;
     char dsub[16], tsub[16]; /* "xyz/4", "z:4" (at most 3 axes of ≤ 2-digit blocks) */
+    char zsub[16], esub[16]; /* the expert axis, the data axes without it */
 } builder;
+
+/* A role's subscript in the collectives' names. */
+static const char *role_sub(const builder *b, calc_role role) {
+    return role == CALC_ROLE_DATA          ? b->dsub
+           : role == CALC_ROLE_EXPERT      ? b->zsub
+           : role == CALC_ROLE_EXPERT_DATA ? b->esub
+                                           : b->tsub;
+}
 
 void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
                     int *n) {
@@ -205,7 +219,7 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     c->op = op;
     c->axes_mask = role_mask(b->s, role);
     c->role = role;
-    snprintf(c->axes, sizeof c->axes, "%s", role == CALC_ROLE_DATA ? b->dsub : b->tsub);
+    snprintf(c->axes, sizeof c->axes, "%s", role_sub(b, role));
     c->seg = seg;
     c->bwd = bwd;
     c->count = count;
@@ -242,42 +256,44 @@ static int add_dcn_coll(builder *b, int seg, double bytes, const char *name) {
                : 0;
 }
 
-/* Weight collectives over the data axes for weights of `w` elements per chip (already /Y), then
- * the DCN reduction of the pod's gradient shard. */
-static int add_ici_weight_colls(builder *b, int seg, double w, const char *name);
-static int add_weight_colls(builder *b, int seg, double w, const char *name) {
-    if (add_ici_weight_colls(b, seg, w, name) < 0) return -1;
+/* Weight collectives over the data axes (role DATA, or EXPERT_DATA for the routed experts: the
+ * data axes without the expert axis) for weights of `w` elements per chip (already /Y), then the
+ * DCN reduction of the pod's gradient shard. */
+static int add_ici_weight_colls(builder *b, int seg, double w, const char *name, calc_role dm);
+static int add_weight_colls(builder *b, int seg, double w, const char *name, calc_role dm) {
+    if (add_ici_weight_colls(b, seg, w, name, dm) < 0) return -1;
     if (b->s->pods <= 1) return 0;
     const char *bracket = strchr(name, '[');
     char short_name[32];
     snprintf(short_name, sizeof short_name, "%.*s", (int)(bracket ? bracket - name : 31), name);
-    return add_dcn_coll(b, seg, w * b->s->grad_bytes / b->r->X, short_name);
+    const double X = dm == CALC_ROLE_DATA ? b->r->X : b->r->X / b->r->Z;
+    return add_dcn_coll(b, seg, w * b->s->grad_bytes / X, short_name);
 }
 
-static int add_ici_weight_colls(builder *b, int seg, double w, const char *name) {
+static int add_ici_weight_colls(builder *b, int seg, double w, const char *name, calc_role dm) {
     const calc_spec *s = b->s;
-    const calc_role dm = CALC_ROLE_DATA;
+    const char *sub = role_sub(b, dm);
     char buf[160];
-    if (b->r->X <= 1) return 0;
+    if ((dm == CALC_ROLE_DATA ? b->r->X : b->r->X / b->r->Z) <= 1) return 0;
     if (s->zero == 3) {
-        snprintf(buf, sizeof buf, "AllGather_%s %s (FSDP)", b->dsub, name);
+        snprintf(buf, sizeof buf, "AllGather_%s %s (FSDP)", sub, name);
         if (add_coll(b, COST_OP_ALL_GATHER, dm, seg, 0, 1, CALC_PATH_PREFETCH, w * s->param_bytes,
                      buf) < 0 ||
             add_coll(b, COST_OP_ALL_GATHER, dm, seg, 1, 1, CALC_PATH_PREFETCH, w * s->param_bytes,
                      buf) < 0)
             return -1;
     } else if (s->zero >= 1) {
-        snprintf(buf, sizeof buf, "AllGather_%s %s (ZeRO-%d update)", b->dsub, name, s->zero);
+        snprintf(buf, sizeof buf, "AllGather_%s %s (ZeRO-%d update)", sub, name, s->zero);
         if (add_coll(b, COST_OP_ALL_GATHER, dm, seg, 0, 1, CALC_PATH_PREFETCH, w * s->param_bytes,
                      buf) < 0)
             return -1;
     }
     if (s->zero >= 1) {
-        snprintf(buf, sizeof buf, "ReduceScatter_%s d%s{U_%s}", b->dsub, name, b->dsub);
+        snprintf(buf, sizeof buf, "ReduceScatter_%s d%s{U_%s}", sub, name, sub);
         return add_coll(b, COST_OP_REDUCE_SCATTER, dm, seg, 1, 1, CALC_PATH_ASYNC,
                         w * s->grad_bytes, buf);
     }
-    snprintf(buf, sizeof buf, "AllReduce_%s d%s{U_%s}", b->dsub, name, b->dsub);
+    snprintf(buf, sizeof buf, "AllReduce_%s d%s{U_%s}", sub, name, sub);
     return add_coll(b, COST_OP_ALL_REDUCE, dm, seg, 1, 1, CALC_PATH_ASYNC, w * s->grad_bytes, buf);
 }
 
@@ -375,6 +391,7 @@ static int validate(const calc_spec *s, const calc_result *r, char *err, size_t 
     if (m->L % (long long)r->P)
         return errmsg_fail(err, errlen, "pipeline degree %lld must divide --layers %lld",
                            (long long)r->P, (long long)m->L);
+    if (calc_pipe_check(s, r, err, errlen) < 0) return -1;
     if (s->tokens / r->X / s->microbatches < 1)
         return errmsg_fail(err, errlen,
                            "the batch has fewer tokens than data shards x microbatches "
@@ -397,6 +414,11 @@ static void thresholds(const calc_spec *s, calc_result *r) {
     r->x_opt = sqrt(s->tokens / F * (mx / my) * N);
     r->mixed_threshold = 4 * r->alpha * r->alpha / (mx * my * F);
     r->mixed_min_batch = N * r->mixed_threshold;
+    const calc_moe *mo = &s->moe;
+    if (mo->E == 0) return;
+    r->tokens_per_expert = s->tokens / r->X * r->Z * (double)mo->k / (double)mo->E;
+    r->expert_intensity = s->chip.flops_bf16 * s->param_bytes / (2 * s->chip.hbm_bw);
+    r->moe_batch_threshold = r->expert_intensity * (double)mo->E / (double)mo->k;
 }
 
 static void memory(const calc_spec *s, calc_result *r) {
@@ -418,9 +440,15 @@ static void memory(const calc_spec *s, calc_result *r) {
         acts = s->act_bytes * 20 * B * D * L;
         break;
     }
-    r->mem_params = r->params * s->param_bytes / base / (s->zero >= 3 ? X : 1);
-    r->mem_grads = r->params * s->grad_bytes / base / (s->zero >= 2 ? X : 1);
-    r->mem_opt = r->params * s->opt_bytes / base / (s->zero >= 1 ? X : 1);
+    /* the routed experts are sharded over Z whatever the ZeRO stage (E_Z), and over the rest of
+     * the data axes with it (D_X): over all X */
+    const double Pe = r->expert_params, Pd = r->params - Pe, Z = r->Z;
+    r->mem_params = Pd * s->param_bytes / base / (s->zero >= 3 ? X : 1) +
+                    Pe * s->param_bytes / base / (s->zero >= 3 ? X : Z);
+    r->mem_grads = Pd * s->grad_bytes / base / (s->zero >= 2 ? X : 1) +
+                   Pe * s->grad_bytes / base / (s->zero >= 2 ? X : Z);
+    r->mem_opt = Pd * s->opt_bytes / base / (s->zero >= 1 ? X : 1) +
+                 Pe * s->opt_bytes / base / (s->zero >= 1 ? X : Z);
     r->mem_acts = acts / (X * r->Y * r->P);
     /* FSDP keeps gathered copies: two layers in flight, or the gathered unembedding [D, V_Y]. */
     const double gathered = fmax(2 * r->params_layer, D * (double)m->V) / r->Y;
@@ -445,20 +473,45 @@ static void phases(calc_result *r) {
     }
 }
 
+/* The routed experts' roofline per layer and chip: its E/Z experts take (B/X)·k rows in all
+ * (balanced routing), 2·(B/X)·k·3·D·F_e/Y FLOPs forward, and read their 3·D·F_e/Y weights each
+ * from HBM (the backward twice the FLOPs and twice the bytes: weights and gradients). Where the
+ * reads take longer than the matmuls (fewer than C·param_bytes/(2·W_hbm) tokens per expert), the
+ * difference adds to each phase's math time. */
+static void expert_hbm_floor(const calc_spec *s, calc_result *r) {
+    const calc_moe *mo = &s->moe;
+    const double w = 3.0 * (double)s->shape.D * (double)calc_moe_F(&s->shape, mo) / r->Y;
+    const double flops = 2 * s->tokens / r->X * (double)mo->k * w;
+    const double bytes = (double)mo->E / r->Z * w * s->param_bytes;
+    const double extra = fmax(0.0, bytes / s->chip.hbm_bw - flops / s->chip.flops_bf16);
+    r->phase[0][0].t_math += extra;
+    r->phase[0][1].t_math += 2 * extra;
+    r->t_expert_hbm = 3 * extra;
+}
+
 /* Model totals and the FLOPs of each phase per chip (forward 2 per weight per token; causal
  * attention 2·T·N·H per token). Returns the blocks a backward recomputes (remat policy). */
 static int flops(const calc_spec *s, calc_result *r) {
     const calc_shape *m = &s->shape;
     const double B = s->tokens, D = (double)m->D, T = (double)m->T, V = (double)m->V;
-    const double NH = (double)(m->N * m->H), Pa = attn_params(m), Pm = mlp_params(m);
+    const double NH = (double)(m->N * m->H), Pa = attn_params(m);
     const double b = B / r->X, Y = r->Y;
-    const int M = s->microbatches;
-    r->params = calc_params(m);
-    r->params_layer = Pa + Pm + 2 * D;
-    r->flops_model = 6 * r->params * B; /* the book's MFU numerator (profiling chapter) */
+    const calc_moe *mo = &s->moe;
+    /* with experts: the MLP's FLOPs are the active ones (router, k + S experts), its gathered
+     * copy the chip's E/Z experts */
+    const double Pm = mo->E ? calc_moe_block_active(m, mo) : mlp_params(m);
+    r->params = calc_params_moe(m, mo);
+    r->params_active = calc_params_active(m, mo);
+    r->params_layer =
+        Pa +
+        (mo->E ? calc_moe_block_params(m, mo) - r->expert_params / (double)m->L * (1 - 1 / r->Z)
+               : Pm) +
+        2 * D;
+    /* the book's MFU numerator (profiling chapter), of the activated parameters with experts */
+    r->flops_model = 6 * r->params_active * B;
     r->flops_attn = 6 * (double)m->L * T * NH * B;
     r->layers_per_chip = (double)m->L / r->P;
-    r->bubble = (M + r->P - 1) / M;
+    r->bubble = 1; /* a pipeline's is simulated (calc_pipe_price) */
 
     const double f_proj = b / Y * 2 * Pa, f_mlp = b / Y * 2 * Pm, f_core = b / Y * 2 * T * NH;
     const double f_fwd = f_proj + f_mlp + f_core;
@@ -479,7 +532,42 @@ static int flops(const calc_spec *s, calc_result *r) {
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < 2; k++)
             r->phase[g][k].t_math = r->phase[g][k].flops / s->chip.flops_bf16;
+    if (mo->E) expert_hbm_floor(s, r);
     return re_blocks;
+}
+
+/* A MoE block's collectives: the router's and shared experts' weights over the data axes as a
+ * dense MLP's; the routed experts' W_in[E_Z, D_X, F_Y] over the data axes without Z; and, with
+ * the batch sharded over Z, the two AllToAlls of the routed token rows each way (dispatch and
+ * return), each chip's input its tokens' k rows per micro-batch, D_Y of each (the book's V: |Z|
+ * times that), repeated in the backward by a remat of the whole block. */
+static int expert_colls(builder *bl, int re_blocks, double tokens) {
+    const calc_spec *s = bl->s;
+    const calc_result *r = bl->r;
+    const calc_shape *m = &s->shape;
+    const calc_moe *mo = &s->moe;
+    const double D = (double)m->D, Y = r->Y, Fe = (double)calc_moe_F(m, mo);
+    const int M = s->microbatches;
+    const char *ts = bl->tsub, *dx = r->X > 1 ? "_" : "", *ds = r->X > 1 ? bl->dsub : "";
+    char wr[80], we[80], what[160];
+    snprintf(wr, sizeof wr, "W_router+shared[D%s%s,..%s%s]", dx, ds, Y > 1 ? "_" : "",
+             Y > 1 ? ts : "");
+    snprintf(we, sizeof we, "W_in[E%s%s,D%s%s,F%s%s]", r->Z > 1 ? "_" : "", bl->zsub,
+             r->X / r->Z > 1 ? "_" : "", bl->esub, Y > 1 ? "_" : "", Y > 1 ? ts : "");
+    const double shared = D * (double)mo->E + 3 * D * Fe * (double)mo->S;
+    int rc = add_weight_colls(bl, 0, shared / Y, wr, CALC_ROLE_DATA);
+    rc = rc ? rc
+            : add_weight_colls(bl, 0, (double)mo->E / r->Z * 3 * D * Fe / Y, we,
+                               CALC_ROLE_EXPERT_DATA);
+    if (rc || r->Z <= 1) return rc;
+    const double V = r->Z * (double)mo->k * tokens * D / Y * s->act_bytes;
+    snprintf(what, sizeof what, "AllToAll_%s X[(B_%s)k,D%s%s] dispatch + return", bl->zsub,
+             bl->dsub, Y > 1 ? "_" : "", Y > 1 ? ts : "");
+    rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 0, 2 * M, CALC_PATH_CRITICAL, V,
+                  what);
+    return rc ? rc
+              : add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 1,
+                         2 * M * (re_blocks == 2 ? 2 : 1), CALC_PATH_CRITICAL, V, what);
 }
 
 /* Every collective of a layer and of the head, then the pipeline's ppermutes. */
@@ -488,9 +576,11 @@ static int collectives(const calc_spec *s, calc_result *r, int re_blocks) {
     const double D = (double)m->D, V = (double)m->V, Y = r->Y;
     const double Pa = attn_params(m), Pm = mlp_params(m);
     const int M = s->microbatches;
-    builder bl = {s, r, "", ""};
+    builder bl = {s, r, "", "", "", ""};
     calc_axes_str(s, CALC_ROLE_DATA, bl.dsub, sizeof bl.dsub);
     calc_axes_str(s, CALC_ROLE_TENSOR, bl.tsub, sizeof bl.tsub);
+    calc_axes_str(s, CALC_ROLE_EXPERT, bl.zsub, sizeof bl.zsub);
+    calc_axes_str(s, CALC_ROLE_EXPERT_DATA, bl.esub, sizeof bl.esub);
     char wa[80], wm[80], wh[80];
     const char *ts = bl.tsub, *dx = r->X > 1 ? "_" : "", *ds = r->X > 1 ? bl.dsub : "";
     snprintf(wa, sizeof wa, "W_attn[D%s%s,(N+K)H%s%s]", dx, ds, Y > 1 ? "_" : "", Y > 1 ? ts : "");
@@ -499,24 +589,21 @@ static int collectives(const calc_spec *s, calc_result *r, int re_blocks) {
              ds);
     const double b = s->tokens / r->X, v_act = s->act_bytes * b / M * D;
     int rc = add_tp_colls(&bl, 0, 2, re_blocks, v_act);
-    rc = rc ? rc : add_weight_colls(&bl, 0, Pa / Y, wa);
-    rc = rc ? rc : add_weight_colls(&bl, 0, Pm / Y, wm);
+    rc = rc ? rc : add_weight_colls(&bl, 0, Pa / Y, wa, CALC_ROLE_DATA);
+    if (s->moe.E)
+        rc = rc ? rc : expert_colls(&bl, re_blocks, b / M);
+    else
+        rc = rc ? rc : add_weight_colls(&bl, 0, Pm / Y, wm, CALC_ROLE_DATA);
     rc = rc ? rc : add_tp_colls(&bl, 1, 1, 0, v_act);
-    rc = rc ? rc : add_weight_colls(&bl, 1, 2 * D * V / Y, wh);
+    rc = rc ? rc : add_weight_colls(&bl, 1, 2 * D * V / Y, wh, CALC_ROLE_DATA);
     if (rc < 0) return -1;
     phases(r);
-    if (r->P > 1) {
-        int sizes[1] = {(int)r->P}, wraps[1] = {0};
-        double t = cost_collective(COST_OP_PPERMUTE, &s->link, sizes, wraps, 1, MESH_ALG_DEFAULT,
-                                   v_act / Y, NULL);
-        r->t_pipe = 2.0 * M * t;
-    }
     return 0;
 }
 
 /* Step times: each phase max(T_math, T_comms) (overlapped) or the sum (serial), layers ×
- * L/P, the pipeline bubble, then MFU and tokens/s. */
-static void step_times(const calc_spec *s, calc_result *r) {
+ * L/P; a pipeline's step is its simulated schedule; then MFU and tokens/s. */
+static int step_times(const calc_spec *s, calc_result *r, char *err, size_t errlen) {
     double t_max = 0, t_sum = 0, t_math = 0, t_comm = 0;
     for (int g = 0; g < 2; g++) {
         const double reps = g == 0 ? r->layers_per_chip : 1;
@@ -528,12 +615,14 @@ static void step_times(const calc_spec *s, calc_result *r) {
             t_comm += reps * p->t_comm;
         }
     }
+    if (r->P > 1 && calc_pipe_price(s, r, &t_max, &t_sum, err, errlen) < 0) return -1;
     r->t_math = t_math * r->bubble;
     r->t_comm = t_comm + r->t_pipe;
-    r->t_step_max = t_max * r->bubble + r->t_pipe;
-    r->t_step_sum = t_sum * r->bubble + r->t_pipe;
+    r->t_step_max = t_max;
+    r->t_step_sum = t_sum;
     r->mfu = r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_max);
     r->tokens_per_s = s->tokens / r->t_step_max;
+    return 0;
 }
 
 /* Pods: the step above is one pod's at B/pods; the totals count every pod. */
@@ -564,12 +653,17 @@ int calc_compute(const calc_spec *s_all, calc_result *r, char *err, size_t errle
     r->chips = 1;
     for (int i = 0; i < s->n_axes; i++) r->chips *= s->sizes[i];
     r->dcn_bw = s->dcn_bw > 0 ? s->dcn_bw : cost_chip_dcn_bw(&s->chip);
-    if (validate(s, r, err, errlen) < 0) return -1;
+    int nz;
+    r->Z = s->moe.E ? calc_role_degree(s, CALC_ROLE_EXPERT, &nz) : 1;
+    r->expert_params = s->moe.E ? (double)s->shape.L * (double)s->moe.E * 3 * (double)s->shape.D *
+                                      (double)calc_moe_F(&s->shape, &s->moe)
+                                : 0;
+    if (validate(s, r, err, errlen) < 0 || calc_moe_validate(s, r, err, errlen) < 0) return -1;
     const int re_blocks = flops(s, r);
     if (collectives(s, r, re_blocks) < 0)
         return errmsg_fail(err, errlen, "internal: too many collectives or a bad axis set");
-    step_times(s, r);
     memory(s, r);
+    if (step_times(s, r, err, errlen) < 0) return -1;
     thresholds(s, r);
     pods(s_all, s, r);
     return 0;

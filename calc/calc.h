@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "calc/schedule.h"
 #include "mesh/cost.h"
 #include <stdint.h>
 
@@ -46,8 +47,26 @@ typedef enum {
 } calc_remat;
 
 /* The role of a set of axes; CALC_ROLE_DCN is the data parallelism across pods (no mesh axis:
- * the pods, joined by the data-center network). */
-typedef enum { CALC_ROLE_DATA, CALC_ROLE_TENSOR, CALC_ROLE_PIPE, CALC_ROLE_DCN } calc_role;
+ * the pods, joined by the data-center network). With experts, CALC_ROLE_EXPERT is the expert
+ * axis Z (E_Z: the tokens' AllToAlls) and CALC_ROLE_EXPERT_DATA the data axes without it (X/Z:
+ * where the copies of one expert live, its weights' FSDP gathers and gradient reductions). */
+typedef enum {
+    CALC_ROLE_DATA,
+    CALC_ROLE_TENSOR,
+    CALC_ROLE_PIPE,
+    CALC_ROLE_DCN,
+    CALC_ROLE_EXPERT,
+    CALC_ROLE_EXPERT_DATA
+} calc_role;
+
+/* A mixture of experts (E = 0: a dense model). Every block's MLP is E routed experts, each a
+ * gated MLP of width F (0: the model's F), k of them per token, beside S shared (always-on) ones,
+ * and a router D×E; the routed experts are sharded over the one data axis of expert_mask (the
+ * book's W_in[E_Z, D_X, F_Y]: Z the expert axis, X the FSDP axis, Y the tensor axis). */
+typedef struct {
+    int64_t E, k, S, F;
+    int expert_mask;
+} calc_moe;
 
 /* Output formats of a plan and of a search. */
 typedef enum { CALC_FORMAT_TABLE, CALC_FORMAT_CSV, CALC_FORMAT_JSON } calc_format;
@@ -77,8 +96,10 @@ typedef struct {
     calc_shape shape;
     double tokens; /* global batch B in tokens */
     calc_remat remat;
-    int ckpt_n;       /* tensors per layer for CALC_REMAT_CKPT */
-    int microbatches; /* pipeline microbatches (≥ 1) */
+    int ckpt_n;          /* tensors per layer for CALC_REMAT_CKPT */
+    int microbatches;    /* pipeline microbatches (≥ 1) */
+    sched_kind schedule; /* pipeline schedule (calc_pipe.c), default gpipe */
+    int virtual_stages;  /* v chunks per pipeline rank; 0: the schedule's own (sched_spec_v) */
     double param_bytes, grad_bytes, opt_bytes, act_bytes; /* per element: 2, 2, 8, 2 */
     /* Pods: `pods` copies of the topology joined by DCN, data parallel across them (the book:
      * pure DP over DCN, FSDP/TP inside a pod). Gradients reduce hierarchically: ReduceScatter
@@ -88,6 +109,7 @@ typedef struct {
      * 0 = the chip's (cost_chip_dcn_bw). */
     int pods;
     double dcn_bw;
+    calc_moe moe;
 } calc_spec;
 
 typedef struct {
@@ -110,6 +132,26 @@ typedef struct {
     double flops, t_math, t_comm;
 } calc_phase;
 
+/* One pipeline schedule priced for the plan (calc_pipe.c): refused (why), or its simulated step. */
+typedef struct {
+    int ok, v;
+    char why[160];
+    double t_step;      /* simulated makespan, overlapped phases */
+    double bubble;      /* idle fraction of that step */
+    double bubble_unit; /* the same table with unit costs and no p2p: the closed form */
+    double peak;        /* (stage, micro-batch) pairs held on the busiest rank */
+    double mem_acts;    /* activation bytes per chip at that peak */
+    double sends;       /* p2p messages per rank per step */
+} calc_sched_row;
+
+/* The pipeline axis given another role instead (calc_pipe.c): FSDP (joins the data axes,
+ * ZeRO-3) or TP (joins the tensor axes); ok = 0 when calc_compute refuses that sharding. */
+typedef struct {
+    int ok;
+    char label[48], why[160];
+    double t_step, t_comm, mem_total;
+} calc_axis_choice;
+
 typedef struct {
     /* model */
     double params, params_layer, flops_model; /* total params; per layer; 6·params·B */
@@ -119,8 +161,15 @@ typedef struct {
     calc_coll coll[CALC_MAX_COLL];
     int n_coll;
     calc_phase phase[2][2];
-    double layers_per_chip, bubble; /* L/P; pipeline factor (M+P−1)/M */
-    double t_pipe;                  /* pipeline ppermutes per step */
+    double layers_per_chip, bubble; /* L/P; pipeline factor: step / busiest rank's compute */
+    double t_pipe;                  /* pipeline ppermutes per step per chip (all of them) */
+    /* pipeline (P > 1), priced by simulating the schedule (calc_pipe.c) */
+    double pipe_bubble;  /* idle fraction of the simulated step */
+    double t_p2p;        /* one micro-batch's activations over one boundary */
+    double act_mb_chunk; /* activation bytes of one micro-batch in one chunk */
+    double pipe_peak;    /* (stage, micro-batch) pairs held, busiest rank */
+    calc_sched_row sched[SCHED_N_KINDS];
+    calc_axis_choice alt[2]; /* the pipeline axis as FSDP, as TP */
     /* step */
     double chips, t_math, t_comm, t_step_max, t_step_sum, mfu, tokens_per_s;
     /* memory per chip, bytes */
@@ -143,6 +192,17 @@ typedef struct {
     double pods, chips_pod, tokens_per_pod;
     double dcn_bw;        /* per chip */
     double dcn_threshold; /* C / W_dcn: the book's per-pod batch below which DCN binds */
+    /* mixture of experts (spec moe.E > 0; else params_active = params, Z = 1, the rest 0) */
+    double params_active;       /* the parameters one token passes through (6·them·B: FLOPs) */
+    double Z;                   /* the expert axis's degree (1: every chip holds every expert) */
+    double expert_params;       /* the routed experts' parameters, all layers */
+    double tokens_per_expert;   /* (B/X)·Z·k/E: the tokens one copy of an expert takes a step */
+    double expert_intensity;    /* C·param_bytes/(2·W_hbm): the tokens an expert needs to be
+                                   FLOP-bound (the roofline's C/W_hbm, 240 on v5e in bf16) */
+    double moe_batch_threshold; /* expert_intensity·E/k: what an expert group's batch B/X·Z must
+                                   exceed (the book's ~240·E/k) */
+    double t_expert_hbm;        /* per layer and chip, fwd + bwd: the experts' weight reads beyond
+                                   their matmuls' time (the roofline's HBM floor; 0: FLOP-bound) */
 } calc_result;
 
 /* Fills s with the defaults (v5p constants, bf16 + Adam byte counts, remat none, 1 microbatch,
@@ -156,6 +216,27 @@ int calc_model_preset(calc_shape *m, const char *name);
 /* Total parameters of the meshtrain model (GQA attention, gated MLP, 2 norms per layer, final
  * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
 double calc_params(const calc_shape *m);
+
+/* ---- mixture of experts (calc_moe.c) ---- */
+/* "mixtral-8x7b": E = 8, k = 2 (the published sizes; its shape from calc_model_preset); other
+ * presets: dense (E = 0). Returns 0, or −1 if unknown. */
+int calc_moe_preset(calc_moe *mo, const char *name);
+/* The expert width (moe F, or the model's F when 0). */
+int64_t calc_moe_F(const calc_shape *m, const calc_moe *mo);
+/* A MoE block's MLP parameters: the router D·E, E routed and S shared gated experts of 3·D·F_e:
+ * all of them, and the ones one token passes through (the router, k + S experts). */
+double calc_moe_block_params(const calc_shape *m, const calc_moe *mo);
+double calc_moe_block_active(const calc_shape *m, const calc_moe *mo);
+/* calc_params with every block's MLP a mixture of experts (= calc_params when E = 0); and the
+ * parameters one token passes through. */
+double calc_params_moe(const calc_shape *m, const calc_moe *mo);
+double calc_params_active(const calc_shape *m, const calc_moe *mo);
+/* The experts' checks for a training plan: 1 ≤ k ≤ E, the expert axis one whole data axis,
+ * E divisible by its size. Returns 0, or −1 with err. */
+int calc_moe_validate(const calc_spec *s, const calc_result *r, char *err, size_t errlen);
+/* The table's lines on the experts (after the header) and their thresholds. */
+void calc_moe_print(FILE *out, const calc_spec *s, const calc_result *r);
+void calc_moe_print_thresholds(FILE *out, const calc_spec *s, const calc_result *r);
 
 /* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
  * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */
@@ -189,6 +270,20 @@ void calc_axes_label(const calc_spec *s, calc_role role, char *out, size_t len);
  * (an axis in two roles that is not split, a block that does not divide its axis, a degree
  * that does not divide the batch or the model). */
 int calc_compute(const calc_spec *s, calc_result *r, char *err, size_t errlen);
+
+/* Pipelines (calc_pipe.c). The schedule's refusals for s (sched_check with P, v, M and L):
+ * 0 or −1 with err. */
+int calc_pipe_check(const calc_spec *s, const calc_result *r, char *err, size_t errlen);
+/* Prices a pipelined step (P > 1) by simulating s->schedule with per-stage costs of one
+ * micro-batch (L/(P·v) layers' phases / M, the head on the last stage; I = W = B/2) and the p2p
+ * time of one micro-batch's activations: sets the step times (overlapped phases: *t_max; serial:
+ * *t_sum), r->bubble, r->t_pipe, the pipeline fields, every schedule's row and the axis as FSDP
+ * and as TP. Returns 0, or −1 with err. */
+int calc_pipe_price(const calc_spec *s, calc_result *r, double *t_max, double *t_sum, char *err,
+                    size_t errlen);
+/* The pipeline section of the table, and the chosen schedule's step x rank grid. */
+void calc_print_pipe(FILE *out, const calc_spec *s, const calc_result *r);
+void calc_print_pipe_grid(FILE *out, const calc_spec *s, const calc_result *r);
 
 /* Printing as a table (calc_report.c). */
 void calc_print(FILE *out, const calc_spec *s, const calc_result *r);

@@ -1,6 +1,7 @@
 /* calc_cli: the `meshplan` / `meshtrain plan` command line. Parses and validates every flag up
  * front, then prints one plan or a search. See calc.h. */
 #include "calc/calc.h"
+#include "calc/calc_cp.h"
 #include "calc/calc_infer.h"
 
 #include <errno.h>
@@ -25,8 +26,16 @@ static const char *help_text =
     "  --mesh x=A,y=B     the trainer's spelling of the same      --open AXES  force axes open\n"
     "Model (presets, then flags override):\n"
     "  --model NAME       llama3-70b (L=80 D=8192 F=28672 N=64 K=8 H=128 V=128256 T=4096),\n"
-    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096)\n"
+    "                     llama2-13b (L=40 D=5120 F=13824 N=K=40 H=128 V=32000 T=4096),\n"
+    "                     mixtral-8x7b (L=32 D=4096 F=14336 N=32 K=8 H=128 V=32000 T=4096,\n"
+    "                     8 experts, top-2: 46.7e9 params, 12.9e9 per token)\n"
     "  --layers --d-model --heads --kv-heads --head-dim --d-ff --vocab --seq-len\n"
+    "Mixture of experts (every block's MLP; the book's W_in[E_Z, D_X, F_Y]):\n"
+    "  --experts E        routed experts per block (0: dense)\n"
+    "  --moe-top-k k      experts per token (alias --top-k; default 2)\n"
+    "  --shared-experts S always-on experts      --expert-d-ff F  each expert's width (default F)\n"
+    "  --expert AXIS      shard the experts over one data axis (E_Z): two AllToAlls of the\n"
+    "                     tokens per block each way; with --infer, one of the model axes\n"
     "Pods (the book's multi-pod training):\n"
     "  --pods N           N copies of the topology joined by the data-center network, data\n"
     "                     parallel across them; the batch is global (B/N per pod). Gradients\n"
@@ -46,10 +55,20 @@ static const char *help_text =
     "                     (W/k per link, k*T_min per step)\n"
     "  --pipeline AXIS    pipeline stages (a whole axis)\n"
     "  --microbatches M   pipeline microbatches (default 1)\n"
+    "  --schedule S       gpipe (default) | 1f1b | interleaved | zb-h1 | zb-v: the pipeline's\n"
+    "                     schedule, simulated to price the step; prints its step x rank grid\n"
+    "  --virtual-stages V chunks per pipeline rank (interleaved: >= 2, default 2; zb-v: 2)\n"
     "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
     "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
     "                     direct ignores the link sharing of split axes)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
+    "Context parallelism (the sequence sharded over an axis; the zigzag split):\n"
+    "  --cp AXIS          shard every sequence's tokens over AXIS (one of x, y, z): training\n"
+    "                     adds the attention's collectives (all three algorithms priced side\n"
+    "                     by side), the ring's overlap threshold in T and the buffers; with\n"
+    "                     --infer, decode with the KV cache sharded over the sequence and\n"
+    "                     prefill with the prompt over AXIS\n"
+    "  --cp-alg ALG       allgather | ring (default) | ulysses\n"
     "Inference (the book's inference chapters):\n"
     "  --infer            predict serving instead of a training step: KV cache, memory per\n"
     "                     chip, smallest slice, prefill (TTFT), decode step and its regime,\n"
@@ -76,10 +95,12 @@ static const char *help_text =
 typedef struct {
     calc_spec s;
     calc_infer_opt io; /* --infer */
-    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8];
+    char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8], expert[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
-    int search, chips, top, have_data, whole_axes, infer;
+    int search, chips, top, have_data, whole_axes, infer, grid;
     calc_format format;
+    calc_cp_opt cp; /* --cp, --cp-alg (cp_alg: given) */
+    int cp_alg;
 } cli;
 
 static int bad(char *err, size_t len, const char *flag, const char *val, const char *want) {
@@ -132,9 +153,31 @@ static int set_topology(cli *c, const char *f, const char *v, char *err, size_t 
     return str_flag(f, v, c->topology, sizeof c->topology, err, len);
 }
 static int set_model(cli *c, const char *f, const char *v, char *err, size_t len) {
-    return calc_model_preset(&c->s.shape, v) < 0
-               ? bad(err, len, f, v, "expected llama3-70b or llama2-13b")
+    return calc_model_preset(&c->s.shape, v) < 0 || calc_moe_preset(&c->s.moe, v) < 0
+               ? bad(err, len, f, v, "expected llama3-70b, llama2-13b or mixtral-8x7b")
                : 0;
+}
+static int set_expert(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (!axes_ok(v) || strlen(v) != 1) return bad(err, len, f, v, "give one axis, x, y or z");
+    return str_flag(f, v, c->expert, sizeof c->expert, err, len);
+}
+static int set_schedule(cli *c, const char *f, const char *v, char *err, size_t len) {
+    const int k = sched_kind_parse(v);
+    if (k < 0) return bad(err, len, f, v, "expected gpipe, 1f1b, interleaved, zb-h1 or zb-v");
+    c->s.schedule = (sched_kind)k, c->grid = 1;
+    return 0;
+}
+static int set_cp(cli *c, const char *f, const char *v, char *err, size_t len) {
+    if (strlen(v) != 1 || v[0] < 'x' || v[0] > 'z')
+        return bad(err, len, f, v, "expected one axis: x, y or z");
+    c->cp.axis = v[0] - 'x';
+    return 0;
+}
+static int set_cp_alg(cli *c, const char *f, const char *v, char *err, size_t len) {
+    const int a = calc_cp_alg_parse(v);
+    if (a < 0) return bad(err, len, f, v, "expected allgather, ring or ulysses");
+    c->cp.alg = (calc_cp_alg)a, c->cp_alg = 1;
+    return 0;
 }
 static int set_data(cli *c, const char *f, const char *v, char *err, size_t len) {
     if (!axes_ok(v))
@@ -246,6 +289,13 @@ static const calc_flag flags[] = {
     {"--d-ff", CF_WHOLE, 'l', SH_(F), 1, 1 << 22, ALL_, NULL},
     {"--vocab", CF_WHOLE, 'l', SH_(V), 1, 1 << 24, ALL_, NULL},
     {"--seq-len", CF_WHOLE, 'l', SH_(T), 1, 1 << 24, T_ | S_, NULL},
+    /* experts (mixture of experts) */
+    {"--experts", CF_WHOLE, 'l', C_(s.moe.E), 1, 1 << 20, ALL_, NULL},
+    {"--moe-top-k", CF_WHOLE, 'l', C_(s.moe.k), 1, 1 << 20, ALL_, NULL},
+    {"--top-k", CF_WHOLE, 'l', C_(s.moe.k), 1, 1 << 20, ALL_, NULL},
+    {"--shared-experts", CF_WHOLE, 'l', C_(s.moe.S), 0, 1 << 20, ALL_, NULL},
+    {"--expert-d-ff", CF_WHOLE, 'l', C_(s.moe.F), 1, 1 << 20, ALL_, NULL},
+    {"--expert", CF_NAMED, 0, 0, 0, 0, ALL_, set_expert},
     /* pods */
     {"--pods", CF_WHOLE, 'i', C_(s.pods), 1, 1 << 16, T_ | S_, NULL},
     {"--dcn-bw", CF_REAL, 'd', C_(s.dcn_bw), 1, 1e15, T_ | S_, NULL},
@@ -260,6 +310,10 @@ static const calc_flag flags[] = {
     {"--tensor", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_tensor},
     {"--pipeline", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_axes},
     {"--microbatches", CF_WHOLE, 'i', C_(s.microbatches), 1, 1 << 20, T_, NULL},
+    {"--schedule", CF_NAMED, 0, 0, 0, 0, T_, set_schedule},
+    {"--virtual-stages", CF_WHOLE, 'i', C_(s.virtual_stages), 1, 64, T_, NULL},
+    {"--cp", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_cp},
+    {"--cp-alg", CF_NAMED, 0, 0, 0, 0, T_ | I_, set_cp_alg},
     {"--remat", CF_NAMED, 0, 0, 0, 0, T_ | S_, set_remat},
     {"--alg", CF_NAMED, 0, 0, 0, 0, ALL_, set_alg},
     {"--param-bytes", CF_REAL, 'd', C_(s.param_bytes), 0, 64, ALL_, NULL},
@@ -451,6 +505,8 @@ static int finish(cli *c, char *err, size_t len) {
     if (finish_chip(c, err, len) < 0 || finish_batch(c, err, len) < 0) return -1;
     if (s->shape.H == 0 && s->shape.N > 0) s->shape.H = s->shape.D / s->shape.N;
     if (s->shape.K == 0) s->shape.K = s->shape.N;
+    /* the book's typical k, also for --search --chips, which makes its topologies itself */
+    if (s->moe.E > 0 && s->moe.k == 0) s->moe.k = 2;
     if (!c->topology[0]) {
         if (c->search && c->chips > 0) return 0;
         return bad(err, len, "--topology", "", "missing (e.g. --topology 16x16x16)");
@@ -472,20 +528,34 @@ static int finish(cli *c, char *err, size_t len) {
     int block[COST_MAX_AXES] = {0, 0, 0};
     if (c->tensor[0]) tensor_parse(c->tensor, &s->tensor_mask, block);
     s->pipe_mask = mask_of(c->pipe);
-    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open)) & ~all)
-        return bad(err, len, "--dp/--tensor/--pipeline/--open", "",
+    s->moe.expert_mask = mask_of(c->expert);
+    if ((s->tensor_mask | s->pipe_mask | mask_of(c->data) | mask_of(c->open) |
+         s->moe.expert_mask) &
+        ~all)
+        return bad(err, len, "--dp/--tensor/--pipeline/--open/--expert", "",
                    "names an axis the "
                    "topology lacks");
     const int split = finish_blocks(c, sizes, n, block, err, len);
     if (split < 0) return -1;
-    if (c->infer) { /* model parallel over every axis unless --tensor says otherwise */
-        if (!c->tensor[0]) s->tensor_mask = all;
+    const int cp = c->cp.axis >= 0 ? 1 << c->cp.axis : 0;
+    if (cp & ~all) return bad(err, len, "--cp", "", "names an axis the topology lacks");
+    if (cp & mask_of(c->data))
+        return errmsg_fail(err, len,
+                           "--cp %c: axis %c is also in --dp; an axis takes one role (the CP axis "
+                           "counts among the data axes for the weights by itself)",
+                           'x' + c->cp.axis, 'x' + c->cp.axis);
+    if (cp & (s->tensor_mask | s->pipe_mask))
+        return errmsg_fail(err, len, "--cp %c: axis %c is also the %s axis; an axis takes one role",
+                           'x' + c->cp.axis, 'x' + c->cp.axis,
+                           cp & s->tensor_mask ? "--tensor" : "--pipeline");
+    if (c->infer) { /* model parallel over every axis (but the CP axis) unless --tensor says */
+        if (!c->tensor[0]) s->tensor_mask = all & ~cp;
         s->data_mask = c->have_data ? mask_of(c->data) : 0;
         return 0;
     }
     /* A split axis's strided rest shards the batch unless --dp leaves it out. */
     s->data_mask =
-        c->have_data ? mask_of(c->data) : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
+        c->have_data ? mask_of(c->data) | cp : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
     return 0;
 }
 
@@ -508,14 +578,17 @@ static int check_modes(const cli *c, const int *given, char *err, size_t len) {
                                                                     : "");
 #define GIVEN(name) given[find_flag(name) - flags]
     if (c->search && c->chips > 0)
-        for (int k = 0; k < 3; k++) {
-            const char *f = (const char *[]){"--topology", "--mesh", "--open"}[k];
+        for (int k = 0; k < 4; k++) { /* the flags that name its axes */
+            const char *f = (const char *[]){"--topology", "--mesh", "--open", "--expert"}[k];
             if (GIVEN(f))
                 return errmsg_fail(err, len,
                                    "%s with --chips: the search makes the topologies of --chips "
                                    "N itself; give one of the two",
                                    f);
         }
+    if (GIVEN("--schedule") && !c->pipe[0])
+        return errmsg_fail(err, len,
+                           "--schedule is unused: it schedules the stages of --pipeline AXIS");
     if (GIVEN("--dcn-bw") && c->s.pods <= 1)
         return errmsg_fail(err, len,
                            "--dcn-bw is unused: the data-center network joins --pods N > 1 "
@@ -560,8 +633,31 @@ static int run_search(cli *c, FILE *out, char *err, size_t len) {
     return n > 0 ? 0 : calc_search_explain(&c->s, &o, err, len);
 }
 
+/* --cp: the flags it cannot go with; 0 or −1 (err). */
+static int cp_check(const cli *c, char *err, size_t len) {
+    if (c->cp.axis < 0) return c->cp_alg ? errmsg_fail(err, len, "--cp-alg needs --cp AXIS") : 0;
+    if (c->search) return bad(err, len, "--cp", "with --search", "not supported");
+    if (c->format != CALC_FORMAT_TABLE)
+        return bad(err, len, "--cp", "with --format csv/json",
+                   "the context-parallel section is a table only; use --format table");
+    return 0;
+}
+
+/* --infer --cp: calc_infer's table on Y·C chips, then the sequence-sharded serving. */
+static int run_infer_cp(cli *c, FILE *out, char *err, size_t len) {
+    calc_cp_infer_result r;
+    if (calc_cp_infer(&c->s, &c->io, &c->cp, &r, err, len) < 0) return -1;
+    if (!out) return 0;
+    calc_spec yc = c->s;
+    yc.tensor_mask |= 1 << c->cp.axis;
+    calc_infer_print(out, &yc, &c->io, &r.base);
+    calc_cp_infer_print(out, &c->s, &c->io, &c->cp, &r);
+    return 0;
+}
+
 /* --infer: the serving prediction on out. Returns 0 or −1 (err). */
 static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    if (c->cp.axis >= 0) return run_infer_cp(c, out, err, len);
     calc_infer_result r;
     if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
     if (!out) return 0;
@@ -581,17 +677,21 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     calc_infer_defaults(&c.io);
     snprintf(c.chip, sizeof c.chip, "v5p");
     c.latency = -1;
+    c.cp = (calc_cp_opt){-1, CALC_CP_RING};
     c.top = 15;
     char err[512] = "";
     int rc = parse_args(&c, argc, argv, err, sizeof err);
     if (rc == 1 && out) fputs(help_text, out);
+    if (rc == 0) rc = cp_check(&c, err, sizeof err);
     if (rc == 0 && c.infer) {
         rc = run_infer(&c, out, err, sizeof err);
     } else if (rc == 0 && c.search) {
         rc = run_search(&c, out, err, sizeof err);
     } else if (rc == 0) {
         calc_result r;
+        calc_cp_result cr;
         rc = calc_compute(&c.s, &r, err, sizeof err);
+        if (rc == 0 && c.cp.axis >= 0) rc = calc_cp(&c.s, &r, &c.cp, &cr, err, sizeof err);
         if (rc == 0 && out) {
             if (c.format == CALC_FORMAT_CSV)
                 calc_print_csv(out, &c.s, &r);
@@ -599,6 +699,8 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
                 calc_print_json(out, &c.s, &r);
             else
                 calc_print(out, &c.s, &r);
+            if (c.grid && c.format == CALC_FORMAT_TABLE) calc_print_pipe_grid(out, &c.s, &r);
+            if (c.cp.axis >= 0) calc_cp_print(out, &c.s, &r, &c.cp, &cr);
         }
     }
     if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);

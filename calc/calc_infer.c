@@ -70,6 +70,18 @@ static int validate(const calc_spec *s, const calc_infer_opt *o, const calc_infe
             "tensor degree %lld must divide the heads and d_ff (N = %lld, F = %lld); "
             "pick other --tensor axes",
             (long long)r->Y, (long long)m->N, (long long)m->F);
+    const calc_moe *mo = &s->moe;
+    if (mo->E && (mo->k < 1 || mo->k > mo->E))
+        return errmsg_fail(err, errlen, "--moe-top-k %lld with --experts %lld: 1 <= k <= E",
+                           (long long)mo->k, (long long)mo->E);
+    if (mo->expert_mask && !(mo->expert_mask & s->tensor_mask))
+        return errmsg_fail(err, errlen,
+                           "--expert with --infer: the experts are sharded over one of the model "
+                           "axes (--tensor; default every axis), each chip holding E/|Z|");
+    if (!mo->E && (mo->expert_mask || mo->k || mo->S || mo->F))
+        return errmsg_fail(err, errlen,
+                           "--expert, --moe-top-k, --shared-experts and --expert-d-ff need "
+                           "--experts E (or --model mixtral-8x7b)");
     if (fmod(o->batch, r->replicas) != 0)
         return errmsg_fail(
             err, errlen,
@@ -99,6 +111,19 @@ static double forward_ici(const calc_spec *s, const calc_infer_result *r, double
     if (r->Y > (double)m->K)
         layer += 2 * tensor_coll(s, COST_OP_ALL_TO_ALL, a * tokens * (double)(m->N * m->H));
     return (double)m->L * layer + tensor_coll(s, COST_OP_ALL_GATHER, a * tokens * (double)m->V);
+}
+
+/* A decode step's two AllToAlls per block over the expert axis: the replica's B/R tokens' k
+ * routed rows of D (the book's V; each chip sends its 1/|Z| share). 0 without an expert axis. */
+static double expert_ici(const calc_spec *s, const calc_infer_result *r) {
+    const calc_moe *mo = &s->moe;
+    if (!mo->E || !mo->expert_mask) return 0;
+    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], strides[COST_MAX_AXES], n;
+    calc_role_axes(s, CALC_ROLE_EXPERT, sizes, wraps, strides, &n);
+    const double V = r->act_bytes * r->batch_per_replica * (double)mo->k * (double)s->shape.D;
+    return 2 * (double)s->shape.L *
+           cost_collective_strided(COST_OP_ALL_TO_ALL, &s->link, sizes, wraps, strides, n, s->alg,
+                                   V, NULL);
 }
 
 /* Weight and KV bytes per chip, the batch that fits, the smallest slice. */
@@ -145,7 +170,7 @@ static int check_exists(const calc_spec *s, const calc_infer_opt *o, const calc_
 static void prefill(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r) {
     const calc_shape *m = &s->shape;
     const double T = o->prefill, Y = r->Y, K = (double)m->K;
-    r->prefill_flops_dense = 2 * r->params * T;
+    r->prefill_flops_dense = 2 * r->params_active * T;
     r->prefill_flops_attn = 2 * (double)m->L * T * T * (double)(m->N * m->H);
     const double flops = r->prefill_flops_dense + r->prefill_flops_attn;
     const double kv_written = T * r->kv_bytes_per_token / fmin(Y, K);
@@ -160,18 +185,33 @@ static void prefill(const calc_spec *s, const calc_infer_opt *o, calc_infer_resu
              fmax((r->mem_params + n * kv_written) / s->chip.hbm_bw, forward_ici(s, r, n * T)));
 }
 
+calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params, double t_ici,
+                                         double *step) {
+    const double t = fmax(t_flops, fmax(t_params, t_ici));
+    *step = t_kv + t;
+    return t == t_ici && t_ici > 0 ? CALC_REGIME_ICI
+           : t == t_flops          ? CALC_REGIME_FLOPS
+                                   : CALC_REGIME_HBM;
+}
+
 /* One decode step of a replica: the book's T_kv + max(T_flops, T_params), with T_ici. */
 static void decode(const calc_spec *s, calc_infer_result *r) {
     const double Br = r->batch_per_replica;
     r->t_kv = r->mem_kv / s->chip.hbm_bw;
-    r->t_params = r->mem_params / s->chip.hbm_bw;
-    r->t_flops = 2 * Br * r->params / (r->Y * r->C);
-    r->t_ici = forward_ici(s, r, Br);
-    const double t = fmax(r->t_flops, fmax(r->t_params, r->t_ici));
-    r->regime = t == r->t_ici && r->t_ici > 0 ? CALC_REGIME_ICI
-                : t == r->t_flops             ? CALC_REGIME_FLOPS
-                                              : CALC_REGIME_HBM;
-    r->decode_step_s = r->t_kv + t;
+    const calc_moe *mo = &s->moe;
+    double read = r->mem_params; /* with experts: the ones the step's tokens reach */
+    if (mo->E) {
+        const double Ek = (double)mo->E, k = (double)mo->k;
+        r->experts_touched = Ek * (1 - pow(1 - k / Ek, Br));
+        read -= (double)s->shape.L * (Ek - r->experts_touched) * 3 * (double)s->shape.D *
+                (double)calc_moe_F(&s->shape, mo) * r->param_bytes_total / r->params / r->Y;
+        r->t_alltoall = expert_ici(s, r);
+    }
+    r->t_params = read / s->chip.hbm_bw;
+    r->t_flops = 2 * Br * r->params_active / (r->Y * r->C);
+    r->t_ici = forward_ici(s, r, Br) + r->t_alltoall;
+    r->regime =
+        calc_infer_decode_step(r->t_kv, r->t_flops, r->t_params, r->t_ici, &r->decode_step_s);
     r->tokens_per_s = Br * r->replicas / r->decode_step_s;
     r->tokens_per_s_per_chip = r->tokens_per_s / r->chips;
 }
@@ -189,7 +229,8 @@ int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r
     r->batch_per_replica = o->batch / r->replicas;
     r->C = o->flops_dtype == CALC_FLOPS_INT8 ? s->chip.flops_int8 : s->chip.flops_bf16;
     r->act_bytes = o->flops_dtype == CALC_FLOPS_INT8 ? 1 : 2;
-    r->params = o->params > 0 ? o->params : calc_params(m);
+    r->params = o->params > 0 ? o->params : calc_params_moe(m, &s->moe);
+    r->params_active = o->params > 0 ? o->params : calc_params_active(m, &s->moe);
     r->param_bytes_total = r->params * o->param_bytes;
     r->kv_bytes_per_token =
         o->kv_token_bytes > 0 ? o->kv_token_bytes : 2 * o->kv_bytes * (double)(m->H * m->K * m->L);
@@ -206,6 +247,7 @@ int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r
     r->tp_bound_flops = (r->M_Y > 0 ? r->M_Y : 1) * (double)m->F / r->alpha;
     r->tp_bound_hbm =
         o->param_bytes / r->act_bytes * (double)m->F / (r->batch_per_replica * r->beta);
+    if (s->moe.E) r->b_crit_moe = r->b_crit * (double)s->moe.E / (double)s->moe.k;
     return 0;
 }
 
@@ -289,10 +331,29 @@ static void print_thresholds(FILE *out, const calc_infer_opt *o, const calc_infe
             r->tp_bound_hbm, r->beta, o->param_bytes, r->act_bytes);
 }
 
+/* With experts: what a token activates, the experts a decode step reaches, the AllToAlls and the
+ * batch past which the experts' weights are FLOP-bound. */
+static void print_moe(FILE *out, const calc_spec *s, const calc_infer_result *r) {
+    const calc_moe *mo = &s->moe;
+    if (!mo->E) return;
+    fprintf(out,
+            "  experts: %lld routed (top-%lld) + %lld shared per block; %.4g params, %.4g per "
+            "token (FLOPs); a decode step of %.0f sequences reaches %.2f of the %lld experts a "
+            "block (routing uniform): only their weights are read; AllToAlls over the expert "
+            "axis %.4g ms a step\n",
+            (long long)mo->E, (long long)mo->k, (long long)mo->S, r->params, r->params_active,
+            r->batch_per_replica, r->experts_touched, (long long)mo->E, r->t_alltoall * 1e3);
+    fprintf(out,
+            "  experts' B_crit: each expert takes (B/R)*k/E = %.3g tokens a step; its weights "
+            "are FLOP-bound past B/R = B_crit*E/k = %.1f\n",
+            r->batch_per_replica * (double)mo->k / (double)mo->E, r->b_crit_moe);
+}
+
 void calc_infer_print(FILE *out, const calc_spec *s, const calc_infer_opt *o,
                       const calc_infer_result *r) {
     print_setup(out, s, o, r);
     print_memory(out, o, r);
     print_times(out, o, r);
     print_thresholds(out, o, r);
+    print_moe(out, s, r);
 }

@@ -78,6 +78,13 @@ typedef struct {
     double alpha, beta; /* C/W_ici; W_hbm/W_ici (W bidirectional) */
     double tp_bound_flops; /* max(M_Y,1)·F/α: more tensor parallelism is ICI-bound in FLOPs */
     double tp_bound_hbm;   /* (param_bytes/act_bytes)·F/((B/R)·β): ICI-bound while HBM-bound */
+    /* mixture of experts (spec moe.E > 0; else params_active = params, the rest 0) */
+    double params_active; /* the parameters a token passes through: decode's and prefill's FLOPs */
+    double experts_touched; /* E·(1 − (1 − k/E)^(B/R)): the experts a decode step's tokens reach
+                               per block, routing uniform; only their weights are read */
+    double t_alltoall;      /* decode: the two AllToAlls per block over the expert axis */
+    double b_crit_moe;      /* B_crit·E/k: the batch per replica past which each expert's tokens
+                               (B/R)·k/E make its weights FLOP-bound */
 } calc_infer_result;
 
 /* Defaults: batch 1, context 0 (must be given), prefill = context, bf16 weights, KV and FLOPs,
@@ -90,6 +97,10 @@ void calc_infer_defaults(calc_infer_opt *o);
 int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r, char *err,
                size_t errlen);
 const char *calc_infer_regime_name(calc_infer_regime g); /* "HBM", "FLOP", "ICI" */
+/* A decode step from its terms: *step = t_kv + max(t_flops, t_params, t_ici); returns the regime
+ * of the largest of the three. */
+calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params, double t_ici,
+                                         double *step);
 /* The smallest power-of-two slice of `chips` that fits the chip's pod, as "4x2" (largest axis
  * first); "" (and −1) if none does. */
 int calc_pow2_slice(const cost_chip *chip, int chips, char *buf, size_t len);

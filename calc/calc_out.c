@@ -11,7 +11,11 @@
 #include <string.h>
 
 static const char *role_name(calc_role r) {
-    return r == CALC_ROLE_TENSOR ? "tensor" : r == CALC_ROLE_DCN ? "dcn" : "data";
+    return r == CALC_ROLE_TENSOR        ? "tensor"
+           : r == CALC_ROLE_DCN         ? "dcn"
+           : r == CALC_ROLE_EXPERT      ? "expert"
+           : r == CALC_ROLE_EXPERT_DATA ? "expert_data"
+                                        : "data";
 }
 
 /* ---- JSON ---- */
@@ -107,11 +111,12 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
     calc_axes_str(s, CALC_ROLE_DATA, data, sizeof data);
     calc_axes_str(s, CALC_ROLE_TENSOR, tensor, sizeof tensor);
     calc_axes_str(s, CALC_ROLE_PIPE, pipe, sizeof pipe);
-    OBJECT(out, STR("data", data), STR("tensor", tensor), STR("pipeline", pipe),
-           NUM("zero", s->zero), NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X),
-           NUM("M_Y", r->M_Y), NUM("microbatches", s->microbatches),
-           STR("remat", calc_remat_str(s, 0, remat, sizeof remat)),
-           STR("alg", calc_alg_name(s->alg)));
+    OBJECT(
+        out, STR("data", data), STR("tensor", tensor), STR("pipeline", pipe), NUM("zero", s->zero),
+        NUM("X", r->X), NUM("Y", r->Y), NUM("P", r->P), NUM("M_X", r->M_X), NUM("M_Y", r->M_Y),
+        NUM("microbatches", s->microbatches), STR("schedule", sched_kind_name(s->schedule)),
+        NUM("virtual_stages", r->P > 1 ? r->sched[s->schedule].v : 1),
+        STR("remat", calc_remat_str(s, 0, remat, sizeof remat)), STR("alg", calc_alg_name(s->alg)));
     fputs(", \"model\": ", out);
     OBJECT(out, NUM("L", m->L), NUM("D", m->D), NUM("F", m->F), NUM("N", m->N), NUM("K", m->K),
            NUM("H", m->H), NUM("V", m->V), NUM("T", m->T), NUM("params", r->params));
@@ -126,7 +131,8 @@ static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
 static void json_step(FILE *out, const calc_spec *s, const calc_result *r) {
     OBJECT(out, NUM("flops_model", r->flops_model), NUM("flops_attn", r->flops_attn),
            NUM("flops_recompute", r->flops_recompute), NUM("t_math", r->t_math),
-           NUM("t_comm", r->t_comm), NUM("t_pipe", r->t_pipe), NUM("t_step_max", r->t_step_max),
+           NUM("t_comm", r->t_comm), NUM("t_pipe", r->t_pipe), NUM("t_p2p", r->t_p2p),
+           NUM("pipe_bubble", r->pipe_bubble), NUM("t_step_max", r->t_step_max),
            NUM("t_step_sum", r->t_step_sum), NUM("mfu", r->mfu),
            NUM("mfu_serial", r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum)),
            NUM("tokens_per_s", r->tokens_per_s));
@@ -187,6 +193,16 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
     json_memory(out, r);
     fputs(",\n\"thresholds\": ", out);
     json_thresholds(out, r);
+    if (s->moe.E) {
+        fputs(",\n\"experts\": ", out);
+        OBJECT(out, NUM("E", s->moe.E), NUM("k", s->moe.k), NUM("shared", s->moe.S),
+               NUM("F_e", calc_moe_F(&s->shape, &s->moe)), NUM("Z", r->Z), NUM("params", r->params),
+               NUM("params_active", r->params_active), NUM("expert_params", r->expert_params),
+               NUM("tokens_per_expert", r->tokens_per_expert),
+               NUM("expert_intensity", r->expert_intensity),
+               NUM("batch_threshold", r->moe_batch_threshold),
+               NUM("t_expert_hbm", r->t_expert_hbm));
+    }
     fputs(",\n\"notes\": [", out);
     char notes[CALC_MAX_NOTES][CALC_NOTE_LEN];
     const int n = calc_notes(s, r, notes);
@@ -324,6 +340,12 @@ void calc_infer_print_json(FILE *out, const calc_spec *s, const calc_infer_opt *
            NUM("tokens_per_s_per_chip", r->tokens_per_s_per_chip), NUM("b_crit", r->b_crit),
            NUM("alpha", r->alpha), NUM("beta", r->beta), NUM("tp_bound_flops", r->tp_bound_flops),
            NUM("tp_bound_hbm", r->tp_bound_hbm));
+    if (s->moe.E) {
+        fputs(",\n\"experts\": ", out);
+        OBJECT(out, NUM("E", s->moe.E), NUM("k", s->moe.k), NUM("shared", s->moe.S),
+               NUM("params_active", r->params_active), NUM("experts_touched", r->experts_touched),
+               NUM("t_alltoall", r->t_alltoall), NUM("b_crit_moe", r->b_crit_moe));
+    }
     fputs("}\n", out);
 }
 

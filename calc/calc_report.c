@@ -30,8 +30,10 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             "%.4g (MLP %.4g, attention %.4g, embeddings %.4g)\n",
             (long long)m->L, (long long)m->D, (long long)m->F, (long long)m->N, (long long)m->K,
             (long long)m->H, (long long)m->V, (long long)m->T, r->params,
-            (double)m->L * 3 * m->D * m->F, (double)m->L * 2 * m->D * m->H * (m->N + m->K),
-            2.0 * m->D * m->V);
+            s->moe.E ? (double)m->L * calc_moe_block_params(m, &s->moe)
+                     : (double)m->L * 3 * m->D * m->F,
+            (double)m->L * 2 * m->D * m->H * (m->N + m->K), 2.0 * m->D * m->V);
+    calc_moe_print(out, s, r);
     if (r->pods > 1)
         fprintf(out,
                 "pods: %.0f of %s (%.0f chips) joined by DCN at %.3g B/s per chip; data parallel "
@@ -143,6 +145,7 @@ static void print_thresholds(FILE *out, const calc_spec *s, const calc_result *r
             r->tokens_per_pod / (r->chips_pod / r->P) > r->mixed_threshold ? "can be compute-bound"
                                                                            : "communication-bound",
             r->mixed_min_batch);
+    calc_moe_print_thresholds(out, s, r);
     if (r->pods > 1)
         bound_line(out, r->tokens_per_pod > r->dcn_threshold, "DCN-bound",
                    "DCN: B per pod = %.0f tokens vs C/W_dcn = %.0f (W_dcn = %.3g B/s per chip)",
@@ -189,10 +192,17 @@ int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE
          "chip constants are the book's table values (the book's prose also uses "
          "2.5e12/4.5e14 for v5p).");
     note(notes, &n,
-         "MFU = 6*params*B / (chips*C*t_step) (profiling chapter): params include embeddings; "
+         "MFU = 6*params*B / (chips*C*t_step) (profiling chapter): params include embeddings%s; "
          "causal attention "
          "(%.3g FLOPs) and recompute (%.3g) count in the time, not in MFU.",
-         r->flops_attn, r->flops_recompute);
+         s->moe.E ? " and, with experts, count the ones a token activates" : "", r->flops_attn,
+         r->flops_recompute);
+    if (s->moe.E)
+        note(notes, &n,
+             "experts: routing taken as balanced (each expert B*k/E tokens); dropless; the "
+             "AllToAll's V is |Z| x a chip's k*(B/X)/M token rows of D/Y, the book's 1/4 of an "
+             "AllGather of that on a bidirectional ring; activations use the dense 20*B*D per "
+             "layer; the experts' weight reads add to the math time where HBM-bound.");
     note(notes, &n,
          "overlapped step = sum over phases of max(T_math, T_comms), X- and Y-axis comms summed "
          "as in the training chapter; serial = T_math + T_comms.");
@@ -216,9 +226,10 @@ int calc_notes(const calc_spec *s, const calc_result *r, char (*notes)[CALC_NOTE
          s->grad_bytes);
     if (r->P > 1)
         note(notes, &n,
-             "pipeline: GPipe bubble (M+P-1)/M = %.3f and ppermutes %.3f ms are EXTERNAL (not in "
-             "the book at this commit).",
-             r->bubble, r->t_pipe * 1e3);
+             "pipeline: the step is the %s schedule simulated with per-stage costs and the p2p "
+             "time (bubble %.3f of it, ppermutes %.3f ms a rank) - EXTERNAL: the book gives no "
+             "bubble formula.",
+             sched_kind_name(s->schedule), r->pipe_bubble, r->t_pipe * 1e3);
     if (r->pods > 1)
         note(notes, &n,
              "pods: DCN is priced as a bidirectional ring of the %.0f pods at the chip's share of "
@@ -270,6 +281,7 @@ void calc_print(FILE *out, const calc_spec *s, const calc_result *r) {
     fprintf(out, "  MFU %.1f%% (overlapped), %.1f%% (serial); %.4g tokens/s\n", r->mfu * 100,
             r->flops_model / (r->chips * s->chip.flops_bf16 * r->t_step_sum) * 100,
             r->tokens_per_s);
+    if (r->P > 1) calc_print_pipe(out, s, r);
     fprintf(out, "\n");
     print_memory(out, s, r);
     fprintf(out, "\n");

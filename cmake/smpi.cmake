@@ -37,6 +37,10 @@ message(STATUS "SMPI build with ${MT_SMPICC}; run the programs with bench/simpod
 # switches mesh/ to its SMPI variants.
 add_library(MPI::MPI_C INTERFACE IMPORTED)
 set_target_properties(MPI::MPI_C PROPERTIES INTERFACE_COMPILE_DEFINITIONS MESHTRAIN_SMPI=1)
+# the bf16 conversions of mesh/'s bf16 wire (kernels/bf16.c, a leaf): the real ones
+add_library(mt_bf16 STATIC kernels/bf16.c)
+target_include_directories(mt_bf16 PUBLIC ${PROJECT_SOURCE_DIR})
+mt_target_warnings(mt_bf16)
 add_subdirectory(mesh)
 
 # its output files' checks, locks and whole lines: data/'s POSIX-only modules (no HDF5)
@@ -91,7 +95,7 @@ set_source_files_properties(kernels/rng.c PROPERTIES
 set_source_files_properties(kernels/traffic.c PROPERTIES COMPILE_DEFINITIONS
                             KERN_TRAFFIC_PER_PROCESS=1)
 target_include_directories(mt_kernels PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(mt_kernels PUBLIC m)
+target_link_libraries(mt_kernels PUBLIC mt_bf16 m)
 mt_target_warnings(mt_kernels)
 
 file(GLOB MT_SMPI_CALC_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/calc/*.c)

@@ -25,7 +25,7 @@
 
 #include "mesh/mesh.h"
 
-#define H5ARRAY_MAX_DIMS 3
+#define H5ARRAY_MAX_DIMS 4
 /* The most elements a dataset may hold: a larger shape in a file is damage, refused on opening, so
  * the product of a shape read from a file never overflows. */
 #define H5ARRAY_MAX_ELEMS ((int64_t)1 << 40)

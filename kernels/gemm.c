@@ -3,6 +3,7 @@
 #include "kernels/gemm.h"
 
 #include "kernels/gemm_nn.h"
+#include "kernels/measure_impl.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -98,50 +99,66 @@ static double now_s(clockid_t clk) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double kern_time_products(kern_product_fn run, void *operands, int64_t n, double seconds,
+                          int thread_clock, int fwd_only) {
+    const clockid_t clk = thread_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+    const int kinds = fwd_only ? 1 : 3;
+    for (int w = 0; w < kinds; w++) run(operands, w); /* warm-up: threads, page faults, caches */
+    int64_t reps = 0;
+    double t0 = now_s(clk), t;
+    do { /* a training step's three products in equal FLOPs (they differ in speed), or the
+          * forward's alone */
+        for (int w = 0; w < kinds; w++) run(operands, w);
+        reps += kinds;
+        t = now_s(clk) - t0;
+    } while (t < seconds);
+    return 2.0 * (double)n * (double)n * (double)n * (double)reps / t;
+}
+
+typedef struct {
+    float *a, *b, *c;
+    int64_t n;
+} fp32_operands;
+
+static void fp32_product(void *operands, int which) {
+    const fp32_operands *o = operands;
+    if (which == 0)
+        kern_matmul(o->c, o->a, o->b, o->n, o->n, o->n);
+    else if (which == 1)
+        kern_matmul_dx(o->c, o->a, o->b, o->n, o->n, o->n, false);
+    else
+        kern_matmul_dw(o->c, o->a, o->b, o->n, o->n, o->n);
+}
+
 /* The one kernel that allocates (3 n×n matrices, freed before returning): it is a start-up
  * measurement, not part of a step. Returns 0 if the allocation fails or n < 1. */
-static double measure_flops(int64_t n, double seconds, clockid_t clk, int fwd_only) {
+static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd_only) {
     if (n < 1) return 0.0;
-    float *a = malloc((size_t)(n * n) * sizeof *a);
-    float *b = malloc((size_t)(n * n) * sizeof *b);
-    float *c = malloc((size_t)(n * n) * sizeof *c);
+    fp32_operands o = {malloc((size_t)(n * n) * sizeof(float)),
+                       malloc((size_t)(n * n) * sizeof(float)),
+                       malloc((size_t)(n * n) * sizeof(float)), n};
     double flops = 0.0;
-    if (a && b && c) {
+    if (o.a && o.b && o.c) {
         for (int64_t i = 0; i < n * n; i++) {
-            a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
-            b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
+            o.a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
+            o.b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
         }
-        kern_matmul(c, a, b, n, n, n); /* warm-up: thread pool, page faults, caches */
-        int64_t reps = 0;
-        double t0 = now_s(clk), t;
-        do { /* a training step's three products in equal FLOPs (they differ in speed: only
-              * y = x·w takes gemm_nn), or the forward's alone */
-            kern_matmul(c, a, b, n, n, n);
-            reps++;
-            if (!fwd_only) {
-                kern_matmul_dx(c, a, b, n, n, n, false);
-                kern_matmul_dw(c, a, b, n, n, n);
-                reps += 2;
-            }
-            t = now_s(clk) - t0;
-        } while (t < seconds);
-        flops = 2.0 * (double)n * (double)n * (double)n * (double)reps / t;
+        flops = kern_time_products(fp32_product, &o, n, seconds, thread_clock, fwd_only);
     }
-    free(a);
-    free(b);
-    free(c);
+    free(o.a);
+    free(o.b);
+    free(o.c);
     return flops;
 }
 
 double kern_measure_flops(int64_t n, double seconds) {
-    return measure_flops(n, seconds, CLOCK_MONOTONIC, 0);
+    return measure_flops(n, seconds, 0, 0);
 }
 
 double kern_measure_flops_fwd(int64_t n, double seconds) {
-    return measure_flops(n, seconds, CLOCK_MONOTONIC, 1);
+    return measure_flops(n, seconds, 0, 1);
 }
 
 double kern_measure_core_flops(int64_t n, double seconds) {
-    return measure_flops(
-        n, seconds, openblas_get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, 0);
+    return measure_flops(n, seconds, openblas_get_num_threads() == 1, 0);
 }

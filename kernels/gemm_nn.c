@@ -122,17 +122,33 @@ int kern_gemm_nn_available(void) {
     return have;
 }
 
+static void gemm_nn_plain(float *C, const float *A, const float *B, int64_t M, int64_t N,
+                          int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int acc);
+
 void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                   int64_t lda, int64_t ldb, int64_t ldc, int acc) {
-    gemm_nn_avx512(C, A, B, M, N, K, lda, ldb, ldc, acc);
+    if (kern_gemm_nn_available()) /* an AVX-512 instruction on a CPU without it is SIGILL */
+        gemm_nn_avx512(C, A, B, M, N, K, lda, ldb, ldc, acc);
+    else
+        gemm_nn_plain(C, A, B, M, N, K, lda, ldb, ldc, acc);
 }
 
 #else /* not x86-64 with GCC or Clang: no AVX-512 path; kern_gemm keeps to the BLAS */
+static void gemm_nn_plain(float *C, const float *A, const float *B, int64_t M, int64_t N,
+                          int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int acc);
 int kern_gemm_nn_available(void) {
     return 0;
 }
 void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                   int64_t lda, int64_t ldb, int64_t ldc, int acc) {
+    gemm_nn_plain(C, A, B, M, N, K, lda, ldb, ldc, acc);
+}
+#endif
+
+/* The plain loop: one chain over k in order per element, as the tiles run it (whether the
+ * compiler fuses its multiply-adds decides whether the bits equal the tiles'). */
+static void gemm_nn_plain(float *C, const float *A, const float *B, int64_t M, int64_t N,
+                          int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int acc) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             float c = acc ? C[i * ldc + j] : 0.0f;
@@ -140,4 +156,3 @@ void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N
             C[i * ldc + j] = c;
         }
 }
-#endif

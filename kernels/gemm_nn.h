@@ -7,7 +7,7 @@
 #define MT_KERNELS_GEMM_NN_H
 #include <stdint.h>
 
-/* 1 if this CPU runs kern_gemm_nn's AVX-512 code (elsewhere kern_gemm_nn is a plain loop). */
+/* 1 if this CPU runs kern_gemm_nn's AVX-512 code (elsewhere, on any CPU, kern_gemm_nn is a plain loop). */
 int kern_gemm_nn_available(void);
 /* acc = 0 overwrites C (which may hold garbage); acc = 1 accumulates into it. */
 void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,

@@ -13,21 +13,35 @@ void kern_rope_table(float *restrict cos_t, float *restrict sin_t, int64_t T, in
         }
 }
 
-void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
-                     int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld, int inverse) {
-    int64_t h2 = H / 2;
-    float sg = inverse ? -1.0f : 1.0f;
-    for (int64_t r = 0; r < B * T; r++) {
-        const float *c = cos_t + (r % T) * h2, *s = sin_t + (r % T) * h2;
-        for (int64_t h = 0; h < nh; h++) {
-            float *x1 = x + r * ld + h * H, *x2 = x1 + h2;
-            for (int64_t i = 0; i < h2; i++) {
-                float a = x1[i], b = x2[i], si = sg * s[i];
-                x1[i] = a * c[i] - b * si;
-                x2[i] = b * c[i] + a * si;
-            }
+/* One row's nh heads rotated by the angles of one position: c, s its cos/sin table rows. */
+static void rope_row(float *restrict x, const float *restrict c, const float *restrict s,
+                     int64_t nh, int64_t H, float sg) {
+    const int64_t h2 = H / 2;
+    for (int64_t h = 0; h < nh; h++) {
+        float *x1 = x + h * H, *x2 = x1 + h2;
+        for (int64_t i = 0; i < h2; i++) {
+            float a = x1[i], b = x2[i], si = sg * s[i];
+            x1[i] = a * c[i] - b * si;
+            x2[i] = b * c[i] + a * si;
         }
     }
+}
+
+void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
+                     int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld, int inverse) {
+    const int64_t h2 = H / 2;
+    for (int64_t r = 0; r < B * T; r++)
+        rope_row(x + r * ld, cos_t + (r % T) * h2, sin_t + (r % T) * h2, nh, H,
+                 inverse ? -1.0f : 1.0f);
+}
+
+void kern_rope_apply_pos(float *restrict x, const float *restrict cos_t,
+                         const float *restrict sin_t, const int32_t *restrict pos, int64_t B,
+                         int64_t Tl, int64_t nh, int64_t H, int64_t ld, int inverse) {
+    const int64_t h2 = H / 2;
+    for (int64_t r = 0; r < B * Tl; r++)
+        rope_row(x + r * ld, cos_t + pos[r % Tl] * h2, sin_t + pos[r % Tl] * h2, nh, H,
+                 inverse ? -1.0f : 1.0f);
 }
 
 void kern_rope_apply_ref(float *x, int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld,

@@ -13,6 +13,13 @@ void kern_rope_table(float *restrict cos_t, float *restrict sin_t, int64_t T, in
  * transpose, i.e. the backward pass) when inverse = 1. */
 void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
                      int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld, int inverse);
+/* kern_rope_apply with each row at a given position: x[B·Tl, ld], row b·Tl + t at position
+ * pos[t] < the table's T (the same Tl positions for every sequence: a context-parallel rank's
+ * global positions, seqsplit.h). Row t gets the rotation kern_rope_apply gives row pos[t] of a
+ * whole sequence, with the same arithmetic, bit for bit. */
+void kern_rope_apply_pos(float *restrict x, const float *restrict cos_t,
+                         const float *restrict sin_t, const int32_t *restrict pos, int64_t B,
+                         int64_t Tl, int64_t nh, int64_t H, int64_t ld, int inverse);
 void kern_rope_apply_ref(float *x, int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld,
                          int inverse);
 #endif

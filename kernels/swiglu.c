@@ -25,6 +25,15 @@ void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restri
     }
 }
 
+void kern_swiglu_bwd_inplace(float *restrict dh_da, float *restrict db, const float *restrict a,
+                             const float *restrict b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float s = kern_sigmoid_inl(a[i]), dh = dh_da[i];
+        db[i] = dh * a[i] * s;
+        dh_da[i] = dh * b[i] * s * (1.0f + a[i] * (1.0f - s));
+    }
+}
+
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double s = 1.0 / (1.0 + exp(-(double)a[i]));

@@ -9,6 +9,9 @@ void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *re
 /* da[n], db[n] from dh[n]. Overwrites both. */
 void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict dh,
                      const float *restrict a, const float *restrict b, int64_t n);
+/* The same in place: dh_da[n] holds dh on entry and da on return; db[n] overwritten. */
+void kern_swiglu_bwd_inplace(float *restrict dh_da, float *restrict db, const float *restrict a,
+                             const float *restrict b, int64_t n);
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n);
 void kern_swiglu_bwd_ref(float *da, float *db, const float *dh, const float *a, const float *b,
                          int64_t n);

@@ -99,4 +99,28 @@ static inline float kern_max_inl(const float *x, int64_t n) {
     }
     return kern_key2f_inl(m);
 }
+/* Causal softmax of one row, in place: s[0..n) = exp(s − m)/z with m = max s[0..n) and z the sum
+ * of the exps (8 accumulators, then s[j] · (1/z)), n ≥ 1; returns m and z. The one softmax of the
+ * training attention: kern_attn_fwd and the blockwise kernels (attn_part.c) share its arithmetic,
+ * which is what makes one block of the latter bit-equal to the former. */
+static inline void kern_softmax_row_inl(float *s, int64_t n, float *m_out, float *z_out) {
+    const float m = kern_max_inl(s, n);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            float e = kern_expf_inl(s[j + l] - m);
+            s[j + l] = e;
+            acc[l] += e;
+        }
+    float z = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; j < n; j++) {
+        s[j] = kern_expf_inl(s[j] - m);
+        z += s[j];
+    }
+    const float inv = 1.0f / z;
+    for (j = 0; j < n; j++) s[j] *= inv;
+    *m_out = m;
+    *z_out = z;
+}
 #endif

@@ -2,7 +2,8 @@
  * bits), as used by the collectives' bf16 wire (coll.h, mesh_set_wire). Conversion from fp32
  * rounds to nearest, ties to even; NaN stays a (quiet) NaN, ±inf stays ±inf, and values beyond
  * bf16's largest finite value round to ±inf as IEEE rounding does. bf16 → fp32 is exact.
- * Pure functions: no MPI, no allocation. Not collective. */
+ * The conversions are kernels/bf16.h's (mesh links mt_bf16, that leaf alone). Pure functions: no
+ * MPI, no allocation. Not collective. */
 #ifndef MT_MESH_BF16_H
 #define MT_MESH_BF16_H
 #include <stdint.h>

@@ -512,17 +512,37 @@ void mesh_set_verify(mesh *m, int on) {
 }
 
 /* ---- blocking API ---- */
-static void run_blocking(mesh *m, const coll_args *args) {
-    coll_args x = *args;
-    x.wire = m->wire;
+static void run_blocking(mesh *m, const coll_args *x) {
     mesh_call rec;
-    coll_record_begin(m, &x, &rec);
-    coll_execute(m, 0, &x, &rec);
+    coll_record_begin(m, x, &rec);
+    coll_execute(m, 0, x, &rec);
     coll_record_end(m, &rec);
 }
 
+coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in) {
+    CHECK(c->op >= MESH_OP_ALL_GATHER && c->op <= MESH_OP_PPERMUTE,
+          "mesh_coll_run: %s is not a collective", mesh_op_name(c->op));
+    CHECK(c->op != MESH_OP_PPERMUTE || c->axes.n == 1, "mesh_coll_run: ppermute over %d axes",
+          c->axes.n);
+    CHECK(c->wire >= 0 && c->wire < MESH_WIRE_COUNT, "bad wire format %d", (int)c->wire);
+    coll_args x = {.op = c->op,
+                   .a = c->axes,
+                   .out = out,
+                   .in = in,
+                   .count = c->count,
+                   .alg = c->alg,
+                   .wire = c->wire};
+    if (c->op == MESH_OP_PPERMUTE) x.axis = c->axes.ax[0], x.shift = c->shift, x.alg = 0;
+    return x;
+}
+
+void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
+    const coll_args x = coll_args_of(c, out, in);
+    run_blocking(m, &x);
+}
+
 #define ARGS(OP)                                                                                   \
-    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
+    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg, .wire = m->wire }
 /* The four collectives over an axis set (coll.h): one body, the op fixed. */
 #define SET_COLLECTIVE(name, OP)                                                                   \
     void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
@@ -541,7 +561,12 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
     run_blocking(m, &x);
 }
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {
-        .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};
+    coll_args x = {.op = MESH_OP_PPERMUTE,
+                   .axis = axis,
+                   .shift = shift,
+                   .out = out,
+                   .in = in,
+                   .count = count,
+                   .wire = m->wire};
     run_blocking(m, &x);
 }

@@ -1,6 +1,6 @@
 /* coll: the book's collectives as explicit algorithms over the mesh's links, plus MPI's built-ins
  * as the baseline, on float buffers, blocking and non-blocking, every call accounted.
- * Depends on mesh.h and MPI.
+ * Depends on mesh.h and cost.h (the algorithms); MPI stays behind it (mesh_comm is opaque).
  *
  * Layouts. Over an ordered axis set A of n ranks (index i = mesh_axes_index):
  *  - all_gather: in[count] from each rank → out[n·count], block i at out + i·count.
@@ -81,8 +81,10 @@ const char *mesh_wire_name(mesh_wire w); /* "fp32", "bf16" */
 int mesh_wire_parse(const char *s);
 /* Bytes per element on the wire: 4 or 2. */
 int mesh_wire_bytes(mesh_wire w);
-/* Not collective (set it identically on every rank). The wire format of the collectives started
- * from now on (a non-blocking call keeps the format in force when it was started). */
+/* Not collective (set it identically on every rank). The wire format of the calls made from now
+ * on through the functions below that take no format (mesh_all_gather, ..., mesh_ippermute): the
+ * mesh's default format, fp32 unless set. A call made with mesh_coll_run or mesh_coll_start
+ * carries its own format and ignores this one. */
 void mesh_set_wire(mesh *m, mesh_wire w);
 mesh_wire mesh_get_wire(const mesh *m);
 /* The algorithm `alg` resolves to for a collective over `a` (DEFAULT → BIDIR or MULTI; SEQ and
@@ -105,6 +107,19 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
 /* Collective over: axis. */
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
 
+/* One collective as a value: what a plan lists for each call and mesh_coll_run executes. Its wire
+ * format is its own (the functions above take the mesh's default, mesh_set_wire). */
+typedef struct {
+    mesh_op op;     /* MESH_OP_ALL_GATHER .. MESH_OP_PPERMUTE */
+    mesh_axes axes; /* the ordered axis set; ppermute: its one axis */
+    int shift;      /* ppermute: +1 sends to coord+1 (see mesh_ppermute); otherwise 0 */
+    int64_t count;  /* as the op's function above takes it */
+    mesh_alg alg;   /* MESH_ALG_DEFAULT: the mesh's default (mesh_alg_resolve); ppermute: ignored */
+    mesh_wire wire; /* what its messages carry; MPI and DIRECT (not ppermute) always move fp32 */
+} mesh_coll_call;
+/* Blocking. Collective over: c->axes. As the op's function above, with c's wire format. */
+void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in);
+
 /* Non-blocking: start returns a handle; buffers must stay valid until mesh_wait. Calls on one
  * mesh complete in the order they were started. */
 typedef struct mesh_req mesh_req;
@@ -117,6 +132,8 @@ mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, in
 mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
+/* Non-blocking mesh_coll_run: the call keeps c's wire format (c itself need not outlive it). */
+mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in);
 /* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*
  * call; MPI_THREAD_MULTIPLE) executes queued calls in order on duplicated communicators, so they
  * overlap with the caller's compute without the caller calling into mesh; it sleeps on a
@@ -202,16 +219,16 @@ typedef struct {
                                              (MPI alg: bytes handed to MPI, under [major][0];
                                              DIRECT: d·b per block of b bytes routed d hops
                                              along the axis, i.e. its link crossings) */
-    double t_issue;    /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
-                          started waiting for it (mesh_p2p_wait) */
-    double t_start;    /* when execution started (send/recv: posted) */
-    double t_end;      /* when it completed */
-    double cpu_issue;  /* mesh_thread_cpu() of the caller at t_issue (blocking calls, p2p waits) */
-    double t_emulated; /* the call on the link emulator's own clock: the time its messages take
-                          on the emulated links alone (no compute, every rank starting at 0 on
-                          idle links), up to this rank's last emulated delivery; the max over
-                          ranks is what the links allow, independent of the machine's load.
-                          0 without emulated links (and for MPI's built-ins) */
+    double t_issue;     /* mesh_now() at the call (or at mesh_i*); send/recv: when the caller
+                           started waiting for it (mesh_p2p_wait) */
+    double t_start;     /* when execution started (send/recv: posted) */
+    double t_end;       /* when it completed */
+    double cpu_issue;   /* mesh_thread_cpu() of the caller at t_issue (blocking calls, p2p waits) */
+    double t_emulated;  /* the call on the link emulator's own clock: the time its messages take
+                           on the emulated links alone (no compute, every rank starting at 0 on
+                           idle links), up to this rank's last emulated delivery; the max over
+                           ranks is what the links allow, independent of the machine's load.
+                           0 without emulated links (and for MPI's built-ins) */
     int64_t idle_polls; /* the engine's rounds for this call that found no message ready to
                            move on, on the thread that ran it; each polls MPI, then naps (up to
                            the next emulated delivery, or a growing interval: coll_engine.c,

@@ -78,7 +78,6 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     CHECK(r, "out of memory");
     r->m = m;
     r->x = *x;
-    r->x.wire = m->wire;
     r->done = 0;
     r->next = NULL;
     coll_record_begin(m, x, &r->rec);
@@ -210,7 +209,7 @@ void mesh_poll(mesh *m) {
 }
 
 #define ARGS(OP)                                                                                   \
-    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg }
+    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg, .wire = m->wire }
 /* The four collectives over an axis set (coll.h): one body, the op fixed. */
 #define SET_COLLECTIVE(name, OP)                                                                   \
     mesh_req *name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,               \
@@ -223,7 +222,16 @@ SET_COLLECTIVE(mesh_ireduce_scatter, MESH_OP_REDUCE_SCATTER)
 SET_COLLECTIVE(mesh_iall_reduce, MESH_OP_ALL_REDUCE)
 SET_COLLECTIVE(mesh_iall_to_all, MESH_OP_ALL_TO_ALL)
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {
-        .op = MESH_OP_PPERMUTE, .axis = axis, .shift = shift, .out = out, .in = in, .count = count};
+    coll_args x = {.op = MESH_OP_PPERMUTE,
+                   .axis = axis,
+                   .shift = shift,
+                   .out = out,
+                   .in = in,
+                   .count = count,
+                   .wire = m->wire};
+    return enqueue(m, &x);
+}
+mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
+    const coll_args x = coll_args_of(c, out, in);
     return enqueue(m, &x);
 }

@@ -141,8 +141,10 @@ typedef struct {
     const float *in;
     int64_t count;
     mesh_alg alg;
-    mesh_wire wire; /* taken from the mesh when the call is started */
+    mesh_wire wire; /* the call's own (mesh_coll_call), or the mesh's default (mesh_set_wire) */
 } coll_args;
+/* The arguments of the call c (checked: an op of mesh_coll_run, one axis for ppermute). */
+coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in);
 void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec);
 /* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT on ctx, accounting into link_bytes. */
 void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes)[2]);

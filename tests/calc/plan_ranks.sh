@@ -24,10 +24,15 @@ run() {
     fi
 }
 run 2 2 --chip v5p --topology 16x16x16 --model foo --tokens 4M
-n=$(grep -c "meshplan: error: --model foo: expected llama3-70b or llama2-13b" "$dir/out")
+n=$(grep -c "meshplan: error: --model foo: expected llama3-70b, llama2-13b or mixtral-8x7b" "$dir/out")
 [ "$n" -eq 1 ] || { echo "FAIL: the message appears $n times, expected once"; cat "$dir/out"; fail=1; }
 run 3 2 --chip v5p --topology 16x16x16 --model llama3-70b --tokens 4M --tensor z:5
 run 2 0 --chip v5p --topology 16x16x16 --model llama3-70b --tokens 4M --tensor z:4
 n=$(grep -c "^step:" "$dir/out")
 [ "$n" -eq 1 ] || { echo "FAIL: the plan is printed $n times, expected once"; fail=1; }
+# The pipeline schedule's flags reach `meshtrain plan` too: the grid is printed once.
+run 2 0 --chip v5p --topology 4x4x4 --model llama2-13b --tokens 1M --pipeline z --microbatches 4 \
+    --schedule interleaved --virtual-stages 2
+n=$(grep -c "^ *3 | 0F3 *1F2 *2F1 *3F0 *$" "$dir/out")
+[ "$n" -eq 1 ] || { echo "FAIL: the interleaved grid is printed $n times, expected once"; fail=1; }
 exit $fail

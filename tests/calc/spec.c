@@ -17,3 +17,13 @@ calc_spec test_spec(const char *chip, const int *sizes, int n, const calc_shape 
     s.shape = *m;
     return s;
 }
+
+calc_result test_run(const calc_spec *s) {
+    calc_result r;
+    char err[256];
+    if (calc_compute(s, &r, err, sizeof err) < 0) {
+        printf("FAIL calc_compute: %s\n", err);
+        exit(1);
+    }
+    return r;
+}

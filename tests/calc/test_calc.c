@@ -21,13 +21,7 @@ static calc_spec make(const char *chip, const int *sizes, int n, int data, int t
 }
 
 static calc_result run(const calc_spec *s) {
-    calc_result r;
-    char err[256];
-    if (calc_compute(s, &r, err, sizeof err) < 0) {
-        printf("FAIL calc_compute: %s\n", err);
-        exit(1);
-    }
-    return r;
+    return test_run(s);
 }
 
 static const int pod3[3] = {16, 16, 16}, pod8960[3] = {16, 20, 28};

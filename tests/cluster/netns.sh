@@ -190,7 +190,7 @@ cluster_mpirun() {
   local xs=(-x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -x OPENBLAS_NUM_THREADS=1) v
   local t rc
   for v in $(compgen -e); do
-    case $v in OPENBLAS_NUM_THREADS) ;; OPENBLAS_*) xs+=(-x "$v") ;; esac
+    case $v in OPENBLAS_NUM_THREADS) ;; OPENBLAS_* | MESHTRAIN_QUICK_START) xs+=(-x "$v") ;; esac
   done
   t=$(cl_guard)
   cl_exec 0 timeout "$t" "${CL_MPIRUN:-mpirun}" --hostfile "$CL_HOSTFILE" \

@@ -170,7 +170,7 @@ static void check_file(const char *path, int salt) {
 
     /* Shapes: query, mismatch, missing dataset, and a slab error on one rank only. */
     int nd = 0;
-    int64_t got[3] = {0};
+    int64_t got[H5ARRAY_MAX_DIMS] = {0};
     DT_CHECK(h5array_shape(f, "rep/pairs", &nd, got, err, sizeof err) == 0 && nd == 3 &&
                  got[2] == D2,
              "shape %s", err);

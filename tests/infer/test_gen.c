@@ -8,7 +8,10 @@
  *  - greedy tokens equal those of the training forward run on each prompt alone, so a batch of
  *    unequal prompt lengths (1, 7, 13, 3, ... bytes, no padding) gives every sequence the same
  *    tokens as alone.
- * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256. */
+ * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256. With --experts E (one rank),
+ * block 1 is a mixture of E experts (top-2, F_e 48, a shared expert), with --capacity-factor c
+ * dropping past ceil(c·k·T/E) slots of a sequence: generation keeps each sequence's counts from
+ * its prefill through every decode step, so its tokens equal the training forward's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,10 @@ static void parse(config *c, int *kv_replicate, int argc, char **argv) {
             snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--dp"))
             snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--experts")) /* a mixture of experts, top-2, every other block */
+            c->shape.moe =
+                (moe_shape){.E = atoll(argv[i + 1]), .k = 2, .every = 2, .F = 48, .shared = 1};
+        if (!strcmp(argv[i], "--capacity-factor")) c->shape.moe.capacity = atof(argv[i + 1]);
     }
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;

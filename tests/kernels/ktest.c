@@ -1,6 +1,8 @@
 /* Kernel test helpers (see ktest.h). */
 #include "ktest.h"
 
+#include "kernels/cpu.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,4 +100,19 @@ void kt_fd_grad(double *fd, double *x, int64_t n, double h, double (*loss)(const
         x[i] = s;
         fd[i] = (lp - lm) / (2 * h);
     }
+}
+
+kern_bf16_ctx *kt_bf16_ctx(int *status) {
+    char msg[256], cpu[64];
+    kern_bf16_path path;
+    kern_cpu_model(cpu, sizeof cpu);
+    if (kern_bf16_path_from_env(&path, msg, sizeof msg)) {
+        printf("SKIP %s\n", msg);
+        *status = 77;
+        return NULL;
+    }
+    kern_bf16_ctx *ctx = kern_bf16_ctx_create(path, 1, msg, sizeof msg);
+    *status = check_expect(ctx != NULL, "bf16 context of path %s on %s%s%s",
+                           kern_bf16_path_name(path), cpu, ctx ? "" : ": ", ctx ? "" : msg);
+    return ctx;
 }

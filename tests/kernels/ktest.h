@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "kernels/gemm_bf16.h"
 
 /* n floats (doubles), uninitialized, freed with free(); a test that cannot have them prints one
  * FAIL line and exits 1. */
@@ -26,4 +27,8 @@ int kt_equal(const char *what, const float *a, const float *b, int64_t n);
  * where loss(ctx) reads x through ctx; x is restored after each i. */
 void kt_fd_grad(double *fd, double *x, int64_t n, double h, double (*loss)(const void *ctx),
                 const void *ctx);
+/* The bf16 context of the per-path tests: the path MESHTRAIN_BF16_PATH forces (unset: auto).
+ * Prints "bf16 path P on CPU"; or returns NULL with *status 77 after "SKIP <why>" when this CPU
+ * lacks the path, or with *status 1 (a failure counted) when the context cannot be made. */
+kern_bf16_ctx *kt_bf16_ctx(int *status);
 #endif

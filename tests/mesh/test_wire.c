@@ -1,4 +1,4 @@
-/* test_wire: bf16 on the wire (coll.h mesh_set_wire).
+/* test_wire: bf16 on the wire (coll.h: mesh_set_wire, and per call: mesh_coll_run).
  *  - the conversion against a naive twin (the nearer of the two bf16 neighbours, computed in
  *    double; ties to the even one) on every special case and 1e6 random bit patterns;
  *  - every collective × algorithm over each axis and over all axes, on non-integer data:
@@ -8,7 +8,10 @@
  *    roundings on the way loses at most 2⁻⁹ of a partial sum no larger than Σ|x|); an
  *    AllReduce's result is the same bits on every rank of the set; lanes do not change the bits;
  *  - bytes: a bf16 call accounts exactly half the link bytes of the same fp32 call, and the
- *    baselines (MPI, DIRECT) stay fp32 and exact.
+ *    baselines (MPI, DIRECT) stay fp32 and exact;
+ *  - the format as a property of each call (mesh_coll_run, mesh_coll_start): the same bits as
+ *    under the mesh's default format, whatever that default, also for a non-blocking bf16 call
+ *    with fp32 calls beside it; each trace record names its call's format.
  * Usage: mpirun -np N test_wire --mesh SPEC [--open AXES] */
 #include <math.h>
 #include <stdio.h>
@@ -213,6 +216,62 @@ static void check_lanes_bytes(mesh *m, mesh_axes a) {
     free(in), free(o1), free(o2);
 }
 
+/* The format as a property of each call (mesh_coll_run, mesh_coll_start), whatever the mesh's
+ * default: a bf16 call gives the bits of the same call under the bf16 default and half the
+ * bytes; an fp32 call under the bf16 default gives the exact fp32 result; a non-blocking bf16
+ * call keeps its format while fp32 calls run beside it, and each record names its own format. */
+static void check_per_call(mesh *m, mesh_axes a) {
+    const int n = mesh_axes_size(m, a), me = mesh_rank(m);
+    const int64_t c = 301;
+    const size_t bytes_c = (size_t)c * sizeof(float);
+    float *in = malloc(bytes_c), *dflt = malloc(bytes_c), *own = malloc(bytes_c);
+    float *f32 = malloc(bytes_c), *again = malloc(bytes_c), *nb = malloc(bytes_c);
+    for (int64_t e = 0; e < c; e++) in[e] = val(me, e);
+    const mesh_coll_call bf = {MESH_OP_ALL_REDUCE, a, 0, c, MESH_ALG_BIDIR, MESH_WIRE_BF16};
+    mesh_coll_call fp = bf;
+    fp.wire = MESH_WIRE_F32;
+    mesh_set_wire(m, MESH_WIRE_BF16);
+    mesh_all_reduce(m, a, dflt, in, c, MESH_ALG_BIDIR);
+    mesh_coll_run(m, &fp, f32, in); /* fp32 under the bf16 default */
+    mesh_set_wire(m, MESH_WIRE_F32);
+    mesh_all_reduce(m, a, again, in, c, MESH_ALG_BIDIR);
+    if (memcmp(f32, again, bytes_c) != 0)
+        FAIL("an fp32 call under the bf16 default differs from the fp32 default's result\n");
+    if (n > 1 && memcmp(f32, dflt, bytes_c) == 0)
+        FAIL("bf16 and fp32 on the wire gave the same bits (the format had no effect)\n");
+    int64_t bytes[2];
+    for (int w = 0; w < 2; w++) {
+        const int64_t before = mesh_stats(m, MESH_OP_ALL_REDUCE, -1).bytes;
+        mesh_coll_run(m, w ? &bf : &fp, w ? own : again, in);
+        bytes[w] = mesh_stats(m, MESH_OP_ALL_REDUCE, -1).bytes - before;
+    }
+    if (memcmp(own, dflt, bytes_c) != 0)
+        FAIL("a bf16 call under the fp32 default differs from the bf16 default's result\n");
+    if (bytes[1] * 2 != bytes[0])
+        FAIL("per call: bf16 %lld link bytes, fp32 %lld (want half)\n", (long long)bytes[1],
+             (long long)bytes[0]);
+    /* a non-blocking bf16 call, then fp32 calls while it is in flight */
+    mesh_req *r = mesh_coll_start(m, &bf, nb, in);
+    for (int k = 0; k < 3; k++) {
+        mesh_coll_run(m, &fp, again, in);
+        if (memcmp(f32, again, bytes_c) != 0) FAIL("fp32 call %d beside a bf16 one changed\n", k);
+    }
+    mesh_wait(r);
+    if (memcmp(nb, dflt, bytes_c) != 0)
+        FAIL("a non-blocking bf16 call beside fp32 calls changed its bits\n");
+    static mesh_call recs[1024];
+    const int got = mesh_trace_read(m, 0, recs, 1024);
+    for (int k = got - 4; k < got; k++) { /* by issue: the bf16 call, then the 3 fp32 ones */
+        const mesh_wire want = k == got - 4 ? MESH_WIRE_BF16 : MESH_WIRE_F32;
+        if (k < 0 || recs[k].wire != want || recs[k].async != (k == got - 4))
+            FAIL("trace record %d of %d: wire %s async %d (want %s)\n", k, got,
+                 k < 0 ? "?" : mesh_wire_name(recs[k].wire), k < 0 ? -1 : recs[k].async,
+                 mesh_wire_name(want));
+    }
+    mesh_set_wire(m, MESH_WIRE_BF16); /* main's default again */
+    free(in), free(dflt), free(own), free(f32), free(again), free(nb);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     mesh *m = test_mesh(argc, argv);
@@ -237,6 +296,7 @@ int main(int argc, char **argv) {
         check_ppermute(m, a0);
         mesh_set_wire(m, MESH_WIRE_BF16);
         check_lanes_bytes(m, one);
+        check_per_call(m, one);
     }
     return test_mesh_finish(m, "test_wire", failures);
 }

@@ -39,20 +39,22 @@ static const char *const group_name[NGROUPS] = {"params", "optimizer/m", "optimi
 
 void ckpt_checksum_add(uint64_t *sum, const float *data, int ndim, const int64_t *dims,
                        const int64_t *offset, const int64_t *count) {
-    int64_t d[3] = {1, 1, 1}, o[3] = {0, 0, 0}, n[3] = {1, 1, 1};
-    for (int i = 0; i < ndim && i < 3; i++) d[i] = dims[i], o[i] = offset[i], n[i] = count[i];
-    if (n[0] * n[1] * n[2] == 0) return;
+    int64_t d[4] = {1, 1, 1, 1}, o[4] = {0, 0, 0, 0}, n[4] = {1, 1, 1, 1};
+    for (int i = 0; i < ndim && i < 4; i++) d[i] = dims[i], o[i] = offset[i], n[i] = count[i];
+    if (n[0] * n[1] * n[2] * n[3] == 0) return;
     uint64_t s = *sum;
     const float *p = data;
     for (int64_t a = 0; a < n[0]; a++)
-        for (int64_t b = 0; b < n[1]; b++, p += n[2]) {
-            const uint64_t g0 = (uint64_t)(((o[0] + a) * d[1] + o[1] + b) * d[2] + o[2]);
-            for (int64_t e = 0; e < n[2]; e++) {
-                uint32_t u;
-                memcpy(&u, p + e, sizeof u);
-                s += hash_mix64((g0 + (uint64_t)e) * 0x9e3779b97f4a7c15ull + u);
+        for (int64_t b = 0; b < n[1]; b++)
+            for (int64_t c = 0; c < n[2]; c++, p += n[3]) {
+                const uint64_t g0 =
+                    (uint64_t)((((o[0] + a) * d[1] + o[1] + b) * d[2] + o[2] + c) * d[3] + o[3]);
+                for (int64_t e = 0; e < n[3]; e++) {
+                    uint32_t u;
+                    memcpy(&u, p + e, sizeof u);
+                    s += hash_mix64((g0 + (uint64_t)e) * 0x9e3779b97f4a7c15ull + u);
+                }
             }
-        }
     *sum = s;
 }
 
@@ -106,7 +108,8 @@ static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
     const int ng = om ? NGROUPS : 1;
     int n = 0;
     for (int g = 0; g < ng; g++)
-        for (int id = 0; id < P_COUNT; id++) {
+        for (int id = 0; id < model_param_ids(s); id++) {
+            if (model_param_numel(s, (param_id)id) == 0) continue; /* e.g. no dense MLP */
             ckpt_array *a = &out[n++];
             a->pi = model_param_info(s, (param_id)id);
             snprintf(a->name, sizeof a->name, "%s/%s", group_name[g], a->pi.name);
@@ -147,40 +150,68 @@ static void sharding_str(trainer *t, const config *c, char *buf, size_t len) {
     par_report_case(p, c, &k, buf, len);
 }
 
+/* Root attributes from tables of (key, value). */
+typedef struct {
+    const char *key;
+    int64_t v;
+} attr_i64;
+typedef struct {
+    const char *key;
+    double v;
+} attr_f64;
+static int put_attrs(h5array *f, const attr_i64 *ints, size_t ni, const attr_f64 *dbls, size_t nd,
+                     char *err, size_t errlen) {
+    int rc = 0;
+    for (size_t i = 0; i < ni && rc == 0; i++)
+        rc = h5array_attr_put_i64(f, "/", ints[i].key, ints[i].v, err, errlen);
+    for (size_t i = 0; i < nd && rc == 0; i++)
+        rc = h5array_attr_put_f64(f, "/", dbls[i].key, dbls[i].v, err, errlen);
+    return rc;
+}
+
+/* With experts, their attributes (a dense model's file has none: get_moe). */
+static int put_moe(h5array *f, const moe_shape *mo, char *err, size_t errlen) {
+    if (mo->E == 0) return 0;
+    const attr_i64 ints[] = {{"experts", mo->E},
+                             {"moe_top_k", mo->k},
+                             {"moe_every", mo->every},
+                             {"shared_experts", mo->shared},
+                             {"expert_d_ff", mo->F}};
+    const attr_f64 dbls[] = {{"capacity_factor", mo->capacity},
+                             {"aux_loss_coef", mo->aux_coef},
+                             {"router_z_loss_coef", mo->z_coef}};
+    return put_attrs(f, ints, sizeof ints / sizeof *ints, dbls, sizeof dbls / sizeof *dbls, err,
+                     errlen);
+}
+
 static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t step,
                     int64_t tokens_seen, char *err, size_t errlen) {
     const model_shape *s = &c->shape;
-    const struct {
-        const char *key;
-        int64_t v;
-    } ints[] = {{"version", CKPT_VERSION},
-                {"step", step},
-                {"tokens_seen", tokens_seen},
-                {"data_step", step},
-                {"seed", (int64_t)c->seed},
-                {"batch", c->batch},
-                {"warmup", c->warmup},
-                {"schedule_steps", c->steps},
-                {"layers", s->L},
-                {"d_model", s->D},
-                {"heads", s->N},
-                {"kv_heads", s->K},
-                {"head_dim", s->H},
-                {"d_ff", s->F},
-                {"vocab", s->V},
-                {"seq_len", s->T},
-                {"written_by_ranks", mesh_nranks(m)}};
-    const struct {
-        const char *key;
-        double v;
-    } dbls[] = {{"lr", c->lr},
-                {"min_lr", c->min_lr},
-                {"weight_decay", c->weight_decay},
-                {"beta1", c->beta1},
-                {"beta2", c->beta2},
-                {"eps", c->eps},
-                {"clip", c->clip},
-                {"lr_next", trainer_lr(c, step)}};
+    const attr_i64 ints[] = {{"version", CKPT_VERSION},
+                             {"step", step},
+                             {"tokens_seen", tokens_seen},
+                             {"data_step", step},
+                             {"seed", (int64_t)c->seed},
+                             {"batch", c->batch},
+                             {"warmup", c->warmup},
+                             {"schedule_steps", c->steps},
+                             {"layers", s->L},
+                             {"d_model", s->D},
+                             {"heads", s->N},
+                             {"kv_heads", s->K},
+                             {"head_dim", s->H},
+                             {"d_ff", s->F},
+                             {"vocab", s->V},
+                             {"seq_len", s->T},
+                             {"written_by_ranks", mesh_nranks(m)}};
+    const attr_f64 dbls[] = {{"lr", c->lr},
+                             {"min_lr", c->min_lr},
+                             {"weight_decay", c->weight_decay},
+                             {"beta1", c->beta1},
+                             {"beta2", c->beta2},
+                             {"eps", c->eps},
+                             {"clip", c->clip},
+                             {"lr_next", trainer_lr(c, step)}};
     char mspec[96], shard[160];
     const char *slash = strrchr(c->data, '/');
     sharding_str(t, c, shard, sizeof shard);
@@ -196,11 +227,42 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
     int rc = 0;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0] && rc == 0; i++)
         rc = h5array_attr_put_str(f, "/", strs[i].key, strs[i].v, err, errlen);
+    if (rc == 0)
+        rc = put_attrs(f, ints, sizeof ints / sizeof *ints, dbls, sizeof dbls / sizeof *dbls, err,
+                       errlen);
+    return rc == 0 ? put_moe(f, &s->moe, err, errlen) : rc;
+}
+
+/* The mixture-of-experts attributes: a checkpoint without `experts` (older, or dense) holds a
+ * dense model, all 0; with experts every one of them must be there. */
+static int get_moe(h5array *f, moe_shape *mo, const char *path, char *err, size_t errlen) {
+    char e[CKPT_ERR_LEN];
+    *mo = (moe_shape){0};
+    if (h5array_attr_get_i64(f, "/", "experts", &mo->E, e, sizeof e) < 0 || mo->E == 0) {
+        mo->E = 0;
+        return 0;
+    }
+    const struct {
+        const char *key;
+        int64_t *v;
+    } ints[] = {{"moe_top_k", &mo->k},
+                {"moe_every", &mo->every},
+                {"shared_experts", &mo->shared},
+                {"expert_d_ff", &mo->F}};
+    int rc = 0;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == 0; i++)
-        rc = h5array_attr_put_i64(f, "/", ints[i].key, ints[i].v, err, errlen);
-    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && rc == 0; i++)
-        rc = h5array_attr_put_f64(f, "/", dbls[i].key, dbls[i].v, err, errlen);
-    return rc;
+        rc = h5array_attr_get_i64(f, "/", ints[i].key, ints[i].v, e, sizeof e);
+    if (rc == 0) rc = h5array_attr_get_f64(f, "/", "capacity_factor", &mo->capacity, e, sizeof e);
+    if (rc == 0) rc = h5array_attr_get_f64(f, "/", "aux_loss_coef", &mo->aux_coef, e, sizeof e);
+    if (rc == 0) rc = h5array_attr_get_f64(f, "/", "router_z_loss_coef", &mo->z_coef, e, sizeof e);
+    if (rc < 0) return errmsg_fail(err, errlen, "damaged checkpoint header: %s", e);
+    if (mo->E < 0 || mo->k < 1 || mo->k > mo->E || mo->every < 1 || mo->shared < 0 || mo->F < 1)
+        return errmsg_fail(err, errlen,
+                           "%s: damaged checkpoint header (experts %lld, moe_top_k %lld, "
+                           "moe_every %lld, shared_experts %lld, expert_d_ff %lld)",
+                           path, (long long)mo->E, (long long)mo->k, (long long)mo->every,
+                           (long long)mo->shared, (long long)mo->F);
+    return 0;
 }
 
 int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
@@ -263,6 +325,7 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     /* optional: checkpoints written before runs had ids carry none ("") */
     if (h5array_attr_get_str(f, "/", "run_id", k->run_id, sizeof k->run_id, e, sizeof e) < 0)
         k->run_id[0] = '\0';
+    if (get_moe(f, &k->shape.moe, path, err, errlen) < 0) return -1;
     k->seed = (uint64_t)seed;
     const int order_ok = tokens_order_parse(order) >= 0;
     const int opt_ok = !strcmp(opt, "adamw") || !strcmp(opt, "sgd");
@@ -275,6 +338,36 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
                            path, order, opt, (long long)k->step);
     k->order = (tokens_order)tokens_order_parse(order);
     k->optimizer = !strcmp(opt, "sgd") ? OPT_SGD : OPT_ADAMW;
+    return 0;
+}
+
+/* A dense checkpoint against MoE flags or the reverse, then the experts' shape. */
+static int check_moe(const moe_shape *file, const moe_shape *flags, const char *path, char *err,
+                     size_t errlen) {
+    if ((file->E == 0) != (flags->E == 0))
+        return errmsg_fail(err, errlen,
+                           "%s: checkpoint holds a %s model%s, flags say %s: a dense model and a "
+                           "mixture of experts have different parameters (%s)",
+                           path, file->E ? "mixture-of-experts" : "dense",
+                           file->E ? "" : " (no --experts)", flags->E ? "--experts" : "dense",
+                           file->E ? "give the checkpoint's --experts and MoE flags, see "
+                                     "`meshtrain ckpt info`"
+                                   : "leave out --experts");
+    const struct {
+        const char *flag;
+        int64_t file, flags;
+    } f[] = {{"experts", file->E, flags->E},
+             {"moe-top-k", file->k, flags->k},
+             {"moe-every", file->every, flags->every},
+             {"shared-experts", file->shared, flags->shared},
+             {"expert-d-ff", file->F, flags->F}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].file != f[i].flags)
+            return errmsg_fail(err, errlen,
+                               "%s: checkpoint has --%s %lld, flags say %lld (the experts' "
+                               "shape must match; give --%s %lld)",
+                               path, f[i].flag, (long long)f[i].file, (long long)f[i].flags,
+                               f[i].flag, (long long)f[i].file);
     return 0;
 }
 
@@ -294,6 +387,7 @@ int ckpt_check_config(const ckpt_meta *k, const config *c, const char *path, cha
                                "shape must match; give --%s %lld)",
                                path, f[i].flag, (long long)f[i].file, (long long)f[i].flags,
                                f[i].flag, (long long)f[i].file);
+    if (check_moe(&k->shape.moe, &c->shape.moe, path, err, errlen) < 0) return -1;
     if (k->optimizer != c->optimizer)
         return errmsg_fail(err, errlen,
                            "%s: checkpoint has --optimizer %s, flags say %s (its optimizer "
@@ -327,9 +421,9 @@ static void add_free_space(char *err, size_t errlen, const char *path, double ne
 int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t tokens_seen,
                const char *path, ckpt_io *io, char *err, size_t errlen) {
     const double t0 = mesh_now();
-    ckpt_array a[NGROUPS * P_COUNT];
+    ckpt_array a[NGROUPS * P_ALL];
     const int n = list_arrays(t, m, a);
-    uint64_t sum[NGROUPS * P_COUNT] = {0};
+    uint64_t sum[NGROUPS * P_ALL] = {0};
     double bytes = 0;
     for (int i = 0; i < n; i++) {
         if (a[i].owner)
@@ -358,7 +452,7 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
  * its slabs). */
 static int read_arrays(h5array *f, mesh *m, ckpt_array *a, int n, const char *path, double *bytes,
                        char *err, size_t errlen) {
-    uint64_t sum[NGROUPS * P_COUNT] = {0}, want[NGROUPS * P_COUNT] = {0};
+    uint64_t sum[NGROUPS * P_ALL] = {0}, want[NGROUPS * P_ALL] = {0};
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         rc = h5array_read(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
@@ -389,7 +483,7 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
     if (rc == 0) rc = ckpt_meta_get(f, k, err, errlen);
     if (rc == 0 && ckpt_check_config(k, c, path, err, errlen) < 0) rc = -1;
-    ckpt_array a[NGROUPS * P_COUNT];
+    ckpt_array a[NGROUPS * P_ALL];
     double bytes = 0;
     if (rc == 0) rc = read_arrays(f, m, a, list_arrays(t, m, a), path, &bytes, err, errlen);
     h5array_close(f);
@@ -402,16 +496,20 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
 int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err, size_t errlen) {
     h5array *f = NULL;
     int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
-    ckpt_array a[P_COUNT];
-    for (int id = 0; id < P_COUNT; id++) {
-        a[id].pi = model_param_info(model_shape_of(mod), (param_id)id);
-        snprintf(a[id].name, sizeof a[id].name, "%s/%s", group_name[G_PARAMS], a[id].pi.name);
-        a[id].owner = plan ? par_is_writer(plan, (param_id)id, 0) : mesh_rank(m) == 0;
-        a[id].slab = *model_slab(mod, (param_id)id);
-        a[id].data = model_param(mod, (param_id)id, NULL);
+    ckpt_array a[P_ALL];
+    const model_shape *s = model_shape_of(mod);
+    int n = 0;
+    for (int id = 0; id < model_param_ids(s); id++) {
+        if (model_param_numel(s, (param_id)id) == 0) continue;
+        ckpt_array *b = &a[n++];
+        b->pi = model_param_info(s, (param_id)id);
+        snprintf(b->name, sizeof b->name, "%s/%s", group_name[G_PARAMS], b->pi.name);
+        b->owner = plan ? par_is_writer(plan, (param_id)id, 0) : mesh_rank(m) == 0;
+        b->slab = *model_slab(mod, (param_id)id);
+        b->data = model_param(mod, (param_id)id, NULL);
     }
     double bytes = 0;
-    if (rc == 0) rc = read_arrays(f, m, a, P_COUNT, path, &bytes, err, errlen);
+    if (rc == 0) rc = read_arrays(f, m, a, n, path, &bytes, err, errlen);
     h5array_close(f);
     if (rc == 0) par_params_loaded(plan, mod);
     return rc;

@@ -73,6 +73,15 @@ static void print_meta(const ckpt_meta *k, const char *path) {
            "--d-ff %lld --vocab %lld --seq-len %lld\n",
            (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
            (long long)s->F, (long long)s->V, (long long)s->T);
+    if (s->moe.E > 0) {
+        char cap[48] = " (dropless)";
+        if (s->moe.capacity > 0)
+            snprintf(cap, sizeof cap, " --capacity-factor %.6g", s->moe.capacity);
+        printf("  experts --experts %lld --moe-top-k %lld --moe-every %lld --shared-experts %lld "
+               "--expert-d-ff %lld%s --aux-loss-coef %g --router-z-loss-coef %g\n",
+               (long long)s->moe.E, (long long)s->moe.k, (long long)s->moe.every,
+               (long long)s->moe.shared, (long long)s->moe.F, cap, s->moe.aux_coef, s->moe.z_coef);
+    }
     printf("  optimizer %s | schedule --lr %g --min-lr %g --warmup %lld --steps %lld | batch "
            "%lld\n",
            k->optimizer == OPT_SGD ? "sgd" : "adamw", k->lr, k->min_lr, (long long)k->warmup,

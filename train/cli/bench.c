@@ -21,6 +21,7 @@
 
 static int add_gemm(bench_gemm *out, int n, int cap, int64_t M, int64_t N, int64_t K, int ta,
                     int tb, double count) {
+    if (count <= 0) return n;
     for (int i = 0; i < n; i++) {
         bench_gemm *g = &out[i];
         if (g->M == M && g->N == N && g->K == K && g->ta == ta && g->tb == tb) {
@@ -48,8 +49,18 @@ int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *ou
     n = add_linear(out, n, cap, BT, D, s->N * H, layers, 1);     /* wq */
     n = add_linear(out, n, cap, BT, D, s->K * H, 2 * layers, 1); /* wk, wv */
     n = add_linear(out, n, cap, BT, s->N * H, D, layers, 1);     /* wo */
-    n = add_linear(out, n, cap, BT, D, s->F, 2 * layers, 1);     /* w_gate, w_up */
-    n = add_linear(out, n, cap, BT, s->F, D, layers, 1);         /* w_down */
+    const double Lm = micro * (double)model_moe_layers(s), dense = layers - Lm;
+    n = add_linear(out, n, cap, BT, D, s->F, 2 * dense, 1); /* w_gate, w_up */
+    n = add_linear(out, n, cap, BT, s->F, D, dense, 1);     /* w_down */
+    if (Lm > 0) { /* MoE blocks, the routing balanced: each expert takes BT·k/E rows */
+        const moe_shape *mo = &s->moe;
+        const int64_t Me = (BT * mo->k + mo->E - 1) / mo->E;
+        n = add_linear(out, n, cap, BT, D, mo->E, Lm, 1);                     /* router */
+        n = add_linear(out, n, cap, Me, D, mo->F, 2 * Lm * (double)mo->E, 1); /* experts */
+        n = add_linear(out, n, cap, Me, mo->F, D, Lm * (double)mo->E, 1);
+        n = add_linear(out, n, cap, BT, D, mo->F, 2 * Lm * (double)mo->shared, 1); /* shared */
+        n = add_linear(out, n, cap, BT, mo->F, D, Lm * (double)mo->shared, 1);
+    }
     n = add_linear(out, n, cap, BT, D, s->V, micro, 1); /* unembed (its dx feeds the blocks) */
     /* Attention, per sequence and query head, half of each T×T product (causal). */
     const double heads = layers * (double)mb * (double)s->N * 0.5;
@@ -134,8 +145,8 @@ static void sums_add(bench_sums *u, const step_stats *st) {
 /* The matmul-only bound of the whole global step on one rank, in seconds (printed). */
 static double matmul_bound(const config *c, const run_peak *pk) {
     const model_shape *s = &c->shape;
-    bench_gemm gemms[32];
-    const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 32);
+    bench_gemm gemms[48];
+    const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 48);
     double bound = 0.0, bound_flops = 0.0;
     for (int i = 0; i < ng; i++) {
         const double sec = bench_time_gemm(&gemms[i], c->quick_start);

@@ -26,7 +26,8 @@ typedef struct {
 /* Not collective. Lists the distinct sgemm shapes of one training step (forward and backward)
  * of a one-rank model of shape s on B sequences in micro-batches of mb, into out[cap]; returns
  * how many (at most cap). Projections y = x·W give dW = xᵀ·dy and dx = dy·Wᵀ in the backward
- * pass; attention's per-head products are counted at half (the causal triangle). */
+ * pass; attention's per-head products are counted at half (the causal triangle). With experts
+ * the routing is taken as balanced: each expert's products on ceil(BT·k/E) rows. */
 int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *out, int cap);
 /* Not collective. Times one sgemm of shape g on this rank: best of 3 trials of ≥ 50 ms (quick,
  * config.quick_start: one of ≥ 2 ms). */

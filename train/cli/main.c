@@ -11,6 +11,7 @@
 #include "train/ckpt/ckpt.h"
 #include "train/config/config.h"
 #include "train/infer/gen_cli.h"
+#include "train/serve/serve_cli.h"
 #include "train/cli/inspect.h"
 #include "train/cli/outputs.h"
 #include "train/cli/run.h"
@@ -36,6 +37,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "generate") == 0) { /* inference with a KV cache */
         const int rc = gen_main(argc - 1, argv + 1);
+        mesh_mpi_finalize();
+        return rc;
+    }
+    if (argc > 1 && strcmp(argv[1], "serve") == 0) { /* the serving engine, HTTP on rank 0 */
+        const int rc = serve_main(argc - 1, argv + 1);
         mesh_mpi_finalize();
         return rc;
     }

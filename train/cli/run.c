@@ -212,10 +212,25 @@ static void print_header(const run_ctx *r, double rank_flops) {
              (long long)tokens_count(r->data, TOKENS_VAL), (long long)c->batch, (long long)s->T,
              (long long)(c->batch * s->T), (long long)(c->batch / c->micro_batch),
              c->batch / c->micro_batch > 1 ? "es" : "", tokens_order_name(c->order));
+    const moe_shape *mo = &s->moe;
+    if (mo->E > 0)
+        mesh_log(
+            "experts: %lld of the %lld blocks are MoE (--moe-every %lld): %lld routed experts, "
+            "top-%lld (weights renormalised over the k), %lld shared, F_e = %lld | %s | "
+            "aux-loss coef %g, z-loss coef %g | MFLOP/token counts the activated experts\n",
+            (long long)model_moe_layers(s), (long long)s->L, (long long)mo->every, (long long)mo->E,
+            (long long)mo->k, (long long)mo->shared, (long long)mo->F,
+            mo->capacity > 0 ? "capacity per sequence ceil(c·k·T/E)" : "dropless", mo->aux_coef,
+            mo->z_coef);
     mesh_log("optimizer %s | lr %.1e (warm-up %lld, cosine to %.1e) | steps %lld | sgemm %.1f "
              "GFLOP/s on rank 0, %.1f on all ranks together (the MFU peak)\n",
              c->optimizer == OPT_SGD ? "sgd" : "adamw", c->lr, (long long)c->warmup, c->min_lr,
              (long long)c->steps, rank_flops / 1e9, r->peak / 1e9);
+    if (c->overlap || c->tensor_axis[0]) /* the asynchronous collectives' progress, as resolved */
+        mesh_log("asynchronous collectives progressed %s (--progress %s)\n",
+                 mesh_get_progress(r->m) == MESH_PROGRESS_INLINE ? "inline, by each rank's own thread"
+                                                                 : "by a progress thread",
+                 c->progress);
 }
 
 tokens *run_open_data(const config *c, mesh *m) {
@@ -288,6 +303,18 @@ static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step
                          .val_loss = NAN};
 }
 
+/* The step's mixture-of-experts figures (one rank: the model's own). */
+static void moe_row(metrics_row *row, model *mod) {
+    model_moe_stats ms;
+    model_moe_stats_get(mod, &ms);
+    row->moe_layers = ms.layers;
+    row->moe_E = ms.E;
+    row->moe_kept = ms.kept;
+    row->moe_dropped = ms.slots ? (double)ms.dropped / (double)ms.slots : 0.0;
+    row->moe_aux = ms.aux;
+    row->moe_z = ms.z;
+}
+
 /* The run's last line: steps, time, losses, throughput and MFU (rank 0). */
 static void print_done(const run_ctx *r, int64_t nsteps, double train_secs, double last_loss,
                        double last_val, double tokens_per_step, double flops_per_step,
@@ -336,12 +363,14 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         const double t0 = mesh_now();
         load_rows(&r, TOKENS_TRAIN, step);
         step_stats st;
+        if (c->shape.moe.E > 0) model_moe_stats_reset(trainer_model(t));
         trainer_step(t, step, r.rows, &st);
         r.tokens_seen += c->batch * c->shape.T;
         const double dt = mesh_now() - t0;
         train_secs += dt;
         last_loss = st.loss;
         metrics_row row = step_row(&r, &st, step, dt, tokens_per_step, flops_per_step);
+        if (c->shape.moe.E > 0) moe_row(&row, trainer_model(t));
         char line[512];
         metrics_format(line, sizeof line, &row, width);
         if (st.split.overlap >= 0) { /* non-blocking collectives ran: how much was hidden */
@@ -358,10 +387,14 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         }
         int werr = 0;
         if (r.metrics) {
-            char json[METRICS_JSON_MAX];
-            const size_t n = metrics_json(json, sizeof json, &row);
-            CHECK(n < sizeof json, "metrics_json: %zu bytes", n);
+            char small[METRICS_JSON_MAX], *json = small;
+            const size_t n = metrics_json(small, sizeof small, &row);
+            if (n >= sizeof small) { /* a row with many experts */
+                CHECK((json = malloc(n + 1)) != NULL, "out of memory for a --metrics row");
+                metrics_json(json, n + 1, &row);
+            }
             werr = linefile_write(r.metrics, json, n);
+            if (json != small) free(json);
         }
         mesh_agree_or_exit(mesh_world_comm(m), werr,
                            "--metrics %s: writing step %lld failed (%s); the file keeps every "

@@ -52,6 +52,7 @@ typedef struct {
 
 #define F_(field) offsetof(config, field), sizeof(((config *)0)->field)
 #define SH_(field) offsetof(config, shape.field), sizeof(int64_t)
+#define MO_(field) offsetof(config, shape.moe.field), sizeof(((config *)0)->shape.moe.field)
 static const flag_def flags[] = {
     {"Model", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"layers", K_I64, SH_(L), 1, 4096, 0, "L", "transformer blocks"},
@@ -63,6 +64,28 @@ static const flag_def flags[] = {
     {"seq-len", K_I64, SH_(T), 2, 1 << 20, 0, "T", "tokens per sequence"},
     {"vocab", K_I64, SH_(V), 2, 1 << 24, 0, "V",
      "vocabulary; must match the data (256 for the byte tokenizer)"},
+    {"Mixture of experts (one rank for now)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"experts", K_I64, MO_(E), 0, 4096, 0, "E",
+     "routed experts per MoE layer, each a SwiGLU MLP (0 = a dense model)"},
+    {"moe-top-k", K_I64, MO_(k), 0, 4096, 0, "k",
+     "experts per token: the k largest router logits (ties to the lower index), weighted by the "
+     "softmax over those k logits (renormalised, as Mixtral; --top-k is the sampler's)"},
+    {"moe-every", K_I64, MO_(every), 0, 4096, 0, "n",
+     "every n-th block's MLP is MoE: blocks n-1, 2n-1, ... (1 = every block)"},
+    {"shared-experts", K_I64, MO_(shared), 0, 4096, 0, "S",
+     "always-on experts per MoE layer, added with weight 1 beside the routed ones"},
+    {"expert-d-ff", K_I64, MO_(F), 0, 1 << 22, 0, "F", "each expert's width (default --d-ff)"},
+    {"capacity-factor", K_F64, MO_(capacity), 0, 1e6, 0, "c",
+     "each expert takes at most ceil(c·k·T/E) tokens of one sequence (T = --seq-len), first come "
+     "first served in position order; a dropped (token, expert) slot adds nothing and the token "
+     "keeps its residual (default: dropless)"},
+    {"aux-loss-coef", K_F64, MO_(aux_coef), 0, 1e6, 0, "X",
+     "load-balancing loss X·E·Σ_e f_e·P_e of each sequence (f_e: share of its T·k slots the "
+     "router sends to e, P_e: e's mean router probability), averaged over the sequences, summed "
+     "over the MoE layers"},
+    {"router-z-loss-coef", K_F64, MO_(z_coef), 0, 1e6, 0, "X",
+     "router z-loss X·mean over tokens of logsumexp(router logits)², summed over the MoE layers "
+     "(0 = off)"},
     {"Batch and schedule", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"batch", K_I64, F_(batch), 1, 1 << 24, 0, "B", "global sequences per step"},
     {"micro-batch", K_I64, F_(micro_batch), 1, 1 << 24, 0, "B",
@@ -193,6 +216,7 @@ static const flag_def flags[] = {
 };
 #undef F_
 #undef SH_
+#undef MO_
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
 
 static int64_t default_ff(int64_t D) {
@@ -204,6 +228,7 @@ void config_defaults(config *c) {
     memset(c, 0, sizeof *c);
     c->shape = (model_shape){.L = 4, .D = 128, .N = 4, .K = 4, .H = 32, .V = 256, .T = 128};
     c->shape.F = default_ff(c->shape.D);
+    c->shape.moe = (moe_shape){.k = 2, .every = 1, .aux_coef = 0.01}; /* used with --experts */
     c->batch = 16;
     c->micro_batch = 16;
     c->steps = 200;
@@ -489,6 +514,35 @@ static int early_flags(config *c, int argc, char **argv) {
     return 0;
 }
 
+/* The mixture-of-experts flags: all of them need --experts (a dense model's moe is all 0);
+ * --expert-d-ff defaults to --d-ff; a capacity factor given must be positive. */
+static int derive_moe(model_shape *s, const bool *given, char *err, size_t errlen) {
+    static const char *const moe_flags[] = {
+        "moe-top-k",       "moe-every",     "shared-experts",    "expert-d-ff",
+        "capacity-factor", "aux-loss-coef", "router-z-loss-coef"};
+    moe_shape *mo = &s->moe;
+    for (size_t i = 0; i < sizeof moe_flags / sizeof *moe_flags; i++) {
+        const bool g = given[find_flag(moe_flags[i], strlen(moe_flags[i])) - flags];
+        if (g && mo->E == 0)
+            return errmsg_fail(err, errlen,
+                               "--%s configures the mixture-of-experts layers: give --experts E "
+                               "too",
+                               moe_flags[i]);
+    }
+    if (mo->E == 0) {
+        *mo = (moe_shape){0};
+        return 0;
+    }
+    if (!given[find_flag("expert-d-ff", 11) - flags]) mo->F = s->F;
+    if (given[find_flag("capacity-factor", 15) - flags] && !(mo->capacity > 0))
+        return errmsg_fail(err, errlen,
+                           "--capacity-factor %g: must be > 0 (each expert takes at most "
+                           "ceil(c·k·T/E) tokens of a sequence); leave the flag out for dropless "
+                           "routing",
+                           mo->capacity);
+    return 0;
+}
+
 /* The defaults that follow from other flags, where a flag was not given. */
 static int derive_defaults(config *c, const bool *given, char *err, size_t errlen) {
 #define GIVEN(n) given[find_flag(n, strlen(n)) - flags]
@@ -503,6 +557,7 @@ static int derive_defaults(config *c, const bool *given, char *err, size_t errle
         s->H = s->D / s->N;
     }
     if (!GIVEN("d-ff")) s->F = default_ff(s->D);
+    if (derive_moe(s, given, err, errlen) < 0) return -1;
     if (!GIVEN("micro-batch")) c->micro_batch = c->batch;
     if (c->bench && !GIVEN("steps")) c->steps = 10;
 #undef GIVEN
@@ -729,6 +784,8 @@ void config_print_help(FILE *out) {
         default_str(&d, f, def, sizeof def);
         bool derived = f->off == offsetof(config, shape.K) || f->off == offsetof(config, shape.H) ||
                        f->off == offsetof(config, shape.F) ||
+                       f->off == offsetof(config, shape.moe.F) ||
+                       f->off == offsetof(config, shape.moe.capacity) ||
                        f->off == offsetof(config, micro_batch);
         char text[1400];
         snprintf(text, sizeof text, "%s%s%s%s", f->help, def[0] && !derived ? " [" : "",

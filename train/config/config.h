@@ -11,9 +11,24 @@
 
 #define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
 
+/* The mixture-of-experts layers (E = 0: a dense model, every other field unused and 0). Every
+ * `every`-th block (blocks l with (l + 1) % every == 0) replaces its MLP with E routed experts and
+ * `shared` always-on experts, each a SwiGLU MLP of width F; a router (fp32 linear D→E, softmax)
+ * sends each token to the k experts of largest router logit (ties to the lower index), weighted
+ * by the softmax over those k logits (renormalised, as Mixtral). capacity > 0: each expert takes
+ * at most ceil(capacity·k·T/E) tokens of one sequence (T = the model's seq_len), first come first
+ * served in position order; 0 is dropless. aux_coef, z_coef: the load-balancing loss
+ * E·Σ_e f_e·P_e and the router z-loss mean(logsumexp²), each per sequence, averaged over the
+ * sequences and summed over the MoE layers (model.c). */
+typedef struct {
+    int64_t E, k, shared, every, F;
+    double capacity, aux_coef, z_coef;
+} moe_shape;
+
 typedef struct {
     int64_t L, D, N, K, H, F, V,
-        T; /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+        T;         /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
+    moe_shape moe; /* all 0 for a dense model */
 } model_shape;
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
@@ -57,18 +72,18 @@ typedef struct {
     int quiet;
     int quick_start; /* set by tests that check numbers only: one short trial of the sgemm rate
                         and the fewest samples per kernel at start-up (rougher predictions) */
-    int demo; /* --demo given: the README's main job (see config_demo_mesh) */
+    int demo;        /* --demo given: the README's main job (see config_demo_mesh) */
     /* mesh and sharding (train/parallel/par.h) */
     char mesh[64];       /* "x=2,y=2"; "" = 1D mesh over all ranks */
     char mesh_open[16];  /* axes without wraparound */
     char cross_hosts[8]; /* axes made slowest in MPI rank order: they cross hosts ("" = first) */
     char data_axes[CONFIG_AXES_LEN]; /* batch sharded over these axes, e.g. "x" */
-    char dcn_axis[4]; /* --dcn AXIS: a data axis across the data-center network, "" = none */
+    char dcn_axis[4];    /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     int overlap;
-    char progress[8]; /* --progress: who runs the non-blocking collectives, "thread", "inline" or
-                         "auto" (mesh_set_progress; trainer.c resolves auto) */
+    char progress[8];   /* --progress: who runs the non-blocking collectives, "thread", "inline" or
+                           "auto" (mesh_set_progress; trainer.c resolves auto) */
     char alg[16];       /* collective algorithm name */
     char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
     int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's
@@ -78,8 +93,8 @@ typedef struct {
     char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the
                              core's sgemm) or "model" (this model's linear layers) */
     /* pipelining (train/parallel/pipeline.h) */
-    char pipe_axis[4];    /* --pipeline AXIS: layers split into |Z| stages, "" = none */
-    int64_t microbatches; /* --microbatches M: pipeline micro-batches per step */
+    char pipe_axis[4];      /* --pipeline AXIS: layers split into |Z| stages, "" = none */
+    int64_t microbatches;   /* --microbatches M: pipeline micro-batches per step */
     pipe_schedule schedule; /* --schedule */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
@@ -95,12 +110,14 @@ void config_defaults(config *c);
  * naming the flag and what would be right. Not collective; prints nothing. */
 int config_parse(config *c, int argc, char **argv, char *err, size_t errlen);
 /* What a command does with the flags: train (config_parse; --bench makes it CONFIG_MODE_BENCH),
- * `meshtrain generate`, or its decode sweep `generate --bench`. */
+ * `meshtrain generate`, its decode sweep `generate --bench`, or `meshtrain serve` (generation's
+ * rules). */
 typedef enum {
     CONFIG_MODE_TRAIN,
     CONFIG_MODE_BENCH,
     CONFIG_MODE_GENERATE,
-    CONFIG_MODE_GEN_BENCH
+    CONFIG_MODE_GEN_BENCH,
+    CONFIG_MODE_SERVE
 } config_mode;
 /* config_parse for the command `mode`; a flag that does nothing there, or nothing with the other
  * flags given (config_check_used), is refused: no flag is silently ignored. */

@@ -25,6 +25,28 @@ static int check_axes(const char *flag, const char *axes, bool commas, char *err
     return 0;
 }
 
+/* The mixture-of-experts layers of a model with experts. */
+static int config_check_moe(const model_shape *s, char *err, size_t errlen) {
+    const moe_shape *mo = &s->moe;
+    if (mo->k < 1)
+        return errmsg_fail(err, errlen, "--moe-top-k %lld: each token goes to at least 1 expert",
+                           (long long)mo->k);
+    if (mo->k > mo->E)
+        return errmsg_fail(err, errlen,
+                           "--moe-top-k %lld is more than --experts %lld: a token goes to k "
+                           "distinct experts; choose k <= E",
+                           (long long)mo->k, (long long)mo->E);
+    if (mo->every < 1 || mo->every > s->L)
+        return errmsg_fail(err, errlen,
+                           "--moe-every %lld: must be from 1 to --layers %lld (every n-th block's "
+                           "MLP is MoE: blocks n-1, 2n-1, ...; n > L leaves none)",
+                           (long long)mo->every, (long long)s->L);
+    if (mo->F < 1)
+        return errmsg_fail(err, errlen, "--expert-d-ff %lld: an expert needs a width >= 1",
+                           (long long)mo->F);
+    return 0;
+}
+
 /* The model's shape, the batch, the schedule and the files. */
 int config_check_model(const config *c, char *err, size_t errlen) {
     const model_shape *s = &c->shape;
@@ -47,6 +69,7 @@ int config_check_model(const config *c, char *err, size_t errlen) {
             "head dim %lld (--head-dim, default d-model/heads) is odd: rotary embedding "
             "pairs element i with i + H/2, so it must be even",
             (long long)s->H);
+    if (s->moe.E > 0 && config_check_moe(s, err, errlen) < 0) return -1;
     if (c->batch % c->micro_batch != 0)
         return errmsg_fail(
             err, errlen,

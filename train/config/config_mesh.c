@@ -83,6 +83,13 @@ int config_check_microbatches(const config *c, char *err, size_t errlen) {
 }
 
 int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
+    if (c->shape.moe.E > 0 && mesh_nranks(m) > 1)
+        return errmsg_fail(err, errlen,
+                           "--experts needs expert parallelism to run on %d ranks, which is not "
+                           "implemented yet (its data-axis gradient reductions and checkpoint "
+                           "slabs do not know the expert weights): run a mixture-of-experts "
+                           "model on one rank",
+                           mesh_nranks(m));
     if (c->pipe_axis[0]) { /* the pipeline's micro-batches replace --micro-batch */
         const int a = mesh_axis_index(m, c->pipe_axis[0]);
         if (c->microbatches <= 0) c->microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;

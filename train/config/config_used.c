@@ -8,17 +8,17 @@
 #include "mesh/errmsg.h"
 #include "train/config/config.h"
 
-/* M_GEN: both of generate's modes; M_GBENCH: its decode sweep alone. */
+/* M_GEN: generation (generate, its decode sweep, serve); M_GBENCH: the decode sweep alone. */
 enum {
     M_TRAIN = 1 << CONFIG_MODE_TRAIN,
     M_BENCH = 1 << CONFIG_MODE_BENCH,
     M_GBENCH = 1 << CONFIG_MODE_GEN_BENCH,
-    M_GEN = 1 << CONFIG_MODE_GENERATE | M_GBENCH
+    M_GEN = 1 << CONFIG_MODE_GENERATE | M_GBENCH | 1 << CONFIG_MODE_SERVE
 };
 
 /* Each returns NULL when the flag matters for c in `mode`, else why it does not. */
 static const char *no_sample(const config *c, config_mode mode) {
-    return c->sample > 0 || mode == CONFIG_MODE_GENERATE
+    return c->sample > 0 || mode == CONFIG_MODE_GENERATE || mode == CONFIG_MODE_SERVE
                ? NULL
                : "only --sample N > 0 generates text at the end of training";
 }
@@ -66,7 +66,9 @@ static const char *no_async(const config *c, config_mode mode) {
                  "collectives";
 }
 static const char *gen_no_tensor(const config *c, config_mode mode) {
-    return (mode != CONFIG_MODE_GENERATE && mode != CONFIG_MODE_GEN_BENCH) || c->tensor_axis[0]
+    return (mode != CONFIG_MODE_GENERATE && mode != CONFIG_MODE_GEN_BENCH &&
+            mode != CONFIG_MODE_SERVE) ||
+                   c->tensor_axis[0]
                ? NULL
                : "generation's collectives are tensor parallelism's (--tensor)";
 }
@@ -129,6 +131,9 @@ static const used_rule rules[] = {
     {"emulate-rate", M_GEN, no_emulate},
     {"microbatches", M_GEN, no_pipe},
     {"schedule", M_GEN, no_pipe},
+    /* the mixture of experts' training losses */
+    {"aux-loss-coef", M_GEN, never},
+    {"router-z-loss-coef", M_GEN, never},
     /* the inspection flags wire the training loop */
     {"trace", M_GEN, never},
     {"debug-collectives", M_GEN, never},
@@ -136,7 +141,7 @@ static const used_rule rules[] = {
 };
 
 static const char *const mode_name[] = {"training", "meshtrain --bench", "meshtrain generate",
-                                        "meshtrain generate --bench"};
+                                        "meshtrain generate --bench", "meshtrain serve"};
 
 int config_check_used(const config *c, config_mode mode, const char *const *given, int ngiven,
                       char *err, size_t errlen) {

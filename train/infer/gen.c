@@ -41,6 +41,10 @@ struct gen {
     /* per local sequence: next position, tokens generated so far */
     int32_t *pos;
     int64_t *ntok;
+    /* with experts and a capacity factor: each row's local sequence, and each sequence's slots
+     * per MoE block and expert so far [B_loc, Lm, E] (model_rows_capacity) */
+    int32_t *moe_seq, *moe_cnt;
+    int64_t moe_per_seq; /* Lm·E */
     /* one forward: rows, their tokens and positions, the rows whose logits are wanted */
     int32_t *rtok, *rpos;
     int64_t *out_rows;
@@ -166,15 +170,21 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
     const int64_t H = s->H;
     const double layer_mm =
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
+    /* with experts (one rank), a token passes through the router and k + S experts of a MoE
+     * block; every weight is counted as read */
+    const double blocks_mm = s->moe.E > 0
+                                 ? (model_flops_per_token(s) / 6.0 -
+                                    (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
+                                 : (double)s->L * layer_mm;
     double bytes = 0;
-    for (int id = 0; id < P_COUNT; id++) {
+    for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
         model_param(g->mod, (param_id)id, &n);
         if (id != P_EMBED) bytes += 4.0 * (double)n;
     }
     bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
     st->p_bytes = bytes;
-    st->flops = 2.0 * (double)R * (double)s->L * layer_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
+    st->flops = 2.0 * (double)R * blocks_mm + 2.0 * (double)(n_out * s->D * lc->Vl);
 }
 
 /* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
@@ -186,6 +196,7 @@ static double tensor_ranks(const gen *g) {
  * one AllGather over the tensor axis (not one per row) into logits[n, V]. */
 static void forward(gen *g, float *logits, int64_t n, int64_t R) {
     const int64_t V = g->c.shape.V, Vl = model_extents_of(g->mod)->Vl;
+    model_rows_capacity(g->mod, g->moe_cnt ? g->moe_seq : NULL, g->moe_cnt);
     model_fwd_rows(g->mod, g->nY == 1 ? logits : g->lg_loc, g->out_rows, n, g->rtok, g->rpos, R,
                    attn_hook, g, g->ws);
     if (g->nY == 1) return;
@@ -223,7 +234,11 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
             for (int64_t t = 0; t < len; t++, r++) {
                 g->rtok[r] = ps->tok[g->row0 + b0 + i][t];
                 g->rpos[r] = (int32_t)t;
+                g->moe_seq[r] = (int32_t)(b0 + i);
             }
+            if (g->moe_cnt) /* the sequence starts: no expert has taken any of its tokens */
+                memset(g->moe_cnt + (b0 + i) * g->moe_per_seq, 0,
+                       (size_t)g->moe_per_seq * sizeof *g->moe_cnt);
             g->out_rows[i] = r - 1;
             g->pos[b0 + i] = (int32_t)len;
         }
@@ -253,6 +268,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
         g->rtok[r] = cur[r];
         g->rpos[r] = g->pos[r];
         g->out_rows[r] = r;
+        g->moe_seq[r] = (int32_t)r;
     }
     forward(g, g->logits, R, R);
     pick(g, 0, R, next);
@@ -266,7 +282,7 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
 
 /* ---------------------------------------------------------------- create */
 
-static int refuse(const config *c, char *err, size_t errlen) {
+int gen_refuse(const config *c, char *err, size_t errlen) {
     if (c->zero == 3)
         return errmsg_fail(err, errlen,
                            "--zero 3 (FSDP) is refused for generation: decode reads every weight "
@@ -289,8 +305,7 @@ static int refuse(const config *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* Bytes this host has available (MemAvailable), or −1 when unknown. */
-static double mem_available(void) {
+double gen_mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];
@@ -370,7 +385,7 @@ static int layout(gen *g, char *err, size_t errlen) {
 }
 
 static int check_memory(gen *g, char *err, size_t errlen) {
-    const double need = (double)gen_cache_bytes(g), avail = mem_available();
+    const double need = (double)gen_cache_bytes(g), avail = gen_mem_available();
     const double per_rank = avail / (double)mesh_host_ranks(g->m);
     int rc = avail > 0 && need > per_rank ? -1 : 0;
     if (mesh_agree(mesh_world_comm(g->m), rc) == 0) return 0;
@@ -408,26 +423,36 @@ static int alloc_buffers(gen *g) {
     g->om = alloc_floats(Bc * M * s->H);
     g->a2a = alloc_floats(Bc * M * s->H);
     g->items = calloc((size_t)s->V, sizeof *g->items);
-    return g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows && g->ws &&
-                   g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om && g->a2a &&
-                   g->items
+    g->moe_seq = calloc((size_t)R, sizeof *g->moe_seq);
+    g->moe_per_seq = model_moe_layers(s) * s->moe.E;
+    if (model_moe_capacity(s) > 0)
+        g->moe_cnt = calloc((size_t)(g->B_loc * g->moe_per_seq), sizeof *g->moe_cnt);
+    const int moe_ok = g->moe_seq && (model_moe_capacity(s) == 0 || g->moe_cnt);
+    return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows &&
+                   g->ws && g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om &&
+                   g->a2a && g->items
                ? 0
                : -1;
+}
+
+par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
+                     size_t errlen) {
+    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
+    cc.batch = cc.micro_batch = (max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
+    return par_create(&cc, m, trivial, err, errlen);
 }
 
 /* Collective over: world. The request's plan, layout and memory check, nothing big allocated
  * yet: g, or NULL with err. */
 static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    if (refuse(c, err, errlen) < 0) return NULL;
+    if (gen_refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
     CHECK(g, "gen_create: out of memory");
     g->c = *c;
     g->m = m;
     g->d = *d;
-    config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
-    cc.batch = cc.micro_batch = (d->max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
     int trivial = 0;
-    g->plan = par_create(&cc, m, &trivial, err, errlen);
+    g->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
     if (!g->plan && !trivial) {
         free(g);
         return NULL;
@@ -470,5 +495,6 @@ void gen_destroy(gen *g) {
     par_destroy(g->plan);
     mesh_destroy(g->gm);
     ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
-                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items, g);
+                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,
+                   g->moe_seq, g->moe_cnt, g);
 }

@@ -59,9 +59,8 @@ static int gen_flag_index(const char *name) {
     return 0;
 }
 
-static const char *const shape_flags[] = {"layers",   "d-model", "heads", "kv-heads",
-                                          "head-dim", "d-ff",    "vocab", "seq-len"};
-enum { N_SHAPE_FLAGS = sizeof shape_flags / sizeof shape_flags[0] };
+const char *const gen_shape_flags[GEN_SHAPE_FLAGS] = {"layers",   "d-model", "heads", "kv-heads",
+                                                      "head-dim", "d-ff",    "vocab", "seq-len"};
 
 static void print_help(FILE *out) {
     fprintf(out, "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | "
@@ -100,8 +99,8 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
             if (strlen(gen_flag_table[k].name) == len &&
                 !strncmp(name, gen_flag_table[k].name, len))
                 d = &gen_flag_table[k];
-        for (int k = 0; name && k < N_SHAPE_FLAGS; k++)
-            if (strlen(shape_flags[k]) == len && !strncmp(name, shape_flags[k], len))
+        for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
+            if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
                 shape_given[k] = 1;
         if (!d) {
             rest[(*nrest)++] = argv[i];
@@ -166,23 +165,22 @@ static int check_own_flags(const gen_flags *f, char *err, size_t errlen) {
     return 0;
 }
 
-/* The model's shape from the checkpoint for every shape flag not given; then the check that the
- * given ones agree. */
-static int adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
-                            size_t errlen) {
+int gen_adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
+                         size_t errlen) {
     h5array *f = NULL;
     ckpt_meta k;
     int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
     if (rc == 0) rc = ckpt_meta_get(f, &k, err, errlen);
     h5array_close(f);
     if (rc < 0) return rc;
-    int64_t *dst[N_SHAPE_FLAGS] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
-                                   &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
-    const int64_t src[N_SHAPE_FLAGS] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
-                                        k.shape.H, k.shape.F, k.shape.V, k.shape.T};
-    for (int i = 0; i < N_SHAPE_FLAGS; i++)
+    int64_t *dst[GEN_SHAPE_FLAGS] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
+                                     &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
+    const int64_t src[GEN_SHAPE_FLAGS] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
+                                          k.shape.H, k.shape.F, k.shape.V, k.shape.T};
+    for (int i = 0; i < GEN_SHAPE_FLAGS; i++)
         if (!given[i]) *dst[i] = src[i];
-    c->optimizer = k.optimizer; /* generation reads no optimizer state */
+    if (c->shape.moe.E == 0) c->shape.moe = k.shape.moe; /* no --experts: the checkpoint's */
+    c->optimizer = k.optimizer;                          /* generation reads no optimizer state */
     return ckpt_check_config(&k, c, path, err, errlen);
 }
 
@@ -348,7 +346,7 @@ int gen_main(int argc, char **argv) {
     snprintf(f.bench_batches, sizeof f.bench_batches, "1,2,4,8,16,32,64");
     prompt_set ps = {0};
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    int nrest = 0, given[N_SHAPE_FLAGS] = {0};
+    int nrest = 0, given[GEN_SHAPE_FLAGS] = {0};
     CHECK(rest, "generate: out of memory");
     if (split_args(argc, argv, &f, &ps, rest, &nrest, given, err, sizeof err) < 0 ||
         check_own_flags(&f, err, sizeof err) < 0)
@@ -367,7 +365,7 @@ int gen_main(int argc, char **argv) {
     if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
     if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    if (f.ckpt[0] && adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+    if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);

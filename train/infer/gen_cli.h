@@ -37,6 +37,16 @@ typedef struct {
     unsigned given;          /* bit k: the k-th flag of generate's table was given */
 } gen_flags;
 
+/* The model-shape flags (--layers, --d-model, --heads, --kv-heads, --head-dim, --d-ff, --vocab,
+ * --seq-len) that a checkpoint's shape fills in when they are not given. */
+#define GEN_SHAPE_FLAGS 8
+extern const char *const gen_shape_flags[GEN_SHAPE_FLAGS];
+/* Collective over: world. The model's shape from the checkpoint at path for every shape flag not
+ * given (given[i] for gen_shape_flags[i]), then the check that the given ones agree. 0, or −1
+ * with the reason in err. Serving (train/serve) shares it. */
+int gen_adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
+                         size_t errlen);
+
 /* The --bench sweep's batch sizes, checked. */
 enum { GEN_BENCH_MAX = 32, GEN_BENCH_MAX_B = 1 << 20, GEN_BENCH_ERR = 400 };
 typedef struct {

@@ -29,13 +29,18 @@ typedef struct {
     int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
 } model_extents;
 
-/* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered). */
+/* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered): a dense
+ * block's w_gate, w_up, w_down, or a MoE block's router [D, E], experts' e_gate, e_up [E, D, F_e],
+ * e_down [E, F_e, D] and shared experts' s_gate, s_up [S, D, F_e], s_down [S, F_e, D] (only the
+ * single-rank table fills these in: the sharded one refuses experts). */
 typedef struct {
     const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+    const float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
 } layer_w;
 /* Where layer l's weight gradients accumulate (+=). */
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
+    float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
 } layer_g;
 
 /* Every hook receives the table's ctx first. */

@@ -14,44 +14,54 @@ void model_extents_full(const model_shape *s, model_extents *o) {
 
 void model_slab_full(const model_shape *s, param_id id, param_slab *o) {
     param_info pi = model_param_info(s, id);
-    *o = (param_slab){{0, 0, 0}, {pi.shape[0], pi.shape[1], pi.shape[2]}};
+    *o = (param_slab){{0, 0, 0, 0}, {pi.shape[0], pi.shape[1], pi.shape[2], pi.shape[3]}};
 }
 
-/* Pointer to layer l's block of a parameter stacked over layers, in local storage. */
-static float *stacked(float *base, const param_slab *sl, int64_t l) {
-    return base + (l - sl->off[0]) * sl->cnt[1] * sl->cnt[2];
+/* Pointer to block i of the stack of parameter id (i in the stack's own numbering: the layer,
+ * or model_layer_stack_index for the MLPs), in local storage (NULL: the block has none of id). */
+static float *stacked(model *m, float *base, param_id id, int64_t i) {
+    const param_slab *sl = model_slab(m, id);
+    int64_t n;
+    model_param(m, id, &n);
+    if (!base || sl->cnt[0] == 0) return NULL;
+    return base + (i - sl->off[0]) * (n / sl->cnt[0]);
+}
+
+/* Block l's parameter ids of each kind and the stack index of its MLP's. */
+static const param_id block_ids[] = {P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM};
+static const param_id dense_ids[] = {P_W_GATE, P_W_UP, P_W_DOWN};
+static const param_id moe_ids[] = {P_ROUTER,   P_EXP_GATE, P_EXP_UP,  P_EXP_DOWN,
+                                   P_SHR_GATE, P_SHR_UP,   P_SHR_DOWN};
+
+/* Fills ptr[k] with block l's blocks of its parameters in the order of layer_w's (and
+ * layer_g's) fields, from the parameters (grads = 0) or the gradients. */
+static void layer_ptrs(model *m, int64_t l, int grads, float **ptr) {
+    const model_shape *s = model_shape_of(m);
+    const int64_t i = model_layer_stack_index(s, l);
+    const int moe = model_layer_is_moe(s, l);
+    int k = 0;
+#define BASE(id) (grads ? model_grad(m, id, NULL) : model_param(m, id, NULL))
+    for (size_t j = 0; j < sizeof block_ids / sizeof *block_ids; j++)
+        ptr[k++] = stacked(m, BASE(block_ids[j]), block_ids[j], l);
+    for (size_t j = 0; j < sizeof dense_ids / sizeof *dense_ids; j++)
+        ptr[k++] = moe ? NULL : stacked(m, BASE(dense_ids[j]), dense_ids[j], i);
+    for (size_t j = 0; j < sizeof moe_ids / sizeof *moe_ids; j++)
+        ptr[k++] = moe ? stacked(m, BASE(moe_ids[j]), moe_ids[j], i) : NULL;
+#undef BASE
 }
 
 layer_w model_layer_weights_local(model *m, int64_t l) {
-    layer_w w;
-#define W(field, id) w.field = stacked(model_param(m, id, NULL), model_slab(m, id), l)
-    W(attn_norm, P_ATTN_NORM);
-    W(wq, P_WQ);
-    W(wk, P_WK);
-    W(wv, P_WV);
-    W(wo, P_WO);
-    W(mlp_norm, P_MLP_NORM);
-    W(w_gate, P_W_GATE);
-    W(w_up, P_W_UP);
-    W(w_down, P_W_DOWN);
-#undef W
-    return w;
+    float *p[16];
+    layer_ptrs(m, l, 0, p);
+    return (layer_w){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                     p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
 }
 
 layer_g model_layer_grads_local(model *m, int64_t l) {
-    layer_g g;
-#define G(field, id) g.field = stacked(model_grad(m, id, NULL), model_slab(m, id), l)
-    G(attn_norm, P_ATTN_NORM);
-    G(wq, P_WQ);
-    G(wk, P_WK);
-    G(wv, P_WV);
-    G(wo, P_WO);
-    G(mlp_norm, P_MLP_NORM);
-    G(w_gate, P_W_GATE);
-    G(w_up, P_W_UP);
-    G(w_down, P_W_DOWN);
-#undef G
-    return g;
+    float *p[16];
+    layer_ptrs(m, l, 1, p);
+    return (layer_g){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                     p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
 }
 
 void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,

@@ -25,13 +25,61 @@
 #include "kernels/xent.h"
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
+#include "train/model/model_impl.h"
 #include "train/observe/trace.h"
 
 /* ---------------------------------------------------------------- parameter table */
 
+int64_t model_moe_layers(const model_shape *s) {
+    return s->moe.E > 0 ? s->L / s->moe.every : 0;
+}
+
+int model_layer_is_moe(const model_shape *s, int64_t l) {
+    return s->moe.E > 0 && (l + 1) % s->moe.every == 0;
+}
+
+int64_t model_layer_stack_index(const model_shape *s, int64_t l) {
+    if (s->moe.E == 0) return l;
+    const int64_t moe_upto = (l + 1) / s->moe.every; /* MoE blocks among 0..l */
+    return model_layer_is_moe(s, l) ? moe_upto - 1 : l - moe_upto;
+}
+
+int64_t model_moe_capacity(const model_shape *s) {
+    const moe_shape *mo = &s->moe;
+    if (mo->E == 0 || !(mo->capacity > 0)) return 0;
+    return (int64_t)ceil(mo->capacity * (double)(mo->k * s->T) / (double)mo->E);
+}
+
+/* The mixture-of-experts parameters (ids from P_ROUTER). */
+static param_info moe_param_info(const model_shape *s, param_id id) {
+    const int64_t Lm = model_moe_layers(s), D = s->D, E = s->moe.E, S = s->moe.shared;
+    const int64_t Fe = s->moe.F;
+    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)s->L));
+    switch (id) {
+    case P_ROUTER:
+        return (param_info){"router", 3, {Lm, D, E, 1}, 1, std};
+    case P_EXP_GATE:
+        return (param_info){"expert_gate", 4, {Lm, E, D, Fe}, 1, std};
+    case P_EXP_UP:
+        return (param_info){"expert_up", 4, {Lm, E, D, Fe}, 1, std};
+    case P_EXP_DOWN:
+        return (param_info){"expert_down", 4, {Lm, E, Fe, D}, 1, std_out};
+    case P_SHR_GATE:
+        return (param_info){"shared_gate", 4, {Lm, S, D, Fe}, 1, std};
+    case P_SHR_UP:
+        return (param_info){"shared_up", 4, {Lm, S, D, Fe}, 1, std};
+    case P_SHR_DOWN:
+        return (param_info){"shared_down", 4, {Lm, S, Fe, D}, 1, std_out};
+    default:
+        return (param_info){"?", 0, {0, 0, 0, 0}, 0, 0.0f};
+    }
+}
+
 param_info model_param_info(const model_shape *s, param_id id) {
     const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
+    const int64_t Ld = L - model_moe_layers(s); /* the dense MLPs */
     const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
+    if (id >= P_COUNT) return moe_param_info(s, id);
     switch (id) {
     case P_EMBED:
         return (param_info){"embed", 2, {V, D, 1}, 1, std};
@@ -48,11 +96,11 @@ param_info model_param_info(const model_shape *s, param_id id) {
     case P_MLP_NORM:
         return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
     case P_W_GATE:
-        return (param_info){"w_gate", 3, {L, D, F}, 1, std};
+        return (param_info){"w_gate", 3, {Ld, D, F}, 1, std};
     case P_W_UP:
-        return (param_info){"w_up", 3, {L, D, F}, 1, std};
+        return (param_info){"w_up", 3, {Ld, D, F}, 1, std};
     case P_W_DOWN:
-        return (param_info){"w_down", 3, {L, F, D}, 1, std_out};
+        return (param_info){"w_down", 3, {Ld, F, D}, 1, std_out};
     case P_FINAL_NORM:
         return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
     case P_UNEMBED:
@@ -64,12 +112,21 @@ param_info model_param_info(const model_shape *s, param_id id) {
 
 int64_t model_param_numel(const model_shape *s, param_id id) {
     param_info pi = model_param_info(s, id);
-    return pi.shape[0] * pi.shape[1] * pi.shape[2];
+    int64_t n = 1;
+    for (int i = 0; i < pi.ndim; i++) n *= pi.shape[i];
+    return n;
 }
 
 int64_t model_param_total(const model_shape *s) {
     int64_t n = 0;
-    for (int id = 0; id < P_COUNT; id++) n += model_param_numel(s, (param_id)id);
+    for (int id = 0; id < P_ALL; id++) n += model_param_numel(s, (param_id)id);
+    return n;
+}
+
+/* Elements of a slab of parameter pi (its first ndim extents). */
+static int64_t slab_numel(const param_info *pi, const param_slab *sl) {
+    int64_t n = 1;
+    for (int i = 0; i < pi->ndim; i++) n *= sl->cnt[i];
     return n;
 }
 
@@ -77,70 +134,47 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
                            uint64_t seed) {
     param_info pi = model_param_info(s, id);
     const int64_t *c = slab->cnt, *o = slab->off, *S = pi.shape;
+    /* dims 0..2 as the loops (1 past ndim, the dense tensors' padding), dim 3 contiguous */
+    const int64_t c3 = pi.ndim == 4 ? c[3] : 1, o3 = pi.ndim == 4 ? o[3] : 0;
+    const int64_t S3 = pi.ndim == 4 ? S[3] : 1;
     int64_t k = 0;
     for (int64_t i0 = 0; i0 < c[0]; i0++)
-        for (int64_t i1 = 0; i1 < c[1]; i1++, k += c[2]) {
-            if (pi.init_std == 0.0f) {
-                for (int64_t i2 = 0; i2 < c[2]; i2++) out[k + i2] = 1.0f;
-                continue;
+        for (int64_t i1 = 0; i1 < c[1]; i1++)
+            for (int64_t i2 = 0; i2 < (pi.ndim == 4 ? c[2] : 1); i2++) {
+                const int64_t n = pi.ndim == 4 ? c3 : c[2];
+                if (pi.init_std == 0.0f) {
+                    for (int64_t i = 0; i < n; i++) out[k + i] = 1.0f;
+                    k += n;
+                    continue;
+                }
+                const int64_t g =
+                    pi.ndim == 4 ? (((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + i2 + o[2]) * S3 + o3
+                                 : ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
+                kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, n, pi.init_std);
+                k += n;
             }
-            int64_t g = ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
-            kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, c[2], pi.init_std);
-        }
+}
+
+/* The matmul parameters one token passes through in the blocks: attention, and each block's MLP
+ * (a MoE block's router and its k + S experts). */
+static double block_matmul_params(const model_shape *s) {
+    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
+    const moe_shape *mo = &s->moe;
+    if (mo->E == 0) return (double)s->L * (D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F);
+    const double Lm = (double)model_moe_layers(s), Ld = (double)s->L - Lm;
+    const double moe_mlp = D * (double)mo->E + 3 * D * (double)mo->F * (double)(mo->k + mo->shared);
+    return (double)s->L * (D * NH * 2 + D * KH * 2) + Ld * 3 * D * (double)s->F + Lm * moe_mlp;
 }
 
 double model_flops_per_token(const model_shape *s) {
-    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
-    const double per_layer = D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F;
-    const double matmul_params = (double)s->L * per_layer + D * (double)s->V;
+    const double D = (double)s->D, NH = (double)(s->N * s->H);
+    const double matmul_params = block_matmul_params(s) + D * (double)s->V;
     /* causal attention: QKᵀ and PV, forward 2·2·(T/2)·N·H per token per layer, ×3 for training */
     const double attn = 6.0 * (double)s->L * NH * (double)s->T;
     return 6.0 * matmul_params + attn;
 }
 
 /* ---------------------------------------------------------------- instance */
-
-typedef struct {
-    float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
-} layer_act;
-
-/* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
-typedef struct {
-    layer_act *act; /* [Ls] */
-    float *xf, *hf, *rstdf, *logits, *lse, *stats;
-    int32_t *targets;
-} slot_act;
-
-struct model {
-    model_shape s;
-    int64_t Bl, BT;
-    int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
-    int first, last, nslots;
-    model_extents loc;
-    model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
-    param_slab slab[P_COUNT];
-    int64_t off[P_COUNT], cnt[P_COUNT], nparams;
-    float *params, *grads;
-    slot_act *slot;
-    layer_act *acts;
-    float *act_block;
-    int32_t *tgt_block;
-    int64_t act_bytes;
-    /* scratch (reused within a step) */
-    float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
-        *s_att, *s_attn;
-};
-
-/* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
-typedef struct {
-    float *base;
-    int64_t used;
-} carver;
-static float *carve(carver *c, int64_t n) {
-    float *p = c->base ? c->base + c->used : NULL;
-    c->used += (n + 15) & ~(int64_t)15;
-    return p;
-}
 
 static void layout_activations(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
@@ -161,6 +195,10 @@ static void layout_activations(model *m, carver *c) {
             A->x2 = carve(c, BT * D);
             A->h2 = carve(c, BT * D);
             A->rstd2 = carve(c, BT);
+            if (model_layer_is_moe(&m->s, m->l0 + l)) {
+                moe_carve_act(m, c, A, BT, m->Bl);
+                continue;
+            }
             A->a = carve(c, BT * lc->Fl);
             A->b = carve(c, BT * lc->Fl);
             A->g = carve(c, BT * lc->Fl);
@@ -192,6 +230,7 @@ static void layout_scratch(model *m, carver *c) {
     m->s_v = carve(c, BT * lc->Kl * H);
     m->s_att = carve(c, BT * lc->Nl * H);
     m->s_attn = carve(c, T * T);
+    moe_carve_scratch(m, c);
 }
 
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {
@@ -207,16 +246,20 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
     m->first = m->l0 == 0;
     m->last = m->l1 == s->L;
     m->nparams = 0;
-    for (int id = 0; id < P_COUNT; id++) {
-        m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
-        const int64_t *c = m->slab[id].cnt;
+    for (int id = 0; id < P_ALL; id++) { /* the MoE parameters: whole, on one rank */
+        if (id < P_COUNT)
+            m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
+        else
+            model_slab_full(s, (param_id)id, &m->slab[id]);
+        const param_info pi = model_param_info(s, (param_id)id);
         m->off[id] = m->nparams;
-        m->cnt[id] = c[0] * c[1] * c[2];
+        m->cnt[id] = slab_numel(&pi, &m->slab[id]);
         m->nparams += m->cnt[id];
     }
     m->params = alloc_floats(m->nparams);
     const int want_grads = Bl > 0 && m->hk.has_grads(m->hk.ctx);
     m->grads = want_grads ? alloc_floats(m->nparams) : NULL;
+    m->tally.kept = calloc((size_t)(model_moe_layers(s) * s->moe.E + 1), sizeof(int64_t));
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
@@ -228,7 +271,8 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
         m->act_block = alloc_floats(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
     }
-    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block) {
+    if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block ||
+        !m->tally.kept) {
         model_destroy(m);
         return NULL;
     }
@@ -237,7 +281,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
     layout_scratch(m, &c);
     for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
-    for (int id = 0; id < P_COUNT; id++)
+    for (int id = 0; id < P_ALL; id++)
         model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
     m->hk.ready(m->hk.ctx, m);
     return m;
@@ -245,7 +289,8 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
 
 void model_destroy(model *m) {
     if (!m) return;
-    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m);
+    ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m->tally.kept,
+                   m);
 }
 
 const model_shape *model_shape_of(const model *m) {
@@ -276,6 +321,24 @@ void model_zero_grads(model *m) {
 int64_t model_activation_bytes(const model *m) {
     return m->act_bytes;
 }
+void model_moe_stats_get(const model *m, model_moe_stats *out) {
+    const int64_t Lm = model_moe_layers(&m->s);
+    *out = (model_moe_stats){.layers = Lm,
+                             .E = m->s.moe.E,
+                             .kept = m->tally.kept,
+                             .dropped = m->tally.dropped,
+                             .slots = m->tally.slots,
+                             .aux = Lm ? m->tally.aux_sum / (double)Lm : 0.0,
+                             .z = Lm ? m->tally.z_sum / (double)Lm : 0.0};
+}
+void model_moe_stats_reset(model *m) {
+    for (int64_t i = 0; i < model_moe_layers(&m->s) * m->s.moe.E; i++) m->tally.kept[i] = 0;
+    m->tally.dropped = m->tally.slots = 0;
+}
+void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts) {
+    m->rows_seq = seq;
+    m->rows_cnt = counts;
+}
 const model_extents *model_extents_of(const model *m) {
     return &m->loc;
 }
@@ -298,9 +361,6 @@ const float *model_stage_output(model *m, int slot) {
 const float *model_stage_dinput(model *m) {
     return m->d_full;
 }
-
-/* Between kernels: lets the communication in flight move on (the hooks' poll). */
-#define POLL(m) (m)->hk.poll((m)->hk.ctx)
 
 /* ---------------------------------------------------------------- forward */
 
@@ -330,10 +390,16 @@ static int block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT, 
                               defer);
 }
 
-/* The MLP sublayer on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate, ·w_up)·w_down.
- * sharded: x2 holds only this rank's D_Y columns; defer and the result: as block_attn_out's. */
-static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT, int sharded,
-                     int defer) {
+/* The MLP sublayer of block l on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate,
+ * ·w_up)·w_down, or a MoE block's mixture (rows in groups of G tokens of a sequence: moe_block_fwd;
+ * stats: G is a training sequence). sharded: x2 holds only this rank's D_Y columns; defer and the
+ * result: as block_attn_out's. */
+static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
+                     int64_t G, int stats, int sharded, int defer) {
+    if (model_layer_is_moe(&m->s, l)) {
+        moe_block_fwd(m, w, A, out, l, BT, G, stats);
+        return 0;
+    }
     const int64_t Fl = m->loc.Fl;
     const float *const ws[2] = {w->w_gate, w->w_up};
     const int64_t nk[2] = {Fl, Fl};
@@ -346,9 +412,10 @@ static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64
 
 /* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]
  * (whole rows: inference keeps the plain AllGather_Y). */
-static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t l,
+                       int64_t BT) {
     block_attn_out(m, w, A, BT, 0);
-    block_mlp(m, w, A, out, BT, 0, 0);
+    block_mlp(m, w, A, out, l, BT, BT, 0, 0, 0);
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l (only this rank's D_Y
@@ -373,7 +440,7 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     trace_end(TRACE_ATTN);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     trace_begin(TRACE_MLP, l);
-    const int out_sharded = block_mlp(m, &w, A, out, B * T, x2_sharded, defer);
+    const int out_sharded = block_mlp(m, &w, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
     trace_end(TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
     return out_sharded;
@@ -410,6 +477,7 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
      * or, with the loss, the final norm and the unembedding's */
     int sharded = 0;
+    if (T == m->s.T) m->tally.aux_sum = m->tally.z_sum = 0.0; /* this forward's losses */
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
         sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < m->l1 || (m->last && want_loss));
@@ -483,6 +551,7 @@ static void carve_rows(model *m, carver *c, layer_act *A, float **hf, int64_t R)
     A->b = carve(c, R * lc->Fl);
     A->g = carve(c, R * lc->Fl);
     A->P = NULL;
+    if (m->s.moe.E > 0) moe_carve_act(m, c, A, R, 1);
     *hf = carve(c, R * (D + 1));
 }
 
@@ -504,6 +573,7 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
     layer_act A;
     float *hf;
     carve_rows(m, &c, &A, &hf, R);
+    m->rows_mode = 1;
     kern_embed_fwd(A.x1, m->hk.weight(m->hk.ctx, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
     m->hk.embed_reduce(m->hk.ctx, m, A.x1, R);
     for (int64_t l = 0; l < m->s.L; l++) {
@@ -515,9 +585,10 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
             kern_rope_apply(A.k + r * lc->Kl * H, cs, sn, 1, 1, lc->Kl, H, lc->Kl * H, 0);
         }
         attn(ctx, &(model_attn_io){l, R, A.q, A.k, A.v, A.att});
-        block_rest(m, &w, &A, A.x1, R);
+        block_rest(m, &w, &A, A.x1, l, R);
         m->hk.layer_release(m->hk.ctx, m, l);
     }
+    m->rows_mode = 0;
     const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM),
                 *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
     float *rstd = hf + R * D;
@@ -538,23 +609,30 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
     float *dr = m->d_resid;
 
-    /* MLP sublayer: out = g·w_down */
+    /* MLP sublayer: out = g·w_down, or the mixture of experts */
     trace_begin(TRACE_MLP, l);
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
-    m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
-    kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
     float *dh = m->s_big;
-    POLL(m);
-    kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
-    POLL(m);
-    kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
+    const int moe = model_layer_is_moe(&m->s, l);
+    if (moe) {
+        moe_block_bwd(m, &w, &g, A, dh, dr, BT, T);
+    } else {
+        m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
+        kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
+        POLL(m);
+        kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
+        POLL(m);
+        kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
+    }
     float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
-    kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
-    POLL(m);
-    kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
+    if (!moe) {
+        kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
+        POLL(m);
+        kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
+    }
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
@@ -610,6 +688,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
                      float grad_scale) {
     const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
     slot_act *S = &m->slot[slot];
+    m->grad_scale = grad_scale;
     if (m->last) {
         trace_begin(TRACE_HEAD_BWD, 0);
         head_bwd(m, S, grad_scale);

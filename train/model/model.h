@@ -7,8 +7,12 @@
  * Global parameters (stacked over layers, the book's W_in[L, D, F]):
  *   embed[V,D] attn_norm[L,D] wq[L,D,N·H] wk[L,D,K·H] wv[L,D,K·H] wo[L,N·H,D] mlp_norm[L,D]
  *   w_gate[L,D,F] w_up[L,D,F] w_down[L,F,D] final_norm[D] unembed[D,V]
- * Activations are row vectors (q = x · wq[l]); head h is columns [h·H, (h+1)·H) of q; the kv
- * head of query head h is h / (N/K). */
+ * With experts (config.h moe_shape), the dense MLP weights are stacked over the L_d dense blocks
+ * only, and the Lm = L / every MoE blocks hold, in block order,
+ *   router[Lm,D,E] expert_gate[Lm,E,D,F_e] expert_up[Lm,E,D,F_e] expert_down[Lm,E,F_e,D]
+ *   shared_gate[Lm,S,D,F_e] shared_up[Lm,S,D,F_e] shared_down[Lm,S,F_e,D]
+ * (a dense model's have 0 elements). Activations are row vectors (q = x · wq[l]); head h is
+ * columns [h·H, (h+1)·H) of q; the kv head of query head h is h / (N/K). */
 #ifndef MT_TRAIN_MODEL_H
 #define MT_TRAIN_MODEL_H
 #include <stdint.h>
@@ -27,22 +31,47 @@ typedef enum {
     P_W_DOWN,
     P_FINAL_NORM,
     P_UNEMBED,
-    P_COUNT
+    /* P_COUNT: the dense model's parameters, the ones every sharding scheme (train/parallel)
+     * handles; the mixture-of-experts ones follow, handled on one rank only (P_ALL: all) */
+    P_COUNT,
+    P_ROUTER = P_COUNT,
+    P_EXP_GATE,
+    P_EXP_UP,
+    P_EXP_DOWN,
+    P_SHR_GATE,
+    P_SHR_UP,
+    P_SHR_DOWN,
+    P_ALL
 } param_id;
+
+#define PARAM_MAX_DIMS 4
 
 typedef struct {
     const char *name;
     int ndim;
-    int64_t shape[3]; /* global shape */
-    int decay;        /* weight decay applies (matrices yes, norm gains no) */
-    float init_std;   /* N(0, std); 0 means "ones" (norm gain) */
+    int64_t shape[PARAM_MAX_DIMS]; /* global shape (1 past ndim) */
+    int decay;                     /* weight decay applies (matrices yes, norm gains no) */
+    float init_std;                /* N(0, std); 0 means "ones" (norm gain) */
 } param_info;
 
-/* A rank's slab of a global parameter: dims [off, off+cnt) in each dimension. */
+/* A rank's slab of a global parameter: dims [off, off+cnt) in each dimension (cnt 1 and off 0
+ * past ndim). */
 typedef struct {
-    int64_t off[3], cnt[3];
+    int64_t off[PARAM_MAX_DIMS], cnt[PARAM_MAX_DIMS];
 } param_slab;
 
+/* The blocks' MLPs: whether block l's is MoE, and its index in the stack of its kind (the MoE
+ * stack of Lm blocks, or the dense stack of L − Lm). */
+int model_layer_is_moe(const model_shape *s, int64_t l);
+int64_t model_layer_stack_index(const model_shape *s, int64_t l);
+int64_t model_moe_layers(const model_shape *s); /* Lm */
+/* ceil(capacity·k·T/E): the tokens of one sequence an expert takes; 0 when dropless. */
+int64_t model_moe_capacity(const model_shape *s);
+
+/* The parameter ids a model of shape s has: P_COUNT for a dense model, P_ALL with experts. */
+static inline int model_param_ids(const model_shape *s) {
+    return s->moe.E > 0 ? P_ALL : P_COUNT;
+}
 /* Not collective. Global name, shape, decay flag and init scale of parameter id. */
 param_info model_param_info(const model_shape *s, param_id id);
 /* Number of elements of a global parameter / of all of them. */
@@ -52,7 +81,8 @@ int64_t model_param_total(const model_shape *s);
  * std·normal(seed, id, g) (or 1 for gains). out holds the slab in row-major order. */
 void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
                            uint64_t seed);
-/* Training FLOPs per token: 6·params_matmul + causal attention (6·L·T·N·H·... see --help). */
+/* Training FLOPs per token: 6·params_matmul + causal attention (6·L·T·N·H·... see --help); with
+ * experts the activated ones: a MoE block's MLP counts its router and k + S experts. */
 double model_flops_per_token(const model_shape *s);
 
 /* ---- a model instance on this rank ---- */
@@ -131,6 +161,26 @@ int64_t model_rows_ws(model *m, int64_t R);
 void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_t n_out,
                     const int32_t *tok, const int32_t *pos, int64_t R, model_attn_fn attn,
                     void *ctx, float *ws);
+/* With experts and a capacity factor, model_fwd_rows routes each row against the tokens its
+ * sequence has already sent to each expert: row r belongs to sequence seq[r] (rows of one
+ * sequence in position order), whose counts are counts[seq·Lm·E + lm·E + e] (the caller's, zeroed
+ * before a sequence's first token, updated here). seq = NULL (the default): dropless inference.
+ * The pointers are kept until the next call. */
+void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts);
 /* Bytes of saved activations for one micro-batch on this rank. */
 int64_t model_activation_bytes(const model *m);
+/* ---- mixture of experts: what the router did ---- */
+/* Sums over the forward passes since the last reset (a training step's micro-batches), or the
+ * values of the last one (aux, z): per MoE block and expert the (token, expert) slots it
+ * computed, the slots dropped past an expert's capacity (kept + dropped = tokens·k), the
+ * load-balancing loss E·Σ f_e·P_e and the z-loss (per block: each the mean over the sequences,
+ * or tokens, of the last forward; unscaled by their coefficients; 1 is a perfect balance). */
+typedef struct {
+    int64_t layers, E;
+    const int64_t *kept; /* [layers, E] */
+    int64_t dropped, slots;
+    double aux, z; /* means over the MoE blocks */
+} model_moe_stats;
+void model_moe_stats_get(const model *m, model_moe_stats *out);
+void model_moe_stats_reset(model *m);
 #endif

@@ -26,19 +26,27 @@ typedef struct {
     double book_seconds;         /* the book's idealised step; <= 0: none */
     const char *dominant;        /* the prediction's largest term (NULL: none) */
     double val_loss;             /* NAN when no evaluation ran at this step */
+    /* mixture of experts (moe_layers 0: none): the (token, expert) slots each expert of each MoE
+     * block computed in the step, the share of the step's slots dropped past a capacity, and the
+     * balance and z-losses (unscaled by their coefficients; means over the MoE blocks) */
+    int64_t moe_layers, moe_E;
+    const int64_t *moe_kept; /* [moe_layers, moe_E] */
+    double moe_dropped, moe_aux, moe_z;
 } metrics_row;
 
 /* "step 120 | loss 1.9321 | lr 3.0e-04 | gnorm 0.84 | 412 ms | 9.9k tok/s | 51.2 GFLOP/s |
  * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | pred 380 ms (1.08x, compute) |
  * book 350 ms" when comm_frac >= 0 (the ratio is measured / predicted, then the predicted
  * dominant term; book: the book's idealised step), + " | bubble 0.31 (ideal 0.33) | stage
- * act 12.5 MB" when pipelining (rank 0's stage: peak activations held). `width` pads the step
- * number. */
+ * act 12.5 MB" when pipelining (rank 0's stage: peak activations held), + " | aux 1.02 z 3.1 |
+ * dropped 0.0% | experts 410/398/377/401" with experts (each expert's slots summed over the MoE
+ * blocks; min and max of them past 16 experts). `width` pads the step number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
-/* One JSON object and a newline into buf[len]: {"step":120,"loss":...,"val_loss":...}: step,
+/* One JSON object and a newline into buf[len], as snprintf (it returns the length it needs;
+ * METRICS_JSON_MAX holds a row without experts): {"step":120,"loss":...,"val_loss":...}: step,
  * loss, lr, gnorm, ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), book_ms
- * and dominant with several ranks; val_loss when evaluated. Returns its length, which is >= len
- * when buf was too small (METRICS_JSON_MAX always suffices). The caller writes it whole
+ * and dominant with several ranks; val_loss when evaluated; moe_aux, moe_z, moe_dropped and
+ * expert_tokens ([block][expert] slots) with experts. The caller writes it whole
  * (data/linefile.h). */
 enum { METRICS_JSON_MAX = 1024 };
 size_t metrics_json(char *buf, size_t len, const metrics_row *r);

@@ -368,7 +368,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
                          (float)c->eps,
                          0.0f,
                          step + 1};
-    for (int id = 0; id < P_COUNT; id++) {
+    for (int id = 0; id < model_param_ids(&c->shape); id++) {
         par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
         if (o.n == 0) continue; /* (the same on every rank of the data axes) */
         param_info pi = model_param_info(&c->shape, (param_id)id);

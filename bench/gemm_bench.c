@@ -1,0 +1,255 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+/* gemm_bench: GFLOP/s of the fp32 matmul (kern_gemm: OpenBLAS, or gemm_nn on AVX-512) and of the
+ * bf16 matmul on each bf16 path this CPU has (kern_gemm_bf16), on meshtrain's shapes: the
+ * forward, dX and dW products of configs (a) L=4 D=256 N=K=4 F=1024 T=128 B=16 and (b) L=8 D=512
+ * N=K=8 F=2048 T=256 B=8 (B·T = 2048 rows; the products [BT,D]·[D,D], [BT,D]·[D,F] and
+ * [BT,F]·[F,D]), and decode's rows (M = 1, 8, 32) against a weight far past the last-level cache,
+ * whose read rate is reported as GB/s beside the machine's read bandwidth (kern_measure_read_bw on
+ * a buffer as large). Variants alternate product by product within each round, so that all see
+ * the same machine; the table gives the minimum and the median time over the rounds, as GFLOP/s.
+ * One thread (--threads: OpenBLAS's and the bf16 contexts'). Not a test: nothing is asserted.
+ *
+ * usage: gemm_bench [--rounds R] [--paths avx2,portable,...] [--decode-mb MB] [--csv FILE]
+ *                   [--no-train] [--no-decode] [--cpu-clock] [--threads N]
+ * --paths: the bf16 paths to time (default: every path this CPU has; one oneDNN path at most,
+ * since oneDNN's ISA cap is per process). --decode-mb: the bf16 weight's size (default 256 MB;
+ * its fp32 copy is twice that). CSV columns: part,shape,product,variant,min_ms,median_ms,gflops,gbs
+ * (gflops and gbs from the median; gbs: the weight's bytes read per second, decode only). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/attn_cache.h"
+#include "kernels/bf16.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+
+#define MAX_VARIANTS 6
+#define MAX_ROUNDS 64
+
+typedef struct {
+    char name[32];
+    kern_bf16_ctx *ctx; /* NULL: fp32 kern_gemm */
+} variant;
+
+typedef struct {
+    variant v[MAX_VARIANTS];
+    int nv, rounds;
+    FILE *csv;
+} bench;
+
+/* The clock: monotonic, or (--cpu-clock) the thread's CPU time, which a loaded machine's other
+ * processes do not add to (they still evict caches). */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(clock_id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *alloc_or_die(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "gemm_bench: out of memory for %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* The operands of one product shape C[M,N] = op(A)·op(B), in fp32 and in bf16. */
+typedef struct {
+    int64_t M, N, K;
+    bool ta, tb, acc;
+    float *a, *b, *c;
+    kern_bf16 *ha, *hb;
+} operands;
+
+static void operands_make(operands *o, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                          bool acc) {
+    *o = (operands){M, N, K, ta, tb, acc, NULL, NULL, NULL, NULL, NULL};
+    o->a = alloc_or_die((size_t)(M * K) * sizeof(float));
+    o->b = alloc_or_die((size_t)(K * N) * sizeof(float));
+    o->c = alloc_or_die((size_t)(M * N) * sizeof(float));
+    o->ha = alloc_or_die((size_t)(M * K) * sizeof(kern_bf16));
+    o->hb = alloc_or_die((size_t)(K * N) * sizeof(kern_bf16));
+    for (int64_t i = 0; i < M * K; i++) o->a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
+    for (int64_t i = 0; i < K * N; i++) o->b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
+    for (int64_t i = 0; i < M * N; i++) o->c[i] = 0.0f;
+    kern_bf16_pack(o->ha, o->a, M * K);
+    kern_bf16_pack(o->hb, o->b, K * N);
+}
+
+static void operands_free(operands *o) {
+    free(o->a), free(o->b), free(o->c), free(o->ha), free(o->hb);
+}
+
+static double run(const variant *v, operands *o) {
+    const int64_t lda = o->ta ? o->M : o->K, ldb = o->tb ? o->K : o->N;
+    const double t0 = now_s();
+    if (v->ctx)
+        kern_gemm_bf16(v->ctx, o->c, o->ha, o->hb, o->M, o->N, o->K, o->ta, o->tb, lda, ldb, o->N,
+                       o->acc);
+    else
+        kern_gemm(o->c, o->a, o->b, o->M, o->N, o->K, o->ta, o->tb, lda, ldb, o->N, 1.0f,
+                  o->acc ? 1.0f : 0.0f);
+    return now_s() - t0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times every variant on o, alternating, and prints (and writes) one row per variant. wbytes:
+ * the bytes of B read per product by the fp32 and the bf16 variants (decode; 0: no GB/s). */
+static void time_product(bench *bn, const char *part, const char *shape, const char *product,
+                         operands *o, double wbytes) {
+    double t[MAX_VARIANTS][MAX_ROUNDS];
+    for (int v = 0; v < bn->nv; v++) run(&bn->v[v], o); /* warm-up: primitives, pages */
+    for (int r = 0; r < bn->rounds; r++)
+        for (int v = 0; v < bn->nv; v++) t[v][r] = run(&bn->v[v], o);
+    const double flops = 2.0 * (double)o->M * (double)o->N * (double)o->K;
+    for (int v = 0; v < bn->nv; v++) {
+        qsort(t[v], (size_t)bn->rounds, sizeof(double), cmp_double);
+        const double med = t[v][bn->rounds / 2], mn = t[v][0];
+        const double bytes = wbytes * (bn->v[v].ctx ? 1.0 : 2.0);
+        char gbs[32] = "";
+        if (wbytes > 0) snprintf(gbs, sizeof gbs, "%7.1f GB/s", bytes / med * 1e-9);
+        printf("%-6s %-22s %-4s %-16s %9.3f %9.3f ms %8.1f GFLOP/s %s\n", part, shape, product,
+               bn->v[v].name, mn * 1e3, med * 1e3, flops / med * 1e-9, gbs);
+        if (bn->csv)
+            fprintf(bn->csv, "%s,%s,%s,%s,%.6f,%.6f,%.3f,%.3f\n", part, shape, product,
+                    bn->v[v].name, mn * 1e3, med * 1e3, flops / med * 1e-9,
+                    wbytes > 0 ? bytes / med * 1e-9 : 0.0);
+    }
+    fflush(stdout);
+}
+
+/* A training config's three product shapes, each as forward (y = x·w), dX (dx = dy·wᵀ) and dW
+ * (dw += xᵀ·dy), with M = B·T. */
+static void train_part(bench *bn, const char *cfg, int64_t BT, int64_t D, int64_t F) {
+    const int64_t kn[3][2] = {{D, D}, {D, F}, {F, D}};
+    for (int s = 0; s < 3; s++) {
+        const int64_t K = kn[s][0], N = kn[s][1];
+        char shape[64];
+        snprintf(shape, sizeof shape, "%s %lldx%lldx%lld", cfg, (long long)BT, (long long)K,
+                 (long long)N);
+        operands o;
+        operands_make(&o, BT, N, K, false, false, false); /* y[BT,N] = x[BT,K]·w[K,N] */
+        time_product(bn, "train", shape, "fwd", &o, 0);
+        operands_free(&o);
+        operands_make(&o, BT, K, N, false, true, false); /* dx[BT,K] = dy[BT,N]·w[K,N]ᵀ */
+        time_product(bn, "train", shape, "dx", &o, 0);
+        operands_free(&o);
+        operands_make(&o, K, N, BT, true, false, true); /* dw[K,N] += x[BT,K]ᵀ·dy[BT,N] */
+        time_product(bn, "train", shape, "dw", &o, 0);
+        operands_free(&o);
+    }
+}
+
+/* Decode: y[M,N] = x[M,K]·w[K,N] with w of wbytes in bf16, for M = 1, 8, 32. */
+static void decode_part(bench *bn, double mb) {
+    const int64_t K = 8192, N = (int64_t)(mb * 1e6 / 2.0 / (double)K) / 16 * 16;
+    const double wbytes = 2.0 * (double)K * (double)N;
+    const double bw = kern_measure_read_bw((int64_t)(2.0 * wbytes), 2.0);
+    printf("decode: weight %lldx%lld, %.0f MB in bf16 (%.0f MB fp32); read bandwidth %.1f GB/s "
+           "(kern_measure_read_bw, %.0f MB)\n",
+           (long long)K, (long long)N, wbytes * 1e-6, 2 * wbytes * 1e-6, bw * 1e-9,
+           2 * wbytes * 1e-6);
+    if (bn->csv) fprintf(bn->csv, "decode,read_bw,-,kern_read_sum,0,0,0,%.3f\n", bw * 1e-9);
+    static const int64_t ms[3] = {1, 8, 32};
+    for (int i = 0; i < 3; i++) {
+        operands o;
+        operands_make(&o, ms[i], N, K, false, false, false);
+        char shape[64];
+        snprintf(shape, sizeof shape, "M=%lld %lldx%lld", (long long)ms[i], (long long)K,
+                 (long long)N);
+        time_product(bn, "decode", shape, "fwd", &o, wbytes);
+        operands_free(&o);
+    }
+}
+
+/* Adds the bf16 variants of the comma-separated list (NULL: every path this CPU has). */
+static void add_paths(bench *bn, const char *list, int threads) {
+    char buf[128], msg[256];
+    snprintf(buf, sizeof buf, "%s", list ? list : "amx,avx512bf16,avx2,portable");
+    int dnnl_used = 0;
+    for (char *tok = strtok(buf, ","); tok && bn->nv < MAX_VARIANTS; tok = strtok(NULL, ",")) {
+        kern_bf16_path p = KERN_BF16_PATH_COUNT, r;
+        for (int q = 1; q < KERN_BF16_PATH_COUNT; q++)
+            if (strcmp(tok, kern_bf16_path_name((kern_bf16_path)q)) == 0) p = (kern_bf16_path)q;
+        if (p == KERN_BF16_PATH_COUNT || kern_bf16_path_check(p, &r, msg, sizeof msg)) {
+            if (list) fprintf(stderr, "gemm_bench: %s\n", p == KERN_BF16_PATH_COUNT ? tok : msg);
+            continue;
+        }
+        const int dnnl = p == KERN_BF16_AMX || p == KERN_BF16_AVX512BF16;
+        if (dnnl && dnnl_used++) continue; /* oneDNN's ISA cap: one oneDNN path per process */
+        kern_bf16_ctx *ctx = kern_bf16_ctx_create(p, threads, msg, sizeof msg);
+        if (!ctx) {
+            fprintf(stderr, "gemm_bench: %s\n", msg);
+            continue;
+        }
+        bn->v[bn->nv].ctx = ctx;
+        snprintf(bn->v[bn->nv++].name, sizeof bn->v[0].name, "bf16 %s", tok);
+    }
+}
+
+int main(int argc, char **argv) {
+    bench bn = {.nv = 1, .rounds = 5};
+    snprintf(bn.v[0].name, sizeof bn.v[0].name, "fp32 kern_gemm");
+    const char *paths = NULL, *csv = NULL;
+    double mb = 256;
+    int train = 1, decode = 1, threads = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            bn.rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--paths") && i + 1 < argc)
+            paths = argv[++i];
+        else if (!strcmp(argv[i], "--decode-mb") && i + 1 < argc)
+            mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+            csv = argv[++i];
+        else if (!strcmp(argv[i], "--no-train"))
+            train = 0;
+        else if (!strcmp(argv[i], "--no-decode"))
+            decode = 0;
+        else if (!strcmp(argv[i], "--cpu-clock"))
+            clock_id = CLOCK_THREAD_CPUTIME_ID;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: gemm_bench [--rounds R] [--paths avx2,portable,...] "
+                            "[--decode-mb MB] [--csv FILE] [--no-train] [--no-decode] "
+                            "[--cpu-clock] [--threads N]\n");
+            return 2;
+        }
+    }
+    if (bn.rounds < 1 || bn.rounds > MAX_ROUNDS || mb < 1 || threads < 1 || threads > 256) {
+        fprintf(stderr, "gemm_bench: --rounds must be 1..%d, --decode-mb ≥ 1, --threads 1..256\n",
+                MAX_ROUNDS);
+        return 2;
+    }
+    kern_set_threads(threads);
+    add_paths(&bn, paths, threads);
+    if (csv && !(bn.csv = fopen(csv, "w"))) {
+        fprintf(stderr, "gemm_bench: cannot write %s\n", csv);
+        return 2;
+    }
+    char cpu[64];
+    kern_cpu_model(cpu, sizeof cpu);
+    printf("gemm_bench on %s, %d thread(s), %d rounds, %s clock (min and median ms; GFLOP/s and "
+           "GB/s of the median)\n",
+           cpu, threads, bn.rounds, clock_id == CLOCK_MONOTONIC ? "monotonic" : "thread CPU");
+    if (bn.csv) fprintf(bn.csv, "part,shape,product,variant,min_ms,median_ms,gflops,gbs\n");
+    if (train) {
+        train_part(&bn, "(a)", 2048, 256, 1024);
+        train_part(&bn, "(b)", 2048, 512, 2048);
+    }
+    if (decode) decode_part(&bn, mb);
+    for (int v = 1; v < bn.nv; v++) kern_bf16_ctx_destroy(bn.v[v].ctx);
+    if (bn.csv) fclose(bn.csv);
+    return 0;
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# meshtrain serve under load, measured as vLLM's benchmark_serving measures a server, beside what
+# the book's roofline predicts for the same requests (meshtrain serve --simulate: the real batcher
+# on a virtual clock, each step priced T = KV/BW + max(FLOPs/C, weight bytes/BW) with the BW and
+# C the server measured at start-up). bench/serve_load.py generates the workloads (Poisson
+# arrivals at a fixed seed, prompt and output lengths drawn from the corpus's speeches, and a
+# shared-prefix workload), sends them, and reports TTFT, TPOT, ITL and end-to-end latency (mean,
+# p50, p90, p99), request and token throughput, and goodput under a latency target.
+#
+# Three comparisons, each variant alternating with the other ROUNDS times:
+#   batching   the Poisson workload on continuous batching and on static batches of the same
+#              size (--max-seqs B): throughput and p99 TTFT (target: continuous >= 2x the
+#              throughput at a lower p99 TTFT);
+#   prefix     the shared-prefix workload with the prefix cache on and off: median TTFT (target:
+#              on cuts it by at least the prefix's share of the prompt);
+#   batch1     requests one at a time: the server's median TPOT against `meshtrain generate`'s
+#              median decode step on the same model (target: within 10%).
+# Results: OUT/*.jsonl (every request), OUT/results.md (the tables), OUT/serve_ttft_*.svg and
+# OUT/serve_e2e_*.svg (CDFs, measured and predicted; gnuplot-nox), the CPU named in the header.
+#
+# usage: bench/serve_bench.sh [BUILD_DIR]
+# env:   ROUNDS=1 N=80 RATE=8 B=8 NP=1 MESH="" SEED=1 OUT=bench/serve_out SLO_TTFT=1 SLO_TPOT=0.05
+#        MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
+# The default model is bench/infer_bench.sh's (103 MB of fp32 weights, beyond the caches): its
+# decode step is bound by memory bandwidth up to B_crit (5-9 sequences on these cores), where a
+# static batch that has shrunk costs as much per step as a full one, which is the waste
+# continuous batching removes; past B_crit a CPU's step grows with the batch and both schemes
+# converge. RATE must exceed what static batches can serve (the table shows both).
+# A quick check that the script works: N=16 RATE=4 MODEL="--layers 4 --d-model 256 --heads 8
+# --kv-heads 4 --d-ff 704 --seq-len 256" bench/serve_bench.sh build (about 2 minutes on the
+# loaded 2-vCPU machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+. bench/lib.sh serve_bench
+ROUNDS=${ROUNDS:-1} N=${N:-80} RATE=${RATE:-8} B=${B:-8} NP=${NP:-1} SEED=${SEED:-1}
+OUT=${OUT:-bench/serve_out} SLO_TTFT=${SLO_TTFT:-1} SLO_TPOT=${SLO_TPOT:-0.05}
+MESH=${MESH:-}
+read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
+read -r -a MESHA <<<"$MESH"
+CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
+PY=${PYTHON:-python3}
+LOAD="$PY bench/serve_load.py"
+mkdir -p "$OUT"
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+
+server_pid=
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+trap stop_server EXIT INT TERM
+
+# serve TAG FLAGS...: starts the server (a free loopback port), sets URL and MACHINE (its BW,C).
+serve() {
+  local tag=$1
+  shift
+  setsid mpirun --oversubscribe --bind-to none -np "$NP" "$MT" serve --port 0 "${MODEL[@]}" \
+    --seed 1 "${MESHA[@]}" --quiet "$@" >"$OUT/$tag.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do
+    grep -q 'listening on' "$OUT/$tag.log" && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$OUT/$tag.log"; exit 1; }
+    sleep 0.1
+  done
+  URL=$(sed -n 's|.*listening on \(http://[^ ]*\)/.*|\1|p' "$OUT/$tag.log")
+  MACHINE=$(sed -n 's|.*measured BW \([0-9.]*\) GB/s, C \([0-9.]*\) GFLOP/s.*|\1,\2|p' "$OUT/$tag.log")
+}
+
+# one TAG WORKLOAD [--sequential] -- SERVER FLAGS...: measured and predicted runs of a workload.
+one() {
+  local tag=$1 work=$2 seq=
+  shift 2
+  [ "$1" = --sequential ] && seq=--sequential && shift
+  shift # --
+  serve "$tag" "$@"
+  $LOAD run "$URL" "$work" "$OUT/$tag.measured.jsonl" $seq
+  stop_server
+  mpirun --oversubscribe -np "$NP" "$MT" serve "${MODEL[@]}" --seed 1 "${MESHA[@]}" "$@" \
+    --simulate "$work" --sim-out "$OUT/$tag.predicted.jsonl" --sim-machine "$MACHINE" 2>&1 |
+    grep 'serve simulate' || true
+  $LOAD report "$OUT/$tag.measured.jsonl" "$OUT/$tag.predicted.jsonl" --slo-ttft "$SLO_TTFT" \
+    --slo-tpot "$SLO_TPOT" --csv "$OUT/$tag" >"$OUT/$tag.report"
+  echo "== $tag (server at BW,C = $MACHINE GB/s,GFLOP/s)"
+  cat "$OUT/$tag.report"
+}
+
+tv() { awk -F, -v m="$2" -v c="$3" '$1 == m {print $c}' "$OUT/$1_table.csv"; }
+
+$LOAD gen poisson "$OUT/poisson.jsonl" --corpus data/tinyshakespeare.txt --n "$N" --rate "$RATE" \
+  --seed "$SEED" --context "$CTX"
+$LOAD gen shared "$OUT/shared.jsonl" --corpus data/tinyshakespeare.txt --n "$N" --rate "$RATE" \
+  --seed "$SEED" --context "$CTX" --prefix $((CTX * 3 / 8))
+$LOAD gen poisson "$OUT/batch1.jsonl" --corpus data/tinyshakespeare.txt --n 6 --rate 1 \
+  --seed "$SEED" --context "$CTX"
+
+for r in $(seq "$ROUNDS"); do
+  one "cont_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching continuous
+  one "static_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static
+  one "prefix_on_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache on
+  one "prefix_off_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache off
+  one "batch1_$r" "$OUT/batch1.jsonl" --sequential -- --max-seqs 1
+  gen=$(mpirun --oversubscribe -np "$NP" "$MT" generate "${MODEL[@]}" --seed 1 "${MESHA[@]}" \
+    --prompt "$(head -c 64 data/tinyshakespeare.txt | tr '\n' ' ')" --tokens $((CTX - 80)) \
+    --temperature 0 --quiet 2>&1 >/dev/null | grep 'decode summary')
+  echo "$gen" | sed -n 's/.*median \([0-9.]*\) ms\/token.*/\1/p' >"$OUT/gen_$r.ms"
+  echo "== generate: $gen"
+done
+
+# the targets over the rounds: median (min) of each round's ratio
+ratios() { # ratios EXPR: one value per round from the tables
+  for r in $(seq "$ROUNDS"); do eval "$1"; done | grep . | median
+}
+share=$(awk -v p=$((CTX * 3 / 8)) -v c=$((CTX / 2)) 'BEGIN {printf "%.2f", p / c}')
+{
+  echo "# meshtrain serve under load ($(date -u +%Y-%m-%d), $CPU, $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo
+  echo "Model: ${MODEL[*]} (fp32, fresh init), $NP rank(s) ${MESH:-(one replica)}; $N requests at $RATE/s (Poisson, seed $SEED); --max-seqs $B; $ROUNDS round(s) alternating; SLO TTFT <= ${SLO_TTFT}s, TPOT <= ${SLO_TPOT}s."
+  for t in cont static prefix_on prefix_off batch1; do
+    echo
+    echo "## $t (round 1; measured beside the virtual clock)"
+    echo '```'
+    cat "$OUT/${t}_1.report"
+    echo '```'
+  done
+  echo
+  echo "## Targets (median over the rounds; noisy unless the machine is quiet)"
+  thr=$(ratios 'awk -v a=$(tv cont_$r "output tokens/s" 2) -v b=$(tv static_$r "output tokens/s" 2) "BEGIN {print a / b}"')
+  p99c=$(ratios 'tv cont_$r "TTFT p99" 2')
+  p99s=$(ratios 'tv static_$r "TTFT p99" 2')
+  echo "- continuous / static output-token throughput: ${thr}x (target >= 2); p99 TTFT ${p99c} ms vs ${p99s} ms (target: lower)"
+  cut=$(ratios 'awk -v a=$(tv prefix_on_$r "TTFT p50" 2) -v b=$(tv prefix_off_$r "TTFT p50" 2) "BEGIN {print 1 - a / b}"')
+  echo "- prefix cache: median TTFT cut by ${cut} (target >= the prefix's share of the prompt, ${share})"
+  tpot=$(ratios 'tv batch1_$r "TPOT p50" 2')
+  gms=$(cat "$OUT"/gen_*.ms | median)
+  echo "- batch 1: server TPOT p50 ${tpot} ms vs generate's decode step ${gms} ms: $(awk -v a="$tpot" -v b="$gms" 'BEGIN {printf "%.2f", a / b}')x (target <= 1.10)"
+} | tee "$OUT/results.md"
+
+if command -v gnuplot >/dev/null; then
+  for key in ttft e2e; do
+    for pair in "cont static" "prefix_on prefix_off"; do
+      read -r a b <<<"$pair"
+      gnuplot <<GP
+set terminal svg size 760,460 font "sans,12"
+set output "$OUT/serve_${key}_${a}.svg"
+set key bottom right
+set logscale x
+set xlabel "${key^^} (s)"
+set ylabel "fraction of requests"
+set title "${key^^}: $a vs $b, measured and the book's virtual clock ($CPU)"
+plot "$OUT/${a}_1_${key}.csv" using 1:2 with steps lw 2 title "$a measured", \
+     "" using 1:3 with steps lw 1 dt 2 title "$a predicted", \
+     "$OUT/${b}_1_${key}.csv" using 1:2 with steps lw 2 title "$b measured", \
+     "" using 1:3 with steps lw 1 dt 2 title "$b predicted"
+GP
+    done
+  done
+  echo "wrote $OUT/serve_{ttft,e2e}_{cont,prefix_on}.svg"
+else
+  echo "gnuplot not found (apt-get install gnuplot-nox): no SVG" >&2
+fi

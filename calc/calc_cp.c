@@ -1,0 +1,257 @@
+/* calc_cp: context parallelism priced for training and serving (see calc_cp.h). */
+#include "calc/calc_cp.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mesh/errmsg.h"
+
+static const char *alg_names[CALC_CP_N_ALGS] = {"allgather", "ring", "ulysses"};
+
+const char *calc_cp_alg_name(calc_cp_alg a) {
+    return a >= 0 && a < CALC_CP_N_ALGS ? alg_names[a] : "?";
+}
+
+int calc_cp_alg_parse(const char *s) {
+    for (int a = 0; a < CALC_CP_N_ALGS; a++)
+        if (strcmp(s, alg_names[a]) == 0) return a;
+    return -1;
+}
+
+/* `op` over the CP axis alone, moving the book's V. */
+static double cp_coll(const calc_spec *s, int axis, cost_op op, double V) {
+    const int sizes[1] = {s->sizes[axis]}, wraps[1] = {s->wraps[axis]};
+    const mesh_alg alg = op == COST_OP_PPERMUTE ? MESH_ALG_DEFAULT : s->alg;
+    return cost_collective(op, &s->link, sizes, wraps, 1, alg, V, NULL);
+}
+
+/* `op` over the tensor axes, and the CP axis too when axis ≥ 0 (0 when they hold one chip). */
+static double tensor_coll(const calc_spec *s, int axis, cost_op op, double V) {
+    int sizes[COST_MAX_AXES + 1], wraps[COST_MAX_AXES + 1], strides[COST_MAX_AXES + 1], n;
+    calc_role_axes(s, CALC_ROLE_TENSOR, sizes, wraps, strides, &n);
+    if (axis >= 0) sizes[n] = s->sizes[axis], wraps[n] = s->wraps[axis], strides[n++] = 1;
+    return cost_collective_strided(op, &s->link, sizes, wraps, strides, n, s->alg, V, NULL);
+}
+
+/* What the three algorithms see: per chip S_c sequences of T_l = T/C tokens at `a` bytes per
+ * element, N_Y query and K_Y kv heads of H; attention runs at `rate` FLOP/s. */
+typedef struct {
+    double C, S_c, T, T_l, N_Y, K_Y, H, a, rate;
+} cp_dims;
+
+/* Why `alg` cannot split these dims ("" if it can); K_e: the kv heads ulysses moves. */
+static void refusal(const cp_dims *d, calc_cp_alg alg, double *K_e, char *why, size_t len) {
+    const long long C = (long long)d->C, T = (long long)d->T, N = (long long)d->N_Y;
+    const long long K = (long long)d->K_Y;
+    why[0] = '\0';
+    *K_e = K % C == 0 ? (double)K : (double)C;
+    if (alg != CALC_CP_ULYSSES && T % (2 * C))
+        snprintf(why, len, "T = %lld is not divisible by 2*|cp| = %lld (the zigzag split)", T,
+                 2 * C);
+    else if (alg == CALC_CP_ULYSSES && T % C)
+        snprintf(why, len, "T = %lld is not divisible by |cp| = %lld", T, C);
+    else if (alg == CALC_CP_ULYSSES && N % C)
+        snprintf(why, len, "%lld query heads per tensor rank are not divisible by |cp| = %lld", N,
+                 C);
+    else if (alg == CALC_CP_ULYSSES && K % C && C % K)
+        snprintf(why, len,
+                 "%lld kv heads per tensor rank: neither divides nor is divided by |cp| = %lld", K,
+                 C);
+}
+
+/* One algorithm's collectives, times and buffers on one layer (calc_cp.h's formulas). */
+static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg alg,
+                    calc_cp_row *w) {
+    const double C = d->C, kv = 2 * d->S_c * d->T_l * d->K_Y * d->H * d->a;
+    double K_e;
+    memset(w, 0, sizeof *w);
+    refusal(d, alg, &K_e, w->why, sizeof w->why);
+    w->ok = w->why[0] == '\0';
+    if (alg == CALC_CP_ALLGATHER) {
+        const double ag = cp_coll(s, axis, COST_OP_ALL_GATHER, C * kv);
+        const double rs = cp_coll(s, axis, COST_OP_REDUCE_SCATTER, C * kv);
+        w->op_fwd[0] = w->op_bwd[0] = COST_OP_ALL_GATHER, w->op_bwd[1] = COST_OP_REDUCE_SCATTER;
+        w->v_fwd[0] = w->v_bwd[0] = w->v_bwd[1] = C * kv;
+        w->calls_fwd[0] = w->calls_bwd[0] = w->calls_bwd[1] = 1;
+        w->sent_fwd = (C - 1) * kv, w->sent_bwd = 2 * (C - 1) * kv;
+        w->t_fwd = w->exposed_fwd = ag, w->t_bwd = w->exposed_bwd = ag + rs;
+        w->mem = 2 * C * kv; /* the gathered K, V and, backward, the whole dK, dV */
+    } else if (alg == CALC_CP_RING) {
+        const double t_blk = 2 * d->S_c * d->T_l * d->T_l * d->N_Y * d->H / d->rate;
+        const double x1 = cp_coll(s, axis, COST_OP_PPERMUTE, kv);
+        const double x2 = cp_coll(s, axis, COST_OP_PPERMUTE, 2 * kv);
+        w->op_fwd[0] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_PPERMUTE;
+        w->v_fwd[0] = kv, w->v_bwd[0] = 2 * kv, w->v_bwd[1] = kv;
+        w->calls_fwd[0] = w->calls_bwd[0] = (int)C - 1, w->calls_bwd[1] = 1;
+        w->sent_fwd = (C - 1) * kv, w->sent_bwd = (2 * C - 1) * kv;
+        w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + x1;
+        w->exposed_fwd = (C - 1) * fmax(0, x1 - t_blk);
+        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * t_blk) + x1;
+        w->mem = 4 * kv; /* K, V in hand and arriving; backward dK, dV too */
+    } else {
+        const double in_qkv = d->S_c * d->T_l * (d->N_Y + 2 * K_e) * d->H * d->a;
+        const double in_o = d->S_c * d->T_l * d->N_Y * d->H * d->a;
+        const double t = cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_qkv) +
+                         cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_o);
+        w->op_fwd[0] = w->op_fwd[1] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_ALL_TO_ALL;
+        w->v_fwd[0] = w->v_bwd[1] = C * in_qkv, w->v_fwd[1] = w->v_bwd[0] = C * in_o;
+        w->calls_fwd[0] = w->calls_fwd[1] = w->calls_bwd[0] = w->calls_bwd[1] = 1;
+        w->sent_fwd = w->sent_bwd = (C - 1) / C * (in_qkv + in_o);
+        w->t_fwd = w->exposed_fwd = w->t_bwd = w->exposed_bwd = t;
+        w->mem = in_qkv + in_o; /* the head-sharded copies */
+    }
+}
+
+/* Heads per tensor rank: N/Y query heads, K/Y kv heads (1 when K < Y: replicated, as TP does). */
+static void heads(const calc_spec *s, double Y, double *N_Y, double *K_Y) {
+    *N_Y = (double)s->shape.N / Y;
+    *K_Y = (double)s->shape.K >= Y ? (double)s->shape.K / Y : 1;
+}
+
+/* The CP axis: in the topology, of 2+ chips, whole, not tensor or pipeline. */
+static int check_axis(const calc_spec *s, int axis, char *err, size_t len) {
+    if (axis < 0 || axis >= s->n_axes)
+        return errmsg_fail(err, len, "--cp %c: the %d-axis topology has no axis %c", 'x' + axis,
+                           s->n_axes, 'x' + axis);
+    if (s->sizes[axis] < 2)
+        return errmsg_fail(err, len,
+                           "--cp %c: axis %c has 1 chip; context parallelism needs 2 or more",
+                           'x' + axis, 'x' + axis);
+    if ((s->tensor_mask | s->pipe_mask) & (1 << axis))
+        return errmsg_fail(
+            err, len, "--cp %c: axis %c is already the %s axis; an axis takes one role", 'x' + axis,
+            'x' + axis, (s->tensor_mask & (1 << axis)) ? "tensor" : "pipeline");
+    return 0;
+}
+
+int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc_cp_result *cr,
+            char *err, size_t errlen) {
+    memset(cr, 0, sizeof *cr);
+    if (check_axis(s, o->axis, err, errlen) < 0) return -1;
+    if (!(s->data_mask & (1 << o->axis)))
+        return errmsg_fail(err, errlen, "internal: the CP axis must be among the data axes");
+    const double C = s->sizes[o->axis], T = (double)s->shape.T;
+    cr->C = C;
+    cr->X = r->X / C;
+    cr->S_c = r->tokens_per_pod / (T * cr->X);
+    cr->T_l = T / C;
+    heads(s, r->Y, &cr->N_Y, &cr->K_Y);
+    if (cr->S_c < 1)
+        return errmsg_fail(err, errlen,
+                           "--cp: %.3g sequences of %.0f tokens per data shard; context "
+                           "parallelism splits whole sequences: give at least %.0f sequences (one "
+                           "per data shard)",
+                           cr->S_c, T, cr->X * (r->pods > 1 ? r->pods : 1));
+    const cp_dims d = {C,
+                       cr->S_c,
+                       T,
+                       cr->T_l,
+                       cr->N_Y,
+                       cr->K_Y,
+                       (double)s->shape.H,
+                       s->act_bytes,
+                       s->chip.flops_bf16};
+    for (int a = 0; a < CALC_CP_N_ALGS; a++) {
+        alg_row(s, o->axis, &d, (calc_cp_alg)a, &cr->row[a]);
+        calc_cp_row *w = &cr->row[a];
+        w->t_step = r->t_step_max + r->layers_per_chip * (w->exposed_fwd + w->exposed_bwd);
+    }
+    double K_e;
+    char why[160];
+    refusal(&d, CALC_CP_ULYSSES, &K_e, why, sizeof why);
+    cr->K_e = K_e;
+    cr->kv = 2 * d.S_c * d.T_l * d.K_Y * d.H * d.a;
+    cr->t_block = 2 * d.S_c * d.T_l * d.T_l * d.N_Y * d.H / d.rate;
+    cr->t_xfer = cp_coll(s, o->axis, COST_OP_PPERMUTE, cr->kv);
+    cr->t_xfer2 = cp_coll(s, o->axis, COST_OP_PPERMUTE, 2 * cr->kv);
+    cr->T_overlap = C * (d.rate / s->link.w_oneway) * d.a * d.K_Y / d.N_Y;
+    cr->T_latency = C * sqrt(s->link.hop_latency * d.rate / (2 * d.S_c * d.N_Y * d.H));
+    cr->mem_acts = r->mem_acts;
+    cr->mem_acts_idle = r->mem_acts * C;
+    if (!cr->row[o->alg].ok)
+        return errmsg_fail(err, errlen, "--cp-alg %s: %s", alg_names[o->alg], cr->row[o->alg].why);
+    return 0;
+}
+
+/* ---- serving ---- */
+
+/* Decode with the cache sharded over the sequence (calc_cp.h). */
+static void decode(const calc_spec *s, int axis, calc_cp_infer_result *cr, double a) {
+    const calc_infer_result *b = &cr->base;
+    const double Br = cr->batch_per_replica, L = (double)s->shape.L, K = (double)s->shape.K;
+    const double D = (double)s->shape.D, NH = (double)(s->shape.N * s->shape.H);
+    double N_Y, K_Y;
+    heads(s, cr->Y, &N_Y, &K_Y);
+    cr->mem_params = b->mem_params;
+    cr->mem_kv = Br * b->kv_bytes_per_seq / (fmin(cr->Y, K * Br) * cr->C);
+    cr->memory_per_chip = cr->mem_params + cr->mem_kv;
+    cr->fits = cr->memory_per_chip <= b->hbm;
+    cr->max_batch =
+        cr->mem_params < b->hbm
+            ? floor((b->hbm - cr->mem_params) * cr->Y * cr->C / b->kv_bytes_per_seq) * cr->replicas
+            : 0;
+    cr->t_kv = cr->mem_kv / s->chip.hbm_bw;
+    cr->t_params = b->t_params;
+    cr->t_flops = b->t_flops;
+    const double act = a * Br * D;
+    double layer = 2 * (tensor_coll(s, axis, COST_OP_ALL_GATHER, act) +
+                        tensor_coll(s, axis, COST_OP_REDUCE_SCATTER, act));
+    if (cr->Y > K) layer += 2 * tensor_coll(s, -1, COST_OP_ALL_TO_ALL, a * Br * NH);
+    cr->t_tp = L * layer + tensor_coll(s, axis, COST_OP_ALL_GATHER, a * Br * (double)s->shape.V);
+    cr->t_gather_q = L * cp_coll(s, axis, COST_OP_ALL_GATHER, a * Br * N_Y * (double)s->shape.H);
+    cr->t_combine =
+        L * cp_coll(s, axis, COST_OP_ALL_TO_ALL, cr->C * Br * N_Y * (a * (double)s->shape.H + 8));
+    cr->t_ici = cr->t_tp + cr->t_gather_q + cr->t_combine;
+    cr->regime =
+        calc_infer_decode_step(cr->t_kv, cr->t_flops, cr->t_params, cr->t_ici, &cr->decode_step_s);
+    cr->tokens_per_s = Br * cr->replicas / cr->decode_step_s;
+}
+
+/* Prefill of one prompt: tensor parallel over Y, the prompt over C. */
+static void prefill(const calc_spec *s, const calc_infer_opt *io, int axis,
+                    calc_cp_infer_result *cr, double a) {
+    const calc_infer_result *b = &cr->base;
+    const double T = io->prefill, L = (double)s->shape.L, K = (double)s->shape.K;
+    const double Y = cr->Y, C = cr->C;
+    double N_Y, K_Y;
+    heads(s, Y, &N_Y, &K_Y);
+    const double kvw = L * 2 * (double)s->shape.D * K * (double)s->shape.H * io->param_bytes;
+    const double w_chip = (b->param_bytes_total - kvw) / Y + kvw / fmin(Y, K);
+    cr->prefill_t_math = b->prefill_t_math; /* the same FLOPs on the same Y·C chips */
+    cr->prefill_mem = w_chip + T * b->kv_bytes_per_token / (fmin(Y, K) * C);
+    cr->prefill_t_hbm = cr->prefill_mem / s->chip.hbm_bw;
+    const double act = a * T / C * (double)s->shape.D;
+    cr->prefill_t_ici = L * 2 *
+                            (tensor_coll(s, -1, COST_OP_ALL_GATHER, act) +
+                             tensor_coll(s, -1, COST_OP_REDUCE_SCATTER, act)) +
+                        tensor_coll(s, -1, COST_OP_ALL_GATHER, a * (double)s->shape.V);
+    const cp_dims d = {C, 1, T, T / C, N_Y, K_Y, (double)s->shape.H, a, b->C * io->prefill_mfu};
+    const double base = fmax(cr->prefill_t_math, fmax(cr->prefill_t_hbm, cr->prefill_t_ici));
+    for (int g = 0; g < CALC_CP_N_ALGS; g++) {
+        calc_cp_row w;
+        alg_row(s, axis, &d, (calc_cp_alg)g, &w);
+        snprintf(cr->prefill_why[g], sizeof cr->prefill_why[g], "%s", w.why);
+        cr->prefill_exposed[g] = L * w.exposed_fwd;
+        cr->prefill_s[g] = base + cr->prefill_exposed[g];
+    }
+}
+
+int calc_cp_infer(const calc_spec *s, const calc_infer_opt *io, const calc_cp_opt *o,
+                  calc_cp_infer_result *cr, char *err, size_t errlen) {
+    memset(cr, 0, sizeof *cr);
+    if (check_axis(s, o->axis, err, errlen) < 0) return -1;
+    int m;
+    calc_spec yc = *s; /* the same chips, tensor parallel over Y·C: the baseline, and its checks */
+    yc.tensor_mask |= 1 << o->axis;
+    if (calc_infer(&yc, io, &cr->base, err, errlen) < 0) return -1;
+    cr->Y = calc_role_degree(s, CALC_ROLE_TENSOR, &m);
+    cr->C = s->sizes[o->axis];
+    cr->replicas = cr->base.replicas;
+    cr->batch_per_replica = cr->base.batch_per_replica;
+    decode(s, o->axis, cr, cr->base.act_bytes);
+    prefill(s, io, o->axis, cr, cr->base.act_bytes);
+    if (cr->prefill_why[o->alg][0])
+        return errmsg_fail(err, errlen, "--cp-alg %s: the prompt of %.0f tokens: %s",
+                           alg_names[o->alg], io->prefill, cr->prefill_why[o->alg]);
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* calc_cp: context parallelism in the calculator. One mesh axis, the CP axis of C chips, splits
+ * every sequence's T tokens: the zigzag split (2C chunks; chip i holds chunks i and 2C−1−i, so
+ * causal work is the same on every chip), for training (calc_cp) and for serving with the KV
+ * cache sharded over the sequence (calc_cp_infer). Pure arithmetic on calc.h, calc_infer.h and
+ * the collective cost model (mesh/cost.h); no MPI.
+ *
+ * Training. The CP axis joins the data axes for everything but attention: tokens per chip are
+ * B/(X·C), and the weights' gradients reduce (FSDP shards) over data × CP, as Megatron's DP×CP
+ * group does; calc_compute prices all that with the axis among the data axes. Attention then
+ * needs the K and V of every earlier token. Per layer and chip, with X the data degree without
+ * the CP axis, S_c = B/(T·X) sequences per chip, T_l = T/C, a = the activation bytes, N_Y and
+ * K_Y the query and kv heads per tensor rank (K_Y = 1 when K < Y, as TP replicates them), one
+ * chip's K and V is KV = 2·S_c·T_l·K_Y·H·a bytes, and:
+ *   allgather  fwd AllGather_C K, V [B, T_C, K_Y, H] (V = C·KV); bwd AllGather_C again and
+ *              ReduceScatter_C dK, dV (V = C·KV each). On the critical path (the gather waits for
+ *              the layer's own projections): exposed.
+ *   ring       fwd C−1 ppermutes of one chip's KV block, each while the block in hand is
+ *              attended; bwd C−1 ppermutes of K, V with dK, dV (2·KV) and the last dK, dV home
+ *              (KV). A zigzag step attends half of a T_l × T_l block, 2·S_c·T_l²·N_Y·H FLOPs
+ *              forward (twice that backward, with twice the bytes), so a step hides its
+ *              transfer when
+ *                  2·S_c·T_l²·N_Y·H / C_chip ≥ KV / W_1  ⟺  T ≥ C·(C_chip/W_1)·a·K_Y/N_Y
+ *              (W_1 = one link one way, the ppermute's bandwidth; and the step must outlast the
+ *              hop latency T_min), the same threshold forward and backward. A step exposes
+ *              max(0, t_transfer − t_step); the last dK, dV home is exposed.
+ *   ulysses    fwd AllToAll_C of Q, K, V from sequence shards [T_C, heads] to head shards
+ *              [T, heads_C], and of O back; bwd the same for dO and for dQ, dK, dV. N_Y must
+ *              divide by C, and K_Y by C or C by K_Y (each kv head then goes to C/K_Y chips):
+ *              K_e = max(K_Y, C) kv heads travel. V = C × the chip's input. Exposed.
+ * The step is calc_compute's overlapped step plus L/P × the exposed time of a layer. Memory:
+ * calc_compute's activations (the axis divides the tokens; with the axis idle they are C times
+ * larger) plus the algorithm's buffers: the gathered K, V (and dK, dV) of one layer, the blocks
+ * in flight, or the AllToAll's head-sharded copies.
+ *
+ * Serving (--infer), the book's inference chapter: "sequence sharding: first AllGather the Q
+ * activations, then accumulate the KVs as flash attention does". The KV cache
+ * [2, B, S_C, K_Y, H] is sharded over kv heads by the tensor axes Y and over the sequence by the
+ * CP axis C. Decode: the weights are model parallel over Y·C (never replicated, never moved),
+ * so Q comes out [B, N_YC, H]; per layer AllGather_C Q → [B, N_Y, H], each chip attends its
+ * shard of the cache, and an AllToAll_C hands each chip the partials (O, m, l) of its N_YC
+ * heads to merge. Step = T_kv + max(T_flops, T_params, T_ici) as calc_infer's, with
+ * T_kv = B/R·KV_seq/(min(Y, K·B/R)·C)/W_hbm: against head-then-batch sharding over all Y·C chips
+ * (calc_infer's, min(Y·C, K·B/R)), the cache keeps spreading when K·B/R < Y·C. Prefill of one
+ * prompt: tensor parallel over Y, the prompt over C with the chosen algorithm (weights
+ * replicated over C, as the book's prefill does beyond the TP bound: a disaggregated prefill
+ * slice), max(T_math, T_hbm, T_ici over Y) + L × the exposed attention collectives; beside it
+ * calc_infer's prefill with tensor parallelism over all Y·C. */
+#ifndef MT_CALC_CALC_CP_H
+#define MT_CALC_CALC_CP_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "calc/calc.h"
+#include "calc/calc_infer.h"
+
+typedef enum { CALC_CP_ALLGATHER, CALC_CP_RING, CALC_CP_ULYSSES, CALC_CP_N_ALGS } calc_cp_alg;
+
+/* "allgather", "ring", "ulysses"; parse returns −1 for anything else. */
+const char *calc_cp_alg_name(calc_cp_alg a);
+int calc_cp_alg_parse(const char *s);
+
+typedef struct {
+    int axis; /* the CP axis (0 = x), −1: none */
+    calc_cp_alg alg;
+} calc_cp_opt;
+
+/* One algorithm on one layer, per chip. */
+typedef struct {
+    int ok; /* 0: refused (why) */
+    char why[160];
+    double v_fwd[2], v_bwd[2];      /* the book's V of each collective (up to 2 per pass) */
+    int calls_fwd[2], calls_bwd[2]; /* how many of each per layer */
+    cost_op op_fwd[2], op_bwd[2];
+    double sent_fwd, sent_bwd;       /* bytes a chip sends per layer */
+    double t_fwd, t_bwd;             /* the collectives' time per layer */
+    double exposed_fwd, exposed_bwd; /* the part no compute hides */
+    double mem;                      /* buffers per chip at the peak (bytes) */
+    double t_step;                   /* calc_compute's step + L/P·(exposed_fwd + exposed_bwd) */
+} calc_cp_row;
+
+typedef struct {
+    double C, X, S_c, T_l, N_Y, K_Y, K_e; /* K_e: kv heads ulysses moves */
+    double kv;                            /* KV: one chip's K and V of one layer, bytes */
+    double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd), ppermute of KV, of 2·KV */
+    double T_overlap;     /* the ring hides its transfers for T above this (bandwidth term) */
+    double T_latency;     /* ... and above this a step outlasts T_min */
+    double mem_acts;      /* activations per chip (calc_compute's) */
+    double mem_acts_idle; /* the same with the CP axis idle: mem_acts·C */
+    calc_cp_row row[CALC_CP_N_ALGS];
+} calc_cp_result;
+
+/* Context parallelism over o->axis for the training plan s, r (computed by calc_compute with the
+ * axis among s's data axes). Returns 0, or −1 with err: no such axis, the axis in another role,
+ * T not divisible by 2C (allgather, ring: the zigzag split), fewer than one sequence per chip,
+ * or the chosen algorithm refused (ulysses: heads). */
+int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc_cp_result *cr,
+            char *err, size_t errlen);
+void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const calc_cp_opt *o,
+                   const calc_cp_result *cr);
+
+/* Serving with the KV cache sharded over the sequence. */
+typedef struct {
+    double Y, C, replicas, batch_per_replica;
+    calc_infer_result base; /* calc_infer with tensor parallelism over Y·C (no sequence sharding) */
+    /* decode, per chip and step */
+    double mem_params, mem_kv, memory_per_chip, max_batch;
+    int fits;
+    double t_kv, t_params, t_flops, t_ici, t_tp, t_gather_q, t_combine, decode_step_s;
+    calc_infer_regime regime;
+    double tokens_per_s;
+    /* prefill of one prompt: tensor over Y, the prompt over C */
+    double prefill_mem; /* weights over Y + the prompt's KV over kv heads and C, per chip */
+    double prefill_t_math, prefill_t_hbm, prefill_t_ici, prefill_exposed[CALC_CP_N_ALGS];
+    double prefill_s[CALC_CP_N_ALGS];
+    char prefill_why[CALC_CP_N_ALGS][160]; /* non-empty: the algorithm is refused */
+} calc_cp_infer_result;
+
+/* s: the serving spec with the tensor axes WITHOUT the CP axis; o: calc_infer's options.
+ * Returns 0, or −1 with err (calc_infer's refusals on Y·C, the CP axis among the tensor axes,
+ * the chosen algorithm refused for the prompt). */
+int calc_cp_infer(const calc_spec *s, const calc_infer_opt *io, const calc_cp_opt *o,
+                  calc_cp_infer_result *cr, char *err, size_t errlen);
+void calc_cp_infer_print(FILE *out, const calc_spec *s, const calc_infer_opt *io,
+                         const calc_cp_opt *o, const calc_cp_infer_result *cr);
+#endif

@@ -1,0 +1,184 @@
+/* Attention through a block table (see attn_paged.h).
+ *
+ * For one query row and one kv head, the G = Nl/Kl query heads that share the head are scored
+ * together against each cache row as the block table yields it (each key row read once for the G
+ * heads), softmaxed, and the value rows added in position order. No BLAS: sgemm's blocking would
+ * make a row's bits depend on the rows beside it.
+ *
+ * Two versions of the scores and the weighted sum: the plain one (8-lane dot products that GCC
+ * turns into SSE2) and, on a CPU with AVX2 and FMA (checked at run time), 8-wide fused
+ * multiply-adds, which made the decode step of a 4-layer D=256 model 15-20% faster than with the
+ * plain one (its attention ran at a few GFLOP/s). Each is row-independent on its own; a run uses
+ * one of them for every call. */
+#include "kernels/attn_paged.h"
+
+#include <math.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/vecmath.h"
+
+int64_t kern_attn_paged_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl) {
+    return (Nl / Kl) * (p0 + n);
+}
+
+/* Row p of the keys (vals = 0) or values (vals = 1), kv head j. */
+static const float *page_row(const kern_kv_pages *kv, int vals, int64_t p, int64_t j, int64_t H) {
+    const float *base = vals ? kv->v : kv->k;
+    return base + kv->table[p / kv->bs] * kv->bstride + (p % kv->bs) * kv->ldk + j * H;
+}
+
+/* s[g·S + t] = scale · q_g · k_t for the G query heads q[G, H] and positions t < S. */
+static void scores_plain(float *restrict s, const float *restrict q, const kern_kv_pages *kv,
+                         int64_t j, int64_t S, int64_t G, int64_t H, float scale) {
+    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
+        const float *blk = kv->k + kv->table[b] * kv->bstride + j * H;
+        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t g = 0; g < G; g++)
+                s[g * S + t0 + r] = kern_dot_inl(q + g * H, blk + r * kv->ldk, H) * scale;
+    }
+}
+
+/* o[G, H] = Σ_t p[g·S + t] · v_t, in position order, for the G heads of kv head j. */
+static void weigh_values_plain(float *restrict o, const float *restrict p, const kern_kv_pages *kv,
+                               int64_t j, int64_t S, int64_t G, int64_t H) {
+    memset(o, 0, (size_t)(G * H) * sizeof *o);
+    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
+        const float *blk = kv->v + kv->table[b] * kv->bstride + j * H;
+        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *vr = blk + r * kv->ldk;
+            for (int64_t g = 0; g < G; g++) {
+                const float w = p[g * S + t0 + r];
+                float *og = o + g * H;
+                for (int64_t d = 0; d < H; d++) og[d] += w * vr[d];
+            }
+        }
+    }
+}
+
+typedef void (*scores_fn)(float *restrict s, const float *restrict q, const kern_kv_pages *kv,
+                          int64_t j, int64_t S, int64_t G, int64_t H, float scale);
+typedef void (*values_fn)(float *restrict o, const float *restrict p, const kern_kv_pages *kv,
+                          int64_t j, int64_t S, int64_t G, int64_t H);
+
+#if defined(__x86_64__)
+/* Σ of the 8 lanes, in one fixed order. */
+__attribute__((target("avx2,fma"))) static float hsum8(__m256 a) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+__attribute__((target("avx2,fma"))) static void
+scores_avx2(float *restrict s, const float *restrict q, const kern_kv_pages *kv, int64_t j,
+            int64_t S, int64_t G, int64_t H, float scale) {
+    const int64_t H8 = H & ~(int64_t)7;
+    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
+        const float *blk = kv->k + kv->table[b] * kv->bstride + j * H;
+        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *kr = blk + r * kv->ldk;
+            for (int64_t g = 0; g < G; g++) {
+                const float *qg = q + g * H;
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t d = 0; d < H8; d += 8)
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kr + d), acc);
+                float dot = hsum8(acc);
+                for (int64_t d = H8; d < H; d++) dot += qg[d] * kr[d];
+                s[g * S + t0 + r] = dot * scale;
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void
+weigh_values_avx2(float *restrict o, const float *restrict p, const kern_kv_pages *kv, int64_t j,
+                  int64_t S, int64_t G, int64_t H) {
+    const int64_t H8 = H & ~(int64_t)7;
+    memset(o, 0, (size_t)(G * H) * sizeof *o);
+    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
+        const float *blk = kv->v + kv->table[b] * kv->bstride + j * H;
+        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *vr = blk + r * kv->ldk;
+            for (int64_t g = 0; g < G; g++) {
+                const float w = p[g * S + t0 + r];
+                const __m256 wv = _mm256_set1_ps(w);
+                float *og = o + g * H;
+                for (int64_t d = 0; d < H8; d += 8)
+                    _mm256_storeu_ps(og + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(vr + d),
+                                                             _mm256_loadu_ps(og + d)));
+                for (int64_t d = H8; d < H; d++) og[d] += w * vr[d];
+            }
+        }
+    }
+}
+#endif
+
+static void attend(float *restrict out, float *restrict scratch, const float *restrict q,
+                   const kern_kv_pages *kv, int64_t p0, int64_t n, int64_t Nl, int64_t Kl,
+                   int64_t H, scores_fn sc, values_fn wv) {
+    const int64_t G = Nl / Kl, ldq = Nl * H;
+    const float scale = 1.0f / sqrtf((float)H);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t S = p0 + i + 1;
+        for (int64_t j = 0; j < Kl; j++) {
+            sc(scratch, q + i * ldq + j * G * H, kv, j, S, G, H, scale);
+            for (int64_t g = 0; g < G; g++) { /* softmax over the S positions */
+                float m, z;
+                kern_softmax_row_inl(scratch + g * S, S, &m, &z);
+            }
+            wv(out + i * ldq + j * G * H, scratch, kv, j, S, G, H);
+        }
+    }
+}
+
+void kern_attn_paged_plain(float *restrict out, float *restrict scratch, const float *restrict q,
+                           const kern_kv_pages *kv, int64_t p0, int64_t n, int64_t Nl, int64_t Kl,
+                           int64_t H) {
+    attend(out, scratch, q, kv, p0, n, Nl, Kl, H, scores_plain, weigh_values_plain);
+}
+
+void kern_attn_paged(float *restrict out, float *restrict scratch, const float *restrict q,
+                     const kern_kv_pages *kv, int64_t p0, int64_t n, int64_t Nl, int64_t Kl,
+                     int64_t H) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        attend(out, scratch, q, kv, p0, n, Nl, Kl, H, scores_avx2, weigh_values_avx2);
+        return;
+    }
+#endif
+    kern_attn_paged_plain(out, scratch, q, kv, p0, n, Nl, Kl, H);
+}
+
+/* Score of query row qi against the key row of position t, kv head j, in double. */
+static double score_d(const float *qi, const kern_kv_pages *kv, int64_t t, int64_t j, int64_t H) {
+    const float *kt = page_row(kv, 0, t, j, H);
+    double s = 0.0;
+    for (int64_t d = 0; d < H; d++) s += (double)qi[d] * kt[d];
+    return s;
+}
+
+void kern_attn_paged_ref(float *out, const float *q, const kern_kv_pages *kv, int64_t p0, int64_t n,
+                         int64_t Nl, int64_t Kl, int64_t H) {
+    const int64_t G = Nl / Kl, ldq = Nl * H;
+    const double scale = 1.0 / sqrt((double)H);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t h = 0; h < Nl; h++) {
+            const float *qi = q + i * ldq + h * H;
+            const int64_t S = p0 + i + 1, j = h / G;
+            double m = -INFINITY, z = 0.0;
+            for (int64_t t = 0; t < S; t++) m = fmax(m, score_d(qi, kv, t, j, H) * scale);
+            for (int64_t t = 0; t < S; t++) z += exp(score_d(qi, kv, t, j, H) * scale - m);
+            for (int64_t d = 0; d < H; d++) {
+                double o = 0.0;
+                for (int64_t t = 0; t < S; t++)
+                    o += exp(score_d(qi, kv, t, j, H) * scale - m) * page_row(kv, 1, t, j, H)[d];
+                out[i * ldq + h * H + d] = (float)(o / z);
+            }
+        }
+}

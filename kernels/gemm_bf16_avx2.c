@@ -1,0 +1,354 @@
+/* The AVX2/FMA path of kern_gemm_bf16: bf16 inputs multiplied in fp32 (contract in
+ * gemm_bf16_impl.h: every element one fp32 chain over k in order).
+ *
+ * How it works. Most products (BLIS's blocking, OpenBLAS's register tile): B is packed by blocks
+ * of BF16_KC × BF16_NC into panels of 16 columns ([k][16] fp32, contiguous, so that the L1 cache
+ * holds a panel whatever B's row stride), A by blocks of BF16_MC × BF16_KC into panels of BF16_MR
+ * rows ([k][MR] fp32); the packing widens bf16 to fp32 (exact: a 16-bit shift) and does both
+ * transposes (8 × 8 transposes of 16-bit lanes). A register tile of MR × 16 then runs over the
+ * block's k: per k two loads of the B panel's row, MR broadcasts of A and 2·MR fmas into 12
+ * accumulators, C loaded (when the chain goes on) and stored once per k block. Measured against
+ * a tile that keeps B in bf16 and widens it in registers (one load, a shift and a mask per k):
+ * the same speed, with a simpler C (no interleaving of even and odd columns).
+ *
+ * Decode's rows (M ≤ BF16_STREAM_MAX_M, B untransposed): packing B would write and read every
+ * weight once more, which costs more than the product, so B is read in place, front to back:
+ * groups of 8 rows of B (one k each) against 16 columns of every row of C at a time. A chunk of
+ * C's rows is STREAM_NB columns wide, so that each row of B is read whole, one stream the
+ * prefetcher follows (chunks of 2048 columns read 4 KB of each row at a time and ran at half
+ * the speed). Each element still gets its products in order of k, so the two kernels agree bit
+ * for bit. */
+#include "kernels/gemm_bf16_impl.h"
+
+#include <string.h>
+
+#include "kernels/bf16_inl.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INL __attribute__((always_inline)) inline
+#define MR BF16_MR
+#define STREAM_NB 16384 /* columns of C per streaming chunk: 4 rows in 256 KB, in L2 */
+
+int bf16_avx2_built(void) {
+    return 1;
+}
+
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* x[q] ← (x[0][q], x[1][q], ..., x[7][q]): an 8 × 8 transpose of 16-bit lanes. */
+static AVX2 INL void transpose8x8(__m128i x[8]) {
+    __m128i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi16(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* rows 0-3 (h = 0) and 4-7 (h = 1) */
+        u[4 * h + 0] = _mm_unpacklo_epi32(t[4 * h + 0], t[4 * h + 2]);
+        u[4 * h + 1] = _mm_unpackhi_epi32(t[4 * h + 0], t[4 * h + 2]);
+        u[4 * h + 2] = _mm_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = _mm_unpacklo_epi64(u[i], u[4 + i]);
+        x[2 * i + 1] = _mm_unpackhi_epi64(u[i], u[4 + i]);
+    }
+}
+
+/* One panel of A: Ap[k·MR + r] = op(A)[r, k] in fp32 for r < mr, 0 for mr ≤ r < MR; k < kc.
+ * A points at op(A)[0, 0]. The vector loop stores 8 floats per k, 2 past the k's MR: the next k
+ * rewrites them, and after the panel's last k they fall in the next panel (packed after this one)
+ * or the workspace's slack. */
+static AVX2 void pack_a(float *restrict Ap, const kern_bf16 *A, int64_t lda, bool ta, int mr,
+                        int64_t kc) {
+    if (ta) { /* op(A)[r, k] = A[k·lda + r]: the panel's rows lie side by side */
+        for (int64_t k = 0; k < kc; k++)
+            for (int r = 0; r < MR; r++)
+                Ap[k * MR + r] = r < mr ? kern_bf16_val_inl(A[k * lda + r]) : 0.0f;
+        return;
+    }
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m128i x[8];
+        for (int r = 0; r < 8; r++)
+            x[r] =
+                r < mr ? _mm_loadu_si128((const __m128i *)(A + r * lda + k)) : _mm_setzero_si128();
+        transpose8x8(x);
+        for (int q = 0; q < 8; q++)
+            _mm256_storeu_si256((__m256i *)(Ap + (k + q) * MR),
+                                _mm256_slli_epi32(_mm256_cvtepu16_epi32(x[q]), 16));
+    }
+    for (; k < kc; k++)
+        for (int r = 0; r < MR; r++)
+            Ap[k * MR + r] = r < mr ? kern_bf16_val_inl(A[r * lda + k]) : 0.0f;
+}
+
+/* 8 bf16 (in 16-bit lanes) → 8 fp32 (exact). */
+static AVX2 INL __m256 widen8(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* One panel of B: Bp[k·16 + c] = op(B)[k, c] in fp32 for c < nr, 0 for nr ≤ c < 16; k < kc. B
+ * points at op(B)[0, 0]. */
+static AVX2 void pack_b(float *restrict Bp, const kern_bf16 *B, int64_t ldb, bool tb, int nr,
+                        int64_t kc) {
+    if (!tb) {
+        for (int64_t k = 0; k < kc; k++)
+            if (nr == 16) {
+                _mm256_storeu_ps(Bp + k * 16,
+                                 widen8(_mm_loadu_si128((const __m128i *)(B + k * ldb))));
+                _mm256_storeu_ps(Bp + k * 16 + 8,
+                                 widen8(_mm_loadu_si128((const __m128i *)(B + k * ldb + 8))));
+            } else {
+                for (int c = 0; c < 16; c++)
+                    Bp[k * 16 + c] = c < nr ? kern_bf16_val_inl(B[k * ldb + c]) : 0.0f;
+            }
+        return;
+    }
+    int64_t k = 0; /* op(B)[k, c] = B[c·ldb + k] */
+    for (; k + 8 <= kc; k += 8) {
+        __m128i lo[8], hi[8];
+        for (int c = 0; c < 8; c++) {
+            lo[c] =
+                c < nr ? _mm_loadu_si128((const __m128i *)(B + c * ldb + k)) : _mm_setzero_si128();
+            hi[c] = c + 8 < nr ? _mm_loadu_si128((const __m128i *)(B + (c + 8) * ldb + k))
+                               : _mm_setzero_si128();
+        }
+        transpose8x8(lo);
+        transpose8x8(hi);
+        for (int q = 0; q < 8; q++) {
+            _mm256_storeu_ps(Bp + (k + q) * 16, widen8(lo[q]));
+            _mm256_storeu_ps(Bp + (k + q) * 16 + 8, widen8(hi[q]));
+        }
+    }
+    for (; k < kc; k++)
+        for (int c = 0; c < 16; c++)
+            Bp[k * 16 + c] = c < nr ? kern_bf16_val_inl(B[c * ldb + k]) : 0.0f;
+}
+
+/* ---------------------------------------------------------------- the register tile */
+
+/* Row i of a tile: its two accumulators (named variables, not an array, so that GCC keeps all 12
+ * in registers) and what each step does to them. */
+#define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define T_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
+#define T_LOAD(i)                                                                                  \
+    if (i < mr && load) {                                                                          \
+        l##i = _mm256_loadu_ps(C + i * ldc);                                                       \
+        h##i = _mm256_loadu_ps(C + i * ldc + 8);                                                   \
+    }
+#define T_FMA(i)                                                                                   \
+    if (i < mr) {                                                                                  \
+        const __m256 a = _mm256_broadcast_ss(Ap + k * MR + i);                                     \
+        l##i = _mm256_fmadd_ps(a, bl, l##i);                                                       \
+        h##i = _mm256_fmadd_ps(a, bh, h##i);                                                       \
+    }
+#define T_STORE(i)                                                                                 \
+    if (i < mr) {                                                                                  \
+        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
+        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
+    }
+
+/* C[mr, 16] (=, or += when load) Ap-panel · Bp-panel over kc. mr is a constant after inlining. */
+static AVX2 INL void tile(const int mr, float *C, int64_t ldc, const float *restrict Ap,
+                          const float *restrict Bp, int64_t kc, int load) {
+    T_ROWS(T_DECL)
+    T_ROWS(T_LOAD)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 bl = _mm256_loadu_ps(Bp + k * 16), bh = _mm256_loadu_ps(Bp + k * 16 + 8);
+        T_ROWS(T_FMA)
+    }
+    T_ROWS(T_STORE)
+}
+#undef T_DECL
+#undef T_LOAD
+#undef T_FMA
+#undef T_STORE
+#undef T_ROWS
+
+#define TILE(R)                                                                                    \
+    static AVX2 void tile##R(float *C, int64_t ldc, const float *Ap, const float *Bp, int64_t kc,  \
+                             int load) {                                                           \
+        tile(R, C, ldc, Ap, Bp, kc, load);                                                         \
+    }
+TILE(1)
+TILE(2)
+TILE(3)
+TILE(4)
+TILE(5)
+TILE(6)
+#undef TILE
+typedef void (*tile_fn)(float *, int64_t, const float *, const float *, int64_t, int);
+static const tile_fn tiles[MR + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+
+/* A tile at C's edge (nr < 16 columns): through a 16-column copy of its rows. */
+static AVX2 void tile_edge(int mr, int nr, float *C, int64_t ldc, const float *Ap, const float *Bp,
+                           int64_t kc, int load) {
+    float t[MR * 16] = {0};
+    if (load)
+        for (int r = 0; r < mr; r++) memcpy(t + r * 16, C + r * ldc, (size_t)nr * sizeof *t);
+    tiles[mr](t, 16, Ap, Bp, kc, load);
+    for (int r = 0; r < mr; r++) memcpy(C + r * ldc, t + r * 16, (size_t)nr * sizeof *t);
+}
+
+/* ---------------------------------------------------------------- blocked product */
+
+static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *B,
+                              int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda,
+                              int64_t ldb, int64_t ldc, bool acc) {
+    for (int64_t jc = 0; jc < N; jc += BF16_NC) {
+        const int64_t nc = min64(BF16_NC, N - jc);
+        for (int64_t pc = 0; pc < K; pc += BF16_KC) {
+            const int64_t kc = min64(BF16_KC, K - pc);
+            for (int64_t jr = 0; jr < nc; jr += 16) {
+                const kern_bf16 *b = tb ? B + (jc + jr) * ldb + pc : B + pc * ldb + jc + jr;
+                pack_b(ws->b + jr * kc, b, ldb, tb, (int)min64(16, nc - jr), kc);
+            }
+            const int load = acc || pc > 0; /* continue each element's chain from C */
+            for (int64_t ic = 0; ic < M; ic += BF16_MC) {
+                const int64_t mc = min64(BF16_MC, M - ic);
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    const kern_bf16 *a = ta ? A + pc * lda + ic + ir : A + (ic + ir) * lda + pc;
+                    pack_a(ws->a + ir * kc, a, lda, ta, (int)min64(MR, mc - ir), kc);
+                }
+                for (int64_t jr = 0; jr < nc; jr += 16) {
+                    const int nr = (int)min64(16, nc - jr);
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        const int mr = (int)min64(MR, mc - ir);
+                        float *c = C + (ic + ir) * ldc + jc + jr;
+                        if (ir + MR < mc) /* the next tile's rows of C, read at its start */
+                            for (int r = 0; r < MR; r++) {
+                                _mm_prefetch((const char *)(c + (MR + r) * ldc), _MM_HINT_T0);
+                                _mm_prefetch((const char *)(c + (MR + r) * ldc + 15), _MM_HINT_T0);
+                            }
+                        if (nr == 16)
+                            tiles[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
+                        else
+                            tile_edge(mr, nr, c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- streaming product (decode) */
+
+/* 8 bf16 at p → 8 fp32. */
+static AVX2 INL __m256 cvt8(const kern_bf16 *p) {
+    return widen8(_mm_loadu_si128((const __m128i *)p));
+}
+
+#define S_ROWS(X) X(0) X(1) X(2) X(3)
+#define S_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
+#define S_LOAD(i)                                                                                  \
+    if (i < mr && load) {                                                                          \
+        l##i = _mm256_loadu_ps(C + i * ldc);                                                       \
+        h##i = _mm256_loadu_ps(C + i * ldc + 8);                                                   \
+    }
+#define S_FMA(i)                                                                                   \
+    if (i < mr) {                                                                                  \
+        const __m256 a = _mm256_broadcast_ss(av + i * 8 + q);                                      \
+        l##i = _mm256_fmadd_ps(a, bl, l##i);                                                       \
+        h##i = _mm256_fmadd_ps(a, bh, h##i);                                                       \
+    }
+#define S_STORE(i)                                                                                 \
+    if (i < mr) {                                                                                  \
+        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
+        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
+    }
+
+/* C[mr, 16] (=, or += when load) av[mr][8] (row r's kg values at av[r·8 + q]) · B[kg, 16]. */
+static AVX2 INL void stream16(const int mr, float *C, int64_t ldc, const float *av,
+                              const kern_bf16 *B, int64_t ldb, int kg, int load) {
+    S_ROWS(S_DECL)
+    S_ROWS(S_LOAD)
+    for (int q = 0; q < kg; q++) {
+        const __m256 bl = cvt8(B + q * ldb), bh = cvt8(B + q * ldb + 8);
+        S_ROWS(S_FMA)
+    }
+    S_ROWS(S_STORE)
+}
+#undef S_DECL
+#undef S_LOAD
+#undef S_FMA
+#undef S_STORE
+#undef S_ROWS
+
+/* One group of kg ≤ 8 rows of B against nb columns of C's mr rows. */
+static AVX2 INL void stream_group(const int mr, float *C, int64_t ldc, const float *av,
+                                  const kern_bf16 *B, int64_t ldb, int kg, int64_t nb, int load) {
+    int64_t j = 0;
+    if (kg == 8) /* a constant trip count: the loop over the group unrolls */
+        for (; j + 16 <= nb; j += 16) stream16(mr, C + j, ldc, av, B + j, ldb, 8, load);
+    else
+        for (; j + 16 <= nb; j += 16) stream16(mr, C + j, ldc, av, B + j, ldb, kg, load);
+    if (j < nb) { /* the last columns, through zero-padded copies */
+        const int nr = (int)(nb - j);
+        kern_bf16 b[8 * 16] = {0};
+        float c[BF16_STREAM_MAX_M * 16] = {0};
+        for (int q = 0; q < kg; q++) memcpy(b + q * 16, B + q * ldb + j, (size_t)nr * sizeof *b);
+        if (load)
+            for (int r = 0; r < mr; r++)
+                memcpy(c + r * 16, C + r * ldc + j, (size_t)nr * sizeof *c);
+        stream16(mr, c, 16, av, b, 16, kg, load);
+        for (int r = 0; r < mr; r++) memcpy(C + r * ldc + j, c + r * 16, (size_t)nr * sizeof *c);
+    }
+}
+
+#define STREAM(R)                                                                                  \
+    static AVX2 void stream##R(float *C, int64_t ldc, const float *av, const kern_bf16 *B,         \
+                               int64_t ldb, int kg, int64_t nb, int load) {                        \
+        stream_group(R, C, ldc, av, B, ldb, kg, nb, load);                                         \
+    }
+STREAM(1)
+STREAM(2)
+STREAM(3)
+STREAM(4)
+#undef STREAM
+typedef void (*stream_fn)(float *, int64_t, const float *, const kern_bf16 *, int64_t, int, int64_t,
+                          int);
+static const stream_fn streams[BF16_STREAM_MAX_M + 1] = {NULL, stream1, stream2, stream3, stream4};
+
+static AVX2 void gemm_stream(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,
+                             int64_t K, bool ta, int64_t lda, int64_t ldb, int64_t ldc, bool acc) {
+    for (int64_t jc = 0; jc < N; jc += STREAM_NB) {
+        const int64_t nb = min64(STREAM_NB, N - jc);
+        for (int64_t k = 0; k < K; k += 8) {
+            const int kg = (int)min64(8, K - k);
+            float av[BF16_STREAM_MAX_M * 8];
+            for (int64_t r = 0; r < M; r++)
+                for (int q = 0; q < kg; q++)
+                    av[r * 8 + q] =
+                        kern_bf16_val_inl(ta ? A[(k + q) * lda + r] : A[r * lda + k + q]);
+            streams[M](C + jc, ldc, av, B + k * ldb + jc, ldb, kg, nb, acc || k > 0);
+        }
+    }
+}
+
+void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
+                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                    bool acc) {
+    if (!tb && M <= BF16_STREAM_MAX_M)
+        gemm_stream(C, A, B, M, N, K, ta, lda, ldb, ldc, acc);
+    else
+        gemm_blocked(ws, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+}
+
+#else /* not x86-64 with GCC or Clang: no AVX2 path (kern_bf16_path_check refuses it) */
+int bf16_avx2_built(void) {
+    return 0;
+}
+void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
+                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                    bool acc) {
+    (void)ws;
+    bf16_gemm_plain(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+}
+#endif

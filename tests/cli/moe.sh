@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The mixture-of-experts model through the meshtrain command, on one rank:
+#  - bad input (k > E, a capacity factor <= 0, an MoE flag without --experts, --moe-every past
+#    the layers, experts on 2 ranks) ends with status 2 and one message, at 2 ranks;
+#  - the same seed twice gives bit-identical runs: every step's loss, gradient norm, balance
+#    loss and per-expert counts (--metrics), and every final parameter (h5diff, exact);
+#  - the counts add up: dropless, each step's expert_tokens sum to batch·T·k·(MoE blocks); with a
+#    capacity factor they sum to that minus the dropped slots, and some are dropped;
+#  - the step line shows the experts' counts and the dropped share;
+#  - checkpoints hold the experts with global shapes [Lm, E, D, F_e], and a dense checkpoint
+#    resumed with --experts (or a MoE one without, or with another E) is refused clearly;
+#  - `generate` runs the MoE checkpoint (decode and prefill) on one rank.
+# usage: moe.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "$0")/../common/one_error.sh"
+mkdir -p "$WORK"
+rm -f "$WORK"/*.h5 "$WORK"/*.jsonl
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+case_() {
+  local want=$1 np=$2 frag=$3
+  shift 3
+  timeout 60 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  if one_error "$want" "$rc" "$WORK/err" "$frag"; then
+    ok "[$*] -> $rc: $ERR_LINE"
+  else
+    bad "[$*] -> status $rc (want $want), $ERR_N error lines (want 1), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err" | head -10
+  fi
+}
+
+base=(--data "$TXT" --layers 3 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 4
+      --micro-batch 2 --eval-every 0)
+small=("${base[@]}" --quiet)
+case_ 2 2 "--moe-top-k 5 is more than --experts 4" --experts 4 --moe-top-k 5
+case_ 2 2 "--capacity-factor 0: must be > 0" --experts 4 --capacity-factor 0
+case_ 2 2 "--capacity-factor -1: must be > 0" --experts 4 --capacity-factor -1
+case_ 2 2 "--moe-top-k configures the mixture-of-experts layers: give --experts E" --moe-top-k 2
+case_ 2 2 "--moe-every 9: must be from 1 to --layers 4" --experts 4 --moe-every 9
+case_ 2 2 "--experts -1: must be between 0 and 4096" --experts -1
+case_ 2 2 "--experts needs expert parallelism to run on 2 ranks" "${small[@]}" --experts 4 --steps 1
+
+run1() { timeout 120 "$MPI" --oversubscribe --bind-to none -np 1 "$MT" "${small[@]}" "$@"; }
+moe_shape=(--moe-top-k 2 --moe-every 2 --shared-experts 1 --expert-d-ff 48)
+moe=(--experts 4 "${moe_shape[@]}" --router-z-loss-coef 0.001)
+for r in a b; do
+  run1 "${moe[@]}" --steps 3 --metrics "$WORK/$r.jsonl" --save-final "$WORK/$r.h5" >"$WORK/$r.out" 2>&1 ||
+    bad "MoE run $r exited $?"
+done
+strip() { sed -E 's/"(ms|tok_s|gflops|mfu)":[^,]*,//g' "$1"; }
+if [ -s "$WORK/a.jsonl" ] && [ "$(strip "$WORK/a.jsonl")" = "$(strip "$WORK/b.jsonl")" ]; then
+  ok "same seed twice: every step's loss, gnorm, balance loss and expert counts identical"
+else
+  bad "same seed twice: the metrics differ"; diff <(strip "$WORK/a.jsonl") <(strip "$WORK/b.jsonl")
+fi
+same=1
+for d in router expert_gate expert_up expert_down shared_gate shared_down w_gate embed; do
+  h5diff -q "$WORK/a.h5" "$WORK/b.h5" "/params/$d" "/params/$d" || same=0
+done
+[ $same = 1 ] && ok "same seed twice: final parameters bit-identical (h5diff)" ||
+  bad "same seed twice: final parameters differ"
+
+# expert_tokens of each step summed, and the dropped share: "sum dropped" per line
+counts() {
+  sed -E 's/.*"moe_dropped":([^,]*),"expert_tokens":\[(.*)\]\}/\1 \2/' "$1" |
+    awk '{ s = 0; n = split($2, v, /[^0-9]+/); for (i = 1; i <= n; i++) s += v[i]; print s, $1 }'
+}
+slots=$((4 * 32 * 2 * 1)) # batch · T · k · one MoE block (block 1 of 3)
+if counts "$WORK/a.jsonl" | awk -v want=$slots '$1 != want || $2 != 0 { bad = 1 } END { exit bad || NR != 3 }'; then
+  ok "dropless: each step's expert_tokens sum to batch·T·k·blocks = $slots, none dropped"
+else
+  bad "dropless counts: $(counts "$WORK/a.jsonl" | tr '\n' ';') (want $slots 0)"
+fi
+run1 "${moe[@]}" --steps 3 --capacity-factor 0.5 --metrics "$WORK/c.jsonl" >"$WORK/c.out" 2>&1 ||
+  bad "capacity run exited $?"
+if counts "$WORK/c.jsonl" |
+   awk -v n=$slots '{ d = $2 * n; if (d < 1 || $1 + d < n - 0.01 || $1 + d > n + 0.01) bad = 1 }
+                    END { exit bad || NR != 3 }'; then
+  ok "capacity factor 0.5: kept + dropped = $slots every step, some dropped ($(counts "$WORK/c.jsonl" | head -1))"
+else
+  bad "capacity counts: $(counts "$WORK/c.jsonl" | tr '\n' ';') (want kept + dropped·$slots = $slots)"
+fi
+line=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1 | grep '^step')
+if grep -qE '\| aux [0-9.]+ z [0-9.e+-]+ \| dropped 0.0% \| experts [0-9]+/[0-9]+/[0-9]+/[0-9]+$' <<<"$line"; then
+  ok "step line: $line"
+else
+  bad "step line without the experts' counts: $line"
+fi
+
+info=$("$MT" ckpt info "$WORK/a.h5")
+if grep -q 'params/expert_gate *\[1, 4, 32, 48\]' <<<"$info" && grep -q 'params/router *\[1, 32, 4\]' <<<"$info" &&
+   grep -q 'params/shared_down *\[1, 1, 48, 32\]' <<<"$info" && grep -q 'params/w_gate *\[2, 32, 128\]' <<<"$info"; then
+  ok "checkpoint shapes: router [Lm, D, E], experts [Lm, E, D, F_e], dense MLPs [L - Lm, D, F]"
+else
+  bad "checkpoint shapes"; echo "$info" | sed 's/^/     | /'
+fi
+run1 --steps 1 --save-final "$WORK/dense.h5" >/dev/null 2>&1 || bad "dense run exited $?"
+case_ 2 1 "checkpoint holds a dense model (no --experts), flags say --experts" "${small[@]}" \
+  "${moe[@]}" --steps 4 --resume "$WORK/dense.h5"
+case_ 2 1 "checkpoint holds a mixture-of-experts model, flags say dense" "${small[@]}" --steps 4 \
+  --resume "$WORK/a.h5"
+case_ 2 1 "checkpoint has --experts 4, flags say 8" "${small[@]}" --experts 8 "${moe_shape[@]}" \
+  --steps 4 --resume "$WORK/a.h5"
+
+out=$(timeout 120 "$MPI" -np 1 "$MT" generate --ckpt "$WORK/a.h5" --prompt "ROMEO:" \
+  --prompt "x" --tokens 6 --temperature 0 2>"$WORK/gen.err")
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c . <<<"$out")" -eq 2 ] && grep -q '^decode 5 ' "$WORK/gen.err"; then
+  ok "generate runs the MoE checkpoint: prefill and 5 decode steps"
+else
+  bad "generate on the MoE checkpoint: status $rc"; sed 's/^/     | /' "$WORK/gen.err" | head
+fi
+echo "moe: $fails failure(s)"
+[ "$fails" -eq 0 ]

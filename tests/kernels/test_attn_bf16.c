@@ -1,0 +1,331 @@
+/* bf16 attention (attn_bf16.h) on the path MESHTRAIN_BF16_PATH forces (a path this CPU lacks: skip,
+ * 77), against the double twins that round at the same points.
+ *
+ * Bounds, per element (u = 2^-24, γ_n = n·u/(1 − n·u); flush: 2^-126 per input and operation, as
+ * in test_gemm_bf16.c). A bf16 rounding of the kernel's fp32 value and of the twin's double value
+ * of the same quantity can land one bf16 step apart (≤ 2^-7 of the value) when the two straddle a
+ * midpoint; so:
+ *  - P: each entry equal to the twin's or one bf16 step away (≤ 2^-7·|P|), 0 above the diagonal;
+ *    such flips are rare (the fp32 softmax is within a few u of the exact one: expect ~1e-4 of the
+ *    entries), at most 1% here.
+ *  - out_i = Σ_j P̂_ij·v_j from the kernel's own P̂: |out − out_twin| ≤ γ_{T+1}·Σ|P̂·v| +
+ *    Σ|P̂ − P_twin|·|v| + u·|out_twin| + flush (the flips' effect, measured, not assumed).
+ *  - backward, P given (the same for both): dV = Pᵀ·dO: γ_{G·T+1}·Σ|P·dO| + u·|dv| + flush
+ *    (G = Nl/Kl query heads accumulate into a kv head). dQ = dS·K and dK = dSᵀ·Q, where dS is
+ *    internal: |ΔdS| ≤ 2^-7·|dS| + scale·P·(e_dP + e_pd) + 4u·|dS| + 2^-133, e_dP = γ_{H+1}·Σ|dO·v|
+ *    (the fp32 dP), e_pd = γ_{i+2}·Σ_j P·|dP| + Σ_j P·e_dP (the fp32 row sum); then
+ *    |dq − dq_twin| ≤ γ_{T+1}·Σ(|dS| + |ΔdS|)·|k| + Σ|ΔdS|·|k| + u·|dq_twin| + flush, dK alike over
+ *    G·T terms.
+ *  - the cached kernel: its rows bit-equal to the training forward's (decode one position at a
+ *    time, prefill from 0 and from a later position), and against its own twin with every
+ *    probability allowed a flip: γ_{S+1}·Σ|P·v| + 2^-7·Σ|P·v| + u·|out| + flush.
+ * Also: outputs and scratch full of NaN beforehand (all overwritten), run to run bit-identical. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_bf16.h"
+#include "ktest.h"
+
+#define U 0x1p-24
+#define TINY 0x1p-126
+#define FLIP 0x1p-7
+
+static kern_bf16_ctx *ctx;
+
+static double gam(double n) {
+    return n * U / (1.0 - n * U);
+}
+
+static double bv(kern_bf16 h) {
+    return kern_bf16_val(h);
+}
+
+static kern_bf16 *bf16s(int64_t n, uint64_t seed, float lo, float hi) {
+    float *f = kt_floats(n);
+    kern_bf16 *h = malloc((size_t)n * sizeof *h);
+    if (!h) exit(1);
+    kt_fill(f, n, seed, lo, hi);
+    kern_bf16_pack(h, f, n);
+    free(f);
+    return h;
+}
+
+/* got vs want under bound[], element by element; one line with the worst. */
+static void check_elems(const char *what, const float *got, const float *want, const double *bound,
+                        int64_t n) {
+    double worst = 0.0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double dev = fabs((double)got[i] - (double)want[i]) / bound[i];
+        if (!(dev <= worst)) worst = dev, at = i;
+    }
+    const int bad = !(worst <= 1.0);
+    printf("%-4s %-52s worst %.3g of the bound at %lld: got %.9g want %.9g\n", bad ? "FAIL" : "ok",
+           what, worst, (long long)at, (double)got[at], (double)want[at]);
+    if (bad) check_count_failure();
+}
+
+typedef struct {
+    int64_t B, T, Nl, Kl, H;
+} dims;
+
+/* P vs the twin's: equal or one bf16 step apart, 0 above the diagonal, flips ≤ 1%. */
+static void check_probs(const char *shape, const dims *s, const kern_bf16 *P, const kern_bf16 *Pt) {
+    int64_t flips = 0, bad = 0, n = 0;
+    for (int64_t bh = 0; bh < s->B * s->Nl; bh++)
+        for (int64_t i = 0; i < s->T; i++)
+            for (int64_t j = 0; j < s->T; j++) {
+                const int64_t e = (bh * s->T + i) * s->T + j;
+                const double a = bv(P[e]), b = bv(Pt[e]);
+                if (j > i) {
+                    bad += P[e] != 0;
+                    continue;
+                }
+                n++;
+                if (a == b) continue;
+                flips++;
+                bad += !(fabs(a - b) <= FLIP * fmax(fabs(a), fabs(b)));
+            }
+    check_expect(bad == 0 && flips * 100 <= n, "bf16 attn fwd P %s: %lld of %lld one step off",
+                 shape, (long long)flips, (long long)n);
+}
+
+/* The forward's out bound from the kernel's P and the twin's. */
+static void fwd_bound(double *bnd, const dims *s, const kern_bf16 *P, const kern_bf16 *Pt,
+                      const kern_bf16 *v, const float *want) {
+    const int64_t T = s->T, H = s->H, ldq = s->Nl * H, ldk = s->Kl * H, G = s->Nl / s->Kl;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t h = 0; h < s->Nl; h++)
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t d = 0; d < H; d++) {
+                    const int64_t pi = ((b * s->Nl + h) * T + i) * T,
+                                  o = (b * T + i) * ldq + h * H + d;
+                    double pv = 0.0, flip = 0.0, el = 0.0;
+                    for (int64_t j = 0; j <= i; j++) {
+                        const double vj = fabs(bv(v[(b * T + j) * ldk + (h / G) * H + d]));
+                        pv += fabs(bv(P[pi + j])) * vj;
+                        flip += fabs(bv(P[pi + j]) - bv(Pt[pi + j])) * vj;
+                        el += fabs(bv(P[pi + j])) + vj;
+                    }
+                    bnd[o] = gam((double)T + 1) * pv + flip + U * fabs(want[o]) +
+                             TINY * (el + 2.0 * (double)T + 1.0);
+                }
+}
+
+/* |dS| (exact, before rounding) and the bound on |ΔdS| for query head h of sequence b, [T, T]. */
+static void ds_bounds(double *ds, double *dd, const dims *s, const kern_bf16 *P,
+                      const kern_bf16 *dout, const kern_bf16 *v, int64_t b, int64_t h) {
+    const int64_t T = s->T, H = s->H, ldq = s->Nl * H, ldk = s->Kl * H, G = s->Nl / s->Kl;
+    const double scale = 1.0 / sqrt((double)H);
+    const kern_bf16 *Pb = P + (b * s->Nl + h) * T * T;
+    double *dp = kt_doubles(T), *edp = kt_doubles(T);
+    for (int64_t i = 0; i < T; i++) {
+        double pd = 0.0, spd = 0.0, sped = 0.0;
+        for (int64_t j = 0; j <= i; j++) {
+            double x = 0.0, ax = 0.0;
+            for (int64_t d = 0; d < H; d++) {
+                const double o = bv(dout[(b * T + i) * ldq + h * H + d]);
+                const double w = bv(v[(b * T + j) * ldk + (h / G) * H + d]);
+                x += o * w, ax += fabs(o * w);
+            }
+            dp[j] = x, edp[j] = gam((double)H + 1) * ax;
+            pd += bv(Pb[i * T + j]) * x;
+            spd += bv(Pb[i * T + j]) * fabs(x), sped += bv(Pb[i * T + j]) * edp[j];
+        }
+        const double epd = gam((double)i + 2) * spd + sped;
+        for (int64_t j = 0; j < T; j++) {
+            const double p = j <= i ? bv(Pb[i * T + j]) : 0.0;
+            const double x = fabs(p * (dp[j <= i ? j : 0] - pd) * scale);
+            ds[i * T + j] = x;
+            dd[i * T + j] =
+                j <= i ? FLIP * x + scale * p * (edp[j] + epd) + 6 * U * x + 0x1p-133 : 0.0;
+        }
+    }
+    free(dp), free(edp);
+}
+
+/* Bounds of dq, dk, dv (see the top). */
+static void bwd_bounds(double *bq, double *bk, double *bvv, const dims *s, const kern_bf16 *P,
+                       const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                       const kern_bf16 *v, const float *dqt, const float *dkt, const float *dvt) {
+    const int64_t T = s->T, H = s->H, ldq = s->Nl * H, ldk = s->Kl * H, G = s->Nl / s->Kl;
+    double *ds = kt_doubles(G * T * T), *dd = kt_doubles(G * T * T);
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t g = 0; g < s->Kl; g++) {
+            for (int64_t r = 0; r < G; r++)
+                ds_bounds(ds + r * T * T, dd + r * T * T, s, P, dout, v, b, g * G + r);
+            for (int64_t r = 0; r < G; r++)
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t d = 0; d < H; d++) {
+                        const int64_t o = (b * T + i) * ldq + (g * G + r) * H + d;
+                        double a = 0.0, f = 0.0, el = 0.0;
+                        for (int64_t j = 0; j <= i; j++) {
+                            const double kj = fabs(bv(k[(b * T + j) * ldk + g * H + d]));
+                            const double x = ds[(r * T + i) * T + j], e = dd[(r * T + i) * T + j];
+                            a += (x * (1 + FLIP) + e) * kj, f += e * kj, el += x + e + kj;
+                        }
+                        bq[o] = gam((double)T + 1) * a + f + U * fabs(dqt[o]) +
+                                TINY * (el + 2.0 * (double)T + 1.0);
+                    }
+            for (int64_t j = 0; j < T; j++)
+                for (int64_t d = 0; d < H; d++) {
+                    const int64_t o = (b * T + j) * ldk + g * H + d;
+                    double a = 0.0, f = 0.0, pv = 0.0, el = 0.0;
+                    for (int64_t r = 0; r < G; r++)
+                        for (int64_t i = j; i < T; i++) {
+                            const int64_t qo = (b * T + i) * ldq + (g * G + r) * H + d;
+                            const double x = ds[(r * T + i) * T + j], e = dd[(r * T + i) * T + j];
+                            const double qi = fabs(bv(q[qo])),
+                                         p = bv(P[((b * s->Nl + g * G + r) * T + i) * T + j]);
+                            a += (x * (1 + FLIP) + e) * qi, f += e * qi;
+                            pv += p * fabs(bv(dout[qo])), el += x + e + qi + p + fabs(bv(dout[qo]));
+                        }
+                    const double n = (double)(G * T) + 1, fl = TINY * (el + 2.0 * n);
+                    bk[o] = gam(n) * a + f + U * fabs(dkt[o]) + fl;
+                    bvv[o] = gam(n) * pv + U * fabs(dvt[o]) + fl;
+                }
+        }
+    free(ds), free(dd);
+}
+
+static void fill_nan(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+static int bit_equal(const void *a, const void *b, size_t bytes) {
+    return memcmp(a, b, bytes) == 0;
+}
+
+/* Forward and backward of one shape against the twins; run twice for run-to-run equality. */
+static void train(dims s, uint64_t seed) {
+    const int64_t nq = s.B * s.T * s.Nl * s.H, nk = s.B * s.T * s.Kl * s.H;
+    const int64_t nP = s.B * s.Nl * s.T * s.T, ns = kern_attn_bf16_scratch(s.T);
+    kern_bf16 *q = bf16s(nq, seed, -1.5f, 1.5f), *k = bf16s(nk, seed + 1, -1.5f, 1.5f);
+    kern_bf16 *v = bf16s(nk, seed + 2, -1, 1), *dout = bf16s(nq, seed + 3, -1, 1);
+    kern_bf16 *P = malloc((size_t)nP * 2), *Pt = malloc((size_t)nP * 2),
+              *P2 = malloc((size_t)nP * 2);
+    float *out = kt_floats(nq), *outt = kt_floats(nq), *scr = kt_floats(ns), *o2 = kt_floats(nq);
+    float *dq = kt_floats(nq), *dk = kt_floats(nk), *dv = kt_floats(nk),
+          *g2 = kt_floats(nq + 2 * nk);
+    float *dqt = kt_floats(nq), *dkt = kt_floats(nk), *dvt = kt_floats(nk);
+    double *bq = kt_doubles(nq), *bk = kt_doubles(nk), *bvv = kt_doubles(nk);
+    double *rs = kt_doubles(s.Nl / s.Kl * s.T * s.T);
+    if (!P || !Pt || !P2) exit(1);
+    memset(P, 0xff, (size_t)nP * 2); /* NaN patterns: every entry must be written */
+    fill_nan(out, nq), fill_nan(scr, ns), fill_nan(dq, nq), fill_nan(dk, nk), fill_nan(dv, nk);
+    char shape[80], what[128];
+    snprintf(shape, sizeof shape, "B=%lld T=%lld Nl=%lld Kl=%lld H=%lld", (long long)s.B,
+             (long long)s.T, (long long)s.Nl, (long long)s.Kl, (long long)s.H);
+    kern_attn_fwd_bf16(ctx, out, P, scr, q, k, v, s.B, s.T, s.Nl, s.Kl, s.H);
+    kern_attn_fwd_bf16_ref(outt, Pt, q, k, v, s.B, s.T, s.Nl, s.Kl, s.H);
+    check_probs(shape, &s, P, Pt);
+    fwd_bound(bq, &s, P, Pt, v, outt);
+    snprintf(what, sizeof what, "bf16 attn fwd out %s", shape);
+    check_elems(what, out, outt, bq, nq);
+    fill_nan(scr, ns);
+    kern_attn_bwd_bf16(ctx, dq, dk, dv, scr, dout, P, q, k, v, s.B, s.T, s.Nl, s.Kl, s.H);
+    kern_attn_bwd_bf16_ref(dqt, dkt, dvt, rs, dout, P, q, k, v, s.B, s.T, s.Nl, s.Kl, s.H);
+    bwd_bounds(bq, bk, bvv, &s, P, dout, q, k, v, dqt, dkt, dvt);
+    snprintf(what, sizeof what, "bf16 attn bwd dq %s", shape);
+    check_elems(what, dq, dqt, bq, nq);
+    snprintf(what, sizeof what, "bf16 attn bwd dk %s", shape);
+    check_elems(what, dk, dkt, bk, nk);
+    snprintf(what, sizeof what, "bf16 attn bwd dv %s", shape);
+    check_elems(what, dv, dvt, bvv, nk);
+    kern_attn_fwd_bf16(ctx, o2, P2, scr, q, k, v, s.B, s.T, s.Nl, s.Kl, s.H);
+    kern_attn_bwd_bf16(ctx, g2, g2 + nq, g2 + nq + nk, scr, dout, P, q, k, v, s.B, s.T, s.Nl, s.Kl,
+                       s.H);
+    check_expect(bit_equal(o2, out, (size_t)nq * 4) && bit_equal(P2, P, (size_t)nP * 2) &&
+                     bit_equal(g2, dq, (size_t)nq * 4) && bit_equal(g2 + nq, dk, (size_t)nk * 4) &&
+                     bit_equal(g2 + nq + nk, dv, (size_t)nk * 4),
+                 "bf16 attn %s: run to run bit-identical", shape);
+    free(q), free(k), free(v), free(dout), free(P), free(Pt), free(P2), free(out), free(outt);
+    free(scr), free(o2), free(dq), free(dk), free(dv), free(g2), free(dqt), free(dkt), free(dvt);
+    free(bq), free(bk), free(bvv), free(rs);
+}
+
+/* The cached kernel on one sequence of T tokens (cache row stride ldk = Kl·H + 3): bit-equal to
+ * the training forward's rows, decoding one position at a time and prefilling from 0 and from 5;
+ * and against its twin. */
+static void cached(int64_t T, int64_t Nl, int64_t Kl, int64_t H, uint64_t seed) {
+    const int64_t ldq = Nl * H, ldk = Kl * H + 3, nq = T * ldq, G = Nl / Kl;
+    const dims s = {1, T, Nl, Kl, H};
+    float *qf = kt_floats(nq), *out = kt_floats(nq), *o = kt_floats(nq), *ot = kt_floats(nq);
+    float *ref = kt_floats(nq), *scr = kt_floats(kern_attn_bf16_scratch(T));
+    kern_bf16 *qh = malloc((size_t)nq * 2), *k = bf16s(T * Kl * H, seed + 1, -1.5f, 1.5f);
+    kern_bf16 *v = bf16s(T * Kl * H, seed + 2, -1, 1), *kc = bf16s(T * ldk, seed, 0, 1);
+    kern_bf16 *vc = bf16s(T * ldk, seed, 0, 1), *P = malloc((size_t)(Nl * T * T) * 2);
+    kern_bf16 *Pt = malloc((size_t)(Nl * T * T) * 2);
+    double *bnd = kt_doubles(nq);
+    if (!qh || !P || !Pt) exit(1);
+    kt_fill(qf, nq, seed + 3, -1.5f, 1.5f);
+    kern_bf16_pack(qh, qf, nq);
+    for (int64_t t = 0; t < T; t++) {
+        memcpy(kc + t * ldk, k + t * Kl * H, (size_t)(Kl * H) * 2);
+        memcpy(vc + t * ldk, v + t * Kl * H, (size_t)(Kl * H) * 2);
+    }
+    kern_attn_fwd_bf16(ctx, out, P, scr, qh, k, v, 1, T, Nl, Kl, H);
+    float *cs = kt_floats(kern_attn_cached_bf16_scratch(T, T, Nl, Kl, H));
+    int same = 1;
+    for (int64_t p = 0; p < T; p++) { /* decode: position p against cache rows [0, p] */
+        fill_nan(cs, kern_attn_cached_bf16_scratch(p, 1, Nl, Kl, H));
+        kern_attn_cached_bf16(ctx, o + p * ldq, cs, qf + p * ldq, kc, vc, p, 1, Nl, Kl, H, ldk);
+    }
+    same &= bit_equal(o, out, (size_t)nq * 4);
+    for (int64_t p0 = 0; p0 <= 5 && p0 < T; p0 += 5) { /* prefill of rows [p0, T) */
+        fill_nan(o, nq);
+        fill_nan(cs, kern_attn_cached_bf16_scratch(p0, T - p0, Nl, Kl, H));
+        kern_attn_cached_bf16(ctx, o + p0 * ldq, cs, qf + p0 * ldq, kc, vc, p0, T - p0, Nl, Kl, H,
+                              ldk);
+        same &= bit_equal(o + p0 * ldq, out + p0 * ldq, (size_t)((T - p0) * ldq) * 4);
+    }
+    check_expect(same,
+                 "bf16 cached attn T=%lld Nl=%lld Kl=%lld H=%lld: decode and prefill rows "
+                 "bit-equal to the training forward's",
+                 (long long)T, (long long)Nl, (long long)Kl, (long long)H);
+    kern_attn_cached_bf16_ref(ot, qf, kc, vc, 0, T, Nl, Kl, H, ldk);
+    kern_attn_fwd_bf16_ref(ref, Pt, qh, k, v, 1, T, Nl, Kl, H);
+    check_expect(bit_equal(ot, ref, (size_t)nq * 4), "bf16 cached attn twin = training twin");
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t h = 0; h < Nl; h++)
+            for (int64_t d = 0; d < H; d++) {
+                double pv = 0.0, el = 0.0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const double p = bv(Pt[(h * T + i) * T + j]),
+                                 w = fabs(bv(v[j * Kl * H + (h / G) * H + d]));
+                    pv += p * w, el += p + w;
+                }
+                const int64_t e = i * ldq + h * H + d;
+                bnd[e] = (gam((double)i + 2) * (1 + FLIP) + FLIP) * pv + U * fabs(ot[e]) +
+                         TINY * (el + 2.0 * (double)i + 3.0);
+            }
+    char what[96];
+    snprintf(what, sizeof what, "bf16 cached attn vs twin T=%lld Nl=%lld Kl=%lld", (long long)T,
+             (long long)Nl, (long long)Kl);
+    check_elems(what, o, ot, bnd, nq);
+    (void)s;
+    free(qf), free(out), free(o), free(ot), free(ref), free(scr), free(qh), free(k), free(v);
+    free(kc), free(vc), free(P), free(Pt), free(bnd), free(cs);
+}
+
+int main(void) {
+    int status;
+    if (!(ctx = kt_bf16_ctx(&status))) return status == 77 ? 77 : check_finish("kern_attn_bf16");
+    static const dims shapes[] = {
+        {2, 7, 4, 2, 6},   /* GQA, group of 2 */
+        {1, 5, 3, 3, 4},   /* Nl = Kl */
+        {2, 1, 2, 2, 3},   /* T = 1 */
+        {1, 13, 3, 1, 5},  /* Kl = 1, group of 3 */
+        {1, 67, 2, 1, 4},  /* crosses the 64-row causal block */
+        {1, 131, 4, 2, 8}, /* three blocks, ragged last one */
+        {2, 64, 2, 2, 16}, /* exactly one block */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) train(shapes[i], 10 * i + 1);
+    cached(9, 4, 2, 6, 101);
+    cached(70, 6, 2, 8, 102); /* prefill crosses a block; decode groups of 3 heads */
+    cached(20, 2, 2, 5, 103);
+    kern_bf16_ctx_destroy(ctx);
+    return check_finish("kern_attn_bf16");
+}

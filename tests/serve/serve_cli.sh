@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Bad input to `meshtrain serve` ends every rank with status 2 and one "meshtrain: error:" line
+# naming the problem, before anything listens; --help prints the flags and exits 0.
+# usage: serve_cli.sh MPIEXEC MESHTRAIN WORK_DIR
+set -u
+MPI=$1 MT=$2 WORK=$3
+. "$(dirname "$0")/../common/one_error.sh"
+rm -rf "$WORK" && mkdir -p "$WORK"
+fails=0
+MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
+err() { # err WANT_FRAGMENT NP ARGS...
+  local frag=$1 np=$2
+  shift 2
+  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve --port 0 "${MODEL[@]}" \
+    "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  if one_error 2 "$rc" "$WORK/err" "$frag"; then
+    echo "ok   [$*] -> 2: $ERR_LINE"
+  else
+    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err" | head -10
+    fails=$((fails + 1))
+  fi
+}
+err "--kv-block 0: expected a whole number in [1, 4096]" 1 --kv-block 0
+err "--batching dynamic: expected one of: continuous static" 1 --batching dynamic
+err "--prefix-cache yes: expected one of: on off" 1 --prefix-cache yes
+err "--max-batch-tokens 4 < --max-seqs 8" 2 --max-batch-tokens 4 --max-seqs 8 --mesh y=2 --tensor y
+err "--host nothost: not an IPv4 or IPv6 address" 2 --host nothost --mesh x=2 --dp x
+err "--timeout is refused by serve" 1 --timeout 5
+err "--zero 3 (FSDP) is refused" 2 --mesh x=2 --dp x --zero 3
+err "the KV pool is too big" 1 --kv-blocks 2000000000 --kv-block 4096
+err "--sim-out and --sim-machine go with --simulate" 1 --sim-out "$WORK/x.jsonl"
+err "--simulate needs --sim-out" 1 --simulate "$WORK/none.jsonl"
+err "--simulate $WORK/none.jsonl: cannot open it" 2 --simulate "$WORK/none.jsonl" --sim-out "$WORK/o"
+err "/no/such.h5" 1 --ckpt /no/such.h5
+timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1
+if [ $? -eq 0 ] && grep -q -- '--max-batch-tokens' "$WORK/help" && grep -q '/v1/completions' "$WORK/help"; then
+  echo "ok   serve --help lists the flags and endpoints"
+else
+  echo "FAIL serve --help"
+  fails=$((fails + 1))
+fi
+echo "serve_cli: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""`meshtrain serve` over HTTP, from the client's side (python3's standard library only).
+
+usage: serve_http.py SCENARIO MPIEXEC MESHTRAIN WORKDIR NP [mesh flags...]
+
+Each scenario starts its own server on a free loopback port (--port 0, the port read from the
+server's "listening on" line), checks what the server answered, and stops it on every exit path
+(the mpirun's process group is ended: SIGTERM, then SIGKILL after 30 s; SIGTERM to this script
+does the same, and mpirun's --timeout 600 ends a server this script could not stop). Scenarios:
+  basic       /health, /v1/models, greedy and sampled completions equal `meshtrain generate` on
+              the same prompt, streaming equal to the whole text, stop strings, every bad
+              request (malformed JSON, a prompt longer than the context, max_tokens too large,
+              ...) answered 400/404/405/413 with an error object, /metrics consistent with it all
+  disconnect  a client that closes its stream mid-way: the request is cancelled and its KV blocks
+              come back (/metrics), the server still answers
+  concurrent  64 clients at once (half streaming), a small pool that forces preemption: every
+              text equals the same request alone
+  overload    --max-queue 2: the excess get 503 with Retry-After at once, the rest complete
+  sigterm     SIGTERM to mpirun with requests running and queued: each finishes or gets an error
+              (503 / an SSE error event), none hangs, every rank exits
+  virtual_clock  meshtrain serve --simulate (the batcher on the book's roofline clock, machine
+              fixed by --sim-machine, so every figure is computed, not timed): every request runs
+              to max_tokens with consistent times, the run is deterministic, and in the book's
+              model continuous batching beats static batches and the prefix cache cuts TTFT
+  page        the page at / in headless Chromium (Debian's chromium; skipped with status 77
+              without it): the prompt given in its query string streams into #out, which ends
+              equal to the same completion asked for by a client
+The model (L=2 D=32 T=64) is a checkpoint after 2 training steps, written once beside WORKDIR: its
+bytes are mostly not UTF-8, which the text's checks exercise. Exit 0 when every check passed, 1 otherwise.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+MODEL = ["--layers", "2", "--d-model", "32", "--heads", "4", "--kv-heads", "2", "--seq-len", "64"]
+PROMPTS = ["ROMEO:", "To be or not", "First Citizen:\nBefore we", "O", "KING RICHARD III:",
+           "Now is the winter", "ab", "thou art"]
+FAILS = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILS.append(what)
+    return ok
+
+
+class Server:
+    """A `meshtrain serve` under mpirun in its own process group; stopped on every exit path."""
+
+    def __init__(self, args, tag, extra, env=None):
+        self.log = os.path.join(args.work, tag + ".log")
+        e = mpi_env()
+        e.update(env or {})
+        # mpirun --timeout: even if this script is killed before its finally, the job ends
+        cmd = [args.mpiexec, "--timeout", "600", "--oversubscribe", "--bind-to", "none", "-np",
+               str(args.np), args.meshtrain, "serve", "--port", "0", "--ckpt",
+               args.ckpt] + args.mesh + extra
+        self.logf = open(self.log, "w")
+        self.p = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e,
+                                  start_new_session=True)
+        self.port = None
+        deadline = time.time() + 180
+        while time.time() < deadline and self.p.poll() is None:
+            m = re.search(r"listening on http://[^:]*:(\d+)/", open(self.log).read())
+            if m:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("the server did not start:\n" + open(self.log).read())
+
+    def stop(self, timeout=30):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGTERM)
+                self.p.wait(timeout)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.p.wait()
+        self.logf.close()
+        return self.p.returncode
+
+    def conn(self, timeout=120):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, raw=None, timeout=120):
+        c = self.conn(timeout)
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read())
+        c.close()
+        return out
+
+    def complete(self, body, timeout=120):
+        """(status, text or error message, finish_reason, headers); a stream is gathered."""
+        if not body.get("stream"):
+            st, hd, data = self.request("POST", "/v1/completions", body, timeout=timeout)
+            j = json.loads(data)
+            if st != 200:
+                return st, j["error"]["message"], None, hd
+            return st, j["choices"][0]["text"], j["choices"][0]["finish_reason"], hd
+        c = self.conn(timeout)
+        c.request("POST", "/v1/completions", body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            j = json.loads(r.read())
+            return r.status, j["error"]["message"], None, dict(r.getheaders())
+        text, finish, err, done = "", None, None, False
+        for ev in sse_events(r):
+            if ev == "[DONE]":
+                done = True
+                continue
+            j = json.loads(ev)
+            if "error" in j:
+                err = j["error"]["message"]
+                continue
+            text += j["choices"][0]["text"]
+            finish = j["choices"][0]["finish_reason"] or finish
+        c.close()
+        if err is not None or not done:
+            return 503, err or "stream ended without [DONE]", None, {}
+        return 200, text, finish, {}
+
+    def metrics(self):
+        st, _, data = self.request("GET", "/metrics")
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+
+def sse_events(resp):
+    buf = b""
+    while True:
+        chunk = resp.read1(4096) if hasattr(resp, "read1") else resp.read(1)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            if ev.startswith(b"data: "):
+                yield ev[6:].decode()
+
+
+def mpi_env():
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                OPENBLAS_NUM_THREADS="1")
+
+
+def checkpoint(args):
+    """The model: 2 training steps on the built-in corpus, saved once into the work dir."""
+    args.ckpt = os.path.join(os.path.dirname(os.path.abspath(args.work)), "serve_http_ck.h5")
+    if os.path.exists(args.ckpt):
+        return
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
+                        "tinyshakespeare.txt")
+    cmd = [args.mpiexec, "--oversubscribe", "-np", "1", args.meshtrain] + MODEL + [
+        "--batch", "4", "--steps", "2", "--eval-every", "0", "--quiet", "--seed", "7",
+        "--data", data, "--save-final", args.ckpt + ".tmp"]
+    tmp = "%s.%d.tmp" % (args.ckpt, os.getpid())  # scenarios running at once each write their own
+    cmd[-1] = tmp
+    subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
+    os.rename(tmp, args.ckpt)
+
+
+def generate(args, prompts, tokens, extra=()):
+    """`meshtrain generate` on the prompts at once: each continuation, decoded as a client does."""
+    cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "1", args.meshtrain,
+           "generate", "--quiet", "--tokens", str(tokens), "--ckpt", args.ckpt] + list(extra)
+    for p in prompts:
+        cmd += ["--prompt", p]
+    out = subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True).stdout
+    res, at = [], 0
+    for p in prompts:  # each line: the prompt's bytes, `tokens` bytes, a newline
+        pb = p.encode()
+        assert out[at:at + len(pb)] == pb, "generate's output is not in prompt order"
+        res.append(out[at + len(pb):at + len(pb) + tokens].decode("utf-8", errors="replace"))
+        at += len(pb) + tokens + 1
+    return res
+
+
+def wait_for(pred, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# ------------------------------------------------------------------------------- scenarios
+
+def scenario_basic(args):
+    s = Server(args, "basic", ["--kv-block", "4", "--prefill-chunk", "7"])
+    try:
+        st, _, body = s.request("GET", "/health")
+        check(st == 200 and json.loads(body)["status"] == "ok", "GET /health: 200 ok")
+        st, _, body = s.request("GET", "/v1/models")
+        check(st == 200 and json.loads(body)["data"][0]["id"] == "meshtrain", "GET /v1/models")
+        want = generate(args, PROMPTS[:4], 20, ["--temperature", "0"])
+        for p, w in zip(PROMPTS[:4], want):
+            st, text, fin, _ = s.complete({"prompt": p, "max_tokens": 20, "temperature": 0})
+            check(st == 200 and text == w and fin == "length",
+                  "greedy %r: equals generate (%r)" % (p, text[:12]))
+            st, stext, fin, _ = s.complete({"prompt": p, "max_tokens": 20, "temperature": 0,
+                                            "stream": True})
+            check(st == 200 and stext == w and fin == "length",
+                  "greedy %r streamed: the same text, finish_reason length" % p)
+        sampled = generate(args, [PROMPTS[1]], 24,
+                           ["--temperature", "0.8", "--top-k", "20", "--seed", "5"])[0]
+        st, text, _, _ = s.complete({"prompt": PROMPTS[1], "max_tokens": 24, "temperature": 0.8,
+                                     "top_k": 20, "seed": 5})
+        check(st == 200 and text == sampled, "sampled (T 0.8, top-k 20, seed 5) equals generate")
+        # a stop string from the greedy text: the text ends before its first occurrence
+        full = want[0]
+        stop = next(full[i:i + 2] for i in range(2, len(full) - 2) if "\ufffd" not in full[i:i + 2])
+        cut = full[:full.index(stop)]
+        for stream in (False, True):
+            st, text, fin, _ = s.complete({"prompt": PROMPTS[0], "max_tokens": 20,
+                                           "temperature": 0, "stop": [stop, "\u00e9\u00e9"],
+                                           "stream": stream})
+            check(st == 200 and text == cut and fin == "stop",
+                  "stop %r (stream %s): the text before it, finish_reason stop" % (stop, stream))
+        bad = [
+            ("malformed JSON", None, b'{"prompt": "ROMEO:",', 400),
+            ("not an object", None, b'[1, 2]', 400),
+            ("no prompt", {"max_tokens": 5}, None, 400),
+            ("empty prompt", {"prompt": ""}, None, 400),
+            ("prompt longer than the context", {"prompt": "x" * 70, "max_tokens": 1}, None, 400),
+            ("max_tokens too large", {"prompt": "ROMEO:", "max_tokens": 100}, None, 400),
+            ("max_tokens 0", {"prompt": "ROMEO:", "max_tokens": 0}, None, 400),
+            ("max_tokens not an integer", {"prompt": "ROMEO:", "max_tokens": "5"}, None, 400),
+            ("negative temperature", {"prompt": "ROMEO:", "temperature": -1}, None, 400),
+            ("stream not a boolean", {"prompt": "ROMEO:", "stream": "yes"}, None, 400),
+            ("five stop strings", {"prompt": "ROMEO:", "stop": ["a", "b", "c", "d", "e"]}, None,
+             400),
+            ("n = 2", {"prompt": "ROMEO:", "n": 2}, None, 400),
+            ("a body over 1 MB", None, b'{"prompt": "' + b"a" * (1 << 20) + b'"}', 413),
+        ]
+        for what, body, raw, want_st in bad:
+            st, _, data = s.request("POST", "/v1/completions", body, raw)
+            try:
+                msg = json.loads(data)["error"]["message"]
+            except (ValueError, KeyError):
+                msg = None
+            check(st == want_st and msg, "%s: %d with a message (%s)" % (what, st, msg))
+        st, _, _ = s.request("GET", "/v1/completions")
+        check(st == 405, "GET /v1/completions: 405")
+        st, _, _ = s.request("GET", "/nowhere")
+        check(st == 404, "GET /nowhere: 404")
+        m = s.metrics()
+        done = m['meshtrain_requests_total{end="length"}'] + m['meshtrain_requests_total{end="stop"}']
+        check(done == 11 and m["meshtrain_time_to_first_token_seconds_count"] == 11 and
+              m["meshtrain_kv_blocks_used"] == 0 and
+              m['meshtrain_requests_total{end="rejected"}'] == 0 and
+              m["meshtrain_prefix_cache_hits_total"] > 0,
+              "/metrics: 11 requests done, 11 TTFTs, no block used, prefix cache hits %d" %
+              m["meshtrain_prefix_cache_hits_total"])
+        st, _, _ = s.request("GET", "/health")
+        check(st == 200, "still healthy after the bad requests")
+    finally:
+        s.stop()
+
+
+def scenario_disconnect(args):
+    s = Server(args, "disconnect", [], {"MESHTRAIN_SERVE_STEP_SLEEP": "0.05"})
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        body = json.dumps({"prompt": "ROMEO:", "max_tokens": 55, "temperature": 0,
+                           "stream": True}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b"data: ") < 3:
+            got += sock.recv(4096)
+        check(wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] > 0, 10),
+              "a stream in flight holds KV blocks")
+        sock.close()
+        gone = wait_for(lambda: s.metrics()['meshtrain_requests_total{end="cancelled"}'] == 1)
+        m = s.metrics()
+        check(gone and m["meshtrain_kv_blocks_used"] == 0 and
+              m["meshtrain_generation_tokens_total"] < 55,
+              "the client left after 3 events: cancelled, %d of 55 tokens made, blocks back "
+              "(used %d)" % (m["meshtrain_generation_tokens_total"], m["meshtrain_kv_blocks_used"]))
+        st, text, fin, _ = s.complete({"prompt": "O", "max_tokens": 5, "temperature": 0})
+        check(st == 200 and fin == "length", "the server answers the next request")
+    finally:
+        s.stop()
+
+
+def run_clients(s, bodies, timeout=300):
+    res = [None] * len(bodies)
+
+    def one(i):
+        try:
+            res[i] = s.complete(bodies[i], timeout=timeout)
+        except Exception as e:  # a hang or a reset is a failure the caller reports
+            res[i] = (0, repr(e), None, {})
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 30)
+    return res
+
+
+def scenario_concurrent(args):
+    want = dict(zip(PROMPTS, generate(args, PROMPTS, 30, ["--temperature", "0"])))
+    s = Server(args, "concurrent", ["--max-seqs", "16", "--kv-block", "8", "--kv-blocks", "40",
+                                    "--max-batch-tokens", "48", "--prefill-chunk", "16"])
+    try:
+        bodies = [{"prompt": PROMPTS[i % 8], "max_tokens": 30, "temperature": 0,
+                   "stream": i % 2 == 1} for i in range(64)]
+        res = run_clients(s, bodies)
+        wrong = [i for i, r in enumerate(res)
+                 if r[0] != 200 or r[1] != want[bodies[i]["prompt"]] or r[2] != "length"]
+        m = s.metrics()
+        check(not wrong, "64 concurrent clients (32 streams): every text equals generate alone "
+              "(%d differ; %d preemptions, %d prefix-cache hits)" %
+              (len(wrong), m["meshtrain_preemptions_total"], m["meshtrain_prefix_cache_hits_total"]))
+        check(m["meshtrain_kv_blocks_used"] == 0 and m['meshtrain_requests_total{end="length"}'] == 64,
+              "/metrics after: 64 done, no block used")
+    finally:
+        s.stop()
+
+
+def scenario_overload(args):
+    want = generate(args, ["ROMEO:"], 20, ["--temperature", "0"])[0]
+    s = Server(args, "overload", ["--max-queue", "2", "--max-seqs", "1"],
+               {"MESHTRAIN_SERVE_STEP_SLEEP": "0.02"})
+    try:
+        res = run_clients(s, [{"prompt": "ROMEO:", "max_tokens": 20, "temperature": 0}] * 12)
+        ok = [r for r in res if r[0] == 200]
+        busy = [r for r in res if r[0] == 503]
+        check(len(ok) + len(busy) == 12 and len(ok) >= 1 and len(busy) >= 1 and
+              all(r[1] == want for r in ok) and all(r[3].get("Retry-After") for r in busy),
+              "12 at once on --max-queue 2 --max-seqs 1: %d answered (all equal generate), %d "
+              "got 503 with Retry-After, none hung" % (len(ok), len(busy)))
+        m = s.metrics()
+        check(m['meshtrain_requests_total{end="rejected"}'] == len(busy),
+              "/metrics counts the %d rejected" % len(busy))
+    finally:
+        s.stop()
+
+
+def sigterm_run(args, tag, to_mpirun):
+    """8 requests (3 running, 5 queued), then SIGTERM; returns (results, hung, exit status, log)."""
+    env = {"MESHTRAIN_SERVE_STEP_SLEEP": "0.15"}  # 50 tokens: at least 7.5 s
+    if to_mpirun:  # SIGTERM to the ranks 5 s after mpirun's, SIGKILL 5 s later
+        env["OMPI_MCA_odls_base_sigkill_timeout"] = "5"
+    s = Server(args, tag, ["--max-seqs", "3", "--drain", "20"], env)
+    try:
+        bodies = [{"prompt": PROMPTS[i % 8][:10], "max_tokens": 50, "temperature": 0,
+                   "stream": i % 2 == 0} for i in range(8)]
+        res = [None] * 8
+
+        def one(i):
+            try:
+                res[i] = s.complete(bodies[i], timeout=90)
+            except Exception as e:
+                res[i] = (0, repr(e), None, {})
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        def state():
+            m = s.metrics()
+            return m["meshtrain_requests_running"] == 3 and m["meshtrain_requests_waiting"] == 5
+        check(wait_for(state, 60), "3 requests running and 5 queued before the signal")
+        t0 = time.time()
+        if to_mpirun:
+            os.kill(s.p.pid, signal.SIGTERM)
+        else:
+            pid = int(re.search(r"rank 0 is pid (\d+)", open(s.log).read()).group(1))
+            os.kill(pid, signal.SIGTERM)
+        for t in threads:
+            t.join(100)
+        hung = [i for i in range(8) if threads[i].is_alive() or res[i] is None]
+        for i, r in enumerate(res):
+            print("     request %d: %s" % (i, (r[0], r[2], r[1][:60]) if r else None))
+        try:
+            rc = s.p.wait(90)
+        except subprocess.TimeoutExpired:
+            rc = None
+        return res, hung, rc, time.time() - t0, open(s.log).read()
+    finally:
+        s.stop()
+
+
+def scenario_sigterm(args):
+    """SIGTERM to rank 0: the 3 running requests finish, the 5 queued get 503, all ranks exit 0."""
+    res, hung, rc, dt, log = sigterm_run(args, "sigterm", False)
+    finished = [r for r in res if r and r[0] == 200 and r[2] == "length"]
+    errors = [r for r in res if r and r[0] == 503]
+    check(not hung and len(finished) == 3 and len(errors) == 5,
+          "SIGTERM to rank 0 with 3 running and 5 queued: %d finished, %d got 503, %d hung" %
+          (len(finished), len(errors), len(hung)))
+    check(rc == 0 and "serve summary" in log,
+          "every rank exited (status %s) %.1f s after the signal, rank 0 drained" % (rc, dt))
+
+
+def scenario_sigterm_mpirun(args):
+    """SIGTERM to mpirun (with odls_base_sigkill_timeout 5, the ranks get SIGTERM 5 s later and
+    SIGKILL 5 s after that): every request ends with its text or an error, none hangs, every rank
+    exits."""
+    res, hung, rc, dt, log = sigterm_run(args, "sigterm_mpirun", True)
+    finished = [r for r in res if r and r[0] == 200 and r[2] == "length"]
+    errors = [r for r in res if r and r[0] == 503]
+    check(not hung and len(finished) + len(errors) == 8 and len(errors) >= 5,
+          "SIGTERM to mpirun, 3 running and 5 queued: %d finished, %d got an error (503 or an "
+          "SSE error event), %d hung" % (len(finished), len(errors), len(hung)))
+    check(rc is not None and "from the launcher" in log and "serve summary" in log,
+          "every rank exited %.1f s after the signal (mpirun status %s) after draining" % (dt, rc))
+
+
+def scenario_virtual_clock(args):
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    load = [sys.executable, os.path.join(root, "bench", "serve_load.py")]
+    corpus = os.path.join(root, "data", "tinyshakespeare.txt")
+    shape = ["--layers", "8", "--d-model", "512", "--heads", "8", "--kv-heads", "4", "--d-ff",
+             "1408", "--seq-len", "256"]
+    w = {k: os.path.join(args.work, k + ".jsonl") for k in ("poisson", "shared")}
+    for kind in w:
+        subprocess.run(load + ["gen", kind, w[kind], "--corpus", corpus, "--n", "40", "--rate",
+                               "40", "--seed", "3", "--context", "256", "--prefix", "96"],
+                       check=True, capture_output=True)
+
+    def sim(tag, work, extra):
+        out = os.path.join(args.work, tag + ".out.jsonl")
+        cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(args.np),
+               args.meshtrain, "serve"] + shape + args.mesh + extra + [
+                   "--simulate", work, "--sim-out", out, "--sim-machine", "20,100"]
+        subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
+        rs = [json.loads(l) for l in open(out)]
+        return rs, open(out).read()
+    cont, text1 = sim("cont", w["poisson"], ["--max-seqs", "8", "--batching", "continuous"])
+    _, text2 = sim("cont2", w["poisson"], ["--max-seqs", "8", "--batching", "continuous"])
+    stat, _ = sim("static", w["poisson"], ["--max-seqs", "8", "--batching", "static"])
+    work = [json.loads(l) for l in open(w["poisson"])]
+    ok = all(r["status"] == 200 and r["n_out"] == q["max_tokens"] and
+             r["t_send"] <= r["t_first"] <= r["t_end"] and len(r["itl"]) == r["n_out"] - 1
+             for r, q in zip(cont, work))
+    check(ok and len(cont) == 40, "virtual clock: 40 requests each ran to max_tokens, times in "
+          "order, one gap per token after the first")
+    check(text1 == text2, "virtual clock: the same workload gives the same times")
+
+    def span(rs):
+        return max(r["t_end"] for r in rs) - min(r["t_send"] for r in rs)
+
+    def mean_ttft(rs):
+        return sum(r["t_first"] - r["t_send"] for r in rs) / len(rs)
+    check(span(cont) < span(stat) and mean_ttft(cont) < mean_ttft(stat),
+          "book's model, 40 req at 40/s: continuous batching %.3f s, mean TTFT %.1f ms; static "
+          "batches %.3f s, %.1f ms" % (span(cont), 1e3 * mean_ttft(cont), span(stat),
+                                      1e3 * mean_ttft(stat)))
+    on, _ = sim("prefix_on", w["shared"], ["--prefix-cache", "on"])
+    off, _ = sim("prefix_off", w["shared"], ["--prefix-cache", "off"])
+    check(mean_ttft(on) < mean_ttft(off),
+          "book's model, shared 96-token prefix: mean TTFT %.2f ms with the prefix cache, %.2f "
+          "ms without" % (1e3 * mean_ttft(on), 1e3 * mean_ttft(off)))
+
+
+def scenario_page(args):
+    import html.parser
+    import shutil
+    import tempfile
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        print("SKIP page: no chromium (Debian's chromium package, .ci/setup)")
+        sys.exit(77)
+    s = Server(args, "page", [])
+    try:
+        st, hd, page = s.request("GET", "/")
+        check(st == 200 and hd.get("Content-Type", "").startswith("text/html") and
+              b"/v1/completions" in page, "GET /: the page (text/html)")
+        _, want, _, _ = s.complete({"prompt": "ROMEO:", "max_tokens": 24, "temperature": 0})
+        with tempfile.TemporaryDirectory(dir=args.work) as profile:
+            cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                   "--no-first-run", "--disable-background-networking",
+                   "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile,
+                   "--virtual-time-budget=60000", "--dump-dom",
+                   "http://127.0.0.1:%d/?prompt=ROMEO:&max_tokens=24&temperature=0&top_k=0"
+                   "&autorun=1" % s.port]
+            dom = subprocess.run(cmd, capture_output=True, timeout=240).stdout.decode()
+
+        class Grab(html.parser.HTMLParser):
+            def __init__(self):
+                super().__init__(convert_charrefs=True)
+                self.at, self.out, self.status, self.done = None, "", "", None
+
+            def handle_starttag(self, tag, attrs):
+                a = dict(attrs)
+                if tag == "body":
+                    self.done = a.get("data-done")
+                self.at = a.get("id") if a.get("id") in ("out", "status") else None
+
+            def handle_endtag(self, tag):
+                self.at = None
+
+            def handle_data(self, d):
+                if self.at == "out":
+                    self.out += d
+                elif self.at == "status":
+                    self.status += d
+        g = Grab()
+        g.feed(dom)
+        check(g.done == "1" and g.status.startswith("finished: length") and g.out == want,
+              "headless Chromium: the page streamed %r (status %r), equal to the completion" %
+              (g.out[:16], g.status[:40]))
+    finally:
+        s.stop()
+
+
+def main():
+    class A:
+        pass
+    args = A()
+    scen, args.mpiexec, args.meshtrain, args.work, np_ = sys.argv[1:6]
+    args.np, args.mesh = int(np_), sys.argv[6:]
+    os.makedirs(args.work, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):  # CTest's or a user's: the finally stops the server
+        signal.signal(sig, lambda *_: sys.exit(1))
+    checkpoint(args)
+    globals()["scenario_" + scen](args)
+    print("serve_http %s: %d failure(s)" % (scen, len(FAILS)))
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+/* The scheduler and the block pool against a model of what they must do, on randomised runs at
+ * fixed seeds (block sizes 1 to 16, pools small enough to force preemption, chunk sizes 1 to 40,
+ * 1 to 3 replicas, prefix cache on and off, static batches, random arrivals and cancellations):
+ *  - the block pool's invariants and the block tables' references hold after every step
+ *    (batcher_check: free + used + evictable = total, no negative reference, every published
+ *    block's chained hash, the LRU list and the hash table consistent);
+ *  - a fake engine stores at every position the hash of the sequence's tokens up to it and, for
+ *    every row of a step, checks that the row's token is the sequence's and that every position
+ *    it attends to through the block table holds the hash of the right prefix (so a block shared
+ *    from the prefix cache, or recomputed after preemption, holds what the sequence would have
+ *    computed itself);
+ *  - the fake model's next token is a function of the whole prefix, so every request's output
+ *    must equal that request run alone, whatever the schedule;
+ *  - at the end every block is back (used = 0), and across the runs preemption, prefix-cache
+ *    hits and chunked prefill each happened (so the checks above were exercised). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "train/serve/kvblocks.h"
+#include "train/serve/batcher.h"
+
+#define MAXREQ 48
+#define CTX 64
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng_state >> 33;
+}
+static int64_t rndi(int64_t n) {
+    return (int64_t)(rnd() % (uint64_t)n);
+}
+
+/* Hash of tokens[0..n): what the fake engine stores at position n − 1. */
+static uint64_t prefix_hash(const int32_t *t, int64_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)t[i]) * 1099511628211ULL;
+    return h;
+}
+/* The fake model's next token after n positions whose cache rows hold tags[0..n): a function of
+ * every row attended to. */
+static int32_t fake_next_of(uint64_t tag_sum) {
+    return (int32_t)((tag_sum >> 17) % 251);
+}
+static int32_t fake_next(const int32_t *t, int64_t n) {
+    uint64_t sum = 0;
+    for (int64_t i = 1; i <= n; i++) sum += prefix_hash(t, i);
+    return fake_next_of(sum);
+}
+
+typedef struct {
+    int32_t tok[CTX]; /* prompt + generated (the truth the schedule must reproduce) */
+    int64_t plen, max_new, ngen;
+    int added, done, cancelled;
+    int32_t want[CTX]; /* the request alone */
+} req;
+
+typedef struct {
+    req r[MAXREQ];
+    uint64_t *kv; /* [replicas, blocks, bs] */
+    int32_t nb, bs;
+    int bad;
+} world;
+
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+    world *w = ctx;
+    req *q = &w->r[id];
+    if (index != q->ngen || q->done) {
+        if (w->bad++ < 5)
+            printf("  request %lld: token %lld emitted out of order\n", (long long)id,
+                   (long long)index);
+    }
+    q->tok[q->plen + q->ngen++] = token;
+    if (end != BATCH_END_NONE) q->done = 1;
+    return BATCH_END_NONE;
+}
+
+static uint64_t *kv_at(world *w, int32_t replica, int32_t block, int64_t pos) {
+    return &w->kv[((int64_t)replica * w->nb + block) * w->bs + pos % w->bs];
+}
+
+/* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
+static void run_plan(world *w, const batch_plan *p, int32_t *next) {
+    int32_t k = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        req *q = &w->r[it->id];
+        const int32_t *tab = p->tab + it->tab_off;
+        for (int32_t i = 0; i < it->n; i++) {
+            const int64_t pos = it->p0 + i;
+            if (p->tok[it->tok_off + i] != q->tok[pos] && w->bad++ < 5)
+                printf("  request %lld: position %lld fed token %d, not %d\n", (long long)it->id,
+                       (long long)pos, p->tok[it->tok_off + i], q->tok[pos]);
+            if (pos / w->bs >= it->tab_len && w->bad++ < 5)
+                printf("  request %lld: position %lld past its block table\n", (long long)it->id,
+                       (long long)pos);
+            *kv_at(w, it->replica, tab[pos / w->bs], pos) = prefix_hash(q->tok, pos + 1);
+        }
+        uint64_t sum = 0;
+        int reported = 0;
+        for (int64_t pos = 0; pos < it->p0 + it->n; pos++) {
+            const uint64_t tag = *kv_at(w, it->replica, tab[pos / w->bs], pos);
+            sum += tag;
+            if (tag != prefix_hash(q->tok, pos + 1) && !reported++ && w->bad++ < 5)
+                printf("  request %lld: position %lld attends to a wrong cache row (block %d)\n",
+                       (long long)it->id, (long long)pos, tab[pos / w->bs]);
+        }
+        if (it->sample) {
+            if (it->tok_index != q->ngen && w->bad++ < 5)
+                printf("  request %lld: sampler counter %d, not %lld\n", (long long)it->id,
+                       it->tok_index, (long long)q->ngen);
+            next[k++] = fake_next_of(sum);
+        }
+    }
+}
+
+/* One randomised run; returns the scheduler's counters. */
+static batch_counts one_run(uint64_t seed, int *failures) {
+    rng_state = seed;
+    static const int32_t sizes[] = {1, 2, 3, 4, 8, 16};
+    batch_opts o = {.replicas = 1 + (int32_t)rndi(3),
+                    .kv_block = sizes[rndi(6)],
+                    .prefill_chunk = 1 + (int32_t)rndi(40),
+                    .max_seqs = 1 + (int32_t)rndi(8),
+                    .context = CTX,
+                    .prefix_cache = (int)rndi(4) != 0,
+                    .static_batches = rndi(5) == 0};
+    o.max_batch_tokens = o.max_seqs + (int32_t)rndi(48);
+    const int32_t min_blocks = (CTX + o.kv_block - 1) / o.kv_block;
+    o.kv_blocks = min_blocks + (int32_t)rndi(3 * min_blocks);
+    char err[512];
+    batcher *s = batcher_create(&o, err, sizeof err);
+    world *w = calloc(1, sizeof *w);
+    batch_plan plan;
+    if (!s || !w || batch_plan_init(&plan, &o) < 0) {
+        printf("setup failed: %s\n", err);
+        exit(1);
+    }
+    w->nb = o.kv_blocks, w->bs = o.kv_block;
+    w->kv = calloc((size_t)o.replicas * (size_t)o.kv_blocks * (size_t)o.kv_block, sizeof *w->kv);
+    /* prompts: a few shared stems with random tails, so the prefix cache has work */
+    int32_t stems[3][CTX];
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; i < CTX; i++) stems[a][i] = (int32_t)rndi(256);
+    const int nreq = 8 + (int)rndi(MAXREQ - 8);
+    for (int i = 0; i < nreq; i++) {
+        req *q = &w->r[i];
+        q->plen = 1 + rndi(CTX - 2);
+        q->max_new = 1 + rndi(CTX - q->plen);
+        const int stem = (int)rndi(4), shared = stem < 3 ? (int)rndi(q->plen + 1) : 0;
+        for (int64_t t = 0; t < q->plen; t++)
+            q->tok[t] = t < shared ? stems[stem][t] : (int32_t)rndi(256);
+        memcpy(q->want, q->tok, sizeof q->tok);
+        for (int64_t t = q->plen; t < q->plen + q->max_new; t++) q->want[t] = fake_next(q->want, t);
+    }
+    int32_t next[256];
+    int added = 0, steps = 0, check_failed = 0;
+    while (steps < 5000) {
+        for (int n = (int)rndi(4); n > 0 && added < nreq; n--, added++) {
+            req *q = &w->r[added];
+            const batch_sampling sp = {0, 0, (uint64_t)added};
+            if (batcher_add(s, added, q->tok, q->plen, q->max_new, &sp) < 0) exit(1);
+            q->added = 1;
+        }
+        if (rndi(40) == 0 && added > 0) { /* a client goes away */
+            const int id = (int)rndi(added);
+            if (!w->r[id].done && batcher_cancel(s, id)) w->r[id].cancelled = w->r[id].done = 1;
+        }
+        if (batcher_step(s, &plan) == 0 && added == nreq && batcher_waiting(s) == 0) break;
+        run_plan(w, &plan, next);
+        batcher_commit(s, &plan, next, emit, w);
+        steps++;
+        if (!check_failed && batcher_check(s, err, sizeof err) < 0) {
+            printf("  seed %llu step %d: %s\n", (unsigned long long)seed, steps, err);
+            check_failed = 1;
+        }
+    }
+    int wrong = 0, unfinished = 0;
+    for (int i = 0; i < nreq; i++) {
+        const req *q = &w->r[i];
+        if (!q->done) unfinished++;
+        if (!q->cancelled && memcmp(q->tok, q->want, sizeof(int32_t) * (size_t)(q->plen + q->ngen)))
+            wrong++;
+    }
+    int64_t used = 0;
+    for (int32_t r = 0; r < o.replicas; r++) used += kvb_get_counts(batcher_pool(s, r)).used;
+    const batch_counts c = batcher_get_counts(s);
+    const int ok = !check_failed && !w->bad && !wrong && !unfinished && used == 0;
+    if (!ok) {
+        (*failures)++;
+        printf("  seed %llu (replicas %d, block %d, blocks %d, chunk %d, seqs %d, budget %d, "
+               "prefix %d, static %d): %d steps, invariants %s, %d engine errors, %d wrong "
+               "outputs, %d unfinished, %lld blocks still used\n",
+               (unsigned long long)seed, o.replicas, o.kv_block, o.kv_blocks, o.prefill_chunk,
+               o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, steps,
+               check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished, (long long)used);
+    }
+    batch_plan_free(&plan);
+    batcher_destroy(s);
+    free(w->kv), free(w);
+    return c;
+}
+
+int main(void) {
+    int failures = 0;
+    batch_counts all = {0};
+    const int runs = 300;
+    for (int i = 0; i < runs; i++) {
+        const batch_counts c = one_run(1000 + (uint64_t)i, &failures);
+        all.preemptions += c.preemptions, all.cached_tokens += c.cached_tokens;
+        all.prefill_tokens += c.prefill_tokens, all.steps += c.steps;
+    }
+    check_expect(failures == 0,
+                 "%d randomised runs: invariants after every step, every row's token and cache "
+                 "rows, outputs equal to each request alone, every block back (%d runs failed)",
+                 runs, failures);
+    check_expect(all.preemptions > 0 && all.cached_tokens > 0,
+                 "the runs exercised preemption (%lld) and the prefix cache (%lld tokens shared) "
+                 "over %lld steps",
+                 (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.steps);
+    return check_finish("test_batcher");
+}

@@ -1,0 +1,255 @@
+/* Batch invariance of the serving engine, on the mesh given by the arguments (--mesh SPEC
+ * --tensor AXIS --dp AXES, as `meshtrain serve` takes them): requests arrive by a randomised
+ * schedule (fixed seeds) and run under many settings (block sizes 1 to 16, prefill chunks 1 to
+ * 64, token budgets, prefix cache on and off, pools small enough to force preemption by
+ * recompute, static batches), and every request is compared with `generate` (gen.h) run on that
+ * prompt alone on the same mesh (one copy per replica):
+ *  - its tokens, greedy and sampled (temperature 0.8, top-k 20, the request's seed as generate's
+ *    --seed), equal generate's exactly;
+ *  - its logits at every step match generate's within |a − b| ≤ k·FLT_EPSILON·(|a| + |b| + 1),
+ *    k = 200 (the paged attention is row-independent, but the matmuls through OpenBLAS and sgemv
+ *    are not: a row's bits depend on the rows beside it, so bit-equality is not asked for here);
+ *  - the block pool's invariants hold after every step and every block comes back;
+ *  - across the settings, preemption, prefix-cache hits and chunked prefill all happened.
+ * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mesh/bcast.h"
+#include "mesh/mesh.h"
+#include "train/infer/gen.h"
+#include "train/serve/engine.h"
+#include "train/serve/loop.h"
+#include "train/serve/batcher.h"
+
+#define TOL_K 200.0
+#define NPROMPT 10
+#define MAXNEW 12
+
+static const char *texts[NPROMPT] = {"R",
+                                     "ROMEO: To be or not",
+                                     "ROMEO: To be, that is",
+                                     "ab",
+                                     "First Citizen:",
+                                     "ROMEO: To",
+                                     "Now is the winter of our",
+                                     "O",
+                                     "KING RICHARD III: Now is",
+                                     "thou"};
+
+typedef struct {
+    int64_t plen, max_new;
+    batch_sampling sp;
+    int32_t tok[64];
+    float *ref_logits;   /* [MAXNEW, V]: generate's, on this rank's replica */
+    int32_t ref[MAXNEW]; /* generate's tokens */
+} prompt_ref;
+
+/* generate on prompt k alone (one copy per replica, each fed the tokens of rank 0's copy): its
+ * tokens and its logits at every step. */
+static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, int sampled) {
+    char err[512];
+    config c = *c0;
+    c.temperature = sampled ? 0.8 : 0.0;
+    c.top_k = sampled ? 20 : 0;
+    c.seed = pr->sp.seed;
+    prompt_set ps = {0};
+    char text[64];
+    for (int64_t i = 0; i < pr->plen; i++) text[i] = (char)pr->tok[i];
+    for (int32_t r = 0; r < nrep; r++)
+        prompts_add(&ps, text, (size_t)pr->plen, "p", err, sizeof err);
+    gen_dims d = {nrep, pr->plen + pr->max_new, 64, 1};
+    gen *g = gen_create(&c, m, &d, err, sizeof err);
+    if (!g) mesh_exit_error("%s", err);
+    /* generate's weights are initialised from c.seed: load the serving model's (seed 7) */
+    model *gm = gen_model(g);
+    model *sm = model_create(&c0->shape, 0, c0->seed, par_model_hooks(gen_par(g)));
+    int64_t n1, n2;
+    float *a = model_params_flat(gm, &n1), *b = model_params_flat(sm, &n2);
+    memcpy(a, b, (size_t)n1 * sizeof(float));
+    model_destroy(sm);
+    int32_t cur[8], next[8];
+    gen_step st;
+    const int64_t V = c.shape.V;
+    for (int64_t s = 0; s < pr->max_new; s++) {
+        if (s == 0)
+            gen_prefill(g, &ps, next, &st);
+        else
+            gen_decode(g, cur, next, &st);
+        memcpy(pr->ref_logits + s * V, gen_logits(g), (size_t)V * sizeof(float));
+        /* rank 0's copy is the prompt alone (generate's first sequence); the other replicas'
+         * copies draw from other RNG counters, so they are fed rank 0's tokens */
+        mesh_bcast_bytes(mesh_world_comm(m), next, sizeof next[0], 0);
+        pr->ref[s] = next[0];
+        cur[0] = next[0];
+    }
+    gen_destroy(g);
+    prompts_free(&ps);
+}
+
+typedef struct {
+    prompt_ref *pr;
+    int64_t *which; /* request id → prompt */
+    int32_t out[512][MAXNEW];
+    int64_t nout[512];
+    int bad;
+} harness;
+
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+    harness *h = ctx;
+    (void)end;
+    h->out[id][index] = token;
+    h->nout[id] = index + 1;
+    return BATCH_END_NONE;
+}
+
+typedef struct {
+    int32_t kv_block, kv_blocks, chunk, budget, seqs, prefix, stat;
+} setting;
+
+/* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
+static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h, uint64_t seed,
+                        double *worst, int *mismatch, int *invariants, batch_counts *tot) {
+    const int me = mesh_rank(m);
+    const int32_t nrep = engine_replicas(e);
+    batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
+                    64,   st->prefix,    st->stat};
+    batch_plan p;
+    serve_wire w;
+    char err[512];
+    batcher *s = me == 0 ? batcher_create(&o, err, sizeof err) : NULL;
+    if ((me == 0 && !s) || serve_loop_init(&p, &w, &o) < 0)
+        mesh_abort(__FILE__, __LINE__, "%s", err);
+    const int64_t nreq = 2 * NPROMPT;
+    uint64_t r = seed;
+    int64_t added = 0;
+    memset(h->nout, 0, sizeof h->nout);
+    for (int steps = 0; me != 0 || steps < 20000; steps++) {
+        int go = 1;
+        if (me == 0) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            for (int64_t n = (int64_t)((r >> 40) % 3); n > 0 && added < nreq; n--, added++) {
+                prompt_ref *q = &h->pr[h->which[added]];
+                batcher_add(s, added, q->tok, q->plen, q->max_new, &q->sp);
+            }
+            go = added < nreq || batcher_waiting(s) + batcher_running(s) > 0;
+        }
+        if (!go) break;
+        const int32_t n = serve_loop_step(e, m, s, &p, &w, emit, h, NULL);
+        if (n < 0) break;
+        for (int32_t j = 0; j < n; j++) { /* this replica's logits against generate's */
+            const float *lg = engine_logits(e, j);
+            if (!lg) continue;
+            const prompt_ref *q = &h->pr[h->which[p.items[j].id]];
+            const double dev = check_worst_dev(lg, q->ref_logits + p.items[j].tok_index * 256, 256);
+            if (dev > *worst) *worst = dev;
+        }
+        if (s && batcher_check(s, err, sizeof err) < 0 && (*invariants)++ == 0)
+            printf("  step %d: %s\n", steps, err);
+    }
+    if (me == 0) {
+        serve_loop_exit(m, &p, &w);
+        for (int64_t id = 0; id < nreq; id++) {
+            const prompt_ref *q = &h->pr[h->which[id]];
+            if (h->nout[id] != q->max_new || memcmp(h->out[id], q->ref, (size_t)q->max_new * 4)) {
+                if ((*mismatch)++ < 4)
+                    printf("  request %lld (prompt %lld, %s): %lld tokens, differ from generate\n",
+                           (long long)id, (long long)h->which[id],
+                           q->sp.temperature > 0 ? "sampled" : "greedy", (long long)h->nout[id]);
+            }
+        }
+        for (int32_t rr = 0; rr < nrep; rr++)
+            if (kvb_get_counts(batcher_pool(s, rr)).used != 0 && (*invariants)++ == 0)
+                printf("  replica %d: blocks still used at the end\n", (int)rr);
+        const batch_counts c = batcher_get_counts(s);
+        tot->preemptions += c.preemptions, tot->cached_tokens += c.cached_tokens;
+        tot->prefill_tokens += c.prefill_tokens, tot->steps += c.steps;
+    }
+    batcher_destroy(s);
+    serve_loop_free(&p, &w);
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    config c;
+    char err[512];
+    config_defaults(&c);
+    if (config_parse(&c, argc, argv, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 64};
+    c.seed = 7;
+    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    const int64_t V = c.shape.V;
+    static const setting settings[] = {
+        {16, 64, 64, 64, 8, 1, 0}, {4, 12, 5, 16, 6, 1, 0}, {1, 40, 3, 8, 4, 0, 0},
+        {3, 30, 64, 70, 8, 1, 1},  {8, 6, 7, 12, 3, 1, 0},  {16, 4, 1, 4, 4, 0, 0},
+    };
+    const int nset = (int)(sizeof settings / sizeof *settings);
+    /* the references: generate on each prompt alone, greedy and sampled */
+    engine_dims d0 = {4, 16, 64};
+    serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
+    if (!e0) mesh_exit_error("%s", err);
+    const int32_t nrep = engine_replicas(e0);
+    engine_destroy(e0);
+    prompt_ref pr[2 * NPROMPT];
+    for (int k = 0; k < 2 * NPROMPT; k++) {
+        const char *t = texts[k % NPROMPT];
+        pr[k].plen = (int64_t)strlen(t);
+        pr[k].max_new = 4 + (k * 5) % (MAXNEW - 3);
+        for (int64_t i = 0; i < pr[k].plen; i++) pr[k].tok[i] = (unsigned char)t[i];
+        pr[k].sp =
+            (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20, 100 + (uint64_t)k};
+        pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
+        reference(&c, m, nrep, &pr[k], k >= NPROMPT);
+    }
+    harness *h = calloc(1, sizeof *h);
+    int64_t which[2 * NPROMPT];
+    h->pr = pr, h->which = which;
+    double worst = 0;
+    int mismatch = 0, invariants = 0;
+    batch_counts tot = {0};
+    for (int si = 0; si < nset; si++) {
+        uint64_t r = 99 + (uint64_t)si; /* arrival order: a permutation of the requests */
+        for (int k = 0; k < 2 * NPROMPT; k++) which[k] = k;
+        for (int k = 2 * NPROMPT - 1; k > 0; k--) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            const int j = (int)((r >> 33) % (uint64_t)(k + 1));
+            const int64_t t = which[k];
+            which[k] = which[j], which[j] = t;
+        }
+        engine_dims d = {settings[si].kv_blocks, settings[si].kv_block, settings[si].budget};
+        serve_engine *e = engine_create(&c, m, &d, err, sizeof err);
+        if (!e) mesh_exit_error("%s", err);
+        run_setting(&settings[si], e, m, h, 1234 + (uint64_t)si, &worst, &mismatch, &invariants,
+                    &tot);
+        engine_destroy(e);
+    }
+    char label[160];
+    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s, %d replicas)", mesh_rank(m),
+             c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
+             c.data_axes[0] ? c.data_axes : "default", (int)nrep);
+    check_expect(worst <= TOL_K,
+                 "%s: logits of every step of %d requests x %d settings vs generate alone: "
+                 "worst %.1f eps units (k = %.0f)",
+                 label, 2 * NPROMPT, nset, worst, TOL_K);
+    if (mesh_rank(m) == 0) {
+        check_expect(mismatch == 0 && invariants == 0,
+                     "%s: tokens (greedy and sampled) equal generate alone under %d settings "
+                     "(%d requests differ), pool invariants after every step (%d broken)",
+                     label, nset, mismatch, invariants);
+        check_expect(tot.preemptions > 0 && tot.cached_tokens > 0,
+                     "%s: the settings exercised preemption (%lld) and the prefix cache (%lld "
+                     "tokens) over %lld steps",
+                     label, (long long)tot.preemptions, (long long)tot.cached_tokens,
+                     (long long)tot.steps);
+    }
+    for (int k = 0; k < 2 * NPROMPT; k++) free(pr[k].ref_logits);
+    free(h);
+    mesh_destroy(m);
+    const int rc = check_finish("test_serve");
+    mesh_mpi_finalize();
+    return rc;
+}

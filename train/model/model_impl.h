@@ -1,0 +1,101 @@
+/* model_impl: the model instance's internals, shared by model.c (parameters, the dense decoder's
+ * forward and backward) and model_moe.c (the mixture-of-experts MLP). Internal to train/model. */
+#ifndef MT_TRAIN_MODEL_IMPL_H
+#define MT_TRAIN_MODEL_IMPL_H
+#include <stdint.h>
+
+#include "train/model/hooks.h"
+#include "train/model/model.h"
+
+/* Saved activations of one block. The dense MLP's a, b, g, or the MoE MLP's (moe.h's names):
+ * router logits rlog[R, E], prob[R, E], lse[R], choices idx[R, k] with weights w[R, k], the
+ * dispatch plan pos[R, k], src[R·k], offs[E + 1], kept[E] and the groups' counters cnt[G, E], the
+ * dispatched rows xs[R·k, D], the experts' ea, eb, eh [R·k, F_e] and outputs ys[R·k, D], the
+ * shared experts' sa, sb, sh [R, S·F_e] (expert s in columns [s·F_e, (s+1)·F_e)). */
+typedef struct {
+    float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
+    float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh;
+    int32_t *idx, *pos, *src, *cnt;
+    int64_t *offs, *kept;
+} layer_act;
+
+/* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
+typedef struct {
+    layer_act *act; /* [Ls] */
+    float *xf, *hf, *rstdf, *logits, *lse, *stats;
+    int32_t *targets;
+} slot_act;
+
+/* The MoE backward's scratch (one block at a time): dys, dxs [BT·k, D], dea, deb [BT·k, F_e],
+ * dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E]. */
+typedef struct {
+    float *dys, *dxs, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
+} moe_scratch;
+
+/* What the router did (model_moe_stats): kept slots per MoE block and expert, dropped and all
+ * slots since the last reset; the last training forward's balance and z-losses summed over its
+ * MoE blocks. */
+typedef struct {
+    int64_t *kept;
+    int64_t dropped, slots;
+    double aux_sum, z_sum;
+} moe_tally;
+
+struct model {
+    model_shape s;
+    int64_t Bl, BT;
+    int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
+    int first, last, nslots;
+    model_extents loc;
+    model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
+    param_slab slab[P_ALL];
+    int64_t off[P_ALL], cnt[P_ALL], nparams;
+    float *params, *grads;
+    slot_act *slot;
+    layer_act *acts;
+    float *act_block;
+    int32_t *tgt_block;
+    int64_t act_bytes;
+    /* scratch (reused within a step) */
+    float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
+        *s_att, *s_attn;
+    /* mixture of experts */
+    moe_scratch ms;
+    moe_tally tally;
+    float grad_scale; /* of the backward in progress (the balance and z-losses' gradients) */
+    int rows_mode;    /* in model_fwd_rows: route against rows_seq / rows_cnt */
+    const int32_t *rows_seq;
+    int32_t *rows_cnt;
+};
+
+/* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
+typedef struct {
+    float *base;
+    int64_t used;
+} carver;
+static inline float *carve(carver *c, int64_t n) {
+    float *p = c->base ? c->base + c->used : NULL;
+    c->used += (n + 15) & ~(int64_t)15;
+    return p;
+}
+
+/* Between kernels: lets the communication in flight move on (the hooks' poll). */
+#define POLL(m) (m)->hk.poll((m)->hk.ctx)
+
+/* ---- model_moe.c ---- */
+/* The MoE fields of A for R rows in `groups` groups (their counters). */
+void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups);
+/* The backward's scratch for the model's BT rows. */
+void moe_carve_scratch(model *m, carver *c);
+/* Forward of block l's MoE MLP on BT rows of A, whose rows are groups of G consecutive tokens of
+ * a sequence (or, in m->rows_mode, each row's sequence's counters): h2 = rmsnorm(x2)·mlp_norm,
+ * out[BT, D] = x2 + Σ_s shared_s(h2) + Σ_j w_j·expert_{idx_j}(h2). stats: G is a whole training
+ * sequence: tally the balance and z-losses. */
+void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
+                   int64_t G, int stats);
+/* Its backward up to the norm: dh[BT, D] = dL/dh2 (overwrites) from dr = dL/d(out) (the
+ * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
+ * with the balance and z-losses' gradients for groups of G rows. */
+void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
+                   const float *dr, int64_t BT, int64_t G);
+#endif

@@ -1,0 +1,197 @@
+/* model_moe: a MoE block's MLP on one rank (see model_impl.h and config.h's moe_shape).
+ *
+ * How it works. Forward on BT rows, groups of G consecutive rows being one sequence's tokens:
+ *   h2 = rmsnorm(x2)·mlp_norm;  logits = h2·router   (fp32, [BT, E])
+ *   prob = softmax(logits); idx, w = the k largest logits (ties to the lower expert) and the
+ *     softmax over those k (renormalised, as Mixtral)                      (kern_router_fwd)
+ *   the plan: slot (t, j) is kept unless t's sequence has already sent `cap` earlier slots to
+ *     expert idx[t, j] (cap = ceil(c·k·T/E), or none: dropless)              (kern_moe_plan)
+ *   xs = the kept slots' rows of h2, grouped by expert in slot order; ys = expert_e(xs) on each
+ *     group (SwiGLU of width F_e)                                (kern_moe_gather, _mlp_fwd)
+ *   out = x2 + Σ_s shared_s(h2) + Σ_j w_j·ys[pos(t, j)], j in the router's order (kern_moe_combine)
+ * A dropped slot adds nothing; its weight is not given to the others, and a token whose slots
+ * are all dropped keeps x2 (and the shared experts'). The sum's order is fixed by the slots, not
+ * by the order the experts ran in, so expert parallelism can return the rows in any order.
+ *
+ * The losses, per MoE block, for sequence g of T tokens (T·k slots):
+ *   aux_g = E·Σ_e f_e·P_e, f_e = the share of g's slots the router sends to e (before capacity),
+ *           P_e = the mean over g's tokens of prob_e;   z_t = logsumexp(logits_t)²;
+ * the objective adds aux_coef·mean_g(aux_g) + z_coef·mean_t(z_t) for every MoE block, beside the
+ * mean cross-entropy. f is a count and has no gradient (Switch). Each is a mean over whole
+ * sequences of a per-sequence term, like the cross-entropy: micro-batches and data shards (and
+ * an expert axis, which moves tokens but not their sequence's router statistics) split the sum,
+ * never a sequence, so neither the value nor the gradient depends on the split. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "kernels/moe.h"
+#include "kernels/swiglu.h"
+#include "train/config/alloc.h"
+#include "train/model/model_impl.h"
+
+void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    A->rlog = carve(c, R * E);
+    A->prob = carve(c, R * E);
+    A->lse = carve(c, R);
+    A->w = carve(c, R * k);
+    A->idx = (int32_t *)carve(c, R * k);
+    A->pos = (int32_t *)carve(c, R * k);
+    A->src = (int32_t *)carve(c, R * k);
+    A->cnt = (int32_t *)carve(c, groups * E);
+    A->offs = (int64_t *)carve(c, 2 * (E + 1));
+    A->kept = (int64_t *)carve(c, 2 * E);
+    A->xs = carve(c, R * k * D);
+    A->ea = carve(c, R * k * Fe);
+    A->eb = carve(c, R * k * Fe);
+    A->eh = carve(c, R * k * Fe);
+    A->ys = carve(c, R * k * D);
+    A->sa = carve(c, R * SF);
+    A->sb = carve(c, R * SF);
+    A->sh = carve(c, R * SF);
+}
+
+void moe_carve_scratch(model *m, carver *c) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe, BT = m->BT;
+    if (E == 0 || BT == 0) return;
+    moe_scratch *z = &m->ms;
+    z->dys = carve(c, BT * k * D);
+    z->dxs = carve(c, BT * k * D);
+    z->dea = carve(c, BT * k * Fe);
+    z->deb = carve(c, BT * k * Fe);
+    z->dsa = carve(c, BT * SF);
+    z->dsb = carve(c, BT * SF);
+    z->dlog = carve(c, BT * E);
+    z->dw = carve(c, BT * k);
+    z->frac = carve(c, E);
+    z->pmean = carve(c, E);
+    z->ga = carve(c, m->Bl * E);
+}
+
+/* out[BT, D] = x2 + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s], the shared experts' columns
+ * side by side in sa, sb, sh [BT, S·F_e] (s_down [S, F_e, D] is one [S·F_e, D] matrix). */
+static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    if (SF == 0) {
+        floats_copy(out, A->x2, BT * D);
+        return;
+    }
+    for (int64_t e = 0; e < mo->shared; e++) {
+        kern_gemm(A->sa + e * Fe, A->h2, w->s_gate + e * D * Fe, BT, Fe, D, false, false, D, Fe, SF,
+                  1.0f, 0.0f);
+        kern_gemm(A->sb + e * Fe, A->h2, w->s_up + e * D * Fe, BT, Fe, D, false, false, D, Fe, SF,
+                  1.0f, 0.0f);
+    }
+    kern_swiglu_fwd(A->sh, A->sa, A->sb, BT * SF);
+    model_sublayer_out_local(out, A->x2, A->sh, w->s_down, BT, SF, D);
+}
+
+/* The router's record of one forward: kept and dropped slots; with stats (groups of G rows that
+ * are whole training sequences) the balance and z-losses. */
+static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t G, int stats) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t E = mo->E, k = mo->k;
+    if (!stats) return;
+    for (int64_t e = 0; e < E; e++) m->tally.kept[lm * E + e] += A->kept[e];
+    m->tally.slots += BT * k;
+    m->tally.dropped += BT * k - A->offs[E];
+    double aux = 0, z = 0;
+    for (int64_t g = 0; g < BT / G; g++) {
+        kern_router_balance(m->ms.frac, m->ms.pmean, A->idx + g * G * k, A->prob + g * G * E, G, E,
+                            k);
+        for (int64_t e = 0; e < E; e++) aux += (double)E * m->ms.frac[e] * m->ms.pmean[e];
+    }
+    for (int64_t r = 0; r < BT; r++) z += (double)A->lse[r] * A->lse[r];
+    m->tally.aux_sum += aux / (double)(BT / G);
+    m->tally.z_sum += z / (double)BT;
+}
+
+void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
+                   int64_t G, int stats) {
+    const model_shape *s = &m->s;
+    const moe_shape *mo = &s->moe;
+    const int64_t D = s->D, E = mo->E, k = mo->k, lm = model_layer_stack_index(s, l);
+    const float *const ws[1] = {w->router};
+    const int64_t nk[1] = {E};
+    float *const ys[1] = {A->rlog};
+    m->hk.norm_in(m->hk.ctx, m, A->x2, 0, A->h2, A->rstd2, w->mlp_norm, 1, ws, nk, ys, BT);
+    kern_router_fwd(A->prob, A->lse, A->idx, A->w, A->rlog, BT, E, k);
+    const int64_t cap = model_moe_capacity(s);
+    if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */
+        kern_moe_plan(A->pos, A->src, A->offs, A->kept, m->rows_cnt + lm * E, A->idx, m->rows_seq,
+                      BT, E, k, 1, model_moe_layers(s) * E, cap);
+    } else { /* groups of G rows, each a sequence from its start (inference rows: dropless) */
+        memset(A->cnt, 0, (size_t)((BT + G - 1) / G * E) * sizeof *A->cnt);
+        kern_moe_plan(A->pos, A->src, A->offs, A->kept, A->cnt, A->idx, NULL, BT, E, k, G, E,
+                      m->rows_mode ? 0 : cap);
+    }
+    POLL(m);
+    kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
+    kern_moe_mlp_fwd(A->ys, A->ea, A->eb, A->eh, A->xs, w->e_gate, w->e_up, w->e_down, A->offs, E,
+                     D, mo->F);
+    POLL(m);
+    shared_fwd(m, w, A, out, BT);
+    kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
+    tally(m, A, lm, BT, G, stats);
+}
+
+/* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=. */
+static void shared_bwd(model *m, const layer_w *w, const layer_g *g, const layer_act *A, float *dh,
+                       const float *dr, int64_t BT) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    float *da = m->ms.dsa, *db = m->ms.dsb;
+    kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false); /* dL/d(sh), into da */
+    kern_matmul_dw(g->s_down, A->sh, dr, BT, SF, D);
+    kern_swiglu_bwd_inplace(da, db, A->sa, A->sb, BT * SF);
+    for (int64_t e = 0; e < mo->shared; e++) {
+        const int64_t c = e * Fe, wo = e * D * Fe;
+        kern_gemm(dh, da + c, w->s_gate + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f,
+                  e ? 1.0f : 0.0f);
+        kern_gemm(dh, db + c, w->s_up + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f, 1.0f);
+        kern_gemm(g->s_gate + wo, A->h2, da + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
+        kern_gemm(g->s_up + wo, A->h2, db + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
+    }
+}
+
+/* The balance loss's gradient with respect to the probabilities, ga[g, E] for each group g of G
+ * rows: aux_coef·grad_scale·E·f_{g,e}/BT (the loss is a mean over the BT/G groups of a mean over
+ * each one's G tokens). NULL when the loss is off. */
+static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64_t G) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t E = mo->E, k = mo->k;
+    if (!(mo->aux_coef > 0)) return NULL;
+    const float scale = (float)(mo->aux_coef * (double)m->grad_scale * (double)E / (double)BT);
+    for (int64_t g = 0; g < BT / G; g++) {
+        kern_router_balance(m->ms.frac, m->ms.pmean, A->idx + g * G * k, A->prob + g * G * E, G, E,
+                            k);
+        for (int64_t e = 0; e < E; e++) m->ms.ga[g * E + e] = scale * m->ms.frac[e];
+    }
+    return m->ms.ga;
+}
+
+void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
+                   const float *dr, int64_t BT, int64_t G) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t D = m->s.D, E = mo->E, k = mo->k;
+    moe_scratch *z = &m->ms;
+    if (mo->shared > 0)
+        shared_bwd(m, w, g, A, dh, dr, BT);
+    else
+        floats_clear(dh, BT * D);
+    POLL(m);
+    kern_moe_combine_bwd(z->dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
+    kern_moe_mlp_bwd(z->dxs, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dys, A->xs, A->ea,
+                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->offs, E, D, mo->F);
+    kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
+    POLL(m);
+    const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);
+    kern_router_bwd(z->dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs,
+                    BT, E, k, G);
+    kern_matmul_dx(dh, z->dlog, w->router, BT, D, E, true);
+    kern_matmul_dw(g->router, A->h2, z->dlog, BT, D, E);
+}

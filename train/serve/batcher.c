@@ -1,0 +1,434 @@
+/* batcher: the iteration-level scheduler (see batcher.h). */
+#include "train/serve/batcher.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/errmsg.h"
+#include "mesh/mesh.h"
+
+typedef struct {
+    int64_t id;
+    int32_t *tok; /* prompt + generated: len of plen + max_new */
+    int64_t len, plen, max_new, ngen;
+    batch_sampling sp;
+    int32_t replica;
+    int32_t *table;  /* block table, nblocks of at most ceil((plen + max_new) / bs) */
+    uint64_t *bhash; /* chained hashes of the first npub (full, published) blocks */
+    int32_t nblocks, npub;
+    int64_t computed; /* positions whose keys and values are in the cache */
+    int stepped;      /* has an item in the step being planned */
+} seq;
+
+struct batcher {
+    batch_opts o;
+    kvb_pool **pool;
+    seq **wait; /* FIFO; preempted sequences go back to the front */
+    int64_t nwait, cap_wait;
+    seq ***run; /* per replica, oldest admitted first */
+    int32_t *nrun;
+    seq **step_seq;                         /* the sequence of each item of the last plan */
+    int32_t *budget, *no_admit, *was_empty; /* per replica, during batcher_step */
+    batch_counts counts;
+};
+
+static int64_t div_up(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
+    if (o->replicas < 1 || o->kv_blocks < 1 || o->kv_block < 1 || o->prefill_chunk < 1 ||
+        o->max_seqs < 1 || o->context < 1 || o->max_batch_tokens < o->max_seqs) {
+        errmsg_fail(err, errlen,
+                    "the scheduler needs replicas, --kv-blocks, --kv-block, --prefill-chunk and "
+                    "--max-seqs >= 1, and --max-batch-tokens %d >= --max-seqs %d (every running "
+                    "sequence decodes each step)",
+                    (int)o->max_batch_tokens, (int)o->max_seqs);
+        return NULL;
+    }
+    batcher *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->o = *o;
+    const int32_t R = o->replicas;
+    s->pool = calloc((size_t)R, sizeof *s->pool);
+    s->run = calloc((size_t)R, sizeof *s->run);
+    s->nrun = calloc((size_t)R, sizeof *s->nrun);
+    s->budget = calloc((size_t)R, sizeof *s->budget);
+    s->no_admit = calloc((size_t)R, sizeof *s->no_admit);
+    s->was_empty = calloc((size_t)R, sizeof *s->was_empty);
+    s->step_seq = calloc((size_t)R * (size_t)o->max_seqs, sizeof *s->step_seq);
+    int ok =
+        s->pool && s->run && s->nrun && s->budget && s->no_admit && s->was_empty && s->step_seq;
+    for (int32_t r = 0; ok && r < R; r++) {
+        s->pool[r] = kvb_create(o->kv_blocks, o->kv_block, o->prefix_cache);
+        s->run[r] = calloc((size_t)o->max_seqs, sizeof *s->run[r]);
+        ok = s->pool[r] && s->run[r];
+    }
+    if (!ok) {
+        batcher_destroy(s);
+        errmsg_fail(err, errlen, "out of memory creating the scheduler (%d blocks per replica)",
+                    (int)o->kv_blocks);
+        return NULL;
+    }
+    return s;
+}
+
+static void seq_free(seq *q) {
+    if (q) free(q->tok), free(q->table), free(q->bhash), free(q);
+}
+
+void batcher_destroy(batcher *s) {
+    if (!s) return;
+    for (int64_t i = 0; i < s->nwait; i++) seq_free(s->wait[i]);
+    for (int32_t r = 0; s->pool && r < s->o.replicas; r++) {
+        for (int32_t i = 0; s->run && s->run[r] && i < s->nrun[r]; i++) seq_free(s->run[r][i]);
+        kvb_destroy(s->pool[r]);
+        if (s->run) free(s->run[r]);
+    }
+    free(s->pool), free(s->run), free(s->nrun), free(s->budget), free(s->no_admit),
+        free(s->was_empty);
+    free(s->step_seq), free(s->wait), free(s);
+}
+
+const batch_opts *batcher_options(const batcher *s) {
+    return &s->o;
+}
+int64_t batcher_waiting(const batcher *s) {
+    return s->nwait;
+}
+int64_t batcher_running(const batcher *s) {
+    int64_t n = 0;
+    for (int32_t r = 0; r < s->o.replicas; r++) n += s->nrun[r];
+    return n;
+}
+batch_counts batcher_get_counts(const batcher *s) {
+    return s->counts;
+}
+const kvb_pool *batcher_pool(const batcher *s, int32_t r) {
+    return s->pool[r];
+}
+
+int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen) {
+    if (plen < 1) return errmsg_fail(err, errlen, "the prompt is empty");
+    if (plen >= s->o.context)
+        return errmsg_fail(err, errlen,
+                           "the prompt (%lld tokens) is longer than the model's context of %d "
+                           "positions less the one new token it needs",
+                           (long long)plen, (int)s->o.context);
+    if (plen + max_new > s->o.context)
+        return errmsg_fail(err, errlen,
+                           "the prompt (%lld tokens) + max_tokens (%lld) = %lld positions, more "
+                           "than the model's context of %d",
+                           (long long)plen, (long long)max_new, (long long)(plen + max_new),
+                           (int)s->o.context);
+    const int64_t blocks = div_up(plen + max_new, s->o.kv_block);
+    if (blocks > s->o.kv_blocks)
+        return errmsg_fail(err, errlen,
+                           "the request needs %lld KV blocks of %d positions, more than the %d "
+                           "a replica has (--kv-blocks)",
+                           (long long)blocks, (int)s->o.kv_block, (int)s->o.kv_blocks);
+    return 0;
+}
+
+/* Room for one more waiting sequence. −1 out of memory. */
+static int wait_reserve(batcher *s) {
+    if (s->nwait < s->cap_wait) return 0;
+    const int64_t cap = s->cap_wait ? 2 * s->cap_wait : 64;
+    seq **w = realloc(s->wait, (size_t)cap * sizeof *w);
+    if (!w) return -1;
+    s->wait = w, s->cap_wait = cap;
+    return 0;
+}
+
+int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
+                const batch_sampling *sp) {
+    if (wait_reserve(s) < 0) return -1;
+    seq *q = calloc(1, sizeof *q);
+    const int64_t nb = div_up(plen + max_new, s->o.kv_block);
+    if (q) {
+        q->tok = malloc((size_t)(plen + max_new) * sizeof *q->tok);
+        q->table = malloc((size_t)nb * sizeof *q->table);
+        q->bhash = malloc((size_t)nb * sizeof *q->bhash);
+    }
+    if (!q || !q->tok || !q->table || !q->bhash) {
+        seq_free(q);
+        return -1;
+    }
+    memcpy(q->tok, prompt, (size_t)plen * sizeof *q->tok);
+    q->id = id, q->len = q->plen = plen, q->max_new = max_new, q->sp = *sp, q->replica = -1;
+    s->wait[s->nwait++] = q;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- blocks of a sequence */
+
+/* Releases q's blocks, last first (so that the end of a sequence leaves the cache first). */
+static void release_blocks(batcher *s, seq *q) {
+    for (int32_t b = q->nblocks - 1; b >= 0; b--) kvb_release(s->pool[q->replica], q->table[b]);
+    q->nblocks = q->npub = 0;
+    q->computed = 0;
+}
+
+/* New blocks q needs to hold positions up to end − 1. */
+static int64_t blocks_needed(const batcher *s, const seq *q, int64_t end) {
+    const int64_t n = div_up(end, s->o.kv_block) - q->nblocks;
+    return n > 0 ? n : 0;
+}
+
+static void grow(batcher *s, seq *q, int64_t end) {
+    for (int64_t n = blocks_needed(s, q, end); n > 0; n--) {
+        const int32_t b = kvb_alloc(s->pool[q->replica]);
+        CHECK(b >= 0, "batcher: a block was counted available but none could be allocated");
+        q->table[q->nblocks++] = b;
+    }
+}
+
+static void run_remove(batcher *s, int32_t r, const seq *q) {
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        if (s->run[r][i] == q) {
+            memmove(s->run[r] + i, s->run[r] + i + 1, (size_t)(s->nrun[r] - i - 1) * sizeof(seq *));
+            s->nrun[r]--;
+            return;
+        }
+}
+
+/* Preemption by recompute: q goes back to the head of the queue without blocks. */
+static void preempt(batcher *s, seq *q) {
+    const int32_t r = q->replica;
+    release_blocks(s, q);
+    run_remove(s, r, q);
+    q->replica = -1;
+    CHECK(wait_reserve(s) == 0, "batcher: out of memory preempting a sequence");
+    memmove(s->wait + 1, s->wait, (size_t)s->nwait * sizeof *s->wait);
+    s->wait[0] = q;
+    s->nwait++;
+    s->no_admit[r] = 1;
+    s->counts.preemptions++;
+}
+
+static void retire(batcher *s, seq *q) {
+    release_blocks(s, q);
+    run_remove(s, q->replica, q);
+    seq_free(q);
+}
+
+int batcher_cancel(batcher *s, int64_t id) {
+    for (int64_t i = 0; i < s->nwait; i++)
+        if (s->wait[i]->id == id) {
+            seq_free(s->wait[i]);
+            memmove(s->wait + i, s->wait + i + 1, (size_t)(s->nwait - i - 1) * sizeof *s->wait);
+            s->nwait--;
+            return 1;
+        }
+    for (int32_t r = 0; r < s->o.replicas; r++)
+        for (int32_t i = 0; i < s->nrun[r]; i++)
+            if (s->run[r][i]->id == id) {
+                retire(s, s->run[r][i]);
+                return 1;
+            }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- planning */
+
+/* Appends q's share [q->computed, q->computed + n) to the plan (its blocks already held). */
+static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n) {
+    CHECK(p->nitems < p->cap_items && p->ntok + n <= p->cap_tok &&
+              p->ntab + q->nblocks <= p->cap_tab,
+          "batcher: the step plan is full");
+    const int sample = q->computed + n == q->len;
+    p->items[p->nitems] =
+        (batch_item){q->id,      q->replica,       n,      (int32_t)q->computed, p->ntok,
+                     p->ntab,    q->nblocks,       sample, (int32_t)q->ngen,     q->sp.top_k,
+                     q->sp.seed, q->sp.temperature};
+    memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
+    memcpy(p->tab + p->ntab, q->table, (size_t)q->nblocks * sizeof *p->tab);
+    s->step_seq[p->nitems++] = q;
+    p->ntok += n, p->ntab += q->nblocks;
+    s->budget[q->replica] -= n;
+    q->stepped = 1;
+    if (q->len - q->computed > 1) s->counts.prefill_tokens += n;
+}
+
+/* The youngest running sequence of replica r without work in this step. */
+static seq *youngest_idle(batcher *s, int32_t r) {
+    for (int32_t i = s->nrun[r] - 1; i >= 0; i--)
+        if (!s->run[r][i]->stepped) return s->run[r][i];
+    return NULL;
+}
+
+/* Work for running sequence q: its decode token, or a prefill chunk that fits the budget and the
+ * blocks (preempting younger idle sequences, or q itself, when not one block is left). Returns 0
+ * when q was preempted. */
+static int plan_running(batcher *s, batch_plan *p, seq *q) {
+    const int32_t r = q->replica;
+    const int64_t rem = q->len - q->computed;
+    int64_t want = rem == 1 ? 1 : rem;
+    if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
+    if (want > s->budget[r]) want = s->budget[r];
+    if (want < 1) return 1;
+    for (;;) {
+        const int64_t avail = kvb_available(s->pool[r]);
+        const int64_t fit = (q->nblocks + avail) * s->o.kv_block - q->computed;
+        if (blocks_needed(s, q, q->computed + want) <= avail) break;
+        if (rem > 1 && fit >= 1) { /* a shorter chunk now rather than preempting for it */
+            want = fit;
+            break;
+        }
+        seq *v = youngest_idle(s, r);
+        preempt(s, v);
+        if (v == q) return 0;
+    }
+    grow(s, q, q->computed + want);
+    add_item(s, p, q, (int32_t)want);
+    return 1;
+}
+
+/* The replica a new sequence goes to: room for it (sequences, budget, no preemption this step,
+ * and with static batches an empty replica), then the most blocks available; −1 if none. */
+static int32_t pick_replica(const batcher *s) {
+    int32_t best = -1;
+    for (int32_t r = 0; r < s->o.replicas; r++) {
+        if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
+        if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
+        if (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best]) ||
+            (kvb_available(s->pool[r]) == kvb_available(s->pool[best]) &&
+             s->nrun[r] < s->nrun[best]))
+            best = r;
+    }
+    return best;
+}
+
+/* Admits the head of the queue to replica r: the prefix cache's blocks, then a first chunk. 0
+ * when it does not fit (nothing changes), except with static batches, where the whole batch
+ * joins the empty replica at once and a sequence without room for a chunk yet starts in a later
+ * step. */
+static int admit(batcher *s, batch_plan *p, int32_t r) {
+    seq *q = s->wait[0];
+    kvb_pool *pool = s->pool[r];
+    const int32_t bs = s->o.kv_block;
+    /* at least the last token is computed: its logits give the next one */
+    const int32_t m =
+        kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
+    q->replica = r, q->nblocks = q->npub = m, q->computed = (int64_t)m * bs;
+    int64_t want = q->len - q->computed;
+    if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
+    if (want > s->budget[r]) want = s->budget[r];
+    const int64_t avail = kvb_available(pool);
+    if (blocks_needed(s, q, q->computed + want) > avail)
+        want = (q->nblocks + avail) * bs - q->computed;
+    if (want < 1 && !s->o.static_batches) {
+        release_blocks(s, q);
+        q->replica = -1;
+        return 0;
+    }
+    s->counts.cached_tokens += q->computed;
+    memmove(s->wait, s->wait + 1, (size_t)(s->nwait - 1) * sizeof *s->wait);
+    s->nwait--;
+    s->run[r][s->nrun[r]++] = q;
+    if (want < 1) return 1;
+    grow(s, q, q->computed + want);
+    add_item(s, p, q, (int32_t)want);
+    return 1;
+}
+
+int32_t batcher_step(batcher *s, batch_plan *p) {
+    p->kind = BATCH_PLAN_STEP;
+    p->nitems = p->ntok = p->ntab = 0;
+    for (int32_t r = 0; r < s->o.replicas; r++) {
+        s->budget[r] = s->o.max_batch_tokens;
+        s->no_admit[r] = 0;
+        s->was_empty[r] = s->nrun[r] == 0;
+        for (int32_t i = 0; i < s->nrun[r]; i++) s->run[r][i]->stepped = 0;
+        for (int pass = 0; pass < 2; pass++) /* decodes first, then running prefills */
+            for (int32_t i = 0; i < s->nrun[r]; i++) {
+                seq *q = s->run[r][i];
+                if (q->stepped || (pass == 0) != (q->len - q->computed == 1)) continue;
+                if (!plan_running(s, p, q)) i--;
+            }
+    }
+    while (s->nwait > 0) {
+        const int32_t r = pick_replica(s);
+        if (r < 0 || !admit(s, p, r)) break;
+    }
+    s->counts.steps += p->nitems > 0;
+    return p->nitems;
+}
+
+void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
+                    void *ctx) {
+    const int32_t bs = s->o.kv_block;
+    for (int32_t j = 0, k = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        seq *q = s->step_seq[j];
+        q->computed += it->n;
+        while (s->o.prefix_cache && q->npub < q->nblocks &&
+               (int64_t)(q->npub + 1) * bs <= q->computed) {
+            const uint64_t parent = q->npub ? q->bhash[q->npub - 1] : 0;
+            q->bhash[q->npub] = kvb_publish(s->pool[q->replica], q->table[q->npub], parent,
+                                            q->tok + (int64_t)q->npub * bs);
+            q->npub++;
+        }
+        if (!it->sample) continue;
+        const int32_t t = next[k++];
+        q->tok[q->len++] = t;
+        q->ngen++;
+        batch_end end = q->ngen >= q->max_new ? BATCH_END_LENGTH : BATCH_END_NONE;
+        const batch_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : BATCH_END_NONE;
+        if (asked != BATCH_END_NONE) end = asked;
+        if (end != BATCH_END_NONE) retire(s, q);
+    }
+}
+
+/* ---------------------------------------------------------------- plans and checks */
+
+int batch_plan_init(batch_plan *p, const batch_opts *o) {
+    memset(p, 0, sizeof *p);
+    p->cap_items = o->replicas * o->max_seqs;
+    p->cap_tok = o->replicas * o->max_batch_tokens;
+    p->cap_tab = p->cap_items * (int32_t)div_up(o->context, o->kv_block);
+    p->items = calloc((size_t)p->cap_items, sizeof *p->items);
+    p->tok = calloc((size_t)p->cap_tok, sizeof *p->tok);
+    p->tab = calloc((size_t)p->cap_tab, sizeof *p->tab);
+    return p->items && p->tok && p->tab ? 0 : -1;
+}
+
+void batch_plan_free(batch_plan *p) {
+    free(p->items), free(p->tok), free(p->tab);
+    memset(p, 0, sizeof *p);
+}
+
+int batcher_check(const batcher *s, char *err, size_t errlen) {
+    for (int32_t r = 0; r < s->o.replicas; r++) {
+        char why[256];
+        if (kvb_check(s->pool[r], why, sizeof why) < 0)
+            return errmsg_fail(err, errlen, "replica %d: %s", (int)r, why);
+        int32_t *refs = calloc((size_t)s->o.kv_blocks, sizeof *refs);
+        CHECK(refs, "batcher_check: out of memory");
+        int rc = 0;
+        for (int32_t i = 0; i < s->nrun[r] && rc == 0; i++) {
+            const seq *q = s->run[r][i];
+            if (q->replica != r || (int64_t)q->nblocks * s->o.kv_block < q->computed ||
+                q->npub > q->nblocks || q->computed >= q->len)
+                rc = errmsg_fail(err, errlen,
+                                 "replica %d: sequence %lld holds %d blocks for %lld "
+                                 "computed of %lld tokens (%d published)",
+                                 (int)r, (long long)q->id, (int)q->nblocks, (long long)q->computed,
+                                 (long long)q->len, (int)q->npub);
+            for (int32_t b = 0; b < q->nblocks; b++) refs[q->table[b]]++;
+        }
+        for (int32_t b = 0; b < s->o.kv_blocks && rc == 0; b++)
+            if (refs[b] != kvb_refs(s->pool[r], b))
+                rc = errmsg_fail(err, errlen,
+                                 "replica %d: block %d has %d references, the "
+                                 "block tables hold %d",
+                                 (int)r, (int)b, (int)kvb_refs(s->pool[r], b), (int)refs[b]);
+        free(refs);
+        if (rc < 0) return rc;
+    }
+    for (int64_t i = 0; i < s->nwait; i++)
+        if (s->wait[i]->nblocks || s->wait[i]->replica >= 0)
+            return errmsg_fail(err, errlen, "waiting sequence %lld holds blocks",
+                               (long long)s->wait[i]->id);
+    return 0;
+}

@@ -1,0 +1,120 @@
+/* batcher: the serving engine's iteration-level scheduler, run by the rank that talks to clients.
+ * Each step it decides, for every replica (the --dp axes hold independent replicas, each with its
+ * own KV pool), which sequences run and which of their tokens: every running sequence that is
+ * decoding gets its one token, sequences whose prompt is not yet in the cache get a chunk of at
+ * most --prefill-chunk tokens, and waiting requests are admitted in arrival order while the
+ * replica's token budget (--max-batch-tokens rows per forward), its sequence cap and its blocks
+ * allow. A new sequence first shares the full blocks of its prompt found in the prefix cache.
+ *
+ * When a sequence needs a block and none is left, the youngest running sequence that has no work
+ * in this step is preempted by recompute: its blocks are released (published ones stay in the
+ * prefix cache) and it waits at the head of the queue with its prompt and the tokens generated so
+ * far, which a later prefill recomputes. The oldest sequence therefore always progresses, and a
+ * request that fits the pool alone (batcher_fits) always finishes.
+ *
+ * With static_batches the scheduler is the baseline a server without continuous batching is:
+ * a replica admits only when it is empty, then takes up to --max-seqs waiting requests at once as
+ * its batch (their prefills run as the budget allows), and the batch runs until every sequence
+ * in it ends.
+ *
+ * The step's decisions form a batch_plan, a flat value every rank receives (serve_cli.c) and
+ * the engine runs; the sampled tokens come back through batcher_commit. Pure: no MPI, no model. */
+#ifndef MT_TRAIN_SERVE_BATCHER_H
+#define MT_TRAIN_SERVE_BATCHER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/serve/kvblocks.h"
+
+typedef struct {
+    int32_t replicas;         /* independent replicas, one KV pool each */
+    int32_t kv_blocks;        /* blocks per replica */
+    int32_t kv_block;         /* positions per block */
+    int32_t max_batch_tokens; /* rows of one forward, per replica */
+    int32_t prefill_chunk;    /* most tokens of one sequence in one step */
+    int32_t max_seqs;         /* running sequences per replica (<= max_batch_tokens) */
+    int32_t context;          /* positions of a sequence (the model's T) */
+    int prefix_cache;
+    int static_batches;
+} batch_opts;
+
+typedef struct {
+    double temperature; /* 0: greedy */
+    int64_t top_k;      /* 0: no cut */
+    uint64_t seed;      /* the sampler's RNG stream for this request */
+} batch_sampling;
+
+/* One sequence's share of a step: its tokens at positions [p0, p0 + n), their keys and values
+ * stored through the block table tab[tab_off .. tab_off + tab_len) (covering every position up
+ * to p0 + n − 1), tokens tok[tok_off .. tok_off + n). */
+typedef struct {
+    int64_t id;
+    int32_t replica, n, p0, tok_off, tab_off, tab_len;
+    int32_t sample;    /* 1: the last row's logits give the sequence's next token */
+    int32_t tok_index; /* that token's index among the sequence's generated ones */
+    int64_t top_k;
+    uint64_t seed;
+    double temperature;
+} batch_item;
+
+typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
+
+/* A step plan: the items (each replica's decodes, then its running prefills, then the new
+ * sequences of every replica), their tokens and block tables back to back. */
+typedef struct {
+    int32_t kind, nitems, ntok, ntab;
+    batch_item *items;
+    int32_t *tok, *tab;
+    int32_t cap_items, cap_tok, cap_tab;
+} batch_plan;
+
+/* Why a sequence ended. */
+typedef enum { BATCH_END_NONE = 0, BATCH_END_LENGTH, BATCH_END_STOP, BATCH_END_CANCEL } batch_end;
+
+/* Called by batcher_commit for every token a sequence produces: its index among the generated
+ * ones (0 = the first) and BATCH_END_LENGTH when it was the last allowed. Returns BATCH_END_STOP
+ * or BATCH_END_CANCEL to end the sequence now, else BATCH_END_NONE. */
+typedef batch_end (*batch_emit_fn)(void *ctx, int64_t id, int32_t token, int64_t index,
+                                   batch_end end);
+
+typedef struct batcher batcher;
+
+/* Not collective. Checks the options (NULL with the reason in err). */
+batcher *batcher_create(const batch_opts *o, char *err, size_t errlen);
+void batcher_destroy(batcher *s); /* accepts NULL */
+const batch_opts *batcher_options(const batcher *s);
+/* Whether a request of plen prompt tokens and max_new new ones fits a replica alone: its
+ * positions within the context and its blocks within the pool. 0, or −1 with the reason. */
+int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen);
+/* Queues a request (checked with batcher_fits by the caller). 0, or −1 out of memory. */
+int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int64_t max_new,
+                const batch_sampling *sp);
+/* Ends request id wherever it is (waiting or running): its blocks come back. 1 if it was
+ * known. */
+int batcher_cancel(batcher *s, int64_t id);
+int64_t batcher_waiting(const batcher *s);
+int64_t batcher_running(const batcher *s);
+
+/* Buffers of a plan for these options (batch_plan_free releases them). −1 out of memory. */
+int batch_plan_init(batch_plan *p, const batch_opts *o);
+void batch_plan_free(batch_plan *p);
+/* The next step into p (kind BATCH_PLAN_STEP). Returns p->nitems (0: nothing to run). */
+int32_t batcher_step(batcher *s, batch_plan *p);
+/* After the engine ran p: next[k] is the token of the k-th item with sample = 1 (plan order).
+ * Advances every sequence, calls emit per token, publishes the blocks that became full, and
+ * retires the sequences that ended (their blocks come back). */
+void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
+                    void *ctx);
+
+/* Counters: preemptions, tokens taken from the prefix cache at admission, prompt tokens
+ * admitted (recomputed ones included). */
+typedef struct {
+    int64_t preemptions, cached_tokens, prefill_tokens, steps;
+} batch_counts;
+batch_counts batcher_get_counts(const batcher *s);
+/* Replica r's pool (counts, checks). */
+const kvb_pool *batcher_pool(const batcher *s, int32_t r);
+/* Checks every pool's invariants and that the running sequences' block tables hold exactly the
+ * references the pools count. 0, or −1 with err. */
+int batcher_check(const batcher *s, char *err, size_t errlen);
+#endif

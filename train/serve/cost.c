@@ -1,0 +1,31 @@
+/* cost: a step plan's roofline figures (see cost.h). */
+#include "train/serve/cost.h"
+
+gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
+                         const batch_plan *p) {
+    const double Kr = (double)(s->K >= nY ? s->K : nY); /* kv heads held over the replica */
+    const double layer_mm = (double)s->D * ((double)(s->N + s->K * 2) * (double)s->H) +
+                            (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F);
+    const double layer_read = (double)s->D * ((double)s->N + 2.0 * Kr) * (double)s->H +
+                              (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F) +
+                              2.0 * (double)s->D * (double)nY;
+    const double weights =
+        4.0 * ((double)s->L * layer_read + (double)(s->D * s->V) + (double)s->D * (double)nY);
+    gen_step st = {0, 0, 0, 0, 0};
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        int first = 1; /* the replica's first item: it reads the replica's weights */
+        for (int32_t i = 0; i < j && first; i++) first = p->items[i].replica != it->replica;
+        st.p_bytes += first ? weights : 0;
+        st.rows += it->n;
+        /* positions attended: Σ_{i<n} (p0 + i + 1) */
+        const double att = (double)it->n * (double)it->p0 + (double)it->n * (it->n + 1) / 2.0;
+        st.flops += 4.0 * att * (double)(s->L * s->N * s->H);
+        st.kv_bytes +=
+            (att + it->n) * 2.0 * (double)s->L * Kr * (double)s->H * (double)kv_elem_bytes;
+        if (it->sample) st.flops += 2.0 * (double)(s->D * s->V);
+    }
+    st.p_bytes += 4.0 * st.rows * (double)s->D; /* the embedding rows */
+    st.flops += 2.0 * st.rows * (double)s->L * layer_mm;
+    return st;
+}

@@ -1,0 +1,20 @@
+/* cost: what a step plan costs by the book's roofline, the figures `generate` reports per step
+ * (gen.h's gen_step, summed over every rank): the weight bytes read (each replica with work
+ * reads its weights once, wherever the tensor axis splits them; kv heads replicated past K count
+ * once per copy), the matmul and attention FLOPs (2 per multiply-add; each row attends to every
+ * position up to its own), and the KV bytes read and written. gen_predict turns them into the
+ * book's step time against the machine's measured bandwidth and FLOP rate; the serving report
+ * and the virtual clock of bench/serve_bench both use it. Pure arithmetic. */
+#ifndef MT_TRAIN_SERVE_COST_H
+#define MT_TRAIN_SERVE_COST_H
+#include <stdint.h>
+
+#include "train/config/config.h"
+#include "train/infer/gen.h"
+#include "train/serve/batcher.h"
+
+/* Totals over every rank of a mesh with |Y| = nY tensor ranks per replica (fp32 weights and
+ * cache, kv_elem_bytes per cache element). seconds is left 0. */
+gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
+                         const batch_plan *p);
+#endif

@@ -1,0 +1,259 @@
+/* engine: the serving engine's forward on every rank (see engine.h). */
+#include "train/serve/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_paged.h"
+#include "kernels/rng.h"
+#include "mesh/coll.h"
+#include "mesh/errmsg.h"
+#include "train/config/alloc.h"
+#include "train/model/hooks.h"
+#include "train/model/sample.h"
+
+struct serve_engine {
+    config c;
+    mesh *m;
+    par *plan;
+    model *mod;
+    engine_dims d;
+    int32_t nrep, rep;
+    int64_t nY;
+    mesh_axes tax, dax; /* the tensor axis (vocabulary shards); the data axes (replicas) */
+    int64_t L, ldk, bstride;
+    float *kpool, *vpool;
+    /* one forward: rows, tokens, positions, the rows whose logits are wanted */
+    int32_t *rtok, *rpos;
+    int64_t *out_rows;
+    float *ws, *scr, *logits, *lg_loc, *lg_all, *tokbuf, *tokall;
+    int32_t *item_out; /* plan item → its row of logits, or −1 */
+    sample_item *items;
+    const batch_plan *cur; /* the plan being run, for the attention hook */
+};
+
+model *engine_model(serve_engine *e) {
+    return e->mod;
+}
+par *engine_par(serve_engine *e) {
+    return e->plan;
+}
+int32_t engine_replicas(const serve_engine *e) {
+    return e->nrep;
+}
+int32_t engine_replica(const serve_engine *e) {
+    return e->rep;
+}
+int64_t engine_tensor_ranks(const serve_engine *e) {
+    return e->nY;
+}
+int32_t engine_kv_elem_bytes(const serve_engine *e) {
+    (void)e;
+    return (int32_t)sizeof(float);
+}
+int64_t engine_pool_bytes(const serve_engine *e) {
+    return 2 * (int64_t)e->d.kv_blocks * e->bstride * engine_kv_elem_bytes(e);
+}
+int64_t engine_kv_bytes_per_token(const serve_engine *e) {
+    return 2 * e->L * e->ldk * e->nY * engine_kv_elem_bytes(e);
+}
+
+/* ---------------------------------------------------------------- attention through the pages */
+
+/* Every item of this replica, in plan order: store its rows' keys and values in its blocks, then
+ * attend through its block table. */
+static void attn_hook(void *ctx, const model_attn_io *io) {
+    serve_engine *e = ctx;
+    const model_extents *lc = model_extents_of(e->mod);
+    const int64_t H = e->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H, bs = e->d.kv_block;
+    const int64_t layer = io->l * bs * e->ldk;
+    const batch_plan *p = e->cur;
+    int64_t r0 = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (it->replica != e->rep) continue;
+        const int32_t *tab = p->tab + it->tab_off;
+        for (int64_t i = 0; i < it->n; i++) {
+            const int64_t pos = it->p0 + i,
+                          off = tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
+            memcpy(e->kpool + off, io->k + (r0 + i) * KH, (size_t)KH * sizeof(float));
+            memcpy(e->vpool + off, io->v + (r0 + i) * KH, (size_t)KH * sizeof(float));
+        }
+        const kern_kv_pages pg = {e->kpool + layer, e->vpool + layer, tab, bs, e->bstride, e->ldk};
+        kern_attn_paged(io->att + r0 * NH, e->scr, io->q + r0 * NH, &pg, it->p0, it->n, lc->Nl,
+                        lc->Kl, H);
+        r0 += it->n;
+    }
+}
+
+/* ---------------------------------------------------------------- a step */
+
+/* This replica's rows of p; returns R and sets *n_out (rows whose logits are wanted). */
+static int64_t gather_rows(serve_engine *e, const batch_plan *p, int64_t *n_out) {
+    int64_t R = 0, n = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        e->item_out[j] = -1;
+        if (it->replica != e->rep) continue;
+        CHECK(R + it->n <= e->d.max_rows, "engine: %lld rows, more than --max-batch-tokens %d",
+              (long long)(R + it->n), (int)e->d.max_rows);
+        for (int32_t i = 0; i < it->n; i++, R++) {
+            e->rtok[R] = p->tok[it->tok_off + i];
+            e->rpos[R] = it->p0 + i;
+        }
+        if (it->sample) {
+            e->item_out[j] = (int32_t)n;
+            e->out_rows[n++] = R - 1;
+        }
+    }
+    *n_out = n;
+    return R;
+}
+
+/* The forward of R rows: this vocab shard's logits of the wanted rows, then every shard of every
+ * row in one AllGather over the tensor axis, into logits[n, V]. */
+static void forward(serve_engine *e, int64_t R, int64_t n) {
+    const int64_t V = e->c.shape.V, Vl = model_extents_of(e->mod)->Vl;
+    model_fwd_rows(e->mod, e->nY == 1 ? e->logits : e->lg_loc, e->out_rows, n, e->rtok, e->rpos, R,
+                   attn_hook, e, e->ws);
+    if (e->nY == 1 || n == 0) return;
+    mesh_all_gather(e->m, e->tax, e->lg_all, e->lg_loc, n * Vl, MESH_ALG_DEFAULT);
+    for (int64_t y = 0; y < e->nY; y++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(e->logits + i * V + y * Vl, e->lg_all + (y * n + i) * Vl,
+                   (size_t)Vl * sizeof(float));
+}
+
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st) {
+    const double t0 = mesh_now();
+    const int64_t V = e->c.shape.V;
+    e->cur = p;
+    int64_t n_out = 0;
+    const int64_t R = gather_rows(e, p, &n_out);
+    if (R > 0) forward(e, R, n_out);
+    int32_t nsample = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (!it->sample) continue;
+        e->tokbuf[nsample] = 0;
+        if (e->item_out[j] >= 0) {
+            const double u = kern_rng_uniform(it->seed, GEN_STREAM, (uint64_t)it->tok_index);
+            e->tokbuf[nsample] = (float)sample_pick(e->logits + e->item_out[j] * V, V,
+                                                    it->temperature, it->top_k, u, e->items);
+        }
+        nsample++;
+    }
+    /* every replica's tokens on every rank: a sum in which only the owning replica is nonzero */
+    if (e->nrep > 1 && nsample > 0)
+        mesh_all_reduce(e->m, e->dax, e->tokall, e->tokbuf, nsample, MESH_ALG_MPI);
+    else
+        memcpy(e->tokall, e->tokbuf, (size_t)nsample * sizeof(float));
+    for (int32_t k = 0; k < nsample; k++) next[k] = (int32_t)e->tokall[k];
+    if (st) *st = (gen_step){mesh_now() - t0, (double)R, 0, 0, 0};
+}
+
+const float *engine_logits(const serve_engine *e, int32_t j) {
+    return e->item_out[j] >= 0 ? e->logits + e->item_out[j] * e->c.shape.V : NULL;
+}
+
+/* ---------------------------------------------------------------- create */
+
+/* The sharding: replicas over the data axes, the tensor axis, the pool's layout. */
+static int layout(serve_engine *e, char *err, size_t errlen) {
+    const model_shape *s = &e->c.shape;
+    const int ty = e->c.tensor_axis[0] ? mesh_axis_index(e->m, e->c.tensor_axis[0]) : -1;
+    e->nY = ty >= 0 ? mesh_axis_size(e->m, ty) : 1;
+    if (ty >= 0) e->tax = (mesh_axes){.n = 1, .ax = {ty}};
+    e->nrep = (int32_t)par_data_shards(e->plan);
+    e->rep = (int32_t)par_data_index(e->plan);
+    char axes[CONFIG_AXES_LEN];
+    config_data_axes(&e->c, e->m, axes);
+    if (mesh_axes_parse(e->m, axes, &e->dax) < 0)
+        return errmsg_fail(err, errlen, "serve: cannot parse the data axes '%s'", axes);
+    const int64_t Kl = s->K >= e->nY ? s->K / e->nY : 1;
+    e->L = s->L;
+    e->ldk = Kl * s->H;
+    e->bstride = s->L * e->d.kv_block * e->ldk;
+    const double need = (double)engine_pool_bytes(e), avail = gen_mem_available();
+    const double per_rank = avail / (double)mesh_host_ranks(e->m);
+    if (mesh_agree(mesh_world_comm(e->m), avail > 0 && need > per_rank ? -1 : 0) < 0)
+        return errmsg_fail(err, errlen,
+                           "the KV pool is too big: --kv-blocks %d of %d positions = %.2f GB on "
+                           "each rank (K and V [blocks, L=%lld, %d, %lld kv heads, H=%lld] "
+                           "fp32), more than the %.2f GB this host has available per rank: use "
+                           "fewer --kv-blocks or more --tensor ranks",
+                           (int)e->d.kv_blocks, (int)e->d.kv_block, need / 1e9, (long long)s->L,
+                           (int)e->d.kv_block, (long long)Kl, (long long)s->H, per_rank / 1e9);
+    return 0;
+}
+
+static int alloc_buffers(serve_engine *e) {
+    const model_shape *s = &e->c.shape;
+    const int64_t R = e->d.max_rows, pool = engine_pool_bytes(e) / 2 / (int64_t)sizeof(float);
+    const int64_t G = s->N / s->K > 0 ? s->N / s->K : 1;
+    e->kpool = alloc_floats(pool);
+    e->vpool = alloc_floats(pool);
+    e->rtok = calloc((size_t)R, sizeof *e->rtok);
+    e->rpos = calloc((size_t)R, sizeof *e->rpos);
+    e->out_rows = calloc((size_t)R, sizeof *e->out_rows);
+    e->ws = alloc_floats(model_rows_ws(e->mod, R));
+    e->scr = alloc_floats(G * s->T);
+    e->logits = alloc_floats(R * s->V);
+    e->lg_loc = alloc_floats(R * s->V / e->nY);
+    e->lg_all = alloc_floats(R * s->V);
+    e->tokbuf = alloc_floats((int64_t)e->nrep * R);
+    e->tokall = alloc_floats((int64_t)e->nrep * R);
+    e->item_out = calloc((size_t)e->nrep * (size_t)R, sizeof *e->item_out);
+    e->items = calloc((size_t)s->V, sizeof *e->items);
+    return e->kpool && e->vpool && e->rtok && e->rpos && e->out_rows && e->ws && e->scr &&
+                   e->logits && e->lg_loc && e->lg_all && e->tokbuf && e->tokall && e->item_out &&
+                   e->items
+               ? 0
+               : -1;
+}
+
+serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char *err,
+                            size_t errlen) {
+    if (gen_refuse(c, err, errlen) < 0) return NULL;
+    if (model_moe_capacity(&c->shape) > 0) {
+        errmsg_fail(err, errlen,
+                    "the model's experts drop slots past a capacity (--capacity-factor %g), "
+                    "counted per sequence from its first token, which serve's batches do not "
+                    "track: run it with `meshtrain generate` (it keeps each sequence's counts)",
+                    c->shape.moe.capacity);
+        return NULL;
+    }
+    serve_engine *e = calloc(1, sizeof *e);
+    CHECK(e, "engine_create: out of memory");
+    e->c = *c;
+    e->m = m;
+    e->d = *d;
+    int trivial = 0;
+    e->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
+    if (!e->plan && !trivial) {
+        free(e);
+        return NULL;
+    }
+    int rc = layout(e, err, errlen);
+    if (rc == 0) {
+        e->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(e->plan));
+        if (mesh_agree(mesh_world_comm(m), e->mod ? 0 : -1) < 0)
+            rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    }
+    if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(e)) < 0)
+        rc = errmsg_fail(err, errlen, "out of memory allocating the KV pool (%.2f GB per rank)",
+                         (double)engine_pool_bytes(e) / 1e9);
+    if (rc < 0) {
+        engine_destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+void engine_destroy(serve_engine *e) {
+    if (!e) return;
+    model_destroy(e->mod);
+    par_destroy(e->plan);
+    ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
+                   e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->items, e);
+}

@@ -1,0 +1,61 @@
+/* engine: the serving engine's compute on every rank. Holds the model (sharded as `generate`
+ * shards it: Megatron over heads, F and V on the --tensor axis, independent replicas on the --dp
+ * axes) and this rank's part of its replica's paged KV cache, and runs a step plan (batcher.h): the
+ * replica's items as one forward of their rows, each row at its own position, attention through
+ * each sequence's block table (kernels/attn_paged.h), then the sampled tokens of every replica on
+ * every rank.
+ *
+ * The paged cache: kv_blocks blocks per replica, each holding kv_block positions of every layer,
+ * block b layer l position i at pool + b·L·bs·ldk + l·bs·ldk + i·ldk, ldk = Kl·H (this rank's kv
+ * heads: K/|Y| of them, or its one head when |Y| > K, which the ranks sharing it each hold for
+ * every sequence, as generate --kv-replicate does). A block is one contiguous slab so that it can
+ * be copied or shipped whole; its element type is fp32 (kv_elem_bytes), the field a bf16 cache
+ * will change.
+ *
+ * Sampling is generate's: temperature and top-k over the logits with the uniform drawn from the
+ * counter-based RNG at (the request's seed, GEN_STREAM, token index), as `generate --seed S` draws
+ * for its first sequence, so a request is continued as generate continues that prompt alone. */
+#ifndef MT_TRAIN_SERVE_ENGINE_H
+#define MT_TRAIN_SERVE_ENGINE_H
+#include <stdint.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/infer/gen.h"
+#include "train/model/model.h"
+#include "train/parallel/par.h"
+#include "train/serve/batcher.h"
+
+typedef struct serve_engine serve_engine;
+
+typedef struct {
+    int32_t kv_blocks; /* blocks of the pool (per replica) */
+    int32_t kv_block;  /* positions per block */
+    int32_t max_rows;  /* rows of one forward (--max-batch-tokens) */
+} engine_dims;
+
+/* Collective over: world. Checks the request (the schemes generation refuses; the pool against
+ * this host's memory), builds the plan, the model (initialised from c->seed; load a checkpoint
+ * into engine_model) and the pool. NULL with one message in err (the same on every rank). */
+serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char *err,
+                            size_t errlen);
+void engine_destroy(serve_engine *e); /* accepts NULL */
+model *engine_model(serve_engine *e);
+par *engine_par(serve_engine *e);
+/* Replicas (--dp shards) and this rank's. */
+int32_t engine_replicas(const serve_engine *e);
+int32_t engine_replica(const serve_engine *e);
+int64_t engine_tensor_ranks(const serve_engine *e); /* |Y| (1 without --tensor) */
+/* Bytes of one cache element (4: fp32), of this rank's pool, and of one position of a sequence
+ * in the whole replica (every layer, K and V, all kv heads). */
+int32_t engine_kv_elem_bytes(const serve_engine *e);
+int64_t engine_pool_bytes(const serve_engine *e);
+int64_t engine_kv_bytes_per_token(const serve_engine *e);
+
+/* Collective over: world. Runs plan p (every rank holds the same p): this replica's items as one
+ * forward (nothing for a replica without items), then next[k] = the token of the k-th item with
+ * sample = 1, on every rank. st gets this rank's share of the step (gen.h's figures). */
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st);
+/* After engine_step: the logits [V] of plan item j (this replica's, sample = 1), else NULL. */
+const float *engine_logits(const serve_engine *e, int32_t j);
+#endif

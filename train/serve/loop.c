@@ -1,0 +1,64 @@
+/* loop: the serving loop's step on every rank (see loop.h). The plan goes out as two broadcasts:
+ * a header (kind and sizes), then the items, tokens and block tables packed in one buffer. */
+#include "train/serve/loop.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/bcast.h"
+
+int serve_loop_init(batch_plan *p, serve_wire *w, const batch_opts *o) {
+    if (batch_plan_init(p, o) < 0) return -1;
+    w->cap = (int64_t)p->cap_items * (int64_t)sizeof(batch_item) +
+             ((int64_t)p->cap_tok + p->cap_tab) * (int64_t)sizeof(int32_t);
+    w->buf = malloc((size_t)w->cap);
+    return w->buf ? 0 : -1;
+}
+
+void serve_loop_free(batch_plan *p, serve_wire *w) {
+    batch_plan_free(p);
+    free(w->buf);
+    w->buf = NULL;
+}
+
+/* Collective over: world. Rank 0's plan into p on every rank. */
+static void send_plan(mesh *m, batch_plan *p, serve_wire *w) {
+    const mesh_comm *world = mesh_world_comm(m);
+    int32_t head[4] = {p->kind, p->nitems, p->ntok, p->ntab};
+    mesh_bcast_bytes(world, head, sizeof head, 0);
+    const size_t ni = (size_t)head[1] * sizeof(batch_item), nt = (size_t)head[2] * sizeof(int32_t),
+                 nb = (size_t)head[3] * sizeof(int32_t);
+    CHECK(head[1] <= p->cap_items && head[2] <= p->cap_tok && head[3] <= p->cap_tab,
+          "serve: a plan of %d items, %d tokens, %d table entries exceeds this rank's buffers",
+          (int)head[1], (int)head[2], (int)head[3]);
+    if (mesh_rank(m) == 0) {
+        memcpy(w->buf, p->items, ni);
+        memcpy(w->buf + ni, p->tok, nt);
+        memcpy(w->buf + ni + nt, p->tab, nb);
+    }
+    if (head[0] == BATCH_PLAN_STEP) mesh_bcast_bytes(world, w->buf, (int64_t)(ni + nt + nb), 0);
+    if (mesh_rank(m) != 0) {
+        p->kind = head[0], p->nitems = head[1], p->ntok = head[2], p->ntab = head[3];
+        memcpy(p->items, w->buf, ni);
+        memcpy(p->tok, w->buf + ni, nt);
+        memcpy(p->tab, w->buf + ni + nt, nb);
+    }
+}
+
+int32_t serve_loop_step(serve_engine *e, mesh *m, batcher *s, batch_plan *p, serve_wire *w,
+                        batch_emit_fn emit, void *ctx, gen_step *st) {
+    if (st) memset(st, 0, sizeof *st);
+    if (s && batcher_step(s, p) == 0) return 0;
+    send_plan(m, p, w);
+    if (p->kind != BATCH_PLAN_STEP) return -1;
+    int32_t *next = (int32_t *)(w->buf); /* the wire buffer is free again: room for the tokens */
+    engine_step(e, p, next, st);
+    if (s) batcher_commit(s, p, next, emit, ctx);
+    return p->nitems;
+}
+
+void serve_loop_exit(mesh *m, batch_plan *p, serve_wire *w) {
+    p->kind = BATCH_PLAN_EXIT;
+    p->nitems = p->ntok = p->ntab = 0;
+    send_plan(m, p, w);
+}

@@ -1,0 +1,399 @@
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+/* serve_cli: `meshtrain serve` (see serve_cli.h). */
+#include "train/serve/serve_cli.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/gemm.h"
+#include "data/lockfile.h"
+#include "data/paths.h"
+#include "mesh/errmsg.h"
+#include "train/ckpt/ckpt.h"
+#include "train/infer/gen_cli.h"
+#include "train/model/hooks.h"
+#include "train/serve/cost.h"
+#include "train/serve/front.h"
+#include "train/serve/loop.h"
+#include "train/serve/sim.h"
+#include "train/serve/stop.h"
+
+#define SERVE_ERR 512
+#define REPORT_EVERY 5.0 /* seconds between report lines while requests run */
+
+typedef struct {
+    char ckpt[1024], host[64], prefix_cache[8], batching[16];
+    char simulate[1024], sim_out[1024], sim_machine[64];
+    int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
+    int64_t max_tokens, drain;
+} serve_flags;
+
+/* One row per flag: parsing, range check and --help come from here. kind: 0 string, 1 integer
+ * in [lo, hi], 2 one of the words in `words`. */
+typedef struct {
+    const char *name;
+    int kind;
+    size_t off, size;
+    int64_t lo, hi;
+    const char *words, *help;
+} serve_flag_def;
+
+#define F_(field) offsetof(serve_flags, field), sizeof(((serve_flags *)0)->field)
+static const serve_flag_def serve_flag_table[] = {
+    {"ckpt", 0, F_(ckpt), 0, 0, NULL,
+     "parameters from a checkpoint of any mesh (default: fresh "
+     "init from --seed); the shape flags default to its"},
+    {"host", 0, F_(host), 0, 0, NULL, "address to listen on (default 127.0.0.1, loopback only)"},
+    {"port", 1, F_(port), 0, 65535, NULL, "TCP port (default 8080; 0 = any free port)"},
+    {"kv-block", 1, F_(kv_block), 1, 4096, NULL, "positions per KV block (default 16)"},
+    {"kv-blocks", 1, F_(kv_blocks), 0, INT32_MAX, NULL,
+     "KV blocks per replica (default 0 = --max-seqs full contexts)"},
+    {"max-batch-tokens", 1, F_(max_batch_tokens), 1, 1 << 20, NULL,
+     "rows of one forward per replica: decodes + prefill chunks (default 256)"},
+    {"prefill-chunk", 1, F_(prefill_chunk), 1, 1 << 20, NULL,
+     "most prompt tokens of one sequence per step (default 128)"},
+    {"max-seqs", 1, F_(max_seqs), 1, 1 << 20, NULL, "running sequences per replica (default 32)"},
+    {"max-queue", 1, F_(max_queue), 1, 1 << 30, NULL,
+     "requests waiting before new ones get 503 (default 256)"},
+    {"max-tokens", 1, F_(max_tokens), 1, 1 << 30, NULL,
+     "max_tokens of a request that gives none (default 16)"},
+    {"drain", 1, F_(drain), 0, 3600, NULL,
+     "seconds running requests may finish after SIGTERM or SIGINT (default 10; from mpirun at "
+     "most half its odls_base_sigkill_timeout)"},
+    {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off",
+     "share full KV blocks of equal prefixes "
+     "(default on)"},
+    {"simulate", 0, F_(simulate), 0, 0, NULL,
+     "no server: run the workload FILE (JSON lines t, prompt, max_tokens) on the book's virtual "
+     "clock"},
+    {"sim-out", 0, F_(sim_out), 0, 0, NULL, "--simulate: the requests' times, JSON lines"},
+    {"sim-machine", 0, F_(sim_machine), 0, 0, NULL,
+     "--simulate: BW,C (GB/s, GFLOP/s summed over ranks) to price steps at (default: measured)"},
+    {"batching", 2, F_(batching), 0, 0, "continuous static",
+     "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
+};
+#undef F_
+enum { N_SERVE_FLAGS = sizeof serve_flag_table / sizeof serve_flag_table[0] };
+
+static void print_help(FILE *out) {
+    fprintf(out, "usage: mpirun -np R meshtrain serve [--ckpt FILE] [flags]\n");
+    for (int i = 0; i < N_SERVE_FLAGS; i++) {
+        const serve_flag_def *d = &serve_flag_table[i];
+        char name[64];
+        snprintf(name, sizeof name, "--%s %s", d->name,
+                 d->kind == 1   ? "N"
+                 : d->kind == 2 ? d->words
+                                : "STR");
+        fprintf(out, "  %-32s %s\n", name, d->help);
+    }
+    fprintf(out,
+            "  --temperature X, --top-k K, --seed S: defaults of a request's sampling fields\n"
+            "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
+            "replicas)\n"
+            "Endpoints: POST /v1/completions, GET /health, GET /metrics, GET /v1/models, GET /.\n"
+            "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
+}
+
+static int set_flag(serve_flags *f, const serve_flag_def *d, const char *val, char *err,
+                    size_t errlen) {
+    char *field = (char *)f + d->off;
+    if (d->kind == 1) {
+        char *end;
+        const long long v = strtoll(val, &end, 10);
+        if (*end || end == val || v < d->lo || v > d->hi)
+            return errmsg_fail(err, errlen, "--%s %s: expected a whole number in [%lld, %lld]",
+                               d->name, val, (long long)d->lo, (long long)d->hi);
+        *(int64_t *)field = v;
+        return 0;
+    }
+    if (strlen(val) >= d->size)
+        return errmsg_fail(err, errlen, "--%s: longer than %zu characters", d->name, d->size - 1);
+    if (d->kind == 2) {
+        const size_t n = strlen(val);
+        const char *w = strstr(d->words, val);
+        if (!n || !w || (w != d->words && w[-1] != ' ') || (w[n] && w[n] != ' '))
+            return errmsg_fail(err, errlen, "--%s %s: expected one of: %s", d->name, val, d->words);
+    }
+    memcpy(field, val, strlen(val) + 1);
+    return 0;
+}
+
+/* Splits argv into serve's flags (into f) and the rest (rest[0..*nrest), for config_parse);
+ * notes which shape flags were given. */
+static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *nrest, int *given,
+                      char *err, size_t errlen) {
+    *nrest = 0;
+    rest[(*nrest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *name = strncmp(argv[i], "--", 2) == 0 ? argv[i] + 2 : NULL;
+        const size_t len = name ? strcspn(name, "=") : 0;
+        const serve_flag_def *d = NULL;
+        for (int k = 0; name && k < N_SERVE_FLAGS; k++)
+            if (strlen(serve_flag_table[k].name) == len &&
+                !strncmp(name, serve_flag_table[k].name, len))
+                d = &serve_flag_table[k];
+        for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
+            if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
+                given[k] = 1;
+        if (!d) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return errmsg_fail(err, errlen, "--%s needs a value", d->name);
+        if (set_flag(f, d, val, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Rank 0's report: a line every REPORT_EVERY seconds while requests run, the window's tokens/s,
+ * running and waiting requests, the pool, the prefix cache, and the engine's step time beside the
+ * book's prediction for the same steps (serve_plan_cost against the measured machine). */
+typedef struct {
+    double t0, measured, predicted, rows;
+    int64_t steps, tokens0;
+} report_window;
+
+static void report_line(serve_front *f, report_window *w, int final) {
+    const serve_metrics m = front_metrics(f);
+    const double now = mesh_now(), dt = now - w->t0;
+    if (w->steps == 0 && !final) {
+        w->t0 = now;
+        return;
+    }
+    const double hits = m.kv.lookups ? 100.0 * (double)m.kv.hits / (double)m.kv.lookups : 0.0;
+    fprintf(stderr,
+            "serve%s | %lld running, %lld waiting | %.0f tok/s | %lld steps, %.0f rows | step "
+            "%.2f ms, book %.2f ms (%.2fx) | KV %lld/%lld blocks used, %lld cached | prefix "
+            "hits %.0f%% | preempted %lld | requests %lld done, %lld rejected\n",
+            final ? " summary" : "", (long long)m.running, (long long)m.waiting,
+            (double)(m.generation_tokens - w->tokens0) / (dt > 0 ? dt : 1), (long long)w->steps,
+            w->rows, w->steps ? 1e3 * w->measured / (double)w->steps : 0.0,
+            w->steps ? 1e3 * w->predicted / (double)w->steps : 0.0,
+            w->predicted > 0 ? w->measured / w->predicted : 0.0, (long long)m.kv.used,
+            (long long)m.kv.total, (long long)m.kv.published, hits, (long long)m.sched.preemptions,
+            (long long)(m.requests[METRICS_END_LENGTH] + m.requests[METRICS_END_STOP]),
+            (long long)m.requests[METRICS_END_REJECTED]);
+    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens};
+}
+
+typedef struct {
+    const config *c;
+    const serve_flags *f;
+    serve_engine *e;
+    mesh *m;
+    gen_machine mc;
+    double step_sleep; /* MESHTRAIN_SERVE_STEP_SLEEP: seconds rank 0 sleeps after each step (a
+                        * test hook that keeps requests in flight long enough to disconnect or
+                        * signal in the middle of them) */
+} serve_run;
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
+static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
+                       serve_wire *w, double *linger) {
+    const int64_t nY = engine_tensor_ranks(sr->e);
+    report_window rw = {mesh_now(), 0, 0, 0, 0, 0};
+    double deadline = 0;
+    for (;;) {
+        if (stop_requested() && deadline == 0) {
+            const double d = stop_drain_seconds((double)sr->f->drain, linger);
+            deadline = mesh_now() + d;
+            const int64_t left = front_drain(front, s);
+            fprintf(stderr,
+                    "serve | %s%s: no new requests; %lld running may finish within %.1f s\n",
+                    stop_requested() == SIGINT ? "SIGINT" : "SIGTERM",
+                    stop_from_launcher() ? " from the launcher" : "", (long long)left, d);
+        }
+        front_sync(front, s);
+        if (deadline > 0 &&
+            (batcher_running(s) + batcher_waiting(s) == 0 || mesh_now() >= deadline))
+            break;
+        gen_step st;
+        const int32_t n = serve_loop_step(sr->e, sr->m, s, p, w, front_emit, front, &st);
+        if (n == 0) {
+            front_wait(front, 0.1);
+        } else {
+            front_step_done(front, p, st.seconds);
+            if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
+            const gen_step cost =
+                serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
+            rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
+            rw.rows += cost.rows, rw.steps++;
+        }
+        if (mesh_now() - rw.t0 >= REPORT_EVERY && !sr->c->quiet) report_line(front, &rw, 0);
+    }
+    front_fail_all(front, s, "the server is shutting down and the drain time ran out");
+    serve_loop_exit(sr->m, p, w);
+    report_line(front, &rw, 1);
+}
+
+static batch_opts batcher_options_of(const serve_flags *f, const config *c, int32_t replicas) {
+    batch_opts o = {replicas,
+                    (int32_t)f->kv_blocks,
+                    (int32_t)f->kv_block,
+                    (int32_t)f->max_batch_tokens,
+                    (int32_t)f->prefill_chunk,
+                    (int32_t)f->max_seqs,
+                    (int32_t)c->shape.T,
+                    !strcmp(f->prefix_cache, "on"),
+                    !strcmp(f->batching, "static")};
+    if (o.kv_blocks == 0)
+        o.kv_blocks = o.max_seqs * (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
+    return o;
+}
+
+/* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop. */
+static int run_serve(const config *c, const serve_flags *f, mesh *m) {
+    char err[SERVE_ERR] = "";
+    const int me = mesh_rank(m);
+    if (f->max_batch_tokens < f->max_seqs)
+        mesh_exit_error("--max-batch-tokens %lld < --max-seqs %lld: every running sequence "
+                        "decodes one token each step",
+                        (long long)f->max_batch_tokens, (long long)f->max_seqs);
+    batch_opts o = batcher_options_of(f, c, 1);
+    engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
+    serve_engine *e = engine_create(c, m, &d, err, sizeof err);
+    if (!e) mesh_exit_error("%s", err);
+    if (f->ckpt[0] &&
+        ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    o.replicas = engine_replicas(e);
+    batcher *s = NULL;
+    serve_front *front = NULL;
+    batch_plan p;
+    serve_wire w;
+    double linger = 2.0;
+    int rc = serve_loop_init(&p, &w, &o) < 0 ? errmsg_fail(err, sizeof err, "out of memory") : 0;
+    if (rc == 0 && me == 0) {
+        s = batcher_create(&o, err, sizeof err);
+        front_opts fo = {.port = (int)f->port,
+                         .max_queue = f->max_queue,
+                         .vocab = c->shape.V,
+                         .default_max_tokens = f->max_tokens,
+                         .temperature = c->temperature,
+                         .top_k = c->top_k,
+                         .seed = c->seed};
+        snprintf(fo.host, sizeof fo.host, "%s", f->host);
+        if (s) front = front_create(&fo, s, err, sizeof err);
+        rc = s && front ? 0 : -1;
+    }
+    if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    const char *hook = getenv("MESHTRAIN_SERVE_STEP_SLEEP");
+    const serve_run sr = {c, f, e, m, gen_measure_machine(m, c->quick_start),
+                          hook ? atof(hook) : 0.0};
+    stop_install();
+    if (me == 0) {
+        char mspec[96];
+        fprintf(stderr,
+                "serve | mesh %s, %d replicas, tensor %s | KV pool %d blocks x %d positions per "
+                "replica (%.2f MB per rank, fp32), prefix cache %s | batching %s, "
+                "max-batch-tokens %d, prefill-chunk %d, max-seqs %d, max-queue %lld | "
+                "measured BW %.2f GB/s, C %.2f GFLOP/s\n",
+                mesh_spec_str(m, mspec, sizeof mspec), (int)o.replicas,
+                c->tensor_axis[0] ? c->tensor_axis : "-", (int)o.kv_blocks, (int)o.kv_block,
+                (double)engine_pool_bytes(e) / 1e6, f->prefix_cache, f->batching,
+                (int)o.max_batch_tokens, (int)o.prefill_chunk, (int)o.max_seqs,
+                (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
+        fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
+                strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
+                front_port(front), stop_pid());
+        loop_rank0(&sr, front, s, &p, &w, &linger);
+    } else {
+        while (serve_loop_step(e, m, NULL, &p, &w, NULL, NULL, NULL) >= 0) {
+        }
+    }
+    front_destroy(front, linger);
+    batcher_destroy(s);
+    serve_loop_free(&p, &w);
+    engine_destroy(e);
+    return 0;
+}
+
+/* --simulate: the batcher on the book's virtual clock, on rank 0; no engine, no server. */
+static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
+    char err[SERVE_ERR] = "", axes[CONFIG_AXES_LEN];
+    mesh_axes dax;
+    config_data_axes(c, m, axes);
+    const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
+    const int32_t replicas =
+        mesh_axes_parse(m, axes, &dax) == 0 ? (int32_t)mesh_axes_size(m, dax) : 1;
+    const batch_opts o = batcher_options_of(f, c, replicas);
+    sim_opts so = {
+        f->simulate, f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1, f->max_queue, {0, 0}};
+    double bw = 0, fl = 0;
+    if (f->sim_machine[0] &&
+        (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
+        mesh_exit_error("--sim-machine %s: expected BW,C in GB/s and GFLOP/s, e.g. 30,120",
+                        f->sim_machine);
+    so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9}
+                              : gen_measure_machine(m, c->quick_start);
+    int rc = 0;
+    if (mesh_rank(m) == 0) rc = serve_simulate(&c->shape, &o, &so, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    return 0;
+}
+
+int serve_main(int argc, char **argv) {
+    char err[SERVE_ERR] = "";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (mesh_world_rank() == 0) print_help(stdout);
+            return 0;
+        }
+    serve_flags f = {.port = 8080,
+                     .kv_block = 16,
+                     .max_batch_tokens = 256,
+                     .prefill_chunk = 128,
+                     .max_seqs = 32,
+                     .max_queue = 256,
+                     .max_tokens = 16,
+                     .drain = 10};
+    snprintf(f.host, sizeof f.host, "127.0.0.1");
+    snprintf(f.prefix_cache, sizeof f.prefix_cache, "on");
+    snprintf(f.batching, sizeof f.batching, "continuous");
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0, given[GEN_SHAPE_FLAGS] = {0};
+    CHECK(rest, "serve: out of memory");
+    if (split_args(argc, argv, &f, rest, &nrest, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    config c;
+    config_defaults(&c);
+    if (config_parse_for(&c, CONFIG_MODE_SERVE, nrest, rest, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    c.quick_start = config_env_quick_start();
+    free(rest);
+    if (c.timeout > 0)
+        mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
+                        "without bound, which the watchdog would take for a hang");
+    kern_set_threads(c.threads);
+    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    if (!f.simulate[0] && (f.sim_out[0] || f.sim_machine[0]))
+        mesh_exit_error("--sim-out and --sim-machine go with --simulate FILE");
+    if (f.simulate[0] && !f.sim_out[0])
+        mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
+    char why[512] = "";
+    int st = 0; /* --sim-out: writable and this run's alone, before any work (data/lockfile.h) */
+    if (mesh_world_rank() == 0 && f.sim_out[0]) {
+        if (paths_can_write(f.sim_out, why, sizeof why) < 0)
+            st = errmsg_fail(err, sizeof err, "--sim-out %s: cannot create it (%s)", f.sim_out,
+                             why);
+        else
+            st = lockfile_output(f.sim_out, "--sim-out", err, sizeof err);
+    }
+    if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
+    const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m);
+    mesh_destroy(m);
+    return rc;
+}

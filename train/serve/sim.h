@@ -1,0 +1,31 @@
+/* sim: the serving engine on a virtual clock. A workload (one JSON object a line: "t" the arrival
+ * in seconds, "prompt", "max_tokens") goes through the real batcher with the server's options;
+ * each step takes the book's time for what it does (serve_plan_cost through gen_predict against
+ * the measured bandwidth and FLOP rate: T = KV/BW + max(FLOPs/C, weight bytes/BW)), and nothing
+ * else takes time (no HTTP, no scheduling, no communication). Every request runs to max_tokens,
+ * as the benchmark's do. The result is what the book predicts a client would see, one JSON
+ * object a line in the load generator's format: "id", "t_send", "t_first", "t_end", "n_out",
+ * "itl" (the gaps between tokens), "status" (200, or 503 past --max-queue). Depends on batcher,
+ * cost, gen's roofline; jansson. */
+#ifndef MT_TRAIN_SERVE_SIM_H
+#define MT_TRAIN_SERVE_SIM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/config/config.h"
+#include "train/infer/gen_cli.h"
+#include "train/serve/batcher.h"
+
+typedef struct {
+    const char *workload, *out;
+    int64_t nY;        /* tensor ranks per replica */
+    int64_t max_queue; /* waiting requests before 503 */
+    gen_machine mc;    /* the machine the steps are priced against (sums over the ranks) */
+} sim_opts;
+
+/* Not collective (rank 0). Runs the workload; writes the requests' times to so->out and a
+ * summary line to stderr. 0, or −1 with the reason in err (an unreadable or malformed workload,
+ * a request that does not fit). */
+int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so, char *err,
+                   size_t errlen);
+#endif
