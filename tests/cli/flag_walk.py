@@ -36,7 +36,7 @@ BASES = {
     "generate-bench": "generate --bench --bench-batches 1 --bench-prompt 4 --tokens 2",
     "meshbench": "--begin 4K --end 4K --iters 1 --warmup 0 --chip v5p",  # --chip: no ping-pong
 }
-NP = {"meshbench": 2}  # ranks of the base (1: no mpirun)
+NP = {}  # ranks of the base (1: no mpirun); a context's "np=N" asks for more
 
 # flag -> {modes: (value, context)}; value None: a switch. "*" is every mode. context: "np=N" and
 # flags given to both runs compared (replacing the base's), "!FLAG" removes a flag of the base;
@@ -134,19 +134,19 @@ T = {
     "reps": {"*": ("2", "")},
     "check": {"*": ("0", "")},
     "op": {"*": ("ar", "")},
-    "alg:meshbench": {"*": ("ring", "")},
+    "alg:meshbench": {"*": ("ring", "np=2")},
     "axes": {"*": ("x", "only np=4 --mesh 2x2")},
-    "mesh:meshbench": {"*": ("1x2", "")},
+    "mesh:meshbench": {"*": ("1x2", "np=2")},
     "open:meshbench": {"*": ("x", "np=3")},
     "cross-hosts:meshbench": {"*": ("y", "np=4 --mesh 2x2 --placement")},
     "emulate:meshbench": {"*": ("v5e", "")},
     "flops": {"*": ("1e12", "needs --emulate v5e")},
-    "chunk": {"*": ("1K", "--alg ring")},
-    "link": {"*": ("1e8,1e-4", "")},
-    "chip": {"*": ("v5e", "")},
+    "chunk": {"*": ("1K", "np=2 --alg ring")},
+    "link": {"*": ("1e8,1e-4", "np=2")},
+    "chip": {"*": ("v5e", "np=2")},
     "csv:meshbench": {"*": ("b.csv", "")},
     "json": {"*": ("b.json", "")},
-    "pingpong": {"*": (None, "needs !--chip")},
+    "pingpong": {"*": (None, "np=2 needs !--chip")},
     "placement": {"*": (None, "")},
     "no-data": {"*": (None, "needs --check 0")},
 }

@@ -349,12 +349,14 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
 int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     const model_shape *s = &c->shape;
     const int nranks = mesh_nranks(m);
+    char spec[96];
     mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
-             "| %d rank%s, %d BLAS thread%s per rank, progress %s (core share %.2f) | %d warm-up + "
-             "%lld timed steps\n",
+             "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (core share %.2f) | "
+             "%d warm-up + %lld timed steps\n",
              (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
-             (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "", c->threads,
+             (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "",
+             mesh_spec_str(m, spec, sizeof spec), c->threads,
              c->threads > 1 ? "s" : "",
              mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
              trainer_core_share(t), BENCH_WARMUP_STEPS, (long long)c->steps);

@@ -198,10 +198,11 @@ static void resume_or_exit(run_ctx *r) {
 static void print_header(const run_ctx *r, double rank_flops) {
     const config *c = r->c;
     const model_shape *s = &c->shape;
-    char buf[32];
-    mesh_log("meshtrain: %d rank%s | model L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld "
-             "T=%lld | %s params | %.2f MFLOP/token\n",
-             mesh_nranks(r->m), mesh_nranks(r->m) > 1 ? "s" : "", (long long)s->L, (long long)s->D,
+    char buf[32], spec[96];
+    mesh_log("meshtrain: %d rank%s, mesh %s | model L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld "
+             "V=%lld T=%lld | %s params | %.2f MFLOP/token\n",
+             mesh_nranks(r->m), mesh_nranks(r->m) > 1 ? "s" : "",
+             mesh_spec_str(r->m, spec, sizeof spec), (long long)s->L, (long long)s->D,
              (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
              (long long)s->T, metrics_si(buf, sizeof buf, (double)model_param_total(s)),
              model_flops_per_token(s) / 1e6);

@@ -137,7 +137,7 @@ static const used_rule rules[] = {
     /* the inspection flags wire the training loop */
     {"trace", M_GEN, never},
     {"debug-collectives", M_GEN, never},
-    {"timeout", M_GEN, never},
+    {"timeout", M_GEN & ~(1 << CONFIG_MODE_SERVE), never}, /* serve refuses it, saying why */
 };
 
 static const char *const mode_name[] = {"training", "meshtrain --bench", "meshtrain generate",

@@ -357,11 +357,6 @@ static int layout(gen *g, char *err, size_t errlen) {
     g->nY = nY;
     if (ty >= 0) g->tax = (mesh_axes){.n = 1, .ax = {ty}};
     g->row0 = par_data_index(g->plan) * g->B_loc;
-    if (g->d.kv_replicate && nY <= s->K)
-        return errmsg_fail(err, errlen,
-                           "--kv-replicate is unused: the tensor axis has %lld rank%s, no more "
-                           "than the %lld kv heads, so each rank holds kv heads of its own",
-                           (long long)nY, nY == 1 ? "" : "s", (long long)s->K);
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
     if (g->mode == GEN_KV_ALLTOALL) {

@@ -325,6 +325,19 @@ static int check_paths(const gen_flags *f, char *err, size_t errlen) {
     return lockfile_output(f->csv, "--csv", err, errlen);
 }
 
+/* --kv-replicate changes the cache's layout only where the tensor axis has more ranks than kv
+ * heads (gen.h); elsewhere it is refused. Not collective (every rank computes the same). */
+static int check_kv_replicate(const config *c, const gen_flags *f, const mesh *m, char *err,
+                              size_t errlen) {
+    const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
+    const int64_t nY = ty >= 0 ? mesh_axis_size(m, ty) : 1;
+    if (!f->kv_replicate || nY > c->shape.K) return 0;
+    return errmsg_fail(err, errlen,
+                       "--kv-replicate is unused: the tensor axis has %lld rank%s, no more than "
+                       "the %lld kv heads, so each rank holds kv heads of its own",
+                       (long long)nY, nY == 1 ? "" : "s", (long long)c->shape.K);
+}
+
 /* Collective over: world. --bench: every check first, then the machine, then the sweep. */
 static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     char err[GEN_ERR + GEN_BENCH_ERR];
@@ -365,7 +378,8 @@ int gen_main(int argc, char **argv) {
     if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
     if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
+    if ((f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0) ||
+        check_kv_replicate(&c, &f, m, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);
