@@ -12,7 +12,7 @@
  * checked element by element; the worst element (as a fraction of its bound) is printed.
  *
  * Shapes: M, N, K each of 1, 7, 33, 100 and 300 (past a K block of 256 and an M block of 168),
- * M of 2 and 4 (the streaming kernel's row counts), N = 4100 and 16400 (past a block of 2048
+ * M of 2 and 4 (the streaming kernel's row counts), N = 4100 and 16400 (past a block of 1024
  * columns and a streaming chunk of 16384), all
  * four transposes, padded strides, accumulate and overwrite (over NaN garbage), rows scaled by
  * powers of two; inputs with bf16 denormals; the model's three products. Also: run to run
