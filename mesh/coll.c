@@ -366,7 +366,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
     if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
     rec->t_start = mesh_now();
     const int64_t polls0 = ctx->idle_polls;
-    link_virtual_reset(ctx);
+    link_clock_reset(&ctx->clock);
     /* a plan per context: the non-blocking calls' coroutine (ctx[1], co_progress.c) shares the
      * caller's thread in the SMPI build and the inline mode (SMPI privatises statics per
      * simulated rank; a thread's own otherwise) */
@@ -413,7 +413,7 @@ void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
         }
     }
     rec->t_end = mesh_now();
-    rec->t_emulated = ctx->vclock;
+    rec->t_emulated = ctx->clock.vclock;
     rec->idle_polls = ctx->idle_polls - polls0;
     where_leave(m, ci);
 }

@@ -193,7 +193,7 @@ mesh_progress mesh_get_progress(const mesh *m) {
 mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share) {
     const int host = mesh_host_ranks(m); /* collective: first, on every rank */
     for (int a = 0; a < m->ndims; a++)
-        if (m->link_bw[a] > 0) return MESH_PROGRESS_THREAD;
+        if (links_emulated(&m->links, a)) return MESH_PROGRESS_THREAD;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return (long)host * (1 + compute_threads) > cores && core_share >= 0.9 ? MESH_PROGRESS_INLINE
                                                                            : MESH_PROGRESS_THREAD;

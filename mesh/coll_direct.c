@@ -67,23 +67,24 @@ static int coord_of(const dset *s, int j, int k) {
 /* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated); the
  * same on ctx's virtual clock, which it advances. */
 static double round_delivery(mesh *m, mesh_ctx *ctx, const dset *s, int64_t bytes) {
-    double t = 0, lat = 0, vt = ctx->vclock;
+    mesh_links *L = &m->links;
+    double t = 0, lat = 0, vt = ctx->clock.vclock;
     int emulated = 0;
     for (int k = 0; k < s->P; k++) {
-        if (s->size[k] <= 1 || m->link_bw[s->axis[k]] <= 0) continue;
+        if (s->size[k] <= 1 || !links_emulated(L, s->axis[k])) continue;
         emulated = 1;
         double load =
             (double)(s->n / s->size[k]) * cost_direct_link_load(s->size[k], s->wrap[k]) * bytes;
         for (int d = 0; d < 2; d++) {
-            double td = link_schedule(m, s->axis[k], d, (int64_t)(load + 0.5), 0);
+            const int64_t b = (int64_t)(load + 0.5);
+            double td = links_book(L, s->axis[k], d, b, 0);
             t = td > t ? td : t;
-            td =
-                link_schedule_virtual(m, ctx, s->axis[k], d, (int64_t)(load + 0.5), 0, ctx->vclock);
+            td = links_book_virtual(L, &ctx->clock, s->axis[k], d, b, 0, ctx->clock.vclock);
             vt = td > vt ? td : vt;
         }
-        lat += cost_direct_farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
+        lat += cost_direct_farthest(s->size[k], s->wrap[k]) * L->lat[s->axis[k]];
     }
-    if (emulated) ctx->vclock = vt + lat;
+    if (emulated) ctx->clock.vclock = vt + lat;
     return emulated ? t + lat : 0;
 }
 

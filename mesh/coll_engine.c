@@ -457,9 +457,6 @@ static int64_t phase_scratch(const phase *p) {
 }
 
 /* ---- posting ---- */
-static int emulated(const mesh *m, int axis) {
-    return axis >= 0 && m->link_bw[axis] > 0;
-}
 static int tag_of(const phase *p, int d) {
     return (p->chain * 2 + d) * 2;
 }
@@ -495,11 +492,12 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
     }
     if (k == 0) return;
     int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
-    double t = link_schedule(m, p->link_axis, d, bytes, hops);
+    double t = links_book(&m->links, p->link_axis, d, bytes, hops);
     if (t > 0) {
         double *h = p->st[d].hdr_out[s % ENGINE_NBUF];
         h[0] = t;
-        h[1] = link_schedule_virtual(m, p->ctx, p->link_axis, d, bytes, hops, p->st[d].vclock);
+        h[1] = links_book_virtual(&m->links, &p->ctx->clock, p->link_axis, d, bytes, hops,
+                                  p->st[d].vclock);
         MPI_Isend(h, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     }
     if (p->link_axis >= 0) p->link_bytes[p->link_axis][d] += bytes;
@@ -522,7 +520,7 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
         }
     }
     p->st[d].hdr_in[0] = p->st[d].hdr_in[1] = 0;
-    if (k > 0 && emulated(m, p->link_axis))
+    if (k > 0 && links_emulated(&m->links, p->link_axis))
         MPI_Irecv(p->st[d].hdr_in, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     return k;
 }
@@ -677,10 +675,10 @@ static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
         for (int k = 0; k < ch[c].nph; k++) {
             const int ax = ch[c].ph[k].link_axis;
             if (ax < 0 || ch[c].ph[k].n <= 1) continue;
-            if (!emulated(m, ax))
+            if (!links_emulated(&m->links, ax))
                 *real = 1;
-            else if (lat == 0 || m->link_lat[ax] < lat)
-                lat = m->link_lat[ax];
+            else if (lat == 0 || m->links.lat[ax] < lat)
+                lat = m->links.lat[ax];
         }
     if (lat <= 0) return 0;
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
@@ -713,7 +711,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
     int active = nch;
     for (int c = 0; c < nch; c++) {
         ch[c].cur = 0;
-        ch[c].vclock = ctx->vclock;
+        ch[c].vclock = ctx->clock.vclock;
         for (int k = 0; k < ch[c].nph; k++) {
             phase *p = &ch[c].ph[k];
             p->started = p->copied = 0;
@@ -738,7 +736,8 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
         }
         if (!active) {
             for (int c = 0; c < nch; c++)
-                ctx->vclock = ch[c].vclock > ctx->vclock ? ch[c].vclock : ctx->vclock;
+                ctx->clock.vclock =
+                    ch[c].vclock > ctx->clock.vclock ? ch[c].vclock : ctx->clock.vclock;
             return;
         }
         if (progressed) {

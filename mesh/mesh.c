@@ -14,6 +14,7 @@
 
 #include "mesh/cost.h"
 #include "mesh/errmsg.h"
+#include "mesh/parts.h"
 #include "mesh/where.h"
 
 void mesh_mpi_init(int *argc, char ***argv) {
@@ -283,7 +284,7 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     }
     for (int k = nd; k < MESH_MAX_AXES; k++) m->size[k] = 1;
     m->chunk = MESH_CHUNK_DEFAULT;
-    pthread_mutex_init(&m->link_mu, NULL);
+    links_init(&m->links);
     pthread_mutex_init(&m->acct_mu, NULL);
     comms_create(m, &m->ctx[0]);
     comms_create(m, &m->ctx[1]);
@@ -305,10 +306,16 @@ void mesh_destroy(mesh *m) {
     comms_free(&m->ctx[1]);
     for (int k = 0; k < MESH_MAX_AXES; k++)
         if (m->p2p[k] != MPI_COMM_NULL) MPI_Comm_free(&m->p2p[k]);
-    pthread_mutex_destroy(&m->link_mu);
+    links_destroy(&m->links);
     pthread_mutex_destroy(&m->acct_mu);
     if (mesh_g_last_mesh == m) mesh_g_last_mesh = NULL;
     free(m);
+}
+
+/* ---- parts (parts.h) ---- */
+
+mesh_links *mesh_part_links(mesh *m) {
+    return &m->links;
 }
 
 /* ---- queries ---- */

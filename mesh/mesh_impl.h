@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include "mesh/coll.h"
 #include "mesh/link.h"
+#include "mesh/links.h"
 #include "mesh/mesh_mpi.h"
 #include "mesh/where_impl.h"
 
@@ -24,14 +25,6 @@ extern const char *mesh_g_progname;
 #define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
 #define MESH_CHUNK_DEFAULT (1 << 20) /* bytes per lane and block, see mesh_set_chunk */
 
-/* One directed link's bookings on a call's virtual clock (link.c): n disjoint busy intervals
- * [lo[i], hi[i]), sorted, abutting ones merged. */
-#define MESH_VLINK_SLOTS 32
-typedef struct {
-    int n;
-    double lo[MESH_VLINK_SLOTS], hi[MESH_VLINK_SLOTS];
-} mesh_vlink;
-
 /* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
  * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
 typedef struct {
@@ -47,10 +40,7 @@ typedef struct {
 #ifdef MESHTRAIN_SMPI
     int no_data; /* the call running on this context leaves its floats alone (mesh_no_data) */
 #endif
-    /* the emulator's own clock for the call running on this context (link.c): links only, the
-     * call starting at 0 on idle links; vlink holds each directed link's busy intervals */
-    double vclock;
-    mesh_vlink vlink[MESH_MAX_AXES][2];
+    link_clock clock;   /* the emulated links' virtual clock of the call running on this context */
     int64_t idle_polls; /* the engine's polls on this context that found nothing (mesh_call) */
 } mesh_ctx;
 
@@ -84,11 +74,7 @@ struct mesh {
     int64_t chunk;        /* lane size in bytes (mesh_set_chunk); 0: no lanes */
     mesh_wire wire;       /* format of the collectives started from now on (mesh_set_wire) */
 
-    /* link emulation (link.c); guarded by link_mu */
-    pthread_mutex_t link_mu;
-    double link_bw[MESH_MAX_AXES];  /* bytes/s per direction; 0 = not emulated */
-    double link_lat[MESH_MAX_AXES]; /* seconds per hop */
-    double link_busy[MESH_MAX_AXES][2];
+    mesh_links links; /* the emulated links (links.h) */
 
     /* accounting; guarded by acct_mu */
     pthread_mutex_t acct_mu;
@@ -115,21 +101,6 @@ int mesh_set_id(mesh_axes a);
 
 /* Grows scratch slot `slot` of ctx to hold n floats; returns it. */
 float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
-
-/* link.c: emulated transfer of `bytes` over `hops` links of axis in direction dir (0 = +, 1 = −),
- * starting now. Returns the time (mesh_now clock) the receiver may consider the data delivered,
- * or 0 when the axis is not emulated. */
-double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops);
-/* The same message on ctx's virtual clock: its data ready at virtual time `ready`, it takes the
- * first gap of the link's bookings at or after `ready` that holds its bytes, whatever the order
- * in which the call's messages are booked; returns its virtual delivery (0 when the axis is not
- * emulated). Independent of the machine's load: what tests check. */
-double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
-                             double ready);
-/* Starts ctx's virtual clock for a new call: time 0, every link idle. */
-void link_virtual_reset(mesh_ctx *ctx);
-/* Sleeps until mesh_now() >= t (no busy spin for long waits). */
-void link_sleep_until(double t);
 
 /* coll.c: runs one collective on context ci, filling rec's bytes and times. Used by blocking
  * calls (ci = 0) and by the progress thread (ci = 1). */

@@ -43,7 +43,7 @@ static mesh_p2p *start(mesh *m, int recv, int axis, int dir, float *buf, int64_t
         MPI_Irecv(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
     } else {
         const int64_t bytes = count * (int64_t)sizeof(float);
-        r->hdr = link_schedule(m, axis, dir > 0 ? 0 : 1, bytes, 1);
+        r->hdr = links_book(&m->links, axis, dir > 0 ? 0 : 1, bytes, 1);
         r->rec.link_bytes[axis][dir > 0 ? 0 : 1] = bytes;
         MPI_Isend(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR, comm, &r->req[0]);
         MPI_Isend(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
