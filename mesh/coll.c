@@ -561,12 +561,6 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
     run_blocking(m, &x);
 }
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE,
-                   .axis = axis,
-                   .shift = shift,
-                   .out = out,
-                   .in = in,
-                   .count = count,
-                   .wire = m->wire};
-    run_blocking(m, &x);
+    const mesh_coll_call c = {MESH_OP_PPERMUTE, one_axis(axis), shift, count, 0, m->wire};
+    mesh_coll_run(m, &c, out, in);
 }

@@ -222,14 +222,9 @@ SET_COLLECTIVE(mesh_ireduce_scatter, MESH_OP_REDUCE_SCATTER)
 SET_COLLECTIVE(mesh_iall_reduce, MESH_OP_ALL_REDUCE)
 SET_COLLECTIVE(mesh_iall_to_all, MESH_OP_ALL_TO_ALL)
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE,
-                   .axis = axis,
-                   .shift = shift,
-                   .out = out,
-                   .in = in,
-                   .count = count,
-                   .wire = m->wire};
-    return enqueue(m, &x);
+    const mesh_axes a = {1, {axis, 0, 0}};
+    const mesh_coll_call c = {MESH_OP_PPERMUTE, a, shift, count, 0, m->wire};
+    return mesh_coll_start(m, &c, out, in);
 }
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
     const coll_args x = coll_args_of(c, out, in);
