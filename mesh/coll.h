@@ -147,6 +147,10 @@ void mesh_wait(mesh_req *r);
  * call): what running the non-blocking calls cost, beside the caller's own CPU time. In the
  * inline mode: the caller's CPU time on the coroutine that runs them. */
 double mesh_progress_cpu(const mesh *m);
+/* Not collective. How many times this process's waits inside mesh have slept so far, every
+ * thread counted: a wait blocked on a peer naps between polls instead of spinning (mesh/nap.h),
+ * so the count grows while one waits. For tests and benchmarks. */
+int64_t mesh_naps(void);
 /* Who runs the non-blocking calls. THREAD (the default): the progress thread above. INLINE: a
  * coroutine of the caller's own thread (mesh/co_progress.c), resumed at issue, in mesh_test,
  * mesh_poll and mesh_wait and while the caller blocks in any other call of the mesh: no thread
@@ -231,11 +235,12 @@ typedef struct {
                            0 without emulated links (and for MPI's built-ins) */
     int64_t idle_polls; /* the engine's rounds for this call that found no message ready to
                            move on, on the thread that ran it; each polls MPI, then naps (up to
-                           the next emulated delivery, or a growing interval: coll_engine.c,
-                           nap.c) or waits inside MPI, which counts once (Open MPI's waits spin;
-                           a blocking call on real links waits so). A wait that polled without
-                           napping would count about one per µs; load makes naps overshoot, so
-                           it lowers the count, never raises it. 0 for MPI's built-ins and
+                           the next emulated delivery, or a growing interval: progress.h,
+                           nap.h), or is the first 50 µs of an idle stretch of a blocking call
+                           on real links, which polls without sleeping (counted once), or waits
+                           inside MPI (the SMPI build, once). A wait that polled without napping
+                           would count about one per µs; load makes naps overshoot, so it
+                           lowers the count, never raises it. 0 for MPI's built-ins and
                            DIRECT */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring

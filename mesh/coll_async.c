@@ -46,7 +46,7 @@ static void serve(mesh *m) {
             if (!q->head) q->tail = NULL;
             r->done = 1;
         }
-        co_idle(m);
+        co_idle(q);
     }
 }
 
@@ -64,6 +64,7 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
         pthread_condattr_destroy(&ca);
         q->thread = PROGRESS_THREAD && !m->progress_inline;
         q->serve = serve;
+        q->m = m;
         m->async = q;
         if (q->thread)
             CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
@@ -91,13 +92,13 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
     if (!q->thread)
-        co_resume(m); /* posts the call's first messages (or it waits behind the queue) */
+        co_resume(q); /* posts the call's first messages (or it waits behind the queue) */
     return r;
 }
 
 int mesh_test(mesh_req *r) {
     mesh_async *q = r->m->async;
-    if (!q->thread && !r->done) co_resume(r->m);
+    if (!q->thread && !r->done) co_resume(q);
     pthread_mutex_lock(&q->mu);
     int d = r->done;
     pthread_mutex_unlock(&q->mu);
@@ -118,7 +119,7 @@ void mesh_wait(mesh_req *r) {
                    .shift = r->rec.shift,
                    .async = 1};
     where_enter(m, 0, WHERE_WAIT, &w);
-    if (!q->thread) co_wait(m, r);
+    if (!q->thread) co_wait(q, r);
     pthread_mutex_lock(&q->mu);
     if (!r->done) {
         q->waiting++, q->kicks++;
@@ -156,8 +157,8 @@ void coll_async_destroy(mesh *m) {
     mesh_async *q = m->async;
     if (!q) return;
     if (!q->thread) {
-        if (q->tail) co_wait(m, q->tail); /* the calls never waited for finish, as below */
-        co_destroy(m);
+        if (q->tail) co_wait(q, q->tail); /* the calls never waited for finish, as below */
+        co_destroy(q);
     }
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
@@ -202,7 +203,7 @@ mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core
 void mesh_poll(mesh *m) {
 #ifndef MESHTRAIN_SMPI /* simulated compute polls by itself (mesh_sim_compute) */
     mesh_async *q = m->async;
-    if (q && !q->thread && q->head && !q->inside) co_resume(m);
+    if (q && !q->thread && q->head && !q->inside) co_resume(q);
 #else
     (void)m;
 #endif

@@ -28,13 +28,22 @@
  * non-integer data, not bit-identical to RING/BIDIR, which add in ring order). */
 #include "mesh/cost.h"
 #include "mesh/mesh_impl.h"
+#include "mesh/progress.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Tags apart from the engine's (< 2·MESH_MAX_LANES·2); scratch slots after coll.c's (≤ 22). */
-enum { TAG_DATA = 1000, TAG_HDR = 1001, SL_RQ = 23, SL_HDR = 24, SL_PARTS = 25, SL_ACC = 26 };
+enum {
+    TAG_DATA = 1000,
+    TAG_HDR = 1001,
+    SL_RQ = 23,
+    SL_HDR = 24,
+    SL_PARTS = 25,
+    SL_ACC = 26,
+    SL_IDX = 27
+};
 
 /* The set's geometry: rank index j of the set ↔ coordinates along its axes (a.ax[0] major). */
 typedef struct {
@@ -155,13 +164,14 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
     if (r->own_n > 0 && r->own_dst != r->own_src && CTX_DATA(ctx))
         memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
     where_steps(m, ctx == &m->ctx[1], ph, nph, 0, np);
-    int got = 0, idx;
-    while (got < np) {
-        MPI_Waitany(np, rrq, &idx, MPI_STATUS_IGNORE);
-        CHECK(idx != MPI_UNDEFINED, "direct collective stalled with nothing in flight");
-        where_steps(m, ctx == &m->ctx[1], ph, nph, ++got, np);
+    int *idx = (int *)(void *)mesh_scratch(ctx, SL_IDX, 3 * (int64_t)np);
+    for (int got = 0; got < np;) { /* naps, or serves the coroutine (progress.h) */
+        const int outc = progress_block(m->async, np, rrq, idx);
+        CHECK(outc != MPI_UNDEFINED, "direct collective stalled with nothing in flight");
+        got += outc;
+        where_steps(m, ctx == &m->ctx[1], ph, nph, got, np);
     }
-    MPI_Waitall(3 * np, rq + np, MPI_STATUSES_IGNORE);
+    progress_waitall(m->async, 3 * np, rq + np, idx);
     if (emu) {
         double t = 0;
         for (int i = 0; i < np; i++) t = hin[i] > t ? hin[i] : t;

@@ -32,14 +32,16 @@
  * Progress. Each direction of a phase is a stream: the send of step s waits only for the receive
  * of step s−1 (the data it forwards), a receive only for its buffer; sends are not waited for
  * until their buffer is reused. The driver posts whatever is ready across all chains, then
- * blocks in one MPI_Waitsome over every request in flight. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
+ * waits over every request in flight as the call's waiter says (progress.h): it naps rather
+ * than spin when nothing arrives. */
 #include "mesh/coll_engine.h"
 
 #include <limits.h>
-#include "mesh/bf16.h"
 #include <stdlib.h>
 #include <string.h>
+
+#include "mesh/bf16.h"
+#include "mesh/progress.h"
 
 enum { R_FULL, R_H0, R_H1 };
 typedef struct {
@@ -657,17 +659,8 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
     return did;
 }
 
-/* The longest nap between polls of the requests in flight when nothing is ready; 0: block in
- * MPI_Waitsome instead. Open MPI's waits spin, so a blocked call would hold a core. On emulated
- * links the driver naps up to a quarter of the shortest hop latency: a message is delivered at
- * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
- * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
- * progress thread naps on real links too (nap_cap: from 100 µs up to 1 ms while its
- * caller computes, from 2 µs up to 50 µs, or 2% of the time nothing has arrived, while the
- * caller waits for a result), so that it does not
- * take the core of the compute it is meant to overlap. Blocking calls on real links spin: the
- * lowest latency. Returns the cap for emulated links (0: none) and sets *real when a real link
- * takes part. */
+/* The links of the chains, for the waiters (progress.h): the shortest hop latency of their
+ * emulated links / 4, at most 2 ms (0: none), and *real = 1 when a real link takes part. */
 static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
     double lat = 0;
     *real = 0;
@@ -682,13 +675,6 @@ static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
         }
     if (lat <= 0) return 0;
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
-}
-
-static double poll_cap(mesh *m, int thread, double emul, int real, double idle, double *first) {
-    *first = 2e-6;
-    if (!thread) return real ? 0 : emul;
-    if (real || emul <= 0) return nap_cap(m, idle, first);
-    return emul > 50e-6 ? emul : 50e-6;
 }
 
 void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]) {
@@ -722,10 +708,10 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             p->ctx = ctx;
         }
     }
-    const int thread = ctx == &m->ctx[1];
     int real;
     const double emul = emulated_cap(m, ch, nch, &real);
-    double nap = 0, idle0 = 0; /* idle0: when the polls started finding nothing (0: not idle) */
+    progress_wait w;
+    progress_wait_init(&w, m->async, ctx == &m->ctx[1], emul, real);
     for (;;) {
         int progressed = 0;
         double wake = 0;
@@ -741,47 +727,13 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             return;
         }
         if (progressed) {
-            nap = idle0 = 0;
+            progress_moved(&w);
             continue;
         }
-        where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
+        where_engine(m, ctx, ch, nch); /* about to wait: say how far the call got */
         ctx->idle_polls++;
-        int outc = 0;
-        /* SMPI (simulated time: no naps), or the inline mode on the coroutine or while it has
-         * messages in flight: the wait serves the coroutine (co_progress.c) */
-#ifdef MESHTRAIN_SMPI
-        const int co = 1;
-#else
-        const int co = co_active(m);
-#endif
-        if (co) {
-            CHECK(emul <= 0 && wake <= 0, "inline progress (mesh_set_progress) on emulated links");
-            co_waitsome(m, nrq, rq, &outc, idx);
-            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
-            continue;
-        }
-        double first;
-        const double now = mesh_now();
-        if (idle0 == 0) idle0 = now;
-        const double cap = poll_cap(m, thread, emul, real, now - idle0, &first);
-        if (wake > 0 || cap > 0) { /* nap, but not past an emulated delivery */
-            MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
-            CHECK(outc != MPI_UNDEFINED || wake > 0,
-                  "collective engine stalled with nothing in flight");
-            if (outc == 0 || outc == MPI_UNDEFINED) {
-                nap = cap > 0 ? (nap * 2 < first ? first : nap * 2 > cap ? cap : nap * 2) : 50e-6;
-                const double t = now + nap,
-                             until = outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t;
-                if (thread)
-                    nap_sleep_until(m, until);
-                else
-                    link_sleep_until(until);
-            } else {
-                nap = idle0 = 0;
-            }
-        } else {
-            MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
-            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
-        }
+        const int outc = progress_waitsome(&w, nrq, rq, idx, wake);
+        CHECK(outc != MPI_UNDEFINED || wake > 0,
+              "collective engine stalled with nothing in flight");
     }
 }

@@ -14,6 +14,7 @@
 
 #include "mesh/cost.h"
 #include "mesh/errmsg.h"
+#include "mesh/nap.h"
 #include "mesh/parts.h"
 #include "mesh/where.h"
 
@@ -43,16 +44,20 @@ int mesh_agree_msg(const mesh_comm *c, int status, char *err, size_t errlen) {
     struct {
         int status, rank;
     } in = {status, rank}, out = in;
+    MPI_Request rq;
     mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a status)");
-    MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm);
+    MPI_Iallreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm, &rq);
+    nap_waitall(1, &rq); /* naps while a peer is late (nap.h) */
     mesh_blocking_end();
     if (out.status >= 0 || !err || errlen == 0) return out.status;
     int most = status; /* did every rank fail? */
     char msg[MESH_MSG_MAX] = "";
     if (rank == out.rank) snprintf(msg, sizeof msg, "%s", err);
     mesh_blocking_begin("MPI_Bcast (the message of a failed status)");
-    MPI_Allreduce(&status, &most, 1, MPI_INT, MPI_MAX, comm);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm);
+    MPI_Iallreduce(&status, &most, 1, MPI_INT, MPI_MAX, comm, &rq);
+    nap_waitall(1, &rq);
+    MPI_Ibcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm, &rq);
+    nap_waitall(1, &rq);
     mesh_blocking_end();
     if (out.rank != 0 && most >= 0)
         snprintf(err, errlen, "rank %d: %s", out.rank, msg);
@@ -67,8 +72,10 @@ int mesh_agree(const mesh_comm *comm, int status) {
 
 int64_t mesh_agree_max(const mesh_comm *comm, int64_t value) {
     int64_t most = value;
+    MPI_Request rq;
     mesh_blocking_begin("MPI_Allreduce (ranks agreeing on a maximum)");
-    MPI_Allreduce(&value, &most, 1, MPI_INT64_T, MPI_MAX, comm->mpi);
+    MPI_Iallreduce(&value, &most, 1, MPI_INT64_T, MPI_MAX, comm->mpi, &rq);
+    nap_waitall(1, &rq);
     mesh_blocking_end();
     return most;
 }

@@ -19,7 +19,7 @@ extern const char *mesh_g_progname;
 /* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three.
  */
 #define MESH_NSETS 40
-#define MESH_NSCRATCH 27
+#define MESH_NSCRATCH 28
 #define MESH_TRACE_LEN 1024
 #define MESH_MAX_HOOKS 4  /* trace observers (mesh_add_trace_hook) */
 #define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
@@ -123,17 +123,4 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes
 void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_record_end(mesh *m, const mesh_call *rec);
 void coll_async_destroy(mesh *m);
-/* The blocking waits of mesh/ while the non-blocking calls run on a coroutine (co_progress.c:
- * the SMPI build, and the inline mode on real cores): MPI_Waitsome's contract (outc, idx), but on
- * the coroutine it hands the thread back to the caller instead of blocking, and on the caller it
- * also serves the coroutine's requests in flight. co_active: whether the waits must go through
- * co_waitsome (on the coroutine, or the caller while the coroutine has requests in flight). */
-void co_waitsome(struct mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
-int co_active(const struct mesh *m);
-/* nap.c, for the engine on the progress thread: its longest nap between polls on real
- * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
- * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to
- * wait ends early. */
-double nap_cap(mesh *m, double idle, double *first);
-void nap_sleep_until(mesh *m, double t);
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "mesh/mesh_impl.h"
+#include "mesh/progress.h"
 
 #define P2P_TAG_HDR 101
 #define P2P_TAG_DATA 102
@@ -63,15 +64,8 @@ void mesh_p2p_wait(mesh_p2p *r) {
     if (!r) return;
     const double t0 = mesh_now(), c0 = mesh_thread_cpu();
     where_enter(r->m, 0, WHERE_P2P, &r->rec);
-#ifdef MESHTRAIN_SMPI
-    const int co = 1;
-#else
-    const int co = co_active(r->m);
-#endif
-    if (co) /* serves the non-blocking calls' coroutine meanwhile (co_progress.c) */
-        for (int outc = 0, idx[2]; outc != MPI_UNDEFINED;) co_waitsome(r->m, 2, r->req, &outc, idx);
-    else
-        MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
+    int idx[2];
+    progress_waitall(r->m->async, 2, r->req, idx); /* naps, or serves the coroutine (progress.h) */
     if (r->recv && r->hdr > 0) link_sleep_until(r->hdr);
     where_leave(r->m, 0);
     r->rec.t_end = mesh_now();

@@ -20,8 +20,7 @@ void mesh_sim_set_poll(double seconds) {
 }
 
 void mesh_sim_compute(double flops) {
-    mesh *m = co_current();
-    mesh_async *q = m ? m->async : NULL;
+    mesh_async *q = co_latest();
     if (!q || !q->head) {
         smpi_execute_flops(flops);
         return;
@@ -35,6 +34,6 @@ void mesh_sim_compute(double flops) {
         const double f = flops < 1.5 * slice ? flops : slice;
         smpi_execute_flops(f);
         flops -= f;
-        co_resume(m);
+        co_resume(q);
     }
 }
