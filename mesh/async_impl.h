@@ -7,11 +7,11 @@
 
 #include <ucontext.h>
 
-#include "mesh/mesh_impl.h"
+#include "mesh/coll_impl.h"
 
 /* Under SimGrid's SMPI (MESHTRAIN_SMPI) a simulated rank is an actor that alone may call MPI, so
  * there is no progress thread: the queue always runs on a coroutine of the rank's own actor
- * (co_progress.c), in issue order on ctx[1] as the thread would. On real cores the coroutine is
+ * (co_progress.c), in issue order on context 1 as the thread would. On real cores the coroutine is
  * the inline mode (mesh_set_progress). */
 #ifdef MESHTRAIN_SMPI
 enum { PROGRESS_THREAD = 0 };
@@ -66,10 +66,8 @@ void co_resume(mesh_async *q);
 void co_idle(mesh_async *q);
 /* Drives the coroutine until r is done (mesh_wait), blocking in MPI in between. */
 void co_wait(mesh_async *q, const mesh_req *r);
-/* Frees the coroutine (its queue empty) and forgets the queue as the one compute polls. */
+/* Frees the coroutine (its queue empty). */
 void co_destroy(mesh_async *q);
-/* The queue of the rank's latest non-blocking call (NULL: none), for mesh_sim_compute. */
-mesh_async *co_latest(void);
 /* The blocking waits while the non-blocking calls run on a coroutine (the SMPI build, and the
  * inline mode on real cores): MPI_Waitsome's contract (outc, idx), but on the coroutine it hands
  * the thread back to the caller instead of blocking, and on the caller it also serves the

@@ -3,13 +3,13 @@
  * simulated rank is one SimGrid actor, and only it may call MPI) and on real cores in the inline
  * mode (mesh_set_progress: no thread to share a core with the compute).
  *
- * The coroutine runs the progress thread's code: coll_execute on ctx[1], in issue order. Where
+ * The coroutine runs the progress thread's code: coll_execute on context 1, in issue order. Where
  * the engine would block (nothing ready, messages in flight) the coroutine returns to the caller,
  * publishing the requests it waits for; the caller resumes it when one of them may have
  * completed:
  *  - at issue (its first sends and receives are posted at once), in mesh_test and mesh_poll;
  *  - in mesh_wait, which waits for one of those requests between resumptions (nap.h);
- *  - in a blocking collective's wait (the engine on ctx[0]) and a point-to-point wait (p2p.c),
+ *  - in a blocking collective's wait (the engine on context 0) and a point-to-point wait (p2p.c),
  *    which wait over their own requests and the coroutine's at once, so neither stalls the other
  *    (a peer may wait in a blocking call for this rank while this rank's queue must move on for
  *    the peer's mesh_wait);
@@ -31,8 +31,7 @@
 #define CO_STACK (1 << 20) /* the coroutine's stack (mapped, untouched pages cost nothing) */
 
 /* One process is one rank (SMPI privatises these per simulated rank). */
-static mesh_async *g_latest; /* the queue of the rank's latest resumption */
-static mesh_async *g_boot;   /* the queue whose coroutine is starting */
+static mesh_async *g_boot; /* the queue whose coroutine is starting (its body's argument) */
 
 static void co_entry(void) {
     mesh_async *q = g_boot;
@@ -52,7 +51,6 @@ static void co_make(mesh_async *q) {
 
 void co_resume(mesh_async *q) {
     CHECK(!q->inside, "the non-blocking calls' coroutine resumed from itself");
-    g_latest = q;
     if (!q->stack) co_make(q);
     g_boot = q;
     q->inside = 1;
@@ -152,9 +150,4 @@ void co_destroy(mesh_async *q) {
     if (q->stack) munmap(q->stack, CO_STACK);
     free(q->all), free(q->idx);
     q->stack = NULL, q->all = NULL, q->idx = NULL, q->cap = 0;
-    if (g_latest == q) g_latest = NULL;
-}
-
-mesh_async *co_latest(void) {
-    return g_latest;
 }

@@ -203,7 +203,7 @@ static float *a2a_rest_from_input(phase *p, int d) {
         int k = d == 0 ? 2 + i : D - i;
         int64_t lo, c;
         const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
-        if (CTX_DATA(p->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
+        if (CTX_DATA(p->env->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
         pk += c;
     }
     return p->st[d].pack;
@@ -333,7 +333,7 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
 
 /* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
 static void recv_done(phase *p, int d, int s) {
-    if (p->kind != PH_RS || !CTX_DATA(p->ctx)) return;
+    if (p->kind != PH_RS || !CTX_DATA(p->env->ctx)) return;
     int64_t lo, l;
     int blk = rs_recv_range(p, p->r, d, s, &lo, &l);
     if (blk < 0 || blk == p->r || l == 0) return; /* own block: kept for rs_end */
@@ -474,7 +474,7 @@ static int all_null(const MPI_Request *r, int n) {
     return 1;
 }
 
-static void post_sends(mesh *m, phase *p, int d, int s) {
+static void post_sends(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
     int k = step_sends(p, d, s, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
     MPI_Request *rq = send_rq(p, d, s);
@@ -484,7 +484,7 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
         if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
-            if (CTX_DATA(p->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            if (CTX_DATA(p->env->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
             MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
             w += ms[i].n;
         } else {
@@ -494,11 +494,12 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
     }
     if (k == 0) return;
     int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
-    double t = links_book(&m->links, p->link_axis, d, bytes, hops);
+    mesh_links *L = p->env->links;
+    double t = links_book(L, p->link_axis, d, bytes, hops);
     if (t > 0) {
         double *h = p->st[d].hdr_out[s % ENGINE_NBUF];
         h[0] = t;
-        h[1] = links_book_virtual(&m->links, &p->ctx->clock, p->link_axis, d, bytes, hops,
+        h[1] = links_book_virtual(L, &p->env->ctx->clock, p->link_axis, d, bytes, hops,
                                   p->st[d].vclock);
         MPI_Isend(h, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     }
@@ -506,7 +507,7 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
 }
 
 /* Posts step s's receives; returns how many (0: nothing arrives at this step). */
-static int post_recvs(mesh *m, phase *p, int d, int s) {
+static int post_recvs(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
     MPI_Request *rq = recv_rq(p, d);
@@ -522,14 +523,14 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
         }
     }
     p->st[d].hdr_in[0] = p->st[d].hdr_in[1] = 0;
-    if (k > 0 && links_emulated(&m->links, p->link_axis))
+    if (k > 0 && links_emulated(p->env->links, p->link_axis))
         MPI_Irecv(p->st[d].hdr_in, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     return k;
 }
 
 /* bf16 wire: step s's staged receive, converted to fp32 where the fp32 wire would have put it. */
 static void recv_unpack(phase *p, int d, int s) {
-    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->ctx)) return;
+    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->env->ctx)) return;
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms);
     const uint16_t *w = p->st[d].wrecv;
@@ -548,7 +549,7 @@ static int recv_buffer_free(phase *p, int d, int s) {
 }
 
 /* Advances direction d as far as it can without blocking; returns 1 if it did anything. */
-static int stream_progress(mesh *m, phase *p, int d, double *wake) {
+static int stream_progress(phase *p, int d, double *wake) {
     stream *st = &p->st[d];
     int did = 0;
     for (;;) {
@@ -566,12 +567,12 @@ static int stream_progress(mesh *m, phase *p, int d, double *wake) {
         }
         if (st->sent < p->nsteps && st->done >= st->sent &&
             all_null(send_rq(p, d, st->sent + 1), ENGINE_MAXT + 1)) {
-            post_sends(m, p, d, ++st->sent);
+            post_sends(p, d, ++st->sent);
             acted = 1;
         }
         if (st->posted == st->done && st->posted < p->nsteps &&
             recv_buffer_free(p, d, st->posted + 1)) {
-            if (post_recvs(m, p, d, ++st->posted) == 0) st->done = st->posted;
+            if (post_recvs(p, d, ++st->posted) == 0) st->done = st->posted;
             acted = 1;
         }
         if (!acted) return did;
@@ -603,7 +604,7 @@ static void phase_start(phase *p, double vready) {
             p->st[d].wrecv = (uint16_t *)a;
         }
     }
-    if (p->kind == PH_REORDER && CTX_DATA(p->ctx))
+    if (p->kind == PH_REORDER && CTX_DATA(p->env->ctx))
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
                       p->s_off, p->d_stride, p->d_off);
     p->started = 1;
@@ -613,7 +614,7 @@ static void phase_start(phase *p, double vready) {
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
     float *mine = NULL;
-    if (!CTX_DATA(p->ctx)) {
+    if (!CTX_DATA(p->env->ctx)) {
         p->copied = 1;
         return;
     }
@@ -633,7 +634,7 @@ static void phase_copy_own(phase *p) {
 }
 
 static void phase_end(phase *p) {
-    if (!CTX_DATA(p->ctx)) return;
+    if (!CTX_DATA(p->env->ctx)) return;
     if (p->kind == PH_RS) rs_end(p);
     /* in place: the input left before the result may overwrite it */
     if (p->kind == PH_PERM && p->buf == p->src && p->nsteps && perm_peer(p, 0) >= 0)
@@ -641,13 +642,13 @@ static void phase_end(phase *p) {
 }
 
 /* Advances chain c; returns 1 if anything happened. */
-static int chain_progress(mesh *m, chain *c, double *wake) {
+static int chain_progress(chain *c, double *wake) {
     int did = 0;
     while (c->cur < c->nph) {
         phase *p = &c->ph[c->cur];
         if (!p->started) phase_start(p, c->vclock), did = 1;
-        did |= stream_progress(m, p, 0, wake);
-        did |= stream_progress(m, p, 1, wake);
+        did |= stream_progress(p, 0, wake);
+        did |= stream_progress(p, 1, wake);
         if (!p->copied) phase_copy_own(p);
         if (!stream_finished(p, 0) || !stream_finished(p, 1)) break;
         phase_end(p);
@@ -659,25 +660,44 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
     return did;
 }
 
+/* Publishes how far the chains got, for the observers (activity.h): the least advanced chain's
+ * phase and the steps it has done in it. */
+static void publish(act_slot *slot, const chain *ch, int nch) {
+    int best = -1, bcur = 0, bdone = 0, btotal = 0;
+    for (int c = 0; c < nch; c++) {
+        const int cur = ch[c].cur;
+        int done = 0, total = 0;
+        if (cur < ch[c].nph && ch[c].ph[cur].started) {
+            const phase *p = &ch[c].ph[cur];
+            done = p->st[0].done < p->st[1].done ? p->st[0].done : p->st[1].done;
+            total = p->nsteps;
+        }
+        if (best < 0 || cur < bcur || (cur == bcur && done < bdone))
+            best = c, bcur = cur, bdone = done, btotal = total;
+    }
+    if (best >= 0) act_steps(slot, bcur + 1, ch[best].nph, bdone, btotal);
+}
+
 /* The links of the chains, for the waiters (progress.h): the shortest hop latency of their
  * emulated links / 4, at most 2 ms (0: none), and *real = 1 when a real link takes part. */
-static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
+static double emulated_cap(const mesh_links *L, const chain *ch, int nch, int *real) {
     double lat = 0;
     *real = 0;
     for (int c = 0; c < nch; c++)
         for (int k = 0; k < ch[c].nph; k++) {
             const int ax = ch[c].ph[k].link_axis;
             if (ax < 0 || ch[c].ph[k].n <= 1) continue;
-            if (!links_emulated(&m->links, ax))
+            if (!links_emulated(L, ax))
                 *real = 1;
-            else if (lat == 0 || m->links.lat[ax] < lat)
-                lat = m->links.lat[ax];
+            else if (lat == 0 || L->lat[ax] < lat)
+                lat = L->lat[ax];
         }
     if (lat <= 0) return 0;
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
 }
 
-void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]) {
+void engine_run(const coll_env *e, chain *ch, int nch, int64_t (*link_bytes)[2]) {
+    eng_ctx *ctx = e->ctx;
     CHECK(nch >= 1 && nch <= ENGINE_MAX_CHAINS, "engine: %d chains", nch);
     MPI_Request rq[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ];
     int idx[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ], nrq = nch * 2 * ENGINE_RQ;
@@ -693,7 +713,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
         base[c] = total;
         total += need;
     }
-    float *arena = total ? mesh_scratch(ctx, 0, total) : NULL;
+    float *arena = total ? eng_scratch(ctx, 0, total) : NULL;
     int active = nch;
     for (int c = 0; c < nch; c++) {
         ch[c].cur = 0;
@@ -705,19 +725,19 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             p->arena = arena ? arena + base[c] : NULL;
             p->rq = rq + c * 2 * ENGINE_RQ;
             p->link_bytes = link_bytes;
-            p->ctx = ctx;
+            p->env = e;
         }
     }
     int real;
-    const double emul = emulated_cap(m, ch, nch, &real);
+    const double emul = emulated_cap(e->links, ch, nch, &real);
     progress_wait w;
-    progress_wait_init(&w, m->async, ctx == &m->ctx[1], emul, real);
+    progress_wait_init(&w, e->q, e->on_thread, emul, real);
     for (;;) {
         int progressed = 0;
         double wake = 0;
         for (int c = 0; c < nch; c++) {
             if (ch[c].cur == ch[c].nph) continue;
-            progressed |= chain_progress(m, &ch[c], &wake);
+            progressed |= chain_progress(&ch[c], &wake);
             if (ch[c].cur == ch[c].nph) active--;
         }
         if (!active) {
@@ -730,7 +750,7 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             progress_moved(&w);
             continue;
         }
-        where_engine(m, ctx, ch, nch); /* about to wait: say how far the call got */
+        publish(e->slot, ch, nch); /* about to wait: say how far the call got */
         ctx->idle_polls++;
         const int outc = progress_waitsome(&w, nrq, rq, idx, wake);
         CHECK(outc != MPI_UNDEFINED || wake > 0,

@@ -25,6 +25,14 @@
 
 typedef struct mesh_async mesh_async;
 
+/* A mesh's handle of its queue of non-blocking calls (coll_async.c): the queue, made at the first
+ * non-blocking call, and who runs it (mesh_set_progress). */
+typedef struct mesh_queue mesh_queue;
+struct mesh_queue {
+    mesh_async *q;   /* NULL: none yet */
+    int inline_mode; /* MESH_PROGRESS_INLINE: a coroutine of the caller's thread runs it */
+};
+
 /* The waits of one call. */
 typedef struct {
     mesh_async *q; /* the mesh's queue of non-blocking calls (NULL: none made yet) */
