@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "mesh/cost.h"
+#include "mesh/errmsg.h"
 #include "mesh/link.h"
 #include "mesh/links.h"
 #include "mesh/mesh_mpi.h"
@@ -28,25 +29,35 @@ void mesh_link_get(const mesh *m, int axis, double *bw, double *latency) {
     if (latency) *latency = l->lat[axis];
 }
 
-int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulation *out) {
-    const cost_chip *c = cost_chip_find(chip);
-    if (!c || !(measured_flops > 0)) return -1;
-    double mean = 0;
-    mesh_blocking_begin("MPI_Allreduce and MPI_Bcast (ranks agreeing on the emulated links)");
-    MPI_Allreduce(&measured_flops, &mean, 1, MPI_DOUBLE, MPI_SUM, mesh_world_comm(m)->mpi);
-    mean /= mesh_nranks(m);
-    /* hosts must agree for the shared clock (link.h) */
+/* Collective over: world. The mean and the least of x over the ranks; whether they all run on
+ * rank 0's host. */
+static void agree_rate(mesh *m, double x, double *mean, double *least, int *one_host) {
+    const MPI_Comm world = mesh_world_comm(m)->mpi;
     char host[64] = "", first[64];
     gethostname(host, sizeof host - 1);
     memcpy(first, host, sizeof first);
-    MPI_Bcast(first, 64, MPI_CHAR, 0, mesh_world_comm(m)->mpi);
-    int same = strcmp(first, host) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
+    mesh_blocking_begin("MPI_Allreduce and MPI_Bcast (ranks agreeing on the emulated links)");
+    MPI_Allreduce(&x, mean, 1, MPI_DOUBLE, MPI_SUM, world);
+    MPI_Allreduce(&x, least, 1, MPI_DOUBLE, MPI_MIN, world);
+    MPI_Bcast(first, 64, MPI_CHAR, 0, world);
+    int same = strcmp(first, host) == 0;
+    MPI_Allreduce(&same, one_host, 1, MPI_INT, MPI_MIN, world);
     mesh_blocking_end();
-    if (!all)
-        mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
-                 "and will be off by the hosts' clock offsets\n");
+    *mean /= mesh_nranks(m);
+}
+
+int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulation *out, char *err,
+                 size_t errlen) {
+    const cost_chip *c = cost_chip_find(chip); /* the same chip on every rank: no agreement */
+    if (!c)
+        return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
+                           chip ? chip : "(none)");
+    double mean, least;
     mesh_emulation e;
+    agree_rate(m, measured_flops > 0 ? measured_flops : 0, &mean, &least, &e.one_host);
+    if (!(least > 0))
+        return errmsg_fail(err, errlen,
+                           "--emulate %s: a rank measured no FLOP/s to scale the links by", chip);
     e.chip_flops = c->flops_bf16;
     e.chip_w_oneway = c->ici_oneway;
     e.chip_latency = c->hop_latency;

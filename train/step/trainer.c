@@ -107,10 +107,10 @@ static int emulate_at(trainer *t, double rate, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     mesh_emulation em;
-    if (mesh_emulate(m, c->emulate, rate, &em) != 0) {
-        return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
-                           c->emulate);
-    }
+    if (mesh_emulate(m, c->emulate, rate, &em, err, errlen) != 0) return -1;
+    if (!em.one_host)
+        mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
+                 "and will be off by the hosts' clock offsets\n");
     t->emu = em;
     t->emulated = 1;
     if (t->dcn >= 0) {
