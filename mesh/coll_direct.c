@@ -168,11 +168,13 @@ static void run_round(const coll_env *e, const dset *s, const dround *r, int64_t
     act_slot *slot = e->slot;
     act_steps(slot, ph, nph, 0, np);
     int *idx = (int *)(void *)eng_scratch(ctx, SL_IDX, 3 * (int64_t)np);
-    for (int got = 0; got < np;) { /* naps, or serves the coroutine (progress.h) */
-        const int outc = progress_block(e->q, np, rrq, idx);
-        CHECK(outc != MPI_UNDEFINED, "direct collective stalled with nothing in flight");
-        got += outc;
-        act_steps(slot, ph, nph, got, np);
+    /* naps, or serves the coroutine (progress.h); counted by the requests still in flight, as
+     * the caller's wait may complete those of the coroutine */
+    for (int left = np; left > 0;) {
+        progress_block(e->q, np, rrq, idx);
+        left = 0;
+        for (int i = 0; i < np; i++) left += rrq[i] != MPI_REQUEST_NULL;
+        act_steps(slot, ph, nph, np - left, np);
     }
     progress_waitall(e->q, 3 * np, rq + np, idx);
     if (emu) {
