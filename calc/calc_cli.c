@@ -183,10 +183,10 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         const char *name;
         size_t off;
     } dims[] = {
-        {"--layers", offsetof(calc_shape, L)},   {"--d-model", offsetof(calc_shape, D)},
-        {"--heads", offsetof(calc_shape, N)},    {"--kv-heads", offsetof(calc_shape, K)},
-        {"--head-dim", offsetof(calc_shape, H)}, {"--d-ff", offsetof(calc_shape, F)},
-        {"--vocab", offsetof(calc_shape, V)},    {"--seq-len", offsetof(calc_shape, T)},
+        {"--layers", offsetof(model_shape, L)},   {"--d-model", offsetof(model_shape, D)},
+        {"--heads", offsetof(model_shape, N)},    {"--kv-heads", offsetof(model_shape, K)},
+        {"--head-dim", offsetof(model_shape, H)}, {"--d-ff", offsetof(model_shape, F)},
+        {"--vocab", offsetof(model_shape, V)},    {"--seq-len", offsetof(model_shape, T)},
     };
     static const struct {
         const char *name;

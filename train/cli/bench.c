@@ -165,7 +165,7 @@ static double matmul_bound(const config *c, const run_peak *pk) {
 static void print_summary(const config *c, const run_peak *pk, double bound, double *secs,
                           const bench_sums *u) {
     const double ntok = (double)(c->batch * c->shape.T);
-    const double flops = model_flops_per_token(&c->shape) * ntok;
+    const double flops = shape_flops_per_token(&c->shape) * ntok;
     const double med = ktime_median(secs, c->steps);
     const double best = secs[0]; /* sorted by ktime_median */
     char b[96] = "matmul bound not timed (--no-matmul-bound)";
@@ -270,7 +270,7 @@ static double wire_mixed(const config *c, const report_case *k, const bench_sums
     for (int p = 0; p < PART_COUNT; p++)
         for (int a = 0; a < MESH_MAX_AXES; a++) t += u->pwire[p][a];
     *wire = t / (double)c->steps;
-    const double per_token = model_flops_per_token(s);
+    const double per_token = shape_flops_per_token(s);
     *peak = em && em->measured_flops > 0
                 ? per_token * (double)k->tokens / nranks / em->measured_flops
                 : 0;
@@ -288,7 +288,7 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
     if (!chip) return;
     report_case k;
     char name[128];
-    par_report_case(trainer_par(t), c, &k, name, sizeof name);
+    plan_report_case(trainer_plan(t), &k, name, sizeof name);
     const double wire = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
     report_boundaries b, b16;
     /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */

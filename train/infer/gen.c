@@ -32,7 +32,8 @@ struct gen {
     mesh_axes tax; /* the tensor axis of m (vocabulary shards), nY ranks (1 without) */
     int64_t nY;
     int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
-    par *plan;
+    plan pl;   /* the sharding plan (forward only) */
+    par *run;  /* its sharded run (NULL on one rank) */
     model *mod;
     gen_kv_mode mode;
     gen_dims d;
@@ -62,7 +63,7 @@ model *gen_model(gen *g) {
     return g->mod;
 }
 par *gen_par(gen *g) {
-    return g->plan;
+    return g->run;
 }
 gen_kv_mode gen_mode(const gen *g) {
     return g->mode;
@@ -172,10 +173,8 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
     /* with experts (one rank), a token passes through the router and k + S experts of a MoE
      * block; every weight is counted as read */
-    const double blocks_mm = s->moe.E > 0
-                                 ? (model_flops_per_token(s) / 6.0 -
-                                    (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
-                                 : (double)s->L * layer_mm;
+    const double blocks_mm =
+        s->moe.E > 0 ? shape_matmul_params(s) - (double)(s->D * s->V) : (double)s->L * layer_mm;
     double bytes = 0;
     for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
@@ -347,7 +346,7 @@ static int layout(gen *g, char *err, size_t errlen) {
     const int ty = g->c.tensor_axis[0] ? mesh_axis_index(g->m, g->c.tensor_axis[0]) : -1;
     const int64_t nY = ty >= 0 ? mesh_axis_size(g->m, ty) : 1;
     const int64_t yi = ty >= 0 ? mesh_axis_coord(g->m, ty) : 0;
-    g->nX = par_data_shards(g->plan);
+    g->nX = g->pl.batch.n;
     if (g->d.B % g->nX != 0)
         return errmsg_fail(err, errlen,
                            "%lld prompts do not divide over the %lld replicas (--dp): give a "
@@ -356,7 +355,7 @@ static int layout(gen *g, char *err, size_t errlen) {
     g->B_loc = g->d.B / g->nX;
     g->nY = nY;
     if (ty >= 0) g->tax = (mesh_axes){.n = 1, .ax = {ty}};
-    g->row0 = par_data_index(g->plan) * g->B_loc;
+    g->row0 = g->pl.batch.index * g->B_loc;
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
     if (g->mode == GEN_KV_ALLTOALL) {
@@ -430,11 +429,16 @@ static int alloc_buffers(gen *g) {
                : -1;
 }
 
-par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
-                     size_t errlen) {
+int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **out, char *err,
+                    size_t errlen) {
+    *out = NULL;
     config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
     cc.batch = cc.micro_batch = (max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
-    return par_create(&cc, m, trivial, err, errlen);
+    plan_in in;
+    if (par_plan_in(&cc, m, &in, err, errlen) < 0) return -1;
+    in.forward_only = 1;
+    if (plan_build(pl, &in, err, errlen) < 0) return -1;
+    return par_create(pl, m, out, err, errlen);
 }
 
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
@@ -444,16 +448,14 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     g->c = *c;
     g->m = m;
     g->d = *d;
-    int trivial = 0;
-    g->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
-    if (!g->plan && !trivial) {
+    if (gen_plan_create(c, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
         free(g);
         return NULL;
     }
     int rc = layout(g, err, errlen);
     if (rc == 0) rc = check_memory(g, err, errlen);
     if (rc == 0) {
-        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
+        g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->run));
         if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }
@@ -471,7 +473,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
 void gen_destroy(gen *g) {
     if (!g) return;
     model_destroy(g->mod);
-    par_destroy(g->plan);
+    par_destroy(g->run);
     mesh_destroy(g->gm);
     ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
                    g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,

@@ -57,10 +57,11 @@ typedef struct gen gen;
 int gen_refuse(const config *c, char *err, size_t errlen);
 /* Not collective. Bytes this host has available (MemAvailable), or −1 when unknown. */
 double gen_mem_available(void);
-/* Collective over: world. The sharding plan (par_create) for forwards of up to max_rows rows per
- * replica (its tensor-parallel buffers hold that many rows); NULL as par_create's. */
-par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
-                     size_t errlen);
+/* Collective over: world. The sharding plan of forwards of up to max_rows rows per replica (its
+ * tensor-parallel buffers hold that many rows; forward only) into *pl, and its sharded run into
+ * *out (par_create: NULL on one rank). pl must outlive the run. 0, or −1 with err. */
+int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **out, char *err,
+                    size_t errlen);
 /* Collective over: world. Checks the request (FSDP, pipeline, batch division, the cache's size
  * against this host's memory before allocating it), builds the plan, the model (initialised from
  * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */

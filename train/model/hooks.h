@@ -138,6 +138,17 @@ void model_norm_in_local(const float *x, float *h, float *rstd, const float *gai
 void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
                                   const float *w, int64_t BT, int64_t Kl, int64_t D);
 
+/* What model_create allocates besides the parameters and their gradients, for micro-batches of
+ * Bl sequences of s->T tokens on a stage of layers [l0, l1) with nslots activation slots and
+ * local extents e: in floats, the saved activations of every slot and the passes' scratch; the
+ * int32 targets of every slot. Not collective; allocates nothing (the sharding plan lists them
+ * among the run's buffers). */
+typedef struct {
+    int64_t act, scratch, targets;
+} model_sizes;
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0, int64_t l1,
+                    int nslots, model_sizes *out);
+
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);
 #endif

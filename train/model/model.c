@@ -31,7 +31,7 @@
 /* ---------------------------------------------------------------- parameter table */
 
 int64_t model_moe_layers(const model_shape *s) {
-    return s->moe.E > 0 ? s->L / s->moe.every : 0;
+    return shape_moe_layers(s);
 }
 
 int model_layer_is_moe(const model_shape *s, int64_t l) {
@@ -155,35 +155,20 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
             }
 }
 
-/* The matmul parameters one token passes through in the blocks: attention, and each block's MLP
- * (a MoE block's router and its k + S experts). */
-static double block_matmul_params(const model_shape *s) {
-    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
-    const moe_shape *mo = &s->moe;
-    if (mo->E == 0) return (double)s->L * (D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F);
-    const double Lm = (double)model_moe_layers(s), Ld = (double)s->L - Lm;
-    const double moe_mlp = D * (double)mo->E + 3 * D * (double)mo->F * (double)(mo->k + mo->shared);
-    return (double)s->L * (D * NH * 2 + D * KH * 2) + Ld * 3 * D * (double)s->F + Lm * moe_mlp;
-}
-
-double model_flops_per_token(const model_shape *s) {
-    const double D = (double)s->D, NH = (double)(s->N * s->H);
-    const double matmul_params = block_matmul_params(s) + D * (double)s->V;
-    /* causal attention: QKᵀ and PV, forward 2·2·(T/2)·N·H per token per layer, ×3 for training */
-    const double attn = 6.0 * (double)s->L * NH * (double)s->T;
-    return 6.0 * matmul_params + attn;
-}
-
 /* ---------------------------------------------------------------- instance */
 
+/* The saved activations of every slot (sizing pass when c->base is NULL: m->slot and m->acts
+ * may then be NULL too). */
 static void layout_activations(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
     const model_extents *lc = &m->loc;
+    slot_act dummy_slot;
+    layer_act dummy_layer;
     for (int k = 0; k < m->nslots; k++) {
-        slot_act *S = &m->slot[k];
-        S->act = m->acts + k * m->Ls;
+        slot_act *S = c->base ? &m->slot[k] : &dummy_slot;
+        if (c->base) S->act = m->acts + k * m->Ls;
         for (int64_t l = 0; l < m->Ls; l++) {
-            layer_act *A = &S->act[l];
+            layer_act *A = c->base ? &S->act[l] : &dummy_layer;
             A->x1 = carve(c, BT * D);
             A->h1 = carve(c, BT * D);
             A->rstd1 = carve(c, BT);
@@ -231,6 +216,19 @@ static void layout_scratch(model *m, carver *c) {
     m->s_att = carve(c, BT * lc->Nl * H);
     m->s_attn = carve(c, T * T);
     moe_carve_scratch(m, c);
+}
+
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0, int64_t l1,
+                    int nslots, model_sizes *out) {
+    model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = l0, .l1 = l1, .Ls = l1 - l0};
+    m.last = l1 == s->L, m.nslots = nslots;
+    m.loc = *e;
+    carver c = {NULL, 0};
+    layout_activations(&m, &c);
+    out->act = c.used;
+    layout_scratch(&m, &c);
+    out->scratch = c.used - out->act;
+    out->targets = nslots * m.BT + 1;
 }
 
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {

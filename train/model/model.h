@@ -81,9 +81,6 @@ int64_t model_param_total(const model_shape *s);
  * std·normal(seed, id, g) (or 1 for gains). out holds the slab in row-major order. */
 void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
                            uint64_t seed);
-/* Training FLOPs per token: 6·params_matmul + causal attention (6·L·T·N·H·... see --help); with
- * experts the activated ones: a MoE block's MLP counts its router and k + S experts. */
-double model_flops_per_token(const model_shape *s);
 
 /* ---- a model instance on this rank ---- */
 typedef struct model model;

@@ -1,6 +1,6 @@
 /* metrics: what a run reports per step, as the one greppable console line and as one JSON object
  * per line in the --metrics file. Conventions: times in seconds unless the key says ms; tok_s is
- * tokens (B·T) per second of the whole job; gflops is model FLOPs (model_flops_per_token ×
+ * tokens (B·T) per second of the whole job; gflops is model FLOPs (shape_flops_per_token ×
  * tokens) per second of the whole job, GFLOP = 1e9; mfu is that over the peak (the sum over
  * ranks of the sgemm FLOP/s each measured at start-up), a fraction. Not collective. */
 #ifndef MT_TRAIN_METRICS_H

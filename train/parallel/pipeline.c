@@ -40,32 +40,36 @@ int pipe_actions(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, pipe_a
 struct pipe {
     model *m;
     par *p;
+    const plan *pl;
     mesh *mesh;
     int axis;
     pipe_schedule schedule;
     int64_t P, s, M, BT, D;
     int nslots;
+    plan_ptrs bufs;            /* the plan's pipeline buffers (PLAN_OWNER_EXEC), views below */
     float *dout;               /* received dL/d(stage output) */
     float *dsend;              /* [nslots][BT·D]: dL/d(input) being sent */
     mesh_p2p **fsend, **bsend; /* per slot: the send in flight */
     pipe_action *acts;
 };
 
-pipe *pipe_create(model *mod, par *p, mesh *mh, pipe_schedule schedule, int64_t M) {
+pipe *pipe_create(model *mod, par *p, const plan *pl, mesh *mh) {
     pipe *q = calloc(1, sizeof *q);
     if (!q) return NULL;
-    q->m = mod, q->p = p, q->mesh = mh, q->schedule = schedule, q->M = M;
-    par_pipe_axis(p, &q->axis, &q->P, &q->s);
-    const model_shape *sh = model_shape_of(mod);
-    q->D = sh->D;
-    q->BT = model_local_rows(mod);
-    q->nslots = model_slots(mod);
-    q->dout = calloc((size_t)(q->BT * q->D), sizeof(float));
-    q->dsend = calloc((size_t)(q->nslots * q->BT * q->D), sizeof(float));
+    q->m = mod, q->p = p, q->pl = pl, q->mesh = mh, q->schedule = pl->c.schedule;
+    q->M = pl->n_micro;
+    q->axis = pl->pipe.axes.n ? pl->pipe.axes.ax[0] : -1;
+    q->P = pl->pipe.n, q->s = pl->pipe.index;
+    q->D = pl->s.D;
+    q->BT = pl->rows;
+    q->nslots = pl->nslots;
+    const int ok = plan_alloc(pl, PLAN_OWNER_EXEC, &q->bufs) == 0;
+    q->dout = q->bufs.p[BUF_PIPE_DOUT][0];
+    q->dsend = q->bufs.p[BUF_PIPE_DSEND][0];
     q->fsend = calloc((size_t)q->nslots, sizeof *q->fsend);
     q->bsend = calloc((size_t)q->nslots, sizeof *q->bsend);
-    q->acts = calloc((size_t)(2 * M), sizeof *q->acts);
-    if (!q->dout || !q->dsend || !q->fsend || !q->bsend || !q->acts) {
+    q->acts = calloc((size_t)(2 * q->M), sizeof *q->acts);
+    if (!ok || !q->fsend || !q->bsend || !q->acts) {
         pipe_destroy(q);
         return NULL;
     }
@@ -76,7 +80,8 @@ void pipe_destroy(pipe *q) {
     if (!q) return;
     for (int k = 0; k < q->nslots && q->fsend; k++) mesh_p2p_wait(q->fsend[k]);
     for (int k = 0; k < q->nslots && q->bsend; k++) mesh_p2p_wait(q->bsend[k]);
-    ALLOC_FREE_ALL(q->dout, q->dsend, q->fsend, q->bsend, q->acts, q);
+    plan_free(q->pl, PLAN_OWNER_EXEC, &q->bufs);
+    ALLOC_FREE_ALL(q->fsend, q->bsend, q->acts, q);
 }
 
 static int slot_of(const pipe *q, int64_t j) {
@@ -218,15 +223,15 @@ done:
 
 void par_hk_stage_recv(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->n_pipe > 1) mesh_recv(p->m, p->pipe_axis.ax[0], -1, x, n);
+    if (p->pl->pipe.n > 1) mesh_recv(p->m, p->pl->pipe.axes.ax[0], -1, x, n);
 }
 
 void par_hk_stage_send(void *ctx, const float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->n_pipe > 1) mesh_p2p_wait(mesh_isend(p->m, p->pipe_axis.ax[0], +1, x, n));
+    if (p->pl->pipe.n > 1) mesh_p2p_wait(mesh_isend(p->m, p->pl->pipe.axes.ax[0], +1, x, n));
 }
 
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->n_pipe > 1) mesh_all_reduce(p->m, p->pipe_axis, x, x, n, p->alg);
+    if (p->pl->pipe.n > 1) mesh_all_reduce(p->m, p->pl->pipe.axes, x, x, n, p->pl->alg);
 }

@@ -25,7 +25,9 @@ typedef struct pipe pipe;
 
 /* Stage s of P's action list for M micro-batches; returns its length (2M). out: 2M entries. */
 int pipe_actions(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, pipe_action *out);
-pipe *pipe_create(model *m, par *p, mesh *mh, pipe_schedule schedule, int64_t M);
+/* The schedule driver of plan pl's stage (its --schedule, its micro-batches), with the plan's
+ * pipeline buffers; NULL out of memory. */
+pipe *pipe_create(model *m, par *p, const plan *pl, mesh *mh);
 void pipe_destroy(pipe *q); /* accepts NULL */
 /* Collective over: world. One step's forwards and backwards of M micro-batches of
  * tokens[M·b, T+1] (this data shard's rows); gradients accumulate with grad scale `scale`.

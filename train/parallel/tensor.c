@@ -42,7 +42,8 @@
 
 /* Whether the collective matmul's scratch holds BT rows. */
 static int cmm_fits(const struct par *p, int64_t BT) {
-    return p->cmatmul_scratch && cmm_scratch(BT, p->s.D, p->n_tensor) <= p->cmatmul_n;
+    return p->cmatmul_scratch &&
+           cmm_scratch(BT, p->pl->s.D, p->pl->tensor.n) <= plan_buffer(p->pl, BUF_CMATMUL, 0)->n;
 }
 
 int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
@@ -50,19 +51,19 @@ int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, con
     struct par *p = ctx;
     par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
-    if (p->n_tensor == 1) {
+    if (p->pl->tensor.n == 1) {
         model_sublayer_out_local(out, xin, act, w, BT, Kl, D);
         return 0;
     }
-    const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
+    const int64_t Dl = p->pl->loc.Dl, d0 = p->pl->loc.d0;
     if (p->cmatmul_scratch) {
-        cmm_matmul_reduce_scatter(p->m, p->tensor_axis.ax[0], p->tensor_scratch_a, act, w, BT, Kl,
+        cmm_matmul_reduce_scatter(p->m, p->pl->tensor.axes.ax[0], p->tensor_scratch_a, act, w, BT, Kl,
                                   D, p->cmatmul_scratch);
     } else {
         kern_gemm(p->tensor_scratch_a, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 0.0f);
-        par_pack_cols(p->tensor_scratch_b, p->tensor_scratch_a, BT, D, p->n_tensor);
-        mesh_reduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
-                            p->alg);
+        par_pack_cols(p->tensor_scratch_b, p->tensor_scratch_a, BT, D, p->pl->tensor.n);
+        mesh_reduce_scatter(p->m, p->pl->tensor.axes, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
+                            p->pl->alg);
     }
     for (int64_t r = 0; r < BT; r++) kern_add(p->tensor_scratch_a + r * Dl, xin + r * D + d0, Dl);
     if (defer && cmm_fits(p, BT)) { /* the AllGather_Y goes with the next norm_in */
@@ -71,9 +72,9 @@ int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, con
                 floats_copy(out + r * D + d0, p->tensor_scratch_a + r * Dl, Dl);
         return 1;
     }
-    mesh_all_gather(p->m, p->tensor_axis, p->tensor_scratch_b, p->tensor_scratch_a, BT * Dl,
-                    p->alg);
-    par_unpack_cols(out, p->tensor_scratch_b, BT, D, p->n_tensor);
+    mesh_all_gather(p->m, p->pl->tensor.axes, p->tensor_scratch_b, p->tensor_scratch_a, BT * Dl,
+                    p->pl->alg);
+    par_unpack_cols(out, p->tensor_scratch_b, BT, D, p->pl->tensor.n);
     return 0;
 }
 
@@ -92,31 +93,31 @@ void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, floa
         return;
     }
     /* this rank's columns, packed, in the scratch's last two blocks (the gather uses four) */
-    const int64_t Dl = p->loc.Dl, d0 = p->loc.d0;
+    const int64_t Dl = p->pl->loc.Dl, d0 = p->pl->loc.d0;
     float *own = p->cmatmul_scratch + 4 * BT * Dl;
     if (!mesh_no_data(BT * D * (int64_t)sizeof(float)))
         for (int64_t r = 0; r < BT; r++) floats_copy(own + r * Dl, x + r * D + d0, Dl);
-    cmm_all_gather_norm_matmul(p->m, p->tensor_axis.ax[0], x, h, rstd, gain, own, nw, w, nk, y, BT,
+    cmm_all_gather_norm_matmul(p->m, p->pl->tensor.axes.ax[0], x, h, rstd, gain, own, nw, w, nk, y, BT,
                                D, p->cmatmul_scratch);
 }
 
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
     struct par *p = ctx;
-    if (p->n_tensor == 1) return;
-    mesh_all_reduce(p->m, p->tensor_axis, x, x, BT * model_shape_of(mod)->D, p->alg);
+    if (p->pl->tensor.n == 1) return;
+    mesh_all_reduce(p->m, p->pl->tensor.axes, x, x, BT * model_shape_of(mod)->D, p->pl->alg);
 }
 
 void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
-    if (p->n_tensor == 1) return;
+    if (p->pl->tensor.n == 1) return;
     float *all = p->tensor_scratch_a; /* [n_tensor][3][BT] */
-    mesh_all_gather(p->m, p->tensor_axis, all, st, 3 * BT, p->alg);
+    mesh_all_gather(p->m, p->pl->tensor.axes, all, st, 3 * BT, p->pl->alg);
     for (int64_t i = 0; i < BT; i++) {
         float mx = -INFINITY;
-        for (int64_t s = 0; s < p->n_tensor; s++) mx = fmaxf(mx, all[s * 3 * BT + i]);
+        for (int64_t s = 0; s < p->pl->tensor.n; s++) mx = fmaxf(mx, all[s * 3 * BT + i]);
         double z = 0.0, t = 0.0;
-        for (int64_t s = 0; s < p->n_tensor; s++) {
+        for (int64_t s = 0; s < p->pl->tensor.n; s++) {
             const float *a = all + s * 3 * BT;
             z += (double)a[BT + i] * exp((double)a[i] - (double)mx);
             t += (double)a[2 * BT + i];
@@ -130,19 +131,19 @@ void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT) {
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
     struct par *p = ctx;
     const int64_t Vl = model_extents_of(mod)->Vl;
-    if (p->n_tensor == 1) {
+    if (p->pl->tensor.n == 1) {
         floats_copy(logits, logits_loc, Vl);
         return;
     }
-    mesh_all_gather(p->m, p->tensor_axis, logits, logits_loc, Vl, p->alg);
+    mesh_all_gather(p->m, p->pl->tensor.axes, logits, logits_loc, Vl, p->pl->alg);
 }
 
 const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT) {
     struct par *p = ctx;
-    if (p->n_tensor == 1) return dr;
-    const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
-    mesh_all_gather(p->m, p->tensor_axis, p->tensor_scratch_b, dr, BT * Dl, p->alg);
-    par_unpack_cols(full, p->tensor_scratch_b, BT, D, p->n_tensor);
+    if (p->pl->tensor.n == 1) return dr;
+    const int64_t D = model_shape_of(mod)->D, Dl = p->pl->loc.Dl;
+    mesh_all_gather(p->m, p->pl->tensor.axes, p->tensor_scratch_b, dr, BT * Dl, p->pl->alg);
+    par_unpack_cols(full, p->tensor_scratch_b, BT, D, p->pl->tensor.n);
     return full;
 }
 
@@ -152,7 +153,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
     par_poll(p);
     const int64_t D = model_shape_of(mod)->D;
     if (p->cmatmul_scratch) {
-        cmm_all_gather_matmul_t(p->m, p->tensor_axis.ax[0], dact, dw, dr, w, act, BT, Kl, D,
+        cmm_all_gather_matmul_t(p->m, p->pl->tensor.axes.ax[0], dact, dw, dr, w, act, BT, Kl, D,
                                 p->cmatmul_scratch);
         return;
     }
@@ -166,7 +167,7 @@ void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, floa
 float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     par_poll(p);
-    if (p->n_tensor == 1) return dr;
+    if (p->pl->tensor.n == 1) return dr;
     floats_clear(part, BT * model_shape_of(mod)->D);
     return part;
 }
@@ -174,16 +175,16 @@ float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
     struct par *p = ctx;
     par_poll(p);
-    if (p->n_tensor == 1) return;
-    const int64_t D = model_shape_of(mod)->D, Dl = p->loc.Dl;
-    par_pack_cols(p->tensor_scratch_b, part, BT, D, p->n_tensor);
+    if (p->pl->tensor.n == 1) return;
+    const int64_t D = model_shape_of(mod)->D, Dl = p->pl->loc.Dl;
+    par_pack_cols(p->tensor_scratch_b, part, BT, D, p->pl->tensor.n);
     if (p->cmatmul_scratch) { /* completed by partial_done, the weight gradients beside it */
-        p->partial_req = mesh_ireduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a,
-                                              p->tensor_scratch_b, BT * Dl, p->alg);
+        p->partial_req = mesh_ireduce_scatter(p->m, p->pl->tensor.axes, p->tensor_scratch_a,
+                                              p->tensor_scratch_b, BT * Dl, p->pl->alg);
         return;
     }
-    mesh_reduce_scatter(p->m, p->tensor_axis, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
-                        p->alg);
+    mesh_reduce_scatter(p->m, p->pl->tensor.axes, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
+                        p->pl->alg);
     kern_add(dr, p->tensor_scratch_a, BT * Dl);
 }
 
@@ -194,51 +195,33 @@ void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
     if (!p->partial_req) return;
     mesh_wait(p->partial_req);
     p->partial_req = NULL;
-    kern_add(dr, p->tensor_scratch_a, BT * p->loc.Dl);
+    kern_add(dr, p->tensor_scratch_a, BT * p->pl->loc.Dl);
 }
 
 /* ---------------------------------------------------------------- collective matmul switch */
 
-/* Tokens of a micro-batch on this rank (the rows of the [BT, D] activations). */
-static int64_t micro_tokens(const struct par *p) {
-    return p->cfg.micro_batch / p->n_batch * p->s.T;
-}
+/* ---------------------------------------------------------------- collective matmul's verdict */
 
-int par_set_cmatmul(par *p, int on) {
-    if (!p || p->n_tensor == 1) return 0;
-    free(p->cmatmul_scratch);
-    p->cmatmul_scratch = NULL;
-    p->cmatmul_n = 0;
-    if (!on) return 0;
-    const int64_t n = cmm_scratch(micro_tokens(p), p->s.D, p->n_tensor);
-    p->cmatmul_scratch = malloc((size_t)n * sizeof(float));
-    if (!p->cmatmul_scratch) return -1;
-    p->cmatmul_n = n;
-    return 0;
-}
-
-int par_cmatmul(const par *p) {
-    return p && p->cmatmul_scratch;
-}
-
-int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
-    if (!p || p->n_tensor == 1 || !r || !(flops > 0)) return 0;
-    const int64_t BT = micro_tokens(p), Dl = p->loc.Dl, c = BT * Dl, n = p->n_tensor;
-    const mesh_axes one = {1, {p->tensor_axis.ax[0], 0, 0}};
+int par_cmatmul_wins(const plan *pl, const struct report *r, double flops) {
+    if (pl->tensor.n == 1 || !r || !(flops > 0)) return 0;
+    const int64_t BT = pl->rows, Dl = pl->loc.Dl, c = BT * Dl, n = pl->tensor.n;
+    const mesh_axes one = {1, {pl->tensor.axes.ax[0], 0, 0}};
+    const mesh_axes Y = pl->tensor.axes;
+    const mesh_alg alg = pl->alg;
     /* one ring step: a ppermute of a block (two on a line: both ways, one after the other), or
      * on an axis of 2 the exchange (cmatmul.c) */
-    const double line = n > 2 && !mesh_axis_wraps(p->m, p->tensor_axis.ax[0]) ? 2 : 1;
+    const double line = n > 2 && !pl->tensor.wraps[0] ? 2 : 1;
     const double hop = line * n == 2
                            ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
                            : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
     const double plain =
-        report_predict(r, MESH_OP_REDUCE_SCATTER, p->tensor_axis, p->alg, c, NULL) +
-        report_predict(r, MESH_OP_ALL_GATHER, p->tensor_axis, p->alg, c, NULL);
-    const int64_t Kl[2] = {p->loc.Nl * p->s.H, p->loc.Fl}; /* attention's wo, the MLP's w_down */
+        report_predict(r, MESH_OP_REDUCE_SCATTER, Y, alg, c, NULL) +
+        report_predict(r, MESH_OP_ALL_GATHER, Y, alg, c, NULL);
+    const int64_t Kl[2] = {pl->loc.Nl * pl->s.H, pl->loc.Fl}; /* attention's wo, the MLP's w_down */
     /* the backward ReduceScatter of the sublayer's input gradient runs beside the weight
      * gradients of its input projections (wq, wk, wv: (Nl + 2·Kl)·H columns; w_gate, w_up) */
-    const int64_t In[2] = {(p->loc.Nl + 2 * p->loc.Kl) * p->s.H, 2 * p->loc.Fl};
-    const double rs = report_predict(r, MESH_OP_REDUCE_SCATTER, p->tensor_axis, p->alg, c, NULL);
+    const int64_t In[2] = {(pl->loc.Nl + 2 * pl->loc.Kl) * pl->s.H, 2 * pl->loc.Fl};
+    const double rs = report_predict(r, MESH_OP_REDUCE_SCATTER, Y, alg, c, NULL);
     double cmm = 0;
     for (int k = 0; k < 2; k++) {
         const double t_rs = 2.0 * (double)(BT * Kl[k] * Dl) / flops; /* forward: one product */
@@ -246,7 +229,7 @@ int par_cmatmul_wins(const par *p, const struct report *r, double flops) {
         /* the forward AllGather of the sublayer input: one block into the in-projections */
         const double t_in = 2.0 * (double)(BT * Dl * In[k]) / flops;
         cmm += (double)(n - 1) * (fmax(0, hop - t_rs) + fmax(0, hop - t_ag) + fmax(0, hop - t_in));
-        cmm += fmax(0, rs - 2.0 * (double)(BT * p->s.D * In[k]) / flops);
+        cmm += fmax(0, rs - 2.0 * (double)(BT * pl->s.D * In[k]) / flops);
     }
     return cmm < 2 * plain + 2 * rs;
 }

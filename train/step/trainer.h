@@ -32,6 +32,8 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 void trainer_destroy(trainer *t); /* accepts NULL */
 model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
+/* The run's sharding plan (a trivial one for a single-rank run). */
+const plan *trainer_plan(const trainer *t);
 report *trainer_report(trainer *t);
 double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
 /* The share of a core this rank had while every rank timed sgemm at creation (thread CPU / wall
