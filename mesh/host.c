@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mesh/mesh_impl.h"
+#include "mesh/mesh_mpi.h"
 #include "mesh/where.h"
 
 /* The CPUs a cgroup v2 quota allows this process, rounded up: the smallest "quota period" of
@@ -51,7 +51,8 @@ int mesh_host_cpus(const mesh *m) {
     cpu_set_t all;
     MPI_Comm host;
     mesh_blocking_begin("MPI_Allreduce (the CPUs of each host)");
-    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
+    MPI_Comm_split_type(mesh_world_comm(m)->mpi, MPI_COMM_TYPE_SHARED, mesh_rank(m), MPI_INFO_NULL,
+                        &host);
     MPI_Allreduce(&mine, &all, (int)sizeof all, MPI_BYTE, MPI_BOR, host);
     mesh_blocking_end();
     MPI_Comm_free(&host);
