@@ -34,8 +34,8 @@ case_() {
 }
 
 base=(--data "$TXT" --layers 3 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 4
-      --micro-batch 2 --eval-every 0)
-small=("${base[@]}" --quiet)
+      --eval-every 0)
+small=("${base[@]}" --micro-batch 2 --quiet)
 case_ 2 2 "--moe-top-k 5 is more than --experts 4" --experts 4 --moe-top-k 5
 case_ 2 2 "--capacity-factor 0: must be > 0" --experts 4 --capacity-factor 0
 case_ 2 2 "--capacity-factor -1: must be > 0" --experts 4 --capacity-factor -1
@@ -63,6 +63,23 @@ for d in router expert_gate expert_up expert_down shared_gate shared_down w_gate
 done
 [ $same = 1 ] && ok "same seed twice: final parameters bit-identical (h5diff)" ||
   bad "same seed twice: final parameters differ"
+
+# The balance and z-losses are means over whole sequences: one micro-batch of 4 sequences or four
+# of 1 give the same losses, gradient norms and counts (to rounding: 2e-5 relative, the metrics'
+# printed digits), the losses' weights high and slots dropped so that they count.
+mb=(--aux-loss-coef 0.5 --capacity-factor 0.75 --steps 2)
+for m in 4 1; do
+  timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" --quiet "${moe[@]}" "${mb[@]}" --micro-batch $m \
+    --metrics "$WORK/mb$m.jsonl" >/dev/null 2>&1 || bad "micro-batch $m run exited $?"
+done
+nums() { sed -E 's/"(ms|tok_s|gflops|mfu)":[^,]*,//g; s/[^0-9.e+-]+/ /g' "$1"; }
+if paste <(nums "$WORK/mb4.jsonl" | tr ' ' '\n' | grep .) <(nums "$WORK/mb1.jsonl" | tr ' ' '\n' | grep .) |
+   awk '{ d = $1 - $2; if (d < 0) d = -d; s = ($1 < 0 ? -$1 : $1) + ($2 < 0 ? -$2 : $2)
+          if (d > 2e-5 * s + 1e-12) bad = 1; n++ } END { exit bad || n < 20 }'; then
+  ok "micro-batches 4 x 1 = 1 x 4: losses, gnorm, balance and z-losses, counts"
+else
+  bad "micro-batching changed the MoE losses or gradients"; paste -d'\n' "$WORK/mb4.jsonl" "$WORK/mb1.jsonl"
+fi
 
 # expert_tokens of each step summed, and the dropped share: "sum dropped" per line
 counts() {

@@ -321,17 +321,19 @@ int64_t model_activation_bytes(const model *m) {
 }
 void model_moe_stats_get(const model *m, model_moe_stats *out) {
     const int64_t Lm = model_moe_layers(&m->s);
-    *out = (model_moe_stats){.layers = Lm,
-                             .E = m->s.moe.E,
-                             .kept = m->tally.kept,
-                             .dropped = m->tally.dropped,
-                             .slots = m->tally.slots,
-                             .aux = Lm ? m->tally.aux_sum / (double)Lm : 0.0,
-                             .z = Lm ? m->tally.z_sum / (double)Lm : 0.0};
+    *out =
+        (model_moe_stats){.layers = Lm,
+                          .E = m->s.moe.E,
+                          .kept = m->tally.kept,
+                          .dropped = m->tally.dropped,
+                          .slots = m->tally.slots,
+                          .aux = m->tally.aux_n ? m->tally.aux_sum / (double)m->tally.aux_n : 0.0,
+                          .z = m->tally.z_n ? m->tally.z_sum / (double)m->tally.z_n : 0.0};
 }
 void model_moe_stats_reset(model *m) {
     for (int64_t i = 0; i < model_moe_layers(&m->s) * m->s.moe.E; i++) m->tally.kept[i] = 0;
-    m->tally.dropped = m->tally.slots = 0;
+    m->tally.dropped = m->tally.slots = m->tally.aux_n = m->tally.z_n = 0;
+    m->tally.aux_sum = m->tally.z_sum = 0.0;
 }
 void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts) {
     m->rows_seq = seq;
@@ -475,7 +477,6 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
      * or, with the loss, the final norm and the unembedding's */
     int sharded = 0;
-    if (T == m->s.T) m->tally.aux_sum = m->tally.z_sum = 0.0; /* this forward's losses */
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
         sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < m->l1 || (m->last && want_loss));

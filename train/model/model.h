@@ -167,11 +167,11 @@ void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts);
 /* Bytes of saved activations for one micro-batch on this rank. */
 int64_t model_activation_bytes(const model *m);
 /* ---- mixture of experts: what the router did ---- */
-/* Sums over the forward passes since the last reset (a training step's micro-batches), or the
- * values of the last one (aux, z): per MoE block and expert the (token, expert) slots it
- * computed, the slots dropped past an expert's capacity (kept + dropped = tokens·k), the
- * load-balancing loss E·Σ f_e·P_e and the z-loss (per block: each the mean over the sequences,
- * or tokens, of the last forward; unscaled by their coefficients; 1 is a perfect balance). */
+/* Over the training forwards (whole sequences of T tokens) since the last reset, a training
+ * step's micro-batches: per MoE block and expert the (token, expert) slots it computed, the
+ * slots dropped past an expert's capacity (kept + dropped = tokens·k), the load-balancing loss
+ * E·Σ f_e·P_e (its mean over the blocks and the sequences: 1 is a perfect balance) and the
+ * z-loss (its mean over the blocks and the tokens), unscaled by their coefficients. */
 typedef struct {
     int64_t layers, E;
     const int64_t *kept; /* [layers, E] */

@@ -32,12 +32,12 @@ typedef struct {
     float *dys, *dxs, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
 } moe_scratch;
 
-/* What the router did (model_moe_stats): kept slots per MoE block and expert, dropped and all
- * slots since the last reset; the last training forward's balance and z-losses summed over its
- * MoE blocks. */
+/* What the router did since the last reset (model_moe_stats): kept slots per MoE block and
+ * expert, dropped and all slots; the balance losses summed over the blocks' sequences (aux_n of
+ * them) and the z-losses over their tokens (z_n). */
 typedef struct {
     int64_t *kept;
-    int64_t dropped, slots;
+    int64_t dropped, slots, aux_n, z_n;
     double aux_sum, z_sum;
 } moe_tally;
 

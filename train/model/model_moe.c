@@ -106,8 +106,10 @@ static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t 
         for (int64_t e = 0; e < E; e++) aux += (double)E * m->ms.frac[e] * m->ms.pmean[e];
     }
     for (int64_t r = 0; r < BT; r++) z += (double)A->lse[r] * A->lse[r];
-    m->tally.aux_sum += aux / (double)(BT / G);
-    m->tally.z_sum += z / (double)BT;
+    m->tally.aux_sum += aux;
+    m->tally.aux_n += BT / G;
+    m->tally.z_sum += z;
+    m->tally.z_n += BT;
 }
 
 void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
