@@ -404,8 +404,13 @@ static void run_plan(const coll_env *e, const coll_args *x, mesh_alg alg, chain 
     }
 }
 
-void coll_execute(const coll_env *e, const coll_args *x, mesh_call *rec) {
+void coll_execute(const coll_env *e, const coll_args *x0, mesh_call *rec) {
     eng_ctx *ctx = e->ctx;
+    /* 2-byte elements in memory: the engine moves them in pairs, as the four-byte units of an
+     * fp32 call that leaves its bits alone (AllGather only copies) */
+    coll_args pairs = *x0;
+    if (x0->bf16_mem) pairs.count = x0->count / 2, pairs.wire = MESH_WIRE_F32;
+    const coll_args *x = &pairs;
     validate(e->topo, x);
     /* blocks and lanes: a set's ranks, at most lane_count(count) lanes (blocks are <= count) */
     eng_tables(ctx,
@@ -418,7 +423,7 @@ void coll_execute(const coll_env *e, const coll_args *x, mesh_call *rec) {
     ctx->wire = alg == MESH_ALG_MPI || (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE)
                     ? MESH_WIRE_F32
                     : x->wire;
-    rec->wire = ctx->wire;
+    rec->wire = x0->bf16_mem ? MESH_WIRE_BF16 : ctx->wire;
 #ifdef MESHTRAIN_SMPI
     /* the array's bytes: all_reduce's and ppermute's count, the others' n·count */
     const int whole = x->op == MESH_OP_ALL_REDUCE || x->op == MESH_OP_PPERMUTE;
@@ -511,6 +516,24 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
     CHECK(op >= MESH_OP_ALL_GATHER && op <= MESH_OP_ALL_TO_ALL,
           "mesh_collective: %s is not a collective over an axis set", mesh_op_name(op));
     coll_args x = ARGS(op);
+    run_blocking(m, &x);
+}
+coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                         mesh_alg alg) {
+    CHECK(count % 2 == 0, "mesh_all_gather_bf16: an odd count %lld (the caller pads its blocks)",
+          (long long)count);
+    return (coll_args){.op = MESH_OP_ALL_GATHER,
+                       .a = a,
+                       .out = (float *)(void *)out,
+                       .in = (const float *)(const void *)in,
+                       .count = count,
+                       .alg = alg,
+                       .wire = MESH_WIRE_F32,
+                       .bf16_mem = 1};
+}
+void mesh_all_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                          mesh_alg alg) {
+    const coll_args x = coll_args_bf16(a, out, in, count, alg);
     run_blocking(m, &x);
 }
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {

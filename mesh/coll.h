@@ -120,6 +120,16 @@ typedef struct {
 /* Blocking. Collective over: c->axes. As the op's function above, with c's wire format. */
 void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in);
 
+/* bf16 in memory (a TPU's FSDP gathers its bf16 weights so): AllGather of `count` 2-byte
+ * elements from each rank (bf16 bit patterns, or anything else), moved bit for bit: nothing
+ * converted on the way, 2 bytes per element on the wire, every algorithm (MPI and DIRECT move
+ * them too). count must be even: the engine moves the elements in pairs, as the four-byte units
+ * of an fp32 call (a caller with a block of odd length pads it). Recorded (stats, trace,
+ * observers) as an AllGather of `count` elements in MESH_WIRE_BF16. Blocking, and non-blocking
+ * below. Collective over: the axes in `a`. */
+void mesh_all_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                          mesh_alg alg);
+
 /* Non-blocking: start returns a handle; buffers must stay valid until mesh_wait. Calls on one
  * mesh complete in the order they were started. */
 typedef struct mesh_req mesh_req;
@@ -132,6 +142,8 @@ mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, in
 mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
+mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in,
+                                int64_t count, mesh_alg alg);
 /* Non-blocking mesh_coll_run: the call keeps c's wire format (c itself need not outlive it). */
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in);
 /* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*

@@ -235,6 +235,11 @@ mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *
     const mesh_coll_call c = {MESH_OP_PPERMUTE, a, shift, count, 0, mesh_part_conf(m)->wire};
     return mesh_coll_start(m, &c, out, in);
 }
+mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in,
+                                int64_t count, mesh_alg alg) {
+    const coll_args x = coll_args_bf16(a, out, in, count, alg);
+    return enqueue(m, &x);
+}
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
     const coll_args x = coll_args_of(c, out, in);
     return enqueue(m, &x);

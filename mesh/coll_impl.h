@@ -87,9 +87,14 @@ typedef struct {
     int64_t count;
     mesh_alg alg;
     mesh_wire wire; /* the call's own (mesh_coll_call), or the mesh's default (mesh_set_wire) */
+    int bf16_mem;   /* out and in hold 2-byte elements, count of them, moved bit for bit as
+                       count/2 four-byte units (mesh_all_gather_bf16); recorded in bf16 */
 } coll_args;
 /* The arguments of the call c (checked: an op of mesh_coll_run, one axis for ppermute). */
 coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in);
+/* The arguments of mesh_all_gather_bf16 (count even, checked). */
+coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                         mesh_alg alg);
 /* rec of a call with arguments x issued now (stats.h's numbering). */
 void coll_issue(mesh *m, const coll_args *x, mesh_call *rec);
 /* Runs one collective in environment e, filling rec's algorithm, format, bytes and times. */
