@@ -270,6 +270,7 @@ static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step
                          .bubble_ideal = st->pipe.bubble_ideal,
                          .stage_act_bytes = (double)st->pipe.act_bytes,
                          .pred_seconds = st->split.pred_step,
+                         .pred_dedicated = st->split.pred_dedicated,
                          .book_seconds = st->split.book_step,
                          .dominant = st->split.dominant,
                          .val_loss = NAN};
@@ -322,11 +323,14 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
     }
     char hosts[160];
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
-    if (!c->quiet && mesh_world_rank() == 0)
+    if (!c->quiet && mesh_world_rank() == 0) {
+        char cores[512];
         printf("hosts: %s (%s)\n", hosts,
                c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
                                  : "default: the first axis crosses hosts first, the last stays "
                                    "inside one; --cross-hosts AXES to choose");
+        printf("cores: %s\n", share_describe(report_share(trainer_report(t)), cores, sizeof cores));
+    }
     if (c->resume[0]) resume_or_exit(&r);
     if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 

@@ -23,6 +23,7 @@ typedef struct {
     double bubble, bubble_ideal; /* pipelining: measured and ideal bubble fraction (0: none) */
     double stage_act_bytes;      /* pipelining: peak activation bytes held by this stage */
     double pred_seconds;         /* the step's prediction (report.c); <= 0: none */
+    double pred_dedicated;       /* the same on a CPU per rank (share.h); written beside it */
     double book_seconds;         /* the book's idealised step; <= 0: none */
     const char *dominant;        /* the prediction's largest term (NULL: none) */
     double val_loss;             /* NAN when no evaluation ran at this step */
@@ -37,14 +38,16 @@ typedef struct {
 /* "step 120 | loss 1.9321 | lr 3.0e-04 | gnorm 0.84 | 412 ms | 9.9k tok/s | 51.2 GFLOP/s |
  * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | pred 380 ms (1.08x, compute) |
  * book 350 ms" when comm_frac >= 0 (the ratio is measured / predicted, then the predicted
- * dominant term; book: the book's idealised step), + " | bubble 0.31 (ideal 0.33) | stage
+ * dominant term; book: the book's idealised step), + " | dedicated 190 ms (2.16x)" when the
+ * prediction on a CPU per rank differs from pred (a shared host), + " | bubble 0.31 (ideal 0.33) | stage
  * act 12.5 MB" when pipelining (rank 0's stage: peak activations held), + " | aux 1.02 z 3.1 |
  * dropped 0.0% | experts 410/398/377/401" with experts (each expert's slots summed over the MoE
  * blocks; min and max of them past 16 experts). `width` pads the step number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);
 /* One JSON object and a newline: {"step":120,"loss":...,"val_loss":...}: step, loss, lr, gnorm,
- * ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), book_ms and dominant
- * with several ranks; val_loss when evaluated; moe_aux, moe_z, moe_dropped and expert_tokens
+ * ms, tok_s, gflops, mfu; comm, idle, pred_ms (the step's prediction), pred_dedicated_ms (the
+ * same on a CPU per rank: equal unless the host's CPUs are shared), book_ms and dominant with
+ * several ranks; val_loss when evaluated; moe_aux, moe_z, moe_dropped and expert_tokens
  * ([block][expert] slots) with experts.
  * Returns 0, or -1 if the write failed. */
 int metrics_write_json(FILE *f, const metrics_row *r);

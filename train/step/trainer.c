@@ -287,6 +287,7 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         return NULL;
     }
     t->rep = report_create(m, t->flops);
+    report_set_threads(t->rep, c->threads);
     report_set_compute(t->rep, t->ktime.total);
     report_set_compute_parts(t->rep, t->ktime.part);
     report_set_pass_rates(t->rep, t->ktime.pass);
