@@ -27,17 +27,28 @@ run() { # run CPUS LOG ARGS...: 2 ranks on the CPUs listed (taskset -c)
     >"$log" 2>&1 || { echo "FAIL: taskset -c $on: meshtrain exited $?"; cat "$log"; exit 1; }
 }
 
+# rows JSONL CONDITION: how many --metrics lines meet the awk CONDITION on $1 = pred_ms and
+# $2 = pred_dedicated_ms
+rows() {
+  sed -n 's/.*"pred_ms":\([0-9.]*\),.*"pred_dedicated_ms":\([0-9.]*\),.*/\1 \2/p' "$1" |
+    awk "$2" | wc -l
+}
+# cores WHAT LOG REGEX: the start-up's "cores:" line matches REGEX
+cores() {
+  grep -qE "^cores: $3" "$2" && echo "ok   $1" || { fail "$1: the 'cores:' line:"; grep '^cores' "$2"; }
+}
+# all3 WHAT COUNT FILE: COUNT is 3 (of 3 steps), else FILE is shown
+all3() {
+  [ "$2" -eq 3 ] && echo "ok   $1 in 3 of 3" || { fail "$1 in $2 of 3:"; cat "$3"; }
+}
+
 if [ "${#cpus[@]}" -ge 2 ]; then
   rm -f "$WORK/own.jsonl"
   run "${cpus[0]},${cpus[1]}" "$WORK/own.log" --steps 3 --metrics "$WORK/own.jsonl"
-  grep -q '^cores: 2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU (no CPU shared' \
-    "$WORK/own.log" && echo "ok   2 ranks on 2 CPUs: the start-up says no CPU is shared" ||
-    { fail "2 ranks on 2 CPUs: no 'cores:' line saying so:"; grep '^cores' "$WORK/own.log"; }
-  same=$(sed -n 's/.*"pred_ms":\([0-9.]*\),.*"pred_dedicated_ms":\([0-9.]*\),.*/\1 \2/p' \
-         "$WORK/own.jsonl" | awk '$1 == $2 && $1 > 0' | wc -l)
-  [ "$same" -eq 3 ] && echo "ok   2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms in 3 of 3 lines" ||
-    { fail "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms in $same of 3 lines:"
-      cat "$WORK/own.jsonl"; }
+  cores "2 ranks on 2 CPUs: the start-up says no CPU is shared" "$WORK/own.log" \
+    '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared'
+  all3 "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" \
+    "$(rows "$WORK/own.jsonl" '$1 == $2 && $1 > 0')" "$WORK/own.jsonl"
   grep -q '^step .*| dedicated' "$WORK/own.log" &&
     fail "2 ranks on 2 CPUs: a step line with a dedicated column"
 else
@@ -46,19 +57,13 @@ fi
 
 rm -f "$WORK/one.jsonl"
 run "${cpus[0]}" "$WORK/one.log" --steps 3 --metrics "$WORK/one.jsonl"
-grep -qE '^cores: 2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)' \
-  "$WORK/one.log" && echo "ok   2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" ||
-  { fail "2 ranks on 1 CPU: the 'cores:' line:"; grep '^cores' "$WORK/one.log"; }
-more=$(sed -n 's/.*"pred_ms":\([0-9.]*\),.*"pred_dedicated_ms":\([0-9.]*\),.*/\1 \2/p' \
-       "$WORK/one.jsonl" | awk '$1 > $2 && $2 > 0' | wc -l)
-[ "$more" -eq 3 ] && echo "ok   2 ranks on 1 CPU: pred_ms > pred_dedicated_ms in 3 of 3 lines" ||
-  { fail "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms in $more of 3 lines:"
-    cat "$WORK/one.jsonl"; }
+cores "2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" "$WORK/one.log" \
+  '2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)'
+all3 "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms" \
+  "$(rows "$WORK/one.jsonl" '$1 > $2 && $2 > 0')" "$WORK/one.jsonl"
 n=$(grep -cE '^step .*\| pred [0-9]+ ms .*\| book [0-9]+ ms \| dedicated [0-9]+ ms \([0-9.]+x\)' \
     "$WORK/one.log")
-[ "$n" -eq 3 ] && echo "ok   2 ranks on 1 CPU: 3 step lines with pred, book and dedicated" ||
-  { fail "2 ranks on 1 CPU: $n of 3 step lines with the dedicated column:"
-    grep '^step' "$WORK/one.log"; }
+all3 "2 ranks on 1 CPU: step lines with pred, book and dedicated" "$n" "$WORK/one.log"
 grep -q '^  shared host: 2 ranks x 1 BLAS thread on 1 CPU' "$WORK/one.log" &&
   grep -q '^  on a CPU per rank (pred_dedicated) the steps were predicted' "$WORK/one.log" &&
   echo "ok   2 ranks on 1 CPU: the summary says so" || fail "2 ranks on 1 CPU: no summary lines"
