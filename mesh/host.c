@@ -10,6 +10,7 @@
 #include "mesh/mesh_mpi.h"
 #include "mesh/where.h"
 
+#ifndef MESHTRAIN_SMPI /* a simulated host's CPUs are its ranks (mesh_host_cpus) */
 /* The CPUs a cgroup v2 quota allows this process, rounded up: the smallest "quota period" of
  * cpu.max in its cgroup and every parent; 0 when none is set or none can be read (cgroup v1's
  * quota is not read). */
@@ -37,6 +38,7 @@ static int cgroup_cpus(void) {
     }
     return best > 0 ? (int)ceil(best - 1e-9) : 0;
 }
+#endif
 
 int mesh_host_cpus(const mesh *m) {
 #ifdef MESHTRAIN_SMPI /* every simulated rank is a chip of its own, in one process */
