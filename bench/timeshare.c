@@ -4,7 +4,8 @@
  * (MPI_Sendrecv: one ring step). bench/timeshare.sh runs it on 1 and 2 ranks per CPU.
  * Prints one line: ranks, the host's CPUs and threads per CPU (mesh_host_cpus), whether MPI's
  * waits yield (mesh_mpi_yields), and the slowest rank's mean iteration with its CPU time.
- * usage: mpirun -np N timeshare COMPUTE_US ITERS BYTES [pairs|ring|alternate]
+ * usage: mpirun -np N timeshare COMPUTE_US SECONDS BYTES [pairs|ring|alternate]
+ *   about SECONDS of iterations, after 20 warm-up ones that set how many (the same on every rank);
  *   pairs: rank r with r^1; ring: sends to r+1, receives from r−1; alternate: r^1 and r^2 in
  *   turn (needs a multiple of 4 ranks), as the demo's 2x2 mesh alternates its axes. */
 #define _POSIX_C_SOURCE 200809L
@@ -39,19 +40,28 @@ int main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     const int r = mesh_world_rank(), n = mesh_world_size();
     const char *pat = argc > 4 ? argv[4] : "pairs";
-    if (argc < 4 || atoi(argv[2]) < 1 || atoi(argv[3]) < 1 ||
+    if (argc < 4 || !(atof(argv[2]) > 0) || atoi(argv[3]) < 1 ||
         (strcmp(pat, "pairs") && strcmp(pat, "ring") && strcmp(pat, "alternate")) ||
         (strcmp(pat, "ring") && n % 2) || (!strcmp(pat, "alternate") && n % 4))
-        mesh_exit_error("usage: mpirun -np N timeshare COMPUTE_US ITERS BYTES "
+        mesh_exit_error("usage: mpirun -np N timeshare COMPUTE_US SECONDS BYTES "
                         "[pairs|ring|alternate] (pairs: N even; alternate: N a multiple of 4)");
-    const double c = atof(argv[1]) * 1e-6;
-    const int iters = atoi(argv[2]), bytes = atoi(argv[3]);
+    const double c = atof(argv[1]) * 1e-6, seconds = atof(argv[2]);
+    const int bytes = atoi(argv[3]);
     const int ranks = mesh_host_ranks(m), cpus = mesh_host_cpus(m), yields = mesh_mpi_yields();
     char *sb = calloc((size_t)bytes, 1), *rb = calloc((size_t)bytes, 1);
     if (!sb || !rb) mesh_exit_error("out of memory");
-    double t0 = 0, c0 = 0;
-    for (int i = -20; i < iters; i++) { /* 20 warm-up iterations */
-        if (i == 0) MPI_Barrier(MPI_COMM_WORLD), t0 = MPI_Wtime(), c0 = cpu_now();
+    const int warm = 20;
+    double t0 = MPI_Wtime(), c0 = 0;
+    int iters = warm;
+    for (int i = -warm; i < iters; i++) {
+        if (i == 0) { /* the warm-up's pace sets the count, the slowest rank's */
+            double w = (MPI_Wtime() - t0) / warm;
+            MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            iters = w > 0 && seconds / w < 1e7 ? (int)(seconds / w) : 10000000;
+            iters = iters < warm ? warm : iters;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime(), c0 = cpu_now();
+        }
         int to = r ^ 1, from = r ^ 1;
         if (!strcmp(pat, "ring")) to = (r + 1) % n, from = (r + n - 1) % n;
         if (!strcmp(pat, "alternate") && (i & 1)) to = from = r ^ 2;

@@ -30,9 +30,7 @@ SPR=${SECONDS_PER_RUN:-1}
 iteration() {
   local on=$1 np=$2 pat=$3 c=$4 b=$5
   shift 5
-  local iters
-  iters=$(awk -v c="$c" -v s="$SPR" -v n="$np" 'BEGIN{i = s * 1e6 / (c * n / 2 + 20); print (i < 50 ? 50 : int(i))}')
-  taskset -c "$on" mpirun --oversubscribe --bind-to none "$@" -np "$np" "$TS" "$c" "$iters" "$b" "$pat" |
+  taskset -c "$on" mpirun --oversubscribe --bind-to none "$@" -np "$np" "$TS" "$c" "$SPR" "$b" "$pat" |
     sed -n 's/.*| iteration \([0-9.]*\) us.*/\1/p'
 }
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
