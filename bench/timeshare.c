@@ -72,10 +72,11 @@ int main(int argc, char **argv) {
     double mine[2] = {(MPI_Wtime() - t0) / iters, (cpu_now() - c0) / iters}, worst[2];
     MPI_Reduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (r == 0)
-        printf("timeshare | ranks %d | cpus %d | threads-per-cpu %.3g | yields %d | compute %.0f us "
-               "| bytes %d | %s | iteration %.1f us | cpu %.1f us\n",
-               ranks, cpus, (double)ranks / cpus, yields, c * 1e6, bytes, pat, 1e6 * worst[0],
-               1e6 * worst[1]);
+        printf(
+            "timeshare | ranks %d | cpus %d | threads-per-cpu %.3g | yields %d | compute %.0f us "
+            "| bytes %d | %s | iteration %.1f us | cpu %.1f us\n",
+            ranks, cpus, (double)ranks / cpus, yields, c * 1e6, bytes, pat, 1e6 * worst[0],
+            1e6 * worst[1]);
     free(sb), free(rb);
     mesh_destroy(m);
     mesh_mpi_finalize();

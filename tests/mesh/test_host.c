@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
            "rank r on CPU r mod %d: %d CPUs, want %d (or a quota's %d)", n0, spread, want, cpus);
     sched_setaffinity(0, sizeof own, &own);
     const int y = mesh_mpi_yields();
-    EXPECT(y == atoi(yield) || y == -1, "OMPI_MCA_mpi_yield_when_idle=%s: mesh_mpi_yields %d", yield,
-           y);
+    EXPECT(y == atoi(yield) || y == -1, "OMPI_MCA_mpi_yield_when_idle=%s: mesh_mpi_yields %d",
+           yield, y);
     if (mesh_world_rank() == 0)
         printf("host: %d ranks, %d CPUs as placed (%d on one CPU, %d spread); MPI yields: %d\n",
                ranks, cpus, one, spread, y);

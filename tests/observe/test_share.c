@@ -29,8 +29,8 @@ static void model(const char *what, const share_host *h, int n, int t, double pe
                   double compute, int shared) {
     const share_model m = share_model_of(h, n, t, 1);
     check_expect(fabs(m.per_cpu - per_cpu) < 1e-12 && m.compute == compute && m.shared == shared,
-                 "%s: %.3g threads per CPU (want %.3g), compute x%.3g (x%.3g), shared %d (%d)", what,
-                 m.per_cpu, per_cpu, m.compute, compute, m.shared, shared);
+                 "%s: %.3g threads per CPU (want %.3g), compute x%.3g (x%.3g), shared %d (%d)",
+                 what, m.per_cpu, per_cpu, m.compute, compute, m.shared, shared);
 }
 
 /* The replay of ev[0..n) over [0, t_end] with `compute` s on placement h (t threads): the
@@ -56,8 +56,8 @@ static void synthetic(void) {
     model("4 ranks per CPU (8 on 2)", four, 1, 1, 4, 4, 1);
     model("fewer ranks than CPUs (2 on 4)", few, 1, 1, 0.5, 1, 0);
     model("3 ranks on 2 CPUs", odd, 1, 1, 1.5, 1.5, 1);
-    model("2 BLAS threads, 1 rank per CPU: 2 threads per CPU, timed at that share", one, 1, 2, 2,
-          1, 1);
+    model("2 BLAS threads, 1 rank per CPU: 2 threads per CPU, timed at that share", one, 1, 2, 2, 1,
+          1);
     model("2 BLAS threads, 2 ranks per CPU", two, 1, 2, 4, 1, 1);
     model("hosts of 2/2, 6/2 and 4/4: the 6 ranks on 2 CPUs set the pace", hosts, 3, 1, 3, 3, 1);
     const share_model w = share_model_of(hosts, 3, 1, 0);

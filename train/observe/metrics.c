@@ -55,8 +55,8 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                           r->dominant ? r->dominant : "-");
         if (r->book_seconds > 0 && n >= 0 && (size_t)n < len)
             n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms", 1e3 * r->book_seconds);
-        if (r->pred_seconds > 0 && r->pred_dedicated > 0 &&
-            r->pred_dedicated != r->pred_seconds && n >= 0 && (size_t)n < len)
+        if (r->pred_seconds > 0 && r->pred_dedicated > 0 && r->pred_dedicated != r->pred_seconds &&
+            n >= 0 && (size_t)n < len)
             n += snprintf(buf + n, len - (size_t)n, " | dedicated %.0f ms (%.2fx)",
                           1e3 * r->pred_dedicated, sec / r->pred_dedicated);
     }

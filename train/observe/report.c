@@ -97,9 +97,9 @@ struct report {
     skew_call *sk;
     step_part *sk_part;
     int nsk, shared_clock;
-    int skew; /* report_set_skew: exchange the calls at each step's end */
-    share_host worst; /* the most shared host (ranks per CPU), found at report_create */
-    int yields;       /* mesh_mpi_yields over the world: 0 if any rank's waits spin */
+    int skew;          /* report_set_skew: exchange the calls at each step's end */
+    share_host worst;  /* the most shared host (ranks per CPU), found at report_create */
+    int yields;        /* mesh_mpi_yields over the world: 0 if any rank's waits spin */
     share_model share; /* report_set_threads */
 };
 
