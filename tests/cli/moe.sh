@@ -101,7 +101,15 @@ if counts "$WORK/c.jsonl" |
 else
   bad "capacity counts: $(counts "$WORK/c.jsonl" | tr '\n' ';') (want kept + dropped·$slots = $slots)"
 fi
-line=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1 | grep '^step')
+full=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1)
+line=$(grep '^step' <<<"$full")
+params=$(sed -n 's/.* | \([0-9.]*\)k params | .*/\1/p' <<<"$full")
+mem=$(sed -n 's/^memory per rank (MB): params \([0-9.]*\) .*/\1/p' <<<"$full")
+if awk -v p="$params" -v m="$mem" 'BEGIN { d = m - 4e-3 * p; t = 0.006 + 0.01 * m; exit !(p > 0 && d < t && -d < t) }'; then
+  ok "memory line: params $mem MB = 4 B x ${params}k parameters (the experts' and the dense blocks' only)"
+else
+  bad "memory line: params $mem MB, the header says ${params}k parameters"
+fi
 if grep -qE '\| aux [0-9.]+ z [0-9.e+-]+ \| dropped 0.0% \| experts [0-9]+/[0-9]+/[0-9]+/[0-9]+$' <<<"$line"; then
   ok "step line: $line"
 else
