@@ -149,10 +149,10 @@ int main(void) {
     const grid grids[] = {
         {1, 1, 1, {2, 12, 4, 2, 4, 10, 14, 8, {0}}},
         {3, 2, 1, {2, 12, 4, 2, 4, 10, 14, 8, {0}}}, /* non-power-of-two data axis */
-        {2, 4, 1, {2, 8, 4, 2, 2, 8, 12, 8, {0}}},   /* K < |Y|: kv heads shared by 2 tensor ranks */
-        {1, 3, 1, {2, 9, 3, 3, 2, 6, 9, 8, {0}}},    /* tensor axis of 3 */
-        {2, 1, 2, {4, 8, 2, 2, 4, 8, 6, 8, {0}}},    /* 2 pipeline stages */
-        {2, 2, 3, {3, 4, 2, 1, 2, 4, 6, 8, {0}}},    /* 3 stages, one kv head over 2 tensor ranks */
+        {2, 4, 1, {2, 8, 4, 2, 2, 8, 12, 8, {0}}}, /* K < |Y|: kv heads shared by 2 tensor ranks */
+        {1, 3, 1, {2, 9, 3, 3, 2, 6, 9, 8, {0}}},  /* tensor axis of 3 */
+        {2, 1, 2, {4, 8, 2, 2, 4, 8, 6, 8, {0}}},  /* 2 pipeline stages */
+        {2, 2, 3, {3, 4, 2, 1, 2, 4, 6, 8, {0}}},  /* 3 stages, one kv head over 2 tensor ranks */
     };
     char name[64];
     for (size_t i = 0; i < sizeof grids / sizeof *grids; i++) {

@@ -72,6 +72,8 @@ int64_t model_moe_capacity(const model_shape *s);
 static inline int model_param_ids(const model_shape *s) {
     return s->moe.E > 0 ? P_ALL : P_COUNT;
 }
+/* Elements of a slab of parameter pi (its first ndim extents). */
+int64_t model_slab_numel(const param_info *pi, const param_slab *sl);
 /* Not collective. Global name, shape, decay flag and init scale of parameter id. */
 param_info model_param_info(const model_shape *s, param_id id);
 /* Number of elements of a global parameter / of all of them. */

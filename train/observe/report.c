@@ -120,12 +120,12 @@ static step_part part_of(trace_kind k, step_part parent) {
     case TRACE_FWD:
     case TRACE_HEAD_FWD:
     case TRACE_EMBED_FWD:
-    case TRACE_PIPE_FWD:
+    case TRACE_MICRO_FWD:
         return PART_FWD_OTHER;
     case TRACE_BWD:
     case TRACE_HEAD_BWD:
     case TRACE_EMBED_BWD:
-    case TRACE_PIPE_BWD:
+    case TRACE_MICRO_BWD:
         return PART_BWD_OTHER;
     default:
         return PART_REST;

@@ -63,16 +63,18 @@ void bucket_flush(struct par *p) {
             floats_move(buf + j * c, buf + j * region(p), c);
         if (p->pl->overlap) {
             if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-            p->pending[p->n_pending++] = (pending_red){
-                mesh_ireduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf, c, p->pl->alg), NULL,
-                NULL, 0, k + 1};
+            p->pending[p->n_pending++] =
+                (pending_red){mesh_ireduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf,
+                                                   c, p->pl->alg),
+                              NULL, NULL, 0, k + 1};
         } else {
             mesh_reduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf, c, p->pl->alg);
         }
     } else if (p->pl->overlap) {
         if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-        p->pending[p->n_pending++] = (pending_red){
-            mesh_iall_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg), NULL, NULL, 0, k + 1};
+        p->pending[p->n_pending++] =
+            (pending_red){mesh_iall_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg), NULL,
+                          NULL, 0, k + 1};
     } else {
         mesh_all_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg);
     }

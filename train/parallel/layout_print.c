@@ -44,8 +44,8 @@ static void print_scheme(const plan *p, FILE *out) {
                        : p->zero == 2 ? "2 (+ gradients sharded)"
                                       : "3 / FSDP (+ weights sharded)")
                     : "",
-            Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->tensor.n, Z[0] ? Z : "-",
-            Z[0] ? Z : "Z", (long long)p->pipe.n, mesh_alg_name(p->alg), p->overlap ? "on" : "off");
+            Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->tensor.n, Z[0] ? Z : "-", Z[0] ? Z : "Z",
+            (long long)p->pipe.n, mesh_alg_name(p->alg), p->overlap ? "on" : "off");
 }
 
 /* Every parameter's and the activations' sharding in the book's notation. */

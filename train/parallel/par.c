@@ -34,7 +34,8 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
     mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe;
-    CHECK(mesh_axes_parse(m, dp, &batch) == 0 && mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
+    CHECK(mesh_axes_parse(m, dp, &batch) == 0 &&
+              mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
               mesh_axes_parse(m, cm->pipe_axis, &pipe) == 0,
           "par_plan_in: axes checked by config_for_mesh do not parse");
     /* --dcn: the batch axes as parsed; the DCN axis (config_for_mesh checked that it is one of
@@ -77,14 +78,12 @@ static model_hooks hook_table(struct par *p) {
         .head_grads_done = par_hk_head_grads_done,
         .embed_grads_done = par_hk_embed_grads_done,
         /* tensor.c: the tensor axis */
-        .sublayer_out = par_hk_sublayer_out,
-        .norm_in = par_hk_norm_in,
+        .reduce_out = par_hk_reduce_out,
+        .gather_out = par_hk_gather_out,
+        .gather_cols = par_hk_gather_cols,
+        .gather_tensor = par_hk_gather_tensor,
         .embed_reduce = par_hk_embed_reduce,
-        .xent_combine = par_hk_xent_combine,
         .gather_vocab = par_hk_gather_vocab,
-        .sublayer_out_bwd = par_hk_sublayer_out_bwd,
-        .resid_grad_gather = par_hk_resid_grad_gather,
-        .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
         .partial_done = par_hk_partial_done,
         .poll = par_hk_poll,

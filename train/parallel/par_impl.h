@@ -81,7 +81,7 @@ struct par {
     float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange, *dcn_buf;
     /* the collective matmuls' scratch (tensor.c, cmatmul.h); NULL: off */
     float *cmatmul_scratch;
-    mesh_req *partial_req; /* the collective matmul's backward ReduceScatter_Y in flight */
+    mesh_req *partial_req;  /* the collective matmul's backward ReduceScatter_Y in flight */
     int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
 
@@ -118,18 +118,13 @@ void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
 /* tensor.c */
-int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
-                        const float *w, int64_t BT, int64_t Kl, int defer);
-void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, float *rstd,
-                    const float *gain, int nw, const float *const *w, const int64_t *nk,
-                    float *const *y, int64_t BT);
+float *par_hk_reduce_out(void *ctx, model *mod, model_product_fn fn, void *fctx, int64_t BT);
+int par_hk_gather_out(void *ctx, model *mod, float *out, const float *sh, int64_t BT, int defer);
+const float *par_hk_gather_cols(void *ctx, model *mod, float *x, const float *own, int64_t BT,
+                                model_block_fn fn, void *fctx);
+const float *par_hk_gather_tensor(void *ctx, model *mod, const float *mine, int64_t n);
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT);
-void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT);
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc);
-const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT);
-void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
-                             const float *act, const float *w, int64_t BT, int64_t Kl);
-float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* pipeline.c */

@@ -170,7 +170,8 @@ static void stage(plan *p) {
     p->l1 = p->l0 + p->s.L / p->pipe.n;
     p->n_micro = c->batch / c->micro_batch;
     const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots = p->pipe.n == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->pipe.n ? p->pipe.n : M);
+    p->nslots =
+        p->pipe.n == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->pipe.n ? p->pipe.n : M);
     p->micro_seqs = c->micro_batch / p->batch.n;
     p->rows = p->micro_seqs * p->s.T;
 }
@@ -234,8 +235,7 @@ static int check(const plan *p, char *err, size_t errlen) {
     if (p->zero && s->D % p->data.n)
         return errmsg_fail(err, errlen, "d_model D = %lld is not divisible by |data| = %lld",
                            (long long)s->D, (long long)p->data.n);
-    if (p->c.batch % p->batch.n || p->c.micro_batch % p->batch.n ||
-        p->c.batch % p->c.micro_batch)
+    if (p->c.batch % p->batch.n || p->c.micro_batch % p->batch.n || p->c.batch % p->c.micro_batch)
         return errmsg_fail(err, errlen, "the batch does not divide over %lld data shards",
                            (long long)p->batch.n);
     return 0;
@@ -308,17 +308,16 @@ static void list_common(plan *p) {
     add(p, BUF_COLUMN_PACK, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, max64(p->layer_elems, big));
     if (p->zero == 0 && p->dcn.axes.n)
         add(p, BUF_DCN, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, p->dcn_n + p->dcn_n / p->data.n);
-    if (p->cmatmul)
-        add(p, BUF_CMATMUL, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, cmm_scratch(BT, D, nY));
+    if (p->cmatmul) add(p, BUF_CMATMUL, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, cmm_scratch(BT, D, nY));
 }
 
 /* ZeRO's shards, transient gradients and gathered weights; the buckets. */
 static void list_zero(plan *p) {
     const plan_owner o = PLAN_OWNER_PAR;
     const int64_t layer = p->layer_elems, nX = p->data.n;
-    static const plan_buf_id grad_of[P_COUNT] = {
-        [P_EMBED] = BUF_EMBED_GRAD, [P_FINAL_NORM] = BUF_FINAL_NORM_GRAD,
-        [P_UNEMBED] = BUF_UNEMBED_GRAD};
+    static const plan_buf_id grad_of[P_COUNT] = {[P_EMBED] = BUF_EMBED_GRAD,
+                                                 [P_FINAL_NORM] = BUF_FINAL_NORM_GRAD,
+                                                 [P_UNEMBED] = BUF_UNEMBED_GRAD};
     static const plan_buf_id gathered_of[P_COUNT] = {[P_EMBED] = BUF_GATHERED_EMBED,
                                                      [P_FINAL_NORM] = BUF_GATHERED_FINAL_NORM,
                                                      [P_UNEMBED] = BUF_GATHERED_UNEMBED};
@@ -348,15 +347,14 @@ static void list_zero(plan *p) {
         add(p, BUF_BUCKET_STAGE, k, o, PLAN_MEM_BUFFERS, PLAN_F32, p->bucket_cap);
         if (p->zero)
             add(p, BUF_BUCKET_RESULT, k, o, PLAN_MEM_BUFFERS, PLAN_F32, p->bucket_cap / nX);
-        if (p->zero == 3)
-            add(p, BUF_GATHER_SEND, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer / nX);
+        if (p->zero == 3) add(p, BUF_GATHER_SEND, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer / nX);
     }
 }
 
 /* ---------------------------------------------------------------- the collectives */
 
-static void call(plan *p, mesh_op op, plan_role role, plan_pass pass, plan_path path,
-                 int64_t count, int times, const char *what) {
+static void call(plan *p, mesh_op op, plan_role role, plan_pass pass, plan_path path, int64_t count,
+                 int times, const char *what) {
     CHECK(p->ncall < PLAN_MAX_CALLS, "plan: more than %d kinds of collective", PLAN_MAX_CALLS);
     plan_call *c = &p->call[p->ncall++];
     *c = (plan_call){op, role, pass, path, count, times, p->wire, ""};
@@ -377,13 +375,15 @@ static void calls_tensor(plan *p) {
              "matmul-RS: Out[B, D_Y]{U_Y} round the ring");
         call(p, hop, Y, PLAN_FWD, PLAN_HIDDEN, cnt, steps,
              "AG-norm-matmul: In[B, D_Y] round the ring");
-        call(p, hop, Y, PLAN_BWD, PLAN_HIDDEN, cnt, steps, "AG-matmul: dOut[B, D_Y] round the ring");
+        call(p, hop, Y, PLAN_BWD, PLAN_HIDDEN, cnt, steps,
+             "AG-matmul: dOut[B, D_Y] round the ring");
     } else {
         call(p, MESH_OP_REDUCE_SCATTER, Y, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
              "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)");
         call(p, MESH_OP_ALL_GATHER, Y, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
              "In[B, D_Y] → In[B, D] (next sublayer)");
-        call(p, MESH_OP_ALL_GATHER, Y, PLAN_BWD, PLAN_CRITICAL, cnt, 2, "dOut[B, D_Y] → dOut[B, D]");
+        call(p, MESH_OP_ALL_GATHER, Y, PLAN_BWD, PLAN_CRITICAL, cnt, 2,
+             "dOut[B, D_Y] → dOut[B, D]");
     }
     call(p, MESH_OP_REDUCE_SCATTER, Y, PLAN_BWD, PLAN_CRITICAL, cnt, 2,
          "dIn[B, D]{U_Y} → dIn[B, D_Y]");
@@ -431,7 +431,8 @@ static void list_calls(plan *p) {
              nwb < p->n_layer_params ? ", bucketed" : "");
     const plan_path gather = p->overlap ? PLAN_PREFETCHED : PLAN_BLOCKING;
     const int64_t wcount = p->layer_elems / p->data.n / nwb;
-    if (p->zero == 3) call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_FWD, gather, wcount, nwb, what);
+    if (p->zero == 3)
+        call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_FWD, gather, wcount, nwb, what);
     if (p->tensor.n > 1) calls_tensor(p);
     if (p->zero == 3)
         call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_BWD, gather, wcount, nwb,

@@ -23,7 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mesh/coll.h" /* mesh_op, mesh_wire, mesh_axes (types only) */
+#include "calc/schedule.h" /* sched_action: the executor's list, calc's pipeline tables */
+#include "mesh/coll.h"     /* mesh_op, mesh_wire, mesh_axes (types only) */
 #include "mesh/cost.h"
 #include "train/config/config.h"
 #include "train/model/hooks.h"
@@ -94,34 +95,40 @@ typedef enum { PLAN_OWNER_MODEL, PLAN_OWNER_OPTIMIZER, PLAN_OWNER_PAR, PLAN_OWNE
 /* Every buffer a run can have; two-slot buffers are listed once per slot. */
 typedef enum {
     /* the model (model_create) */
-    BUF_PARAMS,          /* this rank's parameters (ZeRO-3: its shards) */
-    BUF_GRADS,           /* their gradients (not with ZeRO-2/3) */
-    BUF_ACTIVATIONS,     /* saved activations of every slot */
-    BUF_TARGETS,         /* each slot's target tokens (int32) */
-    BUF_MODEL_SCRATCH,   /* the passes' scratch: rope tables, gradients of a layer, logits */
+    BUF_PARAMS,        /* this rank's parameters (ZeRO-3: its shards) */
+    BUF_GRADS,         /* their gradients (not with ZeRO-2/3) */
+    BUF_ACTIVATIONS,   /* saved activations of every slot */
+    BUF_TARGETS,       /* each slot's target tokens (int32) */
+    BUF_MODEL_SCRATCH, /* the passes' scratch: rope tables, gradients of a layer, logits */
     /* the optimizer (trainer.c) */
-    BUF_OPT_M, BUF_OPT_V, /* AdamW's moments over the slices this rank updates */
+    BUF_OPT_M,
+    BUF_OPT_V, /* AdamW's moments over the slices this rank updates */
     /* the sharded run (par.c): data axes (zero.c, bucket.c) */
-    BUF_SHARD_GRADS,      /* ZeRO: the gradient shards */
-    BUF_UPDATE_STAGE,     /* ZeRO-1/2: the shard being updated (with --overlap every shard) */
-    BUF_LAYER_GRADS,      /* ZeRO-2/3: a layer's transient gradients, two slots */
-    BUF_LAYER_SCATTERED,  /* ... and their ReduceScatter results, two slots */
-    BUF_EMBED_GRAD, BUF_FINAL_NORM_GRAD, BUF_UNEMBED_GRAD, /* ZeRO-2/3: non-layer gradients */
-    BUF_GATHERED_LAYER,   /* ZeRO-3: a layer's gathered weights, two slots */
-    BUF_GATHER_STAGE,     /* ... their staging for column-sharded gathers, two slots */
-    BUF_GATHERED_EMBED, BUF_GATHERED_FINAL_NORM, BUF_GATHERED_UNEMBED,
-    BUF_COLUMN_PACK,      /* the column packing of a block */
-    BUF_DCN,              /* --zero 0 with --dcn: the flat gradient padded to n_data shards + one */
-    BUF_BUCKET_STAGE,     /* gradient buckets, two slots */
-    BUF_BUCKET_RESULT,    /* ZeRO: a bucket's ReduceScatter result, two slots */
-    BUF_GATHER_SEND,      /* ZeRO-3 with buckets: a layer's shards packed for its gathers, two slots */
+    BUF_SHARD_GRADS,     /* ZeRO: the gradient shards */
+    BUF_UPDATE_STAGE,    /* ZeRO-1/2: the shard being updated (with --overlap every shard) */
+    BUF_LAYER_GRADS,     /* ZeRO-2/3: a layer's transient gradients, two slots */
+    BUF_LAYER_SCATTERED, /* ... and their ReduceScatter results, two slots */
+    BUF_EMBED_GRAD,
+    BUF_FINAL_NORM_GRAD,
+    BUF_UNEMBED_GRAD,   /* ZeRO-2/3: non-layer gradients */
+    BUF_GATHERED_LAYER, /* ZeRO-3: a layer's gathered weights, two slots */
+    BUF_GATHER_STAGE,   /* ... their staging for column-sharded gathers, two slots */
+    BUF_GATHERED_EMBED,
+    BUF_GATHERED_FINAL_NORM,
+    BUF_GATHERED_UNEMBED,
+    BUF_COLUMN_PACK,   /* the column packing of a block */
+    BUF_DCN,           /* --zero 0 with --dcn: the flat gradient padded to n_data shards + one */
+    BUF_BUCKET_STAGE,  /* gradient buckets, two slots */
+    BUF_BUCKET_RESULT, /* ZeRO: a bucket's ReduceScatter result, two slots */
+    BUF_GATHER_SEND,   /* ZeRO-3 with buckets: a layer's shards packed for its gathers, two slots */
     /* the tensor axis (tensor.c, cmatmul.c) */
-    BUF_TENSOR_A, BUF_TENSOR_B, /* packing of [rows, D] */
-    BUF_KV_EXCHANGE,      /* the gradient exchange of a kv head shared by tensor ranks */
-    BUF_CMATMUL,          /* the collective matmuls' scratch */
+    BUF_TENSOR_A,
+    BUF_TENSOR_B,    /* packing of [rows, D] */
+    BUF_KV_EXCHANGE, /* the gradient exchange of a kv head shared by tensor ranks */
+    BUF_CMATMUL,     /* the collective matmuls' scratch */
     /* the executor's pipeline (exec.c) */
-    BUF_PIPE_DOUT,        /* the received dL/d(stage output) */
-    BUF_PIPE_DSEND,       /* dL/d(stage input) being sent, one per slot */
+    BUF_PIPE_DOUT,  /* the received dL/d(stage output) */
+    BUF_PIPE_DSEND, /* dL/d(stage input) being sent, one per slot */
     BUF_COUNT
 } plan_buf_id;
 
@@ -175,12 +182,12 @@ typedef struct plan {
     int zero, overlap;                        /* --zero (0 without data axes), --overlap */
     mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
     mesh_wire wire;                           /* --comm-dtype */
-    int64_t l0, l1;      /* this pipeline stage's layers */
-    int nslots;          /* activation slots: micro-batches in flight on this stage */
-    int64_t n_micro;     /* micro-batches per step */
-    int64_t micro_seqs;  /* sequences of one micro-batch on this rank: micro-batch / |batch| */
-    int64_t rows;        /* its tokens, micro_seqs · T: the rows of its [B, D] activations */
-    model_extents loc;   /* this rank's local extents */
+    int64_t l0, l1;                           /* this pipeline stage's layers */
+    int nslots;         /* activation slots: micro-batches in flight on this stage */
+    int64_t n_micro;    /* micro-batches per step */
+    int64_t micro_seqs; /* sequences of one micro-batch on this rank: micro-batch / |batch| */
+    int64_t rows;       /* its tokens, micro_seqs · T: the rows of its [B, D] activations */
+    model_extents loc;  /* this rank's local extents */
     plan_geo g[P_COUNT];
     int64_t shard_offset[P_COUNT], shard_total; /* ZeRO: param id's shard in the shard vector */
     int64_t layer_elems; /* TP-local elements of one layer (every layer parameter) */
@@ -256,34 +263,25 @@ void plan_free(const plan *p, plan_owner owner, plan_ptrs *ptr);
 
 /* ---- the actions: what this rank runs in a step ---- */
 
-/* One action of a stage: the forward or backward of a micro-batch in an activation slot, or the
- * pipeline's receive or send of its activations (to the next stage) or gradients (to the
- * previous one). A later schedule may split a backward into its input and weight gradients. */
-typedef enum {
-    PLAN_ACT_RECV_ACT,  /* the stage input of mb from the previous stage, into the slot */
-    PLAN_ACT_FWD,       /* the stage's forward of mb in the slot (the last stage: its loss) */
-    PLAN_ACT_SEND_ACT,  /* the slot's stage output to the next stage */
-    PLAN_ACT_RECV_GRAD, /* dL/d(stage output) of mb from the next stage */
-    PLAN_ACT_BWD,       /* the stage's backward of mb (gradients accumulate) */
-    PLAN_ACT_SEND_GRAD  /* dL/d(stage input) of mb to the previous stage */
-} plan_act_op;
-typedef struct {
-    plan_act_op op;
-    int64_t mb;
-    int slot;
-} plan_action;
-
-/* The order of one stage's forwards (fwd = 1) and backwards of M micro-batches under a schedule
- * (stage s of P): GPipe F0 .. F(M−1) then B(M−1) .. B0; 1F1B min(P−s−1, M) forwards, then one
- * forward and one backward in turn, then the remaining backwards. out: 2M entries; returns 2M.
- * Pure: the timeline (pipeline.c) simulates every stage's. */
-int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, plan_action *out);
-/* This rank's actions for a training step (train = 1: its stage's order with the receives and
- * sends around each forward and backward) or an evaluation (train = 0: the forwards of the
- * micro-batches in order, each in slot 0). Without a pipeline axis: F0 B0 F1 B1 ... (F0 F1 ...),
- * no receive or send. out: plan_actions_max entries; returns how many. */
+/* This rank's list of actions, in calc/schedule.h's terms (sched_action: op, stage, micro-batch;
+ * the stage is the pipeline index: one chunk of layers per rank): the forward (SCHED_F) or whole
+ * backward (SCHED_B) of a micro-batch, and the pipeline's receive before and send after it of its
+ * activations (SCHED_RECV_F, SCHED_SEND_F, to and from the neighbouring stages) or gradients
+ * (SCHED_RECV_B, SCHED_SEND_B). The executor (train/step/exec.c) runs such a list on any table
+ * calc/schedule.c can build whose chunks and slots the model can hold; the trainer's two are:
+ *   GPipe: F0 .. F(M−1), then B(M−1) .. B0 (calc's gpipe runs B0 .. B(M−1): the gradients would
+ *     accumulate in the other order, and a run's bits change);
+ *   1F1B: min(P−s−1, M) forwards, then one forward and one backward in turn, then the remaining
+ *     backwards (calc's 1f1b, action for action).
+ * plan_stage_order: stage s of P's forwards and backwards alone (2M entries, returns 2M), which
+ * pipe_timeline simulates for every stage. plan_actions: this rank's list for a training step
+ * (train = 1: its stage's order with the receives and sends around each forward and backward;
+ * without a pipeline axis the trivial list F0 B0 F1 B1 ...) or an evaluation (train = 0: the
+ * forwards in order). out: plan_actions_max entries; returns how many. The activation slot of an
+ * action is the executor's: micro-batch mod plan.nslots (an evaluation: slot 0). */
+int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, sched_action *out);
 int64_t plan_actions_max(const plan *p);
-int64_t plan_actions(const plan *p, int train, plan_action *out);
+int64_t plan_actions(const plan *p, int train, sched_action *out);
 
 /* Names for printing: "forward", ...; "critical", ... */
 const char *plan_pass_name(plan_pass s);

@@ -72,7 +72,8 @@ static void tp_fix_block(struct par *p, param_id id, float *g) {
         const int64_t group = p->pl->s.N / p->pl->s.K; /* query heads per kv head */
         floats_clear(g, n);
         for (int64_t y = 0; y < p->pl->tensor.n; y++)
-            if ((y * p->pl->loc.Nl) / group == p->pl->loc.k0) kern_add(g, p->kv_exchange + y * n, n);
+            if ((y * p->pl->loc.Nl) / group == p->pl->loc.k0)
+                kern_add(g, p->kv_exchange + y * n, n);
     }
 }
 
@@ -108,7 +109,8 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (p->pl->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->pl->overlap)
-            par_push(p, mesh_iall_reduce(p->m, p->pl->data.axes, g, g, n, p->pl->alg), NULL, NULL, 0);
+            par_push(p, mesh_iall_reduce(p->m, p->pl->data.axes, g, g, n, p->pl->alg), NULL, NULL,
+                     0);
         else
             mesh_all_reduce(p->m, p->pl->data.axes, g, g, n, p->pl->alg);
         return;
@@ -119,8 +121,9 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     if (p->pl->overlap) {
-        par_push(p, mesh_ireduce_scatter(p->m, p->pl->data.axes, out, g, n / p->pl->data.n, p->pl->alg), out,
-                 acc, acc ? n / p->pl->data.n : 0);
+        par_push(
+            p, mesh_ireduce_scatter(p->m, p->pl->data.axes, out, g, n / p->pl->data.n, p->pl->alg),
+            out, acc, acc ? n / p->pl->data.n : 0);
     } else {
         mesh_reduce_scatter(p->m, p->pl->data.axes, out, g, n / p->pl->data.n, p->pl->alg);
         if (acc) kern_add(acc, out, n / p->pl->data.n);
@@ -134,14 +137,16 @@ static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
         if (!in_part((param_id)id, part)) continue;
         const plan_geo *g = &p->pl->g[id];
         const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
-        float *shard = p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] + (l - p->pl->l0) * ns : NULL;
+        float *shard =
+            p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] + (l - p->pl->l0) * ns : NULL;
         if (p->pl->zero <= 1) {
             float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->pl->l0) * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
             float *gb = par_layer_slot(p, p->layer_grads_full[k], (param_id)id);
             /* layer_grads_scattered[k] is laid out like layer_grads_full[k] at 1/n_data scale */
-            float *out = p->layer_grads_scattered[k] + (gb - p->layer_grads_full[k]) / p->pl->data.n;
+            float *out =
+                p->layer_grads_scattered[k] + (gb - p->layer_grads_full[k]) / p->pl->data.n;
             reduce_block(p, (param_id)id, gb, out, shard);
         }
     }
@@ -184,7 +189,8 @@ static void nonlayer_done(struct par *p, model *mod, param_id id) {
             floats_copy(p->column_pack, gb, n);
             par_pack_cols(gb, p->column_pack, g->R, g->C, p->pl->data.n);
         }
-        mesh_reduce_scatter(p->m, p->pl->data.axes, p->column_pack, gb, n / p->pl->data.n, p->pl->alg);
+        mesh_reduce_scatter(p->m, p->pl->data.axes, p->column_pack, gb, n / p->pl->data.n,
+                            p->pl->alg);
         kern_add(shard, p->column_pack, n / p->pl->data.n);
     }
 }
@@ -268,7 +274,8 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         float *dst =
             par_layer_slot(p, g->zdim ? p->gather_stage[k] : p->gathered_layer[k], (param_id)id);
         if (async)
-            p->gather_reqs[k][id] = mesh_iall_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
+            p->gather_reqs[k][id] =
+                mesh_iall_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
         else
             mesh_all_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
     }
@@ -288,7 +295,8 @@ static void gather_layer_finish(struct par *p, int k) {
         const plan_geo *g = &p->pl->g[id];
         if (!plan_is_layer_param((param_id)id) || !g->zdim) continue;
         par_unpack_cols(par_layer_slot(p, p->gathered_layer[k], (param_id)id),
-                        par_layer_slot(p, p->gather_stage[k], (param_id)id), g->R, g->C, p->pl->data.n);
+                        par_layer_slot(p, p->gather_stage[k], (param_id)id), g->R, g->C,
+                        p->pl->data.n);
     }
 }
 
@@ -319,7 +327,8 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     }
     p->gather_pending[k] = 0;
     const int64_t next = l + dir;
-    if (p->pl->overlap && next >= p->pl->l0 && next < p->pl->l1 && p->gathered_layer_id[1 - k] != next)
+    if (p->pl->overlap && next >= p->pl->l0 && next < p->pl->l1 &&
+        p->gathered_layer_id[1 - k] != next)
         gather_layer_start(p, next, 1 - k, 1), p->gather_pending[1 - k] = 1;
     layer_w w;
     const float *b = p->gathered_layer[k];
@@ -408,7 +417,8 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
     p->micro = j;
     p->n_micro = n;
     for (int id = 0; id < P_COUNT; id++)
-        if (p->param_grads_full[id]) floats_clear(p->param_grads_full[id], plan_geo_block(&p->pl->g[id]));
+        if (p->param_grads_full[id])
+            floats_clear(p->param_grads_full[id], plan_geo_block(&p->pl->g[id]));
 }
 
 /* --dcn: the data axes are ICI ones (data_axes) and one across the data-center network (dcn_axes);
@@ -420,7 +430,8 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
  * of the updated shards, ZeRO-3's gathers of the next forward pass). */
 static void dcn_reduce(struct par *p, model *mod) {
     if (p->pl->zero >= 1) {
-        mesh_all_reduce(p->m, p->pl->dcn.axes, p->shard_grads, p->shard_grads, p->pl->shard_total, p->pl->alg);
+        mesh_all_reduce(p->m, p->pl->dcn.axes, p->shard_grads, p->shard_grads, p->pl->shard_total,
+                        p->pl->alg);
         return;
     }
     int64_t n;
@@ -543,7 +554,8 @@ static int update_gather(struct par *p, param_id id, int64_t b) {
     const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->ug_mod, id, NULL) + b * n;
     const float *stage = p->update_stage + p->pl->shard_offset[id] + b * ns;
-    par_push(p, mesh_iall_gather(p->m, p->pl->data.axes, full, stage, ns, p->pl->alg), NULL, NULL, 0);
+    par_push(p, mesh_iall_gather(p->m, p->pl->data.axes, full, stage, ns, p->pl->alg), NULL, NULL,
+             0);
     return 1;
 }
 
@@ -559,7 +571,8 @@ static void update_gathers_start(struct par *p) {
     for (int64_t l = p->pl->l0; l < p->pl->l1; l++) {
         int k = 0;
         for (int id = 0; id < P_COUNT; id++)
-            if (plan_is_layer_param((param_id)id)) k += update_gather(p, (param_id)id, l - p->pl->l0);
+            if (plan_is_layer_param((param_id)id))
+                k += update_gather(p, (param_id)id, l - p->pl->l0);
         p->ug_layer = k; /* the same for every layer */
     }
     update_gather(p, P_FINAL_NORM, 0);

@@ -1,6 +1,7 @@
-/* trainer: one optimizer step = micro-batch loop (forward + backward, gradients accumulated),
- * gradient reduction over the data axes (par), global-norm clipping, AdamW or SGD on the slices
- * this rank owns, and the parameter AllGather that ZeRO-1/2 need after the update. */
+/* trainer: one optimizer step = this rank's actions (exec.c: the micro-batches' forwards and
+ * backwards, gradients accumulated), gradient reduction over the data axes (par), global-norm
+ * clipping, AdamW or SGD on the slices this rank owns, and the parameter AllGather that ZeRO-1/2
+ * need after the update. */
 #include "train/step/trainer.h"
 
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
+#include "train/step/exec.h"
 #include "train/step/ktime.h"
 
 struct trainer {
@@ -38,10 +40,9 @@ struct trainer {
     int emulated;
     int dcn;            /* --dcn: the axis across the data-center network, −1 if none */
     double dcn_chip_bw; /* --emulate with --dcn: the chip's DCN B/s per chip (both directions) */
-    pipe *pp;           /* pipelining: the schedule driver (NULL without --pipeline) */
-    pipe_stats pst;
-    mesh_wire wire;               /* --comm-dtype, in force during this trainer's steps */
-    ktime_step ktime;             /* the predicted compute of a step */
+    exec *ex;           /* the step executor: this rank's list of actions */
+    mesh_wire wire;     /* --comm-dtype, in force during this trainer's steps */
+    ktime_step ktime;   /* the predicted compute of a step */
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
     int cmatmul_split;            /* --collective-matmul auto: the ranks' own verdicts differed */
@@ -232,11 +233,9 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
         return errmsg_fail(err, errlen,
                            "out of memory allocating the model (try a smaller --micro-batch)");
-    if (t->pl.pipe.n > 1) {
-        t->pp = pipe_create(t->mod, t->par, &t->pl, m);
-        if (mesh_agree(mesh_world_comm(m), t->pp ? 0 : -1) < 0)
-            return errmsg_fail(err, errlen, "out of memory allocating the pipeline buffers");
-    }
+    t->ex = exec_create(t->mod, t->par, &t->pl, m);
+    if (mesh_agree(mesh_world_comm(m), t->ex ? 0 : -1) < 0)
+        return errmsg_fail(err, errlen, "out of memory allocating the step's (pipeline) buffers");
     return 0;
 }
 
@@ -311,7 +310,7 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
-    pipe_destroy(t->pp);
+    exec_destroy(t->ex);
     par_destroy(t->par); /* first: it completes the gathers still writing into the model */
     model_destroy(t->mod);
     plan_free(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt);
@@ -384,27 +383,13 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     const double t0 = mesh_now();
     report_step_begin(t->rep);
     trace_begin(TRACE_STEP, step);
-    const int64_t T1 = t->c.shape.T + 1;
-    const float scale = 1.0f / (float)(t->n_micro * t->pl.batch.n);
     model_zero_grads(t->mod);
     par_step_begin(t->par);
-    double loss = 0.0;
-    if (t->pp) {
-        loss = pipe_step(t->pp, tokens, scale, &t->pst) * (double)t->n_micro;
-    } else {
-        for (int64_t j = 0; j < t->n_micro; j++) {
-            trace_begin(TRACE_MICRO, j);
-            par_micro_begin(t->par, j, t->n_micro);
-            loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
-            trace_end(TRACE_MICRO);
-        }
-    }
+    st->loss = exec_step(t->ex, tokens, &st->pipe);
     trace_begin(TRACE_GRADS, step);
     par_finish_grads(t->par, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));
     trace_end(TRACE_GRADS);
-    st->loss =
-        t->pp ? loss / (double)t->n_micro : par_data_mean(t->par, loss / (double)t->n_micro);
     /* the loss and the norm are identical on every rank, so every rank leaves together, before
      * the update could spread NaNs into the parameters (or a checkpoint) */
     if (!isfinite(st->loss) || !isfinite(gnorm))
@@ -416,7 +401,6 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     trace_begin(TRACE_OPT, step);
     optimizer_update(t, step, clip_scale);
     trace_end(TRACE_OPT);
-    st->pipe = t->pst;
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
@@ -428,16 +412,8 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
 double trainer_eval(trainer *t, const int32_t *tokens) {
     const mesh_wire wire = mesh_get_wire(t->mesh);
     mesh_set_wire(t->mesh, t->wire);
-    const int64_t T1 = t->c.shape.T + 1;
     trace_begin(TRACE_EVAL, 0);
-    double loss = 0.0;
-    if (t->pp) {
-        loss = pipe_eval(t->pp, tokens);
-    } else {
-        for (int64_t j = 0; j < t->n_micro; j++)
-            loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
-        loss = par_data_mean(t->par, loss / (double)t->n_micro);
-    }
+    const double loss = exec_eval(t->ex, tokens);
     trace_end(TRACE_EVAL);
     mesh_set_wire(t->mesh, wire);
     return loss;
@@ -469,7 +445,7 @@ static void print_bucket(const trainer *t, FILE *out) {
 
 void trainer_print_layout(trainer *t, FILE *out) {
     const int64_t P = t->pl.pipe.n;
-    if (t->pp && mesh_world_rank() == 0) {
+    if (P > 1 && mesh_world_rank() == 0) {
         const int axis = t->pl.pipe.axes.ax[0];
         const int64_t Ls = t->c.shape.L / P;
         fprintf(out,

@@ -9,7 +9,7 @@
 #include "train/config/config.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
-#include "train/parallel/pipeline.h"
+#include "train/step/exec.h"
 #include "train/observe/report.h"
 
 typedef struct trainer trainer;
@@ -20,7 +20,7 @@ typedef struct {
     double lr;
     double seconds;   /* wall time of the step */
     step_split split; /* compute, exposed communication per collective, idle; prediction */
-    pipe_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
+    exec_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
 } step_stats;
 
 /* Collective over: world. Validates the sharding against the mesh and the model, builds the
