@@ -54,6 +54,7 @@ struct gen {
     sample_item *items;
     /* the step being run, for the attention hook */
     int prefill;
+    const int32_t *ext_n;     /* gen_extend: rows of each local sequence */
     const int64_t *chunk_len; /* prefill: lengths of the chunk's sequences */
     int64_t chunk_b0, chunk_n;
     double kv_bytes, attn_flops;
@@ -154,10 +155,30 @@ static void attn_decode(gen *g, const model_attn_io *io) {
     }
 }
 
+/* Extend (gen_extend): sequence b's ext_n[b] rows at positions pos[b].. are stored in its cache,
+ * then attend to it causally. */
+static void attn_extend(gen *g, const model_attn_io *io) {
+    const model_extents *lc = model_extents_of(g->mod);
+    const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
+    const kvcache *kv = &g->kv;
+    for (int64_t b = 0, r0 = 0; b < kv->Bc; r0 += g->ext_n[b++]) {
+        const int64_t n = g->ext_n[b], p = g->pos[b];
+        if (n == 0) continue;
+        memcpy(kv_row(kv, kv->k, io->l, b, p), io->k + r0 * KH, (size_t)(n * KH) * 4);
+        memcpy(kv_row(kv, kv->v, io->l, b, p), io->v + r0 * KH, (size_t)(n * KH) * 4);
+        kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, kv_row(kv, kv->k, io->l, b, 0),
+                         kv_row(kv, kv->v, io->l, b, 0), p, n, lc->Nl, lc->Kl, H, KH);
+        g->attn_flops += 4.0 * (double)(n * (p + 1) + n * (n - 1) / 2) * (double)NH;
+        g->kv_bytes += 2.0 * (double)((p + n) * KH) * 4;
+    }
+}
+
 static void attn_hook(void *ctx, const model_attn_io *io) {
     gen *g = ctx;
     if (g->prefill)
         attn_prefill(g, io);
+    else if (g->ext_n)
+        attn_extend(g, io);
     else
         attn_decode(g, io);
 }
@@ -277,6 +298,47 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     st->kv_bytes = g->kv_bytes;
     st->rows = (double)R / tensor_ranks(g);
     st->seconds = mesh_now() - t0;
+}
+
+void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st) {
+    const double t0 = mesh_now();
+    CHECK(g->mode != GEN_KV_ALLTOALL && !g->moe_cnt,
+          "gen_extend: the AllToAll layout and experts with a capacity are not supported");
+    memset(st, 0, sizeof *st);
+    int64_t R = 0;
+    for (int64_t b = 0; b < g->B_loc; b++) {
+        CHECK(n[b] >= 0 && g->pos[b] + n[b] <= g->d.S && R + n[b] <= g->d.max_rows,
+              "gen_extend: %d rows at position %d of sequence %lld (cache %lld, rows %lld)",
+              (int)n[b], (int)g->pos[b], (long long)b, (long long)g->d.S,
+              (long long)g->d.max_rows);
+        for (int32_t i = 0; i < n[b]; i++, R++) {
+            g->rtok[R] = tok[R];
+            g->rpos[R] = g->pos[b] + i;
+            g->out_rows[R] = R;
+            g->moe_seq[R] = (int32_t)b;
+        }
+    }
+    if (R == 0) return;
+    g->prefill = 0;
+    g->ext_n = n;
+    g->kv_bytes = g->attn_flops = 0;
+    forward(g, g->logits, R, R);
+    g->ext_n = NULL;
+    weight_cost(g, R, R, st);
+    st->flops += g->attn_flops;
+    st->kv_bytes = g->kv_bytes;
+    st->rows = (double)R / tensor_ranks(g);
+    st->seconds = mesh_now() - t0;
+}
+
+int64_t gen_pos(const gen *g, int64_t b) {
+    return g->pos[b];
+}
+
+void gen_set_pos(gen *g, int64_t b, int64_t pos) {
+    CHECK(pos >= 0 && pos <= g->d.S, "gen_set_pos: position %lld past the cache of %lld",
+          (long long)pos, (long long)g->d.S);
+    g->pos[b] = (int32_t)pos;
 }
 
 /* ---------------------------------------------------------------- create */

@@ -16,6 +16,7 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
+#include "train/infer/draft_cli.h"
 #include "train/model/hooks.h"
 
 #define GEN_ERR 512
@@ -40,6 +41,8 @@ static const gen_flag_def gen_flag_table[] = {
     {"bench-batches", 0, G_(bench_batches)},
     {"bench-prompt", 1, G_(bench_prompt)},
     {"csv", 0, G_(csv)},
+    {"draft", 0, G_(draft)},
+    {"draft-tokens", 1, G_(draft_tokens)},
     {"prompt", 3, 0, 0},
 };
 #undef G_
@@ -63,6 +66,9 @@ static void print_help(FILE *out) {
             "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
             "attention\n"
             "  --quiet            no line per decode step (prefill and the summary only)\n"
+            "  --draft CKPT       speculative decoding: the drafter's checkpoint (same vocabulary),\n"
+            "                     on the same ranks and sharding; --draft-tokens k per round "
+            "(default 4)\n"
             "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
             "--bench-prompt P\n"
             "                     --tokens N (decode steps), --csv FILE\n"
@@ -180,8 +186,8 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     free(in);
 }
 
-static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
-                         const gen_machine *mc) {
+static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, gen *dg,
+                         const prompt_set *ps, const gen_machine *mc) {
     int64_t row0, nb;
     gen_rows(g, &row0, &nb);
     const int64_t n = f->tokens, B = ps->n;
@@ -191,11 +197,14 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     float *all = calloc((size_t)(B * n + 1), sizeof *all);
     CHECK(mine && cur && next && ms && all, "generate: out of memory");
     gen_step st, t;
-    gen_prefill(g, ps, next, &st);
-    t = gen_step_total(m, &st);
-    if (mesh_rank(m) == 0) report_prefill(&t, mc, B);
-    for (int64_t i = 0; i < nb; i++) mine[i * n] = next[i];
-    for (int64_t s = 1; s < n; s++) {
+    if (dg) draft_tokens(c, m, g, dg, ps, n, (int)f->draft_tokens, mine);
+    if (!dg) {
+        gen_prefill(g, ps, next, &st);
+        t = gen_step_total(m, &st);
+        if (mesh_rank(m) == 0) report_prefill(&t, mc, B);
+        for (int64_t i = 0; i < nb; i++) mine[i * n] = next[i];
+    }
+    for (int64_t s = 1; s < n && !dg; s++) {
         memcpy(cur, next, (size_t)nb * sizeof *cur);
         gen_decode(g, cur, next, &st);
         for (int64_t i = 0; i < nb; i++) mine[i * n + s] = next[i];
@@ -205,7 +214,7 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     }
     gather_tokens(m, g, mine, n, B, all);
     if (mesh_rank(m) == 0) {
-        if (n > 1) {
+        if (n > 1 && !dg) {
             qsort(ms, (size_t)(n - 1), sizeof *ms, cmp_double);
             fprintf(stderr,
                     "decode summary | %lld steps | median %.3f ms/token, min %.3f | "
@@ -248,6 +257,8 @@ int gen_main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (draft_check(&c, &f, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
     if (f.bench) {
         prompts_free(&ps);
         const gen_machine mc = gen_measure_machine(m);
@@ -264,10 +275,17 @@ int gen_main(int argc, char **argv) {
     gen_dims d = {ps.n, S, total < 1024 ? total : 1024, f.kv_replicate};
     if (d.max_rows < S) d.max_rows = S;
     if (d.max_rows < ps.n) d.max_rows = ps.n;
+    if (f.draft[0] && d.max_rows < ps.n * (f.draft_tokens + 2)) /* a verify step's rows */
+        d.max_rows = ps.n * (f.draft_tokens + 2);
     gen *g = gen_create(&c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (f.draft[0] && gen_mode(g) == GEN_KV_ALLTOALL)
+        mesh_exit_error("--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
+                        "puts the target's cache in the AllToAll layout): add --kv-replicate");
+    gen *dg = f.draft[0] ? draft_open(&c, m, f.draft, &d, err, sizeof err) : NULL;
+    if (f.draft[0] && !dg) mesh_exit_error("%s", err);
     const gen_machine mc = gen_measure_machine(m); /* after every check: bad input fails fast */
     if (mesh_rank(m) == 0) {
         const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
@@ -278,7 +296,8 @@ int gen_main(int argc, char **argv) {
                 (long long)ps.n, (long long)f.tokens, (double)gen_cache_bytes(g) / 1e6,
                 mode[gen_mode(g)], mc.bw / 1e9, mc.flops / 1e9, mesh_nranks(m));
     }
-    run_generate(&c, &f, m, g, &ps, &mc);
+    run_generate(&c, &f, m, g, dg, &ps, &mc);
+    gen_destroy(dg);
     gen_destroy(g);
     prompts_free(&ps);
     mesh_destroy(m);

@@ -33,6 +33,8 @@ typedef struct {
     char bench_batches[256]; /* --bench: comma list of decode batch sizes */
     int64_t bench_prompt;    /* --bench: prompt length */
     char csv[1024];          /* --bench: CSV output */
+    char draft[1024];        /* --draft: the drafter's checkpoint (speculative decoding) */
+    int64_t draft_tokens;    /* --draft-tokens: tokens drafted a round */
 } gen_flags;
 
 /* The model-shape flags (--layers, --d-model, --heads, --kv-heads, --head-dim, --d-ff, --vocab,
