@@ -39,10 +39,14 @@ int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake) {
         s->idle0 = now;
         do MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
         while (outc == 0 && (now = mesh_now()) - s->idle0 < NAP_SPIN && (wake <= 0 || now < wake));
+        if (outc > 0) nap_reset(s);
         return outc;
     }
     MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
-    if (outc != 0 && outc != MPI_UNDEFINED) return outc;
+    if (outc > 0) { /* something completed: whatever waits next starts a new stretch */
+        nap_reset(s);
+        return outc;
+    }
     const double t = now + nap_next(s, NAP_FIRST, nap_waited_cap(now - s->idle0));
     if (outc == MPI_UNDEFINED && wake <= 0) return outc;
     nap_until(outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t);

@@ -41,7 +41,10 @@ static int poll_then_nap(progress_wait *w, int n, MPI_Request *rq, int *idx, dou
                          double first, double cap) {
     int outc = 0;
     MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
-    if (outc != 0 && outc != MPI_UNDEFINED) return outc;
+    if (outc > 0) { /* something completed: the next wait starts a new stretch */
+        nap_reset(&w->nap);
+        return outc;
+    }
     if (outc == MPI_UNDEFINED && wake <= 0) return outc;
     const double now = mesh_now();
     if (w->nap.idle0 == 0) w->nap.idle0 = now;

@@ -5,8 +5,10 @@
  *    of the time idle, at most 1 ms;
  *  - nap_waitsome on a receive not yet matched: the first wait of an idle stretch polls without
  *    sleeping (no nap counted), each later one naps once (mesh_naps grows by one) on the
- *    schedule; once the message is sent the wait returns it; with nothing in flight and nothing
- *    due it returns MPI_UNDEFINED without sleeping;
+ *    schedule; once the message is sent the wait returns it and the idle stretch ends (a
+ *    completion restarts the polling: a call whose sends complete while its receive waits keeps
+ *    the fast path); with nothing in flight and nothing due it returns MPI_UNDEFINED without
+ *    sleeping;
  *  - the table's rows: a call over emulated links only naps from its first wait, up to its cap
  *    (a quarter of the hop latency); with a real link it is the caller's row (polls first, then
  *    naps up to 50 µs, or 2% of the time idle when that is longer);
@@ -68,6 +70,7 @@ static void waitsome(void) {
     outc = nap_waitsome(&s, 1, &rq, idx, 0);
     expect("after the send: one completed", outc, 1);
     expect("  the value", in, 3);
+    expect("  which ends the idle stretch (the next wait polls first again)", s.idle0, 0);
     n0 = mesh_naps();
     expect("nothing in flight, nothing due: MPI_UNDEFINED", nap_waitsome(&s, 1, &rq, idx, 0),
            MPI_UNDEFINED);
