@@ -1,6 +1,7 @@
 /* nap: the naps of mesh/'s waits and the caller's napping waits. See nap.h. */
 #include "mesh/nap.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "mesh/coll.h"
@@ -37,8 +38,12 @@ int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake) {
     double now = mesh_now();
     if (s->idle0 == 0) { /* a new idle stretch: poll without sleeping for a moment */
         s->idle0 = now;
-        do MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
-        while (outc == 0 && (now = mesh_now()) - s->idle0 < NAP_SPIN && (wake <= 0 || now < wake));
+        for (;;) { /* yielding between polls: a peer sharing this core gets to run */
+            MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
+            if (outc != 0 || (now = mesh_now()) - s->idle0 >= NAP_SPIN || (wake > 0 && now >= wake))
+                break;
+            sched_yield();
+        }
         if (outc > 0) nap_reset(s);
         return outc;
     }
@@ -76,7 +81,9 @@ int nap_waitany(int n, MPI_Request *rq) {
         if (flag) return i; /* MPI_UNDEFINED when none was in flight */
         const double now = mesh_now();
         if (s.idle0 == 0) s.idle0 = now;
-        if (now - s.idle0 >= NAP_SPIN)
+        if (now - s.idle0 < NAP_SPIN)
+            sched_yield();
+        else
             nap_until(now + nap_next(&s, NAP_FIRST, nap_waited_cap(now - s.idle0)));
     }
 #endif

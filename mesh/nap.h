@@ -5,7 +5,9 @@
  *
  * The schedule of one idle stretch (polls that find nothing): first NAP_SPIN of polling without
  * sleeping (a message from a peer that is already there arrives within a few µs: the fast path
- * stays as fast), then naps doubling from NAP_FIRST up to the larger of NAP_WAITED and
+ * stays as fast), yielding the core between polls (sched_yield: a peer that shares the core, on
+ * an oversubscribed or loaded machine, runs meanwhile; alone, it returns at once), then naps
+ * doubling from NAP_FIRST up to the larger of NAP_WAITED and
  * NAP_SHARE of the time idle so far, at most NAP_MAX. A nap costs ~20 µs of CPU on a virtual
  * machine (the timer and the wake-up), so a wait on a stopped peer costs about 2% of a core, and
  * a late message is noticed at most 2% of the wait (or 50 µs) after it arrives.
@@ -14,7 +16,7 @@
 #define MT_MESH_NAP_H
 #include "mesh/mesh_mpi.h"
 
-#define NAP_SPIN 50e-6   /* polling without sleeping at the start of an idle stretch */
+#define NAP_SPIN 50e-6   /* polling (and yielding) at the start of an idle stretch */
 #define NAP_FIRST 2e-6   /* the first nap */
 #define NAP_WAITED 50e-6 /* the longest nap for the first 2.5 ms of waiting */
 #define NAP_SHARE 0.02   /* then up to this share of the time idle */
