@@ -65,7 +65,7 @@ mkdir -p "$OUT_DIR"
 CSV="$OUT_DIR/fidelity.csv" MD="$OUT_DIR/fidelity_results.md"
 T=128
 # the sweeps' points: 5-6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
-# ranks share cores: the runs show why the targets cannot be met). The data sweeps' crossovers
+# ranks share cores, which the prediction prices: train/observe/share.h). The data sweeps' crossovers
 # lie near 2000 tokens per rank: 2048 and 4096 bracket them on 4 ranks (8192 took 2 minutes
 # there and decided nothing); FSDP on 2 ranks stops at 4096 for the same reason. The TP
 # boundary grows with |Y| (F = |Y|·α·2/3), so its sweep does too.
@@ -87,7 +87,7 @@ ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
-[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio,transfer_last_ms,fwd_mlp_transfer_last_ms" >"$CSV"
+[ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio,transfer_last_ms,fwd_mlp_transfer_last_ms,pred_dedicated_ms,threads_per_cpu" >"$CSV"
 
 # parts LINE: the fwd+bwd sum, the backward's and the forward MLP's ms of a `bench parts` line
 parts() {
@@ -119,6 +119,8 @@ run() {
   ccpu=$(field "$split" 'compute-cpu'); xfer=$(field "$split" 'transfer'); peak=$(field "$pred" 'at-peak')
   pstep=$(field "$pred" 'step'); pcomp=$(field "$pred" 'compute'); pcm=$(field "$pred" 'comm')
   pexp=$(field "$pred" 'exposed'); book=$(field "$pred" 'book-ideal'); dom=$(word "$pred" 'dominant')
+  local pded tpc # the prediction on a CPU per rank, and the threads per CPU it was priced at
+  pded=$(field "$pred" 'dedicated'); tpc=$(field "$pred" 'threads-per-cpu')
   ratio=$(awk -v a="$ms" -v b="$pstep" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}')
   local bl pc px ppc ppm mc mx pcc pcm2 mbwd mmlp pbwd pmlp
   local wl wb="" wr=""
@@ -139,7 +141,7 @@ run() {
   read -r mc mbwd mmlp <<<"$(parts "$pc")"
   read -r pcc pbwd pmlp <<<"$(parts "$ppc")"
   mx=$(field "$px" 'fwd-mlp'); pcm2=$(field "$ppm" 'fwd-mlp')
-  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr,$xl,$mxl" >>"$CSV"
+  echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr,$xl,$mxl,$pded,$tpc" >>"$CSV"
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
 
@@ -257,6 +259,10 @@ targets() {
       "$np" "$(getconf _NPROCESSORS_ONLN)" "$ok" "$(wc -l <<<"$rows")" "$mn" "$med" "$mx" \
       "$([ "$ok" -eq "$(wc -l <<<"$rows")" ] && echo within || echo outside)"
     echo "  compute: measured CPU time / predicted, median $cpu (the kernels' model); measured wall / CPU time, median $cw (1 when each rank has its core)"
+    # the prediction on a CPU per rank beside it (a CSV from before it has no column 33)
+    local ded
+    ded=$(awk -F, -v n="$np" 'NR > 1 && $2 == n && $33 > 0 {print $5 / $33}' "$CSV" | sort -g)
+    [ -n "$ded" ] && echo "  on a CPU per rank (pred_dedicated): $(awk '$1 >= 0.85 && $1 <= 1.15' <<<"$ded" | wc -l) of $(wc -l <<<"$ded") runs within, median $(median <<<"$ded"); threads per CPU $(awk -F, -v n="$np" 'NR > 1 && $2 == n && $34 > 0 {print $34}' "$CSV" | median)"
   done
   local sw b bw c cp w cc mc mo co pc pm what against
   for sw in dp fsdp tp tpcmm mixedx; do

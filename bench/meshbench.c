@@ -528,8 +528,11 @@ static void setup_links(bench *b) {
     if (o->emulate) {
         double fl = o->flops > 0 ? o->flops : measure_flops();
         mesh_emulation e;
-        if (mesh_emulate(b->m, o->emulate, fl, &e) < 0)
-            mesh_exit_error("--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)", o->emulate);
+        char err[256];
+        if (mesh_emulate(b->m, o->emulate, fl, &e, err, sizeof err) < 0) mesh_exit_error("%s", err);
+        if (!e.one_host)
+            mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared "
+                     "clock and will be off by the hosts' clock offsets\n");
         mesh_log("# emulating %s: C = %.3g FLOP/s, W_ici = %.3g B/s one way, T_min = %.3g s\n"
                  "# %s %.3g FLOP/s/rank -> time scale %.4g: links %.4g B/s, %.4g s/hop\n",
                  o->emulate, e.chip_flops, e.chip_w_oneway, e.chip_latency,

@@ -56,7 +56,7 @@ typedef struct {
 /* The preset's model flags for the trainer, as strings in buf (kept alive by the caller), but
  * those that argv gives itself (the preset, then flags override). Returns how many, or −1. */
 static int preset_args(const char *name, int argc, char **argv, char buf[8][24], char **out) {
-    calc_shape s;
+    model_shape s;
     if (calc_model_preset(&s, name) < 0) return -1;
     static const char *names[8] = {"--layers",   "--d-model", "--heads", "--kv-heads",
                                    "--head-dim", "--d-ff",    "--vocab", "--seq-len"};

@@ -63,17 +63,17 @@ int calc_spec_set_topology(calc_spec *s, const int *sizes, int n_axes, char *err
     return 0;
 }
 
-int calc_model_preset(calc_shape *m, const char *name) {
+int calc_model_preset(model_shape *m, const char *name) {
     /* applied-training chapter: LLaMA-3-70B. Training chapter Q1: LLaMA-2-13B (F = 2.7·D, exactly
      * 13,824). */
     static const struct {
         const char *name;
-        calc_shape s;
+        model_shape s;
     } presets[] = {
-        {"llama3-70b", {80, 8192, 64, 8, 128, 28672, 128256, 4096}},
-        {"llama2-13b", {40, 5120, 40, 40, 128, 13824, 32000, 4096}},
+        {"llama3-70b", {80, 8192, 64, 8, 128, 28672, 128256, 4096, {0}}},
+        {"llama2-13b", {40, 5120, 40, 40, 128, 13824, 32000, 4096, {0}}},
         /* Mixtral 8x7B's published sizes (its experts: calc_moe_preset) */
-        {"mixtral-8x7b", {32, 4096, 32, 8, 128, 14336, 32000, 4096}},
+        {"mixtral-8x7b", {32, 4096, 32, 8, 128, 14336, 32000, 4096, {0}}},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) {
@@ -81,19 +81,6 @@ int calc_model_preset(calc_shape *m, const char *name) {
             return 0;
         }
     return -1;
-}
-
-static double attn_params(const calc_shape *m) {
-    return 2.0 * (double)m->D * (double)m->H * (double)(m->N + m->K);
-}
-
-static double mlp_params(const calc_shape *m) {
-    return 3.0 * (double)m->D * (double)m->F;
-}
-
-double calc_params(const calc_shape *m) {
-    const double D = (double)m->D;
-    return (double)m->L * (mlp_params(m) + attn_params(m) + 2 * D) + 2 * D * (double)m->V + D;
 }
 
 /* ---- axes of a role, with splits ---- */
@@ -358,7 +345,7 @@ int calc_check_blocks(const calc_spec *s, char *err, size_t errlen) {
 }
 
 static int validate(const calc_spec *s, const calc_result *r, char *err, size_t errlen) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const int all = (1 << s->n_axes) - 1;
     int split = 0;
     for (int i = 0; i < s->n_axes; i++) split |= calc_axis_split(s, i) << i;
@@ -422,7 +409,7 @@ static void thresholds(const calc_spec *s, calc_result *r) {
 }
 
 static void memory(const calc_spec *s, calc_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const double B = s->tokens, D = (double)m->D, L = (double)m->L, F = (double)m->F;
     const double X = r->X, base = r->Y * r->P;
     double acts;
@@ -492,14 +479,14 @@ static void expert_hbm_floor(const calc_spec *s, calc_result *r) {
 /* Model totals and the FLOPs of each phase per chip (forward 2 per weight per token; causal
  * attention 2·T·N·H per token). Returns the blocks a backward recomputes (remat policy). */
 static int flops(const calc_spec *s, calc_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const double B = s->tokens, D = (double)m->D, T = (double)m->T, V = (double)m->V;
-    const double NH = (double)(m->N * m->H), Pa = attn_params(m);
+    const double NH = (double)(m->N * m->H), Pa = shape_attn_params(m);
     const double b = B / r->X, Y = r->Y;
     const calc_moe *mo = &s->moe;
     /* with experts: the MLP's FLOPs are the active ones (router, k + S experts), its gathered
      * copy the chip's E/Z experts */
-    const double Pm = mo->E ? calc_moe_block_active(m, mo) : mlp_params(m);
+    const double Pm = mo->E ? calc_moe_block_active(m, mo) : shape_mlp_params(m);
     r->params = calc_params_moe(m, mo);
     r->params_active = calc_params_active(m, mo);
     r->params_layer =
@@ -509,7 +496,7 @@ static int flops(const calc_spec *s, calc_result *r) {
         2 * D;
     /* the book's MFU numerator (profiling chapter), of the activated parameters with experts */
     r->flops_model = 6 * r->params_active * B;
-    r->flops_attn = 6 * (double)m->L * T * NH * B;
+    r->flops_attn = shape_attn_flops(m) * B;
     r->layers_per_chip = (double)m->L / r->P;
     r->bubble = 1; /* a pipeline's is simulated (calc_pipe_price) */
 
@@ -544,7 +531,7 @@ static int flops(const calc_spec *s, calc_result *r) {
 static int expert_colls(builder *bl, int re_blocks, double tokens) {
     const calc_spec *s = bl->s;
     const calc_result *r = bl->r;
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const calc_moe *mo = &s->moe;
     const double D = (double)m->D, Y = r->Y, Fe = (double)calc_moe_F(m, mo);
     const int M = s->microbatches;
@@ -572,9 +559,9 @@ static int expert_colls(builder *bl, int re_blocks, double tokens) {
 
 /* Every collective of a layer and of the head, then the pipeline's ppermutes. */
 static int collectives(const calc_spec *s, calc_result *r, int re_blocks) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const double D = (double)m->D, V = (double)m->V, Y = r->Y;
-    const double Pa = attn_params(m), Pm = mlp_params(m);
+    const double Pa = shape_attn_params(m), Pm = shape_mlp_params(m);
     const int M = s->microbatches;
     builder bl = {s, r, "", "", "", ""};
     calc_axes_str(s, CALC_ROLE_DATA, bl.dsub, sizeof bl.dsub);

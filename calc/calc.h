@@ -5,8 +5,8 @@
  * step time (overlapped `max` and serial `sum`), MFU, memory per chip by category against HBM,
  * and the book's thresholds; prices pods joined by DCN (calc_spec.pods); and searches shardings
  * for a chip count and batch. Serving is the other half (calc_infer.h). No MPI: pure arithmetic
- * on the collective cost model (mesh/cost.h, library mt_cost). Depends on nothing else: the
- * model's shape is the calculator's own calc_shape.
+ * on the collective cost model (mesh/cost.h, library mt_cost), and on the transformer's shape,
+ * its parameter counts and FLOPs (calc/shape.h, library mt_shape), which the trainer shares.
  *
  * Conventions: B is the global batch in TOKENS (sequences × T). X = product of the data axes,
  * Y = product of the tensor axes, P = pipeline axis size. bf16 activations and weights on the
@@ -21,17 +21,13 @@
 #ifndef MT_CALC_CALC_H
 #define MT_CALC_CALC_H
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "calc/schedule.h"
+#include "calc/shape.h"
 #include "mesh/cost.h"
-#include <stdint.h>
 
-/* The transformer's shape, in the book's letters: layers, d_model, query heads, kv heads, head
- * dim, d_ff, vocab, sequence length (tokens). */
-typedef struct {
-    int64_t L, D, N, K, H, F, V, T;
-} calc_shape;
 
 #define CALC_MAX_COLL 24
 #define CALC_MAX_NOTES 16
@@ -93,7 +89,7 @@ typedef struct {
      * data_mask (the only way an axis may have two roles), data takes the strided n/k. */
     int tensor_block[COST_MAX_AXES];
     int zero; /* 0..3 over the data axes */
-    calc_shape shape;
+    model_shape shape;
     double tokens; /* global batch B in tokens */
     calc_remat remat;
     int ckpt_n;          /* tensors per layer for CALC_REMAT_CKPT */
@@ -212,25 +208,22 @@ void calc_spec_defaults(calc_spec *s);
  * link must be set first); returns 0, or −1 with err when it does not fit the chip's pod. */
 int calc_spec_set_topology(calc_spec *s, const int *sizes, int n_axes, char *err, size_t errlen);
 /* Model presets: "llama3-70b", "llama2-13b". Returns 0, or −1 if unknown. */
-int calc_model_preset(calc_shape *m, const char *name);
-/* Total parameters of the meshtrain model (GQA attention, gated MLP, 2 norms per layer, final
- * norm, untied embeddings): L·(3DF + 2DH(N+K) + 2D) + 2DV + D. */
-double calc_params(const calc_shape *m);
+int calc_model_preset(model_shape *m, const char *name);
 
 /* ---- mixture of experts (calc_moe.c) ---- */
 /* "mixtral-8x7b": E = 8, k = 2 (the published sizes; its shape from calc_model_preset); other
  * presets: dense (E = 0). Returns 0, or −1 if unknown. */
 int calc_moe_preset(calc_moe *mo, const char *name);
 /* The expert width (moe F, or the model's F when 0). */
-int64_t calc_moe_F(const calc_shape *m, const calc_moe *mo);
+int64_t calc_moe_F(const model_shape *m, const calc_moe *mo);
 /* A MoE block's MLP parameters: the router D·E, E routed and S shared gated experts of 3·D·F_e:
  * all of them, and the ones one token passes through (the router, k + S experts). */
-double calc_moe_block_params(const calc_shape *m, const calc_moe *mo);
-double calc_moe_block_active(const calc_shape *m, const calc_moe *mo);
-/* calc_params with every block's MLP a mixture of experts (= calc_params when E = 0); and the
+double calc_moe_block_params(const model_shape *m, const calc_moe *mo);
+double calc_moe_block_active(const model_shape *m, const calc_moe *mo);
+/* shape_params with every block's MLP a mixture of experts (= shape_params when E = 0); and the
  * parameters one token passes through. */
-double calc_params_moe(const calc_shape *m, const calc_moe *mo);
-double calc_params_active(const calc_shape *m, const calc_moe *mo);
+double calc_params_moe(const model_shape *m, const calc_moe *mo);
+double calc_params_active(const model_shape *m, const calc_moe *mo);
 /* The experts' checks for a training plan: 1 ≤ k ≤ E, the expert axis one whole data axis,
  * E divisible by its size. Returns 0, or −1 with err. */
 int calc_moe_validate(const calc_spec *s, const calc_result *r, char *err, size_t errlen);

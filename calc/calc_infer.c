@@ -35,7 +35,7 @@ int calc_pow2_slice(const cost_chip *chip, int chips, char *buf, size_t len) {
 
 static int validate(const calc_spec *s, const calc_infer_opt *o, const calc_infer_result *r,
                     char *err, size_t errlen) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     if (s->n_axes < 1) return errmsg_fail(err, errlen, "no topology (give --topology or --mesh)");
     if (m->L < 1 || m->D < 1 || m->N < 1 || m->K < 1 || m->H < 1 || m->F < 1 || m->V < 1)
         return errmsg_fail(err, errlen, "the model needs every dimension (or a --model preset)");
@@ -103,7 +103,7 @@ static double tensor_coll(const calc_spec *s, cost_op op, double bytes) {
  * Y > K the two AllToAlls of the queries / attention outputs; then an AllGather of the logits
  * [tokens, V_Y]. 0 without tensor parallelism. */
 static double forward_ici(const calc_spec *s, const calc_infer_result *r, double tokens) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     if (r->Y <= 1) return 0;
     const double a = r->act_bytes, act = a * tokens * (double)m->D;
     double layer =
@@ -128,7 +128,7 @@ static double expert_ici(const calc_spec *s, const calc_infer_result *r) {
 
 /* Weight and KV bytes per chip, the batch that fits, the smallest slice. */
 static void memory(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const double K = (double)m->K, Y = r->Y, Br = r->batch_per_replica;
     /* K/V projection weights are replicated beyond K-way sharding. */
     const double kv_w = (double)m->L * 2 * (double)m->D * K * (double)m->H * o->param_bytes;
@@ -168,7 +168,7 @@ static int check_exists(const calc_spec *s, const calc_infer_opt *o, const calc_
 
 /* A forward over `seqs` prompts of T tokens on one replica (Y chips), overlapped. */
 static void prefill(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     const double T = o->prefill, Y = r->Y, K = (double)m->K;
     r->prefill_flops_dense = 2 * r->params_active * T;
     r->prefill_flops_attn = 2 * (double)m->L * T * T * (double)(m->N * m->H);
@@ -218,7 +218,7 @@ static void decode(const calc_spec *s, calc_infer_result *r) {
 
 int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r, char *err,
                size_t errlen) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     memset(r, 0, sizeof *r);
     if (calc_check_blocks(s, err, errlen) < 0) return -1;
     r->chips = 1;
@@ -255,7 +255,7 @@ int calc_infer(const calc_spec *s, const calc_infer_opt *o, calc_infer_result *r
 
 static void print_setup(FILE *out, const calc_spec *s, const calc_infer_opt *o,
                         const calc_infer_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     char topo[64], t[16];
     calc_topology_str(s, topo, sizeof topo);
     calc_axes_label(s, CALC_ROLE_TENSOR, t, sizeof t);

@@ -24,31 +24,31 @@ int calc_moe_preset(calc_moe *mo, const char *name) {
         mo->k = 2;
         return 0;
     }
-    return calc_model_preset(&(calc_shape){0, 0, 0, 0, 0, 0, 0, 0}, name);
+    return calc_model_preset(&(model_shape){0, 0, 0, 0, 0, 0, 0, 0, {0}}, name);
 }
 
-int64_t calc_moe_F(const calc_shape *m, const calc_moe *mo) {
+int64_t calc_moe_F(const model_shape *m, const calc_moe *mo) {
     return mo->F > 0 ? mo->F : m->F;
 }
 
-double calc_moe_block_params(const calc_shape *m, const calc_moe *mo) {
+double calc_moe_block_params(const model_shape *m, const calc_moe *mo) {
     const double D = (double)m->D, Fe = (double)calc_moe_F(m, mo);
     return D * (double)mo->E + 3 * D * Fe * (double)(mo->E + mo->S);
 }
 
-double calc_moe_block_active(const calc_shape *m, const calc_moe *mo) {
+double calc_moe_block_active(const model_shape *m, const calc_moe *mo) {
     const double D = (double)m->D, Fe = (double)calc_moe_F(m, mo);
     return D * (double)mo->E + 3 * D * Fe * (double)(mo->k + mo->S);
 }
 
-double calc_params_moe(const calc_shape *m, const calc_moe *mo) {
-    if (mo->E == 0) return calc_params(m);
-    return calc_params(m) + (double)m->L * (calc_moe_block_params(m, mo) - 3.0 * m->D * m->F);
+double calc_params_moe(const model_shape *m, const calc_moe *mo) {
+    if (mo->E == 0) return shape_params(m);
+    return shape_params(m) + (double)m->L * (calc_moe_block_params(m, mo) - 3.0 * m->D * m->F);
 }
 
-double calc_params_active(const calc_shape *m, const calc_moe *mo) {
-    if (mo->E == 0) return calc_params(m);
-    return calc_params(m) + (double)m->L * (calc_moe_block_active(m, mo) - 3.0 * m->D * m->F);
+double calc_params_active(const model_shape *m, const calc_moe *mo) {
+    if (mo->E == 0) return shape_params(m);
+    return shape_params(m) + (double)m->L * (calc_moe_block_active(m, mo) - 3.0 * m->D * m->F);
 }
 
 int calc_moe_validate(const calc_spec *s, const calc_result *r, char *err, size_t errlen) {

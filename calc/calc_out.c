@@ -84,7 +84,7 @@ static void json_fields(FILE *out, int *first, const json_field *f, size_t n) {
     } while (0)
 
 static void json_spec(FILE *out, const calc_spec *s, const calc_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     char topo[64], data[64], tensor[64], pipe[64], remat[64];
     int f = 1;
     calc_topology_str(s, topo, sizeof topo);
@@ -306,7 +306,7 @@ void calc_search_print_csv(FILE *out, const calc_candidate *c, int n) {
 
 void calc_infer_print_json(FILE *out, const calc_spec *s, const calc_infer_opt *o,
                            const calc_infer_result *r) {
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     char topo[64], tensor[64];
     int f = 1;
     calc_topology_str(s, topo, sizeof topo);

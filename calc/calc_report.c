@@ -9,7 +9,7 @@
 
 static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
     const cost_chip *c = &s->chip;
-    const calc_shape *m = &s->shape;
+    const model_shape *m = &s->shape;
     char topo[64], d[16], t[16], p[16], rb[64];
     calc_topology_str(s, topo, sizeof topo);
     fprintf(out,
@@ -31,8 +31,8 @@ static void print_header(FILE *out, const calc_spec *s, const calc_result *r) {
             (long long)m->L, (long long)m->D, (long long)m->F, (long long)m->N, (long long)m->K,
             (long long)m->H, (long long)m->V, (long long)m->T, r->params,
             s->moe.E ? (double)m->L * calc_moe_block_params(m, &s->moe)
-                     : (double)m->L * 3 * m->D * m->F,
-            (double)m->L * 2 * m->D * m->H * (m->N + m->K), 2.0 * m->D * m->V);
+                     : (double)m->L * shape_mlp_params(m),
+            (double)m->L * shape_attn_params(m), 2.0 * m->D * m->V);
     calc_moe_print(out, s, r);
     if (r->pods > 1)
         fprintf(out,

@@ -87,7 +87,10 @@ target_link_libraries(test_coll PRIVATE MPI::MPI_C) # its non-blocking test's bo
 # (bench/simpod_kernels.c: every kernel charges its FLOPs to the simulated clock) and the real
 # counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
 # ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
-add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c)
+# kernels/moe.c, the experts' routing and their MLP, is the real code: its matmuls are the backend's
+# (charged), its routing and gathers run on whatever the floats hold (the dry run prices dense
+# models; the trainer refuses experts on more than one rank).
+add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
 # the memory passes' counts: per simulated rank (SMPI keeps globals per rank; its ranks may share
@@ -98,13 +101,16 @@ target_include_directories(mt_kernels PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(mt_kernels PUBLIC mt_bf16 m)
 mt_target_warnings(mt_kernels)
 
+add_library(mt_shape STATIC calc/shape.c)
+target_include_directories(mt_shape PUBLIC ${PROJECT_SOURCE_DIR})
+mt_target_warnings(mt_shape)
 file(GLOB MT_SMPI_CALC_SRC CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/calc/*.c)
-list(FILTER MT_SMPI_CALC_SRC EXCLUDE REGEX "_main\\.c$")
+list(FILTER MT_SMPI_CALC_SRC EXCLUDE REGEX "(_main|/shape)\\.c$")
 add_library(mt_calc STATIC ${MT_SMPI_CALC_SRC})
-target_link_libraries(mt_calc PUBLIC mt_cost)
+target_link_libraries(mt_calc PUBLIC mt_shape mt_cost)
 mt_target_warnings(mt_calc)
 
-set(MT_SMPI_TRAIN_LIBS)
+set(MT_SMPI_TRAIN_LIBS mt_shape)
 foreach(folder config observe model parallel step)
   file(GLOB src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/train/${folder}/*.c)
   if(folder STREQUAL "config")

@@ -69,7 +69,7 @@ int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, 
 int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size);
 
 /* A bf16 context: the chosen path and what it needs between calls. Own paths: the workspace of
- * the packed panels, a fixed 2.2 MB per thread whatever the shapes (blocking bounds it), so there
+ * the packed panels, a fixed 1.2 MB per thread whatever the shapes (blocking bounds it), so there
  * is nothing to size; with several threads, a pool of workers. oneDNN paths: the engine, the
  * stream and a table of primitives, one per distinct product (shape, strides, transposes,
  * accumulate), made by the product's first call (which allocates and compiles its kernels, ~1 ms:

@@ -13,11 +13,12 @@
  *
  * Decode's rows (M ≤ BF16_STREAM_MAX_M, B untransposed): packing B would write and read every
  * weight once more, which costs more than the product, so B is read in place, front to back:
- * groups of 8 rows of B (one k each) against 16 columns of every row of C at a time. A chunk of
- * C's rows is STREAM_NB columns wide, so that each row of B is read whole, one stream the
- * prefetcher follows (chunks of 2048 columns read 4 KB of each row at a time and ran at half
- * the speed). Each element still gets its products in order of k, so the two kernels agree bit
- * for bit. */
+ * groups of 8 rows of B (one k each) against 16 columns of up to STREAM_ROWS rows of C at a time,
+ * held in registers; more rows of C take the same group of B in turn, from the cache. A chunk of
+ * C's rows is STREAM_NB columns wide (narrower with more than STREAM_ROWS rows, to stay in L2),
+ * so that each row of B is read whole, one stream the prefetcher follows (chunks of 2048 columns
+ * read 4 KB of each row at a time and ran at half the speed at M = 1). Each element still gets
+ * its products in order of k, so the two kernels agree bit for bit. */
 #include "kernels/gemm_bf16_impl.h"
 
 #include <string.h>
@@ -30,6 +31,7 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INL __attribute__((always_inline)) inline
 #define MR BF16_MR
+#define STREAM_ROWS 4   /* rows of C in registers in the streaming kernel */
 #define STREAM_NB 16384 /* columns of C per streaming chunk: 4 rows in 256 KB, in L2 */
 
 int bf16_avx2_built(void) {
@@ -292,7 +294,7 @@ static AVX2 INL void stream_group(const int mr, float *C, int64_t ldc, const flo
     if (j < nb) { /* the last columns, through zero-padded copies */
         const int nr = (int)(nb - j);
         kern_bf16 b[8 * 16] = {0};
-        float c[BF16_STREAM_MAX_M * 16] = {0};
+        float c[STREAM_ROWS * 16] = {0};
         for (int q = 0; q < kg; q++) memcpy(b + q * 16, B + q * ldb + j, (size_t)nr * sizeof *b);
         if (load)
             for (int r = 0; r < mr; r++)
@@ -314,12 +316,14 @@ STREAM(4)
 #undef STREAM
 typedef void (*stream_fn)(float *, int64_t, const float *, const kern_bf16 *, int64_t, int, int64_t,
                           int);
-static const stream_fn streams[BF16_STREAM_MAX_M + 1] = {NULL, stream1, stream2, stream3, stream4};
+static const stream_fn streams[STREAM_ROWS + 1] = {NULL, stream1, stream2, stream3, stream4};
 
 static AVX2 void gemm_stream(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,
                              int64_t K, bool ta, int64_t lda, int64_t ldb, int64_t ldc, bool acc) {
-    for (int64_t jc = 0; jc < N; jc += STREAM_NB) {
-        const int64_t nb = min64(STREAM_NB, N - jc);
+    /* C's chunk (M rows × nb columns) in 256 KB: with more rows, narrower chunks */
+    const int64_t NB = (M <= STREAM_ROWS ? STREAM_NB : STREAM_NB * STREAM_ROWS / M) / 16 * 16;
+    for (int64_t jc = 0; jc < N; jc += NB) {
+        const int64_t nb = min64(NB, N - jc);
         for (int64_t k = 0; k < K; k += 8) {
             const int kg = (int)min64(8, K - k);
             float av[BF16_STREAM_MAX_M * 8];
@@ -327,7 +331,10 @@ static AVX2 void gemm_stream(float *C, const kern_bf16 *A, const kern_bf16 *B, i
                 for (int q = 0; q < kg; q++)
                     av[r * 8 + q] =
                         kern_bf16_val_inl(ta ? A[(k + q) * lda + r] : A[r * lda + k + q]);
-            streams[M](C + jc, ldc, av, B + k * ldb + jc, ldb, kg, nb, acc || k > 0);
+            for (int64_t g = 0; g < M; g += STREAM_ROWS) /* the group's B from cache after the
+                                                          * first rows read it from memory */
+                streams[min64(STREAM_ROWS, M - g)](C + g * ldc + jc, ldc, av + g * 8,
+                                                   B + k * ldb + jc, ldb, kg, nb, acc || k > 0);
         }
     }
 }

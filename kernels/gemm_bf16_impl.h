@@ -23,13 +23,13 @@
 #define BF16_MR 6
 #define BF16_KC 256
 #define BF16_MC 168
-#define BF16_NC 2048
+#define BF16_NC 1024
 /* At most this many rows take the streaming kernel, which reads B (untransposed) in place, row
- * after row, once in all: decode's products. */
-#define BF16_STREAM_MAX_M 4
+ * after row, once in all: decode's products (batches of up to 32 sequences). */
+#define BF16_STREAM_MAX_M 32
 
 /* The AVX2 path's workspace: A's packed block (BF16_MC × BF16_KC floats and 8 floats of slack)
- * and B's (BF16_KC × BF16_NC floats), 64-byte aligned: 2.2 MB. */
+ * and B's (BF16_KC × BF16_NC floats), 64-byte aligned: 1.2 MB. */
 typedef struct {
     float *a, *b;
 } bf16_ws;

@@ -1,17 +1,17 @@
 /* async_impl: the private state of the non-blocking collectives, shared by coll_async.c (the
  * queue and the progress thread), co_progress.c (the queue on a coroutine of the caller's thread),
- * sim_progress.c (the SMPI build's simulated compute) and nap.c (the progress thread's naps,
- * called by the engine). */
+ * sim_progress.c (the SMPI build's simulated compute) and progress.c (the waiters: the progress
+ * thread's naps, the coroutine's waits). */
 #ifndef MESHTRAIN_MESH_ASYNC_IMPL_H
 #define MESHTRAIN_MESH_ASYNC_IMPL_H
 
 #include <ucontext.h>
 
-#include "mesh/mesh_impl.h"
+#include "mesh/coll_impl.h"
 
 /* Under SimGrid's SMPI (MESHTRAIN_SMPI) a simulated rank is an actor that alone may call MPI, so
  * there is no progress thread: the queue always runs on a coroutine of the rank's own actor
- * (co_progress.c), in issue order on ctx[1] as the thread would. On real cores the coroutine is
+ * (co_progress.c), in issue order on context 1 as the thread would. On real cores the coroutine is
  * the inline mode (mesh_set_progress). */
 #ifdef MESHTRAIN_SMPI
 enum { PROGRESS_THREAD = 0 };
@@ -28,6 +28,7 @@ struct mesh_req {
 };
 
 struct mesh_async {
+    mesh *m;    /* the mesh whose calls it runs */
     int thread; /* a progress thread runs the queue; 0: the coroutine (co_progress.c) */
     pthread_t th;
     pthread_mutex_t mu;
@@ -60,14 +61,19 @@ struct mesh_async {
  * compute. */
 /* Switches to the coroutine (made at first use with q->serve as its body, which loops over the
  * queue and calls co_idle when it is empty) until it waits or idles again. */
-void co_resume(mesh *m);
+void co_resume(mesh_async *q);
 /* The coroutine's body, its queue empty: back to the caller until resumed. */
-void co_idle(mesh *m);
+void co_idle(mesh_async *q);
 /* Drives the coroutine until r is done (mesh_wait), blocking in MPI in between. */
-void co_wait(mesh *m, const mesh_req *r);
-/* Frees the coroutine (its queue empty) and forgets the mesh as the one compute polls. */
-void co_destroy(mesh *m);
-/* The mesh of the rank's latest non-blocking call (NULL: none), for mesh_sim_compute. */
-mesh *co_current(void);
+void co_wait(mesh_async *q, const mesh_req *r);
+/* Frees the coroutine (its queue empty). */
+void co_destroy(mesh_async *q);
+/* The blocking waits while the non-blocking calls run on a coroutine (the SMPI build, and the
+ * inline mode on real cores): MPI_Waitsome's contract (outc, idx), but on the coroutine it hands
+ * the thread back to the caller instead of blocking, and on the caller it also serves the
+ * coroutine's requests in flight. co_active: whether the waits must go through co_waitsome (on
+ * the coroutine, or the caller while the coroutine has requests in flight; q may be NULL). */
+void co_waitsome(mesh_async *q, int n, MPI_Request *rq, int *outc, int *idx);
+int co_active(const mesh_async *q);
 
 #endif

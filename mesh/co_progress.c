@@ -3,13 +3,13 @@
  * simulated rank is one SimGrid actor, and only it may call MPI) and on real cores in the inline
  * mode (mesh_set_progress: no thread to share a core with the compute).
  *
- * The coroutine runs the progress thread's code: coll_execute on ctx[1], in issue order. Where
+ * The coroutine runs the progress thread's code: coll_execute on context 1, in issue order. Where
  * the engine would block (nothing ready, messages in flight) the coroutine returns to the caller,
  * publishing the requests it waits for; the caller resumes it when one of them may have
  * completed:
  *  - at issue (its first sends and receives are posted at once), in mesh_test and mesh_poll;
- *  - in mesh_wait, which blocks in MPI_Waitany over those requests between resumptions;
- *  - in a blocking collective's wait (the engine on ctx[0]) and a point-to-point wait (p2p.c),
+ *  - in mesh_wait, which waits for one of those requests between resumptions (nap.h);
+ *  - in a blocking collective's wait (the engine on context 0) and a point-to-point wait (p2p.c),
  *    which wait over their own requests and the coroutine's at once, so neither stalls the other
  *    (a peer may wait in a blocking call for this rank while this rank's queue must move on for
  *    the peer's mesh_wait);
@@ -26,20 +26,19 @@
 #include <sys/mman.h>
 
 #include "mesh/async_impl.h"
+#include "mesh/nap.h"
 
 #define CO_STACK (1 << 20) /* the coroutine's stack (mapped, untouched pages cost nothing) */
 
 /* One process is one rank (SMPI privatises these per simulated rank). */
-static mesh *g_mesh; /* the mesh of the rank's latest resumption */
-static mesh *g_boot; /* the mesh whose coroutine is starting */
+static mesh_async *g_boot; /* the queue whose coroutine is starting (its body's argument) */
 
 static void co_entry(void) {
-    mesh *m = g_boot;
-    m->async->serve(m); /* never returns: it idles in co_idle between calls */
+    mesh_async *q = g_boot;
+    q->serve(q->m); /* never returns: it idles in co_idle between calls */
 }
 
-static void co_make(mesh *m) {
-    mesh_async *q = m->async;
+static void co_make(mesh_async *q) {
     q->stack = mmap(NULL, CO_STACK, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     CHECK(q->stack != MAP_FAILED, "cannot map the non-blocking calls' coroutine stack");
@@ -50,12 +49,10 @@ static void co_make(mesh *m) {
     makecontext(&q->co_uc, co_entry, 0);
 }
 
-void co_resume(mesh *m) {
-    mesh_async *q = m->async;
+void co_resume(mesh_async *q) {
     CHECK(!q->inside, "the non-blocking calls' coroutine resumed from itself");
-    g_mesh = m;
-    if (!q->stack) co_make(m);
-    g_boot = m;
+    if (!q->stack) co_make(q);
+    g_boot = q;
     q->inside = 1;
 #ifndef MESHTRAIN_SMPI
     const double c0 = mesh_thread_cpu();
@@ -71,25 +68,21 @@ static void yield(mesh_async *q) {
     CHECK(swapcontext(&q->co_uc, &q->caller_uc) == 0, "swapcontext failed");
 }
 
-void co_idle(mesh *m) {
-    mesh_async *q = m->async;
+void co_idle(mesh_async *q) {
     q->pend = NULL, q->npend = 0;
     yield(q);
 }
 
-void co_wait(mesh *m, const mesh_req *r) {
-    mesh_async *q = m->async;
+void co_wait(mesh_async *q, const mesh_req *r) {
     while (!r->done) {
-        co_resume(m);
+        co_resume(q);
         if (r->done) break;
-        int i;
         CHECK(q->npend > 0, "non-blocking call stalled with nothing in flight");
-        MPI_Waitany(q->npend, q->pend, &i, MPI_STATUS_IGNORE);
+        nap_waitany(q->npend, q->pend);
     }
 }
 
-int co_active(const mesh *m) {
-    const mesh_async *q = m->async;
+int co_active(const mesh_async *q) {
     return q && !q->thread && (q->inside || q->npend > 0);
 }
 
@@ -101,8 +94,7 @@ int co_active(const mesh *m) {
  * leaves them in the simulated rank's list of activities, scanned at every later completion (CPU
  * quadratic in a run's messages). With calls in flight Testsome and Waitsome stay: one
  * completion per switch to the coroutine took twice the CPU (LLaMA-3-70B, 16 layers, 2x2x2). */
-void co_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
-    mesh_async *q = m->async;
+void co_waitsome(mesh_async *q, int n, MPI_Request *rq, int *outc, int *idx) {
     if (q && q->inside) {
         MPI_Testsome(n, rq, outc, idx, MPI_STATUSES_IGNORE);
         if (*outc != 0) return;
@@ -119,7 +111,7 @@ void co_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
     }
     for (;;) {
         if (!q || q->npend == 0) {
-            MPI_Waitany(n, rq, idx, MPI_STATUS_IGNORE);
+            idx[0] = nap_waitany(n, rq);
             *outc = idx[0] == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
             return;
         }
@@ -133,8 +125,7 @@ void co_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
         }
         memcpy(q->all, rq, (size_t)n * sizeof *rq);
         memcpy(q->all + n, q->pend, (size_t)q->npend * sizeof *rq);
-        int oc;
-        MPI_Waitsome(tot, q->all, &oc, q->idx, MPI_STATUSES_IGNORE);
+        const int oc = nap_block(tot, q->all, q->idx);
         memcpy(rq, q->all, (size_t)n * sizeof *rq); /* completed ones are MPI_REQUEST_NULL */
         memcpy(q->pend, q->all + n, (size_t)q->npend * sizeof *rq);
         if (oc == MPI_UNDEFINED) {
@@ -147,7 +138,7 @@ void co_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
                 idx[own++] = q->idx[k];
             else
                 co = 1;
-        if (co) co_resume(m);
+        if (co) co_resume(q);
         if (own) {
             *outc = own;
             return;
@@ -155,14 +146,8 @@ void co_waitsome(mesh *m, int n, MPI_Request *rq, int *outc, int *idx) {
     }
 }
 
-void co_destroy(mesh *m) {
-    mesh_async *q = m->async;
+void co_destroy(mesh_async *q) {
     if (q->stack) munmap(q->stack, CO_STACK);
     free(q->all), free(q->idx);
     q->stack = NULL, q->all = NULL, q->idx = NULL, q->cap = 0;
-    if (g_mesh == m) g_mesh = NULL;
-}
-
-mesh *co_current(void) {
-    return g_mesh;
 }

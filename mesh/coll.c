@@ -1,53 +1,64 @@
-/* coll: plans of the collectives over axis sets (which phases on which buffers), the public
- * blocking API, accounting and the debug signature check. See coll.h; the step schedules are in
- * coll_engine.c, the progress thread in coll_async.c. */
-#include "mesh/coll_engine.h"
-
+/* coll: the collectives' settings, the plans of the collectives over axis sets (which phases on
+ * which buffers), the execution of one call in its environment (coll_impl.h) and the blocking
+ * API. See coll.h; the step schedules are coll_engine.c's, DIRECT is coll_direct.c, the queue of
+ * non-blocking calls coll_async.c. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mesh/coll_engine.h"
+#include "mesh/parts.h"
+#include "mesh/progress.h"
+#include "mesh/stats.h"
+#include "mesh/where_impl.h"
 
 /* Scratch slots (per context): 0 the engine's buffers (coll_engine.c); then these. */
 enum { SL_PAD = 12, SL_RED = 13, SL_T = 14, SL_A = 17, SL_B = 20 };
 
 void mesh_set_wire(mesh *m, mesh_wire w) {
     CHECK(w >= 0 && w < MESH_WIRE_COUNT, "bad wire format %d", (int)w);
-    m->wire = w;
+    mesh_part_conf(m)->wire = w;
 }
 mesh_wire mesh_get_wire(const mesh *m) {
-    return m->wire;
+    return mesh_part_conf((mesh *)m)->wire;
 }
 void mesh_set_chunk(mesh *m, int64_t bytes) {
     CHECK(bytes >= 0, "chunk size must be >= 0, got %lld", (long long)bytes);
-    m->chunk = bytes;
+    mesh_part_conf(m)->chunk = bytes;
 }
 int64_t mesh_get_chunk(const mesh *m) {
-    return m->chunk;
+    return mesh_part_conf((mesh *)m)->chunk;
 }
 void mesh_set_default_alg(mesh *m, mesh_alg a) {
     CHECK(a >= 0 && a < MESH_ALG_COUNT, "bad algorithm %d", (int)a);
-    m->default_alg = a;
+    mesh_part_conf(m)->default_alg = a;
 }
-mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg) {
-    if (alg == MESH_ALG_DEFAULT) alg = m->default_alg;
+void mesh_set_verify(mesh *m, int on) {
+    mesh_part_conf(m)->verify = on;
+}
+static mesh_alg alg_resolve(const coll_conf *c, mesh_axes a, mesh_alg alg) {
+    if (alg == MESH_ALG_DEFAULT) alg = c->default_alg;
     if (alg == MESH_ALG_DEFAULT) alg = a.n > 1 ? MESH_ALG_MULTI : MESH_ALG_BIDIR;
     if ((alg == MESH_ALG_SEQ || alg == MESH_ALG_MULTI) && a.n <= 1) alg = MESH_ALG_BIDIR;
     return alg;
+}
+mesh_alg mesh_alg_resolve(const mesh *m, mesh_axes a, mesh_alg alg) {
+    return alg_resolve(mesh_part_conf((mesh *)m), a, alg);
 }
 
 /* ---- plan building ---- */
 
 /* A phase over the ordered set `s` treated as one ring (neighbours are index ± 1). */
-static phase ph_over(const mesh *m, mesh_ctx *ctx, ph_kind k, mesh_axes s, mesh_alg alg) {
+static phase ph_over(const coll_env *e, ph_kind k, mesh_axes s, mesh_alg alg) {
     phase p;
     memset(&p, 0, sizeof p);
     p.kind = k;
-    p.comm = mesh_ctx_set(m, ctx, s);
-    p.n = mesh_axes_size(m, s);
-    p.r = mesh_axes_index(m, s);
+    p.comm = comms_set(e->comms, e->topo, s);
+    p.n = topo_axes_size(e->topo, s);
+    p.r = topo_axes_index(e->topo, s);
     p.link_axis = s.n ? s.ax[s.n - 1] : -1;
     int wraps = s.n > 0;
-    for (int i = 0; i < s.n; i++) wraps &= m->wrap[s.ax[i]];
+    for (int i = 0; i < s.n; i++) wraps &= e->topo->wrap[s.ax[i]];
     p.sc = !wraps ? SCH_LINE : alg == MESH_ALG_RING ? SCH_RING : SCH_BIDIR;
     return p;
 }
@@ -61,16 +72,17 @@ static mesh_axes one_axis(int ax) {
  * A RING/BIDIR collective with blocks above the chunk size runs as K copies of itself over
  * sub-blocks, one engine chain each: lane k takes elements [len·k/K, len·(k+1)/K) of every block.
  * The lanes are independent, so one lane's adds and copies overlap another's transfers. */
-static int lane_count(const mesh *m, int64_t maxlen) {
-    if (m->chunk <= 0 || maxlen <= 0) return 1;
-    int64_t c = m->chunk >= (int64_t)sizeof(float) ? m->chunk / (int64_t)sizeof(float) : 1;
+static int lane_count(const coll_env *e, int64_t maxlen) {
+    if (e->conf->chunk <= 0 || maxlen <= 0) return 1;
+    int64_t c =
+        e->conf->chunk >= (int64_t)sizeof(float) ? e->conf->chunk / (int64_t)sizeof(float) : 1;
     int64_t k = (maxlen + c - 1) / c;
     return k > ENGINE_MAX_CHAINS ? ENGINE_MAX_CHAINS : (int)k;
 }
 
 /* Sets p's blocks to lane k of K of the blocks (off[j] or j·bs, len[j] or bs), j < p->n. Returns
  * the start of lane k within block `j0` (to offset a per-block pointer). */
-static int64_t set_lane(mesh_ctx *ctx, phase *p, const int64_t *off, const int64_t *len, int64_t bs,
+static int64_t set_lane(eng_ctx *ctx, phase *p, const int64_t *off, const int64_t *len, int64_t bs,
                         int K, int k, int j0) {
     CHECK((int64_t)K * p->n <= ctx->tab_ln, "lane tables of %lld for %d lanes of %d blocks",
           (long long)ctx->tab_ln, K, p->n);
@@ -96,7 +108,7 @@ static void rotated(int P, int k, int *ord) {
     for (int t = 0; t < P; t++) ord[t] = (t + k) % P;
 }
 
-static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src, const int *os,
+static phase ph_reorder(const coll_env *e, mesh_axes a, float *dst, const float *src, const int *os,
                         const int *od, int64_t item, int64_t ss, int64_t so, int64_t ds,
                         int64_t dof) {
     phase p;
@@ -106,7 +118,7 @@ static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src
     p.link_axis = -1;
     p.buf = dst, p.src = src, p.nd = a.n;
     for (int k = 0; k < a.n; k++) {
-        p.sizes[k] = m->size[a.ax[k]];
+        p.sizes[k] = e->topo->size[a.ax[k]];
         p.ord_src[k] = os[k], p.ord_dst[k] = od[k];
     }
     p.item = item, p.s_stride = ss, p.s_off = so, p.d_stride = ds, p.d_off = dof;
@@ -115,14 +127,15 @@ static phase ph_reorder(const mesh *m, mesh_axes a, float *dst, const float *src
 
 /* AllGather axis by axis (last of `ord` first) on T laid out in `ord` order, item ck; the own
  * item is copied from `own` by the first phase. */
-static void seq_ag(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const int *ord, float *T,
+static void seq_ag(const coll_env *e, chain *c, mesh_axes a, const int *ord, float *T,
                    const float *own, int64_t ck) {
     int P = a.n;
     for (int k = P - 1; k >= 0; k--) {
         int64_t bs = ck, grp = 0;
-        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
-        for (int j = 0; j < k; j++) grp = grp * m->size[a.ax[ord[j]]] + m->coord[a.ax[ord[j]]];
-        phase p = ph_over(m, ctx, PH_AG, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
+        for (int j = k + 1; j < P; j++) bs *= e->topo->size[a.ax[ord[j]]];
+        for (int j = 0; j < k; j++)
+            grp = grp * e->topo->size[a.ax[ord[j]]] + e->topo->coord[a.ax[ord[j]]];
+        phase p = ph_over(e, PH_AG, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.buf = T + grp * p.n * bs;
         p.src = k == P - 1 ? own : NULL;
@@ -132,17 +145,17 @@ static void seq_ag(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
 
 /* ReduceScatter axis by axis (first of `ord` first) from `in` laid out in `ord` order (item ck)
  * into out[ck], through scratch slots sa, sb. */
-static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const int *ord,
-                   const float *in, float *out, int64_t ck, int sa, int sb) {
+static void seq_rs(const coll_env *e, chain *c, mesh_axes a, const int *ord, const float *in,
+                   float *out, int64_t ck, int sa, int sb) {
     int P = a.n;
     const float *cur = in;
     for (int k = 0; k < P; k++) {
         int64_t bs = ck;
-        for (int j = k + 1; j < P; j++) bs *= m->size[a.ax[ord[j]]];
-        phase p = ph_over(m, ctx, PH_RS, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
+        for (int j = k + 1; j < P; j++) bs *= e->topo->size[a.ax[ord[j]]];
+        phase p = ph_over(e, PH_RS, one_axis(a.ax[ord[k]]), MESH_ALG_BIDIR);
         p.bs = bs;
         p.src = cur;
-        p.buf = k == P - 1 ? out : mesh_scratch(ctx, k % 2 ? sb : sa, bs);
+        p.buf = k == P - 1 ? out : eng_scratch(e->ctx, k % 2 ? sb : sa, bs);
         cur = p.buf;
         push(c, p);
     }
@@ -151,13 +164,14 @@ static void seq_rs(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, const in
 /* AllToAll axis by axis: before the exchange over an axis its items are moved to the front of the
  * layout (so its blocks are contiguous); at the end the layout is put back in set order. Item ck
  * is read at in + i·in_stride + in_off and written at out + i·out_stride + out_off. */
-static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int first, const float *in,
+static void seq_a2a(const coll_env *e, chain *c, mesh_axes a, int first, const float *in,
                     int64_t in_stride, int64_t in_off, float *out, int64_t out_stride,
                     int64_t out_off, int64_t ck, int sa, int sb) {
-    int P = a.n, n = mesh_axes_size(m, a);
+    int P = a.n, n = topo_axes_size(e->topo, a);
     int L[MESH_MAX_AXES], id[MESH_MAX_AXES];
     for (int k = 0; k < P; k++) L[k] = id[k] = k;
-    float *A = mesh_scratch(ctx, sa, (int64_t)n * ck), *B = mesh_scratch(ctx, sb, (int64_t)n * ck);
+    float *A = eng_scratch(e->ctx, sa, (int64_t)n * ck),
+          *B = eng_scratch(e->ctx, sb, (int64_t)n * ck);
     const float *cur = in;
     int64_t cs = in_stride, co = in_off;
     for (int t = 0; t < P; t++) {
@@ -165,8 +179,8 @@ static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int fir
         L2[0] = q;
         for (int k = 0; k < P; k++)
             if (L[k] != q) L2[w++] = L[k];
-        push(c, ph_reorder(m, a, A, cur, L, L2, ck, cs, co, ck, 0));
-        phase p = ph_over(m, ctx, PH_A2A, one_axis(a.ax[q]), MESH_ALG_BIDIR);
+        push(c, ph_reorder(e, a, A, cur, L, L2, ck, cs, co, ck, 0));
+        phase p = ph_over(e, PH_A2A, one_axis(a.ax[q]), MESH_ALG_BIDIR);
         p.bs = ck * (n / p.n);
         p.src = A;
         p.buf = B;
@@ -174,7 +188,7 @@ static void seq_a2a(const mesh *m, mesh_ctx *ctx, chain *c, mesh_axes a, int fir
         cur = B, cs = ck, co = 0;
         memcpy(L, L2, sizeof L);
     }
-    push(c, ph_reorder(m, a, out, cur, L, id, ck, cs, co, out_stride, out_off));
+    push(c, ph_reorder(e, a, out, cur, L, id, ck, cs, co, out_stride, out_off));
 }
 
 /* ---- MPI baseline ---- */
@@ -183,9 +197,9 @@ static int icount(int64_t n) {
     return (int)n;
 }
 
-static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) {
-    MPI_Comm comm = mesh_ctx_set(m, ctx, x->a);
-    int n = mesh_axes_size(m, x->a), i = mesh_axes_index(m, x->a);
+static void run_mpi(const coll_env *e, const coll_args *x, mesh_call *rec) {
+    MPI_Comm comm = comms_set(e->comms, e->topo, x->a);
+    int n = topo_axes_size(e->topo, x->a), i = topo_axes_index(e->topo, x->a);
     int c = icount(x->count);
     int64_t bytes = 0;
     switch (x->op) {
@@ -218,83 +232,84 @@ static void run_mpi(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_call *rec) 
  * as lanes (one chain each): lane k moves elements [c·k/K, c·(k+1)/K) of every block. The own
  * block's lane is read from (AllGather) or written to (ReduceScatter) the caller's count-long
  * buffer at that lane's offset. */
-static void run_lanes(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, mesh_alg alg,
-                      chain *ch, int64_t (*lb)[2]) {
-    phase p = ph_over(m, ctx, kind, x->a, alg);
+static void run_lanes(const coll_env *e, ph_kind kind, const coll_args *x, mesh_alg alg, chain *ch,
+                      int64_t (*lb)[2]) {
+    phase p = ph_over(e, kind, x->a, alg);
     const int64_t c = x->count;
-    const int K = lane_count(m, c);
+    const int K = lane_count(e, c);
     p.buf = x->out, p.src = x->in;
     for (int k = 0; k < K; k++) {
-        const int64_t at = set_lane(ctx, &p, NULL, NULL, c, K, k, p.r);
+        const int64_t at = set_lane(e->ctx, &p, NULL, NULL, c, K, k, p.r);
         if (kind == PH_AG) p.src = x->in + at;
         if (kind == PH_RS) p.buf = x->out + at;
         push(&ch[k], p);
     }
-    engine_run(m, ctx, ch, K, lb);
+    engine_run(e, ch, K, lb);
 }
 
 /* SEQ/MULTI AllGather, ReduceScatter or AllToAll: part k of `parts` (1 for SEQ, |a| for MULTI)
  * moves elements [c·k/parts, c·(k+1)/parts) of every block on chain k, axis by axis in the set's
  * order rotated by k (so the parts load different links at once), with its own scratch slots. */
-static void part_chain(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, chain *ch,
-                       int parts, int k) {
+static void part_chain(const coll_env *e, ph_kind kind, const coll_args *x, chain *ch, int parts,
+                       int k) {
     const mesh_axes a = x->a;
-    const int n = mesh_axes_size(m, a);
+    const int n = topo_axes_size(e->topo, a);
     int id[MESH_MAX_AXES] = {0, 1, 2}, ord[MESH_MAX_AXES];
     const int64_t c = x->count, lo = c * k / parts, ck = c * (k + 1) / parts - lo;
     if (kind == PH_A2A) {
-        seq_a2a(m, ctx, ch, a, k, x->in, c, lo, x->out, c, lo, ck, SL_A + k, SL_B + k);
+        seq_a2a(e, ch, a, k, x->in, c, lo, x->out, c, lo, ck, SL_A + k, SL_B + k);
     } else if (parts == 1) { /* SEQ: in the set's order, straight between in and out */
         if (kind == PH_AG)
-            seq_ag(m, ctx, ch, a, id, x->out, x->in, c);
+            seq_ag(e, ch, a, id, x->out, x->in, c);
         else
-            seq_rs(m, ctx, ch, a, id, x->in, x->out, c, SL_A, SL_B);
+            seq_rs(e, ch, a, id, x->in, x->out, c, SL_A, SL_B);
     } else { /* MULTI: through scratch laid out in the rotated order */
         rotated(a.n, k, ord);
-        float *T = mesh_scratch(ctx, SL_T + k, (int64_t)n * ck);
+        float *T = eng_scratch(e->ctx, SL_T + k, (int64_t)n * ck);
         if (kind == PH_AG) {
-            seq_ag(m, ctx, ch, a, ord, T, x->in + lo, ck);
-            push(ch, ph_reorder(m, a, x->out, T, ord, id, ck, ck, 0, c, lo));
+            seq_ag(e, ch, a, ord, T, x->in + lo, ck);
+            push(ch, ph_reorder(e, a, x->out, T, ord, id, ck, ck, 0, c, lo));
         } else {
-            push(ch, ph_reorder(m, a, T, x->in, id, ord, ck, c, lo, ck, 0));
-            seq_rs(m, ctx, ch, a, ord, T, x->out + lo, ck, SL_A + k, SL_B + k);
+            push(ch, ph_reorder(e, a, T, x->in, id, ord, ck, c, lo, ck, 0));
+            seq_rs(e, ch, a, ord, T, x->out + lo, ck, SL_A + k, SL_B + k);
         }
     }
 }
 
 /* AllGather, ReduceScatter or AllToAll of blocks of x->count over the set x->a, by alg. */
-static void run_blocks(mesh *m, mesh_ctx *ctx, ph_kind kind, const coll_args *x, mesh_alg alg,
-                       chain *ch, int64_t (*lb)[2]) {
-    CHECK(kind != PH_A2A || x->in != x->out || mesh_axes_size(m, x->a) == 1,
+static void run_blocks(const coll_env *e, ph_kind kind, const coll_args *x, mesh_alg alg, chain *ch,
+                       int64_t (*lb)[2]) {
+    CHECK(kind != PH_A2A || x->in != x->out || topo_axes_size(e->topo, x->a) == 1,
           "all_to_all cannot run in place");
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) {
-        run_lanes(m, ctx, kind, x, alg, ch, lb);
+        run_lanes(e, kind, x, alg, ch, lb);
         return;
     }
     const int parts = alg == MESH_ALG_SEQ ? 1 : x->a.n;
-    for (int k = 0; k < parts; k++) part_chain(m, ctx, kind, x, &ch[k], parts, k);
-    engine_run(m, ctx, ch, parts, lb);
+    for (int k = 0; k < parts; k++) part_chain(e, kind, x, &ch[k], parts, k);
+    engine_run(e, ch, parts, lb);
 }
 
-static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, chain *ch,
+static void run_ar(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
                    int64_t (*lb)[2]) {
     mesh_axes a = x->a;
-    int n = mesh_axes_size(m, a), i = mesh_axes_index(m, a);
+    int n = topo_axes_size(e->topo, a), i = topo_axes_index(e->topo, a);
     int64_t count = x->count;
     if (alg == MESH_ALG_RING || alg == MESH_ALG_BIDIR) { /* uneven blocks, in place in out */
-        for (int j = 0; j <= n; j++) ctx->boff[j] = count * j / n;
-        for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
-        int K = lane_count(m, ctx->blen[0]);
+        for (int j = 0; j <= n; j++) e->ctx->boff[j] = count * j / n;
+        for (int j = 0; j < n; j++) e->ctx->blen[j] = e->ctx->boff[j + 1] - e->ctx->boff[j];
+        int K = lane_count(e, e->ctx->blen[0]);
         for (int k = 0; k < K; k++) { /* lane k: its ReduceScatter, then its AllGather */
-            phase rs = ph_over(m, ctx, PH_RS, a, alg);
+            phase rs = ph_over(e, PH_RS, a, alg);
             rs.src = x->in;
-            rs.buf = x->out + ctx->boff[i] + set_lane(ctx, &rs, ctx->boff, ctx->blen, 0, K, k, i);
+            rs.buf = x->out + e->ctx->boff[i] +
+                     set_lane(e->ctx, &rs, e->ctx->boff, e->ctx->blen, 0, K, k, i);
             phase ag = rs;
             ag.kind = PH_AG, ag.buf = x->out, ag.src = NULL;
             push(&ch[k], rs);
             push(&ch[k], ag);
         }
-        engine_run(m, ctx, ch, K, lb);
+        engine_run(e, ch, K, lb);
         return;
     }
     /* SEQ / MULTI: ReduceScatter then AllGather over blocks of ⌈count/n⌉, zero-padded if needed */
@@ -302,221 +317,161 @@ static void run_ar(mesh *m, mesh_ctx *ctx, const coll_args *x, mesh_alg alg, cha
     const float *src = x->in;
     float *dst = x->out;
     if (cb * n != count) {
-        float *pad = mesh_scratch(ctx, SL_PAD, cb * n);
-        if (CTX_DATA(ctx)) {
+        float *pad = eng_scratch(e->ctx, SL_PAD, cb * n);
+        if (CTX_DATA(e->ctx)) {
             memcpy(pad, x->in, (size_t)count * sizeof(float));
             memset(pad + count, 0, (size_t)(cb * n - count) * sizeof(float));
         }
         src = dst = pad;
     }
     coll_args y = *x;
-    y.in = src, y.out = mesh_scratch(ctx, SL_RED, cb), y.count = cb;
-    run_blocks(m, ctx, PH_RS, &y, alg, ch, lb);
+    y.in = src, y.out = eng_scratch(e->ctx, SL_RED, cb), y.count = cb;
+    run_blocks(e, PH_RS, &y, alg, ch, lb);
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
     y.in = y.out, y.out = dst;
-    run_blocks(m, ctx, PH_AG, &y, alg, ch, lb);
-    if (dst != x->out && CTX_DATA(ctx)) memcpy(x->out, dst, (size_t)count * sizeof(float));
+    run_blocks(e, PH_AG, &y, alg, ch, lb);
+    if (dst != x->out && CTX_DATA(e->ctx)) memcpy(x->out, dst, (size_t)count * sizeof(float));
 }
 
-static void validate(const mesh *m, const coll_args *x) {
+static void validate(const mesh_topo *t, const coll_args *x) {
     CHECK(x->count >= 0, "%s: negative count %lld", mesh_op_name(x->op), (long long)x->count);
     if (x->op == MESH_OP_PPERMUTE) {
-        CHECK(x->axis >= 0 && x->axis < m->ndims, "ppermute: axis %d not in the mesh (%d axes)",
-              x->axis, m->ndims);
+        CHECK(x->axis >= 0 && x->axis < t->ndims, "ppermute: axis %d not in the mesh (%d axes)",
+              x->axis, t->ndims);
         return;
     }
-    CHECK(x->a.n >= 0 && x->a.n <= m->ndims, "%s: %d axes on a %d-axis mesh", mesh_op_name(x->op),
-          x->a.n, m->ndims);
+    CHECK(x->a.n >= 0 && x->a.n <= t->ndims, "%s: %d axes on a %d-axis mesh", mesh_op_name(x->op),
+          x->a.n, t->ndims);
     for (int k = 0; k < x->a.n; k++) {
-        CHECK(x->a.ax[k] >= 0 && x->a.ax[k] < m->ndims, "%s: axis %d not in the mesh",
+        CHECK(x->a.ax[k] >= 0 && x->a.ax[k] < t->ndims, "%s: axis %d not in the mesh",
               mesh_op_name(x->op), x->a.ax[k]);
         for (int j = 0; j < k; j++)
             CHECK(x->a.ax[j] != x->a.ax[k], "%s: axis '%c' listed twice", mesh_op_name(x->op),
-                  m->name[x->a.ax[k]]);
+                  t->name[x->a.ax[k]]);
     }
     CHECK(x->alg >= 0 && x->alg < MESH_ALG_COUNT, "bad algorithm %d", (int)x->alg);
     CHECK(x->count == 0 || (x->in && x->out), "%s: NULL buffer", mesh_op_name(x->op));
 }
 
-/* Debug mode: every rank of the set must be making the same call (where.c reports a mismatch). */
-static void verify_signature(mesh *m, mesh_ctx *ctx, const coll_args *x, const mesh_call *rec) {
-    where_verify(m, x->op == MESH_OP_PPERMUTE ? ctx->axis[x->axis] : mesh_ctx_set(m, ctx, x->a),
-                 rec);
+/* Debug mode: every rank of the set must be making the same call (verify.c reports a
+ * mismatch). */
+static void verify(const coll_env *e, const coll_args *x, const mesh_call *rec) {
+    const MPI_Comm set =
+        x->op == MESH_OP_PPERMUTE ? e->comms->axis[x->axis] : comms_set(e->comms, e->topo, x->a);
+    verify_signature(e->topo, e->comms->world.mpi, set, rec);
 }
 
-void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec) {
-    mesh_ctx *ctx = &m->ctx[ci];
-    validate(m, x);
+/* Runs x by algorithm alg on the chains ch (one plan per context). */
+static void run_plan(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
+                     mesh_call *rec) {
+    int64_t(*lb)[2] = rec->link_bytes;
+    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
+    if (alg == MESH_ALG_MPI) {
+        run_mpi(e, x, rec);
+        return;
+    }
+    if (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE) {
+        direct_run(e, x, lb);
+        return;
+    }
+    switch (x->op) {
+    case MESH_OP_ALL_GATHER:
+        run_blocks(e, PH_AG, x, alg, ch, lb);
+        break;
+    case MESH_OP_REDUCE_SCATTER:
+        run_blocks(e, PH_RS, x, alg, ch, lb);
+        break;
+    case MESH_OP_ALL_REDUCE:
+        run_ar(e, x, alg, ch, lb);
+        break;
+    case MESH_OP_ALL_TO_ALL:
+        run_blocks(e, PH_A2A, x, alg, ch, lb);
+        break;
+    case MESH_OP_PPERMUTE: {
+        phase p = ph_over(e, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
+        p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
+        if (x->shift == 0) {
+            if (x->out != x->in && CTX_DATA(e->ctx))
+                memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
+        } else {
+            push(&ch[0], p);
+            engine_run(e, ch, 1, lb);
+        }
+        break;
+    }
+    default:
+        CHECK(0, "bad op %d", (int)x->op);
+    }
+}
+
+void coll_execute(const coll_env *e, const coll_args *x0, mesh_call *rec) {
+    eng_ctx *ctx = e->ctx;
+    /* 2-byte elements in memory: the engine moves them in pairs, as the four-byte units of an
+     * fp32 call that leaves its bits alone (AllGather only copies) */
+    coll_args pairs = *x0;
+    if (x0->bf16_mem) pairs.count = x0->count / 2, pairs.wire = MESH_WIRE_F32;
+    const coll_args *x = &pairs;
+    validate(e->topo, x);
     /* blocks and lanes: a set's ranks, at most lane_count(count) lanes (blocks are <= count) */
-    comms_tables(ctx, x->op == MESH_OP_PPERMUTE ? m->size[x->axis] : mesh_axes_size(m, x->a),
-                 lane_count(m, x->count));
-    mesh_alg alg = x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : mesh_alg_resolve(m, x->a, x->alg);
+    eng_tables(ctx,
+               x->op == MESH_OP_PPERMUTE ? e->topo->size[x->axis] : topo_axes_size(e->topo, x->a),
+               lane_count(e, x->count));
+    const mesh_alg alg =
+        x->op == MESH_OP_PPERMUTE ? MESH_ALG_DEFAULT : alg_resolve(e->conf, x->a, x->alg);
     rec->alg = alg;
     /* the baselines move fp32; so does a call over no links */
     ctx->wire = alg == MESH_ALG_MPI || (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE)
                     ? MESH_WIRE_F32
                     : x->wire;
-    rec->wire = ctx->wire;
+    rec->wire = x0->bf16_mem ? MESH_WIRE_BF16 : ctx->wire;
 #ifdef MESHTRAIN_SMPI
     /* the array's bytes: all_reduce's and ppermute's count, the others' n·count */
     const int whole = x->op == MESH_OP_ALL_REDUCE || x->op == MESH_OP_PPERMUTE;
-    ctx->no_data = mesh_no_data(x->count * (whole ? 1 : mesh_axes_size(m, x->a)) * 4);
+    ctx->no_data = mesh_no_data(x->count * (whole ? 1 : topo_axes_size(e->topo, x->a)) * 4);
 #endif
-    where_enter(m, ci, m->verify ? WHERE_CHECK : WHERE_COLL, rec);
-    if (m->verify) verify_signature(m, ctx, x, rec), where_kind(m, ci, WHERE_COLL);
+    act_enter(e->slot, e->conf->verify ? ACT_CHECK : ACT_COLL, rec);
+    if (e->conf->verify) verify(e, x, rec), act_kind(e->slot, ACT_COLL);
     rec->t_start = mesh_now();
     const int64_t polls0 = ctx->idle_polls;
-    link_virtual_reset(ctx);
-    /* a plan per context: the non-blocking calls' coroutine (ctx[1], co_progress.c) shares the
-     * caller's thread in the SMPI build and the inline mode (SMPI privatises statics per
+    link_clock_reset(&ctx->clock);
+    /* a plan per context: the non-blocking calls' coroutine (context 1, co_progress.c) shares
+     * the caller's thread in the SMPI build and the inline mode (SMPI privatises statics per
      * simulated rank; a thread's own otherwise) */
 #ifdef MESHTRAIN_SMPI
     static chain plans[2][ENGINE_MAX_CHAINS];
 #else
     static _Thread_local chain plans[2][ENGINE_MAX_CHAINS];
 #endif
-    chain *ch = plans[ci];
-    for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
-    int64_t(*lb)[2] = rec->link_bytes;
-    if (alg == MESH_ALG_MPI) {
-        run_mpi(m, ctx, x, rec);
-    } else if (alg == MESH_ALG_DIRECT && x->op != MESH_OP_PPERMUTE) {
-        direct_run(m, ctx, x, lb);
-    } else {
-        switch (x->op) {
-        case MESH_OP_ALL_GATHER:
-            run_blocks(m, ctx, PH_AG, x, alg, ch, lb);
-            break;
-        case MESH_OP_REDUCE_SCATTER:
-            run_blocks(m, ctx, PH_RS, x, alg, ch, lb);
-            break;
-        case MESH_OP_ALL_REDUCE:
-            run_ar(m, ctx, x, alg, ch, lb);
-            break;
-        case MESH_OP_ALL_TO_ALL:
-            run_blocks(m, ctx, PH_A2A, x, alg, ch, lb);
-            break;
-        case MESH_OP_PPERMUTE: {
-            phase p = ph_over(m, ctx, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
-            p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
-            if (x->shift == 0) {
-                if (x->out != x->in && CTX_DATA(ctx))
-                    memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
-            } else {
-                push(&ch[0], p);
-                engine_run(m, ctx, ch, 1, lb);
-            }
-            break;
-        }
-        default:
-            CHECK(0, "bad op %d", (int)x->op);
-        }
-    }
+    run_plan(e, x, alg, plans[e->on_thread], rec);
     rec->t_end = mesh_now();
-    rec->t_emulated = ctx->vclock;
+    rec->t_emulated = ctx->clock.vclock;
     rec->idle_polls = ctx->idle_polls - polls0;
-    where_leave(m, ci);
+    act_leave(e->slot);
 }
 
-/* ---- accounting ---- */
-void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec) {
-    memset(rec, 0, sizeof *rec);
-    rec->op = x->op;
-    rec->axes = x->op == MESH_OP_PPERMUTE ? one_axis(x->axis) : x->a;
-    const int set = mesh_set_id(rec->axes);
-    pthread_mutex_lock(&m->acct_mu);
-    rec->seq = m->seq++;
-    if (x->op != MESH_OP_SEND && x->op != MESH_OP_RECV && set >= 0 && set < MESH_NSETS)
-        rec->set_seq = m->set_seq[set]++;
-    pthread_mutex_unlock(&m->acct_mu);
-    rec->count = x->count;
-    rec->shift = x->shift;
-    rec->t_issue = mesh_now();
-    rec->cpu_issue = mesh_thread_cpu();
+coll_env coll_env_of(mesh *m, int ci) {
+    return (coll_env){mesh_part_topo(m),
+                      mesh_part_comms(m, ci),
+                      mesh_part_engine(m, ci),
+                      mesh_part_links(m),
+                      &mesh_part_activity(m)->slot[ci],
+                      mesh_part_queue(m)->q,
+                      ci,
+                      mesh_part_conf(m)};
 }
 
-void coll_record_end(mesh *m, const mesh_call *rec) {
-    int64_t bytes = 0;
-    for (int k = 0; k < MESH_MAX_AXES; k++) bytes += rec->link_bytes[k][0] + rec->link_bytes[k][1];
-    pthread_mutex_lock(&m->acct_mu);
-    mesh_stat *s = &m->stat[rec->op][rec->axes.n ? rec->axes.ax[0] + 1 : 0];
-    s->calls++;
-    s->bytes += bytes;
-    s->seconds += rec->t_end - rec->t_start;
-    s->idle_polls += rec->idle_polls;
-    if (!rec->async) { /* completed on the caller's thread */
-        s->wait_seconds += rec->t_end - rec->t_issue;
-        s->wait_cpu += mesh_thread_cpu() - rec->cpu_issue;
-    }
-    m->trace[rec->seq % MESH_TRACE_LEN] = *rec;
-    mesh_hook hk[MESH_MAX_HOOKS];
-    memcpy(hk, m->hook, sizeof hk);
-    pthread_mutex_unlock(&m->acct_mu);
-    for (int i = 0; i < MESH_MAX_HOOKS; i++)
-        if (hk[i].done) hk[i].done(rec, hk[i].ctx);
-}
-
-mesh_stat mesh_stats(const mesh *m, mesh_op op, int axis) {
-    mesh_stat t = {0, 0, 0, 0, 0, 0};
-    CHECK(op >= 0 && op < MESH_OP_COUNT, "bad op %d", (int)op);
-    pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
-    for (int k = 0; k <= MESH_MAX_AXES; k++) {
-        if (axis >= 0 && k != axis + 1) continue;
-        const mesh_stat *s = &m->stat[op][k];
-        t.calls += s->calls, t.bytes += s->bytes;
-        t.seconds += s->seconds, t.wait_seconds += s->wait_seconds, t.wait_cpu += s->wait_cpu;
-        t.idle_polls += s->idle_polls;
-    }
-    pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
-    return t;
-}
-
-void mesh_stats_reset(mesh *m) {
-    pthread_mutex_lock(&m->acct_mu);
-    memset(m->stat, 0, sizeof m->stat);
-    pthread_mutex_unlock(&m->acct_mu);
-}
-
-int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max) {
-    int got = 0;
-    pthread_mutex_lock((pthread_mutex_t *)&m->acct_mu);
-    int64_t lo = m->seq - MESH_TRACE_LEN;
-    for (int64_t s = from_seq > lo ? from_seq : lo; s < m->seq && got < max; s++) {
-        if (s < 0) continue;
-        const mesh_call *r = &m->trace[s % MESH_TRACE_LEN];
-        if (r->seq == s && r->t_end > 0) out[got++] = *r;
-    }
-    pthread_mutex_unlock((pthread_mutex_t *)&m->acct_mu);
-    return got;
-}
-
-int mesh_add_trace_hook(mesh *m, mesh_trace_fn done, mesh_wait_fn waited, void *ctx) {
-    CHECK(done, "mesh_add_trace_hook: done must not be NULL");
-    int rc = -1;
-    pthread_mutex_lock(&m->acct_mu);
-    for (int i = 0; i < MESH_MAX_HOOKS && rc < 0; i++)
-        if (!m->hook[i].done) m->hook[i] = (mesh_hook){done, waited, ctx}, rc = 0;
-    pthread_mutex_unlock(&m->acct_mu);
-    return rc;
-}
-
-void mesh_remove_trace_hook(mesh *m, void *ctx) {
-    pthread_mutex_lock(&m->acct_mu);
-    for (int i = 0; i < MESH_MAX_HOOKS; i++)
-        if (m->hook[i].ctx == ctx) m->hook[i] = (mesh_hook){NULL, NULL, NULL};
-    pthread_mutex_unlock(&m->acct_mu);
-}
-
-void mesh_set_verify(mesh *m, int on) {
-    m->verify = on;
+void coll_issue(mesh *m, const coll_args *x, mesh_call *rec) {
+    stats_issue(mesh_part_stats(m), rec, x->op,
+                x->op == MESH_OP_PPERMUTE ? one_axis(x->axis) : x->a, x->count, x->shift);
 }
 
 /* ---- blocking API ---- */
 static void run_blocking(mesh *m, const coll_args *x) {
     mesh_call rec;
-    coll_record_begin(m, x, &rec);
-    coll_execute(m, 0, x, &rec);
-    coll_record_end(m, &rec);
+    coll_issue(m, x, &rec);
+    const coll_env e = coll_env_of(m, 0);
+    coll_execute(&e, x, &rec);
+    stats_complete(mesh_part_stats(m), &rec);
 }
 
 coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in) {
@@ -542,7 +497,10 @@ void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in
 }
 
 #define ARGS(OP)                                                                                   \
-    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg, .wire = m->wire }
+    {                                                                                              \
+        .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg,                        \
+        .wire = mesh_part_conf(m)->wire                                                            \
+    }
 /* The four collectives over an axis set (coll.h): one body, the op fixed. */
 #define SET_COLLECTIVE(name, OP)                                                                   \
     void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
@@ -560,13 +518,26 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
     coll_args x = ARGS(op);
     run_blocking(m, &x);
 }
-void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE,
-                   .axis = axis,
-                   .shift = shift,
-                   .out = out,
-                   .in = in,
-                   .count = count,
-                   .wire = m->wire};
+coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                         mesh_alg alg) {
+    CHECK(count % 2 == 0, "mesh_all_gather_bf16: an odd count %lld (the caller pads its blocks)",
+          (long long)count);
+    return (coll_args){.op = MESH_OP_ALL_GATHER,
+                       .a = a,
+                       .out = (float *)(void *)out,
+                       .in = (const float *)(const void *)in,
+                       .count = count,
+                       .alg = alg,
+                       .wire = MESH_WIRE_F32,
+                       .bf16_mem = 1};
+}
+void mesh_all_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                          mesh_alg alg) {
+    const coll_args x = coll_args_bf16(a, out, in, count, alg);
     run_blocking(m, &x);
+}
+void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
+    const mesh_coll_call c = {MESH_OP_PPERMUTE,       one_axis(axis), shift, count, 0,
+                              mesh_part_conf(m)->wire};
+    mesh_coll_run(m, &c, out, in);
 }

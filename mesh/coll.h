@@ -120,6 +120,16 @@ typedef struct {
 /* Blocking. Collective over: c->axes. As the op's function above, with c's wire format. */
 void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in);
 
+/* bf16 in memory (a TPU's FSDP gathers its bf16 weights so): AllGather of `count` 2-byte
+ * elements from each rank (bf16 bit patterns, or anything else), moved bit for bit: nothing
+ * converted on the way, 2 bytes per element on the wire, every algorithm (MPI and DIRECT move
+ * them too). count must be even: the engine moves the elements in pairs, as the four-byte units
+ * of an fp32 call (a caller with a block of odd length pads it). Recorded (stats, trace,
+ * observers) as an AllGather of `count` elements in MESH_WIRE_BF16. Blocking, and non-blocking
+ * below. Collective over: the axes in `a`. */
+void mesh_all_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
+                          mesh_alg alg);
+
 /* Non-blocking: start returns a handle; buffers must stay valid until mesh_wait. Calls on one
  * mesh complete in the order they were started. */
 typedef struct mesh_req mesh_req;
@@ -132,6 +142,8 @@ mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, in
 mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
+mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in,
+                                int64_t count, mesh_alg alg);
 /* Non-blocking mesh_coll_run: the call keeps c's wire format (c itself need not outlive it). */
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in);
 /* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*
@@ -147,6 +159,10 @@ void mesh_wait(mesh_req *r);
  * call): what running the non-blocking calls cost, beside the caller's own CPU time. In the
  * inline mode: the caller's CPU time on the coroutine that runs them. */
 double mesh_progress_cpu(const mesh *m);
+/* Not collective. How many times this process's waits inside mesh have slept so far, every
+ * thread counted: a wait blocked on a peer naps between polls instead of spinning (mesh/nap.h),
+ * so the count grows while one waits. For tests and benchmarks. */
+int64_t mesh_naps(void);
 /* Who runs the non-blocking calls. THREAD (the default): the progress thread above. INLINE: a
  * coroutine of the caller's own thread (mesh/co_progress.c), resumed at issue, in mesh_test,
  * mesh_poll and mesh_wait and while the caller blocks in any other call of the mesh: no thread
@@ -231,11 +247,12 @@ typedef struct {
                            0 without emulated links (and for MPI's built-ins) */
     int64_t idle_polls; /* the engine's rounds for this call that found no message ready to
                            move on, on the thread that ran it; each polls MPI, then naps (up to
-                           the next emulated delivery, or a growing interval: coll_engine.c,
-                           nap.c) or waits inside MPI, which counts once (Open MPI's waits spin;
-                           a blocking call on real links waits so). A wait that polled without
-                           napping would count about one per µs; load makes naps overshoot, so
-                           it lowers the count, never raises it. 0 for MPI's built-ins and
+                           the next emulated delivery, or a growing interval: progress.h,
+                           nap.h), or is the first 50 µs of an idle stretch of a blocking call
+                           on real links, which polls without sleeping (counted once), or waits
+                           inside MPI (the SMPI build, once). A wait that polled without napping
+                           would count about one per µs; load makes naps overshoot, so it
+                           lowers the count, never raises it. 0 for MPI's built-ins and
                            DIRECT */
 } mesh_call;
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring

@@ -1,7 +1,7 @@
 /* coll_async: non-blocking collectives. One progress thread per mesh, or in the inline mode (and
  * always in the SMPI build) a coroutine of the caller's thread (co_progress.c), executes queued
- * calls in issue order on the mesh's second set of communicators (ctx[1]), so blocking calls on
- * the caller's thread (ctx[0]) never mix messages with it. The thread sleeps on a condition
+ * calls in issue order on the mesh's second context (its own communicators), so blocking calls on
+ * the caller's thread (context 0) never mix messages with it. The thread sleeps on a condition
  * variable when the queue is empty: no busy wait on an oversubscribed machine. Request handles
  * are recycled through a free list, so steady-state use does not allocate. */
 #define _POSIX_C_SOURCE 200809L /* pthread_condattr_setclock, CLOCK_MONOTONIC */
@@ -12,18 +12,27 @@
 #include <unistd.h>
 
 #include "mesh/async_impl.h"
+#include "mesh/links.h"
+#include "mesh/parts.h"
+#include "mesh/progress.h"
+#include "mesh/stats.h"
+
+/* Runs the queue's head call on context 1 and completes it. */
+static void run_head(mesh *m, mesh_req *r) {
+    const coll_env e = coll_env_of(m, 1);
+    coll_execute(&e, &r->x, &r->rec);
+    stats_complete(mesh_part_stats(m), &r->rec);
+}
 
 static void *progress_main(void *arg) {
-    mesh *m = arg;
-    mesh_async *q = m->async;
+    mesh_async *q = arg;
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stop) pthread_cond_wait(&q->work, &q->mu);
         if (!q->head) break;
         mesh_req *r = q->head;
         pthread_mutex_unlock(&q->mu);
-        coll_execute(m, 1, &r->x, &r->rec);
-        coll_record_end(m, &r->rec);
+        run_head(q->m, r);
         pthread_mutex_lock(&q->mu);
         q->head = r->next;
         if (!q->head) q->tail = NULL;
@@ -36,22 +45,22 @@ static void *progress_main(void *arg) {
 
 /* The coroutine's body (co_progress.c): progress_main's loop without the thread. */
 static void serve(mesh *m) {
-    mesh_async *q = m->async;
+    mesh_async *q = mesh_part_queue(m)->q;
     for (;;) {
         while (q->head) {
             mesh_req *r = q->head;
-            coll_execute(m, 1, &r->x, &r->rec);
-            coll_record_end(m, &r->rec);
+            run_head(m, r);
             q->head = r->next;
             if (!q->head) q->tail = NULL;
             r->done = 1;
         }
-        co_idle(m);
+        co_idle(q);
     }
 }
 
 static mesh_req *enqueue(mesh *m, const coll_args *x) {
-    if (!m->async) {
+    mesh_queue *mq = mesh_part_queue(m);
+    if (!mq->q) {
         mesh_async *q = calloc(1, sizeof *q);
         CHECK(q, "out of memory");
         pthread_mutex_init(&q->mu, NULL);
@@ -62,14 +71,15 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&q->kick, &ca);
         pthread_condattr_destroy(&ca);
-        q->thread = PROGRESS_THREAD && !m->progress_inline;
+        q->thread = PROGRESS_THREAD && !mq->inline_mode;
         q->serve = serve;
-        m->async = q;
+        q->m = m;
+        mq->q = q;
         if (q->thread)
-            CHECK(pthread_create(&q->th, NULL, progress_main, m) == 0,
+            CHECK(pthread_create(&q->th, NULL, progress_main, q) == 0,
                   "cannot start the progress thread");
     }
-    mesh_async *q = m->async;
+    mesh_async *q = mq->q;
     pthread_mutex_lock(&q->mu);
     mesh_req *r = q->free_list;
     if (r) q->free_list = r->next;
@@ -80,7 +90,7 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     r->x = *x;
     r->done = 0;
     r->next = NULL;
-    coll_record_begin(m, x, &r->rec);
+    coll_issue(m, x, &r->rec);
     r->rec.async = 1;
     pthread_mutex_lock(&q->mu);
     if (q->tail)
@@ -91,13 +101,13 @@ static mesh_req *enqueue(mesh *m, const coll_args *x) {
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->mu);
     if (!q->thread)
-        co_resume(m); /* posts the call's first messages (or it waits behind the queue) */
+        co_resume(q); /* posts the call's first messages (or it waits behind the queue) */
     return r;
 }
 
 int mesh_test(mesh_req *r) {
-    mesh_async *q = r->m->async;
-    if (!q->thread && !r->done) co_resume(r->m);
+    mesh_async *q = mesh_part_queue(r->m)->q;
+    if (!q->thread && !r->done) co_resume(q);
     pthread_mutex_lock(&q->mu);
     int d = r->done;
     pthread_mutex_unlock(&q->mu);
@@ -107,7 +117,8 @@ int mesh_test(mesh_req *r) {
 void mesh_wait(mesh_req *r) {
     if (!r) return;
     mesh *m = r->m;
-    mesh_async *q = m->async;
+    mesh_async *q = mesh_part_queue(m)->q;
+    act_slot *slot = &mesh_part_activity(m)->slot[0];
     const double t0 = mesh_now(), c0 = mesh_thread_cpu();
     /* the fields set at issue (the progress thread writes the others while it runs the call) */
     mesh_call w = {.seq = r->rec.seq,
@@ -117,8 +128,8 @@ void mesh_wait(mesh_req *r) {
                    .count = r->rec.count,
                    .shift = r->rec.shift,
                    .async = 1};
-    where_enter(m, 0, WHERE_WAIT, &w);
-    if (!q->thread) co_wait(m, r);
+    act_enter(slot, ACT_WAIT, &w);
+    if (!q->thread) co_wait(q, r);
     pthread_mutex_lock(&q->mu);
     if (!r->done) {
         q->waiting++, q->kicks++;
@@ -130,34 +141,27 @@ void mesh_wait(mesh_req *r) {
     r->next = q->free_list;
     q->free_list = r;
     pthread_mutex_unlock(&q->mu);
-    where_leave(m, 0);
+    act_leave(slot);
     const double t1 = mesh_now();
-    pthread_mutex_lock(&m->acct_mu);
-    mesh_stat *s = &m->stat[rec.op][rec.axes.n ? rec.axes.ax[0] + 1 : 0];
-    s->wait_seconds += t1 - t0;
-    s->wait_cpu += mesh_thread_cpu() - c0;
-    mesh_hook hk[MESH_MAX_HOOKS];
-    memcpy(hk, m->hook, sizeof hk);
-    pthread_mutex_unlock(&m->acct_mu);
-    for (int i = 0; i < MESH_MAX_HOOKS; i++)
-        if (hk[i].done && hk[i].waited) hk[i].waited(&rec, t0, t1, hk[i].ctx);
+    stats_waited(mesh_part_stats(m), &rec, t0, t1, mesh_thread_cpu() - c0);
 }
 
 double mesh_progress_cpu(const mesh *m) {
     clockid_t id;
     struct timespec ts;
-    if (m->async && !m->async->thread) return m->async->co_cpu;
-    if (!m->async || pthread_getcpuclockid(m->async->th, &id) != 0 || clock_gettime(id, &ts) != 0)
-        return 0;
+    const mesh_async *q = mesh_part_queue((mesh *)m)->q;
+    if (q && !q->thread) return q->co_cpu;
+    if (!q || pthread_getcpuclockid(q->th, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void coll_async_destroy(mesh *m) {
-    mesh_async *q = m->async;
+    mesh_queue *mq = mesh_part_queue(m);
+    mesh_async *q = mq->q;
     if (!q) return;
     if (!q->thread) {
-        if (q->tail) co_wait(m, q->tail); /* the calls never waited for finish, as below */
-        co_destroy(m);
+        if (q->tail) co_wait(q, q->tail); /* the calls never waited for finish, as below */
+        co_destroy(q);
     }
     pthread_mutex_lock(&q->mu);
     q->stop = 1;
@@ -174,26 +178,28 @@ void coll_async_destroy(mesh *m) {
     pthread_cond_destroy(&q->done);
     pthread_cond_destroy(&q->kick);
     free(q);
-    m->async = NULL;
+    mq->q = NULL;
 }
 
 void mesh_set_progress(mesh *m, mesh_progress mode) {
     const int inl = mode == MESH_PROGRESS_INLINE;
-    if (m->async && m->async->thread != (PROGRESS_THREAD && !inl)) {
-        if (m->async->head) return; /* calls in flight: the mode they run in stays */
-        coll_async_destroy(m);      /* made again, the new way, at the next non-blocking call */
+    mesh_queue *mq = mesh_part_queue(m);
+    if (mq->q && mq->q->thread != (PROGRESS_THREAD && !inl)) {
+        if (mq->q->head) return; /* calls in flight: the mode they run in stays */
+        coll_async_destroy(m);   /* made again, the new way, at the next non-blocking call */
     }
-    m->progress_inline = inl;
+    mq->inline_mode = inl;
 }
 
 mesh_progress mesh_get_progress(const mesh *m) {
-    return PROGRESS_THREAD && !m->progress_inline ? MESH_PROGRESS_THREAD : MESH_PROGRESS_INLINE;
+    return PROGRESS_THREAD && !mesh_part_queue((mesh *)m)->inline_mode ? MESH_PROGRESS_THREAD
+                                                                       : MESH_PROGRESS_INLINE;
 }
 
 mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share) {
     const int host = mesh_host_ranks(m); /* collective: first, on every rank */
-    for (int a = 0; a < m->ndims; a++)
-        if (m->link_bw[a] > 0) return MESH_PROGRESS_THREAD;
+    for (int a = 0; a < mesh_ndims(m); a++)
+        if (links_emulated(mesh_part_links((mesh *)m), a)) return MESH_PROGRESS_THREAD;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return (long)host * (1 + compute_threads) > cores && core_share >= 0.9 ? MESH_PROGRESS_INLINE
                                                                            : MESH_PROGRESS_THREAD;
@@ -201,15 +207,18 @@ mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core
 
 void mesh_poll(mesh *m) {
 #ifndef MESHTRAIN_SMPI /* simulated compute polls by itself (mesh_sim_compute) */
-    mesh_async *q = m->async;
-    if (q && !q->thread && q->head && !q->inside) co_resume(m);
+    mesh_async *q = mesh_part_queue(m)->q;
+    if (q && !q->thread && q->head && !q->inside) co_resume(q);
 #else
     (void)m;
 #endif
 }
 
 #define ARGS(OP)                                                                                   \
-    { .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg, .wire = m->wire }
+    {                                                                                              \
+        .op = OP, .a = a, .out = out, .in = in, .count = count, .alg = alg,                        \
+        .wire = mesh_part_conf(m)->wire                                                            \
+    }
 /* The four collectives over an axis set (coll.h): one body, the op fixed. */
 #define SET_COLLECTIVE(name, OP)                                                                   \
     mesh_req *name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,               \
@@ -222,13 +231,13 @@ SET_COLLECTIVE(mesh_ireduce_scatter, MESH_OP_REDUCE_SCATTER)
 SET_COLLECTIVE(mesh_iall_reduce, MESH_OP_ALL_REDUCE)
 SET_COLLECTIVE(mesh_iall_to_all, MESH_OP_ALL_TO_ALL)
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
-    coll_args x = {.op = MESH_OP_PPERMUTE,
-                   .axis = axis,
-                   .shift = shift,
-                   .out = out,
-                   .in = in,
-                   .count = count,
-                   .wire = m->wire};
+    const mesh_axes a = {1, {axis, 0, 0}};
+    const mesh_coll_call c = {MESH_OP_PPERMUTE, a, shift, count, 0, mesh_part_conf(m)->wire};
+    return mesh_coll_start(m, &c, out, in);
+}
+mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in,
+                                int64_t count, mesh_alg alg) {
+    const coll_args x = coll_args_bf16(a, out, in, count, alg);
     return enqueue(m, &x);
 }
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {

@@ -26,15 +26,24 @@
  *
  * Reductions add the n blocks in rank order 0..n−1, so results are deterministic (though, on
  * non-integer data, not bit-identical to RING/BIDIR, which add in ring order). */
+#include "mesh/coll_impl.h"
 #include "mesh/cost.h"
-#include "mesh/mesh_impl.h"
+#include "mesh/progress.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Tags apart from the engine's (< 2·MESH_MAX_LANES·2); scratch slots after coll.c's (≤ 22). */
-enum { TAG_DATA = 1000, TAG_HDR = 1001, SL_RQ = 23, SL_HDR = 24, SL_PARTS = 25, SL_ACC = 26 };
+enum {
+    TAG_DATA = 1000,
+    TAG_HDR = 1001,
+    SL_RQ = 23,
+    SL_HDR = 24,
+    SL_PARTS = 25,
+    SL_ACC = 26,
+    SL_IDX = 27
+};
 
 /* The set's geometry: rank index j of the set ↔ coordinates along its axes (a.ax[0] major). */
 typedef struct {
@@ -43,17 +52,17 @@ typedef struct {
     MPI_Comm comm;
 } dset;
 
-static dset set_of(const mesh *m, mesh_ctx *ctx, mesh_axes a) {
+static dset set_of(const coll_env *e, mesh_axes a) {
     dset s;
     memset(&s, 0, sizeof s);
     s.P = a.n;
-    s.n = mesh_axes_size(m, a);
-    s.me = mesh_axes_index(m, a);
-    s.comm = mesh_ctx_set(m, ctx, a);
+    s.n = topo_axes_size(e->topo, a);
+    s.me = topo_axes_index(e->topo, a);
+    s.comm = comms_set(e->comms, e->topo, a);
     for (int k = 0; k < a.n; k++) {
         s.axis[k] = a.ax[k];
-        s.size[k] = m->size[a.ax[k]];
-        s.wrap[k] = m->wrap[a.ax[k]];
+        s.size[k] = e->topo->size[a.ax[k]];
+        s.wrap[k] = e->topo->wrap[a.ax[k]];
     }
     return s;
 }
@@ -66,24 +75,26 @@ static int coord_of(const dset *s, int j, int k) {
 
 /* One round's emulated delivery time for blocks of `bytes` (0 when no axis is emulated); the
  * same on ctx's virtual clock, which it advances. */
-static double round_delivery(mesh *m, mesh_ctx *ctx, const dset *s, int64_t bytes) {
-    double t = 0, lat = 0, vt = ctx->vclock;
+static double round_delivery(const coll_env *e, const dset *s, int64_t bytes) {
+    mesh_links *L = e->links;
+    eng_ctx *ctx = e->ctx;
+    double t = 0, lat = 0, vt = ctx->clock.vclock;
     int emulated = 0;
     for (int k = 0; k < s->P; k++) {
-        if (s->size[k] <= 1 || m->link_bw[s->axis[k]] <= 0) continue;
+        if (s->size[k] <= 1 || !links_emulated(L, s->axis[k])) continue;
         emulated = 1;
         double load =
             (double)(s->n / s->size[k]) * cost_direct_link_load(s->size[k], s->wrap[k]) * bytes;
         for (int d = 0; d < 2; d++) {
-            double td = link_schedule(m, s->axis[k], d, (int64_t)(load + 0.5), 0);
+            const int64_t b = (int64_t)(load + 0.5);
+            double td = links_book(L, s->axis[k], d, b, 0);
             t = td > t ? td : t;
-            td =
-                link_schedule_virtual(m, ctx, s->axis[k], d, (int64_t)(load + 0.5), 0, ctx->vclock);
+            td = links_book_virtual(L, &ctx->clock, s->axis[k], d, b, 0, ctx->clock.vclock);
             vt = td > vt ? td : vt;
         }
-        lat += cost_direct_farthest(s->size[k], s->wrap[k]) * m->link_lat[s->axis[k]];
+        lat += cost_direct_farthest(s->size[k], s->wrap[k]) * L->lat[s->axis[k]];
     }
-    if (emulated) ctx->vclock = vt + lat;
+    if (emulated) ctx->clock.vclock = vt + lat;
     return emulated ? t + lat : 0;
 }
 
@@ -118,8 +129,9 @@ typedef struct {
     int64_t own_n;
 } dround;
 
-static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, int64_t maxblk,
-                      int ph, int nph, int64_t (*lb)[2]) {
+static void run_round(const coll_env *e, const dset *s, const dround *r, int64_t maxblk, int ph,
+                      int nph, int64_t (*lb)[2]) {
+    eng_ctx *ctx = e->ctx;
     const int n = s->n, np = n - 1;
     if (np <= 0) {
         if (r->own_n > 0 && r->own_dst != r->own_src && CTX_DATA(ctx))
@@ -127,11 +139,11 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
         return;
     }
     const int64_t rq_floats = (int64_t)((4 * (size_t)np * sizeof(MPI_Request) + 3) / 4);
-    MPI_Request *rq = (MPI_Request *)(void *)mesh_scratch(ctx, SL_RQ, rq_floats);
+    MPI_Request *rq = (MPI_Request *)(void *)eng_scratch(ctx, SL_RQ, rq_floats);
     MPI_Request *rrq = rq, *hrq = rq + np, *srq = rq + 2 * np, *shq = rq + 3 * np;
-    double *hin = NULL, hout = round_delivery(m, ctx, s, maxblk * (int64_t)sizeof(float));
+    double *hin = NULL, hout = round_delivery(e, s, maxblk * (int64_t)sizeof(float));
     const int emu = hout > 0;
-    if (emu) hin = (double *)(void *)mesh_scratch(ctx, SL_HDR, (int64_t)np * 2);
+    if (emu) hin = (double *)(void *)eng_scratch(ctx, SL_HDR, (int64_t)np * 2);
     for (int q = 1; q <= np; q++) { /* receive from me−q, send to me+q: pairs meet early */
         int from = (s->me - q + n) % n, i = q - 1;
         CHECK(r->rlen[from] <= INT_MAX, "message of %lld floats exceeds MPI's int count",
@@ -153,14 +165,18 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
     }
     if (r->own_n > 0 && r->own_dst != r->own_src && CTX_DATA(ctx))
         memcpy(r->own_dst, r->own_src, (size_t)r->own_n * sizeof(float));
-    where_steps(m, ctx == &m->ctx[1], ph, nph, 0, np);
-    int got = 0, idx;
-    while (got < np) {
-        MPI_Waitany(np, rrq, &idx, MPI_STATUS_IGNORE);
-        CHECK(idx != MPI_UNDEFINED, "direct collective stalled with nothing in flight");
-        where_steps(m, ctx == &m->ctx[1], ph, nph, ++got, np);
+    act_slot *slot = e->slot;
+    act_steps(slot, ph, nph, 0, np);
+    int *idx = (int *)(void *)eng_scratch(ctx, SL_IDX, 3 * (int64_t)np);
+    /* naps, or serves the coroutine (progress.h); counted by the requests still in flight, as
+     * the caller's wait may complete those of the coroutine */
+    for (int left = np; left > 0;) {
+        progress_block(e->q, np, rrq, idx);
+        left = 0;
+        for (int i = 0; i < np; i++) left += rrq[i] != MPI_REQUEST_NULL;
+        act_steps(slot, ph, nph, np - left, np);
     }
-    MPI_Waitall(3 * np, rq + np, MPI_STATUSES_IGNORE);
+    progress_waitall(e->q, 3 * np, rq + np, idx);
     if (emu) {
         double t = 0;
         for (int i = 0; i < np; i++) t = hin[i] > t ? hin[i] : t;
@@ -169,42 +185,44 @@ static void run_round(mesh *m, mesh_ctx *ctx, const dset *s, const dround *r, in
 }
 
 /* Uniform blocks: offsets j·c, lengths c (filled into ctx->boff/blen). */
-static void uniform(mesh_ctx *ctx, int n, int64_t c) {
+static void uniform(eng_ctx *ctx, int n, int64_t c) {
     for (int j = 0; j < n; j++) ctx->boff[j] = j * c, ctx->blen[j] = c;
     ctx->boff[n] = n * c;
 }
 
 /* ReduceScatter of blocks boff/blen from `in` into `out` (length blen[me]). */
-static void reduce_scatter(mesh *m, mesh_ctx *ctx, const dset *s, float *out, const float *in,
-                           int ph, int nph, int64_t (*lb)[2]) {
+static void reduce_scatter(const coll_env *e, const dset *s, float *out, const float *in, int ph,
+                           int nph, int64_t (*lb)[2]) {
+    eng_ctx *ctx = e->ctx;
     const int n = s->n, me = s->me;
     const int64_t c = ctx->blen[me];
     int64_t maxblk = 0;
     for (int j = 0; j < n; j++) maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
     /* the partials from rank j land in slot j of the scratch (slot me unused) */
-    float *parts = mesh_scratch(ctx, SL_PARTS, (int64_t)n * c);
+    float *parts = eng_scratch(ctx, SL_PARTS, (int64_t)n * c);
     int64_t *roff = ctx->loff, *rlen = ctx->llen; /* lanes are not used by DIRECT */
     for (int j = 0; j < n; j++) roff[j] = j * c, rlen[j] = c;
     dround r = {in, parts, ctx->boff, ctx->blen, roff, rlen, NULL, NULL, 0};
-    run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
+    run_round(e, s, &r, maxblk, ph, nph, lb);
     /* fixed order: rank 0's partial first; summed straight into out unless out is the own
      * partial (an AllReduce in place), which is still to be read in its turn */
     const float *own = in + ctx->boff[me];
     const float *first = me == 0 ? own : parts;
     if (!CTX_DATA(ctx)) return;
-    float *acc = out == own ? mesh_scratch(ctx, SL_ACC, c) : out;
+    float *acc = out == own ? eng_scratch(ctx, SL_ACC, c) : out;
     memcpy(acc, first, (size_t)c * sizeof(float));
     for (int j = 1; j < n; j++) {
         const float *p = j == me ? own : parts + j * c;
-        for (int64_t e = 0; e < c; e++) acc[e] += p[e];
+        for (int64_t i = 0; i < c; i++) acc[i] += p[i];
     }
     if (acc != out) memcpy(out, acc, (size_t)c * sizeof(float));
 }
 
 /* AllGather of blocks boff/blen into `buf`; the own block is sent from `own` (its copy into buf
  * overlaps the transfers; own may already be that block of buf). */
-static void all_gather(mesh *m, mesh_ctx *ctx, const dset *s, float *buf, const float *own, int ph,
+static void all_gather(const coll_env *e, const dset *s, float *buf, const float *own, int ph,
                        int nph, int64_t (*lb)[2]) {
+    eng_ctx *ctx = e->ctx;
     int64_t maxblk = 0, *soff = ctx->loff, *slen = ctx->llen;
     for (int j = 0; j < s->n; j++) {
         maxblk = ctx->blen[j] > maxblk ? ctx->blen[j] : maxblk;
@@ -212,11 +230,12 @@ static void all_gather(mesh *m, mesh_ctx *ctx, const dset *s, float *buf, const 
     }
     dround r = {
         own, buf, soff, slen, ctx->boff, ctx->blen, buf + ctx->boff[s->me], own, ctx->blen[s->me]};
-    run_round(m, ctx, s, &r, maxblk, ph, nph, lb);
+    run_round(e, s, &r, maxblk, ph, nph, lb);
 }
 
-void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
-    const dset s = set_of(m, ctx, x->a);
+void direct_run(const coll_env *e, const coll_args *x, int64_t (*lb)[2]) {
+    eng_ctx *ctx = e->ctx;
+    const dset s = set_of(e, x->a);
     const int n = s.n, me = s.me;
     const int64_t c = x->count;
     CHECK(x->op != MESH_OP_ALL_TO_ALL || x->in != x->out || n == 1,
@@ -224,23 +243,23 @@ void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*lb)[2]) {
     switch (x->op) {
     case MESH_OP_ALL_GATHER:
         uniform(ctx, n, c);
-        all_gather(m, ctx, &s, x->out, x->in, 1, 1, lb);
+        all_gather(e, &s, x->out, x->in, 1, 1, lb);
         break;
     case MESH_OP_REDUCE_SCATTER:
         uniform(ctx, n, c);
-        reduce_scatter(m, ctx, &s, x->out, x->in, 1, 1, lb);
+        reduce_scatter(e, &s, x->out, x->in, 1, 1, lb);
         break;
     case MESH_OP_ALL_REDUCE: /* blocks of ⌊·⌋ or ⌈count/n⌉, in place in out */
         for (int j = 0; j <= n; j++) ctx->boff[j] = c * j / n;
         for (int j = 0; j < n; j++) ctx->blen[j] = ctx->boff[j + 1] - ctx->boff[j];
-        reduce_scatter(m, ctx, &s, x->out + ctx->boff[me], x->in, 1, 2, lb);
-        all_gather(m, ctx, &s, x->out, x->out + ctx->boff[me], 2, 2, lb);
+        reduce_scatter(e, &s, x->out + ctx->boff[me], x->in, 1, 2, lb);
+        all_gather(e, &s, x->out, x->out + ctx->boff[me], 2, 2, lb);
         break;
     case MESH_OP_ALL_TO_ALL: {
         uniform(ctx, n, c);
         dround r = {x->in,     x->out,          ctx->boff,      ctx->blen, ctx->boff,
                     ctx->blen, x->out + me * c, x->in + me * c, c};
-        run_round(m, ctx, &s, &r, c, 1, 1, lb);
+        run_round(e, &s, &r, c, 1, 1, lb);
         break;
     }
     default:

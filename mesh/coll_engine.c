@@ -32,14 +32,16 @@
  * Progress. Each direction of a phase is a stream: the send of step s waits only for the receive
  * of step s−1 (the data it forwards), a receive only for its buffer; sends are not waited for
  * until their buffer is reused. The driver posts whatever is ready across all chains, then
- * blocks in one MPI_Waitsome over every request in flight. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, clock_nanosleep, gethostname */
+ * waits over every request in flight as the call's waiter says (progress.h): it naps rather
+ * than spin when nothing arrives. */
 #include "mesh/coll_engine.h"
 
 #include <limits.h>
-#include "mesh/bf16.h"
 #include <stdlib.h>
 #include <string.h>
+
+#include "mesh/bf16.h"
+#include "mesh/progress.h"
 
 enum { R_FULL, R_H0, R_H1 };
 typedef struct {
@@ -201,7 +203,7 @@ static float *a2a_rest_from_input(phase *p, int d) {
         int k = d == 0 ? 2 + i : D - i;
         int64_t lo, c;
         const float *at = p->src + blk_off(p, a2a_part(p, d, p->r, k, &lo, &c)) + lo;
-        if (CTX_DATA(p->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
+        if (CTX_DATA(p->env->ctx)) memcpy(pk, at, (size_t)c * sizeof(float));
         pk += c;
     }
     return p->st[d].pack;
@@ -331,7 +333,7 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
 
 /* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
 static void recv_done(phase *p, int d, int s) {
-    if (p->kind != PH_RS || !CTX_DATA(p->ctx)) return;
+    if (p->kind != PH_RS || !CTX_DATA(p->env->ctx)) return;
     int64_t lo, l;
     int blk = rs_recv_range(p, p->r, d, s, &lo, &l);
     if (blk < 0 || blk == p->r || l == 0) return; /* own block: kept for rs_end */
@@ -457,9 +459,6 @@ static int64_t phase_scratch(const phase *p) {
 }
 
 /* ---- posting ---- */
-static int emulated(const mesh *m, int axis) {
-    return axis >= 0 && m->link_bw[axis] > 0;
-}
 static int tag_of(const phase *p, int d) {
     return (p->chain * 2 + d) * 2;
 }
@@ -475,7 +474,7 @@ static int all_null(const MPI_Request *r, int n) {
     return 1;
 }
 
-static void post_sends(mesh *m, phase *p, int d, int s) {
+static void post_sends(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
     int k = step_sends(p, d, s, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
     MPI_Request *rq = send_rq(p, d, s);
@@ -485,7 +484,7 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
         if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
-            if (CTX_DATA(p->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            if (CTX_DATA(p->env->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
             MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
             w += ms[i].n;
         } else {
@@ -495,18 +494,20 @@ static void post_sends(mesh *m, phase *p, int d, int s) {
     }
     if (k == 0) return;
     int hops = p->kind == PH_PERM ? abs(p->shift) : 1;
-    double t = link_schedule(m, p->link_axis, d, bytes, hops);
+    mesh_links *L = p->env->links;
+    double t = links_book(L, p->link_axis, d, bytes, hops);
     if (t > 0) {
         double *h = p->st[d].hdr_out[s % ENGINE_NBUF];
         h[0] = t;
-        h[1] = link_schedule_virtual(m, p->ctx, p->link_axis, d, bytes, hops, p->st[d].vclock);
+        h[1] = links_book_virtual(L, &p->env->ctx->clock, p->link_axis, d, bytes, hops,
+                                  p->st[d].vclock);
         MPI_Isend(h, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     }
     if (p->link_axis >= 0) p->link_bytes[p->link_axis][d] += bytes;
 }
 
 /* Posts step s's receives; returns how many (0: nothing arrives at this step). */
-static int post_recvs(mesh *m, phase *p, int d, int s) {
+static int post_recvs(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
     MPI_Request *rq = recv_rq(p, d);
@@ -522,14 +523,14 @@ static int post_recvs(mesh *m, phase *p, int d, int s) {
         }
     }
     p->st[d].hdr_in[0] = p->st[d].hdr_in[1] = 0;
-    if (k > 0 && emulated(m, p->link_axis))
+    if (k > 0 && links_emulated(p->env->links, p->link_axis))
         MPI_Irecv(p->st[d].hdr_in, 2, MPI_DOUBLE, peer, tag + 1, p->comm, &rq[ENGINE_MAXT]);
     return k;
 }
 
 /* bf16 wire: step s's staged receive, converted to fp32 where the fp32 wire would have put it. */
 static void recv_unpack(phase *p, int d, int s) {
-    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->ctx)) return;
+    if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->env->ctx)) return;
     msg ms[ENGINE_MAXT];
     int k = step_recvs(p, d, s, ms);
     const uint16_t *w = p->st[d].wrecv;
@@ -548,7 +549,7 @@ static int recv_buffer_free(phase *p, int d, int s) {
 }
 
 /* Advances direction d as far as it can without blocking; returns 1 if it did anything. */
-static int stream_progress(mesh *m, phase *p, int d, double *wake) {
+static int stream_progress(phase *p, int d, double *wake) {
     stream *st = &p->st[d];
     int did = 0;
     for (;;) {
@@ -566,12 +567,12 @@ static int stream_progress(mesh *m, phase *p, int d, double *wake) {
         }
         if (st->sent < p->nsteps && st->done >= st->sent &&
             all_null(send_rq(p, d, st->sent + 1), ENGINE_MAXT + 1)) {
-            post_sends(m, p, d, ++st->sent);
+            post_sends(p, d, ++st->sent);
             acted = 1;
         }
         if (st->posted == st->done && st->posted < p->nsteps &&
             recv_buffer_free(p, d, st->posted + 1)) {
-            if (post_recvs(m, p, d, ++st->posted) == 0) st->done = st->posted;
+            if (post_recvs(p, d, ++st->posted) == 0) st->done = st->posted;
             acted = 1;
         }
         if (!acted) return did;
@@ -603,7 +604,7 @@ static void phase_start(phase *p, double vready) {
             p->st[d].wrecv = (uint16_t *)a;
         }
     }
-    if (p->kind == PH_REORDER && CTX_DATA(p->ctx))
+    if (p->kind == PH_REORDER && CTX_DATA(p->env->ctx))
         reorder_items(p->buf, p->src, p->nd, p->sizes, p->ord_src, p->ord_dst, p->item, p->s_stride,
                       p->s_off, p->d_stride, p->d_off);
     p->started = 1;
@@ -613,7 +614,7 @@ static void phase_start(phase *p, double vready) {
  * measurably matters on shared memory). */
 static void phase_copy_own(phase *p) {
     float *mine = NULL;
-    if (!CTX_DATA(p->ctx)) {
+    if (!CTX_DATA(p->env->ctx)) {
         p->copied = 1;
         return;
     }
@@ -633,7 +634,7 @@ static void phase_copy_own(phase *p) {
 }
 
 static void phase_end(phase *p) {
-    if (!CTX_DATA(p->ctx)) return;
+    if (!CTX_DATA(p->env->ctx)) return;
     if (p->kind == PH_RS) rs_end(p);
     /* in place: the input left before the result may overwrite it */
     if (p->kind == PH_PERM && p->buf == p->src && p->nsteps && perm_peer(p, 0) >= 0)
@@ -641,13 +642,13 @@ static void phase_end(phase *p) {
 }
 
 /* Advances chain c; returns 1 if anything happened. */
-static int chain_progress(mesh *m, chain *c, double *wake) {
+static int chain_progress(chain *c, double *wake) {
     int did = 0;
     while (c->cur < c->nph) {
         phase *p = &c->ph[c->cur];
         if (!p->started) phase_start(p, c->vclock), did = 1;
-        did |= stream_progress(m, p, 0, wake);
-        did |= stream_progress(m, p, 1, wake);
+        did |= stream_progress(p, 0, wake);
+        did |= stream_progress(p, 1, wake);
         if (!p->copied) phase_copy_own(p);
         if (!stream_finished(p, 0) || !stream_finished(p, 1)) break;
         phase_end(p);
@@ -659,41 +660,44 @@ static int chain_progress(mesh *m, chain *c, double *wake) {
     return did;
 }
 
-/* The longest nap between polls of the requests in flight when nothing is ready; 0: block in
- * MPI_Waitsome instead. Open MPI's waits spin, so a blocked call would hold a core. On emulated
- * links the driver naps up to a quarter of the shortest hop latency: a message is delivered at
- * least one hop latency after it was sent, and the real transfer is far faster, so it is noticed
- * (and its delivery time learnt) before it is due; a transfer in flight then costs no CPU. The
- * progress thread naps on real links too (nap_cap: from 100 µs up to 1 ms while its
- * caller computes, from 2 µs up to 50 µs, or 2% of the time nothing has arrived, while the
- * caller waits for a result), so that it does not
- * take the core of the compute it is meant to overlap. Blocking calls on real links spin: the
- * lowest latency. Returns the cap for emulated links (0: none) and sets *real when a real link
- * takes part. */
-static double emulated_cap(const mesh *m, const chain *ch, int nch, int *real) {
+/* Publishes how far the chains got, for the observers (activity.h): the least advanced chain's
+ * phase and the steps it has done in it. */
+static void publish(act_slot *slot, const chain *ch, int nch) {
+    int best = -1, bcur = 0, bdone = 0, btotal = 0;
+    for (int c = 0; c < nch; c++) {
+        const int cur = ch[c].cur;
+        int done = 0, total = 0;
+        if (cur < ch[c].nph && ch[c].ph[cur].started) {
+            const phase *p = &ch[c].ph[cur];
+            done = p->st[0].done < p->st[1].done ? p->st[0].done : p->st[1].done;
+            total = p->nsteps;
+        }
+        if (best < 0 || cur < bcur || (cur == bcur && done < bdone))
+            best = c, bcur = cur, bdone = done, btotal = total;
+    }
+    if (best >= 0) act_steps(slot, bcur + 1, ch[best].nph, bdone, btotal);
+}
+
+/* The links of the chains, for the waiters (progress.h): the shortest hop latency of their
+ * emulated links / 4, at most 2 ms (0: none), and *real = 1 when a real link takes part. */
+static double emulated_cap(const mesh_links *L, const chain *ch, int nch, int *real) {
     double lat = 0;
     *real = 0;
     for (int c = 0; c < nch; c++)
         for (int k = 0; k < ch[c].nph; k++) {
             const int ax = ch[c].ph[k].link_axis;
             if (ax < 0 || ch[c].ph[k].n <= 1) continue;
-            if (!emulated(m, ax))
+            if (!links_emulated(L, ax))
                 *real = 1;
-            else if (lat == 0 || m->link_lat[ax] < lat)
-                lat = m->link_lat[ax];
+            else if (lat == 0 || L->lat[ax] < lat)
+                lat = L->lat[ax];
         }
     if (lat <= 0) return 0;
     return lat / 4 > 2e-3 ? 2e-3 : lat / 4;
 }
 
-static double poll_cap(mesh *m, int thread, double emul, int real, double idle, double *first) {
-    *first = 2e-6;
-    if (!thread) return real ? 0 : emul;
-    if (real || emul <= 0) return nap_cap(m, idle, first);
-    return emul > 50e-6 ? emul : 50e-6;
-}
-
-void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]) {
+void engine_run(const coll_env *e, chain *ch, int nch, int64_t (*link_bytes)[2]) {
+    eng_ctx *ctx = e->ctx;
     CHECK(nch >= 1 && nch <= ENGINE_MAX_CHAINS, "engine: %d chains", nch);
     MPI_Request rq[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ];
     int idx[ENGINE_MAX_CHAINS * 2 * ENGINE_RQ], nrq = nch * 2 * ENGINE_RQ;
@@ -709,11 +713,11 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
         base[c] = total;
         total += need;
     }
-    float *arena = total ? mesh_scratch(ctx, 0, total) : NULL;
+    float *arena = total ? eng_scratch(ctx, 0, total) : NULL;
     int active = nch;
     for (int c = 0; c < nch; c++) {
         ch[c].cur = 0;
-        ch[c].vclock = ctx->vclock;
+        ch[c].vclock = ctx->clock.vclock;
         for (int k = 0; k < ch[c].nph; k++) {
             phase *p = &ch[c].ph[k];
             p->started = p->copied = 0;
@@ -721,68 +725,35 @@ void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes
             p->arena = arena ? arena + base[c] : NULL;
             p->rq = rq + c * 2 * ENGINE_RQ;
             p->link_bytes = link_bytes;
-            p->ctx = ctx;
+            p->env = e;
         }
     }
-    const int thread = ctx == &m->ctx[1];
     int real;
-    const double emul = emulated_cap(m, ch, nch, &real);
-    double nap = 0, idle0 = 0; /* idle0: when the polls started finding nothing (0: not idle) */
+    const double emul = emulated_cap(e->links, ch, nch, &real);
+    progress_wait w;
+    progress_wait_init(&w, e->q, e->on_thread, emul, real);
     for (;;) {
         int progressed = 0;
         double wake = 0;
         for (int c = 0; c < nch; c++) {
             if (ch[c].cur == ch[c].nph) continue;
-            progressed |= chain_progress(m, &ch[c], &wake);
+            progressed |= chain_progress(&ch[c], &wake);
             if (ch[c].cur == ch[c].nph) active--;
         }
         if (!active) {
             for (int c = 0; c < nch; c++)
-                ctx->vclock = ch[c].vclock > ctx->vclock ? ch[c].vclock : ctx->vclock;
+                ctx->clock.vclock =
+                    ch[c].vclock > ctx->clock.vclock ? ch[c].vclock : ctx->clock.vclock;
             return;
         }
         if (progressed) {
-            nap = idle0 = 0;
+            progress_moved(&w);
             continue;
         }
-        where_engine(m, ctx, ch, nch); /* about to block: say how far the call got */
+        publish(e->slot, ch, nch); /* about to wait: say how far the call got */
         ctx->idle_polls++;
-        int outc = 0;
-        /* SMPI (simulated time: no naps), or the inline mode on the coroutine or while it has
-         * messages in flight: the wait serves the coroutine (co_progress.c) */
-#ifdef MESHTRAIN_SMPI
-        const int co = 1;
-#else
-        const int co = co_active(m);
-#endif
-        if (co) {
-            CHECK(emul <= 0 && wake <= 0, "inline progress (mesh_set_progress) on emulated links");
-            co_waitsome(m, nrq, rq, &outc, idx);
-            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
-            continue;
-        }
-        double first;
-        const double now = mesh_now();
-        if (idle0 == 0) idle0 = now;
-        const double cap = poll_cap(m, thread, emul, real, now - idle0, &first);
-        if (wake > 0 || cap > 0) { /* nap, but not past an emulated delivery */
-            MPI_Testsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
-            CHECK(outc != MPI_UNDEFINED || wake > 0,
-                  "collective engine stalled with nothing in flight");
-            if (outc == 0 || outc == MPI_UNDEFINED) {
-                nap = cap > 0 ? (nap * 2 < first ? first : nap * 2 > cap ? cap : nap * 2) : 50e-6;
-                const double t = now + nap,
-                             until = outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t;
-                if (thread)
-                    nap_sleep_until(m, until);
-                else
-                    link_sleep_until(until);
-            } else {
-                nap = idle0 = 0;
-            }
-        } else {
-            MPI_Waitsome(nrq, rq, &outc, idx, MPI_STATUSES_IGNORE);
-            CHECK(outc != MPI_UNDEFINED, "collective engine stalled with nothing in flight");
-        }
+        const int outc = progress_waitsome(&w, nrq, rq, idx, wake);
+        CHECK(outc != MPI_UNDEFINED || wake > 0,
+              "collective engine stalled with nothing in flight");
     }
 }

@@ -4,10 +4,10 @@
  * its buffer). A chain is a sequence of phases; several chains run concurrently: the parts of
  * MULTI (every axis busy at once) or the lanes of a large RING/BIDIR collective (each block cut
  * into sub-blocks, so transfers, copies and adds of different lanes overlap: a pipeline).
- * Private to mesh/. Depends on mesh_impl.h. */
+ * Private to mesh/. Depends on coll_impl.h. */
 #ifndef MT_MESH_COLL_ENGINE_H
 #define MT_MESH_COLL_ENGINE_H
-#include "mesh/mesh_impl.h"
+#include "mesh/coll_impl.h"
 
 typedef enum { PH_AG, PH_RS, PH_A2A, PH_PERM, PH_REORDER } ph_kind;
 typedef enum { SCH_RING, SCH_BIDIR, SCH_LINE } ph_sched;
@@ -52,9 +52,9 @@ typedef struct {
 
     /* run state (set by engine_run) */
     int nsteps, chain, started, copied;
-    mesh_wire wire; /* the call's wire format (mesh_ctx.wire) */
-    mesh_ctx *ctx;  /* the context it runs on (its virtual clock) */
-    float *arena;   /* this chain's scratch */
+    mesh_wire wire;      /* the call's wire format (eng_ctx.wire) */
+    const coll_env *env; /* the call's environment (its context, links, virtual clock) */
+    float *arena;        /* this chain's scratch */
     int64_t (*link_bytes)[2];
     MPI_Request *rq; /* 2 × ENGINE_RQ: per direction the receive's data and header requests,
                         then NBUF send slots of data and header requests */
@@ -67,13 +67,10 @@ typedef struct {
     double vclock; /* virtual time at which the finished phases' data is ready */
 } chain;
 
-/* where.c: publishes how far the chains got (the least advanced one's phase and steps done) for
- * the where-line of the call in progress on ctx. */
-void where_engine(mesh *m, const mesh_ctx *ctx, const chain *ch, int nch);
-/* Runs the chains to completion on context ctx, accounting sent bytes into link_bytes. On
- * emulated links the chains start at ctx->vclock and ctx->vclock ends at their last virtual
- * delivery. */
-void engine_run(mesh *m, mesh_ctx *ctx, chain *ch, int nch, int64_t (*link_bytes)[2]);
+/* Runs the chains to completion in environment e, accounting sent bytes into link_bytes. On
+ * emulated links the chains start at the context's virtual clock, which ends at their last
+ * virtual delivery. While it waits, it publishes how far the chains got (e->slot). */
+void engine_run(const coll_env *e, chain *ch, int nch, int64_t (*link_bytes)[2]);
 /* Copies the items of a layout ordered by ord_src into one ordered by ord_dst (see phase). */
 void reorder_items(float *dst, const float *src, int nd, const int *sizes, const int *ord_src,
                    const int *ord_dst, int64_t item, int64_t s_stride, int64_t s_off,

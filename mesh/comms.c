@@ -1,13 +1,9 @@
-/* comms: the communicators of a mesh context (one per ordered axis set, and world) and its
- * per-rank offset tables, made at mesh_create and freed at mesh_destroy; in the SMPI build the sets
- * of two or three axes are made at their first use (mesh_ctx_set); and the count of ranks on this
- * rank's host (mesh_host_ranks). Calls nothing of the mesh's
- * collectives, so that mesh.c and coll*.c both depend on it and not on each other. */
-#include "mesh/mesh_impl.h"
+/* comms: the communicators of a mesh context (see comms.h), and as mesh.h hands them out. */
+#include "mesh/comms.h"
 
 #include <stdlib.h>
 
-#include "mesh/where.h"
+#include "mesh/parts.h"
 
 /* The communicator of the ordered axis set a that holds this rank: the ranks sharing its
  * coordinates off the set, numbered by mesh_axes_index (the set's last axis fastest). Collective
@@ -17,21 +13,21 @@
  * combination of its other axes (MPI_Comm_create, or MPI_Comm_create_group when lazy): SMPI serves
  * a split's gather of every rank's colour at one root in time quadratic in the ranks, for every
  * set, and its MPI_Comm_create needs no messages but the new communicator's own set-up. */
-static MPI_Comm set_comm(const mesh *m, MPI_Comm world, mesh_axes a, int lazy) {
+static MPI_Comm set_comm(const mesh_topo *t, MPI_Comm world, mesh_axes a, int lazy) {
     MPI_Comm out;
 #ifdef MESHTRAIN_SMPI
-    int stride[MESH_MAX_AXES], base = m->rank;
-    for (int d = m->ndims - 1, s = 1; d >= 0; s *= m->size[d--]) stride[d] = s;
-    for (int i = 0; i < a.n; i++) base -= m->coord[a.ax[i]] * stride[a.ax[i]];
-    int len = a.n ? m->size[a.ax[a.n - 1]] : 1, step = a.n ? stride[a.ax[a.n - 1]] : 1;
-    int nr = mesh_axes_size(m, a) / len;
+    int stride[MESH_MAX_AXES], base = t->rank;
+    for (int d = t->ndims - 1, s = 1; d >= 0; s *= t->size[d--]) stride[d] = s;
+    for (int i = 0; i < a.n; i++) base -= t->coord[a.ax[i]] * stride[a.ax[i]];
+    int len = a.n ? t->size[a.ax[a.n - 1]] : 1, step = a.n ? stride[a.ax[a.n - 1]] : 1;
+    int nr = topo_axes_size(t, a) / len;
     int(*r)[3] = malloc((size_t)nr * sizeof *r);
     CHECK(r, "out of memory");
     for (int j = 0; j < nr; j++) { /* j: the set's other axes, in the set's order, last fastest */
         int q = j, first = base;
         for (int i = a.n - 2; i >= 0; i--) {
-            first += q % m->size[a.ax[i]] * stride[a.ax[i]];
-            q /= m->size[a.ax[i]];
+            first += q % t->size[a.ax[i]] * stride[a.ax[i]];
+            q /= t->size[a.ax[i]];
         }
         r[j][0] = first, r[j][1] = first + (len - 1) * step, r[j][2] = step;
     }
@@ -48,12 +44,12 @@ static MPI_Comm set_comm(const mesh *m, MPI_Comm world, mesh_axes a, int lazy) {
 #else
     (void)lazy;
     int color = 0; /* the coordinates on the axes NOT in the set */
-    for (int d = 0; d < m->ndims; d++) {
+    for (int d = 0; d < t->ndims; d++) {
         int in = 0;
         for (int i = 0; i < a.n; i++) in |= a.ax[i] == d;
-        if (!in) color = color * m->size[d] + m->coord[d];
+        if (!in) color = color * t->size[d] + t->coord[d];
     }
-    MPI_Comm_split(world, color, mesh_axes_index(m, a), &out);
+    MPI_Comm_split(world, color, topo_axes_index(t, a), &out);
 #endif
     return out;
 }
@@ -69,33 +65,31 @@ enum { LAZY_FROM = 2 };
 enum { LAZY_FROM = MESH_MAX_AXES + 1 }; /* every set at mesh_create */
 #endif
 
-MPI_Comm mesh_ctx_set(const mesh *m, mesh_ctx *c, mesh_axes a) {
+MPI_Comm comms_set(mesh_comms *c, const mesh_topo *t, mesh_axes a) {
     mesh_comm *s = &c->set[mesh_set_id(a)];
-    if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) {
-        s->mpi = set_comm(m, c->world.mpi, a, 1);
-    }
+    if (s->mpi == MPI_COMM_NULL && a.n >= LAZY_FROM) s->mpi = set_comm(t, c->world.mpi, a, 1);
     CHECK(s->mpi != MPI_COMM_NULL, "no communicator for axis set %d", mesh_set_id(a));
     return s->mpi;
 }
 
-void comms_create(mesh *m, mesh_ctx *c) {
+void comms_create(mesh_comms *c, const mesh_topo *t) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
-    /* rank in world = mesh rank */
+        /* rank in world = mesh rank */
 #ifdef MESHTRAIN_SMPI
     /* SMPI's split gathers every rank's colour at rank 0, which then sends each rank its group
      * (2 × 4095 messages through rank 0 on a 16x16x16 slice, per context); a duplicate needs
      * neither, and is the same communicator when the mesh keeps MPI_COMM_WORLD's order. */
     int wr, same;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    same = wr == m->rank;
+    same = wr == t->rank;
     MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     if (same)
         MPI_Comm_dup(MPI_COMM_WORLD, &c->world.mpi);
     else
 #endif
-        MPI_Comm_split(MPI_COMM_WORLD, 0, m->rank, &c->world.mpi);
+        MPI_Comm_split(MPI_COMM_WORLD, 0, t->rank, &c->world.mpi);
     /* every ordered subset of the axes, in the same order on every rank */
-    int nd = m->ndims;
+    int nd = t->ndims;
     for (int n = 0; n <= nd; n++) {
         int ax[3];
         for (ax[0] = 0; ax[0] < (n > 0 ? nd : 1); ax[0]++)
@@ -107,57 +101,45 @@ void comms_create(mesh *m, mesh_ctx *c) {
                         for (int j = 0; j < i; j++) dup |= a.ax[i] == a.ax[j];
                     if (dup || n >= LAZY_FROM) continue;
                     for (int i = n; i < 3; i++) a.ax[i] = 0;
-                    c->set[mesh_set_id(a)].mpi = set_comm(m, c->world.mpi, a, 0);
+                    c->set[mesh_set_id(a)].mpi = set_comm(t, c->world.mpi, a, 0);
                 }
     }
     for (int d = 0; d < nd; d++) c->axis[d] = c->set[1 + d].mpi;
-    c->boff = c->blen = c->loff = c->llen = c->lmid = NULL;
-    c->tab_n = c->tab_ln = 0;
 }
 
-void comms_tables(mesh_ctx *c, int64_t n, int lanes) {
-    if (n > c->tab_n) {
-        free(c->boff);
-        free(c->blen);
-        c->boff = calloc((size_t)n + 1, sizeof(int64_t));
-        c->blen = calloc((size_t)n + 1, sizeof(int64_t));
-        CHECK(c->boff && c->blen, "out of memory");
-        c->tab_n = n;
-    }
-    const int64_t ln = (lanes > 1 ? lanes : 1) * n;
-    if (ln > c->tab_ln) {
-        free(c->loff);
-        free(c->llen);
-        free(c->lmid);
-        c->loff = calloc((size_t)ln, sizeof(int64_t));
-        c->llen = calloc((size_t)ln, sizeof(int64_t));
-        c->lmid = calloc((size_t)ln, sizeof(int64_t));
-        CHECK(c->loff && c->llen && c->lmid, "out of memory");
-        c->tab_ln = ln;
-    }
-}
-
-void comms_free(mesh_ctx *c) {
+void comms_free(mesh_comms *c) {
     for (int i = 0; i < MESH_NSETS; i++)
         if (c->set[i].mpi != MPI_COMM_NULL) MPI_Comm_free(&c->set[i].mpi);
     MPI_Comm_free(&c->world.mpi);
-    for (int i = 0; i < MESH_NSCRATCH; i++) free(c->scratch[i]);
-    free(c->boff);
-    free(c->blen);
-    free(c->loff);
-    free(c->llen);
-    free(c->lmid);
 }
 
-/* mesh.h; here rather than in mesh.c, which destroys the non-blocking queue (coll_async.c) that
- * calls it: neither depends on the other. */
-int mesh_host_ranks(const mesh *m) {
-    MPI_Comm host;
-    int n = 1;
-    mesh_blocking_begin("MPI_Comm_split_type (counting the ranks of each host)");
-    MPI_Comm_split_type(m->ctx[0].world.mpi, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &host);
-    mesh_blocking_end();
-    MPI_Comm_size(host, &n);
-    MPI_Comm_free(&host);
-    return n;
+void comms_p2p_create(mesh_p2p_comms *p, const mesh_comms *c, int ndims) {
+    for (int k = 0; k < MESH_MAX_AXES; k++)
+        if (k < ndims)
+            MPI_Comm_dup(c->axis[k], &p->axis[k]);
+        else
+            p->axis[k] = MPI_COMM_NULL;
+}
+
+void comms_p2p_free(mesh_p2p_comms *p) {
+    for (int k = 0; k < MESH_MAX_AXES; k++)
+        if (p->axis[k] != MPI_COMM_NULL) MPI_Comm_free(&p->axis[k]);
+}
+
+/* ---- the public face (mesh.h) ---- */
+
+const mesh_comm *mesh_axes_comm(mesh *m, mesh_axes a) {
+    mesh_comms *c = mesh_part_comms(m, 0);
+    comms_set(c, mesh_part_topo(m), a);
+    return &c->set[mesh_set_id(a)];
+}
+
+const mesh_comm *mesh_world_comm(const mesh *m) {
+    return &mesh_part_comms((mesh *)m, 0)->world;
+}
+
+const mesh_comm *mesh_self_comm(void) {
+    static mesh_comm self;
+    self.mpi = MPI_COMM_SELF; /* not a constant expression in every MPI */
+    return &self;
 }

@@ -102,6 +102,14 @@ int mesh_hosts(mesh *m, int crosses[MESH_MAX_AXES]);
 const char *mesh_hosts_str(mesh *m, char *buf, size_t len);
 /* Collective over: world. The number of ranks on this rank's host (that share its memory). */
 int mesh_host_ranks(const mesh *m);
+/* Collective over: world. The CPUs the ranks on this rank's host may run on: the union of their
+ * affinity masks (sched_getaffinity), at most the CPUs a cgroup v2 quota (cpu.max) allows; at
+ * least 1. In the SMPI build, the host's ranks (each simulated rank is a chip of its own). */
+int mesh_host_cpus(const mesh *m);
+/* Not collective. Whether MPI's waits give the CPU away when nothing has arrived: 1 when they
+ * yield (Open MPI's mpi_yield_when_idle, which it sets when ranks outnumber its slots), 0 when
+ * they spin, −1 when MPI does not say. */
+int mesh_mpi_yields(void);
 
 /* ---- errors and logging ---- */
 /* The one way ranks agree on an outcome. Collective over: comm. Returns the minimum of `status`

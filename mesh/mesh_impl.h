@@ -1,168 +1,27 @@
-/* mesh_impl: the private state of a mesh, shared by mesh.c, coll.c, coll_async.c, link.c, p2p.c
- * and where.c.
- * Not installed, not included by anything outside mesh/. Depends on MPI and pthreads. */
+/* mesh_impl: a mesh as the sum of its parts. Seen by mesh.c (which makes and frees the parts) and
+ * parts.c (which hands each part to the files that work on it) only; every other file of mesh/
+ * reaches the parts it uses through parts.h. Private to mesh/. */
 #ifndef MT_MESH_IMPL_H
 #define MT_MESH_IMPL_H
-#include <pthread.h>
-#include "mesh/coll.h"
-#include "mesh/link.h"
-#include "mesh/mesh_mpi.h"
-#include "mesh/where_impl.h"
-
-/* The process-wide state (base.c): world rank and size from mesh_mpi_init, the program name of
- * error messages, the newest mesh (whose coordinates mesh_abort prints). */
-extern int mesh_g_world_rank, mesh_g_world_size;
-extern const struct mesh *mesh_g_last_mesh;
-extern const char *mesh_g_progname;
-
-/* Ordered axis sets are numbered 0..MESH_NSETS-1: 0 = {}, 1..3 one axis, 4..12 two, 13..39 three.
- */
-#define MESH_NSETS 40
-#define MESH_NSCRATCH 27
-#define MESH_TRACE_LEN 1024
-#define MESH_MAX_HOOKS 4  /* trace observers (mesh_add_trace_hook) */
-#define MESH_MAX_LANES 16 /* most sub-block lanes of one RING/BIDIR collective (coll.c) */
-#define MESH_CHUNK_DEFAULT (1 << 20) /* bytes per lane and block, see mesh_set_chunk */
-
-/* One directed link's bookings on a call's virtual clock (link.c): n disjoint busy intervals
- * [lo[i], hi[i]), sorted, abutting ones merged. */
-#define MESH_VLINK_SLOTS 32
-typedef struct {
-    int n;
-    double lo[MESH_VLINK_SLOTS], hi[MESH_VLINK_SLOTS];
-} mesh_vlink;
-
-/* One set of communicators. ctx[0] serves blocking calls (caller thread), ctx[1] the progress
- * thread, so that their messages never mix. Scratch slots grow on demand and are kept. */
-typedef struct {
-    mesh_comm world;
-    MPI_Comm axis[MESH_MAX_AXES]; /* rank in axis[a] = coordinate along a */
-    mesh_comm set[MESH_NSETS];    /* MPI_COMM_NULL for unused ids */
-    float *scratch[MESH_NSCRATCH];
-    int64_t scratch_n[MESH_NSCRATCH];
-    int64_t *boff, *blen;        /* tab_n + 1 entries each: uneven AllReduce blocks */
-    int64_t *loff, *llen, *lmid; /* tab_ln entries each: the lanes' sub-blocks */
-    int64_t tab_n, tab_ln;       /* the tables' sizes, grown by comms_tables (0 at first) */
-    mesh_wire wire;              /* the wire format of the call running on this context */
-#ifdef MESHTRAIN_SMPI
-    int no_data; /* the call running on this context leaves its floats alone (mesh_no_data) */
-#endif
-    /* the emulator's own clock for the call running on this context (link.c): links only, the
-     * call starting at 0 on idle links; vlink holds each directed link's busy intervals */
-    double vclock;
-    mesh_vlink vlink[MESH_MAX_AXES][2];
-    int64_t idle_polls; /* the engine's polls on this context that found nothing (mesh_call) */
-} mesh_ctx;
-
-typedef struct mesh_async mesh_async;
-
-/* The communicator of the ordered axis set a on context c (comms.c): made at mesh_create, except
- * in the SMPI build, where a set of two or three axes gets its communicator at its first use. */
-MPI_Comm mesh_ctx_set(const struct mesh *m, mesh_ctx *c, mesh_axes a);
-/* Makes context c's communicators (collective over MPI_COMM_WORLD) and offset tables, and frees
- * them (comms.c). */
-void comms_create(struct mesh *m, mesh_ctx *c);
-void comms_free(mesh_ctx *c);
-/* Grows context c's offset tables for a call over n ranks in at most `lanes` lanes (comms.c):
- * sized by the calls made, so that a slice of thousands of ranks whose calls span one axis does
- * not hold MESH_MAX_LANES entries per rank of the slice per context. */
-void comms_tables(mesh_ctx *c, int64_t n, int lanes);
-
-typedef struct {
-    mesh_trace_fn done; /* NULL: a free entry */
-    mesh_wait_fn waited;
-    void *ctx;
-} mesh_hook;
+#include "mesh/activity.h"
+#include "mesh/coll_impl.h"
+#include "mesh/comms.h"
+#include "mesh/links.h"
+#include "mesh/progress.h"
+#include "mesh/stats.h"
+#include "mesh/topo.h"
+#include "mesh/watchdog.h"
 
 struct mesh {
-    int rank, nranks, ndims;
-    int size[MESH_MAX_AXES], coord[MESH_MAX_AXES], wrap[MESH_MAX_AXES];
-    char name[MESH_MAX_AXES];
-    mesh_ctx ctx[2];
-    mesh_alg default_alg; /* DEFAULT = BIDIR for one axis, MULTI for several */
-    int verify;           /* debug: check call signatures agree across ranks */
-    int64_t chunk;        /* lane size in bytes (mesh_set_chunk); 0: no lanes */
-    mesh_wire wire;       /* format of the collectives started from now on (mesh_set_wire) */
-
-    /* link emulation (link.c); guarded by link_mu */
-    pthread_mutex_t link_mu;
-    double link_bw[MESH_MAX_AXES];  /* bytes/s per direction; 0 = not emulated */
-    double link_lat[MESH_MAX_AXES]; /* seconds per hop */
-    double link_busy[MESH_MAX_AXES][2];
-
-    /* accounting; guarded by acct_mu */
-    pthread_mutex_t acct_mu;
-    int64_t seq;
-    int64_t set_seq[MESH_NSETS]; /* collectives started over each axis set (mesh_call.set_seq) */
-    mesh_stat stat[MESH_OP_COUNT][MESH_MAX_AXES + 1]; /* [op][major axis + 1], [op][0] = none */
-    mesh_call trace[MESH_TRACE_LEN];
-    mesh_hook hook[MESH_MAX_HOOKS];
-
-    mesh_async *async;
-    int progress_inline;         /* mesh_set_progress(MESH_PROGRESS_INLINE) */
-    MPI_Comm p2p[MESH_MAX_AXES]; /* point-to-point messages along each axis (p2p.c) */
-    where_state where;           /* hang forensics (where.c) */
+    mesh_topo topo;        /* axes, coordinates, placement (topo.c) */
+    mesh_comms comms[2];   /* communicators: 0 the caller's blocking calls, 1 the queue's */
+    mesh_p2p_comms p2p;    /* point-to-point communicators along each axis (p2p.c) */
+    coll_conf conf;        /* the collectives' settings (coll.c) */
+    eng_ctx eng[2];        /* the engine's state on each context (coll_ctx.c) */
+    mesh_links links;      /* the emulated links (link_book.c) */
+    mesh_stats_part stats; /* accounting and trace (stats.c) */
+    mesh_queue queue;      /* the non-blocking calls' queue (coll_async.c, progress.h) */
+    mesh_activity act;     /* what the rank is doing, for the observers (activity.c) */
+    mesh_watchdog wd;      /* the --timeout watchdog (watchdog.c) */
 };
-
-int mesh_set_id(mesh_axes a);
-/* Whether the call running on context c works on its floats: always, but in the SMPI build
- * under mesh_set_no_data. */
-#ifdef MESHTRAIN_SMPI
-#define CTX_DATA(c) (!(c)->no_data)
-#else
-#define CTX_DATA(c) 1
-#endif
-
-/* Grows scratch slot `slot` of ctx to hold n floats; returns it. */
-float *mesh_scratch(mesh_ctx *c, int slot, int64_t n);
-
-/* link.c: emulated transfer of `bytes` over `hops` links of axis in direction dir (0 = +, 1 = −),
- * starting now. Returns the time (mesh_now clock) the receiver may consider the data delivered,
- * or 0 when the axis is not emulated. */
-double link_schedule(mesh *m, int axis, int dir, int64_t bytes, int hops);
-/* The same message on ctx's virtual clock: its data ready at virtual time `ready`, it takes the
- * first gap of the link's bookings at or after `ready` that holds its bytes, whatever the order
- * in which the call's messages are booked; returns its virtual delivery (0 when the axis is not
- * emulated). Independent of the machine's load: what tests check. */
-double link_schedule_virtual(mesh *m, mesh_ctx *ctx, int axis, int dir, int64_t bytes, int hops,
-                             double ready);
-/* Starts ctx's virtual clock for a new call: time 0, every link idle. */
-void link_virtual_reset(mesh_ctx *ctx);
-/* Sleeps until mesh_now() >= t (no busy spin for long waits). */
-void link_sleep_until(double t);
-
-/* coll.c: runs one collective on context ci, filling rec's bytes and times. Used by blocking
- * calls (ci = 0) and by the progress thread (ci = 1). */
-typedef struct {
-    mesh_op op;
-    mesh_axes a;
-    int axis, shift; /* ppermute */
-    float *out;
-    const float *in;
-    int64_t count;
-    mesh_alg alg;
-    mesh_wire wire; /* the call's own (mesh_coll_call), or the mesh's default (mesh_set_wire) */
-} coll_args;
-/* The arguments of the call c (checked: an op of mesh_coll_run, one axis for ppermute). */
-coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in);
-void coll_execute(mesh *m, int ci, const coll_args *x, mesh_call *rec);
-/* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT on ctx, accounting into link_bytes. */
-void direct_run(mesh *m, mesh_ctx *ctx, const coll_args *x, int64_t (*link_bytes)[2]);
-/* Accounting: assigns the sequence number at issue; records completion. */
-void coll_record_begin(mesh *m, const coll_args *x, mesh_call *rec);
-void coll_record_end(mesh *m, const mesh_call *rec);
-void coll_async_destroy(mesh *m);
-/* The blocking waits of mesh/ while the non-blocking calls run on a coroutine (co_progress.c:
- * the SMPI build, and the inline mode on real cores): MPI_Waitsome's contract (outc, idx), but on
- * the coroutine it hands the thread back to the caller instead of blocking, and on the caller it
- * also serves the coroutine's requests in flight. co_active: whether the waits must go through
- * co_waitsome (on the coroutine, or the caller while the coroutine has requests in flight). */
-void co_waitsome(struct mesh *m, int n, MPI_Request *rq, int *outc, int *idx);
-int co_active(const struct mesh *m);
-/* nap.c, for the engine on the progress thread: its longest nap between polls on real
- * links and the first (*first), short while a caller waits in mesh_wait, given the seconds the
- * polls have found nothing (idle); and a nap until mesh_now() >= t that a caller starting to
- * wait ends early. */
-double nap_cap(mesh *m, double idle, double *first);
-void nap_sleep_until(mesh *m, double t);
 #endif

@@ -1,48 +1,100 @@
-/* nap: how long the progress thread sleeps between polls of a collective in flight, and its
- * sleep, which a caller starting to wait (mesh_wait) ends at once. The engine (coll_engine.c) calls
- * these; they call nothing of the collectives, so the engine does not depend on the queue. Only
- * the progress thread naps: the SMPI build's engine waits in simulated time instead
- * (sim_progress.c). */
-#define _POSIX_C_SOURCE 200809L /* pthread_cond_timedwait on CLOCK_MONOTONIC */
-#include <errno.h>
-#include <time.h>
+/* nap: the naps of mesh/'s waits and the caller's napping waits. See nap.h. */
+#include "mesh/nap.h"
 
-#include "mesh/async_impl.h"
+#include <sched.h>
+#include <stdatomic.h>
 
-/* The progress thread's naps between polls of a collective on real links, growing from the
- * first to the longest while nothing arrives. Each nap costs ~20 µs of CPU on a virtual machine
- * (the timer and the wake-up), and a wake-up preempts the compute sharing the core, so while the
- * caller computes they are long: from 100 µs up to 1 ms (at most ~2% of a core); while the caller
- * waits for a result, from 2 µs up to 50 µs for latency, or up to 2% of the time nothing has
- * arrived (a peer far behind, on a loaded machine: the polls would take CPU from it), at most
- * 1 ms. mesh_wait ends a long nap at once. */
-#define NAP_COMPUTING 1e-3
-#define NAP_COMPUTING_FIRST 100e-6
-#define NAP_WAITED 50e-6
-#define NAP_WAITED_FIRST 2e-6
-#define NAP_WAITED_SHARE 0.02
+#include "mesh/coll.h"
+#include "mesh/links.h"
 
-double nap_cap(mesh *m, double idle, double *first) {
-    mesh_async *q = m->async;
-    pthread_mutex_lock(&q->mu);
-    const int w = q->waiting;
-    pthread_mutex_unlock(&q->mu);
-    *first = w ? NAP_WAITED_FIRST : NAP_COMPUTING_FIRST;
-    if (!w) return NAP_COMPUTING;
-    const double grown =
-        idle * NAP_WAITED_SHARE > NAP_COMPUTING ? NAP_COMPUTING : idle * NAP_WAITED_SHARE;
+static atomic_llong g_naps; /* this process's naps, every thread */
+
+int64_t mesh_naps(void) {
+    return atomic_load_explicit(&g_naps, memory_order_relaxed);
+}
+
+double nap_next(nap_state *s, double first, double cap) {
+    const double n = s->nap * 2;
+    s->nap = n < first ? first : n > cap ? cap : n;
+    return s->nap;
+}
+
+double nap_waited_cap(double idle) {
+    const double grown = idle * NAP_SHARE > NAP_MAX ? NAP_MAX : idle * NAP_SHARE;
     return grown > NAP_WAITED ? grown : NAP_WAITED;
 }
 
-void nap_sleep_until(mesh *m, double t) {
-    mesh_async *q = m->async;
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_mutex_lock(&q->mu);
-    const unsigned k0 = q->kicks;
-    while (q->kicks == k0 && mesh_now() < t)
-        if (pthread_cond_timedwait(&q->kick, &q->mu, &ts) == ETIMEDOUT) break;
-    pthread_mutex_unlock(&q->mu);
+void nap_count(void) {
+    atomic_fetch_add_explicit(&g_naps, 1, memory_order_relaxed);
+}
+
+void nap_until(double t) {
+    nap_count();
+    link_sleep_until(t);
+}
+
+int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake) {
+    int outc = 0;
+    double now = mesh_now();
+    if (s->idle0 == 0) { /* a new idle stretch: poll without sleeping for a moment */
+        s->idle0 = now;
+        for (;;) { /* yielding between polls: a peer sharing this core gets to run */
+            MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
+            if (outc != 0 || (now = mesh_now()) - s->idle0 >= NAP_SPIN || (wake > 0 && now >= wake))
+                break;
+            sched_yield();
+        }
+        if (outc > 0) nap_reset(s);
+        return outc;
+    }
+    MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
+    if (outc > 0) { /* something completed: whatever waits next starts a new stretch */
+        nap_reset(s);
+        return outc;
+    }
+    const double t = now + nap_next(s, NAP_FIRST, nap_waited_cap(now - s->idle0));
+    if (outc == MPI_UNDEFINED && wake <= 0) return outc;
+    nap_until(outc == MPI_UNDEFINED || (wake > 0 && wake < t) ? wake : t);
+    return outc;
+}
+
+int nap_block(int n, MPI_Request *rq, int *idx) {
+    int outc = 0;
+#ifdef MESHTRAIN_SMPI /* simulated time: MPI's own wait */
+    MPI_Waitsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
+#else
+    nap_state s = {0, 0};
+    while ((outc = nap_waitsome(&s, n, rq, idx, 0)) == 0) {
+    }
+#endif
+    return outc;
+}
+
+int nap_waitany(int n, MPI_Request *rq) {
+    int i = MPI_UNDEFINED;
+#ifdef MESHTRAIN_SMPI
+    MPI_Waitany(n, rq, &i, MPI_STATUS_IGNORE);
+#else
+    nap_state s = {0, 0};
+    for (int flag = 0;;) {
+        MPI_Testany(n, rq, &i, &flag, MPI_STATUS_IGNORE);
+        if (flag) return i; /* MPI_UNDEFINED when none was in flight */
+        const double now = mesh_now();
+        if (s.idle0 == 0) s.idle0 = now;
+        if (now - s.idle0 < NAP_SPIN)
+            sched_yield();
+        else
+            nap_until(now + nap_next(&s, NAP_FIRST, nap_waited_cap(now - s.idle0)));
+    }
+#endif
+    return i;
+}
+
+void nap_waitall(int n, MPI_Request *rq) {
+#ifdef MESHTRAIN_SMPI
+    MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
+#else
+    while (nap_waitany(n, rq) != MPI_UNDEFINED) {
+    }
+#endif
 }

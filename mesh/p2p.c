@@ -4,7 +4,13 @@
  * treats the data as arrived no sooner than that time. */
 #include <stdlib.h>
 
-#include "mesh/mesh_impl.h"
+#include "mesh/activity.h"
+#include "mesh/comms.h"
+#include "mesh/links.h"
+#include "mesh/parts.h"
+#include "mesh/progress.h"
+#include "mesh/stats.h"
+#include "mesh/topo.h"
 
 #define P2P_TAG_HDR 101
 #define P2P_TAG_DATA 102
@@ -17,33 +23,32 @@ struct mesh_p2p {
     mesh_call rec;
 };
 
-static int peer(const mesh *m, int axis, int dir) {
-    const int n = m->size[axis], c = m->coord[axis] + dir;
+static int peer(const mesh_topo *t, int axis, int dir) {
+    const int n = t->size[axis], c = t->coord[axis] + dir;
     if (c >= 0 && c < n) return c;
-    CHECK(m->wrap[axis], "p2p along axis %c past its open end", m->name[axis]);
+    CHECK(t->wrap[axis], "p2p along axis %c past its open end", t->name[axis]);
     return (c + n) % n;
 }
 
 static mesh_p2p *start(mesh *m, int recv, int axis, int dir, float *buf, int64_t count) {
-    CHECK(axis >= 0 && axis < m->ndims && (dir == 1 || dir == -1), "bad p2p axis/dir");
+    const mesh_topo *t = mesh_part_topo(m);
+    CHECK(axis >= 0 && axis < t->ndims && (dir == 1 || dir == -1), "bad p2p axis/dir");
     CHECK(count >= 0 && count <= 0x7fffffff, "p2p count %lld does not fit an MPI int",
           (long long)count);
     mesh_p2p *r = calloc(1, sizeof *r);
     CHECK(r != NULL, "out of memory");
     r->m = m, r->recv = recv, r->axis = axis, r->dir = dir;
-    coll_args x = {.op = recv ? MESH_OP_RECV : MESH_OP_SEND, .axis = axis, .count = count};
-    coll_record_begin(m, &x, &r->rec);
-    r->rec.axes.n = 1, r->rec.axes.ax[0] = axis;
+    const mesh_axes one = {1, {axis, 0, 0}};
+    stats_issue(mesh_part_stats(m), &r->rec, recv ? MESH_OP_RECV : MESH_OP_SEND, one, count, dir);
     r->rec.t_start = r->rec.t_issue;
-    r->rec.shift = dir;
-    MPI_Comm comm = m->p2p[axis];
-    const int p = peer(m, axis, dir);
+    MPI_Comm comm = mesh_part_p2p(m)->axis[axis];
+    const int p = peer(t, axis, dir);
     if (recv) {
         MPI_Irecv(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR, comm, &r->req[0]);
         MPI_Irecv(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
     } else {
         const int64_t bytes = count * (int64_t)sizeof(float);
-        r->hdr = link_schedule(m, axis, dir > 0 ? 0 : 1, bytes, 1);
+        r->hdr = links_book(mesh_part_links(m), axis, dir > 0 ? 0 : 1, bytes, 1);
         r->rec.link_bytes[axis][dir > 0 ? 0 : 1] = bytes;
         MPI_Isend(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR, comm, &r->req[0]);
         MPI_Isend(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
@@ -62,23 +67,17 @@ mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count) {
 void mesh_p2p_wait(mesh_p2p *r) {
     if (!r) return;
     const double t0 = mesh_now(), c0 = mesh_thread_cpu();
-    where_enter(r->m, 0, WHERE_P2P, &r->rec);
-#ifdef MESHTRAIN_SMPI
-    const int co = 1;
-#else
-    const int co = co_active(r->m);
-#endif
-    if (co) /* serves the non-blocking calls' coroutine meanwhile (co_progress.c) */
-        for (int outc = 0, idx[2]; outc != MPI_UNDEFINED;) co_waitsome(r->m, 2, r->req, &outc, idx);
-    else
-        MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE);
+    act_slot *slot = &mesh_part_activity(r->m)->slot[0];
+    act_enter(slot, ACT_P2P, &r->rec);
+    int idx[2];
+    progress_waitall(mesh_part_queue(r->m)->q, 2, r->req, idx); /* naps, or serves the coroutine */
     if (r->recv && r->hdr > 0) link_sleep_until(r->hdr);
-    where_leave(r->m, 0);
+    act_leave(slot);
     r->rec.t_end = mesh_now();
     /* the caller was blocked from the wait's start (a receive posted early is not idle) */
     r->rec.t_issue = t0;
     r->rec.cpu_issue = c0;
-    coll_record_end(r->m, &r->rec);
+    stats_complete(mesh_part_stats(r->m), &r->rec);
     free(r);
 }
 

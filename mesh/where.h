@@ -5,9 +5,10 @@
  * stuck,
  *     meshtrain: where: rank 5 (x=1,y=0): in AllGather #57 over y, 2 of 3 hops done (12.0 s)
  * "#57" counts the collectives this rank started over that axis set, from 0: ranks of one set
- * that show different numbers are at different calls. Also here: the debug signature check's
- * failure report, the watchdog thread (--timeout) and the SIGUSR1 handler.
- * Depends on mesh.h and coll.h (MPI, pthreads, C11 atomics). */
+ * that show different numbers are at different calls. Also here: the watchdog (--timeout) and
+ * the SIGUSR1 handler. The where-line and the watchdog are observers of what the rank publishes
+ * (mesh/activity.h: where.c, watchdog.c); the debug signature check is verify.c.
+ * Depends on mesh.h and coll.h (MPI, pthreads, C11 atomics behind it). */
 #ifndef MT_MESH_WHERE_H
 #define MT_MESH_WHERE_H
 #include "mesh/coll.h"
@@ -38,8 +39,9 @@ void mesh_blocking_begin(const char *what);
 void mesh_blocking_end(void);
 
 /* Not collective. Installs a SIGUSR1 handler that writes "meshtrain: where: <where-line>" to
- * stderr and lets the run continue (mpirun forwards SIGUSR1 to every rank). One mesh per
- * process: the last one installed; mesh_destroy uninstalls it. */
+ * stderr and lets the run continue (mpirun forwards SIGUSR1 to every rank). The line is the
+ * current mesh's: the oldest live one (m itself when it is the only one); once no mesh is left,
+ * SIGUSR1 gets its default action again. */
 void mesh_where_signal(mesh *m);
 
 /* Collective over: world. Starts a watchdog thread on this rank. It fires when a single call
@@ -48,7 +50,10 @@ void mesh_where_signal(mesh *m);
  * every other rank to print theirs (a message on a communicator of its own), waits for them (until
  * all have answered, 5 s at most; MESHTRAIN_WATCHDOG_GRACE=S sets the most), then ends the job
  * with MPI_Abort (exit status 4), naming the rank, what timed out and any rank that did not
- * answer. Each rank prints its where-line once. Returns 0, or −1 if the thread could not start. */
+ * answer. One message per failure: each rank prints its where-line once, and a rank that has
+ * heard another rank's watchdog never fires its own (that rank ends the job) nor answers after
+ * the asker stopped waiting (a rank stopped with SIGSTOP that resumes as the job ends adds
+ * nothing). Returns 0, or −1 if the thread could not start. */
 int mesh_watchdog_start(mesh *m, double timeout);
 /* Collective over: world. Stops the watchdog (no-op if none). mesh_destroy calls it. */
 void mesh_watchdog_stop(mesh *m);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-calc_spec test_spec(const char *chip, const int *sizes, int n, const calc_shape *m) {
+calc_spec test_spec(const char *chip, const int *sizes, int n, const model_shape *m) {
     calc_spec s;
     char err[256];
     calc_spec_defaults(&s);

@@ -5,7 +5,7 @@
 #include "calc/calc.h"
 
 /* Prints "FAIL topology: ..." and exits 1 when calc_spec_set_topology refuses sizes[n]. */
-calc_spec test_spec(const char *chip, const int *sizes, int n, const calc_shape *m);
+calc_spec test_spec(const char *chip, const int *sizes, int n, const model_shape *m);
 /* calc_compute(s); prints "FAIL calc_compute: ..." and exits 1 when it refuses s. */
 calc_result test_run(const calc_spec *s);
 #endif

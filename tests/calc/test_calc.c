@@ -11,7 +11,7 @@
 
 /* A spec on `chip` with topology sizes[n], data/tensor masks, ZeRO-3, the given model and batch. */
 static calc_spec make(const char *chip, const int *sizes, int n, int data, int tensor,
-                      const calc_shape *m, double tokens) {
+                      const model_shape *m, double tokens) {
     calc_spec s = test_spec(chip, sizes, n, m);
     s.data_mask = data;
     s.tensor_mask = tensor;
@@ -27,12 +27,12 @@ static calc_result run(const calc_spec *s) {
 static const int pod3[3] = {16, 16, 16}, pod8960[3] = {16, 20, 28};
 
 static void test_params_flops(void) {
-    calc_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192}, l3, l2;
+    model_shape m14 = {64, 4096, 32, 32, 128, 16384, 32000, 8192, {0}}, l3, l2;
     calc_model_preset(&l3, "llama3-70b");
     calc_model_preset(&l2, "llama2-13b");
     /* transformers Q1: the exact formula L(3DF + 4D^2 + D) + 2DV; we add a second norm per layer
      * and the final norm (L·D + D more). */
-    check_near("transformers Q1: params (exact 17.44e9; book rounds to 16e9)", calc_params(&m14),
+    check_near("transformers Q1: params (exact 17.44e9; book rounds to 16e9)", shape_params(&m14),
                17.44e9, 0.001);
     calc_spec s = make("v5p", pod3, 3, 7, 0, &m14, 8192 * 512.0);
     calc_result r = run(&s);
@@ -41,7 +41,7 @@ static void test_params_flops(void) {
                2 * r.flops_attn / matmul, 0.25, 1e-9);
     /* training Q1-2: LLaMA-2-13B. */
     check_near("training Q1-2: LLaMA-2-13B params (book 13.1e9 = 8.5 + 4.2 + 0.3)",
-               calc_params(&l2), 13.1e9, 0.01);
+               shape_params(&l2), 13.1e9, 0.01);
     s = make("v5p", pod3, 3, 7, 0, &l2, 16e6);
     s.remat = CALC_REMAT_FFW3;
     r = run(&s);
@@ -51,7 +51,7 @@ static void test_params_flops(void) {
                r.mem_global - r.params * (s.param_bytes + s.opt_bytes), 42e12, 0.01);
     /* applied-training: LLaMA-3-70B totals. The book sums rounded parts (56.3 + 2.1 + 12 = 70.4).
      */
-    const double P = calc_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
+    const double P = shape_params(&l3), flops = 6 * P * 15e12, C = cost_chip_find("v5p")->flops_bf16;
     check_near("applied-training: LLaMA-3-70B params", P, 70.4e9, 0.005);
     check_near("applied-training: MLP params 3DFL", 3.0 * 8192 * 28672 * 80, 56.3e9, 0.002);
     check_near("applied-training: FLOPs per token 6P", 6 * P, 4.2e11, 0.01);
@@ -62,7 +62,7 @@ static void test_params_flops(void) {
 }
 
 static void test_thresholds(void) {
-    calc_shape l3, l2, f30k;
+    model_shape l3, l2, f30k;
     calc_model_preset(&l3, "llama3-70b");
     calc_model_preset(&l2, "llama2-13b");
     f30k = l3;
@@ -103,7 +103,7 @@ static void test_thresholds(void) {
     check_near("training Q3: mixed threshold (M_X=2, M_Y=1)", r.mixed_threshold, 940, 0.002);
     /* training chapter's example: N = 64, B = 48,000, F = 32,768, M_X/M_Y = 2 → 13.7 (book
      * prints 13.9). */
-    calc_shape f32k = l3;
+    model_shape f32k = l3;
     f32k.F = 32768;
     const int cube[3] = {4, 4, 4};
     s = make("v5p", cube, 3, 3, 4, &f32k, 48000);
@@ -118,7 +118,7 @@ static void test_thresholds(void) {
 }
 
 static void test_llama3(void) {
-    calc_shape l3;
+    model_shape l3;
     calc_model_preset(&l3, "llama3-70b");
     /* applied-training: memory at a 4M batch with n = 4 checkpoints per layer (the book's text says
      * x3, its value is x4). */
@@ -151,7 +151,7 @@ static void test_llama3(void) {
  * 2DF per matrix) at W·M_X; TP moves 2·B·D/X per block per gather. And the regime flips at
  * B/X = α/M_X (attention made negligible with a short sequence). */
 static void test_layer(void) {
-    calc_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16, {0}};
     const double W = 1.8e11, D = 8192, F = 32768;
     calc_spec s = make("v5p", pod3, 3, 3, 4, &m, 4e6);
     calc_result r = run(&s);
@@ -194,7 +194,7 @@ static void test_cli_and_search(void) {
     FILE *null = fopen("/dev/null", "w");
     check_true("meshplan runs the LLaMA-3-70B plan", calc_main(14, ok) == 0);
     check_true("an unknown chip is a clean error (status 2)", calc_main(3, badflag) == 2);
-    calc_shape l3;
+    model_shape l3;
     calc_model_preset(&l3, "llama3-70b");
     calc_spec s;
     calc_spec_defaults(&s);
@@ -219,7 +219,7 @@ static void test_cli_and_search(void) {
  * of 4: 3/4 V/W_uni, mesh/cost.h). The training chapter's example X = 16, Y = 4 on 64 chips is a
  * split. */
 static void test_split(void) {
-    calc_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16};
+    model_shape m = {8, 8192, 64, 64, 128, 32768, 32000, 16, {0}};
     const int line[1] = {16}, s416[2] = {4, 16};
     const double W = 1.8e11, Wu = 9e10, D = 8192, F = 32768;
     calc_spec s = make("v5p", line, 1, 1, 1, &m, 4e6);
@@ -256,7 +256,7 @@ static void test_split(void) {
     /* training chapter: N = 64, B = 48,000, F = 32,768 → X = 16, Y = 4 on a 4x16 slice: y:4
      * (tensor) and x, y/4 (data). M_X/M_Y = 2 is the ratio the book's 13.9 needs, which the book
      * does not state. */
-    calc_shape f32k = m;
+    model_shape f32k = m;
     f32k.F = 32768;
     f32k.T = 4096;
     s = make("v5p", s416, 2, 3, 2, &f32k, 48000);
@@ -270,7 +270,7 @@ static void test_split(void) {
 
 /* The search enumerates splits; a split candidate's numbers equal a direct calc_compute. */
 static void test_search_splits(void) {
-    calc_shape l3;
+    model_shape l3;
     calc_model_preset(&l3, "llama3-70b");
     calc_spec s = make("v5p", pod3, 3, 7, 0, &l3, 4e6);
     const calc_search_opt o = {0, 15, 0, CALC_FORMAT_TABLE};
@@ -318,7 +318,7 @@ static int count_lines(FILE *f) {
 }
 
 static void test_formats(void) {
-    calc_shape l3;
+    model_shape l3;
     calc_model_preset(&l3, "llama3-70b");
     calc_spec s = make("v5p", pod3, 3, 7, 4, &l3, 4e6);
     s.tensor_block[2] = 4;
@@ -355,7 +355,7 @@ static void test_formats(void) {
  * = 5e13 B/s against ~8k x 4.5e14 FLOP/s, 3.8e18/5e13 = 76,000 tokens per pod). Priced as pods,
  * not as a pod pretending to be one chip. */
 static void test_pods(void) {
-    calc_shape l3;
+    model_shape l3;
     calc_model_preset(&l3, "llama3-70b");
     const int cube[3] = {4, 4, 4};
     calc_spec s = make("v5p", cube, 3, 7, 0, &l3, 4e6);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* A serving spec: `chip` with topology sizes[n], model parallel over every axis. */
-static calc_spec make(const char *chip, const int *sizes, int n, const calc_shape *m) {
+static calc_spec make(const char *chip, const int *sizes, int n, const model_shape *m) {
     calc_spec s = test_spec(chip, sizes, n, m);
     s.tensor_mask = (1 << n) - 1;
     return s;
@@ -20,7 +20,7 @@ static calc_spec make(const char *chip, const int *sizes, int n, const calc_shap
 
 /* LLaMA-3-70B on a v5e slice of sizes[2], model parallel over both axes. */
 static calc_spec llama3_v5e(const int *sizes) {
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "llama3-70b");
     return make("v5e", sizes, 2, &m);
 }
@@ -77,7 +77,7 @@ static const int v5e_8[2] = {4, 2}, v5e_16[2] = {4, 4}, v5e_32[2] = {8, 4};
  * chip table has 8.1e11). Theoretical step time (ms) and throughput (tokens/s) by batch, bf16,
  * 8192 tokens of context, MHA and then "1:5 GMQA" with "the total number of params the same". */
 static void test_llama2_table(void) {
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "llama2-13b");
     const double B[6] = {1, 8, 16, 32, 64, 240};
     const double mha_ms[6] = {4.98, 12.13, 20.30, 36.65, 69.33, 249.09};
@@ -117,7 +117,7 @@ static void test_llama2_table(void) {
  * (4 * 819e6 + 30e9) / (16 * 8.1e11) = 2.5 ms. At 256 tokens ... (256 * 819e6) / (16 * 8.1e11)
  * + (2 * 256 * 30e9) / (16 * 1.97e14) = 21ms". The shape only sizes the collectives here. */
 static void test_pop_quiz(void) {
-    const calc_shape m = {60, 6144, 48, 48, 128, 24576, 32000, 8192};
+    const model_shape m = {60, 6144, 48, 48, 128, 24576, 32000, 8192, {0}};
     calc_spec s = make("v5e", v5e_16, 2, &m);
     calc_infer_opt o = opts(4, 8192, 1, 1, CALC_FLOPS_BF16);
     o.params = 30e9;
@@ -243,8 +243,8 @@ static void test_tp_bounds(void) {
     check_near("TP bound while HBM-bound, B=64, beta = 8 (book 56)", r.tp_bound_hbm, 56, 0.001);
     /* The inference chapter's invented model: L=64, D=4096, F=16384 (ffw multiplier 4), N=32,
      * K=8, H=256, V=32,128, tied embeddings: 18.4e9 params. */
-    const calc_shape inv = {64, 4096, 32, 8, 256, 16384, 32128, 8192};
-    const double tied = calc_params(&inv) - 4096.0 * 32128 - (2.0 * 64 * 4096 + 4096);
+    const model_shape inv = {64, 4096, 32, 8, 256, 16384, 32128, 8192, {0}};
+    const double tied = shape_params(&inv) - 4096.0 * 32128 - (2.0 * 64 * 4096 + 4096);
     check_near("invented model params, tied embeddings, no norms (book 18.4e9)", tied, 18.4e9,
                0.005);
     s = make("v5e", v5e_16, 2, &inv);

@@ -30,7 +30,7 @@ static const calc_coll *find(const calc_result *r, cost_op op, int bwd) {
 }
 
 static calc_spec mixtral(const char *chip, const int *sizes, int n, double tokens) {
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "mixtral-8x7b");
     calc_spec s = test_spec(chip, sizes, n, &m);
     calc_moe_preset(&s.moe, "mixtral-8x7b");
@@ -40,7 +40,7 @@ static calc_spec mixtral(const char *chip, const int *sizes, int n, double token
 }
 
 static void test_params(void) {
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "mixtral-8x7b");
     calc_moe mo;
     calc_moe_preset(&mo, "mixtral-8x7b");
@@ -55,7 +55,7 @@ static void test_params(void) {
                calc_moe_block_active(&m, &mo) - router, mo.k * dense_mlp, 1e-12);
     check_near(
         "book: \"increases the parameter count by O(E)\": total - dense = L*(E-1)*3DF + L*D*E",
-        calc_params_moe(&m, &mo) - calc_params(&m), (double)m.L * ((mo.E - 1) * dense_mlp + router),
+        calc_params_moe(&m, &mo) - shape_params(&m), (double)m.L * ((mo.E - 1) * dense_mlp + router),
         1e-12);
     calc_moe sh = mo;
     sh.S = 1;
@@ -130,7 +130,7 @@ static void test_threshold(void) {
 
 static void test_infer(void) {
     const int pod[2] = {4, 4};
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "mixtral-8x7b");
     calc_spec s = test_spec("v5e", pod, 2, &m);
     calc_moe_preset(&s.moe, "mixtral-8x7b");

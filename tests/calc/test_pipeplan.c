@@ -21,7 +21,7 @@
 #include <string.h>
 
 static calc_spec base(sched_kind k, int v, int M) {
-    calc_shape m;
+    model_shape m;
     calc_model_preset(&m, "llama2-13b");
     static const int sizes[3] = {4, 4, 4};
     calc_spec s = test_spec("v5p", sizes, 3, &m);

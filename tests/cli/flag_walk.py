@@ -125,6 +125,8 @@ T = {
     "bench-batches": {"*": ("2", "")},
     "bench-prompt": {"*": ("5", "")},
     "csv": {"*": ("g.csv", "")},
+    "draft": {"*": ("{res}/ck1.h5", "")},
+    "draft-tokens": {"*": ("2", "needs --draft {res}/ck1.h5"), "generate-bench": ("2", "")},
     # meshbench's
     "begin": {"*": ("1K", "")},
     "end": {"*": ("8K", "")},

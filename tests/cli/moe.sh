@@ -34,8 +34,8 @@ case_() {
 }
 
 base=(--data "$TXT" --layers 3 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 4
-      --micro-batch 2 --eval-every 0)
-small=("${base[@]}" --quiet)
+      --eval-every 0)
+small=("${base[@]}" --micro-batch 2 --quiet)
 case_ 2 2 "--moe-top-k 5 is more than --experts 4" --experts 4 --moe-top-k 5
 case_ 2 2 "--capacity-factor 0: must be > 0" --experts 4 --capacity-factor 0
 case_ 2 2 "--capacity-factor -1: must be > 0" --experts 4 --capacity-factor -1
@@ -64,6 +64,23 @@ done
 [ $same = 1 ] && ok "same seed twice: final parameters bit-identical (h5diff)" ||
   bad "same seed twice: final parameters differ"
 
+# The balance and z-losses are means over whole sequences: one micro-batch of 4 sequences or four
+# of 1 give the same losses, gradient norms and counts (to rounding: 2e-5 relative, the metrics'
+# printed digits), the losses' weights high and slots dropped so that they count.
+mb=(--aux-loss-coef 0.5 --capacity-factor 0.75 --steps 2)
+for m in 4 1; do
+  timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" --quiet "${moe[@]}" "${mb[@]}" --micro-batch $m \
+    --metrics "$WORK/mb$m.jsonl" >/dev/null 2>&1 || bad "micro-batch $m run exited $?"
+done
+nums() { sed -E 's/"(ms|tok_s|gflops|mfu)":[^,]*,//g; s/[^0-9.e+-]+/ /g' "$1"; }
+if paste <(nums "$WORK/mb4.jsonl" | tr ' ' '\n' | grep .) <(nums "$WORK/mb1.jsonl" | tr ' ' '\n' | grep .) |
+   awk '{ d = $1 - $2; if (d < 0) d = -d; s = ($1 < 0 ? -$1 : $1) + ($2 < 0 ? -$2 : $2)
+          if (d > 2e-5 * s + 1e-12) bad = 1; n++ } END { exit bad || n < 20 }'; then
+  ok "micro-batches 4 x 1 = 1 x 4: losses, gnorm, balance and z-losses, counts"
+else
+  bad "micro-batching changed the MoE losses or gradients"; paste -d'\n' "$WORK/mb4.jsonl" "$WORK/mb1.jsonl"
+fi
+
 # expert_tokens of each step summed, and the dropped share: "sum dropped" per line
 counts() {
   sed -E 's/.*"moe_dropped":([^,]*),"expert_tokens":\[(.*)\]\}/\1 \2/' "$1" |
@@ -84,7 +101,15 @@ if counts "$WORK/c.jsonl" |
 else
   bad "capacity counts: $(counts "$WORK/c.jsonl" | tr '\n' ';') (want kept + dropped·$slots = $slots)"
 fi
-line=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1 | grep '^step')
+full=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1)
+line=$(grep '^step' <<<"$full")
+params=$(sed -n 's/.* | \([0-9.]*\)k params | .*/\1/p' <<<"$full")
+mem=$(sed -n 's/^memory per rank (MB): params \([0-9.]*\) .*/\1/p' <<<"$full")
+if awk -v p="$params" -v m="$mem" 'BEGIN { d = m - 4e-3 * p; t = 0.006 + 0.01 * m; exit !(p > 0 && d < t && -d < t) }'; then
+  ok "memory line: params $mem MB = 4 B x ${params}k parameters (the experts' and the dense blocks' only)"
+else
+  bad "memory line: params $mem MB, the header says ${params}k parameters"
+fi
 if grep -qE '\| aux [0-9.]+ z [0-9.e+-]+ \| dropped 0.0% \| experts [0-9]+/[0-9]+/[0-9]+/[0-9]+$' <<<"$line"; then
   ok "step line: $line"
 else

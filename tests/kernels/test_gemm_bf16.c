@@ -12,7 +12,7 @@
  * checked element by element; the worst element (as a fraction of its bound) is printed.
  *
  * Shapes: M, N, K each of 1, 7, 33, 100 and 300 (past a K block of 256 and an M block of 168),
- * M of 2 and 4 (the streaming kernel's row counts), N = 4100 and 16400 (past a block of 2048
+ * M of 2 and 4 (the streaming kernel's rows in registers), N = 4100 and 16400 (past a block of 1024
  * columns and a streaming chunk of 16384), all
  * four transposes, padded strides, accumulate and overwrite (over NaN garbage), rows scaled by
  * powers of two; inputs with bf16 denormals; the model's three products. Also: run to run
@@ -181,6 +181,7 @@ static void shapes(void) {
     one(make(3, 4100, 20, true, false, true), seed += 3);
     one(make(9, 4100, 17, false, true, true), seed += 3);
     one(make(2, 16400, 9, false, false, true), seed += 3); /* past the streaming chunk */
+    one(make(9, 16400, 9, true, false, false), seed += 3); /* 3 row groups, narrower chunks */
 }
 
 /* Inputs with bf16 denormals (under 2^-126) beside normal values: the bound's flush term. */

@@ -1,9 +1,8 @@
-/* test_link_book: the link emulator's booking on a call's virtual clock (link_schedule_virtual),
+/* test_link_book: the link emulator's booking on a call's virtual clock (links_book_virtual),
  * message by message against hand arithmetic. Deterministic: no message is sent and no clock is
- * read. A white-box test of link.c, so it includes mesh/'s private header (the booking has no
- * public entry: collectives call it). One rank, mesh 1x1 (links are set on axes of 1: only the
- * booking is exercised), links of 1000 B/s and 0.5 s per hop, so a kB is a second on the wire and
- * the sums below are exact.
+ * read. The links part alone (mesh/links.h, private to mesh/: collectives call it): no mesh, no
+ * MPI. Links of 1000 B/s and 0.5 s per hop on two axes, so a kB is a second on the wire and the
+ * sums below are exact.
  *  - Out of virtual order: a message ready at 50 s is booked first, then ones ready at 0 and
  *    10 s take the gaps before it (the old first-come booking put them after it: 80.5 and
  *    111 s instead of 20.5 and 51 s); the link's three intervals merge into one.
@@ -11,107 +10,112 @@
  *    readies 0, 10.5, 21 s): the same deliveries in all six booking orders.
  *  - A message that does not fit the gap its virtual order would leave goes after the message
  *    booked before it (bookings are never moved).
- *  - Directions and axes are independent; link_virtual_reset frees every link; an axis without
- *    emulation returns 0.
+ *  - Directions and axes are independent; link_clock_reset frees every link; an axis without
+ *    emulation returns 0, and so does links_book, the real-time booking.
  *  - A gap filled exactly by sums that round (0.1 s + 0.2 s against 0.3 s) is still a fit.
  *  - A full interval list: a message merging into a neighbour still takes its gap; one that would
  *    need a new interval goes after the last (the first-come booking). */
 #include <stdio.h>
 
-#include "mesh/mesh_impl.h"
-#include "mesh_args.h"
+#include "mesh/links.h"
 
 static int failures;
+static mesh_links links;
+static link_clock clk;
 
 /* The delivery of `kb` kB ready at `ready` over `hops` hops of axis/dir, against `want`. */
-static void book(mesh *m, int axis, int dir, double kb, double ready, int hops, double want,
+static void book(int axis, int dir, double kb, double ready, int hops, double want,
                  const char *what) {
     const double got =
-        link_schedule_virtual(m, &m->ctx[0], axis, dir, (int64_t)(kb * 1000 + 0.5), hops, ready);
+        links_book_virtual(&links, &clk, axis, dir, (int64_t)(kb * 1000 + 0.5), hops, ready);
     const int ok = got >= want - 1e-9 && got <= want + 1e-9;
-    mesh_log("%-62s %10.4f (want %g)%s\n", what, got, want, ok ? "" : "  FAIL");
+    printf("%-62s %10.4f (want %g)%s\n", what, got, want, ok ? "" : "  FAIL");
     if (!ok) failures++;
 }
 
-static void check_n(const mesh *m, int axis, int dir, int want, const char *what) {
-    const int n = m->ctx[0].vlink[axis][dir].n;
-    mesh_log("%-62s %10d (want %d)%s\n", what, n, want, n == want ? "" : "  FAIL");
+static void check_n(int axis, int dir, int want, const char *what) {
+    const int n = clk.vlink[axis][dir].n;
+    printf("%-62s %10d (want %d)%s\n", what, n, want, n == want ? "" : "  FAIL");
     if (n != want) failures++;
 }
 
-static void out_of_order(mesh *m) {
-    link_virtual_reset(&m->ctx[0]);
-    book(m, 0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s, booked first: [50, 60) + 0.5");
-    book(m, 0, 0, 20, 0, 1, 20.5, "B: 20 kB ready 0, booked after A: [0, 20) + 0.5");
-    book(m, 0, 0, 30, 10, 2, 51, "C: 30 kB ready 10 s: the gap [20, 50) + 2 hops");
-    check_n(m, 0, 0, 1, "intervals after A, B, C (merged: [0, 60))");
-    book(m, 0, 0, 5, 0, 1, 65.5, "D: 5 kB ready 0: no gap left, [60, 65) + 0.5");
-    book(m, 0, 1, 10, 0, 1, 10.5, "the other direction is idle: [0, 10) + 0.5");
-    book(m, 1, 0, 10, 0, 3, 11.5, "the other axis is idle: [0, 10) + 3 hops");
-    link_virtual_reset(&m->ctx[0]);
-    book(m, 0, 0, 10, 0, 1, 10.5, "after link_virtual_reset the link is idle: [0, 10) + 0.5");
+static void out_of_order(void) {
+    link_clock_reset(&clk);
+    book(0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s, booked first: [50, 60) + 0.5");
+    book(0, 0, 20, 0, 1, 20.5, "B: 20 kB ready 0, booked after A: [0, 20) + 0.5");
+    book(0, 0, 30, 10, 2, 51, "C: 30 kB ready 10 s: the gap [20, 50) + 2 hops");
+    check_n(0, 0, 1, "intervals after A, B, C (merged: [0, 60))");
+    book(0, 0, 5, 0, 1, 65.5, "D: 5 kB ready 0: no gap left, [60, 65) + 0.5");
+    book(0, 1, 10, 0, 1, 10.5, "the other direction is idle: [0, 10) + 0.5");
+    book(1, 0, 10, 0, 3, 11.5, "the other axis is idle: [0, 10) + 3 hops");
+    link_clock_reset(&clk);
+    book(0, 0, 10, 0, 1, 10.5, "after link_clock_reset the link is idle: [0, 10) + 0.5");
 }
 
 /* Three chains each send 10 kB on the link at their phase k = 0, 1, 2, ready k·(10 + 0.5) s (the
  * previous phase's delivery): every order of booking gives each its own slot. */
-static void all_orders(mesh *m) {
+static void all_orders(void) {
     static const int perm[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                    {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     for (int p = 0; p < 6; p++) {
-        link_virtual_reset(&m->ctx[0]);
+        link_clock_reset(&clk);
         for (int i = 0; i < 3; i++) {
             const int k = perm[p][i];
             char what[96];
             snprintf(what, sizeof what, "order %d%d%d: phase %d's 10 kB, ready %g s", perm[p][0],
                      perm[p][1], perm[p][2], k, 10.5 * k);
-            book(m, 0, 0, 10, 10.5 * k, 1, 10.5 * (k + 1), what);
+            book(0, 0, 10, 10.5 * k, 1, 10.5 * (k + 1), what);
         }
     }
 }
 
-static void too_big_for_the_gap(mesh *m) {
-    link_virtual_reset(&m->ctx[0]);
-    book(m, 0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s: [50, 60) + 0.5");
-    book(m, 0, 0, 30, 10, 1, 40.5, "C: 30 kB ready 10 s: [10, 40) + 0.5");
-    book(m, 0, 0, 20, 0, 1, 80.5, "B: 20 kB ready 0 fits no gap: [60, 80) + 0.5");
+static void too_big_for_the_gap(void) {
+    link_clock_reset(&clk);
+    book(0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s: [50, 60) + 0.5");
+    book(0, 0, 30, 10, 1, 40.5, "C: 30 kB ready 10 s: [10, 40) + 0.5");
+    book(0, 0, 20, 0, 1, 80.5, "B: 20 kB ready 0 fits no gap: [60, 80) + 0.5");
 }
 
 /* 0.1 + 0.2 is 0.30000000000000004 in double: the gap [0.1, 0.3) still takes 0.2 s. */
-static void rounding(mesh *m) {
-    link_virtual_reset(&m->ctx[0]);
-    book(m, 0, 0, 0.1, 0, 0, 0.1, "0.1 kB ready 0: [0, 0.1)");
-    book(m, 0, 0, 0.1, 0.3, 0, 0.4, "0.1 kB ready 0.3 s: [0.3, 0.4)");
-    book(m, 0, 0, 0.2, 0, 0, 0.3, "0.2 kB ready 0: the gap [0.1, 0.3)");
-    check_n(m, 0, 0, 1, "intervals (merged: [0, 0.4))");
+static void rounding(void) {
+    link_clock_reset(&clk);
+    book(0, 0, 0.1, 0, 0, 0.1, "0.1 kB ready 0: [0, 0.1)");
+    book(0, 0, 0.1, 0.3, 0, 0.4, "0.1 kB ready 0.3 s: [0.3, 0.4)");
+    book(0, 0, 0.2, 0, 0, 0.3, "0.2 kB ready 0: the gap [0.1, 0.3)");
+    check_n(0, 0, 1, "intervals (merged: [0, 0.4))");
 }
 
-/* S = MESH_VLINK_SLOTS intervals [2k, 2k + 1) fill the list. */
-static void full_list(mesh *m) {
-    const int S = MESH_VLINK_SLOTS;
-    link_virtual_reset(&m->ctx[0]);
-    for (int k = 0; k < S; k++) link_schedule_virtual(m, &m->ctx[0], 0, 0, 1000, 0, 2.0 * k);
-    check_n(m, 0, 0, S, "intervals [2k, 2k + 1), k < S: the list is full");
-    book(m, 0, 0, 0.5, 3, 1, 4, "full, 0.5 kB ready 3 s: abuts [2, 3), takes [3, 3.5)");
-    check_n(m, 0, 0, S, "still full");
-    book(m, 0, 0, 0.25, 5.5, 1, 2.0 * S - 1 + 0.25 + 0.5,
+/* S = LINK_VSLOTS intervals [2k, 2k + 1) fill the list. */
+static void full_list(void) {
+    const int S = LINK_VSLOTS;
+    link_clock_reset(&clk);
+    for (int k = 0; k < S; k++) links_book_virtual(&links, &clk, 0, 0, 1000, 0, 2.0 * k);
+    check_n(0, 0, S, "intervals [2k, 2k + 1), k < S: the list is full");
+    book(0, 0, 0.5, 3, 1, 4, "full, 0.5 kB ready 3 s: abuts [2, 3), takes [3, 3.5)");
+    check_n(0, 0, S, "still full");
+    book(0, 0, 0.25, 5.5, 1, 2.0 * S - 1 + 0.25 + 0.5,
          "full, 0.25 kB ready 5.5 s: a new interval, after the last");
-    book(m, 0, 0, 1, 0.25, 1, 2.5, "1 kB ready 0.25 s: fills [1, 2), merges two");
-    check_n(m, 0, 0, S - 1, "one slot freed");
-    book(m, 0, 0, 0.25, 5.5, 1, 6.25, "0.25 kB ready 5.5 s: a new interval in the gap");
-    check_n(m, 0, 0, S, "full again");
+    book(0, 0, 1, 0.25, 1, 2.5, "1 kB ready 0.25 s: fills [1, 2), merges two");
+    check_n(0, 0, S - 1, "one slot freed");
+    book(0, 0, 0.25, 5.5, 1, 6.25, "0.25 kB ready 5.5 s: a new interval in the gap");
+    check_n(0, 0, S, "full again");
 }
 
-int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
-    mesh *m = test_mesh(argc, argv);
-    if (mesh_ndims(m) < 2) mesh_exit_error("test_link_book needs a mesh of two axes (--mesh 1x1)");
-    for (int k = 0; k < 2; k++) mesh_link_set(m, k, 1000, 0.5);
-    out_of_order(m);
-    all_orders(m);
-    too_big_for_the_gap(m);
-    rounding(m);
-    full_list(m);
-    mesh_link_set(m, 1, 0, 0);
-    book(m, 1, 0, 10, 0, 1, 0, "an axis without emulation: 0");
-    return test_mesh_finish(m, "test_link_book", failures);
+int main(void) {
+    links_init(&links);
+    for (int k = 0; k < 2; k++) links_set(&links, k, 1000, 0.5);
+    out_of_order();
+    all_orders();
+    too_big_for_the_gap();
+    rounding();
+    full_list();
+    links_set(&links, 1, 0, 0);
+    book(1, 0, 10, 0, 1, 0, "an axis without emulation: 0");
+    const double real = links_book(&links, 1, 0, 10000, 1);
+    printf("%-62s %10g (want 0)%s\n", "the same in real time (links_book): 0", real,
+           real == 0 ? "" : "  FAIL");
+    failures += real != 0;
+    links_destroy(&links);
+    printf("test_link_book: %s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 /* test_mesh_map: rank ↔ coordinate mapping (last axis fastest), axis sets and their
  * communicators, spec parsing, default wraparound and the chips' wraparound presets; with CROSS
  * (mesh_create_placed), the MPI rank ↔ coordinate mapping with those axes slowest, and on one
- * host, mesh_hosts finding one host and no axis across hosts.
+ * host, mesh_hosts finding one host and no axis across hosts; mesh_emulate's scale and its
+ * refusals (an unknown chip; a rank that measured no FLOP/s), the same on every rank.
  * Usage: mpirun -np N test_mesh_map SPEC [CROSS] */
 #include <stdio.h>
 #include <string.h>
@@ -80,10 +81,21 @@ int main(int argc, char **argv) {
         EXPECT(mesh_axis_wraps(m, k) == (mesh_axis_size(m, k) == 16), "v5e wrap axis %d", k);
     /* emulation: bw = W·measured/C, latency = T_min·C/measured */
     mesh_emulation e;
-    EXPECT(
-        mesh_emulate(m, "v5e", 1.97e9, &e) == 0 && e.time_scale > 99999 && e.time_scale < 100001 &&
-            e.bw > 4.49e5 && e.bw < 4.51e5 && e.latency > 0.0999 && e.latency < 0.1001,
-        "v5e emulation at 1.97 GFLOP/s: scale %g bw %g latency %g", e.time_scale, e.bw, e.latency);
+    err[0] = 0;
+    EXPECT(mesh_emulate(m, "v5e", 1.97e9, &e, err, sizeof err) == 0 && e.time_scale > 99999 &&
+               e.time_scale < 100001 && e.bw > 4.49e5 && e.bw < 4.51e5 && e.latency > 0.0999 &&
+               e.latency < 0.1001 && e.one_host,
+           "v5e emulation at 1.97 GFLOP/s: scale %g bw %g latency %g, one host %d", e.time_scale,
+           e.bw, e.latency, e.one_host);
+    /* bad input: the reason, on every rank (a rank that measured nothing fails them all) */
+    EXPECT(mesh_emulate(m, "v9", 1e9, &e, err, sizeof err) < 0 &&
+               !strcmp(err, "--emulate v9: unknown chip (v3, v4p, v5e, v5p, v6e)"),
+           "unknown chip: '%s'", err);
+    err[0] = 0;
+    EXPECT(mesh_emulate(m, "v5e", mesh_rank(m) == mesh_nranks(m) - 1 ? 0 : 1e9, &e, err,
+                        sizeof err) < 0 &&
+               strstr(err, "a rank measured no FLOP/s"),
+           "a rank without a rate: '%s'", err);
     char spec[64];
     mesh_log("test_mesh_map %s: %s\n", mesh_spec_str(m, spec, sizeof spec),
              failures ? "FAIL" : "ok");

@@ -11,7 +11,11 @@
  *    baselines (MPI, DIRECT) stay fp32 and exact;
  *  - the format as a property of each call (mesh_coll_run, mesh_coll_start): the same bits as
  *    under the mesh's default format, whatever that default, also for a non-blocking bf16 call
- *    with fp32 calls beside it; each trace record names its call's format.
+ *    with fp32 calls beside it; each trace record names its call's format;
+ *  - bf16 in memory (mesh_all_gather_bf16, blocking and not): every algorithm delivers each
+ *    rank's 2-byte patterns bit for bit (NaN payloads and the halves of fp32 signalling NaNs
+ *    included), as MPI_Allgather of MPI_UINT16_T does, with half an fp32 gather's link bytes of
+ *    the same element count, recorded as count bf16 elements; under either default format.
  * Usage: mpirun -np N test_wire --mesh SPEC [--open AXES] */
 #include <math.h>
 #include <stdio.h>
@@ -272,6 +276,62 @@ static void check_per_call(mesh *m, mesh_axes a) {
     free(in), free(dflt), free(own), free(f32), free(again), free(nb);
 }
 
+/* 2-byte patterns of rank r, element e: every pattern class, NaN payloads and the halves of
+ * fp32 signalling NaNs (0x7f80 next to 0x0001) among them. */
+static uint16_t pattern(int r, int64_t e) {
+    static const uint16_t special[] = {0x7f80, 0x0001, 0xff81, 0x7fc0, 0x0000, 0x8000, 0xffff};
+    if (e % 11 < 7) return special[e % 11];
+    return (uint16_t)(0x9e37u * (unsigned)(r + 1) + 0x79b9u * (unsigned)e);
+}
+
+/* bf16 in memory: the patterns gathered bit for bit by every algorithm (and by the non-blocking
+ * call), as MPI_Allgather of 2-byte integers; link bytes half an fp32 gather of as many
+ * elements; the trace's record: count elements in bf16. */
+static void check_bf16_mem(mesh *m, mesh_axes a) {
+    const int n = mesh_axes_size(m, a), me = mesh_rank(m);
+    const int64_t c = 1002;
+    uint16_t *in = malloc((size_t)c * 2), *out = malloc((size_t)(n * c) * 2);
+    uint16_t *ref = malloc((size_t)(n * c) * 2);
+    float *fin = malloc((size_t)c * 4), *fout = malloc((size_t)(n * c) * 4);
+    for (int64_t e = 0; e < c; e++) in[e] = pattern(me, e), fin[e] = val(me, e);
+    MPI_Allgather(in, (int)c, MPI_UINT16_T, ref, (int)c, MPI_UINT16_T, mesh_axes_comm(m, a)->mpi);
+    for (int w = 0; w < MESH_WIRE_COUNT; w++) {
+        mesh_set_wire(m, (mesh_wire)w); /* the default format does not matter */
+        for (int alg = MESH_ALG_DEFAULT; alg < MESH_ALG_COUNT; alg++) {
+            memset(out, 0xa5, (size_t)(n * c) * 2);
+            if (alg % 2)
+                mesh_wait(mesh_iall_gather_bf16(m, a, out, in, c, (mesh_alg)alg));
+            else
+                mesh_all_gather_bf16(m, a, out, in, c, (mesh_alg)alg);
+            if (memcmp(out, ref, (size_t)(n * c) * 2) != 0)
+                FAIL("all_gather_bf16 alg %s (default wire %s): not the patterns bit for bit\n",
+                     mesh_alg_name(alg), mesh_wire_name(w));
+        }
+    }
+    int64_t bytes[2];
+    for (int k = 0; k < 2; k++) {
+        mesh_set_wire(m, MESH_WIRE_F32);
+        const int64_t before = mesh_stats(m, MESH_OP_ALL_GATHER, -1).bytes;
+        if (k)
+            mesh_all_gather_bf16(m, a, out, in, c, MESH_ALG_BIDIR);
+        else
+            mesh_all_gather(m, a, fout, fin, c, MESH_ALG_BIDIR);
+        bytes[k] = mesh_stats(m, MESH_OP_ALL_GATHER, -1).bytes - before;
+    }
+    if (bytes[1] * 2 != bytes[0])
+        FAIL("all_gather_bf16: %lld link bytes, an fp32 gather of as many elements %lld (want "
+             "half)\n",
+             (long long)bytes[1], (long long)bytes[0]);
+    static mesh_call recs[1024];
+    const int got = mesh_trace_read(m, 0, recs, 1024);
+    if (got < 1 || recs[got - 1].count != c || recs[got - 1].wire != MESH_WIRE_BF16)
+        FAIL("all_gather_bf16's record: count %lld wire %s (want %lld, bf16)\n",
+             got < 1 ? -1LL : (long long)recs[got - 1].count,
+             got < 1 ? "?" : mesh_wire_name(recs[got - 1].wire), (long long)c);
+    mesh_set_wire(m, MESH_WIRE_BF16); /* main's default again */
+    free(in), free(out), free(ref), free(fin), free(fout);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     mesh *m = test_mesh(argc, argv);
@@ -297,6 +357,8 @@ int main(int argc, char **argv) {
         mesh_set_wire(m, MESH_WIRE_BF16);
         check_lanes_bytes(m, one);
         check_per_call(m, one);
+        check_bf16_mem(m, one);
     }
+    if (nd > 1) check_bf16_mem(m, (mesh_axes){2, {1, 0, 0}});
     return test_mesh_finish(m, "test_wire", failures);
 }

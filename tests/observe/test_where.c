@@ -17,7 +17,10 @@
  *              watchdog wakes several times), with the watchdog on: it must not fire
  *   stop-agree  after step 0 the last rank stops itself (SIGSTOP) while the others enter
  *              mesh_agree, MPI's own Allreduce outside any step and any mesh collective → the
- *              watchdog still fires (status 4), names the call and the rank that did not answer */
+ *              watchdog still fires (status 4), names the call and the rank that did not answer
+ *   stop-resume  the same inside step 0, the last rank ignoring SIGTERM: when the job's end
+ *              resumes it (mpirun's SIGCONT), its step is overdue and the others' notice has come
+ *              too late → it must add nothing to the one report */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <errno.h>
 #include <signal.h>
@@ -95,11 +98,17 @@ int main(int argc, char **argv) {
         mesh_all_gather(m, minor, out, in, 4, MESH_ALG_DEFAULT);
         mesh_all_reduce(m, first, out, in, 4, MESH_ALG_DEFAULT);
         mesh_where_step(m, -1);
-    } else if (!strcmp(mode, "stop-agree")) {
+    } else if (!strcmp(mode, "stop-agree") || !strcmp(mode, "stop-resume")) {
+        const int resume = !strcmp(mode, "stop-resume");
         mesh_where_step(m, 0);
         mesh_all_reduce(m, first, out, in, 1, MESH_ALG_DEFAULT);
-        mesh_where_step(m, -1);
-        if (mesh_rank(m) == last) raise(SIGSTOP);
+        if (!resume) mesh_where_step(m, -1);
+        if (mesh_rank(m) == last) {
+            /* stop-resume: the job's end (SIGCONT, SIGTERM, later SIGKILL) finds this rank alive
+             * and overdue once it resumes, as a rank stopped by a user would be */
+            if (resume) signal(SIGTERM, SIG_IGN);
+            raise(SIGSTOP);
+        }
         mesh_agree(mesh_world_comm(m), 0);
     } else {
         for (int i = 0; i < 20; i++) {

@@ -5,7 +5,8 @@
 # a random delay, stops a random rank with SIGSTOP: inside a collective, MPI's own Allreduce,
 # HDF5's collective I/O or compute, wherever it happens to be. Every trial must end by itself
 # (no `timeout` 124) with status 4, a where-line from the rank still running, the watchdog's
-# message, and the stopped rank named as the one that did not answer. Prints where the running
+# message, and the stopped rank named as the one that did not answer; and one message per
+# failure: one "ends the job", nothing from the stopped rank (mpirun resumes it as the job ends). Prints where the running
 # rank was, per trial. Seeded by $RANDOM unless WATCHDOG_SEED is set (printed, to replay).
 #
 # Nothing here depends on how fast the machine is: the trials wait for their first step however
@@ -74,6 +75,11 @@ trial() {
         { fail "no watchdog message from rank $other: $out"; return; }
     printf '%s\n' "$out" | grep -qE "^meshtrain: watchdog: no where-line within 0.5 s from rank $stop \(x=$stop\)" ||
         { fail "rank $stop not named as stopped: $out"; return; }
+    # one message per failure: the stopped rank, resumed by mpirun as the job ends, adds nothing
+    [ "$(printf '%s\n' "$out" | grep -c 'ends the job')" = 1 ] ||
+        { fail "not one 'ends the job' line: $out"; return; }
+    printf '%s\n' "$out" | grep -qE "^meshtrain: (where|watchdog): rank $stop " &&
+        { fail "the stopped rank $stop printed after the job's end: $out"; return; }
     echo "trial $t: stopped rank $stop after ${delay} s; ${where#meshtrain: where: }" >"$tmp/ok.$t"
 }
 

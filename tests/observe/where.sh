@@ -23,7 +23,12 @@
 #   stop-agree test_where on 2 ranks, --timeout 5: rank 1 stops itself (SIGSTOP) between steps
 #              while rank 0 enters MPI's own Allreduce (mesh_agree): exit 4, rank 0's where-line
 #              names the Allreduce, and the watchdog names rank 1 as the rank that did not answer
-#              within MESHTRAIN_WATCHDOG_GRACE=0.5 s (a stopped rank never answers)
+#              within MESHTRAIN_WATCHDOG_GRACE=0.5 s (a stopped rank never answers); one
+#              "ends the job"
+#   stop-resume  as stop-agree inside step 0, rank 1 ignoring SIGTERM, so that the job's end
+#              (mpirun's SIGCONT, then SIGTERM) resumes it with its step overdue and rank 0's
+#              notice expired: one message per failure: rank 0's where-line, watchdog line,
+#              "no where-line ... from rank 1" and "rank 0 ends the job", nothing from rank 1
 #   meshtrain  meshtrain on 2 ranks with --timeout 0.01 (every step lasts longer): exit 4, one
 #              where-line per rank naming the step, and the watchdog's message;
 #              MESHTRAIN_WATCHDOG_GRACE=60 as in stall
@@ -115,15 +120,27 @@ quiet)
     [ $rc = 0 ] || fail "exit $rc, wanted 0"
     expect_n "meshtrain: (where|watchdog)" 0
     ;;
-stop-agree)
-    out=$(MESHTRAIN_WATCHDOG_GRACE=0.5 timeout 60 "${run[@]}" -np 2 "$prog" stop-agree --mesh x=2 \
+stop-agree | stop-resume)
+    out=$(MESHTRAIN_WATCHDOG_GRACE=0.5 timeout 60 "${run[@]}" -np 2 "$prog" "$mode" --mesh x=2 \
         --timeout 5 2>&1)
     rc=$?
     echo "$out"
     [ $rc = 4 ] || fail "exit $rc, wanted 4 (the watchdog's)"
-    expect_n "^meshtrain: where: rank 0 \(x=0\): in MPI_Allreduce \(ranks agreeing on a status\), for [0-9.]+ s$" 1
-    expect_n "^meshtrain: watchdog: rank 0 \(x=0\): MPI_Allreduce \(ranks agreeing on a status\) has waited [0-9.]+ s, more than --timeout 5 s" 1
+    # one message per failure: rank 0's where-line and watchdog line, the silent rank named, one
+    # end; nothing from rank 1, stopped (and, stop-resume, resumed as the job ends)
+    if [ "$mode" = stop-agree ]; then
+        agree='MPI_Allreduce \(ranks agreeing on a status\)'
+        expect_n "^meshtrain: where: rank 0 \(x=0\): in $agree, for [0-9.]+ s$" 1
+        expect_n "^meshtrain: watchdog: rank 0 \(x=0\): $agree has waited [0-9.]+ s, more than --timeout 5 s" 1
+    else # inside step 0: the step or the Allreduce, whichever the watchdog saw overdue first
+        expect_n "^meshtrain: where: rank 0 \(x=0\): in MPI_Allreduce \(ranks agreeing on a status\), for [0-9.]+ s \| step 0 " 1
+        expect_n "^meshtrain: watchdog: rank 0 \(x=0\): (MPI_Allreduce \(ranks agreeing on a status\) has waited|step 0 has run) " 1
+    fi
+    expect_n "^meshtrain: where: " 1
+    expect_n "^meshtrain: watchdog: rank [01] .*more than --timeout" 1
     expect_n "^meshtrain: watchdog: no where-line within 0.5 s from rank 1 \(x=1\) \(stopped" 1
+    expect_n "ends the job" 1
+    expect_n "^meshtrain: watchdog: rank 0 ends the job \(MPI_Abort, status 4\)$" 1
     ;;
 meshtrain)
     out=$(MESHTRAIN_WATCHDOG_GRACE=60 timeout 90 "${run[@]}" -np 2 "$prog" --data "$text" \
@@ -135,6 +152,8 @@ meshtrain)
     [ "$(count '^meshtrain: watchdog: rank [01] \(x=[01]\): .*more than --timeout 0.01 s')" -ge 1 ] ||
         fail "no watchdog message"
     expect_n "no where-line within" 0
+    [ "$(count 'ends the job')" -ge 1 ] || fail "no rank ended the job"
+    [ "$(count 'ends the job')" -le 2 ] || fail "more 'ends the job' lines than ranks"
     ;;
 *)
     fail "unknown mode"

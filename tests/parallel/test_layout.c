@@ -4,7 +4,8 @@
  * checked against counting: over all ranks, every element of every global parameter must be
  * covered exactly as often as the scheme replicates it (|X| times for a TP slab, once for a ZeRO
  * shard, times |Y| for norm gains, times |Y|/K for a shared kv head, zero times on the other
- * pipeline stages). Column packing is checked against its definition and as a round trip. */
+ * pipeline stages). The plans come from the real constructor (plan_build) on axis sizes and
+ * indices alone. Column packing is checked against its definition and as a round trip. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,24 +13,41 @@
 
 #include "check.h"
 #include "train/parallel/par_impl.h"
+#include "train/parallel/plan.h"
 
 typedef struct {
     int64_t n_data, n_tensor, n_pipe;
     model_shape s;
 } grid;
 
-/* The plan of rank (xi, yi, zi) as par_create would set it up, without a mesh. */
-static struct par *plan_at(const grid *gr, int zero, int64_t xi, int64_t yi, int64_t zi) {
-    struct par *p = calloc(1, sizeof *p);
-    p->s = gr->s;
-    p->n_data = gr->n_data, p->data_index = xi;
-    p->n_tensor = gr->n_tensor, p->tensor_index = yi;
-    p->n_pipe = gr->n_pipe, p->pipe_index = zi;
-    p->l0 = zi * (gr->s.L / gr->n_pipe);
-    p->l1 = p->l0 + gr->s.L / gr->n_pipe;
-    p->zero = gr->n_data == 1 ? 0 : zero;
-    par_layout_extents(p);
-    par_layout_geometry(p);
+/* One role's axes: mesh axis `ax` (named `name`) of size n with this rank at index i; none when
+ * n is 1. */
+static plan_axes role(int ax, char name, int64_t n, int64_t i) {
+    const mesh_axes none = {0, {0, 0, 0}}, one = {1, {ax, 0, 0}};
+    const int size = (int)n, wrap = n > 2, coord = (int)i;
+    const char names[2] = {name, 0};
+    return n == 1 ? plan_axes_of(&none, NULL, NULL, NULL, "", MESH_ALG_DEFAULT)
+                  : plan_axes_of(&one, &size, &wrap, &coord, names, MESH_ALG_BIDIR);
+}
+
+/* The plan of rank (xi, yi, zi) of the grid, from the real constructor (no mesh). */
+static plan *plan_at(const grid *gr, int zero, int64_t xi, int64_t yi, int64_t zi) {
+    plan_in in;
+    config c;
+    config_defaults(&c);
+    c.shape = gr->s;
+    c.zero = zero;
+    c.batch = c.micro_batch = 2 * gr->n_data;
+    plan_in_single(&in, &c);
+    in.batch = in.data = role(0, 'x', gr->n_data, xi);
+    in.tensor = role(1, 'y', gr->n_tensor, yi);
+    in.pipe = role(2, 'z', gr->n_pipe, zi);
+    plan *p = malloc(sizeof *p);
+    char err[256];
+    if (plan_build(p, &in, err, sizeof err) < 0) {
+        fprintf(stderr, "plan_build: %s\n", err);
+        exit(1);
+    }
     return p;
 }
 
@@ -59,7 +77,7 @@ static void check_extents(const grid *gr, const char *name) {
     int bad = 0;
     int64_t next_n = 0, next_f = 0, next_v = 0, next_d = 0;
     for (int64_t y = 0; y < gr->n_tensor; y++) {
-        struct par *p = plan_at(gr, 0, 0, y, 0);
+        plan *p = plan_at(gr, 0, 0, y, 0);
         const model_extents *e = &p->loc;
         /* consecutive tensor ranks hold consecutive, disjoint ranges that end at the global size */
         bad |= e->n0 != next_n || e->f0 != next_f || e->v0 != next_v || e->d0 != next_d;
@@ -84,13 +102,13 @@ static void check_slabs(const grid *gr, int zero, const char *name) {
         for (int64_t x = 0; x < gr->n_data; x++)
             for (int64_t y = 0; y < gr->n_tensor; y++)
                 for (int64_t z = 0; z < gr->n_pipe; z++) {
-                    struct par *p = plan_at(gr, zero, x, y, z);
-                    const pgeo *g = &p->g[id];
-                    param_slab t = par_tp_slab(p, (param_id)id);
+                    plan *p = plan_at(gr, zero, x, y, z);
+                    const plan_geo *g = &p->g[id];
+                    param_slab t = plan_tp_slab(p, (param_id)id);
                     bad_size |= volume(&t) != g->nb * g->R * g->C;
                     cover(tp, s, (param_id)id, &t);
                     if (p->zero >= 1) {
-                        param_slab z3 = par_shard_slab(p, (param_id)id);
+                        param_slab z3 = plan_shard_slab(p, (param_id)id);
                         bad_size |= volume(&z3) != g->shard_n;
                         cover(sh, s, (param_id)id, &z3);
                     }
@@ -131,10 +149,10 @@ int main(void) {
     const grid grids[] = {
         {1, 1, 1, {2, 12, 4, 2, 4, 10, 14, 8, {0}}},
         {3, 2, 1, {2, 12, 4, 2, 4, 10, 14, 8, {0}}}, /* non-power-of-two data axis */
-        {2, 4, 1, {2, 8, 4, 2, 2, 8, 12, 8, {0}}},   /* K < |Y|: kv heads shared by 2 tensor ranks */
-        {1, 3, 1, {2, 9, 3, 3, 2, 6, 9, 8, {0}}},    /* tensor axis of 3 */
-        {2, 1, 2, {4, 8, 2, 2, 4, 8, 6, 8, {0}}},    /* 2 pipeline stages */
-        {2, 2, 3, {3, 4, 2, 1, 2, 4, 6, 8, {0}}},    /* 3 stages, one kv head over 2 tensor ranks */
+        {2, 4, 1, {2, 8, 4, 2, 2, 8, 12, 8, {0}}}, /* K < |Y|: kv heads shared by 2 tensor ranks */
+        {1, 3, 1, {2, 9, 3, 3, 2, 6, 9, 8, {0}}},  /* tensor axis of 3 */
+        {2, 1, 2, {4, 8, 2, 2, 4, 8, 6, 8, {0}}},  /* 2 pipeline stages */
+        {2, 2, 3, {3, 4, 2, 1, 2, 4, 6, 8, {0}}},  /* 3 stages, one kv head over 2 tensor ranks */
     };
     char name[64];
     for (size_t i = 0; i < sizeof grids / sizeof *grids; i++) {

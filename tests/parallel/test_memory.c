@@ -25,14 +25,16 @@ int main(int argc, char **argv) {
         c.zero = z;
         trainer *t = trainer_create(&c, m, err, sizeof err);
         if (!t) mesh_exit_error("%s", err);
-        par_mem mem;
-        par_memory(trainer_par(t), trainer_model(t), &c, &mem);
-        pgo[z] = (double)(mem.params + mem.grads + mem.optimizer);
+        plan_mem_bytes mem;
+        plan_memory(trainer_plan(t), &mem);
+        const int64_t *b = mem.bytes;
+        pgo[z] = (double)(b[PLAN_MEM_PARAMS] + b[PLAN_MEM_GRADS] + b[PLAN_MEM_OPTIMIZER]);
         if (mesh_rank(m) == 0)
             printf("zero %d: params %8lld  grads %8lld  optimizer %8lld  gathered %8lld  "
                    "buffers %8lld  (params+grads+opt %.0f B)\n",
-                   z, (long long)mem.params, (long long)mem.grads, (long long)mem.optimizer,
-                   (long long)mem.gathered, (long long)mem.buffers, pgo[z]);
+                   z, (long long)b[PLAN_MEM_PARAMS], (long long)b[PLAN_MEM_GRADS],
+                   (long long)b[PLAN_MEM_OPTIMIZER], (long long)b[PLAN_MEM_GATHERED],
+                   (long long)b[PLAN_MEM_BUFFERS], pgo[z]);
         trainer_destroy(t);
     }
     const double ratio = pgo[3] / pgo[0];

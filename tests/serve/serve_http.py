@@ -264,6 +264,8 @@ def scenario_basic(args):
         check(st == 405, "GET /v1/completions: 405")
         st, _, _ = s.request("GET", "/nowhere")
         check(st == 404, "GET /nowhere: 404")
+        # the gauges follow the serving loop's next pass, a moment after the last answer
+        wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
         m = s.metrics()
         done = m['meshtrain_requests_total{end="length"}'] + m['meshtrain_requests_total{end="stop"}']
         check(done == 11 and m["meshtrain_time_to_first_token_seconds_count"] == 11 and
@@ -330,6 +332,7 @@ def scenario_concurrent(args):
         res = run_clients(s, bodies)
         wrong = [i for i, r in enumerate(res)
                  if r[0] != 200 or r[1] != want[bodies[i]["prompt"]] or r[2] != "length"]
+        wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
         m = s.metrics()
         check(not wrong, "64 concurrent clients (32 streams): every text equals generate alone "
               "(%d differ; %d preemptions, %d prefix-cache hits)" %

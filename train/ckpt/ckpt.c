@@ -100,7 +100,7 @@ static int64_t array_numel(const param_info *pi) {
 /* The trainer's arrays in file order (params, then m and v for AdamW); returns how many. */
 static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
     model *mod = trainer_model(t);
-    par *plan = trainer_par(t);
+    par *run = trainer_par(t);
     const model_shape *s = model_shape_of(mod);
     float *om, *ov;
     int64_t nstate;
@@ -114,14 +114,14 @@ static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
             a->pi = model_param_info(s, (param_id)id);
             snprintf(a->name, sizeof a->name, "%s/%s", group_name[g], a->pi.name);
             /* without a plan every rank holds everything (one rank, or the serial reference) */
-            a->owner = plan ? par_is_writer(plan, (param_id)id, g != G_PARAMS) : mesh_rank(m) == 0;
+            a->owner = run ? par_is_writer(run, (param_id)id, g != G_PARAMS) : mesh_rank(m) == 0;
             int64_t cnt;
             if (g == G_PARAMS) {
                 a->slab = *model_slab(mod, (param_id)id);
                 a->data = model_param(mod, (param_id)id, &cnt);
             } else {
-                const par_owned o = par_owned_slice(plan, mod, (param_id)id);
-                a->slab = par_state_slab(plan, mod, (param_id)id);
+                const par_owned o = par_owned_slice(run, mod, (param_id)id);
+                a->slab = par_state_slab(run, mod, (param_id)id);
                 a->data = (g == G_M ? om : ov) + o.state_off;
                 cnt = o.n;
                 CHECK(o.state_off + o.n <= nstate, "optimizer slice of %s outside the state",
@@ -140,14 +140,13 @@ static const char *optim_name(optim_kind o) {
 }
 
 /* The scheme in words ("FSDP (ZeRO-3) over x + TP over y"), as the run's summary names it. */
-static void sharding_str(trainer *t, const config *c, char *buf, size_t len) {
-    par *p = trainer_par(t);
-    if (!p) {
+static void sharding_str(trainer *t, char *buf, size_t len) {
+    if (!trainer_par(t)) {
         snprintf(buf, len, "none (every rank holds the whole model)");
         return;
     }
     report_case k;
-    par_report_case(p, c, &k, buf, len);
+    plan_report_case(trainer_plan(t), &k, buf, len);
 }
 
 /* Root attributes from tables of (key, value). */
@@ -214,7 +213,7 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
                              {"lr_next", trainer_lr(c, step)}};
     char mspec[96], shard[160];
     const char *slash = strrchr(c->data, '/');
-    sharding_str(t, c, shard, sizeof shard);
+    sharding_str(t, shard, sizeof shard);
     const struct {
         const char *key, *v;
     } strs[] = {{"format", CKPT_FORMAT},
@@ -493,7 +492,7 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     return 0;
 }
 
-int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err, size_t errlen) {
+int ckpt_load_params(model *mod, par *run, mesh *m, const char *path, char *err, size_t errlen) {
     h5array *f = NULL;
     int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
     ckpt_array a[P_ALL];
@@ -504,14 +503,14 @@ int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err
         ckpt_array *b = &a[n++];
         b->pi = model_param_info(s, (param_id)id);
         snprintf(b->name, sizeof b->name, "%s/%s", group_name[G_PARAMS], b->pi.name);
-        b->owner = plan ? par_is_writer(plan, (param_id)id, 0) : mesh_rank(m) == 0;
+        b->owner = run ? par_is_writer(run, (param_id)id, 0) : mesh_rank(m) == 0;
         b->slab = *model_slab(mod, (param_id)id);
         b->data = model_param(mod, (param_id)id, NULL);
     }
     double bytes = 0;
     if (rc == 0) rc = read_arrays(f, m, a, n, path, &bytes, err, errlen);
     h5array_close(f);
-    if (rc == 0) par_params_loaded(plan, mod);
+    if (rc == 0) par_params_loaded(run, mod);
     return rc;
 }
 

@@ -84,7 +84,7 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
 /* Collective over: world. Reads this rank's slab (model_slab) of every parameter of the open
  * model from checkpoint `path` (any mesh wrote it), verifying every array's checksum; the caller
  * has checked the shape (ckpt_meta_get, ckpt_check_config). No optimizer state (inference). */
-int ckpt_load_params(model *mod, par *plan, mesh *m, const char *path, char *err, size_t errlen);
+int ckpt_load_params(model *mod, par *run, mesh *m, const char *path, char *err, size_t errlen);
 
 /* Not collective. Adds the checksum terms of the slab data[count] at offset[] of an array of
  * shape dims[ndim] to *sum. The checksum of an array is Σ over its elements (mod 2^64) of

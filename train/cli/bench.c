@@ -103,7 +103,7 @@ double bench_time_gemm(const bench_gemm *g, int quick) {
 /* Sums over the timed steps of the split and the prediction (report.h). */
 typedef struct {
     double cpu, xfer, xfer_last, comp, comm, idle, pred, bub, bub_ideal;
-    double pcomp, pcomm, pexp, book, bcomp;
+    double pcomp, pcomm, pexp, book, bcomp, pded;
     int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight;
     /* by part of the step (parts.h): compute CPU, transfer (each rank's own, and from the last
@@ -120,7 +120,7 @@ static void sums_add(bench_sums *u, const step_stats *st) {
     u->comp += st->split.compute, u->idle += st->split.idle, u->pred += st->split.pred_step;
     u->pcomp += st->split.pred_compute, u->pcomm += st->split.pred_comm;
     u->pexp += st->split.pred_exposed, u->book += st->split.book_step;
-    u->bcomp += st->split.book_compute;
+    u->bcomp += st->split.book_compute, u->pded += st->split.pred_dedicated;
     if (st->split.dominant)
         u->dom[st->split.dominant[0] == 'c' ? 0 : st->split.dominant[0] == 'b' ? 1 : 2]++;
     for (int op = 0; op < MESH_OP_COUNT; op++) u->comm += st->split.exposed[op];
@@ -163,9 +163,9 @@ static double matmul_bound(const config *c, const run_peak *pk) {
 
 /* The summary lines of the timed steps: secs (sorted here) and their sums. */
 static void print_summary(const config *c, const run_peak *pk, double bound, double *secs,
-                          const bench_sums *u) {
+                          const bench_sums *u, const share_model *sh) {
     const double ntok = (double)(c->batch * c->shape.T);
-    const double flops = model_flops_per_token(&c->shape) * ntok;
+    const double flops = shape_flops_per_token(&c->shape) * ntok;
     const double med = ktime_median(secs, c->steps);
     const double best = secs[0]; /* sorted by ktime_median */
     char b[96] = "matmul bound not timed (--no-matmul-bound)";
@@ -191,11 +191,14 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
     const int d = dom[0] >= dom[1] && dom[0] >= dom[2] ? 0 : dom[1] >= dom[2] ? 1 : 2;
     static const char *dname[3] = {"compute", "bandwidth", "latency"};
     /* at-peak: the book's compute, this rank's FLOPs at the peak sgemm rate */
+    /* step: on the host as shared (share.h), whose compute is share × compute; dedicated: the
+     * step on a CPU per rank */
     mesh_log("bench predict | step %.1f ms | compute %.1f ms | comm %.1f ms | exposed %.1f ms "
-             "| book-ideal %.1f ms | at-peak %.1f ms | measured/predicted %.2f (best %.2f) | "
-             "dominant %s\n",
+             "| book-ideal %.1f ms | at-peak %.1f ms | dedicated %.1f ms | share %.3f | "
+             "threads-per-cpu %.3f | measured/predicted %.2f (best %.2f) | dominant %s\n",
              1e3 * u->pred / n, 1e3 * u->pcomp / n, 1e3 * u->pcomm / n, 1e3 * u->pexp / n,
-             1e3 * u->book / n, 1e3 * u->bcomp / n, u->pred > 0 ? med / (u->pred / n) : 0.0,
+             1e3 * u->book / n, 1e3 * u->bcomp / n, 1e3 * u->pded / n,
+             sh->shared ? sh->compute : 1.0, sh->per_cpu, u->pred > 0 ? med / (u->pred / n) : 0.0,
              u->pred > 0 ? best / (u->pred / n) : 0.0, dname[d]);
     /* the memory passes between the kernels, counted (kernels/traffic.h), and their predicted
      * time, which the predicted compute includes */
@@ -270,7 +273,7 @@ static double wire_mixed(const config *c, const report_case *k, const bench_sums
     for (int p = 0; p < PART_COUNT; p++)
         for (int a = 0; a < MESH_MAX_AXES; a++) t += u->pwire[p][a];
     *wire = t / (double)c->steps;
-    const double per_token = model_flops_per_token(s);
+    const double per_token = shape_flops_per_token(s);
     *peak = em && em->measured_flops > 0
                 ? per_token * (double)k->tokens / nranks / em->measured_flops
                 : 0;
@@ -288,7 +291,7 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
     if (!chip) return;
     report_case k;
     char name[128];
-    par_report_case(trainer_par(t), c, &k, name, sizeof name);
+    plan_report_case(trainer_plan(t), &k, name, sizeof name);
     const double wire = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
     report_boundaries b, b16;
     /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */
@@ -352,16 +355,17 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     char spec[96];
     mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
              "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (core share %.2f) | "
-             "%d warm-up + %lld timed steps\n",
+             "%.3g threads per CPU on the most shared host | %d warm-up + %lld timed steps\n",
              (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "",
              mesh_spec_str(m, spec, sizeof spec), c->threads,
              c->threads > 1 ? "s" : "",
              mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
-             trainer_core_share(t), BENCH_WARMUP_STEPS, (long long)c->steps);
+             trainer_core_share(t), report_share(trainer_report(t))->per_cpu, BENCH_WARMUP_STEPS,
+             (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
-    run_print_hosts(c, m);
+    run_print_hosts(c, m, t);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
     const double ntok = (double)(c->batch * s->T);
 
@@ -391,7 +395,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                      (long long)(step - BENCH_WARMUP_STEPS + 1), st.loss, 1e3 * st.seconds,
                      ntok / st.seconds);
     }
-    if (c->steps > 0) print_summary(c, pk, bound, secs, &sums);
+    if (c->steps > 0) print_summary(c, pk, bound, secs, &sums, report_share(trainer_report(t)));
     print_boundaries(c, t, &sums, nranks);
     free(rows);
     free(secs);

@@ -68,15 +68,13 @@ double inspect_cpu_peak(mesh *m, int threads, cpupeak *host) {
 void inspect_print_mfu(const model_shape *s, double sgemm_peak, double cpu_peak,
                        const cpupeak *host, int nranks, FILE *out) {
     if (mesh_world_rank() != 0) return;
-    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
-    const double P =
-        (double)s->L * (D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F) + D * (double)s->V;
+    const double P = shape_matmul_params(s);
     fprintf(out,
             "FLOPs per token = 6·P + 6·L·T·N·H = 6 x %.4g + 6·%lld·%lld·%lld·%lld = %.4g "
             "(P = L·(D·(N+2K)·H + N·H·D + 3·D·F) + D·V: matmul parameters; forward + "
             "backward; causal attention)\n",
             P, (long long)s->L, (long long)s->T, (long long)s->N, (long long)s->H,
-            model_flops_per_token(s));
+            shape_flops_per_token(s));
     fprintf(out, "MFU peaks: measured sgemm %.4g GFLOP/s (%d rank%s together); CPU nominal ",
             sgemm_peak / 1e9, nranks, nranks > 1 ? "s" : "");
     if (cpu_peak > 0)

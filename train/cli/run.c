@@ -1,7 +1,7 @@
 /* run: the training run and `prepare` (see run.h).
  *
  * Reporting. Rank 0 prints one line per step; the time is rank 0's wall time of the step with
- * its data loading, tokens are the global batch (B·T), FLOPs are model_flops_per_token × tokens
+ * its data loading, tokens are the global batch (B·T), FLOPs are shape_flops_per_token × tokens
  * (the formula is in --help), and MFU divides by the sum over ranks of the sgemm FLOP/s each
  * measured at start-up (run_measure_peak: kern_measure_flops, best of 3 × 0.1 s), all ranks at
  * once: with one rank per core that is ranks × one core's rate, and when ranks share cores it is
@@ -83,14 +83,17 @@ void run_resolve_data(config *c, const char *argv0) {
     }
 }
 
-void run_print_hosts(const config *c, mesh *m) {
+void run_print_hosts(const config *c, mesh *m, trainer *t) {
     char hosts[160];
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
-    if (!c->quiet && mesh_world_rank() == 0)
+    if (!c->quiet && mesh_world_rank() == 0) {
+        char cores[512];
         printf("hosts: %s (%s)\n", hosts,
                c->cross_hosts[0] ? "axes across hosts chosen by --cross-hosts"
                                  : "default: the first axis crosses hosts first, the last stays "
                                    "inside one; --cross-hosts AXES to choose");
+        printf("cores: %s\n", share_describe(report_share(trainer_report(t)), cores, sizeof cores));
+    }
 }
 
 run_peak run_measure_peak(mesh *m, double rank_flops) {
@@ -205,7 +208,7 @@ static void print_header(const run_ctx *r, double rank_flops) {
              mesh_spec_str(r->m, spec, sizeof spec), (long long)s->L, (long long)s->D,
              (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
              (long long)s->T, metrics_si(buf, sizeof buf, (double)model_param_total(s)),
-             model_flops_per_token(s) / 1e6);
+             shape_flops_per_token(s) / 1e6);
     mesh_log("data: %s (%s) | %lld train / %lld val tokens | batch %lld x %lld = %lld tokens "
              "per step, %lld micro-batch%s, order %s\n",
              c->data, tokens_is_text(r->data) ? "text, byte tokenizer" : "token file",
@@ -299,6 +302,7 @@ static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step
                          .bubble_ideal = st->pipe.bubble_ideal,
                          .stage_act_bytes = (double)st->pipe.act_bytes,
                          .pred_seconds = st->split.pred_step,
+                         .pred_dedicated = st->split.pred_dedicated,
                          .book_seconds = st->split.book_step,
                          .dominant = st->split.dominant,
                          .val_loss = NAN};
@@ -350,12 +354,12 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         inspect_print_mfu(&c->shape, r.peak, cpu_peak, &host, mesh_nranks(m), stdout);
         trainer_print_layout(t, stdout);
     }
-    run_print_hosts(c, m);
+    run_print_hosts(c, m, t);
     if (c->resume[0]) resume_or_exit(&r);
     if (c->save_init[0]) save_or_exit(&r, r.step0, c->save_init);
 
     const double tokens_per_step = (double)(c->batch * c->shape.T);
-    const double flops_per_step = model_flops_per_token(&c->shape) * tokens_per_step;
+    const double flops_per_step = shape_flops_per_token(&c->shape) * tokens_per_step;
     int width = 1;
     for (int64_t s = c->steps; s >= 10; s /= 10) width++;
     double train_secs = 0.0, last_loss = NAN, last_val = NAN;

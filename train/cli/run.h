@@ -22,8 +22,8 @@ int run_prepare(int argc, char **argv);
 void run_resolve_data(config *c, const char *argv0);
 
 /* Collective over: world. Rank 0 prints (unless --quiet) which axes cross hosts and which stay
- * inside one. */
-void run_print_hosts(const config *c, mesh *m);
+ * inside one, and how the ranks share the hosts' CPUs (trainer t's report). */
+void run_print_hosts(const config *c, mesh *m, trainer *t);
 
 /* The MFU peak: the trainer's sgemm measurement (every rank at the same moment, best of 3 × 0.1 s,
  * after a barrier, so ranks sharing cores measure the share they actually get), summed. */

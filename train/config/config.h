@@ -7,29 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "calc/shape.h" /* model_shape: the transformer's shape, shared with the calculator */
 #include "data/tokens_order.h"
 
 #define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
-
-/* The mixture-of-experts layers (E = 0: a dense model, every other field unused and 0). Every
- * `every`-th block (blocks l with (l + 1) % every == 0) replaces its MLP with E routed experts and
- * `shared` always-on experts, each a SwiGLU MLP of width F; a router (fp32 linear D→E, softmax)
- * sends each token to the k experts of largest router logit (ties to the lower index), weighted
- * by the softmax over those k logits (renormalised, as Mixtral). capacity > 0: each expert takes
- * at most ceil(capacity·k·T/E) tokens of one sequence (T = the model's seq_len), first come first
- * served in position order; 0 is dropless. aux_coef, z_coef: the load-balancing loss
- * E·Σ_e f_e·P_e and the router z-loss mean(logsumexp²), each per sequence, averaged over the
- * sequences and summed over the MoE layers (model.c). */
-typedef struct {
-    int64_t E, k, shared, every, F;
-    double capacity, aux_coef, z_coef;
-} moe_shape;
-
-typedef struct {
-    int64_t L, D, N, K, H, F, V,
-        T;         /* layers, d_model, heads, kv heads, head dim, d_ff, vocab, seq */
-    moe_shape moe; /* all 0 for a dense model */
-} model_shape;
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
 /* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */

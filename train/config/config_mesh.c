@@ -1,6 +1,7 @@
 /* config_mesh: the rules of the sharding flags that need the mesh (see config.h), in one place:
- * par_create, the trainer and generation all go through config_for_mesh, and the flag-level rules
- * (an axis named twice, --tensor inside --dp, ...) stay in config_validate. */
+ * the sharding plan's input (par_plan_in), and so the trainer, generation and serving, go through
+ * config_for_mesh, and the flag-level rules (an axis named twice, --tensor inside --dp, ...) stay
+ * in config_validate. */
 #include <stdio.h>
 #include <string.h>
 

@@ -32,7 +32,8 @@ struct gen {
     mesh_axes tax; /* the tensor axis of m (vocabulary shards), nY ranks (1 without) */
     int64_t nY;
     int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
-    par *plan;
+    plan pl;   /* the sharding plan (forward only) */
+    par *run;  /* its sharded run (NULL on one rank) */
     model *mod;
     gen_kv_mode mode;
     gen_dims d;
@@ -53,6 +54,7 @@ struct gen {
     sample_item *items;
     /* the step being run, for the attention hook */
     int prefill;
+    const int32_t *ext_n;     /* gen_extend: rows of each local sequence */
     const int64_t *chunk_len; /* prefill: lengths of the chunk's sequences */
     int64_t chunk_b0, chunk_n;
     double kv_bytes, attn_flops;
@@ -62,7 +64,7 @@ model *gen_model(gen *g) {
     return g->mod;
 }
 par *gen_par(gen *g) {
-    return g->plan;
+    return g->run;
 }
 gen_kv_mode gen_mode(const gen *g) {
     return g->mode;
@@ -153,10 +155,30 @@ static void attn_decode(gen *g, const model_attn_io *io) {
     }
 }
 
+/* Extend (gen_extend): sequence b's ext_n[b] rows at positions pos[b].. are stored in its cache,
+ * then attend to it causally. */
+static void attn_extend(gen *g, const model_attn_io *io) {
+    const model_extents *lc = model_extents_of(g->mod);
+    const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
+    const kvcache *kv = &g->kv;
+    for (int64_t b = 0, r0 = 0; b < kv->Bc; r0 += g->ext_n[b++]) {
+        const int64_t n = g->ext_n[b], p = g->pos[b];
+        if (n == 0) continue;
+        memcpy(kv_row(kv, kv->k, io->l, b, p), io->k + r0 * KH, (size_t)(n * KH) * 4);
+        memcpy(kv_row(kv, kv->v, io->l, b, p), io->v + r0 * KH, (size_t)(n * KH) * 4);
+        kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, kv_row(kv, kv->k, io->l, b, 0),
+                         kv_row(kv, kv->v, io->l, b, 0), p, n, lc->Nl, lc->Kl, H, KH);
+        g->attn_flops += 4.0 * (double)(n * (p + 1) + n * (n - 1) / 2) * (double)NH;
+        g->kv_bytes += 2.0 * (double)((p + n) * KH) * 4;
+    }
+}
+
 static void attn_hook(void *ctx, const model_attn_io *io) {
     gen *g = ctx;
     if (g->prefill)
         attn_prefill(g, io);
+    else if (g->ext_n)
+        attn_extend(g, io);
     else
         attn_decode(g, io);
 }
@@ -172,10 +194,8 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
         (double)(s->D * (lc->Nl + 2 * lc->Kl) * H + lc->Nl * H * s->D + 3 * s->D * lc->Fl);
     /* with experts (one rank), a token passes through the router and k + S experts of a MoE
      * block; every weight is counted as read */
-    const double blocks_mm = s->moe.E > 0
-                                 ? (model_flops_per_token(s) / 6.0 -
-                                    (double)(s->L * s->T * s->N * H) - (double)(s->D * s->V))
-                                 : (double)s->L * layer_mm;
+    const double blocks_mm =
+        s->moe.E > 0 ? shape_matmul_params(s) - (double)(s->D * s->V) : (double)s->L * layer_mm;
     double bytes = 0;
     for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
@@ -280,6 +300,47 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
     st->seconds = mesh_now() - t0;
 }
 
+void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st) {
+    const double t0 = mesh_now();
+    CHECK(g->mode != GEN_KV_ALLTOALL && !g->moe_cnt,
+          "gen_extend: the AllToAll layout and experts with a capacity are not supported");
+    memset(st, 0, sizeof *st);
+    int64_t R = 0;
+    for (int64_t b = 0; b < g->B_loc; b++) {
+        CHECK(n[b] >= 0 && g->pos[b] + n[b] <= g->d.S && R + n[b] <= g->d.max_rows,
+              "gen_extend: %d rows at position %d of sequence %lld (cache %lld, rows %lld)",
+              (int)n[b], (int)g->pos[b], (long long)b, (long long)g->d.S,
+              (long long)g->d.max_rows);
+        for (int32_t i = 0; i < n[b]; i++, R++) {
+            g->rtok[R] = tok[R];
+            g->rpos[R] = g->pos[b] + i;
+            g->out_rows[R] = R;
+            g->moe_seq[R] = (int32_t)b;
+        }
+    }
+    if (R == 0) return;
+    g->prefill = 0;
+    g->ext_n = n;
+    g->kv_bytes = g->attn_flops = 0;
+    forward(g, g->logits, R, R);
+    g->ext_n = NULL;
+    weight_cost(g, R, R, st);
+    st->flops += g->attn_flops;
+    st->kv_bytes = g->kv_bytes;
+    st->rows = (double)R / tensor_ranks(g);
+    st->seconds = mesh_now() - t0;
+}
+
+int64_t gen_pos(const gen *g, int64_t b) {
+    return g->pos[b];
+}
+
+void gen_set_pos(gen *g, int64_t b, int64_t pos) {
+    CHECK(pos >= 0 && pos <= g->d.S, "gen_set_pos: position %lld past the cache of %lld",
+          (long long)pos, (long long)g->d.S);
+    g->pos[b] = (int32_t)pos;
+}
+
 /* ---------------------------------------------------------------- create */
 
 int gen_refuse(const config *c, char *err, size_t errlen) {
@@ -347,7 +408,7 @@ static int layout(gen *g, char *err, size_t errlen) {
     const int ty = g->c.tensor_axis[0] ? mesh_axis_index(g->m, g->c.tensor_axis[0]) : -1;
     const int64_t nY = ty >= 0 ? mesh_axis_size(g->m, ty) : 1;
     const int64_t yi = ty >= 0 ? mesh_axis_coord(g->m, ty) : 0;
-    g->nX = par_data_shards(g->plan);
+    g->nX = g->pl.batch.n;
     if (g->d.B % g->nX != 0)
         return errmsg_fail(err, errlen,
                            "%lld prompts do not divide over the %lld replicas (--dp): give a "
@@ -356,7 +417,7 @@ static int layout(gen *g, char *err, size_t errlen) {
     g->B_loc = g->d.B / g->nX;
     g->nY = nY;
     if (ty >= 0) g->tax = (mesh_axes){.n = 1, .ax = {ty}};
-    g->row0 = par_data_index(g->plan) * g->B_loc;
+    g->row0 = g->pl.batch.index * g->B_loc;
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
     if (g->mode == GEN_KV_ALLTOALL) {
@@ -430,11 +491,16 @@ static int alloc_buffers(gen *g) {
                : -1;
 }
 
-par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
-                     size_t errlen) {
+int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **out, char *err,
+                    size_t errlen) {
+    *out = NULL;
     config cc = *c; /* the plan's TP buffers hold max_rows rows on every replica */
     cc.batch = cc.micro_batch = (max_rows + c->shape.T - 1) / c->shape.T * mesh_nranks(m);
-    return par_create(&cc, m, trivial, err, errlen);
+    plan_in in;
+    if (par_plan_in(&cc, m, &in, err, errlen) < 0) return -1;
+    in.forward_only = 1;
+    if (plan_build(pl, &in, err, errlen) < 0) return -1;
+    return par_create(pl, m, out, err, errlen);
 }
 
 /* Collective over: world. The request's plan, layout and memory check, nothing big allocated
@@ -446,9 +512,7 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char *err,
     g->c = *c;
     g->m = m;
     g->d = *d;
-    int trivial = 0;
-    g->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
-    if (!g->plan && !trivial) {
+    if (gen_plan_create(c, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
         free(g);
         return NULL;
     }
@@ -470,7 +534,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
     gen *g = plan_request(c, m, d, err, errlen);
     if (!g) return NULL;
     int rc = 0;
-    g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->plan));
+    g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->run));
     if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
@@ -487,7 +551,7 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
 void gen_destroy(gen *g) {
     if (!g) return;
     model_destroy(g->mod);
-    par_destroy(g->plan);
+    par_destroy(g->run);
     mesh_destroy(g->gm);
     ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
                    g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,

@@ -57,10 +57,11 @@ typedef struct gen gen;
 int gen_refuse(const config *c, char *err, size_t errlen);
 /* Not collective. Bytes this host has available (MemAvailable), or −1 when unknown. */
 double gen_mem_available(void);
-/* Collective over: world. The sharding plan (par_create) for forwards of up to max_rows rows per
- * replica (its tensor-parallel buffers hold that many rows); NULL as par_create's. */
-par *gen_plan_create(const config *c, mesh *m, int64_t max_rows, int *trivial, char *err,
-                     size_t errlen);
+/* Collective over: world. The sharding plan of forwards of up to max_rows rows per replica (its
+ * tensor-parallel buffers hold that many rows; forward only) into *pl, and its sharded run into
+ * *out (par_create: NULL on one rank). pl must outlive the run. 0, or −1 with err. */
+int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **out, char *err,
+                    size_t errlen);
 /* Collective over: world. Checks the request (FSDP, pipeline, batch division, the cache's size
  * against this host's memory before allocating it), builds the plan, the model (initialised from
  * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */
@@ -84,6 +85,20 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st);
 /* Collective over: the tensor axis. One decode step: cur[n] is each local sequence's latest token;
  * next[n] the sampled one. */
 void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st);
-/* The logits [n, V] of the last step's picks (local sequences, in order). */
+/* The logits [n, V] of the last step's picks (local sequences, in order); after gen_extend, of
+ * every row. */
 const float *gen_logits(const gen *g);
+/* Collective over: the tensor axis (every rank of a replica with the same n and tok). A cached
+ * forward of several rows per local sequence, the target's scoring of drafted tokens (draft.h):
+ * sequence b's n[b] ≥ 0 tokens (tok, packed in sequence order) at positions gen_pos(b) ..
+ * gen_pos(b) + n[b] − 1, their keys and values stored in its cache, each row attending to the
+ * cache before it and to the rows before it; the logits of all Σn rows go to gen_logits. Samples
+ * nothing and moves no position: the caller keeps the accepted rows with gen_set_pos (the rows
+ * past it are stale and get overwritten). Not for the AllToAll layout nor experts with a
+ * capacity. */
+void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st);
+/* Local sequence b's next position (the first cache row not yet valid); set it back to roll the
+ * cache back. */
+int64_t gen_pos(const gen *g, int64_t b);
+void gen_set_pos(gen *g, int64_t b, int64_t pos);
 #endif

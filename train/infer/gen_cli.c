@@ -19,6 +19,7 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
+#include "train/infer/draft_cli.h"
 #include "train/model/hooks.h"
 
 #define GEN_ERR 512
@@ -50,6 +51,10 @@ static const gen_flag_def gen_flag_table[] = {
      "--bench: decode batch sizes (default 1,2,4,8,16,32,64)"},
     {"bench-prompt", 1, G_(bench_prompt), "P", "--bench: prompt bytes (default 64)"},
     {"csv", 0, G_(csv), "FILE", "--bench: the table as CSV, written whole at the end"},
+    {"draft", 0, G_(draft), "CKPT",
+     "speculative decoding: the drafter's checkpoint (same vocabulary), on the same ranks and "
+     "sharding"},
+    {"draft-tokens", 1, G_(draft_tokens), "k", "--draft: tokens drafted a round (default 4)"},
 };
 #undef G_
 
@@ -225,8 +230,8 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     free(in);
 }
 
-static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
-                         const gen_machine *mc) {
+static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, gen *dg,
+                         const prompt_set *ps, const gen_machine *mc) {
     int64_t row0, nb;
     gen_rows(g, &row0, &nb);
     const int64_t n = f->tokens, B = ps->n;
@@ -236,11 +241,14 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     float *all = calloc((size_t)(B * n + 1), sizeof *all);
     CHECK(mine && cur && next && ms && all, "generate: out of memory");
     gen_step st, t;
-    gen_prefill(g, ps, next, &st);
-    t = gen_step_total(m, &st);
-    if (mesh_rank(m) == 0) report_prefill(&t, mc, B);
-    for (int64_t i = 0; i < nb; i++) mine[i * n] = next[i];
-    for (int64_t s = 1; s < n; s++) {
+    if (dg) draft_tokens(c, m, g, dg, ps, n, (int)f->draft_tokens, mine);
+    if (!dg) {
+        gen_prefill(g, ps, next, &st);
+        t = gen_step_total(m, &st);
+        if (mesh_rank(m) == 0) report_prefill(&t, mc, B);
+        for (int64_t i = 0; i < nb; i++) mine[i * n] = next[i];
+    }
+    for (int64_t s = 1; s < n && !dg; s++) {
         memcpy(cur, next, (size_t)nb * sizeof *cur);
         gen_decode(g, cur, next, &st);
         for (int64_t i = 0; i < nb; i++) mine[i * n + s] = next[i];
@@ -250,7 +258,7 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, c
     }
     gather_tokens(m, g, mine, n, B, all);
     if (mesh_rank(m) == 0) {
-        if (n > 1) {
+        if (n > 1 && !dg) {
             qsort(ms, (size_t)(n - 1), sizeof *ms, cmp_double);
             fprintf(stderr,
                     "decode summary | %lld steps | median %.3f ms/token, min %.3f | "
@@ -309,12 +317,12 @@ static int check_paths(const gen_flags *f, char *err, size_t errlen) {
     char why[512];
     const struct {
         const char *flag, *path;
-    } in[] = {{"--ckpt", f->ckpt}, {"--prompts", f->prompts_file}};
-    for (int k = 0; k < 2; k++)
+    } in[] = {{"--ckpt", f->ckpt}, {"--prompts", f->prompts_file}, {"--draft", f->draft}};
+    for (int k = 0; k < 3; k++)
         if (in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
             return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
     if (!f->csv[0]) return 0;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (in[k].path[0] && paths_same_file(f->csv, in[k].path))
             return errmsg_fail(err, errlen,
                                "--csv %s is also %s: the table would overwrite an input (give "
@@ -341,11 +349,11 @@ static int check_kv_replicate(const config *c, const gen_flags *f, const mesh *m
 /* Collective over: world. --bench: every check first, then the machine, then the sweep. */
 static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     char err[GEN_ERR + GEN_BENCH_ERR];
-    gen_bench_plan plan;
-    if (gen_bench_check(c, f, m, &plan, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    gen_bench_plan sweep;
+    if (gen_bench_check(c, f, m, &sweep, err, sizeof err) < 0) mesh_exit_error("%s", err);
     const gen_machine mc = gen_measure_machine(m, c->quick_start);
     print_plan(c, m);
-    return gen_bench_run(c, f, m, &plan, &mc);
+    return gen_bench_run(c, f, m, &sweep, &mc);
 }
 
 int gen_main(int argc, char **argv) {
@@ -379,8 +387,10 @@ int gen_main(int argc, char **argv) {
     if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if ((f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0) ||
-        check_kv_replicate(&c, &f, m, err, sizeof err) < 0)
+        check_kv_replicate(&c, &f, m, err, sizeof err) < 0 ||
+        draft_check(&c, &f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);
         mesh_destroy(m);
@@ -395,14 +405,22 @@ int gen_main(int argc, char **argv) {
     gen_dims d = {ps.n, S, total < 1024 ? total : 1024, f.kv_replicate};
     if (d.max_rows < S) d.max_rows = S;
     if (d.max_rows < ps.n) d.max_rows = ps.n;
+    if (f.draft[0] && d.max_rows < ps.n * (f.draft_tokens + 2)) /* a verify step's rows */
+        d.max_rows = ps.n * (f.draft_tokens + 2);
     gen *g = gen_create(&c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (f.draft[0] && gen_mode(g) == GEN_KV_ALLTOALL)
+        mesh_exit_error("--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
+                        "puts the target's cache in the AllToAll layout): add --kv-replicate");
+    gen *dg = f.draft[0] ? draft_open(&c, m, f.draft, &d, err, sizeof err) : NULL;
+    if (f.draft[0] && !dg) mesh_exit_error("%s", err);
     /* after every check: bad input fails fast */
     const gen_machine mc = gen_measure_machine(m, c.quick_start);
     print_header(&c, &f, m, g, &ps, &mc);
-    run_generate(&c, &f, m, g, &ps, &mc);
+    run_generate(&c, &f, m, g, dg, &ps, &mc);
+    gen_destroy(dg);
     gen_destroy(g);
     prompts_free(&ps);
     mesh_destroy(m);

@@ -34,6 +34,8 @@ typedef struct {
     char bench_batches[256]; /* --bench: comma list of decode batch sizes */
     int64_t bench_prompt;    /* --bench: prompt length */
     char csv[1024];          /* --bench: CSV output */
+    char draft[1024];        /* --draft: the drafter's checkpoint (speculative decoding) */
+    int64_t draft_tokens;    /* --draft-tokens: tokens drafted a round */
     unsigned given;          /* bit k: the k-th flag of generate's table was given */
 } gen_flags;
 

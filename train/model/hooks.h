@@ -5,17 +5,23 @@
  * sharded run (par_model_hooks). The model never calls the parallel code by name, so it builds
  * and is tested alone. Depends on model.h only.
  *
+ * The hooks move data; the math is the model's (model.c, sublayer.c). Where a collective matmul
+ * interleaves the two, the hook moves the chunks and calls back into the model's math for each
+ * one (model_product_fn, model_block_fn).
+ *
  * Hook points in the book's notation (In[B_X, D_Y], W_in[D_X, F_Y]):
- *  - sublayer_out:       Out[B, D]{U_Y} → ReduceScatter_Y → Out[B, D_Y] (+ residual) → AllGather_Y
- *  - norm_in:            the next sublayer's RMSNorm and in-projections (with the collective
- *                        matmul they take sublayer_out's AllGather_Y, as one AllGather-matmul)
- *  - sublayer_out_bwd:   AllGather_Y of the residual gradient dOut[B, D_Y] and the backward of the
- *                        sublayer's output projection (as two matmuls, or one collective matmul)
- *  - resid_grad_gather:  AllGather_Y of the residual gradient (the embedding's backward)
- *  - partial_begin/end/done: dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
+ *  - reduce_out:         Out[B, D]{U_Y} → ReduceScatter_Y → Out[B, D_Y] (the model then adds the
+ *                        residual); with the collective matmul a matmul-ReduceScatter
+ *  - gather_out:         Out[B, D_Y] → AllGather_Y → In[B, D], or left to the next norm
+ *  - gather_cols:        AllGather_Y of [B, D_Y] blocks: the deferred gather of a norm's input
+ *                        (an AllGather-norm-matmul), the residual gradient dOut[B, D_Y] before
+ *                        the output projection's backward (an AllGather-matmul), the embedding's
+ *  - partial_end/done:   dIn[B, D]{U_Y} → ReduceScatter_Y into the residual gradient
+ *  - gather_tensor:      AllGather_Y of a small per-row array (the loss's row statistics)
  *  - layer_weights:      AllGather_X W[D_X, ...] just in time (ZeRO-3 / FSDP)
  *  - layer_grads(_done): AllReduce_X (DP) or ReduceScatter_X (ZeRO-2/3) of dW{U_X}
- * Not collective themselves; a sharded table's hooks are collective over the axis they name. */
+ * Not collective themselves; a sharded table's hooks are collective over the axis they name. The
+ * tensor axis's hooks are called only when the model's extents say it is sharded (D_Y < D). */
 #ifndef MT_TRAIN_MODEL_HOOKS_H
 #define MT_TRAIN_MODEL_HOOKS_H
 #include <stdint.h>
@@ -42,6 +48,12 @@ typedef struct {
     float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
     float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
 } layer_g;
+
+/* The model's math a collective matmul runs chunk by chunk: dst[BT, D/nb] = column block b of nb
+ * of the product the model reduces (overwrites); blk[BT, D/n], column block j of n of an array
+ * being gathered, taken in as it arrives (first: the rank's own, which comes first). */
+typedef void (*model_product_fn)(void *ctx, float *dst, int64_t b, int64_t nb);
+typedef void (*model_block_fn)(void *ctx, const float *blk, int64_t j, int first);
 
 /* Every hook receives the table's ctx first. */
 typedef struct model_hooks {
@@ -72,42 +84,35 @@ typedef struct model_hooks {
     float *(*grad)(void *ctx, model *m, param_id id);
     void (*head_grads_done)(void *ctx, model *m);
     void (*embed_grads_done)(void *ctx, model *m);
-    /* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D], the product a partial sum over the
-     * tensor axis (of xin only this rank's D_Y columns are read). defer: out goes next to norm_in
-     * and to nothing else, so the hook may leave the AllGather_Y of out to it. Returns 1 when it
-     * did (out holds only this rank's D_Y columns: pass norm_in sharded = 1), else 0. */
-    int (*sublayer_out)(void *ctx, model *m, float *out, const float *xin, const float *act,
-                        const float *w, int64_t BT, int64_t Kl, int defer);
-    /* A sublayer's input norm and in-projections: h[BT, D] = rmsnorm(x) ∘ gain (rstd[BT] the
-     * rows' 1/rms), y[k][BT, nk[k]] = h · w[k][D, nk[k]] for k < nw. sharded (sublayer_out
-     * returned 1): x holds only this rank's D_Y columns, and the hook gathers the rest into x
-     * (with the collective matmul, beside the in-projections' blocks). */
-    void (*norm_in)(void *ctx, model *m, float *x, int sharded, float *h, float *rstd,
-                    const float *gain, int nw, const float *const *w, const int64_t *nk,
-                    float *const *y, int64_t BT);
-    /* The backward of sublayer_out's product: with dout = dL/d(out) [BT, D] (from the residual
-     * gradient dr: its D_Y shard with TP, else dr itself; `full` is the caller's [BT, D] scratch),
-     * dact[BT, Kl] = dout · wᵀ (overwrites) and dw[Kl, D] += actᵀ · dout. */
-    void (*sublayer_out_bwd)(void *ctx, model *m, float *dact, float *dw, float *full, float *dr,
-                             const float *act, const float *w, int64_t BT, int64_t Kl);
+    /* The tensor axis Y (called only with D_Y < D). reduce_out: this rank's D_Y columns of the
+     * sum over Y of the product P[BT, D] the model computes with fn (the whole of it, fn(fctx,
+     * dst, 0, 1); with the collective matmul block by block while the partial sums travel), as
+     * [BT, D_Y] in the hook's scratch, valid until the next hook. */
+    float *(*reduce_out)(void *ctx, model *m, model_product_fn fn, void *fctx, int64_t BT);
+    /* out[BT, D] = AllGather_Y of the ranks' shard[BT, D_Y]. defer: out goes to a norm next and
+     * to nothing else, so the hook may leave the gather to that norm's gather_cols: returns 1
+     * when it did (out holds only this rank's D_Y columns), else 0. */
+    int (*gather_out)(void *ctx, model *m, float *out, const float *shard, int64_t BT, int defer);
+    /* The AllGather_Y of the ranks' [BT, D_Y] column blocks, this rank's `own` (packed; NULL: x's
+     * own D_Y columns). With fn, where the collective matmuls are on, fn(fctx, blk, j, first)
+     * takes each block as it arrives (the next on the wire meanwhile) and NULL is returned;
+     * otherwise x[BT, D] receives the whole array and is returned. */
+    const float *(*gather_cols)(void *ctx, model *m, float *x, const float *own, int64_t BT,
+                                model_block_fn fn, void *fctx);
+    /* dIn[BT, D]{U_Y}: partial_end starts the ReduceScatter_Y of part (this rank's partial sum
+     * of dL/d(sublayer input)) into dr[BT, D_Y] (+=), or, with the collective matmul, only starts
+     * it, so that the sublayer's weight-gradient matmuls run beside it; partial_done completes
+     * it: dr holds the sublayer input's gradient afterwards. Nothing but local compute may come
+     * between the two. */
+    void (*partial_end)(void *ctx, model *m, float *dr, float *part, int64_t BT);
+    void (*partial_done)(void *ctx, model *m, float *dr, int64_t BT);
+    /* AllGather_Y of n floats of each rank: [|Y|][n] in the hook's scratch, valid until the next
+     * hook (the loss's row statistics). */
+    const float *(*gather_tensor)(void *ctx, model *m, const float *mine, int64_t n);
     /* x[BT, D] holds the embedding rows of this vocabulary shard: sum over the vocab shards. */
     void (*embed_reduce)(void *ctx, model *m, float *x, int64_t BT);
-    /* stats[3, BT] (rowmax, rowsum, target logit) of this vocab shard → combined over shards. */
-    void (*xent_combine)(void *ctx, model *m, float *stats, int64_t BT);
     /* logits_loc[Vl] → logits[V]. */
     void (*gather_vocab)(void *ctx, model *m, float *logits, const float *logits_loc);
-    /* Backward: dL/d(sublayer output) as a full [BT, D] array from the residual gradient dr (its
-     * D_Y shard with TP, else dr itself; `full` is the caller's [BT, D] scratch). */
-    const float *(*resid_grad_gather)(void *ctx, model *m, float *full, float *dr, int64_t BT);
-    /* Backward: where a sublayer's input gradient accumulates: dr itself without TP, else the
-     * zeroed [BT, D] scratch `part` that partial_end reduce-scatters into dr. */
-    float *(*partial_begin)(void *ctx, model *m, float *dr, float *part, int64_t BT);
-    void (*partial_end)(void *ctx, model *m, float *dr, float *part, int64_t BT);
-    /* partial_end may only start the reduction (with the collective matmul, a non-blocking
-     * ReduceScatter_Y that the sublayer's weight-gradient matmuls run beside); partial_done
-     * completes it: dr holds the sublayer input's gradient afterwards. Nothing but local compute
-     * may come between the two. */
-    void (*partial_done)(void *ctx, model *m, float *dr, int64_t BT);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);
@@ -127,16 +132,17 @@ void model_extents_full(const model_shape *s, model_extents *out);
 void model_slab_full(const model_shape *s, param_id id, param_slab *out);
 layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
-/* out[BT, D] = xin + act[BT, Kl] · w[Kl, D] (out may alias xin). */
-void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
-                              int64_t BT, int64_t Kl, int64_t D);
-/* h = rmsnorm(x[BT, D]) ∘ gain, y[k] = h · w[k][D, nk[k]] for k < nw. */
-void model_norm_in_local(const float *x, float *h, float *rstd, const float *gain, int nw,
-                         const float *const *w, const int64_t *nk, float *const *y, int64_t BT,
-                         int64_t D);
-/* dact[BT, Kl] = dout[BT, D] · w[Kl, D]ᵀ (overwrites), dw[Kl, D] += act[BT, Kl]ᵀ · dout. */
-void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
-                                  const float *w, int64_t BT, int64_t Kl, int64_t D);
+
+/* What model_create allocates besides the parameters and their gradients, for micro-batches of
+ * Bl sequences of s->T tokens on a stage of layers [l0, l1) with nslots activation slots and
+ * local extents e: in floats, the saved activations of every slot and the passes' scratch; the
+ * int32 targets of every slot. Not collective; allocates nothing (the sharding plan lists them
+ * among the run's buffers). */
+typedef struct {
+    int64_t act, scratch, targets;
+} model_sizes;
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
+                    int64_t l1, int nslots, model_sizes *out);
 
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);

@@ -3,19 +3,8 @@
  * the exported building blocks where one of its axes is trivial. */
 #include <string.h>
 
-#include "kernels/gemm.h"
-#include "kernels/rmsnorm.h"
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
-
-void model_extents_full(const model_shape *s, model_extents *o) {
-    *o = (model_extents){.Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D};
-}
-
-void model_slab_full(const model_shape *s, param_id id, param_slab *o) {
-    param_info pi = model_param_info(s, id);
-    *o = (param_slab){{0, 0, 0, 0}, {pi.shape[0], pi.shape[1], pi.shape[2], pi.shape[3]}};
-}
 
 /* Pointer to block i of the stack of parameter id (i in the stack's own numbering: the layer,
  * or model_layer_stack_index for the MLPs), in local storage (NULL: the block has none of id). */
@@ -64,25 +53,6 @@ layer_g model_layer_grads_local(model *m, int64_t l) {
                      p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
 }
 
-void model_sublayer_out_local(float *out, const float *xin, const float *act, const float *w,
-                              int64_t BT, int64_t Kl, int64_t D) {
-    if (out != xin) floats_copy(out, xin, BT * D);
-    kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
-}
-
-void model_norm_in_local(const float *x, float *h, float *rstd, const float *gain, int nw,
-                         const float *const *w, const int64_t *nk, float *const *y, int64_t BT,
-                         int64_t D) {
-    kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
-    for (int k = 0; k < nw; k++) kern_matmul(y[k], h, w[k], BT, D, nk[k]);
-}
-
-void model_sublayer_out_bwd_local(float *dact, float *dw, const float *act, const float *dout,
-                                  const float *w, int64_t BT, int64_t Kl, int64_t D) {
-    kern_matmul_dw(dw, act, dout, BT, Kl, D);
-    kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
-}
-
 /* ---------------------------------------------------------------- the table's entries */
 
 static void extents(void *ctx, const model_shape *s, model_extents *out) {
@@ -123,18 +93,6 @@ static float *grad(void *ctx, model *m, param_id id) {
     (void)ctx;
     return model_grad(m, id, NULL);
 }
-static int sublayer_out(void *ctx, model *m, float *out, const float *xin, const float *act,
-                        const float *w, int64_t BT, int64_t Kl, int defer) {
-    (void)ctx, (void)defer;
-    model_sublayer_out_local(out, xin, act, w, BT, Kl, model_shape_of(m)->D);
-    return 0;
-}
-static void norm_in(void *ctx, model *m, float *x, int sharded, float *h, float *rstd,
-                    const float *gain, int nw, const float *const *w, const int64_t *nk,
-                    float *const *y, int64_t BT) {
-    (void)ctx, (void)sharded;
-    model_norm_in_local(x, h, rstd, gain, nw, w, nk, y, BT, model_shape_of(m)->D);
-}
 static void on_rows(void *ctx, model *m, float *x, int64_t BT) {
     (void)ctx, (void)m, (void)x, (void)BT;
 }
@@ -142,18 +100,27 @@ static void gather_vocab(void *ctx, model *m, float *logits, const float *logits
     (void)ctx;
     floats_copy(logits, logits_loc, model_extents_of(m)->Vl);
 }
-static void sublayer_out_bwd(void *ctx, model *m, float *dact, float *dw, float *full, float *dr,
-                             const float *act, const float *w, int64_t BT, int64_t Kl) {
-    (void)ctx, (void)full;
-    model_sublayer_out_bwd_local(dact, dw, act, dr, w, BT, Kl, model_shape_of(m)->D);
+/* The tensor axis's hooks: never called on one rank (the model's extents say D_Y = D). */
+static float *reduce_out(void *ctx, model *m, model_product_fn fn, void *fctx, int64_t BT) {
+    (void)ctx, (void)m, (void)fn, (void)fctx, (void)BT;
+    CHECK(0, "reduce_out: no tensor axis on one rank");
+    return NULL;
 }
-static const float *resid_grad_gather(void *ctx, model *m, float *full, float *dr, int64_t BT) {
-    (void)ctx, (void)m, (void)full, (void)BT;
-    return dr;
+static int gather_out(void *ctx, model *m, float *out, const float *shard, int64_t BT, int defer) {
+    (void)ctx, (void)m, (void)out, (void)shard, (void)BT, (void)defer;
+    CHECK(0, "gather_out: no tensor axis on one rank");
+    return 0;
 }
-static float *partial_begin(void *ctx, model *m, float *dr, float *part, int64_t BT) {
-    (void)ctx, (void)m, (void)part, (void)BT;
-    return dr;
+static const float *gather_cols(void *ctx, model *m, float *x, const float *own, int64_t BT,
+                                model_block_fn fn, void *fctx) {
+    (void)ctx, (void)m, (void)own, (void)BT, (void)fn, (void)fctx;
+    CHECK(0, "gather_cols: no tensor axis on one rank");
+    return x;
+}
+static const float *gather_tensor(void *ctx, model *m, const float *mine, int64_t n) {
+    (void)ctx, (void)m, (void)n;
+    CHECK(0, "gather_tensor: no tensor axis on one rank");
+    return mine;
 }
 static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)part, (void)BT;
@@ -187,14 +154,12 @@ const model_hooks model_hooks_single = {
     .grad = grad,
     .head_grads_done = on_model,
     .embed_grads_done = on_model,
-    .sublayer_out = sublayer_out,
-    .norm_in = norm_in,
+    .reduce_out = reduce_out,
+    .gather_out = gather_out,
+    .gather_cols = gather_cols,
+    .gather_tensor = gather_tensor,
     .embed_reduce = on_rows,
-    .xent_combine = on_rows,
     .gather_vocab = gather_vocab,
-    .sublayer_out_bwd = sublayer_out_bwd,
-    .resid_grad_gather = resid_grad_gather,
-    .partial_begin = partial_begin,
     .partial_end = partial_end,
     .partial_done = partial_done,
     .poll = poll,

@@ -1,6 +1,8 @@
-/* model: parameters, initialisation and the forward/backward pass of the decoder on one rank's
- * micro-batch. Sharded runs get their local extents and their communication through the hook
- * table of hooks.h, filled in by train/parallel; on one rank every hook is a local copy or add.
+/* model: the decoder's instance on one rank (its parameters' storage, initialised from the
+ * parameter table of params.c) and the forward/backward pass of a micro-batch; a sublayer's two
+ * ends are sublayer.c's, a MoE block's MLP model_moe.c's. Sharded runs get their local extents and
+ * their communication through the hook table of hooks.h, filled in by train/parallel; on one rank
+ * every hook is a local copy or add.
  *
  * Forward of block l on the residual stream r[BT, D] (BT = Bl·T rows, one per token):
  *   x1 = r;  h1 = rmsnorm(x1)·attn_norm;  q,k,v = h1·wq, h1·wk, h1·wv;  rope(q), rope(k)
@@ -19,7 +21,6 @@
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rng.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
@@ -28,162 +29,20 @@
 #include "train/model/model_impl.h"
 #include "train/observe/trace.h"
 
-/* ---------------------------------------------------------------- parameter table */
-
-int64_t model_moe_layers(const model_shape *s) {
-    return s->moe.E > 0 ? s->L / s->moe.every : 0;
-}
-
-int model_layer_is_moe(const model_shape *s, int64_t l) {
-    return s->moe.E > 0 && (l + 1) % s->moe.every == 0;
-}
-
-int64_t model_layer_stack_index(const model_shape *s, int64_t l) {
-    if (s->moe.E == 0) return l;
-    const int64_t moe_upto = (l + 1) / s->moe.every; /* MoE blocks among 0..l */
-    return model_layer_is_moe(s, l) ? moe_upto - 1 : l - moe_upto;
-}
-
-int64_t model_moe_capacity(const model_shape *s) {
-    const moe_shape *mo = &s->moe;
-    if (mo->E == 0 || !(mo->capacity > 0)) return 0;
-    return (int64_t)ceil(mo->capacity * (double)(mo->k * s->T) / (double)mo->E);
-}
-
-/* The mixture-of-experts parameters (ids from P_ROUTER). */
-static param_info moe_param_info(const model_shape *s, param_id id) {
-    const int64_t Lm = model_moe_layers(s), D = s->D, E = s->moe.E, S = s->moe.shared;
-    const int64_t Fe = s->moe.F;
-    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)s->L));
-    switch (id) {
-    case P_ROUTER:
-        return (param_info){"router", 3, {Lm, D, E, 1}, 1, std};
-    case P_EXP_GATE:
-        return (param_info){"expert_gate", 4, {Lm, E, D, Fe}, 1, std};
-    case P_EXP_UP:
-        return (param_info){"expert_up", 4, {Lm, E, D, Fe}, 1, std};
-    case P_EXP_DOWN:
-        return (param_info){"expert_down", 4, {Lm, E, Fe, D}, 1, std_out};
-    case P_SHR_GATE:
-        return (param_info){"shared_gate", 4, {Lm, S, D, Fe}, 1, std};
-    case P_SHR_UP:
-        return (param_info){"shared_up", 4, {Lm, S, D, Fe}, 1, std};
-    case P_SHR_DOWN:
-        return (param_info){"shared_down", 4, {Lm, S, Fe, D}, 1, std_out};
-    default:
-        return (param_info){"?", 0, {0, 0, 0, 0}, 0, 0.0f};
-    }
-}
-
-param_info model_param_info(const model_shape *s, param_id id) {
-    const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
-    const int64_t Ld = L - model_moe_layers(s); /* the dense MLPs */
-    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
-    if (id >= P_COUNT) return moe_param_info(s, id);
-    switch (id) {
-    case P_EMBED:
-        return (param_info){"embed", 2, {V, D, 1}, 1, std};
-    case P_ATTN_NORM:
-        return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_WQ:
-        return (param_info){"wq", 3, {L, D, NH}, 1, std};
-    case P_WK:
-        return (param_info){"wk", 3, {L, D, KH}, 1, std};
-    case P_WV:
-        return (param_info){"wv", 3, {L, D, KH}, 1, std};
-    case P_WO:
-        return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
-    case P_MLP_NORM:
-        return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_W_GATE:
-        return (param_info){"w_gate", 3, {Ld, D, F}, 1, std};
-    case P_W_UP:
-        return (param_info){"w_up", 3, {Ld, D, F}, 1, std};
-    case P_W_DOWN:
-        return (param_info){"w_down", 3, {Ld, F, D}, 1, std_out};
-    case P_FINAL_NORM:
-        return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
-    case P_UNEMBED:
-        return (param_info){"unembed", 2, {D, V, 1}, 1, std};
-    default:
-        return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
-    }
-}
-
-int64_t model_param_numel(const model_shape *s, param_id id) {
-    param_info pi = model_param_info(s, id);
-    int64_t n = 1;
-    for (int i = 0; i < pi.ndim; i++) n *= pi.shape[i];
-    return n;
-}
-
-int64_t model_param_total(const model_shape *s) {
-    int64_t n = 0;
-    for (int id = 0; id < P_ALL; id++) n += model_param_numel(s, (param_id)id);
-    return n;
-}
-
-/* Elements of a slab of parameter pi (its first ndim extents). */
-static int64_t slab_numel(const param_info *pi, const param_slab *sl) {
-    int64_t n = 1;
-    for (int i = 0; i < pi->ndim; i++) n *= sl->cnt[i];
-    return n;
-}
-
-void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
-                           uint64_t seed) {
-    param_info pi = model_param_info(s, id);
-    const int64_t *c = slab->cnt, *o = slab->off, *S = pi.shape;
-    /* dims 0..2 as the loops (1 past ndim, the dense tensors' padding), dim 3 contiguous */
-    const int64_t c3 = pi.ndim == 4 ? c[3] : 1, o3 = pi.ndim == 4 ? o[3] : 0;
-    const int64_t S3 = pi.ndim == 4 ? S[3] : 1;
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < c[0]; i0++)
-        for (int64_t i1 = 0; i1 < c[1]; i1++)
-            for (int64_t i2 = 0; i2 < (pi.ndim == 4 ? c[2] : 1); i2++) {
-                const int64_t n = pi.ndim == 4 ? c3 : c[2];
-                if (pi.init_std == 0.0f) {
-                    for (int64_t i = 0; i < n; i++) out[k + i] = 1.0f;
-                    k += n;
-                    continue;
-                }
-                const int64_t g =
-                    pi.ndim == 4 ? (((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + i2 + o[2]) * S3 + o3
-                                 : ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
-                kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, n, pi.init_std);
-                k += n;
-            }
-}
-
-/* The matmul parameters one token passes through in the blocks: attention, and each block's MLP
- * (a MoE block's router and its k + S experts). */
-static double block_matmul_params(const model_shape *s) {
-    const double D = (double)s->D, NH = (double)(s->N * s->H), KH = (double)(s->K * s->H);
-    const moe_shape *mo = &s->moe;
-    if (mo->E == 0) return (double)s->L * (D * NH * 2 + D * KH * 2 + 3 * D * (double)s->F);
-    const double Lm = (double)model_moe_layers(s), Ld = (double)s->L - Lm;
-    const double moe_mlp = D * (double)mo->E + 3 * D * (double)mo->F * (double)(mo->k + mo->shared);
-    return (double)s->L * (D * NH * 2 + D * KH * 2) + Ld * 3 * D * (double)s->F + Lm * moe_mlp;
-}
-
-double model_flops_per_token(const model_shape *s) {
-    const double D = (double)s->D, NH = (double)(s->N * s->H);
-    const double matmul_params = block_matmul_params(s) + D * (double)s->V;
-    /* causal attention: QKᵀ and PV, forward 2·2·(T/2)·N·H per token per layer, ×3 for training */
-    const double attn = 6.0 * (double)s->L * NH * (double)s->T;
-    return 6.0 * matmul_params + attn;
-}
-
 /* ---------------------------------------------------------------- instance */
 
+/* The saved activations of every slot (sizing pass when c->base is NULL: m->slot and m->acts
+ * may then be NULL too). */
 static void layout_activations(model *m, carver *c) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
     const model_extents *lc = &m->loc;
+    slot_act dummy_slot;
+    layer_act dummy_layer;
     for (int k = 0; k < m->nslots; k++) {
-        slot_act *S = &m->slot[k];
-        S->act = m->acts + k * m->Ls;
+        slot_act *S = c->base ? &m->slot[k] : &dummy_slot;
+        if (c->base) S->act = m->acts + k * m->Ls;
         for (int64_t l = 0; l < m->Ls; l++) {
-            layer_act *A = &S->act[l];
+            layer_act *A = c->base ? &S->act[l] : &dummy_layer;
             A->x1 = carve(c, BT * D);
             A->h1 = carve(c, BT * D);
             A->rstd1 = carve(c, BT);
@@ -233,6 +92,19 @@ static void layout_scratch(model *m, carver *c) {
     moe_carve_scratch(m, c);
 }
 
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
+                    int64_t l1, int nslots, model_sizes *out) {
+    model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = l0, .l1 = l1, .Ls = l1 - l0};
+    m.last = l1 == s->L, m.nslots = nslots;
+    m.loc = *e;
+    carver c = {NULL, 0};
+    layout_activations(&m, &c);
+    out->act = c.used;
+    layout_scratch(&m, &c);
+    out->scratch = c.used - out->act;
+    out->targets = nslots * m.BT + 1;
+}
+
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {
     model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
@@ -253,7 +125,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
             model_slab_full(s, (param_id)id, &m->slab[id]);
         const param_info pi = model_param_info(s, (param_id)id);
         m->off[id] = m->nparams;
-        m->cnt[id] = slab_numel(&pi, &m->slab[id]);
+        m->cnt[id] = model_slab_numel(&pi, &m->slab[id]);
         m->nparams += m->cnt[id];
     }
     m->params = alloc_floats(m->nparams);
@@ -323,17 +195,19 @@ int64_t model_activation_bytes(const model *m) {
 }
 void model_moe_stats_get(const model *m, model_moe_stats *out) {
     const int64_t Lm = model_moe_layers(&m->s);
-    *out = (model_moe_stats){.layers = Lm,
-                             .E = m->s.moe.E,
-                             .kept = m->tally.kept,
-                             .dropped = m->tally.dropped,
-                             .slots = m->tally.slots,
-                             .aux = Lm ? m->tally.aux_sum / (double)Lm : 0.0,
-                             .z = Lm ? m->tally.z_sum / (double)Lm : 0.0};
+    *out =
+        (model_moe_stats){.layers = Lm,
+                          .E = m->s.moe.E,
+                          .kept = m->tally.kept,
+                          .dropped = m->tally.dropped,
+                          .slots = m->tally.slots,
+                          .aux = m->tally.aux_n ? m->tally.aux_sum / (double)m->tally.aux_n : 0.0,
+                          .z = m->tally.z_n ? m->tally.z_sum / (double)m->tally.z_n : 0.0};
 }
 void model_moe_stats_reset(model *m) {
     for (int64_t i = 0; i < model_moe_layers(&m->s) * m->s.moe.E; i++) m->tally.kept[i] = 0;
-    m->tally.dropped = m->tally.slots = 0;
+    m->tally.dropped = m->tally.slots = m->tally.aux_n = m->tally.z_n = 0;
+    m->tally.aux_sum = m->tally.z_sum = 0.0;
 }
 void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts) {
     m->rows_seq = seq;
@@ -380,14 +254,13 @@ static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT, int 
     const float *const ws[3] = {w->wq, w->wk, w->wv};
     const int64_t nk[3] = {lc->Nl * H, lc->Kl * H, lc->Kl * H};
     float *const ys[3] = {A->q, A->k, A->v};
-    m->hk.norm_in(m->hk.ctx, m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, nk, ys, BT);
+    sublayer_norm_in(m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, nk, ys, BT);
 }
 
 /* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). Returns
  * whether x2 was left sharded over D_Y (defer: see the hook sublayer_out). */
 static int block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT, int defer) {
-    return m->hk.sublayer_out(m->hk.ctx, m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H,
-                              defer);
+    return sublayer_out(m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H, defer);
 }
 
 /* The MLP sublayer of block l on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate,
@@ -404,10 +277,10 @@ static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64
     const float *const ws[2] = {w->w_gate, w->w_up};
     const int64_t nk[2] = {Fl, Fl};
     float *const ys[2] = {A->a, A->b};
-    m->hk.norm_in(m->hk.ctx, m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, nk, ys, BT);
+    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, nk, ys, BT);
     POLL(m);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    return m->hk.sublayer_out(m->hk.ctx, m, out, A->x2, A->g, w->w_down, BT, Fl, defer);
+    return sublayer_out(m, out, A->x2, A->g, w->w_down, BT, Fl, defer);
 }
 
 /* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]
@@ -455,7 +328,7 @@ static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ld
         memcpy(S->targets + b * T, tok + b * ldt + 1, (size_t)T * sizeof(int32_t));
     float *st = S->stats; /* [3, BT]: max, sum, target logit */
     kern_xent_stats(st, st + BT, st + 2 * BT, S->logits, S->targets, BT, Vl, m->loc.v0);
-    m->hk.xent_combine(m->hk.ctx, m, st, BT);
+    sublayer_xent_combine(m, st, BT);
     double loss = 0.0;
     for (int64_t i = 0; i < BT; i++) {
         S->lse[i] = st[i] + logf(st[BT + i]);
@@ -477,7 +350,6 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
      * or, with the loss, the final norm and the unembedding's */
     int sharded = 0;
-    if (T == m->s.T) m->tally.aux_sum = m->tally.z_sum = 0.0; /* this forward's losses */
     for (int64_t l = m->l0; l < m->l1; l++) {
         trace_begin(TRACE_FWD, l);
         sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < m->l1 || (m->last && want_loss));
@@ -491,7 +363,7 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
         const float *const un[1] = {m->hk.weight(m->hk.ctx, m, P_UNEMBED)};
         const int64_t nk[1] = {m->loc.Vl};
         float *const ys[1] = {S->logits};
-        m->hk.norm_in(m->hk.ctx, m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, nk, ys, BT);
+        sublayer_norm_in(m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, nk, ys, BT);
         loss = forward_loss(m, S, tok, ldt, B, T);
     } else {
         kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, gain, BT, m->s.D);
@@ -617,14 +489,14 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     if (moe) {
         moe_block_bwd(m, &w, &g, A, dh, dr, BT, T);
     } else {
-        m->hk.sublayer_out_bwd(m->hk.ctx, m, dg, g.w_down, m->d_full, dr, A->g, w.w_down, BT, Fl);
+        sublayer_out_bwd(m, dg, g.w_down, dr, A->g, w.w_down, BT, Fl);
         kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
         POLL(m);
         kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
         POLL(m);
         kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
     }
-    float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
+    float *dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
@@ -640,7 +512,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
-    m->hk.sublayer_out_bwd(m->hk.ctx, m, datt, g.wo, m->d_full, dr, A->att, w.wo, BT, NHl);
+    sublayer_out_bwd(m, datt, g.wo, dr, A->att, w.wo, BT, NHl);
     POLL(m);
     kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
@@ -650,7 +522,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     POLL(m);
     kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
     kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
-    dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
+    dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
@@ -675,7 +547,7 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     kern_matmul_dx(dhf, dlogits, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl, false);
     float *dr = m->d_resid;
     floats_clear(dr, BT * m->loc.Dl);
-    float *dx = m->hk.partial_begin(m->hk.ctx, m, dr, m->d_part, BT);
+    float *dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
                      m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
@@ -704,7 +576,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
         trace_end(TRACE_BWD);
     }
     trace_begin(TRACE_EMBED_BWD, 0);
-    const float *demb = m->hk.resid_grad_gather(m->hk.ctx, m, m->d_full, m->d_resid, BT);
+    const float *demb = sublayer_resid_grad(m, BT);
     if (!m->first) {
         if (demb != m->d_full) floats_copy(m->d_full, demb, BT * D);
         trace_end(TRACE_EMBED_BWD);

@@ -72,6 +72,8 @@ int64_t model_moe_capacity(const model_shape *s);
 static inline int model_param_ids(const model_shape *s) {
     return s->moe.E > 0 ? P_ALL : P_COUNT;
 }
+/* Elements of a slab of parameter pi (its first ndim extents). */
+int64_t model_slab_numel(const param_info *pi, const param_slab *sl);
 /* Not collective. Global name, shape, decay flag and init scale of parameter id. */
 param_info model_param_info(const model_shape *s, param_id id);
 /* Number of elements of a global parameter / of all of them. */
@@ -81,9 +83,6 @@ int64_t model_param_total(const model_shape *s);
  * std·normal(seed, id, g) (or 1 for gains). out holds the slab in row-major order. */
 void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
                            uint64_t seed);
-/* Training FLOPs per token: 6·params_matmul + causal attention (6·L·T·N·H·... see --help); with
- * experts the activated ones: a MoE block's MLP counts its router and k + S experts. */
-double model_flops_per_token(const model_shape *s);
 
 /* ---- a model instance on this rank ---- */
 typedef struct model model;
@@ -170,11 +169,11 @@ void model_rows_capacity(model *m, const int32_t *seq, int32_t *counts);
 /* Bytes of saved activations for one micro-batch on this rank. */
 int64_t model_activation_bytes(const model *m);
 /* ---- mixture of experts: what the router did ---- */
-/* Sums over the forward passes since the last reset (a training step's micro-batches), or the
- * values of the last one (aux, z): per MoE block and expert the (token, expert) slots it
- * computed, the slots dropped past an expert's capacity (kept + dropped = tokens·k), the
- * load-balancing loss E·Σ f_e·P_e and the z-loss (per block: each the mean over the sequences,
- * or tokens, of the last forward; unscaled by their coefficients; 1 is a perfect balance). */
+/* Over the training forwards (whole sequences of T tokens) since the last reset, a training
+ * step's micro-batches: per MoE block and expert the (token, expert) slots it computed, the
+ * slots dropped past an expert's capacity (kept + dropped = tokens·k), the load-balancing loss
+ * E·Σ f_e·P_e (its mean over the blocks and the sequences: 1 is a perfect balance) and the
+ * z-loss (its mean over the blocks and the tokens), unscaled by their coefficients. */
 typedef struct {
     int64_t layers, E;
     const int64_t *kept; /* [layers, E] */

@@ -1,5 +1,6 @@
 /* model_impl: the model instance's internals, shared by model.c (parameters, the dense decoder's
- * forward and backward) and model_moe.c (the mixture-of-experts MLP). Internal to train/model. */
+ * forward and backward), sublayer.c (a sublayer's two ends, with the tensor axis's collectives)
+ * and model_moe.c (the mixture-of-experts MLP). Internal to train/model. */
 #ifndef MT_TRAIN_MODEL_IMPL_H
 #define MT_TRAIN_MODEL_IMPL_H
 #include <stdint.h>
@@ -32,12 +33,12 @@ typedef struct {
     float *dys, *dxs, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
 } moe_scratch;
 
-/* What the router did (model_moe_stats): kept slots per MoE block and expert, dropped and all
- * slots since the last reset; the last training forward's balance and z-losses summed over its
- * MoE blocks. */
+/* What the router did since the last reset (model_moe_stats): kept slots per MoE block and
+ * expert, dropped and all slots; the balance losses summed over the blocks' sequences (aux_n of
+ * them) and the z-losses over their tokens (z_n). */
 typedef struct {
     int64_t *kept;
-    int64_t dropped, slots;
+    int64_t dropped, slots, aux_n, z_n;
     double aux_sum, z_sum;
 } moe_tally;
 
@@ -81,6 +82,37 @@ static inline float *carve(carver *c, int64_t n) {
 
 /* Between kernels: lets the communication in flight move on (the hooks' poll). */
 #define POLL(m) (m)->hk.poll((m)->hk.ctx)
+
+/* ---- sublayer.c ---- */
+/* A sublayer's input norm and in-projections: h[BT, D] = rmsnorm(x) ∘ gain (rstd[BT] the rows'
+ * 1/rms), y[k][BT, nk[k]] = h · w[k][D, nk[k]] for k < nw. sharded (sublayer_out returned 1): x
+ * holds only this rank's D_Y columns, and the gather of the others into x runs beside the
+ * in-projections' blocks. */
+void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
+                      int nw, const float *const *w, const int64_t *nk, float *const *y,
+                      int64_t BT);
+/* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D] (of xin only this rank's D_Y columns are
+ * read: the product is reduce-scattered over the tensor axis). defer: out goes to a
+ * sublayer_norm_in next and to nothing else, which may then gather it: returns 1 when out was
+ * left sharded (only this rank's D_Y columns), else 0. sublayer_out_local: the same on one rank,
+ * one accumulating gemm (out may alias xin). */
+int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
+                 int64_t BT, int64_t Kl, int defer);
+void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
+                        int64_t Kl, int64_t D);
+/* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
+ * (overwrites), dw[Kl, D] += actᵀ · dout. */
+void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
+                      int64_t BT, int64_t Kl);
+/* Where a sublayer's input gradient accumulates: dr itself without a tensor axis, else the
+ * zeroed [BT, D] d_part that the hook partial_end reduce-scatters into dr. */
+float *sublayer_partial_begin(model *m, float *dr, int64_t BT);
+/* dL/d(embedding output) [BT, D] from the residual gradient d_resid (gathered under a tensor
+ * axis, into d_full). */
+const float *sublayer_resid_grad(model *m, int64_t BT);
+/* stats[3, BT] (rowmax, rowsum, target logit) of this vocabulary shard → combined over the
+ * shards (a no-op without a tensor axis). */
+void sublayer_xent_combine(model *m, float *st, int64_t BT);
 
 /* ---- model_moe.c ---- */
 /* The MoE fields of A for R rows in `groups` groups (their counters). */

@@ -87,7 +87,7 @@ static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *ou
                   1.0f, 0.0f);
     }
     kern_swiglu_fwd(A->sh, A->sa, A->sb, BT * SF);
-    model_sublayer_out_local(out, A->x2, A->sh, w->s_down, BT, SF, D);
+    sublayer_out_local(out, A->x2, A->sh, w->s_down, BT, SF, D);
 }
 
 /* The router's record of one forward: kept and dropped slots; with stats (groups of G rows that
@@ -106,8 +106,10 @@ static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t 
         for (int64_t e = 0; e < E; e++) aux += (double)E * m->ms.frac[e] * m->ms.pmean[e];
     }
     for (int64_t r = 0; r < BT; r++) z += (double)A->lse[r] * A->lse[r];
-    m->tally.aux_sum += aux / (double)(BT / G);
-    m->tally.z_sum += z / (double)BT;
+    m->tally.aux_sum += aux;
+    m->tally.aux_n += BT / G;
+    m->tally.z_sum += z;
+    m->tally.z_n += BT;
 }
 
 void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
@@ -118,7 +120,7 @@ void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t
     const float *const ws[1] = {w->router};
     const int64_t nk[1] = {E};
     float *const ys[1] = {A->rlog};
-    m->hk.norm_in(m->hk.ctx, m, A->x2, 0, A->h2, A->rstd2, w->mlp_norm, 1, ws, nk, ys, BT);
+    sublayer_norm_in(m, A->x2, 0, A->h2, A->rstd2, w->mlp_norm, 1, ws, nk, ys, BT);
     kern_router_fwd(A->prob, A->lse, A->idx, A->w, A->rlog, BT, E, k);
     const int64_t cap = model_moe_capacity(s);
     if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */

@@ -56,6 +56,10 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                           r->dominant ? r->dominant : "-");
         if (r->book_seconds > 0 && n >= 0 && (size_t)n < len)
             n += snprintf(buf + n, len - (size_t)n, " | book %.0f ms", 1e3 * r->book_seconds);
+        if (r->pred_seconds > 0 && r->pred_dedicated > 0 && r->pred_dedicated != r->pred_seconds &&
+            n >= 0 && (size_t)n < len)
+            n += snprintf(buf + n, len - (size_t)n, " | dedicated %.0f ms (%.2fx)",
+                          1e3 * r->pred_dedicated, sec / r->pred_dedicated);
     }
     if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
@@ -105,6 +109,8 @@ size_t metrics_json(char *buf, size_t len, const metrics_row *r) {
         if (r->pred_seconds > 0) json_num(buf, len, &n, "pred_ms", 1e3 * r->pred_seconds, "%.3f");
         if (r->book_seconds > 0) json_num(buf, len, &n, "book_ms", 1e3 * r->book_seconds, "%.3f");
         if (r->dominant) put(buf, len, &n, ",\"dominant\":\"%s\"", r->dominant);
+        if (r->pred_seconds > 0 && r->pred_dedicated > 0)
+            json_num(buf, len, &n, "pred_dedicated_ms", 1e3 * r->pred_dedicated, "%.3f");
         json_num(buf, len, &n, "comm_ag", r->comm_ag, "%.4f");
         json_num(buf, len, &n, "comm_rs", r->comm_rs, "%.4f");
         json_num(buf, len, &n, "comm_ar", r->comm_ar, "%.4f");

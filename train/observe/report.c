@@ -16,7 +16,9 @@
  *     are predicted free under --emulate; pipeline sends/receives count as measured (a bubble is
  *     another stage's compute);
  *   step = the replay of the step's events with those durations (train/observe/predict.h): what
- *     the program let overlap (non-blocking calls until their wait) overlaps, nothing else.
+ *     the program let overlap (non-blocking calls until their wait) overlaps, nothing else; on a
+ *     host whose ranks share its CPUs (share.h), with the compute × the sharing's factor (the
+ *     replay with the compute as timed is kept: pred_dedicated, a CPU per rank).
  * The book's idealised step: max(this rank's FLOPs at the peak sgemm rate, Σ of the book's
  *   formulas over the step's collectives with bf16 bytes and the latency overlapped).
  * Overlap (report.h): per collective type, 1 − exposed/transfer, measured per step and over the
@@ -95,7 +97,10 @@ struct report {
     skew_call *sk;
     step_part *sk_part;
     int nsk, shared_clock;
-    int skew; /* report_set_skew: exchange the calls at each step's end */
+    int skew;          /* report_set_skew: exchange the calls at each step's end */
+    share_host worst;  /* the most shared host (ranks per CPU), found at report_create */
+    int yields;        /* mesh_mpi_yields over the world: 0 if any rank's waits spin */
+    share_model share; /* report_set_threads */
 };
 
 const char *step_part_name(step_part p) {
@@ -115,12 +120,12 @@ static step_part part_of(trace_kind k, step_part parent) {
     case TRACE_FWD:
     case TRACE_HEAD_FWD:
     case TRACE_EMBED_FWD:
-    case TRACE_PIPE_FWD:
+    case TRACE_MICRO_FWD:
         return PART_FWD_OTHER;
     case TRACE_BWD:
     case TRACE_HEAD_BWD:
     case TRACE_EMBED_BWD:
-    case TRACE_PIPE_BWD:
+    case TRACE_MICRO_BWD:
         return PART_BWD_OTHER;
     default:
         return PART_REST;
@@ -358,6 +363,30 @@ static int events_cap(void) {
     return n >= 1 && n < REPORT_EVENTS ? (int)n : REPORT_EVENTS;
 }
 
+static void gather_world(report *r, float *all, const float *mine, int64_t count);
+
+/* Collective over: world. Every rank's host's ranks and CPUs, and whether its MPI yields: the most
+ * shared host into r->worst, the ranks' yields into r->yields, the model for 1 BLAS thread. */
+static void find_sharing(report *r) {
+    const int n = mesh_nranks(r->m);
+    const float mine[3] = {(float)mesh_host_ranks(r->m), (float)mesh_host_cpus(r->m),
+                           (float)mesh_mpi_yields()};
+    float *all = malloc((size_t)n * 3 * sizeof *all);
+    share_host *h = malloc((size_t)n * sizeof *h);
+    CHECK(all && h, "out of memory (%d ranks' hosts)", n);
+    gather_world(r, all, mine, 3);
+    int yields = 1;
+    for (int i = 0; i < n; i++) {
+        h[i] = (share_host){(int)all[3 * i], (int)all[3 * i + 1]};
+        const int y = (int)all[3 * i + 2];
+        yields = y == 0 || yields == 0 ? 0 : y < yields ? y : yields;
+    }
+    r->share = share_model_of(h, n, 1, yields);
+    r->worst = (share_host){r->share.ranks, r->share.cpus};
+    r->yields = yields;
+    free(all), free(h);
+}
+
 report *report_create(mesh *m, double flops) {
     report *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -390,6 +419,7 @@ report *report_create(mesh *m, double flops) {
         }
     }
     r->calibrated = emulated ? 2 : 1;
+    find_sharing(r);
     int crosses[MESH_MAX_AXES];
     r->shared_clock = mesh_hosts(m, crosses) == 1;
     mesh_stats_reset(m);
@@ -417,6 +447,14 @@ void report_destroy(report *r) {
     pthread_mutex_destroy(&r->mu);
     free(r->ev), free(r->sk), free(r->sk_part);
     free(r);
+}
+
+void report_set_threads(report *r, int threads) {
+    r->share = share_model_of(&r->worst, 1, threads, r->yields);
+}
+
+const share_model *report_share(const report *r) {
+    return &r->share;
 }
 
 void report_set_compute(report *r, double seconds) {
@@ -572,10 +610,15 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     part_charge_at(r, cpu_end, w_end); /* the last part closes where the step's compute does */
     double pass_part[PART_COUNT];
     const double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
-    /* the prediction: the step's events replayed with predicted durations (predict.h) */
+    /* the prediction: the step's events replayed with predicted durations (predict.h), on a
+     * CPU per rank, then (on a shared host) with the compute as the host's CPUs serve it */
     pthread_mutex_lock(&r->mu);
-    predict_result pr;
-    predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, compute_pred, &pr);
+    predict_result pr, pr_dedicated;
+    predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, compute_pred, &pr_dedicated);
+    const double share = r->share.shared ? r->share.compute : 1.0;
+    pr = pr_dedicated;
+    if (r->share.shared)
+        predict_replay(r->ev, r->nev, r->t0, r->t0 + wall, share * compute_pred, &pr);
     const int overflow = r->overflow;
     const double book_comm = r->book_comm;
     memcpy(out->part_xfer, r->part_xfer, sizeof out->part_xfer);
@@ -586,7 +629,10 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     for (int p = 0; p < PART_COUNT; p++)
         out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
     out->pred_compute = compute_pred;
-    out->pred_step = overflow ? compute_pred + pred_block + pred_async : pr.step;
+    out->pred_share = share;
+    out->pred_dedicated = overflow ? compute_pred + pred_block + pred_async : pr_dedicated.step;
+    out->pred_step =
+        overflow ? share * compute_pred + pred_block + pred_async : pr.step; /* ×1: exact */
     if (overflow && !r->overflow_noted) {
         r->overflow_noted = 1;
         mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
@@ -595,7 +641,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
                  (long long)r->tot.steps + 1, r->ev_cap);
     }
     out->pred_comm = pr.comm;
-    out->pred_exposed = out->pred_step - out->pred_compute;
+    out->pred_exposed = out->pred_step - share * out->pred_compute;
     out->dominant = pr.dominant;
     const double peak_compute = flops_rank / r->flops;
     out->book_step = peak_compute > book_comm ? peak_compute : book_comm;
@@ -630,6 +676,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     r->tot.compute += out->compute;
     r->tot.pred_compute += out->pred_compute;
     r->tot.pred_step += out->pred_step;
+    r->tot.pred_dedicated += out->pred_dedicated;
     r->tot.pred_exposed += out->pred_exposed;
     r->tot.book_step += out->book_step;
     r->tot.dominant[pr.dominant[0] == 'c' ? 0 : pr.dominant[0] == 'b' ? 1 : 2]++;
@@ -701,6 +748,14 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
             1e3 * t->wall, 1e3 * t->pred_step, t->pred_step > 0 ? t->wall / t->pred_step : 0,
             1e3 * t->book_step, t->book_step > 0 ? t->wall / t->book_step : 0,
             (long long)t->dominant[0], (long long)t->dominant[1], (long long)t->dominant[2]);
+    if (r->share.shared) {
+        char d[512];
+        fprintf(out,
+                "  shared host: %s\n  on a CPU per rank (pred_dedicated) the steps were predicted "
+                "%.1f ms (%.2f)\n",
+                share_describe(&r->share, d, sizeof d), 1e3 * t->pred_dedicated,
+                t->pred_dedicated > 0 ? t->wall / t->pred_dedicated : 0);
+    }
     /* the book's thresholds with this machine's C (sgemm FLOP/s) and W (bidirectional link) */
     const cost_link *l = &r->link[k->data_axis >= 0 ? k->data_axis : 0];
     const double W = 2.0 * l->w_oneway, alpha = r->flops / W;

@@ -9,6 +9,7 @@
 #include "kernels/traffic.h"
 #include "mesh/cost.h"
 #include "train/observe/parts.h"
+#include "train/observe/share.h"
 
 typedef struct report report;
 
@@ -26,9 +27,14 @@ typedef struct {
     double xfer[MESH_OP_COUNT];    /* seconds the transfers of each type ran (start → end) */
     double pred[MESH_OP_COUNT];    /* book prediction of the transfers of each type */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT];
-    double pred_compute, pred_step; /* the step's prediction (report.c): compute and step */
+    double pred_compute, pred_step; /* the step's prediction (report.c): compute (the kernels'
+                                       and passes' on a CPU of its own) and step (on the host as
+                                       shared: share.h) */
+    double pred_share;              /* the factor on pred_compute in pred_step (share.h; 1: none) */
+    double pred_dedicated;          /* the step predicted on a CPU per rank (= pred_step when no
+                                       CPU is shared, bit for bit) */
     double pred_comm;               /* Σ predicted durations of the step's collectives */
-    double pred_exposed;            /* pred_step − pred_compute: predicted blocked time */
+    double pred_exposed;            /* pred_step − pred_share·pred_compute: predicted blocked time */
     double book_step;     /* the book's idealised step: max(FLOPs at the peak, bf16 comm) */
     double book_compute;  /* its compute: this rank's FLOPs at the peak sgemm rate */
     const char *dominant; /* the predicted step's largest term: compute, bandwidth, latency */
@@ -59,7 +65,7 @@ typedef struct {
 
 typedef struct {
     int64_t steps;
-    double wall, compute, pred_compute, pred_step, pred_exposed, book_step;
+    double wall, compute, pred_compute, pred_step, pred_exposed, book_step, pred_dedicated;
     int64_t dominant[3]; /* steps whose predicted dominant term was compute, bandwidth, latency */
     int64_t calls[MESH_OP_COUNT], bytes[MESH_OP_COUNT], latency_calls[MESH_OP_COUNT];
     double exposed[MESH_OP_COUNT], xfer[MESH_OP_COUNT], pred[MESH_OP_COUNT];
@@ -72,8 +78,15 @@ double report_overlap(double exposed, double xfer);
 
 /* Collective over: world. flops = this rank's measured sgemm FLOP/s (the book's peak C). Link
  * constants: emulated ones when mesh_link_set/mesh_emulate gave them, else a ping-pong
- * calibration per axis. */
+ * calibration per axis, every rank at once (on a shared host, on the CPUs the ranks share).
+ * Finds each host's ranks and CPUs (share.h). */
 report *report_create(mesh *m, double flops);
+/* Not collective, but every rank must set the same. BLAS threads per rank (1 until set), for the
+ * prediction on a shared host (share.h). */
+void report_set_threads(report *r, int threads);
+/* The sharing of the hosts' CPUs that the step's prediction includes (share.h), found at
+ * report_create: ranks and CPUs per host (mesh_host_ranks, mesh_host_cpus) over the world. */
+const share_model *report_share(const report *r);
 /* Not collective. The predicted compute of a step (train/step/ktime.h), seconds. */
 void report_set_compute(report *r, double seconds);
 /* Not collective. The same by part (parts.h), seconds each. */

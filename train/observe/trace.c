@@ -38,9 +38,8 @@ typedef struct {
 
 static const char *const notes[TRACE_KIND_COUNT] = {
     [TRACE_STEP] = NULL,
-    [TRACE_MICRO] = "micro-batch #",
-    [TRACE_PIPE_FWD] = "pipeline forward of micro-batch #",
-    [TRACE_PIPE_BWD] = "pipeline backward of micro-batch #",
+    [TRACE_MICRO_FWD] = "forward of micro-batch #",
+    [TRACE_MICRO_BWD] = "backward of micro-batch #",
     [TRACE_FWD] = "layer # forward",
     [TRACE_BWD] = "layer # backward",
     [TRACE_HEAD_FWD] = "head forward (final norm, unembedding, loss)",
@@ -55,9 +54,8 @@ static const char *const notes[TRACE_KIND_COUNT] = {
 };
 static const char *const names[TRACE_KIND_COUNT] = {
     [TRACE_STEP] = "step #",
-    [TRACE_MICRO] = "micro-batch #",
-    [TRACE_PIPE_FWD] = "forward mb #",
-    [TRACE_PIPE_BWD] = "backward mb #",
+    [TRACE_MICRO_FWD] = "forward mb #",
+    [TRACE_MICRO_BWD] = "backward mb #",
     [TRACE_FWD] = "fwd L#",
     [TRACE_BWD] = "bwd L#",
     [TRACE_HEAD_FWD] = "head fwd",

@@ -7,8 +7,8 @@
  * written by trace_finish; trace_begin/trace_end do nothing before trace_start.
  *
  * The file (FILE of --trace). One process track per rank, named "rank 5 (x=1,y=0)":
- *   thread 0 "caller": step ⊃ micro-batch or pipeline forward/backward of micro-batch j ⊃ layer
- *     forward/backward ⊃ blocking collectives, waits for non-blocking ones, p2p receives;
+ *   thread 0 "caller": step ⊃ forward/backward of micro-batch j ⊃ layer forward/backward ⊃
+ *     blocking collectives, waits for non-blocking ones, p2p receives;
  *   thread 1 "progress thread": non-blocking collectives while they run;
  *   async slices "send to z+1": pipeline sends in flight (posted → completed); the sender's wait
  *   for one, and every receive ("recv from z-1"), are blocking calls on thread 0.
@@ -34,9 +34,8 @@
 
 typedef enum {
     TRACE_STEP,     /* i = step */
-    TRACE_MICRO,    /* i = micro-batch, forward + backward (no pipelining) */
-    TRACE_PIPE_FWD, /* i = micro-batch: a pipeline stage's forward (receive, layers, send) */
-    TRACE_PIPE_BWD, /* i = micro-batch: its backward */
+    TRACE_MICRO_FWD, /* i = micro-batch: this stage's forward of it (exec.c) */
+    TRACE_MICRO_BWD, /* i = micro-batch: its backward */
     TRACE_FWD,      /* i = layer */
     TRACE_BWD,      /* i = layer */
     TRACE_HEAD_FWD, /* final norm, unembedding, loss */

@@ -15,7 +15,9 @@
  * the same points. The sums are the same as without buckets up to the order of additions.
  *
  * ZeRO-3's weight gathers use the same bucket size (zero.c): a layer's shards gathered in
- * buckets of at most bucket_cap elements, staged in gather_send (allocated here with the buckets).
+ * buckets of at most bucket_cap elements (plan_weight_buckets), staged in gather_send. The size
+ * is the plan's (bucket_cap: the size asked for, or the cost model's, plan_bucket_auto), and so
+ * are the buffers (plan.c).
  *
  * The queue of reductions in flight (par_push, par_drain) lives here too: buckets and single
  * blocks complete through it, in the order they were started. */
@@ -23,95 +25,25 @@
 #include <string.h>
 
 #include "kernels/optim.h"
-#include "mesh/cost.h"
-#include "mesh/link.h"
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
-int64_t par_bucket_auto(const par *p, const cost_link *link, int wire_bytes, double overhead) {
-    if (!p || p->n_data == 1) return 0;
-    int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES];
-    for (int k = 0; k < p->data_axes.n; k++) {
-        sizes[k] = mesh_axis_size(p->m, p->data_axes.ax[k]);
-        wraps[k] = mesh_axis_wraps(p->m, p->data_axes.ax[k]);
-    }
-    const mesh_alg alg = mesh_alg_resolve(p->m, p->data_axes, p->alg);
-    const double bytes = cost_bucket_bytes(p->zero ? COST_OP_REDUCE_SCATTER : COST_OP_ALL_REDUCE,
-                                           link, sizes, wraps, p->data_axes.n, alg, overhead);
-    if (!(bytes > 0)) return 0;
-    /* a power of two at least that large: should the link constants move a little (the caller
-     * passes a chip's, which do not), the size, and so the order of the additions, does not */
-    int64_t elems = 1;
-    while ((double)elems * wire_bytes < bytes) elems *= 2;
-    return elems;
-}
-
-int64_t par_bucket_limit(const par *p) {
-    if (!p || p->n_data == 1) return 0;
-    int64_t all = 0;
-    for (int id = 0; id < P_COUNT; id++) all += p->g[id].nb * pgeo_block(&p->g[id]);
-    return (all + p->n_data - 1) / p->n_data * p->n_data;
-}
-
-int par_set_bucket(par *p, int64_t elems) {
-    if (!p) return 0;
-    bucket_free(p);
-    /* (DP with --dcn reduces the whole gradient at once, in zero.c's dcn_reduce: no buckets) */
-    if (elems <= 0 || p->n_data == 1 || (p->zero == 0 && p->dcn_axes.n)) return 0;
-    const int64_t most = par_bucket_limit(p);
-    if (elems > most) elems = most;
-    const int64_t cap = elems < p->n_data ? p->n_data : elems / p->n_data * p->n_data;
-    for (int k = 0; k < 2; k++) {
-        p->bucket_stage[k] = malloc((size_t)cap * sizeof(float));
-        p->bucket_result[k] = p->zero ? malloc((size_t)(cap / p->n_data) * sizeof(float)) : NULL;
-        p->gather_send[k] =
-            p->zero == 3 ? malloc((size_t)(p->layer_elems / p->n_data) * sizeof(float)) : NULL;
-        if (!p->bucket_stage[k] || (p->zero && !p->bucket_result[k]) ||
-            (p->zero == 3 && !p->gather_send[k])) {
-            bucket_free(p);
-            return -1;
-        }
-    }
-    p->bucket_cap = cap;
-    return 0;
-}
-
-int par_data_axis(const par *p) {
-    return p && p->data_axes.n ? p->data_axes.ax[0] : -1;
-}
-
-int64_t par_bucket(const par *p) {
-    return p ? p->bucket_cap : 0;
-}
-
-void bucket_free(struct par *p) {
-    for (int k = 0; k < 2; k++) {
-        free(p->bucket_stage[k]);
-        free(p->bucket_result[k]);
-        free(p->gather_send[k]);
-        p->bucket_stage[k] = p->bucket_result[k] = p->gather_send[k] = NULL;
-        p->bucket_nsegs[k] = p->bucket_busy[k] = 0;
-    }
-    p->bucket_cap = p->bucket_fill = 0;
-    p->bucket_open = 0;
-}
-
 /* Elements of the open bucket's region (the whole buffer for an AllReduce). */
 static int64_t region(const struct par *p) {
-    return p->zero ? p->bucket_cap / p->n_data : p->bucket_cap;
+    return p->pl->zero ? p->pl->bucket_cap / p->pl->data.n : p->pl->bucket_cap;
 }
 
 int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add) {
-    const int64_t per = p->zero ? n / p->n_data : n;
-    if (p->bucket_cap == 0 || per > region(p)) return 0;
+    const int64_t per = p->pl->zero ? n / p->pl->data.n : n;
+    if (p->pl->bucket_cap == 0 || per > region(p)) return 0;
     if (p->bucket_fill + per > region(p) || p->bucket_nsegs[p->bucket_open] == PAR_BUCKET_SEGS)
         bucket_flush(p);
     const int k = p->bucket_open;
     if (p->bucket_fill == 0 && p->bucket_busy[k] > 0)
         par_drain_upto(p, p->bucket_busy[k]); /* slot free */
     float *buf = p->bucket_stage[k];
-    if (p->zero)
-        for (int64_t j = 0; j < p->n_data; j++)
+    if (p->pl->zero)
+        for (int64_t j = 0; j < p->pl->data.n; j++)
             floats_copy(buf + j * region(p) + p->bucket_fill, g + j * per, per);
     else
         floats_copy(buf + p->bucket_fill, g, n);
@@ -121,30 +53,32 @@ int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add) {
 }
 
 void bucket_flush(struct par *p) {
-    if (p->bucket_cap == 0 || p->bucket_fill == 0) return;
+    if (p->pl->bucket_cap == 0 || p->bucket_fill == 0) return;
     const int k = p->bucket_open;
     const int64_t c = p->bucket_fill;
     float *buf = p->bucket_stage[k];
-    if (p->zero) { /* close the regions up: RS block j at j·c */
-        const int move = !mesh_no_data(c * p->n_data * (int64_t)sizeof(float));
-        for (int64_t j = 1; j < p->n_data && move; j++)
+    if (p->pl->zero) { /* close the regions up: RS block j at j·c */
+        const int move = !mesh_no_data(c * p->pl->data.n * (int64_t)sizeof(float));
+        for (int64_t j = 1; j < p->pl->data.n && move; j++)
             floats_move(buf + j * c, buf + j * region(p), c);
-        if (p->overlap) {
+        if (p->pl->overlap) {
             if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-            p->pending[p->n_pending++] = (pending_red){
-                mesh_ireduce_scatter(p->m, p->data_axes, p->bucket_result[k], buf, c, p->alg), NULL,
-                NULL, 0, k + 1};
+            p->pending[p->n_pending++] =
+                (pending_red){mesh_ireduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf,
+                                                   c, p->pl->alg),
+                              NULL, NULL, 0, k + 1};
         } else {
-            mesh_reduce_scatter(p->m, p->data_axes, p->bucket_result[k], buf, c, p->alg);
+            mesh_reduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf, c, p->pl->alg);
         }
-    } else if (p->overlap) {
+    } else if (p->pl->overlap) {
         if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-        p->pending[p->n_pending++] = (pending_red){
-            mesh_iall_reduce(p->m, p->data_axes, buf, buf, c, p->alg), NULL, NULL, 0, k + 1};
+        p->pending[p->n_pending++] =
+            (pending_red){mesh_iall_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg), NULL,
+                          NULL, 0, k + 1};
     } else {
-        mesh_all_reduce(p->m, p->data_axes, buf, buf, c, p->alg);
+        mesh_all_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg);
     }
-    if (p->overlap)
+    if (p->pl->overlap)
         p->bucket_busy[k] = p->n_pending;
     else
         bucket_complete(p, k);
@@ -153,7 +87,7 @@ void bucket_flush(struct par *p) {
 }
 
 void bucket_complete(struct par *p, int slot) {
-    const float *res = p->zero ? p->bucket_result[slot] : p->bucket_stage[slot];
+    const float *res = p->pl->zero ? p->bucket_result[slot] : p->bucket_stage[slot];
     for (int i = 0; i < p->bucket_nsegs[slot]; i++) {
         const bucket_seg *s = &p->bucket_segs[slot][i];
         if (s->add)

@@ -1,10 +1,7 @@
 /* cmatmul: the collective matmuls (see cmatmul.h). Buffers of one step: c = M·N/n floats. */
 #include "train/parallel/cmatmul.h"
 
-#include "kernels/gemm.h"
 #include "kernels/optim.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/traffic.h"
 #include "mesh/coll.h"
 
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n) {
@@ -20,12 +17,6 @@ static int64_t ring_mod(int64_t a, int64_t n) {
 static mesh_req *exchange(mesh *m, int axis, float *both, const float *mine, int64_t c) {
     const mesh_axes one = {1, {axis, 0, 0}};
     return mesh_iall_gather(m, one, both, mine, c, MESH_ALG_DEFAULT);
-}
-
-/* dst[M, nl] = a[M, K] · w[:, block b] (w[K, N]). */
-static void block_product(float *dst, const float *a, const float *w, int64_t b, int64_t M,
-                          int64_t K, int64_t N, int64_t nl) {
-    kern_gemm(dst, a, w + b * nl, M, nl, K, false, false, K, N, nl, 1.0f, 0.0f);
 }
 
 /* One direction of a line's stream: three buffers rotate as in the ring (snd on the wire, rcv
@@ -48,16 +39,16 @@ static void stream_send(mesh *m, int axis, int shift, stream *st, int64_t c) {
  * s+i−n+1 (if i >= n−1−s), each its own product added to the sum that arrived (ranks with
  * nothing to pass on send what they hold, which the receiver ignores). Ends with
  * out = this rank's product + the sum from the left + the sum from the right. */
-static void rs_line(mesh *m, int axis, float *out, const float *a, const float *w, int64_t M,
-                    int64_t K, int64_t N, float *scratch) {
+static void rs_line(mesh *m, int axis, float *out, cmm_product_fn fn, void *ctx, int64_t M,
+                    int64_t N, float *scratch) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     const int64_t nl = N / n, c = M * nl;
     stream r = {scratch, scratch + c, scratch + 2 * c, NULL};
     stream l = {scratch + 3 * c, scratch + 4 * c, scratch + 5 * c, NULL};
     for (int64_t s = 0; s <= n - 2; s++) {
         const int right = i <= s, left = i >= n - 1 - s;
-        if (right) block_product(r.cmp, a, w, n - 1 - s + i, M, K, N, nl);
-        if (left) block_product(l.cmp, a, w, s + i - n + 1, M, K, N, nl);
+        if (right) fn(ctx, r.cmp, n - 1 - s + i, n);
+        if (left) fn(ctx, l.cmp, s + i - n + 1, n);
         if (s > 0) {
             mesh_wait(r.req), mesh_wait(l.req);
             if (right && i >= 1) kern_add(r.cmp, r.rcv, c);
@@ -66,42 +57,42 @@ static void rs_line(mesh *m, int axis, float *out, const float *a, const float *
         stream_send(m, axis, 1, &r, c);
         stream_send(m, axis, -1, &l, c);
     }
-    block_product(out, a, w, i, M, K, N, nl);
+    fn(ctx, out, i, n);
     mesh_wait(r.req), mesh_wait(l.req);
     if (i >= 1) kern_add(out, r.rcv, c);
     if (i <= n - 2) kern_add(out, l.rcv, c);
 }
 
-void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, const float *w,
-                               int64_t M, int64_t K, int64_t N, float *scratch) {
+void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, cmm_product_fn fn, void *ctx,
+                               int64_t M, int64_t N, float *scratch) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     const int64_t nl = N / n, c = M * nl;
     CHECK(N % n == 0, "matmul-ReduceScatter: N = %lld over %lld ranks of axis %c", (long long)N,
           (long long)n, mesh_axis_name(m, axis));
     if (n == 1) {
-        block_product(out, a, w, 0, M, K, N, nl);
+        fn(ctx, out, 0, 1);
         return;
     }
     if (n == 2) { /* the other's block first, on the wire while this rank's own is computed */
         float *mine = scratch, *both = scratch + c;
-        block_product(mine, a, w, 1 - i, M, K, N, nl);
+        fn(ctx, mine, 1 - i, 2);
         mesh_req *r = exchange(m, axis, both, mine, c);
-        block_product(out, a, w, i, M, K, N, nl);
+        fn(ctx, out, i, 2);
         mesh_wait(r);
         kern_add(out, both + (1 - i) * c, c);
         return;
     }
     if (!mesh_axis_wraps(m, axis)) {
-        rs_line(m, axis, out, a, w, M, K, N, scratch);
+        rs_line(m, axis, out, fn, ctx, M, N, scratch);
         return;
     }
     /* three buffers rotate: the sum on the wire, the one arriving, the product being computed */
     float *snd = scratch, *rcv = scratch + c, *cmp = scratch + 2 * c;
-    block_product(snd, a, w, ring_mod(i - 1, n), M, K, N, nl);
+    fn(ctx, snd, ring_mod(i - 1, n), n);
     mesh_req *r = mesh_ippermute(m, axis, 1, rcv, snd, c);
     for (int64_t s = 1; s < n; s++) {
         float *dst = s == n - 1 ? out : cmp;
-        block_product(dst, a, w, ring_mod(i - 1 - s, n), M, K, N, nl);
+        fn(ctx, dst, ring_mod(i - 1 - s, n), n);
         mesh_wait(r);
         kern_add(dst, rcv, c); /* block i−1−s: the sum of ranks i−s .. i−1, then this rank's */
         if (s == n - 1) break;
@@ -111,22 +102,11 @@ void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, const float *a, co
     }
 }
 
-/* y (+)= chunk · (w's block j)ᵀ; dw's block j += aᵀ · chunk. */
-static void chunk_products(float *y, float *dw, const float *chunk, const float *w, const float *a,
-                           int64_t j, int64_t M, int64_t K, int64_t N, int64_t nl, int first) {
-    kern_gemm(y, chunk, w + j * nl, M, K, nl, false, true, nl, N, K, 1.0f, first ? 0.0f : 1.0f);
-    if (dw) kern_gemm(dw + j * nl, a, chunk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
-}
-
-/* What the AllGather of column blocks does with each block: blk[M, nl] is block j; first: the
- * rank's own block, handled before any other. */
-typedef void (*block_fn)(void *ctx, const float *blk, int64_t j, int first);
-
 /* The AllGather on an open axis (a line): every block travels both ways, the rank's own first; at
  * step s rank i receives block i−s from the left and block i+s from the right (where they exist:
  * the others are what the neighbour held, ignored) and passes each on at once. */
-static void gather_line(mesh *m, int axis, const float *xi, int64_t c, float *scratch, block_fn fn,
-                        void *ctx) {
+static void gather_line(mesh *m, int axis, const float *xi, int64_t c, float *scratch,
+                        cmm_block_fn fn, void *ctx) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     float *from_l[2] = {scratch, scratch + c}, *from_r[2] = {scratch + 2 * c, scratch + 3 * c};
     mesh_req *rr = mesh_ippermute(m, axis, 1, from_l[0], xi, c);
@@ -145,11 +125,8 @@ static void gather_line(mesh *m, int axis, const float *xi, int64_t c, float *sc
     }
 }
 
-/* The AllGather of the ranks' blocks xi[c] over axis, fn called on each block as it arrives (the
- * rank's own first), the next one on the wire meanwhile. Uses 4·c floats of scratch (2·c on an
- * axis that wraps or of 2). */
-static void gather_blocks(mesh *m, int axis, const float *xi, int64_t c, float *scratch,
-                          block_fn fn, void *ctx) {
+void cmm_gather_blocks(mesh *m, int axis, const float *xi, int64_t c, float *scratch,
+                       cmm_block_fn fn, void *ctx) {
     const int64_t n = mesh_axis_size(m, axis), i = mesh_axis_coord(m, axis);
     if (n == 1) {
         fn(ctx, xi, 0, 1);
@@ -176,69 +153,4 @@ static void gather_blocks(mesh *m, int axis, const float *xi, int64_t c, float *
         r = s < n - 1 ? mesh_ippermute(m, axis, 1, buf[s % 2], held, c) : NULL;
         fn(ctx, held, ring_mod(i - s, n), 0);
     }
-}
-
-typedef struct {
-    float *y, *dw;
-    const float *w, *a;
-    int64_t M, K, N, nl;
-} ag_t_ctx;
-
-static void ag_t_block(void *vc, const float *blk, int64_t j, int first) {
-    const ag_t_ctx *c = vc;
-    chunk_products(c->y, c->dw, blk, c->w, c->a, j, c->M, c->K, c->N, c->nl, first);
-}
-
-void cmm_all_gather_matmul_t(mesh *m, int axis, float *y, float *dw, const float *xi,
-                             const float *w, const float *a, int64_t M, int64_t K, int64_t N,
-                             float *scratch) {
-    const int64_t n = mesh_axis_size(m, axis);
-    CHECK(N % n == 0, "AllGather-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
-          (long long)n, mesh_axis_name(m, axis));
-    ag_t_ctx c = {y, dw, w, a, M, K, N, N / n};
-    gather_blocks(m, axis, xi, M * (N / n), scratch, ag_t_block, &c);
-}
-
-typedef struct {
-    float *x, *h;
-    const float *g;
-    int nw;
-    const float *const *w;
-    const int64_t *nk;
-    float *const *y;
-    int64_t M, N, nl;
-} norm_ctx;
-
-/* Block j of x and of h's unnormalised x ∘ g, and y_k (+)= (x_j ∘ g_j) · w_k[block j rows, :]. */
-static void norm_block(void *vc, const float *blk, int64_t j, int first) {
-    const norm_ctx *c = vc;
-    const int64_t M = c->M, N = c->N, nl = c->nl;
-    float *xb = c->x + j * nl, *hb = c->h + j * nl;
-    const float *gb = c->g + j * nl;
-    if (!mesh_no_data(M * N * (int64_t)sizeof(float)))
-        for (int64_t r = 0; r < M; r++)
-            for (int64_t q = 0; q < nl; q++) {
-                xb[r * N + q] = blk[r * nl + q];
-                hb[r * N + q] = blk[r * nl + q] * gb[q];
-            }
-    kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
-    for (int k = 0; k < c->nw; k++)
-        kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
-                  c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
-}
-
-void cmm_all_gather_norm_matmul(mesh *m, int axis, float *x, float *h, float *rstd, const float *g,
-                                const float *xi, int nw, const float *const *w, const int64_t *nk,
-                                float *const *y, int64_t M, int64_t N, float *scratch) {
-    const int64_t n = mesh_axis_size(m, axis);
-    CHECK(N % n == 0, "AllGather-norm-matmul: N = %lld over %lld ranks of axis %c", (long long)N,
-          (long long)n, mesh_axis_name(m, axis));
-    norm_ctx c = {x, h, g, nw, w, nk, y, M, N, N / n};
-    gather_blocks(m, axis, xi, M * (N / n), scratch, norm_block, &c);
-    /* x is whole: the norm as one kernel (h and rstd exactly as without the collective), and the
-     * products' rows scaled by 1/rms */
-    kern_rmsnorm_fwd(h, rstd, x, g, M, N);
-    if (mesh_no_data(M * N * (int64_t)sizeof(float))) return;
-    for (int k = 0; k < nw; k++)
-        for (int64_t r = 0; r < M; r++) kern_scale(y[k] + r * nk[k], nk[k], rstd[r]);
 }

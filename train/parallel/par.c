@@ -1,7 +1,6 @@
-/* par: the sharding plan's lifetime: the flags checked against the mesh and the model, the
- * layout computed (layout.c), the buffers every scheme needs allocated once (memory.c), and the
- * model's hook table assembled from each scheme's entries (layout.c, zero.c, tensor.c,
- * pipeline.c). */
+/* par: the sharded run's lifetime: the plan's input read off the mesh (par_plan_in), the buffers
+ * the plan lists for the run allocated and freed (plan_alloc), and the model's hook table
+ * assembled from each scheme's entries (layout.c, zero.c, tensor.c, pipeline.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,24 +8,53 @@
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
-/* ---------------------------------------------------------------- create / destroy */
+/* ---------------------------------------------------------------- the plan's input */
 
-/* --dcn: batch_axes = the data axes as parsed into data_axes; the DCN axis (config_for_mesh checked
- * that it is one of them) moves from data_axes to dcn_axes, so that data_axes keeps the ICI data
- * axes. */
-static void split_dcn(struct par *p, const config *c) {
-    p->batch_axes = p->data_axes;
-    p->dcn_axes.n = 0;
-    if (!c->dcn_axis[0]) return;
-    const int d = mesh_axis_index(p->m, c->dcn_axis[0]);
-    int at = -1;
-    for (int k = 0; k < p->batch_axes.n; k++)
-        if (p->batch_axes.ax[k] == d) at = k;
-    CHECK(d >= 0 && at >= 0, "--dcn %s is not a data axis: the config was not validated",
-          c->dcn_axis);
-    p->dcn_axes = (mesh_axes){1, {d, 0, 0}};
-    for (int k = at; k + 1 < p->data_axes.n; k++) p->data_axes.ax[k] = p->data_axes.ax[k + 1];
-    p->data_axes.ax[--p->data_axes.n] = 0;
+/* A role's axes as the plan takes them: sizes, wraparound, this rank's coordinates, names, and
+ * --alg resolved over them. */
+static plan_axes role(const mesh *m, mesh_axes a, mesh_alg alg) {
+    int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES], coords[MESH_MAX_AXES];
+    char names[MESH_MAX_AXES + 1] = "";
+    for (int k = 0; k < a.n; k++) {
+        sizes[k] = mesh_axis_size(m, a.ax[k]);
+        wraps[k] = mesh_axis_wraps(m, a.ax[k]);
+        coords[k] = mesh_axis_coord(m, a.ax[k]);
+        names[k] = mesh_axis_name(m, a.ax[k]);
+    }
+    return plan_axes_of(&a, sizes, wraps, coords, names, mesh_alg_resolve(m, a, alg));
+}
+
+int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen) {
+    memset(in, 0, sizeof *in);
+    in->c = *c;
+    if (config_for_mesh(&in->c, m, err, errlen) != 0) return -1;
+    const config *cm = &in->c;
+    const mesh_alg alg = cm->alg[0] ? (mesh_alg)mesh_alg_parse(cm->alg) : MESH_ALG_DEFAULT;
+    CHECK(alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", cm->alg);
+    char dp[CONFIG_AXES_LEN];
+    config_data_axes(cm, m, dp);
+    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe;
+    CHECK(mesh_axes_parse(m, dp, &batch) == 0 &&
+              mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
+              mesh_axes_parse(m, cm->pipe_axis, &pipe) == 0,
+          "par_plan_in: axes checked by config_for_mesh do not parse");
+    /* --dcn: the batch axes as parsed; the DCN axis (config_for_mesh checked that it is one of
+     * them) moves from the data axes to dcn, so that data keeps the ICI data axes */
+    data = batch;
+    if (cm->dcn_axis[0]) {
+        const int d = mesh_axis_index(m, cm->dcn_axis[0]);
+        int at = -1;
+        for (int k = 0; k < batch.n; k++)
+            if (batch.ax[k] == d) at = k;
+        CHECK(d >= 0 && at >= 0, "--dcn %s is not a data axis: the config was not validated",
+              cm->dcn_axis);
+        dcn = (mesh_axes){1, {d, 0, 0}};
+        for (int k = at; k + 1 < data.n; k++) data.ax[k] = data.ax[k + 1];
+        data.ax[--data.n] = 0;
+    }
+    in->batch = role(m, batch, alg), in->data = role(m, data, alg), in->dcn = role(m, dcn, alg);
+    in->tensor = role(m, tensor, alg), in->pipe = role(m, pipe, alg);
+    return 0;
 }
 
 /* The model's hook table for a sharded run, every entry from the scheme that owns it. */
@@ -50,14 +78,12 @@ static model_hooks hook_table(struct par *p) {
         .head_grads_done = par_hk_head_grads_done,
         .embed_grads_done = par_hk_embed_grads_done,
         /* tensor.c: the tensor axis */
-        .sublayer_out = par_hk_sublayer_out,
-        .norm_in = par_hk_norm_in,
+        .reduce_out = par_hk_reduce_out,
+        .gather_out = par_hk_gather_out,
+        .gather_cols = par_hk_gather_cols,
+        .gather_tensor = par_hk_gather_tensor,
         .embed_reduce = par_hk_embed_reduce,
-        .xent_combine = par_hk_xent_combine,
         .gather_vocab = par_hk_gather_vocab,
-        .sublayer_out_bwd = par_hk_sublayer_out_bwd,
-        .resid_grad_gather = par_hk_resid_grad_gather,
-        .partial_begin = par_hk_partial_begin,
         .partial_end = par_hk_partial_end,
         .partial_done = par_hk_partial_done,
         .poll = par_hk_poll,
@@ -68,84 +94,60 @@ static model_hooks hook_table(struct par *p) {
     };
 }
 
-par *par_create(const config *c, mesh *m, int *trivial, char *err, size_t errlen) {
-    *trivial = 0;
+/* The named views of the buffers the plan lists for the sharded run. */
+static void views(struct par *p) {
+    void *(*b)[2] = p->bufs.p;
+    p->shard_grads = b[BUF_SHARD_GRADS][0];
+    p->update_stage = b[BUF_UPDATE_STAGE][0];
+    for (int k = 0; k < 2; k++) {
+        p->layer_grads_full[k] = b[BUF_LAYER_GRADS][k];
+        p->layer_grads_scattered[k] = b[BUF_LAYER_SCATTERED][k];
+        p->gathered_layer[k] = b[BUF_GATHERED_LAYER][k];
+        p->gather_stage[k] = b[BUF_GATHER_STAGE][k];
+        p->bucket_stage[k] = b[BUF_BUCKET_STAGE][k];
+        p->bucket_result[k] = b[BUF_BUCKET_RESULT][k];
+        p->gather_send[k] = b[BUF_GATHER_SEND][k];
+        p->gathered_layer_id[k] = -1;
+    }
+    p->param_grads_full[P_EMBED] = b[BUF_EMBED_GRAD][0];
+    p->param_grads_full[P_FINAL_NORM] = b[BUF_FINAL_NORM_GRAD][0];
+    p->param_grads_full[P_UNEMBED] = b[BUF_UNEMBED_GRAD][0];
+    p->gathered_embed = b[BUF_GATHERED_EMBED][0];
+    p->gathered_final_norm = b[BUF_GATHERED_FINAL_NORM][0];
+    p->gathered_unembed = b[BUF_GATHERED_UNEMBED][0];
+    p->column_pack = b[BUF_COLUMN_PACK][0];
+    p->dcn_buf = b[BUF_DCN][0];
+    p->tensor_scratch_a = b[BUF_TENSOR_A][0];
+    p->tensor_scratch_b = b[BUF_TENSOR_B][0];
+    p->kv_exchange = b[BUF_KV_EXCHANGE][0];
+    p->cmatmul_scratch = b[BUF_CMATMUL][0];
+}
+
+int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (plan_trivial(pl)) return 0;
     struct par *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->m = m;
-    p->cfg = *c;
-    p->s = c->shape;
-    p->zero = c->zero;
-    p->overlap = c->overlap;
-    config cm = *c; /* the rules that need the mesh: config_for_mesh (train/config) */
-    if (config_for_mesh(&cm, m, err, errlen) != 0) {
-        free(p);
-        return NULL;
-    }
-    p->alg = c->alg[0] ? (mesh_alg)mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
-    CHECK(p->alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", c->alg);
-    char dp[CONFIG_AXES_LEN];
-    config_data_axes(c, m, dp);
-    CHECK(mesh_axes_parse(m, dp, &p->data_axes) == 0 &&
-              mesh_axes_parse(m, c->tensor_axis, &p->tensor_axis) == 0 &&
-              mesh_axes_parse(m, c->pipe_axis, &p->pipe_axis) == 0,
-          "par_create: axes checked by config_for_mesh do not parse");
-    split_dcn(p, c);
-    p->n_batch = mesh_axes_size(m, p->batch_axes);
-    p->batch_index = mesh_axes_index(m, p->batch_axes);
-    p->n_data = mesh_axes_size(m, p->data_axes);
-    p->data_index = mesh_axes_index(m, p->data_axes);
-    p->n_tensor = mesh_axes_size(m, p->tensor_axis);
-    p->tensor_index = mesh_axes_index(m, p->tensor_axis);
-    p->n_pipe = mesh_axes_size(m, p->pipe_axis);
-    p->pipe_index = mesh_axes_index(m, p->pipe_axis);
-    if (p->n_batch == 1 && p->n_tensor == 1 && p->n_pipe == 1) {
-        *trivial = 1;
-        free(p);
-        return NULL;
-    }
-    p->l0 = p->pipe_index * (p->s.L / p->n_pipe);
-    p->l1 = p->l0 + p->s.L / p->n_pipe;
-    const int64_t M = c->microbatches > 0 ? c->microbatches : 1;
-    p->nslots =
-        p->n_pipe == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->n_pipe ? p->n_pipe : M);
-    if (p->n_data == 1) p->zero = 0;
-    par_layout_extents(p);
-    par_layout_geometry(p);
-    p->hooks = hook_table(p);
-    int ok = par_alloc_buffers(p) == 0;
+    const int ok = p && plan_alloc(pl, PLAN_OWNER_PAR, &p->bufs) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        errmsg_fail(err, errlen, "out of memory allocating the sharding buffers");
-        par_destroy(p);
-        return NULL;
+        if (ok) plan_free(pl, PLAN_OWNER_PAR, &p->bufs);
+        free(p);
+        return errmsg_fail(err, errlen, "out of memory allocating the sharding buffers");
     }
-    return p;
+    p->m = m;
+    p->pl = pl;
+    views(p);
+    p->hooks = hook_table(p);
+    *out = p;
+    return 0;
 }
 
 void par_destroy(par *p) {
     if (!p) return;
-    par_drain(p);
-    bucket_free(p);
-    for (int k = 0; k < 2; k++) {
-        free(p->gathered_layer[k]);
-        free(p->gather_stage[k]);
-        free(p->layer_grads_full[k]);
-        free(p->layer_grads_scattered[k]);
-    }
-    for (int id = 0; id < P_COUNT; id++) free(p->param_grads_full[id]);
-    /* (zero 3's shard_params is the model's storage) */
-    ALLOC_FREE_ALL(p->gathered_embed, p->gathered_final_norm, p->gathered_unembed, p->update_stage,
-                   p->shard_grads, p->tensor_scratch_a, p->tensor_scratch_b, p->kv_exchange,
-                   p->column_pack, p->dcn_buf, p->cmatmul_scratch, p);
+    par_drain(p); /* (zero 3's shard_params is the model's storage) */
+    plan_free(p->pl, PLAN_OWNER_PAR, &p->bufs);
+    free(p);
 }
 
 const model_hooks *par_model_hooks(par *p) {
     return p ? &p->hooks : &model_hooks_single;
-}
-
-int64_t par_data_shards(const par *p) {
-    return p ? p->n_batch : 1;
-}
-int64_t par_data_index(const par *p) {
-    return p ? p->batch_index : 0;
 }

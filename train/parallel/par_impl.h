@@ -6,19 +6,7 @@
 #include "mesh/coll.h"
 #include "train/model/hooks.h"
 #include "train/parallel/par.h"
-
-/* Geometry of one parameter as blocks: nb blocks (L for stacked parameters, else 1) of a 2D
- * matrix [R, C]. The TP slab of a block is rows [r0, r0+R) × cols [c0, c0+C) of the global
- * block [Rg, Cg]; under ZeRO the TP slab is split over the data axes along `zdim` (0 rows,
- * 1 cols). `repl`: the TP slab is replicated over the tensor axis (norm gains), `kv_group`:
- * replicated over a group of tensor ranks that share a kv head. */
-typedef struct {
-    int stacked;
-    int64_t nb, Rg, Cg, R, C, r0, c0;
-    int zdim;
-    int repl, kv_group;
-    int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
-} pgeo;
+#include "train/parallel/plan.h"
 
 /* One call in flight (a gradient reduction of a block or of a bucket, or a gather of updated
  * parameters) and where its result goes. */
@@ -42,30 +30,9 @@ typedef struct {
 
 struct par {
     mesh *m;
-    config cfg;
-    model_shape s;
-    /* The three roles a mesh axis can play (the book's X, Y and Z; not the axes' names x, y, z):
-     * data (ordered set of axes: the batch and ZeRO shards), tensor (one axis or none: Megatron
-     * columns and heads), pipeline (one axis or none: stages of layers). n_* is a role's size
-     * (1 when no axis plays it), *_index this rank's index in it. */
-    mesh_axes data_axes, tensor_axis, pipe_axis;
-    int64_t n_data, data_index, n_tensor, tensor_index, n_pipe, pipe_index;
-    /* --dcn: batch_axes = every data axis (the batch's B_X), data_axes = batch_axes without the
-     * DCN axis (the ICI axes that ZeRO shards over and gradients are reduce-scattered over),
-     * dcn_axes = {the DCN axis} (n = 0 without --dcn); n_batch, batch_index: batch_axes's size
-     * and this rank's index in it. */
-    mesh_axes batch_axes, dcn_axes;
-    int64_t n_batch, batch_index;
-    float *dcn_buf; /* --zero 0 with --dcn: the flat gradient padded to a multiple of n_data, then
-                       room for one shard */
-    int64_t dcn_n;  /* its padded length */
-    int64_t l0, l1; /* this pipeline stage's layers */
-    int nslots;     /* activation slots: micro-batches in flight on this stage */
-    int zero, overlap;
-    mesh_alg alg;
-    model_extents loc;
-    model_hooks hooks; /* the table par_model_hooks returns, ctx = this plan */
-    pgeo g[P_COUNT];
+    const plan *pl;    /* the plan (the caller's, outliving this) */
+    model_hooks hooks; /* the table par_model_hooks returns, ctx = this */
+    plan_ptrs bufs;    /* the buffers the plan lists for the sharded run, views below */
     /* ZeRO shards (zero >= 1): params (zero 3 only: the model's storage) and gradients, each
      * param's shard contiguous, block-major, param id's at shard_offset[id]. */
     float *shard_params, *shard_grads;
@@ -83,7 +50,6 @@ struct par {
     int64_t ug_base, ug_end;
     int ug_first, ug_layer, ug_deferred, ug_due;
     model *ug_mod;
-    int64_t shard_offset[P_COUNT], shard_total;
     /* zero 3: the gathered (TP-local) weights of a layer, two slots so that the next layer's
      * gather can run ahead (prefetch), with their staging for column-sharded gathers; and the
      * gathered non-layer params (embedding, final norm gain, unembedding). */
@@ -92,7 +58,6 @@ struct par {
     int64_t gathered_layer_id[2];      /* the layer each slot holds, -1 none */
     mesh_req *gather_reqs[2][P_COUNT]; /* each slot's gathers in flight */
     int gather_pending[2];             /* slot holds a started, not yet finished prefetch */
-    int64_t layer_elems;               /* TP-local elements of one layer (all layer params) */
     /* zero 2/3: transient full (TP-local) gradients of a layer (two slots, so that one reduces
      * while the next layer's backward fills the other) with the reduce-scatter's output of each
      * slot, and of each non-layer param */
@@ -101,60 +66,39 @@ struct par {
     int n_pending;
     int64_t n_retired;   /* pending calls completed so far */
     int slot_pending[2]; /* layer_grads_full[k] is in use by the first slot_pending[k] of them */
-    /* gradient buckets (bucket.c): two staging slots of bucket_cap elements, 0 = off. bucket_fill:
-     * elements in the open bucket (AllReduce) or in each of its n_data shard regions (RS) */
-    int64_t bucket_cap, bucket_fill;
+    /* gradient buckets (bucket.c): two staging slots of the plan's bucket_cap elements, 0 = off.
+     * bucket_fill: elements in the open bucket (AllReduce) or in each of its n_data shard regions
+     * (RS) */
+    int64_t bucket_fill;
     float *bucket_stage[2], *bucket_result[2]; /* each slot's gradients and reduced result */
-    float
-        *gather_send[2]; /* zero 3 with buckets: a layer's shards packed for its gathers (zero.c) */
-    int bucket_open;     /* the slot being filled */
-    int bucket_busy[2];  /* slot k is in use by the first bucket_busy[k] pending reductions */
+    float *gather_send[2]; /* zero 3 with buckets: a layer's shards packed for its gathers */
+    int bucket_open;       /* the slot being filled */
+    int bucket_busy[2];    /* slot k is in use by the first bucket_busy[k] pending reductions */
     bucket_seg bucket_segs[2][PAR_BUCKET_SEGS]; /* where each slot's result goes, block by block */
     int bucket_nsegs[2];
     /* scratch: two tensor-axis packing buffers [BT, D], the column packing of a block, the
-     * kv-group exchange */
-    float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange;
-    /* the collective matmuls' scratch (tensor.c, cmatmul.h) of cmatmul_n floats; NULL: off */
+     * kv-group exchange, --dcn's flat gradient */
+    float *tensor_scratch_a, *tensor_scratch_b, *column_pack, *kv_exchange, *dcn_buf;
+    /* the collective matmuls' scratch (tensor.c, cmatmul.h); NULL: off */
     float *cmatmul_scratch;
-    mesh_req *partial_req; /* the collective matmul's backward ReduceScatter_Y in flight */
-    int64_t cmatmul_n;
+    mesh_req *partial_req;  /* the collective matmul's backward ReduceScatter_Y in flight */
     int64_t micro, n_micro; /* the micro-batch running and how many this step has */
 };
 
-/* Elements of a TP-local block, and the offset of block l inside a TP-local param. */
-static inline int64_t pgeo_block(const pgeo *g) {
-    return g->R * g->C;
-}
-/* The TP-local block l of param id inside layer-sized buffer `buf` (layout: layer params in
- * param_id order, each [R, C]). */
-float *par_layer_slot(struct par *p, float *buf, param_id id);
+/* The TP-local block of param id inside a layer-sized buffer `buf` (plan_layer_offset). */
+float *par_layer_slot(const struct par *p, float *buf, param_id id);
 /* Column packing: src[R, C] → n chunks [R, C/n] (pack) and back (unpack). */
 void par_pack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n);
 void par_unpack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t n);
-/* Is id stacked over layers (one block per layer)? */
-int par_is_layer_param(param_id id);
-/* This rank's TP slab and ZeRO shard of parameter id, as native global slabs. */
-param_slab par_tp_slab(const struct par *p, param_id id);
-param_slab par_shard_slab(const struct par *p, param_id id);
 /* bucket.c: takes block g[n] (RS: packed so that shard j is g[j·n/n_data, (j+1)·n/n_data)) into the
  * open bucket; its result goes to dst (AllReduce: g itself; RS: this rank's shard, added into
  * it when add). Returns 0 when buckets are off or the block is larger than a bucket (the caller
  * reduces it alone). Flushes the bucket first when the block does not fit. */
 int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add);
-/* ZeRO-3's weight gathers of one layer (zero.c): how many collectives (one per tensor, or one
- * per bucket with --bucket). */
-int par_weight_buckets(const struct par *p);
 /* Starts the open bucket's reduction (asynchronous with --overlap), if it holds anything. */
 void bucket_flush(struct par *p);
 /* A bucket's reduction has completed: its results go to their blocks. */
 void bucket_complete(struct par *p, int slot);
-void bucket_free(struct par *p);
-/* The layout (layout.c): this rank's local extents (p->loc), then every parameter's geometry
- * (p->g), from the axes' sizes and indices and the stage's layers. */
-void par_layout_extents(struct par *p);
-void par_layout_geometry(struct par *p);
-/* Allocates every buffer of the plan (memory.c), the list par_memory sums. Returns 0 or −1. */
-int par_alloc_buffers(struct par *p);
 /* The model's hooks for a sharded run (model/hooks.h says what each does), ctx = the plan; par.c
  * assembles them into one table (hook_table). */
 /* layout.c */
@@ -174,18 +118,13 @@ void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l);
 void par_hk_head_grads_done(void *ctx, model *mod);
 void par_hk_embed_grads_done(void *ctx, model *mod);
 /* tensor.c */
-int par_hk_sublayer_out(void *ctx, model *mod, float *out, const float *xin, const float *act,
-                        const float *w, int64_t BT, int64_t Kl, int defer);
-void par_hk_norm_in(void *ctx, model *mod, float *x, int sharded, float *h, float *rstd,
-                    const float *gain, int nw, const float *const *w, const int64_t *nk,
-                    float *const *y, int64_t BT);
+float *par_hk_reduce_out(void *ctx, model *mod, model_product_fn fn, void *fctx, int64_t BT);
+int par_hk_gather_out(void *ctx, model *mod, float *out, const float *sh, int64_t BT, int defer);
+const float *par_hk_gather_cols(void *ctx, model *mod, float *x, const float *own, int64_t BT,
+                                model_block_fn fn, void *fctx);
+const float *par_hk_gather_tensor(void *ctx, model *mod, const float *mine, int64_t n);
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT);
-void par_hk_xent_combine(void *ctx, model *mod, float *st, int64_t BT);
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc);
-const float *par_hk_resid_grad_gather(void *ctx, model *mod, float *full, float *dr, int64_t BT);
-void par_hk_sublayer_out_bwd(void *ctx, model *mod, float *dact, float *dw, float *full, float *dr,
-                             const float *act, const float *w, int64_t BT, int64_t Kl);
-float *par_hk_partial_begin(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* pipeline.c */

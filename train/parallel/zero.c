@@ -45,16 +45,16 @@ static double allsum(struct par *p, mesh_axes a, double v) {
 }
 
 static mesh_axes all_axes(const struct par *p) {
-    mesh_axes a = p->data_axes;
-    if (p->tensor_axis.n) a.ax[a.n++] = p->tensor_axis.ax[0];
-    if (p->pipe_axis.n) a.ax[a.n++] = p->pipe_axis.ax[0];
+    mesh_axes a = p->pl->data.axes;
+    if (p->pl->tensor.axes.n) a.ax[a.n++] = p->pl->tensor.axes.ax[0];
+    if (p->pl->pipe.axes.n) a.ax[a.n++] = p->pl->pipe.axes.ax[0];
     return a;
 }
 
 /* The tensor and pipeline axes: ranks that hold different parts of one model replica. */
 static mesh_axes model_axes(const struct par *p) {
-    mesh_axes a = p->tensor_axis;
-    if (p->pipe_axis.n) a.ax[a.n++] = p->pipe_axis.ax[0];
+    mesh_axes a = p->pl->tensor.axes;
+    if (p->pl->pipe.axes.n) a.ax[a.n++] = p->pl->pipe.axes.ax[0];
     return a;
 }
 
@@ -62,36 +62,37 @@ static mesh_axes model_axes(const struct par *p) {
 
 /* g holds this micro-batch's (or, zero<=1, the accumulated) partial gradient of a block. */
 static void tp_fix_block(struct par *p, param_id id, float *g) {
-    const pgeo *ge = &p->g[id];
-    const int64_t n = pgeo_block(ge);
+    const plan_geo *ge = &p->pl->g[id];
+    const int64_t n = plan_geo_block(ge);
     if (ge->repl) {
-        mesh_all_reduce(p->m, p->tensor_axis, g, g, n, p->alg);
+        mesh_all_reduce(p->m, p->pl->tensor.axes, g, g, n, p->pl->alg);
     } else if (ge->kv_group) {
         /* ranks sharing kv head k0: tensor ranks whose first query head maps to it */
-        mesh_all_gather(p->m, p->tensor_axis, p->kv_exchange, g, n, p->alg);
-        const int64_t group = p->s.N / p->s.K; /* query heads per kv head */
+        mesh_all_gather(p->m, p->pl->tensor.axes, p->kv_exchange, g, n, p->pl->alg);
+        const int64_t group = p->pl->s.N / p->pl->s.K; /* query heads per kv head */
         floats_clear(g, n);
-        for (int64_t y = 0; y < p->n_tensor; y++)
-            if ((y * p->loc.Nl) / group == p->loc.k0) kern_add(g, p->kv_exchange + y * n, n);
+        for (int64_t y = 0; y < p->pl->tensor.n; y++)
+            if ((y * p->pl->loc.Nl) / group == p->pl->loc.k0)
+                kern_add(g, p->kv_exchange + y * n, n);
     }
 }
 
 /* A layer's parameters in two parts, whose gradients complete one after the other: the MLP
  * sublayer's (part 0; its backward runs first), then the attention sublayer's (part 1). */
 static int in_part(param_id id, int part) {
-    if (!par_is_layer_param(id)) return 0;
+    if (!plan_is_layer_param(id)) return 0;
     const int mlp = id == P_MLP_NORM || id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
     return mlp == (part == 0);
 }
 
 static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base, int part) {
-    if (p->n_tensor == 1) return;
+    if (p->pl->tensor.n == 1) return;
     for (int id = 0; id < P_COUNT; id++) {
         if (!in_part((param_id)id, part)) continue;
-        const pgeo *g = &p->g[id];
+        const plan_geo *g = &p->pl->g[id];
         if (!g->repl && !g->kv_group) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
-                        : model_grad(mod, (param_id)id, NULL) + (l - p->l0) * pgeo_block(g);
+                        : model_grad(mod, (param_id)id, NULL) + (l - p->pl->l0) * plan_geo_block(g);
         tp_fix_block(p, (param_id)id, b);
     }
 }
@@ -102,46 +103,50 @@ static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base, int 
  * block is first packed in place so that shard j's elements are contiguous. out: where the RS
  * result lands; acc: shard gradient to add it into (NULL: out is the shard gradient itself). */
 static void reduce_block(struct par *p, param_id id, float *g, float *out, float *acc) {
-    const pgeo *ge = &p->g[id];
-    const int64_t n = pgeo_block(ge);
-    if (p->zero == 0 && p->dcn_axes.n) return; /* the whole gradient at once: dcn_reduce */
-    if (p->zero == 0) {
+    const plan_geo *ge = &p->pl->g[id];
+    const int64_t n = plan_geo_block(ge);
+    if (p->pl->zero == 0 && p->pl->dcn.axes.n) return; /* the whole gradient at once: dcn_reduce */
+    if (p->pl->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
-        if (p->overlap)
-            par_push(p, mesh_iall_reduce(p->m, p->data_axes, g, g, n, p->alg), NULL, NULL, 0);
+        if (p->pl->overlap)
+            par_push(p, mesh_iall_reduce(p->m, p->pl->data.axes, g, g, n, p->pl->alg), NULL, NULL,
+                     0);
         else
-            mesh_all_reduce(p->m, p->data_axes, g, g, n, p->alg);
+            mesh_all_reduce(p->m, p->pl->data.axes, g, g, n, p->pl->alg);
         return;
     }
     if (ge->zdim && ge->R > 1) {
         floats_copy(p->column_pack, g, n);
-        par_pack_cols(g, p->column_pack, ge->R, ge->C, p->n_data);
+        par_pack_cols(g, p->column_pack, ge->R, ge->C, p->pl->data.n);
     }
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
-    if (p->overlap) {
-        par_push(p, mesh_ireduce_scatter(p->m, p->data_axes, out, g, n / p->n_data, p->alg), out,
-                 acc, acc ? n / p->n_data : 0);
+    if (p->pl->overlap) {
+        par_push(
+            p, mesh_ireduce_scatter(p->m, p->pl->data.axes, out, g, n / p->pl->data.n, p->pl->alg),
+            out, acc, acc ? n / p->pl->data.n : 0);
     } else {
-        mesh_reduce_scatter(p->m, p->data_axes, out, g, n / p->n_data, p->alg);
-        if (acc) kern_add(acc, out, n / p->n_data);
+        mesh_reduce_scatter(p->m, p->pl->data.axes, out, g, n / p->pl->data.n, p->pl->alg);
+        if (acc) kern_add(acc, out, n / p->pl->data.n);
     }
 }
 
 static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
-    if (p->zero <= 1 && !last_micro(p)) return;
+    if (p->pl->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
         if (!in_part((param_id)id, part)) continue;
-        const pgeo *g = &p->g[id];
-        const int64_t n = pgeo_block(g), ns = n / p->n_data;
-        float *shard = p->zero ? p->shard_grads + p->shard_offset[id] + (l - p->l0) * ns : NULL;
-        if (p->zero <= 1) {
-            float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->l0) * n;
+        const plan_geo *g = &p->pl->g[id];
+        const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
+        float *shard =
+            p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] + (l - p->pl->l0) * ns : NULL;
+        if (p->pl->zero <= 1) {
+            float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->pl->l0) * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
             float *gb = par_layer_slot(p, p->layer_grads_full[k], (param_id)id);
             /* layer_grads_scattered[k] is laid out like layer_grads_full[k] at 1/n_data scale */
-            float *out = p->layer_grads_scattered[k] + (gb - p->layer_grads_full[k]) / p->n_data;
+            float *out =
+                p->layer_grads_scattered[k] + (gb - p->layer_grads_full[k]) / p->pl->data.n;
             reduce_block(p, (param_id)id, gb, out, shard);
         }
     }
@@ -152,9 +157,9 @@ static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
  * MLP's reductions run during the attention's backward, so that the last layer's leave less to
  * wait for once the backward is done). */
 static void layer_part_done(struct par *p, model *mod, int64_t l, int part) {
-    if (p->zero >= 2 || last_micro(p))
-        tp_fix_layer(p, mod, l, p->zero >= 2 ? p->layer_grads_full[l % 2] : NULL, part);
-    if (p->n_data > 1) reduce_layer(p, mod, l, part);
+    if (p->pl->zero >= 2 || last_micro(p))
+        tp_fix_layer(p, mod, l, p->pl->zero >= 2 ? p->layer_grads_full[l % 2] : NULL, part);
+    if (p->pl->data.n > 1) reduce_layer(p, mod, l, part);
 }
 
 void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l) {
@@ -168,24 +173,25 @@ void par_hk_layer_grads_done(void *ctx, model *mod, int64_t l) {
 }
 
 static void nonlayer_done(struct par *p, model *mod, param_id id) {
-    const pgeo *g = &p->g[id];
-    float *gb = p->zero >= 2 ? p->param_grads_full[id] : model_grad(mod, id, NULL);
-    if ((p->zero >= 2 || last_micro(p)) && p->n_tensor > 1 && (g->repl || g->kv_group))
+    const plan_geo *g = &p->pl->g[id];
+    float *gb = p->pl->zero >= 2 ? p->param_grads_full[id] : model_grad(mod, id, NULL);
+    if ((p->pl->zero >= 2 || last_micro(p)) && p->pl->tensor.n > 1 && (g->repl || g->kv_group))
         tp_fix_block(p, id, gb);
-    if (p->n_data == 1 || (p->zero <= 1 && !last_micro(p))) return;
-    float *shard = p->zero ? p->shard_grads + p->shard_offset[id] : NULL;
-    if (p->zero <= 1) {
+    if (p->pl->data.n == 1 || (p->pl->zero <= 1 && !last_micro(p))) return;
+    float *shard = p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] : NULL;
+    if (p->pl->zero <= 1) {
         reduce_block(p, id, gb, shard, NULL);
     } else {
         /* a non-layer transient is reduced synchronously: its staging is the pack buffer */
         par_drain(p);
-        const int64_t n = pgeo_block(g);
+        const int64_t n = plan_geo_block(g);
         if (g->zdim && g->R > 1) {
             floats_copy(p->column_pack, gb, n);
-            par_pack_cols(gb, p->column_pack, g->R, g->C, p->n_data);
+            par_pack_cols(gb, p->column_pack, g->R, g->C, p->pl->data.n);
         }
-        mesh_reduce_scatter(p->m, p->data_axes, p->column_pack, gb, n / p->n_data, p->alg);
-        kern_add(shard, p->column_pack, n / p->n_data);
+        mesh_reduce_scatter(p->m, p->pl->data.axes, p->column_pack, gb, n / p->pl->data.n,
+                            p->pl->alg);
+        kern_add(shard, p->column_pack, n / p->pl->data.n);
     }
 }
 
@@ -202,79 +208,48 @@ void par_hk_embed_grads_done(void *ctx, model *mod) {
 
 /* ---------------------------------------------------------------- ZeRO-3 weight gathers */
 
-/* Layer l's weight gathers in buckets (with --bucket, bucket.c's size): the layer's shards, in
- * parameter order, are copied one after another into gather_send[k] and cut into buckets of at most
- * bucket_cap gathered elements (a shard larger than that is a bucket alone); each bucket is one
- * AllGather_X into gather_stage[k] (rank j's part of a bucket of b elements per rank at j·b), so
- * that a layer of many small tensors pays the hop latency a few times instead of nine. The gathered
- * parts then go to their tensors (bucket_scatter). Gathers only move data: bit-identical to the
- * per-tensor gathers. Calls the visitor for each tensor with its bucket (start, elements per
- * rank) and its offset in the bucket (none if fn is NULL); returns the number of buckets. */
-typedef void (*wbucket_fn)(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
-                           void *ctx);
-
-static int weight_buckets(struct par *p, wbucket_fn fn, void *ctx) {
-    const int64_t cap = p->bucket_cap / p->n_data;
-    int64_t off = 0, b0 = 0;
-    int nb = 0;
-    param_id ids[P_COUNT];
-    int64_t at[P_COUNT], nid = 0;
-    for (int id = 0; id <= P_COUNT; id++) {
-        const int end = id == P_COUNT;
-        if (!end && !par_is_layer_param((param_id)id)) continue;
-        const int64_t cnt = end ? 0 : pgeo_block(&p->g[id]) / p->n_data;
-        if (off > b0 && (end || off - b0 + cnt > cap)) { /* close the bucket [b0, off) */
-            for (int64_t t = 0; fn && t < nid; t++) fn(p, ids[t], b0, off - b0, at[t], ctx);
-            nb++, nid = 0, b0 = off;
-        }
-        if (end) break;
-        ids[nid] = (param_id)id, at[nid++] = off - b0;
-        off += cnt;
-    }
-    return nb;
-}
-
-int par_weight_buckets(const struct par *p) {
-    int n = 0;
-    for (int id = 0; id < P_COUNT; id++) n += par_is_layer_param((param_id)id);
-    if (p->zero < 3 || p->bucket_cap == 0) return n;
-    return weight_buckets((struct par *)p, NULL, NULL);
-}
-
+/* Layer l's weight gathers in buckets (with --bucket, the plan's size; plan_weight_buckets
+ * cuts them): the layer's shards, in parameter order, are copied one after another into
+ * gather_send[k]; each bucket is one AllGather_X into gather_stage[k] (rank j's part of a bucket
+ * of b elements per rank at j·b), so that a layer of many small tensors pays the hop latency a
+ * few times instead of once per tensor. The gathered parts then go to their tensors
+ * (bucket_scatter). Gathers only move data: bit-identical to the per-tensor gathers. */
 typedef struct {
+    struct par *p;
     int64_t l;
     int k, async, started;
 } wgather;
 
 /* Visitor: copies the tensor's shard into gather_send; the bucket's last tensor starts its gather.
  */
-static void bucket_pack(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
-                        void *ctx) {
+static void bucket_pack(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
     wgather *w = ctx;
-    const int64_t cnt = pgeo_block(&p->g[id]) / p->n_data;
+    struct par *p = w->p;
+    const int64_t cnt = plan_geo_block(&p->pl->g[id]) / p->pl->data.n;
     floats_copy(p->gather_send[w->k] + b0 + at,
-                p->shard_params + p->shard_offset[id] + (w->l - p->l0) * cnt, cnt);
+                p->shard_params + p->pl->shard_offset[id] + (w->l - p->pl->l0) * cnt, cnt);
     if (at + cnt < blen) return;
-    float *dst = p->gather_stage[w->k] + b0 * p->n_data;
+    float *dst = p->gather_stage[w->k] + b0 * p->pl->data.n;
     const float *src = p->gather_send[w->k] + b0;
     if (w->async)
         p->gather_reqs[w->k][w->started++] =
-            mesh_iall_gather(p->m, p->data_axes, dst, src, blen, p->alg);
+            mesh_iall_gather(p->m, p->pl->data.axes, dst, src, blen, p->pl->alg);
     else
-        mesh_all_gather(p->m, p->data_axes, dst, src, blen, p->alg);
+        mesh_all_gather(p->m, p->pl->data.axes, dst, src, blen, p->pl->alg);
 }
 
 /* Visitor: rank j's part of the tensor, at gather_stage + b0·n_data + j·blen + at, into its slot of
  * gathered_layer (a column-sharded tensor's part j is its columns [j·C/n_data, (j+1)·C/n_data)). */
-static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen, int64_t at,
-                           void *ctx) {
-    const int k = *(int *)ctx;
-    const pgeo *g = &p->g[id];
-    const int64_t cnt = pgeo_block(g) / p->n_data, cl = g->C / p->n_data;
+static void bucket_scatter(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
+    const wgather *w = ctx;
+    struct par *p = w->p;
+    const int k = w->k;
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t cnt = plan_geo_block(g) / p->pl->data.n, cl = g->C / p->pl->data.n;
     float *dst = par_layer_slot(p, p->gathered_layer[k], id);
-    if (mesh_no_data(pgeo_block(g) * (int64_t)sizeof(float))) return;
-    for (int64_t j = 0; j < p->n_data; j++) {
-        const float *part = p->gather_stage[k] + b0 * p->n_data + j * blen + at;
+    if (mesh_no_data(plan_geo_block(g) * (int64_t)sizeof(float))) return;
+    for (int64_t j = 0; j < p->pl->data.n; j++) {
+        const float *part = p->gather_stage[k] + b0 * p->pl->data.n + j * blen + at;
         if (g->zdim && g->R > 1)
             for (int64_t r = 0; r < g->R; r++)
                 floats_copy(dst + r * g->C + j * cl, part + r * cl, cl);
@@ -286,22 +261,23 @@ static void bucket_scatter(struct par *p, param_id id, int64_t b0, int64_t blen,
 /* Starts (or runs) the gathers of layer l's shards into slot k. */
 static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
     p->gathered_layer_id[k] = l;
-    if (p->bucket_cap) {
-        wgather w = {l, k, async, 0};
-        weight_buckets(p, bucket_pack, &w);
+    if (p->pl->bucket_cap) {
+        wgather w = {p, l, k, async, 0};
+        plan_weight_buckets(p->pl, bucket_pack, &w);
         return;
     }
     for (int id = 0; id < P_COUNT; id++) {
-        if (!par_is_layer_param((param_id)id)) continue;
-        const pgeo *g = &p->g[id];
-        const int64_t cnt = pgeo_block(g) / p->n_data;
-        const float *src = p->shard_params + p->shard_offset[id] + (l - p->l0) * cnt;
+        if (!plan_is_layer_param((param_id)id)) continue;
+        const plan_geo *g = &p->pl->g[id];
+        const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
+        const float *src = p->shard_params + p->pl->shard_offset[id] + (l - p->pl->l0) * cnt;
         float *dst =
             par_layer_slot(p, g->zdim ? p->gather_stage[k] : p->gathered_layer[k], (param_id)id);
         if (async)
-            p->gather_reqs[k][id] = mesh_iall_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
+            p->gather_reqs[k][id] =
+                mesh_iall_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
         else
-            mesh_all_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
+            mesh_all_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
     }
 }
 
@@ -310,15 +286,17 @@ static void gather_layer_finish(struct par *p, int k) {
         mesh_wait(p->gather_reqs[k][id]);
         p->gather_reqs[k][id] = NULL;
     }
-    if (p->bucket_cap) {
-        weight_buckets(p, bucket_scatter, &k);
+    if (p->pl->bucket_cap) {
+        wgather w = {p, 0, k, 0, 0};
+        plan_weight_buckets(p->pl, bucket_scatter, &w);
         return;
     }
     for (int id = 0; id < P_COUNT; id++) {
-        const pgeo *g = &p->g[id];
-        if (!par_is_layer_param((param_id)id) || !g->zdim) continue;
+        const plan_geo *g = &p->pl->g[id];
+        if (!plan_is_layer_param((param_id)id) || !g->zdim) continue;
         par_unpack_cols(par_layer_slot(p, p->gathered_layer[k], (param_id)id),
-                        par_layer_slot(p, p->gather_stage[k], (param_id)id), g->R, g->C, p->n_data);
+                        par_layer_slot(p, p->gather_stage[k], (param_id)id), g->R, g->C,
+                        p->pl->data.n);
     }
 }
 
@@ -333,9 +311,9 @@ static void ticket_wait(struct par *p, int64_t t) {
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
     par_poll(p);
-    if (p->zero < 3) {
+    if (p->pl->zero < 3) {
         if (p->ug_due) update_gathers_start(p);
-        ticket_wait(p, p->ug_base + p->ug_first + (l - p->l0 + 1) * p->ug_layer);
+        ticket_wait(p, p->ug_base + p->ug_first + (l - p->pl->l0 + 1) * p->ug_layer);
         return model_layer_weights_local(mod, l);
     }
     const int k = (int)(l % 2);
@@ -349,7 +327,8 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     }
     p->gather_pending[k] = 0;
     const int64_t next = l + dir;
-    if (p->overlap && next >= p->l0 && next < p->l1 && p->gathered_layer_id[1 - k] != next)
+    if (p->pl->overlap && next >= p->pl->l0 && next < p->pl->l1 &&
+        p->gathered_layer_id[1 - k] != next)
         gather_layer_start(p, next, 1 - k, 1), p->gather_pending[1 - k] = 1;
     layer_w w;
     const float *b = p->gathered_layer[k];
@@ -378,20 +357,20 @@ static float *nonlayer_buf(struct par *p, param_id id) {
 
 const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
-    if (p->zero < 3) {
+    if (p->pl->zero < 3) {
         if (p->ug_due) update_gathers_start(p);
         ticket_wait(p, id == P_EMBED ? p->ug_base + p->ug_first : p->ug_end);
         return model_param(mod, id, NULL);
     }
     float *dst = nonlayer_buf(p, id);
-    const pgeo *g = &p->g[id];
-    const int64_t cnt = pgeo_block(g) / p->n_data;
-    const float *src = p->shard_params + p->shard_offset[id];
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
+    const float *src = p->shard_params + p->pl->shard_offset[id];
     if (g->zdim) {
-        mesh_all_gather(p->m, p->data_axes, p->column_pack, src, cnt, p->alg);
-        par_unpack_cols(dst, p->column_pack, g->R, g->C, p->n_data);
+        mesh_all_gather(p->m, p->pl->data.axes, p->column_pack, src, cnt, p->pl->alg);
+        par_unpack_cols(dst, p->column_pack, g->R, g->C, p->pl->data.n);
     } else {
-        mesh_all_gather(p->m, p->data_axes, dst, src, cnt, p->alg);
+        mesh_all_gather(p->m, p->pl->data.axes, dst, src, cnt, p->pl->alg);
     }
     return dst;
 }
@@ -401,11 +380,11 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     struct par *p = ctx;
     par_poll(p);
-    if (p->zero < 2) return model_layer_grads_local(mod, l);
+    if (p->pl->zero < 2) return model_layer_grads_local(mod, l);
     const int k = (int)(l % 2);
     par_drain_upto(p, p->slot_pending[k]); /* the slot's previous reductions must be complete */
     float *b = p->layer_grads_full[k];
-    floats_clear(b, p->layer_elems);
+    floats_clear(b, p->pl->layer_elems);
     layer_g g;
     g.attn_norm = par_layer_slot(p, b, P_ATTN_NORM);
     g.wq = par_layer_slot(p, b, P_WQ);
@@ -421,7 +400,7 @@ layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
 
 float *par_hk_grad(void *ctx, model *mod, param_id id) {
     struct par *p = ctx;
-    if (p->zero < 2) return model_grad(mod, id, NULL);
+    if (p->pl->zero < 2) return model_grad(mod, id, NULL);
     return p->param_grads_full[id];
 }
 
@@ -430,7 +409,7 @@ float *par_hk_grad(void *ctx, model *mod, param_id id) {
 void par_step_begin(par *p) {
     if (!p) return;
     if (p->ug_due) update_gathers_start(p); /* zero 1/2 --overlap: the updated shards */
-    if (p->shard_grads) floats_clear(p->shard_grads, p->shard_total);
+    if (p->shard_grads) floats_clear(p->shard_grads, p->pl->shard_total);
 }
 
 void par_micro_begin(par *p, int64_t j, int64_t n) {
@@ -438,7 +417,8 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
     p->micro = j;
     p->n_micro = n;
     for (int id = 0; id < P_COUNT; id++)
-        if (p->param_grads_full[id]) floats_clear(p->param_grads_full[id], pgeo_block(&p->g[id]));
+        if (p->param_grads_full[id])
+            floats_clear(p->param_grads_full[id], plan_geo_block(&p->pl->g[id]));
 }
 
 /* --dcn: the data axes are ICI ones (data_axes) and one across the data-center network (dcn_axes);
@@ -449,21 +429,22 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
  *     shard_grads; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather
  * of the updated shards, ZeRO-3's gathers of the next forward pass). */
 static void dcn_reduce(struct par *p, model *mod) {
-    if (p->zero >= 1) {
-        mesh_all_reduce(p->m, p->dcn_axes, p->shard_grads, p->shard_grads, p->shard_total, p->alg);
+    if (p->pl->zero >= 1) {
+        mesh_all_reduce(p->m, p->pl->dcn.axes, p->shard_grads, p->shard_grads, p->pl->shard_total,
+                        p->pl->alg);
         return;
     }
     int64_t n;
     float *G = model_grads_flat(mod, &n), *buf = p->dcn_buf;
-    CHECK(n <= p->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
-          (long long)p->dcn_n);
-    const int64_t c = p->dcn_n / p->n_data;
+    CHECK(n <= p->pl->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
+          (long long)p->pl->dcn_n);
+    const int64_t c = p->pl->dcn_n / p->pl->data.n;
     floats_copy(buf, G, n);
-    floats_clear(buf + n, p->dcn_n - n);
-    float *mine = buf + p->dcn_n; /* this rank's shard */
-    mesh_reduce_scatter(p->m, p->data_axes, mine, buf, c, p->alg);
-    mesh_all_reduce(p->m, p->dcn_axes, mine, mine, c, p->alg);
-    mesh_all_gather(p->m, p->data_axes, buf, mine, c, p->alg);
+    floats_clear(buf + n, p->pl->dcn_n - n);
+    float *mine = buf + p->pl->dcn_n; /* this rank's shard */
+    mesh_reduce_scatter(p->m, p->pl->data.axes, mine, buf, c, p->pl->alg);
+    mesh_all_reduce(p->m, p->pl->dcn.axes, mine, mine, c, p->pl->alg);
+    mesh_all_gather(p->m, p->pl->data.axes, buf, mine, c, p->pl->alg);
     floats_copy(G, buf, n);
 }
 
@@ -471,13 +452,13 @@ void par_finish_grads(par *p, model *mod) {
     if (!p) return;
     bucket_flush(p);
     par_drain(p);
-    if (p->dcn_axes.n) dcn_reduce(p, mod);
+    if (p->pl->dcn.axes.n) dcn_reduce(p, mod);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
-static int counts_once(const struct par *p, const pgeo *g) {
-    if (g->repl) return p->tensor_index == 0;
-    if (g->kv_group) return p->loc.n0 % (p->s.N / p->s.K) == 0;
+static int counts_once(const struct par *p, const plan_geo *g) {
+    if (g->repl) return p->pl->tensor.index == 0;
+    if (g->kv_group) return p->pl->loc.n0 % (p->pl->s.N / p->pl->s.K) == 0;
     return 1;
 }
 
@@ -489,37 +470,37 @@ double par_grad_sumsq(par *p, model *mod) {
     }
     double s = 0.0;
     for (int id = 0; id < P_COUNT; id++) {
-        const pgeo *g = &p->g[id];
+        const plan_geo *g = &p->pl->g[id];
         if (!counts_once(p, g)) continue;
-        if (p->zero == 0) {
+        if (p->pl->zero == 0) {
             int64_t n;
             const float *gr = model_grad(mod, (param_id)id, &n);
             s += kern_sumsq(gr, n);
         } else {
-            s += kern_sumsq(p->shard_grads + p->shard_offset[id], g->shard_n);
+            s += kern_sumsq(p->shard_grads + p->pl->shard_offset[id], g->shard_n);
         }
     }
     /* zero 0: data ranks hold identical (reduced) gradients, sum over the tensor axis only */
-    return allsum(p, p->zero == 0 ? model_axes(p) : all_axes(p), s);
+    return allsum(p, p->pl->zero == 0 ? model_axes(p) : all_axes(p), s);
 }
 
 /* zero 1/2: this rank's shard of the model's whole (TP-local) parameter, into sh. */
 static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
-    const pgeo *g = &p->g[id];
-    const int64_t n = pgeo_block(g), ns = n / p->n_data;
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     const float *full = model_param(mod, id, NULL);
     for (int64_t b = 0; b < g->nb; b++) {
         const float *src = full + b * n;
         if (g->zdim && g->R > 1) {
-            par_pack_cols(p->column_pack, src, g->R, g->C, p->n_data);
+            par_pack_cols(p->column_pack, src, g->R, g->C, p->pl->data.n);
             src = p->column_pack;
         }
-        floats_copy(sh + b * ns, src + p->data_index * ns, ns);
+        floats_copy(sh + b * ns, src + p->pl->data.index * ns, ns);
     }
 }
 
 par_owned par_owned_slice(par *p, model *mod, param_id id) {
-    if (!p || p->zero == 0) {
+    if (!p || p->pl->zero == 0) {
         int64_t n, off = 0;
         float *w = model_param(mod, id, &n);
         for (int j = 0; j < (int)id; j++) {
@@ -529,51 +510,52 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
         }
         return (par_owned){w, model_grad(mod, id, NULL), n, off};
     }
-    float *w = p->shard_params + p->shard_offset[id]; /* zero 3: the model's own shard */
-    if (p->zero <= 2) {                               /* zero 1/2: this rank's shard, staged */
+    float *w = p->shard_params + p->pl->shard_offset[id]; /* zero 3: the model's own shard */
+    if (p->pl->zero <= 2) {                               /* zero 1/2: this rank's shard, staged */
         if (p->ug_due) update_gathers_start(p);
         ticket_wait(p, p->ug_end); /* the whole parameters, which shard_select reads */
-        w = p->update_stage + (p->overlap ? p->shard_offset[id] : 0);
+        w = p->update_stage + (p->pl->overlap ? p->pl->shard_offset[id] : 0);
         shard_select(p, mod, id, w);
     }
-    return (par_owned){w, p->shard_grads + p->shard_offset[id], p->g[id].shard_n,
-                       p->shard_offset[id]};
+    return (par_owned){w, p->shard_grads + p->pl->shard_offset[id], p->pl->g[id].shard_n,
+                       p->pl->shard_offset[id]};
 }
 
 /* Is parameter id sharded by columns over the data axes (its gathered parts need unpacking)? */
-static int column_sharded(const pgeo *g) {
+static int column_sharded(const plan_geo *g) {
     return g->zdim && g->R > 1;
 }
 
 void par_owned_done(par *p, model *mod, param_id id) {
-    if (!p || p->zero == 0 || p->zero == 3) return;
+    if (!p || p->pl->zero == 0 || p->pl->zero == 3) return;
     /* zero 1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
      * --overlap deferred to the next step (update_gathers_start; a column-sharded block, which
      * needs unpacking, is gathered now) */
-    const pgeo *g = &p->g[id];
-    const int64_t n = pgeo_block(g), ns = n / p->n_data;
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(mod, id, NULL);
-    const float *stage = p->update_stage + (p->overlap ? p->shard_offset[id] : 0);
+    const float *stage = p->update_stage + (p->pl->overlap ? p->pl->shard_offset[id] : 0);
     for (int64_t b = 0; b < g->nb; b++) {
         if (column_sharded(g)) {
-            mesh_all_gather(p->m, p->data_axes, p->column_pack, stage + b * ns, ns, p->alg);
-            par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->n_data);
-        } else if (p->overlap) {
+            mesh_all_gather(p->m, p->pl->data.axes, p->column_pack, stage + b * ns, ns, p->pl->alg);
+            par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->pl->data.n);
+        } else if (p->pl->overlap) {
             p->ug_mod = mod, p->ug_deferred = 1; /* par_after_update makes them due */
         } else {
-            mesh_all_gather(p->m, p->data_axes, full + b * n, stage + b * ns, ns, p->alg);
+            mesh_all_gather(p->m, p->pl->data.axes, full + b * n, stage + b * ns, ns, p->pl->alg);
         }
     }
 }
 
 /* Starts the deferred gather of block b of parameter id's updated shard; returns 1 if it did. */
 static int update_gather(struct par *p, param_id id, int64_t b) {
-    const pgeo *g = &p->g[id];
+    const plan_geo *g = &p->pl->g[id];
     if (g->shard_n == 0 || column_sharded(g) || b >= g->nb) return 0;
-    const int64_t n = pgeo_block(g), ns = n / p->n_data;
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->ug_mod, id, NULL) + b * n;
-    const float *stage = p->update_stage + p->shard_offset[id] + b * ns;
-    par_push(p, mesh_iall_gather(p->m, p->data_axes, full, stage, ns, p->alg), NULL, NULL, 0);
+    const float *stage = p->update_stage + p->pl->shard_offset[id] + b * ns;
+    par_push(p, mesh_iall_gather(p->m, p->pl->data.axes, full, stage, ns, p->pl->alg), NULL, NULL,
+             0);
     return 1;
 }
 
@@ -586,10 +568,11 @@ static void update_gathers_start(struct par *p) {
     p->ug_base = p->n_retired + p->n_pending;
     p->ug_first = update_gather(p, P_EMBED, 0);
     p->ug_layer = 0;
-    for (int64_t l = p->l0; l < p->l1; l++) {
+    for (int64_t l = p->pl->l0; l < p->pl->l1; l++) {
         int k = 0;
         for (int id = 0; id < P_COUNT; id++)
-            if (par_is_layer_param((param_id)id)) k += update_gather(p, (param_id)id, l - p->l0);
+            if (plan_is_layer_param((param_id)id))
+                k += update_gather(p, (param_id)id, l - p->pl->l0);
         p->ug_layer = k; /* the same for every layer */
     }
     update_gather(p, P_FINAL_NORM, 0);
@@ -597,18 +580,9 @@ static void update_gathers_start(struct par *p) {
     p->ug_end = p->n_retired + p->n_pending;
 }
 
-int64_t par_state_size(par *p, model *mod) {
-    if (!p || p->zero == 0) {
-        int64_t n;
-        model_params_flat(mod, &n);
-        return n;
-    }
-    return p->shard_total;
-}
-
 void par_hk_ready(void *ctx, model *mod) {
     struct par *p = ctx;
-    if (p->zero == 3)
+    if (p->pl->zero == 3)
         p->shard_params = model_params_flat(mod, NULL); /* the model stores the shards */
 }
 
@@ -617,7 +591,7 @@ void par_after_update(par *p, model *mod) {
     if (!p) return;
     par_drain(p);
     if (p->ug_deferred) p->ug_due = 1, p->ug_deferred = 0; /* par_owned_done's */
-    if (p->zero == 3)
+    if (p->pl->zero == 3)
         p->gathered_layer_id[0] = p->gathered_layer_id[1] = -1; /* gathered copies are stale */
 }
 
@@ -629,40 +603,34 @@ void par_params_sync(par *p) {
 
 double par_data_mean(par *p, double v) {
     if (!p) return v;
-    return allsum(p, p->batch_axes, v) / (double)p->n_batch;
+    return allsum(p, p->pl->batch.axes, v) / (double)p->pl->batch.n;
 }
 
 param_slab par_state_slab(par *p, model *mod, param_id id) {
     if (!p) return *model_slab(mod, id);
-    return p->zero == 0 ? par_tp_slab(p, id) : par_shard_slab(p, id);
+    return p->pl->zero == 0 ? plan_tp_slab(p->pl, id) : plan_shard_slab(p->pl, id);
 }
 
 int par_is_writer(par *p, param_id id, int kind) {
     if (!p) return 1;
-    const pgeo *g = &p->g[id];
+    const plan_geo *g = &p->pl->g[id];
     if (!counts_once(p, g)) return 0;
     /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */
-    const int replicated_x = kind == 0 ? p->zero < 3 : p->zero == 0;
-    if (p->dcn_axes.n && mesh_axes_index(p->m, p->dcn_axes) != 0)
+    const int replicated_x = kind == 0 ? p->pl->zero < 3 : p->pl->zero == 0;
+    if (p->pl->dcn.axes.n && mesh_axes_index(p->m, p->pl->dcn.axes) != 0)
         return 0; /* replicated over DCN */
-    return replicated_x ? p->data_index == 0 : 1;
+    return replicated_x ? p->pl->data.index == 0 : 1;
 }
 
 void par_params_loaded(par *p, model *mod) {
     par_after_update(p, mod); /* the same: derived copies of the parameters are stale */
 }
 
-void par_pipe_axis(const par *p, int *axis, int64_t *P, int64_t *s) {
-    *axis = p && p->pipe_axis.n ? p->pipe_axis.ax[0] : -1;
-    *P = p ? p->n_pipe : 1;
-    *s = p ? p->pipe_index : 0;
-}
-
 double par_pipe_mean(par *p, double v) {
-    return p && p->n_pipe > 1 ? allsum(p, p->pipe_axis, v) / (double)p->n_pipe : v;
+    return p && p->pl->pipe.n > 1 ? allsum(p, p->pl->pipe.axes, v) / (double)p->pl->pipe.n : v;
 }
 
 double par_pipe_last_value(par *p, double v) {
     if (!p) return v;
-    return par_data_mean(p, allsum(p, p->pipe_axis, v));
+    return par_data_mean(p, allsum(p, p->pl->pipe.axes, v));
 }

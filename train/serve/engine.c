@@ -15,7 +15,8 @@
 struct serve_engine {
     config c;
     mesh *m;
-    par *plan;
+    plan pl; /* the sharding plan (forward only) */
+    par *run; /* its sharded run (NULL on one rank) */
     model *mod;
     engine_dims d;
     int32_t nrep, rep;
@@ -36,7 +37,7 @@ model *engine_model(serve_engine *e) {
     return e->mod;
 }
 par *engine_par(serve_engine *e) {
-    return e->plan;
+    return e->run;
 }
 int32_t engine_replicas(const serve_engine *e) {
     return e->nrep;
@@ -164,8 +165,8 @@ static int layout(serve_engine *e, char *err, size_t errlen) {
     const int ty = e->c.tensor_axis[0] ? mesh_axis_index(e->m, e->c.tensor_axis[0]) : -1;
     e->nY = ty >= 0 ? mesh_axis_size(e->m, ty) : 1;
     if (ty >= 0) e->tax = (mesh_axes){.n = 1, .ax = {ty}};
-    e->nrep = (int32_t)par_data_shards(e->plan);
-    e->rep = (int32_t)par_data_index(e->plan);
+    e->nrep = (int32_t)e->pl.batch.n;
+    e->rep = (int32_t)e->pl.batch.index;
     char axes[CONFIG_AXES_LEN];
     config_data_axes(&e->c, e->m, axes);
     if (mesh_axes_parse(e->m, axes, &e->dax) < 0)
@@ -228,15 +229,13 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
     e->c = *c;
     e->m = m;
     e->d = *d;
-    int trivial = 0;
-    e->plan = gen_plan_create(c, m, d->max_rows, &trivial, err, errlen);
-    if (!e->plan && !trivial) {
+    if (gen_plan_create(c, m, d->max_rows, &e->pl, &e->run, err, errlen) < 0) {
         free(e);
         return NULL;
     }
     int rc = layout(e, err, errlen);
     if (rc == 0) {
-        e->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(e->plan));
+        e->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(e->run));
         if (mesh_agree(mesh_world_comm(m), e->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }
@@ -253,7 +252,7 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
 void engine_destroy(serve_engine *e) {
     if (!e) return;
     model_destroy(e->mod);
-    par_destroy(e->plan);
+    par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
                    e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->items, e);
 }

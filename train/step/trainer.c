@@ -1,6 +1,7 @@
-/* trainer: one optimizer step = micro-batch loop (forward + backward, gradients accumulated),
- * gradient reduction over the data axes (par), global-norm clipping, AdamW or SGD on the slices
- * this rank owns, and the parameter AllGather that ZeRO-1/2 need after the update. */
+/* trainer: one optimizer step = this rank's actions (exec.c: the micro-batches' forwards and
+ * backwards, gradients accumulated), gradient reduction over the data axes (par), global-norm
+ * clipping, AdamW or SGD on the slices this rank owns, and the parameter AllGather that ZeRO-1/2
+ * need after the update. */
 #include "train/step/trainer.h"
 
 #include <math.h>
@@ -16,17 +17,20 @@
 #include "train/model/hooks.h"
 #include "train/observe/trace.h"
 #include "train/parallel/pipeline.h"
+#include "train/step/exec.h"
 #include "train/step/ktime.h"
 
 struct trainer {
-    config c;
+    config c; /* the run's (after config_for_mesh: the plan's) */
     mesh *mesh;
-    par *plan;
+    plan pl;  /* the sharding plan: everything below that allocates or communicates reads it */
+    par *par; /* the sharded run (NULL without communication) */
     model *mod;
     int64_t B_loc;   /* sequences this rank processes per step (all micro-batches) */
     int64_t Bl;      /* sequences per micro-batch on this rank */
     int64_t n_micro; /* micro-batches per step */
     int64_t row0;
+    plan_ptrs opt; /* the optimizer's buffers of the plan (AdamW's moments) */
     float *opt_m, *opt_v;
     int64_t n_state;
     double flops;
@@ -36,13 +40,11 @@ struct trainer {
     int emulated;
     int dcn;            /* --dcn: the axis across the data-center network, −1 if none */
     double dcn_chip_bw; /* --emulate with --dcn: the chip's DCN B/s per chip (both directions) */
-    pipe *pp;           /* pipelining: the schedule driver (NULL without --pipeline) */
-    pipe_stats pst;
-    mesh_wire wire;               /* --comm-dtype, in force during this trainer's steps */
-    ktime_step ktime;             /* the predicted compute of a step */
+    exec *ex;           /* the step executor: this rank's list of actions */
+    mesh_wire wire;     /* --comm-dtype, in force during this trainer's steps */
+    ktime_step ktime;   /* the predicted compute of a step */
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
-    int bucket_capped;            /* the size asked exceeded this rank's gradients */
     int cmatmul_split;            /* --collective-matmul auto: the ranks' own verdicts differed */
 };
 
@@ -53,13 +55,10 @@ struct trainer {
 
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
-    const model_extents *lc = model_extents_of(t->mod);
-    int64_t l0, l1, P = 1, stage = 0;
-    int pax = -1;
-    model_stage(t->mod, &l0, &l1);
-    par_pipe_axis(t->plan, &pax, &P, &stage);
+    const plan *pl = &t->pl;
+    const model_extents *lc = &pl->loc;
     const model_shape *s = &t->c.shape;
-    const ktime_shape ks = {.L = l1 - l0,
+    const ktime_shape ks = {.L = pl->l1 - pl->l0,
                             .D = s->D,
                             .H = s->H,
                             .T = s->T,
@@ -67,10 +66,10 @@ static int measure_compute(trainer *t) {
                             .Kl = lc->Kl,
                             .Fl = lc->Fl,
                             .Vl = lc->Vl,
-                            .seqs = t->Bl,
-                            .micro = t->n_micro,
-                            .params = t->n_state,
-                            .last = stage == P - 1,
+                            .seqs = pl->micro_seqs,
+                            .micro = pl->n_micro,
+                            .params = pl->state_elems,
+                            .last = pl->pipe.index == pl->pipe.n - 1,
                             .threads = t->c.threads};
     mesh_agree(mesh_world_comm(t->mesh), 0);
 #ifdef MESHTRAIN_SMPI /* the dry run's kernels take simulated time (bench/simpod_kernels.c): */
@@ -107,10 +106,10 @@ static int emulate_at(trainer *t, double rate, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     mesh_emulation em;
-    if (mesh_emulate(m, c->emulate, rate, &em) != 0) {
-        return errmsg_fail(err, errlen, "--emulate %s: unknown chip (v3, v4p, v5e, v5p, v6e)",
-                           c->emulate);
-    }
+    if (mesh_emulate(m, c->emulate, rate, &em, err, errlen) != 0) return -1;
+    if (!em.one_host)
+        mesh_log("warning: --emulate on several hosts: emulated delays rely on one shared clock "
+                 "and will be off by the hosts' clock offsets\n");
     t->emu = em;
     t->emulated = 1;
     if (t->dcn >= 0) {
@@ -154,11 +153,11 @@ double trainer_emulation_rate(const char *mode, double peak, double matmul_flops
     return peak;
 }
 
-/* This rank's FLOPs in one step, by the book's count (model_flops_per_token: the linear layers'
+/* This rank's FLOPs in one step, by the book's count (shape_flops_per_token: the linear layers'
  * 6·P and causal attention per token), the global batch's shared over the ranks. */
 static double step_flops_rank(const trainer *t) {
     const double ntok = (double)(t->c.batch * t->c.shape.T);
-    return model_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
+    return shape_flops_per_token(&t->c.shape) * ntok / (double)mesh_nranks(t->mesh);
 }
 
 /* --emulate-rate model: the links scaled again, now to the rate this model's linear layers reach
@@ -182,38 +181,27 @@ static void bucket_chip(trainer *t) {
     t->bucket_chip = cost_chip_find(t->bucket_emulated ? t->c.emulate : TRAINER_BUCKET_CHIP);
 }
 
-/* The gradient bucket size (--bucket): the size asked, or auto's, at most the gradients this rank
- * reduces; 0, or -1 with the message in err. */
-static int setup_bucket(trainer *t, char *err, size_t errlen) {
+/* The gradient bucket size (--bucket) into the plan's input: the size asked, or auto's (the plan
+ * caps it at the gradients this rank reduces, plan.bucket_capped). */
+static void setup_bucket(trainer *t, plan_in *in) {
     const config *c = &t->c;
-    const mesh_comm *world = mesh_world_comm(t->mesh);
     int64_t elems = c->bucket > 0 ? c->bucket / mesh_wire_bytes(t->wire) : 0;
-    if (c->bucket < 0 && par_data_axis(t->plan) >= 0) {
+    if (c->bucket < 0 && t->pl.data.axes.n) {
         bucket_chip(t);
         const cost_link link = cost_chip_link(t->bucket_chip);
-        elems = par_bucket_auto(t->plan, &link, mesh_wire_bytes(t->wire), TRAINER_BUCKET_OVERHEAD);
+        elems = plan_bucket_auto(&t->pl, &link, mesh_wire_bytes(t->wire), TRAINER_BUCKET_OVERHEAD);
     }
-    /* the same on every rank already: agreed all the same. par_set_bucket caps it at the
-     * gradients this rank reduces, of one size on the ranks it reduces with (one stage, one
-     * tensor shard) */
-    elems = mesh_agree_max(world, elems);
-    t->bucket_capped = elems > par_bucket_limit(t->plan);
-    const int64_t size = t->bucket_capped ? par_bucket_limit(t->plan) : elems;
-    if (mesh_agree(world, par_set_bucket(t->plan, size)) < 0)
-        return errmsg_fail(err, errlen,
-                           "out of memory allocating the gradient buckets: two of %lld elements "
-                           "(%.3g MB each)",
-                           (long long)size, 4e-6 * (double)size);
-    return 0;
+    /* the same on every rank already: agreed all the same. The plan caps it at the gradients
+     * this rank reduces, of one size on the ranks it reduces with (one stage, one tensor shard) */
+    in->bucket = mesh_agree_max(mesh_world_comm(t->mesh), elems);
 }
 
 /* The gradient bucket size (--bucket) and the collective matmul's verdict (--collective-matmul),
- * each one value all ranks agree on; 0, or -1 with the message in err. */
-static int setup_choices(trainer *t, char *err, size_t errlen) {
+ * each one value all ranks agree on, into the plan's input; then the plan built with them. */
+static int setup_choices(trainer *t, plan_in *in, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
-    par *plan = t->plan;
-    if (c->bucket != 0 && setup_bucket(t, err, errlen) < 0) return -1;
+    if (c->bucket != 0) setup_bucket(t, in);
     if (c->cmatmul != 0) {
         const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
         mesh_set_wire(m, t->wire);
@@ -223,64 +211,63 @@ static int setup_choices(trainer *t, char *err, size_t errlen) {
          * start-up timing measured; on real links this rank's sgemm rate against its link
          * calibration */
         const double rate = t->emulated ? t->emu.measured_flops : t->flops;
-        const int on = c->cmatmul > 0 || par_cmatmul_wins(plan, t->rep, rate);
+        const int on = c->cmatmul > 0 || par_cmatmul_wins(&t->pl, t->rep, rate);
         mesh_set_wire(m, wire);
         /* one verdict (the minimum: on only where every rank finds it wins); on real links the
          * ranks' measured rates and calibrations may split it, which the run then says */
         const int agreed = mesh_agree(mesh_world_comm(m), on);
         t->cmatmul_split = mesh_agree_max(mesh_world_comm(m), on) != agreed;
-        if (mesh_agree(mesh_world_comm(m), par_set_cmatmul(plan, agreed)) < 0)
-            return errmsg_fail(err, errlen,
-                               "out of memory allocating the collective matmul's scratch");
+        in->cmatmul = agreed;
     }
+    return plan_build(&t->pl, in, err, errlen);
+}
+
+/* The sharded run, the model and the optimizer's state of the plan; 0, or −1 with err. */
+static int setup_storage(trainer *t, char *err, size_t errlen) {
+    const config *c = &t->c;
+    mesh *m = t->mesh;
+    if (par_create(&t->pl, m, &t->par, err, errlen) < 0) return -1;
+    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(t->par));
+    int ok = t->mod != NULL && plan_alloc(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt) == 0;
+    t->opt_m = t->opt.p[BUF_OPT_M][0], t->opt_v = t->opt.p[BUF_OPT_V][0];
+    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
+        return errmsg_fail(err, errlen,
+                           "out of memory allocating the model (try a smaller --micro-batch)");
+    t->ex = exec_create(t->mod, t->par, &t->pl, m);
+    if (mesh_agree(mesh_world_comm(m), t->ex ? 0 : -1) < 0)
+        return errmsg_fail(err, errlen, "out of memory allocating the step's (pipeline) buffers");
+    return 0;
+}
+
+/* The run's plan: its input (the flags against the mesh, or one rank for the serial reference)
+ * and a first plan without the choices, which the choices are made on (setup_choices). */
+static int setup_plan(trainer *t, const config *c0, int serial, plan_in *in, char *err,
+                      size_t errlen) {
+    if (serial)
+        plan_in_single(in, c0);
+    else if (par_plan_in(c0, t->mesh, in, err, errlen) != 0)
+        return -1;
+    t->c = in->c;
+    if (plan_build(&t->pl, in, err, errlen) < 0) return -1;
+    const plan *pl = &t->pl;
+    t->B_loc = t->c.batch / pl->batch.n;
+    t->Bl = pl->micro_seqs;
+    t->n_micro = pl->n_micro;
+    t->row0 = pl->batch.index * t->B_loc;
+    t->n_state = pl->state_elems;
     return 0;
 }
 
 static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t errlen) {
-    config cc = *c0;
-    const config *c = &cc;
-    if (!serial && config_for_mesh(&cc, m, err, errlen) != 0) return NULL;
-    int trivial = 1;
-    par *plan = serial ? NULL : par_create(c, m, &trivial, err, errlen);
-    if (!plan && !trivial) return NULL;
-    const int64_t shards = par_data_shards(plan), idx = par_data_index(plan);
     trainer *t = calloc(1, sizeof *t);
-    if (!t) {
-        par_destroy(plan);
-        return fail(NULL, err, errlen, "out of memory");
-    }
-    t->c = *c;
+    if (!t) return fail(NULL, err, errlen, "out of memory");
     t->mesh = m;
-    t->plan = plan;
-    t->B_loc = c->batch / shards;
-    t->Bl = c->micro_batch / shards;
-    t->n_micro = c->batch / c->micro_batch;
-    t->row0 = idx * t->B_loc;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(plan));
-    int ok = t->mod != NULL;
-    if (ok) {
-        t->n_state = par_state_size(plan, t->mod);
-        if (c->optimizer == OPT_ADAMW) {
-            t->opt_m = alloc_floats(t->n_state), t->opt_v = alloc_floats(t->n_state);
-            ok = t->opt_m && t->opt_v;
-        }
-    }
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
-        return fail(t, err, errlen,
-                    "out of memory allocating the model (try a smaller --micro-batch)");
-    int64_t P = 1, stage = 0;
-    int pax = -1;
-    par_pipe_axis(plan, &pax, &P, &stage);
-    if (P > 1) {
-        t->pp = pipe_create(t->mod, plan, m, c->schedule, t->n_micro);
-        if (mesh_agree(mesh_world_comm(m), t->pp ? 0 : -1) < 0) {
-            return fail(t, err, errlen, "out of memory allocating the pipeline buffers");
-        }
-    }
-    if (setup_links(t, err, errlen) < 0) {
+    plan_in in;
+    if (setup_plan(t, c0, serial, &in, err, errlen) < 0 || setup_links(t, err, errlen) < 0) {
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
+    const config *c = &t->c;
     /* after setup_links: auto needs to know whether the links are emulated, and how much of a
      * core this rank had while all ranks timed sgemm at once (measured on the caller's thread:
      * with more BLAS threads it says nothing; docs/fidelity.md, "Inline progress") */
@@ -299,12 +286,13 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         return NULL;
     }
     t->rep = report_create(m, t->flops);
+    report_set_threads(t->rep, c->threads);
     report_set_compute(t->rep, t->ktime.total);
     report_set_compute_parts(t->rep, t->ktime.part);
     report_set_pass_rates(t->rep, t->ktime.pass);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
     report_set_skew(t->rep, c->bench);
-    if (!serial && setup_choices(t, err, errlen) < 0) {
+    if ((!serial && setup_choices(t, &in, err, errlen) < 0) || setup_storage(t, err, errlen) < 0) {
         trainer_destroy(t);
         return NULL;
     }
@@ -322,18 +310,22 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
-    pipe_destroy(t->pp);
-    par_destroy(t->plan); /* first: it completes the gathers still writing into the model */
+    exec_destroy(t->ex);
+    par_destroy(t->par); /* first: it completes the gathers still writing into the model */
     model_destroy(t->mod);
-    ALLOC_FREE_ALL(t->opt_m, t->opt_v, t);
+    plan_free(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt);
+    free(t);
 }
 
 model *trainer_model(trainer *t) {
-    par_params_sync(t->plan); /* its parameters whole (ZeRO-1/2 --overlap gathers them late) */
+    par_params_sync(t->par); /* its parameters whole (ZeRO-1/2 --overlap gathers them late) */
     return t->mod;
 }
 par *trainer_par(trainer *t) {
-    return t->plan;
+    return t->par;
+}
+const plan *trainer_plan(const trainer *t) {
+    return &t->pl;
 }
 report *trainer_report(trainer *t) {
     return t->rep;
@@ -369,7 +361,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
                          0.0f,
                          step + 1};
     for (int id = 0; id < model_param_ids(&c->shape); id++) {
-        par_owned o = par_owned_slice(t->plan, t->mod, (param_id)id);
+        par_owned o = par_owned_slice(t->par, t->mod, (param_id)id);
         if (o.n == 0) continue; /* (the same on every rank of the data axes) */
         param_info pi = model_param_info(&c->shape, (param_id)id);
         if (clip_scale != 1.0f) kern_scale(o.g, o.n, clip_scale);
@@ -380,9 +372,9 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
         } else {
             kern_sgd(o.p, o.g, o.n, ac.lr, wd);
         }
-        par_owned_done(t->plan, t->mod, (param_id)id);
+        par_owned_done(t->par, t->mod, (param_id)id);
     }
-    par_after_update(t->plan, t->mod);
+    par_after_update(t->par, t->mod);
 }
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
@@ -391,27 +383,13 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     const double t0 = mesh_now();
     report_step_begin(t->rep);
     trace_begin(TRACE_STEP, step);
-    const int64_t T1 = t->c.shape.T + 1;
-    const float scale = 1.0f / (float)(t->n_micro * par_data_shards(t->plan));
     model_zero_grads(t->mod);
-    par_step_begin(t->plan);
-    double loss = 0.0;
-    if (t->pp) {
-        loss = pipe_step(t->pp, tokens, scale, &t->pst) * (double)t->n_micro;
-    } else {
-        for (int64_t j = 0; j < t->n_micro; j++) {
-            trace_begin(TRACE_MICRO, j);
-            par_micro_begin(t->plan, j, t->n_micro);
-            loss += model_fwd_bwd(t->mod, tokens + j * t->Bl * T1, scale);
-            trace_end(TRACE_MICRO);
-        }
-    }
+    par_step_begin(t->par);
+    st->loss = exec_step(t->ex, tokens, &st->pipe);
     trace_begin(TRACE_GRADS, step);
-    par_finish_grads(t->plan, t->mod);
-    const double gnorm = sqrt(par_grad_sumsq(t->plan, t->mod));
+    par_finish_grads(t->par, t->mod);
+    const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));
     trace_end(TRACE_GRADS);
-    st->loss =
-        t->pp ? loss / (double)t->n_micro : par_data_mean(t->plan, loss / (double)t->n_micro);
     /* the loss and the norm are identical on every rank, so every rank leaves together, before
      * the update could spread NaNs into the parameters (or a checkpoint) */
     if (!isfinite(st->loss) || !isfinite(gnorm))
@@ -423,7 +401,6 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     trace_begin(TRACE_OPT, step);
     optimizer_update(t, step, clip_scale);
     trace_end(TRACE_OPT);
-    st->pipe = t->pst;
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
@@ -435,16 +412,8 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
 double trainer_eval(trainer *t, const int32_t *tokens) {
     const mesh_wire wire = mesh_get_wire(t->mesh);
     mesh_set_wire(t->mesh, t->wire);
-    const int64_t T1 = t->c.shape.T + 1;
     trace_begin(TRACE_EVAL, 0);
-    double loss = 0.0;
-    if (t->pp) {
-        loss = pipe_eval(t->pp, tokens);
-    } else {
-        for (int64_t j = 0; j < t->n_micro; j++)
-            loss += model_fwd_loss(t->mod, tokens + j * t->Bl * T1);
-        loss = par_data_mean(t->plan, loss / (double)t->n_micro);
-    }
+    const double loss = exec_eval(t->ex, tokens);
     trace_end(TRACE_EVAL);
     mesh_set_wire(t->mesh, wire);
     return loss;
@@ -452,7 +421,7 @@ double trainer_eval(trainer *t, const int32_t *tokens) {
 
 /* The startup line of the gradient buckets: their size, and where it comes from. */
 static void print_bucket(const trainer *t, FILE *out) {
-    const int64_t b = par_bucket(t->plan);
+    const int64_t b = t->pl.bucket_cap;
     fprintf(out, "%s buckets over the data axes: %lld elements = %.3f MB in %s (--bucket ",
             t->c.zero == 3 ? "gradient and weight-gather" : "gradient", (long long)b,
             1e-6 * (double)b * mesh_wire_bytes(t->wire), mesh_wire_name(t->wire));
@@ -470,15 +439,14 @@ static void print_bucket(const trainer *t, FILE *out) {
                                      "use the emulated links"
                                    : ", the book's chip: the same in every run, unlike the real "
                                      "links' start-up timing");
-    if (t->bucket_capped) fprintf(out, "; capped at the gradients this rank reduces");
+    if (t->pl.bucket_capped) fprintf(out, "; capped at the gradients this rank reduces");
     fprintf(out, ")\n");
 }
 
 void trainer_print_layout(trainer *t, FILE *out) {
-    if (t->pp && mesh_world_rank() == 0) {
-        int axis;
-        int64_t P, s;
-        par_pipe_axis(t->plan, &axis, &P, &s);
+    const int64_t P = t->pl.pipe.n;
+    if (P > 1 && mesh_world_rank() == 0) {
+        const int axis = t->pl.pipe.axes.ax[0];
         const int64_t Ls = t->c.shape.L / P;
         fprintf(out,
                 "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
@@ -513,10 +481,10 @@ void trainer_print_layout(trainer *t, FILE *out) {
                     t->dcn_chip_bw / 2 / t->emu.time_scale, t->emu.chip_flops / t->dcn_chip_bw);
         fprintf(out, "\n");
     }
-    if (par_bucket(t->plan) > 0 && mesh_world_rank() == 0) print_bucket(t, out);
+    if (t->pl.bucket_cap > 0 && mesh_world_rank() == 0) print_bucket(t, out);
     if (t->c.cmatmul != 0 && t->c.tensor_axis[0] && mesh_world_rank() == 0)
         fprintf(out, "collective matmul over %s: %s (--collective-matmul %s)\n", t->c.tensor_axis,
-                par_cmatmul(t->plan) ? "on" : "off",
+                t->pl.cmatmul ? "on" : "off",
                 t->c.cmatmul > 0 ? "on"
                 : t->cmatmul_split
                     ? "auto: the cost model's choice; the ranks' own verdicts differed, and it is "
@@ -524,13 +492,13 @@ void trainer_print_layout(trainer *t, FILE *out) {
                     : "auto: the cost model's choice, the same on every rank");
     const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
     mesh_set_wire(t->mesh, t->wire);
-    par_print_layout(t->plan, t->mod, &t->c, t->rep, out);
+    if (mesh_world_rank() == 0) plan_print_layout(&t->pl, t->rep, out);
     mesh_set_wire(t->mesh, wire);
 }
 
 void trainer_print_summary(trainer *t, FILE *out) {
     report_case k;
     char name[128];
-    par_report_case(t->plan, &t->c, &k, name, sizeof name);
+    plan_report_case(&t->pl, &k, name, sizeof name);
     report_print_summary(t->rep, &k, out);
 }

@@ -9,7 +9,7 @@
 #include "train/config/config.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
-#include "train/parallel/pipeline.h"
+#include "train/step/exec.h"
 #include "train/observe/report.h"
 
 typedef struct trainer trainer;
@@ -20,7 +20,7 @@ typedef struct {
     double lr;
     double seconds;   /* wall time of the step */
     step_split split; /* compute, exposed communication per collective, idle; prediction */
-    pipe_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
+    exec_stats pipe;  /* pipelining: bubble, activation memory (zero without --pipeline) */
 } step_stats;
 
 /* Collective over: world. Validates the sharding against the mesh and the model, builds the
@@ -32,6 +32,8 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
 void trainer_destroy(trainer *t); /* accepts NULL */
 model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
+/* The run's sharding plan (a trivial one for a single-rank run). */
+const plan *trainer_plan(const trainer *t);
 report *trainer_report(trainer *t);
 double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
 /* The share of a core this rank had while every rank timed sgemm at creation (thread CPU / wall

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The prediction on a shared host (train/observe/share.h) through the meshtrain command, on
+# placements the test makes with taskset:
+#  - 2 ranks on 2 CPUs: the start-up says no CPU is shared, and every --metrics line's pred_ms is
+#    its pred_dedicated_ms (the prediction on a CPU per rank), digit for digit; no step line
+#    shows a dedicated column;
+#  - 2 ranks on 1 CPU: the start-up says 2 threads per CPU and that pred includes it; every step
+#    line shows the dedicated column, every pred_ms exceeds its pred_dedicated_ms; the --bench
+#    summary's predicted step is the dedicated one plus (share − 1) × the predicted compute (DP
+#    without --overlap: every collective blocks, so the replay adds the compute's growth whole).
+# Nothing is timed: the checks are of what the run predicted from its own events.
+# usage: shared_host.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+command -v taskset >/dev/null || { echo "skip: no taskset"; exit 77; }
+mkdir -p "$WORK"
+cpus=($(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' |
+        awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }'))
+model=(--layers 2 --d-model 64 --heads 4 --d-ff 128 --seq-len 16 --batch 8 --eval-every 0
+       --data "$TXT" --mesh x=2 --dp x)
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+run() { # run CPUS LOG ARGS...: 2 ranks on the CPUs listed (taskset -c)
+  local on=$1 log=$2
+  shift 2
+  taskset -c "$on" "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "${model[@]}" "$@" \
+    >"$log" 2>&1 || { echo "FAIL: taskset -c $on: meshtrain exited $?"; cat "$log"; exit 1; }
+}
+
+# rows JSONL CONDITION: how many --metrics lines meet the awk CONDITION on $1 = pred_ms and
+# $2 = pred_dedicated_ms
+rows() {
+  sed -n 's/.*"pred_ms":\([0-9.]*\),.*"pred_dedicated_ms":\([0-9.]*\),.*/\1 \2/p' "$1" |
+    awk "$2" | wc -l
+}
+# cores WHAT LOG REGEX: the start-up's "cores:" line matches REGEX
+cores() {
+  grep -qE "^cores: $3" "$2" && echo "ok   $1" || { fail "$1: the 'cores:' line:"; grep '^cores' "$2"; }
+}
+# all3 WHAT COUNT FILE: COUNT is 3 (of 3 steps), else FILE is shown
+all3() {
+  [ "$2" -eq 3 ] && echo "ok   $1 in 3 of 3" || { fail "$1 in $2 of 3:"; cat "$3"; }
+}
+
+if [ "${#cpus[@]}" -ge 2 ]; then
+  rm -f "$WORK/own.jsonl"
+  run "${cpus[0]},${cpus[1]}" "$WORK/own.log" --steps 3 --metrics "$WORK/own.jsonl"
+  cores "2 ranks on 2 CPUs: the start-up says no CPU is shared" "$WORK/own.log" \
+    '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared'
+  all3 "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" \
+    "$(rows "$WORK/own.jsonl" '$1 == $2 && $1 > 0')" "$WORK/own.jsonl"
+  grep -q '^step .*| dedicated' "$WORK/own.log" &&
+    fail "2 ranks on 2 CPUs: a step line with a dedicated column"
+else
+  echo "ok   (one CPU only: no run on a CPU per rank)"
+fi
+
+rm -f "$WORK/one.jsonl"
+run "${cpus[0]}" "$WORK/one.log" --steps 3 --metrics "$WORK/one.jsonl"
+cores "2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" "$WORK/one.log" \
+  '2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)'
+all3 "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms" \
+  "$(rows "$WORK/one.jsonl" '$1 > $2 && $2 > 0')" "$WORK/one.jsonl"
+n=$(grep -cE '^step .*\| pred [0-9]+ ms .*\| book [0-9]+ ms \| dedicated [0-9]+ ms \([0-9.]+x\)' \
+    "$WORK/one.log")
+all3 "2 ranks on 1 CPU: step lines with pred, book and dedicated" "$n" "$WORK/one.log"
+grep -q '^  shared host: 2 ranks x 1 BLAS thread on 1 CPU' "$WORK/one.log" &&
+  grep -q '^  on a CPU per rank (pred_dedicated) the steps were predicted' "$WORK/one.log" &&
+  echo "ok   2 ranks on 1 CPU: the summary says so" || fail "2 ranks on 1 CPU: no summary lines"
+
+run "${cpus[0]}" "$WORK/bench.log" --steps 2 --bench --quiet --no-matmul-bound
+p=$(grep '^bench predict' "$WORK/bench.log")
+read -r step comp ded share <<<"$(sed -n 's/.*| step \([0-9.]*\) ms | compute \([0-9.]*\) ms .*| dedicated \([0-9.]*\) ms | share \([0-9.]*\) .*/\1 \2 \3 \4/p' <<<"$p")"
+# the ms are printed to 0.1: the identity holds to their rounding (0.05 each, share × 0.05 more)
+if [ -n "${step:-}" ] && awk -v s="$step" -v c="$comp" -v d="$ded" -v k="$share" \
+     'BEGIN { e = s - (d + (k - 1) * c); exit !(k == 2 && e < 0.25 && e > -0.25) }'; then
+  echo "ok   2 ranks on 1 CPU, --bench: step $step ms = dedicated $ded + ($share - 1) x compute $comp"
+else
+  fail "2 ranks on 1 CPU, --bench: step ${step:-?} ms, dedicated ${ded:-?}, share ${share:-?}," \
+    "compute ${comp:-?}: want step = dedicated + (share - 1) x compute, share 2:"
+  echo "$p"
+fi
+echo "shared_host: $fails failure(s)"
+[ "$fails" -eq 0 ]

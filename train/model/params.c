@@ -1,0 +1,145 @@
+/* params: the model's parameters by global name and shape (the parameter table), the blocks'
+ * kinds (which MLPs are mixtures of experts, a block's index in its kind's stack), their
+ * counter-based initialisation, and the whole-tensor extents and slabs of a run on one rank. Pure
+ * functions of the shape (model.h); model.c, model_moe.c, the hook tables and the sharding plan
+ * read them. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/rng.h"
+#include "train/model/hooks.h"
+
+int64_t model_moe_layers(const model_shape *s) {
+    return shape_moe_layers(s);
+}
+
+int model_layer_is_moe(const model_shape *s, int64_t l) {
+    return s->moe.E > 0 && (l + 1) % s->moe.every == 0;
+}
+
+int64_t model_layer_stack_index(const model_shape *s, int64_t l) {
+    if (s->moe.E == 0) return l;
+    const int64_t moe_upto = (l + 1) / s->moe.every; /* MoE blocks among 0..l */
+    return model_layer_is_moe(s, l) ? moe_upto - 1 : l - moe_upto;
+}
+
+int64_t model_moe_capacity(const model_shape *s) {
+    const moe_shape *mo = &s->moe;
+    if (mo->E == 0 || !(mo->capacity > 0)) return 0;
+    return (int64_t)ceil(mo->capacity * (double)(mo->k * s->T) / (double)mo->E);
+}
+
+/* The mixture-of-experts parameters (ids from P_ROUTER). */
+static param_info moe_param_info(const model_shape *s, param_id id) {
+    const int64_t Lm = model_moe_layers(s), D = s->D, E = s->moe.E, S = s->moe.shared;
+    const int64_t Fe = s->moe.F;
+    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)s->L));
+    switch (id) {
+    case P_ROUTER:
+        return (param_info){"router", 3, {Lm, D, E, 1}, 1, std};
+    case P_EXP_GATE:
+        return (param_info){"expert_gate", 4, {Lm, E, D, Fe}, 1, std};
+    case P_EXP_UP:
+        return (param_info){"expert_up", 4, {Lm, E, D, Fe}, 1, std};
+    case P_EXP_DOWN:
+        return (param_info){"expert_down", 4, {Lm, E, Fe, D}, 1, std_out};
+    case P_SHR_GATE:
+        return (param_info){"shared_gate", 4, {Lm, S, D, Fe}, 1, std};
+    case P_SHR_UP:
+        return (param_info){"shared_up", 4, {Lm, S, D, Fe}, 1, std};
+    case P_SHR_DOWN:
+        return (param_info){"shared_down", 4, {Lm, S, Fe, D}, 1, std_out};
+    default:
+        return (param_info){"?", 0, {0, 0, 0, 0}, 0, 0.0f};
+    }
+}
+
+param_info model_param_info(const model_shape *s, param_id id) {
+    const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
+    const int64_t Ld = L - model_moe_layers(s); /* the dense MLPs */
+    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
+    if (id >= P_COUNT) return moe_param_info(s, id);
+    switch (id) {
+    case P_EMBED:
+        return (param_info){"embed", 2, {V, D, 1}, 1, std};
+    case P_ATTN_NORM:
+        return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_WQ:
+        return (param_info){"wq", 3, {L, D, NH}, 1, std};
+    case P_WK:
+        return (param_info){"wk", 3, {L, D, KH}, 1, std};
+    case P_WV:
+        return (param_info){"wv", 3, {L, D, KH}, 1, std};
+    case P_WO:
+        return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
+    case P_MLP_NORM:
+        return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
+    case P_W_GATE:
+        return (param_info){"w_gate", 3, {Ld, D, F}, 1, std};
+    case P_W_UP:
+        return (param_info){"w_up", 3, {Ld, D, F}, 1, std};
+    case P_W_DOWN:
+        return (param_info){"w_down", 3, {Ld, F, D}, 1, std_out};
+    case P_FINAL_NORM:
+        return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
+    case P_UNEMBED:
+        return (param_info){"unembed", 2, {D, V, 1}, 1, std};
+    default:
+        return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
+    }
+}
+
+int64_t model_param_numel(const model_shape *s, param_id id) {
+    param_info pi = model_param_info(s, id);
+    int64_t n = 1;
+    for (int i = 0; i < pi.ndim; i++) n *= pi.shape[i];
+    return n;
+}
+
+int64_t model_param_total(const model_shape *s) {
+    int64_t n = 0;
+    for (int id = 0; id < P_ALL; id++) n += model_param_numel(s, (param_id)id);
+    return n;
+}
+
+int64_t model_slab_numel(const param_info *pi, const param_slab *sl) {
+    int64_t n = 1;
+    for (int i = 0; i < pi->ndim; i++) n *= sl->cnt[i];
+    return n;
+}
+
+void model_param_init_slab(float *out, const model_shape *s, param_id id, const param_slab *slab,
+                           uint64_t seed) {
+    param_info pi = model_param_info(s, id);
+    const int64_t *c = slab->cnt, *o = slab->off, *S = pi.shape;
+    /* dims 0..2 as the loops (1 past ndim, the dense tensors' padding), dim 3 contiguous */
+    const int64_t c3 = pi.ndim == 4 ? c[3] : 1, o3 = pi.ndim == 4 ? o[3] : 0;
+    const int64_t S3 = pi.ndim == 4 ? S[3] : 1;
+    int64_t k = 0;
+    for (int64_t i0 = 0; i0 < c[0]; i0++)
+        for (int64_t i1 = 0; i1 < c[1]; i1++)
+            for (int64_t i2 = 0; i2 < (pi.ndim == 4 ? c[2] : 1); i2++) {
+                const int64_t n = pi.ndim == 4 ? c3 : c[2];
+                if (pi.init_std == 0.0f) {
+                    for (int64_t i = 0; i < n; i++) out[k + i] = 1.0f;
+                    k += n;
+                    continue;
+                }
+                const int64_t g =
+                    pi.ndim == 4 ? (((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + i2 + o[2]) * S3 + o3
+                                 : ((i0 + o[0]) * S[1] + (i1 + o[1])) * S[2] + o[2];
+                kern_rng_fill_normal(out + k, seed, (uint64_t)id, (uint64_t)g, n, pi.init_std);
+                k += n;
+            }
+}
+
+/* ---------------------------------------------------------------- one rank's extents and slabs */
+
+void model_extents_full(const model_shape *s, model_extents *o) {
+    *o = (model_extents){.Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D};
+}
+
+void model_slab_full(const model_shape *s, param_id id, param_slab *o) {
+    param_info pi = model_param_info(s, id);
+    *o = (param_slab){{0, 0, 0, 0}, {pi.shape[0], pi.shape[1], pi.shape[2], pi.shape[3]}};
+}

@@ -1,0 +1,178 @@
+/* sublayer: a sublayer's math at its two ends, with the tensor axis's collectives through the
+ * hooks (which only move data): the input norm and in-projections, the output projection with the
+ * residual, and their backward; the loss's row statistics combined over the vocabulary shards.
+ *
+ * How it works under a tensor axis Y (the book's Megatron block, D_Y = this rank's columns):
+ *   out = xin + act · W_out: act[BT, K_Y] · W_out[K_Y, D] is a partial sum over Y; the hook
+ *     reduce-scatters it (reduce_out: ReduceScatter_Y, or the matmul-ReduceScatter, which asks
+ *     for the product block by block), the residual's D_Y columns are added here, and the hook
+ *     gathers the rows back (gather_out: AllGather_Y) or leaves them to the next norm.
+ *   h = rmsnorm(x) ∘ g, y_k = h · W_k: with x left sharded, the hook gathers x's column blocks
+ *     and hands each to norm_block as it arrives (the AllGather-norm-matmul): the norm is a
+ *     per-row scale, h · W = diag(1/rms(x)) · Σ_j (x_j ∘ g_j) · W[D_j, :], so each block is
+ *     multiplied into every in-projection while the next travels, the rows scaled by 1/rms after
+ *     the last (x and h whole afterwards, the bits of rmsnorm on the whole x).
+ *   backward: dOut[BT, D_Y] is gathered (gather_cols) and multiplied whole, or block by block
+ *     (chunk_products: the AllGather-matmul), into dact = dOut · W_outᵀ and dW_out += actᵀ · dOut.
+ * Without a tensor axis (D_Y = D) each end is the plain math: one norm and its matmuls, one
+ * accumulating gemm for the output and the residual. */
+#include <math.h>
+
+#include "kernels/gemm.h"
+#include "kernels/optim.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/traffic.h"
+#include "train/config/alloc.h"
+#include "train/model/model_impl.h"
+
+/* ---------------------------------------------------------------- the input norm */
+
+typedef struct {
+    float *x, *h;
+    const float *g;
+    int nw;
+    const float *const *w;
+    const int64_t *nk;
+    float *const *y;
+    int64_t M, N, nl;
+} norm_ctx;
+
+/* Block j of x and of h's unnormalised x ∘ g, and y_k (+)= (x_j ∘ g_j) · w_k[block j rows, :]. */
+static void norm_block(void *vc, const float *blk, int64_t j, int first) {
+    const norm_ctx *c = vc;
+    const int64_t M = c->M, N = c->N, nl = c->nl;
+    float *xb = c->x + j * nl, *hb = c->h + j * nl;
+    const float *gb = c->g + j * nl;
+    if (!mesh_no_data(M * N * (int64_t)sizeof(float)))
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t q = 0; q < nl; q++) {
+                xb[r * N + q] = blk[r * nl + q];
+                hb[r * N + q] = blk[r * nl + q] * gb[q];
+            }
+    kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
+    for (int k = 0; k < c->nw; k++)
+        kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
+                  c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
+}
+
+void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
+                      int nw, const float *const *w, const int64_t *nk, float *const *y,
+                      int64_t BT) {
+    const int64_t D = m->s.D;
+    POLL(m);
+    if (sharded) { /* x holds only this rank's D_Y columns: the gather brings the others */
+        norm_ctx c = {x, h, gain, nw, w, nk, y, BT, D, m->loc.Dl};
+        if (!m->hk.gather_cols(m->hk.ctx, m, x, NULL, BT, norm_block, &c)) {
+            /* x is whole: the norm as one kernel, and the products' rows scaled by 1/rms */
+            kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
+            if (mesh_no_data(BT * D * (int64_t)sizeof(float))) return;
+            for (int k = 0; k < nw; k++)
+                for (int64_t r = 0; r < BT; r++) kern_scale(y[k] + r * nk[k], nk[k], rstd[r]);
+            return;
+        }
+    }
+    kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
+    for (int k = 0; k < nw; k++) {
+        if (k) POLL(m);
+        kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+    }
+}
+
+/* ---------------------------------------------------------------- the output projection */
+
+void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
+                        int64_t Kl, int64_t D) {
+    if (out != xin) floats_copy(out, xin, BT * D);
+    kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
+}
+
+typedef struct {
+    const float *act, *w;
+    int64_t BT, Kl, D;
+} product_ctx;
+
+/* dst[BT, D/nb] = column block b of act[BT, Kl] · w[Kl, D]. */
+static void product(void *vc, float *dst, int64_t b, int64_t nb) {
+    const product_ctx *c = vc;
+    const int64_t nl = c->D / nb;
+    kern_gemm(dst, c->act, c->w + b * nl, c->BT, nl, c->Kl, false, false, c->Kl, c->D, nl, 1.0f,
+              0.0f);
+}
+
+int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
+                 int64_t BT, int64_t Kl, int defer) {
+    const int64_t D = m->s.D, Dl = m->loc.Dl, d0 = m->loc.d0;
+    POLL(m);
+    if (Dl == D) {
+        sublayer_out_local(out, xin, act, w, BT, Kl, D);
+        return 0;
+    }
+    product_ctx pc = {act, w, BT, Kl, D};
+    float *sh = m->hk.reduce_out(m->hk.ctx, m, product, &pc, BT);
+    for (int64_t r = 0; r < BT; r++) kern_add(sh + r * Dl, xin + r * D + d0, Dl);
+    return m->hk.gather_out(m->hk.ctx, m, out, sh, BT, defer);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+typedef struct {
+    float *y, *dw;
+    const float *w, *a;
+    int64_t M, K, N, nl;
+} chunk_ctx;
+
+/* y (+)= blk · (w's block j)ᵀ; dw's block j += aᵀ · blk. */
+static void chunk_products(void *vc, const float *blk, int64_t j, int first) {
+    const chunk_ctx *c = vc;
+    const int64_t M = c->M, K = c->K, N = c->N, nl = c->nl;
+    kern_gemm(c->y, blk, c->w + j * nl, M, K, nl, false, true, nl, N, K, 1.0f, first ? 0.0f : 1.0f);
+    kern_gemm(c->dw + j * nl, c->a, blk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
+}
+
+void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
+                      int64_t BT, int64_t Kl) {
+    const int64_t D = m->s.D;
+    POLL(m);
+    const float *dout = dr;
+    if (m->loc.Dl < D) { /* dL/d(out): the residual gradient's D_Y shards, gathered */
+        chunk_ctx c = {dact, dw, w, act, BT, Kl, D, m->loc.Dl};
+        dout = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, chunk_products, &c);
+        if (!dout) return; /* the products ran block by block (the AllGather-matmul) */
+    }
+    kern_matmul_dw(dw, act, dout, BT, Kl, D);
+    POLL(m);
+    kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
+}
+
+float *sublayer_partial_begin(model *m, float *dr, int64_t BT) {
+    POLL(m);
+    if (m->loc.Dl == m->s.D) return dr;
+    floats_clear(m->d_part, BT * m->s.D);
+    return m->d_part;
+}
+
+const float *sublayer_resid_grad(model *m, int64_t BT) {
+    if (m->loc.Dl == m->s.D) return m->d_resid;
+    return m->hk.gather_cols(m->hk.ctx, m, m->d_full, m->d_resid, BT, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- the loss's row statistics */
+
+void sublayer_xent_combine(model *m, float *st, int64_t BT) {
+    const int64_t n = m->s.D / m->loc.Dl; /* the tensor axis's ranks */
+    if (n == 1) return;
+    const float *all = m->hk.gather_tensor(m->hk.ctx, m, st, 3 * BT); /* [n][3][BT] */
+    for (int64_t i = 0; i < BT; i++) {
+        float mx = -INFINITY;
+        for (int64_t s = 0; s < n; s++) mx = fmaxf(mx, all[s * 3 * BT + i]);
+        double z = 0.0, t = 0.0;
+        for (int64_t s = 0; s < n; s++) {
+            const float *a = all + s * 3 * BT;
+            z += (double)a[BT + i] * exp((double)a[i] - (double)mx);
+            t += (double)a[2 * BT + i];
+        }
+        st[i] = mx;
+        st[BT + i] = (float)z;
+        st[2 * BT + i] = (float)t;
+    }
+}

@@ -1,0 +1,291 @@
+/* plan: the sharding plan as a value. plan_build makes it once from the model's shape, the
+ * config's sharding flags, the size of each axis role and this rank's index in it, and the run's
+ * two choices (the gradient bucket, the collective matmuls). Pure arithmetic: no MPI and no mesh
+ * handle (the axes it names are numbers; par.c reads them off a mesh, tests/parallel/test_layout.c
+ * writes them by hand). Everything that allocates, frees, counts memory, prints the layout,
+ * executes a collective or predicts one reads this value:
+ *   - the axis roles, each defined once: batch (every data axis: the batch's B_X), data (the ICI
+ *     data axes ZeRO shards over and gradients are reduce-scattered over: the batch axes without
+ *     --dcn's), dcn, tensor (Y) and pipeline (Z), with their sizes and this rank's indices;
+ *   - the micro-batch on this rank: micro_seqs sequences, rows = micro_seqs · T tokens (the one
+ *     definition of "tokens per micro-batch per data shard");
+ *   - the pipeline stage's layers and activation slots, the local extents, every parameter's
+ *     geometry (TP slab, ZeRO shard) and the shards' offsets;
+ *   - the list of every buffer of the run (plan_buf): element count, element type, category and
+ *     owner — the model's storage, the optimizer's moments, the sharded run's buffers (par.c),
+ *     the executor's pipeline buffers;
+ *   - the schedule of the collectives of one layer and of the step (plan_call): op, axes, count,
+ *     bytes, path and wire format.
+ * Depends on config, the model's parameter table and hook types (model.h, hooks.h) and the cost
+ * model (mesh/cost.h: the bucket size it picks). Not collective; nothing here talks to the mesh. */
+#ifndef MT_TRAIN_PLAN_H
+#define MT_TRAIN_PLAN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calc/schedule.h" /* sched_action: the executor's list, calc's pipeline tables */
+#include "mesh/coll.h"     /* mesh_op, mesh_wire, mesh_axes (types only) */
+#include "mesh/cost.h"
+#include "train/config/config.h"
+#include "train/model/hooks.h"
+
+/* One role's axes: which mesh axes play it (ordered, major first; none: n = 1, index 0), their
+ * sizes and wraparound (the cost model), the algorithm --alg resolves to over them, and their
+ * names as the book's subscripts ("XY"). */
+typedef struct {
+    mesh_axes axes;
+    int64_t n, index;
+    int sizes[MESH_MAX_AXES], wraps[MESH_MAX_AXES];
+    mesh_alg alg;
+    char sub[MESH_MAX_AXES + 1];
+} plan_axes;
+
+/* What plan_build takes: the config (after config_for_mesh: the pipeline's micro-batch resolved),
+ * each role's axes, and the run's choices: the gradient bucket asked for, in elements (0 = one
+ * reduction per tensor; plan_build caps it, see plan.bucket_cap), and whether the tensor axis
+ * runs its collective matmuls. forward_only: generation (the model holds no gradients and no
+ * saved activations, there is no optimizer and no pipeline schedule). */
+typedef struct {
+    config c;
+    plan_axes batch, data, dcn, tensor, pipe;
+    int64_t bucket;
+    int cmatmul;
+    int forward_only;
+} plan_in;
+
+/* Geometry of one parameter as blocks: nb blocks (the stage's layers for a stacked parameter,
+ * else 1; 0 when another pipeline stage holds it) of a 2D matrix [R, C]. The TP slab of a block
+ * is rows [r0, r0+R) × cols [c0, c0+C) of the global block [Rg, Cg]; under ZeRO the TP slab is
+ * split over the data axes along `zdim` (0 rows, 1 cols). `repl`: the TP slab is replicated over
+ * the tensor axis (norm gains); `kv_group`: over a group of tensor ranks that share a kv head. */
+typedef struct {
+    int stacked;
+    int64_t nb, Rg, Cg, R, C, r0, c0;
+    int zdim;
+    int repl, kv_group;
+    int64_t shard_n; /* elements of this rank's ZeRO shard (all blocks) */
+} plan_geo;
+
+/* Elements of one TP-local block. */
+static inline int64_t plan_geo_block(const plan_geo *g) {
+    return g->R * g->C;
+}
+
+/* ---- the buffers ---- */
+
+/* The memory line's categories. */
+typedef enum {
+    PLAN_MEM_PARAMS,
+    PLAN_MEM_GRADS,
+    PLAN_MEM_OPTIMIZER,
+    PLAN_MEM_ACTIVATIONS,
+    PLAN_MEM_GATHERED,
+    PLAN_MEM_BUFFERS, /* communication and transient buffers, scratch */
+    PLAN_MEM_COUNT
+} plan_mem;
+
+/* Element types. A buffer's element size is plan_dtype_bytes(dtype). */
+typedef enum { PLAN_F32, PLAN_BF16, PLAN_I32 } plan_dtype;
+int plan_dtype_bytes(plan_dtype t);
+
+/* Who allocates and frees a buffer (each owner through plan_alloc/plan_free, but the model, which
+ * allocates its storage itself in model_create with the sizes listed here). */
+typedef enum { PLAN_OWNER_MODEL, PLAN_OWNER_OPTIMIZER, PLAN_OWNER_PAR, PLAN_OWNER_EXEC } plan_owner;
+
+/* Every buffer a run can have; two-slot buffers are listed once per slot. */
+typedef enum {
+    /* the model (model_create) */
+    BUF_PARAMS,        /* this rank's parameters (ZeRO-3: its shards) */
+    BUF_GRADS,         /* their gradients (not with ZeRO-2/3) */
+    BUF_ACTIVATIONS,   /* saved activations of every slot */
+    BUF_TARGETS,       /* each slot's target tokens (int32) */
+    BUF_MODEL_SCRATCH, /* the passes' scratch: rope tables, gradients of a layer, logits */
+    /* the optimizer (trainer.c) */
+    BUF_OPT_M,
+    BUF_OPT_V, /* AdamW's moments over the slices this rank updates */
+    /* the sharded run (par.c): data axes (zero.c, bucket.c) */
+    BUF_SHARD_GRADS,     /* ZeRO: the gradient shards */
+    BUF_UPDATE_STAGE,    /* ZeRO-1/2: the shard being updated (with --overlap every shard) */
+    BUF_LAYER_GRADS,     /* ZeRO-2/3: a layer's transient gradients, two slots */
+    BUF_LAYER_SCATTERED, /* ... and their ReduceScatter results, two slots */
+    BUF_EMBED_GRAD,
+    BUF_FINAL_NORM_GRAD,
+    BUF_UNEMBED_GRAD,   /* ZeRO-2/3: non-layer gradients */
+    BUF_GATHERED_LAYER, /* ZeRO-3: a layer's gathered weights, two slots */
+    BUF_GATHER_STAGE,   /* ... their staging for column-sharded gathers, two slots */
+    BUF_GATHERED_EMBED,
+    BUF_GATHERED_FINAL_NORM,
+    BUF_GATHERED_UNEMBED,
+    BUF_COLUMN_PACK,   /* the column packing of a block */
+    BUF_DCN,           /* --zero 0 with --dcn: the flat gradient padded to n_data shards + one */
+    BUF_BUCKET_STAGE,  /* gradient buckets, two slots */
+    BUF_BUCKET_RESULT, /* ZeRO: a bucket's ReduceScatter result, two slots */
+    BUF_GATHER_SEND,   /* ZeRO-3 with buckets: a layer's shards packed for its gathers, two slots */
+    /* the tensor axis (tensor.c, cmatmul.c) */
+    BUF_TENSOR_A,
+    BUF_TENSOR_B,    /* packing of [rows, D] */
+    BUF_KV_EXCHANGE, /* the gradient exchange of a kv head shared by tensor ranks */
+    BUF_CMATMUL,     /* the collective matmuls' scratch */
+    /* the executor's pipeline (exec.c) */
+    BUF_PIPE_DOUT,  /* the received dL/d(stage output) */
+    BUF_PIPE_DSEND, /* dL/d(stage input) being sent, one per slot */
+    BUF_COUNT
+} plan_buf_id;
+
+typedef struct {
+    plan_buf_id id;
+    int slot;
+    plan_owner owner;
+    plan_mem cat;
+    plan_dtype dtype;
+    int64_t n; /* elements */
+} plan_buf;
+
+#define PLAN_MAX_BUFS 48
+
+/* ---- the collectives ---- */
+
+/* The pass a collective belongs to, and where it sits (the path). */
+typedef enum { PLAN_FWD, PLAN_BWD, PLAN_STAGE, PLAN_UPDATE, PLAN_STEP } plan_pass;
+typedef enum {
+    PLAN_CRITICAL,   /* blocks the next matmul */
+    PLAN_BLOCKING,   /* blocks, off the matmuls' chain */
+    PLAN_PREFETCHED, /* started a layer early (--overlap) */
+    PLAN_ASYNC,      /* non-blocking, completed later (--overlap) */
+    PLAN_HIDDEN      /* one ring step of a collective matmul, behind its block's matmul */
+} plan_path;
+typedef enum { PLAN_ROLE_DATA, PLAN_ROLE_TENSOR, PLAN_ROLE_PIPE, PLAN_ROLE_DCN } plan_role;
+
+/* One kind of call: `times` calls per layer and micro-batch (pass PLAN_STEP: per step) of op
+ * over the role's axes, `count` elements per rank each (as the mesh call takes them: an
+ * AllGather's input, a ReduceScatter's output), in wire format `wire`. `what` in the book's
+ * notation. */
+typedef struct {
+    mesh_op op;
+    plan_role role;
+    plan_pass pass;
+    plan_path path;
+    int64_t count;
+    int times;
+    mesh_wire wire;
+    char what[64];
+} plan_call;
+
+#define PLAN_MAX_CALLS 24
+
+/* ---- the plan ---- */
+
+typedef struct plan {
+    config c;
+    model_shape s;
+    plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
+    int zero, overlap;                        /* --zero (0 without data axes), --overlap */
+    mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
+    mesh_wire wire;                           /* --comm-dtype */
+    int64_t l0, l1;                           /* this pipeline stage's layers */
+    int nslots;         /* activation slots: micro-batches in flight on this stage */
+    int64_t n_micro;    /* micro-batches per step */
+    int64_t micro_seqs; /* sequences of one micro-batch on this rank: micro-batch / |batch| */
+    int64_t rows;       /* its tokens, micro_seqs · T: the rows of its [B, D] activations */
+    model_extents loc;  /* this rank's local extents */
+    plan_geo g[P_COUNT];
+    int64_t shard_offset[P_COUNT], shard_total; /* ZeRO: param id's shard in the shard vector */
+    int64_t layer_elems; /* TP-local elements of one layer (every layer parameter) */
+    int n_layer_params;  /* parameters stacked over layers */
+    int64_t grad_elems;  /* TP-local gradient elements of the stage (every parameter) */
+    int64_t param_elems; /* this rank's stored parameter elements (ZeRO-3: its shards) */
+    int64_t state_elems; /* elements of the slices this rank updates (the optimizer's vector) */
+    int64_t dcn_n;       /* --zero 0 with --dcn: grad_elems padded to a multiple of |data| */
+    int64_t bucket_cap;  /* gradient bucket elements (0: off) */
+    int bucket_capped;   /* the bucket asked for exceeded grad_elems (rounded) */
+    int weight_buckets;  /* ZeRO-3: weight gathers per layer (one per tensor, or per bucket) */
+    int cmatmul;         /* the tensor axis's collective matmuls are on */
+    plan_buf buf[PLAN_MAX_BUFS];
+    int nbuf;
+    plan_call call[PLAN_MAX_CALLS];
+    int ncall;
+} plan;
+
+/* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
+ * role's size not dividing what it shards: config_for_mesh checks those first for a run). */
+int plan_build(plan *p, const plan_in *in, char *err, size_t errlen);
+/* plan_in for a run on one rank: every role of size 1 (the 1-rank reference, generation alone). */
+void plan_in_single(plan_in *in, const config *c);
+/* One role's axes from sizes, wraparound, this rank's coordinates and the axes' letters (test
+ * grids, and par.c from a mesh). alg: --alg resolved over them (par.c asks the mesh). */
+plan_axes plan_axes_of(const mesh_axes *a, const int *sizes, const int *wraps, const int *coords,
+                       const char *names, mesh_alg alg);
+/* Every role of size 1: a run without communication (the single-rank hooks). */
+int plan_trivial(const plan *p);
+
+/* Is id stacked over layers (one block per layer)? Offset of id's block inside a layer-sized
+ * buffer (layer parameters in param_id order, each [R, C]). */
+int plan_is_layer_param(param_id id);
+int64_t plan_layer_offset(const plan *p, param_id id);
+/* This rank's TP slab and ZeRO shard of parameter id, as native global slabs; the slab the model
+ * stores (ZeRO-3: the shard). */
+param_slab plan_tp_slab(const plan *p, param_id id);
+param_slab plan_shard_slab(const plan *p, param_id id);
+param_slab plan_model_slab(const plan *p, param_id id);
+/* The gradient elements this rank reduces over the data axes in a step, rounded up to a
+ * multiple of |data|: no bucket need be larger (0 without data axes). */
+int64_t plan_bucket_limit(const plan *p);
+/* The bucket the cost model picks (cost_bucket_bytes): the fewest elements (wire_bytes each)
+ * whose data-axis reduction over links `link` has its hop latency at most `overhead` × its
+ * transfer, rounded up to a power of two. 0 without data axes. */
+int64_t plan_bucket_auto(const plan *p, const cost_link *link, int wire_bytes, double overhead);
+
+/* ZeRO-3's weight gathers of a layer in buckets (with a bucket size): the layer's shards, in
+ * parameter order, one after another, cut into buckets of at most bucket_cap / |data| elements
+ * per rank (a shard larger than that is a bucket alone). Calls fn for each tensor with its bucket
+ * (start b0 and elements per rank blen, in the concatenated shards) and its offset `at` in the
+ * bucket, bucket by bucket; fn may be NULL. Returns the number of buckets: the gathers of one
+ * layer (without buckets, or below ZeRO-3, the number of layer parameters, and fn is not
+ * called). */
+typedef void (*plan_wbucket_fn)(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at);
+int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
+
+/* The buffer id/slot of the list, or NULL when the run has none. */
+const plan_buf *plan_buffer(const plan *p, plan_buf_id id, int slot);
+/* Bytes of the list by category: the memory line. */
+typedef struct {
+    int64_t bytes[PLAN_MEM_COUNT];
+} plan_mem_bytes;
+void plan_memory(const plan *p, plan_mem_bytes *out);
+/* Allocates (zeroed, 64-byte aligned) every buffer of the list that `owner` owns into
+ * ptr[id][slot]; returns 0, or −1 out of memory (what was allocated is freed). plan_free frees
+ * them (NULL pointers too) and clears ptr. Not collective. */
+typedef struct {
+    void *p[BUF_COUNT][2];
+} plan_ptrs;
+int plan_alloc(const plan *p, plan_owner owner, plan_ptrs *ptr);
+void plan_free(const plan *p, plan_owner owner, plan_ptrs *ptr);
+
+/* ---- the actions: what this rank runs in a step ---- */
+
+/* This rank's list of actions, in calc/schedule.h's terms (sched_action: op, stage, micro-batch;
+ * the stage is the pipeline index: one chunk of layers per rank): the forward (SCHED_F) or whole
+ * backward (SCHED_B) of a micro-batch, and the pipeline's receive before and send after it of its
+ * activations (SCHED_RECV_F, SCHED_SEND_F, to and from the neighbouring stages) or gradients
+ * (SCHED_RECV_B, SCHED_SEND_B). The executor (train/step/exec.c) runs such a list on any table
+ * calc/schedule.c can build whose chunks and slots the model can hold; the trainer's two are:
+ *   GPipe: F0 .. F(M−1), then B(M−1) .. B0 (calc's gpipe runs B0 .. B(M−1): the gradients would
+ *     accumulate in the other order, and a run's bits change);
+ *   1F1B: min(P−s−1, M) forwards, then one forward and one backward in turn, then the remaining
+ *     backwards (calc's 1f1b, action for action).
+ * plan_stage_order: stage s of P's forwards and backwards alone (2M entries, returns 2M), which
+ * pipe_timeline simulates for every stage. plan_actions: this rank's list for a training step
+ * (train = 1: its stage's order with the receives and sends around each forward and backward;
+ * without a pipeline axis the trivial list F0 B0 F1 B1 ...) or an evaluation (train = 0: the
+ * forwards in order). out: plan_actions_max entries; returns how many. The activation slot of an
+ * action is the executor's: micro-batch mod plan.nslots (an evaluation: slot 0). */
+int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, sched_action *out);
+int64_t plan_actions_max(const plan *p);
+int64_t plan_actions(const plan *p, int train, sched_action *out);
+
+/* Names for printing: "forward", ...; "critical", ... */
+const char *plan_pass_name(plan_pass s);
+const char *plan_path_name(plan_path s);
+/* The role's axes in the plan (PLAN_ROLE_TENSOR: the tensor axis). */
+const plan_axes *plan_role_axes(const plan *p, plan_role r);
+#endif
