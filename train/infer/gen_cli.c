@@ -51,30 +51,31 @@ const char *const gen_shape_flags[GEN_SHAPE_FLAGS] = {"layers",   "d-model", "he
                                                       "head-dim", "d-ff",    "vocab", "seq-len"};
 
 static void print_help(FILE *out) {
-    fprintf(out,
-            "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | --prompts "
-            "FILE) [flags]\n"
-            "  --ckpt FILE        parameters from a checkpoint written on any mesh (default: "
-            "fresh init from --seed);\n"
-            "                     the model's shape flags default to the checkpoint's\n"
-            "  --prompt STR       a prompt (repeatable); --prompts FILE: one prompt per line\n"
-            "  --tokens N         new tokens per sequence (default 64); prompt + N <= --seq-len\n"
-            "  --temperature X    0 = greedy; --top-k K; --seed S (sampling is a pure function "
-            "of the seed)\n"
-            "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
-            "replicas)\n"
-            "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
-            "attention\n"
-            "  --quiet            no line per decode step (prefill and the summary only)\n"
-            "  --draft CKPT       speculative decoding: the drafter's checkpoint (same vocabulary),\n"
-            "                     on the same ranks and sharding; --draft-tokens k per round "
-            "(default 4)\n"
-            "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
-            "--bench-prompt P\n"
-            "                     --tokens N (decode steps), --csv FILE\n"
-            "Texts go to stdout, the per-step report (TTFT, ms/token, bytes, bandwidth, the "
-            "book's prediction) to stderr.\n"
-            "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
+    fprintf(
+        out,
+        "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | --prompts "
+        "FILE) [flags]\n"
+        "  --ckpt FILE        parameters from a checkpoint written on any mesh (default: "
+        "fresh init from --seed);\n"
+        "                     the model's shape flags default to the checkpoint's\n"
+        "  --prompt STR       a prompt (repeatable); --prompts FILE: one prompt per line\n"
+        "  --tokens N         new tokens per sequence (default 64); prompt + N <= --seq-len\n"
+        "  --temperature X    0 = greedy; --top-k K; --seed S (sampling is a pure function "
+        "of the seed)\n"
+        "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
+        "replicas)\n"
+        "  --kv-replicate     with |Y| > K: replicate kv heads instead of the AllToAll "
+        "attention\n"
+        "  --quiet            no line per decode step (prefill and the summary only)\n"
+        "  --draft CKPT       speculative decoding: the drafter's checkpoint (same vocabulary),\n"
+        "                     on the same ranks and sharding; --draft-tokens k per round "
+        "(default 4)\n"
+        "  --bench            decode batch sweep on the roofline: --bench-batches 1,2,4,... "
+        "--bench-prompt P\n"
+        "                     --tokens N (decode steps), --csv FILE\n"
+        "Texts go to stdout, the per-step report (TTFT, ms/token, bytes, bandwidth, the "
+        "book's prediction) to stderr.\n"
+        "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
 }
 
 /* Splits argv into generate's own flags (into f, ps) and the rest (rest[0..*nrest), for
@@ -124,25 +125,6 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
         }
     }
     return 0;
-}
-
-int gen_adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
-                         size_t errlen) {
-    h5array *f = NULL;
-    ckpt_meta k;
-    int rc = h5array_open(&f, path, mesh_world_comm(m), err, errlen);
-    if (rc == 0) rc = ckpt_meta_get(f, &k, err, errlen);
-    h5array_close(f);
-    if (rc < 0) return rc;
-    int64_t *dst[GEN_SHAPE_FLAGS] = {&c->shape.L, &c->shape.D, &c->shape.N, &c->shape.K,
-                                     &c->shape.H, &c->shape.F, &c->shape.V, &c->shape.T};
-    const int64_t src[GEN_SHAPE_FLAGS] = {k.shape.L, k.shape.D, k.shape.N, k.shape.K,
-                                          k.shape.H, k.shape.F, k.shape.V, k.shape.T};
-    for (int i = 0; i < GEN_SHAPE_FLAGS; i++)
-        if (!given[i]) *dst[i] = src[i];
-    if (c->shape.moe.E == 0) c->shape.moe = k.shape.moe; /* no --experts: the checkpoint's */
-    c->optimizer = k.optimizer;                          /* generation reads no optimizer state */
-    return ckpt_check_config(&k, c, path, err, errlen);
 }
 
 /* ---------------------------------------------------------------- the run */
