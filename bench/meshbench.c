@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/meshbench_a2av.h"
 #include "data/linefile.h"
 #include "data/lockfile.h"
 #include "data/paths.h"
@@ -55,7 +56,7 @@ typedef struct {
 
 typedef struct {
     int64_t size, count;
-    mesh_op op;
+    int op; /* a mesh_op, or BENCH_OP_A2AV.. */
     mesh_alg alg;
     char axes[8];
     double t_med, t_best, t_min_rank, t_max_rank, algbw, busbw, busbw_best, pred, err;
@@ -84,7 +85,7 @@ static const bench_flag flags[] = {
     {"--iters", "-n", F_INT, O_(iters), 1, 1e7, "N", "timed calls per point"},
     {"--reps", "-r", F_INT, O_(reps), 1, 64, "R", "interleaved repetitions per point (median)"},
     {"--check", "-c", F_INT, O_(check), 0, 1, "0|1", "check results against a serial truth"},
-    {"--op", NULL, F_STR, O_(ops), 0, 0, "OPS", "ag,rs,ar,a2a (or their full names)"},
+    {"--op", NULL, F_STR, O_(ops), 0, 0, "OPS", "ag,rs,ar,a2a,a2av,a2av-skew (or their full names)"},
     {"--alg", NULL, F_STR, O_(algs), 0, 0, "ALGS",
      "default,ring,bidir,seq,multi,mpi,direct; ALG:BYTES sets that lane's chunk"},
     {"--axes", NULL, F_STR, O_(axes), 0, 0, "AXES", "the axis set, e.g. xy (default: all)"},
@@ -137,7 +138,7 @@ static int parse_op(const char *s) {
     static const char *shortn[] = {"ag", "rs", "ar", "a2a"};
     for (int k = 0; k < MESH_OP_PPERMUTE; k++)
         if (!strcmp(s, shortn[k]) || !strcmp(s, mesh_op_name(k))) return k;
-    return -1;
+    return a2av_op_parse(s);
 }
 
 static void print_help(void) {
@@ -240,6 +241,10 @@ static double host_available_bytes(void) {
 static double bytes_per_rank(const opts *o, const int *ops, int nops, int n) {
     double worst = 0, total = (double)(o->e / 4);
     for (int k = 0; k < nops; k++) {
+        if (ops[k] >= BENCH_OP_A2AV) { /* input, output, the padded copies of a2av-skew */
+            worst = fmax(worst, 4 * total * (3.0 + n));
+            continue;
+        }
         double c = ops[k] == MESH_OP_ALL_REDUCE ? total : floor(total / n);
         double nin = ops[k] == MESH_OP_ALL_GATHER || ops[k] == MESH_OP_ALL_REDUCE ? c : c * n;
         double nout = ops[k] == MESH_OP_REDUCE_SCATTER || ops[k] == MESH_OP_ALL_REDUCE ? c : c * n;
@@ -386,6 +391,7 @@ typedef struct {
     char an[8];   /* the set's axis names */
     int n;        /* ranks in the set */
     int ops[8], nops, algs[8], nalgs;
+    int64_t *vcnt; /* the AllToAllv's counts (n·n) of the point being timed */
     int64_t achunk[8]; /* ALG:CHUNK: this algorithm with mesh_set_chunk(CHUNK); −1: --chunk */
     char alabel[8][32];
     double alpha[3], beta[3]; /* ping-pong fit per axis */
@@ -414,7 +420,7 @@ static void parse_lists(bench *b) {
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
         if (b->nops == 8) mesh_exit_error("--op %s: at most 8 operations", o->ops);
         if ((b->ops[b->nops++] = parse_op(t)) < 0)
-            mesh_exit_error("--op: unknown operation '%s' (ag, rs, ar, a2a)", t);
+            mesh_exit_error("--op: unknown operation '%s' (ag, rs, ar, a2a, a2av, a2av-skew)", t);
     }
     snprintf(list, sizeof list, "%s", o->algs);
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
@@ -620,9 +626,20 @@ static void print_header(bench *b) {
 
 /* ---- one point ---- */
 
+/* Collective over: the set. One call of op (an AllToAllv: with b->vcnt). */
+static void run_op(bench *b, int op, float *out, const float *in, int64_t c, mesh_alg alg) {
+    if (op >= BENCH_OP_A2AV)
+        mesh_all_to_allv(b->m, b->set, out, in, b->vcnt, alg);
+    else
+        mesh_collective(b->m, (mesh_op)op, b->set, out, in, c, alg);
+}
+static const char *op_label(int op) {
+    return op >= BENCH_OP_A2AV ? a2av_op_name(op) : mesh_op_name((mesh_op)op);
+}
+
 /* Collective over: world. The timings of one point: t[ai][r] the rank mean of algorithm ai in
  * repetition r; tmin/tmax over ranks and repetitions; errv with -c 1. */
-static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float *in,
+static void time_point(bench *b, int op, int64_t c, float *out, const float *in,
                        double t[8][64], double *tmin, double *tmax, double *errv) {
     mesh *m = b->m;
     MPI_Comm w = mesh_world_comm(m)->mpi;
@@ -630,11 +647,10 @@ static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float 
         for (int ai = 0; ai < b->nalgs; ai++) { /* interleaved */
             mesh_alg alg = (mesh_alg)b->algs[ai];
             mesh_set_chunk(m, b->achunk[ai] >= 0 ? b->achunk[ai] : b->o.chunk);
-            for (int k = 0; k < b->o.warm; k++) mesh_collective(m, op, b->set, out, in, c, alg);
+            for (int k = 0; k < b->o.warm; k++) run_op(b, op, out, in, c, alg);
             MPI_Barrier(w);
             double t0 = mesh_now();
-            for (int it = 0; it < b->o.iters; it++)
-                mesh_collective(m, op, b->set, out, in, c, alg);
+            for (int it = 0; it < b->o.iters; it++) run_op(b, op, out, in, c, alg);
             double dt = (mesh_now() - t0) / b->o.iters, sum = 0, mn = 0, mx = 0;
             MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, w);
             MPI_Allreduce(&dt, &mn, 1, MPI_DOUBLE, MPI_MIN, w);
@@ -645,7 +661,8 @@ static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float 
             if (r == 0) {
                 errv[ai] = 0;
                 if (b->o.check) {
-                    double e = check_err(m, op, b->set, out, c);
+                    double e = op >= BENCH_OP_A2AV ? a2av_check(m, b->set, b->vcnt, out, val)
+                                                   : check_err(m, (mesh_op)op, b->set, out, c);
                     MPI_Allreduce(&e, &errv[ai], 1, MPI_DOUBLE, MPI_MAX, w);
                 }
             }
@@ -655,14 +672,14 @@ static void time_point(bench *b, mesh_op op, int64_t c, float *out, const float 
 static void emit_row(bench *b, const row *w) {
     mesh_log("%12lld %11lld %-14s %-9s %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %8.3f "
              "%10.1f %6.2f %6.2f %6.0g\n",
-             (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->label,
+             (long long)w->size, (long long)w->count, op_label(w->op), w->label,
              w->t_med * 1e6, w->t_best * 1e6, w->t_min_rank * 1e6, w->t_max_rank * 1e6, w->algbw,
              w->busbw, w->busbw_best, w->pred * 1e6, w->pred > 0 ? w->t_med / w->pred : 0,
              w->vs_mpi, w->err);
     if (b->csv && !b->csv_err) /* written as it comes: a run stopped early keeps its rows */
         b->csv_err = linefile_printf(
             b->csv, "%lld,%lld,%s,%s,%s,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.4f,%.6e,%.4f,%g,%.4f\n",
-            (long long)w->size, (long long)w->count, mesh_op_name(w->op), w->axes, w->label,
+            (long long)w->size, (long long)w->count, op_label(w->op), w->axes, w->label,
             w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw, w->busbw, w->busbw_best,
             w->pred, w->pred > 0 ? w->t_med / w->pred : 0, w->err, w->vs_mpi);
     if (b->json)
@@ -672,21 +689,27 @@ static void emit_row(bench *b, const row *w) {
                 "\"time_min_rank\":%.6e,\"time_max_rank\":%.6e,\"algbw\":%.4f,"
                 "\"busbw\":%.4f,\"busbw_best\":%.4f,\"predicted\":%.6e,"
                 "\"error\":%g,\"time_over_mpi\":%.4f}",
-                b->nrow ? "," : "", (long long)w->size, (long long)w->count, mesh_op_name(w->op),
+                b->nrow ? "," : "", (long long)w->size, (long long)w->count, op_label(w->op),
                 w->axes, w->label, w->t_med, w->t_best, w->t_min_rank, w->t_max_rank, w->algbw,
                 w->busbw, w->busbw_best, w->pred, w->err, w->vs_mpi);
     b->nrow++;
 }
 
 /* Collective over: world. One size and op for every algorithm: allocate, time, print rows. */
-static void bench_point(bench *b, int64_t size, mesh_op op) {
+static void bench_point(bench *b, int64_t size, int op) {
     const int n = b->n;
     const int64_t total = size / 4;
     const int64_t c = op == MESH_OP_ALL_REDUCE ? total : total / n; /* per-rank block */
     if (c < 1) return;
     const int64_t count = op == MESH_OP_ALL_REDUCE ? c : c * n, bytes = count * 4;
     const int64_t nin = op == MESH_OP_ALL_GATHER || op == MESH_OP_ALL_REDUCE ? c : c * n;
-    const int64_t nout = op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_REDUCE ? c : c * n;
+    int64_t nout = op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_REDUCE ? c : c * n;
+    int64_t pred_bytes = bytes; /* an AllToAllv is predicted as the AllToAll of its padding */
+    if (op >= BENCH_OP_A2AV) {
+        b->vcnt = malloc((size_t)n * n * sizeof(int64_t));
+        nout = a2av_counts(b->m, b->set, op, nin, b->vcnt);
+        pred_bytes = (int64_t)n * mesh_all_to_allv_max(b->m, b->set, b->vcnt) * 4;
+    }
     float *in = malloc((size_t)nin * 4), *out = malloc((size_t)nout * 4);
     if (mesh_agree(mesh_world_comm(b->m), in && out ? 0 : -1) < 0)
         mesh_exit_error("size %lld: out of memory for %lld + %lld floats per rank (give a smaller "
@@ -724,7 +747,8 @@ static void bench_point(bench *b, int64_t size, mesh_op op) {
                  .algbw = bytes / med / 1e9,
                  .busbw = bytes / med / 1e9 * fac,
                  .busbw_best = bytes / best / 1e9 * fac,
-                 .pred = predict(b->m, op, b->set, alg, bytes, b->alpha, b->beta),
+                 .pred = predict(b->m, op >= BENCH_OP_A2AV ? MESH_OP_ALL_TO_ALL : (mesh_op)op,
+                                 b->set, alg, pred_bytes, b->alpha, b->beta),
                  .err = errv[ai],
                  .label = b->alabel[ai],
                  .vs_mpi = vs_mpi[ai]};
@@ -732,7 +756,8 @@ static void bench_point(bench *b, int64_t size, mesh_op op) {
         emit_row(b, &w);
     }
     csv_agree(b);
-    free(in), free(out);
+    free(in), free(out), free(b->vcnt);
+    b->vcnt = NULL;
 }
 
 int main(int argc, char **argv) {
@@ -768,7 +793,7 @@ int main(int argc, char **argv) {
     setup_links(&b);
     print_header(&b);
     for (double size = (double)b.o.b; size <= (double)b.o.e; size = ceil(size * b.o.f))
-        for (int oi = 0; oi < b.nops; oi++) bench_point(&b, (int64_t)size, (mesh_op)b.ops[oi]);
+        for (int oi = 0; oi < b.nops; oi++) bench_point(&b, (int64_t)size, b.ops[oi]);
     if (b.json) fprintf(b.json, "]}\n");
     close_outputs(&b);
     mesh_destroy(b.m);

@@ -30,106 +30,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mesh/errmsg.h"
-
-void calc_spec_defaults(calc_spec *s) {
-    memset(s, 0, sizeof *s);
-    s->chip = *cost_chip_find("v5p");
-    s->link = cost_chip_link(&s->chip);
-    s->alg = MESH_ALG_DEFAULT;
-    s->remat = CALC_REMAT_NONE;
-    s->ckpt_n = 1;
-    s->microbatches = 1;
-    s->schedule = SCHED_GPIPE;
-    s->pods = 1;
-    /* transformers chapter: bf16 params + fp32 Adam moments = 10 B/param; we add bf16 gradients (2
-     * B). */
-    s->param_bytes = 2;
-    s->grad_bytes = 2;
-    s->opt_bytes = 8;
-    s->act_bytes = 2;
-}
-
-int calc_spec_set_topology(calc_spec *s, const int *sizes, int n_axes, char *err, size_t errlen) {
-    if (cost_topology_check(&s->chip, sizes, n_axes, err, errlen) < 0) return -1;
-    s->n_axes = n_axes;
-    for (int i = 0; i < n_axes; i++) {
-        s->sizes[i] = sizes[i];
-        s->names[i] = (char)('x' + i);
-        s->wraps[i] = cost_axis_wraps(&s->chip, sizes, n_axes, i);
-    }
-    return 0;
-}
-
-int calc_model_preset(model_shape *m, const char *name) {
-    /* applied-training chapter: LLaMA-3-70B. Training chapter Q1: LLaMA-2-13B (F = 2.7·D, exactly
-     * 13,824). */
-    static const struct {
-        const char *name;
-        model_shape s;
-    } presets[] = {
-        {"llama3-70b", {80, 8192, 64, 8, 128, 28672, 128256, 4096, {0}}},
-        {"llama2-13b", {40, 5120, 40, 40, 128, 13824, 32000, 4096, {0}}},
-        /* Mixtral 8x7B's published sizes (its experts: calc_moe_preset) */
-        {"mixtral-8x7b", {32, 4096, 32, 8, 128, 14336, 32000, 4096, {0}}},
-    };
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (strcmp(name, presets[i].name) == 0) {
-            *m = presets[i].s;
-            return 0;
-        }
-    return -1;
-}
-
-/* ---- axes of a role, with splits ---- */
-
-const char *calc_path_name(calc_path p) {
-    return p == CALC_PATH_CRITICAL ? "critical" : p == CALC_PATH_PREFETCH ? "prefetch" : "async";
-}
-
-const char *calc_alg_name(mesh_alg a) {
-    return a == MESH_ALG_DEFAULT ? "auto" : mesh_alg_name(a);
-}
-
-int calc_alg_parse(const char *s) {
-    if (strcmp(s, "auto") == 0) return MESH_ALG_DEFAULT;
-    const int a = mesh_alg_parse(s);
-    return a == MESH_ALG_DEFAULT || a == MESH_ALG_MPI ? -1 : a;
-}
-
-void calc_topology_str(const calc_spec *s, char *buf, size_t len) {
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < s->n_axes && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "x" : "", s->sizes[i]);
-}
-
-const char *calc_remat_str(const calc_spec *s, int detail, char *buf, size_t len) {
-    static const char *names[] = {"none", "block", "ffw3"};
-    static const char *details[] = {" (~20 [B,D] tensors per layer)", " (layer inputs only)",
-                                    " (3 FFW matmul outputs)"};
-    if (s->remat == CALC_REMAT_CKPT)
-        snprintf(buf, len, detail ? "ckpt%d (%d [B,D] tensors per layer)" : "ckpt%d", s->ckpt_n,
-                 s->ckpt_n);
-    else
-        snprintf(buf, len, "%s%s", names[s->remat], detail ? details[s->remat] : "");
-    return buf;
-}
-
-int calc_axis_split(const calc_spec *s, int axis) {
-    const int k = s->tensor_block[axis];
-    return (s->tensor_mask & (1 << axis)) && k > 1 && k < s->sizes[axis];
-}
-
-static int role_mask(const calc_spec *s, calc_role role) {
-    return role == CALC_ROLE_DATA          ? s->data_mask
-           : role == CALC_ROLE_TENSOR      ? s->tensor_mask
-           : role == CALC_ROLE_EXPERT      ? s->moe.expert_mask
-           : role == CALC_ROLE_EXPERT_DATA ? s->data_mask & ~s->moe.expert_mask
-                                           : s->pipe_mask;
-}
 
 /* Chips of axis i that `role` spans (its extent), whether its ring wraps, and its stride. */
 static void role_axis(const calc_spec *s, calc_role role, int i, int *size, int *wrap,
@@ -147,23 +51,26 @@ static void role_axis(const calc_spec *s, calc_role role, int i, int *size, int 
     }
 }
 
-void calc_axes_str(const calc_spec *s, calc_role role, char *out, size_t len) {
-    const int mask = role_mask(s, role);
-    size_t k = 0;
-    out[0] = '\0';
-    for (int i = 0; i < s->n_axes && k < len; i++) {
-        if (!(mask & (1 << i))) continue;
-        if (calc_axis_split(s, i))
-            k += (size_t)snprintf(out + k, len - k, "%c%c%d", s->names[i],
-                                  role == CALC_ROLE_TENSOR ? ':' : '/', s->tensor_block[i]);
-        else
-            k += (size_t)snprintf(out + k, len - k, "%c", s->names[i]);
-    }
-}
-
-void calc_axes_label(const calc_spec *s, calc_role role, char *out, size_t len) {
-    calc_axes_str(s, role, out, len);
-    if (!out[0]) snprintf(out, len, "-");
+/* The pipeline axis as FSDP (role data, ZeRO-3) or as TP (role tensor). s is one pod's spec. */
+static void alternative(const calc_spec *s, calc_role role, calc_axis_choice *c) {
+    calc_spec a = *s;
+    char axis[8], axes[24];
+    calc_axes_str(s, CALC_ROLE_PIPE, axis, sizeof axis);
+    a.tokens = s->tokens * s->pods; /* calc_compute splits the global batch over the pods */
+    a.pipe_mask = 0;
+    a.virtual_stages = 0;
+    if (role == CALC_ROLE_DATA)
+        a.data_mask |= s->pipe_mask, a.zero = 3;
+    else
+        a.tensor_mask |= s->pipe_mask;
+    calc_axes_str(&a, role, axes, sizeof axes);
+    snprintf(c->label, sizeof c->label, "%s over %s (%s)", role == CALC_ROLE_DATA ? "FSDP" : "TP",
+             axis, axes);
+    calc_result *ra = malloc(sizeof *ra);
+    c->ok = ra && calc_compute(&a, ra, c->why, sizeof c->why) == 0;
+    if (!ra) snprintf(c->why, sizeof c->why, "out of memory");
+    if (c->ok) c->t_step = ra->t_step_max, c->t_comm = ra->t_comm, c->mem_total = ra->mem_total;
+    free(ra);
 }
 
 /* ---- building the list of collectives ---- */
@@ -185,7 +92,7 @@ static const char *role_sub(const builder *b, calc_role role) {
 
 void calc_role_axes(const calc_spec *s, calc_role role, int *sizes, int *wraps, int *strides,
                     int *n) {
-    const int mask = role_mask(s, role);
+    const int mask = calc_role_mask(s, role);
     *n = 0;
     for (int i = 0; i < s->n_axes; i++)
         if (mask & (1 << i)) {
@@ -204,7 +111,7 @@ static int add_coll(builder *b, cost_op op, calc_role role, int seg, int bwd, in
     memset(c, 0, sizeof *c);
     snprintf(c->what, sizeof c->what, "%s", what);
     c->op = op;
-    c->axes_mask = role_mask(b->s, role);
+    c->axes_mask = calc_role_mask(b->s, role);
     c->role = role;
     snprintf(c->axes, sizeof c->axes, "%s", role_sub(b, role));
     c->seg = seg;
@@ -312,7 +219,7 @@ static int add_tp_colls(builder *b, int seg, int blocks, int recompute, double v
 /* The degree of a role (product of its extents) and the physical axes it touches (M_X, M_Y:
  * a split axis counts for both roles). Assumes valid blocks (see validate). */
 int calc_role_degree(const calc_spec *s, calc_role role, int *n_phys) {
-    const int mask = role_mask(s, role);
+    const int mask = calc_role_mask(s, role);
     int d = 1, size, wrap, stride;
     *n_phys = 0;
     for (int i = 0; i < s->n_axes; i++)
@@ -602,7 +509,11 @@ static int step_times(const calc_spec *s, calc_result *r, char *err, size_t errl
             t_comm += reps * p->t_comm;
         }
     }
-    if (r->P > 1 && calc_pipe_price(s, r, &t_max, &t_sum, err, errlen) < 0) return -1;
+    if (r->P > 1) {
+        if (calc_pipe_price(s, r, &t_max, &t_sum, err, errlen) < 0) return -1;
+        alternative(s, CALC_ROLE_DATA, &r->alt[0]);
+        alternative(s, CALC_ROLE_TENSOR, &r->alt[1]);
+    }
     r->t_math = t_math * r->bubble;
     r->t_comm = t_comm + r->t_pipe;
     r->t_step_max = t_max;

@@ -28,7 +28,6 @@
 #include "calc/shape.h"
 #include "mesh/cost.h"
 
-
 #define CALC_MAX_COLL 24
 #define CALC_MAX_NOTES 16
 #define CALC_NOTE_LEN 512
@@ -243,6 +242,8 @@ void calc_topology_str(const calc_spec *s, char *buf, size_t len);
 const char *calc_remat_str(const calc_spec *s, int detail, char *buf, size_t len);
 /* 1 if axis i of s is split: in the tensor role with a block 1 < k < sizes[i]. */
 int calc_axis_split(const calc_spec *s, int axis);
+/* The bit mask of the axes that `role` spans. */
+int calc_role_mask(const calc_spec *s, calc_role role);
 /* The axes of `role` as printed in subscripts and columns: whole axes by letter, a split axis as
  * "z:4" (tensor, block of 4) or "z/4" (data, the strided 16/4): "xyz/4", "z:4"; "" for none. */
 void calc_axes_str(const calc_spec *s, calc_role role, char *out, size_t len);

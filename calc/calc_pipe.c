@@ -101,28 +101,6 @@ static int simulate(const calc_spec *s, const calc_result *r, sched_kind k, int 
     return rc;
 }
 
-/* The pipeline axis as FSDP (role data, ZeRO-3) or as TP (role tensor). s is one pod's spec. */
-static void alternative(const calc_spec *s, calc_role role, calc_axis_choice *c) {
-    calc_spec a = *s;
-    char axis[8], axes[24];
-    calc_axes_str(s, CALC_ROLE_PIPE, axis, sizeof axis);
-    a.tokens = s->tokens * s->pods; /* calc_compute splits the global batch over the pods */
-    a.pipe_mask = 0;
-    a.virtual_stages = 0;
-    if (role == CALC_ROLE_DATA)
-        a.data_mask |= s->pipe_mask, a.zero = 3;
-    else
-        a.tensor_mask |= s->pipe_mask;
-    calc_axes_str(&a, role, axes, sizeof axes);
-    snprintf(c->label, sizeof c->label, "%s over %s (%s)", role == CALC_ROLE_DATA ? "FSDP" : "TP",
-             axis, axes);
-    calc_result *ra = malloc(sizeof *ra);
-    c->ok = ra && calc_compute(&a, ra, c->why, sizeof c->why) == 0;
-    if (!ra) snprintf(c->why, sizeof c->why, "out of memory");
-    if (c->ok) c->t_step = ra->t_step_max, c->t_comm = ra->t_comm, c->mem_total = ra->mem_total;
-    free(ra);
-}
-
 int calc_pipe_price(const calc_spec *s, calc_result *r, double *t_max, double *t_sum, char *err,
                     size_t errlen) {
     const double M = s->microbatches, b = s->tokens / r->X;
@@ -153,8 +131,6 @@ int calc_pipe_price(const calc_spec *s, calc_result *r, double *t_max, double *t
     r->mem_total += own->mem_acts - r->mem_acts;
     r->mem_acts = own->mem_acts;
     r->fits = r->mem_total <= r->hbm;
-    alternative(s, CALC_ROLE_DATA, &r->alt[0]);
-    alternative(s, CALC_ROLE_TENSOR, &r->alt[1]);
     return 0;
 }
 

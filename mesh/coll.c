@@ -290,6 +290,11 @@ static void run_blocks(const coll_env *e, ph_kind kind, const coll_args *x, mesh
     engine_run(e, ch, parts, lb);
 }
 
+void coll_run_blocks(const coll_env *e, int kind, const coll_args *x, mesh_alg alg, chain *ch,
+                     int64_t (*lb)[2]) {
+    run_blocks(e, (ph_kind)kind, x, alg, ch, lb);
+}
+
 static void run_ar(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
                    int64_t (*lb)[2]) {
     mesh_axes a = x->a;
@@ -366,6 +371,10 @@ static void run_plan(const coll_env *e, const coll_args *x, mesh_alg alg, chain 
                      mesh_call *rec) {
     int64_t(*lb)[2] = rec->link_bytes;
     for (int k = 0; k < ENGINE_MAX_CHAINS; k++) ch[k].nph = 0;
+    if (x->vcounts) {
+        a2av_run(e, x, alg, ch, lb);
+        return;
+    }
     if (alg == MESH_ALG_MPI) {
         run_mpi(e, x, rec);
         return;
@@ -466,7 +475,7 @@ void coll_issue(mesh *m, const coll_args *x, mesh_call *rec) {
 }
 
 /* ---- blocking API ---- */
-static void run_blocking(mesh *m, const coll_args *x) {
+void coll_run_blocking(mesh *m, const coll_args *x) {
     mesh_call rec;
     coll_issue(m, x, &rec);
     const coll_env e = coll_env_of(m, 0);
@@ -493,7 +502,7 @@ coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in) {
 
 void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
     const coll_args x = coll_args_of(c, out, in);
-    run_blocking(m, &x);
+    coll_run_blocking(m, &x);
 }
 
 #define ARGS(OP)                                                                                   \
@@ -505,7 +514,7 @@ void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in
 #define SET_COLLECTIVE(name, OP)                                                                   \
     void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
         coll_args x = ARGS(OP);                                                                    \
-        run_blocking(m, &x);                                                                       \
+        coll_run_blocking(m, &x);                                                                       \
     }
 SET_COLLECTIVE(mesh_all_gather, MESH_OP_ALL_GATHER)
 SET_COLLECTIVE(mesh_reduce_scatter, MESH_OP_REDUCE_SCATTER)
@@ -516,7 +525,7 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
     CHECK(op >= MESH_OP_ALL_GATHER && op <= MESH_OP_ALL_TO_ALL,
           "mesh_collective: %s is not a collective over an axis set", mesh_op_name(op));
     coll_args x = ARGS(op);
-    run_blocking(m, &x);
+    coll_run_blocking(m, &x);
 }
 coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
                          mesh_alg alg) {
@@ -534,7 +543,7 @@ coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t
 void mesh_all_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in, int64_t count,
                           mesh_alg alg) {
     const coll_args x = coll_args_bf16(a, out, in, count, alg);
-    run_blocking(m, &x);
+    coll_run_blocking(m, &x);
 }
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count) {
     const mesh_coll_call c = {MESH_OP_PPERMUTE,       one_axis(axis), shift, count, 0,

@@ -107,6 +107,28 @@ void mesh_collective(mesh *m, mesh_op op, mesh_axes a, float *out, const float *
 /* Collective over: axis. */
 void mesh_ppermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
 
+/* AllToAllv: an AllToAll of variable blocks over the set a of n ranks, counts first.
+ * mesh_all_to_allv_counts gathers every rank's n send counts (send[j]: elements for set index j)
+ * into counts[n·n] on every rank: counts[i·n + j] elements go from set index i to j. It is an
+ * AllGather by alg, moved bit for bit.
+ * mesh_all_to_allv then moves the blocks: rank i's `in` holds its blocks for j = 0..n−1 packed in
+ * that order (block j: counts[i·n + j] elements), and its `out` receives the blocks from
+ * i' = 0..n−1 packed in that order (Σ_i' counts[i'·n + i] elements); in and out must not overlap.
+ * The same counts on every rank of the set (those of mesh_all_to_allv_counts, or their transpose
+ * for the reverse exchange). By alg: MPI is MPI_Alltoallv; DIRECT sends each block at its own
+ * size in one round (its emulated round is charged as if every block had the largest count);
+ * RING, BIDIR, SEQ and MULTI run the AllToAll above over blocks padded to the largest count of
+ * the matrix (zeros on the wire, dropped on arrival), so a skewed matrix moves n blocks of its
+ * largest. The wire format is the mesh's (mesh_set_wire; MPI and DIRECT move fp32). Recorded
+ * (stats, trace, observers) as an AllToAll whose count is the largest block.
+ * Collective over: the axes in a. */
+void mesh_all_to_allv_counts(mesh *m, mesh_axes a, int64_t *counts, const int64_t *send,
+                             mesh_alg alg);
+void mesh_all_to_allv(mesh *m, mesh_axes a, float *out, const float *in, const int64_t *counts,
+                      mesh_alg alg);
+/* Not collective. The largest entry of the n×n counts. */
+int64_t mesh_all_to_allv_max(const mesh *m, mesh_axes a, const int64_t *counts);
+
 /* One collective as a value: what a plan lists for each call and mesh_coll_run executes. Its wire
  * format is its own (the functions above take the mesh's default, mesh_set_wire). */
 typedef struct {
@@ -141,6 +163,9 @@ mesh_req *mesh_iall_reduce(mesh *m, mesh_axes a, float *out, const float *in, in
                            mesh_alg alg);
 mesh_req *mesh_iall_to_all(mesh *m, mesh_axes a, float *out, const float *in, int64_t count,
                            mesh_alg alg);
+/* counts (n·n) and the buffers must stay valid until mesh_wait. */
+mesh_req *mesh_iall_to_allv(mesh *m, mesh_axes a, float *out, const float *in,
+                            const int64_t *counts, mesh_alg alg);
 mesh_req *mesh_ippermute(mesh *m, int axis, int shift, float *out, const float *in, int64_t count);
 mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint16_t *in,
                                 int64_t count, mesh_alg alg);

@@ -240,6 +240,11 @@ mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint1
     const coll_args x = coll_args_bf16(a, out, in, count, alg);
     return enqueue(m, &x);
 }
+mesh_req *mesh_iall_to_allv(mesh *m, mesh_axes a, float *out, const float *in,
+                            const int64_t *counts, mesh_alg alg) {
+    const coll_args x = coll_args_a2av(m, a, out, in, counts, alg);
+    return enqueue(m, &x);
+}
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {
     const coll_args x = coll_args_of(c, out, in);
     return enqueue(m, &x);

@@ -266,3 +266,20 @@ void direct_run(const coll_env *e, const coll_args *x, int64_t (*lb)[2]) {
         CHECK(0, "no direct algorithm for %s", mesh_op_name(x->op));
     }
 }
+
+void direct_a2av(const coll_env *e, const coll_args *x, int64_t (*lb)[2]) {
+    eng_ctx *ctx = e->ctx;
+    const dset s = set_of(e, x->a);
+    const int n = s.n, me = s.me;
+    const int64_t *cnt = x->vcounts;
+    CHECK(x->in != x->out || n == 1, "all_to_allv cannot run in place");
+    /* sent blocks in boff/blen, received ones in loff/llen (lanes are not used by DIRECT) */
+    int64_t *soff = ctx->boff, *slen = ctx->blen, *roff = ctx->loff, *rlen = ctx->llen;
+    int64_t so = 0, ro = 0;
+    for (int j = 0; j < n; j++) {
+        soff[j] = so, slen[j] = cnt[(int64_t)me * n + j], so += slen[j];
+        roff[j] = ro, rlen[j] = cnt[(int64_t)j * n + me], ro += rlen[j];
+    }
+    dround r = {x->in, x->out, soff, slen, roff, rlen, x->out + roff[me], x->in + soff[me], slen[me]};
+    run_round(e, &s, &r, x->count, 1, 1, lb);
+}

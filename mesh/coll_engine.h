@@ -61,7 +61,7 @@ typedef struct {
     stream st[2];
 } phase;
 
-typedef struct {
+typedef struct chain {
     phase ph[CHAIN_MAX_PHASES];
     int nph, cur;
     double vclock; /* virtual time at which the finished phases' data is ready */

@@ -32,7 +32,7 @@ struct coll_conf {
 /* The engine's state on one context (coll_ctx.c): scratch slots that grow on demand and are
  * kept, offset tables grown to the calls made, and the call in progress's format, virtual clock
  * and idle polls. */
-#define ENG_NSCRATCH 28
+#define ENG_NSCRATCH 30
 typedef struct eng_ctx eng_ctx;
 struct eng_ctx {
     float *scratch[ENG_NSCRATCH];
@@ -89,6 +89,8 @@ typedef struct {
     mesh_wire wire; /* the call's own (mesh_coll_call), or the mesh's default (mesh_set_wire) */
     int bf16_mem;   /* out and in hold 2-byte elements, count of them, moved bit for bit as
                        count/2 four-byte units (mesh_all_gather_bf16); recorded in bf16 */
+    const int64_t *vcounts; /* AllToAllv (mesh_all_to_allv): the n×n counts, row = sender; count
+                               is then the largest; NULL for every other call */
 } coll_args;
 /* The arguments of the call c (checked: an op of mesh_coll_run, one axis for ppermute). */
 coll_args coll_args_of(const mesh_coll_call *c, float *out, const float *in);
@@ -97,8 +99,23 @@ coll_args coll_args_bf16(mesh_axes a, uint16_t *out, const uint16_t *in, int64_t
                          mesh_alg alg);
 /* rec of a call with arguments x issued now (stats.h's numbering). */
 void coll_issue(mesh *m, const coll_args *x, mesh_call *rec);
+/* Runs the call x on m's caller context (context 0), numbered and recorded: the blocking API. */
+void coll_run_blocking(mesh *m, const coll_args *x);
 /* Runs one collective in environment e, filling rec's algorithm, format, bytes and times. */
 void coll_execute(const coll_env *e, const coll_args *x, mesh_call *rec);
+/* coll.c: AllGather, ReduceScatter or AllToAll of blocks of x->count over x->a by RING, BIDIR,
+ * SEQ or MULTI on the chains ch. */
+struct chain;
+void coll_run_blocks(const coll_env *e, int kind, const coll_args *x, mesh_alg alg,
+                     struct chain *ch, int64_t (*lb)[2]);
+/* coll_a2av.c: runs the AllToAllv x (x->vcounts set) by alg on the chains ch. */
+void a2av_run(const coll_env *e, const coll_args *x, mesh_alg alg, struct chain *ch,
+              int64_t (*lb)[2]);
+/* coll_a2av.c: the arguments of mesh_all_to_allv (count: the matrix's largest). */
+coll_args coll_args_a2av(mesh *m, mesh_axes a, float *out, const float *in,
+                         const int64_t *counts, mesh_alg alg);
+/* coll_direct.c: runs the AllToAllv x with MESH_ALG_DIRECT: every block its own size. */
+void direct_a2av(const coll_env *e, const coll_args *x, int64_t (*lb)[2]);
 /* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT, accounting into link_bytes. */
 void direct_run(const coll_env *e, const coll_args *x, int64_t (*link_bytes)[2]);
 /* coll_async.c: waits for the queue's calls and frees it (from mesh_destroy). */

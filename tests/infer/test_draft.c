@@ -14,13 +14,12 @@
  *  - sampling (temperature 0.8, top-k 20): the run completes with every sequence's n tokens,
  *    and the right drafter's tokens are kept (α ≥ 0.9), the wrong one's rarely (α ≤ 0.5).
  * Target: fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=48. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "kernels/rng.h"
+#include "drafter.h"
 #include "mesh/mesh.h"
 #include "train/infer/draft.h"
 #include "train/infer/gen.h"
@@ -28,13 +27,12 @@
 
 #define NTOK 14
 #define B 12
-#define NOISE 0.3 /* the noisy drafter's unembedding noise, in units of its rms */
 
-typedef enum { D_RIGHT, D_WRONG, D_NOISY, D_SMALL, N_DRAFTERS } drafter_kind;
-static const char *drafter_name[N_DRAFTERS] = {"right", "wrong", "noisy", "small"};
+/* The drafters: test_drafter_make's three, and a 1-layer model of its own initialisation (the
+ * shape a real drafter has). */
+enum { D_SMALL = DRAFTER_NOISY + 1, N_DRAFTERS };
 
-/* The drafter of kind `kind` for target config c (its model initialised from c's seed). */
-static gen *make_drafter(const config *c, mesh *m, const gen_dims *d, drafter_kind kind) {
+static gen *make_drafter(const config *c, mesh *m, const gen_dims *d, int kind) {
     char err[512];
     config dc = *c;
     if (kind == D_SMALL) {
@@ -43,16 +41,7 @@ static gen *make_drafter(const config *c, mesh *m, const gen_dims *d, drafter_ki
     }
     gen *g = gen_create(&dc, m, d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
-    int64_t n;
-    float *w = model_param(gen_model(g), P_UNEMBED, &n);
-    double rms = 0;
-    for (int64_t i = 0; i < n; i++) rms += (double)w[i] * w[i] / (double)n;
-    rms = sqrt(rms);
-    for (int64_t i = 0; i < n; i++) {
-        if (kind == D_WRONG) w[i] = -w[i];
-        if (kind == D_NOISY) /* a function of the local index: any drafter is fine, it is ours */
-            w[i] += (float)(NOISE * rms * kern_rng_normal(5, 9, (uint64_t)i));
-    }
+    if (kind != D_SMALL) test_drafter_make(gen_model(g), (drafter_kind)kind);
     return g;
 }
 
@@ -117,7 +106,7 @@ int main(int argc, char **argv) {
              c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
              c.data_axes[0] ? c.data_axes : "default", kv_rep ? ", kv replicated" : "");
     for (int kind = 0; kind < N_DRAFTERS; kind++) {
-        gen *dg = make_drafter(&c, m, &d, (drafter_kind)kind);
+        gen *dg = make_drafter(&c, m, &d, kind);
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
             for (int sampled = 0; sampled < 2; sampled++) {
                 const double temp = sampled ? 0.8 : 0.0;
@@ -138,26 +127,28 @@ int main(int argc, char **argv) {
                 }
                 const int64_t made = r.tokens + nb;
                 if (!sampled) {
-                    const int counts_ok = kind == D_RIGHT   ? r.all.accepted == r.all.drafted
-                                          : kind == D_WRONG ? r.all.accepted == 0
-                                          : kind == D_NOISY
+                    const int counts_ok = kind == DRAFTER_RIGHT   ? r.all.accepted == r.all.drafted
+                                          : kind == DRAFTER_WRONG ? r.all.accepted == 0
+                                          : kind == DRAFTER_NOISY
                                               ? r.all.accepted > 0 && r.all.accepted < r.all.drafted
                                               : 1;
-                    check_expect(differ == 0 && counts_ok && made == nb * NTOK,
-                                 "%s: greedy, %s drafter, k = %d: tokens equal plain greedy's "
-                                 "(%d differ); drafted %lld, kept %lld, rejected %lld (alpha "
-                                 "%.2f), %lld target steps for %lld tokens",
-                                 label, drafter_name[kind], ks[ki], differ,
-                                 (long long)r.all.drafted, (long long)r.all.accepted,
-                                 (long long)r.all.rejected, alpha, (long long)r.rounds,
-                                 (long long)made);
-                } else if (kind == D_RIGHT || kind == D_WRONG) {
-                    const int a_ok = kind == D_RIGHT ? alpha >= 0.9 : alpha <= 0.5;
+                    check_expect(
+                        differ == 0 && counts_ok && made == nb * NTOK,
+                        "%s: greedy, %s drafter, k = %d: tokens equal plain greedy's "
+                        "(%d differ); drafted %lld, kept %lld, rejected %lld (alpha "
+                        "%.2f), %lld target steps for %lld tokens",
+                        label, kind == D_SMALL ? "small" : test_drafter_name((drafter_kind)kind),
+                        ks[ki], differ, (long long)r.all.drafted, (long long)r.all.accepted,
+                        (long long)r.all.rejected, alpha, (long long)r.rounds, (long long)made);
+                } else if (kind == DRAFTER_RIGHT || kind == DRAFTER_WRONG) {
+                    const int a_ok = kind == DRAFTER_RIGHT ? alpha >= 0.9 : alpha <= 0.5;
                     check_expect(range == 0 && a_ok && made == nb * NTOK,
                                  "%s: sampled (T 0.8, top-k 20), %s drafter, k = %d: %lld "
                                  "tokens in range, alpha %.2f (%lld of %lld kept)",
-                                 label, drafter_name[kind], ks[ki], (long long)made, alpha,
-                                 (long long)r.all.accepted, (long long)r.all.drafted);
+                                 label,
+                                 kind == D_SMALL ? "small" : test_drafter_name((drafter_kind)kind),
+                                 ks[ki], (long long)made, alpha, (long long)r.all.accepted,
+                                 (long long)r.all.drafted);
                 }
                 spec_run_free(&r);
             }

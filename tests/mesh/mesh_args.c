@@ -1,8 +1,10 @@
 /* mesh_args: see mesh_args.h. */
 #include "mesh_args.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "mesh/coll.h"
 #include "mesh/mesh_mpi.h"
 
 const char *test_flag(int argc, char **argv, const char *name, const char *dflt) {
@@ -30,4 +32,29 @@ int test_mesh_finish(mesh *m, const char *test, int failures) {
     mesh_destroy(m);
     mesh_mpi_finalize();
     return bad ? 1 : 0;
+}
+
+mesh *test_mesh_wired(int argc, char **argv, const char *test) {
+    mesh *m = test_mesh(argc, argv);
+    const char *wire = test_flag(argc, argv, "--wire", "fp32");
+    if (mesh_wire_parse(wire) < 0) mesh_exit_error("--wire %s: want fp32 or bf16", wire);
+    mesh_set_wire(m, (mesh_wire)mesh_wire_parse(wire));
+    mesh_set_verify(m, 1);
+    char s[96];
+    mesh_log("%s on mesh %s, %d ranks, %s on the wire\n", test, mesh_spec_str(m, s, sizeof s),
+             mesh_nranks(m), wire);
+    return m;
+}
+
+int test_bits_differ(const mesh *m, const char *what, const float *got, const float *want,
+                     int64_t n) {
+    for (int64_t e = 0; e < n; e++)
+        if (memcmp(&got[e], &want[e], sizeof(float)) != 0) {
+            char co[64];
+            fprintf(stderr, "FAIL rank %d %s: %s: element %lld of %lld: got %.9g want %.9g\n",
+                    mesh_rank(m), mesh_coord_str(m, co, sizeof co), what, (long long)e,
+                    (long long)n, (double)got[e], (double)want[e]);
+            return 1;
+        }
+    return 0;
 }

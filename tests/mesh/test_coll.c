@@ -23,15 +23,7 @@ static float val(int r, int64_t e) {
 
 static void expect(const mesh *m, const char *what, const float *got, const float *want,
                    int64_t n) {
-    for (int64_t e = 0; e < n; e++)
-        if (memcmp(&got[e], &want[e], sizeof(float)) != 0) {
-            char co[64];
-            fprintf(stderr, "FAIL rank %d %s: %s: element %lld of %lld: got %.9g want %.9g\n",
-                    mesh_rank(m), mesh_coord_str(m, co, sizeof co), what, (long long)e,
-                    (long long)n, (double)got[e], (double)want[e]);
-            failures++;
-            return;
-        }
+    failures += test_bits_differ(m, what, got, want, n);
 }
 
 /* Serial truth of op over set a for block count c. */
@@ -314,14 +306,7 @@ static void test_trace(mesh *m) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    mesh *m = test_mesh(argc, argv);
-    const char *wire = test_flag(argc, argv, "--wire", "fp32");
-    if (mesh_wire_parse(wire) < 0) mesh_exit_error("--wire %s: want fp32 or bf16", wire);
-    mesh_set_wire(m, (mesh_wire)mesh_wire_parse(wire));
-    mesh_set_verify(m, 1);
-    char s[96];
-    mesh_log("test_coll on mesh %s, %d ranks, %s on the wire\n", mesh_spec_str(m, s, sizeof s),
-             mesh_nranks(m), wire);
+    mesh *m = test_mesh_wired(argc, argv, "test_coll");
     /* every ordered set of axes, including the empty one */
     int nd = mesh_ndims(m);
     mesh_axes none = {0, {0, 0, 0}};

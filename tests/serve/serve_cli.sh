@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Bad input to `meshtrain serve` ends every rank with status 2 and one "meshtrain: error:" line
 # naming the problem, before anything listens; --help prints the flags and exits 0.
-# usage: serve_cli.sh MPIEXEC MESHTRAIN WORK_DIR
+# usage: serve_cli.sh MPIEXEC MESHTRAIN WORK_DIR TEXT_FILE
 set -u
-MPI=$1 MT=$2 WORK=$3
+MPI=$1 MT=$2 WORK=$3 TXT=$4
 . "$(dirname "$0")/../common/one_error.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
 fails=0
@@ -34,6 +34,13 @@ err "--sim-out and --sim-machine go with --simulate" 1 --sim-out "$WORK/x.jsonl"
 err "--simulate needs --sim-out" 1 --simulate "$WORK/none.jsonl"
 err "--simulate $WORK/none.jsonl: cannot open it" 2 --simulate "$WORK/none.jsonl" --sim-out "$WORK/o"
 err "/no/such.h5" 1 --ckpt /no/such.h5
+err "--draft-tokens goes with --draft" 1 --draft-tokens 3
+err "/no/draft.h5" 2 --draft /no/draft.h5 --mesh y=2 --tensor y
+err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
+timeout 120 "$MPI" --oversubscribe -np 1 "$MT" --layers 1 --d-model 32 --heads 4 --kv-heads 2 \
+  --seq-len 16 --batch 4 --steps 1 --eval-every 0 --quiet --data "$TXT" \
+  --save-final "$WORK/short.h5" >/dev/null 2>&1
+err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x
 timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1
 if [ $? -eq 0 ] && grep -q -- '--max-batch-tokens' "$WORK/help" && grep -q '/v1/completions' "$WORK/help"; then
   echo "ok   serve --help lists the flags and endpoints"

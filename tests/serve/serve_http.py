@@ -22,6 +22,9 @@ does the same, and mpirun's --timeout 600 ends a server this script could not st
               fixed by --sim-machine, so every figure is computed, not timed): every request runs
               to max_tokens with consistent times, the run is deterministic, and in the book's
               model continuous batching beats static batches and the prefix cache cuts TTFT
+  draft       --draft CKPT --draft-tokens 3 (a 1-layer drafter): 16 concurrent greedy clients,
+              half streaming, on a pool small enough to preempt, get generate's plain greedy
+              texts; usage.speculative and /metrics count the drafts, alpha in (0, 1)
   page        the page at / in headless Chromium (Debian's chromium; skipped with status 77
               without it): the prompt given in its query string streams into #out, which ends
               equal to the same completion asked for by a client
@@ -322,16 +325,22 @@ def run_clients(s, bodies, timeout=300):
     return res
 
 
+def greedy_clients(s, n, want):
+    """n clients at once, greedy, 30 tokens, every other one streaming, the prompts in turn:
+    the indices of those whose text is not want[prompt] (or did not end by length)."""
+    bodies = [{"prompt": PROMPTS[i % 8], "max_tokens": 30, "temperature": 0,
+               "stream": i % 2 == 1} for i in range(n)]
+    res = run_clients(s, bodies)
+    return [i for i, r in enumerate(res)
+            if r[0] != 200 or r[1] != want[bodies[i]["prompt"]] or r[2] != "length"]
+
+
 def scenario_concurrent(args):
     want = dict(zip(PROMPTS, generate(args, PROMPTS, 30, ["--temperature", "0"])))
     s = Server(args, "concurrent", ["--max-seqs", "16", "--kv-block", "8", "--kv-blocks", "40",
                                     "--max-batch-tokens", "48", "--prefill-chunk", "16"])
     try:
-        bodies = [{"prompt": PROMPTS[i % 8], "max_tokens": 30, "temperature": 0,
-                   "stream": i % 2 == 1} for i in range(64)]
-        res = run_clients(s, bodies)
-        wrong = [i for i, r in enumerate(res)
-                 if r[0] != 200 or r[1] != want[bodies[i]["prompt"]] or r[2] != "length"]
+        wrong = greedy_clients(s, 64, want)
         wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
         m = s.metrics()
         check(not wrong, "64 concurrent clients (32 streams): every text equals generate alone "
@@ -339,6 +348,53 @@ def scenario_concurrent(args):
               (len(wrong), m["meshtrain_preemptions_total"], m["meshtrain_prefix_cache_hits_total"]))
         check(m["meshtrain_kv_blocks_used"] == 0 and m['meshtrain_requests_total{end="length"}'] == 64,
               "/metrics after: 64 done, no block used")
+    finally:
+        s.stop()
+
+
+def drafter(args):
+    """A 1-layer drafter: 2 training steps from the target's seed, saved beside the work dir."""
+    path = os.path.join(os.path.dirname(os.path.abspath(args.work)), "serve_http_draft.h5")
+    if os.path.exists(path):
+        return path
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
+                        "tinyshakespeare.txt")
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    cmd = [args.mpiexec, "--oversubscribe", "-np", "1", args.meshtrain] + MODEL[2:] + [
+        "--layers", "1", "--batch", "4", "--steps", "2", "--eval-every", "0", "--quiet",
+        "--seed", "7", "--data", data, "--save-final", tmp]
+    subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
+    os.rename(tmp, path)
+    return path
+
+
+def scenario_draft(args):
+    want = dict(zip(PROMPTS, generate(args, PROMPTS, 30, ["--temperature", "0"])))
+    s = Server(args, "draft", ["--draft", drafter(args), "--draft-tokens", "3", "--max-seqs", "8",
+                               "--kv-block", "4", "--kv-blocks", "40", "--max-batch-tokens", "24",
+                               "--prefill-chunk", "8"])
+    try:
+        wrong = greedy_clients(s, 16, want)
+        st, _, data = s.request("POST", "/v1/completions",
+                                {"prompt": PROMPTS[0], "max_tokens": 30, "temperature": 0})
+        u = json.loads(data).get("usage", {}).get("speculative", {})
+        check(st == 200 and u.get("drafted", 0) > 0 and
+              u.get("accepted", -1) + u.get("rejected", -1) <= u["drafted"] and
+              0 <= u.get("alpha", -1) <= 1,
+              "usage.speculative of one request: %s" % u)
+        st, text, fin, _ = s.complete({"prompt": PROMPTS[1], "max_tokens": 24, "temperature": 0.8,
+                                       "top_k": 20, "seed": 5})
+        check(st == 200 and fin == "length", "a sampled request (T 0.8, top-k 20) completes")
+        wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
+        m = s.metrics()
+        d, a = m["meshtrain_spec_draft_tokens_total"], m["meshtrain_spec_accepted_tokens_total"]
+        check(not wrong, "16 concurrent greedy clients (8 streams) with a 1-layer drafter: every "
+              "text equals plain generate (%d differ; %d preemptions)" %
+              (len(wrong), m["meshtrain_preemptions_total"]))
+        check(d > 0 and 0 < a < d and 0 < m["meshtrain_spec_alpha"] < 1 and
+              m["meshtrain_kv_blocks_used"] == 0,
+              "/metrics: %d drafted, %d accepted, alpha %.3f, no block used" %
+              (d, a, m["meshtrain_spec_alpha"]))
     finally:
         s.stop()
 

@@ -10,7 +10,12 @@
  *    k = 200 (the paged attention is row-independent, but the matmuls through OpenBLAS and sgemv
  *    are not: a row's bits depend on the rows beside it, so bit-equality is not asked for here);
  *  - the block pool's invariants hold after every step and every block comes back;
- *  - across the settings, preemption, prefix-cache hits and chunked prefill all happened.
+ *  - across the settings, preemption, prefix-cache hits and chunked prefill all happened;
+ *  - speculative decoding (spec_engine.h), under settings of its own with drafters made from the
+ *    target (tests/common/drafter.h: always right, always wrong, right some of the time) and 2 to
+ *    5 drafted tokens, preemption and the prefix cache among them: greedy tokens equal
+ *    generate's exactly (sampled ones, of the same distribution but other draws, just complete),
+ *    and the right drafter has every greedy draft kept, the wrong one none, the noisy one some.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
 #include <math.h>
 #include <stdio.h>
@@ -18,12 +23,14 @@
 #include <string.h>
 
 #include "check.h"
+#include "drafter.h"
 #include "mesh/bcast.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
 #include "train/serve/engine.h"
-#include "train/serve/loop.h"
 #include "train/serve/batcher.h"
+#include "train/serve/loop.h"
+#include "train/serve/spec_engine.h"
 
 #define TOL_K 200.0
 #define NPROMPT 10
@@ -96,7 +103,14 @@ typedef struct {
     int32_t out[512][MAXNEW];
     int64_t nout[512];
     int bad;
+    int64_t drafted, kept; /* greedy requests' drafts, this setting */
 } harness;
+
+static void spec_seen(void *ctx, int64_t id, int32_t drafted, int32_t kept) {
+    harness *h = ctx;
+    if (h->pr[h->which[id]].sp.temperature > 0) return;
+    h->drafted += drafted, h->kept += kept;
+}
 
 static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
     harness *h = ctx;
@@ -108,6 +122,8 @@ static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch
 
 typedef struct {
     int32_t kv_block, kv_blocks, chunk, budget, seqs, prefix, stat;
+    int32_t draft; /* speculative decoding: tokens drafted a decode (0: none) */
+    int32_t dkind; /* its drafter (drafter_kind) */
 } setting;
 
 /* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
@@ -116,13 +132,15 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
     const int me = mesh_rank(m);
     const int32_t nrep = engine_replicas(e);
     batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                    64,   st->prefix,    st->stat};
+                    64,   st->prefix,    st->stat,     st->draft};
     batch_plan p;
     serve_wire w;
     char err[512];
     batcher *s = me == 0 ? batcher_create(&o, err, sizeof err) : NULL;
     if ((me == 0 && !s) || serve_loop_init(&p, &w, &o) < 0)
         mesh_abort(__FILE__, __LINE__, "%s", err);
+    if (s) batcher_set_spec_fn(s, spec_seen, h);
+    h->drafted = h->kept = 0;
     const int64_t nreq = 2 * NPROMPT;
     uint64_t r = seed;
     int64_t added = 0;
@@ -140,7 +158,7 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
         if (!go) break;
         const int32_t n = serve_loop_step(e, m, s, &p, &w, emit, h, NULL);
         if (n < 0) break;
-        for (int32_t j = 0; j < n; j++) { /* this replica's logits against generate's */
+        for (int32_t j = 0; j < n && !st->draft; j++) { /* this replica's logits vs generate's */
             const float *lg = engine_logits(e, j);
             if (!lg) continue;
             const prompt_ref *q = &h->pr[h->which[p.items[j].id]];
@@ -154,7 +172,9 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
         serve_loop_exit(m, &p, &w);
         for (int64_t id = 0; id < nreq; id++) {
             const prompt_ref *q = &h->pr[h->which[id]];
-            if (h->nout[id] != q->max_new || memcmp(h->out[id], q->ref, (size_t)q->max_new * 4)) {
+            const int exact = !st->draft || q->sp.temperature == 0; /* drafting: greedy only */
+            if (h->nout[id] != q->max_new ||
+                (exact && memcmp(h->out[id], q->ref, (size_t)q->max_new * 4))) {
                 if ((*mismatch)++ < 4)
                     printf("  request %lld (prompt %lld, %s): %lld tokens, differ from generate\n",
                            (long long)id, (long long)h->which[id],
@@ -165,6 +185,18 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
             if (kvb_get_counts(batcher_pool(s, rr)).used != 0 && (*invariants)++ == 0)
                 printf("  replica %d: blocks still used at the end\n", (int)rr);
         const batch_counts c = batcher_get_counts(s);
+        if (st->draft) {
+            const int ok = st->dkind == DRAFTER_RIGHT   ? h->kept == h->drafted
+                           : st->dkind == DRAFTER_WRONG ? h->kept == 0
+                                                        : h->kept > 0 && h->kept < h->drafted;
+            printf("  %s drafter, %d drafted a decode: greedy requests drafted %lld, %lld kept "
+                   "(%lld preemptions, %lld prompt tokens from the prefix cache)\n",
+                   test_drafter_name((drafter_kind)st->dkind), (int)st->draft,
+                   (long long)h->drafted, (long long)h->kept, (long long)c.preemptions,
+                   (long long)c.cached_tokens);
+            if (!ok || h->drafted == 0) (*mismatch)++;
+        }
+
         tot->preemptions += c.preemptions, tot->cached_tokens += c.cached_tokens;
         tot->prefill_tokens += c.prefill_tokens, tot->steps += c.steps;
     }
@@ -184,10 +216,20 @@ int main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
     static const setting settings[] = {
-        {16, 64, 64, 64, 8, 1, 0}, {4, 12, 5, 16, 6, 1, 0}, {1, 40, 3, 8, 4, 0, 0},
-        {3, 30, 64, 70, 8, 1, 1},  {8, 6, 7, 12, 3, 1, 0},  {16, 4, 1, 4, 4, 0, 0},
+        {16, 64, 64, 64, 8, 1, 0, 0, 0},
+        {4, 12, 5, 16, 6, 1, 0, 0, 0},
+        {1, 40, 3, 8, 4, 0, 0, 0, 0},
+        {3, 30, 64, 70, 8, 1, 1, 0, 0},
+        {8, 6, 7, 12, 3, 1, 0, 0, 0},
+        {16, 4, 1, 4, 4, 0, 0, 0, 0},
+        {4, 24, 8, 24, 6, 1, 0, 3, DRAFTER_RIGHT},
+        {3, 14, 5, 20, 5, 1, 0, 4, DRAFTER_NOISY}, /* a small pool: preemption while drafting */
+        {16, 64, 64, 64, 8, 0, 0, 2, DRAFTER_WRONG},
+        {1, 60, 64, 40, 8, 1, 0, 5, DRAFTER_NOISY},
     };
     const int nset = (int)(sizeof settings / sizeof *settings);
+    int ndraft = 0;
+    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     /* the references: generate on each prompt alone, greedy and sampled */
     engine_dims d0 = {4, 16, 64};
     serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
@@ -220,11 +262,25 @@ int main(int argc, char **argv) {
             const int64_t t = which[k];
             which[k] = which[j], which[j] = t;
         }
-        engine_dims d = {settings[si].kv_blocks, settings[si].kv_block, settings[si].budget};
-        serve_engine *e = engine_create(&c, m, &d, err, sizeof err);
+        const setting *st = &settings[si];
+        engine_dims d = {st->kv_blocks, st->kv_block, st->budget};
+        serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
         if (!e) mesh_exit_error("%s", err);
-        run_setting(&settings[si], e, m, h, 1234 + (uint64_t)si, &worst, &mismatch, &invariants,
-                    &tot);
+        serve_spec *sp = NULL;
+        if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
+            const batch_opts o = {nrep,      st->kv_blocks, st->kv_block, st->budget,
+                                  st->chunk, st->seqs,      64,           st->prefix,
+                                  st->stat,  st->draft};
+            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs};
+            de = engine_create(&c, m, &dd, err, sizeof err);
+            if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
+            if (de) sp = serve_spec_create(e, de, &o, err, sizeof err);
+            if (!sp) mesh_exit_error("%s", err);
+            engine_set_spec(e, sp);
+        }
+        run_setting(st, e, m, h, 1234 + (uint64_t)si, &worst, &mismatch, &invariants, &tot);
+        serve_spec_destroy(sp);
+        engine_destroy(de);
         engine_destroy(e);
     }
     char label[160];
@@ -232,14 +288,16 @@ int main(int argc, char **argv) {
              c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
              c.data_axes[0] ? c.data_axes : "default", (int)nrep);
     check_expect(worst <= TOL_K,
-                 "%s: logits of every step of %d requests x %d settings vs generate alone: "
-                 "worst %.1f eps units (k = %.0f)",
-                 label, 2 * NPROMPT, nset, worst, TOL_K);
+                 "%s: logits of every step of %d requests x %d settings without a drafter vs "
+                 "generate alone: worst %.1f eps units (k = %.0f)",
+                 label, 2 * NPROMPT, nset - ndraft, worst, TOL_K);
     if (mesh_rank(m) == 0) {
         check_expect(mismatch == 0 && invariants == 0,
-                     "%s: tokens (greedy and sampled) equal generate alone under %d settings "
-                     "(%d requests differ), pool invariants after every step (%d broken)",
-                     label, nset, mismatch, invariants);
+                     "%s: tokens (greedy and sampled; greedy only in the %d with a drafter, "
+                     "whose drafts were kept as its kind says) equal generate alone under %d "
+                     "settings (%d requests or drafters wrong), pool invariants after every step "
+                     "(%d broken)",
+                     label, ndraft, nset, mismatch, invariants);
         check_expect(tot.preemptions > 0 && tot.cached_tokens > 0,
                      "%s: the settings exercised preemption (%lld) and the prefix cache (%lld "
                      "tokens) over %lld steps",

@@ -29,30 +29,34 @@ int draft_check(const config *c, const gen_flags *f, char *err, size_t errlen) {
     return 0;
 }
 
+int draft_config(const config *c, mesh *m, const char *path, int64_t positions,
+                 const char *why_positions, config *dc, char *err, size_t errlen) {
+    *dc = *c;
+    memset(&dc->shape, 0, sizeof dc->shape); /* every dimension from the drafter's checkpoint */
+    const int given[GEN_SHAPE_FLAGS] = {0};
+    if (gen_adopt_ckpt_shape(dc, m, path, given, err, errlen) < 0) return -1;
+    if (dc->shape.V != c->shape.V)
+        return errmsg_fail(err, errlen,
+                           "the drafter %s has a vocabulary of %lld tokens, the target %lld: a "
+                           "drafter must share the target's vocabulary",
+                           path, (long long)dc->shape.V, (long long)c->shape.V);
+    if (dc->shape.T < positions)
+        return errmsg_fail(err, errlen,
+                           "the drafter %s has a context of %lld positions, fewer than the %lld "
+                           "%s",
+                           path, (long long)dc->shape.T, (long long)positions, why_positions);
+    if (model_moe_capacity(&dc->shape) > 0)
+        return errmsg_fail(err, errlen, "the drafter %s has experts with a capacity: not supported",
+                           path);
+    return 0;
+}
+
 gen *draft_open(const config *c, mesh *m, const char *path, const gen_dims *d, char *err,
                 size_t errlen) {
-    config dc = *c;
-    memset(&dc.shape, 0, sizeof dc.shape); /* every dimension from the drafter's checkpoint */
-    const int given[GEN_SHAPE_FLAGS] = {0};
-    if (gen_adopt_ckpt_shape(&dc, m, path, given, err, errlen) < 0) return NULL;
-    if (dc.shape.V != c->shape.V) {
-        errmsg_fail(err, errlen,
-                    "the drafter %s has a vocabulary of %lld tokens, the target %lld: a drafter "
-                    "must share the target's vocabulary",
-                    path, (long long)dc.shape.V, (long long)c->shape.V);
+    config dc;
+    if (draft_config(c, m, path, d->S, "this run needs (the longest prompt + --tokens)", &dc, err,
+                     errlen) < 0)
         return NULL;
-    }
-    if (dc.shape.T < d->S) {
-        errmsg_fail(err, errlen,
-                    "the drafter %s has a context of %lld positions, fewer than the %lld this "
-                    "run needs (the longest prompt + --tokens)",
-                    path, (long long)dc.shape.T, (long long)d->S);
-        return NULL;
-    }
-    if (model_moe_capacity(&dc.shape) > 0) {
-        errmsg_fail(err, errlen, "the drafter %s has experts with a capacity: not supported", path);
-        return NULL;
-    }
     char why[400];
     gen *g = gen_create(&dc, m, d, why, sizeof why);
     if (!g) {

@@ -19,6 +19,12 @@
 /* Not collective (the same answer on every rank). The flags --draft and --draft-tokens against
  * the others: 0, or −1 with the reason in err. */
 int draft_check(const config *c, const gen_flags *f, char *err, size_t errlen);
+/* Collective over: world. The config of the drafter of checkpoint path for target config c:
+ * c's mesh, sharding and sampling, the checkpoint's shape, which must have the target's
+ * vocabulary, a context of at least `positions` (why_positions says whose: "this run needs
+ * ..."), and no experts of a capacity. 0, or −1 with the reason in err. */
+int draft_config(const config *c, mesh *m, const char *path, int64_t positions,
+                 const char *why_positions, config *dc, char *err, size_t errlen);
 /* Collective over: world. The drafter of checkpoint path for target config c, sharded as c
  * (mesh, --tensor, --dp), its shape entirely the checkpoint's: the same vocabulary as the target,
  * a context of at least d->S, kv heads not in the AllToAll layout. NULL with the reason in err

@@ -17,7 +17,8 @@ typedef struct {
     uint64_t *bhash; /* chained hashes of the first npub (full, published) blocks */
     int32_t nblocks, npub;
     int64_t computed; /* positions whose keys and values are in the cache */
-    int stepped;      /* has an item in the step being planned */
+    int64_t dcomputed; /* in the drafter's cache (speculative decoding; computed − 1 or computed) */
+    int stepped;       /* has an item in the step being planned */
 } seq;
 
 struct batcher {
@@ -30,7 +31,13 @@ struct batcher {
     seq **step_seq;                         /* the sequence of each item of the last plan */
     int32_t *budget, *no_admit, *was_empty; /* per replica, during batcher_step */
     batch_counts counts;
+    batch_spec_fn spec; /* drafting items' outcomes, to spec_ctx */
+    void *spec_ctx;
 };
+
+void batcher_set_spec_fn(batcher *s, batch_spec_fn fn, void *ctx) {
+    s->spec = fn, s->spec_ctx = ctx;
+}
 
 static int64_t div_up(int64_t a, int64_t b) {
     return (a + b - 1) / b;
@@ -166,7 +173,7 @@ int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int
 static void release_blocks(batcher *s, seq *q) {
     for (int32_t b = q->nblocks - 1; b >= 0; b--) kvb_release(s->pool[q->replica], q->table[b]);
     q->nblocks = q->npub = 0;
-    q->computed = 0;
+    q->computed = q->dcomputed = 0;
 }
 
 /* New blocks q needs to hold positions up to end − 1. */
@@ -231,21 +238,34 @@ int batcher_cancel(batcher *s, int64_t id) {
 
 /* ---------------------------------------------------------------- planning */
 
-/* Appends q's share [q->computed, q->computed + n) to the plan (its blocks already held). */
-static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n) {
+/* Appends q's share [q->computed, q->computed + n) to the plan, with `draft` tokens to draft
+ * after it (its blocks already held). */
+static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft) {
     CHECK(p->nitems < p->cap_items && p->ntok + n <= p->cap_tok &&
               p->ntab + q->nblocks <= p->cap_tab,
           "batcher: the step plan is full");
     const int sample = q->computed + n == q->len;
-    p->items[p->nitems] =
-        (batch_item){q->id,      q->replica,       n,      (int32_t)q->computed, p->ntok,
-                     p->ntab,    q->nblocks,       sample, (int32_t)q->ngen,     q->sp.top_k,
-                     q->sp.seed, q->sp.temperature};
+    const int64_t d0 = s->o.draft_tokens > 0 ? q->dcomputed : q->computed;
+    p->items[p->nitems] = (batch_item){q->id,
+                                       q->replica,
+                                       n,
+                                       (int32_t)q->computed,
+                                       p->ntok,
+                                       p->ntab,
+                                       q->nblocks,
+                                       sample,
+                                       (int32_t)q->ngen,
+                                       q->sp.top_k,
+                                       q->sp.seed,
+                                       q->sp.temperature,
+                                       draft,
+                                       (int32_t)d0,
+                                       d0 < q->computed ? q->tok[d0] : 0};
     memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
     memcpy(p->tab + p->ntab, q->table, (size_t)q->nblocks * sizeof *p->tab);
     s->step_seq[p->nitems++] = q;
     p->ntok += n, p->ntab += q->nblocks;
-    s->budget[q->replica] -= n;
+    s->budget[q->replica] -= n + draft;
     q->stepped = 1;
     if (q->len - q->computed > 1) s->counts.prefill_tokens += n;
 }
@@ -257,21 +277,30 @@ static seq *youngest_idle(batcher *s, int32_t r) {
     return NULL;
 }
 
-/* Work for running sequence q: its decode token, or a prefill chunk that fits the budget and the
- * blocks (preempting younger idle sequences, or q itself, when not one block is left). Returns 0
- * when q was preempted. */
+/* Tokens a decoding sequence drafts this step: up to --draft-tokens, leaving room for the
+ * correction or bonus token within max_new, within the rows left in the budget. */
+static int64_t draft_count(const batcher *s, const seq *q) {
+    int64_t k = s->o.draft_tokens;
+    if (k > q->max_new - q->ngen - 1) k = q->max_new - q->ngen - 1;
+    if (k > s->budget[q->replica] - 1) k = s->budget[q->replica] - 1;
+    return k > 0 ? k : 0;
+}
+
+/* Work for running sequence q: its decode token (with its drafts), or a prefill chunk that fits
+ * the budget and the blocks (preempting younger idle sequences, or q itself, when not one block
+ * is left). Returns 0 when q was preempted. */
 static int plan_running(batcher *s, batch_plan *p, seq *q) {
     const int32_t r = q->replica;
     const int64_t rem = q->len - q->computed;
-    int64_t want = rem == 1 ? 1 : rem;
-    if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
+    int64_t want = rem == 1 ? 1 + draft_count(s, q) : rem; /* rows: the tokens and the drafts */
+    if (rem > 1 && want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
     if (want < 1) return 1;
     for (;;) {
         const int64_t avail = kvb_available(s->pool[r]);
         const int64_t fit = (q->nblocks + avail) * s->o.kv_block - q->computed;
         if (blocks_needed(s, q, q->computed + want) <= avail) break;
-        if (rem > 1 && fit >= 1) { /* a shorter chunk now rather than preempting for it */
+        if ((rem > 1 || want > 1) && fit >= 1) { /* fewer rows now rather than preempting */
             want = fit;
             break;
         }
@@ -280,7 +309,7 @@ static int plan_running(batcher *s, batch_plan *p, seq *q) {
         if (v == q) return 0;
     }
     grow(s, q, q->computed + want);
-    add_item(s, p, q, (int32_t)want);
+    add_item(s, p, q, rem == 1 ? 1 : (int32_t)want, rem == 1 ? (int32_t)want - 1 : 0);
     return 1;
 }
 
@@ -310,7 +339,7 @@ static int admit(batcher *s, batch_plan *p, int32_t r) {
     /* at least the last token is computed: its logits give the next one */
     const int32_t m =
         kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
-    q->replica = r, q->nblocks = q->npub = m, q->computed = (int64_t)m * bs;
+    q->replica = r, q->nblocks = q->npub = m, q->computed = q->dcomputed = (int64_t)m * bs;
     int64_t want = q->len - q->computed;
     if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
@@ -328,7 +357,7 @@ static int admit(batcher *s, batch_plan *p, int32_t r) {
     s->run[r][s->nrun[r]++] = q;
     if (want < 1) return 1;
     grow(s, q, q->computed + want);
-    add_item(s, p, q, (int32_t)want);
+    add_item(s, p, q, (int32_t)want, 0);
     return 1;
 }
 
@@ -355,29 +384,51 @@ int32_t batcher_step(batcher *s, batch_plan *p) {
     return p->nitems;
 }
 
-void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
-                    void *ctx) {
+/* Publishes q's blocks that became full of positions both caches hold. */
+static void publish(batcher *s, seq *q) {
     const int32_t bs = s->o.kv_block;
-    for (int32_t j = 0, k = 0; j < p->nitems; j++) {
+    const int64_t upto = q->dcomputed < q->computed ? q->dcomputed : q->computed;
+    while (s->o.prefix_cache && q->npub < q->nblocks && (int64_t)(q->npub + 1) * bs <= upto) {
+        const uint64_t parent = q->npub ? q->bhash[q->npub - 1] : 0;
+        q->bhash[q->npub] = kvb_publish(s->pool[q->replica], q->table[q->npub], parent,
+                                        q->tok + (int64_t)q->npub * bs);
+        q->npub++;
+    }
+}
+
+void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
+                           const int32_t *counts, batch_emit_fn emit, void *ctx) {
+    for (int32_t j = 0, k = 0, off = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
         seq *q = s->step_seq[j];
-        q->computed += it->n;
-        while (s->o.prefix_cache && q->npub < q->nblocks &&
-               (int64_t)(q->npub + 1) * bs <= q->computed) {
-            const uint64_t parent = q->npub ? q->bhash[q->npub - 1] : 0;
-            q->bhash[q->npub] = kvb_publish(s->pool[q->replica], q->table[q->npub], parent,
-                                            q->tok + (int64_t)q->npub * bs);
-            q->npub++;
+        const int32_t c = it->sample ? (counts ? counts[k++] : 1) : 0;
+        CHECK(!it->sample || (c >= 1 && c <= it->draft + 1 && q->len + c <= q->plen + q->max_new),
+              "batcher: %d tokens for an item that drafted %d", (int)c, (int)it->draft);
+        /* a drafting item keeps its token and c − 1 drafts; the drafter holds p0 + draft − 1 */
+        q->computed = it->p0 + (it->draft > 0 ? c : it->n);
+        q->dcomputed = it->draft > 0 && c > it->draft ? it->p0 + it->draft : q->computed;
+        memcpy(q->tok + q->len, next + off, (size_t)c * sizeof *next);
+        publish(s, q);
+        if (it->draft > 0 && s->spec) s->spec(s->spec_ctx, q->id, it->draft, c - 1);
+        for (int32_t i = 0; i < c; i++) {
+            const int32_t t = next[off + i];
+            q->len++;
+            q->ngen++;
+            batch_end end = q->ngen >= q->max_new ? BATCH_END_LENGTH : BATCH_END_NONE;
+            const batch_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : BATCH_END_NONE;
+            if (asked != BATCH_END_NONE) end = asked;
+            if (end != BATCH_END_NONE) {
+                retire(s, q);
+                break;
+            }
         }
-        if (!it->sample) continue;
-        const int32_t t = next[k++];
-        q->tok[q->len++] = t;
-        q->ngen++;
-        batch_end end = q->ngen >= q->max_new ? BATCH_END_LENGTH : BATCH_END_NONE;
-        const batch_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : BATCH_END_NONE;
-        if (asked != BATCH_END_NONE) end = asked;
-        if (end != BATCH_END_NONE) retire(s, q);
+        off += c;
     }
+}
+
+void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
+                    void *ctx) {
+    batcher_commit_counts(s, p, next, NULL, emit, ctx);
 }
 
 /* ---------------------------------------------------------------- plans and checks */

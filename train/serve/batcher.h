@@ -36,6 +36,7 @@ typedef struct {
     int32_t context;          /* positions of a sequence (the model's T) */
     int prefix_cache;
     int static_batches;
+    int32_t draft_tokens; /* speculative decoding: tokens a decode drafts (0: none) */
 } batch_opts;
 
 typedef struct {
@@ -46,7 +47,14 @@ typedef struct {
 
 /* One sequence's share of a step: its tokens at positions [p0, p0 + n), their keys and values
  * stored through the block table tab[tab_off .. tab_off + tab_len) (covering every position up
- * to p0 + n − 1), tokens tok[tok_off .. tok_off + n). */
+ * to p0 + n + draft − 1), tokens tok[tok_off .. tok_off + n).
+ *
+ * With speculative decoding (batch_opts.draft_tokens > 0) a decoding sequence (n = 1) drafts
+ * `draft` tokens: the drafter writes positions [p0, p0 + draft), the target scores the
+ * p0 + draft + 1 rows [the token, the drafts] and keeps what the rule keeps (train/infer/
+ * spec_rule.h), so the item yields 1 to draft + 1 tokens. The drafter's cache may lag the
+ * target's by one position (after a round that kept every draft): it starts at d0 = p0 − 1 with
+ * the token dtok, else d0 = p0. */
 typedef struct {
     int64_t id;
     int32_t replica, n, p0, tok_off, tab_off, tab_len;
@@ -55,6 +63,7 @@ typedef struct {
     int64_t top_k;
     uint64_t seed;
     double temperature;
+    int32_t draft, d0, dtok;
 } batch_item;
 
 typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
@@ -105,6 +114,16 @@ int32_t batcher_step(batcher *s, batch_plan *p);
  * retires the sequences that ended (their blocks come back). */
 void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
                     void *ctx);
+/* batcher_commit with speculative decoding: the k-th item with sample = 1 yields counts[k] ≥ 1
+ * tokens, packed in next in plan order (counts NULL: one each). A drafting item keeps
+ * counts[k] − 1 drafts; its cache rolls back to what was kept. */
+void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
+                           const int32_t *counts, batch_emit_fn emit, void *ctx);
+/* Called by batcher_commit_counts for every item that drafted, before its tokens: the drafted
+ * tokens and how many of them the rule kept. */
+typedef void (*batch_spec_fn)(void *ctx, int64_t id, int32_t drafted, int32_t kept);
+/* The function (and its context) commits report drafting items to; NULL: none. */
+void batcher_set_spec_fn(batcher *s, batch_spec_fn fn, void *ctx);
 
 /* Counters: preemptions, tokens taken from the prefix cache at admission, prompt tokens
  * admitted (recomputed ones included). */

@@ -17,13 +17,13 @@ gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes
         int first = 1; /* the replica's first item: it reads the replica's weights */
         for (int32_t i = 0; i < j && first; i++) first = p->items[i].replica != it->replica;
         st.p_bytes += first ? weights : 0;
-        st.rows += it->n;
+        const double n = (double)(it->n + it->draft); /* the target's rows (drafts scored) */
+        st.rows += n;
         /* positions attended: Σ_{i<n} (p0 + i + 1) */
-        const double att = (double)it->n * (double)it->p0 + (double)it->n * (it->n + 1) / 2.0;
+        const double att = n * (double)it->p0 + n * (n + 1) / 2.0;
         st.flops += 4.0 * att * (double)(s->L * s->N * s->H);
-        st.kv_bytes +=
-            (att + it->n) * 2.0 * (double)s->L * Kr * (double)s->H * (double)kv_elem_bytes;
-        if (it->sample) st.flops += 2.0 * (double)(s->D * s->V);
+        st.kv_bytes += (att + n) * 2.0 * (double)s->L * Kr * (double)s->H * (double)kv_elem_bytes;
+        if (it->sample) st.flops += 2.0 * (double)(s->D * s->V) * (double)(1 + it->draft);
     }
     st.p_bytes += 4.0 * st.rows * (double)s->D; /* the embedding rows */
     st.flops += 2.0 * st.rows * (double)s->L * layer_mm;

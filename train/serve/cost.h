@@ -4,7 +4,9 @@
  * once per copy), the matmul and attention FLOPs (2 per multiply-add; each row attends to every
  * position up to its own), and the KV bytes read and written. gen_predict turns them into the
  * book's step time against the machine's measured bandwidth and FLOP rate; the serving report
- * and the virtual clock of bench/serve_bench both use it. Pure arithmetic. */
+ * and the virtual clock of bench/serve_bench both use it. With speculative decoding the target's
+ * forward counts the drafted rows it scores; the drafter's forwards are not counted. Pure
+ * arithmetic. */
 #ifndef MT_TRAIN_SERVE_COST_H
 #define MT_TRAIN_SERVE_COST_H
 #include <stdint.h>

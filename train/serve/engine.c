@@ -15,7 +15,7 @@
 struct serve_engine {
     config c;
     mesh *m;
-    plan pl; /* the sharding plan (forward only) */
+    plan pl;  /* the sharding plan (forward only) */
     par *run; /* its sharded run (NULL on one rank) */
     model *mod;
     engine_dims d;
@@ -30,8 +30,18 @@ struct serve_engine {
     float *ws, *scr, *logits, *lg_loc, *lg_all, *tokbuf, *tokall;
     int32_t *item_out; /* plan item → its row of logits, or −1 */
     sample_item *items;
-    const batch_plan *cur; /* the plan being run, for the attention hook */
+    engine_seg *segs;      /* engine_step's segments, one per item of this replica */
+    const engine_seg *cur; /* the forward being run, for the attention hook */
+    int32_t ncur;
+    struct serve_spec *spec; /* speculative decoding's, or NULL */
 };
+
+void engine_set_spec(serve_engine *e, struct serve_spec *sp) {
+    e->spec = sp;
+}
+struct serve_spec *engine_spec(const serve_engine *e) {
+    return e->spec;
+}
 
 model *engine_model(serve_engine *e) {
     return e->mod;
@@ -61,77 +71,102 @@ int64_t engine_kv_bytes_per_token(const serve_engine *e) {
 
 /* ---------------------------------------------------------------- attention through the pages */
 
-/* Every item of this replica, in plan order: store its rows' keys and values in its blocks, then
+/* Every segment of the forward, in order: store its rows' keys and values in its blocks, then
  * attend through its block table. */
 static void attn_hook(void *ctx, const model_attn_io *io) {
     serve_engine *e = ctx;
     const model_extents *lc = model_extents_of(e->mod);
     const int64_t H = e->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H, bs = e->d.kv_block;
     const int64_t layer = io->l * bs * e->ldk;
-    const batch_plan *p = e->cur;
     int64_t r0 = 0;
-    for (int32_t j = 0; j < p->nitems; j++) {
-        const batch_item *it = &p->items[j];
-        if (it->replica != e->rep) continue;
-        const int32_t *tab = p->tab + it->tab_off;
-        for (int64_t i = 0; i < it->n; i++) {
-            const int64_t pos = it->p0 + i,
-                          off = tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
+    for (int32_t j = 0; j < e->ncur; j++) {
+        const engine_seg *sg = &e->cur[j];
+        for (int64_t i = 0; i < sg->n; i++) {
+            const int64_t pos = sg->p0 + i,
+                          off = sg->tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
             memcpy(e->kpool + off, io->k + (r0 + i) * KH, (size_t)KH * sizeof(float));
             memcpy(e->vpool + off, io->v + (r0 + i) * KH, (size_t)KH * sizeof(float));
         }
-        const kern_kv_pages pg = {e->kpool + layer, e->vpool + layer, tab, bs, e->bstride, e->ldk};
-        kern_attn_paged(io->att + r0 * NH, e->scr, io->q + r0 * NH, &pg, it->p0, it->n, lc->Nl,
+        const kern_kv_pages pg = {
+            e->kpool + layer, e->vpool + layer, sg->tab, bs, e->bstride, e->ldk};
+        kern_attn_paged(io->att + r0 * NH, e->scr, io->q + r0 * NH, &pg, sg->p0, sg->n, lc->Nl,
                         lc->Kl, H);
-        r0 += it->n;
+        r0 += sg->n;
     }
 }
 
 /* ---------------------------------------------------------------- a step */
 
-/* This replica's rows of p; returns R and sets *n_out (rows whose logits are wanted). */
-static int64_t gather_rows(serve_engine *e, const batch_plan *p, int64_t *n_out) {
+/* The rows of the segments: returns R and sets *n_out (rows whose logits are wanted). */
+static int64_t gather_rows(serve_engine *e, const engine_seg *segs, int32_t nseg, int64_t *n_out) {
     int64_t R = 0, n = 0;
-    for (int32_t j = 0; j < p->nitems; j++) {
-        const batch_item *it = &p->items[j];
-        e->item_out[j] = -1;
-        if (it->replica != e->rep) continue;
-        CHECK(R + it->n <= e->d.max_rows, "engine: %lld rows, more than --max-batch-tokens %d",
-              (long long)(R + it->n), (int)e->d.max_rows);
-        for (int32_t i = 0; i < it->n; i++, R++) {
-            e->rtok[R] = p->tok[it->tok_off + i];
-            e->rpos[R] = it->p0 + i;
-        }
-        if (it->sample) {
-            e->item_out[j] = (int32_t)n;
-            e->out_rows[n++] = R - 1;
+    for (int32_t j = 0; j < nseg; j++) {
+        const engine_seg *sg = &segs[j];
+        CHECK(R + sg->n <= e->d.max_rows, "engine: %lld rows, more than the %d of a forward",
+              (long long)(R + sg->n), (int)e->d.max_rows);
+        for (int32_t i = 0; i < sg->n; i++, R++) {
+            e->rtok[R] = sg->tok[i];
+            e->rpos[R] = sg->p0 + i;
+            if (sg->out == ENGINE_OUT_ALL || (sg->out == ENGINE_OUT_LAST && i == sg->n - 1))
+                e->out_rows[n++] = R;
         }
     }
     *n_out = n;
     return R;
 }
 
-/* The forward of R rows: this vocab shard's logits of the wanted rows, then every shard of every
- * row in one AllGather over the tensor axis, into logits[n, V]. */
-static void forward(serve_engine *e, int64_t R, int64_t n) {
+int64_t engine_forward(serve_engine *e, const engine_seg *segs, int32_t nseg, gen_step *st) {
+    const double t0 = mesh_now();
     const int64_t V = e->c.shape.V, Vl = model_extents_of(e->mod)->Vl;
+    int64_t n = 0;
+    const int64_t R = gather_rows(e, segs, nseg, &n);
+    if (st) *st = (gen_step){0, (double)R, 0, 0, 0};
+    if (R == 0) return 0;
+    e->cur = segs, e->ncur = nseg;
     model_fwd_rows(e->mod, e->nY == 1 ? e->logits : e->lg_loc, e->out_rows, n, e->rtok, e->rpos, R,
                    attn_hook, e, e->ws);
-    if (e->nY == 1 || n == 0) return;
-    mesh_all_gather(e->m, e->tax, e->lg_all, e->lg_loc, n * Vl, MESH_ALG_DEFAULT);
-    for (int64_t y = 0; y < e->nY; y++)
-        for (int64_t i = 0; i < n; i++)
-            memcpy(e->logits + i * V + y * Vl, e->lg_all + (y * n + i) * Vl,
-                   (size_t)Vl * sizeof(float));
+    if (e->nY > 1 && n > 0) { /* every shard of every row: one AllGather over the tensor axis */
+        mesh_all_gather(e->m, e->tax, e->lg_all, e->lg_loc, n * Vl, MESH_ALG_DEFAULT);
+        for (int64_t y = 0; y < e->nY; y++)
+            for (int64_t i = 0; i < n; i++)
+                memcpy(e->logits + i * V + y * Vl, e->lg_all + (y * n + i) * Vl,
+                       (size_t)Vl * sizeof(float));
+    }
+    if (st) st->seconds = mesh_now() - t0;
+    return n;
+}
+
+const float *engine_row_logits(const serve_engine *e, int64_t i) {
+    return e->logits + i * e->c.shape.V;
+}
+
+void engine_share(serve_engine *e, float *out, const float *in, int64_t n) {
+    if (e->nrep > 1 && n > 0)
+        mesh_all_reduce(e->m, e->dax, out, in, n, MESH_ALG_MPI);
+    else
+        memcpy(out, in, (size_t)n * sizeof(float));
+}
+
+int32_t engine_segs_of_plan(const serve_engine *e, const batch_plan *p, engine_seg *segs,
+                            int32_t *item_out) {
+    int32_t nseg = 0, n = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        item_out[j] = -1;
+        if (it->replica != e->rep) continue;
+        segs[nseg++] = (engine_seg){p->tok + it->tok_off, p->tab + it->tab_off, it->p0, it->n,
+                                    it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+        if (it->sample) item_out[j] = n++;
+    }
+    return nseg;
 }
 
 void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st) {
     const double t0 = mesh_now();
     const int64_t V = e->c.shape.V;
-    e->cur = p;
-    int64_t n_out = 0;
-    const int64_t R = gather_rows(e, p, &n_out);
-    if (R > 0) forward(e, R, n_out);
+    const int32_t nseg = engine_segs_of_plan(e, p, e->segs, e->item_out);
+    gen_step fs;
+    engine_forward(e, e->segs, nseg, &fs);
     int32_t nsample = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
@@ -145,12 +180,9 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *
         nsample++;
     }
     /* every replica's tokens on every rank: a sum in which only the owning replica is nonzero */
-    if (e->nrep > 1 && nsample > 0)
-        mesh_all_reduce(e->m, e->dax, e->tokall, e->tokbuf, nsample, MESH_ALG_MPI);
-    else
-        memcpy(e->tokall, e->tokbuf, (size_t)nsample * sizeof(float));
+    engine_share(e, e->tokall, e->tokbuf, nsample);
     for (int32_t k = 0; k < nsample; k++) next[k] = (int32_t)e->tokall[k];
-    if (st) *st = (gen_step){mesh_now() - t0, (double)R, 0, 0, 0};
+    if (st) *st = (gen_step){mesh_now() - t0, fs.rows, 0, 0, 0};
 }
 
 const float *engine_logits(const serve_engine *e, int32_t j) {
@@ -205,10 +237,11 @@ static int alloc_buffers(serve_engine *e) {
     e->tokbuf = alloc_floats((int64_t)e->nrep * R);
     e->tokall = alloc_floats((int64_t)e->nrep * R);
     e->item_out = calloc((size_t)e->nrep * (size_t)R, sizeof *e->item_out);
+    e->segs = calloc((size_t)R, sizeof *e->segs);
     e->items = calloc((size_t)s->V, sizeof *e->items);
     return e->kpool && e->vpool && e->rtok && e->rpos && e->out_rows && e->ws && e->scr &&
                    e->logits && e->lg_loc && e->lg_all && e->tokbuf && e->tokall && e->item_out &&
-                   e->items
+                   e->segs && e->items
                ? 0
                : -1;
 }
@@ -254,5 +287,5 @@ void engine_destroy(serve_engine *e) {
     model_destroy(e->mod);
     par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
-                   e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->items, e);
+                   e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items, e);
 }

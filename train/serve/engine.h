@@ -58,4 +58,38 @@ int64_t engine_kv_bytes_per_token(const serve_engine *e);
 void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st);
 /* After engine_step: the logits [V] of plan item j (this replica's, sample = 1), else NULL. */
 const float *engine_logits(const serve_engine *e, int32_t j);
+
+/* ---- the forward underneath, for steps other than a plan's (speculative decoding) ---- */
+
+typedef enum { ENGINE_OUT_NONE, ENGINE_OUT_LAST, ENGINE_OUT_ALL } engine_out;
+
+/* A sequence's share of a forward: tokens tok[0..n) at positions [p0, p0 + n), their keys and
+ * values stored through block table tab (covering position p0 + n − 1), and which rows' logits
+ * are wanted. */
+typedef struct {
+    const int32_t *tok, *tab;
+    int32_t p0, n;
+    engine_out out;
+} engine_seg;
+
+/* Collective over: the tensor axis (every rank of this replica with the same segments). One
+ * forward of the segments' rows (at most the engine's max_rows), each attending through its
+ * block table: returns n_out, the rows whose logits are wanted, in order (engine_row_logits);
+ * st: this rank's time and rows. */
+int64_t engine_forward(serve_engine *e, const engine_seg *segs, int32_t nseg, gen_step *st);
+/* The logits [V] of the forward's i-th wanted row. */
+const float *engine_row_logits(const serve_engine *e, int64_t i);
+/* Not collective. The segments of plan p's items of this replica (at most max_rows of them) into
+ * segs, each item's last row wanted when it samples; item_out[j] = its wanted row, or −1 (another
+ * replica's, or no sample). Returns the number of segments. */
+int32_t engine_segs_of_plan(const serve_engine *e, const batch_plan *p, engine_seg *segs,
+                            int32_t *item_out);
+/* The speculative decoding this engine runs its steps with (spec_engine.h; NULL: none). The
+ * engine keeps the pointer only. */
+struct serve_spec;
+void engine_set_spec(serve_engine *e, struct serve_spec *sp);
+struct serve_spec *engine_spec(const serve_engine *e);
+/* Collective over: the data axes (replicas). out[n] = the sum of in[n] over the replicas (each
+ * replica writes only its own entries, the others 0): every replica's values on every rank. */
+void engine_share(serve_engine *e, float *out, const float *in, int64_t n);
 #endif

@@ -162,6 +162,16 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
     return end == BATCH_END_STOP ? BATCH_END_STOP : BATCH_END_NONE;
 }
 
+void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept) {
+    serve_front *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    front_req *r = live_find(f, id);
+    const int rejected = kept < drafted;
+    if (r) r->drafted += drafted, r->kept += kept, r->rejected += rejected;
+    f->met.spec_drafted += drafted, f->met.spec_kept += kept, f->met.spec_rejected += rejected;
+    pthread_mutex_unlock(&f->mu);
+}
+
 void front_step_done(serve_front *f, const batch_plan *p, double seconds) {
     pthread_mutex_lock(&f->mu);
     f->met.step_seconds += seconds;

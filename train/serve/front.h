@@ -51,6 +51,9 @@ void front_sync(serve_front *f, batcher *s);
 /* batch_emit_fn for batcher_commit (ctx = f): appends the token, ends the request on a stop string
  * or when its client left, wakes its HTTP thread. */
 batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end);
+/* batch_spec_fn for batcher_set_spec_fn (ctx = f): a drafting item's drafted and kept tokens,
+ * counted for its request and in the metrics. */
+void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept);
 /* After a step: the step's wall time, and the admission time of requests scheduled first. */
 void front_step_done(serve_front *f, const batch_plan *p, double seconds);
 /* Waits until a request arrives or leaves, at most `seconds`. */

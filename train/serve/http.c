@@ -84,11 +84,22 @@ static json_t *completion_json(const front_req *r, const char *text, size_t n, i
                           "text_completion", "created", (json_int_t)time(NULL), "model",
                           "meshtrain", "choices", "text", text, n, "index", 0, "logprobs",
                           "finish_reason", final ? finish_reason(r) : NULL);
-    if (j && usage)
-        json_object_set_new(j, "usage",
-                            json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->plen,
-                                      "completion_tokens", (json_int_t)tokens, "total_tokens",
-                                      (json_int_t)(r->plen + (int64_t)tokens)));
+    json_t *u = usage ? json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->plen,
+                                  "completion_tokens", (json_int_t)tokens, "total_tokens",
+                                  (json_int_t)(r->plen + (int64_t)tokens))
+                      : NULL;
+    if (u && r->drafted > 0) { /* speculative decoding: the request's drafts and alpha */
+        const int64_t judged = r->kept + r->rejected;
+        json_object_set_new(u, "speculative",
+                            json_pack("{s:I, s:I, s:I, s:f}", "drafted", (json_int_t)r->drafted,
+                                      "accepted", (json_int_t)r->kept, "rejected",
+                                      (json_int_t)r->rejected, "alpha",
+                                      judged ? (double)r->kept / (double)judged : 0.0));
+    }
+    if (j && u)
+        json_object_set_new(j, "usage", u);
+    else
+        json_decref(u);
     return j;
 }
 

@@ -6,19 +6,22 @@
 #include <string.h>
 
 #include "mesh/bcast.h"
+#include "train/serve/spec_engine.h"
 
 int serve_loop_init(batch_plan *p, serve_wire *w, const batch_opts *o) {
     if (batch_plan_init(p, o) < 0) return -1;
     w->cap = (int64_t)p->cap_items * (int64_t)sizeof(batch_item) +
              ((int64_t)p->cap_tok + p->cap_tab) * (int64_t)sizeof(int32_t);
     w->buf = malloc((size_t)w->cap);
-    return w->buf ? 0 : -1;
+    w->next = calloc((size_t)p->cap_items * (size_t)(o->draft_tokens + 1), sizeof *w->next);
+    w->counts = calloc((size_t)p->cap_items, sizeof *w->counts);
+    return w->buf && w->next && w->counts ? 0 : -1;
 }
 
 void serve_loop_free(batch_plan *p, serve_wire *w) {
     batch_plan_free(p);
-    free(w->buf);
-    w->buf = NULL;
+    free(w->buf), free(w->next), free(w->counts);
+    w->buf = NULL, w->next = w->counts = NULL;
 }
 
 /* Collective over: world. Rank 0's plan into p on every rank. */
@@ -51,9 +54,12 @@ int32_t serve_loop_step(serve_engine *e, mesh *m, batcher *s, batch_plan *p, ser
     if (s && batcher_step(s, p) == 0) return 0;
     send_plan(m, p, w);
     if (p->kind != BATCH_PLAN_STEP) return -1;
-    int32_t *next = (int32_t *)(w->buf); /* the wire buffer is free again: room for the tokens */
-    engine_step(e, p, next, st);
-    if (s) batcher_commit(s, p, next, emit, ctx);
+    serve_spec *sp = engine_spec(e);
+    if (sp)
+        serve_spec_step(sp, p, w->next, w->counts, st);
+    else
+        engine_step(e, p, w->next, st);
+    if (s) batcher_commit_counts(s, p, w->next, sp ? w->counts : NULL, emit, ctx);
     return p->nitems;
 }
 

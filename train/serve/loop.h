@@ -3,7 +3,8 @@
  * iteration, which sequences, which tokens, which KV blocks), every rank runs it (engine_step),
  * and rank 0 hands the sampled tokens back to the scheduler. The other ranks only follow: they
  * wait for the next plan (napping, so an idle server costs no core) until rank 0 sends the exit
- * plan. Depends on batcher, engine, mesh. */
+ * plan. With speculative decoding (engine_spec) the engine's step is serve_spec_step and an item
+ * may yield several tokens. Depends on batcher, engine, spec_engine, mesh. */
 #ifndef MT_TRAIN_SERVE_LOOP_H
 #define MT_TRAIN_SERVE_LOOP_H
 #include <stdint.h>
@@ -15,6 +16,7 @@
 typedef struct {
     uint8_t *buf;
     int64_t cap;
+    int32_t *next, *counts; /* a step's tokens and, per sampling item, how many (drafting: 1+) */
 } serve_wire;
 
 /* Buffers of a plan and of its wire form for these options, on every rank. −1 out of memory. */

@@ -71,4 +71,17 @@ void metrics_write(FILE *f, const serve_metrics *m) {
     one(f, "meshtrain_steps_total", "counter", "Engine steps run.", (double)m->sched.steps);
     one(f, "meshtrain_step_seconds_total", "counter", "Wall time of the engine steps (rank 0).",
         m->step_seconds);
+    one(f, "meshtrain_spec_draft_tokens_total", "counter",
+        "Speculative decoding: tokens the drafter proposed.", (double)m->spec_drafted);
+    one(f, "meshtrain_spec_accepted_tokens_total", "counter",
+        "Speculative decoding: drafted tokens the target kept.", (double)m->spec_kept);
+    one(f, "meshtrain_spec_rejected_tokens_total", "counter",
+        "Speculative decoding: drafted tokens the target judged and rejected (at most one a "
+        "round; the drafts after it are not judged).",
+        (double)m->spec_rejected);
+    const int64_t judged = m->spec_kept + m->spec_rejected;
+    one(f, "meshtrain_spec_alpha", "gauge",
+        "Speculative decoding: accepted / (accepted + rejected), the probability that a drafted "
+        "token is kept (the alpha of (1 - alpha^(k+1))/(1 - alpha) tokens a target step).",
+        judged ? (double)m->spec_kept / (double)judged : 0.0);
 }

@@ -36,6 +36,8 @@ typedef struct {
     kvb_counts kv; /* summed over the replicas */
     batch_counts sched;
     double step_seconds; /* summed over steps */
+    /* speculative decoding: drafted tokens, those kept, the rounds that rejected one */
+    int64_t spec_drafted, spec_kept, spec_rejected;
 } serve_metrics;
 
 void metrics_observe(metrics_hist *h, double seconds);

@@ -14,12 +14,14 @@
 #include "data/paths.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
+#include "train/infer/draft_cli.h"
 #include "train/infer/gen_cli.h"
 #include "train/model/hooks.h"
 #include "train/serve/cost.h"
 #include "train/serve/front.h"
 #include "train/serve/loop.h"
 #include "train/serve/sim.h"
+#include "train/serve/spec_engine.h"
 #include "train/serve/stop.h"
 
 #define SERVE_ERR 512
@@ -27,9 +29,9 @@
 
 typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
-    char simulate[1024], sim_out[1024], sim_machine[64];
+    char simulate[1024], sim_out[1024], sim_machine[64], draft[1024];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
-    int64_t max_tokens, drain;
+    int64_t max_tokens, drain, draft_tokens;
 } serve_flags;
 
 /* One row per flag: parsing, range check and --help come from here. kind: 0 string, 1 integer
@@ -75,6 +77,11 @@ static const serve_flag_def serve_flag_table[] = {
      "--simulate: BW,C (GB/s, GFLOP/s summed over ranks) to price steps at (default: measured)"},
     {"batching", 2, F_(batching), 0, 0, "continuous static",
      "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
+    {"draft", 0, F_(draft), 0, 0, NULL,
+     "speculative decoding: the drafter's checkpoint (the target's vocabulary), on the same "
+     "ranks and sharding"},
+    {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL,
+     "--draft: tokens a decode drafts each step (default 4)"},
 };
 #undef F_
 enum { N_SERVE_FLAGS = sizeof serve_flag_table / sizeof serve_flag_table[0] };
@@ -178,6 +185,10 @@ static void report_line(serve_front *f, report_window *w, int final) {
             (long long)m.kv.total, (long long)m.kv.published, hits, (long long)m.sched.preemptions,
             (long long)(m.requests[METRICS_END_LENGTH] + m.requests[METRICS_END_STOP]),
             (long long)m.requests[METRICS_END_REJECTED]);
+    if (m.spec_drafted > 0)
+        fprintf(stderr, "serve | speculative: %lld drafted, %lld kept, %lld rejected, alpha %.3f\n",
+                (long long)m.spec_drafted, (long long)m.spec_kept, (long long)m.spec_rejected,
+                (double)m.spec_kept / (double)(m.spec_kept + m.spec_rejected));
     *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens};
 }
 
@@ -245,10 +256,40 @@ static batch_opts batcher_options_of(const serve_flags *f, const config *c, int3
                     (int32_t)f->max_seqs,
                     (int32_t)c->shape.T,
                     !strcmp(f->prefix_cache, "on"),
-                    !strcmp(f->batching, "static")};
+                    !strcmp(f->batching, "static"),
+                    f->draft[0] ? (int32_t)f->draft_tokens : 0};
     if (o.kv_blocks == 0)
         o.kv_blocks = o.max_seqs * (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
     return o;
+}
+
+/* Collective over: world. --draft: the drafter's engine (*de), its pool mirroring the target's
+ * block for block, and speculative decoding on e. Bad input leaves through mesh_exit_error. */
+static serve_spec *open_draft(const config *c, const serve_flags *f, mesh *m, serve_engine *e,
+                              const batch_opts *o, serve_engine **de) {
+    char err[SERVE_ERR] = "", why[SERVE_ERR] = "";
+    config dc;
+    if (draft_config(c, m, f->draft, c->shape.T,
+                     "of the target's context (serve runs sequences "
+                     "up to it)",
+                     &dc, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs};
+    *de = engine_create(&dc, m, &dd, why, sizeof why);
+    if (!*de) mesh_exit_error("the drafter %s: %s", f->draft, why);
+    if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    serve_spec *sp = serve_spec_create(e, *de, o, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(m), sp ? 0 : -1, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    engine_set_spec(e, sp);
+    if (mesh_rank(m) == 0)
+        fprintf(stderr,
+                "serve | speculative decoding: drafter %s (L=%lld D=%lld), up to %d tokens "
+                "drafted a decode, its KV pool %.2f MB per rank\n",
+                f->draft, (long long)dc.shape.L, (long long)dc.shape.D, (int)o->draft_tokens,
+                (double)engine_pool_bytes(*de) / 1e6);
+    return sp;
 }
 
 /* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop. */
@@ -267,6 +308,8 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     o.replicas = engine_replicas(e);
+    serve_engine *de = NULL;
+    serve_spec *sp = f->draft[0] ? open_draft(c, f, m, e, &o, &de) : NULL;
     batcher *s = NULL;
     serve_front *front = NULL;
     batch_plan p;
@@ -284,6 +327,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
                          .seed = c->seed};
         snprintf(fo.host, sizeof fo.host, "%s", f->host);
         if (s) front = front_create(&fo, s, err, sizeof err);
+        if (front) batcher_set_spec_fn(s, front_spec, front);
         rc = s && front ? 0 : -1;
     }
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
@@ -314,6 +358,8 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     front_destroy(front, linger);
     batcher_destroy(s);
     serve_loop_free(&p, &w);
+    serve_spec_destroy(sp);
+    engine_destroy(de);
     engine_destroy(e);
     return 0;
 }
@@ -383,6 +429,11 @@ int serve_main(int argc, char **argv) {
         mesh_exit_error("--sim-out and --sim-machine go with --simulate FILE");
     if (f.simulate[0] && !f.sim_out[0])
         mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
+    if (f.draft_tokens && !f.draft[0])
+        mesh_exit_error("--draft-tokens goes with --draft CKPT (the drafter)");
+    if (f.draft[0] && f.simulate[0])
+        mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
+    if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
     char why[512] = "";
     int st = 0; /* --sim-out: writable and this run's alone, before any work (data/lockfile.h) */
     if (mesh_world_rank() == 0 && f.sim_out[0]) {

@@ -1,0 +1,180 @@
+/* spec_engine: speculative decoding in the serving engine (see spec_engine.h). */
+#include "train/serve/spec_engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/rng.h"
+#include "mesh/errmsg.h"
+#include "train/infer/gen.h"
+#include "train/infer/spec_rule.h"
+#include "train/model/model.h"
+
+struct serve_spec {
+    serve_engine *e, *d;
+    int32_t K;   /* most drafts of an item */
+    int32_t cap; /* items of a plan */
+    int64_t V;
+    engine_seg *segs; /* one forward's segments [cap] */
+    int32_t *dtok;    /* the drafter's first rows: lag token + the item's tokens [cap + rows] */
+    int32_t *vtok;    /* the target's rows of a drafting item [cap, K + 1] */
+    int32_t *drafts;  /* [cap, K] */
+    double *q;        /* the drafter's distributions [cap, K, V] */
+    double *work;     /* 2·V */
+    sample_item *scratch;
+    float *share_in, *share_out; /* per sampling item: count, then K + 1 tokens */
+};
+
+serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts *o, char *err,
+                              size_t errlen) {
+    if (o->draft_tokens < 1) {
+        errmsg_fail(err, errlen, "speculative decoding needs --draft-tokens >= 1");
+        return NULL;
+    }
+    serve_spec *sp = calloc(1, sizeof *sp);
+    if (!sp) return NULL;
+    sp->e = e, sp->d = d, sp->K = o->draft_tokens;
+    sp->cap = o->replicas * o->max_seqs;
+    sp->V = model_shape_of(engine_model(e))->V;
+    const size_t cap = (size_t)sp->cap, K = (size_t)sp->K, V = (size_t)sp->V;
+    sp->segs = calloc(cap, sizeof *sp->segs);
+    sp->dtok = calloc(cap + (size_t)o->max_batch_tokens, sizeof *sp->dtok);
+    sp->vtok = calloc(cap * (K + 1), sizeof *sp->vtok);
+    sp->drafts = calloc(cap * K, sizeof *sp->drafts);
+    sp->q = calloc(cap * K * V, sizeof *sp->q);
+    sp->work = calloc(2 * V, sizeof *sp->work);
+    sp->scratch = calloc(V, sizeof *sp->scratch);
+    sp->share_in = calloc(cap * (K + 2), sizeof *sp->share_in);
+    sp->share_out = calloc(cap * (K + 2), sizeof *sp->share_out);
+    if (!sp->segs || !sp->dtok || !sp->vtok || !sp->drafts || !sp->q || !sp->work || !sp->scratch ||
+        !sp->share_in || !sp->share_out) {
+        serve_spec_destroy(sp);
+        errmsg_fail(err, errlen, "out of memory for speculative decoding's buffers");
+        return NULL;
+    }
+    return sp;
+}
+
+void serve_spec_destroy(serve_spec *sp) {
+    if (!sp) return;
+    free(sp->segs), free(sp->dtok), free(sp->vtok), free(sp->drafts), free(sp->q), free(sp->work);
+    free(sp->scratch), free(sp->share_in), free(sp->share_out), free(sp);
+}
+
+static int mine(const serve_spec *sp, const batch_item *it) {
+    return it->replica == engine_replica(sp->e);
+}
+
+/* The drafter's pick j of item j0 from the forward's wanted row r. */
+static void pick(serve_spec *sp, int32_t j0, const batch_item *it, int32_t j, int64_t r) {
+    const int64_t at = (int64_t)j0 * sp->K + j;
+    sp->drafts[at] =
+        spec_draft_pick(sp->q + at * sp->V, engine_row_logits(sp->d, r), sp->V, it->temperature,
+                        it->top_k, it->seed, (uint64_t)it->tok_index, j, sp->scratch);
+}
+
+/* Steps 1 and 2: the drafter catches up on every item of this replica, then drafts. */
+static void draft_phase(serve_spec *sp, const batch_plan *p) {
+    int32_t nseg = 0, kmax = 0;
+    int64_t off = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (!mine(sp, it)) continue;
+        const int32_t lag = it->p0 - it->d0;
+        CHECK(lag == 0 || lag == 1, "spec: the drafter lags %d positions", (int)lag);
+        int32_t *t = sp->dtok + off;
+        if (lag) t[0] = it->dtok;
+        memcpy(t + lag, p->tok + it->tok_off, (size_t)it->n * sizeof *t);
+        sp->segs[nseg++] = (engine_seg){t, p->tab + it->tab_off, it->d0, it->n + lag,
+                                        it->draft > 0 ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+        off += it->n + lag;
+        kmax = it->draft > kmax ? it->draft : kmax;
+    }
+    engine_forward(sp->d, sp->segs, nseg, NULL);
+    for (int32_t j = 0, r = 0; j < p->nitems; j++)
+        if (mine(sp, &p->items[j]) && p->items[j].draft > 0) pick(sp, j, &p->items[j], 0, r++);
+    for (int32_t i = 1; i < kmax; i++) {
+        nseg = 0;
+        for (int32_t j = 0; j < p->nitems; j++) {
+            const batch_item *it = &p->items[j];
+            if (mine(sp, it) && it->draft > i)
+                sp->segs[nseg++] =
+                    (engine_seg){sp->drafts + (int64_t)j * sp->K + i - 1, p->tab + it->tab_off,
+                                 it->p0 + i, 1, ENGINE_OUT_LAST};
+        }
+        engine_forward(sp->d, sp->segs, nseg, NULL);
+        for (int32_t j = 0, r = 0; j < p->nitems; j++)
+            if (mine(sp, &p->items[j]) && p->items[j].draft > i) pick(sp, j, &p->items[j], i, r++);
+    }
+}
+
+/* Step 3: the target's forward; returns its rows. */
+static int64_t verify_phase(serve_spec *sp, const batch_plan *p) {
+    int32_t nseg = 0;
+    int64_t rows = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (!mine(sp, it)) continue;
+        const int32_t *tok = p->tok + it->tok_off, *tab = p->tab + it->tab_off;
+        if (it->draft > 0) {
+            int32_t *v = sp->vtok + (int64_t)j * (sp->K + 1);
+            v[0] = tok[0];
+            memcpy(v + 1, sp->drafts + (int64_t)j * sp->K, (size_t)it->draft * sizeof *v);
+            sp->segs[nseg++] = (engine_seg){v, tab, it->p0, it->draft + 1, ENGINE_OUT_ALL};
+        } else {
+            sp->segs[nseg++] = (engine_seg){tok, tab, it->p0, it->n,
+                                            it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+        }
+        rows += it->n + it->draft;
+    }
+    engine_forward(sp->e, sp->segs, nseg, NULL);
+    return rows;
+}
+
+/* Step 4: this replica's verdicts into the share buffer (count, tokens per sampling item). */
+static int32_t decide(serve_spec *sp, const batch_plan *p) {
+    const int64_t slot = sp->K + 2;
+    int32_t ns = 0;
+    for (int32_t j = 0, r = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (!it->sample) continue;
+        float *out = sp->share_in + (int64_t)ns++ * slot;
+        memset(out, 0, (size_t)slot * sizeof *out);
+        if (!mine(sp, it)) continue;
+        if (it->draft > 0) {
+            const int32_t *d = sp->drafts + (int64_t)j * sp->K;
+            const spec_verdict v =
+                spec_verify(engine_row_logits(sp->e, r), sp->q + (int64_t)j * sp->K * sp->V, d,
+                            it->draft, sp->V, it->temperature, it->top_k, it->seed,
+                            (uint64_t)it->tok_index, sp->work, sp->scratch);
+            out[0] = (float)(v.accepted + 1);
+            for (int32_t i = 0; i < v.accepted; i++) out[1 + i] = (float)d[i];
+            out[1 + v.accepted] = (float)v.next;
+            r += it->draft + 1;
+        } else {
+            const double u = kern_rng_uniform(it->seed, GEN_STREAM, (uint64_t)it->tok_index);
+            out[0] = 1;
+            out[1] = (float)sample_pick(engine_row_logits(sp->e, r++), sp->V, it->temperature,
+                                        it->top_k, u, sp->scratch);
+        }
+    }
+    return ns;
+}
+
+void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t *counts,
+                     gen_step *st) {
+    const double t0 = mesh_now();
+    CHECK(p->nitems <= sp->cap, "spec: a plan of %d items, more than %d", (int)p->nitems,
+          (int)sp->cap);
+    draft_phase(sp, p);
+    const int64_t rows = verify_phase(sp, p);
+    const int32_t ns = decide(sp, p);
+    const int64_t slot = sp->K + 2;
+    engine_share(sp->e, sp->share_out, sp->share_in, ns * slot);
+    for (int32_t k = 0, off = 0; k < ns; k++) {
+        const float *in = sp->share_out + k * slot;
+        counts[k] = (int32_t)in[0];
+        for (int32_t i = 0; i < counts[k]; i++) next[off++] = (int32_t)in[1 + i];
+    }
+    if (st) *st = (gen_step){mesh_now() - t0, (double)rows, 0, 0, 0};
+}
