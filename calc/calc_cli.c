@@ -3,6 +3,7 @@
 #include "calc/calc.h"
 #include "calc/calc_cp.h"
 #include "calc/calc_infer.h"
+#include "calc/calc_serve.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,12 @@ static const char *help_text =
     "  --kv-bytes X       bytes per KV-cache element (default 2)\n"
     "  --flops-dtype D    bf16 (default) or int8: the peak FLOP/s the matmuls run at\n"
     "  --prefill-mfu X    fraction of peak a prefill reaches (default 1: the roofline)\n"
+    "  --spec-alpha A     speculative sampling: tokens a target step, speed-up and the best\n"
+    "                     k for drafts kept with probability A (needs --draft-cost)\n"
+    "  --draft-cost C     a drafter step in target decode steps (e.g. 0.1)\n"
+    "  --generate G       disaggregated serving: tokens a request generates; the KV bytes\n"
+    "                     shipped per request, the prefill chips a decode slice needs, and\n"
+    "                     disaggregated against interleaved tokens/s per chip\n"
     "Search:\n"
     "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
     "                     or split (tensor on a block of every divisor k), times ZeRO 0..3\n"
@@ -92,6 +99,7 @@ static const char *help_text =
 typedef struct {
     calc_spec s;
     calc_infer_opt io; /* --infer */
+    calc_serve_opt so; /* --spec-alpha, --draft-cost, --generate */
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8], expert[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
     int search, chips, top, have_data, whole_axes, infer, grid;
@@ -232,11 +240,16 @@ static int parse_number(cli *c, const char *f, const char *v, char *err, size_t 
         {"--prefill", &c->io.prefill, 1},
         {"--kv-bytes", &c->io.kv_bytes, 0},
         {"--prefill-mfu", &c->io.prefill_mfu, 0},
+        {"--spec-alpha", &c->so.alpha, 0},
+        {"--draft-cost", &c->so.draft_cost, 1e-300},
+        {"--generate", &c->so.generated, 1},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (strcmp(f, nums[i].name) == 0) {
             if (nums[i].dst == &c->io.context || nums[i].dst == &c->io.prefill ||
-                nums[i].dst == &c->io.kv_bytes || nums[i].dst == &c->io.prefill_mfu)
+                nums[i].dst == &c->io.kv_bytes || nums[i].dst == &c->io.prefill_mfu ||
+                nums[i].dst == &c->so.alpha || nums[i].dst == &c->so.draft_cost ||
+                nums[i].dst == &c->so.generated)
                 c->infer_flag = nums[i].name;
             return num(f, v, nums[i].lo, nums[i].dst, err, len);
         }
@@ -567,8 +580,23 @@ static int run_infer_cp(cli *c, FILE *out, char *err, size_t len) {
     return 0;
 }
 
+/* --spec-alpha, --draft-cost and --generate against each other and the output. */
+static int serve_check(const cli *c, char *err, size_t len) {
+    const calc_serve_opt *o = &c->so;
+    if (o->alpha > 1) return errmsg_fail(err, len, "--spec-alpha %g: expected 0 to 1", o->alpha);
+    if ((o->alpha >= 0) != (o->draft_cost > 0))
+        return errmsg_fail(err, len,
+                           "--spec-alpha and --draft-cost go together: the speed-up "
+                           "needs both the acceptance and the drafter's cost");
+    if ((o->alpha >= 0 || o->generated > 0) && (c->format != CALC_FORMAT_TABLE || c->cp.axis >= 0))
+        return errmsg_fail(err, len, "%s: printed in the table format without --cp only",
+                           o->alpha >= 0 ? "--spec-alpha" : "--generate");
+    return 0;
+}
+
 /* --infer: the serving prediction on out. Returns 0 or −1 (err). */
 static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    if (serve_check(c, err, len) < 0) return -1;
     if (c->cp.axis >= 0) return run_infer_cp(c, out, err, len);
     calc_infer_result r;
     if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
@@ -579,6 +607,9 @@ static int run_infer(cli *c, FILE *out, char *err, size_t len) {
         calc_infer_print_json(out, &c->s, &c->io, &r);
     else
         calc_infer_print(out, &c->s, &c->io, &r);
+    calc_serve_result sr;
+    calc_serve(&c->s, &c->io, &r, &c->so, &sr);
+    calc_serve_print(out, &c->io, &r, &c->so, &sr);
     return 0;
 }
 
@@ -587,6 +618,7 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     memset(&c, 0, sizeof c);
     calc_spec_defaults(&c.s);
     calc_infer_defaults(&c.io);
+    calc_serve_defaults(&c.so);
     snprintf(c.chip, sizeof c.chip, "v5p");
     c.latency = -1;
     c.cp = (calc_cp_opt){-1, CALC_CP_RING};
