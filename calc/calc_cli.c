@@ -3,6 +3,7 @@
 #include "calc/calc.h"
 #include "calc/calc_cp.h"
 #include "calc/calc_infer.h"
+#include "calc/calc_serve.h"
 
 #include <errno.h>
 #include <math.h>
@@ -81,6 +82,12 @@ static const char *help_text =
     "  --kv-bytes X       bytes per KV-cache element (default 2)\n"
     "  --flops-dtype D    bf16 (default) or int8: the peak FLOP/s the matmuls run at\n"
     "  --prefill-mfu X    fraction of peak a prefill reaches (default 1: the roofline)\n"
+    "  --spec-alpha A     speculative sampling: tokens a target step, speed-up and the best\n"
+    "                     k for drafts kept with probability A (needs --draft-cost)\n"
+    "  --draft-cost C     a drafter step in target decode steps (e.g. 0.1)\n"
+    "  --generate G       disaggregated serving: tokens a request generates; the KV bytes\n"
+    "                     shipped per request, the prefill chips a decode slice needs, and\n"
+    "                     disaggregated against interleaved tokens/s per chip\n"
     "Search:\n"
     "  --search           rank shardings by predicted step time: each axis to data, to tensor,\n"
     "                     or split (tensor on a block of every divisor k), times ZeRO 0..3\n"
@@ -95,6 +102,7 @@ static const char *help_text =
 typedef struct {
     calc_spec s;
     calc_infer_opt io; /* --infer */
+    calc_serve_opt so; /* --spec-alpha, --draft-cost, --generate */
     char chip[16], topology[64], open[8], data[8], tensor[32], pipe[8], expert[8];
     double flops, link_bw, latency, hbm, hbm_bw, batch;
     int search, chips, top, have_data, whole_axes, infer, grid;
@@ -326,6 +334,9 @@ static const calc_flag flags[] = {
     {"--kv-bytes", CF_REAL, 'd', C_(io.kv_bytes), 0, 64, I_, NULL},
     {"--flops-dtype", CF_NAMED, 0, 0, 0, 0, I_, set_flops_dtype},
     {"--prefill-mfu", CF_REAL, 'd', C_(io.prefill_mfu), 0, 1, I_, NULL},
+    {"--spec-alpha", CF_REAL, 'd', C_(so.alpha), 0, 1, I_, NULL},
+    {"--draft-cost", CF_REAL, 'd', C_(so.draft_cost), 1e-6, 1e6, I_, NULL},
+    {"--generate", CF_WHOLE, 'd', C_(so.generated), 1, CALC_WHOLE_MAX, I_, NULL},
     /* search */
     {"--whole-axes", CF_SWITCH, 0, C_(whole_axes), 0, 0, S_, NULL},
     {"--chips", CF_WHOLE, 'i', C_(chips), 1, 1 << 20, S_, NULL},
@@ -367,8 +378,9 @@ static int parse_num(const calc_flag *f, const char *v, double *out, char *err, 
     const int whole = f->kind == CF_WHOLE;
     if (end == v || *end || !isfinite(x) || !(x >= f->lo && x <= f->hi) ||
         (whole && x != floor(x)))
-        return errmsg_fail(err, len, "%s %s: expected a %s from %.17g to %.17g", f->name, v,
-                           whole ? "whole number" : "number", f->lo, f->hi);
+        return errmsg_fail(err, len, whole ? "%s %s: expected a %s from %.0f to %.0f"
+                                           : "%s %s: expected a %s from %g to %g",
+                           f->name, v, whole ? "whole number" : "number", f->lo, f->hi);
     *out = x;
     return 0;
 }
@@ -655,8 +667,22 @@ static int run_infer_cp(cli *c, FILE *out, char *err, size_t len) {
     return 0;
 }
 
+/* --spec-alpha, --draft-cost and --generate against each other and the output. */
+static int serve_check(const cli *c, char *err, size_t len) {
+    const calc_serve_opt *o = &c->so;
+    if ((o->alpha >= 0) != (o->draft_cost > 0))
+        return errmsg_fail(err, len,
+                           "--spec-alpha and --draft-cost go together: the speed-up "
+                           "needs both the acceptance and the drafter's cost");
+    if ((o->alpha >= 0 || o->generated > 0) && (c->format != CALC_FORMAT_TABLE || c->cp.axis >= 0))
+        return errmsg_fail(err, len, "%s: printed in the table format without --cp only",
+                           o->alpha >= 0 ? "--spec-alpha" : "--generate");
+    return 0;
+}
+
 /* --infer: the serving prediction on out. Returns 0 or −1 (err). */
 static int run_infer(cli *c, FILE *out, char *err, size_t len) {
+    if (serve_check(c, err, len) < 0) return -1;
     if (c->cp.axis >= 0) return run_infer_cp(c, out, err, len);
     calc_infer_result r;
     if (calc_infer(&c->s, &c->io, &r, err, len) < 0) return -1;
@@ -667,6 +693,9 @@ static int run_infer(cli *c, FILE *out, char *err, size_t len) {
         calc_infer_print_json(out, &c->s, &c->io, &r);
     else
         calc_infer_print(out, &c->s, &c->io, &r);
+    calc_serve_result sr;
+    calc_serve(&c->s, &c->io, &r, &c->so, &sr);
+    calc_serve_print(out, &c->io, &r, &c->so, &sr);
     return 0;
 }
 
@@ -675,6 +704,7 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
     memset(&c, 0, sizeof c);
     calc_spec_defaults(&c.s);
     calc_infer_defaults(&c.io);
+    calc_serve_defaults(&c.so);
     snprintf(c.chip, sizeof c.chip, "v5p");
     c.latency = -1;
     c.cp = (calc_cp_opt){-1, CALC_CP_RING};

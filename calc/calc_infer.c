@@ -102,7 +102,7 @@ static double tensor_coll(const calc_spec *s, cost_op op, double bytes) {
  * each an AllGather of the block input and a ReduceScatter of its output ([tokens, D]); when
  * Y > K the two AllToAlls of the queries / attention outputs; then an AllGather of the logits
  * [tokens, V_Y]. 0 without tensor parallelism. */
-static double forward_ici(const calc_spec *s, const calc_infer_result *r, double tokens) {
+double calc_infer_forward_ici(const calc_spec *s, const calc_infer_result *r, double tokens) {
     const model_shape *m = &s->shape;
     if (r->Y <= 1) return 0;
     const double a = r->act_bytes, act = a * tokens * (double)m->D;
@@ -176,13 +176,13 @@ static void prefill(const calc_spec *s, const calc_infer_opt *o, calc_infer_resu
     const double kv_written = T * r->kv_bytes_per_token / fmin(Y, K);
     r->prefill_t_math = flops / (Y * r->C * o->prefill_mfu);
     r->prefill_t_hbm = (r->mem_params + kv_written) / s->chip.hbm_bw;
-    r->prefill_t_ici = forward_ici(s, r, T);
+    r->prefill_t_ici = calc_infer_forward_ici(s, r, T);
     r->prefill_s = fmax(r->prefill_t_math, fmax(r->prefill_t_hbm, r->prefill_t_ici));
     r->ttft_s = r->prefill_s;
     const double n = r->batch_per_replica;
     r->prefill_batch_s =
-        fmax(n * r->prefill_t_math,
-             fmax((r->mem_params + n * kv_written) / s->chip.hbm_bw, forward_ici(s, r, n * T)));
+        fmax(n * r->prefill_t_math, fmax((r->mem_params + n * kv_written) / s->chip.hbm_bw,
+                                         calc_infer_forward_ici(s, r, n * T)));
 }
 
 calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params, double t_ici,
@@ -209,7 +209,7 @@ static void decode(const calc_spec *s, calc_infer_result *r) {
     }
     r->t_params = read / s->chip.hbm_bw;
     r->t_flops = 2 * Br * r->params_active / (r->Y * r->C);
-    r->t_ici = forward_ici(s, r, Br) + r->t_alltoall;
+    r->t_ici = calc_infer_forward_ici(s, r, Br) + r->t_alltoall;
     r->regime =
         calc_infer_decode_step(r->t_kv, r->t_flops, r->t_params, r->t_ici, &r->decode_step_s);
     r->tokens_per_s = Br * r->replicas / r->decode_step_s;

@@ -101,6 +101,10 @@ const char *calc_infer_regime_name(calc_infer_regime g); /* "HBM", "FLOP", "ICI"
  * of the largest of the three. */
 calc_infer_regime calc_infer_decode_step(double t_kv, double t_flops, double t_params, double t_ici,
                                          double *step);
+/* The Megatron collectives of one replica's forward over `tokens` tokens (an AllGather and a
+ * ReduceScatter of [tokens, D] per block, two blocks a layer; the queries' two AllToAlls a layer
+ * when Y > K; the logits' AllGather): seconds, 0 without tensor parallelism. */
+double calc_infer_forward_ici(const calc_spec *s, const calc_infer_result *r, double tokens);
 /* The smallest power-of-two slice of `chips` that fits the chip's pod, as "4x2" (largest axis
  * first); "" (and −1) if none does. */
 int calc_pow2_slice(const cost_chip *chip, int chips, char *buf, size_t len);

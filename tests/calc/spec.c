@@ -27,3 +27,13 @@ calc_result test_run(const calc_spec *s) {
     }
     return r;
 }
+
+calc_infer_result test_infer_run(const calc_spec *s, const calc_infer_opt *o) {
+    calc_infer_result r;
+    char err[256];
+    if (calc_infer(s, o, &r, err, sizeof err) < 0) {
+        printf("FAIL calc_infer: %s\n", err);
+        exit(1);
+    }
+    return r;
+}

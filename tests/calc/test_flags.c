@@ -29,7 +29,8 @@ static const char *const base[8][12] = {
 /* A test value: in the modes `modes`, FLAG VALUE (VALUE NULL for a switch), replacing the base's
  * `drop` flag (an alias of FLAG) in the run with FLAG; `context`: flags that make FLAG matter,
  * given to both runs compared: "--pods 2" adds (or replaces) a flag of the base, "!--chips"
- * removes one (NULL: none). */
+ * removes one, "+--draft-cost 0.1" adds a flag to the run with FLAG only (the two go together:
+ * each alone is refused) (NULL: none). */
 typedef struct {
     const char *flag;
     int modes;
@@ -99,6 +100,9 @@ static const test_value values[] = {
     {"--kv-bytes", ALL, "1", NULL, NULL},
     {"--flops-dtype", ALL, "int8", NULL, NULL},
     {"--prefill-mfu", ALL, "0.5", NULL, NULL},
+    {"--spec-alpha", ALL, "0.8", NULL, "+--draft-cost 0.1"},
+    {"--draft-cost", ALL, "0.1", NULL, "+--spec-alpha 0.8"},
+    {"--generate", ALL, "256", NULL, NULL},
     {"--whole-axes", ALL, NULL, NULL, NULL},
     {"--chips", ALL, "128", NULL, NULL},
     {"--top", ALL, "3", NULL, NULL},
@@ -131,7 +135,7 @@ static int in_context(const char *ctx, const char *a) {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", ctx ? ctx : "");
     for (char *t = strtok(buf, " "); t; t = strtok(NULL, " "))
-        if (!strcmp(t[0] == '!' ? t + 1 : t, a)) return 1;
+        if (!strcmp(t[0] == '!' || t[0] == '+' ? t + 1 : t, a)) return 1;
     return 0;
 }
 
@@ -155,14 +159,16 @@ static int build(char **argv, int mode, const test_value *v, const char *flag, i
     }
     if (ctx) { /* its words, but the flag under test (or its alias) and its value */
         snprintf(ctx_buf, 128, "%s", ctx);
-        int skip = 0;
+        int skip = 0, partner = 0;
         for (char *t = strtok(ctx_buf, " "); t; t = strtok(NULL, " ")) {
-            if (skip && t[0] != '-' && t[0] != '!') {
+            const int value = t[0] != '-' && t[0] != '!' && t[0] != '+';
+            if (skip && value) {
                 skip = 0;
                 continue;
             }
+            if (!value) partner = t[0] == '+';
             skip = flag && (!strcmp(t, flag) || (v->drop && !strcmp(t, v->drop)));
-            if (t[0] != '!' && !skip) argv[n++] = t;
+            if (t[0] != '!' && !skip && (!partner || flag)) argv[n++] = t + (t[0] == '+');
         }
     }
     if (flag) {

@@ -39,13 +39,7 @@ static calc_infer_opt opts(double batch, double context, double param_bytes, dou
 }
 
 static calc_infer_result run(const calc_spec *s, const calc_infer_opt *o) {
-    calc_infer_result r;
-    char err[256];
-    if (calc_infer(s, o, &r, err, sizeof err) < 0) {
-        printf("FAIL calc_infer: %s\n", err);
-        exit(1);
-    }
-    return r;
+    return test_infer_run(s, o);
 }
 
 /* The book's step-time formula, without the ICI term: B·KV/BW + max(2·B·P/C, P_bytes/BW). */
