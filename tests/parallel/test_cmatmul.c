@@ -99,10 +99,10 @@ static void test_rs(mesh *m, int ax, int64_t M, int64_t K, int64_t nl, int integ
     const mesh_stat p0 = mesh_stats(m, MESH_OP_PPERMUTE, -1),
                     g0 = mesh_stats(m, MESH_OP_ALL_GATHER, -1);
     ab prod = {a, w, {M, K, N}};
-    cmm_matmul_reduce_scatter(m, ax, out, ab_block, &prod, M, N, scratch);
+    cmm_matmul_reduce_scatter(m, ax, MESH_WIRE_F32, out, ab_block, &prod, M, N, scratch);
     const mesh_stat p1 = mesh_stats(m, MESH_OP_PPERMUTE, -1),
                     g1 = mesh_stats(m, MESH_OP_ALL_GATHER, -1);
-    cmm_matmul_reduce_scatter(m, ax, out2, ab_block, &prod, M, N, scratch);
+    cmm_matmul_reduce_scatter(m, ax, MESH_WIRE_F32, out2, ab_block, &prod, M, N, scratch);
     char what[96];
     snprintf(what, sizeof what, "matmul-RS n=%d M=%lld K=%lld N=%lld %s", n, (long long)M,
              (long long)K, (long long)N, integer ? "integers" : "random");
@@ -156,7 +156,7 @@ static void test_gather(mesh *m, int ax, int64_t M, int64_t nl, int integer) {
     catcher c = {got, M, N, nl, {0}, 0, 0};
     const mesh_stat p0 = mesh_stats(m, MESH_OP_PPERMUTE, -1),
                     g0 = mesh_stats(m, MESH_OP_ALL_GATHER, -1);
-    cmm_gather_blocks(m, ax, xi, M * nl, scratch, catch_block, &c);
+    cmm_gather_blocks(m, ax, MESH_WIRE_F32, xi, M * nl, scratch, catch_block, &c);
     const mesh_stat p1 = mesh_stats(m, MESH_OP_PPERMUTE, -1),
                     g1 = mesh_stats(m, MESH_OP_ALL_GATHER, -1);
     int once = c.n_seen == n;

@@ -2,8 +2,11 @@
  * --zero): the tokens of a micro-batch per data shard that the layout prints ("micro-batch of N
  * tokens per data shard") must be the rows the model runs, and the count every tensor-axis
  * ReduceScatter of a training step carries (recorded by the mesh, not by the plan) must be those
- * N rows times this rank's D/|Y| columns, the count the printed table gives. Under --dcn the batch
- * is sharded over every data axis, the DCN one included, so N = micro-batch / |batch axes| · T. */
+ * N rows times this rank's D/|Y| columns, the count the printed table gives; and their number
+ * must be the printed rows' calls per layer × layers × micro-batches, plus the head's one per
+ * micro-batch (its final norm's backward, which the per-layer table does not list). Under --dcn
+ * the batch is sharded over every data axis, the DCN one included, so N = micro-batch /
+ * |batch axes| · T. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,17 +29,26 @@ static void on_call(const mesh_call *c, void *ctx) {
     atomic_fetch_add(&rs_calls, 1);
 }
 
-/* The printed layout of trainer t; the micro-batch's tokens it names (−1 if none). */
-static long long printed_tokens(trainer *t) {
+/* The printed layout of trainer t: the micro-batch's tokens it names (−1 if none) and the calls
+ * per layer of its tensor-axis ReduceScatter rows (the "n×" column of rows "reduce_scatter Y"). */
+static long long printed_tokens(trainer *t, long long *rs_per_layer) {
     FILE *f = tmpfile();
     if (!f) return -1;
     trainer_print_layout(t, f);
     rewind(f);
     char line[1024];
     long long n = -1;
+    *rs_per_layer = 0;
     while (fgets(line, sizeof line, f)) {
         const char *at = strstr(line, "micro-batch of ");
         if (at && strstr(at, "tokens per data shard")) n = atoll(at + strlen("micro-batch of "));
+        const char *rs = strstr(line, "reduce_scatter Y ");
+        const char *times = rs ? strstr(rs, "× ") : NULL;
+        if (times) {
+            const char *d = times;
+            while (d > rs && d[-1] >= '0' && d[-1] <= '9') d--;
+            *rs_per_layer += atoll(d);
+        }
     }
     fclose(f);
     return n;
@@ -59,7 +71,8 @@ int main(int argc, char **argv) {
     if (!t) mesh_exit_error("%s", err);
     const plan *pl = trainer_plan(t);
     tensor_axis = pl->tensor.axes.n ? pl->tensor.axes.ax[0] : -1;
-    const long long shown = printed_tokens(t);
+    long long rs_per_layer = 0;
+    const long long shown = printed_tokens(t, &rs_per_layer);
     const long long rows = model_local_rows(trainer_model(t));
     /* on rank 0 (the one that prints) the number must be there; every rank checks its runs */
     int fail = mesh_rank(m) == 0 && shown != rows;
@@ -72,12 +85,16 @@ int main(int argc, char **argv) {
     trainer_step(t, 0, tok, &st);
     mesh_remove_trace_hook(m, NULL);
     const long long per_call = rows * (c.shape.D / pl->tensor.n);
+    const long long want_calls =
+        (rs_per_layer * (pl->l1 - pl->l0) + (pl->l1 == c.shape.L)) * pl->n_micro;
     if (tensor_axis >= 0)
         fail |= atomic_load(&rs_calls) == 0 || atomic_load(&rs_other) != 0 ||
-                atomic_load(&rs_count) != per_call;
+                atomic_load(&rs_count) != per_call ||
+                (mesh_rank(m) == 0 && atomic_load(&rs_calls) != want_calls);
     printf("rank %d: printed %lld tokens per micro-batch and data shard, the model runs %lld rows; "
-           "%lld tensor-axis ReduceScatters of %lld elements (%lld others; want %lld)%s\n",
-           mesh_rank(m), shown, rows, (long long)atomic_load(&rs_calls),
+           "%lld tensor-axis ReduceScatters (printed: %lld a layer, so %lld a step) of %lld "
+           "elements (%lld others; want %lld)%s\n",
+           mesh_rank(m), shown, rows, (long long)atomic_load(&rs_calls), rs_per_layer, want_calls,
            (long long)atomic_load(&rs_count), (long long)atomic_load(&rs_other), per_call,
            fail ? "  <-- FAIL" : "");
     fail = mesh_agree_max(mesh_world_comm(m), fail);

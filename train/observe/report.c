@@ -232,10 +232,9 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
     return out;
 }
 
-double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
-                      int *latency_bound) {
+double report_predict(const report *r, const mesh_coll_call *c, int *latency_bound) {
     const call_pred p =
-        predict_call(r, op, axes, mesh_alg_resolve(r->m, axes, alg), count, mesh_get_wire(r->m));
+        predict_call(r, c->op, c->axes, mesh_alg_resolve(r->m, c->axes, c->alg), c->count, c->wire);
     if (latency_bound) *latency_bound = p.latency_bound;
     return p.run;
 }

@@ -147,7 +147,8 @@ int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axe
 /* Rank 0 prints the per-collective table (calls, bytes, exposed and transfer time, predicted,
  * regime) and where the book's thresholds put this run. */
 void report_print_summary(const report *r, const report_case *k, FILE *out);
-/* Book prediction of one collective call (count as passed to mesh_*). */
-double report_predict(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg, int64_t count,
-                      int *latency_bound);
+/* The run's prediction of one collective call c (its op, axes, algorithm, count as passed to
+ * mesh_*, and wire format), on the links this report calibrated or was told; *latency_bound
+ * (may be NULL): whether its hop latency dominates. */
+double report_predict(const report *r, const mesh_coll_call *c, int *latency_bound);
 #endif

@@ -19,8 +19,8 @@
  * is the plan's (bucket_cap: the size asked for, or the cost model's, plan_bucket_auto), and so
  * are the buffers (plan.c).
  *
- * The queue of reductions in flight (par_push, par_drain) lives here too: buckets and single
- * blocks complete through it, in the order they were started. */
+ * Buckets complete through the queue of calls in flight (queue.c), in the order they were
+ * started. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,96 +34,55 @@ static int64_t region(const struct par *p) {
 }
 
 int bucket_add(struct par *p, float *g, int64_t n, float *dst, int add) {
+    par_buckets *bk = &p->bk;
     const int64_t per = p->pl->zero ? n / p->pl->data.n : n;
     if (p->pl->bucket_cap == 0 || per > region(p)) return 0;
-    if (p->bucket_fill + per > region(p) || p->bucket_nsegs[p->bucket_open] == PAR_BUCKET_SEGS)
-        bucket_flush(p);
-    const int k = p->bucket_open;
-    if (p->bucket_fill == 0 && p->bucket_busy[k] > 0)
-        par_drain_upto(p, p->bucket_busy[k]); /* slot free */
-    float *buf = p->bucket_stage[k];
+    if (bk->fill + per > region(p) || bk->nsegs[bk->open] == PAR_BUCKET_SEGS) bucket_flush(p);
+    const int k = bk->open;
+    if (bk->fill == 0) queue_wait(p, bk->busy[k]); /* the slot free */
+    float *buf = bk->stage[k];
     if (p->pl->zero)
         for (int64_t j = 0; j < p->pl->data.n; j++)
-            floats_copy(buf + j * region(p) + p->bucket_fill, g + j * per, per);
+            floats_copy(buf + j * region(p) + bk->fill, g + j * per, per);
     else
-        floats_copy(buf + p->bucket_fill, g, n);
-    p->bucket_segs[k][p->bucket_nsegs[k]++] = (bucket_seg){dst, p->bucket_fill, per, add};
-    p->bucket_fill += per;
+        floats_copy(buf + bk->fill, g, n);
+    bk->segs[k][bk->nsegs[k]++] = (bucket_seg){dst, bk->fill, per, add};
+    bk->fill += per;
     return 1;
 }
 
 void bucket_flush(struct par *p) {
-    if (p->pl->bucket_cap == 0 || p->bucket_fill == 0) return;
-    const int k = p->bucket_open;
-    const int64_t c = p->bucket_fill;
-    float *buf = p->bucket_stage[k];
-    if (p->pl->zero) { /* close the regions up: RS block j at j·c */
+    par_buckets *bk = &p->bk;
+    if (p->pl->bucket_cap == 0 || bk->fill == 0) return;
+    const int k = bk->open;
+    const int64_t c = bk->fill;
+    float *buf = bk->stage[k];
+    const plan_coll kind = p->pl->zero ? PLAN_ZERO_REDUCE : PLAN_DP_REDUCE;
+    float *out = p->pl->zero ? bk->result[k] : buf; /* RS into the result; AllReduce in place */
+    if (p->pl->zero) {                              /* close the regions up: RS block j at j·c */
         const int move = !mesh_no_data(c * p->pl->data.n * (int64_t)sizeof(float));
         for (int64_t j = 1; j < p->pl->data.n && move; j++)
             floats_move(buf + j * c, buf + j * region(p), c);
-        if (p->pl->overlap) {
-            if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-            p->pending[p->n_pending++] =
-                (pending_red){mesh_ireduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf,
-                                                   c, p->pl->alg),
-                              NULL, NULL, 0, k + 1};
-        } else {
-            mesh_reduce_scatter(p->m, p->pl->data.axes, p->bucket_result[k], buf, c, p->pl->alg);
-        }
-    } else if (p->pl->overlap) {
-        if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-        p->pending[p->n_pending++] =
-            (pending_red){mesh_iall_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg), NULL,
-                          NULL, 0, k + 1};
-    } else {
-        mesh_all_reduce(p->m, p->pl->data.axes, buf, buf, c, p->pl->alg);
     }
-    if (p->pl->overlap)
-        p->bucket_busy[k] = p->n_pending;
-    else
+    if (p->pl->overlap) {
+        bk->busy[k] = queue_push(p, par_start(p, kind, out, buf, c), NULL, NULL, 0, k + 1);
+    } else {
+        par_run(p, kind, out, buf, c);
         bucket_complete(p, k);
-    p->bucket_open = k ^ 1;
-    p->bucket_fill = 0;
+    }
+    bk->open = k ^ 1;
+    bk->fill = 0;
 }
 
 void bucket_complete(struct par *p, int slot) {
-    const float *res = p->pl->zero ? p->bucket_result[slot] : p->bucket_stage[slot];
-    for (int i = 0; i < p->bucket_nsegs[slot]; i++) {
-        const bucket_seg *s = &p->bucket_segs[slot][i];
+    par_buckets *bk = &p->bk;
+    const float *res = p->pl->zero ? bk->result[slot] : bk->stage[slot];
+    for (int i = 0; i < bk->nsegs[slot]; i++) {
+        const bucket_seg *s = &bk->segs[slot][i];
         if (s->add)
             kern_add(s->dst, res + s->off, s->n);
         else
             floats_copy(s->dst, res + s->off, s->n);
     }
-    p->bucket_nsegs[slot] = 0;
-}
-
-/* ---------------------------------------------------------------- reductions in flight */
-
-void par_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n) {
-    if (p->n_pending == PAR_MAX_PENDING) par_drain(p);
-    p->pending[p->n_pending++] = (pending_red){r, out, acc, n, 0};
-}
-
-/* Completes the first `count` pending reductions (they finish in the order started). */
-void par_drain_upto(struct par *p, int count) {
-    if (count > p->n_pending) count = p->n_pending;
-    for (int i = 0; i < count; i++) {
-        mesh_wait(p->pending[i].req);
-        if (p->pending[i].bucket)
-            bucket_complete(p, p->pending[i].bucket - 1);
-        else if (p->pending[i].acc)
-            kern_add(p->pending[i].acc, p->pending[i].out, p->pending[i].n);
-    }
-    memmove(p->pending, p->pending + count, (size_t)(p->n_pending - count) * sizeof p->pending[0]);
-    p->n_pending -= count;
-    p->n_retired += count;
-    for (int k = 0; k < 2; k++) {
-        p->slot_pending[k] = p->slot_pending[k] > count ? p->slot_pending[k] - count : 0;
-        p->bucket_busy[k] = p->bucket_busy[k] > count ? p->bucket_busy[k] - count : 0;
-    }
-}
-
-void par_drain(struct par *p) {
-    par_drain_upto(p, p->n_pending);
+    bk->nsegs[slot] = 0;
 }

@@ -17,14 +17,15 @@
  * starting at rank b+1 (((p_{b+1} + p_{b+2}) + ...) + p_b; on a line from both ends); the gather
  * hands the blocks over in the order they arrive (i, i−1, ...), and a caller that accumulates
  * products over them adds in that order: all differ from one gemm over the whole contraction only
- * by the order of additions (results within k·eps of it), and are the same on every run. With
- * bf16 on the wire the travelling partial sums and the chunks received are bf16-rounded as every
- * collective's messages are; the rank's own contribution stays fp32. */
+ * by the order of additions (results within k·eps of it), and are the same on every run. The
+ * ring's steps move in the caller's wire format w (the plan's): with bf16 the travelling partial
+ * sums and the chunks received are bf16-rounded as every collective's messages are; the rank's
+ * own contribution stays fp32. */
 #ifndef MT_TRAIN_CMATMUL_H
 #define MT_TRAIN_CMATMUL_H
 #include <stdint.h>
 
-#include "mesh/mesh.h"
+#include "mesh/coll.h"
 
 /* Floats of scratch the two functions need for an [M, N] product over n ranks: 6·M·N/n. */
 int64_t cmm_scratch(int64_t M, int64_t N, int64_t n);
@@ -39,13 +40,13 @@ typedef void (*cmm_block_fn)(void *ctx, const float *blk, int64_t j, int first);
  * partial sum starts at rank b+1 and travels round the ring, each rank adding its block b
  * (computed while the previous step's sum was on the wire); after n−1 steps it ends, complete,
  * at rank b. Overwrites out. scratch: cmm_scratch(M, N, n) floats, disjoint from out. */
-void cmm_matmul_reduce_scatter(mesh *m, int axis, float *out, cmm_product_fn fn, void *ctx,
-                               int64_t M, int64_t N, float *scratch);
+void cmm_matmul_reduce_scatter(mesh *m, int axis, mesh_wire w, float *out, cmm_product_fn fn,
+                               void *ctx, int64_t M, int64_t N, float *scratch);
 
 /* Collective over: axis. The AllGather of the ranks' column blocks xi[c] (c = M·N/n floats each),
  * fn called on each block as it arrives (the rank's own first), the next one on the wire
  * meanwhile: the AllGather-matmul when fn multiplies each block in. Uses the first 4·c floats of
  * scratch (2·c on an axis that wraps or of 2); xi may lie in the rest. */
-void cmm_gather_blocks(mesh *m, int axis, const float *xi, int64_t c, float *scratch,
+void cmm_gather_blocks(mesh *m, int axis, mesh_wire w, const float *xi, int64_t c, float *scratch,
                        cmm_block_fn fn, void *ctx);
 #endif

@@ -26,6 +26,12 @@ float *par_layer_slot(const struct par *p, float *buf, param_id id) {
     return buf + plan_layer_offset(p->pl, id);
 }
 
+void par_layer_blocks(const struct par *p, float *buf, float **out) {
+    static const param_id ids[PAR_LAYER_BLOCKS] = {P_ATTN_NORM, P_WQ,     P_WK,   P_WV,    P_WO,
+                                                   P_MLP_NORM,  P_W_GATE, P_W_UP, P_W_DOWN};
+    for (int k = 0; k < PAR_LAYER_BLOCKS; k++) out[k] = par_layer_slot(p, buf, ids[k]);
+}
+
 void par_hk_extents(void *ctx, const model_shape *s, model_extents *out) {
     struct par *p = ctx;
     (void)s;

@@ -18,8 +18,9 @@ static const char *dimstr(char *buf, size_t n, const char *dim, const char *s) {
 /* One row of the table: a planned call with its V, path and predicted time. */
 static void coll_row(const plan *p, const report *r, const plan_call *c, FILE *out) {
     const plan_axes *a = plan_role_axes(p, c->role);
+    const mesh_coll_call call = plan_coll_call(p, c->kind, c->count);
     int lat = 0;
-    const double t = report_predict(r, c->op, a->axes, p->alg, c->count, &lat);
+    const double t = report_predict(r, &call, &lat);
     const double V =
         (double)mesh_wire_bytes(c->wire) * (double)c->count *
         (c->op == MESH_OP_ALL_GATHER || c->op == MESH_OP_REDUCE_SCATTER ? (double)a->n : 1.0);

@@ -98,29 +98,29 @@ static model_hooks hook_table(struct par *p) {
 static void views(struct par *p) {
     void *(*b)[2] = p->bufs.p;
     p->shard_grads = b[BUF_SHARD_GRADS][0];
-    p->update_stage = b[BUF_UPDATE_STAGE][0];
-    for (int k = 0; k < 2; k++) {
-        p->layer_grads_full[k] = b[BUF_LAYER_GRADS][k];
-        p->layer_grads_scattered[k] = b[BUF_LAYER_SCATTERED][k];
-        p->gathered_layer[k] = b[BUF_GATHERED_LAYER][k];
-        p->gather_stage[k] = b[BUF_GATHER_STAGE][k];
-        p->bucket_stage[k] = b[BUF_BUCKET_STAGE][k];
-        p->bucket_result[k] = b[BUF_BUCKET_RESULT][k];
-        p->gather_send[k] = b[BUF_GATHER_SEND][k];
-        p->gathered_layer_id[k] = -1;
-    }
-    p->param_grads_full[P_EMBED] = b[BUF_EMBED_GRAD][0];
-    p->param_grads_full[P_FINAL_NORM] = b[BUF_FINAL_NORM_GRAD][0];
-    p->param_grads_full[P_UNEMBED] = b[BUF_UNEMBED_GRAD][0];
-    p->gathered_embed = b[BUF_GATHERED_EMBED][0];
-    p->gathered_final_norm = b[BUF_GATHERED_FINAL_NORM][0];
-    p->gathered_unembed = b[BUF_GATHERED_UNEMBED][0];
     p->column_pack = b[BUF_COLUMN_PACK][0];
-    p->dcn_buf = b[BUF_DCN][0];
-    p->tensor_scratch_a = b[BUF_TENSOR_A][0];
-    p->tensor_scratch_b = b[BUF_TENSOR_B][0];
-    p->kv_exchange = b[BUF_KV_EXCHANGE][0];
-    p->cmatmul_scratch = b[BUF_CMATMUL][0];
+    p->dcn = b[BUF_DCN][0];
+    p->up.stage = b[BUF_UPDATE_STAGE][0];
+    for (int k = 0; k < 2; k++) {
+        p->gs.full[k] = b[BUF_LAYER_GRADS][k];
+        p->gs.scattered[k] = b[BUF_LAYER_SCATTERED][k];
+        p->w.layer[k] = b[BUF_GATHERED_LAYER][k];
+        p->w.stage[k] = b[BUF_GATHER_STAGE][k];
+        p->w.send[k] = b[BUF_GATHER_SEND][k];
+        p->w.layer_id[k] = -1;
+        p->bk.stage[k] = b[BUF_BUCKET_STAGE][k];
+        p->bk.result[k] = b[BUF_BUCKET_RESULT][k];
+    }
+    p->gs.param[P_EMBED] = b[BUF_EMBED_GRAD][0];
+    p->gs.param[P_FINAL_NORM] = b[BUF_FINAL_NORM_GRAD][0];
+    p->gs.param[P_UNEMBED] = b[BUF_UNEMBED_GRAD][0];
+    p->w.param[P_EMBED] = b[BUF_GATHERED_EMBED][0];
+    p->w.param[P_FINAL_NORM] = b[BUF_GATHERED_FINAL_NORM][0];
+    p->w.param[P_UNEMBED] = b[BUF_GATHERED_UNEMBED][0];
+    p->tp.a = b[BUF_TENSOR_A][0];
+    p->tp.b = b[BUF_TENSOR_B][0];
+    p->tp.kv = b[BUF_KV_EXCHANGE][0];
+    p->tp.cmatmul = b[BUF_CMATMUL][0];
 }
 
 int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {
@@ -143,11 +143,67 @@ int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {
 
 void par_destroy(par *p) {
     if (!p) return;
-    par_drain(p); /* (zero 3's shard_params is the model's storage) */
+    queue_drain(p); /* (ZeRO-3's shards are the model's storage) */
     plan_free(p->pl, PLAN_OWNER_PAR, &p->bufs);
     free(p);
 }
 
 const model_hooks *par_model_hooks(par *p) {
     return p ? &p->hooks : &model_hooks_single;
+}
+
+/* ---------------------------------------------------------------- the collectives */
+
+void par_in_step(par *p, int on) {
+    if (p) p->wire = on ? p->pl->wire : MESH_WIRE_F32;
+}
+
+mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
+    mesh_coll_call c = plan_coll_call(p->pl, k, count);
+    c.wire = p->wire;
+    return c;
+}
+
+void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    p->calls[k]++;
+    mesh_coll_run(p->m, &c, out, in);
+}
+
+mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    p->calls[k]++;
+    return mesh_coll_start(p->m, &c, out, in);
+}
+
+/* ---------------------------------------------------------------- the step's agreements */
+
+double par_allsum(struct par *p, mesh_axes a, double v) {
+    const int n = mesh_axes_size(p->m, a);
+    if (n == 1) return v;
+    float mine[2], all[2 * 64];
+    memcpy(mine, &v, sizeof v);
+    CHECK(n <= 64, "allsum over %d ranks", n);
+    mesh_all_gather(p->m, a, all, mine, 2, MESH_ALG_MPI);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, all + 2 * i, sizeof x);
+        s += x;
+    }
+    return s;
+}
+
+double par_data_mean(par *p, double v) {
+    if (!p) return v;
+    return par_allsum(p, p->pl->batch.axes, v) / (double)p->pl->batch.n;
+}
+
+double par_pipe_mean(par *p, double v) {
+    return p && p->pl->pipe.n > 1 ? par_allsum(p, p->pl->pipe.axes, v) / (double)p->pl->pipe.n : v;
+}
+
+double par_pipe_last_value(par *p, double v) {
+    if (!p) return v;
+    return par_data_mean(p, par_allsum(p, p->pl->pipe.axes, v));
 }

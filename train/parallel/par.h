@@ -41,7 +41,7 @@ void par_finish_grads(par *p, model *m);
  * communication than the plain ReduceScatter and AllGather they replace, by the cost model (r's
  * links, a block's matmul at `flops` FLOP/s): per sublayer, the plain pair's predicted time
  * against (|Y| − 1) ring steps that each expose max(0, one block's transfer − one block's
- * matmul), steps of two ppermutes on a line. 0 without a tensor axis. */
+ * matmul; on a line a step is two ppermutes at once, one each way). 0 without a tensor axis. */
 struct report;
 int par_cmatmul_wins(const plan *pl, const struct report *r, double flops);
 /* Σ g² over the global gradient (each element counted once), identical on every rank. */
@@ -53,6 +53,25 @@ typedef struct {
     int64_t n, state_off;
 } par_owned;
 par_owned par_owned_slice(par *p, model *m, param_id id);
+/* The wire format of the run's calls. Inside a training step or an evaluation (on: the trainer
+ * brackets them) every call moves in the plan's (--comm-dtype); between them (sampling, the
+ * parameters' sync for a checkpoint: the model's forward-only uses) in fp32, as a forward-only
+ * plan's do. Off when created. */
+void par_in_step(par *p, int on);
+/* Where the model's parameters stand between steps. ZeRO-1/2 with --overlap finish step s's
+ * update inside step s+1's forward: the updated shards' gathers are deferred (UPDATED while the
+ * update runs, DUE once it is complete), then started layer by layer (GATHERING: layer l is whole
+ * once its gathers retired, which the forward waits for as it reads it). A reader outside the
+ * model's hooks (checkpoints, sampling, tests) reads the parameters only when WHOLE:
+ * par_params_sync brings them there (trainer_model does). Without ZeRO-1/2 --overlap, and for
+ * p == NULL, always WHOLE. */
+typedef enum {
+    PAR_PARAMS_WHOLE,     /* every parameter whole */
+    PAR_PARAMS_UPDATED,   /* the update in progress deferred gathers of its shards */
+    PAR_PARAMS_DUE,       /* the update is complete; its gathers have not started */
+    PAR_PARAMS_GATHERING, /* the gathers run (tickets: par_impl.h) */
+} par_params_state;
+par_params_state par_params(const par *p);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
  * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one
  * by one; with --overlap the gathers start with the next step and complete as its forward reads
@@ -60,8 +79,8 @@ par_owned par_owned_slice(par *p, model *m, param_id id);
 void par_owned_done(par *p, model *m, param_id id);
 /* After the whole update (ZeRO-3: the gathered copies are stale). */
 void par_after_update(par *p, model *m);
-/* Completes ZeRO-1/2 --overlap's deferred gathers of the updated shards, so that the model's
- * parameters are whole (for a reader outside the model's hooks: checkpoints, tests, sampling). */
+/* Completes ZeRO-1/2 --overlap's deferred gathers of the updated shards: the parameters WHOLE
+ * (for a reader outside the model's hooks: checkpoints, tests, sampling). */
 void par_params_sync(par *p);
 /* Checkpoint geometry. The global slab this rank's optimizer-state slice of parameter id covers
  * (par_owned_slice's n elements, row-major), and whether this rank is the one that writes a

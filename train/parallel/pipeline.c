@@ -92,5 +92,5 @@ void par_hk_stage_send(void *ctx, const float *x, int64_t n) {
 
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n) {
     struct par *p = ctx;
-    if (p->pl->pipe.n > 1) mesh_all_reduce(p->m, p->pl->pipe.axes, x, x, n, p->pl->alg);
+    if (p->pl->pipe.n > 1) par_run(p, PLAN_PIPE_SHARE, x, x, n);
 }

@@ -252,7 +252,8 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
     p->alg = in->c.alg[0] ? (mesh_alg)mesh_alg_parse(in->c.alg) : MESH_ALG_DEFAULT;
-    p->wire = (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
+    /* --comm-dtype is the training's: generation and serving (forward only) move fp32 */
+    p->wire = in->forward_only ? MESH_WIRE_F32 : (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
     if (check(p, err, errlen) < 0) return -1;
     stage(p);
     geometry(p);
@@ -353,12 +354,52 @@ static void list_zero(plan *p) {
 
 /* ---------------------------------------------------------------- the collectives */
 
-static void call(plan *p, mesh_op op, plan_role role, plan_pass pass, plan_path path, int64_t count,
-                 int times, const char *what) {
+/* Each kind's op and role. */
+static const struct {
+    mesh_op op;
+    plan_role role;
+} kinds[PLAN_COLL_COUNT] = {
+    [PLAN_TP_REDUCE_OUT] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_GATHER_OUT] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_GATHER_GRAD] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_REDUCE_GRAD] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_HOP] = {MESH_OP_PPERMUTE, PLAN_ROLE_TENSOR},
+    [PLAN_TP_NORM_GRAD] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_TENSOR},
+    [PLAN_TP_KV_GRAD] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_EMBED] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_TENSOR},
+    [PLAN_TP_STATS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_TP_VOCAB] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_Z3_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_Z3_GATHER_PARAM] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DATA},
+    [PLAN_ZERO_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA},
+    [PLAN_UPDATE_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_DCN_SCATTER] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA},
+    [PLAN_DCN_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DCN},
+    [PLAN_DCN_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_DCN_SHARDS] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DCN},
+    [PLAN_PIPE_SEND] = {MESH_OP_PPERMUTE, PLAN_ROLE_PIPE},
+    [PLAN_PIPE_SHARE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_PIPE},
+};
+
+mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
+    mesh_coll_call c = {kinds[k].op, plan_role_axes(p, kinds[k].role)->axes, 0, count, p->alg,
+                        p->wire};
+    if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
+    if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
+        c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
+        c.alg = MESH_ALG_DEFAULT;
+    }
+    return c;
+}
+
+static void call(plan *p, plan_coll kind, plan_pass pass, plan_path path, int64_t count, int times,
+                 const char *what) {
     CHECK(p->ncall < PLAN_MAX_CALLS, "plan: more than %d kinds of collective", PLAN_MAX_CALLS);
-    plan_call *c = &p->call[p->ncall++];
-    *c = (plan_call){op, role, pass, path, count, times, p->wire, ""};
-    snprintf(c->what, sizeof c->what, "%s", what);
+    const mesh_coll_call c = plan_coll_call(p, kind, count);
+    plan_call *r = &p->call[p->ncall++];
+    *r = (plan_call){kind, c.op, kinds[kind].role, pass, path, count, times, c.wire, ""};
+    snprintf(r->what, sizeof r->what, "%s", what);
 }
 
 /* The tensor axis: the sublayers' output ReduceScatter and input AllGather (or, with the
@@ -366,31 +407,26 @@ static void call(plan *p, mesh_op op, plan_role role, plan_pass pass, plan_path 
  * gradients. */
 static void calls_tensor(plan *p) {
     const int64_t cnt = p->rows * p->loc.Dl, n = p->tensor.n;
-    const plan_role Y = PLAN_ROLE_TENSOR;
     if (p->cmatmul) { /* (cmatmul.c): one ring step per row, two sublayers */
-        const mesh_op hop = n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
         const int line = n > 2 && !p->tensor.wraps[0]; /* both ways */
         const int steps = (int)(2 * (line ? 2 : 1) * (n - 1));
-        call(p, hop, Y, PLAN_FWD, PLAN_HIDDEN, cnt, steps,
+        call(p, PLAN_TP_HOP, PLAN_FWD, PLAN_HIDDEN, cnt, steps,
              "matmul-RS: Out[B, D_Y]{U_Y} round the ring");
-        call(p, hop, Y, PLAN_FWD, PLAN_HIDDEN, cnt, steps,
+        call(p, PLAN_TP_HOP, PLAN_FWD, PLAN_HIDDEN, cnt, steps,
              "AG-norm-matmul: In[B, D_Y] round the ring");
-        call(p, hop, Y, PLAN_BWD, PLAN_HIDDEN, cnt, steps,
+        call(p, PLAN_TP_HOP, PLAN_BWD, PLAN_HIDDEN, cnt, steps,
              "AG-matmul: dOut[B, D_Y] round the ring");
     } else {
-        call(p, MESH_OP_REDUCE_SCATTER, Y, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
+        call(p, PLAN_TP_REDUCE_OUT, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
              "Out[B, D]{U_Y} → Out[B, D_Y] (+ residual)");
-        call(p, MESH_OP_ALL_GATHER, Y, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
+        call(p, PLAN_TP_GATHER_OUT, PLAN_FWD, PLAN_CRITICAL, cnt, 2,
              "In[B, D_Y] → In[B, D] (next sublayer)");
-        call(p, MESH_OP_ALL_GATHER, Y, PLAN_BWD, PLAN_CRITICAL, cnt, 2,
-             "dOut[B, D_Y] → dOut[B, D]");
+        call(p, PLAN_TP_GATHER_GRAD, PLAN_BWD, PLAN_CRITICAL, cnt, 2, "dOut[B, D_Y] → dOut[B, D]");
     }
-    call(p, MESH_OP_REDUCE_SCATTER, Y, PLAN_BWD, PLAN_CRITICAL, cnt, 2,
-         "dIn[B, D]{U_Y} → dIn[B, D_Y]");
-    call(p, MESH_OP_ALL_REDUCE, Y, PLAN_BWD, PLAN_BLOCKING, p->s.D, 2,
-         "d(norm gain)[D]{U_Y} → [D]");
+    call(p, PLAN_TP_REDUCE_GRAD, PLAN_BWD, PLAN_CRITICAL, cnt, 2, "dIn[B, D]{U_Y} → dIn[B, D_Y]");
+    call(p, PLAN_TP_NORM_GRAD, PLAN_BWD, PLAN_BLOCKING, p->s.D, 2, "d(norm gain)[D]{U_Y} → [D]");
     if (p->g[P_WK].kv_group)
-        call(p, MESH_OP_ALL_GATHER, Y, PLAN_BWD, PLAN_BLOCKING, plan_geo_block(&p->g[P_WK]), 2,
+        call(p, PLAN_TP_KV_GRAD, PLAN_BWD, PLAN_BLOCKING, plan_geo_block(&p->g[P_WK]), 2,
              "dW_kv[D, K·H] of the kv head → its group");
 }
 
@@ -400,25 +436,23 @@ static void calls_data(plan *p) {
     const int nl = p->n_layer_params;
     const int64_t per = p->layer_elems / nl;
     if (p->data.n > 1 && p->zero == 0 && !p->dcn.axes.n)
-        call(p, MESH_OP_ALL_REDUCE, PLAN_ROLE_DATA, PLAN_BWD, path, per, nl,
-             "dW{U_X} → dW (once per step)");
+        call(p, PLAN_DP_REDUCE, PLAN_BWD, path, per, nl, "dW{U_X} → dW (once per step)");
     else if (p->data.n > 1 && p->zero > 0)
-        call(p, MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA, PLAN_BWD, path, per / p->data.n, nl,
+        call(p, PLAN_ZERO_REDUCE, PLAN_BWD, path, per / p->data.n, nl,
              p->zero == 1 ? "dW{U_X} → dW[D_X, ...] (once per step)"
                           : "dW{U_X} → dW[D_X, ...] (every micro-batch)");
     if (p->data.n > 1 && (p->zero == 1 || p->zero == 2))
-        call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_UPDATE, path, per / p->data.n, nl,
+        call(p, PLAN_UPDATE_GATHER, PLAN_UPDATE, path, per / p->data.n, nl,
              "W[D_X, ...] → W[D, ...] after the update"); /* (a column-sharded block's: zero.c) */
     if (p->dcn.axes.n && p->zero == 0) { /* --dcn: the whole gradient, once per step (zero.c) */
         const int64_t cs = p->dcn_n / p->data.n;
-        call(p, MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA, PLAN_STEP, PLAN_BLOCKING, cs, 1,
+        call(p, PLAN_DCN_SCATTER, PLAN_STEP, PLAN_BLOCKING, cs, 1,
              "dG{U_X} → dG[_X] (whole gradient, ICI)");
-        call(p, MESH_OP_ALL_REDUCE, PLAN_ROLE_DCN, PLAN_STEP, PLAN_BLOCKING, cs, 1,
+        call(p, PLAN_DCN_REDUCE, PLAN_STEP, PLAN_BLOCKING, cs, 1,
              "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)");
-        call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_STEP, PLAN_BLOCKING, cs, 1,
-             "dG[_X] → dG (ICI)");
+        call(p, PLAN_DCN_GATHER, PLAN_STEP, PLAN_BLOCKING, cs, 1, "dG[_X] → dG (ICI)");
     } else if (p->dcn.axes.n) {
-        call(p, MESH_OP_ALL_REDUCE, PLAN_ROLE_DCN, PLAN_STEP, PLAN_BLOCKING, p->shard_total, 1,
+        call(p, PLAN_DCN_SHARDS, PLAN_STEP, PLAN_BLOCKING, p->shard_total, 1,
              "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)");
     }
 }
@@ -431,16 +465,15 @@ static void list_calls(plan *p) {
              nwb < p->n_layer_params ? ", bucketed" : "");
     const plan_path gather = p->overlap ? PLAN_PREFETCHED : PLAN_BLOCKING;
     const int64_t wcount = p->layer_elems / p->data.n / nwb;
-    if (p->zero == 3)
-        call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_FWD, gather, wcount, nwb, what);
+    if (p->zero == 3) call(p, PLAN_Z3_GATHER, PLAN_FWD, gather, wcount, nwb, what);
     if (p->tensor.n > 1) calls_tensor(p);
     if (p->zero == 3)
-        call(p, MESH_OP_ALL_GATHER, PLAN_ROLE_DATA, PLAN_BWD, gather, wcount, nwb,
+        call(p, PLAN_Z3_GATHER, PLAN_BWD, gather, wcount, nwb,
              "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
-        call(p, MESH_OP_PPERMUTE, PLAN_ROLE_PIPE, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
              "send In[b, D] to the next stage (per micro-batch)");
-        call(p, MESH_OP_PPERMUTE, PLAN_ROLE_PIPE, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
              "send dIn[b, D] to the previous stage");
     }
     calls_data(p);

@@ -29,6 +29,8 @@
 #include "train/config/config.h"
 #include "train/model/hooks.h"
 
+typedef struct plan plan;
+
 /* One role's axes: which mesh axes play it (ordered, major first; none: n = 1, index 0), their
  * sizes and wraparound (the cost model), the algorithm --alg resolves to over them, and their
  * names as the book's subscripts ("XY"). */
@@ -156,11 +158,47 @@ typedef enum {
 } plan_path;
 typedef enum { PLAN_ROLE_DATA, PLAN_ROLE_TENSOR, PLAN_ROLE_PIPE, PLAN_ROLE_DCN } plan_role;
 
-/* One kind of call: `times` calls per layer and micro-batch (pass PLAN_STEP: per step) of op
- * over the role's axes, `count` elements per rank each (as the mesh call takes them: an
- * AllGather's input, a ReduceScatter's output), in wire format `wire`. `what` in the book's
- * notation. */
+/* Every kind of collective the run makes. The code that makes one names its kind and the
+ * counts; the op, the axes, the algorithm and the wire format are the plan's (plan_coll_call). */
+typedef enum {
+    /* the tensor axis Y: a sublayer's output and input, their backward */
+    PLAN_TP_REDUCE_OUT,  /* ReduceScatter_Y Out[B, D]{U_Y} → Out[B, D_Y] */
+    PLAN_TP_GATHER_OUT,  /* AllGather_Y Out[B, D_Y] → In[B, D] */
+    PLAN_TP_GATHER_GRAD, /* AllGather_Y dOut[B, D_Y] → dOut[B, D] (and the embedding's) */
+    PLAN_TP_REDUCE_GRAD, /* ReduceScatter_Y dIn[B, D]{U_Y} → dIn[B, D_Y] (and the head's) */
+    PLAN_TP_HOP,         /* a collective matmul's ring step (the exchange on an axis of 2) */
+    PLAN_TP_NORM_GRAD,   /* AllReduce_Y of a norm gain's gradient */
+    PLAN_TP_KV_GRAD,     /* AllGather_Y of a shared kv head's gradient */
+    PLAN_TP_EMBED,       /* AllReduce_Y of the embedding's vocabulary shards */
+    PLAN_TP_STATS,       /* AllGather_Y of the loss's row statistics */
+    PLAN_TP_VOCAB,       /* AllGather_Y of a sampled position's logits */
+    /* the data axes X */
+    PLAN_Z3_GATHER,       /* AllGather_X of a layer's weights (a tensor or a bucket) */
+    PLAN_Z3_GATHER_PARAM, /* AllGather_X of a non-layer weight */
+    PLAN_DP_REDUCE,       /* AllReduce_X of gradients (a block or a bucket) */
+    PLAN_ZERO_REDUCE,     /* ReduceScatter_X of gradients into the shards */
+    PLAN_UPDATE_GATHER,   /* AllGather_X of ZeRO-1/2's updated shards */
+    PLAN_DCN_SCATTER,     /* --dcn, --zero 0: ReduceScatter over ICI of the whole gradient */
+    PLAN_DCN_REDUCE,      /* ... AllReduce over DCN of this rank's shard of it */
+    PLAN_DCN_GATHER,      /* ... AllGather over ICI */
+    PLAN_DCN_SHARDS,      /* --dcn, ZeRO: AllReduce over DCN of the gradient shards */
+    /* the pipeline axis Z */
+    PLAN_PIPE_SEND,  /* a stage's activations or gradients to its neighbour (p2p, priced as a
+                        ppermute) */
+    PLAN_PIPE_SHARE, /* AllReduce_Z of the last stage's values (sampling) */
+    PLAN_COLL_COUNT
+} plan_coll;
+
+/* The mesh call of kind k with `count` elements per rank (a ppermute's shift +1): op and axes
+ * from the kind, --alg (a collective matmul's steps: the default), the plan's wire format. */
+mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count);
+
+/* One row of the printed schedule: `times` calls of kind `kind` per layer and micro-batch (pass
+ * PLAN_STEP: per step), `count` elements per rank each (as the mesh call takes them: an
+ * AllGather's input, a ReduceScatter's output); op, role and wire as the kind's. `what` in the
+ * book's notation. */
 typedef struct {
+    plan_coll kind;
     mesh_op op;
     plan_role role;
     plan_pass pass;
@@ -175,7 +213,7 @@ typedef struct {
 
 /* ---- the plan ---- */
 
-typedef struct plan {
+struct plan {
     config c;
     model_shape s;
     plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
@@ -204,7 +242,7 @@ typedef struct plan {
     int nbuf;
     plan_call call[PLAN_MAX_CALLS];
     int ncall;
-} plan;
+};
 
 /* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
  * role's size not dividing what it shards: config_for_mesh checks those first for a run). */

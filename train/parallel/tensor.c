@@ -41,7 +41,7 @@
 
 /* Whether the collective matmul's scratch holds BT rows. */
 static int cmm_fits(const struct par *p, int64_t BT) {
-    return p->cmatmul_scratch &&
+    return p->tp.cmatmul &&
            cmm_scratch(BT, p->pl->s.D, p->pl->tensor.n) <= plan_buffer(p->pl, BUF_CMATMUL, 0)->n;
 }
 
@@ -50,16 +50,15 @@ float *par_hk_reduce_out(void *ctx, model *mod, model_product_fn fn, void *fctx,
     (void)mod;
     const plan *pl = p->pl;
     const int64_t D = pl->s.D, n = pl->tensor.n;
-    if (p->cmatmul_scratch) {
-        cmm_matmul_reduce_scatter(p->m, pl->tensor.axes.ax[0], p->tensor_scratch_a, fn, fctx, BT, D,
-                                  p->cmatmul_scratch);
-        return p->tensor_scratch_a;
+    if (p->tp.cmatmul) {
+        cmm_matmul_reduce_scatter(p->m, pl->tensor.axes.ax[0], p->wire, p->tp.a, fn, fctx, BT, D,
+                                  p->tp.cmatmul);
+        return p->tp.a;
     }
-    fn(fctx, p->tensor_scratch_a, 0, 1);
-    par_pack_cols(p->tensor_scratch_b, p->tensor_scratch_a, BT, D, n);
-    mesh_reduce_scatter(p->m, pl->tensor.axes, p->tensor_scratch_a, p->tensor_scratch_b,
-                        BT * pl->loc.Dl, pl->alg);
-    return p->tensor_scratch_a;
+    fn(fctx, p->tp.a, 0, 1);
+    par_pack_cols(p->tp.b, p->tp.a, BT, D, n);
+    par_run(p, PLAN_TP_REDUCE_OUT, p->tp.a, p->tp.b, BT * pl->loc.Dl);
+    return p->tp.a;
 }
 
 /* The rows of sh[BT, D_Y] into x's own D_Y columns (inv = 1: x's own columns into sh). */
@@ -81,8 +80,8 @@ int par_hk_gather_out(void *ctx, model *mod, float *out, const float *sh, int64_
         own_cols(p, out, (float *)sh, BT, 0);
         return 1;
     }
-    mesh_all_gather(p->m, pl->tensor.axes, p->tensor_scratch_b, sh, BT * pl->loc.Dl, pl->alg);
-    par_unpack_cols(out, p->tensor_scratch_b, BT, pl->s.D, pl->tensor.n);
+    par_run(p, PLAN_TP_GATHER_OUT, p->tp.b, sh, BT * pl->loc.Dl);
+    par_unpack_cols(out, p->tp.b, BT, pl->s.D, pl->tensor.n);
     return 0;
 }
 
@@ -92,32 +91,34 @@ const float *par_hk_gather_cols(void *ctx, model *mod, float *x, const float *ow
     (void)mod;
     const plan *pl = p->pl;
     const int64_t Dl = pl->loc.Dl;
+    const plan_coll kind = own ? PLAN_TP_GATHER_GRAD : PLAN_TP_GATHER_OUT;
     if (!own) { /* x's own columns, packed: in the collective matmul's scratch past the four
                  * blocks its gather uses, else in the tensor axis's */
-        float *o = p->cmatmul_scratch ? p->cmatmul_scratch + 4 * BT * Dl : p->tensor_scratch_a;
+        float *o = p->tp.cmatmul ? p->tp.cmatmul + 4 * BT * Dl : p->tp.a;
         own_cols(p, x, o, BT, 1);
         own = o;
     }
-    if (fn && p->cmatmul_scratch) {
-        cmm_gather_blocks(p->m, pl->tensor.axes.ax[0], own, BT * Dl, p->cmatmul_scratch, fn, fctx);
+    if (fn && p->tp.cmatmul) {
+        cmm_gather_blocks(p->m, pl->tensor.axes.ax[0], p->wire, own, BT * Dl, p->tp.cmatmul, fn,
+                          fctx);
         return NULL;
     }
-    mesh_all_gather(p->m, pl->tensor.axes, p->tensor_scratch_b, own, BT * Dl, pl->alg);
-    par_unpack_cols(x, p->tensor_scratch_b, BT, pl->s.D, pl->tensor.n);
+    par_run(p, kind, p->tp.b, own, BT * Dl);
+    par_unpack_cols(x, p->tp.b, BT, pl->s.D, pl->tensor.n);
     return x;
 }
 
 const float *par_hk_gather_tensor(void *ctx, model *mod, const float *mine, int64_t n) {
     struct par *p = ctx;
     (void)mod;
-    mesh_all_gather(p->m, p->pl->tensor.axes, p->tensor_scratch_a, mine, n, p->pl->alg);
-    return p->tensor_scratch_a;
+    par_run(p, PLAN_TP_STATS, p->tp.a, mine, n);
+    return p->tp.a;
 }
 
 void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT) {
     struct par *p = ctx;
     if (p->pl->tensor.n == 1) return;
-    mesh_all_reduce(p->m, p->pl->tensor.axes, x, x, BT * model_shape_of(mod)->D, p->pl->alg);
+    par_run(p, PLAN_TP_EMBED, x, x, BT * model_shape_of(mod)->D);
 }
 
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc) {
@@ -127,7 +128,7 @@ void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logi
         floats_copy(logits, logits_loc, Vl);
         return;
     }
-    mesh_all_gather(p->m, p->pl->tensor.axes, logits, logits_loc, Vl, p->pl->alg);
+    par_run(p, PLAN_TP_VOCAB, logits, logits_loc, Vl);
 }
 
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT) {
@@ -137,25 +138,23 @@ void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t B
     if (p->pl->tensor.n == 1) return;
     const plan *pl = p->pl;
     const int64_t Dl = pl->loc.Dl;
-    par_pack_cols(p->tensor_scratch_b, part, BT, pl->s.D, pl->tensor.n);
-    if (p->cmatmul_scratch) { /* completed by partial_done, the weight gradients beside it */
-        p->partial_req = mesh_ireduce_scatter(p->m, pl->tensor.axes, p->tensor_scratch_a,
-                                              p->tensor_scratch_b, BT * Dl, pl->alg);
+    par_pack_cols(p->tp.b, part, BT, pl->s.D, pl->tensor.n);
+    if (p->tp.cmatmul) { /* completed by partial_done, the weight gradients beside it */
+        p->tp.partial = par_start(p, PLAN_TP_REDUCE_GRAD, p->tp.a, p->tp.b, BT * Dl);
         return;
     }
-    mesh_reduce_scatter(p->m, pl->tensor.axes, p->tensor_scratch_a, p->tensor_scratch_b, BT * Dl,
-                        pl->alg);
-    kern_add(dr, p->tensor_scratch_a, BT * Dl);
+    par_run(p, PLAN_TP_REDUCE_GRAD, p->tp.a, p->tp.b, BT * Dl);
+    kern_add(dr, p->tp.a, BT * Dl);
 }
 
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
     struct par *p = ctx;
     (void)mod;
     par_poll(p);
-    if (!p->partial_req) return;
-    mesh_wait(p->partial_req);
-    p->partial_req = NULL;
-    kern_add(dr, p->tensor_scratch_a, BT * p->pl->loc.Dl);
+    if (!p->tp.partial) return;
+    mesh_wait(p->tp.partial);
+    p->tp.partial = NULL;
+    kern_add(dr, p->tp.a, BT * p->pl->loc.Dl);
 }
 
 /* ---------------------------------------------------------------- collective matmul's verdict */
@@ -163,22 +162,17 @@ void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT) {
 int par_cmatmul_wins(const plan *pl, const struct report *r, double flops) {
     if (pl->tensor.n == 1 || !r || !(flops > 0)) return 0;
     const int64_t BT = pl->rows, Dl = pl->loc.Dl, c = BT * Dl, n = pl->tensor.n;
-    const mesh_axes one = {1, {pl->tensor.axes.ax[0], 0, 0}};
-    const mesh_axes Y = pl->tensor.axes;
-    const mesh_alg alg = pl->alg;
-    /* one ring step: a ppermute of a block (two on a line: both ways, one after the other), or
-     * on an axis of 2 the exchange (cmatmul.c) */
-    const double line = n > 2 && !pl->tensor.wraps[0] ? 2 : 1;
-    const double hop = line * n == 2
-                           ? report_predict(r, MESH_OP_ALL_GATHER, one, MESH_ALG_DEFAULT, c, NULL)
-                           : report_predict(r, MESH_OP_PPERMUTE, one, MESH_ALG_DEFAULT, c, NULL);
-    const double plain = report_predict(r, MESH_OP_REDUCE_SCATTER, Y, alg, c, NULL) +
-                         report_predict(r, MESH_OP_ALL_GATHER, Y, alg, c, NULL);
+    /* one ring step: a ppermute of a block (on a line one each way at once, on different
+     * links), or on an axis of 2 the exchange (cmatmul.c) */
+    const mesh_coll_call step = plan_coll_call(pl, PLAN_TP_HOP, c),
+                         rsc = plan_coll_call(pl, PLAN_TP_REDUCE_OUT, c),
+                         agc = plan_coll_call(pl, PLAN_TP_GATHER_OUT, c);
+    const double hop = report_predict(r, &step, NULL);
+    const double rs = report_predict(r, &rsc, NULL), plain = rs + report_predict(r, &agc, NULL);
     const int64_t Kl[2] = {pl->loc.Nl * pl->s.H, pl->loc.Fl}; /* attention's wo, the MLP's w_down */
     /* the backward ReduceScatter of the sublayer's input gradient runs beside the weight
      * gradients of its input projections (wq, wk, wv: (Nl + 2·Kl)·H columns; w_gate, w_up) */
     const int64_t In[2] = {(pl->loc.Nl + 2 * pl->loc.Kl) * pl->s.H, 2 * pl->loc.Fl};
-    const double rs = report_predict(r, MESH_OP_REDUCE_SCATTER, Y, alg, c, NULL);
     double cmm = 0;
     for (int k = 0; k < 2; k++) {
         const double t_rs = 2.0 * (double)(BT * Kl[k] * Dl) / flops; /* forward: one product */

@@ -41,7 +41,7 @@ struct trainer {
     int dcn;            /* --dcn: the axis across the data-center network, −1 if none */
     double dcn_chip_bw; /* --emulate with --dcn: the chip's DCN B/s per chip (both directions) */
     exec *ex;           /* the step executor: this rank's list of actions */
-    mesh_wire wire;     /* --comm-dtype, in force during this trainer's steps */
+    mesh_wire wire;     /* --comm-dtype (the plan's calls carry it) */
     ktime_step ktime;   /* the predicted compute of a step */
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
@@ -203,8 +203,6 @@ static int setup_choices(trainer *t, plan_in *in, char *err, size_t errlen) {
     mesh *m = t->mesh;
     if (c->bucket != 0) setup_bucket(t, in);
     if (c->cmatmul != 0) {
-        const mesh_wire wire = mesh_get_wire(m); /* auto: predicted in --comm-dtype */
-        mesh_set_wire(m, t->wire);
         /* auto: a block's matmul at the rate the emulated links are scaled to, the ranks' mean
          * (mesh_emulate), the same on every rank: a hop's and a block's predicted times then
          * both scale as 1/rate, and the verdict is the chip's and the shapes' alone, whatever
@@ -212,7 +210,6 @@ static int setup_choices(trainer *t, plan_in *in, char *err, size_t errlen) {
          * calibration */
         const double rate = t->emulated ? t->emu.measured_flops : t->flops;
         const int on = c->cmatmul > 0 || par_cmatmul_wins(&t->pl, t->rep, rate);
-        mesh_set_wire(m, wire);
         /* one verdict (the minimum: on only where every rank finds it wins); on real links the
          * ranks' measured rates and calibrations may split it, which the run then says */
         const int agreed = mesh_agree(mesh_world_comm(m), on);
@@ -319,6 +316,7 @@ void trainer_destroy(trainer *t) {
 
 model *trainer_model(trainer *t) {
     par_params_sync(t->par); /* its parameters whole (ZeRO-1/2 --overlap gathers them late) */
+    CHECK(par_params(t->par) == PAR_PARAMS_WHOLE, "the model's parameters read while not whole");
     return t->mod;
 }
 par *trainer_par(trainer *t) {
@@ -378,8 +376,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 }
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
-    const mesh_wire wire = mesh_get_wire(t->mesh);
-    mesh_set_wire(t->mesh, t->wire);
+    par_in_step(t->par, 1);
     const double t0 = mesh_now();
     report_step_begin(t->rep);
     trace_begin(TRACE_STEP, step);
@@ -406,16 +403,15 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     st->seconds = mesh_now() - t0;
     report_step_end(t->rep, step_flops_rank(t), &st->split);
     trace_end(TRACE_STEP);
-    mesh_set_wire(t->mesh, wire);
+    par_in_step(t->par, 0);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
-    const mesh_wire wire = mesh_get_wire(t->mesh);
-    mesh_set_wire(t->mesh, t->wire);
+    par_in_step(t->par, 1);
     trace_begin(TRACE_EVAL, 0);
     const double loss = exec_eval(t->ex, tokens);
     trace_end(TRACE_EVAL);
-    mesh_set_wire(t->mesh, wire);
+    par_in_step(t->par, 0);
     return loss;
 }
 
@@ -490,10 +486,7 @@ void trainer_print_layout(trainer *t, FILE *out) {
                     ? "auto: the cost model's choice; the ranks' own verdicts differed, and it is "
                       "on only where every rank's is"
                     : "auto: the cost model's choice, the same on every rank");
-    const mesh_wire wire = mesh_get_wire(t->mesh); /* the plan's predictions in --comm-dtype */
-    mesh_set_wire(t->mesh, t->wire);
     if (mesh_world_rank() == 0) plan_print_layout(&t->pl, t->rep, out);
-    mesh_set_wire(t->mesh, wire);
 }
 
 void trainer_print_summary(trainer *t, FILE *out) {

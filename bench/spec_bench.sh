@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Speculative decoding against plain decoding, beside the book's formula: the demo's target
+# (--demo: L=4 D=128 N=4 K=2 T=128, trained STEPS steps on the corpus) and a 1-layer drafter of
+# the same width (trained DSTEPS steps), one rank, one BLAS thread, batch 1, greedy by default.
+# Each round runs `meshtrain generate` plainly and with `--draft --draft-tokens k` for every k in
+# KS, in turn, so that every variant sees the same machine. From each run:
+#   plain: the median decode step t and the decode's time per token w (ms);
+#   speculative: alpha, the measured tokens per target step, the drafter's median step t_d, the
+#   verify step's median t_v (k + 1 rows), and the decode's wall time per token.
+# The formula: speed-up = E / (k·t_d/t + t_v/t) with E = (1 - alpha^(k+1))/(1 - alpha), from the
+# run's alpha and its two step times against the plain step of the same round; the measured
+# speed-up = w / (speculative ms/token), both the decode's whole time (so both pay the machine's
+# other load alike). The table gives median and min over the rounds, and
+# measured/predicted (the issue asks for it within 0.8-1.2).
+# The checkpoints are trained once into WORK (about a minute each on the loaded 2-vCPU machine);
+# a round takes a few seconds.
+#
+# usage: bench/spec_bench.sh [BUILD_DIR]
+# env:   ROUNDS=5 KS="1 2 3 4 6" TOKENS=96 TEMP=0 STEPS=300 DSTEPS=300 WORK=/tmp/spec_bench
+#        OUT=bench/spec_results.md PROMPT="First Citizen:"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-5}
+KS=${KS:-1 2 3 4 6}
+TOKENS=${TOKENS:-96}
+TEMP=${TEMP:-0}
+STEPS=${STEPS:-300}
+DSTEPS=${DSTEPS:-300}
+WORK=${WORK:-/tmp/spec_bench}
+OUT=${OUT:-bench/spec_results.md}
+PROMPT=${PROMPT:-First Citizen:}
+. bench/lib.sh spec_bench
+mkdir -p "$WORK"
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+ncpu=$(getconf _NPROCESSORS_ONLN)
+MPI=(mpirun --oversubscribe --bind-to none -np 1)
+
+train() { # train FILE STEPS ARGS...: a checkpoint, once
+  local f=$1 n=$2
+  shift 2
+  [ -f "$f" ] && return
+  echo "spec_bench: training $f ($n steps)" >&2
+  "${MPI[@]}" "$MT" --demo --steps "$n" --sample 0 --quiet --data data/tinyshakespeare.txt \
+    "$@" --save-final "$f.tmp" >"$f.log" 2>&1 || { cat "$f.log" >&2; exit 1; }
+  mv "$f.tmp" "$f"
+}
+train "$WORK/target.h5" "$STEPS"
+train "$WORK/draft.h5" "$DSTEPS" --layers 1
+
+GEN=(generate --ckpt "$WORK/target.h5" --prompt "$PROMPT" --tokens "$TOKENS" --temperature
+  "$TEMP" --seed 5 --quiet)
+declare -A val
+add() { val[$1]="${val[$1]:-} $2"; }
+for r in $(seq "$ROUNDS"); do
+  out=$("${MPI[@]}" "$MT" "${GEN[@]}" 2>&1 >/dev/null)
+  t=$(sed -n 's/^decode summary .*median \([0-9.]*\) ms\/token.*/\1/p' <<<"$out")
+  [ -n "$t" ] || { echo "spec_bench: no decode summary:" >&2; echo "$out" >&2; exit 1; }
+  w=$(sed -n 's/^decode summary .*in all, \([0-9.]*\) ms\/token.*/\1/p' <<<"$out")
+  add plain "$t"
+  add plainw "$w"
+  line="round $r: plain $t ms/step, $w ms/token"
+  for k in $KS; do
+    out=$("${MPI[@]}" "$MT" "${GEN[@]}" --draft "$WORK/draft.h5" --draft-tokens "$k" 2>&1 >/dev/null)
+    s=$(grep '^speculative summary' <<<"$out") || { echo "$out" >&2; exit 1; }
+    d=$(grep '^draft summary' <<<"$out")
+    a=$(field "$s" alpha) per=$(field "$s" "tokens per target step") ms=$(sed -n \
+      's/.* \([0-9.]*\) ms\/token.*/\1/p' <<<"$s")
+    td=$(sed -n 's/.*drafter steps | median \([0-9.]*\) ms.*/\1/p' <<<"$d")
+    tv=$(sed -n 's/.*rows | median \([0-9.]*\) ms.*/\1/p' <<<"$d")
+    pred=$(awk -v a="$a" -v k="$k" -v t="$t" -v td="$td" -v tv="$tv" 'BEGIN {
+      e = a < 1 ? (1 - a ^ (k + 1)) / (1 - a) : k + 1; printf "%.4f", e / (k * td / t + tv / t) }')
+    meas=$(awk -v w="$w" -v ms="$ms" 'BEGIN {printf "%.4f", w / ms}')
+    add "a_$k" "$a"
+    add "per_$k" "$per"
+    add "form_$k" "$(awk -v a="$a" -v k="$k" 'BEGIN {printf "%.4f", a < 1 ? (1 - a ^ (k + 1)) / (1 - a) : k + 1}')"
+    add "c_$k" "$(awk -v t="$t" -v td="$td" 'BEGIN {printf "%.4f", td / t}')"
+    add "v_$k" "$(awk -v t="$t" -v tv="$tv" 'BEGIN {printf "%.4f", tv / t}')"
+    add "pred_$k" "$pred"
+    add "meas_$k" "$meas"
+    add "ratio_$k" "$(awk -v m="$meas" -v p="$pred" 'BEGIN {printf "%.4f", m / p}')"
+    line="$line | k $k: alpha $a, ${ms} ms/token, ${meas}x (formula ${pred}x)"
+  done
+  echo "$line"
+done
+
+stat() { # stat KEY: "median / min"
+  printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
+    "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
+}
+{
+  echo "Speculative decoding, $(date -u +%Y-%m-%d), $cpu, $ncpu CPUs (load $(cut -d' ' -f1 \
+    /proc/loadavg)), 1 rank, 1 BLAS thread; target: the demo's model ($STEPS steps), drafter:"
+  echo "1 layer, same width ($DSTEPS steps); batch 1, prompt \"$PROMPT\", $TOKENS tokens,"
+  echo "temperature $TEMP; $ROUNDS alternating rounds, median / min over the rounds; plain decode"
+  echo "step $(stat plain) ms, its decode $(stat plainw) ms/token. c = drafter step / plain step,"
+  echo "v = verify step / plain step; formula speed-up = (1 - a^(k+1))/(1 - a) / (k c + v);"
+  echo "measured = plain / speculative decode time per token."
+  echo
+  echo "| k | alpha | tokens/target step (measured) | (1-a^(k+1))/(1-a) | c | v | speed-up measured | formula | measured/formula |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for k in $KS; do
+    echo "| $k | $(stat "a_$k") | $(stat "per_$k") | $(stat "form_$k") | $(stat "c_$k") |" \
+      "$(stat "v_$k") | $(stat "meas_$k") | $(stat "pred_$k") | $(stat "ratio_$k") |"
+  done
+} | tee "$OUT"

@@ -1,0 +1,289 @@
+/* weights: the model's weights as the passes read them over the data axes X, and the update's
+ * view of them.
+ *
+ * ZeRO-3 (FSDP): AllGather_X of a layer's shards just in time, into one of two slots
+ * (par_gathers), the next layer's prefetched with --overlap; the non-layer weights gathered when
+ * used. With --bucket the layer's shards are packed into buckets (plan_weight_buckets): each
+ * bucket one AllGather_X, so that a layer of many small tensors pays the hop latency a few times
+ * instead of once per tensor; gathers only move data, bit-identical to the per-tensor ones.
+ *
+ * ZeRO-1/2 (par_update): after updating its shard of a parameter a rank AllGather_X's the
+ * updated shards back into the whole parameter. With --overlap those gathers are deferred to the
+ * next step, started layer by layer in the order the forward reads the parameters (the embedding,
+ * layers l0 .. l1−1, the final norm and the unembedding) and waited for, layer by layer, only
+ * when the forward reads it, so that they hide behind the forward's compute instead of the short
+ * update's. The parameters' state (par_params_state) shows where a reader stands: a reader
+ * outside the model's hooks waits for WHOLE (par_params_sync). */
+#include <string.h>
+
+#include "train/config/alloc.h"
+#include "train/parallel/par_impl.h"
+
+/* ---------------------------------------------------------------- ZeRO-3's layer gathers */
+
+typedef struct {
+    struct par *p;
+    int64_t l;
+    int k, async, started;
+} wgather;
+
+/* Visitor: copies the tensor's shard into the send staging; the bucket's last tensor starts
+ * its gather. */
+static void bucket_pack(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
+    wgather *w = ctx;
+    struct par *p = w->p;
+    const int64_t cnt = plan_geo_block(&p->pl->g[id]) / p->pl->data.n;
+    floats_copy(p->w.send[w->k] + b0 + at,
+                p->w.shards + p->pl->shard_offset[id] + (w->l - p->pl->l0) * cnt, cnt);
+    if (at + cnt < blen) return;
+    float *dst = p->w.stage[w->k] + b0 * p->pl->data.n;
+    const float *src = p->w.send[w->k] + b0;
+    if (w->async)
+        p->w.reqs[w->k][w->started++] = par_start(p, PLAN_Z3_GATHER, dst, src, blen);
+    else
+        par_run(p, PLAN_Z3_GATHER, dst, src, blen);
+}
+
+/* Visitor: rank j's part of the tensor, at stage + b0·|data| + j·blen + at, into its slot of the
+ * gathered layer (a column-sharded tensor's part j is its columns [j·C/|data|, (j+1)·C/|data|)). */
+static void bucket_scatter(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
+    const wgather *w = ctx;
+    struct par *p = w->p;
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t nX = p->pl->data.n, cnt = plan_geo_block(g) / nX, cl = g->C / nX;
+    float *dst = par_layer_slot(p, p->w.layer[w->k], id);
+    if (mesh_no_data(plan_geo_block(g) * (int64_t)sizeof(float))) return;
+    for (int64_t j = 0; j < nX; j++) {
+        const float *part = p->w.stage[w->k] + b0 * nX + j * blen + at;
+        if (par_column_sharded(g))
+            for (int64_t r = 0; r < g->R; r++)
+                floats_copy(dst + r * g->C + j * cl, part + r * cl, cl);
+        else
+            floats_copy(dst + j * cnt, part, cnt);
+    }
+}
+
+/* Starts (or runs) the gathers of layer l's shards into slot k. */
+static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
+    p->w.layer_id[k] = l;
+    if (p->pl->bucket_cap) {
+        wgather w = {p, l, k, async, 0};
+        plan_weight_buckets(p->pl, bucket_pack, &w);
+        return;
+    }
+    for (int id = 0; id < P_COUNT; id++) {
+        if (!plan_is_layer_param((param_id)id)) continue;
+        const plan_geo *g = &p->pl->g[id];
+        const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
+        const float *src = p->w.shards + p->pl->shard_offset[id] + (l - p->pl->l0) * cnt;
+        float *dst = par_layer_slot(p, g->zdim ? p->w.stage[k] : p->w.layer[k], (param_id)id);
+        if (async)
+            p->w.reqs[k][id] = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
+        else
+            par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
+    }
+}
+
+static void gather_layer_finish(struct par *p, int k) {
+    for (int id = 0; id < P_COUNT; id++) {
+        mesh_wait(p->w.reqs[k][id]);
+        p->w.reqs[k][id] = NULL;
+    }
+    if (p->pl->bucket_cap) {
+        wgather w = {p, 0, k, 0, 0};
+        plan_weight_buckets(p->pl, bucket_scatter, &w);
+        return;
+    }
+    for (int id = 0; id < P_COUNT; id++) {
+        const plan_geo *g = &p->pl->g[id];
+        if (!plan_is_layer_param((param_id)id) || !g->zdim) continue;
+        par_unpack_cols(par_layer_slot(p, p->w.layer[k], (param_id)id),
+                        par_layer_slot(p, p->w.stage[k], (param_id)id), g->R, g->C, p->pl->data.n);
+    }
+}
+
+/* ZeRO-3: layer l gathered into slot l mod 2 (its prefetch completed, or the gathers run now),
+ * the next in direction dir prefetched with --overlap. */
+static const float *gathered_layer(struct par *p, int64_t l, int dir) {
+    par_gathers *w = &p->w;
+    const int k = (int)(l % 2);
+    if (w->layer_id[k] != l) {
+        for (int id = 0; id < P_COUNT; id++) mesh_wait(w->reqs[k][id]), w->reqs[k][id] = NULL;
+        gather_layer_start(p, l, k, 0);
+        gather_layer_finish(p, k);
+    } else if (w->pending[k]) {
+        gather_layer_finish(p, k);
+    }
+    w->pending[k] = 0;
+    const int64_t next = l + dir;
+    if (p->pl->overlap && next >= p->pl->l0 && next < p->pl->l1 && w->layer_id[1 - k] != next)
+        gather_layer_start(p, next, 1 - k, 1), w->pending[1 - k] = 1;
+    return w->layer[k];
+}
+
+/* ---------------------------------------------------------------- the hooks */
+
+/* The deferred gathers' tickets the forward waits for before layer l (l0 − 1: the embedding). */
+static int64_t update_ticket(const par_update *u, int64_t l0, int64_t l) {
+    return u->state == PAR_PARAMS_GATHERING ? u->base + u->first + (l - l0 + 1) * u->layer : 0;
+}
+
+layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
+    struct par *p = ctx;
+    par_poll(p);
+    if (p->pl->zero < 3) {
+        weights_start_due(p);
+        queue_wait(p, update_ticket(&p->up, p->pl->l0, l));
+        return model_layer_weights_local(mod, l);
+    }
+    float *b[PAR_LAYER_BLOCKS];
+    par_layer_blocks(p, (float *)gathered_layer(p, l, dir), b);
+    return (layer_w){b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                     b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+}
+
+void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
+    (void)mod, (void)l; /* slots are recycled two layers later */
+    par_poll(ctx);
+}
+
+const float *par_hk_weight(void *ctx, model *mod, param_id id) {
+    struct par *p = ctx;
+    if (p->pl->zero < 3) {
+        weights_start_due(p);
+        const par_update *u = &p->up;
+        queue_wait(p, id == P_EMBED ? update_ticket(u, p->pl->l0, p->pl->l0 - 1)
+                      : u->state == PAR_PARAMS_GATHERING ? u->end
+                                                         : 0);
+        return model_param(mod, id, NULL);
+    }
+    float *dst = p->w.param[id];
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
+    const float *src = p->w.shards + p->pl->shard_offset[id];
+    if (g->zdim) {
+        par_run(p, PLAN_Z3_GATHER_PARAM, p->column_pack, src, cnt);
+        par_unpack_cols(dst, p->column_pack, g->R, g->C, p->pl->data.n);
+    } else {
+        par_run(p, PLAN_Z3_GATHER_PARAM, dst, src, cnt);
+    }
+    return dst;
+}
+
+void par_hk_ready(void *ctx, model *mod) {
+    struct par *p = ctx;
+    if (p->pl->zero == 3) p->w.shards = model_params_flat(mod, NULL); /* the model stores them */
+}
+
+/* ---------------------------------------------------------------- ZeRO-1/2's update */
+
+/* This rank's shard of the model's whole (TP-local) parameter id, into sh. */
+static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
+    const float *full = model_param(mod, id, NULL);
+    for (int64_t b = 0; b < g->nb; b++) {
+        const float *src = full + b * n;
+        if (par_column_sharded(g)) {
+            par_pack_cols(p->column_pack, src, g->R, g->C, p->pl->data.n);
+            src = p->column_pack;
+        }
+        floats_copy(sh + b * ns, src + p->pl->data.index * ns, ns);
+    }
+}
+
+par_owned par_owned_slice(par *p, model *mod, param_id id) {
+    if (!p || p->pl->zero == 0) {
+        int64_t n, off = 0;
+        float *w = model_param(mod, id, &n);
+        for (int j = 0; j < (int)id; j++) {
+            int64_t nj;
+            model_param(mod, (param_id)j, &nj);
+            off += nj;
+        }
+        return (par_owned){w, model_grad(mod, id, NULL), n, off};
+    }
+    const int64_t off = p->pl->shard_offset[id];
+    float *w = p->w.shards + off; /* ZeRO-3: the model's own shard */
+    if (p->pl->zero <= 2) {       /* ZeRO-1/2: this rank's shard of the whole parameter, staged */
+        par_params_sync(p);
+        w = p->up.stage + (p->pl->overlap ? off : 0);
+        shard_select(p, mod, id, w);
+    }
+    return (par_owned){w, p->shard_grads + off, p->pl->g[id].shard_n, off};
+}
+
+void par_owned_done(par *p, model *mod, param_id id) {
+    if (!p || p->pl->zero == 0 || p->pl->zero == 3) return;
+    /* ZeRO-1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
+     * --overlap deferred to the next step (weights_start_due; a column-sharded block, which
+     * needs unpacking, is gathered now) */
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
+    float *full = model_param(mod, id, NULL);
+    const float *stage = p->up.stage + (p->pl->overlap ? p->pl->shard_offset[id] : 0);
+    for (int64_t b = 0; b < g->nb; b++) {
+        if (par_column_sharded(g)) {
+            par_run(p, PLAN_UPDATE_GATHER, p->column_pack, stage + b * ns, ns);
+            par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->pl->data.n);
+        } else if (p->pl->overlap) {
+            p->up.mod = mod, p->up.state = PAR_PARAMS_UPDATED; /* par_after_update: DUE */
+        } else {
+            par_run(p, PLAN_UPDATE_GATHER, full + b * n, stage + b * ns, ns);
+        }
+    }
+}
+
+/* Starts the deferred gather of block b of parameter id's updated shard; returns 1 if it did. */
+static int update_gather(struct par *p, param_id id, int64_t b) {
+    const plan_geo *g = &p->pl->g[id];
+    if (g->shard_n == 0 || par_column_sharded(g) || b >= g->nb) return 0;
+    const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
+    float *full = model_param(p->up.mod, id, NULL) + b * n;
+    const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
+    queue_push(p, par_start(p, PLAN_UPDATE_GATHER, full, stage, ns), NULL, NULL, 0, 0);
+    return 1;
+}
+
+void weights_start_due(struct par *p) {
+    par_update *u = &p->up;
+    if (u->state != PAR_PARAMS_DUE) return;
+    u->state = PAR_PARAMS_GATHERING;
+    u->base = queue_last(&p->q);
+    u->first = update_gather(p, P_EMBED, 0);
+    u->layer = 0;
+    for (int64_t l = p->pl->l0; l < p->pl->l1; l++) {
+        int k = 0;
+        for (int id = 0; id < P_COUNT; id++)
+            if (plan_is_layer_param((param_id)id))
+                k += update_gather(p, (param_id)id, l - p->pl->l0);
+        u->layer = k; /* the same for every layer */
+    }
+    update_gather(p, P_FINAL_NORM, 0);
+    update_gather(p, P_UNEMBED, 0);
+    u->end = queue_last(&p->q);
+}
+
+par_params_state par_params(const par *p) {
+    return p ? p->up.state : PAR_PARAMS_WHOLE;
+}
+
+void par_after_update(par *p, model *mod) {
+    (void)mod;
+    if (!p) return;
+    queue_drain(p);
+    if (p->up.state == PAR_PARAMS_UPDATED) p->up.state = PAR_PARAMS_DUE; /* par_owned_done's */
+    if (p->pl->zero == 3) p->w.layer_id[0] = p->w.layer_id[1] = -1;      /* gathered copies stale */
+}
+
+void par_params_sync(par *p) {
+    if (!p) return;
+    weights_start_due(p);
+    if (p->up.state != PAR_PARAMS_GATHERING) return;
+    queue_wait(p, p->up.end);
+    p->up.state = PAR_PARAMS_WHOLE;
+}
+
+void par_params_loaded(par *p, model *mod) {
+    par_after_update(p, mod); /* the same: derived copies of the parameters are stale */
+}
