@@ -219,6 +219,7 @@ int main(void) {
     /* no flag silently ignored: each refused where it does nothing, naming why */
     bad("--optimizer sgd --beta1 0.5", "--beta1 is given but unused", "AdamW");
     bad("--keep 2", "--keep is given but unused", "--save-every");
+    bad("--steps 5 --warmup 4 --min-lr 1e-5", "--min-lr is given but unused", "--warmup");
     bad("--ckpt-dir d", "--ckpt-dir is given but unused", "--save-every");
     bad("--take-over", "--take-over is given but unused", "--resume");
     bad("--eval-every 0 --eval-batches 2", "--eval-batches is given but unused", NULL);

@@ -22,6 +22,12 @@ static const char *no_sample(const config *c, config_mode mode) {
                ? NULL
                : "only --sample N > 0 generates text at the end of training";
 }
+static const char *no_decay(const config *c, config_mode mode) {
+    (void)mode;
+    return c->steps - c->warmup > 1 ? NULL
+                                    : "the learning rate decays to --min-lr over the steps after "
+                                      "--warmup, and --steps minus --warmup leaves fewer than 2";
+}
 static const char *no_eval(const config *c, config_mode mode) {
     (void)mode;
     return c->eval_every > 0 ? NULL : "--eval-every 0 runs no evaluation";
@@ -92,7 +98,7 @@ static const used_rule rules[] = {
     {"optimizer", M_GEN, never},
     {"lr", M_GEN, never},
     {"warmup", M_GEN, never},
-    {"min-lr", M_GEN, never},
+    {"min-lr", M_GEN, no_decay},
     {"weight-decay", M_GEN, never},
     {"clip", M_GEN, never},
     {"beta1", M_GEN, not_adamw},
