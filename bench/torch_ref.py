@@ -11,17 +11,21 @@ names: embed[V,D] attn_norm[L,D] wq[L,D,N*H] wk[L,D,K*H] wv[L,D,K*H] wo[L,N*H,D]
 w_gate[L,D,F] w_up[L,D,F] w_down[L,F,D] final_norm[D] unembed[D,V].
 
 Usage (Debian's python3-torch; run with /usr/bin/python3):
-  torch_ref.py --bench a|b [--steps 10]
+  torch_ref.py --bench a|b [--steps 10] [--autocast]
       tokens/s of forward + backward + AdamW on random tokens, one thread, for the README's configs
       (a) L=4 D=256 N=K=4 F=1024 T=128 B=16, (b) L=8 D=512 N=K=8 F=2048 T=256 B=8. Prints
-      "torch | tok/s median X best Y | ms/step median M best m".
+      "torch | tok/s median X best Y | ms/step median M best m". --autocast: the forward under
+      torch.autocast("cpu", torch.bfloat16) (bf16 matmuls; PyTorch's mixed precision).
   torch_ref.py --check INIT.h5 --data TEXT --batch B [--final FINAL.h5 --lr LR]
       loads parameters written by `meshtrain --save-init`, evaluates the loss of step 0 of
       meshtrain's --data-order sequential batch (row b = train tokens [b*T, b*T + T + 1)), and
       prints "loss X". With --final (a `--save-final` after one step of `--optimizer sgd
       --weight-decay 0 --clip 0 --warmup 0 --lr LR`), it recovers meshtrain's gradient as
       (init - final) / LR and prints, per parameter, the largest difference from PyTorch's
-      gradient relative to the largest PyTorch gradient entry: "grad NAME rel E".
+      gradient relative to the largest PyTorch gradient entry: "grad NAME rel E", and the
+      difference's norm relative to PyTorch's gradient's: "relnorm R". --autocast: PyTorch's
+      loss and gradients under bf16 autocast, and those of its fp32 model beside them ("loss32",
+      "grad32 NAME ...": the same figures against the fp32 gradient).
 """
 import argparse
 import math
@@ -89,6 +93,11 @@ class Model(torch.nn.Module):
         """tokens[B, T+1] int64 -> mean cross-entropy of predicting tokens[:, 1:]."""
         inp, tgt = tokens[:, :-1], tokens[:, 1:]
         B, T = inp.shape
+        return F_.cross_entropy(self.logits(inp).reshape(B * T, self.V), tgt.reshape(B * T))
+
+    def logits(self, inp):
+        """inp[B, T] int64 -> logits[B, T, V]."""
+        B, T = inp.shape
         N, K, H = self.N, self.K, self.H
         cos, sin, mask = self.cos[:T], self.sin[:T], self.mask[:T, :T]
         x = self.embed[inp]
@@ -106,11 +115,18 @@ class Model(torch.nn.Module):
             x = x + a @ self.wo[l]
             h = rmsnorm(x, self.mlp_norm[l])
             x = x + (F_.silu(h @ self.w_gate[l]) * (h @ self.w_up[l])) @ self.w_down[l]
-        logits = rmsnorm(x, self.final_norm) @ self.unembed
-        return F_.cross_entropy(logits.reshape(B * T, self.V), tgt.reshape(B * T))
+        return rmsnorm(x, self.final_norm) @ self.unembed
 
 
-def bench(name, steps, warmup=2, seed=1337):
+def forward(model, tokens, autocast):
+    """The model's loss, under bf16 autocast (PyTorch's mixed precision on the CPU) or fp32."""
+    if not autocast:
+        return model(tokens)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return model(tokens).float()
+
+
+def bench(name, steps, autocast=False, warmup=2, seed=1337):
     cfg = CONFIGS[name]
     L, D, N, K, F, T, B = (cfg[k] for k in "LDNKFTB")
     V, H = 256, D // N
@@ -122,10 +138,12 @@ def bench(name, steps, warmup=2, seed=1337):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
-    med, best = timed_steps("torch", model, lambda t: (model(t),) * 2, opt, B, T, V, steps, warmup)
+    med, best = timed_steps("torch", model, lambda t: (forward(model, t, autocast),) * 2, opt, B, T,
+                            V, steps, warmup)
     print(f"torch | tok/s median {B * T / med:.0f} best {B * T / best:.0f} | ms/step median "
           f"{1e3 * med:.1f} best {1e3 * best:.1f} | config {name} L={L} D={D} N={N} K={K} F={F} "
-          f"T={T} B={B} | torch {torch.__version__}, {torch.get_num_threads()} thread")
+          f"T={T} B={B} | {'bf16 autocast' if autocast else 'fp32'} | torch {torch.__version__}, "
+          f"{torch.get_num_threads()} thread")
 
 
 def timed_steps(label, model, losses, opt, B, T, V, steps, warmup):
@@ -169,28 +187,57 @@ def load_params(path):
     return a, arrays
 
 
-def check(args):
-    a, init = load_params(args.check)
+def loss_and_grads(a, init, tokens, autocast):
+    """PyTorch's loss and gradients on the parameters init (fp32, or under bf16 autocast)."""
     L, D, N, K, H = a["layers"], a["d_model"], a["heads"], a["kv_heads"], a["head_dim"]
     F, V, T = a["d_ff"], a["vocab"], a["seq_len"]
     model = Model(L, D, N, K, H, F, V, T)
     with torch.no_grad():
         for n in NAMES:
             getattr(model, n).copy_(init[n])
-    loss = model(step0_tokens(args.data, T, args.batch))
-    print(f"loss {loss.item():.6f}")
-    if args.final:
-        loss.backward()
-        _, final = load_params(args.final)
-        worst = 0.0
+    loss = forward(model, tokens, autocast)
+    loss.backward()
+    return loss.item(), {n: getattr(model, n).grad for n in NAMES}
+
+
+def max_logit(a, init, tokens):
+    """The largest |logit| of the fp32 model on tokens (the scale of the loss's rounding)."""
+    L, D, N, K, H = a["layers"], a["d_model"], a["heads"], a["kv_heads"], a["head_dim"]
+    model = Model(L, D, N, K, H, a["d_ff"], a["vocab"], a["seq_len"])
+    with torch.no_grad():
         for n in NAMES:
-            g_mt = (init[n] - final[n]) / args.lr
-            g_pt = getattr(model, n).grad
-            scale = g_pt.abs().max().item() + 1e-30
-            rel = (g_mt - g_pt).abs().max().item() / scale
-            worst = max(worst, rel)
-            print(f"grad {n} rel {rel:.3e} (max |g| {scale:.3e})")
-        print(f"grad worst rel {worst:.3e}")
+            getattr(model, n).copy_(init[n])
+        return model.logits(tokens[:, :-1]).abs().max().item()
+
+
+def compare_grads(label, init, final, lr, grads):
+    """meshtrain's gradient (init - final) / lr against grads, per parameter."""
+    worst = worst_norm = 0.0
+    for n in NAMES:
+        g_mt, g_pt = (init[n] - final[n]) / lr, grads[n].float()
+        scale = g_pt.abs().max().item() + 1e-30
+        rel = (g_mt - g_pt).abs().max().item() / scale
+        relnorm = ((g_mt - g_pt).norm() / (g_pt.norm() + 1e-30)).item()
+        worst, worst_norm = max(worst, rel), max(worst_norm, relnorm)
+        print(f"{label} {n} rel {rel:.3e} relnorm {relnorm:.3e} (max |g| {scale:.3e})")
+    print(f"{label} worst rel {worst:.3e}")
+    print(f"{label} worst relnorm {worst_norm:.3e}")
+
+
+def check(args):
+    a, init = load_params(args.check)
+    tokens = step0_tokens(args.data, a["seq_len"], args.batch)
+    loss, grads = loss_and_grads(a, init, tokens, args.autocast)
+    print(f"loss {loss:.6f}")
+    if args.autocast:
+        loss32, grads32 = loss_and_grads(a, init, tokens, False)
+        print(f"loss32 {loss32:.6f}")
+        print(f"logits max {max_logit(a, init, tokens):.6f}")
+    if args.final:
+        _, final = load_params(args.final)
+        compare_grads("grad", init, final, args.lr, grads)
+        if args.autocast:
+            compare_grads("grad32", init, final, args.lr, grads32)
 
 
 def main():
@@ -203,10 +250,12 @@ def main():
     ap.add_argument("--lr", type=float, default=1.0)
     ap.add_argument("--data", metavar="TEXT")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--autocast", action="store_true",
+                    help="bf16 autocast (PyTorch's mixed precision) instead of fp32")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.bench:
-        bench(args.bench, args.steps)
+        bench(args.bench, args.steps, args.autocast)
     elif args.check:
         if not args.data:
             ap.error("--check needs --data TEXT (the text file meshtrain trained on)")

@@ -42,6 +42,10 @@ case_ 2 "--vocab 300" --vocab 300 --data "$TXT" --steps 1
 case_ 2 "--seq-len 500000 is too long" --seq-len 500000 --data "$TXT" --steps 1
 case_ 2 "data shards" --batch 3 --data "$TXT" --steps 1
 case_ 2 "prepare" prepare only-one-argument
+case_ 2 "--compute-dtype fp8: expected fp32, bf16 or auto" --compute-dtype fp8 --data "$TXT"
+MESHTRAIN_BF16_PATH=tiles case_ 2 "MESHTRAIN_BF16_PATH=tiles" --compute-dtype bf16 --data "$TXT" \
+  --steps 1
+case_ 2 "mixture-of-experts" --compute-dtype bf16 --experts 4 --data "$TXT" --steps 1
 case_ 2 "--progress spin: expected thread, inline or auto" --progress spin --steps 1
 case_ 2 "--progress sometimes: expected thread, inline or auto" --progress sometimes --steps 1
 case_ 2 "--emulate verylongchipname: expected v3, v4p, v5e, v5p or v6e" --emulate verylongchipname

@@ -488,6 +488,7 @@ int ckpt_load(trainer *t, mesh *m, const config *c, const char *path, ckpt_meta 
     h5array_close(f);
     if (rc < 0) return rc;
     par_params_loaded(trainer_par(t), trainer_model(t));
+    model_params_changed(trainer_model(t)); /* bf16 compute: the weights' copy made again */
     if (io) *io = (ckpt_io){bytes, mesh_now() - t0};
     return 0;
 }
@@ -510,7 +511,7 @@ int ckpt_load_params(model *mod, par *run, mesh *m, const char *path, char *err,
     double bytes = 0;
     if (rc == 0) rc = read_arrays(f, m, a, n, path, &bytes, err, errlen);
     h5array_close(f);
-    if (rc == 0) par_params_loaded(run, mod);
+    if (rc == 0) par_params_loaded(run, mod), model_params_changed(mod);
     return rc;
 }
 

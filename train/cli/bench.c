@@ -72,31 +72,41 @@ int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *ou
     return n;
 }
 
-double bench_time_gemm(const bench_gemm *g, int quick) {
+/* One product of g on a, b (or their bf16 copies with x) into c. */
+static void gemm_once(const bench_gemm *g, kern_bf16_ctx *x, const float *a, const float *b,
+                      const kern_bf16 *a16, const kern_bf16 *b16, float *c) {
+    const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    if (x)
+        kern_gemm_bf16(x, c, a16, b16, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, false);
+    else
+        kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
+}
+
+double bench_time_gemm(const bench_gemm *g, kern_bf16_ctx *x, int quick) {
     const int64_t na = g->M * g->K, nb = g->K * g->N, nc = g->M * g->N;
     float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
     float *c = malloc((size_t)nc * sizeof *c);
-    CHECK(a && b && c, "bench: out of memory for a %lldx%lldx%lld sgemm", (long long)g->M,
-          (long long)g->N, (long long)g->K);
+    kern_bf16 *a16 = malloc((size_t)na * sizeof *a16), *b16 = malloc((size_t)nb * sizeof *b16);
+    CHECK(a && b && c && a16 && b16, "bench: out of memory for a %lldx%lldx%lld sgemm",
+          (long long)g->M, (long long)g->N, (long long)g->K);
     for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
     for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
-    const int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
+    kern_bf16_pack(a16, a, na);
+    kern_bf16_pack(b16, b, nb);
+    gemm_once(g, x, a, b, a16, b16, c);
     double best = 1e30;
     for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
         int64_t reps = 0;
         const double t0 = mesh_now();
         double t;
         do {
-            kern_gemm(c, a, b, g->M, g->N, g->K, g->ta, g->tb, lda, ldb, g->N, 1.0f, 0.0f);
+            gemm_once(g, x, a, b, a16, b16, c);
             reps++;
             t = mesh_now() - t0;
         } while (t < (quick ? 0.002 : 0.05) || reps < 2);
         if (t / (double)reps < best) best = t / (double)reps;
     }
-    free(a);
-    free(b);
-    free(c);
+    free(a), free(b), free(c), free(a16), free(b16);
     return best;
 }
 
@@ -143,21 +153,21 @@ static void sums_add(bench_sums *u, const step_stats *st) {
 }
 
 /* The matmul-only bound of the whole global step on one rank, in seconds (printed). */
-static double matmul_bound(const config *c, const run_peak *pk) {
+static double matmul_bound(const config *c, const run_peak *pk, kern_bf16_ctx *x) {
     const model_shape *s = &c->shape;
     bench_gemm gemms[48];
     const int ng = bench_step_gemms(s, c->batch, c->micro_batch, gemms, 48);
     double bound = 0.0, bound_flops = 0.0;
     for (int i = 0; i < ng; i++) {
-        const double sec = bench_time_gemm(&gemms[i], c->quick_start);
+        const double sec = bench_time_gemm(&gemms[i], x, c->quick_start);
         bound += gemms[i].count * sec;
         bound_flops += gemms[i].count * 2.0 * (double)(gemms[i].M * gemms[i].N * gemms[i].K);
     }
     const double ntok = (double)(c->batch * s->T);
-    mesh_log("bench: matmul-only bound %.1f ms/step = %.0f tok/s (%d sgemm shapes at %.1f GFLOP/s "
-             "on average) | sgemm %.1f GFLOP/s per rank, %.1f all ranks (MFU peak)\n",
-             1e3 * bound, ntok / bound, ng, bound_flops / bound / 1e9, pk->rank / 1e9,
-             pk->total / 1e9);
+    mesh_log("bench: matmul-only bound %.1f ms/step = %.0f tok/s (%d %s shapes at %.1f GFLOP/s "
+             "on average) | %s %.1f GFLOP/s per rank, %.1f all ranks (MFU peak)\n",
+             1e3 * bound, ntok / bound, ng, x ? "bf16" : "sgemm", bound_flops / bound / 1e9,
+             x ? "bf16" : "sgemm", pk->rank / 1e9, pk->total / 1e9);
     return bound;
 }
 
@@ -366,7 +376,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
     run_print_hosts(c, m, t);
-    const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk);
+    const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk, trainer_precision(t)->ctx);
     const double ntok = (double)(c->batch * s->T);
 
     int64_t row0, nrows;

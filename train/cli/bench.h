@@ -8,6 +8,8 @@
 #define MT_TRAIN_BENCH_H
 #include <stdint.h>
 
+#include "kernels/gemm_bf16.h"
+
 #include "mesh/mesh.h"
 #include "train/config/config.h"
 #include "train/cli/run.h"
@@ -30,8 +32,9 @@ typedef struct {
  * the routing is taken as balanced: each expert's products on ceil(BT·k/E) rows. */
 int bench_step_gemms(const model_shape *s, int64_t B, int64_t mb, bench_gemm *out, int cap);
 /* Not collective. Times one sgemm of shape g on this rank: best of 3 trials of ≥ 50 ms (quick,
- * config.quick_start: one of ≥ 2 ms). */
-double bench_time_gemm(const bench_gemm *g, int quick);
+ * config.quick_start: one of ≥ 2 ms); with a bf16 context x (else NULL) the product on bf16
+ * operands (kern_gemm_bf16). */
+double bench_time_gemm(const bench_gemm *g, kern_bf16_ctx *x, int quick);
 
 /* Collective over: world. The --bench run of trainer t; MFU against pk (run_measure_peak);
  * prints from rank 0. Returns 0. */

@@ -198,6 +198,11 @@ static void resume_or_exit(run_ctx *r) {
                  io.bytes / 1e6 / io.seconds);
 }
 
+/* The matmul rate the MFU is against: fp32 sgemm's, or the bf16 path's. */
+static const char *peak_name(trainer *t) {
+    return trainer_precision(t)->dtype == COMPUTE_BF16 ? "bf16 matmul" : "sgemm";
+}
+
 static void print_header(const run_ctx *r, double rank_flops) {
     const config *c = r->c;
     const model_shape *s = &c->shape;
@@ -226,10 +231,10 @@ static void print_header(const run_ctx *r, double rank_flops) {
             (long long)mo->k, (long long)mo->shared, (long long)mo->F,
             mo->capacity > 0 ? "capacity per sequence ceil(c·k·T/E)" : "dropless", mo->aux_coef,
             mo->z_coef);
-    mesh_log("optimizer %s | lr %.1e (warm-up %lld, cosine to %.1e) | steps %lld | sgemm %.1f "
+    mesh_log("optimizer %s | lr %.1e (warm-up %lld, cosine to %.1e) | steps %lld | %s %.1f "
              "GFLOP/s on rank 0, %.1f on all ranks together (the MFU peak)\n",
              c->optimizer == OPT_SGD ? "sgd" : "adamw", c->lr, (long long)c->warmup, c->min_lr,
-             (long long)c->steps, rank_flops / 1e9, r->peak / 1e9);
+             (long long)c->steps, peak_name(r->t), rank_flops / 1e9, r->peak / 1e9);
     if (c->overlap || c->tensor_axis[0]) /* the asynchronous collectives' progress, as resolved */
         mesh_log("asynchronous collectives progressed %s (--progress %s)\n",
                  mesh_get_progress(r->m) == MESH_PROGRESS_INLINE ? "inline, by each rank's own thread"
@@ -330,10 +335,10 @@ static void print_done(const run_ctx *r, int64_t nsteps, double train_secs, doub
     char cpu[64] = "unknown";
     if (cpu_peak > 0) snprintf(cpu, sizeof cpu, "%.1f%%", 100.0 * fps / cpu_peak);
     mesh_log("done: %lld steps in %.1f s (evaluation excluded) | loss %.4f%s | %s tok/s | "
-             "MFU %.0f%% of the measured sgemm peak, %s of the CPU's nominal peak\n",
+             "MFU %.0f%% of the measured %s peak, %s of the CPU's nominal peak\n",
              (long long)nsteps, train_secs, last_loss, val,
              metrics_si(tok, sizeof tok, tokens_per_step * (double)nsteps / train_secs),
-             100.0 * fps / r->peak, cpu);
+             100.0 * fps / r->peak, peak_name(r->t), cpu);
 }
 
 int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak *pk) {

@@ -34,6 +34,7 @@ typedef enum {
     K_SCHED,  /* pipeline schedule */
     K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
     K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
+    K_DTYPE,  /* compute_dtype */
     K_DEMO,   /* preset, takes no value */
     K_HELP,
 } flag_kind;
@@ -123,6 +124,11 @@ static const flag_def flags[] = {
     {"save-final", K_STR, F_(save_final), 0, 0, 0, "FILE",
      "write the final state (a checkpoint, see --save-every)"},
     {"threads", K_INT, F_(threads), 1, 1024, 0, "N", "BLAS threads per rank"},
+    {"compute-dtype", K_DTYPE, F_(compute), 0, 0, 0, "fp32|bf16|auto",
+     "what the matmuls multiply: bf16 inputs accumulated in fp32, as a TPU's matrix unit (master "
+     "weights, optimizer, norms, softmax, RoPE and the loss stay fp32; checkpoints the same in "
+     "either), or fp32; auto = bf16 where the CPU has a bf16 matrix unit (AMX, AVX512-BF16), "
+     "else fp32. MESHTRAIN_BF16_PATH=amx|avx512bf16|avx2|portable forces the bf16 kernels' path"},
     {"bench", K_SWITCH, F_(bench), 0, 0, 0, NULL,
      "timing run on synthetic tokens (no data file): tokens/s, MFU, matmul-only bound"},
     {"no-matmul-bound", K_SWITCH, F_(no_matmul_bound), 0, 0, 0, NULL,
@@ -218,6 +224,10 @@ static const flag_def flags[] = {
 #undef SH_
 #undef MO_
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
+
+const char *compute_dtype_name(compute_dtype d) {
+    return d == COMPUTE_BF16 ? "bf16" : d == COMPUTE_AUTO ? "auto" : "fp32";
+}
 
 static int64_t default_ff(int64_t D) {
     int64_t f = (8 * D + 2) / 3; /* ceil(8·D/3) */
@@ -444,6 +454,11 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
             return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
         c->schedule = i == 0 ? PIPE_GPIPE : PIPE_1F1B;
         return 0;
+    case K_DTYPE:
+        if ((i = name_index(val, (const char *const[]){"fp32", "bf16", "auto"}, 3)) < 0)
+            return errmsg_fail(err, errlen, "--%s %s: expected fp32, bf16 or auto", f->name, val);
+        c->compute = (compute_dtype)i;
+        return 0;
     case K_ONOFF: {
         if ((i = name_index(val, (const char *const[]){"on", "off", "auto"}, 3)) < 0)
             return errmsg_fail(err, errlen, "--%s %s: expected on, off or auto", f->name, val);
@@ -485,6 +500,7 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
     case K_SCHED:
     case K_ONOFF:
     case K_ORDER:
+    case K_DTYPE:
         return set_choice(c, f, val, err, errlen);
     default:
         return errmsg_fail(err, errlen, "--%s takes no value", f->name);
@@ -737,6 +753,9 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", x < 0 ? "auto" : x ? "on" : "off");
         break;
     }
+    case K_DTYPE:
+        snprintf(buf, len, "%s", compute_dtype_name(d->compute));
+        break;
     default:
         break;
     }

@@ -13,6 +13,13 @@
 #define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
 
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
+/* --compute-dtype: what the matmuls multiply. FP32: fp32 kernels (kernels/gemm.h). BF16: bf16
+ * inputs with fp32 accumulation (kernels/gemm_bf16.h), as a TPU's matrix unit. AUTO: BF16 where
+ * the bf16 path resolves to a matrix unit (amx, avx512bf16), else FP32 (train/step/precision.h
+ * resolves it at start-up). */
+typedef enum { COMPUTE_FP32 = 0, COMPUTE_BF16 = 1, COMPUTE_AUTO = 2 } compute_dtype;
+/* "fp32", "bf16", "auto". */
+const char *compute_dtype_name(compute_dtype d);
 /* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */
 typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 } pipe_schedule;
 
@@ -46,7 +53,8 @@ typedef struct {
     char resume[1024]; /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
     int take_over;     /* resume another run's checkpoint or save into another run's ckpt_dir */
     char run_id[24];   /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
-    int threads;       /* BLAS threads per rank */
+    int threads;       /* BLAS threads per rank (and the bf16 kernels' threads) */
+    compute_dtype compute; /* --compute-dtype (AUTO until precision_setup resolves it) */
     int bench;         /* --bench: timing run, no data file needed */
     /* --no-matmul-bound: --bench without timing the matmul-only bound */
     int no_matmul_bound;
@@ -138,6 +146,9 @@ const char *config_str_expect(const char *flag, char *buf, size_t len);
  * config.quick_start, for the shell tests that check what a run computed rather than its timing.
  * 1 when set, else 0. */
 int config_env_quick_start(void);
+/* What bf16 compute (--compute-dtype) does not cover yet in c, as a phrase, or NULL: bf16 is
+ * refused there, and auto resolves to fp32 with that reason. */
+const char *config_bf16_unsupported(const config *c);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
 #endif

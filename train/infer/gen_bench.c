@@ -198,13 +198,6 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
                 (long long)c->shape.V, (long long)c->shape.T, (long long)f->bench_prompt,
                 (long long)(f->tokens - 1), mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m),
                 c->threads, c->threads > 1 ? "s" : "");
-        const moe_shape *mo = &c->shape.moe;
-        if (mo->E > 0)
-            fprintf(stderr,
-                    "decode roofline | experts E=%lld, top-%lld, %lld shared, F_e=%lld, every %lld "
-                    "blocks, capacity %s%g\n",
-                    (long long)mo->E, (long long)mo->k, (long long)mo->shared, (long long)mo->F,
-                    (long long)mo->every, mo->capacity > 0 ? "" : "(dropless) ", mo->capacity);
         fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
                 "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
                 "GFLOP/s");

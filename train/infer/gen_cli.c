@@ -260,7 +260,7 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, g
 }
 
 /* Collective over: world. Rank 0's first line on stderr: the model, the mesh and its sharding,
- * the hosts. */
+ * the hosts; then the experts, if any. */
 static void print_plan(const config *c, mesh *m) {
     char hosts[160], spec[96], dp[CONFIG_AXES_LEN];
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
@@ -276,6 +276,13 @@ static void print_plan(const config *c, mesh *m) {
             c->alg[0] ? ", --alg " : "", c->alg, hosts,
             c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
             c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "");
+    const moe_shape *mo = &s->moe;
+    if (mo->E > 0)
+        fprintf(stderr,
+                "generate | experts E=%lld, top-%lld, %lld shared, F_e=%lld, every %lld blocks, "
+                "capacity %s%g\n",
+                (long long)mo->E, (long long)mo->k, (long long)mo->shared, (long long)mo->F,
+                (long long)mo->every, mo->capacity > 0 ? "" : "(dropless) ", mo->capacity);
 }
 
 /* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and

@@ -136,13 +136,16 @@ layer_g model_layer_grads_local(model *m, int64_t l);
 /* What model_create allocates besides the parameters and their gradients, for micro-batches of
  * Bl sequences of s->T tokens on a stage of layers [l0, l1) with nslots activation slots and
  * local extents e: in floats, the saved activations of every slot and the passes' scratch; the
- * int32 targets of every slot. Not collective; allocates nothing (the sharding plan lists them
- * among the run's buffers). */
+ * int32 targets of every slot; with bf16 compute (bf16: model_compute's), in bf16 values,
+ * attention's probabilities (act_b) and the products' operands (scratch_b); the weights' bf16
+ * copy has one value per stored parameter (none under MODEL_BF16_GATHERED). Not collective;
+ * allocates nothing (the sharding plan lists them among the run's buffers). */
 typedef struct {
     int64_t act, scratch, targets;
+    int64_t act_b, scratch_b;
 } model_sizes;
 void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
-                    int64_t l1, int nslots, model_sizes *out);
+                    int64_t l1, int nslots, int bf16, model_sizes *out);
 
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);

@@ -9,7 +9,8 @@
  *   att = causal_attention(q, k, v);  x2 = x1 + att·wo
  *   h2 = rmsnorm(x2)·mlp_norm;  a = h2·w_gate;  b = h2·w_up;  g = silu(a)·b;  r = x2 + g·w_down
  * then hf = rmsnorm(r)·final_norm, logits = hf·unembed, loss = mean cross-entropy.
- * Saved per layer: x1 h1 rstd1 q k v P att x2 h2 rstd2 a b g. */
+ * Saved per layer: x1 h1 rstd1 q k v P att x2 h2 rstd2 a b g (bf16 compute: P in bf16; mixed.c
+ * says what else it rounds, and where). */
 #include "train/model/model.h"
 
 #include <math.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/attention.h"
+#include "kernels/attn_bf16.h"
 #include "kernels/embed.h"
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
@@ -31,9 +33,9 @@
 
 /* ---------------------------------------------------------------- instance */
 
-/* The saved activations of every slot (sizing pass when c->base is NULL: m->slot and m->acts
- * may then be NULL too). */
-static void layout_activations(model *m, carver *c) {
+/* The saved activations of every slot, with bf16 compute attention's probabilities from cb
+ * (sizing pass when c->base is NULL: m->slot and m->acts may then be NULL too). */
+static void layout_activations(model *m, carver *c, carver *cb) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
     const model_extents *lc = &m->loc;
     slot_act dummy_slot;
@@ -49,7 +51,8 @@ static void layout_activations(model *m, carver *c) {
             A->q = carve(c, BT * lc->Nl * H);
             A->k = carve(c, BT * lc->Kl * H);
             A->v = carve(c, BT * lc->Kl * H);
-            A->P = carve(c, m->Bl * lc->Nl * T * T);
+            A->P = m->cmp.bf16 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
+            A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
             A->att = carve(c, BT * lc->Nl * H);
             A->x2 = carve(c, BT * D);
             A->h2 = carve(c, BT * D);
@@ -73,7 +76,7 @@ static void layout_activations(model *m, carver *c) {
     }
 }
 
-static void layout_scratch(model *m, carver *c) {
+static void layout_scratch(model *m, carver *c, carver *cb) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
     const model_extents *lc = &m->loc;
     m->rope_cos = carve(c, T * H / 2);
@@ -88,26 +91,50 @@ static void layout_scratch(model *m, carver *c) {
     m->s_k = carve(c, BT * lc->Kl * H);
     m->s_v = carve(c, BT * lc->Kl * H);
     m->s_att = carve(c, BT * lc->Nl * H);
-    m->s_attn = carve(c, T * T);
+    const int64_t attn_b = m->cmp.bf16 ? kern_attn_bf16_scratch(T) : 0;
+    m->s_attn = carve(c, attn_b > T * T ? attn_b : T * T);
     moe_carve_scratch(m, c);
+    if (m->cmp.bf16) mixed_carve_scratch(m, cb);
 }
 
 void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
-                    int64_t l1, int nslots, model_sizes *out) {
+                    int64_t l1, int nslots, int bf16, model_sizes *out) {
     model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = l0, .l1 = l1, .Ls = l1 - l0};
     m.last = l1 == s->L, m.nslots = nslots;
     m.loc = *e;
+    m.cmp.bf16 = bf16;
     carver c = {NULL, 0};
-    layout_activations(&m, &c);
-    out->act = c.used;
-    layout_scratch(&m, &c);
-    out->scratch = c.used - out->act;
+    carver cb = {NULL, 0};
+    layout_activations(&m, &c, &cb);
+    out->act = c.used, out->act_b = 2 * cb.used; /* cb in floats, two bf16 values each */
+    layout_scratch(&m, &c, &cb);
+    out->scratch = c.used - out->act, out->scratch_b = 2 * cb.used - out->act_b;
     out->targets = nslots * m.BT + 1;
 }
 
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {
+    return model_create_compute(s, Bl, seed, hooks, NULL);
+}
+
+/* bf16 compute: the weights' copy (none when they come gathered), the layers' copy versions, the
+ * bf16 activations and scratch (n floats' room). Returns 0, or −1 out of memory. */
+static int alloc_bf16(model *m, int64_t n) {
+    m->wver = 1; /* the copies (version 0) are stale */
+    if (!m->cmp.bf16) return 0;
+    CHECK(m->cmp.ctx, "model_create_compute: bf16 compute without a kern_bf16_ctx");
+    if (m->cmp.bf16 != MODEL_BF16_GATHERED)
+        m->params_b = (kern_bf16 *)(void *)alloc_floats((m->nparams + 1) / 2);
+    m->act_b_block = (kern_bf16 *)(void *)alloc_floats(n);
+    m->lver = calloc((size_t)(m->Ls + 1), sizeof *m->lver);
+    return (m->params_b || m->cmp.bf16 == MODEL_BF16_GATHERED) && m->act_b_block && m->lver ? 0
+                                                                                            : -1;
+}
+
+model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
+                            const model_hooks *hooks, const model_compute *cmp) {
     model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
+    if (cmp) m->cmp = *cmp;
     m->s = *s;
     m->Bl = Bl;
     m->BT = Bl * s->T;
@@ -135,13 +162,15 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     m->acts = calloc((size_t)(m->nslots * (m->Ls > 0 ? m->Ls : 1)), sizeof *m->acts);
     carver c = {NULL, 0};
+    carver cb = {NULL, 0};
     int ok = m->slot && m->acts;
     if (ok) {
-        layout_activations(m, &c);
-        m->act_bytes = c.used * (int64_t)sizeof(float) / m->nslots;
-        layout_scratch(m, &c);
+        layout_activations(m, &c, &cb);
+        m->act_bytes = (c.used + cb.used) * (int64_t)sizeof(float) / m->nslots;
+        layout_scratch(m, &c, &cb);
         m->act_block = alloc_floats(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
+        ok = alloc_bf16(m, cb.used) == 0;
     }
     if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block ||
         !m->tally.kept) {
@@ -149,8 +178,9 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
         return NULL;
     }
     c = (carver){m->act_block, 0};
-    layout_activations(m, &c);
-    layout_scratch(m, &c);
+    cb = (carver){(float *)(void *)m->act_b_block, 0};
+    layout_activations(m, &c, &cb);
+    layout_scratch(m, &c, &cb);
     for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
     for (int id = 0; id < P_ALL; id++)
@@ -162,7 +192,7 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model
 void model_destroy(model *m) {
     if (!m) return;
     ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m->tally.kept,
-                   m);
+                   m->params_b, m->act_b_block, m->lver, m);
 }
 
 const model_shape *model_shape_of(const model *m) {
@@ -248,47 +278,54 @@ static void embed_fwd(model *m, float *r, const int32_t *tok, int64_t ldt, int64
 
 /* The block up to attention on BT rows of A: h1 = rmsnorm(x1)·attn_norm; q, k, v = h1·wq, h1·wk,
  * h1·wv (not yet rotated). sharded: x1 holds only this rank's D_Y columns (norm_in gathers it). */
-static void block_qkv(model *m, const layer_w *w, layer_act *A, int64_t BT, int sharded) {
+static void block_qkv(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, int64_t BT,
+                      int sharded) {
     const int64_t H = m->s.H;
     const model_extents *lc = &m->loc;
     const float *const ws[3] = {w->wq, w->wk, w->wv};
+    const kern_bf16 *const ws16[3] = {wb ? wb->wq : NULL, wb ? wb->wk : NULL, wb ? wb->wv : NULL};
     const int64_t nk[3] = {lc->Nl * H, lc->Kl * H, lc->Kl * H};
     float *const ys[3] = {A->q, A->k, A->v};
-    sublayer_norm_in(m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, nk, ys, BT);
+    sublayer_norm_in(m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, wb ? ws16 : NULL, nk,
+                     ys, BT);
 }
 
 /* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). Returns
  * whether x2 was left sharded over D_Y (defer: see the hook sublayer_out). */
-static int block_attn_out(model *m, const layer_w *w, layer_act *A, int64_t BT, int defer) {
-    return sublayer_out(m, A->x2, A->x1, A->att, w->wo, BT, m->loc.Nl * m->s.H, defer);
+static int block_attn_out(model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
+                          int64_t BT, int defer) {
+    return sublayer_out(m, A->x2, A->x1, A->att, w->wo, wb ? wb->wo : NULL, BT, m->loc.Nl * m->s.H,
+                        defer);
 }
 
 /* The MLP sublayer of block l on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate,
  * ·w_up)·w_down, or a MoE block's mixture (rows in groups of G tokens of a sequence: moe_block_fwd;
  * stats: G is a training sequence). sharded: x2 holds only this rank's D_Y columns; defer and the
  * result: as block_attn_out's. */
-static int block_mlp(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
-                     int64_t G, int stats, int sharded, int defer) {
+static int block_mlp(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
+                     int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer) {
     if (model_layer_is_moe(&m->s, l)) {
         moe_block_fwd(m, w, A, out, l, BT, G, stats);
         return 0;
     }
     const int64_t Fl = m->loc.Fl;
     const float *const ws[2] = {w->w_gate, w->w_up};
+    const kern_bf16 *const ws16[2] = {wb ? wb->w_gate : NULL, wb ? wb->w_up : NULL};
     const int64_t nk[2] = {Fl, Fl};
     float *const ys[2] = {A->a, A->b};
-    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, nk, ys, BT);
+    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, wb ? ws16 : NULL, nk,
+                     ys, BT);
     POLL(m);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    return sublayer_out(m, out, A->x2, A->g, w->w_down, BT, Fl, defer);
+    return sublayer_out(m, out, A->x2, A->g, w->w_down, wb ? wb->w_down : NULL, BT, Fl, defer);
 }
 
 /* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]
  * (whole rows: inference keeps the plain AllGather_Y). */
-static void block_rest(model *m, const layer_w *w, layer_act *A, float *out, int64_t l,
-                       int64_t BT) {
-    block_attn_out(m, w, A, BT, 0);
-    block_mlp(m, w, A, out, l, BT, BT, 0, 0, 0);
+static void block_rest(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
+                       int64_t l, int64_t BT) {
+    block_attn_out(m, w, wb, A, BT, 0);
+    block_mlp(m, w, wb, A, out, l, BT, BT, 0, 0, 0);
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l (only this rank's D_Y
@@ -302,18 +339,24 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
     layer_act *A = &S->act[l - m->l0];
     layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
+    const layer_wb wb16 = m->cmp.bf16 ? mixed_layer(m, &w, l) : (layer_wb){0};
+    const layer_wb *wb = m->cmp.bf16 ? &wb16 : NULL;
 
     trace_begin(TRACE_ATTN, l);
-    block_qkv(m, &w, A, B * T, sharded);
+    block_qkv(m, &w, wb, A, B * T, sharded);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
     POLL(m);
-    kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
-    const int x2_sharded = block_attn_out(m, &w, A, B * T, 1);
+    if (wb)
+        mixed_attn_fwd(m, A, B, T);
+    else
+        kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    const int x2_sharded = block_attn_out(m, &w, wb, A, B * T, 1);
     trace_end(TRACE_ATTN);
     float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
     trace_begin(TRACE_MLP, l);
-    const int out_sharded = block_mlp(m, &w, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
+    const int out_sharded =
+        block_mlp(m, &w, wb, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
     trace_end(TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
     return out_sharded;
@@ -361,9 +404,11 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     double loss = 0.0;
     if (want_loss) {
         const float *const un[1] = {m->hk.weight(m->hk.ctx, m, P_UNEMBED)};
+        const kern_bf16 *const un16[1] = {m->cmp.bf16 ? mixed_unembed(m, un[0]) : NULL};
         const int64_t nk[1] = {m->loc.Vl};
         float *const ys[1] = {S->logits};
-        sublayer_norm_in(m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, nk, ys, BT);
+        sublayer_norm_in(m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, m->cmp.bf16 ? un16 : NULL,
+                         nk, ys, BT);
         loss = forward_loss(m, S, tok, ldt, B, T);
     } else {
         kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, gain, BT, m->s.D);
@@ -383,8 +428,13 @@ double model_fwd_loss(model *m, const int32_t *tokens) {
 void model_last_logits(model *m, int64_t len, float *logits_loc) {
     const int64_t D = m->s.D;
     slot_act *S = &m->slot[0];
-    kern_matmul(S->logits, S->hf + (len - 1) * D, m->hk.weight(m->hk.ctx, m, P_UNEMBED), 1, D,
-                m->loc.Vl);
+    const float *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
+    if (m->cmp.bf16) {
+        mixed_pack(m->sb[0], S->hf + (len - 1) * D, D);
+        kern_matmul_bf16(m->cmp.ctx, S->logits, m->sb[0], mixed_unembed(m, un), 1, D, m->loc.Vl);
+    } else {
+        kern_matmul(S->logits, S->hf + (len - 1) * D, un, 1, D, m->loc.Vl);
+    }
     floats_copy(logits_loc, S->logits, m->loc.Vl);
 }
 
@@ -406,7 +456,7 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
 
 /* The workspace of model_fwd_rows for R rows: one layer's activations (every layer reuses them),
  * the final norm. */
-static void carve_rows(model *m, carver *c, layer_act *A, float **hf, int64_t R) {
+static void carve_rows(model *m, carver *c, layer_act *A, float **hf, kern_bf16 **sb, int64_t R) {
     const int64_t D = m->s.D, H = m->s.H;
     const model_extents *lc = &m->loc;
     A->x1 = carve(c, R * D);
@@ -425,13 +475,15 @@ static void carve_rows(model *m, carver *c, layer_act *A, float **hf, int64_t R)
     A->P = NULL;
     if (m->s.moe.E > 0) moe_carve_act(m, c, A, R, 1);
     *hf = carve(c, R * (D + 1));
+    if (m->cmp.bf16) mixed_rows_carve(m, c, sb, R);
 }
 
 int64_t model_rows_ws(model *m, int64_t R) {
     carver c = {NULL, 0};
     layer_act A;
     float *hf;
-    carve_rows(m, &c, &A, &hf, R);
+    kern_bf16 *sb[4];
+    carve_rows(m, &c, &A, &hf, sb, R);
     return c.used;
 }
 
@@ -444,20 +496,24 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
     carver c = {ws, 0};
     layer_act A;
     float *hf;
-    carve_rows(m, &c, &A, &hf, R);
+    kern_bf16 *sb[4];
+    carve_rows(m, &c, &A, &hf, sb, R);
+    if (m->cmp.bf16) memcpy(m->sb, sb, sizeof m->sb); /* the rows' operands */
     m->rows_mode = 1;
     kern_embed_fwd(A.x1, m->hk.weight(m->hk.ctx, m, P_EMBED), tok, R, D, lc->v0, lc->Vl);
     m->hk.embed_reduce(m->hk.ctx, m, A.x1, R);
     for (int64_t l = 0; l < m->s.L; l++) {
         layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
-        block_qkv(m, &w, &A, R, 0);
+        const layer_wb wb16 = m->cmp.bf16 ? mixed_layer(m, &w, l) : (layer_wb){0};
+        const layer_wb *wb = m->cmp.bf16 ? &wb16 : NULL;
+        block_qkv(m, &w, wb, &A, R, 0);
         for (int64_t r = 0; r < R; r++) { /* each row at its own position */
             const float *cs = m->rope_cos + pos[r] * h2, *sn = m->rope_sin + pos[r] * h2;
             kern_rope_apply(A.q + r * lc->Nl * H, cs, sn, 1, 1, lc->Nl, H, lc->Nl * H, 0);
             kern_rope_apply(A.k + r * lc->Kl * H, cs, sn, 1, 1, lc->Kl, H, lc->Kl * H, 0);
         }
         attn(ctx, &(model_attn_io){l, R, A.q, A.k, A.v, A.att});
-        block_rest(m, &w, &A, A.x1, l, R);
+        block_rest(m, &w, wb, &A, A.x1, l, R);
         m->hk.layer_release(m->hk.ctx, m, l);
     }
     m->rows_mode = 0;
@@ -466,6 +522,12 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
     float *rstd = hf + R * D;
     for (int64_t i = 0; i < n_out; i++)
         kern_rmsnorm_fwd(hf + i * D, rstd + i, A.x1 + out_rows[i] * D, gain, 1, D);
+    if (m->cmp.bf16) {
+        mixed_pack(m->sb[0], hf, n_out * D);
+        kern_matmul_bf16(m->cmp.ctx, logits_loc, m->sb[0], mixed_unembed(m, un), n_out, D, Vl);
+        memcpy(m->sb, m->sb_train, sizeof m->sb);
+        return;
+    }
     kern_matmul(logits_loc, hf, un, n_out, D, Vl);
 }
 
@@ -478,6 +540,8 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
     layer_act *A = &S->act[l - m->l0];
     layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, -1);
+    const layer_wb wb = m->cmp.bf16 ? mixed_layer(m, &w, l) : (layer_wb){0};
+    const int b16 = m->cmp.bf16 != 0;
     layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
     float *dr = m->d_resid;
 
@@ -486,25 +550,22 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
     float *dh = m->s_big;
     const int moe = model_layer_is_moe(&m->s, l);
+    float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
+    const int64_t ngu[2] = {Fl, Fl};
     if (moe) {
         moe_block_bwd(m, &w, &g, A, dh, dr, BT, T);
     } else {
-        sublayer_out_bwd(m, dg, g.w_down, dr, A->g, w.w_down, BT, Fl);
+        sublayer_out_bwd(m, dg, g.w_down, dr, A->g, w.w_down, wb.w_down, BT, Fl);
         kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
-        POLL(m);
-        kern_matmul_dx(dh, da, w.w_gate, BT, D, Fl, false);
-        POLL(m);
-        kern_matmul_dx(dh, db, w.w_up, BT, D, Fl, true);
+        const float *const wgu[2] = {w.w_gate, w.w_up};
+        const kern_bf16 *const wgu16[2] = {wb.w_gate, wb.w_up};
+        sublayer_in_dx(m, dh, 2, dgu, wgu, b16 ? wgu16 : NULL, ngu, BT);
     }
     float *dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
-    if (!moe) {
-        kern_matmul_dw(g.w_gate, A->h2, da, BT, D, Fl);
-        POLL(m);
-        kern_matmul_dw(g.w_up, A->h2, db, BT, D, Fl);
-    }
+    if (!moe) sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
@@ -512,23 +573,23 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);
     float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
-    sublayer_out_bwd(m, datt, g.wo, dr, A->att, w.wo, BT, NHl);
+    sublayer_out_bwd(m, datt, g.wo, dr, A->att, w.wo, wb.wo, BT, NHl);
     POLL(m);
-    kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    if (b16)
+        mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);
+    else
+        kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
     kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
-    POLL(m);
-    kern_matmul_dx(dh, dq, w.wq, BT, D, NHl, false);
-    POLL(m);
-    kern_matmul_dx(dh, dk, w.wk, BT, D, KHl, true);
-    kern_matmul_dx(dh, dv, w.wv, BT, D, KHl, true);
+    float *const dqkv[3] = {dq, dk, dv}, *const gqkv[3] = {g.wq, g.wk, g.wv};
+    const float *const wqkv[3] = {w.wq, w.wk, w.wv};
+    const kern_bf16 *const wqkv16[3] = {wb.wq, wb.wk, wb.wv};
+    const int64_t nqkv[3] = {NHl, KHl, KHl};
+    sublayer_in_dx(m, dh, 3, dqkv, wqkv, b16 ? wqkv16 : NULL, nqkv, BT);
     dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
-    kern_matmul_dw(g.wq, A->h1, dq, BT, D, NHl);
-    POLL(m);
-    kern_matmul_dw(g.wk, A->h1, dk, BT, D, KHl);
-    kern_matmul_dw(g.wv, A->h1, dv, BT, D, KHl);
+    sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
@@ -544,14 +605,25 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
                   grad_scale / (float)BT);
     float *dun = m->hk.grad(m->hk.ctx, m, P_UNEMBED);
     float *dhf = m->s_big;
-    kern_matmul_dx(dhf, dlogits, m->hk.weight(m->hk.ctx, m, P_UNEMBED), BT, D, Vl, false);
+    const float *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
+    if (m->cmp.bf16) { /* the logits' gradient rounded once for its two products */
+        mixed_pack(m->sb[1], dlogits, BT * Vl);
+        kern_matmul_dx_bf16(m->cmp.ctx, dhf, m->sb[1], mixed_unembed(m, un), BT, D, Vl, false);
+    } else {
+        kern_matmul_dx(dhf, dlogits, un, BT, D, Vl, false);
+    }
     float *dr = m->d_resid;
     floats_clear(dr, BT * m->loc.Dl);
     float *dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
                      m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
-    kern_matmul_dw(dun, S->hf, dlogits, BT, D, Vl); /* beside the reduction */
+    if (m->cmp.bf16) { /* beside the reduction */
+        mixed_pack(m->sb[0], S->hf, BT * D);
+        kern_matmul_dw_bf16(m->cmp.ctx, dun, m->sb[0], m->sb[1], BT, D, Vl);
+    } else {
+        kern_matmul_dw(dun, S->hf, dlogits, BT, D, Vl); /* beside the reduction */
+    }
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     m->hk.head_grads_done(m->hk.ctx, m);
 }

@@ -16,6 +16,8 @@
 #ifndef MT_TRAIN_MODEL_H
 #define MT_TRAIN_MODEL_H
 #include <stdint.h>
+
+#include "kernels/gemm_bf16.h"
 #include "train/config/config.h"
 
 typedef enum {
@@ -88,6 +90,21 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
 typedef struct model model;
 struct model_hooks; /* communication and sharded storage (hooks.h) */
 
+/* What the model's matmuls multiply (train/step/precision.h resolves it at start-up). bf16 = 0:
+ * the fp32 kernels (kernels/gemm.h). bf16 = MODEL_BF16: bf16 inputs accumulated in fp32 on ctx
+ * (kernels/gemm_bf16.h; a context serves one thread: the model computes on its caller's), as a
+ * TPU's matrix unit: every matmul of the forward and of the backward (dX and dW) and attention's
+ * QKᵀ and PV take bf16 operands; the weights are copied to bf16 once per update
+ * (model_params_changed); norms, softmax, RoPE, SwiGLU, the loss, the gradients and the optimizer
+ * stay fp32 (mixed.c says where each rounding is). MODEL_BF16_GATHERED: the same where the hooks
+ * hand over weights from outside the model's storage (ZeRO-3 gathers them): the model then keeps
+ * room to copy one layer's matrices and the unembedding. */
+enum { MODEL_FP32 = 0, MODEL_BF16 = 1, MODEL_BF16_GATHERED = 2 };
+typedef struct {
+    int bf16;
+    kern_bf16_ctx *ctx;
+} model_compute;
+
 /* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
  * s->T tokens, and initialises the local slabs from `seed`. `hooks` (copied) gives the local
  * extents, slabs and communication: &model_hooks_single on one rank, par_model_hooks for a
@@ -95,6 +112,14 @@ struct model_hooks; /* communication and sharded storage (hooks.h) */
  * (inference, model_fwd_rows). */
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed,
                     const struct model_hooks *hooks);
+/* model_create with the matmuls' dtype (NULL or bf16 = 0: fp32). In bf16 the model also holds
+ * its weights' bf16 copy, attention's probabilities in bf16 and the products' bf16 operands
+ * (model_sizes_of's act_b, scratch_b, params_b). */
+model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
+                            const struct model_hooks *hooks, const model_compute *cmp);
+/* The parameters changed (an optimizer update, a checkpoint loaded, a test's edit): in bf16 the
+ * weights' copy is made again when a pass next uses them. No-op in fp32. */
+void model_params_changed(model *m);
 void model_destroy(model *m); /* accepts NULL */
 const model_shape *model_shape_of(const model *m);
 /* Local storage of parameter id (its slab, row-major) and of its gradient; *n = local count. */

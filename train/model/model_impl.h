@@ -18,6 +18,7 @@ typedef struct {
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh;
     int32_t *idx, *pos, *src, *cnt;
     int64_t *offs, *kept;
+    kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
 } layer_act;
 
 /* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
@@ -60,6 +61,15 @@ struct model {
     /* scratch (reused within a step) */
     float *rope_cos, *rope_sin, *d_resid, *d_full, *d_part, *s_big, *s_f1, *s_f2, *s_q, *s_k, *s_v,
         *s_att, *s_attn;
+    /* bf16 compute (mixed.c; NULL in fp32): the products' bf16 operands sb[4] [BT, max(D, N_l·H,
+     * F_l, V_l)] each (in model_fwd_rows the rows' own); the bf16 copy of the parameters (in their
+     * layout), made for a layer when a pass first uses it after model_params_changed (wver: the
+     * parameters' version, lver[l] and uver the version of a layer's and the unembedding's copy);
+     * the copy of weights the hooks hand over from outside the model's storage (ZeRO-3's gathered
+     * layer: sbw, its matrices; sbu, the unembedding), made at each use */
+    model_compute cmp;
+    kern_bf16 *sb[4], *sb_train[4], *params_b, *sbw, *sbu, *act_b_block;
+    int64_t wver, uver, *lver;
     /* mixture of experts */
     moe_scratch ms;
     moe_tally tally;
@@ -80,6 +90,16 @@ static inline float *carve(carver *c, int64_t n) {
     return p;
 }
 
+/* n bf16 values from c (a carver of a block that holds bf16 values: two in each float). */
+static inline kern_bf16 *carve_b(carver *c, int64_t n) {
+    return (kern_bf16 *)(void *)carve(c, (n + 1) / 2);
+}
+
+/* A layer's matrices in bf16 (mixed_layer). */
+typedef struct {
+    const kern_bf16 *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+} layer_wb;
+
 /* Between kernels: lets the communication in flight move on (the hooks' poll). */
 #define POLL(m) (m)->hk.poll((m)->hk.ctx)
 
@@ -89,21 +109,29 @@ static inline float *carve(carver *c, int64_t n) {
  * holds only this rank's D_Y columns, and the gather of the others into x runs beside the
  * in-projections' blocks. */
 void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
-                      int nw, const float *const *w, const int64_t *nk, float *const *y,
-                      int64_t BT);
+                      int nw, const float *const *w, const kern_bf16 *const *wb, const int64_t *nk,
+                      float *const *y, int64_t BT);
 /* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D] (of xin only this rank's D_Y columns are
  * read: the product is reduce-scattered over the tensor axis). defer: out goes to a
  * sublayer_norm_in next and to nothing else, which may then gather it: returns 1 when out was
  * left sharded (only this rank's D_Y columns), else 0. sublayer_out_local: the same on one rank,
  * one accumulating gemm (out may alias xin). */
 int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
-                 int64_t BT, int64_t Kl, int defer);
+                 const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer);
 void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
                         int64_t Kl, int64_t D);
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
  * (overwrites), dw[Kl, D] += actᵀ · dout. */
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      int64_t BT, int64_t Kl);
+                      const kern_bf16 *wb, int64_t BT, int64_t Kl);
+/* The backward of nw ≤ 3 in-projections y_k = h·w_k [BT, nk[k]] from dy_k: sublayer_in_dx, dh
+ * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here); then,
+ * after the norm's backward, sublayer_in_dw, dw_k += hᵀ·dy_k (bf16: the dy_k as the first call
+ * rounded them, h rounded here). */
+void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *const *w,
+                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT);
+void sublayer_in_dw(model *m, float *const *dw, const float *h, int nw, float *const *dy,
+                    const int64_t *nk, int64_t BT);
 /* Where a sublayer's input gradient accumulates: dr itself without a tensor axis, else the
  * zeroed [BT, D] d_part that the hook partial_end reduce-scatters into dr. */
 float *sublayer_partial_begin(model *m, float *dr, int64_t BT);
@@ -113,6 +141,22 @@ const float *sublayer_resid_grad(model *m, int64_t BT);
 /* stats[3, BT] (rowmax, rowsum, target logit) of this vocabulary shard → combined over the
  * shards (a no-op without a tensor axis). */
 void sublayer_xent_combine(model *m, float *st, int64_t BT);
+
+/* ---- mixed.c: bf16 compute (m->cmp.bf16) ---- */
+/* dst[i] = b(src[i]), i < n (nothing in a dry run without data). */
+void mixed_pack(kern_bf16 *dst, const float *src, int64_t n);
+/* The operand scratch sb[4] of the model's BT rows (and sbw, sbu under MODEL_BF16_GATHERED); in
+ * model_fwd_rows the sb[4] of R rows, from its fp32 workspace. */
+void mixed_carve_scratch(model *m, carver *c);
+void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R);
+/* Layer l's matrices in bf16 (w: as the hook handed them over), and the unembedding's. */
+layer_wb mixed_layer(model *m, const layer_w *w, int64_t l);
+const kern_bf16 *mixed_unembed(model *m, const float *un);
+/* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
+ * datt [BT, N_l·H] into dq, dk, dv (fp32). */
+void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);
+void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,
+                    float *dv, int64_t B, int64_t T);
 
 /* ---- model_moe.c ---- */
 /* The MoE fields of A for R rows in `groups` groups (their counters). */

@@ -15,10 +15,16 @@
  *   backward: dOut[BT, D_Y] is gathered (gather_cols) and multiplied whole, or block by block
  *     (chunk_products: the AllGather-matmul), into dact = dOut · W_outᵀ and dW_out += actᵀ · dOut.
  * Without a tensor axis (D_Y = D) each end is the plain math: one norm and its matmuls, one
- * accumulating gemm for the output and the residual. */
+ * accumulating gemm for the output and the residual.
+ * bf16 compute (m->cmp.bf16): the same math and order with every product on bf16 operands
+ * accumulated in fp32 (kernels/gemm_bf16.h): the weights' bf16 copy (wb, mixed.c) and each
+ * activation or upstream gradient rounded to bf16 once where a product consumes it, into the
+ * model's operand scratch m->sb: sb[0] the norm's output h, sb[1] a product's activation input,
+ * sb[2] dL/d(out) (a collective matmul's block of it). */
 #include <math.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/traffic.h"
@@ -28,10 +34,12 @@
 /* ---------------------------------------------------------------- the input norm */
 
 typedef struct {
+    model *m;
     float *x, *h;
     const float *g;
     int nw;
     const float *const *w;
+    const kern_bf16 *const *wb; /* bf16 compute: the weights' copy (else NULL) */
     const int64_t *nk;
     float *const *y;
     int64_t M, N, nl;
@@ -50,18 +58,27 @@ static void norm_block(void *vc, const float *blk, int64_t j, int first) {
                 hb[r * N + q] = blk[r * nl + q] * gb[q];
             }
     kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
+    if (c->wb) { /* h's block rounded to bf16 once for the nw products */
+        kern_bf16 *h16 = c->m->sb[0] + j * nl;
+        for (int64_t r = 0; r < M && !mesh_no_data(M * nl * 2); r++)
+            kern_bf16_pack(h16 + r * N, hb + r * N, nl);
+        for (int k = 0; k < c->nw; k++)
+            kern_gemm_bf16(c->m->cmp.ctx, c->y[k], h16, c->wb[k] + j * nl * c->nk[k], M, c->nk[k],
+                           nl, false, false, N, c->nk[k], c->nk[k], !first);
+        return;
+    }
     for (int k = 0; k < c->nw; k++)
         kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
                   c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
 }
 
 void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
-                      int nw, const float *const *w, const int64_t *nk, float *const *y,
-                      int64_t BT) {
+                      int nw, const float *const *w, const kern_bf16 *const *wb, const int64_t *nk,
+                      float *const *y, int64_t BT) {
     const int64_t D = m->s.D;
     POLL(m);
     if (sharded) { /* x holds only this rank's D_Y columns: the gather brings the others */
-        norm_ctx c = {x, h, gain, nw, w, nk, y, BT, D, m->loc.Dl};
+        norm_ctx c = {m, x, h, gain, nw, w, wb, nk, y, BT, D, m->loc.Dl};
         if (!m->hk.gather_cols(m->hk.ctx, m, x, NULL, BT, norm_block, &c)) {
             /* x is whole: the norm as one kernel, and the products' rows scaled by 1/rms */
             kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
@@ -72,9 +89,13 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
         }
     }
     kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
+    if (wb) mixed_pack(m->sb[0], h, BT * D);
     for (int k = 0; k < nw; k++) {
         if (k) POLL(m);
-        kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+        if (wb)
+            kern_matmul_bf16(m->cmp.ctx, y[k], m->sb[0], wb[k], BT, D, nk[k]);
+        else
+            kern_matmul(y[k], h, w[k], BT, D, nk[k]);
     }
 }
 
@@ -87,7 +108,9 @@ void sublayer_out_local(float *out, const float *xin, const float *act, const fl
 }
 
 typedef struct {
+    model *m;
     const float *act, *w;
+    const kern_bf16 *act16, *wb; /* bf16 compute (else NULL) */
     int64_t BT, Kl, D;
 } product_ctx;
 
@@ -95,19 +118,30 @@ typedef struct {
 static void product(void *vc, float *dst, int64_t b, int64_t nb) {
     const product_ctx *c = vc;
     const int64_t nl = c->D / nb;
-    kern_gemm(dst, c->act, c->w + b * nl, c->BT, nl, c->Kl, false, false, c->Kl, c->D, nl, 1.0f,
-              0.0f);
+    if (c->wb)
+        kern_gemm_bf16(c->m->cmp.ctx, dst, c->act16, c->wb + b * nl, c->BT, nl, c->Kl, false,
+                       false, c->Kl, c->D, nl, false);
+    else
+        kern_gemm(dst, c->act, c->w + b * nl, c->BT, nl, c->Kl, false, false, c->Kl, c->D, nl,
+                  1.0f, 0.0f);
 }
 
 int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
-                 int64_t BT, int64_t Kl, int defer) {
+                 const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer) {
     const int64_t D = m->s.D, Dl = m->loc.Dl, d0 = m->loc.d0;
     POLL(m);
+    const kern_bf16 *act16 = NULL;
+    if (wb) mixed_pack(m->sb[1], act, BT * Kl), act16 = m->sb[1];
+    if (Dl == D && wb) {
+        if (out != xin) floats_copy(out, xin, BT * D);
+        kern_gemm_bf16(m->cmp.ctx, out, act16, wb, BT, D, Kl, false, false, Kl, D, D, true);
+        return 0;
+    }
     if (Dl == D) {
         sublayer_out_local(out, xin, act, w, BT, Kl, D);
         return 0;
     }
-    product_ctx pc = {act, w, BT, Kl, D};
+    product_ctx pc = {m, act, w, act16, wb, BT, Kl, D};
     float *sh = m->hk.reduce_out(m->hk.ctx, m, product, &pc, BT);
     for (int64_t r = 0; r < BT; r++) kern_add(sh + r * Dl, xin + r * D + d0, Dl);
     return m->hk.gather_out(m->hk.ctx, m, out, sh, BT, defer);
@@ -116,8 +150,10 @@ int sublayer_out(model *m, float *out, const float *xin, const float *act, const
 /* ---------------------------------------------------------------- backward */
 
 typedef struct {
+    model *m;
     float *y, *dw;
     const float *w, *a;
+    const kern_bf16 *wb, *a16; /* bf16 compute (else NULL) */
     int64_t M, K, N, nl;
 } chunk_ctx;
 
@@ -125,23 +161,67 @@ typedef struct {
 static void chunk_products(void *vc, const float *blk, int64_t j, int first) {
     const chunk_ctx *c = vc;
     const int64_t M = c->M, K = c->K, N = c->N, nl = c->nl;
+    if (c->wb) { /* the block rounded to bf16 once for its two products */
+        kern_bf16 *b16 = c->m->sb[2];
+        mixed_pack(b16, blk, M * nl);
+        kern_gemm_bf16(c->m->cmp.ctx, c->y, b16, c->wb + j * nl, M, K, nl, false, true, nl, N, K,
+                       !first);
+        kern_gemm_bf16(c->m->cmp.ctx, c->dw + j * nl, c->a16, b16, K, nl, M, true, false, K, nl, N,
+                       true);
+        return;
+    }
     kern_gemm(c->y, blk, c->w + j * nl, M, K, nl, false, true, nl, N, K, 1.0f, first ? 0.0f : 1.0f);
     kern_gemm(c->dw + j * nl, c->a, blk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
 }
 
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      int64_t BT, int64_t Kl) {
+                      const kern_bf16 *wb, int64_t BT, int64_t Kl) {
     const int64_t D = m->s.D;
     POLL(m);
+    const kern_bf16 *a16 = NULL;
+    if (wb) mixed_pack(m->sb[1], act, BT * Kl), a16 = m->sb[1];
     const float *dout = dr;
     if (m->loc.Dl < D) { /* dL/d(out): the residual gradient's D_Y shards, gathered */
-        chunk_ctx c = {dact, dw, w, act, BT, Kl, D, m->loc.Dl};
+        chunk_ctx c = {m, dact, dw, w, act, wb, a16, BT, Kl, D, m->loc.Dl};
         dout = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, chunk_products, &c);
         if (!dout) return; /* the products ran block by block (the AllGather-matmul) */
+    }
+    if (wb) { /* dL/d(out) rounded to bf16 once for its two products */
+        mixed_pack(m->sb[2], dout, BT * D);
+        kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], BT, Kl, D);
+        POLL(m);
+        kern_matmul_dx_bf16(m->cmp.ctx, dact, m->sb[2], wb, BT, Kl, D, false);
+        return;
     }
     kern_matmul_dw(dw, act, dout, BT, Kl, D);
     POLL(m);
     kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
+}
+
+void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *const *w,
+                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT) {
+    const int64_t D = m->s.D;
+    for (int k = 0; k < nw && wb; k++) mixed_pack(m->sb[1 + k], dy[k], BT * nk[k]);
+    for (int k = 0; k < nw; k++) {
+        if (k < 2) POLL(m);
+        if (wb)
+            kern_matmul_dx_bf16(m->cmp.ctx, dh, m->sb[1 + k], wb[k], BT, D, nk[k], k > 0);
+        else
+            kern_matmul_dx(dh, dy[k], w[k], BT, D, nk[k], k > 0);
+    }
+}
+
+void sublayer_in_dw(model *m, float *const *dw, const float *h, int nw, float *const *dy,
+                    const int64_t *nk, int64_t BT) {
+    const int64_t D = m->s.D;
+    if (m->cmp.bf16) mixed_pack(m->sb[0], h, BT * D);
+    for (int k = 0; k < nw; k++) {
+        if (k == 1) POLL(m);
+        if (m->cmp.bf16)
+            kern_matmul_dw_bf16(m->cmp.ctx, dw[k], m->sb[0], m->sb[1 + k], BT, D, nk[k]);
+        else
+            kern_matmul_dw(dw[k], h, dy[k], BT, D, nk[k]);
+    }
 }
 
 float *sublayer_partial_begin(model *m, float *dr, int64_t BT) {

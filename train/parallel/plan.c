@@ -276,17 +276,30 @@ static void add(plan *p, plan_buf_id id, int slot, plan_owner owner, plan_mem ca
     p->buf[p->nbuf++] = (plan_buf){id, slot, owner, cat, t, n};
 }
 
+int plan_model_compute(const plan *p) {
+    if (p->c.compute != COMPUTE_BF16) return MODEL_FP32;
+    return p->zero == 3 ? MODEL_BF16_GATHERED : MODEL_BF16;
+}
+
 /* The model's storage (model_create) and the optimizer's moments (trainer.c). */
 static void list_model(plan *p, int forward_only) {
     const int64_t Bl = forward_only ? 0 : p->micro_seqs;
     model_sizes ms;
-    model_sizes_of(&p->s, &p->loc, Bl, p->l0, p->l1, p->nslots, &ms);
+    const int bf16 = plan_model_compute(p);
+    model_sizes_of(&p->s, &p->loc, Bl, p->l0, p->l1, p->nslots, bf16, &ms);
     add(p, BUF_PARAMS, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_F32, p->param_elems);
     if (Bl > 0 && p->zero <= 1)
         add(p, BUF_GRADS, 0, PLAN_OWNER_MODEL, PLAN_MEM_GRADS, PLAN_F32, p->param_elems);
     add(p, BUF_ACTIVATIONS, 0, PLAN_OWNER_MODEL, PLAN_MEM_ACTIVATIONS, PLAN_F32, ms.act);
     add(p, BUF_TARGETS, 0, PLAN_OWNER_MODEL, PLAN_MEM_ACTIVATIONS, PLAN_I32, ms.targets);
     add(p, BUF_MODEL_SCRATCH, 0, PLAN_OWNER_MODEL, PLAN_MEM_BUFFERS, PLAN_F32, ms.scratch);
+    if (bf16 == MODEL_BF16)
+        add(p, BUF_PARAMS_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_BF16, p->param_elems);
+    if (bf16) {
+        add(p, BUF_ACTIVATIONS_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_ACTIVATIONS, PLAN_BF16, ms.act_b);
+        add(p, BUF_MODEL_SCRATCH_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_BUFFERS, PLAN_BF16,
+            ms.scratch_b);
+    }
     if (forward_only || p->c.optimizer != OPT_ADAMW) return;
     add(p, BUF_OPT_M, 0, PLAN_OWNER_OPTIMIZER, PLAN_MEM_OPTIMIZER, PLAN_F32, p->state_elems);
     add(p, BUF_OPT_V, 0, PLAN_OWNER_OPTIMIZER, PLAN_MEM_OPTIMIZER, PLAN_F32, p->state_elems);

@@ -102,6 +102,10 @@ typedef enum {
     BUF_ACTIVATIONS,   /* saved activations of every slot */
     BUF_TARGETS,       /* each slot's target tokens (int32) */
     BUF_MODEL_SCRATCH, /* the passes' scratch: rope tables, gradients of a layer, logits */
+    /* ... with --compute-dtype bf16 (model.h's model_compute) */
+    BUF_PARAMS_BF16,        /* the parameters' bf16 copy, made once per update (not ZeRO-3) */
+    BUF_ACTIVATIONS_BF16,   /* attention's probabilities of every slot, in bf16 */
+    BUF_MODEL_SCRATCH_BF16, /* the products' bf16 operands (ZeRO-3: a gathered layer's copy) */
     /* the optimizer (trainer.c) */
     BUF_OPT_M,
     BUF_OPT_V, /* AdamW's moments over the slices this rank updates */
@@ -143,7 +147,7 @@ typedef struct {
     int64_t n; /* elements */
 } plan_buf;
 
-#define PLAN_MAX_BUFS 48
+#define PLAN_MAX_BUFS 52
 
 /* ---- the collectives ---- */
 
@@ -283,6 +287,9 @@ int64_t plan_bucket_auto(const plan *p, const cost_link *link, int wire_bytes, d
 typedef void (*plan_wbucket_fn)(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at);
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 
+/* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
+ * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */
+int plan_model_compute(const plan *p);
 /* The buffer id/slot of the list, or NULL when the run has none. */
 const plan_buf *plan_buffer(const plan *p, plan_buf_id id, int slot);
 /* Bytes of the list by category: the memory line. */

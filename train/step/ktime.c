@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kernels/attention.h"
+#include "kernels/attn_bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
@@ -35,7 +36,8 @@ typedef enum {
     K_SUMSQ,  /* Σ g² over M gradients (the global norm) */
     K_COPY,   /* the memory passes (kernels/traffic.h), M floats: floats_copy */
     K_CLEAR,  /* floats_clear */
-    K_ADD     /* kern_add */
+    K_ADD,    /* kern_add */
+    K_PACK    /* bf16: M floats copied to bf16 (kern_bf16_pack) */
 } kind;
 
 typedef struct {
@@ -50,10 +52,15 @@ typedef struct {
     int32_t *t;
 } bufs;
 
-/* x[i] = 0.01·((7·i mod 13) − 6): the first period, then doubling copies (a multiple of it) */
-static void fill(float *x, int64_t n) {
+/* x[i] = 0.01·((7·i mod 13) − 6): the first period, then doubling copies (a multiple of it);
+ * bf16: the same values as bf16, two in each float (pairs of small bf16 values read as a float
+ * are a small finite float) */
+static void fill(float *x, int64_t n, int bf16) {
+    float per[26];
+    for (int64_t i = 0; i < 26; i++) per[i] = 0.01f * (float)((i * 7) % 13 - 6);
+    if (bf16) kern_bf16_pack((kern_bf16 *)(void *)x, per, 2 * (n < 13 ? n : 13));
     int64_t have = n < 13 ? n : 13;
-    for (int64_t i = 0; i < have; i++) x[i] = 0.01f * (float)((i * 7) % 13 - 6);
+    if (!bf16) memcpy(x, per, (size_t)have * sizeof(float));
     while (have < n) {
         const int64_t m = have < n - have ? have : n - have;
         memcpy(x + have, x, (size_t)m * sizeof(float));
@@ -75,9 +82,44 @@ static void bufs_at(bufs *b, float *arena, const int64_t *n, int j, int32_t *t) 
     b->t = t;
 }
 
+/* The bf16 calls (s->bf16): the products and attention on bf16 operands (buffers that hold
+ * bf16 are the float buffers' bytes), and the copies to bf16. Returns 0 for any other kind. */
+static int run_bf16(const call *c, const ktime_shape *s, bufs *b) {
+    float **f = b->f;
+    kern_bf16_ctx *x = s->bf16;
+    const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
+#define B16(i) ((kern_bf16 *)(void *)f[i])
+    switch (c->k) {
+    case K_MM:
+        kern_matmul_bf16(x, f[0], B16(1), B16(2), M, K, N);
+        return 1;
+    case K_DW:
+        kern_matmul_dw_bf16(x, f[2], B16(1), B16(0), M, K, N);
+        return 1;
+    case K_DX:
+        kern_matmul_dx_bf16(x, f[1], B16(0), B16(2), M, K, N, false);
+        return 1;
+    case K_ATT_F:
+        kern_attn_fwd_bf16(x, f[0], B16(1), f[0] + M * T * s->Nl * H, B16(2), B16(3), B16(4), M,
+                           T, s->Nl, s->Kl, H);
+        return 1;
+    case K_ATT_B:
+        kern_attn_bwd_bf16(x, f[5], f[6], f[7], f[0] + M * T * s->Nl * H, B16(0), B16(1), B16(2),
+                           B16(3), B16(4), M, T, s->Nl, s->Kl, H);
+        return 1;
+    case K_PACK:
+        kern_bf16_pack(B16(0), f[1], M);
+        return 1;
+    default:
+        return 0;
+    }
+#undef B16
+}
+
 static void run(const call *c, const ktime_shape *s, bufs *b) {
     float **f = b->f;
     const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
+    if (s->bf16 && run_bf16(c, s, b)) return;
     switch (c->k) {
     case K_MM:
         kern_matmul(f[0], f[1], f[2], M, K, N);
@@ -133,6 +175,40 @@ static void run(const call *c, const ktime_shape *s, bufs *b) {
     case K_ADD:
         kern_add(f[0], f[1], M);
         break;
+    case K_PACK: /* bf16 only (run_bf16) */
+        break;
+    }
+}
+
+/* Floats of n bf16 values. */
+static int64_t half(int64_t n) {
+    return (n + 1) / 2;
+}
+
+/* Floats of each buffer a bf16 call needs (run_bf16); 0 for a kind it does not run. */
+static int sizes_bf16(const call *c, const ktime_shape *s, int64_t *n) {
+    const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
+    const int64_t q = M * T * s->Nl * H, kv = M * T * s->Kl * H;
+    switch (c->k) {
+    case K_MM: /* y, x, w */
+        n[0] = M * N, n[1] = half(M * K), n[2] = half(K * N);
+        return 1;
+    case K_DW: /* dy, x, dw */
+        n[0] = half(M * N), n[1] = half(M * K), n[2] = K * N;
+        return 1;
+    case K_DX: /* dy, dx, w */
+        n[0] = half(M * N), n[1] = M * K, n[2] = half(K * N);
+        return 1;
+    case K_ATT_F:
+    case K_ATT_B: /* out/dout (+ scratch), P, q, k, v (bf16), dq, dk, dv */
+        n[0] = q + kern_attn_bf16_scratch(T), n[1] = half(M * s->Nl * T * T);
+        n[2] = half(q), n[3] = n[4] = half(kv), n[5] = q, n[6] = n[7] = kv;
+        return 1;
+    case K_PACK:
+        n[0] = half(M), n[1] = M;
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -141,6 +217,7 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
     for (int i = 0; i < NBUF; i++) n[i] = 0;
     *nt = 0;
+    if (s->bf16 && sizes_bf16(c, s, n)) return;
     switch (c->k) {
     case K_MM:
     case K_DW:
@@ -176,6 +253,7 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     case K_COPY:
     case K_CLEAR:
     case K_ADD:
+    case K_PACK:
         n[0] = n[1] = M;
         break;
     }
@@ -241,13 +319,17 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
     sizes(c, s, n, &nt);
     const int k = copies(n);
     const int64_t used = (int64_t)k * copy_floats(n);
-    if (!mesh_no_data(used * (int64_t)sizeof(float))) fill(arena, used);
+    if (!mesh_no_data(used * (int64_t)sizeof(float))) fill(arena, used, s->bf16 != NULL);
     bufs b[KTIME_COPIES];
     for (int j = 0; j < k; j++) bufs_at(&b[j], arena, n, j, t);
     if (c->k == K_ATT_B) /* valid probabilities in P */
-        for (int j = 0; j < k; j++)
-            kern_attn_fwd(b[j].f[0], b[j].f[1], b[j].f[2], b[j].f[3], b[j].f[4], c->M, s->T, s->Nl,
-                          s->Kl, s->H);
+        for (int j = 0; j < k; j++) {
+            if (s->bf16)
+                run_bf16(&(call){K_ATT_F, c->M, 0, 0}, s, &b[j]);
+            else
+                kern_attn_fwd(b[j].f[0], b[j].f[1], b[j].f[2], b[j].f[3], b[j].f[4], c->M, s->T,
+                              s->Nl, s->Kl, s->H);
+        }
     run(c, s, &b[k - 1]);
     const int cpu = s->threads <= 1;
     double smp[KTIME_MAX_SAMPLES], sum = 0;
@@ -262,7 +344,7 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
     return ktime_median(smp, ns);
 }
 
-#define KTIME_CALLS 48
+#define KTIME_CALLS 64
 
 /* The calls of one step, with their counts and parts, into c[] (at most KTIME_CALLS); returns
  * how many. */
@@ -303,6 +385,23 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
             ADD(k, r, D, s->Vl, mb, k == K_MM ? PART_FWD_OTHER : PART_BWD_OTHER);
         ADD(K_XENT_S, r, s->Vl, 0, mb, PART_FWD_OTHER);
         ADD(K_XENT_B, r, s->Vl, 0, mb, PART_BWD_OTHER);
+    }
+    if (s->bf16) { /* the roundings to bf16 of what the products consume (model/mixed.c) */
+        const int64_t packs[][3] = {
+            /* forward: h1, q and att, k and v; h2, g */
+            {r * D, 1, PART_FWD_ATTN}, {r * NH, 2, PART_FWD_ATTN}, {r * KH, 2, PART_FWD_ATTN},
+            {r * D, 1, PART_FWD_MLP}, {r * s->Fl, 1, PART_FWD_MLP},
+            /* backward: dOut and h2; g and the gates' gradients; dOut and h1; att, d(att), q and
+             * dq; k, v, dk and dv */
+            {r * D, 2, PART_BWD_MLP}, {r * s->Fl, 3, PART_BWD_MLP}, {r * D, 2, PART_BWD_ATTN},
+            {r * NH, 4, PART_BWD_ATTN}, {r * KH, 4, PART_BWD_ATTN}};
+        for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
+            ADD(K_PACK, packs[i][0], 0, 0, (double)packs[i][1] * lm, (step_part)packs[i][2]);
+        if (s->last) {
+            ADD(K_PACK, r * D, 0, 0, mb, PART_FWD_OTHER);      /* the final norm's output */
+            ADD(K_PACK, r * s->Vl, 0, 0, mb, PART_BWD_OTHER); /* the logits' gradient */
+        }
+        ADD(K_PACK, s->wpack, 0, 0, 1, PART_FWD_OTHER); /* the weights, once per update */
     }
     /* the gradients' zeroing at the step's start is a memory pass (floats_clear): counted as
      * the run makes it and priced at the clear's rate (ktime.h), not timed here, so that it is

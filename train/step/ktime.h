@@ -20,6 +20,7 @@
 #define MT_TRAIN_KTIME_H
 #include <stdint.h>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/traffic.h"
 #include "train/observe/parts.h"
 
@@ -33,12 +34,17 @@ typedef struct {
     int64_t params;         /* parameters this rank's optimizer updates (and the norm sums) */
     int last;               /* 1 if this rank computes the loss (the last pipeline stage) */
     int threads;            /* BLAS threads per rank (1: timed by the thread's CPU clock) */
+    /* bf16 compute (model.h's model_compute): the products and attention on bf16 operands on
+     * this context, with the fp32 → bf16 copies of the activations and gradients they consume
+     * (kern_bf16_pack) and of the weights once per step, `wpack` elements; NULL: fp32 */
+    kern_bf16_ctx *bf16;
+    int64_t wpack;
 } ktime_shape;
 
 typedef struct {
     double matmul;           /* the linear layers (forward, weight and input gradients), seconds */
     double attention;        /* causal attention forward and backward (its sgemms and softmax) */
-    double elementwise;      /* RMSNorm, RoPE, SwiGLU, cross-entropy */
+    double elementwise;      /* RMSNorm, RoPE, SwiGLU, cross-entropy; in bf16 the copies to bf16 */
     double optimizer;        /* AdamW over the parameters this rank owns and their global norm */
     double total;            /* the step's predicted compute */
     double matmul_flops;     /* FLOPs of the linear layers, for their rate */

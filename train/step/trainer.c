@@ -19,6 +19,7 @@
 #include "train/parallel/pipeline.h"
 #include "train/step/exec.h"
 #include "train/step/ktime.h"
+#include "train/step/precision.h"
 
 struct trainer {
     config c; /* the run's (after config_for_mesh: the plan's) */
@@ -33,7 +34,9 @@ struct trainer {
     plan_ptrs opt; /* the optimizer's buffers of the plan (AdamW's moments) */
     float *opt_m, *opt_v;
     int64_t n_state;
-    double flops;
+    precision prec; /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
+    double sgemm;   /* this rank's fp32 sgemm FLOP/s, measured at creation */
+    double flops;   /* the rate its matmuls run at: sgemm's in fp32, the bf16 path's in bf16 */
     double core_share; /* this rank's thread CPU / wall time while it timed sgemm at start-up */
     report *rep;
     mesh_emulation emu;
@@ -70,7 +73,9 @@ static int measure_compute(trainer *t) {
                             .micro = pl->n_micro,
                             .params = pl->state_elems,
                             .last = pl->pipe.index == pl->pipe.n - 1,
-                            .threads = t->c.threads};
+                            .threads = t->c.threads,
+                            .bf16 = t->prec.ctx,
+                            .wpack = pl->param_elems};
     mesh_agree(mesh_world_comm(t->mesh), 0);
 #ifdef MESHTRAIN_SMPI /* the dry run's kernels take simulated time (bench/simpod_kernels.c): */
     return ktime_measure(&ks, 0.0, &t->ktime); /* one call each is exact */
@@ -138,8 +143,9 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
     for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
         const double f =
             c->emulate[0] ? kern_measure_core_flops(n, seconds) : kern_measure_flops(n, seconds);
-        if (f > t->flops) t->flops = f;
+        if (f > t->sgemm) t->sgemm = f;
     }
+    t->flops = t->prec.dtype == COMPUTE_BF16 ? t->prec.rate : t->sgemm;
     const double wall = mesh_now() - w0;
     t->core_share = wall > 0 ? (mesh_thread_cpu() - c0) / wall : 1.0;
     t->dcn = c->dcn_axis[0] ? mesh_axis_index(m, c->dcn_axis[0]) : -1;
@@ -224,7 +230,8 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     if (par_create(&t->pl, m, &t->par, err, errlen) < 0) return -1;
-    t->mod = model_create(&c->shape, t->Bl, c->seed, par_model_hooks(t->par));
+    const model_compute cmp = {plan_model_compute(&t->pl), t->prec.ctx};
+    t->mod = model_create_compute(&c->shape, t->Bl, c->seed, par_model_hooks(t->par), &cmp);
     int ok = t->mod != NULL && plan_alloc(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt) == 0;
     t->opt_m = t->opt.p[BUF_OPT_M][0], t->opt_v = t->opt.p[BUF_OPT_V][0];
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)
@@ -260,7 +267,14 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     if (!t) return fail(NULL, err, errlen, "out of memory");
     t->mesh = m;
     plan_in in;
-    if (setup_plan(t, c0, serial, &in, err, errlen) < 0 || setup_links(t, err, errlen) < 0) {
+    /* first: the plan lists the buffers of the resolved dtype (bf16 activations, weights) */
+    if (precision_setup(&t->prec, c0, m, 1, c0->emulate[0] != 0, err, errlen) < 0) {
+        trainer_destroy(t); /* the message is in err */
+        return NULL;
+    }
+    config cd = *c0;
+    cd.compute = t->prec.dtype;
+    if (setup_plan(t, &cd, serial, &in, err, errlen) < 0 || setup_links(t, err, errlen) < 0) {
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
@@ -310,6 +324,7 @@ void trainer_destroy(trainer *t) {
     exec_destroy(t->ex);
     par_destroy(t->par); /* first: it completes the gathers still writing into the model */
     model_destroy(t->mod);
+    precision_free(&t->prec);
     plan_free(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt);
     free(t);
 }
@@ -333,6 +348,12 @@ double trainer_core_share(const trainer *t) {
 }
 double trainer_flops(const trainer *t) {
     return t->flops;
+}
+double trainer_sgemm_flops(const trainer *t) {
+    return t->sgemm;
+}
+const precision *trainer_precision(const trainer *t) {
+    return &t->prec;
 }
 const mesh_emulation *trainer_emulation(const trainer *t) {
     return t->emulated ? &t->emu : NULL;
@@ -373,6 +394,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
         par_owned_done(t->par, t->mod, (param_id)id);
     }
     par_after_update(t->par, t->mod);
+    model_params_changed(t->mod); /* bf16: the weights' copy is made again */
 }
 
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
@@ -486,6 +508,7 @@ void trainer_print_layout(trainer *t, FILE *out) {
                     ? "auto: the cost model's choice; the ranks' own verdicts differed, and it is "
                       "on only where every rank's is"
                     : "auto: the cost model's choice, the same on every rank");
+    if (mesh_world_rank() == 0) precision_print(&t->prec, out);
     if (mesh_world_rank() == 0) plan_print_layout(&t->pl, t->rep, out);
 }
 

@@ -11,6 +11,7 @@
 #include "train/parallel/par.h"
 #include "train/step/exec.h"
 #include "train/observe/report.h"
+#include "train/step/precision.h"
 
 typedef struct trainer trainer;
 
@@ -35,7 +36,13 @@ par *trainer_par(trainer *t); /* NULL for a single-rank run */
 /* The run's sharding plan (a trivial one for a single-rank run). */
 const plan *trainer_plan(const trainer *t);
 report *trainer_report(trainer *t);
-double trainer_flops(const trainer *t); /* this rank's sgemm FLOP/s, measured at creation */
+/* This rank's matmul FLOP/s, measured at creation: the fp32 sgemm rate, or in bf16 the bf16
+ * path's (the MFU's peak, the emulated chip's C); and the sgemm rate whatever the dtype. */
+double trainer_flops(const trainer *t);
+double trainer_sgemm_flops(const trainer *t);
+/* The run's precision (--compute-dtype resolved, the bf16 path and context). */
+const precision *trainer_precision(const trainer *t);
+
 /* The share of a core this rank had while every rank timed sgemm at creation (thread CPU / wall
  * time; --progress auto picks the progress thread below 0.9). */
 double trainer_core_share(const trainer *t);

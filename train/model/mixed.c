@@ -1,0 +1,124 @@
+/* mixed: bf16 compute's own pieces (model_compute.bf16): the products' bf16 operands, the
+ * weights' bf16 copy, attention on bf16 operands, the in-projections' backward products.
+ *
+ * What is bf16 and what stays fp32 (b(·) is the rounding to bf16, kern_bf16_pack):
+ *   - the weights: the fp32 parameters are the master copy (the optimizer, checkpoints); a
+ *     layer's matrices and the unembedding are copied to bf16 the first time a pass uses them
+ *     after model_params_changed (once per update), into params_b, in the parameters' layout.
+ *     Weights a hook hands over from outside the model's storage (ZeRO-3's gathered layer) are
+ *     copied at each use into sbw / sbu. Norm gains and the embedding (a lookup) stay fp32.
+ *   - the activations: the saved ones stay fp32 (norms, RoPE, SwiGLU and the loss read them) but
+ *     attention's probabilities, kept in bf16 (Pb); a product's activation input is rounded
+ *     once where the product consumes it, into the operand scratch sb[]. Rounding the same fp32
+ *     value gives the same bf16 value whenever it is done: the numbers are those of keeping the
+ *     bf16 copies, one more pass over h1, h2, att, g and q, k, v in the backward.
+ *   - the gradients: each product's upstream gradient is rounded once for its two products
+ *     (dX and dW); the gradients themselves accumulate in fp32.
+ * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32. */
+#include <stdint.h>
+
+#include "kernels/attn_bf16.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "train/config/alloc.h"
+#include "train/model/model_impl.h"
+
+void mixed_pack(kern_bf16 *dst, const float *src, int64_t n) {
+    if (!mesh_no_data(n * (int64_t)sizeof(float))) kern_bf16_pack(dst, src, n);
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+/* Columns of the widest product operand: D, N_l·H, K_l·H, F_l, V_l. */
+static int64_t widest(const model *m) {
+    const model_extents *lc = &m->loc;
+    const int64_t H = m->s.H;
+    return max64(max64(max64(m->s.D, lc->Nl * H), max64(lc->Kl * H, lc->Fl)), lc->Vl);
+}
+
+/* Elements of one layer's matrices on this rank: wq, wk, wv, wo, w_gate, w_up, w_down. */
+static void layer_counts(const model *m, int64_t n[7]) {
+    const model_extents *lc = &m->loc;
+    const int64_t D = m->s.D, NH = lc->Nl * m->s.H, KH = lc->Kl * m->s.H, F = lc->Fl;
+    const int64_t c[7] = {D * NH, D * KH, D * KH, NH * D, D * F, D * F, F * D};
+    for (int i = 0; i < 7; i++) n[i] = c[i];
+}
+
+void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R) {
+    for (int i = 0; i < 4; i++) sb[i] = carve_b(c, R * widest(m));
+}
+
+void mixed_carve_scratch(model *m, carver *c) {
+    for (int i = 0; i < 4; i++) m->sb[i] = m->sb_train[i] = carve_b(c, m->BT * widest(m));
+    if (m->cmp.bf16 != MODEL_BF16_GATHERED) return;
+    int64_t n[7], all = 0;
+    layer_counts(m, n);
+    for (int i = 0; i < 7; i++) all += n[i];
+    m->sbw = carve_b(c, all);
+    m->sbu = m->last ? carve_b(c, m->s.D * m->loc.Vl) : NULL;
+}
+
+/* w's n elements in bf16: the model's own copy (in params_b, made again when stale), or, for a
+ * weight from outside the model's storage, a copy made now into *spare (advanced past it). */
+static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, kern_bf16 **spare) {
+    const uintptr_t p = (uintptr_t)w, lo = (uintptr_t)m->params;
+    const uintptr_t hi = lo + (uintptr_t)m->nparams * sizeof(float);
+    if (m->params_b && p >= lo && p + (uintptr_t)n * sizeof(float) <= hi) {
+        kern_bf16 *b = m->params_b + (w - m->params);
+        if (stale) mixed_pack(b, w, n);
+        return b;
+    }
+    CHECK(*spare, "bf16 compute: a weight from outside the model's storage and no room to copy it");
+    kern_bf16 *b = *spare;
+    mixed_pack(b, w, n);
+    *spare += n;
+    return b;
+}
+
+layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
+    const float *f[7] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+    const kern_bf16 *b[7];
+    int64_t n[7];
+    layer_counts(m, n);
+    const int stale = m->lver[l - m->l0] != m->wver;
+    kern_bf16 *spare = m->sbw;
+    for (int i = 0; i < 7; i++) b[i] = copy_of(m, f[i], n[i], stale, &spare);
+    m->lver[l - m->l0] = m->wver;
+    return (layer_wb){b[0], b[1], b[2], b[3], b[4], b[5], b[6]};
+}
+
+const kern_bf16 *mixed_unembed(model *m, const float *un) {
+    kern_bf16 *spare = m->sbu;
+    const kern_bf16 *b = copy_of(m, un, m->s.D * m->loc.Vl, m->uver != m->wver, &spare);
+    m->uver = m->wver;
+    return b;
+}
+
+void model_params_changed(model *m) {
+    m->wver++;
+}
+
+/* ---------------------------------------------------------------- attention */
+
+void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T) {
+    const int64_t BT = B * T, H = m->s.H, Nl = m->loc.Nl, Kl = m->loc.Kl;
+    mixed_pack(m->sb[1], A->q, BT * Nl * H);
+    mixed_pack(m->sb[2], A->k, BT * Kl * H);
+    mixed_pack(m->sb[3], A->v, BT * Kl * H);
+    kern_attn_fwd_bf16(m->cmp.ctx, A->att, A->Pb, m->s_attn, m->sb[1], m->sb[2], m->sb[3], B, T,
+                       Nl, Kl, H);
+}
+
+void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,
+                    float *dv, int64_t B, int64_t T) {
+    const int64_t BT = B * T, H = m->s.H, Nl = m->loc.Nl, Kl = m->loc.Kl;
+    mixed_pack(m->sb[0], datt, BT * Nl * H);
+    mixed_pack(m->sb[1], A->q, BT * Nl * H);
+    mixed_pack(m->sb[2], A->k, BT * Kl * H);
+    mixed_pack(m->sb[3], A->v, BT * Kl * H);
+    kern_attn_bwd_bf16(m->cmp.ctx, dq, dk, dv, m->s_attn, m->sb[0], A->Pb, m->sb[1], m->sb[2],
+                       m->sb[3], B, T, Nl, Kl, H);
+}

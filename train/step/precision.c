@@ -1,0 +1,87 @@
+/* precision: the run's compute dtype at start-up (see precision.h). */
+#include "train/step/precision.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu.h"
+#include "mesh/errmsg.h"
+
+/* What the path does, for the start-up line: on a matrix unit, or not. */
+static const char *path_note(kern_bf16_path p) {
+    switch (p) {
+    case KERN_BF16_AMX:
+        return "AMX tiles (oneDNN)";
+    case KERN_BF16_AVX512BF16:
+        return "AVX512-BF16 vdpbf16ps (oneDNN)";
+    case KERN_BF16_AVX2:
+        return "no bf16 matrix unit here: the avx2 kernels widen bf16 to fp32 in registers, at "
+               "about fp32 sgemm's rate";
+    default:
+        return "no bf16 matrix unit here, nor AVX2: the portable kernels in plain C (slow)";
+    }
+}
+
+static int matrix_unit(kern_bf16_path p) {
+    return p == KERN_BF16_AMX || p == KERN_BF16_AVX512BF16;
+}
+
+int precision_setup(precision *p, const config *c, mesh *m, int measure, int core, char *err,
+                    size_t errlen) {
+    memset(p, 0, sizeof *p);
+    p->asked = c->compute;
+    kern_cpu_model(p->cpu, sizeof p->cpu);
+    const mesh_comm *world = mesh_world_comm(m);
+    kern_bf16_path path = KERN_BF16_PORTABLE;
+    char msg[MESH_MSG_MAX] = "";
+    /* the variable is read whatever the dtype: a bad value is an error in fp32 too */
+    int rc = kern_bf16_path_from_env(&path, msg, sizeof msg);
+    if (mesh_agree_msg(world, rc, msg, sizeof msg) < 0)
+        return errmsg_fail(err, errlen, "%s", msg); /* it names the variable */
+    p->path = (kern_bf16_path)mesh_agree_max(world, (int64_t)path);
+    const char *no_bf16 = config_bf16_unsupported(c);
+    p->dtype = c->compute != COMPUTE_AUTO                 ? c->compute
+               : matrix_unit(p->path) && no_bf16 == NULL ? COMPUTE_BF16
+                                                           : COMPUTE_FP32;
+    if (c->compute == COMPUTE_AUTO)
+        snprintf(p->why, sizeof p->why, "auto: %s",
+                 !matrix_unit(p->path)
+                     ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), where bf16 multiplies "
+                       "no faster than fp32 and rounds"
+                 : no_bf16 ? no_bf16
+                           : "the bf16 path is a matrix unit");
+    if (p->dtype != COMPUTE_BF16) return 0;
+    p->ctx = kern_bf16_ctx_create(p->path, c->threads, msg, sizeof msg);
+    if (mesh_agree_msg(world, p->ctx ? 0 : -1, msg, sizeof msg) < 0) {
+        precision_free(p);
+        return errmsg_fail(err, errlen, "the bf16 kernels: %s", msg);
+    }
+    if (!measure) return 0;
+    const int64_t n = c->quick_start ? 256 : 1024;
+    const double seconds = c->quick_start ? 0.01 : 0.1;
+    mesh_agree(world, 0); /* every rank at once, as the sgemm rate is timed */
+    for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
+        const double f = core ? kern_bf16_measure_core_flops(p->ctx, n, seconds)
+                              : kern_bf16_measure_flops(p->ctx, n, seconds);
+        if (f > p->rate) p->rate = f;
+    }
+    return 0;
+}
+
+void precision_free(precision *p) {
+    if (!p) return;
+    kern_bf16_ctx_destroy(p->ctx);
+    p->ctx = NULL;
+}
+
+void precision_print(const precision *p, FILE *out) {
+    fprintf(out, "compute: %s (--compute-dtype %s%s%s)", compute_dtype_name(p->dtype),
+            compute_dtype_name(p->asked), p->why[0] ? "; " : "", p->why);
+    if (p->dtype == COMPUTE_BF16) {
+        fprintf(out, "; bf16 inputs, fp32 accumulation, fp32 master weights; bf16 path %s on %s",
+                kern_bf16_path_name(p->path), p->cpu);
+        if (p->rate > 0) fprintf(out, ": %.1f GFLOP/s measured on rank 0", p->rate / 1e9);
+        fprintf(out, " (%s)", path_note(p->path));
+    }
+    fprintf(out, "\n");
+}
