@@ -44,10 +44,13 @@ int main(int argc, char **argv) {
     /* the test's batch first, so that the mesh flags are validated against it */
     char *args[64] = {argv[0], "--batch", "24", "--micro-batch", "12", "--layers", "4"};
     int nargs = 7;
+    for (int i = 1; i < argc; i++) /* the arguments' --layers instead */
+        if (!strcmp(argv[i], "--layers")) nargs = 5;
     for (int i = 1; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
     if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    /* 4 layers when pipelining, so that 2 and 4 stages both divide them */
-    const int64_t L = c.pipe_axis[0] ? 4 : 2;
+    /* 4 layers when pipelining, so that 2 and 4 stages both divide them (--layers from the
+     * arguments: more for interleaved chunks) */
+    const int64_t L = c.pipe_axis[0] ? c.shape.L : 2;
     c.shape = (model_shape){.L = L, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
     c.steps = STEPS, c.lr = 1e-2, c.warmup = 1, c.clip = 1.0;
     c.quick_start = 1; /* numbers only: no careful kernel timing at start-up */
@@ -71,6 +74,7 @@ int main(int argc, char **argv) {
     int64_t nref, n1, n2;
     config cref = c; /* the 1-rank run with the same micro-batches as the pipeline */
     if (c.pipe_axis[0] && c.microbatches > 0) cref.micro_batch = c.batch / c.microbatches;
+    cref.schedule = PIPE_GPIPE, cref.virtual_stages = 0; /* one rank: no pipeline schedule */
     trainer *tr = trainer_create_serial(&cref, m, err, sizeof err);
     if (!tr) mesh_exit_error("%s", err);
     model *refm = trainer_model(tr);
@@ -160,7 +164,11 @@ int main(int argc, char **argv) {
         for (int64_t a = 0; a < sl->cnt[0]; a++)
             for (int64_t b = 0; b < sl->cnt[1]; b++)
                 for (int64_t e = 0; e < sl->cnt[2]; e++, i++) {
-                    int64_t g = ((a + sl->off[0]) * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] +
+                    /* a stack over layers: the stored layer's global one (interleaved chunks) */
+                    const int64_t l = id >= P_ATTN_NORM && id <= P_W_DOWN
+                                          ? model_layer_global(mm, a + sl->off[0])
+                                          : a + sl->off[0];
+                    int64_t g = (l * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] +
                                 (e + sl->off[2]);
                     double x = p1[off + i], y = full[g];
                     double d = fabs(x - y) / (eps * (fabs(x) + fabs(y) + 1));

@@ -207,8 +207,12 @@ static const flag_def flags[] = {
      "pipeline axis: the layers split into |Z| stages of L/|Z| (L_Z)"},
     {"microbatches", K_I64, F_(microbatches), 0, 1 << 20, 0, "M",
      "pipeline micro-batches per step, divides --batch (0 = |Z|, the default)"},
-    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b",
-     "pipeline schedule: all forwards then all backwards, or one-forward-one-backward"},
+    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b|interleaved|zb-h1",
+     "pipeline schedule: all forwards then all backwards, one-forward-one-backward, Megatron's "
+     "interleaved 1F1B over --virtual-stages chunks per rank, or zero bubble H1 (the backward "
+     "split into input and weight gradients, the latter deferred into the bubble)"},
+    {"virtual-stages", K_I64, F_(virtual_stages), 0, 64, 0, "v",
+     "--schedule interleaved: chunks of L/(|Z|·v) layers per rank, dealt round-robin (0 = 2)"},
     {"A look inside the run (docs/inspect.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"trace", K_STR, F_(trace), 0, 0, 0, "FILE",
      "write a timeline (Chrome trace-event JSON: Perfetto, chrome://tracing): a track per rank, "
@@ -366,6 +370,9 @@ static int parse_f64(const char *s, double *out) {
 
 /* Stores `val` into the field of flag f. */
 /* The index of val among the n names, or -1. */
+/* --schedule's names, in pipe_schedule's order. */
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+
 static int name_index(const char *val, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(val, names[i]) == 0) return i;
@@ -439,9 +446,10 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
         c->optimizer = i == 0 ? OPT_ADAMW : OPT_SGD;
         return 0;
     case K_SCHED:
-        if ((i = name_index(val, (const char *const[]){"gpipe", "1f1b"}, 2)) < 0)
-            return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
-        c->schedule = i == 0 ? PIPE_GPIPE : PIPE_1F1B;
+        if ((i = name_index(val, schedule_names, 4)) < 0)
+            return errmsg_fail(err, errlen,
+                               "--schedule %s: expected gpipe, 1f1b, interleaved or zb-h1", val);
+        c->schedule = (pipe_schedule)i;
         return 0;
     case K_DTYPE:
         if ((i = name_index(val, (const char *const[]){"fp32", "bf16", "auto"}, 3)) < 0)
@@ -712,7 +720,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", tokens_order_name(d->order));
         break;
     case K_SCHED:
-        snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");
+        snprintf(buf, len, "%s", schedule_names[d->schedule]);
         break;
     case K_BUCKET:
         if (d->bucket < 0)

@@ -55,6 +55,17 @@ typedef struct {
 typedef void (*model_product_fn)(void *ctx, float *dst, int64_t b, int64_t nb);
 typedef void (*model_block_fn)(void *ctx, const float *blk, int64_t j, int first);
 
+/* A pipeline rank's share of the model: the layers it stores, [l0, l1) (one stack of L/|Z|
+ * layers in every case), cut into `chunks` chunks of (l1 − l0)/chunks consecutive layers; chunk k
+ * is stage k·|Z| + r of the pipeline (rank r, Megatron's interleaving: model_layer_global), its
+ * global layers [(k·|Z| + r)·Lc, …). nslots activation slots, each holding one micro-batch of
+ * every chunk. split: backwards run as input gradient then weight gradient (model_chunk_bwd_input,
+ * model_chunk_bwd_weight), and each slot keeps what the weight gradient reads between the two. */
+typedef struct {
+    int64_t l0, l1;
+    int nslots, chunks, split;
+} model_stage_info;
+
 /* Every hook receives the table's ctx first. */
 typedef struct model_hooks {
     void *ctx;
@@ -64,7 +75,7 @@ typedef struct model_hooks {
      * shards and layer gradients in transient buffers). */
     void (*extents)(void *ctx, const model_shape *s, model_extents *out);
     void (*slab)(void *ctx, const model_shape *s, param_id id, param_slab *out);
-    void (*stage)(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+    void (*stage)(void *ctx, const model_shape *s, model_stage_info *out);
     int (*has_grads)(void *ctx);
     /* Once the parameters are initialised (ZeRO-3 takes the model's storage as its shards). */
     void (*ready)(void *ctx, model *m);
@@ -134,7 +145,7 @@ layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
 
 /* What model_create allocates besides the parameters and their gradients, for micro-batches of
- * Bl sequences of s->T tokens on a stage of layers [l0, l1) with nslots activation slots and
+ * Bl sequences of s->T tokens on a pipeline rank's share st (its layers, chunks and slots) and
  * local extents e: in floats, the saved activations of every slot and the passes' scratch; the
  * int32 targets of every slot; with bf16 compute (bf16: model_compute's), in bf16 values,
  * attention's probabilities (act_b) and the products' operands (scratch_b); the weights' bf16
@@ -144,8 +155,8 @@ typedef struct {
     int64_t act, scratch, targets;
     int64_t act_b, scratch_b;
 } model_sizes;
-void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
-                    int64_t l1, int nslots, int bf16, model_sizes *out);
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
+                    const model_stage_info *st, int bf16, model_sizes *out);
 
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);

@@ -63,9 +63,9 @@ static void slab(void *ctx, const model_shape *s, param_id id, param_slab *out) 
     (void)ctx;
     model_slab_full(s, id, out);
 }
-static void stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+static void stage(void *ctx, const model_shape *s, model_stage_info *out) {
     (void)ctx;
-    *l0 = 0, *l1 = s->L, *nslots = 1;
+    *out = (model_stage_info){0, s->L, 1, 1, 0};
 }
 static int has_grads(void *ctx) {
     (void)ctx;

@@ -15,6 +15,10 @@
  * shared experts' sa, sb, sh [R, S·F_e] (expert s in columns [s·F_e, (s+1)·F_e)). */
 typedef struct {
     float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
+    /* a split backward's (model_bwd_part): what the input part leaves for the weight part, the
+     * gradients of the matmuls' outputs: the MLP's and attention's outputs [BT, D], a and b
+     * [BT, F_Y], q [BT, N_Y·H], k and v [BT, K_Y·H] (NULL unless the stage is split) */
+    float *d_mlp, *d_a, *d_b, *d_attn, *d_q, *d_k, *d_v;
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh;
     int32_t *idx, *pos, *src, *cnt;
     int64_t *offs, *kept;
@@ -24,7 +28,8 @@ typedef struct {
 /* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
 typedef struct {
     layer_act *act; /* [Ls] */
-    float *xf, *hf, *rstdf, *logits, *lse, *stats;
+    float *xf;      /* [chunks][BT, D]: each chunk's output residual (the last one's: the final) */
+    float *hf, *rstdf, *logits, *lse, *stats;
     int32_t *targets;
 } slot_act;
 
@@ -48,6 +53,8 @@ struct model {
     int64_t Bl, BT;
     int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
     int first, last, nslots;
+    int chunks, split; /* model_stage_info's */
+    int64_t Lc;        /* layers per chunk */
     model_extents loc;
     model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
     param_slab slab[P_ALL];
@@ -121,9 +128,10 @@ int sublayer_out(model *m, float *out, const float *xin, const float *act, const
 void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
                         int64_t Kl, int64_t D);
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
- * (overwrites), dw[Kl, D] += actᵀ · dout. */
+ * (overwrites), dw[Kl, D] += actᵀ · dout. dw NULL: no weight gradient, and keep (when not NULL)
+ * gets dout [BT, D] for a later one. */
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      const kern_bf16 *wb, int64_t BT, int64_t Kl);
+                      const kern_bf16 *wb, int64_t BT, int64_t Kl, float *keep);
 /* The backward of nw ≤ 3 in-projections y_k = h·w_k [BT, nk[k]] from dy_k: sublayer_in_dx, dh
  * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here); then,
  * after the norm's backward, sublayer_in_dw, dw_k += hᵀ·dy_k (bf16: the dy_k as the first call

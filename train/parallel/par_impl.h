@@ -197,7 +197,7 @@ void weights_start_due(struct par *p);
 /* layout.c */
 void par_hk_extents(void *ctx, const model_shape *s, model_extents *out);
 void par_hk_slab(void *ctx, const model_shape *s, param_id id, param_slab *out);
-void par_hk_stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+void par_hk_stage(void *ctx, const model_shape *s, model_stage_info *out);
 int par_hk_has_grads(void *ctx);
 /* weights.c */
 void par_hk_ready(void *ctx, model *mod);

@@ -256,6 +256,8 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->wire = in->forward_only ? MESH_WIRE_F32 : (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
     if (check(p, err, errlen) < 0) return -1;
     stage(p);
+    if (plan_schedule_check(p, err, errlen) < 0) return -1;
+    plan_schedule_stage(p);
     geometry(p);
     bucket(p, in->bucket);
     p->weight_buckets = plan_weight_buckets(p, NULL, NULL);
@@ -286,7 +288,8 @@ static void list_model(plan *p, int forward_only) {
     const int64_t Bl = forward_only ? 0 : p->micro_seqs;
     model_sizes ms;
     const int bf16 = plan_model_compute(p);
-    model_sizes_of(&p->s, &p->loc, Bl, p->l0, p->l1, p->nslots, bf16, &ms);
+    const model_stage_info st = plan_stage_info(p);
+    model_sizes_of(&p->s, &p->loc, Bl, &st, bf16, &ms);
     add(p, BUF_PARAMS, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_F32, p->param_elems);
     if (Bl > 0 && p->zero <= 1)
         add(p, BUF_GRADS, 0, PLAN_OWNER_MODEL, PLAN_MEM_GRADS, PLAN_F32, p->param_elems);
@@ -484,9 +487,10 @@ static void list_calls(plan *p) {
         call(p, PLAN_Z3_GATHER, PLAN_BWD, gather, wcount, nwb,
              "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
-        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        /* one of each per chunk of the rank (interleaved: the chunks' stages) */
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, p->chunks,
              "send In[b, D] to the next stage (per micro-batch)");
-        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, p->chunks,
              "send dIn[b, D] to the previous stage");
     }
     calls_data(p);
@@ -501,7 +505,7 @@ static void plan_list(plan *p, const plan_in *in) {
     if (p->pipe.n > 1 && !in->forward_only) {
         add(p, BUF_PIPE_DOUT, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32, p->rows * p->s.D);
         add(p, BUF_PIPE_DSEND, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32,
-            p->nslots * p->rows * p->s.D);
+            (int64_t)p->nslots * p->chunks * p->rows * p->s.D);
     }
     list_calls(p);
 }
