@@ -65,7 +65,7 @@ static const flag_def flags[] = {
     {"seq-len", K_I64, SH_(T), 2, 1 << 20, 0, "T", "tokens per sequence"},
     {"vocab", K_I64, SH_(V), 2, 1 << 24, 0, "V",
      "vocabulary; must match the data (256 for the byte tokenizer)"},
-    {"Mixture of experts (one rank for now)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"Mixture of experts", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"experts", K_I64, MO_(E), 0, 4096, 0, "E",
      "routed experts per MoE layer, each a SwiGLU MLP (0 = a dense model)"},
     {"moe-top-k", K_I64, MO_(k), 0, 4096, 0, "k",
@@ -171,6 +171,9 @@ static const flag_def flags[] = {
      "ZeRO stage over the --dp axes: 0 replicated, 1 optimizer, 2 +grads, 3 +weights (FSDP)"},
     {"tensor", K_STR, F_(tensor_axis), 0, 0, 0, "AXIS",
      "Megatron tensor-parallel axis, e.g. \"y\""},
+    {"expert", K_STR, F_(expert_axis), 0, 0, 0, "AXIS",
+     "shard the routed experts over this data axis (expert parallelism: tokens go to their "
+     "experts' ranks and back by AllToAll)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
     {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
@@ -527,8 +530,8 @@ static int early_flags(config *c, int argc, char **argv) {
  * --expert-d-ff defaults to --d-ff; a capacity factor given must be positive. */
 static int derive_moe(model_shape *s, const bool *given, char *err, size_t errlen) {
     static const char *const moe_flags[] = {
-        "moe-top-k",       "moe-every",     "shared-experts",    "expert-d-ff",
-        "capacity-factor", "aux-loss-coef", "router-z-loss-coef"};
+        "moe-top-k",       "moe-every",     "shared-experts",     "expert-d-ff",
+        "capacity-factor", "aux-loss-coef", "router-z-loss-coef", "expert"};
     moe_shape *mo = &s->moe;
     for (size_t i = 0; i < sizeof moe_flags / sizeof *moe_flags; i++) {
         const bool g = given[find_flag(moe_flags[i], strlen(moe_flags[i])) - flags];

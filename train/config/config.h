@@ -72,6 +72,7 @@ typedef struct {
     char dcn_axis[4];    /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
+    char expert_axis[4]; /* --expert AXIS: the routed experts sharded over this data axis */
     int overlap;
     char progress[8];   /* --progress: who runs the non-blocking collectives, "thread", "inline" or
                            "auto" (mesh_set_progress; trainer.c resolves auto) */

@@ -33,12 +33,15 @@ typedef struct {
     int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff, vocab held locally */
     int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
     int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
+    int64_t El, e0;         /* routed experts held locally and the first one's index: E_Z */
+    int64_t ep_n;           /* ranks of the expert axis Z (1: none): the tokens of ep_n data
+                               shards may reach this rank's experts */
 } model_extents;
 
 /* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered): a dense
- * block's w_gate, w_up, w_down, or a MoE block's router [D, E], experts' e_gate, e_up [E, D, F_e],
- * e_down [E, F_e, D] and shared experts' s_gate, s_up [S, D, F_e], s_down [S, F_e, D] (only the
- * single-rank table fills these in: the sharded one refuses experts). */
+ * block's w_gate, w_up, w_down, or a MoE block's router [D, E], this rank's experts' e_gate, e_up
+ * [E_Z, D, F_e], e_down [E_Z, F_e, D] and shared experts' s_gate, s_up [S, D, F_e], s_down
+ * [S, F_e, D]. */
 typedef struct {
     const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
     const float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
@@ -124,6 +127,18 @@ typedef struct model_hooks {
     void (*embed_reduce)(void *ctx, model *m, float *x, int64_t BT);
     /* logits_loc[Vl] → logits[V]. */
     void (*gather_vocab)(void *ctx, model *m, float *logits, const float *logits_loc);
+    /* The expert axis Z (model_extents.ep_n; the single-rank table copies). to_experts moves
+     * the dispatched rows src[offs[E], w] of this rank's tokens, grouped by expert (offs[E + 1]),
+     * to the ranks holding their experts: dst receives the rows of this rank's El experts from
+     * every rank of Z, grouped by local expert (loffs[El + 1], the group of expert e0 + e being
+     * its rows from Z rank 0, then 1, ...). offs == NULL: the same movement as the last call
+     * with offs for MoE block lm (the backward moves the gradients of the rows so). from_experts
+     * is its reverse: src[loffs[El], w] grouped as to_experts left them → dst[offs[E], w] in the
+     * order of to_experts' src. Both collective over Z. */
+    void (*moe_to_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                           const int64_t *offs, int64_t *loffs, int64_t w);
+    void (*moe_from_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                             int64_t w);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);
@@ -143,6 +158,10 @@ void model_extents_full(const model_shape *s, model_extents *out);
 void model_slab_full(const model_shape *s, param_id id, param_slab *out);
 layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
+void model_moe_to_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                const int64_t *offs, int64_t *loffs, int64_t w);
+void model_moe_from_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                  int64_t w);
 
 /* What model_create allocates besides the parameters and their gradients, for micro-batches of
  * Bl sequences of s->T tokens on a pipeline rank's share st (its layers, chunks and slots) and

@@ -181,11 +181,8 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
     m->first = m->l0 == 0;
     m->last = m->l1 == s->L;
     m->nparams = 0;
-    for (int id = 0; id < P_ALL; id++) { /* the MoE parameters: whole, on one rank */
-        if (id < P_COUNT)
-            m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
-        else
-            model_slab_full(s, (param_id)id, &m->slab[id]);
+    for (int id = 0; id < P_ALL; id++) {
+        m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
         const param_info pi = model_param_info(s, (param_id)id);
         m->off[id] = m->nparams;
         m->cnt[id] = model_slab_numel(&pi, &m->slab[id]);
@@ -625,7 +622,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
     if (moe) {
-        moe_block_bwd(m, &w, &g, A, dh, dr, BT, T);
+        moe_block_bwd(m, &w, &g, A, dh, dr, l, BT, T);
     } else {
         sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, w.w_down, wb.w_down, BT, Fl,
                          keep ? A->d_mlp : NULL);

@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
     config c;
     plan_axes batch, data, dcn, tensor, pipe;
+    plan_axes expert; /* --expert: the axis the routed experts are sharded over (one of batch's) */
     int64_t bucket;
     int cmatmul;
     int forward_only;
@@ -135,6 +136,9 @@ typedef enum {
     /* the executor's pipeline (exec.c) */
     BUF_PIPE_DOUT,  /* the received dL/d(stage output) */
     BUF_PIPE_DSEND, /* dL/d(stage input) being sent, one per slot */
+    /* the expert axis (expert.c) */
+    BUF_EP_STAGE,  /* the rows an AllToAll of tokens sends or receives, in its order */
+    BUF_EP_COUNTS, /* each MoE block's rows per (rank of Z, expert): the dispatch's counts */
     BUF_COUNT
 } plan_buf_id;
 
@@ -221,6 +225,7 @@ struct plan {
     config c;
     model_shape s;
     plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
+    plan_axes expert;                         /* --expert's axis (n = 1: none) */
     int zero, overlap;                        /* --zero (0 without data axes), --overlap */
     mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
     mesh_wire wire;                           /* --comm-dtype */
@@ -249,6 +254,16 @@ struct plan {
     plan_call call[PLAN_MAX_CALLS];
     int ncall;
 };
+
+/* plan_expert.c: the expert axis's part of the plan. Local experts (extents' El, e0, ep_n); the
+ * slab this rank holds of a mixture-of-experts parameter (id >= P_COUNT: the routed experts'
+ * [Lm, E_Z, ...], the router's and shared experts' whole) and its elements; the buffers. */
+void plan_expert_extents(plan *p);
+param_slab plan_moe_slab(const plan *p, param_id id);
+int64_t plan_moe_elems(const plan *p, param_id id);
+void plan_expert_bufs(const plan *p, int64_t *stage, int64_t *counts);
+/* Where MoE block lm's counts start in BUF_EP_COUNTS (in int64; block Lm: the end). */
+int64_t plan_expert_counts_at(const plan *p, int64_t lm);
 
 /* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
  * role's size not dividing what it shards: config_for_mesh checks those first for a run; what
