@@ -26,6 +26,12 @@ void mesh_mpi_init(int *argc, char ***argv) {
 #endif
 }
 
+double mesh_launcher_kill_grace(void) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return -1;
+    const char *t = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    return t ? atof(t) : 1.0;
+}
+
 void mesh_mpi_finalize(void) {
     MPI_Finalize();
 }

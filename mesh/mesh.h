@@ -30,6 +30,9 @@ typedef struct {
 /* Not collective. MPI_Init_thread; records the world rank for logging. Call first. */
 void mesh_mpi_init(int *argc, char ***argv);
 /* Collective over: world. MPI_Finalize. */
+/* Not collective. Under Open MPI's mpirun: the seconds between the SIGTERM it forwards to the
+ * ranks and its SIGKILL (odls_base_sigkill_timeout, 1 by default); −1 under any other launcher. */
+double mesh_launcher_kill_grace(void);
 void mesh_mpi_finalize(void);
 int mesh_world_rank(void);
 int mesh_world_size(void);

@@ -35,7 +35,8 @@ same_params() { # A B: 0 when the final parameters are bit-identical
   "$H5DIFF" -q "$WORK/$1.h5" "$WORK/$2.h5" /params /params >/dev/null 2>&1
 }
 
-# two runs of one seed, and a third with another bucket size
+# two runs of one seed, and a third with another bucket size; concurrently (each mostly waits for
+# its start-up), each run's status in NAME.rc
 for spec in "dp_a dp auto" "dp_b dp auto" "dp_c dp 512K" "z3_a zero auto" "z3_b zero auto"; do
   read -r name model b <<<"$spec"
   rm -f "$WORK/$name.h5" "$WORK/$name.jsonl"
@@ -43,7 +44,12 @@ for spec in "dp_a dp auto" "dp_b dp auto" "dp_c dp 512K" "z3_a zero auto" "z3_b 
   [ "$model" = zero ] && flags=("${zero[@]}")
   args=(--steps 3 --metrics "$WORK/$name.jsonl" --save-final "$WORK/$name.h5")
   [ "$b" = auto ] || args+=(--bucket "$b") # auto: the default
-  run "$name" 3 "${flags[@]}" "${args[@]}" || continue
+  (run "$name" 3 "${flags[@]}" "${args[@]}" >"$WORK/$name.out"; echo $? >"$WORK/$name.rc") &
+done
+wait
+for name in dp_a dp_b dp_c z3_a z3_b; do
+  cat "$WORK/$name.out"
+  [ "$(cat "$WORK/$name.rc")" = 0 ] || fails=$((fails + 1))
 done
 for p in dp z3; do
   a=$(size ${p}_a) b=$(size ${p}_b)

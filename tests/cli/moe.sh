@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mixture-of-experts model through the meshtrain command, on one rank:
 #  - bad input (k > E, a capacity factor <= 0, an MoE flag without --experts, --moe-every past
-#    the layers, experts on 2 ranks) ends with status 2 and one message, at 2 ranks;
+#    the layers) ends with status 2 and one message, at 2 ranks (expert parallelism: moe_ep.sh);
 #  - the same seed twice gives bit-identical runs: every step's loss, gradient norm, balance
 #    loss and per-expert counts (--metrics), and every final parameter (h5diff, exact);
 #  - the counts add up: dropless, each step's expert_tokens sum to batch·T·k·(MoE blocks); with a
@@ -20,18 +20,7 @@ fails=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-case_() {
-  local want=$1 np=$2 frag=$3
-  shift 3
-  timeout 60 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if one_error "$want" "$rc" "$WORK/err" "$frag"; then
-    ok "[$*] -> $rc: $ERR_LINE"
-  else
-    bad "[$*] -> status $rc (want $want), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err" | head -10
-  fi
-}
+case_() { one_error_case "$@"; }
 
 base=(--data "$TXT" --layers 3 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 4
       --eval-every 0)
@@ -42,7 +31,6 @@ case_ 2 2 "--capacity-factor -1: must be > 0" --experts 4 --capacity-factor -1
 case_ 2 2 "--moe-top-k configures the mixture-of-experts layers: give --experts E" --moe-top-k 2
 case_ 2 2 "--moe-every 9: must be from 1 to --layers 4" --experts 4 --moe-every 9
 case_ 2 2 "--experts -1: must be between 0 and 4096" --experts -1
-case_ 2 2 "--experts needs expert parallelism to run on 2 ranks" "${small[@]}" --experts 4 --steps 1
 
 run1() { timeout 120 "$MPI" --oversubscribe --bind-to none -np 1 "$MT" "${small[@]}" "$@"; }
 moe_shape=(--moe-top-k 2 --moe-every 2 --shared-experts 1 --expert-d-ff 48)

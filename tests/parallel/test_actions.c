@@ -8,8 +8,14 @@
  *    of stage s its RECV_B on stage s−1, in the same micro-batch order (each link's messages are
  *    matched in order), a receive right before the compute that needs it, a send right after
  *    the compute that made it; every micro-batch's F before its B on every stage;
- *  - a simulation of the lists with blocking receives and posted sends finishes (no deadlock).
- * For P = 2, 3, 4 stages and M = 1, 2, 3, 5, 8 micro-batches. */
+ *  - a simulation of the lists with blocking receives and posted sends finishes (no deadlock);
+ *  - interleaved (v = 2, 3 chunks per rank) and zb-h1: every rank's list is calc's table for that
+ *    rank, action for action, messages included; the lists put together are a table calc's
+ *    validator accepts (every (stage, micro-batch) with its F and B, or I and W, in dependency
+ *    order, weight gradients in micro-batch order), whose links deliver in send order (one tag per
+ *    link suffices) and whose unit-cost simulation ends (no deadlock) with calc's own bubble; and
+ *    the same check refuses the lists with one action moved one place on one rank.
+ * For P = 2, 3, 4 stages and M = 1, 2, 3, 5, 8 micro-batches (interleaved: M multiples of P). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +24,16 @@
 #include "check.h"
 #include "train/parallel/plan.h"
 
-#define MAXA 256
+#define MAXA 1024
 
-/* The plan of stage z of P with M micro-batches under schedule sched (no mesh). */
-static void plan_of(plan *p, int64_t P, int64_t z, int64_t M, pipe_schedule sched) {
+/* The plan of rank z of P with M micro-batches under schedule sched with v virtual stages (0: the
+ * schedule's; no mesh). 72 layers: every P·v here divides them. */
+static void plan_ofv(plan *p, int64_t P, int64_t z, int64_t M, pipe_schedule sched, int v) {
     config c;
     config_defaults(&c);
-    c.shape = (model_shape){.L = 12, .D = 8, .N = 2, .K = 2, .H = 4, .F = 8, .V = 16, .T = 4};
+    c.shape = (model_shape){.L = 72, .D = 8, .N = 2, .K = 2, .H = 4, .F = 8, .V = 16, .T = 4};
     c.batch = M, c.micro_batch = 1, c.microbatches = M, c.schedule = sched;
+    c.virtual_stages = v;
     plan_in in;
     plan_in_single(&in, &c);
     if (P > 1) {
@@ -38,6 +46,10 @@ static void plan_of(plan *p, int64_t P, int64_t z, int64_t M, pipe_schedule sche
         fprintf(stderr, "plan_build: %s\n", err);
         exit(1);
     }
+}
+
+static void plan_of(plan *p, int64_t P, int64_t z, int64_t M, pipe_schedule sched) {
+    plan_ofv(p, P, z, M, sched, 0);
 }
 
 /* The compute actions (F, B) of a list, in order. */
@@ -163,11 +175,93 @@ static void check_pipeline(int64_t P, int64_t M, pipe_schedule sched) {
                  sched == PIPE_1F1B ? " = calc's 1f1b tables" : " (B in reverse)");
 }
 
+/* The lists lists[z][0 .. n[z]) of the P ranks against calc's table want: each rank's list equal
+ * to the table's, action for action; put together, a table calc validates, whose links deliver in
+ * order and whose unit-cost simulation ends with the table's bubble. 0, or −1 with the first
+ * fault in err. */
+static int lists_ok(sched_action (*lists)[MAXA], const int64_t *n, const sched_table *want,
+                    char *err, size_t len) {
+    const int P = want->spec.p;
+    char x[48], y[48];
+    for (int z = 0; z < P; z++) {
+        const sched_action *w = want->act + want->off[z];
+        const int64_t nw = want->off[z + 1] - want->off[z];
+        for (int64_t i = 0; i < n[z] || i < nw; i++) {
+            if (i < n[z] && i < nw && lists[z][i].op == w[i].op &&
+                lists[z][i].stage == w[i].stage && lists[z][i].mb == w[i].mb)
+                continue;
+            snprintf(err, len, "rank %d, action %lld: the plan runs %s, calc's table %s", z,
+                     (long long)i, i < n[z] ? sched_action_str(&lists[z][i], x, sizeof x) : "-",
+                     i < nw ? sched_action_str(&w[i], y, sizeof y) : "-");
+            return -1;
+        }
+    }
+    sched_table got = *want; /* the table's placement, the plan's lists */
+    int64_t off[9] = {0};
+    static sched_action all[8 * MAXA];
+    for (int z = 0; z < P; z++) {
+        memcpy(all + off[z], lists[z], (size_t)n[z] * sizeof *all);
+        off[z + 1] = off[z] + n[z];
+    }
+    got.off = off, got.act = all;
+    sched_result r;
+    const sched_costs unit = sched_unit_costs();
+    sched_result rw;
+    if (sched_validate(&got, err, len) < 0 || !sched_fifo(&got, 0, err, len) ||
+        sched_simulate(&got, &unit, &r, err, len) < 0)
+        return -1;
+    int rc = 0;
+    if (sched_simulate(want, &unit, &rw, err, len) == 0) {
+        if (r.bubble != rw.bubble) rc = -1, snprintf(err, len, "bubble %g, calc's %g", r.bubble, rw.bubble);
+        sched_result_free(&rw);
+    }
+    sched_result_free(&r);
+    return rc;
+}
+
+/* Interleaved (v chunks) or zb-h1 on P ranks with M micro-batches: the plan's lists are calc's
+ * table; one action moved on rank P−1 (it swaps places with the one after it) is refused. */
+static void check_table(int64_t P, int64_t M, pipe_schedule sched, int v) {
+    static sched_action a[8][MAXA];
+    int64_t n[8];
+    for (int64_t z = 0; z < P; z++) {
+        plan p;
+        plan_ofv(&p, P, z, M, sched, v);
+        n[z] = plan_actions(&p, 1, a[z]);
+        if (n[z] > MAXA) check_expect(0, "more than %d actions", MAXA), exit(1);
+    }
+    sched_table t;
+    char err[256], err2[256] = "";
+    const sched_spec sp = {sched == PIPE_ZB_H1 ? SCHED_ZB_H1 : SCHED_INTERLEAVED, (int)P, v,
+                           (int)M, 72};
+    if (sched_init(&t, &sp, err, sizeof err) < 0) {
+        check_expect(0, "calc refuses P %lld M %lld: %s", (long long)P, (long long)M, err);
+        return;
+    }
+    const int ok = lists_ok(a, n, &t, err, sizeof err) == 0;
+    /* the same lists with one action of the last rank moved one place later */
+    const int64_t z = P - 1, i = n[z] / 2;
+    const sched_action tmp = a[z][i];
+    a[z][i] = a[z][i + 1], a[z][i + 1] = tmp;
+    const int refused = lists_ok(a, n, &t, err2, sizeof err2) < 0;
+    check_expect(ok && refused,
+                 "%s P %lld v %d M %lld: every rank's list is calc's table (%s), validated, "
+                 "deadlock-free, its bubble; a moved action refused (%s)",
+                 sched == PIPE_ZB_H1 ? "zb-h1" : "interleaved", (long long)P, t.spec.v,
+                 (long long)M, ok ? "yes" : err, err2);
+    sched_free(&t);
+}
+
 int main(void) {
     check_trivial();
     const int64_t Ms[] = {1, 2, 3, 5, 8};
     for (int64_t P = 2; P <= 4; P++)
         for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
             for (int s = 0; s < 2; s++) check_pipeline(P, Ms[i], s ? PIPE_1F1B : PIPE_GPIPE);
+    for (int64_t P = 2; P <= 4; P++)
+        for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+            check_table(P, Ms[i], PIPE_ZB_H1, 1);
+            for (int v = 2; v <= 3; v++) check_table(P, Ms[i] * P, PIPE_INTERLEAVED, v);
+        }
     return check_finish("test_actions");
 }

@@ -5,7 +5,9 @@
  * reference itself (trainer_create_serial) and compares its own slab of every parameter.
  * Model: GQA (N=4, K=2) so that kv heads are replicated under 4-way tensor sharding (N=6, K=3,
  * D=48, F=96, V=258 under a tensor axis of 3); batch 24 in
- * 2 micro-batches of 12, AdamW with clipping, 3 steps on a generated stream. */
+ * 2 micro-batches of 12, AdamW with clipping, 3 steps on a generated stream. With --experts E
+ * (and --expert AXIS, --capacity-factor, ...) every block is a mixture of E experts of width 32,
+ * and the router, routed and shared experts are compared too. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +46,17 @@ int main(int argc, char **argv) {
     /* the test's batch first, so that the mesh flags are validated against it */
     char *args[64] = {argv[0], "--batch", "24", "--micro-batch", "12", "--layers", "4"};
     int nargs = 7;
+    for (int i = 1; i < argc; i++) /* the arguments' --layers instead */
+        if (!strcmp(argv[i], "--layers")) nargs = 5;
     for (int i = 1; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
     if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    /* 4 layers when pipelining, so that 2 and 4 stages both divide them */
-    const int64_t L = c.pipe_axis[0] ? 4 : 2;
+    /* 4 layers when pipelining, so that 2 and 4 stages both divide them (--layers from the
+     * arguments: more for interleaved chunks) */
+    const int64_t L = c.pipe_axis[0] ? c.shape.L : 2;
+    const moe_shape moe = c.shape.moe; /* --experts: the experts' flags as given */
     c.shape = (model_shape){.L = L, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
+    c.shape.moe = moe;
+    if (moe.E > 0 && !(moe.F != 64 && moe.F > 0)) c.shape.moe.F = 32;
     c.steps = STEPS, c.lr = 1e-2, c.warmup = 1, c.clip = 1.0;
     c.quick_start = 1; /* numbers only: no careful kernel timing at start-up */
     c.weight_decay = 0.1, c.seed = 11;
@@ -71,6 +79,7 @@ int main(int argc, char **argv) {
     int64_t nref, n1, n2;
     config cref = c; /* the 1-rank run with the same micro-batches as the pipeline */
     if (c.pipe_axis[0] && c.microbatches > 0) cref.micro_batch = c.batch / c.microbatches;
+    cref.schedule = PIPE_GPIPE, cref.virtual_stages = 0; /* one rank: no pipeline schedule */
     trainer *tr = trainer_create_serial(&cref, m, err, sizeof err);
     if (!tr) mesh_exit_error("%s", err);
     model *refm = trainer_model(tr);
@@ -150,18 +159,24 @@ int main(int argc, char **argv) {
     int64_t off = 0;
     const char *worst_name = "";
     /* per tensor: Σ(u − u_ref)² and Σu_ref² over this rank's slab, u = p − p0 the update */
-    double du[2 * P_COUNT] = {0}, du_all[2 * P_COUNT];
-    for (int id = 0; id < P_COUNT; id++) {
+    const int nid = model_param_ids(&c.shape);
+    double du[2 * P_ALL] = {0}, du_all[2 * P_ALL];
+    for (int id = 0; id < nid; id++) {
         const param_slab *sl = model_slab(mm, (param_id)id);
         param_info pi = model_param_info(&c.shape, (param_id)id);
         const float *full = model_param(refm, (param_id)id, NULL);
         const float *full0 = init + (full - model_params_flat(refm, NULL));
         int64_t i = 0;
+        const int64_t inner = pi.ndim == 4 ? pi.shape[3] : 1; /* experts: [Lm, E, R, C] */
         for (int64_t a = 0; a < sl->cnt[0]; a++)
             for (int64_t b = 0; b < sl->cnt[1]; b++)
-                for (int64_t e = 0; e < sl->cnt[2]; e++, i++) {
-                    int64_t g = ((a + sl->off[0]) * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] +
-                                (e + sl->off[2]);
+                for (int64_t e = 0; e < sl->cnt[2] * inner; e++, i++) {
+                    /* a stack over layers: the stored layer's global one (interleaved chunks) */
+                    const int64_t l = id >= P_ATTN_NORM && id <= P_W_DOWN
+                                          ? model_layer_global(mm, a + sl->off[0])
+                                          : a + sl->off[0];
+                    int64_t g = (l * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] * inner + e +
+                                sl->off[2] * inner;
                     double x = p1[off + i], y = full[g];
                     double d = fabs(x - y) / (eps * (fabs(x) + fabs(y) + 1));
                     if (d > worst_p) worst_p = d, worst_name = pi.name;
@@ -172,10 +187,10 @@ int main(int argc, char **argv) {
     }
     /* the worst tensor's ‖u − u_ref‖/‖u_ref‖ over the whole mesh (replicated slabs count once
      * per copy, in both sums) */
-    MPI_Allreduce(du, du_all, 2 * P_COUNT, MPI_DOUBLE, MPI_SUM, mesh_world_comm(m)->mpi);
+    MPI_Allreduce(du, du_all, 2 * P_ALL, MPI_DOUBLE, MPI_SUM, mesh_world_comm(m)->mpi);
     double worst_u = 0;
     const char *worst_u_name = "";
-    for (int id = 0; id < P_COUNT; id++) {
+    for (int id = 0; id < nid; id++) {
         const double num = du_all[2 * id], den = du_all[2 * id + 1];
         const double r = den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0;
         if (r > worst_u) worst_u = r, worst_u_name = model_param_info(&c.shape, (param_id)id).name;

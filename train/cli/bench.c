@@ -236,8 +236,9 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
         mesh_log("%s\n", line);
     }
     if (u->bub_ideal > 0)
-        mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal "
-                 "(P−1)/(M+P−1) %.3f | peak micro-batches in flight %lld\n",
+        mesh_log("bench pipeline | bubble %.3f (mean over stages) | ideal %.3f (calc's "
+                 "simulation of the schedule's table, unit costs) | peak micro-batches in flight "
+                 "%lld\n",
                  u->bub / n, u->bub_ideal, (long long)u->peak_inflight);
 }
 

@@ -313,10 +313,10 @@ static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step
                          .val_loss = NAN};
 }
 
-/* The step's mixture-of-experts figures (one rank: the model's own). */
-static void moe_row(metrics_row *row, model *mod) {
+/* The step's mixture-of-experts figures, summed over the data shards. */
+static void moe_row(metrics_row *row, trainer *t) {
     model_moe_stats ms;
-    model_moe_stats_get(mod, &ms);
+    par_moe_stats(trainer_par(t), trainer_model(t), &ms);
     row->moe_layers = ms.layers;
     row->moe_E = ms.E;
     row->moe_kept = ms.kept;
@@ -380,7 +380,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         train_secs += dt;
         last_loss = st.loss;
         metrics_row row = step_row(&r, &st, step, dt, tokens_per_step, flops_per_step);
-        if (c->shape.moe.E > 0) moe_row(&row, trainer_model(t));
+        if (c->shape.moe.E > 0) moe_row(&row, t);
         char line[512];
         metrics_format(line, sizeof line, &row, width);
         if (st.split.overlap >= 0) { /* non-blocking collectives ran: how much was hidden */

@@ -65,7 +65,7 @@ static const flag_def flags[] = {
     {"seq-len", K_I64, SH_(T), 2, 1 << 20, 0, "T", "tokens per sequence"},
     {"vocab", K_I64, SH_(V), 2, 1 << 24, 0, "V",
      "vocabulary; must match the data (256 for the byte tokenizer)"},
-    {"Mixture of experts (one rank for now)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
+    {"Mixture of experts", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"experts", K_I64, MO_(E), 0, 4096, 0, "E",
      "routed experts per MoE layer, each a SwiGLU MLP (0 = a dense model)"},
     {"moe-top-k", K_I64, MO_(k), 0, 4096, 0, "k",
@@ -171,6 +171,9 @@ static const flag_def flags[] = {
      "ZeRO stage over the --dp axes: 0 replicated, 1 optimizer, 2 +grads, 3 +weights (FSDP)"},
     {"tensor", K_STR, F_(tensor_axis), 0, 0, 0, "AXIS",
      "Megatron tensor-parallel axis, e.g. \"y\""},
+    {"expert", K_STR, F_(expert_axis), 0, 0, 0, "AXIS",
+     "shard the routed experts over this data axis (expert parallelism: tokens go to their "
+     "experts' ranks and back by AllToAll)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
     {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
@@ -207,8 +210,12 @@ static const flag_def flags[] = {
      "pipeline axis: the layers split into |Z| stages of L/|Z| (L_Z)"},
     {"microbatches", K_I64, F_(microbatches), 0, 1 << 20, 0, "M",
      "pipeline micro-batches per step, divides --batch (0 = |Z|, the default)"},
-    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b",
-     "pipeline schedule: all forwards then all backwards, or one-forward-one-backward"},
+    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b|interleaved|zb-h1",
+     "pipeline schedule: all forwards then all backwards, one-forward-one-backward, Megatron's "
+     "interleaved 1F1B over --virtual-stages chunks per rank, or zero bubble H1 (the backward "
+     "split into input and weight gradients, the latter deferred into the bubble)"},
+    {"virtual-stages", K_I64, F_(virtual_stages), 0, 64, 0, "v",
+     "--schedule interleaved: chunks of L/(|Z|·v) layers per rank, dealt round-robin (0 = 2)"},
     {"A look inside the run (docs/inspect.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"trace", K_STR, F_(trace), 0, 0, 0, "FILE",
      "write a timeline (Chrome trace-event JSON: Perfetto, chrome://tracing): a track per rank, "
@@ -371,6 +378,9 @@ static int parse_f64(const char *s, double *out) {
 
 /* Stores `val` into the field of flag f. */
 /* The index of val among the n names, or -1. */
+/* --schedule's names, in pipe_schedule's order. */
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+
 static int name_index(const char *val, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(val, names[i]) == 0) return i;
@@ -450,9 +460,10 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
         c->optimizer = i == 0 ? OPT_ADAMW : OPT_SGD;
         return 0;
     case K_SCHED:
-        if ((i = name_index(val, (const char *const[]){"gpipe", "1f1b"}, 2)) < 0)
-            return errmsg_fail(err, errlen, "--schedule %s: expected gpipe or 1f1b", val);
-        c->schedule = i == 0 ? PIPE_GPIPE : PIPE_1F1B;
+        if ((i = name_index(val, schedule_names, 4)) < 0)
+            return errmsg_fail(err, errlen,
+                               "--schedule %s: expected gpipe, 1f1b, interleaved or zb-h1", val);
+        c->schedule = (pipe_schedule)i;
         return 0;
     case K_DTYPE:
         if ((i = name_index(val, (const char *const[]){"fp32", "bf16", "auto"}, 3)) < 0)
@@ -534,8 +545,8 @@ static int early_flags(config *c, int argc, char **argv) {
  * --expert-d-ff defaults to --d-ff; a capacity factor given must be positive. */
 static int derive_moe(model_shape *s, const bool *given, char *err, size_t errlen) {
     static const char *const moe_flags[] = {
-        "moe-top-k",       "moe-every",     "shared-experts",    "expert-d-ff",
-        "capacity-factor", "aux-loss-coef", "router-z-loss-coef"};
+        "moe-top-k",       "moe-every",     "shared-experts",     "expert-d-ff",
+        "capacity-factor", "aux-loss-coef", "router-z-loss-coef", "expert"};
     moe_shape *mo = &s->moe;
     for (size_t i = 0; i < sizeof moe_flags / sizeof *moe_flags; i++) {
         const bool g = given[find_flag(moe_flags[i], strlen(moe_flags[i])) - flags];
@@ -739,7 +750,7 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", tokens_order_name(d->order));
         break;
     case K_SCHED:
-        snprintf(buf, len, "%s", d->schedule == PIPE_1F1B ? "1f1b" : "gpipe");
+        snprintf(buf, len, "%s", schedule_names[d->schedule]);
         break;
     case K_BUCKET:
         if (d->bucket < 0)

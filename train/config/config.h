@@ -20,8 +20,10 @@ typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
 typedef enum { COMPUTE_FP32 = 0, COMPUTE_BF16 = 1, COMPUTE_AUTO = 2 } compute_dtype;
 /* "fp32", "bf16", "auto". */
 const char *compute_dtype_name(compute_dtype d);
-/* --schedule: all forwards then all backwards, or one forward one backward (pipeline.h). */
-typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1 } pipe_schedule;
+/* --schedule: all forwards then all backwards, one forward one backward, Megatron's interleaved
+ * 1F1B (--virtual-stages chunks per rank), zero bubble H1 (the backward split into the input
+ * gradient and the deferred weight gradient); calc/schedule.h's tables, in its sched_kind order. */
+typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1, PIPE_INTERLEAVED = 2, PIPE_ZB_H1 = 3 } pipe_schedule;
 
 typedef struct {
     model_shape shape;
@@ -70,6 +72,7 @@ typedef struct {
     char dcn_axis[4];    /* --dcn AXIS: a data axis across the data-center network, "" = none */
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
+    char expert_axis[4]; /* --expert AXIS: the routed experts sharded over this data axis */
     int overlap;
     char progress[8];   /* --progress: who runs the non-blocking collectives, "thread", "inline" or
                            "auto" (mesh_set_progress; trainer.c resolves auto) */
@@ -85,6 +88,7 @@ typedef struct {
     char pipe_axis[4];      /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches;   /* --microbatches M: pipeline micro-batches per step */
     pipe_schedule schedule; /* --schedule */
+    int64_t virtual_stages; /* --virtual-stages v: chunks of layers per rank (0: the schedule's) */
     /* a look inside the run (docs/inspect.md) */
     char trace[1024];      /* --trace FILE: Chrome trace-event timeline, "" = none */
     int debug_collectives; /* check every collective's signature across its axis set */

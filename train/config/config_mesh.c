@@ -83,14 +83,51 @@ int config_check_microbatches(const config *c, char *err, size_t errlen) {
                        (long long)c->batch, (long long)c->microbatches);
 }
 
-int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
-    if (c->shape.moe.E > 0 && mesh_nranks(m) > 1)
+/* --experts on several ranks: data parallelism, with the routed experts sharded over --expert's
+ * axis (one of the data axes, the book's case) or replicated; the other schemes refused. */
+static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *err, size_t errlen) {
+    const int64_t E = c->shape.moe.E;
+    const char *ea = c->expert_axis;
+    if (ea[0] && (strlen(ea) != 1 || mesh_axis_index(m, ea[0]) < 0))
+        return errmsg_fail(err, errlen, "--expert %s: give one axis of the mesh", ea);
+    if (ea[0] && ea[0] == c->tensor_axis[0])
         return errmsg_fail(err, errlen,
-                           "--experts needs expert parallelism to run on %d ranks, which is not "
-                           "implemented yet (its data-axis gradient reductions and checkpoint "
-                           "slabs do not know the expert weights): run a mixture-of-experts "
-                           "model on one rank",
-                           mesh_nranks(m));
+                           "--expert %s is the --tensor axis: the experts are sharded over a "
+                           "data axis, whose ranks hold different tokens to exchange",
+                           ea);
+    if (ea[0] && ea[0] == c->pipe_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--expert %s is the --pipeline axis: the experts are sharded over a "
+                           "data axis",
+                           ea);
+    if (mesh_nranks(m) > 1) {
+        const char *no = c->tensor_axis[0] ? "--tensor"
+                         : c->pipe_axis[0] ? "--pipeline"
+                         : c->dcn_axis[0]  ? "--dcn"
+                         : c->zero > 0     ? "--zero"
+                                           : NULL;
+        if (no)
+            return errmsg_fail(err, errlen,
+                               "--experts with %s is not implemented yet: a mixture-of-experts "
+                               "model runs on one rank or with data parallelism (--dp, --zero 0), "
+                               "its experts sharded over a data axis with --expert",
+                               no);
+    }
+    if (!ea[0]) return 0;
+    const int a = mesh_axis_index(m, ea[0]);
+    int in_dp = 0;
+    for (int k = 0; k < dax.n; k++) in_dp |= dax.ax[k] == a;
+    if (!in_dp)
+        return errmsg_fail(err, errlen,
+                           "--expert %s is not a data axis (--dp): the expert axis shards the "
+                           "batch too, and its ranks exchange their tokens",
+                           ea);
+    char by[48];
+    snprintf(by, sizeof by, "|%c| (--expert)", ea[0]);
+    return check_div(err, errlen, "experts E", E, by, mesh_axis_size(m, a));
+}
+
+int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
     if (c->pipe_axis[0]) { /* the pipeline's micro-batches replace --micro-batch */
         const int a = mesh_axis_index(m, c->pipe_axis[0]);
         if (c->microbatches <= 0) c->microbatches = a >= 0 ? mesh_axis_size(m, a) : 1;
@@ -107,6 +144,7 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
     if (mesh_axes_parse(m, c->pipe_axis, &pax) != 0 || pax.n > 1)
         return errmsg_fail(err, errlen, "--pipeline %s: must name one mesh axis", c->pipe_axis);
     const int64_t nX = mesh_axes_size(m, dax), nY = mesh_axes_size(m, tax);
+    if (c->shape.moe.E > 0 && check_experts(c, m, dax, err, errlen)) return -1;
     if (check_axis_use(c, m, dax, tax, pax, mesh_axes_size(m, pax), err, errlen)) return -1;
     if (c->zero > 0 && dax.n == 0)
         return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");

@@ -33,12 +33,15 @@ typedef struct {
     int64_t Nl, Kl, Fl, Vl; /* query heads, kv heads, d_ff, vocab held locally */
     int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
     int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
+    int64_t El, e0;         /* routed experts held locally and the first one's index: E_Z */
+    int64_t ep_n;           /* ranks of the expert axis Z (1: none): the tokens of ep_n data
+                               shards may reach this rank's experts */
 } model_extents;
 
 /* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered): a dense
- * block's w_gate, w_up, w_down, or a MoE block's router [D, E], experts' e_gate, e_up [E, D, F_e],
- * e_down [E, F_e, D] and shared experts' s_gate, s_up [S, D, F_e], s_down [S, F_e, D] (only the
- * single-rank table fills these in: the sharded one refuses experts). */
+ * block's w_gate, w_up, w_down, or a MoE block's router [D, E], this rank's experts' e_gate, e_up
+ * [E_Z, D, F_e], e_down [E_Z, F_e, D] and shared experts' s_gate, s_up [S, D, F_e], s_down
+ * [S, F_e, D]. */
 typedef struct {
     const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
     const float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
@@ -55,6 +58,17 @@ typedef struct {
 typedef void (*model_product_fn)(void *ctx, float *dst, int64_t b, int64_t nb);
 typedef void (*model_block_fn)(void *ctx, const float *blk, int64_t j, int first);
 
+/* A pipeline rank's share of the model: the layers it stores, [l0, l1) (one stack of L/|Z|
+ * layers in every case), cut into `chunks` chunks of (l1 − l0)/chunks consecutive layers; chunk k
+ * is stage k·|Z| + r of the pipeline (rank r, Megatron's interleaving: model_layer_global), its
+ * global layers [(k·|Z| + r)·Lc, …). nslots activation slots, each holding one micro-batch of
+ * every chunk. split: backwards run as input gradient then weight gradient (model_chunk_bwd_input,
+ * model_chunk_bwd_weight), and each slot keeps what the weight gradient reads between the two. */
+typedef struct {
+    int64_t l0, l1;
+    int nslots, chunks, split;
+} model_stage_info;
+
 /* Every hook receives the table's ctx first. */
 typedef struct model_hooks {
     void *ctx;
@@ -64,7 +78,7 @@ typedef struct model_hooks {
      * shards and layer gradients in transient buffers). */
     void (*extents)(void *ctx, const model_shape *s, model_extents *out);
     void (*slab)(void *ctx, const model_shape *s, param_id id, param_slab *out);
-    void (*stage)(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+    void (*stage)(void *ctx, const model_shape *s, model_stage_info *out);
     int (*has_grads)(void *ctx);
     /* Once the parameters are initialised (ZeRO-3 takes the model's storage as its shards). */
     void (*ready)(void *ctx, model *m);
@@ -113,6 +127,18 @@ typedef struct model_hooks {
     void (*embed_reduce)(void *ctx, model *m, float *x, int64_t BT);
     /* logits_loc[Vl] → logits[V]. */
     void (*gather_vocab)(void *ctx, model *m, float *logits, const float *logits_loc);
+    /* The expert axis Z (model_extents.ep_n; the single-rank table copies). to_experts moves
+     * the dispatched rows src[offs[E], w] of this rank's tokens, grouped by expert (offs[E + 1]),
+     * to the ranks holding their experts: dst receives the rows of this rank's El experts from
+     * every rank of Z, grouped by local expert (loffs[El + 1], the group of expert e0 + e being
+     * its rows from Z rank 0, then 1, ...). offs == NULL: the same movement as the last call
+     * with offs for MoE block lm (the backward moves the gradients of the rows so). from_experts
+     * is its reverse: src[loffs[El], w] grouped as to_experts left them → dst[offs[E], w] in the
+     * order of to_experts' src. Both collective over Z. */
+    void (*moe_to_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                           const int64_t *offs, int64_t *loffs, int64_t w);
+    void (*moe_from_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                             int64_t w);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);
@@ -132,9 +158,13 @@ void model_extents_full(const model_shape *s, model_extents *out);
 void model_slab_full(const model_shape *s, param_id id, param_slab *out);
 layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
+void model_moe_to_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                const int64_t *offs, int64_t *loffs, int64_t w);
+void model_moe_from_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                  int64_t w);
 
 /* What model_create allocates besides the parameters and their gradients, for micro-batches of
- * Bl sequences of s->T tokens on a stage of layers [l0, l1) with nslots activation slots and
+ * Bl sequences of s->T tokens on a pipeline rank's share st (its layers, chunks and slots) and
  * local extents e: in floats, the saved activations of every slot and the passes' scratch; the
  * int32 targets of every slot; with bf16 compute (bf16: model_compute's), in bf16 values,
  * attention's probabilities (act_b) and the products' operands (scratch_b); the weights' bf16
@@ -144,8 +174,8 @@ typedef struct {
     int64_t act, scratch, targets;
     int64_t act_b, scratch_b;
 } model_sizes;
-void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
-                    int64_t l1, int nslots, int bf16, model_sizes *out);
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
+                    const model_stage_info *st, int bf16, model_sizes *out);
 
 /* This model's local extents. */
 const model_extents *model_extents_of(const model *m);

@@ -63,9 +63,9 @@ static void slab(void *ctx, const model_shape *s, param_id id, param_slab *out) 
     (void)ctx;
     model_slab_full(s, id, out);
 }
-static void stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+static void stage(void *ctx, const model_shape *s, model_stage_info *out) {
     (void)ctx;
-    *l0 = 0, *l1 = s->L, *nslots = 1;
+    *out = (model_stage_info){0, s->L, 1, 1, 0};
 }
 static int has_grads(void *ctx) {
     (void)ctx;
@@ -128,6 +128,19 @@ static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT)
 static void partial_done(void *ctx, model *m, float *dr, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)BT;
 }
+/* The expert axis's hooks without one: the experts' rows are the dispatched rows themselves (the
+ * model passes the same buffers), grouped as dispatched. */
+void model_moe_to_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                const int64_t *offs, int64_t *loffs, int64_t w) {
+    (void)ctx, (void)lm, (void)w;
+    CHECK(dst == src, "moe_to_experts: the rows move nowhere without an expert axis");
+    if (offs) memcpy(loffs, offs, (size_t)(model_shape_of(m)->moe.E + 1) * sizeof *offs);
+}
+void model_moe_from_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+                                  int64_t w) {
+    (void)ctx, (void)m, (void)lm, (void)w;
+    CHECK(dst == src, "moe_from_experts: the rows move nowhere without an expert axis");
+}
 static void poll(void *ctx) {
     (void)ctx;
 }
@@ -162,6 +175,8 @@ const model_hooks model_hooks_single = {
     .gather_vocab = gather_vocab,
     .partial_end = partial_end,
     .partial_done = partial_done,
+    .moe_to_experts = model_moe_to_experts_local,
+    .moe_from_experts = model_moe_from_experts_local,
     .poll = poll,
     .stage_recv = on_values,
     .stage_send = stage_send,

@@ -57,15 +57,23 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             A->x2 = carve(c, BT * D);
             A->h2 = carve(c, BT * D);
             A->rstd2 = carve(c, BT);
-            if (model_layer_is_moe(&m->s, m->l0 + l)) {
+            if (model_layer_is_moe(&m->s, model_layer_global(m, m->l0 + l))) {
                 moe_carve_act(m, c, A, BT, m->Bl);
                 continue;
             }
             A->a = carve(c, BT * lc->Fl);
             A->b = carve(c, BT * lc->Fl);
             A->g = carve(c, BT * lc->Fl);
+            if (!m->split) continue;
+            A->d_mlp = carve(c, BT * D);
+            A->d_a = carve(c, BT * lc->Fl);
+            A->d_b = carve(c, BT * lc->Fl);
+            A->d_attn = carve(c, BT * D);
+            A->d_q = carve(c, BT * lc->Nl * H);
+            A->d_k = carve(c, BT * lc->Kl * H);
+            A->d_v = carve(c, BT * lc->Kl * H);
         }
-        S->xf = carve(c, BT * D); /* the stage's output residual (the last stage's final one) */
+        S->xf = carve(c, m->chunks * BT * D); /* each chunk's output (the last one's: the final) */
         if (m->last) {
             S->hf = carve(c, BT * D);
             S->rstdf = carve(c, BT);
@@ -97,10 +105,11 @@ static void layout_scratch(model *m, carver *c, carver *cb) {
     if (m->cmp.bf16) mixed_carve_scratch(m, cb);
 }
 
-void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, int64_t l0,
-                    int64_t l1, int nslots, int bf16, model_sizes *out) {
-    model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = l0, .l1 = l1, .Ls = l1 - l0};
-    m.last = l1 == s->L, m.nslots = nslots;
+void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
+                    const model_stage_info *st, int bf16, model_sizes *out) {
+    model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = st->l0, .l1 = st->l1};
+    m.Ls = st->l1 - st->l0, m.last = st->l1 == s->L, m.nslots = st->nslots;
+    m.chunks = st->chunks, m.split = st->split, m.Lc = m.Ls / st->chunks;
     m.loc = *e;
     m.cmp.bf16 = bf16;
     carver c = {NULL, 0};
@@ -109,7 +118,30 @@ void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl, in
     out->act = c.used, out->act_b = 2 * cb.used; /* cb in floats, two bf16 values each */
     layout_scratch(&m, &c, &cb);
     out->scratch = c.used - out->act, out->scratch_b = 2 * cb.used - out->act_b;
-    out->targets = nslots * m.BT + 1;
+    out->targets = st->nslots * m.BT + 1;
+}
+
+int64_t model_layer_global(const model *m, int64_t l) {
+    const int64_t i = l - m->l0, k = i / m->Lc;
+    return k * (m->s.L / m->chunks) + m->l0 / m->chunks + i % m->Lc;
+}
+
+/* Parameter id's slab from the seed; a stack over layers chunk by chunk (each chunk's layers are
+ * consecutive in the model, not across chunks). */
+static void init_param(model *m, param_id id, uint64_t seed) {
+    float *out = m->params + m->off[id];
+    const int stacked = id >= P_ATTN_NORM && id <= P_W_DOWN;
+    if (m->chunks == 1 || !stacked || m->cnt[id] == 0) {
+        model_param_init_slab(out, &m->s, id, &m->slab[id], seed);
+        return;
+    }
+    const int64_t per_layer = m->cnt[id] / m->slab[id].cnt[0];
+    for (int k = 0; k < m->chunks; k++) {
+        param_slab sl = m->slab[id];
+        sl.off[0] = model_layer_global(m, m->l0 + k * m->Lc);
+        sl.cnt[0] = m->Lc;
+        model_param_init_slab(out + k * m->Lc * per_layer, &m->s, id, &sl, seed);
+    }
 }
 
 model *model_create(const model_shape *s, int64_t Bl, uint64_t seed, const model_hooks *hooks) {
@@ -140,16 +172,17 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
     m->BT = Bl * s->T;
     m->hk = *hooks;
     m->hk.extents(m->hk.ctx, s, &m->loc);
-    m->hk.stage(m->hk.ctx, s, &m->l0, &m->l1, &m->nslots);
+    model_stage_info st;
+    m->hk.stage(m->hk.ctx, s, &st);
+    m->l0 = st.l0, m->l1 = st.l1, m->nslots = st.nslots, m->chunks = st.chunks;
+    m->split = st.split && Bl > 0;
     m->Ls = m->l1 - m->l0;
+    m->Lc = m->Ls / m->chunks;
     m->first = m->l0 == 0;
     m->last = m->l1 == s->L;
     m->nparams = 0;
-    for (int id = 0; id < P_ALL; id++) { /* the MoE parameters: whole, on one rank */
-        if (id < P_COUNT)
-            m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
-        else
-            model_slab_full(s, (param_id)id, &m->slab[id]);
+    for (int id = 0; id < P_ALL; id++) {
+        m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
         const param_info pi = model_param_info(s, (param_id)id);
         m->off[id] = m->nparams;
         m->cnt[id] = model_slab_numel(&pi, &m->slab[id]);
@@ -183,8 +216,7 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
     layout_scratch(m, &c, &cb);
     for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
-    for (int id = 0; id < P_ALL; id++)
-        model_param_init_slab(m->params + m->off[id], s, (param_id)id, &m->slab[id], seed);
+    for (int id = 0; id < P_ALL; id++) init_param(m, (param_id)id, seed);
     m->hk.ready(m->hk.ctx, m);
     return m;
 }
@@ -256,11 +288,15 @@ int model_slots(const model *m) {
 int64_t model_local_rows(const model *m) {
     return m->BT;
 }
-float *model_stage_input(model *m, int slot) {
-    return m->slot[slot].act[0].x1;
+float *model_stage_input(model *m, int slot, int chunk) {
+    return m->slot[slot].act[chunk * m->Lc].x1;
 }
-const float *model_stage_output(model *m, int slot) {
-    return m->slot[slot].xf;
+/* Chunk k's output in slot S. */
+static float *chunk_out(const model *m, const slot_act *S, int k) {
+    return S->xf + k * m->BT * m->s.D;
+}
+const float *model_stage_output(model *m, int slot, int chunk) {
+    return chunk_out(m, &m->slot[slot], chunk);
 }
 const float *model_stage_dinput(model *m) {
     return m->d_full;
@@ -329,11 +365,11 @@ static void block_rest(model *m, const layer_w *w, const layer_wb *wb, layer_act
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l (only this rank's D_Y
- * columns if sharded) and writes the block's output as the next layer's x1 (or the slot's xf
- * after the stage's last layer). defer: the output goes to a norm_in next; returns whether it was
+ * columns if sharded) and writes the block's output as the next layer's x1 (or to `end`, the
+ * chunk's output, after the chunk's last layer). defer: the output goes to a norm_in next; returns whether it was
  * left sharded. */
 static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int sharded,
-                     int defer) {
+                     int defer, float *end) {
     const int64_t H = m->s.H;
     const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H;
@@ -353,7 +389,7 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
         kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     const int x2_sharded = block_attn_out(m, &w, wb, A, B * T, 1);
     trace_end(TRACE_ATTN);
-    float *out = (l + 1 < m->l1) ? S->act[l + 1 - m->l0].x1 : S->xf;
+    float *out = (l + 1 - m->l0) % m->Lc ? S->act[l + 1 - m->l0].x1 : end;
     trace_begin(TRACE_MLP, l);
     const int out_sharded =
         block_mlp(m, &w, wb, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
@@ -380,11 +416,13 @@ static double forward_loss(model *m, slot_act *S, const int32_t *tok, int64_t ld
     return loss / (double)BT;
 }
 
-double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt, int64_t B,
-                            int64_t T, int want_loss) {
+double model_stage_fwd_rows(model *m, int slot, int chunk, const int32_t *tok, int64_t ldt,
+                            int64_t B, int64_t T, int want_loss) {
     slot_act *S = &m->slot[slot];
-    const int64_t BT = B * T;
-    if (m->first) {
+    const int64_t BT = B * T, c0 = m->l0 + chunk * m->Lc, c1 = c0 + m->Lc;
+    const int last = m->last && chunk == m->chunks - 1;
+    float *xf = chunk_out(m, S, chunk);
+    if (m->first && chunk == 0) {
         trace_begin(TRACE_EMBED_FWD, 0);
         embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
         m->hk.embed_reduce(m->hk.ctx, m, S->act[0].x1, BT);
@@ -393,12 +431,12 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
     /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
      * or, with the loss, the final norm and the unembedding's */
     int sharded = 0;
-    for (int64_t l = m->l0; l < m->l1; l++) {
+    for (int64_t l = c0; l < c1; l++) {
         trace_begin(TRACE_FWD, l);
-        sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < m->l1 || (m->last && want_loss));
+        sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < c1 || (last && want_loss), xf);
         trace_end(TRACE_FWD);
     }
-    if (!m->last) return 0.0;
+    if (!last) return 0.0;
     trace_begin(TRACE_HEAD_FWD, 0);
     const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM);
     double loss = 0.0;
@@ -407,22 +445,22 @@ double model_stage_fwd_rows(model *m, int slot, const int32_t *tok, int64_t ldt,
         const kern_bf16 *const un16[1] = {m->cmp.bf16 ? mixed_unembed(m, un[0]) : NULL};
         const int64_t nk[1] = {m->loc.Vl};
         float *const ys[1] = {S->logits};
-        sublayer_norm_in(m, S->xf, sharded, S->hf, S->rstdf, gain, 1, un, m->cmp.bf16 ? un16 : NULL,
+        sublayer_norm_in(m, xf, sharded, S->hf, S->rstdf, gain, 1, un, m->cmp.bf16 ? un16 : NULL,
                          nk, ys, BT);
         loss = forward_loss(m, S, tok, ldt, B, T);
     } else {
-        kern_rmsnorm_fwd(S->hf, S->rstdf, S->xf, gain, BT, m->s.D);
+        kern_rmsnorm_fwd(S->hf, S->rstdf, xf, gain, BT, m->s.D);
     }
     trace_end(TRACE_HEAD_FWD);
     return loss;
 }
 
-double model_stage_fwd(model *m, int slot, const int32_t *tokens) {
-    return model_stage_fwd_rows(m, slot, tokens, m->s.T + 1, m->Bl, m->s.T, 1);
+double model_stage_fwd(model *m, int slot, int chunk, const int32_t *tokens) {
+    return model_stage_fwd_rows(m, slot, chunk, tokens, m->s.T + 1, m->Bl, m->s.T, 1);
 }
 
 double model_fwd_loss(model *m, const int32_t *tokens) {
-    return model_stage_fwd(m, 0, tokens);
+    return model_stage_fwd(m, 0, 0, tokens);
 }
 
 void model_last_logits(model *m, int64_t len, float *logits_loc) {
@@ -440,9 +478,12 @@ void model_last_logits(model *m, int64_t len, float *logits_loc) {
 
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
     const int64_t D = m->s.D;
-    if (!m->first) m->hk.stage_recv(m->hk.ctx, model_stage_input(m, 0), len * D);
-    model_stage_fwd_rows(m, 0, seq, len, 1, len, 0);
-    if (!m->last) m->hk.stage_send(m->hk.ctx, m->slot[0].xf, len * D);
+    for (int k = 0; k < m->chunks; k++) { /* the chunks in pipeline order: round the ranks */
+        if (!m->first || k > 0) m->hk.stage_recv(m->hk.ctx, model_stage_input(m, 0, k), len * D);
+        model_stage_fwd_rows(m, 0, k, seq, len, 1, len, 0);
+        if (!m->last || k < m->chunks - 1)
+            m->hk.stage_send(m->hk.ctx, chunk_out(m, &m->slot[0], k), len * D);
+    }
     if (m->last) {
         model_last_logits(m, len, m->s_big);
         m->hk.gather_vocab(m->hk.ctx, m, logits, m->s_big);
@@ -533,8 +574,36 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
 
 /* ---------------------------------------------------------------- backward */
 
-/* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input). */
-static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
+/* The weight part of a split backward of block l (MODEL_BWD_WEIGHT; fp32 compute): each matmul's
+ * dW from its input (saved by the forward) and its output's gradient (kept by the input part),
+ * the same kernels on the same numbers as the whole backward. */
+static void block_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
+    const int64_t D = m->s.D, H = m->s.H;
+    const model_extents *lc = &m->loc;
+    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
+    layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
+    trace_begin(TRACE_MLP, l);
+    kern_matmul_dw(g.w_down, A->g, A->d_mlp, BT, Fl, D);
+    POLL(m);
+    float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
+    const int64_t ngu[2] = {Fl, Fl};
+    sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
+    trace_end(TRACE_MLP);
+    m->hk.mlp_grads_done(m->hk.ctx, m, l);
+    trace_begin(TRACE_ATTN, l);
+    kern_matmul_dw(g.wo, A->att, A->d_attn, BT, NHl, D);
+    POLL(m);
+    float *const dqkv[3] = {A->d_q, A->d_k, A->d_v}, *const gqkv[3] = {g.wq, g.wk, g.wv};
+    const int64_t nqkv[3] = {NHl, KHl, KHl};
+    sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
+    trace_end(TRACE_ATTN);
+    m->hk.layer_grads_done(m->hk.ctx, m, l);
+}
+
+/* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input).
+ * keep (MODEL_BWD_INPUT): the matmuls' dW are left to block_bwd_weight, their output gradients
+ * kept in the layer's d_* (the scratch of a whole backward). */
+static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int keep) {
     const int64_t BT = B * T, D = m->s.D, H = m->s.H;
     const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
@@ -547,15 +616,16 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
 
     /* MLP sublayer: out = g·w_down, or the mixture of experts */
     trace_begin(TRACE_MLP, l);
-    float *dg = m->s_f1, *da = m->s_f1, *db = m->s_f2;
+    float *dg = keep ? A->d_a : m->s_f1, *da = dg, *db = keep ? A->d_b : m->s_f2;
     float *dh = m->s_big;
     const int moe = model_layer_is_moe(&m->s, l);
     float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
     if (moe) {
-        moe_block_bwd(m, &w, &g, A, dh, dr, BT, T);
+        moe_block_bwd(m, &w, &g, A, dh, dr, l, BT, T);
     } else {
-        sublayer_out_bwd(m, dg, g.w_down, dr, A->g, w.w_down, wb.w_down, BT, Fl);
+        sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, w.w_down, wb.w_down, BT, Fl,
+                         keep ? A->d_mlp : NULL);
         kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
         const float *const wgu[2] = {w.w_gate, w.w_up};
         const kern_bf16 *const wgu16[2] = {wb.w_gate, wb.w_up};
@@ -565,15 +635,17 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
-    if (!moe) sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
+    if (!moe && !keep) sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_MLP);
-    m->hk.mlp_grads_done(m->hk.ctx, m, l);
+    if (!keep) m->hk.mlp_grads_done(m->hk.ctx, m, l);
 
     /* attention sublayer: out = att·wo */
     trace_begin(TRACE_ATTN, l);
-    float *datt = m->s_att, *dq = m->s_q, *dk = m->s_k, *dv = m->s_v;
-    sublayer_out_bwd(m, datt, g.wo, dr, A->att, w.wo, wb.wo, BT, NHl);
+    float *datt = m->s_att, *dq = keep ? A->d_q : m->s_q, *dk = keep ? A->d_k : m->s_k,
+          *dv = keep ? A->d_v : m->s_v;
+    sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, w.wo, wb.wo, BT, NHl,
+                     keep ? A->d_attn : NULL);
     POLL(m);
     if (b16)
         mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);
@@ -589,21 +661,40 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T) {
     dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
-    sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
+    if (!keep) sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(TRACE_ATTN);
-    m->hk.layer_grads_done(m->hk.ctx, m, l);
+    if (!keep) m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
-/* The last stage's head: d(loss) → dL/d(final residual) in dr. */
-static void head_bwd(model *m, slot_act *S, float grad_scale) {
+/* The unembedding's weight gradient from the dlogits in the slot's logits (bf16: as the input
+ * part rounded them into sb[1]). */
+static void head_dw(model *m, slot_act *S) {
     const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
+    float *dun = m->hk.grad(m->hk.ctx, m, P_UNEMBED);
+    if (m->cmp.bf16) {
+        mixed_pack(m->sb[0], S->hf, BT * D);
+        kern_matmul_dw_bf16(m->cmp.ctx, dun, m->sb[0], m->sb[1], BT, D, Vl);
+    } else {
+        kern_matmul_dw(dun, S->hf, S->logits, BT, D, Vl);
+    }
+}
+
+/* The last stage's head: d(loss) → dL/d(final residual) in dr (the unembedding's weight
+ * gradient and the head's completion left to the weight part when part is MODEL_BWD_INPUT). */
+static void head_bwd(model *m, slot_act *S, const float *xf, float grad_scale,
+                     model_bwd_part part) {
+    const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
+    if (part == MODEL_BWD_WEIGHT) {
+        head_dw(m, S);
+        m->hk.head_grads_done(m->hk.ctx, m);
+        return;
+    }
     /* loss = mean over the global batch: the caller's grad_scale carries 1/(#micro-batches ·
      * #data shards); 1/BT is the local mean. */
     float *dlogits = S->logits;
     kern_xent_bwd(dlogits, S->logits, S->lse, S->targets, BT, Vl, m->loc.v0,
                   grad_scale / (float)BT);
-    float *dun = m->hk.grad(m->hk.ctx, m, P_UNEMBED);
     float *dhf = m->s_big;
     const float *un = m->hk.weight(m->hk.ctx, m, P_UNEMBED);
     if (m->cmp.bf16) { /* the logits' gradient rounded once for its two products */
@@ -615,41 +706,58 @@ static void head_bwd(model *m, slot_act *S, float grad_scale) {
     float *dr = m->d_resid;
     floats_clear(dr, BT * m->loc.Dl);
     float *dx = sublayer_partial_begin(m, dr, BT);
-    kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, S->xf,
+    kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, xf,
                      m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
-    if (m->cmp.bf16) { /* beside the reduction */
-        mixed_pack(m->sb[0], S->hf, BT * D);
-        kern_matmul_dw_bf16(m->cmp.ctx, dun, m->sb[0], m->sb[1], BT, D, Vl);
-    } else {
-        kern_matmul_dw(dun, S->hf, dlogits, BT, D, Vl); /* beside the reduction */
-    }
+    if (part == MODEL_BWD_ALL) head_dw(m, S); /* beside the reduction */
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
-    m->hk.head_grads_done(m->hk.ctx, m);
+    if (part == MODEL_BWD_ALL) m->hk.head_grads_done(m->hk.ctx, m);
 }
 
-void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
-                     float grad_scale) {
+/* The weight part of chunk k's backward in slot S (MODEL_BWD_WEIGHT). */
+static void chunk_bwd_weight(model *m, slot_act *S, int k) {
+    const int64_t c0 = m->l0 + k * m->Lc;
+    if (m->last && k == m->chunks - 1) {
+        trace_begin(TRACE_HEAD_BWD, 0);
+        head_bwd(m, S, chunk_out(m, S, k), 0.0f, MODEL_BWD_WEIGHT);
+        trace_end(TRACE_HEAD_BWD);
+    }
+    for (int64_t l = c0 + m->Lc - 1; l >= c0; l--) {
+        trace_begin(TRACE_BWD, l);
+        block_bwd_weight(m, &S->act[l - m->l0], l, m->BT);
+        trace_end(TRACE_BWD);
+    }
+}
+
+void model_stage_bwd(model *m, int slot, int chunk, const int32_t *tokens, const float *d_out,
+                     float grad_scale, model_bwd_part part) {
     const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
     slot_act *S = &m->slot[slot];
+    CHECK(part == MODEL_BWD_ALL || (m->split && !m->cmp.bf16),
+          "model: a split backward on a stage that keeps no output gradients (or in bf16)");
+    if (part == MODEL_BWD_WEIGHT) {
+        chunk_bwd_weight(m, S, chunk);
+        return;
+    }
+    const int64_t c0 = m->l0 + chunk * m->Lc;
     m->grad_scale = grad_scale;
-    if (m->last) {
+    if (m->last && chunk == m->chunks - 1) {
         trace_begin(TRACE_HEAD_BWD, 0);
-        head_bwd(m, S, grad_scale);
+        head_bwd(m, S, chunk_out(m, S, chunk), grad_scale, part);
         trace_end(TRACE_HEAD_BWD);
     } else { /* this rank's D_Y columns of the gradient of the stage output */
         const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
         for (int64_t r = 0; r < BT && !mesh_no_data(BT * Dl * (int64_t)sizeof(float)); r++)
             floats_copy(m->d_resid + r * Dl, d_out + r * D + d0, Dl);
     }
-    for (int64_t l = m->l1 - 1; l >= m->l0; l--) {
+    for (int64_t l = c0 + m->Lc - 1; l >= c0; l--) {
         trace_begin(TRACE_BWD, l);
-        block_bwd(m, S, l, B, T);
+        block_bwd(m, S, l, B, T, part == MODEL_BWD_INPUT);
         trace_end(TRACE_BWD);
     }
     trace_begin(TRACE_EMBED_BWD, 0);
     const float *demb = sublayer_resid_grad(m, BT);
-    if (!m->first) {
+    if (!m->first || chunk > 0) {
         if (demb != m->d_full) floats_copy(m->d_full, demb, BT * D);
         trace_end(TRACE_EMBED_BWD);
         return;
@@ -662,7 +770,7 @@ void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_o
 }
 
 double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {
-    double loss = model_stage_fwd(m, 0, tokens);
-    model_stage_bwd(m, 0, tokens, NULL, grad_scale);
+    double loss = model_stage_fwd(m, 0, 0, tokens);
+    model_stage_bwd(m, 0, 0, tokens, NULL, grad_scale, MODEL_BWD_ALL);
     return loss;
 }

@@ -139,27 +139,38 @@ double model_fwd_loss(model *m, const int32_t *tokens);
 /* Logits[V] of the token following seq[0..len), 1 ≤ len ≤ T, one sequence (for sampling). */
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits);
 /* ---- pipeline stages (all layers and one activation slot without pipelining) ---- */
-/* This rank's layers [l0, l1) and its number of activation slots (micro-batches in flight). */
+/* This rank's layers [l0, l1) as stored (hooks.h, model_stage_info) and its number of activation
+ * slots (micro-batches in flight). */
 void model_stage(const model *m, int64_t *l0, int64_t *l1);
 int model_slots(const model *m);
+/* The global layer that stored layer l (l0 ≤ l < l1; parameter slabs count stored layers) is:
+ * l itself unless the rank holds several chunks (interleaved pipelining). */
+int64_t model_layer_global(const model *m, int64_t l);
 /* Rows (tokens) of one local micro-batch: Bl·T. */
 int64_t model_local_rows(const model *m);
-/* Stage forward of a micro-batch tokens[Bl, T+1] into activation slot `slot`: the first stage
- * embeds the tokens, the others read model_stage_input(m, slot) ([Bl·T, D], filled by the
- * caller); the last stage returns the mean loss, the others leave their output in
- * model_stage_output(m, slot). */
-double model_stage_fwd(model *m, int slot, const int32_t *tokens);
+/* Stage forward of chunk `chunk` (0 without interleaving) on a micro-batch tokens[Bl, T+1] in
+ * activation slot `slot`: the first stage (chunk 0 of the first rank) embeds the tokens, the
+ * others read model_stage_input(m, slot, chunk) ([Bl·T, D], filled by the caller); the last stage
+ * (the last chunk of the last rank) returns the mean loss, the others leave their output in
+ * model_stage_output(m, slot, chunk). */
+double model_stage_fwd(model *m, int slot, int chunk, const int32_t *tokens);
 /* As model_stage_fwd on B rows of T tokens (row stride ldt); want_loss = 0 stops after the final
  * norm (sampling). */
-double model_stage_fwd_rows(model *m, int slot, const int32_t *tokens, int64_t ldt, int64_t B,
-                            int64_t T, int want_loss);
-/* Stage backward of slot: the last stage starts from the loss, the others from d_out
- * ([Bl·T, D], dL/d(stage output)); non-first stages leave dL/d(stage input) in
- * model_stage_dinput(m) ([Bl·T, D]). Gradients accumulate (+=) with grad_scale. */
-void model_stage_bwd(model *m, int slot, const int32_t *tokens, const float *d_out,
-                     float grad_scale);
-float *model_stage_input(model *m, int slot);
-const float *model_stage_output(model *m, int slot);
+double model_stage_fwd_rows(model *m, int slot, int chunk, const int32_t *tokens, int64_t ldt,
+                            int64_t B, int64_t T, int want_loss);
+/* Which part of a backward model_stage_bwd runs: all of it; the input gradient alone (dL/dx
+ * through every layer, and the gradients that come with it: the norm gains' and the
+ * embedding's); or, later, the weight gradient alone (every matmul's dW, from what the input
+ * part kept: a model whose stage info says split). */
+typedef enum { MODEL_BWD_ALL, MODEL_BWD_INPUT, MODEL_BWD_WEIGHT } model_bwd_part;
+/* Stage backward of chunk `chunk` in slot: the last stage starts from the loss, the others from
+ * d_out ([Bl·T, D], dL/d(stage output)); other than the first stage they leave dL/d(stage input)
+ * in model_stage_dinput(m) ([Bl·T, D]). Gradients accumulate (+=) with grad_scale. part:
+ * model_bwd_part (MODEL_BWD_WEIGHT reads neither d_out nor tokens). */
+void model_stage_bwd(model *m, int slot, int chunk, const int32_t *tokens, const float *d_out,
+                     float grad_scale, model_bwd_part part);
+float *model_stage_input(model *m, int slot, int chunk);
+const float *model_stage_output(model *m, int slot, int chunk);
 const float *model_stage_dinput(model *m);
 /* Last stage, after model_stage_fwd_rows(slot 0, one sequence of len): this vocab shard's logits
  * of the last position. */

@@ -11,27 +11,35 @@
 /* Saved activations of one block. The dense MLP's a, b, g, or the MoE MLP's (moe.h's names):
  * router logits rlog[R, E], prob[R, E], lse[R], choices idx[R, k] with weights w[R, k], the
  * dispatch plan pos[R, k], src[R·k], offs[E + 1], kept[E] and the groups' counters cnt[G, E], the
- * dispatched rows xs[R·k, D], the experts' ea, eb, eh [R·k, F_e] and outputs ys[R·k, D], the
- * shared experts' sa, sb, sh [R, S·F_e] (expert s in columns [s·F_e, (s+1)·F_e)). */
+ * dispatched rows xs[R·k, D] and their outputs ys[R·k, D]; the rows this rank's experts take,
+ * xr[R·k·ep_n, D] grouped by local expert (loffs[El + 1]), with the experts' ea, eb, eh
+ * [R·k·ep_n, F_e] and outputs yr (without an expert axis xr is xs and yr ys); the shared
+ * experts' sa, sb, sh [R, S·F_e] (expert s in columns [s·F_e, (s+1)·F_e)). */
 typedef struct {
     float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
-    float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh;
+    /* a split backward's (model_bwd_part): what the input part leaves for the weight part, the
+     * gradients of the matmuls' outputs: the MLP's and attention's outputs [BT, D], a and b
+     * [BT, F_Y], q [BT, N_Y·H], k and v [BT, K_Y·H] (NULL unless the stage is split) */
+    float *d_mlp, *d_a, *d_b, *d_attn, *d_q, *d_k, *d_v;
+    float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
-    int64_t *offs, *kept;
+    int64_t *offs, *kept, *loffs;
     kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
 } layer_act;
 
 /* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
 typedef struct {
     layer_act *act; /* [Ls] */
-    float *xf, *hf, *rstdf, *logits, *lse, *stats;
+    float *xf;      /* [chunks][BT, D]: each chunk's output residual (the last one's: the final) */
+    float *hf, *rstdf, *logits, *lse, *stats;
     int32_t *targets;
 } slot_act;
 
-/* The MoE backward's scratch (one block at a time): dys, dxs [BT·k, D], dea, deb [BT·k, F_e],
- * dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E]. */
+/* The MoE backward's scratch (one block at a time): dys, dxs [BT·k, D], their rows on the
+ * experts' ranks dyr, dxr [BT·k·ep_n, D] (dys, dxs without an expert axis), dea, deb
+ * [BT·k·ep_n, F_e], dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E]. */
 typedef struct {
-    float *dys, *dxs, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
+    float *dys, *dxs, *dyr, *dxr, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
 } moe_scratch;
 
 /* What the router did since the last reset (model_moe_stats): kept slots per MoE block and
@@ -48,6 +56,8 @@ struct model {
     int64_t Bl, BT;
     int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
     int first, last, nslots;
+    int chunks, split; /* model_stage_info's */
+    int64_t Lc;        /* layers per chunk */
     model_extents loc;
     model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
     param_slab slab[P_ALL];
@@ -121,9 +131,10 @@ int sublayer_out(model *m, float *out, const float *xin, const float *act, const
 void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
                         int64_t Kl, int64_t D);
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
- * (overwrites), dw[Kl, D] += actᵀ · dout. */
+ * (overwrites), dw[Kl, D] += actᵀ · dout. dw NULL: no weight gradient, and keep (when not NULL)
+ * gets dout [BT, D] for a later one. */
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      const kern_bf16 *wb, int64_t BT, int64_t Kl);
+                      const kern_bf16 *wb, int64_t BT, int64_t Kl, float *keep);
 /* The backward of nw ≤ 3 in-projections y_k = h·w_k [BT, nk[k]] from dy_k: sublayer_in_dx, dh
  * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here); then,
  * after the norm's backward, sublayer_in_dw, dw_k += hᵀ·dy_k (bf16: the dy_k as the first call
@@ -173,5 +184,5 @@ void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t
  * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
  * with the balance and z-losses' gradients for groups of G rows. */
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t BT, int64_t G);
+                   const float *dr, int64_t l, int64_t BT, int64_t G);
 #endif

@@ -33,6 +33,7 @@
 void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups) {
     const moe_shape *mo = &m->s.moe;
     const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    const int64_t Rz = R * k * m->loc.ep_n; /* rows this rank's experts may take */
     A->rlog = carve(c, R * E);
     A->prob = carve(c, R * E);
     A->lse = carve(c, R);
@@ -43,11 +44,14 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
     A->cnt = (int32_t *)carve(c, groups * E);
     A->offs = (int64_t *)carve(c, 2 * (E + 1));
     A->kept = (int64_t *)carve(c, 2 * E);
+    A->loffs = (int64_t *)carve(c, 2 * (E + 1));
     A->xs = carve(c, R * k * D);
-    A->ea = carve(c, R * k * Fe);
-    A->eb = carve(c, R * k * Fe);
-    A->eh = carve(c, R * k * Fe);
+    A->ea = carve(c, Rz * Fe);
+    A->eb = carve(c, Rz * Fe);
+    A->eh = carve(c, Rz * Fe);
     A->ys = carve(c, R * k * D);
+    A->xr = m->loc.ep_n > 1 ? carve(c, Rz * D) : A->xs;
+    A->yr = m->loc.ep_n > 1 ? carve(c, Rz * D) : A->ys;
     A->sa = carve(c, R * SF);
     A->sb = carve(c, R * SF);
     A->sh = carve(c, R * SF);
@@ -58,10 +62,13 @@ void moe_carve_scratch(model *m, carver *c) {
     const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe, BT = m->BT;
     if (E == 0 || BT == 0) return;
     moe_scratch *z = &m->ms;
+    const int64_t Rz = BT * k * m->loc.ep_n;
     z->dys = carve(c, BT * k * D);
     z->dxs = carve(c, BT * k * D);
-    z->dea = carve(c, BT * k * Fe);
-    z->deb = carve(c, BT * k * Fe);
+    z->dyr = m->loc.ep_n > 1 ? carve(c, Rz * D) : z->dys;
+    z->dxr = m->loc.ep_n > 1 ? carve(c, Rz * D) : z->dxs;
+    z->dea = carve(c, Rz * Fe);
+    z->deb = carve(c, Rz * Fe);
     z->dsa = carve(c, BT * SF);
     z->dsb = carve(c, BT * SF);
     z->dlog = carve(c, BT * E);
@@ -133,8 +140,10 @@ void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t
     }
     POLL(m);
     kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
-    kern_moe_mlp_fwd(A->ys, A->ea, A->eb, A->eh, A->xs, w->e_gate, w->e_up, w->e_down, A->offs, E,
-                     D, mo->F);
+    m->hk.moe_to_experts(m->hk.ctx, m, lm, A->xr, A->xs, A->offs, A->loffs, D);
+    kern_moe_mlp_fwd(A->yr, A->ea, A->eb, A->eh, A->xr, w->e_gate, w->e_up, w->e_down, A->loffs,
+                     m->loc.El, D, mo->F);
+    m->hk.moe_from_experts(m->hk.ctx, m, lm, A->ys, A->yr, D);
     POLL(m);
     shared_fwd(m, w, A, out, BT);
     kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
@@ -177,9 +186,9 @@ static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64
 }
 
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t BT, int64_t G) {
+                   const float *dr, int64_t l, int64_t BT, int64_t G) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t D = m->s.D, E = mo->E, k = mo->k;
+    const int64_t D = m->s.D, E = mo->E, k = mo->k, lm = model_layer_stack_index(&m->s, l);
     moe_scratch *z = &m->ms;
     if (mo->shared > 0)
         shared_bwd(m, w, g, A, dh, dr, BT);
@@ -187,8 +196,12 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
         floats_clear(dh, BT * D);
     POLL(m);
     kern_moe_combine_bwd(z->dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
-    kern_moe_mlp_bwd(z->dxs, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dys, A->xs, A->ea,
-                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->offs, E, D, mo->F);
+    /* the experts' rows' gradients go where the rows went, and come back (the two AllToAlls of
+     * the forward, in reverse order of the data's way back) */
+    m->hk.moe_to_experts(m->hk.ctx, m, lm, z->dyr, z->dys, NULL, NULL, D);
+    kern_moe_mlp_bwd(z->dxr, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dyr, A->xr, A->ea,
+                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->loffs, m->loc.El, D, mo->F);
+    m->hk.moe_from_experts(m->hk.ctx, m, lm, z->dxs, z->dxr, D);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);
     const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);

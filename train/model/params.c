@@ -136,7 +136,8 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
 /* ---------------------------------------------------------------- one rank's extents and slabs */
 
 void model_extents_full(const model_shape *s, model_extents *o) {
-    *o = (model_extents){.Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D};
+    *o = (model_extents){
+        .Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D, .El = s->moe.E, .ep_n = 1};
 }
 
 void model_slab_full(const model_shape *s, param_id id, param_slab *o) {

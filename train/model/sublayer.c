@@ -175,7 +175,7 @@ static void chunk_products(void *vc, const float *blk, int64_t j, int first) {
 }
 
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      const kern_bf16 *wb, int64_t BT, int64_t Kl) {
+                      const kern_bf16 *wb, int64_t BT, int64_t Kl, float *keep) {
     const int64_t D = m->s.D;
     POLL(m);
     const kern_bf16 *a16 = NULL;
@@ -183,17 +183,18 @@ void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *
     const float *dout = dr;
     if (m->loc.Dl < D) { /* dL/d(out): the residual gradient's D_Y shards, gathered */
         chunk_ctx c = {m, dact, dw, w, act, wb, a16, BT, Kl, D, m->loc.Dl};
-        dout = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, chunk_products, &c);
+        dout = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, dw ? chunk_products : NULL, &c);
         if (!dout) return; /* the products ran block by block (the AllGather-matmul) */
     }
+    if (keep) floats_copy(keep, dout, BT * D);
     if (wb) { /* dL/d(out) rounded to bf16 once for its two products */
         mixed_pack(m->sb[2], dout, BT * D);
-        kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], BT, Kl, D);
+        if (dw) kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], BT, Kl, D);
         POLL(m);
         kern_matmul_dx_bf16(m->cmp.ctx, dact, m->sb[2], wb, BT, Kl, D, false);
         return;
     }
-    kern_matmul_dw(dw, act, dout, BT, Kl, D);
+    if (dw) kern_matmul_dw(dw, act, dout, BT, Kl, D);
     POLL(m);
     kern_matmul_dx(dact, dout, w, BT, Kl, D, false);
 }

@@ -49,8 +49,8 @@ int par_hk_has_grads(void *ctx) {
     return p->pl->zero <= 1;
 }
 
-void par_hk_stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots) {
+void par_hk_stage(void *ctx, const model_shape *s, model_stage_info *out) {
     struct par *p = ctx;
     (void)s;
-    *l0 = p->pl->l0, *l1 = p->pl->l1, *nslots = p->pl->nslots;
+    *out = plan_stage_info(p->pl);
 }

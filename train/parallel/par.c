@@ -33,8 +33,9 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     CHECK(alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", cm->alg);
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
-    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe;
+    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert;
     CHECK(mesh_axes_parse(m, dp, &batch) == 0 &&
+              mesh_axes_parse(m, cm->expert_axis, &expert) == 0 &&
               mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
               mesh_axes_parse(m, cm->pipe_axis, &pipe) == 0,
           "par_plan_in: axes checked by config_for_mesh do not parse");
@@ -54,6 +55,7 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     }
     in->batch = role(m, batch, alg), in->data = role(m, data, alg), in->dcn = role(m, dcn, alg);
     in->tensor = role(m, tensor, alg), in->pipe = role(m, pipe, alg);
+    in->expert = role(m, expert, alg);
     return 0;
 }
 
@@ -87,6 +89,9 @@ static model_hooks hook_table(struct par *p) {
         .partial_end = par_hk_partial_end,
         .partial_done = par_hk_partial_done,
         .poll = par_hk_poll,
+        /* expert.c: the expert axis */
+        .moe_to_experts = par_hk_moe_to_experts,
+        .moe_from_experts = par_hk_moe_from_experts,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,
@@ -121,6 +126,8 @@ static void views(struct par *p) {
     p->tp.b = b[BUF_TENSOR_B][0];
     p->tp.kv = b[BUF_KV_EXCHANGE][0];
     p->tp.cmatmul = b[BUF_CMATMUL][0];
+    p->ep.stage = b[BUF_EP_STAGE][0];
+    p->ep.counts = b[BUF_EP_COUNTS][0];
 }
 
 int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {

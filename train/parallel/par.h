@@ -94,6 +94,10 @@ void par_params_loaded(par *p, model *m);
 double par_pipe_mean(par *p, double v);
 /* A value known on the last stage (0 elsewhere) → its mean over the data shards, on every rank. */
 double par_pipe_last_value(par *p, double v);
+/* Collective over: the data axes. What the router did in the step (model_moe_stats), summed over
+ * the data shards (the slots kept per expert, dropped and all; the balance and z-losses' means
+ * over every shard's sequences). out->kept is valid until the next call. */
+void par_moe_stats(par *p, model *mod, model_moe_stats *out);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);
 

@@ -112,6 +112,15 @@ typedef struct {
     mesh_req *partial;
 } par_tensor;
 
+/* ---- the expert axis (expert.c) ---- */
+
+/* The AllToAlls' staging (BUF_EP_STAGE) and the MoE blocks' counts (BUF_EP_COUNTS, laid out as
+ * plan_expert_counts_at says). */
+typedef struct {
+    float *stage;
+    int64_t *counts;
+} par_expert;
+
 struct par {
     mesh *m;
     const plan *pl;    /* the plan (the caller's, outliving this) */
@@ -126,6 +135,7 @@ struct par {
     par_gathers w;
     par_update up;
     par_tensor tp;
+    par_expert ep;
     int64_t micro, n_micro;         /* the backward running (its micro-batch) and how many */
     int64_t calls[PLAN_COLL_COUNT]; /* the collectives made, by kind (par_run, par_start) */
     mesh_wire wire; /* the calls' wire format in force (par_in_step): the plan's, or fp32 */
@@ -150,6 +160,22 @@ static inline void par_poll(struct par *p) {
 static inline void par_hk_poll(void *ctx) {
     par_poll(ctx);
 }
+
+/* ---- expert.c ---- */
+void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+                           const int64_t *offs, int64_t *loffs, int64_t w);
+void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+                             int64_t w);
+/* The mixture-of-experts gradients over the data axes (--zero 0, after the step's backwards):
+ * the router's, shared experts' and dense MLPs' AllReduce over every data axis, the routed
+ * experts' over the data axes without Z (where copies of one expert live). */
+void ep_reduce_grads(struct par *p, model *mod);
+/* Σ g² of the mixture-of-experts gradients, each element once (identical on every rank). */
+double ep_grad_sumsq(struct par *p, model *mod);
+/* par_is_writer for a mixture-of-experts parameter. */
+int ep_is_writer(const struct par *p, param_id id);
+/* Is id a dense MLP weight of a model with experts (reduced whole by ep_reduce_grads)? */
+int ep_reduced_whole(const struct par *p, param_id id);
 
 /* ---- queue.c ---- */
 /* Queues a started call (see par_pending); returns its ticket. */
@@ -197,7 +223,7 @@ void weights_start_due(struct par *p);
 /* layout.c */
 void par_hk_extents(void *ctx, const model_shape *s, model_extents *out);
 void par_hk_slab(void *ctx, const model_shape *s, param_id id, param_slab *out);
-void par_hk_stage(void *ctx, const model_shape *s, int64_t *l0, int64_t *l1, int *nslots);
+void par_hk_stage(void *ctx, const model_shape *s, model_stage_info *out);
 int par_hk_has_grads(void *ctx);
 /* weights.c */
 void par_hk_ready(void *ctx, model *mod);

@@ -54,7 +54,7 @@ void plan_in_single(plan_in *in, const config *c) {
     memset(in, 0, sizeof *in);
     in->c = *c;
     const mesh_axes none = {0, {0, 0, 0}};
-    in->batch = in->data = in->dcn = in->tensor = in->pipe =
+    in->batch = in->data = in->dcn = in->tensor = in->pipe = in->expert =
         plan_axes_of(&none, NULL, NULL, NULL, "", MESH_ALG_DEFAULT);
 }
 
@@ -82,6 +82,7 @@ static void extents(plan *p) {
     lc->v0 = y * lc->Vl;
     lc->Dl = s->D / n;
     lc->d0 = y * lc->Dl;
+    plan_expert_extents(p);
 }
 
 /* Parameter id's blocks as a 2D matrix [Rg, Cg] (global) and [R, C] (TP-local). */
@@ -155,8 +156,8 @@ static void geometry(plan *p) {
         p->shard_total += g->shard_n;
         p->param_elems += p->zero == 3 ? g->shard_n : g->nb * plan_geo_block(g);
     }
-    for (int id = P_COUNT; id < model_param_ids(&p->s); id++) { /* experts: one rank only */
-        const int64_t n = model_param_numel(&p->s, (param_id)id);
+    for (int id = P_COUNT; id < model_param_ids(&p->s); id++) { /* experts: E_Z of them */
+        const int64_t n = plan_moe_elems(p, (param_id)id);
         p->param_elems += n, p->grad_elems += n;
     }
     p->state_elems = p->zero ? p->shard_total : p->param_elems;
@@ -248,7 +249,8 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->c = in->c;
     p->s = in->c.shape;
     p->batch = in->batch, p->data = in->data, p->dcn = in->dcn;
-    p->tensor = in->tensor, p->pipe = in->pipe;
+    p->tensor = in->tensor, p->pipe = in->pipe, p->expert = in->expert;
+    if (p->expert.axes.n == 0) p->expert.n = 1, p->expert.index = 0;
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
     p->alg = in->c.alg[0] ? (mesh_alg)mesh_alg_parse(in->c.alg) : MESH_ALG_DEFAULT;
@@ -256,6 +258,8 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->wire = in->forward_only ? MESH_WIRE_F32 : (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
     if (check(p, err, errlen) < 0) return -1;
     stage(p);
+    if (plan_schedule_check(p, err, errlen) < 0) return -1;
+    plan_schedule_stage(p);
     geometry(p);
     bucket(p, in->bucket);
     p->weight_buckets = plan_weight_buckets(p, NULL, NULL);
@@ -286,7 +290,8 @@ static void list_model(plan *p, int forward_only) {
     const int64_t Bl = forward_only ? 0 : p->micro_seqs;
     model_sizes ms;
     const int bf16 = plan_model_compute(p);
-    model_sizes_of(&p->s, &p->loc, Bl, p->l0, p->l1, p->nslots, bf16, &ms);
+    const model_stage_info st = plan_stage_info(p);
+    model_sizes_of(&p->s, &p->loc, Bl, &st, bf16, &ms);
     add(p, BUF_PARAMS, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_F32, p->param_elems);
     if (Bl > 0 && p->zero <= 1)
         add(p, BUF_GRADS, 0, PLAN_OWNER_MODEL, PLAN_MEM_GRADS, PLAN_F32, p->param_elems);
@@ -323,6 +328,10 @@ static void list_common(plan *p) {
     if (p->zero == 0 && p->dcn.axes.n)
         add(p, BUF_DCN, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, p->dcn_n + p->dcn_n / p->data.n);
     if (p->cmatmul) add(p, BUF_CMATMUL, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, cmm_scratch(BT, D, nY));
+    int64_t ep_stage, ep_counts;
+    plan_expert_bufs(p, &ep_stage, &ep_counts);
+    if (ep_stage) add(p, BUF_EP_STAGE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, ep_stage);
+    if (ep_counts) add(p, BUF_EP_COUNTS, 0, o, PLAN_MEM_BUFFERS, PLAN_I32, ep_counts);
 }
 
 /* ZeRO's shards, transient gradients and gathered weights; the buckets. */
@@ -484,9 +493,10 @@ static void list_calls(plan *p) {
         call(p, PLAN_Z3_GATHER, PLAN_BWD, gather, wcount, nwb,
              "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
-        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        /* one of each per chunk of the rank (interleaved: the chunks' stages) */
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, p->chunks,
              "send In[b, D] to the next stage (per micro-batch)");
-        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, 1,
+        call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, p->chunks,
              "send dIn[b, D] to the previous stage");
     }
     calls_data(p);
@@ -501,7 +511,7 @@ static void plan_list(plan *p, const plan_in *in) {
     if (p->pipe.n > 1 && !in->forward_only) {
         add(p, BUF_PIPE_DOUT, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32, p->rows * p->s.D);
         add(p, BUF_PIPE_DSEND, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32,
-            p->nslots * p->rows * p->s.D);
+            (int64_t)p->nslots * p->chunks * p->rows * p->s.D);
     }
     list_calls(p);
 }
@@ -566,6 +576,7 @@ static param_slab native_slab(const plan *p, param_id id, int64_t ra, int64_t rn
 }
 
 param_slab plan_tp_slab(const plan *p, param_id id) {
+    if (id >= P_COUNT) return plan_moe_slab(p, id);
     const plan_geo *g = &p->g[id];
     return native_slab(p, id, g->r0, g->R, g->c0, g->C);
 }
@@ -581,6 +592,7 @@ param_slab plan_shard_slab(const plan *p, param_id id) {
 }
 
 param_slab plan_model_slab(const plan *p, param_id id) {
+    if (id >= P_COUNT) return plan_moe_slab(p, id);
     return p->zero == 3 ? plan_shard_slab(p, id) : plan_tp_slab(p, id);
 }
 

@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
     config c;
     plan_axes batch, data, dcn, tensor, pipe;
+    plan_axes expert; /* --expert: the axis the routed experts are sharded over (one of batch's) */
     int64_t bucket;
     int cmatmul;
     int forward_only;
@@ -135,6 +136,9 @@ typedef enum {
     /* the executor's pipeline (exec.c) */
     BUF_PIPE_DOUT,  /* the received dL/d(stage output) */
     BUF_PIPE_DSEND, /* dL/d(stage input) being sent, one per slot */
+    /* the expert axis (expert.c) */
+    BUF_EP_STAGE,  /* the rows an AllToAll of tokens sends or receives, in its order */
+    BUF_EP_COUNTS, /* each MoE block's rows per (rank of Z, expert): the dispatch's counts */
     BUF_COUNT
 } plan_buf_id;
 
@@ -221,10 +225,13 @@ struct plan {
     config c;
     model_shape s;
     plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
+    plan_axes expert;                         /* --expert's axis (n = 1: none) */
     int zero, overlap;                        /* --zero (0 without data axes), --overlap */
     mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
     mesh_wire wire;                           /* --comm-dtype */
-    int64_t l0, l1;                           /* this pipeline stage's layers */
+    int64_t l0, l1;                           /* this pipeline rank's layers, as stored */
+    int chunks;         /* its chunks of layers, pipeline stages k·|Z| + index (interleaved) */
+    int split;          /* backwards split into input and weight gradients (zb-h1) */
     int nslots;         /* activation slots: micro-batches in flight on this stage */
     int64_t n_micro;    /* micro-batches per step */
     int64_t micro_seqs; /* sequences of one micro-batch on this rank: micro-batch / |batch| */
@@ -248,8 +255,19 @@ struct plan {
     int ncall;
 };
 
+/* plan_expert.c: the expert axis's part of the plan. Local experts (extents' El, e0, ep_n); the
+ * slab this rank holds of a mixture-of-experts parameter (id >= P_COUNT: the routed experts'
+ * [Lm, E_Z, ...], the router's and shared experts' whole) and its elements; the buffers. */
+void plan_expert_extents(plan *p);
+param_slab plan_moe_slab(const plan *p, param_id id);
+int64_t plan_moe_elems(const plan *p, param_id id);
+void plan_expert_bufs(const plan *p, int64_t *stage, int64_t *counts);
+/* Where MoE block lm's counts start in BUF_EP_COUNTS (in int64; block Lm: the end). */
+int64_t plan_expert_counts_at(const plan *p, int64_t lm);
+
 /* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
- * role's size not dividing what it shards: config_for_mesh checks those first for a run). */
+ * role's size not dividing what it shards: config_for_mesh checks those first for a run; what
+ * the pipeline schedule refuses: plan_schedule_check). */
 int plan_build(plan *p, const plan_in *in, char *err, size_t errlen);
 /* plan_in for a run on one rank: every role of size 1 (the 1-rank reference, generation alone). */
 void plan_in_single(plan_in *in, const config *c);
@@ -309,24 +327,46 @@ void plan_free(const plan *p, plan_owner owner, plan_ptrs *ptr);
 /* ---- the actions: what this rank runs in a step ---- */
 
 /* This rank's list of actions, in calc/schedule.h's terms (sched_action: op, stage, micro-batch;
- * the stage is the pipeline index: one chunk of layers per rank): the forward (SCHED_F) or whole
- * backward (SCHED_B) of a micro-batch, and the pipeline's receive before and send after it of its
+ * the stage is the pipeline stage, chunk k of rank r being stage k·|Z| + r): the forward
+ * (SCHED_F) and the whole backward (SCHED_B) or its input and weight halves (SCHED_I, SCHED_W)
+ * of a micro-batch on a stage, and the pipeline's receive before and send after them of its
  * activations (SCHED_RECV_F, SCHED_SEND_F, to and from the neighbouring stages) or gradients
- * (SCHED_RECV_B, SCHED_SEND_B). The executor (train/step/exec.c) runs such a list on any table
- * calc/schedule.c can build whose chunks and slots the model can hold; the trainer's two are:
+ * (SCHED_RECV_B, SCHED_SEND_B). The executor (train/step/exec.c) runs such a list; the
+ * trainer's are:
  *   GPipe: F0 .. F(M−1), then B(M−1) .. B0 (calc's gpipe runs B0 .. B(M−1): the gradients would
  *     accumulate in the other order, and a run's bits change);
  *   1F1B: min(P−s−1, M) forwards, then one forward and one backward in turn, then the remaining
- *     backwards (calc's 1f1b, action for action).
- * plan_stage_order: stage s of P's forwards and backwards alone (2M entries, returns 2M), which
- * pipe_timeline simulates for every stage. plan_actions: this rank's list for a training step
- * (train = 1: its stage's order with the receives and sends around each forward and backward;
- * without a pipeline axis the trivial list F0 B0 F1 B1 ...) or an evaluation (train = 0: the
- * forwards in order). out: plan_actions_max entries; returns how many. The activation slot of an
- * action is the executor's: micro-batch mod plan.nslots (an evaluation: slot 0). */
+ *     backwards (calc's 1f1b, action for action);
+ *   interleaved, zb-h1: calc's table (sched_init) for this rank, as it is.
+ * plan_stage_order: GPipe's and 1F1B's stage s of P (forwards and backwards alone, 2M entries,
+ * returns 2M), which pipe_timeline simulates for every stage. plan_actions: this rank's list for
+ * a training step (train = 1: its stage's order with the receives and sends around each forward
+ * and backward; without a pipeline axis the trivial list F0 B0 F1 B1 ...) or an evaluation
+ * (train = 0: the forwards in pipeline order, each chunk's receive and send around it). out:
+ * plan_actions_max entries; returns how many. The activation slot of an action is the
+ * executor's: micro-batch mod plan.nslots (an evaluation: slot 0); its chunk stage / |Z|. */
 int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, sched_action *out);
 int64_t plan_actions_max(const plan *p);
 int64_t plan_actions(const plan *p, int train, sched_action *out);
+/* calc's kind of the schedule, and the spec of this run's table (p: the pipeline axis, v the
+ * chunks, m the micro-batches, the layers). */
+sched_kind plan_sched_kind(pipe_schedule s);
+sched_spec plan_sched_spec(const plan *p);
+/* What the schedule refuses on this mesh, with one message naming the flags: calc's rules
+ * (sched_check: virtual stages without a pipeline or with a schedule of one stage per rank,
+ * micro-batches not in whole groups of |Z|, layers not divisible into |Z|·v chunks), interleaving
+ * over an open pipeline axis of more than 2 (the last rank's chunk feeds the first rank's next)
+ * or with checkpoints (their slabs are a rank's consecutive layers), and zb-h1 with what its split backward does not handle (ZeRO-2/3's transient gradients, the
+ * collective matmuls, experts). 0 or −1 with err. */
+int plan_schedule_check(const plan *p, char *err, size_t errlen);
+/* The chunks, activation slots and split of this rank (nslots: the most micro-batches in flight
+ * on one of its stages in its list, F to B, or to W when split). */
+void plan_schedule_stage(plan *p);
+/* The pipeline neighbour at index + dir (wrapping at the ends) as the mesh's p2p direction: dir,
+ * or −dir on a pipeline of 2 that does not wrap (the neighbour both ways). */
+int plan_pipe_dir(const plan *p, int dir);
+/* The model's share (hooks.h): layers, chunks, slots, split. */
+model_stage_info plan_stage_info(const plan *p);
 
 /* Names for printing: "forward", ...; "critical", ... */
 const char *plan_pass_name(plan_pass s);

@@ -1,9 +1,14 @@
 /* schedule: the plan's third list, what this rank runs in a step (see plan.h): the order of its
- * stage's forwards and backwards under --schedule, with the pipeline's receives and sends around
- * them, as calc/schedule.h's actions. Without a pipeline axis the trivial schedule: each
- * micro-batch's forward then backward. The executor (train/step/exec.c) runs the list; the
+ * stages' forwards and backwards under --schedule, with the pipeline's receives and sends around
+ * them, as calc/schedule.h's actions (GPipe's and 1F1B's written here, the interleaved and
+ * zero-bubble ones calc's tables as they are), and what the schedule asks of the rest of the plan:
+ * its checks, the rank's chunks and activation slots. Without a pipeline axis the trivial
+ * schedule: each micro-batch's forward then backward. The executor (train/step/exec.c) runs the list; the
  * timeline (pipeline.c) simulates the stages' orders. */
 #include "train/parallel/plan.h"
+
+#include "mesh/errmsg.h"
+#include "mesh/mesh.h"
 
 static sched_action action(sched_op op, int64_t s, int64_t mb) {
     return (sched_action){(int32_t)op, (int32_t)s, (int32_t)mb};
@@ -28,14 +33,108 @@ int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, sc
 }
 
 int64_t plan_actions_max(const plan *p) {
-    return 6 * p->n_micro;
+    return 7 * (int64_t)p->chunks * p->n_micro;
 }
 
-/* Appends the forward (fwd) or backward of micro-batch mb with this stage's receive before and
- * send after it. */
-static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int64_t mb) {
-    const int64_t s = p->pipe.index;
-    const int first = s == 0, last = s == p->pipe.n - 1;
+sched_kind plan_sched_kind(pipe_schedule s) {
+    switch (s) {
+    case PIPE_GPIPE:
+        return SCHED_GPIPE;
+    case PIPE_1F1B:
+        return SCHED_1F1B;
+    case PIPE_INTERLEAVED:
+        return SCHED_INTERLEAVED;
+    default:
+        return SCHED_ZB_H1;
+    }
+}
+
+sched_spec plan_sched_spec(const plan *p) {
+    return (sched_spec){plan_sched_kind(p->c.schedule), (int)p->pipe.n, (int)p->c.virtual_stages,
+                        (int)p->n_micro, p->s.L};
+}
+
+/* The schedules this file lists itself (GPipe's order differs from calc's, 1F1B's is the same);
+ * the others are calc's tables. */
+static int own_order(const plan *p) {
+    return p->pipe.n == 1 || p->c.schedule == PIPE_GPIPE || p->c.schedule == PIPE_1F1B;
+}
+
+int plan_schedule_check(const plan *p, char *err, size_t errlen) {
+    const config *c = &p->c;
+    if (p->pipe.n == 1 && c->virtual_stages <= 1) return 0; /* no pipeline: no schedule */
+    const sched_spec sp = plan_sched_spec(p);
+    if (sched_check(&sp, err, errlen) < 0) return -1;
+    if (c->schedule == PIPE_INTERLEAVED && p->pipe.n > 2 && !p->pipe.wraps[0])
+        return errmsg_fail(err, errlen,
+                           "--schedule interleaved sends the last pipeline rank's chunk output to "
+                           "the first rank: the pipeline axis (%lld ranks) must wrap (do not "
+                           "list it in --open)",
+                           (long long)p->pipe.n);
+    if (c->schedule == PIPE_INTERLEAVED &&
+        (c->save_every > 0 || c->resume[0] || c->save_init[0] || c->save_final[0]))
+        return errmsg_fail(err, errlen,
+                           "--schedule interleaved holds layers that are not consecutive on a "
+                           "rank, which checkpoints do not write yet: drop --save-every, "
+                           "--resume, --save-init and --save-final, or use --schedule 1f1b or "
+                           "zb-h1");
+    if (c->schedule == PIPE_ZB_H1 && plan_model_compute(p))
+        return errmsg_fail(err, errlen,
+                           "--schedule zb-h1 keeps fp32 output gradients for its deferred weight "
+                           "gradients and has no bf16 path yet: use --compute-dtype fp32 with "
+                           "zb-h1 (auto picks bf16 on a CPU with a bf16 matrix unit), or "
+                           "--schedule 1f1b");
+    if (c->schedule == PIPE_ZB_H1 && p->zero >= 2)
+        return errmsg_fail(err, errlen,
+                           "--schedule zb-h1 defers each weight gradient past the input "
+                           "gradient's, which --zero %d reduce-scatters from a transient layer "
+                           "buffer at once: use --zero 0 or 1 with zb-h1, or --schedule 1f1b",
+                           p->zero);
+    return 0;
+}
+
+/* Rank r's most (stage, micro-batch) pairs in flight on one stage: from F to B, or to W. */
+static int table_slots(const sched_table *t, int r) {
+    int inflight[64] = {0}, most = 1;
+    for (int64_t i = t->off[r]; i < t->off[r + 1]; i++) {
+        const sched_action *a = &t->act[i];
+        const int k = a->stage / t->spec.p;
+        if (a->op == SCHED_F && ++inflight[k] > most) most = inflight[k];
+        if (a->op == SCHED_B || a->op == SCHED_W) inflight[k]--;
+    }
+    return most;
+}
+
+void plan_schedule_stage(plan *p) {
+    p->chunks = 1, p->split = 0;
+    if (own_order(p)) return;
+    sched_table t;
+    char err[256];
+    const sched_spec sp = plan_sched_spec(p);
+    CHECK(sched_init(&t, &sp, err, sizeof err) == 0, "plan: %s (not checked)", err);
+    CHECK(t.spec.v <= 64, "plan: %d virtual stages", t.spec.v);
+    p->chunks = t.spec.v;
+    p->split = t.split;
+    p->nslots = table_slots(&t, (int)p->pipe.index);
+    sched_free(&t);
+}
+
+int plan_pipe_dir(const plan *p, int dir) {
+    const int64_t to = p->pipe.index + dir;
+    if ((to >= 0 && to < p->pipe.n) || p->pipe.wraps[0]) return dir;
+    CHECK(p->pipe.n == 2, "plan: the pipeline's neighbour past an open end");
+    return -dir;
+}
+
+model_stage_info plan_stage_info(const plan *p) {
+    return (model_stage_info){p->l0, p->l1, p->nslots, p->chunks, p->split};
+}
+
+/* Appends the forward (fwd) or backward of micro-batch mb on stage s with its receive before and
+ * send after it (stage s and its neighbours on other ranks: the stages 0 .. |Z|·chunks − 1). */
+static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int64_t s,
+                      int64_t mb) {
+    const int first = s == 0, last = s == p->pipe.n * p->chunks - 1;
     if (fwd) {
         if (!first) out[n++] = action(SCHED_RECV_F, s, mb);
         out[n++] = action(SCHED_F, s, mb);
@@ -48,24 +147,40 @@ static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int6
     return n;
 }
 
+/* calc's table of this run, this rank's list copied into out; returns its length. */
+static int64_t table_actions(const plan *p, sched_action *out) {
+    sched_table t;
+    char err[256];
+    const sched_spec sp = plan_sched_spec(p);
+    CHECK(sched_init(&t, &sp, err, sizeof err) == 0, "plan: %s (not checked)", err);
+    const int r = (int)p->pipe.index;
+    const int64_t n = t.off[r + 1] - t.off[r];
+    CHECK(n <= plan_actions_max(p), "plan: %lld actions", (long long)n);
+    for (int64_t i = 0; i < n; i++) out[i] = t.act[t.off[r] + i];
+    sched_free(&t);
+    return n;
+}
+
 int64_t plan_actions(const plan *p, int train, sched_action *out) {
-    const int64_t M = p->n_micro;
+    const int64_t M = p->n_micro, s = p->pipe.index;
     int64_t n = 0;
-    if (!train) {
-        for (int64_t j = 0; j < M; j++) n = expand(p, out, n, 1, j);
+    if (!train) { /* each micro-batch through the pipeline, chunk after chunk */
+        for (int64_t j = 0; j < M; j++)
+            for (int k = 0; k < p->chunks; k++) n = expand(p, out, n, 1, k * p->pipe.n + s, j);
         return n;
     }
     if (p->pipe.n == 1) { /* the trivial schedule: each micro-batch's forward, then its backward */
-        for (int64_t j = 0; j < M; j++) n = expand(p, out, expand(p, out, n, 1, j), 0, j);
+        for (int64_t j = 0; j < M; j++) n = expand(p, out, expand(p, out, n, 1, 0, j), 0, 0, j);
         return n;
     }
+    if (!own_order(p)) return table_actions(p, out);
     /* the stage's order, written at the end of out and read ahead of the expansion, which writes
-     * at most 3 entries per order entry from the start: entry i's at most 3i + 2 < 4M + i + 1 */
+     * at most 3 entries per order entry from the start: entry i's at most 3i + 2 < 5M + i + 1 */
     sched_action *order = out + plan_actions_max(p) - 2 * M;
-    const int len = plan_stage_order(p->c.schedule, p->pipe.n, p->pipe.index, M, order);
+    const int len = plan_stage_order(p->c.schedule, p->pipe.n, s, M, order);
     for (int i = 0; i < len; i++) {
         const sched_action a = order[i];
-        n = expand(p, out, n, a.op == SCHED_F, a.mb);
+        n = expand(p, out, n, a.op == SCHED_F, s, a.mb);
     }
     return n;
 }

@@ -111,7 +111,7 @@ static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
     if (p->pl->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
-        if (!in_part((param_id)id, part)) continue;
+        if (!in_part((param_id)id, part) || ep_reduced_whole(p, (param_id)id)) continue;
         const plan_geo *g = &p->pl->g[id];
         const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
         float *shard =
@@ -249,6 +249,7 @@ void par_finish_grads(par *p, model *mod) {
     bucket_flush(p);
     queue_drain(p);
     if (p->pl->dcn.axes.n) dcn_reduce(p, mod);
+    ep_reduce_grads(p, mod);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
@@ -277,7 +278,7 @@ double par_grad_sumsq(par *p, model *mod) {
         }
     }
     /* zero 0: data ranks hold identical (reduced) gradients, sum over the tensor axis only */
-    return par_allsum(p, p->pl->zero == 0 ? model_axes(p) : all_axes(p), s);
+    return par_allsum(p, p->pl->zero == 0 ? model_axes(p) : all_axes(p), s) + ep_grad_sumsq(p, mod);
 }
 
 param_slab par_state_slab(par *p, model *mod, param_id id) {
@@ -287,6 +288,7 @@ param_slab par_state_slab(par *p, model *mod, param_id id) {
 
 int par_is_writer(par *p, param_id id, int kind) {
     if (!p) return 1;
+    if (id >= P_COUNT) return ep_is_writer(p, id);
     const plan_geo *g = &p->pl->g[id];
     if (!counts_once(p, g)) return 0;
     /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */

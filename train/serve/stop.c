@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mesh/mesh.h"
+
 static volatile sig_atomic_t stop_signal, stop_parent;
 
 static void on_stop(int sig, siginfo_t *info, void *uc) {
@@ -36,9 +38,8 @@ int stop_from_launcher(void) {
 
 double stop_drain_seconds(double drain, double *linger) {
     *linger = 2.0;
-    if (stop_parent && getenv("OMPI_COMM_WORLD_SIZE")) {
-        const char *t = getenv("OMPI_MCA_odls_base_sigkill_timeout");
-        const double kill = t ? atof(t) : 1.0;
+    const double kill = mesh_launcher_kill_grace();
+    if (stop_parent && kill >= 0) {
         if (drain > 0.4 * kill) drain = 0.4 * kill;
         *linger = 0.3 * kill;
     }

@@ -10,10 +10,18 @@
  * divides by its rows), and sends dL/d(stage input) back. Before each backward the sharded run
  * learns which micro-batch it is (par_micro_begin: the reductions of ZeRO-1 and DP wait for the
  * last). The loss: the last stage's mean over its micro-batches, given to every stage and
- * averaged over the data shards. */
+ * averaged over the data shards.
+ *
+ * Interleaved and zero-bubble lists are calc's tables: an action's stage s is chunk s / |Z| of
+ * this rank, whose input, output and sends in flight are the slot's and the chunk's; the last
+ * rank's chunk sends to the first rank's next (the axis wraps; on 2 ranks the other side). A split
+ * backward runs as I (the input gradient, sent on at once) and, later, W (the weight gradients
+ * from what I kept in the slot); each counts its own micro-batches for par_micro_begin, so the
+ * reductions start after the last W. */
 #include "train/step/exec.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "mesh/coll.h"
 #include "train/config/alloc.h"
@@ -25,28 +33,53 @@ struct exec {
     const plan *pl;
     mesh *mh;
     int axis;                   /* the pipeline axis, −1 without */
+    int prev, next;             /* the p2p directions of the previous and the next rank */
+    int P, chunks;              /* pipeline ranks; chunks (stages) on this rank */
     int64_t M, rows, n;         /* micro-batches; a micro-batch's rows; floats of [rows, D] */
     plan_ptrs bufs;             /* the plan's buffers the executor owns, views below */
     float *dout;                /* received dL/d(stage output) */
-    float *dsend;               /* [nslots][rows·D]: dL/d(input) being sent */
-    mesh_p2p **fsend, **bsend;  /* per slot: the send in flight */
+    float *dsend;               /* [nslots·chunks][rows·D]: dL/d(input) being sent */
+    mesh_p2p **fsend, **bsend;  /* per slot and chunk: the send in flight */
     sched_action *train, *eval; /* the action lists */
     int64_t ntrain, neval;
+    double bubble_table; /* the bubble of the schedule's table with unit costs (calc) */
 };
+
+/* The bubble calc's simulator gives the run's table with unit costs (0 without a pipeline). */
+static double table_bubble(const plan *pl) {
+    if (pl->pipe.n == 1) return 0.0;
+    sched_table t;
+    sched_result res;
+    char err[256];
+    const sched_spec sp = plan_sched_spec(pl);
+    const sched_costs unit = sched_unit_costs();
+    double b = 0.0;
+    if (sched_init(&t, &sp, err, sizeof err) == 0 &&
+        sched_simulate(&t, &unit, &res, err, sizeof err) == 0) {
+        b = res.bubble;
+        sched_result_free(&res);
+    }
+    sched_free(&t);
+    return b;
+}
 
 exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     exec *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->m = m, e->p = p, e->pl = pl, e->mh = mh;
     e->axis = pl->pipe.axes.n ? pl->pipe.axes.ax[0] : -1;
+    e->prev = pl->pipe.n > 1 ? plan_pipe_dir(pl, -1) : -1;
+    e->next = pl->pipe.n > 1 ? plan_pipe_dir(pl, +1) : +1;
+    e->P = (int)pl->pipe.n, e->chunks = pl->chunks;
     e->M = pl->n_micro;
     e->rows = pl->rows;
     e->n = pl->rows * pl->s.D;
     const int ok = plan_alloc(pl, PLAN_OWNER_EXEC, &e->bufs) == 0;
     e->dout = e->bufs.p[BUF_PIPE_DOUT][0];
     e->dsend = e->bufs.p[BUF_PIPE_DSEND][0];
-    e->fsend = calloc((size_t)pl->nslots, sizeof *e->fsend);
-    e->bsend = calloc((size_t)pl->nslots, sizeof *e->bsend);
+    const size_t nb = (size_t)pl->nslots * (size_t)pl->chunks;
+    e->fsend = calloc(nb, sizeof *e->fsend);
+    e->bsend = calloc(nb, sizeof *e->bsend);
     const size_t max = (size_t)plan_actions_max(pl);
     e->train = calloc(max, sizeof *e->train);
     e->eval = calloc(max, sizeof *e->eval);
@@ -56,15 +89,15 @@ exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     }
     e->ntrain = plan_actions(pl, 1, e->train);
     e->neval = plan_actions(pl, 0, e->eval);
+    e->bubble_table = table_bubble(pl);
     return e;
 }
 
 /* Waits for every send in flight. */
 static void sends_done(exec *e) {
-    for (int k = 0; k < e->pl->nslots && e->fsend; k++)
-        mesh_p2p_wait(e->fsend[k]), e->fsend[k] = NULL;
-    for (int k = 0; k < e->pl->nslots && e->bsend; k++)
-        mesh_p2p_wait(e->bsend[k]), e->bsend[k] = NULL;
+    const int nb = e->pl->nslots * e->pl->chunks;
+    for (int k = 0; k < nb && e->fsend; k++) mesh_p2p_wait(e->fsend[k]), e->fsend[k] = NULL;
+    for (int k = 0; k < nb && e->bsend; k++) mesh_p2p_wait(e->bsend[k]), e->bsend[k] = NULL;
 }
 
 void exec_destroy(exec *e) {
@@ -74,54 +107,65 @@ void exec_destroy(exec *e) {
     ALLOC_FREE_ALL(e->fsend, e->bsend, e->train, e->eval, e);
 }
 
-/* What a run of actions counts: the forwards' losses, the backwards so far, the activations held.
- */
+/* What a run of actions counts: the forwards' losses, the backwards so far of each chunk (whole or
+ * input halves, and weight halves), the (stage, micro-batch) activations held. */
 typedef struct {
     double loss;
-    int64_t nbwd, inflight, peak;
+    int64_t nbwd[64], nw[64], inflight, peak;
 } exec_run;
+
+/* A backward action (B, I or W) of chunk c in slot k. */
+static void backward(exec *e, const sched_action *a, int k, int c, const int32_t *tok, float scale,
+                     exec_run *r) {
+    const int last = a->stage == e->P * e->chunks - 1;
+    const model_bwd_part part = a->op == SCHED_B   ? MODEL_BWD_ALL
+                                : a->op == SCHED_I ? MODEL_BWD_INPUT
+                                                   : MODEL_BWD_WEIGHT;
+    par_micro_begin(e->p, part == MODEL_BWD_WEIGHT ? r->nw[c]++ : r->nbwd[c]++, e->M);
+    trace_begin(TRACE_MICRO_BWD, a->mb);
+    model_stage_bwd(e->m, k, c, tok, last ? NULL : e->dout, scale, part);
+    trace_end(TRACE_MICRO_BWD);
+    if (part != MODEL_BWD_INPUT) r->inflight--;
+}
 
 /* One action on micro-batch a->mb's tokens tok (rows of T+1), in activation slot k. */
 static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float scale,
                 exec_run *r) {
+    const int c = a->stage / e->P, b = k * e->chunks + c; /* its chunk; its send buffers */
     switch ((sched_op)a->op) {
     case SCHED_RECV_F:
-        mesh_p2p_wait(e->fsend[k]); /* the slot's previous output has left */
-        e->fsend[k] = NULL;
-        mesh_recv(e->mh, e->axis, -1, model_stage_input(e->m, k), e->n);
+        mesh_p2p_wait(e->fsend[b]); /* the slot's previous output has left */
+        e->fsend[b] = NULL;
+        mesh_recv(e->mh, e->axis, e->prev, model_stage_input(e->m, k, c), e->n);
         break;
     case SCHED_F:
-        mesh_p2p_wait(e->fsend[k]);
-        e->fsend[k] = NULL;
+        mesh_p2p_wait(e->fsend[b]);
+        e->fsend[b] = NULL;
         trace_begin(TRACE_MICRO_FWD, a->mb);
-        r->loss += model_stage_fwd(e->m, k, tok);
+        r->loss += model_stage_fwd(e->m, k, c, tok);
         trace_end(TRACE_MICRO_FWD);
         if (++r->inflight > r->peak) r->peak = r->inflight;
         break;
     case SCHED_SEND_F:
-        e->fsend[k] = mesh_isend(e->mh, e->axis, +1, model_stage_output(e->m, k), e->n);
+        e->fsend[b] = mesh_isend(e->mh, e->axis, e->next, model_stage_output(e->m, k, c), e->n);
         break;
     case SCHED_RECV_B:
-        mesh_recv(e->mh, e->axis, +1, e->dout, e->n);
+        mesh_recv(e->mh, e->axis, e->next, e->dout, e->n);
         break;
-    case SCHED_B: {
-        const int last = e->pl->pipe.index == e->pl->pipe.n - 1;
-        par_micro_begin(e->p, r->nbwd++, e->M);
-        trace_begin(TRACE_MICRO_BWD, a->mb);
-        model_stage_bwd(e->m, k, tok, last ? NULL : e->dout, scale);
-        trace_end(TRACE_MICRO_BWD);
-        r->inflight--;
+    case SCHED_B:
+    case SCHED_I:
+    case SCHED_W:
+        backward(e, a, k, c, tok, scale, r);
         break;
-    }
     case SCHED_SEND_B: {
-        mesh_p2p_wait(e->bsend[k]);
-        float *buf = e->dsend + (int64_t)k * e->n;
+        mesh_p2p_wait(e->bsend[b]);
+        float *buf = e->dsend + (int64_t)b * e->n;
         floats_copy(buf, model_stage_dinput(e->m), e->n);
-        e->bsend[k] = mesh_isend(e->mh, e->axis, -1, buf, e->n);
+        e->bsend[b] = mesh_isend(e->mh, e->axis, e->prev, buf, e->n);
         break;
     }
-    default: /* a split backward (SCHED_I, SCHED_W) needs the model's halves */
-        CHECK(0, "exec: action %d is not one this model runs", (int)a->op);
+    default:
+        CHECK(0, "exec: action %d is not one the executor runs", (int)a->op);
     }
 }
 
@@ -143,7 +187,8 @@ static double run(exec *e, const sched_action *list, int64_t n, int train, const
 
 double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     const plan *pl = e->pl;
-    exec_run r = {0, 0, 0, 0};
+    exec_run r;
+    memset(&r, 0, sizeof r);
     const mesh_stat r0 = mesh_stats(e->mh, MESH_OP_RECV, -1);
     const double t0 = mesh_now();
     const double loss = run(e, e->train, e->ntrain, 1, tokens, &r);
@@ -153,13 +198,14 @@ double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     const double wall = mesh_now() - t0;
     const mesh_stat r1 = mesh_stats(e->mh, MESH_OP_RECV, -1);
     st->peak_inflight = r.peak;
-    st->act_bytes = r.peak * model_activation_bytes(e->m);
+    st->act_bytes = r.peak * model_activation_bytes(e->m) / e->chunks;
     st->bubble = par_pipe_mean(e->p, wall > 0 ? (r1.wait_seconds - r0.wait_seconds) / wall : 0);
-    st->bubble_ideal = (double)(pl->pipe.n - 1) / (double)(e->M + pl->pipe.n - 1);
+    st->bubble_ideal = e->bubble_table;
     return loss;
 }
 
 double exec_eval(exec *e, const int32_t *tokens) {
-    exec_run r = {0, 0, 0, 0};
+    exec_run r;
+    memset(&r, 0, sizeof r);
     return run(e, e->eval, e->neval, 0, tokens, &r);
 }

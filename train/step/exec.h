@@ -1,7 +1,8 @@
 /* exec: the one step executor. It runs this rank's list of actions (plan_actions: forwards and
  * backwards of micro-batches in activation slots, and a pipeline's receives and sends of their
  * activations and gradients) on the model, for a training step or an evaluation. A run without a
- * pipeline axis is the trivial list F0 B0 F1 B1 ...; GPipe and 1F1B are two other lists; the
+ * pipeline axis is the trivial list F0 B0 F1 B1 ...; GPipe, 1F1B, interleaved 1F1B and zero
+ * bubble H1 are other lists (the last two calc's tables, with chunks and split backwards); the
  * model is driven the same way in every case (model_stage_fwd, model_stage_bwd), the micro-batch
  * loop, the loss's mean over the global batch and the gradients' scale exist here once.
  * Depends on the plan and the sharded run (train/parallel), the model and mesh/. */
@@ -19,7 +20,7 @@ typedef struct {
     int64_t peak_inflight; /* most micro-batches whose activations this stage held at once */
     int64_t act_bytes;     /* peak_inflight × activation bytes of one micro-batch */
     double bubble;         /* fraction of the step the stages waited for their neighbours (mean) */
-    double bubble_ideal;   /* (P−1)/(M+P−1) */
+    double bubble_ideal;   /* calc's simulation of the schedule's table with unit costs */
 } exec_stats;
 
 typedef struct exec exec;

@@ -465,14 +465,29 @@ void trainer_print_layout(trainer *t, FILE *out) {
     const int64_t P = t->pl.pipe.n;
     if (P > 1 && mesh_world_rank() == 0) {
         const int axis = t->pl.pipe.axes.ax[0];
-        const int64_t Ls = t->c.shape.L / P;
+        const int64_t S = P * t->pl.chunks, Ls = t->c.shape.L / S;
         fprintf(out,
                 "pipeline over %c: %lld stages of %lld layers (stage s holds layers "
-                "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head); "
-                "%lld micro-batches of %lld sequences per data shard\n",
-                mesh_axis_name(t->mesh, axis), (long long)P, (long long)Ls, (long long)Ls,
-                (long long)Ls, (long long)(P - 1), (long long)t->n_micro, (long long)t->Bl);
-        pipe_timeline(t->c.schedule, P, t->n_micro, out);
+                "[s·%lld, (s+1)·%lld); stage 0 the embedding, stage %lld the head",
+                mesh_axis_name(t->mesh, axis), (long long)S, (long long)Ls, (long long)Ls,
+                (long long)Ls, (long long)(S - 1));
+        if (t->pl.chunks > 1)
+            fprintf(out, "; rank r holds stages r, r+%lld, ..., %d chunks", (long long)P,
+                    t->pl.chunks);
+        fprintf(out, "); %lld micro-batches of %lld sequences per data shard\n",
+                (long long)t->n_micro, (long long)t->Bl);
+        if (t->c.schedule == PIPE_GPIPE || t->c.schedule == PIPE_1F1B) {
+            pipe_timeline(t->c.schedule, P, t->n_micro, out);
+        } else { /* calc's table as the step × rank grid of its unit-cost simulation */
+            sched_table tab;
+            char err[256];
+            const sched_spec sp = plan_sched_spec(&t->pl);
+            fprintf(out, "pipeline schedule %s (calc's table; rank r's stage s, micro-batch j as "
+                         "sFj, sBj, sIj, sWj):\n",
+                    sched_kind_name(sp.kind));
+            if (sched_init(&tab, &sp, err, sizeof err) == 0) sched_print_grid(out, &tab, err, sizeof err);
+            sched_free(&tab);
+        }
     }
     if (t->emulated && mesh_world_rank() == 0)
         fprintf(out,

@@ -1,0 +1,188 @@
+/* expert: the expert axis Z in the sharded run (--expert AXIS, one of the data axes: the book's
+ * case, where the experts' ranks also hold different tokens).
+ *
+ * Dispatch (moe_to_experts). A MoE block's dispatched rows on each rank are grouped by expert
+ * (offs[E + 1]: the model's plan, made on the token's home rank, per sequence); the rank of Z
+ * with index j holds experts [j·E_Z, (j+1)·E_Z). Counts first: an AllGather over Z of every
+ * rank's rows per expert (exact, as int64), from which every rank knows the AllToAll's rows per
+ * (sender, receiver) and how its received rows split by expert. Then an AllToAllv of the rows
+ * (mesh_all_to_allv): the block for rank j is the home rows of j's experts, contiguous in offs's
+ * order; rank j receives from each sender i its rows for j's experts in expert order, and
+ * regroups them by local expert, senders in rank order. The return (moe_from_experts) runs the
+ * same in reverse: regroup by sender, then the AllToAllv with the transposed counts, which lands
+ * every row where it left the home rank. The combine then sums each token's k outputs on its
+ * home rank in the router's order, so results do not depend on the order rows travel in.
+ *
+ * The backward moves the rows' gradients the same two ways (dL/dys to the experts with the
+ * forward's counts, dL/dxs back), the two AllToAlls of the forward run in reverse.
+ *
+ * Gradients: each routed expert's gradient is complete on its rank of Z (it saw every row sent
+ * to it, each already scaled for the global batch's mean); it is summed only over the data axes
+ * without Z, where the copies of one expert live. The router's and the shared experts' are
+ * replicated like the dense weights, summed over every data axis. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/optim.h"
+#include "train/config/alloc.h"
+#include "train/parallel/par_impl.h"
+
+static int routed(param_id id) {
+    return id == P_EXP_GATE || id == P_EXP_UP || id == P_EXP_DOWN;
+}
+
+int ep_reduced_whole(const struct par *p, param_id id) {
+    return p->pl->s.moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN);
+}
+
+/* The data axes without Z: where the copies of one routed expert live. */
+static mesh_axes replica_axes(const struct par *p) {
+    mesh_axes a = p->pl->batch.axes, r = {0, {0, 0, 0}};
+    for (int k = 0; k < a.n; k++)
+        if (!p->pl->expert.axes.n || a.ax[k] != p->pl->expert.axes.ax[0]) r.ax[r.n++] = a.ax[k];
+    return r;
+}
+
+/* MoE block lm's counts: rows[i·E + e] from rank i of Z to expert e, then the AllToAll's rows
+ * and elements per (sender, receiver), nz·nz each. */
+static int64_t *counts_of(const struct par *p, int64_t lm) {
+    return p->ep.counts + plan_expert_counts_at(p->pl, lm);
+}
+
+/* Copies the rows received from (forward) or sent to (backward) each rank of Z between the
+ * AllToAll's order (stage: by sender, within it by expert) and the experts' (x: by local expert,
+ * within it by sender). to_x: stage → x. */
+static void regroup(const struct par *p, const int64_t *rows, float *x, float *stage, int to_x,
+                    int64_t w) {
+    const int64_t nz = p->pl->expert.n, E = p->pl->s.moe.E, El = p->pl->loc.El, e0 = p->pl->loc.e0;
+    int64_t at = 0;
+    for (int64_t e = 0; e < El; e++)
+        for (int64_t i = 0; i < nz; i++) {
+            int64_t s = 0; /* where i's rows for expert e0 + e start in stage */
+            for (int64_t j = 0; j < i; j++)
+                for (int64_t f = 0; f < El; f++) s += rows[j * E + e0 + f];
+            for (int64_t f = 0; f < e; f++) s += rows[i * E + e0 + f];
+            const int64_t n = rows[i * E + e0 + e] * w;
+            if (to_x)
+                floats_copy(x + at, stage + s * w, n);
+            else
+                floats_copy(stage + s * w, x + at, n);
+            at += n;
+        }
+}
+
+/* The counts of a dispatch: every rank's rows per expert, gathered over Z (exact: int64 moved
+ * bit for bit), the AllToAll's rows per (sender, receiver), and this rank's experts' groups. */
+static void dispatch_counts(struct par *p, int64_t *c, const int64_t *offs, int64_t *loffs) {
+    const int64_t nz = p->pl->expert.n, E = p->pl->s.moe.E, El = p->pl->loc.El;
+    int64_t own[4096];
+    CHECK(E <= 4096, "at most 4096 experts");
+    for (int64_t e = 0; e < E; e++) own[e] = offs[e + 1] - offs[e];
+    const mesh_coll_call g = {MESH_OP_ALL_GATHER, p->pl->expert.axes, 0, 2 * E,
+                              MESH_ALG_MPI,       MESH_WIRE_F32};
+    mesh_coll_run(p->m, &g, (float *)(void *)c, (const float *)(const void *)own);
+    int64_t *M = c + nz * E;
+    for (int64_t i = 0; i < nz; i++)
+        for (int64_t j = 0; j < nz; j++) {
+            M[i * nz + j] = 0;
+            for (int64_t f = 0; f < El; f++) M[i * nz + j] += c[i * E + j * El + f];
+        }
+    loffs[0] = 0;
+    for (int64_t e = 0; e < El; e++) {
+        loffs[e + 1] = loffs[e];
+        for (int64_t i = 0; i < nz; i++) loffs[e + 1] += c[i * E + p->pl->loc.e0 + e];
+    }
+}
+
+/* The AllToAll's elements per (sender, receiver) for rows of w floats, transposed for the
+ * return. */
+static const int64_t *elements(const struct par *p, int64_t *c, int64_t w, int back) {
+    const int64_t nz = p->pl->expert.n, E = p->pl->s.moe.E;
+    const int64_t *M = c + nz * E;
+    int64_t *el = c + nz * E + nz * nz;
+    for (int64_t i = 0; i < nz; i++)
+        for (int64_t j = 0; j < nz; j++)
+            el[i * nz + j] = (back ? M[j * nz + i] : M[i * nz + j]) * w;
+    return el;
+}
+
+void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+                           const int64_t *offs, int64_t *loffs, int64_t w) {
+    struct par *p = ctx;
+    if (p->pl->expert.n == 1) {
+        model_moe_to_experts_local(NULL, mod, lm, dst, src, offs, loffs, w);
+        return;
+    }
+    int64_t *c = counts_of(p, lm);
+    if (offs) dispatch_counts(p, c, offs, loffs);
+    mesh_all_to_allv(p->m, p->pl->expert.axes, p->ep.stage, src, elements(p, c, w, 0),
+                     p->pl->expert.alg);
+    regroup(p, c, dst, p->ep.stage, 1, w);
+}
+
+void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+                             int64_t w) {
+    struct par *p = ctx;
+    if (p->pl->expert.n == 1) {
+        model_moe_from_experts_local(NULL, mod, lm, dst, src, w);
+        return;
+    }
+    int64_t *c = counts_of(p, lm);
+    regroup(p, c, (float *)src, p->ep.stage, 0, w);
+    mesh_all_to_allv(p->m, p->pl->expert.axes, dst, p->ep.stage, elements(p, c, w, 1),
+                     p->pl->expert.alg);
+}
+
+void ep_reduce_grads(struct par *p, model *mod) {
+    if (p->pl->s.moe.E == 0 || p->pl->batch.n == 1) return;
+    const mesh_axes rep = replica_axes(p);
+    for (int id = 0; id < model_param_ids(&p->pl->s); id++) {
+        if (id < P_COUNT && !ep_reduced_whole(p, (param_id)id)) continue;
+        const mesh_axes a = routed((param_id)id) ? rep : p->pl->batch.axes;
+        int64_t n;
+        float *g = model_grad(mod, (param_id)id, &n);
+        if (n > 0 && mesh_axes_size(p->m, a) > 1) mesh_all_reduce(p->m, a, g, g, n, p->pl->alg);
+    }
+}
+
+double ep_grad_sumsq(struct par *p, model *mod) {
+    if (p->pl->s.moe.E == 0) return 0.0;
+    double s = 0.0, sr = 0.0;
+    for (int id = P_COUNT; id < model_param_ids(&p->pl->s); id++) {
+        int64_t n;
+        const float *g = model_grad(mod, (param_id)id, &n);
+        const double v = kern_sumsq(g, n);
+        if (routed((param_id)id))
+            sr += v;
+        else
+            s += v;
+    }
+    return s + par_allsum(p, p->pl->expert.axes, sr);
+}
+
+int ep_is_writer(const struct par *p, param_id id) {
+    if (!routed(id)) return p->pl->batch.index == 0;
+    return mesh_axes_index(p->m, replica_axes(p)) == 0;
+}
+
+void par_moe_stats(par *p, model *mod, model_moe_stats *out) {
+    model_moe_stats_get(mod, out);
+    if (!p || p->pl->batch.n == 1 || out->E == 0) return;
+    const mesh_axes b = p->pl->batch.axes;
+    const int64_t n = out->layers * out->E, nb = p->pl->batch.n;
+    int64_t *all = malloc((size_t)(n * nb) * sizeof *all), *sum = p->ep.counts;
+    CHECK(all, "out of memory");
+    const mesh_coll_call g = {MESH_OP_ALL_GATHER, b, 0, 2 * n, MESH_ALG_MPI, MESH_WIRE_F32};
+    mesh_coll_run(p->m, &g, (float *)(void *)all, (const float *)(const void *)out->kept);
+    for (int64_t i = 0; i < n; i++) {
+        sum[i] = 0;
+        for (int64_t r = 0; r < nb; r++) sum[i] += all[r * n + i];
+    }
+    free(all);
+    out->kept = sum;
+    out->dropped = (int64_t)par_allsum(p, b, (double)out->dropped);
+    out->slots = (int64_t)par_allsum(p, b, (double)out->slots);
+    /* each shard's means are over as many sequences (tokens) as every other's */
+    out->aux = par_allsum(p, b, out->aux) / (double)nb;
+    out->z = par_allsum(p, b, out->z) / (double)nb;
+}
