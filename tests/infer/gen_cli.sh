@@ -65,7 +65,8 @@ same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2
 
 # err FRAGMENT NP ARGS...: checked before any work: status 2, one error line holding the fragment,
 # no report of work begun on stderr (generate's, prefill's, decode's or the roofline's lines),
-# nothing on stdout, and no file left by --csv
+# nothing on stdout, and no file left by --csv (each case its own gbN.csv: concurrent runs on one
+# file would be refused by its lock instead of by the check under test)
 err_() {
   local frag=$1 np=$2 i=$3
   shift 3
@@ -73,13 +74,13 @@ err_() {
   local rc=$? lines
   lines=$(grep -cE '^(generate \||prefill \||decode|B_crit| +batch )' "$WORK/err.$i")
   if one_error 2 "$rc" "$WORK/err.$i" "$frag" && [ "$lines" -eq 0 ] && ! [ -s "$WORK/out.$i" ] &&
-     ! [ -e "$WORK/gb.csv" ]; then
+     ! compgen -G "$WORK/gb*.csv" >/dev/null; then
     echo "ok   [$*] -> 2: $ERR_LINE"
   else
     echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), $lines report lines" \
          "(want 0), stdout $(wc -c <"$WORK/out.$i") bytes (want 0), want \"$frag\""
     sed 's/^/     | /' "$WORK/err.$i" | head -10
-    [ -e "$WORK/gb.csv" ] && echo "     | left $WORK/gb.csv"
+    compgen -G "$WORK/gb*.csv" | sed 's/^/     | left /'
   fi
 }
 err() { launch err_ "$1" "$2" "$ncase" "${@:3}"; }
@@ -102,10 +103,10 @@ err "--prompts /no/such/file" 2 --prompts /no/such/file
 B=(--ckpt "$WORK/ck.h5" --bench)
 err "--csv $WORK: cannot create it (is a directory)" 2 "${B[@]}" --csv "$WORK"
 err "--bench-prompt 64 + --tokens 4 = 68 positions, more than --seq-len 64" 2 "${B[@]}" \
-  --bench-batches 1,2 --tokens 4 --csv "$WORK/gb.csv"
+  --bench-batches 1,2 --tokens 4 --csv "$WORK/gb1.csv"
 err "--bench-batches: batch 1: 1 prompts do not divide over the 2 replicas" 2 "${B[@]}" \
-  --mesh x=2 --dp x --bench-batches 2,1 --bench-prompt 8 --tokens 4 --csv "$WORK/gb.csv"
-err "--csv does nothing in meshtrain generate without --bench" 2 --prompt a --csv "$WORK/gb.csv"
+  --mesh x=2 --dp x --bench-batches 2,1 --bench-prompt 8 --tokens 4 --csv "$WORK/gb2.csv"
+err "--csv does nothing in meshtrain generate without --bench" 2 --prompt a --csv "$WORK/gb3.csv"
 err "--prompt does nothing in meshtrain generate --bench" 2 "${B[@]}" --prompt a
 err "--prompts $WORK: is a directory, not a file" 2 --prompts "$WORK"
 err "--ckpt $WORK: is a directory, not a file" 2 --ckpt "$WORK" --prompt a

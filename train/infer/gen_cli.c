@@ -280,9 +280,11 @@ static void print_plan(const config *c, mesh *m) {
     if (mo->E > 0)
         fprintf(stderr,
                 "generate | experts E=%lld, top-%lld, %lld shared, F_e=%lld, every %lld blocks, "
-                "capacity %s%g\n",
+                "capacity %s%g, %s%s\n",
                 (long long)mo->E, (long long)mo->k, (long long)mo->shared, (long long)mo->F,
-                (long long)mo->every, mo->capacity > 0 ? "" : "(dropless) ", mo->capacity);
+                (long long)mo->every, mo->capacity > 0 ? "" : "(dropless) ", mo->capacity,
+                c->expert_axis[0] ? "routed experts sharded over " : "every expert on every rank",
+                c->expert_axis);
 }
 
 /* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and
