@@ -20,6 +20,27 @@
 
 #define STEPS 3
 
+/* With a pipeline schedule from calc (1f1b, interleaved, zb-h1): whether the actions the last
+ * step ran on this rank, in the order the executor ran them, are calc's table's for the rank
+ * (1: yes or no pipeline; GPipe's B order is the trainer's own). */
+static int executed_as_table(const trainer *t) {
+    const plan *pl = trainer_plan(t);
+    if (pl->pipe.n == 1 || pl->c.schedule == PIPE_GPIPE) return 1;
+    sched_table tab;
+    char err[256];
+    const sched_spec sp = plan_sched_spec(pl);
+    if (sched_init(&tab, &sp, err, sizeof err) < 0) return 0;
+    int64_t n;
+    const sched_action *ran = trainer_last_actions(t, &n);
+    const int r = (int)pl->pipe.index;
+    const sched_action *w = tab.act + tab.off[r];
+    int ok = n == tab.off[r + 1] - tab.off[r];
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = ran[i].op == w[i].op && ran[i].stage == w[i].stage && ran[i].mb == w[i].mb;
+    sched_free(&tab);
+    return ok;
+}
+
 /* Runs STEPS steps; returns the losses and a copy of this rank's parameter storage. */
 static float *run(trainer *t, const config *c, double *loss, double *gnorm, int64_t *np) {
     int64_t row0, nrows;
@@ -92,6 +113,7 @@ int main(int argc, char **argv) {
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1);
+    const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
     const int want_inline = !strcmp(c.progress, "inline"), forced = strcmp(c.progress, "auto");
@@ -222,7 +244,7 @@ int main(int argc, char **argv) {
     int same_ov = n1 == n3 && !memcmp(p1, p3, (size_t)n1 * sizeof(float)) &&
                   !memcmp(loss, loss3, sizeof loss);
     if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same || !same_ov || !same_1f1b ||
-        off != n1 ||
+        !order || off != n1 ||
         bad_mode)
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
@@ -242,6 +264,10 @@ int main(int argc, char **argv) {
         printf("same mesh twice bit-identical: %s; with --overlap %s: bit-identical: %s\n",
                same ? "yes" : "NO", c.overlap ? "off" : "on", same_ov ? "yes" : "NO");
         if (zb) printf("zb-h1 bit-identical to 1f1b on this mesh: %s\n", same_1f1b ? "yes" : "NO");
+        if (c.pipe_axis[0] && c.schedule != PIPE_GPIPE)
+            printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
+                   "mismatch fails)\n",
+                   sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
         if (forced)
             printf("--progress %s: %s\n", c.progress, bad_mode ? "NOT in force" : "in force");
         printf(anyfail ? "FAIL\n" : "PASS\n");
