@@ -1,7 +1,8 @@
 /* The equivalence matrix: a sharded run (flags from argv: --mesh, --dp, --zero, --tensor,
  * --overlap, --alg) gives the same losses and final parameters as the 1-rank run, within a
  * relative tolerance, the same updates from the shared initial parameters within a tolerance
- * relative to their size, and the same mesh twice is bit-identical. Each rank computes the 1-rank
+ * relative to their size, and the same mesh twice is bit-identical (and a zb-h1 pipeline
+ * bit-identical to 1F1B's on the same mesh). Each rank computes the 1-rank
  * reference itself (trainer_create_serial) and compares its own slab of every parameter.
  * Model: GQA (N=4, K=2) so that kv heads are replicated under 4-way tensor sharding (N=6, K=3,
  * D=48, F=96, V=258 under a tensor axis of 3); batch 24 in
@@ -18,6 +19,27 @@
 #include "train/step/trainer.h"
 
 #define STEPS 3
+
+/* With a pipeline schedule from calc (1f1b, interleaved, zb-h1): whether the actions the last
+ * step ran on this rank, in the order the executor ran them, are calc's table's for the rank
+ * (1: yes or no pipeline; GPipe's B order is the trainer's own). */
+static int executed_as_table(const trainer *t) {
+    const plan *pl = trainer_plan(t);
+    if (pl->pipe.n == 1 || pl->c.schedule == PIPE_GPIPE) return 1;
+    sched_table tab;
+    char err[256];
+    const sched_spec sp = plan_sched_spec(pl);
+    if (sched_init(&tab, &sp, err, sizeof err) < 0) return 0;
+    int64_t n;
+    const sched_action *ran = trainer_last_actions(t, &n);
+    const int r = (int)pl->pipe.index;
+    const sched_action *w = tab.act + tab.off[r];
+    int ok = n == tab.off[r + 1] - tab.off[r];
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = ran[i].op == w[i].op && ran[i].stage == w[i].stage && ran[i].mb == w[i].mb;
+    sched_free(&tab);
+    return ok;
+}
 
 /* Runs STEPS steps; returns the losses and a copy of this rank's parameter storage. */
 static float *run(trainer *t, const config *c, double *loss, double *gnorm, int64_t *np) {
@@ -91,6 +113,7 @@ int main(int argc, char **argv) {
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1);
+    const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
     const int want_inline = !strcmp(c.progress, "inline"), forced = strcmp(c.progress, "auto");
@@ -105,6 +128,27 @@ int main(int argc, char **argv) {
     int64_t n3;
     trainer *t3 = trainer_create(&c3, m, err, sizeof err);
     float *p3 = run(t3, &c3, loss3, g3, &n3);
+    trainer_destroy(t2), trainer_destroy(t3); /* a mesh has room for a few trainers' observers */
+    t2 = t3 = NULL;
+    /* zb-h1 splits 1F1B's backwards and moves their weight halves: the same sums in the same
+     * order, so the run is 1F1B's on the same mesh, bit for bit (losses, gradient norms,
+     * parameters); but for the collective matmuls, whose AllGather-matmul 1F1B's backward
+     * multiplies block by block and zb-h1's weight half whole */
+    const int zb = c.pipe_axis[0] && c.schedule == PIPE_ZB_H1 &&
+                   (!c.tensor_axis[0] || c.cmatmul == 0);
+    double loss4[STEPS], g4[STEPS];
+    int64_t n4 = 0;
+    float *p4 = NULL;
+    trainer *t4 = NULL;
+    if (zb) {
+        config c4 = c;
+        c4.schedule = PIPE_1F1B;
+        t4 = trainer_create(&c4, m, err, sizeof err);
+        if (!t4) mesh_exit_error("%s", err);
+        p4 = run(t4, &c4, loss4, g4, &n4);
+    }
+    const int same_1f1b = !zb || (n1 == n4 && !memcmp(p1, p4, (size_t)n1 * sizeof(float)) &&
+                                  !memcmp(loss, loss4, sizeof loss) && !memcmp(g1, g4, sizeof g1));
 
     /* k·eps·(|a|+|b|+1) with eps = FLT_EPSILON and k = 200: reduction orders differ between
      * schemes, and three AdamW steps amplify gradient rounding (m/sqrt(v) normalises); the
@@ -199,7 +243,8 @@ int main(int argc, char **argv) {
                !memcmp(loss, loss2, sizeof loss);
     int same_ov = n1 == n3 && !memcmp(p1, p3, (size_t)n1 * sizeof(float)) &&
                   !memcmp(loss, loss3, sizeof loss);
-    if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same || !same_ov || off != n1 ||
+    if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same || !same_ov || !same_1f1b ||
+        !order || off != n1 ||
         bad_mode)
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
@@ -218,12 +263,18 @@ int main(int argc, char **argv) {
                worst_u, tol_u, worst_u_name);
         printf("same mesh twice bit-identical: %s; with --overlap %s: bit-identical: %s\n",
                same ? "yes" : "NO", c.overlap ? "off" : "on", same_ov ? "yes" : "NO");
+        if (zb) printf("zb-h1 bit-identical to 1f1b on this mesh: %s\n", same_1f1b ? "yes" : "NO");
+        if (c.pipe_axis[0] && c.schedule != PIPE_GPIPE)
+            printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
+                   "mismatch fails)\n",
+                   sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
         if (forced)
             printf("--progress %s: %s\n", c.progress, bad_mode ? "NOT in force" : "in force");
         printf(anyfail ? "FAIL\n" : "PASS\n");
     }
-    free(init), free(ref), free(p1), free(p2), free(p3);
+    free(init), free(ref), free(p1), free(p2), free(p3), free(p4);
     trainer_destroy(tr), trainer_destroy(t1), trainer_destroy(t2), trainer_destroy(t3);
+    trainer_destroy(t4);
     mesh_destroy(m);
     mesh_mpi_finalize();
     return anyfail;

@@ -35,6 +35,11 @@ err "--simulate needs --sim-out" 1 --simulate "$WORK/none.jsonl"
 err "--simulate $WORK/none.jsonl: cannot open it" 2 --simulate "$WORK/none.jsonl" --sim-out "$WORK/o"
 err "/no/such.h5" 1 --ckpt /no/such.h5
 err "--draft-tokens goes with --draft" 1 --draft-tokens 3
+err "--prefill-ranks 1: whole replicas of 1 ranks, fewer than the 1 ranks" 1 --prefill-ranks 1
+err "--prefill-ranks 1: whole replicas of 2 ranks" 4 --prefill-ranks 1 --mesh x=2,y=2 --dp x \
+  --tensor y
+err "--prefill-ranks goes with continuous batching" 2 --prefill-ranks 1 --mesh x=2 --dp x \
+  --batching static
 err "/no/draft.h5" 2 --draft /no/draft.h5 --mesh y=2 --tensor y
 err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
 timeout 120 "$MPI" --oversubscribe -np 1 "$MT" --layers 1 --d-model 32 --heads 4 --kv-heads 2 \

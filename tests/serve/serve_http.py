@@ -25,6 +25,10 @@ does the same, and mpirun's --timeout 600 ends a server this script could not st
   draft       --draft CKPT --draft-tokens 3 (a 1-layer drafter): 16 concurrent greedy clients,
               half streaming, on a pool small enough to preempt, get generate's plain greedy
               texts; usage.speculative and /metrics count the drafts, alpha in (0, 1)
+  disagg      --prefill-ranks (in the mesh flags): 16 concurrent greedy clients and a sampled one
+              get generate's texts, every request's KV shipped (/metrics); then SIGKILL to a
+              prefill rank, and in another run to a decode rank, with requests running: mpirun
+              ends, every client gets its answer or an error, no rank is left
   page        the page at / in headless Chromium (Debian's chromium; skipped with status 77
               without it): the prompt given in its query string streams into #out, which ends
               equal to the same completion asked for by a client
@@ -397,6 +401,91 @@ def scenario_draft(args):
               (d, a, m["meshtrain_spec_alpha"]))
     finally:
         s.stop()
+
+
+def rank_pids(s):
+    """{world rank: pid} of the server's ranks (mpirun's children)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != s.p.pid:
+                    continue
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(d)
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return out
+
+
+def rank_pids_left(pids):
+    return [p for p in pids.values() if alive(p)]
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+DISAGG = ["--max-seqs", "8", "--kv-block", "4", "--kv-blocks", "40", "--max-batch-tokens", "24",
+          "--prefill-chunk", "8"]
+
+
+def scenario_disagg(args):
+    pre = int(args.mesh[args.mesh.index("--prefill-ranks") + 1])
+    want = dict(zip(PROMPTS, generate(args, PROMPTS, 30, ["--temperature", "0"])))
+    sampled = generate(args, [PROMPTS[1]], 24,
+                       ["--temperature", "0.8", "--top-k", "20", "--seed", "5"])[0]
+    s = Server(args, "disagg", DISAGG)
+    try:
+        wrong = greedy_clients(s, 16, want)
+        st, text, _, _ = s.complete({"prompt": PROMPTS[1], "max_tokens": 24, "temperature": 0.8,
+                                     "top_k": 20, "seed": 5})
+        check(st == 200 and text == sampled, "sampled (T 0.8, top-k 20, seed 5) equals generate")
+        wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
+        m = s.metrics()
+        check(not wrong, "16 concurrent greedy clients (8 streams), prefill and decode on their "
+              "own ranks: every text equals generate alone (%d differ; %d preemptions)" %
+              (len(wrong), m["meshtrain_preemptions_total"]))
+        check(m["meshtrain_kv_transfers_total"] >= 17 and m["meshtrain_kv_transfer_bytes_total"] > 0
+              and m["meshtrain_kv_blocks_used"] == 0,
+              "/metrics: %d requests' KV shipped, %d bytes, %.3f s" %
+              (m["meshtrain_kv_transfers_total"], m["meshtrain_kv_transfer_bytes_total"],
+               m["meshtrain_kv_transfer_seconds_total"]))
+    finally:
+        s.stop()
+    for victim, side in ((pre - 1, "prefill"), (args.np - 1, "decode")):
+        s = Server(args, "kill_" + side, DISAGG, {"MESHTRAIN_SERVE_STEP_SLEEP": "0.05"})
+        pids = {}
+        try:
+            pids = rank_pids(s)
+            res = []
+            t = threading.Thread(target=lambda: res.extend(run_clients(s, [
+                {"prompt": PROMPTS[i], "max_tokens": 55, "temperature": 0, "stream": i % 2 == 1}
+                for i in range(6)], timeout=120)))
+            t.start()
+            busy = wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] > 0, 60)
+            os.kill(pids[victim], signal.SIGKILL)
+            try:
+                rc = s.p.wait(120)
+            except subprocess.TimeoutExpired:
+                rc = None
+            t.join(150)
+            wait_for(lambda: not any(alive(p) for p in pids.values()), 30)  # being reaped
+            left = [r for r, p in pids.items() if alive(p)]
+            check(busy and len(pids) == args.np and rc is not None and not t.is_alive() and
+                  len(res) == 6 and not left,
+                  "SIGKILL to %s rank %d with 6 requests running: mpirun ended (status %s), "
+                  "the 6 clients returned (%d answered), ranks left: %s" %
+                  (side, victim, rc, sum(r[0] == 200 for r in res), left))
+        finally:
+            s.stop()
+            for p in rank_pids_left(pids):
+                os.kill(p, signal.SIGKILL)  # a rank the job left behind must not outlive the test
 
 
 def scenario_overload(args):

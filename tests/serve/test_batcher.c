@@ -11,8 +11,11 @@
  *    computed itself);
  *  - the fake model's next token is a function of the whole prefix, so every request's output
  *    must equal that request run alone, whatever the schedule;
+ *  - disaggregated runs (prefill replicas, the rest decode): the fake engine makes the plan's
+ *    KV transfers first (copies the blocks' rows from the prefill replica to the decode one), a
+ *    decode replica runs only one-row sampling items, and the checks above hold across the move;
  *  - at the end every block is back (used = 0), and across the runs preemption, prefix-cache
- *    hits and chunked prefill each happened (so the checks above were exercised). */
+ *    hits, chunked prefill and transfers each happened (so the checks above were exercised). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +62,8 @@ typedef struct {
 
 typedef struct {
     req r[MAXREQ];
-    uint64_t *kv; /* [replicas, blocks, bs] */
-    int32_t nb, bs;
+    uint64_t *kv;            /* [replicas, blocks, bs] */
+    int32_t nb, bs, prefill; /* prefill: disaggregated, the prefill replicas */
     int bad;
 } world;
 
@@ -83,10 +86,23 @@ static uint64_t *kv_at(world *w, int32_t replica, int32_t block, int64_t pos) {
 
 /* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
 static void run_plan(world *w, const batch_plan *p, int32_t *next) {
+    for (int32_t i = 0; i < p->nxfer; i++) { /* the KV transfers first */
+        const batch_xfer *x = &p->xfer[i];
+        const int32_t *from = p->xtab + x->tab_off, *to = from + x->nblocks;
+        if ((x->src >= w->prefill || x->dst < w->prefill) && w->bad++ < 5)
+            printf("  request %lld: moved from replica %d to %d\n", (long long)x->id, (int)x->src,
+                   (int)x->dst);
+        for (int32_t b = 0; b < x->nblocks; b++)
+            memcpy(kv_at(w, x->dst, to[b], 0), kv_at(w, x->src, from[b], 0),
+                   (size_t)w->bs * sizeof *w->kv);
+    }
     int32_t k = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
         req *q = &w->r[it->id];
+        if (w->prefill && it->replica >= w->prefill && (it->n != 1 || !it->sample) && w->bad++ < 5)
+            printf("  request %lld: a prefill of %d rows on decode replica %d\n", (long long)it->id,
+                   (int)it->n, (int)it->replica);
         const int32_t *tab = p->tab + it->tab_off;
         for (int32_t i = 0; i < it->n; i++) {
             const int64_t pos = it->p0 + i;
@@ -130,6 +146,8 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     o.max_batch_tokens = o.max_seqs + (int32_t)rndi(48);
     const int32_t min_blocks = (CTX + o.kv_block - 1) / o.kv_block;
     o.kv_blocks = min_blocks + (int32_t)rndi(3 * min_blocks);
+    if (o.replicas > 1 && !o.static_batches && rndi(2))
+        o.prefill_replicas = 1 + (int32_t)rndi(o.replicas - 1);
     char err[512];
     batcher *s = batcher_create(&o, err, sizeof err);
     world *w = calloc(1, sizeof *w);
@@ -138,7 +156,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
         printf("setup failed: %s\n", err);
         exit(1);
     }
-    w->nb = o.kv_blocks, w->bs = o.kv_block;
+    w->nb = o.kv_blocks, w->bs = o.kv_block, w->prefill = o.prefill_replicas;
     w->kv = calloc((size_t)o.replicas * (size_t)o.kv_blocks * (size_t)o.kv_block, sizeof *w->kv);
     /* prompts: a few shared stems with random tails, so the prefix cache has work */
     int32_t stems[3][CTX];
@@ -191,11 +209,11 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     if (!ok) {
         (*failures)++;
         printf("  seed %llu (replicas %d, block %d, blocks %d, chunk %d, seqs %d, budget %d, "
-               "prefix %d, static %d): %d steps, invariants %s, %d engine errors, %d wrong "
-               "outputs, %d unfinished, %lld blocks still used\n",
+               "prefix %d, static %d, prefill replicas %d): %d steps, invariants %s, %d engine "
+               "errors, %d wrong outputs, %d unfinished, %lld blocks still used\n",
                (unsigned long long)seed, o.replicas, o.kv_block, o.kv_blocks, o.prefill_chunk,
-               o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, steps,
-               check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished, (long long)used);
+               o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, o.prefill_replicas,
+               steps, check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished, (long long)used);
     }
     batch_plan_free(&plan);
     batcher_destroy(s);
@@ -211,14 +229,16 @@ int main(void) {
         const batch_counts c = one_run(1000 + (uint64_t)i, &failures);
         all.preemptions += c.preemptions, all.cached_tokens += c.cached_tokens;
         all.prefill_tokens += c.prefill_tokens, all.steps += c.steps;
+        all.transfers += c.transfers;
     }
     check_expect(failures == 0,
                  "%d randomised runs: invariants after every step, every row's token and cache "
                  "rows, outputs equal to each request alone, every block back (%d runs failed)",
                  runs, failures);
-    check_expect(all.preemptions > 0 && all.cached_tokens > 0,
-                 "the runs exercised preemption (%lld) and the prefix cache (%lld tokens shared) "
-                 "over %lld steps",
-                 (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.steps);
+    check_expect(all.preemptions > 0 && all.cached_tokens > 0 && all.transfers > 0,
+                 "the runs exercised preemption (%lld), the prefix cache (%lld tokens shared) "
+                 "and disaggregation (%lld requests' KV moved) over %lld steps",
+                 (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.transfers,
+                 (long long)all.steps);
     return check_finish("test_batcher");
 }

@@ -122,8 +122,10 @@ static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch
 
 typedef struct {
     int32_t kv_block, kv_blocks, chunk, budget, seqs, prefix, stat;
-    int32_t draft; /* speculative decoding: tokens drafted a decode (0: none) */
-    int32_t dkind; /* its drafter (drafter_kind) */
+    int32_t draft;   /* speculative decoding: tokens drafted a decode (0: none) */
+    int32_t dkind;   /* its drafter (drafter_kind) */
+    int32_t prefill; /* disaggregated: prefill replicas, at most all but one (0: none; the
+                      * setting runs only with 2 or more replicas) */
 } setting;
 
 /* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
@@ -131,8 +133,9 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
                         double *worst, int *mismatch, int *invariants, batch_counts *tot) {
     const int me = mesh_rank(m);
     const int32_t nrep = engine_replicas(e);
+    const int32_t npre = st->prefill < nrep - 1 ? st->prefill : nrep - 1;
     batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                    64,   st->prefix,    st->stat,     st->draft};
+                    64,   st->prefix,    st->stat,     st->draft,  npre};
     batch_plan p;
     serve_wire w;
     char err[512];
@@ -196,6 +199,14 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
                    (long long)c.cached_tokens);
             if (!ok || h->drafted == 0) (*mismatch)++;
         }
+        if (npre > 0) {
+            printf("  disaggregated, %d prefill + %d decode replicas: %lld requests' KV shipped "
+                   "(%lld blocks), %lld preemptions, %lld prompt tokens from the prefix cache\n",
+                   (int)npre, (int)(nrep - npre), (long long)c.transfers,
+                   (long long)c.transfer_blocks, (long long)c.preemptions,
+                   (long long)c.cached_tokens);
+            if (c.transfers < 2 * NPROMPT) (*mismatch)++; /* every request moved at least once */
+        }
 
         tot->preemptions += c.preemptions, tot->cached_tokens += c.cached_tokens;
         tot->prefill_tokens += c.prefill_tokens, tot->steps += c.steps;
@@ -216,19 +227,21 @@ int main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
     static const setting settings[] = {
-        {16, 64, 64, 64, 8, 1, 0, 0, 0},
-        {4, 12, 5, 16, 6, 1, 0, 0, 0},
-        {1, 40, 3, 8, 4, 0, 0, 0, 0},
-        {3, 30, 64, 70, 8, 1, 1, 0, 0},
-        {8, 6, 7, 12, 3, 1, 0, 0, 0},
-        {16, 4, 1, 4, 4, 0, 0, 0, 0},
-        {4, 24, 8, 24, 6, 1, 0, 3, DRAFTER_RIGHT},
-        {3, 14, 5, 20, 5, 1, 0, 4, DRAFTER_NOISY}, /* a small pool: preemption while drafting */
-        {16, 64, 64, 64, 8, 0, 0, 2, DRAFTER_WRONG},
-        {1, 60, 64, 40, 8, 1, 0, 5, DRAFTER_NOISY},
+        {16, 64, 64, 64, 8, 1, 0, 0, 0, 0},
+        {4, 12, 5, 16, 6, 1, 0, 0, 0, 0},
+        {1, 40, 3, 8, 4, 0, 0, 0, 0, 0},
+        {3, 30, 64, 70, 8, 1, 1, 0, 0, 0},
+        {8, 6, 7, 12, 3, 1, 0, 0, 0, 0},
+        {16, 4, 1, 4, 4, 0, 0, 0, 0, 0},
+        {4, 24, 8, 24, 6, 1, 0, 3, DRAFTER_RIGHT, 0},
+        {3, 14, 5, 20, 5, 1, 0, 4, DRAFTER_NOISY, 0}, /* a small pool: preemption while drafting */
+        {16, 64, 64, 64, 8, 0, 0, 2, DRAFTER_WRONG, 0},
+        {1, 60, 64, 40, 8, 1, 0, 5, DRAFTER_NOISY, 0},
+        {4, 24, 8, 24, 6, 1, 0, 0, 0, 1},
+        {3, 14, 5, 16, 4, 1, 0, 0, 0, 2}, /* a small pool: the decode side preempts */
     };
     const int nset = (int)(sizeof settings / sizeof *settings);
-    int ndraft = 0;
+    int ndraft = 0, nrun = 0;
     for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     /* the references: generate on each prompt alone, greedy and sampled */
     engine_dims d0 = {4, 16, 64};
@@ -263,14 +276,16 @@ int main(int argc, char **argv) {
             which[k] = which[j], which[j] = t;
         }
         const setting *st = &settings[si];
+        if (st->prefill > 0 && nrep < 2) continue;
+        nrun++;
         engine_dims d = {st->kv_blocks, st->kv_block, st->budget};
         serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
         if (!e) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
         if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
-            const batch_opts o = {nrep,      st->kv_blocks, st->kv_block, st->budget,
-                                  st->chunk, st->seqs,      64,           st->prefix,
-                                  st->stat,  st->draft};
+            const batch_opts o = {
+                nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
+                64,   st->prefix,    st->stat,     st->draft,  0};
             engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs};
             de = engine_create(&c, m, &dd, err, sizeof err);
             if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
@@ -290,14 +305,14 @@ int main(int argc, char **argv) {
     check_expect(worst <= TOL_K,
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",
-                 label, 2 * NPROMPT, nset - ndraft, worst, TOL_K);
+                 label, 2 * NPROMPT, nrun - ndraft, worst, TOL_K);
     if (mesh_rank(m) == 0) {
         check_expect(mismatch == 0 && invariants == 0,
                      "%s: tokens (greedy and sampled; greedy only in the %d with a drafter, "
                      "whose drafts were kept as its kind says) equal generate alone under %d "
                      "settings (%d requests or drafters wrong), pool invariants after every step "
                      "(%d broken)",
-                     label, ndraft, nset, mismatch, invariants);
+                     label, ndraft, nrun, mismatch, invariants);
         check_expect(tot.preemptions > 0 && tot.cached_tokens > 0,
                      "%s: the settings exercised preemption (%lld) and the prefix cache (%lld "
                      "tokens) over %lld steps",

@@ -69,6 +69,11 @@ static void print_shardings(const plan *p, FILE *out) {
             p->g[P_WK].kv_group ? " (kv heads replicated over |Y|/K ranks)" : "", Ls, b1, b2);
     fprintf(out, "  w_gate,w_up[%s, %s, %s]  w_down[%s, %s, %s]  unembed[%s, %s]\n", Ls, b2,
             dimstr(b1, 32, "F", Y), Ls, b1, b2, b2, dimstr(b3, 32, "V", Y));
+    if (p->s.moe.E > 0)
+        fprintf(out,
+                "  MoE blocks: router[Lm, D, E] and shared experts whole; routed experts "
+                "expert_gate,expert_up[Lm, %s, D, F_e] expert_down[Lm, %s, F_e, D]\n",
+                dimstr(b1, 32, "E", p->expert.sub), dimstr(b1, 32, "E", p->expert.sub));
     fprintf(out, "  weights as stored on a rank: %s\n",
             Xw[0] ? "the _X shards (gathered per layer, just in time)"
                   : (p->zero ? "whole over X (replicated); optimizer state sharded"

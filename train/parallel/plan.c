@@ -402,6 +402,7 @@ static const struct {
     [PLAN_DCN_SHARDS] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DCN},
     [PLAN_PIPE_SEND] = {MESH_OP_PPERMUTE, PLAN_ROLE_PIPE},
     [PLAN_PIPE_SHARE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_PIPE},
+    [PLAN_EP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_EXPERT},
 };
 
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
@@ -489,6 +490,13 @@ static void list_calls(plan *p) {
     const int64_t wcount = p->layer_elems / p->data.n / nwb;
     if (p->zero == 3) call(p, PLAN_Z3_GATHER, PLAN_FWD, gather, wcount, nwb, what);
     if (p->tensor.n > 1) calls_tensor(p);
+    if (p->expert.n > 1 && p->s.moe.E > 0) { /* a MoE block's dispatch and return, each way */
+        const int64_t blk = p->rows * p->s.moe.k * p->s.D / p->expert.n;
+        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, blk, 2,
+             "X[B·k, D] → its experts' ranks, and back");
+        call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
+             "dY[B·k, D] → the experts, dX back");
+    }
     if (p->zero == 3)
         call(p, PLAN_Z3_GATHER, PLAN_BWD, gather, wcount, nwb,
              "W[D_X, ...] → W[D, ...] (unless resident)");
@@ -600,6 +608,7 @@ const plan_axes *plan_role_axes(const plan *p, plan_role r) {
     return r == PLAN_ROLE_DATA     ? &p->data
            : r == PLAN_ROLE_TENSOR ? &p->tensor
            : r == PLAN_ROLE_PIPE   ? &p->pipe
+           : r == PLAN_ROLE_EXPERT ? &p->expert
                                    : &p->dcn;
 }
 

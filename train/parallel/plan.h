@@ -164,7 +164,13 @@ typedef enum {
     PLAN_ASYNC,      /* non-blocking, completed later (--overlap) */
     PLAN_HIDDEN      /* one ring step of a collective matmul, behind its block's matmul */
 } plan_path;
-typedef enum { PLAN_ROLE_DATA, PLAN_ROLE_TENSOR, PLAN_ROLE_PIPE, PLAN_ROLE_DCN } plan_role;
+typedef enum {
+    PLAN_ROLE_DATA,
+    PLAN_ROLE_TENSOR,
+    PLAN_ROLE_PIPE,
+    PLAN_ROLE_DCN,
+    PLAN_ROLE_EXPERT
+} plan_role;
 
 /* Every kind of collective the run makes. The code that makes one names its kind and the
  * counts; the op, the axes, the algorithm and the wire format are the plan's (plan_coll_call). */
@@ -194,6 +200,9 @@ typedef enum {
     PLAN_PIPE_SEND,  /* a stage's activations or gradients to its neighbour (p2p, priced as a
                         ppermute) */
     PLAN_PIPE_SHARE, /* AllReduce_Z of the last stage's values (sampling) */
+    /* the expert axis (--expert): a MoE block's dispatch or return of the token rows, an
+     * AllToAllv (mesh_all_to_allv) priced as the AllToAll of balanced blocks */
+    PLAN_EP_ALL_TO_ALL,
     PLAN_COLL_COUNT
 } plan_coll;
 

@@ -53,6 +53,14 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
                     (int)o->max_batch_tokens, (int)o->max_seqs);
         return NULL;
     }
+    if (o->prefill_replicas < 0 || o->prefill_replicas >= o->replicas ||
+        (o->prefill_replicas > 0 && (o->static_batches || o->draft_tokens > 0))) {
+        errmsg_fail(err, errlen,
+                    "disaggregated serving needs 1 to %d prefill replicas of the %d (at least one "
+                    "decodes), continuous batching and no drafter (%d asked)",
+                    (int)o->replicas - 1, (int)o->replicas, (int)o->prefill_replicas);
+        return NULL;
+    }
     batcher *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->o = *o;
@@ -292,6 +300,7 @@ static int64_t draft_count(const batcher *s, const seq *q) {
 static int plan_running(batcher *s, batch_plan *p, seq *q) {
     const int32_t r = q->replica;
     const int64_t rem = q->len - q->computed;
+    if (rem == 1 && r < s->o.prefill_replicas) return 1;   /* waits for a decode replica */
     int64_t want = rem == 1 ? 1 + draft_count(s, q) : rem; /* rows: the tokens and the drafts */
     if (rem > 1 && want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
@@ -317,7 +326,8 @@ static int plan_running(batcher *s, batch_plan *p, seq *q) {
  * and with static batches an empty replica), then the most blocks available; −1 if none. */
 static int32_t pick_replica(const batcher *s) {
     int32_t best = -1;
-    for (int32_t r = 0; r < s->o.replicas; r++) {
+    const int32_t nr = s->o.prefill_replicas > 0 ? s->o.prefill_replicas : s->o.replicas;
+    for (int32_t r = 0; r < nr; r++) {
         if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
         if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
         if (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best]) ||
@@ -361,9 +371,49 @@ static int admit(batcher *s, batch_plan *p, int32_t r) {
     return 1;
 }
 
+/* Disaggregated: the decode replica with room for q (its blocks and the next position) and one
+ * more sequence, most blocks available first; −1 if none. */
+static int32_t pick_decode(const batcher *s, const seq *q) {
+    int32_t best = -1;
+    for (int32_t r = s->o.prefill_replicas; r < s->o.replicas; r++)
+        if (s->nrun[r] < s->o.max_seqs &&
+            kvb_available(s->pool[r]) >= div_up(q->computed + 1, s->o.kv_block) &&
+            (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best])))
+            best = r;
+    return best;
+}
+
+/* Disaggregated: q, prefilled (its first token sampled), moves to a decode replica: fresh blocks
+ * there, the transfer of its blocks' contents in the plan (made before the step's forward), its
+ * prefill blocks released (the published ones stay in that replica's prefix cache). 0 when no
+ * decode replica has room: q waits where it is. */
+static int migrate(batcher *s, batch_plan *p, seq *q) {
+    const int32_t d = pick_decode(s, q), src = q->replica, nb = q->nblocks;
+    if (d < 0) return 0;
+    CHECK(p->nxfer < p->cap_xfer && p->nxtab + 2 * nb <= p->cap_xtab,
+          "batcher: the step plan's transfers are full");
+    p->xfer[p->nxfer++] = (batch_xfer){q->id, src, d, nb, p->nxtab};
+    memcpy(p->xtab + p->nxtab, q->table, (size_t)nb * sizeof *q->table);
+    const int64_t computed = q->computed;
+    release_blocks(s, q);
+    run_remove(s, src, q);
+    q->replica = d;
+    grow(s, q, computed);
+    CHECK(q->nblocks == nb, "batcher: %d blocks moved into %d", (int)nb, (int)q->nblocks);
+    q->computed = q->dcomputed = computed;
+    memcpy(p->xtab + p->nxtab + nb, q->table, (size_t)nb * sizeof *q->table);
+    p->nxtab += 2 * nb;
+    s->run[d][s->nrun[d]++] = q;
+    s->counts.transfers++, s->counts.transfer_blocks += nb;
+    return 1;
+}
+
 int32_t batcher_step(batcher *s, batch_plan *p) {
     p->kind = BATCH_PLAN_STEP;
-    p->nitems = p->ntok = p->ntab = 0;
+    p->nitems = p->ntok = p->ntab = p->nxfer = p->nxtab = 0;
+    for (int32_t r = 0; r < s->o.prefill_replicas; r++)
+        for (int32_t i = 0; i < s->nrun[r]; i++)
+            if (s->run[r][i]->len - s->run[r][i]->computed == 1 && migrate(s, p, s->run[r][i])) i--;
     for (int32_t r = 0; r < s->o.replicas; r++) {
         s->budget[r] = s->o.max_batch_tokens;
         s->no_admit[r] = 0;
@@ -381,7 +431,7 @@ int32_t batcher_step(batcher *s, batch_plan *p) {
         if (r < 0 || !admit(s, p, r)) break;
     }
     s->counts.steps += p->nitems > 0;
-    return p->nitems;
+    return p->nitems + p->nxfer;
 }
 
 /* Publishes q's blocks that became full of positions both caches hold. */
@@ -441,11 +491,15 @@ int batch_plan_init(batch_plan *p, const batch_opts *o) {
     p->items = calloc((size_t)p->cap_items, sizeof *p->items);
     p->tok = calloc((size_t)p->cap_tok, sizeof *p->tok);
     p->tab = calloc((size_t)p->cap_tab, sizeof *p->tab);
-    return p->items && p->tok && p->tab ? 0 : -1;
+    p->cap_xfer = o->prefill_replicas > 0 ? p->cap_items : 0;
+    p->cap_xtab = 2 * p->cap_tab;
+    p->xfer = calloc((size_t)p->cap_xfer + 1, sizeof *p->xfer);
+    p->xtab = calloc((size_t)p->cap_xtab, sizeof *p->xtab);
+    return p->items && p->tok && p->tab && p->xfer && p->xtab ? 0 : -1;
 }
 
 void batch_plan_free(batch_plan *p) {
-    free(p->items), free(p->tok), free(p->tab);
+    free(p->items), free(p->tok), free(p->tab), free(p->xfer), free(p->xtab);
     memset(p, 0, sizeof *p);
 }
 

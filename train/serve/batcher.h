@@ -37,6 +37,10 @@ typedef struct {
     int prefix_cache;
     int static_batches;
     int32_t draft_tokens; /* speculative decoding: tokens a decode drafts (0: none) */
+    /* disaggregated serving: replicas [0, n) only prefill, the others only decode; a sequence
+     * whose prompt is done moves to a decode replica, its KV blocks shipped (batch_xfer) (0:
+     * every replica does both) */
+    int32_t prefill_replicas;
 } batch_opts;
 
 typedef struct {
@@ -68,13 +72,24 @@ typedef struct {
 
 typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
 
-/* A step plan: the items (each replica's decodes, then its running prefills, then the new
- * sequences of every replica), their tokens and block tables back to back. */
+/* Disaggregated serving: sequence id's KV blocks xtab[tab_off .. tab_off + nblocks) of replica
+ * src go to blocks xtab[tab_off + nblocks .. tab_off + 2·nblocks) of replica dst, before the
+ * step's forward (the sequence's item, if any, is already dst's). */
 typedef struct {
-    int32_t kind, nitems, ntok, ntab;
+    int64_t id;
+    int32_t src, dst, nblocks, tab_off;
+} batch_xfer;
+
+/* A step plan: the items (each replica's decodes, then its running prefills, then the new
+ * sequences of every replica), their tokens and block tables back to back; the KV transfers to
+ * make first. */
+typedef struct {
+    int32_t kind, nitems, ntok, ntab, nxfer, nxtab;
     batch_item *items;
     int32_t *tok, *tab;
-    int32_t cap_items, cap_tok, cap_tab;
+    batch_xfer *xfer;
+    int32_t *xtab;
+    int32_t cap_items, cap_tok, cap_tab, cap_xfer, cap_xtab;
 } batch_plan;
 
 /* Why a sequence ended. */
@@ -107,7 +122,8 @@ int64_t batcher_running(const batcher *s);
 /* Buffers of a plan for these options (batch_plan_free releases them). −1 out of memory. */
 int batch_plan_init(batch_plan *p, const batch_opts *o);
 void batch_plan_free(batch_plan *p);
-/* The next step into p (kind BATCH_PLAN_STEP). Returns p->nitems (0: nothing to run). */
+/* The next step into p (kind BATCH_PLAN_STEP). Returns p->nitems + p->nxfer (0: nothing to
+ * run). */
 int32_t batcher_step(batcher *s, batch_plan *p);
 /* After the engine ran p: next[k] is the token of the k-th item with sample = 1 (plan order).
  * Advances every sequence, calls emit per token, publishes the blocks that became full, and
@@ -126,9 +142,10 @@ typedef void (*batch_spec_fn)(void *ctx, int64_t id, int32_t drafted, int32_t ke
 void batcher_set_spec_fn(batcher *s, batch_spec_fn fn, void *ctx);
 
 /* Counters: preemptions, tokens taken from the prefix cache at admission, prompt tokens
- * admitted (recomputed ones included). */
+ * admitted (recomputed ones included), steps; disaggregated: sequences moved to a decode replica
+ * and their blocks. */
 typedef struct {
-    int64_t preemptions, cached_tokens, prefill_tokens, steps;
+    int64_t preemptions, cached_tokens, prefill_tokens, steps, transfers, transfer_blocks;
 } batch_counts;
 batch_counts batcher_get_counts(const batcher *s);
 /* Replica r's pool (counts, checks). */

@@ -6,6 +6,7 @@
 
 #include "kernels/attn_paged.h"
 #include "kernels/rng.h"
+#include "mesh/bcast.h"
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/config/alloc.h"
@@ -183,6 +184,29 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *
     engine_share(e, e->tokall, e->tokbuf, nsample);
     for (int32_t k = 0; k < nsample; k++) next[k] = (int32_t)e->tokall[k];
     if (st) *st = (gen_step){mesh_now() - t0, fs.rows, 0, 0, 0};
+}
+
+engine_xfer engine_transfer(serve_engine *e, const batch_plan *p) {
+    engine_xfer x = {0, 0, 0, 0};
+    if (p->nxfer == 0) return x;
+    const double t0 = mesh_now();
+    const mesh_comm *dc = mesh_axes_comm(e->m, e->dax);
+    CHECK(mesh_axes_index(e->m, e->dax) == e->rep, "engine: replica %d is rank %d of its axes",
+          (int)e->rep, mesh_axes_index(e->m, e->dax));
+    const int64_t slab = e->bstride * (int64_t)sizeof(float);
+    for (int32_t i = 0; i < p->nxfer; i++) {
+        const batch_xfer *t = &p->xfer[i];
+        if (t->src != e->rep && t->dst != e->rep) continue;
+        const int32_t *tab = p->xtab + t->tab_off + (t->src == e->rep ? 0 : t->nblocks);
+        for (int32_t b = 0; b < t->nblocks; b++) {
+            mesh_move_bytes(dc, e->kpool + tab[b] * e->bstride, slab, t->src, t->dst);
+            mesh_move_bytes(dc, e->vpool + tab[b] * e->bstride, slab, t->src, t->dst);
+        }
+        x.sent += t->src == e->rep, x.received += t->dst == e->rep;
+        x.bytes += 2 * slab * t->nblocks;
+    }
+    x.seconds = mesh_now() - t0;
+    return x;
 }
 
 const float *engine_logits(const serve_engine *e, int32_t j) {

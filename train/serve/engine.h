@@ -59,6 +59,18 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *
 /* After engine_step: the logits [V] of plan item j (this replica's, sample = 1), else NULL. */
 const float *engine_logits(const serve_engine *e, int32_t j);
 
+/* Disaggregated serving: the KV transfers this rank made in a step (sent and received). */
+typedef struct {
+    int32_t sent, received; /* sequences */
+    int64_t bytes;          /* sent plus received */
+    double seconds;
+} engine_xfer;
+/* Collective over: the data axes (replicas), in the ranks of each transfer's two replicas. Plan
+ * p's transfers, in order: each rank of replica src sends its shard of the blocks (its kv heads,
+ * K and V of every layer) to the rank of replica dst at the same tensor coordinate, point to
+ * point. Returns what this rank moved. */
+engine_xfer engine_transfer(serve_engine *e, const batch_plan *p);
+
 /* ---- the forward underneath, for steps other than a plan's (speculative decoding) ---- */
 
 typedef enum { ENGINE_OUT_NONE, ENGINE_OUT_LAST, ENGINE_OUT_ALL } engine_out;

@@ -172,6 +172,13 @@ void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept) {
     pthread_mutex_unlock(&f->mu);
 }
 
+void front_transfers(serve_front *f, int32_t n, int64_t bytes, double seconds) {
+    pthread_mutex_lock(&f->mu);
+    f->met.kv_transfers += n, f->met.kv_transfer_bytes += bytes;
+    f->met.kv_transfer_seconds += seconds;
+    pthread_mutex_unlock(&f->mu);
+}
+
 void front_step_done(serve_front *f, const batch_plan *p, double seconds) {
     pthread_mutex_lock(&f->mu);
     f->met.step_seconds += seconds;

@@ -54,6 +54,8 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
 /* batch_spec_fn for batcher_set_spec_fn (ctx = f): a drafting item's drafted and kept tokens,
  * counted for its request and in the metrics. */
 void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept);
+/* After a step that shipped n requests' KV blocks (bytes over every rank; rank 0's seconds). */
+void front_transfers(serve_front *f, int32_t n, int64_t bytes, double seconds);
 /* After a step: the step's wall time, and the admission time of requests scheduled first. */
 void front_step_done(serve_front *f, const batch_plan *p, double seconds);
 /* Waits until a request arrives or leaves, at most `seconds`. */

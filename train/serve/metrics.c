@@ -71,6 +71,14 @@ void metrics_write(FILE *f, const serve_metrics *m) {
     one(f, "meshtrain_steps_total", "counter", "Engine steps run.", (double)m->sched.steps);
     one(f, "meshtrain_step_seconds_total", "counter", "Wall time of the engine steps (rank 0).",
         m->step_seconds);
+    one(f, "meshtrain_kv_transfers_total", "counter",
+        "Disaggregated serving: requests whose KV blocks went from a prefill to a decode replica.",
+        (double)m->kv_transfers);
+    one(f, "meshtrain_kv_transfer_bytes_total", "counter",
+        "Disaggregated serving: KV bytes shipped (every rank's shard).",
+        (double)m->kv_transfer_bytes);
+    one(f, "meshtrain_kv_transfer_seconds_total", "counter",
+        "Disaggregated serving: time rank 0 spent moving KV blocks.", m->kv_transfer_seconds);
     one(f, "meshtrain_spec_draft_tokens_total", "counter",
         "Speculative decoding: tokens the drafter proposed.", (double)m->spec_drafted);
     one(f, "meshtrain_spec_accepted_tokens_total", "counter",

@@ -38,6 +38,10 @@ typedef struct {
     double step_seconds; /* summed over steps */
     /* speculative decoding: drafted tokens, those kept, the rounds that rejected one */
     int64_t spec_drafted, spec_kept, spec_rejected;
+    /* disaggregated serving: requests whose KV blocks were shipped, their bytes (every rank's),
+     * rank 0's time moving them */
+    int64_t kv_transfers, kv_transfer_bytes;
+    double kv_transfer_seconds;
 } serve_metrics;
 
 void metrics_observe(metrics_hist *h, double seconds);

@@ -9,9 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/gemm.h"
 #include "data/lockfile.h"
 #include "data/paths.h"
+#include "kernels/gemm.h"
+#include "mesh/cost_serve.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
 #include "train/infer/draft_cli.h"
@@ -31,7 +32,7 @@ typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
     char simulate[1024], sim_out[1024], sim_machine[64], draft[1024];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
-    int64_t max_tokens, drain, draft_tokens;
+    int64_t max_tokens, drain, draft_tokens, prefill_ranks;
 } serve_flags;
 
 /* One row per flag: parsing, range check and --help come from here. kind: 0 string, 1 integer
@@ -80,6 +81,9 @@ static const serve_flag_def serve_flag_table[] = {
     {"draft", 0, F_(draft), 0, 0, NULL,
      "speculative decoding: the drafter's checkpoint (the target's vocabulary), on the same "
      "ranks and sharding"},
+    {"prefill-ranks", 1, F_(prefill_ranks), 1, 1 << 20, NULL,
+     "disaggregated serving: the ranks of the first replicas, N in all, only prefill and ship each "
+     "request's KV blocks to the other replicas, which only decode"},
     {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL,
      "--draft: tokens a decode drafts each step (default 4)"},
 };
@@ -163,6 +167,8 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
 typedef struct {
     double t0, measured, predicted, rows;
     int64_t steps, tokens0;
+    double link_bw; /* disaggregated: a rank's share of the measured bandwidth (bytes/s) */
+    int64_t nY;     /* ranks of a replica that each ship their shard */
 } report_window;
 
 static void report_line(serve_front *f, report_window *w, int final) {
@@ -185,11 +191,23 @@ static void report_line(serve_front *f, report_window *w, int final) {
             (long long)m.kv.total, (long long)m.kv.published, hits, (long long)m.sched.preemptions,
             (long long)(m.requests[METRICS_END_LENGTH] + m.requests[METRICS_END_STOP]),
             (long long)m.requests[METRICS_END_REJECTED]);
+    if (m.kv_transfers > 0) {
+        const double each = (double)m.kv_transfer_bytes / (double)m.kv_transfers;
+        fprintf(stderr,
+                "serve | disaggregated: %lld requests' KV shipped, %.3f MB, %.3f ms each (rank "
+                "0's sends), book %.3f ms (%d ranks each side at %.2f GB/s) | prefill side: TTFT "
+                "mean %.2f ms | decode side: TPOT mean %.2f ms\n",
+                (long long)m.kv_transfers, (double)m.kv_transfer_bytes / 1e6,
+                1e3 * m.kv_transfer_seconds / (double)m.kv_transfers,
+                1e3 * cost_kv_transfer(each, (int)w->nY, (int)w->nY, w->link_bw, 0), (int)w->nY,
+                w->link_bw / 1e9, m.ttft.n ? 1e3 * m.ttft.sum / (double)m.ttft.n : 0.0,
+                m.tpot.n ? 1e3 * m.tpot.sum / (double)m.tpot.n : 0.0);
+    }
     if (m.spec_drafted > 0)
         fprintf(stderr, "serve | speculative: %lld drafted, %lld kept, %lld rejected, alpha %.3f\n",
                 (long long)m.spec_drafted, (long long)m.spec_kept, (long long)m.spec_rejected,
                 (double)m.spec_kept / (double)(m.spec_kept + m.spec_rejected));
-    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens};
+    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens, w->link_bw, w->nY};
 }
 
 typedef struct {
@@ -209,10 +227,17 @@ static void sleep_s(double s) {
 }
 
 /* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
+/* The bytes plan p's KV transfers move, over every rank of the two replicas. */
+static int64_t xfer_bytes(const serve_engine *e, const batcher *s, const batch_plan *p) {
+    int64_t blocks = 0;
+    for (int32_t i = 0; i < p->nxfer; i++) blocks += p->xfer[i].nblocks;
+    return blocks * batcher_options(s)->kv_block * engine_kv_bytes_per_token(e);
+}
+
 static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
                        serve_wire *w, double *linger) {
     const int64_t nY = engine_tensor_ranks(sr->e);
-    report_window rw = {mesh_now(), 0, 0, 0, 0, 0};
+    report_window rw = {mesh_now(), 0, 0, 0, 0, 0, sr->mc.bw / mesh_world_size(), nY};
     double deadline = 0;
     for (;;) {
         if (stop_requested() && deadline == 0) {
@@ -234,6 +259,8 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             front_wait(front, 0.1);
         } else {
             front_step_done(front, p, st.seconds);
+            if (p->nxfer)
+                front_transfers(front, p->nxfer, xfer_bytes(sr->e, s, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
             const gen_step cost =
                 serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
@@ -257,10 +284,24 @@ static batch_opts batcher_options_of(const serve_flags *f, const config *c, int3
                     (int32_t)c->shape.T,
                     !strcmp(f->prefix_cache, "on"),
                     !strcmp(f->batching, "static"),
-                    f->draft[0] ? (int32_t)f->draft_tokens : 0};
+                    f->draft[0] ? (int32_t)f->draft_tokens : 0,
+                    0};
     if (o.kv_blocks == 0)
         o.kv_blocks = o.max_seqs * (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
     return o;
+}
+
+/* Not collective (the same answer on every rank). --prefill-ranks N: the replicas that prefill,
+ * N over the ranks of a replica; bad input leaves through mesh_exit_error. */
+static int32_t prefill_replicas_of(const serve_flags *f, serve_engine *e) {
+    if (!f->prefill_ranks) return 0;
+    const int64_t R = engine_replicas(e), per = mesh_world_size() / R;
+    if (f->prefill_ranks % per || f->prefill_ranks / per >= R)
+        mesh_exit_error("--prefill-ranks %lld: whole replicas of %lld ranks, fewer than the %lld "
+                        "ranks (%lld replicas over --dp), so that some decode",
+                        (long long)f->prefill_ranks, (long long)per, (long long)mesh_world_size(),
+                        (long long)R);
+    return (int32_t)(f->prefill_ranks / per);
 }
 
 /* Collective over: world. --draft: the drafter's engine (*de), its pool mirroring the target's
@@ -308,6 +349,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
         ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     o.replicas = engine_replicas(e);
+    o.prefill_replicas = prefill_replicas_of(f, e);
     serve_engine *de = NULL;
     serve_spec *sp = f->draft[0] ? open_draft(c, f, m, e, &o, &de) : NULL;
     batcher *s = NULL;
@@ -347,6 +389,13 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
                 (double)engine_pool_bytes(e) / 1e6, f->prefix_cache, f->batching,
                 (int)o.max_batch_tokens, (int)o.prefill_chunk, (int)o.max_seqs,
                 (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
+        if (o.prefill_replicas)
+            fprintf(stderr,
+                    "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d "
+                    "decode; each request's KV blocks go from its prefill replica's ranks to its "
+                    "decode replica's, point to point\n",
+                    (int)o.prefill_replicas - 1, (long long)f->prefill_ranks,
+                    (int)o.prefill_replicas, (int)o.replicas - 1);
         fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
                 strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
                 front_port(front), stop_pid());
@@ -434,6 +483,9 @@ int serve_main(int argc, char **argv) {
     if (f.draft[0] && f.simulate[0])
         mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
+    if (f.prefill_ranks && (f.draft[0] || f.simulate[0] || !strcmp(f.batching, "static")))
+        mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
+                        "--simulate");
     char why[512] = "";
     int st = 0; /* --sim-out: writable and this run's alone, before any work (data/lockfile.h) */
     if (mesh_world_rank() == 0 && f.sim_out[0]) {

@@ -42,6 +42,8 @@ struct exec {
     mesh_p2p **fsend, **bsend;  /* per slot and chunk: the send in flight */
     sched_action *train, *eval; /* the action lists */
     int64_t ntrain, neval;
+    sched_action *ran; /* the last step's actions as executed: op, the chunk's stage, micro-batch */
+    int64_t nran;
     double bubble_table; /* the bubble of the schedule's table with unit costs (calc) */
 };
 
@@ -83,7 +85,8 @@ exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     const size_t max = (size_t)plan_actions_max(pl);
     e->train = calloc(max, sizeof *e->train);
     e->eval = calloc(max, sizeof *e->eval);
-    if (!ok || !e->fsend || !e->bsend || !e->train || !e->eval) {
+    e->ran = calloc(max, sizeof *e->ran);
+    if (!ok || !e->fsend || !e->bsend || !e->train || !e->eval || !e->ran) {
         exec_destroy(e);
         return NULL;
     }
@@ -104,7 +107,7 @@ void exec_destroy(exec *e) {
     if (!e) return;
     sends_done(e);
     plan_free(e->pl, PLAN_OWNER_EXEC, &e->bufs);
-    ALLOC_FREE_ALL(e->fsend, e->bsend, e->train, e->eval, e);
+    ALLOC_FREE_ALL(e->fsend, e->bsend, e->train, e->eval, e->ran, e);
 }
 
 /* What a run of actions counts: the forwards' losses, the backwards so far of each chunk (whole or
@@ -112,6 +115,8 @@ void exec_destroy(exec *e) {
 typedef struct {
     double loss;
     int64_t nbwd[64], nw[64], inflight, peak;
+    sched_action *ran; /* the actions as run (NULL: not kept) */
+    int64_t nran;
 } exec_run;
 
 /* A backward action (B, I or W) of chunk c in slot k. */
@@ -167,6 +172,8 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
     default:
         CHECK(0, "exec: action %d is not one the executor runs", (int)a->op);
     }
+    if (r->ran) /* what ran: the stage of the chunk it used */
+        r->ran[r->nran++] = (sched_action){a->op, (int32_t)(c * e->P + e->pl->pipe.index), a->mb};
 }
 
 /* Runs n actions (train: micro-batch j in slot j mod nslots; an evaluation's all in slot 0);
@@ -189,9 +196,11 @@ double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     const plan *pl = e->pl;
     exec_run r;
     memset(&r, 0, sizeof r);
+    r.ran = e->ran;
     const mesh_stat r0 = mesh_stats(e->mh, MESH_OP_RECV, -1);
     const double t0 = mesh_now();
     const double loss = run(e, e->train, e->ntrain, 1, tokens, &r);
+    e->nran = r.nran;
     if (!st) return loss;
     *st = (exec_stats){0, 0, 0, 0};
     if (pl->pipe.n == 1) return loss;
@@ -202,6 +211,11 @@ double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     st->bubble = par_pipe_mean(e->p, wall > 0 ? (r1.wait_seconds - r0.wait_seconds) / wall : 0);
     st->bubble_ideal = e->bubble_table;
     return loss;
+}
+
+const sched_action *exec_last_step(const exec *e, int64_t *n) {
+    *n = e->nran;
+    return e->ran;
 }
 
 double exec_eval(exec *e, const int32_t *tokens) {

@@ -35,6 +35,9 @@ void exec_destroy(exec *e); /* accepts NULL */
  * of the mean loss over the global batch accumulate into the model's (or the sharded run's)
  * storage. Returns that mean loss, on every rank; st (may be NULL) gets the pipeline's figures. */
 double exec_step(exec *e, const int32_t *tokens, exec_stats *st);
+/* The actions the last exec_step ran on this rank, in the order it ran them (*n of them): op,
+ * the stage of the chunk it used (chunk · |Z| + this rank's index), micro-batch. */
+const sched_action *exec_last_step(const exec *e, int64_t *n);
 /* Collective over: world. The forwards of an evaluation batch; the mean loss, on every rank. */
 double exec_eval(exec *e, const int32_t *tokens);
 #endif

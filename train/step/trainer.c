@@ -340,6 +340,9 @@ par *trainer_par(trainer *t) {
 const plan *trainer_plan(const trainer *t) {
     return &t->pl;
 }
+const sched_action *trainer_last_actions(const trainer *t, int64_t *n) {
+    return exec_last_step(t->ex, n);
+}
 report *trainer_report(trainer *t) {
     return t->rep;
 }

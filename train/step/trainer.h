@@ -35,6 +35,8 @@ model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
 /* The run's sharding plan (a trivial one for a single-rank run). */
 const plan *trainer_plan(const trainer *t);
+/* The actions the last step ran on this rank, in order (exec_last_step). */
+const sched_action *trainer_last_actions(const trainer *t, int64_t *n);
 report *trainer_report(trainer *t);
 /* This rank's matmul FLOP/s, measured at creation: the fp32 sgemm rate, or in bf16 the bf16
  * path's (the MFU's peak, the emulated chip's C); and the sgemm rate whatever the dtype. */

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Disaggregated against interleaved serving on the same ranks, on the serving benchmark's Poisson
+# workload (bench/serve_load.py: arrivals at a fixed seed, prompts and output lengths from the
+# corpus's speeches). Both run `meshtrain serve` on NP ranks, one replica per rank (--mesh x=NP
+# --dp x), continuous batching:
+#   interleaved    every replica admits requests and runs their prefill chunks in the same steps
+#                  as its decodes (the book's interleaved engine: good throughput, but a step that
+#                  carries a prefill chunk is longer, so the decodes in it jitter);
+#   disaggregated  --prefill-ranks PREFILL: those replicas only prefill and ship each request's
+#                  KV blocks to the others, which only decode (steady decode steps, but the
+#                  prefill ranks sit idle between prompts and fewer ranks decode).
+# The variants alternate ROUNDS times. From each run: TTFT and TPOT (p50, p99), output tokens/s
+# and requests/s; the table gives the median and min over the rounds of each, and the KV shipped
+# (from the disaggregated server's /metrics). The book's argument: disaggregation wins p99 TPOT
+# (no prefill in a decode step) and lets each side scale; interleaving wins throughput when the
+# prefill load is too small to keep dedicated prefill chips busy.
+#
+# usage: bench/disagg_bench.sh [BUILD_DIR]
+# env:   ROUNDS=3 N=60 RATE=6 NP=3 PREFILL=1 B=8 SEED=1 OUT=bench/disagg_out
+#        MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+. bench/lib.sh disagg_bench
+ROUNDS=${ROUNDS:-3} N=${N:-60} RATE=${RATE:-6} NP=${NP:-3} PREFILL=${PREFILL:-1} B=${B:-8}
+SEED=${SEED:-1} OUT=${OUT:-bench/disagg_out}
+read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
+CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+
+server_pid=
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+trap stop_server EXIT INT TERM
+
+# run TAG FLAGS...: a server on a free port, the workload against it, its /metrics, stopped.
+run() {
+  local tag=$1
+  shift
+  setsid mpirun --oversubscribe --bind-to none -np "$NP" "$MT" serve --port 0 "${MODEL[@]}" \
+    --seed 1 --mesh "x=$NP" --dp x --max-seqs "$B" --quiet "$@" >"$OUT/$tag.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do
+    grep -q 'listening on' "$OUT/$tag.log" && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$OUT/$tag.log"; exit 1; }
+    sleep 0.1
+  done
+  local url
+  url=$(sed -n 's|.*listening on \(http://[^ ]*\)/.*|\1|p' "$OUT/$tag.log")
+  $PY bench/serve_load.py run "$url" "$OUT/poisson.jsonl" "$OUT/$tag.jsonl"
+  "$PY" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+    "$url/metrics" >"$OUT/$tag.metrics"
+  stop_server
+}
+
+# stats TAG: "ttft50 ttft99 tpot50 tpot99 tok_s req_s" (ms, ms, ms, ms, 1/s, 1/s)
+stats() {
+  "$PY" - "$OUT/$1.jsonl" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+import serve_load as s
+st = s.stats(sys.argv[1], 1.0, 0.05)
+print("%.2f %.2f %.2f %.2f %.2f %.3f" % (1e3 * s.pct(st["ttft"], 50), 1e3 * s.pct(st["ttft"], 99),
+      1e3 * s.pct(st["tpot"], 50), 1e3 * s.pct(st["tpot"], 99), st["tok_s"], st["req_s"]))
+PY
+}
+
+$PY bench/serve_load.py gen poisson "$OUT/poisson.jsonl" --corpus data/tinyshakespeare.txt \
+  --n "$N" --rate "$RATE" --seed "$SEED" --context "$CTX"
+declare -A val
+add() { val[$1]="${val[$1]:-} $2"; }
+keys=(ttft50 ttft99 tpot50 tpot99 tok_s req_s)
+for r in $(seq "$ROUNDS"); do
+  for v in inter disagg; do
+    if [ "$v" = inter ]; then run "${v}_$r"; else run "${v}_$r" --prefill-ranks "$PREFILL"; fi
+    read -r -a got <<<"$(stats "${v}_$r")"
+    for i in "${!keys[@]}"; do add "${v}_${keys[$i]}" "${got[$i]}"; done
+    echo "round $r $v: TTFT p50/p99 ${got[0]}/${got[1]} ms, TPOT p50/p99 ${got[2]}/${got[3]} ms," \
+      "${got[4]} tok/s, ${got[5]} req/s"
+  done
+done
+
+stat() { # stat KEY: "median / min"
+  printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
+    "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
+}
+xfer=$(awk '$1 == "meshtrain_kv_transfers_total" {t = $2} $1 == "meshtrain_kv_transfer_bytes_total" {b = $2}
+  $1 == "meshtrain_kv_transfer_seconds_total" {s = $2} END {if (t) printf "%d requests, %.3f MB, %.3f ms each (rank 0)", t, b / 1e6, 1e3 * s / t}' \
+  "$OUT/disagg_1.metrics")
+{
+  echo "# Disaggregated vs interleaved serving ($(date -u +%Y-%m-%d), $CPU, $(getconf _NPROCESSORS_ONLN) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo
+  echo "Model: ${MODEL[*]} (fp32, fresh init); $NP ranks, one replica each (--mesh x=$NP --dp x),"
+  echo "--max-seqs $B; $N requests at $RATE/s (Poisson, seed $SEED); $ROUNDS alternating rounds,"
+  echo "median / min over the rounds. Disaggregated: --prefill-ranks $PREFILL ($PREFILL prefill,"
+  echo "$((NP - PREFILL)) decode replicas); KV shipped in round 1: $xfer."
+  echo
+  echo "| | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) | output tokens/s | requests/s |"
+  echo "|---|---|---|---|---|---|---|"
+  for v in inter disagg; do
+    printf '| %s |' "$([ "$v" = inter ] && echo interleaved || echo disaggregated)"
+    for k in "${keys[@]}"; do printf ' %s |' "$(stat "${v}_$k")"; done
+    echo
+  done
+} | tee "$OUT/results.md"
