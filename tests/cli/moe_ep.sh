@@ -8,7 +8,8 @@
 #    batch·T·k·(MoE blocks);
 #  - checkpoints reshard across expert-axis sizes: saved on 3 ranks with --expert x, loaded and
 #    saved again on 2 ranks (--expert x) and on 1 rank, every parameter and AdamW moment is
-#    bit-identical (h5diff); the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
+#    bit-identical (h5diff), and so is one saved under --zero 1 (2 ranks) and loaded on 3 ranks
+#    without ZeRO; the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
@@ -36,8 +37,10 @@ case_ 2 4 "--expert y is not a data axis (--dp)" "${base[@]}" "${moe[@]}" --mesh
   --expert y --steps 1
 case_ 2 2 "--expert configures the mixture-of-experts layers: give --experts E" "${base[@]}" \
   --expert x --steps 1
-case_ 2 2 "--experts with --zero is not implemented yet" "${base[@]}" "${moe[@]}" --zero 1 \
-  --expert x --steps 1
+case_ 2 2 "--experts with --zero 2 or 3 is not implemented yet" "${base[@]}" "${moe[@]}" \
+  --zero 3 --expert x --steps 1
+case_ 2 2 "--experts with --zero 1 and dense blocks (--moe-every above 1)" "${base[@]}" \
+  "${moe[@]}" --zero 1 --moe-every 2 --expert x --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \
@@ -73,15 +76,21 @@ run 2 "${base[@]}" "${moe[@]}" --steps 2 --expert x --resume "$WORK/r3.h5" \
   --save-final "$WORK/rt2.h5" >/dev/null 2>&1 || bad "2-rank resume exited $?"
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/r3.h5" --save-final "$WORK/rt1.h5" \
   >/dev/null 2>&1 || bad "1-rank resume exited $?"
-for f in rt2 rt1; do
+run 2 "${base[@]}" "${moe[@]}" --steps 2 --expert x --zero 1 --save-final "$WORK/z2.h5" \
+  >/dev/null 2>&1 || bad "2-rank ZeRO-1 run exited $?"
+run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --resume "$WORK/z2.h5" \
+  --save-final "$WORK/rz3.h5" >/dev/null 2>&1 || bad "3-rank resume of the ZeRO-1 checkpoint exited $?"
+for f in rt2 rt1 rz3; do
+  src=r3
+  [ $f = rz3 ] && src=z2
   same=1
   for d in router expert_gate expert_up expert_down embed wq mlp_norm; do
     for g in params optimizer/m optimizer/v; do
-      h5diff -q "$WORK/r3.h5" "$WORK/$f.h5" "/$g/$d" "/$g/$d" >/dev/null 2>&1 || same=0
+      h5diff -q "$WORK/$src.h5" "$WORK/$f.h5" "/$g/$d" "/$g/$d" >/dev/null 2>&1 || same=0
     done
   done
-  [ $same = 1 ] && ok "saved on 3 ranks (--expert x), loaded and saved by $f: bit-identical" ||
-    bad "saved on 3 ranks, loaded and saved by $f: differs"
+  [ $same = 1 ] && ok "saved by $src, loaded and saved by $f: bit-identical" ||
+    bad "saved by $src, loaded and saved by $f: differs"
 done
 loss3() { sed -n 's/.*"step":3,"loss":\([^,]*\),.*/\1/p' "$1"; }
 for np in 1 3; do

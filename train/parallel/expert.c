@@ -160,6 +160,13 @@ double ep_grad_sumsq(struct par *p, model *mod) {
     return s + par_allsum(p, p->pl->expert.axes, sr);
 }
 
+par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
+    int64_t n, off = p->pl->shard_total;
+    for (int j = P_COUNT; j < (int)id; j++) off += plan_moe_elems(p->pl, (param_id)j);
+    float *w = model_param(mod, id, &n);
+    return (par_owned){w, model_grad(mod, id, NULL), n, off};
+}
+
 int ep_is_writer(const struct par *p, param_id id) {
     if (!routed(id)) return p->pl->batch.index == 0;
     return mesh_axes_index(p->m, replica_axes(p)) == 0;

@@ -172,6 +172,9 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, cons
 void ep_reduce_grads(struct par *p, model *mod);
 /* Σ g² of the mixture-of-experts gradients, each element once (identical on every rank). */
 double ep_grad_sumsq(struct par *p, model *mod);
+/* ZeRO-1's par_owned_slice of a mixture-of-experts parameter: the whole (local) parameter, its
+ * state after the shards' in the optimizer's vector (plan.state_elems). */
+par_owned ep_owned_slice(struct par *p, model *mod, param_id id);
 /* par_is_writer for a mixture-of-experts parameter. */
 int ep_is_writer(const struct par *p, param_id id);
 /* Is id a dense MLP weight of a model with experts (reduced whole by ep_reduce_grads)? */

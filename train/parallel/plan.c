@@ -156,11 +156,12 @@ static void geometry(plan *p) {
         p->shard_total += g->shard_n;
         p->param_elems += p->zero == 3 ? g->shard_n : g->nb * plan_geo_block(g);
     }
-    for (int id = P_COUNT; id < model_param_ids(&p->s); id++) { /* experts: E_Z of them */
-        const int64_t n = plan_moe_elems(p, (param_id)id);
-        p->param_elems += n, p->grad_elems += n;
-    }
-    p->state_elems = p->zero ? p->shard_total : p->param_elems;
+    int64_t moe = 0; /* the MoE parameters: whole but for the routed experts' E_Z */
+    for (int id = P_COUNT; id < model_param_ids(&p->s); id++)
+        moe += plan_moe_elems(p, (param_id)id);
+    p->param_elems += moe, p->grad_elems += moe;
+    /* ZeRO-1: the MoE parameters' state is not sharded, it follows the shards' */
+    p->state_elems = p->zero ? p->shard_total + moe : p->param_elems;
     p->dcn_n = (p->grad_elems + p->data.n - 1) / p->data.n * p->data.n;
 }
 
@@ -301,7 +302,8 @@ static void list_model(plan *p, int forward_only) {
     if (bf16 == MODEL_BF16)
         add(p, BUF_PARAMS_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_BF16, p->param_elems);
     if (bf16) {
-        add(p, BUF_ACTIVATIONS_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_ACTIVATIONS, PLAN_BF16, ms.act_b);
+        add(p, BUF_ACTIVATIONS_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_ACTIVATIONS, PLAN_BF16,
+            ms.act_b);
         add(p, BUF_MODEL_SCRATCH_BF16, 0, PLAN_OWNER_MODEL, PLAN_MEM_BUFFERS, PLAN_BF16,
             ms.scratch_b);
     }

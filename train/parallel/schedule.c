@@ -3,8 +3,8 @@
  * them, as calc/schedule.h's actions (GPipe's and 1F1B's written here, the interleaved and
  * zero-bubble ones calc's tables as they are), and what the schedule asks of the rest of the plan:
  * its checks, the rank's chunks and activation slots. Without a pipeline axis the trivial
- * schedule: each micro-batch's forward then backward. The executor (train/step/exec.c) runs the list; the
- * timeline (pipeline.c) simulates the stages' orders. */
+ * schedule: each micro-batch's forward then backward. The executor (train/step/exec.c) runs the
+ * list; the timeline (pipeline.c) simulates the stages' orders. */
 #include "train/parallel/plan.h"
 
 #include "mesh/errmsg.h"
@@ -132,8 +132,7 @@ model_stage_info plan_stage_info(const plan *p) {
 
 /* Appends the forward (fwd) or backward of micro-batch mb on stage s with its receive before and
  * send after it (stage s and its neighbours on other ranks: the stages 0 .. |Z|·chunks − 1). */
-static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int64_t s,
-                      int64_t mb) {
+static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int64_t s, int64_t mb) {
     const int first = s == 0, last = s == p->pipe.n * p->chunks - 1;
     if (fwd) {
         if (!first) out[n++] = action(SCHED_RECV_F, s, mb);

@@ -193,6 +193,7 @@ static void shard_select(struct par *p, model *mod, param_id id, float *sh) {
 }
 
 par_owned par_owned_slice(par *p, model *mod, param_id id) {
+    if (p && p->pl->zero && id >= P_COUNT) return ep_owned_slice(p, mod, id);
     if (!p || p->pl->zero == 0) {
         int64_t n, off = 0;
         float *w = model_param(mod, id, &n);
@@ -214,7 +215,7 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
 }
 
 void par_owned_done(par *p, model *mod, param_id id) {
-    if (!p || p->pl->zero == 0 || p->pl->zero == 3) return;
+    if (!p || p->pl->zero == 0 || p->pl->zero == 3 || id >= P_COUNT) return;
     /* ZeRO-1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
      * --overlap deferred to the next step (weights_start_due; a column-sharded block, which
      * needs unpacking, is gathered now) */

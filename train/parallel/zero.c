@@ -283,6 +283,7 @@ double par_grad_sumsq(par *p, model *mod) {
 
 param_slab par_state_slab(par *p, model *mod, param_id id) {
     if (!p) return *model_slab(mod, id);
+    if (id >= P_COUNT) return plan_moe_slab(p->pl, id); /* never sharded over X (ZeRO-1) */
     return p->pl->zero == 0 ? plan_tp_slab(p->pl, id) : plan_shard_slab(p->pl, id);
 }
 
