@@ -5,12 +5,13 @@
 # Each round runs `meshtrain generate` plainly and with `--draft --draft-tokens k` for every k in
 # KS, in turn, so that every variant sees the same machine. From each run:
 #   plain: the median decode step t and the decode's time per token w (ms);
-#   speculative: alpha, the measured tokens per target step, the drafter's median step t_d, the
-#   verify step's median t_v (k + 1 rows), and the decode's wall time per token.
-# The formula: speed-up = E / (k·t_d/t + t_v/t) with E = (1 - alpha^(k+1))/(1 - alpha), from the
-# run's alpha and its two step times against the plain step of the same round; the measured
-# speed-up = w / (speculative ms/token), both the decode's whole time (so both pay the machine's
-# other load alike). The table gives median and min over the rounds, and
+#   speculative: alpha, the measured tokens per target step, the drafter's mean step t_d, the
+#   verify step's mean t_v (k + 1 rows), and the decode's wall time per token.
+# The formula: speed-up = E / (k·t_d/w + t_v/w) with E = (1 - alpha^(k+1))/(1 - alpha), from the
+# run's alpha and its two step times against the plain decode's mean step w of the same round;
+# the measured speed-up = w / (speculative ms/token). Means, not medians, on both sides: a
+# decode's time is the sum of its steps, and on a loaded machine the steps' tails are heavy (the
+# medians are in the logs: OUT's per-round lines). The table gives median and min over the rounds, and
 # measured/predicted (the issue asks for it within 0.8-1.2).
 # The checkpoints are trained once into WORK (about a minute each on the loaded 2-vCPU machine);
 # a round takes a few seconds.
@@ -66,16 +67,16 @@ for r in $(seq "$ROUNDS"); do
     d=$(grep '^draft summary' <<<"$out")
     a=$(field "$s" alpha) per=$(field "$s" "tokens per target step") ms=$(sed -n \
       's/.* \([0-9.]*\) ms\/token.*/\1/p' <<<"$s")
-    td=$(sed -n 's/.*drafter steps | median \([0-9.]*\) ms.*/\1/p' <<<"$d")
-    tv=$(sed -n 's/.*rows | median \([0-9.]*\) ms.*/\1/p' <<<"$d")
-    pred=$(awk -v a="$a" -v k="$k" -v t="$t" -v td="$td" -v tv="$tv" 'BEGIN {
+    td=$(sed -n 's/.*drafter steps | median [0-9.]* ms, min [0-9.]*, mean \([0-9.]*\) .*/\1/p' <<<"$d")
+    tv=$(sed -n 's/.*rows | median [0-9.]* ms, min [0-9.]*, mean \([0-9.]*\).*/\1/p' <<<"$d")
+    pred=$(awk -v a="$a" -v k="$k" -v t="$w" -v td="$td" -v tv="$tv" 'BEGIN {
       e = a < 1 ? (1 - a ^ (k + 1)) / (1 - a) : k + 1; printf "%.4f", e / (k * td / t + tv / t) }')
     meas=$(awk -v w="$w" -v ms="$ms" 'BEGIN {printf "%.4f", w / ms}')
     add "a_$k" "$a"
     add "per_$k" "$per"
     add "form_$k" "$(awk -v a="$a" -v k="$k" 'BEGIN {printf "%.4f", a < 1 ? (1 - a ^ (k + 1)) / (1 - a) : k + 1}')"
-    add "c_$k" "$(awk -v t="$t" -v td="$td" 'BEGIN {printf "%.4f", td / t}')"
-    add "v_$k" "$(awk -v t="$t" -v tv="$tv" 'BEGIN {printf "%.4f", tv / t}')"
+    add "c_$k" "$(awk -v t="$w" -v td="$td" 'BEGIN {printf "%.4f", td / t}')"
+    add "v_$k" "$(awk -v t="$w" -v tv="$tv" 'BEGIN {printf "%.4f", tv / t}')"
     add "pred_$k" "$pred"
     add "meas_$k" "$meas"
     add "ratio_$k" "$(awk -v m="$meas" -v p="$pred" 'BEGIN {printf "%.4f", m / p}')"
@@ -93,9 +94,9 @@ stat() { # stat KEY: "median / min"
     /proc/loadavg)), 1 rank, 1 BLAS thread; target: the demo's model ($STEPS steps), drafter:"
   echo "1 layer, same width ($DSTEPS steps); batch 1, prompt \"$PROMPT\", $TOKENS tokens,"
   echo "temperature $TEMP; $ROUNDS alternating rounds, median / min over the rounds; plain decode"
-  echo "step $(stat plain) ms, its decode $(stat plainw) ms/token. c = drafter step / plain step,"
-  echo "v = verify step / plain step; formula speed-up = (1 - a^(k+1))/(1 - a) / (k c + v);"
-  echo "measured = plain / speculative decode time per token."
+  echo "step $(stat plain) ms (median), $(stat plainw) ms (mean: its decode's time per token)."
+  echo "c = drafter step / plain step, v = verify step / plain step (means); formula speed-up ="
+  echo "(1 - a^(k+1))/(1 - a) / (k c + v); measured = plain / speculative decode time per token."
   echo
   echo "| k | alpha | tokens/target step (measured) | (1-a^(k+1))/(1-a) | c | v | speed-up measured | formula | measured/formula |"
   echo "|---|---|---|---|---|---|---|---|---|"

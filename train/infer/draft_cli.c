@@ -120,10 +120,12 @@ static void report_spec(const spec_run *r, const spec_counts *all, int64_t B, in
                     (long long)b, (long long)r->seq[b].drafted, (long long)r->seq[b].accepted,
                     (long long)r->seq[b].rejected, spec_alpha(&r->seq[b]));
     fprintf(stderr,
-            "draft summary | %lld drafter steps | median %.3f ms, min %.3f | %lld verify steps "
-            "of %.1f rows | median %.3f ms, min %.3f\n",
+            "draft summary | %lld drafter steps | median %.3f ms, min %.3f, mean %.3f | %lld "
+            "verify steps of %.1f rows | median %.3f ms, min %.3f, mean %.3f\n",
             (long long)r->draft_steps, 1e3 * td, r->draft_steps ? 1e3 * ds[0] : 0.0,
-            (long long)r->rounds, rows, 1e3 * tv, r->rounds ? 1e3 * vs[0] : 0.0);
+            r->draft_steps ? 1e3 * r->draft_sum.seconds / (double)r->draft_steps : 0.0,
+            (long long)r->rounds, rows, 1e3 * tv, r->rounds ? 1e3 * vs[0] : 0.0,
+            r->rounds ? 1e3 * r->verify_sum.seconds / (double)r->rounds : 0.0);
     fprintf(stderr,
             "speculative summary | k %d | drafted %lld, kept %lld, rejected %lld | alpha %.3f | "
             "tokens per target step %.3f (formula (1-a^(k+1))/(1-a) %.3f) | decode "
