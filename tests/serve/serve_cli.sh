@@ -8,20 +8,35 @@ MPI=$1 MT=$2 WORK=$3 TXT=$4
 rm -rf "$WORK" && mkdir -p "$WORK"
 fails=0
 MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
-err() { # err WANT_FRAGMENT NP ARGS...
-  local frag=$1 np=$2
-  shift 2
+# err WANT_FRAGMENT NP ARGS...: status 2 and one error line holding the fragment. The cases run
+# concurrently, at most 3 at a time (each mostly waits for mpirun), their verdicts printed in
+# order at the end.
+ncase=0
+err_() {
+  local frag=$1 np=$2 i=$3
+  shift 3
   timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve --port 0 "${MODEL[@]}" \
-    "$@" >"$WORK/out" 2>"$WORK/err"
+    "$@" >"$WORK/out.$i" 2>"$WORK/err.$i"
   local rc=$?
-  if one_error 2 "$rc" "$WORK/err" "$frag"; then
+  if one_error 2 "$rc" "$WORK/err.$i" "$frag"; then
     echo "ok   [$*] -> 2: $ERR_LINE"
   else
     echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err" | head -10
-    fails=$((fails + 1))
+    sed 's/^/     | /' "$WORK/err.$i" | head -10
   fi
 }
+err() {
+  local i=$ncase
+  ncase=$((ncase + 1))
+  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
+  (err_ "$1" "$2" "$i" "${@:3}" >"$WORK/verdict.$i" 2>&1) &
+}
+# a drafter of 16 positions, and files that exist for the path checks
+timeout 120 "$MPI" --oversubscribe -np 1 "$MT" --layers 1 --d-model 32 --heads 4 --kv-heads 2 \
+  --seq-len 16 --batch 4 --steps 1 --eval-every 0 --quiet --data "$TXT" \
+  --save-final "$WORK/short.h5" >/dev/null 2>&1
+: >"$WORK/x.h5"
+: >"$WORK/w.jsonl"
 err "--kv-block 0: expected a whole number in [1, 4096]" 1 --kv-block 0
 err "--batching dynamic: expected one of: continuous static" 1 --batching dynamic
 err "--prefix-cache yes: expected one of: on off" 1 --prefix-cache yes
@@ -32,7 +47,14 @@ err "--zero 3 (FSDP) is refused" 2 --mesh x=2 --dp x --zero 3
 err "the KV pool is too big" 1 --kv-blocks 2000000000 --kv-block 4096
 err "--sim-out and --sim-machine go with --simulate" 1 --sim-out "$WORK/x.jsonl"
 err "--simulate needs --sim-out" 1 --simulate "$WORK/none.jsonl"
-err "--simulate $WORK/none.jsonl: cannot open it" 2 --simulate "$WORK/none.jsonl" --sim-out "$WORK/o"
+err "--simulate $WORK/none.jsonl: cannot open (No such file" 2 --simulate "$WORK/none.jsonl" \
+  --sim-out "$WORK/o"
+# every path-taking flag says what is wrong with the path, naming the flag
+err "--ckpt $WORK: is a directory, not a file" 1 --ckpt "$WORK"
+err "--draft $WORK: is a directory, not a file" 1 --draft "$WORK"
+err "--simulate $WORK: is a directory, not a file" 1 --simulate "$WORK" --sim-out "$WORK/o"
+err "--sim-out $WORK/x.h5 is also --ckpt" 1 --ckpt "$WORK/x.h5" --simulate "$WORK/w.jsonl" \
+  --sim-out "$WORK/x.h5"
 err "/no/such.h5" 1 --ckpt /no/such.h5
 err "--draft-tokens goes with --draft" 1 --draft-tokens 3
 err "--prefill-ranks 1: whole replicas of 1 ranks, fewer than the 1 ranks" 1 --prefill-ranks 1
@@ -42,12 +64,15 @@ err "--prefill-ranks goes with continuous batching" 2 --prefill-ranks 1 --mesh x
   --batching static
 err "/no/draft.h5" 2 --draft /no/draft.h5 --mesh y=2 --tensor y
 err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
-timeout 120 "$MPI" --oversubscribe -np 1 "$MT" --layers 1 --d-model 32 --heads 4 --kv-heads 2 \
-  --seq-len 16 --batch 4 --steps 1 --eval-every 0 --quiet --data "$TXT" \
-  --save-final "$WORK/short.h5" >/dev/null 2>&1
 err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x
 timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1
-if [ $? -eq 0 ] && grep -q -- '--max-batch-tokens' "$WORK/help" && grep -q '/v1/completions' "$WORK/help"; then
+help_rc=$?
+wait
+for ((i = 0; i < ncase; i++)); do
+  cat "$WORK/verdict.$i"
+  grep -q '^FAIL' "$WORK/verdict.$i" && fails=$((fails + 1))
+done
+if [ "$help_rc" -eq 0 ] && grep -q -- '--max-batch-tokens' "$WORK/help" && grep -q '/v1/completions' "$WORK/help"; then
   echo "ok   serve --help lists the flags and endpoints"
 else
   echo "FAIL serve --help"

@@ -437,6 +437,43 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     return 0;
 }
 
+/* The flags against each other (the same answer on every rank): one message, status 2. */
+static void check_combinations(const serve_flags *f) {
+    if (!f->simulate[0] && (f->sim_out[0] || f->sim_machine[0]))
+        mesh_exit_error("--sim-out and --sim-machine go with --simulate FILE");
+    if (f->simulate[0] && !f->sim_out[0])
+        mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
+    if (f->draft_tokens && !f->draft[0])
+        mesh_exit_error("--draft-tokens goes with --draft CKPT (the drafter)");
+    if (f->draft[0] && f->simulate[0])
+        mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
+    if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || !strcmp(f->batching, "static")))
+        mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
+                        "--simulate");
+}
+
+/* Rank 0: serve's paths, before any work: the inputs are readable files, and --sim-out can be
+ * written, is no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
+static int check_paths(const serve_flags *f, char *err, size_t errlen) {
+    char why[512];
+    const struct {
+        const char *flag, *path;
+    } in[] = {{"--ckpt", f->ckpt}, {"--draft", f->draft}, {"--simulate", f->simulate}};
+    for (int k = 0; k < 3; k++)
+        if (in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
+            return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
+    if (!f->sim_out[0]) return 0;
+    for (int k = 0; k < 3; k++)
+        if (in[k].path[0] && paths_same_file(f->sim_out, in[k].path))
+            return errmsg_fail(err, errlen,
+                               "--sim-out %s is also %s: the times would overwrite an input (give "
+                               "another file)",
+                               f->sim_out, in[k].flag);
+    if (paths_can_write(f->sim_out, why, sizeof why) < 0)
+        return errmsg_fail(err, errlen, "--sim-out %s: cannot create it (%s)", f->sim_out, why);
+    return lockfile_output(f->sim_out, "--sim-out", err, errlen);
+}
+
 int serve_main(int argc, char **argv) {
     char err[SERVE_ERR] = "";
     for (int i = 1; i < argc; i++)
@@ -472,30 +509,12 @@ int serve_main(int argc, char **argv) {
     kern_set_threads(c.threads);
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    check_combinations(&f);
+    const int st = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
+    if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    if (!f.simulate[0] && (f.sim_out[0] || f.sim_machine[0]))
-        mesh_exit_error("--sim-out and --sim-machine go with --simulate FILE");
-    if (f.simulate[0] && !f.sim_out[0])
-        mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
-    if (f.draft_tokens && !f.draft[0])
-        mesh_exit_error("--draft-tokens goes with --draft CKPT (the drafter)");
-    if (f.draft[0] && f.simulate[0])
-        mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
-    if (f.prefill_ranks && (f.draft[0] || f.simulate[0] || !strcmp(f.batching, "static")))
-        mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
-                        "--simulate");
-    char why[512] = "";
-    int st = 0; /* --sim-out: writable and this run's alone, before any work (data/lockfile.h) */
-    if (mesh_world_rank() == 0 && f.sim_out[0]) {
-        if (paths_can_write(f.sim_out, why, sizeof why) < 0)
-            st = errmsg_fail(err, sizeof err, "--sim-out %s: cannot create it (%s)", f.sim_out,
-                             why);
-        else
-            st = lockfile_output(f.sim_out, "--sim-out", err, sizeof err);
-    }
-    if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
     const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m);
     mesh_destroy(m);
     return rc;
