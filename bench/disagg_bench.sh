@@ -24,7 +24,8 @@ BUILD=${1:-build}
 . bench/lib.sh disagg_bench
 ROUNDS=${ROUNDS:-3} N=${N:-60} RATE=${RATE:-6} NP=${NP:-3} PREFILL=${PREFILL:-1} B=${B:-8}
 SEED=${SEED:-1} OUT=${OUT:-bench/disagg_out}
-read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
+DEF_MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
+read -r -a MODEL <<<"${MODEL:-$DEF_MODEL}"
 CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -56,7 +57,7 @@ run() {
   local url
   url=$(sed -n 's|.*listening on \(http://[^ ]*\)/.*|\1|p' "$OUT/$tag.log")
   $PY bench/serve_load.py run "$url" "$OUT/poisson.jsonl" "$OUT/$tag.jsonl"
-  "$PY" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+  "$PY" -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1]).read().decode())' \
     "$url/metrics" >"$OUT/$tag.metrics"
   stop_server
 }
@@ -92,18 +93,23 @@ stat() { # stat KEY: "median / min"
   printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
     "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
 }
-xfer=$(awk '$1 == "meshtrain_kv_transfers_total" {t = $2} $1 == "meshtrain_kv_transfer_bytes_total" {b = $2}
-  $1 == "meshtrain_kv_transfer_seconds_total" {s = $2} END {if (t) printf "%d requests, %.3f MB, %.3f ms each (rank 0)", t, b / 1e6, 1e3 * s / t}' \
+xfer=$(awk '$1 == "meshtrain_kv_transfers_total" {t = $2}
+  $1 == "meshtrain_kv_transfer_bytes_total" {b = $2}
+  $1 == "meshtrain_kv_transfer_seconds_total" {s = $2}
+  END {if (t) printf "%d requests, %.3f MB, %.3f ms each (rank 0)", t, b / 1e6, 1e3 * s / t}' \
   "$OUT/disagg_1.metrics")
+load=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-  echo "# Disaggregated vs interleaved serving ($(date -u +%Y-%m-%d), $CPU, $(getconf _NPROCESSORS_ONLN) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo "# Disaggregated vs interleaved serving ($(date -u +%Y-%m-%d), $CPU,"
+  echo "$(getconf _NPROCESSORS_ONLN) vCPUs, load $load)"
   echo
   echo "Model: ${MODEL[*]} (fp32, fresh init); $NP ranks, one replica each (--mesh x=$NP --dp x),"
   echo "--max-seqs $B; $N requests at $RATE/s (Poisson, seed $SEED); $ROUNDS alternating rounds,"
   echo "median / min over the rounds. Disaggregated: --prefill-ranks $PREFILL ($PREFILL prefill,"
   echo "$((NP - PREFILL)) decode replicas); KV shipped in round 1: $xfer."
   echo
-  echo "| | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) | output tokens/s | requests/s |"
+  printf '| | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |'
+  echo ' output tokens/s | requests/s |'
   echo "|---|---|---|---|---|---|---|"
   for v in inter disagg; do
     printf '| %s |' "$([ "$v" = inter ] && echo interleaved || echo disaggregated)"
