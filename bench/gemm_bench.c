@@ -14,12 +14,19 @@
  * --paths: the bf16 paths to time (default: every path this CPU has; one oneDNN path at most,
  * since oneDNN's ISA cap is per process). --decode-mb: the bf16 weight's size (default 256 MB;
  * its fp32 copy is twice that). CSV columns: part,shape,product,variant,min_ms,median_ms,gflops,gbs
- * (gflops and gbs from the median; gbs: the weight's bytes read per second, decode only). */
+ * (gflops and gbs from the median; gbs: the weight's bytes read per second, decode only); the file
+ * is this run's alone (a second live writer is refused) and ends on a whole row even on a full
+ * disk (data/linefile.h), which ends the run with status 2. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "data/linefile.h"
+#include "data/lockfile.h"
+#include "data/paths.h"
 #include "kernels/attn_cache.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu.h"
@@ -37,8 +44,11 @@ typedef struct {
 typedef struct {
     variant v[MAX_VARIANTS];
     int nv, rounds;
-    FILE *csv;
+    linefile *csv;        /* --csv */
+    const char *csv_path; /* its path, for messages */
 } bench;
+
+static void csv_row(bench *bn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The clock: monotonic, or (--cpu-clock) the thread's CPU time, which a loaded machine's other
  * processes do not add to (they still evict caches). */
@@ -120,10 +130,8 @@ static void time_product(bench *bn, const char *part, const char *shape, const c
         if (wbytes > 0) snprintf(gbs, sizeof gbs, "%7.1f GB/s", bytes / med * 1e-9);
         printf("%-6s %-22s %-4s %-16s %9.3f %9.3f ms %8.1f GFLOP/s %s\n", part, shape, product,
                bn->v[v].name, mn * 1e3, med * 1e3, flops / med * 1e-9, gbs);
-        if (bn->csv)
-            fprintf(bn->csv, "%s,%s,%s,%s,%.6f,%.6f,%.3f,%.3f\n", part, shape, product,
-                    bn->v[v].name, mn * 1e3, med * 1e3, flops / med * 1e-9,
-                    wbytes > 0 ? bytes / med * 1e-9 : 0.0);
+        csv_row(bn, "%s,%s,%s,%s,%.6f,%.6f,%.3f,%.3f\n", part, shape, product, bn->v[v].name,
+                mn * 1e3, med * 1e3, flops / med * 1e-9, wbytes > 0 ? bytes / med * 1e-9 : 0.0);
     }
     fflush(stdout);
 }
@@ -159,7 +167,7 @@ static void decode_part(bench *bn, double mb) {
            "(kern_measure_read_bw, %.0f MB)\n",
            (long long)K, (long long)N, wbytes * 1e-6, 2 * wbytes * 1e-6, bw * 1e-9,
            2 * wbytes * 1e-6);
-    if (bn->csv) fprintf(bn->csv, "decode,read_bw,-,kern_read_sum,0,0,0,%.3f\n", bw * 1e-9);
+    csv_row(bn, "decode,read_bw,-,kern_read_sum,0,0,0,%.3f\n", bw * 1e-9);
     static const int64_t ms[3] = {1, 8, 32};
     for (int i = 0; i < 3; i++) {
         operands o;
@@ -197,6 +205,54 @@ static void add_paths(bench *bn, const char *list, int threads) {
     }
 }
 
+/* One CSV row, whole (data/linefile.h); a failed write ends the run at once, with status 2 (the
+ * file ends on its last whole row). */
+static void csv_row(bench *bn, const char *fmt, ...) {
+    if (!bn->csv) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    const int rc = linefile_write(bn->csv, line, strlen(line));
+    if (rc == 0) return;
+    fprintf(stderr,
+            "gemm_bench: error: --csv %s: writing failed (%s); the file ends on its last "
+            "whole row\n",
+            bn->csv_path, strerror(-rc));
+    exit(2);
+}
+
+/* --csv FILE, before any work: writable, this run's alone, opened. NULL after a message. */
+static linefile *open_csv(const char *csv) {
+    char why[512], err[1024];
+    if (paths_can_write(csv, why, sizeof why) < 0) {
+        fprintf(stderr, "gemm_bench: error: --csv %s: cannot create it (%s)\n", csv, why);
+        return NULL;
+    }
+    if (lockfile_output(csv, "--csv", err, sizeof err) < 0) {
+        fprintf(stderr, "gemm_bench: error: %s\n", err);
+        return NULL;
+    }
+    linefile *f = linefile_open(csv, 0, why, sizeof why);
+    if (!f) fprintf(stderr, "gemm_bench: error: --csv %s: cannot write it (%s)\n", csv, why);
+    return f;
+}
+
+/* A whole number in [lo, hi] from v: 0, or −1 after a message naming the flag and the range. */
+static int whole(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "gemm_bench: error: %s %s: expected a whole number from %ld to %ld\n", flag,
+                v, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench bn = {.nv = 1, .rounds = 5};
     snprintf(bn.v[0].name, sizeof bn.v[0].name, "fp32 kern_gemm");
@@ -204,9 +260,11 @@ int main(int argc, char **argv) {
     double mb = 256;
     int train = 1, decode = 1, threads = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-            bn.rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--paths") && i + 1 < argc)
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+            if (whole("--rounds", argv[++i], 1, MAX_ROUNDS, &bn.rounds) < 0) return 2;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (whole("--threads", argv[++i], 1, 256, &threads) < 0) return 2;
+        } else if (!strcmp(argv[i], "--paths") && i + 1 < argc)
             paths = argv[++i];
         else if (!strcmp(argv[i], "--decode-mb") && i + 1 < argc)
             mb = atof(argv[++i]);
@@ -218,8 +276,6 @@ int main(int argc, char **argv) {
             decode = 0;
         else if (!strcmp(argv[i], "--cpu-clock"))
             clock_id = CLOCK_THREAD_CPUTIME_ID;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: gemm_bench [--rounds R] [--paths avx2,portable,...] "
                             "[--decode-mb MB] [--csv FILE] [--no-train] [--no-decode] "
@@ -234,22 +290,23 @@ int main(int argc, char **argv) {
     }
     kern_set_threads(threads);
     add_paths(&bn, paths, threads);
-    if (csv && !(bn.csv = fopen(csv, "w"))) {
-        fprintf(stderr, "gemm_bench: cannot write %s\n", csv);
-        return 2;
-    }
+    if (csv && !(bn.csv = open_csv(csv))) return 2;
+    bn.csv_path = csv;
     char cpu[64];
     kern_cpu_model(cpu, sizeof cpu);
     printf("gemm_bench on %s, %d thread(s), %d rounds, %s clock (min and median ms; GFLOP/s and "
            "GB/s of the median)\n",
            cpu, threads, bn.rounds, clock_id == CLOCK_MONOTONIC ? "monotonic" : "thread CPU");
-    if (bn.csv) fprintf(bn.csv, "part,shape,product,variant,min_ms,median_ms,gflops,gbs\n");
+    csv_row(&bn, "part,shape,product,variant,min_ms,median_ms,gflops,gbs\n");
     if (train) {
         train_part(&bn, "(a)", 2048, 256, 1024);
         train_part(&bn, "(b)", 2048, 512, 2048);
     }
     if (decode) decode_part(&bn, mb);
     for (int v = 1; v < bn.nv; v++) kern_bf16_ctx_destroy(bn.v[v].ctx);
-    if (bn.csv) fclose(bn.csv);
+    if (linefile_close(bn.csv) < 0) {
+        fprintf(stderr, "gemm_bench: error: --csv %s: closing it failed\n", csv);
+        return 2;
+    }
     return 0;
 }

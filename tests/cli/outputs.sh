@@ -3,18 +3,20 @@
 # full the disk:
 #  1. a run holding --metrics, --trace, --save-init and --save-final: a second writer of any of
 #     those files (by any output flag of meshtrain, generate --csv, prepare's OUT.h5, meshbench
-#     --csv/--json, under another spelling of the path, on 1 or 2 ranks) is refused with status 2
+#     --csv/--json, gemm_bench --csv, under another spelling of the path, on 1 or 2 ranks) is refused with status 2
 #     and one message naming the flag, the file and the holder's pid; the holder's metrics stay
 #     its own. Killed with SIGKILL, it leaves its locks, which are stale: the next run takes them
 #     and, ending normally, removes them.
 #  2. MESHTRAIN_FAULT_ENOSPC=N (data/linefile.h: a write past N bytes fails after storing the
-#     bytes up to N) on --metrics (fresh, and appended by --resume) and meshbench --csv: status 2,
-#     one message, and the file holds only whole lines, in order; generate --csv leaves no file.
+#     bytes up to N) on --metrics (fresh, and appended by --resume), meshbench and gemm_bench --csv:
+#     status 2, one message, and the file holds only whole lines, in order; generate --csv leaves
+#     no file.
 #  3. a real full disk (a small tmpfs; skipped where mount is not permitted): --metrics ends on a
 #     whole line, --trace leaves no partial timeline and no per-rank part, generate --csv no file.
 # usage: outputs.sh MPIEXEC MESHTRAIN MESHBENCH TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 MB=$3 TXT=$4 WORK=$5
+GB=$(dirname "$MB")/gemm_bench # built beside meshbench
 . "$(dirname "$0")/../common/one_error.sh"
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 1
 export MESHTRAIN_QUICK_START=1
@@ -70,11 +72,12 @@ refused "generate --csv" "--csv m.jsonl $HELD" "$MT" generate --layers 1 --d-mod
 refused "prepare's OUT.h5" "prepare: OUT.h5 f.h5 $HELD" "$MT" prepare "$TXT" f.h5
 refused "meshbench --csv" "--csv t.json $HELD" "$MB" -b 4K -e 4K -n 1 -w 0 --csv t.json
 refused "meshbench --json" "--json i.h5 $HELD" "$MB" -b 4K -e 4K -n 1 -w 0 --json i.h5
+refused "gemm_bench --csv" "--csv m.jsonl $HELD" "$GB" --no-train --no-decode --csv m.jsonl
 wait $(jobs -p | grep -v "^$HOLDER$") 2>/dev/null
 for ((i = 0; i < n; i++)); do
   # meshbench names itself in its messages
-  err_line=$(grep -m1 -E '^(meshtrain|meshbench): error:' "err.$i")
-  nerr=$(grep -cE '^(meshtrain|meshbench): error:' "err.$i")
+  err_line=$(grep -m1 -E '^(meshtrain|meshbench|gemm_bench): error:' "err.$i")
+  nerr=$(grep -cE '^(meshtrain|meshbench|gemm_bench): error:' "err.$i")
   if [ "$(cat "rc.$i")" = 2 ] && [ "$nerr" = 1 ] && grep -qF -- "${FRAGS[i]}" <<<"$err_line"; then
     pass "${NAMES[i]}: refused: ${err_line//$WORK/W}"
   else
@@ -114,8 +117,8 @@ whole() {
   local file=$1 limit=$2 log=$3 rc=$4 what=$5 size last
   size=$(stat -c %s "$file" 2>/dev/null || echo 0)
   last=$(tail -c 1 "$file" 2>/dev/null | od -An -c | tr -d ' ')
-  ERR_N=$(grep -cE '^(meshtrain|meshbench): error:' "$log") # meshbench names itself
-  ERR_LINE=$(grep -m1 -E '^(meshtrain|meshbench): error:' "$log")
+  ERR_N=$(grep -cE '^(meshtrain|meshbench|gemm_bench): error:' "$log") # the benches name themselves
+  ERR_LINE=$(grep -m1 -E '^(meshtrain|meshbench|gemm_bench): error:' "$log")
   if [ "$rc" = 2 ] && [ "$ERR_N" = 1 ] && grep -qF "No space left on device" <<<"$ERR_LINE" &&
      [ "$size" -le "$limit" ] &&
      { [ "$size" = 0 ] || [ "$last" = '\n' ]; }; then
@@ -144,6 +147,9 @@ whole r.jsonl "$limit" r2.log $? "--metrics appended by --resume" &&
 MESHTRAIN_FAULT_ENOSPC=400 "$MB" -b 1K -e 1M -n 1 -w 0 --csv mb.csv >mb.log 2>&1
 whole mb.csv 400 mb.log $? "meshbench --csv" &&
   { awk -F, 'NF != 16 { exit 1 }' mb.csv || fail "mb.csv: a row is torn"; }
+MESHTRAIN_FAULT_ENOSPC=120 "$GB" --no-decode --rounds 1 --csv gb.csv >gb.log 2>&1
+whole gb.csv 120 gb.log $? "gemm_bench --csv" &&
+  { awk -F, 'NF != 8 { exit 1 }' gb.csv || fail "gb.csv: a row is torn"; }
 GEN=(generate --layers 1 --d-model 16 --heads 2 --d-ff 32 --seq-len 16 --bench --bench-batches 1,2
      --bench-prompt 4 --tokens 2)
 MESHTRAIN_FAULT_ENOSPC=100 "$MT" "${GEN[@]}" --csv g.csv >g.log 2>&1
