@@ -27,18 +27,22 @@ mt() { timeout 120 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "$@"; }
 expect() {
   local want=$1 frag=$2 rc n line
   shift 2
-  mt "$@" >"$WORK/out" 2>"$WORK/err"
+  mt "$@" >"$WORK/out${CASE:-}" 2>"$WORK/err${CASE:-}"
   rc=$?
-  n=$(grep -c '^meshtrain: error:' "$WORK/err")
-  line=$(grep -m1 '^meshtrain: error:' "$WORK/err")
+  n=$(grep -c '^meshtrain: error:' "$WORK/err${CASE:-}")
+  line=$(grep -m1 '^meshtrain: error:' "$WORK/err${CASE:-}")
   if [ "$rc" = "$want" ] && { [ "$want" = 0 ] && [ "$n" = 0 ] ||
      [ "$n" = 1 ] && grep -qF -- "$frag" <<<"$line"; }; then
     pass "[${*//$WORK/W}] -> $rc ${line//$WORK/W}"
   else
     fail "[${*//$WORK/W}] -> $rc (want $want), $n error lines, want '$frag'"
-    sed 's/^/     | /' "$WORK/err" | tail -5
+    sed 's/^/     | /' "$WORK/err${CASE:-}" | tail -5
   fi
 }
+# bg_expect STATUS FRAGMENT ARGS...: expect, run concurrently with the others launched before the
+# next collect, its verdict printed there (launch.sh).
+. "$(dirname "$0")/../common/launch.sh"
+bg_expect() { launch expect "$@"; }
 # tree PID: PID and all its descendants, leaves first, each as PID:START (its start time, so that
 # a reused pid is never taken for it)
 tree() {
@@ -79,13 +83,14 @@ cp "$CK" "$WORK/ck.orig"
 
 # --- trace
 echo keep >"$WORK/kept.json" && cp "$WORK/kept.json" "$WORK/kept.orig"
-expect 2 "no/such.txt: cannot open" --data "$WORK/no/such.txt" "${SMALL[@]}" --steps 1 \
+bg_expect 2 "no/such.txt: cannot open" --data "$WORK/no/such.txt" "${SMALL[@]}" --steps 1 \
   --trace "$WORK/kept.json"
-same "$WORK/kept.json" "$WORK/kept.orig" "a failed run leaves the file at --trace as it was"
-expect 2 "--trace $WORK/data.txt is also --data" "${D[@]}" "${SMALL[@]}" --steps 1 \
+bg_expect 2 "--trace $WORK/data.txt is also --data" "${D[@]}" "${SMALL[@]}" --steps 1 \
   --trace "$WORK/data.txt"
+bg_expect 2 "is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" --trace "$CK"
+collect
+same "$WORK/kept.json" "$WORK/kept.orig" "a failed run leaves the file at --trace as it was"
 same "$WORK/data.txt" "$WORK/data.orig" "--trace DATA: the data survives"
-expect 2 "is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" --trace "$CK"
 same "$CK" "$WORK/ck.orig" "--trace CKPT --resume CKPT: the checkpoint survives"
 mkdir -p "$WORK/full"
 if mount -t tmpfs -o size=32k tmpfs "$WORK/full" 2>/dev/null; then
@@ -97,16 +102,23 @@ else
 fi
 
 # --- clobber
-expect 2 "the output is the input text itself" prepare "$WORK/data.txt" "$WORK/./data.txt"
-same "$WORK/data.txt" "$WORK/data.orig" "prepare T T: the text survives"
-expect 2 "--metrics $CK is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" \
+bg_expect 2 "the output is the input text itself" prepare "$WORK/data.txt" "$WORK/./data.txt"
+bg_expect 2 "--metrics $CK is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" \
   --metrics "$CK"
-expect 2 "--save-init $WORK/data.txt is also --data" "${D[@]}" "${SMALL[@]}" --steps 1 \
+bg_expect 2 "--save-init $WORK/data.txt is also --data" "${D[@]}" "${SMALL[@]}" --steps 1 \
   --save-init "$WORK/data.txt"
-expect 2 "--save-final $CK is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" \
+bg_expect 2 "--save-final $CK is also --resume" "${D[@]}" "${SMALL[@]}" --steps 3 --resume "$CK" \
   --save-final "$CK"
-expect 2 "--save-init and --save-final both name" "${D[@]}" "${SMALL[@]}" --steps 1 \
+bg_expect 2 "--save-init and --save-final both name" "${D[@]}" "${SMALL[@]}" --steps 1 \
   --save-init "$WORK/p.h5" --save-final "$WORK/./p.h5"
+# --- flags (independent of the rest: concurrently with the clobber cases)
+bg_expect 2 "--steps is given twice (--steps 3, then --steps 4)" "${D[@]}" "${SMALL[@]}" \
+  --steps 3 --steps 4
+bg_expect 2 "--mesh: the value is empty" "${D[@]}" "${SMALL[@]}" --steps 1 --mesh ''
+bg_expect 2 "--eps 1e-300: below float32's smallest normal number" "${D[@]}" "${SMALL[@]}" \
+  --steps 1 --eps 1e-300
+collect
+same "$WORK/data.txt" "$WORK/data.orig" "prepare T T: the text survives"
 same "$CK" "$WORK/ck.orig" "the checkpoint survives every attempt"
 same "$WORK/data.txt" "$WORK/data.orig" "the data survives every attempt"
 
@@ -150,13 +162,6 @@ expect 2 "is of run " "${D[@]}" "${SMALL[@]}" --steps 8 --save-every 2 --ckpt-di
 expect 0 "" "${D[@]}" "${SMALL[@]}" --steps 8 --save-every 2 --ckpt-dir "$WORK/ck" \
   --resume latest --take-over --quiet
 rm -f "$WORK/ck/step_000004.h5"
-
-# --- flags
-expect 2 "--steps is given twice (--steps 3, then --steps 4)" "${D[@]}" "${SMALL[@]}" --steps 3 \
-  --steps 4
-expect 2 "--mesh: the value is empty" "${D[@]}" "${SMALL[@]}" --steps 1 --mesh ''
-expect 2 "--eps 1e-300: below float32's smallest normal number" "${D[@]}" "${SMALL[@]}" \
-  --steps 1 --eps 1e-300
 
 # --- tokens: row 1 of step 0 (sequential order) is rank 1's, tokens [T, 2T + 1)
 "$MT" prepare "$WORK/data.txt" "$WORK/tok.h5" >/dev/null 2>&1 && "$TOKM" "$WORK/tok.h5" train 21 300 ||

@@ -25,16 +25,8 @@ run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data
 printf 'ROMEO:\nThe\nFirst Citizen:\nO\nWhat is\nKING HENRY:\n' >"$WORK/prompts.txt"
 GEN=(generate --ckpt "$WORK/ck.h5" --prompts "$WORK/prompts.txt" --tokens 24)
 
-# The cases below run concurrently, at most 3 at a time (each mostly waits for mpirun), with
-# their verdicts printed in order at the end.
-declare -a VERDICT
-ncase=0
-launch() { # launch FUNCTION ARGS...: FUNCTION's output becomes case ncase's verdict
-  local i=$ncase
-  ncase=$((ncase + 1))
-  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
-  ("$@" >"$WORK/verdict.$i" 2>&1) &
-}
+# The cases below run concurrently, their verdicts printed in order at the end (launch.sh).
+. "$(dirname "$0")/../common/launch.sh"
 # same NAME NP REF ARGS...: stdout of this mesh equals the REF run's
 same_() {
   local name=$1 np=$2 ref=$3
@@ -68,22 +60,22 @@ same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2
 # nothing on stdout, and no file left by --csv (each case its own gbN.csv: concurrent runs on one
 # file would be refused by its lock instead of by the check under test)
 err_() {
-  local frag=$1 np=$2 i=$3
-  shift 3
-  run "$np" generate "$@" >"$WORK/out.$i" 2>"$WORK/err.$i"
+  local frag=$1 np=$2 i=$CASE
+  shift 2
+  run "$np" generate "$@" >"$WORK/out$i" 2>"$WORK/err$i"
   local rc=$? lines
-  lines=$(grep -cE '^(generate \||prefill \||decode|B_crit| +batch )' "$WORK/err.$i")
-  if one_error 2 "$rc" "$WORK/err.$i" "$frag" && [ "$lines" -eq 0 ] && ! [ -s "$WORK/out.$i" ] &&
+  lines=$(grep -cE '^(generate \||prefill \||decode|B_crit| +batch )' "$WORK/err$i")
+  if one_error 2 "$rc" "$WORK/err$i" "$frag" && [ "$lines" -eq 0 ] && ! [ -s "$WORK/out$i" ] &&
      ! compgen -G "$WORK/gb*.csv" >/dev/null; then
     echo "ok   [$*] -> 2: $ERR_LINE"
   else
     echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), $lines report lines" \
-         "(want 0), stdout $(wc -c <"$WORK/out.$i") bytes (want 0), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err.$i" | head -10
+         "(want 0), stdout $(wc -c <"$WORK/out$i") bytes (want 0), want \"$frag\""
+    sed 's/^/     | /' "$WORK/err$i" | head -10
     compgen -G "$WORK/gb*.csv" | sed 's/^/     | left /'
   fi
 }
-err() { launch err_ "$1" "$2" "$ncase" "${@:3}"; }
+err() { launch err_ "$@"; }
 LONG=$(printf 'a%.0s' $(seq 70))
 err "--prompt 2 is empty" 2 --prompt x --prompt ""
 err "longer than --seq-len 64" 2 --ckpt "$WORK/ck.h5" --prompt "$LONG"
@@ -115,10 +107,6 @@ err "--tokens 99999999999999999999: expected a whole number from 1 to 1073741824
   --tokens 99999999999999999999
 err "--lr does nothing in meshtrain generate" 2 --prompt a --lr 0.1
 err "--metrics does nothing in meshtrain generate" 2 --prompt a --metrics "$WORK/m.jsonl"
-wait
-for ((i = 0; i < ncase; i++)); do
-  cat "$WORK/verdict.$i"
-  grep -q '^FAIL' "$WORK/verdict.$i" && fails=$((fails + 1))
-done
+collect
 echo "gen_cli: $fails failure(s)"
 [ "$fails" -eq 0 ]

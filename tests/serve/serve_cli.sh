@@ -9,28 +9,22 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 fails=0
 MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 # err WANT_FRAGMENT NP ARGS...: status 2 and one error line holding the fragment. The cases run
-# concurrently, at most 3 at a time (each mostly waits for mpirun), their verdicts printed in
-# order at the end.
-ncase=0
+# concurrently, their verdicts printed in order at the end (launch.sh).
+. "$(dirname "$0")/../common/launch.sh"
 err_() {
-  local frag=$1 np=$2 i=$3
-  shift 3
+  local frag=$1 np=$2
+  shift 2
   timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve --port 0 "${MODEL[@]}" \
-    "$@" >"$WORK/out.$i" 2>"$WORK/err.$i"
+    "$@" >"$WORK/out$CASE" 2>"$WORK/err$CASE"
   local rc=$?
-  if one_error 2 "$rc" "$WORK/err.$i" "$frag"; then
+  if one_error 2 "$rc" "$WORK/err$CASE" "$frag"; then
     echo "ok   [$*] -> 2: $ERR_LINE"
   else
     echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err.$i" | head -10
+    sed 's/^/     | /' "$WORK/err$CASE" | head -10
   fi
 }
-err() {
-  local i=$ncase
-  ncase=$((ncase + 1))
-  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
-  (err_ "$1" "$2" "$i" "${@:3}" >"$WORK/verdict.$i" 2>&1) &
-}
+err() { launch err_ "$@"; }
 # a drafter of 16 positions, and files that exist for the path checks
 timeout 120 "$MPI" --oversubscribe -np 1 "$MT" --layers 1 --d-model 32 --heads 4 --kv-heads 2 \
   --seq-len 16 --batch 4 --steps 1 --eval-every 0 --quiet --data "$TXT" \
@@ -67,11 +61,7 @@ err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" 
 err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x
 timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1
 help_rc=$?
-wait
-for ((i = 0; i < ncase; i++)); do
-  cat "$WORK/verdict.$i"
-  grep -q '^FAIL' "$WORK/verdict.$i" && fails=$((fails + 1))
-done
+collect
 if [ "$help_rc" -eq 0 ] && grep -q -- '--max-batch-tokens' "$WORK/help" && grep -q '/v1/completions' "$WORK/help"; then
   echo "ok   serve --help lists the flags and endpoints"
 else
