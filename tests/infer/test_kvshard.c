@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gen_test.h"
 #include "mesh/coll.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
@@ -45,11 +46,7 @@ static char parse(config *c, int *kv_replicate, int argc, char **argv) {
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     config c;
-    config_defaults(&c);
-    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 48};
-    c.seed = 7;
-    c.temperature = 0;
-    c.top_k = 0;
+    gen_test_config(&c);
     int kv_rep = 0;
     const char axis = parse(&c, &kv_rep, argc, argv);
     char err[512];
@@ -58,23 +55,9 @@ int main(int argc, char **argv) {
     const int ka = mesh_axis_index(m, axis);
     if (ka < 0) mesh_exit_error("test_kvshard: --kv-shard AXIS of the mesh is needed");
     const int64_t V = c.shape.V, P = mesh_axis_size(m, ka);
-    const char *texts[] = {"R",
-                           "ROMEO: ",
-                           "To be or not ",
-                           "ab",
-                           "First Citizen:",
-                           "x y",
-                           "Now is the winter",
-                           "O",
-                           "KING RICHARD III:",
-                           "thou",
-                           "Hark!",
-                           "no"};
-    const int64_t B = 12;
+    const int64_t B = GEN_TEST_PROMPTS;
     prompt_set ps = {0};
-    for (int64_t b = 0; b < B; b++)
-        if (prompts_add(&ps, texts[b], strlen(texts[b]), "prompt", err, sizeof err) < 0)
-            mesh_exit_error("%s", err);
+    gen_test_prompts(&ps);
     const int64_t S = ps.max_len + NTOK;
     gen_dims d = {B, S, 64, kv_rep};
     gen *g = gen_create_kv(&c, m, &d, axis, err, sizeof err);
