@@ -377,6 +377,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
     run_print_hosts(c, m, t);
+    if (c->quiet && mesh_world_rank() == 0) precision_print(trainer_precision(t), stdout);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk, trainer_precision(t)->ctx);
     const double ntok = (double)(c->batch * s->T);
 

@@ -13,6 +13,7 @@
 #include "train/infer/kvshard.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
+#include "train/step/precision.h"
 
 /* K or V of this rank: [L, Bc, S, Kc, H], Bc sequences (local indices [c0, c0 + Bc)), Kc kv
  * heads (the model's local ones). */
@@ -34,6 +35,7 @@ struct gen {
     int64_t nY;
     int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
     plan pl;   /* the sharding plan (forward only) */
+    precision prec; /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
     par *run;  /* its sharded run (NULL on one rank) */
     model *mod;
     gen_kv_mode mode;
@@ -62,6 +64,10 @@ struct gen {
     int64_t chunk_b0, chunk_n;
     double kv_bytes, attn_flops;
 };
+
+const precision *gen_precision(const gen *g) {
+    return &g->prec;
+}
 
 model *gen_model(gen *g) {
     return g->mod;
@@ -561,9 +567,15 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_sh
     g->m = m;
     g->d = *d;
     g->kv_axis = kv_shard;
+    if (precision_setup(&g->prec, c, m, 0, 0, err, errlen) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->c.compute = g->prec.dtype;
     config pc; /* the plan's config: the weights replicated over the --kv-shard axis too */
-    if (kvshard_config(c, m, kv_shard, &pc, err, errlen) < 0 ||
+    if (kvshard_config(&g->c, m, kv_shard, &pc, err, errlen) < 0 ||
         gen_plan_create(&pc, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
+        precision_free(&g->prec);
         free(g);
         return NULL;
     }
@@ -590,7 +602,8 @@ gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, c
     gen *g = plan_request(c, m, d, kv_shard, err, errlen);
     if (!g) return NULL;
     int rc = 0;
-    g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->run));
+    const model_compute cmp = {plan_model_compute(&g->pl), g->prec.ctx};
+    g->mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(g->run), &cmp);
     if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
@@ -607,6 +620,7 @@ gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, c
 void gen_destroy(gen *g) {
     if (!g) return;
     model_destroy(g->mod);
+    precision_free(&g->prec);
     par_destroy(g->run);
     mesh_destroy(g->gm);
     kvshard_free(&g->ks);

@@ -28,6 +28,7 @@
 #include "train/infer/prompts.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
+#include "train/step/precision.h"
 
 /* RNG stream of generation's sampler (ASCII "gener"), apart from training's streams. */
 #define GEN_STREAM UINT64_C(0x67656e6572)
@@ -76,6 +77,8 @@ void gen_destroy(gen *g); /* accepts NULL */
  * err. */
 int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
 model *gen_model(gen *g);
+/* The run's precision (--compute-dtype resolved: the matmuls' dtype, in bf16 the path). */
+const precision *gen_precision(const gen *g);
 par *gen_par(gen *g);
 gen_kv_mode gen_mode(const gen *g);
 /* The local sequences: global indices [row0, row0 + n) (shared by the ranks of a replica). */

@@ -316,6 +316,7 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g,
             (long long)ps->n, (long long)f->tokens, (double)gen_cache_bytes(g) / 1e6,
             mode[gen_mode(g)], shard, mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
             c->threads > 1 ? "s" : "");
+    precision_print(gen_precision(g), stderr);
 }
 
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is

@@ -167,7 +167,7 @@ void par_in_step(par *p, int on) {
 
 mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
     mesh_coll_call c = plan_coll_call(p->pl, k, count);
-    c.wire = p->wire;
+    if (k != PLAN_Z3_GATHER_BF16) c.wire = p->wire; /* that one is bf16 everywhere */
     return c;
 }
 

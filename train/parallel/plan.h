@@ -189,6 +189,9 @@ typedef enum {
     /* the data axes X */
     PLAN_Z3_GATHER,       /* AllGather_X of a layer's weights (a tensor or a bucket) */
     PLAN_Z3_GATHER_PARAM, /* AllGather_X of a non-layer weight */
+    PLAN_Z3_GATHER_BF16,  /* --compute-dtype bf16: AllGather_X of a weight matrix (a layer's or
+                             the unembedding) in bf16 on the wire, the 2-byte copy the products
+                             multiply (its bf16 rounding, which the model makes in any case) */
     PLAN_DP_REDUCE,       /* AllReduce_X of gradients (a block or a bucket) */
     PLAN_ZERO_REDUCE,     /* ReduceScatter_X of gradients into the shards */
     PLAN_UPDATE_GATHER,   /* AllGather_X of ZeRO-1/2's updated shards */
@@ -314,6 +317,10 @@ int64_t plan_bucket_auto(const plan *p, const cost_link *link, int wire_bytes, d
 typedef void (*plan_wbucket_fn)(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at);
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 
+/* Does ZeRO-3 gather the weight matrices in bf16 (PLAN_Z3_GATHER_BF16: --compute-dtype bf16)?
+ * Then each tensor of a layer is a gather of its own (no weight buckets): the norm gains stay
+ * fp32 on the wire. */
+int plan_z3_bf16(const plan *p);
 /* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
  * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */
 int plan_model_compute(const plan *p);
