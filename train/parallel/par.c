@@ -29,8 +29,7 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     in->c = *c;
     if (config_for_mesh(&in->c, m, err, errlen) != 0) return -1;
     const config *cm = &in->c;
-    const mesh_alg alg = cm->alg[0] ? (mesh_alg)mesh_alg_parse(cm->alg) : MESH_ALG_DEFAULT;
-    CHECK(alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", cm->alg);
+    const mesh_alg alg = cm->alg;
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
     mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert;

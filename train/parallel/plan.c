@@ -258,9 +258,9 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     if (p->expert.axes.n == 0) p->expert.n = 1, p->expert.index = 0;
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
-    p->alg = in->c.alg[0] ? (mesh_alg)mesh_alg_parse(in->c.alg) : MESH_ALG_DEFAULT;
+    p->alg = in->c.alg;
     /* --comm-dtype is the training's: generation and serving (forward only) move fp32 */
-    p->wire = in->forward_only ? MESH_WIRE_F32 : (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
+    p->wire = in->forward_only ? MESH_WIRE_F32 : in->c.comm_dtype;
     if (check(p, err, errlen) < 0) return -1;
     stage(p);
     if (plan_schedule_check(p, err, errlen) < 0) return -1;
