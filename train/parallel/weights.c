@@ -255,7 +255,7 @@ static int update_gather(struct par *p, param_id id, int64_t b) {
     const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->up.mod, id, NULL) + b * n;
     const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
-    queue_push(p, par_start(p, PLAN_UPDATE_GATHER, full, stage, ns), NULL, NULL, 0, 0);
+    queue_push(p, (par_pending){.req = par_start(p, PLAN_UPDATE_GATHER, full, stage, ns)});
     return 1;
 }
 
