@@ -285,11 +285,6 @@ static void add(plan *p, plan_buf_id id, int slot, plan_owner owner, plan_mem ca
     p->buf[p->nbuf++] = (plan_buf){id, slot, owner, cat, t, n};
 }
 
-int plan_model_compute(const plan *p) {
-    if (p->c.compute != COMPUTE_BF16) return MODEL_FP32;
-    return p->zero == 3 ? MODEL_BF16_GATHERED : MODEL_BF16;
-}
-
 /* The model's storage (model_create) and the optimizer's moments (trainer.c). */
 static void list_model(plan *p, int forward_only) {
     const int64_t Bl = forward_only ? 0 : p->micro_seqs;

@@ -323,7 +323,10 @@ int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 int plan_z3_bf16(const plan *p);
 /* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
  * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */
-int plan_model_compute(const plan *p);
+static inline int plan_model_compute(const plan *p) {
+    if (p->c.compute != COMPUTE_BF16) return MODEL_FP32;
+    return p->zero == 3 ? MODEL_BF16_GATHERED : MODEL_BF16;
+}
 /* The buffer id/slot of the list, or NULL when the run has none. */
 const plan_buf *plan_buffer(const plan *p, plan_buf_id id, int slot);
 /* Bytes of the list by category: the memory line. */
