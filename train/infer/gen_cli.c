@@ -281,7 +281,8 @@ static void print_plan(const config *c, mesh *m, char kv_axis) {
             (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
             (long long)s->F, (long long)s->V, (long long)s->T, mesh_spec_str(m, spec, sizeof spec),
             dp[0] ? dp : "-", c->tensor_axis[0] ? c->tensor_axis : "-", kv,
-            c->alg[0] ? ", --alg " : "", c->alg, hosts,
+            c->alg != MESH_ALG_DEFAULT ? ", --alg " : "",
+            c->alg != MESH_ALG_DEFAULT ? mesh_alg_name(c->alg) : "", hosts,
             c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
             c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "");
     const moe_shape *mo = &s->moe;
@@ -297,8 +298,8 @@ static void print_plan(const config *c, mesh *m, char kv_axis) {
 
 /* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and
  * the machine measured. */
-static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g,
-                         const prompt_set *ps, const gen_machine *mc) {
+static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
+                         const gen_machine *mc) {
     print_plan(c, m, f->kv_shard[0]);
     if (mesh_rank(m) != 0) return;
     const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
