@@ -14,3 +14,10 @@ median() {
   sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.6g\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 minimum() { sort -g | head -1; }
+# ref_config_flags a|b: meshtrain's shape flags of bench/torch_ref.py's configs (a), (b).
+ref_config_flags() {
+  case $1 in
+    a) echo "--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16" ;;
+    b) echo "--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 2048 --seq-len 256 --batch 8" ;;
+  esac
+}

@@ -17,20 +17,13 @@ CONFIGS=${CONFIGS:-a b}
 OUT=${OUT:-bench/results.md}
 . bench/torch_preamble.sh run_bench
 
-flags() {
-  case $1 in
-    a) echo "--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16" ;;
-    b) echo "--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 2048 --seq-len 256 --batch 8" ;;
-  esac
-}
-
 declare -A mt pt mfu bound
 for cfg in $CONFIGS; do
   for r in $(seq "$ROUNDS"); do
     echo "== config $cfg, round $r/$ROUNDS: meshtrain" >&2
     # shellcheck disable=SC2046
     line=$(mpirun --oversubscribe --bind-to none -np 1 "$MT" --bench --quiet --steps "$STEPS" \
-             --threads 1 $(flags "$cfg") | grep '^bench |')
+             --threads 1 $(ref_config_flags "$cfg") | grep '^bench |')
     echo "$line" >&2
     mt[$cfg]+="$(field "$line" 'tok/s median') "
     mfu[$cfg]+="$(field "$line" 'MFU') "

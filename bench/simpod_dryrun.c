@@ -178,7 +178,7 @@ static int calc_predict(const config *c, const mesh *m, const char *chip, calc_p
     for (int k = 0, o = 0; k < mesh_ndims(m); k++)
         o += snprintf(spec + o, sizeof spec - (size_t)o, "%s%c=%d", k ? "," : "",
                       mesh_axis_name(m, k), mesh_axis_size(m, k));
-    const int wire = strcmp(c->comm_dtype, "bf16") == 0 ? 2 : 4;
+    const int wire = mesh_wire_bytes(c->comm_dtype);
     const model_shape *s = &c->shape;
     const int64_t nums[9] = {s->L, s->D, s->N, s->K, s->H, s->F, s->V, s->T, c->batch};
     static const char *nf[9] = {"--layers", "--d-model", "--heads",   "--kv-heads", "--head-dim",
@@ -206,7 +206,7 @@ static int calc_predict(const config *c, const mesh *m, const char *chip, calc_p
         a[n++] = v[11];
         a[n++] = "--schedule", a[n++] = c->schedule == PIPE_1F1B ? "1f1b" : "gpipe";
     }
-    if (c->alg[0]) a[n++] = "--alg", a[n++] = (char *)c->alg;
+    if (c->alg != MESH_ALG_DEFAULT) a[n++] = "--alg", a[n++] = (char *)mesh_alg_name(c->alg);
     if (print) {
         fprintf(print, "calculator:");
         for (int i = 0; i < n; i++) fprintf(print, " %s", a[i]);
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
                (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
                (long long)s->T, (long long)c.batch, c.zero,
                c.data_axes[0] ? c.data_axes : "(free axes)", c.tensor_axis[0] ? c.tensor_axis : "-",
-               c.pipe_axis[0] ? c.pipe_axis : "-", c.comm_dtype,
+               c.pipe_axis[0] ? c.pipe_axis : "-", mesh_wire_name(c.comm_dtype),
                o.no_data ? "none (--no-data: arrays of 1 MiB or more are left alone)" : "computed");
         const double speed = cost_chip_find(o.chip)->flops_bf16;
         printf("simulated step: %.6g s (step %d of %d; the first took %.6g s), loss %.4f\n", dt,

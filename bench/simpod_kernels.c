@@ -18,11 +18,17 @@
  * The memory passes (kern_add, kern_scale, the embedding) count their floats as the real kernels
  * do (kernels/traffic.h), so that the dry run's step prediction prices them as a real run's. */
 #include <smpi/smpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <simgrid/host.h>
 
 #include "kernels/attention.h"
+#include "kernels/attn_bf16.h"
+#include "kernels/cpu.h"
 #include "kernels/embed.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rng.h"
@@ -208,4 +214,106 @@ void kern_add(float *restrict y, const float *restrict x, int64_t n) {
 void kern_rng_fill_normal(float *out, uint64_t seed, uint64_t stream, uint64_t index0, int64_t n,
                           float std) {
     (void)out, (void)seed, (void)stream, (void)index0, (void)n, (void)std;
+}
+
+/* ---- bf16 (--compute-dtype bf16): the same FLOPs as fp32, charged at the chip's one rate (the
+ * simulated chip's C is its bf16 rate); every path name is accepted, AUTO resolves to portable. */
+struct kern_bf16_ctx {
+    kern_bf16_path path;
+};
+const char *kern_bf16_path_name(kern_bf16_path p) {
+    static const char *names[KERN_BF16_PATH_COUNT] = {"auto", "amx", "avx512bf16", "avx2",
+                                                      "portable"};
+    return p >= 0 && p < KERN_BF16_PATH_COUNT ? names[p] : "?";
+}
+int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, size_t size) {
+    (void)msg, (void)size;
+    *resolved = p == KERN_BF16_AUTO ? KERN_BF16_PORTABLE : p;
+    return 0;
+}
+int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size) {
+    const char *v = getenv(KERN_BF16_PATH_ENV);
+    for (int p = 0; p < KERN_BF16_PATH_COUNT; p++)
+        if (!v || !v[0] || strcmp(v, kern_bf16_path_name((kern_bf16_path)p)) == 0)
+            return kern_bf16_path_check(v && v[0] ? (kern_bf16_path)p : KERN_BF16_AUTO, resolved,
+                                        msg, size);
+    snprintf(msg, size, "%s=%s: expected auto, amx, avx512bf16, avx2 or portable",
+             KERN_BF16_PATH_ENV, v);
+    return -1;
+}
+kern_bf16_ctx *kern_bf16_ctx_create(kern_bf16_path p, int threads, char *msg, size_t size) {
+    (void)threads;
+    kern_bf16_ctx *ctx = malloc(sizeof *ctx);
+    if (!ctx || kern_bf16_path_check(p, &ctx->path, msg, size) < 0) {
+        if (!ctx) snprintf(msg, size, "out of memory");
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx) {
+    free(ctx);
+}
+kern_bf16_path kern_bf16_ctx_path(const kern_bf16_ctx *ctx) {
+    return ctx->path;
+}
+int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
+void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
+                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                    bool acc) {
+    (void)ctx, (void)C, (void)A, (void)B, (void)ta, (void)tb, (void)lda, (void)ldb, (void)ldc,
+        (void)acc;
+    charge(2.0 * (double)M * (double)N * (double)K);
+}
+void kern_matmul_bf16(kern_bf16_ctx *ctx, float *restrict y, const kern_bf16 *restrict x,
+                      const kern_bf16 *restrict w, int64_t M, int64_t K, int64_t N) {
+    (void)ctx, (void)y, (void)x, (void)w;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+void kern_matmul_dx_bf16(kern_bf16_ctx *ctx, float *restrict dx, const kern_bf16 *restrict dy,
+                         const kern_bf16 *restrict w, int64_t M, int64_t K, int64_t N, bool acc) {
+    (void)ctx, (void)dx, (void)dy, (void)w, (void)acc;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+void kern_matmul_dw_bf16(kern_bf16_ctx *ctx, float *restrict dw, const kern_bf16 *restrict x,
+                         const kern_bf16 *restrict dy, int64_t M, int64_t K, int64_t N) {
+    (void)ctx, (void)dw, (void)x, (void)dy;
+    charge(2.0 * (double)M * (double)K * (double)N);
+}
+double kern_bf16_measure_flops(kern_bf16_ctx *ctx, int64_t n, double seconds) {
+    (void)ctx;
+    return kern_measure_flops(n, seconds);
+}
+double kern_bf16_measure_flops_fwd(kern_bf16_ctx *ctx, int64_t n, double seconds) {
+    (void)ctx;
+    return kern_measure_flops(n, seconds);
+}
+double kern_bf16_measure_core_flops(kern_bf16_ctx *ctx, int64_t n, double seconds) {
+    (void)ctx;
+    return kern_measure_flops(n, seconds);
+}
+void kern_cpu_model(char *buf, size_t size) {
+    snprintf(buf, size, "SimGrid host %s", sg_host_get_name(sg_host_self()));
+}
+int64_t kern_attn_bf16_scratch(int64_t T) {
+    return 64 * T + T * T / 2;
+}
+void kern_attn_fwd_bf16(kern_bf16_ctx *ctx, float *restrict out, kern_bf16 *restrict P,
+                        float *restrict scratch, const kern_bf16 *q, const kern_bf16 *k,
+                        const kern_bf16 *v, int64_t B, int64_t T, int64_t Nl, int64_t Kl,
+                        int64_t H) {
+    (void)ctx, (void)out, (void)P, (void)scratch, (void)q, (void)k, (void)v, (void)Kl;
+    charge(2.0 * (double)B * (double)Nl * (double)T * (double)T * (double)H);
+}
+void kern_attn_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict dk,
+                        float *restrict dv, float *restrict scratch, const kern_bf16 *dout,
+                        const kern_bf16 *P, const kern_bf16 *q, const kern_bf16 *k,
+                        const kern_bf16 *v, int64_t B, int64_t T, int64_t Nl, int64_t Kl,
+                        int64_t H) {
+    (void)ctx, (void)dq, (void)dk, (void)dv, (void)scratch, (void)dout, (void)P, (void)q, (void)k,
+        (void)v, (void)Kl;
+    charge(4.0 * (double)B * (double)Nl * (double)T * (double)T * (double)H);
 }

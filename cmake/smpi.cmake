@@ -88,8 +88,8 @@ target_link_libraries(test_coll PRIVATE MPI::MPI_C) # its non-blocking test's bo
 # counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
 # ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
 # kernels/moe.c, the experts' routing and their MLP, is the real code: its matmuls are the backend's
-# (charged), its routing and gathers run on whatever the floats hold (the dry run prices dense
-# models; the trainer refuses experts on more than one rank).
+# (charged), its routing and gathers run on whatever the floats hold: the dry run prices dense
+# models. The bf16 kernels are charged as the fp32 ones (bench/simpod_kernels.c).
 add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)

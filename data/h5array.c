@@ -238,13 +238,16 @@ static int64_t slab_size(int ndim, const int64_t *count) {
     return n;
 }
 
-/* Selects the slab in fspace and makes the matching memory space; an empty slab selects none. */
+/* Selects the slab in fspace (rows: its dim-0 blocks) and makes the matching memory space; an
+ * empty slab selects none. */
 static int select_slab(hid_t fspace, hid_t *mspace, int ndim, const int64_t *offset,
-                       const int64_t *count) {
-    hsize_t start[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS];
+                       const int64_t *count, h5array_rows rows) {
+    hsize_t start[H5ARRAY_MAX_DIMS], cnt[H5ARRAY_MAX_DIMS], mem[H5ARRAY_MAX_DIMS];
+    hsize_t step[H5ARRAY_MAX_DIMS], times[H5ARRAY_MAX_DIMS];
     for (int i = 0; i < ndim; i++) {
         start[i] = (hsize_t)offset[i];
-        cnt[i] = (hsize_t)count[i];
+        cnt[i] = mem[i] = (hsize_t)count[i];
+        step[i] = 1, times[i] = 1;
     }
     if (slab_size(ndim, count) == 0) {
         hsize_t one = 1;
@@ -252,9 +255,20 @@ static int select_slab(hid_t fspace, hid_t *mspace, int ndim, const int64_t *off
         if (*mspace < 0 || H5Sselect_none(*mspace) < 0) return -1;
         return H5Sselect_none(fspace) < 0 ? -1 : 0;
     }
-    *mspace = H5Screate_simple(ndim, cnt, NULL);
+    mem[0] *= (hsize_t)rows.blocks;
+    *mspace = H5Screate_simple(ndim, mem, NULL);
     if (*mspace < 0) return -1;
-    return H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ? -1 : 0;
+    if (rows.blocks == 1)
+        return H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, cnt, NULL) < 0 ? -1 : 0;
+    step[0] = (hsize_t)rows.stride, times[0] = (hsize_t)rows.blocks;
+    return H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, step, times, cnt) < 0 ? -1 : 0;
+}
+
+/* The rows a slab's blocks span along dim 0 (for the fit check): count with its count[0] the
+ * span. */
+static void rows_span(int ndim, const int64_t *count, h5array_rows rows, int64_t *out) {
+    for (int i = 0; i < ndim; i++) out[i] = count[i];
+    if (rows.blocks > 1) out[0] = (rows.blocks - 1) * rows.stride + count[0];
 }
 
 /* Collective over: the handle's comm. st is this rank's status so far. Selects this rank's slab
@@ -264,9 +278,9 @@ static int select_slab(hid_t fspace, hid_t *mspace, int ndim, const int64_t *off
  * agrees on it after its cleanup. */
 static int move_slab(h5array *f, int st, int writing, hid_t d, hid_t fspace, hid_t dxpl,
                      const char *name, int ndim, const int64_t *offset, const int64_t *count,
-                     float *buf, char *err, size_t errlen) {
+                     h5array_rows rows, float *buf, char *err, size_t errlen) {
     hid_t mspace = -1;
-    if (st == 0 && (fspace < 0 || select_slab(fspace, &mspace, ndim, offset, count) < 0))
+    if (st == 0 && (fspace < 0 || select_slab(fspace, &mspace, ndim, offset, count, rows) < 0))
         st = fail_h5(err, errlen, f->path, "cannot select a slab");
     st = h5util_agree(f->comm, st, err, errlen);
     if (st == 0) {
@@ -377,17 +391,26 @@ static int slab_end(const h5array *f, const h5util_quiet *q, int st, const hid_t
 int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
                   const int64_t *offset, const int64_t *count, int writer, const float *data,
                   char *err, size_t errlen) {
+    return h5array_write_rows(f, name, ndim, dims, offset, count, H5ARRAY_ONE_BLOCK, writer, data,
+                              err, errlen);
+}
+
+int h5array_write_rows(h5array *f, const char *name, int ndim, const int64_t *dims,
+                       const int64_t *offset, const int64_t *count, h5array_rows rows,
+                       int writer, const float *data, char *err, size_t errlen) {
     int st = 0;
+    int64_t span[H5ARRAY_MAX_DIMS];
+    if (ndim >= 1 && ndim <= H5ARRAY_MAX_DIMS) rows_span(ndim, count, rows, span);
     if (!f->writing || f->file < 0) {
         errmsg_fail(err, errlen, "%s: not open for writing", f->path);
         st = -1;
     } else {
         static const int64_t zero[H5ARRAY_MAX_DIMS] = {0, 0, 0};
-        st = check_slab(name, ndim, dims, writer ? offset : zero, writer ? count : zero, err,
+        st = check_slab(name, ndim, dims, writer ? offset : zero, writer ? span : zero, err,
                         errlen);
     }
     if (st == 0) st = h5array_fault_point(f, name, err, errlen);
-    int64_t written = st == 0 && writer ? slab_size(ndim, count) : 0;
+    int64_t written = st == 0 && writer ? rows.blocks * slab_size(ndim, count) : 0;
     if (check_write_args(f, st, name, ndim, dims, written, err, errlen) < 0) return -1;
 
     h5util_quiet q;
@@ -412,7 +435,7 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
     }
     /* H5Dwrite only reads from the buffer: the cast is for move_slab's one signature. */
     st = move_slab(f, st, 1, d, fspace, dxpl, name, ndim, writer ? offset : none,
-                   writer ? count : none, (float *)data, err, errlen);
+                   writer ? count : none, rows, (float *)data, err, errlen);
     return slab_end(f, &q, st, (const hid_t[]){d, fspace, lcpl, dcpl, dxpl}, 5, err, errlen);
 }
 
@@ -500,7 +523,16 @@ int h5array_shape(h5array *f, const char *name, int *ndim, int64_t dims[H5ARRAY_
 
 int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, const int64_t *offset,
                  const int64_t *count, float *data, char *err, size_t errlen) {
-    int st = f->file < 0 ? -1 : check_slab(name, ndim, dims, offset, count, err, errlen);
+    return h5array_read_rows(f, name, ndim, dims, offset, count, H5ARRAY_ONE_BLOCK, data, err,
+                             errlen);
+}
+
+int h5array_read_rows(h5array *f, const char *name, int ndim, const int64_t *dims,
+                      const int64_t *offset, const int64_t *count, h5array_rows rows, float *data,
+                      char *err, size_t errlen) {
+    int64_t span[H5ARRAY_MAX_DIMS];
+    if (ndim >= 1 && ndim <= H5ARRAY_MAX_DIMS) rows_span(ndim, count, rows, span);
+    int st = f->file < 0 ? -1 : check_slab(name, ndim, dims, offset, span, err, errlen);
     if (f->file < 0) errmsg_fail(err, errlen, "%s: file is not open", f->path);
     if (h5util_agree(f->comm, st, err, errlen) < 0) return -1;
 
@@ -524,7 +556,8 @@ int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, co
     /* Every rank passed the same checks on the same file, so all reach the collective read. */
     st = h5util_agree(f->comm, st, err, errlen);
     if (st == 0) fspace = H5Dget_space(d);
-    st = move_slab(f, st, 0, d, fspace, dxpl, name, ndim, offset, count, data, err, errlen);
+    st = move_slab(f, st, 0, d, fspace, dxpl, name, ndim, offset, count, rows, data, err,
+                   errlen);
     return slab_end(f, &q, st, (const hid_t[]){type, fspace, dxpl, d}, 4, err, errlen);
 }
 

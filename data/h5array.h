@@ -68,6 +68,20 @@ int h5array_write(h5array *f, const char *name, int ndim, const int64_t *dims,
  * data[count0, ...] (overwritten), converted to float32. Ranks may read overlapping slabs. */
 int h5array_read(h5array *f, const char *name, int ndim, const int64_t *dims, const int64_t *offset,
                  const int64_t *count, float *data, char *err, size_t errlen);
+/* A slab's rows along dim 0 in blocks: `blocks` blocks of count[0] rows, block b at offset[0] +
+ * b·stride (a pipeline rank's interleaved chunks of layers); the data holds the blocks one after
+ * another. H5ARRAY_ONE_BLOCK: the plain slab. */
+typedef struct {
+    int64_t blocks, stride;
+} h5array_rows;
+#define H5ARRAY_ONE_BLOCK ((h5array_rows){1, 0})
+/* h5array_write and h5array_read of a slab in dim-0 blocks. */
+int h5array_write_rows(h5array *f, const char *name, int ndim, const int64_t *dims,
+                       const int64_t *offset, const int64_t *count, h5array_rows rows,
+                       int writer, const float *data, char *err, size_t errlen);
+int h5array_read_rows(h5array *f, const char *name, int ndim, const int64_t *dims,
+                      const int64_t *offset, const int64_t *count, h5array_rows rows, float *data,
+                      char *err, size_t errlen);
 /* Collective over: the handle's comm. The shape of dataset `name`: *ndim and dims[0..ndim). A
  * shape with a zero extent or more than H5ARRAY_MAX_ELEMS elements is refused (a damaged file). */
 int h5array_shape(h5array *f, const char *name, int *ndim, int64_t dims[H5ARRAY_MAX_DIMS],

@@ -290,9 +290,66 @@ static void run_blocks(const coll_env *e, ph_kind kind, const coll_args *x, mesh
     engine_run(e, ch, parts, lb);
 }
 
-void coll_run_blocks(const coll_env *e, int kind, const coll_args *x, mesh_alg alg, chain *ch,
+/* ---- AllToAllv (coll_a2av.c: the API): MPI_Alltoallv; DIRECT, each block at its own size in
+ * one round (coll_direct.c); RING, BIDIR, SEQ and MULTI, the engine's AllToAll over blocks padded
+ * to the matrix's largest count (the padding moves as zeros and is dropped on arrival) ---- */
+
+/* Scratch slots (per context) after coll_direct.c's (≤ 27). */
+enum { SL_VIN = 28, SL_VOUT = 29 };
+
+static void a2av_mpi(const coll_env *e, const coll_args *x, int64_t (*lb)[2]) {
+    const int n = topo_axes_size(e->topo, x->a), me = topo_axes_index(e->topo, x->a);
+    int *v = malloc(4 * (size_t)n * sizeof(int));
+    CHECK(v, "out of memory");
+    int *sc = v, *sd = v + n, *rc = v + 2 * n, *rd = v + 3 * n;
+    int64_t so = 0, ro = 0, bytes = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = icount(x->vcounts[(int64_t)me * n + j]), sd[j] = icount(so), so += sc[j];
+        rc[j] = icount(x->vcounts[(int64_t)j * n + me]), rd[j] = icount(ro), ro += rc[j];
+        if (j != me) bytes += sc[j];
+    }
+    MPI_Alltoallv(x->in, sc, sd, MPI_FLOAT, x->out, rc, rd, MPI_FLOAT,
+                  comms_set(e->comms, e->topo, x->a));
+    free(v);
+    if (x->a.n) lb[x->a.ax[0]][0] += bytes * (int64_t)sizeof(float);
+}
+
+/* The engine's AllToAll on blocks of x->count (the largest), through padded copies. */
+static void a2av_padded(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
+                        int64_t (*lb)[2]) {
+    const int n = topo_axes_size(e->topo, x->a), me = topo_axes_index(e->topo, x->a);
+    const int64_t c = x->count;
+    float *pin = eng_scratch(e->ctx, SL_VIN, (int64_t)n * c);
+    float *pout = eng_scratch(e->ctx, SL_VOUT, (int64_t)n * c);
+    if (CTX_DATA(e->ctx)) {
+        memset(pin, 0, (size_t)(n * c) * sizeof(float));
+        const float *src = x->in;
+        for (int j = 0; j < n; j++) {
+            const int64_t l = x->vcounts[(int64_t)me * n + j];
+            memcpy(pin + j * c, src, (size_t)l * sizeof(float));
+            src += l;
+        }
+    }
+    coll_args y = *x;
+    y.vcounts = NULL, y.in = pin, y.out = pout;
+    run_blocks(e, PH_A2A, &y, alg, ch, lb);
+    if (!CTX_DATA(e->ctx)) return;
+    float *dst = x->out;
+    for (int j = 0; j < n; j++) {
+        const int64_t l = x->vcounts[(int64_t)j * n + me];
+        memcpy(dst, pout + j * c, (size_t)l * sizeof(float));
+        dst += l;
+    }
+}
+
+static void a2av_run(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
                      int64_t (*lb)[2]) {
-    run_blocks(e, (ph_kind)kind, x, alg, ch, lb);
+    if (alg == MESH_ALG_MPI)
+        a2av_mpi(e, x, lb);
+    else if (alg == MESH_ALG_DIRECT)
+        direct_a2av(e, x, lb);
+    else
+        a2av_padded(e, x, alg, ch, lb);
 }
 
 static void run_ar(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
@@ -514,7 +571,7 @@ void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in
 #define SET_COLLECTIVE(name, OP)                                                                   \
     void name(mesh *m, mesh_axes a, float *out, const float *in, int64_t count, mesh_alg alg) {    \
         coll_args x = ARGS(OP);                                                                    \
-        coll_run_blocking(m, &x);                                                                       \
+        coll_run_blocking(m, &x);                                                                  \
     }
 SET_COLLECTIVE(mesh_all_gather, MESH_OP_ALL_GATHER)
 SET_COLLECTIVE(mesh_reduce_scatter, MESH_OP_REDUCE_SCATTER)

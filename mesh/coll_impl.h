@@ -103,17 +103,9 @@ void coll_issue(mesh *m, const coll_args *x, mesh_call *rec);
 void coll_run_blocking(mesh *m, const coll_args *x);
 /* Runs one collective in environment e, filling rec's algorithm, format, bytes and times. */
 void coll_execute(const coll_env *e, const coll_args *x, mesh_call *rec);
-/* coll.c: AllGather, ReduceScatter or AllToAll of blocks of x->count over x->a by RING, BIDIR,
- * SEQ or MULTI on the chains ch. */
-struct chain;
-void coll_run_blocks(const coll_env *e, int kind, const coll_args *x, mesh_alg alg,
-                     struct chain *ch, int64_t (*lb)[2]);
-/* coll_a2av.c: runs the AllToAllv x (x->vcounts set) by alg on the chains ch. */
-void a2av_run(const coll_env *e, const coll_args *x, mesh_alg alg, struct chain *ch,
-              int64_t (*lb)[2]);
 /* coll_a2av.c: the arguments of mesh_all_to_allv (count: the matrix's largest). */
-coll_args coll_args_a2av(mesh *m, mesh_axes a, float *out, const float *in,
-                         const int64_t *counts, mesh_alg alg);
+coll_args coll_args_a2av(mesh *m, mesh_axes a, float *out, const float *in, const int64_t *counts,
+                         mesh_alg alg);
 /* coll_direct.c: runs the AllToAllv x with MESH_ALG_DIRECT: every block its own size. */
 void direct_a2av(const coll_env *e, const coll_args *x, int64_t (*lb)[2]);
 /* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT, accounting into link_bytes. */

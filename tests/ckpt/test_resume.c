@@ -90,9 +90,10 @@ static void load(trainer *t, mesh *m, const config *c, const char *path) {
 }
 
 /* Worst deviation, in units of EPS·(|a|+|b|+1), of slab `sl` of a global array (data, row-major)
- * from the whole array `full` of shape pi. bits != NULL: also counts elements not bit-equal. */
+ * from the whole array `full` of shape pi. bits != NULL: also counts elements not bit-equal.
+ * lm != NULL: the slab's rows are layers stored by lm (an interleaved pipeline's chunks). */
 static double slab_dev(const param_info *pi, const param_slab *sl, const float *data,
-                       const float *full, int64_t *bits) {
+                       const float *full, int64_t *bits, const model *lm) {
     double worst = 0;
     int64_t i = 0;
     for (int64_t a = 0; a < sl->cnt[0]; a++)
@@ -100,15 +101,20 @@ static double slab_dev(const param_info *pi, const param_slab *sl, const float *
             for (int64_t e = 0; e < (pi->ndim > 2 ? sl->cnt[2] : 1); e++, i++) {
                 const int64_t d1 = pi->ndim > 1 ? pi->shape[1] : 1;
                 const int64_t d2 = pi->ndim > 2 ? pi->shape[2] : 1;
-                const int64_t g =
-                    ((a + sl->off[0]) * d1 + (pi->ndim > 1 ? b + sl->off[1] : 0)) * d2 +
-                    (pi->ndim > 2 ? e + sl->off[2] : 0);
+                const int64_t row = lm ? model_layer_global(lm, a + sl->off[0]) : a + sl->off[0];
+                const int64_t g = (row * d1 + (pi->ndim > 1 ? b + sl->off[1] : 0)) * d2 +
+                                  (pi->ndim > 2 ? e + sl->off[2] : 0);
                 const double x = data[i], y = full[g];
                 const double d = fabs(x - y) / (EPS * (fabs(x) + fabs(y) + 1));
                 if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
                 if (bits && memcmp(&data[i], &full[g], sizeof(float)) != 0) ++*bits;
             }
     return worst;
+}
+
+/* The model whose stored layers a stack over layers (parameter id) is in, or NULL. */
+static const model *layers_of(const model *m, int id) {
+    return id >= P_ATTN_NORM && id <= P_W_DOWN ? m : NULL;
 }
 
 /* Trainer r's params vs the whole-model trainer s's: worst deviation. */
@@ -119,7 +125,7 @@ static double params_dev(trainer *r, trainer *s) {
         const param_info pi = model_param_info(model_shape_of(mr), (param_id)id);
         const double d =
             slab_dev(&pi, model_slab(mr, (param_id)id), model_param(mr, (param_id)id, NULL),
-                     model_param(ms, (param_id)id, NULL), NULL);
+                     model_param(ms, (param_id)id, NULL), NULL, layers_of(mr, id));
         if (d > worst) worst = d;
     }
     return worst;
@@ -152,11 +158,12 @@ static int64_t file_mismatches(trainer *r, mesh *m, const char *path) {
                 mesh_exit_error("%s", err);
             if (g == 0) {
                 slab_dev(&pi, model_slab(mr, (param_id)id), model_param(mr, (param_id)id, NULL),
-                         full, &bits);
+                         full, &bits, layers_of(mr, id));
             } else {
                 const par_owned o = par_owned_slice(trainer_par(r), mr, (param_id)id);
                 const param_slab sl = par_state_slab(trainer_par(r), mr, (param_id)id);
-                slab_dev(&pi, &sl, (g == 1 ? om : ov) + o.state_off, full, &bits);
+                slab_dev(&pi, &sl, (g == 1 ? om : ov) + o.state_off, full, &bits,
+                         layers_of(mr, id));
             }
             free(full);
         }
@@ -198,6 +205,8 @@ int main(int argc, char **argv) {
         parse(&cr, argc - split - 1, argv + split + 1);
     else
         parse(&cr, split - 2, argv + 2);
+    if (cw.schedule == PIPE_INTERLEAVED || cr.schedule == PIPE_INTERLEAVED)
+        cw.shape.L = cr.shape.L = 4; /* 2 pipeline ranks x 2 chunks */
     char err[512], fw[1200], fs[1200];
     mesh *mw = mesh_create(cw.mesh, cw.mesh_open, err, sizeof err);
     if (!mw) mesh_exit_error("writer mesh: %s", err);

@@ -128,6 +128,7 @@ T = {
     "prompts": {"*": ("{res}/prompts.txt", "!--prompt")},
     "tokens": {"*": ("3", "")},
     "kv-replicate": {"*": (None, "np=4 needs --mesh y=4 --tensor y --kv-heads 2")},
+    "kv-shard": {"*": ("x", "np=2")},
     "bench-batches": {"*": ("2", "")},
     "bench-prompt": {"*": ("5", "")},
     "csv": {"*": ("g.csv", "")},

@@ -87,16 +87,16 @@ int main(void) {
     good("--mesh x=2,y=2 --open y --dp x --zero 3 --tensor y --alg bidir --emulate v5p", &c);
     check_expect(!strcmp(c.mesh, "x=2,y=2") && !strcmp(c.mesh_open, "y") &&
                      !strcmp(c.data_axes, "x") && c.zero == 3 && !strcmp(c.tensor_axis, "y") &&
-                     !strcmp(c.alg, "bidir") && !strcmp(c.emulate, "v5p"),
+                     c.alg == MESH_ALG_BIDIR && !strcmp(c.emulate, "v5p"),
                  "sharding flags");
     good("--mesh x=2,z=2 --dp x --pipeline z --microbatches 4 --schedule 1f1b", &c);
     check_expect(!strcmp(c.pipe_axis, "z") && c.microbatches == 4 && c.schedule == PIPE_1F1B,
                  "pipeline flags");
     good("--comm-dtype bf16 --bucket 4M --alg ring", &c);
-    check_expect(!strcmp(c.comm_dtype, "bf16") && c.bucket == 4000000,
+    check_expect(c.comm_dtype == MESH_WIRE_BF16 && c.bucket == 4000000,
                  "--comm-dtype bf16 --bucket 4M");
     good("--bucket auto", &c);
-    check_expect(c.bucket == -1 && !strcmp(c.comm_dtype, "fp32"), "--bucket auto; fp32 default");
+    check_expect(c.bucket == -1 && c.comm_dtype == MESH_WIRE_F32, "--bucket auto; fp32 default");
     good("--layers 2", &c);
     check_expect(c.bucket == -1, "--bucket auto by default");
     good("--bucket 0", &c);

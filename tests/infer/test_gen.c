@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gen_test.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
 #include "train/model/hooks.h"
@@ -46,34 +47,16 @@ static void parse(config *c, int *kv_replicate, int argc, char **argv) {
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     config c;
-    config_defaults(&c);
-    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 48};
-    c.seed = 7;
-    c.temperature = 0;
-    c.top_k = 0;
+    gen_test_config(&c);
     int kv_rep = 0;
     parse(&c, &kv_rep, argc, argv);
     char err[512];
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
-    const char *texts[] = {"R",
-                           "ROMEO: ",
-                           "To be or not ",
-                           "ab",
-                           "First Citizen:",
-                           "x y",
-                           "Now is the winter",
-                           "O",
-                           "KING RICHARD III:",
-                           "thou",
-                           "Hark!",
-                           "no"};
-    const int64_t B = 12;
+    const int64_t B = GEN_TEST_PROMPTS;
     prompt_set ps = {0};
-    for (int64_t b = 0; b < B; b++)
-        if (prompts_add(&ps, texts[b], strlen(texts[b]), "prompt", err, sizeof err) < 0)
-            mesh_exit_error("%s", err);
+    gen_test_prompts(&ps);
     gen_dims d = {B, ps.max_len + NTOK, 64, kv_rep};
     gen *g = gen_create(&c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);

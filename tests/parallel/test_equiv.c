@@ -116,7 +116,8 @@ int main(int argc, char **argv) {
     const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
-    const int want_inline = !strcmp(c.progress, "inline"), forced = strcmp(c.progress, "auto");
+    const int want_inline = c.progress == CONFIG_PROGRESS_INLINE,
+              forced = c.progress != CONFIG_PROGRESS_AUTO;
     int bad_mode = forced && (mesh_get_progress(m) == MESH_PROGRESS_INLINE) != want_inline;
     if (forced && c.overlap && mesh_nranks(m) > 1 && !(mesh_progress_cpu(m) > 0)) bad_mode = 1;
     trainer *t2 = trainer_create(&c, m, err, sizeof err);
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
      * twice the rate 1.0. In fp32 the worst seen is 2.4e-5 (200·FLT_EPSILON); k_u = 2048 (2.4e-4)
      * keeps 10×. AdamW normalises a gradient's scale away: a gradient ×2 in one tensor moves its
      * update by only ~0.07 (ε = 1e-6), below bf16's noise; fp32's element check sees it. */
-    const int bf16 = !strcmp(c.comm_dtype, "bf16");
+    const int bf16 = c.comm_dtype == MESH_WIRE_BF16;
     double eps = bf16 ? 1.0 / 256 : 1.1920929e-7, k = bf16 ? 16.0 : 200.0;
     double k_lg = bf16 ? 1.0 : 200.0;            /* losses and gradient norms */
     double tol_u = (bf16 ? 32.0 : 2048.0) * eps; /* updates */
@@ -269,7 +270,8 @@ int main(int argc, char **argv) {
                    "mismatch fails)\n",
                    sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
         if (forced)
-            printf("--progress %s: %s\n", c.progress, bad_mode ? "NOT in force" : "in force");
+            printf("--progress %s: %s\n", config_progress_name(c.progress),
+                   bad_mode ? "NOT in force" : "in force");
         printf(anyfail ? "FAIL\n" : "PASS\n");
     }
     free(init), free(ref), free(p1), free(p2), free(p3), free(p4);

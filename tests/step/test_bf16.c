@@ -6,7 +6,9 @@
  *   - every bf16 path this CPU has, forced with MESHTRAIN_BF16_PATH: portable and, where the CPU
  *     has AVX2, avx2 give the same bits (their contract, kernels/gemm_bf16.h: one fp32 chain per
  *     element in the same order); the oneDNN paths (amx, avx512bf16, where present: the default
- *     there) sum in their own order and meet the same tolerance against fp32.
+ *     there) sum in their own order and meet the same tolerance against fp32;
+ *   - --compute-dtype auto resolves to bf16 exactly where the fastest path is a matrix unit (amx,
+ *     avx512bf16), else to fp32.
  * Tolerance. The bf16 run differs from fp32 by its roundings (relative u = 2⁻⁹ each): at step 0 the
  * loss moves by at most 2·n·u·max|logit| (the cross-entropy is 2-Lipschitz in the logits' max
  * norm; n = 13 roundings on a logit's path through this 2-layer model: per block h1, q/k/v, P,
@@ -126,6 +128,20 @@ int main(int argc, char **argv) {
         ok &= eq;
         free(pa);
     }
+    /* --compute-dtype auto: bf16 exactly where the CPU's fastest path is a matrix unit */
+    unsetenv(KERN_BF16_PATH_ENV);
+    kern_bf16_path fastest;
+    char msg[256];
+    if (kern_bf16_path_check(KERN_BF16_AUTO, &fastest, msg, sizeof msg) < 0) mesh_exit_error("%s", msg);
+    c.compute = COMPUTE_AUTO;
+    trainer *ta = trainer_create_serial(&c, m, err, sizeof err);
+    if (!ta) mesh_exit_error("%s", err);
+    const int unit = fastest == KERN_BF16_AMX || fastest == KERN_BF16_AVX512BF16;
+    const int auto_ok = trainer_precision(ta)->dtype == (unit ? COMPUTE_BF16 : COMPUTE_FP32);
+    printf("auto on path %s: %s (%s)\n", kern_bf16_path_name(fastest),
+           compute_dtype_name(trainer_precision(ta)->dtype), auto_ok ? "ok" : "FAIL");
+    ok &= auto_ok;
+    trainer_destroy(ta);
     free(p32), free(pb), free(pb2), free(pp);
     printf("%s\n", ok ? "PASS" : "FAIL");
     mesh_destroy(m);

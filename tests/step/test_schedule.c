@@ -61,11 +61,11 @@ int main(void) {
     check_expect(flat, "min_lr = lr: constant");
     /* --emulate-rate: the default stands the core's sgemm rate for the chip's peak; "model" the
      * linear layers' rate (3e9 FLOPs in 0.1 s: 3e10 FLOP/s) */
-    check_expect(!strcmp(c.emulate_rate, "peak"), "--emulate-rate defaults to peak");
-    check_expect(trainer_emulation_rate("peak", 5e10, 3e9, 0.1) == 5e10 &&
-                     close_to(trainer_emulation_rate("model", 5e10, 3e9, 0.1), 3e10) &&
-                     trainer_emulation_rate("model", 5e10, 3e9, 0) == 5e10 &&
-                     trainer_emulation_rate("model", 5e10, 0, 0.1) == 5e10,
+    check_expect(c.emulate_rate == CONFIG_RATE_PEAK, "--emulate-rate defaults to peak");
+    check_expect(trainer_emulation_rate(CONFIG_RATE_PEAK, 5e10, 3e9, 0.1) == 5e10 &&
+                     close_to(trainer_emulation_rate(CONFIG_RATE_MODEL, 5e10, 3e9, 0.1), 3e10) &&
+                     trainer_emulation_rate(CONFIG_RATE_MODEL, 5e10, 3e9, 0) == 5e10 &&
+                     trainer_emulation_rate(CONFIG_RATE_MODEL, 5e10, 0, 0.1) == 5e10,
                  "emulation rate: peak, the linear layers' rate, peak when it is unknown");
     return check_finish("test_schedule");
 }

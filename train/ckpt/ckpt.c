@@ -81,14 +81,34 @@ typedef struct {
     char name[96]; /* "params/wq", "optimizer/m/wq" */
     param_info pi; /* global shape */
     param_slab slab;
-    float *data; /* the slab, row-major */
-    int owner;   /* writes the slab / counts it in the checksum */
+    h5array_rows rows; /* the slab's layers in blocks (an interleaved pipeline's chunks) */
+    float *data;       /* the slab, row-major (the blocks one after another) */
+    int owner;         /* writes the slab / counts it in the checksum */
 } ckpt_array;
 
 static int64_t slab_numel(const param_info *pi, const param_slab *s) {
     int64_t n = 1;
     for (int i = 0; i < pi->ndim; i++) n *= s->cnt[i];
     return n;
+}
+
+/* A stack over layers on a rank holding interleaved chunks: its slab (stored layers [l0, l1))
+ * becomes the chunks' blocks of global layers; else one block. */
+static void chunk_rows(const model *mod, param_id id, ckpt_array *a) {
+    a->rows = H5ARRAY_ONE_BLOCK;
+    const int v = model_chunks(mod);
+    if (v == 1 || id >= P_COUNT || !plan_is_layer_param(id) || a->slab.cnt[0] == 0) return;
+    a->rows = (h5array_rows){v, model_shape_of(mod)->L / v};
+    a->slab.cnt[0] /= v;
+    a->slab.off[0] = model_layer_global(mod, a->slab.off[0]);
+}
+
+/* Adds a's slab (every block) to its checksum. */
+static void checksum_slab(uint64_t *sum, const ckpt_array *a) {
+    const int64_t per = slab_numel(&a->pi, &a->slab);
+    param_slab b = a->slab;
+    for (int64_t k = 0; k < a->rows.blocks; k++, b.off[0] += a->rows.stride)
+        ckpt_checksum_add(sum, a->data + k * per, a->pi.ndim, a->pi.shape, b.off, b.cnt);
 }
 
 static int64_t array_numel(const param_info *pi) {
@@ -127,8 +147,10 @@ static int list_arrays(trainer *t, mesh *m, ckpt_array *out) {
                 CHECK(o.state_off + o.n <= nstate, "optimizer slice of %s outside the state",
                       a->pi.name);
             }
-            CHECK(slab_numel(&a->pi, &a->slab) == cnt, "%s: slab of %lld elements, storage of %lld",
-                  a->name, (long long)slab_numel(&a->pi, &a->slab), (long long)cnt);
+            chunk_rows(mod, (param_id)id, a);
+            const int64_t held = a->rows.blocks * slab_numel(&a->pi, &a->slab);
+            CHECK(held == cnt, "%s: slab of %lld elements, storage of %lld", a->name,
+                  (long long)held, (long long)cnt);
         }
     return n;
 }
@@ -425,17 +447,15 @@ int ckpt_write(trainer *t, mesh *m, const config *c, int64_t step, int64_t token
     uint64_t sum[NGROUPS * P_ALL] = {0};
     double bytes = 0;
     for (int i = 0; i < n; i++) {
-        if (a[i].owner)
-            ckpt_checksum_add(&sum[i], a[i].data, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
-                              a[i].slab.cnt);
+        if (a[i].owner) checksum_slab(&sum[i], &a[i]);
         bytes += 4.0 * (double)array_numel(&a[i].pi);
     }
     sum_over_world(m, sum, n);
     h5array *f = NULL;
     int rc = h5array_create(&f, path, mesh_world_comm(m), err, errlen);
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = h5array_write(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
-                           a[i].owner, a[i].data, err, errlen);
+        rc = h5array_write_rows(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
+                                a[i].slab.cnt, a[i].rows, a[i].owner, a[i].data, err, errlen);
         if (rc == 0)
             rc = h5array_attr_put_i64(f, a[i].name, "checksum", (int64_t)sum[i], err, errlen);
     }
@@ -454,14 +474,12 @@ static int read_arrays(h5array *f, mesh *m, ckpt_array *a, int n, const char *pa
     uint64_t sum[NGROUPS * P_ALL] = {0}, want[NGROUPS * P_ALL] = {0};
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = h5array_read(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off, a[i].slab.cnt,
-                          a[i].data, err, errlen);
+        rc = h5array_read_rows(f, a[i].name, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
+                               a[i].slab.cnt, a[i].rows, a[i].data, err, errlen);
         int64_t w = 0;
         if (rc == 0) rc = h5array_attr_get_i64(f, a[i].name, "checksum", &w, err, errlen);
         want[i] = (uint64_t)w;
-        if (rc == 0 && a[i].owner)
-            ckpt_checksum_add(&sum[i], a[i].data, a[i].pi.ndim, a[i].pi.shape, a[i].slab.off,
-                              a[i].slab.cnt);
+        if (rc == 0 && a[i].owner) checksum_slab(&sum[i], &a[i]);
         *bytes += 4.0 * (double)array_numel(&a[i].pi);
     }
     if (rc < 0) return rc;
@@ -506,6 +524,7 @@ int ckpt_load_params(model *mod, par *run, mesh *m, const char *path, char *err,
         snprintf(b->name, sizeof b->name, "%s/%s", group_name[G_PARAMS], b->pi.name);
         b->owner = run ? par_is_writer(run, (param_id)id, 0) : mesh_rank(m) == 0;
         b->slab = *model_slab(mod, (param_id)id);
+        chunk_rows(mod, (param_id)id, b);
         b->data = model_param(mod, (param_id)id, NULL);
     }
     double bytes = 0;

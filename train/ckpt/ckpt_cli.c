@@ -242,87 +242,100 @@ static void print_diff_row(const char *name, const char *shape, const array_diff
 }
 
 /* Returns 0 (same), 1 (different) or −1 (error). tol < 0: "same" means bit-identical. */
+/* ckpt diff's state: the two files, the tolerance, the block buffers, what was found. */
+typedef struct {
+    h5array *fa, *fb;
+    const char *pa, *pb;
+    double tol;
+    float *ba, *bb;
+    int64_t cap_a, cap_b;
+    int differ, nbad_sum;
+    char bad_sum[CLI_ERR_LEN]; /* the first failed checksum */
+} diff_run;
+
+/* One array of A against B's (nb: B's names): its row of the table. Returns 0 or −1 with err. */
+static int diff_one(diff_run *r, const char *name, char **nb, int cb, char *err, size_t errlen) {
+    char shp[64];
+    int nda, ndb;
+    int64_t da[H5ARRAY_MAX_DIMS], db[H5ARRAY_MAX_DIMS];
+    if (!has_name(nb, cb, name)) {
+        printf("  %-24s only in A\n", name);
+        r->differ = 1;
+        return 0;
+    }
+    int rc = h5array_shape(r->fa, name, &nda, da, err, errlen);
+    if (rc == 0) rc = h5array_shape(r->fb, name, &ndb, db, err, errlen);
+    if (rc < 0) return -1;
+    if (nda != ndb || memcmp(da, db, (size_t)nda * sizeof *da) != 0) {
+        char s2[64];
+        printf("  %-24s shape %s in A, %s in B\n", name, shape_str(shp, sizeof shp, nda, da),
+               shape_str(s2, sizeof s2, ndb, db));
+        r->differ = 1;
+        return 0;
+    }
+    array_diff d;
+    rc = block_buf(&r->ba, &r->cap_a, nda, da, err, errlen);
+    if (rc == 0) rc = block_buf(&r->bb, &r->cap_b, nda, da, err, errlen);
+    if (rc == 0) rc = diff_of(r->fa, r->fb, name, nda, da, r->ba, r->bb, &d, err, errlen);
+    if (rc < 0) return -1;
+    const int same = r->tol < 0 ? d.identical : d.identical || (!d.nonfinite && d.units <= r->tol);
+    r->differ |= !same;
+    int64_t want_a = 0, want_b = 0;
+    const int ok_a = checksum_ok(r->fa, name, d.sum_a, &want_a);
+    const int ok_b = checksum_ok(r->fb, name, d.sum_b, &want_b);
+    print_diff_row(name, shape_str(shp, sizeof shp, nda, da), &d, same, ok_a, ok_b);
+    if ((!ok_a || !ok_b) && !r->bad_sum[0])
+        snprintf(r->bad_sum, sizeof r->bad_sum,
+                 "%s: corrupt checkpoint: %s fails its checksum "
+                 "(stored %016llx, computed %016llx)",
+                 ok_a ? r->pb : r->pa, name, (unsigned long long)(ok_a ? want_b : want_a),
+                 (unsigned long long)(ok_a ? d.sum_b : d.sum_a));
+    r->nbad_sum += !ok_a + !ok_b;
+    return 0;
+}
+
 static int cmd_diff(const char *pa, const char *pb, double tol, char *err, size_t errlen) {
-    h5array *fa = NULL, *fb = NULL;
+    diff_run r = {.pa = pa, .pb = pb, .tol = tol};
     ckpt_meta ka, kb;
-    if (open_ckpt(pa, &fa, &ka, err, errlen) < 0) return -1;
-    if (open_ckpt(pb, &fb, &kb, err, errlen) < 0) {
-        h5array_close(fa);
+    if (open_ckpt(pa, &r.fa, &ka, err, errlen) < 0) return -1;
+    if (open_ckpt(pb, &r.fb, &kb, err, errlen) < 0) {
+        h5array_close(r.fa);
         return -1;
     }
     printf("A = %s (step %lld, %lld ranks, %s, %s)\nB = %s (step %lld, %lld ranks, %s, %s)\n", pa,
            (long long)ka.step, (long long)ka.ranks, ka.mesh, ka.sharding, pb, (long long)kb.step,
            (long long)kb.ranks, kb.mesh, kb.sharding);
-    char **na = NULL, **nb = NULL, bad_sum[CLI_ERR_LEN] = "";
-    int ca = 0, cb = 0, differ = 0, nbad_sum = 0;
-    int rc = h5array_list(fa, "/", 1, &na, &ca, err, errlen);
-    if (rc == 0) rc = h5array_list(fb, "/", 1, &nb, &cb, err, errlen);
-    float *ba = NULL, *bb = NULL;
-    int64_t cap_a = 0, cap_b = 0;
+    char **na = NULL, **nb = NULL;
+    int ca = 0, cb = 0;
+    int rc = h5array_list(r.fa, "/", 1, &na, &ca, err, errlen);
+    if (rc == 0) rc = h5array_list(r.fb, "/", 1, &nb, &cb, err, errlen);
     if (rc == 0)
         printf("  %-24s %-16s %12s %12s %14s\n", "array", "shape", "max |a-b|", "max rel",
                "eps units");
-    for (int i = 0; i < ca && rc == 0; i++) {
-        char shp[64];
-        int nda, ndb;
-        int64_t da[H5ARRAY_MAX_DIMS], db[H5ARRAY_MAX_DIMS];
-        if (!has_name(nb, cb, na[i])) {
-            printf("  %-24s only in A\n", na[i]);
-            differ = 1;
-            continue;
-        }
-        rc = h5array_shape(fa, na[i], &nda, da, err, errlen);
-        if (rc == 0) rc = h5array_shape(fb, na[i], &ndb, db, err, errlen);
-        if (rc < 0) break;
-        if (nda != ndb || memcmp(da, db, (size_t)nda * sizeof *da) != 0) {
-            char s2[64];
-            printf("  %-24s shape %s in A, %s in B\n", na[i], shape_str(shp, sizeof shp, nda, da),
-                   shape_str(s2, sizeof s2, ndb, db));
-            differ = 1;
-            continue;
-        }
-        array_diff d;
-        rc = block_buf(&ba, &cap_a, nda, da, err, errlen);
-        if (rc == 0) rc = block_buf(&bb, &cap_b, nda, da, err, errlen);
-        if (rc == 0) rc = diff_of(fa, fb, na[i], nda, da, ba, bb, &d, err, errlen);
-        if (rc < 0) break;
-        const int same = tol < 0 ? d.identical : d.identical || (!d.nonfinite && d.units <= tol);
-        differ |= !same;
-        int64_t want_a = 0, want_b = 0;
-        const int ok_a = checksum_ok(fa, na[i], d.sum_a, &want_a);
-        const int ok_b = checksum_ok(fb, na[i], d.sum_b, &want_b);
-        print_diff_row(na[i], shape_str(shp, sizeof shp, nda, da), &d, same, ok_a, ok_b);
-        if ((!ok_a || !ok_b) && !bad_sum[0])
-            snprintf(bad_sum, sizeof bad_sum,
-                     "%s: corrupt checkpoint: %s fails its checksum "
-                     "(stored %016llx, computed %016llx)",
-                     ok_a ? pb : pa, na[i], (unsigned long long)(ok_a ? want_b : want_a),
-                     (unsigned long long)(ok_a ? d.sum_b : d.sum_a));
-        nbad_sum += !ok_a + !ok_b;
-    }
+    for (int i = 0; i < ca && rc == 0; i++) rc = diff_one(&r, na[i], nb, cb, err, errlen);
     for (int i = 0; i < cb && rc == 0; i++)
         if (!has_name(na, ca, nb[i])) {
             printf("  %-24s only in B\n", nb[i]);
-            differ = 1;
+            r.differ = 1;
         }
-    if (rc == 0 && nbad_sum) { /* a corrupt file: an error, not a difference */
-        rc = errmsg_fail(err, errlen, "%s%s", bad_sum,
-                         nbad_sum > 1 ? " (and more: see the table)" : "");
+    if (rc == 0 && r.nbad_sum) { /* a corrupt file: an error, not a difference */
+        rc = errmsg_fail(err, errlen, "%s%s", r.bad_sum,
+                         r.nbad_sum > 1 ? " (and more: see the table)" : "");
     } else if (rc == 0) {
         if (tol < 0)
-            printf("%s\n", differ ? "the checkpoints differ" : "every array is bit-identical");
+            printf("%s\n", r.differ ? "the checkpoints differ" : "every array is bit-identical");
         else
             printf("%s (tolerance %g units of FLT_EPSILON·(|a|+|b|+1); NaN and inf never within "
                    "it)\n",
-                   differ ? "the checkpoints differ" : "every array is within tolerance", tol);
+                   r.differ ? "the checkpoints differ" : "every array is within tolerance", tol);
     }
-    free(ba);
-    free(bb);
+    free(r.ba);
+    free(r.bb);
     h5array_names_free(na, ca);
     h5array_names_free(nb, cb);
-    h5array_close(fa);
-    h5array_close(fb);
-    return rc < 0 ? -1 : differ;
+    h5array_close(r.fa);
+    h5array_close(r.fb);
+    return rc < 0 ? -1 : r.differ;
 }
 
 static const char *const usage =

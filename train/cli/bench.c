@@ -303,7 +303,7 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
     report_case k;
     char name[128];
     plan_report_case(trainer_plan(t), &k, name, sizeof name);
-    const double wire = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
+    const double wire = mesh_wire_bytes(c->comm_dtype);
     report_boundaries b, b16;
     /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */
     const int nax = k.n_data_axes > 0 ? k.n_data_axes : 1;
@@ -322,8 +322,8 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
              "mixed-tokens %.0f | the book's, %s on %s with %s on the wire, %d data axes, |Y| = "
              "%lld, an MLP of 3 matrices (mixed: FSDP + TP, tokens per step at this B/F; 0: "
              "none)\n",
-             b.alpha, b.data_tokens, b.tensor_F, mx > 0 ? mx : 0, name, chip->name, c->comm_dtype,
-             k.n_data_axes, (long long)k.nY);
+             b.alpha, b.data_tokens, b.tensor_F, mx > 0 ? mx : 0, name, chip->name,
+             mesh_wire_name(c->comm_dtype), k.n_data_axes, (long long)k.nY);
     const report *r = trainer_report(t);
     const int ax = k.data_axis >= 0 ? k.data_axis : k.tensor_axis >= 0 ? k.tensor_axis : 0;
     const double w = r ? report_link(r, ax)->w_oneway : 0;
@@ -353,8 +353,8 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
     if (em)
         mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "
                  "| links %.4g B/s per direction | hop %.4g s\n",
-                 chip->name, em->measured_flops, c->emulate_rate,
-                 strcmp(c->emulate_rate, "model") == 0
+                 chip->name, em->measured_flops, config_rate_name(c->emulate_rate),
+                 c->emulate_rate == CONFIG_RATE_MODEL
                      ? "this model's linear layers, timed at start-up"
                      : "the core's sgemm",
                  em->time_scale, em->bw, em->latency);
@@ -377,6 +377,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
     run_print_hosts(c, m, t);
+    if (c->quiet && mesh_world_rank() == 0) precision_print(trainer_precision(t), stdout);
     const double bound = c->no_matmul_bound ? 0.0 : matmul_bound(c, pk, trainer_precision(t)->ctx);
     const double ntok = (double)(c->batch * s->T);
 

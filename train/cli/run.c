@@ -113,7 +113,7 @@ typedef struct {
     tokens *data;
     int32_t *rows; /* [nrows, T+1] */
     int64_t row0, nrows;
-    double peak;   /* ranks × this rank's sgemm FLOP/s */
+    double peak;       /* ranks × this rank's sgemm FLOP/s */
     linefile *metrics; /* rank 0 only */
     /* the first step of this run (--resume) and the training tokens consumed so far */
     int64_t step0, tokens_seen;
@@ -237,9 +237,10 @@ static void print_header(const run_ctx *r, double rank_flops) {
              (long long)c->steps, peak_name(r->t), rank_flops / 1e9, r->peak / 1e9);
     if (c->overlap || c->tensor_axis[0]) /* the asynchronous collectives' progress, as resolved */
         mesh_log("asynchronous collectives progressed %s (--progress %s)\n",
-                 mesh_get_progress(r->m) == MESH_PROGRESS_INLINE ? "inline, by each rank's own thread"
-                                                                 : "by a progress thread",
-                 c->progress);
+                 mesh_get_progress(r->m) == MESH_PROGRESS_INLINE
+                     ? "inline, by each rank's own thread"
+                     : "by a progress thread",
+                 config_progress_name(c->progress));
 }
 
 tokens *run_open_data(const config *c, mesh *m) {
@@ -341,6 +342,25 @@ static void print_done(const run_ctx *r, int64_t nsteps, double train_secs, doub
              100.0 * fps / r->peak, peak_name(r->t), cpu);
 }
 
+/* Step step's --metrics line (rank 0 writes; every rank agrees on the outcome). */
+static void write_metrics(run_ctx *r, const metrics_row *row, int64_t step) {
+    int werr = 0;
+    if (r->metrics) {
+        char small[METRICS_JSON_MAX], *json = small;
+        const size_t n = metrics_json(small, sizeof small, row);
+        if (n >= sizeof small) { /* a row with many experts */
+            CHECK((json = malloc(n + 1)) != NULL, "out of memory for a --metrics row");
+            metrics_json(json, n + 1, row);
+        }
+        werr = linefile_write(r->metrics, json, n);
+        if (json != small) free(json);
+    }
+    mesh_agree_or_exit(mesh_world_comm(r->m), werr,
+                       "--metrics %s: writing step %lld failed (%s); the file keeps every "
+                       "earlier step's line whole",
+                       r->c->metrics, (long long)(step + 1), strerror(-werr));
+}
+
 int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak *pk) {
     run_ctx r = {.c = c, .m = m, .t = t, .data = data, .peak = pk->total};
     trainer_rows(t, &r.row0, &r.nrows);
@@ -395,21 +415,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
                 mesh_log("eval %*lld | val loss %.4f\n", width, (long long)(step + 1),
                          row.val_loss);
         }
-        int werr = 0;
-        if (r.metrics) {
-            char small[METRICS_JSON_MAX], *json = small;
-            const size_t n = metrics_json(small, sizeof small, &row);
-            if (n >= sizeof small) { /* a row with many experts */
-                CHECK((json = malloc(n + 1)) != NULL, "out of memory for a --metrics row");
-                metrics_json(json, n + 1, &row);
-            }
-            werr = linefile_write(r.metrics, json, n);
-            if (json != small) free(json);
-        }
-        mesh_agree_or_exit(mesh_world_comm(m), werr,
-                           "--metrics %s: writing step %lld failed (%s); the file keeps every "
-                           "earlier step's line whole",
-                           c->metrics, (long long)(step + 1), strerror(-werr));
+        write_metrics(&r, &row, step);
         if (c->save_every > 0 && ((step + 1) % c->save_every == 0 || step + 1 == c->steps))
             save_step(&r, step + 1);
     }

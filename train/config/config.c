@@ -35,6 +35,10 @@ typedef enum {
     K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
     K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
     K_DTYPE,  /* compute_dtype */
+    K_ALG,    /* mesh_alg: ring|bidir|seq|multi|mpi|direct (not given: MESH_ALG_DEFAULT) */
+    K_WIRE,   /* mesh_wire */
+    K_PROG,   /* config_progress */
+    K_RATE,   /* config_rate */
     K_DEMO,   /* preset, takes no value */
     K_HELP,
 } flag_kind;
@@ -176,15 +180,15 @@ static const flag_def flags[] = {
      "experts' ranks and back by AllToAll)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
-    {"progress", K_STR, F_(progress), 0, 0, 0, "thread|inline|auto",
+    {"progress", K_PROG, F_(progress), 0, 0, 0, "thread|inline|auto",
      "who runs the asynchronous collectives (--overlap, the collective matmul): a progress "
      "thread, or the rank's own thread between its kernels (inline: no thread competes for the "
      "rank's core); auto = inline when ranks on the host x (1 + --threads) exceed its cores "
      "and each rank had 0.9 of a core at start-up (else the cores are oversubscribed), else "
      "thread, and thread under --emulate (docs/fidelity.md, Inline progress)"},
-    {"alg", K_STR, F_(alg), 0, 0, 0, "ALG",
+    {"alg", K_ALG, F_(alg), 0, 0, 0, "ALG",
      "collective algorithm: ring|bidir|seq|multi|mpi|direct"},
-    {"comm-dtype", K_STR, F_(comm_dtype), 0, 0, 0, "fp32|bf16",
+    {"comm-dtype", K_WIRE, F_(comm_dtype), 0, 0, 0, "fp32|bf16",
      "what the collectives carry: bf16 as on a TPU halves every collective's bytes (reductions "
      "still add in fp32; results within the tolerance of docs/fidelity.md)"},
     {"bucket", K_BUCKET, F_(bucket), 0, 0, 0, "BYTES|auto",
@@ -202,7 +206,7 @@ static const flag_def flags[] = {
      "collectives (docs/fidelity.md)"},
     {"emulate", K_STR, F_(emulate), 0, 0, 0, "CHIP",
      "emulate a TPU's compute/link ratio, e.g. v5p"},
-    {"emulate-rate", K_STR, F_(emulate_rate), 0, 0, 0, "peak|model",
+    {"emulate-rate", K_RATE, F_(emulate_rate), 0, 0, 0, "peak|model",
      "the CPU rate that stands for the chip's peak FLOP/s under --emulate: the core's 1024³ sgemm "
      "(peak), or the rate this model's linear layers reach at start-up (model: the emulated chip "
      "runs the model's matmuls at its peak, as the book assumes)"},
@@ -267,9 +271,10 @@ void config_defaults(config *c) {
     c->top_k = 40;
     c->threads = 1;
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
-    snprintf(c->comm_dtype, sizeof c->comm_dtype, "fp32");
-    snprintf(c->emulate_rate, sizeof c->emulate_rate, "peak");
-    snprintf(c->progress, sizeof c->progress, "auto");
+    c->alg = MESH_ALG_DEFAULT;
+    c->comm_dtype = MESH_WIRE_F32;
+    c->emulate_rate = CONFIG_RATE_PEAK;
+    c->progress = CONFIG_PROGRESS_AUTO;
     c->bucket = -1; /* auto */
 }
 
@@ -450,6 +455,41 @@ static int set_bucket(config *c, const char *val, char *err, size_t errlen) {
     return 0;
 }
 
+static const char *const progress_names[] = {"auto", "thread", "inline"};
+static const char *const rate_names[] = {"peak", "model"};
+
+const char *config_progress_name(config_progress p) {
+    return p >= 0 && p <= CONFIG_PROGRESS_INLINE ? progress_names[p] : "?";
+}
+const char *config_rate_name(config_rate r) {
+    return r >= 0 && r <= CONFIG_RATE_MODEL ? rate_names[r] : "?";
+}
+
+/* The collectives' flags (K_ALG, K_WIRE, K_PROG, K_RATE). */
+static int set_collective(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
+    int i;
+    switch (f->kind) {
+    case K_ALG: /* "" as not given; "default" is not a choice */
+        if (!val[0]) return c->alg = MESH_ALG_DEFAULT, 0;
+        if ((i = mesh_alg_parse(val)) <= MESH_ALG_DEFAULT)
+            return errmsg_fail(err, errlen,
+                               "--alg %s: expected ring, bidir, seq, multi, mpi or direct", val);
+        return c->alg = (mesh_alg)i, 0;
+    case K_WIRE:
+        if ((i = mesh_wire_parse(val)) < 0)
+            return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", val);
+        return c->comm_dtype = (mesh_wire)i, 0;
+    case K_PROG:
+        if ((i = name_index(val, progress_names, 3)) < 0)
+            return errmsg_fail(err, errlen, "--progress %s: expected thread, inline or auto", val);
+        return c->progress = (config_progress)i, 0;
+    default:
+        if ((i = name_index(val, rate_names, 2)) < 0)
+            return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model", val);
+        return c->emulate_rate = (config_rate)i, 0;
+    }
+}
+
 /* A flag whose value is one of a few names (K_OPTIM, K_SCHED, K_ONOFF, K_ORDER). */
 static int set_choice(config *c, const flag_def *f, const char *val, char *err, size_t errlen) {
     int i;
@@ -513,6 +553,11 @@ static int set_flag(config *c, const flag_def *f, const char *val, char *err, si
     case K_ORDER:
     case K_DTYPE:
         return set_choice(c, f, val, err, errlen);
+    case K_ALG:
+    case K_WIRE:
+    case K_PROG:
+    case K_RATE:
+        return set_collective(c, f, val, err, errlen);
     default:
         return errmsg_fail(err, errlen, "--%s takes no value", f->name);
     }
@@ -767,7 +812,16 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
     case K_DTYPE:
         snprintf(buf, len, "%s", compute_dtype_name(d->compute));
         break;
-    default:
+    case K_WIRE:
+        snprintf(buf, len, "%s", mesh_wire_name(d->comm_dtype));
+        break;
+    case K_PROG:
+        snprintf(buf, len, "%s", config_progress_name(d->progress));
+        break;
+    case K_RATE:
+        snprintf(buf, len, "%s", config_rate_name(d->emulate_rate));
+        break;
+    default: /* K_ALG: no default shown (the mesh's, by the axes) */
         break;
     }
 }

@@ -9,6 +9,7 @@
 
 #include "calc/shape.h" /* model_shape: the transformer's shape, shared with the calculator */
 #include "data/tokens_order.h"
+#include "mesh/coll.h" /* mesh_alg, mesh_wire */
 
 #define CONFIG_AXES_LEN 8 /* --dp AXES, with its terminator */
 
@@ -24,6 +25,17 @@ const char *compute_dtype_name(compute_dtype d);
  * 1F1B (--virtual-stages chunks per rank), zero bubble H1 (the backward split into the input
  * gradient and the deferred weight gradient); calc/schedule.h's tables, in its sched_kind order. */
 typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1, PIPE_INTERLEAVED = 2, PIPE_ZB_H1 = 3 } pipe_schedule;
+/* --progress: who runs the non-blocking collectives; auto is resolved by the trainer. */
+typedef enum {
+    CONFIG_PROGRESS_AUTO = 0,
+    CONFIG_PROGRESS_THREAD,
+    CONFIG_PROGRESS_INLINE
+} config_progress;
+/* --emulate-rate: the CPU rate a chip's peak FLOP/s stand for, the core's sgemm or the model's
+ * linear layers. */
+typedef enum { CONFIG_RATE_PEAK = 0, CONFIG_RATE_MODEL } config_rate;
+const char *config_progress_name(config_progress p); /* "auto", "thread", "inline" */
+const char *config_rate_name(config_rate r);         /* "peak", "model" */
 
 typedef struct {
     model_shape shape;
@@ -52,12 +64,12 @@ typedef struct {
     int64_t save_every; /* checkpoint every N steps and after the last (0 = never) */
     int64_t keep;       /* keep the newest K checkpoints in ckpt_dir (0 = all) */
     char ckpt_dir[1024];
-    char resume[1024]; /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
-    int take_over;     /* resume another run's checkpoint or save into another run's ckpt_dir */
-    char run_id[24];   /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
-    int threads;       /* BLAS threads per rank (and the bf16 kernels' threads) */
+    char resume[1024];     /* checkpoint to continue from, "latest" in ckpt_dir, "" = none */
+    int take_over;         /* resume another run's checkpoint or save into another run's ckpt_dir */
+    char run_id[24];       /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
+    int threads;           /* BLAS threads per rank (and the bf16 kernels' threads) */
     compute_dtype compute; /* --compute-dtype (AUTO until precision_setup resolves it) */
-    int bench;         /* --bench: timing run, no data file needed */
+    int bench;             /* --bench: timing run, no data file needed */
     /* --no-matmul-bound: --bench without timing the matmul-only bound */
     int no_matmul_bound;
     int quiet;
@@ -74,16 +86,14 @@ typedef struct {
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     char expert_axis[4]; /* --expert AXIS: the routed experts sharded over this data axis */
     int overlap;
-    char progress[8];   /* --progress: who runs the non-blocking collectives, "thread", "inline" or
-                           "auto" (mesh_set_progress; trainer.c resolves auto) */
-    char alg[16];       /* collective algorithm name */
-    char comm_dtype[8]; /* what the collectives carry: "fp32" or "bf16" (mesh_set_wire) */
-    int64_t bucket;     /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's
-                           (the default) */
-    int cmatmul;        /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
-    char emulate[16];   /* chip preset for link emulation, "" = none */
-    char emulate_rate[8]; /* --emulate-rate: the rate a chip's FLOP/s stand for, "peak" (the
-                             core's sgemm) or "model" (this model's linear layers) */
+    config_progress progress; /* --progress (mesh_set_progress; trainer.c resolves auto) */
+    mesh_alg alg;             /* --alg; MESH_ALG_DEFAULT when not given */
+    mesh_wire comm_dtype;     /* --comm-dtype: what the training's collectives carry */
+    int64_t bucket;   /* --bucket: gradient bucket bytes; 0 = per tensor, −1 = the cost model's
+                         (the default) */
+    int cmatmul;      /* --collective-matmul: 1 on, 0 off, −1 the cost model's choice */
+    char emulate[16]; /* chip preset for link emulation, "" = none */
+    config_rate emulate_rate; /* --emulate-rate */
     /* pipelining (train/parallel/pipeline.h) */
     char pipe_axis[4];      /* --pipeline AXIS: layers split into |Z| stages, "" = none */
     int64_t microbatches;   /* --microbatches M: pipeline micro-batches per step */

@@ -152,40 +152,24 @@ int config_check_sharding(const config *c, char *err, size_t errlen) {
 
 /* The collective algorithm and the wire format. */
 int config_check_collectives(const config *c, char *err, size_t errlen) {
-    if (c->alg[0]) {
-        if (mesh_alg_parse(c->alg) <= MESH_ALG_DEFAULT) /* "default" is not a choice here */
-            return errmsg_fail(err, errlen,
-                               "--alg %s: expected ring, bidir, seq, multi, mpi or direct", c->alg);
-    }
-    if (mesh_wire_parse(c->comm_dtype) < 0)
-        return errmsg_fail(err, errlen, "--comm-dtype %s: expected fp32 or bf16", c->comm_dtype);
-    const int elem = mesh_wire_bytes((mesh_wire)mesh_wire_parse(c->comm_dtype));
+    const int elem = mesh_wire_bytes(c->comm_dtype);
     if (c->bucket > 0 && c->bucket < elem)
         return errmsg_fail(err, errlen,
                            "--bucket %lld: smaller than one element on the wire (%s: %d bytes); "
                            "the minimum is %d bytes (or 0 = off, auto)",
-                           (long long)c->bucket, c->comm_dtype, elem, elem);
-    if (strcmp(c->emulate_rate, "peak") != 0 && strcmp(c->emulate_rate, "model") != 0)
-        return errmsg_fail(err, errlen, "--emulate-rate %s: expected peak or model",
-                           c->emulate_rate);
-    if (strcmp(c->emulate_rate, "model") == 0 && !c->emulate[0])
+                           (long long)c->bucket, mesh_wire_name(c->comm_dtype), elem, elem);
+    if (c->emulate_rate == CONFIG_RATE_MODEL && !c->emulate[0])
         return errmsg_fail(err, errlen,
                            "--emulate-rate model needs --emulate CHIP: the rate stands for an "
                            "emulated chip's peak FLOP/s, and without --emulate no link is scaled");
-    if (strcmp(c->progress, "thread") != 0 && strcmp(c->progress, "inline") != 0 &&
-        strcmp(c->progress, "auto") != 0)
-        return errmsg_fail(err, errlen, "--progress %s: expected thread, inline or auto",
-                           c->progress);
-    if (strcmp(c->progress, "inline") == 0 && c->emulate[0])
+    if (c->progress == CONFIG_PROGRESS_INLINE && c->emulate[0])
         return errmsg_fail(err, errlen,
                            "--progress inline with --emulate: the link emulation sleeps until "
                            "each message's emulated delivery, which needs the progress thread "
                            "(use --progress thread or auto)");
-    const int alg = c->alg[0] ? mesh_alg_parse(c->alg) : MESH_ALG_DEFAULT;
-    if (mesh_wire_parse(c->comm_dtype) == MESH_WIRE_BF16 &&
-        (alg == MESH_ALG_MPI || alg == MESH_ALG_DIRECT))
+    if (c->comm_dtype == MESH_WIRE_BF16 && (c->alg == MESH_ALG_MPI || c->alg == MESH_ALG_DIRECT))
         return errmsg_fail(err, errlen,
                            "--comm-dtype bf16 needs --alg ring, bidir, seq or multi: %s moves fp32",
-                           c->alg);
+                           mesh_alg_name(c->alg));
     return 0;
 }

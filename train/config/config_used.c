@@ -131,7 +131,7 @@ static const used_rule rules[] = {
     {"overlap", M_GEN, never},
     {"progress", M_GEN, no_async},
     {"comm-dtype", M_GEN, never},
-    {"compute-dtype", M_GEN, never}, /* generation's matmuls are fp32 */
+    {"compute-dtype", 1 << CONFIG_MODE_SERVE, never}, /* the serving engine multiplies in fp32 */
     {"bucket", M_GEN, never},
     {"collective-matmul", M_GEN, no_tensor},
     {"alg", 0, gen_no_tensor},

@@ -10,8 +10,10 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/config/alloc.h"
+#include "train/infer/kvshard.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
+#include "train/step/precision.h"
 
 /* K or V of this rank: [L, Bc, S, Kc, H], Bc sequences (local indices [c0, c0 + Bc)), Kc kv
  * heads (the model's local ones). */
@@ -33,12 +35,15 @@ struct gen {
     int64_t nY;
     int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
     plan pl;   /* the sharding plan (forward only) */
+    precision prec; /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
     par *run;  /* its sharded run (NULL on one rank) */
     model *mod;
     gen_kv_mode mode;
     gen_dims d;
+    char kv_axis; /* --kv-shard's axis, or 0 */
     int64_t nX, B_loc, row0;
     kvcache kv;
+    kvshard ks; /* --kv-shard: the cache's positions over a mesh axis (P = 1 without) */
     /* per local sequence: next position, tokens generated so far */
     int32_t *pos;
     int64_t *ntok;
@@ -60,6 +65,10 @@ struct gen {
     double kv_bytes, attn_flops;
 };
 
+const precision *gen_precision(const gen *g) {
+    return &g->prec;
+}
+
 model *gen_model(gen *g) {
     return g->mod;
 }
@@ -77,11 +86,35 @@ int64_t gen_cache_bytes(const gen *g) {
     const kvcache *kv = &g->kv;
     return 2 * kv->L * kv->Bc * kv->S * kv->Kc * kv->H * (int64_t)sizeof(float);
 }
+int64_t gen_kv_shard(const gen *g, int64_t *index) {
+    *index = g->ks.p;
+    return g->ks.P;
+}
 const float *gen_logits(const gen *g) {
     return g->logits;
 }
 
 /* ---------------------------------------------------------------- attention with the cache */
+
+/* Stores n rows of k and v (row stride KH) at positions t0.. of local cache sequence b: the ones
+ * this rank owns when the positions are sharded. */
+static void store_kv(gen *g, int64_t l, int64_t b, int64_t t0, int64_t n, const float *k,
+                     const float *v, int64_t KH) {
+    const kvcache *kv = &g->kv;
+    if (g->ks.ax.n == 0) {
+        memcpy(kv_row(kv, kv->k, l, b, t0), k, (size_t)(n * KH) * 4);
+        memcpy(kv_row(kv, kv->v, l, b, t0), v, (size_t)(n * KH) * 4);
+        g->kv_bytes += 2.0 * (double)(n * KH) * 4;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t row = kvshard_row(&g->ks, t0 + i);
+        if (row < 0) continue;
+        memcpy(kv_row(kv, kv->k, l, b, row), k + i * KH, (size_t)KH * 4);
+        memcpy(kv_row(kv, kv->v, l, b, row), v + i * KH, (size_t)KH * 4);
+        g->kv_bytes += 2.0 * (double)KH * 4;
+    }
+}
 
 /* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
 static void attn_prefill(gen *g, const model_attn_io *io) {
@@ -94,11 +127,7 @@ static void attn_prefill(gen *g, const model_attn_io *io) {
         kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, io->k + r0 * KH,
                          io->v + r0 * KH, 0, n, lc->Nl, lc->Kl, H, KH);
         g->attn_flops += 2.0 * (double)(n * (n + 1)) * (double)NH;
-        if (b >= 0 && b < kv->Bc) {
-            memcpy(kv_row(kv, kv->k, io->l, b, 0), io->k + r0 * KH, (size_t)(n * KH) * 4);
-            memcpy(kv_row(kv, kv->v, io->l, b, 0), io->v + r0 * KH, (size_t)(n * KH) * 4);
-            g->kv_bytes += 2.0 * (double)(n * KH) * 4;
-        }
+        if (b >= 0 && b < kv->Bc) store_kv(g, io->l, b, 0, n, io->k + r0 * KH, io->v + r0 * KH, KH);
         r0 += n;
     }
 }
@@ -137,10 +166,21 @@ static void attn_decode(gen *g, const model_attn_io *io) {
     const model_extents *lc = model_extents_of(g->mod);
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
+    const double stored = g->kv_bytes; /* decode counts the store inside the read below */
     for (int64_t b = 0; b < kv->Bc; b++) {
         const int64_t r = kv->c0 + b;
-        memcpy(kv_row(kv, kv->k, io->l, b, g->pos[r]), io->k + r * KH, (size_t)KH * 4);
-        memcpy(kv_row(kv, kv->v, io->l, b, g->pos[r]), io->v + r * KH, (size_t)KH * 4);
+        store_kv(g, io->l, b, g->pos[r], 1, io->k + r * KH, io->v + r * KH, KH);
+    }
+    g->kv_bytes = stored;
+    if (g->ks.ax.n) { /* this rank's positions, the partials merged over the axis */
+        kvshard_attend(&g->ks, g->m, io->att, io->q, kv_row(kv, kv->k, io->l, 0, 0),
+                       kv_row(kv, kv->v, io->l, 0, 0), kv->S * KH, g->pos, KH);
+        for (int64_t r = 0; r < io->R; r++) {
+            const double held = (double)kvshard_held(&g->ks, (int64_t)g->pos[r] + 1);
+            g->attn_flops += 4.0 * held * (double)NH;
+            g->kv_bytes += 2.0 * held * (double)KH * 4;
+        }
+        return;
     }
     if (g->mode == GEN_KV_ALLTOALL) {
         attn_alltoall(g, io);
@@ -209,7 +249,7 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
 
 /* Ranks of the tensor axis: they process the same rows, so each counts its share of them. */
 static double tensor_ranks(const gen *g) {
-    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl);
+    return (double)(g->c.shape.N / model_extents_of(g->mod)->Nl) * (double)g->ks.P;
 }
 
 /* One forward: the model's logits of this vocab shard for n rows, then all shards of all rows in
@@ -302,8 +342,9 @@ void gen_decode(gen *g, const int32_t *cur, int32_t *next, gen_step *st) {
 
 void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st) {
     const double t0 = mesh_now();
-    CHECK(g->mode != GEN_KV_ALLTOALL && !g->moe_cnt,
-          "gen_extend: the AllToAll layout and experts with a capacity are not supported");
+    CHECK(g->mode != GEN_KV_ALLTOALL && !g->moe_cnt && g->ks.ax.n == 0,
+          "gen_extend: the AllToAll layout, experts with a capacity and --kv-shard are not "
+          "supported");
     memset(st, 0, sizeof *st);
     int64_t R = 0;
     for (int64_t b = 0; b < g->B_loc; b++) {
@@ -408,7 +449,10 @@ static int layout(gen *g, char *err, size_t errlen) {
     const int ty = g->c.tensor_axis[0] ? mesh_axis_index(g->m, g->c.tensor_axis[0]) : -1;
     const int64_t nY = ty >= 0 ? mesh_axis_size(g->m, ty) : 1;
     const int64_t yi = ty >= 0 ? mesh_axis_coord(g->m, ty) : 0;
-    g->nX = g->pl.batch.n;
+    const mesh_axes rax = kvshard_replica_axes(&g->c, g->m, g->kv_axis);
+    const int kva = g->kv_axis ? mesh_axis_index(g->m, g->kv_axis) : -1;
+    const int64_t P = kva >= 0 ? mesh_axis_size(g->m, kva) : 1;
+    g->nX = kva >= 0 ? mesh_axes_size(g->m, rax) : g->pl.batch.n;
     if (g->d.B % g->nX != 0)
         return errmsg_fail(err, errlen,
                            "%lld prompts do not divide over the %lld replicas (--dp): give a "
@@ -417,9 +461,15 @@ static int layout(gen *g, char *err, size_t errlen) {
     g->B_loc = g->d.B / g->nX;
     g->nY = nY;
     if (ty >= 0) g->tax = (mesh_axes){.n = 1, .ax = {ty}};
-    g->row0 = g->pl.batch.index * g->B_loc;
+    g->row0 = (kva >= 0 ? mesh_axes_index(g->m, rax) : g->pl.batch.index) * g->B_loc;
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
+    if (kva >= 0 && g->mode == GEN_KV_ALLTOALL)
+        return errmsg_fail(err, errlen,
+                           "--kv-shard with --tensor over %lld ranks > K = %lld kv heads needs "
+                           "--kv-replicate (the AllToAll attention splits the cache by batch, "
+                           "--kv-shard by position: not both)",
+                           (long long)nY, (long long)s->K);
     if (g->mode == GEN_KV_ALLTOALL) {
         if (g->B_loc % g->Z != 0)
             return errmsg_fail(err, errlen,
@@ -436,7 +486,7 @@ static int layout(gen *g, char *err, size_t errlen) {
                                mesh_ndims(g->m));
     }
     const int64_t Bc = g->B_loc / g->Z, Kc = s->K >= nY ? s->K / nY : 1;
-    g->kv = (kvcache){s->L, Bc, g->d.S, Kc, s->H, (yi % g->Z) * Bc, NULL, NULL};
+    g->kv = (kvcache){s->L, Bc, (g->d.S + P - 1) / P, Kc, s->H, (yi % g->Z) * Bc, NULL, NULL};
     return 0;
 }
 
@@ -483,6 +533,9 @@ static int alloc_buffers(gen *g) {
     g->moe_per_seq = model_moe_layers(s) * s->moe.E;
     if (model_moe_capacity(s) > 0)
         g->moe_cnt = calloc((size_t)(g->B_loc * g->moe_per_seq), sizeof *g->moe_cnt);
+    const model_extents *lc = model_extents_of(g->mod);
+    if (kvshard_init(&g->ks, g->m, g->kv_axis, g->B_loc, lc->Nl, lc->Kl, s->H, g->d.S) < 0)
+        return -1;
     const int moe_ok = g->moe_seq && (model_moe_capacity(s) == 0 || g->moe_cnt);
     return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows &&
                    g->ws && g->logits && g->lg_loc && g->lg_all && g->scr && g->qm && g->om &&
@@ -505,14 +558,24 @@ int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **
 
 /* Collective over: world. The request's plan, layout and memory check, nothing big allocated
  * yet: g, or NULL with err. */
-static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
+                         size_t errlen) {
     if (gen_refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
     CHECK(g, "gen_create: out of memory");
     g->c = *c;
     g->m = m;
     g->d = *d;
-    if (gen_plan_create(c, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
+    g->kv_axis = kv_shard;
+    if (precision_setup(&g->prec, c, m, 0, 0, err, errlen) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->c.compute = g->prec.dtype;
+    config pc; /* the plan's config: the weights replicated over the --kv-shard axis too */
+    if (kvshard_config(&g->c, m, kv_shard, &pc, err, errlen) < 0 ||
+        gen_plan_create(&pc, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
+        precision_free(&g->prec);
         free(g);
         return NULL;
     }
@@ -524,17 +587,23 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char *err,
 }
 
 int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    gen *g = plan_request(c, m, d, err, errlen);
+    gen *g = plan_request(c, m, d, 0, err, errlen);
     const int rc = g ? 0 : -1;
     gen_destroy(g);
     return rc;
 }
 
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    gen *g = plan_request(c, m, d, err, errlen);
+    return gen_create_kv(c, m, d, 0, err, errlen);
+}
+
+gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
+                   size_t errlen) {
+    gen *g = plan_request(c, m, d, kv_shard, err, errlen);
     if (!g) return NULL;
     int rc = 0;
-    g->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(g->run));
+    const model_compute cmp = {plan_model_compute(&g->pl), g->prec.ctx};
+    g->mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(g->run), &cmp);
     if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
@@ -551,8 +620,10 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
 void gen_destroy(gen *g) {
     if (!g) return;
     model_destroy(g->mod);
+    precision_free(&g->prec);
     par_destroy(g->run);
     mesh_destroy(g->gm);
+    kvshard_free(&g->ks);
     ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
                    g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,
                    g->moe_seq, g->moe_cnt, g);

@@ -28,6 +28,7 @@
 #include "train/infer/prompts.h"
 #include "train/model/model.h"
 #include "train/parallel/par.h"
+#include "train/step/precision.h"
 
 /* RNG stream of generation's sampler (ASCII "gener"), apart from training's streams. */
 #define GEN_STREAM UINT64_C(0x67656e6572)
@@ -66,16 +67,24 @@ int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **
  * against this host's memory before allocating it), builds the plan, the model (initialised from
  * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */
 gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
+/* gen_create with the cache's positions sharded over the mesh axis kv_shard (kvshard.h; 0: not
+ * sharded, as gen_create). */
+gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
+                   size_t errlen);
 void gen_destroy(gen *g); /* accepts NULL */
 /* Collective over: world. gen_create's checks of the request alone (nothing big allocated), so
  * that a command making several requests checks them all before the first runs. 0 or −1 with
  * err. */
 int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen);
 model *gen_model(gen *g);
+/* The run's precision (--compute-dtype resolved: the matmuls' dtype, in bf16 the path). */
+const precision *gen_precision(const gen *g);
 par *gen_par(gen *g);
 gen_kv_mode gen_mode(const gen *g);
 /* The local sequences: global indices [row0, row0 + n) (shared by the ranks of a replica). */
 void gen_rows(const gen *g, int64_t *row0, int64_t *n);
+/* The size of the --kv-shard axis (1 without) and this rank's index on it. */
+int64_t gen_kv_shard(const gen *g, int64_t *index);
 /* Bytes of this rank's cache; and of its parameters. */
 int64_t gen_cache_bytes(const gen *g);
 /* Collective over: the tensor axis. Prefill of the local sequences' prompts (ps holds all B):

@@ -45,6 +45,9 @@ static const gen_flag_def gen_flag_table[] = {
     {"tokens", 1, G_(tokens), "N", "new tokens per sequence (default 64); prompt + N <= --seq-len"},
     {"kv-replicate", 2, G_(kv_replicate), NULL,
      "with |Y| > K: replicate kv heads instead of the AllToAll attention"},
+    {"kv-shard", 0, G_(kv_shard), "AXIS",
+     "the KV cache's positions round-robin over this mesh axis (not --dp nor --tensor): each "
+     "rank attends its positions, the partials merged in rank order; KV memory / |AXIS|"},
     {"bench", 2, G_(bench), NULL,
      "decode batch sweep on the roofline, synthetic prompts (--tokens N: decode steps + 1)"},
     {"bench-batches", 0, G_(bench_batches), "B,...",
@@ -205,7 +208,9 @@ static void gather_tokens(mesh *m, gen *g, const int32_t *mine, int64_t n, int64
     gen_rows(g, &row0, &nb);
     float *in = calloc((size_t)(B * n), sizeof *in);
     CHECK(in, "gather_tokens: out of memory");
-    if (model_extents_of(gen_model(g))->n0 == 0)
+    int64_t kv_index;
+    gen_kv_shard(g, &kv_index);
+    if (model_extents_of(gen_model(g))->n0 == 0 && kv_index == 0)
         for (int64_t i = 0; i < nb * n; i++) in[row0 * n + i] = (float)mine[i];
     mesh_all_reduce(m, mesh_all_axes(m), out, in, B * n, MESH_ALG_MPI);
     free(in);
@@ -261,19 +266,23 @@ static void run_generate(const config *c, const gen_flags *f, mesh *m, gen *g, g
 
 /* Collective over: world. Rank 0's first line on stderr: the model, the mesh and its sharding,
  * the hosts; then the experts, if any. */
-static void print_plan(const config *c, mesh *m) {
-    char hosts[160], spec[96], dp[CONFIG_AXES_LEN];
+static void print_plan(const config *c, mesh *m, char kv_axis) {
+    char hosts[160], spec[96], dp[CONFIG_AXES_LEN], kv[32] = "";
     mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
     if (mesh_rank(m) != 0) return;
     const model_shape *s = &c->shape;
     config_data_axes(c, m, dp);
+    char *at = kv_axis ? strchr(dp, kv_axis) : NULL; /* the kv axis holds no replicas */
+    if (at) memmove(at, at + 1, strlen(at));
+    if (kv_axis) snprintf(kv, sizeof kv, ", KV positions over %c", kv_axis);
     fprintf(stderr,
             "generate | model L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld | mesh %s: "
-            "replicas over %s, tensor over %s%s%s | hosts: %s%s%s%s\n",
+            "replicas over %s, tensor over %s%s%s%s | hosts: %s%s%s%s\n",
             (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
             (long long)s->F, (long long)s->V, (long long)s->T, mesh_spec_str(m, spec, sizeof spec),
-            dp[0] ? dp : "-", c->tensor_axis[0] ? c->tensor_axis : "-",
-            c->alg[0] ? ", --alg " : "", c->alg, hosts,
+            dp[0] ? dp : "-", c->tensor_axis[0] ? c->tensor_axis : "-", kv,
+            c->alg != MESH_ALG_DEFAULT ? ", --alg " : "",
+            c->alg != MESH_ALG_DEFAULT ? mesh_alg_name(c->alg) : "", hosts,
             c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
             c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "");
     const moe_shape *mo = &s->moe;
@@ -289,19 +298,26 @@ static void print_plan(const config *c, mesh *m) {
 
 /* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and
  * the machine measured. */
-static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g,
-                         const prompt_set *ps, const gen_machine *mc) {
-    print_plan(c, m);
+static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
+                         const gen_machine *mc) {
+    print_plan(c, m, f->kv_shard[0]);
     if (mesh_rank(m) != 0) return;
     const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
                           "AllToAll attention, cache split by batch in each kv group"};
+    int64_t kv_index;
+    const int64_t P = gen_kv_shard(g, &kv_index), S = ps->max_len + f->tokens;
+    char shard[96] = "";
+    if (f->kv_shard[0])
+        snprintf(shard, sizeof shard, ", positions round-robin over %c: %lld of %lld per rank",
+                 f->kv_shard[0], (long long)((S + P - 1) / P), (long long)S);
     fprintf(stderr,
-            "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s) "
+            "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s%s) "
             "| measured: BW %.2f GB/s, C %.2f GFLOP/s (sums over %d ranks, %d BLAS thread%s "
             "each)\n",
             (long long)ps->n, (long long)f->tokens, (double)gen_cache_bytes(g) / 1e6,
-            mode[gen_mode(g)], mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
+            mode[gen_mode(g)], shard, mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
             c->threads > 1 ? "s" : "");
+    precision_print(gen_precision(g), stderr);
 }
 
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is
@@ -345,7 +361,7 @@ static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     gen_bench_plan sweep;
     if (gen_bench_check(c, f, m, &sweep, err, sizeof err) < 0) mesh_exit_error("%s", err);
     const gen_machine mc = gen_measure_machine(m, c->quick_start);
-    print_plan(c, m);
+    print_plan(c, m, 0);
     return gen_bench_run(c, f, m, &sweep, &mc);
 }
 
@@ -384,6 +400,12 @@ int gen_main(int argc, char **argv) {
         draft_check(&c, &f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
+    if (f.kv_shard[0] && strlen(f.kv_shard) != 1)
+        mesh_exit_error("--kv-shard %s: name one mesh axis", f.kv_shard);
+    if (f.kv_shard[0] && (f.bench || f.draft[0]))
+        mesh_exit_error("--kv-shard is not supported with %s: it shards plain greedy or sampled "
+                        "decode only",
+                        f.bench ? "--bench" : "--draft (speculative decoding)");
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);
         mesh_destroy(m);
@@ -400,7 +422,7 @@ int gen_main(int argc, char **argv) {
     if (d.max_rows < ps.n) d.max_rows = ps.n;
     if (f.draft[0] && d.max_rows < ps.n * (f.draft_tokens + 2)) /* a verify step's rows */
         d.max_rows = ps.n * (f.draft_tokens + 2);
-    gen *g = gen_create(&c, m, &d, err, sizeof err);
+    gen *g = gen_create_kv(&c, m, &d, f.kv_shard[0], err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);

@@ -30,6 +30,7 @@ typedef struct {
     char prompts_file[1024];
     int64_t tokens;
     int kv_replicate;
+    char kv_shard[8]; /* --kv-shard AXIS: the cache's positions over that mesh axis */
     int bench;
     char bench_batches[256]; /* --bench: comma list of decode batch sizes */
     int64_t bench_prompt;    /* --bench: prompt length */

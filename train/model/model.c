@@ -121,6 +121,10 @@ void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
     out->targets = st->nslots * m.BT + 1;
 }
 
+int model_chunks(const model *m) {
+    return m->chunks;
+}
+
 int64_t model_layer_global(const model *m, int64_t l) {
     const int64_t i = l - m->l0, k = i / m->Lc;
     return k * (m->s.L / m->chunks) + m->l0 / m->chunks + i % m->Lc;

@@ -146,6 +146,8 @@ int model_slots(const model *m);
 /* The global layer that stored layer l (l0 ≤ l < l1; parameter slabs count stored layers) is:
  * l itself unless the rank holds several chunks (interleaved pipelining). */
 int64_t model_layer_global(const model *m, int64_t l);
+/* The chunks of this rank's layers (1 unless interleaved: model_stage_info). */
+int model_chunks(const model *m);
 /* Rows (tokens) of one local micro-batch: Bl·T. */
 int64_t model_local_rows(const model *m);
 /* Stage forward of chunk `chunk` (0 without interleaving) on a micro-batch tokens[Bl, T+1] in

@@ -576,22 +576,23 @@ static double step_passes(report *r, step_split *out, double *part_seconds) {
     return out->pred_passes;
 }
 
-void report_step_end(report *r, double flops_rank, step_split *out) {
-    const double wall = mesh_now() - r->t0;
-    memset(out, 0, sizeof *out);
-    double blocked_cpu = 0, w_end = 0;
-    double exposed = 0, pred_block = 0, pred_async = 0;
+/* The collectives' sums over the step, per op, into out and the run's totals. */
+typedef struct {
+    double exposed, blocked_cpu, w_end, pred_block, pred_async;
+} step_coll;
+static step_coll step_collectives(report *r, step_split *out) {
+    step_coll c = {0, 0, 0, 0, 0};
     for (int op = 0; op < MESH_OP_COUNT; op++) {
         mesh_stat now = mesh_stats(r->m, (mesh_op)op, -1);
         out->exposed[op] = now.wait_seconds - r->before[op].wait_seconds;
         out->calls[op] = now.calls - r->before[op].calls;
         out->bytes[op] = now.bytes - r->before[op].bytes;
         out->pred[op] = r->pred[op] + r->pred_async[op];
-        exposed += out->exposed[op];
-        blocked_cpu += now.wait_cpu - r->before[op].wait_cpu;
-        w_end += now.wait_cpu;
-        pred_block += r->pred[op];
-        pred_async += r->pred_async[op];
+        c.exposed += out->exposed[op];
+        c.blocked_cpu += now.wait_cpu - r->before[op].wait_cpu;
+        c.w_end += now.wait_cpu;
+        c.pred_block += r->pred[op];
+        c.pred_async += r->pred_async[op];
         report_totals *t = &r->tot;
         t->calls[op] += out->calls[op];
         t->bytes[op] += out->bytes[op];
@@ -602,11 +603,59 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         t->async_calls[op] += r->async_calls[op];
         out->xfer[op] = r->xfer[op];
     }
+    return c;
+}
+
+/* Overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles): the
+ * predicted hidden time is the non-blocking calls' (blocking ones hide nothing). */
+static void step_overlap(report *r, const step_coll *c, double pred_exposed, step_split *out) {
+    const double async_exposed =
+        pred_exposed - c->pred_block > 0 ? pred_exposed - c->pred_block : 0;
+    double can_hide = c->pred_async - async_exposed;
+    can_hide = can_hide < 0 ? 0 : can_hide;
+    double c_exp = 0, c_xfer = 0, c_pred = 0, c_hid = 0;
+    int64_t n_async = 0;
+    for (int op = 0; op < MESH_OP_SEND; op++) {
+        const double h = c->pred_async > 0 ? r->pred_async[op] / c->pred_async * can_hide : 0;
+        r->tot.pred_hidden[op] += h;
+        c_exp += out->exposed[op], c_xfer += out->xfer[op], c_pred += out->pred[op], c_hid += h;
+        n_async += r->async_calls[op];
+    }
+    out->overlap = n_async ? report_overlap(c_exp, c_xfer) : -1;
+    out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
+}
+
+/* Idle: how long this rank waited for the slowest rank's compute; then the run's totals. */
+static void step_idle_totals(report *r, const predict_result *pr, step_split *out) {
+    float mine = (float)out->compute, all[4096];
+    const int n = mesh_nranks(r->m);
+    if (n <= 4096) {
+        gather_world(r, all, &mine, 1);
+        float mx = 0;
+        for (int i = 0; i < n; i++) mx = all[i] > mx ? all[i] : mx;
+        out->idle = (double)mx - out->compute;
+    }
+    r->tot.steps++;
+    r->tot.wall += out->wall;
+    r->tot.compute += out->compute;
+    r->tot.pred_compute += out->pred_compute;
+    r->tot.pred_step += out->pred_step;
+    r->tot.pred_dedicated += out->pred_dedicated;
+    r->tot.pred_exposed += out->pred_exposed;
+    r->tot.book_step += out->book_step;
+    r->tot.dominant[pr->dominant[0] == 'c' ? 0 : pr->dominant[0] == 'b' ? 1 : 2]++;
+    /* the gather above is bookkeeping, not the step's: keep it out of the next step's deltas */
+}
+
+void report_step_end(report *r, double flops_rank, step_split *out) {
+    const double wall = mesh_now() - r->t0;
+    memset(out, 0, sizeof *out);
+    const step_coll c = step_collectives(r, out);
     out->wall = wall;
-    out->compute = wall - exposed;
+    out->compute = wall - c.exposed;
     const double cpu_end = mesh_thread_cpu();
-    out->compute_cpu = cpu_end - r->cpu0 - blocked_cpu;
-    part_charge_at(r, cpu_end, w_end); /* the last part closes where the step's compute does */
+    out->compute_cpu = cpu_end - r->cpu0 - c.blocked_cpu;
+    part_charge_at(r, cpu_end, c.w_end); /* the last part closes where the step's compute does */
     double pass_part[PART_COUNT];
     const double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
     /* the prediction: the step's events replayed with predicted durations (predict.h), on a
@@ -629,9 +678,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
     out->pred_compute = compute_pred;
     out->pred_share = share;
-    out->pred_dedicated = overflow ? compute_pred + pred_block + pred_async : pr_dedicated.step;
+    out->pred_dedicated = overflow ? compute_pred + c.pred_block + c.pred_async : pr_dedicated.step;
     out->pred_step =
-        overflow ? share * compute_pred + pred_block + pred_async : pr.step; /* ×1: exact */
+        overflow ? share * compute_pred + c.pred_block + c.pred_async : pr.step; /* ×1: exact */
     if (overflow && !r->overflow_noted) {
         r->overflow_noted = 1;
         mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
@@ -645,41 +694,9 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     const double peak_compute = flops_rank / r->flops;
     out->book_step = peak_compute > book_comm ? peak_compute : book_comm;
     out->book_compute = peak_compute;
-    /* overlap, measured and predicted, over the collectives (p2p waits are pipeline bubbles):
-     * the predicted hidden time is the non-blocking calls' (blocking ones hide nothing) */
-    const double async_exposed = pr.exposed - pred_block > 0 ? pr.exposed - pred_block : 0;
-    double can_hide = pred_async - async_exposed;
-    can_hide = can_hide < 0 ? 0 : can_hide;
-    double c_exp = 0, c_xfer = 0, c_pred = 0, c_hid = 0;
-    int64_t n_async = 0;
-    for (int op = 0; op < MESH_OP_SEND; op++) {
-        const double h = pred_async > 0 ? r->pred_async[op] / pred_async * can_hide : 0;
-        r->tot.pred_hidden[op] += h;
-        c_exp += out->exposed[op], c_xfer += out->xfer[op], c_pred += out->pred[op], c_hid += h;
-        n_async += r->async_calls[op];
-    }
-    out->overlap = n_async ? report_overlap(c_exp, c_xfer) : -1;
-    out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
+    step_overlap(r, &c, pr.exposed, out);
     if (r->skew) skew_step(r, out);
-    /* idle: how long this rank waited for the slowest rank's compute */
-    float mine = (float)out->compute, all[4096];
-    const int n = mesh_nranks(r->m);
-    if (n <= 4096) {
-        gather_world(r, all, &mine, 1);
-        float mx = 0;
-        for (int i = 0; i < n; i++) mx = all[i] > mx ? all[i] : mx;
-        out->idle = (double)mx - out->compute;
-    }
-    r->tot.steps++;
-    r->tot.wall += wall;
-    r->tot.compute += out->compute;
-    r->tot.pred_compute += out->pred_compute;
-    r->tot.pred_step += out->pred_step;
-    r->tot.pred_dedicated += out->pred_dedicated;
-    r->tot.pred_exposed += out->pred_exposed;
-    r->tot.book_step += out->book_step;
-    r->tot.dominant[pr.dominant[0] == 'c' ? 0 : pr.dominant[0] == 'b' ? 1 : 2]++;
-    /* the gather above is bookkeeping, not the step's: keep it out of the next step's deltas */
+    step_idle_totals(r, &pr, out);
 }
 
 int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
@@ -695,6 +712,8 @@ int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axe
 const report_totals *report_get_totals(const report *r) {
     return &r->tot;
 }
+
+static void print_regime(const report *r, const report_case *k, FILE *out);
 
 void report_print_summary(const report *r, const report_case *k, FILE *out) {
     const report_totals *t = &r->tot;
@@ -755,7 +774,11 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
                 share_describe(&r->share, d, sizeof d), 1e3 * t->pred_dedicated,
                 t->pred_dedicated > 0 ? t->wall / t->pred_dedicated : 0);
     }
-    /* the book's thresholds with this machine's C (sgemm FLOP/s) and W (bidirectional link) */
+    print_regime(r, k, out);
+}
+
+/* The book's thresholds with this machine's C (sgemm FLOP/s) and W (bidirectional link). */
+static void print_regime(const report *r, const report_case *k, FILE *out) {
     const cost_link *l = &r->link[k->data_axis >= 0 ? k->data_axis : 0];
     const double W = 2.0 * l->w_oneway, alpha = r->flops / W;
     fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", r->flops, W,

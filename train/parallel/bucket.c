@@ -65,7 +65,9 @@ void bucket_flush(struct par *p) {
             floats_move(buf + j * c, buf + j * region(p), c);
     }
     if (p->pl->overlap) {
-        bk->busy[k] = queue_push(p, par_start(p, kind, out, buf, c), NULL, NULL, 0, k + 1);
+        bk->busy[k] = queue_push(p, (par_pending){.req = par_start(p, kind, out, buf, c),
+                                                  .done = bucket_complete,
+                                                  .arg = k});
     } else {
         par_run(p, kind, out, buf, c);
         bucket_complete(p, k);

@@ -1,6 +1,6 @@
 /* par: the sharded run's lifetime: the plan's input read off the mesh (par_plan_in), the buffers
  * the plan lists for the run allocated and freed (plan_alloc), and the model's hook table
- * assembled from each scheme's entries (layout.c, zero.c, tensor.c, pipeline.c). */
+ * assembled from each scheme's entries (layout.c, weights.c, zero.c, tensor.c, pipeline.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +29,7 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     in->c = *c;
     if (config_for_mesh(&in->c, m, err, errlen) != 0) return -1;
     const config *cm = &in->c;
-    const mesh_alg alg = cm->alg[0] ? (mesh_alg)mesh_alg_parse(cm->alg) : MESH_ALG_DEFAULT;
-    CHECK(alg >= MESH_ALG_DEFAULT, "--alg %s: the config was not validated", cm->alg);
+    const mesh_alg alg = cm->alg;
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
     mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert;
@@ -157,60 +156,4 @@ void par_destroy(par *p) {
 
 const model_hooks *par_model_hooks(par *p) {
     return p ? &p->hooks : &model_hooks_single;
-}
-
-/* ---------------------------------------------------------------- the collectives */
-
-void par_in_step(par *p, int on) {
-    if (p) p->wire = on ? p->pl->wire : MESH_WIRE_F32;
-}
-
-mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
-    mesh_coll_call c = plan_coll_call(p->pl, k, count);
-    c.wire = p->wire;
-    return c;
-}
-
-void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
-    const mesh_coll_call c = par_call(p, k, count);
-    p->calls[k]++;
-    mesh_coll_run(p->m, &c, out, in);
-}
-
-mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
-    const mesh_coll_call c = par_call(p, k, count);
-    p->calls[k]++;
-    return mesh_coll_start(p->m, &c, out, in);
-}
-
-/* ---------------------------------------------------------------- the step's agreements */
-
-double par_allsum(struct par *p, mesh_axes a, double v) {
-    const int n = mesh_axes_size(p->m, a);
-    if (n == 1) return v;
-    float mine[2], all[2 * 64];
-    memcpy(mine, &v, sizeof v);
-    CHECK(n <= 64, "allsum over %d ranks", n);
-    mesh_all_gather(p->m, a, all, mine, 2, MESH_ALG_MPI);
-    double s = 0.0;
-    for (int i = 0; i < n; i++) {
-        double x;
-        memcpy(&x, all + 2 * i, sizeof x);
-        s += x;
-    }
-    return s;
-}
-
-double par_data_mean(par *p, double v) {
-    if (!p) return v;
-    return par_allsum(p, p->pl->batch.axes, v) / (double)p->pl->batch.n;
-}
-
-double par_pipe_mean(par *p, double v) {
-    return p && p->pl->pipe.n > 1 ? par_allsum(p, p->pl->pipe.axes, v) / (double)p->pl->pipe.n : v;
-}
-
-double par_pipe_last_value(par *p, double v) {
-    if (!p) return v;
-    return par_data_mean(p, par_allsum(p, p->pl->pipe.axes, v));
 }

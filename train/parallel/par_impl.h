@@ -1,8 +1,9 @@
 /* par_impl: the sharded run's state, one small struct per concern, and the functions the files
  * of train/parallel share. The plan (plan.h) is the run's geometry, a value none of them writes;
  * each file works on its concern's struct:
- *   par.c      the lifetime, the buffers' views, the hook table, par_run/par_start (every
- *              collective of the run, made as the plan lists its kind), the step's agreements
+ *   par.c      the lifetime, the buffers' views, the hook table
+ *   calls.c    par_run/par_start (every collective of the run, made as the plan lists its kind,
+ *              in the wire format in force), the step's agreements
  *   queue.c    par_queue: the calls in flight and their tickets
  *   bucket.c   par_buckets: the gradient buckets
  *   zero.c     par_grad_slots and the data axes' gradient reductions (DP, ZeRO, --dcn), the
@@ -26,13 +27,14 @@
 /* ---- the calls in flight (queue.c) ---- */
 
 /* One non-blocking call (a gradient reduction of a block or of a bucket, or a gather of updated
- * parameters) and what its completion does: add an RS result `out` into `acc` (n elements), or
- * hand bucket slot bucket − 1's result to its blocks (bucket > 0), or nothing. */
+ * parameters) and what its completion does: done(p, arg) if set (a bucket's: hand slot arg's
+ * result to its blocks), else add an RS result `out` into `acc` (n elements) if acc is set. */
 typedef struct {
     mesh_req *req;
     float *out, *acc;
     int64_t n;
-    int bucket;
+    void (*done)(struct par *p, int arg);
+    int arg;
 } par_pending;
 
 /* Calls complete in the order they were started. Tickets number them from 1 in that order: the
@@ -141,7 +143,7 @@ struct par {
     mesh_wire wire; /* the calls' wire format in force (par_in_step): the plan's, or fp32 */
 };
 
-/* ---- par.c ---- */
+/* ---- calls.c ---- */
 /* The mesh call of kind k over count elements per rank: the plan's (plan_coll_call) in the wire
  * format in force (par_in_step). */
 mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count);
@@ -181,8 +183,8 @@ int ep_is_writer(const struct par *p, param_id id);
 int ep_reduced_whole(const struct par *p, param_id id);
 
 /* ---- queue.c ---- */
-/* Queues a started call (see par_pending); returns its ticket. */
-int64_t queue_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n, int bucket);
+/* Queues a started call c (par_pending: its request and completion); returns its ticket. */
+int64_t queue_push(struct par *p, par_pending c);
 /* The ticket of the last call started (0 before any). */
 static inline int64_t queue_last(const par_queue *q) {
     return q->retired + q->n;

@@ -182,8 +182,12 @@ int64_t plan_bucket_limit(const plan *p) {
     return p->data.n == 1 ? 0 : p->dcn_n;
 }
 
+int plan_z3_bf16(const plan *p) {
+    return p->zero == 3 && p->c.compute == COMPUTE_BF16;
+}
+
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx) {
-    if (p->zero < 3 || p->bucket_cap == 0) return p->n_layer_params;
+    if (p->zero < 3 || p->bucket_cap == 0 || plan_z3_bf16(p)) return p->n_layer_params;
     const int64_t cap = p->bucket_cap / p->data.n;
     int64_t off = 0, b0 = 0;
     int nb = 0;
@@ -254,9 +258,9 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     if (p->expert.axes.n == 0) p->expert.n = 1, p->expert.index = 0;
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
-    p->alg = in->c.alg[0] ? (mesh_alg)mesh_alg_parse(in->c.alg) : MESH_ALG_DEFAULT;
+    p->alg = in->c.alg;
     /* --comm-dtype is the training's: generation and serving (forward only) move fp32 */
-    p->wire = in->forward_only ? MESH_WIRE_F32 : (mesh_wire)mesh_wire_parse(in->c.comm_dtype);
+    p->wire = in->forward_only ? MESH_WIRE_F32 : in->c.comm_dtype;
     if (check(p, err, errlen) < 0) return -1;
     stage(p);
     if (plan_schedule_check(p, err, errlen) < 0) return -1;
@@ -279,11 +283,6 @@ static void add(plan *p, plan_buf_id id, int slot, plan_owner owner, plan_mem ca
                 int64_t n) {
     CHECK(p->nbuf < PLAN_MAX_BUFS, "plan: more than %d buffers", PLAN_MAX_BUFS);
     p->buf[p->nbuf++] = (plan_buf){id, slot, owner, cat, t, n};
-}
-
-int plan_model_compute(const plan *p) {
-    if (p->c.compute != COMPUTE_BF16) return MODEL_FP32;
-    return p->zero == 3 ? MODEL_BF16_GATHERED : MODEL_BF16;
 }
 
 /* The model's storage (model_create) and the optimizer's moments (trainer.c). */
@@ -372,7 +371,8 @@ static void list_zero(plan *p) {
         add(p, BUF_BUCKET_STAGE, k, o, PLAN_MEM_BUFFERS, PLAN_F32, p->bucket_cap);
         if (p->zero)
             add(p, BUF_BUCKET_RESULT, k, o, PLAN_MEM_BUFFERS, PLAN_F32, p->bucket_cap / nX);
-        if (p->zero == 3) add(p, BUF_GATHER_SEND, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer / nX);
+        if (p->zero == 3 && !plan_z3_bf16(p))
+            add(p, BUF_GATHER_SEND, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer / nX);
     }
 }
 
@@ -395,6 +395,7 @@ static const struct {
     [PLAN_TP_VOCAB] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
     [PLAN_Z3_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
     [PLAN_Z3_GATHER_PARAM] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_Z3_GATHER_BF16] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
     [PLAN_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DATA},
     [PLAN_ZERO_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA},
     [PLAN_UPDATE_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
@@ -411,6 +412,7 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     mesh_coll_call c = {kinds[k].op, plan_role_axes(p, kinds[k].role)->axes, 0, count, p->alg,
                         p->wire};
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
+    if (k == PLAN_Z3_GATHER_BF16) c.wire = MESH_WIRE_BF16;
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
         c.alg = MESH_ALG_DEFAULT;
@@ -482,6 +484,23 @@ static void calls_data(plan *p) {
     }
 }
 
+/* ZeRO-3's gathers of a layer's weights in a pass: one kind, or with bf16 gathers the matrices'
+ * (PLAN_Z3_GATHER_BF16) and the norm gains' (fp32). */
+static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what) {
+    const int nwb = p->weight_buckets;
+    if (!plan_z3_bf16(p)) {
+        call(p, PLAN_Z3_GATHER, pass, path, p->layer_elems / p->data.n / nwb, nwb, what);
+        return;
+    }
+    const int64_t norms = plan_geo_block(&p->g[P_ATTN_NORM]) + plan_geo_block(&p->g[P_MLP_NORM]);
+    const int nm = p->n_layer_params - 2;
+    (void)what;
+    call(p, PLAN_Z3_GATHER_BF16, pass, path, (p->layer_elems - norms) / p->data.n / nm, nm,
+         pass == PLAN_BWD ? "bf16 W[D_X, ...] → W[D, ...] (not kept)"
+                          : "bf16 W[D_X, ...] → W[D, ...] (matrices)");
+    call(p, PLAN_Z3_GATHER, pass, path, norms / p->data.n / 2, 2, "the norm gains (fp32)");
+}
+
 /* One layer's collectives in the order a step meets them, then the step's. */
 static void list_calls(plan *p) {
     const int nwb = p->weight_buckets;
@@ -489,8 +508,7 @@ static void list_calls(plan *p) {
     snprintf(what, sizeof what, "W[D_X, ...] → W[D, ...] (%d layer weights%s)", p->n_layer_params,
              nwb < p->n_layer_params ? ", bucketed" : "");
     const plan_path gather = p->overlap ? PLAN_PREFETCHED : PLAN_BLOCKING;
-    const int64_t wcount = p->layer_elems / p->data.n / nwb;
-    if (p->zero == 3) call(p, PLAN_Z3_GATHER, PLAN_FWD, gather, wcount, nwb, what);
+    if (p->zero == 3) z3_gathers(p, PLAN_FWD, gather, what);
     if (p->tensor.n > 1) calls_tensor(p);
     if (p->expert.n > 1 && p->s.moe.E > 0) { /* a MoE block's dispatch and return, each way */
         const int64_t blk = p->rows * p->s.moe.k * p->s.D / p->expert.n;
@@ -499,9 +517,7 @@ static void list_calls(plan *p) {
         call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
              "dY[B·k, D] → the experts, dX back");
     }
-    if (p->zero == 3)
-        call(p, PLAN_Z3_GATHER, PLAN_BWD, gather, wcount, nwb,
-             "W[D_X, ...] → W[D, ...] (unless resident)");
+    if (p->zero == 3) z3_gathers(p, PLAN_BWD, gather, "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
         /* one of each per chunk of the rank (interleaved: the chunks' stages) */
         call(p, PLAN_PIPE_SEND, PLAN_STAGE, PLAN_CRITICAL, p->rows * p->s.D, p->chunks,

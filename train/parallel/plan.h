@@ -189,6 +189,9 @@ typedef enum {
     /* the data axes X */
     PLAN_Z3_GATHER,       /* AllGather_X of a layer's weights (a tensor or a bucket) */
     PLAN_Z3_GATHER_PARAM, /* AllGather_X of a non-layer weight */
+    PLAN_Z3_GATHER_BF16,  /* --compute-dtype bf16: AllGather_X of a weight matrix (a layer's or
+                             the unembedding) in bf16 on the wire, the 2-byte copy the products
+                             multiply (its bf16 rounding, which the model makes in any case) */
     PLAN_DP_REDUCE,       /* AllReduce_X of gradients (a block or a bucket) */
     PLAN_ZERO_REDUCE,     /* ReduceScatter_X of gradients into the shards */
     PLAN_UPDATE_GATHER,   /* AllGather_X of ZeRO-1/2's updated shards */
@@ -314,9 +317,16 @@ int64_t plan_bucket_auto(const plan *p, const cost_link *link, int wire_bytes, d
 typedef void (*plan_wbucket_fn)(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at);
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 
+/* Does ZeRO-3 gather the weight matrices in bf16 (PLAN_Z3_GATHER_BF16: --compute-dtype bf16)?
+ * Then each tensor of a layer is a gather of its own (no weight buckets): the norm gains stay
+ * fp32 on the wire. */
+int plan_z3_bf16(const plan *p);
 /* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
  * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */
-int plan_model_compute(const plan *p);
+static inline int plan_model_compute(const plan *p) {
+    if (p->c.compute != COMPUTE_BF16) return MODEL_FP32;
+    return p->zero == 3 ? MODEL_BF16_GATHERED : MODEL_BF16;
+}
 /* The buffer id/slot of the list, or NULL when the run has none. */
 const plan_buf *plan_buffer(const plan *p, plan_buf_id id, int slot);
 /* Bytes of the list by category: the memory line. */
@@ -364,8 +374,8 @@ sched_spec plan_sched_spec(const plan *p);
 /* What the schedule refuses on this mesh, with one message naming the flags: calc's rules
  * (sched_check: virtual stages without a pipeline or with a schedule of one stage per rank,
  * micro-batches not in whole groups of |Z|, layers not divisible into |Z|·v chunks), interleaving
- * over an open pipeline axis of more than 2 (the last rank's chunk feeds the first rank's next)
- * or with checkpoints (their slabs are a rank's consecutive layers), and zb-h1 with what its split backward does not handle (ZeRO-2/3's transient gradients, the
+ * over an open pipeline axis of more than 2 (the last rank's chunk feeds the first rank's next),
+ * and zb-h1 with what its split backward does not handle (ZeRO-2/3's transient gradients, the
  * collective matmuls, experts). 0 or −1 with err. */
 int plan_schedule_check(const plan *p, char *err, size_t errlen);
 /* The chunks, activation slots and split of this rank (nslots: the most micro-batches in flight

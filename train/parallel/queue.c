@@ -8,10 +8,10 @@
 #include "kernels/optim.h"
 #include "train/parallel/par_impl.h"
 
-int64_t queue_push(struct par *p, mesh_req *r, float *out, float *acc, int64_t n, int bucket) {
+int64_t queue_push(struct par *p, par_pending c) {
     par_queue *q = &p->q;
     if (q->n == PAR_MAX_PENDING) queue_drain(p);
-    q->call[q->n++] = (par_pending){r, out, acc, n, bucket};
+    q->call[q->n++] = c;
     return queue_last(q);
 }
 
@@ -22,8 +22,8 @@ void queue_wait(struct par *p, int64_t t) {
     for (int i = 0; i < count; i++) {
         const par_pending *c = &q->call[i];
         mesh_wait(c->req);
-        if (c->bucket)
-            bucket_complete(p, c->bucket - 1);
+        if (c->done)
+            c->done(p, c->arg);
         else if (c->acc)
             kern_add(c->acc, c->out, c->n);
     }

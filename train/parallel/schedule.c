@@ -71,13 +71,6 @@ int plan_schedule_check(const plan *p, char *err, size_t errlen) {
                            "the first rank: the pipeline axis (%lld ranks) must wrap (do not "
                            "list it in --open)",
                            (long long)p->pipe.n);
-    if (c->schedule == PIPE_INTERLEAVED &&
-        (c->save_every > 0 || c->resume[0] || c->save_init[0] || c->save_final[0]))
-        return errmsg_fail(err, errlen,
-                           "--schedule interleaved holds layers that are not consecutive on a "
-                           "rank, which checkpoints do not write yet: drop --save-every, "
-                           "--resume, --save-init and --save-final, or use --schedule 1f1b or "
-                           "zb-h1");
     if (c->schedule == PIPE_ZB_H1 && plan_model_compute(p))
         return errmsg_fail(err, errlen,
                            "--schedule zb-h1 keeps fp32 output gradients for its deferred weight "

@@ -6,6 +6,9 @@
  * used. With --bucket the layer's shards are packed into buckets (plan_weight_buckets): each
  * bucket one AllGather_X, so that a layer of many small tensors pays the hop latency a few times
  * instead of once per tensor; gathers only move data, bit-identical to the per-tensor ones.
+ * With --compute-dtype bf16 the matrices (a layer's and the unembedding) move in bf16 on the wire
+ * (PLAN_Z3_GATHER_BF16, one gather per tensor): the bf16 rounding of the shards, the copy the
+ * model multiplies; the gains stay fp32.
  *
  * ZeRO-1/2 (par_update): after updating its shard of a parameter a rank AllGather_X's the
  * updated shards back into the whole parameter. With --overlap those gathers are deferred to the
@@ -63,10 +66,15 @@ static void bucket_scatter(void *ctx, param_id id, int64_t b0, int64_t blen, int
     }
 }
 
+/* Are a layer's weights gathered in buckets (not with bf16 gathers: plan_z3_bf16)? */
+static int weight_buckets(const struct par *p) {
+    return p->pl->bucket_cap && !plan_z3_bf16(p->pl);
+}
+
 /* Starts (or runs) the gathers of layer l's shards into slot k. */
 static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
     p->w.layer_id[k] = l;
-    if (p->pl->bucket_cap) {
+    if (weight_buckets(p)) {
         wgather w = {p, l, k, async, 0};
         plan_weight_buckets(p->pl, bucket_pack, &w);
         return;
@@ -77,10 +85,13 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
         const float *src = p->w.shards + p->pl->shard_offset[id] + (l - p->pl->l0) * cnt;
         float *dst = par_layer_slot(p, g->zdim ? p->w.stage[k] : p->w.layer[k], (param_id)id);
+        const plan_coll kind = plan_z3_bf16(p->pl) && id != P_ATTN_NORM && id != P_MLP_NORM
+                                   ? PLAN_Z3_GATHER_BF16
+                                   : PLAN_Z3_GATHER;
         if (async)
-            p->w.reqs[k][id] = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
+            p->w.reqs[k][id] = par_start(p, kind, dst, src, cnt);
         else
-            par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
+            par_run(p, kind, dst, src, cnt);
     }
 }
 
@@ -89,7 +100,7 @@ static void gather_layer_finish(struct par *p, int k) {
         mesh_wait(p->w.reqs[k][id]);
         p->w.reqs[k][id] = NULL;
     }
-    if (p->pl->bucket_cap) {
+    if (weight_buckets(p)) {
         wgather w = {p, 0, k, 0, 0};
         plan_weight_buckets(p->pl, bucket_scatter, &w);
         return;
@@ -161,11 +172,13 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     const plan_geo *g = &p->pl->g[id];
     const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
     const float *src = p->w.shards + p->pl->shard_offset[id];
+    const plan_coll kind = plan_z3_bf16(p->pl) && id == P_UNEMBED ? PLAN_Z3_GATHER_BF16
+                                                                  : PLAN_Z3_GATHER_PARAM;
     if (g->zdim) {
-        par_run(p, PLAN_Z3_GATHER_PARAM, p->column_pack, src, cnt);
+        par_run(p, kind, p->column_pack, src, cnt);
         par_unpack_cols(dst, p->column_pack, g->R, g->C, p->pl->data.n);
     } else {
-        par_run(p, PLAN_Z3_GATHER_PARAM, dst, src, cnt);
+        par_run(p, kind, dst, src, cnt);
     }
     return dst;
 }
@@ -242,7 +255,7 @@ static int update_gather(struct par *p, param_id id, int64_t b) {
     const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->up.mod, id, NULL) + b * n;
     const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
-    queue_push(p, par_start(p, PLAN_UPDATE_GATHER, full, stage, ns), NULL, NULL, 0, 0);
+    queue_push(p, (par_pending){.req = par_start(p, PLAN_UPDATE_GATHER, full, stage, ns)});
     return 1;
 }
 

@@ -88,7 +88,7 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (p->pl->zero == 0) {
         if (bucket_add(p, g, n, g, 0)) return;
         if (p->pl->overlap)
-            queue_push(p, par_start(p, PLAN_DP_REDUCE, g, g, n), NULL, NULL, 0, 0);
+            queue_push(p, (par_pending){.req = par_start(p, PLAN_DP_REDUCE, g, g, n)});
         else
             par_run(p, PLAN_DP_REDUCE, g, g, n);
         return;
@@ -100,7 +100,8 @@ static void reduce_block(struct par *p, param_id id, float *g, float *out, float
     if (bucket_add(p, g, n, acc ? acc : out, acc != NULL)) return;
     const int64_t ns = n / p->pl->data.n;
     if (p->pl->overlap) {
-        queue_push(p, par_start(p, PLAN_ZERO_REDUCE, out, g, ns), out, acc, acc ? ns : 0, 0);
+        mesh_req *r = par_start(p, PLAN_ZERO_REDUCE, out, g, ns);
+        queue_push(p, (par_pending){.req = r, .out = out, .acc = acc, .n = acc ? ns : 0});
     } else {
         par_run(p, PLAN_ZERO_REDUCE, out, g, ns);
         if (acc) kern_add(acc, out, ns);

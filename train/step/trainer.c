@@ -152,9 +152,9 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
     return c->emulate[0] ? emulate_at(t, t->flops, err, errlen) : 0;
 }
 
-double trainer_emulation_rate(const char *mode, double peak, double matmul_flops,
+double trainer_emulation_rate(config_rate mode, double peak, double matmul_flops,
                               double matmul_seconds) {
-    if (strcmp(mode, "model") == 0 && matmul_flops > 0 && matmul_seconds > 0)
+    if (mode == CONFIG_RATE_MODEL && matmul_flops > 0 && matmul_seconds > 0)
         return matmul_flops / matmul_seconds;
     return peak;
 }
@@ -170,10 +170,11 @@ static double step_flops_rank(const trainer *t) {
  * on this rank (measure_compute's kernels), so that the emulated chip runs the model's matmuls
  * at its peak; 0, or -1 with err. */
 static int emulate_model_rate(trainer *t, char *err, size_t errlen) {
-    if (!t->emulated || strcmp(t->c.emulate_rate, "model") != 0) return 0;
+    if (!t->emulated || t->c.emulate_rate != CONFIG_RATE_MODEL) return 0;
     return emulate_at(
-        t, trainer_emulation_rate("model", t->flops, t->ktime.matmul_flops, t->ktime.matmul), err,
-        errlen);
+        t,
+        trainer_emulation_rate(CONFIG_RATE_MODEL, t->flops, t->ktime.matmul_flops, t->ktime.matmul),
+        err, errlen);
 }
 
 /* --bucket auto's links: a chip's T_min and W from the table, never the start-up link timing,
@@ -182,7 +183,7 @@ static int emulate_model_rate(trainer *t, char *err, size_t errlen) {
  * cancels); on real links, and under --alg mpi (MPI's built-in collectives do not use the
  * emulated links), the book's TRAINER_BUCKET_CHIP. */
 static void bucket_chip(trainer *t) {
-    const int mpi = t->c.alg[0] && mesh_alg_parse(t->c.alg) == MESH_ALG_MPI;
+    const int mpi = t->c.alg == MESH_ALG_MPI;
     t->bucket_emulated = t->emulated && !mpi;
     t->bucket_chip = cost_chip_find(t->bucket_emulated ? t->c.emulate : TRAINER_BUCKET_CHIP);
 }
@@ -283,11 +284,11 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
      * core this rank had while all ranks timed sgemm at once (measured on the caller's thread:
      * with more BLAS threads it says nothing; docs/fidelity.md, "Inline progress") */
     mesh_set_progress(
-        m, strcmp(c->progress, "thread") == 0 ? MESH_PROGRESS_THREAD
-           : strcmp(c->progress, "inline") == 0
+        m, c->progress == CONFIG_PROGRESS_THREAD ? MESH_PROGRESS_THREAD
+           : c->progress == CONFIG_PROGRESS_INLINE
                ? MESH_PROGRESS_INLINE
                : mesh_progress_auto(m, c->threads, c->threads <= 1 ? t->core_share : 1.0));
-    t->wire = (mesh_wire)mesh_wire_parse(c->comm_dtype);
+    t->wire = c->comm_dtype;
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
         return fail(t, err, errlen,
                     "out of memory timing the kernels (try a smaller --micro-batch)");
@@ -498,8 +499,8 @@ void trainer_print_layout(trainer *t, FILE *out) {
                 "%.3g; links %.3g B/s per direction (chip %.3g), hop latency %.3g s "
                 "(chip %.3g): C/W_ici = %.0f on both\n",
                 t->c.emulate,
-                strcmp(t->c.emulate_rate, "model") == 0 ? "linear layers (--emulate-rate model)"
-                                                        : "sgemm",
+                t->c.emulate_rate == CONFIG_RATE_MODEL ? "linear layers (--emulate-rate model)"
+                                                       : "sgemm",
                 t->emu.measured_flops, t->emu.chip_flops, t->emu.time_scale, t->emu.bw,
                 t->emu.chip_w_oneway, t->emu.latency, t->emu.chip_latency,
                 t->emu.chip_flops / t->emu.chip_w_oneway);

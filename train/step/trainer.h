@@ -71,10 +71,10 @@ void trainer_print_summary(trainer *t, FILE *out);
  * min_lr at the last step. */
 double trainer_lr(const config *c, int64_t step);
 /* --emulate-rate: the FLOP/s that stand for the emulated chip's peak: `peak` (the core's 1024³
- * sgemm rate) for mode "peak"; for "model", the rate this rank's linear layers reach on the
- * model's own shapes as timed at start-up, matmul_flops / matmul_seconds (ktime.h), so that the
- * emulated chip runs the model's matmuls at its peak, as the book's T_math = FLOPs / C assumes
+ * sgemm rate) for CONFIG_RATE_PEAK; for CONFIG_RATE_MODEL, the rate this rank's linear layers reach
+ * on the model's own shapes as timed at start-up, matmul_flops / matmul_seconds (ktime.h), so that
+ * the emulated chip runs the model's matmuls at its peak, as the book's T_math = FLOPs / C assumes
  * (peak when either is not positive). */
-double trainer_emulation_rate(const char *mode, double peak, double matmul_flops,
+double trainer_emulation_rate(config_rate mode, double peak, double matmul_flops,
                               double matmul_seconds);
 #endif

@@ -1,0 +1,40 @@
+/* gen_test: what the generation tests share: the small model they decode (fresh initialisation,
+ * seed 7, greedy) and their 12 prompts of unequal length (1 to 17 bytes, no padding). */
+#ifndef MT_TESTS_INFER_GEN_TEST_H
+#define MT_TESTS_INFER_GEN_TEST_H
+#include <string.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/infer/prompts.h"
+
+/* L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=48, seed 7, greedy, into the defaults. */
+static inline void gen_test_config(config *c) {
+    config_defaults(c);
+    c->shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 48};
+    c->seed = 7;
+    c->temperature = 0;
+    c->top_k = 0;
+}
+
+#define GEN_TEST_PROMPTS 12
+/* The prompts into ps (empty before). */
+static inline void gen_test_prompts(prompt_set *ps) {
+    static const char *const texts[GEN_TEST_PROMPTS] = {"R",
+                                                        "ROMEO: ",
+                                                        "To be or not ",
+                                                        "ab",
+                                                        "First Citizen:",
+                                                        "x y",
+                                                        "Now is the winter",
+                                                        "O",
+                                                        "KING RICHARD III:",
+                                                        "thou",
+                                                        "Hark!",
+                                                        "no"};
+    char err[256];
+    for (int b = 0; b < GEN_TEST_PROMPTS; b++)
+        if (prompts_add(ps, texts[b], strlen(texts[b]), "prompt", err, sizeof err) < 0)
+            mesh_exit_error("%s", err);
+}
+#endif

@@ -1,0 +1,116 @@
+/* kvshard: the KV cache sharded over the sequence on one mesh axis (see kvshard.h). */
+#include "train/infer/kvshard.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_part.h"
+#include "mesh/coll.h"
+#include "mesh/errmsg.h"
+#include "train/config/alloc.h"
+
+int kvshard_config(const config *c, const mesh *m, char axis, config *plan_c, char *err,
+                   size_t errlen) {
+    *plan_c = *c;
+    if (!axis) return 0;
+    char names[MESH_MAX_AXES + 1] = "";
+    for (int a = 0; a < mesh_ndims(m); a++) names[a] = mesh_axis_name(m, a);
+    if (mesh_axis_index(m, axis) < 0)
+        return errmsg_fail(err, errlen, "--kv-shard %c: the mesh has no axis %c (its axes: %s)",
+                           axis, axis, names);
+    if (c->tensor_axis[0] == axis)
+        return errmsg_fail(err, errlen,
+                           "--kv-shard %c is also --tensor: an axis shards one thing; give the "
+                           "KV cache's sequence its own mesh axis",
+                           axis);
+    if (strchr(c->data_axes, axis))
+        return errmsg_fail(err, errlen,
+                           "--kv-shard %c is also in --dp %s: an axis shards one thing (the "
+                           "replicas split the prompts, --kv-shard splits each one's cache); "
+                           "give it its own mesh axis",
+                           axis, c->data_axes);
+    const size_t n = strlen(c->data_axes);
+    if (n > 0) { /* explicit --dp: the plan replicates the weights over the kv axis too */
+        if (n + 1 >= sizeof plan_c->data_axes)
+            return errmsg_fail(err, errlen, "--kv-shard %c: too many axes with --dp %s", axis,
+                               c->data_axes);
+        plan_c->data_axes[n] = axis;
+        plan_c->data_axes[n + 1] = 0;
+    }
+    return 0;
+}
+
+mesh_axes kvshard_replica_axes(const config *c, const mesh *m, char axis) {
+    char dp[CONFIG_AXES_LEN], keep[CONFIG_AXES_LEN] = "";
+    config_data_axes(c, m, dp);
+    for (size_t i = 0, k = 0; dp[i]; i++)
+        if (dp[i] != axis) keep[k++] = dp[i];
+    mesh_axes out = {0};
+    CHECK(mesh_axes_parse(m, keep, &out) == 0, "kvshard: data axes %s not validated", keep);
+    return out;
+}
+
+int kvshard_init(kvshard *ks, const mesh *m, char axis, int64_t R, int64_t Nl, int64_t Kl,
+                 int64_t H, int64_t S) {
+    memset(ks, 0, sizeof *ks);
+    ks->P = 1;
+    if (!axis) return 0;
+    const int a = mesh_axis_index(m, axis);
+    CHECK(a >= 0, "kvshard_init: no axis %c (not validated)", axis);
+    ks->ax = (mesh_axes){.n = 1, .ax = {a}};
+    ks->P = mesh_axis_size(m, a);
+    ks->p = mesh_axis_coord(m, a);
+    ks->R = R, ks->Nl = Nl, ks->Kl = Kl, ks->H = H, ks->S = S;
+    const int64_t rows = kvshard_rows(ks, S), blk = R * (Nl * H + 2 * Nl);
+    ks->part = alloc_floats(blk);
+    ks->all = alloc_floats(ks->P * blk);
+    ks->scr = alloc_floats(kern_attn_part_cached_scratch(1, rows, Nl, Kl) + 64);
+    ks->kpos = calloc((size_t)rows + 1, sizeof *ks->kpos);
+    if (!ks->part || !ks->all || !ks->scr || !ks->kpos) return -1;
+    for (int64_t j = 0; j < rows; j++) ks->kpos[j] = (int32_t)(j * ks->P + ks->p);
+    return 0;
+}
+
+void kvshard_free(kvshard *ks) {
+    ALLOC_FREE_ALL(ks->part, ks->all, ks->scr, ks->kpos);
+    memset(ks, 0, sizeof *ks);
+}
+
+int64_t kvshard_rows(const kvshard *ks, int64_t S) {
+    return (S + ks->P - 1) / ks->P;
+}
+
+int64_t kvshard_row(const kvshard *ks, int64_t t) {
+    return t % ks->P == ks->p ? t / ks->P : -1;
+}
+
+int64_t kvshard_held(const kvshard *ks, int64_t n) {
+    return n > ks->p ? (n - ks->p + ks->P - 1) / ks->P : 0;
+}
+
+void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const float *kc,
+                    const float *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk) {
+    const int64_t R = ks->R, Nl = ks->Nl, NH = Nl * ks->H, blk = R * (NH + 2 * Nl);
+    for (int64_t r = 0; r < R; r++) { /* this rank's partial (O, m, l) of each sequence */
+        float *o = ks->part + r * NH, *mx = ks->part + R * NH + r * Nl,
+              *l = ks->part + R * (NH + Nl) + r * Nl;
+        const int64_t held = kvshard_held(ks, (int64_t)pos[r] + 1);
+        if (held == 0) { /* no key of this rank is visible yet: the empty partial */
+            memset(o, 0, (size_t)NH * sizeof *o);
+            for (int64_t h = 0; h < Nl; h++) mx[h] = -INFINITY, l[h] = 0;
+            continue;
+        }
+        kern_attn_part_cached(o, mx, l, ks->scr, q + r * NH, kc + r * seq_stride,
+                              vc + r * seq_stride, pos + r, 1, ks->kpos, held, Nl, ks->Kl, ks->H,
+                              ldk);
+    }
+    mesh_all_gather(m, ks->ax, ks->all, ks->part, blk, MESH_ALG_DEFAULT);
+    /* merged in rank order into rank 0's block, then out */
+    float *o0 = ks->all, *m0 = ks->all + R * NH, *l0 = ks->all + R * (NH + Nl);
+    for (int64_t i = 1; i < ks->P; i++) {
+        const float *b = ks->all + i * blk;
+        kern_attn_part_merge(o0, m0, l0, b, b + R * NH, b + R * (NH + Nl), R, Nl, ks->H);
+    }
+    memcpy(out, o0, (size_t)(R * NH) * sizeof *out);
+}

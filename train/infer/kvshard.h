@@ -1,0 +1,60 @@
+/* kvshard: the KV cache sharded over the sequence on one mesh axis (generate --kv-shard AXIS),
+ * for long contexts whose cache does not fit one rank.
+ *
+ * Layout: round-robin. Of the P ranks of the axis, rank p holds the cache positions t with
+ * t mod P = p, position t in its local row t div P, so S positions take ceil(S/P) rows on every
+ * rank and, at any length, the ranks hold within one position of each other (a contiguous
+ * split would leave the later ranks idle, their memory unused, until the sequence reaches
+ * them). The new token's K and V are stored by the rank that owns its position.
+ *
+ * Every rank of the axis runs the same rows (the forward is repeated along it, as along the
+ * tensor axis): Q is already on every rank. Decode, per layer: each rank attends its own rows
+ * with kern_attn_part_cached, giving the partial (m, l, O) of every local sequence and head; one
+ * AllGather over the axis brings every rank's partials to every rank, which merges them in rank
+ * order 0, 1, .., P−1 (kern_attn_part_merge), so the output is the same on every rank and does
+ * not depend on which partial arrived first. Prefill attends the prompt's own keys and stores
+ * the positions this rank owns.
+ *
+ * The axis is apart from --dp and --tensor (it composes with both: with --tensor each rank's
+ * partials are those of its heads); the AllToAll layout (|Y| > K without --kv-replicate) is
+ * refused. Depends on mesh, kernels, config. */
+#ifndef MT_TRAIN_INFER_KVSHARD_H
+#define MT_TRAIN_INFER_KVSHARD_H
+#include <stdint.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+
+typedef struct {
+    mesh_axes ax; /* the axis (n = 0: not sharded) */
+    int64_t P, p; /* its size, this rank's index on it */
+    int64_t R, Nl, Kl, H, S;
+    float *part, *all, *scr; /* this rank's partials, every rank's, the kernel's scratch */
+    int32_t *kpos;           /* global positions of this rank's rows */
+} kvshard;
+
+/* Not collective. Checks --kv-shard `axis` (0: none) against the mesh and the other flags of c,
+ * and adds the axis to the data axes of *plan_c (the sharding plan replicates the weights over
+ * it, as over a data axis; the sequences are not split over it). 0, or −1 with err. */
+int kvshard_config(const config *c, const mesh *m, char axis, config *plan_c, char *err,
+                   size_t errlen);
+/* The data axes of c other than `axis`: the replicas, which hold different sequences. */
+mesh_axes kvshard_replica_axes(const config *c, const mesh *m, char axis);
+/* Not collective. Sets up ks for `axis` (0: none, P = 1): R rows of Nl query and Kl kv heads of
+ * H, S positions in all. 0, or −1 when out of memory. */
+int kvshard_init(kvshard *ks, const mesh *m, char axis, int64_t R, int64_t Nl, int64_t Kl,
+                 int64_t H, int64_t S);
+void kvshard_free(kvshard *ks);
+/* Rows of this rank's cache for S positions: ceil(S/P). */
+int64_t kvshard_rows(const kvshard *ks, int64_t S);
+/* This rank's local row of position t, or −1 when another rank owns it. */
+int64_t kvshard_row(const kvshard *ks, int64_t t);
+/* Rows of this rank that hold positions < n. */
+int64_t kvshard_held(const kvshard *ks, int64_t n);
+/* Collective over: the axis. Decode attention of R query rows q[R, Nl·H], row r at position
+ * pos[r] (its own key already stored), against this rank's rows kc(r), vc(r) [rows, ldk] of the
+ * sequence: out[R, Nl·H], the same on every rank of the axis. kc, vc: the first cache row of
+ * sequence r, rows `stride` floats apart per sequence. */
+void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const float *kc,
+                    const float *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk);
+#endif

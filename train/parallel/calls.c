@@ -1,0 +1,65 @@
+/* calls: every collective of the sharded run, made by kind as the plan lists it (par_run,
+ * par_start: the op, axes and algorithm are the plan's, the wire format the one in force,
+ * par_in_step), counted by kind; and the step's agreements over the axes (sums and means of a
+ * double, identical on every rank). Every file of train/parallel calls these; they call only the
+ * mesh. */
+#include <string.h>
+
+#include "mesh/errmsg.h"
+#include "train/parallel/par_impl.h"
+
+/* ---------------------------------------------------------------- the collectives */
+
+void par_in_step(par *p, int on) {
+    if (p) p->wire = on ? p->pl->wire : MESH_WIRE_F32;
+}
+
+mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
+    mesh_coll_call c = plan_coll_call(p->pl, k, count);
+    if (k != PLAN_Z3_GATHER_BF16) c.wire = p->wire; /* that one is bf16 everywhere */
+    return c;
+}
+
+void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    p->calls[k]++;
+    mesh_coll_run(p->m, &c, out, in);
+}
+
+mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    p->calls[k]++;
+    return mesh_coll_start(p->m, &c, out, in);
+}
+
+/* ---------------------------------------------------------------- the step's agreements */
+
+double par_allsum(struct par *p, mesh_axes a, double v) {
+    const int n = mesh_axes_size(p->m, a);
+    if (n == 1) return v;
+    float mine[2], all[2 * 64];
+    memcpy(mine, &v, sizeof v);
+    CHECK(n <= 64, "allsum over %d ranks", n);
+    mesh_all_gather(p->m, a, all, mine, 2, MESH_ALG_MPI);
+    double s = 0.0;
+    for (int i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, all + 2 * i, sizeof x);
+        s += x;
+    }
+    return s;
+}
+
+double par_data_mean(par *p, double v) {
+    if (!p) return v;
+    return par_allsum(p, p->pl->batch.axes, v) / (double)p->pl->batch.n;
+}
+
+double par_pipe_mean(par *p, double v) {
+    return p && p->pl->pipe.n > 1 ? par_allsum(p, p->pl->pipe.axes, v) / (double)p->pl->pipe.n : v;
+}
+
+double par_pipe_last_value(par *p, double v) {
+    if (!p) return v;
+    return par_data_mean(p, par_allsum(p, p->pl->pipe.axes, v));
+}
