@@ -97,6 +97,17 @@ int main(void) {
                  "--comm-dtype bf16 --bucket 4M");
     good("--bucket auto", &c);
     check_expect(c.bucket == -1 && c.comm_dtype == MESH_WIRE_F32, "--bucket auto; fp32 default");
+    /* the collectives' flags, each parsed once into its type */
+    check_expect(c.alg == MESH_ALG_DEFAULT && c.progress == CONFIG_PROGRESS_AUTO &&
+                     c.emulate_rate == CONFIG_RATE_PEAK,
+                 "--alg, --progress, --emulate-rate defaults");
+    good("--overlap --progress inline --alg mpi", &c);
+    check_expect(c.progress == CONFIG_PROGRESS_INLINE && c.alg == MESH_ALG_MPI,
+                 "--progress inline --alg mpi");
+    good("--overlap --progress thread --alg direct --emulate v5p --emulate-rate model", &c);
+    check_expect(c.progress == CONFIG_PROGRESS_THREAD && c.alg == MESH_ALG_DIRECT &&
+                     c.emulate_rate == CONFIG_RATE_MODEL,
+                 "--progress thread --alg direct --emulate-rate model");
     good("--layers 2", &c);
     check_expect(c.bucket == -1, "--bucket auto by default");
     good("--bucket 0", &c);

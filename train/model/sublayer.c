@@ -20,7 +20,9 @@
  * accumulated in fp32 (kernels/gemm_bf16.h): the weights' bf16 copy (wb, mixed.c) and each
  * activation or upstream gradient rounded to bf16 once where a product consumes it, into the
  * model's operand scratch m->sb: sb[0] the norm's output h, sb[1] a product's activation input,
- * sb[2] dL/d(out) (a collective matmul's block of it). */
+ * sb[2] dL/d(out) (a collective matmul's block of it), the same roundings as on one rank. The
+ * input side's AllGather-norm-matmul is not used in bf16 (it multiplies x∘g before the norm's
+ * 1/rms is known, a rounding one rank does not make): the plain AllGather_Y, then the norm. */
 #include <math.h>
 
 #include "kernels/gemm.h"
@@ -34,12 +36,10 @@
 /* ---------------------------------------------------------------- the input norm */
 
 typedef struct {
-    model *m;
     float *x, *h;
     const float *g;
     int nw;
     const float *const *w;
-    const kern_bf16 *const *wb; /* bf16 compute: the weights' copy (else NULL) */
     const int64_t *nk;
     float *const *y;
     int64_t M, N, nl;
@@ -58,15 +58,6 @@ static void norm_block(void *vc, const float *blk, int64_t j, int first) {
                 hb[r * N + q] = blk[r * nl + q] * gb[q];
             }
     kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
-    if (c->wb) { /* h's block rounded to bf16 once for the nw products */
-        kern_bf16 *h16 = c->m->sb[0] + j * nl;
-        for (int64_t r = 0; r < M && !mesh_no_data(M * nl * 2); r++)
-            kern_bf16_pack(h16 + r * N, hb + r * N, nl);
-        for (int k = 0; k < c->nw; k++)
-            kern_gemm_bf16(c->m->cmp.ctx, c->y[k], h16, c->wb[k] + j * nl * c->nk[k], M, c->nk[k],
-                           nl, false, false, N, c->nk[k], c->nk[k], !first);
-        return;
-    }
     for (int k = 0; k < c->nw; k++)
         kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
                   c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
@@ -78,8 +69,10 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
     const int64_t D = m->s.D;
     POLL(m);
     if (sharded) { /* x holds only this rank's D_Y columns: the gather brings the others */
-        norm_ctx c = {m, x, h, gain, nw, w, wb, nk, y, BT, D, m->loc.Dl};
-        if (!m->hk.gather_cols(m->hk.ctx, m, x, NULL, BT, norm_block, &c)) {
+        norm_ctx c = {x, h, gain, nw, w, nk, y, BT, D, m->loc.Dl};
+        /* bf16: not the AllGather-norm-matmul, which would round the unnormalised blocks x∘g
+         * (the 1-rank run rounds h): the plain AllGather, then the norm and its products */
+        if (!m->hk.gather_cols(m->hk.ctx, m, x, NULL, BT, wb ? NULL : norm_block, &c)) {
             /* x is whole: the norm as one kernel, and the products' rows scaled by 1/rms */
             kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
             if (mesh_no_data(BT * D * (int64_t)sizeof(float))) return;
