@@ -16,7 +16,7 @@ rm -f "$WORK"/init.h5 "$WORK"/final.h5 "$WORK"/m.jsonl
 B=4
 "$MPI" --oversubscribe --bind-to none -np "$NP" "$MT" --layers 2 --d-model 64 --heads 4 \
   --kv-heads 2 --head-dim 24 --d-ff 96 --seq-len 32 --batch $B --steps 1 --optimizer sgd --lr 1 \
-  --min-lr 0 --warmup 0 --weight-decay 0 --clip 0 --data "$TXT" --data-order sequential \
+  --warmup 0 --weight-decay 0 --clip 0 --data "$TXT" --data-order sequential \
   --experts 4 --moe-top-k 2 --shared-experts 1 --expert-d-ff 40 --capacity-factor 0.75 \
   --aux-loss-coef 0.1 --router-z-loss-coef 0.01 \
   --eval-every 0 --save-init "$WORK/init.h5" --save-final "$WORK/final.h5" \

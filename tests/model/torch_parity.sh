@@ -26,7 +26,7 @@ rm -f "$WORK"/init.h5 "$WORK"/final.h5 "$WORK"/m.jsonl
 B=4
 "$MPI" --oversubscribe --bind-to none -np "$NP" "$MT" --layers 2 --d-model 64 --heads 4 \
   --kv-heads 2 --head-dim 24 --d-ff 96 --seq-len 32 --batch $B --steps 1 --optimizer sgd --lr 1 \
-  --min-lr 0 --warmup 0 --weight-decay 0 --clip 0 --data "$TXT" --data-order sequential \
+  --warmup 0 --weight-decay 0 --clip 0 --data "$TXT" --data-order sequential \
   --eval-every 0 --save-init "$WORK/init.h5" --save-final "$WORK/final.h5" \
   --metrics "$WORK/m.jsonl" --quiet --compute-dtype "$DT" ||
   { echo "FAIL: meshtrain exited $?"; exit 1; }
