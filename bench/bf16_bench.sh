@@ -19,7 +19,9 @@ BUILD=${1:-build}
 : "${ROUNDS:=3}" "${STEPS:=10}" "${CONFIGS:=a b}" "${OUT:=bench/bf16_results.md}"
 . bench/torch_preamble.sh bf16_bench
 
-VARIANTS="mt_fp32 mt_bf16 pt_fp32 pt_bf16"
+# VARIANTS: a subset to time (e.g. without pt_bf16 on a CPU without AVX512-BF16, where PyTorch's
+# autocast runs at a few GFLOP/s: config (a)'s step takes about a minute there)
+: "${VARIANTS:=mt_fp32 mt_bf16 pt_fp32 pt_bf16}"
 declare -A tok bpct
 path=""
 for cfg in $CONFIGS; do
@@ -51,19 +53,19 @@ stat() { tr ' ' '\n' <<<"$1" | grep . | "$2"; }
   echo "bf16 benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
   echo "meshtrain's bf16 path: ${path:-?}; 1 rank, 1 thread, $ROUNDS rounds x $STEPS timed steps,"
   echo "the variants alternating; tok/s = median step of a round, then median and min over rounds."
-  echo "Command: bench/bf16_bench.sh (ROUNDS=$ROUNDS STEPS=$STEPS CONFIGS=\"$CONFIGS\")."
+  echo "Command: ROUNDS=$ROUNDS STEPS=$STEPS CONFIGS=\"$CONFIGS\" VARIANTS=\"$VARIANTS\" bench/bf16_bench.sh"
   echo
   echo "| config | variant | tok/s (median / min) | vs PyTorch bf16 autocast | % of matmul-only bound |"
   echo "|---|---|---|---|---|"
   for cfg in $CONFIGS; do
-    ref=$(stat "${tok[$cfg.pt_bf16]}" median)
+    ref=$([ -n "${tok[$cfg.pt_bf16]:-}" ] && stat "${tok[$cfg.pt_bf16]}" median || echo 0)
     for v in $VARIANTS; do
       med=$(stat "${tok[$cfg.$v]}" median) mn=$(stat "${tok[$cfg.$v]}" minimum)
       b=$([ -n "${bpct[$cfg.$v]:-}" ] && stat "${bpct[$cfg.$v]}" median || echo "")
       name=$(sed 's/^mt_/meshtrain /; s/^pt_fp32/PyTorch fp32/; s/^pt_bf16/PyTorch bf16 autocast/' <<<"$v")
       awk -v c="$cfg" -v n="$name" -v m="$med" -v mn="$mn" -v r="$ref" -v b="$b" \
-        'BEGIN { printf "| (%s) | %s | %.0f / %.0f | %.2fx | %s |\n", c, n, m, mn, m / r,
-                 b == "" ? "" : b "%" }'
+        'BEGIN { printf "| (%s) | %s | %.0f / %.0f | %s | %s |\n", c, n, m, mn,
+                 (r > 0 ? sprintf("%.2fx", m / r) : "not timed"), (b == "" ? "" : b "%") }'
     done
   done
 } | tee "$OUT"
