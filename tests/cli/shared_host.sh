@@ -16,8 +16,8 @@ command -v taskset >/dev/null || { echo "skip: no taskset"; exit 77; }
 mkdir -p "$WORK"
 cpus=($(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' |
         awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }'))
-model=(--layers 2 --d-model 64 --heads 4 --d-ff 128 --seq-len 16 --batch 8 --eval-every 0
-       --data "$TXT" --mesh x=2 --dp x)
+model=(--layers 2 --d-model 64 --heads 4 --d-ff 128 --seq-len 16 --batch 8 --mesh x=2 --dp x)
+train=(--eval-every 0 --data "$TXT") # training's flags (--bench refuses them)
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 run() { # run CPUS LOG ARGS...: 2 ranks on the CPUs listed (taskset -c)
@@ -44,7 +44,7 @@ all3() {
 
 if [ "${#cpus[@]}" -ge 2 ]; then
   rm -f "$WORK/own.jsonl"
-  run "${cpus[0]},${cpus[1]}" "$WORK/own.log" --steps 3 --metrics "$WORK/own.jsonl"
+  run "${cpus[0]},${cpus[1]}" "$WORK/own.log" "${train[@]}" --steps 3 --metrics "$WORK/own.jsonl"
   cores "2 ranks on 2 CPUs: the start-up says no CPU is shared" "$WORK/own.log" \
     '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared'
   all3 "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" \
@@ -56,7 +56,7 @@ else
 fi
 
 rm -f "$WORK/one.jsonl"
-run "${cpus[0]}" "$WORK/one.log" --steps 3 --metrics "$WORK/one.jsonl"
+run "${cpus[0]}" "$WORK/one.log" "${train[@]}" --steps 3 --metrics "$WORK/one.jsonl"
 cores "2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" "$WORK/one.log" \
   '2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)'
 all3 "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms" \
