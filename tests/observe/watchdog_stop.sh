@@ -76,7 +76,7 @@ trial() {
     printf '%s\n' "$out" | grep -qE "^meshtrain: watchdog: no where-line within 0.5 s from rank $stop \(x=$stop\)" ||
         { fail "rank $stop not named as stopped: $out"; return; }
     # one message per failure: the stopped rank, resumed by mpirun as the job ends, adds nothing
-    [ "$(printf '%s\n' "$out" | grep -c 'ends the job')" = 1 ] ||
+    [ "$(printf '%s\n' "$out" | grep -c 'ends the job (MPI_Abort')" = 1 ] ||
         { fail "not one 'ends the job' line: $out"; return; }
     printf '%s\n' "$out" | grep -qE "^meshtrain: (where|watchdog): rank $stop " &&
         { fail "the stopped rank $stop printed after the job's end: $out"; return; }

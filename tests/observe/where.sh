@@ -152,8 +152,8 @@ meshtrain)
     [ "$(count '^meshtrain: watchdog: rank [01] \(x=[01]\): .*more than --timeout 0.01 s')" -ge 1 ] ||
         fail "no watchdog message"
     expect_n "no where-line within" 0
-    [ "$(count 'ends the job')" -ge 1 ] || fail "no rank ended the job"
-    [ "$(count 'ends the job')" -le 2 ] || fail "more 'ends the job' lines than ranks"
+    [ "$(count 'ends the job \(MPI_Abort')" -ge 1 ] || fail "no rank ended the job"
+    [ "$(count 'ends the job \(MPI_Abort')" -le 2 ] || fail "more 'ends the job' lines than ranks"
     ;;
 *)
     fail "unknown mode"

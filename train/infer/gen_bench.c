@@ -52,7 +52,6 @@ double gen_predict(const gen_step *st, const gen_machine *mc) {
     return st->kv_bytes / mc->bw + (flop_t > mem_t ? flop_t : mem_t);
 }
 
-
 typedef struct {
     int64_t B;
     double ms_prefill, ms_min, ms_med, ms_book, ms_mem, ms_flop;
@@ -178,8 +177,8 @@ static int write_csv(const char *path, const bench_row *rows, int n, char *err, 
     if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
     if (rc < 0) {
         remove(tmp);
-        return errmsg_fail(err, errlen, "--csv %s: writing it failed (%s); no file was left",
-                           path, strerror(-rc));
+        return errmsg_fail(err, errlen, "--csv %s: writing it failed (%s); no file was left", path,
+                           strerror(-rc));
     }
     return 0;
 }
@@ -191,13 +190,13 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
     if (mesh_rank(m) == 0) {
         fprintf(stderr,
                 "decode roofline | L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld | "
-                "prompt %lld, %lld decode steps per batch | BW %.2f GB/s, C %.2f GFLOP/s "
-                "(measured, %d ranks, %d BLAS thread%s each)\n",
+                "prompt %lld, %lld decode steps per batch | compute %s | BW %.2f GB/s, C %.2f "
+                "GFLOP/s (measured, %d ranks, %d BLAS thread%s each)\n",
                 (long long)c->shape.L, (long long)c->shape.D, (long long)c->shape.N,
                 (long long)c->shape.K, (long long)c->shape.H, (long long)c->shape.F,
                 (long long)c->shape.V, (long long)c->shape.T, (long long)f->bench_prompt,
-                (long long)(f->tokens - 1), mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m),
-                c->threads, c->threads > 1 ? "s" : "");
+                (long long)(f->tokens - 1), compute_dtype_name(c->compute), mc->bw / 1e9,
+                mc->flops / 1e9, mesh_nranks(m), c->threads, c->threads > 1 ? "s" : "");
         fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
                 "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
                 "GFLOP/s");
