@@ -20,45 +20,12 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/config/config_check.h"
-
-typedef enum {
-    K_GROUP,  /* a heading in --help, not a flag */
-    K_I64,    /* int64_t field */
-    K_INT,    /* int field */
-    K_U64,    /* uint64_t field (seed) */
-    K_F64,    /* double field */
-    K_STR,    /* char[size] field */
-    K_SWITCH, /* int field set to 1, takes no value */
-    K_OPTIM,  /* optim_kind */
-    K_ORDER,  /* tokens_order */
-    K_SCHED,  /* pipeline schedule */
-    K_BUCKET, /* int64_t bytes with K/M/G suffixes, or "auto" (−1) */
-    K_ONOFF,  /* int field: on (1), off (0) or auto (−1) */
-    K_DTYPE,  /* compute_dtype */
-    K_ALG,    /* mesh_alg: ring|bidir|seq|multi|mpi|direct (not given: MESH_ALG_DEFAULT) */
-    K_WIRE,   /* mesh_wire */
-    K_PROG,   /* config_progress */
-    K_RATE,   /* config_rate */
-    K_DEMO,   /* preset, takes no value */
-    K_HELP,
-} flag_kind;
-
-enum { EXCL_LO = 1, EXCL_HI = 2 }; /* open ends of a numeric range */
-
-typedef struct {
-    const char *name; /* without the leading "--"; for K_GROUP, the heading */
-    flag_kind kind;
-    size_t off, size; /* field offset in config; buffer size for K_STR */
-    double lo, hi;    /* allowed range of a number, inclusive unless `excl` says otherwise */
-    int excl;
-    const char *meta; /* value name shown in --help */
-    const char *help; /* NULL: an alias, not listed */
-} flag_def;
+#include "train/config/config_flags.h"
 
 #define F_(field) offsetof(config, field), sizeof(((config *)0)->field)
 #define SH_(field) offsetof(config, shape.field), sizeof(int64_t)
 #define MO_(field) offsetof(config, shape.moe.field), sizeof(((config *)0)->shape.moe.field)
-static const flag_def flags[] = {
+const flag_def config_flag_table[] = {
     {"Model", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
     {"layers", K_I64, SH_(L), 1, 4096, 0, "L", "transformer blocks"},
     {"d-model", K_I64, SH_(D), 1, 1 << 20, 0, "D", "residual width"},
@@ -234,7 +201,9 @@ static const flag_def flags[] = {
 #undef F_
 #undef SH_
 #undef MO_
-enum { NFLAGS = sizeof flags / sizeof flags[0] };
+enum { NFLAGS = sizeof config_flag_table / sizeof config_flag_table[0] };
+const int config_flag_count = NFLAGS;
+static const flag_def *const flags = config_flag_table;
 
 const char *compute_dtype_name(compute_dtype d) {
     return d == COMPUTE_BF16 ? "bf16" : d == COMPUTE_AUTO ? "auto" : "fp32";
@@ -384,7 +353,7 @@ static int parse_f64(const char *s, double *out) {
 /* Stores `val` into the field of flag f. */
 /* The index of val among the n names, or -1. */
 /* --schedule's names, in pipe_schedule's order. */
-static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+const char *const config_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
 
 static int name_index(const char *val, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
@@ -500,7 +469,7 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
         c->optimizer = i == 0 ? OPT_ADAMW : OPT_SGD;
         return 0;
     case K_SCHED:
-        if ((i = name_index(val, schedule_names, 4)) < 0)
+        if ((i = name_index(val, config_schedule_names, 4)) < 0)
             return errmsg_fail(err, errlen,
                                "--schedule %s: expected gpipe, 1f1b, interleaved or zb-h1", val);
         c->schedule = (pipe_schedule)i;
@@ -640,8 +609,7 @@ int config_parse(config *c, int argc, char **argv, char *err, size_t errlen) {
     return config_parse_for(c, CONFIG_MODE_TRAIN, argc, argv, err, errlen);
 }
 
-int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *err,
-                     size_t errlen) {
+int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *err, size_t errlen) {
     if (early_flags(c, argc, argv)) return 1;
 
     bool given[NFLAGS] = {false};
@@ -749,152 +717,8 @@ static int check_ranges(const config *c, char *err, size_t errlen) {
 
 int config_validate(const config *c, char *err, size_t errlen) {
     if (check_ranges(c, err, errlen) || config_check_limits(c, err, errlen) ||
-        config_check_model(c, err, errlen) ||
-        config_check_sharding(c, err, errlen) || config_check_collectives(c, err, errlen))
+        config_check_model(c, err, errlen) || config_check_sharding(c, err, errlen) ||
+        config_check_collectives(c, err, errlen))
         return -1;
     return 0;
-}
-
-/* ---- --help ---- */
-
-static void default_str(const config *d, const flag_def *f, char *buf, size_t len) {
-    const char *base = (const char *)d + f->off;
-    buf[0] = '\0';
-    switch (f->kind) {
-    case K_I64: {
-        int64_t x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%lld", (long long)x);
-        break;
-    }
-    case K_INT: {
-        int x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%d", x);
-        break;
-    }
-    case K_U64: {
-        uint64_t x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%llu", (unsigned long long)x);
-        break;
-    }
-    case K_F64: {
-        double x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%g", x);
-        break;
-    }
-    case K_STR:
-        if (*base) snprintf(buf, len, "%s", base);
-        break;
-    case K_OPTIM:
-        snprintf(buf, len, "%s", d->optimizer == OPT_SGD ? "sgd" : "adamw");
-        break;
-    case K_ORDER:
-        snprintf(buf, len, "%s", tokens_order_name(d->order));
-        break;
-    case K_SCHED:
-        snprintf(buf, len, "%s", schedule_names[d->schedule]);
-        break;
-    case K_BUCKET:
-        if (d->bucket < 0)
-            snprintf(buf, len, "auto");
-        else
-            snprintf(buf, len, "%lld", (long long)d->bucket);
-        break;
-    case K_ONOFF: {
-        int x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%s", x < 0 ? "auto" : x ? "on" : "off");
-        break;
-    }
-    case K_DTYPE:
-        snprintf(buf, len, "%s", compute_dtype_name(d->compute));
-        break;
-    case K_WIRE:
-        snprintf(buf, len, "%s", mesh_wire_name(d->comm_dtype));
-        break;
-    case K_PROG:
-        snprintf(buf, len, "%s", config_progress_name(d->progress));
-        break;
-    case K_RATE:
-        snprintf(buf, len, "%s", config_rate_name(d->emulate_rate));
-        break;
-    default: /* K_ALG: no default shown (the mesh's, by the axes) */
-        break;
-    }
-}
-
-/* Prints text in the help column (27..100), breaking at spaces; `indent_first` when the flag name
- * took the first line. */
-static void print_wrapped(FILE *out, const char *text, bool indent_first) {
-    enum { COL = 27, WIDTH = 100 - 27 };
-    const char *p = text;
-    bool first = true;
-    while (*p) {
-        size_t n = strlen(p);
-        if (n > WIDTH) {
-            n = WIDTH;
-            while (n > 0 && p[n] != ' ') n--;
-            if (n == 0) n = strcspn(p, " ");
-        }
-        if (!first || indent_first) fprintf(out, "%*s", COL, "");
-        fprintf(out, "%.*s\n", (int)n, p);
-        p += n;
-        while (*p == ' ') p++;
-        first = false;
-    }
-}
-
-void config_print_help(FILE *out) {
-    config d;
-    config_defaults(&d);
-    fprintf(out, "meshtrain: train a LLaMA-style transformer on a mesh of MPI ranks.\n\n"
-                 "usage: mpirun -np R meshtrain [flags]\n"
-                 "       meshtrain prepare TEXT OUT.h5   (text file -> HDF5 token file)\n"
-                 "       meshtrain plan [flags]          (print a sharding plan, no training)\n"
-                 "       meshtrain ckpt info FILE | ckpt diff A B [--tol K]   (checkpoints)\n\n"
-                 "Flags take a value as --flag VALUE or --flag=VALUE. [default in brackets]\n");
-    for (int i = 0; i < NFLAGS; i++) {
-        const flag_def *f = &flags[i];
-        if (f->kind == K_GROUP) {
-            fprintf(out, "\n%s:\n", f->name);
-            continue;
-        }
-        if (!f->help) continue;
-        char lhs[64], def[1100];
-        snprintf(lhs, sizeof lhs, "--%s%s%s", f->name, f->meta ? " " : "", f->meta ? f->meta : "");
-        default_str(&d, f, def, sizeof def);
-        bool derived = f->off == offsetof(config, shape.K) || f->off == offsetof(config, shape.H) ||
-                       f->off == offsetof(config, shape.F) ||
-                       f->off == offsetof(config, shape.moe.F) ||
-                       f->off == offsetof(config, shape.moe.capacity) ||
-                       f->off == offsetof(config, micro_batch);
-        char text[1400];
-        snprintf(text, sizeof text, "%s%s%s%s", f->help, def[0] && !derived ? " [" : "",
-                 derived ? "" : def, def[0] && !derived ? "]" : "");
-        if (strlen(lhs) > 24)
-            fprintf(out, "  %s\n", lhs);
-        else
-            fprintf(out, "  %-24s ", lhs);
-        print_wrapped(out, text, strlen(lhs) > 24);
-    }
-    fprintf(
-        out,
-        "\nEach step prints: step | loss | lr | gnorm | ms | tok/s | GFLOP/s | MFU, and with\n"
-        "several ranks | comm (exposed) | idle | book (predicted step time, measured/predicted).\n"
-        "  FLOPs per token = 6·P + 6·L·T·N·H, P = L·(D·(N+2K)·H + N·H·D + 3·D·F) + D·V\n"
-        "  (the matmul parameters, forward + backward; embedding lookups are free; 6·L·T·N·H\n"
-        "  is causal attention: QK^T and PV, T/2 keys per query on average, backward = 2x).\n"
-        "  GFLOP/s = FLOPs per token x tokens per step / step time (all ranks together).\n"
-        "  MFU = GFLOP/s / peak, peak = sum over the R ranks of the sgemm GFLOP/s each measures\n"
-        "  at start-up, all at once (R x one core's rate with one rank per core).\n"
-        "  The final line also gives MFU against the CPU's nominal FP32 peak when it is known:\n"
-        "  cores x GHz x FLOPs/cycle (AVX-512 64, AVX2+FMA 32, AVX 16, SSE2 8; see\n"
-        "  docs/inspect.md), cores = min(physical cores, ranks x --threads) per host.\n"
-        "  With non-blocking collectives (--overlap) a step also prints | overlap: the share of\n"
-        "  the collectives' transfer time hidden behind compute, 1 - exposed/transfer.\n"
-        "Exit status: 0 ok, 2 bad input (one message from rank 0), 3 a bug or a collective\n"
-        "mismatch (--debug-collectives), 4 the watchdog ended the job (--timeout).\n");
 }
