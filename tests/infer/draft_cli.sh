@@ -10,11 +10,7 @@ set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
 . "$(dirname "$0")/../common/one_error.sh"
 rm -rf "$WORK" && mkdir -p "$WORK"
-run() { # run NP ARGS...: meshtrain under mpirun
-  local np=$1
-  shift
-  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@"
-}
+. "$(dirname "$0")/../common/run_mt.sh"
 fails=0
 TRAIN=(--d-model 32 --heads 4 --kv-heads 2 --seq-len 64 --batch 8 --lr 1e-2 --eval-every 0 --quiet
   --data "$TXT")
