@@ -207,6 +207,29 @@ static void decode(const calc_spec *s, int axis, calc_cp_infer_result *cr, doubl
     cr->tokens_per_s = Br * cr->replicas / cr->decode_step_s;
 }
 
+/* meshtrain's generate --kv-shard (calc_cp.h's ks): calc_infer over Y with as many sequences a
+ * group as the Y·C sharding has a replica, then the cache over C and the partials' AllGather. */
+static void kv_shard(const calc_spec *s, const calc_infer_opt *io, int axis,
+                     calc_cp_infer_result *cr) {
+    calc_infer_opt yo = *io;
+    const double chips = cr->base.chips, Br = cr->batch_per_replica, C = cr->C;
+    yo.batch = Br * chips / cr->Y; /* calc_infer's replicas are chips/Y: Br sequences each */
+    if (calc_infer(s, &yo, &cr->ks.y, cr->ks.why, sizeof cr->ks.why) < 0) return;
+    const calc_infer_result *y = &cr->ks.y;
+    double N_Y, K_Y;
+    heads(s, cr->Y, &N_Y, &K_Y);
+    cr->ks.mem_kv = y->mem_kv * ceil(io->context / C) / io->context;
+    cr->ks.memory_per_chip = y->mem_params + cr->ks.mem_kv;
+    cr->ks.fits = cr->ks.memory_per_chip <= y->hbm;
+    cr->ks.t_kv = cr->ks.mem_kv / s->chip.hbm_bw;
+    cr->ks.t_gather = (double)s->shape.L *
+                      cp_coll(s, axis, COST_OP_ALL_GATHER, C * Br * N_Y * ((double)s->shape.H + 2) * 4);
+    cr->ks.t_ici = y->t_ici + cr->ks.t_gather;
+    cr->ks.regime = calc_infer_decode_step(cr->ks.t_kv, y->t_flops, y->t_params, cr->ks.t_ici,
+                                           &cr->ks.decode_step_s);
+    cr->ks.tokens_per_s = Br * cr->replicas / cr->ks.decode_step_s;
+}
+
 /* Prefill of one prompt: tensor parallel over Y, the prompt over C. */
 static void prefill(const calc_spec *s, const calc_infer_opt *io, int axis,
                     calc_cp_infer_result *cr, double a) {
@@ -250,6 +273,7 @@ int calc_cp_infer(const calc_spec *s, const calc_infer_opt *io, const calc_cp_op
     cr->batch_per_replica = cr->base.batch_per_replica;
     decode(s, o->axis, cr, cr->base.act_bytes);
     prefill(s, io, o->axis, cr, cr->base.act_bytes);
+    kv_shard(s, io, o->axis, cr);
     if (cr->prefill_why[o->alg][0])
         return errmsg_fail(err, errlen, "--cp-alg %s: the prompt of %.0f tokens: %s",
                            alg_names[o->alg], io->prefill, cr->prefill_why[o->alg]);

@@ -113,6 +113,18 @@ typedef struct {
     double prefill_t_math, prefill_t_hbm, prefill_t_ici, prefill_exposed[CALC_CP_N_ALGS];
     double prefill_s[CALC_CP_N_ALGS];
     char prefill_why[CALC_CP_N_ALGS][160]; /* non-empty: the algorithm is refused */
+    /* meshtrain's `generate --kv-shard`: the weights model parallel over Y only (copied over C),
+     * each sequence's positions dealt round-robin over C (ceil(S/C) per chip), and per layer one
+     * AllGather over C of every chip's fp32 partials (O, m, l), [B, N_Y·(H + 2)] each. The weight
+     * reads and the FLOPs are those of Y chips: only the cache's memory and reads fall by C. */
+    struct {
+        char why[160];   /* non-empty: calc_infer refused the weights over Y alone */
+        calc_infer_result y; /* calc_infer with tensor parallelism over Y, B/R sequences a group */
+        double mem_kv, memory_per_chip;
+        int fits;
+        double t_kv, t_gather, t_ici, decode_step_s, tokens_per_s;
+        calc_infer_regime regime;
+    } ks;
 } calc_cp_infer_result;
 
 /* s: the serving spec with the tensor axes WITHOUT the CP axis; o: calc_infer's options.

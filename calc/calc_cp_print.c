@@ -71,6 +71,32 @@ void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const ca
             total <= r->hbm ? "fits" : "DOES NOT FIT");
 }
 
+/* meshtrain's generate --kv-shard beside the book's variant. */
+static void print_kv_shard(FILE *out, char ax, const calc_cp_infer_result *cr) {
+    fprintf(out,
+            "\nmeshtrain's generate --kv-shard %c: weights over Y = %.0f only (copied over %c), "
+            "positions round-robin over %c:\n",
+            ax, cr->Y, ax, ax);
+    if (cr->ks.why[0]) {
+        fprintf(out, "  not priced: %s\n", cr->ks.why);
+        return;
+    }
+    const calc_infer_result *y = &cr->ks.y;
+    fprintf(out, "  memory per chip: weights %.3f GB + KV %.3f GB = %.3f GB of %.0f GB -> %s\n",
+            y->mem_params / 1e9, cr->ks.mem_kv / 1e9, cr->ks.memory_per_chip / 1e9, y->hbm / 1e9,
+            cr->ks.fits ? "fits" : "does NOT fit");
+    fprintf(out,
+            "  decode step: KV %.4g ms + max(FLOPs %.4g ms, weights %.4g ms, ICI %.4g ms) = %.4g "
+            "ms -> %s-bound; %.6g tokens/s\n",
+            cr->ks.t_kv * 1e3, y->t_flops * 1e3, y->t_params * 1e3, cr->ks.t_ici * 1e3,
+            cr->ks.decode_step_s * 1e3, calc_infer_regime_name(cr->ks.regime),
+            cr->ks.tokens_per_s);
+    fprintf(out,
+            "    ICI: Megatron over Y %.4g ms + AllGather_%c of the fp32 partials (O, m, l) "
+            "%.4g ms\n",
+            y->t_ici * 1e3, ax, cr->ks.t_gather * 1e3);
+}
+
 void calc_cp_infer_print(FILE *out, const calc_spec *s, const calc_infer_opt *io,
                          const calc_cp_opt *o, const calc_cp_infer_result *cr) {
     const calc_infer_result *b = &cr->base;
@@ -111,4 +137,5 @@ void calc_cp_infer_print(FILE *out, const calc_spec *s, const calc_infer_opt *io
                     g == (int)o->alg ? "  *" : "");
     }
     fprintf(out, "    tensor parallel over all Y*C chips instead: TTFT %.4g s\n", b->prefill_s);
+    print_kv_shard(out, ax, cr);
 }

@@ -201,6 +201,17 @@ static void test_serving(void) {
                r.t_kv + fmax(r.t_flops, fmax(r.t_params, r.t_ici)), 1e-12);
     check_true("sequence sharding shortens the step at batch 1 (K·B = 8 < Y·C = 16)",
                r.decode_step_s < r.base.decode_step_s);
+    check_true("generate --kv-shard priced", r.ks.why[0] == 0);
+    check_near("--kv-shard: KV per chip = KV_seq/min(Y, K·B)·ceil(S/C)/S = KV_seq/16", r.ks.mem_kv,
+               kv_seq / 16, 1e-12);
+    check_near("--kv-shard: weights over Y = 4 only, 4x the book's per chip", r.ks.y.mem_params,
+               4 * r.base.mem_params, 0.02);
+    check_near("--kv-shard: AllGather_C of the fp32 partials: L·max(3·T_min, (3/4)·C·B·N_Y·(H+2)·4/W_1)",
+               r.ks.t_gather, L * fmax(open, 0.75 * C * N_Y * 130 * 4 / W1v), 1e-9);
+    check_near("--kv-shard step = T_kv + max(T_flops, T_params, T_ici) of Y chips", r.ks.decode_step_s,
+               r.ks.t_kv + fmax(r.ks.y.t_flops, fmax(r.ks.y.t_params, r.ks.t_ici)), 1e-12);
+    check_true("--kv-shard is slower than the book's variant (weights read on every chip of C)",
+               r.ks.decode_step_s > r.decode_step_s);
     check_near("prefill: the same FLOPs on the same 16 chips", r.prefill_t_math,
                r.base.prefill_t_math, 0);
     const double kv1 = 2 * (131072 / C) * 2 * 128 * a; /* one prompt: S_c = 1, K_Y = 2 */
@@ -211,6 +222,9 @@ static void test_serving(void) {
     if (calc_cp_infer(&s, &io, &o, &r, err, sizeof err) < 0) printf("FAIL: %s\n", err);
     check_near("batch 8 (K·B = 64 >= Y·C): both shardings spread the cache 16 ways", r.mem_kv,
                r.base.mem_kv, 1e-12);
+    check_near("--kv-shard at batch 8: the partials' AllGather is bandwidth-bound, "
+               "L·(3/4)·C·B·N_Y·(H+2)·4/W_1", r.ks.t_gather, L * 0.75 * C * 8 * N_Y * 130 * 4 / W1v,
+               1e-9);
 }
 
 int main(void) {
