@@ -106,8 +106,9 @@ static void by_part(void) {
 
 /* The report: a step of 1000 floats copied outside any pass (rest), 500 added in the forward
  * attention, 250 cleared in the forward's other part; the kernels' compute 0.5 s. */
-static void report_step(mesh *m) {
+static void report_step(mesh *m, trace *tr) {
     report *r = report_create(m, 1e9);
+    report_watch(r, tr);
     const double rate[KERN_PASS_COUNT] = {1e-6, 2e-6, 4e-6};
     const double parts[PART_COUNT] = {0.1, 0.1, 0.05, 0.1, 0.1, 0.05, 0};
     report_set_compute(r, 0.5);
@@ -117,12 +118,12 @@ static void report_step(mesh *m) {
     step_split sp;
     report_step_begin(r);
     floats_copy(a, b, 1000);
-    trace_begin(TRACE_FWD, 0);
-    trace_begin(TRACE_ATTN, 0);
+    trace_begin(tr, TRACE_FWD, 0);
+    trace_begin(tr, TRACE_ATTN, 0);
     kern_add(a, b, 500);
-    trace_end(TRACE_ATTN);
+    trace_end(tr, TRACE_ATTN);
     floats_clear(a, 250);
-    trace_end(TRACE_FWD);
+    trace_end(tr, TRACE_FWD);
     report_step_end(r, 0, &sp);
     const double want = 1000 * 1e-6 + 250 * 2e-6 + 500 * 4e-6; /* 3.5 ms */
     check_expect(counts_are(sp.pass_floats, 1000, 250, 500) && fabs(sp.pred_passes - want) < 1e-15,
@@ -161,9 +162,11 @@ int main(int argc, char **argv) {
     char err[512];
     mesh *m = mesh_create("", NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
-    if (trace_start(m, "", 0, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    report_step(m);
-    trace_finish(NULL, err, sizeof err);
+    trace *tr = trace_create(m, "", 0, err, sizeof err);
+    if (!tr) mesh_exit_error("%s", err);
+    report_step(m, tr);
+    trace_finish(tr, NULL, err, sizeof err);
+    trace_destroy(tr);
     const int rc = check_finish("test_passes");
     mesh_destroy(m);
     mesh_mpi_finalize();

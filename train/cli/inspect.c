@@ -18,26 +18,27 @@ static int64_t trace_capacity(const config *c) {
     return cap > (1 << 20) ? (1 << 20) : cap;
 }
 
-void inspect_start(const config *c, mesh *m) {
+trace *inspect_start(const config *c, mesh *m) {
     char err[1200];
     mesh_where_signal(m);
     mesh_set_verify(m, c->debug_collectives);
     if (c->timeout > 0 && mesh_watchdog_start(m, c->timeout) < 0)
         mesh_exit_error("--timeout %g: cannot start the watchdog thread", c->timeout);
-    if (trace_start(m, c->trace, trace_capacity(c), err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
+    trace *tr = trace_create(m, c->trace, trace_capacity(c), err, sizeof err);
+    if (!tr) mesh_exit_error("%s", err);
     if (!c->quiet && c->timeout > 0)
         mesh_log("watchdog: a collective, p2p wait or step lasting %g s ends the job (--timeout)\n",
                  c->timeout);
     if (!c->quiet && c->debug_collectives)
         mesh_log("checking that the ranks of each axis set make the same collective "
                  "(--debug-collectives)\n");
+    return tr;
 }
 
-void inspect_finish(const config *c, mesh *m) {
+void inspect_finish(const config *c, mesh *m, trace *tr) {
     char err[1200];
     int64_t dropped = 0;
-    if (trace_finish(&dropped, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (trace_finish(tr, &dropped, err, sizeof err) < 0) mesh_exit_error("%s", err);
     if (c->trace[0] && !c->quiet) {
         mesh_log("wrote the timeline to %s (open it in https://ui.perfetto.dev or "
                  "chrome://tracing)\n",

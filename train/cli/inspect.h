@@ -10,14 +10,16 @@
 #include "mesh/mesh.h"
 #include "train/config/config.h"
 #include "train/observe/cpupeak.h"
+#include "train/observe/trace.h"
 
 /* Collective over: world; right after mesh_create. Turns on what the flags ask for and the
- * SIGUSR1 handler; starts the trace's notes (and recording with --trace). On failure (the trace
+ * SIGUSR1 handler; creates the trace (its notes always, recording with --trace), which the caller
+ * hands to the trainer and destroys (trace_destroy) before mesh_destroy. On failure (the trace
  * file cannot be created, the watchdog cannot start) every rank leaves through mesh_exit_error. */
-void inspect_start(const config *c, mesh *m);
-/* Collective over: world; before mesh_destroy. Writes the trace (rank 0 says where), stops the
- * watchdog. A failed write leaves through mesh_exit_error. */
-void inspect_finish(const config *c, mesh *m);
+trace *inspect_start(const config *c, mesh *m);
+/* Collective over: world; after the last step. Writes the trace tr (rank 0 says where), stops
+ * the watchdog. A failed write leaves through mesh_exit_error. */
+void inspect_finish(const config *c, mesh *m, trace *tr);
 
 /* Collective over: world. The job's nominal CPU peak in FLOP/s (FP32): every rank adds its share
  * of its host's, core_flops × min(threads, physical cores / ranks on the host), so that a host

@@ -70,20 +70,22 @@ int main(int argc, char **argv) {
     mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     outputs_check(&c, m); /* no output may name an input; each can be written, before step 1 */
-    inspect_start(&c, m); /* --trace, --debug-collectives, --timeout, SIGUSR1 */
+    trace *tr = inspect_start(&c, m); /* --trace, --debug-collectives, --timeout, SIGUSR1 */
     tokens *data = c.bench ? NULL : run_open_data(&c, m);
     if (!c.bench && ckpt_run_setup(&c, m, err, sizeof err) < 0) mesh_exit_error("%s", err);
     trainer *t = trainer_create(&c, m, err, sizeof err);
     if (!t) mesh_exit_error("%s", err);
+    trainer_set_trace(t, tr);
     const run_peak peak = run_measure_peak(m, trainer_flops(t));
 
     if (c.bench)
         bench_run(&c, m, t, &peak);
     else
         run_train(&c, m, t, data, &peak);
-    inspect_finish(&c, m);
+    inspect_finish(&c, m, tr);
 
     trainer_destroy(t);
+    trace_destroy(tr);
     tokens_close(data);
     mesh_destroy(m);
     mesh_mpi_finalize();

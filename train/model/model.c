@@ -231,6 +231,14 @@ void model_destroy(model *m) {
                    m->params_b, m->act_b_block, m->lver, m);
 }
 
+void model_set_trace(model *m, struct trace *tr) {
+    m->tr = tr;
+}
+
+struct trace *model_trace(const model *m) {
+    return m->tr;
+}
+
 const model_shape *model_shape_of(const model *m) {
     return &m->s;
 }
@@ -382,7 +390,7 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     const layer_wb wb16 = m->cmp.bf16 ? mixed_layer(m, &w, l) : (layer_wb){0};
     const layer_wb *wb = m->cmp.bf16 ? &wb16 : NULL;
 
-    trace_begin(TRACE_ATTN, l);
+    trace_begin(m->tr, TRACE_ATTN, l);
     block_qkv(m, &w, wb, A, B * T, sharded);
     kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
     kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
@@ -392,12 +400,12 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     else
         kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
     const int x2_sharded = block_attn_out(m, &w, wb, A, B * T, 1);
-    trace_end(TRACE_ATTN);
+    trace_end(m->tr, TRACE_ATTN);
     float *out = (l + 1 - m->l0) % m->Lc ? S->act[l + 1 - m->l0].x1 : end;
-    trace_begin(TRACE_MLP, l);
+    trace_begin(m->tr, TRACE_MLP, l);
     const int out_sharded =
         block_mlp(m, &w, wb, A, out, l, B * T, T, T == m->s.T, x2_sharded, defer);
-    trace_end(TRACE_MLP);
+    trace_end(m->tr, TRACE_MLP);
     m->hk.layer_release(m->hk.ctx, m, l);
     return out_sharded;
 }
@@ -427,21 +435,21 @@ double model_stage_fwd_rows(model *m, int slot, int chunk, const int32_t *tok, i
     const int last = m->last && chunk == m->chunks - 1;
     float *xf = chunk_out(m, S, chunk);
     if (m->first && chunk == 0) {
-        trace_begin(TRACE_EMBED_FWD, 0);
+        trace_begin(m->tr, TRACE_EMBED_FWD, 0);
         embed_fwd(m, S->act[0].x1, tok, ldt, B, T);
         m->hk.embed_reduce(m->hk.ctx, m, S->act[0].x1, BT);
-        trace_end(TRACE_EMBED_FWD);
+        trace_end(m->tr, TRACE_EMBED_FWD);
     }
     /* a block's output may stay sharded over D_Y when a norm_in takes it next: the next block's
      * or, with the loss, the final norm and the unembedding's */
     int sharded = 0;
     for (int64_t l = c0; l < c1; l++) {
-        trace_begin(TRACE_FWD, l);
+        trace_begin(m->tr, TRACE_FWD, l);
         sharded = block_fwd(m, S, l, B, T, sharded, l + 1 < c1 || (last && want_loss), xf);
-        trace_end(TRACE_FWD);
+        trace_end(m->tr, TRACE_FWD);
     }
     if (!last) return 0.0;
-    trace_begin(TRACE_HEAD_FWD, 0);
+    trace_begin(m->tr, TRACE_HEAD_FWD, 0);
     const float *gain = m->hk.weight(m->hk.ctx, m, P_FINAL_NORM);
     double loss = 0.0;
     if (want_loss) {
@@ -455,7 +463,7 @@ double model_stage_fwd_rows(model *m, int slot, int chunk, const int32_t *tok, i
     } else {
         kern_rmsnorm_fwd(S->hf, S->rstdf, xf, gain, BT, m->s.D);
     }
-    trace_end(TRACE_HEAD_FWD);
+    trace_end(m->tr, TRACE_HEAD_FWD);
     return loss;
 }
 
@@ -586,21 +594,21 @@ static void block_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
     const model_extents *lc = &m->loc;
     const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
     layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
-    trace_begin(TRACE_MLP, l);
+    trace_begin(m->tr, TRACE_MLP, l);
     kern_matmul_dw(g.w_down, A->g, A->d_mlp, BT, Fl, D);
     POLL(m);
     float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
     sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
-    trace_end(TRACE_MLP);
+    trace_end(m->tr, TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
-    trace_begin(TRACE_ATTN, l);
+    trace_begin(m->tr, TRACE_ATTN, l);
     kern_matmul_dw(g.wo, A->att, A->d_attn, BT, NHl, D);
     POLL(m);
     float *const dqkv[3] = {A->d_q, A->d_k, A->d_v}, *const gqkv[3] = {g.wq, g.wk, g.wv};
     const int64_t nqkv[3] = {NHl, KHl, KHl};
     sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
-    trace_end(TRACE_ATTN);
+    trace_end(m->tr, TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
@@ -619,7 +627,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     float *dr = m->d_resid;
 
     /* MLP sublayer: out = g·w_down, or the mixture of experts */
-    trace_begin(TRACE_MLP, l);
+    trace_begin(m->tr, TRACE_MLP, l);
     float *dg = keep ? A->d_a : m->s_f1, *da = dg, *db = keep ? A->d_b : m->s_f2;
     float *dh = m->s_big;
     const int moe = model_layer_is_moe(&m->s, l);
@@ -641,11 +649,11 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     /* the weight gradients need nothing the reduction makes: they run beside it */
     if (!moe && !keep) sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
-    trace_end(TRACE_MLP);
+    trace_end(m->tr, TRACE_MLP);
     if (!keep) m->hk.mlp_grads_done(m->hk.ctx, m, l);
 
     /* attention sublayer: out = att·wo */
-    trace_begin(TRACE_ATTN, l);
+    trace_begin(m->tr, TRACE_ATTN, l);
     float *datt = m->s_att, *dq = keep ? A->d_q : m->s_q, *dk = keep ? A->d_k : m->s_k,
           *dv = keep ? A->d_v : m->s_v;
     sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, w.wo, wb.wo, BT, NHl,
@@ -667,7 +675,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     if (!keep) sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
-    trace_end(TRACE_ATTN);
+    trace_end(m->tr, TRACE_ATTN);
     if (!keep) m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
@@ -722,14 +730,14 @@ static void head_bwd(model *m, slot_act *S, const float *xf, float grad_scale,
 static void chunk_bwd_weight(model *m, slot_act *S, int k) {
     const int64_t c0 = m->l0 + k * m->Lc;
     if (m->last && k == m->chunks - 1) {
-        trace_begin(TRACE_HEAD_BWD, 0);
+        trace_begin(m->tr, TRACE_HEAD_BWD, 0);
         head_bwd(m, S, chunk_out(m, S, k), 0.0f, MODEL_BWD_WEIGHT);
-        trace_end(TRACE_HEAD_BWD);
+        trace_end(m->tr, TRACE_HEAD_BWD);
     }
     for (int64_t l = c0 + m->Lc - 1; l >= c0; l--) {
-        trace_begin(TRACE_BWD, l);
+        trace_begin(m->tr, TRACE_BWD, l);
         block_bwd_weight(m, &S->act[l - m->l0], l, m->BT);
-        trace_end(TRACE_BWD);
+        trace_end(m->tr, TRACE_BWD);
     }
 }
 
@@ -746,31 +754,31 @@ void model_stage_bwd(model *m, int slot, int chunk, const int32_t *tokens, const
     const int64_t c0 = m->l0 + chunk * m->Lc;
     m->grad_scale = grad_scale;
     if (m->last && chunk == m->chunks - 1) {
-        trace_begin(TRACE_HEAD_BWD, 0);
+        trace_begin(m->tr, TRACE_HEAD_BWD, 0);
         head_bwd(m, S, chunk_out(m, S, chunk), grad_scale, part);
-        trace_end(TRACE_HEAD_BWD);
+        trace_end(m->tr, TRACE_HEAD_BWD);
     } else { /* this rank's D_Y columns of the gradient of the stage output */
         const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
         for (int64_t r = 0; r < BT && !mesh_no_data(BT * Dl * (int64_t)sizeof(float)); r++)
             floats_copy(m->d_resid + r * Dl, d_out + r * D + d0, Dl);
     }
     for (int64_t l = c0 + m->Lc - 1; l >= c0; l--) {
-        trace_begin(TRACE_BWD, l);
+        trace_begin(m->tr, TRACE_BWD, l);
         block_bwd(m, S, l, B, T, part == MODEL_BWD_INPUT);
-        trace_end(TRACE_BWD);
+        trace_end(m->tr, TRACE_BWD);
     }
-    trace_begin(TRACE_EMBED_BWD, 0);
+    trace_begin(m->tr, TRACE_EMBED_BWD, 0);
     const float *demb = sublayer_resid_grad(m, BT);
     if (!m->first || chunk > 0) {
         if (demb != m->d_full) floats_copy(m->d_full, demb, BT * D);
-        trace_end(TRACE_EMBED_BWD);
+        trace_end(m->tr, TRACE_EMBED_BWD);
         return;
     }
     float *dE = m->hk.grad(m->hk.ctx, m, P_EMBED);
     for (int64_t b = 0; b < B; b++)
         kern_embed_bwd(dE, demb + b * T * D, tokens + b * ldt, T, D, m->loc.v0, m->loc.Vl);
     m->hk.embed_grads_done(m->hk.ctx, m);
-    trace_end(TRACE_EMBED_BWD);
+    trace_end(m->tr, TRACE_EMBED_BWD);
 }
 
 double model_fwd_bwd(model *m, const int32_t *tokens, float grad_scale) {

@@ -89,6 +89,7 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
 /* ---- a model instance on this rank ---- */
 typedef struct model model;
 struct model_hooks; /* communication and sharded storage (hooks.h) */
+struct trace;       /* the run's timeline and where-notes (train/observe/trace.h) */
 
 /* What the model's matmuls multiply (train/step/precision.h resolves it at start-up). bf16 = 0:
  * the fp32 kernels (kernels/gemm.h). bf16 = MODEL_BF16: bf16 inputs accumulated in fp32 on ctx
@@ -121,6 +122,11 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
  * weights' copy is made again when a pass next uses them. No-op in fp32. */
 void model_params_changed(model *m);
 void model_destroy(model *m); /* accepts NULL */
+/* The trace the model's passes open their spans in (embedding, layers, sublayers, head); NULL
+ * (the default): none. The model does not own it; whoever drives the model reads it back with
+ * model_trace for its own spans around the model's. */
+void model_set_trace(model *m, struct trace *tr);
+struct trace *model_trace(const model *m);
 const model_shape *model_shape_of(const model *m);
 /* Local storage of parameter id (its slab, row-major) and of its gradient; *n = local count. */
 float *model_param(model *m, param_id id, int64_t *n);

@@ -60,6 +60,7 @@ struct model {
     int64_t Lc;        /* layers per chunk */
     model_extents loc;
     model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */
+    struct trace *tr; /* spans of the passes (model_set_trace; NULL: none) */
     param_slab slab[P_ALL];
     int64_t off[P_ALL], cnt[P_ALL], nparams;
     float *params, *grads;

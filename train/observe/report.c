@@ -57,6 +57,7 @@
 
 struct report {
     mesh *m;
+    trace *tr;    /* the spans observed (report_watch; NULL: none) */
     double flops; /* this rank's sgemm FLOP/s */
     cost_link link[MESH_MAX_AXES];
     int calibrated;      /* links measured (1) or emulated (2) */
@@ -423,7 +424,6 @@ report *report_create(mesh *m, double flops) {
     r->shared_clock = mesh_hosts(m, crosses) == 1;
     mesh_stats_reset(m);
     CHECK(mesh_add_trace_hook(m, hook, waited, r) == 0, "too many trace observers");
-    trace_observe(on_span, r);
     return r;
 }
 
@@ -439,9 +439,16 @@ void report_set_dcn(report *r, int axis) {
     pthread_mutex_unlock(&r->mu);
 }
 
+void report_watch(report *r, trace *tr) {
+    if (!r) return;
+    trace_unobserve(r->tr, r);
+    r->tr = tr;
+    trace_observe(tr, on_span, r);
+}
+
 void report_destroy(report *r) {
     if (!r) return;
-    trace_unobserve(r);
+    trace_unobserve(r->tr, r);
     mesh_remove_trace_hook(r->m, r);
     pthread_mutex_destroy(&r->mu);
     free(r->ev), free(r->sk), free(r->sk_part);

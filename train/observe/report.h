@@ -10,6 +10,7 @@
 #include "mesh/cost.h"
 #include "train/observe/parts.h"
 #include "train/observe/share.h"
+#include "train/observe/trace.h"
 
 typedef struct report report;
 
@@ -103,6 +104,10 @@ void report_set_dcn(report *r, int axis);
  * over the world at each step's end; off (the default): xfer_last is 0 and the report adds no
  * traffic of its own beyond one float per rank. For timing runs (--bench). */
 void report_set_skew(report *r, int on);
+/* Not collective. The trace whose spans the report observes (trace_observe): each step's memory
+ * passes are then attributed to the pass and sublayer they ran in; NULL (the default): all to
+ * the step's rest. tr must outlive r or be finished first. */
+void report_watch(report *r, trace *tr);
 void report_destroy(report *r); /* accepts NULL */
 void report_step_begin(report *r);
 /* Collective over: world. flops_rank = the step's FLOPs on this rank. */

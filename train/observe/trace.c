@@ -69,8 +69,8 @@ static const char *const names[TRACE_KIND_COUNT] = {
     [TRACE_EMBED_BWD] = "embed bwd",
 };
 
-static struct {
-    mesh *m;
+struct trace {
+    mesh *m; /* NULL after trace_finish: spans are no-ops */
     int on; /* recording */
     double origin;
     trace_ev *ev;
@@ -86,118 +86,126 @@ static struct {
     trace_observer observer; /* trace_observe */
     void *observer_ctx;
     char path[1024];
-} T;
+};
 
-static trace_ev *reserve(void) {
-    const long long k = atomic_fetch_add_explicit(&T.n, 1, memory_order_relaxed);
-    return k < T.cap ? &T.ev[k] : NULL;
+static trace_ev *reserve(trace *T) {
+    const long long k = atomic_fetch_add_explicit(&T->n, 1, memory_order_relaxed);
+    return k < T->cap ? &T->ev[k] : NULL;
 }
 
 /* ---- spans and notes ---- */
 
-static void note_top(void) {
-    if (T.depth == 0) {
-        mesh_where_note(T.m, NULL, 0);
+static void note_top(const trace *T) {
+    if (T->depth == 0) {
+        mesh_where_note(T->m, NULL, 0);
         return;
     }
-    const trace_kind k = T.stack[T.depth - 1].k;
+    const trace_kind k = T->stack[T->depth - 1].k;
     if (k == TRACE_STEP)
-        mesh_where_note(T.m, NULL, 0);
+        mesh_where_note(T->m, NULL, 0);
     else
-        mesh_where_note(T.m, notes[k], T.stack[T.depth - 1].i);
+        mesh_where_note(T->m, notes[k], T->stack[T->depth - 1].i);
 }
 
-void trace_begin(trace_kind k, int64_t i) {
-    if (!T.m) return;
-    if (T.depth == TRACE_DEPTH) {
-        T.lost_depth++;
+void trace_begin(trace *T, trace_kind k, int64_t i) {
+    if (!T || !T->m) return;
+    if (T->depth == TRACE_DEPTH) {
+        T->lost_depth++;
         return;
     }
-    T.stack[T.depth].k = k, T.stack[T.depth].i = i, T.stack[T.depth].t0 = mesh_now();
-    T.depth++;
+    T->stack[T->depth].k = k, T->stack[T->depth].i = i, T->stack[T->depth].t0 = mesh_now();
+    T->depth++;
     if (k == TRACE_STEP) {
-        atomic_store_explicit(&T.step, (int)i, memory_order_relaxed);
-        mesh_where_step(T.m, i);
+        atomic_store_explicit(&T->step, (int)i, memory_order_relaxed);
+        mesh_where_step(T->m, i);
     }
-    note_top();
-    if (T.observer) T.observer(T.observer_ctx, k, 1);
+    note_top(T);
+    if (T->observer) T->observer(T->observer_ctx, k, 1);
 }
 
-void trace_observe(trace_observer fn, void *ctx) {
-    T.observer = fn, T.observer_ctx = ctx;
+void trace_observe(trace *T, trace_observer fn, void *ctx) {
+    if (!T) return;
+    T->observer = fn, T->observer_ctx = ctx;
 }
 
-void trace_unobserve(void *ctx) {
-    if (T.observer_ctx == ctx) T.observer = NULL, T.observer_ctx = NULL;
+void trace_unobserve(trace *T, void *ctx) {
+    if (!T) return;
+    if (T->observer_ctx == ctx) T->observer = NULL, T->observer_ctx = NULL;
 }
 
-void trace_end(trace_kind k) {
-    if (!T.m) return;
-    if (T.lost_depth > 0) {
-        T.lost_depth--;
+void trace_end(trace *T, trace_kind k) {
+    if (!T || !T->m) return;
+    if (T->lost_depth > 0) {
+        T->lost_depth--;
         return;
     }
-    CHECK(T.depth > 0 && T.stack[T.depth - 1].k == k, "trace_end(%d) does not close the open span",
-          (int)k);
-    T.depth--;
+    CHECK(T->depth > 0 && T->stack[T->depth - 1].k == k,
+          "trace_end(%d) does not close the open span", (int)k);
+    T->depth--;
     const double t1 = mesh_now();
-    trace_ev *e = T.on ? reserve() : NULL;
+    trace_ev *e = T->on ? reserve(T) : NULL;
     if (e) {
         memset(e, 0, sizeof *e);
         e->type = EV_SPAN, e->what = (uint8_t)k, e->tid = TID_CALLER;
-        e->t0 = T.stack[T.depth].t0, e->t1 = t1, e->i = T.stack[T.depth].i;
-        e->step = atomic_load_explicit(&T.step, memory_order_relaxed);
+        e->t0 = T->stack[T->depth].t0, e->t1 = t1, e->i = T->stack[T->depth].i;
+        e->step = atomic_load_explicit(&T->step, memory_order_relaxed);
     }
     if (k == TRACE_STEP) {
-        atomic_store_explicit(&T.step, -1, memory_order_relaxed);
-        mesh_where_step(T.m, -1);
+        atomic_store_explicit(&T->step, -1, memory_order_relaxed);
+        mesh_where_step(T->m, -1);
     }
-    note_top();
-    if (T.observer) T.observer(T.observer_ctx, k, 0);
+    note_top(T);
+    if (T->observer) T->observer(T->observer_ctx, k, 0);
 }
 
 /* ---- collectives and p2p (mesh's trace hooks; any thread) ---- */
 
-static void fill_call(trace_ev *e, const mesh_call *c, int type, int tid, double t0, double t1) {
+static void fill_call(const trace *T, trace_ev *e, const mesh_call *c, int type, int tid, double t0,
+                      double t1) {
     memset(e, 0, sizeof *e);
     e->type = (uint8_t)type, e->what = (uint8_t)c->op, e->tid = (uint8_t)tid;
     e->t0 = t0, e->t1 = t1, e->t_xfer = c->t_start;
     e->i = c->seq, e->set_seq = c->set_seq, e->count = c->count;
     for (int k = 0; k < MESH_MAX_AXES; k++)
         e->link_bytes += c->link_bytes[k][0] + c->link_bytes[k][1];
-    e->step = atomic_load_explicit(&T.step, memory_order_relaxed);
+    e->step = atomic_load_explicit(&T->step, memory_order_relaxed);
     e->alg = (uint8_t)c->alg, e->async = (uint8_t)c->async, e->shift = (int8_t)c->shift;
     e->axes = c->axes;
 }
 
 static void on_done(const mesh_call *c, void *ctx) {
-    (void)ctx;
+    trace *T = ctx;
     trace_ev *e;
     if (c->op == MESH_OP_SEND) { /* in flight from post to completion; blocked in the wait */
-        if ((e = reserve())) fill_call(e, c, EV_FLIGHT, TID_FLIGHT, c->t_start, c->t_end);
-        if (c->t_end > c->t_issue && (e = reserve()))
-            fill_call(e, c, EV_CALL, TID_CALLER, c->t_issue, c->t_end);
+        if ((e = reserve(T))) fill_call(T, e, c, EV_FLIGHT, TID_FLIGHT, c->t_start, c->t_end);
+        if (c->t_end > c->t_issue && (e = reserve(T)))
+            fill_call(T, e, c, EV_CALL, TID_CALLER, c->t_issue, c->t_end);
     } else if (c->async) {
-        if ((e = reserve())) fill_call(e, c, EV_CALL, TID_PROGRESS, c->t_start, c->t_end);
-    } else if ((e = reserve())) {
-        fill_call(e, c, EV_CALL, TID_CALLER, c->t_issue, c->t_end);
+        if ((e = reserve(T))) fill_call(T, e, c, EV_CALL, TID_PROGRESS, c->t_start, c->t_end);
+    } else if ((e = reserve(T))) {
+        fill_call(T, e, c, EV_CALL, TID_CALLER, c->t_issue, c->t_end);
     }
 }
 
 static void on_waited(const mesh_call *c, double t0, double t1, void *ctx) {
-    (void)ctx;
-    trace_ev *e = reserve();
-    if (e) fill_call(e, c, EV_WAIT, TID_CALLER, t0, t1);
+    trace *T = ctx;
+    trace_ev *e = reserve(T);
+    if (e) fill_call(T, e, c, EV_WAIT, TID_CALLER, t0, t1);
 }
 
 /* ---- start ---- */
 
-int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t errlen) {
-    memset(&T, 0, sizeof T);
-    atomic_init(&T.n, 0);
-    atomic_init(&T.step, -1);
-    T.m = m;
-    if (!path || !path[0]) return 0;
+trace *trace_create(mesh *m, const char *path, int64_t capacity, char *err, size_t errlen) {
+    trace *T = calloc(1, sizeof *T);
+    if (mesh_agree(mesh_world_comm(m), T ? 0 : -1) < 0) {
+        free(T);
+        errmsg_fail(err, errlen, "out of memory for the trace");
+        return NULL;
+    }
+    atomic_init(&T->n, 0);
+    atomic_init(&T->step, -1);
+    T->m = m;
+    if (!path || !path[0]) return T;
     int ok = 1;
     char why[1100];
     if (mesh_rank(m) == 0 && paths_can_write(path, why, sizeof why) < 0) {
@@ -207,24 +215,24 @@ int trace_start(mesh *m, const char *path, int64_t capacity, char *err, size_t e
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
         if (mesh_rank(m) != 0)
             errmsg_fail(err, errlen, "--trace %s: rank 0 cannot create it", path);
-        T.m = NULL;
-        return -1;
+        free(T);
+        return NULL;
     }
-    T.cap = capacity > 0 ? capacity : 1;
-    T.ev = malloc((size_t)T.cap * sizeof *T.ev);
-    ok = T.ev != NULL && mesh_add_trace_hook(m, on_done, on_waited, &T) == 0;
+    T->cap = capacity > 0 ? capacity : 1;
+    T->ev = malloc((size_t)T->cap * sizeof *T->ev);
+    ok = T->ev != NULL && mesh_add_trace_hook(m, on_done, on_waited, T) == 0;
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
         errmsg_fail(err, errlen, "--trace %s: out of memory for %lld events per rank", path,
-                    (long long)T.cap);
-        mesh_remove_trace_hook(m, &T);
-        free(T.ev);
-        T.m = NULL;
-        return -1;
+                    (long long)T->cap);
+        mesh_remove_trace_hook(m, T);
+        free(T->ev);
+        free(T);
+        return NULL;
     }
-    snprintf(T.path, sizeof T.path, "%s", path);
-    T.on = 1;
-    T.origin = mesh_now(); /* just after the barrier of mesh_agree: t = 0 on every rank */
-    return 0;
+    snprintf(T->path, sizeof T->path, "%s", path);
+    T->on = 1;
+    T->origin = mesh_now(); /* just after the barrier of mesh_agree: t = 0 on every rank */
+    return T;
 }
 
 /* ---- writing ---- */
@@ -241,8 +249,8 @@ static int ev_cmp(const void *pa, const void *pb) {
 static void put_us(FILE *f, long long ns) {
     fprintf(f, "%lld.%03lld", ns / 1000, ns % 1000);
 }
-static long long rel_ns(double t) {
-    const long long v = llround((t - T.origin) * 1e9);
+static long long rel_ns(const trace *T, double t) {
+    const long long v = llround((t - T->origin) * 1e9);
     return v > 0 ? v : 0;
 }
 
@@ -266,10 +274,11 @@ static long long payload(const mesh *m, const trace_ev *e) {
     return b;
 }
 
-static void write_event(FILE *f, const mesh *m, const trace_ev *e) {
+static void write_event(FILE *f, const trace *T, const trace_ev *e) {
+    const mesh *m = T->m;
     const int r = mesh_rank(m);
     char name[64], ax[8];
-    const long long t0 = rel_ns(e->t0), t1 = rel_ns(e->t1);
+    const long long t0 = rel_ns(T, e->t0), t1 = rel_ns(T, e->t1);
     if (e->type == EV_SPAN) {
         const char *nm = names[e->what], *h = strchr(nm, '#');
         if (h)
@@ -316,7 +325,7 @@ static void write_event(FILE *f, const mesh *m, const trace_ev *e) {
             (long long)e->count, payload(m, e), (long long)e->link_bytes,
             e->what >= MESH_OP_PPERMUTE ? "-" : mesh_alg_name((mesh_alg)e->alg), e->async,
             e->type == EV_WAIT);
-    put_us(f, rel_ns(e->t_xfer));
+    put_us(f, rel_ns(T, e->t_xfer));
     fprintf(f, "}}");
 }
 
@@ -330,8 +339,8 @@ static int close_checked(FILE *f) {
 
 /* This rank's part: metadata, then its events sorted per thread by start time; returns 0 or
  * −errno. */
-static int write_part(const char *part, int64_t nev, int64_t dropped) {
-    const mesh *m = T.m;
+static int write_part(const trace *T, const char *part, int64_t nev, int64_t dropped) {
+    const mesh *m = T->m;
     const int r = mesh_rank(m);
     FILE *f = fopen(part, "w");
     if (!f) return errno ? -errno : -EIO;
@@ -360,33 +369,33 @@ static int write_part(const char *part, int64_t nev, int64_t dropped) {
                 r, (long long)dropped);
     for (int64_t k = 0; k < nev; k++) {
         fprintf(f, ",\n");
-        write_event(f, m, &T.ev[k]);
+        write_event(f, T, &T->ev[k]);
     }
     fprintf(f, "\n");
     return close_checked(f);
 }
 
 /* Rank 0: FILE = header, every rank's part in rank order, footer; the parts are removed. */
-static int join_parts(int nranks, char *err, size_t errlen) {
-    const mesh *m = T.m;
+static int join_parts(const trace *T, int nranks, char *err, size_t errlen) {
+    const mesh *m = T->m;
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", T.path, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", T->path, (long)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out) {
-        return errmsg_fail(err, errlen, "--trace %s: cannot write it (%s)", T.path,
+        return errmsg_fail(err, errlen, "--trace %s: cannot write it (%s)", T->path,
                            strerror(errno));
     }
     fprintf(out, "{\"traceEvents\":[\n");
     int rc = 0;
     char part[1100], buf[1 << 16];
     for (int r = 0; r < nranks && rc == 0; r++) {
-        snprintf(part, sizeof part, "%s.rank%d", T.path, r);
+        snprintf(part, sizeof part, "%s.rank%d", T->path, r);
         FILE *in = fopen(part, "r");
         if (!in) {
             errmsg_fail(err, errlen,
                         "--trace %s: cannot read %s (%s); the per-rank parts must be on "
                         "a filesystem rank 0 can read",
-                        T.path, part, strerror(errno));
+                        T->path, part, strerror(errno));
             rc = -1;
             break;
         }
@@ -413,55 +422,67 @@ static int join_parts(int nranks, char *err, size_t errlen) {
     fprintf(out, "]}}\n");
     const int e = close_checked(out);
     if (e < 0 && rc == 0) {
-        rc = errmsg_fail(err, errlen, "--trace %s: writing it failed (%s)", T.path, strerror(-e));
+        rc = errmsg_fail(err, errlen, "--trace %s: writing it failed (%s)", T->path, strerror(-e));
     }
-    if (rc == 0 && rename(tmp, T.path) != 0) {
-        rc = errmsg_fail(err, errlen, "--trace %s: cannot rename %s into place (%s)", T.path, tmp,
+    if (rc == 0 && rename(tmp, T->path) != 0) {
+        rc = errmsg_fail(err, errlen, "--trace %s: cannot rename %s into place (%s)", T->path, tmp,
                          strerror(errno));
     }
     if (rc < 0) remove(tmp); /* an existing file at the path stays as it was */
     return rc;
 }
 
-int trace_finish(int64_t *dropped, char *err, size_t errlen) {
+int trace_finish(trace *T, int64_t *dropped, char *err, size_t errlen) {
     if (dropped) *dropped = 0;
-    if (!T.m) return 0;
-    mesh *m = T.m;
+    if (!T || !T->m) return 0;
+    mesh *m = T->m;
     int rc = 0;
-    if (T.on) {
-        mesh_remove_trace_hook(m, &T);
-        const long long n = atomic_load(&T.n);
-        const int64_t nev = n < T.cap ? n : T.cap, lost = n - nev;
-        qsort(T.ev, (size_t)nev, sizeof *T.ev, ev_cmp);
+    if (T->on) {
+        mesh_remove_trace_hook(m, T);
+        const long long n = atomic_load(&T->n);
+        const int64_t nev = n < T->cap ? n : T->cap, lost = n - nev;
+        qsort(T->ev, (size_t)nev, sizeof *T->ev, ev_cmp);
         char part[1100];
-        snprintf(part, sizeof part, "%s.rank%d", T.path, mesh_rank(m));
-        const int wrote = write_part(part, nev, lost);
+        snprintf(part, sizeof part, "%s.rank%d", T->path, mesh_rank(m));
+        const int wrote = write_part(T, part, nev, lost);
         const int worst = mesh_agree(mesh_world_comm(m), wrote);
         if (worst < 0) {
             rc = errmsg_fail(err, errlen,
-                             "--trace %s: a rank could not write its part %s.rank<r> (%s)", T.path,
-                             T.path, strerror(-worst));
+                             "--trace %s: a rank could not write its part %s.rank<r> (%s)", T->path,
+                             T->path, strerror(-worst));
         }
         int joined = 0;
-        if (rc == 0 && mesh_rank(m) == 0) joined = join_parts(mesh_nranks(m), err, errlen);
+        if (rc == 0 && mesh_rank(m) == 0) joined = join_parts(T, mesh_nranks(m), err, errlen);
         if (mesh_rank(m) == 0)
             for (int r = 0; r < mesh_nranks(m); r++) {
-                snprintf(part, sizeof part, "%s.rank%d", T.path, r);
+                snprintf(part, sizeof part, "%s.rank%d", T->path, r);
                 remove(part);
             }
         if (mesh_agree(mesh_world_comm(m), joined) < 0 && rc == 0) {
             if (mesh_rank(m) != 0)
-                errmsg_fail(err, errlen, "--trace %s: rank 0 could not join the parts", T.path);
+                errmsg_fail(err, errlen, "--trace %s: rank 0 could not join the parts", T->path);
             rc = -1;
         }
         float mine = (float)lost, all = 0;
         mesh_axes world = {mesh_ndims(m), {0, 1, 2}};
         mesh_all_reduce(m, world, &all, &mine, 1, MESH_ALG_MPI);
         if (dropped) *dropped = (int64_t)all;
-        free(T.ev);
+        free(T->ev);
     }
     mesh_where_note(m, NULL, 0);
     mesh_where_step(m, -1);
-    memset(&T, 0, sizeof T);
+    T->m = NULL, T->on = 0, T->ev = NULL; /* spans are no-ops from here */
+    T->observer = NULL, T->observer_ctx = NULL;
     return rc;
+}
+
+void trace_destroy(trace *T) {
+    if (!T) return;
+    if (T->m) { /* never finished: nothing is written */
+        if (T->on) mesh_remove_trace_hook(T->m, T);
+        mesh_where_note(T->m, NULL, 0);
+        mesh_where_step(T->m, -1);
+    }
+    free(T->ev);
+    free(T);
 }

@@ -127,9 +127,9 @@ static void backward(exec *e, const sched_action *a, int k, int c, const int32_t
                                 : a->op == SCHED_I ? MODEL_BWD_INPUT
                                                    : MODEL_BWD_WEIGHT;
     par_micro_begin(e->p, part == MODEL_BWD_WEIGHT ? r->nw[c]++ : r->nbwd[c]++, e->M);
-    trace_begin(TRACE_MICRO_BWD, a->mb);
+    trace_begin(model_trace(e->m), TRACE_MICRO_BWD, a->mb);
     model_stage_bwd(e->m, k, c, tok, last ? NULL : e->dout, scale, part);
-    trace_end(TRACE_MICRO_BWD);
+    trace_end(model_trace(e->m), TRACE_MICRO_BWD);
     if (part != MODEL_BWD_INPUT) r->inflight--;
 }
 
@@ -146,9 +146,9 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
     case SCHED_F:
         mesh_p2p_wait(e->fsend[b]);
         e->fsend[b] = NULL;
-        trace_begin(TRACE_MICRO_FWD, a->mb);
+        trace_begin(model_trace(e->m), TRACE_MICRO_FWD, a->mb);
         r->loss += model_stage_fwd(e->m, k, c, tok);
-        trace_end(TRACE_MICRO_FWD);
+        trace_end(model_trace(e->m), TRACE_MICRO_FWD);
         if (++r->inflight > r->peak) r->peak = r->inflight;
         break;
     case SCHED_SEND_F:

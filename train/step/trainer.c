@@ -39,6 +39,7 @@ struct trainer {
     double flops;   /* the rate its matmuls run at: sgemm's in fp32, the bf16 path's in bf16 */
     double core_share; /* this rank's thread CPU / wall time while it timed sgemm at start-up */
     report *rep;
+    trace *tr; /* the run's timeline (trainer_set_trace; NULL: none), also the model's */
     mesh_emulation emu;
     int emulated;
     int dcn;            /* --dcn: the axis across the data-center network, −1 if none */
@@ -319,6 +320,12 @@ trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errle
     return create(c, m, 1, err, errlen);
 }
 
+void trainer_set_trace(trainer *t, trace *tr) {
+    t->tr = tr;
+    model_set_trace(t->mod, tr);
+    report_watch(t->rep, tr);
+}
+
 void trainer_destroy(trainer *t) {
     if (!t) return;
     report_destroy(t->rep);
@@ -405,14 +412,14 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     par_in_step(t->par, 1);
     const double t0 = mesh_now();
     report_step_begin(t->rep);
-    trace_begin(TRACE_STEP, step);
+    trace_begin(t->tr, TRACE_STEP, step);
     model_zero_grads(t->mod);
     par_step_begin(t->par);
     st->loss = exec_step(t->ex, tokens, &st->pipe);
-    trace_begin(TRACE_GRADS, step);
+    trace_begin(t->tr, TRACE_GRADS, step);
     par_finish_grads(t->par, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));
-    trace_end(TRACE_GRADS);
+    trace_end(t->tr, TRACE_GRADS);
     /* the loss and the norm are identical on every rank, so every rank leaves together, before
      * the update could spread NaNs into the parameters (or a checkpoint) */
     if (!isfinite(st->loss) || !isfinite(gnorm))
@@ -421,22 +428,22 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
                         isnan(isfinite(st->loss) ? gnorm : st->loss) ? "NaN" : "infinite");
     float clip_scale = 1.0f;
     if (t->c.clip > 0.0 && gnorm > t->c.clip) clip_scale = (float)(t->c.clip / gnorm);
-    trace_begin(TRACE_OPT, step);
+    trace_begin(t->tr, TRACE_OPT, step);
     optimizer_update(t, step, clip_scale);
-    trace_end(TRACE_OPT);
+    trace_end(t->tr, TRACE_OPT);
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
     report_step_end(t->rep, step_flops_rank(t), &st->split);
-    trace_end(TRACE_STEP);
+    trace_end(t->tr, TRACE_STEP);
     par_in_step(t->par, 0);
 }
 
 double trainer_eval(trainer *t, const int32_t *tokens) {
     par_in_step(t->par, 1);
-    trace_begin(TRACE_EVAL, 0);
+    trace_begin(t->tr, TRACE_EVAL, 0);
     const double loss = exec_eval(t->ex, tokens);
-    trace_end(TRACE_EVAL);
+    trace_end(t->tr, TRACE_EVAL);
     par_in_step(t->par, 0);
     return loss;
 }

@@ -11,6 +11,7 @@
 #include "train/parallel/par.h"
 #include "train/step/exec.h"
 #include "train/observe/report.h"
+#include "train/observe/trace.h"
 #include "train/step/precision.h"
 
 typedef struct trainer trainer;
@@ -31,6 +32,10 @@ trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
  * communication in the step): the 1-rank reference that the equivalence tests compare with. */
 trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
 void trainer_destroy(trainer *t); /* accepts NULL */
+/* Not collective. The trace the run's spans go to (the step, its micro-batches, the model's
+ * passes; the step report observes them); NULL: none (the default). tr outlives t's steps: it is
+ * finished after the last step and destroyed after t. */
+void trainer_set_trace(trainer *t, trace *tr);
 model *trainer_model(trainer *t);
 par *trainer_par(trainer *t); /* NULL for a single-rank run */
 /* The run's sharding plan (a trivial one for a single-rank run). */
