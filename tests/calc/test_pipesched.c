@@ -541,11 +541,48 @@ static void test_grid_print(void) {
     sched_free(&t);
 }
 
+/* Per-stage costs and a p2p time, worked by hand on p = 2, m = 2 (stage 0 / stage 1: F 1 / 2,
+ * B 3 / 4 or I 2 / 3 with W 1 / 1; a message 0.5).
+ * 1f1b: rank 0 F0 F1 B0 B1, rank 1 F0 B0 F1 B1. Rank 0's F0 [0, 1], F1 [1, 2]: the activations
+ * arrive at 1.5 and 2.5. Rank 1: F0 [1.5, 3.5], B0 [3.5, 7.5] (its gradient arrives at 8),
+ * F1 [7.5, 9.5], B1 [9.5, 13.5] (arrives at 14). Rank 0: B0 [8, 11], B1 [14, 17]. Makespan 17,
+ * busy 8 and 12: bubble 1 − 20/34.
+ * zb-h1: rank 0 F0 F1 I0 W0 I1 W1, rank 1 F0 I0 F1 I1 W0 W1. Rank 1: F0 [1.5, 3.5], I0 [3.5, 6.5]
+ * (arrives at 7), F1 [6.5, 8.5], I1 [8.5, 11.5] (arrives at 12), W0, W1 [11.5, 13.5]. Rank 0:
+ * I0 [7, 9], W0 [9, 10], I1 [12, 14], W1 [14, 15]. Makespan 15, busy 8 and 12: bubble 1/3. */
+static void test_hand(void) {
+    const double f[2] = {1, 2}, b[2] = {3, 4}, i[2] = {2, 3}, w[2] = {1, 1};
+    const sched_costs cost = {0, 0, 0, 0, 0.5, f, b, i, w};
+    static const struct {
+        sched_kind k;
+        double makespan, busy0, busy1;
+    } want[] = {{SCHED_1F1B, 17, 8, 12}, {SCHED_ZB_H1, 15, 8, 12}};
+    char err[512], what[160];
+    for (size_t c = 0; c < sizeof want / sizeof *want; c++) {
+        sched_table t;
+        build(&t, want[c].k, 2, 1, 2, err, sizeof err);
+        sched_result r;
+        const int rc = sched_simulate(&t, &cost, &r, err, sizeof err);
+        const double bub = 1 - (want[c].busy0 + want[c].busy1) / (2 * want[c].makespan);
+        snprintf(what, sizeof what, "%s p=2 m=2 by hand: makespan %g, busy %g and %g, bubble %.4f",
+                 sched_kind_name(want[c].k), want[c].makespan, want[c].busy0, want[c].busy1, bub);
+        check_true(what, rc == 0 && r.makespan == want[c].makespan && r.busy[0] == want[c].busy0 &&
+                             r.busy[1] == want[c].busy1 && fabs(r.bubble - bub) < 1e-15);
+        if (rc == 0) {
+            printf("     got makespan %g, busy %g and %g, bubble %.4f\n", r.makespan, r.busy[0],
+                   r.busy[1], r.bubble);
+            sched_result_free(&r);
+        }
+        sched_free(&t);
+    }
+}
+
 int main(void) {
     test_grid();
     test_interleaved_memory();
     test_costs();
     test_measured();
+    test_hand();
     test_refusals();
     test_broken();
     test_fifo();

@@ -2,7 +2,8 @@
 # The pipeline schedules through the meshtrain CLI:
 #  - 1f1b, interleaved (2 chunks per rank) and zb-h1 on 3 pipeline ranks train to the same losses
 #    step for step (the same sums in the same order: test_equiv checks the parameters), and the
-#    step line reports the bubble beside calc's figure for the schedule's table;
+#    step line reports the bubble beside calc's figures for the schedule's table (simulated with
+#    the costs measured at start-up, and with unit costs);
 #  - bad input ends with one message and status 2: layers not divisible into |Z|·v chunks,
 #    micro-batches not a multiple of |Z| under interleaved, --virtual-stages without a pipeline
 #    axis or with 1f1b, zb-h1 with ZeRO-2, interleaved over an open axis of 3.
@@ -23,9 +24,10 @@ losses() { sed -n 's/^step \([0-9]*\) | loss \([0-9.]*\) .*/\1 \2/p' "$WORK/$1";
 for s in 1f1b interleaved zb-h1; do
   run 3 "$s.log" --steps 3 --mesh z=3 --pipeline z --microbatches 6 --schedule "$s"
   if [ $? -ne 0 ]; then fail "--schedule $s exited non-zero"; tail -5 "$WORK/$s.log"; fi
-  grep -q "| bubble [0-9.]* (ideal [0-9.]*)" "$WORK/$s.log" || fail "$s: no bubble on the step line"
+  grep -q "| bubble [0-9.]* (sim [0-9.]*, ideal [0-9.]*)" "$WORK/$s.log" ||
+    fail "$s: no bubble (measured, simulated, ideal) on the step line"
 done
-ideal() { sed -n 's/.*| bubble [0-9.]* (ideal \([0-9.]*\)).*/\1/p' "$WORK/$1" | head -1; }
+ideal() { sed -n 's/.*| bubble [0-9.]* (sim [0-9.]*, ideal \([0-9.]*\)).*/\1/p' "$WORK/$1" | head -1; }
 for s in interleaved zb-h1; do
   if [ "$(losses 1f1b.log)" = "$(losses $s.log)" ] && [ -n "$(losses $s.log)" ]; then
     echo "ok   $s: the losses of 1f1b, step for step: $(losses $s.log | tr '\n' ' ')"

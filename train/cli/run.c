@@ -306,6 +306,7 @@ static metrics_row step_row(const run_ctx *r, const step_stats *st, int64_t step
                              dt,
                          .bubble = st->pipe.bubble,
                          .bubble_ideal = st->pipe.bubble_ideal,
+                         .bubble_sim = st->pipe.bubble_sim,
                          .stage_act_bytes = (double)st->pipe.act_bytes,
                          .pred_seconds = st->split.pred_step,
                          .pred_dedicated = st->split.pred_dedicated,

@@ -1,6 +1,8 @@
 /* boundary: the book's crossovers for the collectives a run actually put on the wire (see
- * boundary.h). */
+ * boundary.h), and the book's own (report_book_boundaries, report.h). */
 #include "train/observe/boundary.h"
+
+#include "train/observe/report.h" /* report_book_boundaries: its declaration */
 
 double boundary_call_seconds(const int64_t *link_bytes, const double w_oneway[MESH_MAX_AXES],
                              mesh_alg alg) {
@@ -46,4 +48,14 @@ double boundary_mixed_for_wire(double tokens, double t_peak, double quad_share, 
     if (!(tokens > 0 && t_peak > 0 && quad_share > 0 && quad_share <= 1 && t_wire > 0)) return -1;
     const double s = (t_wire - (1 - quad_share) * t_peak) / (quad_share * t_peak);
     return s > 0 ? s * tokens : -1;
+}
+
+int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
+                           int mlp_mats, report_boundaries *out) {
+    if (!(C > 0 && W > 0 && wire_bytes > 0) || n_data_axes < 1 || nY < 1 || mlp_mats < 1) return -1;
+    const double alpha = C / W, aw = alpha * wire_bytes / 2.0;
+    out->alpha = alpha;
+    out->data_tokens = aw / n_data_axes;
+    out->tensor_F = (double)nY * aw * 2.0 / mlp_mats;
+    return 0;
 }

@@ -62,8 +62,9 @@ void metrics_format(char *buf, size_t len, const metrics_row *r, int width) {
                           1e3 * r->pred_dedicated, sec / r->pred_dedicated);
     }
     if (r->bubble_ideal > 0 && n >= 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " | bubble %.2f (ideal %.2f) | stage act %.1f MB",
-                      r->bubble, r->bubble_ideal, r->stage_act_bytes / 1e6);
+        n += snprintf(buf + n, len - (size_t)n,
+                      " | bubble %.2f (sim %.2f, ideal %.2f) | stage act %.1f MB", r->bubble,
+                      r->bubble_sim, r->bubble_ideal, r->stage_act_bytes / 1e6);
     if (r->moe_layers > 0 && n >= 0 && (size_t)n < len) format_moe(buf + n, len - (size_t)n, r);
 }
 
@@ -119,6 +120,7 @@ size_t metrics_json(char *buf, size_t len, const metrics_row *r) {
     if (r->bubble_ideal > 0) {
         json_num(buf, len, &n, "bubble", r->bubble, "%.4f");
         json_num(buf, len, &n, "bubble_ideal", r->bubble_ideal, "%.4f");
+        json_num(buf, len, &n, "bubble_sim", r->bubble_sim, "%.4f");
         json_num(buf, len, &n, "stage_act_mb", r->stage_act_bytes / 1e6, "%.3f");
     }
     if (!isnan(r->val_loss)) json_num(buf, len, &n, "val_loss", r->val_loss, "%.9g");

@@ -21,6 +21,7 @@ typedef struct {
     double comm_ag, comm_rs, comm_ar, comm_p2p; /* exposed comm per collective type / step time
                                                    (p2p: pipeline sends/receives, ppermute) */
     double bubble, bubble_ideal; /* pipelining: measured and ideal bubble fraction (0: none) */
+    double bubble_sim;           /* pipelining: simulated with measured costs (0: none) */
     double stage_act_bytes;      /* pipelining: peak activation bytes held by this stage */
     double pred_seconds;         /* the step's prediction (report.c); <= 0: none */
     double pred_dedicated;       /* the same on a CPU per rank (share.h); written beside it */
@@ -39,8 +40,8 @@ typedef struct {
  * MFU 61%", + " | comm 6% (AG 3 RS 2 AR 1 p2p 0) | idle 2% | pred 380 ms (1.08x, compute) |
  * book 350 ms" when comm_frac >= 0 (the ratio is measured / predicted, then the predicted
  * dominant term; book: the book's idealised step), + " | dedicated 190 ms (2.16x)" when the
- * prediction on a CPU per rank differs from pred (a shared host), + " | bubble 0.31 (ideal 0.33) | stage
- * act 12.5 MB" when pipelining (rank 0's stage: peak activations held), + " | aux 1.02 z 3.1 |
+ * prediction on a CPU per rank differs from pred (a shared host), + " | bubble 0.31 (sim 0.30,
+ * ideal 0.33) | stage act 12.5 MB" when pipelining (sim: the schedule with measured costs) (rank 0's stage: peak activations held), + " | aux 1.02 z 3.1 |
  * dropped 0.0% | experts 410/398/377/401" with experts (each expert's slots summed over the MoE
  * blocks; min and max of them past 16 experts). `width` pads the step number. */
 void metrics_format(char *buf, size_t len, const metrics_row *r, int width);

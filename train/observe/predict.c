@@ -1,5 +1,8 @@
-/* predict: replay of a step's events with predicted durations. See predict.h. */
+/* predict: replay of a step's events with predicted durations (see predict.h); the overlap
+ * ratio report.h declares. */
 #include "train/observe/predict.h"
+
+#include "train/observe/report.h" /* report_overlap: its declaration */
 
 #include <stdlib.h>
 
@@ -74,4 +77,10 @@ void predict_replay(predict_event *ev, int n, double t_begin, double t_end, doub
     out->dominant = compute_pred >= bw && compute_pred >= out->exposed_latency ? "compute"
                     : bw >= out->exposed_latency                               ? "bandwidth"
                                                                                : "latency";
+}
+
+double report_overlap(double exposed, double xfer) {
+    if (!(xfer > 0)) return 0.0;
+    const double f = 1.0 - exposed / xfer;
+    return f < 0 ? 0.0 : f > 1 ? 1.0 : f;
 }

@@ -13,8 +13,8 @@
  *     major axis (emulated, or calibrated at start-up by a ping-pong along the axis) — with each
  *     step's hop latency added to its transfer, as the ring algorithms forward what they received
  *     (cost_serialized, lanes included); MPI's built-ins are not slowed by the emulated links and
- *     are predicted free under --emulate; pipeline sends/receives count as measured (a bubble is
- *     another stage's compute);
+ *     are predicted free under --emulate; pipeline sends/receives count as measured, or with
+ *     report_set_pipe as free, the rank's wait for its neighbours being the simulated one;
  *   step = the replay of the step's events with those durations (train/observe/predict.h): what
  *     the program let overlap (non-blocking calls until their wait) overlaps, nothing else; on a
  *     host whose ranks share its CPUs (share.h), with the compute × the sharing's factor (the
@@ -62,6 +62,7 @@ struct report {
     cost_link link[MESH_MAX_AXES];
     int calibrated;      /* links measured (1) or emulated (2) */
     double compute_pred; /* predicted compute of a step (report_set_compute) */
+    double pipe_idle[2]; /* report_set_pipe: the simulated wait (a CPU per rank, shared); −1: none */
     /* accumulated by the trace hooks (the progress thread calls them too): under mu */
     pthread_mutex_t mu;
     double pred[MESH_OP_COUNT], pred_async[MESH_OP_COUNT], xfer[MESH_OP_COUNT];
@@ -251,7 +252,7 @@ static void hook(const mesh_call *c, void *ctx) {
     report *r = ctx;
     const int p2p = c->op == MESH_OP_SEND || c->op == MESH_OP_RECV;
     call_pred p = predict_call(r, c->op, c->axes, c->alg, c->count, c->wire);
-    if (p2p) p.run = c->t_end - c->t_issue, p.lat = 0; /* as measured (see the top) */
+    if (p2p) p.run = r->pipe_idle[0] >= 0 ? 0 : c->t_end - c->t_issue, p.lat = 0; /* the top */
     pthread_mutex_lock(&r->mu);
     if (c->async)
         r->pred_async[c->op] += p.run;
@@ -298,12 +299,6 @@ static void waited(const mesh_call *c, double t0, double t1, void *ctx) {
     pthread_mutex_lock(&r->mu);
     push(r, (predict_event){PREDICT_WAIT, t0, t1, c->seq, 0, 0});
     pthread_mutex_unlock(&r->mu);
-}
-
-double report_overlap(double exposed, double xfer) {
-    if (!(xfer > 0)) return 0.0;
-    const double f = 1.0 - exposed / xfer;
-    return f < 0 ? 0.0 : f > 1 ? 1.0 : f;
 }
 
 /* A measured link's plausible one-way bandwidth (bytes/s): no memory copy moves 1 MiB in under
@@ -403,6 +398,7 @@ report *report_create(mesh *m, double flops) {
     r->m = m;
     r->flops = flops;
     r->dcn = -1;
+    r->pipe_idle[0] = r->pipe_idle[1] = -1;
     int emulated = 1;
     for (int a = 0; a < mesh_ndims(m); a++) {
         double bw, lat;
@@ -461,6 +457,10 @@ void report_set_threads(report *r, int threads) {
 
 const share_model *report_share(const report *r) {
     return &r->share;
+}
+
+void report_set_pipe(report *r, double idle, double idle_shared) {
+    if (r) r->pipe_idle[0] = idle, r->pipe_idle[1] = idle_shared;
 }
 
 void report_set_compute(report *r, double seconds) {
@@ -685,9 +685,12 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
         out->part_pred_compute[p] = r->part_compute_pred[p] + pass_part[p];
     out->pred_compute = compute_pred;
     out->pred_share = share;
-    out->pred_dedicated = overflow ? compute_pred + c.pred_block + c.pred_async : pr_dedicated.step;
-    out->pred_step =
-        overflow ? share * compute_pred + c.pred_block + c.pred_async : pr.step; /* ×1: exact */
+    const double wait[2] = {r->pipe_idle[0] > 0 ? r->pipe_idle[0] : 0,
+                            r->pipe_idle[1] > 0 ? r->pipe_idle[1] : 0};
+    out->pred_dedicated =
+        (overflow ? compute_pred + c.pred_block + c.pred_async : pr_dedicated.step) + wait[0];
+    out->pred_step = (overflow ? share * compute_pred + c.pred_block + c.pred_async : pr.step) +
+                     wait[1]; /* ×1: exact */
     if (overflow && !r->overflow_noted) {
         r->overflow_noted = 1;
         mesh_log("note: step %lld recorded more than %d events on rank 0: the replay overflowed, "
@@ -704,16 +707,6 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     step_overlap(r, &c, pr.exposed, out);
     if (r->skew) skew_step(r, out);
     step_idle_totals(r, &pr, out);
-}
-
-int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axes, int64_t nY,
-                           int mlp_mats, report_boundaries *out) {
-    if (!(C > 0 && W > 0 && wire_bytes > 0) || n_data_axes < 1 || nY < 1 || mlp_mats < 1) return -1;
-    const double alpha = C / W, aw = alpha * wire_bytes / 2.0;
-    out->alpha = alpha;
-    out->data_tokens = aw / n_data_axes;
-    out->tensor_F = (double)nY * aw * 2.0 / mlp_mats;
-    return 0;
 }
 
 const report_totals *report_get_totals(const report *r) {

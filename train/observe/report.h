@@ -90,6 +90,10 @@ void report_set_threads(report *r, int threads);
 const share_model *report_share(const report *r);
 /* Not collective. The predicted compute of a step (train/step/ktime.h), seconds. */
 void report_set_compute(report *r, double seconds);
+/* Not collective. A pipelined step's wait for its neighbours, as the schedule's simulation with
+ * measured costs has it (train/step/pipe_pred.h), on a CPU per rank and on the shared host: the
+ * step's prediction counts its pipeline receives and sends as free and adds this instead. */
+void report_set_pipe(report *r, double idle, double idle_shared);
 /* Not collective. The same by part (parts.h), seconds each. */
 void report_set_compute_parts(report *r, const double *parts);
 /* Not collective. The seconds per float of each memory pass (kernels/traffic.h; ktime.h times

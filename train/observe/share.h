@@ -28,7 +28,8 @@
  *    the longer compute hides are hidden.
  * Not modelled: other jobs on the host (their load is not the placement's), the progress
  * thread's CPU (it naps), a pipeline's stages that compute unlike (the most shared host's
- * ranks are taken to compute alike; a bubble's wait counts as measured). */
+ * ranks are taken to compute alike; a pipelined step's wait for its neighbours is calc's
+ * simulation of the schedule with the stage costs × the factor, train/step/pipe_pred.h). */
 #ifndef MT_TRAIN_SHARE_H
 #define MT_TRAIN_SHARE_H
 #include <stddef.h>

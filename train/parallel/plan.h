@@ -384,6 +384,8 @@ void plan_schedule_stage(plan *p);
 /* The pipeline neighbour at index + dir (wrapping at the ends) as the mesh's p2p direction: dir,
  * or −dir on a pipeline of 2 that does not wrap (the neighbour both ways). */
 int plan_pipe_dir(const plan *p, int dir);
+/* The pipeline stage of this rank's chunk k (k < chunks): k·|Z| + index. */
+int64_t plan_chunk_stage(const plan *p, int k);
 /* The model's share (hooks.h): layers, chunks, slots, split. */
 model_stage_info plan_stage_info(const plan *p);
 

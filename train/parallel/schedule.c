@@ -119,6 +119,10 @@ int plan_pipe_dir(const plan *p, int dir) {
     return -dir;
 }
 
+int64_t plan_chunk_stage(const plan *p, int k) {
+    return k * p->pipe.n + p->pipe.index;
+}
+
 model_stage_info plan_stage_info(const plan *p) {
     return (model_stage_info){p->l0, p->l1, p->nslots, p->chunks, p->split};
 }

@@ -202,7 +202,7 @@ double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     const double loss = run(e, e->train, e->ntrain, 1, tokens, &r);
     e->nran = r.nran;
     if (!st) return loss;
-    *st = (exec_stats){0, 0, 0, 0};
+    *st = (exec_stats){0, 0, 0, 0, 0};
     if (pl->pipe.n == 1) return loss;
     const double wall = mesh_now() - t0;
     const mesh_stat r1 = mesh_stats(e->mh, MESH_OP_RECV, -1);

@@ -21,6 +21,7 @@ typedef struct {
     int64_t act_bytes;     /* peak_inflight × activation bytes of one micro-batch */
     double bubble;         /* fraction of the step the stages waited for their neighbours (mean) */
     double bubble_ideal;   /* calc's simulation of the schedule's table with unit costs */
+    double bubble_sim;     /* the same with the costs measured at start-up (the trainer's) */
 } exec_stats;
 
 typedef struct exec exec;

@@ -458,6 +458,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     for (int i = 0; i < npass; i++) {
         const double t = count[i] * time_call(&c[i], s, budget, arena, tg);
         r.part[part[i]] += t;
+        if (c[i].k == K_DW) r.wgrad[part[i] == PART_BWD_OTHER] += t;
         switch (c[i].k) {
         case K_MM:
         case K_DW:

@@ -54,6 +54,8 @@ typedef struct {
                                 passes' other; the optimizer's in rest */
     double pass[KERN_PASS_COUNT]; /* seconds per float of each memory pass (kernels/traffic.h),
                                      not in the sums above */
+    double wgrad[2]; /* of part[], the weight gradients' matmuls (what a split backward defers to
+                        its W): the blocks' [0] and the head's unembedding [1] */
 } ktime_step;
 
 /* Times every kernel the step runs, each until its samples add up to `budget` seconds (at least

@@ -19,6 +19,7 @@
 #include "train/parallel/pipeline.h"
 #include "train/step/exec.h"
 #include "train/step/ktime.h"
+#include "train/step/pipe_pred.h"
 #include "train/step/precision.h"
 
 struct trainer {
@@ -47,6 +48,7 @@ struct trainer {
     exec *ex;           /* the step executor: this rank's list of actions */
     mesh_wire wire;     /* --comm-dtype (the plan's calls carry it) */
     ktime_step ktime;   /* the predicted compute of a step */
+    pipe_pred_result pipe_sim[2]; /* pipelined: the table simulated (a CPU per rank, shared) */
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
     int cmatmul_split;            /* --collective-matmul auto: the ranks' own verdicts differed */
@@ -245,6 +247,23 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* A pipelined run's wait for its neighbours in the step's prediction: calc's simulation of its
+ * table with the costs measured at start-up (pipe_pred.h); a message of rows·D floats over the
+ * pipeline axis costs the hop latency plus its bytes at the link's one-way rate. */
+static int setup_pipe_pred(trainer *t, char *err, size_t errlen) {
+    const plan *pl = &t->pl;
+    if (pl->pipe.n == 1 || !t->rep) return 0;
+    const cost_link *l = report_link(t->rep, pl->pipe.axes.ax[0]);
+    const double bytes = (double)(pl->rows * pl->s.D) * sizeof(float);
+    const double p2p = l->hop_latency + (l->w_oneway > 0 ? bytes / l->w_oneway : 0);
+    const share_model *sh = report_share(t->rep);
+    if (pipe_pred_measure(pl, t->mesh, &t->ktime, p2p, sh->shared ? sh->compute : 1.0,
+                          t->pipe_sim, err, errlen) < 0)
+        return -1;
+    report_set_pipe(t->rep, t->pipe_sim[0].idle, t->pipe_sim[1].idle);
+    return 0;
+}
+
 /* The run's plan: its input (the flags against the mesh, or one rank for the serial reference)
  * and a first plan without the choices, which the choices are made on (setup_choices). */
 static int setup_plan(trainer *t, const config *c0, int serial, plan_in *in, char *err,
@@ -305,7 +324,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
     report_set_pass_rates(t->rep, t->ktime.pass);
     if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
     report_set_skew(t->rep, c->bench);
-    if ((!serial && setup_choices(t, &in, err, errlen) < 0) || setup_storage(t, err, errlen) < 0) {
+    if ((!serial && setup_choices(t, &in, err, errlen) < 0) || setup_storage(t, err, errlen) < 0 ||
+        setup_pipe_pred(t, err, errlen) < 0) {
         trainer_destroy(t);
         return NULL;
     }
@@ -416,6 +436,7 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     model_zero_grads(t->mod);
     par_step_begin(t->par);
     st->loss = exec_step(t->ex, tokens, &st->pipe);
+    if (t->pl.pipe.n > 1) st->pipe.bubble_sim = t->pipe_sim[1].bubble;
     trace_begin(t->tr, TRACE_GRADS, step);
     par_finish_grads(t->par, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));

@@ -1,0 +1,135 @@
+/* The pipelined step's prediction (train/step/pipe_pred.h) with injected costs, no MPI: plans from
+ * the real constructor (plan_build) on a pipeline axis alone, kernel times written by hand in
+ * place of ktime's measurement.
+ * - The stage costs: a rank's blocks split evenly over its chunks per micro-batch, the head's on
+ *   the last stage's chunk (P = 2 and 3, interleaved v = 2 included).
+ * - Simulated by hand (tests/calc/test_pipesched.c's worked case): P = 2, m = 2, stage 0 / 1 F
+ *   1 / 2, B 3 / 4, W 1 / 1, a message 0.5: 1f1b makespan 17, ranks idle 9 and 5; zb-h1 15, idle
+ *   7 and 3. A host sharing factor of 2 with the message 1 doubles every time.
+ * - Unit costs (F = W = 1, B = 2, no message time): the closed forms, 1f1b and gpipe 3(m+P−1),
+ *   interleaved 3(v·m+P−1), zb-h1 3m + (P−1) + max(0, P−m). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "train/parallel/plan.h"
+#include "train/step/pipe_pred.h"
+
+/* Rank `index` of a pipeline of P ranks: schedule s, v chunks (0: the schedule's), m micro-batches
+ * of one sequence, L layers. */
+static plan *plan_of(pipe_schedule s, int64_t P, int64_t index, int64_t v, int64_t m, int64_t L) {
+    config c;
+    config_defaults(&c);
+    c.shape.L = L;
+    c.batch = m, c.micro_batch = 1;
+    c.microbatches = m, c.schedule = s, c.virtual_stages = v;
+    plan_in in;
+    plan_in_single(&in, &c);
+    const mesh_axes one = {1, {0, 0, 0}};
+    const int size = (int)P, wrap = 1, coord = (int)index;
+    in.pipe = plan_axes_of(&one, &size, &wrap, &coord, "z", MESH_ALG_BIDIR);
+    plan *p = malloc(sizeof *p);
+    char err[256];
+    if (plan_build(p, &in, err, sizeof err) < 0) {
+        fprintf(stderr, "plan_build: %s\n", err);
+        exit(1);
+    }
+    return p;
+}
+
+/* Kernel times of a step of m micro-batches: the blocks' forward f, backward b (of which w is
+ * weight gradients) per micro-batch, the head's hf, hb, hw on the last rank. */
+static ktime_step times(double m, double f, double b, double w, double hf, double hb, double hw) {
+    ktime_step k;
+    memset(&k, 0, sizeof k);
+    k.part[PART_FWD_ATTN] = 0.25 * m * f, k.part[PART_FWD_MLP] = 0.75 * m * f;
+    k.part[PART_BWD_ATTN] = 0.5 * m * b, k.part[PART_BWD_MLP] = 0.5 * m * b;
+    k.part[PART_FWD_OTHER] = m * hf, k.part[PART_BWD_OTHER] = m * hb;
+    k.part[PART_REST] = 123; /* the optimizer: not the pipeline's */
+    k.wgrad[0] = m * w, k.wgrad[1] = m * hw;
+    return k;
+}
+
+static int near(double a, double b) {
+    return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b) + 1);
+}
+
+static void test_rank_costs(void) {
+    /* interleaved, P = 3, v = 2: rank 2's chunks are stages 2 and 5 (the last) */
+    pipe_stage_cost c[2];
+    const ktime_step k = times(6, 4, 8, 2, 1, 3, 0.5);
+    plan *p = plan_of(PIPE_INTERLEAVED, 3, 2, 2, 6, 6);
+    pipe_pred_rank_costs(p, &k, c);
+    check_expect(p->chunks == 2 && near(c[0].f, 2) && near(c[0].b, 4) && near(c[0].w, 1) &&
+                     near(c[1].f, 3) && near(c[1].b, 7) && near(c[1].w, 1.5),
+                 "interleaved P=3 v=2, last rank: chunk costs (%g %g %g) (%g %g %g), want (2 4 1) "
+                 "(3 7 1.5)",
+                 c[0].f, c[0].b, c[0].w, c[1].f, c[1].b, c[1].w);
+    free(p);
+    p = plan_of(PIPE_INTERLEAVED, 3, 0, 2, 6, 6);
+    const ktime_step k0 = times(6, 4, 8, 2, 0, 0, 0);
+    pipe_pred_rank_costs(p, &k0, c);
+    check_expect(near(c[0].f, 2) && near(c[1].f, 2) && near(c[1].b, 4),
+                 "interleaved P=3 v=2, first rank: both chunks (2 4 1)");
+    free(p);
+}
+
+/* The worked case through the plan: each rank's costs from its kernel times, then simulated. */
+static void test_hand(pipe_schedule s, double makespan, const double idle[2]) {
+    const ktime_step k[2] = {times(2, 1, 3, 1, 0, 0, 0), times(2, 1, 3, 0.5, 1, 1, 0.5)};
+    pipe_stage_cost stage[2];
+    for (int r = 0; r < 2; r++) {
+        plan *p = plan_of(s, 2, r, 0, 2, 4);
+        pipe_pred_rank_costs(p, &k[r], &stage[r]);
+        free(p);
+    }
+    for (int r = 0; r < 2; r++)
+        for (int shared = 1; shared <= 2; shared++) {
+            plan *p = plan_of(s, 2, r, 0, 2, 4);
+            pipe_pred_result out;
+            char err[256];
+            const int rc = pipe_pred_simulate(p, stage, 0.5 * shared, shared, &out, err, sizeof err);
+            check_expect(rc == 0 && near(out.makespan, shared * makespan) &&
+                             near(out.idle, shared * idle[r]),
+                         "%s P=2 m=2 by hand, rank %d, times x%d: makespan %g idle %g (want %g, %g)",
+                         s == PIPE_1F1B ? "1f1b" : "zb-h1", r, shared, out.makespan, out.idle,
+                         shared * makespan, shared * idle[r]);
+            free(p);
+        }
+}
+
+static void test_unit(void) {
+    int bad = 0, n = 0;
+    for (int s = PIPE_GPIPE; s <= PIPE_ZB_H1; s++)
+        for (int64_t P = 2; P <= 4; P++)
+            for (int64_t m = 1; m <= 9; m++) {
+                const int64_t v = s == PIPE_INTERLEAVED ? 2 : 1;
+                if (s == PIPE_INTERLEAVED && m % P) continue;
+                pipe_stage_cost unit[8];
+                for (int i = 0; i < 8; i++) unit[i] = (pipe_stage_cost){1, 2, 1};
+                plan *p = plan_of((pipe_schedule)s, P, 0, v, m, 24);
+                pipe_pred_result out;
+                char err[256];
+                const double want = s == PIPE_ZB_H1 ? 3 * m + (P - 1) + (P > m ? P - m : 0)
+                                                    : 3 * (v * m + P - 1);
+                if (pipe_pred_simulate(p, unit, 0, 1, &out, err, sizeof err) < 0 ||
+                    out.makespan != want) {
+                    bad++;
+                    printf("     schedule %d P=%lld m=%lld: makespan %g, closed form %g\n", s,
+                           (long long)P, (long long)m, out.makespan, want);
+                }
+                n++;
+                free(p);
+            }
+    check_expect(bad == 0, "unit costs: makespan equals the closed form in %d cases", n);
+}
+
+int main(void) {
+    test_rank_costs();
+    test_hand(PIPE_1F1B, 17, (const double[]){9, 5});
+    test_hand(PIPE_ZB_H1, 15, (const double[]){7, 3});
+    test_unit();
+    return check_finish("test_pipe_pred");
+}

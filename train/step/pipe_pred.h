@@ -1,0 +1,45 @@
+/* pipe_pred: the predicted pipeline phase of a step. calc's simulator (calc/schedule.h) runs the
+ * run's schedule table with the costs this run measured at start-up: each stage's forward F,
+ * backward B and its weight half W per micro-batch from the kernels' times (ktime.h), and the
+ * time one activation or gradient takes over a pipeline link (the links' model: the hop latency
+ * plus the bytes at the link's one-way rate, emulated or calibrated). Its makespan less a rank's
+ * busy time is the time that rank waits for its neighbours, which the step's prediction adds
+ * (report_set_pipe). The stage costs are compute only: a tensor axis's collectives inside a
+ * stage are predicted by the replay, not stretched into the table. GPipe is simulated as calc's
+ * table (backwards in micro-batch order; the trainer runs them in reverse: the same flow shop).
+ * Depends on calc, the plan and ktime. */
+#ifndef MT_TRAIN_PIPE_PRED_H
+#define MT_TRAIN_PIPE_PRED_H
+#include <stddef.h>
+
+#include "mesh/mesh.h"
+#include "train/parallel/plan.h"
+#include "train/step/ktime.h"
+
+/* One stage's costs per micro-batch, seconds: forward, whole backward, its weight half. */
+typedef struct {
+    double f, b, w;
+} pipe_stage_cost;
+
+typedef struct {
+    double makespan; /* the simulated pipeline phase of a step */
+    double idle;     /* this rank's wait in it: makespan − its compute */
+    double bubble;   /* the table's: 1 − Σ busy / (ranks · makespan) */
+} pipe_pred_result;
+
+/* Not collective. This rank's chunks' costs (pl->chunks entries, chunk k = the k-th stage this
+ * rank holds) from its kernels' times kt for the step's n_micro micro-batches: the blocks' share
+ * split evenly over the chunks, the head's (final norm, unembedding, loss) added to the last
+ * stage's chunk. */
+void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, pipe_stage_cost *out);
+/* Not collective. The simulation of pl's table with stage s costing cost[s] (S = |Z|·chunks
+ * entries) × share (the host's sharing factor on compute), p2p seconds per message; rank
+ * pl->pipe.index's idle. A split table's I costs b − w. Returns 0, or −1 with err. */
+int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, double share,
+                       pipe_pred_result *out, char *err, size_t len);
+/* Collective over: world (a gather over the pipeline axis). Every rank's chunk costs (pipe_pred_rank_costs of kt)
+ * gathered into the stages' and simulated on a CPU per rank (out[0]) and with the compute ×
+ * share (out[1]). Returns 0, or −1 with err (the same on every rank of the axis). */
+int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p, double share,
+                      pipe_pred_result out[2], char *err, size_t len);
+#endif
