@@ -31,11 +31,8 @@ static plan *plan_of(pipe_schedule s, int64_t P, int64_t index, int64_t v, int64
     const int size = (int)P, wrap = 1, coord = (int)index;
     in.pipe = plan_axes_of(&one, &size, &wrap, &coord, "z", MESH_ALG_BIDIR);
     plan *p = malloc(sizeof *p);
-    char err[256];
-    if (plan_build(p, &in, err, sizeof err) < 0) {
-        fprintf(stderr, "plan_build: %s\n", err);
-        exit(1);
-    }
+    char err[256] = "";
+    if (!p || check_expect(plan_build(p, &in, err, sizeof err) == 0, "plan: %s", err)) exit(1);
     return p;
 }
 
