@@ -32,7 +32,7 @@ static plan *plan_of(pipe_schedule s, int64_t P, int64_t index, int64_t v, int64
     in.pipe = plan_axes_of(&one, &size, &wrap, &coord, "z", MESH_ALG_BIDIR);
     plan *p = malloc(sizeof *p);
     char err[256] = "";
-    if (!p || check_expect(plan_build(p, &in, err, sizeof err) == 0, "plan: %s", err)) exit(1);
+    if (!p || plan_build(p, &in, err, sizeof err) < 0) exit(check_expect(0, "plan: %s", err));
     return p;
 }
 
