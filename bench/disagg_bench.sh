@@ -26,40 +26,17 @@ ROUNDS=${ROUNDS:-3} N=${N:-60} RATE=${RATE:-6} NP=${NP:-3} PREFILL=${PREFILL:-1}
 SEED=${SEED:-1} OUT=${OUT:-bench/disagg_out}
 DEF_MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
 read -r -a MODEL <<<"${MODEL:-$DEF_MODEL}"
-CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
-PY=${PYTHON:-python3}
-mkdir -p "$OUT"
-CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-
-server_pid=
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=
-}
-trap stop_server EXIT INT TERM
+. bench/lib_serve.sh
 
 # run TAG FLAGS...: a server on a free port, the workload against it, its /metrics, stopped.
 run() {
   local tag=$1
   shift
-  setsid mpirun --oversubscribe --bind-to none -np "$NP" "$MT" serve --port 0 "${MODEL[@]}" \
-    --seed 1 --mesh "x=$NP" --dp x --max-seqs "$B" --quiet "$@" >"$OUT/$tag.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 600); do
-    grep -q 'listening on' "$OUT/$tag.log" && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$OUT/$tag.log"; exit 1; }
-    sleep 0.1
-  done
-  local url
-  url=$(sed -n 's|.*listening on \(http://[^ ]*\)/.*|\1|p' "$OUT/$tag.log")
-  $PY bench/serve_load.py run "$url" "$OUT/poisson.jsonl" "$OUT/$tag.jsonl"
+  server_start "$tag" --mesh "x=$NP" --dp x --max-seqs "$B" "$@"
+  $PY bench/serve_load.py run "$URL" "$OUT/poisson.jsonl" "$OUT/$tag.jsonl"
   "$PY" -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1]).read().decode())' \
-    "$url/metrics" >"$OUT/$tag.metrics"
-  stop_server
+    "$URL/metrics" >"$OUT/$tag.metrics"
+  server_stop
 }
 
 # stats TAG: "ttft50 ttft99 tpot50 tpot99 tok_s req_s" (ms, ms, ms, ms, 1/s, 1/s)

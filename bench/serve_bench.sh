@@ -38,36 +38,14 @@ OUT=${OUT:-bench/serve_out} SLO_TTFT=${SLO_TTFT:-1} SLO_TPOT=${SLO_TPOT:-0.05}
 MESH=${MESH:-}
 read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
 read -r -a MESHA <<<"$MESH"
-CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
-PY=${PYTHON:-python3}
+. bench/lib_serve.sh
 LOAD="$PY bench/serve_load.py"
-mkdir -p "$OUT"
-CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-
-server_pid=
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=
-}
-trap stop_server EXIT INT TERM
 
 # serve TAG FLAGS...: starts the server (a free loopback port), sets URL and MACHINE (its BW,C).
 serve() {
   local tag=$1
   shift
-  setsid mpirun --oversubscribe --bind-to none -np "$NP" "$MT" serve --port 0 "${MODEL[@]}" \
-    --seed 1 "${MESHA[@]}" --quiet "$@" >"$OUT/$tag.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 600); do
-    grep -q 'listening on' "$OUT/$tag.log" && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$OUT/$tag.log"; exit 1; }
-    sleep 0.1
-  done
-  URL=$(sed -n 's|.*listening on \(http://[^ ]*\)/.*|\1|p' "$OUT/$tag.log")
+  server_start "$tag" "${MESHA[@]}" "$@"
   MACHINE=$(sed -n 's|.*measured BW \([0-9.]*\) GB/s, C \([0-9.]*\) GFLOP/s.*|\1,\2|p' "$OUT/$tag.log")
 }
 
@@ -79,7 +57,7 @@ one() {
   shift # --
   serve "$tag" "$@"
   $LOAD run "$URL" "$work" "$OUT/$tag.measured.jsonl" $seq
-  stop_server
+  server_stop
   mpirun --oversubscribe -np "$NP" "$MT" serve "${MODEL[@]}" --seed 1 "${MESHA[@]}" "$@" \
     --simulate "$work" --sim-out "$OUT/$tag.predicted.jsonl" --sim-machine "$MACHINE" 2>&1 |
     grep 'serve simulate' || true

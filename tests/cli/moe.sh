@@ -12,15 +12,8 @@
 #  - `generate` runs the MoE checkpoint (decode and prefill) on one rank.
 # usage: moe.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
-. "$(dirname "$0")/../common/one_error.sh"
-mkdir -p "$WORK"
+. "$(dirname "$0")/../common/cli_case.sh" "$@"
 rm -f "$WORK"/*.h5 "$WORK"/*.jsonl
-fails=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-
-case_() { one_error_case "$@"; }
 
 base=(--data "$TXT" --layers 3 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 4
       --eval-every 0)

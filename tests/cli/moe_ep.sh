@@ -12,19 +12,8 @@
 #    without ZeRO; the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
-. "$(dirname "$0")/../common/one_error.sh"
-mkdir -p "$WORK"
+. "$(dirname "$0")/../common/cli_case.sh" "$@"
 rm -f "$WORK"/*.h5 "$WORK"/*.jsonl
-fails=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-run() {
-  local np=$1
-  shift
-  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@"
-}
-case_() { one_error_case "$@"; }
 
 base=(--data "$TXT" --layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 32 --batch 12
       --micro-batch 6 --eval-every 0 --quiet)

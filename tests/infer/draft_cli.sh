@@ -7,11 +7,8 @@
 # report. Bad input ends with status 2 and one "meshtrain: error:" line naming the problem.
 # usage: draft_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
-. "$(dirname "$0")/../common/one_error.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-. "$(dirname "$0")/../common/run_mt.sh"
-fails=0
+. "$(dirname "$0")/../common/cli_case.sh" "$@"
+rm -rf "${WORK:?}"/*
 TRAIN=(--d-model 32 --heads 4 --kv-heads 2 --seq-len 64 --batch 8 --lr 1e-2 --eval-every 0 --quiet
   --data "$TXT")
 run 1 --layers 2 --steps 150 "${TRAIN[@]}" --save-final "$WORK/target.h5" >"$WORK/train.log" 2>&1 &&

@@ -8,11 +8,8 @@
 # nothing else on stderr, nothing on stdout, no --csv file.
 # usage: gen_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
-. "$(dirname "$0")/../common/one_error.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-. "$(dirname "$0")/../common/run_mt.sh"
-fails=0
+. "$(dirname "$0")/../common/cli_case.sh" "$@"
+rm -rf "${WORK:?}"/*
 export MESHTRAIN_QUICK_START=1 # the texts, not the timing, are under test
 MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 3e-3 --eval-every 0 --quiet --data "$TXT" \

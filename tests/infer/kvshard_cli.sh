@@ -7,12 +7,9 @@
 # that cannot shard the cache) ends with status 2 and one "meshtrain: error:" line naming it.
 # usage: kvshard_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "$0")/../common/cli_case.sh" "$@"
 export MESHTRAIN_QUICK_START=1 # no machine measurement: nothing here is timed
-. "$(dirname "$0")/../common/one_error.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-. "$(dirname "$0")/../common/run_mt.sh"
-fails=0
+rm -rf "${WORK:?}"/*
 MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 run 2 "${MODEL[@]}" --batch 8 --steps 60 --lr 1e-2 --eval-every 0 --quiet --data "$TXT" \
   --mesh x=2 --dp x --save-final "$WORK/ck.h5" >"$WORK/train.log" 2>&1 ||

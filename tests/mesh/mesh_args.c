@@ -22,6 +22,24 @@ mesh *test_mesh(int argc, char **argv) {
     return m;
 }
 
+/* Extends the set a (its first a.n axes chosen) by each unused axis, depth first. */
+static void each_from(mesh *m, mesh_axes a, int lo, int hi, void (*fn)(mesh *m, mesh_axes axes)) {
+    if (a.n >= lo) fn(m, a);
+    if (a.n >= hi || a.n >= MESH_MAX_AXES) return;
+    for (int k = 0; k < mesh_ndims(m); k++) {
+        int used = 0;
+        for (int i = 0; i < a.n; i++) used |= a.ax[i] == k;
+        if (used) continue;
+        mesh_axes b = a;
+        b.ax[b.n++] = k;
+        each_from(m, b, lo, hi, fn);
+    }
+}
+
+void test_each_axes(mesh *m, int lo, int hi, void (*fn)(mesh *m, mesh_axes axes)) {
+    each_from(m, (mesh_axes){0, {0, 0, 0}}, lo, hi, fn);
+}
+
 int test_mesh_finish(mesh *m, const char *test, int failures) {
     int bad = 0;
     MPI_Allreduce(&failures, &bad, 1, MPI_INT, MPI_SUM, mesh_world_comm(m)->mpi);

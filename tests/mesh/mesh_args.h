@@ -18,6 +18,10 @@ mesh *test_mesh_wired(int argc, char **argv, const char *test);
  * differing element) when got[n] and want[n] differ in any bit, else 0. */
 int test_bits_differ(const mesh *m, const char *what, const float *got, const float *want,
                      int64_t n);
+/* Not collective itself; fn is called on every rank in the same order. fn(m, axes) for every
+ * ordered set of lo..hi distinct axes of m (lo = 0: the empty set first), each set followed by
+ * its extensions: (), (0), (0,1), (0,1,2), (0,2), (0,2,1), (1), ... */
+void test_each_axes(mesh *m, int lo, int hi, void (*fn)(mesh *m, mesh_axes axes));
 /* Collective over: all ranks. Sums the ranks' failure counts, prints "<test>: N FAILURES" or
  * "<test>: all passed" once, destroys the mesh and finalizes MPI; returns the exit status. */
 int test_mesh_finish(mesh *m, const char *test, int failures);

@@ -155,15 +155,7 @@ int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     mesh *m = test_mesh_wired(argc, argv, "test_a2av");
     const int nd = mesh_ndims(m);
-    for (int a0 = 0; a0 < nd; a0++) {
-        mesh_axes one = {1, {a0, 0, 0}};
-        test_set(m, one);
-        for (int a1 = 0; a1 < nd; a1++) {
-            if (a1 == a0) continue;
-            mesh_axes two = {2, {a0, a1, 0}};
-            test_set(m, two);
-        }
-    }
+    test_each_axes(m, 1, 2, test_set);
     /* lanes: 64-byte chunks cut the large blocks into 16 lanes; the same bits */
     mesh_set_chunk(m, 64);
     mesh_axes all = {nd, {0, 1, 2}};

@@ -309,22 +309,7 @@ int main(int argc, char **argv) {
     mesh *m = test_mesh_wired(argc, argv, "test_coll");
     /* every ordered set of axes, including the empty one */
     int nd = mesh_ndims(m);
-    mesh_axes none = {0, {0, 0, 0}};
-    test_set(m, none);
-    for (int a0 = 0; a0 < nd; a0++) {
-        mesh_axes one = {1, {a0, 0, 0}};
-        test_set(m, one);
-        for (int a1 = 0; a1 < nd; a1++) {
-            if (a1 == a0) continue;
-            mesh_axes two = {2, {a0, a1, 0}};
-            test_set(m, two);
-            for (int a2 = 0; a2 < nd; a2++) {
-                if (a2 == a0 || a2 == a1) continue;
-                mesh_axes three = {3, {a0, a1, a2}};
-                test_set(m, three);
-            }
-        }
-    }
+    test_each_axes(m, 0, nd, test_set);
     /* lanes (mesh_set_chunk): 8-byte chunks cut the blocks of 7 and 1001 elements into 4 and
      * 16 lanes; the results must be the same bits */
     mesh_set_chunk(m, 8);

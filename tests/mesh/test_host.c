@@ -14,17 +14,7 @@
 #include <unistd.h>
 
 #include "mesh/mesh_mpi.h"
-
-static int failures;
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL rank %d line %d: ", mesh_world_rank(), __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "rank_expect.h"
 
 /* The i-th CPU of set s (i < CPU_COUNT(s)). */
 static int nth_cpu(const cpu_set_t *s, int i) {

@@ -10,17 +10,7 @@
 #include "mesh/coll.h"
 #include "mesh/link.h"
 #include "mesh/mesh_mpi.h"
-
-static int failures;
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL rank %d line %d: ", mesh_world_rank(), __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "rank_expect.h"
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);

@@ -1,0 +1,13 @@
+# Sourced by a shell test of the meshtrain command with its arguments, `. cli_case.sh "$@"`, the
+# arguments being MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR (tests/CMakeLists.txt, mt_add_cli_test):
+# sets MPI, MT, TXT and WORK (made), counts failures in `fails` through ok and bad (each prints
+# its line), and brings run NP ARGS... (run_mt.sh) and case_ WANT NP FRAGMENT ARGS...
+# (one_error_case: a run that must end as bad input).
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "${BASH_SOURCE[0]}")/one_error.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/run_mt.sh"
+mkdir -p "$WORK"
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+case_() { one_error_case "$@"; }
