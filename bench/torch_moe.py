@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F_
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from torch_ref import rmsnorm, rope, rope_tables, step0_tokens, timed_steps  # noqa: E402
+from torch_ref import (add_check_flags, compare_grads, rmsnorm, rope, rope_tables,  # noqa: E402
+                       run, step0_tokens, timed_steps)
 
 DENSE = ["embed", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
          "final_norm", "unembed"]
@@ -192,15 +193,8 @@ def check(a):
     if a.final:
         obj.backward()
         _, final = load(a.final)
-        worst = 0.0
-        for n in m.names:
-            g_mt = (init[n] - final[n]) / a.lr
-            g_pt = getattr(m, n).grad
-            scale = g_pt.abs().max().item() + 1e-30
-            rel = (g_mt - g_pt).abs().max().item() / scale
-            worst = max(worst, rel)
-            print(f"grad {n} rel {rel:.3e} (max |g| {scale:.3e})")
-        print(f"grad worst rel {worst:.3e}")
+        compare_grads("grad", init, final, a.lr, {n: getattr(m, n).grad for n in m.names},
+                      m.names)
 
 
 def main():
@@ -212,21 +206,8 @@ def main():
                           ("seq-len", 128), ("batch", 16), ("experts", 8), ("moe-top-k", 2),
                           ("shared-experts", 0), ("expert-d-ff", 0), ("moe-every", 1)):
         ap.add_argument("--" + flag, type=int, default=default)
-    ap.add_argument("--check", metavar="INIT.h5")
-    ap.add_argument("--final", metavar="FINAL.h5")
-    ap.add_argument("--lr", type=float, default=1.0)
-    ap.add_argument("--data", metavar="TEXT")
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    if a.bench:
-        bench(a)
-    elif a.check:
-        if not a.data:
-            ap.error("--check needs --data TEXT (the text file meshtrain trained on)")
-        check(a)
-    else:
-        ap.error("give --bench or --check INIT.h5")
-    return 0
+    add_check_flags(ap)
+    return run(ap, bench, check, "give --bench or --check INIT.h5")
 
 
 if __name__ == "__main__":

@@ -210,10 +210,10 @@ def max_logit(a, init, tokens):
         return model.logits(tokens[:, :-1]).abs().max().item()
 
 
-def compare_grads(label, init, final, lr, grads):
-    """meshtrain's gradient (init - final) / lr against grads, per parameter."""
+def compare_grads(label, init, final, lr, grads, names=NAMES):
+    """meshtrain's gradient (init - final) / lr against grads, per parameter of names."""
     worst = worst_norm = 0.0
-    for n in NAMES:
+    for n in names:
         g_mt, g_pt = (init[n] - final[n]) / lr, grads[n].float()
         scale = g_pt.abs().max().item() + 1e-30
         rel = (g_mt - g_pt).abs().max().item() / scale
@@ -240,29 +240,42 @@ def check(args):
             compare_grads("grad32", init, final, args.lr, grads32)
 
 
+def add_check_flags(ap):
+    """The flags of --check, the same in every reference: the parameters meshtrain saved before
+    (INIT.h5) and after (FINAL.h5) one SGD step of learning rate --lr on the text --data."""
+    ap.add_argument("--check", metavar="INIT.h5")
+    ap.add_argument("--final", metavar="FINAL.h5")
+    ap.add_argument("--lr", type=float, default=1.0)
+    ap.add_argument("--data", metavar="TEXT")
+
+
+def run(ap, bench_fn, check_fn, usage):
+    """Parses ap's flags (--threads among them), then runs bench_fn(args) for --bench or
+    check_fn(args) for --check; neither: usage as the error. Returns the exit status."""
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.bench:
+        bench_fn(args)
+    elif args.check:
+        if not args.data:
+            ap.error("--check needs --data TEXT (the text file meshtrain trained on)")
+        check_fn(args)
+    else:
+        ap.error(usage)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench", choices=sorted(CONFIGS))
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--check", metavar="INIT.h5")
-    ap.add_argument("--final", metavar="FINAL.h5")
-    ap.add_argument("--lr", type=float, default=1.0)
-    ap.add_argument("--data", metavar="TEXT")
+    add_check_flags(ap)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 autocast (PyTorch's mixed precision) instead of fp32")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.bench:
-        bench(args.bench, args.steps, args.autocast)
-    elif args.check:
-        if not args.data:
-            ap.error("--check needs --data TEXT (the text file meshtrain trained on)")
-        check(args)
-    else:
-        ap.error("give --bench a|b or --check INIT.h5")
-    return 0
+    return run(ap, lambda a: bench(a.bench, a.steps, a.autocast), check,
+               "give --bench a|b or --check INIT.h5")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 /* gen_test: what the generation tests share: the small model they decode (fresh initialisation,
- * seed 7, greedy) and their 12 prompts of unequal length (1 to 17 bytes, no padding). */
+ * seed 7, greedy), their 12 prompts of unequal length (1 to 17 bytes, no padding) and their mesh
+ * flags. */
 #ifndef MT_TESTS_INFER_GEN_TEST_H
 #define MT_TESTS_INFER_GEN_TEST_H
+#include <stdio.h>
 #include <string.h>
 
 #include "mesh/mesh.h"
@@ -15,6 +17,20 @@ static inline void gen_test_config(config *c) {
     c->seed = 7;
     c->temperature = 0;
     c->top_k = 0;
+}
+
+/* The mesh flags of argv[1..argc) into c: --mesh SPEC, --tensor AXIS, --dp AXES (each followed
+ * by its value); *kv_replicate = 1 when --kv-replicate is there (unchanged otherwise). */
+static inline void gen_test_mesh_flags(config *c, int *kv_replicate, int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mesh")) snprintf(c->mesh, sizeof c->mesh, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--tensor"))
+            snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--dp"))
+            snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
+    }
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;
 }
 
 #define GEN_TEST_PROMPTS 12

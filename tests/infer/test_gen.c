@@ -29,19 +29,13 @@
 #define NTOK 10
 
 static void parse(config *c, int *kv_replicate, int argc, char **argv) {
+    gen_test_mesh_flags(c, kv_replicate, argc, argv);
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mesh")) snprintf(c->mesh, sizeof c->mesh, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--tensor"))
-            snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--dp"))
-            snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--experts")) /* a mixture of experts, top-2, every other block */
             c->shape.moe =
                 (moe_shape){.E = atoll(argv[i + 1]), .k = 2, .every = 2, .F = 48, .shared = 1};
         if (!strcmp(argv[i], "--capacity-factor")) c->shape.moe.capacity = atof(argv[i + 1]);
     }
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;
 }
 
 int main(int argc, char **argv) {

@@ -30,16 +30,9 @@
 
 static char parse(config *c, int *kv_replicate, int argc, char **argv) {
     char axis = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mesh")) snprintf(c->mesh, sizeof c->mesh, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--tensor"))
-            snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
-        if (!strcmp(argv[i], "--dp"))
-            snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
+    gen_test_mesh_flags(c, kv_replicate, argc, argv);
+    for (int i = 1; i + 1 < argc; i += 2)
         if (!strcmp(argv[i], "--kv-shard")) axis = argv[i + 1][0];
-    }
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;
     return axis;
 }
 

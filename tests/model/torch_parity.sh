@@ -21,30 +21,17 @@
 set -u
 . "$(dirname "$0")/../common/torch_args.sh" "$@"
 DT=${MT_COMPUTE_DTYPE:-fp32}
-mkdir -p "$WORK"
-rm -f "$WORK"/init.h5 "$WORK"/final.h5 "$WORK"/m.jsonl
-B=4
-"$MPI" --oversubscribe --bind-to none -np "$NP" "$MT" --layers 2 --d-model 64 --heads 4 \
-  --kv-heads 2 --head-dim 24 --d-ff 96 --seq-len 32 --batch $B --steps 1 --optimizer sgd --lr 1 \
-  --warmup 0 --weight-decay 0 --clip 0 --data "$TXT" --data-order sequential \
-  --eval-every 0 --save-init "$WORK/init.h5" --save-final "$WORK/final.h5" \
-  --metrics "$WORK/m.jsonl" --quiet --compute-dtype "$DT" ||
-  { echo "FAIL: meshtrain exited $?"; exit 1; }
-mt=$(sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$WORK/m.jsonl" | head -1)
-ac=""
-[ "$DT" = bf16 ] && ac=--autocast
-out=$("$PY" "$REF" --check "$WORK/init.h5" --final "$WORK/final.h5" --lr 1 --data "$TXT" \
-  --batch $B $ac) || { echo "FAIL: torch_ref.py failed"; exit 1; }
-echo "$out"
-val() { sed -n "s/^$1 //p" <<<"$out"; }
+. "$(dirname "$0")/parity.sh"
+parity_train --compute-dtype "$DT"
+mt=$MT_LOSS
+ac=()
+[ "$DT" = bf16 ] && ac=(--autocast)
+parity_ref "${ac[@]}"
+val() { sed -n "s/^$1 //p" <<<"$OUT"; }
 echo "meshtrain ($DT) loss $mt, PyTorch loss $(val loss), worst gradient deviation" \
   "$(val 'grad worst rel') (relative to max |g|)"
 if [ "$DT" != bf16 ]; then
-  awk -v a="$mt" -v b="$(val loss)" -v g="$(val 'grad worst rel')" 'BEGIN {
-    lok = (a - b <= 1e-5 * (a + b)) && (b - a <= 1e-5 * (a + b)); gok = (g + 0 <= 1e-3)
-    printf "%s loss within 1e-5 relative\n%s gradients within 1e-3 of max |g|\n",
-           lok ? "ok  " : "FAIL", gok ? "ok  " : "FAIL"
-    exit !(lok && gok) }'
+  parity_close "$mt" "$(val loss)" "$(val 'grad worst rel')"
   exit
 fi
 awk -v a="$mt" -v b="$(val loss)" -v b32="$(val loss32)" -v z="$(val 'logits max')" \
