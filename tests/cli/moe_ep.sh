@@ -2,14 +2,14 @@
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
 #    on the --tensor axis, on an axis outside --dp, --expert without --experts, experts with
-#    --zero 3, or --zero 1 and dense blocks (not implemented yet);
+#    --dcn (not implemented yet);
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
 #    batch·T·k·(MoE blocks);
 #  - checkpoints reshard across expert-axis sizes: saved on 3 ranks with --expert x, loaded and
 #    saved again on 1 rank, every parameter and AdamW moment is
-#    bit-identical (h5diff), and so is one saved under --zero 1 (2 ranks) and loaded on 3 ranks
-#    without ZeRO; the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
+#    bit-identical (h5diff), and so is one saved under --zero 3 (2 ranks: the router's weights
+#    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
@@ -26,10 +26,8 @@ case_ 2 4 "--expert y is not a data axis (--dp)" "${base[@]}" "${moe[@]}" --mesh
   --expert y --steps 1
 case_ 2 2 "--expert configures the mixture-of-experts layers: give --experts E" "${base[@]}" \
   --expert x --steps 1
-case_ 2 2 "--experts with --zero 2 or 3 is not implemented yet" "${base[@]}" "${moe[@]}" \
-  --zero 3 --expert x --steps 1
-case_ 2 2 "--experts with --zero 1 and dense blocks (--moe-every above 1)" "${base[@]}" \
-  "${moe[@]}" --zero 1 --moe-every 2 --expert x --steps 1
+case_ 2 4 "--experts with --dcn is not implemented yet" "${base[@]}" "${moe[@]}" \
+  --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert y --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \
@@ -61,10 +59,10 @@ fi
 # checkpoints across expert-axis sizes: load and save again, bit for bit
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/r3.h5" --save-final "$WORK/rt1.h5" \
   >/dev/null 2>&1 || bad "1-rank resume exited $?"
-run 2 "${base[@]}" "${moe[@]}" --steps 2 --expert x --zero 1 --save-final "$WORK/z2.h5" \
-  >/dev/null 2>&1 || bad "2-rank ZeRO-1 run exited $?"
+run 2 "${base[@]}" "${moe[@]}" --steps 2 --expert x --zero 3 --save-final "$WORK/z2.h5" \
+  >/dev/null 2>&1 || bad "2-rank ZeRO-3 run exited $?"
 run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --resume "$WORK/z2.h5" \
-  --save-final "$WORK/rz3.h5" >/dev/null 2>&1 || bad "3-rank resume of the ZeRO-1 checkpoint exited $?"
+  --save-final "$WORK/rz3.h5" >/dev/null 2>&1 || bad "3-rank resume of the ZeRO-3 checkpoint exited $?"
 for f in rt1 rz3; do
   src=r3
   [ $f = rz3 ] && src=z2

@@ -92,9 +92,18 @@ int main(int argc, char **argv) {
     /* a tensor axis of 3 shards N, K, F, V and D by 3: the same model with factors of 3 (the
      * byte stream's tokens stay below V) */
     const int ty = c.tensor_axis[0] ? mesh_axis_index(m, c.tensor_axis[0]) : -1;
-    if (ty >= 0 && mesh_axis_size(m, ty) % 3 == 0)
+    /* ... and so does ZeRO over data axes of 3 (D_X) */
+    mesh_axes dax;
+    char dp[CONFIG_AXES_LEN];
+    config_data_axes(&c, m, dp);
+    const int z3 =
+        c.zero > 0 && mesh_axes_parse(m, dp, &dax) == 0 && mesh_axes_size(m, dax) % 3 == 0;
+    if ((ty >= 0 && mesh_axis_size(m, ty) % 3 == 0) || z3) {
+        const moe_shape mo = c.shape.moe;
         c.shape =
             (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
+        c.shape.moe = mo;
+    }
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS], ref_g[STEPS], g1[STEPS], g2[STEPS];
@@ -212,7 +221,8 @@ int main(int argc, char **argv) {
         const float *full = model_param(refm, (param_id)id, NULL);
         const float *full0 = init + (full - model_params_flat(refm, NULL));
         int64_t i = 0;
-        const int64_t inner = pi.ndim == 4 ? pi.shape[3] : 1; /* experts: [Lm, E, R, C] */
+        /* experts: [Lm, E, R, C], their shards' C too (W_out[E_Z, F, D_X]) */
+        const int64_t inner = pi.ndim == 4 ? sl->cnt[3] : 1, S3 = pi.ndim == 4 ? pi.shape[3] : 1;
         for (int64_t a = 0; a < sl->cnt[0]; a++)
             for (int64_t b = 0; b < sl->cnt[1]; b++)
                 for (int64_t e = 0; e < sl->cnt[2] * inner; e++, i++) {
@@ -220,8 +230,9 @@ int main(int argc, char **argv) {
                     const int64_t l = id >= P_ATTN_NORM && id <= P_W_DOWN
                                           ? model_layer_global(mm, a + sl->off[0])
                                           : a + sl->off[0];
-                    int64_t g = (l * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] * inner + e +
-                                sl->off[2] * inner;
+                    const int64_t e2 = e / inner + sl->off[2];
+                    const int64_t e3 = e % inner + (pi.ndim == 4 ? sl->off[3] : 0);
+                    int64_t g = ((l * pi.shape[1] + (b + sl->off[1])) * pi.shape[2] + e2) * S3 + e3;
                     double x = p1[off + i], y = full[g];
                     double d = fabs(x - y) / (eps * (fabs(x) + fabs(y) + 1));
                     if (d > worst_p) worst_p = d, worst_name = pi.name;

@@ -104,16 +104,12 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
         const char *no = c->tensor_axis[0] ? "--tensor"
                          : c->pipe_axis[0] ? "--pipeline"
                          : c->dcn_axis[0]  ? "--dcn"
-                         : c->zero > 1     ? "--zero 2 or 3"
-                         : c->zero == 1 && c->shape.moe.every > 1
-                             ? "--zero 1 and dense blocks (--moe-every above 1)"
-                             : NULL;
+                                           : NULL;
         if (no)
             return errmsg_fail(err, errlen,
                                "--experts with %s is not implemented yet: a mixture-of-experts "
-                               "model runs on one rank or with data parallelism (--dp, --zero 0, "
-                               "or --zero 1 with every block MoE), its experts sharded over a "
-                               "data axis with --expert",
+                               "model runs on one rank or with data parallelism (--dp, --zero "
+                               "0 to 3), its experts sharded over a data axis with --expert",
                                no);
     }
     if (!ea[0]) return 0;

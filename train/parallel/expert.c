@@ -16,32 +16,12 @@
  * The backward moves the rows' gradients the same two ways (dL/dys to the experts with the
  * forward's counts, dL/dxs back), the two AllToAlls of the forward run in reverse.
  *
- * Gradients: each routed expert's gradient is complete on its rank of Z (it saw every row sent
- * to it, each already scaled for the global batch's mean); it is summed only over the data axes
- * without Z, where the copies of one expert live. The router's and the shared experts' are
- * replicated like the dense weights, summed over every data axis. */
+ * The weights' and gradients' side over the data axes (DP, ZeRO): expert_zero.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/optim.h"
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
-
-static int routed(param_id id) {
-    return id == P_EXP_GATE || id == P_EXP_UP || id == P_EXP_DOWN;
-}
-
-int ep_reduced_whole(const struct par *p, param_id id) {
-    return p->pl->s.moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN);
-}
-
-/* The data axes without Z: where the copies of one routed expert live. */
-static mesh_axes replica_axes(const struct par *p) {
-    mesh_axes a = p->pl->batch.axes, r = {0, {0, 0, 0}};
-    for (int k = 0; k < a.n; k++)
-        if (!p->pl->expert.axes.n || a.ax[k] != p->pl->expert.axes.ax[0]) r.ax[r.n++] = a.ax[k];
-    return r;
-}
 
 /* MoE block lm's counts: rows[i·E + e] from rank i of Z to expert e, then the AllToAll's rows
  * and elements per (sender, receiver), nz·nz each. */
@@ -131,45 +111,6 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, cons
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
     mesh_all_to_allv(p->m, p->pl->expert.axes, dst, p->ep.stage, elements(p, c, w, 1),
                      p->pl->expert.alg);
-}
-
-void ep_reduce_grads(struct par *p, model *mod) {
-    if (p->pl->s.moe.E == 0 || p->pl->batch.n == 1) return;
-    const mesh_axes rep = replica_axes(p);
-    for (int id = 0; id < model_param_ids(&p->pl->s); id++) {
-        if (id < P_COUNT && !ep_reduced_whole(p, (param_id)id)) continue;
-        const mesh_axes a = routed((param_id)id) ? rep : p->pl->batch.axes;
-        int64_t n;
-        float *g = model_grad(mod, (param_id)id, &n);
-        if (n > 0 && mesh_axes_size(p->m, a) > 1) mesh_all_reduce(p->m, a, g, g, n, p->pl->alg);
-    }
-}
-
-double ep_grad_sumsq(struct par *p, model *mod) {
-    if (p->pl->s.moe.E == 0) return 0.0;
-    double s = 0.0, sr = 0.0;
-    for (int id = P_COUNT; id < model_param_ids(&p->pl->s); id++) {
-        int64_t n;
-        const float *g = model_grad(mod, (param_id)id, &n);
-        const double v = kern_sumsq(g, n);
-        if (routed((param_id)id))
-            sr += v;
-        else
-            s += v;
-    }
-    return s + par_allsum(p, p->pl->expert.axes, sr);
-}
-
-par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
-    int64_t n, off = p->pl->shard_total;
-    for (int j = P_COUNT; j < (int)id; j++) off += plan_moe_elems(p->pl, (param_id)j);
-    float *w = model_param(mod, id, &n);
-    return (par_owned){w, model_grad(mod, id, NULL), n, off};
-}
-
-int ep_is_writer(const struct par *p, param_id id) {
-    if (!routed(id)) return p->pl->batch.index == 0;
-    return mesh_axes_index(p->m, replica_axes(p)) == 0;
 }
 
 void par_moe_stats(par *p, model *mod, model_moe_stats *out) {

@@ -69,11 +69,15 @@ static void print_shardings(const plan *p, FILE *out) {
             p->g[P_WK].kv_group ? " (kv heads replicated over |Y|/K ranks)" : "", Ls, b1, b2);
     fprintf(out, "  w_gate,w_up[%s, %s, %s]  w_down[%s, %s, %s]  unembed[%s, %s]\n", Ls, b2,
             dimstr(b1, 32, "F", Y), Ls, b1, b2, b2, dimstr(b3, 32, "V", Y));
-    if (p->s.moe.E > 0)
+    if (p->s.moe.E > 0) { /* ZeRO: the routed experts' D over the data axes without Z */
+        char b4[32], b5[32];
+        dimstr(b4, 32, "D", p->zero && p->erep.n > 1 ? p->erep.sub : "");
         fprintf(out,
-                "  MoE blocks: router[Lm, D, E] and shared experts whole; routed experts "
-                "expert_gate,expert_up[Lm, %s, D, F_e] expert_down[Lm, %s, F_e, D]\n",
-                dimstr(b1, 32, "E", p->expert.sub), dimstr(b1, 32, "E", p->expert.sub));
+                "  MoE blocks: router[Lm, %s, E] shared_gate,shared_up[Lm, S, %s, F_e] "
+                "shared_down[Lm, S, F_e, %s]\n  routed experts expert_gate,expert_up[Lm, %s, %s, "
+                "F_e] expert_down[Lm, %s, F_e, %s]\n",
+                b2, b2, b2, dimstr(b5, 32, "E", p->expert.sub), b4, b5, b4);
+    }
     fprintf(out, "  weights as stored on a rank: %s\n",
             Xw[0] ? "the _X shards (gathered per layer, just in time)"
                   : (p->zero ? "whole over X (replicated); optimizer state sharded"

@@ -32,7 +32,7 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     const mesh_alg alg = cm->alg;
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
-    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert;
+    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert, erep = {0, {0, 0, 0}};
     CHECK(mesh_axes_parse(m, dp, &batch) == 0 &&
               mesh_axes_parse(m, cm->expert_axis, &expert) == 0 &&
               mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
@@ -55,6 +55,9 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     in->batch = role(m, batch, alg), in->data = role(m, data, alg), in->dcn = role(m, dcn, alg);
     in->tensor = role(m, tensor, alg), in->pipe = role(m, pipe, alg);
     in->expert = role(m, expert, alg);
+    for (int k = 0; k < data.n; k++) /* a routed expert's copies: the data axes without Z */
+        if (!expert.n || data.ax[k] != expert.ax[0]) erep.ax[erep.n++] = data.ax[k];
+    in->erep = role(m, erep, alg);
     return 0;
 }
 
@@ -127,6 +130,11 @@ static void views(struct par *p) {
     p->tp.cmatmul = b[BUF_CMATMUL][0];
     p->ep.stage = b[BUF_EP_STAGE][0];
     p->ep.counts = b[BUF_EP_COUNTS][0];
+    p->ep.lgrads = b[BUF_EP_LAYER_GRADS][0];
+    p->ep.gathered = b[BUF_EP_GATHERED][0];
+    p->ep.pack = b[BUF_EP_PACK][0];
+    p->ep.update = b[BUF_EP_UPDATE][0];
+    p->ep.gathered_lm = -1;
 }
 
 int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {

@@ -117,10 +117,14 @@ typedef struct {
 /* ---- the expert axis (expert.c) ---- */
 
 /* The AllToAlls' staging (BUF_EP_STAGE) and the MoE blocks' counts (BUF_EP_COUNTS, laid out as
- * plan_expert_counts_at says). */
+ * plan_expert_counts_at says); ZeRO's (expert_zero.c): a MoE block's transient gradients, its
+ * gathered weights (the MoE block gathered_lm holds, −1 none), the packing of a block's shards,
+ * the shard being updated. */
 typedef struct {
     float *stage;
     int64_t *counts;
+    float *lgrads, *gathered, *pack, *update;
+    int64_t gathered_lm;
 } par_expert;
 
 struct par {
@@ -168,19 +172,29 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const 
                            const int64_t *offs, int64_t *loffs, int64_t w);
 void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
                              int64_t w);
-/* The mixture-of-experts gradients over the data axes (--zero 0, after the step's backwards):
- * the router's, shared experts' and dense MLPs' AllReduce over every data axis, the routed
- * experts' over the data axes without Z (where copies of one expert live). */
+/* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */
+/* Is id a dense MLP weight of a model with experts (its stack holds the dense blocks only:
+ * plan_block_index)? */
+int ep_dense_mlp(const struct par *p, param_id id);
+/* ZeRO-3: MoE block l's weights gathered into w (its dense MLP's NULL). */
+void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w);
+/* ZeRO-2/3: a MoE block's gradients in the transient buffer, cleared (its dense MLP's NULL). */
+void ep_layer_grads(struct par *p, layer_g *g);
+/* ZeRO-2/3: block l's MLP gradients are complete: a MoE block's reduce-scattered into the
+ * shards (+=). Nothing for a dense block. */
+void ep_mlp_grads_done(struct par *p, int64_t l);
+/* After the step's backwards: --zero 0 AllReduce of the MoE gradients (the routed experts' over
+ * plan.erep, the others' over the data axes); --zero 1 their ReduceScatter into the shards. */
 void ep_reduce_grads(struct par *p, model *mod);
 /* Σ g² of the mixture-of-experts gradients, each element once (identical on every rank). */
 double ep_grad_sumsq(struct par *p, model *mod);
-/* ZeRO-1's par_owned_slice of a mixture-of-experts parameter: the whole (local) parameter, its
- * state after the shards' in the optimizer's vector (plan.state_elems). */
+/* ZeRO's par_owned_slice of a mixture-of-experts parameter (its shards; ZeRO-1/2 staged from
+ * the whole weight), its state after the dense shards' (plan.moe_shard_off); par_owned_done's
+ * AllGather of the updated shards (ZeRO-1/2). */
 par_owned ep_owned_slice(struct par *p, model *mod, param_id id);
-/* par_is_writer for a mixture-of-experts parameter. */
-int ep_is_writer(const struct par *p, param_id id);
-/* Is id a dense MLP weight of a model with experts (reduced whole by ep_reduce_grads)? */
-int ep_reduced_whole(const struct par *p, param_id id);
+void ep_owned_done(struct par *p, model *mod, param_id id);
+/* par_is_writer for a mixture-of-experts parameter (kind 0 the weights, else the state). */
+int ep_is_writer(const struct par *p, param_id id, int kind);
 
 /* ---- queue.c ---- */
 /* Queues a started call c (par_pending: its request and completion); returns its ticket. */

@@ -54,7 +54,7 @@ void plan_in_single(plan_in *in, const config *c) {
     memset(in, 0, sizeof *in);
     in->c = *c;
     const mesh_axes none = {0, {0, 0, 0}};
-    in->batch = in->data = in->dcn = in->tensor = in->pipe = in->expert =
+    in->batch = in->data = in->dcn = in->tensor = in->pipe = in->expert = in->erep =
         plan_axes_of(&none, NULL, NULL, NULL, "", MESH_ALG_DEFAULT);
 }
 
@@ -156,12 +156,13 @@ static void geometry(plan *p) {
         p->shard_total += g->shard_n;
         p->param_elems += p->zero == 3 ? g->shard_n : g->nb * plan_geo_block(g);
     }
-    int64_t moe = 0; /* the MoE parameters: whole but for the routed experts' E_Z */
-    for (int id = P_COUNT; id < model_param_ids(&p->s); id++)
-        moe += plan_moe_elems(p, (param_id)id);
-    p->param_elems += moe, p->grad_elems += moe;
-    /* ZeRO-1: the MoE parameters' state is not sharded, it follows the shards' */
-    p->state_elems = p->zero ? p->shard_total + moe : p->param_elems;
+    /* the MoE parameters: whole but for the routed experts' E_Z (ZeRO-3: their shards); under
+     * ZeRO their shards follow the dense ones' in the shard vector */
+    plan_expert_shards(p);
+    p->param_elems +=
+        p->zero == 3 ? p->moe_shard_total : model_moe_layers(&p->s) * p->moe_layer_elems;
+    p->grad_elems += model_moe_layers(&p->s) * p->moe_layer_elems;
+    p->state_elems = p->zero ? p->shard_total + p->moe_shard_total : p->param_elems;
     p->dcn_n = (p->grad_elems + p->data.n - 1) / p->data.n * p->data.n;
 }
 
@@ -255,7 +256,9 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->s = in->c.shape;
     p->batch = in->batch, p->data = in->data, p->dcn = in->dcn;
     p->tensor = in->tensor, p->pipe = in->pipe, p->expert = in->expert;
+    p->erep = in->erep;
     if (p->expert.axes.n == 0) p->expert.n = 1, p->expert.index = 0;
+    if (p->erep.axes.n == 0) p->erep.n = 1, p->erep.index = 0;
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
     p->alg = in->c.alg;
@@ -329,10 +332,15 @@ static void list_common(plan *p) {
     if (p->zero == 0 && p->dcn.axes.n)
         add(p, BUF_DCN, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, p->dcn_n + p->dcn_n / p->data.n);
     if (p->cmatmul) add(p, BUF_CMATMUL, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, cmm_scratch(BT, D, nY));
-    int64_t ep_stage, ep_counts;
-    plan_expert_bufs(p, &ep_stage, &ep_counts);
-    if (ep_stage) add(p, BUF_EP_STAGE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, ep_stage);
-    if (ep_counts) add(p, BUF_EP_COUNTS, 0, o, PLAN_MEM_BUFFERS, PLAN_I32, ep_counts);
+    plan_ep_bufs eb;
+    plan_expert_bufs(p, &eb);
+    if (eb.stage) add(p, BUF_EP_STAGE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, eb.stage);
+    if (eb.counts) add(p, BUF_EP_COUNTS, 0, o, PLAN_MEM_BUFFERS, PLAN_I32, eb.counts);
+    if (eb.layer_grads)
+        add(p, BUF_EP_LAYER_GRADS, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, eb.layer_grads);
+    if (eb.gathered) add(p, BUF_EP_GATHERED, 0, o, PLAN_MEM_GATHERED, PLAN_F32, eb.gathered);
+    if (eb.pack) add(p, BUF_EP_PACK, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, eb.pack);
+    if (eb.update) add(p, BUF_EP_UPDATE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, eb.update);
 }
 
 /* ZeRO's shards, transient gradients and gathered weights; the buckets. */
@@ -348,7 +356,8 @@ static void list_zero(plan *p) {
     if (p->zero >= 1) {
         int64_t most = 0;
         for (int id = 0; id < P_COUNT; id++) most = max64(most, p->g[id].shard_n);
-        add(p, BUF_SHARD_GRADS, 0, o, PLAN_MEM_GRADS, PLAN_F32, p->shard_total);
+        add(p, BUF_SHARD_GRADS, 0, o, PLAN_MEM_GRADS, PLAN_F32,
+            p->shard_total + p->moe_shard_total);
         if (p->zero <= 2) /* --overlap: every shard, gathered after the update (zero.c) */
             add(p, BUF_UPDATE_STAGE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32,
                 p->overlap ? p->shard_total : most);
@@ -406,6 +415,9 @@ static const struct {
     [PLAN_PIPE_SEND] = {MESH_OP_PPERMUTE, PLAN_ROLE_PIPE},
     [PLAN_PIPE_SHARE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_PIPE},
     [PLAN_EP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_EXPERT},
+    [PLAN_EP_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT_DATA},
+    [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
+    [PLAN_EP_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_EXPERT_DATA},
 };
 
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
@@ -623,11 +635,12 @@ param_slab plan_model_slab(const plan *p, param_id id) {
 }
 
 const plan_axes *plan_role_axes(const plan *p, plan_role r) {
-    return r == PLAN_ROLE_DATA     ? &p->data
-           : r == PLAN_ROLE_TENSOR ? &p->tensor
-           : r == PLAN_ROLE_PIPE   ? &p->pipe
-           : r == PLAN_ROLE_EXPERT ? &p->expert
-                                   : &p->dcn;
+    return r == PLAN_ROLE_DATA          ? &p->data
+           : r == PLAN_ROLE_TENSOR      ? &p->tensor
+           : r == PLAN_ROLE_PIPE        ? &p->pipe
+           : r == PLAN_ROLE_EXPERT      ? &p->expert
+           : r == PLAN_ROLE_EXPERT_DATA ? &p->erep
+                                        : &p->dcn;
 }
 
 const char *plan_pass_name(plan_pass s) {

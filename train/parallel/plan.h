@@ -51,6 +51,7 @@ typedef struct {
     config c;
     plan_axes batch, data, dcn, tensor, pipe;
     plan_axes expert; /* --expert: the axis the routed experts are sharded over (one of batch's) */
+    plan_axes erep;   /* the data axes without --expert's: where copies of one routed expert live */
     int64_t bucket;
     int cmatmul;
     int forward_only;
@@ -139,6 +140,11 @@ typedef enum {
     /* the expert axis (expert.c) */
     BUF_EP_STAGE,  /* the rows an AllToAll of tokens sends or receives, in its order */
     BUF_EP_COUNTS, /* each MoE block's rows per (rank of Z, expert): the dispatch's counts */
+    /* ... ZeRO of the mixture-of-experts weights (expert_zero.c) */
+    BUF_EP_LAYER_GRADS, /* ZeRO-2/3: a MoE block's transient gradients */
+    BUF_EP_GATHERED,    /* ZeRO-3: a MoE block's gathered weights */
+    BUF_EP_PACK,        /* a MoE block's tensor packed by shard, and a collective's result */
+    BUF_EP_UPDATE,      /* ZeRO-1/2: the shard of a MoE weight being updated */
     BUF_COUNT
 } plan_buf_id;
 
@@ -151,7 +157,7 @@ typedef struct {
     int64_t n; /* elements */
 } plan_buf;
 
-#define PLAN_MAX_BUFS 52
+#define PLAN_MAX_BUFS 60
 
 /* ---- the collectives ---- */
 
@@ -169,7 +175,8 @@ typedef enum {
     PLAN_ROLE_TENSOR,
     PLAN_ROLE_PIPE,
     PLAN_ROLE_DCN,
-    PLAN_ROLE_EXPERT
+    PLAN_ROLE_EXPERT,
+    PLAN_ROLE_EXPERT_DATA /* the data axes without the expert axis (plan.erep) */
 } plan_role;
 
 /* Every kind of collective the run makes. The code that makes one names its kind and the
@@ -206,6 +213,11 @@ typedef enum {
     /* the expert axis (--expert): a MoE block's dispatch or return of the token rows, an
      * AllToAllv (mesh_all_to_allv) priced as the AllToAll of balanced blocks */
     PLAN_EP_ALL_TO_ALL,
+    /* the routed experts' weights over the data axes without the expert axis (plan.erep; the
+     * router's and the shared experts' go over X as the dense weights' kinds) */
+    PLAN_EP_GATHER,    /* AllGather of a routed expert's shards (ZeRO-3 use, ZeRO-1/2 update) */
+    PLAN_EP_REDUCE,    /* ReduceScatter of its gradient into the shards (ZeRO) */
+    PLAN_EP_DP_REDUCE, /* AllReduce of its gradient (--zero 0) */
     PLAN_COLL_COUNT
 } plan_coll;
 
@@ -238,6 +250,7 @@ struct plan {
     model_shape s;
     plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
     plan_axes expert;                         /* --expert's axis (n = 1: none) */
+    plan_axes erep;                           /* the data axes without it (n = 1: none) */
     int zero, overlap;                        /* --zero (0 without data axes), --overlap */
     mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
     mesh_wire wire;                           /* --comm-dtype */
@@ -251,6 +264,9 @@ struct plan {
     model_extents loc;  /* this rank's local extents */
     plan_geo g[P_COUNT];
     int64_t shard_offset[P_COUNT], shard_total; /* ZeRO: param id's shard in the shard vector */
+    /* ZeRO with experts: MoE parameter id's shard at shard_total + moe_shard_off[id − P_COUNT]
+     * of the shard vector; a MoE block's elements on this rank (every MoE parameter, unsharded) */
+    int64_t moe_shard_off[P_ALL - P_COUNT], moe_shard_total, moe_layer_elems;
     int64_t layer_elems; /* TP-local elements of one layer (every layer parameter) */
     int n_layer_params;  /* parameters stacked over layers */
     int64_t grad_elems;  /* TP-local gradient elements of the stage (every parameter) */
@@ -268,12 +284,39 @@ struct plan {
 };
 
 /* plan_expert.c: the expert axis's part of the plan. Local experts (extents' El, e0, ep_n); the
- * slab this rank holds of a mixture-of-experts parameter (id >= P_COUNT: the routed experts'
- * [Lm, E_Z, ...], the router's and shared experts' whole) and its elements; the buffers. */
+ * slab this rank stores of a mixture-of-experts parameter (id >= P_COUNT: the routed experts'
+ * [Lm, E_Z, ...], the router's and shared experts' whole; ZeRO-3: their shards) and its
+ * elements; the slab of its ZeRO shard; the buffers. */
 void plan_expert_extents(plan *p);
 param_slab plan_moe_slab(const plan *p, param_id id);
+param_slab plan_moe_shard_slab(const plan *p, param_id id);
 int64_t plan_moe_elems(const plan *p, param_id id);
-void plan_expert_bufs(const plan *p, int64_t *stage, int64_t *counts);
+/* One MoE block's part of parameter id on this rank as ne matrices [R, C] one after another
+ * (routed experts: its E_Z experts; shared: S; the router: 1), sharded under ZeRO into n parts
+ * (this rank's: j) along D, their rows (zdim 0: router, gate, up: W[E_Z, D_X, F]) or columns
+ * (zdim 1: down, W[E_Z, F, D_X]); n = 1 without ZeRO. The routed experts' parts are over
+ * plan.erep, the others' over plan.data. */
+typedef struct {
+    int64_t ne, R, C, n, j;
+    int zdim;
+} plan_moe_geo;
+plan_moe_geo plan_moe_geo_of(const plan *p, param_id id);
+static inline int64_t plan_moe_block(const plan_moe_geo *g) {
+    return g->ne * g->R * g->C;
+}
+/* Is id a routed expert's weight (sharded over the expert axis)? */
+int plan_is_routed(param_id id);
+/* The block of parameter id that layer l (as stored) uses, in the parameter's stack: l − l0, or
+ * for a dense MLP weight of a model with experts its index among the dense blocks; −1 when the
+ * layer has none (a MoE block's dense MLP). */
+int64_t plan_block_index(const plan *p, param_id id, int64_t l);
+/* The expert axis's buffers: the AllToAlls' staging and counts, ZeRO's (plan.h's BUF_EP_*). */
+typedef struct {
+    int64_t stage, counts, layer_grads, gathered, pack, update;
+} plan_ep_bufs;
+void plan_expert_bufs(const plan *p, plan_ep_bufs *b);
+/* ZeRO with experts: the MoE parameters' shard offsets, moe_shard_total, moe_layer_elems. */
+void plan_expert_shards(plan *p);
 /* Where MoE block lm's counts start in BUF_EP_COUNTS (in int64; block Lm: the end). */
 int64_t plan_expert_counts_at(const plan *p, int64_t lm);
 

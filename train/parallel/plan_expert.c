@@ -2,11 +2,21 @@
  * every MoE block are sharded over Z, this rank holding experts [e0, e0 + E/|Z|) of each
  * (W_in[E_Z, D, F]); the router and the shared experts are replicated, as the dense weights are
  * under data parallelism. The tokens of the |Z| data shards of the axis may all reach one rank's
- * experts, so the rows its experts take are sized for |Z| shards (dropless: any routing). */
+ * experts, so the rows its experts take are sized for |Z| shards (dropless: any routing).
+ *
+ * Under ZeRO the MoE weights are sharded over the data axes as the book writes them,
+ * W_in[E_Z, D_X, F] and W_out[E_Z, F, D_X] (router[D_X, E], shared[S, D_X, F]): a routed
+ * expert's copies live on the data axes without Z (plan.erep), so its shards are over those;
+ * the router's and the shared experts' over every data axis. ZeRO-1 shards their optimizer
+ * state, ZeRO-2 their gradients too, ZeRO-3 the weights (gathered before use). */
 #include "train/parallel/plan.h"
 
-static int is_routed(param_id id) {
+int plan_is_routed(param_id id) {
     return id == P_EXP_GATE || id == P_EXP_UP || id == P_EXP_DOWN;
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
 }
 
 void plan_expert_extents(plan *p) {
@@ -17,16 +27,64 @@ void plan_expert_extents(plan *p) {
     lc->e0 = p->expert.index * lc->El;
 }
 
+plan_moe_geo plan_moe_geo_of(const plan *p, param_id id) {
+    const model_shape *s = &p->s;
+    const param_info pi = model_param_info(s, id);
+    plan_moe_geo g = {0, 0, 0, 1, 0, 0};
+    if (id == P_ROUTER) {
+        g.ne = 1, g.R = pi.shape[1], g.C = pi.shape[2];
+    } else {
+        g.ne = plan_is_routed(id) ? p->loc.El : pi.shape[1];
+        g.R = pi.shape[2], g.C = pi.shape[3];
+        g.zdim = id == P_EXP_DOWN || id == P_SHR_DOWN;
+    }
+    if (p->zero > 0) {
+        const plan_axes *a = plan_is_routed(id) ? &p->erep : &p->data;
+        g.n = a->n, g.j = a->index;
+    }
+    return g;
+}
+
 param_slab plan_moe_slab(const plan *p, param_id id) {
+    if (p->zero == 3) return plan_moe_shard_slab(p, id);
     param_slab sl;
     model_slab_full(&p->s, id, &sl);
-    if (is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
+    if (plan_is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
+    return sl;
+}
+
+param_slab plan_moe_shard_slab(const plan *p, param_id id) {
+    param_slab sl;
+    model_slab_full(&p->s, id, &sl);
+    if (plan_is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
+    const plan_moe_geo g = plan_moe_geo_of(p, id);
+    const int d = (id == P_ROUTER ? 1 : 2) + g.zdim; /* the D dimension */
+    sl.cnt[d] /= g.n;
+    sl.off[d] = g.j * sl.cnt[d];
     return sl;
 }
 
 int64_t plan_moe_elems(const plan *p, param_id id) {
-    const int64_t n = model_param_numel(&p->s, id);
-    return is_routed(id) ? n / p->s.moe.E * p->loc.El : n;
+    const plan_moe_geo g = plan_moe_geo_of(p, id);
+    const int64_t n = model_moe_layers(&p->s) * plan_moe_block(&g);
+    return p->zero == 3 ? n / g.n : n;
+}
+
+int64_t plan_block_index(const plan *p, param_id id, int64_t l) {
+    const int mlp = id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
+    if (!mlp || p->s.moe.E == 0) return l - p->l0;
+    return model_layer_is_moe(&p->s, l) ? -1 : model_layer_stack_index(&p->s, l);
+}
+
+void plan_expert_shards(plan *p) {
+    const int64_t Lm = model_moe_layers(&p->s);
+    p->moe_shard_total = p->moe_layer_elems = 0;
+    for (int id = P_COUNT; id < model_param_ids(&p->s); id++) {
+        const plan_moe_geo g = plan_moe_geo_of(p, (param_id)id);
+        p->moe_shard_off[id - P_COUNT] = p->moe_shard_total;
+        if (p->zero > 0) p->moe_shard_total += Lm * plan_moe_block(&g) / g.n;
+        p->moe_layer_elems += plan_moe_block(&g);
+    }
 }
 
 int64_t plan_expert_counts_at(const plan *p, int64_t lm) {
@@ -34,15 +92,26 @@ int64_t plan_expert_counts_at(const plan *p, int64_t lm) {
     return model_moe_layers(&p->s) * E + lm * (nz * E + 2 * nz * nz);
 }
 
-void plan_expert_bufs(const plan *p, int64_t *stage, int64_t *counts) {
+void plan_expert_bufs(const plan *p, plan_ep_bufs *b) {
     const int64_t nz = p->loc.ep_n, Lm = model_moe_layers(&p->s);
-    *stage = *counts = 0;
+    *b = (plan_ep_bufs){0, 0, 0, 0, 0, 0};
     if (p->s.moe.E == 0 || p->batch.n == 1) return;
     /* int64 counts as pairs of int32: the step's kept slots summed over the data shards, then
      * per MoE block (plan_expert_counts_at) the rows per (rank of Z, expert), the AllToAll's
      * rows and elements per (sender, receiver) */
-    *counts = 2 * plan_expert_counts_at(p, Lm);
+    b->counts = 2 * plan_expert_counts_at(p, Lm);
     /* the rows one AllToAll moves, in the order it moves them: at most every slot of the |Z|
      * shards' micro-batches */
-    if (nz > 1) *stage = p->rows * p->s.moe.k * nz * p->s.D;
+    if (nz > 1) b->stage = p->rows * p->s.moe.k * nz * p->s.D;
+    if (p->zero == 0 || Lm == 0) return;
+    int64_t block = 0, shard = 0;
+    for (int id = P_COUNT; id < P_ALL; id++) {
+        const plan_moe_geo g = plan_moe_geo_of(p, (param_id)id);
+        block = max64(block, plan_moe_block(&g));
+        shard = max64(shard, Lm * plan_moe_block(&g) / g.n);
+    }
+    b->pack = 2 * block; /* the packed block, then a collective's result */
+    if (p->zero >= 2) b->layer_grads = p->moe_layer_elems;
+    if (p->zero == 3) b->gathered = p->moe_layer_elems;
+    if (p->zero <= 2) b->update = shard;
 }

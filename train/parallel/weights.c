@@ -36,8 +36,10 @@ static void bucket_pack(void *ctx, param_id id, int64_t b0, int64_t blen, int64_
     wgather *w = ctx;
     struct par *p = w->p;
     const int64_t cnt = plan_geo_block(&p->pl->g[id]) / p->pl->data.n;
-    floats_copy(p->w.send[w->k] + b0 + at,
-                p->w.shards + p->pl->shard_offset[id] + (w->l - p->pl->l0) * cnt, cnt);
+    const int64_t bi = plan_block_index(p->pl, id, w->l); /* < 0: a MoE block's dense MLP */
+    if (bi >= 0)
+        floats_copy(p->w.send[w->k] + b0 + at, p->w.shards + p->pl->shard_offset[id] + bi * cnt,
+                    cnt);
     if (at + cnt < blen) return;
     float *dst = p->w.stage[w->k] + b0 * p->pl->data.n;
     const float *src = p->w.send[w->k] + b0;
@@ -80,10 +82,11 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         return;
     }
     for (int id = 0; id < P_COUNT; id++) {
-        if (!plan_is_layer_param((param_id)id)) continue;
+        const int64_t bi = plan_block_index(p->pl, (param_id)id, l);
+        if (!plan_is_layer_param((param_id)id) || bi < 0) continue; /* (MoE: expert_zero.c) */
         const plan_geo *g = &p->pl->g[id];
         const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
-        const float *src = p->w.shards + p->pl->shard_offset[id] + (l - p->pl->l0) * cnt;
+        const float *src = p->w.shards + p->pl->shard_offset[id] + bi * cnt;
         float *dst = par_layer_slot(p, g->zdim ? p->w.stage[k] : p->w.layer[k], (param_id)id);
         const plan_coll kind = plan_z3_bf16(p->pl) && id != P_ATTN_NORM && id != P_MLP_NORM
                                    ? PLAN_Z3_GATHER_BF16
@@ -107,7 +110,9 @@ static void gather_layer_finish(struct par *p, int k) {
     }
     for (int id = 0; id < P_COUNT; id++) {
         const plan_geo *g = &p->pl->g[id];
-        if (!plan_is_layer_param((param_id)id) || !g->zdim) continue;
+        if (!plan_is_layer_param((param_id)id) || !g->zdim ||
+            plan_block_index(p->pl, (param_id)id, p->w.layer_id[k]) < 0)
+            continue;
         par_unpack_cols(par_layer_slot(p, p->w.layer[k], (param_id)id),
                         par_layer_slot(p, p->w.stage[k], (param_id)id), g->R, g->C, p->pl->data.n);
     }
@@ -149,8 +154,10 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     }
     float *b[PAR_LAYER_BLOCKS];
     par_layer_blocks(p, (float *)gathered_layer(p, l, dir), b);
-    return (layer_w){b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                     b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    layer_w w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                 b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (model_layer_is_moe(&p->pl->s, l)) ep_layer_weights(p, mod, l, &w);
+    return w;
 }
 
 void par_hk_layer_release(void *ctx, model *mod, int64_t l) {
@@ -228,7 +235,11 @@ par_owned par_owned_slice(par *p, model *mod, param_id id) {
 }
 
 void par_owned_done(par *p, model *mod, param_id id) {
-    if (!p || p->pl->zero == 0 || p->pl->zero == 3 || id >= P_COUNT) return;
+    if (!p || p->pl->zero == 0 || p->pl->zero == 3) return;
+    if (id >= P_COUNT) {
+        ep_owned_done(p, mod, id);
+        return;
+    }
     /* ZeRO-1/2: AllGather_X the updated shard back into the whole (TP-local) parameter; with
      * --overlap deferred to the next step (weights_start_due; a column-sharded block, which
      * needs unpacking, is gathered now) */
@@ -240,7 +251,7 @@ void par_owned_done(par *p, model *mod, param_id id) {
         if (par_column_sharded(g)) {
             par_run(p, PLAN_UPDATE_GATHER, p->column_pack, stage + b * ns, ns);
             par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->pl->data.n);
-        } else if (p->pl->overlap) {
+        } else if (p->pl->overlap && !ep_dense_mlp(p, id)) {
             p->up.mod = mod, p->up.state = PAR_PARAMS_UPDATED; /* par_after_update: DUE */
         } else {
             par_run(p, PLAN_UPDATE_GATHER, full + b * n, stage + b * ns, ns);
@@ -251,7 +262,7 @@ void par_owned_done(par *p, model *mod, param_id id) {
 /* Starts the deferred gather of block b of parameter id's updated shard; returns 1 if it did. */
 static int update_gather(struct par *p, param_id id, int64_t b) {
     const plan_geo *g = &p->pl->g[id];
-    if (g->shard_n == 0 || par_column_sharded(g) || b >= g->nb) return 0;
+    if (g->shard_n == 0 || par_column_sharded(g) || b >= g->nb || ep_dense_mlp(p, id)) return 0;
     const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->up.mod, id, NULL) + b * n;
     const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
@@ -287,7 +298,7 @@ void par_after_update(par *p, model *mod) {
     if (!p) return;
     queue_drain(p);
     if (p->up.state == PAR_PARAMS_UPDATED) p->up.state = PAR_PARAMS_DUE; /* par_owned_done's */
-    if (p->pl->zero == 3) p->w.layer_id[0] = p->w.layer_id[1] = -1;      /* gathered copies stale */
+    if (p->pl->zero == 3) p->w.layer_id[0] = p->w.layer_id[1] = p->ep.gathered_lm = -1; /* stale */
 }
 
 void par_params_sync(par *p) {

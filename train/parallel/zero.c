@@ -69,9 +69,10 @@ static void tp_fix_layer(struct par *p, model *mod, int64_t l, float *base, int 
     for (int id = 0; id < P_COUNT; id++) {
         if (!in_part((param_id)id, part)) continue;
         const plan_geo *g = &p->pl->g[id];
-        if (!g->repl && !g->kv_group) continue;
+        const int64_t bi = plan_block_index(p->pl, (param_id)id, l);
+        if ((!g->repl && !g->kv_group) || bi < 0) continue;
         float *b = base ? par_layer_slot(p, base, (param_id)id)
-                        : model_grad(mod, (param_id)id, NULL) + (l - p->pl->l0) * plan_geo_block(g);
+                        : model_grad(mod, (param_id)id, NULL) + bi * plan_geo_block(g);
         tp_fix_block(p, (param_id)id, b);
     }
 }
@@ -112,13 +113,13 @@ static void reduce_layer(struct par *p, model *mod, int64_t l, int part) {
     if (p->pl->zero <= 1 && !last_micro(p)) return;
     const int k = (int)(l % 2);
     for (int id = 0; id < P_COUNT; id++) {
-        if (!in_part((param_id)id, part) || ep_reduced_whole(p, (param_id)id)) continue;
+        const int64_t bi = plan_block_index(p->pl, (param_id)id, l);
+        if (!in_part((param_id)id, part) || bi < 0) continue; /* (MoE: expert_zero.c) */
         const plan_geo *g = &p->pl->g[id];
         const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
-        float *shard =
-            p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] + (l - p->pl->l0) * ns : NULL;
+        float *shard = p->pl->zero ? p->shard_grads + p->pl->shard_offset[id] + bi * ns : NULL;
         if (p->pl->zero <= 1) {
-            float *gb = model_grad(mod, (param_id)id, NULL) + (l - p->pl->l0) * n;
+            float *gb = model_grad(mod, (param_id)id, NULL) + bi * n;
             reduce_block(p, (param_id)id, gb, shard, NULL);
         } else {
             float *gb = par_layer_slot(p, p->gs.full[k], (param_id)id);
@@ -141,6 +142,7 @@ static void layer_part_done(struct par *p, model *mod, int64_t l, int part) {
 
 void par_hk_mlp_grads_done(void *ctx, model *mod, int64_t l) {
     layer_part_done(ctx, mod, l, 0);
+    ep_mlp_grads_done(ctx, l);
     par_poll(ctx);
 }
 
@@ -193,8 +195,10 @@ layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l) {
     floats_clear(p->gs.full[k], p->pl->layer_elems);
     float *b[PAR_LAYER_BLOCKS];
     par_layer_blocks(p, p->gs.full[k], b);
-    return (layer_g){b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                     b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    layer_g g = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                 b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (model_layer_is_moe(&p->pl->s, l)) ep_layer_grads(p, &g);
+    return g;
 }
 
 float *par_hk_grad(void *ctx, model *mod, param_id id) {
@@ -208,7 +212,7 @@ float *par_hk_grad(void *ctx, model *mod, param_id id) {
 void par_step_begin(par *p) {
     if (!p) return;
     weights_start_due(p); /* ZeRO-1/2 --overlap: the updated shards' gathers */
-    if (p->shard_grads) floats_clear(p->shard_grads, p->pl->shard_total);
+    if (p->shard_grads) floats_clear(p->shard_grads, p->pl->shard_total + p->pl->moe_shard_total);
 }
 
 void par_micro_begin(par *p, int64_t j, int64_t n) {
@@ -284,13 +288,14 @@ double par_grad_sumsq(par *p, model *mod) {
 
 param_slab par_state_slab(par *p, model *mod, param_id id) {
     if (!p) return *model_slab(mod, id);
-    if (id >= P_COUNT) return plan_moe_slab(p->pl, id); /* never sharded over X (ZeRO-1) */
+    if (id >= P_COUNT)
+        return p->pl->zero ? plan_moe_shard_slab(p->pl, id) : plan_moe_slab(p->pl, id);
     return p->pl->zero == 0 ? plan_tp_slab(p->pl, id) : plan_shard_slab(p->pl, id);
 }
 
 int par_is_writer(par *p, param_id id, int kind) {
     if (!p) return 1;
-    if (id >= P_COUNT) return ep_is_writer(p, id);
+    if (id >= P_COUNT) return ep_is_writer(p, id, kind);
     const plan_geo *g = &p->pl->g[id];
     if (!counts_once(p, g)) return 0;
     /* replicated over the data axes: parameters unless ZeRO-3, state unless ZeRO >= 1 */

@@ -1,0 +1,193 @@
+/* expert_zero: the mixture-of-experts weights over the data axes X: data parallelism and
+ * ZeRO-1/2/3 (plan_expert.c's geometry: W_in[E_Z, D_X, F], W_out[E_Z, F, D_X], router[D_X, E]).
+ *
+ * A routed expert's copies live on the data axes without the expert axis Z (plan.erep): its
+ * gradient is complete on its rank of Z (every row sent to it, each already scaled for the
+ * global batch's mean) and is summed over those axes only; the router's and the shared
+ * experts' are replicated like the dense weights and summed over every data axis.
+ *   --zero 0: AllReduce of the gradients once per step (after the backwards);
+ *   --zero 1: ReduceScatter into this rank's shard once per step; the optimizer updates the
+ *     shard (its state sharded), then AllGather back into the whole weight;
+ *   --zero 2: the same, but each MoE block's gradient lives in a transient buffer and is
+ *     reduce-scattered into the shard as soon as the block's backward is done, every micro-batch;
+ *   --zero 3: the model stores the shards; a MoE block's weights are AllGathered just before
+ *     the block runs (forward and backward), its gradients reduce-scattered as under ZeRO-2.
+ * A shard is the D rows (or columns) [j·D/n, (j+1)·D/n) of each of the block's matrices;
+ * collectives move shards packed one after another (shard_move). The MoE block's collectives
+ * are blocking: no prefetch, no overlap with the dense ones in flight. */
+#include <string.h>
+
+#include "kernels/optim.h"
+#include "train/config/alloc.h"
+#include "train/parallel/par_impl.h"
+
+int ep_dense_mlp(const struct par *p, param_id id) {
+    return p->pl->s.moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN);
+}
+
+static int64_t shard_off(const struct par *p, param_id id) {
+    return p->pl->shard_total + p->pl->moe_shard_off[id - P_COUNT];
+}
+
+/* Shards j0 .. j1−1 of a block between its packed form (shard after shard, each its matrices'
+ * rows or column pieces in order) and the whole block whole[ne][R][C]. to_packed: whole → packed.
+ */
+static void shard_move(const plan_moe_geo *g, int64_t j0, int64_t j1, float *packed, float *whole,
+                       int to_packed) {
+    const int64_t pieces = g->zdim ? g->R : 1;
+    const int64_t len = g->zdim ? g->C / g->n : g->R * g->C / g->n;
+    float *at = packed;
+    for (int64_t j = j0; j < j1; j++)
+        for (int64_t e = 0; e < g->ne; e++)
+            for (int64_t r = 0; r < pieces; r++, at += len) {
+                float *w = whole + e * g->R * g->C + r * g->C + j * len;
+                if (to_packed)
+                    floats_copy(at, w, len);
+                else
+                    floats_copy(w, at, len);
+            }
+}
+
+/* whole[block] = the AllGather of the shards src (ns elements per rank) of parameter id. */
+static void gather_block(struct par *p, param_id id, int update, float *whole, const float *src) {
+    const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
+    const int64_t n = plan_moe_block(&g);
+    if (g.n == 1) {
+        floats_copy(whole, src, n);
+        return;
+    }
+    const plan_coll k = plan_is_routed(id) ? PLAN_EP_GATHER
+                        : update           ? PLAN_UPDATE_GATHER
+                                           : PLAN_Z3_GATHER;
+    par_run(p, k, p->ep.pack, src, n / g.n);
+    shard_move(&g, 0, g.n, p->ep.pack, whole, 0);
+}
+
+/* shard (+=, or =) this rank's part of the sum over the shard's axes of whole[block]. */
+static void reduce_block(struct par *p, param_id id, float *shard, float *whole, int add) {
+    const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
+    const int64_t n = plan_moe_block(&g), ns = n / g.n;
+    float *res = whole;
+    if (g.n > 1) {
+        shard_move(&g, 0, g.n, p->ep.pack, whole, 1);
+        res = p->ep.pack + n;
+        par_run(p, plan_is_routed(id) ? PLAN_EP_REDUCE : PLAN_ZERO_REDUCE, res, p->ep.pack, ns);
+    }
+    if (add)
+        kern_add(shard, res, ns);
+    else
+        floats_copy(shard, res, ns);
+}
+
+static float *block_of(float *base, const struct par *p, param_id id, int64_t lm, int shard) {
+    const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
+    return base + lm * plan_moe_block(&g) / (shard ? g.n : 1);
+}
+
+/* The MoE block's parameters in a buffer of moe_layer_elems, one after another in id order. */
+static void layer_ptrs(const struct par *p, float *buf, float **out) {
+    for (int id = P_COUNT; id < P_ALL; id++) {
+        out[id - P_COUNT] = buf;
+        const plan_moe_geo g = plan_moe_geo_of(p->pl, (param_id)id);
+        buf += plan_moe_block(&g);
+    }
+}
+
+void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
+    const int64_t lm = model_layer_stack_index(&p->pl->s, l);
+    float *b[P_ALL - P_COUNT];
+    layer_ptrs(p, p->ep.gathered, b);
+    if (p->ep.gathered_lm != lm)
+        for (int id = P_COUNT; id < P_ALL; id++)
+            gather_block(p, (param_id)id, 0, b[id - P_COUNT],
+                         block_of(model_param(mod, (param_id)id, NULL), p, (param_id)id, lm, 1));
+    p->ep.gathered_lm = lm;
+    w->w_gate = w->w_up = w->w_down = NULL;
+    w->router = b[0], w->e_gate = b[1], w->e_up = b[2], w->e_down = b[3];
+    w->s_gate = b[4], w->s_up = b[5], w->s_down = b[6];
+}
+
+void ep_layer_grads(struct par *p, layer_g *g) {
+    float *b[P_ALL - P_COUNT];
+    floats_clear(p->ep.lgrads, p->pl->moe_layer_elems);
+    layer_ptrs(p, p->ep.lgrads, b);
+    g->w_gate = g->w_up = g->w_down = NULL;
+    g->router = b[0], g->e_gate = b[1], g->e_up = b[2], g->e_down = b[3];
+    g->s_gate = b[4], g->s_up = b[5], g->s_down = b[6];
+}
+
+void ep_mlp_grads_done(struct par *p, int64_t l) {
+    if (p->pl->zero < 2 || !model_layer_is_moe(&p->pl->s, l)) return;
+    const int64_t lm = model_layer_stack_index(&p->pl->s, l);
+    float *b[P_ALL - P_COUNT];
+    layer_ptrs(p, p->ep.lgrads, b);
+    for (int id = P_COUNT; id < P_ALL; id++)
+        reduce_block(p, (param_id)id, block_of(p->shard_grads + shard_off(p, id), p, id, lm, 1),
+                     b[id - P_COUNT], 1);
+}
+
+void ep_reduce_grads(struct par *p, model *mod) {
+    if (p->pl->s.moe.E == 0 || p->pl->batch.n == 1 || p->pl->zero >= 2) return;
+    const int64_t Lm = model_moe_layers(&p->pl->s);
+    for (int id = P_COUNT; id < P_ALL; id++) {
+        int64_t n;
+        float *gr = model_grad(mod, (param_id)id, &n);
+        const int routed = plan_is_routed((param_id)id);
+        if (n == 0) continue;
+        if (p->pl->zero == 1) { /* into the shards, once per step */
+            for (int64_t lm = 0; lm < Lm; lm++)
+                reduce_block(p, (param_id)id,
+                             block_of(p->shard_grads + shard_off(p, id), p, id, lm, 1),
+                             block_of(gr, p, id, lm, 0), 0);
+        } else if (!routed || p->pl->erep.n > 1) {
+            par_run(p, routed ? PLAN_EP_DP_REDUCE : PLAN_DP_REDUCE, gr, gr, n);
+        }
+    }
+}
+
+double ep_grad_sumsq(struct par *p, model *mod) {
+    if (p->pl->s.moe.E == 0) return 0.0;
+    if (p->pl->zero > 0) /* the shards: each element on one rank */
+        return par_allsum(p, p->pl->batch.axes,
+                          kern_sumsq(p->shard_grads + p->pl->shard_total, p->pl->moe_shard_total));
+    double s = 0.0, sr = 0.0;
+    for (int id = P_COUNT; id < P_ALL; id++) {
+        int64_t n;
+        const float *g = model_grad(mod, (param_id)id, &n);
+        const double v = kern_sumsq(g, n);
+        if (plan_is_routed((param_id)id))
+            sr += v;
+        else
+            s += v;
+    }
+    return s + par_allsum(p, p->pl->expert.axes, sr);
+}
+
+par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
+    const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
+    const int64_t Lm = model_moe_layers(&p->pl->s), ns = plan_moe_block(&g) / g.n;
+    const int64_t off = shard_off(p, id);
+    float *w = model_param(mod, id, NULL); /* ZeRO-3: the model's own shards */
+    if (p->pl->zero <= 2) {                /* ZeRO-1/2: this rank's shards of the whole weight */
+        w = p->ep.update;
+        for (int64_t lm = 0; lm < Lm; lm++)
+            shard_move(&g, g.j, g.j + 1, w + lm * ns,
+                       block_of(model_param(mod, id, NULL), p, id, lm, 0), 1);
+    }
+    return (par_owned){w, p->shard_grads + off, Lm * ns, off};
+}
+
+void ep_owned_done(struct par *p, model *mod, param_id id) {
+    if (p->pl->zero == 0 || p->pl->zero == 3) return;
+    const int64_t Lm = model_moe_layers(&p->pl->s);
+    for (int64_t lm = 0; lm < Lm; lm++)
+        gather_block(p, id, 1, block_of(model_param(mod, id, NULL), p, id, lm, 0),
+                     block_of(p->ep.update, p, id, lm, 1));
+}
+
+int ep_is_writer(const struct par *p, param_id id, int kind) {
+    /* sharded over the data axes: the weights under ZeRO-3, the state under ZeRO */
+    if (kind == 0 ? p->pl->zero == 3 : p->pl->zero > 0) return 1;
+    if (!plan_is_routed(id)) return p->pl->batch.index == 0;
+    return p->pl->erep.index == 0;
+}
