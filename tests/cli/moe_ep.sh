@@ -9,7 +9,8 @@
 #  - checkpoints reshard across expert-axis sizes: saved on 3 ranks with --expert x, loaded and
 #    saved again on 1 rank, every parameter and AdamW moment is
 #    bit-identical (h5diff), and so is one saved under --zero 3 (2 ranks: the router's weights
-#    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the next step's loss on 1 and 3 ranks agrees (1e-5 relative).
+#    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the
+#    next step's loss on 1 and 3 ranks agrees (1e-5 relative).
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
