@@ -10,11 +10,13 @@
  * blocks sit in the pool. So a chunked prefill, a decode step in a batch of any size and a
  * contiguous cache (one block holding every row) give the same bits. On a CPU with AVX2 and FMA
  * the products are fused multiply-adds (other bits than the plain version's, the same for every
- * call of a run). The fp32 pool is the only element type so far; a bf16 pool gets a twin of this
- * kernel reading the same block layout. */
+ * call of a run). A bf16 pool (--kv-dtype bf16) has its twin, kern_attn_paged_bf16, reading the
+ * same block layout (attn_paged_bf16.c). */
 #ifndef MT_KERNELS_ATTN_PAGED_H
 #define MT_KERNELS_ATTN_PAGED_H
 #include <stdint.h>
+
+#include "kernels/bf16.h"
 
 /* One layer's view of a paged cache: the key row of position p (its Kl heads side by side, kv
  * head j at columns [j·H, (j+1)·H)) starts at k + table[p / bs]·bstride + (p % bs)·ldk, the value
@@ -43,4 +45,26 @@ int64_t kern_attn_paged_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl);
 /* Naive twin (double accumulation, exp from libm); needs no scratch. */
 void kern_attn_paged_ref(float *out, const float *q, const kern_kv_pages *kv, int64_t p0, int64_t n,
                          int64_t Nl, int64_t Kl, int64_t H);
+
+/* The view of a bf16 pool: the same layout as kern_kv_pages, in bf16 elements. */
+typedef struct {
+    const kern_bf16 *k, *v;
+    const int32_t *table;
+    int64_t bs, bstride, ldk;
+} kern_kv_pages_bf16;
+
+/* kern_attn_paged on a bf16 pool, with the rounding points of kern_attn_cached_bf16
+ * (attn_bf16.h): q rounded to bf16; each score Σ_d b(q)_d·k_d one fp32 chain in d order, times the
+ * scale; softmax fp32; P rounded to bf16; out = Σ_t b(P)_t·v_t one fp32 chain per element in
+ * position order. Products of bf16 values are exact in fp32, so these chains are those of the
+ * own bf16 kernels (gemm_bf16.h): the results are bit-identical to kern_attn_cached_bf16's on a
+ * contiguous copy of the cache (on its avx2 and portable paths alike), and row-independent as
+ * kern_attn_paged is. q[n, Nl·H] fp32; out[n, Nl·H]; scratch: kern_attn_paged_bf16_scratch
+ * floats. Overwrites out and scratch. */
+void kern_attn_paged_bf16(float *restrict out, float *restrict scratch, const float *restrict q,
+                          const kern_kv_pages_bf16 *kv, int64_t p0, int64_t n, int64_t Nl,
+                          int64_t Kl, int64_t H);
+/* Floats of scratch for rows up to position p0 + n − 1: the scores of the Nl/Kl heads of a kv head
+ * (fp32), their probabilities and their query rows (bf16). */
+int64_t kern_attn_paged_bf16_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H);
 #endif

@@ -46,6 +46,7 @@ case_ 2 "--compute-dtype fp8: expected fp32, bf16 or auto" --compute-dtype fp8 -
 MESHTRAIN_BF16_PATH=tiles case_ 2 "MESHTRAIN_BF16_PATH=tiles" --compute-dtype bf16 --data "$TXT" \
   --steps 1
 case_ 2 "mixture-of-experts" --compute-dtype bf16 --experts 4 --data "$TXT" --steps 1
+case_ 2 "--kv-dtype does nothing in training" --kv-dtype bf16 --data "$TXT" --steps 1
 case_ 2 "--progress spin: expected thread, inline or auto" --progress spin --steps 1
 case_ 2 "--progress sometimes: expected thread, inline or auto" --progress sometimes --steps 1
 case_ 2 "--emulate verylongchipname: expected v3, v4p, v5e, v5p or v6e" --emulate verylongchipname

@@ -100,6 +100,7 @@ T = {
     "alg": {"*": ("ring", "np=2"), "generate": ("ring", "np=2 needs --tensor x")},
     "comm-dtype": {"*": ("bf16", "np=2")},
     "compute-dtype": {"*": ("bf16", "")},
+    "kv-dtype": {"*": ("bf16", "")},
     "bucket": {"*": ("1M", "np=2")},
     "collective-matmul": {"*": ("on", "np=2 needs --tensor x")},
     "emulate": {"*": ("v5p", "")},

@@ -18,6 +18,7 @@ void test_drafter_make(model *m, drafter_kind kind) {
         if (kind == DRAFTER_NOISY) /* of the local index: the drafter differs by mesh, as it may */
             w[i] += (float)(NOISE * rms * kern_rng_normal(5, 9, (uint64_t)i));
     }
+    model_params_changed(m); /* bf16 compute: the weights' copy made again */
 }
 
 const char *test_drafter_name(drafter_kind kind) {

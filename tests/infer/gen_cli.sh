@@ -2,7 +2,9 @@
 # End-to-end `meshtrain generate`: a small model trained for a few steps on 2 ranks (a checkpoint
 # from one mesh), then greedy generation of 6 prompts of unequal length on meshes 1, TP 2, TP 4
 # (kv heads split by the AllToAll algorithm, and replicated) and DP×TP 2x2: the texts on stdout
-# must be byte-identical to the 1-rank run's; a sampled run (temperature, top-k, seed) too. (DP 2
+# must be byte-identical to the 1-rank run's; a sampled run (temperature, top-k, seed) too; with
+# the bf16 KV cache (--kv-dtype bf16) on 1 and 2 ranks too, whose bytes a position equal
+# meshplan --infer's price of a 2-byte cache (and fp32's of a 4-byte one). (DP 2
 # and DP 3 are in test_gen, against the training forward.) Bad input ends with status 2 and one
 # "meshtrain: error:" line naming the problem and the flag to change, found before any work:
 # nothing else on stderr, nothing on stdout, no --csv file.
@@ -47,6 +49,28 @@ same tp4_alltoall 4 one --temperature 0 --mesh y=4 --tensor y
 same tp4_replicated 4 one --temperature 0 --mesh y=4 --tensor y --kv-replicate
 same dp2_tp2 4 one --temperature 0 --mesh x=2,y=2 --dp x --tensor y
 same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2 --dp x --tensor y
+# the bf16 KV cache: the same greedy texts as the fp32 cache on this checkpoint
+same kv_bf16 1 one --temperature 0 --kv-dtype bf16
+same kv_bf16_tp2 2 one --temperature 0 --kv-dtype bf16 --mesh y=2 --tensor y
+
+# the cache's bytes a position (every layer, K and V) as meshplan --infer prices them: 2 bytes an
+# element with --kv-dtype bf16, 4 with fp32
+kv_bytes_() {
+  local dt=$1 eb=$2 got want
+  run 1 "${GEN[@]}" --temperature 0 --kv-dtype "$dt" >/dev/null 2>"$WORK/kv_$dt.err"
+  got=$(sed -n 's/.*KV cache '"$dt"', \([0-9]*\) bytes a position.*/\1/p' "$WORK/kv_$dt.err")
+  want=$("$(dirname "$MT")/meshplan" --infer --layers 2 --d-model 32 --heads 4 --kv-heads 2 \
+    --head-dim 8 --d-ff 128 --vocab 256 --context 30 --batch 1 --chip v5p --topology 1x1x1 \
+    --kv-bytes "$eb" |
+    sed -n 's/^KV cache ([0-9]* B per element): \([0-9]*\) bytes per token.*/\1/p')
+  if [ -n "$got" ] && [ "$got" = "$want" ]; then
+    echo "ok   --kv-dtype $dt: $got bytes a position, as meshplan --infer --kv-bytes $eb"
+  else
+    echo "FAIL --kv-dtype $dt: generate says '$got' bytes a position, meshplan '$want'"
+  fi
+}
+launch kv_bytes_ bf16 2
+launch kv_bytes_ fp32 4
 
 # err FRAGMENT NP ARGS...: checked before any work: status 2, one error line holding the fragment,
 # no report of work begun on stderr (generate's, prefill's, decode's or the roofline's lines),
@@ -99,6 +123,8 @@ err "--prompt and --prompts are alternatives" 2 --prompt a --prompts "$WORK/prom
 err "--tokens 99999999999999999999: expected a whole number from 1 to 1073741824" 2 --prompt a \
   --tokens 99999999999999999999
 err "--lr does nothing in meshtrain generate" 2 --prompt a --lr 0.1
+err "--kv-dtype fp8: expected fp32, bf16 or auto" 2 --prompt a --kv-dtype fp8
+err "--kv-shard keeps an fp32 cache" 3 --mesh z=3 --kv-shard z --kv-dtype bf16 --prompt a
 err "--metrics does nothing in meshtrain generate" 2 --prompt a --metrics "$WORK/m.jsonl"
 collect
 echo "gen_cli: $fails failure(s)"

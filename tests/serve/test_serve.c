@@ -16,6 +16,8 @@
  *    5 drafted tokens, preemption and the prefix cache among them: greedy tokens equal
  *    generate's exactly (sampled ones, of the same distribution but other draws, just complete),
  *    and the right drafter has every greedy draft kept, the wrong one none, the noisy one some.
+ * With --compute-dtype bf16 and --kv-dtype bf16 (serve's flags) both sides run so: the bf16 pool's
+ * paged attention has generate's bf16 cache's arithmetic (attn_paged.h), so the same bounds hold.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +79,7 @@ static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, i
     int64_t n1, n2;
     float *a = model_params_flat(gm, &n1), *b = model_params_flat(sm, &n2);
     memcpy(a, b, (size_t)n1 * sizeof(float));
+    model_params_changed(gm); /* bf16 compute: the weights' copy made again */
     model_destroy(sm);
     int32_t cur[8], next[8];
     gen_step st;
@@ -220,7 +223,8 @@ int main(int argc, char **argv) {
     config c;
     char err[512];
     config_defaults(&c);
-    if (config_parse(&c, argc, argv, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (config_parse_for(&c, CONFIG_MODE_SERVE, argc, argv, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
     c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 64};
     c.seed = 7;
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);

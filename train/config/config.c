@@ -100,6 +100,10 @@ const flag_def config_flag_table[] = {
      "weights, optimizer, norms, softmax, RoPE and the loss stay fp32; checkpoints the same in "
      "either), or fp32; auto = bf16 where the CPU has a bf16 matrix unit (AMX, AVX512-BF16), "
      "else fp32. MESHTRAIN_BF16_PATH=amx|avx512bf16|avx2|portable forces the bf16 kernels' path"},
+    {"kv-dtype", K_DTYPE, F_(kv_dtype), 0, 0, 0, "fp32|bf16|auto",
+     "generate, serve: the KV cache's elements. bf16 halves its bytes (a decode step reads half "
+     "the cache); attention then multiplies bf16 q·Kᵀ and P·V with fp32 accumulation, softmax "
+     "fp32. auto = the compute dtype's"},
     {"bench", K_SWITCH, F_(bench), 0, 0, 0, NULL,
      "timing run on synthetic tokens (no data file): tokens/s, MFU, matmul-only bound"},
     {"no-matmul-bound", K_SWITCH, F_(no_matmul_bound), 0, 0, 0, NULL,
@@ -239,6 +243,7 @@ void config_defaults(config *c) {
     c->temperature = 0.8;
     c->top_k = 40;
     c->threads = 1;
+    c->kv_dtype = COMPUTE_AUTO;
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
     c->alg = MESH_ALG_DEFAULT;
     c->comm_dtype = MESH_WIRE_F32;
@@ -477,7 +482,7 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
     case K_DTYPE:
         if ((i = name_index(val, (const char *const[]){"fp32", "bf16", "auto"}, 3)) < 0)
             return errmsg_fail(err, errlen, "--%s %s: expected fp32, bf16 or auto", f->name, val);
-        c->compute = (compute_dtype)i;
+        memcpy((char *)c + f->off, &(compute_dtype){(compute_dtype)i}, sizeof(compute_dtype));
         return 0;
     case K_ONOFF: {
         if ((i = name_index(val, (const char *const[]){"on", "off", "auto"}, 3)) < 0)

@@ -69,6 +69,8 @@ typedef struct {
     char run_id[24];       /* set by ckpt_run_setup: this run's id (a resumed run keeps its own) */
     int threads;           /* BLAS threads per rank (and the bf16 kernels' threads) */
     compute_dtype compute; /* --compute-dtype (AUTO until precision_setup resolves it) */
+    compute_dtype kv_dtype; /* --kv-dtype: the KV cache's elements (generate, serve); AUTO: the
+                               compute dtype's */
     int bench;             /* --bench: timing run, no data file needed */
     /* --no-matmul-bound: --bench without timing the matmul-only bound */
     int no_matmul_bound;

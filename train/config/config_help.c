@@ -63,9 +63,12 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
         snprintf(buf, len, "%s", x < 0 ? "auto" : x ? "on" : "off");
         break;
     }
-    case K_DTYPE:
-        snprintf(buf, len, "%s", compute_dtype_name(d->compute));
+    case K_DTYPE: {
+        compute_dtype x;
+        memcpy(&x, base, sizeof x);
+        snprintf(buf, len, "%s", compute_dtype_name(x));
         break;
+    }
     case K_WIRE:
         snprintf(buf, len, "%s", mesh_wire_name(d->comm_dtype));
         break;

@@ -131,7 +131,7 @@ static const used_rule rules[] = {
     {"overlap", M_GEN, never},
     {"progress", M_GEN, no_async},
     {"comm-dtype", M_GEN, never},
-    {"compute-dtype", 1 << CONFIG_MODE_SERVE, never}, /* the serving engine multiplies in fp32 */
+    {"kv-dtype", M_TRAIN | M_BENCH, never},             /* only generation keeps a KV cache */
     {"bucket", M_GEN, never},
     {"collective-matmul", M_GEN, no_tensor},
     {"alg", 0, gen_no_tensor},

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_bf16.h"
 #include "kernels/attn_cache.h"
 #include "kernels/rng.h"
 #include "mesh/coll.h"
@@ -16,14 +17,22 @@
 #include "train/step/precision.h"
 
 /* K or V of this rank: [L, Bc, S, Kc, H], Bc sequences (local indices [c0, c0 + Bc)), Kc kv
- * heads (the model's local ones). */
+ * heads (the model's local ones), elements of `elem` bytes: fp32, or bf16 (--kv-dtype bf16). */
 typedef struct {
-    int64_t L, Bc, S, Kc, H, c0;
-    float *k, *v;
+    int64_t L, Bc, S, Kc, H, c0, elem;
+    unsigned char *k, *v;
 } kvcache;
 
-static float *kv_row(const kvcache *kv, float *base, int64_t l, int64_t b, int64_t pos) {
-    return base + (((l * kv->Bc + b) * kv->S + pos) * kv->Kc) * kv->H;
+static void *kv_row(const kvcache *kv, unsigned char *base, int64_t l, int64_t b, int64_t pos) {
+    return base + (((l * kv->Bc + b) * kv->S + pos) * kv->Kc) * kv->H * kv->elem;
+}
+
+/* n fp32 values into the cache's elements at dst (bf16: rounded to nearest even). */
+static void kv_put(const kvcache *kv, void *dst, const float *src, int64_t n) {
+    if (kv->elem == 2)
+        kern_bf16_pack(dst, src, n);
+    else
+        memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
 struct gen {
@@ -33,10 +42,13 @@ struct gen {
     mesh_axes gax; /* the group axis of gm */
     mesh_axes tax; /* the tensor axis of m (vocabulary shards), nY ranks (1 without) */
     int64_t nY;
-    int64_t Z; /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
-    plan pl;   /* the sharding plan (forward only) */
-    precision prec; /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
-    par *run;  /* its sharded run (NULL on one rank) */
+    int64_t Z;         /* ranks sharing a kv head in the AllToAll layout (1 otherwise) */
+    plan pl;           /* the sharding plan (forward only) */
+    precision prec;    /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
+    compute_dtype kvd; /* --kv-dtype resolved */
+    kern_bf16_ctx *kvctx;   /* bf16 cache: the context of its attention (prec's, or own_ctx) */
+    kern_bf16_ctx *own_ctx; /* bf16 cache with fp32 compute: the own kernels' context */
+    par *run;               /* its sharded run (NULL on one rank) */
     model *mod;
     gen_kv_mode mode;
     gen_dims d;
@@ -55,6 +67,7 @@ struct gen {
     int32_t *rtok, *rpos;
     int64_t *out_rows;
     float *ws, *logits, *scr, *qm, *om, *a2a;
+    kern_bf16 *kb, *vb;     /* bf16 cache: a prefill sequence's keys and values, rounded */
     float *lg_loc, *lg_all; /* one forward's logits of this vocab shard [n, Vl]; all [nY, n, Vl] */
     sample_item *items;
     /* the step being run, for the attention hook */
@@ -84,7 +97,10 @@ void gen_rows(const gen *g, int64_t *row0, int64_t *n) {
 }
 int64_t gen_cache_bytes(const gen *g) {
     const kvcache *kv = &g->kv;
-    return 2 * kv->L * kv->Bc * kv->S * kv->Kc * kv->H * (int64_t)sizeof(float);
+    return 2 * kv->L * kv->Bc * kv->S * kv->Kc * kv->H * kv->elem;
+}
+compute_dtype gen_kv_dtype(const gen *g) {
+    return g->kvd;
 }
 int64_t gen_kv_shard(const gen *g, int64_t *index) {
     *index = g->ks.p;
@@ -102,18 +118,30 @@ static void store_kv(gen *g, int64_t l, int64_t b, int64_t t0, int64_t n, const 
                      const float *v, int64_t KH) {
     const kvcache *kv = &g->kv;
     if (g->ks.ax.n == 0) {
-        memcpy(kv_row(kv, kv->k, l, b, t0), k, (size_t)(n * KH) * 4);
-        memcpy(kv_row(kv, kv->v, l, b, t0), v, (size_t)(n * KH) * 4);
-        g->kv_bytes += 2.0 * (double)(n * KH) * 4;
+        kv_put(kv, kv_row(kv, kv->k, l, b, t0), k, n * KH);
+        kv_put(kv, kv_row(kv, kv->v, l, b, t0), v, n * KH);
+        g->kv_bytes += 2.0 * (double)(n * KH * kv->elem);
         return;
     }
     for (int64_t i = 0; i < n; i++) {
         const int64_t row = kvshard_row(&g->ks, t0 + i);
         if (row < 0) continue;
-        memcpy(kv_row(kv, kv->k, l, b, row), k + i * KH, (size_t)KH * 4);
-        memcpy(kv_row(kv, kv->v, l, b, row), v + i * KH, (size_t)KH * 4);
-        g->kv_bytes += 2.0 * (double)KH * 4;
+        kv_put(kv, kv_row(kv, kv->k, l, b, row), k + i * KH, KH);
+        kv_put(kv, kv_row(kv, kv->v, l, b, row), v + i * KH, KH);
+        g->kv_bytes += 2.0 * (double)(KH * kv->elem);
     }
+}
+
+/* out[n, Nl·H] = attention of q's n rows at positions p0.. against the cache rows kc, vc
+ * [p0 + n, ldk] in the cache's element type: fp32 (kern_attn_cached), or bf16
+ * (kern_attn_cached_bf16: q and the probabilities rounded to bf16, fp32 accumulation). */
+static void attend(gen *g, float *out, const float *q, const void *kc, const void *vc, int64_t p0,
+                   int64_t n, int64_t Nl, int64_t Kl, int64_t ldk) {
+    const int64_t H = g->c.shape.H;
+    if (g->kv.elem == 2)
+        kern_attn_cached_bf16(g->kvctx, out, g->scr, q, kc, vc, p0, n, Nl, Kl, H, ldk);
+    else
+        kern_attn_cached(out, g->scr, q, kc, vc, p0, n, Nl, Kl, H, ldk);
 }
 
 /* Prefill: each sequence of the chunk attends to its own rows; the cached ones are stored. */
@@ -124,8 +152,13 @@ static void attn_prefill(gen *g, const model_attn_io *io) {
     int64_t r0 = 0;
     for (int64_t i = 0; i < g->chunk_n; i++) {
         const int64_t n = g->chunk_len[i], b = g->chunk_b0 + i - kv->c0;
-        kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, io->k + r0 * KH,
-                         io->v + r0 * KH, 0, n, lc->Nl, lc->Kl, H, KH);
+        const void *k = io->k + r0 * KH, *v = io->v + r0 * KH;
+        if (kv->elem == 2) { /* the rows as the cache holds them, so decode sees the same keys */
+            kern_bf16_pack(g->kb, io->k + r0 * KH, n * KH);
+            kern_bf16_pack(g->vb, io->v + r0 * KH, n * KH);
+            k = g->kb, v = g->vb;
+        }
+        attend(g, io->att + r0 * NH, io->q + r0 * NH, k, v, 0, n, lc->Nl, lc->Kl, KH);
         g->attn_flops += 2.0 * (double)(n * (n + 1)) * (double)NH;
         if (b >= 0 && b < kv->Bc) store_kv(g, io->l, b, 0, n, io->k + r0 * KH, io->v + r0 * KH, KH);
         r0 += n;
@@ -147,11 +180,10 @@ static void attn_alltoall(gen *g, const model_attn_io *io) {
     /* (3) local attention against this rank's cache */
     for (int64_t b = 0; b < Bc; b++) {
         const int64_t p = g->pos[kv->c0 + b];
-        kern_attn_cached(g->om + b * M * H, g->scr, g->qm + b * M * H,
-                         kv_row(kv, kv->k, io->l, b, 0), kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1,
-                         H, H);
+        attend(g, g->om + b * M * H, g->qm + b * M * H, kv_row(kv, kv->k, io->l, b, 0),
+               kv_row(kv, kv->v, io->l, b, 0), p, 1, M, 1, H);
         g->attn_flops += 4.0 * (double)(p + 1) * (double)(M * H);
-        g->kv_bytes += 2.0 * (double)((p + 1) * H) * 4;
+        g->kv_bytes += 2.0 * (double)((p + 1) * H * kv->elem);
     }
     /* (4) back: heads [i·Nl, (i+1)·Nl) of every local sequence to rank i; O[B, N_YZ, H] */
     for (int64_t i = 0; i < Z; i++)
@@ -178,7 +210,7 @@ static void attn_decode(gen *g, const model_attn_io *io) {
         for (int64_t r = 0; r < io->R; r++) {
             const double held = (double)kvshard_held(&g->ks, (int64_t)g->pos[r] + 1);
             g->attn_flops += 4.0 * held * (double)NH;
-            g->kv_bytes += 2.0 * held * (double)KH * 4;
+            g->kv_bytes += 2.0 * held * (double)(KH * kv->elem);
         }
         return;
     }
@@ -188,10 +220,10 @@ static void attn_decode(gen *g, const model_attn_io *io) {
     }
     for (int64_t r = 0; r < io->R; r++) {
         const int64_t p = g->pos[r];
-        kern_attn_cached(io->att + r * NH, g->scr, io->q + r * NH, kv_row(kv, kv->k, io->l, r, 0),
-                         kv_row(kv, kv->v, io->l, r, 0), p, 1, lc->Nl, lc->Kl, H, KH);
+        attend(g, io->att + r * NH, io->q + r * NH, kv_row(kv, kv->k, io->l, r, 0),
+               kv_row(kv, kv->v, io->l, r, 0), p, 1, lc->Nl, lc->Kl, KH);
         g->attn_flops += 4.0 * (double)(p + 1) * (double)NH;
-        g->kv_bytes += 2.0 * (double)((p + 1) * KH) * 4;
+        g->kv_bytes += 2.0 * (double)((p + 1) * KH * kv->elem);
     }
 }
 
@@ -204,12 +236,12 @@ static void attn_extend(gen *g, const model_attn_io *io) {
     for (int64_t b = 0, r0 = 0; b < kv->Bc; r0 += g->ext_n[b++]) {
         const int64_t n = g->ext_n[b], p = g->pos[b];
         if (n == 0) continue;
-        memcpy(kv_row(kv, kv->k, io->l, b, p), io->k + r0 * KH, (size_t)(n * KH) * 4);
-        memcpy(kv_row(kv, kv->v, io->l, b, p), io->v + r0 * KH, (size_t)(n * KH) * 4);
-        kern_attn_cached(io->att + r0 * NH, g->scr, io->q + r0 * NH, kv_row(kv, kv->k, io->l, b, 0),
-                         kv_row(kv, kv->v, io->l, b, 0), p, n, lc->Nl, lc->Kl, H, KH);
+        kv_put(kv, kv_row(kv, kv->k, io->l, b, p), io->k + r0 * KH, n * KH);
+        kv_put(kv, kv_row(kv, kv->v, io->l, b, p), io->v + r0 * KH, n * KH);
+        attend(g, io->att + r0 * NH, io->q + r0 * NH, kv_row(kv, kv->k, io->l, b, 0),
+               kv_row(kv, kv->v, io->l, b, 0), p, n, lc->Nl, lc->Kl, KH);
         g->attn_flops += 4.0 * (double)(n * (p + 1) + n * (n - 1) / 2) * (double)NH;
-        g->kv_bytes += 2.0 * (double)((p + n) * KH) * 4;
+        g->kv_bytes += 2.0 * (double)((p + n) * KH * kv->elem);
     }
 }
 
@@ -350,8 +382,7 @@ void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st) {
     for (int64_t b = 0; b < g->B_loc; b++) {
         CHECK(n[b] >= 0 && g->pos[b] + n[b] <= g->d.S && R + n[b] <= g->d.max_rows,
               "gen_extend: %d rows at position %d of sequence %lld (cache %lld, rows %lld)",
-              (int)n[b], (int)g->pos[b], (long long)b, (long long)g->d.S,
-              (long long)g->d.max_rows);
+              (int)n[b], (int)g->pos[b], (long long)b, (long long)g->d.S, (long long)g->d.max_rows);
         for (int32_t i = 0; i < n[b]; i++, R++) {
             g->rtok[R] = tok[R];
             g->rpos[R] = g->pos[b] + i;
@@ -486,7 +517,9 @@ static int layout(gen *g, char *err, size_t errlen) {
                                mesh_ndims(g->m));
     }
     const int64_t Bc = g->B_loc / g->Z, Kc = s->K >= nY ? s->K / nY : 1;
-    g->kv = (kvcache){s->L, Bc, (g->d.S + P - 1) / P, Kc, s->H, (yi % g->Z) * Bc, NULL, NULL};
+    g->kv = (kvcache){
+        s->L, Bc,  (g->d.S + P - 1) / P, Kc, s->H, (yi % g->Z) * Bc, g->kvd == COMPUTE_BF16 ? 2 : 4,
+        NULL, NULL};
     return 0;
 }
 
@@ -499,22 +532,23 @@ static int check_memory(gen *g, char *err, size_t errlen) {
     return errmsg_fail(
         err, errlen,
         "the KV cache is too big: K and V [L=%lld, B=%lld, S=%lld, K=%lld, "
-        "H=%lld] fp32 = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
+        "H=%lld] %s = %.2f GB in all, %.2f GB on each rank (its shard [%lld, "
         "%lld, %lld, %lld, %lld]), more than the %.2f GB this host has available "
         "per rank (MemAvailable / %d ranks): use fewer prompts or --tokens, or "
         "more --tensor ranks",
         (long long)s->L, (long long)g->d.B, (long long)g->d.S, (long long)s->K, (long long)s->H,
-        8.0 * (double)(s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9, need / 1e9,
-        (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S, (long long)g->kv.Kc,
-        (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
+        compute_dtype_name(g->kvd),
+        2.0 * (double)(g->kv.elem * s->L * g->d.B) * (double)(g->d.S * s->K * s->H) / 1e9,
+        need / 1e9, (long long)g->kv.L, (long long)g->kv.Bc, (long long)g->kv.S,
+        (long long)g->kv.Kc, (long long)g->kv.H, per_rank / 1e9, mesh_host_ranks(g->m));
 }
 
 static int alloc_buffers(gen *g) {
     const model_shape *s = &g->c.shape;
     const int64_t R = g->d.max_rows, kvn = gen_cache_bytes(g) / 8;
-    const int64_t M = s->N / s->K, Bc = g->kv.Bc;
-    g->kv.k = alloc_floats(kvn);
-    g->kv.v = alloc_floats(kvn);
+    const int64_t M = s->N / s->K, Bc = g->kv.Bc, wide = s->N > 64 ? s->N : 64;
+    g->kv.k = (unsigned char *)alloc_floats(kvn);
+    g->kv.v = (unsigned char *)alloc_floats(kvn);
     g->pos = calloc((size_t)g->B_loc + 1, sizeof *g->pos);
     g->ntok = calloc((size_t)g->B_loc + 1, sizeof *g->ntok);
     g->rtok = calloc((size_t)R, sizeof *g->rtok);
@@ -524,7 +558,14 @@ static int alloc_buffers(gen *g) {
     g->logits = alloc_floats(R * s->V);
     g->lg_loc = alloc_floats(R * s->V / g->nY);
     g->lg_all = alloc_floats(R * s->V);
-    g->scr = alloc_floats((s->N > 64 ? s->N : 64) * g->d.S);
+    /* attention's scratch: scores of up to `wide` rows; bf16: their probabilities and the rows
+     * of q too */
+    g->scr = alloc_floats(g->kv.elem == 2 ? 2 * wide * g->d.S + R * s->N * s->H : wide * g->d.S);
+    if (g->kv.elem == 2) {
+        g->kb = (kern_bf16 *)alloc_floats(R * s->K * s->H);
+        g->vb = (kern_bf16 *)alloc_floats(R * s->K * s->H);
+        if (!g->kb || !g->vb) return -1;
+    }
     g->qm = alloc_floats(Bc * M * s->H);
     g->om = alloc_floats(Bc * M * s->H);
     g->a2a = alloc_floats(Bc * M * s->H);
@@ -556,6 +597,30 @@ int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **
     return par_create(pl, m, out, err, errlen);
 }
 
+/* Collective over: world. --kv-dtype resolved (auto: the compute dtype) and, for a bf16 cache,
+ * the context of its attention: the run's own in bf16 compute, else one of the own kernels (the
+ * attention's products run there on every path: attn_bf16.h). 0, or −1 with err. */
+static int kv_setup(gen *g, char *err, size_t errlen) {
+    const compute_dtype asked = g->c.kv_dtype;
+    g->kvd = g->c.kv_dtype = asked == COMPUTE_AUTO ? g->prec.dtype : asked;
+    if (g->kvd != COMPUTE_BF16) return 0;
+    if (g->kv_axis)
+        return errmsg_fail(err, errlen,
+                           "--kv-shard keeps an fp32 cache (its partial attention has no bf16 "
+                           "kernel): give --kv-dtype fp32%s",
+                           asked == COMPUTE_AUTO ? " (the cache follows --compute-dtype bf16)"
+                                                 : "");
+    g->kvctx = g->prec.ctx;
+    if (g->kvctx) return 0;
+    char msg[MESH_MSG_MAX] = "";
+    const kern_bf16_path own =
+        g->prec.path == KERN_BF16_PORTABLE ? KERN_BF16_PORTABLE : KERN_BF16_AVX2;
+    g->kvctx = g->own_ctx = kern_bf16_ctx_create(own, 1, msg, sizeof msg);
+    if (mesh_agree_msg(mesh_world_comm(g->m), g->own_ctx ? 0 : -1, msg, sizeof msg) < 0)
+        return errmsg_fail(err, errlen, "the bf16 KV cache's kernels: %s", msg);
+    return 0;
+}
+
 /* Collective over: world. The request's plan, layout and memory check, nothing big allocated
  * yet: g, or NULL with err. */
 static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
@@ -572,6 +637,10 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_sh
         return NULL;
     }
     g->c.compute = g->prec.dtype;
+    if (kv_setup(g, err, errlen) < 0) {
+        gen_destroy(g);
+        return NULL;
+    }
     config pc; /* the plan's config: the weights replicated over the --kv-shard axis too */
     if (kvshard_config(&g->c, m, kv_shard, &pc, err, errlen) < 0 ||
         gen_plan_create(&pc, m, d->max_rows, &g->pl, &g->run, err, errlen) < 0) {
@@ -624,7 +693,8 @@ void gen_destroy(gen *g) {
     par_destroy(g->run);
     mesh_destroy(g->gm);
     kvshard_free(&g->ks);
-    ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows, g->ws,
-                   g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,
+    kern_bf16_ctx_destroy(g->own_ctx);
+    ALLOC_FREE_ALL(g->kv.k, g->kv.v, g->kb, g->vb, g->pos, g->ntok, g->rtok, g->rpos, g->out_rows,
+                   g->ws, g->logits, g->lg_loc, g->lg_all, g->scr, g->qm, g->om, g->a2a, g->items,
                    g->moe_seq, g->moe_cnt, g);
 }

@@ -85,8 +85,13 @@ gen_kv_mode gen_mode(const gen *g);
 void gen_rows(const gen *g, int64_t *row0, int64_t *n);
 /* The size of the --kv-shard axis (1 without) and this rank's index on it. */
 int64_t gen_kv_shard(const gen *g, int64_t *index);
-/* Bytes of this rank's cache; and of its parameters. */
+/* Bytes of this rank's cache (2 per element with --kv-dtype bf16, 4 with fp32). */
 int64_t gen_cache_bytes(const gen *g);
+/* The cache's element type, --kv-dtype resolved (auto: the compute dtype): COMPUTE_FP32 or
+ * COMPUTE_BF16. A bf16 cache holds K and V rounded to bf16 (prefill attends to them rounded too,
+ * as decode will), and attention multiplies bf16 q·Kᵀ and P·V with fp32 accumulation
+ * (kern_attn_cached_bf16). */
+compute_dtype gen_kv_dtype(const gen *g);
 /* Collective over: the tensor axis. Prefill of the local sequences' prompts (ps holds all B):
  * fills the cache and the logits of each one's last position; next[n] gets the sampled first new
  * token. Positions restart at the prompt's end. */

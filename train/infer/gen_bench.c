@@ -190,13 +190,15 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
     if (mesh_rank(m) == 0) {
         fprintf(stderr,
                 "decode roofline | L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld | "
-                "prompt %lld, %lld decode steps per batch | compute %s | BW %.2f GB/s, C %.2f "
-                "GFLOP/s (measured, %d ranks, %d BLAS thread%s each)\n",
+                "prompt %lld, %lld decode steps per batch | compute %s, KV cache %s | BW %.2f "
+                "GB/s, C %.2f GFLOP/s (measured, %d ranks, %d BLAS thread%s each)\n",
                 (long long)c->shape.L, (long long)c->shape.D, (long long)c->shape.N,
                 (long long)c->shape.K, (long long)c->shape.H, (long long)c->shape.F,
                 (long long)c->shape.V, (long long)c->shape.T, (long long)f->bench_prompt,
-                (long long)(f->tokens - 1), compute_dtype_name(c->compute), mc->bw / 1e9,
-                mc->flops / 1e9, mesh_nranks(m), c->threads, c->threads > 1 ? "s" : "");
+                (long long)(f->tokens - 1), compute_dtype_name(c->compute),
+                compute_dtype_name(c->kv_dtype == COMPUTE_AUTO ? c->compute : c->kv_dtype),
+                mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
+                c->threads > 1 ? "s" : "");
         fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
                 "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
                 "GFLOP/s");

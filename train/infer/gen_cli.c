@@ -311,12 +311,14 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
         snprintf(shard, sizeof shard, ", positions round-robin over %c: %lld of %lld per rank",
                  f->kv_shard[0], (long long)((S + P - 1) / P), (long long)S);
     fprintf(stderr,
-            "generate | %lld prompts, %lld new tokens each | KV cache %.3f MB per rank (%s%s) "
-            "| measured: BW %.2f GB/s, C %.2f GFLOP/s (sums over %d ranks, %d BLAS thread%s "
-            "each)\n",
-            (long long)ps->n, (long long)f->tokens, (double)gen_cache_bytes(g) / 1e6,
-            mode[gen_mode(g)], shard, mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
-            c->threads > 1 ? "s" : "");
+            "generate | %lld prompts, %lld new tokens each | KV cache %s, %lld bytes a position "
+            "of a sequence, %.3f MB per rank (%s%s) | measured: BW %.2f GB/s, C %.2f GFLOP/s "
+            "(sums over %d ranks, %d BLAS thread%s each)\n",
+            (long long)ps->n, (long long)f->tokens, compute_dtype_name(gen_kv_dtype(g)),
+            (long long)(2 * c->shape.L * c->shape.K * c->shape.H *
+                        (gen_kv_dtype(g) == COMPUTE_BF16 ? 2 : 4)),
+            (double)gen_cache_bytes(g) / 1e6, mode[gen_mode(g)], shard, mc->bw / 1e9,
+            mc->flops / 1e9, mesh_nranks(m), c->threads, c->threads > 1 ? "s" : "");
     precision_print(gen_precision(g), stderr);
 }
 

@@ -24,7 +24,9 @@ struct serve_engine {
     int64_t nY;
     mesh_axes tax, dax; /* the tensor axis (vocabulary shards); the data axes (replicas) */
     int64_t L, ldk, bstride;
-    float *kpool, *vpool;
+    precision prec;    /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
+    compute_dtype kvd; /* --kv-dtype resolved (auto: prec's dtype): the pool's elements */
+    unsigned char *kpool, *vpool;
     /* one forward: rows, tokens, positions, the rows whose logits are wanted */
     int32_t *rtok, *rpos;
     int64_t *out_rows;
@@ -44,6 +46,9 @@ struct serve_spec *engine_spec(const serve_engine *e) {
     return e->spec;
 }
 
+const precision *engine_precision(const serve_engine *e) {
+    return &e->prec;
+}
 model *engine_model(serve_engine *e) {
     return e->mod;
 }
@@ -60,8 +65,10 @@ int64_t engine_tensor_ranks(const serve_engine *e) {
     return e->nY;
 }
 int32_t engine_kv_elem_bytes(const serve_engine *e) {
-    (void)e;
-    return (int32_t)sizeof(float);
+    return e->kvd == COMPUTE_BF16 ? 2 : 4;
+}
+compute_dtype engine_kv_dtype(const serve_engine *e) {
+    return e->kvd;
 }
 int64_t engine_pool_bytes(const serve_engine *e) {
     return 2 * (int64_t)e->d.kv_blocks * e->bstride * engine_kv_elem_bytes(e);
@@ -72,26 +79,50 @@ int64_t engine_kv_bytes_per_token(const serve_engine *e) {
 
 /* ---------------------------------------------------------------- attention through the pages */
 
+/* n fp32 values into the pool's elements at byte offset off of pool (bf16: rounded). */
+static void pool_put(const serve_engine *e, unsigned char *pool, int64_t off, const float *src,
+                     int64_t n) {
+    if (e->kvd == COMPUTE_BF16)
+        kern_bf16_pack((kern_bf16 *)(pool + off), src, n);
+    else
+        memcpy(pool + off, src, (size_t)n * sizeof(float));
+}
+
+/* Segment sg's n rows of attention through its block table, layer offset `layer` (elements):
+ * kern_attn_paged on an fp32 pool, kern_attn_paged_bf16 on a bf16 one (generate's bf16 cache's
+ * arithmetic: attn_paged.h). */
+static void attend(serve_engine *e, float *out, const float *q, const engine_seg *sg,
+                   int64_t layer) {
+    const model_extents *lc = model_extents_of(e->mod);
+    const int64_t H = e->c.shape.H, bs = e->d.kv_block;
+    if (e->kvd == COMPUTE_BF16) {
+        const kern_bf16 *k = (const kern_bf16 *)e->kpool, *v = (const kern_bf16 *)e->vpool;
+        const kern_kv_pages_bf16 pg = {k + layer, v + layer, sg->tab, bs, e->bstride, e->ldk};
+        kern_attn_paged_bf16(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
+        return;
+    }
+    const float *k = (const float *)e->kpool, *v = (const float *)e->vpool;
+    const kern_kv_pages pg = {k + layer, v + layer, sg->tab, bs, e->bstride, e->ldk};
+    kern_attn_paged(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
+}
+
 /* Every segment of the forward, in order: store its rows' keys and values in its blocks, then
  * attend through its block table. */
 static void attn_hook(void *ctx, const model_attn_io *io) {
     serve_engine *e = ctx;
     const model_extents *lc = model_extents_of(e->mod);
     const int64_t H = e->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H, bs = e->d.kv_block;
-    const int64_t layer = io->l * bs * e->ldk;
+    const int64_t layer = io->l * bs * e->ldk, eb = engine_kv_elem_bytes(e);
     int64_t r0 = 0;
     for (int32_t j = 0; j < e->ncur; j++) {
         const engine_seg *sg = &e->cur[j];
         for (int64_t i = 0; i < sg->n; i++) {
             const int64_t pos = sg->p0 + i,
                           off = sg->tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
-            memcpy(e->kpool + off, io->k + (r0 + i) * KH, (size_t)KH * sizeof(float));
-            memcpy(e->vpool + off, io->v + (r0 + i) * KH, (size_t)KH * sizeof(float));
+            pool_put(e, e->kpool, off * eb, io->k + (r0 + i) * KH, KH);
+            pool_put(e, e->vpool, off * eb, io->v + (r0 + i) * KH, KH);
         }
-        const kern_kv_pages pg = {
-            e->kpool + layer, e->vpool + layer, sg->tab, bs, e->bstride, e->ldk};
-        kern_attn_paged(io->att + r0 * NH, e->scr, io->q + r0 * NH, &pg, sg->p0, sg->n, lc->Nl,
-                        lc->Kl, H);
+        attend(e, io->att + r0 * NH, io->q + r0 * NH, sg, layer);
         r0 += sg->n;
     }
 }
@@ -193,14 +224,14 @@ engine_xfer engine_transfer(serve_engine *e, const batch_plan *p) {
     const mesh_comm *dc = mesh_axes_comm(e->m, e->dax);
     CHECK(mesh_axes_index(e->m, e->dax) == e->rep, "engine: replica %d is rank %d of its axes",
           (int)e->rep, mesh_axes_index(e->m, e->dax));
-    const int64_t slab = e->bstride * (int64_t)sizeof(float);
+    const int64_t slab = e->bstride * engine_kv_elem_bytes(e);
     for (int32_t i = 0; i < p->nxfer; i++) {
         const batch_xfer *t = &p->xfer[i];
         if (t->src != e->rep && t->dst != e->rep) continue;
         const int32_t *tab = p->xtab + t->tab_off + (t->src == e->rep ? 0 : t->nblocks);
         for (int32_t b = 0; b < t->nblocks; b++) {
-            mesh_move_bytes(dc, e->kpool + tab[b] * e->bstride, slab, t->src, t->dst);
-            mesh_move_bytes(dc, e->vpool + tab[b] * e->bstride, slab, t->src, t->dst);
+            mesh_move_bytes(dc, e->kpool + tab[b] * slab, slab, t->src, t->dst);
+            mesh_move_bytes(dc, e->vpool + tab[b] * slab, slab, t->src, t->dst);
         }
         x.sent += t->src == e->rep, x.received += t->dst == e->rep;
         x.bytes += 2 * slab * t->nblocks;
@@ -237,10 +268,11 @@ static int layout(serve_engine *e, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "the KV pool is too big: --kv-blocks %d of %d positions = %.2f GB on "
                            "each rank (K and V [blocks, L=%lld, %d, %lld kv heads, H=%lld] "
-                           "fp32), more than the %.2f GB this host has available per rank: use "
+                           "%s), more than the %.2f GB this host has available per rank: use "
                            "fewer --kv-blocks or more --tensor ranks",
                            (int)e->d.kv_blocks, (int)e->d.kv_block, need / 1e9, (long long)s->L,
-                           (int)e->d.kv_block, (long long)Kl, (long long)s->H, per_rank / 1e9);
+                           (int)e->d.kv_block, (long long)Kl, (long long)s->H,
+                           compute_dtype_name(e->kvd), per_rank / 1e9);
     return 0;
 }
 
@@ -248,13 +280,14 @@ static int alloc_buffers(serve_engine *e) {
     const model_shape *s = &e->c.shape;
     const int64_t R = e->d.max_rows, pool = engine_pool_bytes(e) / 2 / (int64_t)sizeof(float);
     const int64_t G = s->N / s->K > 0 ? s->N / s->K : 1;
-    e->kpool = alloc_floats(pool);
-    e->vpool = alloc_floats(pool);
+    e->kpool = (unsigned char *)alloc_floats(pool);
+    e->vpool = (unsigned char *)alloc_floats(pool);
     e->rtok = calloc((size_t)R, sizeof *e->rtok);
     e->rpos = calloc((size_t)R, sizeof *e->rpos);
     e->out_rows = calloc((size_t)R, sizeof *e->out_rows);
     e->ws = alloc_floats(model_rows_ws(e->mod, R));
-    e->scr = alloc_floats(G * s->T);
+    e->scr = alloc_floats(e->kvd == COMPUTE_BF16 ? kern_attn_paged_bf16_scratch(0, s->T, G, 1, s->H)
+                                                 : G * s->T);
     e->logits = alloc_floats(R * s->V);
     e->lg_loc = alloc_floats(R * s->V / e->nY);
     e->lg_all = alloc_floats(R * s->V);
@@ -286,13 +319,21 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
     e->c = *c;
     e->m = m;
     e->d = *d;
-    if (gen_plan_create(c, m, d->max_rows, &e->pl, &e->run, err, errlen) < 0) {
+    if (precision_setup(&e->prec, c, m, 0, 0, err, errlen) < 0) {
+        free(e);
+        return NULL;
+    }
+    e->c.compute = e->prec.dtype;
+    e->kvd = c->kv_dtype == COMPUTE_AUTO ? e->prec.dtype : c->kv_dtype;
+    if (gen_plan_create(&e->c, m, d->max_rows, &e->pl, &e->run, err, errlen) < 0) {
+        precision_free(&e->prec);
         free(e);
         return NULL;
     }
     int rc = layout(e, err, errlen);
     if (rc == 0) {
-        e->mod = model_create(&c->shape, 0, c->seed, par_model_hooks(e->run));
+        const model_compute cmp = {plan_model_compute(&e->pl), e->prec.ctx};
+        e->mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(e->run), &cmp);
         if (mesh_agree(mesh_world_comm(m), e->mod ? 0 : -1) < 0)
             rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
     }
@@ -309,6 +350,7 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
 void engine_destroy(serve_engine *e) {
     if (!e) return;
     model_destroy(e->mod);
+    precision_free(&e->prec);
     par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
                    e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items, e);

@@ -9,8 +9,8 @@
  * block b layer l position i at pool + b·L·bs·ldk + l·bs·ldk + i·ldk, ldk = Kl·H (this rank's kv
  * heads: K/|Y| of them, or its one head when |Y| > K, which the ranks sharing it each hold for
  * every sequence, as generate --kv-replicate does). A block is one contiguous slab so that it can
- * be copied or shipped whole; its element type is fp32 (kv_elem_bytes), the field a bf16 cache
- * will change.
+ * be copied or shipped whole; its elements are fp32, or bf16 with --kv-dtype bf16 (half the
+ * bytes; attention then kern_attn_paged_bf16, generate's bf16 cache's arithmetic).
  *
  * Sampling is generate's: temperature and top-k over the logits with the uniform drawn from the
  * counter-based RNG at (the request's seed, GEN_STREAM, token index), as `generate --seed S` draws
@@ -25,6 +25,7 @@
 #include "train/model/model.h"
 #include "train/parallel/par.h"
 #include "train/serve/batcher.h"
+#include "train/step/precision.h"
 
 typedef struct serve_engine serve_engine;
 
@@ -41,14 +42,19 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
                             size_t errlen);
 void engine_destroy(serve_engine *e); /* accepts NULL */
 model *engine_model(serve_engine *e);
+/* The run's precision (--compute-dtype resolved; bf16: the matmuls on bf16 operands with fp32
+ * accumulation, as generate's). */
+const precision *engine_precision(const serve_engine *e);
 par *engine_par(serve_engine *e);
 /* Replicas (--dp shards) and this rank's. */
 int32_t engine_replicas(const serve_engine *e);
 int32_t engine_replica(const serve_engine *e);
 int64_t engine_tensor_ranks(const serve_engine *e); /* |Y| (1 without --tensor) */
-/* Bytes of one cache element (4: fp32), of this rank's pool, and of one position of a sequence
- * in the whole replica (every layer, K and V, all kv heads). */
+/* Bytes of one cache element (4: fp32, 2: bf16), of this rank's pool, and of one position of a
+ * sequence in the whole replica (every layer, K and V, all kv heads). */
 int32_t engine_kv_elem_bytes(const serve_engine *e);
+/* The pool's element type (--kv-dtype resolved): COMPUTE_FP32 or COMPUTE_BF16. */
+compute_dtype engine_kv_dtype(const serve_engine *e);
 int64_t engine_pool_bytes(const serve_engine *e);
 int64_t engine_kv_bytes_per_token(const serve_engine *e);
 

@@ -374,21 +374,23 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     }
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
     const char *hook = getenv("MESHTRAIN_SERVE_STEP_SLEEP");
-    const serve_run sr = {c, f, e, m, gen_measure_machine(m, c->quick_start),
-                          hook ? atof(hook) : 0.0};
+    const serve_run sr = {
+        c, f, e, m, gen_measure_machine(m, c->quick_start), hook ? atof(hook) : 0.0};
     stop_install();
     if (me == 0) {
         char mspec[96];
         fprintf(stderr,
                 "serve | mesh %s, %d replicas, tensor %s | KV pool %d blocks x %d positions per "
-                "replica (%.2f MB per rank, fp32), prefix cache %s | batching %s, "
+                "replica (%.2f MB per rank, %s), prefix cache %s | batching %s, "
                 "max-batch-tokens %d, prefill-chunk %d, max-seqs %d, max-queue %lld | "
                 "measured BW %.2f GB/s, C %.2f GFLOP/s\n",
                 mesh_spec_str(m, mspec, sizeof mspec), (int)o.replicas,
                 c->tensor_axis[0] ? c->tensor_axis : "-", (int)o.kv_blocks, (int)o.kv_block,
-                (double)engine_pool_bytes(e) / 1e6, f->prefix_cache, f->batching,
-                (int)o.max_batch_tokens, (int)o.prefill_chunk, (int)o.max_seqs,
-                (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
+                (double)engine_pool_bytes(e) / 1e6, compute_dtype_name(engine_kv_dtype(e)),
+                f->prefix_cache, f->batching, (int)o.max_batch_tokens, (int)o.prefill_chunk,
+                (int)o.max_seqs, (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
+        fprintf(stderr, "serve | ");
+        precision_print(engine_precision(e), stderr);
         if (o.prefill_replicas)
             fprintf(stderr,
                     "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d "

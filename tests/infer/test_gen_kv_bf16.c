@@ -1,0 +1,151 @@
+/* The bf16 KV cache (--kv-dtype bf16) against the fp32 cache, on the mesh and compute dtype given
+ * by the arguments (--mesh SPEC --tensor AXIS --dp AXES --kv-replicate --compute-dtype D):
+ *  - the cache's bytes on every rank are exactly half the fp32 cache's, and so is every step's
+ *    count of cache bytes read and written (gen_step.kv_bytes);
+ *  - --kv-dtype auto follows the compute dtype;
+ *  - fed the same tokens (the fp32 cache's greedy ones), the logits of prefill and of every decode
+ *    step are within TOL·(|a| + |b| + 1) of the fp32 cache's, TOL = 2^-7. The bound: bf16 rounds
+ *    q, K, V and P each by at most 2^-9 relative (u_bf16), so one attention output moves by at
+ *    most ~4·u_bf16 of its scale, and the two layers' residual stream carries it to the logits
+ *    with the unembedding's gain (the measured worst is printed: ~1e-3 here);
+ *  - the greedy picks are the same at every step but where the fp32 cache's top two logits are
+ *    closer than that tolerance (a tie within bf16's rounding: then either pick is right);
+ *  - the bf16 cache's rows are the prefill's and decode's alike: the last decode step's logits
+ *    equal, within 200 fp32 eps units, a fresh bf16-cache prefill of the whole prefix.
+ * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256, the 12 prompts of gen_test.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gen_test.h"
+#include "mesh/mesh.h"
+#include "train/infer/gen.h"
+#include "train/model/sample.h"
+
+#define NTOK 10
+#define TOL (1.0 / 128)
+
+static gen *make(const config *c0, mesh *m, const gen_dims *d, compute_dtype kv) {
+    config c = *c0;
+    c.kv_dtype = kv;
+    char err[512];
+    gen *g = gen_create(&c, m, d, err, sizeof err);
+    if (!g) mesh_exit_error("%s", err);
+    return g;
+}
+
+/* max |a − b| / (|a| + |b| + 1) over n. */
+static double worst_rel(const float *a, const float *b, int64_t n) {
+    double w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]) / (fabs(a[i]) + fabs(b[i]) + 1.0);
+        w = d > w ? d : w;
+    }
+    return w;
+}
+
+/* Whether pick j is a right greedy pick of logits l[V]: the top one, or within the tolerance of
+ * it. */
+static int right_pick(const float *l, int64_t V, int32_t j) {
+    float top = l[0];
+    for (int64_t i = 1; i < V; i++) top = l[i] > top ? l[i] : top;
+    return (double)top - l[j] <= TOL * (fabs(top) + fabs(l[j]) + 1.0);
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    config c;
+    gen_test_config(&c);
+    int kv_rep = 0;
+    gen_test_mesh_flags(&c, &kv_rep, argc, argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--compute-dtype"))
+            c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;
+    char err[512], label[160];
+    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s, compute %s)", mesh_rank(m),
+             c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
+             c.data_axes[0] ? c.data_axes : "default", kv_rep ? ", kv replicated" : "",
+             compute_dtype_name(c.compute));
+    const int64_t V = c.shape.V, B = GEN_TEST_PROMPTS;
+    prompt_set ps = {0};
+    gen_test_prompts(&ps);
+    const gen_dims d = {B, ps.max_len + NTOK, 64, kv_rep};
+    gen *g32 = make(&c, m, &d, COMPUTE_FP32), *g16 = make(&c, m, &d, COMPUTE_BF16);
+    gen *ga = make(&c, m, &d, COMPUTE_AUTO);
+    check_expect(gen_kv_dtype(g16) == COMPUTE_BF16 && gen_kv_dtype(g32) == COMPUTE_FP32 &&
+                     gen_kv_dtype(ga) == c.compute,
+                 "%s: --kv-dtype bf16, fp32 as asked; auto = the compute dtype (%s)", label,
+                 compute_dtype_name(gen_kv_dtype(ga)));
+    gen_destroy(ga);
+    check_expect(2 * gen_cache_bytes(g16) == gen_cache_bytes(g32),
+                 "%s: the bf16 cache holds %lld bytes, half the fp32 cache's %lld", label,
+                 (long long)gen_cache_bytes(g16), (long long)gen_cache_bytes(g32));
+    int64_t row0, nb;
+    gen_rows(g32, &row0, &nb);
+    int32_t cur[16], n32[16], n16[16], tok[16][NTOK];
+    gen_step s32, s16;
+    double worst = 0;
+    int bytes_half = 1, wrong = 0, same = 0;
+    for (int64_t s = 0; s < NTOK; s++) {
+        if (s == 0) {
+            gen_prefill(g32, &ps, n32, &s32);
+            gen_prefill(g16, &ps, n16, &s16);
+        } else {
+            gen_decode(g32, cur, n32, &s32);
+            gen_decode(g16, cur, n16, &s16);
+        }
+        bytes_half &= 2 * s16.kv_bytes == s32.kv_bytes && s16.kv_bytes > 0;
+        const double w = worst_rel(gen_logits(g16), gen_logits(g32), nb * V);
+        worst = w > worst ? w : worst;
+        for (int64_t b = 0; b < nb; b++) {
+            same += n16[b] == n32[b];
+            if (!right_pick(gen_logits(g32) + b * V, V, n16[b])) {
+                wrong++;
+                printf("%s: sequence %lld step %lld: bf16 cache picks %d, fp32 %d\n", label,
+                       (long long)(row0 + b), (long long)s, n16[b], n32[b]);
+            }
+            cur[b] = tok[b][s] = n32[b];
+        }
+    }
+    check_expect(bytes_half, "%s: each step's cache bytes read and written: bf16 half of fp32's",
+                 label);
+    check_expect(worst <= TOL,
+                 "%s: logits of the bf16 cache vs the fp32 cache over %d steps: worst %.2e (bound "
+                 "%.2e)",
+                 label, NTOK, worst, TOL);
+    check_expect(wrong == 0,
+                 "%s: greedy picks: %d of %lld equal the fp32 cache's, the rest within its tie "
+                 "tolerance (%d not)",
+                 label, same, (long long)(nb * NTOK), wrong);
+    /* the last step's logits against a fresh bf16-cache prefill of each whole prefix */
+    prompt_set full = {0};
+    for (int64_t b = 0; b < B; b++) {
+        char buf[64];
+        const int64_t bl = b - row0, plen = ps.len[b];
+        for (int64_t i = 0; i < plen; i++) buf[i] = (char)ps.tok[b][i];
+        for (int64_t i = 0; i < NTOK - 1; i++)
+            buf[plen + i] = (char)(bl >= 0 && bl < nb ? tok[bl][i] : 'a');
+        prompts_add(&full, buf, (size_t)(plen + NTOK - 1), "prefix", err, sizeof err);
+    }
+    const gen_dims d2 = {B, full.max_len + 1, 64, kv_rep};
+    gen *gf = make(&c, m, &d2, COMPUTE_BF16);
+    gen_prefill(gf, &full, n16, &s16);
+    const double wre = check_worst_dev(gen_logits(g16), gen_logits(gf), nb * V);
+    check_expect(wre <= 200,
+                 "%s: bf16 cache, last decode logits vs a prefill of the prefix: worst %.1f eps "
+                 "units (k = 200)",
+                 label, wre);
+    gen_destroy(gf);
+    gen_destroy(g16);
+    gen_destroy(g32);
+    prompts_free(&ps);
+    prompts_free(&full);
+    mesh_destroy(m);
+    const int rc = check_finish("test_gen_kv_bf16");
+    mesh_mpi_finalize();
+    return rc;
+}

@@ -1,0 +1,164 @@
+/* kern_attn_paged_bf16, the serving engine's attention through a block table of a bf16 pool
+ * (--kv-dtype bf16):
+ *  - bit for bit equal to kern_attn_cached_bf16 (generate's kernel for a bf16 cache, itself
+ *    checked against its double twin in test_attn_bf16.c) on a contiguous copy of the cache, for
+ *    the contexts of the own kernels' paths this CPU has (avx2, portable), over the prefill of all
+ *    rows at once and one row at a time;
+ *  - bit for bit the same whatever the block size (1, 3, 4, 16, one past the rows), wherever the
+ *    blocks sit in the pool (a shuffled table, other layers' rows interleaved, padding holding
+ *    NaN's bf16) and however the rows are chunked (all, random chunks, one by one);
+ *  - within 2^-6·(|a| + |b| + 1) of the fp32 attention (kern_attn_paged_ref) on the same fp32
+ *    keys and values, a sanity bound: bf16 rounds q, K, V and P each by at most 2^-9 relative;
+ * on G = Nl/Kl of 1, 2 and 3, odd head dims, 1 to 70 positions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/attn_bf16.h"
+#include "kernels/attn_paged.h"
+
+static uint64_t lcg = 4242;
+static float rnd(void) {
+    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((lcg >> 40) & 0xffffff) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+static int64_t rndi(int64_t n) {
+    return (int64_t)((rnd() + 1.0f) * 0.5f * (float)n) % n;
+}
+
+/* The S rows of k and v ([S, KH] bf16) in a pool of blocks of bs rows, as layer 1 of a 2-layer
+ * cache, row stride KH + 3, blocks shuffled among spare ones; the rest NaN. */
+static kern_bf16 *paginate(kern_kv_pages_bf16 *pg, int32_t *table, const kern_bf16 *k,
+                           const kern_bf16 *v, int64_t S, int64_t KH, int64_t bs) {
+    const int64_t ldk = KH + 3, nb = (S + bs - 1) / bs, pool_blocks = nb + 3;
+    const int64_t bstride = 2 * bs * ldk, n = pool_blocks * bstride;
+    kern_bf16 *pool = malloc(sizeof(kern_bf16) * (size_t)(2 * n));
+    for (int64_t i = 0; i < 2 * n; i++) pool[i] = 0x7fc0; /* NaN */
+    int32_t perm[160];
+    for (int64_t i = 0; i < pool_blocks; i++) perm[i] = (int32_t)i;
+    for (int64_t i = pool_blocks - 1; i > 0; i--) {
+        const int64_t j = rndi(i + 1);
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int64_t b = 0; b < nb; b++) table[b] = perm[b];
+    const int64_t layer = bs * ldk;
+    for (int64_t p = 0; p < S; p++) {
+        kern_bf16 *kr = pool + table[p / bs] * bstride + layer + (p % bs) * ldk;
+        memcpy(kr, k + p * KH, sizeof(kern_bf16) * (size_t)KH);
+        memcpy(kr + n, v + p * KH, sizeof(kern_bf16) * (size_t)KH);
+    }
+    *pg = (kern_kv_pages_bf16){pool + layer, pool + n + layer, table, bs, bstride, ldk};
+    return pool;
+}
+
+/* Rows [0, S) through the pages: mode 0 all at once, 1 random chunks, 2 one by one. */
+static void run_chunks(float *out, const float *q, const kern_kv_pages_bf16 *pg, int64_t S,
+                       int64_t Nl, int64_t Kl, int64_t H, int mode) {
+    const int64_t ns = kern_attn_paged_bf16_scratch(0, S, Nl, Kl, H);
+    float *scr = malloc(sizeof(float) * (size_t)ns);
+    for (int64_t p0 = 0; p0 < S;) {
+        int64_t n = mode == 0 ? S : mode == 2 ? 1 : 1 + rndi(S - p0);
+        if (n > S - p0) n = S - p0;
+        for (int64_t i = 0; i < ns; i++) scr[i] = NAN;
+        kern_attn_paged_bf16(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
+        p0 += n;
+    }
+    free(scr);
+}
+
+/* kern_attn_cached_bf16 on the contiguous cache: prefill of every row (mode 0) or decode, one row
+ * at a time (mode 2). */
+static void cached(kern_bf16_ctx *ctx, float *out, const float *q, const kern_bf16 *k,
+                   const kern_bf16 *v, int64_t S, int64_t Nl, int64_t Kl, int64_t H, int mode) {
+    float *scr = malloc(sizeof(float) * (size_t)kern_attn_cached_bf16_scratch(0, S, Nl, Kl, H) +
+                        sizeof(float) * (size_t)kern_attn_cached_bf16_scratch(S, 1, Nl, Kl, H));
+    if (mode == 0) kern_attn_cached_bf16(ctx, out, scr, q, k, v, 0, S, Nl, Kl, H, Kl * H);
+    for (int64_t p = 0; mode != 0 && p < S; p++)
+        kern_attn_cached_bf16(ctx, out + p * Nl * H, scr, q + p * Nl * H, k, v, p, 1, Nl, Kl, H,
+                              Kl * H);
+    free(scr);
+}
+
+static void run(kern_bf16_ctx *const *ctx, int nctx, int64_t S, int64_t Nl, int64_t Kl, int64_t H) {
+    const int64_t KH = Kl * H, nq = S * Nl * H;
+    float *q = malloc(sizeof(float) * (size_t)nq), *kf = malloc(sizeof(float) * (size_t)(S * KH));
+    float *vf = malloc(sizeof(float) * (size_t)(S * KH)), *ref = malloc(sizeof(float) * (size_t)nq);
+    float *contig = malloc(sizeof(float) * (size_t)nq), *out = malloc(sizeof(float) * (size_t)nq);
+    kern_bf16 *k = malloc(2 * (size_t)(S * KH)), *v = malloc(2 * (size_t)(S * KH));
+    for (int64_t i = 0; i < nq; i++) q[i] = 2 * rnd();
+    for (int64_t i = 0; i < S * KH; i++) kf[i] = 2 * rnd(), vf[i] = rnd();
+    kern_bf16_pack(k, kf, S * KH);
+    kern_bf16_pack(v, vf, S * KH);
+    const int32_t zero = 0;
+    const kern_kv_pages_bf16 one = {k, v, &zero, S, S * KH, KH};
+    run_chunks(contig, q, &one, S, Nl, Kl, H, 0);
+    int bad = 0;
+    for (int c = 0; c < nctx; c++)
+        for (int mode = 0; mode < 3; mode += 2) {
+            cached(ctx[c], out, q, k, v, S, Nl, Kl, H, mode);
+            if (memcmp(out, contig, sizeof(float) * (size_t)nq)) {
+                bad++;
+                printf("  path %s, %s: differs from kern_attn_cached_bf16 (worst %.2f eps)\n",
+                       kern_bf16_path_name(kern_bf16_ctx_path(ctx[c])), mode ? "decode" : "prefill",
+                       check_worst_dev(out, contig, nq));
+            }
+        }
+    const kern_kv_pages onef = {kf, vf, &zero, S, S * KH, KH};
+    kern_attn_paged_ref(ref, q, &onef, 0, S, Nl, Kl, H);
+    double worst = 0;
+    for (int64_t i = 0; i < nq; i++) {
+        const double d = fabs(ref[i] - contig[i]) / (fabs(ref[i]) + fabs(contig[i]) + 1);
+        worst = d > worst ? d : worst;
+    }
+    const int64_t sizes[] = {1, 3, 4, 16, S + 1};
+    int32_t table[128];
+    for (int si = 0; si < 5; si++)
+        for (int mode = 0; mode < 3; mode++) {
+            kern_kv_pages_bf16 pg;
+            kern_bf16 *pool = paginate(&pg, table, k, v, S, KH, sizes[si]);
+            for (int64_t i = 0; i < nq; i++) out[i] = NAN;
+            run_chunks(out, q, &pg, S, Nl, Kl, H, mode);
+            if (memcmp(out, contig, sizeof(float) * (size_t)nq)) {
+                bad++;
+                printf("  block size %lld, chunking %d: differs from the contiguous cache\n",
+                       (long long)sizes[si], mode);
+            }
+            free(pool);
+        }
+    check_expect(bad == 0 && worst <= 1.0 / 64,
+                 "S=%lld Nl=%lld Kl=%lld H=%lld: paged bf16 bit-identical to "
+                 "kern_attn_cached_bf16 (%d paths) and across 5 block sizes x 3 chunkings (%d "
+                 "differ); vs the fp32 attention %.2e (bound 2^-6)",
+                 (long long)S, (long long)Nl, (long long)Kl, (long long)H, nctx, bad, worst);
+    free(q), free(kf), free(vf), free(ref), free(contig), free(out), free(k), free(v);
+}
+
+int main(void) {
+    kern_bf16_ctx *ctx[2];
+    int nctx = 0;
+    const kern_bf16_path paths[2] = {KERN_BF16_AVX2, KERN_BF16_PORTABLE};
+    for (int i = 0; i < 2; i++) {
+        char msg[256];
+        kern_bf16_path r;
+        if (kern_bf16_path_check(paths[i], &r, msg, sizeof msg) < 0) {
+            printf("skipped: %s\n", msg);
+            continue;
+        }
+        ctx[nctx] = kern_bf16_ctx_create(paths[i], 1, msg, sizeof msg);
+        if (ctx[nctx])
+            nctx++;
+        else
+            check_expect(0, "the %s context: %s", kern_bf16_path_name(paths[i]), msg);
+    }
+    run(ctx, nctx, 1, 1, 1, 4);
+    run(ctx, nctx, 7, 4, 2, 8);
+    run(ctx, nctx, 33, 6, 2, 5);
+    run(ctx, nctx, 70, 3, 1, 16);
+    run(ctx, nctx, 17, 8, 8, 6);
+    run(ctx, nctx, 40, 4, 2, 32);
+    for (int i = 0; i < nctx; i++) kern_bf16_ctx_destroy(ctx[i]);
+    return check_finish("test_attn_paged_bf16");
+}
