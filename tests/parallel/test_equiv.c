@@ -104,6 +104,15 @@ int main(int argc, char **argv) {
             (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
         c.shape.moe = mo;
     }
+    /* a context axis of 3 (--cp) splits T = 24 (zigzag: 6 chunks of 4); ulysses deals heads over
+     * it: the model with factors of 3 */
+    const int cx = c.cp_axis[0] ? mesh_axis_index(m, c.cp_axis[0]) : -1;
+    if (cx >= 0 && mesh_axis_size(m, cx) % 3 == 0) {
+        if (config_cp_alg(&c) == CONFIG_CP_ULYSSES)
+            c.shape = (model_shape){
+                .L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
+        c.shape.T = 24;
+    }
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS], ref_g[STEPS], g1[STEPS], g2[STEPS];

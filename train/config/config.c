@@ -149,6 +149,14 @@ const flag_def config_flag_table[] = {
     {"expert", K_STR, F_(expert_axis), 0, 0, 0, "AXIS",
      "shard the routed experts over this data axis (expert parallelism: tokens go to their "
      "experts' ranks and back by AllToAll)"},
+    {"cp", K_STR, F_(cp_axis), 0, 0, 0, "AXIS",
+     "context parallelism: every sequence's T tokens sharded over this axis (zigzag or "
+     "contiguous split, RoPE at global positions); the axis also shares the gradients' "
+     "reduction and ZeRO's shards with --dp, as a data axis does, but loads no batch of its own"},
+    {"cp-alg", K_STR, F_(cp_alg), 0, 0, 0, "allgather|ring|ulysses",
+     "--cp's attention: gather K and V over the axis (allgather), pass K and V blocks round "
+     "it (ring, T divisible by 2|axis|), or AllToAll from sequence to head shards (ulysses, "
+     "heads divisible by |axis|)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},
     {"progress", K_PROG, F_(progress), 0, 0, 0, "thread|inline|auto",
@@ -246,6 +254,7 @@ void config_defaults(config *c) {
     c->kv_dtype = COMPUTE_AUTO;
     snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "checkpoints");
     c->alg = MESH_ALG_DEFAULT;
+    snprintf(c->cp_alg, sizeof c->cp_alg, "allgather");
     c->comm_dtype = MESH_WIRE_F32;
     c->emulate_rate = CONFIG_RATE_PEAK;
     c->progress = CONFIG_PROGRESS_AUTO;
@@ -723,6 +732,7 @@ static int check_ranges(const config *c, char *err, size_t errlen) {
 int config_validate(const config *c, char *err, size_t errlen) {
     if (check_ranges(c, err, errlen) || config_check_limits(c, err, errlen) ||
         config_check_model(c, err, errlen) || config_check_sharding(c, err, errlen) ||
+        config_check_cp(c, err, errlen) ||
         config_check_collectives(c, err, errlen))
         return -1;
     return 0;

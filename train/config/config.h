@@ -87,6 +87,8 @@ typedef struct {
     int zero;            /* 0 (replicated DP), 1, 2, 3 over data_axes */
     char tensor_axis[4]; /* Megatron TP axis, "" = none */
     char expert_axis[4]; /* --expert AXIS: the routed experts sharded over this data axis */
+    char cp_axis[4];     /* --cp AXIS: every sequence's T tokens sharded over it, "" = none */
+    char cp_alg[12];     /* --cp-alg: "allgather", "ring" or "ulysses" (config_cp_alg) */
     int overlap;
     config_progress progress; /* --progress (mesh_set_progress; trainer.c resolves auto) */
     mesh_alg alg;             /* --alg; MESH_ALG_DEFAULT when not given */
@@ -165,6 +167,21 @@ int config_env_quick_start(void);
 /* What bf16 compute (--compute-dtype) does not cover yet in c, as a phrase, or NULL: bf16 is
  * refused there, and auto resolves to fp32 with that reason. */
 const char *config_bf16_unsupported(const config *c);
+/* --cp's algorithm (config_cp.c). ALLGATHER: K and V gathered over the axis, each rank attends its
+ * own queries; RING: K and V blocks travel round the axis, partial softmaxes merged online;
+ * ULYSSES: an AllToAll turns the sequence shards into head shards for attention and back. */
+typedef enum { CONFIG_CP_ALLGATHER = 0, CONFIG_CP_RING, CONFIG_CP_ULYSSES } config_cp_alg_t;
+/* c->cp_alg as the enum; −1 for a name it does not know. */
+int config_cp_alg(const config *c);
+/* How the split of T over n context ranks is made for c's algorithm: the pieces of a sequence
+ * each rank holds, 2 for the zigzag split (ring always; allgather when 2n divides T), 1 for the
+ * contiguous split (ulysses, allgather otherwise). */
+int config_cp_pieces(const config *c, int64_t n);
+/* config_cp.c: --cp's rules. config_check_cp: the flag alone (one axis, not one of the other
+ * roles', a known algorithm, what it does not compose with); config_check_cp_mesh: against the
+ * axis size n (T and, for ulysses, the heads divisible). 0, or −1 with err. */
+int config_check_cp(const config *c, char *err, size_t errlen);
+int config_check_cp_mesh(const config *c, int64_t n, int64_t nY, char *err, size_t errlen);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
 #endif

@@ -94,6 +94,7 @@ int config_check_model(const config *c, char *err, size_t errlen) {
 const char *config_bf16_unsupported(const config *c) {
     if (c->shape.moe.E > 0)
         return "the mixture-of-experts blocks (--experts) multiply in fp32 only";
+    if (c->cp_axis[0]) return "context parallelism's attention (--cp) runs in fp32 only";
     return NULL;
 }
 

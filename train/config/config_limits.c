@@ -39,6 +39,8 @@ const char *config_str_expect(const char *flag, char *buf, size_t len) {
         {"tensor", "one axis, x, y or z"},
         {"pipeline", "one axis, x, y or z"},
         {"dcn", "one axis, x, y or z"},
+        {"cp", "one axis, x, y or z"},
+        {"cp-alg", "allgather, ring or ulysses"},
         {"dp", "axes named x, y, z, each at most once"},
         {"data-axes", "axes named x, y, z, each at most once"},
         {"open", "axes named x, y, z, each at most once"},

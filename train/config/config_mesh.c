@@ -15,10 +15,11 @@ void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN])
         snprintf(out, CONFIG_AXES_LEN, "%s", c->data_axes);
         return;
     }
-    int n = 0; /* every axis that --tensor and --pipeline leave free */
+    int n = 0; /* every axis that --tensor, --pipeline and --cp leave free */
     for (int a = 0; a < mesh_ndims(m) && n < CONFIG_AXES_LEN - 1; a++) {
         const char name = mesh_axis_name(m, a);
-        if (c->tensor_axis[0] != name && c->pipe_axis[0] != name) out[n++] = name;
+        if (c->tensor_axis[0] != name && c->pipe_axis[0] != name && c->cp_axis[0] != name)
+            out[n++] = name;
     }
 }
 
@@ -67,11 +68,13 @@ static int check_axis_use(const config *c, const mesh *m, mesh_axes dax, mesh_ax
               c->tensor_axis);
         used[tax.ax[0]]++;
     }
+    const int cpa = c->cp_axis[0] ? mesh_axis_index(m, c->cp_axis[0]) : -1;
+    if (cpa >= 0) used[cpa]++;
     for (int a = 0; a < mesh_ndims(m); a++)
         if (!used[a] && mesh_axis_size(m, a) > 1)
             return errmsg_fail(err, errlen,
                                "mesh axis %c (size %d) is used by none of --dp, --tensor, "
-                               "--pipeline: every rank along it would repeat the same work; add "
+                               "--pipeline, --cp: every rank along it would repeat the same work; add "
                                "it to --dp",
                                mesh_axis_name(m, a), mesh_axis_size(m, a));
     return 0;
@@ -145,8 +148,8 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
     const int64_t nX = mesh_axes_size(m, dax), nY = mesh_axes_size(m, tax);
     if (c->shape.moe.E > 0 && check_experts(c, m, dax, err, errlen)) return -1;
     if (check_axis_use(c, m, dax, tax, pax, mesh_axes_size(m, pax), err, errlen)) return -1;
-    if (c->zero > 0 && dax.n == 0)
-        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES)");
+    if (c->zero > 0 && dax.n == 0 && !c->cp_axis[0])
+        return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES or --cp)");
     mesh_axes zax = dax; /* the axes ZeRO shards over: --dcn's axis holds replicas */
     if (c->dcn_axis[0]) {
         const int d = mesh_axis_index(m, c->dcn_axis[0]);
@@ -166,6 +169,14 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
                                c->zero, c->dcn_axis);
     }
     if (nY > 1 && check_tensor(&c->shape, m, tax.ax[0], nY, err, errlen)) return -1;
+    if (c->cp_axis[0]) { /* the context axis: its own rules, then ZeRO shards over it too */
+        const int a = mesh_axis_index(m, c->cp_axis[0]);
+        if (a < 0)
+            return errmsg_fail(err, errlen, "--cp %s: the mesh has no axis %s", c->cp_axis,
+                               c->cp_axis);
+        if (config_check_cp_mesh(c, mesh_axis_size(m, a), nY, err, errlen)) return -1;
+        zax.ax[zax.n++] = a;
+    }
     if (c->zero > 0) {
         char buf[16], by[64];
         mesh_axes_str(m, zax, buf, sizeof buf);

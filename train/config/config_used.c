@@ -78,6 +78,10 @@ static const char *gen_no_tensor(const config *c, config_mode mode) {
                ? NULL
                : "generation's collectives are tensor parallelism's (--tensor)";
 }
+static const char *no_cp(const config *c, config_mode mode) {
+    (void)mode;
+    return c->cp_axis[0] ? NULL : "only a context axis (--cp AXIS) has an attention algorithm";
+}
 static const char *never(const config *c, config_mode mode) {
     (void)mode;
     (void)c;
@@ -137,6 +141,8 @@ static const used_rule rules[] = {
     {"alg", 0, gen_no_tensor},
     {"emulate-rate", M_GEN, no_emulate},
     {"microbatches", M_GEN, no_pipe},
+    {"cp", M_GEN, never},
+    {"cp-alg", M_GEN, no_cp},
     {"schedule", M_GEN, no_pipe},
     /* the mixture of experts' training losses */
     {"aux-loss-coef", M_GEN, never},

@@ -36,6 +36,8 @@ typedef struct {
     int64_t El, e0;         /* routed experts held locally and the first one's index: E_Z */
     int64_t ep_n;           /* ranks of the expert axis Z (1: none): the tokens of ep_n data
                                shards may reach this rank's experts */
+    int64_t cp_n;           /* ranks of the context axis C (0 or 1: none): the model's rows are
+                               this rank's share of each sequence, attention is cp_attn_*'s */
 } model_extents;
 
 /* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered): a dense
@@ -139,6 +141,17 @@ typedef struct model_hooks {
                            const int64_t *offs, int64_t *loffs, int64_t w);
     void (*moe_from_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
                              int64_t w);
+    /* The context axis C (model_extents.cp_n > 1): the model's BT rows are this rank's share of
+     * its sequences, whose attention needs every rank's keys. cp_attn_fwd rotates q[BT, N_l·H]
+     * and k[BT, K_l·H] in place to their global positions, fills att[BT, N_l·H] and keeps what
+     * its backward needs for (slot, stored layer l); cp_attn_bwd overwrites dq, dk, dv (the
+     * gradients of the projections' outputs, before rotation) from datt and the saved rotated
+     * q, k and v. Collective over C. */
+    void (*cp_attn_fwd)(void *ctx, model *m, int slot, int64_t l, float *att, float *q, float *k,
+                        const float *v, int64_t BT);
+    void (*cp_attn_bwd)(void *ctx, model *m, int slot, int64_t l, float *dq, float *dk,
+                        float *dv, const float *datt, const float *q, const float *k,
+                        const float *v, int64_t BT);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);

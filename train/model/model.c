@@ -51,7 +51,7 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             A->q = carve(c, BT * lc->Nl * H);
             A->k = carve(c, BT * lc->Kl * H);
             A->v = carve(c, BT * lc->Kl * H);
-            A->P = m->cmp.bf16 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
+            A->P = m->cmp.bf16 || lc->cp_n > 1 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
             A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
             A->att = carve(c, BT * lc->Nl * H);
             A->x2 = carve(c, BT * D);
@@ -392,13 +392,18 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
 
     trace_begin(m->tr, TRACE_ATTN, l);
     block_qkv(m, &w, wb, A, B * T, sharded);
-    kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
-    kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
-    POLL(m);
-    if (wb)
-        mixed_attn_fwd(m, A, B, T);
-    else
-        kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    if (lc->cp_n > 1) { /* the context axis: rotary and attention at global positions */
+        m->hk.cp_attn_fwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, A->att, A->q, A->k, A->v,
+                          B * T);
+    } else {
+        kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
+        kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
+        POLL(m);
+        if (wb)
+            mixed_attn_fwd(m, A, B, T);
+        else
+            kern_attn_fwd(A->att, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
+    }
     const int x2_sharded = block_attn_out(m, &w, wb, A, B * T, 1);
     trace_end(m->tr, TRACE_ATTN);
     float *out = (l + 1 - m->l0) % m->Lc ? S->act[l + 1 - m->l0].x1 : end;
@@ -659,12 +664,18 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, w.wo, wb.wo, BT, NHl,
                      keep ? A->d_attn : NULL);
     POLL(m);
-    if (b16)
-        mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);
-    else
-        kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl, lc->Kl, H);
-    kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
-    kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
+    if (lc->cp_n > 1) {
+        m->hk.cp_attn_bwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, dq, dk, dv, datt, A->q,
+                          A->k, A->v, BT);
+    } else {
+        if (b16)
+            mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);
+        else
+            kern_attn_bwd(dq, dk, dv, m->s_attn, datt, A->P, A->q, A->k, A->v, B, T, lc->Nl,
+                          lc->Kl, H);
+        kern_rope_apply(dq, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 1);
+        kern_rope_apply(dk, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 1);
+    }
     float *const dqkv[3] = {dq, dk, dv}, *const gqkv[3] = {g.wq, g.wk, g.wv};
     const float *const wqkv[3] = {w.wq, w.wk, w.wv};
     const kern_bf16 *const wqkv16[3] = {wb.wq, wb.wk, wb.wv};

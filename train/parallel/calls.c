@@ -52,7 +52,9 @@ double par_allsum(struct par *p, mesh_axes a, double v) {
 
 double par_data_mean(par *p, double v) {
     if (!p) return v;
-    return par_allsum(p, p->pl->batch.axes, v) / (double)p->pl->batch.n;
+    /* the context axis's ranks hold equal shares of the same sequences' tokens */
+    const double b = par_allsum(p, p->pl->batch.axes, v);
+    return par_allsum(p, p->pl->cp.axes, b) / (double)(p->pl->batch.n * p->pl->cp.n);
 }
 
 double par_pipe_mean(par *p, double v) {

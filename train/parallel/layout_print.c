@@ -47,6 +47,14 @@ static void print_scheme(const plan *p, FILE *out) {
                     : "",
             Y[0] ? Y : "-", Y[0] ? Y : "Y", (long long)p->tensor.n, Z[0] ? Z : "-", Z[0] ? Z : "Z",
             (long long)p->pipe.n, mesh_alg_name(p->alg), p->overlap ? "on" : "off");
+    if (p->cp.n > 1)
+        fprintf(out,
+                "context over %s (|C| = %lld, --cp-alg %s): each sequence's T = %lld tokens "
+                "split %s, %lld per rank (In[B, T_C, D]); %s is among the data axes above for the "
+                "gradients and ZeRO, not for the batch\n",
+                p->cp.sub, (long long)p->cp.n, p->c.cp_alg, (long long)p->s.T,
+                p->cp_pieces == 2 ? "zigzag (chunks i and 2|C|-1-i)" : "contiguously",
+                (long long)(p->s.T / p->cp.n), p->cp.sub);
 }
 
 /* Every parameter's and the activations' sharding in the book's notation. */

@@ -32,11 +32,12 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
     const mesh_alg alg = cm->alg;
     char dp[CONFIG_AXES_LEN];
     config_data_axes(cm, m, dp);
-    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert, erep = {0, {0, 0, 0}};
+    mesh_axes batch, data, dcn = {0, {0, 0, 0}}, tensor, pipe, expert, erep = {0, {0, 0, 0}}, cp;
     CHECK(mesh_axes_parse(m, dp, &batch) == 0 &&
               mesh_axes_parse(m, cm->expert_axis, &expert) == 0 &&
               mesh_axes_parse(m, cm->tensor_axis, &tensor) == 0 &&
-              mesh_axes_parse(m, cm->pipe_axis, &pipe) == 0,
+              mesh_axes_parse(m, cm->pipe_axis, &pipe) == 0 &&
+              mesh_axes_parse(m, cm->cp_axis, &cp) == 0,
           "par_plan_in: axes checked by config_for_mesh do not parse");
     /* --dcn: the batch axes as parsed; the DCN axis (config_for_mesh checked that it is one of
      * them) moves from the data axes to dcn, so that data keeps the ICI data axes */
@@ -52,7 +53,11 @@ int par_plan_in(const config *c, mesh *m, plan_in *in, char *err, size_t errlen)
         for (int k = at; k + 1 < data.n; k++) data.ax[k] = data.ax[k + 1];
         data.ax[--data.n] = 0;
     }
+    /* --cp: the context axis joins the data axes (the gradients' reduction, ZeRO's shards), not
+     * the batch's: its ranks hold the same sequences' different tokens */
+    if (cp.n) data.ax[data.n++] = cp.ax[0];
     in->batch = role(m, batch, alg), in->data = role(m, data, alg), in->dcn = role(m, dcn, alg);
+    in->cp = role(m, cp, alg);
     in->tensor = role(m, tensor, alg), in->pipe = role(m, pipe, alg);
     in->expert = role(m, expert, alg);
     for (int k = 0; k < data.n; k++) /* a routed expert's copies: the data axes without Z */
@@ -94,6 +99,9 @@ static model_hooks hook_table(struct par *p) {
         /* expert.c: the expert axis */
         .moe_to_experts = par_hk_moe_to_experts,
         .moe_from_experts = par_hk_moe_from_experts,
+        /* cp.c: the context axis */
+        .cp_attn_fwd = par_hk_cp_attn_fwd,
+        .cp_attn_bwd = par_hk_cp_attn_bwd,
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,
@@ -150,6 +158,7 @@ int par_create(const plan *pl, mesh *m, par **out, char *err, size_t errlen) {
     p->m = m;
     p->pl = pl;
     views(p);
+    cp_init(p);
     p->hooks = hook_table(p);
     *out = p;
     return 0;

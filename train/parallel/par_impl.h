@@ -65,6 +65,16 @@ typedef struct {
     int nsegs[2];
 } par_buckets;
 
+/* ---- the context axis (cp.c) ---- */
+
+/* Views of the context axis's buffers: the saved softmax statistics, the K/V buffers, the
+ * rotary tables [T, H/2], the positions (this rank's rows [T_C], every rank's [|C|, T_C],
+ * 0..T−1) and the kernels' scratch. */
+typedef struct {
+    float *saved, *kv, *cos, *sin, *ker;
+    int32_t *qpos, *kpos, *iota;
+} par_cp;
+
 /* ---- ZeRO-2/3's transient gradients (zero.c) ---- */
 
 /* A layer's full (TP-local) gradients in two slots, so that one reduces while the next layer's
@@ -142,6 +152,7 @@ struct par {
     par_update up;
     par_tensor tp;
     par_expert ep;
+    par_cp cp;
     int64_t micro, n_micro;         /* the backward running (its micro-batch) and how many */
     int64_t calls[PLAN_COLL_COUNT]; /* the collectives made, by kind (par_run, par_start) */
     mesh_wire wire; /* the calls' wire format in force (par_in_step): the plan's, or fp32 */
@@ -266,6 +277,13 @@ void par_hk_embed_reduce(void *ctx, model *mod, float *x, int64_t BT);
 void par_hk_gather_vocab(void *ctx, model *mod, float *logits, const float *logits_loc);
 void par_hk_partial_end(void *ctx, model *mod, float *dr, float *part, int64_t BT);
 void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
+/* cp.c (cp_init: the views and tables, once the buffers exist) */
+void cp_init(struct par *p);
+void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
+                        float *k, const float *v, int64_t BT);
+void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
+                        float *dv, const float *datt, const float *q, const float *k,
+                        const float *v, int64_t BT);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);

@@ -54,12 +54,12 @@ void plan_in_single(plan_in *in, const config *c) {
     memset(in, 0, sizeof *in);
     in->c = *c;
     const mesh_axes none = {0, {0, 0, 0}};
-    in->batch = in->data = in->dcn = in->tensor = in->pipe = in->expert = in->erep =
+    in->batch = in->data = in->dcn = in->tensor = in->pipe = in->expert = in->erep = in->cp =
         plan_axes_of(&none, NULL, NULL, NULL, "", MESH_ALG_DEFAULT);
 }
 
 int plan_trivial(const plan *p) {
-    return p->batch.n == 1 && p->tensor.n == 1 && p->pipe.n == 1;
+    return p->batch.n == 1 && p->tensor.n == 1 && p->pipe.n == 1 && p->cp.n == 1;
 }
 
 /* This rank's local extents: its heads, kv heads, d_ff, vocabulary and residual columns. */
@@ -82,6 +82,7 @@ static void extents(plan *p) {
     lc->v0 = y * lc->Vl;
     lc->Dl = s->D / n;
     lc->d0 = y * lc->Dl;
+    lc->cp_n = p->cp.n;
     plan_expert_extents(p);
 }
 
@@ -176,7 +177,8 @@ static void stage(plan *p) {
     p->nslots =
         p->pipe.n == 1 ? 1 : (int)(c->schedule == PIPE_1F1B && M > p->pipe.n ? p->pipe.n : M);
     p->micro_seqs = c->micro_batch / p->batch.n;
-    p->rows = p->micro_seqs * p->s.T;
+    plan_cp_shape(p);
+    p->rows = p->model_seqs * p->ms.T;
 }
 
 int64_t plan_bucket_limit(const plan *p) {
@@ -256,9 +258,10 @@ int plan_build(plan *p, const plan_in *in, char *err, size_t errlen) {
     p->s = in->c.shape;
     p->batch = in->batch, p->data = in->data, p->dcn = in->dcn;
     p->tensor = in->tensor, p->pipe = in->pipe, p->expert = in->expert;
-    p->erep = in->erep;
+    p->erep = in->erep, p->cp = in->cp;
     if (p->expert.axes.n == 0) p->expert.n = 1, p->expert.index = 0;
     if (p->erep.axes.n == 0) p->erep.n = 1, p->erep.index = 0;
+    if (p->cp.axes.n == 0) p->cp.n = 1, p->cp.index = 0;
     p->zero = p->data.n == 1 ? 0 : in->c.zero;
     p->overlap = in->c.overlap;
     p->alg = in->c.alg;
@@ -290,11 +293,11 @@ static void add(plan *p, plan_buf_id id, int slot, plan_owner owner, plan_mem ca
 
 /* The model's storage (model_create) and the optimizer's moments (trainer.c). */
 static void list_model(plan *p, int forward_only) {
-    const int64_t Bl = forward_only ? 0 : p->micro_seqs;
+    const int64_t Bl = forward_only ? 0 : p->model_seqs;
     model_sizes ms;
     const int bf16 = plan_model_compute(p);
     const model_stage_info st = plan_stage_info(p);
-    model_sizes_of(&p->s, &p->loc, Bl, &st, bf16, &ms);
+    model_sizes_of(&p->ms, &p->loc, Bl, &st, bf16, &ms);
     add(p, BUF_PARAMS, 0, PLAN_OWNER_MODEL, PLAN_MEM_PARAMS, PLAN_F32, p->param_elems);
     if (Bl > 0 && p->zero <= 1)
         add(p, BUF_GRADS, 0, PLAN_OWNER_MODEL, PLAN_MEM_GRADS, PLAN_F32, p->param_elems);
@@ -418,6 +421,10 @@ static const struct {
     [PLAN_EP_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_EXPERT_DATA},
+    [PLAN_CP_GATHER_KV] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
+    [PLAN_CP_SCATTER_DKV] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_CP},
+    [PLAN_CP_HOP] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
+    [PLAN_CP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_CP},
 };
 
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
@@ -540,12 +547,48 @@ static void list_calls(plan *p) {
     calls_data(p);
 }
 
+/* The context axis's buffers (plan_cp.c) and its collectives per layer and micro-batch. */
+static void list_cp(plan *p, int forward_only) {
+    int64_t n[4];
+    plan_cp_bufs(p, forward_only, n);
+    if (!n[0]) return;
+    add(p, BUF_CP_TOKENS, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_I32, n[0]);
+    if (n[1]) add(p, BUF_CP_SAVED, 0, PLAN_OWNER_PAR, PLAN_MEM_ACTIVATIONS, PLAN_F32, n[1]);
+    add(p, BUF_CP_KV, 0, PLAN_OWNER_PAR, PLAN_MEM_BUFFERS, PLAN_F32, n[2]);
+    add(p, BUF_CP_SCRATCH, 0, PLAN_OWNER_PAR, PLAN_MEM_BUFFERS, PLAN_F32, n[3]);
+    const int64_t R = p->rows, KH = p->loc.Kl * p->s.H, NH = p->loc.Nl * p->s.H;
+    const int C = (int)p->cp.n;
+    if (p->cp_alg == CONFIG_CP_ALLGATHER) {
+        call(p, PLAN_CP_GATHER_KV, PLAN_FWD, PLAN_CRITICAL, 2 * R * KH, 1,
+             "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H]");
+        call(p, PLAN_CP_GATHER_KV, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
+             "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H] again");
+        call(p, PLAN_CP_SCATTER_DKV, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
+             "dK, dV[B, T, K_Y·H]{U_C} → [B, T_C, K_Y·H]");
+    } else if (p->cp_alg == CONFIG_CP_RING) {
+        call(p, PLAN_CP_HOP, PLAN_FWD, PLAN_HIDDEN, 2 * R * KH, C - 1,
+             "K, V[B, T_C, K_Y·H] round the ring");
+        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_HIDDEN, 4 * R * KH, C,
+             "K, V, dK, dV[B, T_C, K_Y·H] round the ring");
+    } else {
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, R * (NH + 2 * KH), 1,
+             "Q, K, V[B, T_C, heads] → [B, T, heads_C]");
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, R * NH, 1,
+             "O[B, T, N_YC·H] → [B, T_C, N_Y·H]");
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, R * NH, 1,
+             "dO[B, T_C, N_Y·H] → [B, T, N_YC·H]");
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, R * (NH + 2 * KH), 1,
+             "dQ, dK, dV[B, T, heads_C] → [B, T_C, heads]");
+    }
+}
+
 static void plan_list(plan *p, const plan_in *in) {
     p->nbuf = p->ncall = 0;
     list_model(p, in->forward_only);
     if (plan_trivial(p)) return;
     list_common(p);
     list_zero(p);
+    list_cp(p, in->forward_only);
     if (p->pipe.n > 1 && !in->forward_only) {
         add(p, BUF_PIPE_DOUT, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32, p->rows * p->s.D);
         add(p, BUF_PIPE_DSEND, 0, PLAN_OWNER_EXEC, PLAN_MEM_BUFFERS, PLAN_F32,
@@ -640,6 +683,7 @@ const plan_axes *plan_role_axes(const plan *p, plan_role r) {
            : r == PLAN_ROLE_PIPE        ? &p->pipe
            : r == PLAN_ROLE_EXPERT      ? &p->expert
            : r == PLAN_ROLE_EXPERT_DATA ? &p->erep
+           : r == PLAN_ROLE_CP          ? &p->cp
                                         : &p->dcn;
 }
 

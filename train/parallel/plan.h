@@ -52,6 +52,7 @@ typedef struct {
     plan_axes batch, data, dcn, tensor, pipe;
     plan_axes expert; /* --expert: the axis the routed experts are sharded over (one of batch's) */
     plan_axes erep;   /* the data axes without --expert's: where copies of one routed expert live */
+    plan_axes cp;     /* --cp: the context axis, which shards T (also one of data's) */
     int64_t bucket;
     int cmatmul;
     int forward_only;
@@ -145,6 +146,12 @@ typedef enum {
     BUF_EP_GATHERED,    /* ZeRO-3: a MoE block's gathered weights */
     BUF_EP_PACK,        /* a MoE block's tensor packed by shard, and a collective's result */
     BUF_EP_UPDATE,      /* ZeRO-1/2: the shard of a MoE weight being updated */
+    /* the context axis (cp.c; the executor's token pieces) */
+    BUF_CP_TOKENS, /* this rank's pieces of a micro-batch's sequences, rows of T_p + 1 (int32) */
+    BUF_CP_SAVED,  /* every slot's and layer's softmax max and sum m, l [rows, N_Y] (ring,
+                      allgather) or probabilities [B, N_YC, T, T] (ulysses) */
+    BUF_CP_KV,     /* the gathered, travelling or head-sharded K and V and their gradients */
+    BUF_CP_SCRATCH, /* the blockwise kernels' scratch, the rotary tables, the positions */
     BUF_COUNT
 } plan_buf_id;
 
@@ -157,7 +164,7 @@ typedef struct {
     int64_t n; /* elements */
 } plan_buf;
 
-#define PLAN_MAX_BUFS 60
+#define PLAN_MAX_BUFS 64
 
 /* ---- the collectives ---- */
 
@@ -176,7 +183,8 @@ typedef enum {
     PLAN_ROLE_PIPE,
     PLAN_ROLE_DCN,
     PLAN_ROLE_EXPERT,
-    PLAN_ROLE_EXPERT_DATA /* the data axes without the expert axis (plan.erep) */
+    PLAN_ROLE_EXPERT_DATA, /* the data axes without the expert axis (plan.erep) */
+    PLAN_ROLE_CP
 } plan_role;
 
 /* Every kind of collective the run makes. The code that makes one names its kind and the
@@ -218,6 +226,11 @@ typedef enum {
     PLAN_EP_GATHER,    /* AllGather of a routed expert's shards (ZeRO-3 use, ZeRO-1/2 update) */
     PLAN_EP_REDUCE,    /* ReduceScatter of its gradient into the shards (ZeRO) */
     PLAN_EP_DP_REDUCE, /* AllReduce of its gradient (--zero 0) */
+    /* the context axis C (--cp) */
+    PLAN_CP_GATHER_KV,   /* allgather: AllGather_C of K, V [B, T_C, K_Y·H] */
+    PLAN_CP_SCATTER_DKV, /* allgather: ReduceScatter_C of dK, dV [B, T, K_Y·H] */
+    PLAN_CP_HOP,         /* ring: one step of the K, V blocks (and dK, dV) round the axis */
+    PLAN_CP_ALL_TO_ALL,  /* ulysses: sequence shards ↔ head shards */
     PLAN_COLL_COUNT
 } plan_coll;
 
@@ -251,6 +264,11 @@ struct plan {
     plan_axes batch, data, dcn, tensor, pipe; /* plan_in's, with dcn split off data */
     plan_axes expert;                         /* --expert's axis (n = 1: none) */
     plan_axes erep;                           /* the data axes without it (n = 1: none) */
+    plan_axes cp;                             /* --cp's axis (n = 1: none; also in data) */
+    int cp_alg;     /* --cp-alg (config_cp_alg_t) */
+    int cp_pieces;  /* pieces of each sequence on this rank: 2 zigzag, 1 contiguous */
+    model_shape ms; /* the shape the model is made with: T = one piece's tokens, T / (C·pieces) */
+    int64_t model_seqs; /* the model's sequences of one micro-batch: micro_seqs · pieces */
     int zero, overlap;                        /* --zero (0 without data axes), --overlap */
     mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
     mesh_wire wire;                           /* --comm-dtype */
@@ -260,7 +278,7 @@ struct plan {
     int nslots;         /* activation slots: micro-batches in flight on this stage */
     int64_t n_micro;    /* micro-batches per step */
     int64_t micro_seqs; /* sequences of one micro-batch on this rank: micro-batch / |batch| */
-    int64_t rows;       /* its tokens, micro_seqs · T: the rows of its [B, D] activations */
+    int64_t rows;       /* its tokens, micro_seqs · T / |C|: the rows of its [B, D] activations */
     model_extents loc;  /* this rank's local extents */
     plan_geo g[P_COUNT];
     int64_t shard_offset[P_COUNT], shard_total; /* ZeRO: param id's shard in the shard vector */
@@ -319,6 +337,18 @@ void plan_expert_bufs(const plan *p, plan_ep_bufs *b);
 void plan_expert_shards(plan *p);
 /* Where MoE block lm's counts start in BUF_EP_COUNTS (in int64; block Lm: the end). */
 int64_t plan_expert_counts_at(const plan *p, int64_t lm);
+
+/* plan_cp.c: the context axis's part of the plan. plan_cp_shape: the model's shape and sequences
+ * (ms, model_seqs; the identity without --cp);
+ * plan_cp_pos: the global positions of this rank's rows of one sequence, pos[T / |C|] (its pieces
+ * in order); plan_cp_saved: the floats BUF_CP_SAVED keeps per slot and layer. */
+void plan_cp_shape(plan *p);
+void plan_cp_pos(const plan *p, int64_t rank, int32_t *pos);
+int64_t plan_cp_saved(const plan *p);
+/* The global position of the first token of this rank's piece j of a sequence. */
+int64_t plan_cp_piece_start(const plan *p, int64_t j);
+/* Elements of BUF_CP_TOKENS, BUF_CP_SAVED, BUF_CP_KV, BUF_CP_SCRATCH (0 without --cp). */
+void plan_cp_bufs(const plan *p, int forward_only, int64_t out[4]);
 
 /* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
  * role's size not dividing what it shards: config_for_mesh checks those first for a run; what

@@ -37,6 +37,7 @@ struct exec {
     int P, chunks;              /* pipeline ranks; chunks (stages) on this rank */
     int64_t M, rows, n;         /* micro-batches; a micro-batch's rows; floats of [rows, D] */
     plan_ptrs bufs;             /* the plan's buffers the executor owns, views below */
+    int32_t *cp_tok;            /* --cp: this rank's pieces of a micro-batch's sequences */
     float *dout;                /* received dL/d(stage output) */
     float *dsend;               /* [nslots·chunks][rows·D]: dL/d(input) being sent */
     mesh_p2p **fsend, **bsend;  /* per slot and chunk: the send in flight */
@@ -79,6 +80,7 @@ exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     const int ok = plan_alloc(pl, PLAN_OWNER_EXEC, &e->bufs) == 0;
     e->dout = e->bufs.p[BUF_PIPE_DOUT][0];
     e->dsend = e->bufs.p[BUF_PIPE_DSEND][0];
+    e->cp_tok = e->bufs.p[BUF_CP_TOKENS][0];
     const size_t nb = (size_t)pl->nslots * (size_t)pl->chunks;
     e->fsend = calloc(nb, sizeof *e->fsend);
     e->bsend = calloc(nb, sizeof *e->bsend);
@@ -176,16 +178,31 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
         r->ran[r->nran++] = (sched_action){a->op, (int32_t)(c * e->P + e->pl->pipe.index), a->mb};
 }
 
+/* --cp: the model's sequences are this rank's pieces of the micro-batch's (plan_cp.c): piece j of
+ * sequence b is the window of T_p + 1 tokens from its first position, inputs and targets. Returns
+ * the tokens the model takes (tok itself without --cp). */
+static const int32_t *cp_pieces(exec *e, const int32_t *tok) {
+    const plan *pl = e->pl;
+    if (pl->cp.n == 1) return tok;
+    const int64_t T1 = pl->s.T + 1, Tp = pl->ms.T, np = pl->cp_pieces;
+    for (int64_t b = 0; b < pl->micro_seqs; b++)
+        for (int64_t j = 0; j < np; j++)
+            memcpy(e->cp_tok + (b * np + j) * (Tp + 1), tok + b * T1 + plan_cp_piece_start(pl, j),
+                   (size_t)(Tp + 1) * sizeof(int32_t));
+    return e->cp_tok;
+}
+
 /* Runs n actions (train: micro-batch j in slot j mod nslots; an evaluation's all in slot 0);
  * returns the mean loss over the global batch (on every rank). */
 static double run(exec *e, const sched_action *list, int64_t n, int train, const int32_t *tokens,
                   exec_run *r) {
     const plan *pl = e->pl;
     const int64_t T1 = pl->s.T + 1;
-    const float scale = 1.0f / (float)(e->M * pl->batch.n);
+    /* the global batch's tokens are shared over the batch and the context axes */
+    const float scale = 1.0f / (float)(e->M * pl->batch.n * pl->cp.n);
     for (int64_t i = 0; i < n; i++) {
         const int k = train ? (int)(list[i].mb % pl->nslots) : 0;
-        act(e, &list[i], k, tokens + list[i].mb * pl->micro_seqs * T1, scale, r);
+        act(e, &list[i], k, cp_pieces(e, tokens + list[i].mb * pl->micro_seqs * T1), scale, r);
     }
     sends_done(e);
     const int last = pl->pipe.index == pl->pipe.n - 1;

@@ -235,7 +235,9 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     mesh *m = t->mesh;
     if (par_create(&t->pl, m, &t->par, err, errlen) < 0) return -1;
     const model_compute cmp = {plan_model_compute(&t->pl), t->prec.ctx};
-    t->mod = model_create_compute(&c->shape, t->Bl, c->seed, par_model_hooks(t->par), &cmp);
+    /* the plan's model shape: with --cp, this rank's pieces of the sequences (plan_cp.c) */
+    t->mod = model_create_compute(&t->pl.ms, t->pl.model_seqs, c->seed, par_model_hooks(t->par),
+                                  &cmp);
     int ok = t->mod != NULL && plan_alloc(&t->pl, PLAN_OWNER_OPTIMIZER, &t->opt) == 0;
     t->opt_m = t->opt.p[BUF_OPT_M][0], t->opt_v = t->opt.p[BUF_OPT_V][0];
     if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0)

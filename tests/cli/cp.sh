@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Context parallelism through the meshtrain command (--cp AXIS --cp-alg ALG):
+#  - bad input ends with status 2 and one message from one rank: T not divisible by |axis|
+#    (allgather, on an odd axis of 3), an axis used twice (--dp, --tensor), an unknown algorithm,
+#    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
+#    not compose with yet (--experts, --pipeline, --bench), --cp in generate;
+#  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T.
+# The numbers (losses, gradient norms, parameters against the 1-rank run) are test_equiv's
+# (tests/parallel: equiv_cp_*).
+# usage: cp.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
+set -u
+MPI=$1 MT=$2 TXT=$3 WORK=$4
+. "$(dirname "$0")/../common/one_error.sh"
+mkdir -p "$WORK"
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+# the cases run concurrently, at most 3 at a time (each mostly waits for mpirun's start-up),
+# each in its own directory; their verdicts are printed in order at the end
+ncase=0
+case_() {
+  local i=$ncase
+  ncase=$((ncase + 1))
+  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
+  (WORK="$WORK/c$i" && mkdir -p "$WORK" && one_error_case "$@" >"$WORK/verdict") &
+}
+
+base=(--data "$TXT" --layers 2 --d-model 32 --heads 4 --kv-heads 2 --batch 4 --micro-batch 4
+      --eval-every 0 --quiet --steps 1)
+case_ 2 3 "--seq-len 32 is not divisible by |axis| = 3 (--cp x of 3 ranks, --cp-alg allgather)" \
+  "${base[@]}" --seq-len 32 --mesh x=3 --cp x
+case_ 2 2 "--cp x is also the --dp axis: an axis is used twice" "${base[@]}" --seq-len 32 \
+  --mesh x=2 --dp x --cp x
+case_ 2 4 "--cp y is also the --tensor axis: an axis is used twice" "${base[@]}" --seq-len 32 \
+  --mesh x=2,y=2 --tensor y --cp y
+case_ 2 2 "--cp-alg zigzag: unknown (expected allgather, ring or ulysses)" "${base[@]}" \
+  --seq-len 32 --mesh x=2 --cp x --cp-alg zigzag
+case_ 2 2 "--cp w: give one axis, x, y or z" "${base[@]}" --seq-len 32 --cp w
+case_ 2 2 "--cp z: the mesh has no axis z" "${base[@]}" --seq-len 32 --mesh x=2 --cp z
+case_ 2 2 "--cp-alg is given but unused" "${base[@]}" --seq-len 32 --cp-alg allgather
+case_ 2 2 "--cp with --experts is not implemented yet" "${base[@]}" --seq-len 32 --mesh x=2 \
+  --cp x --experts 4
+case_ 2 4 "--cp with --pipeline is not implemented yet" "${base[@]}" --seq-len 32 \
+  --mesh x=2,z=2 --pipeline z --cp x
+case_ 2 2 "--cp with --bench is not implemented yet" --bench --seq-len 32 --mesh x=2 --cp x
+case_ 2 1 "--cp does nothing in meshtrain generate" generate --cp x
+
+wait
+for ((i = 0; i < ncase; i++)); do
+  cat "$WORK/c$i/verdict"
+  grep -q '^ok ' "$WORK/c$i/verdict" || fails=$((fails + 1))
+done
+
+# a run: the plan names the context axis and each rank's share
+out=$(timeout 120 "$MPI" --oversubscribe --bind-to none -np 3 "$MT" --data "$TXT" --layers 2 \
+  --d-model 32 --heads 4 --kv-heads 2 --batch 4 --micro-batch 4 --eval-every 0 --seq-len 24 \
+  --mesh x=3 --cp x --steps 2 2>&1)
+if grep -q "context over X (|C| = 3, --cp-alg allgather): each sequence's T = 24 tokens split zigzag (chunks i and 2|C|-1-i), 8 per rank" <<<"$out" &&
+   grep -q "^done: 2 steps" <<<"$out"; then
+  ok "3 ranks: the plan shows the context axis (T = 24 zigzag, 8 tokens per rank) and the run ends"
+else
+  bad "3 ranks: no context line or no end"
+  head -20 <<<"$out" | sed 's/^/     | /'
+fi
+
+[ "$fails" -eq 0 ] && echo PASS || echo "FAIL ($fails)"
+exit $((fails > 0))

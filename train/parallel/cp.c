@@ -1,0 +1,172 @@
+/* cp: the context axis C's attention hooks (--cp AXIS, hooks.h's cp_attn_fwd/cp_attn_bwd).
+ *
+ * How it works. Every sequence's T tokens are split over C (plan_cp.c: rank i holds T_C = T/|C|
+ * of them, zigzag or contiguous); the model holds this rank's R = B·T_C rows of its B sequences,
+ * their norms, MLPs and loss its own. Attention needs the keys and values of every earlier token,
+ * which live on the other ranks of C. RoPE first rotates q and k to their GLOBAL positions (the
+ * rotary table of the whole T), so that a query-key product equals the unsplit run's.
+ *
+ *   allgather  forward: AllGather_C K, V [B, T_C, K_Y·H] → every rank's, put in sequence order
+ *              [B, T, K_Y·H]; this rank's queries attend them with the blockwise kernel
+ *              (kern_attn_part_fwd, one block of every key: qpos the rank's positions, kpos
+ *              0..T−1), keeping the softmax's max and sum (m, l) per row and head. Backward:
+ *              AllGather_C again (nothing of [B, T] is kept between the passes), the blockwise
+ *              backward into dQ and the whole dK, dV [B, T, K_Y·H] of this rank's queries,
+ *              ReduceScatter_C of dK, dV back to each key's owner.
+ *
+ * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
+ * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
+ * sums them. */
+#include <string.h>
+
+#include "kernels/attn_part.h"
+#include "kernels/rope.h"
+#include "mesh/errmsg.h"
+#include "train/config/alloc.h"
+#include "train/parallel/par_impl.h"
+
+void cp_init(struct par *p) {
+    const plan *pl = p->pl;
+    par_cp *c = &p->cp;
+    if (pl->cp.n == 1) return;
+    const int64_t C = pl->cp.n, T = pl->s.T, H = pl->s.H, Tl = T / C;
+    void *(*b)[2] = p->bufs.p;
+    c->saved = b[BUF_CP_SAVED][0];
+    c->kv = b[BUF_CP_KV][0];
+    float *s = b[BUF_CP_SCRATCH][0];
+    c->cos = s, c->sin = s + T * H / 2;
+    c->qpos = (int32_t *)(void *)(s + T * H);
+    c->kpos = c->qpos + Tl;
+    c->iota = c->kpos + C * Tl;
+    c->ker = (float *)(void *)(c->iota + T);
+    kern_rope_table(c->cos, c->sin, T, H);
+    plan_cp_pos(pl, pl->cp.index, c->qpos);
+    for (int64_t r = 0; r < C; r++) plan_cp_pos(pl, r, c->kpos + r * Tl);
+    for (int64_t t = 0; t < T; t++) c->iota[t] = (int32_t)t;
+}
+
+/* The softmax statistics (m, l) of slot k's stored layer l: [2][R, N_Y]. */
+static float *saved_at(const struct par *p, int slot, int64_t l) {
+    const plan *pl = p->pl;
+    return p->cp.saved + ((int64_t)slot * (pl->l1 - pl->l0) + l) * plan_cp_saved(pl);
+}
+
+/* x[R, nh·H] rotated to (inverse = 1: back from) this rank's global positions. */
+static void rotate(const struct par *p, float *x, int64_t nh, int inverse) {
+    const plan *pl = p->pl;
+    const int64_t H = pl->s.H, Tl = pl->s.T / pl->cp.n;
+    kern_rope_apply_pos(x, p->cp.cos, p->cp.sin, p->cp.qpos, pl->micro_seqs, Tl, nh, H, nh * H,
+                        inverse);
+}
+
+/* ---------------------------------------------------------------- allgather */
+
+/* Rank-major blocks g[|C|][2][B, T_C, KH] ↔ sequence order full[2][B, T, KH] (to = 1: into full;
+ * 0: back into g). */
+static void ag_order(const struct par *p, float *g, float *full, int to) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, T = pl->s.T, Tl = T / C, Bl = pl->micro_seqs;
+    const int64_t KH = pl->loc.Kl * pl->s.H, R = Bl * Tl;
+    for (int64_t r = 0; r < C; r++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int64_t b = 0; b < Bl; b++)
+                for (int64_t t = 0; t < Tl; t++) {
+                    float *gr = g + ((r * 2 + kv) * R + b * Tl + t) * KH;
+                    float *fr = full + ((kv * Bl + b) * T + p->cp.kpos[r * Tl + t]) * KH;
+                    if (to)
+                        memcpy(fr, gr, (size_t)KH * sizeof(float));
+                    else
+                        memcpy(gr, fr, (size_t)KH * sizeof(float));
+                }
+}
+
+/* The allgather's regions of BUF_CP_KV: send [2, R·KH], g [|C|, 2, R·KH], full and dfull
+ * [2, B, T, KH]. */
+typedef struct {
+    float *send, *g, *full, *dfull;
+} ag_bufs;
+static ag_bufs ag_regions(const struct par *p) {
+    const plan *pl = p->pl;
+    const int64_t KH = pl->loc.Kl * pl->s.H, R = pl->rows, n = 2 * pl->micro_seqs * pl->s.T * KH;
+    float *kv = p->cp.kv;
+    return (ag_bufs){kv, kv + 2 * R * KH, kv + 2 * R * KH + n, kv + 2 * R * KH + 2 * n};
+}
+
+/* Every rank's rotated k and v, in sequence order into a.full. */
+static void ag_gather(struct par *p, const ag_bufs *a, const float *k, const float *v) {
+    const int64_t n = p->pl->rows * p->pl->loc.Kl * p->pl->s.H;
+    floats_copy(a->send, k, n);
+    floats_copy(a->send + n, v, n);
+    par_run(p, PLAN_CP_GATHER_KV, a->g, a->send, 2 * n);
+    ag_order(p, a->g, a->full, 1);
+}
+
+static void ag_fwd(struct par *p, float *att, float *ms, const float *q, const float *k,
+                   const float *v) {
+    const plan *pl = p->pl;
+    const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
+    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl;
+    const ag_bufs a = ag_regions(p);
+    ag_gather(p, &a, k, v);
+    const float *kf = a.full, *vf = a.full + Bl * T * Kl * H;
+    kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, kf, vf, p->cp.qpos, p->cp.iota,
+                       Bl, Tl, T, Nl, Kl, H);
+}
+
+static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
+                   const float *ms, const float *q, const float *k, const float *v) {
+    const plan *pl = p->pl;
+    const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
+    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
+    const int64_t full = Bl * T * Kl * H;
+    const ag_bufs a = ag_regions(p);
+    ag_gather(p, &a, k, v);
+    floats_clear(dq, R * Nl * H);
+    floats_clear(a.dfull, 2 * full);
+    /* D = NULL: the block holds every key the rows see, so D = Σ_j P_ij dP_ij over it */
+    kern_attn_part_bwd(dq, a.dfull, a.dfull + full, p->cp.ker, datt, NULL, ms, ms + R * Nl, q,
+                       a.full, a.full + full, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+    ag_order(p, a.g, a.dfull, 0);
+    par_run(p, PLAN_CP_SCATTER_DKV, a.send, a.g, 2 * n);
+    floats_copy(dk, a.send, n);
+    floats_copy(dv, a.send + n, n);
+}
+
+/* ---------------------------------------------------------------- the hooks */
+
+void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
+                        float *k, const float *v, int64_t BT) {
+    (void)mod;
+    struct par *p = ctx;
+    const plan *pl = p->pl;
+    CHECK(BT == pl->rows, "cp: %lld rows, the plan's micro-batch has %lld", (long long)BT,
+          (long long)pl->rows);
+    rotate(p, q, pl->loc.Nl, 0);
+    rotate(p, k, pl->loc.Kl, 0);
+    float *ms = saved_at(p, slot, l);
+    switch (pl->cp_alg) {
+    case CONFIG_CP_ALLGATHER:
+        ag_fwd(p, att, ms, q, k, v);
+        break;
+    default:
+        CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
+    }
+}
+
+void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
+                        float *dv, const float *datt, const float *q, const float *k,
+                        const float *v, int64_t BT) {
+    (void)mod, (void)BT;
+    struct par *p = ctx;
+    const plan *pl = p->pl;
+    const float *ms = saved_at(p, slot, l);
+    switch (pl->cp_alg) {
+    case CONFIG_CP_ALLGATHER:
+        ag_bwd(p, dq, dk, dv, datt, ms, q, k, v);
+        break;
+    default:
+        CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
+    }
+    rotate(p, dq, pl->loc.Nl, 1);
+    rotate(p, dk, pl->loc.Kl, 1);
+}

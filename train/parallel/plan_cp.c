@@ -1,0 +1,79 @@
+/* plan_cp: the context axis C's part of the sharding plan (plan.h). --cp shards every sequence's
+ * T tokens over C: rank i holds T/|C| of them, as `pieces` runs of consecutive tokens (the zigzag
+ * split's chunks i and 2|C|−1−i, or the contiguous split's one run; kernels/seqsplit.h). The model
+ * is made for pieces, not sequences: micro_seqs · pieces sequences of T_p = T/(|C|·pieces) tokens,
+ * whose rows lie exactly where a sequence's T/|C| rows would (a sequence's pieces are
+ * consecutive), so that its norms, MLPs, embedding and loss need nothing new and its attention
+ * (cp.c, through the hooks) sees each sequence's rows at their global positions. Everything else
+ * of a data axis applies to C: the gradients reduce, and ZeRO shards, over data × C (par.c puts C
+ * among the data axes); the batch is not sharded over C.
+ *
+ * Buffers per algorithm, with R = micro_seqs · T/|C| rows, KH = K_Y·H, NH = N_Y·H:
+ *   allgather  send [2, R·KH], gathered [|C|, 2, R·KH], K and V in sequence order, their
+ *              gradients [2, B, T, KH] (the ReduceScatter packs into the gathered region);
+ *              saved m, l [R, N_Y] per slot and layer.
+ *   ring       the block in hand and the one arriving, each K, V and (backward) dK, dV
+ *              [4, R·KH] ×2, a partial's (o, m, l) [R, NH + 2·N_Y]; saved as allgather.
+ *   ulysses    q, k, v, o of the head shards [B, T, (NH + 2·KH + NH)/|C|] and their gradients,
+ *              the AllToAll's staging [R, NH + 2·KH]; saved the probabilities [B, N_YC, T, T]. */
+#include "kernels/attn_part.h"
+#include "kernels/seqsplit.h"
+#include "train/parallel/plan.h"
+
+void plan_cp_shape(plan *p) {
+    p->ms = p->s;
+    p->model_seqs = p->micro_seqs;
+    p->cp_pieces = 1;
+    p->cp_alg = 0;
+    if (p->cp.n == 1) return;
+    p->cp_alg = config_cp_alg(&p->c);
+    p->cp_pieces = config_cp_pieces(&p->c, p->cp.n);
+    p->ms.T = p->s.T / (p->cp.n * p->cp_pieces);
+    p->model_seqs = p->micro_seqs * p->cp_pieces;
+}
+
+void plan_cp_pos(const plan *p, int64_t rank, int32_t *pos) {
+    if (p->cp_pieces == 2)
+        kern_seq_zigzag(pos, p->s.T, p->cp.n, rank);
+    else
+        kern_seq_contig(pos, p->s.T, p->cp.n, rank);
+}
+
+int64_t plan_cp_piece_start(const plan *p, int64_t j) {
+    const int64_t C = p->cp.n, r = p->cp.index, Tp = p->ms.T;
+    if (p->cp_pieces == 1) return r * Tp;
+    return (j == 0 ? r : 2 * C - 1 - r) * Tp;
+}
+
+int64_t plan_cp_saved(const plan *p) {
+    const int64_t T = p->s.T, Nl = p->loc.Nl, R = p->rows;
+    if (p->cp_alg == CONFIG_CP_ULYSSES) return p->micro_seqs * (Nl / p->cp.n) * T * T;
+    return 2 * R * Nl;
+}
+
+/* Floats of the algorithm's K/V buffers and of its scratch (the kernels', the rotary tables
+ * [T, H/2] twice, the positions as int32: this rank's, every rank's, 0..T−1). */
+static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
+    const int64_t C = p->cp.n, T = p->s.T, H = p->s.H, R = p->rows, Bl = p->micro_seqs;
+    const int64_t KH = p->loc.Kl * H, NH = p->loc.Nl * H, Tl = T / C, Nl = p->loc.Nl;
+    int64_t ker = 0;
+    if (p->cp_alg == CONFIG_CP_ALLGATHER) {
+        *kv = 2 * R * KH + 3 * 2 * Bl * T * KH;
+        ker = kern_attn_part_bwd_scratch(Tl, T);
+    } else if (p->cp_alg == CONFIG_CP_RING) {
+        *kv = 2 * 4 * R * KH + R * (NH + 2 * Nl);
+        ker = kern_attn_part_bwd_scratch(Tl, Tl);
+    } else {
+        *kv = 2 * Bl * T * (2 * NH + 2 * KH) / C + R * (2 * NH + 2 * KH);
+        ker = T * T;
+    }
+    *scratch = ker + T * H + Tl + C * Tl + T;
+}
+
+void plan_cp_bufs(const plan *p, int forward_only, int64_t out[4]) {
+    out[0] = out[1] = out[2] = out[3] = 0;
+    if (p->cp.n == 1) return;
+    out[0] = p->model_seqs * (p->ms.T + 1);
+    out[1] = forward_only ? 0 : (int64_t)p->nslots * (p->l1 - p->l0) * plan_cp_saved(p);
+    cp_sizes(p, &out[2], &out[3]);
+}
