@@ -121,6 +121,8 @@ T = {
                "generate-bench": ("x", "np=2 needs --mesh x=2 --dp x --experts 4 --bench-batches 2")},
     "aux-loss-coef": {"*": ("0.5", "needs --experts 4")},
     "router-z-loss-coef": {"*": ("0.5", "needs --experts 4")},
+    "cp": {"*": ("x", "np=2")},
+    "cp-alg": {"*": ("ring", "np=2 needs --cp x")},
     "trace": {"*": ("t.json", "")},
     "debug-collectives": {"*": (None, "np=2")},
     "timeout": {"*": ("100", "")},

@@ -179,9 +179,11 @@ int config_cp_alg(const config *c);
 int config_cp_pieces(const config *c, int64_t n);
 /* config_cp.c: --cp's rules. config_check_cp: the flag alone (one axis, not one of the other
  * roles', a known algorithm, what it does not compose with); config_check_cp_mesh: against the
- * axis size n (T and, for ulysses, the heads divisible). 0, or −1 with err. */
+ * axis size n and wraparound (T and, for ulysses, the heads divisible; ring's wraparound link). 0,
+ * or −1 with err. */
 int config_check_cp(const config *c, char *err, size_t errlen);
-int config_check_cp_mesh(const config *c, int64_t n, int64_t nY, char *err, size_t errlen);
+int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char *err,
+                         size_t errlen);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
 #endif

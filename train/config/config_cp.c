@@ -60,13 +60,15 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
                            "--cp with %s is not implemented yet: context parallelism runs a "
                            "dense model in fp32 with --dp, --zero and --tensor",
                            no);
-    if (config_cp_alg(c) != CONFIG_CP_ALLGATHER)
+    if (config_cp_alg(c) == CONFIG_CP_ULYSSES)
         return errmsg_fail(err, errlen,
-                           "--cp-alg %s is not built yet: use --cp-alg allgather", c->cp_alg);
+                           "--cp-alg %s is not built yet: use --cp-alg allgather or ring",
+                           c->cp_alg);
     return 0;
 }
 
-int config_check_cp_mesh(const config *c, int64_t n, int64_t nY, char *err, size_t errlen) {
+int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char *err,
+                         size_t errlen) {
     if (!c->cp_axis[0]) return 0;
     const int alg = config_cp_alg(c);
     const int64_t T = c->shape.T, need = alg == CONFIG_CP_RING ? 2 * n : n;
@@ -77,6 +79,12 @@ int config_check_cp_mesh(const config *c, int64_t n, int64_t nY, char *err, size
                            (long long)T, alg == CONFIG_CP_RING ? "2·|axis| = " : "|axis| = ",
                            (long long)need, c->cp_axis, (long long)n, c->cp_alg,
                            alg == CONFIG_CP_RING ? ", the zigzag split's 2·|axis| chunks" : "");
+    if (alg == CONFIG_CP_RING && n > 2 && !wraps)
+        return errmsg_fail(err, errlen,
+                           "--cp-alg ring over %s, an open axis of %lld: the blocks go round the "
+                           "ring, whose last hop is the wraparound link (drop --open %s, or use "
+                           "--cp-alg allgather)",
+                           c->cp_axis, (long long)n, c->cp_axis);
     if (alg != CONFIG_CP_ULYSSES) return 0;
     const int64_t Nl = c->shape.N / nY, Kl = c->shape.K >= nY ? c->shape.K / nY : 1;
     if (Nl % n || Kl % n)

@@ -174,7 +174,8 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
         if (a < 0)
             return errmsg_fail(err, errlen, "--cp %s: the mesh has no axis %s", c->cp_axis,
                                c->cp_axis);
-        if (config_check_cp_mesh(c, mesh_axis_size(m, a), nY, err, errlen)) return -1;
+        if (config_check_cp_mesh(c, mesh_axis_size(m, a), mesh_axis_wraps(m, a), nY, err, errlen))
+            return -1;
         zax.ax[zax.n++] = a;
     }
     if (c->zero > 0) {

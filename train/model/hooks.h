@@ -146,12 +146,12 @@ typedef struct model_hooks {
      * and k[BT, K_l·H] in place to their global positions, fills att[BT, N_l·H] and keeps what
      * its backward needs for (slot, stored layer l); cp_attn_bwd overwrites dq, dk, dv (the
      * gradients of the projections' outputs, before rotation) from datt and the saved rotated
-     * q, k and v. Collective over C. */
+     * q, k, v and output att. Collective over C. */
     void (*cp_attn_fwd)(void *ctx, model *m, int slot, int64_t l, float *att, float *q, float *k,
                         const float *v, int64_t BT);
     void (*cp_attn_bwd)(void *ctx, model *m, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, int64_t BT);
+                        const float *v, const float *att, int64_t BT);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);

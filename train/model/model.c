@@ -666,7 +666,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     POLL(m);
     if (lc->cp_n > 1) {
         m->hk.cp_attn_bwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, dq, dk, dv, datt, A->q,
-                          A->k, A->v, BT);
+                          A->k, A->v, A->att, BT);
     } else {
         if (b16)
             mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);

@@ -13,6 +13,11 @@
  *              AllGather_C again (nothing of [B, T] is kept between the passes), the blockwise
  *              backward into dQ and the whole dK, dV [B, T, K_Y·H] of this rank's queries,
  *              ReduceScatter_C of dK, dV back to each key's owner.
+ *   ring       forward: |C| steps; at step s the rank holds the K, V block of rank coord − s and
+ *              attends it while passing it on to coord + 1 (a ppermute); the partials merge online
+ *              (kern_attn_part_merge). The zigzag split makes every step's work equal on every
+ *              rank (kernels/seqsplit.h). Backward: the blocks go round again with their dK, dV,
+ *              which each rank's queries add to, and finally go home.
  *
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
@@ -111,6 +116,7 @@ static void ag_fwd(struct par *p, float *att, float *ms, const float *q, const f
     const float *kf = a.full, *vf = a.full + Bl * T * Kl * H;
     kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, kf, vf, p->cp.qpos, p->cp.iota,
                        Bl, Tl, T, Nl, Kl, H);
+    p->cp.flops += kern_attn_part_flops(p->cp.qpos, Tl, p->cp.iota, T, H) * (double)(Bl * Nl);
 }
 
 static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
@@ -132,6 +138,106 @@ static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *
     floats_copy(dv, a.send + n, n);
 }
 
+/* ---------------------------------------------------------------- ring */
+
+/* The ring's regions of BUF_CP_KV: two travelling blocks [4, R·KH] (K, V, dK, dV), a partial's
+ * o [R, NH], m, l [R, N_Y] and the backward's D [R, N_Y]. */
+typedef struct {
+    float *blk[2], *o2, *m2, *l2, *D;
+} ring_bufs;
+static ring_bufs ring_regions(const struct par *p) {
+    const plan *pl = p->pl;
+    const int64_t R = pl->rows, KH = pl->loc.Kl * pl->s.H, NH = pl->loc.Nl * pl->s.H;
+    float *kv = p->cp.kv, *o2 = kv + 8 * R * KH;
+    return (ring_bufs){{kv, kv + 4 * R * KH}, o2, o2 + R * NH, o2 + R * NH + R * pl->loc.Nl,
+                       o2 + R * NH + 2 * R * pl->loc.Nl};
+}
+
+/* Starts the hop of n floats from `in` to the next rank of C (coord + 1; `out` receives the
+ * previous rank's). An axis of 2 has no wraparound link: there the hop is the two ppermutes
+ * +1 and −1, each rank the sender of one and the receiver of the other. */
+static void ring_hop(struct par *p, float *out, const float *in, int64_t n, mesh_req *r[2]) {
+    mesh_coll_call c = par_call(p, PLAN_CP_HOP, n);
+    p->calls[PLAN_CP_HOP]++;
+    r[0] = mesh_coll_start(p->m, &c, out, in);
+    r[1] = NULL;
+    if (p->pl->cp.n != 2) return;
+    c.shift = -1;
+    r[1] = mesh_coll_start(p->m, &c, out, in);
+}
+static void ring_wait(mesh_req *r[2]) {
+    mesh_wait(r[0]);
+    if (r[1]) mesh_wait(r[1]);
+}
+
+/* The positions of the block in hand at step s (it left rank coord − s). */
+static const int32_t *ring_kpos(const struct par *p, int64_t s) {
+    const int64_t C = p->pl->cp.n, Tl = p->pl->s.T / C;
+    return p->cp.kpos + (p->pl->cp.index - s + C) % C * Tl;
+}
+
+/* Forward: the block in hand is attended while it travels on to the next rank; its partial
+ * merges into (att, m, l) in the order the blocks arrive (the rank's own first). A block no
+ * query sees is skipped (never under the zigzag split: every block is half visible). */
+static void ring_fwd(struct par *p, float *att, float *ms, const float *q, const float *k,
+                     const float *v) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
+    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
+    const ring_bufs b = ring_regions(p);
+    floats_copy(b.blk[0], k, n);
+    floats_copy(b.blk[0] + n, v, n);
+    int have = 0;
+    for (int64_t s = 0; s < C; s++) {
+        float *cur = b.blk[s & 1];
+        mesh_req *r[2];
+        if (s + 1 < C) ring_hop(p, b.blk[(s + 1) & 1], cur, 2 * n, r);
+        const int32_t *kp = ring_kpos(p, s);
+        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE) {
+            float *o = have ? b.o2 : att, *m = have ? b.m2 : ms, *l = have ? b.l2 : ms + R * Nl;
+            kern_attn_part_fwd(o, m, l, p->cp.ker, q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl,
+                               Kl, H);
+            p->cp.flops += kern_attn_part_flops(p->cp.qpos, Tl, kp, Tl, H) * (double)(Bl * Nl);
+            if (have) kern_attn_part_merge(att, ms, ms + R * Nl, b.o2, b.m2, b.l2, R, Nl, H);
+            have = 1;
+        }
+        if (s + 1 < C) ring_wait(r);
+    }
+}
+
+/* Backward: the blocks travel again, each with the dK, dV of the queries it met so far; the
+ * block in hand gives this rank's queries their dQ share and adds theirs to its dK, dV (the
+ * softmax recomputed from the final m, l, with D = rowsum(dO ∘ O)). K and V go on while the block
+ * is computed; dK and dV follow once it is, and after the last step go home. */
+static void ring_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
+                     const float *ms, const float *q, const float *k, const float *v,
+                     const float *att) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
+    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
+    const ring_bufs b = ring_regions(p);
+    kern_attn_part_delta(b.D, datt, att, R, Nl, H);
+    floats_clear(dq, R * Nl * H);
+    floats_copy(b.blk[0], k, n);
+    floats_copy(b.blk[0] + n, v, n);
+    floats_clear(b.blk[0] + 2 * n, 2 * n);
+    mesh_req *r[2];
+    for (int64_t s = 0; s < C; s++) {
+        float *cur = b.blk[s & 1], *nxt = b.blk[(s + 1) & 1];
+        if (s + 1 < C) ring_hop(p, nxt, cur, 2 * n, r);
+        const int32_t *kp = ring_kpos(p, s);
+        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE)
+            kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b.D, ms, ms + R * Nl,
+                               q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+        if (s + 1 < C) ring_wait(r);
+        ring_hop(p, nxt + 2 * n, cur + 2 * n, 2 * n, r); /* the last: home, to rank coord + 1 */
+        ring_wait(r);
+    }
+    const float *home = b.blk[C & 1] + 2 * n;
+    floats_copy(dk, home, n);
+    floats_copy(dv, home + n, n);
+}
+
 /* ---------------------------------------------------------------- the hooks */
 
 void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
@@ -148,6 +254,9 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
     case CONFIG_CP_ALLGATHER:
         ag_fwd(p, att, ms, q, k, v);
         break;
+    case CONFIG_CP_RING:
+        ring_fwd(p, att, ms, q, k, v);
+        break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
     }
@@ -155,7 +264,7 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
 
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, int64_t BT) {
+                        const float *v, const float *att, int64_t BT) {
     (void)mod, (void)BT;
     struct par *p = ctx;
     const plan *pl = p->pl;
@@ -164,9 +273,16 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
     case CONFIG_CP_ALLGATHER:
         ag_bwd(p, dq, dk, dv, datt, ms, q, k, v);
         break;
+    case CONFIG_CP_RING:
+        ring_bwd(p, dq, dk, dv, datt, ms, q, k, v, att);
+        break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
     }
     rotate(p, dq, pl->loc.Nl, 1);
     rotate(p, dk, pl->loc.Kl, 1);
+}
+
+double par_cp_flops(const par *p) {
+    return p ? p->cp.flops : 0.0;
 }

@@ -98,6 +98,9 @@ double par_pipe_last_value(par *p, double v);
  * the data shards (the slots kept per expert, dropped and all; the balance and z-losses' means
  * over every shard's sequences). out->kept is valid until the next call. */
 void par_moe_stats(par *p, model *mod, model_moe_stats *out);
+/* Not collective. The attention FLOPs of the context axis's blockwise forwards on this rank so far
+ * (kern_attn_part_flops of every block attended; 0 without --cp). */
+double par_cp_flops(const par *p);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);
 

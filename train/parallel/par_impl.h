@@ -73,6 +73,7 @@ typedef struct {
 typedef struct {
     float *saved, *kv, *cos, *sin, *ker;
     int32_t *qpos, *kpos, *iota;
+    double flops; /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
 } par_cp;
 
 /* ---- ZeRO-2/3's transient gradients (zero.c) ---- */
@@ -283,7 +284,7 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
                         float *k, const float *v, int64_t BT);
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, int64_t BT);
+                        const float *v, const float *att, int64_t BT);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n);

@@ -568,8 +568,10 @@ static void list_cp(plan *p, int forward_only) {
     } else if (p->cp_alg == CONFIG_CP_RING) {
         call(p, PLAN_CP_HOP, PLAN_FWD, PLAN_HIDDEN, 2 * R * KH, C - 1,
              "K, V[B, T_C, K_Y·H] round the ring");
-        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_HIDDEN, 4 * R * KH, C,
-             "K, V, dK, dV[B, T_C, K_Y·H] round the ring");
+        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_HIDDEN, 2 * R * KH, C - 1,
+             "K, V[B, T_C, K_Y·H] round the ring again");
+        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
+             "dK, dV[B, T_C, K_Y·H] after their block, then home");
     } else {
         call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, R * (NH + 2 * KH), 1,
              "Q, K, V[B, T_C, heads] → [B, T, heads_C]");

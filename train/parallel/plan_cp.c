@@ -13,7 +13,8 @@
  *              gradients [2, B, T, KH] (the ReduceScatter packs into the gathered region);
  *              saved m, l [R, N_Y] per slot and layer.
  *   ring       the block in hand and the one arriving, each K, V and (backward) dK, dV
- *              [4, R·KH] ×2, a partial's (o, m, l) [R, NH + 2·N_Y]; saved as allgather.
+ *              [4, R·KH] ×2, a partial's (o, m, l) [R, NH + 2·N_Y], the backward's
+ *              D = rowsum(dO ∘ O) [R, N_Y]; saved as allgather.
  *   ulysses    q, k, v, o of the head shards [B, T, (NH + 2·KH + NH)/|C|] and their gradients,
  *              the AllToAll's staging [R, NH + 2·KH]; saved the probabilities [B, N_YC, T, T]. */
 #include "kernels/attn_part.h"
@@ -61,7 +62,7 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
         *kv = 2 * R * KH + 3 * 2 * Bl * T * KH;
         ker = kern_attn_part_bwd_scratch(Tl, T);
     } else if (p->cp_alg == CONFIG_CP_RING) {
-        *kv = 2 * 4 * R * KH + R * (NH + 2 * Nl);
+        *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl);
         ker = kern_attn_part_bwd_scratch(Tl, Tl);
     } else {
         *kv = 2 * Bl * T * (2 * NH + 2 * KH) / C + R * (2 * NH + 2 * KH);

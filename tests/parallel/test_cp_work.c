@@ -1,0 +1,109 @@
+/* Context parallelism's balance: the attention FLOPs each rank of the context axis counted in one
+ * training step (par_cp_flops: kern_attn_part_flops of every block it attended, masked part of
+ * its row blocks included) are equal to within one block's work under the zigzag split, with
+ * --cp-alg ring and allgather, and a chunk of T/(2|C|) = 72 tokens that is not a whole number of
+ * KERN_ATTN_BLOCK rows; under the contiguous split (allgather with T not divisible by 2|C|) the
+ * last rank does more than one block more than the first (the counter sees the split). One
+ * block: 4 · KERN_ATTN_BLOCK rows · T/|C| keys · H, per sequence, query head, layer and
+ * micro-batch. Also: the RoPE positions of every rank's rows are the global ones
+ * (plan_cp_pos against the split's definition). usage: test_cp_work --mesh x=N --cp x */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attention.h"
+#include "mesh/mesh_mpi.h"
+#include "stream.h"
+#include "train/step/trainer.h"
+
+static int positions_ok(const plan *pl);
+
+/* One step of a fresh trainer with --cp-alg alg and T; fills every rank's counted FLOPs into
+ * all[n] (rank order) and returns one block's work for that run; *pos &= its plan's positions
+ * are the zigzag's (when it splits so). */
+static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos) {
+    snprintf(c.cp_alg, sizeof c.cp_alg, "%s", alg);
+    c.shape.T = T;
+    char err[512];
+    trainer *t = trainer_create(&c, m, err, sizeof err);
+    if (!t) mesh_exit_error("%s", err);
+    int64_t row0, nrows;
+    trainer_rows(t, &row0, &nrows);
+    int32_t *tok = malloc((size_t)(nrows * (T + 1)) * sizeof(int32_t));
+    test_stream_batch(tok, row0, nrows, T, 0);
+    step_stats st;
+    trainer_step(t, 0, tok, &st);
+    const double mine = par_cp_flops(trainer_par(t));
+    MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, mesh_world_comm(m)->mpi);
+    const plan *pl = trainer_plan(t);
+    if (pl->cp_pieces == 2) *pos &= positions_ok(pl);
+    const double block = 4.0 * KERN_ATTN_BLOCK * (double)(T / pl->cp.n) * (double)c.shape.H *
+                         (double)(pl->micro_seqs * pl->n_micro * pl->loc.Nl * c.shape.L);
+    free(tok);
+    trainer_destroy(t);
+    return block;
+}
+
+/* max − min of all[n] in blocks; prints the row. */
+static double spread(const char *what, const double *all, int n, double block, int rank) {
+    double lo = all[0], hi = all[0];
+    for (int i = 1; i < n; i++) lo = fmin(lo, all[i]), hi = fmax(hi, all[i]);
+    if (rank == 0) {
+        printf("%-34s", what);
+        for (int i = 0; i < n; i++) printf(" %.4g", all[i]);
+        printf("  spread %.3g blocks\n", (hi - lo) / block);
+    }
+    return (hi - lo) / block;
+}
+
+/* Every rank's positions: the zigzag's chunks r and 2n−1−r, ascending, covering 0..T−1 once. */
+static int positions_ok(const plan *pl) {
+    const int64_t n = pl->cp.n, T = pl->s.T, Tl = T / n, c = T / (2 * n);
+    int32_t *pos = malloc((size_t)Tl * sizeof(int32_t));
+    int ok = 1;
+    for (int64_t r = 0; r < n; r++) {
+        plan_cp_pos(pl, r, pos);
+        for (int64_t i = 0; i < Tl; i++)
+            ok &= pos[i] == (i < c ? r * c + i : (2 * n - 1 - r) * c + i - c);
+    }
+    free(pos);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    config c;
+    config_defaults(&c);
+    char err[512];
+    char *args[32] = {argv[0], "--batch", "2", "--micro-batch", "2"};
+    int nargs = 5;
+    for (int i = 1; i < argc && nargs < 32; i++) args[nargs++] = argv[i];
+    if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
+    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
+    c.steps = 1, c.warmup = 1, c.quick_start = 1, c.seed = 5;
+    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    const int n = mesh_nranks(m), rank = mesh_rank(m);
+    double *all = malloc((size_t)n * sizeof(double));
+    const int64_t zig = 2 * n * 72, contig = n * 145;
+    int pos = 1;
+    double b = step_flops(c, "ring", zig, m, all, &pos);
+    const double ring = spread("ring, zigzag (T = 144·|C|):", all, n, b, rank);
+    b = step_flops(c, "allgather", zig, m, all, &pos);
+    const double ag = spread("allgather, zigzag (T = 144·|C|):", all, n, b, rank);
+    b = step_flops(c, "allgather", contig, m, all, &pos);
+    const double ct = spread("allgather, contiguous (T = 145·|C|):", all, n, b, rank);
+    const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !pos;
+    if (rank == 0) {
+        printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: %s; "
+               "positions the zigzag's: %s\n",
+               ring <= 1.0 ? "yes" : "NO", ag <= 1.0 ? "yes" : "NO", ct > 1.0 ? "yes" : "NO",
+               pos ? "yes" : "NO");
+        printf(fail ? "FAIL\n" : "PASS\n");
+    }
+    free(all);
+    mesh_destroy(m);
+    mesh_mpi_finalize();
+    return fail;
+}
