@@ -10,12 +10,7 @@
 # (tests/parallel: equiv_cp_*).
 # usage: cp.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4
-. "$(dirname "$0")/../common/one_error.sh"
-mkdir -p "$WORK"
-fails=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../common/cli_case.sh"
 # the cases run concurrently, at most 3 at a time (each mostly waits for mpirun's start-up),
 # each in its own directory; their verdicts are printed in order at the end
 ncase=0
@@ -57,9 +52,8 @@ for ((i = 0; i < ncase; i++)); do
 done
 
 # a run: the plan names the context axis and each rank's share
-out=$(timeout 120 "$MPI" --oversubscribe --bind-to none -np 3 "$MT" --data "$TXT" --layers 2 \
-  --d-model 32 --heads 4 --kv-heads 2 --batch 4 --micro-batch 4 --eval-every 0 --seq-len 24 \
-  --mesh x=3 --cp x --steps 2 2>&1)
+out=$(run 3 --data "$TXT" --layers 2 --d-model 32 --heads 4 --kv-heads 2 --batch 4 \
+  --micro-batch 4 --eval-every 0 --seq-len 24 --mesh x=3 --cp x --steps 2 2>&1)
 if grep -q "context over X (|C| = 3, --cp-alg allgather): each sequence's T = 24 tokens split zigzag (chunks i and 2|C|-1-i), 8 per rank" <<<"$out" &&
    grep -q "^done: 2 steps" <<<"$out"; then
   ok "3 ranks: the plan shows the context axis (T = 24 zigzag, 8 tokens per rank) and the run ends"
