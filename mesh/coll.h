@@ -224,6 +224,12 @@ typedef struct mesh_p2p mesh_p2p;
 mesh_p2p *mesh_isend(mesh *m, int axis, int dir, const float *buf, int64_t count);
 mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count);
 void mesh_recv(mesh *m, int axis, int dir, float *buf, int64_t count);
+/* The same on channel ch (0 ≤ ch < MESH_P2P_CHANNELS; the calls above use channel 0): messages
+ * between a pair arrive in the order sent per channel, and the channels do not mix (a pipeline's
+ * activations and gradients, whose receives may come in another order than their sends). */
+#define MESH_P2P_CHANNELS 2
+mesh_p2p *mesh_isend_on(mesh *m, int axis, int dir, int ch, const float *buf, int64_t count);
+void mesh_recv_on(mesh *m, int axis, int dir, int ch, float *buf, int64_t count);
 /* Completes and frees. Accepts NULL. */
 void mesh_p2p_wait(mesh_p2p *r);
 

@@ -12,8 +12,8 @@
 #include "mesh/stats.h"
 #include "mesh/topo.h"
 
-#define P2P_TAG_HDR 101
-#define P2P_TAG_DATA 102
+#define P2P_TAG_HDR 101  /* channel c: 101 + 2c */
+#define P2P_TAG_DATA 102 /* channel c: 102 + 2c */
 
 struct mesh_p2p {
     mesh *m;
@@ -30,9 +30,11 @@ static int peer(const mesh_topo *t, int axis, int dir) {
     return (c + n) % n;
 }
 
-static mesh_p2p *start(mesh *m, int recv, int axis, int dir, float *buf, int64_t count) {
+static mesh_p2p *start(mesh *m, int recv, int axis, int dir, int ch, float *buf, int64_t count) {
     const mesh_topo *t = mesh_part_topo(m);
-    CHECK(axis >= 0 && axis < t->ndims && (dir == 1 || dir == -1), "bad p2p axis/dir");
+    CHECK(axis >= 0 && axis < t->ndims && (dir == 1 || dir == -1) && ch >= 0 &&
+              ch < MESH_P2P_CHANNELS,
+          "bad p2p axis/dir/channel");
     CHECK(count >= 0 && count <= 0x7fffffff, "p2p count %lld does not fit an MPI int",
           (long long)count);
     mesh_p2p *r = calloc(1, sizeof *r);
@@ -44,24 +46,32 @@ static mesh_p2p *start(mesh *m, int recv, int axis, int dir, float *buf, int64_t
     MPI_Comm comm = mesh_part_p2p(m)->axis[axis];
     const int p = peer(t, axis, dir);
     if (recv) {
-        MPI_Irecv(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR, comm, &r->req[0]);
-        MPI_Irecv(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
+        MPI_Irecv(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR + 2 * ch, comm, &r->req[0]);
+        MPI_Irecv(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA + 2 * ch, comm, &r->req[1]);
     } else {
         const int64_t bytes = count * (int64_t)sizeof(float);
         r->hdr = links_book(mesh_part_links(m), axis, dir > 0 ? 0 : 1, bytes, 1);
         r->rec.link_bytes[axis][dir > 0 ? 0 : 1] = bytes;
-        MPI_Isend(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR, comm, &r->req[0]);
-        MPI_Isend(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA, comm, &r->req[1]);
+        MPI_Isend(&r->hdr, 1, MPI_DOUBLE, p, P2P_TAG_HDR + 2 * ch, comm, &r->req[0]);
+        MPI_Isend(buf, (int)count, MPI_FLOAT, p, P2P_TAG_DATA + 2 * ch, comm, &r->req[1]);
     }
     return r;
 }
 
 mesh_p2p *mesh_isend(mesh *m, int axis, int dir, const float *buf, int64_t count) {
-    return start(m, 0, axis, dir, (float *)buf, count);
+    return start(m, 0, axis, dir, 0, (float *)buf, count);
 }
 
 mesh_p2p *mesh_irecv(mesh *m, int axis, int dir, float *buf, int64_t count) {
-    return start(m, 1, axis, dir, buf, count);
+    return start(m, 1, axis, dir, 0, buf, count);
+}
+
+mesh_p2p *mesh_isend_on(mesh *m, int axis, int dir, int ch, const float *buf, int64_t count) {
+    return start(m, 0, axis, dir, ch, (float *)buf, count);
+}
+
+void mesh_recv_on(mesh *m, int axis, int dir, int ch, float *buf, int64_t count) {
+    mesh_p2p_wait(start(m, 1, axis, dir, ch, buf, count));
 }
 
 void mesh_p2p_wait(mesh_p2p *r) {

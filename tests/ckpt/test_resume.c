@@ -188,7 +188,10 @@ static void parse(config *c, int argc, char **argv) {
     config_defaults(c);
     c->quick_start = 1; /* numbers only: no careful kernel timing at start-up */
     if (config_parse(c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    c->shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
+    int64_t L = 2; /* --layers when given (chunked pipelines need |Z|·v of them) */
+    for (int i = 0; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--layers") == 0) L = c->shape.L;
+    c->shape = (model_shape){.L = L, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
     c->steps = STEPS, c->lr = 1e-2, c->warmup = 1, c->clip = 1.0;
     c->weight_decay = 0.1, c->seed = 11, c->eps = 1e-6;
 }
@@ -205,7 +208,9 @@ int main(int argc, char **argv) {
         parse(&cr, argc - split - 1, argv + split + 1);
     else
         parse(&cr, split - 2, argv + 2);
-    if (cw.schedule == PIPE_INTERLEAVED || cr.schedule == PIPE_INTERLEAVED)
+    const int chunked = cw.schedule == PIPE_INTERLEAVED || cr.schedule == PIPE_INTERLEAVED ||
+                        cw.schedule == PIPE_ZB_V || cr.schedule == PIPE_ZB_V;
+    if (chunked && cw.shape.L == 2 && cr.shape.L == 2)
         cw.shape.L = cr.shape.L = 4; /* 2 pipeline ranks x 2 chunks */
     char err[512], fw[1200], fs[1200];
     mesh *mw = mesh_create(cw.mesh, cw.mesh_open, err, sizeof err);

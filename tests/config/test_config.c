@@ -193,7 +193,7 @@ int main(void) {
     bad("--pipeline xy", "--pipeline xy", "one axis");
     bad("--pipeline z --batch 6 --microbatches 4", "--batch 6 is not divisible by --microbatches 4",
         NULL);
-    bad("--schedule zigzag", "--schedule zigzag", "gpipe, 1f1b, interleaved or zb-h1");
+    bad("--schedule zigzag", "--schedule zigzag", "gpipe, 1f1b, interleaved, zb-h1 or zb-v");
     bad("--alg fast", "--alg fast", "ring, bidir, seq, multi, mpi or direct");
     bad("--comm-dtype fp16", "--comm-dtype fp16", "fp32 or bf16");
     bad("--bucket lots", "--bucket lots", "auto or bytes");

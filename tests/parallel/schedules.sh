@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The pipeline schedules through the meshtrain CLI:
-#  - 1f1b, interleaved (2 chunks per rank) and zb-h1 on 3 pipeline ranks train to the same losses
+#  - 1f1b, interleaved (2 chunks per rank), zb-h1 and zb-v on 3 pipeline ranks train to the same losses
 #    step for step (the same sums in the same order: test_equiv checks the parameters), and the
 #    step line reports the bubble beside calc's figures for the schedule's table (simulated with
 #    the costs measured at start-up, and with unit costs);
 #  - bad input ends with one message and status 2: layers not divisible into |Z|·v chunks,
 #    micro-batches not a multiple of |Z| under interleaved, --virtual-stages without a pipeline
-#    axis or with 1f1b, zb-h1 with ZeRO-2, interleaved over an open axis of 3.
+#    axis or with 1f1b, zb-h1 and zb-v with ZeRO-2, zb-v with other than 2 virtual stages,
+#    interleaved over an open axis of 3.
 # usage: schedules.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
@@ -14,21 +15,21 @@ MPI=$1 MT=$2 TXT=$3 WORK=$4
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-run() { # NP LOG ARGS...: meshtrain on a 6-layer model, its output in LOG
+run() { # NP LOG ARGS...: meshtrain on a 6-layer model (LAYERS), its output in LOG
   local np=$1 log=$2
   shift 2
-  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" --layers 6 --d-model 32 \
+  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" --layers "${LAYERS:-6}" --d-model 32 \
     --heads 2 --seq-len 16 --batch 12 --eval-every 0 --data "$TXT" "$@" >"$WORK/$log" 2>&1
 }
 losses() { sed -n 's/^step \([0-9]*\) | loss \([0-9.]*\) .*/\1 \2/p' "$WORK/$1"; }
-for s in 1f1b interleaved zb-h1; do
+for s in 1f1b interleaved zb-h1 zb-v; do
   run 3 "$s.log" --steps 3 --mesh z=3 --pipeline z --microbatches 6 --schedule "$s"
   if [ $? -ne 0 ]; then fail "--schedule $s exited non-zero"; tail -5 "$WORK/$s.log"; fi
   grep -q "| bubble [0-9.]* (sim [0-9.]*, ideal [0-9.]*)" "$WORK/$s.log" ||
     fail "$s: no bubble (measured, simulated, ideal) on the step line"
 done
 ideal() { sed -n 's/.*| bubble [0-9.]* (sim [0-9.]*, ideal \([0-9.]*\)).*/\1/p' "$WORK/$1" | head -1; }
-for s in interleaved zb-h1; do
+for s in interleaved zb-h1 zb-v; do
   if [ "$(losses 1f1b.log)" = "$(losses $s.log)" ] && [ -n "$(losses $s.log)" ]; then
     echo "ok   $s: the losses of 1f1b, step for step: $(losses $s.log | tr '\n' ' ')"
   else
@@ -60,6 +61,10 @@ bad "--virtual-stages 2 needs a pipeline axis" 2 --mesh x=2 --dp x --virtual-sta
 bad "--schedule 1f1b runs one stage per rank" 2 --mesh z=2 --pipeline z --schedule 1f1b \
   --virtual-stages 2
 bad "use --zero 0 or 1 with zb-h1" 4 --mesh x=2,z=2 --dp x --zero 2 --pipeline z --schedule zb-h1
+LAYERS=8 bad "use --zero 0 or 1 with zb-v" 4 --mesh x=2,z=2 --dp x --zero 2 --pipeline z \
+  --schedule zb-v
+bad "--schedule zb-v places exactly 2 stages per rank in a V: --virtual-stages 3" 2 --mesh z=2 \
+  --pipeline z --schedule zb-v --virtual-stages 3
 bad "must wrap" 3 --mesh z=3 --open z --pipeline z --schedule interleaved --microbatches 3
 [ $fails -eq 0 ] && echo "PASS schedules"
 [ $fails -eq 0 ]

@@ -9,11 +9,12 @@
  *    matched in order), a receive right before the compute that needs it, a send right after
  *    the compute that made it; every micro-batch's F before its B on every stage;
  *  - a simulation of the lists with blocking receives and posted sends finishes (no deadlock);
- *  - interleaved (v = 2, 3 chunks per rank) and zb-h1: every rank's list is calc's table for that
+ *  - interleaved (v = 2, 3 chunks per rank), zb-h1 and zb-v: every rank's list is calc's table for that
  *    rank, action for action, messages included; the lists put together are a table calc's
  *    validator accepts (every (stage, micro-batch) with its F and B, or I and W, in dependency
  *    order, weight gradients in micro-batch order), whose links deliver in send order (one tag per
- *    link suffices) and whose unit-cost simulation ends (no deadlock) with calc's own bubble; and
+ *    link suffices; zb-v: per kind of message, the executor's two channels) and whose unit-cost
+ *    simulation ends (no deadlock) with calc's own bubble; and
  *    the same check refuses the lists with one action moved one place on one rank.
  * For P = 2, 3, 4 stages and M = 1, 2, 3, 5, 8 micro-batches (interleaved: M multiples of P). */
 #include <stdio.h>
@@ -207,7 +208,7 @@ static int lists_ok(sched_action (*lists)[MAXA], const int64_t *n, const sched_t
     sched_result r;
     const sched_costs unit = sched_unit_costs();
     sched_result rw;
-    if (sched_validate(&got, err, len) < 0 || !sched_fifo(&got, 0, err, len) ||
+    if (sched_validate(&got, err, len) < 0 || !sched_fifo(&got, want->v_shape, err, len) ||
         sched_simulate(&got, &unit, &r, err, len) < 0)
         return -1;
     int rc = 0;
@@ -232,8 +233,7 @@ static void check_table(int64_t P, int64_t M, pipe_schedule sched, int v) {
     }
     sched_table t;
     char err[256], err2[256] = "";
-    const sched_spec sp = {sched == PIPE_ZB_H1 ? SCHED_ZB_H1 : SCHED_INTERLEAVED, (int)P, v,
-                           (int)M, 72};
+    const sched_spec sp = {plan_sched_kind(sched), (int)P, v, (int)M, 72};
     if (sched_init(&t, &sp, err, sizeof err) < 0) {
         check_expect(0, "calc refuses P %lld M %lld: %s", (long long)P, (long long)M, err);
         return;
@@ -247,7 +247,7 @@ static void check_table(int64_t P, int64_t M, pipe_schedule sched, int v) {
     check_expect(ok && refused,
                  "%s P %lld v %d M %lld: every rank's list is calc's table (%s), validated, "
                  "deadlock-free, its bubble; a moved action refused (%s)",
-                 sched == PIPE_ZB_H1 ? "zb-h1" : "interleaved", (long long)P, t.spec.v,
+                 sched_kind_name(plan_sched_kind(sched)), (long long)P, t.spec.v,
                  (long long)M, ok ? "yes" : err, err2);
     sched_free(&t);
 }
@@ -261,6 +261,7 @@ int main(void) {
     for (int64_t P = 2; P <= 4; P++)
         for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
             check_table(P, Ms[i], PIPE_ZB_H1, 1);
+            check_table(P, Ms[i], PIPE_ZB_V, 2);
             for (int v = 2; v <= 3; v++) check_table(P, Ms[i] * P, PIPE_INTERLEAVED, v);
         }
     return check_finish("test_actions");

@@ -92,15 +92,17 @@ static int64_t slab_numel(const param_info *pi, const param_slab *s) {
     return n;
 }
 
-/* A stack over layers on a rank holding interleaved chunks: its slab (stored layers [l0, l1))
- * becomes the chunks' blocks of global layers; else one block. */
+/* A stack over layers on a rank holding chunks (interleaved, or a V): its slab (stored layers
+ * [l0, l1)) becomes the chunks' blocks of global layers, a constant stride apart (|Z|·Lc dealt
+ * round-robin; (2|Z|−1−2r)·Lc in a V); else one block. */
 static void chunk_rows(const model *mod, param_id id, ckpt_array *a) {
     a->rows = H5ARRAY_ONE_BLOCK;
     const int v = model_chunks(mod);
     if (v == 1 || id >= P_COUNT || !plan_is_layer_param(id) || a->slab.cnt[0] == 0) return;
-    a->rows = (h5array_rows){v, model_shape_of(mod)->L / v};
-    a->slab.cnt[0] /= v;
-    a->slab.off[0] = model_layer_global(mod, a->slab.off[0]);
+    const int64_t l0 = a->slab.off[0], Lc = a->slab.cnt[0] / v;
+    a->rows = (h5array_rows){v, model_layer_global(mod, l0 + Lc) - model_layer_global(mod, l0)};
+    a->slab.cnt[0] = Lc;
+    a->slab.off[0] = model_layer_global(mod, l0);
 }
 
 /* Adds a's slab (every block) to its checksum. */

@@ -193,10 +193,11 @@ const flag_def config_flag_table[] = {
      "pipeline axis: the layers split into |Z| stages of L/|Z| (L_Z)"},
     {"microbatches", K_I64, F_(microbatches), 0, 1 << 20, 0, "M",
      "pipeline micro-batches per step, divides --batch (0 = |Z|, the default)"},
-    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b|interleaved|zb-h1",
+    {"schedule", K_SCHED, F_(schedule), 0, 0, 0, "gpipe|1f1b|interleaved|zb-h1|zb-v",
      "pipeline schedule: all forwards then all backwards, one-forward-one-backward, Megatron's "
-     "interleaved 1F1B over --virtual-stages chunks per rank, or zero bubble H1 (the backward "
-     "split into input and weight gradients, the latter deferred into the bubble)"},
+     "interleaved 1F1B over --virtual-stages chunks per rank, zero bubble H1 (the backward "
+     "split into input and weight gradients, the latter deferred into the bubble), or zero "
+     "bubble V (two chunks per rank in a V: rank r holds stages r and 2|Z|-1-r)"},
     {"virtual-stages", K_I64, F_(virtual_stages), 0, 64, 0, "v",
      "--schedule interleaved: chunks of L/(|Z|·v) layers per rank, dealt round-robin (0 = 2)"},
     {"A look inside the run (docs/inspect.md)", K_GROUP, 0, 0, 0, 0, 0, NULL, NULL},
@@ -367,7 +368,7 @@ static int parse_f64(const char *s, double *out) {
 /* Stores `val` into the field of flag f. */
 /* The index of val among the n names, or -1. */
 /* --schedule's names, in pipe_schedule's order. */
-const char *const config_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+const char *const config_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
 
 static int name_index(const char *val, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
@@ -483,9 +484,10 @@ static int set_choice(config *c, const flag_def *f, const char *val, char *err, 
         c->optimizer = i == 0 ? OPT_ADAMW : OPT_SGD;
         return 0;
     case K_SCHED:
-        if ((i = name_index(val, config_schedule_names, 4)) < 0)
+        if ((i = name_index(val, config_schedule_names, 5)) < 0)
             return errmsg_fail(err, errlen,
-                               "--schedule %s: expected gpipe, 1f1b, interleaved or zb-h1", val);
+                               "--schedule %s: expected gpipe, 1f1b, interleaved, zb-h1 or zb-v",
+                               val);
         c->schedule = (pipe_schedule)i;
         return 0;
     case K_DTYPE:

@@ -23,8 +23,15 @@ typedef enum { COMPUTE_FP32 = 0, COMPUTE_BF16 = 1, COMPUTE_AUTO = 2 } compute_dt
 const char *compute_dtype_name(compute_dtype d);
 /* --schedule: all forwards then all backwards, one forward one backward, Megatron's interleaved
  * 1F1B (--virtual-stages chunks per rank), zero bubble H1 (the backward split into the input
- * gradient and the deferred weight gradient); calc/schedule.h's tables, in its sched_kind order. */
-typedef enum { PIPE_GPIPE = 0, PIPE_1F1B = 1, PIPE_INTERLEAVED = 2, PIPE_ZB_H1 = 3 } pipe_schedule;
+ * gradient and the deferred weight gradient), zero bubble V (two chunks per rank in a V, the
+ * backward split); calc/schedule.h's tables, in its sched_kind order. */
+typedef enum {
+    PIPE_GPIPE = 0,
+    PIPE_1F1B = 1,
+    PIPE_INTERLEAVED = 2,
+    PIPE_ZB_H1 = 3,
+    PIPE_ZB_V = 4
+} pipe_schedule;
 /* --progress: who runs the non-blocking collectives; auto is resolved by the trainer. */
 typedef enum {
     CONFIG_PROGRESS_AUTO = 0,

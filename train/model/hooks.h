@@ -65,10 +65,12 @@ typedef void (*model_block_fn)(void *ctx, const float *blk, int64_t j, int first
  * is stage k·|Z| + r of the pipeline (rank r, Megatron's interleaving: model_layer_global), its
  * global layers [(k·|Z| + r)·Lc, …). nslots activation slots, each holding one micro-batch of
  * every chunk. split: backwards run as input gradient then weight gradient (model_chunk_bwd_input,
- * model_chunk_bwd_weight), and each slot keeps what the weight gradient reads between the two. */
+ * model_chunk_bwd_weight), and each slot keeps what the weight gradient reads between the two.
+ * v_shape: zb-v's V instead (2 chunks: rank r's are stages r and 2|Z|−1−r; rank 0 holds the
+ * last stage, the head, and rank |Z|−1 both sides of the turn). */
 typedef struct {
     int64_t l0, l1;
-    int nslots, chunks, split;
+    int nslots, chunks, split, v_shape;
 } model_stage_info;
 
 /* Every hook receives the table's ctx first. */
@@ -156,10 +158,11 @@ typedef struct model_hooks {
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);
     /* Pipelining outside a training step (sampling): receive the stage input from the previous
-     * stage / send the stage output to the next (blocking), and give every stage the last
-     * stage's values (x[n] is 0 on the other stages: a sum over the pipeline axis). */
-    void (*stage_recv)(void *ctx, float *x, int64_t n);
-    void (*stage_send)(void *ctx, const float *x, int64_t n);
+     * stage / send the stage output to the next (blocking), that stage being on the pipeline rank
+     * at index + dir (dir ±1: +1 the previous stage's in a V's second leg), and give every stage
+     * the last stage's values (x[n] is 0 on the other stages: a sum over the pipeline axis). */
+    void (*stage_recv)(void *ctx, float *x, int64_t n, int dir);
+    void (*stage_send)(void *ctx, const float *x, int64_t n, int dir);
     void (*pipe_share_last)(void *ctx, float *x, int64_t n);
 } model_hooks;
 

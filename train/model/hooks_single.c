@@ -65,7 +65,7 @@ static void slab(void *ctx, const model_shape *s, param_id id, param_slab *out) 
 }
 static void stage(void *ctx, const model_shape *s, model_stage_info *out) {
     (void)ctx;
-    *out = (model_stage_info){0, s->L, 1, 1, 0};
+    *out = (model_stage_info){0, s->L, 1, 1, 0, 0};
 }
 static int has_grads(void *ctx) {
     (void)ctx;
@@ -147,8 +147,11 @@ static void poll(void *ctx) {
 static void on_values(void *ctx, float *x, int64_t n) {
     (void)ctx, (void)x, (void)n;
 }
-static void stage_send(void *ctx, const float *x, int64_t n) {
-    (void)ctx, (void)x, (void)n;
+static void stage_recv(void *ctx, float *x, int64_t n, int dir) {
+    (void)ctx, (void)x, (void)n, (void)dir;
+}
+static void stage_send(void *ctx, const float *x, int64_t n, int dir) {
+    (void)ctx, (void)x, (void)n, (void)dir;
 }
 
 const model_hooks model_hooks_single = {
@@ -178,7 +181,7 @@ const model_hooks model_hooks_single = {
     .moe_to_experts = model_moe_to_experts_local,
     .moe_from_experts = model_moe_from_experts_local,
     .poll = poll,
-    .stage_recv = on_values,
+    .stage_recv = stage_recv,
     .stage_send = stage_send,
     .pipe_share_last = on_values,
 };

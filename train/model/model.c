@@ -108,7 +108,8 @@ static void layout_scratch(model *m, carver *c, carver *cb) {
 void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
                     const model_stage_info *st, int bf16, model_sizes *out) {
     model m = {.s = *s, .Bl = Bl, .BT = Bl * s->T, .l0 = st->l0, .l1 = st->l1};
-    m.Ls = st->l1 - st->l0, m.last = st->l1 == s->L, m.nslots = st->nslots;
+    m.Ls = st->l1 - st->l0, m.last = st->v_shape ? st->l0 == 0 : st->l1 == s->L;
+    m.nslots = st->nslots;
     m.chunks = st->chunks, m.split = st->split, m.Lc = m.Ls / st->chunks;
     m.loc = *e;
     m.cmp.bf16 = bf16;
@@ -127,6 +128,8 @@ int model_chunks(const model *m) {
 
 int64_t model_layer_global(const model *m, int64_t l) {
     const int64_t i = l - m->l0, k = i / m->Lc;
+    if (m->v_shape && k == 1) /* the V's second leg: stage 2|Z|−1−r */
+        return (2 * (m->s.L / m->Ls) - 1 - m->l0 / m->Ls) * m->Lc + i % m->Lc;
     return k * (m->s.L / m->chunks) + m->l0 / m->chunks + i % m->Lc;
 }
 
@@ -182,8 +185,9 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
     m->split = st.split && Bl > 0;
     m->Ls = m->l1 - m->l0;
     m->Lc = m->Ls / m->chunks;
+    m->v_shape = st.v_shape;
     m->first = m->l0 == 0;
-    m->last = m->l1 == s->L;
+    m->last = st.v_shape ? m->first : m->l1 == s->L; /* holds the last stage */
     m->nparams = 0;
     for (int id = 0; id < P_ALL; id++) {
         m->hk.slab(m->hk.ctx, s, (param_id)id, &m->slab[id]);
@@ -495,11 +499,18 @@ void model_last_logits(model *m, int64_t len, float *logits_loc) {
 
 void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits) {
     const int64_t D = m->s.D;
-    for (int k = 0; k < m->chunks; k++) { /* the chunks in pipeline order: round the ranks */
-        if (!m->first || k > 0) m->hk.stage_recv(m->hk.ctx, model_stage_input(m, 0, k), len * D);
+    /* the chunks in pipeline order: round the ranks, or down the V and back (turning on the
+     * rank holding the last layer, l1 = L: its chunk 0's output is its chunk 1's input) */
+    const int turn = m->v_shape && m->l1 == m->s.L;
+    for (int k = 0; k < m->chunks; k++) {
+        const int back = m->v_shape && k == 1; /* the V's second leg: from +1, to −1 */
+        if (turn && k == 1)
+            floats_copy(model_stage_input(m, 0, 1), chunk_out(m, &m->slot[0], 0), len * D);
+        else if (!(m->first && k == 0))
+            m->hk.stage_recv(m->hk.ctx, model_stage_input(m, 0, k), len * D, back ? 1 : -1);
         model_stage_fwd_rows(m, 0, k, seq, len, 1, len, 0);
-        if (!m->last || k < m->chunks - 1)
-            m->hk.stage_send(m->hk.ctx, chunk_out(m, &m->slot[0], k), len * D);
+        if (!(m->last && k == m->chunks - 1) && !(turn && k == 0))
+            m->hk.stage_send(m->hk.ctx, chunk_out(m, &m->slot[0], k), len * D, back ? -1 : 1);
     }
     if (m->last) {
         model_last_logits(m, len, m->s_big);

@@ -56,7 +56,7 @@ struct model {
     int64_t Bl, BT;
     int64_t l0, l1, Ls; /* this stage's layers [l0, l1) */
     int first, last, nslots;
-    int chunks, split; /* model_stage_info's */
+    int chunks, split, v_shape; /* model_stage_info's */
     int64_t Lc;        /* layers per chunk */
     model_extents loc;
     model_hooks hk; /* communication and sharded storage (model_hooks_single on one rank) */

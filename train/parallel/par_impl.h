@@ -286,7 +286,7 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
                         float *dv, const float *datt, const float *q, const float *k,
                         const float *v, const float *att, int64_t BT);
 /* pipeline.c */
-void par_hk_stage_recv(void *ctx, float *x, int64_t n);
-void par_hk_stage_send(void *ctx, const float *x, int64_t n);
+void par_hk_stage_recv(void *ctx, float *x, int64_t n, int dir);
+void par_hk_stage_send(void *ctx, const float *x, int64_t n, int dir);
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n);
 #endif

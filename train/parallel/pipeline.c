@@ -80,15 +80,15 @@ done:
 /* ---------------------------------------------------------------- the model's hooks outside a
  * training step (sampling) */
 
-void par_hk_stage_recv(void *ctx, float *x, int64_t n) {
+void par_hk_stage_recv(void *ctx, float *x, int64_t n, int dir) {
     struct par *p = ctx;
-    if (p->pl->pipe.n > 1) mesh_recv(p->m, p->pl->pipe.axes.ax[0], plan_pipe_dir(p->pl, -1), x, n);
+    if (p->pl->pipe.n > 1) mesh_recv(p->m, p->pl->pipe.axes.ax[0], plan_pipe_dir(p->pl, dir), x, n);
 }
 
-void par_hk_stage_send(void *ctx, const float *x, int64_t n) {
+void par_hk_stage_send(void *ctx, const float *x, int64_t n, int dir) {
     struct par *p = ctx;
     if (p->pl->pipe.n > 1)
-        mesh_p2p_wait(mesh_isend(p->m, p->pl->pipe.axes.ax[0], plan_pipe_dir(p->pl, +1), x, n));
+        mesh_p2p_wait(mesh_isend(p->m, p->pl->pipe.axes.ax[0], plan_pipe_dir(p->pl, dir), x, n));
 }
 
 void par_hk_pipe_share_last(void *ctx, float *x, int64_t n) {

@@ -95,7 +95,8 @@ static void geometry_of(plan *p, param_id id) {
     memset(g, 0, sizeof *g);
     g->stacked = plan_is_layer_param(id);
     g->nb = g->stacked ? p->l1 - p->l0 : 1;
-    if ((id == P_EMBED && p->l0 != 0) || ((id == P_FINAL_NORM || id == P_UNEMBED) && p->l1 != s->L))
+    if ((id == P_EMBED && p->l0 != 0) ||
+        ((id == P_FINAL_NORM || id == P_UNEMBED) && !plan_holds_head(p)))
         g->nb = 0; /* held by another pipeline stage */
     if (g->stacked && pi.shape[0] != s->L)
         g->nb = pi.shape[0]; /* with experts (one rank): the dense MLPs stack the dense blocks */

@@ -429,7 +429,7 @@ void plan_free(const plan *p, plan_owner owner, plan_ptrs *ptr);
  *     accumulate in the other order, and a run's bits change);
  *   1F1B: min(P−s−1, M) forwards, then one forward and one backward in turn, then the remaining
  *     backwards (calc's 1f1b, action for action);
- *   interleaved, zb-h1: calc's table (sched_init) for this rank, as it is.
+ *   interleaved, zb-h1, zb-v: calc's table (sched_init) for this rank, as it is.
  * plan_stage_order: GPipe's and 1F1B's stage s of P (forwards and backwards alone, 2M entries,
  * returns 2M), which pipe_timeline simulates for every stage. plan_actions: this rank's list for
  * a training step (train = 1: its stage's order with the receives and sends around each forward
@@ -457,8 +457,13 @@ void plan_schedule_stage(plan *p);
 /* The pipeline neighbour at index + dir (wrapping at the ends) as the mesh's p2p direction: dir,
  * or −dir on a pipeline of 2 that does not wrap (the neighbour both ways). */
 int plan_pipe_dir(const plan *p, int dir);
-/* The pipeline stage of this rank's chunk k (k < chunks): k·|Z| + index. */
+/* The pipeline stage of this rank's chunk k (k < chunks): k·|Z| + index, or in zb-v's V index
+ * and 2|Z|−1−index; the rank holding stage s; whether this rank holds the last stage (the final
+ * norm, the unembedding and the loss: rank |Z|−1, or 0 in a V). */
 int64_t plan_chunk_stage(const plan *p, int k);
+int64_t plan_rank_stage(const plan *p, int64_t r, int k); /* pipeline rank r's chunk k */
+int64_t plan_stage_rank(const plan *p, int64_t s);
+int plan_holds_head(const plan *p);
 /* The model's share (hooks.h): layers, chunks, slots, split. */
 model_stage_info plan_stage_info(const plan *p);
 

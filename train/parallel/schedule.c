@@ -44,6 +44,8 @@ sched_kind plan_sched_kind(pipe_schedule s) {
         return SCHED_1F1B;
     case PIPE_INTERLEAVED:
         return SCHED_INTERLEAVED;
+    case PIPE_ZB_V:
+        return SCHED_ZB_V;
     default:
         return SCHED_ZB_H1;
     }
@@ -71,18 +73,21 @@ int plan_schedule_check(const plan *p, char *err, size_t errlen) {
                            "the first rank: the pipeline axis (%lld ranks) must wrap (do not "
                            "list it in --open)",
                            (long long)p->pipe.n);
-    if (c->schedule == PIPE_ZB_H1 && plan_model_compute(p))
+    const int zb = c->schedule == PIPE_ZB_H1 || c->schedule == PIPE_ZB_V;
+    const char *name = sched_kind_name(plan_sched_kind(c->schedule));
+    if (zb && plan_model_compute(p))
         return errmsg_fail(err, errlen,
-                           "--schedule zb-h1 keeps fp32 output gradients for its deferred weight "
+                           "--schedule %s keeps fp32 output gradients for its deferred weight "
                            "gradients and has no bf16 path yet: use --compute-dtype fp32 with "
-                           "zb-h1 (auto picks bf16 on a CPU with a bf16 matrix unit), or "
-                           "--schedule 1f1b");
-    if (c->schedule == PIPE_ZB_H1 && p->zero >= 2)
+                           "%s (auto picks bf16 on a CPU with a bf16 matrix unit), or "
+                           "--schedule 1f1b",
+                           name, name);
+    if (zb && p->zero >= 2)
         return errmsg_fail(err, errlen,
-                           "--schedule zb-h1 defers each weight gradient past the input "
+                           "--schedule %s defers each weight gradient past the input "
                            "gradient's, which --zero %d reduce-scatters from a transient layer "
-                           "buffer at once: use --zero 0 or 1 with zb-h1, or --schedule 1f1b",
-                           p->zero);
+                           "buffer at once: use --zero 0 or 1 with %s, or --schedule 1f1b",
+                           name, p->zero, name);
     return 0;
 }
 
@@ -119,26 +124,45 @@ int plan_pipe_dir(const plan *p, int dir) {
     return -dir;
 }
 
+int64_t plan_rank_stage(const plan *p, int64_t r, int k) {
+    if (p->c.schedule == PIPE_ZB_V && p->pipe.n > 1) return k == 0 ? r : 2 * p->pipe.n - 1 - r;
+    return k * p->pipe.n + r;
+}
+
 int64_t plan_chunk_stage(const plan *p, int k) {
-    return k * p->pipe.n + p->pipe.index;
+    return plan_rank_stage(p, p->pipe.index, k);
+}
+
+int64_t plan_stage_rank(const plan *p, int64_t s) {
+    const int64_t P = p->pipe.n;
+    if (p->c.schedule == PIPE_ZB_V && P > 1) return s < P ? s : 2 * P - 1 - s;
+    return s % P;
+}
+
+int plan_holds_head(const plan *p) { /* the last stage: round-robin's on rank |Z|−1, the V's on 0 */
+    return p->pipe.index == (p->c.schedule == PIPE_ZB_V && p->pipe.n > 1 ? 0 : p->pipe.n - 1);
 }
 
 model_stage_info plan_stage_info(const plan *p) {
-    return (model_stage_info){p->l0, p->l1, p->nslots, p->chunks, p->split};
+    return (model_stage_info){p->l0, p->l1, p->nslots, p->chunks, p->split,
+                              p->c.schedule == PIPE_ZB_V && p->pipe.n > 1};
 }
 
 /* Appends the forward (fwd) or backward of micro-batch mb on stage s with its receive before and
- * send after it (stage s and its neighbours on other ranks: the stages 0 .. |Z|·chunks − 1). */
+ * send after it, where the neighbouring stage (of the stages 0 .. |Z|·chunks − 1) is on another
+ * rank (the turn of zb-v's V is on one rank: the executor hands the data over). */
 static int64_t expand(const plan *p, sched_action *out, int64_t n, int fwd, int64_t s, int64_t mb) {
-    const int first = s == 0, last = s == p->pipe.n * p->chunks - 1;
+    const int64_t r = p->pipe.index;
+    const int prev = s > 0 && plan_stage_rank(p, s - 1) != r,
+              next = s < p->pipe.n * p->chunks - 1 && plan_stage_rank(p, s + 1) != r;
     if (fwd) {
-        if (!first) out[n++] = action(SCHED_RECV_F, s, mb);
+        if (prev) out[n++] = action(SCHED_RECV_F, s, mb);
         out[n++] = action(SCHED_F, s, mb);
-        if (!last) out[n++] = action(SCHED_SEND_F, s, mb);
+        if (next) out[n++] = action(SCHED_SEND_F, s, mb);
     } else {
-        if (!last) out[n++] = action(SCHED_RECV_B, s, mb);
+        if (next) out[n++] = action(SCHED_RECV_B, s, mb);
         out[n++] = action(SCHED_B, s, mb);
-        if (!first) out[n++] = action(SCHED_SEND_B, s, mb);
+        if (prev) out[n++] = action(SCHED_SEND_B, s, mb);
     }
     return n;
 }
@@ -162,7 +186,7 @@ int64_t plan_actions(const plan *p, int train, sched_action *out) {
     int64_t n = 0;
     if (!train) { /* each micro-batch through the pipeline, chunk after chunk */
         for (int64_t j = 0; j < M; j++)
-            for (int k = 0; k < p->chunks; k++) n = expand(p, out, n, 1, k * p->pipe.n + s, j);
+            for (int k = 0; k < p->chunks; k++) n = expand(p, out, n, 1, plan_chunk_stage(p, k), j);
         return n;
     }
     if (p->pipe.n == 1) { /* the trivial schedule: each micro-batch's forward, then its backward */

@@ -17,7 +17,12 @@
  * rank's chunk sends to the first rank's next (the axis wraps; on 2 ranks the other side). A split
  * backward runs as I (the input gradient, sent on at once) and, later, W (the weight gradients
  * from what I kept in the slot); each counts its own micro-batches for par_micro_begin, so the
- * reductions start after the last W. */
+ * reductions start after the last W. zb-v's V: chunk 0 is stage r, chunk 1 stage 2|Z|−1−r, whose
+ * messages go the other way; at the turn (rank |Z|−1 holds stages |Z|−1 and |Z|) the forward
+ * copies chunk 0's output into chunk 1's input, and chunk 1's input gradient waits in its send
+ * buffer for chunk 0's backward. Every message goes to the rank holding its stage's neighbour,
+ * activations and gradients on two p2p channels: a V's receives of one kind come in the order of
+ * their sends, not those of both kinds together (calc's sched_fifo). */
 #include "train/step/exec.h"
 
 #include <stdlib.h>
@@ -33,7 +38,6 @@ struct exec {
     const plan *pl;
     mesh *mh;
     int axis;                   /* the pipeline axis, −1 without */
-    int prev, next;             /* the p2p directions of the previous and the next rank */
     int P, chunks;              /* pipeline ranks; chunks (stages) on this rank */
     int64_t M, rows, n;         /* micro-batches; a micro-batch's rows; floats of [rows, D] */
     plan_ptrs bufs;             /* the plan's buffers the executor owns, views below */
@@ -71,8 +75,6 @@ exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     if (!e) return NULL;
     e->m = m, e->p = p, e->pl = pl, e->mh = mh;
     e->axis = pl->pipe.axes.n ? pl->pipe.axes.ax[0] : -1;
-    e->prev = pl->pipe.n > 1 ? plan_pipe_dir(pl, -1) : -1;
-    e->next = pl->pipe.n > 1 ? plan_pipe_dir(pl, +1) : +1;
     e->P = (int)pl->pipe.n, e->chunks = pl->chunks;
     e->M = pl->n_micro;
     e->rows = pl->rows;
@@ -121,17 +123,35 @@ typedef struct {
     int64_t nran;
 } exec_run;
 
-/* A backward action (B, I or W) of chunk c in slot k. */
+/* The p2p direction of the rank holding stage s (a neighbour of one of this rank's stages). */
+static int dir_of(const exec *e, int64_t s) {
+    const int64_t d = (plan_stage_rank(e->pl, s) - e->pl->pipe.index + e->P) % e->P;
+    return plan_pipe_dir(e->pl, d == 1 ? 1 : -1);
+}
+
+/* Stage s's neighbour s + d is on this rank (the V's turn). */
+static int local(const exec *e, int64_t s, int d) {
+    const int64_t t = s + d;
+    return t >= 0 && t < e->P * e->chunks && plan_stage_rank(e->pl, t) == e->pl->pipe.index;
+}
+
+/* A backward action (B, I or W) of chunk c in slot k; dout: dL/d(stage output) (NULL: the last
+ * stage's, from the loss). */
 static void backward(exec *e, const sched_action *a, int k, int c, const int32_t *tok, float scale,
                      exec_run *r) {
     const int last = a->stage == e->P * e->chunks - 1;
+    const float *dout = last                     ? NULL
+                        : local(e, a->stage, +1) ? e->dsend + (int64_t)(k * e->chunks + c + 1) * e->n
+                                                 : e->dout;
     const model_bwd_part part = a->op == SCHED_B   ? MODEL_BWD_ALL
                                 : a->op == SCHED_I ? MODEL_BWD_INPUT
                                                    : MODEL_BWD_WEIGHT;
     par_micro_begin(e->p, part == MODEL_BWD_WEIGHT ? r->nw[c]++ : r->nbwd[c]++, e->M);
     trace_begin(model_trace(e->m), TRACE_MICRO_BWD, a->mb);
-    model_stage_bwd(e->m, k, c, tok, last ? NULL : e->dout, scale, part);
+    model_stage_bwd(e->m, k, c, tok, dout, scale, part);
     trace_end(model_trace(e->m), TRACE_MICRO_BWD);
+    if (part != MODEL_BWD_WEIGHT && local(e, a->stage, -1)) /* for the turn's other side */
+        floats_copy(e->dsend + (int64_t)(k * e->chunks + c) * e->n, model_stage_dinput(e->m), e->n);
     if (part != MODEL_BWD_INPUT) r->inflight--;
 }
 
@@ -143,21 +163,25 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
     case SCHED_RECV_F:
         mesh_p2p_wait(e->fsend[b]); /* the slot's previous output has left */
         e->fsend[b] = NULL;
-        mesh_recv(e->mh, e->axis, e->prev, model_stage_input(e->m, k, c), e->n);
+        mesh_recv_on(e->mh, e->axis, dir_of(e, a->stage - 1), 0, model_stage_input(e->m, k, c),
+                     e->n);
         break;
     case SCHED_F:
         mesh_p2p_wait(e->fsend[b]);
         e->fsend[b] = NULL;
+        if (local(e, a->stage, -1)) /* the V's turn: chunk 0's output is chunk 1's input */
+            floats_copy(model_stage_input(e->m, k, c), model_stage_output(e->m, k, c - 1), e->n);
         trace_begin(model_trace(e->m), TRACE_MICRO_FWD, a->mb);
         r->loss += model_stage_fwd(e->m, k, c, tok);
         trace_end(model_trace(e->m), TRACE_MICRO_FWD);
         if (++r->inflight > r->peak) r->peak = r->inflight;
         break;
     case SCHED_SEND_F:
-        e->fsend[b] = mesh_isend(e->mh, e->axis, e->next, model_stage_output(e->m, k, c), e->n);
+        e->fsend[b] = mesh_isend_on(e->mh, e->axis, dir_of(e, a->stage + 1), 0,
+                                    model_stage_output(e->m, k, c), e->n);
         break;
     case SCHED_RECV_B:
-        mesh_recv(e->mh, e->axis, e->next, e->dout, e->n);
+        mesh_recv_on(e->mh, e->axis, dir_of(e, a->stage + 1), 1, e->dout, e->n);
         break;
     case SCHED_B:
     case SCHED_I:
@@ -168,14 +192,14 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
         mesh_p2p_wait(e->bsend[b]);
         float *buf = e->dsend + (int64_t)b * e->n;
         floats_copy(buf, model_stage_dinput(e->m), e->n);
-        e->bsend[b] = mesh_isend(e->mh, e->axis, e->prev, buf, e->n);
+        e->bsend[b] = mesh_isend_on(e->mh, e->axis, dir_of(e, a->stage - 1), 1, buf, e->n);
         break;
     }
     default:
         CHECK(0, "exec: action %d is not one the executor runs", (int)a->op);
     }
     if (r->ran) /* what ran: the stage of the chunk it used */
-        r->ran[r->nran++] = (sched_action){a->op, (int32_t)(c * e->P + e->pl->pipe.index), a->mb};
+        r->ran[r->nran++] = (sched_action){a->op, (int32_t)plan_chunk_stage(e->pl, c), a->mb};
 }
 
 /* --cp: the model's sequences are this rank's pieces of the micro-batch's (plan_cp.c): piece j of
@@ -205,8 +229,7 @@ static double run(exec *e, const sched_action *list, int64_t n, int train, const
         act(e, &list[i], k, cp_pieces(e, tokens + list[i].mb * pl->micro_seqs * T1), scale, r);
     }
     sends_done(e);
-    const int last = pl->pipe.index == pl->pipe.n - 1;
-    return par_pipe_last_value(e->p, last ? r->loss / (double)e->M : 0.0);
+    return par_pipe_last_value(e->p, plan_holds_head(pl) ? r->loss / (double)e->M : 0.0);
 }
 
 double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {

@@ -67,9 +67,9 @@ int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p,
     float *buf = all + pl->pipe.index * per; /* this rank's own block, gathered in place */
     memcpy(buf, mine, sizeof *mine * (size_t)v);
     mesh_all_gather(m, pl->pipe.axes, all, buf, per, MESH_ALG_MPI);
-    for (int r = 0; r < P; r++) /* rank r's chunk k is stage k·P + r */
+    for (int r = 0; r < P; r++)
         for (int k = 0; k < v; k++)
-            memcpy(&stage[k * P + r], (const char *)(all + r * per) + sizeof *mine * (size_t)k,
+            memcpy(&stage[plan_rank_stage(pl, r, k)], (const char *)(all + r * per) + sizeof *mine * (size_t)k,
                    sizeof *mine);
     int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out[0], err, len);
     if (rc == 0) rc = pipe_pred_simulate(pl, stage, p2p, share, &out[1], err, len);

@@ -75,7 +75,7 @@ static int measure_compute(trainer *t) {
                             .seqs = pl->micro_seqs,
                             .micro = pl->n_micro,
                             .params = pl->state_elems,
-                            .last = pl->pipe.index == pl->pipe.n - 1,
+                            .last = plan_holds_head(pl),
                             .threads = t->c.threads,
                             .bf16 = t->prec.ctx,
                             .wpack = pl->param_elems};
