@@ -1,6 +1,6 @@
 /* bf16: the bfloat16 format (fp32's sign and 8 exponent bits, 8 significand bits) and its
  * conversions, the one copy in meshtrain: the bf16 kernels, the model's weight copies and the
- * collectives' bf16 wire (mesh/bf16.h) all convert here.
+ * collectives' bf16 wire (mesh/coll_engine.c) all convert here.
  *
  * fp32 → bf16 rounds to nearest, ties to even, on the 16 bits dropped. NaN stays a quiet NaN (its
  * sign and top payload bits kept, the quiet bit set); ±inf stays ±inf; values past bf16's largest

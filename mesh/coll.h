@@ -67,7 +67,7 @@ void mesh_set_default_alg(mesh *m, mesh_alg a);
 void mesh_set_chunk(mesh *m, int64_t bytes);
 int64_t mesh_get_chunk(const mesh *m);
 /* What the collectives carry on the wire. BF16 (a TPU's format): every message is converted to
- * bf16 (mesh/bf16.h, round to nearest even) when it leaves and back to fp32 when it arrives, so
+ * bf16 (kernels/bf16.h, round to nearest even) when it leaves and back to fp32 when it arrives, so
  * the bytes sent and the emulated link time are halved; reductions still add in fp32 (a rank
  * adds its fp32 contribution to the fp32 value of the partial it received, then rounds once to
  * send it on), and the result of a ReduceScatter is fp32. Every element an AllGather, AllToAll or

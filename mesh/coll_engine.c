@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/bf16.h"
+#include "kernels/bf16.h"
 #include "mesh/progress.h"
 
 enum { R_FULL, R_H0, R_H1 };
@@ -484,7 +484,7 @@ static void post_sends(phase *p, int d, int s) {
         CHECK(ms[i].n <= INT_MAX, "message of %lld floats exceeds MPI's int count",
               (long long)ms[i].n);
         if (p->wire == MESH_WIRE_BF16) { /* this slot's previous sends have completed */
-            if (CTX_DATA(p->env->ctx)) mesh_bf16_pack(w, ms[i].ptr, ms[i].n);
+            if (CTX_DATA(p->env->ctx)) kern_bf16_pack(w, ms[i].ptr, ms[i].n);
             MPI_Isend(w, (int)ms[i].n, MPI_UINT16_T, peer, tag, p->comm, &rq[i]);
             w += ms[i].n;
         } else {
@@ -535,7 +535,7 @@ static void recv_unpack(phase *p, int d, int s) {
     int k = step_recvs(p, d, s, ms);
     const uint16_t *w = p->st[d].wrecv;
     for (int i = 0; i < k; i++) {
-        mesh_bf16_unpack(ms[i].ptr, w, ms[i].n);
+        kern_bf16_unpack(ms[i].ptr, w, ms[i].n);
         w += ms[i].n;
     }
 }
@@ -629,7 +629,7 @@ static void phase_copy_own(phase *p) {
     }
     /* bf16 wire: the own block as the others receive it (its sends were staged already) */
     if (mine && p->wire == MESH_WIRE_BF16 && p->n > 1)
-        mesh_bf16_round_array(mine, blk_len(p, p->r));
+        kern_bf16_round_array(mine, blk_len(p, p->r));
     p->copied = 1;
 }
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/bf16.h"
+#include "kernels/bf16.h"
 #include "mesh/coll.h"
 #include "mesh/mesh_mpi.h"
 #include "mesh_args.h"
@@ -68,11 +68,11 @@ static void test_convert(void) {
                              -INFINITY};
     int bad = 0;
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
-        if (mesh_bf16_from_f32(special[i]) != naive_bf16(special[i]) && bad++ < 5)
+        if (kern_bf16_of(special[i]) != naive_bf16(special[i]) && bad++ < 5)
             FAIL("bf16(%.9g) = 0x%04x, naive 0x%04x\n", (double)special[i],
-                 mesh_bf16_from_f32(special[i]), naive_bf16(special[i]));
-    uint16_t h = mesh_bf16_from_f32(NAN);
-    if (!isnan(mesh_f32_from_bf16(h))) FAIL("bf16(NaN) = 0x%04x is not a NaN\n", h);
+                 kern_bf16_of(special[i]), naive_bf16(special[i]));
+    uint16_t h = kern_bf16_of(NAN);
+    if (!isnan(kern_bf16_val(h))) FAIL("bf16(NaN) = 0x%04x is not a NaN\n", h);
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < 1000000; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
@@ -80,10 +80,10 @@ static void test_convert(void) {
         float x;
         memcpy(&x, &u, sizeof x);
         if (isnan(x)) continue;
-        if (mesh_bf16_from_f32(x) != naive_bf16(x) && bad++ < 5)
-            FAIL("bf16(%.9g = 0x%08x) = 0x%04x, naive 0x%04x\n", (double)x, u,
-                 mesh_bf16_from_f32(x), naive_bf16(x));
-        if (mesh_bf16_round(x) != mesh_f32_from_bf16(naive_bf16(x)) && bad++ < 5)
+        if (kern_bf16_of(x) != naive_bf16(x) && bad++ < 5)
+            FAIL("bf16(%.9g = 0x%08x) = 0x%04x, naive 0x%04x\n", (double)x, u, kern_bf16_of(x),
+                 naive_bf16(x));
+        if (kern_bf16_round(x) != kern_bf16_val(naive_bf16(x)) && bad++ < 5)
             FAIL("bf16_round(%.9g) disagrees\n", (double)x);
     }
 }
@@ -124,7 +124,7 @@ static void check_set(mesh *m, mesh_axes a, int64_t c, mesh_alg alg) {
             if (op == MESH_OP_ALL_GATHER || op == MESH_OP_ALL_TO_ALL) {
                 const float v =
                     val(mesh_axes_member(m, a, j), (op == MESH_OP_ALL_TO_ALL ? i * c : 0) + e % c);
-                want = n > 1 ? mesh_bf16_round(v) : v; /* one rank: a copy, nothing on a wire */
+                want = n > 1 ? kern_bf16_round(v) : v; /* one rank: a copy, nothing on a wire */
             } else {
                 const int64_t at = op == MESH_OP_REDUCE_SCATTER ? i * c + e : e;
                 double sum = 0, mag = 0;
@@ -160,7 +160,7 @@ static void check_ppermute(mesh *m, int ax) {
         float want = -1.0f;
         if (from >= 0) {
             mesh_axes one = {1, {ax, 0, 0}};
-            want = mesh_bf16_round(val(mesh_axes_member(m, one, from), e));
+            want = kern_bf16_round(val(mesh_axes_member(m, one, from), e));
         }
         if (out[e] != want) {
             FAIL("ppermute axis %c: element %lld got %.9g want %.9g\n", mesh_axis_name(m, ax),
