@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/paths.h"
 #include "mesh/errmsg.h"
 
 int lockfile_take(const char *path, char *prev, size_t plen) {
@@ -125,4 +126,21 @@ int lockfile_output(const char *path, const char *flag, char *err, size_t errlen
     snprintf(held[n_held].path, sizeof held[n_held].path, "%s", lock);
     n_held++;
     return 0;
+}
+
+int lockfile_check_io(const lockfile_named *in, int n, lockfile_named out, const char *holds,
+                      char *err, size_t errlen) {
+    char why[512];
+    for (int k = 0; k < n; k++)
+        if (in[k].path && in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
+            return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
+    if (!out.path || !out.path[0]) return 0;
+    for (int k = 0; k < n; k++)
+        if (in[k].path && in[k].path[0] && paths_same_file(out.path, in[k].path))
+            return errmsg_fail(err, errlen,
+                               "%s %s is also %s: %s would overwrite an input (give another file)",
+                               out.flag, out.path, in[k].flag, holds);
+    if (paths_can_write(out.path, why, sizeof why) < 0)
+        return errmsg_fail(err, errlen, "%s %s: cannot create it (%s)", out.flag, out.path, why);
+    return lockfile_output(out.path, out.flag, err, errlen);
 }

@@ -27,4 +27,16 @@ void lockfile_holder(const char *record, char *who, size_t len);
  * 0, or −1 with the reason in err, naming `flag` and path: another live run writes the file, or
  * the lock cannot be made. Taking a path this process already holds is a no-op. */
 int lockfile_output(const char *path, const char *flag, char *err, size_t errlen);
+
+/* A file a command's flag names ("" or NULL path: the flag was not given). */
+typedef struct {
+    const char *flag, *path;
+} lockfile_named;
+/* The files of a command with one output, checked before any work: every input in[0..n) that
+ * was given is a readable file (paths_can_read); the output out, if given, is none of them, can
+ * be created (paths_can_write) and belongs to this run alone (lockfile_output). `holds` says what
+ * the output would hold, for the message ("the table": "--csv t.csv is also --ckpt: the table
+ * would overwrite an input"). Returns 0, or −1 with the first failure in err. */
+int lockfile_check_io(const lockfile_named *in, int n, lockfile_named out, const char *holds,
+                      char *err, size_t errlen);
 #endif

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "data/lockfile.h"
-#include "data/paths.h"
 #include "kernels/attn_cache.h"
 #include "kernels/gemm.h"
 #include "mesh/coll.h"
@@ -325,23 +324,9 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is
  * no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
 static int check_paths(const gen_flags *f, char *err, size_t errlen) {
-    char why[512];
-    const struct {
-        const char *flag, *path;
-    } in[] = {{"--ckpt", f->ckpt}, {"--prompts", f->prompts_file}, {"--draft", f->draft}};
-    for (int k = 0; k < 3; k++)
-        if (in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
-            return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
-    if (!f->csv[0]) return 0;
-    for (int k = 0; k < 3; k++)
-        if (in[k].path[0] && paths_same_file(f->csv, in[k].path))
-            return errmsg_fail(err, errlen,
-                               "--csv %s is also %s: the table would overwrite an input (give "
-                               "another file)",
-                               f->csv, in[k].flag);
-    if (paths_can_write(f->csv, why, sizeof why) < 0)
-        return errmsg_fail(err, errlen, "--csv %s: cannot create it (%s)", f->csv, why);
-    return lockfile_output(f->csv, "--csv", err, errlen);
+    const lockfile_named in[] = {
+        {"--ckpt", f->ckpt}, {"--prompts", f->prompts_file}, {"--draft", f->draft}};
+    return lockfile_check_io(in, 3, (lockfile_named){"--csv", f->csv}, "the table", err, errlen);
 }
 
 /* --kv-replicate changes the cache's layout only where the tensor axis has more ranks than kv

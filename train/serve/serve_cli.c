@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "data/lockfile.h"
-#include "data/paths.h"
 #include "kernels/gemm.h"
 #include "mesh/cost_serve.h"
 #include "mesh/errmsg.h"
@@ -457,23 +456,10 @@ static void check_combinations(const serve_flags *f) {
 /* Rank 0: serve's paths, before any work: the inputs are readable files, and --sim-out can be
  * written, is no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
 static int check_paths(const serve_flags *f, char *err, size_t errlen) {
-    char why[512];
-    const struct {
-        const char *flag, *path;
-    } in[] = {{"--ckpt", f->ckpt}, {"--draft", f->draft}, {"--simulate", f->simulate}};
-    for (int k = 0; k < 3; k++)
-        if (in[k].path[0] && paths_can_read(in[k].path, why, sizeof why) < 0)
-            return errmsg_fail(err, errlen, "%s %s: %s", in[k].flag, in[k].path, why);
-    if (!f->sim_out[0]) return 0;
-    for (int k = 0; k < 3; k++)
-        if (in[k].path[0] && paths_same_file(f->sim_out, in[k].path))
-            return errmsg_fail(err, errlen,
-                               "--sim-out %s is also %s: the times would overwrite an input (give "
-                               "another file)",
-                               f->sim_out, in[k].flag);
-    if (paths_can_write(f->sim_out, why, sizeof why) < 0)
-        return errmsg_fail(err, errlen, "--sim-out %s: cannot create it (%s)", f->sim_out, why);
-    return lockfile_output(f->sim_out, "--sim-out", err, errlen);
+    const lockfile_named in[] = {
+        {"--ckpt", f->ckpt}, {"--draft", f->draft}, {"--simulate", f->simulate}};
+    return lockfile_check_io(in, 3, (lockfile_named){"--sim-out", f->sim_out}, "the times", err,
+                             errlen);
 }
 
 int serve_main(int argc, char **argv) {
