@@ -1,21 +1,20 @@
 /* calc_cp: context parallelism priced for training and serving (see calc_cp.h). */
 #include "calc/calc_cp.h"
+#include "mesh/names.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "mesh/errmsg.h"
 
-static const char *alg_names[CALC_CP_N_ALGS] = {"allgather", "ring", "ulysses"};
+static const char *const alg_names[CALC_CP_N_ALGS] = {"allgather", "ring", "ulysses"};
 
 const char *calc_cp_alg_name(calc_cp_alg a) {
-    return a >= 0 && a < CALC_CP_N_ALGS ? alg_names[a] : "?";
+    return names_of(alg_names, CALC_CP_N_ALGS, a);
 }
 
 int calc_cp_alg_parse(const char *s) {
-    for (int a = 0; a < CALC_CP_N_ALGS; a++)
-        if (strcmp(s, alg_names[a]) == 0) return a;
-    return -1;
+    return names_find(alg_names, CALC_CP_N_ALGS, s);
 }
 
 /* `op` over the CP axis alone, moving the book's V. */

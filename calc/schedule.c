@@ -20,6 +20,7 @@
  *               max(m, 2p−1) micro-batches and the actions of micro-batches ≥ m are dropped.
  * The sends and receives are then added around the compute (schedule.h). */
 #include "calc/schedule.h"
+#include "mesh/names.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +33,11 @@ static const char *const op_names[SCHED_N_OPS] = {"F",      "B",      "I",      
                                                   "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
 
 const char *sched_kind_name(sched_kind k) {
-    return k >= 0 && k < SCHED_N_KINDS ? kind_names[k] : "?";
+    return names_of(kind_names, SCHED_N_KINDS, k);
 }
 
 int sched_kind_parse(const char *s) {
-    for (int k = 0; k < SCHED_N_KINDS; k++)
-        if (strcmp(s, kind_names[k]) == 0) return k;
-    return -1;
+    return names_find(kind_names, SCHED_N_KINDS, s);
 }
 
 const char *sched_kind_names(void) {

@@ -1,5 +1,6 @@
 /* cost: the book's chip table, wraparound rules and collective cost model. See cost.h. */
 #include "mesh/cost.h"
+#include "mesh/names.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -126,17 +127,15 @@ const char *cost_op_name(cost_op op) {
     return op >= 0 && op < COST_OP_COUNT ? names[op] : "?";
 }
 
-static const char *alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
-                                                "multi",   "mpi",  "direct"};
+static const char *const alg_names[MESH_ALG_COUNT] = {"default", "ring", "bidir", "seq",
+                                                      "multi",   "mpi",  "direct"};
 
 const char *mesh_alg_name(mesh_alg a) {
-    return a >= 0 && a < MESH_ALG_COUNT ? alg_names[a] : "?";
+    return names_of(alg_names, MESH_ALG_COUNT, a);
 }
 
 int mesh_alg_parse(const char *s) {
-    for (int a = 0; a < MESH_ALG_COUNT; a++)
-        if (strcmp(s, alg_names[a]) == 0) return a;
-    return -1;
+    return names_find(alg_names, MESH_ALG_COUNT, s);
 }
 
 const char *cost_regime_name(cost_regime r) {
