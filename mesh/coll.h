@@ -141,6 +141,10 @@ typedef struct {
 } mesh_coll_call;
 /* Blocking. Collective over: c->axes. As the op's function above, with c's wire format. */
 void mesh_coll_run(mesh *m, const mesh_coll_call *c, float *out, const float *in);
+/* Blocking. Collective over: c->axes. mesh_all_to_allv with c's algorithm and wire format (c->op
+ * is MESH_OP_ALL_TO_ALL; c->count is ignored: the blocks are the counts' n×n matrix). */
+void mesh_coll_run_v(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                     const int64_t *counts);
 
 /* bf16 in memory (a TPU's FSDP gathers its bf16 weights so): AllGather of `count` 2-byte
  * elements from each rank (bf16 bit patterns, or anything else), moved bit for bit: nothing

@@ -131,6 +131,16 @@ int main(int argc, char **argv) {
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1);
+    /* the expert axis's calls the steps made, against the plan's count (MoE blocks only) */
+    static const plan_coll ep_kinds[4] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS, PLAN_EP_REDUCE,
+                                          PLAN_EP_DP_REDUCE};
+    int64_t ep_made[4], ep_want[4];
+    int ep_ok = 1;
+    for (int k = 0; k < 4; k++) {
+        ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
+        ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
+        ep_ok &= ep_made[k] == ep_want[k];
+    }
     const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
@@ -265,7 +275,7 @@ int main(int argc, char **argv) {
     int same_ov = n1 == n3 && !memcmp(p1, p3, (size_t)n1 * sizeof(float)) &&
                   !memcmp(loss, loss3, sizeof loss);
     if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same || !same_ov || !same_1f1b ||
-        !order || off != n1 ||
+        !order || off != n1 || !ep_ok ||
         bad_mode)
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
@@ -285,6 +295,12 @@ int main(int argc, char **argv) {
         printf("same mesh twice bit-identical: %s; with --overlap %s: bit-identical: %s\n",
                same ? "yes" : "NO", c.overlap ? "off" : "on", same_ov ? "yes" : "NO");
         if (zb) printf("zb-h1 bit-identical to 1f1b on this mesh: %s\n", same_1f1b ? "yes" : "NO");
+        if (c.shape.moe.E > 0)
+            printf("expert calls made / planned (AllToAllv, counts, ReduceScatter, AllReduce): "
+                   "%lld/%lld %lld/%lld %lld/%lld %lld/%lld (rank 0; any rank's mismatch fails)\n",
+                   (long long)ep_made[0], (long long)ep_want[0], (long long)ep_made[1],
+                   (long long)ep_want[1], (long long)ep_made[2], (long long)ep_want[2],
+                   (long long)ep_made[3], (long long)ep_want[3]);
         if (c.pipe_axis[0] && c.schedule != PIPE_GPIPE)
             printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
                    "mismatch fails)\n",

@@ -16,7 +16,7 @@ void par_in_step(par *p, int on) {
 
 mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
     mesh_coll_call c = plan_coll_call(p->pl, k, count);
-    if (k != PLAN_Z3_GATHER_BF16) c.wire = p->wire; /* that one is bf16 everywhere */
+    if (k != PLAN_Z3_GATHER_BF16 && k != PLAN_EP_COUNTS) c.wire = p->wire; /* those: fixed */
     return c;
 }
 
@@ -24,6 +24,16 @@ void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t co
     const mesh_coll_call c = par_call(p, k, count);
     p->calls[k]++;
     mesh_coll_run(p->m, &c, out, in);
+}
+
+void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const int64_t *counts) {
+    const mesh_coll_call c = par_call(p, k, 0);
+    p->calls[k]++;
+    mesh_coll_run_v(p->m, &c, out, in, counts);
+}
+
+int64_t par_calls(const par *p, plan_coll k) {
+    return p ? p->calls[k] : 0;
 }
 
 mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count) {

@@ -58,9 +58,7 @@ static void dispatch_counts(struct par *p, int64_t *c, const int64_t *offs, int6
     int64_t own[4096];
     CHECK(E <= 4096, "at most 4096 experts");
     for (int64_t e = 0; e < E; e++) own[e] = offs[e + 1] - offs[e];
-    const mesh_coll_call g = {MESH_OP_ALL_GATHER, p->pl->expert.axes, 0, 2 * E,
-                              MESH_ALG_MPI,       MESH_WIRE_F32};
-    mesh_coll_run(p->m, &g, (float *)(void *)c, (const float *)(const void *)own);
+    par_run(p, PLAN_EP_COUNTS, (float *)(void *)c, (const float *)(const void *)own, 2 * E);
     int64_t *M = c + nz * E;
     for (int64_t i = 0; i < nz; i++)
         for (int64_t j = 0; j < nz; j++) {
@@ -95,8 +93,7 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const 
     }
     int64_t *c = counts_of(p, lm);
     if (offs) dispatch_counts(p, c, offs, loffs);
-    mesh_all_to_allv(p->m, p->pl->expert.axes, p->ep.stage, src, elements(p, c, w, 0),
-                     p->pl->expert.alg);
+    par_run_v(p, PLAN_EP_ALL_TO_ALL, p->ep.stage, src, elements(p, c, w, 0));
     regroup(p, c, dst, p->ep.stage, 1, w);
 }
 
@@ -109,8 +106,7 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, cons
     }
     int64_t *c = counts_of(p, lm);
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
-    mesh_all_to_allv(p->m, p->pl->expert.axes, dst, p->ep.stage, elements(p, c, w, 1),
-                     p->pl->expert.alg);
+    par_run_v(p, PLAN_EP_ALL_TO_ALL, dst, p->ep.stage, elements(p, c, w, 1));
 }
 
 void par_moe_stats(par *p, model *mod, model_moe_stats *out) {

@@ -58,6 +58,8 @@ par_owned par_owned_slice(par *p, model *m, param_id id);
  * parameters' sync for a checkpoint: the model's forward-only uses) in fp32, as a forward-only
  * plan's do. Off when created. */
 void par_in_step(par *p, int on);
+/* The collectives of kind k the run has made since it was created (0 for p == NULL). */
+int64_t par_calls(const par *p, plan_coll k);
 /* Where the model's parameters stand between steps. ZeRO-1/2 with --overlap finish step s's
  * update inside step s+1's forward: the updated shards' gathers are deferred (UPDATED while the
  * update runs, DUE once it is complete), then started layer by layer (GATHERING: layer l is whole

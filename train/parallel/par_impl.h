@@ -166,6 +166,8 @@ mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count);
 /* The plan's collective of kind k over count elements per rank: blocking, or started. */
 void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t count);
 mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count);
+/* The plan's AllToAllv of kind k (PLAN_EP_ALL_TO_ALL): blocks of counts[n·n] (mesh_coll_run_v). */
+void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const int64_t *counts);
 /* Σ over the axis set of a double, identical on every rank (AllGather + fixed-order sum; the
  * step's bookkeeping: losses, norms). */
 double par_allsum(struct par *p, mesh_axes a, double v);

@@ -419,6 +419,7 @@ static const struct {
     [PLAN_PIPE_SEND] = {MESH_OP_PPERMUTE, PLAN_ROLE_PIPE},
     [PLAN_PIPE_SHARE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_PIPE},
     [PLAN_EP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_EXPERT},
+    [PLAN_EP_COUNTS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT},
     [PLAN_EP_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_EXPERT_DATA},
@@ -433,6 +434,7 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
                         p->wire};
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
     if (k == PLAN_Z3_GATHER_BF16) c.wire = MESH_WIRE_BF16;
+    if (k == PLAN_EP_COUNTS) c.wire = MESH_WIRE_F32; /* integers, copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
         c.alg = MESH_ALG_DEFAULT;
@@ -445,7 +447,8 @@ static void call(plan *p, plan_coll kind, plan_pass pass, plan_path path, int64_
     CHECK(p->ncall < PLAN_MAX_CALLS, "plan: more than %d kinds of collective", PLAN_MAX_CALLS);
     const mesh_coll_call c = plan_coll_call(p, kind, count);
     plan_call *r = &p->call[p->ncall++];
-    *r = (plan_call){kind, c.op, kinds[kind].role, pass, path, count, times, c.wire, ""};
+    const int64_t layers = pass == PLAN_STEP || pass == PLAN_UPDATE ? 1 : p->l1 - p->l0;
+    *r = (plan_call){kind, c.op, kinds[kind].role, pass, path, count, times, layers, c.wire, ""};
     snprintf(r->what, sizeof r->what, "%s", what);
 }
 
@@ -521,6 +524,55 @@ static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what
     call(p, PLAN_Z3_GATHER, pass, path, norms / p->data.n / 2, 2, "the norm gains (fp32)");
 }
 
+/* A MoE block's: the dispatch and return of its tokens each way (with their counts first), the
+ * routed experts' ZeRO-3 gathers and ZeRO-2/3 reductions over the data axes without Z (the
+ * router's and shared experts' are not listed). Each row made by the MoE blocks alone. */
+static void calls_expert(plan *p) {
+    const int64_t Lm = model_moe_layers(&p->s), L = p->l1 - p->l0, E = p->s.moe.E;
+    const int first = p->ncall;
+    const plan_moe_geo g = plan_moe_geo_of(p, P_EXP_GATE);
+    const int64_t ew = plan_moe_block(&g) / g.n; /* one routed weight's shard, per rank */
+    const int fsdp = p->zero == 3 && g.n > 1;
+    char what[64];
+    if (fsdp)
+        call(p, PLAN_EP_GATHER, PLAN_FWD, PLAN_BLOCKING, ew, 3, "W[E_Z, D_X, F] → W[E_Z, D, F]");
+    if (p->expert.n > 1) {
+        const int64_t blk = p->rows * p->s.moe.k * p->s.D / p->expert.n;
+        snprintf(what, sizeof what, "X[B·k, D] → its experts' ranks, back (%lld of %lld)",
+                 (long long)Lm, (long long)L);
+        call(p, PLAN_EP_COUNTS, PLAN_FWD, PLAN_BLOCKING, 2 * E, 1, "the rows per (rank, expert)");
+        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, blk, 2, what);
+        call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
+             "dY[B·k, D] → the experts, dX back");
+    }
+    if (fsdp)
+        call(p, PLAN_EP_GATHER, PLAN_BWD, PLAN_BLOCKING, ew, 3, "W[E_Z, D_X, F] (unless resident)");
+    if (p->zero >= 2 && g.n > 1)
+        call(p, PLAN_EP_REDUCE, PLAN_BWD, PLAN_BLOCKING, ew, 3, "dW{U_X} → dW[E_Z, D_X, F]");
+    for (int i = first; i < p->ncall; i++) p->call[i].layers = Lm; /* (no pipeline with experts) */
+    if (p->erep.n == 1) return; /* the step's: no copies of a routed expert to reduce with */
+    if (p->zero == 0)
+        call(p, PLAN_EP_DP_REDUCE, PLAN_STEP, PLAN_BLOCKING, Lm * plan_moe_block(&g), 3,
+             "dW[Lm, E_Z, D, F]{U_X} → dW (once per step)");
+    if (p->zero == 1)
+        call(p, PLAN_EP_REDUCE, PLAN_STEP, PLAN_BLOCKING, ew, (int)(3 * Lm),
+             "dW{U_X} → dW[E_Z, D_X, F] (once per step)");
+    if (p->zero == 1 || p->zero == 2)
+        call(p, PLAN_EP_GATHER, PLAN_UPDATE, PLAN_BLOCKING, ew, (int)(3 * Lm),
+             "W[E_Z, D_X, F] → W[E_Z, D, F] after the update");
+}
+
+int64_t plan_step_calls(const plan *p, plan_coll k) {
+    int64_t n = 0;
+    for (int i = 0; i < p->ncall; i++) {
+        const plan_call *c = &p->call[i];
+        if (c->kind != k) continue;
+        const int once = c->pass == PLAN_STEP || c->pass == PLAN_UPDATE;
+        n += c->times * (once ? 1 : c->layers * p->n_micro);
+    }
+    return n;
+}
+
 /* One layer's collectives in the order a step meets them, then the step's. */
 static void list_calls(plan *p) {
     const int nwb = p->weight_buckets;
@@ -530,13 +582,7 @@ static void list_calls(plan *p) {
     const plan_path gather = p->overlap ? PLAN_PREFETCHED : PLAN_BLOCKING;
     if (p->zero == 3) z3_gathers(p, PLAN_FWD, gather, what);
     if (p->tensor.n > 1) calls_tensor(p);
-    if (p->expert.n > 1 && p->s.moe.E > 0) { /* a MoE block's dispatch and return, each way */
-        const int64_t blk = p->rows * p->s.moe.k * p->s.D / p->expert.n;
-        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, blk, 2,
-             "X[B·k, D] → its experts' ranks, and back");
-        call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
-             "dY[B·k, D] → the experts, dX back");
-    }
+    if (p->s.moe.E > 0) calls_expert(p);
     if (p->zero == 3) z3_gathers(p, PLAN_BWD, gather, "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
         /* one of each per chunk of the rank (interleaved: the chunks' stages) */

@@ -221,6 +221,8 @@ typedef enum {
     /* the expert axis (--expert): a MoE block's dispatch or return of the token rows, an
      * AllToAllv (mesh_all_to_allv) priced as the AllToAll of balanced blocks */
     PLAN_EP_ALL_TO_ALL,
+    PLAN_EP_COUNTS, /* ... its counts first: an AllGather over the expert axis of each rank's rows
+                       per expert, int64 moved bit for bit (fp32 on the wire everywhere) */
     /* the routed experts' weights over the data axes without the expert axis (plan.erep; the
      * router's and the shared experts' go over X as the dense weights' kinds) */
     PLAN_EP_GATHER,    /* AllGather of a routed expert's shards (ZeRO-3 use, ZeRO-1/2 update) */
@@ -250,11 +252,19 @@ typedef struct {
     plan_path path;
     int64_t count;
     int times;
+    int64_t layers; /* the stage's layers that make them (a MoE block's kinds: its MoE blocks) */
     mesh_wire wire;
     char what[64];
 } plan_call;
 
-#define PLAN_MAX_CALLS 24
+#define PLAN_MAX_CALLS 32
+
+/* The calls of kind k one training step makes, as the plan's rows count them: times × layers ×
+ * micro-batches (PLAN_STEP and PLAN_UPDATE rows: times, once). Exact for the kinds a layer makes
+ * in every micro-batch's pass (the tensor axis's; the expert axis's AllToAlls, their counts and
+ * ZeRO-2/3's reductions); a gather "unless resident" is counted as if never resident, and
+ * ZeRO-1's once-per-step reductions are listed per micro-batch. */
+int64_t plan_step_calls(const plan *p, plan_coll k);
 
 /* ---- the plan ---- */
 
