@@ -105,8 +105,10 @@ int main(int argc, char **argv) {
         c.shape.moe = mo;
     }
     /* a context axis of 3 (--cp) splits T = 24 (zigzag: 6 chunks of 4); ulysses deals heads over
-     * it: the model with factors of 3 */
+     * it: the model with factors of 3, or N = 8, K = 4 (H = 4) on the other axes */
     const int cx = c.cp_axis[0] ? mesh_axis_index(m, c.cp_axis[0]) : -1;
+    if (cx >= 0 && mesh_axis_size(m, cx) % 3 != 0 && config_cp_alg(&c) == CONFIG_CP_ULYSSES)
+        c.shape.N = 8, c.shape.K = 4, c.shape.H = 4; /* heads for |C| = 4 or 2 × --tensor 2 */
     if (cx >= 0 && mesh_axis_size(m, cx) % 3 == 0) {
         if (config_cp_alg(&c) == CONFIG_CP_ULYSSES)
             c.shape = (model_shape){

@@ -60,10 +60,6 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
                            "--cp with %s is not implemented yet: context parallelism runs a "
                            "dense model in fp32 with --dp, --zero and --tensor",
                            no);
-    if (config_cp_alg(c) == CONFIG_CP_ULYSSES)
-        return errmsg_fail(err, errlen,
-                           "--cp-alg %s is not built yet: use --cp-alg allgather or ring",
-                           c->cp_alg);
     return 0;
 }
 

@@ -18,12 +18,19 @@
  *              (kern_attn_part_merge). The zigzag split makes every step's work equal on every
  *              rank (kernels/seqsplit.h). Backward: the blocks go round again with their dK, dV,
  *              which each rank's queries add to, and finally go home.
+ *   ulysses    (contiguous split) forward: one AllToAll_C turns q, k, v [B, T_C, heads] into
+ *              [B, T, heads_C] (rank j takes the j-th group of the N_Y/|C| query and K_Y/|C| kv
+ *              heads, whose GQA pairing stays within the group), the whole-sequence kernel
+ *              (kern_attn_fwd, as one rank runs it) attends them, and a second AllToAll brings the
+ *              output back; saved: the probabilities and the head-sharded q, k, v. Backward: the
+ *              same for dO, kern_attn_bwd, and dQ, dK, dV back to their rows.
  *
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
  * sums them. */
 #include <string.h>
 
+#include "kernels/attention.h"
 #include "kernels/attn_part.h"
 #include "kernels/rope.h"
 #include "mesh/errmsg.h"
@@ -238,6 +245,110 @@ static void ring_bwd(struct par *p, float *dq, float *dk, float *dv, const float
     floats_copy(dv, home + n, n);
 }
 
+/* ---------------------------------------------------------------- ulysses */
+
+/* Up to three arrays moved at once between sequence shards loc[a] [R, C·w[a]] (this rank's rows,
+ * every head of the rank) and head shards head[a] [B, T, w[a]] (every row, this rank's group of
+ * heads: group j is columns [j·w[a], (j+1)·w[a]) of loc[a]), through one AllToAll_C whose block
+ * for rank j holds, row by row, the arrays' group-j columns (to heads) or rank j's rows (back). */
+typedef struct {
+    float *loc[3], *head[3];
+    int64_t w[3];
+    int n;
+} uly_set;
+
+static int64_t uly_width(const uly_set *u) {
+    int64_t W = 0;
+    for (int a = 0; a < u->n; a++) W += u->w[a];
+    return W;
+}
+
+/* Row r = (b, t) of rank i's shard is row b·T + i·T_C + t of the head shards. */
+static int64_t uly_row(const plan *pl, int64_t i, int64_t r) {
+    const int64_t Tl = pl->s.T / pl->cp.n;
+    return r / Tl * pl->s.T + i * Tl + r % Tl;
+}
+
+/* to_heads = 1: loc → head; 0: head → loc. stage: two regions of |C|·R·width floats. */
+static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, R = pl->rows, W = uly_width(u);
+    float *send = stage, *recv = stage + C * R * W;
+    for (int64_t j = 0; j < C; j++)
+        for (int64_t r = 0; r < R; r++) {
+            float *dst = send + (j * R + r) * W;
+            for (int a = 0; a < u->n; a++) {
+                const int64_t w = u->w[a];
+                const float *src = to_heads ? u->loc[a] + r * C * w + j * w
+                                            : u->head[a] + uly_row(pl, j, r) * w;
+                memcpy(dst, src, (size_t)w * sizeof(float));
+                dst += w;
+            }
+        }
+    par_run(p, PLAN_CP_ALL_TO_ALL, recv, send, R * W);
+    for (int64_t i = 0; i < C; i++)
+        for (int64_t r = 0; r < R; r++) {
+            const float *src = recv + (i * R + r) * W;
+            for (int a = 0; a < u->n; a++) {
+                const int64_t w = u->w[a];
+                float *dst = to_heads ? u->head[a] + uly_row(pl, i, r) * w
+                                      : u->loc[a] + r * C * w + i * w;
+                memcpy(dst, src, (size_t)w * sizeof(float));
+                src += w;
+            }
+        }
+}
+
+/* The regions: saved per slot and layer P [B, N_c, T, T] then qh, kh, vh [B, T, (N_c + 2K_c)·H];
+ * in BUF_CP_KV the AllToAll's stage [2, R·(NH + 2KH)], oh, doh [B, T, N_c·H], dqh, dkh, dvh. */
+typedef struct {
+    float *P, *qh, *kh, *vh, *stage, *oh, *doh, *dqh, *dkh, *dvh;
+} uly_bufs;
+static uly_bufs uly_regions(const struct par *p, float *saved) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, T = pl->s.T, H = pl->s.H, R = pl->rows, BT = pl->micro_seqs * T;
+    const int64_t Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C, NH = pl->loc.Nl * H,
+                  KH = pl->loc.Kl * H;
+    uly_bufs u;
+    u.P = saved;
+    u.qh = saved + pl->micro_seqs * Nc * T * T;
+    u.kh = u.qh + BT * Nc * H;
+    u.vh = u.kh + BT * Kc * H;
+    u.stage = p->cp.kv;
+    u.oh = u.stage + 2 * R * (NH + 2 * KH);
+    u.doh = u.oh + BT * Nc * H;
+    u.dqh = u.doh + BT * Nc * H;
+    u.dkh = u.dqh + BT * Nc * H;
+    u.dvh = u.dkh + BT * Kc * H;
+    return u;
+}
+
+static void uly_fwd(struct par *p, float *att, float *saved, float *q, float *k, const float *v) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C;
+    const uly_bufs u = uly_regions(p, saved);
+    const uly_set in = {{q, k, (float *)v}, {u.qh, u.kh, u.vh}, {Nc * H, Kc * H, Kc * H}, 3};
+    uly_move(p, &in, 1, u.stage);
+    kern_attn_fwd(u.oh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs, pl->s.T, Nc, Kc, H);
+    p->cp.flops += kern_attn_part_flops(p->cp.iota, pl->s.T, p->cp.iota, pl->s.T, H) *
+                   (double)(pl->micro_seqs * Nc);
+    const uly_set out = {{att}, {u.oh}, {Nc * H}, 1};
+    uly_move(p, &out, 0, u.stage);
+}
+
+static void uly_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
+                    float *saved) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C;
+    const uly_bufs u = uly_regions(p, saved);
+    const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, 1};
+    uly_move(p, &in, 1, u.stage);
+    kern_attn_bwd(u.dqh, u.dkh, u.dvh, p->cp.ker, u.doh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs,
+                  pl->s.T, Nc, Kc, H);
+    const uly_set out = {{dq, dk, dv}, {u.dqh, u.dkh, u.dvh}, {Nc * H, Kc * H, Kc * H}, 3};
+    uly_move(p, &out, 0, u.stage);
+}
+
 /* ---------------------------------------------------------------- the hooks */
 
 void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
@@ -257,6 +368,9 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
     case CONFIG_CP_RING:
         ring_fwd(p, att, ms, q, k, v);
         break;
+    case CONFIG_CP_ULYSSES:
+        uly_fwd(p, att, ms, q, k, v);
+        break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
     }
@@ -275,6 +389,9 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
         break;
     case CONFIG_CP_RING:
         ring_bwd(p, dq, dk, dv, datt, ms, q, k, v, att);
+        break;
+    case CONFIG_CP_ULYSSES:
+        uly_bwd(p, dq, dk, dv, datt, (float *)ms);
         break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);

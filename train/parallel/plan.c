@@ -620,13 +620,14 @@ static void list_cp(plan *p, int forward_only) {
         call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
              "dK, dV[B, T_C, K_Y·H] after their block, then home");
     } else {
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, R * (NH + 2 * KH), 1,
+        const int64_t w = R * (NH + 2 * KH) / C, o = R * NH / C; /* per block */
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, w, 1,
              "Q, K, V[B, T_C, heads] → [B, T, heads_C]");
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, R * NH, 1,
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, o, 1,
              "O[B, T, N_YC·H] → [B, T_C, N_Y·H]");
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, R * NH, 1,
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, o, 1,
              "dO[B, T_C, N_Y·H] → [B, T, N_YC·H]");
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, R * (NH + 2 * KH), 1,
+        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, w, 1,
              "dQ, dK, dV[B, T, heads_C] → [B, T_C, heads]");
     }
 }

@@ -15,8 +15,9 @@
  *   ring       the block in hand and the one arriving, each K, V and (backward) dK, dV
  *              [4, R·KH] ×2, a partial's (o, m, l) [R, NH + 2·N_Y], the backward's
  *              D = rowsum(dO ∘ O) [R, N_Y]; saved as allgather.
- *   ulysses    q, k, v, o of the head shards [B, T, (NH + 2·KH + NH)/|C|] and their gradients,
- *              the AllToAll's staging [R, NH + 2·KH]; saved the probabilities [B, N_YC, T, T]. */
+ *   ulysses    the AllToAll's send and receive [2, R·(NH + 2·KH)], the head shards' o and dO
+ *              [B, T, N_YC·H] and dQ, dK, dV (as many floats as this rank's q, k, v: R·(NH +
+ *              2·KH)); saved the probabilities [B, N_YC, T, T] and the head shards' q, k, v. */
 #include "kernels/attn_part.h"
 #include "kernels/seqsplit.h"
 #include "train/parallel/plan.h"
@@ -48,7 +49,8 @@ int64_t plan_cp_piece_start(const plan *p, int64_t j) {
 
 int64_t plan_cp_saved(const plan *p) {
     const int64_t T = p->s.T, Nl = p->loc.Nl, R = p->rows;
-    if (p->cp_alg == CONFIG_CP_ULYSSES) return p->micro_seqs * (Nl / p->cp.n) * T * T;
+    if (p->cp_alg == CONFIG_CP_ULYSSES)
+        return p->micro_seqs * (Nl / p->cp.n) * T * T + R * (Nl + 2 * p->loc.Kl) * p->s.H;
     return 2 * R * Nl;
 }
 
@@ -65,7 +67,8 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
         *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl);
         ker = kern_attn_part_bwd_scratch(Tl, Tl);
     } else {
-        *kv = 2 * Bl * T * (2 * NH + 2 * KH) / C + R * (2 * NH + 2 * KH);
+        *kv = 2 * R * (NH + 2 * KH) + 2 * R * NH + R * (NH + 2 * KH);
+        (void)Bl;
         ker = T * T;
     }
     *scratch = ker + T * H + Tl + C * Tl + T;
