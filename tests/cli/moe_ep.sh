@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
-#    on the --tensor axis, on an axis outside --dp, --expert without --experts, experts with
-#    --dcn (not implemented yet);
+#    on the --tensor axis, on an axis outside --dp, --expert without --experts, --expert on the
+#    --dcn axis;
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
 #    batch·T·k·(MoE blocks);
@@ -27,8 +27,8 @@ case_ 2 4 "--expert y is not a data axis (--dp)" "${base[@]}" "${moe[@]}" --mesh
   --expert y --steps 1
 case_ 2 2 "--expert configures the mixture-of-experts layers: give --experts E" "${base[@]}" \
   --expert x --steps 1
-case_ 2 4 "--experts with --dcn is not implemented yet" "${base[@]}" "${moe[@]}" \
-  --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert y --steps 1
+case_ 2 4 "--expert x is the --dcn axis" "${base[@]}" "${moe[@]}" \
+  --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert x --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \

@@ -98,21 +98,23 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
                            "--expert %s is the --tensor axis: the experts are sharded over a "
                            "data axis, whose ranks hold different tokens to exchange",
                            ea);
+    if (ea[0] && ea[0] == c->dcn_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--expert %s is the --dcn axis: the experts' AllToAlls stay inside a "
+                           "pod (ICI); shard them over another data axis",
+                           ea);
     if (ea[0] && ea[0] == c->pipe_axis[0])
         return errmsg_fail(err, errlen,
                            "--expert %s is the --pipeline axis: the experts are sharded over a "
                            "data axis",
                            ea);
     if (mesh_nranks(m) > 1) {
-        const char *no = c->tensor_axis[0] ? "--tensor"
-                         : c->pipe_axis[0] ? "--pipeline"
-                         : c->dcn_axis[0]  ? "--dcn"
-                                           : NULL;
+        const char *no = c->tensor_axis[0] ? "--tensor" : c->pipe_axis[0] ? "--pipeline" : NULL;
         if (no)
             return errmsg_fail(err, errlen,
                                "--experts with %s is not implemented yet: a mixture-of-experts "
                                "model runs on one rank or with data parallelism (--dp, --zero "
-                               "0 to 3), its experts sharded over a data axis with --expert",
+                               "0 to 3, --dcn), its experts sharded over a data axis with --expert",
                                no);
     }
     if (!ea[0]) return 0;

@@ -139,16 +139,18 @@ void ep_reduce_grads(struct par *p, model *mod) {
                 reduce_block(p, (param_id)id,
                              block_of(p->shard_grads + shard_off(p, id), p, id, lm, 1),
                              block_of(gr, p, id, lm, 0), 0);
-        } else if (!routed || p->pl->erep.n > 1) {
-            par_run(p, routed ? PLAN_EP_DP_REDUCE : PLAN_DP_REDUCE, gr, gr, n);
+        } else {
+            if (p->pl->data.n > 1 && (!routed || p->pl->erep.n > 1))
+                par_run(p, routed ? PLAN_EP_DP_REDUCE : PLAN_DP_REDUCE, gr, gr, n);
+            if (p->pl->dcn.n > 1) par_run(p, PLAN_DCN_REDUCE, gr, gr, n); /* the other pods */
         }
     }
 }
 
 double ep_grad_sumsq(struct par *p, model *mod) {
     if (p->pl->s.moe.E == 0) return 0.0;
-    if (p->pl->zero > 0) /* the shards: each element on one rank */
-        return par_allsum(p, p->pl->batch.axes,
+    if (p->pl->zero > 0) /* the shards: each element on one rank of the ICI data axes */
+        return par_allsum(p, p->pl->data.axes,
                           kern_sumsq(p->shard_grads + p->pl->shard_total, p->pl->moe_shard_total));
     double s = 0.0, sr = 0.0;
     for (int id = P_COUNT; id < P_ALL; id++) {
@@ -186,6 +188,7 @@ void ep_owned_done(struct par *p, model *mod, param_id id) {
 }
 
 int ep_is_writer(const struct par *p, param_id id, int kind) {
+    if (p->pl->dcn.n > 1 && p->pl->dcn.index != 0) return 0; /* replicated over DCN */
     /* sharded over the data axes: the weights under ZeRO-3, the state under ZeRO */
     if (kind == 0 ? p->pl->zero == 3 : p->pl->zero > 0) return 1;
     if (!plan_is_routed(id)) return p->pl->batch.index == 0;

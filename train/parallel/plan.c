@@ -161,11 +161,12 @@ static void geometry(plan *p) {
     /* the MoE parameters: whole but for the routed experts' E_Z (ZeRO-3: their shards); under
      * ZeRO their shards follow the dense ones' in the shard vector */
     plan_expert_shards(p);
+    const int64_t dense = p->grad_elems; /* --dcn's flat reduction: the dense gradients */
     p->param_elems +=
         p->zero == 3 ? p->moe_shard_total : model_moe_layers(&p->s) * p->moe_layer_elems;
     p->grad_elems += model_moe_layers(&p->s) * p->moe_layer_elems;
     p->state_elems = p->zero ? p->shard_total + p->moe_shard_total : p->param_elems;
-    p->dcn_n = (p->grad_elems + p->data.n - 1) / p->data.n * p->data.n;
+    p->dcn_n = (dense + p->data.n - 1) / p->data.n * p->data.n;
 }
 
 /* The pipeline stage's layers, its activation slots and the micro-batch on this rank. */
@@ -502,7 +503,7 @@ static void calls_data(plan *p) {
              "dG[_X]{U_DCN} → dG[_X] (1/|ICI| over DCN)");
         call(p, PLAN_DCN_GATHER, PLAN_STEP, PLAN_BLOCKING, cs, 1, "dG[_X] → dG (ICI)");
     } else if (p->dcn.axes.n) {
-        call(p, PLAN_DCN_SHARDS, PLAN_STEP, PLAN_BLOCKING, p->shard_total, 1,
+        call(p, PLAN_DCN_SHARDS, PLAN_STEP, PLAN_BLOCKING, p->shard_total + p->moe_shard_total, 1,
              "dW[D_X, ...]{U_DCN} → dW[D_X, ...] (DCN)");
     }
 }

@@ -231,12 +231,14 @@ void par_micro_begin(par *p, int64_t j, int64_t n) {
  *     shard_grads; AllReduce_DCN of it, once per step (the AllGather_ICI follows: ZeRO-1/2's gather
  * of the updated shards, ZeRO-3's gathers of the next forward pass). */
 static void dcn_reduce(struct par *p, model *mod) {
-    if (p->pl->zero >= 1) {
-        par_run(p, PLAN_DCN_SHARDS, p->shard_grads, p->shard_grads, p->pl->shard_total);
+    if (p->pl->zero >= 1) { /* (the MoE weights' shards too) */
+        par_run(p, PLAN_DCN_SHARDS, p->shard_grads, p->shard_grads,
+                p->pl->shard_total + p->pl->moe_shard_total);
         return;
     }
     int64_t n;
     float *G = model_grads_flat(mod, &n), *buf = p->dcn;
+    n -= model_moe_layers(&p->pl->s) * p->pl->moe_layer_elems; /* the MoE's: ep_reduce_grads */
     CHECK(n <= p->pl->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
           (long long)p->pl->dcn_n);
     const int64_t c = p->pl->dcn_n / p->pl->data.n;
@@ -253,8 +255,8 @@ void par_finish_grads(par *p, model *mod) {
     if (!p) return;
     bucket_flush(p);
     queue_drain(p);
+    ep_reduce_grads(p, mod); /* (before --dcn's reduction of the shards, ZeRO-1's among them) */
     if (p->pl->dcn.axes.n) dcn_reduce(p, mod);
-    ep_reduce_grads(p, mod);
 }
 
 /* Is this rank the one that counts a TP-replicated block in the global norm? */
