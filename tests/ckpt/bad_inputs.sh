@@ -101,7 +101,7 @@ if mkdir -p "$WORK/ro" && mount -t tmpfs -o size=1m,ro tmpfs "$WORK/ro" 2>/dev/n
 else
   echo "skip read-only file system case: mount not permitted here"
 fi
-cli "bad ckpt arguments" diff only-one
+cli "ckpt diff takes two files A B, got 1 file" diff only-one
 # a diff involving a corrupt file is an error naming the array and the file, not a difference
 cli "flip.h5: corrupt checkpoint: params/w_up fails its checksum (stored " diff "$GOOD" \
   "$WORK/flip.h5"

@@ -25,8 +25,10 @@ import subprocess
 import sys
 import threading
 
+from walk_common import ENV, changed, refused
+from walk_common import run as run_in
+
 MODE, MPI, MT, MB, TXT, WORK = sys.argv[1:7]
-ENV = dict(os.environ, MESHTRAIN_QUICK_START="1", OMPI_MCA_rmaps_base_oversubscribe="1")
 MODEL = "--layers 2 --d-model 32 --heads 4 --d-ff 64 --seq-len 16"
 BASES = {
     "train": f"{MODEL} --batch 4 --steps 3 --warmup 1 --lr 0.05 --eval-every 0 "
@@ -235,52 +237,9 @@ def command(mode, flag, value, context, cwd, res):
     return prog + argv
 
 
-NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
 def run(argv, name):
     """Status, output and the files written, in a directory of its own."""
-    cwd = os.path.join(WORK, "runs", name)
-    shutil.rmtree(cwd, ignore_errors=True)
-    os.makedirs(cwd)
-    try:
-        p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace",
-                           env=ENV, timeout=180)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired:
-        rc, out, err = 124, "", "timed out"
-    files = []
-    for root, _, names in os.walk(cwd):
-        for n in sorted(names):
-            path = os.path.join(root, n)
-            rel = os.path.relpath(path, cwd)
-            body = ""
-            if n.endswith((".jsonl", ".json", ".csv", ".txt")):
-                body = open(path, errors="replace").read()
-            files.append(f"file {rel}\n{body}")
-    text = f"status {rc}\n" + out + err + "\n".join(files)
-    return rc, text.replace(cwd, "CWD"), err
-
-
-def lines(text):
-    """Each line as (its text with the numbers masked and spaces collapsed, its numbers)."""
-    return [(" ".join(NUM.sub("#", l).split()), NUM.findall(l)) for l in text.splitlines()]
-
-
-def changed(b1, b2, f):
-    """Whether f differs from the base beyond the noise seen between b1 and b2."""
-    L1, L2, LF = lines(b1), lines(b2), lines(f)
-    if [m for m, _ in L1] != [m for m, _ in L2]:  # noisy structure: compare the stable lines
-        stable = set(b1.splitlines()) & set(b2.splitlines())
-        return bool(stable - set(f.splitlines())) or \
-            bool({m for m, _ in LF} - {m for m, _ in L1} - {m for m, _ in L2})
-    if [m for m, _ in LF] != [m for m, _ in L1]:
-        return True
-    for (m, n1), (_, n2), (_, nf) in zip(L1, L2, LF):
-        for a, b, c in zip(n1, n2, nf):
-            if a == b and c != a:
-                return True
-    return False
+    return run_in(argv, WORK, name)
 
 
 BASE_CACHE = {}
@@ -300,11 +259,6 @@ def base(mode, context, res):
             BASE_CACHE[context] = (lock, (run(argv, f"base{key}_1")[1],
                                           run(argv, f"base{key}_2")[1]))
     return BASE_CACHE[context][1]
-
-
-def refused(rc, err):
-    n = len(re.findall(r"^(meshtrain|meshbench): error:", err, re.M))
-    return rc == 2 and n == 1
 
 
 def check(flag, res):

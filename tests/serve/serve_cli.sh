@@ -14,8 +14,10 @@ MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 err_() {
   local frag=$1 np=$2
   shift 2
-  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve --port 0 "${MODEL[@]}" \
-    "$@" >"$WORK/out$CASE" 2>"$WORK/err$CASE"
+  local port=(--port 0) # (--simulate refuses --port: it runs no server)
+  [[ " $* " == *" --simulate "* ]] && port=()
+  timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve "${port[@]}" \
+    "${MODEL[@]}" "$@" >"$WORK/out$CASE" 2>"$WORK/err$CASE"
   local rc=$?
   if one_error 2 "$rc" "$WORK/err$CASE" "$frag"; then
     echo "ok   [$*] -> 2: $ERR_LINE"

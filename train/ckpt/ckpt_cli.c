@@ -345,24 +345,65 @@ static const char *const usage =
     "max |a-b|/(FLT_EPSILON·(|a|+|b|+1)); exit 0 when bit-identical, or every array within K "
     "of those units with --tol, 1 when not)";
 
+/* ckpt's arguments: the command, its files and --tol. 0, 1 (--help: the usage printed) or −1
+ * with err naming what is wrong. */
+static int parse_args(int argc, char **argv, int *info, const char **files, double *tol, char *err,
+                      size_t errlen) {
+    const char *cmd = argc > 1 ? argv[1] : "";
+    int nfiles = 0, tols = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (mesh_world_rank() == 0) printf("%s\n", usage);
+            return 1;
+        }
+    *info = !strcmp(cmd, "info");
+    if (!*info && strcmp(cmd, "diff") != 0)
+        return errmsg_fail(err, errlen,
+                           "ckpt: expected the command info or diff, got '%s' (see "
+                           "meshtrain ckpt --help)",
+                           cmd);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--tol", 5) && (a[5] == '\0' || a[5] == '=')) {
+            const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : NULL;
+            char *end = NULL;
+            *tol = v ? strtod(v, &end) : -1;
+            if (*info) return errmsg_fail(err, errlen, "--tol goes with ckpt diff, not info");
+            if (!v || end == v || *end || isnan(*tol) || *tol < 0)
+                return errmsg_fail(err, errlen,
+                                   "--tol %s: expected a number >= 0 or inf (units of "
+                                   "FLT_EPSILON·(|a|+|b|+1))",
+                                   v ? v : "(no value)");
+            if (tols++) return errmsg_fail(err, errlen, "--tol is given twice");
+        } else if (!strncmp(a, "--", 2) || (a[0] == '-' && a[1])) {
+            return errmsg_fail(err, errlen, "ckpt %s: unknown flag %s (see meshtrain ckpt --help)",
+                               cmd, a);
+        } else if (nfiles < 2) {
+            files[nfiles++] = a;
+        } else {
+            nfiles++;
+        }
+    }
+    const int want = *info ? 1 : 2;
+    if (nfiles != want)
+        return errmsg_fail(err, errlen,
+                           "ckpt %s takes %s, got %d file%s (see meshtrain ckpt "
+                           "--help)",
+                           cmd, *info ? "one FILE" : "two files A B", nfiles,
+                           nfiles == 1 ? "" : "s");
+    return 0;
+}
+
 int ckpt_cli_main(int argc, char **argv) {
     char err[CLI_ERR_LEN] = "";
-    int rc = 0;
     double tol = -1;
-    const char *cmd = argc > 1 ? argv[1] : "";
-    const int info = strcmp(cmd, "info") == 0 && argc == 3;
-    int diff = strcmp(cmd, "diff") == 0 && (argc == 4 || argc == 6);
-    if (diff && argc == 6) {
-        char *end;
-        tol = strtod(argv[5], &end);
-        diff = strcmp(argv[4], "--tol") == 0 && end != argv[5] && !*end && tol >= 0;
-    }
-    if (!info && !diff) {
-        rc = errmsg_fail(err, sizeof err, "bad ckpt arguments\n%s", usage);
-    }
+    int info = 0;
+    const char *files[2] = {NULL, NULL};
+    int rc = parse_args(argc, argv, &info, files, &tol, err, sizeof err);
+    if (rc == 1) return 0;
     if (rc == 0 && mesh_world_rank() == 0) {
-        rc = info ? cmd_info(argv[2], err, sizeof err)
-                  : cmd_diff(argv[2], argv[3], tol, err, sizeof err);
+        rc = info ? cmd_info(files[0], err, sizeof err)
+                  : cmd_diff(files[0], files[1], tol, err, sizeof err);
         fflush(stdout);
     }
     /* every rank leaves with rank 0's verdict */

@@ -113,7 +113,7 @@ static const used_rule rules[] = {
     {"eval-every", M_BENCH | M_GEN, never},
     {"eval-batches", M_BENCH | M_GEN, no_eval},
     {"sample", M_BENCH | M_GEN, never},
-    {"prompt", M_BENCH, no_sample},
+    {"prompt", M_BENCH | 1 << CONFIG_MODE_SERVE, no_sample}, /* serve's prompts come by HTTP */
     /* the decode sweep prints timings, never the texts it samples */
     {"temperature", M_BENCH | M_GBENCH, no_sample},
     {"top-k", M_BENCH | M_GBENCH, no_sample},
@@ -128,6 +128,7 @@ static const used_rule rules[] = {
     {"resume", M_BENCH | M_GEN, never},
     {"take-over", M_BENCH | M_GEN, no_ckpt_use},
     {"demo", M_BENCH | M_GEN, never},
+    {"bench", 1 << CONFIG_MODE_SERVE, never}, /* generate --bench is generate's mode */
     {"no-matmul-bound", M_TRAIN | M_GEN, never},
     /* the sharding and collectives of a training step */
     {"dcn", M_GEN, never},
@@ -144,6 +145,7 @@ static const used_rule rules[] = {
     {"cp", M_GEN, never},
     {"cp-alg", M_GEN, no_cp},
     {"schedule", M_GEN, no_pipe},
+    {"virtual-stages", M_GEN, never},
     /* the mixture of experts' training losses */
     {"aux-loss-coef", M_GEN, never},
     {"router-z-loss-coef", M_GEN, never},

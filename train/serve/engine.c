@@ -303,17 +303,21 @@ static int alloc_buffers(serve_engine *e) {
                : -1;
 }
 
+int engine_refuse(const config *c, char *err, size_t errlen) {
+    if (gen_refuse(c, err, errlen) < 0) return -1;
+    if (model_moe_capacity(&c->shape) > 0)
+        return errmsg_fail(err, errlen,
+                           "the model's experts drop slots past a capacity (--capacity-factor "
+                           "%g), counted per sequence from its first token, which serve's batches "
+                           "do not track: run it with `meshtrain generate` (it keeps each "
+                           "sequence's counts)",
+                           c->shape.moe.capacity);
+    return 0;
+}
+
 serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char *err,
                             size_t errlen) {
-    if (gen_refuse(c, err, errlen) < 0) return NULL;
-    if (model_moe_capacity(&c->shape) > 0) {
-        errmsg_fail(err, errlen,
-                    "the model's experts drop slots past a capacity (--capacity-factor %g), "
-                    "counted per sequence from its first token, which serve's batches do not "
-                    "track: run it with `meshtrain generate` (it keeps each sequence's counts)",
-                    c->shape.moe.capacity);
-        return NULL;
-    }
+    if (engine_refuse(c, err, errlen) < 0) return NULL;
     serve_engine *e = calloc(1, sizeof *e);
     CHECK(e, "engine_create: out of memory");
     e->c = *c;

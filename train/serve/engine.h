@@ -35,6 +35,10 @@ typedef struct {
     int32_t max_rows;  /* rows of one forward (--max-batch-tokens) */
 } engine_dims;
 
+/* What serve refuses of a config (as engine_create does, before any work): generate's refusals
+ * and experts with a capacity. 0 or −1 with err. */
+int engine_refuse(const config *c, char *err, size_t errlen);
+
 /* Collective over: world. Checks the request (the schemes generation refuses; the pool against
  * this host's memory), builds the plan, the model (initialised from c->seed; load a checkpoint
  * into engine_model) and the pool. NULL with one message in err (the same on every rank). */

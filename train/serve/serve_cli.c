@@ -323,13 +323,49 @@ static serve_spec *open_draft(const config *c, const serve_flags *f, mesh *m, se
     if (mesh_agree_msg(mesh_world_comm(m), sp ? 0 : -1, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     engine_set_spec(e, sp);
-    if (mesh_rank(m) == 0)
+    if (mesh_rank(m) == 0 && !c->quiet)
         fprintf(stderr,
                 "serve | speculative decoding: drafter %s (L=%lld D=%lld), up to %d tokens "
                 "drafted a decode, its KV pool %.2f MB per rank\n",
                 f->draft, (long long)dc.shape.L, (long long)dc.shape.D, (int)o->draft_tokens,
                 (double)engine_pool_bytes(*de) / 1e6);
     return sp;
+}
+
+/* Collective over: world. Rank 0's start-up lines on stderr (none with --quiet): the model, the
+ * mesh, its sharding and hosts, the pool and the scheduler, the machine measured. */
+static void print_plan(const config *c, const serve_flags *f, mesh *m, const batch_opts *o,
+                       double pool_bytes, const char *kv_dtype, const gen_machine *mc) {
+    char hosts[160], mspec[96];
+    mesh_hosts_str(m, hosts, sizeof hosts); /* collective */
+    if (mesh_rank(m) != 0 || c->quiet) return;
+    const model_shape *s = &c->shape;
+    fprintf(stderr,
+            "serve | model L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld%s | mesh %s, "
+            "%d replicas, tensor %s%s%s | hosts: %s%s%s%s | %lld BLAS thread%s per rank\n",
+            (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
+            (long long)s->F, (long long)s->V, (long long)s->T, s->moe.E > 0 ? " (MoE)" : "",
+            mesh_spec_str(m, mspec, sizeof mspec), (int)o->replicas,
+            c->tensor_axis[0] ? c->tensor_axis : "-", c->alg != MESH_ALG_DEFAULT ? ", --alg " : "",
+            c->alg != MESH_ALG_DEFAULT ? mesh_alg_name(c->alg) : "", hosts,
+            c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
+            c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "",
+            (long long)c->threads, c->threads > 1 ? "s" : "");
+    fprintf(stderr,
+            "serve | KV pool %d blocks x %d positions per replica (%.2f MB per rank, %s), prefix "
+            "cache %s | batching %s, max-batch-tokens %d, prefill-chunk %d, max-seqs %d, "
+            "max-queue %lld | %s BW %.2f GB/s, C %.2f GFLOP/s\n",
+            (int)o->kv_blocks, (int)o->kv_block, pool_bytes / 1e6, kv_dtype, f->prefix_cache,
+            f->batching, (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
+            (long long)f->max_queue, f->sim_machine[0] ? "--sim-machine" : "measured", mc->bw / 1e9,
+            mc->flops / 1e9);
+    if (o->prefill_replicas)
+        fprintf(stderr,
+                "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d "
+                "decode; each request's KV blocks go from its prefill replica's ranks to its "
+                "decode replica's, point to point\n",
+                (int)o->prefill_replicas - 1, (long long)f->prefill_ranks, (int)o->prefill_replicas,
+                (int)o->replicas - 1);
 }
 
 /* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop. */
@@ -376,27 +412,13 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     const serve_run sr = {
         c, f, e, m, gen_measure_machine(m, c->quick_start), hook ? atof(hook) : 0.0};
     stop_install();
+    print_plan(c, f, m, &o, (double)engine_pool_bytes(e), compute_dtype_name(engine_kv_dtype(e)),
+               &sr.mc);
     if (me == 0) {
-        char mspec[96];
-        fprintf(stderr,
-                "serve | mesh %s, %d replicas, tensor %s | KV pool %d blocks x %d positions per "
-                "replica (%.2f MB per rank, %s), prefix cache %s | batching %s, "
-                "max-batch-tokens %d, prefill-chunk %d, max-seqs %d, max-queue %lld | "
-                "measured BW %.2f GB/s, C %.2f GFLOP/s\n",
-                mesh_spec_str(m, mspec, sizeof mspec), (int)o.replicas,
-                c->tensor_axis[0] ? c->tensor_axis : "-", (int)o.kv_blocks, (int)o.kv_block,
-                (double)engine_pool_bytes(e) / 1e6, compute_dtype_name(engine_kv_dtype(e)),
-                f->prefix_cache, f->batching, (int)o.max_batch_tokens, (int)o.prefill_chunk,
-                (int)o.max_seqs, (long long)f->max_queue, sr.mc.bw / 1e9, sr.mc.flops / 1e9);
-        fprintf(stderr, "serve | ");
-        precision_print(engine_precision(e), stderr);
-        if (o.prefill_replicas)
-            fprintf(stderr,
-                    "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d "
-                    "decode; each request's KV blocks go from its prefill replica's ranks to its "
-                    "decode replica's, point to point\n",
-                    (int)o.prefill_replicas - 1, (long long)f->prefill_ranks,
-                    (int)o.prefill_replicas, (int)o.replicas - 1);
+        if (!c->quiet) {
+            fprintf(stderr, "serve | ");
+            precision_print(engine_precision(e), stderr);
+        }
         fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
                 strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
                 front_port(front), stop_pid());
@@ -417,14 +439,20 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
 /* --simulate: the batcher on the book's virtual clock, on rank 0; no engine, no server. */
 static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     char err[SERVE_ERR] = "", axes[CONFIG_AXES_LEN];
+    if (engine_refuse(c, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (c->shape.moe.E > 0)
+        mesh_exit_error("--experts with --simulate: the virtual clock prices dense steps only");
     mesh_axes dax;
     config_data_axes(c, m, axes);
     const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
     const int32_t replicas =
         mesh_axes_parse(m, axes, &dax) == 0 ? (int32_t)mesh_axes_size(m, dax) : 1;
     const batch_opts o = batcher_options_of(f, c, replicas);
-    sim_opts so = {
-        f->simulate, f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1, f->max_queue, {0, 0}};
+    if (c->compute != COMPUTE_FP32)
+        mesh_exit_error("--compute-dtype with --simulate: the virtual clock prices fp32 steps "
+                        "(--kv-dtype bf16 prices a bf16 cache)");
+    sim_opts so = {f->simulate,  f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1,
+                   f->max_queue, {0, 0},     c->kv_dtype == COMPUTE_BF16 ? 2 : 4};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
@@ -432,10 +460,42 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
                         f->sim_machine);
     so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9}
                               : gen_measure_machine(m, c->quick_start);
+    const model_shape *sh = &c->shape; /* a rank's kv heads: K/|Y|, or one where |Y| > K */
+    const int64_t kvh = so.nY <= sh->K ? sh->K / so.nY : 1;
+    print_plan(c, f, m, &o,
+               (double)o.kv_blocks * o.kv_block * 2.0 * sh->L * kvh * sh->H * so.kv_elem_bytes,
+               so.kv_elem_bytes == 2 ? "bf16" : "fp32", &so.mc);
     int rc = 0;
     if (mesh_rank(m) == 0) rc = serve_simulate(&c->shape, &o, &so, err, sizeof err);
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
     return 0;
+}
+
+/* Whether argv gives --name (as --name or --name=VALUE). */
+static int given_flag(int argc, char **argv, const char *name) {
+    const size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) &&
+            (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}
+
+/* --simulate runs no server, samples no token and sends nothing over the links: the flags of
+ * those are refused with it, as is --threads when --sim-machine fixes the machine. (--seed is
+ * let through: bench/serve_bench.sh gives the server and its simulation the same model flags.) */
+static void check_simulate_flags(int argc, char **argv, const serve_flags *f) {
+    static const char *const unused[] = {"host",         "port",        "drain", "max-tokens",
+                                         "draft-tokens", "temperature", "top-k", "open",
+                                         "cross-hosts",  "alg"};
+    for (size_t k = 0; k < sizeof unused / sizeof unused[0]; k++)
+        if (given_flag(argc, argv, unused[k]))
+            mesh_exit_error("--%s does nothing with --simulate (the virtual clock runs no server, "
+                            "samples no token and prices steps without links): drop it",
+                            unused[k]);
+    if (f->sim_machine[0] && given_flag(argc, argv, "threads"))
+        mesh_exit_error("--threads does nothing with --simulate and --sim-machine (the machine "
+                        "the steps are priced at is given, not measured): drop it");
 }
 
 /* The flags against each other (the same answer on every rank): one message, status 2. */
@@ -495,8 +555,9 @@ int serve_main(int argc, char **argv) {
         mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
                         "without bound, which the watchdog would take for a hang");
     kern_set_threads(c.threads);
-    mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
+    mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    if (f.simulate[0]) check_simulate_flags(argc, argv, &f);
     check_combinations(&f);
     const int st = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
     if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
