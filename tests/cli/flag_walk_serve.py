@@ -64,6 +64,7 @@ COMMON = {
     "dcn": ("x", "np=2"), "zero": ("1", "np=2"), "tensor": ("x", "np=2"), "expert": ("x", "np=2"),
     "overlap": (None, ""), "progress": ("inline", ""), "alg": ("ring", "np=2 --tensor x"),
     "comm-dtype": ("bf16", ""), "bucket": ("1M", ""), "collective-matmul": ("on", ""),
+    "cp": ("x", "np=2"), "cp-alg": ("ring", "np=2 needs --cp x"),
     "emulate": ("v5p", ""), "emulate-rate": ("model", ""), "pipeline": ("x", "np=2"),
     "microbatches": ("4", ""), "schedule": ("1f1b", ""), "virtual-stages": ("4", ""),
     "trace": ("t.json", ""), "debug-collectives": (None, ""), "timeout": ("100", ""),
@@ -294,6 +295,9 @@ def check(flag, res):
             f"ok   --{flag:18} with {context}: changes the output or is refused"
     np_only = " ".join(w for w in context.split() if w.startswith("np="))
     alone = attempt(flag, value, np_only, res, "_alone")
+    said = error_line(alone[2])
+    if refused(alone[0], alone[2]) and said.startswith(f"--{flag} does nothing "):
+        return f"ok   --{flag:18} refused whatever else is given: {said[:80]}"
     if needs and not refused(alone[0], alone[2]):
         return f"FAIL --{flag} {value or ''} without {context}: status {alone[0]}, not refused"
     why = verdict(flag, alone, np_only, res)
@@ -303,7 +307,6 @@ def check(flag, res):
         why = verdict(flag, attempt(flag, value, context, res, "_ctx"), context, res)
         if why:
             return f"FAIL --{flag} {value or ''} with {context}: {why}"
-    said = error_line(alone[2])
     return f"ok   --{flag:18} " + (f"refused: {said[:90]}" if said else "changes the output")
 
 
