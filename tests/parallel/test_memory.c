@@ -1,11 +1,58 @@
 /* Memory per rank drops as the book's training chapter says (ZeRO): on a data axis of |X| ranks,
  * params + grads + optimizer state of ZeRO-3 ≈ 1/|X| of pure DP's, and ZeRO-1 > ZeRO-2 > ZeRO-3
- * in between. Prints the per-category table. */
+ * in between; ZeRO-3 in bf16 compute holds its gathered layers in bf16 (check_z3_bf16). Prints
+ * the per-category table. */
 #include <math.h>
 #include <stdio.h>
 
 #include "mesh/mesh.h"
 #include "train/step/trainer.h"
+
+static int64_t buf_bytes(const plan *pl, plan_buf_id id, int slot) {
+    const plan_buf *b = plan_buffer(pl, id, slot);
+    return b ? b->n * plan_dtype_bytes(b->dtype) : 0;
+}
+
+/* ZeRO-3 in bf16 compute holds a gathered layer in bf16 only: each slot's bytes are the matrices'
+ * 2 per element and the norm gains' 4, with at most 64 bytes of alignment and |X| elements of
+ * padding a block (the two slots and their stages: 4 such); a send buffer of the rank's bf16
+ * shards; and the model keeps no per-use bf16 copy of the layer (its bf16 scratch exceeds the
+ * unsharded bf16 run's by the unembedding's copy alone, D·V·2 bytes). Returns 1 on failure. */
+static int check_z3_bf16(config c, mesh *m) {
+    char err[512];
+    const int64_t X = mesh_nranks(m), D = c.shape.D;
+    c.bucket = 0;
+    int64_t gathered[2], scratch[2];
+    const plan *pl = NULL;
+    trainer *t[2];
+    for (int bf = 0; bf < 2; bf++) {
+        c.compute = bf ? COMPUTE_BF16 : COMPUTE_FP32;
+        if (!(t[bf] = trainer_create(&c, m, err, sizeof err))) mesh_exit_error("%s", err);
+        plan_mem_bytes mem;
+        plan_memory(trainer_plan(t[bf]), &mem);
+        gathered[bf] = mem.bytes[PLAN_MEM_GATHERED];
+    }
+    pl = trainer_plan(t[1]);
+    const int64_t norms = 2 * D, mats = pl->layer_elems - norms;
+    const int64_t slot_max = 2 * mats + 4 * norms + 9 * (64 + 2 * X);
+    const int64_t slot = buf_bytes(pl, BUF_GATHERED_LAYER, 0);
+    const int64_t fp32_slot = buf_bytes(trainer_plan(t[0]), BUF_GATHERED_LAYER, 0);
+    scratch[1] = buf_bytes(pl, BUF_MODEL_SCRATCH_BF16, 0);
+    trainer_destroy(t[0]);
+    trainer_destroy(t[1]);
+    c.zero = 0;
+    if (!(t[0] = trainer_create(&c, m, err, sizeof err))) mesh_exit_error("%s", err);
+    scratch[0] = buf_bytes(trainer_plan(t[0]), BUF_MODEL_SCRATCH_BF16, 0);
+    trainer_destroy(t[0]);
+    const int64_t extra = scratch[1] - scratch[0], unembed = 2 * D * c.shape.V + 64;
+    const int ok = X == 1 || (slot <= slot_max && gathered[1] < gathered[0] && extra <= unembed);
+    if (mesh_rank(m) == 0)
+        printf("ZeRO-3 bf16: a layer slot %lld B (bound %lld; fp32 %lld), gathered %lld B (fp32 "
+               "%lld), model bf16 scratch %lld B over the unsharded run's (bound %lld): %s\n",
+               (long long)slot, (long long)slot_max, (long long)fp32_slot, (long long)gathered[1],
+               (long long)gathered[0], (long long)extra, (long long)unembed, ok ? "ok" : "FAIL");
+    return !ok;
+}
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
@@ -37,6 +84,8 @@ int main(int argc, char **argv) {
                    (long long)b[PLAN_MEM_BUFFERS], pgo[z]);
         trainer_destroy(t);
     }
+    c.zero = 3;
+    fail |= check_z3_bf16(c, m);
     const double ratio = pgo[3] / pgo[0];
     if (mesh_rank(m) == 0)
         printf("ZeRO-3 / DP = %.4f, 1/|X| = %.4f (tolerance 2%%)\n", ratio, 1.0 / X);

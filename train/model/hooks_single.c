@@ -42,8 +42,8 @@ static void layer_ptrs(model *m, int64_t l, int grads, float **ptr) {
 layer_w model_layer_weights_local(model *m, int64_t l) {
     float *p[16];
     layer_ptrs(m, l, 0, p);
-    return (layer_w){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
-                     p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
+    return (layer_w){p[0], p[1],  p[2],  p[3],  p[4],  p[5],  p[6],  p[7],  p[8],
+                     p[9], p[10], p[11], p[12], p[13], p[14], p[15], {NULL}};
 }
 
 layer_g model_layer_grads_local(model *m, int64_t l) {

@@ -5,8 +5,10 @@
  *   - the weights: the fp32 parameters are the master copy (the optimizer, checkpoints); a
  *     layer's matrices and the unembedding are copied to bf16 the first time a pass uses them
  *     after model_params_changed (once per update), into params_b, in the parameters' layout.
- *     Weights a hook hands over from outside the model's storage (ZeRO-3's gathered layer) are
- *     copied at each use into sbw / sbu. Norm gains and the embedding (a lookup) stay fp32.
+ *     ZeRO-3 gathers a layer's matrices in bf16 and hands them over as they are (layer_w.b16);
+ *     a weight the hooks hand over in fp32 from outside the model's storage (ZeRO-3's gathered
+ *     unembedding) is copied at each use into sbu. Norm gains and the embedding (a lookup) stay
+ *     fp32.
  *   - the activations: the saved ones stay fp32 (norms, RoPE, SwiGLU and the loss read them) but
  *     attention's probabilities, kept in bf16 (Pb); a product's activation input is rounded
  *     once where the product consumes it, into the operand scratch sb[]. Rounding the same fp32
@@ -14,7 +16,8 @@
  *     bf16 copies, one more pass over h1, h2, att, g and q, k, v in the backward.
  *   - the gradients: each product's upstream gradient is rounded once for its two products
  *     (dX and dW); the gradients themselves accumulate in fp32.
- * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32. */
+ * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32.
+ */
 #include <stdint.h>
 
 #include "kernels/attn_bf16.h"
@@ -54,10 +57,8 @@ void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R) {
 void mixed_carve_scratch(model *m, carver *c) {
     for (int i = 0; i < 4; i++) m->sb[i] = m->sb_train[i] = carve_b(c, m->BT * widest(m));
     if (m->cmp.bf16 != MODEL_BF16_GATHERED) return;
-    int64_t n[7], all = 0;
-    layer_counts(m, n);
-    for (int i = 0; i < 7; i++) all += n[i];
-    m->sbw = carve_b(c, all);
+    /* the layers' matrices come in bf16 from the hooks (layer_w.b16): only the unembedding,
+     * gathered in fp32, is copied at each use */
     m->sbu = m->last ? carve_b(c, m->s.D * m->loc.Vl) : NULL;
 }
 
@@ -79,12 +80,15 @@ static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, 
 }
 
 layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
+    if (w->b16[0]) /* the hook's own bf16 copy (ZeRO-3's gathered layer) */
+        return (layer_wb){w->b16[0], w->b16[1], w->b16[2], w->b16[3],
+                          w->b16[4], w->b16[5], w->b16[6]};
     const float *f[7] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
     const kern_bf16 *b[7];
     int64_t n[7];
     layer_counts(m, n);
     const int stale = m->lver[l - m->l0] != m->wver;
-    kern_bf16 *spare = m->sbw;
+    kern_bf16 *spare = NULL; /* a layer's weights are the model's own here */
     for (int i = 0; i < 7; i++) b[i] = copy_of(m, f[i], n[i], stale, &spare);
     m->lver[l - m->l0] = m->wver;
     return (layer_wb){b[0], b[1], b[2], b[3], b[4], b[5], b[6]};
@@ -108,8 +112,8 @@ void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T) {
     mixed_pack(m->sb[1], A->q, BT * Nl * H);
     mixed_pack(m->sb[2], A->k, BT * Kl * H);
     mixed_pack(m->sb[3], A->v, BT * Kl * H);
-    kern_attn_fwd_bf16(m->cmp.ctx, A->att, A->Pb, m->s_attn, m->sb[1], m->sb[2], m->sb[3], B, T,
-                       Nl, Kl, H);
+    kern_attn_fwd_bf16(m->cmp.ctx, A->att, A->Pb, m->s_attn, m->sb[1], m->sb[2], m->sb[3], B, T, Nl,
+                       Kl, H);
 }
 
 void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,

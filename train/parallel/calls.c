@@ -42,6 +42,23 @@ mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int
     return mesh_coll_start(p->m, &c, out, in);
 }
 
+void par_run_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in, int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    CHECK(c.op == MESH_OP_ALL_GATHER && count % 2 == 0, "par_run_b: kind %d, count %lld", (int)k,
+          (long long)count);
+    p->calls[k]++;
+    mesh_all_gather_bf16(p->m, c.axes, out, in, count, c.alg);
+}
+
+mesh_req *par_start_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in,
+                      int64_t count) {
+    const mesh_coll_call c = par_call(p, k, count);
+    CHECK(c.op == MESH_OP_ALL_GATHER && count % 2 == 0, "par_start_b: kind %d, count %lld", (int)k,
+          (long long)count);
+    p->calls[k]++;
+    return mesh_iall_gather_bf16(p->m, c.axes, out, in, count, c.alg);
+}
+
 /* ---------------------------------------------------------------- the step's agreements */
 
 double par_allsum(struct par *p, mesh_axes a, double v) {

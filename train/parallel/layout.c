@@ -22,6 +22,15 @@ void par_unpack_cols(float *dst, const float *src, int64_t R, int64_t C, int64_t
         for (int64_t r = 0; r < R; r++) floats_copy(dst + r * C + j * c, src + (j * R + r) * c, c);
 }
 
+void par_unpack_cols_b(uint16_t *dst, const uint16_t *src, int64_t R, int64_t C, int64_t n,
+                       int64_t part) {
+    const int64_t c = C / n;
+    if (mesh_no_data(R * C * 2)) return;
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t r = 0; r < R; r++)
+            memcpy(dst + r * C + j * c, src + j * part + r * c, (size_t)c * sizeof *dst);
+}
+
 float *par_layer_slot(const struct par *p, float *buf, param_id id) {
     return buf + plan_layer_offset(p->pl, id);
 }

@@ -122,6 +122,11 @@ static void views(struct par *p) {
         p->w.layer[k] = b[BUF_GATHERED_LAYER][k];
         p->w.stage[k] = b[BUF_GATHER_STAGE][k];
         p->w.send[k] = b[BUF_GATHER_SEND][k];
+        if (plan_z3_bf16(p->pl)) { /* the same buffers, 2-byte units (weights.c) */
+            p->w.layer_b[k] = b[BUF_GATHERED_LAYER][k];
+            p->w.stage_b[k] = b[BUF_GATHER_STAGE][k];
+            p->w.send_b[k] = b[BUF_GATHER_SEND][k];
+        }
         p->w.layer_id[k] = -1;
         p->bk.stage[k] = b[BUF_BUCKET_STAGE][k];
         p->bk.result[k] = b[BUF_BUCKET_RESULT][k];

@@ -90,10 +90,13 @@ typedef struct {
 
 /* The shards (the model's storage), a layer's gathered (TP-local) weights in two slots so that
  * the next layer's gather can run ahead (prefetch) with their staging (column-sharded gathers,
- * and with buckets the packed shards), the gathered non-layer weights. */
+ * and with buckets the packed shards), the gathered non-layer weights. In bf16 (plan_z3_bf16)
+ * the slots, stages and sends are the same buffers seen as 2-byte units (layer_b, stage_b,
+ * send_b): the matrices bf16, the norm gains fp32, at plan_layer_offset_b. */
 typedef struct {
     float *shards;
     float *layer[2], *stage[2], *send[2], *param[P_COUNT];
+    uint16_t *layer_b[2], *stage_b[2], *send_b[2];
     int64_t layer_id[2];        /* the layer each slot holds, −1 none */
     mesh_req *reqs[2][P_COUNT]; /* each slot's gathers in flight */
     int pending[2];             /* slot holds a started, not yet finished prefetch */
@@ -168,6 +171,11 @@ void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t co
 mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count);
 /* The plan's AllToAllv of kind k (PLAN_EP_ALL_TO_ALL): blocks of counts[n·n] (mesh_coll_run_v). */
 void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const int64_t *counts);
+/* An AllGather kind on 2-byte elements (bf16 in memory: mesh_all_gather_bf16), count even:
+ * blocking, or started (the buffers live until mesh_wait). */
+void par_run_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in, int64_t count);
+mesh_req *par_start_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in,
+                      int64_t count);
 /* Σ over the axis set of a double, identical on every rank (AllGather + fixed-order sum; the
  * step's bookkeeping: losses, norms). */
 double par_allsum(struct par *p, mesh_axes a, double v);
@@ -236,6 +244,10 @@ void bucket_complete(struct par *p, int slot);
 /* The TP-local block of param id inside a layer-sized buffer `buf` (plan_layer_offset); all of a
  * dense layer's, in the order of layer_w's (and layer_g's) fields. */
 float *par_layer_slot(const struct par *p, float *buf, param_id id);
+/* par_unpack_cols on 2-byte elements whose n parts [R, C/n] start `part` elements apart in src
+ * (R = 1, C = n·shard: a row-sharded block whose parts were padded to an even count). */
+void par_unpack_cols_b(uint16_t *dst, const uint16_t *src, int64_t R, int64_t C, int64_t n,
+                       int64_t part);
 #define PAR_LAYER_BLOCKS 9
 void par_layer_blocks(const struct par *p, float *buf, float **out);
 /* Column packing: src[R, C] → n chunks [R, C/n] (pack) and back (unpack). */

@@ -375,6 +375,17 @@ static void list_zero(plan *p) {
         if (!plan_is_layer_param((param_id)id))
             add(p, grad_of[id], 0, o, PLAN_MEM_BUFFERS, PLAN_F32, plan_geo_block(&p->g[id]));
     for (int k = 0; k < 2 && p->zero == 3; k++) {
+        if (plan_z3_bf16(p)) { /* the matrices in bf16 only, their own shards packed to send */
+            const int64_t slot = plan_layer_offset_b(p, P_COUNT);
+            int64_t send = 0;
+            for (int id = 0; id < P_COUNT; id++)
+                if (plan_is_layer_param((param_id)id) && !plan_is_layer_norm((param_id)id))
+                    send += plan_z3_bf16_count(p, (param_id)id);
+            add(p, BUF_GATHERED_LAYER, k, o, PLAN_MEM_GATHERED, PLAN_BF16, slot);
+            add(p, BUF_GATHER_STAGE, k, o, PLAN_MEM_GATHERED, PLAN_BF16, slot);
+            add(p, BUF_GATHER_SEND, k, o, PLAN_MEM_GATHERED, PLAN_BF16, send);
+            continue;
+        }
         add(p, BUF_GATHERED_LAYER, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer);
         add(p, BUF_GATHER_STAGE, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer);
     }
@@ -692,6 +703,22 @@ int64_t plan_layer_offset(const plan *p, param_id id) {
     int64_t off = 0;
     for (int j = 0; j < (int)id; j++)
         if (plan_is_layer_param((param_id)j)) off += plan_geo_block(&p->g[j]);
+    return off;
+}
+
+int64_t plan_z3_bf16_count(const plan *p, param_id id) {
+    const int64_t cnt = plan_geo_block(&p->g[id]) / p->data.n;
+    return cnt + cnt % 2;
+}
+
+int64_t plan_layer_offset_b(const plan *p, param_id id) {
+    int64_t off = 0;
+    for (int j = 0; j < (int)id; j++) {
+        if (!plan_is_layer_param((param_id)j)) continue;
+        const int64_t n = plan_geo_block(&p->g[j]);
+        const int64_t units = plan_is_layer_norm((param_id)j) ? 2 * n : n + p->data.n;
+        off += (units + 31) / 32 * 32;
+    }
     return off;
 }
 

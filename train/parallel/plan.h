@@ -377,6 +377,18 @@ int plan_trivial(const plan *p);
  * buffer (layer parameters in param_id order, each [R, C]). */
 int plan_is_layer_param(param_id id);
 int64_t plan_layer_offset(const plan *p, param_id id);
+/* Is id a layer's norm gain (fp32 in every precision)? */
+static inline int plan_is_layer_norm(param_id id) {
+    return id == P_ATTN_NORM || id == P_MLP_NORM;
+}
+/* ZeRO-3 in bf16 (plan_z3_bf16): a gathered layer's slot holds the matrices in bf16 and the norm
+ * gains in fp32 (two 2-byte units an element), each block from a 64-byte boundary and with room
+ * for |data| elements of padding (the bf16 gathers move an even count from each rank). The offset
+ * of layer parameter id in 2-byte units; id = P_COUNT: the slot's size. */
+int64_t plan_layer_offset_b(const plan *p, param_id id);
+/* The elements each rank sends in a bf16 gather of layer matrix id: its shard, rounded up to an
+ * even count. */
+int64_t plan_z3_bf16_count(const plan *p, param_id id);
 /* This rank's TP slab and ZeRO shard of parameter id, as native global slabs; the slab the model
  * stores (ZeRO-3: the shard). */
 param_slab plan_tp_slab(const plan *p, param_id id);

@@ -19,6 +19,7 @@
  * outside the model's hooks waits for WHOLE (par_params_sync). */
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
@@ -68,6 +69,80 @@ static void bucket_scatter(void *ctx, param_id id, int64_t b0, int64_t blen, int
     }
 }
 
+/* ---- in bf16 (plan_z3_bf16): the matrices gathered and held in bf16, the norm gains fp32 ---- */
+
+/* Starts (or runs) the gathers of layer l's shards into slot k: each matrix's own shard rounded
+ * to bf16 into the send buffer (padded to an even count), gathered straight into the slot where
+ * the parts land in place (a row-sharded block of even shards), else into the stage; the gains in
+ * fp32. */
+static void gather_layer_start_b(struct par *p, int64_t l, int k, int async) {
+    int64_t soff = 0;
+    for (int id = 0; id < P_COUNT; id++) {
+        const int64_t bi = plan_block_index(p->pl, (param_id)id, l);
+        if (!plan_is_layer_param((param_id)id) || bi < 0) continue;
+        const plan_geo *g = &p->pl->g[id];
+        const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
+        const int64_t off = plan_layer_offset_b(p->pl, (param_id)id);
+        const float *src = p->w.shards + p->pl->shard_offset[id] + bi * cnt;
+        mesh_req **req = &p->w.reqs[k][id];
+        if (plan_is_layer_norm((param_id)id)) {
+            float *dst = (float *)(void *)((g->zdim ? p->w.stage_b[k] : p->w.layer_b[k]) + off);
+            if (async)
+                *req = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
+            else
+                par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
+            continue;
+        }
+        const int64_t c2 = plan_z3_bf16_count(p->pl, (param_id)id);
+        uint16_t *send = p->w.send_b[k] + soff;
+        soff += c2;
+        if (!mesh_no_data(c2 * 2)) {
+            kern_bf16_pack(send, src, cnt);
+            if (c2 > cnt) send[cnt] = 0;
+        }
+        uint16_t *dst = (g->zdim || c2 != cnt ? p->w.stage_b[k] : p->w.layer_b[k]) + off;
+        if (async)
+            *req = par_start_b(p, PLAN_Z3_GATHER_BF16, dst, send, c2);
+        else
+            par_run_b(p, PLAN_Z3_GATHER_BF16, dst, send, c2);
+    }
+}
+
+/* The staged blocks of slot k into place. */
+static void gather_layer_finish_b(struct par *p, int k) {
+    const int64_t nX = p->pl->data.n;
+    for (int id = 0; id < P_COUNT; id++) {
+        const plan_geo *g = &p->pl->g[id];
+        if (!plan_is_layer_param((param_id)id) ||
+            plan_block_index(p->pl, (param_id)id, p->w.layer_id[k]) < 0)
+            continue;
+        const int64_t off = plan_layer_offset_b(p->pl, (param_id)id), cnt = plan_geo_block(g) / nX;
+        const int64_t c2 = plan_z3_bf16_count(p->pl, (param_id)id);
+        if (plan_is_layer_norm((param_id)id)) {
+            if (g->zdim)
+                par_unpack_cols((float *)(void *)(p->w.layer_b[k] + off),
+                                (const float *)(void *)(p->w.stage_b[k] + off), g->R, g->C, nX);
+        } else if (g->zdim) {
+            par_unpack_cols_b(p->w.layer_b[k] + off, p->w.stage_b[k] + off, g->R, g->C, nX, c2);
+        } else if (c2 != cnt) {
+            par_unpack_cols_b(p->w.layer_b[k] + off, p->w.stage_b[k] + off, 1, cnt * nX, nX, c2);
+        }
+    }
+}
+
+/* The model's view of slot k in bf16: the gains' fp32 pointers and the matrices' bf16 ones. */
+static layer_w layer_weights_b(const struct par *p, int k) {
+    static const param_id mats[7] = {P_WQ, P_WK, P_WV, P_WO, P_W_GATE, P_W_UP, P_W_DOWN};
+    const uint16_t *s = p->w.layer_b[k];
+    layer_w w = {0};
+    w.attn_norm = (const float *)(const void *)(s + plan_layer_offset_b(p->pl, P_ATTN_NORM));
+    w.mlp_norm = (const float *)(const void *)(s + plan_layer_offset_b(p->pl, P_MLP_NORM));
+    for (int i = 0; i < 7; i++) w.b16[i] = s + plan_layer_offset_b(p->pl, mats[i]);
+    return w;
+}
+
+/* ---- the fp32 gathers ---- */
+
 /* Are a layer's weights gathered in buckets (not with bf16 gathers: plan_z3_bf16)? */
 static int weight_buckets(const struct par *p) {
     return p->pl->bucket_cap && !plan_z3_bf16(p->pl);
@@ -76,6 +151,10 @@ static int weight_buckets(const struct par *p) {
 /* Starts (or runs) the gathers of layer l's shards into slot k. */
 static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
     p->w.layer_id[k] = l;
+    if (plan_z3_bf16(p->pl)) {
+        gather_layer_start_b(p, l, k, async);
+        return;
+    }
     if (weight_buckets(p)) {
         wgather w = {p, l, k, async, 0};
         plan_weight_buckets(p->pl, bucket_pack, &w);
@@ -88,13 +167,10 @@ static void gather_layer_start(struct par *p, int64_t l, int k, int async) {
         const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
         const float *src = p->w.shards + p->pl->shard_offset[id] + bi * cnt;
         float *dst = par_layer_slot(p, g->zdim ? p->w.stage[k] : p->w.layer[k], (param_id)id);
-        const plan_coll kind = plan_z3_bf16(p->pl) && id != P_ATTN_NORM && id != P_MLP_NORM
-                                   ? PLAN_Z3_GATHER_BF16
-                                   : PLAN_Z3_GATHER;
         if (async)
-            p->w.reqs[k][id] = par_start(p, kind, dst, src, cnt);
+            p->w.reqs[k][id] = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
         else
-            par_run(p, kind, dst, src, cnt);
+            par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
     }
 }
 
@@ -102,6 +178,10 @@ static void gather_layer_finish(struct par *p, int k) {
     for (int id = 0; id < P_COUNT; id++) {
         mesh_wait(p->w.reqs[k][id]);
         p->w.reqs[k][id] = NULL;
+    }
+    if (plan_z3_bf16(p->pl)) {
+        gather_layer_finish_b(p, k);
+        return;
     }
     if (weight_buckets(p)) {
         wgather w = {p, 0, k, 0, 0};
@@ -154,8 +234,9 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     }
     float *b[PAR_LAYER_BLOCKS];
     par_layer_blocks(p, (float *)gathered_layer(p, l, dir), b);
-    layer_w w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                 b[8], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (plan_z3_bf16(p->pl)) return layer_weights_b(p, (int)(l % 2));
+    layer_w w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],  b[8],
+                 NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
     if (model_layer_is_moe(&p->pl->s, l)) ep_layer_weights(p, mod, l, &w);
     return w;
 }
@@ -179,8 +260,8 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     const plan_geo *g = &p->pl->g[id];
     const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
     const float *src = p->w.shards + p->pl->shard_offset[id];
-    const plan_coll kind = plan_z3_bf16(p->pl) && id == P_UNEMBED ? PLAN_Z3_GATHER_BF16
-                                                                  : PLAN_Z3_GATHER_PARAM;
+    const plan_coll kind =
+        plan_z3_bf16(p->pl) && id == P_UNEMBED ? PLAN_Z3_GATHER_BF16 : PLAN_Z3_GATHER_PARAM;
     if (g->zdim) {
         par_run(p, kind, p->column_pack, src, cnt);
         par_unpack_cols(dst, p->column_pack, g->R, g->C, p->pl->data.n);

@@ -401,7 +401,7 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
             ADD(K_PACK, r * D, 0, 0, mb, PART_FWD_OTHER);      /* the final norm's output */
             ADD(K_PACK, r * s->Vl, 0, 0, mb, PART_BWD_OTHER); /* the logits' gradient */
         }
-        ADD(K_PACK, s->wpack, 0, 0, 1, PART_FWD_OTHER); /* the weights, once per update */
+        ADD(K_PACK, s->wpack, 0, 0, 1, PART_FWD_OTHER); /* the weights (ktime_shape.wpack) */
     }
     /* the gradients' zeroing at the step's start is a memory pass (floats_clear): counted as
      * the run makes it and priced at the clear's rate (ktime.h), not timed here, so that it is

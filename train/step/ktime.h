@@ -36,7 +36,8 @@ typedef struct {
     int threads;            /* BLAS threads per rank (1: timed by the thread's CPU clock) */
     /* bf16 compute (model.h's model_compute): the products and attention on bf16 operands on
      * this context, with the fp32 → bf16 copies of the activations and gradients they consume
-     * (kern_bf16_pack) and of the weights once per step, `wpack` elements; NULL: fp32 */
+     * (kern_bf16_pack) and of the weights, `wpack` elements a step (once per update; ZeRO-3:
+     * the shards each gather sends and the gathered unembedding at each use); NULL: fp32 */
     kern_bf16_ctx *bf16;
     int64_t wpack;
 } ktime_shape;

@@ -59,6 +59,21 @@ struct trainer {
 /* --bucket auto on real links: the chip whose T_min and W size the buckets (the book's) */
 #define TRAINER_BUCKET_CHIP "v5p"
 
+/* bf16 compute: the weight elements a step rounds to bf16. Once per update, the parameters'
+ * copy; under ZeRO-3 (weights.c), each bf16 gather's own shards of a layer's matrices, and the
+ * gathered unembedding at each use (a micro-batch's forward and backward). A layer is gathered
+ * unless its slot (l mod 2) still holds it: the first forward after the update gathers all L,
+ * then each backward and each later forward finds the last two it used resident. */
+static int64_t weight_packs(const plan *pl) {
+    if (!plan_z3_bf16(pl)) return pl->param_elems;
+    const int64_t L = pl->l1 - pl->l0, mb = pl->n_micro, regather = L > 2 ? L - 2 : 0;
+    const int64_t gathers = L + (2 * mb - 1) * regather;
+    const int64_t mats = pl->layer_elems - plan_geo_block(&pl->g[P_ATTN_NORM]) -
+                         plan_geo_block(&pl->g[P_MLP_NORM]);
+    const int last = pl->pipe.index == pl->pipe.n - 1;
+    return gathers * (mats / pl->data.n) + (last ? 2 * mb * pl->s.D * pl->loc.Vl : 0);
+}
+
 /* Times this rank's kernels on its shapes (ktime.h), every rank at once. */
 static int measure_compute(trainer *t) {
     const plan *pl = &t->pl;
@@ -78,7 +93,7 @@ static int measure_compute(trainer *t) {
                             .last = plan_holds_head(pl),
                             .threads = t->c.threads,
                             .bf16 = t->prec.ctx,
-                            .wpack = pl->param_elems};
+                            .wpack = weight_packs(pl)};
     mesh_agree(mesh_world_comm(t->mesh), 0);
 #ifdef MESHTRAIN_SMPI /* the dry run's kernels take simulated time (bench/simpod_kernels.c): */
     return ktime_measure(&ks, 0.0, &t->ktime); /* one call each is exact */
