@@ -72,6 +72,7 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             A->d_q = carve(c, BT * lc->Nl * H);
             A->d_k = carve(c, BT * lc->Kl * H);
             A->d_v = carve(c, BT * lc->Kl * H);
+            A->d_n = carve(c, 2 * D);
         }
         S->xf = carve(c, m->chunks * BT * D); /* each chunk's output (the last one's: the final) */
         if (m->last) {
@@ -80,6 +81,7 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             S->logits = carve(c, BT * lc->Vl);
             S->lse = carve(c, BT);
             S->stats = carve(c, 3 * BT);
+            S->dgf = m->split ? carve(c, D) : NULL;
         }
     }
 }
@@ -602,34 +604,8 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
 
 /* ---------------------------------------------------------------- backward */
 
-/* The weight part of a split backward of block l (MODEL_BWD_WEIGHT; fp32 compute): each matmul's
- * dW from its input (saved by the forward) and its output's gradient (kept by the input part),
- * the same kernels on the same numbers as the whole backward. */
-static void block_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
-    const int64_t D = m->s.D, H = m->s.H;
-    const model_extents *lc = &m->loc;
-    const int64_t NHl = lc->Nl * H, KHl = lc->Kl * H, Fl = lc->Fl;
-    layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
-    trace_begin(m->tr, TRACE_MLP, l);
-    kern_matmul_dw(g.w_down, A->g, A->d_mlp, BT, Fl, D);
-    POLL(m);
-    float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
-    const int64_t ngu[2] = {Fl, Fl};
-    sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
-    trace_end(m->tr, TRACE_MLP);
-    m->hk.mlp_grads_done(m->hk.ctx, m, l);
-    trace_begin(m->tr, TRACE_ATTN, l);
-    kern_matmul_dw(g.wo, A->att, A->d_attn, BT, NHl, D);
-    POLL(m);
-    float *const dqkv[3] = {A->d_q, A->d_k, A->d_v}, *const gqkv[3] = {g.wq, g.wk, g.wv};
-    const int64_t nqkv[3] = {NHl, KHl, KHl};
-    sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
-    trace_end(m->tr, TRACE_ATTN);
-    m->hk.layer_grads_done(m->hk.ctx, m, l);
-}
-
 /* Backward of one block. dr[BT, D_Y] holds dL/d(block output) and becomes dL/d(block input).
- * keep (MODEL_BWD_INPUT): the matmuls' dW are left to block_bwd_weight, their output gradients
+ * keep (MODEL_BWD_INPUT): the matmuls' dW are left to split_bwd_weight, their output gradients
  * kept in the layer's d_* (the scratch of a whole backward). */
 static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int keep) {
     const int64_t BT = B * T, D = m->s.D, H = m->s.H;
@@ -639,7 +615,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, -1);
     const layer_wb wb = m->cmp.bf16 ? mixed_layer(m, &w, l) : (layer_wb){0};
     const int b16 = m->cmp.bf16 != 0;
-    layer_g g = m->hk.layer_grads(m->hk.ctx, m, l);
+    layer_g g = keep ? split_bwd_grads(m, A, l) : m->hk.layer_grads(m->hk.ctx, m, l);
     float *dr = m->d_resid;
 
     /* MLP sublayer: out = g·w_down, or the mixture of experts */
@@ -719,7 +695,9 @@ static void head_dw(model *m, slot_act *S) {
 static void head_bwd(model *m, slot_act *S, const float *xf, float grad_scale,
                      model_bwd_part part) {
     const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
+    float *dgf = m->hk.grad(m->hk.ctx, m, P_FINAL_NORM);
     if (part == MODEL_BWD_WEIGHT) {
+        if (!m->grads) floats_copy(dgf, S->dgf, D); /* kept below (model_split.c) */
         head_dw(m, S);
         m->hk.head_grads_done(m->hk.ctx, m);
         return;
@@ -740,8 +718,8 @@ static void head_bwd(model *m, slot_act *S, const float *xf, float grad_scale,
     float *dr = m->d_resid;
     floats_clear(dr, BT * m->loc.Dl);
     float *dx = sublayer_partial_begin(m, dr, BT);
-    kern_rmsnorm_bwd(dx, m->hk.grad(m->hk.ctx, m, P_FINAL_NORM), dhf, xf,
-                     m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
+    if (part == MODEL_BWD_INPUT && !m->grads) dgf = S->dgf, floats_clear(dgf, D);
+    kern_rmsnorm_bwd(dx, dgf, dhf, xf, m->hk.weight(m->hk.ctx, m, P_FINAL_NORM), S->rstdf, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     if (part == MODEL_BWD_ALL) head_dw(m, S); /* beside the reduction */
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
@@ -758,7 +736,7 @@ static void chunk_bwd_weight(model *m, slot_act *S, int k) {
     }
     for (int64_t l = c0 + m->Lc - 1; l >= c0; l--) {
         trace_begin(m->tr, TRACE_BWD, l);
-        block_bwd_weight(m, &S->act[l - m->l0], l, m->BT);
+        split_bwd_weight(m, &S->act[l - m->l0], l, m->BT);
         trace_end(m->tr, TRACE_BWD);
     }
 }

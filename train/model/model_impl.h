@@ -21,6 +21,7 @@ typedef struct {
      * gradients of the matmuls' outputs: the MLP's and attention's outputs [BT, D], a and b
      * [BT, F_Y], q [BT, N_Y·H], k and v [BT, K_Y·H] (NULL unless the stage is split) */
     float *d_mlp, *d_a, *d_b, *d_attn, *d_q, *d_k, *d_v;
+    float *d_n; /* [2·D]: the gains' gradients (attn_norm, mlp_norm) kept for the weight part */
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
     int64_t *offs, *kept, *loffs;
@@ -32,6 +33,7 @@ typedef struct {
     layer_act *act; /* [Ls] */
     float *xf;      /* [chunks][BT, D]: each chunk's output residual (the last one's: the final) */
     float *hf, *rstdf, *logits, *lse, *stats;
+    float *dgf; /* [D] split: the final norm gain's gradient kept for the weight part (model_split.c) */
     int32_t *targets;
 } slot_act;
 
@@ -186,4 +188,10 @@ void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t
  * with the balance and z-losses' gradients for groups of G rows. */
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
                    const float *dr, int64_t l, int64_t BT, int64_t G);
+
+/* model_split.c: the split backward. split_bwd_grads: where the input part's gradients of block
+ * l go (the hook's, or with no gradients held by the model the gains' alone, kept in A->d_n);
+ * split_bwd_weight: block l's weight part (every matmul's dW; MODEL_BWD_WEIGHT, fp32 compute). */
+layer_g split_bwd_grads(model *m, layer_act *A, int64_t l);
+void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT);
 #endif

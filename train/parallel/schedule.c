@@ -82,12 +82,6 @@ int plan_schedule_check(const plan *p, char *err, size_t errlen) {
                            "%s (auto picks bf16 on a CPU with a bf16 matrix unit), or "
                            "--schedule 1f1b",
                            name, name);
-    if (zb && p->zero >= 2)
-        return errmsg_fail(err, errlen,
-                           "--schedule %s defers each weight gradient past the input "
-                           "gradient's, which --zero %d reduce-scatters from a transient layer "
-                           "buffer at once: use --zero 0 or 1 with %s, or --schedule 1f1b",
-                           name, p->zero, name);
     return 0;
 }
 
