@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F_
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from torch_ref import (add_check_flags, compare_grads, rmsnorm, rope, rope_tables,  # noqa: E402
-                       run, step0_tokens, timed_steps)
+from torch_ref import (add_check_flags, attention_residual, compare_grads,  # noqa: E402
+                       rmsnorm, rope_tables, run, step0_tokens, timed_steps)
 
 DENSE = ["embed", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
          "final_norm", "unembed"]
@@ -123,21 +123,11 @@ class MoEModel(torch.nn.Module):
         """tokens[B, T+1] -> (mean cross-entropy, objective with the MoE losses)."""
         inp, tgt = tokens[:, :-1], tokens[:, 1:]
         B, T = inp.shape
-        N, K, H = self.N, self.K, self.H
         cos, sin, mask = self.cos[:T], self.sin[:T], self.mask[:T, :T]
         x = self.embed[inp]
         extra = 0.0
         for l in range(self.L):
-            h = rmsnorm(x, self.attn_norm[l])
-            q = rope((h @ self.wq[l]).view(B, T, N, H), cos, sin).transpose(1, 2)
-            kk = rope((h @ self.wk[l]).view(B, T, K, H), cos, sin).transpose(1, 2)
-            v = (h @ self.wv[l]).view(B, T, K, H).transpose(1, 2)
-            if N != K:
-                kk = kk.repeat_interleave(N // K, dim=1)
-                v = v.repeat_interleave(N // K, dim=1)
-            s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(H))
-            p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-            x = x + (p @ v).transpose(1, 2).reshape(B, T, N * H) @ self.wo[l]
+            x = attention_residual(self, l, x, cos, sin, mask)
             h = rmsnorm(x, self.mlp_norm[l])
             if (l + 1) % self.every == 0:
                 y, aux, z = self.moe(h, (l + 1) // self.every - 1)

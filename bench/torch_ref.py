@@ -63,6 +63,24 @@ def rope(x, cos, sin):
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
+def attention_residual(m, l, x, cos, sin, mask):
+    """x + layer l's causal attention sublayer (RMSNorm, q/k/v with RoPE, GQA, wo) of model m
+    (its N, K, H and its attn_norm, wq, wk, wv, wo stacks), for x[B, T, D]."""
+    B, T = x.shape[0], x.shape[1]
+    N, K, H = m.N, m.K, m.H
+    h = rmsnorm(x, m.attn_norm[l])
+    q = rope((h @ m.wq[l]).view(B, T, N, H), cos, sin).transpose(1, 2)
+    k = rope((h @ m.wk[l]).view(B, T, K, H), cos, sin).transpose(1, 2)
+    v = (h @ m.wv[l]).view(B, T, K, H).transpose(1, 2)
+    if N != K:
+        k = k.repeat_interleave(N // K, dim=1)
+        v = v.repeat_interleave(N // K, dim=1)
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(H))
+    p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+    a = (p @ v).transpose(1, 2).reshape(B, T, N * H)
+    return x + a @ m.wo[l]
+
+
 class Model(torch.nn.Module):
     def __init__(self, L, D, N, K, H, F, V, T):
         super().__init__()
@@ -97,22 +115,11 @@ class Model(torch.nn.Module):
 
     def logits(self, inp):
         """inp[B, T] int64 -> logits[B, T, V]."""
-        B, T = inp.shape
-        N, K, H = self.N, self.K, self.H
+        T = inp.shape[1]
         cos, sin, mask = self.cos[:T], self.sin[:T], self.mask[:T, :T]
         x = self.embed[inp]
         for l in range(self.L):
-            h = rmsnorm(x, self.attn_norm[l])
-            q = rope((h @ self.wq[l]).view(B, T, N, H), cos, sin).transpose(1, 2)
-            k = rope((h @ self.wk[l]).view(B, T, K, H), cos, sin).transpose(1, 2)
-            v = (h @ self.wv[l]).view(B, T, K, H).transpose(1, 2)
-            if N != K:
-                k = k.repeat_interleave(N // K, dim=1)
-                v = v.repeat_interleave(N // K, dim=1)
-            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(H))
-            p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-            a = (p @ v).transpose(1, 2).reshape(B, T, N * H)
-            x = x + a @ self.wo[l]
+            x = attention_residual(self, l, x, cos, sin, mask)
             h = rmsnorm(x, self.mlp_norm[l])
             x = x + (F_.silu(h @ self.w_gate[l]) * (h @ self.w_up[l])) @ self.w_down[l]
         return rmsnorm(x, self.final_norm) @ self.unembed
