@@ -7,19 +7,24 @@ one_error() {
   ERR_LINE=$(grep -m1 '^meshtrain: error:' "$3")
   [ "$2" -eq "$1" ] && [ "$ERR_N" -eq 1 ] && grep -qF -- "$4" <<<"$ERR_LINE"
 }
+# one_error_report WANT RC ERR_FILE FRAGMENT ARGS...: one_error's verdict on a run of ARGS, through
+# the caller's ok or bad: the error line, or what was wrong and the first lines of ERR_FILE.
+one_error_report() {
+  local want=$1 rc=$2 ef=$3 frag=$4
+  shift 4
+  if one_error "$want" "$rc" "$ef" "$frag"; then
+    ok "[$*] -> $rc: $ERR_LINE"
+  else
+    bad "[$*] -> status $rc (want $want), $ERR_N error lines (want 1), want \"$frag\""
+    sed 's/^/     | /' "$ef" | head -10
+  fi
+}
 # one_error_case WANT NP FRAGMENT ARGS...: runs the caller's "$MPI" -np NP "$MT" ARGS (stdout and
-# stderr into "$WORK"/out and err, 60 s at most) and reports through the caller's ok or bad
-# whether it ended as bad input must (one_error), with the error line or the first lines of
-# stderr.
+# stderr into "$WORK"/out and err, 60 s at most) and reports whether it ended as bad input must
+# (one_error_report).
 one_error_case() {
   local want=$1 np=$2 frag=$3
   shift 3
   timeout 60 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if one_error "$want" "$rc" "$WORK/err" "$frag"; then
-    ok "[$*] -> $rc: $ERR_LINE"
-  else
-    bad "[$*] -> status $rc (want $want), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err" | head -10
-  fi
+  one_error_report "$want" $? "$WORK/err" "$frag" "$@"
 }

@@ -60,14 +60,7 @@ err() {
   local frag=$1 np=$2
   shift 2
   run "$np" "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if one_error 2 "$rc" "$WORK/err" "$frag"; then
-    echo "ok   [$*] -> 2: $ERR_LINE"
-  else
-    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err" | head -10
-    fails=$((fails + 1))
-  fi
+  one_error_report 2 $? "$WORK/err" "$frag" "$@"
 }
 P=(--prompt a --prompt b --tokens 4)
 err "--kv-shard z: the mesh has no axis z" 2 generate "${P[@]}" --mesh x=2 --kv-shard z

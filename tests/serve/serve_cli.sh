@@ -11,6 +11,8 @@ MODEL=(--layers 2 --d-model 32 --heads 4 --kv-heads 2 --seq-len 64)
 # err WANT_FRAGMENT NP ARGS...: status 2 and one error line holding the fragment. The cases run
 # concurrently, their verdicts printed in order at the end (launch.sh).
 . "$(dirname "$0")/../common/launch.sh"
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; } # collect counts the cases with a FAIL line
 err_() {
   local frag=$1 np=$2
   shift 2
@@ -18,13 +20,7 @@ err_() {
   [[ " $* " == *" --simulate "* ]] && port=()
   timeout 120 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" serve "${port[@]}" \
     "${MODEL[@]}" "$@" >"$WORK/out$CASE" 2>"$WORK/err$CASE"
-  local rc=$?
-  if one_error 2 "$rc" "$WORK/err$CASE" "$frag"; then
-    echo "ok   [$*] -> 2: $ERR_LINE"
-  else
-    echo "FAIL [$*] -> status $rc (want 2), $ERR_N error lines (want 1), want \"$frag\""
-    sed 's/^/     | /' "$WORK/err$CASE" | head -10
-  fi
+  one_error_report 2 $? "$WORK/err$CASE" "$frag" "$@"
 }
 err() { launch err_ "$@"; }
 # a drafter of 16 positions, and files that exist for the path checks
