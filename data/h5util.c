@@ -150,7 +150,7 @@ static int attr_put(hid_t loc, const char *obj_path, const char *key, hid_t ftyp
 int h5util_attr_put_str(hid_t loc, const char *obj_path, const char *key, const char *val,
                         char *err, size_t errlen) {
     hid_t t = H5Tcopy(H5T_C_S1);
-    if (t < 0) return -1;
+    if (t < 0) return errmsg_fail(err, errlen, "cannot make a string type for attribute '%s'", key);
     H5Tset_size(t, strlen(val) + 1);
     H5Tset_strpad(t, H5T_STR_NULLTERM);
     int rc = attr_put(loc, obj_path, key, t, t, val, err, errlen);

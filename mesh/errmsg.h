@@ -3,9 +3,9 @@
  * and a negative status, passed up for the caller to decide (see house-style "Errors"; misuse and
  * bugs use mesh's CHECK instead). Ranks agree on a failure through mesh_agree_msg (mesh/mesh.h),
  * which carries the lowest failing rank's message, naming that rank, to every rank. Used by every
- * folder but kernels/ (which has no failures to report): it sits at the bottom, in its own
- * library (mt_errmsg), so that the MPI-free cost model and calculator use it too. No MPI; depends
- * on nothing. */
+ * folder but kernels/ (whose few failures write the same kind of message with snprintf): it sits
+ * at the bottom, in its own library (mt_errmsg), so that the MPI-free cost model and calculator
+ * use it too. No MPI; depends on nothing. */
 #ifndef MT_MESH_ERRMSG_H
 #define MT_MESH_ERRMSG_H
 #include <stdarg.h>

@@ -600,14 +600,14 @@ int ckpt_run_setup(config *c, mesh *m, char *err, size_t errlen) {
     const mesh_comm *world = mesh_world_comm(m);
     int st = 0;
     if (c->save_every > 0 && mesh_rank(m) == 0) st = prepare_dir(c->ckpt_dir, err, errlen);
-    if (mesh_agree(world, st) < 0) return -1;
+    if (mesh_agree_msg(world, st, err, errlen) < 0) return -1;
     if (!c->resume[0]) return ckpt_dir_claim(c, m, NULL, 0, err, errlen);
     const int latest = strcmp(c->resume, "latest") == 0;
     if (strcmp(c->resume, "latest") == 0) { /* every rank scans: they see the same directory */
         char path[sizeof c->resume];
         int64_t step;
         st = ckpt_latest(c->ckpt_dir, path, sizeof path, &step, err, errlen);
-        if (mesh_agree(world, st) < 0) return -1;
+        if (mesh_agree_msg(world, st, err, errlen) < 0) return -1;
         memcpy(c->resume, path, sizeof path);
     }
     char e[CKPT_ERR_LEN];

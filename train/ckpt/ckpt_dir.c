@@ -131,11 +131,7 @@ int ckpt_dir_claim(config *c, mesh *m, const ckpt_meta *k, int latest, char *err
     int st = 0;
     if (mesh_rank(m) == 0 && k && latest) st = check_latest(c, k, err, errlen);
     if (mesh_rank(m) == 0 && st == 0 && c->save_every > 0) st = claim(c, k, err, errlen);
-    if (mesh_agree(mesh_world_comm(m), st) < 0) {
-        if (mesh_rank(m) != 0) errmsg_fail(err, errlen, "--ckpt-dir %s: refused", c->ckpt_dir);
-        return -1;
-    }
-    return 0;
+    return mesh_agree_msg(mesh_world_comm(m), st, err, errlen) < 0 ? -1 : 0;
 }
 
 /* ---- the directory's checkpoints ---- */

@@ -380,8 +380,9 @@ int gen_main(int argc, char **argv) {
     if (!m) mesh_exit_error("%s", err);
     const int paths = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
     if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
-    if (f.prompts_file[0] && prompts_read_file(&ps, f.prompts_file, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
+    const int read =
+        f.prompts_file[0] ? prompts_read_file(&ps, f.prompts_file, err, sizeof err) : 0;
+    if (mesh_agree_msg(mesh_world_comm(m), read, err, sizeof err) < 0) mesh_exit_error("%s", err);
     if ((f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0) ||
         check_kv_replicate(&c, &f, m, err, sizeof err) < 0 ||
         draft_check(&c, &f, err, sizeof err) < 0)

@@ -212,9 +212,7 @@ trace *trace_create(mesh *m, const char *path, int64_t capacity, char *err, size
         ok = 0; /* fail before the run, not after it, and touch nothing */
         errmsg_fail(err, errlen, "--trace %s: cannot create it (%s)", path, why);
     }
-    if (mesh_agree(mesh_world_comm(m), ok ? 0 : -1) < 0) {
-        if (mesh_rank(m) != 0)
-            errmsg_fail(err, errlen, "--trace %s: rank 0 cannot create it", path);
+    if (mesh_agree_msg(mesh_world_comm(m), ok ? 0 : -1, err, errlen) < 0) {
         free(T);
         return NULL;
     }
@@ -458,11 +456,7 @@ int trace_finish(trace *T, int64_t *dropped, char *err, size_t errlen) {
                 snprintf(part, sizeof part, "%s.rank%d", T->path, r);
                 remove(part);
             }
-        if (mesh_agree(mesh_world_comm(m), joined) < 0 && rc == 0) {
-            if (mesh_rank(m) != 0)
-                errmsg_fail(err, errlen, "--trace %s: rank 0 could not join the parts", T->path);
-            rc = -1;
-        }
+        if (mesh_agree_msg(mesh_world_comm(m), joined, err, errlen) < 0) rc = -1;
         float mine = (float)lost, all = 0;
         mesh_axes world = {mesh_ndims(m), {0, 1, 2}};
         mesh_all_reduce(m, world, &all, &mine, 1, MESH_ALG_MPI);

@@ -31,7 +31,7 @@ int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, 
     double *c = malloc(sizeof *c * 4 * (size_t)t.stages);
     if (!c) {
         sched_free(&t);
-        return -1;
+        return errmsg_fail(err, len, "pipeline prediction: out of memory");
     }
     double *f = c, *b = c + t.stages, *i = b + t.stages, *w = i + t.stages;
     for (int s = 0; s < t.stages; s++) {
