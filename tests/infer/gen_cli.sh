@@ -111,6 +111,8 @@ err "--prompts /no/such/file" 2 --prompts /no/such/file
 # checks before any work, on the flag the user can change; alternatives; the real limits
 B=(--ckpt "$WORK/ck.h5" --bench)
 err "--csv $WORK: cannot create it (is a directory)" 2 "${B[@]}" --csv "$WORK"
+err "--csv $WORK/ck.h5 is also --ckpt: the table would overwrite an input" 2 "${B[@]}" \
+  --csv "$WORK/ck.h5"
 err "--bench-prompt 64 + --tokens 4 = 68 positions, more than --seq-len 64" 2 "${B[@]}" \
   --bench-batches 1,2 --tokens 4 --csv "$WORK/gb1.csv"
 err "--bench-batches: batch 1: 1 prompts do not divide over the 2 replicas" 2 "${B[@]}" \
