@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F_
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from torch_ref import (add_check_flags, attention_residual, compare_grads,  # noqa: E402
-                       rmsnorm, rope_tables, run, step0_tokens, timed_steps)
+from torch_ref import (add_check_flags, add_params, attention_residual,  # noqa: E402
+                       compare_grads, init_params, rmsnorm, run, step0_tokens, timed_steps)
 
 DENSE = ["embed", "attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
          "final_norm", "unembed"]
@@ -67,24 +67,10 @@ class MoEModel(torch.nn.Module):
                       expert_down=(Lm, E, Fe, D), shared_gate=(Lm, S, D, Fe),
                       shared_up=(Lm, S, D, Fe), shared_down=(Lm, S, Fe, D))
         self.names = [n for n in DENSE + MOE if math.prod(shapes[n]) > 0]
-        for name in self.names:
-            self.register_parameter(name, torch.nn.Parameter(torch.empty(shapes[name])))
-        cos, sin = rope_tables(T, H)
-        self.register_buffer("cos", cos)
-        self.register_buffer("sin", sin)
-        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+        add_params(self, shapes, self.names, T, H)
 
     def init_random(self, seed):
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for name in self.names:
-                p = getattr(self, name)
-                if name.endswith("norm"):
-                    p.fill_(1.0)
-                else:
-                    out = name in ("wo", "w_down", "expert_down", "shared_down")
-                    std = 0.02 / (math.sqrt(2 * self.L) if out else 1.0)
-                    p.copy_(torch.randn(p.shape, generator=gen) * std)
+        init_params(self, self.names, self.L, seed)
 
     def moe(self, h, lm):
         """h[B, T, D] -> (y[B, T, D], aux, z) of MoE block lm."""

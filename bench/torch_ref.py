@@ -81,6 +81,33 @@ def attention_residual(m, l, x, cos, sin, mask):
     return x + a @ m.wo[l]
 
 
+def add_params(m, shapes, names, T, H):
+    """Registers module m's parameters `names` (shapes[name] each, not initialised) and the
+    buffers of T positions its attention reads: the RoPE tables (head dim H) and the causal mask."""
+    for name in names:
+        m.register_parameter(name, torch.nn.Parameter(torch.empty(shapes[name])))
+    cos, sin = rope_tables(T, H)
+    m.register_buffer("cos", cos)
+    m.register_buffer("sin", sin)
+    m.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+
+
+def init_params(m, names, L, seed):
+    """The README's initialisation of m's parameters `names`, in that order (not meshtrain's exact
+    values: that needs its Philox RNG): norms 1, other weights N(0, 0.02²), the projections back
+    into the residual stream (wo, w_down and the experts') scaled by 1/sqrt(2L)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in names:
+            p = getattr(m, name)
+            if name.endswith("norm"):
+                p.fill_(1.0)
+            else:
+                out = name in ("wo", "w_down", "expert_down", "shared_down")
+                std = 0.02 / (math.sqrt(2 * L) if out else 1.0)
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+
 class Model(torch.nn.Module):
     def __init__(self, L, D, N, K, H, F, V, T):
         super().__init__()
@@ -88,24 +115,10 @@ class Model(torch.nn.Module):
         shapes = dict(embed=(V, D), attn_norm=(L, D), wq=(L, D, N * H), wk=(L, D, K * H),
                       wv=(L, D, K * H), wo=(L, N * H, D), mlp_norm=(L, D), w_gate=(L, D, F),
                       w_up=(L, D, F), w_down=(L, F, D), final_norm=(D,), unembed=(D, V))
-        for name in NAMES:
-            self.register_parameter(name, torch.nn.Parameter(torch.empty(shapes[name])))
-        cos, sin = rope_tables(T, H)
-        self.register_buffer("cos", cos)
-        self.register_buffer("sin", sin)
-        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+        add_params(self, shapes, NAMES, T, H)
 
     def init_random(self, seed):
-        """The README's initialisation (not meshtrain's exact values: that needs its Philox RNG)."""
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for name in NAMES:
-                p = getattr(self, name)
-                if name.endswith("norm"):
-                    p.fill_(1.0)
-                else:
-                    std = 0.02 / (math.sqrt(2 * self.L) if name in ("wo", "w_down") else 1.0)
-                    p.copy_(torch.randn(p.shape, generator=gen) * std)
+        init_params(self, NAMES, self.L, seed)
 
     def forward(self, tokens):
         """tokens[B, T+1] int64 -> mean cross-entropy of predicting tokens[:, 1:]."""
