@@ -192,16 +192,20 @@ int plan_z3_bf16(const plan *p) {
 }
 
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx) {
-    if (p->zero < 3 || p->bucket_cap == 0 || plan_z3_bf16(p)) return p->n_layer_params;
-    const int64_t cap = p->bucket_cap / p->data.n;
+    const int b16 = plan_z3_bf16(p); /* the matrices' bf16 gathers: the gains go alone */
+    if (p->zero < 3 || p->bucket_cap == 0) return p->n_layer_params - (b16 ? 2 : 0);
+    const int64_t cap = (b16 ? 2 : 1) * p->bucket_cap / p->data.n; /* the same bytes */
     int64_t off = 0, b0 = 0;
     int nb = 0;
     param_id ids[P_COUNT];
     int64_t at[P_COUNT], nid = 0;
     for (int id = 0; id <= P_COUNT; id++) {
         const int end = id == P_COUNT;
-        if (!end && !plan_is_layer_param((param_id)id)) continue;
-        const int64_t cnt = end ? 0 : plan_geo_block(&p->g[id]) / p->data.n;
+        if (!end && (!plan_is_layer_param((param_id)id) || (b16 && plan_is_layer_norm(id))))
+            continue;
+        const int64_t cnt = end   ? 0
+                            : b16 ? plan_z3_bf16_count(p, (param_id)id)
+                                  : plan_geo_block(&p->g[id]) / p->data.n;
         if (off > b0 && (end || off - b0 + cnt > cap)) { /* close the bucket [b0, off) */
             for (int64_t t = 0; fn && t < nid; t++) fn(ctx, ids[t], b0, off - b0, at[t]);
             nb++, nid = 0, b0 = off;
@@ -528,10 +532,11 @@ static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what
         return;
     }
     const int64_t norms = plan_geo_block(&p->g[P_ATTN_NORM]) + plan_geo_block(&p->g[P_MLP_NORM]);
-    const int nm = p->n_layer_params - 2;
+    const int nm = nwb; /* the matrices' gathers: one each, or one a bucket */
     (void)what;
     call(p, PLAN_Z3_GATHER_BF16, pass, path, (p->layer_elems - norms) / p->data.n / nm, nm,
          pass == PLAN_BWD ? "bf16 W[D_X, ...] → W[D, ...] (not kept)"
+         : p->bucket_cap  ? "bf16 W[D_X, ...] → W[D, ...] (matrices, bucketed)"
                           : "bf16 W[D_X, ...] → W[D, ...] (matrices)");
     call(p, PLAN_Z3_GATHER, pass, path, norms / p->data.n / 2, 2, "the norm gains (fp32)");
 }

@@ -408,7 +408,8 @@ int64_t plan_bucket_auto(const plan *p, const cost_link *link, int wire_bytes, d
  * (start b0 and elements per rank blen, in the concatenated shards) and its offset `at` in the
  * bucket, bucket by bucket; fn may be NULL. Returns the number of buckets: the gathers of one
  * layer (without buckets, or below ZeRO-3, the number of layer parameters, and fn is not
- * called). */
+ * called). With bf16 gathers (plan_z3_bf16) the buckets hold the matrices alone, in 2-byte
+ * elements (plan_z3_bf16_count each), up to the same bytes: twice the elements. */
 typedef void (*plan_wbucket_fn)(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at);
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 

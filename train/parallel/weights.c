@@ -71,62 +71,109 @@ static void bucket_scatter(void *ctx, param_id id, int64_t b0, int64_t blen, int
 
 /* ---- in bf16 (plan_z3_bf16): the matrices gathered and held in bf16, the norm gains fp32 ---- */
 
-/* Starts (or runs) the gathers of layer l's shards into slot k: each matrix's own shard rounded
- * to bf16 into the send buffer (padded to an even count), gathered straight into the slot where
- * the parts land in place (a row-sharded block of even shards), else into the stage; the gains in
- * fp32. */
+/* Rank's shard of layer l's matrix id rounded to bf16 at send (an even count: a zero pads it). */
+static void pack_shard_b(struct par *p, param_id id, int64_t l, uint16_t *send) {
+    const int64_t cnt = plan_geo_block(&p->pl->g[id]) / p->pl->data.n;
+    const int64_t bi = plan_block_index(p->pl, id, l);
+    if (mesh_no_data(cnt * 2)) return;
+    kern_bf16_pack(send, p->w.shards + p->pl->shard_offset[id] + bi * cnt, cnt);
+    if (plan_z3_bf16_count(p->pl, id) > cnt) send[cnt] = 0;
+}
+
+/* Starts (or runs) a bf16 gather of count elements a rank into out, as request r of slot k. */
+static void gather_b(struct par *p, int k, int r, int async, uint16_t *out, const uint16_t *in,
+                     int64_t count) {
+    if (async)
+        p->w.reqs[k][r] = par_start_b(p, PLAN_Z3_GATHER_BF16, out, in, count);
+    else
+        par_run_b(p, PLAN_Z3_GATHER_BF16, out, in, count);
+}
+
+/* Visitor (plan_weight_buckets in bf16, 2-byte elements): packs the matrix's shard at its place
+ * in the bucket's send; the bucket's last one starts its gather into the stage at b0·|data|. */
+static void bucket_pack_b(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
+    wgather *w = ctx;
+    struct par *p = w->p;
+    pack_shard_b(p, id, w->l, p->w.send_b[w->k] + b0 + at);
+    if (at + plan_z3_bf16_count(p->pl, id) < blen) return;
+    gather_b(p, w->k, w->started++, w->async, p->w.stage_b[w->k] + b0 * p->pl->data.n,
+             p->w.send_b[w->k] + b0, blen);
+}
+
+/* Visitor: the matrix's n parts (blen apart in the stage) into its place in the slot. */
+static void bucket_scatter_b(void *ctx, param_id id, int64_t b0, int64_t blen, int64_t at) {
+    const wgather *w = ctx;
+    struct par *p = w->p;
+    const plan_geo *g = &p->pl->g[id];
+    const int64_t nX = p->pl->data.n, cnt = plan_geo_block(g) / nX;
+    uint16_t *dst = p->w.layer_b[w->k] + plan_layer_offset_b(p->pl, id);
+    const uint16_t *src = p->w.stage_b[w->k] + b0 * nX + at;
+    if (g->zdim)
+        par_unpack_cols_b(dst, src, g->R, g->C, nX, blen);
+    else
+        par_unpack_cols_b(dst, src, 1, cnt * nX, nX, blen);
+}
+
+/* Starts (or runs) the gathers of layer l's shards into slot k: the norm gains in fp32 straight
+ * into the slot (one row: their column sharding is a concatenation); the matrices' shards rounded
+ * to bf16 at send, with --bucket packed into buckets (plan_weight_buckets) gathered into the
+ * stage, else each gathered straight into the slot where its parts land in place (a row-sharded
+ * block of even shards), or into the stage. */
 static void gather_layer_start_b(struct par *p, int64_t l, int k, int async) {
-    int64_t soff = 0;
+    int r = 0;
     for (int id = 0; id < P_COUNT; id++) {
         const int64_t bi = plan_block_index(p->pl, (param_id)id, l);
-        if (!plan_is_layer_param((param_id)id) || bi < 0) continue;
+        if (!plan_is_layer_norm((param_id)id) || bi < 0) continue;
         const plan_geo *g = &p->pl->g[id];
         const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
-        const int64_t off = plan_layer_offset_b(p->pl, (param_id)id);
+        CHECK(g->R == 1, "a norm gain of %lld rows", (long long)g->R);
+        float *dst = (float *)(void *)(p->w.layer_b[k] + plan_layer_offset_b(p->pl, (param_id)id));
         const float *src = p->w.shards + p->pl->shard_offset[id] + bi * cnt;
-        mesh_req **req = &p->w.reqs[k][id];
-        if (plan_is_layer_norm((param_id)id)) {
-            float *dst = (float *)(void *)((g->zdim ? p->w.stage_b[k] : p->w.layer_b[k]) + off);
-            if (async)
-                *req = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
-            else
-                par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
+        if (async)
+            p->w.reqs[k][r++] = par_start(p, PLAN_Z3_GATHER, dst, src, cnt);
+        else
+            par_run(p, PLAN_Z3_GATHER, dst, src, cnt);
+    }
+    if (p->pl->bucket_cap) {
+        wgather w = {p, l, k, async, r};
+        plan_weight_buckets(p->pl, bucket_pack_b, &w);
+        return;
+    }
+    int64_t soff = 0;
+    for (int id = 0; id < P_COUNT; id++) {
+        if (!plan_is_layer_param((param_id)id) || plan_is_layer_norm((param_id)id) ||
+            plan_block_index(p->pl, (param_id)id, l) < 0)
             continue;
-        }
+        const plan_geo *g = &p->pl->g[id];
         const int64_t c2 = plan_z3_bf16_count(p->pl, (param_id)id);
+        const int64_t off = plan_layer_offset_b(p->pl, (param_id)id);
         uint16_t *send = p->w.send_b[k] + soff;
         soff += c2;
-        if (!mesh_no_data(c2 * 2)) {
-            kern_bf16_pack(send, src, cnt);
-            if (c2 > cnt) send[cnt] = 0;
-        }
-        uint16_t *dst = (g->zdim || c2 != cnt ? p->w.stage_b[k] : p->w.layer_b[k]) + off;
-        if (async)
-            *req = par_start_b(p, PLAN_Z3_GATHER_BF16, dst, send, c2);
-        else
-            par_run_b(p, PLAN_Z3_GATHER_BF16, dst, send, c2);
+        pack_shard_b(p, (param_id)id, l, send);
+        const int in_place = !g->zdim && c2 == plan_geo_block(g) / p->pl->data.n;
+        gather_b(p, k, r++, async, (in_place ? p->w.layer_b[k] : p->w.stage_b[k]) + off, send, c2);
     }
 }
 
 /* The staged blocks of slot k into place. */
 static void gather_layer_finish_b(struct par *p, int k) {
     const int64_t nX = p->pl->data.n;
+    if (p->pl->bucket_cap) {
+        wgather w = {p, 0, k, 0, 0};
+        plan_weight_buckets(p->pl, bucket_scatter_b, &w);
+        return;
+    }
     for (int id = 0; id < P_COUNT; id++) {
         const plan_geo *g = &p->pl->g[id];
-        if (!plan_is_layer_param((param_id)id) ||
+        if (!plan_is_layer_param((param_id)id) || plan_is_layer_norm((param_id)id) ||
             plan_block_index(p->pl, (param_id)id, p->w.layer_id[k]) < 0)
             continue;
         const int64_t off = plan_layer_offset_b(p->pl, (param_id)id), cnt = plan_geo_block(g) / nX;
         const int64_t c2 = plan_z3_bf16_count(p->pl, (param_id)id);
-        if (plan_is_layer_norm((param_id)id)) {
-            if (g->zdim)
-                par_unpack_cols((float *)(void *)(p->w.layer_b[k] + off),
-                                (const float *)(void *)(p->w.stage_b[k] + off), g->R, g->C, nX);
-        } else if (g->zdim) {
+        if (g->zdim)
             par_unpack_cols_b(p->w.layer_b[k] + off, p->w.stage_b[k] + off, g->R, g->C, nX, c2);
-        } else if (c2 != cnt) {
+        else if (c2 != cnt)
             par_unpack_cols_b(p->w.layer_b[k] + off, p->w.stage_b[k] + off, 1, cnt * nX, nX, c2);
-        }
     }
 }
 
