@@ -5,8 +5,10 @@
 #    wraparound link for its last hop), heads or kv heads (after --tensor) not divisible by |axis|
 #    for ulysses, an axis used twice (--dp, --tensor), an unknown algorithm,
 #    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
-#    not compose with yet (--experts, --pipeline, --bench), --cp in generate;
-#  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T.
+#    not compose with yet (--experts, --pipeline), --cp in generate;
+#  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T;
+#  - --bench with --cp-alg ring under --emulate v5p on 2 ranks prints its step and the step's
+#    prediction (the ±15% is bench/cp_sweep.sh's, on an idle machine).
 # The numbers (losses, gradient norms, parameters against the 1-rank run) are test_equiv's
 # (tests/parallel: equiv_cp_*).
 # usage: cp.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
@@ -47,7 +49,6 @@ case_ 2 2 "--cp with --experts is not implemented yet" "${base[@]}" --seq-len 32
   --cp x --experts 4
 case_ 2 4 "--cp with --pipeline is not implemented yet" "${base[@]}" --seq-len 32 \
   --mesh x=2,z=2 --pipeline z --cp x
-case_ 2 2 "--cp with --bench is not implemented yet" --bench --seq-len 32 --mesh x=2 --cp x
 case_ 2 1 "--cp does nothing in meshtrain generate" generate --cp x
 
 wait
@@ -64,6 +65,15 @@ if grep -q "context over X (|C| = 3, --cp-alg allgather): each sequence's T = 24
   ok "3 ranks: the plan shows the context axis (T = 24 zigzag, 8 tokens per rank) and the run ends"
 else
   bad "3 ranks: no context line or no end"
+  head -20 <<<"$out" | sed 's/^/     | /'
+fi
+
+out=$(run 2 --bench --quiet --steps 1 --layers 2 --d-model 32 --heads 4 --kv-heads 2 --batch 2 \
+  --micro-batch 2 --seq-len 32 --mesh x=2 --cp x --cp-alg ring --emulate v5p 2>&1)
+if grep -q "^bench |" <<<"$out" && grep -qE "^bench split .*measured/predicted [0-9.]+" <<<"$out"; then
+  ok "--bench --cp x --cp-alg ring --emulate v5p: $(grep -oE 'predicted [0-9.]+ ms/step \| measured/predicted [0-9.]+' <<<"$out")"
+else
+  bad "--bench with --cp: no summary or no prediction"
   head -20 <<<"$out" | sed 's/^/     | /'
 fi
 

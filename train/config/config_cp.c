@@ -52,13 +52,12 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
     const char *no = c->shape.moe.E > 0           ? "--experts"
                      : c->pipe_axis[0]            ? "--pipeline"
                      : c->sample > 0              ? "--sample"
-                     : c->bench                   ? "--bench"
                      : c->demo                    ? "--demo"
                                                   : NULL;
     if (no)
         return errmsg_fail(err, errlen,
                            "--cp with %s is not implemented yet: context parallelism runs a "
-                           "dense model in fp32 with --dp, --zero and --tensor",
+                           "dense model in fp32 with --dp, --zero and --tensor (and --bench)",
                            no);
     return 0;
 }

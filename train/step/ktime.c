@@ -484,3 +484,12 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     *out = r;
     return 0;
 }
+
+void ktime_scale_tokens(ktime_step *k, double f) {
+    const double rest = k->part[PART_REST] - k->optimizer;
+    for (int i = 0; i < PART_COUNT; i++) k->part[i] *= f;
+    k->part[PART_REST] = rest * f + k->optimizer;
+    k->matmul *= f, k->attention *= f, k->elementwise *= f, k->matmul_flops *= f;
+    k->wgrad[0] *= f, k->wgrad[1] *= f;
+    k->total = k->matmul + k->attention + k->elementwise + k->optimizer;
+}

@@ -64,6 +64,12 @@ typedef struct {
  * Returns 0, or −1 when a buffer cannot be allocated (out untouched). */
 int ktime_measure(const ktime_shape *s, double budget, ktime_step *out);
 
+/* The work of the tokens (everything but the optimizer) × f: a context axis of C ranks (--cp)
+ * computes f = 1/C of each whole sequence's linear layers, norms and causal attention, which
+ * ktime_measure times on whole sequences (the zigzag split balances the attention exactly, the
+ * others' head or row shares are equal). */
+void ktime_scale_tokens(ktime_step *k, double f);
+
 /* The median of v[0..n) (n >= 1), which it leaves sorted ascending. */
 double ktime_median(double *v, int64_t n);
 #endif
