@@ -6,7 +6,9 @@
  * last rank does more than one block more than the first (the counter sees the split). One
  * block: 4 · KERN_ATTN_BLOCK rows · T/|C| keys · H, per sequence, query head, layer and
  * micro-batch. Also: the RoPE positions of every rank's rows are the global ones
- * (plan_cp_pos against the split's definition). usage: test_cp_work --mesh x=N --cp x */
+ * (plan_cp_pos against the split's definition), and the model's activations per rank are at most
+ * 1/|C| of the 1-rank run's (as the plan counts them, which is what model_create allocates). usage:
+ * test_cp_work --mesh x=N --cp x */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +21,31 @@
 
 static int positions_ok(const plan *pl);
 
+/* The model's saved activations per rank (BUF_ACTIVATIONS) × |C| against the 1-rank plan's at the
+ * same batch: at most 1 (the rows fall by |C|, and the T×T probabilities are the context hooks'
+ * business, BUF_CP_SAVED, counted beside). Prints both. */
+static double act_ratio(const plan *pl, int rank) {
+    plan_in in;
+    plan_in_single(&in, &pl->c);
+    plan ref;
+    char err[256];
+    if (plan_build(&ref, &in, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    const plan_buf *a = plan_buffer(pl, BUF_ACTIVATIONS, 0);
+    const plan_buf *a1 = plan_buffer(&ref, BUF_ACTIVATIONS, 0);
+    const plan_buf *sv = plan_buffer(pl, BUF_CP_SAVED, 0);
+    const double r = (double)a->n * (double)pl->cp.n / (double)a1->n;
+    if (rank == 0)
+        printf("  activations per rank %lld floats (+ %lld saved by the attention) vs 1 rank %lld: "
+               "x|C| = %.3f of it\n",
+               (long long)a->n, (long long)(sv ? sv->n : 0), (long long)a1->n, r);
+    return r;
+}
+
 /* One step of a fresh trainer with --cp-alg alg and T; fills every rank's counted FLOPs into
  * all[n] (rank order) and returns one block's work for that run; *pos &= its plan's positions
  * are the zigzag's (when it splits so). */
-static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos) {
+static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos,
+                         double *act) {
     snprintf(c.cp_alg, sizeof c.cp_alg, "%s", alg);
     c.shape.T = T;
     char err[512];
@@ -38,6 +61,7 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, mesh_world_comm(m)->mpi);
     const plan *pl = trainer_plan(t);
     if (pl->cp_pieces == 2) *pos &= positions_ok(pl);
+    *act = fmax(*act, act_ratio(pl, mesh_rank(m)));
     const double block = 4.0 * KERN_ATTN_BLOCK * (double)(T / pl->cp.n) * (double)c.shape.H *
                          (double)(pl->micro_seqs * pl->n_micro * pl->loc.Nl * c.shape.L);
     free(tok);
@@ -88,18 +112,19 @@ int main(int argc, char **argv) {
     double *all = malloc((size_t)n * sizeof(double));
     const int64_t zig = 2 * n * 72, contig = n * 145;
     int pos = 1;
-    double b = step_flops(c, "ring", zig, m, all, &pos);
+    double act = 0;
+    double b = step_flops(c, "ring", zig, m, all, &pos, &act);
     const double ring = spread("ring, zigzag (T = 144·|C|):", all, n, b, rank);
-    b = step_flops(c, "allgather", zig, m, all, &pos);
+    b = step_flops(c, "allgather", zig, m, all, &pos, &act);
     const double ag = spread("allgather, zigzag (T = 144·|C|):", all, n, b, rank);
-    b = step_flops(c, "allgather", contig, m, all, &pos);
+    b = step_flops(c, "allgather", contig, m, all, &pos, &act);
     const double ct = spread("allgather, contiguous (T = 145·|C|):", all, n, b, rank);
-    const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !pos;
+    const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !pos || !(act <= 1.0);
     if (rank == 0) {
         printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: %s; "
-               "positions the zigzag's: %s\n",
+               "positions the zigzag's: %s; activations at most 1/|C| of 1 rank's: %s\n",
                ring <= 1.0 ? "yes" : "NO", ag <= 1.0 ? "yes" : "NO", ct > 1.0 ? "yes" : "NO",
-               pos ? "yes" : "NO");
+               pos ? "yes" : "NO", act <= 1.0 ? "yes" : "NO");
         printf(fail ? "FAIL\n" : "PASS\n");
     }
     free(all);

@@ -40,8 +40,8 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
     if (strlen(a) != 1 || (a[0] != 'x' && a[0] != 'y' && a[0] != 'z'))
         return errmsg_fail(err, errlen, "--cp %s: give one axis, x, y or z", a);
     if (config_cp_alg(c) < 0)
-        return errmsg_fail(err, errlen, "--cp-alg %s: unknown (expected allgather, ring or ulysses)",
-                           c->cp_alg);
+        return errmsg_fail(err, errlen,
+                           "--cp-alg %s: unknown (expected allgather, ring or ulysses)", c->cp_alg);
     const char *role = other_role(c, a[0]);
     if (role)
         return errmsg_fail(err, errlen,
@@ -49,11 +49,11 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
                            "shards the sequence only (it shares the gradients with --dp by "
                            "itself)",
                            a, role);
-    const char *no = c->shape.moe.E > 0           ? "--experts"
-                     : c->pipe_axis[0]            ? "--pipeline"
-                     : c->sample > 0              ? "--sample"
-                     : c->demo                    ? "--demo"
-                                                  : NULL;
+    const char *no = c->shape.moe.E > 0 ? "--experts"
+                     : c->pipe_axis[0]  ? "--pipeline"
+                     : c->sample > 0    ? "--sample"
+                     : c->demo          ? "--demo"
+                                        : NULL;
     if (no)
         return errmsg_fail(err, errlen,
                            "--cp with %s is not implemented yet: context parallelism runs a "
@@ -71,8 +71,9 @@ int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char
         return errmsg_fail(err, errlen,
                            "--seq-len %lld is not divisible by %s%lld (--cp %s of %lld ranks, "
                            "--cp-alg %s%s): every rank holds an equal share of each sequence",
-                           (long long)T, alg == CONFIG_CP_RING ? "2·|axis| = " : "|axis| = ",
-                           (long long)need, c->cp_axis, (long long)n, c->cp_alg,
+                           (long long)T,
+                           alg == CONFIG_CP_RING ? "2·|axis| = " : "|axis| = ", (long long)need,
+                           c->cp_axis, (long long)n, c->cp_alg,
                            alg == CONFIG_CP_RING ? ", the zigzag split's 2·|axis| chunks" : "");
     if (alg == CONFIG_CP_RING && n > 2 && !wraps)
         return errmsg_fail(err, errlen,

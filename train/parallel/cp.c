@@ -156,7 +156,10 @@ static ring_bufs ring_regions(const struct par *p) {
     const plan *pl = p->pl;
     const int64_t R = pl->rows, KH = pl->loc.Kl * pl->s.H, NH = pl->loc.Nl * pl->s.H;
     float *kv = p->cp.kv, *o2 = kv + 8 * R * KH;
-    return (ring_bufs){{kv, kv + 4 * R * KH}, o2, o2 + R * NH, o2 + R * NH + R * pl->loc.Nl,
+    return (ring_bufs){{kv, kv + 4 * R * KH},
+                       o2,
+                       o2 + R * NH,
+                       o2 + R * NH + R * pl->loc.Nl,
                        o2 + R * NH + 2 * R * pl->loc.Nl};
 }
 
@@ -279,8 +282,8 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
             float *dst = send + (j * R + r) * W;
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
-                const float *src = to_heads ? u->loc[a] + r * C * w + j * w
-                                            : u->head[a] + uly_row(pl, j, r) * w;
+                const float *src =
+                    to_heads ? u->loc[a] + r * C * w + j * w : u->head[a] + uly_row(pl, j, r) * w;
                 memcpy(dst, src, (size_t)w * sizeof(float));
                 dst += w;
             }
@@ -291,8 +294,8 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
             const float *src = recv + (i * R + r) * W;
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
-                float *dst = to_heads ? u->head[a] + uly_row(pl, i, r) * w
-                                      : u->loc[a] + r * C * w + i * w;
+                float *dst =
+                    to_heads ? u->head[a] + uly_row(pl, i, r) * w : u->loc[a] + r * C * w + i * w;
                 memcpy(dst, src, (size_t)w * sizeof(float));
                 src += w;
             }
@@ -351,8 +354,8 @@ static void uly_bwd(struct par *p, float *dq, float *dk, float *dv, const float 
 
 /* ---------------------------------------------------------------- the hooks */
 
-void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
-                        float *k, const float *v, int64_t BT) {
+void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q, float *k,
+                        const float *v, int64_t BT) {
     (void)mod;
     struct par *p = ctx;
     const plan *pl = p->pl;
@@ -376,9 +379,9 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
     }
 }
 
-void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
-                        float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, const float *att, int64_t BT) {
+void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk, float *dv,
+                        const float *datt, const float *q, const float *k, const float *v,
+                        const float *att, int64_t BT) {
     (void)mod, (void)BT;
     struct par *p = ctx;
     const plan *pl = p->pl;
