@@ -6,7 +6,7 @@
 #    the costs measured at start-up, and with unit costs);
 #  - bad input ends with one message and status 2: layers not divisible into |Z|·v chunks,
 #    micro-batches not a multiple of |Z| under interleaved, --virtual-stages without a pipeline
-#    axis or with 1f1b, zb-h1 and zb-v with bf16 compute, zb-v with other than 2 virtual stages,
+#    axis or with 1f1b, zb-v with other than 2 virtual stages,
 #    interleaved over an open axis of 3.
 # usage: schedules.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
@@ -60,9 +60,6 @@ bad "--microbatches 4 is not a multiple of 3" 3 --mesh z=3 --pipeline z --schedu
 bad "--virtual-stages 2 needs a pipeline axis" 2 --mesh x=2 --dp x --virtual-stages 2
 bad "--schedule 1f1b runs one stage per rank" 2 --mesh z=2 --pipeline z --schedule 1f1b \
   --virtual-stages 2
-bad "has no bf16 path yet" 2 --mesh z=2 --pipeline z --schedule zb-h1 --compute-dtype bf16
-LAYERS=8 bad "use --compute-dtype fp32 with zb-v" 2 --mesh z=2 --pipeline z --schedule zb-v \
-  --compute-dtype bf16
 bad "--schedule zb-v places exactly 2 stages per rank in a V: --virtual-stages 3" 2 --mesh z=2 \
   --pipeline z --schedule zb-v --virtual-stages 3
 bad "must wrap" 3 --mesh z=3 --open z --pipeline z --schedule interleaved --microbatches 3

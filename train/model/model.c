@@ -698,6 +698,7 @@ static void head_bwd(model *m, slot_act *S, const float *xf, float grad_scale,
     float *dgf = m->hk.grad(m->hk.ctx, m, P_FINAL_NORM);
     if (part == MODEL_BWD_WEIGHT) {
         if (!m->grads) floats_copy(dgf, S->dgf, D); /* kept below (model_split.c) */
+        if (m->cmp.bf16) mixed_pack(m->sb[1], S->logits, BT * Vl); /* as rounded below */
         head_dw(m, S);
         m->hk.head_grads_done(m->hk.ctx, m);
         return;
@@ -745,8 +746,8 @@ void model_stage_bwd(model *m, int slot, int chunk, const int32_t *tokens, const
                      float grad_scale, model_bwd_part part) {
     const int64_t B = m->Bl, T = m->s.T, BT = m->BT, D = m->s.D, ldt = T + 1;
     slot_act *S = &m->slot[slot];
-    CHECK(part == MODEL_BWD_ALL || (m->split && !m->cmp.bf16),
-          "model: a split backward on a stage that keeps no output gradients (or in bf16)");
+    CHECK(part == MODEL_BWD_ALL || m->split,
+          "model: a split backward on a stage that keeps no output gradients");
     if (part == MODEL_BWD_WEIGHT) {
         chunk_bwd_weight(m, S, chunk);
         return;

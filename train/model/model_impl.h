@@ -191,7 +191,7 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
 
 /* model_split.c: the split backward. split_bwd_grads: where the input part's gradients of block
  * l go (the hook's, or with no gradients held by the model the gains' alone, kept in A->d_n);
- * split_bwd_weight: block l's weight part (every matmul's dW; MODEL_BWD_WEIGHT, fp32 compute). */
+ * split_bwd_weight: block l's weight part (every matmul's dW; MODEL_BWD_WEIGHT). */
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l);
 void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT);
 #endif

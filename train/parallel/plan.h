@@ -470,9 +470,8 @@ sched_spec plan_sched_spec(const plan *p);
 /* What the schedule refuses on this mesh, with one message naming the flags: calc's rules
  * (sched_check: virtual stages without a pipeline or with a schedule of one stage per rank,
  * micro-batches not in whole groups of |Z|, layers not divisible into |Z|·v chunks), interleaving
- * over an open pipeline axis of more than 2 (the last rank's chunk feeds the first rank's next),
- * and zb-h1 and zb-v with what their split backward does not handle (bf16 compute). 0 or −1
- * with err. */
+ * over an open pipeline axis of more than 2 (the last rank's chunk feeds the first rank's next).
+ * 0 or −1 with err. */
 int plan_schedule_check(const plan *p, char *err, size_t errlen);
 /* The chunks, activation slots and split of this rank (nslots: the most micro-batches in flight
  * on one of its stages in its list, F to B, or to W when split). */

@@ -73,15 +73,6 @@ int plan_schedule_check(const plan *p, char *err, size_t errlen) {
                            "the first rank: the pipeline axis (%lld ranks) must wrap (do not "
                            "list it in --open)",
                            (long long)p->pipe.n);
-    const int zb = c->schedule == PIPE_ZB_H1 || c->schedule == PIPE_ZB_V;
-    const char *name = sched_kind_name(plan_sched_kind(c->schedule));
-    if (zb && plan_model_compute(p))
-        return errmsg_fail(err, errlen,
-                           "--schedule %s keeps fp32 output gradients for its deferred weight "
-                           "gradients and has no bf16 path yet: use --compute-dtype fp32 with "
-                           "%s (auto picks bf16 on a CPU with a bf16 matrix unit), or "
-                           "--schedule 1f1b",
-                           name, name);
     return 0;
 }
 
