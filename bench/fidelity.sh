@@ -34,7 +34,9 @@
 # step time and exposed communication against the swept variable, with the book's boundary
 # marked. Prints one line per target (within / outside), also under "Targets" in the .md.
 # usage: bench/fidelity.sh [BUILD_DIR]
-# env: RANKS="2 4" STEPS=4 COMM=bf16 BUCKET=auto RATE=model OUT_DIR=docs
+# env: RANKS="2 4" STEPS=4 COMM=bf16 COMPUTE=fp32 BUCKET=auto RATE=model OUT_DIR=docs
+#      COMPUTE=bf16: every run with --compute-dtype bf16 (the matmuls on bf16 operands; the
+#      emulated chip's C is then the bf16 rate, --emulate-rate's peak or the model's)
 #      SWEEPS="dp fsdp tp tpcmm mixed mixedx"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
@@ -53,6 +55,8 @@ BUILD=${1:-build}
 RANKS=${RANKS:-2 4}
 STEPS=${STEPS:-4}
 COMM=${COMM:-bf16}
+COMPUTE=${COMPUTE:-fp32}
+case "$COMPUTE" in fp32 | bf16) ;; *) echo "fidelity: COMPUTE=$COMPUTE: expected fp32 or bf16" >&2; exit 2 ;; esac
 BUCKET=${BUCKET:-auto}
 RATE=${RATE:-model}
 OUT_DIR=${OUT_DIR:-docs}
@@ -106,6 +110,7 @@ run() {
   local out line split pred
   out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
         --no-matmul-bound --steps "$STEPS" --emulate v5p --emulate-rate "$RATE" --comm-dtype "$COMM" \
+        --compute-dtype "$COMPUTE" \
         --mesh "$meshs" "$@" 2>&1) || {
     echo "fidelity: run failed: -np $np --mesh $meshs $*" >&2
     echo "$out" | tail -5 >&2
@@ -334,9 +339,9 @@ targets() {
   echo
   echo "How the prediction is made, and what the columns mean: [fidelity.md](fidelity.md)."
   echo
-  echo "Measured by \`bench/fidelity.sh $BUILD\` (RANKS=\"$RANKS\" STEPS=$STEPS COMM=$COMM BUCKET=$BUCKET${QUICK:+ QUICK=1})"
+  echo "Measured by \`bench/fidelity.sh $BUILD\` (RANKS=\"$RANKS\" STEPS=$STEPS COMM=$COMM COMPUTE=$COMPUTE BUCKET=$BUCKET${QUICK:+ QUICK=1})"
   echo "on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs, load average at the end:"
-  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`--emulate v5p --emulate-rate $RATE --comm-dtype $COMM\`, 1 BLAS"
+  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`--emulate v5p --emulate-rate $RATE --comm-dtype $COMM --compute-dtype $COMPUTE\`, 1 BLAS"
   echo "thread per rank, $STEPS timed steps after 2 warm-up steps; ms are the median step (prediction:"
   echo "the mean over the timed steps). The raw rows are in fidelity.csv."
   echo
@@ -471,7 +476,7 @@ set label \"on the wire\" at $bwire, graph 0.10 left offset 0.5,0 textcolor rgb 
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"
 set output "$OUT_DIR/fidelity_${sweep}_np${np}.svg"
-set title "$sweep on $np ranks, --emulate v5p --emulate-rate $RATE --comm-dtype $COMM"
+set title "$sweep on $np ranks, --emulate v5p --emulate-rate $RATE --comm-dtype $COMM --compute-dtype $COMPUTE"
 set logscale x 2
 set logscale y 10
 set xrange [$xr]
