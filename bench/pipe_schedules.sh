@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The pipeline schedules' bubble, measured beside calc's simulation: gpipe, 1f1b, interleaved (v
-# chunks per rank) and zb-h1 on P pipeline ranks, for each number of micro-batches m in MS. Each
+# chunks per rank), zb-h1 and zb-v on P pipeline ranks, for each number of micro-batches m in MS. Each
 # point is a `meshtrain --bench` run whose "bench pipeline" line gives
 #   measured  the stages' mean share of the timed steps spent waiting in a pipeline receive;
 #   sim       calc's simulation of the run's table with the costs measured at start-up (each
@@ -14,7 +14,7 @@
 # for the CPU, not for their neighbours (the default P = 2 fits this 2-core machine).
 # usage: bench/pipe_schedules.sh [BUILD_DIR]
 #   env: P=2 MS="2 4 8 16" (M=… sets one value) V=2 ROUNDS=3 STEPS=6 LAYERS=8 SCHEDULES="gpipe
-#        1f1b interleaved zb-h1" EMULATE="" (e.g. v5p: the sends cost a TPU's link time)
+#        1f1b interleaved zb-h1 zb-v" EMULATE="" (e.g. v5p: the sends cost a TPU's link time)
 #        OUT_DIR="" (writes pipe_bubble_pP.csv, .md and, with gnuplot (Debian: gnuplot-nox),
 #        .svg: bubble against m per schedule, measured beside simulated and unit-cost; without
 #        OUT_DIR the table goes to standard output)
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 P=${P:-2} V=${V:-2} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-6} LAYERS=${LAYERS:-8}
 MS=${M:-${MS:-2 4 8 16}}
-SCHEDULES=${SCHEDULES:-gpipe 1f1b interleaved zb-h1}
+SCHEDULES=${SCHEDULES:-gpipe 1f1b interleaved zb-h1 zb-v}
 EMULATE=${EMULATE:-} OUT_DIR=${OUT_DIR:-}
 . bench/lib.sh pipe_schedules
 EXTRA=()
