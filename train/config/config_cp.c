@@ -50,14 +50,13 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
                            "itself)",
                            a, role);
     const char *no = c->shape.moe.E > 0 ? "--experts"
-                     : c->pipe_axis[0]  ? "--pipeline"
                      : c->sample > 0    ? "--sample"
                      : c->demo          ? "--demo"
                                         : NULL;
     if (no)
         return errmsg_fail(err, errlen,
                            "--cp with %s is not implemented yet: context parallelism runs a "
-                           "dense model in fp32 with --dp, --zero and --tensor (and --bench)",
+                           "dense model in fp32 with --dp, --zero, --tensor and --pipeline",
                            no);
     return 0;
 }
