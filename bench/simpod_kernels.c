@@ -144,6 +144,12 @@ void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float
     (void)x, (void)cos_t, (void)sin_t, (void)ld, (void)inverse;
     charge(3.0 * (double)B * (double)T * (double)nh * (double)H);
 }
+void kern_rope_apply_pos(float *restrict x, const float *restrict cos_t,
+                         const float *restrict sin_t, const int32_t *restrict pos, int64_t B,
+                         int64_t Tl, int64_t nh, int64_t H, int64_t ld, int inverse) {
+    kern_rope_apply(x, cos_t, sin_t, B, Tl, nh, H, ld, inverse);
+    (void)pos;
+}
 
 void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
                      int64_t n) {

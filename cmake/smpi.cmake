@@ -59,9 +59,11 @@ foreach(tool simpod_platform simpod_predict)
     OUTPUT ${PROJECT_BINARY_DIR}/${exe}
     COMMAND ${MT_HOST_CC} -std=c11 -O2 -Wall -Wextra -Wshadow -I${PROJECT_SOURCE_DIR}
             ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
-            ${PROJECT_SOURCE_DIR}/mesh/errmsg.c -lm -o ${PROJECT_BINARY_DIR}/${exe}
+            ${PROJECT_SOURCE_DIR}/mesh/errmsg.c ${PROJECT_SOURCE_DIR}/mesh/names.c -lm
+            -o ${PROJECT_BINARY_DIR}/${exe}
     DEPENDS ${PROJECT_SOURCE_DIR}/bench/${tool}.c ${PROJECT_SOURCE_DIR}/mesh/cost.c
             ${PROJECT_SOURCE_DIR}/mesh/cost.h ${PROJECT_SOURCE_DIR}/mesh/errmsg.c
+            ${PROJECT_SOURCE_DIR}/mesh/names.c
     COMMENT "Building the host tool ${exe}")
   add_custom_target(${tool} ALL DEPENDS ${PROJECT_BINARY_DIR}/${exe})
 endforeach()
@@ -89,8 +91,11 @@ target_link_libraries(test_coll PRIVATE MPI::MPI_C) # its non-blocking test's bo
 # ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
 # kernels/moe.c, the experts' routing and their MLP, is the real code: its matmuls are the backend's
 # (charged), its routing and gathers run on whatever the floats hold: the dry run prices dense
-# models. The bf16 kernels are charged as the fp32 ones (bench/simpod_kernels.c).
-add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c)
+# models. The bf16 kernels are charged as the fp32 ones (bench/simpod_kernels.c). Context
+# parallelism's partial attention (kernels/attn_part*.c) and sequence splits (seqsplit.c) are the
+# real code too: their matmuls are charged, their softmax loops run as moe.c's routing does.
+add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c
+            kernels/attn_part.c kernels/attn_part_bwd.c kernels/seqsplit.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
 # the memory passes' counts: per simulated rank (SMPI keeps globals per rank; its ranks may share
