@@ -153,6 +153,15 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
     if (c->zero > 0 && dax.n == 0 && !c->cp_axis[0])
         return errmsg_fail(err, errlen, "--zero needs data axes to shard over (--dp AXES or --cp)");
     mesh_axes zax = dax; /* the axes ZeRO shards over: --dcn's axis holds replicas */
+    if (c->cp_axis[0]) { /* the context axis: its own rules, then ZeRO shards over it too */
+        const int a = mesh_axis_index(m, c->cp_axis[0]);
+        if (a < 0)
+            return errmsg_fail(err, errlen, "--cp %s: the mesh has no axis %s", c->cp_axis,
+                               c->cp_axis);
+        if (config_check_cp_mesh(c, mesh_axis_size(m, a), mesh_axis_wraps(m, a), nY, err, errlen))
+            return -1;
+        zax.ax[zax.n++] = a;
+    }
     if (c->dcn_axis[0]) {
         const int d = mesh_axis_index(m, c->dcn_axis[0]);
         int at = -1;
@@ -171,15 +180,6 @@ int config_for_mesh(config *c, const mesh *m, char *err, size_t errlen) {
                                c->zero, c->dcn_axis);
     }
     if (nY > 1 && check_tensor(&c->shape, m, tax.ax[0], nY, err, errlen)) return -1;
-    if (c->cp_axis[0]) { /* the context axis: its own rules, then ZeRO shards over it too */
-        const int a = mesh_axis_index(m, c->cp_axis[0]);
-        if (a < 0)
-            return errmsg_fail(err, errlen, "--cp %s: the mesh has no axis %s", c->cp_axis,
-                               c->cp_axis);
-        if (config_check_cp_mesh(c, mesh_axis_size(m, a), mesh_axis_wraps(m, a), nY, err, errlen))
-            return -1;
-        zax.ax[zax.n++] = a;
-    }
     if (c->zero > 0) {
         char buf[16], by[64];
         mesh_axes_str(m, zax, buf, sizeof buf);
