@@ -107,6 +107,8 @@ err "the KV cache is too big" 2 --seq-len 1000000 --tokens 999000 --prompt a --p
 err "--zero 3 (FSDP) is refused for generation" 2 --mesh x=2 --dp x --zero 3 --prompt a \
   --prompt b
 err "no prompt" 2
+err "--expert x shards the routed experts, and the model has none" 2 --ckpt "$WORK/ck.h5" \
+  --mesh x=2 --dp x --expert x --prompt a --prompt b
 err "--prompts /no/such/file" 2 --prompts /no/such/file
 # checks before any work, on the flag the user can change; alternatives; the real limits
 B=(--ckpt "$WORK/ck.h5" --bench)

@@ -19,8 +19,8 @@ static inline void gen_test_config(config *c) {
     c->top_k = 0;
 }
 
-/* The mesh flags of argv[1..argc) into c: --mesh SPEC, --tensor AXIS, --dp AXES (each followed
- * by its value); *kv_replicate = 1 when --kv-replicate is there (unchanged otherwise). */
+/* The mesh flags of argv[1..argc) into c: --mesh SPEC, --tensor AXIS, --dp AXES, --expert AXIS
+ * (each followed by its value); *kv_replicate = 1 when --kv-replicate is there (unchanged otherwise). */
 static inline void gen_test_mesh_flags(config *c, int *kv_replicate, int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--mesh")) snprintf(c->mesh, sizeof c->mesh, "%s", argv[i + 1]);
@@ -28,6 +28,8 @@ static inline void gen_test_mesh_flags(config *c, int *kv_replicate, int argc, c
             snprintf(c->tensor_axis, sizeof c->tensor_axis, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--dp"))
             snprintf(c->data_axes, sizeof c->data_axes, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--expert"))
+            snprintf(c->expert_axis, sizeof c->expert_axis, "%s", argv[i + 1]);
     }
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;

@@ -11,7 +11,9 @@
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256. With --experts E (one rank),
  * block 1 is a mixture of E experts (top-2, F_e 48, a shared expert), with --capacity-factor c
  * dropping past ceil(c·k·T/E) slots of a sequence: generation keeps each sequence's counts from
- * its prefill through every decode step, so its tokens equal the training forward's. */
+ * its prefill through every decode step, so its tokens equal the training forward's. With
+ * --expert AXIS (a data axis) the routed experts are sharded over it: every prefill and cached
+ * decode step dispatches the tokens to their experts' ranks and back (AllToAllv). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +53,9 @@ int main(int argc, char **argv) {
     const int64_t B = GEN_TEST_PROMPTS;
     prompt_set ps = {0};
     gen_test_prompts(&ps);
-    gen_dims d = {B, ps.max_len + NTOK, 64, kv_rep};
+    /* with an expert axis, prefill chunks of at most 17 rows: the ranks' prompts then take
+     * different numbers of forwards (3 ranks: 2, 3, 2), and every rank joins every AllToAll */
+    gen_dims d = {B, ps.max_len + NTOK, c.expert_axis[0] ? 17 : 64, kv_rep};
     gen *g = gen_create(&c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     int64_t row0, nb;

@@ -311,16 +311,36 @@ static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
     }
 }
 
+/* The sequences of the prefill's chunk from local sequence b0 (whole sequences, up to max_rows
+ * rows; 0 past the last) and their rows R. */
+static int64_t chunk_of(const gen *g, const prompt_set *ps, int64_t b0, int64_t *R) {
+    int64_t n = 0;
+    *R = 0;
+    while (b0 + n < g->B_loc && *R + ps->len[g->row0 + b0 + n] <= g->d.max_rows)
+        *R += ps->len[g->row0 + b0 + n++];
+    CHECK(n > 0 || b0 == g->B_loc, "gen_prefill: a prompt longer than %lld rows",
+          (long long)g->d.max_rows);
+    return n;
+}
+
+/* The prefill's forwards on every rank: this rank's chunks, and with an expert axis (whose
+ * AllToAlls every data rank joins in every forward) the most chunks of any rank, a rank past
+ * its last running forwards of no rows. Collective over: world, with an expert axis. */
+static int64_t prefill_forwards(const gen *g, const prompt_set *ps) {
+    int64_t k = 0, R;
+    for (int64_t b0 = 0; b0 < g->B_loc; k++) b0 += chunk_of(g, ps, b0, &R);
+    return g->pl.expert.n > 1 ? mesh_agree_max(mesh_world_comm(g->m), k) : k;
+}
+
 void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
     const double t0 = mesh_now();
     memset(st, 0, sizeof *st);
     g->prefill = 1;
     g->kv_bytes = g->attn_flops = 0;
-    for (int64_t b0 = 0; b0 < g->B_loc;) { /* chunks of whole sequences, up to max_rows rows */
-        int64_t n = 0, R = 0;
-        while (b0 + n < g->B_loc && R + ps->len[g->row0 + b0 + n] <= g->d.max_rows)
-            R += ps->len[g->row0 + b0 + n++];
-        CHECK(n > 0, "gen_prefill: a prompt longer than %lld rows", (long long)g->d.max_rows);
+    const int64_t forwards = prefill_forwards(g, ps);
+    for (int64_t b0 = 0, f = 0; f < forwards; f++) { /* chunks of whole sequences */
+        int64_t R;
+        const int64_t n = chunk_of(g, ps, b0, &R);
         for (int64_t i = 0, r = 0; i < n; i++) {
             const int64_t len = ps->len[g->row0 + b0 + i];
             for (int64_t t = 0; t < len; t++, r++) {
@@ -390,7 +410,7 @@ void gen_extend(gen *g, const int32_t *n, const int32_t *tok, gen_step *st) {
             g->moe_seq[R] = (int32_t)b;
         }
     }
-    if (R == 0) return;
+    if (R == 0 && g->pl.expert.n == 1) return; /* (an expert axis's AllToAlls need every rank) */
     g->prefill = 0;
     g->ext_n = n;
     g->kv_bytes = g->attn_flops = 0;

@@ -109,6 +109,13 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
         for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
             if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
                 shape_given[k] = 1;
+        if (name && len == 6 && !strncmp(name, "expert", 6)) { /* (kept for expert_axis) */
+            const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (!val || !*val || strlen(val) >= sizeof f->expert)
+                return errmsg_fail(err, errlen, "--expert needs one mesh axis");
+            snprintf(f->expert, sizeof f->expert, "%s", val);
+            continue;
+        }
         if (!d) {
             rest[(*nrest)++] = argv[i];
             continue;
@@ -387,6 +394,11 @@ int gen_main(int argc, char **argv) {
         check_kv_replicate(&c, &f, m, err, sizeof err) < 0 ||
         draft_check(&c, &f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    if (f.expert[0] && c.shape.moe.E == 0)
+        mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "
+                        "checkpoint with experts, or --experts E)",
+                        f.expert);
+    snprintf(c.expert_axis, sizeof c.expert_axis, "%s", f.expert);
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
     if (f.kv_shard[0] && strlen(f.kv_shard) != 1)
         mesh_exit_error("--kv-shard %s: name one mesh axis", f.kv_shard);

@@ -37,6 +37,7 @@ typedef struct {
     char csv[1024];          /* --bench: CSV output */
     char draft[1024];        /* --draft: the drafter's checkpoint (speculative decoding) */
     int64_t draft_tokens;    /* --draft-tokens: tokens drafted a round */
+    char expert[4]; /* --expert AXIS, set once the model's experts are known (the checkpoint's) */
     unsigned given;          /* bit k: the k-th flag of generate's table was given */
 } gen_flags;
 

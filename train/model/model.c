@@ -379,7 +379,8 @@ static int block_mlp(model *m, const layer_w *w, const layer_wb *wb, layer_act *
 static void block_rest(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
                        int64_t l, int64_t BT) {
     block_attn_out(m, w, wb, A, BT, 0);
-    block_mlp(m, w, wb, A, out, l, BT, BT, 0, 0, 0);
+    /* (no rows: a rank of an expert axis joining the others' AllToAlls) */
+    block_mlp(m, w, wb, A, out, l, BT, BT > 0 ? BT : 1, 0, 0, 0);
 }
 
 /* One block, forward, on BT = B·T rows of slot S; reads x1 of layer l (only this rank's D_Y
@@ -544,12 +545,13 @@ static void carve_rows(model *m, carver *c, layer_act *A, float **hf, kern_bf16 
     A->b = carve(c, R * lc->Fl);
     A->g = carve(c, R * lc->Fl);
     A->P = NULL;
-    if (m->s.moe.E > 0) moe_carve_act(m, c, A, R, 1);
+    if (m->s.moe.E > 0) moe_carve_act(m, c, A, m->loc.ep_n > 1 ? m->rows_cap : R, 1);
     *hf = carve(c, R * (D + 1));
     if (m->cmp.bf16) mixed_rows_carve(m, c, sb, R);
 }
 
 int64_t model_rows_ws(model *m, int64_t R) {
+    if (R > m->rows_cap) m->rows_cap = R;
     carver c = {NULL, 0};
     layer_act A;
     float *hf;

@@ -90,6 +90,8 @@ struct model {
     int rows_mode;    /* in model_fwd_rows: route against rows_seq / rows_cnt */
     const int32_t *rows_seq;
     int32_t *rows_cnt;
+    int64_t rows_cap; /* model_rows_ws's largest R: with an expert axis, the rows any rank may send
+                         (its experts' workspace takes ep_n ranks' of them, whatever this R) */
 };
 
 /* Carves consecutive 64-byte-aligned views out of one block (sizing pass when base is NULL). */
