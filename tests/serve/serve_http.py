@@ -11,6 +11,9 @@ does the same, and mpirun's --timeout 600 ends a server this script could not st
               the same prompt, streaming equal to the whole text, stop strings, every bad
               request (malformed JSON, a prompt longer than the context, max_tokens too large,
               ...) answered 400/404/405/413 with an error object, /metrics consistent with it all
+  chat        POST /v1/chat/completions (the chat template's prompt, whole and streamed as
+              chat.completion.chunk deltas) equal to generate on that prompt; n > 1: choice i
+              equals the same request with seed + i, whole and streamed; bad messages get 400
   disconnect  a client that closes its stream mid-way: the request is cancelled and its KV blocks
               come back (/metrics), the server still answers
   concurrent  64 clients at once (half streaming), a small pool that forces preemption: every
@@ -257,7 +260,7 @@ def scenario_basic(args):
             ("stream not a boolean", {"prompt": "ROMEO:", "stream": "yes"}, None, 400),
             ("five stop strings", {"prompt": "ROMEO:", "stop": ["a", "b", "c", "d", "e"]}, None,
              400),
-            ("n = 2", {"prompt": "ROMEO:", "n": 2}, None, 400),
+            ("n = 9", {"prompt": "ROMEO:", "n": 9}, None, 400),
             ("a body over 1 MB", None, b'{"prompt": "' + b"a" * (1 << 20) + b'"}', 413),
         ]
         for what, body, raw, want_st in bad:
@@ -283,6 +286,101 @@ def scenario_basic(args):
               m["meshtrain_prefix_cache_hits_total"])
         st, _, _ = s.request("GET", "/health")
         check(st == 200, "still healthy after the bad requests")
+    finally:
+        s.stop()
+
+
+def chat_prompt(messages):
+    """The chat template (train/serve/chat.h): "ROLE: CONTENT\n" per message, then "assistant:"."""
+    return "".join("%s: %s\n" % (m["role"], m["content"]) for m in messages) + "assistant:"
+
+
+def answer(s, path, body):
+    """(status, each choice's text by index, finish reasons, usage, the objects seen) of a
+    completion or chat completion, whole or streamed (its chunks gathered)."""
+    if not body.get("stream"):
+        st, _, data = s.request("POST", path, body)
+        j = json.loads(data)
+        if st != 200:
+            return st, j["error"]["message"], None, None, set()
+        ch = sorted(j["choices"], key=lambda c: c["index"])
+        texts = [c["message"]["content"] if "message" in c else c["text"] for c in ch]
+        return st, texts, [c["finish_reason"] for c in ch], j["usage"], {j["object"]}
+    c = s.conn()
+    c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        return r.status, json.loads(r.read())["error"]["message"], None, None, set()
+    texts, finish, usage, objects, roles = {}, {}, None, set(), {}
+    for ev in sse_events(r):
+        if ev == "[DONE]":
+            break
+        j = json.loads(ev)
+        objects.add(j["object"])
+        usage = j.get("usage") or usage
+        for ch in j["choices"]:
+            i = ch["index"]
+            piece = ch["delta"] if "delta" in ch else {"content": ch["text"]}
+            roles.setdefault(i, piece.get("role"))
+            texts[i] = texts.get(i, "") + piece.get("content", "")
+            finish[i] = ch["finish_reason"] or finish.get(i)
+    c.close()
+    if "chat.completion.chunk" in objects and any(roles[i] != "assistant" for i in roles):
+        objects.add("a first delta without the assistant's role")
+    n = len(texts)
+    return 200, [texts[i] for i in range(n)], [finish[i] for i in range(n)], usage, objects
+
+
+def scenario_chat(args):
+    """POST /v1/chat/completions and n > 1, against generate and the server's own n = 1."""
+    s = Server(args, "chat", [])
+    try:
+        msgs = [{"role": "system", "content": "Speak."}, {"role": "user", "content": "Who?"}]
+        prompt = chat_prompt(msgs)
+        want = generate(args, [prompt], 12, ["--temperature", "0"])[0]
+        for stream in (False, True):
+            st, texts, fin, usage, obj = answer(s, "/v1/chat/completions", {
+                "messages": msgs, "max_tokens": 12, "temperature": 0, "stream": stream})
+            kind = "chat.completion.chunk" if stream else "chat.completion"
+            check(st == 200 and texts == [want] and fin == ["length"] and obj == {kind} and
+                  usage["prompt_tokens"] == len(prompt) and usage["completion_tokens"] == 12,
+                  "chat greedy (stream %s): generate's text on the template's prompt, %s" %
+                  (stream, kind))
+        samp = {"max_tokens": 10, "temperature": 0.9, "top_k": 30, "seed": 11}
+        alone = [answer(s, "/v1/completions", dict(samp, prompt=PROMPTS[2], seed=11 + i))[1][0]
+                 for i in range(3)]
+        first = generate(args, [PROMPTS[2]], 10,
+                         ["--temperature", "0.9", "--top-k", "30", "--seed", "11"])[0]
+        check(alone[0] == first, "n = 1, seed 11: equals generate")
+        for stream in (False, True):
+            st, texts, fin, usage, _ = answer(s, "/v1/completions",
+                                              dict(samp, prompt=PROMPTS[2], n=3, stream=stream))
+            check(st == 200 and texts == alone and fin == ["length"] * 3 and
+                  usage["completion_tokens"] == 30,
+                  "n = 3 (stream %s): choice i is the request with seed 11 + i, usage 30" % stream)
+        chat3 = [answer(s, "/v1/chat/completions", dict(samp, messages=msgs, seed=11 + i))[1][0]
+                 for i in range(2)]
+        st, texts, fin, _, obj = answer(s, "/v1/chat/completions",
+                                        dict(samp, messages=msgs, n=2, stream=True))
+        check(st == 200 and texts == chat3 and obj == {"chat.completion.chunk"},
+              "chat n = 2 streamed: each choice's deltas (the first with the role) are the "
+              "chat with seed 11 + i")
+        bad = [("messages not an array", {"messages": "hi"}),
+               ("no messages", {"messages": []}),
+               ("an unknown role", {"messages": [{"role": "bot", "content": "x"}]}),
+               ("content not a string", {"messages": [{"role": "user", "content": 3}]}),
+               ("a prompt instead", {"prompt": "x", "messages": msgs}),
+               ("n = 0", {"messages": msgs, "n": 0}),
+               ("a prompt past the context", {"messages": [{"role": "user",
+                                                            "content": "x" * 60}]})]
+        for what, body in bad:
+            st, msg, _, _, _ = answer(s, "/v1/chat/completions", body)
+            check(st == 400 and msg, "chat, %s: 400 with a message (%s)" % (what, msg))
+        wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
+        m = s.metrics()
+        check(m['meshtrain_requests_total{end="length"}'] == 15 and
+              m["meshtrain_kv_blocks_used"] == 0,
+              "/metrics: each choice a request (15 ended by length), no block used")
     finally:
         s.stop()
 

@@ -12,7 +12,6 @@
 
 void front_req_unref(front_req *r) {
     if (--r->refs > 0) return;
-    pthread_cond_destroy(&r->cv);
     free(r->prompt), free(r->out), free(r);
 }
 
@@ -64,7 +63,7 @@ void front_req_finish(serve_front *f, front_req *r, batch_end end, int status, c
     if (r->cut > r->nout || end != BATCH_END_STOP) r->cut = r->nout;
     account(f, r, end, status);
     live_remove(f, r);
-    pthread_cond_broadcast(&r->cv);
+    pthread_cond_broadcast(&f->news);
     front_req_unref(r);
 }
 
@@ -157,7 +156,7 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
     if (end != BATCH_END_NONE)
         front_req_finish(f, r, end, 0, NULL);
     else
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&f->news);
     pthread_mutex_unlock(&f->mu);
     return end == BATCH_END_STOP ? BATCH_END_STOP : BATCH_END_NONE;
 }

@@ -1,11 +1,14 @@
 /* front: the serving engine's face to clients, on rank 0 only. An HTTP server (libmicrohttpd, a
  * thread per connection) with an OpenAI-style API, JSON by jansson:
  *   POST /v1/completions  {"prompt", "max_tokens", "temperature", "top_k", "seed", "stop",
- *                          "stream", "stream_options"}: the completion as one JSON object, or
- *                          with "stream": true as server-sent events (one per chunk of text, the
- *                          last with usage, then "data: [DONE]"; with "stream_options":
+ *                          "n", "stream", "stream_options"}: the completion as one JSON object,
+ *                          or with "stream": true as server-sent events (one per chunk of text,
+ *                          the last with usage, then "data: [DONE]"; with "stream_options":
  *                          {"continuous_usage_stats": true} every chunk has usage, the tokens
- *                          so far, as vLLM's);
+ *                          so far, as vLLM's); n (at most 8) completions, choice i drawn with
+ *                          seed + i, each a request of its own to the scheduler;
+ *   POST /v1/chat/completions  the same with "messages" for "prompt" (chat.h's template), as a
+ *                          chat.completion, or chat.completion.chunk deltas;
  *   GET /health, GET /metrics (Prometheus text), GET /v1/models, GET / (a page to type a prompt
  *   and watch it stream).
  * Requests are checked when they arrive (400 with the reason: malformed JSON, a prompt past the

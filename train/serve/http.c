@@ -13,17 +13,20 @@
 
 #include "mesh/errmsg.h"
 #include "mesh/mesh.h"
+#include "train/serve/chat.h"
 #include "train/serve/front_impl.h"
 #include "train/serve/page.h"
 
 #define BODY_MAX (1 << 20)
+#define CHOICES_MAX 8 /* n of a request: its completions, each a request of the scheduler */
 
-/* One connection's request: its body as it arrives, and the completion it became. */
+/* One connection's request: its body as it arrives, and the completions it became. */
 typedef struct {
     char *body;
     size_t n, cap;
     int too_big;
-    front_req *req;
+    front_req *req[CHOICES_MAX];
+    int nreq;
 } conn;
 
 /* ---------------------------------------------------------------- responses */
@@ -74,33 +77,64 @@ static const char *finish_reason(const front_req *r) {
     return r->end == BATCH_END_STOP ? "stop" : r->end == BATCH_END_LENGTH ? "length" : NULL;
 }
 
-/* A completion object (or a stream's chunk of it) with text[0..n); with usage (the final chunk,
- * or every chunk with stream_options.continuous_usage_stats) `tokens` generated so far. */
-static json_t *completion_json(const front_req *r, const char *text, size_t n, int final, int usage,
-                               size_t tokens) {
-    char id[32];
-    snprintf(id, sizeof id, "cmpl-%lld", (long long)r->id);
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:s%, s:i, s:n, s:s?}]}", "id", id, "object",
-                          "text_completion", "created", (json_int_t)time(NULL), "model",
-                          "meshtrain", "choices", "text", text, n, "index", 0, "logprobs",
-                          "finish_reason", final ? finish_reason(r) : NULL);
-    json_t *u = usage ? json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->plen,
-                                  "completion_tokens", (json_int_t)tokens, "total_tokens",
-                                  (json_int_t)(r->plen + (int64_t)tokens))
-                      : NULL;
-    if (u && r->drafted > 0) { /* speculative decoding: the request's drafts and alpha */
-        const int64_t judged = r->kept + r->rejected;
+/* Choice i of an answer with text[0..n): a completion's {"text"}, a chat completion's
+ * {"message"}, or a chat stream's {"delta"} (the first with the role; the last, with finish,
+ * empty). */
+static json_t *choice_json(const front_req *r, int i, const char *text, size_t n, int chunk,
+                           int first, int final) {
+    const char *finish = final ? finish_reason(r) : NULL;
+    if (!r->chat)
+        return json_pack("{s:s%, s:i, s:n, s:s?}", "text", text, n, "index", i, "logprobs",
+                         "finish_reason", finish);
+    json_t *msg = !chunk        ? json_pack("{s:s, s:s%}", "role", "assistant", "content", text, n)
+                  : first       ? json_pack("{s:s, s:s%}", "role", "assistant", "content", text, n)
+                  : n || !final ? json_pack("{s:s%}", "content", text, n)
+                                : json_object();
+    return json_pack("{s:i, s:o, s:n, s:s?}", "index", i, chunk ? "delta" : "message", msg,
+                     "logprobs", "finish_reason", finish);
+}
+
+/* The usage of an answer's completions rs[0..n), `tokens` generated so far over all of them
+ * (the prompt counted once), with speculative decoding's drafts and alpha. */
+static json_t *usage_json(front_req *const *rs, int n, size_t tokens) {
+    json_t *u =
+        json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)rs[0]->plen, "completion_tokens",
+                  (json_int_t)tokens, "total_tokens", (json_int_t)(rs[0]->plen + (int64_t)tokens));
+    int64_t drafted = 0, kept = 0, rejected = 0;
+    for (int i = 0; i < n; i++)
+        drafted += rs[i]->drafted, kept += rs[i]->kept, rejected += rs[i]->rejected;
+    if (u && drafted > 0) {
+        const int64_t judged = kept + rejected;
         json_object_set_new(u, "speculative",
-                            json_pack("{s:I, s:I, s:I, s:f}", "drafted", (json_int_t)r->drafted,
-                                      "accepted", (json_int_t)r->kept, "rejected",
-                                      (json_int_t)r->rejected, "alpha",
-                                      judged ? (double)r->kept / (double)judged : 0.0));
+                            json_pack("{s:I, s:I, s:I, s:f}", "drafted", (json_int_t)drafted,
+                                      "accepted", (json_int_t)kept, "rejected",
+                                      (json_int_t)rejected, "alpha",
+                                      judged ? (double)kept / (double)judged : 0.0));
     }
-    if (j && u)
-        json_object_set_new(j, "usage", u);
+    return u;
+}
+
+/* An answer (or a stream's chunk of one) around `choices`, with `usage` when not NULL. */
+static json_t *answer_json(const front_req *r, int chunk, json_t *choices, json_t *usage) {
+    char id[40];
+    snprintf(id, sizeof id, "%s-%lld", r->chat ? "chatcmpl" : "cmpl", (long long)r->id);
+    const char *object = !r->chat ? "text_completion"
+                         : chunk  ? "chat.completion.chunk"
+                                  : "chat.completion";
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", id, "object", object, "created",
+                          (json_int_t)time(NULL), "model", "meshtrain", "choices", choices);
+    if (j && usage)
+        json_object_set_new(j, "usage", usage);
     else
-        json_decref(u);
+        json_decref(usage);
     return j;
+}
+
+/* The whole text of a completion, as valid UTF-8 (malloc'd; NULL out of memory). */
+static char *clean_text(const front_req *r, size_t from, size_t upto, size_t *n) {
+    char *clean = malloc(3 * (upto - from) + 1);
+    if (clean) *n = text_utf8_clean(clean, r->out + from, upto - from);
+    return clean;
 }
 
 /* ---------------------------------------------------------------- the request's fields */
@@ -138,29 +172,55 @@ static int parse_stop(json_t *v, text_stops *st, char *err, size_t errlen) {
     return 0;
 }
 
-/* The request's fields into r; −1 with the reason (and the field in *param) when one is wrong. */
-static int parse_fields(serve_front *f, json_t *body, front_req *r, const char **param, char *err,
+/* The prompt's bytes into r as tokens (each below the vocabulary). */
+static int set_prompt(serve_front *f, front_req *r, const char *bytes, size_t n, char *err,
+                      size_t errlen) {
+    r->plen = (int64_t)n;
+    r->prompt = malloc(n * sizeof *r->prompt + 1);
+    if (!r->prompt) return errmsg_fail(err, errlen, "out of memory");
+    for (int64_t i = 0; i < r->plen; i++) {
+        r->prompt[i] = (unsigned char)bytes[i];
+        if (r->prompt[i] >= f->o.vocab)
+            return errmsg_fail(err, errlen, "prompt byte %lld is %d, past the vocabulary of %lld",
+                               (long long)i, r->prompt[i], (long long)f->o.vocab);
+    }
+    return 0;
+}
+
+/* The request's prompt: "prompt", or a chat's "messages" through the chat template (chat.h). */
+static int parse_prompt(serve_front *f, json_t *body, front_req *r, const char **param, char *err,
                         size_t errlen) {
-    const front_opts *o = &f->o;
+    if (r->chat) {
+        char *text;
+        size_t n;
+        *param = "messages";
+        if (json_object_get(body, "prompt"))
+            return errmsg_fail(err, errlen, "a chat completion takes messages, not a prompt");
+        if (chat_render(json_object_get(body, "messages"), &text, &n, err, errlen) < 0) return -1;
+        const int rc = set_prompt(f, r, text, n, err, errlen);
+        free(text);
+        return rc;
+    }
     json_t *p = json_object_get(body, *param = "prompt");
     if (!json_is_string(p) || json_string_length(p) == 0)
         return errmsg_fail(err, errlen, "prompt must be a non-empty string");
-    r->plen = (int64_t)json_string_length(p);
-    r->prompt = malloc((size_t)r->plen * sizeof *r->prompt);
-    if (!r->prompt) return errmsg_fail(err, errlen, "out of memory");
-    for (int64_t i = 0; i < r->plen; i++) {
-        r->prompt[i] = (unsigned char)json_string_value(p)[i];
-        if (r->prompt[i] >= o->vocab)
-            return errmsg_fail(err, errlen, "prompt byte %lld is %d, past the vocabulary of %lld",
-                               (long long)i, r->prompt[i], (long long)o->vocab);
-    }
+    return set_prompt(f, r, json_string_value(p), json_string_length(p), err, errlen);
+}
+
+/* The request's fields into r (*n: its completions); −1 with the reason (and the field in
+ * *param) when one is wrong. */
+static int parse_fields(serve_front *f, json_t *body, front_req *r, int *nchoices,
+                        const char **param, char *err, size_t errlen) {
+    const front_opts *o = &f->o;
+    if (parse_prompt(f, body, r, param, err, errlen) < 0) return -1;
     int64_t top_k, seed, n;
     if (int_field(body, *param = "max_tokens", 1, INT32_MAX, o->default_max_tokens, &r->max_new,
                   err, errlen) < 0 ||
         int_field(body, *param = "top_k", -1, INT32_MAX, o->top_k, &top_k, err, errlen) < 0 ||
         int_field(body, *param = "seed", 0, INT64_MAX, (int64_t)o->seed, &seed, err, errlen) < 0 ||
-        int_field(body, *param = "n", 1, 1, 1, &n, err, errlen) < 0)
+        int_field(body, *param = "n", 1, CHOICES_MAX, 1, &n, err, errlen) < 0)
         return -1;
+    *nchoices = (int)n;
     json_t *t = json_object_get(body, *param = "temperature");
     r->sp = (batch_sampling){o->temperature, top_k < 0 ? 0 : top_k, (uint64_t)seed};
     if (t && !json_is_null(t)) {
@@ -188,46 +248,69 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, const char *
 
 /* ---------------------------------------------------------------- completions */
 
-/* A stream's state: the event being sent, the text sent so far, what is left to send. */
+/* A stream's state: its completions, the event being sent, each completion's text sent so far
+ * and whether its last chunk went out. */
 typedef struct {
     serve_front *f;
-    front_req *r;
+    front_req *r[CHOICES_MAX];
+    int n, fin[CHOICES_MAX], nfin, done;
+    size_t sent[CHOICES_MAX];
     char *ev;
-    size_t evlen, evoff, sent;
-    int phase; /* 0 text, 1 the final chunk sent, 2 [DONE] sent */
+    size_t evlen, evoff;
 } stream_ctx;
+
+static size_t tokens_sent(const stream_ctx *s) {
+    size_t t = 0;
+    for (int i = 0; i < s->n; i++) t += s->sent[i];
+    return t;
+}
+
+/* The next chunk of a stream's completion i, or NULL when it has none yet. The last chunk of the
+ * last completion to end carries usage; with continuous usage stats, every chunk does. */
+static json_t *next_chunk(stream_ctx *s, int i) {
+    front_req *r = s->r[i];
+    const int done = r->state == REQ_DONE;
+    const size_t upto = done ? r->cut : text_sendable(r->out, r->nout, &r->stops);
+    if (s->sent[i] < upto) {
+        size_t n = 0;
+        char *clean = clean_text(r, s->sent[i], upto, &n);
+        const int first = s->sent[i] == 0;
+        s->sent[i] = upto;
+        json_t *j =
+            clean ? answer_json(s->r[0], 1,
+                                json_pack("[o]", choice_json(r, i, clean, n, 1, first, 0)),
+                                r->usage_always ? usage_json(s->r, s->n, tokens_sent(s)) : NULL)
+                  : NULL;
+        free(clean);
+        return j;
+    }
+    if (!done) return NULL;
+    s->fin[i] = 1, s->nfin++;
+    if (r->status) return error_json((unsigned)r->status, NULL, r->error);
+    size_t total = 0;
+    for (int k = 0; k < s->n; k++) total += s->r[k]->nout;
+    return answer_json(s->r[0], 1,
+                       json_pack("[o]", choice_json(r, i, "", 0, 1, s->sent[i] == 0, 1)),
+                       s->nfin == s->n || r->usage_always ? usage_json(s->r, s->n, total) : NULL);
+}
 
 /* The next event of a stream into s->ev (under f->mu; waits for tokens). 0 at the end. */
 static int next_event(stream_ctx *s) {
-    front_req *r = s->r;
     json_t *j = NULL;
-    for (;;) {
-        if (s->phase == 2) return 0;
-        const int done = r->state == REQ_DONE;
-        const size_t upto = done ? r->cut : text_sendable(r->out, r->nout, &r->stops);
-        if (s->sent < upto) {
-            char *clean = malloc(3 * (upto - s->sent) + 1);
-            if (!clean) return 0;
-            const size_t n = text_utf8_clean(clean, r->out + s->sent, upto - s->sent);
-            j = completion_json(r, clean, n, 0, r->usage_always, upto);
-            free(clean);
-            s->sent = upto;
-            break;
+    while (!j) {
+        if (s->done) return 0;
+        if (s->nfin == s->n) {
+            s->done = 1;
+            free(s->ev);
+            s->ev = strdup("data: [DONE]\n\n");
+            s->evlen = s->ev ? strlen(s->ev) : 0, s->evoff = 0;
+            return s->ev != NULL;
         }
-        if (done) {
-            if (s->phase++ == 1) {
-                free(s->ev);
-                s->ev = strdup("data: [DONE]\n\n");
-                s->evlen = strlen(s->ev), s->evoff = 0;
-                return 1;
-            }
-            j = r->status ? error_json((unsigned)r->status, NULL, r->error)
-                          : completion_json(r, "", 0, 1, 1, r->nout);
-            break;
-        }
-        pthread_cond_wait(&r->cv, &s->f->mu);
+        for (int i = 0; i < s->n && !j; i++)
+            if (!s->fin[i]) j = next_chunk(s, i);
+        if (!j && s->nfin < s->n) pthread_cond_wait(&s->f->news, &s->f->mu);
     }
-    char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *txt = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     free(s->ev);
     s->ev = NULL;
@@ -258,25 +341,27 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_ctx *s = cls;
     pthread_mutex_lock(&s->f->mu);
-    front_req_unref(s->r);
+    for (int i = 0; i < s->n; i++) front_req_unref(s->r[i]);
     pthread_mutex_unlock(&s->f->mu);
     free(s->ev), free(s);
 }
 
-/* The server-sent events of r (the caller took the stream's reference). */
-static enum MHD_Result respond_stream(serve_front *f, struct MHD_Connection *c, front_req *r) {
+/* The server-sent events of rs[0..n) (the caller took the stream's references). */
+static enum MHD_Result respond_stream(serve_front *f, struct MHD_Connection *c, front_req **rs,
+                                      int n) {
     stream_ctx *s = calloc(1, sizeof *s);
     struct MHD_Response *resp =
         s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free)
           : NULL;
     if (!resp) {
         pthread_mutex_lock(&f->mu);
-        front_req_unref(r);
+        for (int i = 0; i < n; i++) front_req_unref(rs[i]);
         pthread_mutex_unlock(&f->mu);
         free(s);
         return MHD_NO;
     }
-    s->f = f, s->r = r;
+    s->f = f, s->n = n;
+    memcpy(s->r, rs, (size_t)n * sizeof *rs);
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     const enum MHD_Result ok = MHD_queue_response(c, 200, resp);
@@ -284,73 +369,127 @@ static enum MHD_Result respond_stream(serve_front *f, struct MHD_Connection *c, 
     return ok;
 }
 
-/* Waits for the whole completion (called under f->mu, which it releases), then answers. */
-static enum MHD_Result respond_whole(serve_front *f, struct MHD_Connection *c, front_req *r) {
-    while (r->state != REQ_DONE) pthread_cond_wait(&r->cv, &f->mu);
-    json_t *j = NULL;
+/* Waits for the whole of rs[0..n) (called under f->mu, which it releases), then answers: every
+ * completion a choice, or the first error. */
+static enum MHD_Result respond_whole(serve_front *f, struct MHD_Connection *c, front_req **rs,
+                                     int n) {
+    for (int i = 0; i < n; i++)
+        while (rs[i]->state != REQ_DONE) pthread_cond_wait(&f->news, &f->mu);
+    json_t *choices = json_array(), *j = NULL;
     unsigned status = 200;
-    if (r->status) {
-        status = (unsigned)r->status;
-        j = error_json(status, NULL, r->error);
-    } else {
-        char *clean = malloc(3 * r->cut + 1);
-        if (clean)
-            j = completion_json(r, clean, text_utf8_clean(clean, r->out, r->cut), 1, 1, r->nout);
+    size_t total = 0;
+    for (int i = 0; i < n && choices; i++) {
+        const front_req *r = rs[i];
+        if (r->status && status == 200)
+            status = (unsigned)r->status, j = error_json(status, NULL, r->error);
+        size_t len = 0;
+        char *clean = clean_text(r, 0, r->cut, &len);
+        if (!clean || json_array_append_new(choices, choice_json(r, i, clean, len, 0, 1, 1)) < 0)
+            json_decref(choices), choices = NULL;
         free(clean);
+        total += r->nout;
     }
+    if (!j && choices)
+        j = answer_json(rs[0], 0, choices, usage_json(rs, n, total));
+    else
+        json_decref(choices);
     pthread_mutex_unlock(&f->mu);
     return j ? respond_json(c, status, j) : MHD_NO;
 }
 
-static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, conn *k) {
-    if (k->too_big)
-        return respond_error(c, 413, NULL, "the body is larger than %d bytes", BODY_MAX);
-    json_error_t jerr;
-    json_t *body = json_loadb(k->body ? k->body : "", k->n, 0, &jerr);
-    if (!body)
-        return respond_error(c, 400, NULL, "malformed JSON: %s (line %d, column %d)", jerr.text,
-                             jerr.line, jerr.column);
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return respond_error(c, 400, NULL, "the body must be a JSON object");
+/* Completion i of n: a copy of r drawing with seed + i (NULL out of memory). */
+static front_req *copy_req(const front_req *r, int i) {
+    front_req *q = malloc(sizeof *q);
+    if (!q) return NULL;
+    *q = *r;
+    q->sp.seed = r->sp.seed + (uint64_t)i;
+    q->prompt = malloc((size_t)r->plen * sizeof *q->prompt);
+    q->out = malloc((size_t)r->max_new);
+    if (!q->prompt || !q->out) {
+        free(q->prompt), free(q->out), free(q);
+        return NULL;
     }
-    front_req *r = calloc(1, sizeof *r);
-    if (!r) {
+    memcpy(q->prompt, r->prompt, (size_t)r->plen * sizeof *q->prompt);
+    return q;
+}
+
+static void free_reqs(front_req **rs, int n) {
+    for (int i = 0; i < n; i++)
+        if (rs[i]) free(rs[i]->prompt), free(rs[i]->out), free(rs[i]);
+}
+
+/* The request's body into rs[0..*n): the completion and its copies. 0, or an error answered. */
+static int make_reqs(serve_front *f, struct MHD_Connection *c, conn *k, int chat, front_req **rs,
+                     int *n, enum MHD_Result *answered) {
+    json_error_t jerr;
+    json_t *body = k->too_big ? NULL : json_loadb(k->body ? k->body : "", k->n, 0, &jerr);
+    if (k->too_big || !body || !json_is_object(body)) {
+        *answered = k->too_big
+                        ? respond_error(c, 413, NULL, "the body is larger than %d bytes", BODY_MAX)
+                    : !body ? respond_error(c, 400, NULL, "malformed JSON: %s (line %d, column %d)",
+                                            jerr.text, jerr.line, jerr.column)
+                            : respond_error(c, 400, NULL, "the body must be a JSON object");
         json_decref(body);
-        return MHD_NO;
+        return -1;
     }
     char err[512];
     const char *param = NULL;
-    const int rc = parse_fields(f, body, r, &param, err, sizeof err);
-    json_decref(body);
-    if (rc < 0) {
-        free(r->prompt), free(r->out), free(r);
-        return respond_error(c, 400, param, "%s", err);
+    rs[0] = calloc(1, sizeof *rs[0]);
+    if (!rs[0]) {
+        json_decref(body);
+        *answered = MHD_NO;
+        return -1;
     }
-    pthread_cond_init(&r->cv, NULL);
-    r->refs = 2; /* the serving loop's and the connection's */
-    r->t_arrive = mesh_now();
+    rs[0]->chat = chat;
+    *n = 1;
+    int rc = parse_fields(f, body, rs[0], n, &param, err, sizeof err);
+    json_decref(body);
+    for (int i = 1; rc == 0 && i < *n; i++)
+        if (!(rs[i] = copy_req(rs[0], i))) rc = errmsg_fail(err, sizeof err, "out of memory");
+    if (rc < 0) {
+        free_reqs(rs, *n);
+        *answered = respond_error(c, 400, param, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, conn *k, int chat) {
+    front_req *rs[CHOICES_MAX] = {NULL};
+    int n = 0;
+    enum MHD_Result answered;
+    if (make_reqs(f, c, k, chat, rs, &n, &answered) < 0) return answered;
     pthread_mutex_lock(&f->mu);
     const int64_t waiting = f->nin + f->nwaiting;
-    const char *refuse = f->draining                 ? "the server is shutting down"
-                         : waiting >= f->o.max_queue ? "the queue is full"
-                                                     : NULL;
-    r->id = f->next_id++;
-    if (refuse || front_req_enqueue(f, r) < 0) {
-        f->met.requests[METRICS_END_REJECTED]++;
-        pthread_mutex_unlock(&f->mu);
-        pthread_cond_destroy(&r->cv);
-        free(r->prompt), free(r->out), free(r);
-        return respond_error(c, 503, NULL, "%s (%lld requests waiting, --max-queue %lld)",
-                             refuse ? refuse : "out of memory", (long long)waiting,
-                             (long long)f->o.max_queue);
+    const char *refuse = f->draining                    ? "the server is shutting down"
+                         : waiting + n > f->o.max_queue ? "the queue is full"
+                                                        : NULL;
+    int queued = 0;
+    for (; !refuse && queued < n; queued++) {
+        rs[queued]->refs = 2; /* the serving loop's and the connection's */
+        rs[queued]->t_arrive = mesh_now();
+        rs[queued]->id = f->next_id++;
+        if (front_req_enqueue(f, rs[queued]) < 0) refuse = "out of memory";
     }
-    k->req = r;
+    if (refuse) {
+        for (int i = 0; i < queued; i++) { /* those queued end at once, unanswered */
+            rs[i]->gone = 1;
+            front_req_finish(f, rs[i], BATCH_END_CANCEL, 503, refuse);
+            front_req_unref(rs[i]);
+        }
+        f->met.requests[METRICS_END_REJECTED] += n - queued;
+        pthread_mutex_unlock(&f->mu);
+        free_reqs(rs + queued, n - queued);
+        return respond_error(c, 503, NULL, "%s (%lld requests waiting, --max-queue %lld)", refuse,
+                             (long long)waiting, (long long)f->o.max_queue);
+    }
+    memcpy(k->req, rs, sizeof rs);
+    k->nreq = n;
     f->answering++;
-    if (!r->stream) return respond_whole(f, c, r);
-    r->refs++; /* the stream's */
+    if (!rs[0]->stream) return respond_whole(f, c, rs, n);
+    for (int i = 0; i < n; i++) rs[i]->refs++; /* the stream's */
     pthread_mutex_unlock(&f->mu);
-    return respond_stream(f, c, r);
+    return respond_stream(f, c, rs, n);
 }
 
 /* ---------------------------------------------------------------- routes */
@@ -394,9 +533,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/v1/completions"))
-        return post ? completions(f, c, k)
-                    : respond_error(c, 405, NULL, "use POST for /v1/completions");
+    if (!strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions"))
+        return post ? completions(f, c, k, !strcmp(url, "/v1/chat/completions"))
+                    : respond_error(c, 405, NULL, "use POST for %s", url);
     if (!get) return respond_error(c, 405, NULL, "%s %s: only GET here", method, url);
     if (!strcmp(url, "/"))
         return respond(c, 200, "text/html; charset=utf-8", serve_page_html,
@@ -423,14 +562,17 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn *k = *con_cls;
     (void)c;
     if (!k) return;
-    if (k->req) {
+    if (k->nreq) {
         pthread_mutex_lock(&f->mu);
-        if (k->req->state != REQ_DONE) {
-            k->req->gone = 1;
-            if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || k->req->stream)
-                front_req_cancel(f, k->req->id);
+        for (int i = 0; i < k->nreq; i++) {
+            front_req *r = k->req[i];
+            if (r->state != REQ_DONE) {
+                r->gone = 1;
+                if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || r->stream)
+                    front_req_cancel(f, r->id);
+            }
+            front_req_unref(r);
         }
-        front_req_unref(k->req);
         f->answering--;
         pthread_cond_broadcast(&f->wake);
         pthread_mutex_unlock(&f->mu);
@@ -465,6 +607,7 @@ serve_front *front_create(const front_opts *o, const batcher *s, char *err, size
     f->o = *o, f->s = s;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->wake, NULL);
+    pthread_cond_init(&f->news, NULL);
     f->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, f, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, f,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT,
@@ -505,5 +648,6 @@ void front_destroy(serve_front *f, double linger) {
     if (f->d) MHD_stop_daemon(f->d);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->wake);
+    pthread_cond_destroy(&f->news);
     free(f->live), free(f->cancel), free(f);
 }

@@ -104,7 +104,8 @@ static void print_help(FILE *out) {
             "  --temperature X, --top-k K, --seed S: defaults of a request's sampling fields\n"
             "  --tensor AXIS, --dp AXES, --mesh SPEC: as in training (Megatron over heads and F; "
             "replicas)\n"
-            "Endpoints: POST /v1/completions, GET /health, GET /metrics, GET /v1/models, GET /.\n"
+            "Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /health, GET "
+            "/metrics, GET /v1/models, GET /.\n"
             "Model flags (--layers, --d-model, ...) are meshtrain's; see meshtrain --help.\n");
 }
 
