@@ -8,7 +8,8 @@
 #    not compose with yet (--experts), --cp in generate;
 #  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T;
 #  - --bench with --cp-alg ring under --emulate v5p on 2 ranks prints its step and the step's
-#    prediction (the ±15% is bench/cp_sweep.sh's, on an idle machine).
+#    prediction (the ±15% is bench/cp_sweep.sh's, on an idle machine);
+#  - a checkpoint saved under --cp with ZeRO-3 loads on 1 rank and saves again bit for bit.
 # The numbers (losses, gradient norms, parameters against the 1-rank run) are test_equiv's
 # (tests/parallel: equiv_cp_*).
 # usage: cp.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
@@ -75,6 +76,26 @@ if grep -q "^bench |" <<<"$out" && grep -qE "^bench split .*measured/predicted [
 else
   bad "--bench with --cp: no summary or no prediction"
   head -20 <<<"$out" | sed 's/^/     | /'
+fi
+
+# checkpoints: saved under --cp ring with ZeRO-3 (the shards over the context axis), loaded and
+# saved again on 1 rank: every parameter and AdamW moment bit-identical
+if command -v h5diff >/dev/null; then
+  ck=(--data "$TXT" --layers 2 --d-model 32 --heads 4 --kv-heads 2 --batch 4 --micro-batch 4
+      --eval-every 0 --quiet --seq-len 32 --steps 2)
+  rm -f "$WORK/cp.h5" "$WORK/one.h5"
+  run 2 "${ck[@]}" --mesh x=2 --cp x --cp-alg ring --zero 3 --save-final "$WORK/cp.h5" \
+    >/dev/null 2>&1 || bad "the --cp ZeRO-3 run exited $?"
+  run 1 "${ck[@]}" --resume "$WORK/cp.h5" --save-final "$WORK/one.h5" >/dev/null 2>&1 ||
+    bad "the 1-rank resume exited $?"
+  same=1
+  for d in embed wq wk wv wo w_gate w_up w_down attn_norm mlp_norm final_norm unembed; do
+    for g in params optimizer/m optimizer/v; do
+      h5diff -q "$WORK/cp.h5" "$WORK/one.h5" "/$g/$d" "/$g/$d" >/dev/null 2>&1 || same=0
+    done
+  done
+  [ $same = 1 ] && ok "a checkpoint of --cp x --zero 3, loaded and saved on 1 rank: bit-identical" ||
+    bad "a checkpoint of --cp x --zero 3, loaded and saved on 1 rank: differs"
 fi
 
 [ "$fails" -eq 0 ] && echo PASS || echo "FAIL ($fails)"
