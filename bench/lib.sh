@@ -1,12 +1,19 @@
 # Sourced by the benchmark scripts, from the repository root with BUILD set: `. bench/lib.sh NAME`
 # (NAME starts its messages). Exits 2 when $BUILD/meshtrain is missing; sets MT and the environment
-# of a run with one BLAS/OpenMP thread per rank (and MPI as root); defines field, median, minimum.
+# of a run with one BLAS/OpenMP thread per rank (and MPI as root) and CPU (/proc/cpuinfo's model
+# name, for the tables); defines defaults, field, median, minimum.
 MT="$BUILD/meshtrain"
 [ -x "$MT" ] || { echo "$1: $MT not found; build first (cmake --build $BUILD)" >&2; exit 2; }
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+# defaults VAR=VALUE...: each VAR that the environment left unset or empty becomes VALUE.
+defaults() {
+  local kv k
+  for kv; do k=${kv%%=*}; [ -n "${!k:-}" ] || printf -v "$k" '%s' "${kv#*=}"; done
+}
 # field LINE KEY: the first number after "KEY " in LINE ("tok/s median" -> 3512).
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 # median, minimum: of the numbers on standard input, one per line (nothing printed for none).

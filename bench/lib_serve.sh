@@ -2,12 +2,10 @@
 # (an array of shape flags) and OUT set, server_start TAG FLAGS... runs `meshtrain serve` on NP
 # ranks on a free loopback port, its output in OUT/TAG.log, waits until it listens (a server that
 # dies first: its log, exit 1) and sets URL; server_stop stops it (TERM, then KILL after 10 s),
-# and runs on the script's exit. Also sets CTX (MODEL's --seq-len), PY and CPU (/proc/cpuinfo's
-# model name) and makes OUT.
+# and runs on the script's exit. Also sets CTX (MODEL's --seq-len) and PY, and makes OUT.
 CTX=$(awk '{for (i = 1; i < NF; i++) if ($i == "--seq-len") print $(i + 1)}' <<<"${MODEL[*]}")
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 
 server_pid=
 server_stop() {

@@ -13,10 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-10}
-OUT=${OUT:-bench/moe_results.md}
 . bench/torch_preamble.sh moe_bench
+defaults ROUNDS=3 STEPS=10 OUT=bench/moe_results.md
 
 shape=(--layers 4 --d-model 256 --heads 4 --d-ff 1024 --seq-len 128 --batch 16 --experts 8
        --moe-top-k 2 --expert-d-ff 512)
@@ -36,7 +34,7 @@ done
 
 list() { printf '%s\n' "$@" | grep .; }
 {
-  echo "MoE benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+  echo "MoE benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($CPU),"
   echo "1 rank, 1 thread, $ROUNDS rounds x $STEPS timed steps, alternating; tok/s = median step of"
   echo "a round, then median and min over rounds. Config: (a)'s size with 8 experts of F_e 512,"
   echo "top-2 (the activated FLOPs of (a)), dropless. Bound = the step's sgemms, routing balanced."

@@ -21,12 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-ROUNDS=${ROUNDS:-5}
-STEPS=${STEPS:-6}
-OUT=${OUT:-docs/overlap_results.md}
-EXTRA=${EXTRA:-}
-PROGRESS_THREAD=${PROGRESS_THREAD:-1}
 . bench/lib.sh overlap
+defaults ROUNDS=5 STEPS=6 OUT=docs/overlap_results.md EXTRA= PROGRESS_THREAD=1
 MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
 variants=("1 rank|1|--mesh 1")
 for z in 0 1 2 3; do

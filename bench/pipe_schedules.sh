@@ -49,8 +49,7 @@ for r in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-title="P = $P ranks, $LAYERS layers (interleaved: v = $V), ${EMULATE:-real links}; $ROUNDS rounds of $STEPS timed steps; $cpu, $(getconf _NPROCESSORS_ONLN) CPUs"
+title="P = $P ranks, $LAYERS layers (interleaved: v = $V), ${EMULATE:-real links}; $ROUNDS rounds of $STEPS timed steps; $CPU, $(getconf _NPROCESSORS_ONLN) CPUs"
 # csv: schedule,m,unit,sim_median,measured_min,measured_median
 csv() {
   echo "schedule,m,unit,sim_median,measured_min,measured_median"

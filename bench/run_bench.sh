@@ -11,11 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-10}
-CONFIGS=${CONFIGS:-a b}
-OUT=${OUT:-bench/results.md}
 . bench/torch_preamble.sh run_bench
+defaults ROUNDS=3 STEPS=10 "CONFIGS=a b" OUT=bench/results.md
 
 declare -A mt pt mfu bound
 for cfg in $CONFIGS; do
@@ -36,7 +33,7 @@ for cfg in $CONFIGS; do
 done
 
 {
-  echo "Benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+  echo "Benchmark: $(date -u +%Y-%m-%d) on $(getconf _NPROCESSORS_ONLN) cores ($CPU),"
   echo "1 rank, 1 thread, $ROUNDS rounds x $STEPS timed steps; tok/s = median step of a round,"
   echo "then median and min over rounds. Bound = sum of the sgemm times of the step's matmuls."
   echo

@@ -9,10 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-4}
-OUT=${OUT:-docs/schemes.md}
 . bench/lib.sh schemes
+defaults ROUNDS=3 STEPS=4 OUT=docs/schemes.md
 RUN() { local np=$1; shift; mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet --steps "$STEPS" "$@"; }
 mkdir -p "$(dirname "$OUT")"
 MODEL="--layers 4 --d-model 256 --heads 4 --kv-heads 4 --d-ff 1024 --seq-len 128 --batch 16"
@@ -21,7 +19,7 @@ cat >&3 <<HDR
 # Schemes on real cores and pipeline bubbles
 
 Measured by \`bench/schemes.sh $BUILD\` on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs
-($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), 1 BLAS thread per rank,
+($CPU), 1 BLAS thread per rank,
 $STEPS timed steps per run after 2 warm-up steps; tok/s is the median step. The machine is noisy:
 read ratios measured within a round, not absolute numbers.
 

@@ -33,7 +33,6 @@ OUT=${OUT:-bench/spec_results.md}
 PROMPT=${PROMPT:-First Citizen:}
 . bench/lib.sh spec_bench
 mkdir -p "$WORK"
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 ncpu=$(getconf _NPROCESSORS_ONLN)
 MPI=(mpirun --oversubscribe --bind-to none -np 1)
 
@@ -94,7 +93,7 @@ stat() { # stat KEY: "median / min"
     "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
 }
 {
-  echo "Speculative decoding, $(date -u +%Y-%m-%d), $cpu, $ncpu CPUs (load $(cut -d' ' -f1 \
+  echo "Speculative decoding, $(date -u +%Y-%m-%d), $CPU, $ncpu CPUs (load $(cut -d' ' -f1 \
     /proc/loadavg)), 1 rank, 1 BLAS thread; target: the demo's model ($STEPS steps), drafter:"
   echo "1 layer, same width ($DSTEPS steps); batch 1, prompt \"$PROMPT\", $TOKENS tokens,"
   echo "temperature $TEMP; $ROUNDS alternating rounds, median / min over the rounds; plain decode"
