@@ -15,41 +15,21 @@
 #include "check.h"
 #include "kernels/attn_cache.h"
 #include "kernels/attn_paged.h"
+#include "pages.h"
 
 static uint64_t lcg = 2024;
 static float rnd(void) {
-    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((lcg >> 40) & 0xffffff) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-static int64_t rndi(int64_t n) {
-    return (int64_t)((rnd() + 1.0f) * 0.5f * (float)n) % n;
+    return pages_rnd(&lcg);
 }
 
-/* The S rows of k and v ([S, Kl·H], contiguous) copied into a pool of blocks of bs rows, laid out
- * as a cache of 2 layers would be (this one is layer 1), row stride ldk > Kl·H, blocks in random
- * order among spare ones; unused floats NaN. Fills table; returns the pool (k at [0], v after). */
+/* The S rows of k and v ([S, Kl·H], contiguous) in a shuffled pool of blocks of bs rows (pages.h);
+ * returns the pool. */
 static float *paginate(kern_kv_pages *pg, int32_t *table, const float *k, const float *v, int64_t S,
                        int64_t KH, int64_t bs) {
-    const int64_t ldk = KH + 3, nb = (S + bs - 1) / bs, pool_blocks = nb + 3;
-    const int64_t bstride = 2 * bs * ldk, n = pool_blocks * bstride;
-    float *pool = malloc(sizeof(float) * (size_t)(2 * n));
-    for (int64_t i = 0; i < 2 * n; i++) pool[i] = NAN;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)pool_blocks);
-    for (int64_t i = 0; i < pool_blocks; i++) perm[i] = (int32_t)i;
-    for (int64_t i = pool_blocks - 1; i > 0; i--) {
-        const int64_t j = rndi(i + 1);
-        const int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    for (int64_t b = 0; b < nb; b++) table[b] = perm[b];
-    const int64_t layer = bs * ldk; /* layer 1 of the block */
-    for (int64_t p = 0; p < S; p++) {
-        float *kr = pool + table[p / bs] * bstride + layer + (p % bs) * ldk;
-        memcpy(kr, k + p * KH, sizeof(float) * (size_t)KH);
-        memcpy(kr + n, v + p * KH, sizeof(float) * (size_t)KH);
-    }
-    *pg = (kern_kv_pages){pool + layer, pool + n + layer, table, bs, bstride, ldk};
-    free(perm);
+    pages_layout l;
+    const float nan = NAN;
+    float *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(float), &nan, &lcg);
+    *pg = (kern_kv_pages){pool + l.k_off, pool + l.n + l.k_off, table, bs, l.bstride, l.ldk};
     return pool;
 }
 
@@ -63,8 +43,7 @@ static void run_chunks(float *out, const float *q, const kern_kv_pages *pg, int6
                        int64_t Kl, int64_t H, int mode) {
     float *scr = malloc(sizeof(float) * (size_t)kern_attn_paged_scratch(0, S, Nl, Kl));
     for (int64_t p0 = 0; p0 < S;) {
-        int64_t n = mode == 0 ? S : mode == 2 ? 1 : 1 + rndi(S - p0);
-        if (n > S - p0) n = S - p0;
+        const int64_t n = pages_chunk(&lcg, mode, p0, S);
         kernel(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
         p0 += n;
     }

@@ -18,39 +18,21 @@
 #include "check.h"
 #include "kernels/attn_bf16.h"
 #include "kernels/attn_paged.h"
+#include "pages.h"
 
 static uint64_t lcg = 4242;
 static float rnd(void) {
-    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((lcg >> 40) & 0xffffff) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-static int64_t rndi(int64_t n) {
-    return (int64_t)((rnd() + 1.0f) * 0.5f * (float)n) % n;
+    return pages_rnd(&lcg);
 }
 
-/* The S rows of k and v ([S, KH] bf16) in a pool of blocks of bs rows, as layer 1 of a 2-layer
- * cache, row stride KH + 3, blocks shuffled among spare ones; the rest NaN. */
+/* The S rows of k and v ([S, KH] bf16) in a shuffled pool of blocks of bs rows (pages.h), the
+ * padding NaN's bf16; returns the pool. */
 static kern_bf16 *paginate(kern_kv_pages_bf16 *pg, int32_t *table, const kern_bf16 *k,
                            const kern_bf16 *v, int64_t S, int64_t KH, int64_t bs) {
-    const int64_t ldk = KH + 3, nb = (S + bs - 1) / bs, pool_blocks = nb + 3;
-    const int64_t bstride = 2 * bs * ldk, n = pool_blocks * bstride;
-    kern_bf16 *pool = malloc(sizeof(kern_bf16) * (size_t)(2 * n));
-    for (int64_t i = 0; i < 2 * n; i++) pool[i] = 0x7fc0; /* NaN */
-    int32_t perm[160];
-    for (int64_t i = 0; i < pool_blocks; i++) perm[i] = (int32_t)i;
-    for (int64_t i = pool_blocks - 1; i > 0; i--) {
-        const int64_t j = rndi(i + 1);
-        const int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    for (int64_t b = 0; b < nb; b++) table[b] = perm[b];
-    const int64_t layer = bs * ldk;
-    for (int64_t p = 0; p < S; p++) {
-        kern_bf16 *kr = pool + table[p / bs] * bstride + layer + (p % bs) * ldk;
-        memcpy(kr, k + p * KH, sizeof(kern_bf16) * (size_t)KH);
-        memcpy(kr + n, v + p * KH, sizeof(kern_bf16) * (size_t)KH);
-    }
-    *pg = (kern_kv_pages_bf16){pool + layer, pool + n + layer, table, bs, bstride, ldk};
+    pages_layout l;
+    const kern_bf16 nan = 0x7fc0;
+    kern_bf16 *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(kern_bf16), &nan, &lcg);
+    *pg = (kern_kv_pages_bf16){pool + l.k_off, pool + l.n + l.k_off, table, bs, l.bstride, l.ldk};
     return pool;
 }
 
@@ -60,8 +42,7 @@ static void run_chunks(float *out, const float *q, const kern_kv_pages_bf16 *pg,
     const int64_t ns = kern_attn_paged_bf16_scratch(0, S, Nl, Kl, H);
     float *scr = malloc(sizeof(float) * (size_t)ns);
     for (int64_t p0 = 0; p0 < S;) {
-        int64_t n = mode == 0 ? S : mode == 2 ? 1 : 1 + rndi(S - p0);
-        if (n > S - p0) n = S - p0;
+        const int64_t n = pages_chunk(&lcg, mode, p0, S);
         for (int64_t i = 0; i < ns; i++) scr[i] = NAN;
         kern_attn_paged_bf16(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
         p0 += n;
