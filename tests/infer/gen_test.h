@@ -1,6 +1,6 @@
 /* gen_test: what the generation tests share: the small model they decode (fresh initialisation,
  * seed 7, greedy), their 12 prompts of unequal length (1 to 17 bytes, no padding) and their mesh
- * flags. */
+ * flags, and the start of their main. */
 #ifndef MT_TESTS_INFER_GEN_TEST_H
 #define MT_TESTS_INFER_GEN_TEST_H
 #include <stdio.h>
@@ -33,6 +33,19 @@ static inline void gen_test_mesh_flags(config *c, int *kv_replicate, int argc, c
     }
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--kv-replicate")) *kv_replicate = 1;
+}
+
+/* The tests' start: MPI up, gen_test_config into *c, the mesh flags of argv into c and
+ * *kv_replicate (0 without --kv-replicate), and the mesh of c->mesh (a bad one ends the job). */
+static inline mesh *gen_test_start(config *c, int *kv_replicate, int *argc, char ***argv) {
+    mesh_mpi_init(argc, argv);
+    gen_test_config(c);
+    *kv_replicate = 0;
+    gen_test_mesh_flags(c, kv_replicate, *argc, *argv);
+    char err[512];
+    mesh *m = mesh_create(c->mesh, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    return m;
 }
 
 #define GEN_TEST_PROMPTS 12

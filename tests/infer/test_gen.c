@@ -30,8 +30,8 @@
 #define TOL_K 200.0
 #define NTOK 10
 
-static void parse(config *c, int *kv_replicate, int argc, char **argv) {
-    gen_test_mesh_flags(c, kv_replicate, argc, argv);
+/* The flags beyond the mesh's: --experts E, --capacity-factor C. */
+static void parse(config *c, int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--experts")) /* a mixture of experts, top-2, every other block */
             c->shape.moe =
@@ -41,14 +41,11 @@ static void parse(config *c, int *kv_replicate, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
     config c;
-    gen_test_config(&c);
-    int kv_rep = 0;
-    parse(&c, &kv_rep, argc, argv);
+    int kv_rep;
+    mesh *m = gen_test_start(&c, &kv_rep, &argc, &argv);
+    parse(&c, argc, argv);
     char err[512];
-    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
     const int64_t V = c.shape.V;
     const int64_t B = GEN_TEST_PROMPTS;
     prompt_set ps = {0};

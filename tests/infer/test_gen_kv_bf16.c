@@ -55,17 +55,13 @@ static int right_pick(const float *l, int64_t V, int32_t j) {
 }
 
 int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
     config c;
-    gen_test_config(&c);
-    int kv_rep = 0;
-    gen_test_mesh_flags(&c, &kv_rep, argc, argv);
+    int kv_rep;
+    mesh *m = gen_test_start(&c, &kv_rep, &argc, &argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--compute-dtype"))
             c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;
     char err[512], label[160];
-    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
     snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s, compute %s)", mesh_rank(m),
              c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
              c.data_axes[0] ? c.data_axes : "default", kv_rep ? ", kv replicated" : "",

@@ -28,23 +28,20 @@
 #define TOL_K 16.0
 #define NTOK 12
 
-static char parse(config *c, int *kv_replicate, int argc, char **argv) {
+/* The axis of --kv-shard AXIS (0 without). */
+static char kv_shard_axis(int argc, char **argv) {
     char axis = 0;
-    gen_test_mesh_flags(c, kv_replicate, argc, argv);
     for (int i = 1; i + 1 < argc; i += 2)
         if (!strcmp(argv[i], "--kv-shard")) axis = argv[i + 1][0];
     return axis;
 }
 
 int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
     config c;
-    gen_test_config(&c);
-    int kv_rep = 0;
-    const char axis = parse(&c, &kv_rep, argc, argv);
+    int kv_rep;
+    mesh *m = gen_test_start(&c, &kv_rep, &argc, &argv);
+    const char axis = kv_shard_axis(argc, argv);
     char err[512];
-    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
     const int ka = mesh_axis_index(m, axis);
     if (ka < 0) mesh_exit_error("test_kvshard: --kv-shard AXIS of the mesh is needed");
     const int64_t V = c.shape.V, P = mesh_axis_size(m, ka);
