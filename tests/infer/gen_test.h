@@ -68,4 +68,21 @@ static inline void gen_test_prompts(prompt_set *ps) {
         if (prompts_add(ps, texts[b], strlen(texts[b]), "prompt", err, sizeof err) < 0)
             mesh_exit_error("%s", err);
 }
+
+/* Into full (empty before): each prompt b of ps followed by the first ntok − 1 tokens this rank
+ * generated for it (tok[(b − row0)·ntok + i], rows row0 .. row0 + nb − 1), 'a's for the prompts
+ * of other ranks: the whole prefixes whose last logits the generation's last step computed. */
+static inline void gen_test_prefixes(prompt_set *full, const prompt_set *ps, const int32_t *tok,
+                                     int64_t ntok, int64_t row0, int64_t nb) {
+    char err[256];
+    for (int64_t b = 0; b < ps->n; b++) {
+        char buf[64];
+        const int64_t bl = b - row0, plen = ps->len[b];
+        for (int64_t i = 0; i < plen; i++) buf[i] = (char)ps->tok[b][i];
+        for (int64_t i = 0; i < ntok - 1; i++)
+            buf[plen + i] = (char)(bl >= 0 && bl < nb ? tok[bl * ntok + i] : 'a');
+        if (prompts_add(full, buf, (size_t)(plen + ntok - 1), "prefix", err, sizeof err) < 0)
+            mesh_exit_error("%s", err);
+    }
+}
 #endif

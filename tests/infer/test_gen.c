@@ -90,14 +90,7 @@ int main(int argc, char **argv) {
     float *last = malloc((size_t)(nb * V) * 4);
     memcpy(last, gen_logits(g), (size_t)(nb * V) * 4);
     prompt_set full = {0};
-    for (int64_t b = 0; b < B; b++) {
-        char buf[64];
-        const int64_t bl = b - row0, plen = ps.len[b];
-        for (int64_t i = 0; i < plen; i++) buf[i] = (char)ps.tok[b][i];
-        for (int64_t i = 0; i < NTOK - 1; i++)
-            buf[plen + i] = (char)(bl >= 0 && bl < nb ? tok[bl * NTOK + i] : 'a');
-        prompts_add(&full, buf, (size_t)(plen + NTOK - 1), "prefix", err, sizeof err);
-    }
+    gen_test_prefixes(&full, &ps, tok, NTOK, row0, nb);
     gen_dims d2 = {B, full.max_len + 1, 64, kv_rep};
     gen *g2 = gen_create(&c, m, &d2, err, sizeof err);
     if (!g2) mesh_exit_error("%s", err);

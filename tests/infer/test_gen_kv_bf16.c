@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--compute-dtype"))
             c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;
-    char err[512], label[160];
+    char label[160];
     snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s, compute %s)", mesh_rank(m),
              c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
              c.data_axes[0] ? c.data_axes : "default", kv_rep ? ", kv replicated" : "",
@@ -119,14 +119,7 @@ int main(int argc, char **argv) {
                  label, same, (long long)(nb * NTOK), wrong);
     /* the last step's logits against a fresh bf16-cache prefill of each whole prefix */
     prompt_set full = {0};
-    for (int64_t b = 0; b < B; b++) {
-        char buf[64];
-        const int64_t bl = b - row0, plen = ps.len[b];
-        for (int64_t i = 0; i < plen; i++) buf[i] = (char)ps.tok[b][i];
-        for (int64_t i = 0; i < NTOK - 1; i++)
-            buf[plen + i] = (char)(bl >= 0 && bl < nb ? tok[bl][i] : 'a');
-        prompts_add(&full, buf, (size_t)(plen + NTOK - 1), "prefix", err, sizeof err);
-    }
+    gen_test_prefixes(&full, &ps, &tok[0][0], NTOK, row0, nb);
     const gen_dims d2 = {B, full.max_len + 1, 64, kv_rep};
     gen *gf = make(&c, m, &d2, COMPUTE_BF16);
     gen_prefill(gf, &full, n16, &s16);
