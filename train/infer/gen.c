@@ -617,6 +617,16 @@ int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **
     return par_create(pl, m, out, err, errlen);
 }
 
+model *gen_model_create(const config *c, mesh *m, const plan *pl, const precision *prec, par *run,
+                        char *err, size_t errlen) {
+    const model_compute cmp = {plan_model_compute(pl), prec->ctx};
+    model *mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(run), &cmp);
+    if (mesh_agree(mesh_world_comm(m), mod ? 0 : -1) == 0) return mod;
+    model_destroy(mod);
+    errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    return NULL;
+}
+
 /* Collective over: world. --kv-dtype resolved (auto: the compute dtype) and, for a bf16 cache,
  * the context of its attention: the run's own in bf16 compute, else one of the own kernels (the
  * attention's products run there on every path: attn_bf16.h). 0, or −1 with err. */
@@ -690,11 +700,8 @@ gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, c
                    size_t errlen) {
     gen *g = plan_request(c, m, d, kv_shard, err, errlen);
     if (!g) return NULL;
-    int rc = 0;
-    const model_compute cmp = {plan_model_compute(&g->pl), g->prec.ctx};
-    g->mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(g->run), &cmp);
-    if (mesh_agree(mesh_world_comm(m), g->mod ? 0 : -1) < 0)
-        rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+    g->mod = gen_model_create(c, m, &g->pl, &g->prec, g->run, err, errlen);
+    int rc = g->mod ? 0 : -1;
     if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(g)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV cache (%.2f GB per rank)",

@@ -63,6 +63,11 @@ double gen_mem_available(void);
  * *out (par_create: NULL on one rank). pl must outlive the run. 0, or −1 with err. */
 int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **out, char *err,
                     size_t errlen);
+/* Collective over: world. The model of a generation run over the plan's run (gen_plan_create):
+ * c's shape and seed, no training batch, the plan's compute dtype on prec's context, run's hooks.
+ * NULL on every rank, with err, when a rank is out of memory. */
+model *gen_model_create(const config *c, mesh *m, const plan *pl, const precision *prec, par *run,
+                        char *err, size_t errlen);
 /* Collective over: world. Checks the request (FSDP, pipeline, batch division, the cache's size
  * against this host's memory before allocating it), builds the plan, the model (initialised from
  * c->seed) and the cache. NULL with one message in err (the same on every rank) on bad input. */

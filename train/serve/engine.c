@@ -336,10 +336,8 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
     }
     int rc = layout(e, err, errlen);
     if (rc == 0) {
-        const model_compute cmp = {plan_model_compute(&e->pl), e->prec.ctx};
-        e->mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(e->run), &cmp);
-        if (mesh_agree(mesh_world_comm(m), e->mod ? 0 : -1) < 0)
-            rc = errmsg_fail(err, errlen, "out of memory allocating the model's parameters");
+        e->mod = gen_model_create(c, m, &e->pl, &e->prec, e->run, err, errlen);
+        rc = e->mod ? 0 : -1;
     }
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(e)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV pool (%.2f GB per rank)",
