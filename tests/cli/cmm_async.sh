@@ -44,16 +44,16 @@ row() {
     echo "ok   $5: $async of $calls $1 non-blocking" ||
     fail "$5: $1 row: $r (want $3 calls, $4 async)"
 }
+# rs_ag LOG WHAT RS_CALLS RS_ASYNC AG_CALLS AG_ASYNC: the reduce_scatter and all_gather rows
+rs_ag() {
+  row reduce_scatter "$1" "$3" "$4" "$2"
+  row all_gather "$1" "$5" "$6" "$2"
+}
 for cm in on off; do
   "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "${model[@]}" --collective-matmul "$cm" \
     >"$WORK/$cm.log" 2>&1 || { echo "FAIL: --collective-matmul $cm: exited $?"; cat "$WORK/$cm.log"; exit 1; }
-  if [ "$cm" = on ]; then
-    row reduce_scatter "$WORK/$cm.log" 15 15 "--collective-matmul on"
-    row all_gather "$WORK/$cm.log" 45 36 "--collective-matmul on"
-  else
-    row reduce_scatter "$WORK/$cm.log" 27 0 "--collective-matmul off"
-    row all_gather "$WORK/$cm.log" 33 0 "--collective-matmul off"
-  fi
+  if [ "$cm" = on ]; then rs_ag "$WORK/$cm.log" "--collective-matmul on" 15 15 45 36
+  else rs_ag "$WORK/$cm.log" "--collective-matmul off" 27 0 33 0; fi
 done
 auto=(--layers 1 --heads 4 --batch 8 --steps 1 --eval-every 0 --data "$TXT" --mesh y=2 --tensor y
       --emulate v5p --comm-dtype bf16 --collective-matmul auto)
@@ -66,13 +66,8 @@ for want in on off; do
   grep -q "^collective matmul over y: $want (--collective-matmul auto: the cost model's choice, the same on every rank)$" \
     "$log" && echo "ok   --collective-matmul auto, ${shape[*]}: $want on every rank" ||
     fail "--collective-matmul auto, ${shape[*]}: want $want: $(grep '^collective matmul' "$log")"
-  if [ "$want" = on ]; then
-    row reduce_scatter "$log" 3 3 "auto (on)"
-    row all_gather "$log" 9 6 "auto (on)"
-  else
-    row reduce_scatter "$log" 5 0 "auto (off)"
-    row all_gather "$log" 7 0 "auto (off)"
-  fi
+  if [ "$want" = on ]; then rs_ag "$log" "auto (on)" 3 3 9 6
+  else rs_ag "$log" "auto (off)" 5 0 7 0; fi
 done
 echo "cmm_async: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -41,26 +41,29 @@ cores() {
 all3() {
   [ "$2" -eq 3 ] && echo "ok   $1 in 3 of 3" || { fail "$1 in $2 of 3:"; cat "$3"; }
 }
+# placed TAG CPUS WHAT REGEX PRED_WHAT CONDITION: 3 steps of 2 ranks on CPUS (WORK/TAG.log and
+# .jsonl), the start-up's "cores:" line matching REGEX (cores WHAT) and every --metrics line
+# meeting CONDITION (rows, all3 PRED_WHAT)
+placed() {
+  rm -f "$WORK/$1.jsonl"
+  run "$2" "$WORK/$1.log" "${train[@]}" --steps 3 --metrics "$WORK/$1.jsonl"
+  cores "$3" "$WORK/$1.log" "$4"
+  all3 "$5" "$(rows "$WORK/$1.jsonl" "$6")" "$WORK/$1.jsonl"
+}
 
 if [ "${#cpus[@]}" -ge 2 ]; then
-  rm -f "$WORK/own.jsonl"
-  run "${cpus[0]},${cpus[1]}" "$WORK/own.log" "${train[@]}" --steps 3 --metrics "$WORK/own.jsonl"
-  cores "2 ranks on 2 CPUs: the start-up says no CPU is shared" "$WORK/own.log" \
-    '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared'
-  all3 "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" \
-    "$(rows "$WORK/own.jsonl" '$1 == $2 && $1 > 0')" "$WORK/own.jsonl"
+  placed own "${cpus[0]},${cpus[1]}" "2 ranks on 2 CPUs: the start-up says no CPU is shared" \
+    '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared' \
+    "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" '$1 == $2 && $1 > 0'
   grep -q '^step .*| dedicated' "$WORK/own.log" &&
     fail "2 ranks on 2 CPUs: a step line with a dedicated column"
 else
   echo "ok   (one CPU only: no run on a CPU per rank)"
 fi
 
-rm -f "$WORK/one.jsonl"
-run "${cpus[0]}" "$WORK/one.log" "${train[@]}" --steps 3 --metrics "$WORK/one.jsonl"
-cores "2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" "$WORK/one.log" \
-  '2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)'
-all3 "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms" \
-  "$(rows "$WORK/one.jsonl" '$1 > $2 && $2 > 0')" "$WORK/one.jsonl"
+placed one "${cpus[0]}" "2 ranks on 1 CPU: the start-up says 2 threads per CPU, in pred" \
+  '2 ranks x 1 BLAS thread on 1 CPU \(the most shared host\): 2 threads per CPU;.*pred serves each host.s compute by its CPUs \(x2\)' \
+  "2 ranks on 1 CPU: pred_ms > pred_dedicated_ms" '$1 > $2 && $2 > 0'
 n=$(grep -cE '^step .*\| pred [0-9]+ ms .*\| book [0-9]+ ms \| dedicated [0-9]+ ms \([0-9.]+x\)' \
     "$WORK/one.log")
 all3 "2 ranks on 1 CPU: step lines with pred, book and dedicated" "$n" "$WORK/one.log"
