@@ -366,7 +366,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     const int nranks = mesh_nranks(m);
     char spec[96];
     mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
-             "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (core share %.2f) | "
+             "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (--progress %s, core share %.2f) | "
              "%.3g threads per CPU on the most shared host | %d warm-up + %lld timed steps\n",
              (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
@@ -374,7 +374,7 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
              mesh_spec_str(m, spec, sizeof spec), c->threads,
              c->threads > 1 ? "s" : "",
              mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
-             trainer_core_share(t), report_share(trainer_report(t))->per_cpu, BENCH_WARMUP_STEPS,
+             config_progress_name(c->progress), trainer_core_share(t), report_share(trainer_report(t))->per_cpu, BENCH_WARMUP_STEPS,
              (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
     run_print_hosts(c, m, t);
