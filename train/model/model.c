@@ -33,6 +33,24 @@
 
 /* ---------------------------------------------------------------- instance */
 
+/* A layer's activations of R rows up to its attention (x1 … v), and from its output to the MLP's
+ * input (att … rstd2), carved in that order. */
+static void carve_layer_in(const model *m, carver *c, layer_act *A, int64_t R) {
+    const int64_t D = m->s.D, H = m->s.H;
+    A->x1 = carve(c, R * D);
+    A->h1 = carve(c, R * D);
+    A->rstd1 = carve(c, R);
+    A->q = carve(c, R * m->loc.Nl * H);
+    A->k = carve(c, R * m->loc.Kl * H);
+    A->v = carve(c, R * m->loc.Kl * H);
+}
+static void carve_layer_mid(const model *m, carver *c, layer_act *A, int64_t R) {
+    A->att = carve(c, R * m->loc.Nl * m->s.H);
+    A->x2 = carve(c, R * m->s.D);
+    A->h2 = carve(c, R * m->s.D);
+    A->rstd2 = carve(c, R);
+}
+
 /* The saved activations of every slot, with bf16 compute attention's probabilities from cb
  * (sizing pass when c->base is NULL: m->slot and m->acts may then be NULL too). */
 static void layout_activations(model *m, carver *c, carver *cb) {
@@ -45,18 +63,10 @@ static void layout_activations(model *m, carver *c, carver *cb) {
         if (c->base) S->act = m->acts + k * m->Ls;
         for (int64_t l = 0; l < m->Ls; l++) {
             layer_act *A = c->base ? &S->act[l] : &dummy_layer;
-            A->x1 = carve(c, BT * D);
-            A->h1 = carve(c, BT * D);
-            A->rstd1 = carve(c, BT);
-            A->q = carve(c, BT * lc->Nl * H);
-            A->k = carve(c, BT * lc->Kl * H);
-            A->v = carve(c, BT * lc->Kl * H);
+            carve_layer_in(m, c, A, BT);
             A->P = m->cmp.bf16 || lc->cp_n > 1 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
             A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
-            A->att = carve(c, BT * lc->Nl * H);
-            A->x2 = carve(c, BT * D);
-            A->h2 = carve(c, BT * D);
-            A->rstd2 = carve(c, BT);
+            carve_layer_mid(m, c, A, BT);
             if (model_layer_is_moe(&m->s, model_layer_global(m, m->l0 + l))) {
                 moe_carve_act(m, c, A, BT, m->Bl);
                 continue;
@@ -529,18 +539,10 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
 /* The workspace of model_fwd_rows for R rows: one layer's activations (every layer reuses them),
  * the final norm. */
 static void carve_rows(model *m, carver *c, layer_act *A, float **hf, kern_bf16 **sb, int64_t R) {
-    const int64_t D = m->s.D, H = m->s.H;
+    const int64_t D = m->s.D;
     const model_extents *lc = &m->loc;
-    A->x1 = carve(c, R * D);
-    A->h1 = carve(c, R * D);
-    A->rstd1 = carve(c, R);
-    A->q = carve(c, R * lc->Nl * H);
-    A->k = carve(c, R * lc->Kl * H);
-    A->v = carve(c, R * lc->Kl * H);
-    A->att = carve(c, R * lc->Nl * H);
-    A->x2 = carve(c, R * D);
-    A->h2 = carve(c, R * D);
-    A->rstd2 = carve(c, R);
+    carve_layer_in(m, c, A, R);
+    carve_layer_mid(m, c, A, R);
     A->a = carve(c, R * lc->Fl);
     A->b = carve(c, R * lc->Fl);
     A->g = carve(c, R * lc->Fl);
