@@ -8,6 +8,7 @@
 
 #include "mesh/mesh.h"
 #include "train/config/config.h"
+#include "train/infer/gen.h"
 #include "train/infer/prompts.h"
 
 /* L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=48, seed 7, greedy, into the defaults. */
@@ -67,6 +68,15 @@ static inline void gen_test_prompts(prompt_set *ps) {
     for (int b = 0; b < GEN_TEST_PROMPTS; b++)
         if (prompts_add(ps, texts[b], strlen(texts[b]), "prompt", err, sizeof err) < 0)
             mesh_exit_error("%s", err);
+}
+
+/* Step s of a generation: the prefill of ps at s = 0, else the decode of cur. */
+static inline void gen_test_step(gen *g, int64_t s, const prompt_set *ps, const int32_t *cur,
+                                 int32_t *next, gen_step *st) {
+    if (s == 0)
+        gen_prefill(g, ps, next, st);
+    else
+        gen_decode(g, cur, next, st);
 }
 
 /* Into full (empty before): each prompt b of ps followed by the first ntok − 1 tokens this rank

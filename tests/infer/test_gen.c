@@ -65,10 +65,7 @@ int main(int argc, char **argv) {
     double worst = 0;
     int mismatches = 0;
     for (int64_t s = 0; s < NTOK; s++) {
-        if (s == 0)
-            gen_prefill(g, &ps, next, &st);
-        else
-            gen_decode(g, cur, next, &st);
+        gen_test_step(g, s, &ps, cur, next, &st);
         for (int64_t b = 0; b < nb; b++) {
             const int64_t gb = row0 + b, plen = ps.len[gb];
             for (int64_t i = 0; i < plen; i++) seq[i] = ps.tok[gb][i];

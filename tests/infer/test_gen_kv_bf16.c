@@ -87,13 +87,8 @@ int main(int argc, char **argv) {
     double worst = 0;
     int bytes_half = 1, wrong = 0, same = 0;
     for (int64_t s = 0; s < NTOK; s++) {
-        if (s == 0) {
-            gen_prefill(g32, &ps, n32, &s32);
-            gen_prefill(g16, &ps, n16, &s16);
-        } else {
-            gen_decode(g32, cur, n32, &s32);
-            gen_decode(g16, cur, n16, &s16);
-        }
+        gen_test_step(g32, s, &ps, cur, n32, &s32);
+        gen_test_step(g16, s, &ps, cur, n16, &s16);
         bytes_half &= 2 * s16.kv_bytes == s32.kv_bytes && s16.kv_bytes > 0;
         const double w = worst_rel(gen_logits(g16), gen_logits(g32), nb * V);
         worst = w > worst ? w : worst;

@@ -74,13 +74,8 @@ int main(int argc, char **argv) {
     double worst = 0;
     int mismatches = 0, rank_diff = 0;
     for (int64_t s = 0; s < NTOK; s++) {
-        if (s == 0) {
-            gen_prefill(g, &ps, next, &st);
-            gen_prefill(ref, &ps, rnext, &st);
-        } else {
-            gen_decode(g, cur, next, &st);
-            gen_decode(ref, rcur, rnext, &st);
-        }
+        gen_test_step(g, s, &ps, cur, next, &st);
+        gen_test_step(ref, s, &ps, rcur, rnext, &st);
         for (int64_t b = 0; b < rnb; b++) {
             const double w =
                 check_worst_dev(gen_logits(g) + (off + b) * V, gen_logits(ref) + b * V, V);
