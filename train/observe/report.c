@@ -39,6 +39,7 @@
 #include "mesh/cost.h"
 #include "mesh/link.h"
 #include "train/observe/boundary.h"
+#include "train/observe/calibrate.h"
 #include "train/observe/passes.h"
 #include "train/observe/predict.h"
 #include "train/observe/skew.h"
@@ -62,7 +63,8 @@ struct report {
     cost_link link[MESH_MAX_AXES];
     int calibrated;      /* links measured (1) or emulated (2) */
     double compute_pred; /* predicted compute of a step (report_set_compute) */
-    double pipe_idle[2]; /* report_set_pipe: the simulated wait (a CPU per rank, shared); −1: none */
+    double
+        pipe_idle[2]; /* report_set_pipe: the simulated wait (a CPU per rank, shared); −1: none */
     /* accumulated by the trace hooks (the progress thread calls them too): under mu */
     pthread_mutex_t mu;
     double pred[MESH_OP_COUNT], pred_async[MESH_OP_COUNT], xfer[MESH_OP_COUNT];
@@ -301,54 +303,6 @@ static void waited(const mesh_call *c, double t0, double t1, void *ctx) {
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A measured link's plausible one-way bandwidth (bytes/s): no memory copy moves 1 MiB in under
- * 10 µs, and a link slower than 1 MB/s is a timing gone wrong; the value assumed instead. */
-#define REPORT_W_MIN 1e6
-#define REPORT_W_MAX 1e11
-#define REPORT_W_FALLBACK 1e9
-
-/* One-hop ping-pong along an axis: α from 1 float, β from 1 MiB (median of 5). */
-static void calibrate_axis(report *r, int axis) {
-    const int64_t big = 1 << 18;
-    float *a = calloc((size_t)big, sizeof(float)), *b = calloc((size_t)big, sizeof(float));
-    double ts[5], tb[5];
-    for (int rep = 0; rep < 5; rep++) {
-        double t = mesh_now();
-        for (int i = 0; i < 10; i++) mesh_ppermute(r->m, axis, 1, b, a, 1);
-        ts[rep] = (mesh_now() - t) / 10;
-        t = mesh_now();
-        mesh_ppermute(r->m, axis, 1, b, a, big);
-        tb[rep] = mesh_now() - t;
-    }
-    for (int i = 0; i < 5; i++) /* insertion sort, for the medians */
-        for (int j = i; j > 0 && ts[j] < ts[j - 1]; j--) {
-            double x = ts[j];
-            ts[j] = ts[j - 1], ts[j - 1] = x;
-        }
-    for (int i = 0; i < 5; i++)
-        for (int j = i; j > 0 && tb[j] < tb[j - 1]; j--) {
-            double x = tb[j];
-            tb[j] = tb[j - 1], tb[j - 1] = x;
-        }
-    /* the medians; on a loaded machine a busy moment can make the 1 MiB time no longer than the
-     * 1-float one: then the best times (load only adds time), else a stated fallback */
-    double w = tb[2] > ts[2] ? 4.0 * (double)big / (tb[2] - ts[2]) : 0;
-    if (!(w >= REPORT_W_MIN && w <= REPORT_W_MAX))
-        w = tb[0] > ts[0] ? 4.0 * (double)big / (tb[0] - ts[0]) : 0;
-    if (!(w >= REPORT_W_MIN && w <= REPORT_W_MAX)) {
-        fprintf(stderr,
-                "meshtrain: note: rank %d: axis %c's link timing gave no bandwidth within "
-                "[%.0e, %.0e] B/s (a loaded machine); the predictions assume %.0e B/s\n",
-                mesh_world_rank(), mesh_axis_name(r->m, axis), REPORT_W_MIN, REPORT_W_MAX,
-                REPORT_W_FALLBACK);
-        w = REPORT_W_FALLBACK;
-    }
-    r->link[axis].hop_latency = ts[2] > 0 ? ts[2] : 1e-6;
-    r->link[axis].w_oneway = w;
-    free(a);
-    free(b);
-}
-
 /* Test hook: MESHTRAIN_REPORT_EVENTS=n (1 ≤ n < 16384) in the environment lowers the events a
  * step's replay holds to n, so that a tiny run overflows it (tests/cli/metrics_pred.sh) instead
  * of one that makes 16384 collectives a step. Every rank reads the same environment. */
@@ -409,7 +363,7 @@ report *report_create(mesh *m, double flops) {
         } else {
             emulated = 0;
             if (mesh_axis_size(m, a) > 1)
-                calibrate_axis(r, a);
+                r->link[a] = calibrate_axis(m, a);
             else
                 r->link[a] = (cost_link){1e12, 1e-6};
         }

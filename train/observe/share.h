@@ -19,7 +19,7 @@
  *    against one, 1.99–2.11×). When MPI's waits spin, each waiting rank holds its CPU until the
  *    scheduler's time slice ends, and a ring step waits a slice for each rank ahead of its peer
  *    (2 ms turns measured there). On real links both are in the link constants already: the
- *    start-up ping-pong (report.c) runs on every rank at once, on the CPUs the ranks share, so
+ *    start-up ping-pong (calibrate.c) runs on every rank at once, on the CPUs the ranks share, so
  *    its hop latency and bandwidth are those of a hop that waits for the ranks' turns. On
  *    emulated links a collective's time is the links' (the waiting rank naps; the emulated
  *    transfer passes whether or not it runs) and its CPU work (copying a chunk) is small beside
