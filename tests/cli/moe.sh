@@ -38,11 +38,8 @@ if [ -s "$WORK/a.jsonl" ] && [ "$(strip "$WORK/a.jsonl")" = "$(strip "$WORK/b.js
 else
   bad "same seed twice: the metrics differ"; diff <(strip "$WORK/a.jsonl") <(strip "$WORK/b.jsonl")
 fi
-same=1
-for d in router expert_gate expert_up expert_down shared_gate shared_down w_gate embed; do
-  h5diff -q "$WORK/a.h5" "$WORK/b.h5" "/params/$d" "/params/$d" || same=0
-done
-[ $same = 1 ] && ok "same seed twice: final parameters bit-identical (h5diff)" ||
+same_h5 "$WORK/a.h5" "$WORK/b.h5" params router expert_gate expert_up expert_down shared_gate \
+  shared_down w_gate embed && ok "same seed twice: final parameters bit-identical (h5diff)" ||
   bad "same seed twice: final parameters differ"
 
 # The balance and z-losses are means over whole sequences: one micro-batch of 4 sequences or four

@@ -67,13 +67,8 @@ run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --resume "$WORK/z2.h5" \
 for f in rt1 rz3; do
   src=r3
   [ $f = rz3 ] && src=z2
-  same=1
-  for d in router expert_gate expert_up expert_down embed wq mlp_norm; do
-    for g in params optimizer/m optimizer/v; do
-      h5diff -q "$WORK/$src.h5" "$WORK/$f.h5" "/$g/$d" "/$g/$d" >/dev/null 2>&1 || same=0
-    done
-  done
-  [ $same = 1 ] && ok "saved by $src, loaded and saved by $f: bit-identical" ||
+  same_h5 "$WORK/$src.h5" "$WORK/$f.h5" "params optimizer/m optimizer/v" router expert_gate \
+    expert_up expert_down embed wq mlp_norm && ok "saved by $src, loaded and saved by $f: bit-identical" ||
     bad "saved by $src, loaded and saved by $f: differs"
 done
 loss3() { sed -n 's/.*"step":3,"loss":\([^,]*\),.*/\1/p' "$1"; }

@@ -2,7 +2,8 @@
 # arguments being MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR (tests/CMakeLists.txt, mt_add_cli_test):
 # sets MPI, MT, TXT and WORK (made), counts failures in `fails` through ok and bad (each prints
 # its line), and brings run NP ARGS... (run_mt.sh) and case_ WANT NP FRAGMENT ARGS...
-# (one_error_case: a run that must end as bad input).
+# (one_error_case: a run that must end as bad input), and same_h5 A B GROUPS DATASET... (whether
+# two checkpoints hold the same datasets bit for bit).
 MPI=$1 MT=$2 TXT=$3 WORK=$4
 . "$(dirname "${BASH_SOURCE[0]}")/one_error.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/run_mt.sh"
@@ -11,3 +12,15 @@ fails=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails + 1)); }
 case_() { one_error_case "$@"; }
+
+# same_h5 A B GROUPS DATASET...: status 0 if every /GROUP/DATASET (GROUPS: a space-separated list,
+# e.g. "params optimizer/m optimizer/v") of checkpoint A equals B's bit for bit (h5diff).
+same_h5() {
+  local a=$1 b=$2 groups=$3 d g
+  shift 3
+  for d in "$@"; do
+    for g in $groups; do
+      h5diff -q "$a" "$b" "/$g/$d" "/$g/$d" >/dev/null 2>&1 || return 1
+    done
+  done
+}
