@@ -5,7 +5,7 @@
 #    wraparound link for its last hop), heads or kv heads (after --tensor) not divisible by |axis|
 #    for ulysses, an axis used twice (--dp, --tensor), an unknown algorithm,
 #    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
-#    not compose with yet (--experts), --cp in generate;
+#    not compose with yet (--experts), --cp in generate --bench;
 #  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T;
 #  - --bench with --cp-alg ring under --emulate v5p on 2 ranks prints its step and the step's
 #    prediction (the ±15% is bench/cp_sweep.sh's, on an idle machine);
@@ -50,7 +50,7 @@ case_ 2 2 "--cp with --experts is not implemented yet" "${base[@]}" --seq-len 32
   --cp x --experts 4
 case_ 2 4 "--cp z is also the --pipeline axis: an axis is used twice" "${base[@]}" --seq-len 32 \
   --mesh x=2,z=2 --pipeline z --cp z
-case_ 2 1 "--cp does nothing in meshtrain generate" generate --cp x
+case_ 2 1 "--cp does nothing in meshtrain generate --bench" generate --bench --cp x
 
 wait
 for ((i = 0; i < ncase; i++)); do

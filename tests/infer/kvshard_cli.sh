@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end `meshtrain generate --kv-shard AXIS`: a small model trained for a few steps on 2
 # ranks, then generation of 4 prompts of unequal length with the KV cache's positions sharded over
-# 3 and 4 ranks, on 2 with --dp and with --tensor, and of a fresh initialisation: the texts on stdout must be byte-identical to the
-# 1-rank run's (greedy, and sampled with a seed), and the start-up line must show each rank's
-# share of the positions, ceil(S/P) of S. Bad input (an unknown axis, an axis used twice, a mode
-# that cannot shard the cache) ends with status 2 and one "meshtrain: error:" line naming it.
+# 3 and 4 ranks, on 2 with --dp and with --tensor, with --cp (the prefill's prompts over the axis
+# too) on 3 and with --tensor, and of a fresh initialisation: the texts on stdout must be
+# byte-identical to the 1-rank run's (greedy, and sampled with a seed), and the start-up line
+# must show each rank's share of the positions, ceil(S/P) of S. Bad input (an unknown axis, an
+# axis used twice, a mode that cannot shard the cache, --cp with another algorithm or another
+# --kv-shard axis) ends with status 2 and one "meshtrain: error:" line naming it.
 # usage: kvshard_cli.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
@@ -48,6 +50,9 @@ same kv4 4 4 one --temperature 0 --mesh z=4 --kv-shard z
 same dp2_kv2 4 2 one --temperature 0 --mesh x=2,z=2 --dp x --kv-shard z
 same tp2_kv2 4 2 one --temperature 0 --mesh y=2,z=2 --tensor y --kv-shard z
 run 1 "${GEN[@]}" --temperature 0.8 --top-k 20 --seed 5 >"$WORK/samp.out" 2>"$WORK/samp.err"
+# --cp: the prefill's prompts over the axis too, the cache as --kv-shard lays it out
+same cp3 3 3 one --temperature 0 --mesh z=3 --cp z
+same tp2_cp2 4 2 one --temperature 0 --mesh y=2,z=2 --tensor y --cp z
 same sampled_kv3 3 3 samp --temperature 0.8 --top-k 20 --seed 5 --mesh z=3 --kv-shard z
 # a fresh initialisation (seed 3): its near-uniform logits pick varied bytes, not a trained
 # model's few favourites
@@ -72,6 +77,13 @@ err "--kv-shard is not supported with --draft" 2 generate "${P[@]}" --mesh z=2 -
   --ckpt "$WORK/ck.h5" --draft "$WORK/ck.h5"
 err "--kv-shard with --tensor over 4 ranks > K = 2 kv heads needs --kv-replicate" 4 \
   generate "${P[@]}" "${MODEL[@]}" --mesh y=4,z=1 --tensor y --kv-shard z
+err "--cp-alg ring: generate's prefill gathers the prompt's keys and values" 2 generate "${P[@]}" \
+  --mesh z=2 --cp z --cp-alg ring
+err "--cp z with --kv-shard x: the prefill's shards of the prompt are the cache's" 4 \
+  generate "${P[@]}" --mesh x=2,z=2 --cp z --kv-shard x
+err "--cp is not supported with --draft" 2 generate "${P[@]}" --mesh z=2 --cp z \
+  --ckpt "$WORK/ck.h5" --draft "$WORK/ck.h5"
+err "--cp z is also the --dp axis" 2 generate "${P[@]}" --mesh z=2 --dp z --cp z
 err "unknown flag --kv-shard" 2 "${MODEL[@]}" --mesh z=2 --kv-shard z --steps 1
 echo "kvshard_cli: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -142,8 +142,8 @@ static const used_rule rules[] = {
     {"alg", 0, gen_no_tensor},
     {"emulate-rate", M_GEN, no_emulate},
     {"microbatches", M_GEN, no_pipe},
-    {"cp", M_GEN, never},
-    {"cp-alg", M_GEN, no_cp},
+    {"cp", M_GEN & ~(1 << CONFIG_MODE_GENERATE), never}, /* generate: the prefill's prompts */
+    {"cp-alg", M_GEN & ~(1 << CONFIG_MODE_GENERATE), no_cp},
     {"schedule", M_GEN, no_pipe},
     {"virtual-stages", M_GEN, never},
     /* the mixture of experts' training losses */

@@ -52,7 +52,8 @@ struct gen {
     model *mod;
     gen_kv_mode mode;
     gen_dims d;
-    char kv_axis; /* --kv-shard's axis, or 0 */
+    char kv_axis;   /* --kv-shard's axis, or 0 */
+    int cp_prefill; /* gen_create_cp: the prefill's prompts over kv_axis too */
     int64_t nX, B_loc, row0;
     kvcache kv;
     kvshard ks; /* --kv-shard: the cache's positions over a mesh axis (P = 1 without) */
@@ -245,9 +246,33 @@ static void attn_extend(gen *g, const model_attn_io *io) {
     }
 }
 
+/* Prefill with the prompts over the kv axis (gen_create_cp): the rows are this rank's
+ * positions of each sequence, which it attends over every rank's keys and caches as they are
+ * (its local rows 0, 1, .. are positions p, p + P, ..). A rank that holds no position of the
+ * chunk runs one padding row, whose output is zero. */
+static void attn_prefill_cp(gen *g, const model_attn_io *io) {
+    const model_extents *lc = model_extents_of(g->mod);
+    const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
+    const kvcache *kv = &g->kv;
+    const double seen =
+        kvshard_prefill(&g->ks, g->m, io->att, io->q, io->k, io->v, g->chunk_len, g->chunk_n);
+    g->attn_flops += 4.0 * seen * (double)NH;
+    int64_t r0 = 0;
+    for (int64_t i = 0; i < g->chunk_n; i++) {
+        const int64_t held = kvshard_held(&g->ks, g->chunk_len[i]), b = g->chunk_b0 + i - kv->c0;
+        kv_put(kv, kv_row(kv, kv->k, io->l, b, 0), io->k + r0 * KH, held * KH);
+        kv_put(kv, kv_row(kv, kv->v, io->l, b, 0), io->v + r0 * KH, held * KH);
+        g->kv_bytes += 2.0 * (double)(held * KH * kv->elem);
+        r0 += held;
+    }
+    if (r0 < io->R) memset(io->att + r0 * NH, 0, (size_t)((io->R - r0) * NH) * sizeof(float));
+}
+
 static void attn_hook(void *ctx, const model_attn_io *io) {
     gen *g = ctx;
-    if (g->prefill)
+    if (g->prefill && g->cp_prefill)
+        attn_prefill_cp(g, io);
+    else if (g->prefill)
         attn_prefill(g, io);
     else if (g->ext_n)
         attn_extend(g, io);
@@ -316,8 +341,11 @@ static void pick(gen *g, int64_t b0, int64_t n, int32_t *next) {
 static int64_t chunk_of(const gen *g, const prompt_set *ps, int64_t b0, int64_t *R) {
     int64_t n = 0;
     *R = 0;
-    while (b0 + n < g->B_loc && *R + ps->len[g->row0 + b0 + n] <= g->d.max_rows)
-        *R += ps->len[g->row0 + b0 + n++];
+    for (int64_t r; b0 + n < g->B_loc; n++, *R += r) {
+        const int64_t len = ps->len[g->row0 + b0 + n];
+        r = g->cp_prefill ? kvshard_prefill_rows(&g->ks, len) : len;
+        if (*R + r > g->d.max_rows) break;
+    }
     CHECK(n > 0 || b0 == g->B_loc, "gen_prefill: a prompt longer than %lld rows",
           (long long)g->d.max_rows);
     return n;
@@ -332,6 +360,42 @@ static int64_t prefill_forwards(const gen *g, const prompt_set *ps) {
     return g->pl.expert.n > 1 ? mesh_agree_max(mesh_world_comm(g->m), k) : k;
 }
 
+/* The rows of the prefill's chunk of local sequences [b0, b0 + n): each prompt's tokens at their
+ * positions, or with cp_prefill this rank's positions of each (one padding row when it has none);
+ * out_rows[i] the row of sequence i's last position (row 0 where another rank holds it). Their
+ * count. */
+static int64_t prefill_rows(gen *g, const prompt_set *ps, int64_t b0, int64_t n) {
+    int64_t r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t len = ps->len[g->row0 + b0 + i], r0 = r;
+        const int32_t *tok = ps->tok[g->row0 + b0 + i];
+        if (g->cp_prefill) {
+            r += kvshard_take(&g->ks, tok, len, g->rtok + r, g->rpos + r);
+        } else {
+            for (int64_t t = 0; t < len; t++, r++) g->rtok[r] = tok[t], g->rpos[r] = (int32_t)t;
+        }
+        for (int64_t j = r0; j < r; j++) g->moe_seq[j] = (int32_t)(b0 + i);
+        if (g->moe_cnt) /* the sequence starts: no expert has taken any of its tokens */
+            memset(g->moe_cnt + (b0 + i) * g->moe_per_seq, 0,
+                   (size_t)g->moe_per_seq * sizeof *g->moe_cnt);
+        g->out_rows[i] = r > r0 && g->rpos[r - 1] == len - 1 ? r - 1 : 0;
+        g->pos[b0 + i] = (int32_t)len;
+    }
+    if (r == 0) g->rtok[0] = g->rpos[0] = g->moe_seq[0] = 0, r = 1;
+    return r;
+}
+
+/* cp_prefill: the chunk's logits rows [b0, b0 + n), right on the rank that holds each sequence's
+ * last position, zeroed on the others, then summed over the kv axis: one rank's row plus zeros,
+ * so every rank of the axis gets the same bits. */
+static void share_logits(gen *g, int64_t b0, int64_t n) {
+    const int64_t V = g->c.shape.V;
+    float *lg = g->logits + b0 * V;
+    for (int64_t i = 0; i < n; i++)
+        if (kvshard_row(&g->ks, g->chunk_len[i] - 1) < 0) memset(lg + i * V, 0, (size_t)V * 4);
+    mesh_all_reduce(g->m, g->ks.ax, lg, lg, n * V, MESH_ALG_DEFAULT);
+}
+
 void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
     const double t0 = mesh_now();
     memset(st, 0, sizeof *st);
@@ -341,29 +405,18 @@ void gen_prefill(gen *g, const prompt_set *ps, int32_t *next, gen_step *st) {
     for (int64_t b0 = 0, f = 0; f < forwards; f++) { /* chunks of whole sequences */
         int64_t R;
         const int64_t n = chunk_of(g, ps, b0, &R);
-        for (int64_t i = 0, r = 0; i < n; i++) {
-            const int64_t len = ps->len[g->row0 + b0 + i];
-            for (int64_t t = 0; t < len; t++, r++) {
-                g->rtok[r] = ps->tok[g->row0 + b0 + i][t];
-                g->rpos[r] = (int32_t)t;
-                g->moe_seq[r] = (int32_t)(b0 + i);
-            }
-            if (g->moe_cnt) /* the sequence starts: no expert has taken any of its tokens */
-                memset(g->moe_cnt + (b0 + i) * g->moe_per_seq, 0,
-                       (size_t)g->moe_per_seq * sizeof *g->moe_cnt);
-            g->out_rows[i] = r - 1;
-            g->pos[b0 + i] = (int32_t)len;
-        }
+        R = prefill_rows(g, ps, b0, n);
         g->chunk_len = ps->len + g->row0 + b0;
         g->chunk_b0 = b0;
         g->chunk_n = n;
         forward(g, g->logits + b0 * g->c.shape.V, n, R);
+        if (g->cp_prefill) share_logits(g, b0, n);
         pick(g, b0, n, next);
         gen_step w;
         weight_cost(g, R, n, &w);
         st->p_bytes += w.p_bytes;
         st->flops += w.flops;
-        st->rows += (double)R / tensor_ranks(g);
+        st->rows += (double)R / tensor_ranks(g) * (g->cp_prefill ? (double)g->ks.P : 1.0);
         b0 += n;
     }
     st->flops += g->attn_flops;
@@ -515,6 +568,8 @@ static int layout(gen *g, char *err, size_t errlen) {
     g->row0 = (kva >= 0 ? mesh_axes_index(g->m, rax) : g->pl.batch.index) * g->B_loc;
     g->mode = nY <= s->K ? GEN_KV_HEADS : g->d.kv_replicate ? GEN_KV_REPLICATED : GEN_KV_ALLTOALL;
     g->Z = g->mode == GEN_KV_ALLTOALL ? nY / s->K : 1;
+    if (kva < 0 && g->cp_prefill)
+        return errmsg_fail(err, errlen, "the prompts go over the --kv-shard axis: name one");
     if (kva >= 0 && g->mode == GEN_KV_ALLTOALL)
         return errmsg_fail(err, errlen,
                            "--kv-shard with --tensor over %lld ranks > K = %lld kv heads needs "
@@ -595,7 +650,8 @@ static int alloc_buffers(gen *g) {
     if (model_moe_capacity(s) > 0)
         g->moe_cnt = calloc((size_t)(g->B_loc * g->moe_per_seq), sizeof *g->moe_cnt);
     const model_extents *lc = model_extents_of(g->mod);
-    if (kvshard_init(&g->ks, g->m, g->kv_axis, g->B_loc, lc->Nl, lc->Kl, s->H, g->d.S) < 0)
+    if (kvshard_init(&g->ks, g->m, g->kv_axis, g->B_loc, lc->Nl, lc->Kl, s->H, g->d.S) < 0 ||
+        (g->cp_prefill && kvshard_prefill_init(&g->ks, R) < 0))
         return -1;
     const int moe_ok = g->moe_seq && (model_moe_capacity(s) == 0 || g->moe_cnt);
     return moe_ok && g->kv.k && g->kv.v && g->pos && g->ntok && g->rtok && g->rpos && g->out_rows &&
@@ -653,8 +709,8 @@ static int kv_setup(gen *g, char *err, size_t errlen) {
 
 /* Collective over: world. The request's plan, layout and memory check, nothing big allocated
  * yet: g, or NULL with err. */
-static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
-                         size_t errlen) {
+static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_shard, int cp,
+                         char *err, size_t errlen) {
     if (gen_refuse(c, err, errlen) < 0) return NULL;
     gen *g = calloc(1, sizeof *g);
     CHECK(g, "gen_create: out of memory");
@@ -662,6 +718,7 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_sh
     g->m = m;
     g->d = *d;
     g->kv_axis = kv_shard;
+    g->cp_prefill = cp;
     if (precision_setup(&g->prec, c, m, 0, 0, err, errlen) < 0) {
         free(g);
         return NULL;
@@ -686,19 +743,15 @@ static gen *plan_request(const config *c, mesh *m, const gen_dims *d, char kv_sh
 }
 
 int gen_check(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    gen *g = plan_request(c, m, d, 0, err, errlen);
+    gen *g = plan_request(c, m, d, 0, 0, err, errlen);
     const int rc = g ? 0 : -1;
     gen_destroy(g);
     return rc;
 }
 
-gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
-    return gen_create_kv(c, m, d, 0, err, errlen);
-}
-
-gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
+static gen *create(const config *c, mesh *m, const gen_dims *d, char kv_shard, int cp, char *err,
                    size_t errlen) {
-    gen *g = plan_request(c, m, d, kv_shard, err, errlen);
+    gen *g = plan_request(c, m, d, kv_shard, cp, err, errlen);
     if (!g) return NULL;
     g->mod = gen_model_create(c, m, &g->pl, &g->prec, g->run, err, errlen);
     int rc = g->mod ? 0 : -1;
@@ -711,6 +764,20 @@ gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, c
         return NULL;
     }
     return g;
+}
+
+gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t errlen) {
+    return gen_create_kv(c, m, d, 0, err, errlen);
+}
+
+gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
+                   size_t errlen) {
+    return create(c, m, d, kv_shard, 0, err, errlen);
+}
+
+gen *gen_create_cp(const config *c, mesh *m, const gen_dims *d, char axis, char *err,
+                   size_t errlen) {
+    return create(c, m, d, axis, 1, err, errlen);
 }
 
 void gen_destroy(gen *g) {

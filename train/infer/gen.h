@@ -76,6 +76,10 @@ gen *gen_create(const config *c, mesh *m, const gen_dims *d, char *err, size_t e
  * sharded, as gen_create). */
 gen *gen_create_kv(const config *c, mesh *m, const gen_dims *d, char kv_shard, char *err,
                    size_t errlen);
+/* gen_create_kv whose prefill shards the prompts over the kv axis too (generate --cp AXIS): each
+ * rank computes the positions it caches (kvshard.h), attending every rank's keys. */
+gen *gen_create_cp(const config *c, mesh *m, const gen_dims *d, char axis, char *err,
+                   size_t errlen);
 void gen_destroy(gen *g); /* accepts NULL */
 /* Collective over: world. gen_create's checks of the request alone (nothing big allocated), so
  * that a command making several requests checks them all before the first runs. 0 or −1 with

@@ -82,8 +82,10 @@ static void print_help(FILE *out) {
             "meshtrain's flags that apply: the model's shape (--layers, --d-model, ...), "
             "--temperature (0 = greedy),\n--top-k, --seed (sampling is a pure function of the "
             "seed), --quiet (no line per decode step), --threads,\n--mesh, --open, --cross-hosts, "
-            "--dp (replicas), --tensor (Megatron over heads and F), --alg;\nthe others do "
-            "nothing in generation and are refused. See meshtrain --help.\n"
+            "--dp (replicas), --tensor (Megatron over heads and F), --alg,\n--cp AXIS (the "
+            "prefill's prompts over AXIS, each rank computing the positions it caches as "
+            "--kv-shard AXIS);\nthe others do nothing in generation and are refused. See "
+            "meshtrain --help.\n"
             "Texts go to stdout, the per-step report (TTFT, ms/token, bytes, bandwidth, the "
             "book's prediction) to stderr.\n");
 }
@@ -349,6 +351,28 @@ static int check_kv_replicate(const config *c, const gen_flags *f, const mesh *m
                        (long long)nY, nY == 1 ? "" : "s", (long long)c->shape.K);
 }
 
+/* generate --cp AXIS: the prefill's prompts over AXIS, each rank computing the positions it
+ * then caches as --kv-shard AXIS lays them out (kvshard.h); the prefill's attention gathers the
+ * keys and values (allgather). Moves the axis from c to f->kv_shard. Not collective. 0 or −1. */
+static int cp_kv_shard(config *c, gen_flags *f, char *err, size_t errlen) {
+    if (!c->cp_axis[0]) return 0;
+    if (f->kv_shard[0] && strcmp(f->kv_shard, c->cp_axis) != 0)
+        return errmsg_fail(err, errlen,
+                           "--cp %s with --kv-shard %s: the prefill's shards of the prompt are "
+                           "the cache's (each rank keeps the keys it computed), so they are one "
+                           "axis: drop --kv-shard",
+                           c->cp_axis, f->kv_shard);
+    if (config_cp_alg(c) != CONFIG_CP_ALLGATHER)
+        return errmsg_fail(err, errlen,
+                           "--cp-alg %s: generate's prefill gathers the prompt's keys and values "
+                           "over the axis (--cp-alg allgather); ring and ulysses are training's",
+                           c->cp_alg);
+    snprintf(f->kv_shard, sizeof f->kv_shard, "%s", c->cp_axis);
+    f->cp_prefill = 1;
+    c->cp_axis[0] = 0;
+    return 0;
+}
+
 /* Collective over: world. --bench: every check first, then the machine, then the sweep. */
 static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     char err[GEN_ERR + GEN_BENCH_ERR];
@@ -402,9 +426,11 @@ int gen_main(int argc, char **argv) {
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
     if (f.kv_shard[0] && strlen(f.kv_shard) != 1)
         mesh_exit_error("--kv-shard %s: name one mesh axis", f.kv_shard);
+    if (cp_kv_shard(&c, &f, err, sizeof err) < 0) mesh_exit_error("%s", err);
     if (f.kv_shard[0] && (f.bench || f.draft[0]))
-        mesh_exit_error("--kv-shard is not supported with %s: it shards plain greedy or sampled "
+        mesh_exit_error("--%s is not supported with %s: it shards plain greedy or sampled "
                         "decode only",
+                        f.cp_prefill ? "cp" : "kv-shard",
                         f.bench ? "--bench" : "--draft (speculative decoding)");
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);
@@ -422,7 +448,8 @@ int gen_main(int argc, char **argv) {
     if (d.max_rows < ps.n) d.max_rows = ps.n;
     if (f.draft[0] && d.max_rows < ps.n * (f.draft_tokens + 2)) /* a verify step's rows */
         d.max_rows = ps.n * (f.draft_tokens + 2);
-    gen *g = gen_create_kv(&c, m, &d, f.kv_shard[0], err, sizeof err);
+    gen *g =
+        (f.cp_prefill ? gen_create_cp : gen_create_kv)(&c, m, &d, f.kv_shard[0], err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
         mesh_exit_error("%s", err);

@@ -31,6 +31,7 @@ typedef struct {
     int64_t tokens;
     int kv_replicate;
     char kv_shard[8]; /* --kv-shard AXIS: the cache's positions over that mesh axis */
+    int cp_prefill;   /* --cp AXIS: the prefill's prompts over AXIS too (kv_shard then AXIS) */
     int bench;
     char bench_batches[256]; /* --bench: comma list of decode batch sizes */
     int64_t bench_prompt;    /* --bench: prompt length */

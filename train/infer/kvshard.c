@@ -73,7 +73,8 @@ int kvshard_init(kvshard *ks, const mesh *m, char axis, int64_t R, int64_t Nl, i
 }
 
 void kvshard_free(kvshard *ks) {
-    ALLOC_FREE_ALL(ks->part, ks->all, ks->scr, ks->kpos);
+    ALLOC_FREE_ALL(ks->part, ks->all, ks->scr, ks->kpos, ks->pf_send, ks->pf_all, ks->pf_kv,
+                   ks->pf_ml, ks->pf_scr, ks->pf_qpos, ks->pf_iota);
     memset(ks, 0, sizeof *ks);
 }
 
@@ -113,4 +114,69 @@ void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const floa
         kern_attn_part_merge(o0, m0, l0, b, b + R * NH, b + R * (NH + Nl), R, Nl, ks->H);
     }
     memcpy(out, o0, (size_t)(R * NH) * sizeof *out);
+}
+
+/* ---------------------------------------------------------------- the sharded prefill */
+
+int kvshard_prefill_init(kvshard *ks, int64_t max_rows) {
+    const int64_t KH = ks->Kl * ks->H, S = ks->S, q = kvshard_rows(ks, S);
+    const int64_t s1 = kern_attn_part_cached_scratch(1, S, ks->Nl, ks->Kl),
+                  sn = kern_attn_part_cached_scratch(q, S, ks->Nl, ks->Kl);
+    ks->pf_send = alloc_floats(2 * max_rows * KH);
+    ks->pf_all = alloc_floats(ks->P * 2 * max_rows * KH);
+    ks->pf_kv = alloc_floats(2 * S * KH);
+    ks->pf_ml = alloc_floats(2 * q * ks->Nl);
+    ks->pf_scr = alloc_floats((s1 > sn ? s1 : sn) + 64);
+    ks->pf_qpos = calloc((size_t)q + 1, sizeof *ks->pf_qpos);
+    ks->pf_iota = calloc((size_t)S + 1, sizeof *ks->pf_iota);
+    if (!ks->pf_send || !ks->pf_all || !ks->pf_kv || !ks->pf_ml || !ks->pf_scr || !ks->pf_qpos ||
+        !ks->pf_iota)
+        return -1;
+    for (int64_t t = 0; t < S; t++) ks->pf_iota[t] = (int32_t)t;
+    return 0;
+}
+
+int64_t kvshard_prefill_rows(const kvshard *ks, int64_t len) {
+    return kvshard_rows(ks, len);
+}
+
+int64_t kvshard_take(const kvshard *ks, const int32_t *tok, int64_t len, int32_t *rtok,
+                     int32_t *rpos) {
+    int64_t n = 0;
+    for (int64_t t = ks->p; t < len; t += ks->P, n++) rtok[n] = tok[t], rpos[n] = (int32_t)t;
+    return n;
+}
+
+double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
+                       const float *v, const int64_t *len, int64_t n) {
+    const int64_t KH = ks->Kl * ks->H, NH = ks->Nl * ks->H;
+    int64_t pad = 0; /* the chunk's rows per rank, each sequence's ceil(len/P) */
+    for (int64_t i = 0; i < n; i++) pad += kvshard_prefill_rows(ks, len[i]);
+    for (int64_t i = 0, r0 = 0, off = 0; i < n; i++) {
+        const int64_t held = kvshard_held(ks, len[i]);
+        floats_copy(ks->pf_send + off * KH, k + r0 * KH, held * KH);
+        floats_copy(ks->pf_send + (pad + off) * KH, v + r0 * KH, held * KH);
+        r0 += held, off += kvshard_prefill_rows(ks, len[i]);
+    }
+    mesh_all_gather(m, ks->ax, ks->pf_all, ks->pf_send, 2 * pad * KH, MESH_ALG_DEFAULT);
+    double seen = 0;
+    float *kf = ks->pf_kv, *vf = ks->pf_kv + ks->S * KH;
+    for (int64_t i = 0, r0 = 0, off = 0; i < n; i++) {
+        for (int64_t t = 0; t < len[i]; t++) { /* position t: rank t mod P, its row t div P */
+            const float *b = ks->pf_all + (t % ks->P) * 2 * pad * KH;
+            floats_copy(kf + t * KH, b + (off + t / ks->P) * KH, KH);
+            floats_copy(vf + t * KH, b + (pad + off + t / ks->P) * KH, KH);
+        }
+        const int64_t held = kvshard_held(ks, len[i]);
+        for (int64_t a = 0; a < held; a++) {
+            ks->pf_qpos[a] = (int32_t)(ks->p + a * ks->P);
+            seen += (double)ks->pf_qpos[a] + 1.0;
+        }
+        if (held > 0)
+            kern_attn_part_cached(out + r0 * NH, ks->pf_ml, ks->pf_ml + held * ks->Nl, ks->pf_scr,
+                                  q + r0 * NH, kf, vf, ks->pf_qpos, held, ks->pf_iota, len[i],
+                                  ks->Nl, ks->Kl, ks->H, KH);
+        r0 += held, off += kvshard_prefill_rows(ks, len[i]);
+    }
+    return seen;
 }

@@ -31,6 +31,11 @@ typedef struct {
     int64_t R, Nl, Kl, H, S;
     float *part, *all, *scr; /* this rank's partials, every rank's, the kernel's scratch */
     int32_t *kpos;           /* global positions of this rank's rows */
+    /* the sharded prefill (kvshard_prefill_init): this rank's K, V of a chunk [2, rows, Kl·H],
+     * every rank's, one sequence's K, V in position order [2, S, Kl·H], the partial's m, l, the
+     * kernel's scratch; the query positions, and 0 .. S−1 */
+    float *pf_send, *pf_all, *pf_kv, *pf_ml, *pf_scr;
+    int32_t *pf_qpos, *pf_iota;
 } kvshard;
 
 /* Not collective. Checks --kv-shard `axis` (0: none) against the mesh and the other flags of c,
@@ -57,4 +62,28 @@ int64_t kvshard_held(const kvshard *ks, int64_t n);
  * sequence r, rows `stride` floats apart per sequence. */
 void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const float *kc,
                     const float *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk);
+
+/* ---- the prefill with the prompts over the axis (generate --cp AXIS) ----
+ * Each rank of the axis runs the forward of the prompt positions it will cache (t mod P = p), so
+ * the keys and values it computes are its cache rows as they are: nothing moves after the
+ * prefill, and decode goes on as above. A chunk's sequence takes ceil(len/P) rows on the rank
+ * that holds the most of it (kvshard_prefill_rows: the chunk's size, the same on every rank); the
+ * ranks hold within one row of each other, so the work is balanced as zigzag balances training's
+ * (each rank has every P-th query, early and late). Per layer, one AllGather over the axis brings
+ * every rank's keys and values of the chunk, put in position order; each rank's queries attend
+ * them (kern_attn_part_cached, the keys they see). */
+/* Not collective. The prefill's buffers for chunks of up to max_rows rows (as counted by
+ * kvshard_prefill_rows). 0, or −1 when out of memory. */
+int kvshard_prefill_init(kvshard *ks, int64_t max_rows);
+/* Rows a sequence of len tokens takes in a prefill chunk: ceil(len/P). */
+int64_t kvshard_prefill_rows(const kvshard *ks, int64_t len);
+/* Not collective. This rank's tokens of a prompt tok[len]: held(len) rows, the tokens and
+ * global positions at p, p + P, .. into rtok, rpos. Their count. */
+int64_t kvshard_take(const kvshard *ks, const int32_t *tok, int64_t len, int32_t *rtok,
+                     int32_t *rpos);
+/* Collective over: the axis. Prefill attention of a chunk of n sequences of len[n] tokens, this
+ * rank's rows of each (kvshard_take) packed one sequence after the other: q[rows, Nl·H],
+ * k, v[rows, Kl·H] → out[rows, Nl·H]. Returns the keys the rows saw, Σ (position + 1). */
+double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
+                       const float *v, const int64_t *len, int64_t n);
 #endif
