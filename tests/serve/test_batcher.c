@@ -67,8 +67,10 @@ typedef struct {
     int bad;
 } world;
 
-static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                      const float *lp) {
     world *w = ctx;
+    (void)lp;
     req *q = &w->r[id];
     if (index != q->ngen || q->done) {
         if (w->bad++ < 5)
@@ -178,7 +180,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     while (steps < 5000) {
         for (int n = (int)rndi(4); n > 0 && added < nreq; n--, added++) {
             req *q = &w->r[added];
-            const batch_sampling sp = {0, 0, (uint64_t)added};
+            const batch_sampling sp = {0, 0, (uint64_t)added, 0, 0};
             if (batcher_add(s, added, q->tok, q->plen, q->max_new, &sp) < 0) exit(1);
             q->added = 1;
         }

@@ -11,6 +11,11 @@
  *    are not: a row's bits depend on the rows beside it, so bit-equality is not asked for here);
  *  - the block pool's invariants hold after every step and every block comes back;
  *  - across the settings, preemption, prefix-cache hits and chunked prefill all happened;
+ *  - log-probabilities (most requests ask, with 0 to 6 alternatives): every token of a request
+ *    that asks comes with its record and no other does; each record is the log-softmax of the
+ *    engine's own logits computed here in double, within 2 eps units of rounding (ids: the top n
+ *    of that row, sorted), and of generate's logits within the bound their deviation allows
+ *    (2·k·eps·(2·max|logit| + 1)); a greedy token is the first alternative;
  *  - speculative decoding (spec_engine.h), under settings of its own with drafters made from the
  *    target (tests/common/drafter.h: always right, always wrong, right some of the time) and 2 to
  *    5 drafted tokens, preemption and the prefix cache among them: greedy tokens equal
@@ -19,6 +24,7 @@
  * With --compute-dtype bf16 and --kv-dtype bf16 (serve's flags) both sides run so: the bf16 pool's
  * paged attention has generate's bf16 cache's arithmetic (attn_paged.h), so the same bounds hold.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,9 +106,41 @@ static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, i
     prompts_free(&ps);
 }
 
+/* log softmax(lg[V])[v] in double. */
+static double lsm(const float *lg, int64_t V, int64_t v) {
+    double mx = lg[0], sum = 0;
+    for (int64_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+    for (int64_t i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    return (double)lg[v] - mx - log(sum);
+}
+
+/* Record rec (logprob.h) of token tok with n alternatives against logits lg: its worst deviation
+ * in units of bound(value), or 1e9 when ids or order are wrong. tight: the record must be the
+ * n largest of lg exactly (lg is the row it came from). */
+static double lp_dev(const float *rec, int32_t tok, int32_t n, const float *lg, int64_t V,
+                     int tight, double slack) {
+    double worst = fabs(rec[0] - lsm(lg, V, tok)) / (slack + 2 * FLT_EPSILON * (1 + fabs(rec[0])));
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = (int32_t)rec[1 + 2 * i];
+        const double d = fabs(rec[2 + 2 * i] - lsm(lg, V, id)) /
+                         (slack + 2 * FLT_EPSILON * (1 + fabs(rec[2 + 2 * i])));
+        worst = d > worst ? d : worst;
+        if (i > 0 && rec[2 + 2 * i] > rec[2 * i]) return 1e9; /* not decreasing */
+        if (id == tok && rec[2 + 2 * i] != rec[0]) return 1e9;
+        int64_t above = 0; /* the id is the i-th largest (ties to the lower id) */
+        for (int64_t v = 0; tight && v < V; v++)
+            above += lg[v] > lg[id] || (lg[v] == lg[id] && v < id);
+        if (tight && above != i) return 1e9;
+    }
+    return worst;
+}
+
 typedef struct {
     prompt_ref *pr;
-    int64_t *which; /* request id → prompt */
+    int64_t *which;  /* request id → prompt */
+    int drafting;    /* the setting drafts (sampled tokens are not generate's) */
+    double lp_worst; /* records vs generate's logits, in units of their bound */
+    int64_t lp_n, lp_bad;
     int32_t out[512][MAXNEW];
     int64_t nout[512];
     int bad;
@@ -115,9 +153,23 @@ static void spec_seen(void *ctx, int64_t id, int32_t drafted, int32_t kept) {
     h->drafted += drafted, h->kept += kept;
 }
 
-static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                      const float *lp) {
     harness *h = ctx;
+    const prompt_ref *q = &h->pr[h->which[id]];
     (void)end;
+    if ((lp != NULL) != (q->sp.logprobs != 0)) h->lp_bad++;
+    if (lp && q->sp.temperature == 0 && q->sp.top_logprobs > 0 && (int32_t)lp[1] != token)
+        h->lp_bad++;
+    if (lp && (!h->drafting || q->sp.temperature == 0)) { /* the same tokens as generate */
+        const float *ref = q->ref_logits + index * 256;
+        double mx = 0;
+        for (int v = 0; v < 256; v++) mx = fabs(ref[v]) > mx ? fabs(ref[v]) : mx;
+        const double d = lp_dev(lp, token, q->sp.top_logprobs, ref, 256, 0,
+                                2 * TOL_K * FLT_EPSILON * (2 * mx + 1));
+        h->lp_worst = d > h->lp_worst ? d : h->lp_worst;
+        h->lp_n++;
+    }
     h->out[id][index] = token;
     h->nout[id] = index + 1;
     return BATCH_END_NONE;
@@ -147,6 +199,7 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
         mesh_abort(__FILE__, __LINE__, "%s", err);
     if (s) batcher_set_spec_fn(s, spec_seen, h);
     h->drafted = h->kept = 0;
+    h->drafting = st->draft > 0;
     const int64_t nreq = 2 * NPROMPT;
     uint64_t r = seed;
     int64_t added = 0;
@@ -164,12 +217,18 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
         if (!go) break;
         const int32_t n = serve_loop_step(e, m, s, &p, &w, emit, h, NULL);
         if (n < 0) break;
-        for (int32_t j = 0; j < n && !st->draft; j++) { /* this replica's logits vs generate's */
-            const float *lg = engine_logits(e, j);
+        for (int32_t j = 0, k = 0, lpo = 0; j < n && !st->draft; j++) { /* vs generate's */
+            const batch_item *it = &p.items[j];
+            const float *lg = engine_logits(e, j), *rec = w.lp + lpo;
+            if (!it->sample) continue;
+            const int32_t tok = w.next[k++];
+            lpo += (int32_t)batch_lp_floats(it);
             if (!lg) continue;
-            const prompt_ref *q = &h->pr[h->which[p.items[j].id]];
-            const double dev = check_worst_dev(lg, q->ref_logits + p.items[j].tok_index * 256, 256);
+            const prompt_ref *q = &h->pr[h->which[it->id]];
+            const double dev = check_worst_dev(lg, q->ref_logits + it->tok_index * 256, 256);
             if (dev > *worst) *worst = dev;
+            /* the record against the row it came from: rounding only, the exact top ids */
+            if (it->logprobs && lp_dev(rec, tok, it->top_logprobs, lg, 256, 1, 0) > 1) h->lp_bad++;
         }
         if (s && batcher_check(s, err, sizeof err) < 0 && (*invariants)++ == 0)
             printf("  step %d: %s\n", steps, err);
@@ -259,8 +318,8 @@ int main(int argc, char **argv) {
         pr[k].plen = (int64_t)strlen(t);
         pr[k].max_new = 4 + (k * 5) % (MAXNEW - 3);
         for (int64_t i = 0; i < pr[k].plen; i++) pr[k].tok[i] = (unsigned char)t[i];
-        pr[k].sp =
-            (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20, 100 + (uint64_t)k};
+        pr[k].sp = (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20,
+                                    100 + (uint64_t)k, k % 4 != 3, (k * 3) % 7};
         pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
         reference(&c, m, nrep, &pr[k], k >= NPROMPT);
     }
@@ -310,7 +369,16 @@ int main(int argc, char **argv) {
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",
                  label, 2 * NPROMPT, nrun - ndraft, worst, TOL_K);
+    check_expect(h->lp_bad == 0,
+                 "%s: log-probability records: every token of the requests that ask and none "
+                 "other, each the double log-softmax of its row of logits within 2 eps units, "
+                 "the top ids in order, a greedy token first (%lld wrong)",
+                 label, (long long)h->lp_bad);
     if (mesh_rank(m) == 0) {
+        check_expect(h->lp_n > 0 && h->lp_worst <= 1,
+                     "%s: %lld log-probability records vs the log-softmax of generate's logits: "
+                     "worst %.3f of the bound 2·k·eps·(2·max|logit| + 1) + 2·eps·(|lp| + 1)",
+                     label, (long long)h->lp_n, h->lp_worst);
         check_expect(mismatch == 0 && invariants == 0,
                      "%s: tokens (greedy and sampled; greedy only in the %d with a drafter, "
                      "whose drafts were kept as its kind says) equal generate alone under %d "

@@ -268,7 +268,9 @@ static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft
                                        q->sp.temperature,
                                        draft,
                                        (int32_t)d0,
-                                       d0 < q->computed ? q->tok[d0] : 0};
+                                       d0 < q->computed ? q->tok[d0] : 0,
+                                       q->sp.logprobs,
+                                       q->sp.top_logprobs};
     memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
     memcpy(p->tab + p->ntab, q->table, (size_t)q->nblocks * sizeof *p->tab);
     s->step_seq[p->nitems++] = q;
@@ -446,8 +448,20 @@ static void publish(batcher *s, seq *q) {
     }
 }
 
+int64_t batch_lp_floats(const batch_item *it) {
+    return it->logprobs ? 1 + 2 * (int64_t)it->top_logprobs : 0;
+}
+
+int64_t batch_plan_lp_floats(const batch_plan *p) {
+    int64_t n = 0;
+    for (int32_t j = 0; j < p->nitems; j++)
+        if (p->items[j].sample) n += (p->items[j].draft + 1) * batch_lp_floats(&p->items[j]);
+    return n;
+}
+
 void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
-                           const int32_t *counts, batch_emit_fn emit, void *ctx) {
+                           const int32_t *counts, const float *lp, batch_emit_fn emit, void *ctx) {
+    int64_t lpo = 0;
     for (int32_t j = 0, k = 0, off = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
         seq *q = s->step_seq[j];
@@ -460,12 +474,16 @@ void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
         memcpy(q->tok + q->len, next + off, (size_t)c * sizeof *next);
         publish(s, q);
         if (it->draft > 0 && s->spec) s->spec(s->spec_ctx, q->id, it->draft, c - 1);
+        const int64_t lpn = it->sample && lp ? batch_lp_floats(it) : 0, lp0 = lpo;
+        lpo += it->sample ? (it->draft + 1) * lpn : 0;
         for (int32_t i = 0; i < c; i++) {
             const int32_t t = next[off + i];
             q->len++;
             q->ngen++;
             batch_end end = q->ngen >= q->max_new ? BATCH_END_LENGTH : BATCH_END_NONE;
-            const batch_end asked = emit ? emit(ctx, q->id, t, q->ngen - 1, end) : BATCH_END_NONE;
+            const float *rec = lpn ? lp + lp0 + i * lpn : NULL;
+            const batch_end asked =
+                emit ? emit(ctx, q->id, t, q->ngen - 1, end, rec) : BATCH_END_NONE;
             if (asked != BATCH_END_NONE) end = asked;
             if (end != BATCH_END_NONE) {
                 retire(s, q);
@@ -478,7 +496,7 @@ void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
 
 void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,
                     void *ctx) {
-    batcher_commit_counts(s, p, next, NULL, emit, ctx);
+    batcher_commit_counts(s, p, next, NULL, NULL, emit, ctx);
 }
 
 /* ---------------------------------------------------------------- plans and checks */

@@ -43,10 +43,15 @@ typedef struct {
     int32_t prefill_replicas;
 } batch_opts;
 
+/* The most alternatives a token's log-probabilities list (top_logprobs). */
+#define BATCH_TOP_LOGPROBS_MAX 20
+
 typedef struct {
-    double temperature; /* 0: greedy */
-    int64_t top_k;      /* 0: no cut */
-    uint64_t seed;      /* the sampler's RNG stream for this request */
+    double temperature;   /* 0: greedy */
+    int64_t top_k;        /* 0: no cut */
+    uint64_t seed;        /* the sampler's RNG stream for this request */
+    int32_t logprobs;     /* 1: every token comes with its log-probability (batch_lp_floats) */
+    int32_t top_logprobs; /* and the log-probabilities of the n most likely tokens (n <= MAX) */
 } batch_sampling;
 
 /* One sequence's share of a step: its tokens at positions [p0, p0 + n), their keys and values
@@ -68,7 +73,15 @@ typedef struct {
     uint64_t seed;
     double temperature;
     int32_t draft, d0, dtok;
+    int32_t logprobs, top_logprobs; /* the request's (batch_sampling) */
 } batch_item;
+
+/* Log-probabilities: each token of an item with logprobs = 1 comes with a record of
+ * batch_lp_floats(item) floats: [log p(token), id_1, log p(id_1), ..., id_n, log p(id_n)], the n =
+ * top_logprobs most likely tokens in decreasing order (train/serve/logprob.h). A step's records
+ * lie back to back in plan order, draft + 1 of them for each sampling item that asks (a drafting
+ * item's kept tokens use the first ones). */
+int64_t batch_lp_floats(const batch_item *it);
 
 typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
 
@@ -92,14 +105,18 @@ typedef struct {
     int32_t cap_items, cap_tok, cap_tab, cap_xfer, cap_xtab;
 } batch_plan;
 
+/* The floats of plan p's records (0: no item asks). */
+int64_t batch_plan_lp_floats(const batch_plan *p);
+
 /* Why a sequence ended. */
 typedef enum { BATCH_END_NONE = 0, BATCH_END_LENGTH, BATCH_END_STOP, BATCH_END_CANCEL } batch_end;
 
 /* Called by batcher_commit for every token a sequence produces: its index among the generated
- * ones (0 = the first) and BATCH_END_LENGTH when it was the last allowed. Returns BATCH_END_STOP
- * or BATCH_END_CANCEL to end the sequence now, else BATCH_END_NONE. */
+ * ones (0 = the first), BATCH_END_LENGTH when it was the last allowed, and its log-probability
+ * record (batch_lp_floats; NULL when the request asked for none). Returns BATCH_END_STOP or
+ * BATCH_END_CANCEL to end the sequence now, else BATCH_END_NONE. */
 typedef batch_end (*batch_emit_fn)(void *ctx, int64_t id, int32_t token, int64_t index,
-                                   batch_end end);
+                                   batch_end end, const float *lp);
 
 typedef struct batcher batcher;
 
@@ -132,9 +149,10 @@ void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_
                     void *ctx);
 /* batcher_commit with speculative decoding: the k-th item with sample = 1 yields counts[k] ≥ 1
  * tokens, packed in next in plan order (counts NULL: one each). A drafting item keeps
- * counts[k] − 1 drafts; its cache rolls back to what was kept. */
+ * counts[k] − 1 drafts; its cache rolls back to what was kept. lp: the step's log-probability
+ * records (batch_plan_lp_floats of them; NULL when no item asks). */
 void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
-                           const int32_t *counts, batch_emit_fn emit, void *ctx);
+                           const int32_t *counts, const float *lp, batch_emit_fn emit, void *ctx);
 /* Called by batcher_commit_counts for every item that drafted, before its tokens: the drafted
  * tokens and how many of them the rule kept. */
 typedef void (*batch_spec_fn)(void *ctx, int64_t id, int32_t drafted, int32_t kept);

@@ -12,6 +12,7 @@
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
+#include "train/serve/logprob.h"
 
 struct serve_engine {
     config c;
@@ -32,6 +33,8 @@ struct serve_engine {
     int64_t *out_rows;
     float *ws, *scr, *logits, *lg_loc, *lg_all, *tokbuf, *tokall;
     int32_t *item_out; /* plan item → its row of logits, or −1 */
+    float *lp_in;      /* this replica's log-probability records of a step (zeros elsewhere) */
+    int32_t *lp_scr;   /* logprob_record's scratch [V] */
     sample_item *items;
     engine_seg *segs;      /* engine_step's segments, one per item of this replica */
     const engine_seg *cur; /* the forward being run, for the attention hook */
@@ -193,26 +196,43 @@ int32_t engine_segs_of_plan(const serve_engine *e, const batch_plan *p, engine_s
     return nseg;
 }
 
-void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st) {
+float *engine_lp_buffer(serve_engine *e, int64_t n) {
+    CHECK(n <= e->nrep * e->d.max_rows * (1 + 2 * BATCH_TOP_LOGPROBS_MAX),
+          "engine: %lld floats of log-probabilities, more than a step's", (long long)n);
+    memset(e->lp_in, 0, (size_t)n * sizeof *e->lp_in);
+    return e->lp_in;
+}
+
+void engine_lp_record(serve_engine *e, float *rec, const batch_item *it, const float *logits,
+                      int32_t token) {
+    logprob_record(rec, logits, e->c.shape.V, token, it->top_logprobs, e->lp_scr);
+}
+
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, float *lp, gen_step *st) {
     const double t0 = mesh_now();
-    const int64_t V = e->c.shape.V;
+    const int64_t V = e->c.shape.V, nlp = lp ? batch_plan_lp_floats(p) : 0;
     const int32_t nseg = engine_segs_of_plan(e, p, e->segs, e->item_out);
     gen_step fs;
     engine_forward(e, e->segs, nseg, &fs);
+    float *lp_in = nlp ? engine_lp_buffer(e, nlp) : NULL;
     int32_t nsample = 0;
-    for (int32_t j = 0; j < p->nitems; j++) {
+    for (int32_t j = 0, lpo = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
         if (!it->sample) continue;
         e->tokbuf[nsample] = 0;
         if (e->item_out[j] >= 0) {
             const double u = kern_rng_uniform(it->seed, GEN_STREAM, (uint64_t)it->tok_index);
-            e->tokbuf[nsample] = (float)sample_pick(e->logits + e->item_out[j] * V, V,
-                                                    it->temperature, it->top_k, u, e->items);
+            const float *lg = e->logits + e->item_out[j] * V;
+            const int32_t t = sample_pick(lg, V, it->temperature, it->top_k, u, e->items);
+            e->tokbuf[nsample] = (float)t;
+            if (lp_in && it->logprobs) engine_lp_record(e, lp_in + lpo, it, lg, t);
         }
+        lpo += (it->draft + 1) * (int32_t)batch_lp_floats(it);
         nsample++;
     }
     /* every replica's tokens on every rank: a sum in which only the owning replica is nonzero */
     engine_share(e, e->tokall, e->tokbuf, nsample);
+    if (nlp) engine_share(e, lp, lp_in, nlp);
     for (int32_t k = 0; k < nsample; k++) next[k] = (int32_t)e->tokall[k];
     if (st) *st = (gen_step){mesh_now() - t0, fs.rows, 0, 0, 0};
 }
@@ -294,11 +314,13 @@ static int alloc_buffers(serve_engine *e) {
     e->tokbuf = alloc_floats((int64_t)e->nrep * R);
     e->tokall = alloc_floats((int64_t)e->nrep * R);
     e->item_out = calloc((size_t)e->nrep * (size_t)R, sizeof *e->item_out);
+    e->lp_in = alloc_floats((int64_t)e->nrep * R * (1 + 2 * BATCH_TOP_LOGPROBS_MAX));
+    e->lp_scr = calloc((size_t)s->V, sizeof *e->lp_scr);
     e->segs = calloc((size_t)R, sizeof *e->segs);
     e->items = calloc((size_t)s->V, sizeof *e->items);
     return e->kpool && e->vpool && e->rtok && e->rpos && e->out_rows && e->ws && e->scr &&
                    e->logits && e->lg_loc && e->lg_all && e->tokbuf && e->tokall && e->item_out &&
-                   e->segs && e->items
+                   e->segs && e->items && e->lp_in && e->lp_scr
                ? 0
                : -1;
 }
@@ -355,5 +377,6 @@ void engine_destroy(serve_engine *e) {
     precision_free(&e->prec);
     par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
-                   e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items, e);
+                   e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items,
+                   e->lp_in, e->lp_scr, e);
 }

@@ -64,8 +64,16 @@ int64_t engine_kv_bytes_per_token(const serve_engine *e);
 
 /* Collective over: world. Runs plan p (every rank holds the same p): this replica's items as one
  * forward (nothing for a replica without items), then next[k] = the token of the k-th item with
- * sample = 1, on every rank. st gets this rank's share of the step (gen.h's figures). */
-void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, gen_step *st);
+ * sample = 1, on every rank, and (lp not NULL) the plan's log-probability records into lp
+ * (batcher.h's batch_plan_lp_floats), on every rank. st gets this rank's share of the step
+ * (gen.h's figures). */
+void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, float *lp, gen_step *st);
+/* Not collective. The engine's buffer for n floats of a step's log-probability records, zeroed
+ * (each replica writes its items' records; engine_share sums them). */
+float *engine_lp_buffer(serve_engine *e, int64_t n);
+/* Not collective. Item it's record (logprob.h) of token from logits [V] into rec. */
+void engine_lp_record(serve_engine *e, float *rec, const batch_item *it, const float *logits,
+                      int32_t token);
 /* After engine_step: the logits [V] of plan item j (this replica's, sample = 1), else NULL. */
 const float *engine_logits(const serve_engine *e, int32_t j);
 

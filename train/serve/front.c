@@ -12,7 +12,7 @@
 
 void front_req_unref(front_req *r) {
     if (--r->refs > 0) return;
-    free(r->prompt), free(r->out), free(r);
+    free(r->prompt), free(r->out), free(r->lp), free(r);
 }
 
 static void live_remove(serve_front *f, const front_req *r) {
@@ -134,7 +134,8 @@ void front_sync(serve_front *f, batcher *s) {
     pthread_mutex_unlock(&f->mu);
 }
 
-batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                     const float *lp) {
     serve_front *f = ctx;
     pthread_mutex_lock(&f->mu);
     front_req *r = live_find(f, id);
@@ -146,6 +147,8 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
     const double now = mesh_now();
     if (index == 0) r->t_first = now;
     r->t_last = now;
+    const size_t slot = 1 + 2 * (size_t)r->sp.top_logprobs;
+    if (r->lp && lp) memcpy(r->lp + r->nout * slot, lp, slot * sizeof *lp);
     r->out[r->nout++] = (uint8_t)token;
     f->met.generation_tokens++;
     const int64_t at = text_stop_at_end(r->out, r->nout, &r->stops);

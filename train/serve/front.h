@@ -51,9 +51,10 @@ void front_destroy(serve_front *f, double linger);
 /* ---- the serving loop's side (one thread) ---- */
 /* Hands new requests to s, ends those whose clients left, refreshes the gauges. */
 void front_sync(serve_front *f, batcher *s);
-/* batch_emit_fn for batcher_commit (ctx = f): appends the token, ends the request on a stop string
- * or when its client left, wakes its HTTP thread. */
-batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end);
+/* batch_emit_fn for batcher_commit (ctx = f): appends the token (and its log-probability record),
+ * ends the request on a stop string or when its client left, wakes its HTTP thread. */
+batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                     const float *lp);
 /* batch_spec_fn for batcher_set_spec_fn (ctx = f): a drafting item's drafted and kept tokens,
  * counted for its request and in the metrics. */
 void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept);

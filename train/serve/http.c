@@ -15,6 +15,7 @@
 #include "mesh/mesh.h"
 #include "train/serve/chat.h"
 #include "train/serve/front_impl.h"
+#include "train/serve/logprob_json.h"
 #include "train/serve/page.h"
 
 #define BODY_MAX (1 << 20)
@@ -77,21 +78,21 @@ static const char *finish_reason(const front_req *r) {
     return r->end == BATCH_END_STOP ? "stop" : r->end == BATCH_END_LENGTH ? "length" : NULL;
 }
 
-/* Choice i of an answer with text[0..n): a completion's {"text"}, a chat completion's
- * {"message"}, or a chat stream's {"delta"} (the first with the role; the last, with finish,
- * empty). */
-static json_t *choice_json(const front_req *r, int i, const char *text, size_t n, int chunk,
-                           int first, int final) {
+/* Choice i of an answer with text[0..n) and its logprobs lp (taken): a completion's {"text"}, a
+ * chat completion's {"message"}, or a chat stream's {"delta"} (the first with the role; the
+ * last, with finish, empty). */
+static json_t *choice_json(const front_req *r, int i, const char *text, size_t n, json_t *lp,
+                           int chunk, int first, int final) {
     const char *finish = final ? finish_reason(r) : NULL;
     if (!r->chat)
-        return json_pack("{s:s%, s:i, s:n, s:s?}", "text", text, n, "index", i, "logprobs",
+        return json_pack("{s:s%, s:i, s:o, s:s?}", "text", text, n, "index", i, "logprobs", lp,
                          "finish_reason", finish);
     json_t *msg = !chunk        ? json_pack("{s:s, s:s%}", "role", "assistant", "content", text, n)
                   : first       ? json_pack("{s:s, s:s%}", "role", "assistant", "content", text, n)
                   : n || !final ? json_pack("{s:s%}", "content", text, n)
                                 : json_object();
-    return json_pack("{s:i, s:o, s:n, s:s?}", "index", i, chunk ? "delta" : "message", msg,
-                     "logprobs", "finish_reason", finish);
+    return json_pack("{s:i, s:o, s:o, s:s?}", "index", i, chunk ? "delta" : "message", msg,
+                     "logprobs", lp, "finish_reason", finish);
 }
 
 /* The usage of an answer's completions rs[0..n), `tokens` generated so far over all of them
@@ -222,7 +223,7 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, int *nchoice
         return -1;
     *nchoices = (int)n;
     json_t *t = json_object_get(body, *param = "temperature");
-    r->sp = (batch_sampling){o->temperature, top_k < 0 ? 0 : top_k, (uint64_t)seed};
+    r->sp = (batch_sampling){o->temperature, top_k < 0 ? 0 : top_k, (uint64_t)seed, 0, 0};
     if (t && !json_is_null(t)) {
         if (!json_is_number(t) || !(json_number_value(t) >= 0) || json_number_value(t) > 100)
             return errmsg_fail(err, errlen, "temperature must be a number in [0, 100]");
@@ -236,14 +237,14 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, int *nchoice
     if (so && !json_is_null(so) && (!json_is_object(so) || !r->stream))
         return errmsg_fail(err, errlen, "stream_options must be an object, with stream true");
     r->usage_always = json_is_true(json_object_get(so, "continuous_usage_stats"));
-    if (json_is_true(json_object_get(body, *param = "echo")) ||
-        (json_object_get(body, "logprobs") && !json_is_null(json_object_get(body, "logprobs"))))
-        return errmsg_fail(err, errlen, "echo and logprobs are not supported");
+    if (json_is_true(json_object_get(body, *param = "echo")))
+        return errmsg_fail(err, errlen, "echo is not supported");
+    if (logprob_parse(body, r, o->vocab, param, err, errlen) < 0) return -1;
     if (parse_stop(json_object_get(body, *param = "stop"), &r->stops, err, errlen) < 0) return -1;
     *param = "max_tokens";
     if (batcher_fits(f->s, r->plen, r->max_new, err, errlen) < 0) return -1;
     r->out = malloc((size_t)r->max_new);
-    return r->out ? 0 : errmsg_fail(err, errlen, "out of memory");
+    return r->out && logprob_alloc(r) == 0 ? 0 : errmsg_fail(err, errlen, "out of memory");
 }
 
 /* ---------------------------------------------------------------- completions */
@@ -275,10 +276,11 @@ static json_t *next_chunk(stream_ctx *s, int i) {
         size_t n = 0;
         char *clean = clean_text(r, s->sent[i], upto, &n);
         const int first = s->sent[i] == 0;
+        json_t *lp = logprob_json(r, s->sent[i], upto);
         s->sent[i] = upto;
         json_t *j =
             clean ? answer_json(s->r[0], 1,
-                                json_pack("[o]", choice_json(r, i, clean, n, 1, first, 0)),
+                                json_pack("[o]", choice_json(r, i, clean, n, lp, 1, first, 0)),
                                 r->usage_always ? usage_json(s->r, s->n, tokens_sent(s)) : NULL)
                   : NULL;
         free(clean);
@@ -289,9 +291,9 @@ static json_t *next_chunk(stream_ctx *s, int i) {
     if (r->status) return error_json((unsigned)r->status, NULL, r->error);
     size_t total = 0;
     for (int k = 0; k < s->n; k++) total += s->r[k]->nout;
-    return answer_json(s->r[0], 1,
-                       json_pack("[o]", choice_json(r, i, "", 0, 1, s->sent[i] == 0, 1)),
-                       s->nfin == s->n || r->usage_always ? usage_json(s->r, s->n, total) : NULL);
+    return answer_json(
+        s->r[0], 1, json_pack("[o]", choice_json(r, i, "", 0, json_null(), 1, s->sent[i] == 0, 1)),
+        s->nfin == s->n || r->usage_always ? usage_json(s->r, s->n, total) : NULL);
 }
 
 /* The next event of a stream into s->ev (under f->mu; waits for tokens). 0 at the end. */
@@ -384,8 +386,9 @@ static enum MHD_Result respond_whole(serve_front *f, struct MHD_Connection *c, f
             status = (unsigned)r->status, j = error_json(status, NULL, r->error);
         size_t len = 0;
         char *clean = clean_text(r, 0, r->cut, &len);
-        if (!clean || json_array_append_new(choices, choice_json(r, i, clean, len, 0, 1, 1)) < 0)
-            json_decref(choices), choices = NULL;
+        json_t *ch =
+            clean ? choice_json(r, i, clean, len, logprob_json(r, 0, r->cut), 0, 1, 1) : NULL;
+        if (json_array_append_new(choices, ch) < 0) json_decref(choices), choices = NULL;
         free(clean);
         total += r->nout;
     }
@@ -405,8 +408,9 @@ static front_req *copy_req(const front_req *r, int i) {
     q->sp.seed = r->sp.seed + (uint64_t)i;
     q->prompt = malloc((size_t)r->plen * sizeof *q->prompt);
     q->out = malloc((size_t)r->max_new);
-    if (!q->prompt || !q->out) {
-        free(q->prompt), free(q->out), free(q);
+    q->lp = NULL;
+    if (!q->prompt || !q->out || logprob_alloc(q) < 0) {
+        free(q->prompt), free(q->out), free(q->lp), free(q);
         return NULL;
     }
     memcpy(q->prompt, r->prompt, (size_t)r->plen * sizeof *q->prompt);
@@ -415,7 +419,7 @@ static front_req *copy_req(const front_req *r, int i) {
 
 static void free_reqs(front_req **rs, int n) {
     for (int i = 0; i < n; i++)
-        if (rs[i]) free(rs[i]->prompt), free(rs[i]->out), free(rs[i]);
+        if (rs[i]) free(rs[i]->prompt), free(rs[i]->out), free(rs[i]->lp), free(rs[i]);
 }
 
 /* The request's body into rs[0..*n): the completion and its copies. 0, or an error answered. */

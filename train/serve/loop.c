@@ -16,13 +16,16 @@ int serve_loop_init(batch_plan *p, serve_wire *w, const batch_opts *o) {
     w->buf = malloc((size_t)w->cap);
     w->next = calloc((size_t)p->cap_items * (size_t)(o->draft_tokens + 1), sizeof *w->next);
     w->counts = calloc((size_t)p->cap_items, sizeof *w->counts);
-    return w->buf && w->next && w->counts ? 0 : -1;
+    w->lp = calloc((size_t)p->cap_items * (size_t)(o->draft_tokens + 1) *
+                       (1 + 2 * BATCH_TOP_LOGPROBS_MAX),
+                   sizeof *w->lp);
+    return w->buf && w->next && w->counts && w->lp ? 0 : -1;
 }
 
 void serve_loop_free(batch_plan *p, serve_wire *w) {
     batch_plan_free(p);
-    free(w->buf), free(w->next), free(w->counts);
-    w->buf = NULL, w->next = w->counts = NULL;
+    free(w->buf), free(w->next), free(w->counts), free(w->lp);
+    w->buf = NULL, w->next = w->counts = NULL, w->lp = NULL;
 }
 
 /* Collective over: world. Rank 0's plan into p on every rank. */
@@ -69,10 +72,10 @@ int32_t serve_loop_step(serve_engine *e, mesh *m, batcher *s, batch_plan *p, ser
     w->xfer = engine_transfer(e, p);
     serve_spec *sp = engine_spec(e);
     if (sp)
-        serve_spec_step(sp, p, w->next, w->counts, st);
+        serve_spec_step(sp, p, w->next, w->counts, w->lp, st);
     else
-        engine_step(e, p, w->next, st);
-    if (s) batcher_commit_counts(s, p, w->next, sp ? w->counts : NULL, emit, ctx);
+        engine_step(e, p, w->next, w->lp, st);
+    if (s) batcher_commit_counts(s, p, w->next, sp ? w->counts : NULL, w->lp, emit, ctx);
     return p->nitems;
 }
 

@@ -17,6 +17,7 @@ typedef struct {
     uint8_t *buf;
     int64_t cap;
     int32_t *next, *counts; /* a step's tokens and, per sampling item, how many (drafting: 1+) */
+    float *lp;              /* their log-probability records (batch_plan_lp_floats) */
     engine_xfer xfer;       /* the step's KV transfers on this rank (disaggregated serving) */
 } serve_wire;
 

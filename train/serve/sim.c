@@ -94,10 +94,11 @@ static int load(const char *path, sim_req **out, int64_t *n, char *err, size_t e
     return 0;
 }
 
-static batch_end sim_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end) {
+static batch_end sim_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                          const float *lp) {
     sim_state *st = ctx;
     sim_req *q = &st->r[id];
-    (void)token;
+    (void)token, (void)lp;
     if (index == 0)
         q->t_first = st->t;
     else
@@ -128,8 +129,8 @@ static int write_out(const char *path, const sim_req *r, int64_t n, char *err, s
     const int bad = (fflush(f) != 0) | ferror(f) | (fclose(f) != 0);
     if (!bad && rename(tmp, path) == 0) return 0;
     remove(tmp);
-    return errmsg_fail(err, errlen, "--sim-out %s: writing it failed (disk full?); no file was left",
-                       path);
+    return errmsg_fail(err, errlen,
+                       "--sim-out %s: writing it failed (disk full?); no file was left", path);
 }
 
 /* Hands the requests that have arrived by the clock to the batcher (503 past the queue). */
@@ -137,7 +138,7 @@ static int admit(batcher *b, const sim_opts *so, sim_state *st, int64_t n, int64
                  size_t errlen) {
     for (; *next < n && st->r[*next].t_send <= st->t; (*next)++) {
         sim_req *q = &st->r[*next];
-        const batch_sampling sp = {0, 0, 0};
+        const batch_sampling sp = {0, 0, 0, 0, 0};
         if (batcher_fits(b, q->plen, q->max_new, err, errlen) < 0) return -1;
         if (batcher_waiting(b) >= so->max_queue) {
             q->status = 503, q->t_first = q->t_last = st->t;

@@ -131,14 +131,24 @@ static int64_t verify_phase(serve_spec *sp, const batch_plan *p) {
     return rows;
 }
 
-/* Step 4: this replica's verdicts into the share buffer (count, tokens per sampling item). */
-static int32_t decide(serve_spec *sp, const batch_plan *p) {
+/* The log-probability records of item it's n tokens tok[0..n), the target's rows from r. */
+static void records(serve_spec *sp, float *lp, const batch_item *it, int64_t r, const float *tok,
+                    int32_t n) {
+    for (int32_t i = 0; lp && it->logprobs && i < n; i++)
+        engine_lp_record(sp->e, lp + i * batch_lp_floats(it), it, engine_row_logits(sp->e, r + i),
+                         (int32_t)tok[i]);
+}
+
+/* Step 4: this replica's verdicts into the share buffer (count, tokens per sampling item), and
+ * their log-probability records into lp (NULL: none asked). */
+static int32_t decide(serve_spec *sp, const batch_plan *p, float *lp) {
     const int64_t slot = sp->K + 2;
     int32_t ns = 0;
     for (int32_t j = 0, r = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
         if (!it->sample) continue;
-        float *out = sp->share_in + (int64_t)ns++ * slot;
+        float *out = sp->share_in + (int64_t)ns++ * slot, *rec = lp;
+        if (lp) lp += (it->draft + 1) * batch_lp_floats(it);
         memset(out, 0, (size_t)slot * sizeof *out);
         if (!mine(sp, it)) continue;
         if (it->draft > 0) {
@@ -150,27 +160,32 @@ static int32_t decide(serve_spec *sp, const batch_plan *p) {
             out[0] = (float)(v.accepted + 1);
             for (int32_t i = 0; i < v.accepted; i++) out[1 + i] = (float)d[i];
             out[1 + v.accepted] = (float)v.next;
+            records(sp, rec, it, r, out + 1, v.accepted + 1);
             r += it->draft + 1;
         } else {
             const double u = kern_rng_uniform(it->seed, GEN_STREAM, (uint64_t)it->tok_index);
             out[0] = 1;
-            out[1] = (float)sample_pick(engine_row_logits(sp->e, r++), sp->V, it->temperature,
+            out[1] = (float)sample_pick(engine_row_logits(sp->e, r), sp->V, it->temperature,
                                         it->top_k, u, sp->scratch);
+            records(sp, rec, it, r++, out + 1, 1);
         }
     }
     return ns;
 }
 
-void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t *counts,
+void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t *counts, float *lp,
                      gen_step *st) {
+    const int64_t nlp = lp ? batch_plan_lp_floats(p) : 0;
     const double t0 = mesh_now();
     CHECK(p->nitems <= sp->cap, "spec: a plan of %d items, more than %d", (int)p->nitems,
           (int)sp->cap);
     draft_phase(sp, p);
     const int64_t rows = verify_phase(sp, p);
-    const int32_t ns = decide(sp, p);
+    float *lp_in = nlp ? engine_lp_buffer(sp->e, nlp) : NULL;
+    const int32_t ns = decide(sp, p, lp_in);
     const int64_t slot = sp->K + 2;
     engine_share(sp->e, sp->share_out, sp->share_in, ns * slot);
+    if (nlp) engine_share(sp->e, lp, lp_in, nlp);
     for (int32_t k = 0, off = 0; k < ns; k++) {
         const float *in = sp->share_out + k * slot;
         counts[k] = (int32_t)in[0];

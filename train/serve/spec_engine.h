@@ -37,7 +37,8 @@ void serve_spec_destroy(serve_spec *sp); /* accepts NULL; not the engines */
 /* Collective over: world. Runs plan p (the same on every rank): next holds the tokens of the
  * items with sample = 1, packed in plan order, counts[k] ≥ 1 of them for the k-th such item
  * (the kept drafts and one more, or the one token of an item that did not draft), on every
- * rank. st: this rank's step (time; rows of the target's forward). */
-void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t *counts,
+ * rank; lp (unless NULL) the log-probability records of those tokens (batcher.h), each from the
+ * target's logits at its position. st: this rank's step (time; rows of the target's forward). */
+void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t *counts, float *lp,
                      gen_step *st);
 #endif
