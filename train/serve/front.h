@@ -6,7 +6,8 @@
  *                          the last with usage, then "data: [DONE]"; with "stream_options":
  *                          {"continuous_usage_stats": true} every chunk has usage, the tokens
  *                          so far, as vLLM's); n (at most 8) completions, choice i drawn with
- *                          seed + i, each a request of its own to the scheduler;
+ *                          seed + i, each a request of its own to the scheduler; "logprobs": N,
+ *                          each token's log-probability and the N most likely;
  *   POST /v1/chat/completions  the same with "messages" for "prompt" (chat.h's template), as a
  *                          chat.completion, or chat.completion.chunk deltas;
  *   GET /health, GET /metrics (Prometheus text), GET /v1/models, GET / (a page to type a prompt
