@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/attn_paged_inl.h"
 #include "kernels/vecmath.h"
 
 int64_t kern_attn_paged_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl) {
@@ -27,37 +28,51 @@ int64_t kern_attn_paged_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl) {
 /* Row p of the keys (vals = 0) or values (vals = 1), kv head j. */
 static const float *page_row(const kern_kv_pages *kv, int vals, int64_t p, int64_t j, int64_t H) {
     const float *base = vals ? kv->v : kv->k;
-    return base + kv->table[p / kv->bs] * kv->bstride + (p % kv->bs) * kv->ldk + j * H;
+    const kern_kv_table *at = &kv->at;
+    return base + at->table[p / at->bs] * at->bstride + (p % at->bs) * at->ldk + j * H;
 }
 
-/* s[g·S + t] = scale · q_g · k_t for the G query heads q[G, H] and positions t < S. */
+/* A version's two row operations: the dot product of two rows and y[n] += a · x[n]. */
+typedef float (*dot_fn)(const float *x, const float *y, int64_t n);
+typedef void (*axpy_fn)(float *restrict y, float a, const float *restrict x, int64_t n);
+
+/* s[g·S + t] = scale · q_g · k_t for the G query heads q[G, H] and positions t < S. Each version
+ * passes its own dot product, a constant that GCC inlines (no call per cache row). */
+static inline __attribute__((always_inline)) void
+scores_with(dot_fn dot, float *restrict s, const float *restrict q, const kern_kv_pages *kv,
+            int64_t j, int64_t S, int64_t G, int64_t H, float scale) {
+    for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);)
+        for (int64_t r = 0; r < w.rows; r++) {
+            const float *kr = kv->k + w.off + r * kv->at.ldk;
+            for (int64_t g = 0; g < G; g++) s[g * S + w.t0 + r] = dot(q + g * H, kr, H) * scale;
+        }
+}
+
+/* o[G, H] = Σ_t p[g·S + t] · v_t, in position order, for the G heads of kv head j; axpy inlined
+ * as dot is in scores_with. */
+static inline __attribute__((always_inline)) void
+weigh_values_with(axpy_fn axpy, float *restrict o, const float *restrict p, const kern_kv_pages *kv,
+                  int64_t j, int64_t S, int64_t G, int64_t H) {
+    memset(o, 0, (size_t)(G * H) * sizeof *o);
+    for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);)
+        for (int64_t r = 0; r < w.rows; r++) {
+            const float *vr = kv->v + w.off + r * kv->at.ldk;
+            for (int64_t g = 0; g < G; g++) axpy(o + g * H, p[g * S + w.t0 + r], vr, H);
+        }
+}
+
+static inline void axpy_plain(float *restrict y, float a, const float *restrict x, int64_t n) {
+    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+}
+
 static void scores_plain(float *restrict s, const float *restrict q, const kern_kv_pages *kv,
                          int64_t j, int64_t S, int64_t G, int64_t H, float scale) {
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const float *blk = kv->k + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t g = 0; g < G; g++)
-                s[g * S + t0 + r] = kern_dot_inl(q + g * H, blk + r * kv->ldk, H) * scale;
-    }
+    scores_with(kern_dot_inl, s, q, kv, j, S, G, H, scale);
 }
 
-/* o[G, H] = Σ_t p[g·S + t] · v_t, in position order, for the G heads of kv head j. */
 static void weigh_values_plain(float *restrict o, const float *restrict p, const kern_kv_pages *kv,
                                int64_t j, int64_t S, int64_t G, int64_t H) {
-    memset(o, 0, (size_t)(G * H) * sizeof *o);
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const float *blk = kv->v + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *vr = blk + r * kv->ldk;
-            for (int64_t g = 0; g < G; g++) {
-                const float w = p[g * S + t0 + r];
-                float *og = o + g * H;
-                for (int64_t d = 0; d < H; d++) og[d] += w * vr[d];
-            }
-        }
-    }
+    weigh_values_with(axpy_plain, o, p, kv, j, S, G, H);
 }
 
 typedef void (*scores_fn)(float *restrict s, const float *restrict q, const kern_kv_pages *kv,
@@ -73,49 +88,39 @@ __attribute__((target("avx2,fma"))) static float hsum8(__m256 a) {
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+/* x · y: 8-wide fused multiply-adds, the lanes summed by hsum8, then the tail in order. */
+__attribute__((target("avx2,fma"))) static inline float dot_avx2(const float *x, const float *y,
+                                                                 int64_t n) {
+    const int64_t n8 = n & ~(int64_t)7;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t d = 0; d < n8; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d), acc);
+    float dot = hsum8(acc);
+    for (int64_t d = n8; d < n; d++) dot += x[d] * y[d];
+    return dot;
+}
+
 __attribute__((target("avx2,fma"))) static void
 scores_avx2(float *restrict s, const float *restrict q, const kern_kv_pages *kv, int64_t j,
             int64_t S, int64_t G, int64_t H, float scale) {
-    const int64_t H8 = H & ~(int64_t)7;
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const float *blk = kv->k + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *kr = blk + r * kv->ldk;
-            for (int64_t g = 0; g < G; g++) {
-                const float *qg = q + g * H;
-                __m256 acc = _mm256_setzero_ps();
-                for (int64_t d = 0; d < H8; d += 8)
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kr + d), acc);
-                float dot = hsum8(acc);
-                for (int64_t d = H8; d < H; d++) dot += qg[d] * kr[d];
-                s[g * S + t0 + r] = dot * scale;
-            }
-        }
-    }
+    scores_with(dot_avx2, s, q, kv, j, S, G, H, scale);
+}
+
+/* y[n] += a · x[n]: 8-wide fused multiply-adds, the tail as axpy_plain. */
+__attribute__((target("avx2,fma"))) static inline void
+axpy_avx2(float *restrict y, float a, const float *restrict x, int64_t n) {
+    const int64_t n8 = n & ~(int64_t)7;
+    const __m256 av = _mm256_set1_ps(a);
+    for (int64_t d = 0; d < n8; d += 8)
+        _mm256_storeu_ps(y + d,
+                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
+    for (int64_t d = n8; d < n; d++) y[d] += a * x[d];
 }
 
 __attribute__((target("avx2,fma"))) static void
 weigh_values_avx2(float *restrict o, const float *restrict p, const kern_kv_pages *kv, int64_t j,
                   int64_t S, int64_t G, int64_t H) {
-    const int64_t H8 = H & ~(int64_t)7;
-    memset(o, 0, (size_t)(G * H) * sizeof *o);
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const float *blk = kv->v + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *vr = blk + r * kv->ldk;
-            for (int64_t g = 0; g < G; g++) {
-                const float w = p[g * S + t0 + r];
-                const __m256 wv = _mm256_set1_ps(w);
-                float *og = o + g * H;
-                for (int64_t d = 0; d < H8; d += 8)
-                    _mm256_storeu_ps(og + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(vr + d),
-                                                             _mm256_loadu_ps(og + d)));
-                for (int64_t d = H8; d < H; d++) og[d] += w * vr[d];
-            }
-        }
-    }
+    weigh_values_with(axpy_avx2, o, p, kv, j, S, G, H);
 }
 #endif
 

@@ -18,14 +18,19 @@
 
 #include "kernels/bf16.h"
 
-/* One layer's view of a paged cache: the key row of position p (its Kl heads side by side, kv
- * head j at columns [j·H, (j+1)·H)) starts at k + table[p / bs]·bstride + (p % bs)·ldk, the value
- * row at the same offset from v. ldk ≥ Kl·H; bstride ≥ bs·ldk (blocks may interleave other
- * layers' rows between them). */
+/* Where a sequence's rows sit in a pool: the row of position p starts table[p / bs]·bstride +
+ * (p % bs)·ldk elements from the pool's start. ldk ≥ Kl·H; bstride ≥ bs·ldk (blocks may
+ * interleave other layers' rows between them). */
 typedef struct {
-    const float *k, *v;
     const int32_t *table;
     int64_t bs, bstride, ldk;
+} kern_kv_table;
+
+/* One layer's view of a paged cache: the key row of position p (its Kl heads side by side, kv
+ * head j at columns [j·H, (j+1)·H)) is at.table's row of p from k, the value row the same from v. */
+typedef struct {
+    const float *k, *v;
+    kern_kv_table at;
 } kern_kv_pages;
 
 /* Query row i (i < n) is the token at position p0 + i of the sequence and attends to cache
@@ -49,8 +54,7 @@ void kern_attn_paged_ref(float *out, const float *q, const kern_kv_pages *kv, in
 /* The view of a bf16 pool: the same layout as kern_kv_pages, in bf16 elements. */
 typedef struct {
     const kern_bf16 *k, *v;
-    const int32_t *table;
-    int64_t bs, bstride, ldk;
+    kern_kv_table at;
 } kern_kv_pages_bf16;
 
 /* kern_attn_paged on a bf16 pool, with the rounding points of kern_attn_cached_bf16

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/attn_paged.h"
+#include "kernels/attn_paged_inl.h"
 #include "kernels/bf16_inl.h"
 #include "kernels/vecmath.h"
 
@@ -20,38 +21,31 @@ int64_t kern_attn_paged_bf16_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t 
 /* s[g·S + t] = scale · Σ_d qb_g[d]·k_t[d] for the G query heads qb[G, H] (bf16), t < S. */
 static void scores(float *restrict s, const kern_bf16 *restrict qb, const kern_kv_pages_bf16 *kv,
                    int64_t j, int64_t S, int64_t G, int64_t H, float scale) {
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const kern_bf16 *blk = kv->k + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++) {
-            const kern_bf16 *kr = blk + r * kv->ldk;
+    for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);)
+        for (int64_t r = 0; r < w.rows; r++) {
+            const kern_bf16 *kr = kv->k + w.off + r * kv->at.ldk;
             for (int64_t g = 0; g < G; g++) {
-                const kern_bf16 *qg = qb + g * H;
                 float c = 0.0f;
                 for (int64_t d = 0; d < H; d++)
-                    c += kern_bf16_val_inl(qg[d]) * kern_bf16_val_inl(kr[d]);
-                s[g * S + t0 + r] = c * scale;
+                    c += kern_bf16_val_inl(qb[g * H + d]) * kern_bf16_val_inl(kr[d]);
+                s[g * S + w.t0 + r] = c * scale;
             }
         }
-    }
 }
 
 /* o[G, H] = Σ_t p[g·S + t] · v_t (p bf16), in position order, for the G heads of kv head j. */
 static void weigh_values(float *restrict o, const kern_bf16 *restrict p,
                          const kern_kv_pages_bf16 *kv, int64_t j, int64_t S, int64_t G, int64_t H) {
     memset(o, 0, (size_t)(G * H) * sizeof *o);
-    for (int64_t t0 = 0, b = 0; t0 < S; t0 += kv->bs, b++) {
-        const kern_bf16 *blk = kv->v + kv->table[b] * kv->bstride + j * H;
-        const int64_t rows = S - t0 < kv->bs ? S - t0 : kv->bs;
-        for (int64_t r = 0; r < rows; r++) {
-            const kern_bf16 *vr = blk + r * kv->ldk;
+    for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);)
+        for (int64_t r = 0; r < w.rows; r++) {
+            const kern_bf16 *vr = kv->v + w.off + r * kv->at.ldk;
             for (int64_t g = 0; g < G; g++) {
-                const float w = kern_bf16_val_inl(p[g * S + t0 + r]);
+                const float pw = kern_bf16_val_inl(p[g * S + w.t0 + r]);
                 float *og = o + g * H;
-                for (int64_t d = 0; d < H; d++) og[d] += w * kern_bf16_val_inl(vr[d]);
+                for (int64_t d = 0; d < H; d++) og[d] += pw * kern_bf16_val_inl(vr[d]);
             }
         }
-    }
 }
 
 void kern_attn_paged_bf16(float *restrict out, float *restrict scratch, const float *restrict q,

@@ -29,7 +29,7 @@ static float *paginate(kern_kv_pages *pg, int32_t *table, const float *k, const 
     pages_layout l;
     const float nan = NAN;
     float *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(float), &nan, &lcg);
-    *pg = (kern_kv_pages){pool + l.k_off, pool + l.n + l.k_off, table, bs, l.bstride, l.ldk};
+    *pg = (kern_kv_pages){pool + l.k_off, pool + l.n + l.k_off, {table, bs, l.bstride, l.ldk}};
     return pool;
 }
 
@@ -60,7 +60,7 @@ static void run(int64_t S, int64_t Nl, int64_t Kl, int64_t H) {
     for (int64_t i = 0; i < S * KH; i++) k[i] = 2 * rnd(), v[i] = rnd();
     /* contiguous: one block of S rows, row stride Kl·H */
     const int32_t zero = 0;
-    const kern_kv_pages one = {k, v, &zero, S, S * KH, KH};
+    const kern_kv_pages one = {k, v, {&zero, S, S * KH, KH}};
     run_chunks(contig, q, &one, S, Nl, Kl, H, 0);
     kern_attn_paged_ref(ref, q, &one, 0, S, Nl, Kl, H);
     float *cached = malloc(sizeof(float) * (size_t)nq);

@@ -32,7 +32,7 @@ static kern_bf16 *paginate(kern_kv_pages_bf16 *pg, int32_t *table, const kern_bf
     pages_layout l;
     const kern_bf16 nan = 0x7fc0;
     kern_bf16 *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(kern_bf16), &nan, &lcg);
-    *pg = (kern_kv_pages_bf16){pool + l.k_off, pool + l.n + l.k_off, table, bs, l.bstride, l.ldk};
+    *pg = (kern_kv_pages_bf16){pool + l.k_off, pool + l.n + l.k_off, {table, bs, l.bstride, l.ldk}};
     return pool;
 }
 
@@ -74,7 +74,7 @@ static void run(kern_bf16_ctx *const *ctx, int nctx, int64_t S, int64_t Nl, int6
     kern_bf16_pack(k, kf, S * KH);
     kern_bf16_pack(v, vf, S * KH);
     const int32_t zero = 0;
-    const kern_kv_pages_bf16 one = {k, v, &zero, S, S * KH, KH};
+    const kern_kv_pages_bf16 one = {k, v, {&zero, S, S * KH, KH}};
     run_chunks(contig, q, &one, S, Nl, Kl, H, 0);
     int bad = 0;
     for (int c = 0; c < nctx; c++)
@@ -87,7 +87,7 @@ static void run(kern_bf16_ctx *const *ctx, int nctx, int64_t S, int64_t Nl, int6
                        check_worst_dev(out, contig, nq));
             }
         }
-    const kern_kv_pages onef = {kf, vf, &zero, S, S * KH, KH};
+    const kern_kv_pages onef = {kf, vf, {&zero, S, S * KH, KH}};
     kern_attn_paged_ref(ref, q, &onef, 0, S, Nl, Kl, H);
     double worst = 0;
     for (int64_t i = 0; i < nq; i++) {

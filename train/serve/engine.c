@@ -100,12 +100,12 @@ static void attend(serve_engine *e, float *out, const float *q, const engine_seg
     const int64_t H = e->c.shape.H, bs = e->d.kv_block;
     if (e->kvd == COMPUTE_BF16) {
         const kern_bf16 *k = (const kern_bf16 *)e->kpool, *v = (const kern_bf16 *)e->vpool;
-        const kern_kv_pages_bf16 pg = {k + layer, v + layer, sg->tab, bs, e->bstride, e->ldk};
+        const kern_kv_pages_bf16 pg = {k + layer, v + layer, {sg->tab, bs, e->bstride, e->ldk}};
         kern_attn_paged_bf16(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
         return;
     }
     const float *k = (const float *)e->kpool, *v = (const float *)e->vpool;
-    const kern_kv_pages pg = {k + layer, v + layer, sg->tab, bs, e->bstride, e->ldk};
+    const kern_kv_pages pg = {k + layer, v + layer, {sg->tab, bs, e->bstride, e->ldk}};
     kern_attn_paged(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
 }
 
