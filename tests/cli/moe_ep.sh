@@ -2,7 +2,7 @@
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
 #    on the --tensor axis, on an axis outside --dp, --expert without --experts, --expert on the
-#    --dcn axis;
+#    --dcn axis, F_e not divisible by the tensor axis, --experts with --pipeline;
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
 #    batch·T·k·(MoE blocks);
@@ -10,7 +10,9 @@
 #    saved again on 1 rank, every parameter and AdamW moment is
 #    bit-identical (h5diff), and so is one saved under --zero 3 (2 ranks: the router's weights
 #    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the
-#    next step's loss on 1 and 3 ranks agrees (1e-5 relative).
+#    next step's loss on 1 and 3 ranks agrees (1e-5 relative); one saved on 2x2 with --tensor y
+#    (the experts' F_e over y) loads and saves bit-identically on 1 rank, and the 1-rank one on
+#    2x2.
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
@@ -29,6 +31,10 @@ case_ 2 2 "--expert configures the mixture-of-experts layers: give --experts E" 
   --expert x --steps 1
 case_ 2 4 "--expert x is the --dcn axis" "${base[@]}" "${moe[@]}" \
   --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert x --steps 1
+case_ 2 4 "--expert-d-ff F_e = 33 is not divisible by |y| (--tensor) = 2" "${base[@]}" \
+  "${moe[@]}" --mesh x=2,y=2 --dp x --tensor y --expert x --expert-d-ff 33 --steps 1
+case_ 2 4 "--experts with --pipeline is not implemented yet" "${base[@]}" "${moe[@]}" \
+  --mesh x=2,y=2 --dp x --pipeline y --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \
@@ -64,9 +70,18 @@ run 2 "${base[@]}" "${moe[@]}" --steps 2 --expert x --zero 3 --save-final "$WORK
   >/dev/null 2>&1 || bad "2-rank ZeRO-3 run exited $?"
 run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --resume "$WORK/z2.h5" \
   --save-final "$WORK/rz3.h5" >/dev/null 2>&1 || bad "3-rank resume of the ZeRO-3 checkpoint exited $?"
-for f in rt1 rz3; do
-  src=r3
-  [ $f = rz3 ] && src=z2
+# ... and across the tensor axis (each expert's F_e over y, the router written by y = 0 alone):
+# saved on 2x2 with --tensor y --expert x, loaded and saved on 1 rank; the 1-rank checkpoint
+# loaded and saved on 2x2
+tp=(--mesh x=2,y=2 --dp x --tensor y --expert x)
+run 4 "${base[@]}" "${moe[@]}" "${tp[@]}" --steps 2 --save-final "$WORK/tp4.h5" >/dev/null 2>&1 ||
+  bad "2x2 --tensor run exited $?"
+run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/tp4.h5" --save-final "$WORK/tp1.h5" \
+  >/dev/null 2>&1 || bad "1-rank resume of the --tensor checkpoint exited $?"
+run 4 "${base[@]}" "${moe[@]}" "${tp[@]}" --steps 2 --resume "$WORK/r1.h5" \
+  --save-final "$WORK/rtp.h5" >/dev/null 2>&1 || bad "2x2 --tensor resume exited $?"
+for f in rt1 rz3 tp1 rtp; do
+  case $f in rt1) src=r3 ;; rz3) src=z2 ;; tp1) src=tp4 ;; rtp) src=r1 ;; esac
   same_h5 "$WORK/$src.h5" "$WORK/$f.h5" "params optimizer/m optimizer/v" router expert_gate \
     expert_up expert_down embed wq mlp_norm && ok "saved by $src, loaded and saved by $f: bit-identical" ||
     bad "saved by $src, loaded and saved by $f: differs"

@@ -159,11 +159,11 @@ int main(int argc, char **argv) {
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1, cmp_g0 ? &g0 : NULL);
     /* the expert axis's calls the steps made, against the plan's count (MoE blocks only) */
-    static const plan_coll ep_kinds[4] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS, PLAN_EP_REDUCE,
-                                          PLAN_EP_DP_REDUCE};
-    int64_t ep_made[4], ep_want[4];
+    static const plan_coll ep_kinds[5] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS, PLAN_EP_REDUCE,
+                                          PLAN_EP_DP_REDUCE, PLAN_EP_TP_SUM};
+    int64_t ep_made[5], ep_want[5];
     int ep_ok = 1;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
         ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
         ep_ok &= ep_made[k] == ep_want[k];
@@ -367,11 +367,13 @@ int main(int argc, char **argv) {
                 "fails)\n");
         if (zb) printf("zb-h1 bit-identical to 1f1b on this mesh: %s\n", same_1f1b ? "yes" : "NO");
         if (c.shape.moe.E > 0)
-            printf("expert calls made / planned (AllToAllv, counts, ReduceScatter, AllReduce): "
-                   "%lld/%lld %lld/%lld %lld/%lld %lld/%lld (rank 0; any rank's mismatch fails)\n",
+            printf("expert calls made / planned (AllToAllv, counts, ReduceScatter, AllReduce, "
+                   "routing weights over Y): %lld/%lld %lld/%lld %lld/%lld %lld/%lld %lld/%lld "
+                   "(rank 0; any rank's mismatch fails)\n",
                    (long long)ep_made[0], (long long)ep_want[0], (long long)ep_made[1],
                    (long long)ep_want[1], (long long)ep_made[2], (long long)ep_want[2],
-                   (long long)ep_made[3], (long long)ep_want[3]);
+                   (long long)ep_made[3], (long long)ep_want[3], (long long)ep_made[4],
+                   (long long)ep_want[4]);
         if (c.pipe_axis[0] && c.schedule != PIPE_GPIPE)
             printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
                    "mismatch fails)\n",

@@ -39,7 +39,8 @@ static int check_tensor(const model_shape *s, const mesh *m, int axis, int64_t n
     if (check_div(err, errlen, "query heads N", s->N, by, nY) ||
         check_div(err, errlen, "d_ff F", s->F, by, nY) ||
         check_div(err, errlen, "vocabulary V", s->V, by, nY) ||
-        check_div(err, errlen, "d_model D (residual In[B, D_Y])", s->D, by, nY))
+        check_div(err, errlen, "d_model D (residual In[B, D_Y])", s->D, by, nY) ||
+        (s->moe.E > 0 && check_div(err, errlen, "--expert-d-ff F_e", s->moe.F, by, nY)))
         return -1;
     if (s->K >= nY) return check_div(err, errlen, "kv heads K", s->K, by, nY);
     return check_div(err, errlen, "tensor axis size", nY, "kv heads K", s->K);
@@ -87,7 +88,8 @@ int config_check_microbatches(const config *c, char *err, size_t errlen) {
 }
 
 /* --experts on several ranks: data parallelism, with the routed experts sharded over --expert's
- * axis (one of the data axes, the book's case) or replicated; the other schemes refused. */
+ * axis (one of the data axes, the book's case) or replicated, and the tensor axis (the experts'
+ * F_e over it); the pipeline refused. */
 static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *err, size_t errlen) {
     const int64_t E = c->shape.moe.E;
     const char *ea = c->expert_axis;
@@ -108,15 +110,12 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
                            "--expert %s is the --pipeline axis: the experts are sharded over a "
                            "data axis",
                            ea);
-    if (mesh_nranks(m) > 1) {
-        const char *no = c->tensor_axis[0] ? "--tensor" : c->pipe_axis[0] ? "--pipeline" : NULL;
-        if (no)
-            return errmsg_fail(err, errlen,
-                               "--experts with %s is not implemented yet: a mixture-of-experts "
-                               "model runs on one rank or with data parallelism (--dp, --zero "
-                               "0 to 3, --dcn), its experts sharded over a data axis with --expert",
-                               no);
-    }
+    if (mesh_nranks(m) > 1 && c->pipe_axis[0])
+        return errmsg_fail(err, errlen,
+                           "--experts with --pipeline is not implemented yet: a "
+                           "mixture-of-experts model runs on one rank or with data and tensor "
+                           "parallelism (--dp, --zero 0 to 3, --dcn, --tensor), its experts "
+                           "sharded over a data axis with --expert");
     if (!ea[0]) return 0;
     const int a = mesh_axis_index(m, ea[0]);
     int in_dp = 0;

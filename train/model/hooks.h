@@ -34,6 +34,7 @@ typedef struct {
     int64_t n0, k0, f0, v0; /* global index of the first local head, kv head, ff column, vocab */
     int64_t Dl, d0;         /* residual-stream columns held between blocks: In[B, D_Y] */
     int64_t El, e0;         /* routed experts held locally and the first one's index: E_Z */
+    int64_t Fel, fe0;       /* the experts' d_ff held locally (routed and shared: F_e over Y) */
     int64_t ep_n;           /* ranks of the expert axis Z (1: none): the tokens of ep_n data
                                shards may reach this rank's experts */
     int64_t cp_n;           /* ranks of the context axis C (0 or 1: none): the model's rows are
@@ -147,6 +148,10 @@ typedef struct model_hooks {
                            const int64_t *offs, int64_t *loffs, int64_t w);
     void (*moe_from_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
                              int64_t w);
+    /* x[n] = the sum over the tensor axis Y of every rank's x[n], in rank order (the same bits on
+     * every rank): a MoE block's routing weights' gradient, whose expert outputs are partial sums
+     * over Y (their F_e sharded). Called only with D_Y < D; collective over Y. */
+    void (*moe_tensor_sum)(void *ctx, model *m, float *x, int64_t n);
     /* The context axis C (model_extents.cp_n > 1): the model's BT rows are this rank's share of
      * its sequences, whose attention needs every rank's keys. cp_attn_fwd rotates q[BT, N_l·H]
      * and k[BT, K_l·H] in place to their global positions, fills att[BT, N_l·H] and keeps what

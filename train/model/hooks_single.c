@@ -122,6 +122,10 @@ static const float *gather_tensor(void *ctx, model *m, const float *mine, int64_
     CHECK(0, "gather_tensor: no tensor axis on one rank");
     return mine;
 }
+static void tensor_sum(void *ctx, model *m, float *x, int64_t n) {
+    (void)ctx, (void)m, (void)x, (void)n;
+    CHECK(0, "moe_tensor_sum: no tensor axis on one rank");
+}
 static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)part, (void)BT;
 }
@@ -180,6 +184,7 @@ const model_hooks model_hooks_single = {
     .partial_done = partial_done,
     .moe_to_experts = model_moe_to_experts_local,
     .moe_from_experts = model_moe_from_experts_local,
+    .moe_tensor_sum = tensor_sum,
     .poll = poll,
     .stage_recv = stage_recv,
     .stage_send = stage_send,

@@ -368,10 +368,8 @@ static int block_attn_out(model *m, const layer_w *w, const layer_wb *wb, layer_
  * result: as block_attn_out's. */
 static int block_mlp(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
                      int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer) {
-    if (model_layer_is_moe(&m->s, l)) {
-        moe_block_fwd(m, w, A, out, l, BT, G, stats);
-        return 0;
-    }
+    if (model_layer_is_moe(&m->s, l))
+        return moe_block_fwd(m, w, A, out, l, BT, G, stats, sharded, defer);
     const int64_t Fl = m->loc.Fl;
     const float *const ws[2] = {w->w_gate, w->w_up};
     const kern_bf16 *const ws16[2] = {wb ? wb->w_gate : NULL, wb ? wb->w_up : NULL};

@@ -182,9 +182,10 @@ void moe_carve_scratch(model *m, carver *c);
 /* Forward of block l's MoE MLP on BT rows of A, whose rows are groups of G consecutive tokens of
  * a sequence (or, in m->rows_mode, each row's sequence's counters): h2 = rmsnorm(x2)·mlp_norm,
  * out[BT, D] = x2 + Σ_s shared_s(h2) + Σ_j w_j·expert_{idx_j}(h2). stats: G is a whole training
- * sequence: tally the balance and z-losses. */
-void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
-                   int64_t G, int stats);
+ * sequence: tally the balance and z-losses. sharded, defer and the result: as a dense MLP's
+ * (sublayer_norm_in, sublayer_out); under a tensor axis the experts' F_e is sharded. */
+int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
+                  int64_t G, int stats, int sharded, int defer);
 /* Its backward up to the norm: dh[BT, D] = dL/dh2 (overwrites) from dr = dL/d(out) (the
  * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
  * with the balance and z-losses' gradients for groups of G rows. */

@@ -26,13 +26,14 @@
 
 #include "kernels/gemm.h"
 #include "kernels/moe.h"
+#include "kernels/optim.h"
 #include "kernels/swiglu.h"
 #include "train/config/alloc.h"
 #include "train/model/model_impl.h"
 
 void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     const int64_t Rz = R * k * m->loc.ep_n; /* rows this rank's experts may take */
     A->rlog = carve(c, R * E);
     A->prob = carve(c, R * E);
@@ -59,7 +60,8 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
 
 void moe_carve_scratch(model *m, carver *c) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = mo->F, SF = mo->shared * Fe, BT = m->BT;
+    const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
+    const int64_t BT = m->BT;
     if (E == 0 || BT == 0) return;
     moe_scratch *z = &m->ms;
     const int64_t Rz = BT * k * m->loc.ep_n;
@@ -78,15 +80,18 @@ void moe_carve_scratch(model *m, carver *c) {
     z->ga = carve(c, m->Bl * E);
 }
 
-/* out[BT, D] = x2 + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s], the shared experts' columns
- * side by side in sa, sb, sh [BT, S·F_e] (s_down [S, F_e, D] is one [S·F_e, D] matrix). */
-static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *out, int64_t BT) {
+/* out[BT, D] = base + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s] (base: x2, or 0 under a
+ * tensor axis), the shared experts' columns side by side in sa, sb, sh [BT, S·F_e] (s_down
+ * [S, F_e, D] is one [S·F_e, D] matrix; F_e this rank's share). */
+static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *out,
+                       const float *base, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
-    if (SF == 0) {
-        floats_copy(out, A->x2, BT * D);
-        return;
-    }
+    const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
+    if (base)
+        floats_copy(out, base, BT * D);
+    else
+        floats_clear(out, BT * D);
+    if (SF == 0) return;
     for (int64_t e = 0; e < mo->shared; e++) {
         kern_gemm(A->sa + e * Fe, A->h2, w->s_gate + e * D * Fe, BT, Fe, D, false, false, D, Fe, SF,
                   1.0f, 0.0f);
@@ -94,7 +99,7 @@ static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *ou
                   1.0f, 0.0f);
     }
     kern_swiglu_fwd(A->sh, A->sa, A->sb, BT * SF);
-    sublayer_out_local(out, A->x2, A->sh, w->s_down, BT, SF, D);
+    sublayer_out_local(out, out, A->sh, w->s_down, BT, SF, D);
 }
 
 /* The router's record of one forward: kept and dropped slots; with stats (groups of G rows that
@@ -119,15 +124,26 @@ static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t 
     m->tally.z_n += BT;
 }
 
-void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
-                   int64_t G, int stats) {
+/* Column block b of nb of the partial sums [BT, D] the block left in c (reduce_out's product). */
+typedef struct {
+    const float *part;
+    int64_t BT, D;
+} part_ctx;
+static void part_block(void *vc, float *dst, int64_t b, int64_t nb) {
+    const part_ctx *c = vc;
+    const int64_t nl = c->D / nb;
+    for (int64_t r = 0; r < c->BT; r++) floats_copy(dst + r * nl, c->part + r * c->D + b * nl, nl);
+}
+
+int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
+                  int64_t G, int stats, int sharded, int defer) {
     const model_shape *s = &m->s;
     const moe_shape *mo = &s->moe;
     const int64_t D = s->D, E = mo->E, k = mo->k, lm = model_layer_stack_index(s, l);
     const float *const ws[1] = {w->router};
     const int64_t nk[1] = {E};
     float *const ys[1] = {A->rlog};
-    sublayer_norm_in(m, A->x2, 0, A->h2, A->rstd2, w->mlp_norm, 1, ws, NULL, nk, ys, BT);
+    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 1, ws, NULL, nk, ys, BT);
     kern_router_fwd(A->prob, A->lse, A->idx, A->w, A->rlog, BT, E, k);
     const int64_t cap = model_moe_capacity(s);
     if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */
@@ -142,19 +158,28 @@ void moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t
     kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
     m->hk.moe_to_experts(m->hk.ctx, m, lm, A->xr, A->xs, A->offs, A->loffs, D);
     kern_moe_mlp_fwd(A->yr, A->ea, A->eb, A->eh, A->xr, w->e_gate, w->e_up, w->e_down, A->loffs,
-                     m->loc.El, D, mo->F);
+                     m->loc.El, D, m->loc.Fel);
     m->hk.moe_from_experts(m->hk.ctx, m, lm, A->ys, A->yr, D);
     POLL(m);
-    shared_fwd(m, w, A, out, BT);
-    kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
     tally(m, A, lm, BT, G, stats);
+    const int tp = m->loc.Dl < D;
+    shared_fwd(m, w, A, out, tp ? NULL : A->x2, BT);
+    kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
+    if (!tp) return 0;
+    /* a tensor axis: every product above is this rank's F_e share, out their partial sums over
+     * Y: reduce-scattered as a dense MLP's output, the residual's D_Y columns added, gathered */
+    part_ctx pc = {out, BT, D};
+    float *sh = m->hk.reduce_out(m->hk.ctx, m, part_block, &pc, BT);
+    const int64_t Dl = m->loc.Dl, d0 = m->loc.d0;
+    for (int64_t r = 0; r < BT; r++) kern_add(sh + r * Dl, A->x2 + r * D + d0, Dl);
+    return m->hk.gather_out(m->hk.ctx, m, out, sh, BT, defer);
 }
 
 /* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=. */
 static void shared_bwd(model *m, const layer_w *w, const layer_g *g, const layer_act *A, float *dh,
                        const float *dr, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t D = m->s.D, Fe = mo->F, SF = mo->shared * Fe;
+    const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     float *da = m->ms.dsa, *db = m->ms.dsb;
     kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false); /* dL/d(sh), into da */
     kern_matmul_dw(g->s_down, A->sh, dr, BT, SF, D);
@@ -190,6 +215,9 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, E = mo->E, k = mo->k, lm = model_layer_stack_index(&m->s, l);
     moe_scratch *z = &m->ms;
+    const int tp = m->loc.Dl < D;
+    if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */
+        dr = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, NULL, NULL);
     if (mo->shared > 0)
         shared_bwd(m, w, g, A, dh, dr, BT);
     else
@@ -200,13 +228,18 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
      * the forward, in reverse order of the data's way back) */
     m->hk.moe_to_experts(m->hk.ctx, m, lm, z->dyr, z->dys, NULL, NULL, D);
     kern_moe_mlp_bwd(z->dxr, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dyr, A->xr, A->ea,
-                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->loffs, m->loc.El, D, mo->F);
+                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->loffs, m->loc.El, D,
+                     m->loc.Fel);
     m->hk.moe_from_experts(m->hk.ctx, m, lm, z->dxs, z->dxr, D);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);
+    /* a tensor axis: dw's partial sums (ys was this rank's share) summed over Y, so that every
+     * rank's router gradient is the same; dh is a partial sum the block's ReduceScatter_Y adds up,
+     * so the router's part of it joins on one rank of Y only */
+    if (tp) m->hk.moe_tensor_sum(m->hk.ctx, m, z->dw, BT * k);
     const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);
     kern_router_bwd(z->dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs,
                     BT, E, k, G);
-    kern_matmul_dx(dh, z->dlog, w->router, BT, D, E, true);
+    if (m->loc.d0 == 0) kern_matmul_dx(dh, z->dlog, w->router, BT, D, E, true);
     kern_matmul_dw(g->router, A->h2, z->dlog, BT, D, E);
 }

@@ -137,7 +137,8 @@ void model_param_init_slab(float *out, const model_shape *s, param_id id, const 
 
 void model_extents_full(const model_shape *s, model_extents *o) {
     *o = (model_extents){
-        .Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D, .El = s->moe.E, .ep_n = 1};
+        .Nl = s->N, .Kl = s->K, .Fl = s->F, .Vl = s->V, .Dl = s->D, .El = s->moe.E, .ep_n = 1,
+        .Fel = s->moe.F};
 }
 
 void model_slab_full(const model_shape *s, param_id id, param_slab *o) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/optim.h"
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
@@ -107,6 +108,16 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, cons
     int64_t *c = counts_of(p, lm);
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
     par_run_v(p, PLAN_EP_ALL_TO_ALL, dst, p->ep.stage, elements(p, c, w, 1));
+}
+
+/* The tensor axis: every rank's x gathered, then summed in rank order (the same bits on each). */
+void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n) {
+    struct par *p = ctx;
+    (void)mod;
+    const int64_t ny = p->pl->tensor.n;
+    par_run(p, PLAN_EP_TP_SUM, p->tp.a, x, n);
+    floats_copy(x, p->tp.a, n);
+    for (int64_t y = 1; y < ny; y++) kern_add(x, p->tp.a + y * n, n);
 }
 
 void par_moe_stats(par *p, model *mod, model_moe_stats *out) {

@@ -147,22 +147,30 @@ void ep_reduce_grads(struct par *p, model *mod) {
     }
 }
 
+/* a ∪ b (distinct axes). */
+static mesh_axes axes_with(mesh_axes a, mesh_axes b) {
+    for (int k = 0; k < b.n; k++) a.ax[a.n++] = b.ax[k];
+    return a;
+}
+
 double ep_grad_sumsq(struct par *p, model *mod) {
     if (p->pl->s.moe.E == 0) return 0.0;
-    if (p->pl->zero > 0) /* the shards: each element on one rank of the ICI data axes */
-        return par_allsum(p, p->pl->data.axes,
-                          kern_sumsq(p->shard_grads + p->pl->shard_total, p->pl->moe_shard_total));
-    double s = 0.0, sr = 0.0;
+    /* the router is the same on every rank of Y (counted once), the experts' F_e split over Y */
+    const mesh_axes y = p->pl->tensor.axes;
+    if (p->pl->zero > 0) { /* the shards: each element on one rank of the ICI data axes */
+        const float *sh = p->shard_grads + p->pl->shard_total;
+        const int64_t nr = p->pl->moe_shard_off[P_ROUTER + 1 - P_COUNT];
+        return par_allsum(p, p->pl->data.axes, kern_sumsq(sh, nr)) +
+               par_allsum(p, axes_with(p->pl->data.axes, y),
+                          kern_sumsq(sh + nr, p->pl->moe_shard_total - nr));
+    }
+    double s[3] = {0.0, 0.0, 0.0}; /* the router, shared experts, routed experts */
     for (int id = P_COUNT; id < P_ALL; id++) {
         int64_t n;
         const float *g = model_grad(mod, (param_id)id, &n);
-        const double v = kern_sumsq(g, n);
-        if (plan_is_routed((param_id)id))
-            sr += v;
-        else
-            s += v;
+        s[id == P_ROUTER ? 0 : plan_is_routed((param_id)id) ? 2 : 1] += kern_sumsq(g, n);
     }
-    return s + par_allsum(p, p->pl->expert.axes, sr);
+    return s[0] + par_allsum(p, y, s[1]) + par_allsum(p, axes_with(p->pl->expert.axes, y), s[2]);
 }
 
 par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
@@ -189,6 +197,7 @@ void ep_owned_done(struct par *p, model *mod, param_id id) {
 
 int ep_is_writer(const struct par *p, param_id id, int kind) {
     if (p->pl->dcn.n > 1 && p->pl->dcn.index != 0) return 0; /* replicated over DCN */
+    if (id == P_ROUTER && p->pl->tensor.index != 0) return 0; /* replicated over Y */
     /* sharded over the data axes: the weights under ZeRO-3, the state under ZeRO */
     if (kind == 0 ? p->pl->zero == 3 : p->pl->zero > 0) return 1;
     if (!plan_is_routed(id)) return p->pl->batch.index == 0;

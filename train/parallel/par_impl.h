@@ -194,6 +194,7 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const 
                            const int64_t *offs, int64_t *loffs, int64_t w);
 void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
                              int64_t w);
+void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n);
 /* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */
 /* Is id a dense MLP weight of a model with experts (its stack holds the dense blocks only:
  * plan_block_index)? */

@@ -78,6 +78,8 @@ static void extents(plan *p) {
     }
     lc->Fl = s->F / n;
     lc->f0 = y * lc->Fl;
+    lc->Fel = s->moe.F / n;
+    lc->fe0 = y * lc->Fel;
     lc->Vl = s->V / n;
     lc->v0 = y * lc->Vl;
     lc->Dl = s->D / n;
@@ -332,7 +334,8 @@ static void list_common(plan *p) {
     for (int id = 0; id < P_COUNT; id++)
         if (!plan_is_layer_param((param_id)id)) big = max64(big, plan_geo_block(&p->g[id]));
     if (nY > 1) {
-        const int64_t tp = max64(max64(BT * D, 3 * BT * nY), p->s.V);
+        /* (a MoE block's routing weights' gradient, BT·k of each rank: PLAN_EP_TP_SUM) */
+        const int64_t tp = max64(max64(BT * D, max64(3, p->s.moe.k) * BT * nY), p->s.V);
         add(p, BUF_TENSOR_A, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, tp);
         add(p, BUF_TENSOR_B, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, tp);
         add(p, BUF_KV_EXCHANGE, 0, o, PLAN_MEM_BUFFERS, PLAN_F32, D * p->s.H * nY);
@@ -439,6 +442,7 @@ static const struct {
     [PLAN_EP_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_EXPERT_DATA},
+    [PLAN_EP_TP_SUM] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
     [PLAN_CP_GATHER_KV] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
     [PLAN_CP_SCATTER_DKV] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_CP},
     [PLAN_CP_HOP] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
@@ -562,6 +566,9 @@ static void calls_expert(plan *p) {
         call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
              "dY[B·k, D] → the experts, dX back");
     }
+    if (p->tensor.n > 1)
+        call(p, PLAN_EP_TP_SUM, PLAN_BWD, PLAN_BLOCKING, p->rows * p->s.moe.k, 1,
+             "dw[B, k]{U_Y} → dw (the routing weights)");
     if (fsdp)
         call(p, PLAN_EP_GATHER, PLAN_BWD, PLAN_BLOCKING, ew, 3, "W[E_Z, D_X, F] (unless resident)");
     if (p->zero >= 2 && g.n > 1)

@@ -228,6 +228,8 @@ typedef enum {
     PLAN_EP_GATHER,    /* AllGather of a routed expert's shards (ZeRO-3 use, ZeRO-1/2 update) */
     PLAN_EP_REDUCE,    /* ReduceScatter of its gradient into the shards (ZeRO) */
     PLAN_EP_DP_REDUCE, /* AllReduce of its gradient (--zero 0) */
+    PLAN_EP_TP_SUM,    /* with a tensor axis: AllGather_Y of the partial sums of a MoE block's
+                          routing weights' gradient dw[B, k]{U_Y}, summed in rank order */
     /* the context axis C (--cp) */
     PLAN_CP_GATHER_KV,   /* allgather: AllGather_C of K, V [B, T_C, K_Y·H] */
     PLAN_CP_SCATTER_DKV, /* allgather: ReduceScatter_C of dK, dV [B, T, K_Y·H] */

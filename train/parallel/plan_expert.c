@@ -1,7 +1,8 @@
 /* plan_expert: the expert axis Z's part of the sharding plan (plan.h). The routed experts of
  * every MoE block are sharded over Z, this rank holding experts [e0, e0 + E/|Z|) of each
  * (W_in[E_Z, D, F]); the router and the shared experts are replicated, as the dense weights are
- * under data parallelism. The tokens of the |Z| data shards of the axis may all reach one rank's
+ * under data parallelism. With a tensor axis Y every expert's width is sharded as a dense MLP's
+ * (W_in[E_Z, D, F_Y], W_out[E_Z, F_Y, D], Megatron), the router replicated over Y. The tokens of the |Z| data shards of the axis may all reach one rank's
  * experts, so the rows its experts take are sized for |Z| shards (dropless: any routing).
  *
  * Under ZeRO the MoE weights are sharded over the data axes as the book writes them,
@@ -33,10 +34,10 @@ plan_moe_geo plan_moe_geo_of(const plan *p, param_id id) {
     plan_moe_geo g = {0, 0, 0, 1, 0, 0};
     if (id == P_ROUTER) {
         g.ne = 1, g.R = pi.shape[1], g.C = pi.shape[2];
-    } else {
+    } else { /* an expert's F_e: this rank's F_e/|Y| */
         g.ne = plan_is_routed(id) ? p->loc.El : pi.shape[1];
-        g.R = pi.shape[2], g.C = pi.shape[3];
         g.zdim = id == P_EXP_DOWN || id == P_SHR_DOWN;
+        g.R = g.zdim ? p->loc.Fel : pi.shape[2], g.C = g.zdim ? pi.shape[3] : p->loc.Fel;
     }
     if (p->zero > 0) {
         const plan_axes *a = plan_is_routed(id) ? &p->erep : &p->data;
@@ -45,18 +46,25 @@ plan_moe_geo plan_moe_geo_of(const plan *p, param_id id) {
     return g;
 }
 
-param_slab plan_moe_slab(const plan *p, param_id id) {
-    if (p->zero == 3) return plan_moe_shard_slab(p, id);
+/* The whole block's slab on this rank: its routed experts E_Z, the experts' F_e over Y. */
+static param_slab moe_tp_slab(const plan *p, param_id id) {
     param_slab sl;
     model_slab_full(&p->s, id, &sl);
     if (plan_is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
+    if (id != P_ROUTER) {
+        const int f = id == P_EXP_DOWN || id == P_SHR_DOWN ? 2 : 3; /* the F_e dimension */
+        sl.off[f] = p->loc.fe0, sl.cnt[f] = p->loc.Fel;
+    }
     return sl;
 }
 
+param_slab plan_moe_slab(const plan *p, param_id id) {
+    if (p->zero == 3) return plan_moe_shard_slab(p, id);
+    return moe_tp_slab(p, id);
+}
+
 param_slab plan_moe_shard_slab(const plan *p, param_id id) {
-    param_slab sl;
-    model_slab_full(&p->s, id, &sl);
-    if (plan_is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
+    param_slab sl = moe_tp_slab(p, id);
     const plan_moe_geo g = plan_moe_geo_of(p, id);
     const int d = (id == P_ROUTER ? 1 : 2) + g.zdim; /* the D dimension */
     sl.cnt[d] /= g.n;
