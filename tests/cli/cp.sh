@@ -2,8 +2,9 @@
 # Context parallelism through the meshtrain command (--cp AXIS --cp-alg ALG):
 #  - bad input ends with status 2 and one message from one rank: T not divisible by |axis|
 #    (allgather, on an odd axis of 3) or by 2·|axis| (ring), ring on an open axis of 3 (no
-#    wraparound link for its last hop), heads or kv heads (after --tensor) not divisible by |axis|
-#    for ulysses, an axis used twice (--dp, --tensor), an unknown algorithm,
+#    wraparound link for its last hop), for ulysses query heads (also after --tensor) not
+#    divisible by |axis| and kv heads that neither divide nor are divided by it, an axis used
+#    twice (--dp, --tensor), an unknown algorithm,
 #    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
 #    not compose with yet (--experts), --cp in generate --bench;
 #  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T;
@@ -31,10 +32,14 @@ case_ 2 3 "--seq-len 32 is not divisible by |axis| = 3 (--cp x of 3 ranks, --cp-
   "${base[@]}" --seq-len 32 --mesh x=3 --cp x
 case_ 2 3 "--seq-len 21 is not divisible by 2·|axis| = 6 (--cp x of 3 ranks, --cp-alg ring" \
   "${base[@]}" --seq-len 21 --mesh x=3 --cp x --cp-alg ring
-case_ 2 4 "--cp-alg ulysses: the 4 query heads and 2 kv heads of a rank are not divisible by |x| = 4" \
-  "${base[@]}" --seq-len 32 --mesh x=4 --cp x --cp-alg ulysses
-case_ 2 4 "the 2 query heads and 1 kv heads of a rank (after --tensor) are not divisible by |y| = 2" \
-  "${base[@]}" --seq-len 32 --mesh x=2,y=2 --tensor x --cp y --cp-alg ulysses
+case_ 2 3 "--cp-alg ulysses: the 4 query heads of a rank are not divisible by |x| = 3" \
+  "${base[@]}" --seq-len 24 --mesh x=3 --cp x --cp-alg ulysses
+six=(--data "$TXT" --layers 2 --d-model 48 --heads 6 --kv-heads 2 --batch 4 --micro-batch 4
+     --eval-every 0 --quiet --steps 1)
+case_ 2 3 "--cp-alg ulysses: the 2 kv heads of a rank neither divide nor are divided by |x| = 3" \
+  "${six[@]}" --seq-len 24 --mesh x=3 --cp x --cp-alg ulysses
+case_ 2 4 "the 3 query heads of a rank (after --tensor) are not divisible by |y| = 2" \
+  "${six[@]}" --seq-len 32 --mesh x=2,y=2 --tensor x --cp y --cp-alg ulysses
 case_ 2 3 "--cp-alg ring over x, an open axis of 3" "${base[@]}" --seq-len 24 --mesh x=3 \
   --open x --cp x --cp-alg ring
 case_ 2 2 "--cp x is also the --dp axis: an axis is used twice" "${base[@]}" --seq-len 32 \

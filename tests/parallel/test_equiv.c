@@ -8,7 +8,8 @@
  * D=48, F=96, V=258 under a tensor axis of 3); batch 24 in
  * 2 micro-batches of 12, AdamW with clipping, 3 steps on a generated stream. With --experts E
  * (and --expert AXIS, --capacity-factor, ...) every block is a mixture of E experts of width 32,
- * and the router, routed and shared experts are compared too. */
+ * and the router, routed and shared experts are compared too. --kv-heads K replaces the chosen
+ * shape's K (ulysses with fewer kv heads than the context axis has ranks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,8 @@ int main(int argc, char **argv) {
                 (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
         c.shape.T = 24;
     }
+    for (int i = 1; i + 1 < argc; i++) /* --kv-heads K: fewer kv heads than that shape's */
+        if (!strcmp(argv[i], "--kv-heads")) c.shape.K = atoll(argv[i + 1]);
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS], ref_g[STEPS], g1[STEPS], g2[STEPS];

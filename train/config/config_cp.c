@@ -82,12 +82,17 @@ int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char
                            c->cp_axis, (long long)n, c->cp_axis);
     if (alg != CONFIG_CP_ULYSSES) return 0;
     const int64_t Nl = c->shape.N / nY, Kl = c->shape.K >= nY ? c->shape.K / nY : 1;
-    if (Nl % n || Kl % n)
+    const int q = Nl % n != 0; /* the query heads, else the kv heads */
+    if (q || (Kl % n && n % Kl))
         return errmsg_fail(err, errlen,
-                           "--cp-alg ulysses: the %lld query heads and %lld kv heads of a rank%s "
-                           "are not divisible by |%s| = %lld: the AllToAll deals whole heads to "
-                           "the axis's ranks (use --cp-alg allgather or ring)",
-                           (long long)Nl, (long long)Kl, nY > 1 ? " (after --tensor)" : "",
-                           c->cp_axis, (long long)n);
+                           "--cp-alg ulysses: the %lld %s heads of a rank%s %s |%s| = %lld: %s "
+                           "(use --cp-alg allgather or ring)",
+                           (long long)(q ? Nl : Kl), q ? "query" : "kv",
+                           nY > 1 ? " (after --tensor)" : "",
+                           q ? "are not divisible by" : "neither divide nor are divided by",
+                           c->cp_axis, (long long)n,
+                           q ? "the AllToAll deals whole heads to the axis's ranks"
+                             : "each rank's query heads must use whole kv heads, dealt out or "
+                               "replicated");
     return 0;
 }

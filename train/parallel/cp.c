@@ -20,7 +20,9 @@
  *              which each rank's queries add to, and finally go home.
  *   ulysses    (contiguous split) forward: one AllToAll_C turns q, k, v [B, T_C, heads] into
  *              [B, T, heads_C] (rank j takes the j-th group of the N_Y/|C| query and K_Y/|C| kv
- *              heads, whose GQA pairing stays within the group), the whole-sequence kernel
+ *              heads, whose GQA pairing stays within the group; with K_Y < |C| kv heads, the
+ *              one kv head its query heads use, sent to each of the |C|/K_Y ranks that share
+ *              it, whose dK, dV come back summed in rank order), the whole-sequence kernel
  *              (kern_attn_fwd, as one rank runs it) attends them, and a second AllToAll brings the
  *              output back; saved: the probabilities and the head-sharded q, k, v. Backward: the
  *              same for dO, kern_attn_bwd, and dQ, dK, dV back to their rows.
@@ -250,13 +252,16 @@ static void ring_bwd(struct par *p, float *dq, float *dk, float *dv, const float
 
 /* ---------------------------------------------------------------- ulysses */
 
-/* Up to three arrays moved at once between sequence shards loc[a] [R, C·w[a]] (this rank's rows,
- * every head of the rank) and head shards head[a] [B, T, w[a]] (every row, this rank's group of
- * heads: group j is columns [j·w[a], (j+1)·w[a]) of loc[a]), through one AllToAll_C whose block
- * for rank j holds, row by row, the arrays' group-j columns (to heads) or rank j's rows (back). */
+/* Up to three arrays moved at once between sequence shards loc[a] [R, (C/rep[a])·w[a]] (this
+ * rank's rows, every head of the rank) and head shards head[a] [B, T, w[a]] (every row, this
+ * rank's group of heads: group j is columns [g·w[a], (g+1)·w[a]) of loc[a], g = j / rep[a]),
+ * through one AllToAll_C whose block for rank j holds, row by row, the arrays' group-j columns
+ * (to heads) or rank j's rows (back). rep[a] > 1: the rep[a] ranks j of a group share its
+ * columns (kv heads replicated when K_Y < |C|): to heads each gets a copy, and back (gradients)
+ * their blocks are summed in rank order. */
 typedef struct {
     float *loc[3], *head[3];
-    int64_t w[3];
+    int64_t w[3], rep[3];
     int n;
 } uly_set;
 
@@ -272,6 +277,12 @@ static int64_t uly_row(const plan *pl, int64_t i, int64_t r) {
     return r / Tl * pl->s.T + i * Tl + r % Tl;
 }
 
+/* Array a's columns of group j in row r of the sequence shard. */
+static float *uly_loc(const uly_set *u, int a, int64_t C, int64_t r, int64_t j) {
+    const int64_t w = u->w[a], rep = u->rep[a];
+    return u->loc[a] + (r * (C / rep) + j / rep) * w;
+}
+
 /* to_heads = 1: loc → head; 0: head → loc. stage: two regions of |C|·R·width floats. */
 static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage) {
     const plan *pl = p->pl;
@@ -283,7 +294,7 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
                 const float *src =
-                    to_heads ? u->loc[a] + r * C * w + j * w : u->head[a] + uly_row(pl, j, r) * w;
+                    to_heads ? uly_loc(u, a, C, r, j) : u->head[a] + uly_row(pl, j, r) * w;
                 memcpy(dst, src, (size_t)w * sizeof(float));
                 dst += w;
             }
@@ -294,9 +305,11 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
             const float *src = recv + (i * R + r) * W;
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
-                float *dst =
-                    to_heads ? u->head[a] + uly_row(pl, i, r) * w : u->loc[a] + r * C * w + i * w;
-                memcpy(dst, src, (size_t)w * sizeof(float));
+                float *dst = to_heads ? u->head[a] + uly_row(pl, i, r) * w : uly_loc(u, a, C, r, i);
+                if (to_heads || i % u->rep[a] == 0)
+                    memcpy(dst, src, (size_t)w * sizeof(float));
+                else /* a replicated kv head's gradient: the sharing ranks' sum, in rank order */
+                    for (int64_t c = 0; c < w; c++) dst[c] += src[c];
                 src += w;
             }
         }
@@ -310,8 +323,8 @@ typedef struct {
 static uly_bufs uly_regions(const struct par *p, float *saved) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, T = pl->s.T, H = pl->s.H, R = pl->rows, BT = pl->micro_seqs * T;
-    const int64_t Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C, NH = pl->loc.Nl * H,
-                  KH = pl->loc.Kl * H;
+    const int64_t Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl), NH = pl->loc.Nl * H,
+                  KH = C * Kc * H;
     uly_bufs u;
     u.P = saved;
     u.qh = saved + pl->micro_seqs * Nc * T * T;
@@ -326,29 +339,37 @@ static uly_bufs uly_regions(const struct par *p, float *saved) {
     return u;
 }
 
+/* The set of q, k, v (or their gradients) between sequence and head shards. */
+static uly_set uly_qkv(const plan *pl, float *q, float *k, float *v, float *qh, float *kh,
+                       float *vh) {
+    const int64_t C = pl->cp.n, H = pl->s.H, Kc = plan_cp_uly_kv(pl);
+    const int64_t rep = pl->loc.Kl < C ? C / pl->loc.Kl : 1, wk = Kc * H;
+    return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * H, wk, wk}, {1, rep, rep}, 3};
+}
+
 static void uly_fwd(struct par *p, float *att, float *saved, float *q, float *k, const float *v) {
     const plan *pl = p->pl;
-    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C;
+    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl);
     const uly_bufs u = uly_regions(p, saved);
-    const uly_set in = {{q, k, (float *)v}, {u.qh, u.kh, u.vh}, {Nc * H, Kc * H, Kc * H}, 3};
+    const uly_set in = uly_qkv(pl, q, k, (float *)v, u.qh, u.kh, u.vh);
     uly_move(p, &in, 1, u.stage);
     kern_attn_fwd(u.oh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs, pl->s.T, Nc, Kc, H);
     p->cp.flops += kern_attn_part_flops(p->cp.iota, pl->s.T, p->cp.iota, pl->s.T, H) *
                    (double)(pl->micro_seqs * Nc);
-    const uly_set out = {{att}, {u.oh}, {Nc * H}, 1};
+    const uly_set out = {{att}, {u.oh}, {Nc * H}, {1}, 1};
     uly_move(p, &out, 0, u.stage);
 }
 
 static void uly_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
                     float *saved) {
     const plan *pl = p->pl;
-    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = pl->loc.Kl / C;
+    const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl);
     const uly_bufs u = uly_regions(p, saved);
-    const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, 1};
+    const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, {1}, 1};
     uly_move(p, &in, 1, u.stage);
     kern_attn_bwd(u.dqh, u.dkh, u.dvh, p->cp.ker, u.doh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs,
                   pl->s.T, Nc, Kc, H);
-    const uly_set out = {{dq, dk, dv}, {u.dqh, u.dkh, u.dvh}, {Nc * H, Kc * H, Kc * H}, 3};
+    const uly_set out = uly_qkv(pl, dq, dk, dv, u.dqh, u.dkh, u.dvh);
     uly_move(p, &out, 0, u.stage);
 }
 

@@ -644,7 +644,8 @@ static void list_cp(plan *p, int forward_only) {
         call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
              "dK, dV[B, T_C, K_Y·H] after their block, then home");
     } else {
-        const int64_t w = R * (NH + 2 * KH) / C, o = R * NH / C; /* per block */
+        const int64_t KHC = C * plan_cp_uly_kv(p) * p->s.H; /* KH, or replicated to |C| */
+        const int64_t w = R * (NH + 2 * KHC) / C, o = R * NH / C; /* per block */
         call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, w, 1,
              "Q, K, V[B, T_C, heads] → [B, T, heads_C]");
         call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, o, 1,

@@ -357,6 +357,9 @@ int64_t plan_expert_counts_at(const plan *p, int64_t lm);
 void plan_cp_shape(plan *p);
 void plan_cp_pos(const plan *p, int64_t rank, int32_t *pos);
 int64_t plan_cp_saved(const plan *p);
+/* Ulysses' kv heads per head shard: K_Y/|C|, or 1 when K_Y < |C| (K_Y divides |C|, and each kv
+ * head goes to the |C|/K_Y ranks whose query heads use it: replicated, as TP replicates them). */
+int64_t plan_cp_uly_kv(const plan *p);
 /* The global position of the first token of this rank's piece j of a sequence. */
 int64_t plan_cp_piece_start(const plan *p, int64_t j);
 /* Elements of BUF_CP_TOKENS, BUF_CP_SAVED, BUF_CP_KV, BUF_CP_SCRATCH (0 without --cp). */

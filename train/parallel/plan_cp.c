@@ -15,9 +15,10 @@
  *   ring       the block in hand and the one arriving, each K, V and (backward) dK, dV
  *              [4, R·KH] ×2, a partial's (o, m, l) [R, NH + 2·N_Y], the backward's
  *              D = rowsum(dO ∘ O) [R, N_Y]; saved as allgather.
- *   ulysses    the AllToAll's send and receive [2, R·(NH + 2·KH)], the head shards' o and dO
- *              [B, T, N_YC·H] and dQ, dK, dV (as many floats as this rank's q, k, v: R·(NH +
- *              2·KH)); saved the probabilities [B, N_YC, T, T] and the head shards' q, k, v. */
+ *   ulysses    with KH_C = |C|·K_c·H (K_c = plan_cp_uly_kv: KH_C = KH unless the kv heads
+ *              are replicated), the AllToAll's send and receive [2, R·(NH + 2·KH_C)], the head
+ *              shards' o and dO [B, T, N_YC·H] and dQ, dK, dV (R·(NH + 2·KH_C)); saved the
+ *              probabilities [B, N_YC, T, T] and the head shards' q, k, v. */
 #include "kernels/attn_part.h"
 #include "kernels/seqsplit.h"
 #include "train/parallel/plan.h"
@@ -47,10 +48,14 @@ int64_t plan_cp_piece_start(const plan *p, int64_t j) {
     return (j == 0 ? r : 2 * C - 1 - r) * Tp;
 }
 
+int64_t plan_cp_uly_kv(const plan *p) {
+    return p->loc.Kl >= p->cp.n ? p->loc.Kl / p->cp.n : 1;
+}
+
 int64_t plan_cp_saved(const plan *p) {
-    const int64_t T = p->s.T, Nl = p->loc.Nl, R = p->rows;
+    const int64_t T = p->s.T, Nl = p->loc.Nl, R = p->rows, C = p->cp.n;
     if (p->cp_alg == CONFIG_CP_ULYSSES)
-        return p->micro_seqs * (Nl / p->cp.n) * T * T + R * (Nl + 2 * p->loc.Kl) * p->s.H;
+        return p->micro_seqs * (Nl / C) * T * T + R * (Nl + 2 * C * plan_cp_uly_kv(p)) * p->s.H;
     return 2 * R * Nl;
 }
 
@@ -67,8 +72,8 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
         *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl);
         ker = kern_attn_part_bwd_scratch(Tl, Tl);
     } else {
-        *kv = 2 * R * (NH + 2 * KH) + 2 * R * NH + R * (NH + 2 * KH);
-        (void)Bl;
+        const int64_t W = NH + 2 * C * plan_cp_uly_kv(p) * H; /* q, k, v per row, every shard */
+        *kv = 2 * R * W + 2 * R * NH + R * W;
         ker = T * T;
     }
     *scratch = ker + T * H + Tl + C * Tl + T;
