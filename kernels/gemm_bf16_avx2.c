@@ -136,42 +136,39 @@ static AVX2 void pack_b(float *restrict Bp, const kern_bf16 *B, int64_t ldb, boo
 
 /* ---------------------------------------------------------------- the register tile */
 
-/* Row i of a tile: its two accumulators (named variables, not an array, so that GCC keeps all 12
- * in registers) and what each step does to them. */
-#define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define T_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
-#define T_LOAD(i)                                                                                  \
+/* Row i of a register tile (the packed tile's and the streaming product's): its two accumulators
+ * (named variables, not an array, so that GCC keeps them all in registers), their load from C
+ * (when load) and their store to C. Each tile adds its own step to them (T_FMA, S_FMA). */
+#define ACC_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
+#define ACC_LOAD(i)                                                                                \
     if (i < mr && load) {                                                                          \
         l##i = _mm256_loadu_ps(C + i * ldc);                                                       \
         h##i = _mm256_loadu_ps(C + i * ldc + 8);                                                   \
     }
+#define ACC_STORE(i)                                                                               \
+    if (i < mr) {                                                                                  \
+        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
+        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
+    }
+#define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define T_FMA(i)                                                                                   \
     if (i < mr) {                                                                                  \
         const __m256 a = _mm256_broadcast_ss(Ap + k * MR + i);                                     \
         l##i = _mm256_fmadd_ps(a, bl, l##i);                                                       \
         h##i = _mm256_fmadd_ps(a, bh, h##i);                                                       \
     }
-#define T_STORE(i)                                                                                 \
-    if (i < mr) {                                                                                  \
-        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
-        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
-    }
-
 /* C[mr, 16] (=, or += when load) Ap-panel · Bp-panel over kc. mr is a constant after inlining. */
 static AVX2 INL void tile(const int mr, float *C, int64_t ldc, const float *restrict Ap,
                           const float *restrict Bp, int64_t kc, int load) {
-    T_ROWS(T_DECL)
-    T_ROWS(T_LOAD)
+    T_ROWS(ACC_DECL)
+    T_ROWS(ACC_LOAD)
     for (int64_t k = 0; k < kc; k++) {
         const __m256 bl = _mm256_loadu_ps(Bp + k * 16), bh = _mm256_loadu_ps(Bp + k * 16 + 8);
         T_ROWS(T_FMA)
     }
-    T_ROWS(T_STORE)
+    T_ROWS(ACC_STORE)
 }
-#undef T_DECL
-#undef T_LOAD
 #undef T_FMA
-#undef T_STORE
 #undef T_ROWS
 
 #define TILE(R)                                                                                    \
@@ -248,40 +245,28 @@ static AVX2 INL __m256 cvt8(const kern_bf16 *p) {
 }
 
 #define S_ROWS(X) X(0) X(1) X(2) X(3)
-#define S_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
-#define S_LOAD(i)                                                                                  \
-    if (i < mr && load) {                                                                          \
-        l##i = _mm256_loadu_ps(C + i * ldc);                                                       \
-        h##i = _mm256_loadu_ps(C + i * ldc + 8);                                                   \
-    }
 #define S_FMA(i)                                                                                   \
     if (i < mr) {                                                                                  \
         const __m256 a = _mm256_broadcast_ss(av + i * 8 + q);                                      \
         l##i = _mm256_fmadd_ps(a, bl, l##i);                                                       \
         h##i = _mm256_fmadd_ps(a, bh, h##i);                                                       \
     }
-#define S_STORE(i)                                                                                 \
-    if (i < mr) {                                                                                  \
-        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
-        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
-    }
-
 /* C[mr, 16] (=, or += when load) av[mr][8] (row r's kg values at av[r·8 + q]) · B[kg, 16]. */
 static AVX2 INL void stream16(const int mr, float *C, int64_t ldc, const float *av,
                               const kern_bf16 *B, int64_t ldb, int kg, int load) {
-    S_ROWS(S_DECL)
-    S_ROWS(S_LOAD)
+    S_ROWS(ACC_DECL)
+    S_ROWS(ACC_LOAD)
     for (int q = 0; q < kg; q++) {
         const __m256 bl = cvt8(B + q * ldb), bh = cvt8(B + q * ldb + 8);
         S_ROWS(S_FMA)
     }
-    S_ROWS(S_STORE)
+    S_ROWS(ACC_STORE)
 }
-#undef S_DECL
-#undef S_LOAD
 #undef S_FMA
-#undef S_STORE
 #undef S_ROWS
+#undef ACC_DECL
+#undef ACC_LOAD
+#undef ACC_STORE
 
 /* One group of kg ≤ 8 rows of B against nb columns of C's mr rows. */
 static AVX2 INL void stream_group(const int mr, float *C, int64_t ldc, const float *av,
