@@ -90,24 +90,24 @@ void kern_attn_part_bwd(float *restrict dq, float *restrict dk, float *restrict 
             const int64_t qo = b * Tq * ldq + h * H, kvo = b * Tk * ldk + (h / grp) * H;
             const int64_t mo = b * Tq * Nl + h;
             const head_job J = {.q = q + qo,
+                                .dout = dout + qo,
+                                .dq = dq + qo,
+                                .ldq = ldq,
                                 .k = k + kvo,
                                 .v = v + kvo,
-                                .dout = dout + qo,
+                                .dk = dk + kvo,
+                                .dv = dv + kvo,
+                                .ldk = ldk,
                                 .m = m + mo,
                                 .l = l + mo,
                                 .D = D ? D + mo : NULL,
-                                .dq = dq + qo,
-                                .dk = dk + kvo,
-                                .dv = dv + kvo,
+                                .ldml = Nl,
                                 .P = scratch,
                                 .dS = scratch + Tq * Tk,
                                 .qpos = qpos,
                                 .kpos = kpos,
                                 .Tq = Tq,
                                 .Tk = Tk,
-                                .ldq = ldq,
-                                .ldk = ldk,
-                                .ldml = Nl,
                                 .H = H};
             head_bwd(&J);
         }
