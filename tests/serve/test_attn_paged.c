@@ -22,46 +22,39 @@ static float rnd(void) {
     return pages_rnd(&lcg);
 }
 
-/* The S rows of k and v ([S, Kl·H], contiguous) in a shuffled pool of blocks of bs rows (pages.h);
- * returns the pool. */
-static float *paginate(kern_kv_pages *pg, int32_t *table, const float *k, const float *v, int64_t S,
-                       int64_t KH, int64_t bs) {
-    pages_layout l;
-    const float nan = NAN;
-    float *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(float), &nan, &lcg);
-    *pg = (kern_kv_pages){pool + l.k_off, pool + l.n + l.k_off, {table, bs, l.bstride, l.ldk}};
-    return pool;
-}
-
 typedef void (*attn_fn)(float *restrict, float *restrict, const float *restrict,
                         const kern_kv_pages *, int64_t, int64_t, int64_t, int64_t, int64_t);
 static attn_fn kernel = kern_attn_paged;
 
-/* Rows [0, S) of q through the pages in chunks: mode 0 all at once, 1 random chunks, 2 one by
- * one. */
-static void run_chunks(float *out, const float *q, const kern_kv_pages *pg, int64_t S, int64_t Nl,
-                       int64_t Kl, int64_t H, int mode) {
-    float *scr = malloc(sizeof(float) * (size_t)kern_attn_paged_scratch(0, S, Nl, Kl));
-    for (int64_t p0 = 0; p0 < S;) {
-        const int64_t n = pages_chunk(&lcg, mode, p0, S);
-        kernel(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
-        p0 += n;
-    }
-    free(scr);
+/* The query rows [S, Nl·H] and the kernel's scratch. */
+typedef struct {
+    const float *q;
+    float *scr;
+    int64_t Nl, Kl, H;
+} rows;
+
+static void attend(void *arg, float *out, const void *k, const void *v, const kern_kv_table *at,
+                   int64_t p0, int64_t n) {
+    const rows *R = arg;
+    const kern_kv_pages pg = {k, v, *at};
+    const int64_t ld = R->Nl * R->H;
+    kernel(out + p0 * ld, R->scr, R->q + p0 * ld, &pg, p0, n, R->Nl, R->Kl, R->H);
 }
 
 static void run(int64_t S, int64_t Nl, int64_t Kl, int64_t H) {
     const int64_t KH = Kl * H, nq = S * Nl * H;
     float *q = malloc(sizeof(float) * (size_t)nq), *k = malloc(sizeof(float) * (size_t)(S * KH));
     float *v = malloc(sizeof(float) * (size_t)(S * KH)), *ref = malloc(sizeof(float) * (size_t)nq);
-    float *contig = malloc(sizeof(float) * (size_t)nq), *out = malloc(sizeof(float) * (size_t)nq);
-    int32_t table[128];
+    float *contig = malloc(sizeof(float) * (size_t)nq);
     for (int64_t i = 0; i < nq; i++) q[i] = 2 * rnd();
     for (int64_t i = 0; i < S * KH; i++) k[i] = 2 * rnd(), v[i] = rnd();
+    rows R = {q, malloc(sizeof(float) * (size_t)kern_attn_paged_scratch(0, S, Nl, Kl)), Nl, Kl, H};
+    const float nan = NAN;
+    const pages_case c = {attend, &R, k, v, &nan, S, KH, sizeof(float), nq, &lcg};
     /* contiguous: one block of S rows, row stride Kl·H */
     const int32_t zero = 0;
     const kern_kv_pages one = {k, v, {&zero, S, S * KH, KH}};
-    run_chunks(contig, q, &one, S, Nl, Kl, H, 0);
+    pages_run(&c, contig, k, v, &one.at, 0);
     kern_attn_paged_ref(ref, q, &one, 0, S, Nl, Kl, H);
     float *cached = malloc(sizeof(float) * (size_t)nq);
     float *scr = malloc(sizeof(float) * (size_t)kern_attn_cached_scratch(0, S, Nl, Kl));
@@ -71,27 +64,13 @@ static void run(int64_t S, int64_t Nl, int64_t Kl, int64_t H) {
                  "S=%lld Nl=%lld Kl=%lld H=%lld: contiguous vs naive %.1f, vs kern_attn_cached "
                  "%.1f eps units (k = 64)",
                  (long long)S, (long long)Nl, (long long)Kl, (long long)H, wr, wc);
-    const int64_t sizes[] = {1, 3, 4, 16, S + 1};
-    int bad = 0;
-    for (int si = 0; si < 5; si++)
-        for (int mode = 0; mode < 3; mode++) {
-            kern_kv_pages pg;
-            float *pool = paginate(&pg, table, k, v, S, KH, sizes[si]);
-            for (int64_t i = 0; i < nq; i++) out[i] = NAN;
-            run_chunks(out, q, &pg, S, Nl, Kl, H, mode);
-            if (memcmp(out, contig, sizeof(float) * (size_t)nq)) {
-                bad++;
-                printf("  block size %lld, chunking %d: differs from the contiguous cache (worst "
-                       "%.2f eps units)\n",
-                       (long long)sizes[si], mode, check_worst_dev(out, contig, nq));
-            }
-            free(pool);
-        }
+    const int bad = pages_sweep(&c, contig);
     check_expect(bad == 0,
                  "S=%lld Nl=%lld Kl=%lld H=%lld: paged (5 block sizes x 3 chunkings, shuffled "
                  "blocks) bit-identical to contiguous",
                  (long long)S, (long long)Nl, (long long)Kl, (long long)H);
-    free(q), free(k), free(v), free(ref), free(contig), free(out), free(cached), free(scr);
+    free(q), free(k), free(v), free(ref), free(contig), free(cached), free(scr);
+    free(R.scr);
 }
 
 int main(void) {

@@ -25,29 +25,20 @@ static float rnd(void) {
     return pages_rnd(&lcg);
 }
 
-/* The S rows of k and v ([S, KH] bf16) in a shuffled pool of blocks of bs rows (pages.h), the
- * padding NaN's bf16; returns the pool. */
-static kern_bf16 *paginate(kern_kv_pages_bf16 *pg, int32_t *table, const kern_bf16 *k,
-                           const kern_bf16 *v, int64_t S, int64_t KH, int64_t bs) {
-    pages_layout l;
-    const kern_bf16 nan = 0x7fc0;
-    kern_bf16 *pool = pages_pool(&l, table, k, v, S, KH, bs, sizeof(kern_bf16), &nan, &lcg);
-    *pg = (kern_kv_pages_bf16){pool + l.k_off, pool + l.n + l.k_off, {table, bs, l.bstride, l.ldk}};
-    return pool;
-}
+/* The query rows [S, Nl·H] and the kernel's scratch (ns floats, set to NaN before each call). */
+typedef struct {
+    const float *q;
+    float *scr;
+    int64_t ns, Nl, Kl, H;
+} rows;
 
-/* Rows [0, S) through the pages: mode 0 all at once, 1 random chunks, 2 one by one. */
-static void run_chunks(float *out, const float *q, const kern_kv_pages_bf16 *pg, int64_t S,
-                       int64_t Nl, int64_t Kl, int64_t H, int mode) {
-    const int64_t ns = kern_attn_paged_bf16_scratch(0, S, Nl, Kl, H);
-    float *scr = malloc(sizeof(float) * (size_t)ns);
-    for (int64_t p0 = 0; p0 < S;) {
-        const int64_t n = pages_chunk(&lcg, mode, p0, S);
-        for (int64_t i = 0; i < ns; i++) scr[i] = NAN;
-        kern_attn_paged_bf16(out + p0 * Nl * H, scr, q + p0 * Nl * H, pg, p0, n, Nl, Kl, H);
-        p0 += n;
-    }
-    free(scr);
+static void attend(void *arg, float *out, const void *k, const void *v, const kern_kv_table *at,
+                   int64_t p0, int64_t n) {
+    const rows *R = arg;
+    const kern_kv_pages_bf16 pg = {k, v, *at};
+    for (int64_t i = 0; i < R->ns; i++) R->scr[i] = NAN;
+    kern_attn_paged_bf16(out + p0 * R->Nl * R->H, R->scr, R->q + p0 * R->Nl * R->H, &pg, p0, n,
+                         R->Nl, R->Kl, R->H);
 }
 
 /* kern_attn_cached_bf16 on the contiguous cache: prefill of every row (mode 0) or decode, one row
@@ -73,9 +64,13 @@ static void run(kern_bf16_ctx *const *ctx, int nctx, int64_t S, int64_t Nl, int6
     for (int64_t i = 0; i < S * KH; i++) kf[i] = 2 * rnd(), vf[i] = rnd();
     kern_bf16_pack(k, kf, S * KH);
     kern_bf16_pack(v, vf, S * KH);
+    const int64_t ns = kern_attn_paged_bf16_scratch(0, S, Nl, Kl, H);
+    rows R = {q, malloc(sizeof(float) * (size_t)ns), ns, Nl, Kl, H};
+    const kern_bf16 nan = 0x7fc0; /* NaN's bf16 */
+    const pages_case pc = {attend, &R, k, v, &nan, S, KH, sizeof(kern_bf16), nq, &lcg};
     const int32_t zero = 0;
     const kern_kv_pages_bf16 one = {k, v, {&zero, S, S * KH, KH}};
-    run_chunks(contig, q, &one, S, Nl, Kl, H, 0);
+    pages_run(&pc, contig, k, v, &one.at, 0);
     int bad = 0;
     for (int c = 0; c < nctx; c++)
         for (int mode = 0; mode < 3; mode += 2) {
@@ -94,27 +89,13 @@ static void run(kern_bf16_ctx *const *ctx, int nctx, int64_t S, int64_t Nl, int6
         const double d = fabs(ref[i] - contig[i]) / (fabs(ref[i]) + fabs(contig[i]) + 1);
         worst = d > worst ? d : worst;
     }
-    const int64_t sizes[] = {1, 3, 4, 16, S + 1};
-    int32_t table[128];
-    for (int si = 0; si < 5; si++)
-        for (int mode = 0; mode < 3; mode++) {
-            kern_kv_pages_bf16 pg;
-            kern_bf16 *pool = paginate(&pg, table, k, v, S, KH, sizes[si]);
-            for (int64_t i = 0; i < nq; i++) out[i] = NAN;
-            run_chunks(out, q, &pg, S, Nl, Kl, H, mode);
-            if (memcmp(out, contig, sizeof(float) * (size_t)nq)) {
-                bad++;
-                printf("  block size %lld, chunking %d: differs from the contiguous cache\n",
-                       (long long)sizes[si], mode);
-            }
-            free(pool);
-        }
+    bad += pages_sweep(&pc, contig);
     check_expect(bad == 0 && worst <= 1.0 / 64,
                  "S=%lld Nl=%lld Kl=%lld H=%lld: paged bf16 bit-identical to "
                  "kern_attn_cached_bf16 (%d paths) and across 5 block sizes x 3 chunkings (%d "
                  "differ); vs the fp32 attention %.2e (bound 2^-6)",
                  (long long)S, (long long)Nl, (long long)Kl, (long long)H, nctx, bad, worst);
-    free(q), free(kf), free(vf), free(ref), free(contig), free(out), free(k), free(v);
+    free(q), free(kf), free(vf), free(ref), free(contig), free(out), free(k), free(v), free(R.scr);
 }
 
 int main(void) {
