@@ -173,20 +173,40 @@ def mpi_env():
                 OPENBLAS_NUM_THREADS="1")
 
 
-def checkpoint(args):
-    """The model: 2 training steps on the built-in corpus, saved once into the work dir."""
-    args.ckpt = os.path.join(os.path.dirname(os.path.abspath(args.work)), "serve_http_ck.h5")
-    if os.path.exists(args.ckpt):
-        return
+def trained(args, name, model):
+    """A model (flags) after 2 training steps on the built-in corpus from seed 7, saved once
+    beside the work dir as NAME; its path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(args.work)), name)
+    if os.path.exists(path):
+        return path
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
                         "tinyshakespeare.txt")
-    cmd = [args.mpiexec, "--oversubscribe", "-np", "1", args.meshtrain] + MODEL + [
+    tmp = "%s.%d.tmp" % (path, os.getpid())  # scenarios running at once each write their own
+    cmd = [args.mpiexec, "--oversubscribe", "-np", "1", args.meshtrain] + model + [
         "--batch", "4", "--steps", "2", "--eval-every", "0", "--quiet", "--seed", "7",
-        "--data", data, "--save-final", args.ckpt + ".tmp"]
-    tmp = "%s.%d.tmp" % (args.ckpt, os.getpid())  # scenarios running at once each write their own
-    cmd[-1] = tmp
+        "--data", data, "--save-final", tmp]
     subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
-    os.rename(tmp, args.ckpt)
+    os.rename(tmp, path)
+    return path
+
+
+def checkpoint(args):
+    """The model: 2 training steps on the built-in corpus, saved once into the work dir."""
+    args.ckpt = trained(args, "serve_http_ck.h5", MODEL)
+
+
+def script_args(argv):
+    """MPIEXEC MESHTRAIN WORKDIR NP [mesh flags...] into args (the work dir made); SIGTERM and
+    SIGINT (CTest's or a user's) exit, so that every finally stops its server."""
+    class A:
+        pass
+    args = A()
+    args.mpiexec, args.meshtrain, args.work, np_ = argv[:4]
+    args.np, args.mesh = int(np_), argv[4:]
+    os.makedirs(args.work, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(1))
+    return args
 
 
 def generate(args, prompts, tokens, extra=()):
@@ -456,18 +476,7 @@ def scenario_concurrent(args):
 
 def drafter(args):
     """A 1-layer drafter: 2 training steps from the target's seed, saved beside the work dir."""
-    path = os.path.join(os.path.dirname(os.path.abspath(args.work)), "serve_http_draft.h5")
-    if os.path.exists(path):
-        return path
-    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
-                        "tinyshakespeare.txt")
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    cmd = [args.mpiexec, "--oversubscribe", "-np", "1", args.meshtrain] + MODEL[2:] + [
-        "--layers", "1", "--batch", "4", "--steps", "2", "--eval-every", "0", "--quiet",
-        "--seed", "7", "--data", data, "--save-final", tmp]
-    subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
-    os.rename(tmp, path)
-    return path
+    return trained(args, "serve_http_draft.h5", MODEL[2:] + ["--layers", "1"])
 
 
 def scenario_draft(args):
@@ -773,14 +782,7 @@ def scenario_page(args):
 
 
 def main():
-    class A:
-        pass
-    args = A()
-    scen, args.mpiexec, args.meshtrain, args.work, np_ = sys.argv[1:6]
-    args.np, args.mesh = int(np_), sys.argv[6:]
-    os.makedirs(args.work, exist_ok=True)
-    for sig in (signal.SIGTERM, signal.SIGINT):  # CTest's or a user's: the finally stops the server
-        signal.signal(sig, lambda *_: sys.exit(1))
+    scen, args = sys.argv[1], script_args(sys.argv[2:])
     checkpoint(args)
     globals()["scenario_" + scen](args)
     print("serve_http %s: %d failure(s)" % (scen, len(FAILS)))

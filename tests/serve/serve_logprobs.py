@@ -23,7 +23,6 @@ Exit 0 when every check passed, 1 otherwise.
 import json
 import math
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -173,14 +172,7 @@ def bad_requests(s):
 
 
 def main():
-    class A:
-        pass
-    args = A()
-    args.mpiexec, args.meshtrain, args.work, np_ = sys.argv[1:5]
-    args.np, args.mesh = int(np_), sys.argv[5:]
-    os.makedirs(args.work, exist_ok=True)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: sys.exit(1))
+    args = sh.script_args(sys.argv[1:])
     sh.checkpoint(args)
     s = sh.Server(args, "logprobs", ["--kv-block", "4", "--prefill-chunk", "5"])
     try:

@@ -23,7 +23,9 @@
  *    and the right drafter has every greedy draft kept, the wrong one none, the noisy one some.
  * With --compute-dtype bf16 and --kv-dtype bf16 (serve's flags) both sides run so: the bf16 pool's
  * paged attention has generate's bf16 cache's arithmetic (attn_paged.h), so the same bounds hold.
- * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
+ * With --experts E (and --expert AXIS: the routed experts sharded over a data axis, every replica
+ * joining each step's AllToAlls, a forward without rows too) the model has experts, and generate
+ * runs the same. Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -284,7 +286,9 @@ int main(int argc, char **argv) {
     config_defaults(&c);
     if (config_parse_for(&c, CONFIG_MODE_SERVE, argc, argv, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
+    const moe_shape moe = c.shape.moe; /* --experts E (and --expert AXIS): a MoE model */
     c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 64};
+    c.shape.moe = moe;
     c.seed = 7;
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
@@ -362,9 +366,10 @@ int main(int argc, char **argv) {
         engine_destroy(e);
     }
     char label[160];
-    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s, %d replicas)", mesh_rank(m),
-             c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
-             c.data_axes[0] ? c.data_axes : "default", (int)nrep);
+    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s, %d replicas, %lld experts%s%s)",
+             mesh_rank(m), c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
+             c.data_axes[0] ? c.data_axes : "default", (int)nrep, (long long)c.shape.moe.E,
+             c.expert_axis[0] ? " over " : "", c.expert_axis);
     check_expect(worst <= TOL_K,
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",

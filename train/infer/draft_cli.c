@@ -35,6 +35,7 @@ int draft_config(const config *c, mesh *m, const char *path, int64_t positions,
     memset(&dc->shape, 0, sizeof dc->shape); /* every dimension from the drafter's checkpoint */
     const int given[GEN_SHAPE_FLAGS] = {0};
     if (gen_adopt_ckpt_shape(dc, m, path, given, err, errlen) < 0) return -1;
+    if (dc->shape.moe.E == 0) dc->expert_axis[0] = '\0'; /* a dense drafter has none to shard */
     if (dc->shape.V != c->shape.V)
         return errmsg_fail(err, errlen,
                            "the drafter %s has a vocabulary of %lld tokens, the target %lld: a "

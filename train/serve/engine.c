@@ -156,7 +156,7 @@ int64_t engine_forward(serve_engine *e, const engine_seg *segs, int32_t nseg, ge
     int64_t n = 0;
     const int64_t R = gather_rows(e, segs, nseg, &n);
     if (st) *st = (gen_step){0, (double)R, 0, 0, 0};
-    if (R == 0) return 0;
+    if (R == 0 && e->pl.expert.n <= 1) return 0; /* (an expert axis's AllToAlls need every rank) */
     e->cur = segs, e->ncur = nseg;
     model_fwd_rows(e->mod, e->nY == 1 ? e->logits : e->lg_loc, e->out_rows, n, e->rtok, e->rpos, R,
                    attn_hook, e, e->ws);

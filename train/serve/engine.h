@@ -102,7 +102,8 @@ typedef struct {
     engine_out out;
 } engine_seg;
 
-/* Collective over: the tensor axis (every rank of this replica with the same segments). One
+/* Collective over: the tensor axis (every rank of this replica with the same segments), and with
+ * an expert axis (--expert) the world: every replica runs each forward, one without rows too. One
  * forward of the segments' rows (at most the engine's max_rows), each attending through its
  * block table: returns n_out, the rows whose logits are wanted, in order (engine_row_logits);
  * st: this rank's time and rows. */

@@ -29,7 +29,7 @@
 
 typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
-    char simulate[1024], sim_out[1024], sim_machine[64], draft[1024];
+    char simulate[1024], sim_out[1024], sim_machine[64], draft[1024], expert[4];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
     int64_t max_tokens, drain, draft_tokens, prefill_ranks;
 } serve_flags;
@@ -85,6 +85,9 @@ static const serve_flag_def serve_flag_table[] = {
      "request's KV blocks to the other replicas, which only decode"},
     {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL,
      "--draft: tokens a decode drafts each step (default 4)"},
+    {"expert", 0, F_(expert), 0, 0, NULL,
+     "shard the routed experts of a mixture-of-experts checkpoint over this data axis (--dp): "
+     "every replica joins each step's AllToAlls"},
 };
 #undef F_
 enum { N_SERVE_FLAGS = sizeof serve_flag_table / sizeof serve_flag_table[0] };
@@ -565,6 +568,11 @@ int serve_main(int argc, char **argv) {
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
+    if (f.expert[0] && c.shape.moe.E == 0)
+        mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "
+                        "checkpoint with experts, or --experts E)",
+                        f.expert);
+    snprintf(c.expert_axis, sizeof c.expert_axis, "%s", f.expert);
     const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m);
     mesh_destroy(m);
     return rc;

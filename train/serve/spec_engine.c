@@ -88,8 +88,9 @@ static void draft_phase(serve_spec *sp, const batch_plan *p) {
         sp->segs[nseg++] = (engine_seg){t, p->tab + it->tab_off, it->d0, it->n + lag,
                                         it->draft > 0 ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
         off += it->n + lag;
-        kmax = it->draft > kmax ? it->draft : kmax;
     }
+    for (int32_t j = 0; j < p->nitems; j++) /* every replica's: an expert axis joins them all */
+        kmax = p->items[j].draft > kmax ? p->items[j].draft : kmax;
     engine_forward(sp->d, sp->segs, nseg, NULL);
     for (int32_t j = 0, r = 0; j < p->nitems; j++)
         if (mine(sp, &p->items[j]) && p->items[j].draft > 0) pick(sp, j, &p->items[j], 0, r++);
