@@ -233,6 +233,9 @@ void calc_moe_print_thresholds(FILE *out, const calc_spec *s, const calc_result 
 /* Names for printing: "critical", "prefetch", "async"; the topology "16x20x28"; the remat
  * policy, "ffw3" or with detail "ffw3 (3 FFW matmul outputs)" (returns buf). */
 const char *calc_path_name(calc_path p);
+/* The roofline's verdict on weights read once for a batch: "FLOP-bound" when the batch (tokens or
+ * sequences per copy of the weights) exceeds the critical batch crit, else "HBM-bound". */
+const char *calc_weights_bound(double batch, double crit);
 /* The calculator's spelling of an algorithm: "auto" for MESH_ALG_DEFAULT, else mesh_alg_name. Its
  * parse accepts auto, ring, bidir, seq, multi and direct (not mpi: no model of MPI's own); -1
  * otherwise. */

@@ -320,8 +320,7 @@ static void print_thresholds(FILE *out, const calc_infer_opt *o, const calc_infe
     fprintf(out,
             "  B_crit = C*param_bytes/(2*W_hbm) = %.1f sequences per replica; B/R = %.0f -> "
             "the weights are %s\n",
-            r->b_crit, r->batch_per_replica,
-            r->batch_per_replica > r->b_crit ? "FLOP-bound" : "HBM-bound");
+            r->b_crit, r->batch_per_replica, calc_weights_bound(r->batch_per_replica, r->b_crit));
     fprintf(out,
             "  TP FLOP bound: Y < M_Y*F/alpha = %.1f (alpha = C/W = %.0f, M_Y = %d); Y = %.0f\n",
             r->tp_bound_flops, r->alpha, r->M_Y > 0 ? r->M_Y : 1, r->Y);

@@ -118,7 +118,7 @@ void calc_moe_print_thresholds(FILE *out, const calc_spec *s, const calc_result 
             "  experts: each copy of an expert takes (B/X)*Z*k/E = %.0f tokens a step vs "
             "C*param_bytes/(2*W_hbm) = %.0f (the roofline's C/W_hbm in bf16) -> %s\n",
             r->tokens_per_expert, r->expert_intensity,
-            r->tokens_per_expert > r->expert_intensity ? "FLOP-bound" : "HBM-bound");
+            calc_weights_bound(r->tokens_per_expert, r->expert_intensity));
     fprintf(out,
             "    an expert group's batch B/X*Z = %.0f tokens must exceed %.0f*E/k = %.0f (the "
             "book's ~240*E/k); the experts' weight reads add %.3f ms a layer\n",

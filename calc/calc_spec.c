@@ -60,6 +60,10 @@ const char *calc_path_name(calc_path p) {
     return p == CALC_PATH_CRITICAL ? "critical" : p == CALC_PATH_PREFETCH ? "prefetch" : "async";
 }
 
+const char *calc_weights_bound(double batch, double crit) {
+    return batch > crit ? "FLOP-bound" : "HBM-bound";
+}
+
 const char *calc_alg_name(mesh_alg a) {
     return a == MESH_ALG_DEFAULT ? "auto" : mesh_alg_name(a);
 }
