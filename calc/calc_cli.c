@@ -154,6 +154,12 @@ static int str_flag(const char *flag, const char *v, char *dst, size_t n, char *
 
 /* ---- the flags that name things: each parses its value into c (0, or −1 with err) ---- */
 
+/* The end of a setter whose parse gave k (−1: none of the names): 0, or −1 with `expected`. */
+static int named(int k, const char *f, const char *v, const char *expected, char *err,
+                 size_t len) {
+    return k < 0 ? bad(err, len, f, v, expected) : 0;
+}
+
 static int set_chip(cli *c, const char *f, const char *v, char *err, size_t len) {
     return str_flag(f, v, c->chip, sizeof c->chip, err, len);
 }
@@ -171,9 +177,8 @@ static int set_expert(cli *c, const char *f, const char *v, char *err, size_t le
 }
 static int set_schedule(cli *c, const char *f, const char *v, char *err, size_t len) {
     const int k = sched_kind_parse(v);
-    if (k < 0) return bad(err, len, f, v, "expected gpipe, 1f1b, interleaved, zb-h1 or zb-v");
-    c->s.schedule = (sched_kind)k, c->grid = 1;
-    return 0;
+    if (k >= 0) c->s.schedule = (sched_kind)k, c->grid = 1;
+    return named(k, f, v, "expected gpipe, 1f1b, interleaved, zb-h1 or zb-v", err, len);
 }
 static int set_cp(cli *c, const char *f, const char *v, char *err, size_t len) {
     if (strlen(v) != 1 || v[0] < 'x' || v[0] > 'z')
@@ -183,9 +188,8 @@ static int set_cp(cli *c, const char *f, const char *v, char *err, size_t len) {
 }
 static int set_cp_alg(cli *c, const char *f, const char *v, char *err, size_t len) {
     const int a = calc_cp_alg_parse(v);
-    if (a < 0) return bad(err, len, f, v, "expected allgather, ring or ulysses");
-    c->cp.alg = (calc_cp_alg)a, c->cp_alg = 1;
-    return 0;
+    if (a >= 0) c->cp.alg = (calc_cp_alg)a, c->cp_alg = 1;
+    return named(a, f, v, "expected allgather, ring or ulysses", err, len);
 }
 static int set_data(cli *c, const char *f, const char *v, char *err, size_t len) {
     if (!axes_ok(v))
@@ -241,9 +245,8 @@ static int set_flops_dtype(cli *c, const char *f, const char *v, char *err, size
 }
 static int set_alg(cli *c, const char *f, const char *v, char *err, size_t len) {
     const int a = calc_alg_parse(v);
-    if (a < 0) return bad(err, len, f, v, "expected auto, ring, bidir, seq, multi or direct");
-    c->s.alg = (mesh_alg)a;
-    return 0;
+    if (a >= 0) c->s.alg = (mesh_alg)a;
+    return named(a, f, v, "expected auto, ring, bidir, seq, multi or direct", err, len);
 }
 
 /* ---- the flag table ---- */
