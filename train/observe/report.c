@@ -198,6 +198,12 @@ typedef struct {
     int latency_bound;
 } call_pred;
 
+double report_book_elems(mesh_op op, int64_t count, int n) {
+    if (op == MESH_OP_ALL_GATHER || op == MESH_OP_REDUCE_SCATTER) return (double)count * n;
+    if (op == MESH_OP_ALL_TO_ALL) return (double)count * n * n;
+    return (double)count;
+}
+
 static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_alg alg,
                               int64_t count, mesh_wire wire) {
     call_pred out = {0, 0, 0, 0};
@@ -207,9 +213,7 @@ static call_pred predict_call(const report *r, mesh_op op, mesh_axes axes, mesh_
         wraps[k] = mesh_axis_wraps(r->m, axes.ax[k]);
         n *= sizes[k];
     }
-    double elems = (double)count; /* AllReduce, ppermute: the array itself */
-    if (op == MESH_OP_ALL_GATHER || op == MESH_OP_REDUCE_SCATTER || op == MESH_OP_ALL_TO_ALL)
-        elems *= n; /* after the gather / the unreduced input (count is per rank) */
+    const double elems = report_book_elems(op, count, n);
     const cost_link *l = &r->link[axes.n ? axes.ax[0] : 0];
     const cost_op cop = mesh_cost_op(op);
     cost_est est;

@@ -35,7 +35,7 @@ typedef struct {
     double pred_dedicated;          /* the step predicted on a CPU per rank (= pred_step when no
                                        CPU is shared, bit for bit) */
     double pred_comm;               /* Σ predicted durations of the step's collectives */
-    double pred_exposed;            /* pred_step − pred_share·pred_compute: predicted blocked time */
+    double pred_exposed;  /* pred_step − pred_share·pred_compute: predicted blocked time */
     double book_step;     /* the book's idealised step: max(FLOPs at the peak, bf16 comm) */
     double book_compute;  /* its compute: this rank's FLOPs at the peak sgemm rate */
     const char *dominant; /* the predicted step's largest term: compute, bandwidth, latency */
@@ -160,4 +160,9 @@ void report_print_summary(const report *r, const report_case *k, FILE *out);
  * mesh_*, and wire format), on the links this report calibrated or was told; *latency_bound
  * (may be NULL): whether its hop latency dominates. */
 double report_predict(const report *r, const mesh_coll_call *c, int *latency_bound);
+/* The book's V of a call of `count` (as passed to mesh_*) over n ranks, in elements, which the
+ * cost model (mesh/cost.h) prices: the gathered array (AllGather, n·count), the unreduced input
+ * (ReduceScatter, n·count), the global array of an AllToAll (n ranks' inputs of n blocks of
+ * count: n²·count; each rank sends (n−1)·count), the array itself (AllReduce, ppermute). */
+double report_book_elems(mesh_op op, int64_t count, int n);
 #endif

@@ -22,8 +22,7 @@ static void coll_row(const plan *p, const report *r, const plan_call *c, FILE *o
     int lat = 0;
     const double t = report_predict(r, &call, &lat);
     const double V =
-        (double)mesh_wire_bytes(c->wire) * (double)c->count *
-        (c->op == MESH_OP_ALL_GATHER || c->op == MESH_OP_REDUCE_SCATTER ? (double)a->n : 1.0);
+        (double)mesh_wire_bytes(c->wire) * report_book_elems(c->op, c->count, (int)a->n);
     fprintf(out, "  %-8s %-14s %-3s %-44s %2d× %9.3f MB  %-10s %8.3f ms %s\n",
             plan_pass_name(c->pass), mesh_op_name(c->op), a->sub, c->what, c->times, V / 1e6,
             plan_path_name(c->path), 1e3 * t, lat ? "latency-bound" : "bandwidth-bound");
