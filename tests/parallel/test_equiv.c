@@ -9,7 +9,8 @@
  * 2 micro-batches of 12, AdamW with clipping, 3 steps on a generated stream. With --experts E
  * (and --expert AXIS, --capacity-factor, ...) every block is a mixture of E experts of width 32,
  * and the router, routed and shared experts are compared too. --kv-heads K replaces the chosen
- * shape's K (ulysses with fewer kv heads than the context axis has ranks). */
+ * shape's K (ulysses with fewer kv heads than the context axis has ranks), --d-model and --vocab
+ * its D and V (odd shard counts). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,8 @@ static float *run(trainer *t, const config *c, double *loss, double *gnorm, int6
         if (s == 0 && g0) {
             int64_t n;
             const float *g = model_grads_flat(trainer_model(t), &n);
-            *g0 = g ? memcpy(malloc((size_t)n * sizeof(float)), g, (size_t)n * sizeof(float))
-                    : NULL;
+            *g0 =
+                g ? memcpy(malloc((size_t)n * sizeof(float)), g, (size_t)n * sizeof(float)) : NULL;
         }
     }
     free(tok);
@@ -136,8 +137,11 @@ int main(int argc, char **argv) {
                 (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
         c.shape.T = 24;
     }
-    for (int i = 1; i + 1 < argc; i++) /* --kv-heads K: fewer kv heads than that shape's */
+    for (int i = 1; i + 1 < argc; i++) { /* --kv-heads, --d-model, --vocab: that shape's own */
         if (!strcmp(argv[i], "--kv-heads")) c.shape.K = atoll(argv[i + 1]);
+        if (!strcmp(argv[i], "--d-model")) c.shape.D = atoll(argv[i + 1]);
+        if (!strcmp(argv[i], "--vocab")) c.shape.V = atoll(argv[i + 1]);
+    }
     const int rank = mesh_rank(m);
 
     double ref_loss[STEPS], loss[STEPS], loss2[STEPS], ref_g[STEPS], g1[STEPS], g2[STEPS];
@@ -153,8 +157,7 @@ int main(int argc, char **argv) {
     init = memcpy(malloc((size_t)nref * sizeof(float)), init, (size_t)nref * sizeof(float));
     /* bf16 compute with fp32 on the wire, the gradients whole on every rank (no ZeRO): the first
      * step's, from the shared initial weights, compared as a whole (below) */
-    const int cmp_g0 =
-        c.compute == COMPUTE_BF16 && c.comm_dtype != MESH_WIRE_BF16 && c.zero == 0;
+    const int cmp_g0 = c.compute == COMPUTE_BF16 && c.comm_dtype != MESH_WIRE_BF16 && c.zero == 0;
     float *ref_g0 = NULL, *g0 = NULL;
     float *ref = run(tr, &cref, ref_loss, ref_g, &nref, cmp_g0 ? &ref_g0 : NULL);
 

@@ -16,13 +16,14 @@ static int64_t buf_bytes(const plan *pl, plan_buf_id id, int slot) {
 /* ZeRO-3 in bf16 compute holds a gathered layer in bf16 only: each slot's bytes are the matrices'
  * 2 per element and the norm gains' 4, with at most 64 bytes of alignment and |X| elements of
  * padding a block (the two slots and their stages: 4 such); a send buffer of the rank's bf16
- * shards; and the model keeps no per-use bf16 copy of the layer (its bf16 scratch exceeds the
- * unsharded bf16 run's by the unembedding's copy alone, D·V·2 bytes). Returns 1 on failure. */
+ * shards; the unembedding gathered in bf16 too, 2 bytes an element (|X| shards, each padded to
+ * even); and the model keeps no per-use bf16 copy of any weight (its bf16 scratch is the
+ * unsharded bf16 run's). Returns 1 on failure. */
 static int check_z3_bf16(config c, mesh *m) {
     char err[512];
     const int64_t X = mesh_nranks(m), D = c.shape.D;
     c.bucket = 0;
-    int64_t gathered[2], scratch[2];
+    int64_t gathered[2], scratch[2], unembed[2];
     const plan *pl = NULL;
     trainer *t[2];
     for (int bf = 0; bf < 2; bf++) {
@@ -31,6 +32,7 @@ static int check_z3_bf16(config c, mesh *m) {
         plan_mem_bytes mem;
         plan_memory(trainer_plan(t[bf]), &mem);
         gathered[bf] = mem.bytes[PLAN_MEM_GATHERED];
+        unembed[bf] = buf_bytes(trainer_plan(t[bf]), BUF_GATHERED_UNEMBED, 0);
     }
     pl = trainer_plan(t[1]);
     const int64_t norms = 2 * D, mats = pl->layer_elems - norms;
@@ -44,13 +46,17 @@ static int check_z3_bf16(config c, mesh *m) {
     if (!(t[0] = trainer_create(&c, m, err, sizeof err))) mesh_exit_error("%s", err);
     scratch[0] = buf_bytes(trainer_plan(t[0]), BUF_MODEL_SCRATCH_BF16, 0);
     trainer_destroy(t[0]);
-    const int64_t extra = scratch[1] - scratch[0], unembed = 2 * D * c.shape.V + 64;
-    const int ok = X == 1 || (slot <= slot_max && gathered[1] < gathered[0] && extra <= unembed);
+    const int64_t extra = scratch[1] - scratch[0], sh = D * c.shape.V / X;
+    const int64_t unembed_max = 2 * (sh + sh % 2) * X;
+    const int ok = X == 1 || (slot <= slot_max && gathered[1] < gathered[0] && extra == 0 &&
+                              unembed[1] <= unembed_max && unembed[0] == 4 * D * c.shape.V);
     if (mesh_rank(m) == 0)
-        printf("ZeRO-3 bf16: a layer slot %lld B (bound %lld; fp32 %lld), gathered %lld B (fp32 "
-               "%lld), model bf16 scratch %lld B over the unsharded run's (bound %lld): %s\n",
-               (long long)slot, (long long)slot_max, (long long)fp32_slot, (long long)gathered[1],
-               (long long)gathered[0], (long long)extra, (long long)unembed, ok ? "ok" : "FAIL");
+        printf("ZeRO-3 bf16: a layer slot %lld B (bound %lld; fp32 %lld), the unembedding %lld B "
+               "(bound %lld; fp32 %lld), gathered %lld B (fp32 %lld), model bf16 scratch %lld B "
+               "over the unsharded run's (0): %s\n",
+               (long long)slot, (long long)slot_max, (long long)fp32_slot, (long long)unembed[1],
+               (long long)unembed_max, (long long)unembed[0], (long long)gathered[1],
+               (long long)gathered[0], (long long)extra, ok ? "ok" : "FAIL");
     return !ok;
 }
 

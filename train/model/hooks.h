@@ -102,8 +102,12 @@ typedef struct model_hooks {
     void (*mlp_grads_done)(void *ctx, model *m, int64_t l);
     void (*layer_grads_done)(void *ctx, model *m, int64_t l);
     /* The non-layer parameters (P_EMBED, P_FINAL_NORM, P_UNEMBED): the weight as the compute uses
-     * it and where its gradient accumulates; final_norm and unembed / embed gradients complete. */
+     * it and where its gradient accumulates; final_norm and unembed / embed gradients complete.
+     * weight is NULL where the hook holds the weight in bf16 only (bf16 compute: ZeRO-3 gathers
+     * the unembedding so), and weight_b16 then hands it over (a NULL hook or result: the model
+     * copies the fp32 weight to bf16 itself). */
     const float *(*weight)(void *ctx, model *m, param_id id);
+    const uint16_t *(*weight_b16)(void *ctx, model *m, param_id id);
     float *(*grad)(void *ctx, model *m, param_id id);
     void (*head_grads_done)(void *ctx, model *m);
     void (*embed_grads_done)(void *ctx, model *m);

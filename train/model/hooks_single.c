@@ -89,6 +89,10 @@ static const float *weight(void *ctx, model *m, param_id id) {
     (void)ctx;
     return model_param(m, id, NULL);
 }
+static const uint16_t *weight_b16(void *ctx, model *m, param_id id) {
+    (void)ctx, (void)m, (void)id;
+    return NULL; /* the model's own weights: it makes their bf16 copy */
+}
 static float *grad(void *ctx, model *m, param_id id) {
     (void)ctx;
     return model_grad(m, id, NULL);
@@ -171,6 +175,7 @@ const model_hooks model_hooks_single = {
     .mlp_grads_done = on_layer,
     .layer_grads_done = on_layer,
     .weight = weight,
+    .weight_b16 = weight_b16,
     .grad = grad,
     .head_grads_done = on_model,
     .embed_grads_done = on_model,

@@ -5,10 +5,8 @@
  *   - the weights: the fp32 parameters are the master copy (the optimizer, checkpoints); a
  *     layer's matrices and the unembedding are copied to bf16 the first time a pass uses them
  *     after model_params_changed (once per update), into params_b, in the parameters' layout.
- *     ZeRO-3 gathers a layer's matrices in bf16 and hands them over as they are (layer_w.b16);
- *     a weight the hooks hand over in fp32 from outside the model's storage (ZeRO-3's gathered
- *     unembedding) is copied at each use into sbu. Norm gains and the embedding (a lookup) stay
- *     fp32.
+ *     ZeRO-3 gathers a layer's matrices and the unembedding in bf16 and hands them over as they
+ *     are (layer_w.b16, the hook weight_b16). Norm gains and the embedding (a lookup) stay fp32.
  *   - the activations: the saved ones stay fp32 (norms, RoPE, SwiGLU and the loss read them) but
  *     attention's probabilities, kept in bf16 (Pb); a product's activation input is rounded
  *     once where the product consumes it, into the operand scratch sb[]. Rounding the same fp32
@@ -56,10 +54,6 @@ void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R) {
 
 void mixed_carve_scratch(model *m, carver *c) {
     for (int i = 0; i < 4; i++) m->sb[i] = m->sb_train[i] = carve_b(c, m->BT * widest(m));
-    if (m->cmp.bf16 != MODEL_BF16_GATHERED) return;
-    /* the layers' matrices come in bf16 from the hooks (layer_w.b16): only the unembedding,
-     * gathered in fp32, is copied at each use */
-    m->sbu = m->last ? carve_b(c, m->s.D * m->loc.Vl) : NULL;
 }
 
 /* w's n elements in bf16: the model's own copy (in params_b, made again when stale), or, for a
@@ -95,7 +89,12 @@ layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
 }
 
 const kern_bf16 *mixed_unembed(model *m, const float *un) {
-    kern_bf16 *spare = m->sbu;
+    if (!un) { /* the hook holds it in bf16 only */
+        const kern_bf16 *b = m->hk.weight_b16 ? m->hk.weight_b16(m->hk.ctx, m, P_UNEMBED) : NULL;
+        CHECK(b, "bf16 compute: the hooks hand the unembedding over in neither fp32 nor bf16");
+        return b;
+    }
+    kern_bf16 *spare = NULL; /* the unembedding is the model's own here */
     const kern_bf16 *b = copy_of(m, un, m->s.D * m->loc.Vl, m->uver != m->wver, &spare);
     m->uver = m->wver;
     return b;

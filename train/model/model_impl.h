@@ -77,11 +77,10 @@ struct model {
     /* bf16 compute (mixed.c; NULL in fp32): the products' bf16 operands sb[4] [BT, max(D, N_l·H,
      * F_l, V_l)] each (in model_fwd_rows the rows' own); the bf16 copy of the parameters (in their
      * layout), made for a layer when a pass first uses it after model_params_changed (wver: the
-     * parameters' version, lver[l] and uver the version of a layer's and the unembedding's copy);
-     * the copy of the unembedding when the hooks hand it over from outside the model's storage
-     * (ZeRO-3's gathered one: sbu), made at each use (ZeRO-3's layers come in bf16: layer_w.b16) */
+     * parameters' version, lver[l] and uver the version of a layer's and the unembedding's copy;
+     * none under ZeRO-3, whose hooks hand the matrices over in bf16) */
     model_compute cmp;
-    kern_bf16 *sb[4], *sb_train[4], *params_b, *sbu, *act_b_block;
+    kern_bf16 *sb[4], *sb_train[4], *params_b, *act_b_block;
     int64_t wver, uver, *lver;
     /* mixture of experts */
     moe_scratch ms;
@@ -161,13 +160,13 @@ void sublayer_xent_combine(model *m, float *st, int64_t BT);
 /* ---- mixed.c: bf16 compute (m->cmp.bf16) ---- */
 /* dst[i] = b(src[i]), i < n (nothing in a dry run without data). */
 void mixed_pack(kern_bf16 *dst, const float *src, int64_t n);
-/* The operand scratch sb[4] of the model's BT rows (and sbu under MODEL_BF16_GATHERED); in
+/* The operand scratch sb[4] of the model's BT rows; in
  * model_fwd_rows the sb[4] of R rows, from its fp32 workspace. */
 void mixed_carve_scratch(model *m, carver *c);
 void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R);
 /* Layer l's matrices in bf16 (w: as the hook handed them over), and the unembedding's. */
 layer_wb mixed_layer(model *m, const layer_w *w, int64_t l);
-const kern_bf16 *mixed_unembed(model *m, const float *un);
+const kern_bf16 *mixed_unembed(model *m, const float *un); /* un NULL: the hook's bf16 one */
 /* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
  * datt [BT, N_l·H] into dq, dk, dv (fp32). */
 void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);

@@ -83,6 +83,7 @@ static model_hooks hook_table(struct par *p) {
         .mlp_grads_done = par_hk_mlp_grads_done,
         .layer_grads_done = par_hk_layer_grads_done,
         .weight = par_hk_weight,
+        .weight_b16 = par_hk_weight_b16,
         .grad = par_hk_grad,
         .head_grads_done = par_hk_head_grads_done,
         .embed_grads_done = par_hk_embed_grads_done,
@@ -137,7 +138,9 @@ static void views(struct par *p) {
     p->gs.param[P_UNEMBED] = b[BUF_UNEMBED_GRAD][0];
     p->w.param[P_EMBED] = b[BUF_GATHERED_EMBED][0];
     p->w.param[P_FINAL_NORM] = b[BUF_GATHERED_FINAL_NORM][0];
-    p->w.param[P_UNEMBED] = b[BUF_GATHERED_UNEMBED][0];
+    const int ub = plan_z3_bf16(p->pl); /* the unembedding gathered in bf16 (weights.c) */
+    p->w.param[P_UNEMBED] = ub ? NULL : b[BUF_GATHERED_UNEMBED][0];
+    p->w.unembed_b = ub ? b[BUF_GATHERED_UNEMBED][0] : NULL;
     p->tp.a = b[BUF_TENSOR_A][0];
     p->tp.b = b[BUF_TENSOR_B][0];
     p->tp.kv = b[BUF_KV_EXCHANGE][0];

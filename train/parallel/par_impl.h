@@ -92,11 +92,12 @@ typedef struct {
  * the next layer's gather can run ahead (prefetch) with their staging (column-sharded gathers,
  * and with buckets the packed shards), the gathered non-layer weights. In bf16 (plan_z3_bf16)
  * the slots, stages and sends are the same buffers seen as 2-byte units (layer_b, stage_b,
- * send_b): the matrices bf16, the norm gains fp32, at plan_layer_offset_b. */
+ * send_b): the matrices bf16, the norm gains fp32, at plan_layer_offset_b; the unembedding
+ * gathered in bf16 (unembed_b) instead of param[]. */
 typedef struct {
     float *shards;
     float *layer[2], *stage[2], *send[2], *param[P_COUNT];
-    uint16_t *layer_b[2], *stage_b[2], *send_b[2];
+    uint16_t *layer_b[2], *stage_b[2], *send_b[2], *unembed_b;
     int64_t layer_id[2];        /* the layer each slot holds, −1 none */
     mesh_req *reqs[2][P_COUNT]; /* each slot's gathers in flight */
     int pending[2];             /* slot holds a started, not yet finished prefetch */
@@ -276,6 +277,7 @@ void par_hk_ready(void *ctx, model *mod);
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir);
 void par_hk_layer_release(void *ctx, model *mod, int64_t l);
 const float *par_hk_weight(void *ctx, model *mod, param_id id);
+const uint16_t *par_hk_weight_b16(void *ctx, model *mod, param_id id);
 /* zero.c */
 layer_g par_hk_layer_grads(void *ctx, model *mod, int64_t l);
 float *par_hk_grad(void *ctx, model *mod, param_id id);

@@ -396,9 +396,14 @@ static void list_zero(plan *p) {
         add(p, BUF_GATHERED_LAYER, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer);
         add(p, BUF_GATHER_STAGE, k, o, PLAN_MEM_GATHERED, PLAN_F32, layer);
     }
-    for (int id = 0; id < P_COUNT && p->zero == 3; id++)
-        if (!plan_is_layer_param((param_id)id))
+    for (int id = 0; id < P_COUNT && p->zero == 3; id++) {
+        if (plan_is_layer_param((param_id)id)) continue;
+        if (id == P_UNEMBED && plan_z3_bf16(p)) /* gathered in bf16, the shards padded to even */
+            add(p, gathered_of[id], 0, o, PLAN_MEM_GATHERED, PLAN_BF16,
+                plan_z3_bf16_count(p, P_UNEMBED) * nX);
+        else
             add(p, gathered_of[id], 0, o, PLAN_MEM_GATHERED, PLAN_F32, plan_geo_block(&p->g[id]));
+    }
     for (int k = 0; k < 2 && p->bucket_cap > 0; k++) {
         add(p, BUF_BUCKET_STAGE, k, o, PLAN_MEM_BUFFERS, PLAN_F32, p->bucket_cap);
         if (p->zero)

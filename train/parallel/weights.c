@@ -304,18 +304,39 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
         return model_param(mod, id, NULL);
     }
     float *dst = p->w.param[id];
+    if (!dst) return NULL; /* held in bf16 only: par_hk_weight_b16 */
     const plan_geo *g = &p->pl->g[id];
     const int64_t cnt = plan_geo_block(g) / p->pl->data.n;
     const float *src = p->w.shards + p->pl->shard_offset[id];
-    const plan_coll kind =
-        plan_z3_bf16(p->pl) && id == P_UNEMBED ? PLAN_Z3_GATHER_BF16 : PLAN_Z3_GATHER_PARAM;
     if (g->zdim) {
-        par_run(p, kind, p->column_pack, src, cnt);
+        par_run(p, PLAN_Z3_GATHER_PARAM, p->column_pack, src, cnt);
         par_unpack_cols(dst, p->column_pack, g->R, g->C, p->pl->data.n);
     } else {
-        par_run(p, kind, dst, src, cnt);
+        par_run(p, PLAN_Z3_GATHER_PARAM, dst, src, cnt);
     }
     return dst;
+}
+
+/* ZeRO-3 in bf16: the unembedding W[D_X, V_Y] gathered in bf16 at each use, its shard rounded
+ * at send (packed into the column packing's scratch, which holds any non-layer block in fp32; an
+ * odd count padded); the rows are a concatenation of the shards, moved down over the padding in
+ * place. */
+const uint16_t *par_hk_weight_b16(void *ctx, model *mod, param_id id) {
+    struct par *p = ctx;
+    (void)mod;
+    if (id != P_UNEMBED || !p->w.unembed_b) return NULL;
+    const int64_t nX = p->pl->data.n, cnt = plan_geo_block(&p->pl->g[id]) / nX;
+    const int64_t c2 = plan_z3_bf16_count(p->pl, id);
+    uint16_t *out = p->w.unembed_b, *send = (uint16_t *)(void *)p->column_pack;
+    CHECK(!p->pl->g[id].zdim, "the unembedding's ZeRO shards are its rows");
+    if (!mesh_no_data(cnt * 2)) {
+        kern_bf16_pack(send, p->w.shards + p->pl->shard_offset[id], cnt);
+        if (c2 > cnt) send[cnt] = 0;
+    }
+    par_run_b(p, PLAN_Z3_GATHER_BF16, out, send, c2);
+    for (int64_t j = 1; c2 > cnt && j < nX && !mesh_no_data(cnt * 2); j++)
+        memmove(out + j * cnt, out + j * c2, (size_t)cnt * sizeof *out);
+    return out;
 }
 
 void par_hk_ready(void *ctx, model *mod) {
