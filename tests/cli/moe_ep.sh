@@ -2,7 +2,8 @@
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
 #    on the --tensor axis, on an axis outside --dp, --expert without --experts, --expert on the
-#    --dcn axis, F_e not divisible by the tensor axis, --experts with --pipeline;
+#    --dcn axis, F_e not divisible by the tensor axis, --experts with a split or interleaved pipeline
+#    schedule;
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
 #    batch·T·k·(MoE blocks);
@@ -12,7 +13,7 @@
 #    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the
 #    next step's loss on 1 and 3 ranks agrees (1e-5 relative); one saved on 2x2 with --tensor y
 #    (the experts' F_e over y) loads and saves bit-identically on 1 rank, and the 1-rank one on
-#    2x2.
+#    2x2; one saved on 2x2 with --pipeline y (a dense block, then a MoE block) on 1 rank.
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
@@ -33,8 +34,8 @@ case_ 2 4 "--expert x is the --dcn axis" "${base[@]}" "${moe[@]}" \
   --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert x --steps 1
 case_ 2 4 "--expert-d-ff F_e = 33 is not divisible by |y| (--tensor) = 2" "${base[@]}" \
   "${moe[@]}" --mesh x=2,y=2 --dp x --tensor y --expert x --expert-d-ff 33 --steps 1
-case_ 2 4 "--experts with --pipeline is not implemented yet" "${base[@]}" "${moe[@]}" \
-  --mesh x=2,y=2 --dp x --pipeline y --steps 1
+case_ 2 4 "--experts with --schedule zb-h1 is not implemented yet" "${base[@]}" "${moe[@]}" \
+  --mesh x=2,y=2 --dp x --pipeline y --schedule zb-h1 --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \
@@ -80,10 +81,20 @@ run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/tp4.h5" --save-final "$
   >/dev/null 2>&1 || bad "1-rank resume of the --tensor checkpoint exited $?"
 run 4 "${base[@]}" "${moe[@]}" "${tp[@]}" --steps 2 --resume "$WORK/r1.h5" \
   --save-final "$WORK/rtp.h5" >/dev/null 2>&1 || bad "2x2 --tensor resume exited $?"
-for f in rt1 rz3 tp1 rtp; do
-  case $f in rt1) src=r3 ;; rz3) src=z2 ;; tp1) src=tp4 ;; rtp) src=r1 ;; esac
+# ... and across a pipeline (each stage writes its MoE blocks and its dense blocks' MLPs):
+# saved on 2x2 with --pipeline y --expert x, one dense block then one MoE block, loaded and
+# saved on 1 rank
+pp=(--mesh x=2,y=2 --dp x --pipeline y --expert x)
+run 4 "${base[@]}" "${moe[@]}" "${pp[@]}" --moe-every 2 --steps 2 --save-final "$WORK/pp4.h5" \
+  >/dev/null 2>&1 || bad "2x2 --pipeline run exited $?"
+run 1 "${base[@]}" "${moe[@]}" --moe-every 2 --steps 2 --resume "$WORK/pp4.h5" \
+  --save-final "$WORK/pp1.h5" >/dev/null 2>&1 || bad "1-rank resume of the --pipeline checkpoint exited $?"
+for f in rt1 rz3 tp1 rtp pp1; do
+  case $f in rt1) src=r3 ;; rz3) src=z2 ;; tp1) src=tp4 ;; rtp) src=r1 ;; pp1) src=pp4 ;; esac
+  dense=
+  [ $f = pp1 ] && dense=w_up # (the dense block's MLP)
   same_h5 "$WORK/$src.h5" "$WORK/$f.h5" "params optimizer/m optimizer/v" router expert_gate \
-    expert_up expert_down embed wq mlp_norm && ok "saved by $src, loaded and saved by $f: bit-identical" ||
+    expert_up expert_down embed wq mlp_norm $dense && ok "saved by $src, loaded and saved by $f: bit-identical" ||
     bad "saved by $src, loaded and saved by $f: differs"
 done
 loss3() { sed -n 's/.*"step":3,"loss":\([^,]*\),.*/\1/p' "$1"; }

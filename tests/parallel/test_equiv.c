@@ -279,8 +279,10 @@ int main(int argc, char **argv) {
         for (int64_t a = 0; a < sl->cnt[0]; a++)
             for (int64_t b = 0; b < sl->cnt[1]; b++)
                 for (int64_t e = 0; e < sl->cnt[2] * inner; e++, i++) {
-                    /* a stack over layers: the stored layer's global one (interleaved chunks) */
-                    const int64_t l = id >= P_ATTN_NORM && id <= P_W_DOWN
+                    /* a stack over layers: the stored layer's global one (interleaved chunks;
+                     * with experts the dense MLPs' stack counts the dense blocks) */
+                    const int dense_mlp = c.shape.moe.E > 0 && id >= P_W_GATE && id <= P_W_DOWN;
+                    const int64_t l = id >= P_ATTN_NORM && id <= P_W_DOWN && !dense_mlp
                                           ? model_layer_global(mm, a + sl->off[0])
                                           : a + sl->off[0];
                     const int64_t e2 = e / inner + sl->off[2];

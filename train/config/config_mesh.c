@@ -8,6 +8,7 @@
 #include "mesh/errmsg.h"
 #include "mesh/mesh.h"
 #include "train/config/config.h"
+#include "train/config/config_flags.h"
 
 void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN]) {
     memset(out, 0, CONFIG_AXES_LEN);
@@ -88,8 +89,8 @@ int config_check_microbatches(const config *c, char *err, size_t errlen) {
 }
 
 /* --experts on several ranks: data parallelism, with the routed experts sharded over --expert's
- * axis (one of the data axes, the book's case) or replicated, and the tensor axis (the experts'
- * F_e over it); the pipeline refused. */
+ * axis (one of the data axes, the book's case) or replicated, the tensor axis (the experts'
+ * F_e over it) and the pipeline (gpipe, 1f1b: each stage holds its MoE blocks). */
 static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *err, size_t errlen) {
     const int64_t E = c->shape.moe.E;
     const char *ea = c->expert_axis;
@@ -110,12 +111,13 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
                            "--expert %s is the --pipeline axis: the experts are sharded over a "
                            "data axis",
                            ea);
-    if (mesh_nranks(m) > 1 && c->pipe_axis[0])
+    if (mesh_nranks(m) > 1 && c->pipe_axis[0] && c->schedule != PIPE_GPIPE &&
+        c->schedule != PIPE_1F1B)
         return errmsg_fail(err, errlen,
-                           "--experts with --pipeline is not implemented yet: a "
-                           "mixture-of-experts model runs on one rank or with data and tensor "
-                           "parallelism (--dp, --zero 0 to 3, --dcn, --tensor), its experts "
-                           "sharded over a data axis with --expert");
+                           "--experts with --schedule %s is not implemented yet: a "
+                           "mixture-of-experts model pipelines with gpipe or 1f1b (its blocks' "
+                           "backward is not split, and a stage holds one run of layers)",
+                           config_schedule_names[c->schedule]);
     if (!ea[0]) return 0;
     const int a = mesh_axis_index(m, ea[0]);
     int in_dp = 0;

@@ -144,13 +144,15 @@ typedef struct model_hooks {
      * the dispatched rows src[offs[E], w] of this rank's tokens, grouped by expert (offs[E + 1]),
      * to the ranks holding their experts: dst receives the rows of this rank's El experts from
      * every rank of Z, grouped by local expert (loffs[El + 1], the group of expert e0 + e being
-     * its rows from Z rank 0, then 1, ...). offs == NULL: the same movement as the last call
-     * with offs for MoE block lm (the backward moves the gradients of the rows so). from_experts
-     * is its reverse: src[loffs[El], w] grouped as to_experts left them → dst[offs[E], w] in the
-     * order of to_experts' src. Both collective over Z. */
-    void (*moe_to_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+     * its rows from Z rank 0, then 1, ...). counts: the MoE block's workspace for the exchange's
+     * counts in this micro-batch's activations (model_moe_counts_n int64), kept from the forward
+     * for its backward. offs == NULL: the same movement as the call with offs that filled counts
+     * (the backward moves the gradients of the rows so). from_experts is its reverse: src[loffs
+     * [El], w] grouped as to_experts left them → dst[offs[E], w] in the order of to_experts' src.
+     * Both collective over Z. */
+    void (*moe_to_experts)(void *ctx, model *m, int64_t *counts, float *dst, const float *src,
                            const int64_t *offs, int64_t *loffs, int64_t w);
-    void (*moe_from_experts)(void *ctx, model *m, int64_t lm, float *dst, const float *src,
+    void (*moe_from_experts)(void *ctx, model *m, int64_t *counts, float *dst, const float *src,
                              int64_t w);
     /* x[n] = the sum over the tensor axis Y of every rank's x[n], in rank order (the same bits on
      * every rank): a MoE block's routing weights' gradient, whose expert outputs are partial sums
@@ -187,10 +189,15 @@ void model_extents_full(const model_shape *s, model_extents *out);
 void model_slab_full(const model_shape *s, param_id id, param_slab *out);
 layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
-void model_moe_to_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
-                                const int64_t *offs, int64_t *loffs, int64_t w);
-void model_moe_from_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
-                                  int64_t w);
+void model_moe_to_experts_local(void *ctx, model *m, int64_t *counts, float *dst,
+                                const float *src, const int64_t *offs, int64_t *loffs, int64_t w);
+void model_moe_from_experts_local(void *ctx, model *m, int64_t *counts, float *dst,
+                                  const float *src, int64_t w);
+/* The int64 a MoE block's exchange over an expert axis of ep_n ranks keeps per micro-batch: every
+ * rank's rows per expert, the rows and elements per (sender, receiver). */
+static inline int64_t model_moe_counts_n(int64_t E, int64_t ep_n) {
+    return ep_n > 1 ? ep_n * E + 2 * ep_n * ep_n : 0;
+}
 
 /* What model_create allocates besides the parameters and their gradients, for micro-batches of
  * Bl sequences of s->T tokens on a pipeline rank's share st (its layers, chunks and slots) and

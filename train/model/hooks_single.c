@@ -138,15 +138,15 @@ static void partial_done(void *ctx, model *m, float *dr, int64_t BT) {
 }
 /* The expert axis's hooks without one: the experts' rows are the dispatched rows themselves (the
  * model passes the same buffers), grouped as dispatched. */
-void model_moe_to_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
-                                const int64_t *offs, int64_t *loffs, int64_t w) {
-    (void)ctx, (void)lm, (void)w;
+void model_moe_to_experts_local(void *ctx, model *m, int64_t *counts, float *dst,
+                                const float *src, const int64_t *offs, int64_t *loffs, int64_t w) {
+    (void)ctx, (void)counts, (void)w;
     CHECK(dst == src, "moe_to_experts: the rows move nowhere without an expert axis");
     if (offs) memcpy(loffs, offs, (size_t)(model_shape_of(m)->moe.E + 1) * sizeof *offs);
 }
-void model_moe_from_experts_local(void *ctx, model *m, int64_t lm, float *dst, const float *src,
-                                  int64_t w) {
-    (void)ctx, (void)m, (void)lm, (void)w;
+void model_moe_from_experts_local(void *ctx, model *m, int64_t *counts, float *dst,
+                                  const float *src, int64_t w) {
+    (void)ctx, (void)m, (void)counts, (void)w;
     CHECK(dst == src, "moe_from_experts: the rows move nowhere without an expert axis");
 }
 static void poll(void *ctx) {

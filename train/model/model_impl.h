@@ -24,7 +24,7 @@ typedef struct {
     float *d_n; /* [2·D]: the gains' gradients (attn_norm, mlp_norm) kept for the weight part */
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
-    int64_t *offs, *kept, *loffs;
+    int64_t *offs, *kept, *loffs, *epc; /* epc: the expert axis's counts (model_moe_counts_n) */
     kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
 } layer_act;
 

@@ -46,6 +46,7 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
     A->offs = (int64_t *)carve(c, 2 * (E + 1));
     A->kept = (int64_t *)carve(c, 2 * E);
     A->loffs = (int64_t *)carve(c, 2 * (E + 1));
+    A->epc = (int64_t *)carve(c, 2 * model_moe_counts_n(E, m->loc.ep_n));
     A->xs = carve(c, R * k * D);
     A->ea = carve(c, Rz * Fe);
     A->eb = carve(c, Rz * Fe);
@@ -156,10 +157,10 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     }
     POLL(m);
     kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
-    m->hk.moe_to_experts(m->hk.ctx, m, lm, A->xr, A->xs, A->offs, A->loffs, D);
+    m->hk.moe_to_experts(m->hk.ctx, m, A->epc, A->xr, A->xs, A->offs, A->loffs, D);
     kern_moe_mlp_fwd(A->yr, A->ea, A->eb, A->eh, A->xr, w->e_gate, w->e_up, w->e_down, A->loffs,
                      m->loc.El, D, m->loc.Fel);
-    m->hk.moe_from_experts(m->hk.ctx, m, lm, A->ys, A->yr, D);
+    m->hk.moe_from_experts(m->hk.ctx, m, A->epc, A->ys, A->yr, D);
     POLL(m);
     tally(m, A, lm, BT, G, stats);
     const int tp = m->loc.Dl < D;
@@ -213,8 +214,9 @@ static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
                    const float *dr, int64_t l, int64_t BT, int64_t G) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t D = m->s.D, E = mo->E, k = mo->k, lm = model_layer_stack_index(&m->s, l);
+    const int64_t D = m->s.D, E = mo->E, k = mo->k;
     moe_scratch *z = &m->ms;
+    (void)l;
     const int tp = m->loc.Dl < D;
     if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */
         dr = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, NULL, NULL);
@@ -226,11 +228,11 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
     kern_moe_combine_bwd(z->dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
     /* the experts' rows' gradients go where the rows went, and come back (the two AllToAlls of
      * the forward, in reverse order of the data's way back) */
-    m->hk.moe_to_experts(m->hk.ctx, m, lm, z->dyr, z->dys, NULL, NULL, D);
+    m->hk.moe_to_experts(m->hk.ctx, m, A->epc, z->dyr, z->dys, NULL, NULL, D);
     kern_moe_mlp_bwd(z->dxr, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dyr, A->xr, A->ea,
                      A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->loffs, m->loc.El, D,
                      m->loc.Fel);
-    m->hk.moe_from_experts(m->hk.ctx, m, lm, z->dxs, z->dxr, D);
+    m->hk.moe_from_experts(m->hk.ctx, m, A->epc, z->dxs, z->dxr, D);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);
     /* a tensor axis: dw's partial sums (ys was this rank's share) summed over Y, so that every

@@ -24,12 +24,6 @@
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
-/* MoE block lm's counts: rows[i·E + e] from rank i of Z to expert e, then the AllToAll's rows
- * and elements per (sender, receiver), nz·nz each. */
-static int64_t *counts_of(const struct par *p, int64_t lm) {
-    return p->ep.counts + plan_expert_counts_at(p->pl, lm);
-}
-
 /* Copies the rows received from (forward) or sent to (backward) each rank of Z between the
  * AllToAll's order (stage: by sender, within it by expert) and the experts' (x: by local expert,
  * within it by sender). to_x: stage → x. */
@@ -85,27 +79,28 @@ static const int64_t *elements(const struct par *p, int64_t *c, int64_t w, int b
     return el;
 }
 
-void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+/* c: the MoE block's counts (model_moe_counts_n) in the micro-batch's activations: rows[i·E + e]
+ * from rank i of Z to expert e, then the AllToAll's rows and elements per (sender, receiver),
+ * nz·nz each. */
+void par_hk_moe_to_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
                            const int64_t *offs, int64_t *loffs, int64_t w) {
     struct par *p = ctx;
     if (p->pl->expert.n == 1) {
-        model_moe_to_experts_local(NULL, mod, lm, dst, src, offs, loffs, w);
+        model_moe_to_experts_local(NULL, mod, c, dst, src, offs, loffs, w);
         return;
     }
-    int64_t *c = counts_of(p, lm);
     if (offs) dispatch_counts(p, c, offs, loffs);
     par_run_v(p, PLAN_EP_ALL_TO_ALL, p->ep.stage, src, elements(p, c, w, 0));
     regroup(p, c, dst, p->ep.stage, 1, w);
 }
 
-void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
                              int64_t w) {
     struct par *p = ctx;
     if (p->pl->expert.n == 1) {
-        model_moe_from_experts_local(NULL, mod, lm, dst, src, w);
+        model_moe_from_experts_local(NULL, mod, c, dst, src, w);
         return;
     }
-    int64_t *c = counts_of(p, lm);
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
     par_run_v(p, PLAN_EP_ALL_TO_ALL, dst, p->ep.stage, elements(p, c, w, 1));
 }
@@ -122,9 +117,10 @@ void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n) {
 
 void par_moe_stats(par *p, model *mod, model_moe_stats *out) {
     model_moe_stats_get(mod, out);
-    if (!p || p->pl->batch.n == 1 || out->E == 0) return;
-    const mesh_axes b = p->pl->batch.axes;
-    const int64_t n = out->layers * out->E, nb = p->pl->batch.n;
+    if (!p || (p->pl->batch.n == 1 && p->pl->pipe.n == 1) || out->E == 0) return;
+    mesh_axes b = p->pl->batch.axes; /* the data shards and the pipeline's stages */
+    for (int k = 0; k < p->pl->pipe.axes.n; k++) b.ax[b.n++] = p->pl->pipe.axes.ax[k];
+    const int64_t n = out->layers * out->E, nb = mesh_axes_size(p->m, b);
     int64_t *all = malloc((size_t)(n * nb) * sizeof *all), *sum = p->ep.counts;
     CHECK(all, "out of memory");
     const mesh_coll_call g = {MESH_OP_ALL_GATHER, b, 0, 2 * n, MESH_ALG_MPI, MESH_WIRE_F32};
@@ -137,7 +133,11 @@ void par_moe_stats(par *p, model *mod, model_moe_stats *out) {
     out->kept = sum;
     out->dropped = (int64_t)par_allsum(p, b, (double)out->dropped);
     out->slots = (int64_t)par_allsum(p, b, (double)out->slots);
-    /* each shard's means are over as many sequences (tokens) as every other's */
-    out->aux = par_allsum(p, b, out->aux) / (double)nb;
-    out->z = par_allsum(p, b, out->z) / (double)nb;
+    /* each shard's means are over as many sequences (tokens) as every other's; a stage's over
+     * its MoE blocks (weighted by their number) */
+    const double w = p->pl->pipe.n > 1 ? (double)p->pl->moe_n * (double)p->pl->pipe.n /
+                                             (double)(out->layers > 0 ? out->layers : 1)
+                                       : 1.0;
+    out->aux = par_allsum(p, b, out->aux * w) / (double)nb;
+    out->z = par_allsum(p, b, out->z * w) / (double)nb;
 }

@@ -94,7 +94,7 @@ static void layer_ptrs(const struct par *p, float *buf, float **out) {
 }
 
 void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
-    const int64_t lm = model_layer_stack_index(&p->pl->s, l);
+    const int64_t lm = model_layer_stack_index(&p->pl->s, l) - p->pl->moe0; /* the stage's */
     float *b[P_ALL - P_COUNT];
     layer_ptrs(p, p->ep.gathered, b);
     if (p->ep.gathered_lm != lm)
@@ -118,7 +118,7 @@ void ep_layer_grads(struct par *p, layer_g *g) {
 
 void ep_mlp_grads_done(struct par *p, int64_t l) {
     if (p->pl->zero < 2 || !model_layer_is_moe(&p->pl->s, l)) return;
-    const int64_t lm = model_layer_stack_index(&p->pl->s, l);
+    const int64_t lm = model_layer_stack_index(&p->pl->s, l) - p->pl->moe0; /* the stage's */
     float *b[P_ALL - P_COUNT];
     layer_ptrs(p, p->ep.lgrads, b);
     for (int id = P_COUNT; id < P_ALL; id++)
@@ -128,7 +128,7 @@ void ep_mlp_grads_done(struct par *p, int64_t l) {
 
 void ep_reduce_grads(struct par *p, model *mod) {
     if (p->pl->s.moe.E == 0 || p->pl->batch.n == 1 || p->pl->zero >= 2) return;
-    const int64_t Lm = model_moe_layers(&p->pl->s);
+    const int64_t Lm = p->pl->moe_n; /* the stage's MoE blocks */
     for (int id = P_COUNT; id < P_ALL; id++) {
         int64_t n;
         float *gr = model_grad(mod, (param_id)id, &n);
@@ -155,13 +155,14 @@ static mesh_axes axes_with(mesh_axes a, mesh_axes b) {
 
 double ep_grad_sumsq(struct par *p, model *mod) {
     if (p->pl->s.moe.E == 0) return 0.0;
-    /* the router is the same on every rank of Y (counted once), the experts' F_e split over Y */
-    const mesh_axes y = p->pl->tensor.axes;
+    /* the router is the same on every rank of Y (counted once), the experts' F_e split over Y;
+     * each pipeline stage holds its own blocks */
+    const mesh_axes z = p->pl->pipe.axes, yz = axes_with(p->pl->tensor.axes, z);
     if (p->pl->zero > 0) { /* the shards: each element on one rank of the ICI data axes */
         const float *sh = p->shard_grads + p->pl->shard_total;
         const int64_t nr = p->pl->moe_shard_off[P_ROUTER + 1 - P_COUNT];
-        return par_allsum(p, p->pl->data.axes, kern_sumsq(sh, nr)) +
-               par_allsum(p, axes_with(p->pl->data.axes, y),
+        return par_allsum(p, axes_with(p->pl->data.axes, z), kern_sumsq(sh, nr)) +
+               par_allsum(p, axes_with(p->pl->data.axes, yz),
                           kern_sumsq(sh + nr, p->pl->moe_shard_total - nr));
     }
     double s[3] = {0.0, 0.0, 0.0}; /* the router, shared experts, routed experts */
@@ -170,12 +171,13 @@ double ep_grad_sumsq(struct par *p, model *mod) {
         const float *g = model_grad(mod, (param_id)id, &n);
         s[id == P_ROUTER ? 0 : plan_is_routed((param_id)id) ? 2 : 1] += kern_sumsq(g, n);
     }
-    return s[0] + par_allsum(p, y, s[1]) + par_allsum(p, axes_with(p->pl->expert.axes, y), s[2]);
+    return par_allsum(p, z, s[0]) + par_allsum(p, yz, s[1]) +
+           par_allsum(p, axes_with(p->pl->expert.axes, yz), s[2]);
 }
 
 par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
     const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
-    const int64_t Lm = model_moe_layers(&p->pl->s), ns = plan_moe_block(&g) / g.n;
+    const int64_t Lm = p->pl->moe_n, ns = plan_moe_block(&g) / g.n;
     const int64_t off = shard_off(p, id);
     float *w = model_param(mod, id, NULL); /* ZeRO-3: the model's own shards */
     if (p->pl->zero <= 2) {                /* ZeRO-1/2: this rank's shards of the whole weight */
@@ -189,7 +191,7 @@ par_owned ep_owned_slice(struct par *p, model *mod, param_id id) {
 
 void ep_owned_done(struct par *p, model *mod, param_id id) {
     if (p->pl->zero == 0 || p->pl->zero == 3) return;
-    const int64_t Lm = model_moe_layers(&p->pl->s);
+    const int64_t Lm = p->pl->moe_n; /* the stage's MoE blocks */
     for (int64_t lm = 0; lm < Lm; lm++)
         gather_block(p, id, 1, block_of(model_param(mod, id, NULL), p, id, lm, 0),
                      block_of(p->ep.update, p, id, lm, 1));

@@ -131,8 +131,8 @@ typedef struct {
 
 /* ---- the expert axis (expert.c) ---- */
 
-/* The AllToAlls' staging (BUF_EP_STAGE) and the MoE blocks' counts (BUF_EP_COUNTS, laid out as
- * plan_expert_counts_at says); ZeRO's (expert_zero.c): a MoE block's transient gradients, its
+/* The AllToAlls' staging (BUF_EP_STAGE) and the step's kept slots summed over the data shards
+ * (BUF_EP_COUNTS; a MoE block's exchange keeps its counts in the model's activations); ZeRO's (expert_zero.c): a MoE block's transient gradients, its
  * gathered weights (the MoE block gathered_lm holds, −1 none), the packing of a block's shards,
  * the shard being updated. */
 typedef struct {
@@ -191,9 +191,9 @@ static inline void par_hk_poll(void *ctx) {
 }
 
 /* ---- expert.c ---- */
-void par_hk_moe_to_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+void par_hk_moe_to_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
                            const int64_t *offs, int64_t *loffs, int64_t w);
-void par_hk_moe_from_experts(void *ctx, model *mod, int64_t lm, float *dst, const float *src,
+void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
                              int64_t w);
 void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n);
 /* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */

@@ -100,8 +100,8 @@ static void geometry_of(plan *p, param_id id) {
     if ((id == P_EMBED && p->l0 != 0) ||
         ((id == P_FINAL_NORM || id == P_UNEMBED) && !plan_holds_head(p)))
         g->nb = 0; /* held by another pipeline stage */
-    if (g->stacked && pi.shape[0] != s->L)
-        g->nb = pi.shape[0]; /* with experts (one rank): the dense MLPs stack the dense blocks */
+    if (g->stacked && s->moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN))
+        g->nb = p->mlp_n; /* with experts: the dense MLPs stack the (stage's) dense blocks */
     if (pi.ndim == 3)
         g->Rg = pi.shape[1], g->Cg = pi.shape[2];
     else if (pi.ndim == 2 && g->stacked)
@@ -164,9 +164,8 @@ static void geometry(plan *p) {
      * ZeRO their shards follow the dense ones' in the shard vector */
     plan_expert_shards(p);
     const int64_t dense = p->grad_elems; /* --dcn's flat reduction: the dense gradients */
-    p->param_elems +=
-        p->zero == 3 ? p->moe_shard_total : model_moe_layers(&p->s) * p->moe_layer_elems;
-    p->grad_elems += model_moe_layers(&p->s) * p->moe_layer_elems;
+    p->param_elems += p->zero == 3 ? p->moe_shard_total : p->moe_n * p->moe_layer_elems;
+    p->grad_elems += p->moe_n * p->moe_layer_elems;
     p->state_elems = p->zero ? p->shard_total + p->moe_shard_total : p->param_elems;
     p->dcn_n = (dense + p->data.n - 1) / p->data.n * p->data.n;
 }
@@ -554,7 +553,7 @@ static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what
  * routed experts' ZeRO-3 gathers and ZeRO-2/3 reductions over the data axes without Z (the
  * router's and shared experts' are not listed). Each row made by the MoE blocks alone. */
 static void calls_expert(plan *p) {
-    const int64_t Lm = model_moe_layers(&p->s), L = p->l1 - p->l0, E = p->s.moe.E;
+    const int64_t Lm = p->moe_n, L = p->l1 - p->l0, E = p->s.moe.E; /* the stage's */
     const int first = p->ncall;
     const plan_moe_geo g = plan_moe_geo_of(p, P_EXP_GATE);
     const int64_t ew = plan_moe_block(&g) / g.n; /* one routed weight's shard, per rank */
@@ -578,7 +577,7 @@ static void calls_expert(plan *p) {
         call(p, PLAN_EP_GATHER, PLAN_BWD, PLAN_BLOCKING, ew, 3, "W[E_Z, D_X, F] (unless resident)");
     if (p->zero >= 2 && g.n > 1)
         call(p, PLAN_EP_REDUCE, PLAN_BWD, PLAN_BLOCKING, ew, 3, "dW{U_X} → dW[E_Z, D_X, F]");
-    for (int i = first; i < p->ncall; i++) p->call[i].layers = Lm; /* (no pipeline with experts) */
+    for (int i = first; i < p->ncall; i++) p->call[i].layers = Lm;
     if (p->erep.n == 1) return; /* the step's: no copies of a routed expert to reduce with */
     if (p->zero == 0)
         call(p, PLAN_EP_DP_REDUCE, PLAN_STEP, PLAN_BLOCKING, Lm * plan_moe_block(&g), 3,
@@ -745,8 +744,11 @@ static param_slab native_slab(const plan *p, param_id id, int64_t ra, int64_t rn
                               int64_t cn) {
     const plan_geo *g = &p->g[id];
     param_info pi = model_param_info(&p->s, id);
-    if (pi.ndim == 3) return (param_slab){{p->l0, ra, ca}, {g->nb, rn, cn}};
-    if (g->stacked) return (param_slab){{p->l0, ca, 0}, {g->nb, cn, 1}};
+    /* the stage's blocks (a model with experts: the dense MLPs stack the dense blocks) */
+    const int mlp = p->s.moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN);
+    const int64_t b0 = mlp ? p->mlp0 : p->l0;
+    if (pi.ndim == 3) return (param_slab){{b0, ra, ca}, {g->nb, rn, cn}};
+    if (g->stacked) return (param_slab){{b0, ca, 0}, {g->nb, cn, 1}};
     if (g->nb == 0) return (param_slab){{0, 0, 0}, {0, 0, 0}};
     if (pi.ndim == 2) return (param_slab){{ra, ca, 0}, {rn, cn, 1}};
     return (param_slab){{ca, 0, 0}, {cn, 1, 1}};

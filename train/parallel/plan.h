@@ -140,7 +140,7 @@ typedef enum {
     BUF_PIPE_DSEND, /* dL/d(stage input) being sent, one per slot */
     /* the expert axis (expert.c) */
     BUF_EP_STAGE,  /* the rows an AllToAll of tokens sends or receives, in its order */
-    BUF_EP_COUNTS, /* each MoE block's rows per (rank of Z, expert): the dispatch's counts */
+    BUF_EP_COUNTS, /* the step's kept slots per MoE block and expert, over the shards and stages */
     /* ... ZeRO of the mixture-of-experts weights (expert_zero.c) */
     BUF_EP_LAYER_GRADS, /* ZeRO-2/3: a MoE block's transient gradients */
     BUF_EP_GATHERED,    /* ZeRO-3: a MoE block's gathered weights */
@@ -297,6 +297,9 @@ struct plan {
     /* ZeRO with experts: MoE parameter id's shard at shard_total + moe_shard_off[id − P_COUNT]
      * of the shard vector; a MoE block's elements on this rank (every MoE parameter, unsharded) */
     int64_t moe_shard_off[P_ALL - P_COUNT], moe_shard_total, moe_layer_elems;
+    /* with experts, the stage's MoE blocks and dense blocks in their stacks: the MoE weights'
+     * blocks [moe0, moe0 + moe_n), the dense MLPs' [mlp0, mlp0 + mlp_n) (model_layer_stack_index) */
+    int64_t moe0, moe_n, mlp0, mlp_n;
     int64_t layer_elems; /* TP-local elements of one layer (every layer parameter) */
     int n_layer_params;  /* parameters stacked over layers */
     int64_t grad_elems;  /* TP-local gradient elements of the stage (every parameter) */
@@ -347,8 +350,6 @@ typedef struct {
 void plan_expert_bufs(const plan *p, plan_ep_bufs *b);
 /* ZeRO with experts: the MoE parameters' shard offsets, moe_shard_total, moe_layer_elems. */
 void plan_expert_shards(plan *p);
-/* Where MoE block lm's counts start in BUF_EP_COUNTS (in int64; block Lm: the end). */
-int64_t plan_expert_counts_at(const plan *p, int64_t lm);
 
 /* plan_cp.c: the context axis's part of the plan. plan_cp_shape: the model's shape and sequences
  * (ms, model_seqs; the identity without --cp);

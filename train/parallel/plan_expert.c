@@ -22,6 +22,11 @@ static int64_t max64(int64_t a, int64_t b) {
 
 void plan_expert_extents(plan *p) {
     model_extents *lc = &p->loc;
+    p->moe0 = p->moe_n = p->mlp0 = p->mlp_n = 0; /* the stage's blocks of either kind */
+    for (int64_t l = 0; l < p->l1 && p->s.moe.E > 0; l++) {
+        const int moe = model_layer_is_moe(&p->s, l);
+        *(l < p->l0 ? moe ? &p->moe0 : &p->mlp0 : moe ? &p->moe_n : &p->mlp_n) += 1;
+    }
     const int64_t nz = p->expert.n > 0 ? p->expert.n : 1;
     lc->ep_n = nz;
     lc->El = p->s.moe.E / nz;
@@ -50,6 +55,7 @@ plan_moe_geo plan_moe_geo_of(const plan *p, param_id id) {
 static param_slab moe_tp_slab(const plan *p, param_id id) {
     param_slab sl;
     model_slab_full(&p->s, id, &sl);
+    sl.off[0] = p->moe0, sl.cnt[0] = p->moe_n; /* the pipeline stage's MoE blocks */
     if (plan_is_routed(id)) sl.off[1] = p->loc.e0, sl.cnt[1] = p->loc.El;
     if (id != P_ROUTER) {
         const int f = id == P_EXP_DOWN || id == P_SHR_DOWN ? 2 : 3; /* the F_e dimension */
@@ -74,18 +80,18 @@ param_slab plan_moe_shard_slab(const plan *p, param_id id) {
 
 int64_t plan_moe_elems(const plan *p, param_id id) {
     const plan_moe_geo g = plan_moe_geo_of(p, id);
-    const int64_t n = model_moe_layers(&p->s) * plan_moe_block(&g);
+    const int64_t n = p->moe_n * plan_moe_block(&g);
     return p->zero == 3 ? n / g.n : n;
 }
 
 int64_t plan_block_index(const plan *p, param_id id, int64_t l) {
     const int mlp = id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
     if (!mlp || p->s.moe.E == 0) return l - p->l0;
-    return model_layer_is_moe(&p->s, l) ? -1 : model_layer_stack_index(&p->s, l);
+    return model_layer_is_moe(&p->s, l) ? -1 : model_layer_stack_index(&p->s, l) - p->mlp0;
 }
 
 void plan_expert_shards(plan *p) {
-    const int64_t Lm = model_moe_layers(&p->s);
+    const int64_t Lm = p->moe_n;
     p->moe_shard_total = p->moe_layer_elems = 0;
     for (int id = P_COUNT; id < model_param_ids(&p->s); id++) {
         const plan_moe_geo g = plan_moe_geo_of(p, (param_id)id);
@@ -95,19 +101,13 @@ void plan_expert_shards(plan *p) {
     }
 }
 
-int64_t plan_expert_counts_at(const plan *p, int64_t lm) {
-    const int64_t nz = p->loc.ep_n, E = p->s.moe.E;
-    return model_moe_layers(&p->s) * E + lm * (nz * E + 2 * nz * nz);
-}
-
 void plan_expert_bufs(const plan *p, plan_ep_bufs *b) {
     const int64_t nz = p->loc.ep_n, Lm = model_moe_layers(&p->s);
     *b = (plan_ep_bufs){0, 0, 0, 0, 0, 0};
-    if (p->s.moe.E == 0 || p->batch.n == 1) return;
-    /* int64 counts as pairs of int32: the step's kept slots summed over the data shards, then
-     * per MoE block (plan_expert_counts_at) the rows per (rank of Z, expert), the AllToAll's
-     * rows and elements per (sender, receiver) */
-    b->counts = 2 * plan_expert_counts_at(p, Lm);
+    if (p->s.moe.E == 0 || (p->batch.n == 1 && p->pipe.n == 1)) return;
+    /* int64 counts as pairs of int32: the step's kept slots of every MoE block and expert,
+     * summed over the data shards (a block's exchange keeps its counts in the activations) */
+    b->counts = 2 * model_moe_layers(&p->s) * p->s.moe.E;
     /* the rows one AllToAll moves, in the order it moves them: at most every slot of the |Z|
      * shards' micro-batches */
     if (nz > 1) b->stage = p->rows * p->s.moe.k * nz * p->s.D;

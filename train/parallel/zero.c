@@ -238,7 +238,7 @@ static void dcn_reduce(struct par *p, model *mod) {
     }
     int64_t n;
     float *G = model_grads_flat(mod, &n), *buf = p->dcn;
-    n -= model_moe_layers(&p->pl->s) * p->pl->moe_layer_elems; /* the MoE's: ep_reduce_grads */
+    n -= p->pl->moe_n * p->pl->moe_layer_elems; /* the MoE's: ep_reduce_grads */
     CHECK(n <= p->pl->dcn_n, "flat gradient of %lld exceeds the DCN buffer of %lld", (long long)n,
           (long long)p->pl->dcn_n);
     const int64_t c = p->pl->dcn_n / p->pl->data.n;
