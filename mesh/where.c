@@ -10,6 +10,7 @@
 #include "mesh/parts.h"
 #include "mesh/progress.h"
 #include "mesh/sbuf.h"
+#include "mesh/sig.h"
 #include "mesh/where.h"
 #include "mesh/where_impl.h"
 
@@ -143,8 +144,8 @@ void where_write(const mesh *m, const char *tail) {
 
 /* ---- SIGUSR1: the current mesh's where-line ---- */
 
-static void on_sigusr1(int sig) {
-    (void)sig;
+static void on_sigusr1(int sig, siginfo_t *info, void *uc) {
+    (void)sig, (void)info, (void)uc;
     const int saved = errno;
     const mesh *m = mesh_current();
     if (m) where_write(m, " (SIGUSR1)");
@@ -153,16 +154,12 @@ static void on_sigusr1(int sig) {
 
 void mesh_where_signal(mesh *m) {
     (void)m;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigusr1;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
+    mesh_sig_catch(SIGUSR1, on_sigusr1, SA_RESTART);
 }
 
 void where_release(void) {
     struct sigaction sa;
-    if (mesh_current() || sigaction(SIGUSR1, NULL, &sa) != 0 || sa.sa_handler != on_sigusr1) return;
+    if (mesh_current() || sigaction(SIGUSR1, NULL, &sa) != 0 || sa.sa_sigaction != on_sigusr1)
+        return;
     signal(SIGUSR1, SIG_DFL);
 }

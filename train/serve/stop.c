@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "mesh/mesh.h"
+#include "mesh/sig.h"
 
 static volatile sig_atomic_t stop_signal, stop_parent;
 
@@ -18,13 +19,8 @@ static void on_stop(int sig, siginfo_t *info, void *uc) {
 }
 
 void stop_install(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_stop;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    mesh_sig_catch(SIGTERM, on_stop, 0);
+    mesh_sig_catch(SIGINT, on_stop, 0);
     signal(SIGPIPE, SIG_IGN);
 }
 
