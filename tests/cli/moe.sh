@@ -59,25 +59,18 @@ else
   bad "micro-batching changed the MoE losses or gradients"; paste -d'\n' "$WORK/mb4.jsonl" "$WORK/mb1.jsonl"
 fi
 
-# expert_tokens of each step summed, and the dropped share: "sum dropped" per line
-counts() {
-  sed -E 's/.*"moe_dropped":([^,]*),"expert_tokens":\[(.*)\]\}/\1 \2/' "$1" |
-    awk '{ s = 0; n = split($2, v, /[^0-9]+/); for (i = 1; i <= n; i++) s += v[i]; print s, $1 }'
-}
 slots=$((4 * 32 * 2 * 1)) # batch · T · k · one MoE block (block 1 of 3)
-if counts "$WORK/a.jsonl" | awk -v want=$slots '$1 != want || $2 != 0 { bad = 1 } END { exit bad || NR != 3 }'; then
+if moe_counts "$WORK/a.jsonl" | awk -v want=$slots '$1 != want || $2 != 0 { bad = 1 } END { exit bad || NR != 3 }'; then
   ok "dropless: each step's expert_tokens sum to batch·T·k·blocks = $slots, none dropped"
 else
-  bad "dropless counts: $(counts "$WORK/a.jsonl" | tr '\n' ';') (want $slots 0)"
+  bad "dropless counts: $(moe_counts "$WORK/a.jsonl" | tr '\n' ';') (want $slots 0)"
 fi
 run1 "${moe[@]}" --steps 3 --capacity-factor 0.5 --metrics "$WORK/c.jsonl" >"$WORK/c.out" 2>&1 ||
   bad "capacity run exited $?"
-if counts "$WORK/c.jsonl" |
-   awk -v n=$slots '{ d = $2 * n; if (d < 1 || $1 + d < n - 0.01 || $1 + d > n + 0.01) bad = 1 }
-                    END { exit bad || NR != 3 }'; then
-  ok "capacity factor 0.5: kept + dropped = $slots every step, some dropped ($(counts "$WORK/c.jsonl" | head -1))"
+if moe_some_dropped "$WORK/c.jsonl" $slots 3; then
+  ok "capacity factor 0.5: kept + dropped = $slots every step, some dropped ($(moe_counts "$WORK/c.jsonl" | head -1))"
 else
-  bad "capacity counts: $(counts "$WORK/c.jsonl" | tr '\n' ';') (want kept + dropped·$slots = $slots)"
+  bad "capacity counts: $(moe_counts "$WORK/c.jsonl" | tr '\n' ';') (want kept + dropped·$slots = $slots)"
 fi
 full=$(timeout 120 "$MPI" -np 1 "$MT" "${base[@]}" "${moe[@]}" --steps 1 2>&1)
 line=$(grep '^step' <<<"$full")
