@@ -130,24 +130,35 @@ int main(int argc, char **argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
-    want_tokens_error(p[MISSING], "cannot open (No such file or directory)");
-    want_tokens_error(p[EMPTY], "file is empty");
-    want_tokens_error(p[GARBAGE],
-                      "neither a meshtrain token file (no HDF5 signature) nor UTF-8 text");
-    want_tokens_error(p[FOREIGN], "HDF5 file but not a meshtrain token file");
-    want_tokens_error(p[V2], "token file version 2; this build reads version 1");
-    want_tokens_error(p[TRUNC_HALF], "HDF5 file cannot be opened, truncated or corrupt?");
-    want_tokens_error(p[TRUNC_HEAD], "HDF5 file cannot be opened, truncated or corrupt?");
-    want_tokens_error(p[SHORT], "text too short: 3 bytes");
-    want_tokens_error(p[EMPTYVAL], "split 'val' is empty");
+    /* Each fixture and the message its open must fail with. */
+    typedef struct {
+        int file;
+        const char *want;
+    } bad_case;
+    static const bad_case bad_tokens[] = {
+        {MISSING, "cannot open (No such file or directory)"},
+        {EMPTY, "file is empty"},
+        {GARBAGE, "neither a meshtrain token file (no HDF5 signature) nor UTF-8 text"},
+        {FOREIGN, "HDF5 file but not a meshtrain token file"},
+        {V2, "token file version 2; this build reads version 1"},
+        {TRUNC_HALF, "HDF5 file cannot be opened, truncated or corrupt?"},
+        {TRUNC_HEAD, "HDF5 file cannot be opened, truncated or corrupt?"},
+        {SHORT, "text too short: 3 bytes"},
+        {EMPTYVAL, "split 'val' is empty"},
+    };
+    static const bad_case bad_arrays[] = {
+        {MISSING, "cannot open (No such file or directory)"},
+        {EMPTY, "file is empty"},
+        {GARBAGE, "not an HDF5 file"},
+        {TEXT, "not an HDF5 file"},
+        {TRUNC_HALF, "HDF5 file cannot be opened, truncated or corrupt?"},
+        {TRUNC_HEAD, "HDF5 file cannot be opened, truncated or corrupt?"},
+    };
+    for (size_t i = 0; i < sizeof bad_tokens / sizeof *bad_tokens; i++)
+        want_tokens_error(p[bad_tokens[i].file], bad_tokens[i].want);
     want_tokens_error(dir, "cannot open"); /* a directory */
-
-    want_array_error(p[MISSING], "cannot open (No such file or directory)");
-    want_array_error(p[EMPTY], "file is empty");
-    want_array_error(p[GARBAGE], "not an HDF5 file");
-    want_array_error(p[TEXT], "not an HDF5 file");
-    want_array_error(p[TRUNC_HALF], "HDF5 file cannot be opened, truncated or corrupt?");
-    want_array_error(p[TRUNC_HEAD], "HDF5 file cannot be opened, truncated or corrupt?");
+    for (size_t i = 0; i < sizeof bad_arrays / sizeof *bad_arrays; i++)
+        want_array_error(p[bad_arrays[i].file], bad_arrays[i].want);
 
     /* The good ones still open (the fixtures are what we think they are). */
     tokens *tf;
