@@ -5,6 +5,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,29 @@ float *kt_floats(int64_t n) {
 }
 double *kt_doubles(int64_t n) {
     return alloc_or_exit(n, sizeof(double));
+}
+
+static void *bufs_add(kt_bufs *b, int64_t n, size_t size) {
+    if (b->n == (int)(sizeof b->p / sizeof b->p[0])) {
+        printf("FAIL kt_bufs: more than %d buffers\n", b->n);
+        exit(1);
+    }
+    return b->p[b->n++] = alloc_or_exit(n, size);
+}
+void kt_bufs_floats(kt_bufs *b, int64_t n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    for (float **x; (x = va_arg(ap, float **));) *x = bufs_add(b, n, sizeof(float));
+    va_end(ap);
+}
+void kt_bufs_doubles(kt_bufs *b, int64_t n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    for (double **x; (x = va_arg(ap, double **));) *x = bufs_add(b, n, sizeof(double));
+    va_end(ap);
+}
+void kt_bufs_free(kt_bufs *b) {
+    while (b->n > 0) free(b->p[--b->n]);
 }
 
 static uint64_t lcg_next(uint64_t *s) {

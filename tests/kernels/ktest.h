@@ -14,6 +14,16 @@
  * FAIL line and exits 1. */
 float *kt_floats(int64_t n);
 double *kt_doubles(int64_t n);
+/* A test's buffers, freed together (kt_bufs_free). */
+typedef struct {
+    void *p[32];
+    int n;
+} kt_bufs;
+/* n floats (doubles) each for the float ** (double **) arguments, a NULL ending the list, as
+ * kt_floats does; recorded in b. */
+void kt_bufs_floats(kt_bufs *b, int64_t n, ...);
+void kt_bufs_doubles(kt_bufs *b, int64_t n, ...);
+void kt_bufs_free(kt_bufs *b);
 /* x[i] uniform in [lo, hi) from a fixed LCG stream `seed`. */
 void kt_fill(float *x, int64_t n, uint64_t seed, float lo, float hi);
 void kt_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi);

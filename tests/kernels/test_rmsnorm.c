@@ -35,15 +35,14 @@ static const char *label(char *buf, size_t len, const char *check, int64_t M, in
 
 static void run(int64_t M, int64_t D) {
     int64_t n = M * D;
-    float *x = kt_floats(n), *g = kt_floats(D);
-    float *dy = kt_floats(n), *y = kt_floats(n);
-    float *yr = kt_floats(n), *rs = kt_floats(M);
-    float *rsr = kt_floats(M), *dx = kt_floats(n);
-    float *dxr = kt_floats(n), *dg = kt_floats(D);
-    float *dgr = kt_floats(D);
-    double *xd = kt_doubles(n), *gd = kt_doubles(D);
-    double *wd = kt_doubles(n), *fx = kt_doubles(n);
-    double *fg = kt_doubles(D);
+    kt_bufs bufs = {0};
+    float *x, *dy, *y, *yr, *dx, *dxr, *g, *dg, *dgr, *rs, *rsr;
+    double *xd, *wd, *fx, *gd, *fg;
+    kt_bufs_floats(&bufs, n, &x, &dy, &y, &yr, &dx, &dxr, NULL); /* M×D */
+    kt_bufs_floats(&bufs, D, &g, &dg, &dgr, NULL);
+    kt_bufs_floats(&bufs, M, &rs, &rsr, NULL);
+    kt_bufs_doubles(&bufs, n, &xd, &wd, &fx, NULL);
+    kt_bufs_doubles(&bufs, D, &gd, &fg, NULL);
     kt_fill(x, n, 1, -2, 2);
     kt_fill(g, D, 2, 0.5f, 1.5f);
     kt_fill(dy, n, 3, -1, 1);
@@ -77,8 +76,7 @@ static void run(int64_t M, int64_t D) {
     /* truth is exact to ~1e-9 (h² and roundoff); the float kernel sums D (dx) or M (dg) terms */
     kt_close_d(label(what, sizeof what, "rmsnorm bwd dx vs FD(double)", M, D), dx, fx, n, 32);
     kt_close_d(label(what, sizeof what, "rmsnorm bwd dg vs FD(double)", M, D), dg, fg, D, 32);
-    free(x), free(g), free(dy), free(y), free(yr), free(rs), free(rsr), free(dx), free(dxr);
-    free(dg), free(dgr), free(xd), free(gd), free(wd), free(fx), free(fg);
+    kt_bufs_free(&bufs);
 }
 
 int main(void) {

@@ -30,12 +30,11 @@ static void expf_checks(void) {
 }
 
 static void run(int64_t n) {
-    float *a = kt_floats(n), *b = kt_floats(n);
-    float *dh = kt_floats(n), *h = kt_floats(n);
-    float *hr = kt_floats(n), *da = kt_floats(n);
-    float *db = kt_floats(n), *dar = kt_floats(n);
-    float *dbr = kt_floats(n);
-    double *fa = kt_doubles(n), *fb = kt_doubles(n);
+    kt_bufs bufs = {0};
+    float *a, *b, *dh, *h, *hr, *da, *db, *dar, *dbr;
+    double *fa, *fb;
+    kt_bufs_floats(&bufs, n, &a, &b, &dh, &h, &hr, &da, &db, &dar, &dbr, NULL);
+    kt_bufs_doubles(&bufs, n, &fa, &fb, NULL);
     char what[96];
     kt_fill(a, n, 1, -12, 12);
     kt_fill(b, n, 2, -2, 2);
@@ -63,8 +62,7 @@ static void run(int64_t n) {
     kt_close_d(what, da, fa, n, 16);
     snprintf(what, sizeof what, "swiglu bwd db vs FD(double) n=%lld", (long long)n);
     kt_close_d(what, db, fb, n, 16);
-    free(a), free(b), free(dh), free(h), free(hr), free(da), free(db), free(dar), free(dbr);
-    free(fa), free(fb);
+    kt_bufs_free(&bufs);
 }
 
 int main(void) {
