@@ -31,6 +31,14 @@
 #include "train/config/alloc.h"
 #include "train/model/model_impl.h"
 
+/* The rows an expert-axis AllToAll receives for the rows a and b it sends: n floats each of their
+ * own under expert parallelism, else a and b themselves (nothing moves). */
+static void carve_recv(const model *m, carver *c, int64_t n, float *a, float *b, float **ar,
+                       float **br) {
+    *ar = m->loc.ep_n > 1 ? carve(c, n) : a;
+    *br = m->loc.ep_n > 1 ? carve(c, n) : b;
+}
+
 void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups) {
     const moe_shape *mo = &m->s.moe;
     const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
@@ -52,8 +60,7 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
     A->eb = carve(c, Rz * Fe);
     A->eh = carve(c, Rz * Fe);
     A->ys = carve(c, R * k * D);
-    A->xr = m->loc.ep_n > 1 ? carve(c, Rz * D) : A->xs;
-    A->yr = m->loc.ep_n > 1 ? carve(c, Rz * D) : A->ys;
+    carve_recv(m, c, Rz * D, A->xs, A->ys, &A->xr, &A->yr);
     A->sa = carve(c, R * SF);
     A->sb = carve(c, R * SF);
     A->sh = carve(c, R * SF);
@@ -68,8 +75,7 @@ void moe_carve_scratch(model *m, carver *c) {
     const int64_t Rz = BT * k * m->loc.ep_n;
     z->dys = carve(c, BT * k * D);
     z->dxs = carve(c, BT * k * D);
-    z->dyr = m->loc.ep_n > 1 ? carve(c, Rz * D) : z->dys;
-    z->dxr = m->loc.ep_n > 1 ? carve(c, Rz * D) : z->dxs;
+    carve_recv(m, c, Rz * D, z->dys, z->dxs, &z->dyr, &z->dxr);
     z->dea = carve(c, Rz * Fe);
     z->deb = carve(c, Rz * Fe);
     z->dsa = carve(c, BT * SF);
