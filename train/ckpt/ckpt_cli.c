@@ -351,11 +351,10 @@ static int parse_args(int argc, char **argv, int *info, const char **files, doub
                       size_t errlen) {
     const char *cmd = argc > 1 ? argv[1] : "";
     int nfiles = 0, tols = 0;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (mesh_world_rank() == 0) printf("%s\n", usage);
-            return 1;
-        }
+    if (config_help_asked(argc, argv)) {
+        if (mesh_world_rank() == 0) printf("%s\n", usage);
+        return 1;
+    }
     *info = !strcmp(cmd, "info");
     if (!*info && strcmp(cmd, "diff") != 0)
         return errmsg_fail(err, errlen,

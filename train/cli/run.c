@@ -35,14 +35,13 @@
 
 int run_prepare(int argc, char **argv) {
     char err[RUN_ERR_LEN] = "";
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (mesh_world_rank() == 0)
-                printf("usage: meshtrain prepare TEXT OUT.h5   (a text file -> an HDF5 token file "
-                       "of its bytes, the last %g of them for validation; no flags)\n",
-                       TOKENS_VAL_FRACTION);
-            return 0;
-        }
+    if (config_help_asked(argc, argv)) {
+        if (mesh_world_rank() == 0)
+            printf("usage: meshtrain prepare TEXT OUT.h5   (a text file -> an HDF5 token file "
+                   "of its bytes, the last %g of them for validation; no flags)\n",
+                   TOKENS_VAL_FRACTION);
+        return 0;
+    }
     for (int i = 1; i < argc; i++)
         if (argv[i][0] == '-' && argv[i][1])
             mesh_exit_error("prepare: unknown flag %s (prepare takes TEXT OUT.h5 and no flags)",

@@ -193,4 +193,6 @@ int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char
                          size_t errlen);
 /* The --help text (flags, defaults, and the FLOP formula used for MFU). */
 void config_print_help(FILE *out);
+/* Whether argv[1..argc) holds --help or -h (a subcommand's help, asked for anywhere). */
+int config_help_asked(int argc, char **argv);
 #endif

@@ -15,30 +15,19 @@ static void default_str(const config *d, const flag_def *f, char *buf, size_t le
     const char *base = (const char *)d + f->off;
     buf[0] = '\0';
     switch (f->kind) {
-    case K_I64: {
-        int64_t x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%lld", (long long)x);
+    case K_I64:
+    case K_INT:
+        snprintf(buf, len, "%lld", (long long)config_flag_int(d, f));
         break;
-    }
-    case K_INT: {
-        int x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%d", x);
-        break;
-    }
     case K_U64: {
         uint64_t x;
         memcpy(&x, base, sizeof x);
         snprintf(buf, len, "%llu", (unsigned long long)x);
         break;
     }
-    case K_F64: {
-        double x;
-        memcpy(&x, base, sizeof x);
-        snprintf(buf, len, "%g", x);
+    case K_F64:
+        snprintf(buf, len, "%g", config_flag_number(d, f));
         break;
-    }
     case K_STR:
         if (*base) snprintf(buf, len, "%s", base);
         break;
@@ -154,4 +143,10 @@ void config_print_help(FILE *out) {
         "  the collectives' transfer time hidden behind compute, 1 - exposed/transfer.\n"
         "Exit status: 0 ok, 2 bad input (one message from rank 0), 3 a bug or a collective\n"
         "mismatch (--debug-collectives), 4 the watchdog ended the job (--timeout).\n");
+}
+
+int config_help_asked(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    return 0;
 }

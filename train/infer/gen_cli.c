@@ -69,6 +69,12 @@ static int gen_flag_index(const char *name) {
 const char *const gen_shape_flags[GEN_SHAPE_FLAGS] = {"layers",   "d-model", "heads", "kv-heads",
                                                       "head-dim", "d-ff",    "vocab", "seq-len"};
 
+void gen_shape_mark(const char *name, size_t len, int *given) {
+    for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
+        if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
+            given[k] = 1;
+}
+
 static void print_help(FILE *out) {
     fprintf(out, "usage: mpirun -np R meshtrain generate [--ckpt FILE] (--prompt STR ... | "
                  "--prompts FILE) [flags]\n");
@@ -108,9 +114,7 @@ static int split_args(int argc, char **argv, gen_flags *f, prompt_set *ps, char 
             if (strlen(gen_flag_table[k].name) == len &&
                 !strncmp(name, gen_flag_table[k].name, len))
                 d = &gen_flag_table[k];
-        for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
-            if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
-                shape_given[k] = 1;
+        gen_shape_mark(name, len, shape_given);
         if (name && len == 6 && !strncmp(name, "expert", 6)) { /* (kept for expert_axis) */
             const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
             if (!val || !*val || strlen(val) >= sizeof f->expert)
@@ -385,11 +389,10 @@ static int run_bench(const config *c, const gen_flags *f, mesh *m) {
 
 int gen_main(int argc, char **argv) {
     char err[GEN_ERR] = "";
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (mesh_world_rank() == 0) print_help(stdout);
-            return 0;
-        }
+    if (config_help_asked(argc, argv)) {
+        if (mesh_world_rank() == 0) print_help(stdout);
+        return 0;
+    }
     gen_flags f = {.tokens = 64, .bench_prompt = 64};
     snprintf(f.bench_batches, sizeof f.bench_batches, "1,2,4,8,16,32,64");
     prompt_set ps = {0};

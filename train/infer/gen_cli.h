@@ -46,6 +46,8 @@ typedef struct {
  * --seq-len) that a checkpoint's shape fills in when they are not given. */
 #define GEN_SHAPE_FLAGS 8
 extern const char *const gen_shape_flags[GEN_SHAPE_FLAGS];
+/* given[k] = 1 if the flag name[0..len) (without "--"; NULL: none) is gen_shape_flags[k]. */
+void gen_shape_mark(const char *name, size_t len, int *given);
 /* Collective over: world. The model's shape from the checkpoint at path for every shape flag not
  * given (given[i] for gen_shape_flags[i]), then the check that the given ones agree. 0, or −1
  * with the reason in err. Serving (train/serve) shares it. */

@@ -150,9 +150,7 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
             if (strlen(serve_flag_table[k].name) == len &&
                 !strncmp(name, serve_flag_table[k].name, len))
                 d = &serve_flag_table[k];
-        for (int k = 0; name && k < GEN_SHAPE_FLAGS; k++)
-            if (strlen(gen_shape_flags[k]) == len && !strncmp(name, gen_shape_flags[k], len))
-                given[k] = 1;
+        gen_shape_mark(name, len, given);
         if (!d) {
             rest[(*nrest)++] = argv[i];
             continue;
@@ -528,11 +526,10 @@ static int check_paths(const serve_flags *f, char *err, size_t errlen) {
 
 int serve_main(int argc, char **argv) {
     char err[SERVE_ERR] = "";
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (mesh_world_rank() == 0) print_help(stdout);
-            return 0;
-        }
+    if (config_help_asked(argc, argv)) {
+        if (mesh_world_rank() == 0) print_help(stdout);
+        return 0;
+    }
     serve_flags f = {.port = 8080,
                      .kv_block = 16,
                      .max_batch_tokens = 256,
