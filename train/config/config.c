@@ -334,12 +334,22 @@ static const char *nearest_flag(const char *name, size_t len) {
 
 /* The parsers return −1 on bad input, with errno = ERANGE when the input is a number beyond
  * what the type holds (the message then gives the flag's range). */
+
+/* After a strto* call on s that set end: 0 if it read all of s in range, else −1 (errno cleared
+ * unless the whole of s was a number out of range). */
+static int read_all(const char *s, const char *end) {
+    if (end == s || *end) {
+        errno = 0;
+        return -1;
+    }
+    return errno ? -1 : 0;
+}
+
 static int parse_i64(const char *s, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end) errno = 0;
-    if (end == s || *end || errno) return -1;
+    if (read_all(s, end)) return -1;
     *out = (int64_t)v;
     return 0;
 }
@@ -349,8 +359,7 @@ static int parse_u64(const char *s, uint64_t *out) {
     errno = 0;
     if (*s == '-') return -1;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || *end) errno = 0;
-    if (end == s || *end || errno) return -1;
+    if (read_all(s, end)) return -1;
     *out = (uint64_t)v;
     return 0;
 }
@@ -359,8 +368,7 @@ static int parse_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end) errno = 0;
-    if (end == s || *end || errno || !isfinite(v)) return -1;
+    if (read_all(s, end) || !isfinite(v)) return -1;
     *out = v;
     return 0;
 }
@@ -698,24 +706,31 @@ int config_parse_for(config *c, config_mode mode, int argc, char **argv, char *e
 
 /* ---- validation ---- */
 
+int64_t config_flag_int(const void *c, const flag_def *f) {
+    const char *base = (const char *)c + f->off;
+    if (f->kind == K_INT) {
+        int x;
+        memcpy(&x, base, sizeof x);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, base, sizeof x);
+    return x;
+}
+
+double config_flag_number(const void *c, const flag_def *f) {
+    double v;
+    if (f->kind != K_F64) return (double)config_flag_int(c, f);
+    memcpy(&v, (const char *)c + f->off, sizeof v);
+    return v;
+}
+
 /* Ranges from the table, so a config built in code is held to the same limits. */
 static int check_ranges(const config *c, char *err, size_t errlen) {
     for (int i = 0; i < NFLAGS; i++) {
         const flag_def *f = &flags[i];
         if (!f->help || (f->kind != K_I64 && f->kind != K_INT && f->kind != K_F64)) continue;
-        const char *base = (const char *)c + f->off;
-        double v;
-        if (f->kind == K_I64) {
-            int64_t x;
-            memcpy(&x, base, sizeof x);
-            v = (double)x;
-        } else if (f->kind == K_INT) {
-            int x;
-            memcpy(&x, base, sizeof x);
-            v = x;
-        } else {
-            memcpy(&v, base, sizeof v);
-        }
+        const double v = config_flag_number(c, f);
         if (f->kind == K_F64 && v != 0 && fabs(v) < FLT_MIN)
             return errmsg_fail(err, errlen,
                                "--%s %g: below float32's smallest normal number %.2g (the "

@@ -3,6 +3,7 @@
 #ifndef MT_TRAIN_CONFIG_FLAGS_H
 #define MT_TRAIN_CONFIG_FLAGS_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     K_GROUP,  /* a heading in --help, not a flag */
@@ -37,6 +38,11 @@ typedef struct {
     const char *meta; /* value name shown in --help */
     const char *help; /* NULL: an alias, not listed */
 } flag_def;
+
+/* The value of flag f's field in c: a whole number (K_I64, K_INT), or any number (K_I64, K_INT,
+ * K_F64). */
+int64_t config_flag_int(const void *c, const flag_def *f);
+double config_flag_number(const void *c, const flag_def *f);
 
 /* The table, in --help's order (K_GROUP entries are headings), and its length. */
 extern const flag_def config_flag_table[];
