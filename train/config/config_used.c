@@ -52,18 +52,6 @@ static const char *no_ckpt_use(const config *c, config_mode mode) {
                ? NULL
                : "ownership of checkpoints matters only with --save-every or --resume";
 }
-static const char *no_pipe(const config *c, config_mode mode) {
-    (void)mode;
-    return c->pipe_axis[0] ? NULL : "only a pipeline (--pipeline AXIS) has micro-batch schedules";
-}
-static const char *no_emulate(const config *c, config_mode mode) {
-    (void)mode;
-    return c->emulate[0] ? NULL : "the rate stands for the chip of --emulate CHIP";
-}
-static const char *no_tensor(const config *c, config_mode mode) {
-    (void)mode;
-    return c->tensor_axis[0] ? NULL : "the collective matmul is tensor parallelism's (--tensor)";
-}
 static const char *no_async(const config *c, config_mode mode) {
     (void)mode;
     return c->overlap || c->tensor_axis[0]
@@ -78,99 +66,98 @@ static const char *gen_no_tensor(const config *c, config_mode mode) {
                ? NULL
                : "generation's collectives are tensor parallelism's (--tensor)";
 }
-static const char *no_cp(const config *c, config_mode mode) {
-    (void)mode;
-    return c->cp_axis[0] ? NULL : "only a context axis (--cp AXIS) has an attention algorithm";
-}
-static const char *never(const config *c, config_mode mode) {
-    (void)mode;
-    (void)c;
-    return NULL;
-}
 
 typedef struct {
-    const char *flag;
-    int refused_in; /* modes where the flag does nothing at all */
-    const char *(*unused)(const config *c, config_mode mode);
+    const char *flags; /* the flags of the rule, separated by spaces, checked in this order */
+    int refused_in;    /* modes where the flags do nothing at all */
+    const char *(*unused)(const config *c, config_mode mode); /* NULL: used wherever allowed */
+    size_t needs;    /* unused NULL: 0, or the config string (an axis, a chip) the flags need */
+    const char *why; /* ...and what the message says when it is empty */
 } used_rule;
+/* The last three fields of a rule: its flags are used wherever the mode allows them (USED), unless
+ * fn says why not (UNLESS), or unless the config string `field` is empty (NEEDS). */
+#define USED NULL, 0, NULL
+#define UNLESS(fn) fn, 0, NULL
+#define NEEDS(field, why) NULL, offsetof(config, field), why
 
 static const used_rule rules[] = {
     /* what training alone does */
-    {"batch", M_GEN, never},
-    {"micro-batch", M_GEN, never},
-    {"steps", M_GEN, never},
-    {"optimizer", M_GEN, never},
-    {"lr", M_GEN, never},
-    {"warmup", M_GEN, never},
-    {"min-lr", M_GEN, no_decay},
-    {"weight-decay", M_GEN, never},
-    {"clip", M_GEN, never},
-    {"beta1", M_GEN, not_adamw},
-    {"beta2", M_GEN, not_adamw},
-    {"eps", M_GEN, not_adamw},
-    {"data", M_BENCH | M_GEN, never},
-    {"data-order", M_BENCH | M_GEN, never},
-    {"eval-every", M_BENCH | M_GEN, never},
-    {"eval-batches", M_BENCH | M_GEN, no_eval},
-    {"sample", M_BENCH | M_GEN, never},
-    {"prompt", M_BENCH | 1 << CONFIG_MODE_SERVE, no_sample}, /* serve's prompts come by HTTP */
+    {"batch micro-batch steps optimizer lr warmup", M_GEN, USED},
+    {"min-lr", M_GEN, UNLESS(no_decay)},
+    {"weight-decay clip", M_GEN, USED},
+    {"beta1 beta2 eps", M_GEN, UNLESS(not_adamw)},
+    {"data data-order eval-every", M_BENCH | M_GEN, USED},
+    {"eval-batches", M_BENCH | M_GEN, UNLESS(no_eval)},
+    {"sample", M_BENCH | M_GEN, USED},
+    /* serve's prompts come by HTTP */
+    {"prompt", M_BENCH | 1 << CONFIG_MODE_SERVE, UNLESS(no_sample)},
     /* the decode sweep prints timings, never the texts it samples */
-    {"temperature", M_BENCH | M_GBENCH, no_sample},
-    {"top-k", M_BENCH | M_GBENCH, no_sample},
-    {"seed", M_GBENCH, never},
-    {"quiet", M_GBENCH, never},
-    {"metrics", M_BENCH | M_GEN, never},
-    {"save-init", M_BENCH | M_GEN, never},
-    {"save-final", M_BENCH | M_GEN, never},
-    {"save-every", M_BENCH | M_GEN, never},
-    {"keep", M_BENCH | M_GEN, no_saves},
-    {"ckpt-dir", M_BENCH | M_GEN, no_ckpt_dir},
-    {"resume", M_BENCH | M_GEN, never},
-    {"take-over", M_BENCH | M_GEN, no_ckpt_use},
-    {"demo", M_BENCH | M_GEN, never},
-    {"bench", 1 << CONFIG_MODE_SERVE, never}, /* generate --bench is generate's mode */
-    {"no-matmul-bound", M_TRAIN | M_GEN, never},
+    {"temperature top-k", M_BENCH | M_GBENCH, UNLESS(no_sample)},
+    {"seed quiet", M_GBENCH, USED},
+    {"metrics save-init save-final save-every", M_BENCH | M_GEN, USED},
+    {"keep", M_BENCH | M_GEN, UNLESS(no_saves)},
+    {"ckpt-dir", M_BENCH | M_GEN, UNLESS(no_ckpt_dir)},
+    {"resume", M_BENCH | M_GEN, USED},
+    {"take-over", M_BENCH | M_GEN, UNLESS(no_ckpt_use)},
+    {"demo", M_BENCH | M_GEN, USED},
+    {"bench", 1 << CONFIG_MODE_SERVE, USED}, /* generate --bench is generate's mode */
+    {"no-matmul-bound", M_TRAIN | M_GEN, USED},
     /* the sharding and collectives of a training step */
-    {"dcn", M_GEN, never},
+    {"dcn", M_GEN, USED},
     /* (generate refuses --zero, --pipeline and --emulate itself, saying why: gen.h) */
-    {"overlap", M_GEN, never},
-    {"progress", M_GEN, no_async},
-    {"comm-dtype", M_GEN, never},
-    {"kv-dtype", M_TRAIN | M_BENCH, never},             /* only generation keeps a KV cache */
-    {"bucket", M_GEN, never},
-    {"collective-matmul", M_GEN, no_tensor},
-    {"alg", 0, gen_no_tensor},
-    {"emulate-rate", M_GEN, no_emulate},
-    {"microbatches", M_GEN, no_pipe},
-    {"cp", M_GEN & ~(1 << CONFIG_MODE_GENERATE), never}, /* generate: the prefill's prompts */
-    {"cp-alg", M_GEN & ~(1 << CONFIG_MODE_GENERATE), no_cp},
-    {"schedule", M_GEN, no_pipe},
-    {"virtual-stages", M_GEN, never},
+    {"overlap", M_GEN, USED},
+    {"progress", M_GEN, UNLESS(no_async)},
+    {"comm-dtype", M_GEN, USED},
+    {"kv-dtype", M_TRAIN | M_BENCH, USED}, /* only generation keeps a KV cache */
+    {"bucket", M_GEN, USED},
+    {"collective-matmul", M_GEN,
+     NEEDS(tensor_axis, "the collective matmul is tensor parallelism's (--tensor)")},
+    {"alg", 0, UNLESS(gen_no_tensor)},
+    {"emulate-rate", M_GEN, NEEDS(emulate, "the rate stands for the chip of --emulate CHIP")},
+    {"microbatches", M_GEN,
+     NEEDS(pipe_axis, "only a pipeline (--pipeline AXIS) has micro-batch schedules")},
+    {"cp", M_GEN & ~(1 << CONFIG_MODE_GENERATE), USED}, /* generate: the prefill's prompts */
+    {"cp-alg", M_GEN & ~(1 << CONFIG_MODE_GENERATE),
+     NEEDS(cp_axis, "only a context axis (--cp AXIS) has an attention algorithm")},
+    {"schedule", M_GEN,
+     NEEDS(pipe_axis, "only a pipeline (--pipeline AXIS) has micro-batch schedules")},
+    {"virtual-stages", M_GEN, USED},
     /* the mixture of experts' training losses */
-    {"aux-loss-coef", M_GEN, never},
-    {"router-z-loss-coef", M_GEN, never},
+    {"aux-loss-coef router-z-loss-coef", M_GEN, USED},
     /* the inspection flags wire the training loop */
-    {"trace", M_GEN, never},
-    {"debug-collectives", M_GEN, never},
-    {"timeout", M_GEN & ~(1 << CONFIG_MODE_SERVE), never}, /* serve refuses it, saying why */
+    {"trace debug-collectives", M_GEN, USED},
+    {"timeout", M_GEN & ~(1 << CONFIG_MODE_SERVE), USED}, /* serve refuses it, saying why */
 };
+#undef USED
+#undef UNLESS
+#undef NEEDS
 
 static const char *const mode_name[] = {"training", "meshtrain --bench", "meshtrain generate",
                                         "meshtrain generate --bench", "meshtrain serve"};
+
+/* NULL when the rule's flags matter for c in `mode`, else why they do not. */
+static const char *rule_unused(const used_rule *u, const config *c, config_mode mode) {
+    if (u->unused) return u->unused(c, mode);
+    return u->needs && !((const char *)c + u->needs)[0] ? u->why : NULL;
+}
 
 int config_check_used(const config *c, config_mode mode, const char *const *given, int ngiven,
                       char *err, size_t errlen) {
     for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
         const used_rule *u = &rules[r];
-        int k = 0;
-        while (k < ngiven && strcmp(given[k], u->flag) != 0) k++;
-        if (k == ngiven) continue;
-        if (u->refused_in & (1 << mode))
-            return errmsg_fail(err, errlen,
-                               "--%s does nothing in %s: drop it (see --help for what applies)",
-                               u->flag, mode_name[mode]);
-        const char *why = u->unused(c, mode);
-        if (why) return errmsg_fail(err, errlen, "--%s is given but unused: %s", u->flag, why);
+        for (const char *f = u->flags; *f; f += strspn(f, " ")) {
+            const size_t len = strcspn(f, " ");
+            int k = 0;
+            while (k < ngiven && (strlen(given[k]) != len || strncmp(given[k], f, len) != 0)) k++;
+            f += len;
+            if (k == ngiven) continue;
+            if (u->refused_in & (1 << mode))
+                return errmsg_fail(err, errlen,
+                                   "--%s does nothing in %s: drop it (see --help for what applies)",
+                                   given[k], mode_name[mode]);
+            const char *why = rule_unused(u, c, mode);
+            if (why) return errmsg_fail(err, errlen, "--%s is given but unused: %s", given[k], why);
+        }
     }
     return 0;
 }
