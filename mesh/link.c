@@ -72,16 +72,12 @@ int mesh_emulate(mesh *m, const char *chip, double measured_flops, mesh_emulatio
 }
 
 cost_op mesh_cost_op(mesh_op op) {
-    switch (op) {
-    case MESH_OP_ALL_GATHER:
-        return COST_OP_ALL_GATHER;
-    case MESH_OP_REDUCE_SCATTER:
-        return COST_OP_REDUCE_SCATTER;
-    case MESH_OP_ALL_REDUCE:
-        return COST_OP_ALL_REDUCE;
-    case MESH_OP_ALL_TO_ALL:
-        return COST_OP_ALL_TO_ALL;
-    default:
-        return COST_OP_PPERMUTE;
-    }
+    static const cost_op of[MESH_OP_COUNT] = {[MESH_OP_ALL_GATHER] = COST_OP_ALL_GATHER,
+                                              [MESH_OP_REDUCE_SCATTER] = COST_OP_REDUCE_SCATTER,
+                                              [MESH_OP_ALL_REDUCE] = COST_OP_ALL_REDUCE,
+                                              [MESH_OP_ALL_TO_ALL] = COST_OP_ALL_TO_ALL,
+                                              [MESH_OP_PPERMUTE] = COST_OP_PPERMUTE,
+                                              [MESH_OP_SEND] = COST_OP_PPERMUTE,
+                                              [MESH_OP_RECV] = COST_OP_PPERMUTE};
+    return (unsigned)op < MESH_OP_COUNT ? of[op] : COST_OP_PPERMUTE;
 }
