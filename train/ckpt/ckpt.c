@@ -192,6 +192,20 @@ static int put_attrs(h5array *f, const attr_i64 *ints, size_t ni, const attr_f64
     return rc;
 }
 
+/* The model's shape as root attributes, written and read in this order. */
+static const struct {
+    const char *key;
+    size_t off; /* of an int64_t in model_shape */
+} shape_attrs[] = {{"layers", offsetof(model_shape, L)},   {"d_model", offsetof(model_shape, D)},
+                   {"heads", offsetof(model_shape, N)},    {"kv_heads", offsetof(model_shape, K)},
+                   {"head_dim", offsetof(model_shape, H)}, {"d_ff", offsetof(model_shape, F)},
+                   {"vocab", offsetof(model_shape, V)},    {"seq_len", offsetof(model_shape, T)}};
+enum { N_SHAPE_ATTRS = sizeof shape_attrs / sizeof shape_attrs[0] };
+
+static int64_t *shape_field(model_shape *s, int i) {
+    return (int64_t *)(void *)((char *)s + shape_attrs[i].off);
+}
+
 /* With experts, their attributes (a dense model's file has none: get_moe). */
 static int put_moe(h5array *f, const moe_shape *mo, char *err, size_t errlen) {
     if (mo->E == 0) return 0;
@@ -209,24 +223,14 @@ static int put_moe(h5array *f, const moe_shape *mo, char *err, size_t errlen) {
 
 static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t step,
                     int64_t tokens_seen, char *err, size_t errlen) {
-    const model_shape *s = &c->shape;
-    const attr_i64 ints[] = {{"version", CKPT_VERSION},
-                             {"step", step},
-                             {"tokens_seen", tokens_seen},
-                             {"data_step", step},
-                             {"seed", (int64_t)c->seed},
-                             {"batch", c->batch},
-                             {"warmup", c->warmup},
-                             {"schedule_steps", c->steps},
-                             {"layers", s->L},
-                             {"d_model", s->D},
-                             {"heads", s->N},
-                             {"kv_heads", s->K},
-                             {"head_dim", s->H},
-                             {"d_ff", s->F},
-                             {"vocab", s->V},
-                             {"seq_len", s->T},
-                             {"written_by_ranks", mesh_nranks(m)}};
+    model_shape s = c->shape;
+    attr_i64 ints[9 + N_SHAPE_ATTRS] = {{"version", CKPT_VERSION},    {"step", step},
+                                        {"tokens_seen", tokens_seen}, {"data_step", step},
+                                        {"seed", (int64_t)c->seed},   {"batch", c->batch},
+                                        {"warmup", c->warmup},        {"schedule_steps", c->steps}};
+    for (int i = 0; i < N_SHAPE_ATTRS; i++)
+        ints[8 + i] = (attr_i64){shape_attrs[i].key, *shape_field(&s, i)};
+    ints[8 + N_SHAPE_ATTRS] = (attr_i64){"written_by_ranks", mesh_nranks(m)};
     const attr_f64 dbls[] = {{"lr", c->lr},
                              {"min_lr", c->min_lr},
                              {"weight_decay", c->weight_decay},
@@ -253,7 +257,7 @@ static int put_meta(h5array *f, trainer *t, mesh *m, const config *c, int64_t st
     if (rc == 0)
         rc = put_attrs(f, ints, sizeof ints / sizeof *ints, dbls, sizeof dbls / sizeof *dbls, err,
                        errlen);
-    return rc == 0 ? put_moe(f, &s->moe, err, errlen) : rc;
+    return rc == 0 ? put_moe(f, &s.moe, err, errlen) : rc;
 }
 
 /* The mixture-of-experts attributes: a checkpoint without `experts` (older, or dense) holds a
@@ -315,25 +319,17 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     const struct {
         const char *key;
         int64_t *v;
-    } ints[] = {{"step", &k->step},
-                {"tokens_seen", &k->tokens_seen},
-                {"seed", &seed},
-                {"batch", &k->batch},
-                {"warmup", &k->warmup},
-                {"schedule_steps", &k->schedule_steps},
-                {"layers", &k->shape.L},
-                {"d_model", &k->shape.D},
-                {"heads", &k->shape.N},
-                {"kv_heads", &k->shape.K},
-                {"head_dim", &k->shape.H},
-                {"d_ff", &k->shape.F},
-                {"vocab", &k->shape.V},
-                {"seq_len", &k->shape.T},
-                {"written_by_ranks", &k->ranks}};
+    } ints[] = {{"step", &k->step},     {"tokens_seen", &k->tokens_seen},
+                {"seed", &seed},        {"batch", &k->batch},
+                {"warmup", &k->warmup}, {"schedule_steps", &k->schedule_steps}};
     char order[32] = "", opt[32] = "";
     int rc = 0;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == 0; i++)
         rc = h5array_attr_get_i64(f, "/", ints[i].key, ints[i].v, e, sizeof e);
+    for (int i = 0; i < N_SHAPE_ATTRS && rc == 0; i++)
+        rc = h5array_attr_get_i64(f, "/", shape_attrs[i].key, shape_field(&k->shape, i), e,
+                                  sizeof e);
+    if (rc == 0) rc = h5array_attr_get_i64(f, "/", "written_by_ranks", &k->ranks, e, sizeof e);
     if (rc == 0) rc = h5array_attr_get_f64(f, "/", "lr", &k->lr, e, sizeof e);
     if (rc == 0) rc = h5array_attr_get_f64(f, "/", "min_lr", &k->min_lr, e, sizeof e);
     if (rc == 0) rc = h5array_attr_get_str(f, "/", "data_order", order, sizeof order, e, sizeof e);
@@ -364,6 +360,25 @@ int ckpt_meta_get(h5array *f, ckpt_meta *k, char *err, size_t errlen) {
     return 0;
 }
 
+/* A flag's value in the checkpoint and on the command line. */
+typedef struct {
+    const char *flag;
+    int64_t file, flags;
+} flag_match;
+
+/* −1 with the message for the first flag whose values differ ("the <whose> shape must match"). */
+static int check_match(const flag_match *f, size_t n, const char *whose, const char *path,
+                       char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++)
+        if (f[i].file != f[i].flags)
+            return errmsg_fail(err, errlen,
+                               "%s: checkpoint has --%s %lld, flags say %lld (the %s shape must "
+                               "match; give --%s %lld)",
+                               path, f[i].flag, (long long)f[i].file, (long long)f[i].flags, whose,
+                               f[i].flag, (long long)f[i].file);
+    return 0;
+}
+
 /* A dense checkpoint against MoE flags or the reverse, then the experts' shape. */
 static int check_moe(const moe_shape *file, const moe_shape *flags, const char *path, char *err,
                      size_t errlen) {
@@ -376,40 +391,22 @@ static int check_moe(const moe_shape *file, const moe_shape *flags, const char *
                            file->E ? "give the checkpoint's --experts and MoE flags, see "
                                      "`meshtrain ckpt info`"
                                    : "leave out --experts");
-    const struct {
-        const char *flag;
-        int64_t file, flags;
-    } f[] = {{"experts", file->E, flags->E},
-             {"moe-top-k", file->k, flags->k},
-             {"moe-every", file->every, flags->every},
-             {"shared-experts", file->shared, flags->shared},
-             {"expert-d-ff", file->F, flags->F}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].file != f[i].flags)
-            return errmsg_fail(err, errlen,
-                               "%s: checkpoint has --%s %lld, flags say %lld (the experts' "
-                               "shape must match; give --%s %lld)",
-                               path, f[i].flag, (long long)f[i].file, (long long)f[i].flags,
-                               f[i].flag, (long long)f[i].file);
-    return 0;
+    const flag_match f[] = {{"experts", file->E, flags->E},
+                            {"moe-top-k", file->k, flags->k},
+                            {"moe-every", file->every, flags->every},
+                            {"shared-experts", file->shared, flags->shared},
+                            {"expert-d-ff", file->F, flags->F}};
+    return check_match(f, sizeof f / sizeof f[0], "experts'", path, err, errlen);
 }
 
 int ckpt_check_config(const ckpt_meta *k, const config *c, const char *path, char *err,
                       size_t errlen) {
-    const struct {
-        const char *flag;
-        int64_t file, flags;
-    } f[] = {{"layers", k->shape.L, c->shape.L},   {"d-model", k->shape.D, c->shape.D},
-             {"heads", k->shape.N, c->shape.N},    {"kv-heads", k->shape.K, c->shape.K},
-             {"head-dim", k->shape.H, c->shape.H}, {"d-ff", k->shape.F, c->shape.F},
-             {"vocab", k->shape.V, c->shape.V}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].file != f[i].flags)
-            return errmsg_fail(err, errlen,
-                               "%s: checkpoint has --%s %lld, flags say %lld (the model's "
-                               "shape must match; give --%s %lld)",
-                               path, f[i].flag, (long long)f[i].file, (long long)f[i].flags,
-                               f[i].flag, (long long)f[i].file);
+    const flag_match f[] = {
+        {"layers", k->shape.L, c->shape.L},   {"d-model", k->shape.D, c->shape.D},
+        {"heads", k->shape.N, c->shape.N},    {"kv-heads", k->shape.K, c->shape.K},
+        {"head-dim", k->shape.H, c->shape.H}, {"d-ff", k->shape.F, c->shape.F},
+        {"vocab", k->shape.V, c->shape.V}};
+    if (check_match(f, sizeof f / sizeof f[0], "model's", path, err, errlen) < 0) return -1;
     if (check_moe(&k->shape.moe, &c->shape.moe, path, err, errlen) < 0) return -1;
     if (k->optimizer != c->optimizer)
         return errmsg_fail(err, errlen,
