@@ -29,64 +29,36 @@ int64_t model_moe_capacity(const model_shape *s) {
     return (int64_t)ceil(mo->capacity * (double)(mo->k * s->T) / (double)mo->E);
 }
 
-/* The mixture-of-experts parameters (ids from P_ROUTER). */
-static param_info moe_param_info(const model_shape *s, param_id id) {
-    const int64_t Lm = model_moe_layers(s), D = s->D, E = s->moe.E, S = s->moe.shared;
-    const int64_t Fe = s->moe.F;
-    const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)s->L));
-    switch (id) {
-    case P_ROUTER:
-        return (param_info){"router", 3, {Lm, D, E, 1}, 1, std};
-    case P_EXP_GATE:
-        return (param_info){"expert_gate", 4, {Lm, E, D, Fe}, 1, std};
-    case P_EXP_UP:
-        return (param_info){"expert_up", 4, {Lm, E, D, Fe}, 1, std};
-    case P_EXP_DOWN:
-        return (param_info){"expert_down", 4, {Lm, E, Fe, D}, 1, std_out};
-    case P_SHR_GATE:
-        return (param_info){"shared_gate", 4, {Lm, S, D, Fe}, 1, std};
-    case P_SHR_UP:
-        return (param_info){"shared_up", 4, {Lm, S, D, Fe}, 1, std};
-    case P_SHR_DOWN:
-        return (param_info){"shared_down", 4, {Lm, S, Fe, D}, 1, std_out};
-    default:
-        return (param_info){"?", 0, {0, 0, 0, 0}, 0, 0.0f};
-    }
-}
-
 param_info model_param_info(const model_shape *s, param_id id) {
     const int64_t L = s->L, D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F, V = s->V;
     const int64_t Ld = L - model_moe_layers(s); /* the dense MLPs */
+    const int64_t Lm = model_moe_layers(s), E = s->moe.E, S = s->moe.shared, Fe = s->moe.F;
     const float std = 0.02f, std_out = (float)(0.02 / sqrt(2.0 * (double)L));
-    if (id >= P_COUNT) return moe_param_info(s, id);
-    switch (id) {
-    case P_EMBED:
-        return (param_info){"embed", 2, {V, D, 1}, 1, std};
-    case P_ATTN_NORM:
-        return (param_info){"attn_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_WQ:
-        return (param_info){"wq", 3, {L, D, NH}, 1, std};
-    case P_WK:
-        return (param_info){"wk", 3, {L, D, KH}, 1, std};
-    case P_WV:
-        return (param_info){"wv", 3, {L, D, KH}, 1, std};
-    case P_WO:
-        return (param_info){"wo", 3, {L, NH, D}, 1, std_out};
-    case P_MLP_NORM:
-        return (param_info){"mlp_norm", 2, {L, D, 1}, 0, 0.0f};
-    case P_W_GATE:
-        return (param_info){"w_gate", 3, {Ld, D, F}, 1, std};
-    case P_W_UP:
-        return (param_info){"w_up", 3, {Ld, D, F}, 1, std};
-    case P_W_DOWN:
-        return (param_info){"w_down", 3, {Ld, F, D}, 1, std_out};
-    case P_FINAL_NORM:
-        return (param_info){"final_norm", 1, {D, 1, 1}, 0, 0.0f};
-    case P_UNEMBED:
-        return (param_info){"unembed", 2, {D, V, 1}, 1, std};
-    default:
-        return (param_info){"?", 0, {0, 0, 0}, 0, 0.0f};
-    }
+    /* name, dims, global shape, decay, init std (0: ones) */
+    const param_info all[P_ALL] = {
+        [P_EMBED] = {"embed", 2, {V, D, 1}, 1, std},
+        [P_ATTN_NORM] = {"attn_norm", 2, {L, D, 1}, 0, 0.0f},
+        [P_WQ] = {"wq", 3, {L, D, NH}, 1, std},
+        [P_WK] = {"wk", 3, {L, D, KH}, 1, std},
+        [P_WV] = {"wv", 3, {L, D, KH}, 1, std},
+        [P_WO] = {"wo", 3, {L, NH, D}, 1, std_out},
+        [P_MLP_NORM] = {"mlp_norm", 2, {L, D, 1}, 0, 0.0f},
+        [P_W_GATE] = {"w_gate", 3, {Ld, D, F}, 1, std},
+        [P_W_UP] = {"w_up", 3, {Ld, D, F}, 1, std},
+        [P_W_DOWN] = {"w_down", 3, {Ld, F, D}, 1, std_out},
+        [P_FINAL_NORM] = {"final_norm", 1, {D, 1, 1}, 0, 0.0f},
+        [P_UNEMBED] = {"unembed", 2, {D, V, 1}, 1, std},
+        /* the mixture of experts' */
+        [P_ROUTER] = {"router", 3, {Lm, D, E, 1}, 1, std},
+        [P_EXP_GATE] = {"expert_gate", 4, {Lm, E, D, Fe}, 1, std},
+        [P_EXP_UP] = {"expert_up", 4, {Lm, E, D, Fe}, 1, std},
+        [P_EXP_DOWN] = {"expert_down", 4, {Lm, E, Fe, D}, 1, std_out},
+        [P_SHR_GATE] = {"shared_gate", 4, {Lm, S, D, Fe}, 1, std},
+        [P_SHR_UP] = {"shared_up", 4, {Lm, S, D, Fe}, 1, std},
+        [P_SHR_DOWN] = {"shared_down", 4, {Lm, S, Fe, D}, 1, std_out},
+    };
+    if ((unsigned)id >= P_ALL) return (param_info){"?", 0, {0, 0, 0, 0}, 0, 0.0f};
+    return all[id];
 }
 
 int64_t model_param_numel(const model_shape *s, param_id id) {
