@@ -250,13 +250,11 @@ static int a2a_step(const phase *p, int d, int s, int sending, int64_t *lo, int6
     return o;
 }
 
-/* Fills the messages this rank sends at step s in direction d; returns their number. */
-static int step_sends(phase *p, int d, int s, msg *out) {
-    stream *st = &p->st[d];
+/* Fills the messages this rank sends at step s in direction d (stream st); returns their number.
+ * (AllGather: step_msgs.) */
+static int step_sends(phase *p, stream *st, int d, int s, msg *out) {
     int k = 0;
     switch (p->kind) {
-    case PH_AG:
-        return ag_msgs(p, d, s, 1, out);
     case PH_RS: {
         piece pc[3];
         int blk = -1, np = rs_pieces(p, p->r, d, s, &blk, pc);
@@ -288,19 +286,18 @@ static int step_sends(phase *p, int d, int s, msg *out) {
         if (d == perm_dir(p) && perm_peer(p, 1) >= 0 && p->bs > 0)
             out[k++] = (msg){(float *)p->src, p->bs};
         break;
+    case PH_AG:
     case PH_REORDER:
         break;
     }
     return k;
 }
 
-/* Fills the messages this rank receives at step s in direction d; returns their number. */
-static int step_recvs(phase *p, int d, int s, msg *out) {
-    stream *st = &p->st[d];
+/* Fills the messages this rank receives at step s in direction d (stream st); returns their
+ * number. (AllGather: step_msgs.) */
+static int step_recvs(phase *p, stream *st, int d, int s, msg *out) {
     int k = 0;
     switch (p->kind) {
-    case PH_AG:
-        return ag_msgs(p, d, s, 0, out);
     case PH_RS: {
         int64_t lo, l;
         int blk = rs_recv_range(p, p->r, d, s, &lo, &l), sblk = -1;
@@ -325,10 +322,18 @@ static int step_recvs(phase *p, int d, int s, msg *out) {
         if (d == perm_dir(p) && perm_peer(p, 0) >= 0 && p->bs > 0)
             out[k++] = (msg){p->buf == p->src ? st->sb[0] : p->buf, p->bs};
         break;
+    case PH_AG:
     case PH_REORDER:
         break;
     }
     return k;
+}
+
+/* Fills the messages this rank sends (sending) or receives at step s in direction d; returns
+ * their number. */
+static int step_msgs(phase *p, int d, int s, int sending, msg *out) {
+    if (p->kind == PH_AG) return ag_msgs(p, d, s, sending, out);
+    return sending ? step_sends(p, &p->st[d], d, s, out) : step_recvs(p, &p->st[d], d, s, out);
 }
 
 /* After step s's receive in direction d arrived: a ReduceScatter adds its own contribution. */
@@ -408,42 +413,37 @@ static int sb_used(const phase *p, int q) {
     if (p->kind == PH_PERM) return q == 0 && p->buf == p->src;
     return (p->kind == PH_RS || p->kind == PH_A2A) && buf_used(p, q);
 }
+/* The most elements of one message of p: a block (AllGather, ReduceScatter), a2a_max(p, k0)
+ * (AllToAll: what goes on from distance k0), the whole buffer (ppermute). */
+static int64_t msg_max(const phase *p, int k0) {
+    switch (p->kind) {
+    case PH_AG:
+    case PH_RS:
+        return max_len(p);
+    case PH_A2A:
+        return a2a_max(p, k0);
+    case PH_PERM:
+        return p->bs;
+    default:
+        return 0;
+    }
+}
 /* Floats per scratch buffer and buffers per direction (receive buffers in use, + the pack
  * buffer for AllToAll). */
 static int64_t stream_unit(const phase *p, int *nbuf) {
     *nbuf = 0;
     if (p->n <= 1) return 0;
     for (int q = 0; q < ENGINE_NBUF; q++) *nbuf += p->kind != PH_PERM && sb_used(p, q);
-    switch (p->kind) {
-    case PH_RS:
-        return max_len(p);
-    case PH_A2A:
-        *nbuf += 1; /* the pack buffer */
-        return a2a_max(p, 2);
-    case PH_PERM:
-        *nbuf = p->buf == p->src ? 1 : 0;
-        return p->bs;
-    default:
-        return 0;
-    }
+    if (p->kind == PH_A2A) *nbuf += 1; /* the pack buffer */
+    if (p->kind == PH_PERM) *nbuf = p->buf == p->src ? 1 : 0;
+    return p->kind == PH_AG ? 0 : msg_max(p, 2); /* AllGather receives into its output */
 }
 static int64_t round16(int64_t n) {
     return (n + 15) / 16 * 16;
 }
 /* bf16 wire: the most elements one direction sends (or receives) in one step. */
 static int64_t wire_unit(const phase *p) {
-    if (p->wire != MESH_WIRE_BF16 || p->n <= 1) return 0;
-    switch (p->kind) {
-    case PH_AG:
-    case PH_RS:
-        return max_len(p);
-    case PH_A2A:
-        return a2a_max(p, 1);
-    case PH_PERM:
-        return p->bs;
-    default:
-        return 0;
-    }
+    return p->wire != MESH_WIRE_BF16 || p->n <= 1 ? 0 : msg_max(p, 1);
 }
 /* Floats of one direction's scratch: its receive buffers, then (bf16 wire) NBUF staged sends
  * and one staged receive of wire_unit bf16 values each. */
@@ -476,7 +476,7 @@ static int all_null(const MPI_Request *r, int n) {
 
 static void post_sends(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
-    int k = step_sends(p, d, s, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
+    int k = step_msgs(p, d, s, 1, ms), peer = peer_of(p, d, 1), tag = tag_of(p, d);
     MPI_Request *rq = send_rq(p, d, s);
     int64_t bytes = 0;
     uint16_t *w = p->st[d].wsend[s % ENGINE_NBUF];
@@ -509,7 +509,7 @@ static void post_sends(phase *p, int d, int s) {
 /* Posts step s's receives; returns how many (0: nothing arrives at this step). */
 static int post_recvs(phase *p, int d, int s) {
     msg ms[ENGINE_MAXT];
-    int k = step_recvs(p, d, s, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
+    int k = step_msgs(p, d, s, 0, ms), peer = peer_of(p, d, 0), tag = tag_of(p, d);
     MPI_Request *rq = recv_rq(p, d);
     uint16_t *w = p->st[d].wrecv;
     for (int i = 0; i < k; i++) {
@@ -532,7 +532,7 @@ static int post_recvs(phase *p, int d, int s) {
 static void recv_unpack(phase *p, int d, int s) {
     if (p->wire != MESH_WIRE_BF16 || !CTX_DATA(p->env->ctx)) return;
     msg ms[ENGINE_MAXT];
-    int k = step_recvs(p, d, s, ms);
+    int k = step_msgs(p, d, s, 0, ms);
     const uint16_t *w = p->st[d].wrecv;
     for (int i = 0; i < k; i++) {
         kern_bf16_unpack(ms[i].ptr, w, ms[i].n);
