@@ -39,17 +39,56 @@ static void check_n(int axis, int dir, int want, const char *what) {
     if (n != want) failures++;
 }
 
-static void out_of_order(void) {
+/* A script of bookings on one link clock, each step a booking checked against its delivery, a
+ * check of a link's interval count, or a reset of every link. */
+typedef enum { BOOK, COUNT, RESET } step_kind;
+typedef struct {
+    step_kind kind;
+    int axis, dir;
+    double kb, ready; /* BOOK */
+    int hops;         /* BOOK */
+    double want;      /* BOOK: the delivery; COUNT: the intervals */
+    const char *what;
+} step;
+
+/* Plays a script from idle links. */
+static void play(const step *st, int n) {
     link_clock_reset(&clk);
-    book(0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s, booked first: [50, 60) + 0.5");
-    book(0, 0, 20, 0, 1, 20.5, "B: 20 kB ready 0, booked after A: [0, 20) + 0.5");
-    book(0, 0, 30, 10, 2, 51, "C: 30 kB ready 10 s: the gap [20, 50) + 2 hops");
-    check_n(0, 0, 1, "intervals after A, B, C (merged: [0, 60))");
-    book(0, 0, 5, 0, 1, 65.5, "D: 5 kB ready 0: no gap left, [60, 65) + 0.5");
-    book(0, 1, 10, 0, 1, 10.5, "the other direction is idle: [0, 10) + 0.5");
-    book(1, 0, 10, 0, 3, 11.5, "the other axis is idle: [0, 10) + 3 hops");
-    link_clock_reset(&clk);
-    book(0, 0, 10, 0, 1, 10.5, "after link_clock_reset the link is idle: [0, 10) + 0.5");
+    for (int i = 0; i < n; i++) {
+        const step *p = &st[i];
+        if (p->kind == RESET) link_clock_reset(&clk);
+        if (p->kind == BOOK) book(p->axis, p->dir, p->kb, p->ready, p->hops, p->want, p->what);
+        if (p->kind == COUNT) check_n(p->axis, p->dir, (int)p->want, p->what);
+    }
+}
+
+/* Out of virtual order, a message too big for the gap its order would leave, and sums that
+ * round, each from idle links (RESET). */
+static void scripts(void) {
+    static const step st[] = {
+        /* A is booked first; B and C, ready before it, take the gaps before it */
+        {BOOK, 0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s, booked first: [50, 60) + 0.5"},
+        {BOOK, 0, 0, 20, 0, 1, 20.5, "B: 20 kB ready 0, booked after A: [0, 20) + 0.5"},
+        {BOOK, 0, 0, 30, 10, 2, 51, "C: 30 kB ready 10 s: the gap [20, 50) + 2 hops"},
+        {COUNT, 0, 0, 0, 0, 0, 1, "intervals after A, B, C (merged: [0, 60))"},
+        {BOOK, 0, 0, 5, 0, 1, 65.5, "D: 5 kB ready 0: no gap left, [60, 65) + 0.5"},
+        {BOOK, 0, 1, 10, 0, 1, 10.5, "the other direction is idle: [0, 10) + 0.5"},
+        {BOOK, 1, 0, 10, 0, 3, 11.5, "the other axis is idle: [0, 10) + 3 hops"},
+        {RESET, 0, 0, 0, 0, 0, 0, NULL},
+        {BOOK, 0, 0, 10, 0, 1, 10.5, "after link_clock_reset the link is idle: [0, 10) + 0.5"},
+        /* too big for the gap: B goes after the message booked before it */
+        {RESET, 0, 0, 0, 0, 0, 0, NULL},
+        {BOOK, 0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s: [50, 60) + 0.5"},
+        {BOOK, 0, 0, 30, 10, 1, 40.5, "C: 30 kB ready 10 s: [10, 40) + 0.5"},
+        {BOOK, 0, 0, 20, 0, 1, 80.5, "B: 20 kB ready 0 fits no gap: [60, 80) + 0.5"},
+        /* 0.1 + 0.2 is 0.30000000000000004 in double: the gap [0.1, 0.3) still takes 0.2 s */
+        {RESET, 0, 0, 0, 0, 0, 0, NULL},
+        {BOOK, 0, 0, 0.1, 0, 0, 0.1, "0.1 kB ready 0: [0, 0.1)"},
+        {BOOK, 0, 0, 0.1, 0.3, 0, 0.4, "0.1 kB ready 0.3 s: [0.3, 0.4)"},
+        {BOOK, 0, 0, 0.2, 0, 0, 0.3, "0.2 kB ready 0: the gap [0.1, 0.3)"},
+        {COUNT, 0, 0, 0, 0, 0, 1, "intervals (merged: [0, 0.4))"},
+    };
+    play(st, sizeof st / sizeof st[0]);
 }
 
 /* Three chains each send 10 kB on the link at their phase k = 0, 1, 2, ready k·(10 + 0.5) s (the
@@ -67,22 +106,6 @@ static void all_orders(void) {
             book(0, 0, 10, 10.5 * k, 1, 10.5 * (k + 1), what);
         }
     }
-}
-
-static void too_big_for_the_gap(void) {
-    link_clock_reset(&clk);
-    book(0, 0, 10, 50, 1, 60.5, "A: 10 kB ready 50 s: [50, 60) + 0.5");
-    book(0, 0, 30, 10, 1, 40.5, "C: 30 kB ready 10 s: [10, 40) + 0.5");
-    book(0, 0, 20, 0, 1, 80.5, "B: 20 kB ready 0 fits no gap: [60, 80) + 0.5");
-}
-
-/* 0.1 + 0.2 is 0.30000000000000004 in double: the gap [0.1, 0.3) still takes 0.2 s. */
-static void rounding(void) {
-    link_clock_reset(&clk);
-    book(0, 0, 0.1, 0, 0, 0.1, "0.1 kB ready 0: [0, 0.1)");
-    book(0, 0, 0.1, 0.3, 0, 0.4, "0.1 kB ready 0.3 s: [0.3, 0.4)");
-    book(0, 0, 0.2, 0, 0, 0.3, "0.2 kB ready 0: the gap [0.1, 0.3)");
-    check_n(0, 0, 1, "intervals (merged: [0, 0.4))");
 }
 
 /* S = LINK_VSLOTS intervals [2k, 2k + 1) fill the list. */
@@ -104,10 +127,8 @@ static void full_list(void) {
 int main(void) {
     links_init(&links);
     for (int k = 0; k < 2; k++) links_set(&links, k, 1000, 0.5);
-    out_of_order();
+    scripts();
     all_orders();
-    too_big_for_the_gap();
-    rounding();
     full_list();
     links_set(&links, 1, 0, 0);
     book(1, 0, 10, 0, 1, 0, "an axis without emulation: 0");
