@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 
-from walk_common import ENV, changed, refused
+from walk_common import ENV, changed, refused, split_context
 from walk_common import run as run_in
 
 MODE, MPI, MT, MB, TXT, WORK = sys.argv[1:7]
@@ -195,17 +195,7 @@ def parse_words(s, res):
 
 def command(mode, flag, value, context, cwd, res):
     """The argv (under mpirun when np > 1) of the base with the context, and flag when given."""
-    np = NP.get(mode, 1)
-    ctx = parse_words(context, res)
-    extra = []
-    remove = set()
-    for w in ctx:
-        if w.startswith("np="):
-            np = int(w[3:])
-        elif w.startswith("!"):
-            remove.add(w[1:])
-        else:
-            extra.append(w)
+    np, extra, remove = split_context(parse_words(context, res), NP.get(mode, 1))
     args = parse_words(BASES[mode], res)
     if flag:
         remove.add("--" + flag)

@@ -30,6 +30,7 @@ import threading
 import time
 
 from walk_common import ENV, changed, env_of, error_line, files_text, fresh_dir, refused, run
+from walk_common import split_context
 
 MODE, MPI, MT, TXT, WORK = sys.argv[1:6]
 MODEL = "--layers 2 --d-model 32 --heads 4 --d-ff 64 --seq-len 32"
@@ -137,14 +138,9 @@ def words(s, res, port=None):
 
 def command(base, context, res, flag=None, value=None, port=None):
     """The argv of the base with the context's flags (replacing the base's) and the flag."""
-    np, extra, drop = 1, [], {"--" + flag} if flag else set()
-    for w in words(context, res, port):
-        if w.startswith("np="):
-            np = int(w[3:])
-        elif w.startswith("!"):
-            drop.add(w[1:])
-        else:
-            extra.append(w)
+    np, extra, drop = split_context(words(context, res, port), 1)
+    if flag:
+        drop.add("--" + flag)
     args, out, i = words(base, res), [], 0
     drop |= {w for w in extra if w.startswith("--")}
     while i < len(args):

@@ -17,6 +17,20 @@ NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 ERROR = re.compile(r"^(?:meshtrain|meshbench): error: (.*)$", re.M)
 
 
+def split_context(words, np):
+    """A context's words: its np=N (else np), the rest, and the flags after "!" (the base's, to
+    drop)."""
+    extra, drop = [], set()
+    for w in words:
+        if w.startswith("np="):
+            np = int(w[3:])
+        elif w.startswith("!"):
+            drop.add(w[1:])
+        else:
+            extra.append(w)
+    return np, extra, drop
+
+
 def fresh_dir(work, name):
     cwd = os.path.join(work, "runs", name)
     shutil.rmtree(cwd, ignore_errors=True)
