@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Context parallelism through the meshtrain command (--cp AXIS --cp-alg ALG):
 #  - bad input ends with status 2 and one message from one rank: T not divisible by |axis|
-#    (allgather, on an odd axis of 3) or by 2·|axis| (ring), ring on an open axis of 3 (no
+#    (allgather and ring, on an odd axis of 3), ring on an open axis of 3 (no
 #    wraparound link for its last hop), for ulysses query heads (also after --tensor) not
 #    divisible by |axis| and kv heads that neither divide nor are divided by it, an axis used
 #    twice (--dp, --tensor), an unknown algorithm,
@@ -30,8 +30,8 @@ base=(--data "$TXT" --layers 2 --d-model 32 --heads 4 --kv-heads 2 --batch 4 --m
       --eval-every 0 --quiet --steps 1)
 case_ 2 3 "--seq-len 32 is not divisible by |axis| = 3 (--cp x of 3 ranks, --cp-alg allgather)" \
   "${base[@]}" --seq-len 32 --mesh x=3 --cp x
-case_ 2 3 "--seq-len 21 is not divisible by 2·|axis| = 6 (--cp x of 3 ranks, --cp-alg ring" \
-  "${base[@]}" --seq-len 21 --mesh x=3 --cp x --cp-alg ring
+case_ 2 3 "--seq-len 20 is not divisible by |axis| = 3 (--cp x of 3 ranks, --cp-alg ring)" \
+  "${base[@]}" --seq-len 20 --mesh x=3 --cp x --cp-alg ring
 case_ 2 3 "--cp-alg ulysses: the 4 query heads of a rank are not divisible by |x| = 3" \
   "${base[@]}" --seq-len 24 --mesh x=3 --cp x --cp-alg ulysses
 six=(--data "$TXT" --layers 2 --d-model 48 --heads 6 --kv-heads 2 --batch 4 --micro-batch 4

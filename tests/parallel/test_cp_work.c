@@ -2,8 +2,11 @@
  * training step (par_cp_flops: kern_attn_part_flops of every block it attended, masked part of
  * its row blocks included) are equal to within one block's work under the zigzag split, with
  * --cp-alg ring and allgather, and a chunk of T/(2|C|) = 72 tokens that is not a whole number of
- * KERN_ATTN_BLOCK rows; under the contiguous split (allgather with T not divisible by 2|C|) the
- * last rank does more than one block more than the first (the counter sees the split). One
+ * KERN_ATTN_BLOCK rows; under the contiguous split (T not divisible by 2|C|) the last rank does
+ * more than one block more than the first (the counter sees the split), for allgather and for
+ * ring, whose rank i then skips the blocks of the |C| − 1 − i ranks after it, forward and
+ * backward (par_cp_skipped: exactly 2·(|C| − 1 − i) per layer and micro-batch, and none under
+ * zigzag, where every block is half visible). One
  * block: 4 · KERN_ATTN_BLOCK rows · T/|C| keys · H, per sequence, query head, layer and
  * micro-batch. Also: the RoPE positions of every rank's rows are the global ones
  * (plan_cp_pos against the split's definition), and the model's activations per rank are at most
@@ -45,7 +48,7 @@ static double act_ratio(const plan *pl, int rank) {
  * all[n] (rank order) and returns one block's work for that run; *pos &= its plan's positions
  * are the zigzag's (when it splits so). */
 static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos,
-                         double *act) {
+                         double *act, int *skips) {
     snprintf(c.cp_alg, sizeof c.cp_alg, "%s", alg);
     c.shape.T = T;
     char err[512];
@@ -60,6 +63,14 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     const double mine = par_cp_flops(trainer_par(t));
     MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, mesh_world_comm(m)->mpi);
     const plan *pl = trainer_plan(t);
+    /* the ring's skipped blocks: 2·(|C| − 1 − i) per layer and micro-batch under the contiguous
+     * split, none under zigzag (and none for the other algorithms) */
+    const int64_t after =
+                      pl->cp_pieces == 1 && !strcmp(alg, "ring") ? pl->cp.n - 1 - pl->cp.index : 0,
+                  want = 2 * after * c.shape.L * pl->n_micro, got = par_cp_skipped(trainer_par(t));
+    if (got != want) *skips = 0;
+    printf("  rank %lld, %s, T = %lld: %lld ring blocks skipped (want %lld)\n",
+           (long long)pl->cp.index, alg, (long long)T, (long long)got, (long long)want);
     if (pl->cp_pieces == 2) *pos &= positions_ok(pl);
     *act = fmax(*act, act_ratio(pl, mesh_rank(m)));
     const double block = 4.0 * KERN_ATTN_BLOCK * (double)(T / pl->cp.n) * (double)c.shape.H *
@@ -113,18 +124,25 @@ int main(int argc, char **argv) {
     const int64_t zig = 2 * n * 72, contig = n * 145;
     int pos = 1;
     double act = 0;
-    double b = step_flops(c, "ring", zig, m, all, &pos, &act);
+    int skips = 1;
+    double b = step_flops(c, "ring", zig, m, all, &pos, &act, &skips);
     const double ring = spread("ring, zigzag (T = 144·|C|):", all, n, b, rank);
-    b = step_flops(c, "allgather", zig, m, all, &pos, &act);
+    b = step_flops(c, "allgather", zig, m, all, &pos, &act, &skips);
     const double ag = spread("allgather, zigzag (T = 144·|C|):", all, n, b, rank);
-    b = step_flops(c, "allgather", contig, m, all, &pos, &act);
+    b = step_flops(c, "allgather", contig, m, all, &pos, &act, &skips);
     const double ct = spread("allgather, contiguous (T = 145·|C|):", all, n, b, rank);
-    const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !pos || !(act <= 1.0);
+    b = step_flops(c, "ring", contig, m, all, &pos, &act, &skips);
+    const double rc = spread("ring, contiguous (T = 145·|C|):", all, n, b, rank);
+    MPI_Allreduce(MPI_IN_PLACE, &skips, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
+    const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !(rc > 1.0) || !pos ||
+                     !(act <= 1.0) || !skips;
     if (rank == 0) {
-        printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: %s; "
-               "positions the zigzag's: %s; activations at most 1/|C| of 1 rank's: %s\n",
+        printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: allgather "
+               "%s, ring %s; the ring's skipped blocks as counted: %s; positions the zigzag's: "
+               "%s; activations at most 1/|C| of 1 rank's: %s\n",
                ring <= 1.0 ? "yes" : "NO", ag <= 1.0 ? "yes" : "NO", ct > 1.0 ? "yes" : "NO",
-               pos ? "yes" : "NO", act <= 1.0 ? "yes" : "NO");
+               rc > 1.0 ? "yes" : "NO", skips ? "yes" : "NO", pos ? "yes" : "NO",
+               act <= 1.0 ? "yes" : "NO");
         printf(fail ? "FAIL\n" : "PASS\n");
     }
     free(all);

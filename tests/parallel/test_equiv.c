@@ -10,7 +10,8 @@
  * (and --expert AXIS, --capacity-factor, ...) every block is a mixture of E experts of width 32,
  * and the router, routed and shared experts are compared too. --kv-heads K replaces the chosen
  * shape's K (ulysses with fewer kv heads than the context axis has ranks), --d-model and --vocab
- * its D and V (odd shard counts). */
+ * its D and V (odd shard counts), --seq-len its T (a ring on the contiguous split, 2|C| not
+ * dividing T). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,10 +138,11 @@ int main(int argc, char **argv) {
                 (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
         c.shape.T = 24;
     }
-    for (int i = 1; i + 1 < argc; i++) { /* --kv-heads, --d-model, --vocab: that shape's own */
+    for (int i = 1; i + 1 < argc; i++) { /* --kv-heads, --d-model, --vocab, --seq-len */
         if (!strcmp(argv[i], "--kv-heads")) c.shape.K = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--d-model")) c.shape.D = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--vocab")) c.shape.V = atoll(argv[i + 1]);
+        if (!strcmp(argv[i], "--seq-len")) c.shape.T = atoll(argv[i + 1]);
     }
     const int rank = mesh_rank(m);
 

@@ -155,7 +155,7 @@ const flag_def config_flag_table[] = {
      "reduction and ZeRO's shards with --dp, as a data axis does, but loads no batch of its own"},
     {"cp-alg", K_STR, F_(cp_alg), 0, 0, 0, "allgather|ring|ulysses",
      "--cp's attention: gather K and V over the axis (allgather), pass K and V blocks round "
-     "it (ring, T divisible by 2|axis|), or AllToAll from sequence to head shards (ulysses, "
+     "it (ring; balanced by the zigzag split when 2|axis| divides T), or AllToAll from sequence to head shards (ulysses, "
      "heads divisible by |axis|)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions and FSDP gathers asynchronously"},

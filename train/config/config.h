@@ -181,8 +181,9 @@ typedef enum { CONFIG_CP_ALLGATHER = 0, CONFIG_CP_RING, CONFIG_CP_ULYSSES } conf
 /* c->cp_alg as the enum; −1 for a name it does not know. */
 int config_cp_alg(const config *c);
 /* How the split of T over n context ranks is made for c's algorithm: the pieces of a sequence
- * each rank holds, 2 for the zigzag split (ring always; allgather when 2n divides T), 1 for the
- * contiguous split (ulysses, allgather otherwise). */
+ * each rank holds, 2 for the zigzag split (ring and allgather when 2n divides T), 1 for the
+ * contiguous split (ulysses, ring and allgather otherwise: a ring then skips the blocks its
+ * queries cannot see, and the last rank does the most work). */
 int config_cp_pieces(const config *c, int64_t n);
 /* config_cp.c: --cp's rules. config_check_cp: the flag alone (one axis, not one of the other
  * roles', a known algorithm, what it does not compose with); config_check_cp_mesh: against the

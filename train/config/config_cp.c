@@ -19,8 +19,7 @@ int config_cp_alg(const config *c) {
 
 int config_cp_pieces(const config *c, int64_t n) {
     const int a = config_cp_alg(c);
-    if (a == CONFIG_CP_RING) return 2;
-    if (a == CONFIG_CP_ALLGATHER && n > 0 && c->shape.T % (2 * n) == 0) return 2;
+    if (a != CONFIG_CP_ULYSSES && n > 0 && c->shape.T % (2 * n) == 0) return 2;
     return 1;
 }
 
@@ -65,15 +64,12 @@ int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char
                          size_t errlen) {
     if (!c->cp_axis[0]) return 0;
     const int alg = config_cp_alg(c);
-    const int64_t T = c->shape.T, need = alg == CONFIG_CP_RING ? 2 * n : n;
-    if (T % need)
+    const int64_t T = c->shape.T;
+    if (T % n)
         return errmsg_fail(err, errlen,
-                           "--seq-len %lld is not divisible by %s%lld (--cp %s of %lld ranks, "
-                           "--cp-alg %s%s): every rank holds an equal share of each sequence",
-                           (long long)T,
-                           alg == CONFIG_CP_RING ? "2·|axis| = " : "|axis| = ", (long long)need,
-                           c->cp_axis, (long long)n, c->cp_alg,
-                           alg == CONFIG_CP_RING ? ", the zigzag split's 2·|axis| chunks" : "");
+                           "--seq-len %lld is not divisible by |axis| = %lld (--cp %s of %lld "
+                           "ranks, --cp-alg %s): every rank holds an equal share of each sequence",
+                           (long long)T, (long long)n, c->cp_axis, (long long)n, c->cp_alg);
     if (alg == CONFIG_CP_RING && n > 2 && !wraps)
         return errmsg_fail(err, errlen,
                            "--cp-alg ring over %s, an open axis of %lld: the blocks go round the "

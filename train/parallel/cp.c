@@ -190,7 +190,8 @@ static const int32_t *ring_kpos(const struct par *p, int64_t s) {
 
 /* Forward: the block in hand is attended while it travels on to the next rank; its partial
  * merges into (att, m, l) in the order the blocks arrive (the rank's own first). A block no
- * query sees is skipped (never under the zigzag split: every block is half visible). */
+ * query sees is skipped (never under the zigzag split, where every block is half visible; under
+ * the contiguous split rank i skips the blocks of ranks after it). */
 static void ring_fwd(struct par *p, float *att, float *ms, const float *q, const float *k,
                      const float *v) {
     const plan *pl = p->pl;
@@ -205,7 +206,9 @@ static void ring_fwd(struct par *p, float *att, float *ms, const float *q, const
         mesh_req *r[2];
         if (s + 1 < C) ring_hop(p, b.blk[(s + 1) & 1], cur, 2 * n, r);
         const int32_t *kp = ring_kpos(p, s);
-        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE) {
+        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) == KERN_ATTN_PART_NONE) {
+            p->cp.skipped++;
+        } else {
             float *o = have ? b.o2 : att, *m = have ? b.m2 : ms, *l = have ? b.l2 : ms + R * Nl;
             kern_attn_part_fwd(o, m, l, p->cp.ker, q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl,
                                Kl, H);
@@ -238,7 +241,9 @@ static void ring_bwd(struct par *p, float *dq, float *dk, float *dv, const float
         float *cur = b.blk[s & 1], *nxt = b.blk[(s + 1) & 1];
         if (s + 1 < C) ring_hop(p, nxt, cur, 2 * n, r);
         const int32_t *kp = ring_kpos(p, s);
-        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE)
+        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) == KERN_ATTN_PART_NONE)
+            p->cp.skipped++;
+        else
             kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b.D, ms, ms + R * Nl,
                                q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
         if (s + 1 < C) ring_wait(r);
@@ -426,4 +431,8 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
 
 double par_cp_flops(const par *p) {
     return p ? p->cp.flops : 0.0;
+}
+
+int64_t par_cp_skipped(const par *p) {
+    return p ? p->cp.skipped : 0;
 }

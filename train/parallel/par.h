@@ -103,6 +103,9 @@ void par_moe_stats(par *p, model *mod, model_moe_stats *out);
 /* Not collective. The attention FLOPs of the context axis's blockwise forwards on this rank so far
  * (kern_attn_part_flops of every block attended; 0 without --cp). */
 double par_cp_flops(const par *p);
+/* The ring's blocks (forward and backward) this rank skipped because none of its queries sees
+ * them (the contiguous split; never under zigzag), since the run began (0 for NULL). */
+int64_t par_cp_skipped(const par *p);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);
 

@@ -73,7 +73,8 @@ typedef struct {
 typedef struct {
     float *saved, *kv, *cos, *sin, *ker;
     int32_t *qpos, *kpos, *iota;
-    double flops; /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
+    double flops;    /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
+    int64_t skipped; /* ring blocks no query of this rank sees, skipped (par_cp_skipped) */
 } par_cp;
 
 /* ---- ZeRO-2/3's transient gradients (zero.c) ---- */
