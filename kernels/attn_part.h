@@ -3,8 +3,10 @@
  * positions (their place in the whole sequence), given as ascending lists: query row i sits at
  * qpos[i], key row j at kpos[j], and key j is visible to query i iff kpos[j] ≤ qpos[i]. Heads as
  * in attention.h: q[rows, Nl·H], k, v[rows, Kl·H], query head h uses kv head h / (Nl/Kl), scale
- * 1/sqrt(H). Depends on gemm.h and attention.h (its row block); no MPI, no allocation (the caller
- * gives the scratch); each kernel has a naive twin in double (_ref).
+ * 1/sqrt(H). Depends on gemm.h, attention.h (its row block) and bf16.h (a bf16 cache shard's
+ * elements); no MPI, no allocation (the caller gives the scratch); each kernel has a naive twin
+ * in double (_ref; the bf16 cached partial's is kern_attn_cached_bf16_ref, against which its
+ * merged partials are tested).
  *
  * A partial is the attention of the query rows to one block of keys, kept per query row and head
  * as the triple (m, l, O): m the largest visible score, l = Σ exp(s − m) over the visible keys and
@@ -43,6 +45,8 @@
 #ifndef MT_KERNELS_ATTN_PART_H
 #define MT_KERNELS_ATTN_PART_H
 #include <stdint.h>
+
+#include "kernels/bf16.h"
 
 /* How much of a key block the query rows see. */
 typedef enum {
@@ -102,6 +106,17 @@ void kern_attn_part_cached(float *restrict o, float *restrict m, float *restrict
                            int64_t S, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk);
 /* n = 1: (Nl/Kl)·S; n > 1: min(n, KERN_ATTN_BLOCK)·S. */
 int64_t kern_attn_part_cached_scratch(int64_t n, int64_t S, int64_t Nl, int64_t Kl);
+/* kern_attn_part_cached on a bf16 shard kc, vc[S, ldk] (attn_part_bf16.c): each row's query and
+ * probabilities rounded to bf16, every sum one fp32 chain in index order, so that a shard of every
+ * key gives kern_attn_cached_bf16's output bit for bit (m, l its softmax max and sum). Any n;
+ * scratch: kern_attn_part_cached_bf16_scratch floats. Overwrites o, m, l and scratch. */
+void kern_attn_part_cached_bf16(float *restrict o, float *restrict m, float *restrict l,
+                                float *restrict scratch, const float *restrict q,
+                                const kern_bf16 *kc, const kern_bf16 *vc,
+                                const int32_t *restrict qpos, int64_t n,
+                                const int32_t *restrict kpos, int64_t S, int64_t Nl, int64_t Kl,
+                                int64_t H, int64_t ldk);
+int64_t kern_attn_part_cached_bf16_scratch(int64_t S, int64_t Nl, int64_t Kl, int64_t H);
 /* The FLOPs kern_attn_part_fwd's two gemms do for one sequence and one query head, masked part
  * of each row block included: Σ over row blocks 4·rows·(keys its last row sees)·H. With positions
  * 0..T−1 in both, this is kern_attn_fwd's count. */

@@ -3,7 +3,7 @@
 # from one mesh), then greedy generation of 6 prompts of unequal length on meshes 1, TP 2, TP 4
 # (kv heads split by the AllToAll algorithm, and replicated) and DP×TP 2x2: the texts on stdout
 # must be byte-identical to the 1-rank run's; a sampled run (temperature, top-k, seed) too; with
-# the bf16 KV cache (--kv-dtype bf16) on 1 and 2 ranks too, whose bytes a position equal
+# the bf16 KV cache (--kv-dtype bf16) on 1 and 2 ranks and sharded over 3 (--kv-shard) too, whose bytes a position equal
 # meshplan --infer's price of a 2-byte cache (and fp32's of a 4-byte one). (DP 2
 # and DP 3 are in test_gen, against the training forward.) Bad input ends with status 2 and one
 # "meshtrain: error:" line naming the problem and the flag to change, found before any work:
@@ -52,6 +52,7 @@ same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2
 # the bf16 KV cache: the same greedy texts as the fp32 cache on this checkpoint
 same kv_bf16 1 one --temperature 0 --kv-dtype bf16
 same kv_bf16_tp2 2 one --temperature 0 --kv-dtype bf16 --mesh y=2 --tensor y
+same kv_bf16_kvshard3 3 one --temperature 0 --kv-dtype bf16 --mesh z=3 --kv-shard z
 
 # the cache's bytes a position (every layer, K and V) as meshplan --infer prices them: 2 bytes an
 # element with --kv-dtype bf16, 4 with fp32
@@ -128,7 +129,7 @@ err "--tokens 99999999999999999999: expected a whole number from 1 to 1073741824
   --tokens 99999999999999999999
 err "--lr does nothing in meshtrain generate" 2 --prompt a --lr 0.1
 err "--kv-dtype fp8: expected fp32, bf16 or auto" 2 --prompt a --kv-dtype fp8
-err "--kv-shard keeps an fp32 cache" 3 --mesh z=3 --kv-shard z --kv-dtype bf16 --prompt a
+err "--cp's prefill keeps an fp32 cache" 3 --mesh z=3 --cp z --kv-dtype bf16 --prompt a
 err "--metrics does nothing in meshtrain generate" 2 --prompt a --metrics "$WORK/m.jsonl"
 collect
 echo "gen_cli: $fails failure(s)"

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/attn_bf16.h"
+#include "kernels/attn_part.h"
 #include "ktest.h"
 
 #define U 0x1p-24
@@ -246,6 +247,61 @@ static void train(dims s, uint64_t seed) {
     free(bq), free(bk), free(bvv), free(rs);
 }
 
+/* Decode of every position p < T against the cache kc, vc [T, ldk] sharded round-robin over P
+ * ranks (rank r holds positions r, r + P, .., its rows in order, as generate --kv-shard lays
+ * them): each rank's partial by kern_attn_part_cached_bf16, merged in rank order. P = 1: o (the
+ * cached kernel's rows) bit for bit. Each shard normalises its probabilities by its own sum
+ * before their bf16 rounding, so an entry may land one bf16 step from the twin's (the bound's
+ * flip term already allows that), and the merge's rescaling adds a few u: bnd + γ_{4P}·Σ|P·v|,
+ * taken as bnd·(1 + 4P·u) plus the flip bound's share. */
+static void part_cached(const float *o, const float *ot, const double *bnd, const float *qf,
+                        const kern_bf16 *kc, const kern_bf16 *vc, int64_t T, int64_t Nl, int64_t Kl,
+                        int64_t H, int64_t ldk, int64_t P) {
+    const int64_t ldq = Nl * H, R = (T + P - 1) / P, blk = ldq + 2 * Nl;
+    kern_bf16 *sk = malloc((size_t)(P * R * ldk) * 2), *sv = malloc((size_t)(P * R * ldk) * 2);
+    int32_t *kpos = malloc((size_t)(P * R) * sizeof *kpos);
+    float *part = kt_floats(P * blk), *got = kt_floats(T * ldq);
+    float *scr = kt_floats(kern_attn_part_cached_bf16_scratch(R, Nl, Kl, H));
+    if (!sk || !sv || !kpos) exit(1);
+    for (int64_t t = 0; t < T; t++) { /* position t: rank t mod P, its row t div P */
+        const int64_t at = (t % P) * R + t / P;
+        memcpy(sk + at * ldk, kc + t * ldk, (size_t)ldk * 2);
+        memcpy(sv + at * ldk, vc + t * ldk, (size_t)ldk * 2);
+        kpos[at] = (int32_t)t;
+    }
+    for (int32_t p = 0; p < T; p++) {
+        for (int64_t r = 0; r < P; r++) {
+            const int64_t held = p >= r ? (p - r) / P + 1 : 0;
+            float *b = part + r * blk;
+            fill_nan(scr, kern_attn_part_cached_bf16_scratch(R, Nl, Kl, H));
+            kern_attn_part_cached_bf16(b, b + ldq, b + ldq + Nl, scr, qf + p * ldq,
+                                       sk + r * R * ldk, sv + r * R * ldk, &p, 1, kpos + r * R,
+                                       held, Nl, Kl, H, ldk);
+        }
+        for (int64_t r = 1; r < P; r++) {
+            const float *b = part + r * blk;
+            kern_attn_part_merge(part, part + ldq, part + ldq + Nl, b, b + ldq, b + ldq + Nl, 1, Nl,
+                                 H);
+        }
+        memcpy(got + p * ldq, part, (size_t)ldq * 4);
+    }
+    char what[112];
+    if (P == 1) {
+        check_expect(bit_equal(got, o, (size_t)(T * ldq) * 4),
+                     "bf16 partial cached attn, one shard: the cached kernel's rows bit for bit "
+                     "(T=%lld Nl=%lld Kl=%lld H=%lld)",
+                     (long long)T, (long long)Nl, (long long)Kl, (long long)H);
+    } else {
+        double *b2 = kt_doubles(T * ldq);
+        for (int64_t e = 0; e < T * ldq; e++) b2[e] = bnd[e] * (1.0 + 4.0 * (double)P * U);
+        snprintf(what, sizeof what, "bf16 partial cached attn, %lld shards merged, vs twin T=%lld",
+                 (long long)P, (long long)T);
+        check_elems(what, got, ot, b2, T * ldq);
+        free(b2);
+    }
+    free(sk), free(sv), free(kpos), free(part), free(got), free(scr);
+}
+
 /* The cached kernel on one sequence of T tokens (cache row stride ldk = Kl·H + 3): bit-equal to
  * the training forward's rows, decoding one position at a time and prefilling from 0 and from 5;
  * and against its twin. */
@@ -305,6 +361,7 @@ static void cached(int64_t T, int64_t Nl, int64_t Kl, int64_t H, uint64_t seed) 
     snprintf(what, sizeof what, "bf16 cached attn vs twin T=%lld Nl=%lld Kl=%lld", (long long)T,
              (long long)Nl, (long long)Kl);
     check_elems(what, o, ot, bnd, nq);
+    for (int64_t n = 1; n <= 3; n++) part_cached(out, ot, bnd, qf, kc, vc, T, Nl, Kl, H, ldk, n);
     (void)s;
     free(qf), free(out), free(o), free(ot), free(ref), free(scr), free(qh), free(k), free(v);
     free(kc), free(vc), free(P), free(Pt), free(bnd), free(cs);

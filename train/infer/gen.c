@@ -207,7 +207,7 @@ static void attn_decode(gen *g, const model_attn_io *io) {
     g->kv_bytes = stored;
     if (g->ks.ax.n) { /* this rank's positions, the partials merged over the axis */
         kvshard_attend(&g->ks, g->m, io->att, io->q, kv_row(kv, kv->k, io->l, 0, 0),
-                       kv_row(kv, kv->v, io->l, 0, 0), kv->S * KH, g->pos, KH);
+                       kv_row(kv, kv->v, io->l, 0, 0), kv->S * KH, g->pos, KH, kv->elem == 2);
         for (int64_t r = 0; r < io->R; r++) {
             const double held = (double)kvshard_held(&g->ks, (int64_t)g->pos[r] + 1);
             g->attn_flops += 4.0 * held * (double)NH;
@@ -690,10 +690,10 @@ static int kv_setup(gen *g, char *err, size_t errlen) {
     const compute_dtype asked = g->c.kv_dtype;
     g->kvd = g->c.kv_dtype = asked == COMPUTE_AUTO ? g->prec.dtype : asked;
     if (g->kvd != COMPUTE_BF16) return 0;
-    if (g->kv_axis)
+    if (g->cp_prefill)
         return errmsg_fail(err, errlen,
-                           "--kv-shard keeps an fp32 cache (its partial attention has no bf16 "
-                           "kernel): give --kv-dtype fp32%s",
+                           "--cp's prefill keeps an fp32 cache (its gathered keys and values are "
+                           "fp32): give --kv-dtype fp32%s",
                            asked == COMPUTE_AUTO ? " (the cache follows --compute-dtype bf16)"
                                                  : "");
     g->kvctx = g->prec.ctx;

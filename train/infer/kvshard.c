@@ -65,7 +65,9 @@ int kvshard_init(kvshard *ks, const mesh *m, char axis, int64_t R, int64_t Nl, i
     const int64_t rows = kvshard_rows(ks, S), blk = R * (Nl * H + 2 * Nl);
     ks->part = alloc_floats(blk);
     ks->all = alloc_floats(ks->P * blk);
-    ks->scr = alloc_floats(kern_attn_part_cached_scratch(1, rows, Nl, Kl) + 64);
+    const int64_t s32 = kern_attn_part_cached_scratch(1, rows, Nl, Kl),
+                  s16 = kern_attn_part_cached_bf16_scratch(rows, Nl, Kl, H);
+    ks->scr = alloc_floats((s32 > s16 ? s32 : s16) + 64); /* either cache dtype */
     ks->kpos = calloc((size_t)rows + 1, sizeof *ks->kpos);
     if (!ks->part || !ks->all || !ks->scr || !ks->kpos) return -1;
     for (int64_t j = 0; j < rows; j++) ks->kpos[j] = (int32_t)(j * ks->P + ks->p);
@@ -90,8 +92,8 @@ int64_t kvshard_held(const kvshard *ks, int64_t n) {
     return n > ks->p ? (n - ks->p + ks->P - 1) / ks->P : 0;
 }
 
-void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const float *kc,
-                    const float *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk) {
+void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const void *kc,
+                    const void *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk, int bf16) {
     const int64_t R = ks->R, Nl = ks->Nl, NH = Nl * ks->H, blk = R * (NH + 2 * Nl);
     for (int64_t r = 0; r < R; r++) { /* this rank's partial (O, m, l) of each sequence */
         float *o = ks->part + r * NH, *mx = ks->part + R * NH + r * Nl,
@@ -102,9 +104,15 @@ void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const floa
             for (int64_t h = 0; h < Nl; h++) mx[h] = -INFINITY, l[h] = 0;
             continue;
         }
-        kern_attn_part_cached(o, mx, l, ks->scr, q + r * NH, kc + r * seq_stride,
-                              vc + r * seq_stride, pos + r, 1, ks->kpos, held, Nl, ks->Kl, ks->H,
-                              ldk);
+        if (bf16)
+            kern_attn_part_cached_bf16(o, mx, l, ks->scr, q + r * NH,
+                                       (const kern_bf16 *)kc + r * seq_stride,
+                                       (const kern_bf16 *)vc + r * seq_stride, pos + r, 1, ks->kpos,
+                                       held, Nl, ks->Kl, ks->H, ldk);
+        else
+            kern_attn_part_cached(o, mx, l, ks->scr, q + r * NH, (const float *)kc + r * seq_stride,
+                                  (const float *)vc + r * seq_stride, pos + r, 1, ks->kpos, held,
+                                  Nl, ks->Kl, ks->H, ldk);
     }
     mesh_all_gather(m, ks->ax, ks->all, ks->part, blk, MESH_ALG_DEFAULT);
     /* merged in rank order into rank 0's block, then out */

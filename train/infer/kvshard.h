@@ -17,7 +17,8 @@
  *
  * The axis is apart from --dp and --tensor (it composes with both: with --tensor each rank's
  * partials are those of its heads); the AllToAll layout (|Y| > K without --kv-replicate) is
- * refused. Depends on mesh, kernels, config. */
+ * refused. The cache may be bf16 (--kv-dtype bf16), but for the sharded prefill below (fp32).
+ * Depends on mesh, kernels, config. */
 #ifndef MT_TRAIN_INFER_KVSHARD_H
 #define MT_TRAIN_INFER_KVSHARD_H
 #include <stdint.h>
@@ -59,9 +60,11 @@ int64_t kvshard_held(const kvshard *ks, int64_t n);
 /* Collective over: the axis. Decode attention of R query rows q[R, Nl·H], row r at position
  * pos[r] (its own key already stored), against this rank's rows kc(r), vc(r) [rows, ldk] of the
  * sequence: out[R, Nl·H], the same on every rank of the axis. kc, vc: the first cache row of
- * sequence r, rows `stride` floats apart per sequence. */
-void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const float *kc,
-                    const float *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk);
+ * sequence r, rows `seq_stride` elements apart per sequence; the elements fp32, or with bf16 the
+ * cache's bf16 (kern_attn_part_cached_bf16: q and the probabilities rounded, fp32 sums; the
+ * partials and their merge fp32). */
+void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const void *kc,
+                    const void *vc, int64_t seq_stride, const int32_t *pos, int64_t ldk, int bf16);
 
 /* ---- the prefill with the prompts over the axis (generate --cp AXIS) ----
  * Each rank of the axis runs the forward of the prompt positions it will cache (t mod P = p), so
