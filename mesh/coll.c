@@ -423,6 +423,19 @@ static void verify(const coll_env *e, const coll_args *x, const mesh_call *rec) 
     verify_signature(e->topo, e->comms->world.mpi, set, rec);
 }
 
+/* ppermute: one phase on x's axis, or a local copy for a shift of 0. */
+static void run_perm(const coll_env *e, const coll_args *x, chain *ch, int64_t (*lb)[2]) {
+    phase p = ph_over(e, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
+    p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
+    if (x->shift == 0) {
+        if (x->out != x->in && CTX_DATA(e->ctx))
+            memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
+    } else {
+        push(&ch[0], p);
+        engine_run(e, ch, 1, lb);
+    }
+}
+
 /* Runs x by algorithm alg on the chains ch (one plan per context). */
 static void run_plan(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
                      mesh_call *rec) {
@@ -440,31 +453,21 @@ static void run_plan(const coll_env *e, const coll_args *x, mesh_alg alg, chain 
         direct_run(e, x, lb);
         return;
     }
+    static const ph_kind block_kind[] = {[MESH_OP_ALL_GATHER] = PH_AG,
+                                         [MESH_OP_REDUCE_SCATTER] = PH_RS,
+                                         [MESH_OP_ALL_TO_ALL] = PH_A2A};
     switch (x->op) {
     case MESH_OP_ALL_GATHER:
-        run_blocks(e, PH_AG, x, alg, ch, lb);
-        break;
     case MESH_OP_REDUCE_SCATTER:
-        run_blocks(e, PH_RS, x, alg, ch, lb);
+    case MESH_OP_ALL_TO_ALL:
+        run_blocks(e, block_kind[x->op], x, alg, ch, lb);
         break;
     case MESH_OP_ALL_REDUCE:
         run_ar(e, x, alg, ch, lb);
         break;
-    case MESH_OP_ALL_TO_ALL:
-        run_blocks(e, PH_A2A, x, alg, ch, lb);
+    case MESH_OP_PPERMUTE:
+        run_perm(e, x, ch, lb);
         break;
-    case MESH_OP_PPERMUTE: {
-        phase p = ph_over(e, PH_PERM, one_axis(x->axis), MESH_ALG_BIDIR);
-        p.shift = x->shift, p.bs = x->count, p.buf = x->out, p.src = x->in;
-        if (x->shift == 0) {
-            if (x->out != x->in && CTX_DATA(e->ctx))
-                memcpy(x->out, x->in, (size_t)x->count * sizeof(float));
-        } else {
-            push(&ch[0], p);
-            engine_run(e, ch, 1, lb);
-        }
-        break;
-    }
     default:
         CHECK(0, "bad op %d", (int)x->op);
     }
