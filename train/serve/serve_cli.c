@@ -34,58 +34,61 @@ typedef struct {
     int64_t max_tokens, drain, draft_tokens, prefill_ranks;
 } serve_flags;
 
-/* One row per flag: parsing, range check and --help come from here. kind: 0 string, 1 integer
- * in [lo, hi], 2 one of the words in `words`. */
+/* One row per flag: parsing, range check, default and --help come from here. kind: 0 string, 1
+ * integer in [lo, hi], 2 one of the words in `words`. def: the value before the command line's
+ * (NULL: 0 or empty). */
 typedef struct {
     const char *name;
     int kind;
     size_t off, size;
     int64_t lo, hi;
-    const char *words, *help;
+    const char *words, *def, *help;
 } serve_flag_def;
 
 #define F_(field) offsetof(serve_flags, field), sizeof(((serve_flags *)0)->field)
 static const serve_flag_def serve_flag_table[] = {
-    {"ckpt", 0, F_(ckpt), 0, 0, NULL,
+    {"ckpt", 0, F_(ckpt), 0, 0, NULL, NULL,
      "parameters from a checkpoint of any mesh (default: fresh "
      "init from --seed); the shape flags default to its"},
-    {"host", 0, F_(host), 0, 0, NULL, "address to listen on (default 127.0.0.1, loopback only)"},
-    {"port", 1, F_(port), 0, 65535, NULL, "TCP port (default 8080; 0 = any free port)"},
-    {"kv-block", 1, F_(kv_block), 1, 4096, NULL, "positions per KV block (default 16)"},
-    {"kv-blocks", 1, F_(kv_blocks), 0, INT32_MAX, NULL,
+    {"host", 0, F_(host), 0, 0, NULL, "127.0.0.1",
+     "address to listen on (default 127.0.0.1, loopback only)"},
+    {"port", 1, F_(port), 0, 65535, NULL, "8080", "TCP port (default 8080; 0 = any free port)"},
+    {"kv-block", 1, F_(kv_block), 1, 4096, NULL, "16", "positions per KV block (default 16)"},
+    {"kv-blocks", 1, F_(kv_blocks), 0, INT32_MAX, NULL, NULL,
      "KV blocks per replica (default 0 = --max-seqs full contexts)"},
-    {"max-batch-tokens", 1, F_(max_batch_tokens), 1, 1 << 20, NULL,
+    {"max-batch-tokens", 1, F_(max_batch_tokens), 1, 1 << 20, NULL, "256",
      "rows of one forward per replica: decodes + prefill chunks (default 256)"},
-    {"prefill-chunk", 1, F_(prefill_chunk), 1, 1 << 20, NULL,
+    {"prefill-chunk", 1, F_(prefill_chunk), 1, 1 << 20, NULL, "128",
      "most prompt tokens of one sequence per step (default 128)"},
-    {"max-seqs", 1, F_(max_seqs), 1, 1 << 20, NULL, "running sequences per replica (default 32)"},
-    {"max-queue", 1, F_(max_queue), 1, 1 << 30, NULL,
+    {"max-seqs", 1, F_(max_seqs), 1, 1 << 20, NULL, "32",
+     "running sequences per replica (default 32)"},
+    {"max-queue", 1, F_(max_queue), 1, 1 << 30, NULL, "256",
      "requests waiting before new ones get 503 (default 256)"},
-    {"max-tokens", 1, F_(max_tokens), 1, 1 << 30, NULL,
+    {"max-tokens", 1, F_(max_tokens), 1, 1 << 30, NULL, "16",
      "max_tokens of a request that gives none (default 16)"},
-    {"drain", 1, F_(drain), 0, 3600, NULL,
+    {"drain", 1, F_(drain), 0, 3600, NULL, "10",
      "seconds running requests may finish after SIGTERM or SIGINT (default 10; from mpirun at "
      "most half its odls_base_sigkill_timeout)"},
-    {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off",
+    {"prefix-cache", 2, F_(prefix_cache), 0, 0, "on off", "on",
      "share full KV blocks of equal prefixes "
      "(default on)"},
-    {"simulate", 0, F_(simulate), 0, 0, NULL,
+    {"simulate", 0, F_(simulate), 0, 0, NULL, NULL,
      "no server: run the workload FILE (JSON lines t, prompt, max_tokens) on the book's virtual "
      "clock"},
-    {"sim-out", 0, F_(sim_out), 0, 0, NULL, "--simulate: the requests' times, JSON lines"},
-    {"sim-machine", 0, F_(sim_machine), 0, 0, NULL,
+    {"sim-out", 0, F_(sim_out), 0, 0, NULL, NULL, "--simulate: the requests' times, JSON lines"},
+    {"sim-machine", 0, F_(sim_machine), 0, 0, NULL, NULL,
      "--simulate: BW,C (GB/s, GFLOP/s summed over ranks) to price steps at (default: measured)"},
-    {"batching", 2, F_(batching), 0, 0, "continuous static",
+    {"batching", 2, F_(batching), 0, 0, "continuous static", "continuous",
      "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
-    {"draft", 0, F_(draft), 0, 0, NULL,
+    {"draft", 0, F_(draft), 0, 0, NULL, NULL,
      "speculative decoding: the drafter's checkpoint (the target's vocabulary), on the same "
      "ranks and sharding"},
-    {"prefill-ranks", 1, F_(prefill_ranks), 1, 1 << 20, NULL,
+    {"prefill-ranks", 1, F_(prefill_ranks), 1, 1 << 20, NULL, NULL,
      "disaggregated serving: the ranks of the first replicas, N in all, only prefill and ship each "
      "request's KV blocks to the other replicas, which only decode"},
-    {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL,
+    {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL, NULL,
      "--draft: tokens a decode drafts each step (default 4)"},
-    {"expert", 0, F_(expert), 0, 0, NULL,
+    {"expert", 0, F_(expert), 0, 0, NULL, NULL,
      "shard the routed experts of a mixture-of-experts checkpoint over this data axis (--dp): "
      "every replica joins each step's AllToAlls"},
 };
@@ -134,6 +137,16 @@ static int set_flag(serve_flags *f, const serve_flag_def *d, const char *val, ch
     }
     memcpy(field, val, strlen(val) + 1);
     return 0;
+}
+
+/* Every flag's default (its row's def). */
+static void serve_defaults(serve_flags *f) {
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < N_SERVE_FLAGS; i++) {
+        const serve_flag_def *d = &serve_flag_table[i];
+        char err[SERVE_ERR] = "";
+        CHECK(!d->def || set_flag(f, d, d->def, err, sizeof err) == 0, "serve: %s", err);
+    }
 }
 
 /* Splits argv into serve's flags (into f) and the rest (rest[0..*nrest), for config_parse);
@@ -530,17 +543,8 @@ int serve_main(int argc, char **argv) {
         if (mesh_world_rank() == 0) print_help(stdout);
         return 0;
     }
-    serve_flags f = {.port = 8080,
-                     .kv_block = 16,
-                     .max_batch_tokens = 256,
-                     .prefill_chunk = 128,
-                     .max_seqs = 32,
-                     .max_queue = 256,
-                     .max_tokens = 16,
-                     .drain = 10};
-    snprintf(f.host, sizeof f.host, "127.0.0.1");
-    snprintf(f.prefix_cache, sizeof f.prefix_cache, "on");
-    snprintf(f.batching, sizeof f.batching, "continuous");
+    serve_flags f;
+    serve_defaults(&f);
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int nrest = 0, given[GEN_SHAPE_FLAGS] = {0};
     CHECK(rest, "serve: out of memory");
