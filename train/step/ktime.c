@@ -301,8 +301,10 @@ static int64_t cold_bytes(void) {
 #define KTIME_COPIES 64 /* copies of a call's buffers the samples rotate through, at most */
 
 /* How many copies of a call's buffers its samples rotate through: together at least
- * cold_bytes, at most KTIME_COPIES. */
-static int copies(const int64_t *n) {
+ * cold_bytes, at most KTIME_COPIES; one at budget 0 (a quick start: its few samples need not
+ * start cold, and 64 cold copies of every call cost a small model's trainer ~1 s of filling). */
+static int copies(const int64_t *n, double budget) {
+    if (budget <= 0) return 1;
     const int64_t foot = copy_floats(n) * (int64_t)sizeof(float), cold = cold_bytes();
     const int64_t k = foot > 0 && foot < cold ? (cold + foot - 1) / foot : 1;
     return k > KTIME_COPIES ? KTIME_COPIES : (int)k;
@@ -310,14 +312,14 @@ static int copies(const int64_t *n) {
 
 /* Seconds per call: the median of single calls until the samples add up to `budget` (at least
  * KTIME_MIN_SAMPLES of them), after one warm-up call. Sample i runs on copy i mod k of the
- * buffers (copies(n) of them, in the arena, refilled for this call; t: the targets, zeros), the k
- * copies together at least cold_bytes: each sample starts with its data in no cache. The
- * median, not the best: the step runs each call once, cold. */
+ * buffers (copies(n, budget) of them, in the arena, refilled for this call; t: the targets,
+ * zeros), the k copies together at least cold_bytes: each sample starts with its data in no
+ * cache. The median, not the best: the step runs each call once, cold. */
 static double time_call(const call *c, const ktime_shape *s, double budget, float *arena,
                         int32_t *t) {
     int64_t n[NBUF], nt;
     sizes(c, s, n, &nt);
-    const int k = copies(n);
+    const int k = copies(n, budget);
     const int64_t used = (int64_t)k * copy_floats(n);
     if (!mesh_no_data(used * (int64_t)sizeof(float))) fill(arena, used, s->bf16 != NULL);
     bufs b[KTIME_COPIES];
@@ -443,7 +445,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
     for (int i = 0; i < n; i++) {
         int64_t nb[NBUF], nt;
         sizes(&c[i], s, nb, &nt);
-        const int64_t f = (int64_t)copies(nb) * copy_floats(nb);
+        const int64_t f = (int64_t)copies(nb, budget) * copy_floats(nb);
         floats = f > floats ? f : floats, targets = nt > targets ? nt : targets;
     }
     float *arena = alloc_floats(floats);
