@@ -69,8 +69,12 @@ int mesh_mpi_yields(void) {
 #ifdef MESHTRAIN_SMPI
     return -1;
 #else
+    /* fixed for the process: asked once (each MPI_T_init_thread registers every MCA framework
+     * again, ~10 ms, and every trainer asks) */
+    static int asked = -2;
+    if (asked != -2) return asked;
     int provided, idx, yes = -1;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return asked = -1;
     if (MPI_T_cvar_get_index("mpi_yield_when_idle", &idx) == MPI_SUCCESS) {
         MPI_T_cvar_handle h;
         int count = 0;
@@ -84,6 +88,6 @@ int mesh_mpi_yields(void) {
         }
     }
     MPI_T_finalize();
-    return yes;
+    return asked = yes;
 #endif
 }
