@@ -337,13 +337,17 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
-    t->rep = report_create(m, t->flops);
-    report_set_threads(t->rep, c->threads);
-    report_set_compute(t->rep, t->ktime.total);
-    report_set_compute_parts(t->rep, t->ktime.part);
-    report_set_pass_rates(t->rep, t->ktime.pass);
-    if (t->rep && t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
-    report_set_skew(t->rep, c->bench);
+    /* the serial reference has no report: the report's step gathers over the world, and the
+     * reference's steps involve no other rank */
+    t->rep = serial ? NULL : report_create(m, t->flops);
+    if (t->rep) {
+        report_set_threads(t->rep, c->threads);
+        report_set_compute(t->rep, t->ktime.total);
+        report_set_compute_parts(t->rep, t->ktime.part);
+        report_set_pass_rates(t->rep, t->ktime.pass);
+        if (t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
+        report_set_skew(t->rep, c->bench);
+    }
     if ((!serial && setup_choices(t, &in, err, errlen) < 0) || setup_storage(t, err, errlen) < 0 ||
         setup_pipe_pred(t, err, errlen) < 0) {
         trainer_destroy(t);
@@ -451,7 +455,7 @@ static void optimizer_update(trainer *t, int64_t step, float clip_scale) {
 void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *st) {
     par_in_step(t->par, 1);
     const double t0 = mesh_now();
-    report_step_begin(t->rep);
+    if (t->rep) report_step_begin(t->rep);
     trace_begin(t->tr, TRACE_STEP, step);
     model_zero_grads(t->mod);
     par_step_begin(t->par);
@@ -475,7 +479,10 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     st->grad_norm = gnorm;
     st->lr = trainer_lr(&t->c, step);
     st->seconds = mesh_now() - t0;
-    report_step_end(t->rep, step_flops_rank(t), &st->split);
+    if (t->rep)
+        report_step_end(t->rep, step_flops_rank(t), &st->split);
+    else
+        memset(&st->split, 0, sizeof st->split);
     trace_end(t->tr, TRACE_STEP);
     par_in_step(t->par, 0);
 }
@@ -576,12 +583,12 @@ void trainer_print_layout(trainer *t, FILE *out) {
                       "on only where every rank's is"
                     : "auto: the cost model's choice, the same on every rank");
     if (mesh_world_rank() == 0) precision_print(&t->prec, out);
-    if (mesh_world_rank() == 0) plan_print_layout(&t->pl, t->rep, out);
+    if (mesh_world_rank() == 0 && t->rep) plan_print_layout(&t->pl, t->rep, out);
 }
 
 void trainer_print_summary(trainer *t, FILE *out) {
     report_case k;
     char name[128];
     plan_report_case(&t->pl, &k, name, sizeof name);
-    report_print_summary(t->rep, &k, out);
+    if (t->rep) report_print_summary(t->rep, &k, out);
 }

@@ -29,7 +29,8 @@ typedef struct {
  * model on this rank. Returns NULL with a message in err (the same on every rank) on bad input. */
 trainer *trainer_create(const config *c, mesh *m, char *err, size_t errlen);
 /* Like trainer_create, but this rank runs the whole model alone, ignoring the sharding flags (no
- * communication in the step): the 1-rank reference that the equivalence tests compare with. */
+ * communication in the step, which may run on any subset of the ranks; no step report:
+ * trainer_report is NULL): the 1-rank reference that the equivalence tests compare with. */
 trainer *trainer_create_serial(const config *c, mesh *m, char *err, size_t errlen);
 void trainer_destroy(trainer *t); /* accepts NULL */
 /* Not collective. The trace the run's spans go to (the step, its micro-batches, the model's
