@@ -318,10 +318,11 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
                           "AllToAll attention, cache split by batch in each kv group"};
     int64_t kv_index;
     const int64_t P = gen_kv_shard(g, &kv_index), S = ps->max_len + f->tokens;
-    char shard[96] = "";
+    char shard[128] = "";
     if (f->kv_shard[0])
-        snprintf(shard, sizeof shard, ", positions round-robin over %c: %lld of %lld per rank",
-                 f->kv_shard[0], (long long)((S + P - 1) / P), (long long)S);
+        snprintf(shard, sizeof shard, ", positions round-robin over %c: %lld of %lld per rank%s",
+                 f->kv_shard[0], (long long)((S + P - 1) / P), (long long)S,
+                 f->cp_prefill ? ", the prefill's prompts so too (--cp)" : "");
     fprintf(stderr,
             "generate | %lld prompts, %lld new tokens each | KV cache %s, %lld bytes a position "
             "of a sequence, %.3f MB per rank (%s%s) | measured: BW %.2f GB/s, C %.2f GFLOP/s "
