@@ -166,108 +166,140 @@ static void write_dcn(FILE *f, const cost_chip *chip, const int *sizes, int n, i
         }
 }
 
-int main(int argc, char **argv) {
-    const char *chipname = NULL, *topology = NULL, *platform = NULL, *hostfile = NULL;
-    const char *pods_arg = "1", *dcn_arg = NULL;
+/* The command line's values (NULL: not given; --pods defaults to "1"). */
+typedef struct {
+    const char *chip, *topology, *platform, *hostfile, *pods, *dcn_bw;
+} args;
+
+/* Reads the --flag value pairs; 0, or −1 after the usage (an unknown flag, one without its value, a
+ * required one missing). */
+static int parse_args(args *a, int argc, char **argv) {
+    const struct {
+        const char *flag;
+        const char **dst;
+    } flags[] = {{"--chip", &a->chip},         {"--topology", &a->topology},
+                 {"--platform", &a->platform}, {"--hostfile", &a->hostfile},
+                 {"--pods", &a->pods},         {"--dcn-bw", &a->dcn_bw}};
+    const int nflags = (int)(sizeof flags / sizeof flags[0]);
+    *a = (args){.pods = "1"};
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--chip"))
-            chipname = argv[i + 1];
-        else if (!strcmp(argv[i], "--topology"))
-            topology = argv[i + 1];
-        else if (!strcmp(argv[i], "--platform"))
-            platform = argv[i + 1];
-        else if (!strcmp(argv[i], "--hostfile"))
-            hostfile = argv[i + 1];
-        else if (!strcmp(argv[i], "--pods"))
-            pods_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--dcn-bw"))
-            dcn_arg = argv[i + 1];
-        else {
+        int k = 0;
+        while (k < nflags && strcmp(argv[i], flags[k].flag)) k++;
+        if (k == nflags) {
             usage();
             fprintf(stderr, "simpod-platform: error: unknown option '%s'\n", argv[i]);
-            return 2;
+            return -1;
         }
+        *flags[k].dst = argv[i + 1];
     }
-    if (argc % 2 == 0 || !chipname || !topology || !platform || !hostfile) {
+    if (argc % 2 == 0 || !a->chip || !a->topology || !a->platform || !a->hostfile) {
         usage();
-        return 2;
+        return -1;
     }
-    const cost_chip *chip = cost_chip_find(chipname);
-    if (!chip) {
+    return 0;
+}
+
+/* The slices: the chip, the axes of one slice (N chips) with their wraparound, the pods and the
+ * DCN's bandwidth. */
+typedef struct {
+    const cost_chip *chip;
+    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], n, N, all_wrap;
+    long pods;
+    double dcn_bw;
+} slices;
+
+/* *s from a's values; 0, or −1 after one error line. */
+static int check_slices(slices *s, const args *a) {
+    char err[256], *end;
+    if (!(s->chip = cost_chip_find(a->chip))) {
         fprintf(stderr, "simpod-platform: error: unknown chip '%s' (v3, v4p, v5e, v5p, v6e)\n",
-                chipname);
-        return 2;
+                a->chip);
+        return -1;
     }
-    int sizes[COST_MAX_AXES], wraps[COST_MAX_AXES], n = parse_topology(topology, sizes), N = 1;
-    char err[256];
-    if (n < 0) {
+    if ((s->n = parse_topology(a->topology, s->sizes)) < 0) {
         fprintf(stderr, "simpod-platform: error: --topology '%s': expected sizes like 4x4x4\n",
-                topology);
-        return 2;
+                a->topology);
+        return -1;
     }
-    if (cost_topology_check(chip, sizes, n, err, sizeof err) < 0) {
-        fprintf(stderr, "simpod-platform: error: --topology %s: %s\n", topology, err);
-        return 2;
+    if (cost_topology_check(s->chip, s->sizes, s->n, err, sizeof err) < 0) {
+        fprintf(stderr, "simpod-platform: error: --topology %s: %s\n", a->topology, err);
+        return -1;
     }
-    char *end;
-    const long pods = strtol(pods_arg, &end, 10);
-    if (*end || end == pods_arg || pods < 1 || pods > 4096) {
+    s->pods = strtol(a->pods, &end, 10);
+    if (*end || end == a->pods || s->pods < 1 || s->pods > 4096) {
         fprintf(stderr, "simpod-platform: error: --pods '%s': expected a count of pods >= 1\n",
-                pods_arg);
-        return 2;
+                a->pods);
+        return -1;
     }
-    if (pods > 1 && n > 2) {
+    if (s->pods > 1 && s->n > 2) {
         fprintf(stderr,
                 "simpod-platform: error: --pods %ld with --topology %s: a mesh has at most three "
                 "axes and the pods take one, so give a slice of at most two axes (e.g. 16x16)\n",
-                pods, topology);
-        return 2;
+                s->pods, a->topology);
+        return -1;
     }
-    double dcn_bw = cost_chip_dcn_bw(chip);
-    if (dcn_arg) {
-        dcn_bw = strtod(dcn_arg, &end);
-        if (*end || end == dcn_arg || !(dcn_bw > 0)) {
-            fprintf(stderr, "simpod-platform: error: --dcn-bw '%s': expected bytes/s > 0\n",
-                    dcn_arg);
-            return 2;
-        }
+    s->dcn_bw = a->dcn_bw ? strtod(a->dcn_bw, &end) : cost_chip_dcn_bw(s->chip);
+    if (a->dcn_bw && (*end || end == a->dcn_bw || !(s->dcn_bw > 0))) {
+        fprintf(stderr, "simpod-platform: error: --dcn-bw '%s': expected bytes/s > 0\n", a->dcn_bw);
+        return -1;
     }
-    int all_wrap = 1;
-    for (int k = 0; k < n; k++) {
-        N *= sizes[k];
-        wraps[k] = cost_axis_wraps(chip, sizes, n, k);
-        if (sizes[k] > 1 && !wraps[k]) all_wrap = 0;
+    s->N = 1, s->all_wrap = 1;
+    for (int k = 0; k < s->n; k++) {
+        s->N *= s->sizes[k];
+        s->wraps[k] = cost_axis_wraps(s->chip, s->sizes, s->n, k);
+        if (s->sizes[k] > 1 && !s->wraps[k]) s->all_wrap = 0;
     }
-    FILE *f = fopen(platform, "w"), *h = fopen(hostfile, "w");
+    return 0;
+}
+
+/* The platform file and the host file; 0, or −1 after one error line. */
+static int write_files(const slices *s, const args *a) {
+    FILE *f = fopen(a->platform, "w"), *h = fopen(a->hostfile, "w");
     if (!f || !h) {
-        fprintf(stderr, "simpod-platform: error: cannot write %s\n", !f ? platform : hostfile);
-        return 2;
+        fprintf(stderr, "simpod-platform: error: cannot write %s\n",
+                !f ? a->platform : a->hostfile);
+        return -1;
     }
     write_header(f);
-    if (all_wrap && N > 1 && pods == 1) {
-        write_torus(f, chip, sizes, n, N);
+    if (s->all_wrap && s->N > 1 && s->pods == 1) {
+        write_torus(f, s->chip, s->sizes, s->n, s->N);
     } else {
         fprintf(f, "  <zone id=\"world\" routing=\"DijkstraCache\">\n");
         for (int pass = -1; pass < 2; pass++) {
-            for (int p = 0; p < pods; p++) write_graph(f, chip, sizes, wraps, n, N, p, pass);
-            if (pods > 1) write_dcn(f, chip, sizes, n, (int)pods * N, dcn_bw, pass);
+            for (int p = 0; p < s->pods; p++)
+                write_graph(f, s->chip, s->sizes, s->wraps, s->n, s->N, p, pass);
+            if (s->pods > 1)
+                write_dcn(f, s->chip, s->sizes, s->n, (int)s->pods * s->N, s->dcn_bw, pass);
         }
         fprintf(f, "  </zone>\n");
     }
     fprintf(f, "</platform>\n");
-    for (int r = 0; r < pods * N; r++) fprintf(h, "chip-%d\n", r);
+    for (int r = 0; r < s->pods * s->N; r++) fprintf(h, "chip-%d\n", r);
     if (fclose(f) || fclose(h)) {
-        fprintf(stderr, "simpod-platform: error: cannot write %s\n", platform);
-        return 2;
+        fprintf(stderr, "simpod-platform: error: cannot write %s\n", a->platform);
+        return -1;
     }
-    const char *names = pods > 1 ? "yz" : "xyz"; /* with pods, x is the pods' axis */
-    printf("ranks=%ld\nmesh=", pods * N);
-    if (pods > 1) printf("x=%ld,", pods);
-    for (int k = 0; k < n; k++) printf("%s%c=%d", k ? "," : "", names[k], sizes[k]);
+    return 0;
+}
+
+/* The mesh to run on the platform, as KEY=VALUE lines (see the header). */
+static void print_mesh(const slices *s) {
+    const char *names = s->pods > 1 ? "yz" : "xyz"; /* with pods, x is the pods' axis */
+    printf("ranks=%ld\nmesh=", s->pods * s->N);
+    if (s->pods > 1) printf("x=%ld,", s->pods);
+    for (int k = 0; k < s->n; k++) printf("%s%c=%d", k ? "," : "", names[k], s->sizes[k]);
     printf("\nopen=");
-    for (int k = 0; k < n; k++)
-        if (sizes[k] > 2 && !wraps[k]) printf("%c", names[k]);
+    for (int k = 0; k < s->n; k++)
+        if (s->sizes[k] > 2 && !s->wraps[k]) printf("%c", names[k]);
     printf("\n");
-    if (pods > 1) printf("dcn_bw=%.6g\n", dcn_bw);
+    if (s->pods > 1) printf("dcn_bw=%.6g\n", s->dcn_bw);
+}
+
+int main(int argc, char **argv) {
+    args a;
+    slices s;
+    if (parse_args(&a, argc, argv) < 0 || check_slices(&s, &a) < 0 || write_files(&s, &a) < 0)
+        return 2;
+    print_mesh(&s);
     return 0;
 }
