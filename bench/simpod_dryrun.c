@@ -245,6 +245,79 @@ static int32_t *make_tokens(const config *c, trainer *t) {
     return rows;
 }
 
+/* What the timed steps measured: the last step's simulated time (the slowest rank's), the first's,
+ * the FLOPs charged on this rank in the last and its stats. */
+typedef struct {
+    double dt, dt_first, flops;
+    step_stats st;
+} dry_run;
+
+/* Collective over: world. o->steps training steps on tokens, each between barriers. */
+static dry_run run_steps(const dry_opts *o, trainer *t, mesh *m, const int32_t *tokens) {
+    dry_run r = {0};
+    for (int step = 0; step < o->steps; step++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        mesh_stats_reset(m);
+        const double t0 = MPI_Wtime(), f0 = simpod_flops_charged();
+        trainer_step(t, step, tokens, &r.st);
+        const double mine = MPI_Wtime() - t0;
+        r.flops = simpod_flops_charged() - f0;
+        MPI_Allreduce(&mine, &r.dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (step == 0) r.dt_first = r.dt;
+    }
+    return r;
+}
+
+/* Rank 0's report of the run: the set-up, the step, the compute and the collectives. */
+static void print_run(const dry_opts *o, const config *c, const mesh *m, const dry_run *r) {
+    const model_shape *s = &c->shape;
+    char spec[64];
+    printf("dry run: %s on %d simulated %s chips (mesh %s), L=%lld D=%lld N=%lld K=%lld "
+           "H=%lld F=%lld V=%lld T=%lld, batch %lld sequences, zero %d, dp %s, tensor %s, "
+           "pipeline %s, wire %s, data %s\n",
+           o->model ? o->model : "model", mesh_nranks(m), o->chip,
+           mesh_spec_str(m, spec, sizeof spec), (long long)s->L, (long long)s->D, (long long)s->N,
+           (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V, (long long)s->T,
+           (long long)c->batch, c->zero, c->data_axes[0] ? c->data_axes : "(free axes)",
+           c->tensor_axis[0] ? c->tensor_axis : "-", c->pipe_axis[0] ? c->pipe_axis : "-",
+           mesh_wire_name(c->comm_dtype),
+           o->no_data ? "none (--no-data: arrays of 1 MiB or more are left alone)" : "computed");
+    const double speed = cost_chip_find(o->chip)->flops_bf16;
+    printf("simulated step: %.6g s (step %d of %d; the first took %.6g s), loss %.4f\n", r->dt,
+           o->steps, o->steps, r->dt_first, r->st.loss);
+    printf("compute charged on rank 0: %.6g FLOP = %.6g s at the chip's %.4g FLOP/s\n", r->flops,
+           r->flops / speed, speed);
+    printf("collectives of the step on rank 0 (op calls bytes_sent):\n");
+    double busy = 0, blocked = 0;
+    for (int op = 0; op < MESH_OP_COUNT; op++) {
+        const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
+        if (ms.calls)
+            printf("  coll %s %lld %lld\n", mesh_op_name((mesh_op)op), (long long)ms.calls,
+                   (long long)ms.bytes);
+        busy += ms.seconds, blocked += ms.wait_seconds;
+    }
+    printf("communication on rank 0: %.6g s in the collectives' runs, %.6g s of it exposed "
+           "(the caller blocked):",
+           busy, blocked);
+    for (int op = 0; op < MESH_OP_COUNT; op++) {
+        const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
+        if (ms.calls) printf(" %s %.6g", mesh_op_name((mesh_op)op), ms.wait_seconds);
+    }
+    printf("\n");
+}
+
+/* Rank 0's comparison with the calculator's prediction p. */
+static void print_calc(const calc_pred *p, const dry_run *r) {
+    printf("collectives of the calculator, per chip (op calls bytes_sent):\n");
+    for (int op = 0; op < MESH_OP_COUNT; op++)
+        if (p->calls[op] > 0)
+            printf("  calc %s %.0f %.0f\n", mesh_op_name((mesh_op)op), p->calls[op], p->bytes[op]);
+    printf("calculator: compute %.6g s, comms %.6g s, serial step %.6g s, overlapped %.6g s\n"
+           "simulated/serial %.3f  simulated/overlapped %.3f\n",
+           p->t_math, p->t_comm, p->t_step_sum, p->t_step_max, r->dt / p->t_step_sum,
+           r->dt / p->t_step_max);
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     dry_opts o;
@@ -265,72 +338,12 @@ int main(int argc, char **argv) {
     trainer *t = trainer_create(&c, m, err, sizeof err);
     if (!t) mesh_exit_error("simpod-dryrun: %s", err);
     int32_t *tokens = make_tokens(&c, t);
-    const MPI_Comm w = MPI_COMM_WORLD; /* every rank is on the mesh */
-    const int r0 = mesh_rank(m) == 0;
-
-    double dt = 0, dt_first = 0, flops = 0;
-    step_stats st;
-    for (int step = 0; step < o.steps; step++) {
-        MPI_Barrier(w);
-        mesh_stats_reset(m);
-        const double t0 = MPI_Wtime(), f0 = simpod_flops_charged();
-        trainer_step(t, step, tokens, &st);
-        const double mine = MPI_Wtime() - t0;
-        flops = simpod_flops_charged() - f0;
-        MPI_Allreduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, w);
-        if (step == 0) dt_first = dt;
-    }
-    if (r0) {
-        const model_shape *s = &c.shape;
-        char spec[64];
-        printf("dry run: %s on %d simulated %s chips (mesh %s), L=%lld D=%lld N=%lld K=%lld "
-               "H=%lld F=%lld V=%lld T=%lld, batch %lld sequences, zero %d, dp %s, tensor %s, "
-               "pipeline %s, wire %s, data %s\n",
-               o.model ? o.model : "model", mesh_nranks(m), o.chip,
-               mesh_spec_str(m, spec, sizeof spec), (long long)s->L, (long long)s->D,
-               (long long)s->N, (long long)s->K, (long long)s->H, (long long)s->F, (long long)s->V,
-               (long long)s->T, (long long)c.batch, c.zero,
-               c.data_axes[0] ? c.data_axes : "(free axes)", c.tensor_axis[0] ? c.tensor_axis : "-",
-               c.pipe_axis[0] ? c.pipe_axis : "-", mesh_wire_name(c.comm_dtype),
-               o.no_data ? "none (--no-data: arrays of 1 MiB or more are left alone)" : "computed");
-        const double speed = cost_chip_find(o.chip)->flops_bf16;
-        printf("simulated step: %.6g s (step %d of %d; the first took %.6g s), loss %.4f\n", dt,
-               o.steps, o.steps, dt_first, st.loss);
-        printf("compute charged on rank 0: %.6g FLOP = %.6g s at the chip's %.4g FLOP/s\n", flops,
-               flops / speed, speed);
-        printf("collectives of the step on rank 0 (op calls bytes_sent):\n");
-        double busy = 0, blocked = 0;
-        for (int op = 0; op < MESH_OP_COUNT; op++) {
-            const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
-            if (ms.calls)
-                printf("  coll %s %lld %lld\n", mesh_op_name((mesh_op)op), (long long)ms.calls,
-                       (long long)ms.bytes);
-            busy += ms.seconds, blocked += ms.wait_seconds;
-        }
-        printf("communication on rank 0: %.6g s in the collectives' runs, %.6g s of it exposed "
-               "(the caller blocked):",
-               busy, blocked);
-        for (int op = 0; op < MESH_OP_COUNT; op++) {
-            const mesh_stat ms = mesh_stats(m, (mesh_op)op, -1);
-            if (ms.calls) printf(" %s %.6g", mesh_op_name((mesh_op)op), ms.wait_seconds);
-        }
-        printf("\n");
-    }
+    const int r0 = mesh_rank(m) == 0; /* every rank is on the mesh */
+    const dry_run r = run_steps(&o, t, m, tokens);
+    if (r0) print_run(&o, &c, m, &r);
     calc_pred p;
     memset(&p, 0, sizeof p);
-    const int crc = calc_predict(&c, m, o.chip, &p, r0 ? stdout : NULL);
-    if (r0 && crc == 0) {
-        printf("collectives of the calculator, per chip (op calls bytes_sent):\n");
-        for (int op = 0; op < MESH_OP_COUNT; op++)
-            if (p.calls[op] > 0)
-                printf("  calc %s %.0f %.0f\n", mesh_op_name((mesh_op)op), p.calls[op],
-                       p.bytes[op]);
-    }
-    if (r0 && crc == 0)
-        printf("calculator: compute %.6g s, comms %.6g s, serial step %.6g s, overlapped %.6g s\n"
-               "simulated/serial %.3f  simulated/overlapped %.3f\n",
-               p.t_math, p.t_comm, p.t_step_sum, p.t_step_max, dt / p.t_step_sum,
-               dt / p.t_step_max);
+    if (calc_predict(&c, m, o.chip, &p, r0 ? stdout : NULL) == 0 && r0) print_calc(&p, &r);
     free(tokens);
     /* --no-data: the big buffers are mappings that free() cannot take (train/config/alloc.c);
      * they go with the process */
