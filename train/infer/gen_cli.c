@@ -388,54 +388,102 @@ static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     return gen_bench_run(c, f, m, &sweep, &mc);
 }
 
-int gen_main(int argc, char **argv) {
+/* The command line into f, ps and c (generate's own flags, then the trainer's config); exits on
+ * bad input. 1 when it asks for --help (printed by rank 0), else 0. Not collective. */
+static int parse_cli(int argc, char **argv, gen_flags *f, prompt_set *ps, config *c, int *given) {
     char err[GEN_ERR] = "";
     if (config_help_asked(argc, argv)) {
         if (mesh_world_rank() == 0) print_help(stdout);
-        return 0;
+        return 1;
     }
-    gen_flags f = {.tokens = 64, .bench_prompt = 64};
-    snprintf(f.bench_batches, sizeof f.bench_batches, "1,2,4,8,16,32,64");
-    prompt_set ps = {0};
+    *f = (gen_flags){.tokens = 64, .bench_prompt = 64};
+    snprintf(f->bench_batches, sizeof f->bench_batches, "1,2,4,8,16,32,64");
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    int nrest = 0, given[GEN_SHAPE_FLAGS] = {0};
+    int nrest = 0;
     CHECK(rest, "generate: out of memory");
-    if (split_args(argc, argv, &f, &ps, rest, &nrest, given, err, sizeof err) < 0 ||
-        check_own_flags(&f, err, sizeof err) < 0)
+    if (split_args(argc, argv, f, ps, rest, &nrest, given, err, sizeof err) < 0 ||
+        check_own_flags(f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    config c;
-    config_defaults(&c);
-    if (config_parse_for(&c, f.bench ? CONFIG_MODE_GEN_BENCH : CONFIG_MODE_GENERATE, nrest, rest,
+    config_defaults(c);
+    if (config_parse_for(c, f->bench ? CONFIG_MODE_GEN_BENCH : CONFIG_MODE_GENERATE, nrest, rest,
                          err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     free(rest);
-    c.quick_start = config_env_quick_start();
+    c->quick_start = config_env_quick_start();
+    return 0;
+}
+
+/* Collective over: world. Every check that needs the mesh (the files, the prompts, the
+ * checkpoint's shape, the flags' combinations), each rank leaving with one message; settles the
+ * expert axis, the draft's tokens and --cp's cache shard. */
+static void check_on_mesh(config *c, gen_flags *f, mesh *m, prompt_set *ps, const int *given) {
+    char err[GEN_ERR] = "";
+    const int paths = mesh_world_rank() == 0 ? check_paths(f, err, sizeof err) : 0;
+    if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
+    const int read =
+        f->prompts_file[0] ? prompts_read_file(ps, f->prompts_file, err, sizeof err) : 0;
+    if (mesh_agree_msg(mesh_world_comm(m), read, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if ((f->ckpt[0] && gen_adopt_ckpt_shape(c, m, f->ckpt, given, err, sizeof err) < 0) ||
+        check_kv_replicate(c, f, m, err, sizeof err) < 0 || draft_check(c, f, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    if (f->expert[0] && c->shape.moe.E == 0)
+        mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "
+                        "checkpoint with experts, or --experts E)",
+                        f->expert);
+    snprintf(c->expert_axis, sizeof c->expert_axis, "%s", f->expert);
+    if (f->draft[0] && !f->draft_tokens) f->draft_tokens = 4;
+    if (f->kv_shard[0] && strlen(f->kv_shard) != 1)
+        mesh_exit_error("--kv-shard %s: name one mesh axis", f->kv_shard);
+    if (cp_kv_shard(c, f, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    if (f->kv_shard[0] && (f->bench || f->draft[0]))
+        mesh_exit_error("--%s is not supported with %s: it shards plain greedy or sampled "
+                        "decode only",
+                        f->cp_prefill ? "cp" : "kv-shard",
+                        f->bench ? "--bench" : "--draft (speculative decoding)");
+}
+
+/* The cache's extents for the prompts: every prompt plus its new tokens, and the rows of a forward
+ * (a prefill chunk of at most 1024, a decode step, a verify step of the draft's tokens). */
+static gen_dims dims_of(const gen_flags *f, const prompt_set *ps) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < ps->n; i++) total += ps->len[i];
+    const int64_t S = ps->max_len + f->tokens;
+    gen_dims d = {ps->n, S, total < 1024 ? total : 1024, f->kv_replicate};
+    if (d.max_rows < S) d.max_rows = S;
+    if (d.max_rows < ps->n) d.max_rows = ps->n;
+    if (f->draft[0] && d.max_rows < ps->n * (f->draft_tokens + 2)) /* a verify step's rows */
+        d.max_rows = ps->n * (f->draft_tokens + 2);
+    return d;
+}
+
+/* Collective over: world. The target model's generator (its checkpoint loaded) and the draft's
+ * (NULL without --draft); exits on failure. */
+static gen *open_gens(const config *c, const gen_flags *f, mesh *m, const gen_dims *d, gen **dg) {
+    char err[GEN_ERR] = "";
+    gen *g =
+        (f->cp_prefill ? gen_create_cp : gen_create_kv)(c, m, d, f->kv_shard[0], err, sizeof err);
+    if (!g) mesh_exit_error("%s", err);
+    if (f->ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f->ckpt, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    if (f->draft[0] && gen_mode(g) == GEN_KV_ALLTOALL)
+        mesh_exit_error("--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
+                        "puts the target's cache in the AllToAll layout): add --kv-replicate");
+    *dg = f->draft[0] ? draft_open(c, m, f->draft, d, err, sizeof err) : NULL;
+    if (f->draft[0] && !*dg) mesh_exit_error("%s", err);
+    return g;
+}
+
+int gen_main(int argc, char **argv) {
+    char err[GEN_ERR] = "";
+    gen_flags f;
+    prompt_set ps = {0};
+    int given[GEN_SHAPE_FLAGS] = {0};
+    config c;
+    if (parse_cli(argc, argv, &f, &ps, &c, given)) return 0;
     kern_set_threads(c.threads);
     mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
-    const int paths = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
-    if (mesh_agree(mesh_world_comm(m), paths) < 0) mesh_exit_error("%s", err);
-    const int read =
-        f.prompts_file[0] ? prompts_read_file(&ps, f.prompts_file, err, sizeof err) : 0;
-    if (mesh_agree_msg(mesh_world_comm(m), read, err, sizeof err) < 0) mesh_exit_error("%s", err);
-    if ((f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0) ||
-        check_kv_replicate(&c, &f, m, err, sizeof err) < 0 ||
-        draft_check(&c, &f, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
-    if (f.expert[0] && c.shape.moe.E == 0)
-        mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "
-                        "checkpoint with experts, or --experts E)",
-                        f.expert);
-    snprintf(c.expert_axis, sizeof c.expert_axis, "%s", f.expert);
-    if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
-    if (f.kv_shard[0] && strlen(f.kv_shard) != 1)
-        mesh_exit_error("--kv-shard %s: name one mesh axis", f.kv_shard);
-    if (cp_kv_shard(&c, &f, err, sizeof err) < 0) mesh_exit_error("%s", err);
-    if (f.kv_shard[0] && (f.bench || f.draft[0]))
-        mesh_exit_error("--%s is not supported with %s: it shards plain greedy or sampled "
-                        "decode only",
-                        f.cp_prefill ? "cp" : "kv-shard",
-                        f.bench ? "--bench" : "--draft (speculative decoding)");
+    check_on_mesh(&c, &f, m, &ps, given);
     if (f.bench) {
         const int rc = run_bench(&c, &f, m);
         mesh_destroy(m);
@@ -444,24 +492,8 @@ int gen_main(int argc, char **argv) {
     if (ps.n == 0) mesh_exit_error("no prompt: give --prompt STR (repeatable) or --prompts FILE");
     if (prompts_check_fit(&ps, f.tokens, c.shape.T, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    int64_t total = 0;
-    for (int64_t i = 0; i < ps.n; i++) total += ps.len[i];
-    const int64_t S = ps.max_len + f.tokens;
-    gen_dims d = {ps.n, S, total < 1024 ? total : 1024, f.kv_replicate};
-    if (d.max_rows < S) d.max_rows = S;
-    if (d.max_rows < ps.n) d.max_rows = ps.n;
-    if (f.draft[0] && d.max_rows < ps.n * (f.draft_tokens + 2)) /* a verify step's rows */
-        d.max_rows = ps.n * (f.draft_tokens + 2);
-    gen *g =
-        (f.cp_prefill ? gen_create_cp : gen_create_kv)(&c, m, &d, f.kv_shard[0], err, sizeof err);
-    if (!g) mesh_exit_error("%s", err);
-    if (f.ckpt[0] && ckpt_load_params(gen_model(g), gen_par(g), m, f.ckpt, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
-    if (f.draft[0] && gen_mode(g) == GEN_KV_ALLTOALL)
-        mesh_exit_error("--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
-                        "puts the target's cache in the AllToAll layout): add --kv-replicate");
-    gen *dg = f.draft[0] ? draft_open(&c, m, f.draft, &d, err, sizeof err) : NULL;
-    if (f.draft[0] && !dg) mesh_exit_error("%s", err);
+    const gen_dims d = dims_of(&f, &ps);
+    gen *dg, *g = open_gens(&c, &f, m, &d, &dg);
     /* after every check: bad input fails fast */
     const gen_machine mc = gen_measure_machine(m, c.quick_start);
     print_header(&c, &f, m, g, &ps, &mc);
