@@ -315,6 +315,18 @@ static void thresholds(const calc_spec *s, calc_result *r) {
     r->moe_batch_threshold = r->expert_intensity * (double)mo->E / (double)mo->k;
 }
 
+double calc_meshtrain_acts(const calc_spec *s, const calc_result *r, double b, int head) {
+    const model_shape *m = &s->shape;
+    const double D = (double)m->D, H = (double)m->H, T = (double)m->T, Y = r->Y;
+    const double NH = (double)m->N / Y * H, KH = fmax((double)m->K / Y, 1) * H;
+    const double F = (double)m->F / Y, V = (double)m->V / Y, a = s->act_bytes;
+    const double layer = 4 * (2 * D + 2 * F + 2) + a * (2 * D + 2 * NH + 2 * KH + NH / H * T + F);
+    const double chunks = s->virtual_stages > 0 && r->P > 1 ? s->virtual_stages : 1;
+    double per_token = (double)m->L / r->P * layer + 4 * chunks * D + 4;
+    if (head) per_token += a * D + 4 * (V + 5);
+    return b * per_token;
+}
+
 static void memory(const calc_spec *s, calc_result *r) {
     const model_shape *m = &s->shape;
     const double B = s->tokens, D = (double)m->D, L = (double)m->L, F = (double)m->F;
@@ -329,6 +341,10 @@ static void memory(const calc_spec *s, calc_result *r) {
         break;
     case CALC_REMAT_CKPT:
         acts = s->act_bytes * s->ckpt_n * B * D * L;
+        break;
+    case CALC_REMAT_MESHTRAIN: /* every micro-batch of the chip's shard (a pipeline's peak: later) */
+        acts = calc_meshtrain_acts(s, r, B / X / s->microbatches, r->P == 1) * s->microbatches *
+               X * r->Y * r->P;
         break;
     default:
         acts = s->act_bytes * 20 * B * D * L;

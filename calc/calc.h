@@ -38,7 +38,9 @@ typedef enum {
                          chapter) */
     CALC_REMAT_FFW3, /* save the 3 big FFW matmul outputs: 2·L·B·(D+2F) bytes (transformers chapter)
                       */
-    CALC_REMAT_CKPT /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training chapter) */
+    CALC_REMAT_CKPT, /* save n [B,D] tensors per layer: 2·D·B·n·L (applied-training chapter) */
+    CALC_REMAT_MESHTRAIN /* save everything, counted tensor by tensor as meshtrain's trainer
+                            keeps them (calc_meshtrain_acts) */
 } calc_remat;
 
 /* The role of a set of axes; CALC_ROLE_DCN is the data parallelism across pods (no mesh axis:
@@ -325,6 +327,19 @@ void calc_print_csv(FILE *out, const calc_spec *s, const calc_result *r);
 void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r);
 void calc_search_print_csv(FILE *out, const calc_candidate *c, int n);
 void calc_search_print_json(FILE *out, const calc_candidate *c, int n);
+/* CALC_REMAT_MESHTRAIN: the bytes of activations meshtrain's trainer keeps on one chip for one
+ * micro-batch of b tokens (its rows on the chip, whole over the tensor axis) of a dense model,
+ * tensor by tensor as its model saves them for the backward. Per layer of the chip's L/P: the
+ * residuals x1, x2, SwiGLU's inputs a, b [b, F_Y] and the rows' two 1/rms, which a norm's or
+ * SwiGLU's backward reads, in fp32 (4 bytes); what only products read at act_bytes each (2: bf16
+ * compute keeps them in bf16 alone; 4: fp32 compute): the norms' outputs h1, h2, q [b, N_Y·H],
+ * k, v [b, K_Y·H] (K_Y at least 1: kv heads replicate over Y), attention's probabilities
+ * [b, N_Y·T] and output [b, N_Y·H], the SwiGLU output g [b, F_Y]. Per micro-batch: each of the v
+ * chunks' outputs [b, D] in fp32 and the int32 targets; with the head (the last stage): the
+ * final norm's output [b, D] at act_bytes, the logits [b, V_Y], the log-sum-exp and the loss's
+ * three row statistics in fp32. */
+double calc_meshtrain_acts(const calc_spec *s, const calc_result *r, double b, int head);
+
 /* `meshplan` / `meshtrain plan`: parses flags, prints the plan or the search to `out` and a bad
  * flag's message ("meshplan: error: ...") to `errout`; either may be NULL to print nothing, so
  * that every rank of an MPI job can run it and reach the same status while one prints. Returns

@@ -59,7 +59,9 @@ static const char *help_text =
     "  --schedule S       gpipe (default) | 1f1b | interleaved | zb-h1 | zb-v: the pipeline's\n"
     "                     schedule, simulated to price the step; prints its step x rank grid\n"
     "  --virtual-stages V chunks per pipeline rank (interleaved: >= 2, default 2; zb-v: 2)\n"
-    "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer)\n"
+    "  --remat POLICY     none | block | ffw3 | ckptN (N [B,D] tensors saved per layer) |\n"
+    "                     meshtrain (what meshtrain's trainer saves, tensor by tensor: the\n"
+    "                     products' inputs at --act-bytes, 2 as its bf16 compute, 4 as fp32)\n"
     "  --alg ALG          auto | ring | bidir | seq | multi | direct (collective algorithm;\n"
     "                     direct ignores the link sharing of split axes)\n"
     "  --param-bytes --grad-bytes --opt-bytes --act-bytes   bytes per element (2, 2, 8, 2)\n"
@@ -233,8 +235,10 @@ static int set_remat(cli *c, const char *f, const char *v, char *err, size_t len
     else if (strncmp(v, "ckpt", 4) == 0 && atoi(v + 4) > 0 && atoi(v + 4) < 100) {
         c->s.remat = CALC_REMAT_CKPT;
         c->s.ckpt_n = atoi(v + 4);
-    } else
-        return bad(err, len, f, v, "expected none, block, ffw3 or ckptN (e.g. ckpt4)");
+    } else if (strcmp(v, "meshtrain") == 0)
+        c->s.remat = CALC_REMAT_MESHTRAIN;
+    else
+        return bad(err, len, f, v, "expected none, block, ffw3, ckptN (e.g. ckpt4) or meshtrain");
     return 0;
 }
 static int set_flops_dtype(cli *c, const char *f, const char *v, char *err, size_t len) {

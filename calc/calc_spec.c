@@ -88,6 +88,8 @@ const char *calc_remat_str(const calc_spec *s, int detail, char *buf, size_t len
     if (s->remat == CALC_REMAT_CKPT)
         snprintf(buf, len, detail ? "ckpt%d (%d [B,D] tensors per layer)" : "ckpt%d", s->ckpt_n,
                  s->ckpt_n);
+    else if (s->remat == CALC_REMAT_MESHTRAIN)
+        snprintf(buf, len, "meshtrain%s", detail ? " (as meshtrain saves them)" : "");
     else
         snprintf(buf, len, "%s%s", names[s->remat], detail ? details[s->remat] : "");
     return buf;

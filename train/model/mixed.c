@@ -7,11 +7,17 @@
  *     after model_params_changed (once per update), into params_b, in the parameters' layout.
  *     ZeRO-3 gathers a layer's matrices and the unembedding in bf16 and hands them over as they
  *     are (layer_w.b16, the hook weight_b16). Norm gains and the embedding (a lookup) stay fp32.
- *   - the activations: the saved ones stay fp32 (norms, RoPE, SwiGLU and the loss read them) but
- *     attention's probabilities, kept in bf16 (Pb); a product's activation input is rounded
- *     once where the product consumes it, into the operand scratch sb[]. Rounding the same fp32
- *     value gives the same bf16 value whenever it is done: the numbers are those of keeping the
- *     bf16 copies, one more pass over h1, h2, att, g and q, k, v in the backward.
+ *   - the activations: those only products read are saved in bf16 alone, rounded once by the
+ *     forward where it first multiplies them and multiplied as they are by the backward: the
+ *     norms' outputs h1, h2 and hf, attention's q, k, v (after RoPE), its probabilities (Pb) and
+ *     output att, and the SwiGLU output g (mixed_carve_act). Their fp32 values live only in the
+ *     forward's transient scratch (mixed_transients). What a norm's, RoPE's, SwiGLU's or the
+ *     loss's backward reads stays fp32: the residuals x1, x2, the rows' 1/rms, SwiGLU's inputs a
+ *     and b, the logits. A context axis's attention reads q, k, v and att in fp32 (they stay),
+ *     and a MoE block's experts read h2 in fp32. Elsewhere (model_fwd_rows' workspace) a
+ *     product's input is rounded where the product consumes it, into the operand scratch sb[];
+ *     rounding an fp32 value gives the same bf16 value whenever it is done, so either way the
+ *     numbers are the same.
  *   - the gradients: each product's upstream gradient is rounded once for its two products
  *     (dX and dW); the gradients themselves accumulate in fp32.
  * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32.
@@ -27,6 +33,62 @@
 
 void mixed_pack(kern_bf16 *dst, const float *src, int64_t n) {
     if (!mesh_no_data(n * (int64_t)sizeof(float))) kern_bf16_pack(dst, src, n);
+}
+
+const kern_bf16 *mixed_keep(kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n) {
+    kern_bf16 *dst = saved ? saved : scratch;
+    mixed_pack(dst, x, n);
+    return dst;
+}
+
+const kern_bf16 *mixed_saved(const kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n) {
+    if (saved) return saved;
+    mixed_pack(scratch, x, n);
+    return scratch;
+}
+
+/* ---------------------------------------------------------------- saved activations */
+
+void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe) {
+    if (!m->cmp.bf16) return;
+    const int64_t BT = m->BT, D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H;
+    A->b16_kept = KEPT_H1;
+    A->h1b = carve_b(cb, BT * D);
+    if (m->loc.cp_n == 1) {
+        A->b16_kept |= KEPT_QKV | KEPT_ATT;
+        A->qb = carve_b(cb, BT * NH);
+        A->kb = carve_b(cb, BT * KH);
+        A->vb = carve_b(cb, BT * KH);
+        A->attb = carve_b(cb, BT * NH);
+    }
+    if (moe) return;
+    A->b16_kept |= KEPT_H2 | KEPT_G;
+    A->h2b = carve_b(cb, BT * D);
+    A->gb = carve_b(cb, BT * m->loc.Fl);
+}
+
+void mixed_carve_head(const model *m, carver *cb, slot_act *S) {
+    S->hf_kept = m->cmp.bf16 != 0;
+    S->hfb = S->hf_kept ? carve_b(cb, m->BT * m->s.D) : NULL;
+}
+
+/* The fp32 fields of what is kept in bf16 alone: one scratch for every layer and slot, the
+ * backward's (which the forward leaves free): the norms' outputs s_big, q, k, v s_q, s_k, s_v,
+ * attention's output s_att, SwiGLU's s_f1. Each is rounded into its saved copy before the next
+ * product overwrites the scratch. */
+void mixed_transients(model *m) {
+    for (int k = 0; k < m->nslots; k++) {
+        slot_act *S = &m->slot[k];
+        if (S->hfb) S->hf = m->s_big;
+        for (int64_t l = 0; l < m->Ls; l++) {
+            layer_act *A = &S->act[l];
+            if (A->h1b) A->h1 = m->s_big;
+            if (A->qb) A->q = m->s_q, A->k = m->s_k, A->v = m->s_v;
+            if (A->attb) A->att = m->s_att;
+            if (A->h2b) A->h2 = m->s_big;
+            if (A->gb) A->g = m->s_f1;
+        }
+    }
 }
 
 static int64_t max64(int64_t a, int64_t b) {
@@ -108,20 +170,19 @@ void model_params_changed(model *m) {
 
 void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T) {
     const int64_t BT = B * T, H = m->s.H, Nl = m->loc.Nl, Kl = m->loc.Kl;
-    mixed_pack(m->sb[1], A->q, BT * Nl * H);
-    mixed_pack(m->sb[2], A->k, BT * Kl * H);
-    mixed_pack(m->sb[3], A->v, BT * Kl * H);
-    kern_attn_fwd_bf16(m->cmp.ctx, A->att, A->Pb, m->s_attn, m->sb[1], m->sb[2], m->sb[3], B, T, Nl,
-                       Kl, H);
+    const kern_bf16 *q = mixed_keep(A->qb, m->sb[1], A->q, BT * Nl * H);
+    const kern_bf16 *k = mixed_keep(A->kb, m->sb[2], A->k, BT * Kl * H);
+    const kern_bf16 *v = mixed_keep(A->vb, m->sb[3], A->v, BT * Kl * H);
+    kern_attn_fwd_bf16(m->cmp.ctx, A->att, A->Pb, m->s_attn, q, k, v, B, T, Nl, Kl, H);
 }
 
 void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,
                     float *dv, int64_t B, int64_t T) {
     const int64_t BT = B * T, H = m->s.H, Nl = m->loc.Nl, Kl = m->loc.Kl;
     mixed_pack(m->sb[0], datt, BT * Nl * H);
-    mixed_pack(m->sb[1], A->q, BT * Nl * H);
-    mixed_pack(m->sb[2], A->k, BT * Kl * H);
-    mixed_pack(m->sb[3], A->v, BT * Kl * H);
-    kern_attn_bwd_bf16(m->cmp.ctx, dq, dk, dv, m->s_attn, m->sb[0], A->Pb, m->sb[1], m->sb[2],
-                       m->sb[3], B, T, Nl, Kl, H);
+    const kern_bf16 *q = mixed_saved(A->qb, m->sb[1], A->q, BT * Nl * H);
+    const kern_bf16 *k = mixed_saved(A->kb, m->sb[2], A->k, BT * Kl * H);
+    const kern_bf16 *v = mixed_saved(A->vb, m->sb[3], A->v, BT * Kl * H);
+    kern_attn_bwd_bf16(m->cmp.ctx, dq, dk, dv, m->s_attn, m->sb[0], A->Pb, q, k, v, B, T, Nl, Kl,
+                       H);
 }

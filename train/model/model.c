@@ -9,8 +9,8 @@
  *   att = causal_attention(q, k, v);  x2 = x1 + att·wo
  *   h2 = rmsnorm(x2)·mlp_norm;  a = h2·w_gate;  b = h2·w_up;  g = silu(a)·b;  r = x2 + g·w_down
  * then hf = rmsnorm(r)·final_norm, logits = hf·unembed, loss = mean cross-entropy.
- * Saved per layer: x1 h1 rstd1 q k v P att x2 h2 rstd2 a b g (bf16 compute: P in bf16; mixed.c
- * says what else it rounds, and where). */
+ * Saved per layer: x1 h1 rstd1 q k v P att x2 h2 rstd2 a b g (bf16 compute: those only products
+ * read in bf16 alone; mixed.c says which, and where each rounding is). */
 #include "train/model/model.h"
 
 #include <math.h>
@@ -34,20 +34,20 @@
 /* ---------------------------------------------------------------- instance */
 
 /* A layer's activations of R rows up to its attention (x1 … v), and from its output to the MLP's
- * input (att … rstd2), carved in that order. */
+ * input (att … rstd2), carved in that order (but those A keeps in bf16 alone). */
 static void carve_layer_in(const model *m, carver *c, layer_act *A, int64_t R) {
     const int64_t D = m->s.D, H = m->s.H;
     A->x1 = carve(c, R * D);
-    A->h1 = carve(c, R * D);
+    A->h1 = carve_f32(c, A->b16_kept & KEPT_H1, R * D);
     A->rstd1 = carve(c, R);
-    A->q = carve(c, R * m->loc.Nl * H);
-    A->k = carve(c, R * m->loc.Kl * H);
-    A->v = carve(c, R * m->loc.Kl * H);
+    A->q = carve_f32(c, A->b16_kept & KEPT_QKV, R * m->loc.Nl * H);
+    A->k = carve_f32(c, A->b16_kept & KEPT_QKV, R * m->loc.Kl * H);
+    A->v = carve_f32(c, A->b16_kept & KEPT_QKV, R * m->loc.Kl * H);
 }
 static void carve_layer_mid(const model *m, carver *c, layer_act *A, int64_t R) {
-    A->att = carve(c, R * m->loc.Nl * m->s.H);
+    A->att = carve_f32(c, A->b16_kept & KEPT_ATT, R * m->loc.Nl * m->s.H);
     A->x2 = carve(c, R * m->s.D);
-    A->h2 = carve(c, R * m->s.D);
+    A->h2 = carve_f32(c, A->b16_kept & KEPT_H2, R * m->s.D);
     A->rstd2 = carve(c, R);
 }
 
@@ -63,17 +63,20 @@ static void layout_activations(model *m, carver *c, carver *cb) {
         if (c->base) S->act = m->acts + k * m->Ls;
         for (int64_t l = 0; l < m->Ls; l++) {
             layer_act *A = c->base ? &S->act[l] : &dummy_layer;
+            const int moe = model_layer_is_moe(&m->s, model_layer_global(m, m->l0 + l));
+            memset(A, 0, sizeof *A);
+            mixed_carve_act(m, cb, A, moe);
             carve_layer_in(m, c, A, BT);
             A->P = m->cmp.bf16 || lc->cp_n > 1 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
             A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
             carve_layer_mid(m, c, A, BT);
-            if (model_layer_is_moe(&m->s, model_layer_global(m, m->l0 + l))) {
+            if (moe) {
                 moe_carve_act(m, c, A, BT, m->Bl);
                 continue;
             }
             A->a = carve(c, BT * lc->Fl);
             A->b = carve(c, BT * lc->Fl);
-            A->g = carve(c, BT * lc->Fl);
+            A->g = carve_f32(c, A->b16_kept & KEPT_G, BT * lc->Fl);
             if (!m->split) continue;
             A->d_mlp = carve(c, BT * D);
             A->d_a = carve(c, BT * lc->Fl);
@@ -86,7 +89,8 @@ static void layout_activations(model *m, carver *c, carver *cb) {
         }
         S->xf = carve(c, m->chunks * BT * D); /* each chunk's output (the last one's: the final) */
         if (m->last) {
-            S->hf = carve(c, BT * D);
+            mixed_carve_head(m, cb, S);
+            S->hf = carve_f32(c, (unsigned)S->hf_kept, BT * D);
             S->rstdf = carve(c, BT);
             S->logits = carve(c, BT * lc->Vl);
             S->lse = carve(c, BT);
@@ -115,6 +119,7 @@ static void layout_scratch(model *m, carver *c, carver *cb) {
     m->s_attn = carve(c, attn_b > T * T ? attn_b : T * T);
     moe_carve_scratch(m, c);
     if (m->cmp.bf16) mixed_carve_scratch(m, cb);
+    if (c->base && m->cmp.bf16) mixed_transients(m);
 }
 
 void model_sizes_of(const model_shape *s, const model_extents *e, int64_t Bl,
@@ -351,15 +356,15 @@ static void block_qkv(model *m, const layer_w *w, const layer_wb *wb, layer_act 
     const int64_t nk[3] = {lc->Nl * H, lc->Kl * H, lc->Kl * H};
     float *const ys[3] = {A->q, A->k, A->v};
     sublayer_norm_in(m, A->x1, sharded, A->h1, A->rstd1, w->attn_norm, 3, ws, wb ? ws16 : NULL, nk,
-                     ys, BT);
+                     ys, BT, A->h1b);
 }
 
 /* x2 = x1 + att·wo on BT rows of A (partial sums over the TP axis, reduced by the hook). Returns
  * whether x2 was left sharded over D_Y (defer: see the hook sublayer_out). */
 static int block_attn_out(model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
                           int64_t BT, int defer) {
-    return sublayer_out(m, A->x2, A->x1, A->att, w->wo, wb ? wb->wo : NULL, BT, m->loc.Nl * m->s.H,
-                        defer);
+    return sublayer_out(m, A->x2, A->x1, A->att, A->attb, w->wo, wb ? wb->wo : NULL, BT,
+                        m->loc.Nl * m->s.H, defer);
 }
 
 /* The MLP sublayer of block l on BT rows of A: out[BT, D] = x2 + swiglu(rmsnorm(x2)·w_gate,
@@ -376,10 +381,11 @@ static int block_mlp(model *m, const layer_w *w, const layer_wb *wb, layer_act *
     const int64_t nk[2] = {Fl, Fl};
     float *const ys[2] = {A->a, A->b};
     sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 2, ws, wb ? ws16 : NULL, nk,
-                     ys, BT);
+                     ys, BT, A->h2b);
     POLL(m);
     kern_swiglu_fwd(A->g, A->a, A->b, BT * Fl);
-    return sublayer_out(m, out, A->x2, A->g, w->w_down, wb ? wb->w_down : NULL, BT, Fl, defer);
+    return sublayer_out(m, out, A->x2, A->g, A->gb, w->w_down, wb ? wb->w_down : NULL, BT, Fl,
+                        defer);
 }
 
 /* The block after attention on BT rows of A: x2 = x1 + att·wo, then the MLP into out[BT, D]
@@ -478,7 +484,7 @@ double model_stage_fwd_rows(model *m, int slot, int chunk, const int32_t *tok, i
         const int64_t nk[1] = {m->loc.Vl};
         float *const ys[1] = {S->logits};
         sublayer_norm_in(m, xf, sharded, S->hf, S->rstdf, gain, 1, un, m->cmp.bf16 ? un16 : NULL,
-                         nk, ys, BT);
+                         nk, ys, BT, S->hfb);
         loss = forward_loss(m, S, tok, ldt, B, T);
     } else {
         kern_rmsnorm_fwd(S->hf, S->rstdf, xf, gain, BT, m->s.D);
@@ -539,6 +545,7 @@ void model_next_logits(model *m, const int32_t *seq, int64_t len, float *logits)
 static void carve_rows(model *m, carver *c, layer_act *A, float **hf, kern_bf16 **sb, int64_t R) {
     const int64_t D = m->s.D;
     const model_extents *lc = &m->loc;
+    memset(A, 0, sizeof *A); /* every value in fp32 (one layer's, rounded where multiplied) */
     carve_layer_in(m, c, A, R);
     carve_layer_mid(m, c, A, R);
     A->a = carve(c, R * lc->Fl);
@@ -630,8 +637,8 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     if (moe) {
         moe_block_bwd(m, &w, &g, A, dh, dr, l, BT, T);
     } else {
-        sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, w.w_down, wb.w_down, BT, Fl,
-                         keep ? A->d_mlp : NULL);
+        sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, A->gb, w.w_down, wb.w_down, BT,
+                         Fl, keep ? A->d_mlp : NULL);
         kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
         const float *const wgu[2] = {w.w_gate, w.w_up};
         const kern_bf16 *const wgu16[2] = {wb.w_gate, wb.w_up};
@@ -641,7 +648,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
     /* the weight gradients need nothing the reduction makes: they run beside it */
-    if (!moe && !keep) sublayer_in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
+    if (!moe && !keep) sublayer_in_dw(m, ggu, A->h2, A->h2b, 2, dgu, ngu, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(m->tr, TRACE_MLP);
     if (!keep) m->hk.mlp_grads_done(m->hk.ctx, m, l);
@@ -650,7 +657,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     trace_begin(m->tr, TRACE_ATTN, l);
     float *datt = m->s_att, *dq = keep ? A->d_q : m->s_q, *dk = keep ? A->d_k : m->s_k,
           *dv = keep ? A->d_v : m->s_v;
-    sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, w.wo, wb.wo, BT, NHl,
+    sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, A->attb, w.wo, wb.wo, BT, NHl,
                      keep ? A->d_attn : NULL);
     POLL(m);
     if (lc->cp_n > 1) {
@@ -673,20 +680,20 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);
-    if (!keep) sublayer_in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
+    if (!keep) sublayer_in_dw(m, gqkv, A->h1, A->h1b, 3, dqkv, nqkv, BT);
     m->hk.partial_done(m->hk.ctx, m, dr, BT);
     trace_end(m->tr, TRACE_ATTN);
     if (!keep) m->hk.layer_grads_done(m->hk.ctx, m, l);
 }
 
 /* The unembedding's weight gradient from the dlogits in the slot's logits (bf16: as the input
- * part rounded them into sb[1]). */
+ * part rounded them into sb[1]; the final norm's output as the forward kept it). */
 static void head_dw(model *m, slot_act *S) {
     const int64_t BT = m->BT, D = m->s.D, Vl = m->loc.Vl;
     float *dun = m->hk.grad(m->hk.ctx, m, P_UNEMBED);
     if (m->cmp.bf16) {
-        mixed_pack(m->sb[0], S->hf, BT * D);
-        kern_matmul_dw_bf16(m->cmp.ctx, dun, m->sb[0], m->sb[1], BT, D, Vl);
+        const kern_bf16 *hf = mixed_saved(S->hfb, m->sb[0], S->hf, BT * D);
+        kern_matmul_dw_bf16(m->cmp.ctx, dun, hf, m->sb[1], BT, D, Vl);
     } else {
         kern_matmul_dw(dun, S->hf, S->logits, BT, D, Vl);
     }

@@ -26,13 +26,23 @@ typedef struct {
     int32_t *idx, *pos, *src, *cnt;
     int64_t *offs, *kept, *loffs, *epc; /* epc: the expert axis's counts (model_moe_counts_n) */
     kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
+    /* bf16 compute: the saved inputs of the products, in bf16, written once by the forward and
+     * multiplied as they are by the backward (attention's q, k, v and its output only without a
+     * context axis, whose attention reads them in fp32; a MoE block's h2 stays fp32). Where one
+     * is kept, its fp32 field points at the forward's transient scratch (layout_transients);
+     * NULL: the fp32 field is the saved one (fp32 compute, model_fwd_rows' workspace). */
+    kern_bf16 *h1b, *qb, *kb, *vb, *attb, *h2b, *gb;
+    unsigned b16_kept; /* which of them (KEPT_*): set before any carving, the sizing pass's too */
 } layer_act;
+enum { KEPT_H1 = 1, KEPT_QKV = 2, KEPT_ATT = 4, KEPT_H2 = 8, KEPT_G = 16 };
 
 /* Saved activations of one micro-batch in flight on this stage (pipelining keeps several). */
 typedef struct {
     layer_act *act; /* [Ls] */
     float *xf;      /* [chunks][BT, D]: each chunk's output residual (the last one's: the final) */
     float *hf, *rstdf, *logits, *lse, *stats;
+    kern_bf16 *hfb; /* bf16 compute: the final norm's output (hf: transient then), as layer_act's */
+    int hf_kept;
     float *dgf; /* [D] split: the final norm gain's gradient kept for the weight part (model_split.c) */
     int32_t *targets;
 } slot_act;
@@ -109,6 +119,12 @@ static inline kern_bf16 *carve_b(carver *c, int64_t n) {
     return (kern_bf16 *)(void *)carve(c, (n + 1) / 2);
 }
 
+/* n floats from c unless the value is kept in bf16 alone (NULL then, the field pointed at a
+ * transient later: mixed_transients). */
+static inline float *carve_f32(carver *c, unsigned kept, int64_t n) {
+    return kept ? NULL : carve(c, n);
+}
+
 /* A layer's matrices in bf16 (mixed_layer). */
 typedef struct {
     const kern_bf16 *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
@@ -121,32 +137,36 @@ typedef struct {
 /* A sublayer's input norm and in-projections: h[BT, D] = rmsnorm(x) ∘ gain (rstd[BT] the rows'
  * 1/rms), y[k][BT, nk[k]] = h · w[k][D, nk[k]] for k < nw. sharded (sublayer_out returned 1): x
  * holds only this rank's D_Y columns, and the gather of the others into x runs beside the
- * in-projections' blocks. */
+ * in-projections' blocks. bf16 compute (wb): h is rounded into hb, the copy the backward's dW
+ * multiplies (NULL: into the scratch sb[0]). */
 void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
                       int nw, const float *const *w, const kern_bf16 *const *wb, const int64_t *nk,
-                      float *const *y, int64_t BT);
+                      float *const *y, int64_t BT, kern_bf16 *hb);
 /* out[BT, D] = xin[BT, D] + act[BT, Kl] · w[Kl, D] (of xin only this rank's D_Y columns are
- * read: the product is reduce-scattered over the tensor axis). defer: out goes to a
+ * read: the product is reduce-scattered over the tensor axis); bf16 compute (wb): act rounded
+ * into actb, the copy the backward keeps (NULL: into the scratch sb[1]). defer: out goes to a
  * sublayer_norm_in next and to nothing else, which may then gather it: returns 1 when out was
  * left sharded (only this rank's D_Y columns), else 0. sublayer_out_local: the same on one rank,
  * one accumulating gemm (out may alias xin). */
-int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
-                 const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer);
+int sublayer_out(model *m, float *out, const float *xin, const float *act, kern_bf16 *actb,
+                 const float *w, const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer);
 void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
                         int64_t Kl, int64_t D);
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
- * (overwrites), dw[Kl, D] += actᵀ · dout. dw NULL: no weight gradient, and keep (when not NULL)
- * gets dout [BT, D] for a later one. */
-void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      const kern_bf16 *wb, int64_t BT, int64_t Kl, float *keep);
+ * (overwrites), dw[Kl, D] += actᵀ · dout (bf16 compute: actb, the forward's bf16 copy of act, or
+ * NULL: act rounded here). dw NULL: no weight gradient, and keep (when not NULL) gets dout
+ * [BT, D] for a later one. */
+void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act,
+                      const kern_bf16 *actb, const float *w, const kern_bf16 *wb, int64_t BT,
+                      int64_t Kl, float *keep);
 /* The backward of nw ≤ 3 in-projections y_k = h·w_k [BT, nk[k]] from dy_k: sublayer_in_dx, dh
  * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here); then,
  * after the norm's backward, sublayer_in_dw, dw_k += hᵀ·dy_k (bf16: the dy_k as the first call
- * rounded them, h rounded here). */
+ * rounded them, h the forward's bf16 copy hb, or rounded here when hb is NULL). */
 void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *const *w,
                     const kern_bf16 *const *wb, const int64_t *nk, int64_t BT);
-void sublayer_in_dw(model *m, float *const *dw, const float *h, int nw, float *const *dy,
-                    const int64_t *nk, int64_t BT);
+void sublayer_in_dw(model *m, float *const *dw, const float *h, const kern_bf16 *hb, int nw,
+                    float *const *dy, const int64_t *nk, int64_t BT);
 /* Where a sublayer's input gradient accumulates: dr itself without a tensor axis, else the
  * zeroed [BT, D] d_part that the hook partial_end reduce-scatters into dr. */
 float *sublayer_partial_begin(model *m, float *dr, int64_t BT);
@@ -160,6 +180,17 @@ void sublayer_xent_combine(model *m, float *st, int64_t BT);
 /* ---- mixed.c: bf16 compute (m->cmp.bf16) ---- */
 /* dst[i] = b(src[i]), i < n (nothing in a dry run without data). */
 void mixed_pack(kern_bf16 *dst, const float *src, int64_t n);
+/* A product's activation input x[n] in bf16. mixed_keep (the forward): rounded now into saved,
+ * the copy the backward multiplies, or with none kept (NULL) into scratch. mixed_saved (the
+ * backward): saved as it is, or x rounded again into scratch (the same values). */
+const kern_bf16 *mixed_keep(kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n);
+const kern_bf16 *mixed_saved(const kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n);
+/* bf16 compute's saved copies of block A's product inputs (from cb: h1, q, k, v, att without a
+ * context axis, h2 unless moe, g unless moe) and the final norm's of slot S (last: the stage
+ * holds it); their fp32 fields are pointed at the transients by mixed_transients. */
+void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe);
+void mixed_carve_head(const model *m, carver *cb, slot_act *S);
+void mixed_transients(model *m);
 /* The operand scratch sb[4] of the model's BT rows; in
  * model_fwd_rows the sb[4] of R rows, from its fp32 workspace. */
 void mixed_carve_scratch(model *m, carver *c);

@@ -150,7 +150,8 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     const float *const ws[1] = {w->router};
     const int64_t nk[1] = {E};
     float *const ys[1] = {A->rlog};
-    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 1, ws, NULL, nk, ys, BT);
+    sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 1, ws, NULL, nk, ys, BT,
+                     NULL);
     kern_router_fwd(A->prob, A->lse, A->idx, A->w, A->rlog, BT, E, k);
     const int64_t cap = model_moe_capacity(s);
     if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */

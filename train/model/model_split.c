@@ -25,24 +25,25 @@ layer_g split_bwd_grads(model *m, layer_act *A, int64_t l) {
     return g;
 }
 
-/* An output projection's dw[K, N] += a[M, K]ᵀ · dy[M, N]; with bf16 compute both rounded to bf16
- * first, into the scratch the whole backward rounds them into (sublayer_out_bwd). */
-static void out_dw(model *m, float *dw, const float *a, const float *dy, int64_t M, int64_t K,
-                   int64_t N) {
+/* An output projection's dw[K, N] += a[M, K]ᵀ · dy[M, N]; with bf16 compute a as the forward kept
+ * it (ab) and dy rounded, as the whole backward has them (sublayer_out_bwd). */
+static void out_dw(model *m, float *dw, const float *a, const kern_bf16 *ab, const float *dy,
+                   int64_t M, int64_t K, int64_t N) {
     if (!m->cmp.bf16) {
         kern_matmul_dw(dw, a, dy, M, K, N);
         return;
     }
-    mixed_pack(m->sb[1], a, M * K), mixed_pack(m->sb[2], dy, M * N);
-    kern_matmul_dw_bf16(m->cmp.ctx, dw, m->sb[1], m->sb[2], M, K, N);
+    const kern_bf16 *a16 = mixed_saved(ab, m->sb[1], a, M * K);
+    mixed_pack(m->sb[2], dy, M * N);
+    kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], M, K, N);
 }
 
 /* The in-projections' dw_k += hᵀ · dy_k (sublayer_in_dw), whose bf16 operands dy_k the whole
  * backward's sublayer_in_dx rounded: rounded here the same way. */
-static void in_dw(model *m, float *const *dw, const float *h, int nw, float *const *dy,
-                  const int64_t *nk, int64_t BT) {
+static void in_dw(model *m, float *const *dw, const float *h, const kern_bf16 *hb, int nw,
+                  float *const *dy, const int64_t *nk, int64_t BT) {
     for (int k = 0; k < nw && m->cmp.bf16; k++) mixed_pack(m->sb[1 + k], dy[k], BT * nk[k]);
-    sublayer_in_dw(m, dw, h, nw, dy, nk, BT);
+    sublayer_in_dw(m, dw, h, hb, nw, dy, nk, BT);
 }
 
 /* The weight part of a split backward of block l (MODEL_BWD_WEIGHT): each matmul's dW from its
@@ -56,20 +57,20 @@ void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
     const int kept = !m->grads; /* the gains' gradients wait in d_n (split_bwd_grads) */
     if (kept) floats_copy(g.mlp_norm, A->d_n + D, D);
     trace_begin(m->tr, TRACE_MLP, l);
-    out_dw(m, g.w_down, A->g, A->d_mlp, BT, Fl, D);
+    out_dw(m, g.w_down, A->g, A->gb, A->d_mlp, BT, Fl, D);
     POLL(m);
     float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
-    in_dw(m, ggu, A->h2, 2, dgu, ngu, BT);
+    in_dw(m, ggu, A->h2, A->h2b, 2, dgu, ngu, BT);
     trace_end(m->tr, TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
     if (kept) floats_copy(g.attn_norm, A->d_n, D);
     trace_begin(m->tr, TRACE_ATTN, l);
-    out_dw(m, g.wo, A->att, A->d_attn, BT, NHl, D);
+    out_dw(m, g.wo, A->att, A->attb, A->d_attn, BT, NHl, D);
     POLL(m);
     float *const dqkv[3] = {A->d_q, A->d_k, A->d_v}, *const gqkv[3] = {g.wq, g.wk, g.wv};
     const int64_t nqkv[3] = {NHl, KHl, KHl};
-    in_dw(m, gqkv, A->h1, 3, dqkv, nqkv, BT);
+    in_dw(m, gqkv, A->h1, A->h1b, 3, dqkv, nqkv, BT);
     trace_end(m->tr, TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
 }

@@ -17,10 +17,12 @@
  * Without a tensor axis (D_Y = D) each end is the plain math: one norm and its matmuls, one
  * accumulating gemm for the output and the residual.
  * bf16 compute (m->cmp.bf16): the same math and order with every product on bf16 operands
- * accumulated in fp32 (kernels/gemm_bf16.h): the weights' bf16 copy (wb, mixed.c) and each
- * activation or upstream gradient rounded to bf16 once where a product consumes it, into the
- * model's operand scratch m->sb: sb[0] the norm's output h, sb[1] a product's activation input,
- * sb[2] dL/d(out) (a collective matmul's block of it), the same roundings as on one rank. The
+ * accumulated in fp32 (kernels/gemm_bf16.h): the weights' bf16 copy (wb, mixed.c); each
+ * activation input rounded to bf16 once by the forward, into the layer's saved bf16 copy (the
+ * norm's output h, the output projection's input act) that the backward's dW multiplies as it is
+ * (without one: into the model's operand scratch m->sb, sb[0] h, sb[1] act); each upstream
+ * gradient rounded once for its two products, sb[2] dL/d(out) (a collective matmul's block of
+ * it), the same roundings as on one rank. The
  * input side's AllGather-norm-matmul is not used in bf16 (it multiplies x∘g before the norm's
  * 1/rms is known, a rounding one rank does not make): the plain AllGather_Y, then the norm. */
 #include <math.h>
@@ -65,7 +67,7 @@ static void norm_block(void *vc, const float *blk, int64_t j, int first) {
 
 void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
                       int nw, const float *const *w, const kern_bf16 *const *wb, const int64_t *nk,
-                      float *const *y, int64_t BT) {
+                      float *const *y, int64_t BT, kern_bf16 *hb) {
     const int64_t D = m->s.D;
     POLL(m);
     if (sharded) { /* x holds only this rank's D_Y columns: the gather brings the others */
@@ -82,11 +84,11 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
         }
     }
     kern_rmsnorm_fwd(h, rstd, x, gain, BT, D);
-    if (wb) mixed_pack(m->sb[0], h, BT * D);
+    const kern_bf16 *h16 = wb ? mixed_keep(hb, m->sb[0], h, BT * D) : NULL;
     for (int k = 0; k < nw; k++) {
         if (k) POLL(m);
         if (wb)
-            kern_matmul_bf16(m->cmp.ctx, y[k], m->sb[0], wb[k], BT, D, nk[k]);
+            kern_matmul_bf16(m->cmp.ctx, y[k], h16, wb[k], BT, D, nk[k]);
         else
             kern_matmul(y[k], h, w[k], BT, D, nk[k]);
     }
@@ -119,12 +121,11 @@ static void product(void *vc, float *dst, int64_t b, int64_t nb) {
                   1.0f, 0.0f);
 }
 
-int sublayer_out(model *m, float *out, const float *xin, const float *act, const float *w,
-                 const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer) {
+int sublayer_out(model *m, float *out, const float *xin, const float *act, kern_bf16 *actb,
+                 const float *w, const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer) {
     const int64_t D = m->s.D, Dl = m->loc.Dl, d0 = m->loc.d0;
     POLL(m);
-    const kern_bf16 *act16 = NULL;
-    if (wb) mixed_pack(m->sb[1], act, BT * Kl), act16 = m->sb[1];
+    const kern_bf16 *act16 = wb ? mixed_keep(actb, m->sb[1], act, BT * Kl) : NULL;
     if (Dl == D && wb) {
         if (out != xin) floats_copy(out, xin, BT * D);
         kern_gemm_bf16(m->cmp.ctx, out, act16, wb, BT, D, Kl, false, false, Kl, D, D, true);
@@ -167,12 +168,13 @@ static void chunk_products(void *vc, const float *blk, int64_t j, int first) {
     kern_gemm(c->dw + j * nl, c->a, blk, K, nl, M, true, false, K, nl, N, 1.0f, 1.0f);
 }
 
-void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act, const float *w,
-                      const kern_bf16 *wb, int64_t BT, int64_t Kl, float *keep) {
+void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act,
+                      const kern_bf16 *actb, const float *w, const kern_bf16 *wb, int64_t BT,
+                      int64_t Kl, float *keep) {
     const int64_t D = m->s.D;
     POLL(m);
-    const kern_bf16 *a16 = NULL;
-    if (wb) mixed_pack(m->sb[1], act, BT * Kl), a16 = m->sb[1];
+    /* (with actb kept, act is a transient of the forward, maybe dact's storage: not read) */
+    const kern_bf16 *a16 = wb && dw ? mixed_saved(actb, m->sb[1], act, BT * Kl) : NULL;
     const float *dout = dr;
     if (m->loc.Dl < D) { /* dL/d(out): the residual gradient's D_Y shards, gathered */
         chunk_ctx c = {m, dact, dw, w, act, wb, a16, BT, Kl, D, m->loc.Dl};
@@ -205,14 +207,14 @@ void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *
     }
 }
 
-void sublayer_in_dw(model *m, float *const *dw, const float *h, int nw, float *const *dy,
-                    const int64_t *nk, int64_t BT) {
+void sublayer_in_dw(model *m, float *const *dw, const float *h, const kern_bf16 *hb, int nw,
+                    float *const *dy, const int64_t *nk, int64_t BT) {
     const int64_t D = m->s.D;
-    if (m->cmp.bf16) mixed_pack(m->sb[0], h, BT * D);
+    const kern_bf16 *h16 = m->cmp.bf16 ? mixed_saved(hb, m->sb[0], h, BT * D) : NULL;
     for (int k = 0; k < nw; k++) {
         if (k == 1) POLL(m);
         if (m->cmp.bf16)
-            kern_matmul_dw_bf16(m->cmp.ctx, dw[k], m->sb[0], m->sb[1 + k], BT, D, nk[k]);
+            kern_matmul_dw_bf16(m->cmp.ctx, dw[k], h16, m->sb[1 + k], BT, D, nk[k]);
         else
             kern_matmul_dw(dw[k], h, dy[k], BT, D, nk[k]);
     }

@@ -1,0 +1,100 @@
+/* The memory line's activations against meshplan's: the trainer's plan lists every activation
+ * buffer as model_create carves it (model_sizes_of), `meshplan --remat meshtrain` counts them
+ * from the shapes alone (calc_meshtrain_acts). On the mesh given (argv: --mesh SPEC [--dp AXES]
+ * [--tensor AXIS] [--kv-heads K]: 6 query heads, K kv heads, default 2), with fp32 compute against --act-bytes 4 and bf16 compute against
+ * --act-bytes 2, the two agree on every rank within the carver's alignment (at most 64 bytes a
+ * buffer; a layer has fewer than 24 buffers, the slot fewer than 16) and a vocabulary shard's
+ * column (V/|Y| need not be whole). bf16 compute keeps less than fp32: the products' inputs in
+ * bf16 alone. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calc/calc.h"
+#include "mesh/mesh.h"
+#include "train/step/trainer.h"
+
+/* meshplan's activations per chip for config c on the mesh spec, at act_bytes: `meshtrain plan`
+ * with the trainer's flags, its JSON's "activations". */
+static double meshplan_acts(const config *c, const char *spec, const char *dp, const char *tp,
+                            int act_bytes) {
+    char a[16][32];
+    const char *flags[][2] = {
+        {"--mesh", spec}, {"--dp", dp}, {"--tensor", tp}, {"--remat", "meshtrain"},
+        {"--format", "json"}, {"--zero", "0"}, {"--chip", "v5p"}};
+    char *argv[40] = {"meshplan"};
+    int argc = 1;
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        if (!flags[i][1][0]) continue;
+        argv[argc++] = (char *)flags[i][0], argv[argc++] = (char *)flags[i][1];
+    }
+    const model_shape *s = &c->shape;
+    const char *names[] = {"--layers",   "--d-model", "--heads",   "--kv-heads",   "--head-dim",
+                           "--d-ff",     "--vocab",   "--seq-len", "--batch",      "--act-bytes"};
+    const long long vals[] = {s->L, s->D, s->N, s->K, s->H, s->F, s->V, s->T, c->micro_batch,
+                              act_bytes};
+    for (int i = 0; i < 10; i++) {
+        snprintf(a[i], sizeof a[i], "%lld", vals[i]);
+        argv[argc++] = (char *)names[i], argv[argc++] = a[i];
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    const int rc = calc_run(argc, argv, out, stderr);
+    fclose(out);
+    const char *p = rc == 0 && buf ? strstr(buf, "\"activations\": ") : NULL;
+    const double v = p ? atof(p + strlen("\"activations\": ")) : -1;
+    free(buf);
+    return v;
+}
+
+int main(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    char err[512], spec[32] = "", dp[8] = "", tp[8] = "";
+    int64_t K = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mesh")) snprintf(spec, sizeof spec, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--dp")) snprintf(dp, sizeof dp, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--tensor")) snprintf(tp, sizeof tp, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--kv-heads")) K = atoi(argv[i + 1]);
+    }
+    mesh *m = mesh_create(spec, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    config c;
+    config_defaults(&c);
+    c.shape = (model_shape){.L = 3, .D = 48, .N = 6, .K = K, .H = 10, .F = 96, .V = 258, .T = 16};
+    c.batch = 12, c.micro_batch = 12, c.steps = 1;
+    c.quick_start = 1; /* numbers only */
+    snprintf(c.data_axes, sizeof c.data_axes, "%s", dp);
+    snprintf(c.tensor_axis, sizeof c.tensor_axis, "%s", tp);
+    /* the carver's alignment, and a vocabulary shard one column off V/|Y| */
+    const double slack = 64.0 * (24 * c.shape.L + 16) + 4.0 * c.micro_batch * c.shape.T;
+    int fail = 0;
+    double got[2];
+    for (int bf = 0; bf < 2; bf++) {
+        c.compute = bf ? COMPUTE_BF16 : COMPUTE_FP32;
+        trainer *t = trainer_create(&c, m, err, sizeof err);
+        if (!t) mesh_exit_error("%s", err);
+        plan_mem_bytes mem;
+        plan_memory(trainer_plan(t), &mem);
+        got[bf] = (double)mem.bytes[PLAN_MEM_ACTIVATIONS];
+        trainer_destroy(t);
+        const double want = meshplan_acts(&c, spec, dp, tp, bf ? 2 : 4);
+        const int ok = want > 0 && fabs(got[bf] - want) <= slack;
+        fail |= !ok;
+        if (mesh_rank(m) == 0)
+            printf("%s compute on %s: the memory line's activations %.0f B, meshplan --remat "
+                   "meshtrain --act-bytes %d: %.0f B (difference %.0f, alignment bound %.0f): %s\n",
+                   bf ? "bf16" : "fp32", spec, got[bf], bf ? 2 : 4, want, got[bf] - want, slack,
+                   ok ? "ok" : "FAIL");
+    }
+    if (!(got[1] < got[0])) fail = 1;
+    const int any = mesh_agree(mesh_world_comm(m), fail ? -1 : 0) < 0;
+    if (mesh_rank(m) == 0)
+        printf("bf16/fp32 activations %.3f\n%s\n", got[1] / got[0], any ? "FAIL" : "PASS");
+    mesh_destroy(m);
+    mesh_mpi_finalize();
+    return any;
+}
