@@ -55,7 +55,8 @@ same cp3 3 3 one --temperature 0 --mesh z=3 --cp z
 same tp2_cp2 4 2 one --temperature 0 --mesh y=2,z=2 --tensor y --cp z
 for c in cp3 tp2_cp2; do
   grep -qF "the prefill's prompts so too (--cp)" "$WORK/$c.err" ||
-    { echo "FAIL $c: the start-up line does not say the prefill's prompts are sharded"; fails=$((fails + 1)); }
+    { echo "FAIL $c: the start-up line does not say the prefill's prompts are sharded"
+      fails=$((fails + 1)); }
 done
 same sampled_kv3 3 3 samp --temperature 0.8 --top-k 20 --seed 5 --mesh z=3 --kv-shard z
 # a fresh initialisation (seed 3): its near-uniform logits pick varied bytes, not a trained
