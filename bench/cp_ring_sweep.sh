@@ -82,7 +82,7 @@ echo "T,meshplan,measured_ms,predicted_ms,meas_over_pred,attn_compute_over_trans
 } >"$OUT"
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP
-set terminal svg size 760,460 dynamic font "sans,11"
+set terminal svg size 760,560 dynamic font "sans,11"
 set output "$OUT_DIR/cp_ring_sweep.svg"
 set datafile separator ","
 set logscale x 2
@@ -92,7 +92,7 @@ set ylabel "ms per step"
 set y2label "attention compute / its transfer"
 set y2tics
 set logscale y2
-set key top left
+set key outside below
 set title "ring attention on 2 ranks, --emulate v5p ($CPU)"
 set arrow from ${hidden:-1},graph 0 to ${hidden:-1},graph 1 nohead dt 2 lc rgb "gray40"
 set label "meshplan: hidden for T >= ${hidden:-?}" at ${hidden:-1},graph 0.95 offset 0.5,0
