@@ -20,6 +20,7 @@
 #include "kernels/attention.h"
 #include "mesh/mesh_mpi.h"
 #include "stream.h"
+#include "targs.h"
 #include "train/step/trainer.h"
 
 static int positions_ok(const plan *pl);
@@ -107,16 +108,10 @@ static int positions_ok(const plan *pl) {
 }
 
 int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
-    config c;
-    config_defaults(&c);
+    const model_shape s = {.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
+    config c = targs_init(&argc, &argv, "--batch 2 --micro-batch 2", s);
+    c.warmup = 1, c.seed = 5;
     char err[512];
-    char *args[32] = {argv[0], "--batch", "2", "--micro-batch", "2"};
-    int nargs = 5;
-    for (int i = 1; i < argc && nargs < 32; i++) args[nargs++] = argv[i];
-    if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 16};
-    c.steps = 1, c.warmup = 1, c.quick_start = 1, c.seed = 5;
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int n = mesh_nranks(m), rank = mesh_rank(m);

@@ -14,6 +14,7 @@
 
 #include "mesh/coll.h"
 #include "stream.h"
+#include "targs.h"
 #include "train/step/trainer.h"
 
 static int tensor_axis = -1;
@@ -55,16 +56,9 @@ static long long printed_tokens(trainer *t, long long *rs_per_layer) {
 }
 
 int main(int argc, char **argv) {
-    mesh_mpi_init(&argc, &argv);
-    config c;
-    config_defaults(&c);
+    const model_shape s = {.L = 2, .D = 48, .N = 4, .K = 2, .H = 12, .F = 96, .V = 256, .T = 16};
+    config c = targs_init(&argc, &argv, "--batch 24 --micro-batch 12", s);
     char err[512];
-    char *args[64] = {argv[0], "--batch", "24", "--micro-batch", "12"};
-    int nargs = 5;
-    for (int i = 1; i < argc && nargs < 64; i++) args[nargs++] = argv[i];
-    if (config_parse(&c, nargs, args, err, sizeof err) != 0) mesh_exit_error("%s", err);
-    c.shape = (model_shape){.L = 2, .D = 48, .N = 4, .K = 2, .H = 12, .F = 96, .V = 256, .T = 16};
-    c.steps = 1, c.quick_start = 1;
     mesh *m = mesh_create(c.mesh, c.mesh_open, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     trainer *t = trainer_create(&c, m, err, sizeof err);
