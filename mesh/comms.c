@@ -72,7 +72,7 @@ MPI_Comm comms_set(mesh_comms *c, const mesh_topo *t, mesh_axes a) {
     return s->mpi;
 }
 
-void comms_create(mesh_comms *c, const mesh_topo *t) {
+void comms_create(mesh_comms *c, const mesh_topo *t, MPI_Comm base) {
     for (int i = 0; i < MESH_NSETS; i++) c->set[i].mpi = MPI_COMM_NULL;
         /* rank in world = mesh rank */
 #ifdef MESHTRAIN_SMPI
@@ -80,14 +80,14 @@ void comms_create(mesh_comms *c, const mesh_topo *t) {
      * (2 × 4095 messages through rank 0 on a 16x16x16 slice, per context); a duplicate needs
      * neither, and is the same communicator when the mesh keeps MPI_COMM_WORLD's order. */
     int wr, same;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    MPI_Comm_rank(base, &wr);
     same = wr == t->rank;
-    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, base);
     if (same)
-        MPI_Comm_dup(MPI_COMM_WORLD, &c->world.mpi);
+        MPI_Comm_dup(base, &c->world.mpi);
     else
 #endif
-        MPI_Comm_split(MPI_COMM_WORLD, 0, t->rank, &c->world.mpi);
+        MPI_Comm_split(base, 0, t->rank, &c->world.mpi);
     /* every ordered subset of the axes, in the same order on every rank */
     int nd = t->ndims;
     for (int n = 0; n <= nd; n++) {

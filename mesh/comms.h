@@ -21,7 +21,7 @@ struct mesh_p2p_comms {
 };
 
 /* Collective over: MPI_COMM_WORLD. Makes c's communicators for topology t. */
-void comms_create(mesh_comms *c, const mesh_topo *t);
+void comms_create(mesh_comms *c, const mesh_topo *t, MPI_Comm base);
 /* Collective over: MPI_COMM_WORLD. Frees them. */
 void comms_free(mesh_comms *c);
 /* The communicator of the ordered axis set a: made at comms_create, except in the SMPI build,

@@ -12,11 +12,12 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen) 
     return mesh_create_placed(spec, open, NULL, err, errlen);
 }
 
-mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, char *err,
-                         size_t errlen) {
+/* Collective over: base. The mesh of spec over base's ranks. */
+static mesh *create_on(MPI_Comm base, const char *spec, const char *open, const char *cross,
+                       char *err, size_t errlen) {
     int nranks, r;
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(base, &nranks);
+    MPI_Comm_rank(base, &r);
     mesh_topo topo;
     if (topo_init(&topo, spec, open, cross, r, nranks, err, errlen) < 0) return NULL;
     /* (calloc): the function, not SMPI's calloc macro, whose auto-shared mode (bench/simpod
@@ -27,12 +28,25 @@ mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, 
     m->conf.chunk = MESH_CHUNK_DEFAULT;
     links_init(&m->links);
     stats_init(&m->stats);
-    comms_create(&m->comms[0], &m->topo);
-    comms_create(&m->comms[1], &m->topo);
+    comms_create(&m->comms[0], &m->topo, base);
+    comms_create(&m->comms[1], &m->topo, base);
     comms_p2p_create(&m->p2p, &m->comms[0], m->topo.ndims);
     m->wd.m = m;
     char coords[64];
     mesh_current_attach(m, mesh_coord_str(m, coords, sizeof coords));
+    return m;
+}
+
+mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, char *err,
+                         size_t errlen) {
+    return create_on(MPI_COMM_WORLD, spec, open, cross, err, errlen);
+}
+
+mesh *mesh_split(mesh *parent, int color, const char *spec, char *err, size_t errlen) {
+    MPI_Comm base;
+    MPI_Comm_split(parent->comms[0].world.mpi, color, mesh_rank(parent), &base);
+    mesh *m = create_on(base, spec, NULL, NULL, err, errlen);
+    MPI_Comm_free(&base);
     return m;
 }
 

@@ -52,7 +52,13 @@ mesh *mesh_create(const char *spec, const char *open, char *err, size_t errlen);
  * coordinates, last axis fastest; only which MPI process holds which coordinates changes. */
 mesh *mesh_create_placed(const char *spec, const char *open, const char *cross, char *err,
                          size_t errlen);
-/* Collective over: world. Frees communicators. Accepts NULL. */
+/* Collective over: parent's world. The ranks of parent that give the same color form a mesh of
+ * spec (as mesh_create's; NULL: one axis) over them, in parent's rank order: a sub-mesh for a part
+ * of a job that runs on ranks of its own (a speculative drafter beside its target). Each mesh's
+ * collectives are its own ranks'; mesh_world_comm(sub) is the sub-mesh's. NULL with the reason in
+ * err when spec does not fit the group (the same on the group's ranks). */
+mesh *mesh_split(mesh *parent, int color, const char *spec, char *err, size_t errlen);
+/* Collective over: the mesh's world. Frees communicators. Accepts NULL. */
 void mesh_destroy(mesh *m);
 
 int mesh_rank(const mesh *m);

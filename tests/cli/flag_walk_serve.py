@@ -76,6 +76,7 @@ COMMON = {
     "max-tokens": ("5", ""), "drain": ("3", ""), "prefix-cache": ("off", ""),
     "batching": ("static", ""), "draft": ("{res}/ck1.h5", ""),
     "draft-tokens": ("2", "needs --draft {res}/ck1.h5"),
+    "draft-ranks": ("1", "needs np=2 --draft {res}/ck1.h5"),
     "prefill-ranks": ("1", "np=2"),
     "simulate": ("{res}/work.jsonl", "needs --sim-out s.jsonl"),
     "sim-out": ("s.jsonl", ""), "sim-machine": ("30,120", ""),

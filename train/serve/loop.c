@@ -16,6 +16,7 @@ int serve_loop_init(batch_plan *p, serve_wire *w, const batch_opts *o) {
     w->buf = malloc((size_t)w->cap);
     w->next = calloc((size_t)p->cap_items * (size_t)(o->draft_tokens + 1), sizeof *w->next);
     w->counts = calloc((size_t)p->cap_items, sizeof *w->counts);
+    w->spec = NULL;
     w->lp = calloc((size_t)p->cap_items * (size_t)(o->draft_tokens + 1) *
                        (1 + 2 * BATCH_TOP_LOGPROBS_MAX),
                    sizeof *w->lp);
@@ -69,8 +70,8 @@ int32_t serve_loop_step(serve_engine *e, mesh *m, batcher *s, batch_plan *p, ser
     if (s && batcher_step(s, p) == 0) return 0;
     send_plan(m, p, w);
     if (p->kind != BATCH_PLAN_STEP) return -1;
-    w->xfer = engine_transfer(e, p);
-    serve_spec *sp = engine_spec(e);
+    serve_spec *sp = e ? engine_spec(e) : w->spec;
+    if (e) w->xfer = engine_transfer(e, p);
     if (sp)
         serve_spec_step(sp, p, w->next, w->counts, w->lp, st);
     else

@@ -16,9 +16,10 @@
 typedef struct {
     uint8_t *buf;
     int64_t cap;
-    int32_t *next, *counts; /* a step's tokens and, per sampling item, how many (drafting: 1+) */
-    float *lp;              /* their log-probability records (batch_plan_lp_floats) */
-    engine_xfer xfer;       /* the step's KV transfers on this rank (disaggregated serving) */
+    int32_t *next, *counts;  /* a step's tokens and, per sampling item, how many (drafting: 1+) */
+    float *lp;               /* their log-probability records (batch_plan_lp_floats) */
+    engine_xfer xfer;        /* the step's KV transfers on this rank (disaggregated serving) */
+    struct serve_spec *spec; /* a drafter's rank of its own (no target engine): its part */
 } serve_wire;
 
 /* Buffers of a plan and of its wire form for these options, on every rank. −1 out of memory. */
@@ -27,9 +28,9 @@ void serve_loop_free(batch_plan *p, serve_wire *w);
 
 /* Collective over: world when there is work. On rank 0 (s given, s NULL elsewhere): plans the
  * step; an empty plan is sent to nobody and returns 0 at once. Then every rank holds the plan in
- * p and runs it; rank 0 commits its tokens to s, calling emit(ctx, ...) for each. Returns the
- * plan's items (> 0), 0 (rank 0: nothing to do), or −1 when rank 0 sent the exit plan. st: this
- * rank's share of the step. */
+ * p and runs it (a rank of a drafter of its own, e NULL, runs w->spec's part); rank 0 commits its
+ * tokens to s, calling emit(ctx, ...) for each. Returns the plan's items (> 0), 0 (rank 0: nothing
+ * to do), or −1 when rank 0 sent the exit plan. st: this rank's share of the step. */
 int32_t serve_loop_step(serve_engine *e, mesh *m, batcher *s, batch_plan *p, serve_wire *w,
                         batch_emit_fn emit, void *ctx, gen_step *st);
 /* Collective over: world (rank 0 sends, the others are in serve_loop_step). Ends the loop. */

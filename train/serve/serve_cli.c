@@ -31,7 +31,7 @@ typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
     char simulate[1024], sim_out[1024], sim_machine[64], draft[1024], expert[4];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
-    int64_t max_tokens, drain, draft_tokens, prefill_ranks;
+    int64_t max_tokens, drain, draft_tokens, prefill_ranks, draft_ranks;
 } serve_flags;
 
 /* One row per flag: parsing, range check, default and --help come from here. kind: 0 string, 1
@@ -88,6 +88,9 @@ static const serve_flag_def serve_flag_table[] = {
      "request's KV blocks to the other replicas, which only decode"},
     {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL, NULL,
      "--draft: tokens a decode drafts each step (default 4)"},
+    {"draft-ranks", 1, F_(draft_ranks), 1, 1 << 20, NULL, NULL,
+     "--draft on ranks of its own: the last N ranks run the drafter (its heads over them) and send "
+     "each step's drafts to the target's ranks, which --mesh describes"},
     {"expert", 0, F_(expert), 0, 0, NULL, NULL,
      "shard the routed experts of a mixture-of-experts checkpoint over this data axis (--dp): "
      "every replica joins each step's AllToAlls"},
@@ -318,33 +321,82 @@ static int32_t prefill_replicas_of(const serve_flags *f, serve_engine *e) {
     return (int32_t)(f->prefill_ranks / per);
 }
 
-/* Collective over: world. --draft: the drafter's engine (*de), its pool mirroring the target's
- * block for block, and speculative decoding on e. Bad input leaves through mesh_exit_error. */
-static serve_spec *open_draft(const config *c, const serve_flags *f, mesh *m, serve_engine *e,
-                              const batch_opts *o, serve_engine **de) {
-    char err[SERVE_ERR] = "", why[SERVE_ERR] = "";
+/* Collective over: m. The drafter's engine into *de (its pool mirroring the target's block for
+ * block; on ranks of its own, own > 1: its heads over all of m's, nothing else sharded), its
+ * parameters loaded; 0, or −1 with err. */
+static int draft_engine(const config *c, const serve_flags *f, mesh *m, const batch_opts *o,
+                        int64_t own, serve_engine **de, char *err, size_t errlen) {
+    char why[SERVE_ERR] = "";
     config dc;
     if (draft_config(c, m, f->draft, c->shape.T,
                      "of the target's context (serve runs sequences "
                      "up to it)",
-                     &dc, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
+                     &dc, err, errlen) < 0)
+        return -1;
+    if (own) { /* the drafter's own mesh: one axis d, its tensor axis */
+        snprintf(dc.mesh, sizeof dc.mesh, "d=%lld", (long long)own);
+        snprintf(dc.tensor_axis, sizeof dc.tensor_axis, "%s", own > 1 ? "d" : "");
+        dc.data_axes[0] = dc.expert_axis[0] = '\0';
+    }
     const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs};
     *de = engine_create(&dc, m, &dd, why, sizeof why);
-    if (!*de) mesh_exit_error("the drafter %s: %s", f->draft, why);
-    if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
+    if (!*de) return errmsg_fail(err, errlen, "the drafter %s: %s", f->draft, why);
+    if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, errlen) < 0)
+        return -1;
+    if (mesh_rank(m) == 0 && !c->quiet)
+        fprintf(stderr,
+                "serve | speculative decoding: drafter %s (L=%lld D=%lld), up to %d tokens "
+                "drafted a decode, its KV pool %.2f MB per rank%s\n",
+                f->draft, (long long)dc.shape.L, (long long)dc.shape.D, (int)o->draft_tokens,
+                (double)engine_pool_bytes(*de) / 1e6, own ? ", on ranks of its own" : "");
+    return 0;
+}
+
+/* Collective over: world. --draft: the drafter's engine (*de) on the same ranks, and speculative
+ * decoding on e. Bad input leaves through mesh_exit_error. */
+static serve_spec *open_draft(const config *c, const serve_flags *f, mesh *m, serve_engine *e,
+                              const batch_opts *o, serve_engine **de) {
+    char err[SERVE_ERR] = "";
+    if (draft_engine(c, f, m, o, 0, de, err, sizeof err) < 0) mesh_exit_error("%s", err);
     serve_spec *sp = serve_spec_create(e, *de, o, err, sizeof err);
     if (mesh_agree_msg(mesh_world_comm(m), sp ? 0 : -1, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     engine_set_spec(e, sp);
-    if (mesh_rank(m) == 0 && !c->quiet)
-        fprintf(stderr,
-                "serve | speculative decoding: drafter %s (L=%lld D=%lld), up to %d tokens "
-                "drafted a decode, its KV pool %.2f MB per rank\n",
-                f->draft, (long long)dc.shape.L, (long long)dc.shape.D, (int)o->draft_tokens,
-                (double)engine_pool_bytes(*de) / 1e6);
     return sp;
+}
+
+/* Collective over: world (w). --draft-ranks N: the target's engine on the first ranks (own, the
+ * --mesh of them: returned, with *de NULL), the drafter's on the last N (own, one axis: *de, the
+ * engine returned NULL), speculative decoding between them (*sp). Every failure is agreed over w,
+ * so both sides leave together. */
+static serve_engine *open_remote(const config *c, const serve_flags *f, mesh *w, mesh *own,
+                                 batch_opts *o, serve_engine **de, serve_spec **sp) {
+    char err[SERVE_ERR] = "";
+    const int ntarget = mesh_nranks(w) - (int)f->draft_ranks;
+    const int target = mesh_rank(w) < ntarget;
+    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens};
+    serve_engine *e = NULL;
+    int rc = 0;
+    if (target) {
+        e = engine_create(c, own, &d, err, sizeof err);
+        rc = e ? 0 : -1;
+        if (rc == 0 && f->ckpt[0])
+            rc = ckpt_load_params(engine_model(e), engine_par(e), own, f->ckpt, err, sizeof err);
+        if (rc == 0 && engine_replicas(e) > 1)
+            rc = errmsg_fail(err, sizeof err,
+                             "--draft-ranks: the target is one replica (its ranks over --tensor "
+                             "only); its --dp gives %d",
+                             (int)engine_replicas(e));
+    } else {
+        rc = draft_engine(c, f, own, o, f->draft_ranks, de, err, sizeof err);
+    }
+    if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    *sp = serve_spec_create(e, *de, o, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(w), *sp ? 0 : -1, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    serve_spec_remote(*sp, mesh_world_comm(w), mesh_rank(w), ntarget);
+    if (e) engine_set_spec(e, *sp);
+    return e;
 }
 
 /* Collective over: world. Rank 0's start-up lines on stderr (none with --quiet): the model, the
@@ -383,8 +435,10 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
                 (int)o->replicas - 1);
 }
 
-/* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop. */
-static int run_serve(const config *c, const serve_flags *f, mesh *m) {
+/* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop.
+ * m: every rank's mesh; own: this rank's part's (the target's or, with --draft-ranks, the
+ * drafter's; m without). */
+static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) {
     char err[SERVE_ERR] = "";
     const int me = mesh_rank(m);
     if (f->max_batch_tokens < f->max_seqs)
@@ -392,16 +446,21 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
                         "decodes one token each step",
                         (long long)f->max_batch_tokens, (long long)f->max_seqs);
     batch_opts o = batcher_options_of(f, c, 1);
-    engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
-    serve_engine *e = engine_create(c, m, &d, err, sizeof err);
-    if (!e) mesh_exit_error("%s", err);
-    if (f->ckpt[0] &&
-        ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
-        mesh_exit_error("%s", err);
-    o.replicas = engine_replicas(e);
-    o.prefill_replicas = prefill_replicas_of(f, e);
-    serve_engine *de = NULL;
-    serve_spec *sp = f->draft[0] ? open_draft(c, f, m, e, &o, &de) : NULL;
+    serve_engine *e = NULL, *de = NULL;
+    serve_spec *sp = NULL;
+    if (f->draft_ranks) {
+        e = open_remote(c, f, m, own, &o, &de, &sp);
+    } else {
+        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
+        e = engine_create(c, m, &d, err, sizeof err);
+        if (!e) mesh_exit_error("%s", err);
+        if (f->ckpt[0] &&
+            ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
+            mesh_exit_error("%s", err);
+        o.replicas = engine_replicas(e);
+        o.prefill_replicas = prefill_replicas_of(f, e);
+        sp = f->draft[0] ? open_draft(c, f, m, e, &o, &de) : NULL;
+    }
     batcher *s = NULL;
     serve_front *front = NULL;
     batch_plan p;
@@ -427,8 +486,8 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
     const serve_run sr = {
         c, f, e, m, gen_measure_machine(m, c->quick_start), hook ? atof(hook) : 0.0};
     stop_install();
-    print_plan(c, f, m, &o, (double)engine_pool_bytes(e), compute_dtype_name(engine_kv_dtype(e)),
-               &sr.mc);
+    print_plan(c, f, m, &o, e ? (double)engine_pool_bytes(e) : 0.0,
+               e ? compute_dtype_name(engine_kv_dtype(e)) : "-", &sr.mc);
     if (me == 0) {
         if (!c->quiet) {
             fprintf(stderr, "serve | ");
@@ -439,6 +498,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m) {
                 front_port(front), stop_pid());
         loop_rank0(&sr, front, s, &p, &w, &linger);
     } else {
+        w.spec = e ? NULL : sp; /* a drafter's rank of its own runs the drafter's part */
         while (serve_loop_step(e, m, NULL, &p, &w, NULL, NULL, NULL) >= 0) {
         }
     }
@@ -500,9 +560,9 @@ static int given_flag(int argc, char **argv, const char *name) {
  * those are refused with it, as is --threads when --sim-machine fixes the machine. (--seed is
  * let through: bench/serve_bench.sh gives the server and its simulation the same model flags.) */
 static void check_simulate_flags(int argc, char **argv, const serve_flags *f) {
-    static const char *const unused[] = {"host",         "port",        "drain", "max-tokens",
-                                         "draft-tokens", "temperature", "top-k", "open",
-                                         "cross-hosts",  "alg"};
+    static const char *const unused[] = {"host",         "port",        "drain",      "max-tokens",
+                                         "draft-tokens", "temperature", "top-k",      "open",
+                                         "cross-hosts",  "alg",         "draft-ranks"};
     for (size_t k = 0; k < sizeof unused / sizeof unused[0]; k++)
         if (given_flag(argc, argv, unused[k]))
             mesh_exit_error("--%s does nothing with --simulate (the virtual clock runs no server, "
@@ -521,6 +581,8 @@ static void check_combinations(const serve_flags *f) {
         mesh_exit_error("--simulate needs --sim-out FILE (where the requests' times go)");
     if (f->draft_tokens && !f->draft[0])
         mesh_exit_error("--draft-tokens goes with --draft CKPT (the drafter)");
+    if (f->draft_ranks && !f->draft[0])
+        mesh_exit_error("--draft-ranks goes with --draft CKPT (the drafter it runs)");
     if (f->draft[0] && f->simulate[0])
         mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
     if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || !strcmp(f->batching, "static")))
@@ -535,6 +597,30 @@ static int check_paths(const serve_flags *f, char *err, size_t errlen) {
         {"--ckpt", f->ckpt}, {"--draft", f->draft}, {"--simulate", f->simulate}};
     return lockfile_check_io(in, 3, (lockfile_named){"--sim-out", f->sim_out}, "the times", err,
                              errlen);
+}
+
+/* Collective over: world. --draft-ranks N: every rank's mesh (one axis over all), returned, and
+ * this rank's part's into *own: the target's --mesh over the first ranks, the drafter's d=N over
+ * the last N. Bad input leaves through mesh_exit_error. */
+static mesh *split_meshes(const config *c, const serve_flags *f, mesh **own) {
+    char err[SERVE_ERR] = "";
+    mesh *m = mesh_create(NULL, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    const int64_t ntarget = mesh_nranks(m) - f->draft_ranks;
+    if (ntarget < 1)
+        mesh_exit_error("--draft-ranks %lld: fewer than the %d ranks, so that some run the target",
+                        (long long)f->draft_ranks, mesh_nranks(m));
+    if (c->mesh_open[0] || c->cross_hosts[0])
+        mesh_exit_error("--draft-ranks splits the ranks into the target's --mesh and the "
+                        "drafter's: --open and --cross-hosts do not go with it");
+    char spec[32];
+    snprintf(spec, sizeof spec, "d=%lld", (long long)f->draft_ranks);
+    const int target = mesh_rank(m) < ntarget;
+    *own = mesh_split(m, target ? 0 : 1, target ? c->mesh : spec, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(m), *own ? 0 : -1, err, sizeof err) < 0)
+        mesh_exit_error("--draft-ranks %lld: the target's %lld ranks: %s",
+                        (long long)f->draft_ranks, (long long)ntarget, err);
+    return m;
 }
 
 int serve_main(int argc, char **argv) {
@@ -560,7 +646,9 @@ int serve_main(int argc, char **argv) {
         mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
                         "without bound, which the watchdog would take for a hang");
     kern_set_threads(c.threads);
-    mesh *m = mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
+    mesh *own = NULL, *m = f.draft_ranks ? split_meshes(&c, &f, &own)
+                                         : mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts,
+                                                              err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     if (f.simulate[0]) check_simulate_flags(argc, argv, &f);
     check_combinations(&f);
@@ -574,7 +662,8 @@ int serve_main(int argc, char **argv) {
                         "checkpoint with experts, or --experts E)",
                         f.expert);
     snprintf(c.expert_axis, sizeof c.expert_axis, "%s", f.expert);
-    const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m);
+    const int rc = f.simulate[0] ? run_simulation(&c, &f, m) : run_serve(&c, &f, m, own ? own : m);
+    mesh_destroy(own);
     mesh_destroy(m);
     return rc;
 }

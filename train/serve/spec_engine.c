@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/rng.h"
+#include "mesh/bcast.h"
 #include "mesh/errmsg.h"
 #include "train/infer/gen.h"
 #include "train/infer/spec_rule.h"
@@ -23,7 +24,16 @@ struct serve_spec {
     double *work;     /* 2·V */
     sample_item *scratch;
     float *share_in, *share_out; /* per sampling item: count, then K + 1 tokens */
+    /* the drafter on ranks of its own (serve_spec_remote): the drafts travel from world rank
+     * ntarget (the drafter's first) to world ranks [0, ntarget) (the target's) */
+    const mesh_comm *world;
+    int me, ntarget;     /* this rank's world rank; the target's ranks */
+    unsigned char *xbuf; /* the drafts of a step, packed */
 };
+
+void serve_spec_remote(serve_spec *sp, const mesh_comm *world, int me, int ntarget) {
+    sp->world = world, sp->me = me, sp->ntarget = ntarget;
+}
 
 serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts *o, char *err,
                               size_t errlen) {
@@ -35,7 +45,7 @@ serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts
     if (!sp) return NULL;
     sp->e = e, sp->d = d, sp->K = o->draft_tokens;
     sp->cap = o->replicas * o->max_seqs;
-    sp->V = model_shape_of(engine_model(e))->V;
+    sp->V = model_shape_of(engine_model(e ? e : d))->V;
     const size_t cap = (size_t)sp->cap, K = (size_t)sp->K, V = (size_t)sp->V;
     sp->segs = calloc(cap, sizeof *sp->segs);
     sp->dtok = calloc(cap + (size_t)o->max_batch_tokens, sizeof *sp->dtok);
@@ -46,8 +56,9 @@ serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts
     sp->scratch = calloc(V, sizeof *sp->scratch);
     sp->share_in = calloc(cap * (K + 2), sizeof *sp->share_in);
     sp->share_out = calloc(cap * (K + 2), sizeof *sp->share_out);
+    sp->xbuf = malloc(cap * K * (sizeof *sp->drafts + V * sizeof *sp->q));
     if (!sp->segs || !sp->dtok || !sp->vtok || !sp->drafts || !sp->q || !sp->work || !sp->scratch ||
-        !sp->share_in || !sp->share_out) {
+        !sp->share_in || !sp->share_out || !sp->xbuf) {
         serve_spec_destroy(sp);
         errmsg_fail(err, errlen, "out of memory for speculative decoding's buffers");
         return NULL;
@@ -58,11 +69,51 @@ serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts
 void serve_spec_destroy(serve_spec *sp) {
     if (!sp) return;
     free(sp->segs), free(sp->dtok), free(sp->vtok), free(sp->drafts), free(sp->q), free(sp->work);
-    free(sp->scratch), free(sp->share_in), free(sp->share_out), free(sp);
+    free(sp->scratch), free(sp->share_in), free(sp->share_out), free(sp->xbuf), free(sp);
 }
 
+/* Whether this rank runs item it: its replica's, or every item on a drafter of its own ranks. */
 static int mine(const serve_spec *sp, const batch_item *it) {
-    return it->replica == engine_replica(sp->e);
+    return !sp->e || it->replica == engine_replica(sp->e);
+}
+
+/* The drafts of plan p, and the drafter's distributions of the sampled items, to or from xbuf in
+ * plan order (pack: 1 into the buffer, 0 out of it); returns the bytes. */
+static int64_t pack_drafts(serve_spec *sp, const batch_plan *p, int pack) {
+    int64_t off = 0;
+    for (int32_t j = 0; j < p->nitems; j++) {
+        const batch_item *it = &p->items[j];
+        if (it->draft <= 0) continue;
+        void *at[2] = {sp->drafts + (int64_t)j * sp->K, sp->q + (int64_t)j * sp->K * sp->V};
+        const size_t n[2] = {(size_t)it->draft * sizeof *sp->drafts,
+                             it->temperature > 0 ? (size_t)(it->draft * sp->V) * sizeof *sp->q : 0};
+        for (int k = 0; k < 2; k++) {
+            if (sp->xbuf && pack)
+                memcpy(sp->xbuf + off, at[k], n[k]);
+            else if (sp->xbuf)
+                memcpy(at[k], sp->xbuf + off, n[k]);
+            off += (int64_t)n[k];
+        }
+    }
+    return off;
+}
+
+/* A drafter on ranks of its own: its first rank sends the step's drafts to every rank of the
+ * target, point to point; the target's ranks take them in. */
+static void exchange(serve_spec *sp, const batch_plan *p) {
+    const int src = sp->ntarget;
+    if (sp->me == src) {
+        const int64_t n = pack_drafts(sp, p, 1);
+        for (int t = 0; t < sp->ntarget && n > 0; t++)
+            mesh_move_bytes(sp->world, sp->xbuf, n, src, t);
+    } else if (sp->me < sp->ntarget) {
+        unsigned char *buf = sp->xbuf;
+        sp->xbuf = NULL; /* the bytes, from the plan alone */
+        const int64_t n = pack_drafts(sp, p, 0);
+        sp->xbuf = buf;
+        if (n > 0) mesh_move_bytes(sp->world, sp->xbuf, n, src, sp->me);
+        pack_drafts(sp, p, 0);
+    }
 }
 
 /* The drafter's pick j of item j0 from the forward's wanted row r. */
@@ -180,7 +231,12 @@ void serve_spec_step(serve_spec *sp, const batch_plan *p, int32_t *next, int32_t
     const double t0 = mesh_now();
     CHECK(p->nitems <= sp->cap, "spec: a plan of %d items, more than %d", (int)p->nitems,
           (int)sp->cap);
-    draft_phase(sp, p);
+    if (sp->d) draft_phase(sp, p);
+    if (sp->world) exchange(sp, p);
+    if (!sp->e) { /* the drafter's ranks: their part is done */
+        if (st) *st = (gen_step){mesh_now() - t0, 0, 0, 0, 0};
+        return;
+    }
     const int64_t rows = verify_phase(sp, p);
     float *lp_in = nlp ? engine_lp_buffer(sp->e, nlp) : NULL;
     const int32_t ns = decide(sp, p, lp_in);

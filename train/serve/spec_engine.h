@@ -34,6 +34,14 @@ typedef struct serve_spec serve_spec;
 serve_spec *serve_spec_create(serve_engine *e, serve_engine *d, const batch_opts *o, char *err,
                               size_t errlen);
 void serve_spec_destroy(serve_spec *sp); /* accepts NULL; not the engines */
+/* Not collective. The drafter on ranks of its own (`serve --draft-ranks N`): world ranks
+ * [0, ntarget) hold the target (e given to serve_spec_create, d NULL), the others the drafter (e
+ * NULL, d its engine on their own mesh, one replica drafting for every item); me is this rank's
+ * world rank. Each step the
+ * drafter's first rank (ntarget) sends the drafts, and the drafter's distributions of the sampled
+ * items, to every target rank point to point (mesh_move_bytes over world); the target verifies
+ * as with a drafter on its own ranks. */
+void serve_spec_remote(serve_spec *sp, const mesh_comm *world, int me, int ntarget);
 /* Collective over: world. Runs plan p (the same on every rank): next holds the tokens of the
  * items with sample = 1, packed in plan order, counts[k] ≥ 1 of them for the k-th such item
  * (the kept drafts and one more, or the one token of an item that did not draft), on every
