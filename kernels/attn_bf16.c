@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/attn_heads_inl.h"
 #include "kernels/bf16_inl.h"
 #include "kernels/gemm_bf16_impl.h"
 #include "kernels/vecmath.h"
@@ -39,25 +40,22 @@ void kern_attn_fwd_bf16(kern_bf16_ctx *ctx, float *restrict out, kern_bf16 *rest
                         float *restrict scratch, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, int64_t B, int64_t T, int64_t Nl, int64_t Kl,
                         int64_t H) {
-    const int64_t ldq = Nl * H, ldk = Kl * H, grp = Nl / Kl;
+    const int64_t ldq = Nl * H, ldk = Kl * H;
     const float scale = 1.0f / sqrtf((float)H);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Nl; h++) {
-            const kern_bf16 *qb = q + b * T * ldq + h * H;
-            const kern_bf16 *kb = k + b * T * ldk + (h / grp) * H,
-                            *vb = v + b * T * ldk + (h / grp) * H;
-            float *ob = out + b * T * ldq + h * H;
-            kern_bf16 *Pb = P + (b * Nl + h) * T * T;
-            for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
-                const int64_t i1 = min64(T, i0 + ATTN_BLOCK);
-                bf16_gemm_own(ctx, scratch, qb + i0 * ldq, kb, i1 - i0, i1, H, false, true, ldq,
-                              ldk, T, false);
-                for (int64_t i = i0; i < i1; i++)
-                    softmax_bf16(Pb + i * T, scratch + (i - i0) * T, i + 1, T, scale);
-                bf16_gemm_own(ctx, ob + i0 * ldq, Pb + i0 * T, vb, i1 - i0, H, i1, false, false, T,
-                              ldk, ldq, false);
-            }
+    for (kern_attn_heads a = kern_attn_heads_start(B, T, Nl, Kl, H); kern_attn_heads_next(&a);) {
+        const kern_bf16 *qb = q + a.q, *kb = k + a.kv, *vb = v + a.kv;
+        kern_bf16 *Pb = P + a.P;
+        float *ob = out + a.q;
+        for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
+            const int64_t i1 = min64(T, i0 + ATTN_BLOCK);
+            bf16_gemm_own(ctx, scratch, qb + i0 * ldq, kb, i1 - i0, i1, H, false, true, ldq, ldk, T,
+                          false);
+            for (int64_t i = i0; i < i1; i++)
+                softmax_bf16(Pb + i * T, scratch + (i - i0) * T, i + 1, T, scale);
+            bf16_gemm_own(ctx, ob + i0 * ldq, Pb + i0 * T, vb, i1 - i0, H, i1, false, false, T, ldk,
+                          ldq, false);
         }
+    }
 }
 
 /* Row i of dS (bf16, entries [0, n) and zeros up to len) from row i of P (bf16) and of dP (fp32,
@@ -80,38 +78,36 @@ void kern_attn_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict 
                         const kern_bf16 *P, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, int64_t B, int64_t T, int64_t Nl, int64_t Kl,
                         int64_t H) {
-    const int64_t ldq = Nl * H, ldk = Kl * H, grp = Nl / Kl;
+    const int64_t ldq = Nl * H, ldk = Kl * H;
     const float scale = 1.0f / sqrtf((float)H);
     memset(dk, 0, (size_t)(B * T * ldk) * sizeof *dk);
     memset(dv, 0, (size_t)(B * T * ldk) * sizeof *dv);
     float *dP = scratch;                                     /* [ATTN_BLOCK, T] */
     kern_bf16 *dS = (kern_bf16 *)(scratch + ATTN_BLOCK * T); /* [T, T] */
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Nl; h++) {
-            const int64_t kvo = b * T * ldk + (h / grp) * H;
-            const kern_bf16 *qb = q + b * T * ldq + h * H, *dob = dout + b * T * ldq + h * H;
-            const kern_bf16 *kb = k + kvo, *vb = v + kvo, *Pb = P + (b * Nl + h) * T * T;
-            float *dqb = dq + b * T * ldq + h * H, *dkb = dk + kvo, *dvb = dv + kvo;
-            for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
-                const int64_t i1 = min64(T, i0 + ATTN_BLOCK);
-                /* dP = dO·Vᵀ on the block's causal columns [0, i1) */
-                bf16_gemm_own(ctx, dP, dob + i0 * ldq, vb, i1 - i0, i1, H, false, true, ldq, ldk, T,
-                              false);
-                for (int64_t i = i0; i < i1; i++)
-                    softmax_bwd_bf16(dS + i * T, Pb + i * T, dP + (i - i0) * T, i + 1, i1, scale);
-                /* dQ = dS·K */
-                bf16_gemm_own(ctx, dqb + i0 * ldq, dS + i0 * T, kb, i1 - i0, H, i1, false, false, T,
-                              ldk, ldq, false);
-            }
-            for (int64_t j0 = 0; j0 < T; j0 += ATTN_BLOCK) {
-                const int64_t j1 = min64(T, j0 + ATTN_BLOCK);
-                /* dV[j0:j1] += P[j0:T, j0:j1]ᵀ·dO[j0:T];  dK[j0:j1] += dS[j0:T, j0:j1]ᵀ·Q[j0:T] */
-                bf16_gemm_own(ctx, dvb + j0 * ldk, Pb + j0 * T + j0, dob + j0 * ldq, j1 - j0, H,
-                              T - j0, true, false, T, ldq, ldk, true);
-                bf16_gemm_own(ctx, dkb + j0 * ldk, dS + j0 * T + j0, qb + j0 * ldq, j1 - j0, H,
-                              T - j0, true, false, T, ldq, ldk, true);
-            }
+    for (kern_attn_heads a = kern_attn_heads_start(B, T, Nl, Kl, H); kern_attn_heads_next(&a);) {
+        const kern_bf16 *qb = q + a.q, *dob = dout + a.q, *Pb = P + a.P;
+        const kern_bf16 *kb = k + a.kv, *vb = v + a.kv;
+        float *dqb = dq + a.q, *dkb = dk + a.kv, *dvb = dv + a.kv;
+        for (int64_t i0 = 0; i0 < T; i0 += ATTN_BLOCK) {
+            const int64_t i1 = min64(T, i0 + ATTN_BLOCK);
+            /* dP = dO·Vᵀ on the block's causal columns [0, i1) */
+            bf16_gemm_own(ctx, dP, dob + i0 * ldq, vb, i1 - i0, i1, H, false, true, ldq, ldk, T,
+                          false);
+            for (int64_t i = i0; i < i1; i++)
+                softmax_bwd_bf16(dS + i * T, Pb + i * T, dP + (i - i0) * T, i + 1, i1, scale);
+            /* dQ = dS·K */
+            bf16_gemm_own(ctx, dqb + i0 * ldq, dS + i0 * T, kb, i1 - i0, H, i1, false, false, T,
+                          ldk, ldq, false);
         }
+        for (int64_t j0 = 0; j0 < T; j0 += ATTN_BLOCK) {
+            const int64_t j1 = min64(T, j0 + ATTN_BLOCK);
+            /* dV[j0:j1] += P[j0:T, j0:j1]ᵀ·dO[j0:T];  dK[j0:j1] += dS[j0:T, j0:j1]ᵀ·Q[j0:T] */
+            bf16_gemm_own(ctx, dvb + j0 * ldk, Pb + j0 * T + j0, dob + j0 * ldq, j1 - j0, H, T - j0,
+                          true, false, T, ldq, ldk, true);
+            bf16_gemm_own(ctx, dkb + j0 * ldk, dS + j0 * T + j0, qb + j0 * ldq, j1 - j0, H, T - j0,
+                          true, false, T, ldq, ldk, true);
+        }
+    }
 }
 
 int64_t kern_attn_cached_bf16_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl, int64_t H) {
