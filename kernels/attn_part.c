@@ -60,10 +60,10 @@ int64_t kern_attn_part_cached_scratch(int64_t n, int64_t S, int64_t Nl, int64_t 
 
 /* `rows` query rows of one head against keys [0, Tk) of one kv head. Row i's query is
  * q + i·ldq, its position qpos[i·qstep] (qstep 0: every row at one position), its output
- * o + i·ldo and its m, l at i·ldml; scores go to S[rows, lds] (lds ≥ the keys seen). */
+ * o + i·ldo and its m, l at i·ldml; scores go to S[rows, Tk]. */
 typedef struct {
     const float *q, *k, *v;
-    int64_t ldq, ldk, ldo, ldml, lds, qstep, Tk, H;
+    int64_t ldq, ldk, ldo, ldml, qstep, Tk, H;
     const int32_t *qpos, *kpos;
     float *o, *m, *l, *S;
 } rows_job;
@@ -79,9 +79,9 @@ static void rows_fwd(const rows_job *J, int64_t rows) {
         return;
     }
     const float scale = 1.0f / sqrtf((float)J->H);
-    kern_gemm(J->S, J->q, J->k, rows, nk, J->H, false, true, J->ldq, J->ldk, J->lds, scale, 0.0f);
+    kern_gemm(J->S, J->q, J->k, rows, nk, J->H, false, true, J->ldq, J->ldk, J->Tk, scale, 0.0f);
     for (int64_t i = 0; i < rows; i++) {
-        float *s = J->S + i * J->lds;
+        float *s = J->S + i * J->Tk;
         const int64_t seen = kern_attn_part_seen(J->kpos, nk, J->qpos[i * J->qstep]);
         float mi = -INFINITY, zi = 0.0f;
         if (seen > 0) kern_softmax_row_inl(s, seen, &mi, &zi);
@@ -89,7 +89,7 @@ static void rows_fwd(const rows_job *J, int64_t rows) {
         J->m[i * J->ldml] = mi;
         J->l[i * J->ldml] = zi;
     }
-    kern_gemm(J->o, J->S, J->v, rows, J->H, nk, false, false, J->lds, J->ldk, J->ldo, 1.0f, 0.0f);
+    kern_gemm(J->o, J->S, J->v, rows, J->H, nk, false, false, J->Tk, J->ldk, J->ldo, 1.0f, 0.0f);
 }
 
 /* Every row block of one query head of one sequence: query rows q[Tq] (ldq apart, at qpos)
@@ -106,34 +106,50 @@ static void head_fwd(rows_job J, int64_t Tq) {
     }
 }
 
-/* kern_attn_part_fwd with key rows ldk apart (a cache's stride, or Kl·H). */
+/* The job of a head whose query rows start qo into q and o, whose m, l start mo, and whose kv
+ * head's rows start kvo into k and v. */
+static rows_job at_head(const rows_job *all, int64_t qo, int64_t kvo, int64_t mo) {
+    rows_job J = *all;
+    J.q += qo, J.o += qo, J.k += kvo, J.v += kvo, J.m += mo, J.l += mo;
+    return J;
+}
+
+/* kern_attn_part_fwd with key rows ldk apart (a cache's stride, or Kl·H). decode (B = Tq = 1):
+ * the G = Nl/Kl query heads of each kv head as one block of G rows a head apart, all at one
+ * position, so each kv head's keys are read once; else each head's rows, a token apart. */
 static void heads_fwd(float *o, float *m, float *l, float *scratch, const float *q, const float *k,
                       const float *v, const int32_t *qpos, const int32_t *kpos, int64_t B,
-                      int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk) {
-    const int64_t ldq = Nl * H, grp = Nl / Kl;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Nl; h++) {
-            const int64_t qo = b * Tq * ldq + h * H, kvo = b * Tk * ldk + (h / grp) * H;
-            const int64_t mo = b * Tq * Nl + h;
-            head_fwd((rows_job){.q = q + qo,
-                                .k = k + kvo,
-                                .v = v + kvo,
-                                .ldq = ldq,
-                                .ldk = ldk,
-                                .ldo = ldq,
-                                .ldml = Nl,
-                                .lds = Tk,
-                                .qstep = 1,
-                                .Tk = Tk,
-                                .H = H,
-                                .qpos = qpos,
-                                .kpos = kpos,
-                                .o = o + qo,
-                                .m = m + mo,
-                                .l = l + mo,
-                                .S = scratch},
-                     Tq);
+                      int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk,
+                      int decode) {
+    const int64_t ldq = Nl * H, G = Nl / Kl;
+    const rows_job all = {.q = q,
+                          .qpos = qpos,
+                          .H = H,
+                          .ldq = decode ? H : ldq,
+                          .qstep = !decode,
+                          .o = o,
+                          .S = scratch,
+                          .ldo = decode ? H : ldq,
+                          .m = m,
+                          .l = l,
+                          .ldml = decode ? 1 : Nl,
+                          .k = k,
+                          .v = v,
+                          .kpos = kpos,
+                          .ldk = ldk,
+                          .Tk = Tk};
+    if (decode) {
+        for (int64_t j = 0; j < Kl; j++) {
+            const rows_job J = at_head(&all, j * G * H, j * H, j * G);
+            rows_fwd(&J, G);
         }
+        return;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Nl; h++)
+            head_fwd(
+                at_head(&all, b * Tq * ldq + h * H, b * Tk * ldk + (h / G) * H, b * Tq * Nl + h),
+                Tq);
 }
 
 void kern_attn_part_fwd(float *restrict o, float *restrict m, float *restrict l,
@@ -141,7 +157,7 @@ void kern_attn_part_fwd(float *restrict o, float *restrict m, float *restrict l,
                         const float *restrict v, const int32_t *restrict qpos,
                         const int32_t *restrict kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
                         int64_t Kl, int64_t H) {
-    heads_fwd(o, m, l, scratch, q, k, v, qpos, kpos, B, Tq, Tk, Nl, Kl, H, Kl * H);
+    heads_fwd(o, m, l, scratch, q, k, v, qpos, kpos, B, Tq, Tk, Nl, Kl, H, Kl * H, 0);
 }
 
 void kern_attn_part_cached(float *restrict o, float *restrict m, float *restrict l,
@@ -149,31 +165,7 @@ void kern_attn_part_cached(float *restrict o, float *restrict m, float *restrict
                            const float *restrict kc, const float *restrict vc,
                            const int32_t *restrict qpos, int64_t n, const int32_t *restrict kpos,
                            int64_t S, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk) {
-    if (n > 1) {
-        heads_fwd(o, m, l, scratch, q, kc, vc, qpos, kpos, 1, n, S, Nl, Kl, H, ldk);
-        return;
-    }
-    const int64_t G = Nl / Kl; /* the G query heads of kv head j: G rows, H apart, one position */
-    for (int64_t j = 0; j < Kl; j++) {
-        const rows_job J = {.q = q + j * G * H,
-                            .k = kc + j * H,
-                            .v = vc + j * H,
-                            .ldq = H,
-                            .ldk = ldk,
-                            .ldo = H,
-                            .ldml = 1,
-                            .lds = S,
-                            .qstep = 0,
-                            .Tk = S,
-                            .H = H,
-                            .qpos = qpos,
-                            .kpos = kpos,
-                            .o = o + j * G * H,
-                            .m = m + j * G,
-                            .l = l + j * G,
-                            .S = scratch};
-        rows_fwd(&J, G);
-    }
+    heads_fwd(o, m, l, scratch, q, kc, vc, qpos, kpos, 1, n, S, Nl, Kl, H, ldk, n <= 1);
 }
 
 /* The merge's weights for one row and head: w1, w2 with w1 + w2 = 1 (in double), and the merged
