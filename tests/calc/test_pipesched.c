@@ -433,10 +433,17 @@ static void expect_fault(const char *what, sched_table *t, const char *want) {
     sched_free(t);
 }
 
-static void test_broken(void) {
+/* The table that the next broken copies come from: k on p ranks, v stages a rank, m micro-batches
+ * (the previous one freed, when there is one). */
+static void next_base(sched_table *base, int first, sched_kind k, int p, int v, int m) {
     char err[512];
+    if (!first) sched_free(base);
+    check_true("the base table builds", build(base, k, p, v, m, err, sizeof err) == 0);
+}
+
+static void test_broken(void) {
     sched_table base, t;
-    build(&base, SCHED_1F1B, 3, 1, 4, err, sizeof err);
+    next_base(&base, 1, SCHED_1F1B, 3, 1, 4);
     /* rank 0 waits for micro-batch 0's gradient before sending its activation: a cycle */
     clone(&t, &base);
     move(&t, find(&t, SCHED_RECV_B, 0, 0), t.off[0]);
@@ -458,22 +465,19 @@ static void test_broken(void) {
     clone(&t, &base);
     t.act[find(&t, SCHED_RECV_F, 2, 2)].op = SCHED_SEND_F;
     expect_fault("a send past the last stage", &t, "2SEND_F2 should not be there");
-    sched_free(&base);
-    build(&base, SCHED_GPIPE, 1, 1, 3, err, sizeof err);
+    next_base(&base, 0, SCHED_GPIPE, 1, 1, 3);
     clone(&t, &base);
     move(&t, find(&t, SCHED_B, 0, 0), find(&t, SCHED_B, 0, 1));
     expect_fault("weight gradients out of micro-batch order", &t,
                  "0B0 comes after 0B1: the weight gradients of a stage accumulate in "
                  "micro-batch order");
-    sched_free(&base);
     /* A whole-backward table with an I in it; a split table with a B in it. */
-    build(&base, SCHED_ZB_H1, 2, 1, 2, err, sizeof err);
+    next_base(&base, 0, SCHED_ZB_H1, 2, 1, 2);
     clone(&t, &base);
     t.act[find(&t, SCHED_W, 1, 0)].op = SCHED_B;
     expect_fault("zb-h1 with a whole backward", &t, "1B0 should not be there");
-    sched_free(&base);
     /* ZB-V: 2 stages on one rank need no message between them. */
-    build(&base, SCHED_ZB_V, 2, 2, 3, err, sizeof err);
+    next_base(&base, 0, SCHED_ZB_V, 2, 2, 3);
     clone(&t, &base);
     insert(&t, 1, find(&t, SCHED_F, 1, 0) + 1, (sched_action){SCHED_SEND_F, 1, 0});
     expect_fault("zb-v: a message at the V's turn", &t,
