@@ -373,11 +373,7 @@ static int parse_f64(const char *s, double *out) {
     return 0;
 }
 
-/* Stores `val` into the field of flag f. */
 /* The index of val among the n names, or -1. */
-/* --schedule's names, in pipe_schedule's order. */
-const char *const config_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
-
 static int name_index(const char *val, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(val, names[i]) == 0) return i;

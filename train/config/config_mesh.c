@@ -10,6 +10,10 @@
 #include "train/config/config.h"
 #include "train/config/config_flags.h"
 
+/* --schedule's names, in pipe_schedule's order (config_flags.h). Defined here, which config.c and
+ * config_check.c call, so that no object of train/config calls back into theirs. */
+const char *const config_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
+
 void config_data_axes(const config *c, const mesh *m, char out[CONFIG_AXES_LEN]) {
     memset(out, 0, CONFIG_AXES_LEN);
     if (c->data_axes[0]) {
