@@ -47,6 +47,10 @@ const kern_bf16 *mixed_saved(const kern_bf16 *saved, kern_bf16 *scratch, const f
     return scratch;
 }
 
+const model_compute *model_compute_of(const model *m) {
+    return &m->cmp;
+}
+
 /* ---------------------------------------------------------------- saved activations */
 
 void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe) {

@@ -118,6 +118,9 @@ model *model_create(const model_shape *s, int64_t Bl, uint64_t seed,
  * (model_sizes_of's act_b, scratch_b, params_b). */
 model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
                             const struct model_hooks *hooks, const model_compute *cmp);
+/* The model's compute: what a hook that computes for it multiplies with (the context axis's
+ * attention, whose bf16 products run on the model's context, on the model's thread). */
+const model_compute *model_compute_of(const model *m);
 /* The parameters changed (an optimizer update, a checkpoint loaded, a test's edit): in bf16 the
  * weights' copy is made again when a pass next uses them. No-op in fp32. */
 void model_params_changed(model *m);

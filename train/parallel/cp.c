@@ -25,7 +25,10 @@
  *              it, whose dK, dV come back summed in rank order), the whole-sequence kernel
  *              (kern_attn_fwd, as one rank runs it) attends them, and a second AllToAll brings the
  *              output back; saved: the probabilities and the head-sharded q, k, v. Backward: the
- *              same for dO, kern_attn_bwd, and dQ, dK, dV back to their rows.
+ *              same for dO, kern_attn_bwd, and dQ, dK, dV back to their rows. In bf16 compute
+ *              the head shards are rounded once and attended by the bf16 kernels one rank uses
+ *              (kern_attn_fwd_bf16/bwd_bf16 on the model's context), P, q, k, v saved in bf16:
+ *              every head's numbers are then the 1-rank bf16 run's.
  *
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
@@ -33,6 +36,7 @@
 #include <string.h>
 
 #include "kernels/attention.h"
+#include "kernels/attn_bf16.h"
 #include "kernels/attn_part.h"
 #include "kernels/rope.h"
 #include "mesh/errmsg.h"
@@ -352,28 +356,63 @@ static uly_set uly_qkv(const plan *pl, float *q, float *k, float *v, float *qh, 
     return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * H, wk, wk}, {1, rep, rep}, 3};
 }
 
-static void uly_fwd(struct par *p, float *att, float *saved, float *q, float *k, const float *v) {
+/* bf16 compute's saved regions (plan_cp_uly_saved_b): P, q, k, v of the head shards. */
+typedef struct {
+    kern_bf16 *P, *q, *k, *v;
+} uly_b16;
+static uly_b16 uly_saved_b(const plan *pl, float *saved) {
+    int64_t off[4];
+    plan_cp_uly_saved_b(pl, off);
+    kern_bf16 *b = (kern_bf16 *)(void *)saved;
+    return (uly_b16){b + off[0], b + off[1], b + off[2], b + off[3]};
+}
+
+/* Attention on the head shards, as one rank runs it: fp32 (kern_attn_fwd, q, k, v received into
+ * the saved shards), or bf16 (received into the dQ, dK, dV region, rounded once into the saved
+ * bf16 shards, the model's bf16 kernels on them). */
+static void uly_fwd(struct par *p, const model *mod, float *att, float *saved, float *q, float *k,
+                    const float *v) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl);
+    const int64_t B = pl->micro_seqs, T = pl->s.T;
     const uly_bufs u = uly_regions(p, saved);
-    const uly_set in = uly_qkv(pl, q, k, (float *)v, u.qh, u.kh, u.vh);
+    const int b16 = plan_cp_uly_bf16(pl);
+    float *qh = b16 ? u.dqh : u.qh, *kh = b16 ? u.dkh : u.kh, *vh = b16 ? u.dvh : u.vh;
+    const uly_set in = uly_qkv(pl, q, k, (float *)v, qh, kh, vh);
     uly_move(p, &in, 1, u.stage);
-    kern_attn_fwd(u.oh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs, pl->s.T, Nc, Kc, H);
-    p->cp.flops += kern_attn_part_flops(p->cp.iota, pl->s.T, p->cp.iota, pl->s.T, H) *
-                   (double)(pl->micro_seqs * Nc);
+    if (b16) {
+        const uly_b16 s = uly_saved_b(pl, saved);
+        kern_bf16_pack(s.q, qh, B * T * Nc * H);
+        kern_bf16_pack(s.k, kh, B * T * Kc * H);
+        kern_bf16_pack(s.v, vh, B * T * Kc * H);
+        kern_attn_fwd_bf16(model_compute_of(mod)->ctx, u.oh, s.P, p->cp.ker, s.q, s.k, s.v, B, T,
+                           Nc, Kc, H);
+    } else {
+        kern_attn_fwd(u.oh, u.P, qh, kh, vh, B, T, Nc, Kc, H);
+    }
+    p->cp.flops += kern_attn_part_flops(p->cp.iota, T, p->cp.iota, T, H) * (double)(B * Nc);
     const uly_set out = {{att}, {u.oh}, {Nc * H}, {1}, 1};
     uly_move(p, &out, 0, u.stage);
 }
 
-static void uly_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
-                    float *saved) {
+static void uly_bwd(struct par *p, const model *mod, float *dq, float *dk, float *dv,
+                    const float *datt, float *saved) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl);
+    const int64_t B = pl->micro_seqs, T = pl->s.T;
     const uly_bufs u = uly_regions(p, saved);
     const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, {1}, 1};
     uly_move(p, &in, 1, u.stage);
-    kern_attn_bwd(u.dqh, u.dkh, u.dvh, p->cp.ker, u.doh, u.P, u.qh, u.kh, u.vh, pl->micro_seqs,
-                  pl->s.T, Nc, Kc, H);
+    if (plan_cp_uly_bf16(pl)) { /* dO rounded once into the (free) o region */
+        const uly_b16 s = uly_saved_b(pl, saved);
+        kern_bf16 *dob = (kern_bf16 *)(void *)u.oh;
+        kern_bf16_pack(dob, u.doh, B * T * Nc * H);
+        kern_attn_bwd_bf16(model_compute_of(mod)->ctx, u.dqh, u.dkh, u.dvh, p->cp.ker, dob, s.P,
+                           s.q, s.k, s.v, B, T, Nc, Kc, H);
+    } else {
+        kern_attn_bwd(u.dqh, u.dkh, u.dvh, p->cp.ker, u.doh, u.P, u.qh, u.kh, u.vh, B, T, Nc, Kc,
+                      H);
+    }
     const uly_set out = uly_qkv(pl, dq, dk, dv, u.dqh, u.dkh, u.dvh);
     uly_move(p, &out, 0, u.stage);
 }
@@ -382,7 +421,6 @@ static void uly_bwd(struct par *p, float *dq, float *dk, float *dv, const float 
 
 void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q, float *k,
                         const float *v, int64_t BT) {
-    (void)mod;
     struct par *p = ctx;
     const plan *pl = p->pl;
     CHECK(BT == pl->rows, "cp: %lld rows, the plan's micro-batch has %lld", (long long)BT,
@@ -398,7 +436,7 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
         ring_fwd(p, att, ms, q, k, v);
         break;
     case CONFIG_CP_ULYSSES:
-        uly_fwd(p, att, ms, q, k, v);
+        uly_fwd(p, mod, att, ms, q, k, v);
         break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);
@@ -408,7 +446,7 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk, float *dv,
                         const float *datt, const float *q, const float *k, const float *v,
                         const float *att, int64_t BT) {
-    (void)mod, (void)BT;
+    (void)BT;
     struct par *p = ctx;
     const plan *pl = p->pl;
     const float *ms = saved_at(p, slot, l);
@@ -420,7 +458,7 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
         ring_bwd(p, dq, dk, dv, datt, ms, q, k, v, att);
         break;
     case CONFIG_CP_ULYSSES:
-        uly_bwd(p, dq, dk, dv, datt, (float *)ms);
+        uly_bwd(p, mod, dq, dk, dv, datt, (float *)ms);
         break;
     default:
         CHECK(0, "cp: --cp-alg %s is not built", pl->c.cp_alg);

@@ -361,6 +361,11 @@ int64_t plan_cp_saved(const plan *p);
 /* Ulysses' kv heads per head shard: K_Y/|C|, or 1 when K_Y < |C| (K_Y divides |C|, and each kv
  * head goes to the |C|/K_Y ranks whose query heads use it: replicated, as TP replicates them). */
 int64_t plan_cp_uly_kv(const plan *p);
+/* Does ulysses attend in bf16 (--compute-dtype bf16)? Then BUF_CP_SAVED keeps per slot and layer
+ * the bf16 probabilities [B, N_YC, T, T] and head shards q [B·T, N_YC·H], k, v [B·T, K_c·H]:
+ * plan_cp_uly_saved_b returns their bf16 elements and fills off[4], each region's start. */
+int plan_cp_uly_bf16(const plan *p);
+int64_t plan_cp_uly_saved_b(const plan *p, int64_t off[4]);
 /* The global position of the first token of this rank's piece j of a sequence. */
 int64_t plan_cp_piece_start(const plan *p, int64_t j);
 /* Elements of BUF_CP_TOKENS, BUF_CP_SAVED, BUF_CP_KV, BUF_CP_SCRATCH (0 without --cp). */

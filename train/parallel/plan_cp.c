@@ -18,7 +18,12 @@
  *   ulysses    with KH_C = |C|·K_c·H (K_c = plan_cp_uly_kv: KH_C = KH unless the kv heads
  *              are replicated), the AllToAll's send and receive [2, R·(NH + 2·KH_C)], the head
  *              shards' o and dO [B, T, N_YC·H] and dQ, dK, dV (R·(NH + 2·KH_C)); saved the
- *              probabilities [B, N_YC, T, T] and the head shards' q, k, v. */
+ *              probabilities [B, N_YC, T, T] and the head shards' q, k, v. In bf16 compute
+ *              (plan_cp_uly_bf16) the saved four are bf16, as one rank keeps them: the forward
+ *              receives the fp32 head shards in the dQ, dK, dV region and rounds them into the
+ *              saved ones, the backward rounds dO into the o region; the kernels' scratch is the
+ *              bf16 attention's. */
+#include "kernels/attn_bf16.h"
 #include "kernels/attn_part.h"
 #include "kernels/seqsplit.h"
 #include "train/parallel/plan.h"
@@ -52,8 +57,25 @@ int64_t plan_cp_uly_kv(const plan *p) {
     return p->loc.Kl >= p->cp.n ? p->loc.Kl / p->cp.n : 1;
 }
 
+int plan_cp_uly_bf16(const plan *p) {
+    return p->cp.n > 1 && p->cp_alg == CONFIG_CP_ULYSSES && plan_model_compute(p) != MODEL_FP32;
+}
+
+int64_t plan_cp_uly_saved_b(const plan *p, int64_t out[4]) {
+    const int64_t T = p->s.T, H = p->s.H, BT = p->micro_seqs * T, Nc = p->loc.Nl / p->cp.n;
+    const int64_t Kc = plan_cp_uly_kv(p);
+    const int64_t n[4] = {p->micro_seqs * Nc * T * T, BT * Nc * H, BT * Kc * H, BT * Kc * H};
+    int64_t at = 0;
+    for (int a = 0; a < 4; a++) { /* each region 4-byte aligned */
+        if (out) out[a] = at;
+        at += n[a] + n[a] % 2;
+    }
+    return at;
+}
+
 int64_t plan_cp_saved(const plan *p) {
     const int64_t T = p->s.T, Nl = p->loc.Nl, R = p->rows, C = p->cp.n;
+    if (plan_cp_uly_bf16(p)) return plan_cp_uly_saved_b(p, NULL) / 2;
     if (p->cp_alg == CONFIG_CP_ULYSSES)
         return p->micro_seqs * (Nl / C) * T * T + R * (Nl + 2 * C * plan_cp_uly_kv(p)) * p->s.H;
     return 2 * R * Nl;
@@ -74,7 +96,7 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
     } else {
         const int64_t W = NH + 2 * C * plan_cp_uly_kv(p) * H; /* q, k, v per row, every shard */
         *kv = 2 * R * W + 2 * R * NH + R * W;
-        ker = T * T;
+        ker = plan_cp_uly_bf16(p) ? kern_attn_bf16_scratch(T) : T * T;
     }
     *scratch = ker + T * H + Tl + C * Tl + T;
 }
