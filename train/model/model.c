@@ -54,7 +54,7 @@ static void carve_layer_mid(const model *m, carver *c, layer_act *A, int64_t R) 
 /* The saved activations of every slot, with bf16 compute attention's probabilities from cb
  * (sizing pass when c->base is NULL: m->slot and m->acts may then be NULL too). */
 static void layout_activations(model *m, carver *c, carver *cb) {
-    const int64_t BT = m->BT, D = m->s.D, H = m->s.H, T = m->s.T;
+    const int64_t BT = m->BT, D = m->s.D, T = m->s.T;
     const model_extents *lc = &m->loc;
     slot_act dummy_slot;
     layer_act dummy_layer;
@@ -77,15 +77,7 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             A->a = carve(c, BT * lc->Fl);
             A->b = carve(c, BT * lc->Fl);
             A->g = carve_f32(c, A->b16_kept & KEPT_G, BT * lc->Fl);
-            if (!m->split) continue;
-            A->d_mlp = carve(c, BT * D);
-            A->d_a = carve(c, BT * lc->Fl);
-            A->d_b = carve(c, BT * lc->Fl);
-            A->d_attn = carve(c, BT * D);
-            A->d_q = carve(c, BT * lc->Nl * H);
-            A->d_k = carve(c, BT * lc->Kl * H);
-            A->d_v = carve(c, BT * lc->Kl * H);
-            A->d_n = carve(c, 2 * D);
+            if (m->split) split_carve(m, c, cb, A);
         }
         S->xf = carve(c, m->chunks * BT * D); /* each chunk's output (the last one's: the final) */
         if (m->last) {
@@ -629,7 +621,9 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
 
     /* MLP sublayer: out = g·w_down, or the mixture of experts */
     trace_begin(m->tr, TRACE_MLP, l);
-    float *dg = keep ? A->d_a : m->s_f1, *da = dg, *db = keep ? A->d_b : m->s_f2;
+    /* the kept output gradients: fp32 (A->d_*), or bf16 as the dX products round them */
+    const int keep32 = keep && !b16, keep16 = keep && b16;
+    float *dg = keep32 ? A->d_a : m->s_f1, *da = dg, *db = keep32 ? A->d_b : m->s_f2;
     float *dh = m->s_big;
     const int moe = model_layer_is_moe(&m->s, l);
     float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
@@ -638,11 +632,12 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
         moe_block_bwd(m, &w, &g, A, dh, dr, l, BT, T);
     } else {
         sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, A->gb, w.w_down, wb.w_down, BT,
-                         Fl, keep ? A->d_mlp : NULL);
+                         Fl, keep32 ? A->d_mlp : NULL, keep16 ? A->d_mlpb : NULL);
         kern_swiglu_bwd(da, db, dg, A->a, A->b, BT * Fl); /* in place: da aliases dg */
         const float *const wgu[2] = {w.w_gate, w.w_up};
         const kern_bf16 *const wgu16[2] = {wb.w_gate, wb.w_up};
-        sublayer_in_dx(m, dh, 2, dgu, wgu, b16 ? wgu16 : NULL, ngu, BT);
+        kern_bf16 *const kgu[2] = {A->d_ab, A->d_bb};
+        sublayer_in_dx(m, dh, 2, dgu, wgu, b16 ? wgu16 : NULL, ngu, BT, keep16 ? kgu : NULL);
     }
     float *dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.mlp_norm, dh, A->x2, w.mlp_norm, A->rstd2, BT, D);
@@ -655,10 +650,10 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
 
     /* attention sublayer: out = att·wo */
     trace_begin(m->tr, TRACE_ATTN, l);
-    float *datt = m->s_att, *dq = keep ? A->d_q : m->s_q, *dk = keep ? A->d_k : m->s_k,
-          *dv = keep ? A->d_v : m->s_v;
+    float *datt = m->s_att, *dq = keep32 ? A->d_q : m->s_q, *dk = keep32 ? A->d_k : m->s_k,
+          *dv = keep32 ? A->d_v : m->s_v;
     sublayer_out_bwd(m, datt, keep ? NULL : g.wo, dr, A->att, A->attb, w.wo, wb.wo, BT, NHl,
-                     keep ? A->d_attn : NULL);
+                     keep32 ? A->d_attn : NULL, keep16 ? A->d_attnb : NULL);
     POLL(m);
     if (lc->cp_n > 1) {
         m->hk.cp_attn_bwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, dq, dk, dv, datt, A->q,
@@ -676,7 +671,8 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     const float *const wqkv[3] = {w.wq, w.wk, w.wv};
     const kern_bf16 *const wqkv16[3] = {wb.wq, wb.wk, wb.wv};
     const int64_t nqkv[3] = {NHl, KHl, KHl};
-    sublayer_in_dx(m, dh, 3, dqkv, wqkv, b16 ? wqkv16 : NULL, nqkv, BT);
+    kern_bf16 *const kqkv[3] = {A->d_qb, A->d_kb, A->d_vb};
+    sublayer_in_dx(m, dh, 3, dqkv, wqkv, b16 ? wqkv16 : NULL, nqkv, BT, keep16 ? kqkv : NULL);
     dx = sublayer_partial_begin(m, dr, BT);
     kern_rmsnorm_bwd(dx, g.attn_norm, dh, A->x1, w.attn_norm, A->rstd1, BT, D);
     m->hk.partial_end(m->hk.ctx, m, dr, dx, BT);

@@ -19,8 +19,11 @@ typedef struct {
     float *x1, *h1, *rstd1, *q, *k, *v, *P, *att, *x2, *h2, *rstd2, *a, *b, *g;
     /* a split backward's (model_bwd_part): what the input part leaves for the weight part, the
      * gradients of the matmuls' outputs: the MLP's and attention's outputs [BT, D], a and b
-     * [BT, F_Y], q [BT, N_Y·H], k and v [BT, K_Y·H] (NULL unless the stage is split) */
+     * [BT, F_Y], q [BT, N_Y·H], k and v [BT, K_Y·H] (NULL unless the stage is split; with bf16
+     * compute NULL too, and the *b fields hold them as the input part rounded them for its dX
+     * products, the operands of the weight part's dW) */
     float *d_mlp, *d_a, *d_b, *d_attn, *d_q, *d_k, *d_v;
+    kern_bf16 *d_mlpb, *d_ab, *d_bb, *d_attnb, *d_qb, *d_kb, *d_vb;
     float *d_n; /* [2·D]: the gains' gradients (attn_norm, mlp_norm) kept for the weight part */
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
@@ -155,16 +158,18 @@ void sublayer_out_local(float *out, const float *xin, const float *act, const fl
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
  * (overwrites), dw[Kl, D] += actᵀ · dout (bf16 compute: actb, the forward's bf16 copy of act, or
  * NULL: act rounded here). dw NULL: no weight gradient, and keep (when not NULL) gets dout
- * [BT, D] for a later one. */
+ * [BT, D] for a later one, or with bf16 compute keepb its bf16 rounding. */
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act,
                       const kern_bf16 *actb, const float *w, const kern_bf16 *wb, int64_t BT,
-                      int64_t Kl, float *keep);
+                      int64_t Kl, float *keep, kern_bf16 *keepb);
 /* The backward of nw ≤ 3 in-projections y_k = h·w_k [BT, nk[k]] from dy_k: sublayer_in_dx, dh
- * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here); then,
+ * [BT, D] = Σ_k dy_k·w_kᵀ (overwrites; bf16 compute: wb, the dy_k rounded to bf16 here, into
+ * dyb[k] to keep them for a split backward's weight part, or, dyb NULL, the scratch); then,
  * after the norm's backward, sublayer_in_dw, dw_k += hᵀ·dy_k (bf16: the dy_k as the first call
  * rounded them, h the forward's bf16 copy hb, or rounded here when hb is NULL). */
 void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *const *w,
-                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT);
+                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT,
+                    kern_bf16 *const *dyb);
 void sublayer_in_dw(model *m, float *const *dw, const float *h, const kern_bf16 *hb, int nw,
                     float *const *dy, const int64_t *nk, int64_t BT);
 /* Where a sublayer's input gradient accumulates: dr itself without a tensor axis, else the
@@ -226,5 +231,8 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
  * l go (the hook's, or with no gradients held by the model the gains' alone, kept in A->d_n);
  * split_bwd_weight: block l's weight part (every matmul's dW; MODEL_BWD_WEIGHT). */
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l);
+/* What the input part keeps of a dense block A for the weight part: the gains' gradients d_n and
+ * the products' output gradients, fp32 from c (d_*), or with bf16 compute bf16 from cb (d_*b). */
+void split_carve(const model *m, carver *c, carver *cb, layer_act *A);
 void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT);
 #endif

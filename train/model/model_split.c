@@ -1,13 +1,15 @@
 /* model_split: the backward split into an input part and a weight part (zero-bubble schedules;
  * fp32 or bf16 compute, the weight part rounding its operands as the whole backward does).
  * The input part (block_bwd with keep, model.c) runs every matmul's dX and the norms' backwards and
- * keeps the matmuls' output gradients in the layer's activations; the weight part here runs their
- * dW later. Where the model holds the gradients (below ZeRO-2) the input part adds the norm gains'
- * gradients into them at once; where a sharded run hands out a transient gradient slot per layer
- * and reduces it when the layer is done (ZeRO-2/3), no slot is taken until the weight part: the
- * gains' gradients wait in the layer's d_n, cleared, and are copied into the slot (cleared too)
- * there, the same numbers the whole backward accumulates into it; the head's final norm gain
- * likewise (slot_act's dgf: the run clears its non-layer transients at each backward part). */
+ * keeps the matmuls' output gradients in the layer's activations (with bf16 compute in bf16 alone,
+ * as its dX products rounded them: the operands the whole backward's dW would take); the weight
+ * part here runs their dW later. Where the model holds the gradients (below ZeRO-2) the input
+ * part adds the norm gains' gradients into them at once; where a sharded run hands out a transient
+ * gradient slot per layer and reduces it when the layer is done (ZeRO-2/3), no slot is taken until
+ * the weight part: the gains' gradients wait in the layer's d_n, cleared, and are copied into the
+ * slot (cleared too) there, the same numbers the whole backward accumulates into it; the head's
+ * final norm gain likewise (slot_act's dgf: the run clears its non-layer transients at each
+ * backward part). */
 #include <string.h>
 
 #include "kernels/gemm.h"
@@ -15,6 +17,19 @@
 #include "train/config/alloc.h"
 #include "train/model/model_impl.h"
 #include "train/observe/trace.h"
+
+void split_carve(const model *m, carver *c, carver *cb, layer_act *A) {
+    const int64_t BT = m->BT, D = m->s.D, H = m->s.H, Fl = m->loc.Fl;
+    const int64_t n[7] = {BT * D, BT * Fl, BT * Fl, BT * D, BT * m->loc.Nl * H,
+                          BT * m->loc.Kl * H, BT * m->loc.Kl * H};
+    float **f[7] = {&A->d_mlp, &A->d_a, &A->d_b, &A->d_attn, &A->d_q, &A->d_k, &A->d_v};
+    kern_bf16 **b[7] = {&A->d_mlpb, &A->d_ab, &A->d_bb, &A->d_attnb, &A->d_qb, &A->d_kb, &A->d_vb};
+    for (int i = 0; i < 7; i++) {
+        *f[i] = m->cmp.bf16 ? NULL : carve(c, n[i]);
+        *b[i] = m->cmp.bf16 ? carve_b(cb, n[i]) : NULL;
+    }
+    A->d_n = carve(c, 2 * D);
+}
 
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l) {
     if (m->grads) return m->hk.layer_grads(m->hk.ctx, m, l);
@@ -26,24 +41,32 @@ layer_g split_bwd_grads(model *m, layer_act *A, int64_t l) {
 }
 
 /* An output projection's dw[K, N] += a[M, K]ᵀ · dy[M, N]; with bf16 compute a as the forward kept
- * it (ab) and dy rounded, as the whole backward has them (sublayer_out_bwd). */
+ * it (ab) and dy as the input part rounded it (dyb), the whole backward's operands
+ * (sublayer_out_bwd). */
 static void out_dw(model *m, float *dw, const float *a, const kern_bf16 *ab, const float *dy,
-                   int64_t M, int64_t K, int64_t N) {
+                   const kern_bf16 *dyb, int64_t M, int64_t K, int64_t N) {
     if (!m->cmp.bf16) {
         kern_matmul_dw(dw, a, dy, M, K, N);
         return;
     }
     const kern_bf16 *a16 = mixed_saved(ab, m->sb[1], a, M * K);
-    mixed_pack(m->sb[2], dy, M * N);
-    kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], M, K, N);
+    kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, dyb, M, K, N);
 }
 
-/* The in-projections' dw_k += hᵀ · dy_k (sublayer_in_dw), whose bf16 operands dy_k the whole
- * backward's sublayer_in_dx rounded: rounded here the same way. */
+/* The in-projections' dw_k += hᵀ · dy_k (sublayer_in_dw); with bf16 compute h as the forward
+ * kept it (hb) and the dy_k as the input part's sublayer_in_dx rounded them (dyb), the whole
+ * backward's operands. */
 static void in_dw(model *m, float *const *dw, const float *h, const kern_bf16 *hb, int nw,
-                  float *const *dy, const int64_t *nk, int64_t BT) {
-    for (int k = 0; k < nw && m->cmp.bf16; k++) mixed_pack(m->sb[1 + k], dy[k], BT * nk[k]);
-    sublayer_in_dw(m, dw, h, hb, nw, dy, nk, BT);
+                  float *const *dy, kern_bf16 *const *dyb, const int64_t *nk, int64_t BT) {
+    if (!m->cmp.bf16) {
+        sublayer_in_dw(m, dw, h, hb, nw, dy, nk, BT);
+        return;
+    }
+    const kern_bf16 *h16 = mixed_saved(hb, m->sb[0], h, BT * m->s.D);
+    for (int k = 0; k < nw; k++) {
+        if (k == 1) POLL(m);
+        kern_matmul_dw_bf16(m->cmp.ctx, dw[k], h16, dyb[k], BT, m->s.D, nk[k]);
+    }
 }
 
 /* The weight part of a split backward of block l (MODEL_BWD_WEIGHT): each matmul's dW from its
@@ -57,20 +80,22 @@ void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
     const int kept = !m->grads; /* the gains' gradients wait in d_n (split_bwd_grads) */
     if (kept) floats_copy(g.mlp_norm, A->d_n + D, D);
     trace_begin(m->tr, TRACE_MLP, l);
-    out_dw(m, g.w_down, A->g, A->gb, A->d_mlp, BT, Fl, D);
+    out_dw(m, g.w_down, A->g, A->gb, A->d_mlp, A->d_mlpb, BT, Fl, D);
     POLL(m);
     float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
+    kern_bf16 *const dgu16[2] = {A->d_ab, A->d_bb};
     const int64_t ngu[2] = {Fl, Fl};
-    in_dw(m, ggu, A->h2, A->h2b, 2, dgu, ngu, BT);
+    in_dw(m, ggu, A->h2, A->h2b, 2, dgu, dgu16, ngu, BT);
     trace_end(m->tr, TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
     if (kept) floats_copy(g.attn_norm, A->d_n, D);
     trace_begin(m->tr, TRACE_ATTN, l);
-    out_dw(m, g.wo, A->att, A->attb, A->d_attn, BT, NHl, D);
+    out_dw(m, g.wo, A->att, A->attb, A->d_attn, A->d_attnb, BT, NHl, D);
     POLL(m);
     float *const dqkv[3] = {A->d_q, A->d_k, A->d_v}, *const gqkv[3] = {g.wq, g.wk, g.wv};
+    kern_bf16 *const dqkv16[3] = {A->d_qb, A->d_kb, A->d_vb};
     const int64_t nqkv[3] = {NHl, KHl, KHl};
-    in_dw(m, gqkv, A->h1, A->h1b, 3, dqkv, nqkv, BT);
+    in_dw(m, gqkv, A->h1, A->h1b, 3, dqkv, dqkv16, nqkv, BT);
     trace_end(m->tr, TRACE_ATTN);
     m->hk.layer_grads_done(m->hk.ctx, m, l);
 }

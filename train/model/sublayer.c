@@ -170,7 +170,7 @@ static void chunk_products(void *vc, const float *blk, int64_t j, int first) {
 
 void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *act,
                       const kern_bf16 *actb, const float *w, const kern_bf16 *wb, int64_t BT,
-                      int64_t Kl, float *keep) {
+                      int64_t Kl, float *keep, kern_bf16 *keepb) {
     const int64_t D = m->s.D;
     POLL(m);
     /* (with actb kept, act is a transient of the forward, maybe dact's storage: not read) */
@@ -183,10 +183,10 @@ void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *
     }
     if (keep) floats_copy(keep, dout, BT * D);
     if (wb) { /* dL/d(out) rounded to bf16 once for its two products */
-        mixed_pack(m->sb[2], dout, BT * D);
-        if (dw) kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, m->sb[2], BT, Kl, D);
+        const kern_bf16 *d16 = mixed_keep(keepb, m->sb[2], dout, BT * D);
+        if (dw) kern_matmul_dw_bf16(m->cmp.ctx, dw, a16, d16, BT, Kl, D);
         POLL(m);
-        kern_matmul_dx_bf16(m->cmp.ctx, dact, m->sb[2], wb, BT, Kl, D, false);
+        kern_matmul_dx_bf16(m->cmp.ctx, dact, d16, wb, BT, Kl, D, false);
         return;
     }
     if (dw) kern_matmul_dw(dw, act, dout, BT, Kl, D);
@@ -195,13 +195,16 @@ void sublayer_out_bwd(model *m, float *dact, float *dw, float *dr, const float *
 }
 
 void sublayer_in_dx(model *m, float *dh, int nw, float *const *dy, const float *const *w,
-                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT) {
+                    const kern_bf16 *const *wb, const int64_t *nk, int64_t BT,
+                    kern_bf16 *const *dyb) {
     const int64_t D = m->s.D;
-    for (int k = 0; k < nw && wb; k++) mixed_pack(m->sb[1 + k], dy[k], BT * nk[k]);
+    const kern_bf16 *d16[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < nw && wb; k++)
+        d16[k] = mixed_keep(dyb ? dyb[k] : NULL, m->sb[1 + k], dy[k], BT * nk[k]);
     for (int k = 0; k < nw; k++) {
         if (k < 2) POLL(m);
         if (wb)
-            kern_matmul_dx_bf16(m->cmp.ctx, dh, m->sb[1 + k], wb[k], BT, D, nk[k], k > 0);
+            kern_matmul_dx_bf16(m->cmp.ctx, dh, d16[k], wb[k], BT, D, nk[k], k > 0);
         else
             kern_matmul_dx(dh, dy[k], w[k], BT, D, nk[k], k > 0);
     }
