@@ -185,15 +185,34 @@ int main(int argc, char **argv) {
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1, cmp_g0 ? &g0 : NULL);
     /* the expert axis's calls the steps made, against the plan's count (MoE blocks only) */
-    static const plan_coll ep_kinds[5] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS, PLAN_EP_REDUCE,
-                                          PLAN_EP_DP_REDUCE, PLAN_EP_TP_SUM};
-    int64_t ep_made[5], ep_want[5];
+    static const plan_coll ep_kinds[8] = {
+        PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,  PLAN_EP_REDUCE,     PLAN_EP_DP_REDUCE,
+        PLAN_EP_TP_SUM,     PLAN_MOE_REDUCE, PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER};
+    int64_t ep_made[8], ep_want[8];
     int ep_ok = 1;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 8; k++) {
         ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
         ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
-        ep_ok &= ep_made[k] == ep_want[k];
+        /* (ZeRO-3's gathers: a block's weights stay resident while it is the last gathered) */
+        if (!(ep_kinds[k] == PLAN_MOE_GATHER && c.zero == 3)) ep_ok &= ep_made[k] == ep_want[k];
     }
+    /* ZeRO-3 with experts: the forward's dense gathers the plan lists move each stored layer's
+     * shards of the parameters it has (a MoE block no dense MLP): element for element but for
+     * each row's mean per call rounded down (less than one element a call) */
+    int64_t z3_rows = 0, z3_want = 0, z3_calls = 0;
+    const plan *pl1 = trainer_plan(t1);
+    for (int i = 0; i < pl1->ncall && c.zero == 3 && c.shape.moe.E > 0; i++)
+        if (pl1->call[i].kind == PLAN_Z3_GATHER && pl1->call[i].pass == PLAN_FWD) {
+            z3_rows += pl1->call[i].count * pl1->call[i].times * pl1->call[i].layers;
+            z3_calls += pl1->call[i].times * pl1->call[i].layers;
+        }
+    for (int64_t l = pl1->l0; l < pl1->l1 && c.zero == 3 && c.shape.moe.E > 0; l++)
+        for (int id = 0; id < P_COUNT; id++)
+            if (plan_is_layer_param((param_id)id) && plan_block_index(pl1, (param_id)id, l) >= 0)
+                z3_want += plan_geo_block(&pl1->g[id]) / pl1->data.n;
+    if (c.zero == 3 && c.shape.moe.E > 0 && pl1->weight_buckets == pl1->n_layer_params &&
+        !plan_z3_bf16(pl1))
+        ep_ok &= z3_rows <= z3_want && z3_want - z3_rows < z3_calls;
     const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
@@ -400,6 +419,17 @@ int main(int argc, char **argv) {
                    (long long)ep_want[1], (long long)ep_made[2], (long long)ep_want[2],
                    (long long)ep_made[3], (long long)ep_want[3], (long long)ep_made[4],
                    (long long)ep_want[4]);
+        if (c.zero == 3 && c.shape.moe.E > 0)
+            printf("ZeRO-3 forward gathers of the dense kinds: %lld elements planned, %lld in the "
+                   "stage's layers (rank 0; any rank's mismatch fails)\n",
+                   (long long)z3_rows, (long long)z3_want);
+        if (c.shape.moe.E > 0)
+            printf("router and shared experts' calls made / planned (ReduceScatter, AllReduce, "
+                   "AllGather%s): %lld/%lld %lld/%lld %lld/%lld (rank 0; any rank's mismatch "
+                   "fails)\n",
+                   c.zero == 3 ? ", not checked under ZeRO-3" : "", (long long)ep_made[5],
+                   (long long)ep_want[5], (long long)ep_made[6], (long long)ep_want[6],
+                   (long long)ep_made[7], (long long)ep_want[7]);
         if (c.pipe_axis[0] && c.schedule != PIPE_GPIPE)
             printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
                    "mismatch fails)\n",

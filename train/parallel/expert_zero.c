@@ -21,10 +21,6 @@
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
 
-int ep_dense_mlp(const struct par *p, param_id id) {
-    return p->pl->s.moe.E > 0 && (id == P_W_GATE || id == P_W_UP || id == P_W_DOWN);
-}
-
 static int64_t shard_off(const struct par *p, param_id id) {
     return p->pl->shard_total + p->pl->moe_shard_off[id - P_COUNT];
 }
@@ -49,16 +45,15 @@ static void shard_move(const plan_moe_geo *g, int64_t j0, int64_t j1, float *pac
 }
 
 /* whole[block] = the AllGather of the shards src (ns elements per rank) of parameter id. */
-static void gather_block(struct par *p, param_id id, int update, float *whole, const float *src) {
+static void gather_block(struct par *p, param_id id, float *whole, const float *src) {
     const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
     const int64_t n = plan_moe_block(&g);
+    if (n == 0) return; /* (no shared experts) */
     if (g.n == 1) {
         floats_copy(whole, src, n);
         return;
     }
-    const plan_coll k = plan_is_routed(id) ? PLAN_EP_GATHER
-                        : update           ? PLAN_UPDATE_GATHER
-                                           : PLAN_Z3_GATHER;
+    const plan_coll k = plan_is_routed(id) ? PLAN_EP_GATHER : PLAN_MOE_GATHER;
     par_run(p, k, p->ep.pack, src, n / g.n);
     shard_move(&g, 0, g.n, p->ep.pack, whole, 0);
 }
@@ -67,11 +62,12 @@ static void gather_block(struct par *p, param_id id, int update, float *whole, c
 static void reduce_block(struct par *p, param_id id, float *shard, float *whole, int add) {
     const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
     const int64_t n = plan_moe_block(&g), ns = n / g.n;
+    if (n == 0) return; /* (no shared experts) */
     float *res = whole;
     if (g.n > 1) {
         shard_move(&g, 0, g.n, p->ep.pack, whole, 1);
         res = p->ep.pack + n;
-        par_run(p, plan_is_routed(id) ? PLAN_EP_REDUCE : PLAN_ZERO_REDUCE, res, p->ep.pack, ns);
+        par_run(p, plan_is_routed(id) ? PLAN_EP_REDUCE : PLAN_MOE_REDUCE, res, p->ep.pack, ns);
     }
     if (add)
         kern_add(shard, res, ns);
@@ -99,7 +95,7 @@ void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
     layer_ptrs(p, p->ep.gathered, b);
     if (p->ep.gathered_lm != lm)
         for (int id = P_COUNT; id < P_ALL; id++)
-            gather_block(p, (param_id)id, 0, b[id - P_COUNT],
+            gather_block(p, (param_id)id, b[id - P_COUNT],
                          block_of(model_param(mod, (param_id)id, NULL), p, (param_id)id, lm, 1));
     p->ep.gathered_lm = lm;
     w->w_gate = w->w_up = w->w_down = NULL;
@@ -141,7 +137,7 @@ void ep_reduce_grads(struct par *p, model *mod) {
                              block_of(gr, p, id, lm, 0), 0);
         } else {
             if (p->pl->data.n > 1 && (!routed || p->pl->erep.n > 1))
-                par_run(p, routed ? PLAN_EP_DP_REDUCE : PLAN_DP_REDUCE, gr, gr, n);
+                par_run(p, routed ? PLAN_EP_DP_REDUCE : PLAN_MOE_DP_REDUCE, gr, gr, n);
             if (p->pl->dcn.n > 1) par_run(p, PLAN_DCN_REDUCE, gr, gr, n); /* the other pods */
         }
     }
@@ -193,7 +189,7 @@ void ep_owned_done(struct par *p, model *mod, param_id id) {
     if (p->pl->zero == 0 || p->pl->zero == 3) return;
     const int64_t Lm = p->pl->moe_n; /* the stage's MoE blocks */
     for (int64_t lm = 0; lm < Lm; lm++)
-        gather_block(p, id, 1, block_of(model_param(mod, id, NULL), p, id, lm, 0),
+        gather_block(p, id, block_of(model_param(mod, id, NULL), p, id, lm, 0),
                      block_of(p->ep.update, p, id, lm, 1));
 }
 

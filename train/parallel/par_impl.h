@@ -117,7 +117,7 @@ typedef struct {
     float *stage;
     par_params_state state;
     int64_t base, end;
-    int first, layer;
+    int first;
     model *mod;
 } par_update;
 
@@ -198,9 +198,6 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, cons
                              int64_t w);
 void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n);
 /* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */
-/* Is id a dense MLP weight of a model with experts (its stack holds the dense blocks only:
- * plan_block_index)? */
-int ep_dense_mlp(const struct par *p, param_id id);
 /* ZeRO-3: MoE block l's weights gathered into w (its dense MLP's NULL). */
 void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w);
 /* ZeRO-2/3: a MoE block's gradients in the transient buffer, cleared (its dense MLP's NULL). */

@@ -447,6 +447,9 @@ static const struct {
     [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_TP_SUM] = {MESH_OP_ALL_GATHER, PLAN_ROLE_TENSOR},
+    [PLAN_MOE_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_DATA},
+    [PLAN_MOE_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_DATA},
+    [PLAN_MOE_DP_REDUCE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_DATA},
     [PLAN_CP_GATHER_KV] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
     [PLAN_CP_SCATTER_DKV] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_CP},
     [PLAN_CP_HOP] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
@@ -535,14 +538,33 @@ static void calls_data(plan *p) {
  * (PLAN_Z3_GATHER_BF16) and the norm gains' (fp32). */
 static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what) {
     const int nwb = p->weight_buckets;
+    /* with experts a MoE block gathers no dense MLP: those three only on the dense blocks; in
+     * buckets (or bf16) a layer's mean */
+    const int64_t mlp = plan_geo_block(&p->g[P_W_GATE]) + plan_geo_block(&p->g[P_W_UP]) +
+                        plan_geo_block(&p->g[P_W_DOWN]);
+    const int64_t le = p->layer_elems - (p->s.moe.E > 0 ? p->moe_n * mlp / (p->l1 - p->l0) : 0);
+    if (!plan_z3_bf16(p) && p->s.moe.E > 0 && nwb == p->n_layer_params) {
+        const int na = nwb - 3;
+        char dense[64];
+        (void)what;
+        call(p, PLAN_Z3_GATHER, pass, path, (p->layer_elems - mlp) / p->data.n / na, na,
+             pass == PLAN_BWD ? "attention, norms W[D_X, ...] (unless resident)"
+                              : "attention, norms W[D_X, ...] → W[D, ...]");
+        if (p->mlp_n == 0) return;
+        snprintf(dense, sizeof dense, "the dense MLPs' W[D_X, F] (%lld of %lld blocks)",
+                 (long long)p->mlp_n, (long long)(p->l1 - p->l0));
+        call(p, PLAN_Z3_GATHER, pass, path, mlp / p->data.n / 3, 3, dense);
+        p->call[p->ncall - 1].layers = p->mlp_n;
+        return;
+    }
     if (!plan_z3_bf16(p)) {
-        call(p, PLAN_Z3_GATHER, pass, path, p->layer_elems / p->data.n / nwb, nwb, what);
+        call(p, PLAN_Z3_GATHER, pass, path, le / p->data.n / nwb, nwb, what);
         return;
     }
     const int64_t norms = plan_geo_block(&p->g[P_ATTN_NORM]) + plan_geo_block(&p->g[P_MLP_NORM]);
     const int nm = nwb; /* the matrices' gathers: one each, or one a bucket */
     (void)what;
-    call(p, PLAN_Z3_GATHER_BF16, pass, path, (p->layer_elems - norms) / p->data.n / nm, nm,
+    call(p, PLAN_Z3_GATHER_BF16, pass, path, (le - norms) / p->data.n / nm, nm,
          pass == PLAN_BWD ? "bf16 W[D_X, ...] → W[D, ...] (not kept)"
          : p->bucket_cap  ? "bf16 W[D_X, ...] → W[D, ...] (matrices, bucketed)"
                           : "bf16 W[D_X, ...] → W[D, ...] (matrices)");
@@ -551,7 +573,7 @@ static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what
 
 /* A MoE block's: the dispatch and return of its tokens each way (with their counts first), the
  * routed experts' ZeRO-3 gathers and ZeRO-2/3 reductions over the data axes without Z (the
- * router's and shared experts' are not listed). Each row made by the MoE blocks alone. */
+ * router's and shared experts': calls_moe_data). Each row made by the MoE blocks alone. */
 static void calls_expert(plan *p) {
     const int64_t Lm = p->moe_n, L = p->l1 - p->l0, E = p->s.moe.E; /* the stage's */
     const int first = p->ncall;
@@ -590,6 +612,36 @@ static void calls_expert(plan *p) {
              "W[E_Z, D_X, F] → W[E_Z, D, F] after the update");
 }
 
+/* The router's and the shared experts' weights over the data axes, as the dense weights go: the
+ * same kinds of call as the routed experts' (their own, PLAN_MOE_*), for each MoE block. */
+static void calls_moe_data(plan *p) {
+    const int64_t Lm = p->moe_n, nX = p->data.n;
+    const plan_moe_geo r = plan_moe_geo_of(p, P_ROUTER), sg = plan_moe_geo_of(p, P_SHR_GATE);
+    const int ns = plan_moe_block(&sg) > 0 ? 3 : 0, n = 1 + ns; /* (no shared: the router) */
+    const int64_t per = (plan_moe_block(&r) + ns * plan_moe_block(&sg)) / n; /* a block's mean */
+    if (nX == 1 || Lm == 0) return;
+    const int first = p->ncall;
+    if (p->zero == 3) {
+        call(p, PLAN_MOE_GATHER, PLAN_FWD, PLAN_BLOCKING, per / nX, n,
+             "router, shared W[D_X, ...] → W[D, ...]");
+        call(p, PLAN_MOE_GATHER, PLAN_BWD, PLAN_BLOCKING, per / nX, n,
+             "router, shared W[D_X, ...] (unless resident)");
+    }
+    if (p->zero >= 2)
+        call(p, PLAN_MOE_REDUCE, PLAN_BWD, PLAN_BLOCKING, per / nX, n,
+             "router, shared dW{U_X} → dW[D_X, ...]");
+    for (int i = first; i < p->ncall; i++) p->call[i].layers = Lm;
+    if (p->zero == 0) /* (--dcn: over the pod's axes, then PLAN_DCN_REDUCE) */
+        call(p, PLAN_MOE_DP_REDUCE, PLAN_STEP, PLAN_BLOCKING, Lm * per, n,
+             "router, shared dW[Lm, ...]{U_X} → dW (once per step)");
+    if (p->zero == 1)
+        call(p, PLAN_MOE_REDUCE, PLAN_STEP, PLAN_BLOCKING, per / nX, (int)(n * Lm),
+             "router, shared dW{U_X} → dW[D_X, ...] (once per step)");
+    if (p->zero == 1 || p->zero == 2)
+        call(p, PLAN_MOE_GATHER, PLAN_UPDATE, PLAN_BLOCKING, per / nX, (int)(n * Lm),
+             "router, shared W[D_X, ...] → W[D, ...] after the update");
+}
+
 int64_t plan_step_calls(const plan *p, plan_coll k) {
     int64_t n = 0;
     for (int i = 0; i < p->ncall; i++) {
@@ -610,7 +662,7 @@ static void list_calls(plan *p) {
     const plan_path gather = p->overlap ? PLAN_PREFETCHED : PLAN_BLOCKING;
     if (p->zero == 3) z3_gathers(p, PLAN_FWD, gather, what);
     if (p->tensor.n > 1) calls_tensor(p);
-    if (p->s.moe.E > 0) calls_expert(p);
+    if (p->s.moe.E > 0) calls_expert(p), calls_moe_data(p);
     if (p->zero == 3) z3_gathers(p, PLAN_BWD, gather, "W[D_X, ...] → W[D, ...] (unless resident)");
     if (p->pipe.n > 1) {
         /* one of each per chunk of the rank (interleaved: the chunks' stages) */

@@ -230,6 +230,11 @@ typedef enum {
     PLAN_EP_DP_REDUCE, /* AllReduce of its gradient (--zero 0) */
     PLAN_EP_TP_SUM,    /* with a tensor axis: AllGather_Y of the partial sums of a MoE block's
                           routing weights' gradient dw[B, k]{U_Y}, summed in rank order */
+    /* the router's and the shared experts' weights over the data axes X (replicated like the
+     * dense weights, sharded W[D_X, ...] under ZeRO) */
+    PLAN_MOE_GATHER,    /* AllGather_X of their shards (ZeRO-3 use, ZeRO-1/2 update) */
+    PLAN_MOE_REDUCE,    /* ReduceScatter_X of their gradients into the shards (ZeRO) */
+    PLAN_MOE_DP_REDUCE, /* AllReduce_X of their gradients (--zero 0) */
     /* the context axis C (--cp) */
     PLAN_CP_GATHER_KV,   /* allgather: AllGather_C of K, V [B, T_C, K_Y·H] */
     PLAN_CP_SCATTER_DKV, /* allgather: ReduceScatter_C of dK, dV [B, T, K_Y·H] */

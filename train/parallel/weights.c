@@ -266,9 +266,19 @@ static const float *gathered_layer(struct par *p, int64_t l, int dir) {
 
 /* ---------------------------------------------------------------- the hooks */
 
-/* The deferred gathers' tickets the forward waits for before layer l (l0 − 1: the embedding). */
-static int64_t update_ticket(const par_update *u, int64_t l0, int64_t l) {
-    return u->state == PAR_PARAMS_GATHERING ? u->base + u->first + (l - l0 + 1) * u->layer : 0;
+static int update_gather(struct par *p, param_id id, int64_t l, int start);
+
+/* The deferred gathers' tickets the forward waits for before layer l (l0 − 1: the embedding):
+ * those started before layer l's and layer l's (a layer's count: its parameters' blocks, a MoE
+ * block's without the dense MLP). */
+static int64_t update_ticket(struct par *p, int64_t l) {
+    const par_update *u = &p->up;
+    if (u->state != PAR_PARAMS_GATHERING) return 0;
+    int64_t t = u->base + u->first;
+    for (int64_t j = p->pl->l0; j <= l; j++)
+        for (int id = 0; id < P_COUNT; id++)
+            if (plan_is_layer_param((param_id)id)) t += update_gather(p, (param_id)id, j, 0);
+    return t;
 }
 
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
@@ -276,7 +286,7 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     par_poll(p);
     if (p->pl->zero < 3) {
         weights_start_due(p);
-        queue_wait(p, update_ticket(&p->up, p->pl->l0, l));
+        queue_wait(p, update_ticket(p, l));
         return model_layer_weights_local(mod, l);
     }
     float *b[PAR_LAYER_BLOCKS];
@@ -298,7 +308,7 @@ const float *par_hk_weight(void *ctx, model *mod, param_id id) {
     if (p->pl->zero < 3) {
         weights_start_due(p);
         const par_update *u = &p->up;
-        queue_wait(p, id == P_EMBED ? update_ticket(u, p->pl->l0, p->pl->l0 - 1)
+        queue_wait(p, id == P_EMBED ? update_ticket(p, p->pl->l0 - 1)
                       : u->state == PAR_PARAMS_GATHERING ? u->end
                                                          : 0);
         return model_param(mod, id, NULL);
@@ -400,7 +410,7 @@ void par_owned_done(par *p, model *mod, param_id id) {
         if (par_column_sharded(g)) {
             par_run(p, PLAN_UPDATE_GATHER, p->column_pack, stage + b * ns, ns);
             par_unpack_cols(full + b * n, p->column_pack, g->R, g->C, p->pl->data.n);
-        } else if (p->pl->overlap && !ep_dense_mlp(p, id)) {
+        } else if (p->pl->overlap) {
             p->up.mod = mod, p->up.state = PAR_PARAMS_UPDATED; /* par_after_update: DUE */
         } else {
             par_run(p, PLAN_UPDATE_GATHER, full + b * n, stage + b * ns, ns);
@@ -408,10 +418,14 @@ void par_owned_done(par *p, model *mod, param_id id) {
     }
 }
 
-/* Starts the deferred gather of block b of parameter id's updated shard; returns 1 if it did. */
-static int update_gather(struct par *p, param_id id, int64_t b) {
+/* Starts the deferred gather of parameter id's updated shard for layer l (its block in the
+ * parameter's stack; a non-layer parameter: l = −1, its one block); returns 1 if it did (start
+ * 0: only whether it would). */
+static int update_gather(struct par *p, param_id id, int64_t l, int start) {
     const plan_geo *g = &p->pl->g[id];
-    if (g->shard_n == 0 || par_column_sharded(g) || b >= g->nb || ep_dense_mlp(p, id)) return 0;
+    const int64_t b = l < 0 ? 0 : plan_block_index(p->pl, id, l); /* < 0: a MoE block's MLP */
+    if (g->shard_n == 0 || par_column_sharded(g) || b < 0 || b >= g->nb) return 0;
+    if (!start) return 1;
     const int64_t n = plan_geo_block(g), ns = n / p->pl->data.n;
     float *full = model_param(p->up.mod, id, NULL) + b * n;
     const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
@@ -424,17 +438,12 @@ void weights_start_due(struct par *p) {
     if (u->state != PAR_PARAMS_DUE) return;
     u->state = PAR_PARAMS_GATHERING;
     u->base = queue_last(&p->q);
-    u->first = update_gather(p, P_EMBED, 0);
-    u->layer = 0;
-    for (int64_t l = p->pl->l0; l < p->pl->l1; l++) {
-        int k = 0;
+    u->first = update_gather(p, P_EMBED, -1, 1);
+    for (int64_t l = p->pl->l0; l < p->pl->l1; l++)
         for (int id = 0; id < P_COUNT; id++)
-            if (plan_is_layer_param((param_id)id))
-                k += update_gather(p, (param_id)id, l - p->pl->l0);
-        u->layer = k; /* the same for every layer */
-    }
-    update_gather(p, P_FINAL_NORM, 0);
-    update_gather(p, P_UNEMBED, 0);
+            if (plan_is_layer_param((param_id)id)) update_gather(p, (param_id)id, l, 1);
+    update_gather(p, P_FINAL_NORM, -1, 1);
+    update_gather(p, P_UNEMBED, -1, 1);
     u->end = queue_last(&p->q);
 }
 
