@@ -20,11 +20,11 @@ one_error_report() {
   fi
 }
 # one_error_case WANT NP FRAGMENT ARGS...: runs the caller's "$MPI" -np NP "$MT" ARGS (stdout and
-# stderr into "$WORK"/out and err, 60 s at most) and reports whether it ended as bad input must
-# (one_error_report).
+# stderr into "$WORK"/out and err, with launch.sh's CASE appended, 60 s at most) and reports
+# whether it ended as bad input must (one_error_report).
 one_error_case() {
-  local want=$1 np=$2 frag=$3
+  local want=$1 np=$2 frag=$3 out=$WORK/out${CASE:-} err=$WORK/err${CASE:-}
   shift 3
-  timeout 60 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@" >"$WORK/out" 2>"$WORK/err"
-  one_error_report "$want" $? "$WORK/err" "$frag" "$@"
+  timeout 60 "$MPI" --oversubscribe --bind-to none -np "$np" "$MT" "$@" >"$out" 2>"$err"
+  one_error_report "$want" $? "$err" "$frag" "$@"
 }

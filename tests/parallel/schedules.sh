@@ -8,10 +8,13 @@
 #    micro-batches not a multiple of |Z| under interleaved, --virtual-stages without a pipeline
 #    axis or with 1f1b, zb-v with other than 2 virtual stages,
 #    interleaved over an open axis of 3.
+# The runs are independent: two at a time (launch.sh), the schedules' first, then the bad input.
 # usage: schedules.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 MPI=$1 MT=$2 TXT=$3 WORK=$4
 . "$(dirname "$0")/../common/one_error.sh"
+. "$(dirname "$0")/../common/launch.sh"
+LAUNCH_MAX=2
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
@@ -22,12 +25,14 @@ run() { # NP LOG ARGS...: meshtrain on a 6-layer model (LAYERS), its output in L
     --heads 2 --seq-len 16 --batch 12 --eval-every 0 --data "$TXT" "$@" >"$WORK/$log" 2>&1
 }
 losses() { sed -n 's/^step \([0-9]*\) | loss \([0-9.]*\) .*/\1 \2/p' "$WORK/$1"; }
-for s in 1f1b interleaved zb-h1 zb-v; do
-  run 3 "$s.log" --steps 3 --mesh z=3 --pipeline z --microbatches 6 --schedule "$s"
-  if [ $? -ne 0 ]; then fail "--schedule $s exited non-zero"; tail -5 "$WORK/$s.log"; fi
-  grep -q "| bubble [0-9.]* (sim [0-9.]*, ideal [0-9.]*)" "$WORK/$s.log" ||
-    fail "$s: no bubble (measured, simulated, ideal) on the step line"
-done
+schedule() { # S: the 3-stage run of schedule S, its log in S.log
+  run 3 "$1.log" --steps 3 --mesh z=3 --pipeline z --microbatches 6 --schedule "$1"
+  if [ $? -ne 0 ]; then fail "--schedule $1 exited non-zero"; tail -5 "$WORK/$1.log"; fi
+  grep -q "| bubble [0-9.]* (sim [0-9.]*, ideal [0-9.]*)" "$WORK/$1.log" ||
+    fail "$1: no bubble (measured, simulated, ideal) on the step line"
+}
+for s in 1f1b interleaved zb-h1 zb-v; do launch schedule "$s"; done
+collect
 ideal() { sed -n 's/.*| bubble [0-9.]* (sim [0-9.]*, ideal \([0-9.]*\)).*/\1/p' "$WORK/$1" | head -1; }
 for s in interleaved zb-h1 zb-v; do
   if [ "$(losses 1f1b.log)" = "$(losses $s.log)" ] && [ -n "$(losses $s.log)" ]; then
@@ -43,16 +48,17 @@ awk -v a="$(ideal 1f1b.log)" -v b="$(ideal interleaved.log)" -v c="$(ideal zb-h1
   exit !(a == 0.25 && b < a && c < a) }' || fail "the ideal bubbles are not calc's ordering"
 
 # bad input: one message, status 2
-bad() { # FRAGMENT NP ARGS...: status 2, one message holding FRAGMENT
+bad_case() { # FRAGMENT NP ARGS...: status 2, one message holding FRAGMENT
   local want=$1 np=$2
   shift 2
-  run "$np" bad.log --steps 1 "$@"
-  if one_error 2 $? "$WORK/bad.log" "$want"; then
+  run "$np" "bad$CASE.log" --steps 1 "$@"
+  if one_error 2 $? "$WORK/bad$CASE.log" "$want"; then
     echo "ok   $*: $ERR_LINE"
   else
-    fail "$* ($ERR_N messages): $(head -3 "$WORK/bad.log")"
+    fail "$* ($ERR_N messages): $(head -3 "$WORK/bad$CASE.log")"
   fi
 }
+bad() { launch bad_case "$@"; }
 bad "6 layers do not divide into 2 pipeline ranks x 4 virtual stages" 2 --mesh z=2 --pipeline z \
   --schedule interleaved --virtual-stages 4 --microbatches 2
 bad "--microbatches 4 is not a multiple of 3" 3 --mesh z=3 --pipeline z --schedule interleaved \
@@ -63,5 +69,6 @@ bad "--schedule 1f1b runs one stage per rank" 2 --mesh z=2 --pipeline z --schedu
 bad "--schedule zb-v places exactly 2 stages per rank in a V: --virtual-stages 3" 2 --mesh z=2 \
   --pipeline z --schedule zb-v --virtual-stages 3
 bad "must wrap" 3 --mesh z=3 --open z --pipeline z --schedule interleaved --microbatches 3
+collect
 [ $fails -eq 0 ] && echo "PASS schedules"
 [ $fails -eq 0 ]
