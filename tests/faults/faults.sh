@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# faults.sh MPIEXEC MESHTRAIN TEXT WORK TOK_MANGLE: one regression case per bug of the "nothing
-# lost, nothing hung" round, end to end on 2 ranks. Each case checks the exit status, the one
+# faults.sh MPIEXEC MESHTRAIN TEXT WORK TOK_MANGLE [PART]: one regression case per bug of the
+# "nothing lost, nothing hung" round, end to end on 2 ranks. PART: inputs (trace, clobber, early,
+# flags, tokens), ckptdir (a chain of runs, one after the other), or all (the default); two
+# CTest entries run the two parts side by side. Each case checks the exit status, the one
 # error line (from rank 0) and, where a file was at stake, that it is byte-for-byte unchanged.
 #   trace        --trace never deletes what is at its path: not a file kept by a failed run, not
 #                the data, not the resumed checkpoint; a full disk under --trace names ENOSPC
@@ -15,7 +17,7 @@
 #   flags        a flag twice, --mesh '', --eps 1e-300
 #   tokens       an out-of-range token read first by rank 1 names the token on every rank count
 set -u
-MPI=$1 MT=$2 TXT=$3 WORK=$4 TOKM=$5
+MPI=$1 MT=$2 TXT=$3 WORK=$4 TOKM=$5 PART=${6:-all}
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 fails=0
 SMALL=(--layers 1 --d-model 32 --heads 4 --seq-len 16 --batch 4 --eval-every 0)
@@ -81,6 +83,8 @@ mt "${D[@]}" "${SMALL[@]}" --steps 2 --save-every 2 --ckpt-dir "$WORK/ck" --quie
 CK=$WORK/ck/step_000002.h5
 cp "$CK" "$WORK/ck.orig"
 
+part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+if part inputs; then
 # --- trace
 echo keep >"$WORK/kept.json" && cp "$WORK/kept.json" "$WORK/kept.orig"
 bg_expect 2 "no/such.txt: cannot open" --data "$WORK/no/such.txt" "${SMALL[@]}" --steps 1 \
@@ -128,7 +132,18 @@ expect 2 "--save-final $WORK: cannot create it (is a directory)" "${D[@]}" "${SM
 grep -q '^step ' "$WORK/out" && fail "--save-final DIR: steps ran before the error" ||
   pass "--save-final DIR: refused before step 1"
 
-# --- ckptdir
+# --- tokens: row 1 of step 0 (sequential order) is rank 1's, tokens [T, 2T + 1)
+"$MT" prepare "$WORK/data.txt" "$WORK/tok.h5" >/dev/null 2>&1 && "$TOKM" "$WORK/tok.h5" train 21 300 ||
+  fail "making the bad token file"
+expect 2 "tok.h5: token 300 at offset 21 of split 'train' is outside [0, 256)" \
+  --data "$WORK/tok.h5" --layers 1 --d-model 32 --heads 4 --seq-len 16 --batch 2 \
+  --data-order sequential --steps 1 --eval-every 0
+fi
+
+if part ckptdir; then
+# --- ckptdir: a busy directory, and (concurrently) another run's file in one
+busy_dir() {
+local bg latest step
 mt "${D[@]}" "${SMALL[@]}" --steps 100000000 --save-every 5 --ckpt-dir "$WORK/busy" \
   --quiet >"$WORK/busy.log" 2>&1 &
 bg=$!
@@ -152,7 +167,9 @@ latest=$(ls "$WORK/busy"/step_*.h5 | tail -1)
 step=$(basename "$latest" .h5) step=$((10#${step#step_}))
 expect 0 "" "${D[@]}" "${SMALL[@]}" --steps $((step + 2)) --save-every 2 --ckpt-dir "$WORK/busy" \
   --resume latest --quiet
+}
 # another run's newer file dropped into the directory
+other_file() {
 cp "$CK" "$WORK/ck/step_000004.h5" 2>/dev/null
 mkdir -p "$WORK/other" && mt "${D[@]}" "${SMALL[@]}" --steps 6 --save-every 6 \
   --ckpt-dir "$WORK/other" --quiet >/dev/null 2>&1
@@ -162,13 +179,11 @@ expect 2 "is of run " "${D[@]}" "${SMALL[@]}" --steps 8 --save-every 2 --ckpt-di
 expect 0 "" "${D[@]}" "${SMALL[@]}" --steps 8 --save-every 2 --ckpt-dir "$WORK/ck" \
   --resume latest --take-over --quiet
 rm -f "$WORK/ck/step_000004.h5"
+}
+launch busy_dir
+launch other_file
+collect
+fi
 
-# --- tokens: row 1 of step 0 (sequential order) is rank 1's, tokens [T, 2T + 1)
-"$MT" prepare "$WORK/data.txt" "$WORK/tok.h5" >/dev/null 2>&1 && "$TOKM" "$WORK/tok.h5" train 21 300 ||
-  fail "making the bad token file"
-expect 2 "tok.h5: token 300 at offset 21 of split 'train' is outside [0, 256)" \
-  --data "$WORK/tok.h5" --layers 1 --d-model 32 --heads 4 --seq-len 16 --batch 2 \
-  --data-order sequential --steps 1 --eval-every 0
-
-echo "faults: $fails failure(s)"
+echo "faults ($PART): $fails failure(s)"
 [ "$fails" -eq 0 ]
