@@ -272,6 +272,8 @@ typedef struct {
  * ZeRO-2/3's reductions); a gather "unless resident" is counted as if never resident, and
  * ZeRO-1's once-per-step reductions are listed per micro-batch. */
 int64_t plan_step_calls(const plan *p, plan_coll k);
+/* Fills p's list of collectives from its geometry (plan_calls.c); plan_build's last step. */
+void plan_list_calls(plan *p);
 
 /* ---- the plan ---- */
 
