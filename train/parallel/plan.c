@@ -187,10 +187,6 @@ int64_t plan_bucket_limit(const plan *p) {
     return p->data.n == 1 ? 0 : p->dcn_n;
 }
 
-int plan_z3_bf16(const plan *p) {
-    return p->zero == 3 && p->c.compute == COMPUTE_BF16;
-}
-
 int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx) {
     const int b16 = plan_z3_bf16(p); /* the matrices' bf16 gathers: the gains go alone */
     if (p->zero < 3 || p->bucket_cap == 0) return p->n_layer_params - (b16 ? 2 : 0);
@@ -534,16 +530,6 @@ param_slab plan_shard_slab(const plan *p, param_id id) {
 param_slab plan_model_slab(const plan *p, param_id id) {
     if (id >= P_COUNT) return plan_moe_slab(p, id);
     return p->zero == 3 ? plan_shard_slab(p, id) : plan_tp_slab(p, id);
-}
-
-const plan_axes *plan_role_axes(const plan *p, plan_role r) {
-    return r == PLAN_ROLE_DATA          ? &p->data
-           : r == PLAN_ROLE_TENSOR      ? &p->tensor
-           : r == PLAN_ROLE_PIPE        ? &p->pipe
-           : r == PLAN_ROLE_EXPERT      ? &p->expert
-           : r == PLAN_ROLE_EXPERT_DATA ? &p->erep
-           : r == PLAN_ROLE_CP          ? &p->cp
-                                        : &p->dcn;
 }
 
 const char *plan_pass_name(plan_pass s) {
