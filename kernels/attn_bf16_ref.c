@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/attn_bf16.h"
+#include "kernels/attn_part.h"
 #include "kernels/bf16_inl.h"
 
 /* The bf16 nearest to x (ties to even), rounding the double once (x's fp32 rounding could land
@@ -152,4 +153,86 @@ void kern_attn_cached_bf16_ref(float *out, const float *q, const kern_bf16 *kc, 
                 out[i * ldq + h * H + d] = (float)o;
             }
         }
+}
+
+/* ---------------------------------------------------------------- blockwise (attn_part.h) */
+
+/* Keys of kpos[Tk] at or before position p. */
+static int64_t seen_at(const int32_t *kpos, int64_t Tk, int32_t p) {
+    int64_t n = 0;
+    while (n < Tk && kpos[n] <= p) n++;
+    return n;
+}
+
+void kern_attn_part_fwd_bf16_ref(float *o, float *m, float *l, const kern_bf16 *q,
+                                 const kern_bf16 *k, const kern_bf16 *v, const int32_t *qpos,
+                                 const int32_t *kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
+                                 int64_t Kl, int64_t H) {
+    const int64_t ldq = Nl * H, ldk = Kl * H, G = Nl / Kl;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Nl; h++)
+            for (int64_t i = 0; i < Tq; i++) {
+                const kern_bf16 *kh = k + b * Tk * ldk + (h / G) * H;
+                const kern_bf16 *vh = v + b * Tk * ldk + (h / G) * H;
+                const qrow qi = {q + (b * Tq + i) * ldq + h * H, NULL};
+                const int64_t seen = seen_at(kpos, Tk, qpos[i]), r = (b * Tq + i) * Nl + h;
+                double mx = -INFINITY, z = 0.0;
+                if (seen > 0) softmax_stats(&mx, &z, qi, kh, ldk, seen - 1, H);
+                m[r] = seen > 0 ? (float)mx : -INFINITY;
+                l[r] = (float)z;
+                for (int64_t d = 0; d < H; d++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < seen; j++)
+                        acc += val(prob(qi, kh, ldk, seen - 1, j, H, mx, z)) * val(vh[j * ldk + d]);
+                    o[r / Nl * ldq + h * H + d] = (float)acc;
+                }
+            }
+}
+
+/* One query row's P (bf16 values) and dS over its seen keys, from the given m, l and D. */
+static void part_row_bwd(double *p, double *ds, qrow qi, const kern_bf16 *dorow,
+                         const kern_bf16 *kh, const kern_bf16 *vh, int64_t ldk, int64_t seen,
+                         int64_t H, double m, double l, const float *D) {
+    double pd = 0.0;
+    for (int64_t j = 0; j < seen; j++) {
+        p[j] = val(bf16_of_double(exp(score(qi, kh + j * ldk, H) - m) / l));
+        double dp = 0.0;
+        for (int64_t d = 0; d < H; d++) dp += val(dorow[d]) * val(vh[j * ldk + d]);
+        ds[j] = dp; /* dP for now */
+        pd += p[j] * dp;
+    }
+    if (D) pd = *D;
+    for (int64_t j = 0; j < seen; j++)
+        ds[j] = val(bf16_of_double(p[j] * (ds[j] - pd) / sqrt((double)H)));
+}
+
+void kern_attn_part_bwd_bf16_ref(float *dq, float *dk, float *dv, double *scratch,
+                                 const kern_bf16 *dout, const float *D, const float *m,
+                                 const float *l, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, const int32_t *qpos, const int32_t *kpos,
+                                 int64_t B, int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl,
+                                 int64_t H) {
+    const int64_t ldq = Nl * H, ldk = Kl * H, G = Nl / Kl, nkv = B * Tk * ldk;
+    double *p = scratch, *ds = scratch + Tk, *gk = scratch + 2 * Tk, *gv = gk + nkv;
+    memset(gk, 0, (size_t)(2 * nkv) * sizeof *gk);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Nl; h++)
+            for (int64_t i = 0; i < Tq; i++) {
+                const int64_t kvo = b * Tk * ldk + (h / G) * H, qo = (b * Tq + i) * ldq + h * H;
+                const int64_t seen = seen_at(kpos, Tk, qpos[i]), r = (b * Tq + i) * Nl + h;
+                if (seen == 0) continue;
+                const qrow qi = {q + qo, NULL};
+                part_row_bwd(p, ds, qi, dout + qo, k + kvo, v + kvo, ldk, seen, H, m[r], l[r],
+                             D ? D + r : NULL);
+                for (int64_t d = 0; d < H; d++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < seen; j++) {
+                        acc += ds[j] * val(k[kvo + j * ldk + d]);
+                        gk[kvo + j * ldk + d] += ds[j] * val(q[qo + d]);
+                        gv[kvo + j * ldk + d] += p[j] * val(dout[qo + d]);
+                    }
+                    dq[qo + d] += (float)acc;
+                }
+            }
+    for (int64_t e = 0; e < nkv; e++) dk[e] += (float)gk[e], dv[e] += (float)gv[e];
 }

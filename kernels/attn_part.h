@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "kernels/bf16.h"
+#include "kernels/gemm_bf16.h"
 
 /* How much of a key block the query rows see. */
 typedef enum {
@@ -117,6 +118,37 @@ void kern_attn_part_cached_bf16(float *restrict o, float *restrict m, float *res
                                 const int32_t *restrict kpos, int64_t S, int64_t Nl, int64_t Kl,
                                 int64_t H, int64_t ldk);
 int64_t kern_attn_part_cached_bf16_scratch(int64_t S, int64_t Nl, int64_t Kl, int64_t H);
+/* Training on bf16 operands (context parallelism with --compute-dtype bf16; attn_part_bf16.c and
+ * attn_part_bwd.c): kern_attn_part_fwd and _bwd with q, k, v and dout in bf16 and the products on
+ * the own bf16 kernels (bf16_gemm_own: one fp32 chain per element, in index order), rounding where
+ * kern_attn_fwd_bf16 and _bwd_bf16 (attn_bf16.h) round. Forward: scores fp32, the block's
+ * softmax s·scale → exp(s − m)·(1/l) in fp32 (kern_softmax_row_inl), P rounded to bf16, O = P·V in
+ * fp32; the partial (m, l, O) merges with kern_attn_part_merge as the fp32 one does. Backward: P
+ * recomputed from the final m, l and rounded, dP = dO·Vᵀ fp32, dS = bf16(P∘(dP − D)·scale) (D =
+ * NULL: kern_attn_bwd_bf16's rowsum of P∘dP over the block), dQ += dS·K, dK += dSᵀ·Q,
+ * dV += Pᵀ·dO, every sum fp32. So with one block of every key (qpos = kpos = 0..T−1) O, dQ, dK, dV
+ * equal kern_attn_fwd_bf16's and _bwd_bf16's bit for bit, and with query rows at any positions
+ * against every key each row's O and dQ equal that row's of the whole sequence (a row's product
+ * depends on nothing but its row). Same shapes, overwrite/accumulate contracts and (m, l) layout
+ * as the fp32 kernels; scratch: the _scratch functions' floats. */
+void kern_attn_part_fwd_bf16(kern_bf16_ctx *ctx, float *restrict o, float *restrict m,
+                             float *restrict l, float *restrict scratch, const kern_bf16 *q,
+                             const kern_bf16 *k, const kern_bf16 *v, const int32_t *restrict qpos,
+                             const int32_t *restrict kpos, int64_t B, int64_t Tq, int64_t Tk,
+                             int64_t Nl, int64_t Kl, int64_t H);
+void kern_attn_part_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict dk,
+                             float *restrict dv, float *restrict scratch, const kern_bf16 *dout,
+                             const float *D, const float *restrict m, const float *restrict l,
+                             const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v,
+                             const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
+                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H);
+/* min(Tq, KERN_ATTN_BLOCK)·Tk·3/2 (rounded up) and 2·min(Tq, KERN_ATTN_BLOCK)·Tk + Tq·Tk. */
+int64_t kern_attn_part_fwd_bf16_scratch(int64_t Tq, int64_t Tk);
+int64_t kern_attn_part_bwd_bf16_scratch(int64_t Tq, int64_t Tk);
+/* D[R, Nl] = Σ_c dout[r, h·H + c]·o[r, h·H + c] with dout bf16 (the backward's rounded dO), one
+ * fp32 chain per entry. Overwrites D. */
+void kern_attn_part_delta_bf16(float *restrict D, const kern_bf16 *dout, const float *restrict o,
+                               int64_t R, int64_t Nl, int64_t H);
 /* The FLOPs kern_attn_part_fwd's two gemms do for one sequence and one query head, masked part
  * of each row block included: Σ over row blocks 4·rows·(keys its last row sees)·H. With positions
  * 0..T−1 in both, this is kern_attn_fwd's count. */
@@ -138,4 +170,17 @@ void kern_attn_part_bwd_ref(float *dq, float *dk, float *dv, const float *dout, 
 void kern_attn_part_cached_ref(float *o, float *m, float *l, const float *q, const float *kc,
                                const float *vc, const int32_t *qpos, int64_t n, const int32_t *kpos,
                                int64_t S, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk);
+/* Twins of the bf16 training kernels in double (attn_bf16_ref.c): every sum exact from the bf16
+ * inputs, P and dS rounded to bf16 once from double; the backward's twin accumulates too and
+ * needs 2·Tk + 2·B·Tk·Kl·H doubles of scratch. */
+void kern_attn_part_fwd_bf16_ref(float *o, float *m, float *l, const kern_bf16 *q,
+                                 const kern_bf16 *k, const kern_bf16 *v, const int32_t *qpos,
+                                 const int32_t *kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
+                                 int64_t Kl, int64_t H);
+void kern_attn_part_bwd_bf16_ref(float *dq, float *dk, float *dv, double *scratch,
+                                 const kern_bf16 *dout,
+                                 const float *D, const float *m, const float *l, const kern_bf16 *q,
+                                 const kern_bf16 *k, const kern_bf16 *v, const int32_t *qpos,
+                                 const int32_t *kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
+                                 int64_t Kl, int64_t H);
 #endif

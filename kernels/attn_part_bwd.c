@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "kernels/attention.h"
+#include "kernels/bf16_inl.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16_impl.h"
 #include "kernels/vecmath.h"
 
 /* One (sequence, query head): q, dout and dq rows ldq apart, k, v, dk, dv rows ldk apart, m, l, D
@@ -59,18 +61,25 @@ static void rows_bwd(const head_job *J, int64_t i0, int64_t i1) {
               1.0f);
 }
 
+/* The next key block: from key j0 (< Tk) to *j1 (kern_attn_part_block_end), and *r0 the first
+ * query row that sees key j0 (rows above it see none of [j0, j1)). Returns 0 when no row sees it,
+ * and then none sees a later key either. */
+static int key_block_next(const int32_t *qpos, int64_t Tq, const int32_t *kpos, int64_t Tk,
+                          int64_t j0, int64_t *j1, int64_t *r0) {
+    *j1 = kern_attn_part_block_end(kpos, Tk, j0);
+    *r0 = 0;
+    while (*r0 < Tq && qpos[*r0] < kpos[j0]) ++*r0;
+    return *r0 < Tq;
+}
+
 static void head_bwd(const head_job *J) {
     const int64_t Tq = J->Tq, Tk = J->Tk, H = J->H;
     for (int64_t i0 = 0, i1; i0 < Tq; i0 = i1) {
         i1 = kern_attn_part_block_end(J->qpos, Tq, i0);
         rows_bwd(J, i0, i1);
     }
-    for (int64_t j0 = 0, j1; j0 < Tk; j0 = j1) {
-        j1 = kern_attn_part_block_end(J->kpos, Tk, j0);
-        /* the first row that sees key j0: rows above it see none of [j0, j1) */
-        int64_t r0 = 0;
-        while (r0 < Tq && J->qpos[r0] < J->kpos[j0]) r0++;
-        if (r0 == Tq) break; /* later keys sit later still */
+    for (int64_t j0 = 0, j1, r0; j0 < Tk && key_block_next(J->qpos, Tq, J->kpos, Tk, j0, &j1, &r0);
+         j0 = j1) {
         kern_gemm(J->dv + j0 * J->ldk, J->P + r0 * Tk + j0, J->dout + r0 * J->ldq, j1 - j0, H,
                   Tq - r0, true, false, Tk, J->ldq, J->ldk, 1.0f, 1.0f);
         kern_gemm(J->dk + j0 * J->ldk, J->dS + r0 * Tk + j0, J->q + r0 * J->ldq, j1 - j0, H,
@@ -110,5 +119,106 @@ void kern_attn_part_bwd(float *restrict dq, float *restrict dk, float *restrict 
                                 .Tk = Tk,
                                 .H = H};
             head_bwd(&J);
+        }
+}
+
+/* ---------------------------------------------------------------- bf16 operands */
+
+int64_t kern_attn_part_bwd_bf16_scratch(int64_t Tq, int64_t Tk) {
+    const int64_t rows = Tq < KERN_ATTN_BLOCK ? Tq : KERN_ATTN_BLOCK;
+    return 2 * rows * Tk + Tq * Tk; /* scores and dP (fp32) of a row block; P and dS (bf16) */
+}
+
+/* One (sequence, query head) on bf16 operands: as head_job, with P and dS [Tq, Tk] in bf16 and
+ * the fp32 scores and dP of one row block in S, dP [rows, Tk]. */
+typedef struct {
+    kern_bf16_ctx *ctx;
+    const kern_bf16 *q, *k, *v, *dout;
+    const float *m, *l, *D;
+    float *dq, *dk, *dv, *S, *dP;
+    kern_bf16 *P, *dS;
+    const int32_t *qpos, *kpos;
+    int64_t Tq, Tk, ldq, ldk, ldml, H;
+} bhead_job;
+
+/* Row i's P (bf16, from the final m, l: kern_attn_fwd_bf16's exp(s·scale − m)·(1/l), rounded)
+ * and dS = bf16(P∘(dP − D)·scale) over its seen keys, D given or kern_attn_bwd_bf16's rowsum
+ * (8 partial sums) of P∘dP; zeros from seen to zend. */
+static void brow_ds(const bhead_job *J, int64_t i, float *s, float *d, int64_t seen, int64_t zend,
+                    float scale) {
+    kern_bf16 *p = J->P + i * J->Tk, *ds = J->dS + i * J->Tk;
+    if (seen > 0) {
+        const float mi = J->m[i * J->ldml], inv = 1.0f / J->l[i * J->ldml];
+        for (int64_t j = 0; j < seen; j++) {
+            s[j] *= scale;
+            p[j] = kern_bf16_of_inl(kern_expf_inl(s[j] - mi) * inv);
+        }
+        float pd;
+        if (J->D) {
+            pd = J->D[i * J->ldml];
+        } else {
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t j = 0;
+            for (; j + 8 <= seen; j += 8)
+                for (int c = 0; c < 8; c++) acc[c] += kern_bf16_val_inl(p[j + c]) * d[j + c];
+            pd = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            for (; j < seen; j++) pd += kern_bf16_val_inl(p[j]) * d[j];
+        }
+        for (int64_t j = 0; j < seen; j++)
+            ds[j] = kern_bf16_of_inl(kern_bf16_val_inl(p[j]) * (d[j] - pd) * scale);
+    }
+    for (int64_t j = seen; j < zend; j++) p[j] = 0, ds[j] = 0;
+}
+
+/* P and dS of the row block from i0 on, and its dQ; returns the block's end. */
+static int64_t brows_bwd(const bhead_job *J, int64_t i0) {
+    const int64_t i1 = kern_attn_part_block_end(J->qpos, J->Tq, i0);
+    const int64_t nk = kern_attn_part_seen(J->kpos, J->Tk, J->qpos[i1 - 1]), Tk = J->Tk, H = J->H;
+    if (nk == 0) return i1; /* these rows see no key: no key block reads them either */
+    const int64_t zend = key_block_end(J->kpos, Tk, nk - 1);
+    const float scale = 1.0f / sqrtf((float)H);
+    bf16_gemm_own(J->ctx, J->S, J->q + i0 * J->ldq, J->k, i1 - i0, nk, H, false, true, J->ldq,
+                  J->ldk, Tk, false);
+    bf16_gemm_own(J->ctx, J->dP, J->dout + i0 * J->ldq, J->v, i1 - i0, nk, H, false, true, J->ldq,
+                  J->ldk, Tk, false);
+    for (int64_t i = i0; i < i1; i++)
+        brow_ds(J, i, J->S + (i - i0) * Tk, J->dP + (i - i0) * Tk,
+                kern_attn_part_seen(J->kpos, nk, J->qpos[i]), zend, scale);
+    bf16_gemm_own(J->ctx, J->dq + i0 * J->ldq, J->dS + i0 * Tk, J->k, i1 - i0, H, nk, false, false,
+                  Tk, J->ldk, J->ldq, true);
+    return i1;
+}
+
+static void bhead_bwd(const bhead_job *J) {
+    const int64_t Tq = J->Tq, Tk = J->Tk, H = J->H;
+    for (int64_t i0 = 0; i0 < Tq; i0 = brows_bwd(J, i0)) continue;
+    for (int64_t j0 = 0, j1, r0; j0 < Tk && key_block_next(J->qpos, Tq, J->kpos, Tk, j0, &j1, &r0);
+         j0 = j1)
+        bf16_gemm_own(J->ctx, J->dv + j0 * J->ldk, J->P + r0 * Tk + j0, J->dout + r0 * J->ldq,
+                      j1 - j0, H, Tq - r0, true, false, Tk, J->ldq, J->ldk, true),
+            bf16_gemm_own(J->ctx, J->dk + j0 * J->ldk, J->dS + r0 * Tk + j0, J->q + r0 * J->ldq,
+                          j1 - j0, H, Tq - r0, true, false, Tk, J->ldq, J->ldk, true);
+}
+
+void kern_attn_part_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict dk,
+                             float *restrict dv, float *restrict scratch, const kern_bf16 *dout,
+                             const float *D, const float *restrict m, const float *restrict l,
+                             const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v,
+                             const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
+                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H) {
+    const int64_t ldq = Nl * H, ldk = Kl * H, grp = Nl / Kl;
+    const int64_t rows = Tq < KERN_ATTN_BLOCK ? Tq : KERN_ATTN_BLOCK;
+    kern_bf16 *P = (kern_bf16 *)(void *)(scratch + 2 * rows * Tk);
+    bhead_job J = {.ctx = ctx, .S = scratch, .dP = scratch + rows * Tk, .P = P, .dS = P + Tq * Tk,
+                   .qpos = qpos, .kpos = kpos, .Tq = Tq, .Tk = Tk, .ldq = ldq, .ldk = ldk,
+                   .ldml = Nl, .H = H};
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Nl; h++) { /* head h of sequence b, its kv head's rows */
+            const int64_t qo = b * Tq * ldq + h * H, kvo = b * Tk * ldk + (h / grp) * H;
+            const int64_t mo = b * Tq * Nl + h;
+            J.q = q + qo, J.dout = dout + qo, J.dq = dq + qo;
+            J.k = k + kvo, J.v = v + kvo, J.dk = dk + kvo, J.dv = dv + kvo;
+            J.m = m + mo, J.l = l + mo, J.D = D ? D + mo : NULL;
+            bhead_bwd(&J);
         }
 }
