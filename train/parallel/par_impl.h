@@ -22,7 +22,7 @@
 #include "train/parallel/plan.h"
 
 #define PAR_MAX_PENDING 256
-#define PAR_BUCKET_SEGS 256 /* blocks one bucket may hold */
+#define PAR_BUCKET_SEGS PLAN_BUCKET_SEGS /* blocks one bucket may hold */
 
 /* ---- the calls in flight (queue.c) ---- */
 

@@ -266,12 +266,28 @@ typedef struct {
 
 #define PLAN_MAX_CALLS 32
 
-/* The calls of kind k one training step makes, as the plan's rows count them: times × layers ×
- * micro-batches (PLAN_STEP and PLAN_UPDATE rows: times, once). Exact for the kinds a layer makes
- * in every micro-batch's pass (the tensor axis's; the expert axis's AllToAlls, their counts and
- * ZeRO-2/3's reductions); a gather "unless resident" is counted as if never resident, and
- * ZeRO-1's once-per-step reductions are listed per micro-batch. */
+/* The calls of kind k one training step makes on this rank, as the plan's rows count them: times
+ * × layers × micro-batches (PLAN_STEP and PLAN_UPDATE rows: times, once). Exact for the kinds a
+ * layer makes in every micro-batch's pass (the tensor axis's; the expert axis's AllToAlls, their
+ * counts and ZeRO-2/3's reductions); a gather "unless resident" is counted as if never resident.
+ * The data axes' dense gradient reductions (PLAN_DP_REDUCE, PLAN_ZERO_REDUCE), whose rows give
+ * one layer's tensors, are counted as zero.c and bucket.c make them (plan_data_reduce_calls). */
 int64_t plan_step_calls(const plan *p, plan_coll k);
+/* The blocks one gradient bucket may hold (bucket.c flushes it at that many). */
+#define PLAN_BUCKET_SEGS 256
+/* The data axes' reductions of the dense gradients (PLAN_DP_REDUCE without ZeRO, else
+ * PLAN_ZERO_REDUCE) one step makes on this rank: the blocks in a backward's order (the head's on
+ * the last stage, the unembedding then the final gain; the layers from the last, each the MLP's
+ * tensors then the attention's, in param_id order; the embedding on the first stage), below
+ * ZeRO-2 the last micro-batch's alone, from ZeRO-2 every micro-batch's (there the head's and the
+ * embedding's are reduced alone); each block reduced alone, or without a bucket size, or when it
+ * is larger than a bucket; else packed into buckets of bucket_cap elements (per rank under ZeRO:
+ * bucket_cap / |data|), one reduction a bucket, flushed when the next block does not fit, at
+ * PLAN_BUCKET_SEGS blocks, and at the step's end. The order of a backward that is not split
+ * (plan.split = 0: gpipe, 1f1b, interleaved); a split one (zb-h1, zb-v) reduces its embedding
+ * before its last layers' weight gradients, so with buckets its count may differ. 0 without data
+ * axes, and without ZeRO under --dcn (the whole gradient at once: PLAN_DCN_*). */
+int64_t plan_data_reduce_calls(const plan *p);
 /* Fills p's list of collectives from its geometry (plan_calls.c); plan_build's last step. */
 void plan_list_calls(plan *p);
 

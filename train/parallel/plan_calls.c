@@ -256,7 +256,56 @@ static void calls_moe_data(plan *p) {
              "router, shared W[D_X, ...] → W[D, ...] after the update");
 }
 
+/* A bucket being filled in plan_data_reduce_calls: its elements (per rank) and blocks, and the
+ * reductions made so far. */
+typedef struct {
+    int64_t fill, calls;
+    int segs;
+} bucket_sim;
+
+/* One block of n (TP-local) elements reduced over the data axes: alone, or into the bucket. */
+static void sim_block(const plan *p, bucket_sim *b, int64_t n, int bucketed) {
+    const int64_t per = p->zero ? n / p->data.n : n;
+    const int64_t region = p->zero ? p->bucket_cap / p->data.n : p->bucket_cap;
+    if (!bucketed || p->bucket_cap == 0 || per > region) {
+        b->calls++;
+        return;
+    }
+    if (b->fill + per > region || b->segs == PLAN_BUCKET_SEGS) {
+        b->calls += b->fill > 0;
+        b->fill = 0, b->segs = 0;
+    }
+    b->fill += per, b->segs++;
+}
+
+/* The blocks of one micro-batch's backward, as zero.c reduces them. */
+static void sim_backward(const plan *p, bucket_sim *b) {
+    const int last = p->pipe.index == p->pipe.n - 1, first = p->pipe.index == 0;
+    const int bucketed_ends = p->zero <= 1; /* ZeRO-2/3 reduce those alone */
+    if (last) {
+        sim_block(p, b, plan_geo_block(&p->g[P_UNEMBED]), bucketed_ends);
+        sim_block(p, b, plan_geo_block(&p->g[P_FINAL_NORM]), bucketed_ends);
+    }
+    for (int64_t l = p->l1 - 1; l >= p->l0; l--)
+        for (int part = 0; part < 2; part++)
+            for (int id = P_ATTN_NORM; id <= P_W_DOWN; id++) { /* the layer parameters */
+                const int mlp = id >= P_MLP_NORM;
+                if (mlp != (part == 0) || plan_block_index(p, (param_id)id, l) < 0) continue;
+                sim_block(p, b, plan_geo_block(&p->g[id]), 1);
+            }
+    if (first) sim_block(p, b, plan_geo_block(&p->g[P_EMBED]), bucketed_ends);
+}
+
+int64_t plan_data_reduce_calls(const plan *p) {
+    if (p->data.n == 1 || (p->zero == 0 && p->dcn.axes.n)) return 0;
+    bucket_sim b = {0, 0, 0};
+    for (int64_t j = p->zero >= 2 ? 0 : p->n_micro - 1; j < p->n_micro; j++) sim_backward(p, &b);
+    return b.calls + (b.fill > 0);
+}
+
 int64_t plan_step_calls(const plan *p, plan_coll k) {
+    if (k == PLAN_DP_REDUCE || k == PLAN_ZERO_REDUCE)
+        return (k == PLAN_ZERO_REDUCE) == (p->zero > 0) ? plan_data_reduce_calls(p) : 0;
     int64_t n = 0;
     for (int i = 0; i < p->ncall; i++) {
         const plan_call *c = &p->call[i];
