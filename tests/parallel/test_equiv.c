@@ -187,10 +187,10 @@ int main(int argc, char **argv) {
     /* the expert axis's calls the steps made, against the plan's count (MoE blocks only), and
      * the data axes' reductions of the dense gradients (alone or in buckets; a split backward,
      * zb-h1 and zb-v, reorders them: not counted there, plan.h) */
-    static const plan_coll ep_kinds[10] = {
-        PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,     PLAN_EP_REDUCE,  PLAN_EP_DP_REDUCE,
-        PLAN_EP_TP_SUM,     PLAN_MOE_REDUCE,    PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER,
-        PLAN_DP_REDUCE,     PLAN_ZERO_REDUCE};
+    static const plan_coll ep_kinds[10] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,  PLAN_EP_REDUCE,
+                                           PLAN_EP_DP_REDUCE,  PLAN_EP_TP_SUM,  PLAN_MOE_REDUCE,
+                                           PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER, PLAN_DP_REDUCE,
+                                           PLAN_ZERO_REDUCE};
     int64_t ep_made[10], ep_want[10];
     int ep_ok = 1;
     for (int k = 0; k < 10; k++) {
