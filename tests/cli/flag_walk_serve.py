@@ -78,6 +78,7 @@ COMMON = {
     "draft-tokens": ("2", "needs --draft {res}/ck1.h5"),
     "draft-ranks": ("1", "needs np=2 --draft {res}/ck1.h5"),
     "prefill-ranks": ("1", "np=2"),
+    "prefill-tensor": ("1", "needs np=2 --prefill-ranks 1"),
     "simulate": ("{res}/work.jsonl", "needs --sim-out s.jsonl"),
     "sim-out": ("s.jsonl", ""), "sim-machine": ("30,120", ""),
 }
@@ -87,7 +88,7 @@ OWN = {  # the rows that differ in a mode
                   "shared-experts": ("1", ""), "expert-d-ff": ("32", ""),
                   "capacity-factor": ("0.5", ""), "ckpt": ("{res}/ck3.h5", "only !--layers"), "simulate": ("{res}/work2.jsonl", ""),
                   "sim-out": ("s2.jsonl", ""), "sim-machine": ("10,50", ""),
-                  "prefill-ranks": ("1", "np=2")},
+                  "prefill-ranks": ("1", "np=2"), "prefill-tensor": ("1", "")},
 }
 # bad values: flag -> a value it cannot take (None: every value is one it can take). Flags with
 # no row get one from their --help metavar (meta_bad).
@@ -97,6 +98,7 @@ BAD = {
     "max-queue": "0", "max-tokens": "0", "drain": "-1", "prefix-cache": "yes",
     "simulate": "/no/such.jsonl", "sim-out": "/no/dir/s.jsonl", "sim-machine": "abc",
     "batching": "dynamic", "draft": "/no/such.h5", "prefill-ranks": "0", "draft-tokens": "0",
+    "prefill-tensor": "0",
     "prompt": None, "mesh": "abc", "resume": "/no/such.h5", "data": "/no/such.txt",
     "ckpt-dir": "/no/such/dir", "metrics": "/no/dir/m.jsonl", "save-init": "/no/dir/i.h5",
     "save-final": "/no/dir/f.h5", "trace": "/no/dir/t.json",

@@ -54,6 +54,13 @@ err "--prefill-ranks 1: whole replicas of 2 ranks" 4 --prefill-ranks 1 --mesh x=
   --tensor y
 err "--prefill-ranks goes with continuous batching" 2 --prefill-ranks 1 --mesh x=2 --dp x \
   --batching static
+err "--prefill-tensor goes with --prefill-ranks" 2 --prefill-tensor 1 --mesh x=2 --dp x
+err "--prefill-tensor 2 does not divide --prefill-ranks 3" 4 --prefill-ranks 3 --prefill-tensor 2
+err "--prefill-ranks 2: fewer than the 2 ranks, so that some decode" 2 --prefill-ranks 2 \
+  --prefill-tensor 1
+err "the decode side's 1 ranks as --mesh: " 3 --prefill-ranks 2 --prefill-tensor 2 --mesh y=2 \
+  --tensor y
+err "the prefill side (3 ranks, --prefill-tensor 3): " 4 --prefill-ranks 3 --prefill-tensor 3
 err "/no/draft.h5" 2 --draft /no/draft.h5 --mesh y=2 --tensor y
 err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
 err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x

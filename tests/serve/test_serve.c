@@ -311,7 +311,7 @@ int main(int argc, char **argv) {
     int ndraft = 0, nrun = 0;
     for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     /* the references: generate on each prompt alone, greedy and sampled */
-    engine_dims d0 = {4, 16, 64};
+    engine_dims d0 = {4, 16, 64, 0, 0};
     serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
     if (!e0) mesh_exit_error("%s", err);
     const int32_t nrep = engine_replicas(e0);
@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
         const setting *st = &settings[si];
         if (st->prefill > 0 && nrep < 2) continue;
         nrun++;
-        engine_dims d = {st->kv_blocks, st->kv_block, st->budget};
+        engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0};
         serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
         if (!e) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
@@ -353,7 +353,7 @@ int main(int argc, char **argv) {
             const batch_opts o = {
                 nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
                 64,   st->prefix,    st->stat,     st->draft,  0};
-            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs};
+            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0};
             de = engine_create(&c, m, &dd, err, sizeof err);
             if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
             if (de) sp = serve_spec_create(e, de, &o, err, sizeof err);

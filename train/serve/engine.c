@@ -12,6 +12,7 @@
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
+#include "train/serve/kvroute.h"
 #include "train/serve/logprob.h"
 
 struct serve_engine {
@@ -40,6 +41,11 @@ struct serve_engine {
     const engine_seg *cur; /* the forward being run, for the attention hook */
     int32_t ncur;
     struct serve_spec *spec; /* speculative decoding's, or NULL */
+    /* engine_link: the world of both sides' engines, and where each of its ranks is */
+    mesh *wm;
+    int32_t wn, *where; /* world rank r: its replica where[3r], tensor coordinate, tensor degree */
+    unsigned char *xbuf;  /* one slab: a block's heads packed for the move */
+    kvroute_piece *pieces; /* a destination's pieces (at most one per world rank) */
 };
 
 void engine_set_spec(serve_engine *e, struct serve_spec *sp) {
@@ -176,7 +182,11 @@ const float *engine_row_logits(const serve_engine *e, int64_t i) {
 }
 
 void engine_share(serve_engine *e, float *out, const float *in, int64_t n) {
-    if (e->nrep > 1 && n > 0)
+    if (e->wm && n > 0) { /* over the world of both sides: one rank of each replica counts */
+        const mesh_axes all = {.n = 1, .ax = {0}};
+        if (e->pl.tensor.index != 0) memset(out, 0, (size_t)n * sizeof *out), in = out;
+        mesh_all_reduce(e->wm, all, out, in, n, MESH_ALG_MPI);
+    } else if (e->nrep > 1 && n > 0)
         mesh_all_reduce(e->m, e->dax, out, in, n, MESH_ALG_MPI);
     else
         memcpy(out, in, (size_t)n * sizeof(float));
@@ -237,10 +247,121 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, float *lp,
     if (st) *st = (gen_step){mesh_now() - t0, fs.rows, 0, 0, 0};
 }
 
+/* ---------------------------------------------------------------- disaggregated: the KV's move */
+
+void engine_link(serve_engine *e, mesh *world) {
+    const int32_t W = (int32_t)mesh_nranks(world), me = (int32_t)mesh_rank(world);
+    float *in = alloc_floats(3 * (int64_t)W), *out = alloc_floats(3 * (int64_t)W);
+    e->where = calloc((size_t)W * 3, sizeof *e->where);
+    e->xbuf = (unsigned char *)alloc_floats(e->bstride);
+    e->pieces = calloc((size_t)W, sizeof *e->pieces);
+    CHECK(in && out && e->where && e->xbuf && e->pieces, "engine_link: out of memory");
+    in[3 * me] = (float)e->rep, in[3 * me + 1] = (float)e->pl.tensor.index;
+    in[3 * me + 2] = (float)e->nY;
+    const mesh_axes all = {.n = 1, .ax = {0}};
+    mesh_all_reduce(world, all, out, in, 3 * (int64_t)W, MESH_ALG_MPI);
+    for (int64_t i = 0; i < 3 * (int64_t)W; i++) e->where[i] = (int32_t)out[i];
+    e->wm = world, e->wn = W;
+    ALLOC_FREE_ALL(in, out);
+}
+
+int64_t engine_replica_tensor(const serve_engine *e, int32_t rep) {
+    for (int32_t r = 0; e->wm && r < e->wn; r++)
+        if (e->where[3 * r] == rep) return e->where[3 * r + 2];
+    return e->nY;
+}
+
+/* The world rank of replica rep's tensor coordinate y (engine_link's table). */
+static int world_rank_of(const serve_engine *e, int32_t rep, int64_t y) {
+    for (int32_t r = 0; r < e->wn; r++)
+        if (e->where[3 * r] == rep && e->where[3 * r + 1] == y) return (int)r;
+    CHECK(0, "engine: no rank holds replica %d's tensor coordinate %lld", (int)rep, (long long)y);
+    return -1;
+}
+
+int64_t engine_xfer_bytes(const serve_engine *e, const batch_plan *p) {
+    const model_shape *s = &e->c.shape;
+    int64_t bytes = 0;
+    for (int32_t i = 0; i < p->nxfer; i++) {
+        const int64_t Yd = engine_replica_tensor(e, p->xfer[i].dst), kl = s->K >= Yd ? s->K / Yd : 1;
+        bytes += (int64_t)p->xfer[i].nblocks * e->d.kv_block * 2 * s->L * kl * s->H * Yd *
+                 engine_kv_elem_bytes(e);
+    }
+    return bytes;
+}
+
+/* Heads [h0, h0 + n) of a block's slab (its L·bs rows of ldk elements, this rank's heads from
+ * its k0) to buf, packed (unpack: back from buf). */
+static void pack_heads(const serve_engine *e, unsigned char *slab, int64_t h0, int64_t n,
+                       int unpack) {
+    const int64_t H = e->c.shape.H, eb = engine_kv_elem_bytes(e), rows = e->L * e->d.kv_block;
+    const int64_t pb = n * H * eb, at = (h0 - model_extents_of(e->mod)->k0) * H * eb;
+    for (int64_t i = 0; i < rows; i++) {
+        unsigned char *row = slab + i * e->ldk * eb + at;
+        if (unpack)
+            memcpy(row, e->xbuf + i * pb, (size_t)pb);
+        else
+            memcpy(e->xbuf + i * pb, row, (size_t)pb);
+    }
+}
+
+/* Piece pc of transfer t (to destination coordinate yd of Yd, from a sharding of Ys): every
+ * block's K and V heads [h0, h1), from the source's rank to the destination's; a piece that is
+ * both ranks' whole shard goes as the slab itself. Returns the bytes this rank moved. */
+static int64_t move_piece(serve_engine *e, const batch_plan *p, const batch_xfer *t,
+                          const kvroute_piece *pc, int64_t Ys, int64_t Yd, int64_t yd) {
+    const model_shape *s = &e->c.shape;
+    const int src = world_rank_of(e, t->src, pc->src), dst = world_rank_of(e, t->dst, yd);
+    const int me = mesh_rank(e->wm);
+    if (me != src && me != dst) return 0;
+    int64_t a, na, c, nc;
+    kvroute_heads(s->N, s->K, Ys, pc->src, &a, &na);
+    kvroute_heads(s->N, s->K, Yd, yd, &c, &nc);
+    const int whole = a == pc->h0 && c == pc->h0 && na == pc->h1 - pc->h0 && nc == na;
+    const int64_t eb = engine_kv_elem_bytes(e), slab = e->bstride * eb;
+    const int64_t n = pc->h1 - pc->h0, bytes = whole ? slab : e->L * e->d.kv_block * n * s->H * eb;
+    const int32_t *tab = p->xtab + t->tab_off + (me == src ? 0 : t->nblocks);
+    const mesh_comm *wc = mesh_world_comm(e->wm);
+    for (int32_t b = 0; b < t->nblocks; b++)
+        for (int kv = 0; kv < 2; kv++) {
+            unsigned char *blk = (kv ? e->vpool : e->kpool) + tab[b] * slab;
+            if (whole) {
+                mesh_move_bytes(wc, blk, slab, src, dst);
+                continue;
+            }
+            if (me == src) pack_heads(e, blk, pc->h0, n, 0);
+            mesh_move_bytes(wc, e->xbuf, bytes, src, dst);
+            if (me == dst) pack_heads(e, blk, pc->h0, n, 1);
+        }
+    return 2 * bytes * t->nblocks;
+}
+
+/* engine_transfer between two tensor shardings (engine_link): for each transfer, each
+ * destination coordinate in order, its pieces in order (kvroute_pieces). Every rank walks the same
+ * list and blocks on its own moves only, so the first unfinished move always has both ends at it. */
+static void transfer_linked(serve_engine *e, const batch_plan *p, engine_xfer *x) {
+    kvroute_piece *pcs = e->pieces;
+    for (int32_t i = 0; i < p->nxfer; i++) {
+        const batch_xfer *t = &p->xfer[i];
+        if (t->src != e->rep && t->dst != e->rep) continue;
+        const int64_t Ys = engine_replica_tensor(e, t->src), Yd = engine_replica_tensor(e, t->dst);
+        for (int64_t yd = 0; yd < Yd; yd++) {
+            const int32_t np = kvroute_pieces(e->c.shape.N, e->c.shape.K, Ys, Yd, yd, pcs);
+            for (int32_t k = 0; k < np; k++) x->bytes += move_piece(e, p, t, &pcs[k], Ys, Yd, yd);
+        }
+        x->sent += t->src == e->rep, x->received += t->dst == e->rep;
+    }
+}
+
 engine_xfer engine_transfer(serve_engine *e, const batch_plan *p) {
     engine_xfer x = {0, 0, 0, 0};
     if (p->nxfer == 0) return x;
     const double t0 = mesh_now();
+    if (e->wm) {
+        transfer_linked(e, p, &x);
+        x.seconds = mesh_now() - t0;
+        return x;
+    }
     const mesh_comm *dc = mesh_axes_comm(e->m, e->dax);
     CHECK(mesh_axes_index(e->m, e->dax) == e->rep, "engine: replica %d is rank %d of its axes",
           (int)e->rep, mesh_axes_index(e->m, e->dax));
@@ -274,6 +395,7 @@ static int layout(serve_engine *e, char *err, size_t errlen) {
     if (ty >= 0) e->tax = (mesh_axes){.n = 1, .ax = {ty}};
     e->nrep = (int32_t)e->pl.batch.n;
     e->rep = (int32_t)e->pl.batch.index;
+    if (e->d.nrep > 0) e->rep += e->d.rep0, e->nrep = e->d.nrep; /* one side of two meshes */
     char axes[CONFIG_AXES_LEN];
     config_data_axes(&e->c, e->m, axes);
     if (mesh_axes_parse(e->m, axes, &e->dax) < 0)
@@ -378,5 +500,5 @@ void engine_destroy(serve_engine *e) {
     par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
                    e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items,
-                   e->lp_in, e->lp_scr, e);
+                   e->lp_in, e->lp_scr, e->where, e->xbuf, e->pieces, e);
 }

@@ -33,6 +33,9 @@ typedef struct {
     int32_t kv_blocks; /* blocks of the pool (per replica) */
     int32_t kv_block;  /* positions per block */
     int32_t max_rows;  /* rows of one forward (--max-batch-tokens) */
+    /* one side of disaggregated serving on meshes of its own (0, 0: the mesh's replicas alone):
+     * its replicas are rep0, rep0 + 1, ... of nrep in all (both sides') */
+    int32_t rep0, nrep;
 } engine_dims;
 
 /* What serve refuses of a config (as engine_create does, before any work): generate's refusals
@@ -88,6 +91,18 @@ typedef struct {
  * K and V of every layer) to the rank of replica dst at the same tensor coordinate, point to
  * point. Returns what this rank moved. */
 engine_xfer engine_transfer(serve_engine *e, const batch_plan *p);
+/* Collective over: world (every rank of both sides' meshes, one axis over all, world rank order).
+ * Disaggregated serving between two meshes, each side its own tensor degree (engine_dims' rep0 and
+ * nrep): records where every replica's tensor coordinates are. From then on a step's tokens are
+ * shared over world, and engine_transfer moves each block's kv heads from the source replica's
+ * ranks that hold them to the destination's that need them (kvroute.h), point to point over world
+ * in one fixed order, packed by head where the two shards differ. */
+void engine_link(serve_engine *e, mesh *world);
+/* The tensor degree of replica rep (either side's; without engine_link this engine's). */
+int64_t engine_replica_tensor(const serve_engine *e, int32_t rep);
+/* The bytes plan p's transfers ship, summed over the receiving ranks (a kv head replicated over
+ * Y/K tensor ranks counts once for each). */
+int64_t engine_xfer_bytes(const serve_engine *e, const batch_plan *p);
 
 /* ---- the forward underneath, for steps other than a plan's (speculative decoding) ---- */
 

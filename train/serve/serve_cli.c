@@ -18,6 +18,7 @@
 #include "train/infer/gen_cli.h"
 #include "train/model/hooks.h"
 #include "train/serve/cost.h"
+#include "train/serve/disagg_cli.h"
 #include "train/serve/front.h"
 #include "train/serve/loop.h"
 #include "train/serve/sim.h"
@@ -31,7 +32,7 @@ typedef struct {
     char ckpt[1024], host[64], prefix_cache[8], batching[16];
     char simulate[1024], sim_out[1024], sim_machine[64], draft[1024], expert[4];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
-    int64_t max_tokens, drain, draft_tokens, prefill_ranks, draft_ranks;
+    int64_t max_tokens, drain, draft_tokens, prefill_ranks, draft_ranks, prefill_tensor;
 } serve_flags;
 
 /* One row per flag: parsing, range check, default and --help come from here. kind: 0 string, 1
@@ -86,6 +87,10 @@ static const serve_flag_def serve_flag_table[] = {
     {"prefill-ranks", 1, F_(prefill_ranks), 1, 1 << 20, NULL, NULL,
      "disaggregated serving: the ranks of the first replicas, N in all, only prefill and ship each "
      "request's KV blocks to the other replicas, which only decode"},
+    {"prefill-tensor", 1, F_(prefill_tensor), 1, 1 << 20, NULL, NULL,
+     "--prefill-ranks on a mesh of their own: the first N ranks prefill as N/Y replicas of Y "
+     "tensor ranks, the others decode as --mesh, --tensor and --dp describe them; the KV blocks "
+     "move by kv head between the two shardings"},
     {"draft-tokens", 1, F_(draft_tokens), 1, 64, NULL, NULL,
      "--draft: tokens a decode drafts each step (default 4)"},
     {"draft-ranks", 1, F_(draft_ranks), 1, 1 << 20, NULL, NULL,
@@ -185,7 +190,7 @@ typedef struct {
     double t0, measured, predicted, rows;
     int64_t steps, tokens0;
     double link_bw; /* disaggregated: a rank's share of the measured bandwidth (bytes/s) */
-    int64_t nY;     /* ranks of a replica that each ship their shard */
+    int64_t nY, nYd; /* tensor ranks of a prefill replica and of a decode replica */
 } report_window;
 
 static void report_line(serve_front *f, report_window *w, int final) {
@@ -212,19 +217,19 @@ static void report_line(serve_front *f, report_window *w, int final) {
         const double each = (double)m.kv_transfer_bytes / (double)m.kv_transfers;
         fprintf(stderr,
                 "serve | disaggregated: %lld requests' KV shipped, %.3f MB, %.3f ms each (rank "
-                "0's sends), book %.3f ms (%d ranks each side at %.2f GB/s) | prefill side: TTFT "
+                "0's sends), book %.3f ms (%d ranks to %d at %.2f GB/s) | prefill side: TTFT "
                 "mean %.2f ms | decode side: TPOT mean %.2f ms\n",
                 (long long)m.kv_transfers, (double)m.kv_transfer_bytes / 1e6,
                 1e3 * m.kv_transfer_seconds / (double)m.kv_transfers,
-                1e3 * cost_kv_transfer(each, (int)w->nY, (int)w->nY, w->link_bw, 0), (int)w->nY,
-                w->link_bw / 1e9, m.ttft.n ? 1e3 * m.ttft.sum / (double)m.ttft.n : 0.0,
+                1e3 * cost_kv_transfer(each, (int)w->nY, (int)w->nYd, w->link_bw, 0), (int)w->nY,
+                (int)w->nYd, w->link_bw / 1e9, m.ttft.n ? 1e3 * m.ttft.sum / (double)m.ttft.n : 0.0,
                 m.tpot.n ? 1e3 * m.tpot.sum / (double)m.tpot.n : 0.0);
     }
     if (m.spec_drafted > 0)
         fprintf(stderr, "serve | speculative: %lld drafted, %lld kept, %lld rejected, alpha %.3f\n",
                 (long long)m.spec_drafted, (long long)m.spec_kept, (long long)m.spec_rejected,
                 (double)m.spec_kept / (double)(m.spec_kept + m.spec_rejected));
-    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens, w->link_bw, w->nY};
+    *w = (report_window){now, 0, 0, 0, 0, m.generation_tokens, w->link_bw, w->nY, w->nYd};
 }
 
 typedef struct {
@@ -244,17 +249,11 @@ static void sleep_s(double s) {
 }
 
 /* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
-/* The bytes plan p's KV transfers move, over every rank of the two replicas. */
-static int64_t xfer_bytes(const serve_engine *e, const batcher *s, const batch_plan *p) {
-    int64_t blocks = 0;
-    for (int32_t i = 0; i < p->nxfer; i++) blocks += p->xfer[i].nblocks;
-    return blocks * batcher_options(s)->kv_block * engine_kv_bytes_per_token(e);
-}
-
 static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
                        serve_wire *w, double *linger) {
     const int64_t nY = engine_tensor_ranks(sr->e);
-    report_window rw = {mesh_now(), 0, 0, 0, 0, 0, sr->mc.bw / mesh_world_size(), nY};
+    const int64_t nYd = engine_replica_tensor(sr->e, batcher_options(s)->prefill_replicas);
+    report_window rw = {mesh_now(), 0, 0, 0, 0, 0, sr->mc.bw / mesh_world_size(), nY, nYd};
     double deadline = 0;
     for (;;) {
         if (stop_requested() && deadline == 0) {
@@ -277,7 +276,7 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
         } else {
             front_step_done(front, p, st.seconds);
             if (p->nxfer)
-                front_transfers(front, p->nxfer, xfer_bytes(sr->e, s, p), w->xfer.seconds);
+                front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
             const gen_step cost =
                 serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
@@ -338,7 +337,7 @@ static int draft_engine(const config *c, const serve_flags *f, mesh *m, const ba
         snprintf(dc.tensor_axis, sizeof dc.tensor_axis, "%s", own > 1 ? "d" : "");
         dc.data_axes[0] = dc.expert_axis[0] = '\0';
     }
-    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs};
+    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs, 0, 0};
     *de = engine_create(&dc, m, &dd, why, sizeof why);
     if (!*de) return errmsg_fail(err, errlen, "the drafter %s: %s", f->draft, why);
     if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, errlen) < 0)
@@ -374,7 +373,7 @@ static serve_engine *open_remote(const config *c, const serve_flags *f, mesh *w,
     char err[SERVE_ERR] = "";
     const int ntarget = mesh_nranks(w) - (int)f->draft_ranks;
     const int target = mesh_rank(w) < ntarget;
-    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens};
+    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0};
     serve_engine *e = NULL;
     int rc = 0;
     if (target) {
@@ -450,8 +449,10 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     serve_spec *sp = NULL;
     if (f->draft_ranks) {
         e = open_remote(c, f, m, own, &o, &de, &sp);
+    } else if (f->prefill_tensor) {
+        e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, f->ckpt, &o);
     } else {
-        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens};
+        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens, 0, 0};
         e = engine_create(c, m, &d, err, sizeof err);
         if (!e) mesh_exit_error("%s", err);
         if (f->ckpt[0] &&
@@ -493,6 +494,16 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
             fprintf(stderr, "serve | ");
             precision_print(engine_precision(e), stderr);
         }
+        if (!c->quiet && f->prefill_tensor)
+            fprintf(stderr,
+                    "serve | prefill side: ranks 0-%lld, %d replicas of tensor %lld | decode "
+                    "side: ranks %lld-%d as --mesh %s, %d replicas of tensor %lld | the KV "
+                    "blocks move by kv head between the two\n",
+                    (long long)f->prefill_ranks - 1, (int)o.prefill_replicas,
+                    (long long)f->prefill_tensor, (long long)f->prefill_ranks,
+                    mesh_world_size() - 1, c->mesh[0] ? c->mesh : "-",
+                    (int)(o.replicas - o.prefill_replicas),
+                    (long long)engine_replica_tensor(e, o.prefill_replicas));
         fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
                 strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
                 front_port(front), stop_pid());
@@ -588,6 +599,8 @@ static void check_combinations(const serve_flags *f) {
     if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || !strcmp(f->batching, "static")))
         mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
                         "--simulate");
+    if (f->prefill_tensor && !f->prefill_ranks)
+        mesh_exit_error("--prefill-tensor goes with --prefill-ranks N (the ranks it shards)");
 }
 
 /* Rank 0: serve's paths, before any work: the inputs are readable files, and --sim-out can be
@@ -646,12 +659,13 @@ int serve_main(int argc, char **argv) {
         mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
                         "without bound, which the watchdog would take for a hang");
     kern_set_threads(c.threads);
-    mesh *own = NULL, *m = f.draft_ranks ? split_meshes(&c, &f, &own)
-                                         : mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts,
-                                                              err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
     if (f.simulate[0]) check_simulate_flags(argc, argv, &f);
     check_combinations(&f);
+    mesh *own = NULL, *m = f.draft_ranks      ? split_meshes(&c, &f, &own)
+                           : f.prefill_tensor ? disagg_split(&c, f.prefill_ranks, f.prefill_tensor, &own)
+                                              : mesh_create_placed(c.mesh, c.mesh_open,
+                                                                   c.cross_hosts, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
     const int st = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
     if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)

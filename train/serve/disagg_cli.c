@@ -1,0 +1,100 @@
+/* disagg_cli: disaggregated serving on two meshes (see disagg_cli.h). */
+#include "train/serve/disagg_cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "mesh/errmsg.h"
+#include "train/ckpt/ckpt.h"
+
+enum { DISAGG_ERR = 512 };
+
+/* The prefill side's mesh: N/Yp replicas over p, Yp tensor ranks over t (an axis of 1 left out). */
+static void prefill_spec(int64_t nprefill, int64_t yp, char *spec, size_t len) {
+    const long long r = (long long)(nprefill / yp);
+    if (yp == 1)
+        snprintf(spec, len, "p=%lld", r);
+    else if (r == 1)
+        snprintf(spec, len, "t=%lld", (long long)yp);
+    else
+        snprintf(spec, len, "p=%lld,t=%lld", r, (long long)yp);
+}
+
+mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own) {
+    char err[DISAGG_ERR] = "";
+    mesh *m = mesh_create(NULL, NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    const int W = mesh_nranks(m);
+    if (nprefill % yp)
+        mesh_exit_error("--prefill-tensor %lld does not divide --prefill-ranks %lld: the prefill "
+                        "side is whole replicas of --prefill-tensor ranks",
+                        (long long)yp, (long long)nprefill);
+    if (nprefill >= W)
+        mesh_exit_error("--prefill-ranks %lld: fewer than the %d ranks, so that some decode",
+                        (long long)nprefill, W);
+    if (c->mesh_open[0] || c->cross_hosts[0])
+        mesh_exit_error("--prefill-tensor splits the ranks into the prefill side's mesh and the "
+                        "decode side's --mesh: --open and --cross-hosts do not go with it");
+    if (c->expert_axis[0])
+        mesh_exit_error("--prefill-tensor with --expert: the experts' AllToAlls span one mesh "
+                        "(use --prefill-ranks alone)");
+    char spec[64];
+    prefill_spec(nprefill, yp, spec, sizeof spec);
+    const int pre = mesh_rank(m) < nprefill;
+    *own = mesh_split(m, pre ? 0 : 1, pre ? spec : c->mesh, err, sizeof err);
+    if (mesh_agree_msg(mesh_world_comm(m), *own ? 0 : -1, err, sizeof err) < 0)
+        mesh_exit_error("--prefill-ranks %lld: the decode side's %lld ranks as --mesh: %s",
+                        (long long)nprefill, (long long)(W - nprefill), err);
+    return m;
+}
+
+/* The prefill side's config: the model and flags of c on the mesh disagg_split made. */
+static void prefill_config(const config *c, int64_t nprefill, int64_t yp, config *pc) {
+    *pc = *c;
+    prefill_spec(nprefill, yp, pc->mesh, sizeof pc->mesh);
+    snprintf(pc->tensor_axis, sizeof pc->tensor_axis, "%s", yp > 1 ? "t" : "");
+    pc->data_axes[0] = pc->expert_axis[0] = '\0';
+}
+
+/* Collective over: w. The replicas of the side of the last world rank (the decode side's), from
+ * its mesh's data axes: on every rank. */
+static int32_t decode_replicas(const config *c, mesh *w, mesh *own) {
+    float in = 0, out = 0;
+    if (mesh_rank(w) == mesh_nranks(w) - 1) {
+        char axes[CONFIG_AXES_LEN];
+        mesh_axes dax;
+        config_data_axes(c, own, axes);
+        in = mesh_axes_parse(own, axes, &dax) == 0 ? (float)mesh_axes_size(own, dax) : 1.0f;
+    }
+    const mesh_axes all = {.n = 1, .ax = {0}};
+    mesh_all_reduce(w, all, &out, &in, 1, MESH_ALG_MPI);
+    return (int32_t)out;
+}
+
+serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill, int64_t yp,
+                          const char *ckpt, batch_opts *o) {
+    char err[DISAGG_ERR] = "", why[DISAGG_ERR] = "";
+    const int pre = mesh_rank(w) < nprefill;
+    config sc;
+    if (pre)
+        prefill_config(c, nprefill, yp, &sc);
+    else
+        sc = *c;
+    const int32_t rp = (int32_t)(nprefill / yp), rd = decode_replicas(&sc, w, own);
+    const engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, pre ? 0 : rp, rp + rd};
+    serve_engine *e = engine_create(&sc, own, &d, why, sizeof why);
+    int rc = e ? 0 : -1;
+    if (rc == 0 && ckpt[0])
+        rc = ckpt_load_params(engine_model(e), engine_par(e), own, ckpt, why, sizeof why);
+    if (rc < 0 && pre)
+        snprintf(err, sizeof err, "the prefill side (%lld ranks, --prefill-tensor %lld): %s",
+                 (long long)nprefill, (long long)yp, why);
+    else if (rc < 0)
+        snprintf(err, sizeof err, "the decode side (%d ranks, --mesh %s): %s", mesh_nranks(own),
+                 c->mesh[0] ? c->mesh : "-", why);
+    if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    engine_link(e, w);
+    o->replicas = rp + rd;
+    o->prefill_replicas = rp;
+    return e;
+}

@@ -1,0 +1,26 @@
+/* disagg_cli: `serve --prefill-ranks N --prefill-tensor Yp`, disaggregated serving with each side
+ * on a mesh of its own. The first N ranks prefill as N/Yp replicas of Yp tensor ranks (the mesh
+ * "p=N/Yp,t=Yp", --tensor t); the others decode as --mesh, --tensor and --dp describe them. The
+ * replicas are numbered prefill first, then decode, as the batcher's prefill_replicas wants; the
+ * engines are linked over the world (engine_link) so that the KV blocks move by kv head between
+ * the two shardings. Depends on engine, ckpt, mesh. */
+#ifndef MT_TRAIN_SERVE_DISAGG_CLI_H
+#define MT_TRAIN_SERVE_DISAGG_CLI_H
+#include <stdint.h>
+
+#include "mesh/mesh.h"
+#include "train/config/config.h"
+#include "train/serve/batcher.h"
+#include "train/serve/engine.h"
+
+/* Collective over: world. Every rank's mesh (one axis over all), returned; this rank's side's
+ * into *own. Bad input (Yp not dividing N, no rank left to decode, the decode ranks not fitting
+ * --mesh) leaves through mesh_exit_error with one message. */
+mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own);
+
+/* Collective over: world (w). This rank's side's engine on own (its parameters from ckpt, when
+ * given), linked to the other side's; o's replicas and prefill_replicas set to both sides'.
+ * Every failure is agreed over w, so both sides leave together with one message. */
+serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill, int64_t yp,
+                          const char *ckpt, batch_opts *o);
+#endif
