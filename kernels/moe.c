@@ -275,12 +275,25 @@ void kern_moe_mlp_bwd(float *dxs, float *dwg, float *dwu, float *dwd, float *da,
         if (n == 0) continue;
         float *dae = da + o * F, *dbe = db + o * F;
         kern_matmul_dx(dae, dys + o * D, wd + e * F * D, n, F, D, false); /* dh, into da */
-        kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
+        if (dwd) kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
         kern_swiglu_bwd_inplace(dae, dbe, a + o * F, b + o * F, n * F);
         kern_matmul_dx(dxs + o * D, dae, wg + e * D * F, n, D, F, false);
         kern_matmul_dx(dxs + o * D, dbe, wu + e * D * F, n, D, F, true);
+        if (!dwg) continue;
         kern_matmul_dw(dwg + e * D * F, xs + o * D, dae, n, D, F);
         kern_matmul_dw(dwu + e * D * F, xs + o * D, dbe, n, D, F);
+    }
+}
+
+void kern_moe_mlp_dw(float *dwg, float *dwu, float *dwd, const float *dys, const float *xs,
+                     const float *da, const float *db, const float *h, const int64_t *offs,
+                     int64_t E, int64_t D, int64_t F) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
+        if (n == 0) continue;
+        kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
+        kern_matmul_dw(dwg + e * D * F, xs + o * D, da + o * F, n, D, F);
+        kern_matmul_dw(dwu + e * D * F, xs + o * D, db + o * F, n, D, F);
     }
 }
 

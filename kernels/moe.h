@@ -87,11 +87,17 @@ void kern_moe_mlp_fwd_ref(float *ys, float *a, float *b, float *h, const float *
                           const float *wu, const float *wd, const int64_t *offs, int64_t E,
                           int64_t D, int64_t F);
 /* Its backward from dys[n, D]: dxs[n, D] = da·wg[e]ᵀ + db·wu[e]ᵀ (overwrites), dwg, dwu, dwd +=
- * (accumulate); da, db [n, F] are overwritten (da may be the caller's scratch for dh too). */
+ * (accumulate; all three NULL: none, left to kern_moe_mlp_dw); da, db [n, F] are overwritten
+ * with the gradients of the products xs·wg, xs·wu (da may be the caller's scratch for dh too). */
 void kern_moe_mlp_bwd(float *dxs, float *dwg, float *dwu, float *dwd, float *da, float *db,
                       const float *dys, const float *xs, const float *a, const float *b,
                       const float *h, const float *wg, const float *wu, const float *wd,
                       const int64_t *offs, int64_t E, int64_t D, int64_t F);
+/* The weight gradients of kern_moe_mlp_bwd alone, from the dys, da and db it was given and left
+ * (a split backward's weight part): the same products, so the same bits. */
+void kern_moe_mlp_dw(float *dwg, float *dwu, float *dwd, const float *dys, const float *xs,
+                     const float *da, const float *db, const float *h, const int64_t *offs,
+                     int64_t E, int64_t D, int64_t F);
 void kern_moe_mlp_bwd_ref(float *dxs, float *dwg, float *dwu, float *dwd, float *da, float *db,
                           const float *dys, const float *xs, const float *a, const float *b,
                           const float *h, const float *wg, const float *wu, const float *wd,

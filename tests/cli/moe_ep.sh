@@ -2,8 +2,8 @@
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
 #    on the --tensor axis, on an axis outside --dp, --expert without --experts, --expert on the
-#    --dcn axis, F_e not divisible by the tensor axis, --experts with a split or interleaved pipeline
-#    schedule;
+#    --dcn axis, F_e not divisible by the tensor axis, --experts with a pipeline of chunks (zb-v,
+#    interleaved);
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
 #    batch·T·k·(MoE blocks);
@@ -34,8 +34,8 @@ case_ 2 4 "--expert x is the --dcn axis" "${base[@]}" "${moe[@]}" \
   --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert x --steps 1
 case_ 2 4 "--expert-d-ff F_e = 33 is not divisible by |y| (--tensor) = 2" "${base[@]}" \
   "${moe[@]}" --mesh x=2,y=2 --dp x --tensor y --expert x --expert-d-ff 33 --steps 1
-case_ 2 4 "--experts with --schedule zb-h1 is not implemented yet" "${base[@]}" "${moe[@]}" \
-  --mesh x=2,y=2 --dp x --pipeline y --schedule zb-h1 --steps 1
+case_ 2 4 "--experts with --schedule zb-v is not implemented yet" "${base[@]}" "${moe[@]}" \
+  --mesh x=2,y=2 --dp x --pipeline y --schedule zb-v --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \

@@ -3,7 +3,8 @@
  *  - without a pipeline axis: F0 B0 F1 B1 ... (training) and F0 F1 ... (evaluation), no sends;
  *  - 1F1B: each stage's forwards and backwards are calc/schedule.c's 1f1b table for that rank,
  *    action for action (sched_init: the calculator's own generator);
- *  - GPipe: F0 .. F(M−1), then B(M−1) .. B0;
+ *  - GPipe: F0 .. F(M−1), then B0 .. B(M−1) (calc's gpipe: the weight gradients summed in
+ *    micro-batch order, as every other schedule sums them);
  *  - the pipeline's messages: every SEND_F of stage s has its RECV_F on stage s+1 and every SEND_B
  *    of stage s its RECV_B on stage s−1, in the same micro-batch order (each link's messages are
  *    matched in order), a receive right before the compute that needs it, a send right after
@@ -82,8 +83,7 @@ static int order_ok(const sched_action *c, int k, int64_t P, int64_t z, int64_t 
     if (k != 2 * M) return 0;
     if (sched == PIPE_GPIPE) {
         for (int64_t j = 0; j < M; j++)
-            if (c[j].op != SCHED_F || c[j].mb != j || c[M + j].op != SCHED_B ||
-                c[M + j].mb != M - 1 - j)
+            if (c[j].op != SCHED_F || c[j].mb != j || c[M + j].op != SCHED_B || c[M + j].mb != j)
                 return 0;
         return 1;
     }

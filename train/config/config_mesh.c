@@ -116,11 +116,11 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
                            "data axis",
                            ea);
     if (mesh_nranks(m) > 1 && c->pipe_axis[0] && c->schedule != PIPE_GPIPE &&
-        c->schedule != PIPE_1F1B)
+        c->schedule != PIPE_1F1B && c->schedule != PIPE_ZB_H1)
         return errmsg_fail(err, errlen,
                            "--experts with --schedule %s is not implemented yet: a "
-                           "mixture-of-experts model pipelines with gpipe or 1f1b (its blocks' "
-                           "backward is not split, and a stage holds one run of layers)",
+                           "mixture-of-experts model pipelines with gpipe, 1f1b or zb-h1 (a "
+                           "stage holds one run of layers)",
                            config_schedule_names[c->schedule]);
     if (!ea[0]) return 0;
     const int a = mesh_axis_index(m, ea[0]);

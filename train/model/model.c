@@ -72,12 +72,12 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             carve_layer_mid(m, c, A, BT);
             if (moe) {
                 moe_carve_act(m, c, A, BT, m->Bl);
-                continue;
+            } else {
+                A->a = carve(c, BT * lc->Fl);
+                A->b = carve(c, BT * lc->Fl);
+                A->g = carve_f32(c, A->b16_kept & KEPT_G, BT * lc->Fl);
             }
-            A->a = carve(c, BT * lc->Fl);
-            A->b = carve(c, BT * lc->Fl);
-            A->g = carve_f32(c, A->b16_kept & KEPT_G, BT * lc->Fl);
-            if (m->split) split_carve(m, c, cb, A);
+            if (m->split) split_carve(m, c, cb, A, moe);
         }
         S->xf = carve(c, m->chunks * BT * D); /* each chunk's output (the last one's: the final) */
         if (m->last) {
@@ -629,7 +629,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
     if (moe) {
-        moe_block_bwd(m, &w, &g, A, dh, dr, l, BT, T);
+        moe_block_bwd(m, &w, &g, A, dh, dr, BT, T, keep);
     } else {
         sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, A->gb, w.w_down, wb.w_down, BT,
                          Fl, keep32 ? A->d_mlp : NULL, keep16 ? A->d_mlpb : NULL);

@@ -25,6 +25,11 @@ typedef struct {
     float *d_mlp, *d_a, *d_b, *d_attn, *d_q, *d_k, *d_v;
     kern_bf16 *d_mlpb, *d_ab, *d_bb, *d_attnb, *d_qb, *d_kb, *d_vb;
     float *d_n; /* [2·D]: the gains' gradients (attn_norm, mlp_norm) kept for the weight part */
+    /* a split MoE block's instead of d_mlp, d_a, d_b (moe_split_carve): the rows' output
+     * gradients on the experts' ranks [BT·k·ep_n, D] and their products' [BT·k·ep_n, F_e], the
+     * block output's gradient [BT, D] and the shared experts' products' [BT, S·F_e] (with shared
+     * experts), the router logits' [BT, E] */
+    float *k_dyr, *k_dea, *k_deb, *k_dr, *k_dsa, *k_dsb, *k_dlog;
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
     int64_t *offs, *kept, *loffs, *epc; /* epc: the expert axis's counts (model_moe_counts_n) */
@@ -223,16 +228,22 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
                   int64_t G, int stats, int sharded, int defer);
 /* Its backward up to the norm: dh[BT, D] = dL/dh2 (overwrites) from dr = dL/d(out) (the
  * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
- * with the balance and z-losses' gradients for groups of G rows. */
+ * with the balance and z-losses' gradients for groups of G rows. keep (a split backward's input
+ * part): no weight gradient; their products' output gradients kept in A's k_* for moe_block_dw,
+ * the weight part, which adds the same products' bits to g. */
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t l, int64_t BT, int64_t G);
+                   const float *dr, int64_t BT, int64_t G, int keep);
+void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT);
+/* The k_* fields of a split MoE block A. */
+void moe_split_carve(const model *m, carver *c, layer_act *A);
 
 /* model_split.c: the split backward. split_bwd_grads: where the input part's gradients of block
  * l go (the hook's, or with no gradients held by the model the gains' alone, kept in A->d_n);
  * split_bwd_weight: block l's weight part (every matmul's dW; MODEL_BWD_WEIGHT). */
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l);
-/* What the input part keeps of a dense block A for the weight part: the gains' gradients d_n and
- * the products' output gradients, fp32 from c (d_*), or with bf16 compute bf16 from cb (d_*b). */
-void split_carve(const model *m, carver *c, carver *cb, layer_act *A);
+/* What the input part keeps of block A for the weight part: the gains' gradients d_n and the
+ * products' output gradients, fp32 from c (d_*), or with bf16 compute bf16 from cb (d_*b); of a
+ * MoE block (moe) attention's, and the mixture's k_* (moe_split_carve, fp32). */
+void split_carve(const model *m, carver *c, carver *cb, layer_act *A, int moe);
 void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT);
 #endif

@@ -183,23 +183,60 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     return m->hk.gather_out(m->hk.ctx, m, out, sh, BT, defer);
 }
 
-/* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=. */
-static void shared_bwd(model *m, const layer_w *w, const layer_g *g, const layer_act *A, float *dh,
-                       const float *dr, int64_t BT) {
+/* The shared experts' weight gradients (+=) from their block's output gradient dr [BT, D] and
+ * their products' da, db [BT, S·F_e]. */
+static void shared_dw(const model *m, const layer_g *g, const layer_act *A, const float *da,
+                      const float *db, const float *dr, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
-    float *da = m->ms.dsa, *db = m->ms.dsb;
-    kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false); /* dL/d(sh), into da */
     kern_matmul_dw(g->s_down, A->sh, dr, BT, SF, D);
+    for (int64_t e = 0; e < mo->shared; e++) {
+        const int64_t c = e * Fe, wo = e * D * Fe;
+        kern_gemm(g->s_gate + wo, A->h2, da + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
+        kern_gemm(g->s_up + wo, A->h2, db + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
+    }
+}
+
+/* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=
+ * (keep: none; dr and the products' gradients kept in A's k_dr, k_dsa, k_dsb instead). */
+static void shared_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
+                       const float *dr, int64_t BT, int keep) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
+    float *da = keep ? A->k_dsa : m->ms.dsa, *db = keep ? A->k_dsb : m->ms.dsb;
+    kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false); /* dL/d(sh), into da */
     kern_swiglu_bwd_inplace(da, db, A->sa, A->sb, BT * SF);
     for (int64_t e = 0; e < mo->shared; e++) {
         const int64_t c = e * Fe, wo = e * D * Fe;
         kern_gemm(dh, da + c, w->s_gate + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f,
                   e ? 1.0f : 0.0f);
         kern_gemm(dh, db + c, w->s_up + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f, 1.0f);
-        kern_gemm(g->s_gate + wo, A->h2, da + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
-        kern_gemm(g->s_up + wo, A->h2, db + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
     }
+    if (keep)
+        floats_copy(A->k_dr, dr, BT * D);
+    else
+        shared_dw(m, g, A, da, db, dr, BT);
+}
+
+void moe_split_carve(const model *m, carver *c, layer_act *A) {
+    const moe_shape *mo = &m->s.moe;
+    const int64_t BT = m->BT, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
+    const int64_t Rz = BT * mo->k * m->loc.ep_n;
+    A->k_dyr = carve(c, Rz * D);
+    A->k_dea = carve(c, Rz * Fe);
+    A->k_deb = carve(c, Rz * Fe);
+    A->k_dr = SF ? carve(c, BT * D) : NULL;
+    A->k_dsa = SF ? carve(c, BT * SF) : NULL;
+    A->k_dsb = SF ? carve(c, BT * SF) : NULL;
+    A->k_dlog = carve(c, BT * mo->E);
+}
+
+void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
+    kern_moe_mlp_dw(g->e_gate, g->e_up, g->e_down, A->k_dyr, A->xr, A->k_dea, A->k_deb, A->eh,
+                    A->loffs, m->loc.El, m->s.D, m->loc.Fel);
+    POLL(m);
+    if (m->s.moe.shared > 0) shared_dw(m, g, A, A->k_dsa, A->k_dsb, A->k_dr, BT);
+    kern_matmul_dw(g->router, A->h2, A->k_dlog, BT, m->s.D, m->s.moe.E);
 }
 
 /* The balance loss's gradient with respect to the probabilities, ga[g, E] for each group g of G
@@ -219,26 +256,30 @@ static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64
 }
 
 void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t l, int64_t BT, int64_t G) {
+                   const float *dr, int64_t BT, int64_t G, int keep) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, E = mo->E, k = mo->k;
     moe_scratch *z = &m->ms;
-    (void)l;
+    /* the products' output gradients: the scratch, or kept for the weight part (the rows'
+     * gradients dys are dyr themselves without an expert axis) */
+    float *dyr = keep ? A->k_dyr : z->dyr, *dys = m->loc.ep_n > 1 ? z->dys : dyr;
+    float *dea = keep ? A->k_dea : z->dea, *deb = keep ? A->k_deb : z->deb;
+    float *dlog = keep ? A->k_dlog : z->dlog;
     const int tp = m->loc.Dl < D;
     if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */
         dr = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, NULL, NULL);
     if (mo->shared > 0)
-        shared_bwd(m, w, g, A, dh, dr, BT);
+        shared_bwd(m, w, g, A, dh, dr, BT, keep);
     else
         floats_clear(dh, BT * D);
     POLL(m);
-    kern_moe_combine_bwd(z->dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
+    kern_moe_combine_bwd(dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
     /* the experts' rows' gradients go where the rows went, and come back (the two AllToAlls of
      * the forward, in reverse order of the data's way back) */
-    m->hk.moe_to_experts(m->hk.ctx, m, A->epc, z->dyr, z->dys, NULL, NULL, D);
-    kern_moe_mlp_bwd(z->dxr, g->e_gate, g->e_up, g->e_down, z->dea, z->deb, z->dyr, A->xr, A->ea,
-                     A->eb, A->eh, w->e_gate, w->e_up, w->e_down, A->loffs, m->loc.El, D,
-                     m->loc.Fel);
+    m->hk.moe_to_experts(m->hk.ctx, m, A->epc, dyr, dys, NULL, NULL, D);
+    kern_moe_mlp_bwd(z->dxr, keep ? NULL : g->e_gate, keep ? NULL : g->e_up,
+                     keep ? NULL : g->e_down, dea, deb, dyr, A->xr, A->ea, A->eb, A->eh, w->e_gate,
+                     w->e_up, w->e_down, A->loffs, m->loc.El, D, m->loc.Fel);
     m->hk.moe_from_experts(m->hk.ctx, m, A->epc, z->dxs, z->dxr, D);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);
@@ -247,8 +288,8 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
      * so the router's part of it joins on one rank of Y only */
     if (tp) m->hk.moe_tensor_sum(m->hk.ctx, m, z->dw, BT * k);
     const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);
-    kern_router_bwd(z->dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs,
-                    BT, E, k, G);
-    if (m->loc.d0 == 0) kern_matmul_dx(dh, z->dlog, w->router, BT, D, E, true);
-    kern_matmul_dw(g->router, A->h2, z->dlog, BT, D, E);
+    kern_router_bwd(dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs, BT,
+                    E, k, G);
+    if (m->loc.d0 == 0) kern_matmul_dx(dh, dlog, w->router, BT, D, E, true);
+    if (!keep) kern_matmul_dw(g->router, A->h2, dlog, BT, D, E);
 }

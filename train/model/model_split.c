@@ -18,17 +18,18 @@
 #include "train/model/model_impl.h"
 #include "train/observe/trace.h"
 
-void split_carve(const model *m, carver *c, carver *cb, layer_act *A) {
+void split_carve(const model *m, carver *c, carver *cb, layer_act *A, int moe) {
     const int64_t BT = m->BT, D = m->s.D, H = m->s.H, Fl = m->loc.Fl;
     const int64_t n[7] = {BT * D, BT * Fl, BT * Fl, BT * D, BT * m->loc.Nl * H,
                           BT * m->loc.Kl * H, BT * m->loc.Kl * H};
     float **f[7] = {&A->d_mlp, &A->d_a, &A->d_b, &A->d_attn, &A->d_q, &A->d_k, &A->d_v};
     kern_bf16 **b[7] = {&A->d_mlpb, &A->d_ab, &A->d_bb, &A->d_attnb, &A->d_qb, &A->d_kb, &A->d_vb};
-    for (int i = 0; i < 7; i++) {
+    for (int i = moe ? 3 : 0; i < 7; i++) { /* a MoE block: attention's alone */
         *f[i] = m->cmp.bf16 ? NULL : carve(c, n[i]);
         *b[i] = m->cmp.bf16 ? carve_b(cb, n[i]) : NULL;
     }
     A->d_n = carve(c, 2 * D);
+    if (moe) moe_split_carve(m, c, A);
 }
 
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l) {
@@ -80,12 +81,16 @@ void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT) {
     const int kept = !m->grads; /* the gains' gradients wait in d_n (split_bwd_grads) */
     if (kept) floats_copy(g.mlp_norm, A->d_n + D, D);
     trace_begin(m->tr, TRACE_MLP, l);
-    out_dw(m, g.w_down, A->g, A->gb, A->d_mlp, A->d_mlpb, BT, Fl, D);
-    POLL(m);
-    float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
-    kern_bf16 *const dgu16[2] = {A->d_ab, A->d_bb};
-    const int64_t ngu[2] = {Fl, Fl};
-    in_dw(m, ggu, A->h2, A->h2b, 2, dgu, dgu16, ngu, BT);
+    if (model_layer_is_moe(&m->s, l)) {
+        moe_block_dw(m, &g, A, BT);
+    } else {
+        out_dw(m, g.w_down, A->g, A->gb, A->d_mlp, A->d_mlpb, BT, Fl, D);
+        POLL(m);
+        float *const dgu[2] = {A->d_a, A->d_b}, *const ggu[2] = {g.w_gate, g.w_up};
+        kern_bf16 *const dgu16[2] = {A->d_ab, A->d_bb};
+        const int64_t ngu[2] = {Fl, Fl};
+        in_dw(m, ggu, A->h2, A->h2b, 2, dgu, dgu16, ngu, BT);
+    }
     trace_end(m->tr, TRACE_MLP);
     m->hk.mlp_grads_done(m->hk.ctx, m, l);
     if (kept) floats_copy(g.attn_norm, A->d_n, D);

@@ -482,8 +482,9 @@ void plan_free(const plan *p, plan_owner owner, plan_ptrs *ptr);
  * activations (SCHED_RECV_F, SCHED_SEND_F, to and from the neighbouring stages) or gradients
  * (SCHED_RECV_B, SCHED_SEND_B). The executor (train/step/exec.c) runs such a list; the
  * trainer's are:
- *   GPipe: F0 .. F(M−1), then B(M−1) .. B0 (calc's gpipe runs B0 .. B(M−1): the gradients would
- *     accumulate in the other order, and a run's bits change);
+ *   GPipe: F0 .. F(M−1), then B0 .. B(M−1) (calc's gpipe): the weight gradients accumulate in
+ *     micro-batch order, as in every other schedule, so every schedule's run is GPipe's bit for
+ *     bit on the same mesh;
  *   1F1B: min(P−s−1, M) forwards, then one forward and one backward in turn, then the remaining
  *     backwards (calc's 1f1b, action for action);
  *   interleaved, zb-h1, zb-v: calc's table (sched_init) for this rank, as it is.

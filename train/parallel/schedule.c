@@ -18,7 +18,7 @@ int plan_stage_order(pipe_schedule schedule, int64_t P, int64_t s, int64_t M, sc
     int n = 0;
     if (schedule == PIPE_GPIPE) {
         for (int64_t j = 0; j < M; j++) out[n++] = action(SCHED_F, s, j);
-        for (int64_t j = M - 1; j >= 0; j--) out[n++] = action(SCHED_B, s, j);
+        for (int64_t j = 0; j < M; j++) out[n++] = action(SCHED_B, s, j);
         return n;
     }
     const int64_t warm = P - s - 1 < M ? P - s - 1 : M;
@@ -56,8 +56,8 @@ sched_spec plan_sched_spec(const plan *p) {
                         (int)p->n_micro, p->s.L};
 }
 
-/* The schedules this file lists itself (GPipe's order differs from calc's, 1F1B's is the same);
- * the others are calc's tables. */
+/* The schedules this file lists itself (GPipe's and 1F1B's, the same as calc's); the others are
+ * calc's tables. */
 static int own_order(const plan *p) {
     return p->pipe.n == 1 || p->c.schedule == PIPE_GPIPE || p->c.schedule == PIPE_1F1B;
 }
