@@ -29,6 +29,7 @@
 #include "kernels/embed.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_bf16_impl.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rng.h"
@@ -273,6 +274,13 @@ void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern
     (void)ctx, (void)C, (void)A, (void)B, (void)ta, (void)tb, (void)lda, (void)ldb, (void)ldc,
         (void)acc;
     charge(2.0 * (double)M * (double)N * (double)K);
+}
+/* The own kernels' product, which the blockwise bf16 attention (kernels/attn_part_bf16.c,
+ * attn_part_bwd.c, the real code here) calls: charged as kern_gemm_bf16. */
+void bf16_gemm_own(struct kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B,
+                   int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb,
+                   int64_t ldc, bool acc) {
+    kern_gemm_bf16(ctx, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
 }
 void kern_matmul_bf16(kern_bf16_ctx *ctx, float *restrict y, const kern_bf16 *restrict x,
                       const kern_bf16 *restrict w, int64_t M, int64_t K, int64_t N) {

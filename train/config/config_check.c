@@ -94,10 +94,6 @@ int config_check_model(const config *c, char *err, size_t errlen) {
 const char *config_bf16_unsupported(const config *c) {
     if (c->shape.moe.E > 0)
         return "the mixture-of-experts blocks (--experts) multiply in fp32 only";
-    const int alg = c->cp_axis[0] ? config_cp_alg(c) : -1;
-    if (alg == CONFIG_CP_ALLGATHER || alg == CONFIG_CP_RING)
-        return "context parallelism's blockwise attention (--cp-alg allgather, ring; ulysses "
-               "runs in bf16) runs in fp32 only";
     return NULL;
 }
 

@@ -29,6 +29,13 @@
  *              the head shards are rounded once and attended by the bf16 kernels one rank uses
  *              (kern_attn_fwd_bf16/bwd_bf16 on the model's context), P, q, k, v saved in bf16:
  *              every head's numbers are then the 1-rank bf16 run's.
+ *   bf16       allgather and ring in bf16 compute (plan_cp_blk_bf16): q, k, v and dO are rounded
+ *              once, K and V travel in bf16 (half the bytes: PLAN_CP_GATHER_KV_BF16,
+ *              PLAN_CP_HOP_BF16) and the blockwise bf16 kernels (kern_attn_part_fwd_bf16/_bwd_bf16,
+ *              the 1-rank bf16 kernels' rounding points) attend them; dK, dV stay fp32 (they
+ *              accumulate). allgather's forward is then the 1-rank bf16 run's bit for bit (a row's
+ *              products depend on its row alone); the ring rounds each block's own probabilities,
+ *              normalised by the block's sum, and D = rowsum(bf16 dO ∘ O).
  *
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
@@ -79,9 +86,9 @@ static void rotate(const struct par *p, float *x, int64_t nh, int inverse) {
 
 /* ---------------------------------------------------------------- allgather */
 
-/* Rank-major blocks g[|C|][2][B, T_C, KH] ↔ sequence order full[2][B, T, KH] (to = 1: into full;
- * 0: back into g). */
-static void ag_order(const struct par *p, float *g, float *full, int to) {
+/* Rank-major blocks g[|C|][2][B, T_C, KH] ↔ sequence order full[2][B, T, KH] of es-byte elements
+ * (to = 1: into full; 0: back into g). */
+static void ag_order(const struct par *p, void *g, void *full, int to, size_t es) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, T = pl->s.T, Tl = T / C, Bl = pl->micro_seqs;
     const int64_t KH = pl->loc.Kl * pl->s.H, R = Bl * Tl;
@@ -89,51 +96,81 @@ static void ag_order(const struct par *p, float *g, float *full, int to) {
         for (int kv = 0; kv < 2; kv++)
             for (int64_t b = 0; b < Bl; b++)
                 for (int64_t t = 0; t < Tl; t++) {
-                    float *gr = g + ((r * 2 + kv) * R + b * Tl + t) * KH;
-                    float *fr = full + ((kv * Bl + b) * T + p->cp.kpos[r * Tl + t]) * KH;
+                    char *gr = (char *)g + ((r * 2 + kv) * R + b * Tl + t) * KH * (int64_t)es;
+                    char *fr = (char *)full +
+                               ((kv * Bl + b) * T + p->cp.kpos[r * Tl + t]) * KH * (int64_t)es;
                     if (to)
-                        memcpy(fr, gr, (size_t)KH * sizeof(float));
+                        memcpy(fr, gr, (size_t)KH * es);
                     else
-                        memcpy(gr, fr, (size_t)KH * sizeof(float));
+                        memcpy(gr, fr, (size_t)KH * es);
                 }
+}
+
+/* bf16 compute's rounded q and dO [R, NH] (plan_cp_blk_bf16), after the algorithm's regions of
+ * BUF_CP_KV, which end `used` floats in. */
+typedef struct {
+    kern_bf16 *q, *dout;
+} cp_b16;
+static cp_b16 cp_b16_regions(const struct par *p, int64_t used) {
+    kern_bf16 *b = (kern_bf16 *)(void *)(p->cp.kv + used);
+    return (cp_b16){b, b + p->pl->rows * p->pl->loc.Nl * p->pl->s.H};
 }
 
 /* The allgather's regions of BUF_CP_KV: send [2, R·KH], g [|C|, 2, R·KH], full and dfull
  * [2, B, T, KH]. */
 typedef struct {
     float *send, *g, *full, *dfull;
+    cp_b16 b;
 } ag_bufs;
 static ag_bufs ag_regions(const struct par *p) {
     const plan *pl = p->pl;
     const int64_t KH = pl->loc.Kl * pl->s.H, R = pl->rows, n = 2 * pl->micro_seqs * pl->s.T * KH;
     float *kv = p->cp.kv;
-    return (ag_bufs){kv, kv + 2 * R * KH, kv + 2 * R * KH + n, kv + 2 * R * KH + 2 * n};
+    return (ag_bufs){kv, kv + 2 * R * KH, kv + 2 * R * KH + n, kv + 2 * R * KH + 2 * n,
+                     cp_b16_regions(p, 2 * R * KH + 3 * n)};
 }
 
-/* Every rank's rotated k and v, in sequence order into a.full. */
+/* Every rank's rotated k and v, in sequence order into a.full: fp32, or in bf16 compute rounded
+ * once and gathered in bf16 (a.full's first half then holds kern_bf16 K, V [2, B, T, KH]). */
 static void ag_gather(struct par *p, const ag_bufs *a, const float *k, const float *v) {
     const int64_t n = p->pl->rows * p->pl->loc.Kl * p->pl->s.H;
+    if (plan_cp_blk_bf16(p->pl)) {
+        kern_bf16 *s = (kern_bf16 *)(void *)a->send;
+        kern_bf16_pack(s, k, n);
+        kern_bf16_pack(s + n, v, n);
+        par_run_b(p, PLAN_CP_GATHER_KV_BF16, (kern_bf16 *)(void *)a->g, s, 2 * n);
+        ag_order(p, a->g, a->full, 1, sizeof(kern_bf16));
+        return;
+    }
     floats_copy(a->send, k, n);
     floats_copy(a->send + n, v, n);
     par_run(p, PLAN_CP_GATHER_KV, a->g, a->send, 2 * n);
-    ag_order(p, a->g, a->full, 1);
+    ag_order(p, a->g, a->full, 1, sizeof(float));
 }
 
-static void ag_fwd(struct par *p, float *att, float *ms, const float *q, const float *k,
-                   const float *v) {
+static void ag_fwd(struct par *p, const model *mod, float *att, float *ms, const float *q,
+                   const float *k, const float *v) {
     const plan *pl = p->pl;
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
-    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl;
+    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, F = Bl * T * Kl * H;
     const ag_bufs a = ag_regions(p);
     ag_gather(p, &a, k, v);
-    const float *kf = a.full, *vf = a.full + Bl * T * Kl * H;
-    kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, kf, vf, p->cp.qpos, p->cp.iota,
-                       Bl, Tl, T, Nl, Kl, H);
+    if (plan_cp_blk_bf16(pl)) {
+        const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
+        kern_bf16_pack(a.b.q, q, pl->rows * Nl * H);
+        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, att, ms, ms + pl->rows * Nl,
+                                p->cp.ker, a.b.q, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T,
+                                Nl, Kl, H);
+    } else {
+        kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, a.full, a.full + F,
+                           p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+    }
     p->cp.flops += kern_attn_part_flops(p->cp.qpos, Tl, p->cp.iota, T, H) * (double)(Bl * Nl);
 }
 
-static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
-                   const float *ms, const float *q, const float *k, const float *v) {
+static void ag_bwd(struct par *p, const model *mod, float *dq, float *dk, float *dv,
+                   const float *datt, const float *ms, const float *q, const float *k,
+                   const float *v) {
     const plan *pl = p->pl;
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
@@ -143,9 +180,18 @@ static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *
     floats_clear(dq, R * Nl * H);
     floats_clear(a.dfull, 2 * full);
     /* D = NULL: the block holds every key the rows see, so D = Σ_j P_ij dP_ij over it */
-    kern_attn_part_bwd(dq, a.dfull, a.dfull + full, p->cp.ker, datt, NULL, ms, ms + R * Nl, q,
-                       a.full, a.full + full, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
-    ag_order(p, a.g, a.dfull, 0);
+    if (plan_cp_blk_bf16(pl)) {
+        const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
+        kern_bf16_pack(a.b.q, q, R * Nl * H);
+        kern_bf16_pack(a.b.dout, datt, R * Nl * H);
+        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, a.dfull, a.dfull + full,
+                                p->cp.ker, a.b.dout, NULL, ms, ms + R * Nl, a.b.q, kf, kf + full,
+                                p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+    } else {
+        kern_attn_part_bwd(dq, a.dfull, a.dfull + full, p->cp.ker, datt, NULL, ms, ms + R * Nl, q,
+                           a.full, a.full + full, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+    }
+    ag_order(p, a.g, a.dfull, 0, sizeof(float));
     par_run(p, PLAN_CP_SCATTER_DKV, a.send, a.g, 2 * n);
     floats_copy(dk, a.send, n);
     floats_copy(dv, a.send + n, n);
@@ -153,28 +199,41 @@ static void ag_bwd(struct par *p, float *dq, float *dk, float *dv, const float *
 
 /* ---------------------------------------------------------------- ring */
 
-/* The ring's regions of BUF_CP_KV: two travelling blocks [4, R·KH] (K, V, dK, dV), a partial's
- * o [R, NH], m, l [R, N_Y] and the backward's D [R, N_Y]. */
+/* The ring's regions of BUF_CP_KV: two travelling blocks [4, R·KH] (K, V, dK, dV; in bf16
+ * compute K, V are bf16 in the first half of theirs), a partial's o [R, NH], m, l [R, N_Y], the
+ * backward's D [R, N_Y], and bf16 compute's rounded q and dO. */
 typedef struct {
     float *blk[2], *o2, *m2, *l2, *D;
+    cp_b16 b;
 } ring_bufs;
 static ring_bufs ring_regions(const struct par *p) {
     const plan *pl = p->pl;
     const int64_t R = pl->rows, KH = pl->loc.Kl * pl->s.H, NH = pl->loc.Nl * pl->s.H;
+    const int64_t Nl = pl->loc.Nl;
     float *kv = p->cp.kv, *o2 = kv + 8 * R * KH;
     return (ring_bufs){{kv, kv + 4 * R * KH},
                        o2,
                        o2 + R * NH,
-                       o2 + R * NH + R * pl->loc.Nl,
-                       o2 + R * NH + 2 * R * pl->loc.Nl};
+                       o2 + R * NH + R * Nl,
+                       o2 + R * NH + 2 * R * Nl,
+                       cp_b16_regions(p, 8 * R * KH + R * (NH + 3 * Nl))};
 }
 
-/* Starts the hop of n floats from `in` to the next rank of C (coord + 1; `out` receives the
- * previous rank's). An axis of 2 has no wraparound link: there the hop is the two ppermutes
+/* The block's K, V to send on: n = R·KH floats each, or in bf16 compute n bf16 elements each,
+ * 2n elements that move as n 4-byte units. Returns the hop's kind; *units its count. */
+static plan_coll ring_kv_hop(const struct par *p, int64_t n, int64_t *units) {
+    const int b16 = plan_cp_blk_bf16(p->pl);
+    *units = b16 ? n : 2 * n;
+    return b16 ? PLAN_CP_HOP_BF16 : PLAN_CP_HOP;
+}
+
+/* Starts the hop of n units of kind k from `in` to the next rank of C (coord + 1; `out` receives
+ * the previous rank's). An axis of 2 has no wraparound link: there the hop is the two ppermutes
  * +1 and −1, each rank the sender of one and the receiver of the other. */
-static void ring_hop(struct par *p, float *out, const float *in, int64_t n, mesh_req *r[2]) {
-    mesh_coll_call c = par_call(p, PLAN_CP_HOP, n);
-    p->calls[PLAN_CP_HOP]++;
+static void ring_hop(struct par *p, plan_coll k, float *out, const float *in, int64_t n,
+                     mesh_req *r[2]) {
+    mesh_coll_call c = par_call(p, k, n);
+    p->calls[k]++;
     r[0] = mesh_coll_start(p->m, &c, out, in);
     r[1] = NULL;
     if (p->pl->cp.n != 2) return;
@@ -196,26 +255,58 @@ static const int32_t *ring_kpos(const struct par *p, int64_t s) {
  * merges into (att, m, l) in the order the blocks arrive (the rank's own first). A block no
  * query sees is skipped (never under the zigzag split, where every block is half visible; under
  * the contiguous split rank i skips the blocks of ranks after it). */
-static void ring_fwd(struct par *p, float *att, float *ms, const float *q, const float *k,
-                     const float *v) {
+/* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and q into b.q). */
+static void ring_load(const struct par *p, const ring_bufs *b, float *blk, const float *q,
+                      const float *k, const float *v) {
+    const plan *pl = p->pl;
+    const int64_t n = pl->rows * pl->loc.Kl * pl->s.H;
+    if (plan_cp_blk_bf16(pl)) {
+        kern_bf16 *kb = (kern_bf16 *)(void *)blk;
+        kern_bf16_pack(kb, k, n);
+        kern_bf16_pack(kb + n, v, n);
+        kern_bf16_pack(b->b.q, q, pl->rows * pl->loc.Nl * pl->s.H);
+        return;
+    }
+    floats_copy(blk, k, n);
+    floats_copy(blk + n, v, n);
+}
+
+/* The partial of this rank's queries against the block in hand cur (its keys at kp). */
+static void ring_part_fwd(struct par *p, const model *mod, const ring_bufs *b, float *o, float *m,
+                          float *l, const float *q, const float *cur, const int32_t *kp) {
+    const plan *pl = p->pl;
+    const int64_t Tl = pl->s.T / pl->cp.n, n = pl->rows * pl->loc.Kl * pl->s.H;
+    const int64_t Bl = pl->micro_seqs, Nl = pl->loc.Nl, Kl = pl->loc.Kl, H = pl->s.H;
+    if (plan_cp_blk_bf16(pl)) {
+        const kern_bf16 *kb = (const kern_bf16 *)(const void *)cur;
+        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, o, m, l, p->cp.ker, b->b.q, kb, kb + n,
+                                p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+    } else {
+        kern_attn_part_fwd(o, m, l, p->cp.ker, q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl,
+                           H);
+    }
+}
+
+static void ring_fwd(struct par *p, const model *mod, float *att, float *ms, const float *q,
+                     const float *k, const float *v) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
     const ring_bufs b = ring_regions(p);
-    floats_copy(b.blk[0], k, n);
-    floats_copy(b.blk[0] + n, v, n);
+    int64_t units;
+    const plan_coll hop = ring_kv_hop(p, n, &units);
+    ring_load(p, &b, b.blk[0], q, k, v);
     int have = 0;
     for (int64_t s = 0; s < C; s++) {
         float *cur = b.blk[s & 1];
-        mesh_req *r[2];
-        if (s + 1 < C) ring_hop(p, b.blk[(s + 1) & 1], cur, 2 * n, r);
+        mesh_req *r[2] = {NULL, NULL};
+        if (s + 1 < C) ring_hop(p, hop, b.blk[(s + 1) & 1], cur, units, r);
         const int32_t *kp = ring_kpos(p, s);
         if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) == KERN_ATTN_PART_NONE) {
             p->cp.skipped++;
         } else {
             float *o = have ? b.o2 : att, *m = have ? b.m2 : ms, *l = have ? b.l2 : ms + R * Nl;
-            kern_attn_part_fwd(o, m, l, p->cp.ker, q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl,
-                               Kl, H);
+            ring_part_fwd(p, mod, &b, o, m, l, q, cur, kp);
             p->cp.flops += kern_attn_part_flops(p->cp.qpos, Tl, kp, Tl, H) * (double)(Bl * Nl);
             if (have) kern_attn_part_merge(att, ms, ms + R * Nl, b.o2, b.m2, b.l2, R, Nl, H);
             have = 1;
@@ -228,30 +319,54 @@ static void ring_fwd(struct par *p, float *att, float *ms, const float *q, const
  * block in hand gives this rank's queries their dQ share and adds theirs to its dK, dV (the
  * softmax recomputed from the final m, l, with D = rowsum(dO ∘ O)). K and V go on while the block
  * is computed; dK and dV follow once it is, and after the last step go home. */
-static void ring_bwd(struct par *p, float *dq, float *dk, float *dv, const float *datt,
-                     const float *ms, const float *q, const float *k, const float *v,
-                     const float *att) {
+/* The block in hand's share of the backward: dQ += and the block's dK, dV (after its K, V) +=. */
+static void ring_part_bwd(struct par *p, const model *mod, const ring_bufs *b, float *dq,
+                          const float *datt, const float *ms, const float *q, float *cur,
+                          const int32_t *kp) {
     const plan *pl = p->pl;
-    const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
-    const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
+    const int64_t Tl = pl->s.T / pl->cp.n, R = pl->rows, n = R * pl->loc.Kl * pl->s.H;
+    const int64_t Bl = pl->micro_seqs, Nl = pl->loc.Nl, Kl = pl->loc.Kl, H = pl->s.H;
+    if (plan_cp_blk_bf16(pl)) {
+        const kern_bf16 *kb = (const kern_bf16 *)(const void *)cur;
+        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, cur + 2 * n, cur + 3 * n,
+                                p->cp.ker, b->b.dout, b->D, ms, ms + R * Nl, b->b.q, kb, kb + n,
+                                p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+    } else {
+        kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b->D, ms, ms + R * Nl, q,
+                           cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+    }
+}
+
+static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, float *dv,
+                     const float *datt, const float *ms, const float *q, const float *k,
+                     const float *v, const float *att) {
+    const plan *pl = p->pl;
+    const int64_t C = pl->cp.n, Tl = pl->s.T / C, H = pl->s.H;
+    const int64_t Nl = pl->loc.Nl, R = pl->rows, n = R * pl->loc.Kl * H;
     const ring_bufs b = ring_regions(p);
-    kern_attn_part_delta(b.D, datt, att, R, Nl, H);
+    if (plan_cp_blk_bf16(pl)) { /* dO rounded once; D = rowsum(bf16 dO ∘ O) */
+        kern_bf16_pack(b.b.dout, datt, R * Nl * H);
+        kern_attn_part_delta_bf16(b.D, b.b.dout, att, R, Nl, H);
+    } else {
+        kern_attn_part_delta(b.D, datt, att, R, Nl, H);
+    }
     floats_clear(dq, R * Nl * H);
-    floats_copy(b.blk[0], k, n);
-    floats_copy(b.blk[0] + n, v, n);
+    int64_t units;
+    const plan_coll hop = ring_kv_hop(p, n, &units);
+    ring_load(p, &b, b.blk[0], q, k, v);
     floats_clear(b.blk[0] + 2 * n, 2 * n);
     mesh_req *r[2];
     for (int64_t s = 0; s < C; s++) {
         float *cur = b.blk[s & 1], *nxt = b.blk[(s + 1) & 1];
-        if (s + 1 < C) ring_hop(p, nxt, cur, 2 * n, r);
+        if (s + 1 < C) ring_hop(p, hop, nxt, cur, units, r);
         const int32_t *kp = ring_kpos(p, s);
         if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) == KERN_ATTN_PART_NONE)
             p->cp.skipped++;
         else
-            kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b.D, ms, ms + R * Nl,
-                               q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+            ring_part_bwd(p, mod, &b, dq, datt, ms, q, cur, kp);
         if (s + 1 < C) ring_wait(r);
-        ring_hop(p, nxt + 2 * n, cur + 2 * n, 2 * n, r); /* the last: home, to rank coord + 1 */
+        /* the last: home, to rank coord + 1 */
+        ring_hop(p, PLAN_CP_HOP, nxt + 2 * n, cur + 2 * n, 2 * n, r);
         ring_wait(r);
     }
     const float *home = b.blk[C & 1] + 2 * n;
@@ -430,10 +545,10 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
     float *ms = saved_at(p, slot, l);
     switch (pl->cp_alg) {
     case CONFIG_CP_ALLGATHER:
-        ag_fwd(p, att, ms, q, k, v);
+        ag_fwd(p, mod, att, ms, q, k, v);
         break;
     case CONFIG_CP_RING:
-        ring_fwd(p, att, ms, q, k, v);
+        ring_fwd(p, mod, att, ms, q, k, v);
         break;
     case CONFIG_CP_ULYSSES:
         uly_fwd(p, mod, att, ms, q, k, v);
@@ -452,10 +567,10 @@ void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, f
     const float *ms = saved_at(p, slot, l);
     switch (pl->cp_alg) {
     case CONFIG_CP_ALLGATHER:
-        ag_bwd(p, dq, dk, dv, datt, ms, q, k, v);
+        ag_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v);
         break;
     case CONFIG_CP_RING:
-        ring_bwd(p, dq, dk, dv, datt, ms, q, k, v, att);
+        ring_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v, att);
         break;
     case CONFIG_CP_ULYSSES:
         uly_bwd(p, mod, dq, dk, dv, datt, (float *)ms);

@@ -240,6 +240,10 @@ typedef enum {
     PLAN_CP_SCATTER_DKV, /* allgather: ReduceScatter_C of dK, dV [B, T, K_Y·H] */
     PLAN_CP_HOP,         /* ring: one step of the K, V blocks (and dK, dV) round the axis */
     PLAN_CP_ALL_TO_ALL,  /* ulysses: sequence shards ↔ head shards */
+    /* bf16 compute (plan_cp_blk_bf16): K and V rounded once and moved in bf16, bit for bit */
+    PLAN_CP_GATHER_KV_BF16, /* allgather: AllGather_C of bf16 K, V (count: bf16 elements) */
+    PLAN_CP_HOP_BF16,       /* ring: one step of the bf16 K, V blocks, moved as count 4-byte units
+                               (two bf16 elements each) whatever --comm-dtype says */
     PLAN_COLL_COUNT
 } plan_coll;
 
@@ -388,6 +392,9 @@ int64_t plan_cp_uly_kv(const plan *p);
  * the bf16 probabilities [B, N_YC, T, T] and head shards q [B·T, N_YC·H], k, v [B·T, K_c·H]:
  * plan_cp_uly_saved_b returns their bf16 elements and fills off[4], each region's start. */
 int plan_cp_uly_bf16(const plan *p);
+/* Do allgather and ring attend in bf16 (--compute-dtype bf16)? Then q, k, v and dO are rounded
+ * once and the blockwise bf16 kernels (attn_part.h) attend them; K and V travel in bf16. */
+int plan_cp_blk_bf16(const plan *p);
 int64_t plan_cp_uly_saved_b(const plan *p, int64_t off[4]);
 /* The global position of the first token of this rank's piece j of a sequence. */
 int64_t plan_cp_piece_start(const plan *p, int64_t j);

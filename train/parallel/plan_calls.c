@@ -68,13 +68,16 @@ static const struct {
     [PLAN_CP_SCATTER_DKV] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_CP},
     [PLAN_CP_HOP] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
     [PLAN_CP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_CP},
+    [PLAN_CP_GATHER_KV_BF16] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
+    [PLAN_CP_HOP_BF16] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
 };
 
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     mesh_coll_call c = {kinds[k].op, plan_role_axes(p, kinds[k].role)->axes, 0, count, p->alg,
                         p->wire};
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
-    if (k == PLAN_Z3_GATHER_BF16) c.wire = MESH_WIRE_BF16;
+    if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16) c.wire = MESH_WIRE_BF16;
+    if (k == PLAN_CP_HOP_BF16) c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
     if (k == PLAN_EP_COUNTS) c.wire = MESH_WIRE_F32; /* integers, copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
@@ -321,18 +324,24 @@ static void calls_cp(plan *p) {
     if (p->cp.n == 1) return;
     const int64_t R = p->rows, KH = p->loc.Kl * p->s.H, NH = p->loc.Nl * p->s.H;
     const int C = (int)p->cp.n;
+    const int b16 = plan_cp_blk_bf16(p); /* K, V in bf16: 2·R·KH elements, R·KH 4-byte units */
+    const plan_coll gather = b16 ? PLAN_CP_GATHER_KV_BF16 : PLAN_CP_GATHER_KV;
+    const plan_coll hop = b16 ? PLAN_CP_HOP_BF16 : PLAN_CP_HOP;
     if (p->cp_alg == CONFIG_CP_ALLGATHER) {
-        call(p, PLAN_CP_GATHER_KV, PLAN_FWD, PLAN_CRITICAL, 2 * R * KH, 1,
-             "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H]");
-        call(p, PLAN_CP_GATHER_KV, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
-             "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H] again");
+        call(p, gather, PLAN_FWD, PLAN_CRITICAL, 2 * R * KH, 1,
+             b16 ? "K, V[B, T_C, K_Y·H] (bf16) → [B, T, K_Y·H]"
+                 : "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H]");
+        call(p, gather, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
+             b16 ? "K, V[B, T_C, K_Y·H] (bf16) → [B, T, K_Y·H] again"
+                 : "K, V[B, T_C, K_Y·H] → [B, T, K_Y·H] again");
         call(p, PLAN_CP_SCATTER_DKV, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
              "dK, dV[B, T, K_Y·H]{U_C} → [B, T_C, K_Y·H]");
     } else if (p->cp_alg == CONFIG_CP_RING) {
-        call(p, PLAN_CP_HOP, PLAN_FWD, PLAN_HIDDEN, 2 * R * KH, C - 1,
-             "K, V[B, T_C, K_Y·H] round the ring");
-        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_HIDDEN, 2 * R * KH, C - 1,
-             "K, V[B, T_C, K_Y·H] round the ring again");
+        call(p, hop, PLAN_FWD, PLAN_HIDDEN, (2 - b16) * R * KH, C - 1,
+             b16 ? "K, V[B, T_C, K_Y·H] (bf16) round the ring" : "K, V[B, T_C, K_Y·H] round the ring");
+        call(p, hop, PLAN_BWD, PLAN_HIDDEN, (2 - b16) * R * KH, C - 1,
+             b16 ? "K, V[B, T_C, K_Y·H] (bf16) round the ring again"
+                 : "K, V[B, T_C, K_Y·H] round the ring again");
         call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
              "dK, dV[B, T_C, K_Y·H] after their block, then home");
     } else {

@@ -22,7 +22,10 @@
  *              (plan_cp_uly_bf16) the saved four are bf16, as one rank keeps them: the forward
  *              receives the fp32 head shards in the dQ, dK, dV region and rounds them into the
  *              saved ones, the backward rounds dO into the o region; the kernels' scratch is the
- *              bf16 attention's. */
+ *              bf16 attention's.
+ * allgather and ring in bf16 compute (plan_cp_blk_bf16): the same regions, K and V in bf16 in
+ * the first half of theirs (sent, gathered, in sequence order, travelling), and [R, NH] floats
+ * more for q and dO rounded to bf16; the scratch is the bf16 blockwise kernels'. */
 #include "kernels/attn_bf16.h"
 #include "kernels/attn_part.h"
 #include "kernels/seqsplit.h"
@@ -61,6 +64,10 @@ int plan_cp_uly_bf16(const plan *p) {
     return p->cp.n > 1 && p->cp_alg == CONFIG_CP_ULYSSES && plan_model_compute(p) != MODEL_FP32;
 }
 
+int plan_cp_blk_bf16(const plan *p) {
+    return p->cp.n > 1 && p->cp_alg != CONFIG_CP_ULYSSES && plan_model_compute(p) != MODEL_FP32;
+}
+
 int64_t plan_cp_uly_saved_b(const plan *p, int64_t out[4]) {
     const int64_t T = p->s.T, H = p->s.H, BT = p->micro_seqs * T, Nc = p->loc.Nl / p->cp.n;
     const int64_t Kc = plan_cp_uly_kv(p);
@@ -87,12 +94,13 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
     const int64_t C = p->cp.n, T = p->s.T, H = p->s.H, R = p->rows, Bl = p->micro_seqs;
     const int64_t KH = p->loc.Kl * H, NH = p->loc.Nl * H, Tl = T / C, Nl = p->loc.Nl;
     int64_t ker = 0;
+    const int b16 = plan_cp_blk_bf16(p); /* and the rounded q and dO [R, NH] in bf16 */
     if (p->cp_alg == CONFIG_CP_ALLGATHER) {
-        *kv = 2 * R * KH + 3 * 2 * Bl * T * KH;
-        ker = kern_attn_part_bwd_scratch(Tl, T);
+        *kv = 2 * R * KH + 3 * 2 * Bl * T * KH + b16 * R * NH;
+        ker = b16 ? kern_attn_part_bwd_bf16_scratch(Tl, T) : kern_attn_part_bwd_scratch(Tl, T);
     } else if (p->cp_alg == CONFIG_CP_RING) {
-        *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl);
-        ker = kern_attn_part_bwd_scratch(Tl, Tl);
+        *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl) + b16 * R * NH;
+        ker = b16 ? kern_attn_part_bwd_bf16_scratch(Tl, Tl) : kern_attn_part_bwd_scratch(Tl, Tl);
     } else {
         const int64_t W = NH + 2 * C * plan_cp_uly_kv(p) * H; /* q, k, v per row, every shard */
         *kv = 2 * R * W + 2 * R * NH + R * W;
