@@ -14,6 +14,9 @@
  *  - disaggregated runs (prefill replicas, the rest decode): the fake engine makes the plan's
  *    KV transfers first (copies the blocks' rows from the prefill replica to the decode one), a
  *    decode replica runs only one-row sampling items, and the checks above hold across the move;
+ *  - AllToAll runs (1 to 3 shards a replica, each its own pool): the fake engine keeps each
+ *    pool's rows apart and reads a row through the item's shard, so a sequence read from another
+ *    shard's pool than it wrote, or a block shared across shards, gives wrong rows;
  *  - at the end every block is back (used = 0), and across the runs preemption, prefix-cache
  *    hits, chunked prefill and transfers each happened (so the checks above were exercised). */
 #include <stdio.h>
@@ -28,6 +31,7 @@
 #define CTX 64
 
 static uint64_t rng_state;
+static int64_t shard_items[3]; /* items run in each shard, over every run */
 static uint64_t rnd(void) {
     rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return rng_state >> 33;
@@ -62,8 +66,8 @@ typedef struct {
 
 typedef struct {
     req r[MAXREQ];
-    uint64_t *kv;            /* [replicas, blocks, bs] */
-    int32_t nb, bs, prefill; /* prefill: disaggregated, the prefill replicas */
+    uint64_t *kv;                    /* [replicas, shards, blocks, bs] */
+    int32_t nb, bs, prefill, shards; /* prefill: disaggregated, the prefill replicas */
     int bad;
 } world;
 
@@ -82,8 +86,8 @@ static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch
     return BATCH_END_NONE;
 }
 
-static uint64_t *kv_at(world *w, int32_t replica, int32_t block, int64_t pos) {
-    return &w->kv[((int64_t)replica * w->nb + block) * w->bs + pos % w->bs];
+static uint64_t *kv_at(world *w, int32_t replica, int32_t shard, int32_t block, int64_t pos) {
+    return &w->kv[(((int64_t)replica * w->shards + shard) * w->nb + block) * w->bs + pos % w->bs];
 }
 
 /* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
@@ -95,7 +99,7 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
             printf("  request %lld: moved from replica %d to %d\n", (long long)x->id, (int)x->src,
                    (int)x->dst);
         for (int32_t b = 0; b < x->nblocks; b++)
-            memcpy(kv_at(w, x->dst, to[b], 0), kv_at(w, x->src, from[b], 0),
+            memcpy(kv_at(w, x->dst, x->shard, to[b], 0), kv_at(w, x->src, x->shard, from[b], 0),
                    (size_t)w->bs * sizeof *w->kv);
     }
     int32_t k = 0;
@@ -106,6 +110,11 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
             printf("  request %lld: a prefill of %d rows on decode replica %d\n", (long long)it->id,
                    (int)it->n, (int)it->replica);
         const int32_t *tab = p->tab + it->tab_off;
+        if (it->shard < 0 || it->shard >= w->shards) {
+            if (w->bad++ < 5) printf("  request %lld: shard %d\n", (long long)it->id, it->shard);
+            continue;
+        }
+        shard_items[it->shard]++;
         for (int32_t i = 0; i < it->n; i++) {
             const int64_t pos = it->p0 + i;
             if (p->tok[it->tok_off + i] != q->tok[pos] && w->bad++ < 5)
@@ -114,12 +123,12 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
             if (pos / w->bs >= it->tab_len && w->bad++ < 5)
                 printf("  request %lld: position %lld past its block table\n", (long long)it->id,
                        (long long)pos);
-            *kv_at(w, it->replica, tab[pos / w->bs], pos) = prefix_hash(q->tok, pos + 1);
+            *kv_at(w, it->replica, it->shard, tab[pos / w->bs], pos) = prefix_hash(q->tok, pos + 1);
         }
         uint64_t sum = 0;
         int reported = 0;
         for (int64_t pos = 0; pos < it->p0 + it->n; pos++) {
-            const uint64_t tag = *kv_at(w, it->replica, tab[pos / w->bs], pos);
+            const uint64_t tag = *kv_at(w, it->replica, it->shard, tab[pos / w->bs], pos);
             sum += tag;
             if (tag != prefix_hash(q->tok, pos + 1) && !reported++ && w->bad++ < 5)
                 printf("  request %lld: position %lld attends to a wrong cache row (block %d)\n",
@@ -150,6 +159,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     o.kv_blocks = min_blocks + (int32_t)rndi(3 * min_blocks);
     if (o.replicas > 1 && !o.static_batches && rndi(2))
         o.prefill_replicas = 1 + (int32_t)rndi(o.replicas - 1);
+    o.shards = rndi(2) ? 1 + (int32_t)rndi(3) : 0; /* the AllToAll layout's pools (0: one) */
     char err[512];
     batcher *s = batcher_create(&o, err, sizeof err);
     world *w = calloc(1, sizeof *w);
@@ -159,7 +169,9 @@ static batch_counts one_run(uint64_t seed, int *failures) {
         exit(1);
     }
     w->nb = o.kv_blocks, w->bs = o.kv_block, w->prefill = o.prefill_replicas;
-    w->kv = calloc((size_t)o.replicas * (size_t)o.kv_blocks * (size_t)o.kv_block, sizeof *w->kv);
+    w->shards = o.shards > 1 ? o.shards : 1;
+    w->kv = calloc((size_t)(o.replicas * w->shards) * (size_t)o.kv_blocks * (size_t)o.kv_block,
+                   sizeof *w->kv);
     /* prompts: a few shared stems with random tails, so the prefix cache has work */
     int32_t stems[3][CTX];
     for (int a = 0; a < 3; a++)
@@ -205,17 +217,19 @@ static batch_counts one_run(uint64_t seed, int *failures) {
             wrong++;
     }
     int64_t used = 0;
-    for (int32_t r = 0; r < o.replicas; r++) used += kvb_get_counts(batcher_pool(s, r)).used;
+    for (int32_t i = 0; i < batcher_pools(s); i++) used += kvb_get_counts(batcher_pool(s, i)).used;
     const batch_counts c = batcher_get_counts(s);
     const int ok = !check_failed && !w->bad && !wrong && !unfinished && used == 0;
     if (!ok) {
         (*failures)++;
         printf("  seed %llu (replicas %d, block %d, blocks %d, chunk %d, seqs %d, budget %d, "
-               "prefix %d, static %d, prefill replicas %d): %d steps, invariants %s, %d engine "
+               "prefix %d, static %d, prefill replicas %d, shards %d): %d steps, invariants %s, %d "
+               "engine "
                "errors, %d wrong outputs, %d unfinished, %lld blocks still used\n",
                (unsigned long long)seed, o.replicas, o.kv_block, o.kv_blocks, o.prefill_chunk,
                o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, o.prefill_replicas,
-               steps, check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished, (long long)used);
+               o.shards, steps, check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished,
+               (long long)used);
     }
     batch_plan_free(&plan);
     batcher_destroy(s);
@@ -242,5 +256,8 @@ int main(void) {
                  "and disaggregation (%lld requests' KV moved) over %lld steps",
                  (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.transfers,
                  (long long)all.steps);
+    check_expect(shard_items[1] > 0 && shard_items[2] > 0,
+                 "the AllToAll runs put sequences in every shard (items: %lld, %lld, %lld)",
+                 (long long)shard_items[0], (long long)shard_items[1], (long long)shard_items[2]);
     return check_finish("test_batcher");
 }

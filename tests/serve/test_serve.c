@@ -23,9 +23,17 @@
  *    and the right drafter has every greedy draft kept, the wrong one none, the noisy one some.
  * With --compute-dtype bf16 and --kv-dtype bf16 (serve's flags) both sides run so: the bf16 pool's
  * paged attention has generate's bf16 cache's arithmetic (attn_paged.h), so the same bounds hold.
+ * With a tensor axis past the kv heads (--kv-heads 1 or 2 with --tensor over 2 to 4 ranks) the
+ * engine's pool is in the AllToAll layout (engine.h: the ranks sharing a kv head split the
+ * sequences, a pool each) and generate runs in its AllToAll layout (each replica's prompt copied
+ * once per rank of a group, every copy fed the first one's tokens); --kv-replicate runs both
+ * replicated. A setting of pools of one block of the whole context then checks the pools' share:
+ * a replica runs at most, and at its peak exactly, one sequence per pool (replicas × groups); the
+ * drafting settings are skipped there (speculative decoding refuses the AllToAll layout).
  * With --experts E (and --expert AXIS: the routed experts sharded over a data axis, every replica
  * joining each step's AllToAlls, a forward without rows too) the model has experts, and generate
- * runs the same. Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64. */
+ * runs the same. Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64 unless
+ * --d-model, --heads, --kv-heads, --d-ff or --vocab say otherwise. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -67,7 +75,8 @@ typedef struct {
 
 /* generate on prompt k alone (one copy per replica, each fed the tokens of rank 0's copy): its
  * tokens and its logits at every step. */
-static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, int sampled) {
+static void reference(const config *c0, mesh *m, int32_t nrep, int32_t groups, int kvrep,
+                      prompt_ref *pr, int sampled) {
     char err[512];
     config c = *c0;
     c.temperature = sampled ? 0.8 : 0.0;
@@ -76,9 +85,9 @@ static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, i
     prompt_set ps = {0};
     char text[64];
     for (int64_t i = 0; i < pr->plen; i++) text[i] = (char)pr->tok[i];
-    for (int32_t r = 0; r < nrep; r++)
+    for (int32_t r = 0; r < nrep * groups; r++)
         prompts_add(&ps, text, (size_t)pr->plen, "p", err, sizeof err);
-    gen_dims d = {nrep, pr->plen + pr->max_new, 64, 1};
+    gen_dims d = {nrep * groups, pr->plen + pr->max_new, 64, kvrep};
     gen *g = gen_create(&c, m, &d, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     /* generate's weights are initialised from c.seed: load the serving model's (seed 7) */
@@ -89,7 +98,7 @@ static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, i
     memcpy(a, b, (size_t)n1 * sizeof(float));
     model_params_changed(gm); /* bf16 compute: the weights' copy made again */
     model_destroy(sm);
-    int32_t cur[8], next[8];
+    int32_t cur[16], next[16];
     gen_step st;
     const int64_t V = c.shape.V;
     for (int64_t s = 0; s < pr->max_new; s++) {
@@ -102,7 +111,7 @@ static void reference(const config *c0, mesh *m, int32_t nrep, prompt_ref *pr, i
          * copies draw from other RNG counters, so they are fed rank 0's tokens */
         mesh_bcast_bytes(mesh_world_comm(m), next, sizeof next[0], 0);
         pr->ref[s] = next[0];
-        cur[0] = next[0];
+        for (int32_t i = 0; i < groups; i++) cur[i] = next[0];
     }
     gen_destroy(g);
     prompts_free(&ps);
@@ -139,6 +148,7 @@ static double lp_dev(const float *rec, int32_t tok, int32_t n, const float *lg, 
 
 typedef struct {
     prompt_ref *pr;
+    int64_t V;       /* the vocabulary */
     int64_t *which;  /* request id → prompt */
     int drafting;    /* the setting drafts (sampled tokens are not generate's) */
     double lp_worst; /* records vs generate's logits, in units of their bound */
@@ -164,10 +174,10 @@ static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch
     if (lp && q->sp.temperature == 0 && q->sp.top_logprobs > 0 && (int32_t)lp[1] != token)
         h->lp_bad++;
     if (lp && (!h->drafting || q->sp.temperature == 0)) { /* the same tokens as generate */
-        const float *ref = q->ref_logits + index * 256;
+        const float *ref = q->ref_logits + index * h->V;
         double mx = 0;
-        for (int v = 0; v < 256; v++) mx = fabs(ref[v]) > mx ? fabs(ref[v]) : mx;
-        const double d = lp_dev(lp, token, q->sp.top_logprobs, ref, 256, 0,
+        for (int64_t v = 0; v < h->V; v++) mx = fabs(ref[v]) > mx ? fabs(ref[v]) : mx;
+        const double d = lp_dev(lp, token, q->sp.top_logprobs, ref, h->V, 0,
                                 2 * TOL_K * FLT_EPSILON * (2 * mx + 1));
         h->lp_worst = d > h->lp_worst ? d : h->lp_worst;
         h->lp_n++;
@@ -185,14 +195,20 @@ typedef struct {
                       * setting runs only with 2 or more replicas) */
 } setting;
 
+/* Pools of one block of the whole context: each holds one sequence at a time. */
+static int one_seq_pools(const setting *st) {
+    return st->kv_blocks == 1 && st->kv_block == 64;
+}
+
 /* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
 static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h, uint64_t seed,
                         double *worst, int *mismatch, int *invariants, batch_counts *tot) {
     const int me = mesh_rank(m);
-    const int32_t nrep = engine_replicas(e);
+    const int32_t nrep = engine_replicas(e), groups = engine_kv_shards(e);
     const int32_t npre = st->prefill < nrep - 1 ? st->prefill : nrep - 1;
     batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                    64,   st->prefix,    st->stat,     st->draft,  npre};
+                    64,   st->prefix,    st->stat,     st->draft,  npre,      groups};
+    int64_t peak = 0; /* running sequences at most */
     batch_plan p;
     serve_wire w;
     char err[512];
@@ -227,13 +243,14 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
             lpo += (int32_t)batch_lp_floats(it);
             if (!lg) continue;
             const prompt_ref *q = &h->pr[h->which[it->id]];
-            const double dev = check_worst_dev(lg, q->ref_logits + it->tok_index * 256, 256);
+            const double dev = check_worst_dev(lg, q->ref_logits + it->tok_index * h->V, h->V);
             if (dev > *worst) *worst = dev;
             /* the record against the row it came from: rounding only, the exact top ids */
-            if (it->logprobs && lp_dev(rec, tok, it->top_logprobs, lg, 256, 1, 0) > 1) h->lp_bad++;
+            if (it->logprobs && lp_dev(rec, tok, it->top_logprobs, lg, h->V, 1, 0) > 1) h->lp_bad++;
         }
         if (s && batcher_check(s, err, sizeof err) < 0 && (*invariants)++ == 0)
             printf("  step %d: %s\n", steps, err);
+        if (s && batcher_running(s) > peak) peak = batcher_running(s);
     }
     if (me == 0) {
         serve_loop_exit(m, &p, &w);
@@ -248,9 +265,16 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
                            q->sp.temperature > 0 ? "sampled" : "greedy", (long long)h->nout[id]);
             }
         }
-        for (int32_t rr = 0; rr < nrep; rr++)
-            if (kvb_get_counts(batcher_pool(s, rr)).used != 0 && (*invariants)++ == 0)
-                printf("  replica %d: blocks still used at the end\n", (int)rr);
+        for (int32_t i = 0; i < batcher_pools(s); i++)
+            if (kvb_get_counts(batcher_pool(s, i)).used != 0 && (*invariants)++ == 0)
+                printf("  pool %d: blocks still used at the end\n", (int)i);
+        if (one_seq_pools(st)) { /* each pool holds one sequence: a replica holds `groups` */
+            printf("  pools of one sequence: %d replicas x %d pools (%d tensor ranks, K = %lld), "
+                   "at most %lld sequences running at once\n",
+                   (int)nrep, (int)groups, (int)engine_tensor_ranks(e),
+                   (long long)model_shape_of(engine_model(e))->K, (long long)peak);
+            if (peak != (int64_t)nrep * groups) (*mismatch)++;
+        }
         const batch_counts c = batcher_get_counts(s);
         if (st->draft) {
             const int ok = st->dkind == DRAFTER_RIGHT   ? h->kept == h->drafted
@@ -279,16 +303,34 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
     serve_loop_free(&p, &w);
 }
 
+/* Whether argv gives flag (exactly). */
+static int given(int argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     config c;
     char err[512];
     config_defaults(&c);
+    int kvrep = 0, nargs = 0; /* --kv-replicate (serve's and generate's flag, not the config's) */
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--kv-replicate") != 0) argv[nargs++] = argv[i];
+    kvrep = nargs < argc;
+    argc = nargs;
     if (config_parse_for(&c, CONFIG_MODE_SERVE, argc, argv, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
-    const moe_shape moe = c.shape.moe; /* --experts E (and --expert AXIS): a MoE model */
+    const model_shape a = c.shape; /* --experts E (and --expert AXIS): a MoE model */
     c.shape = (model_shape){.L = 2, .D = 32, .N = 4, .K = 2, .H = 8, .F = 64, .V = 256, .T = 64};
-    c.shape.moe = moe;
+    c.shape.moe = a.moe;
+    /* the shape flags a mesh needs (a tensor axis of 3: heads, F and V over it; K past it) */
+    if (given(argc, argv, "--d-model")) c.shape.D = a.D;
+    if (given(argc, argv, "--heads")) c.shape.N = a.N;
+    if (given(argc, argv, "--kv-heads")) c.shape.K = a.K;
+    if (given(argc, argv, "--d-ff")) c.shape.F = a.F;
+    if (given(argc, argv, "--vocab")) c.shape.V = a.V;
     c.seed = 7;
     mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
@@ -305,17 +347,18 @@ int main(int argc, char **argv) {
         {16, 64, 64, 64, 8, 0, 0, 2, DRAFTER_WRONG, 0},
         {1, 60, 64, 40, 8, 1, 0, 5, DRAFTER_NOISY, 0},
         {4, 24, 8, 24, 6, 1, 0, 0, 0, 1},
-        {3, 14, 5, 16, 4, 1, 0, 0, 0, 2}, /* a small pool: the decode side preempts */
+        {3, 14, 5, 16, 4, 1, 0, 0, 0, 2},  /* a small pool: the decode side preempts */
+        {64, 1, 64, 64, 8, 1, 0, 0, 0, 0}, /* pools of one sequence (one_seq_pools) */
     };
     const int nset = (int)(sizeof settings / sizeof *settings);
     int ndraft = 0, nrun = 0;
-    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     /* the references: generate on each prompt alone, greedy and sampled */
-    engine_dims d0 = {4, 16, 64, 0, 0};
+    engine_dims d0 = {4, 16, 64, 0, 0, kvrep};
     serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
     if (!e0) mesh_exit_error("%s", err);
-    const int32_t nrep = engine_replicas(e0);
+    const int32_t nrep = engine_replicas(e0), groups = engine_kv_shards(e0);
     engine_destroy(e0);
+    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0 && groups == 1;
     prompt_ref pr[2 * NPROMPT];
     for (int k = 0; k < 2 * NPROMPT; k++) {
         const char *t = texts[k % NPROMPT];
@@ -325,11 +368,11 @@ int main(int argc, char **argv) {
         pr[k].sp = (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20,
                                     100 + (uint64_t)k, k % 4 != 3, (k * 3) % 7};
         pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
-        reference(&c, m, nrep, &pr[k], k >= NPROMPT);
+        reference(&c, m, nrep, groups, kvrep, &pr[k], k >= NPROMPT);
     }
     harness *h = calloc(1, sizeof *h);
     int64_t which[2 * NPROMPT];
-    h->pr = pr, h->which = which;
+    h->pr = pr, h->which = which, h->V = V;
     double worst = 0;
     int mismatch = 0, invariants = 0;
     batch_counts tot = {0};
@@ -343,17 +386,17 @@ int main(int argc, char **argv) {
             which[k] = which[j], which[j] = t;
         }
         const setting *st = &settings[si];
-        if (st->prefill > 0 && nrep < 2) continue;
+        if ((st->prefill > 0 && nrep < 2) || (st->draft > 0 && groups > 1)) continue;
         nrun++;
-        engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0};
+        engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0, kvrep};
         serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
         if (!e) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
         if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
             const batch_opts o = {
                 nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                64,   st->prefix,    st->stat,     st->draft,  0};
-            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0};
+                64,   st->prefix,    st->stat,     st->draft,  0,         1};
+            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1};
             de = engine_create(&c, m, &dd, err, sizeof err);
             if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
             if (de) sp = serve_spec_create(e, de, &o, err, sizeof err);
@@ -366,10 +409,14 @@ int main(int argc, char **argv) {
         engine_destroy(e);
     }
     char label[160];
-    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s, %d replicas, %lld experts%s%s)",
+    snprintf(label, sizeof label,
+             "rank %d (%s, tensor %s, dp %s, %d replicas, K = %lld%s, %lld experts%s%s)",
              mesh_rank(m), c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
-             c.data_axes[0] ? c.data_axes : "default", (int)nrep, (long long)c.shape.moe.E,
-             c.expert_axis[0] ? " over " : "", c.expert_axis);
+             c.data_axes[0] ? c.data_axes : "default", (int)nrep, (long long)c.shape.K,
+             groups > 1 ? ", AllToAll kv layout"
+             : kvrep    ? ", kv replicated"
+                        : "",
+             (long long)c.shape.moe.E, c.expert_axis[0] ? " over " : "", c.expert_axis);
     check_expect(worst <= TOL_K,
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",

@@ -522,30 +522,6 @@ double gen_mem_available(void) {
     return kb < 0 ? -1 : kb * 1024.0;
 }
 
-/* The group mesh of the AllToAll layout: the tensor axis t of size |Y| becomes t = K (kv heads)
- * and a new minor axis of size Z = |Y|/K (the ranks sharing a kv head), so that coordinates and
- * ranks stay those of m. */
-static int group_mesh(gen *g, char *err, size_t errlen) {
-    char spec[96] = "", name = 0;
-    const char t = g->c.tensor_axis[0];
-    for (const char *cand = "wvutsrqponmlkjihgfedcba"; *cand && !name; cand++)
-        if (mesh_axis_index(g->m, *cand) < 0) name = *cand;
-    for (int a = 0; a < mesh_ndims(g->m); a++) {
-        char part[32];
-        const char n = mesh_axis_name(g->m, a);
-        if (n == t)
-            snprintf(part, sizeof part, "%s%c=%lld,%c=%lld", a ? "," : "", n,
-                     (long long)g->c.shape.K, name, (long long)g->Z);
-        else
-            snprintf(part, sizeof part, "%s%c=%d", a ? "," : "", n, mesh_axis_size(g->m, a));
-        strncat(spec, part, sizeof spec - strlen(spec) - 1);
-    }
-    g->gm = mesh_create(spec, NULL, err, errlen);
-    if (!g->gm) return -1;
-    const char gn[2] = {name, 0};
-    return mesh_axes_parse(g->gm, gn, &g->gax);
-}
-
 /* Sharding of the batch and of the cache (before the model exists: nothing is allocated until
  * the request is known to fit); checks that the batch divides. */
 static int layout(gen *g, char *err, size_t errlen) {
@@ -755,7 +731,10 @@ static gen *create(const config *c, mesh *m, const gen_dims *d, char kv_shard, i
     if (!g) return NULL;
     g->mod = gen_model_create(c, m, &g->pl, &g->prec, g->run, err, errlen);
     int rc = g->mod ? 0 : -1;
-    if (rc == 0 && g->mode == GEN_KV_ALLTOALL) rc = group_mesh(g, err, errlen);
+    if (rc == 0 && g->mode == GEN_KV_ALLTOALL) {
+        g->gm = kv_group_mesh(m, g->c.tensor_axis[0], g->c.shape.K, g->Z, &g->gax, err, errlen);
+        rc = g->gm ? 0 : -1;
+    }
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(g)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV cache (%.2f GB per rank)",
                          (double)gen_cache_bytes(g) / 1e9);

@@ -343,13 +343,11 @@ static int check_paths(const gen_flags *f, char *err, size_t errlen) {
     return lockfile_check_io(in, 3, (lockfile_named){"--csv", f->csv}, "the table", err, errlen);
 }
 
-/* --kv-replicate changes the cache's layout only where the tensor axis has more ranks than kv
- * heads (gen.h); elsewhere it is refused. Not collective (every rank computes the same). */
-static int check_kv_replicate(const config *c, const gen_flags *f, const mesh *m, char *err,
-                              size_t errlen) {
+int gen_check_kv_replicate(const config *c, int kv_replicate, const mesh *m, char *err,
+                           size_t errlen) {
     const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
     const int64_t nY = ty >= 0 ? mesh_axis_size(m, ty) : 1;
-    if (!f->kv_replicate || nY > c->shape.K) return 0;
+    if (!kv_replicate || nY > c->shape.K) return 0;
     return errmsg_fail(err, errlen,
                        "--kv-replicate is unused: the tensor axis has %lld rank%s, no more than "
                        "the %lld kv heads, so each rank holds kv heads of its own",
@@ -424,7 +422,8 @@ static void check_on_mesh(config *c, gen_flags *f, mesh *m, prompt_set *ps, cons
         f->prompts_file[0] ? prompts_read_file(ps, f->prompts_file, err, sizeof err) : 0;
     if (mesh_agree_msg(mesh_world_comm(m), read, err, sizeof err) < 0) mesh_exit_error("%s", err);
     if ((f->ckpt[0] && gen_adopt_ckpt_shape(c, m, f->ckpt, given, err, sizeof err) < 0) ||
-        check_kv_replicate(c, f, m, err, sizeof err) < 0 || draft_check(c, f, err, sizeof err) < 0)
+        gen_check_kv_replicate(c, f->kv_replicate, m, err, sizeof err) < 0 ||
+        draft_check(c, f, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f->expert[0] && c->shape.moe.E == 0)
         mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "

@@ -39,7 +39,7 @@ typedef struct {
     char draft[1024];        /* --draft: the drafter's checkpoint (speculative decoding) */
     int64_t draft_tokens;    /* --draft-tokens: tokens drafted a round */
     char expert[4]; /* --expert AXIS, set once the model's experts are known (the checkpoint's) */
-    unsigned given;          /* bit k: the k-th flag of generate's table was given */
+    unsigned given; /* bit k: the k-th flag of generate's table was given */
 } gen_flags;
 
 /* The model-shape flags (--layers, --d-model, --heads, --kv-heads, --head-dim, --d-ff, --vocab,
@@ -53,6 +53,11 @@ void gen_shape_mark(const char *name, size_t len, int *given);
  * with the reason in err. Serving (train/serve) shares it. */
 int gen_adopt_ckpt_shape(config *c, mesh *m, const char *path, const int *given, char *err,
                          size_t errlen);
+/* Not collective (every rank computes the same). --kv-replicate changes the cache's layout only
+ * where the tensor axis has more ranks than kv heads (gen.h); elsewhere it is refused. 0, or −1
+ * with err. Serving shares it. */
+int gen_check_kv_replicate(const config *c, int kv_replicate, const mesh *m, char *err,
+                           size_t errlen);
 
 /* The --bench sweep's batch sizes, checked. */
 enum { GEN_BENCH_MAX = 32, GEN_BENCH_MAX_B = 1 << 20, GEN_BENCH_ERR = 400 };

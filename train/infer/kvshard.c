@@ -2,6 +2,7 @@
 #include "train/infer/kvshard.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,4 +188,30 @@ double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const f
         r0 += held, off += kvshard_prefill_rows(ks, len[i]);
     }
     return seen;
+}
+
+/* ---------------------------------------------------------------- the AllToAll layout's group */
+
+mesh *kv_group_mesh(const mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax, char *err,
+                    size_t errlen) {
+    char spec[96] = "", name = 0;
+    for (const char *cand = "wvutsrqponmlkjihgfedcba"; *cand && !name; cand++)
+        if (mesh_axis_index(m, *cand) < 0) name = *cand;
+    for (int a = 0; a < mesh_ndims(m); a++) {
+        char part[32];
+        const char n = mesh_axis_name(m, a);
+        if (n == t)
+            snprintf(part, sizeof part, "%s%c=%lld,%c=%lld", a ? "," : "", n, (long long)K, name,
+                     (long long)Z);
+        else
+            snprintf(part, sizeof part, "%s%c=%d", a ? "," : "", n, mesh_axis_size(m, a));
+        strncat(spec, part, sizeof spec - strlen(spec) - 1);
+    }
+    mesh *gm = mesh_create(spec, NULL, err, errlen);
+    const char gn[2] = {name, 0};
+    if (gm && mesh_axes_parse(gm, gn, gax) < 0) {
+        mesh_destroy(gm);
+        return NULL;
+    }
+    return gm;
 }

@@ -12,9 +12,9 @@ typedef struct {
     int32_t *tok; /* prompt + generated: len of plen + max_new */
     int64_t len, plen, max_new, ngen;
     batch_sampling sp;
-    int32_t replica;
-    int32_t *table;  /* block table, nblocks of at most ceil((plen + max_new) / bs) */
-    uint64_t *bhash; /* chained hashes of the first npub (full, published) blocks */
+    int32_t replica, shard; /* its replica and, in the AllToAll layout, the pool there */
+    int32_t *table;         /* block table, nblocks of at most ceil((plen + max_new) / bs) */
+    uint64_t *bhash;        /* chained hashes of the first npub (full, published) blocks */
     int32_t nblocks, npub;
     int64_t computed; /* positions whose keys and values are in the cache */
     int64_t dcomputed; /* in the drafter's cache (speculative decoding; computed − 1 or computed) */
@@ -23,8 +23,9 @@ typedef struct {
 
 struct batcher {
     batch_opts o;
-    kvb_pool **pool;
-    seq **wait; /* FIFO; preempted sequences go back to the front */
+    int32_t npool;   /* replicas × shards */
+    kvb_pool **pool; /* pool r·shards + z: replica r's shard z */
+    seq **wait;      /* FIFO; preempted sequences go back to the front */
     int64_t nwait, cap_wait;
     seq ***run; /* per replica, oldest admitted first */
     int32_t *nrun;
@@ -43,6 +44,14 @@ static int64_t div_up(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+/* Replica r's pool of shard z. */
+static kvb_pool *pool_at(const batcher *s, int32_t r, int32_t z) {
+    return s->pool[r * s->o.shards + z];
+}
+static kvb_pool *pool_of(const batcher *s, const seq *q) {
+    return pool_at(s, q->replica, q->shard);
+}
+
 batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     if (o->replicas < 1 || o->kv_blocks < 1 || o->kv_block < 1 || o->prefill_chunk < 1 ||
         o->max_seqs < 1 || o->context < 1 || o->max_batch_tokens < o->max_seqs) {
@@ -51,6 +60,10 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
                     "--max-seqs >= 1, and --max-batch-tokens %d >= --max-seqs %d (every running "
                     "sequence decodes each step)",
                     (int)o->max_batch_tokens, (int)o->max_seqs);
+        return NULL;
+    }
+    if (o->shards < 0) {
+        errmsg_fail(err, errlen, "the scheduler needs shards >= 0 (%d asked)", (int)o->shards);
         return NULL;
     }
     if (o->prefill_replicas < 0 || o->prefill_replicas >= o->replicas ||
@@ -64,8 +77,10 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     batcher *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->o = *o;
+    if (s->o.shards < 1) s->o.shards = 1;
     const int32_t R = o->replicas;
-    s->pool = calloc((size_t)R, sizeof *s->pool);
+    s->npool = R * s->o.shards;
+    s->pool = calloc((size_t)s->npool, sizeof *s->pool);
     s->run = calloc((size_t)R, sizeof *s->run);
     s->nrun = calloc((size_t)R, sizeof *s->nrun);
     s->budget = calloc((size_t)R, sizeof *s->budget);
@@ -74,11 +89,10 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     s->step_seq = calloc((size_t)R * (size_t)o->max_seqs, sizeof *s->step_seq);
     int ok =
         s->pool && s->run && s->nrun && s->budget && s->no_admit && s->was_empty && s->step_seq;
-    for (int32_t r = 0; ok && r < R; r++) {
-        s->pool[r] = kvb_create(o->kv_blocks, o->kv_block, o->prefix_cache);
-        s->run[r] = calloc((size_t)o->max_seqs, sizeof *s->run[r]);
-        ok = s->pool[r] && s->run[r];
-    }
+    for (int32_t i = 0; ok && i < s->npool; i++)
+        ok = (s->pool[i] = kvb_create(o->kv_blocks, o->kv_block, o->prefix_cache)) != NULL;
+    for (int32_t r = 0; ok && r < R; r++)
+        ok = (s->run[r] = calloc((size_t)o->max_seqs, sizeof *s->run[r])) != NULL;
     if (!ok) {
         batcher_destroy(s);
         errmsg_fail(err, errlen, "out of memory creating the scheduler (%d blocks per replica)",
@@ -95,11 +109,11 @@ static void seq_free(seq *q) {
 void batcher_destroy(batcher *s) {
     if (!s) return;
     for (int64_t i = 0; i < s->nwait; i++) seq_free(s->wait[i]);
-    for (int32_t r = 0; s->pool && r < s->o.replicas; r++) {
-        for (int32_t i = 0; s->run && s->run[r] && i < s->nrun[r]; i++) seq_free(s->run[r][i]);
-        kvb_destroy(s->pool[r]);
-        if (s->run) free(s->run[r]);
+    for (int32_t r = 0; s->run && r < s->o.replicas; r++) {
+        for (int32_t i = 0; s->run[r] && i < s->nrun[r]; i++) seq_free(s->run[r][i]);
+        free(s->run[r]);
     }
+    for (int32_t i = 0; s->pool && i < s->npool; i++) kvb_destroy(s->pool[i]);
     free(s->pool), free(s->run), free(s->nrun), free(s->budget), free(s->no_admit),
         free(s->was_empty);
     free(s->step_seq), free(s->wait), free(s);
@@ -119,8 +133,11 @@ int64_t batcher_running(const batcher *s) {
 batch_counts batcher_get_counts(const batcher *s) {
     return s->counts;
 }
-const kvb_pool *batcher_pool(const batcher *s, int32_t r) {
-    return s->pool[r];
+int32_t batcher_pools(const batcher *s) {
+    return s->npool;
+}
+const kvb_pool *batcher_pool(const batcher *s, int32_t i) {
+    return s->pool[i];
 }
 
 int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, size_t errlen) {
@@ -140,7 +157,7 @@ int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, siz
     if (blocks > s->o.kv_blocks)
         return errmsg_fail(err, errlen,
                            "the request needs %lld KV blocks of %d positions, more than the %d "
-                           "a replica has (--kv-blocks)",
+                           "a pool has (--kv-blocks)",
                            (long long)blocks, (int)s->o.kv_block, (int)s->o.kv_blocks);
     return 0;
 }
@@ -179,7 +196,7 @@ int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int
 
 /* Releases q's blocks, last first (so that the end of a sequence leaves the cache first). */
 static void release_blocks(batcher *s, seq *q) {
-    for (int32_t b = q->nblocks - 1; b >= 0; b--) kvb_release(s->pool[q->replica], q->table[b]);
+    for (int32_t b = q->nblocks - 1; b >= 0; b--) kvb_release(pool_of(s, q), q->table[b]);
     q->nblocks = q->npub = 0;
     q->computed = q->dcomputed = 0;
 }
@@ -192,7 +209,7 @@ static int64_t blocks_needed(const batcher *s, const seq *q, int64_t end) {
 
 static void grow(batcher *s, seq *q, int64_t end) {
     for (int64_t n = blocks_needed(s, q, end); n > 0; n--) {
-        const int32_t b = kvb_alloc(s->pool[q->replica]);
+        const int32_t b = kvb_alloc(pool_of(s, q));
         CHECK(b >= 0, "batcher: a block was counted available but none could be allocated");
         q->table[q->nblocks++] = b;
     }
@@ -270,7 +287,8 @@ static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft
                                        (int32_t)d0,
                                        d0 < q->computed ? q->tok[d0] : 0,
                                        q->sp.logprobs,
-                                       q->sp.top_logprobs};
+                                       q->sp.top_logprobs,
+                                       q->shard};
     memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
     memcpy(p->tab + p->ntab, q->table, (size_t)q->nblocks * sizeof *p->tab);
     s->step_seq[p->nitems++] = q;
@@ -280,10 +298,10 @@ static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft
     if (q->len - q->computed > 1) s->counts.prefill_tokens += n;
 }
 
-/* The youngest running sequence of replica r without work in this step. */
-static seq *youngest_idle(batcher *s, int32_t r) {
+/* The youngest running sequence of replica r and shard z without work in this step. */
+static seq *youngest_idle(batcher *s, int32_t r, int32_t z) {
     for (int32_t i = s->nrun[r] - 1; i >= 0; i--)
-        if (!s->run[r][i]->stepped) return s->run[r][i];
+        if (!s->run[r][i]->stepped && s->run[r][i]->shard == z) return s->run[r][i];
     return NULL;
 }
 
@@ -308,14 +326,14 @@ static int plan_running(batcher *s, batch_plan *p, seq *q) {
     if (want > s->budget[r]) want = s->budget[r];
     if (want < 1) return 1;
     for (;;) {
-        const int64_t avail = kvb_available(s->pool[r]);
+        const int64_t avail = kvb_available(pool_of(s, q));
         const int64_t fit = (q->nblocks + avail) * s->o.kv_block - q->computed;
         if (blocks_needed(s, q, q->computed + want) <= avail) break;
         if ((rem > 1 || want > 1) && fit >= 1) { /* fewer rows now rather than preempting */
             want = fit;
             break;
         }
-        seq *v = youngest_idle(s, r);
+        seq *v = youngest_idle(s, r, q->shard);
         preempt(s, v);
         if (v == q) return 0;
     }
@@ -324,34 +342,47 @@ static int plan_running(batcher *s, batch_plan *p, seq *q) {
     return 1;
 }
 
-/* The replica a new sequence goes to: room for it (sequences, budget, no preemption this step,
- * and with static batches an empty replica), then the most blocks available; −1 if none. */
-static int32_t pick_replica(const batcher *s) {
+/* Running sequences of replica r held in its shard z. */
+static int64_t shard_seqs(const batcher *s, int32_t r, int32_t z) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < s->nrun[r]; i++) n += s->run[r][i]->shard == z;
+    return n;
+}
+
+/* The pool a new sequence goes to: of a replica with room for it (sequences, budget, no
+ * preemption this step, and with static batches an empty replica), the one with the most blocks
+ * available, then the fewest sequences, then the first (replica, then shard); −1 if none. */
+static int32_t pick_pool(const batcher *s) {
     int32_t best = -1;
+    int64_t best_avail = 0, best_seqs = 0;
     const int32_t nr = s->o.prefill_replicas > 0 ? s->o.prefill_replicas : s->o.replicas;
     for (int32_t r = 0; r < nr; r++) {
         if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
         if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
-        if (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best]) ||
-            (kvb_available(s->pool[r]) == kvb_available(s->pool[best]) &&
-             s->nrun[r] < s->nrun[best]))
-            best = r;
+        for (int32_t z = 0; z < s->o.shards; z++) {
+            const int64_t a = kvb_available(pool_at(s, r, z)), n = shard_seqs(s, r, z);
+            if (best < 0 || a > best_avail || (a == best_avail && n < best_seqs))
+                best = r * s->o.shards + z, best_avail = a, best_seqs = n;
+        }
     }
     return best;
 }
 
-/* Admits the head of the queue to replica r: the prefix cache's blocks, then a first chunk. 0
+/* Admits the head of the queue to pool i (pick_pool): the prefix cache's blocks there, then a
+ * first chunk. 0
  * when it does not fit (nothing changes), except with static batches, where the whole batch
  * joins the empty replica at once and a sequence without room for a chunk yet starts in a later
  * step. */
-static int admit(batcher *s, batch_plan *p, int32_t r) {
+static int admit(batcher *s, batch_plan *p, int32_t i) {
     seq *q = s->wait[0];
-    kvb_pool *pool = s->pool[r];
+    kvb_pool *pool = s->pool[i];
+    const int32_t r = i / s->o.shards;
     const int32_t bs = s->o.kv_block;
     /* at least the last token is computed: its logits give the next one */
     const int32_t m =
         kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
-    q->replica = r, q->nblocks = q->npub = m, q->computed = q->dcomputed = (int64_t)m * bs;
+    q->replica = r, q->shard = i % s->o.shards, q->nblocks = q->npub = m,
+    q->computed = q->dcomputed = (int64_t)m * bs;
     int64_t want = q->len - q->computed;
     if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
@@ -373,15 +404,16 @@ static int admit(batcher *s, batch_plan *p, int32_t r) {
     return 1;
 }
 
-/* Disaggregated: the decode replica with room for q (its blocks and the next position) and one
- * more sequence, most blocks available first; −1 if none. */
+/* Disaggregated: the decode replica with room for q in q's shard (its blocks and the next
+ * position) and one more sequence, most blocks available first; −1 if none. */
 static int32_t pick_decode(const batcher *s, const seq *q) {
     int32_t best = -1;
-    for (int32_t r = s->o.prefill_replicas; r < s->o.replicas; r++)
-        if (s->nrun[r] < s->o.max_seqs &&
-            kvb_available(s->pool[r]) >= div_up(q->computed + 1, s->o.kv_block) &&
-            (best < 0 || kvb_available(s->pool[r]) > kvb_available(s->pool[best])))
+    for (int32_t r = s->o.prefill_replicas; r < s->o.replicas; r++) {
+        const int64_t a = kvb_available(pool_at(s, r, q->shard));
+        if (s->nrun[r] < s->o.max_seqs && a >= div_up(q->computed + 1, s->o.kv_block) &&
+            (best < 0 || a > kvb_available(pool_at(s, best, q->shard))))
             best = r;
+    }
     return best;
 }
 
@@ -394,7 +426,7 @@ static int migrate(batcher *s, batch_plan *p, seq *q) {
     if (d < 0) return 0;
     CHECK(p->nxfer < p->cap_xfer && p->nxtab + 2 * nb <= p->cap_xtab,
           "batcher: the step plan's transfers are full");
-    p->xfer[p->nxfer++] = (batch_xfer){q->id, src, d, nb, p->nxtab};
+    p->xfer[p->nxfer++] = (batch_xfer){q->id, src, d, nb, p->nxtab, q->shard};
     memcpy(p->xtab + p->nxtab, q->table, (size_t)nb * sizeof *q->table);
     const int64_t computed = q->computed;
     release_blocks(s, q);
@@ -429,8 +461,8 @@ int32_t batcher_step(batcher *s, batch_plan *p) {
             }
     }
     while (s->nwait > 0) {
-        const int32_t r = pick_replica(s);
-        if (r < 0 || !admit(s, p, r)) break;
+        const int32_t i = pick_pool(s);
+        if (i < 0 || !admit(s, p, i)) break;
     }
     s->counts.steps += p->nitems > 0;
     return p->nitems + p->nxfer;
@@ -442,8 +474,8 @@ static void publish(batcher *s, seq *q) {
     const int64_t upto = q->dcomputed < q->computed ? q->dcomputed : q->computed;
     while (s->o.prefix_cache && q->npub < q->nblocks && (int64_t)(q->npub + 1) * bs <= upto) {
         const uint64_t parent = q->npub ? q->bhash[q->npub - 1] : 0;
-        q->bhash[q->npub] = kvb_publish(s->pool[q->replica], q->table[q->npub], parent,
-                                        q->tok + (int64_t)q->npub * bs);
+        q->bhash[q->npub] =
+            kvb_publish(pool_of(s, q), q->table[q->npub], parent, q->tok + (int64_t)q->npub * bs);
         q->npub++;
     }
 }
@@ -521,34 +553,41 @@ void batch_plan_free(batch_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-int batcher_check(const batcher *s, char *err, size_t errlen) {
-    for (int32_t r = 0; r < s->o.replicas; r++) {
-        char why[256];
-        if (kvb_check(s->pool[r], why, sizeof why) < 0)
-            return errmsg_fail(err, errlen, "replica %d: %s", (int)r, why);
-        int32_t *refs = calloc((size_t)s->o.kv_blocks, sizeof *refs);
-        CHECK(refs, "batcher_check: out of memory");
-        int rc = 0;
-        for (int32_t i = 0; i < s->nrun[r] && rc == 0; i++) {
-            const seq *q = s->run[r][i];
-            if (q->replica != r || (int64_t)q->nblocks * s->o.kv_block < q->computed ||
-                q->npub > q->nblocks || q->computed >= q->len)
-                rc = errmsg_fail(err, errlen,
-                                 "replica %d: sequence %lld holds %d blocks for %lld "
-                                 "computed of %lld tokens (%d published)",
-                                 (int)r, (long long)q->id, (int)q->nblocks, (long long)q->computed,
-                                 (long long)q->len, (int)q->npub);
-            for (int32_t b = 0; b < q->nblocks; b++) refs[q->table[b]]++;
-        }
-        for (int32_t b = 0; b < s->o.kv_blocks && rc == 0; b++)
-            if (refs[b] != kvb_refs(s->pool[r], b))
-                rc = errmsg_fail(err, errlen,
-                                 "replica %d: block %d has %d references, the "
-                                 "block tables hold %d",
-                                 (int)r, (int)b, (int)kvb_refs(s->pool[r], b), (int)refs[b]);
-        free(refs);
-        if (rc < 0) return rc;
+/* Pool i's invariants and that the running sequences it holds have exactly the references it
+ * counts. 0, or −1 with err. */
+static int check_pool(const batcher *s, int32_t i, char *err, size_t errlen) {
+    const int32_t r = i / s->o.shards, z = i % s->o.shards;
+    char why[256];
+    if (kvb_check(s->pool[i], why, sizeof why) < 0)
+        return errmsg_fail(err, errlen, "replica %d shard %d: %s", (int)r, (int)z, why);
+    int32_t *refs = calloc((size_t)s->o.kv_blocks, sizeof *refs);
+    CHECK(refs, "batcher_check: out of memory");
+    int rc = 0;
+    for (int32_t k = 0; k < s->nrun[r] && rc == 0; k++) {
+        const seq *q = s->run[r][k];
+        if (q->replica != r || q->shard < 0 || q->shard >= s->o.shards ||
+            (int64_t)q->nblocks * s->o.kv_block < q->computed || q->npub > q->nblocks ||
+            q->computed >= q->len)
+            rc = errmsg_fail(err, errlen,
+                             "replica %d: sequence %lld (shard %d) holds %d blocks for %lld "
+                             "computed of %lld tokens (%d published)",
+                             (int)r, (long long)q->id, (int)q->shard, (int)q->nblocks,
+                             (long long)q->computed, (long long)q->len, (int)q->npub);
+        for (int32_t b = 0; b < q->nblocks && q->shard == z; b++) refs[q->table[b]]++;
     }
+    for (int32_t b = 0; b < s->o.kv_blocks && rc == 0; b++)
+        if (refs[b] != kvb_refs(s->pool[i], b))
+            rc = errmsg_fail(err, errlen,
+                             "replica %d shard %d: block %d has %d references, the block tables "
+                             "hold %d",
+                             (int)r, (int)z, (int)b, (int)kvb_refs(s->pool[i], b), (int)refs[b]);
+    free(refs);
+    return rc;
+}
+
+int batcher_check(const batcher *s, char *err, size_t errlen) {
+    for (int32_t i = 0; i < s->npool; i++)
+        if (check_pool(s, i, err, errlen) < 0) return -1;
     for (int64_t i = 0; i < s->nwait; i++)
         if (s->wait[i]->nblocks || s->wait[i]->replica >= 0)
             return errmsg_fail(err, errlen, "waiting sequence %lld holds blocks",

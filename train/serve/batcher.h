@@ -41,6 +41,10 @@ typedef struct {
      * whose prompt is done moves to a decode replica, its KV blocks shipped (batch_xfer) (0:
      * every replica does both) */
     int32_t prefill_replicas;
+    /* the AllToAll kv layout (engine.h): each replica's sequences split over `shards` pools of
+     * kv_blocks blocks, pool z held by the tensor ranks of group coordinate z; a sequence stays
+     * in one (0 or 1: one pool per replica) */
+    int32_t shards;
 } batch_opts;
 
 /* The most alternatives a token's log-probabilities list (top_logprobs). */
@@ -74,6 +78,7 @@ typedef struct {
     double temperature;
     int32_t draft, d0, dtok;
     int32_t logprobs, top_logprobs; /* the request's (batch_sampling) */
+    int32_t shard;                  /* the pool of its replica that holds it (batch_opts.shards) */
 } batch_item;
 
 /* Log-probabilities: each token of an item with logprobs = 1 comes with a record of
@@ -91,6 +96,7 @@ typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
 typedef struct {
     int64_t id;
     int32_t src, dst, nblocks, tab_off;
+    int32_t shard; /* the pool on both sides (batch_opts.shards) */
 } batch_xfer;
 
 /* A step plan: the items (each replica's decodes, then its running prefills, then the new
@@ -166,8 +172,10 @@ typedef struct {
     int64_t preemptions, cached_tokens, prefill_tokens, steps, transfers, transfer_blocks;
 } batch_counts;
 batch_counts batcher_get_counts(const batcher *s);
-/* Replica r's pool (counts, checks). */
-const kvb_pool *batcher_pool(const batcher *s, int32_t r);
+/* The pools: replicas × shards; pool i is replica i / shards's shard i mod shards (counts,
+ * checks). */
+int32_t batcher_pools(const batcher *s);
+const kvb_pool *batcher_pool(const batcher *s, int32_t i);
 /* Checks every pool's invariants and that the running sequences' block tables hold exactly the
  * references the pools count. 0, or −1 with err. */
 int batcher_check(const batcher *s, char *err, size_t errlen);

@@ -1,9 +1,10 @@
 /* cost: a step plan's roofline figures (see cost.h). */
 #include "train/serve/cost.h"
 
-gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
+gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_groups, int64_t kv_elem_bytes,
                          const batch_plan *p) {
-    const double Kr = (double)(s->K >= nY ? s->K : nY); /* kv heads held over the replica */
+    const double Kr = (double)(s->K >= nY ? s->K : nY); /* kv heads' weights over the replica */
+    const double Kc = Kr / (double)kv_groups;           /* their copies in the cache */
     const double layer_mm = (double)s->D * ((double)(s->N + s->K * 2) * (double)s->H) +
                             (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F);
     const double layer_read = (double)s->D * ((double)s->N + 2.0 * Kr) * (double)s->H +
@@ -22,7 +23,7 @@ gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes
         /* positions attended: Σ_{i<n} (p0 + i + 1) */
         const double att = n * (double)it->p0 + n * (n + 1) / 2.0;
         st.flops += 4.0 * att * (double)(s->L * s->N * s->H);
-        st.kv_bytes += (att + n) * 2.0 * (double)s->L * Kr * (double)s->H * (double)kv_elem_bytes;
+        st.kv_bytes += (att + n) * 2.0 * (double)s->L * Kc * (double)s->H * (double)kv_elem_bytes;
         if (it->sample) st.flops += 2.0 * (double)(s->D * s->V) * (double)(1 + it->draft);
     }
     st.p_bytes += 4.0 * st.rows * (double)s->D; /* the embedding rows */

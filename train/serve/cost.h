@@ -16,7 +16,9 @@
 #include "train/serve/batcher.h"
 
 /* Totals over every rank of a mesh with |Y| = nY tensor ranks per replica (fp32 weights and
- * cache, kv_elem_bytes per cache element). seconds is left 0. */
-gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_elem_bytes,
+ * cache, kv_elem_bytes per cache element), the kv heads past K replicated (kv_groups = 1) or, in
+ * the AllToAll layout, their sequences split over the kv_groups = |Y|/K ranks sharing each (the
+ * cache read once). seconds is left 0. */
+gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_groups, int64_t kv_elem_bytes,
                          const batch_plan *p);
 #endif

@@ -10,6 +10,7 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/config/alloc.h"
+#include "train/infer/kvshard.h"
 #include "train/model/hooks.h"
 #include "train/model/sample.h"
 #include "train/serve/kvroute.h"
@@ -24,6 +25,12 @@ struct serve_engine {
     engine_dims d;
     int32_t nrep, rep;
     int64_t nY;
+    int32_t Z, zi; /* the AllToAll layout: pools of a replica, this rank's (1, 0 otherwise) */
+    mesh *gm;      /* its group mesh (kv_group_mesh) and group axis */
+    mesh_axes gax;
+    float *a2a_q, *a2a_o, *qm,
+        *om;            /* its exchange [Z, rows, Nl·H]; q, out of my rows [rows, M·H] */
+    int64_t *zrows;     /* rows of each shard in a forward */
     mesh_axes tax, dax; /* the tensor axis (vocabulary shards); the data axes (replicas) */
     int64_t L, ldk, bstride;
     precision prec;    /* --compute-dtype resolved: the matmuls' dtype, the bf16 path and context */
@@ -43,8 +50,8 @@ struct serve_engine {
     struct serve_spec *spec; /* speculative decoding's, or NULL */
     /* engine_link: the world of both sides' engines, and where each of its ranks is */
     mesh *wm;
-    int32_t wn, *where; /* world rank r: its replica where[3r], tensor coordinate, tensor degree */
-    unsigned char *xbuf;  /* one slab: a block's heads packed for the move */
+    int32_t wn, *where;  /* world rank r: its replica where[3r], tensor coordinate, tensor degree */
+    unsigned char *xbuf; /* one slab: a block's heads packed for the move */
     kvroute_piece *pieces; /* a destination's pieces (at most one per world rank) */
 };
 
@@ -73,6 +80,12 @@ int32_t engine_replica(const serve_engine *e) {
 int64_t engine_tensor_ranks(const serve_engine *e) {
     return e->nY;
 }
+int32_t engine_kv_shards(const serve_engine *e) {
+    return e->Z;
+}
+int32_t engine_kv_shard(const serve_engine *e) {
+    return e->zi;
+}
 int32_t engine_kv_elem_bytes(const serve_engine *e) {
     return e->kvd == COMPUTE_BF16 ? 2 : 4;
 }
@@ -83,7 +96,7 @@ int64_t engine_pool_bytes(const serve_engine *e) {
     return 2 * (int64_t)e->d.kv_blocks * e->bstride * engine_kv_elem_bytes(e);
 }
 int64_t engine_kv_bytes_per_token(const serve_engine *e) {
-    return 2 * e->L * e->ldk * e->nY * engine_kv_elem_bytes(e);
+    return 2 * e->L * e->ldk * (e->nY / e->Z) * engine_kv_elem_bytes(e);
 }
 
 /* ---------------------------------------------------------------- attention through the pages */
@@ -97,41 +110,98 @@ static void pool_put(const serve_engine *e, unsigned char *pool, int64_t off, co
         memcpy(pool + off, src, (size_t)n * sizeof(float));
 }
 
-/* Segment sg's n rows of attention through its block table, layer offset `layer` (elements):
- * kern_attn_paged on an fp32 pool, kern_attn_paged_bf16 on a bf16 one (generate's bf16 cache's
- * arithmetic: attn_paged.h). */
-static void attend(serve_engine *e, float *out, const float *q, const engine_seg *sg,
-                   int64_t layer) {
-    const model_extents *lc = model_extents_of(e->mod);
-    const int64_t H = e->c.shape.H, bs = e->d.kv_block;
+/* Segment sg's n rows of attention for Nq query heads through its block table, layer offset
+ * `layer` (elements): kern_attn_paged on an fp32 pool, kern_attn_paged_bf16 on a bf16 one
+ * (generate's bf16 cache's arithmetic: attn_paged.h). */
+static void attend(serve_engine *e, float *out, const float *q, const engine_seg *sg, int64_t layer,
+                   int64_t Nq) {
+    const int64_t H = e->c.shape.H, bs = e->d.kv_block, Kl = e->ldk / H;
     if (e->kvd == COMPUTE_BF16) {
         const kern_bf16 *k = (const kern_bf16 *)e->kpool, *v = (const kern_bf16 *)e->vpool;
         const kern_kv_pages_bf16 pg = {k + layer, v + layer, {sg->tab, bs, e->bstride, e->ldk}};
-        kern_attn_paged_bf16(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
+        kern_attn_paged_bf16(out, e->scr, q, &pg, sg->p0, sg->n, Nq, Kl, H);
         return;
     }
     const float *k = (const float *)e->kpool, *v = (const float *)e->vpool;
     const kern_kv_pages pg = {k + layer, v + layer, {sg->tab, bs, e->bstride, e->ldk}};
-    kern_attn_paged(out, e->scr, q, &pg, sg->p0, sg->n, lc->Nl, lc->Kl, H);
+    kern_attn_paged(out, e->scr, q, &pg, sg->p0, sg->n, Nq, Kl, H);
+}
+
+/* Segment sg's rows' keys and values (from row r0 of io) into its blocks. */
+static void store_rows(serve_engine *e, const model_attn_io *io, const engine_seg *sg, int64_t r0) {
+    const int64_t bs = e->d.kv_block, layer = io->l * bs * e->ldk, eb = engine_kv_elem_bytes(e);
+    for (int64_t i = 0; i < sg->n; i++) {
+        const int64_t pos = sg->p0 + i,
+                      off = sg->tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
+        pool_put(e, e->kpool, off * eb, io->k + (r0 + i) * e->ldk, e->ldk);
+        pool_put(e, e->vpool, off * eb, io->v + (r0 + i) * e->ldk, e->ldk);
+    }
+}
+
+/* Rows of each shard among the forward's segments into e->zrows; returns the most of any. */
+static int64_t shard_rows(serve_engine *e) {
+    int64_t blk = 0;
+    memset(e->zrows, 0, (size_t)e->Z * sizeof *e->zrows);
+    for (int32_t j = 0; j < e->ncur; j++) e->zrows[e->cur[j].shard] += e->cur[j].n;
+    for (int32_t z = 0; z < e->Z; z++) blk = e->zrows[z] > blk ? e->zrows[z] : blk;
+    return blk;
+}
+
+/* The AllToAll layout (engine.h): each row's q to the group rank holding its sequence, which
+ * stores the row's k and v and attends for the group's M = Nl·Z heads, and the outputs back. The
+ * exchange's blocks are the rows of the busiest shard, padded (the group's ranks share the plan,
+ * so they agree on it). */
+static void attn_alltoall(serve_engine *e, const model_attn_io *io) {
+    const int64_t NH = model_extents_of(e->mod)->Nl * e->c.shape.H, MH = NH * e->Z;
+    const int64_t layer = io->l * e->d.kv_block * e->ldk, blk = shard_rows(e),
+                  mine = e->zrows[e->zi];
+    if (blk == 0) return;
+    memset(e->zrows, 0, (size_t)e->Z * sizeof *e->zrows); /* now each shard's rows so far */
+    for (int32_t j = 0, r0 = 0; j < e->ncur; r0 += e->cur[j++].n) { /* q[B_Z, N_YZ] blocks */
+        const engine_seg *sg = &e->cur[j];
+        floats_copy(e->a2a_q + (sg->shard * blk + e->zrows[sg->shard]) * NH, io->q + r0 * NH,
+                    sg->n * NH);
+        e->zrows[sg->shard] += sg->n;
+        if (sg->shard == e->zi) store_rows(e, io, sg, r0);
+    }
+    mesh_all_to_all(e->gm, e->gax, e->a2a_o, e->a2a_q, blk * NH, MESH_ALG_DEFAULT);
+    for (int64_t i = 0; i < e->Z; i++) /* rank i's heads of my rows: q[rows, M] */
+        for (int64_t r = 0; r < mine; r++)
+            floats_copy(e->qm + r * MH + i * NH, e->a2a_o + (i * blk + r) * NH, NH);
+    for (int32_t j = 0, lr = 0; j < e->ncur; j++) { /* my sequences, the group's M heads */
+        const engine_seg *sg = &e->cur[j];
+        if (sg->shard != e->zi) continue;
+        attend(e, e->om + lr * MH, e->qm + lr * MH, sg, layer, MH / e->c.shape.H);
+        lr += sg->n;
+    }
+    for (int64_t i = 0; i < e->Z; i++) /* heads [i·Nl, (i+1)·Nl) of my rows back to rank i */
+        for (int64_t r = 0; r < mine; r++)
+            floats_copy(e->a2a_q + (i * blk + r) * NH, e->om + r * MH + i * NH, NH);
+    mesh_all_to_all(e->gm, e->gax, e->a2a_o, e->a2a_q, blk * NH, MESH_ALG_DEFAULT);
+    memset(e->zrows, 0, (size_t)e->Z * sizeof *e->zrows);
+    for (int32_t j = 0, r0 = 0; j < e->ncur; r0 += e->cur[j++].n) { /* O[B, N_YZ] */
+        const engine_seg *sg = &e->cur[j];
+        floats_copy(io->att + r0 * NH, e->a2a_o + (sg->shard * blk + e->zrows[sg->shard]) * NH,
+                    sg->n * NH);
+        e->zrows[sg->shard] += sg->n;
+    }
 }
 
 /* Every segment of the forward, in order: store its rows' keys and values in its blocks, then
  * attend through its block table. */
 static void attn_hook(void *ctx, const model_attn_io *io) {
     serve_engine *e = ctx;
-    const model_extents *lc = model_extents_of(e->mod);
-    const int64_t H = e->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H, bs = e->d.kv_block;
-    const int64_t layer = io->l * bs * e->ldk, eb = engine_kv_elem_bytes(e);
+    if (e->Z > 1) {
+        attn_alltoall(e, io);
+        return;
+    }
+    const int64_t NH = model_extents_of(e->mod)->Nl * e->c.shape.H;
+    const int64_t layer = io->l * e->d.kv_block * e->ldk;
     int64_t r0 = 0;
     for (int32_t j = 0; j < e->ncur; j++) {
         const engine_seg *sg = &e->cur[j];
-        for (int64_t i = 0; i < sg->n; i++) {
-            const int64_t pos = sg->p0 + i,
-                          off = sg->tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
-            pool_put(e, e->kpool, off * eb, io->k + (r0 + i) * KH, KH);
-            pool_put(e, e->vpool, off * eb, io->v + (r0 + i) * KH, KH);
-        }
-        attend(e, io->att + r0 * NH, io->q + r0 * NH, sg, layer);
+        store_rows(e, io, sg, r0);
+        attend(e, io->att + r0 * NH, io->q + r0 * NH, sg, layer, NH / e->c.shape.H);
         r0 += sg->n;
     }
 }
@@ -199,8 +269,12 @@ int32_t engine_segs_of_plan(const serve_engine *e, const batch_plan *p, engine_s
         const batch_item *it = &p->items[j];
         item_out[j] = -1;
         if (it->replica != e->rep) continue;
-        segs[nseg++] = (engine_seg){p->tok + it->tok_off, p->tab + it->tab_off, it->p0, it->n,
-                                    it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+        segs[nseg++] = (engine_seg){p->tok + it->tok_off,
+                                    p->tab + it->tab_off,
+                                    it->p0,
+                                    it->n,
+                                    it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE,
+                                    it->shard};
         if (it->sample) item_out[j] = n++;
     }
     return nseg;
@@ -283,7 +357,8 @@ int64_t engine_xfer_bytes(const serve_engine *e, const batch_plan *p) {
     const model_shape *s = &e->c.shape;
     int64_t bytes = 0;
     for (int32_t i = 0; i < p->nxfer; i++) {
-        const int64_t Yd = engine_replica_tensor(e, p->xfer[i].dst), kl = s->K >= Yd ? s->K / Yd : 1;
+        const int64_t Yd = engine_replica_tensor(e, p->xfer[i].dst),
+                      kl = s->K >= Yd ? s->K / Yd : 1;
         bytes += (int64_t)p->xfer[i].nblocks * e->d.kv_block * 2 * s->L * kl * s->H * Yd *
                  engine_kv_elem_bytes(e);
     }
@@ -338,7 +413,8 @@ static int64_t move_piece(serve_engine *e, const batch_plan *p, const batch_xfer
 
 /* engine_transfer between two tensor shardings (engine_link): for each transfer, each
  * destination coordinate in order, its pieces in order (kvroute_pieces). Every rank walks the same
- * list and blocks on its own moves only, so the first unfinished move always has both ends at it. */
+ * list and blocks on its own moves only, so the first unfinished move always has both ends at it.
+ */
 static void transfer_linked(serve_engine *e, const batch_plan *p, engine_xfer *x) {
     kvroute_piece *pcs = e->pieces;
     for (int32_t i = 0; i < p->nxfer; i++) {
@@ -368,7 +444,7 @@ engine_xfer engine_transfer(serve_engine *e, const batch_plan *p) {
     const int64_t slab = e->bstride * engine_kv_elem_bytes(e);
     for (int32_t i = 0; i < p->nxfer; i++) {
         const batch_xfer *t = &p->xfer[i];
-        if (t->src != e->rep && t->dst != e->rep) continue;
+        if ((t->src != e->rep && t->dst != e->rep) || t->shard != e->zi) continue;
         const int32_t *tab = p->xtab + t->tab_off + (t->src == e->rep ? 0 : t->nblocks);
         for (int32_t b = 0; b < t->nblocks; b++) {
             mesh_move_bytes(dc, e->kpool + tab[b] * slab, slab, t->src, t->dst);
@@ -387,6 +463,12 @@ const float *engine_logits(const serve_engine *e, int32_t j) {
 
 /* ---------------------------------------------------------------- create */
 
+int32_t engine_kv_groups(const config *c, const mesh *m, int kv_replicate) {
+    const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
+    const int64_t nY = ty >= 0 ? mesh_axis_size(m, ty) : 1;
+    return nY > c->shape.K && !kv_replicate ? (int32_t)(nY / c->shape.K) : 1;
+}
+
 /* The sharding: replicas over the data axes, the tensor axis, the pool's layout. */
 static int layout(serve_engine *e, char *err, size_t errlen) {
     const model_shape *s = &e->c.shape;
@@ -401,6 +483,13 @@ static int layout(serve_engine *e, char *err, size_t errlen) {
     if (mesh_axes_parse(e->m, axes, &e->dax) < 0)
         return errmsg_fail(err, errlen, "serve: cannot parse the data axes '%s'", axes);
     const int64_t Kl = s->K >= e->nY ? s->K / e->nY : 1;
+    e->Z = engine_kv_groups(&e->c, e->m, e->d.kv_replicate);
+    e->zi = ty >= 0 ? (int32_t)(mesh_axis_coord(e->m, ty) % e->Z) : 0;
+    if (e->Z > 1 && mesh_ndims(e->m) >= MESH_MAX_AXES)
+        return errmsg_fail(err, errlen,
+                           "the AllToAll kv layout splits the tensor axis in two, and a mesh of "
+                           "%d axes has no room for another: use --kv-replicate",
+                           mesh_ndims(e->m));
     e->L = s->L;
     e->ldk = Kl * s->H;
     e->bstride = s->L * e->d.kv_block * e->ldk;
@@ -440,6 +529,15 @@ static int alloc_buffers(serve_engine *e) {
     e->lp_scr = calloc((size_t)s->V, sizeof *e->lp_scr);
     e->segs = calloc((size_t)R, sizeof *e->segs);
     e->items = calloc((size_t)s->V, sizeof *e->items);
+    if (e->Z > 1) { /* the AllToAll layout's exchange */
+        const int64_t NH = model_extents_of(e->mod)->Nl * s->H;
+        e->a2a_q = alloc_floats(e->Z * R * NH);
+        e->a2a_o = alloc_floats(e->Z * R * NH);
+        e->qm = alloc_floats(R * NH * e->Z);
+        e->om = alloc_floats(R * NH * e->Z);
+        e->zrows = calloc((size_t)e->Z, sizeof *e->zrows);
+        if (!e->a2a_q || !e->a2a_o || !e->qm || !e->om || !e->zrows) return -1;
+    }
     return e->kpool && e->vpool && e->rtok && e->rpos && e->out_rows && e->ws && e->scr &&
                    e->logits && e->lg_loc && e->lg_all && e->tokbuf && e->tokall && e->item_out &&
                    e->segs && e->items && e->lp_in && e->lp_scr
@@ -483,6 +581,10 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
         e->mod = gen_model_create(c, m, &e->pl, &e->prec, e->run, err, errlen);
         rc = e->mod ? 0 : -1;
     }
+    if (rc == 0 && e->Z > 1) {
+        e->gm = kv_group_mesh(m, c->tensor_axis[0], c->shape.K, e->Z, &e->gax, err, errlen);
+        rc = e->gm ? 0 : -1;
+    }
     if (rc == 0 && mesh_agree(mesh_world_comm(m), alloc_buffers(e)) < 0)
         rc = errmsg_fail(err, errlen, "out of memory allocating the KV pool (%.2f GB per rank)",
                          (double)engine_pool_bytes(e) / 1e9);
@@ -496,9 +598,11 @@ serve_engine *engine_create(const config *c, mesh *m, const engine_dims *d, char
 void engine_destroy(serve_engine *e) {
     if (!e) return;
     model_destroy(e->mod);
+    mesh_destroy(e->gm);
     precision_free(&e->prec);
     par_destroy(e->run);
     ALLOC_FREE_ALL(e->kpool, e->vpool, e->rtok, e->rpos, e->out_rows, e->ws, e->scr, e->logits,
                    e->lg_loc, e->lg_all, e->tokbuf, e->tokall, e->item_out, e->segs, e->items,
-                   e->lp_in, e->lp_scr, e->where, e->xbuf, e->pieces, e);
+                   e->lp_in, e->lp_scr, e->where, e->xbuf, e->pieces, e->a2a_q, e->a2a_o, e->qm,
+                   e->om, e->zrows, e);
 }

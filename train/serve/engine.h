@@ -7,10 +7,19 @@
  *
  * The paged cache: kv_blocks blocks per replica, each holding kv_block positions of every layer,
  * block b layer l position i at pool + b·L·bs·ldk + l·bs·ldk + i·ldk, ldk = Kl·H (this rank's kv
- * heads: K/|Y| of them, or its one head when |Y| > K, which the ranks sharing it each hold for
- * every sequence, as generate --kv-replicate does). A block is one contiguous slab so that it can
- * be copied or shipped whole; its elements are fp32, or bf16 with --kv-dtype bf16 (half the
+ * heads: K/|Y| of them, or its one head when |Y| > K). A block is one contiguous slab so that it
+ * can be copied or shipped whole; its elements are fp32, or bf16 with --kv-dtype bf16 (half the
  * bytes; attention then kern_attn_paged_bf16, generate's bf16 cache's arithmetic).
+ *
+ * With |Y| > K the Z = |Y|/K ranks sharing a kv head (its group: tensor coordinates k·Z .. k·Z +
+ * Z − 1) either each hold it for every sequence (kv_replicate, generate --kv-replicate), or, by
+ * default, split the sequences as generate's AllToAll layout does: the replica's pool is Z pools
+ * of kv_blocks blocks (batch_opts.shards), a sequence lives in one (batch_item.shard), and group
+ * rank z holds pool z. Every rank of the group computes every row's q (its Nl query heads), k
+ * and v (the group's head); the rank holding a row's sequence stores its k and v; one AllToAll
+ * over the group sends each row's q to that rank, which attends for the group's M = Nl·Z query
+ * heads through the block table, and a second AllToAll brings each rank its heads' outputs back.
+ * The blocks stay put; only the rows' q and outputs move.
  *
  * Sampling is generate's: temperature and top-k over the logits with the uniform drawn from the
  * counter-based RNG at (the request's seed, GEN_STREAM, token index), as `generate --seed S` draws
@@ -36,7 +45,12 @@ typedef struct {
     /* one side of disaggregated serving on meshes of its own (0, 0: the mesh's replicas alone):
      * its replicas are rep0, rep0 + 1, ... of nrep in all (both sides') */
     int32_t rep0, nrep;
+    int kv_replicate; /* |Y| > K: every rank of a group holds its kv head for every sequence */
 } engine_dims;
+
+/* Not collective. The pools of a replica (batch_opts.shards): Z = |Y|/K in the AllToAll layout
+ * (|Y| > K without kv_replicate), else 1. */
+int32_t engine_kv_groups(const config *c, const mesh *m, int kv_replicate);
 
 /* What serve refuses of a config (as engine_create does, before any work): generate's refusals
  * and experts with a capacity. 0 or −1 with err. */
@@ -57,6 +71,9 @@ par *engine_par(serve_engine *e);
 int32_t engine_replicas(const serve_engine *e);
 int32_t engine_replica(const serve_engine *e);
 int64_t engine_tensor_ranks(const serve_engine *e); /* |Y| (1 without --tensor) */
+/* The pools of a replica (engine_kv_groups) and the one this rank holds. */
+int32_t engine_kv_shards(const serve_engine *e);
+int32_t engine_kv_shard(const serve_engine *e);
 /* Bytes of one cache element (4: fp32, 2: bf16), of this rank's pool, and of one position of a
  * sequence in the whole replica (every layer, K and V, all kv heads). */
 int32_t engine_kv_elem_bytes(const serve_engine *e);
@@ -115,6 +132,7 @@ typedef struct {
     const int32_t *tok, *tab;
     int32_t p0, n;
     engine_out out;
+    int32_t shard; /* the pool of the replica that holds the sequence (engine_kv_shards) */
 } engine_seg;
 
 /* Collective over: the tensor axis (every rank of this replica with the same segments), and with

@@ -103,8 +103,8 @@ void front_req_cancel(serve_front *f, int64_t id) {
 static void refresh_gauges(serve_front *f, const batcher *s) {
     serve_metrics *m = &f->met;
     memset(&m->kv, 0, sizeof m->kv);
-    for (int32_t r = 0; r < batcher_options(s)->replicas; r++) {
-        const kvb_counts c = kvb_get_counts(batcher_pool(s, r));
+    for (int32_t i = 0; i < batcher_pools(s); i++) { /* every replica's, every shard's */
+        const kvb_counts c = kvb_get_counts(batcher_pool(s, i));
         m->kv.total += c.total, m->kv.free += c.free, m->kv.used += c.used;
         m->kv.evictable += c.evictable, m->kv.published += c.published;
         m->kv.lookups += c.lookups, m->kv.hits += c.hits, m->kv.evictions += c.evictions;

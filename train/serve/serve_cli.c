@@ -33,11 +33,12 @@ typedef struct {
     char simulate[1024], sim_out[1024], sim_machine[64], draft[1024], expert[4];
     int64_t port, kv_block, kv_blocks, max_batch_tokens, prefill_chunk, max_seqs, max_queue;
     int64_t max_tokens, drain, draft_tokens, prefill_ranks, draft_ranks, prefill_tensor;
+    int64_t kv_replicate;
 } serve_flags;
 
 /* One row per flag: parsing, range check, default and --help come from here. kind: 0 string, 1
- * integer in [lo, hi], 2 one of the words in `words`. def: the value before the command line's
- * (NULL: 0 or empty). */
+ * integer in [lo, hi], 2 one of the words in `words`, 3 a switch (no value: 1 when given). def: the
+ * value before the command line's (NULL: 0 or empty). */
 typedef struct {
     const char *name;
     int kind;
@@ -56,7 +57,10 @@ static const serve_flag_def serve_flag_table[] = {
     {"port", 1, F_(port), 0, 65535, NULL, "8080", "TCP port (default 8080; 0 = any free port)"},
     {"kv-block", 1, F_(kv_block), 1, 4096, NULL, "16", "positions per KV block (default 16)"},
     {"kv-blocks", 1, F_(kv_blocks), 0, INT32_MAX, NULL, NULL,
-     "KV blocks per replica (default 0 = --max-seqs full contexts)"},
+     "KV blocks of each rank's pool (default 0 = --max-seqs full contexts a replica)"},
+    {"kv-replicate", 3, F_(kv_replicate), 0, 0, NULL, NULL,
+     "with |Y| > K: each rank holds its kv head for every sequence (default: the ranks sharing a "
+     "kv head split the sequences, AllToAll attention)"},
     {"max-batch-tokens", 1, F_(max_batch_tokens), 1, 1 << 20, NULL, "256",
      "rows of one forward per replica: decodes + prefill chunks (default 256)"},
     {"prefill-chunk", 1, F_(prefill_chunk), 1, 1 << 20, NULL, "128",
@@ -111,6 +115,7 @@ static void print_help(FILE *out) {
         snprintf(name, sizeof name, "--%s %s", d->name,
                  d->kind == 1   ? "N"
                  : d->kind == 2 ? d->words
+                 : d->kind == 3 ? ""
                                 : "STR");
         fprintf(out, "  %-32s %s\n", name, d->help);
     }
@@ -176,6 +181,11 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
             rest[(*nrest)++] = argv[i];
             continue;
         }
+        if (d->kind == 3) { /* a switch */
+            if (name[len] == '=') return errmsg_fail(err, errlen, "--%s takes no value", d->name);
+            *(int64_t *)((char *)f + d->off) = 1;
+            continue;
+        }
         const char *val = name[len] == '=' ? name + len + 1 : i + 1 < argc ? argv[++i] : NULL;
         if (!val) return errmsg_fail(err, errlen, "--%s needs a value", d->name);
         if (set_flag(f, d, val, err, errlen) < 0) return -1;
@@ -189,7 +199,7 @@ static int split_args(int argc, char **argv, serve_flags *f, char **rest, int *n
 typedef struct {
     double t0, measured, predicted, rows;
     int64_t steps, tokens0;
-    double link_bw; /* disaggregated: a rank's share of the measured bandwidth (bytes/s) */
+    double link_bw;  /* disaggregated: a rank's share of the measured bandwidth (bytes/s) */
     int64_t nY, nYd; /* tensor ranks of a prefill replica and of a decode replica */
 } report_window;
 
@@ -278,8 +288,8 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             if (p->nxfer)
                 front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
-            const gen_step cost =
-                serve_plan_cost(&sr->c->shape, nY, engine_kv_elem_bytes(sr->e), p);
+            const gen_step cost = serve_plan_cost(&sr->c->shape, nY, engine_kv_shards(sr->e),
+                                                  engine_kv_elem_bytes(sr->e), p);
             rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
             rw.rows += cost.rows, rw.steps++;
         }
@@ -290,7 +300,10 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
     report_line(front, &rw, 1);
 }
 
-static batch_opts batcher_options_of(const serve_flags *f, const config *c, int32_t replicas) {
+/* The scheduler's options; shards: the pools of a replica (engine_kv_groups), each by default
+ * holding its share of --max-seqs full contexts. */
+static batch_opts batcher_options_of(const serve_flags *f, const config *c, int32_t replicas,
+                                     int32_t shards) {
     batch_opts o = {replicas,
                     (int32_t)f->kv_blocks,
                     (int32_t)f->kv_block,
@@ -301,9 +314,11 @@ static batch_opts batcher_options_of(const serve_flags *f, const config *c, int3
                     !strcmp(f->prefix_cache, "on"),
                     !strcmp(f->batching, "static"),
                     f->draft[0] ? (int32_t)f->draft_tokens : 0,
-                    0};
+                    0,
+                    shards};
     if (o.kv_blocks == 0)
-        o.kv_blocks = o.max_seqs * (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
+        o.kv_blocks = (o.max_seqs + shards - 1) / shards *
+                      (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
     return o;
 }
 
@@ -337,7 +352,8 @@ static int draft_engine(const config *c, const serve_flags *f, mesh *m, const ba
         snprintf(dc.tensor_axis, sizeof dc.tensor_axis, "%s", own > 1 ? "d" : "");
         dc.data_axes[0] = dc.expert_axis[0] = '\0';
     }
-    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs, 0, 0};
+    /* (its kv heads replicated past its K: its pool mirrors the target's one pool a replica) */
+    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs, 0, 0, 1};
     *de = engine_create(&dc, m, &dd, why, sizeof why);
     if (!*de) return errmsg_fail(err, errlen, "the drafter %s: %s", f->draft, why);
     if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, errlen) < 0)
@@ -373,7 +389,7 @@ static serve_engine *open_remote(const config *c, const serve_flags *f, mesh *w,
     char err[SERVE_ERR] = "";
     const int ntarget = mesh_nranks(w) - (int)f->draft_ranks;
     const int target = mesh_rank(w) < ntarget;
-    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0};
+    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0, (int)f->kv_replicate};
     serve_engine *e = NULL;
     int rc = 0;
     if (target) {
@@ -417,12 +433,20 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
             c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
             c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "",
             (long long)c->threads, c->threads > 1 ? "s" : "");
+    char pool[200];
+    if (o->shards > 1) /* the AllToAll layout */
+        snprintf(pool, sizeof pool,
+                 "%d x %d blocks (the %d ranks sharing a kv head each hold %d, for their share of "
+                 "the sequences: AllToAll attention)",
+                 (int)o->shards, (int)o->kv_blocks, (int)o->shards, (int)o->kv_blocks);
+    else
+        snprintf(pool, sizeof pool, "%d blocks", (int)o->kv_blocks);
     fprintf(stderr,
-            "serve | KV pool %d blocks x %d positions per replica (%.2f MB per rank, %s), prefix "
+            "serve | KV pool %s x %d positions per replica (%.2f MB per rank, %s), prefix "
             "cache %s | batching %s, max-batch-tokens %d, prefill-chunk %d, max-seqs %d, "
             "max-queue %lld | %s BW %.2f GB/s, C %.2f GFLOP/s\n",
-            (int)o->kv_blocks, (int)o->kv_block, pool_bytes / 1e6, kv_dtype, f->prefix_cache,
-            f->batching, (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
+            pool, (int)o->kv_block, pool_bytes / 1e6, kv_dtype, f->prefix_cache, f->batching,
+            (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
             (long long)f->max_queue, f->sim_machine[0] ? "--sim-machine" : "measured", mc->bw / 1e9,
             mc->flops / 1e9);
     if (o->prefill_replicas)
@@ -444,7 +468,9 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
         mesh_exit_error("--max-batch-tokens %lld < --max-seqs %lld: every running sequence "
                         "decodes one token each step",
                         (long long)f->max_batch_tokens, (long long)f->max_seqs);
-    batch_opts o = batcher_options_of(f, c, 1);
+    /* --prefill-tensor: both sides replicated past K (disagg_open) */
+    const int kvrep = f->kv_replicate || f->prefill_tensor;
+    batch_opts o = batcher_options_of(f, c, 1, engine_kv_groups(c, own, kvrep));
     serve_engine *e = NULL, *de = NULL;
     serve_spec *sp = NULL;
     if (f->draft_ranks) {
@@ -452,7 +478,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     } else if (f->prefill_tensor) {
         e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, f->ckpt, &o);
     } else {
-        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens, 0, 0};
+        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens, 0, 0, (int)f->kv_replicate};
         e = engine_create(c, m, &d, err, sizeof err);
         if (!e) mesh_exit_error("%s", err);
         if (f->ckpt[0] &&
@@ -533,12 +559,14 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     const int ty = c->tensor_axis[0] ? mesh_axis_index(m, c->tensor_axis[0]) : -1;
     const int32_t replicas =
         mesh_axes_parse(m, axes, &dax) == 0 ? (int32_t)mesh_axes_size(m, dax) : 1;
-    const batch_opts o = batcher_options_of(f, c, replicas);
+    const int32_t groups = engine_kv_groups(c, m, (int)f->kv_replicate);
+    const batch_opts o = batcher_options_of(f, c, replicas, groups);
     if (c->compute != COMPUTE_FP32)
         mesh_exit_error("--compute-dtype with --simulate: the virtual clock prices fp32 steps "
                         "(--kv-dtype bf16 prices a bf16 cache)");
     sim_opts so = {f->simulate,  f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1,
-                   f->max_queue, {0, 0},     c->kv_dtype == COMPUTE_BF16 ? 2 : 4};
+                   f->max_queue, {0, 0},     c->kv_dtype == COMPUTE_BF16 ? 2 : 4,
+                   groups};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
@@ -603,6 +631,18 @@ static void check_combinations(const serve_flags *f) {
         mesh_exit_error("--prefill-tensor goes with --prefill-ranks N (the ranks it shards)");
 }
 
+/* Collective over: world (w). --kv-replicate against the mesh m (this rank's part's), and the
+ * AllToAll layout against --draft, as generate rules: one message, status 2. */
+static void check_kv_layout(const config *c, const serve_flags *f, mesh *w, const mesh *m) {
+    char err[SERVE_ERR] = "";
+    int rc = gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err);
+    if (rc == 0 && f->draft[0] && engine_kv_groups(c, m, (int)f->kv_replicate) > 1)
+        rc = errmsg_fail(err, sizeof err,
+                         "--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
+                         "puts the target's cache in the AllToAll layout): add --kv-replicate");
+    if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
+}
+
 /* Rank 0: serve's paths, before any work: the inputs are readable files, and --sim-out can be
  * written, is no input, and belongs to this run alone (data/lockfile.h). 0 or −1 with err. */
 static int check_paths(const serve_flags *f, char *err, size_t errlen) {
@@ -661,16 +701,18 @@ int serve_main(int argc, char **argv) {
     kern_set_threads(c.threads);
     if (f.simulate[0]) check_simulate_flags(argc, argv, &f);
     check_combinations(&f);
-    mesh *own = NULL, *m = f.draft_ranks      ? split_meshes(&c, &f, &own)
-                           : f.prefill_tensor ? disagg_split(&c, f.prefill_ranks, f.prefill_tensor, &own)
-                                              : mesh_create_placed(c.mesh, c.mesh_open,
-                                                                   c.cross_hosts, err, sizeof err);
+    mesh *own = NULL,
+         *m = f.draft_ranks ? split_meshes(&c, &f, &own)
+              : f.prefill_tensor
+                  ? disagg_split(&c, f.prefill_ranks, f.prefill_tensor, &own)
+                  : mesh_create_placed(c.mesh, c.mesh_open, c.cross_hosts, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
     const int st = mesh_world_rank() == 0 ? check_paths(&f, err, sizeof err) : 0;
     if (mesh_agree(mesh_world_comm(m), st) < 0) mesh_exit_error("%s", err);
     if (f.ckpt[0] && gen_adopt_ckpt_shape(&c, m, f.ckpt, given, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     if (f.draft[0] && !f.draft_tokens) f.draft_tokens = 4;
+    check_kv_layout(&c, &f, m, own ? own : m);
     if (f.expert[0] && c.shape.moe.E == 0)
         mesh_exit_error("--expert %s shards the routed experts, and the model has none (a "
                         "checkpoint with experts, or --experts E)",

@@ -18,10 +18,11 @@
 
 typedef struct {
     const char *workload, *out;
-    int64_t nY;        /* tensor ranks per replica */
-    int64_t max_queue; /* waiting requests before 503 */
-    gen_machine mc;    /* the machine the steps are priced against (sums over the ranks) */
+    int64_t nY;            /* tensor ranks per replica */
+    int64_t max_queue;     /* waiting requests before 503 */
+    gen_machine mc;        /* the machine the steps are priced against (sums over the ranks) */
     int64_t kv_elem_bytes; /* a KV cache element: 4 (fp32) or 2 (bf16) */
+    int64_t kv_groups;     /* the AllToAll layout's ranks sharing a kv head (1: none) */
 } sim_opts;
 
 /* Not collective (rank 0). Runs the workload; writes the requests' times to so->out and a

@@ -136,8 +136,12 @@ static void draft_phase(serve_spec *sp, const batch_plan *p) {
         int32_t *t = sp->dtok + off;
         if (lag) t[0] = it->dtok;
         memcpy(t + lag, p->tok + it->tok_off, (size_t)it->n * sizeof *t);
-        sp->segs[nseg++] = (engine_seg){t, p->tab + it->tab_off, it->d0, it->n + lag,
-                                        it->draft > 0 ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+        sp->segs[nseg++] = (engine_seg){t,
+                                        p->tab + it->tab_off,
+                                        it->d0,
+                                        it->n + lag,
+                                        it->draft > 0 ? ENGINE_OUT_LAST : ENGINE_OUT_NONE,
+                                        it->shard};
         off += it->n + lag;
     }
     for (int32_t j = 0; j < p->nitems; j++) /* every replica's: an expert axis joins them all */
@@ -150,9 +154,12 @@ static void draft_phase(serve_spec *sp, const batch_plan *p) {
         for (int32_t j = 0; j < p->nitems; j++) {
             const batch_item *it = &p->items[j];
             if (mine(sp, it) && it->draft > i)
-                sp->segs[nseg++] =
-                    (engine_seg){sp->drafts + (int64_t)j * sp->K + i - 1, p->tab + it->tab_off,
-                                 it->p0 + i, 1, ENGINE_OUT_LAST};
+                sp->segs[nseg++] = (engine_seg){sp->drafts + (int64_t)j * sp->K + i - 1,
+                                                p->tab + it->tab_off,
+                                                it->p0 + i,
+                                                1,
+                                                ENGINE_OUT_LAST,
+                                                it->shard};
         }
         engine_forward(sp->d, sp->segs, nseg, NULL);
         for (int32_t j = 0, r = 0; j < p->nitems; j++)
@@ -172,10 +179,11 @@ static int64_t verify_phase(serve_spec *sp, const batch_plan *p) {
             int32_t *v = sp->vtok + (int64_t)j * (sp->K + 1);
             v[0] = tok[0];
             memcpy(v + 1, sp->drafts + (int64_t)j * sp->K, (size_t)it->draft * sizeof *v);
-            sp->segs[nseg++] = (engine_seg){v, tab, it->p0, it->draft + 1, ENGINE_OUT_ALL};
+            sp->segs[nseg++] =
+                (engine_seg){v, tab, it->p0, it->draft + 1, ENGINE_OUT_ALL, it->shard};
         } else {
-            sp->segs[nseg++] = (engine_seg){tok, tab, it->p0, it->n,
-                                            it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE};
+            sp->segs[nseg++] = (engine_seg){
+                tok, tab, it->p0, it->n, it->sample ? ENGINE_OUT_LAST : ENGINE_OUT_NONE, it->shard};
         }
         rows += it->n + it->draft;
     }
