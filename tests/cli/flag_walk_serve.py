@@ -72,6 +72,7 @@ COMMON = {
     # serve's own
     "ckpt": ("{res}/ck2.h5", ""), "host": ("127.0.0.2", ""), "port": ("{port}", ""),
     "kv-block": ("8", ""), "kv-blocks": ("48", ""), "max-batch-tokens": ("128", ""),
+    "kv-replicate": (None, ""),  # refused: the base has no tensor axis past K
     "prefill-chunk": ("8", ""), "max-seqs": ("4", ""), "max-queue": ("3", ""),
     "max-tokens": ("5", ""), "drain": ("3", ""), "prefix-cache": ("off", ""),
     "batching": ("static", ""), "draft": ("{res}/ck1.h5", ""),
