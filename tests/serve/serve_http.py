@@ -191,8 +191,20 @@ def trained(args, name, model):
 
 
 def checkpoint(args):
-    """The model: 2 training steps on the built-in corpus, saved once into the work dir."""
-    args.ckpt = trained(args, "serve_http_ck.h5", MODEL)
+    """The model: 2 training steps on the built-in corpus, saved once into the work dir. A
+    `--kv-heads K` among the mesh flags makes it a model of K kv heads (its own checkpoint) and
+    sets args.pools, the KV pools of a replica: |Y|/K where the tensor axis has more ranks than K
+    (the AllToAll layout, the ranks sharing a kv head splitting the sequences), else 1."""
+    args.pools, model = 1, list(MODEL)
+    if "--kv-heads" in args.mesh:
+        i = args.mesh.index("--kv-heads")
+        k = args.mesh[i + 1]
+        del args.mesh[i:i + 2]
+        model[model.index("--kv-heads") + 1] = k
+        axes = dict(a.split("=") for a in args.mesh[args.mesh.index("--mesh") + 1].split(","))
+        y = int(axes[args.mesh[args.mesh.index("--tensor") + 1]])
+        args.pools = y // int(k) if y > int(k) and "--kv-replicate" not in args.mesh else 1
+    args.ckpt = trained(args, "serve_http_ck%s.h5" % ("" if model == MODEL else "_k" + k), model)
 
 
 def script_args(argv):
@@ -470,6 +482,9 @@ def scenario_concurrent(args):
               (len(wrong), m["meshtrain_preemptions_total"], m["meshtrain_prefix_cache_hits_total"]))
         check(m["meshtrain_kv_blocks_used"] == 0 and m['meshtrain_requests_total{end="length"}'] == 64,
               "/metrics after: 64 done, no block used")
+        check(m["meshtrain_kv_blocks_total"] == 40 * args.pools,
+              "/metrics: %d KV blocks in all, --kv-blocks 40 x %d pools a replica" %
+              (m["meshtrain_kv_blocks_total"], args.pools))
     finally:
         s.stop()
 
