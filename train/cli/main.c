@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     trainer *t = trainer_create(&c, m, err, sizeof err);
     if (!t) mesh_exit_error("%s", err);
     trainer_set_trace(t, tr);
-    const run_peak peak = run_measure_peak(m, trainer_flops(t));
+    const run_peak peak = run_measure_peak(m, t);
 
     if (c.bench)
         bench_run(&c, m, t, &peak);

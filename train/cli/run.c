@@ -3,9 +3,11 @@
  * Reporting. Rank 0 prints one line per step; the time is rank 0's wall time of the step with
  * its data loading, tokens are the global batch (B·T), FLOPs are shape_flops_per_token × tokens
  * (the formula is in --help), and MFU divides by the sum over ranks of the sgemm FLOP/s each
- * measured at start-up (run_measure_peak: kern_measure_flops, best of 3 × 0.1 s), all ranks at
- * once: with one rank per core that is ranks × one core's rate, and when ranks share cores it is
- * what the cores deliver. */
+ * measured at start-up (run_measure_peak: kern_measure_flops, CPUPEAK_TRIALS × 0.1 s, combined
+ * by cpupeak_measured: the best trial, or a trial's rate while its thread ran where another
+ * process took part of its CPU), all ranks at once: with one rank per core that is ranks × one
+ * core's rate, and when ranks share cores it is what the cores deliver. A step faster than that
+ * peak raises it to the step's rate (the measurement was low), so an MFU never exceeds 100%. */
 #define _POSIX_C_SOURCE 200809L /* SIGKILL */
 #include "train/cli/run.h"
 
@@ -107,8 +109,10 @@ void run_print_hosts(const config *c, mesh *m, trainer *t) {
     }
 }
 
-run_peak run_measure_peak(mesh *m, double rank_flops) {
-    run_peak pk = {rank_flops, 0};
+run_peak run_measure_peak(mesh *m, trainer *t) {
+    const cpupeak_trial *trials;
+    const int n = trainer_peak_trials(t, &trials);
+    run_peak pk = {cpupeak_measured(trials, n, report_share(trainer_report(t))->per_cpu, 0), 0};
     float v = (float)pk.rank, sum = 0.0f;
     mesh_all_reduce(m, mesh_all_axes(m), &sum, &v, 1, MESH_ALG_MPI);
     pk.total = sum;
@@ -410,6 +414,7 @@ int run_train(const config *c, mesh *m, trainer *t, tokens *data, const run_peak
         r.tokens_seen += c->batch * c->shape.T;
         const double dt = mesh_now() - t0;
         train_secs += dt;
+        r.peak = cpupeak_measured(&(cpupeak_trial){r.peak, 0}, 1, 1, flops_per_step / dt);
         last_loss = st.loss;
         metrics_row row = step_row(&r, &st, step, dt, tokens_per_step, flops_per_step);
         if (c->shape.moe.E > 0) moe_row(&row, t);

@@ -25,14 +25,15 @@ void run_resolve_data(config *c, const char *argv0);
  * inside one, and how the ranks share the hosts' CPUs (trainer t's report). */
 void run_print_hosts(const config *c, mesh *m, trainer *t);
 
-/* The MFU peak: the trainer's sgemm measurement (every rank at the same moment, best of 3 × 0.1 s,
- * after a barrier, so ranks sharing cores measure the share they actually get), summed. */
+/* The MFU peak: the trainer's sgemm measurement (every rank at the same moment, CPUPEAK_TRIALS ×
+ * 0.1 s after a barrier, so ranks sharing cores measure the share they actually get; combined by
+ * cpupeak_measured with the share of the CPU each trial had), summed. */
 typedef struct {
     double rank;  /* this rank's sgemm FLOP/s */
     double total; /* sum over ranks: the peak MFU is measured against */
 } run_peak;
-/* Collective over: world. rank_flops = trainer_flops(). */
-run_peak run_measure_peak(mesh *m, double rank_flops);
+/* Collective over: world. From trainer t's start-up trials (trainer_peak_trials). */
+run_peak run_measure_peak(mesh *m, trainer *t);
 
 /* Collective over: world. Opens c->data (token file or text) and checks it against the model
  * (vocabulary, sequence length) before anything big is allocated; on failure every rank leaves

@@ -45,6 +45,18 @@ int cpupeak_flops_per_cycle(const char *vendor, int family, int model, const cha
     return 0;
 }
 
+double cpupeak_measured(const cpupeak_trial *t, int n, double threads_per_cpu, double seen) {
+    const double own = threads_per_cpu > 1 ? 1.0 / threads_per_cpu : 1.0; /* of a CPU */
+    double best = seen > 0 ? seen : 0.0;
+    for (int i = 0; i < n; i++) {
+        double f = t[i].flops;
+        if (t[i].share >= CPUPEAK_MIN_SHARE && t[i].share < 1 && f / t[i].share * own > f)
+            f = f / t[i].share * own;
+        if (f > best) best = f;
+    }
+    return best;
+}
+
 /* The value after "key\t: " of a /proc/cpuinfo line, or NULL. */
 static const char *field(const char *line, const char *key) {
     const size_t n = strlen(key);

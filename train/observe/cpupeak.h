@@ -1,6 +1,7 @@
 /* cpupeak: the nominal FP32 peak of the host CPU, for an MFU against the hardware as well as
- * against the measured sgemm rate. Reads /proc/cpuinfo and /sys/devices/system/cpu (Linux, x86);
- * no MPI.
+ * against the measured sgemm rate, and that measured rate combined from its start-up trials
+ * (cpupeak_measured: what the trials' noise cannot push below a rate the run reached). Reads
+ * /proc/cpuinfo and /sys/devices/system/cpu (Linux, x86); no MPI.
  *
  * Formula (documented in --help and docs/inspect.md):
  *   peak per core = GHz × FP32 FLOPs per cycle, FLOPs per cycle by the widest vector ISA:
@@ -30,6 +31,25 @@ typedef struct {
     char why[128];        /* known = 0: why not */
     double core_flops;    /* ghz·1e9·flops_per_cycle */
 } cpupeak;
+
+/* The measured peak (the MFU's): one start-up timing of a rank's matmul rate, FLOP/s by the wall
+ * clock, and the share of that wall time the timing thread ran (its CPU time / the wall time; 0
+ * when not known: several BLAS threads, or a rate timed on the thread's CPU clock already). */
+typedef struct {
+    double flops, share;
+} cpupeak_trial;
+/* The trials a rank makes at start-up (one with a quick start). */
+#define CPUPEAK_TRIALS 5
+/* Below this share a trial barely ran: its rate is not scaled up by it. */
+#define CPUPEAK_MIN_SHARE 0.2
+/* Not collective; no timing. One rank's measured peak from its n trials: the best of the trials'
+ * rates and, where another process kept the thread off its CPU for part of a trial (share < 1),
+ * the rate it reached while it ran, flops / share, times the rank's own share of a CPU
+ * (1 / threads_per_cpu, at most 1: ranks that share a CPU get that part of it whatever else
+ * runs); at least `seen`, a rate the run itself reached on those products (0: none), since no
+ * peak lies below a rate reached. So an MFU against it of a step the run timed is at most 1.
+ * 0 when n = 0 and seen = 0. */
+double cpupeak_measured(const cpupeak_trial *t, int n, double threads_per_cpu, double seen);
 
 /* Not collective. Fills out from this host's files. */
 void cpupeak_detect(cpupeak *out);

@@ -60,12 +60,20 @@ int precision_setup(precision *p, const config *c, mesh *m, int measure, int cor
     const int64_t n = c->quick_start ? 256 : 1024;
     const double seconds = c->quick_start ? 0.01 : 0.1;
     mesh_agree(world, 0); /* every rank at once, as the sgemm rate is timed */
-    for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
+    for (int trial = 0; trial < (c->quick_start ? 1 : CPUPEAK_TRIALS); trial++) {
+        const double w0 = mesh_now(), c0 = mesh_thread_cpu();
         const double f = core ? kern_bf16_measure_core_flops(p->ctx, n, seconds)
                               : kern_bf16_measure_flops(p->ctx, n, seconds);
+        p->trials[p->ntrials++] =
+            (cpupeak_trial){f, precision_share_since(w0, c0, !core && c->threads <= 1)};
         if (f > p->rate) p->rate = f;
     }
     return 0;
+}
+
+double precision_share_since(double w0, double c0, int known) {
+    const double wall = mesh_now() - w0;
+    return known && wall > 0 ? (mesh_thread_cpu() - c0) / wall : 0.0;
 }
 
 void precision_free(precision *p) {

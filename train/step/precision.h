@@ -21,6 +21,7 @@
 #include "kernels/gemm_bf16.h"
 #include "mesh/mesh.h"
 #include "train/config/config.h"
+#include "train/observe/cpupeak.h"
 #include "train/model/model.h"
 
 typedef struct {
@@ -29,13 +30,16 @@ typedef struct {
     kern_bf16_path path;  /* the bf16 kernels' path every rank takes (never AUTO) */
     kern_bf16_ctx *ctx;   /* BF16: the rank's context; NULL in fp32 */
     double rate;          /* BF16: this rank's measured bf16 matrix FLOP/s; 0 in fp32 */
+    cpupeak_trial trials[CPUPEAK_TRIALS]; /* BF16: the trials rate is the best of */
+    int ntrials;
     char cpu[64];         /* this rank's CPU (kern_cpu_model) */
     char why[256];        /* auto: why it resolved as it did; "" otherwise */
 } precision;
 
 /* Collective over: world. Resolves c->compute into p (zeroed first), creates the bf16 context
  * for c->threads threads and, unless measure is 0, times its rate: a 1024³ product (256³ with
- * c->quick_start) for 0.1 s (0.01 s), best of 3 (1), every rank at once; with core = 1 on the
+ * c->quick_start) for 0.1 s (0.01 s), best of CPUPEAK_TRIALS (1), every rank at once (each trial kept with
+ * the share of the CPU the thread had, p->trials); with core = 1 on the
  * thread's CPU clock (kern_bf16_measure_core_flops: a rank standing for a chip with a core of
  * its own, --emulate). Returns 0, or −1 with one message in err (the same on every rank): a
  * bad MESHTRAIN_BF16_PATH, a path this CPU lacks, a context that could not be made. */
@@ -47,4 +51,8 @@ void precision_free(precision *p);
  * it was chosen; in bf16 the path, the CPU and the measured rate, and on a CPU without a bf16
  * matrix unit what the path does instead. */
 void precision_print(const precision *p, FILE *out);
+/* Not collective. The share of the wall time since (w0, c0) = (mesh_now(), mesh_thread_cpu())
+ * this thread ran (a start-up trial's cpupeak_trial.share); 0 when not known (known = 0: several
+ * BLAS threads, or a rate timed on the thread's CPU clock). */
+double precision_share_since(double w0, double c0, int known);
 #endif

@@ -39,6 +39,8 @@ struct trainer {
     double sgemm;   /* this rank's fp32 sgemm FLOP/s, measured at creation */
     double flops;   /* the rate its matmuls run at: sgemm's in fp32, the bf16 path's in bf16 */
     double core_share; /* this rank's thread CPU / wall time while it timed sgemm at start-up */
+    cpupeak_trial sgemm_trials[CPUPEAK_TRIALS]; /* the trials sgemm is the best of */
+    int n_sgemm_trials;
     report *rep;
     trace *tr; /* the run's timeline (trainer_set_trace; NULL: none), also the model's */
     mesh_emulation emu;
@@ -154,16 +156,20 @@ static int setup_links(trainer *t, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     /* this rank's sgemm FLOP/s, all ranks at once (ranks sharing cores measure their share),
-     * best of three (a busy moment only lowers it); under --emulate a rank stands for a chip
+     * best of CPUPEAK_TRIALS (a busy moment only lowers it; each trial's share of the CPU kept
+     * for the MFU's peak, cpupeak_measured); under --emulate a rank stands for a chip
      * with a core of its own: the emulated links are scaled to that core's rate, which other
      * processes on the core do not lower (kern_measure_core_flops) */
     mesh_agree(mesh_world_comm(m), 0);
     const int64_t n = c->quick_start ? 256 : 1024;
     const double seconds = c->quick_start ? 0.01 : 0.1;
     const double w0 = mesh_now(), c0 = mesh_thread_cpu();
-    for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
+    for (int trial = 0; trial < (c->quick_start ? 1 : CPUPEAK_TRIALS); trial++) {
+        const double tw = mesh_now(), tc = mesh_thread_cpu();
         const double f =
             c->emulate[0] ? kern_measure_core_flops(n, seconds) : kern_measure_flops(n, seconds);
+        t->sgemm_trials[t->n_sgemm_trials++] =
+            (cpupeak_trial){f, precision_share_since(tw, tc, !c->emulate[0] && c->threads <= 1)};
         if (f > t->sgemm) t->sgemm = f;
     }
     t->flops = t->prec.dtype == COMPUTE_BF16 ? t->prec.rate : t->sgemm;
@@ -406,6 +412,11 @@ double trainer_flops(const trainer *t) {
 }
 double trainer_sgemm_flops(const trainer *t) {
     return t->sgemm;
+}
+int trainer_peak_trials(const trainer *t, const cpupeak_trial **trials) {
+    const int bf16 = t->prec.dtype == COMPUTE_BF16;
+    *trials = bf16 ? t->prec.trials : t->sgemm_trials;
+    return bf16 ? t->prec.ntrials : t->n_sgemm_trials;
 }
 const precision *trainer_precision(const trainer *t) {
     return &t->prec;

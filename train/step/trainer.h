@@ -48,6 +48,9 @@ report *trainer_report(trainer *t);
  * path's (the MFU's peak, the emulated chip's C); and the sgemm rate whatever the dtype. */
 double trainer_flops(const trainer *t);
 double trainer_sgemm_flops(const trainer *t);
+/* The start-up trials trainer_flops is the best of (the MFU's peak combines them:
+ * cpupeak_measured); returns how many, *trials pointing to them (valid while t lives). */
+int trainer_peak_trials(const trainer *t, const cpupeak_trial **trials);
 /* The run's precision (--compute-dtype resolved, the bf16 path and context). */
 const precision *trainer_precision(const trainer *t);
 
