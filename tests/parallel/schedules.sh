@@ -69,6 +69,9 @@ bad "--schedule 1f1b runs one stage per rank" 2 --mesh z=2 --pipeline z --schedu
 bad "--schedule zb-v places exactly 2 stages per rank in a V: --virtual-stages 3" 2 --mesh z=2 \
   --pipeline z --schedule zb-v --virtual-stages 3
 bad "must wrap" 3 --mesh z=3 --open z --pipeline z --schedule interleaved --microbatches 3
+# the emulated chip's wraparound opens an axis of 3 (v5p wraps whole 4x4x4 cubes only)
+bad "the chip's own wraparound" 3 --mesh z=3 --pipeline z --schedule interleaved --microbatches 3 \
+  --emulate v5p
 collect
 [ $fails -eq 0 ] && echo "PASS schedules"
 [ $fails -eq 0 ]

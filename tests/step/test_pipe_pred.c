@@ -7,7 +7,12 @@
  *   1 / 2, B 3 / 4, W 1 / 1, a message 0.5: 1f1b makespan 17, ranks idle 9 and 5; zb-h1 15, idle
  *   7 and 3. A host sharing factor of 2 with the message 1 doubles every time.
  * - Unit costs (F = W = 1, B = 2, no message time): the closed forms, 1f1b and gpipe 3(m+P−1),
- *   interleaved 3(v·m+P−1), zb-h1 3m + (P−1) + max(0, P−m). */
+ *   interleaved 3(v·m+P−1), zb-h1 3m + (P−1) + max(0, P−m).
+ * - A step's measured figures (pipe_pred_figures): a run that goes as calc's simulation (each
+ *   rank's span to its last action's end, its busy time) gives the simulation's makespan and
+ *   bubble, and its chunks' costs gathered into stages simulate to it again, for every schedule
+ *   on P = 2 and 3 with unequal stages and a message time; spans 10 and 8, busy 6 and 7 by hand
+ *   give 1 − 13/20. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +128,62 @@ static void test_unit(void) {
     check_expect(bad == 0, "unit costs: makespan equals the closed form in %d cases", n);
 }
 
+/* A run that went as calc's simulation of costs c (stage s: F 1+s/4, B 3+s/2, W 1+s/8, message
+ * 0.7), measured as the executor measures it, gives the simulation's figures back. */
+static void test_figures_of(pipe_schedule s, int64_t P) {
+    const int64_t v = s == PIPE_INTERLEAVED || s == PIPE_ZB_V ? 2 : 1, m = 2 * P;
+    plan *p = plan_of(s, P, 0, v, m, 12);
+    const sched_spec sp = plan_sched_spec(p);
+    sched_table t;
+    sched_result r;
+    char err[256] = "";
+    double f[8], b[8], i[8], w[8];
+    pipe_stage_cost stage[8];
+    for (int k = 0; k < P * v; k++) {
+        stage[k] = (pipe_stage_cost){1 + k / 4.0, 3 + k / 2.0, 1 + k / 8.0};
+        f[k] = stage[k].f, b[k] = stage[k].b, w[k] = stage[k].w, i[k] = b[k] - w[k];
+    }
+    const sched_costs c = {0, 0, 0, 0, 0.7, f, b, i, w};
+    if (sched_init(&t, &sp, err, sizeof err) < 0 || sched_simulate(&t, &c, &r, err, sizeof err) < 0)
+        exit(check_expect(0, "%s", err));
+    const int n = PIPE_STEP_DOUBLES(v);
+    double all[4 * PIPE_STEP_DOUBLES(2)];
+    for (int q = 0; q < P; q++) {
+        double *x = all + q * n;
+        x[0] = r.end[t.off[q + 1] - 1], x[1] = r.busy[q], x[2] = 0.5 * q;
+        for (int k = 0; k < v; k++) memcpy(x + 3 + 3 * k, &stage[sched_rank_stage(&t, q, k)], sizeof *stage);
+    }
+    pipe_step_figures fig;
+    const int rc = pipe_pred_figures(p, all, 0.7, &fig, err, sizeof err);
+    check_expect(rc == 0 && near(fig.makespan, r.makespan) && near(fig.bubble, r.bubble) &&
+                     near(fig.sim.makespan, r.makespan) && near(fig.sim.bubble, r.bubble) &&
+                     near(fig.wait, 0.5 * P * (P - 1) / 2 / (P * r.makespan)),
+                 "%s P=%lld: measured as simulated: makespan %g bubble %g, simulated from the "
+                 "gathered costs %g %g; calc's %g %g",
+                 sched_kind_name(sp.kind), (long long)P, fig.makespan, fig.bubble,
+                 fig.sim.makespan, fig.sim.bubble, r.makespan, r.bubble);
+    sched_result_free(&r);
+    sched_free(&t);
+    free(p);
+}
+
+static void test_figures_hand(void) {
+    plan *p = plan_of(PIPE_1F1B, 2, 1, 0, 2, 4);
+    const double all[12] = {10, 6, 1, 1, 2, 0, 8, 7, 3, 1, 2, 0};
+    pipe_step_figures fig;
+    char err[256] = "";
+    const int rc = pipe_pred_figures(p, all, 0, &fig, err, sizeof err);
+    check_expect(rc == 0 && fig.makespan == 10 && near(fig.bubble, 0.35) && near(fig.wait, 0.2),
+                 "spans 10, 8, busy 6, 7, waits 1, 3: makespan %g (want 10), bubble %g (0.35), "
+                 "wait %g (0.2)",
+                 fig.makespan, fig.bubble, fig.wait);
+    free(p);
+}
+
 int main(void) {
+    test_figures_hand();
+    for (int s = PIPE_GPIPE; s <= PIPE_ZB_V; s++)
+        for (int64_t P = 2; P <= 3; P++) test_figures_of((pipe_schedule)s, P);
     test_rank_costs();
     test_hand(PIPE_1F1B, 17, (const double[]){9, 5});
     test_hand(PIPE_ZB_H1, 15, (const double[]){7, 3});

@@ -114,6 +114,7 @@ double bench_time_gemm(const bench_gemm *g, kern_bf16_ctx *x, int quick) {
 /* Sums over the timed steps of the split and the prediction (report.h). */
 typedef struct {
     double cpu, xfer, xfer_last, comp, comm, idle, pred, bub, bub_ideal, bub_sim;
+    double bub_wait, bub_run, mk, mk_run, mk_sim; /* exec_stats, summed over the steps */
     double pcomp, pcomm, pexp, book, bcomp, pded;
     int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight;
@@ -138,7 +139,9 @@ static void sums_add(bench_sums *u, const step_stats *st) {
     for (int op = 0; op < MESH_OP_SEND; op++) u->xfer += st->split.xfer[op];
     u->xfer_last += st->split.xfer_last;
     u->bub += st->pipe.bubble, u->bub_ideal = st->pipe.bubble_ideal;
-    u->bub_sim = st->pipe.bubble_sim;
+    u->bub_sim = st->pipe.bubble_sim, u->mk_sim = st->pipe.makespan_sim;
+    u->bub_wait += st->pipe.bubble_wait, u->bub_run += st->pipe.bubble_run;
+    u->mk += st->pipe.makespan, u->mk_run += st->pipe.makespan_run;
     for (int p = 0; p < PART_COUNT; p++) {
         u->pcpu[p] += st->split.part_cpu[p], u->pxfer[p] += st->split.part_xfer[p];
         u->pxlast[p] += st->split.part_xfer_last[p];
@@ -243,11 +246,18 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
                             step_part_name((step_part)p), 1e3 * what[w][p] / n);
         mesh_log("%s\n", line);
     }
+    /* the pipeline phase (exec.h): measured, and calc's simulation of the run's table with the
+     * costs measured at start-up (sim), with those each step measured (sim-run), with unit costs
+     * (ideal: the closed forms) */
     if (u->bub_ideal > 0)
-        mesh_log("bench pipeline | bubble %.3f (mean over stages) | sim %.3f (calc's simulation "
-                 "of the schedule's table, costs measured at start-up) | ideal %.3f (unit costs) "
-                 "| peak micro-batches in flight %lld\n",
-                 u->bub / n, u->bub_sim, u->bub_ideal, (long long)u->peak_inflight);
+        mesh_log("bench pipeline | bubble %.3f (1 - compute / (ranks x makespan), mean over steps) "
+                 "| sim %.3f (start-up costs) | sim-run %.3f (the steps' measured costs) | ideal "
+                 "%.3f (unit costs) | wait %.3f (of the bubble, in receives) | makespan-ms %.2f | "
+                 "makespan-sim-ms %.2f | makespan-run-ms %.2f | peak micro-batches in flight "
+                 "%lld\n",
+                 u->bub / n, u->bub_sim, u->bub_run / n, u->bub_ideal, u->bub_wait / n,
+                 1e3 * u->mk / n, 1e3 * u->mk_sim, 1e3 * u->mk_run / n,
+                 (long long)u->peak_inflight);
 }
 
 /* The data boundary for what the timed steps put on the wire (boundary.h): the step's

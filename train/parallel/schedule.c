@@ -71,7 +71,9 @@ int plan_schedule_check(const plan *p, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "--schedule interleaved sends the last pipeline rank's chunk output to "
                            "the first rank: the pipeline axis (%lld ranks) must wrap (do not "
-                           "list it in --open)",
+                           "list it in --open; under --emulate the chip's own wraparound "
+                           "applies: v5e and v6e wrap an axis of 16, v3 of 32, v4p and v5p "
+                           "whole 4x4x4 cubes)",
                            (long long)p->pipe.n);
     return 0;
 }

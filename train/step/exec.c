@@ -31,6 +31,7 @@
 #include "mesh/coll.h"
 #include "train/config/alloc.h"
 #include "train/observe/trace.h"
+#include "train/step/pipe_pred.h"
 
 struct exec {
     model *m;
@@ -50,6 +51,8 @@ struct exec {
     sched_action *ran; /* the last step's actions as executed: op, the chunk's stage, micro-batch */
     int64_t nran;
     double bubble_table; /* the bubble of the schedule's table with unit costs (calc) */
+    double p2p;          /* seconds per pipeline message, for the simulation of a step */
+    pipe_stage_cost *cost; /* [chunks]: the last step's measured costs per micro-batch */
 };
 
 /* The bubble calc's simulator gives the run's table with unit costs (0 without a pipeline). */
@@ -90,7 +93,8 @@ exec *exec_create(model *m, par *p, const plan *pl, mesh *mh) {
     e->train = calloc(max, sizeof *e->train);
     e->eval = calloc(max, sizeof *e->eval);
     e->ran = calloc(max, sizeof *e->ran);
-    if (!ok || !e->fsend || !e->bsend || !e->train || !e->eval || !e->ran) {
+    e->cost = calloc((size_t)pl->chunks, sizeof *e->cost);
+    if (!ok || !e->fsend || !e->bsend || !e->train || !e->eval || !e->ran || !e->cost) {
         exec_destroy(e);
         return NULL;
     }
@@ -111,16 +115,20 @@ void exec_destroy(exec *e) {
     if (!e) return;
     sends_done(e);
     plan_free(e->pl, PLAN_OWNER_EXEC, &e->bufs);
-    ALLOC_FREE_ALL(e->fsend, e->bsend, e->train, e->eval, e->ran, e);
+    ALLOC_FREE_ALL(e->fsend, e->bsend, e->train, e->eval, e->ran, e->cost, e);
 }
 
 /* What a run of actions counts: the forwards' losses, the backwards so far of each chunk (whole or
- * input halves, and weight halves), the (stage, micro-batch) activations held. */
+ * input halves, and weight halves), the (stage, micro-batch) activations held; timed (a training
+ * step's), the span from the first action's start to the last's end and, per chunk, the seconds
+ * in its forwards, backwards (B, or I and W) and weight halves. */
 typedef struct {
     double loss;
     int64_t nbwd[64], nw[64], inflight, peak;
     sched_action *ran; /* the actions as run (NULL: not kept) */
     int64_t nran;
+    int timed;
+    double span, f[64], b[64], w[64];
 } exec_run;
 
 /* The p2p direction of the rank holding stage s (a neighbour of one of this rank's stages). */
@@ -159,6 +167,7 @@ static void backward(exec *e, const sched_action *a, int k, int c, const int32_t
 static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float scale,
                 exec_run *r) {
     const int c = a->stage / e->P, b = k * e->chunks + c; /* its chunk; its send buffers */
+    const double t0 = r->timed && a->op <= SCHED_W ? mesh_now() : 0;
     switch ((sched_op)a->op) {
     case SCHED_RECV_F:
         mesh_p2p_wait(e->fsend[b]); /* the slot's previous output has left */
@@ -198,6 +207,11 @@ static void act(exec *e, const sched_action *a, int k, const int32_t *tok, float
     default:
         CHECK(0, "exec: action %d is not one the executor runs", (int)a->op);
     }
+    if (t0 > 0) { /* a compute action's seconds, to its chunk's kind */
+        const double d = mesh_now() - t0;
+        *(a->op == SCHED_F ? &r->f[c] : &r->b[c]) += d;
+        if (a->op == SCHED_W) r->w[c] += d;
+    }
     if (r->ran) /* what ran: the stage of the chunk it used */
         r->ran[r->nran++] = (sched_action){a->op, (int32_t)plan_chunk_stage(e->pl, c), a->mb};
 }
@@ -224,12 +238,36 @@ static double run(exec *e, const sched_action *list, int64_t n, int train, const
     const int64_t T1 = pl->s.T + 1;
     /* the global batch's tokens are shared over the batch and the context axes */
     const float scale = 1.0f / (float)(e->M * pl->batch.n * pl->cp.n);
+    const double t0 = mesh_now();
     for (int64_t i = 0; i < n; i++) {
         const int k = train ? (int)(list[i].mb % pl->nslots) : 0;
         act(e, &list[i], k, cp_pieces(e, tokens + list[i].mb * pl->micro_seqs * T1), scale, r);
     }
+    r->span = mesh_now() - t0;
     sends_done(e);
     return par_pipe_last_value(e->p, plan_holds_head(pl) ? r->loss / (double)e->M : 0.0);
+}
+
+/* A training step's pipeline figures in st from what run r timed (collective over the pipeline
+ * axis): the bubble over the phase's makespan, as calc's simulator counts it, and the table
+ * simulated with the costs the step measured. */
+static void step_figures(exec *e, const exec_run *r, double wait, exec_stats *st) {
+    double busy = 0;
+    for (int c = 0; c < e->chunks; c++) {
+        busy += r->f[c] + r->b[c];
+        e->cost[c] = (pipe_stage_cost){r->f[c] / (double)e->M, r->b[c] / (double)e->M,
+                                       r->w[c] / (double)e->M};
+    }
+    const pipe_rank_step mine = {r->span, busy, wait, e->cost};
+    pipe_step_figures fig;
+    char err[256];
+    if (pipe_pred_step(e->pl, e->mh, &mine, e->p2p, &fig, err, sizeof err) < 0)
+        fig.sim.bubble = fig.sim.makespan = 0; /* a table the run runs simulates */
+    st->bubble = fig.bubble;
+    st->bubble_wait = fig.wait;
+    st->bubble_run = fig.sim.bubble;
+    st->makespan = fig.makespan;
+    st->makespan_run = fig.sim.makespan;
 }
 
 double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
@@ -237,20 +275,23 @@ double exec_step(exec *e, const int32_t *tokens, exec_stats *st) {
     exec_run r;
     memset(&r, 0, sizeof r);
     r.ran = e->ran;
+    r.timed = st && pl->pipe.n > 1;
     const mesh_stat r0 = mesh_stats(e->mh, MESH_OP_RECV, -1);
-    const double t0 = mesh_now();
     const double loss = run(e, e->train, e->ntrain, 1, tokens, &r);
     e->nran = r.nran;
     if (!st) return loss;
-    *st = (exec_stats){0, 0, 0, 0, 0};
+    *st = (exec_stats){0};
     if (pl->pipe.n == 1) return loss;
-    const double wall = mesh_now() - t0;
     const mesh_stat r1 = mesh_stats(e->mh, MESH_OP_RECV, -1);
     st->peak_inflight = r.peak;
     st->act_bytes = r.peak * model_activation_bytes(e->m) / e->chunks;
-    st->bubble = par_pipe_mean(e->p, wall > 0 ? (r1.wait_seconds - r0.wait_seconds) / wall : 0);
     st->bubble_ideal = e->bubble_table;
+    step_figures(e, &r, r1.wait_seconds - r0.wait_seconds, st);
     return loss;
+}
+
+void exec_set_p2p(exec *e, double seconds) {
+    e->p2p = seconds;
 }
 
 const sched_action *exec_last_step(const exec *e, int64_t *n) {

@@ -15,13 +15,20 @@
 #include "train/parallel/par.h"
 #include "train/parallel/plan.h"
 
-/* Pipelining's figures of a step (all zero without a pipeline axis). */
+/* Pipelining's figures of a step (all zero without a pipeline axis). The pipeline phase is the
+ * step's actions, from each rank's first to its last (not the loss's agreement, the gradients'
+ * reductions or the update after it); its makespan is the longest rank's, as calc's simulator
+ * counts it with the ranks starting together. */
 typedef struct {
     int64_t peak_inflight; /* most micro-batches whose activations this stage held at once */
     int64_t act_bytes;     /* peak_inflight × activation bytes of one micro-batch */
-    double bubble;         /* fraction of the step the stages waited for their neighbours (mean) */
+    double bubble;         /* measured: 1 − Σ_ranks compute / (P · makespan) */
+    double bubble_wait;    /* of it, the ranks' waits in pipeline receives / (P · makespan) */
     double bubble_ideal;   /* calc's simulation of the schedule's table with unit costs */
     double bubble_sim;     /* the same with the costs measured at start-up (the trainer's) */
+    double bubble_run;     /* the same with this step's measured costs (exec_set_p2p's sends) */
+    double makespan;       /* measured, seconds */
+    double makespan_run, makespan_sim; /* simulated: this step's costs; start-up's (trainer's) */
 } exec_stats;
 
 typedef struct exec exec;
@@ -36,6 +43,8 @@ void exec_destroy(exec *e); /* accepts NULL */
  * of the mean loss over the global batch accumulate into the model's (or the sharded run's)
  * storage. Returns that mean loss, on every rank; st (may be NULL) gets the pipeline's figures. */
 double exec_step(exec *e, const int32_t *tokens, exec_stats *st);
+/* The seconds one pipeline message takes, for the simulation of each step (exec_stats). */
+void exec_set_p2p(exec *e, double seconds);
 /* The actions the last exec_step ran on this rank, in the order it ran them (*n of them): op,
  * the stage of the chunk it used (chunk · |Z| + this rank's index), micro-batch. */
 const sched_action *exec_last_step(const exec *e, int64_t *n);

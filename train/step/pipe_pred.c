@@ -52,27 +52,80 @@ int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, 
     return rc;
 }
 
+/* Collective over: the pipeline axis. Every pipeline rank's n doubles (bit for bit, as 2n floats)
+ * into all[P·n] in rank order. */
+static void gather(const plan *pl, mesh *m, const double *mine, int n, double *all) {
+    const int P = (int)pl->pipe.n;
+    float *buf = calloc((size_t)(2 * n * P), sizeof *buf);
+    CHECK(buf != NULL, "pipeline figures: out of memory");
+    float *own = buf + 2 * n * pl->pipe.index; /* this rank's own block, gathered in place */
+    memcpy(own, mine, sizeof *mine * (size_t)n);
+    mesh_all_gather(m, pl->pipe.axes, buf, own, 2 * n, MESH_ALG_MPI);
+    memcpy(all, buf, sizeof *all * (size_t)(n * P));
+    free(buf);
+}
+
+/* The stages' costs from every rank's chunks' (rank r's chunk k at all[r·v + k]). */
+static void to_stages(const plan *pl, const pipe_stage_cost *all, pipe_stage_cost *stage) {
+    for (int r = 0; r < (int)pl->pipe.n; r++)
+        for (int k = 0; k < pl->chunks; k++)
+            stage[plan_rank_stage(pl, r, k)] = all[r * pl->chunks + k];
+}
+
 int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p, double share,
                       pipe_pred_result out[2], char *err, size_t len) {
     const int P = (int)pl->pipe.n, v = pl->chunks;
-    const int64_t per = 2 * 3 * v; /* floats of one rank's v costs (doubles, bit for bit) */
-    pipe_stage_cost *mine = calloc((size_t)v, sizeof *mine);
+    pipe_stage_cost *all = calloc((size_t)(P * v), sizeof *all);
     pipe_stage_cost *stage = calloc((size_t)(P * v), sizeof *stage);
-    float *all = calloc((size_t)(P * per), sizeof *all);
-    if (mesh_agree(mesh_world_comm(m), mine && stage && all ? 0 : -1) < 0) {
-        free(mine), free(stage), free(all);
+    if (mesh_agree(mesh_world_comm(m), all && stage ? 0 : -1) < 0) {
+        free(all), free(stage);
         return errmsg_fail(err, len, "pipeline prediction: out of memory");
     }
-    pipe_pred_rank_costs(pl, kt, mine);
-    float *buf = all + pl->pipe.index * per; /* this rank's own block, gathered in place */
-    memcpy(buf, mine, sizeof *mine * (size_t)v);
-    mesh_all_gather(m, pl->pipe.axes, all, buf, per, MESH_ALG_MPI);
-    for (int r = 0; r < P; r++)
-        for (int k = 0; k < v; k++)
-            memcpy(&stage[plan_rank_stage(pl, r, k)], (const char *)(all + r * per) + sizeof *mine * (size_t)k,
-                   sizeof *mine);
+    pipe_pred_rank_costs(pl, kt, all + pl->pipe.index * v);
+    gather(pl, m, (const double *)(all + pl->pipe.index * v), 3 * v, (double *)all);
+    to_stages(pl, all, stage);
     int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out[0], err, len);
     if (rc == 0) rc = pipe_pred_simulate(pl, stage, p2p, share, &out[1], err, len);
-    free(mine), free(stage), free(all);
+    free(all), free(stage);
+    return rc;
+}
+
+int pipe_pred_figures(const plan *pl, const double *all, double p2p, pipe_step_figures *out,
+                      char *err, size_t len) {
+    const int P = (int)pl->pipe.n, v = pl->chunks, n = PIPE_STEP_DOUBLES(v);
+    pipe_stage_cost *chunks = calloc((size_t)(P * v), sizeof *chunks);
+    pipe_stage_cost *stage = calloc((size_t)(P * v), sizeof *stage);
+    *out = (pipe_step_figures){0};
+    if (!chunks || !stage) {
+        free(chunks), free(stage);
+        return errmsg_fail(err, len, "pipeline figures: out of memory");
+    }
+    double busy = 0, wait = 0;
+    for (int r = 0; r < P; r++) {
+        const double *x = all + r * n;
+        if (x[0] > out->makespan) out->makespan = x[0];
+        busy += x[1], wait += x[2];
+        memcpy(chunks + r * v, x + 3, sizeof *chunks * (size_t)v);
+    }
+    /* idle over total, one division, as calc's simulator */
+    const double total = P * out->makespan;
+    out->bubble = total > 0 ? (total - busy) / total : 0;
+    out->wait = total > 0 ? wait / total : 0;
+    to_stages(pl, chunks, stage);
+    const int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out->sim, err, len);
+    free(chunks), free(stage);
+    return rc;
+}
+
+int pipe_pred_step(const plan *pl, mesh *m, const pipe_rank_step *mine, double p2p,
+                   pipe_step_figures *out, char *err, size_t len) {
+    const int P = (int)pl->pipe.n, v = pl->chunks, n = PIPE_STEP_DOUBLES(v);
+    double *own = calloc((size_t)n, sizeof *own), *all = calloc((size_t)(n * P), sizeof *all);
+    CHECK(own && all, "pipeline figures: out of memory");
+    own[0] = mine->span, own[1] = mine->busy, own[2] = mine->wait;
+    memcpy(own + 3, mine->chunk, sizeof *mine->chunk * (size_t)v);
+    gather(pl, m, own, n, all);
+    const int rc = pipe_pred_figures(pl, all, p2p, out, err, len);
+    free(own), free(all);
     return rc;
 }

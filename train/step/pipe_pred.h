@@ -42,4 +42,32 @@ int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, 
  * share (out[1]). Returns 0, or −1 with err (the same on every rank of the axis). */
 int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p, double share,
                       pipe_pred_result out[2], char *err, size_t len);
+
+/* What one rank measured over a step's pipeline phase (train/step/exec.c): from its first action
+ * to its last (span), the time in its compute actions (busy: F, B, I, W) and in its pipeline
+ * receives (wait), and its chunks' costs per micro-batch (pl->chunks entries: b the whole
+ * backward, I + W in a split table). */
+typedef struct {
+    double span, busy, wait;
+    const pipe_stage_cost *chunk;
+} pipe_rank_step;
+
+/* A step's pipeline phase over the pipeline axis, measured as calc's simulator counts it. */
+typedef struct {
+    double makespan; /* the longest rank's span (the ranks start the phase together) */
+    double bubble;   /* 1 − Σ busy / (P · makespan): the simulator's definition */
+    double wait;     /* Σ receive wait / (P · makespan): the part of the bubble spent receiving */
+    pipe_pred_result sim; /* the table simulated with this step's measured chunk costs */
+} pipe_step_figures;
+
+/* Collective over: the pipeline axis (one gather). Every rank's mine gathered, the figures above
+ * computed from them (the same on every rank), the simulation with p2p seconds per message.
+ * Returns 0, or −1 with err (the simulation's). */
+int pipe_pred_step(const plan *pl, mesh *m, const pipe_rank_step *mine, double p2p,
+                   pipe_step_figures *out, char *err, size_t len);
+/* Not collective: the figures from every rank's gathered measure, rank r's at
+ * all[r · PIPE_STEP_DOUBLES(v)]: span, busy, wait, then its v chunks' f, b, w. */
+#define PIPE_STEP_DOUBLES(v) (3 + 3 * (v))
+int pipe_pred_figures(const plan *pl, const double *all, double p2p, pipe_step_figures *out,
+                      char *err, size_t len);
 #endif

@@ -287,6 +287,7 @@ static int setup_pipe_pred(trainer *t, char *err, size_t errlen) {
                           t->pipe_sim, err, errlen) < 0)
         return -1;
     report_set_pipe(t->rep, t->pipe_sim[0].idle, t->pipe_sim[1].idle);
+    exec_set_p2p(t->ex, p2p);
     return 0;
 }
 
@@ -325,6 +326,10 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         trainer_destroy(t); /* the message is in err */
         return NULL;
     }
+    /* the emulated chip's wraparound (mesh_emulate) may have opened the pipeline axis: the
+     * plan built again in setup_choices sees it (interleaved over it refused, not run) */
+    for (int k = 0; k < in.pipe.axes.n; k++)
+        in.pipe.wraps[k] = mesh_axis_wraps(m, in.pipe.axes.ax[k]);
     const config *c = &t->c;
     /* after setup_links: auto needs to know whether the links are emulated, and how much of a
      * core this rank had while all ranks timed sgemm at once (measured on the caller's thread:
@@ -471,7 +476,8 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     model_zero_grads(t->mod);
     par_step_begin(t->par);
     st->loss = exec_step(t->ex, tokens, &st->pipe);
-    if (t->pl.pipe.n > 1) st->pipe.bubble_sim = t->pipe_sim[1].bubble;
+    if (t->pl.pipe.n > 1)
+        st->pipe.bubble_sim = t->pipe_sim[1].bubble, st->pipe.makespan_sim = t->pipe_sim[1].makespan;
     trace_begin(t->tr, TRACE_GRADS, step);
     par_finish_grads(t->par, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));
