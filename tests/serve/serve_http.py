@@ -225,6 +225,9 @@ def generate(args, prompts, tokens, extra=()):
     """`meshtrain generate` on the prompts at once: each continuation, decoded as a client does."""
     cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "1", args.meshtrain,
            "generate", "--quiet", "--tokens", str(tokens), "--ckpt", args.ckpt] + list(extra)
+    for i, a in enumerate(args.mesh[:-1]):  # the server's precision, generate's too
+        if a in ("--kv-dtype", "--compute-dtype"):
+            cmd += [a, args.mesh[i + 1]]
     for p in prompts:
         cmd += ["--prompt", p]
     out = subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True).stdout
