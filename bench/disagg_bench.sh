@@ -14,9 +14,14 @@
 # (from the disaggregated server's /metrics). The book's argument: disaggregation wins p99 TPOT
 # (no prefill in a decode step) and lets each side scale; interleaving wins throughput when the
 # prefill load is too small to keep dedicated prefill chips busy.
+# PREFILL_TENSOR=Yp puts each side on a mesh of its own (--prefill-tensor): the PREFILL ranks
+# prefill as PREFILL/Yp replicas of Yp tensor ranks, the other NP − PREFILL decode as replicas of
+# DECODE_TENSOR tensor ranks (the book's split: the prefill side sharded for compute, the decode
+# side for memory), the KV moved by kv head between the two.
 #
 # usage: bench/disagg_bench.sh [BUILD_DIR]
 # env:   ROUNDS=3 N=60 RATE=6 NP=3 PREFILL=1 B=8 SEED=1 OUT=bench/disagg_out
+#        PREFILL_TENSOR= (one mesh) DECODE_TENSOR=1
 #        MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,15 +29,27 @@ BUILD=${1:-build}
 . bench/lib.sh disagg_bench
 ROUNDS=${ROUNDS:-3} N=${N:-60} RATE=${RATE:-6} NP=${NP:-3} PREFILL=${PREFILL:-1} B=${B:-8}
 SEED=${SEED:-1} OUT=${OUT:-bench/disagg_out}
+PREFILL_TENSOR=${PREFILL_TENSOR:-} DECODE_TENSOR=${DECODE_TENSOR:-1}
 DEF_MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
 read -r -a MODEL <<<"${MODEL:-$DEF_MODEL}"
 . bench/lib_serve.sh
+
+INTER=(--mesh "x=$NP" --dp x)
+if [ -z "$PREFILL_TENSOR" ]; then
+  DISAGG=("${INTER[@]}" --prefill-ranks "$PREFILL")
+else # the decode side: (NP − PREFILL) / DECODE_TENSOR replicas of DECODE_TENSOR ranks
+  nd=$(((NP - PREFILL) / DECODE_TENSOR))
+  if [ "$DECODE_TENSOR" = 1 ]; then dmesh=(--mesh "x=$nd" --dp x)
+  elif [ "$nd" = 1 ]; then dmesh=(--mesh "y=$DECODE_TENSOR" --tensor y)
+  else dmesh=(--mesh "x=$nd,y=$DECODE_TENSOR" --dp x --tensor y); fi
+  DISAGG=(--prefill-ranks "$PREFILL" --prefill-tensor "$PREFILL_TENSOR" "${dmesh[@]}")
+fi
 
 # run TAG FLAGS...: a server on a free port, the workload against it, its /metrics, stopped.
 run() {
   local tag=$1
   shift
-  server_start "$tag" --mesh "x=$NP" --dp x --max-seqs "$B" "$@"
+  server_start "$tag" --max-seqs "$B" "$@"
   $PY bench/serve_load.py run "$URL" "$OUT/poisson.jsonl" "$OUT/$tag.jsonl"
   "$PY" -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1]).read().decode())' \
     "$URL/metrics" >"$OUT/$tag.metrics"
@@ -58,7 +75,7 @@ add() { val[$1]="${val[$1]:-} $2"; }
 keys=(ttft50 ttft99 tpot50 tpot99 tok_s req_s)
 for r in $(seq "$ROUNDS"); do
   for v in inter disagg; do
-    if [ "$v" = inter ]; then run "${v}_$r"; else run "${v}_$r" --prefill-ranks "$PREFILL"; fi
+    if [ "$v" = inter ]; then run "${v}_$r" "${INTER[@]}"; else run "${v}_$r" "${DISAGG[@]}"; fi
     read -r -a got <<<"$(stats "${v}_$r")"
     for i in "${!keys[@]}"; do add "${v}_${keys[$i]}" "${got[$i]}"; done
     echo "round $r $v: TTFT p50/p99 ${got[0]}/${got[1]} ms, TPOT p50/p99 ${got[2]}/${got[3]} ms," \
@@ -82,8 +99,10 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "Model: ${MODEL[*]} (fp32, fresh init); $NP ranks, one replica each (--mesh x=$NP --dp x),"
   echo "--max-seqs $B; $N requests at $RATE/s (Poisson, seed $SEED); $ROUNDS alternating rounds,"
-  echo "median / min over the rounds. Disaggregated: --prefill-ranks $PREFILL ($PREFILL prefill,"
-  echo "$((NP - PREFILL)) decode replicas); KV shipped in round 1: $xfer."
+  echo "median / min over the rounds. Disaggregated: ${DISAGG[*]}"
+  echo "($PREFILL prefill ranks, $((NP - PREFILL)) decode ranks); KV shipped in round 1: $xfer."
+  cores=$(getconf _NPROCESSORS_ONLN)
+  [ "$NP" -le "$cores" ] || echo "$NP ranks on $cores vCPUs: ranks share cores (a waiting rank naps), not the book's separate chips."
   echo
   printf '| | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |'
   echo ' output tokens/s | requests/s |'
