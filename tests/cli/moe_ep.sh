@@ -5,7 +5,9 @@
 #    --dcn axis, F_e not divisible by the tensor axis, --experts with a pipeline of chunks (zb-v,
 #    interleaved);
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
-#    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests); kept + dropped =
+#    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests), and on 2 ranks
+#    of a context axis (--cp x --cp-alg ring: each sequence's zigzag chunks on both ranks, the
+#    capacity's counters carried over the chunks in sequence order); kept + dropped =
 #    batch·T·k·(MoE blocks);
 #  - checkpoints reshard across expert-axis sizes: saved on 3 ranks with --expert x, loaded and
 #    saved again on 1 rank, every parameter and AdamW moment is
@@ -42,9 +44,11 @@ run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final
   >/dev/null 2>&1 || bad "1-rank run exited $?"
 run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --metrics "$WORK/r3.jsonl" \
   --save-final "$WORK/r3.h5" >/dev/null 2>&1 || bad "3-rank run exited $?"
+run 2 "${base[@]}" "${moe[@]}" --steps 2 --mesh x=2 --cp x --cp-alg ring \
+  --metrics "$WORK/rcp2.jsonl" >/dev/null 2>&1 || bad "2-rank --cp run exited $?"
 routing() { sed -E 's/.*("moe_dropped".*)/\1/' "$1"; }
 slots=$((12 * 32 * 2 * 2)) # batch · T · k · MoE blocks
-for r in r3; do
+for r in r3 rcp2; do
   if [ -s "$WORK/r1.jsonl" ] && [ "$(routing "$WORK/r1.jsonl")" = "$(routing "$WORK/$r.jsonl")" ]; then
     ok "$r: every step's expert counts and dropped share equal the 1-rank run's"
   else

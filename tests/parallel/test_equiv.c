@@ -136,9 +136,12 @@ int main(int argc, char **argv) {
     if (cx >= 0 && mesh_axis_size(m, cx) % 3 != 0 && config_cp_alg(&c) == CONFIG_CP_ULYSSES)
         c.shape.N = 8, c.shape.K = 4, c.shape.H = 4; /* heads for |C| = 4 or 2 × --tensor 2 */
     if (cx >= 0 && mesh_axis_size(m, cx) % 3 == 0) {
-        if (config_cp_alg(&c) == CONFIG_CP_ULYSSES)
+        if (config_cp_alg(&c) == CONFIG_CP_ULYSSES) {
+            const moe_shape mo = c.shape.moe;
             c.shape =
                 (model_shape){.L = L, .D = 48, .N = 6, .K = 3, .H = 8, .F = 96, .V = 258, .T = 16};
+            c.shape.moe = mo;
+        }
         c.shape.T = 24;
     }
     for (int i = 1; i + 1 < argc; i++) { /* --kv-heads, --d-model, --vocab, --seq-len */
@@ -190,21 +193,22 @@ int main(int argc, char **argv) {
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
     float *p1 = run(t1, &c, loss, g1, &n1, cmp_g0 ? &g0 : NULL);
-    /* the expert axis's calls the steps made, against the plan's count (MoE blocks only), and
-     * the data axes' reductions of the dense gradients (alone or in buckets; a split backward,
-     * zb-h1 and zb-v, reorders them: not counted there, plan.h) */
-    static const plan_coll ep_kinds[10] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,  PLAN_EP_REDUCE,
-                                           PLAN_EP_DP_REDUCE,  PLAN_EP_TP_SUM,  PLAN_MOE_REDUCE,
-                                           PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER, PLAN_DP_REDUCE,
-                                           PLAN_ZERO_REDUCE};
-    int64_t ep_made[10], ep_want[10];
+    /* the expert axis's calls the steps made, against the plan's count (MoE blocks only), the
+     * data axes' reductions of the dense gradients (alone or in buckets; a split backward,
+     * zb-h1 and zb-v, reorders them: not counted there, plan.h), and the context axis's gathers
+     * of the router statistics */
+    static const plan_coll ep_kinds[11] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,   PLAN_EP_REDUCE,
+                                           PLAN_EP_DP_REDUCE,  PLAN_EP_TP_SUM,   PLAN_MOE_REDUCE,
+                                           PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER,  PLAN_DP_REDUCE,
+                                           PLAN_ZERO_REDUCE,   PLAN_CP_MOE_STATS};
+    int64_t ep_made[11], ep_want[11];
     int ep_ok = 1;
-    for (int k = 0; k < 10; k++) {
+    for (int k = 0; k < 11; k++) {
         ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
         ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
         /* (ZeRO-3's gathers: a block's weights stay resident while it is the last gathered) */
         if (!(ep_kinds[k] == PLAN_MOE_GATHER && c.zero == 3) &&
-            !(k >= 8 && trainer_plan(t1)->split))
+            !((k == 8 || k == 9) && trainer_plan(t1)->split))
             ep_ok &= ep_made[k] == ep_want[k];
     }
     /* ZeRO-3 with experts: the forward's dense gathers the plan lists move each stored layer's
@@ -224,6 +228,31 @@ int main(int argc, char **argv) {
     if (c.zero == 3 && c.shape.moe.E > 0 && pl1->weight_buckets == pl1->n_layer_params &&
         !plan_z3_bf16(pl1))
         ep_ok &= z3_rows <= z3_want && z3_want - z3_rows < z3_calls;
+    /* with experts, the routing the steps made: kept slots per MoE block and expert, dropped and
+     * all slots, summed over the shards, stages and context ranks, equal to the 1-rank run's
+     * (with a capacity, the same dropped slots per block and expert whatever the mesh); the
+     * balance and z-losses' means over the steps within the losses' tolerance (below). In fp32
+     * only: bf16 on the wire or in the products moves the router's logits by more than a near
+     * tie between two experts' needs to flip (dropless over bf16 wire: counts differ by a few) */
+    const int route_exact = c.comm_dtype != MESH_WIRE_BF16 && c.compute != COMPUTE_BF16;
+    int64_t route_diff = 0, route_ref[2] = {0, 0};
+    double loss_aux[4] = {0, 0, 0, 0}; /* the 1-rank run's balance and z-loss, the shards' */
+    if (c.shape.moe.E > 0) {
+        model_moe_stats rs, ss;
+        model_moe_stats_get(refm, &rs);
+        par_moe_stats(trainer_par(t1), trainer_model(t1), &ss);
+        const int64_t n = rs.layers * rs.E;
+        int64_t *ref = malloc((size_t)(n + 2) * sizeof *ref);
+        memcpy(ref, rs.kept, (size_t)n * sizeof *ref);
+        ref[n] = rs.dropped, ref[n + 1] = rs.slots;
+        mesh_bcast_bytes(world, ref, (n + 2) * (int64_t)sizeof *ref, 0);
+        for (int64_t i = 0; i < n; i++) route_diff += llabs(ss.kept[i] - ref[i]);
+        route_diff += llabs(ss.dropped - ref[n]) + llabs(ss.slots - ref[n + 1]);
+        route_ref[0] = ref[n], route_ref[1] = ref[n + 1];
+        free(ref);
+        loss_aux[0] = rs.aux, loss_aux[1] = rs.z, loss_aux[2] = ss.aux, loss_aux[3] = ss.z;
+        mesh_bcast_bytes(world, loss_aux, 2 * (int64_t)sizeof(double), 0);
+    }
     const int order = executed_as_table(t1);
     /* --progress forced: the mode the trainer gave the mesh, and with --overlap on several ranks
      * the non-blocking calls ran that way (inline: on the coroutine, whose CPU time it counts) */
@@ -315,6 +344,11 @@ int main(int argc, char **argv) {
         if (d > worst_loss) worst_loss = d;
         if (dg > worst_loss) worst_loss = dg;
     }
+    for (int i = 0; i < 2; i++) { /* the balance and z-losses (0 without experts) */
+        const double a = loss_aux[2 + i], b = loss_aux[i];
+        const double d = fabs(a - b) / (eps * (fabs(a) + fabs(b) + 1));
+        if (d > worst_loss) worst_loss = d;
+    }
     model *mm = trainer_model(t1);
     int64_t off = 0;
     int worst_id = -1; /* the worst parameter element's tensor */
@@ -391,8 +425,8 @@ int main(int argc, char **argv) {
     const int pure_pipe =
         pipe_n > 1 && pipe_n == mesh_nranks(m) && c.shape.moe.E == 0 && c.schedule != PIPE_GPIPE;
     if (pure_pipe && (worst_loss > 1 || worst_p > 0)) fail = 1;
-    if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same_ov || !same_1f1b ||
-        !order || off != n1 || !ep_ok || bad_mode)
+    if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same_ov || !same_1f1b || !order ||
+        off != n1 || !ep_ok || bad_mode || (route_exact && route_diff))
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
     double w[2] = {worst_loss, worst_p}, wmax[2];
@@ -410,7 +444,8 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         printf("ref losses   %.7f %.7f %.7f\n", ref_loss[0], ref_loss[1], ref_loss[2]);
         printf("shard losses %.7f %.7f %.7f\n", loss[0], loss[1], loss[2]);
-        printf("worst deviation (units of eps·(|a|+|b|+1), eps = %.3g): loss and gradient norm "
+        printf("worst deviation (units of eps·(|a|+|b|+1), eps = %.3g): loss, gradient norm, "
+               "balance and z-loss "
                "%.3g (tolerance %.0f), params %.3g (tolerance %.0f, %s)\n",
                eps, wmax[0], k_lg, wmax[1], k, worst_name);
         printf("worst update deviation ‖u − u_ref‖/‖u_ref‖ (u = p − p0): %.3g (tolerance %.3g, "
@@ -437,6 +472,18 @@ int main(int argc, char **argv) {
                    (long long)ep_want[1], (long long)ep_made[2], (long long)ep_want[2],
                    (long long)ep_made[3], (long long)ep_want[3], (long long)ep_made[4],
                    (long long)ep_want[4]);
+        if (c.shape.moe.E > 0 && c.cp_axis[0])
+            printf("the context axis's router statistics gathered / planned: %lld/%lld (rank 0; "
+                   "any rank's mismatch fails)\n",
+                   (long long)ep_made[10], (long long)ep_want[10]);
+        if (c.shape.moe.E > 0)
+            printf("routing (kept slots per MoE block and expert, dropped %lld of %lld slots) as "
+                   "the 1-rank run's: %s; balance loss %.7f (1 rank %.7f), z-loss %.7f (%.7f)\n",
+                   (long long)route_ref[0], (long long)route_ref[1],
+                   !route_exact ? "not checked (bf16)"
+                   : route_diff ? "NO"
+                                : "yes",
+                   loss_aux[2], loss_aux[0], loss_aux[3], loss_aux[1]);
         if (c.zero == 3 && c.shape.moe.E > 0)
             printf("ZeRO-3 forward gathers of the dense kinds: %lld elements planned, %lld in the "
                    "stage's layers (rank 0; any rank's mismatch fails)\n",

@@ -42,20 +42,24 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "--cp-alg %s: unknown (expected allgather, ring or ulysses)", c->cp_alg);
     const char *role = other_role(c, a[0]);
+    if (role && c->expert_axis[0] == a[0])
+        return errmsg_fail(err, errlen,
+                           "--expert %s is the --cp axis: the routed experts are sharded over a "
+                           "data axis (--dp), not yet over the context axis; use another axis "
+                           "for --expert",
+                           a);
     if (role)
         return errmsg_fail(err, errlen,
                            "--cp %s is also the %s axis: an axis is used twice; the context axis "
                            "shards the sequence only (it shares the gradients with --dp by "
                            "itself)",
                            a, role);
-    const char *no = c->shape.moe.E > 0 ? "--experts"
-                     : c->sample > 0    ? "--sample"
-                     : c->demo          ? "--demo"
-                                        : NULL;
+    const char *no = c->sample > 0 ? "--sample" : c->demo ? "--demo" : NULL;
     if (no)
         return errmsg_fail(err, errlen,
                            "--cp with %s is not implemented yet: context parallelism runs a "
-                           "dense model in fp32 with --dp, --zero, --tensor and --pipeline",
+                           "model (dense or with --experts) with --dp, --zero, --tensor and "
+                           "--pipeline",
                            no);
     return 0;
 }

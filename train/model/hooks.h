@@ -169,6 +169,15 @@ typedef struct model_hooks {
     void (*cp_attn_bwd)(void *ctx, model *m, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
                         const float *v, const float *att, int64_t BT);
+    /* A MoE block's router statistics under the context axis C (model_extents.cp_n > 1), whose
+     * ranks hold pieces of the same sequences. rec[n][3E] has one record per model sequence (a
+     * piece of a training sequence): on input [0, E) the piece's slots the router sent to each
+     * expert and [E, 2E) each expert's probabilities summed over the piece's tokens; on output
+     * [0, 2E) the same for the whole sequence (summed over its pieces in sequence order, so the
+     * same bits on every rank of C) and [2E, 3E) the slots of the sequence's tokens before the
+     * piece (the capacity's counters at the piece's start). Counts are exact integers. On one
+     * rank a piece is the whole sequence. Collective over C. */
+    void (*moe_cp_sum)(void *ctx, model *m, double *rec, int64_t n, int64_t E);
     /* Between two of the model's kernels: communication started earlier may move on (a sharded
      * table's non-blocking collectives; nothing on one rank). Cheap; not collective. */
     void (*poll)(void *ctx);

@@ -130,6 +130,12 @@ static void tensor_sum(void *ctx, model *m, float *x, int64_t n) {
     (void)ctx, (void)m, (void)x, (void)n;
     CHECK(0, "moe_tensor_sum: no tensor axis on one rank");
 }
+/* A piece is the whole sequence: its own statistics, no slots before it. */
+static void cp_sum(void *ctx, model *m, double *rec, int64_t n, int64_t E) {
+    (void)ctx, (void)m;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = 0; e < E; e++) rec[(i * 3 + 2) * E + e] = 0.0;
+}
 static void partial_end(void *ctx, model *m, float *dr, float *part, int64_t BT) {
     (void)ctx, (void)m, (void)dr, (void)part, (void)BT;
 }
@@ -190,6 +196,7 @@ const model_hooks model_hooks_single = {
     .moe_to_experts = model_moe_to_experts_local,
     .moe_from_experts = model_moe_from_experts_local,
     .moe_tensor_sum = tensor_sum,
+    .moe_cp_sum = cp_sum,
     .poll = poll,
     .stage_recv = stage_recv,
     .stage_send = stage_send,

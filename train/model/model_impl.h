@@ -32,6 +32,7 @@ typedef struct {
     float *k_dyr, *k_dea, *k_deb, *k_dr, *k_dsa, *k_dsb, *k_dlog;
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
+    float *gbal; /* a context axis's: each group's sequence's f[E] and P[E] (model_moe_cp.c) */
     int64_t *offs, *kept, *loffs, *epc; /* epc: the expert axis's counts (model_moe_counts_n) */
     kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
     /* bf16 compute: the saved inputs of the products, in bf16, written once by the forward and
@@ -60,6 +61,7 @@ typedef struct {
  * [BT·k·ep_n, F_e], dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E]. */
 typedef struct {
     float *dys, *dxs, *dyr, *dxr, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
+    double *cprec; /* a context axis's: the hook moe_cp_sum's records [Bl, 3E] */
 } moe_scratch;
 
 /* What the router did since the last reset (model_moe_stats): kept slots per MoE block and
@@ -236,6 +238,15 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
 void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT);
 /* The k_* fields of a split MoE block A. */
 void moe_split_carve(const model *m, carver *c, layer_act *A);
+
+/* ---- model_moe_cp.c: routing under a context axis (NULLs without one) ---- */
+/* A's balance of each of `groups` groups' sequences, gbal [groups, 2E]; the hook's records. */
+float *moe_cp_carve(const model *m, carver *c, int64_t groups);
+double *moe_cp_carve_scratch(const model *m, carver *c);
+/* The dispatch plan of BT rows of A in pieces of G tokens (A's router output made): the pieces'
+ * statistics made whole over C (moe_cp_sum), A->gbal, the capacity of a whole sequence and its
+ * counters at each piece's start, then kern_moe_plan. Collective over C. */
+void moe_cp_plan(model *m, layer_act *A, int64_t BT, int64_t G);
 
 /* model_split.c: the split backward. split_bwd_grads: where the input part's gradients of block
  * l go (the hook's, or with no gradients held by the model the gains' alone, kept in A->d_n);

@@ -51,6 +51,7 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
     A->pos = (int32_t *)carve(c, R * k);
     A->src = (int32_t *)carve(c, R * k);
     A->cnt = (int32_t *)carve(c, groups * E);
+    A->gbal = moe_cp_carve(m, c, groups);
     A->offs = (int64_t *)carve(c, 2 * (E + 1));
     A->kept = (int64_t *)carve(c, 2 * E);
     A->loffs = (int64_t *)carve(c, 2 * (E + 1));
@@ -85,6 +86,7 @@ void moe_carve_scratch(model *m, carver *c) {
     z->frac = carve(c, E);
     z->pmean = carve(c, E);
     z->ga = carve(c, m->Bl * E);
+    z->cprec = moe_cp_carve_scratch(m, c);
 }
 
 /* out[BT, D] = base + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s] (base: x2, or 0 under a
@@ -109,6 +111,19 @@ static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *ou
     sublayer_out_local(out, out, A->sh, w->s_down, BT, SF, D);
 }
 
+/* Group g's balance (the share of its slots each expert takes, each expert's mean probability):
+ * its own, or under a context axis its sequence's (gbal, moe_cp_plan). */
+static void group_balance(model *m, const layer_act *A, int64_t g, int64_t G, const float **frac,
+                          const float **pmean) {
+    const int64_t E = m->s.moe.E, k = m->s.moe.k;
+    if (A->gbal) {
+        *frac = A->gbal + g * 2 * E, *pmean = A->gbal + g * 2 * E + E;
+        return;
+    }
+    kern_router_balance(m->ms.frac, m->ms.pmean, A->idx + g * G * k, A->prob + g * G * E, G, E, k);
+    *frac = m->ms.frac, *pmean = m->ms.pmean;
+}
+
 /* The router's record of one forward: kept and dropped slots; with stats (groups of G rows that
  * are whole training sequences) the balance and z-losses. */
 static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t G, int stats) {
@@ -120,9 +135,9 @@ static void tally(model *m, const layer_act *A, int64_t lm, int64_t BT, int64_t 
     m->tally.dropped += BT * k - A->offs[E];
     double aux = 0, z = 0;
     for (int64_t g = 0; g < BT / G; g++) {
-        kern_router_balance(m->ms.frac, m->ms.pmean, A->idx + g * G * k, A->prob + g * G * E, G, E,
-                            k);
-        for (int64_t e = 0; e < E; e++) aux += (double)E * m->ms.frac[e] * m->ms.pmean[e];
+        const float *f, *P;
+        group_balance(m, A, g, G, &f, &P);
+        for (int64_t e = 0; e < E; e++) aux += (double)E * f[e] * P[e];
     }
     for (int64_t r = 0; r < BT; r++) z += (double)A->lse[r] * A->lse[r];
     m->tally.aux_sum += aux;
@@ -157,6 +172,9 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */
         kern_moe_plan(A->pos, A->src, A->offs, A->kept, m->rows_cnt + lm * E, A->idx, m->rows_seq,
                       BT, E, k, 1, model_moe_layers(s) * E, cap);
+    } else if (m->loc.cp_n > 1) { /* pieces of sequences: the counters from the earlier pieces */
+        CHECK(stats, "moe: a context axis routes training sequences only");
+        moe_cp_plan(m, A, BT, G);
     } else { /* groups of G rows, each a sequence from its start (inference rows: dropless) */
         memset(A->cnt, 0, (size_t)((BT + G - 1) / G * E) * sizeof *A->cnt);
         kern_moe_plan(A->pos, A->src, A->offs, A->kept, A->cnt, A->idx, NULL, BT, E, k, G, E,
@@ -241,16 +259,18 @@ void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
 
 /* The balance loss's gradient with respect to the probabilities, ga[g, E] for each group g of G
  * rows: aux_coef·grad_scale·E·f_{g,e}/BT (the loss is a mean over the BT/G groups of a mean over
- * each one's G tokens). NULL when the loss is off. */
+ * each one's G tokens). Under a context axis a group is a piece of T/|C| tokens of a sequence and
+ * f its sequence's: grad_scale's 1/|C| makes the same per-token gradient as one rank's. NULL when
+ * the loss is off. */
 static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64_t G) {
     const moe_shape *mo = &m->s.moe;
-    const int64_t E = mo->E, k = mo->k;
+    const int64_t E = mo->E;
     if (!(mo->aux_coef > 0)) return NULL;
     const float scale = (float)(mo->aux_coef * (double)m->grad_scale * (double)E / (double)BT);
     for (int64_t g = 0; g < BT / G; g++) {
-        kern_router_balance(m->ms.frac, m->ms.pmean, A->idx + g * G * k, A->prob + g * G * E, G, E,
-                            k);
-        for (int64_t e = 0; e < E; e++) m->ms.ga[g * E + e] = scale * m->ms.frac[e];
+        const float *f, *P;
+        group_balance(m, A, g, G, &f, &P);
+        for (int64_t e = 0; e < E; e++) m->ms.ga[g * E + e] = scale * f[e];
     }
     return m->ms.ga;
 }

@@ -117,9 +117,13 @@ void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n) {
 
 void par_moe_stats(par *p, model *mod, model_moe_stats *out) {
     model_moe_stats_get(mod, out);
-    if (!p || (p->pl->batch.n == 1 && p->pl->pipe.n == 1) || out->E == 0) return;
-    mesh_axes b = p->pl->batch.axes; /* the data shards and the pipeline's stages */
-    for (int k = 0; k < p->pl->pipe.axes.n; k++) b.ax[b.n++] = p->pl->pipe.axes.ax[k];
+    const plan *pl = p ? p->pl : NULL;
+    if (!p || (pl->batch.n == 1 && pl->pipe.n == 1 && pl->cp.n == 1) || out->E == 0) return;
+    /* the data shards, the pipeline's stages and the context axis's pieces of the sequences
+     * (whose ranks hold the same sequences' balance losses and their own tokens' z-losses) */
+    mesh_axes b = pl->batch.axes;
+    for (int k = 0; k < pl->pipe.axes.n; k++) b.ax[b.n++] = pl->pipe.axes.ax[k];
+    for (int k = 0; k < pl->cp.axes.n; k++) b.ax[b.n++] = pl->cp.axes.ax[k];
     const int64_t n = out->layers * out->E, nb = mesh_axes_size(p->m, b);
     int64_t *all = malloc((size_t)(n * nb) * sizeof *all), *sum = p->ep.counts;
     CHECK(all, "out of memory");

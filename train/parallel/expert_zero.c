@@ -123,7 +123,8 @@ void ep_mlp_grads_done(struct par *p, int64_t l) {
 }
 
 void ep_reduce_grads(struct par *p, model *mod) {
-    if (p->pl->s.moe.E == 0 || p->pl->batch.n == 1 || p->pl->zero >= 2) return;
+    const plan *pl = p->pl; /* (the context axis is a data axis of its own, not the batch's) */
+    if (pl->s.moe.E == 0 || (pl->batch.n == 1 && pl->cp.n == 1) || pl->zero >= 2) return;
     const int64_t Lm = p->pl->moe_n; /* the stage's MoE blocks */
     for (int id = P_COUNT; id < P_ALL; id++) {
         int64_t n;

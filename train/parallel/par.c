@@ -104,6 +104,7 @@ static model_hooks hook_table(struct par *p) {
         /* cp.c: the context axis */
         .cp_attn_fwd = par_hk_cp_attn_fwd,
         .cp_attn_bwd = par_hk_cp_attn_bwd,
+        .moe_cp_sum = par_hk_moe_cp_sum, /* cp_moe.c */
         /* pipeline.c: the pipeline axis outside a training step */
         .stage_recv = par_hk_stage_recv,
         .stage_send = par_hk_stage_send,

@@ -300,6 +300,8 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
                         const float *v, const float *att, int64_t BT);
+/* cp_moe.c */
+void par_hk_moe_cp_sum(void *ctx, model *mod, double *rec, int64_t n, int64_t E);
 /* pipeline.c */
 void par_hk_stage_recv(void *ctx, float *x, int64_t n, int dir);
 void par_hk_stage_send(void *ctx, const float *x, int64_t n, int dir);

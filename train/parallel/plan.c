@@ -416,6 +416,8 @@ static void list_cp(plan *p, int forward_only) {
     if (n[1]) add(p, BUF_CP_SAVED, 0, PLAN_OWNER_PAR, PLAN_MEM_ACTIVATIONS, PLAN_F32, n[1]);
     add(p, BUF_CP_KV, 0, PLAN_OWNER_PAR, PLAN_MEM_BUFFERS, PLAN_F32, n[2]);
     add(p, BUF_CP_SCRATCH, 0, PLAN_OWNER_PAR, PLAN_MEM_BUFFERS, PLAN_F32, n[3]);
+    const int64_t moe = plan_cp_moe_floats(p);
+    if (moe) add(p, BUF_CP_MOE, 0, PLAN_OWNER_PAR, PLAN_MEM_BUFFERS, PLAN_F32, (p->cp.n + 1) * moe);
 }
 
 static void plan_list(plan *p, const plan_in *in) {

@@ -147,11 +147,12 @@ typedef enum {
     BUF_EP_PACK,        /* a MoE block's tensor packed by shard, and a collective's result */
     BUF_EP_UPDATE,      /* ZeRO-1/2: the shard of a MoE weight being updated */
     /* the context axis (cp.c; the executor's token pieces) */
-    BUF_CP_TOKENS, /* this rank's pieces of a micro-batch's sequences, rows of T_p + 1 (int32) */
-    BUF_CP_SAVED,  /* every slot's and layer's softmax max and sum m, l [rows, N_Y] (ring,
-                      allgather) or probabilities [B, N_YC, T, T] (ulysses) */
-    BUF_CP_KV,     /* the gathered, travelling or head-sharded K and V and their gradients */
+    BUF_CP_TOKENS,  /* this rank's pieces of a micro-batch's sequences, rows of T_p + 1 (int32) */
+    BUF_CP_SAVED,   /* every slot's and layer's softmax max and sum m, l [rows, N_Y] (ring,
+                       allgather) or probabilities [B, N_YC, T, T] (ulysses) */
+    BUF_CP_KV,      /* the gathered, travelling or head-sharded K and V and their gradients */
     BUF_CP_SCRATCH, /* the blockwise kernels' scratch, the rotary tables, the positions */
+    BUF_CP_MOE,     /* a MoE block's router statistics: this rank's pieces', every rank's */
     BUF_COUNT
 } plan_buf_id;
 
@@ -244,6 +245,8 @@ typedef enum {
     PLAN_CP_GATHER_KV_BF16, /* allgather: AllGather_C of bf16 K, V (count: bf16 elements) */
     PLAN_CP_HOP_BF16,       /* ring: one step of the bf16 K, V blocks, moved as count 4-byte units
                                (two bf16 elements each) whatever --comm-dtype says */
+    PLAN_CP_MOE_STATS,   /* a MoE block's router counts and probability sums per piece [B, 2E]
+                            (double, moved bit for bit: fp32 on the wire everywhere) */
     PLAN_COLL_COUNT
 } plan_coll;
 
@@ -400,6 +403,9 @@ int64_t plan_cp_uly_saved_b(const plan *p, int64_t off[4]);
 int64_t plan_cp_piece_start(const plan *p, int64_t j);
 /* Elements of BUF_CP_TOKENS, BUF_CP_SAVED, BUF_CP_KV, BUF_CP_SCRATCH (0 without --cp). */
 void plan_cp_bufs(const plan *p, int forward_only, int64_t out[4]);
+/* The floats one rank sends in a MoE block's PLAN_CP_MOE_STATS (its pieces' [2E] doubles; 0
+ * without --cp or experts); BUF_CP_MOE holds |C| + 1 of them. */
+int64_t plan_cp_moe_floats(const plan *p);
 
 /* Not collective. Builds the plan; returns 0, or −1 with err when the input is inconsistent (a
  * role's size not dividing what it shards: config_for_mesh checks those first for a run; what

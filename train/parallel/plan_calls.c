@@ -70,6 +70,7 @@ static const struct {
     [PLAN_CP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_CP},
     [PLAN_CP_GATHER_KV_BF16] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
     [PLAN_CP_HOP_BF16] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
+    [PLAN_CP_MOE_STATS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
 };
 
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
@@ -78,7 +79,7 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
     if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16) c.wire = MESH_WIRE_BF16;
     if (k == PLAN_CP_HOP_BF16) c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
-    if (k == PLAN_EP_COUNTS) c.wire = MESH_WIRE_F32; /* integers, copied */
+    if (k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS) c.wire = MESH_WIRE_F32; /* copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
         c.alg = MESH_ALG_DEFAULT;
@@ -322,6 +323,11 @@ int64_t plan_step_calls(const plan *p, plan_coll k) {
 /* The context axis's collectives per layer and micro-batch. */
 static void calls_cp(plan *p) {
     if (p->cp.n == 1) return;
+    if (p->s.moe.E > 0 && p->moe_n > 0) { /* (MoE blocks only) */
+        call(p, PLAN_CP_MOE_STATS, PLAN_FWD, PLAN_BLOCKING, plan_cp_moe_floats(p), 1,
+             "router f, P[B, 2E] of the pieces → the sequences'");
+        p->call[p->ncall - 1].layers = p->moe_n;
+    }
     const int64_t R = p->rows, KH = p->loc.Kl * p->s.H, NH = p->loc.Nl * p->s.H;
     const int C = (int)p->cp.n;
     const int b16 = plan_cp_blk_bf16(p); /* K, V in bf16: 2·R·KH elements, R·KH 4-byte units */

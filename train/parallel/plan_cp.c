@@ -109,6 +109,10 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
     *scratch = ker + T * H + Tl + C * Tl + T;
 }
 
+int64_t plan_cp_moe_floats(const plan *p) {
+    return p->cp.n > 1 ? p->model_seqs * 4 * p->s.moe.E : 0;
+}
+
 void plan_cp_bufs(const plan *p, int forward_only, int64_t out[4]) {
     out[0] = out[1] = out[2] = out[3] = 0;
     if (p->cp.n == 1) return;

@@ -104,7 +104,7 @@ void plan_expert_shards(plan *p) {
 void plan_expert_bufs(const plan *p, plan_ep_bufs *b) {
     const int64_t nz = p->loc.ep_n, Lm = model_moe_layers(&p->s);
     *b = (plan_ep_bufs){0, 0, 0, 0, 0, 0};
-    if (p->s.moe.E == 0 || (p->batch.n == 1 && p->pipe.n == 1)) return;
+    if (p->s.moe.E == 0 || (p->batch.n == 1 && p->pipe.n == 1 && p->cp.n == 1)) return;
     /* int64 counts as pairs of int32: the step's kept slots of every MoE block and expert,
      * summed over the data shards (a block's exchange keeps its counts in the activations) */
     b->counts = 2 * model_moe_layers(&p->s) * p->s.moe.E;
