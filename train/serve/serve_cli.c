@@ -427,8 +427,12 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
             "%d replicas, tensor %s%s%s | hosts: %s%s%s%s | %lld BLAS thread%s per rank\n",
             (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
             (long long)s->F, (long long)s->V, (long long)s->T, s->moe.E > 0 ? " (MoE)" : "",
-            mesh_spec_str(m, mspec, sizeof mspec), (int)o->replicas,
-            c->tensor_axis[0] ? c->tensor_axis : "-", c->alg != MESH_ALG_DEFAULT ? ", --alg " : "",
+            f->prefill_tensor ? "of the two sides (below)" : mesh_spec_str(m, mspec, sizeof mspec),
+            (int)o->replicas,
+            f->prefill_tensor   ? "per side"
+            : c->tensor_axis[0] ? c->tensor_axis
+                                : "-",
+            c->alg != MESH_ALG_DEFAULT ? ", --alg " : "",
             c->alg != MESH_ALG_DEFAULT ? mesh_alg_name(c->alg) : "", hosts,
             c->cross_hosts[0] ? " (across hosts first: --cross-hosts " : "",
             c->cross_hosts[0] ? c->cross_hosts : "", c->cross_hosts[0] ? ")" : "",
