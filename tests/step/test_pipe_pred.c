@@ -12,7 +12,12 @@
  *   rank's span to its last action's end, its busy time) gives the simulation's makespan and
  *   bubble, and its chunks' costs gathered into stages simulate to it again, for every schedule
  *   on P = 2 and 3 with unequal stages and a message time; spans 10 and 8, busy 6 and 7 by hand
- *   give 1 − 13/20. */
+ *   give 1 − 13/20.
+ * - The tensor axis's collectives in the stage costs (|Y| = 2 and 3, 2 stages, 1F1B, m = 4):
+ *   each layer's forward makes two ReduceScatters and two AllGathers of [rows, D/|Y|] on the
+ *   critical path, its backward two of each too; priced 2 ms and 1 ms per thousand elements, a
+ *   chunk of 2 layers adds 2 · 2 · 3 µs · rows · D/|Y| to F and to B, and the simulated makespan
+ *   is (m + P − 1)(F + B) with them; no tensor axis adds nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +68,7 @@ static void test_rank_costs(void) {
     pipe_stage_cost c[2];
     const ktime_step k = times(6, 4, 8, 2, 1, 3, 0.5);
     plan *p = plan_of(PIPE_INTERLEAVED, 3, 2, 2, 6, 6);
-    pipe_pred_rank_costs(p, &k, c);
+    pipe_pred_rank_costs(p, &k, NULL, 1.0, c);
     check_expect(p->chunks == 2 && near(c[0].f, 2) && near(c[0].b, 4) && near(c[0].w, 1) &&
                      near(c[1].f, 3) && near(c[1].b, 7) && near(c[1].w, 1.5),
                  "interleaved P=3 v=2, last rank: chunk costs (%g %g %g) (%g %g %g), want (2 4 1) "
@@ -72,7 +77,7 @@ static void test_rank_costs(void) {
     free(p);
     p = plan_of(PIPE_INTERLEAVED, 3, 0, 2, 6, 6);
     const ktime_step k0 = times(6, 4, 8, 2, 0, 0, 0);
-    pipe_pred_rank_costs(p, &k0, c);
+    pipe_pred_rank_costs(p, &k0, NULL, 1.0, c);
     check_expect(near(c[0].f, 2) && near(c[1].f, 2) && near(c[1].b, 4),
                  "interleaved P=3 v=2, first rank: both chunks (2 4 1)");
     free(p);
@@ -84,7 +89,7 @@ static void test_hand(pipe_schedule s, double makespan, const double idle[2]) {
     pipe_stage_cost stage[2];
     for (int r = 0; r < 2; r++) {
         plan *p = plan_of(s, 2, r, 0, 2, 4);
-        pipe_pred_rank_costs(p, &k[r], &stage[r]);
+        pipe_pred_rank_costs(p, &k[r], NULL, 1.0, &stage[r]);
         free(p);
     }
     for (int r = 0; r < 2; r++)
@@ -180,7 +185,55 @@ static void test_figures_hand(void) {
     free(p);
 }
 
+/* Rank 0 of a 1F1B pipeline of 2 stages × a tensor axis of Y (D = 96, 6 heads, d_ff 192, T = 16),
+ * 4 micro-batches of one sequence, 4 layers. */
+static plan *plan_tp(int64_t Y) {
+    config c;
+    config_defaults(&c);
+    c.shape = (model_shape){.L = 4, .D = 96, .N = 6, .K = 6, .H = 16, .F = 192, .V = 192, .T = 16};
+    c.batch = 4, c.micro_batch = 1, c.microbatches = 4, c.schedule = PIPE_1F1B;
+    plan_in in;
+    plan_in_single(&in, &c);
+    const mesh_axes y = {1, {0, 0, 0}}, z = {1, {1, 0, 0}};
+    const int ny = (int)Y, nz = 2, wrap = 0, coord = 0;
+    if (Y > 1) in.tensor = plan_axes_of(&y, &ny, &wrap, &coord, "y", MESH_ALG_BIDIR);
+    in.pipe = plan_axes_of(&z, &nz, &wrap, &coord, "z", MESH_ALG_BIDIR);
+    plan *p = malloc(sizeof *p);
+    char err[256] = "";
+    if (!p || plan_build(p, &in, err, sizeof err) < 0) exit(check_expect(0, "plan: %s", err));
+    return p;
+}
+
+/* 2 ms per thousand elements a ReduceScatter, 1 ms an AllGather, else nothing. */
+static double price_of(void *ctx, const mesh_coll_call *c) {
+    (void)ctx;
+    const double per = c->op == MESH_OP_REDUCE_SCATTER ? 2e-6 : c->op == MESH_OP_ALL_GATHER ? 1e-6 : 0;
+    return per * (double)c->count;
+}
+
+static void test_tensor(int64_t Y) {
+    plan *p = plan_tp(Y);
+    const pipe_stage_cost tp = pipe_pred_tensor_layer(p, price_of, NULL);
+    const double cnt = Y > 1 ? 16.0 * 96 / (double)Y : 0, want = 2 * (2e-6 + 1e-6) * cnt;
+    const ktime_step k = times(4, 0.01, 0.03, 0.01, 0, 0, 0);
+    pipe_stage_cost c, stage[2];
+    pipe_pred_rank_costs(p, &k, &tp, 1.0, &c);
+    stage[0] = stage[1] = c;
+    pipe_pred_result out;
+    char err[256] = "";
+    const int rc = pipe_pred_simulate(p, stage, 0, 1.0, &out, err, sizeof err);
+    const double F = 0.01 + 2 * want, B = 0.03 + 2 * want;
+    check_expect(near(tp.f, want) && near(tp.b, want) && tp.w == 0 && near(c.f, F) &&
+                     near(c.b, B) && near(c.w, 0.01) && rc == 0 && near(out.makespan, 5 * (F + B)),
+                 "|Y| = %lld: a layer's tensor collectives F %g B %g W %g (want %g %g 0); the "
+                 "stage F %g B %g W %g (want %g %g 0.01); makespan %g (want 5 (F + B) = %g)",
+                 (long long)Y, tp.f, tp.b, tp.w, want, want, c.f, c.b, c.w, F, B, out.makespan,
+                 5 * (F + B));
+    free(p);
+}
+
 int main(void) {
+    for (int64_t Y = 1; Y <= 3; Y++) test_tensor(Y);
     test_figures_hand();
     for (int s = PIPE_GPIPE; s <= PIPE_ZB_V; s++)
         for (int64_t P = 2; P <= 3; P++) test_figures_of((pipe_schedule)s, P);

@@ -7,8 +7,23 @@
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 
-void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, pipe_stage_cost *out) {
-    const double m = (double)pl->n_micro, v = (double)pl->chunks;
+pipe_stage_cost pipe_pred_tensor_layer(const plan *pl, pipe_price_fn price, void *ctx) {
+    pipe_stage_cost tp = {0, 0, 0};
+    if (pl->tensor.n == 1) return tp;
+    for (int i = 0; i < pl->ncall; i++) {
+        const plan_call *c = &pl->call[i];
+        if (c->role != PLAN_ROLE_TENSOR || c->path != PLAN_CRITICAL ||
+            (c->pass != PLAN_FWD && c->pass != PLAN_BWD))
+            continue;
+        const mesh_coll_call call = plan_coll_call(pl, c->kind, c->count);
+        *(c->pass == PLAN_FWD ? &tp.f : &tp.b) += c->times * price(ctx, &call);
+    }
+    return tp;
+}
+
+void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, const pipe_stage_cost *tp,
+                          double share, pipe_stage_cost *out) {
+    const double m = (double)pl->n_micro / share, v = (double)pl->chunks; /* per micro-batch × share */
     const double *part = kt->part;
     const pipe_stage_cost body = {(part[PART_FWD_ATTN] + part[PART_FWD_MLP]) / m / v,
                                   (part[PART_BWD_ATTN] + part[PART_BWD_MLP]) / m / v,
@@ -16,8 +31,10 @@ void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, pipe_stage_cost 
     const pipe_stage_cost head = {part[PART_FWD_OTHER] / m, part[PART_BWD_OTHER] / m,
                                   kt->wgrad[1] / m};
     const int64_t last = pl->pipe.n * pl->chunks - 1;
+    const double layers = (double)(pl->l1 - pl->l0) / v; /* a chunk's */
     for (int k = 0; k < pl->chunks; k++) {
         out[k] = body;
+        if (tp) out[k].f += layers * tp->f, out[k].b += layers * tp->b;
         if (plan_chunk_stage(pl, k) == last)
             out[k].f += head.f, out[k].b += head.b, out[k].w += head.w;
     }
@@ -65,27 +82,33 @@ static void gather(const plan *pl, mesh *m, const double *mine, int n, double *a
     free(buf);
 }
 
-/* The stages' costs from every rank's chunks' (rank r's chunk k at all[r·v + k]). */
-static void to_stages(const plan *pl, const pipe_stage_cost *all, pipe_stage_cost *stage) {
+/* The stages' costs from every rank's chunks' (rank r's chunk k at all[r·stride + k]). */
+static void to_stages(const plan *pl, const pipe_stage_cost *all, int stride,
+                      pipe_stage_cost *stage) {
     for (int r = 0; r < (int)pl->pipe.n; r++)
         for (int k = 0; k < pl->chunks; k++)
-            stage[plan_rank_stage(pl, r, k)] = all[r * pl->chunks + k];
+            stage[plan_rank_stage(pl, r, k)] = all[r * stride + k];
 }
 
-int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p, double share,
-                      pipe_pred_result out[2], char *err, size_t len) {
+int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, const pipe_stage_cost *tp,
+                      double p2p, double share, pipe_pred_result out[2], char *err, size_t len) {
     const int P = (int)pl->pipe.n, v = pl->chunks;
-    pipe_stage_cost *all = calloc((size_t)(P * v), sizeof *all);
+    /* per rank its chunks' costs on a CPU of its own, then with the compute × share */
+    pipe_stage_cost *all = calloc((size_t)(2 * P * v), sizeof *all);
     pipe_stage_cost *stage = calloc((size_t)(P * v), sizeof *stage);
     if (mesh_agree(mesh_world_comm(m), all && stage ? 0 : -1) < 0) {
         free(all), free(stage);
         return errmsg_fail(err, len, "pipeline prediction: out of memory");
     }
-    pipe_pred_rank_costs(pl, kt, all + pl->pipe.index * v);
-    gather(pl, m, (const double *)(all + pl->pipe.index * v), 3 * v, (double *)all);
-    to_stages(pl, all, stage);
-    int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out[0], err, len);
-    if (rc == 0) rc = pipe_pred_simulate(pl, stage, p2p, share, &out[1], err, len);
+    pipe_stage_cost *mine = all + 2 * pl->pipe.index * v;
+    pipe_pred_rank_costs(pl, kt, tp, 1.0, mine);
+    pipe_pred_rank_costs(pl, kt, tp, share, mine + v);
+    gather(pl, m, (const double *)mine, 6 * v, (double *)all);
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        to_stages(pl, all + k * v, 2 * v, stage);
+        rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out[k], err, len);
+    }
     free(all), free(stage);
     return rc;
 }
@@ -111,7 +134,7 @@ int pipe_pred_figures(const plan *pl, const double *all, double p2p, pipe_step_f
     const double total = P * out->makespan;
     out->bubble = total > 0 ? (total - busy) / total : 0;
     out->wait = total > 0 ? wait / total : 0;
-    to_stages(pl, chunks, stage);
+    to_stages(pl, chunks, v, stage);
     const int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out->sim, err, len);
     free(chunks), free(stage);
     return rc;

@@ -4,8 +4,9 @@
  * time one activation or gradient takes over a pipeline link (the links' model: the hop latency
  * plus the bytes at the link's one-way rate, emulated or calibrated). Its makespan less a rank's
  * busy time is the time that rank waits for its neighbours, which the step's prediction adds
- * (report_set_pipe). The stage costs are compute only: a tensor axis's collectives inside a
- * stage are predicted by the replay, not stretched into the table. GPipe is simulated as calc's
+ * (report_set_pipe). A stage's F and B include its tensor axis's collectives on the critical
+ * path (the sublayers' AllGathers and ReduceScatters, priced by the caller: the run's links),
+ * which delay its neighbours as its compute does. GPipe is simulated as calc's
  * table (backwards in micro-batch order; the trainer runs them in reverse: the same flow shop).
  * Depends on calc, the plan and ktime. */
 #ifndef MT_TRAIN_PIPE_PRED_H
@@ -27,21 +28,33 @@ typedef struct {
     double bubble;   /* the table's: 1 − Σ busy / (ranks · makespan) */
 } pipe_pred_result;
 
+/* The price of one collective call, seconds (the trainer's: report_predict on the run's links). */
+typedef double (*pipe_price_fn)(void *ctx, const mesh_coll_call *call);
+/* Not collective. The tensor axis's collectives of one layer and micro-batch that sit on a
+ * stage's critical path, from the plan's rows (plan_call): each row of the tensor role in the
+ * forward (into f) or the backward (into b: the input half issues them, w gets none) whose path
+ * is critical, priced by price × the row's times. Not counted: a collective matmul's ring steps
+ * (hidden behind its matmuls), the norm gains' and shared kv heads' gradient fixups (blocking,
+ * off the chain, once a step with ZeRO-0/1). All zero without a tensor axis. */
+pipe_stage_cost pipe_pred_tensor_layer(const plan *pl, pipe_price_fn price, void *ctx);
 /* Not collective. This rank's chunks' costs (pl->chunks entries, chunk k = the k-th stage this
- * rank holds) from its kernels' times kt for the step's n_micro micro-batches: the blocks' share
- * split evenly over the chunks, the head's (final norm, unembedding, loss) added to the last
- * stage's chunk. */
-void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, pipe_stage_cost *out);
+ * rank holds) from its kernels' times kt for the step's n_micro micro-batches, × share (the
+ * host's sharing factor on compute): the blocks' share split evenly over the chunks, the head's
+ * (final norm, unembedding, loss) added to the last stage's chunk; plus each chunk's layers × tp
+ * (pipe_pred_tensor_layer, not scaled; NULL: none). */
+void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, const pipe_stage_cost *tp,
+                          double share, pipe_stage_cost *out);
 /* Not collective. The simulation of pl's table with stage s costing cost[s] (S = |Z|·chunks
  * entries) × share (the host's sharing factor on compute), p2p seconds per message; rank
  * pl->pipe.index's idle. A split table's I costs b − w. Returns 0, or −1 with err. */
 int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, double share,
                        pipe_pred_result *out, char *err, size_t len);
-/* Collective over: world (a gather over the pipeline axis). Every rank's chunk costs (pipe_pred_rank_costs of kt)
- * gathered into the stages' and simulated on a CPU per rank (out[0]) and with the compute ×
- * share (out[1]). Returns 0, or −1 with err (the same on every rank of the axis). */
-int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, double p2p, double share,
-                      pipe_pred_result out[2], char *err, size_t len);
+/* Collective over: world (a gather over the pipeline axis). Every rank's chunk costs
+ * (pipe_pred_rank_costs of kt, tp) gathered into the stages' and simulated on a CPU per rank
+ * (out[0]) and with the compute × share (out[1]). Returns 0, or −1 with err (the same on every
+ * rank of the axis). */
+int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, const pipe_stage_cost *tp,
+                      double p2p, double share, pipe_pred_result out[2], char *err, size_t len);
 
 /* What one rank measured over a step's pipeline phase (train/step/exec.c): from its first action
  * to its last (span), the time in its compute actions (busy: F, B, I, W) and in its pipeline

@@ -273,9 +273,16 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* A collective's predicted seconds on the run's links (pipe_pred_tensor_layer's prices). */
+static double price_call(void *rep, const mesh_coll_call *call) {
+    int lat;
+    return report_predict(rep, call, &lat);
+}
+
 /* A pipelined run's wait for its neighbours in the step's prediction: calc's simulation of its
- * table with the costs measured at start-up (pipe_pred.h); a message of rows·D floats over the
- * pipeline axis costs the hop latency plus its bytes at the link's one-way rate. */
+ * table with the costs measured at start-up (pipe_pred.h), the tensor axis's collectives in each
+ * stage's F and B; a message of rows·D floats over the pipeline axis costs the hop latency plus
+ * its bytes at the link's one-way rate. */
 static int setup_pipe_pred(trainer *t, char *err, size_t errlen) {
     const plan *pl = &t->pl;
     if (pl->pipe.n == 1 || !t->rep) return 0;
@@ -283,7 +290,8 @@ static int setup_pipe_pred(trainer *t, char *err, size_t errlen) {
     const double bytes = (double)(pl->rows * pl->s.D) * sizeof(float);
     const double p2p = l->hop_latency + (l->w_oneway > 0 ? bytes / l->w_oneway : 0);
     const share_model *sh = report_share(t->rep);
-    if (pipe_pred_measure(pl, t->mesh, &t->ktime, p2p, sh->shared ? sh->compute : 1.0,
+    const pipe_stage_cost tp = pipe_pred_tensor_layer(pl, price_call, t->rep);
+    if (pipe_pred_measure(pl, t->mesh, &t->ktime, &tp, p2p, sh->shared ? sh->compute : 1.0,
                           t->pipe_sim, err, errlen) < 0)
         return -1;
     report_set_pipe(t->rep, t->pipe_sim[0].idle, t->pipe_sim[1].idle);
