@@ -53,6 +53,7 @@ same sampled_dp2_tp2 4 samp --temperature 0.8 --top-k 20 --seed 5 --mesh x=2,y=2
 same kv_bf16 1 one --temperature 0 --kv-dtype bf16
 same kv_bf16_tp2 2 one --temperature 0 --kv-dtype bf16 --mesh y=2 --tensor y
 same kv_bf16_kvshard3 3 one --temperature 0 --kv-dtype bf16 --mesh z=3 --kv-shard z
+same kv_bf16_cp3 3 one --temperature 0 --kv-dtype bf16 --mesh z=3 --cp z
 
 # the cache's bytes a position (every layer, K and V) as meshplan --infer prices them: 2 bytes an
 # element with --kv-dtype bf16, 4 with fp32
@@ -129,7 +130,6 @@ err "--tokens 99999999999999999999: expected a whole number from 1 to 1073741824
   --tokens 99999999999999999999
 err "--lr does nothing in meshtrain generate" 2 --prompt a --lr 0.1
 err "--kv-dtype fp8: expected fp32, bf16 or auto" 2 --prompt a --kv-dtype fp8
-err "--cp's prefill keeps an fp32 cache" 3 --mesh z=3 --cp z --kv-dtype bf16 --prompt a
 err "--metrics does nothing in meshtrain generate" 2 --prompt a --metrics "$WORK/m.jsonl"
 collect
 echo "gen_cli: $fails failure(s)"

@@ -1,6 +1,8 @@
 /* The bf16 KV cache (--kv-dtype bf16) against the fp32 cache, on the mesh and compute dtype given
  * by the arguments (--mesh SPEC --tensor AXIS --dp AXES --kv-replicate --compute-dtype D, and
- * --kv-shard AXIS: both caches' positions sharded over the axis, gen_create_kv):
+ * --kv-shard AXIS: both caches' positions sharded over the axis, gen_create_kv; --cp AXIS: so
+ * too, and the prefill's prompts over the axis, gen_create_cp, whose bf16 cache's keys and
+ * values are gathered in bf16):
  *  - the cache's bytes on every rank are exactly half the fp32 cache's, and so is every step's
  *    count of cache bytes read and written (gen_step.kv_bytes);
  *  - --kv-dtype auto follows the compute dtype;
@@ -31,13 +33,14 @@
 #define NTOK 10
 #define TOL (1.0 / 128)
 
-static char kv_axis; /* --kv-shard's, or 0 */
+static char kv_axis; /* --kv-shard's or --cp's, or 0 */
+static int cp;       /* --cp: the prefill's prompts over kv_axis too */
 
 static gen *make(const config *c0, mesh *m, const gen_dims *d, compute_dtype kv) {
     config c = *c0;
     c.kv_dtype = kv;
     char err[512];
-    gen *g = gen_create_kv(&c, m, d, kv_axis, err, sizeof err);
+    gen *g = (cp ? gen_create_cp : gen_create_kv)(&c, m, d, kv_axis, err, sizeof err);
     if (!g) mesh_exit_error("%s", err);
     return g;
 }
@@ -68,12 +71,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--compute-dtype"))
             c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;
         if (!strcmp(argv[i], "--kv-shard")) kv_axis = argv[i + 1][0];
+        if (!strcmp(argv[i], "--cp")) kv_axis = argv[i + 1][0], cp = 1;
     }
+    c.cp_axis[0] = 0; /* generate's --cp: the kv axis, and gen_create_cp (gen_cli.c does so) */
     char label[160];
-    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s, kv-shard %c, compute %s)",
+    snprintf(label, sizeof label, "rank %d (%s, tensor %s, dp %s%s, %s %c, compute %s)",
              mesh_rank(m), c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
              c.data_axes[0] ? c.data_axes : "default", kv_rep ? ", kv replicated" : "",
-             kv_axis ? kv_axis : '-', compute_dtype_name(c.compute));
+             cp ? "cp" : "kv-shard", kv_axis ? kv_axis : '-', compute_dtype_name(c.compute));
     const int64_t V = c.shape.V, B = GEN_TEST_PROMPTS;
     prompt_set ps = {0};
     gen_test_prompts(&ps);

@@ -255,7 +255,8 @@ static void attn_prefill_cp(gen *g, const model_attn_io *io) {
     const int64_t H = g->c.shape.H, NH = lc->Nl * H, KH = lc->Kl * H;
     const kvcache *kv = &g->kv;
     const double seen =
-        kvshard_prefill(&g->ks, g->m, io->att, io->q, io->k, io->v, g->chunk_len, g->chunk_n);
+        kvshard_prefill(&g->ks, g->m, io->att, io->q, io->k, io->v, g->chunk_len, g->chunk_n,
+                        kv->elem == 2);
     g->attn_flops += 4.0 * seen * (double)NH;
     int64_t r0 = 0;
     for (int64_t i = 0; i < g->chunk_n; i++) {
@@ -666,12 +667,6 @@ static int kv_setup(gen *g, char *err, size_t errlen) {
     const compute_dtype asked = g->c.kv_dtype;
     g->kvd = g->c.kv_dtype = asked == COMPUTE_AUTO ? g->prec.dtype : asked;
     if (g->kvd != COMPUTE_BF16) return 0;
-    if (g->cp_prefill)
-        return errmsg_fail(err, errlen,
-                           "--cp's prefill keeps an fp32 cache (its gathered keys and values are "
-                           "fp32): give --kv-dtype fp32%s",
-                           asked == COMPUTE_AUTO ? " (the cache follows --compute-dtype bf16)"
-                                                 : "");
     g->kvctx = g->prec.ctx;
     if (g->kvctx) return 0;
     char msg[MESH_MSG_MAX] = "";

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/attn_part.h"
+#include "kernels/bf16.h"
 #include "mesh/coll.h"
 #include "mesh/errmsg.h"
 #include "train/config/alloc.h"
@@ -130,12 +131,14 @@ void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const void
 int kvshard_prefill_init(kvshard *ks, int64_t max_rows) {
     const int64_t KH = ks->Kl * ks->H, S = ks->S, q = kvshard_rows(ks, S);
     const int64_t s1 = kern_attn_part_cached_scratch(1, S, ks->Nl, ks->Kl),
-                  sn = kern_attn_part_cached_scratch(q, S, ks->Nl, ks->Kl);
+                  sn = kern_attn_part_cached_scratch(q, S, ks->Nl, ks->Kl),
+                  sb = kern_attn_part_cached_bf16_scratch(S, ks->Nl, ks->Kl, ks->H);
     ks->pf_send = alloc_floats(2 * max_rows * KH);
     ks->pf_all = alloc_floats(ks->P * 2 * max_rows * KH);
     ks->pf_kv = alloc_floats(2 * S * KH);
     ks->pf_ml = alloc_floats(2 * q * ks->Nl);
-    ks->pf_scr = alloc_floats((s1 > sn ? s1 : sn) + 64);
+    const int64_t s = s1 > sn ? s1 : sn;
+    ks->pf_scr = alloc_floats((s > sb ? s : sb) + 64);
     ks->pf_qpos = calloc((size_t)q + 1, sizeof *ks->pf_qpos);
     ks->pf_iota = calloc((size_t)S + 1, sizeof *ks->pf_iota);
     if (!ks->pf_send || !ks->pf_all || !ks->pf_kv || !ks->pf_ml || !ks->pf_scr || !ks->pf_qpos ||
@@ -156,35 +159,66 @@ int64_t kvshard_take(const kvshard *ks, const int32_t *tok, int64_t len, int32_t
     return n;
 }
 
-double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
-                       const float *v, const int64_t *len, int64_t n) {
-    const int64_t KH = ks->Kl * ks->H, NH = ks->Nl * ks->H;
-    int64_t pad = 0; /* the chunk's rows per rank, each sequence's ceil(len/P) */
-    for (int64_t i = 0; i < n; i++) pad += kvshard_prefill_rows(ks, len[i]);
+/* The chunk's keys and values of this rank (each sequence's held rows, at its offset of the
+ * chunk's pad rows), as they are or rounded to bf16 (es = 2), AllGathered over the axis into
+ * pf_all [P, 2, pad, KH]. */
+static void prefill_gather(kvshard *ks, mesh *m, const float *k, const float *v, const int64_t *len,
+                           int64_t n, int64_t pad, size_t es) {
+    const int64_t KH = ks->Kl * ks->H;
+    char *send = (char *)ks->pf_send;
     for (int64_t i = 0, r0 = 0, off = 0; i < n; i++) {
         const int64_t held = kvshard_held(ks, len[i]);
-        floats_copy(ks->pf_send + off * KH, k + r0 * KH, held * KH);
-        floats_copy(ks->pf_send + (pad + off) * KH, v + r0 * KH, held * KH);
+        const float *src[2] = {k + r0 * KH, v + r0 * KH};
+        for (int a = 0; a < 2; a++) {
+            void *dst = send + (size_t)((a * pad + off) * KH) * es;
+            if (es == 2)
+                kern_bf16_pack(dst, src[a], held * KH);
+            else
+                floats_copy(dst, src[a], held * KH);
+        }
         r0 += held, off += kvshard_prefill_rows(ks, len[i]);
     }
-    mesh_all_gather(m, ks->ax, ks->pf_all, ks->pf_send, 2 * pad * KH, MESH_ALG_DEFAULT);
+    if (es == 2)
+        mesh_all_gather_bf16(m, ks->ax, (uint16_t *)(void *)ks->pf_all,
+                             (const uint16_t *)(const void *)ks->pf_send, 2 * pad * KH,
+                             MESH_ALG_DEFAULT);
+    else
+        mesh_all_gather(m, ks->ax, ks->pf_all, ks->pf_send, 2 * pad * KH, MESH_ALG_DEFAULT);
+}
+
+double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
+                       const float *v, const int64_t *len, int64_t n, int bf16) {
+    const int64_t KH = ks->Kl * ks->H, NH = ks->Nl * ks->H;
+    const size_t es = bf16 ? 2 : sizeof(float);
+    int64_t pad = 0; /* the chunk's rows per rank, each sequence's ceil(len/P) */
+    for (int64_t i = 0; i < n; i++) pad += kvshard_prefill_rows(ks, len[i]);
+    prefill_gather(ks, m, k, v, len, n, pad, es);
     double seen = 0;
-    float *kf = ks->pf_kv, *vf = ks->pf_kv + ks->S * KH;
+    char *all = (char *)ks->pf_all, *kf = (char *)ks->pf_kv, *vf = kf + (size_t)(ks->S * KH) * es;
     for (int64_t i = 0, r0 = 0, off = 0; i < n; i++) {
         for (int64_t t = 0; t < len[i]; t++) { /* position t: rank t mod P, its row t div P */
-            const float *b = ks->pf_all + (t % ks->P) * 2 * pad * KH;
-            floats_copy(kf + t * KH, b + (off + t / ks->P) * KH, KH);
-            floats_copy(vf + t * KH, b + (pad + off + t / ks->P) * KH, KH);
+            const char *b = all + (size_t)((t % ks->P) * 2 * pad * KH) * es;
+            memcpy(kf + (size_t)(t * KH) * es, b + (size_t)((off + t / ks->P) * KH) * es,
+                   (size_t)KH * es);
+            memcpy(vf + (size_t)(t * KH) * es, b + (size_t)((pad + off + t / ks->P) * KH) * es,
+                   (size_t)KH * es);
         }
         const int64_t held = kvshard_held(ks, len[i]);
         for (int64_t a = 0; a < held; a++) {
             ks->pf_qpos[a] = (int32_t)(ks->p + a * ks->P);
             seen += (double)ks->pf_qpos[a] + 1.0;
         }
-        if (held > 0)
-            kern_attn_part_cached(out + r0 * NH, ks->pf_ml, ks->pf_ml + held * ks->Nl, ks->pf_scr,
-                                  q + r0 * NH, kf, vf, ks->pf_qpos, held, ks->pf_iota, len[i],
-                                  ks->Nl, ks->Kl, ks->H, KH);
+        float *ml = ks->pf_ml, *o = out + r0 * NH;
+        if (held > 0 && bf16) /* the cache's bf16 keys: as kern_attn_cached_bf16 sees them */
+            kern_attn_part_cached_bf16(o, ml, ml + held * ks->Nl, ks->pf_scr, q + r0 * NH,
+                                       (const kern_bf16 *)(void *)kf,
+                                       (const kern_bf16 *)(void *)vf, ks->pf_qpos, held,
+                                       ks->pf_iota, len[i], ks->Nl, ks->Kl, ks->H, KH);
+        else if (held > 0)
+            kern_attn_part_cached(o, ml, ml + held * ks->Nl, ks->pf_scr, q + r0 * NH,
+                                  (const float *)(void *)kf, (const float *)(void *)vf,
+                                  ks->pf_qpos, held, ks->pf_iota, len[i], ks->Nl, ks->Kl, ks->H,
+                                  KH);
         r0 += held, off += kvshard_prefill_rows(ks, len[i]);
     }
     return seen;

@@ -74,7 +74,7 @@ void kvshard_attend(kvshard *ks, mesh *m, float *out, const float *q, const void
  * ranks hold within one row of each other, so the work is balanced as zigzag balances training's
  * (each rank has every P-th query, early and late). Per layer, one AllGather over the axis brings
  * every rank's keys and values of the chunk, put in position order; each rank's queries attend
- * them (kern_attn_part_cached, the keys they see). */
+ * them (kern_attn_part_cached, the keys they see; a bf16 cache: in bf16, below). */
 /* Not collective. The prefill's buffers for chunks of up to max_rows rows (as counted by
  * kvshard_prefill_rows). 0, or −1 when out of memory. */
 int kvshard_prefill_init(kvshard *ks, int64_t max_rows);
@@ -86,9 +86,12 @@ int64_t kvshard_take(const kvshard *ks, const int32_t *tok, int64_t len, int32_t
                      int32_t *rpos);
 /* Collective over: the axis. Prefill attention of a chunk of n sequences of len[n] tokens, this
  * rank's rows of each (kvshard_take) packed one sequence after the other: q[rows, Nl·H],
- * k, v[rows, Kl·H] → out[rows, Nl·H]. Returns the keys the rows saw, Σ (position + 1). */
+ * k, v[rows, Kl·H] → out[rows, Nl·H]. Returns the keys the rows saw, Σ (position + 1). bf16 (a
+ * bf16 cache): k and v rounded to bf16 (the cache's rows), gathered in bf16 (half the bytes) and
+ * attended by kern_attn_part_cached_bf16 over every key a row sees, which gives the rows of the
+ * unsharded bf16 prefill (kern_attn_cached_bf16) bit for bit. */
 double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
-                       const float *v, const int64_t *len, int64_t n);
+                       const float *v, const int64_t *len, int64_t n, int bf16);
 
 /* Collective over: world. The group mesh of the AllToAll layout (gen.h), for a tensor axis t of
  * |Y| = K·Z ranks: t becomes t = K (kv heads) and a new minor axis of size Z (the ranks sharing a
