@@ -10,7 +10,10 @@
  * block: 4 · KERN_ATTN_BLOCK rows · T/|C| keys · H, per sequence, query head, layer and
  * micro-batch. Also: the RoPE positions of every rank's rows are the global ones
  * (plan_cp_pos against the split's definition), and the model's activations per rank are at most
- * 1/|C| of the 1-rank run's (as the plan counts them, which is what model_create allocates). usage:
+ * 1/|C| of the 1-rank run's (as the plan counts them, which is what model_create allocates).
+ * bf16 compute, ring: the ppermute bytes this rank sent in one step equal the plan's calls' (count
+ * × wire bytes × times per layer and micro-batch), in fp32 and bf16 compute, and the K, V hops'
+ * planned bytes in bf16 are half fp32's (K, V move in bf16; dK, dV stay fp32). usage:
  * test_cp_work --mesh x=N --cp x */
 #include <math.h>
 #include <stdio.h>
@@ -81,6 +84,40 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     return block;
 }
 
+/* One ring step of a fresh trainer in `dtype` compute: the ppermute bytes this rank sent (mesh
+ * stats) into *sent, the plan's into *planned; returns the plan's K, V hops' bytes (the hidden
+ * ones, forward and backward). */
+static double ring_bytes(config c, compute_dtype dtype, int64_t T, mesh *m, double *sent,
+                         double *planned) {
+    snprintf(c.cp_alg, sizeof c.cp_alg, "ring");
+    c.shape.T = T, c.compute = dtype;
+    char err[512];
+    trainer *t = trainer_create(&c, m, err, sizeof err);
+    if (!t) mesh_exit_error("%s", err);
+    int64_t row0, nrows;
+    trainer_rows(t, &row0, &nrows);
+    int32_t *tok = malloc((size_t)(nrows * (T + 1)) * sizeof(int32_t));
+    test_stream_batch(tok, row0, nrows, T, 0);
+    step_stats st;
+    mesh_stats_reset(m);
+    trainer_step(t, 0, tok, &st);
+    *sent = (double)mesh_stats(m, MESH_OP_PPERMUTE, -1).bytes;
+    const plan *pl = trainer_plan(t);
+    double kv = 0;
+    *planned = 0;
+    for (int i = 0; i < pl->ncall; i++) {
+        const plan_call *k = &pl->call[i];
+        if (k->op != MESH_OP_PPERMUTE) continue;
+        const double b = (double)k->count * mesh_wire_bytes(k->wire) * k->times *
+                         (double)k->layers * (double)pl->n_micro;
+        *planned += b;
+        if (k->path == PLAN_HIDDEN) kv += b;
+    }
+    free(tok);
+    trainer_destroy(t);
+    return kv;
+}
+
 /* max − min of all[n] in blocks; prints the row. */
 static double spread(const char *what, const double *all, int n, double block, int rank) {
     double lo = all[0], hi = all[0];
@@ -129,8 +166,17 @@ int main(int argc, char **argv) {
     b = step_flops(c, "ring", contig, m, all, &pos, &act, &skips);
     const double rc = spread("ring, contiguous (T = 145·|C|):", all, n, b, rank);
     MPI_Allreduce(MPI_IN_PLACE, &skips, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
+    double s32, p32, s16, p16;
+    const double kv32 = ring_bytes(c, COMPUTE_FP32, 2 * n * 8, m, &s32, &p32);
+    const double kv16 = ring_bytes(c, COMPUTE_BF16, 2 * n * 8, m, &s16, &p16);
+    int bytes = s32 == p32 && s16 == p16 && kv16 > 0 && 2 * kv16 == kv32;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
+    if (rank == 0)
+        printf("ring ppermute bytes sent/planned: fp32 %.0f/%.0f, bf16 %.0f/%.0f; K, V hops "
+               "planned: fp32 %.0f, bf16 %.0f (half: %s)\n",
+               s32, p32, s16, p16, kv32, kv16, 2 * kv16 == kv32 ? "yes" : "NO");
     const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !(rc > 1.0) || !pos ||
-                     !(act <= 1.0) || !skips;
+                     !(act <= 1.0) || !skips || !bytes;
     if (rank == 0) {
         printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: allgather "
                "%s, ring %s; the ring's skipped blocks as counted: %s; positions the zigzag's: "
