@@ -237,7 +237,75 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     return c;
 }
 
+static batch_end emit_none(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
+                           const float *lp) {
+    (void)ctx, (void)id, (void)token, (void)index, (void)end, (void)lp;
+    return BATCH_END_NONE;
+}
+
+/* Steps (every token 7) until request id has an item in the plan, or `steps` steps: that item's
+ * shard and first position, or -1. */
+static int placed(batcher *s, batch_plan *p, int64_t id, int steps, int32_t *p0) {
+    int32_t next[64] = {7};
+    for (int i = 0; i < 64; i++) next[i] = 7;
+    for (int k = 0; k < steps; k++) {
+        batcher_step(s, p);
+        int sh = -1;
+        for (int32_t j = 0; j < p->nitems; j++)
+            if (p->items[j].id == id) sh = p->items[j].shard, *p0 = p->items[j].p0;
+        batcher_commit(s, p, next, emit_none, NULL);
+        if (sh >= 0) return sh;
+    }
+    return -1;
+}
+
+/* The AllToAll layout's placement, by hand (2 pools of 8 blocks of 4): X (pool 0, the first) and
+ * A (pool 1, more room) run, E joins pool 1 (more room), A ends (its 4 full blocks stay cached
+ * in pool 1), X ends (pool 0 all available). Then B, A's prompt, goes to pool 1, which has fewer
+ * blocks available but its prefix, and takes its 16 positions from the cache. */
+static void placement(int prefix) {
+    const batch_opts o = {.replicas = 1,
+                          .kv_blocks = 8,
+                          .kv_block = 4,
+                          .max_batch_tokens = 64,
+                          .prefill_chunk = 64,
+                          .max_seqs = 8,
+                          .context = CTX,
+                          .prefix_cache = prefix,
+                          .shards = 2};
+    char err[256];
+    batcher *s = batcher_create(&o, err, sizeof err);
+    batch_plan p;
+    if (!s || batch_plan_init(&p, &o) < 0) exit(1);
+    int32_t X[20], A[17], E[3];
+    for (int i = 0; i < 20; i++) X[i] = 'x' + i % 3;
+    for (int i = 0; i < 17; i++) A[i] = 'a' + i % 5;
+    for (int i = 0; i < 3; i++) E[i] = 'e';
+    const batch_sampling sp = {0, 0, 1, 0, 0};
+    int32_t p0 = 0;
+    batcher_add(s, 0, X, 20, 4, &sp);
+    batcher_add(s, 1, A, 17, 2, &sp);
+    const int sx = placed(s, &p, 0, 1, &p0);
+    batcher_add(s, 2, E, 3, 8, &sp);
+    const int se = placed(s, &p, 2, 1, &p0);
+    placed(s, &p, -1, 3, &p0); /* X and A end */
+    const int64_t avail0 = kvb_available(batcher_pool(s, 0)),
+                  avail1 = kvb_available(batcher_pool(s, 1));
+    batcher_add(s, 3, A, 17, 2, &sp);
+    const int sb = placed(s, &p, 3, 1, &p0);
+    check_expect(sx == 0 && se == 1 && avail0 == 8 && avail1 < 8 && sb == (prefix ? 1 : 0) &&
+                     p0 == (prefix ? 16 : 0),
+                 "placement with the prefix cache %s: X in pool %d, E in %d; then %lld and %lld "
+                 "blocks available, A's prompt again in pool %d from position %d (want %d, %d)",
+                 prefix ? "on" : "off", sx, se, (long long)avail0, (long long)avail1, sb, (int)p0,
+                 prefix ? 1 : 0, prefix ? 16 : 0);
+    batch_plan_free(&p);
+    batcher_destroy(s);
+}
+
 int main(void) {
+    placement(1);
+    placement(0);
     int failures = 0;
     batch_counts all = {0};
     const int runs = 300;

@@ -349,10 +349,14 @@ static int64_t shard_seqs(const batcher *s, int32_t r, int32_t z) {
     return n;
 }
 
-/* The pool a new sequence goes to: of a replica with room for it (sequences, budget, no
- * preemption this step, and with static batches an empty replica), the one with the most blocks
- * available, then the fewest sequences, then the first (replica, then shard); −1 if none. */
+/* The pool the head of the queue goes to: of a replica with room for it (sequences, budget, no
+ * preemption this step, and with static batches an empty replica), the one with the most room,
+ * its blocks available plus those of the prompt's prefix it caches (which the sequence shares
+ * rather than allocates: a pool holding the prefix wins unless it has that many blocks fewer
+ * available), then the fewest sequences, then the first (replica, then shard); −1 if none. */
 static int32_t pick_pool(const batcher *s) {
+    const seq *q = s->wait[0];
+    const int32_t most = (int32_t)((q->len - 1) / s->o.kv_block); /* as admit matches */
     int32_t best = -1;
     int64_t best_avail = 0, best_seqs = 0;
     const int32_t nr = s->o.prefill_replicas > 0 ? s->o.prefill_replicas : s->o.replicas;
@@ -360,7 +364,9 @@ static int32_t pick_pool(const batcher *s) {
         if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
         if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
         for (int32_t z = 0; z < s->o.shards; z++) {
-            const int64_t a = kvb_available(pool_at(s, r, z)), n = shard_seqs(s, r, z);
+            const kvb_pool *pl = pool_at(s, r, z);
+            const int64_t a = kvb_available(pl) + kvb_peek(pl, q->tok, q->len - 1, most),
+                          n = shard_seqs(s, r, z);
             if (best < 0 || a > best_avail || (a == best_avail && n < best_seqs))
                 best = r * s->o.shards + z, best_avail = a, best_seqs = n;
         }

@@ -123,8 +123,8 @@ static void unpublish(kvb_pool *p, int32_t i) {
 }
 
 /* The published block with this prefix (hash, parent and tokens all equal), or −1. */
-static int32_t find(kvb_pool *p, uint64_t h, uint64_t parent, const int32_t *tok) {
-    for (int32_t i = *bucket_of(p, h); i >= 0; i = p->b[i].hnext)
+static int32_t find(const kvb_pool *p, uint64_t h, uint64_t parent, const int32_t *tok) {
+    for (int32_t i = p->bucket[(int32_t)(h & (uint64_t)p->nbucket_mask)]; i >= 0; i = p->b[i].hnext)
         if (p->b[i].hash == h && p->b[i].parent == parent &&
             !memcmp(p->tok + (int64_t)i * p->bs, tok, (size_t)p->bs * sizeof *tok))
             return i;
@@ -176,6 +176,19 @@ uint64_t kvb_hash(uint64_t parent, const int32_t *tok, int32_t bs) {
     uint64_t h = mix64(parent ^ UINT64_C(0x6b76626c6f636b73)); /* "kvblocks" */
     for (int32_t i = 0; i < bs; i++) h = mix64(h ^ (uint64_t)(uint32_t)tok[i]) + (uint64_t)i;
     return h ? h : 1; /* 0 stands for "no parent" */
+}
+
+int32_t kvb_peek(const kvb_pool *p, const int32_t *tok, int64_t n, int32_t max_blocks) {
+    int32_t k = 0;
+    uint64_t parent = 0;
+    while (p->prefix && k < max_blocks && (int64_t)(k + 1) * p->bs <= n) {
+        const int32_t *t = tok + (int64_t)k * p->bs;
+        const uint64_t h = kvb_hash(parent, t, p->bs);
+        if (find(p, h, parent, t) < 0) break;
+        parent = h;
+        k++;
+    }
+    return k;
 }
 
 int32_t kvb_match(kvb_pool *p, const int32_t *tok, int64_t n, int32_t max_blocks, int32_t *blocks,

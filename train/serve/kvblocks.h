@@ -51,6 +51,8 @@ uint64_t kvb_hash(uint64_t parent, const int32_t *tok, int32_t bs);
  * number of blocks (0 with prefix caching off). Counts lookups and hits. */
 int32_t kvb_match(kvb_pool *p, const int32_t *tok, int64_t n, int32_t max_blocks, int32_t *blocks,
                   uint64_t *hashes);
+/* How many blocks kvb_match would find now, without taking them or counting the lookups. */
+int32_t kvb_peek(const kvb_pool *p, const int32_t *tok, int64_t n, int32_t max_blocks);
 /* Block b (held, now full of the bs tokens tok, after a block of hash parent) enters the cache
  * unless a block of the same prefix is there already. Returns its chained hash either way. */
 uint64_t kvb_publish(kvb_pool *p, int32_t b, uint64_t parent, const int32_t *tok);
