@@ -6,7 +6,7 @@
 #    divisible by |axis| and kv heads that neither divide nor are divided by it, an axis used
 #    twice (--dp, --tensor), an unknown algorithm,
 #    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
-#    not compose with yet (--sample; --expert on the context axis), --cp in generate --bench;
+#    not compose with yet (--sample), --cp in generate --bench;
 #  - a run on 3 ranks prints the context axis in its plan and the per-rank share of T;
 #  - --bench with --cp-alg ring under --emulate v5p on 2 ranks prints its step and the step's
 #    prediction (the ±15% is bench/cp_sweep.sh's, on an idle machine);
@@ -51,8 +51,6 @@ case_ 2 2 "--cp-alg zigzag: unknown (expected allgather, ring or ulysses)" "${ba
 case_ 2 2 "--cp w: give one axis, x, y or z" "${base[@]}" --seq-len 32 --cp w
 case_ 2 2 "--cp z: the mesh has no axis z" "${base[@]}" --seq-len 32 --mesh x=2 --cp z
 case_ 2 2 "--cp-alg is given but unused" "${base[@]}" --seq-len 32 --cp-alg allgather
-case_ 2 2 "--expert x is the --cp axis: the routed experts are sharded over a data axis" \
-  "${base[@]}" --seq-len 32 --mesh x=2 --cp x --experts 4 --expert x
 case_ 2 2 "--cp with --sample is not implemented yet" "${base[@]}" --seq-len 32 --mesh x=2 \
   --cp x --sample 4
 case_ 2 4 "--cp z is also the --pipeline axis: an axis is used twice" "${base[@]}" --seq-len 32 \

@@ -7,7 +7,8 @@
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests), and on 2 ranks
 #    of a context axis (--cp x --cp-alg ring: each sequence's zigzag chunks on both ranks, the
-#    capacity's counters carried over the chunks in sequence order); kept + dropped =
+#    capacity's counters carried over the chunks in sequence order), also with the experts
+#    sharded over that axis (--expert x --cp x); kept + dropped =
 #    batch·T·k·(MoE blocks);
 #  - checkpoints reshard across expert-axis sizes: saved on 3 ranks with --expert x, loaded and
 #    saved again on 1 rank, every parameter and AdamW moment is
@@ -15,7 +16,9 @@
 #    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the
 #    next step's loss on 1 and 3 ranks agrees (1e-5 relative); one saved on 2x2 with --tensor y
 #    (the experts' F_e over y) loads and saves bit-identically on 1 rank, and the 1-rank one on
-#    2x2; one saved on 2x2 with --pipeline y (a dense block, then a MoE block) on 1 rank.
+#    2x2; one saved on 2x2 with --pipeline y (a dense block, then a MoE block) on 1 rank; ones
+#    saved on 2 ranks with --cp x (the router written by one rank of the context axis) and with
+#    --cp x --expert x on 1 rank.
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
 . "$(dirname "$0")/../common/cli_case.sh" "$@"
@@ -45,10 +48,15 @@ run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final
 run 3 "${base[@]}" "${moe[@]}" --steps 2 --expert x --metrics "$WORK/r3.jsonl" \
   --save-final "$WORK/r3.h5" >/dev/null 2>&1 || bad "3-rank run exited $?"
 run 2 "${base[@]}" "${moe[@]}" --steps 2 --mesh x=2 --cp x --cp-alg ring \
-  --metrics "$WORK/rcp2.jsonl" >/dev/null 2>&1 || bad "2-rank --cp run exited $?"
+  --metrics "$WORK/rcp2.jsonl" --save-final "$WORK/cp2.h5" >/dev/null 2>&1 ||
+  bad "2-rank --cp run exited $?"
+# ... and the experts sharded over the context axis itself (--expert x --cp x), its checkpoint
+run 2 "${base[@]}" "${moe[@]}" --steps 2 --mesh x=2 --cp x --expert x \
+  --metrics "$WORK/rcpe2.jsonl" --save-final "$WORK/cpe2.h5" >/dev/null 2>&1 ||
+  bad "2-rank --cp x --expert x run exited $?"
 routing() { sed -E 's/.*("moe_dropped".*)/\1/' "$1"; }
 slots=$((12 * 32 * 2 * 2)) # batch · T · k · MoE blocks
-for r in r3 rcp2; do
+for r in r3 rcp2 rcpe2; do
   if [ -s "$WORK/r1.jsonl" ] && [ "$(routing "$WORK/r1.jsonl")" = "$(routing "$WORK/$r.jsonl")" ]; then
     ok "$r: every step's expert counts and dropped share equal the 1-rank run's"
   else
@@ -87,8 +95,13 @@ run 4 "${base[@]}" "${moe[@]}" "${pp[@]}" --moe-every 2 --steps 2 --save-final "
   >/dev/null 2>&1 || bad "2x2 --pipeline run exited $?"
 run 1 "${base[@]}" "${moe[@]}" --moe-every 2 --steps 2 --resume "$WORK/pp4.h5" \
   --save-final "$WORK/pp1.h5" >/dev/null 2>&1 || bad "1-rank resume of the --pipeline checkpoint exited $?"
-for f in rt1 rz3 tp1 rtp pp1; do
-  case $f in rt1) src=r3 ;; rz3) src=z2 ;; tp1) src=tp4 ;; rtp) src=r1 ;; pp1) src=pp4 ;; esac
+for s in cp cpe; do
+  run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/${s}2.h5" --save-final "$WORK/${s}1.h5" \
+    >/dev/null 2>&1 || bad "1-rank resume of the ${s}2 checkpoint exited $?"
+done
+for f in rt1 rz3 tp1 rtp pp1 cp1 cpe1; do
+  case $f in rt1) src=r3 ;; rz3) src=z2 ;; tp1) src=tp4 ;; rtp) src=r1 ;; pp1) src=pp4 ;;
+    cp1) src=cp2 ;; cpe1) src=cpe2 ;; esac
   dense=
   [ $f = pp1 ] && dense=w_up # (the dense block's MLP)
   same_h5 "$WORK/$src.h5" "$WORK/$f.h5" "params optimizer/m optimizer/v" router expert_gate \

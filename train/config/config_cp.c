@@ -29,8 +29,7 @@ static const char *other_role(const config *c, char a) {
     if (c->tensor_axis[0] == a) return "--tensor";
     if (c->pipe_axis[0] == a) return "--pipeline";
     if (c->dcn_axis[0] == a) return "--dcn";
-    if (c->expert_axis[0] == a) return "--expert";
-    return NULL;
+    return NULL; /* (--expert may be the context axis: its ranks hold different tokens) */
 }
 
 int config_check_cp(const config *c, char *err, size_t errlen) {
@@ -42,12 +41,6 @@ int config_check_cp(const config *c, char *err, size_t errlen) {
         return errmsg_fail(err, errlen,
                            "--cp-alg %s: unknown (expected allgather, ring or ulysses)", c->cp_alg);
     const char *role = other_role(c, a[0]);
-    if (role && c->expert_axis[0] == a[0])
-        return errmsg_fail(err, errlen,
-                           "--expert %s is the --cp axis: the routed experts are sharded over a "
-                           "data axis (--dp), not yet over the context axis; use another axis "
-                           "for --expert",
-                           a);
     if (role)
         return errmsg_fail(err, errlen,
                            "--cp %s is also the %s axis: an axis is used twice; the context axis "

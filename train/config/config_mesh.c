@@ -126,6 +126,7 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
     const int a = mesh_axis_index(m, ea[0]);
     int in_dp = 0;
     for (int k = 0; k < dax.n; k++) in_dp |= dax.ax[k] == a;
+    in_dp |= ea[0] == c->cp_axis[0]; /* the context axis: its ranks hold other tokens too */
     if (!in_dp)
         return errmsg_fail(err, errlen,
                            "--expert %s is not a data axis (--dp): the expert axis shards the "

@@ -199,6 +199,7 @@ int ep_is_writer(const struct par *p, param_id id, int kind) {
     if (id == P_ROUTER && p->pl->tensor.index != 0) return 0; /* replicated over Y */
     /* sharded over the data axes: the weights under ZeRO-3, the state under ZeRO */
     if (kind == 0 ? p->pl->zero == 3 : p->pl->zero > 0) return 1;
-    if (!plan_is_routed(id)) return p->pl->batch.index == 0;
+    /* (the ICI data axes, the context axis among them: DCN's replicas are out above) */
+    if (!plan_is_routed(id)) return p->pl->data.index == 0;
     return p->pl->erep.index == 0;
 }
