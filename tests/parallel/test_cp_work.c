@@ -48,11 +48,9 @@ static double act_ratio(const plan *pl, int rank) {
     return r;
 }
 
-/* One step of a fresh trainer with --cp-alg alg and T; fills every rank's counted FLOPs into
- * all[n] (rank order) and returns one block's work for that run; *pos &= its plan's positions
- * are the zigzag's (when it splits so). */
-static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos,
-                         double *act, int *skips) {
+/* A fresh trainer of c with --cp-alg alg and T after its first step (the mesh's stats reset just
+ * before it). */
+static trainer *first_step(config c, const char *alg, int64_t T, mesh *m) {
     snprintf(c.cp_alg, sizeof c.cp_alg, "%s", alg);
     c.shape.T = T;
     char err[512];
@@ -63,7 +61,18 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     int32_t *tok = malloc((size_t)(nrows * (T + 1)) * sizeof(int32_t));
     test_stream_batch(tok, row0, nrows, T, 0);
     step_stats st;
+    mesh_stats_reset(m);
     trainer_step(t, 0, tok, &st);
+    free(tok);
+    return t;
+}
+
+/* One step of a fresh trainer with --cp-alg alg and T; fills every rank's counted FLOPs into
+ * all[n] (rank order) and returns one block's work for that run; *pos &= its plan's positions
+ * are the zigzag's (when it splits so). */
+static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *all, int *pos,
+                         double *act, int *skips) {
+    trainer *t = first_step(c, alg, T, m);
     const double mine = par_cp_flops(trainer_par(t));
     MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, mesh_world_comm(m)->mpi);
     const plan *pl = trainer_plan(t);
@@ -79,7 +88,6 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     *act = fmax(*act, act_ratio(pl, mesh_rank(m)));
     const double block = 4.0 * KERN_ATTN_BLOCK * (double)(T / pl->cp.n) * (double)c.shape.H *
                          (double)(pl->micro_seqs * pl->n_micro * pl->loc.Nl * c.shape.L);
-    free(tok);
     trainer_destroy(t);
     return block;
 }
@@ -89,18 +97,8 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
  * ones, forward and backward). */
 static double ring_bytes(config c, compute_dtype dtype, int64_t T, mesh *m, double *sent,
                          double *planned) {
-    snprintf(c.cp_alg, sizeof c.cp_alg, "ring");
-    c.shape.T = T, c.compute = dtype;
-    char err[512];
-    trainer *t = trainer_create(&c, m, err, sizeof err);
-    if (!t) mesh_exit_error("%s", err);
-    int64_t row0, nrows;
-    trainer_rows(t, &row0, &nrows);
-    int32_t *tok = malloc((size_t)(nrows * (T + 1)) * sizeof(int32_t));
-    test_stream_batch(tok, row0, nrows, T, 0);
-    step_stats st;
-    mesh_stats_reset(m);
-    trainer_step(t, 0, tok, &st);
+    c.compute = dtype;
+    trainer *t = first_step(c, "ring", T, m);
     *sent = (double)mesh_stats(m, MESH_OP_PPERMUTE, -1).bytes;
     const plan *pl = trainer_plan(t);
     double kv = 0;
@@ -113,7 +111,6 @@ static double ring_bytes(config c, compute_dtype dtype, int64_t T, mesh *m, doub
         *planned += b;
         if (k->path == PLAN_HIDDEN) kv += b;
     }
-    free(tok);
     trainer_destroy(t);
     return kv;
 }
