@@ -114,7 +114,7 @@ double bench_time_gemm(const bench_gemm *g, kern_bf16_ctx *x, int quick) {
 /* Sums over the timed steps of the split and the prediction (report.h). */
 typedef struct {
     double cpu, xfer, xfer_last, comp, comm, idle, pred, bub, bub_ideal, bub_sim;
-    double bub_wait, bub_run, mk, mk_run, mk_sim; /* exec_stats, summed over the steps */
+    double bub_wait, bub_other, bub_run, mk, mk_run, mk_sim; /* exec_stats, over the steps */
     double pcomp, pcomm, pexp, book, bcomp, pded;
     int64_t dom[3]; /* steps whose predicted dominant term: compute, bandwidth, latency */
     int64_t peak_inflight;
@@ -141,6 +141,7 @@ static void sums_add(bench_sums *u, const step_stats *st) {
     u->bub += st->pipe.bubble, u->bub_ideal = st->pipe.bubble_ideal;
     u->bub_sim = st->pipe.bubble_sim, u->mk_sim = st->pipe.makespan_sim;
     u->bub_wait += st->pipe.bubble_wait, u->bub_run += st->pipe.bubble_run;
+    u->bub_other += st->pipe.bubble_other;
     u->mk += st->pipe.makespan, u->mk_run += st->pipe.makespan_run;
     for (int p = 0; p < PART_COUNT; p++) {
         u->pcpu[p] += st->split.part_cpu[p], u->pxfer[p] += st->split.part_xfer[p];
@@ -252,10 +253,12 @@ static void print_summary(const config *c, const run_peak *pk, double bound, dou
     if (u->bub_ideal > 0)
         mesh_log("bench pipeline | bubble %.3f (1 - compute / (ranks x makespan), mean over steps) "
                  "| sim %.3f (start-up costs) | sim-run %.3f (the steps' measured costs) | ideal "
-                 "%.3f (unit costs) | wait %.3f (of the bubble, in receives) | makespan-ms %.2f | "
+                 "%.3f (unit costs) | wait %.3f (of the bubble, in receives) | other %.3f (of the "
+                 "bubble, neither compute nor receive inside the ranks' spans) | makespan-ms %.2f | "
                  "makespan-sim-ms %.2f | makespan-run-ms %.2f | peak micro-batches in flight "
                  "%lld\n",
                  u->bub / n, u->bub_sim, u->bub_run / n, u->bub_ideal, u->bub_wait / n,
+                 u->bub_other / n,
                  1e3 * u->mk / n, 1e3 * u->mk_sim, 1e3 * u->mk_run / n,
                  (long long)u->peak_inflight);
 }

@@ -264,7 +264,7 @@ static void step_figures(exec *e, const exec_run *r, double wait, exec_stats *st
     if (pipe_pred_step(e->pl, e->mh, &mine, e->p2p, &fig, err, sizeof err) < 0)
         fig.sim.bubble = fig.sim.makespan = 0; /* a table the run runs simulates */
     st->bubble = fig.bubble;
-    st->bubble_wait = fig.wait;
+    st->bubble_wait = fig.wait, st->bubble_other = fig.other;
     st->bubble_run = fig.sim.bubble;
     st->makespan = fig.makespan;
     st->makespan_run = fig.sim.makespan;

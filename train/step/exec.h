@@ -24,6 +24,7 @@ typedef struct {
     int64_t act_bytes;     /* peak_inflight × activation bytes of one micro-batch */
     double bubble;         /* measured: 1 − Σ_ranks compute / (P · makespan) */
     double bubble_wait;    /* of it, the ranks' waits in pipeline receives / (P · makespan) */
+    double bubble_other;   /* of it, neither compute nor receive inside the ranks' spans */
     double bubble_ideal;   /* calc's simulation of the schedule's table with unit costs */
     double bubble_sim;     /* the same with the costs measured at start-up (the trainer's) */
     double bubble_run;     /* the same with this step's measured costs (exec_set_p2p's sends) */

@@ -123,17 +123,18 @@ int pipe_pred_figures(const plan *pl, const double *all, double p2p, pipe_step_f
         free(chunks), free(stage);
         return errmsg_fail(err, len, "pipeline figures: out of memory");
     }
-    double busy = 0, wait = 0;
+    double busy = 0, wait = 0, other = 0;
     for (int r = 0; r < P; r++) {
         const double *x = all + r * n;
         if (x[0] > out->makespan) out->makespan = x[0];
-        busy += x[1], wait += x[2];
+        busy += x[1], wait += x[2], other += x[0] - x[1] - x[2];
         memcpy(chunks + r * v, x + 3, sizeof *chunks * (size_t)v);
     }
     /* idle over total, one division, as calc's simulator */
     const double total = P * out->makespan;
     out->bubble = total > 0 ? (total - busy) / total : 0;
     out->wait = total > 0 ? wait / total : 0;
+    out->other = total > 0 ? other / total : 0;
     to_stages(pl, chunks, v, stage);
     const int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out->sim, err, len);
     free(chunks), free(stage);

@@ -70,6 +70,9 @@ typedef struct {
     double makespan; /* the longest rank's span (the ranks start the phase together) */
     double bubble;   /* 1 − Σ busy / (P · makespan): the simulator's definition */
     double wait;     /* Σ receive wait / (P · makespan): the part of the bubble spent receiving */
+    double other;    /* Σ (span − busy − wait) / (P · makespan): the part inside the ranks' spans
+                        neither computing nor receiving (the executor's copies, its waits for
+                        sends, MPI); the rest of the bubble is the ranks' ends before the last */
     pipe_pred_result sim; /* the table simulated with this step's measured chunk costs */
 } pipe_step_figures;
 
