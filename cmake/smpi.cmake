@@ -89,14 +89,15 @@ target_link_libraries(test_coll PRIVATE MPI::MPI_C) # its non-blocking test's bo
 # (bench/simpod_kernels.c: every kernel charges its FLOPs to the simulated clock) and the real
 # counter-based RNG (kernels/rng.c, its weight fill left to the backend). Not built: data/ (HDF5),
 # ckpt/, infer/, cli/ (data/paths.c and tokens_order.c, which need no HDF5, go with config/).
-# kernels/moe.c, the experts' routing and their MLP, is the real code: its matmuls are the backend's
+# kernels/moe.c, the experts' routing and their MLP, is the real code (and kernels/moe_bf16.c, the
+# MLP on bf16 inputs): its matmuls are the backend's
 # (charged), its routing and gathers run on whatever the floats hold: the dry run prices dense
 # models. The bf16 kernels are charged as the fp32 ones (bench/simpod_kernels.c). Context
 # parallelism's partial attention (kernels/attn_part*.c, bf16 too: bf16_gemm_own charged) and sequence splits (seqsplit.c) are the
 # real code too: their matmuls are charged, their softmax loops run as moe.c's routing does.
 add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c
-            kernels/attn_part.c kernels/attn_part_bwd.c kernels/attn_part_bf16.c
-            kernels/seqsplit.c)
+            kernels/moe_bf16.c kernels/attn_part.c kernels/attn_part_bwd.c
+            kernels/attn_part_bf16.c kernels/seqsplit.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
 # the memory passes' counts: per simulated rank (SMPI keeps globals per rank; its ranks may share

@@ -18,7 +18,9 @@
  *    --kv-shard each shard's partial rounds its probabilities normalised by its own sum, a bf16
  *    step from the whole row's at most, so decode and prefill agree within TOL only (2^-7 =
  *    65536 fp32 eps units; seen ~1e4).
- * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256, the 12 prompts of gen_test.h. */
+ * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256, the 12 prompts of gen_test.h.
+ * With --experts E block 1 is a mixture of E experts (top-2, F_e 48, a shared expert; with
+ * --expert AXIS sharded over it), its experts' products in the compute dtype too. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,9 @@ int main(int argc, char **argv) {
             c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;
         if (!strcmp(argv[i], "--kv-shard")) kv_axis = argv[i + 1][0];
         if (!strcmp(argv[i], "--cp")) kv_axis = argv[i + 1][0], cp = 1;
+        if (!strcmp(argv[i], "--experts")) /* block 1 a mixture: top-2, F_e 48, a shared one */
+            c.shape.moe =
+                (moe_shape){.E = atoll(argv[i + 1]), .k = 2, .every = 2, .F = 48, .shared = 1};
     }
     c.cp_axis[0] = 0; /* generate's --cp: the kv axis, and gen_create_cp (gen_cli.c does so) */
     char label[160];

@@ -8,7 +8,9 @@
  *     element in the same order); the oneDNN paths (amx, avx512bf16, where present: the default
  *     there) sum in their own order and meet the same tolerance against fp32;
  *   - --compute-dtype auto resolves to bf16 exactly where the fastest path is a matrix unit (amx,
- *     avx512bf16), else to fp32.
+ *     avx512bf16), else to fp32;
+ *   - a mixture of experts (4 experts, top-2, a shared expert, every block) in bf16 follows its
+ *     fp32 run within the same tolerance and runs bit-identically twice.
  * Tolerance. The bf16 run differs from fp32 by its roundings (relative u = 2⁻⁹ each): at step 0 the
  * loss moves by at most 2·n·u·max|logit| (the cross-entropy is 2-Lipschitz in the logits' max
  * norm; n = 13 roundings on a logit's path through this 2-layer model: per block h1, q/k/v, P,
@@ -17,7 +19,9 @@
  * its gradient's size, so a small gradient whose sign the rounding flips moves it by 2·lr (the
  * worst seen, 8.4e-3 at step 1 on the avx2 path, is there). The check uses 0.04 absolute at
  * every step, below the 0.2–0.9 the loss moves in one step here at lr 2e-2: a bf16 weight copy
- * left stale by one update (the loss of the previous step's weights) fails it. */
+ * left stale by one update (the loss of the previous step's weights) fails it. A MoE block's
+ * path rounds as a dense MLP's does (h2, then each expert's SwiGLU output, its shared expert's
+ * too), and the router multiplies in fp32: the same n and the same bound. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +83,29 @@ static int near_fp32(const char *what, const double *x, const double *ref, doubl
     return worst <= tol;
 }
 
+/* c's fp32 run, then its bf16 run twice (the default path): the losses into l32 and lb; whether
+ * bf16 follows fp32 within tol and runs bit-identically twice (printed with the name's suffix). */
+static int against_fp32(config c, mesh *m, const char *suffix, double tol, double *l32,
+                        double *lb) {
+    double lb2[STEPS];
+    int64_t n32, nb, nb2;
+    char what[32];
+    c.compute = COMPUTE_FP32;
+    float *p32 = run(&c, m, l32, &n32);
+    c.compute = COMPUTE_BF16;
+    float *pb = run(&c, m, lb, &nb), *pb2 = run(&c, m, lb2, &nb2);
+    snprintf(what, sizeof what, "fp32%s", suffix);
+    printf("%-22s losses", what);
+    for (int s = 0; s < STEPS; s++) printf(" %.5f", l32[s]);
+    printf("\n");
+    snprintf(what, sizeof what, "bf16%s", suffix[0] ? suffix : " (default path)");
+    const int ok = near_fp32(what, lb, l32, tol);
+    const int rep = nb == nb2 && same(pb, pb2, nb, lb, lb2);
+    printf("bf16%s twice: %s\n", suffix, rep ? "bit-identical" : "FAIL: differ");
+    free(p32), free(pb), free(pb2);
+    return ok && rep && nb == n32;
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     config c;
@@ -99,23 +126,15 @@ int main(int argc, char **argv) {
     const double tol = 0.04;
     int ok = 1;
 
-    double l32[STEPS], lb[STEPS], lb2[STEPS], lp[STEPS], la[STEPS];
-    int64_t n32, nb, nb2, np, na;
-    c.compute = COMPUTE_FP32;
-    float *p32 = run(&c, m, l32, &n32);
-    c.compute = COMPUTE_BF16;
-    float *pb = run(&c, m, lb, &nb), *pb2 = run(&c, m, lb2, &nb2);
-    printf("fp32                   losses");
-    for (int s = 0; s < STEPS; s++) printf(" %.5f", l32[s]);
-    printf("\n");
-    ok &= near_fp32("bf16 (default path)", lb, l32, tol);
+    double l32[STEPS], lb[STEPS], lp[STEPS], la[STEPS];
+    int64_t np, na;
+    ok &= against_fp32(c, m, "", tol, l32, lb);
     const int learns = lb[0] - lb[STEPS - 1] > 0.5;
     printf("bf16 learns: loss falls by %.3f (> 0.5): %s\n", lb[0] - lb[STEPS - 1],
            learns ? "ok" : "FAIL");
-    const int rep = nb == nb2 && same(pb, pb2, nb, lb, lb2);
-    printf("bf16 twice: %s\n", rep ? "bit-identical" : "FAIL: differ");
-    ok &= learns && rep && nb == n32;
+    ok &= learns;
 
+    c.compute = COMPUTE_BF16;
     setenv(KERN_BF16_PATH_ENV, "portable", 1);
     float *pp = run(&c, m, lp, &np);
     ok &= near_fp32("bf16 path portable", lp, l32, tol);
@@ -128,8 +147,14 @@ int main(int argc, char **argv) {
         ok &= eq;
         free(pa);
     }
-    /* --compute-dtype auto: bf16 exactly where the CPU's fastest path is a matrix unit */
     unsetenv(KERN_BF16_PATH_ENV);
+    /* 4 experts of width F/2, top-2, a shared expert, every block */
+    config cm = c;
+    double lm32[STEPS], lmb[STEPS];
+    cm.shape.moe =
+        (moe_shape){.E = 4, .k = 2, .shared = 1, .every = 1, .F = c.shape.F / 2, .aux_coef = 0.01};
+    ok &= against_fp32(cm, m, " MoE", tol, lm32, lmb);
+    /* --compute-dtype auto: bf16 exactly where the CPU's fastest path is a matrix unit */
     kern_bf16_path fastest;
     char msg[256];
     if (kern_bf16_path_check(KERN_BF16_AUTO, &fastest, msg, sizeof msg) < 0) mesh_exit_error("%s", msg);
@@ -142,7 +167,7 @@ int main(int argc, char **argv) {
            compute_dtype_name(trainer_precision(ta)->dtype), auto_ok ? "ok" : "FAIL");
     ok &= auto_ok;
     trainer_destroy(ta);
-    free(p32), free(pb), free(pb2), free(pp);
+    free(pp);
     printf("%s\n", ok ? "PASS" : "FAIL");
     mesh_destroy(m);
     mesh_mpi_finalize();

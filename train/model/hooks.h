@@ -48,10 +48,10 @@ typedef struct {
 typedef struct {
     const float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *w_gate, *w_up, *w_down;
     const float *router, *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
-    /* bf16 compute: a dense block's wq, wk, wv, wo, w_gate, w_up, w_down as bf16, when the hook
-     * holds them so (ZeRO-3 gathers them in bf16; the fp32 pointers are then NULL), or NULLs:
-     * the model copies the fp32 weights (mixed.c) */
-    const uint16_t *b16[7];
+    /* bf16 compute: a block's wq, wk, wv, wo, w_gate, w_up, w_down, e_gate, e_up, e_down,
+     * s_gate, s_up, s_down as bf16, when the hook holds them so (ZeRO-3 gathers them in bf16;
+     * the fp32 pointers are then NULL), or NULLs: the model copies the fp32 weights (mixed.c) */
+    const uint16_t *b16[13];
 } layer_w;
 /* Where layer l's weight gradients accumulate (+=). */
 typedef struct {

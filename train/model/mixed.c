@@ -3,21 +3,23 @@
  *
  * What is bf16 and what stays fp32 (b(·) is the rounding to bf16, kern_bf16_pack):
  *   - the weights: the fp32 parameters are the master copy (the optimizer, checkpoints); a
- *     layer's matrices and the unembedding are copied to bf16 the first time a pass uses them
- *     after model_params_changed (once per update), into params_b, in the parameters' layout.
- *     ZeRO-3 gathers a layer's matrices and the unembedding in bf16 and hands them over as they
- *     are (layer_w.b16, the hook weight_b16). Norm gains and the embedding (a lookup) stay fp32.
+ *     layer's matrices (a MoE block's: its routed and shared experts') and the unembedding are
+ *     copied to bf16 the first time a pass uses them after model_params_changed (once per
+ *     update), into params_b, in the parameters' layout. ZeRO-3 gathers a layer's matrices and
+ *     the unembedding in bf16 and hands them over as they are (layer_w.b16, the hook
+ *     weight_b16). Norm gains, the router and the embedding (a lookup) stay fp32.
  *   - the activations: those only products read are saved in bf16 alone, rounded once by the
  *     forward where it first multiplies them and multiplied as they are by the backward: the
  *     norms' outputs h1, h2 and hf, attention's q, k, v (after RoPE), its probabilities (Pb) and
  *     output att, and the SwiGLU output g (mixed_carve_act). Their fp32 values live only in the
  *     forward's transient scratch (mixed_transients). What a norm's, RoPE's, SwiGLU's or the
  *     loss's backward reads stays fp32: the residuals x1, x2, the rows' 1/rms, SwiGLU's inputs a
- *     and b, the logits. A context axis's attention reads q, k, v and att in fp32 (they stay),
- *     and a MoE block's experts read h2 in fp32. Elsewhere (model_fwd_rows' workspace) a
- *     product's input is rounded where the product consumes it, into the operand scratch sb[];
- *     rounding an fp32 value gives the same bf16 value whenever it is done, so either way the
- *     numbers are the same.
+ *     and b, the logits. A context axis's attention reads q, k, v and att in fp32 (they stay).
+ *     A MoE block keeps h2 in bf16 too (its router's dW unpacks it), and its experts' rows,
+ *     hidden values and shared experts' hidden values (model_moe.c). Elsewhere
+ *     (model_fwd_rows' workspace) a product's input is rounded where the product consumes it,
+ *     into the operand scratch sb[]; rounding an fp32 value gives the same bf16 value whenever
+ *     it is done, so either way the numbers are the same.
  *   - the gradients: each product's upstream gradient is rounded once for its two products
  *     (dX and dW); the gradients themselves accumulate in fp32.
  * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32.
@@ -33,6 +35,11 @@
 
 void mixed_pack(kern_bf16 *dst, const float *src, int64_t n) {
     if (!mesh_no_data(n * (int64_t)sizeof(float))) kern_bf16_pack(dst, src, n);
+}
+
+const float *mixed_unpack(float *dst, const kern_bf16 *src, int64_t n) {
+    if (!mesh_no_data(n * (int64_t)sizeof(float))) kern_bf16_unpack(dst, src, n);
+    return dst;
 }
 
 const kern_bf16 *mixed_keep(kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n) {
@@ -65,9 +72,10 @@ void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe) {
         A->vb = carve_b(cb, BT * KH);
         A->attb = carve_b(cb, BT * NH);
     }
-    if (moe) return;
-    A->b16_kept |= KEPT_H2 | KEPT_G;
+    A->b16_kept |= KEPT_H2;
     A->h2b = carve_b(cb, BT * D);
+    if (moe) return;
+    A->b16_kept |= KEPT_G;
     A->gb = carve_b(cb, BT * m->loc.Fl);
 }
 
@@ -91,6 +99,8 @@ void mixed_transients(model *m) {
             if (A->attb) A->att = m->s_att;
             if (A->h2b) A->h2 = m->s_big;
             if (A->gb) A->g = m->s_f1;
+            if (A->xrb) A->xs = m->ms.xs_t, A->xr = m->ms.xr_t, A->eh = m->ms.eh_t;
+            if (A->shb) A->sh = m->ms.sh_t;
         }
     }
 }
@@ -106,12 +116,15 @@ static int64_t widest(const model *m) {
     return max64(max64(max64(m->s.D, lc->Nl * H), max64(lc->Kl * H, lc->Fl)), lc->Vl);
 }
 
-/* Elements of one layer's matrices on this rank: wq, wk, wv, wo, w_gate, w_up, w_down. */
-static void layer_counts(const model *m, int64_t n[7]) {
+/* Elements of one layer's matrices on this rank: wq, wk, wv, wo, w_gate, w_up, w_down, and a
+ * MoE block's e_gate, e_up, e_down (its E_Z experts), s_gate, s_up, s_down (S shared). */
+static void layer_counts(const model *m, int64_t n[13]) {
     const model_extents *lc = &m->loc;
     const int64_t D = m->s.D, NH = lc->Nl * m->s.H, KH = lc->Kl * m->s.H, F = lc->Fl;
-    const int64_t c[7] = {D * NH, D * KH, D * KH, NH * D, D * F, D * F, F * D};
-    for (int i = 0; i < 7; i++) n[i] = c[i];
+    const int64_t Ee = lc->El * D * lc->Fel, Se = m->s.moe.shared * D * lc->Fel;
+    const int64_t c[13] = {D * NH, D * KH, D * KH, NH * D, D * F, D * F, F * D,
+                           Ee,     Ee,     Ee,     Se,     Se,    Se};
+    for (int i = 0; i < 13; i++) n[i] = c[i];
 }
 
 void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R) {
@@ -140,18 +153,18 @@ static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, 
 }
 
 layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
-    if (w->b16[0]) /* the hook's own bf16 copy (ZeRO-3's gathered layer) */
-        return (layer_wb){w->b16[0], w->b16[1], w->b16[2], w->b16[3],
-                          w->b16[4], w->b16[5], w->b16[6]};
-    const float *f[7] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
-    const kern_bf16 *b[7];
-    int64_t n[7];
+    const float *f[13] = {w->wq,     w->wk,   w->wv,     w->wo,     w->w_gate, w->w_up,  w->w_down,
+                          w->e_gate, w->e_up, w->e_down, w->s_gate, w->s_up,   w->s_down};
+    const kern_bf16 *b[13] = {NULL};
+    int64_t n[13];
     layer_counts(m, n);
     const int stale = m->lver[l - m->l0] != m->wver;
-    kern_bf16 *spare = NULL; /* a layer's weights are the model's own here */
-    for (int i = 0; i < 7; i++) b[i] = copy_of(m, f[i], n[i], stale, &spare);
+    kern_bf16 *spare = NULL;     /* a layer's weights are the model's own here */
+    for (int i = 0; i < 13; i++) /* (the hook's own bf16 copy: ZeRO-3's gathered layer) */
+        b[i] = w->b16[i] ? w->b16[i] : f[i] ? copy_of(m, f[i], n[i], stale, &spare) : NULL;
     m->lver[l - m->l0] = m->wver;
-    return (layer_wb){b[0], b[1], b[2], b[3], b[4], b[5], b[6]};
+    return (layer_wb){b[0], b[1], b[2], b[3],  b[4],  b[5], b[6],
+                      b[7], b[8], b[9], b[10], b[11], b[12]};
 }
 
 const kern_bf16 *mixed_unembed(model *m, const float *un) {

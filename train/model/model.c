@@ -71,7 +71,7 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
             carve_layer_mid(m, c, A, BT);
             if (moe) {
-                moe_carve_act(m, c, A, BT, m->Bl);
+                moe_carve_act(m, c, cb, A, BT, m->Bl);
             } else {
                 A->a = carve(c, BT * lc->Fl);
                 A->b = carve(c, BT * lc->Fl);
@@ -109,7 +109,7 @@ static void layout_scratch(model *m, carver *c, carver *cb) {
     m->s_att = carve(c, BT * lc->Nl * H);
     const int64_t attn_b = m->cmp.bf16 ? kern_attn_bf16_scratch(T) : 0;
     m->s_attn = carve(c, attn_b > T * T ? attn_b : T * T);
-    moe_carve_scratch(m, c);
+    moe_carve_scratch(m, c, cb);
     if (m->cmp.bf16) mixed_carve_scratch(m, cb);
     if (c->base && m->cmp.bf16) mixed_transients(m);
 }
@@ -366,7 +366,7 @@ static int block_attn_out(model *m, const layer_w *w, const layer_wb *wb, layer_
 static int block_mlp(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
                      int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer) {
     if (model_layer_is_moe(&m->s, l))
-        return moe_block_fwd(m, w, A, out, l, BT, G, stats, sharded, defer);
+        return moe_block_fwd(m, w, wb, A, out, l, BT, G, stats, sharded, defer);
     const int64_t Fl = m->loc.Fl;
     const float *const ws[2] = {w->w_gate, w->w_up};
     const kern_bf16 *const ws16[2] = {wb ? wb->w_gate : NULL, wb ? wb->w_up : NULL};
@@ -544,7 +544,7 @@ static void carve_rows(model *m, carver *c, layer_act *A, float **hf, kern_bf16 
     A->b = carve(c, R * lc->Fl);
     A->g = carve(c, R * lc->Fl);
     A->P = NULL;
-    if (m->s.moe.E > 0) moe_carve_act(m, c, A, m->loc.ep_n > 1 ? m->rows_cap : R, 1);
+    if (m->s.moe.E > 0) moe_carve_act(m, c, NULL, A, m->loc.ep_n > 1 ? m->rows_cap : R, 1);
     *hf = carve(c, R * (D + 1));
     if (m->cmp.bf16) mixed_rows_carve(m, c, sb, R);
 }
@@ -629,7 +629,7 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
     float *const dgu[2] = {da, db}, *const ggu[2] = {g.w_gate, g.w_up};
     const int64_t ngu[2] = {Fl, Fl};
     if (moe) {
-        moe_block_bwd(m, &w, &g, A, dh, dr, BT, T, keep);
+        moe_block_bwd(m, &w, b16 ? &wb : NULL, &g, A, dh, dr, BT, T, keep);
     } else {
         sublayer_out_bwd(m, dg, keep ? NULL : g.w_down, dr, A->g, A->gb, w.w_down, wb.w_down, BT,
                          Fl, keep32 ? A->d_mlp : NULL, keep16 ? A->d_mlpb : NULL);

@@ -37,10 +37,14 @@ typedef struct {
     kern_bf16 *Pb; /* bf16 compute: attention's probabilities in bf16 (P is NULL then) */
     /* bf16 compute: the saved inputs of the products, in bf16, written once by the forward and
      * multiplied as they are by the backward (attention's q, k, v and its output only without a
-     * context axis, whose attention reads them in fp32; a MoE block's h2 stays fp32). Where one
+     * context axis, whose attention reads them in fp32; a MoE block's g is none). Where one
      * is kept, its fp32 field points at the forward's transient scratch (layout_transients);
      * NULL: the fp32 field is the saved one (fp32 compute, model_fwd_rows' workspace). */
     kern_bf16 *h1b, *qb, *kb, *vb, *attb, *h2b, *gb;
+    /* bf16 compute in a MoE block: the experts' rows xrb [R·k·ep_n, D] and hidden ehb
+     * [R·k·ep_n, F_e], the shared experts' shb [R, S·F_e], the copies their dW multiply (the
+     * fp32 xs, xr, eh, sh are then the forward's transients: mixed_transients) */
+    kern_bf16 *xrb, *ehb, *shb;
     unsigned b16_kept; /* which of them (KEPT_*): set before any carving, the sizing pass's too */
 } layer_act;
 enum { KEPT_H1 = 1, KEPT_QKV = 2, KEPT_ATT = 4, KEPT_H2 = 8, KEPT_G = 16 };
@@ -58,10 +62,16 @@ typedef struct {
 
 /* The MoE backward's scratch (one block at a time): dys, dxs [BT·k, D], their rows on the
  * experts' ranks dyr, dxr [BT·k·ep_n, D] (dys, dxs without an expert axis), dea, deb
- * [BT·k·ep_n, F_e], dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E]. */
+ * [BT·k·ep_n, F_e], dsa, dsb [BT, S·F_e], dlog [BT, E], dw [BT·k], frac, pmean [E], ga [Bl, E].
+ * bf16 compute: the bf16 roundings the products take, dyrb [BT·k·ep_n, D], deab, debb
+ * [BT·k·ep_n, F_e], dsab, dsbb [BT, S·F_e]; and the forward's fp32 transients xs_t [BT·k, D],
+ * xr_t [BT·k·ep_n, D] (xs_t without an expert axis), eh_t [BT·k·ep_n, F_e], sh_t [BT, S·F_e]
+ * (the backward unpacks a block's h2 into xs_t for the router's fp32 dW). */
 typedef struct {
     float *dys, *dxs, *dyr, *dxr, *dea, *deb, *dsa, *dsb, *dlog, *dw, *frac, *pmean, *ga;
     double *cprec; /* a context axis's: the hook moe_cp_sum's records [Bl, 3E] */
+    kern_bf16 *dyrb, *deab, *debb, *dsab, *dsbb;
+    float *xs_t, *xr_t, *eh_t, *sh_t;
 } moe_scratch;
 
 /* What the router did since the last reset (model_moe_stats): kept slots per MoE block and
@@ -135,9 +145,11 @@ static inline float *carve_f32(carver *c, unsigned kept, int64_t n) {
     return kept ? NULL : carve(c, n);
 }
 
-/* A layer's matrices in bf16 (mixed_layer). */
+/* A layer's matrices in bf16 (mixed_layer): a dense block's, or a MoE block's experts' (the
+ * router stays fp32). */
 typedef struct {
     const kern_bf16 *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const kern_bf16 *e_gate, *e_up, *e_down, *s_gate, *s_up, *s_down;
 } layer_wb;
 
 /* Between kernels: lets the communication in flight move on (the hooks' poll). */
@@ -192,13 +204,16 @@ void sublayer_xent_combine(model *m, float *st, int64_t BT);
 /* ---- mixed.c: bf16 compute (m->cmp.bf16) ---- */
 /* dst[i] = b(src[i]), i < n (nothing in a dry run without data). */
 void mixed_pack(kern_bf16 *dst, const float *src, int64_t n);
+/* dst[i] = src[i]'s value (bf16 to fp32, exact), i < n; returns dst. */
+const float *mixed_unpack(float *dst, const kern_bf16 *src, int64_t n);
 /* A product's activation input x[n] in bf16. mixed_keep (the forward): rounded now into saved,
  * the copy the backward multiplies, or with none kept (NULL) into scratch. mixed_saved (the
  * backward): saved as it is, or x rounded again into scratch (the same values). */
 const kern_bf16 *mixed_keep(kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n);
 const kern_bf16 *mixed_saved(const kern_bf16 *saved, kern_bf16 *scratch, const float *x, int64_t n);
 /* bf16 compute's saved copies of block A's product inputs (from cb: h1, q, k, v, att without a
- * context axis, h2 unless moe, g unless moe) and the final norm's of slot S (last: the stage
+ * context axis, h2, g unless moe: a MoE block's own are moe_carve_act's) and the final norm's
+ * of slot S (last: the stage
  * holds it); their fp32 fields are pointed at the transients by mixed_transients. */
 void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe);
 void mixed_carve_head(const model *m, carver *cb, slot_act *S);
@@ -217,24 +232,26 @@ void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, 
                     float *dv, int64_t B, int64_t T);
 
 /* ---- model_moe.c ---- */
-/* The MoE fields of A for R rows in `groups` groups (their counters). */
-void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups);
-/* The backward's scratch for the model's BT rows. */
-void moe_carve_scratch(model *m, carver *c);
+/* The MoE fields of A for R rows in `groups` groups (their counters); with bf16 compute the
+ * copies the backward multiplies from cb (NULL: model_fwd_rows' workspace, every field from c). */
+void moe_carve_act(const model *m, carver *c, carver *cb, layer_act *A, int64_t R, int64_t groups);
+/* The backward's scratch for the model's BT rows (bf16 compute: its bf16 operands from cb). */
+void moe_carve_scratch(model *m, carver *c, carver *cb);
 /* Forward of block l's MoE MLP on BT rows of A, whose rows are groups of G consecutive tokens of
  * a sequence (or, in m->rows_mode, each row's sequence's counters): h2 = rmsnorm(x2)·mlp_norm,
  * out[BT, D] = x2 + Σ_s shared_s(h2) + Σ_j w_j·expert_{idx_j}(h2). stats: G is a whole training
  * sequence: tally the balance and z-losses. sharded, defer and the result: as a dense MLP's
  * (sublayer_norm_in, sublayer_out); under a tensor axis the experts' F_e is sharded. */
-int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
-                  int64_t G, int stats, int sharded, int defer);
+int moe_block_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
+                  int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer);
 /* Its backward up to the norm: dh[BT, D] = dL/dh2 (overwrites) from dr = dL/d(out) (the
  * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
  * with the balance and z-losses' gradients for groups of G rows. keep (a split backward's input
  * part): no weight gradient; their products' output gradients kept in A's k_* for moe_block_dw,
- * the weight part, which adds the same products' bits to g. */
-void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t BT, int64_t G, int keep);
+ * the weight part, which adds the same products' bits to g (fp32 compute only). bf16 compute
+ * (wb): the experts' products on their bf16 copies, the router's in fp32. */
+void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g, layer_act *A,
+                   float *dh, const float *dr, int64_t BT, int64_t G, int keep);
 void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT);
 /* The k_* fields of a split MoE block A. */
 void moe_split_carve(const model *m, carver *c, layer_act *A);

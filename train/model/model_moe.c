@@ -25,7 +25,9 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/moe.h"
+#include "kernels/moe_bf16.h"
 #include "kernels/optim.h"
 #include "kernels/swiglu.h"
 #include "train/config/alloc.h"
@@ -39,10 +41,12 @@ static void carve_recv(const model *m, carver *c, int64_t n, float *a, float *b,
     *br = m->loc.ep_n > 1 ? carve(c, n) : b;
 }
 
-void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t groups) {
+void moe_carve_act(const model *m, carver *c, carver *cb, layer_act *A, int64_t R, int64_t groups) {
     const moe_shape *mo = &m->s.moe;
     const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     const int64_t Rz = R * k * m->loc.ep_n; /* rows this rank's experts may take */
+    /* bf16 compute, training: xs, xr, eh, sh are the forward's transients (mixed_transients) */
+    const int b16 = m->cmp.bf16 != 0, kept = b16 && cb, ep = m->loc.ep_n > 1;
     A->rlog = carve(c, R * E);
     A->prob = carve(c, R * E);
     A->lse = carve(c, R);
@@ -56,18 +60,24 @@ void moe_carve_act(const model *m, carver *c, layer_act *A, int64_t R, int64_t g
     A->kept = (int64_t *)carve(c, 2 * E);
     A->loffs = (int64_t *)carve(c, 2 * (E + 1));
     A->epc = (int64_t *)carve(c, 2 * model_moe_counts_n(E, m->loc.ep_n));
-    A->xs = carve(c, R * k * D);
+    A->xs = kept ? NULL : carve(c, R * k * D);
     A->ea = carve(c, Rz * Fe);
     A->eb = carve(c, Rz * Fe);
-    A->eh = carve(c, Rz * Fe);
+    A->eh = kept ? NULL : carve(c, Rz * Fe);
     A->ys = carve(c, R * k * D);
-    carve_recv(m, c, Rz * D, A->xs, A->ys, &A->xr, &A->yr);
+    A->xr = kept ? NULL : ep ? carve(c, Rz * D) : A->xs;
+    A->yr = ep ? carve(c, Rz * D) : A->ys;
     A->sa = carve(c, R * SF);
     A->sb = carve(c, R * SF);
-    A->sh = carve(c, R * SF);
+    A->sh = kept ? NULL : carve(c, R * SF);
+    if (!b16) return;
+    carver *cr = cb ? cb : c; /* the products' bf16 inputs the backward multiplies */
+    A->xrb = carve_b(cr, Rz * D);
+    A->ehb = carve_b(cr, Rz * Fe);
+    A->shb = carve_b(cr, R * SF);
 }
 
-void moe_carve_scratch(model *m, carver *c) {
+void moe_carve_scratch(model *m, carver *c, carver *cb) {
     const moe_shape *mo = &m->s.moe;
     const int64_t E = mo->E, k = mo->k, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     const int64_t BT = m->BT;
@@ -87,13 +97,43 @@ void moe_carve_scratch(model *m, carver *c) {
     z->pmean = carve(c, E);
     z->ga = carve(c, m->Bl * E);
     z->cprec = moe_cp_carve_scratch(m, c);
+    if (!m->cmp.bf16) return;
+    z->xs_t = carve(c, BT * k * D);
+    z->xr_t = m->loc.ep_n > 1 ? carve(c, Rz * D) : z->xs_t;
+    z->eh_t = carve(c, Rz * Fe);
+    z->sh_t = carve(c, BT * SF);
+    kern_bf16 **const ob[5] = {&z->dyrb, &z->deab, &z->debb, &z->dsab, &z->dsbb};
+    const int64_t on[5] = {Rz * D, Rz * Fe, Rz * Fe, BT * SF, BT * SF};
+    for (int i = 0; i < 5; i++) *ob[i] = carve_b(cb, on[i]); /* the products' bf16 operands */
+}
+
+/* An operand of a product: fp32 values, and with bf16 compute their bf16 copy. */
+typedef struct {
+    const float *f;
+    const kern_bf16 *b;
+} operand;
+
+/* x and its bf16 copy xb (NULL: fp32 compute), off elements on (either may be NULL: not held). */
+static operand at(const float *x, const kern_bf16 *xb, int64_t off) {
+    return (operand){x ? x + off : NULL, xb ? xb + off : NULL};
+}
+
+/* C[M, N] (=, or += when acc) op(a)·op(b) as kern_gemm's arguments say: on the bf16 copies when
+ * a has one (bf16 compute, kern_gemm_bf16), else on the fp32 values. */
+static void product(const model *m, float *C, operand a, operand b, int64_t M, int64_t N, int64_t K,
+                    bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, bool acc) {
+    if (a.b)
+        kern_gemm_bf16(m->cmp.ctx, C, a.b, b.b, M, N, K, ta, tb, lda, ldb, ldc, acc);
+    else
+        kern_gemm(C, a.f, b.f, M, N, K, ta, tb, lda, ldb, ldc, 1.0f, acc ? 1.0f : 0.0f);
 }
 
 /* out[BT, D] = base + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s] (base: x2, or 0 under a
  * tensor axis), the shared experts' columns side by side in sa, sb, sh [BT, S·F_e] (s_down
- * [S, F_e, D] is one [S·F_e, D] matrix; F_e this rank's share). */
-static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *out,
-                       const float *base, int64_t BT) {
+ * [S, F_e, D] is one [S·F_e, D] matrix; F_e this rank's share). bf16 compute (wb): h2b, the
+ * weights' bf16 copies, and sh rounded into shb. */
+static void shared_fwd(const model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
+                       float *out, const float *base, const kern_bf16 *h2b, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     if (base)
@@ -101,14 +141,32 @@ static void shared_fwd(const model *m, const layer_w *w, layer_act *A, float *ou
     else
         floats_clear(out, BT * D);
     if (SF == 0) return;
+    const operand h = at(A->h2, h2b, 0);
     for (int64_t e = 0; e < mo->shared; e++) {
-        kern_gemm(A->sa + e * Fe, A->h2, w->s_gate + e * D * Fe, BT, Fe, D, false, false, D, Fe, SF,
-                  1.0f, 0.0f);
-        kern_gemm(A->sb + e * Fe, A->h2, w->s_up + e * D * Fe, BT, Fe, D, false, false, D, Fe, SF,
-                  1.0f, 0.0f);
+        const int64_t wo = e * D * Fe;
+        product(m, A->sa + e * Fe, h, at(w->s_gate, wb ? wb->s_gate : NULL, wo), BT, Fe, D, false,
+                false, D, Fe, SF, false);
+        product(m, A->sb + e * Fe, h, at(w->s_up, wb ? wb->s_up : NULL, wo), BT, Fe, D, false,
+                false, D, Fe, SF, false);
     }
     kern_swiglu_fwd(A->sh, A->sa, A->sb, BT * SF);
-    sublayer_out_local(out, out, A->sh, w->s_down, BT, SF, D);
+    const kern_bf16 *shb = wb ? mixed_keep(A->shb, NULL, A->sh, BT * SF) : NULL;
+    product(m, out, at(A->sh, shb, 0), at(w->s_down, wb ? wb->s_down : NULL, 0), BT, D, SF, false,
+            false, SF, D, D, true);
+}
+
+/* The routed experts on the rows this rank's experts took (xr, grouped by loffs): yr. bf16
+ * compute (wb): xr rounded into xrb, the experts' hidden values into ehb. */
+static void experts_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A) {
+    const int64_t D = m->s.D, El = m->loc.El, Fe = m->loc.Fel;
+    if (!wb) {
+        kern_moe_mlp_fwd(A->yr, A->ea, A->eb, A->eh, A->xr, w->e_gate, w->e_up, w->e_down, A->loffs,
+                         El, D, Fe);
+        return;
+    }
+    mixed_pack(A->xrb, A->xr, A->loffs[El] * D);
+    kern_moe_mlp_fwd_bf16(m->cmp.ctx, A->yr, A->ea, A->eb, A->eh, A->ehb, A->xrb, wb->e_gate,
+                          wb->e_up, wb->e_down, A->loffs, El, D, Fe);
 }
 
 /* Group g's balance (the share of its slots each expert takes, each expert's mean probability):
@@ -157,8 +215,8 @@ static void part_block(void *vc, float *dst, int64_t b, int64_t nb) {
     for (int64_t r = 0; r < c->BT; r++) floats_copy(dst + r * nl, c->part + r * c->D + b * nl, nl);
 }
 
-int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t l, int64_t BT,
-                  int64_t G, int stats, int sharded, int defer) {
+int moe_block_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, float *out,
+                  int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer) {
     const model_shape *s = &m->s;
     const moe_shape *mo = &s->moe;
     const int64_t D = s->D, E = mo->E, k = mo->k, lm = model_layer_stack_index(s, l);
@@ -166,7 +224,8 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     const int64_t nk[1] = {E};
     float *const ys[1] = {A->rlog};
     sublayer_norm_in(m, A->x2, sharded, A->h2, A->rstd2, w->mlp_norm, 1, ws, NULL, nk, ys, BT,
-                     NULL);
+                     NULL); /* the router in fp32 */
+    const kern_bf16 *h2b = wb ? mixed_keep(A->h2b, m->sb[0], A->h2, BT * D) : NULL;
     kern_router_fwd(A->prob, A->lse, A->idx, A->w, A->rlog, BT, E, k);
     const int64_t cap = model_moe_capacity(s);
     if (m->rows_mode && m->rows_seq && cap > 0) { /* each row against its sequence's counts */
@@ -183,13 +242,12 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
     POLL(m);
     kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
     m->hk.moe_to_experts(m->hk.ctx, m, A->epc, A->xr, A->xs, A->offs, A->loffs, D);
-    kern_moe_mlp_fwd(A->yr, A->ea, A->eb, A->eh, A->xr, w->e_gate, w->e_up, w->e_down, A->loffs,
-                     m->loc.El, D, m->loc.Fel);
+    experts_fwd(m, w, wb, A);
     m->hk.moe_from_experts(m->hk.ctx, m, A->epc, A->ys, A->yr, D);
     POLL(m);
     tally(m, A, lm, BT, G, stats);
     const int tp = m->loc.Dl < D;
-    shared_fwd(m, w, A, out, tp ? NULL : A->x2, BT);
+    shared_fwd(m, w, wb, A, out, tp ? NULL : A->x2, h2b, BT);
     kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
     if (!tp) return 0;
     /* a tensor axis: every product above is this rank's F_e share, out their partial sums over
@@ -202,38 +260,52 @@ int moe_block_fwd(model *m, const layer_w *w, layer_act *A, float *out, int64_t 
 }
 
 /* The shared experts' weight gradients (+=) from their block's output gradient dr [BT, D] and
- * their products' da, db [BT, S·F_e]. */
-static void shared_dw(const model *m, const layer_g *g, const layer_act *A, const float *da,
-                      const float *db, const float *dr, int64_t BT) {
+ * their products' da, db [BT, S·F_e]; bf16 compute (the operands' bf16 copies set): those
+ * roundings, and the forward's h2b and shb, multiplied as they are. */
+static void shared_dw(const model *m, const layer_g *g, const layer_act *A, operand da, operand db,
+                      operand dr, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
-    kern_matmul_dw(g->s_down, A->sh, dr, BT, SF, D);
+    if (dr.b)
+        kern_matmul_dw_bf16(m->cmp.ctx, g->s_down, A->shb, dr.b, BT, SF, D);
+    else
+        kern_matmul_dw(g->s_down, A->sh, dr.f, BT, SF, D);
+    const operand h = at(A->h2, dr.b ? A->h2b : NULL, 0);
     for (int64_t e = 0; e < mo->shared; e++) {
         const int64_t c = e * Fe, wo = e * D * Fe;
-        kern_gemm(g->s_gate + wo, A->h2, da + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
-        kern_gemm(g->s_up + wo, A->h2, db + c, D, Fe, BT, true, false, D, SF, Fe, 1.0f, 1.0f);
+        product(m, g->s_gate + wo, h, at(da.f, da.b, c), D, Fe, BT, true, false, D, SF, Fe, true);
+        product(m, g->s_up + wo, h, at(db.f, db.b, c), D, Fe, BT, true, false, D, SF, Fe, true);
     }
 }
 
 /* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=
- * (keep: none; dr and the products' gradients kept in A's k_dr, k_dsa, k_dsb instead). */
-static void shared_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                       const float *dr, int64_t BT, int keep) {
+ * (keep: none; dr and the products' gradients kept in A's k_dr, k_dsa, k_dsb instead). bf16
+ * compute (wb): dr rounded once for its two products, SwiGLU's input gradients once for theirs. */
+static void shared_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g,
+                       layer_act *A, float *dh, const float *dr, int64_t BT, int keep) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
-    float *da = keep ? A->k_dsa : m->ms.dsa, *db = keep ? A->k_dsb : m->ms.dsb;
-    kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false); /* dL/d(sh), into da */
+    moe_scratch *z = &m->ms;
+    float *da = keep ? A->k_dsa : z->dsa, *db = keep ? A->k_dsb : z->dsb;
+    const kern_bf16 *drb = wb ? mixed_keep(NULL, m->sb[2], dr, BT * D) : NULL;
+    if (wb) /* dL/d(sh), into da */
+        kern_matmul_dx_bf16(m->cmp.ctx, da, drb, wb->s_down, BT, SF, D, false);
+    else
+        kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false);
     kern_swiglu_bwd_inplace(da, db, A->sa, A->sb, BT * SF);
+    const kern_bf16 *dab = wb ? mixed_keep(NULL, z->dsab, da, BT * SF) : NULL;
+    const kern_bf16 *dbb = wb ? mixed_keep(NULL, z->dsbb, db, BT * SF) : NULL;
     for (int64_t e = 0; e < mo->shared; e++) {
         const int64_t c = e * Fe, wo = e * D * Fe;
-        kern_gemm(dh, da + c, w->s_gate + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f,
-                  e ? 1.0f : 0.0f);
-        kern_gemm(dh, db + c, w->s_up + wo, BT, D, Fe, false, true, SF, Fe, D, 1.0f, 1.0f);
+        product(m, dh, at(da, dab, c), at(w->s_gate, wb ? wb->s_gate : NULL, wo), BT, D, Fe, false,
+                true, SF, Fe, D, e > 0);
+        product(m, dh, at(db, dbb, c), at(w->s_up, wb ? wb->s_up : NULL, wo), BT, D, Fe, false,
+                true, SF, Fe, D, true);
     }
     if (keep)
         floats_copy(A->k_dr, dr, BT * D);
     else
-        shared_dw(m, g, A, da, db, dr, BT);
+        shared_dw(m, g, A, at(da, dab, 0), at(db, dbb, 0), at(dr, drb, 0), BT);
 }
 
 void moe_split_carve(const model *m, carver *c, layer_act *A) {
@@ -253,8 +325,28 @@ void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
     kern_moe_mlp_dw(g->e_gate, g->e_up, g->e_down, A->k_dyr, A->xr, A->k_dea, A->k_deb, A->eh,
                     A->loffs, m->loc.El, m->s.D, m->loc.Fel);
     POLL(m);
-    if (m->s.moe.shared > 0) shared_dw(m, g, A, A->k_dsa, A->k_dsb, A->k_dr, BT);
+    if (m->s.moe.shared > 0)
+        shared_dw(m, g, A, at(A->k_dsa, NULL, 0), at(A->k_dsb, NULL, 0), at(A->k_dr, NULL, 0), BT);
     kern_matmul_dw(g->router, A->h2, A->k_dlog, BT, m->s.D, m->s.moe.E);
+}
+
+/* The routed experts' backward on this rank's rows: dxr from dyr, into dea, deb their products'
+ * output gradients; their weight gradients += (keep: none). bf16 compute (wb): dyr rounded once
+ * for its products, the forward's xrb and ehb multiplied. */
+static void experts_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g,
+                        const layer_act *A, const float *dyr, float *dea, float *deb, int keep) {
+    const int64_t D = m->s.D, El = m->loc.El, Fe = m->loc.Fel;
+    moe_scratch *z = &m->ms;
+    if (!wb) {
+        kern_moe_mlp_bwd(z->dxr, keep ? NULL : g->e_gate, keep ? NULL : g->e_up,
+                         keep ? NULL : g->e_down, dea, deb, dyr, A->xr, A->ea, A->eb, A->eh,
+                         w->e_gate, w->e_up, w->e_down, A->loffs, El, D, Fe);
+        return;
+    }
+    mixed_pack(z->dyrb, dyr, A->loffs[El] * D);
+    kern_moe_mlp_bwd_bf16(m->cmp.ctx, z->dxr, g->e_gate, g->e_up, g->e_down, dea, deb, z->deab,
+                          z->debb, z->dyrb, A->xrb, A->ea, A->eb, A->ehb, wb->e_gate, wb->e_up,
+                          wb->e_down, A->loffs, El, D, Fe);
 }
 
 /* The balance loss's gradient with respect to the probabilities, ga[g, E] for each group g of G
@@ -275,8 +367,9 @@ static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64
     return m->ms.ga;
 }
 
-void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, float *dh,
-                   const float *dr, int64_t BT, int64_t G, int keep) {
+void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g, layer_act *A,
+                   float *dh, const float *dr, int64_t BT, int64_t G, int keep) {
+    CHECK(!(wb && keep), "moe_block_bwd: a split backward of a MoE block in bf16");
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, E = mo->E, k = mo->k;
     moe_scratch *z = &m->ms;
@@ -289,7 +382,7 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
     if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */
         dr = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, NULL, NULL);
     if (mo->shared > 0)
-        shared_bwd(m, w, g, A, dh, dr, BT, keep);
+        shared_bwd(m, w, wb, g, A, dh, dr, BT, keep);
     else
         floats_clear(dh, BT * D);
     POLL(m);
@@ -297,9 +390,7 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
     /* the experts' rows' gradients go where the rows went, and come back (the two AllToAlls of
      * the forward, in reverse order of the data's way back) */
     m->hk.moe_to_experts(m->hk.ctx, m, A->epc, dyr, dys, NULL, NULL, D);
-    kern_moe_mlp_bwd(z->dxr, keep ? NULL : g->e_gate, keep ? NULL : g->e_up,
-                     keep ? NULL : g->e_down, dea, deb, dyr, A->xr, A->ea, A->eb, A->eh, w->e_gate,
-                     w->e_up, w->e_down, A->loffs, m->loc.El, D, m->loc.Fel);
+    experts_bwd(m, w, wb, g, A, dyr, dea, deb, keep);
     m->hk.moe_from_experts(m->hk.ctx, m, A->epc, z->dxs, z->dxr, D);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);
@@ -311,5 +402,8 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_g *g, layer_act *A, f
     kern_router_bwd(dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs, BT,
                     E, k, G);
     if (m->loc.d0 == 0) kern_matmul_dx(dh, dlog, w->router, BT, D, E, true);
-    if (!keep) kern_matmul_dw(g->router, A->h2, dlog, BT, D, E);
+    if (keep) return;
+    /* the router's dW in fp32, on h2 as bf16 compute kept it (A->h2 is then dh's storage) */
+    const float *h2 = A->h2b ? mixed_unpack(z->xs_t, A->h2b, BT * D) : A->h2;
+    kern_matmul_dw(g->router, h2, dlog, BT, D, E);
 }

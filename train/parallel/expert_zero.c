@@ -12,11 +12,14 @@
  *     reduce-scattered into the shard as soon as the block's backward is done, every micro-batch;
  *   --zero 3: the model stores the shards; a MoE block's weights are AllGathered just before
  *     the block runs (forward and backward), its gradients reduce-scattered as under ZeRO-2.
+ *     With --compute-dtype bf16 the experts' (routed and shared) move and are held in bf16, the
+ *     copy the model multiplies: each shard rounded at send (gather_block_b); the router fp32.
  * A shard is the D rows (or columns) [j·D/n, (j+1)·D/n) of each of the block's matrices;
  * collectives move shards packed one after another (shard_move). The MoE block's collectives
  * are blocking: no prefetch, no overlap with the dense ones in flight. */
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/optim.h"
 #include "train/config/alloc.h"
 #include "train/parallel/par_impl.h"
@@ -58,6 +61,33 @@ static void gather_block(struct par *p, param_id id, float *whole, const float *
     shard_move(&g, 0, g.n, p->ep.pack, whole, 0);
 }
 
+/* whole[block] in bf16: the AllGather of the shards src (ns elements per rank) of parameter id,
+ * each rounded to bf16 at send (an odd ns padded to even on the wire: the gather's parts are ns2
+ * apart), then placed as gather_block places them. */
+static void gather_block_b(struct par *p, param_id id, uint16_t *whole, const float *src) {
+    const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
+    const int64_t n = plan_moe_block(&g), ns = n / g.n, ns2 = (ns + 1) / 2 * 2;
+    const int data = !mesh_no_data(ns * 2); /* (a dry run moves no data) */
+    if (n == 0) return;                     /* (no shared experts) */
+    if (g.n == 1) {
+        if (data) kern_bf16_pack(whole, src, n);
+        return;
+    }
+    uint16_t *all = (uint16_t *)(void *)p->ep.pack, *send = (uint16_t *)(void *)(p->ep.pack + n);
+    if (data) kern_bf16_pack(send, src, ns);
+    if (data && ns2 > ns) send[ns] = 0;
+    par_run_b(p, plan_is_routed(id) ? PLAN_EP_GATHER : PLAN_MOE_GATHER, all, send, ns2);
+    if (!data) return;
+    const int64_t pieces = g.zdim ? g.R : 1;
+    const int64_t len = g.zdim ? g.C / g.n : g.R * g.C / g.n;
+    for (int64_t j = 0; j < g.n; j++) { /* shard j: its experts' rows or column pieces */
+        const uint16_t *at = all + j * ns2;
+        for (int64_t e = 0; e < g.ne; e++)
+            for (int64_t r = 0; r < pieces; r++, at += len)
+                memcpy(whole + e * g.R * g.C + r * g.C + j * len, at, (size_t)len * sizeof *at);
+    }
+}
+
 /* shard (+=, or =) this rank's part of the sum over the shard's axes of whole[block]. */
 static void reduce_block(struct par *p, param_id id, float *shard, float *whole, int add) {
     const plan_moe_geo g = plan_moe_geo_of(p->pl, id);
@@ -91,15 +121,25 @@ static void layer_ptrs(const struct par *p, float *buf, float **out) {
 
 void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
     const int64_t lm = model_layer_stack_index(&p->pl->s, l) - p->pl->moe0; /* the stage's */
+    const int b16 = plan_z3_bf16(p->pl); /* the experts gathered in bf16 (the router: fp32) */
     float *b[P_ALL - P_COUNT];
     layer_ptrs(p, p->ep.gathered, b);
-    if (p->ep.gathered_lm != lm)
-        for (int id = P_COUNT; id < P_ALL; id++)
-            gather_block(p, (param_id)id, b[id - P_COUNT],
-                         block_of(model_param(mod, (param_id)id, NULL), p, (param_id)id, lm, 1));
+    for (int id = P_COUNT; id < P_ALL && p->ep.gathered_lm != lm; id++) {
+        const float *src = block_of(model_param(mod, (param_id)id, NULL), p, (param_id)id, lm, 1);
+        if (b16 && id != P_ROUTER)
+            gather_block_b(p, (param_id)id, (uint16_t *)(void *)b[id - P_COUNT], src);
+        else
+            gather_block(p, (param_id)id, b[id - P_COUNT], src);
+    }
     p->ep.gathered_lm = lm;
     w->w_gate = w->w_up = w->w_down = NULL;
-    w->router = b[0], w->e_gate = b[1], w->e_up = b[2], w->e_down = b[3];
+    w->b16[4] = w->b16[5] = w->b16[6] = NULL;
+    w->router = b[0];
+    if (b16) { /* layer_w.b16's e_gate, e_up, e_down, s_gate, s_up, s_down */
+        for (int i = 0; i < 6; i++) w->b16[7 + i] = (const uint16_t *)(const void *)b[1 + i];
+        return;
+    }
+    w->e_gate = b[1], w->e_up = b[2], w->e_down = b[3];
     w->s_gate = b[4], w->s_up = b[5], w->s_down = b[6];
 }
 

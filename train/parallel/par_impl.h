@@ -198,7 +198,8 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, cons
                              int64_t w);
 void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n);
 /* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */
-/* ZeRO-3: MoE block l's weights gathered into w (its dense MLP's NULL). */
+/* ZeRO-3: MoE block l's weights gathered into w (its dense MLP's NULL; in bf16, plan_z3_bf16,
+ * the experts' in w->b16, the router's fp32). */
 void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w);
 /* ZeRO-2/3: a MoE block's gradients in the transient buffer, cleared (its dense MLP's NULL). */
 void ep_layer_grads(struct par *p, layer_g *g);

@@ -79,6 +79,7 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
     if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16) c.wire = MESH_WIRE_BF16;
     if (k == PLAN_CP_HOP_BF16) c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
+    if (k == PLAN_EP_GATHER && plan_z3_bf16(p)) c.wire = MESH_WIRE_BF16; /* expert_zero.c */
     if (k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS) c.wire = MESH_WIRE_F32; /* copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;

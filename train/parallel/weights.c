@@ -291,9 +291,9 @@ layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     }
     float *b[PAR_LAYER_BLOCKS];
     par_layer_blocks(p, (float *)gathered_layer(p, l, dir), b);
-    if (plan_z3_bf16(p->pl)) return layer_weights_b(p, (int)(l % 2));
     layer_w w = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],  b[8],
                  NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    if (plan_z3_bf16(p->pl)) w = layer_weights_b(p, (int)(l % 2));
     if (model_layer_is_moe(&p->pl->s, l)) ep_layer_weights(p, mod, l, &w);
     return w;
 }
