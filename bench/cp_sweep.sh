@@ -11,18 +11,19 @@
 #
 # usage: bench/cp_sweep.sh [BUILD_DIR]     (default build; meshtrain and meshplan built there)
 # env:   TS="256 512 1024 2048" ROUNDS=3 STEPS=3 ALGS="allgather ring ulysses" OUT=/dev/stdout
+#        DTYPE=fp32 (--compute-dtype of every run, the 1-rank one too: bf16 for the bf16 kernels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 : "${TS:=256 512 1024 2048}" "${ROUNDS:=3}" "${STEPS:=3}" "${ALGS:=allgather ring ulysses}"
-: "${OUT:=/dev/stdout}"
+: "${OUT:=/dev/stdout}" "${DTYPE:=fp32}"
 . bench/lib.sh cp_sweep
 MODEL=(--layers 2 --d-model 256 --heads 8 --kv-heads 8 --d-ff 768 --batch 2 --micro-batch 2)
 bench_line() { # NP ARGS...: meshtrain --bench's summary lines
   local np=$1
   shift
   mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet --steps "$STEPS" \
-    "${MODEL[@]}" "$@" 2>&1 | grep -E '^bench (\||split)'
+    "${MODEL[@]}" --compute-dtype "$DTYPE" "$@" 2>&1 | grep -E '^bench (\||split)'
 }
 declare -A ratio tok one
 for T in $TS; do
@@ -40,7 +41,7 @@ done
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 {
   echo "cp_sweep: $(date -u +%Y-%m-%d), $cpu, $(getconf _NPROCESSORS_ONLN) cores; 2 ranks, --cp x; L=2 D=256 N=K=8"
-  echo "F=768 B=2; median of $ROUNDS rounds of $STEPS timed steps"
+  echo "F=768 B=2, --compute-dtype $DTYPE; median of $ROUNDS rounds of $STEPS timed steps"
   echo
   printf '| T | ring overlap (meshplan, v5p) |'
   for a in $ALGS; do printf ' %s meas/pred (v5p) | %s of linear |' "$a" "$a"; done
