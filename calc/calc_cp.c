@@ -36,7 +36,12 @@ static double tensor_coll(const calc_spec *s, int axis, cost_op op, double V) {
  * element, N_Y query and K_Y kv heads of H; attention runs at `rate` FLOP/s. */
 typedef struct {
     double C, S_c, T, T_l, N_Y, K_Y, H, a, rate;
+    int contig; /* the contiguous split (2C does not divide T; allgather and ring) */
 } cp_dims;
+
+static int contiguous(double T, double C) {
+    return fmod(T, 2 * C) != 0;
+}
 
 /* Why `alg` cannot split these dims ("" if it can); K_e: the kv heads ulysses moves. */
 static void refusal(const cp_dims *d, calc_cp_alg alg, double *K_e, char *why, size_t len) {
@@ -44,10 +49,7 @@ static void refusal(const cp_dims *d, calc_cp_alg alg, double *K_e, char *why, s
     const long long K = (long long)d->K_Y;
     why[0] = '\0';
     *K_e = K % C == 0 ? (double)K : (double)C;
-    if (alg != CALC_CP_ULYSSES && T % (2 * C))
-        snprintf(why, len, "T = %lld is not divisible by 2*|cp| = %lld (the zigzag split)", T,
-                 2 * C);
-    else if (alg == CALC_CP_ULYSSES && T % C)
+    if (T % C)
         snprintf(why, len, "T = %lld is not divisible by |cp| = %lld", T, C);
     else if (alg == CALC_CP_ULYSSES && N % C)
         snprintf(why, len, "%lld query heads per tensor rank are not divisible by |cp| = %lld", N,
@@ -66,6 +68,11 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
     memset(w, 0, sizeof *w);
     refusal(d, alg, &K_e, w->why, sizeof w->why);
     w->ok = w->why[0] == '\0';
+    /* the contiguous split: chip C−1's queries see every earlier chip's block whole, (2C−1)
+     * half blocks a layer against the balanced C (ulysses attends whole sequences: none) */
+    const double t_blk = 2 * d->S_c * d->T_l * d->T_l * d->N_Y * d->H / d->rate;
+    const int contig = d->contig && alg != CALC_CP_ULYSSES;
+    if (contig) w->imbalance_fwd = (C - 1) * t_blk, w->imbalance_bwd = 2 * (C - 1) * t_blk;
     if (alg == CALC_CP_ALLGATHER) {
         const double ag = cp_coll(s, axis, COST_OP_ALL_GATHER, C * kv);
         const double rs = cp_coll(s, axis, COST_OP_REDUCE_SCATTER, C * kv);
@@ -76,7 +83,6 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
         w->t_fwd = w->exposed_fwd = ag, w->t_bwd = w->exposed_bwd = ag + rs;
         w->mem = 2 * C * kv; /* the gathered K, V and, backward, the whole dK, dV */
     } else if (alg == CALC_CP_RING) {
-        const double t_blk = 2 * d->S_c * d->T_l * d->T_l * d->N_Y * d->H / d->rate;
         const double x1 = cp_coll(s, axis, COST_OP_PPERMUTE, kv);
         const double x2 = cp_coll(s, axis, COST_OP_PPERMUTE, 2 * kv);
         w->op_fwd[0] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_PPERMUTE;
@@ -84,8 +90,9 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
         w->calls_fwd[0] = w->calls_bwd[0] = (int)C - 1, w->calls_bwd[1] = 1;
         w->sent_fwd = (C - 1) * kv, w->sent_bwd = (2 * C - 1) * kv;
         w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + x1;
-        w->exposed_fwd = (C - 1) * fmax(0, x1 - t_blk);
-        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * t_blk) + x1;
+        const double f = contig ? 2 : 1; /* the busiest chip's step: a whole block */
+        w->exposed_fwd = (C - 1) * fmax(0, x1 - f * t_blk);
+        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * f * t_blk) + x1;
         w->mem = 4 * kv; /* K, V in hand and arriving; backward dK, dV too */
     } else {
         const double in_qkv = d->S_c * d->T_l * (d->N_Y + 2 * K_e) * d->H * d->a;
@@ -149,16 +156,19 @@ int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc
                        cr->K_Y,
                        (double)s->shape.H,
                        s->act_bytes,
-                       s->chip.flops_bf16};
+                       s->chip.flops_bf16,
+                       contiguous(T, C)};
     for (int a = 0; a < CALC_CP_N_ALGS; a++) {
         alg_row(s, o->axis, &d, (calc_cp_alg)a, &cr->row[a]);
         calc_cp_row *w = &cr->row[a];
-        w->t_step = r->t_step_max + r->layers_per_chip * (w->exposed_fwd + w->exposed_bwd);
+        w->t_step = r->t_step_max + r->layers_per_chip * (w->exposed_fwd + w->exposed_bwd +
+                                                          w->imbalance_fwd + w->imbalance_bwd);
     }
     double K_e;
     char why[160];
     refusal(&d, CALC_CP_ULYSSES, &K_e, why, sizeof why);
     cr->K_e = K_e;
+    cr->contig = d.contig;
     cr->kv = 2 * d.S_c * d.T_l * d.K_Y * d.H * d.a;
     cr->t_block = 2 * d.S_c * d.T_l * d.T_l * d.N_Y * d.H / d.rate;
     cr->t_xfer = cp_coll(s, o->axis, COST_OP_PPERMUTE, cr->kv);
@@ -247,13 +257,14 @@ static void prefill(const calc_spec *s, const calc_infer_opt *io, int axis,
                             (tensor_coll(s, -1, COST_OP_ALL_GATHER, act) +
                              tensor_coll(s, -1, COST_OP_REDUCE_SCATTER, act)) +
                         tensor_coll(s, -1, COST_OP_ALL_GATHER, a * (double)s->shape.V);
-    const cp_dims d = {C, 1, T, T / C, N_Y, K_Y, (double)s->shape.H, a, b->C * io->prefill_mfu};
+    const cp_dims d = {
+        C, 1, T, T / C, N_Y, K_Y, (double)s->shape.H, a, b->C * io->prefill_mfu, contiguous(T, C)};
     const double base = fmax(cr->prefill_t_math, fmax(cr->prefill_t_hbm, cr->prefill_t_ici));
     for (int g = 0; g < CALC_CP_N_ALGS; g++) {
         calc_cp_row w;
         alg_row(s, axis, &d, (calc_cp_alg)g, &w);
         snprintf(cr->prefill_why[g], sizeof cr->prefill_why[g], "%s", w.why);
-        cr->prefill_exposed[g] = L * w.exposed_fwd;
+        cr->prefill_exposed[g] = L * (w.exposed_fwd + w.imbalance_fwd);
         cr->prefill_s[g] = base + cr->prefill_exposed[g];
     }
 }

@@ -27,6 +27,14 @@
  *              [T, heads_C], and of O back; bwd the same for dO and for dQ, dK, dV. N_Y must
  *              divide by C, and K_Y by C or C by K_Y (each kv head then goes to C/K_Y chips):
  *              K_e = max(K_Y, C) kv heads travel. V = C × the chip's input. Exposed.
+ * The contiguous split, where 2C does not divide T (meshtrain's for allgather and ring then):
+ * chip i holds tokens [i·T_l, (i+1)·T_l), and causal attention cannot be balanced: chip C−1's
+ * queries see the C−1 earlier blocks whole and its own causally, (2C−1)·t_block of attention a
+ * layer forward where every chip does C·t_block under zigzag (the same total). The busiest
+ * chip's extra (C−1)·t_block forward and 2·(C−1)·t_block backward are added to the step
+ * (calc_compute counts the average), and the ring's steps on it attend whole blocks, 2·t_block,
+ * which hide the transfer from T ≥ T_overlap/2: it exposes (C−1)·max(0, t_x − 2·t_block) forward,
+ * (C−1)·max(0, t_x2 − 4·t_block) + t_x backward. Ulysses attends whole sequences: balanced.
  * The step is calc_compute's overlapped step plus L/P × the exposed time of a layer. Memory:
  * calc_compute's activations (the axis divides the tokens; with the axis idle they are C times
  * larger) plus the algorithm's buffers: the gathered K, V (and dK, dV) of one layer, the blocks
@@ -74,12 +82,16 @@ typedef struct {
     double sent_fwd, sent_bwd;       /* bytes a chip sends per layer */
     double t_fwd, t_bwd;             /* the collectives' time per layer */
     double exposed_fwd, exposed_bwd; /* the part no compute hides */
+    double imbalance_fwd,
+        imbalance_bwd;               /* the contiguous split: the busiest chip's attention
+                                        past the balanced share, (C−1)·t_block, 2·(C−1)·t_block */
     double mem;                      /* buffers per chip at the peak (bytes) */
-    double t_step;                   /* calc_compute's step + L/P·(exposed_fwd + exposed_bwd) */
+    double t_step; /* calc_compute's step + L/P·(exposed_fwd + exposed_bwd + imbalance_*) */
 } calc_cp_row;
 
 typedef struct {
     double C, X, S_c, T_l, N_Y, K_Y, K_e; /* K_e: kv heads ulysses moves */
+    int contig;                           /* the contiguous split (2C does not divide T) */
     double kv;                            /* KV: one chip's K and V of one layer, bytes */
     double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd), ppermute of KV, of 2·KV */
     double T_overlap;     /* the ring hides its transfers for T above this (bandwidth term) */
@@ -91,7 +103,7 @@ typedef struct {
 
 /* Context parallelism over o->axis for the training plan s, r (computed by calc_compute with the
  * axis among s's data axes). Returns 0, or −1 with err: no such axis, the axis in another role,
- * T not divisible by 2C (allgather, ring: the zigzag split), fewer than one sequence per chip,
+ * T not divisible by C, fewer than one sequence per chip,
  * or the chosen algorithm refused (ulysses: heads). */
 int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc_cp_result *cr,
             char *err, size_t errlen);

@@ -40,17 +40,33 @@ void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const ca
                    const calc_cp_result *cr) {
     const char ax = s->names[o->axis];
     const double C = cr->C;
-    fprintf(out,
-            "\ncontext parallelism over %c (C = %.0f, --cp-alg %s): the zigzag split, chip i "
-            "holds chunks i and %.0f-i of T/%.0f = %.6g tokens; %c counts among the data axes "
-            "for the weights (X = %.0f without it)\n",
-            ax, C, calc_cp_alg_name(o->alg), 2 * C - 1, 2 * C, (double)s->shape.T / (2 * C), ax,
-            cr->X);
+    if (cr->contig)
+        fprintf(out,
+                "\ncontext parallelism over %c (C = %.0f, --cp-alg %s): the contiguous split "
+                "(2C does not divide T), chip i holds tokens [i*T/C, (i+1)*T/C) of T/%.0f = %.6g "
+                "(ulysses: whole sequences' heads); %c counts among the data axes for the weights "
+                "(X = %.0f without it)\n",
+                ax, C, calc_cp_alg_name(o->alg), C, (double)s->shape.T / C, ax, cr->X);
+    else
+        fprintf(out,
+                "\ncontext parallelism over %c (C = %.0f, --cp-alg %s): the zigzag split, chip i "
+                "holds chunks i and %.0f-i of T/%.0f = %.6g tokens; %c counts among the data axes "
+                "for the weights (X = %.0f without it)\n",
+                ax, C, calc_cp_alg_name(o->alg), 2 * C - 1, 2 * C, (double)s->shape.T / (2 * C), ax,
+                cr->X);
     fprintf(out,
             "  per chip: S_c = %.6g sequences x T/C = %.6g tokens; N_Y = %.0f query, K_Y = %.0f "
             "kv heads; K,V of a layer KV = 2*S_c*(T/C)*K_Y*H*a = %.4g bytes\n",
             cr->S_c, cr->T_l, cr->N_Y, cr->K_Y, cr->kv);
     print_rows(out, o, cr);
+    if (cr->contig)
+        fprintf(out,
+                "  contiguous split: chip %.0f attends %.0f whole blocks and its own half, "
+                "(2C-1)*t_block = %.4g ms a layer forward against zigzag's C*t_block = %.4g ms; "
+                "allgather and ring add the busiest chip's (C-1)*t_block fwd + 2*(C-1)*t_block "
+                "bwd = %.4g ms a layer to the step\n",
+                C - 1, C - 1, (2 * C - 1) * cr->t_block * 1e3, C * cr->t_block * 1e3,
+                3 * (C - 1) * cr->t_block * 1e3);
     const double T = (double)s->shape.T, thr = fmax(cr->T_overlap, cr->T_latency);
     const double total = r->mem_total + cr->row[o->alg].mem;
     fprintf(out,

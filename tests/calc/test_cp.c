@@ -141,13 +141,61 @@ static void test_threshold(void) {
     }
 }
 
+/* The contiguous split (2C = 8 does not divide T; C = 4 does): T = 4100, between T_overlap/2
+ * and T_overlap, so a zigzag step (half a block) would expose its transfer and the contiguous
+ * ring's whole blocks hide it, but the busiest chip attends (2C−1) half blocks where zigzag's do
+ * C: it pays (C−1)·t_block forward and 2·(C−1)·t_block backward a layer more. */
+static void test_contiguous(void) {
+    const double T = 4100, C = 4, S_c = 4, T_l = T / C, K_Y = 2, N_Y = 16, H = 128, a = 2;
+    calc_spec s = train_spec(T, 16);
+    calc_result r;
+    calc_cp_result cr;
+    must_run(&s, CALC_CP_RING, &r, &cr);
+    const double kv = 2 * S_c * T_l * K_Y * H * a, t_blk = 2 * S_c * T_l * T_l * N_Y * H / CHIP;
+    const calc_cp_row *g = &cr.row[CALC_CP_ALLGATHER], *q = &cr.row[CALC_CP_RING];
+    const calc_cp_row *u = &cr.row[CALC_CP_ULYSSES];
+    check_true("T = 4100, 2C = 8 does not divide it: the contiguous split", cr.contig == 1);
+    check_near("t_block = 2·S_c·(T/C)²·N_Y·H/C_chip (half a block)", cr.t_block, t_blk, 1e-12);
+    check_near("  below the transfer: t_block/t_x = T/T_overlap = 4100/5100",
+               cr.t_block / cr.t_xfer, T / 5100, 1e-9);
+    check_near("ring imbalance fwd = (C-1)·t_block (chip C-1: 2C-1 half blocks, zigzag's C)",
+               q->imbalance_fwd, (C - 1) * t_blk, 1e-12);
+    check_near("ring imbalance bwd = 2·(C-1)·t_block", q->imbalance_bwd, 2 * (C - 1) * t_blk,
+               1e-12);
+    check_near("allgather: the same imbalance (chip C-1's queries see (2C-1)/C of the average)",
+               g->imbalance_fwd + g->imbalance_bwd, 3 * (C - 1) * t_blk, 1e-12);
+    check_near("ulysses attends whole sequences: no imbalance", u->imbalance_fwd + u->imbalance_bwd,
+               0, 0);
+    check_near("ring fwd exposes (C-1)·max(0, t_x - 2·t_block): whole blocks hide it",
+               q->exposed_fwd, (C - 1) * fmax(0, pp(kv) - 2 * t_blk), 0);
+    check_near("  = 0 at T = 4100 > T_overlap/2 = 2550", q->exposed_fwd, 0, 0);
+    check_near("ring bwd exposes (C-1)·max(0, t_x2 - 4·t_block) + t_x", q->exposed_bwd,
+               (C - 1) * fmax(0, pp(2 * kv) - 4 * t_blk) + pp(kv), 1e-9);
+    check_near("step = calc_compute's + L·(exposed + imbalance, fwd + bwd)", q->t_step,
+               r.t_step_max + 80 * (q->exposed_fwd + q->exposed_bwd + 3 * (C - 1) * t_blk), 1e-12);
+    /* zigzag at T = 4096 (nearly the same work): exposes (C-1)·(t_x - t_block), less than the
+     * contiguous split's imbalance (C-1)·t_block since t_block > t_x/2 here */
+    calc_spec z = train_spec(4096, 16);
+    calc_result rz;
+    calc_cp_result cz;
+    must_run(&z, CALC_CP_RING, &rz, &cz);
+    check_true("zigzag T = 4096: balanced (no imbalance)",
+               cz.contig == 0 && cz.row[CALC_CP_RING].imbalance_fwd == 0);
+    check_true("  ... and its ring step is shorter than the contiguous split's at T = 4100",
+               cz.row[CALC_CP_RING].t_step < q->t_step);
+    printf("     (ring step per layer past calc_compute's: zigzag T=4096 %.4g ms, contiguous "
+           "T=4100 %.4g ms)\n",
+           (cz.row[CALC_CP_RING].t_step - rz.t_step_max) / 80 * 1e3,
+           (q->t_step - r.t_step_max) / 80 * 1e3);
+}
+
 static void test_refusals(void) {
     calc_result r;
     calc_cp_result cr;
     char err[256];
-    calc_spec s = train_spec(1004, 16);
-    check_true("ring: T = 1004 is not divisible by 2C = 8: refused",
-               run(&s, CALC_CP_RING, &r, &cr, err, sizeof err) < 0 && strstr(err, "2*|cp| = 8"));
+    calc_spec s = train_spec(1002, 16);
+    check_true("ring: T = 1002 is not divisible by C = 4: refused",
+               run(&s, CALC_CP_RING, &r, &cr, err, sizeof err) < 0 && strstr(err, "|cp| = 4"));
     printf("     (%s)\n", err);
     s = train_spec(4096, 16);
     s.shape.N = 24; /* N_Y = 6, not divisible by C = 4 */
@@ -230,6 +278,7 @@ static void test_serving(void) {
 int main(void) {
     test_training();
     test_threshold();
+    test_contiguous();
     test_refusals();
     test_serving();
     return check_report("test_cp");
