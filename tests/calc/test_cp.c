@@ -145,19 +145,24 @@ static void test_threshold(void) {
  * and T_overlap, so a zigzag step (half a block) would expose its transfer and the contiguous
  * ring's whole blocks hide it, but the busiest chip attends (2C−1) half blocks where zigzag's do
  * C: it pays (C−1)·t_block forward and 2·(C−1)·t_block backward a layer more. */
+static void ring_at(double T, calc_result *r, calc_cp_result *cr) {
+    const calc_spec s = train_spec(T, 16);
+    must_run(&s, CALC_CP_RING, r, cr);
+}
+
 static void test_contiguous(void) {
-    const double T = 4100, C = 4, S_c = 4, T_l = T / C, K_Y = 2, N_Y = 16, H = 128, a = 2;
-    calc_spec s = train_spec(T, 16);
-    calc_result r;
-    calc_cp_result cr;
-    must_run(&s, CALC_CP_RING, &r, &cr);
-    const double kv = 2 * S_c * T_l * K_Y * H * a, t_blk = 2 * S_c * T_l * T_l * N_Y * H / CHIP;
+    calc_result r, rz;
+    calc_cp_result cr, cz;
+    ring_at(4100, &r, &cr);
+    ring_at(4096, &rz, &cz);
+    const double C = 4, T_l = 4100 / C; /* S_c = 4, K_Y = 2, N_Y = 16, H = 128, a = 2 */
+    const double kv = 2 * 4 * T_l * 2 * 128 * 2, t_blk = 2 * 4 * T_l * T_l * 16 * 128 / CHIP;
     const calc_cp_row *g = &cr.row[CALC_CP_ALLGATHER], *q = &cr.row[CALC_CP_RING];
     const calc_cp_row *u = &cr.row[CALC_CP_ULYSSES];
     check_true("T = 4100, 2C = 8 does not divide it: the contiguous split", cr.contig == 1);
     check_near("t_block = 2·S_c·(T/C)²·N_Y·H/C_chip (half a block)", cr.t_block, t_blk, 1e-12);
     check_near("  below the transfer: t_block/t_x = T/T_overlap = 4100/5100",
-               cr.t_block / cr.t_xfer, T / 5100, 1e-9);
+               cr.t_block / cr.t_xfer, 4100.0 / 5100, 1e-9);
     check_near("ring imbalance fwd = (C-1)·t_block (chip C-1: 2C-1 half blocks, zigzag's C)",
                q->imbalance_fwd, (C - 1) * t_blk, 1e-12);
     check_near("ring imbalance bwd = 2·(C-1)·t_block", q->imbalance_bwd, 2 * (C - 1) * t_blk,
@@ -175,10 +180,6 @@ static void test_contiguous(void) {
                r.t_step_max + 80 * (q->exposed_fwd + q->exposed_bwd + 3 * (C - 1) * t_blk), 1e-12);
     /* zigzag at T = 4096 (nearly the same work): exposes (C-1)·(t_x - t_block), less than the
      * contiguous split's imbalance (C-1)·t_block since t_block > t_x/2 here */
-    calc_spec z = train_spec(4096, 16);
-    calc_result rz;
-    calc_cp_result cz;
-    must_run(&z, CALC_CP_RING, &rz, &cz);
     check_true("zigzag T = 4096: balanced (no imbalance)",
                cz.contig == 0 && cz.row[CALC_CP_RING].imbalance_fwd == 0);
     check_true("  ... and its ring step is shorter than the contiguous split's at T = 4100",
