@@ -28,8 +28,8 @@
  * sequences, a pool each) and generate runs in its AllToAll layout (each replica's prompt copied
  * once per rank of a group, every copy fed the first one's tokens); --kv-replicate runs both
  * replicated. A setting of pools of one block of the whole context then checks the pools' share:
- * a replica runs at most, and at its peak exactly, one sequence per pool (replicas × groups); the
- * drafting settings are skipped there (speculative decoding refuses the AllToAll layout).
+ * a replica runs at most, and at its peak exactly, one sequence per pool (replicas × groups); a
+ * drafter then holds every pool of its replica (engine_dims.mirror_shards).
  * With --experts E (and --expert AXIS: the routed experts sharded over a data axis, every replica
  * joining each step's AllToAlls, a forward without rows too) the model has experts, and generate
  * runs the same. Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64 unless
@@ -353,12 +353,12 @@ int main(int argc, char **argv) {
     const int nset = (int)(sizeof settings / sizeof *settings);
     int ndraft = 0, nrun = 0;
     /* the references: generate on each prompt alone, greedy and sampled */
-    engine_dims d0 = {4, 16, 64, 0, 0, kvrep};
+    engine_dims d0 = {4, 16, 64, 0, 0, kvrep, 0};
     serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
     if (!e0) mesh_exit_error("%s", err);
     const int32_t nrep = engine_replicas(e0), groups = engine_kv_shards(e0);
     engine_destroy(e0);
-    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0 && groups == 1;
+    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     prompt_ref pr[2 * NPROMPT];
     for (int k = 0; k < 2 * NPROMPT; k++) {
         const char *t = texts[k % NPROMPT];
@@ -386,17 +386,17 @@ int main(int argc, char **argv) {
             which[k] = which[j], which[j] = t;
         }
         const setting *st = &settings[si];
-        if ((st->prefill > 0 && nrep < 2) || (st->draft > 0 && groups > 1)) continue;
+        if (st->prefill > 0 && nrep < 2) continue;
         nrun++;
-        engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0, kvrep};
+        engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0, kvrep, 0};
         serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
         if (!e) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
         if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
             const batch_opts o = {
                 nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                64,   st->prefix,    st->stat,     st->draft,  0,         1};
-            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1};
+                64,   st->prefix,    st->stat,     st->draft,  0,         groups};
+            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1, groups};
             de = engine_create(&c, m, &dd, err, sizeof err);
             if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
             if (de) sp = serve_spec_create(e, de, &o, err, sizeof err);

@@ -82,8 +82,8 @@ serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill,
         sc = *c;
     const int32_t rp = (int32_t)(nprefill / yp), rd = decode_replicas(&sc, w, own);
     /* (the kv heads past K replicated on both sides: kvroute moves whole heads) */
-    const engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens,
-                           pre ? 0 : rp, rp + rd,     1};
+    const engine_dims d = {
+        o->kv_blocks, o->kv_block, o->max_batch_tokens, pre ? 0 : rp, rp + rd, 1, 0};
     serve_engine *e = engine_create(&sc, own, &d, why, sizeof why);
     int rc = e ? 0 : -1;
     if (rc == 0 && ckpt[0])

@@ -25,8 +25,9 @@ struct serve_engine {
     engine_dims d;
     int32_t nrep, rep;
     int64_t nY;
-    int32_t Z, zi; /* the AllToAll layout: pools of a replica, this rank's (1, 0 otherwise) */
-    mesh *gm;      /* its group mesh (kv_group_mesh) and group axis */
+    int32_t Z, zi;  /* the AllToAll layout: pools of a replica, this rank's (1, 0 otherwise) */
+    int32_t mirror; /* pools held (engine_dims.mirror_shards; 1: one) */
+    mesh *gm;       /* its group mesh (kv_group_mesh) and group axis */
     mesh_axes gax;
     float *a2a_q, *a2a_o, *qm,
         *om;            /* its exchange [Z, rows, Nl·H]; q, out of my rows [rows, M·H] */
@@ -93,7 +94,7 @@ compute_dtype engine_kv_dtype(const serve_engine *e) {
     return e->kvd;
 }
 int64_t engine_pool_bytes(const serve_engine *e) {
-    return 2 * (int64_t)e->d.kv_blocks * e->bstride * engine_kv_elem_bytes(e);
+    return 2 * (int64_t)e->d.kv_blocks * e->mirror * e->bstride * engine_kv_elem_bytes(e);
 }
 int64_t engine_kv_bytes_per_token(const serve_engine *e) {
     return 2 * e->L * e->ldk * (e->nY / e->Z) * engine_kv_elem_bytes(e);
@@ -110,12 +111,18 @@ static void pool_put(const serve_engine *e, unsigned char *pool, int64_t off, co
         memcpy(pool + off, src, (size_t)n * sizeof(float));
 }
 
+/* Elements from the pool's start to segment sg's pool: a mirror's shard, else 0. */
+static int64_t pool_base(const serve_engine *e, const engine_seg *sg) {
+    return e->mirror > 1 ? (int64_t)sg->shard * e->d.kv_blocks * e->bstride : 0;
+}
+
 /* Segment sg's n rows of attention for Nq query heads through its block table, layer offset
- * `layer` (elements): kern_attn_paged on an fp32 pool, kern_attn_paged_bf16 on a bf16 one
- * (generate's bf16 cache's arithmetic: attn_paged.h). */
+ * `layer` (elements, from its pool's start): kern_attn_paged on an fp32 pool, kern_attn_paged_bf16
+ * on a bf16 one (generate's bf16 cache's arithmetic: attn_paged.h). */
 static void attend(serve_engine *e, float *out, const float *q, const engine_seg *sg, int64_t layer,
                    int64_t Nq) {
     const int64_t H = e->c.shape.H, bs = e->d.kv_block, Kl = e->ldk / H;
+    layer += pool_base(e, sg);
     if (e->kvd == COMPUTE_BF16) {
         const kern_bf16 *k = (const kern_bf16 *)e->kpool, *v = (const kern_bf16 *)e->vpool;
         const kern_kv_pages_bf16 pg = {k + layer, v + layer, {sg->tab, bs, e->bstride, e->ldk}};
@@ -129,7 +136,8 @@ static void attend(serve_engine *e, float *out, const float *q, const engine_seg
 
 /* Segment sg's rows' keys and values (from row r0 of io) into its blocks. */
 static void store_rows(serve_engine *e, const model_attn_io *io, const engine_seg *sg, int64_t r0) {
-    const int64_t bs = e->d.kv_block, layer = io->l * bs * e->ldk, eb = engine_kv_elem_bytes(e);
+    const int64_t bs = e->d.kv_block, eb = engine_kv_elem_bytes(e);
+    const int64_t layer = io->l * bs * e->ldk + pool_base(e, sg);
     for (int64_t i = 0; i < sg->n; i++) {
         const int64_t pos = sg->p0 + i,
                       off = sg->tab[pos / bs] * e->bstride + layer + (pos % bs) * e->ldk;
@@ -485,6 +493,7 @@ static int layout(serve_engine *e, char *err, size_t errlen) {
     const int64_t Kl = s->K >= e->nY ? s->K / e->nY : 1;
     e->Z = engine_kv_groups(&e->c, e->m, e->d.kv_replicate);
     e->zi = ty >= 0 ? (int32_t)(mesh_axis_coord(e->m, ty) % e->Z) : 0;
+    e->mirror = e->d.mirror_shards > 1 && e->Z == 1 ? e->d.mirror_shards : 1;
     if (e->Z > 1 && mesh_ndims(e->m) >= MESH_MAX_AXES)
         return errmsg_fail(err, errlen,
                            "the AllToAll kv layout splits the tensor axis in two, and a mesh of "

@@ -46,6 +46,10 @@ typedef struct {
      * its replicas are rep0, rep0 + 1, ... of nrep in all (both sides') */
     int32_t rep0, nrep;
     int kv_replicate; /* |Y| > K: every rank of a group holds its kv head for every sequence */
+    /* a drafter's pool mirroring a target in the AllToAll layout (speculative decoding): this
+     * engine, replicated, holds all of the target's pools (0 or 1: one), a segment's blocks in
+     * its shard's */
+    int32_t mirror_shards;
 } engine_dims;
 
 /* Not collective. The pools of a replica (batch_opts.shards): Z = |Y|/K in the AllToAll layout

@@ -353,7 +353,8 @@ static int draft_engine(const config *c, const serve_flags *f, mesh *m, const ba
         dc.data_axes[0] = dc.expert_axis[0] = '\0';
     }
     /* (its kv heads replicated past its K: its pool mirrors the target's one pool a replica) */
-    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs, 0, 0, 1};
+    const engine_dims dd = {o->kv_blocks, o->kv_block, o->max_batch_tokens + o->max_seqs, 0, 0, 1,
+                            o->shards};
     *de = engine_create(&dc, m, &dd, why, sizeof why);
     if (!*de) return errmsg_fail(err, errlen, "the drafter %s: %s", f->draft, why);
     if (ckpt_load_params(engine_model(*de), engine_par(*de), m, f->draft, err, errlen) < 0)
@@ -389,7 +390,7 @@ static serve_engine *open_remote(const config *c, const serve_flags *f, mesh *w,
     char err[SERVE_ERR] = "";
     const int ntarget = mesh_nranks(w) - (int)f->draft_ranks;
     const int target = mesh_rank(w) < ntarget;
-    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0, (int)f->kv_replicate};
+    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0, (int)f->kv_replicate, 0};
     serve_engine *e = NULL;
     int rc = 0;
     if (target) {
@@ -482,7 +483,8 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     } else if (f->prefill_tensor) {
         e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, f->ckpt, &o);
     } else {
-        engine_dims d = {o.kv_blocks, o.kv_block, o.max_batch_tokens, 0, 0, (int)f->kv_replicate};
+        engine_dims d = {o.kv_blocks,          o.kv_block, o.max_batch_tokens, 0, 0,
+                         (int)f->kv_replicate, 0};
         e = engine_create(c, m, &d, err, sizeof err);
         if (!e) mesh_exit_error("%s", err);
         if (f->ckpt[0] &&
@@ -636,14 +638,16 @@ static void check_combinations(const serve_flags *f) {
 }
 
 /* Collective over: world (w). --kv-replicate against the mesh m (this rank's part's), and the
- * AllToAll layout against --draft, as generate rules: one message, status 2. */
+ * AllToAll layout against --draft-ranks (a drafter of its own mirrors one pool): one message,
+ * status 2. */
 static void check_kv_layout(const config *c, const serve_flags *f, mesh *w, const mesh *m) {
     char err[SERVE_ERR] = "";
     int rc = gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err);
-    if (rc == 0 && f->draft[0] && engine_kv_groups(c, m, (int)f->kv_replicate) > 1)
+    if (rc == 0 && f->draft_ranks && engine_kv_groups(c, m, (int)f->kv_replicate) > 1)
         rc = errmsg_fail(err, sizeof err,
-                         "--draft needs the kv heads over the tensor axis or replicated (|Y| > K "
-                         "puts the target's cache in the AllToAll layout): add --kv-replicate");
+                         "--draft-ranks needs the target's kv heads over the tensor axis or "
+                         "replicated (|Y| > K puts its cache in the AllToAll layout): add "
+                         "--kv-replicate");
     if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
 }
 
