@@ -2,8 +2,8 @@
 # Expert parallelism through the meshtrain command (--expert AXIS):
 #  - bad input ends with status 2 and one message: E not divisible by the expert axis, --expert
 #    on the --tensor axis, on an axis outside --dp, --expert without --experts, --expert on the
-#    --dcn axis, F_e not divisible by the tensor axis, --experts with a pipeline of chunks (zb-v,
-#    interleaved);
+#    --dcn axis, F_e not divisible by the tensor axis, --experts with a pipeline of chunks
+#    (interleaved, zb-v) whose chunks do not start runs of --moe-every blocks;
 #  - with a capacity factor, the per-expert counts and the dropped share of every step are the
 #    same on 1 rank and on 3 ranks (--expert x; 2 ranks: the equivalence tests), and on 2 ranks
 #    of a context axis (--cp x --cp-alg ring: each sequence's zigzag chunks on both ranks, the
@@ -16,7 +16,8 @@
 #    and every MoE weight's moments sharded over x) and loaded on 3 ranks without ZeRO; the
 #    next step's loss on 1 and 3 ranks agrees (1e-5 relative); one saved on 2x2 with --tensor y
 #    (the experts' F_e over y) loads and saves bit-identically on 1 rank, and the 1-rank one on
-#    2x2; one saved on 2x2 with --pipeline y (a dense block, then a MoE block) on 1 rank; ones
+#    2x2; one saved on 2x2 with --pipeline y in zb-v's V of chunks (each a dense block, then a
+#    MoE block) on 1 rank, and its next step's loss on 1 rank and on 2x2 agrees (1e-6); ones
 #    saved on 2 ranks with --cp x (the router written by one rank of the context axis) and with
 #    --cp x --expert x on 1 rank.
 # usage: moe_ep.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
@@ -39,8 +40,9 @@ case_ 2 4 "--expert x is the --dcn axis" "${base[@]}" "${moe[@]}" \
   --mesh x=2,y=2 --dp xy --dcn x --zero 3 --expert x --steps 1
 case_ 2 4 "--expert-d-ff F_e = 33 is not divisible by |y| (--tensor) = 2" "${base[@]}" \
   "${moe[@]}" --mesh x=2,y=2 --dp x --tensor y --expert x --expert-d-ff 33 --steps 1
-case_ 2 4 "--experts with --schedule zb-v is not implemented yet" "${base[@]}" "${moe[@]}" \
-  --mesh x=2,y=2 --dp x --pipeline y --schedule zb-v --steps 1
+case_ 2 4 "--experts with --schedule interleaved: each of its 4 chunks holds 1 layers, not a multiple of --moe-every 2" \
+  "${base[@]:0:3}" 4 "${base[@]:4}" "${moe[@]}" --moe-every 2 --mesh x=2,y=2 --dp x --pipeline y \
+  --schedule interleaved --steps 1
 
 # the counts and the dropped share on every mesh
 run 1 "${base[@]}" "${moe[@]}" --steps 2 --metrics "$WORK/r1.jsonl" --save-final "$WORK/r1.h5" \
@@ -88,12 +90,15 @@ run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/tp4.h5" --save-final "$
 run 4 "${base[@]}" "${moe[@]}" "${tp[@]}" --steps 2 --resume "$WORK/r1.h5" \
   --save-final "$WORK/rtp.h5" >/dev/null 2>&1 || bad "2x2 --tensor resume exited $?"
 # ... and across a pipeline (each stage writes its MoE blocks and its dense blocks' MLPs):
-# saved on 2x2 with --pipeline y --expert x, one dense block then one MoE block, loaded and
-# saved on 1 rank
-pp=(--mesh x=2,y=2 --dp x --pipeline y --expert x)
-run 4 "${base[@]}" "${moe[@]}" "${pp[@]}" --moe-every 2 --steps 2 --save-final "$WORK/pp4.h5" \
+# saved on 2x2 with --pipeline y --expert x in a V of 4 chunks (zb-v: rank 0 holds layers 0-1
+# and 6-7, each chunk one dense block then one MoE block, its dense MLPs and MoE blocks stored
+# chunk by chunk), loaded and saved on 1 rank
+pp=(--mesh x=2,y=2 --dp x --pipeline y --expert x --schedule zb-v --microbatches 2)
+base8=("${base[@]}")
+base8[3]=8 # --layers 8
+run 4 "${base8[@]}" "${moe[@]}" "${pp[@]}" --moe-every 2 --steps 2 --save-final "$WORK/pp4.h5" \
   >/dev/null 2>&1 || bad "2x2 --pipeline run exited $?"
-run 1 "${base[@]}" "${moe[@]}" --moe-every 2 --steps 2 --resume "$WORK/pp4.h5" \
+run 1 "${base8[@]}" "${moe[@]}" --moe-every 2 --steps 2 --resume "$WORK/pp4.h5" \
   --save-final "$WORK/pp1.h5" >/dev/null 2>&1 || bad "1-rank resume of the --pipeline checkpoint exited $?"
 for s in cp cpe; do
   run 1 "${base[@]}" "${moe[@]}" --steps 2 --resume "$WORK/${s}2.h5" --save-final "$WORK/${s}1.h5" \
@@ -115,12 +120,25 @@ for np in 1 3; do
   run $np "${base[@]}" "${moe[@]}" "${ep[@]}" --steps 3 --resume "$WORK/r3.h5" \
     --metrics "$WORK/c$np.jsonl" >/dev/null 2>&1 || bad "resume on $np ranks exited $?"
 done
-l1=$(loss3 "$WORK/c1.jsonl") l3=$(loss3 "$WORK/c3.jsonl")
-if awk -v a="$l1" -v c="$l3" 'BEGIN { t = 1e-5 * (a < 0 ? -a : a); d = a - c; if (d < 0) d = -d
-     exit !(a != "" && c != "" && d <= t) }'; then
-  ok "resumed from the 3-rank checkpoint: step 3's loss $l1 (1 rank), $l3 (3 ranks)"
-else
-  bad "resumed step 3's loss: '$l1' (1 rank), '$l3' (3 ranks)"
-fi
+# the zb-v checkpoint's next step on 1 rank and on its own mesh (a checkpoint written with the
+# chunks' blocks in the wrong global places reloads on its own mesh, and the save/load round trip
+# above, unchanged: only another layout sees the layers out of order)
+run 1 "${base8[@]}" "${moe[@]}" --moe-every 2 --steps 3 --resume "$WORK/pp4.h5" \
+  --metrics "$WORK/cp1.jsonl" >/dev/null 2>&1 || bad "resume of the zb-v checkpoint on 1 rank exited $?"
+run 4 "${base8[@]}" "${moe[@]}" "${pp[@]}" --moe-every 2 --steps 3 --resume "$WORK/pp4.h5" \
+  --metrics "$WORK/cp4.jsonl" >/dev/null 2>&1 || bad "resume of the zb-v checkpoint on 2x2 exited $?"
+close_loss() { # WHAT FILE_A FILE_B NAME_A NAME_B TOL: step 3's losses within TOL relative
+  local a c
+  a=$(loss3 "$2") c=$(loss3 "$3")
+  if awk -v a="$a" -v c="$c" -v r="$6" 'BEGIN { t = r * (a < 0 ? -a : a); d = a - c; if (d < 0) d = -d
+       exit !(a != "" && c != "" && d <= t) }'; then
+    ok "resumed from $1: step 3's loss $a ($4), $c ($5)"
+  else
+    bad "resumed from $1: step 3's loss '$a' ($4), '$c' ($5)"
+  fi
+}
+close_loss "the 3-rank checkpoint" "$WORK/c1.jsonl" "$WORK/c3.jsonl" "1 rank" "3 ranks" 1e-5
+# (seen 1.8e-9; the MoE blocks stored as one run instead of chunk by chunk: 1.7e-5)
+close_loss "the zb-v checkpoint" "$WORK/cp1.jsonl" "$WORK/cp4.jsonl" "1 rank" "2x2 zb-v" 1e-6
 echo "moe_ep: $fails failure(s)"
 [ "$fails" -eq 0 ]

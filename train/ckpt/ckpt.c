@@ -92,17 +92,20 @@ static int64_t slab_numel(const param_info *pi, const param_slab *s) {
     return n;
 }
 
-/* A stack over layers on a rank holding chunks (interleaved, or a V): its slab (stored layers
- * [l0, l1)) becomes the chunks' blocks of global layers, a constant stride apart (|Z|·Lc dealt
- * round-robin; (2|Z|−1−2r)·Lc in a V); else one block. */
+/* A stack over blocks on a rank holding chunks (interleaved, or a V): its slab (stored layers
+ * [l0, l1), or the stage's dense MLPs or MoE blocks) becomes the chunks' blocks of the global
+ * stack, a constant stride apart (|Z|·Lc layers dealt round-robin; (2|Z|−1−2r)·Lc in a V);
+ * else one block. */
 static void chunk_rows(const model *mod, param_id id, ckpt_array *a) {
     a->rows = H5ARRAY_ONE_BLOCK;
     const int v = model_chunks(mod);
-    if (v == 1 || id >= P_COUNT || !plan_is_layer_param(id) || a->slab.cnt[0] == 0) return;
-    const int64_t l0 = a->slab.off[0], Lc = a->slab.cnt[0] / v;
-    a->rows = (h5array_rows){v, model_layer_global(mod, l0 + Lc) - model_layer_global(mod, l0)};
-    a->slab.cnt[0] = Lc;
-    a->slab.off[0] = model_layer_global(mod, l0);
+    if (v == 1 || !model_param_stacked(id) || a->slab.cnt[0] == 0) return;
+    int64_t g0, g1, n;
+    model_stack_chunk(mod, id, 1, &g1, &n);
+    model_stack_chunk(mod, id, 0, &g0, &n);
+    a->rows = (h5array_rows){v, g1 - g0};
+    a->slab.cnt[0] = n;
+    a->slab.off[0] = g0;
 }
 
 /* Adds a's slab (every block) to its checksum. */

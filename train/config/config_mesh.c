@@ -92,9 +92,27 @@ int config_check_microbatches(const config *c, char *err, size_t errlen) {
                        (long long)c->batch, (long long)c->microbatches);
 }
 
+/* A pipeline of chunks (interleaved, zb-v) with experts: every chunk of Lc = L/(|Z|·v) layers
+ * starts at a multiple of --moe-every n, so that its MoE blocks and dense MLPs are consecutive in
+ * their stacks (train/model/stack.c). Counts that do not divide are the schedule's to refuse. */
+static int check_expert_chunks(const config *c, const mesh *m, char *err, size_t errlen) {
+    const int zbv = c->schedule == PIPE_ZB_V, il = c->schedule == PIPE_INTERLEAVED;
+    const int a = c->pipe_axis[0] ? mesh_axis_index(m, c->pipe_axis[0]) : -1;
+    if (a < 0 || !(zbv || il)) return 0;
+    const int64_t v = c->virtual_stages > 0 ? c->virtual_stages : 2, n = c->shape.moe.every;
+    const int64_t S = mesh_axis_size(m, a) * v, L = c->shape.L;
+    if (L % S != 0 || (L / S) % n == 0) return 0;
+    return errmsg_fail(err, errlen,
+                       "--experts with --schedule %s: each of its %lld chunks holds %lld layers, "
+                       "not a multiple of --moe-every %lld (every chunk must start a run of "
+                       "--moe-every blocks)",
+                       config_schedule_names[c->schedule], (long long)S, (long long)(L / S),
+                       (long long)n);
+}
+
 /* --experts on several ranks: data parallelism, with the routed experts sharded over --expert's
  * axis (one of the data axes, the book's case) or replicated, the tensor axis (the experts'
- * F_e over it) and the pipeline (gpipe, 1f1b: each stage holds its MoE blocks). */
+ * F_e over it) and the pipeline (each stage holds its MoE blocks; chunks: check_expert_chunks). */
 static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *err, size_t errlen) {
     const int64_t E = c->shape.moe.E;
     const char *ea = c->expert_axis;
@@ -115,13 +133,7 @@ static int check_experts(const config *c, const mesh *m, mesh_axes dax, char *er
                            "--expert %s is the --pipeline axis: the experts are sharded over a "
                            "data axis",
                            ea);
-    if (mesh_nranks(m) > 1 && c->pipe_axis[0] && c->schedule != PIPE_GPIPE &&
-        c->schedule != PIPE_1F1B && c->schedule != PIPE_ZB_H1)
-        return errmsg_fail(err, errlen,
-                           "--experts with --schedule %s is not implemented yet: a "
-                           "mixture-of-experts model pipelines with gpipe, 1f1b or zb-h1 (a "
-                           "stage holds one run of layers)",
-                           config_schedule_names[c->schedule]);
+    if (check_expert_chunks(c, m, err, errlen) < 0) return -1;
     if (!ea[0]) return 0;
     const int a = mesh_axis_index(m, ea[0]);
     int in_dp = 0;

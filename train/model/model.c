@@ -135,28 +135,19 @@ int model_chunks(const model *m) {
     return m->chunks;
 }
 
-int64_t model_layer_global(const model *m, int64_t l) {
-    const int64_t i = l - m->l0, k = i / m->Lc;
-    if (m->v_shape && k == 1) /* the V's second leg: stage 2|Z|−1−r */
-        return (2 * (m->s.L / m->Ls) - 1 - m->l0 / m->Ls) * m->Lc + i % m->Lc;
-    return k * (m->s.L / m->chunks) + m->l0 / m->chunks + i % m->Lc;
-}
-
 /* Parameter id's slab from the seed; a stack over layers chunk by chunk (each chunk's layers are
- * consecutive in the model, not across chunks). */
+ * consecutive in the model, not across chunks; so are its dense MLPs and MoE blocks). */
 static void init_param(model *m, param_id id, uint64_t seed) {
     float *out = m->params + m->off[id];
-    const int stacked = id >= P_ATTN_NORM && id <= P_W_DOWN;
-    if (m->chunks == 1 || !stacked || m->cnt[id] == 0) {
+    if (m->chunks == 1 || !model_param_stacked(id) || m->cnt[id] == 0) {
         model_param_init_slab(out, &m->s, id, &m->slab[id], seed);
         return;
     }
-    const int64_t per_layer = m->cnt[id] / m->slab[id].cnt[0];
+    const int64_t per_block = m->cnt[id] / m->slab[id].cnt[0];
     for (int k = 0; k < m->chunks; k++) {
         param_slab sl = m->slab[id];
-        sl.off[0] = model_layer_global(m, m->l0 + k * m->Lc);
-        sl.cnt[0] = m->Lc;
-        model_param_init_slab(out + k * m->Lc * per_layer, &m->s, id, &sl, seed);
+        model_stack_chunk(m, id, k, &sl.off[0], &sl.cnt[0]);
+        model_param_init_slab(out + k * sl.cnt[0] * per_block, &m->s, id, &sl, seed);
     }
 }
 

@@ -155,6 +155,14 @@ int model_slots(const model *m);
 /* The global layer that stored layer l (l0 ≤ l < l1; parameter slabs count stored layers) is:
  * l itself unless the rank holds several chunks (interleaved pipelining). */
 int64_t model_layer_global(const model *m, int64_t l);
+/* Whether parameter id is a stack over blocks (over the layers, or with experts the dense MLPs'
+ * over the dense blocks and the MoE weights' over the MoE blocks). Chunk k of this rank's: the
+ * global index of the first block of id's stack in it and how many; the global index of stored
+ * block b of id's stack (b counts as the slabs do: stored layers, or the stage's dense or MoE
+ * blocks from the stack's first stored one). */
+int model_param_stacked(param_id id);
+void model_stack_chunk(const model *m, param_id id, int k, int64_t *g0, int64_t *n);
+int64_t model_stack_global(const model *m, param_id id, int64_t b);
 /* The chunks of this rank's layers (1 unless interleaved: model_stage_info). */
 int model_chunks(const model *m);
 /* Rows (tokens) of one local micro-batch: Bl·T. */

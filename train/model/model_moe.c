@@ -219,7 +219,8 @@ int moe_block_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, 
                   int64_t l, int64_t BT, int64_t G, int stats, int sharded, int defer) {
     const model_shape *s = &m->s;
     const moe_shape *mo = &s->moe;
-    const int64_t D = s->D, E = mo->E, k = mo->k, lm = model_layer_stack_index(s, l);
+    const int64_t D = s->D, E = mo->E, k = mo->k;
+    const int64_t lm = model_layer_stack_index(s, model_layer_global(m, l)); /* the model's */
     const float *const ws[1] = {w->router};
     const int64_t nk[1] = {E};
     float *const ys[1] = {A->rlog};
