@@ -415,6 +415,24 @@ static serve_engine *open_remote(const config *c, const serve_flags *f, mesh *w,
     return e;
 }
 
+/* Collective over: world. The engine on m, its checkpoint loaded; the replicas (and those that
+ * prefill) into *o; with --draft the drafter's engine (*de) and speculative decoding (*sp). Bad
+ * input leaves through mesh_exit_error. */
+static serve_engine *open_engine(const config *c, const serve_flags *f, mesh *m, batch_opts *o,
+                                 serve_engine **de, serve_spec **sp) {
+    char err[SERVE_ERR] = "";
+    engine_dims d = {o->kv_blocks, o->kv_block, o->max_batch_tokens, 0, 0, (int)f->kv_replicate, 0};
+    serve_engine *e = engine_create(c, m, &d, err, sizeof err);
+    if (!e) mesh_exit_error("%s", err);
+    if (f->ckpt[0] &&
+        ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    o->replicas = engine_replicas(e);
+    o->prefill_replicas = prefill_replicas_of(f, e);
+    *sp = f->draft[0] ? open_draft(c, f, m, e, o, de) : NULL;
+    return e;
+}
+
 /* Collective over: world. Rank 0's start-up lines on stderr (none with --quiet): the model, the
  * mesh, its sharding and hosts, the pool and the scheduler, the machine measured. */
 static void print_plan(const config *c, const serve_flags *f, mesh *m, const batch_opts *o,
@@ -483,16 +501,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     } else if (f->prefill_tensor) {
         e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, f->ckpt, &o);
     } else {
-        engine_dims d = {o.kv_blocks,          o.kv_block, o.max_batch_tokens, 0, 0,
-                         (int)f->kv_replicate, 0};
-        e = engine_create(c, m, &d, err, sizeof err);
-        if (!e) mesh_exit_error("%s", err);
-        if (f->ckpt[0] &&
-            ckpt_load_params(engine_model(e), engine_par(e), m, f->ckpt, err, sizeof err) < 0)
-            mesh_exit_error("%s", err);
-        o.replicas = engine_replicas(e);
-        o.prefill_replicas = prefill_replicas_of(f, e);
-        sp = f->draft[0] ? open_draft(c, f, m, e, &o, &de) : NULL;
+        e = open_engine(c, f, m, &o, &de, &sp);
     }
     batcher *s = NULL;
     serve_front *front = NULL;
