@@ -429,6 +429,13 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
                      ntok / st.seconds);
     }
     if (c->steps > 0) print_summary(c, pk, bound, secs, &sums, report_share(trainer_report(t)));
+    if (nranks > 1 && mesh_world_rank() == 0) { /* the book's verdict on this run's links */
+        report_case k;
+        char name[128];
+        plan_report_case(trainer_plan(t), &k, name, sizeof name);
+        printf("bench regime | %s\n", name);
+        report_print_regime(trainer_report(t), &k, stdout);
+    }
     print_boundaries(c, t, &sums, nranks);
     free(rows);
     free(secs);

@@ -671,7 +671,6 @@ const report_totals *report_get_totals(const report *r) {
     return &r->tot;
 }
 
-static void print_regime(const report *r, const report_case *k, FILE *out);
 
 void report_print_summary(const report *r, const report_case *k, FILE *out) {
     const report_totals *t = &r->tot;
@@ -732,11 +731,10 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
                 share_describe(&r->share, d, sizeof d), 1e3 * t->pred_dedicated,
                 t->pred_dedicated > 0 ? t->wall / t->pred_dedicated : 0);
     }
-    print_regime(r, k, out);
+    report_print_regime(r, k, out);
 }
 
-/* The book's thresholds with this machine's C (sgemm FLOP/s) and W (bidirectional link). */
-static void print_regime(const report *r, const report_case *k, FILE *out) {
+void report_print_regime(const report *r, const report_case *k, FILE *out) {
     const cost_link *l = &r->link[k->data_axis >= 0 ? k->data_axis : 0];
     const double W = 2.0 * l->w_oneway, alpha = r->flops / W;
     fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", r->flops, W,

@@ -156,6 +156,10 @@ int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axe
 /* Rank 0 prints the per-collective table (calls, bytes, exposed and transfer time, predicted,
  * regime) and where the book's thresholds put this run. */
 void report_print_summary(const report *r, const report_case *k, FILE *out);
+/* Where the book's thresholds put this run, with this machine's C (the matmul FLOP/s) and W (the
+ * bidirectional link): "  regime: C = ..., W = ... → α = C/W = ..." and one line per role of
+ * the mesh ("    data/FSDP: ... → compute-bound" or "communication-bound"). */
+void report_print_regime(const report *r, const report_case *k, FILE *out);
 /* The run's prediction of one collective call c (its op, axes, algorithm, count as passed to
  * mesh_*, and wire format), on the links this report calibrated or was told; *latency_bound
  * (may be NULL): whether its hop latency dominates. */
