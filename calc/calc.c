@@ -320,11 +320,13 @@ double calc_meshtrain_acts(const calc_spec *s, const calc_result *r, double b, i
     const double D = (double)m->D, H = (double)m->H, T = (double)m->T, Y = r->Y;
     const double NH = (double)m->N / Y * H, KH = fmax((double)m->K / Y, 1) * H;
     const double F = (double)m->F / Y, V = (double)m->V / Y, a = s->act_bytes;
-    const double layer = 4 * (2 * D + 2 * F + 2) + a * (2 * D + 2 * NH + 2 * KH + NH / H * T + F);
+    const int moe = s->moe.E > 0; /* every block's MLP a mixture (calc_moe_meshtrain_acts) */
+    const double layer = 4 * (2 * D + 2) + a * (2 * D + 2 * NH + 2 * KH + NH / H * T) +
+                         (moe ? 0 : 4 * 2 * F + a * F);
     const double chunks = s->virtual_stages > 0 && r->P > 1 ? s->virtual_stages : 1;
     double per_token = (double)m->L / r->P * layer + 4 * chunks * D + 4;
     if (head) per_token += a * D + 4 * (V + 5);
-    return b * per_token;
+    return b * per_token + (moe ? (double)m->L / r->P * calc_moe_meshtrain_acts(s, r, b) : 0);
 }
 
 static void memory(const calc_spec *s, calc_result *r) {

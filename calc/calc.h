@@ -221,6 +221,17 @@ int64_t calc_moe_F(const model_shape *m, const calc_moe *mo);
  * all of them, and the ones one token passes through (the router, k + S experts). */
 double calc_moe_block_params(const model_shape *m, const calc_moe *mo);
 double calc_moe_block_active(const model_shape *m, const calc_moe *mo);
+/* CALC_REMAT_MESHTRAIN's MLP part of a MoE block for a micro-batch of b tokens on the chip, in
+ * bytes, as meshtrain's model_moe.c keeps it (Z: the expert axis's ranks, whose tokens the chip's
+ * experts may all take; Y: the tensor axis's, over which F_e is sharded; a: act_bytes). fp32:
+ * the router's logits, probabilities and log-sum-exp, each slot's weight, choice, position and
+ * source (int32), each sequence's counters per expert, the experts' SwiGLU inputs [k·Z, F_e] and
+ * outputs ys [k, D] (and [k·Z, D] on the experts' rank), the shared experts' inputs [S·F_e]. The
+ * products' inputs, the dispatched rows [k, D] (and received [k·Z, D]), the experts' and shared
+ * experts' SwiGLU outputs: fp32 with a = 4; with a = 2 (bf16 compute) kept in bf16 alone, the
+ * received rows, the hidden values [k·Z, F_e] and the shared [S·F_e]. Per micro-batch besides: the
+ * dispatch's offsets and counts per expert (int64), the expert axis's exchange counts. */
+double calc_moe_meshtrain_acts(const calc_spec *s, const calc_result *r, double b);
 /* shape_params with every block's MLP a mixture of experts (= shape_params when E = 0); and the
  * parameters one token passes through. */
 double calc_params_moe(const model_shape *m, const calc_moe *mo);

@@ -41,6 +41,18 @@ double calc_moe_block_active(const model_shape *m, const calc_moe *mo) {
     return D * (double)mo->E + 3 * D * Fe * (double)(mo->k + mo->S);
 }
 
+double calc_moe_meshtrain_acts(const calc_spec *s, const calc_result *r, double b) {
+    const calc_moe *mo = &s->moe;
+    const double E = (double)mo->E, k = (double)mo->k, Z = r->Z, D = (double)s->shape.D;
+    const double Fe = (double)(mo->F ? mo->F : s->shape.F) / r->Y, SF = (double)mo->S * Fe;
+    const double kz = k * Z, recv = Z > 1 ? kz * D : 0, a = s->act_bytes;
+    double f = 2 * E + 1 + 4 * k + E / (double)s->shape.T + 2 * kz * Fe + k * D + recv + 2 * SF;
+    const double per =
+        a >= 4 ? 4 * (f + k * D + recv + kz * Fe + SF) : 4 * f + a * (kz * D + kz * Fe + SF);
+    const double counts = Z > 1 ? 2 * (Z * E + 2 * Z * Z) : 0; /* model_moe_counts_n, int64 */
+    return b * per + 4 * (6 * E + 4 + counts);
+}
+
 double calc_params_moe(const model_shape *m, const calc_moe *mo) {
     if (mo->E == 0) return shape_params(m);
     return shape_params(m) + (double)m->L * (calc_moe_block_params(m, mo) - 3.0 * m->D * m->F);

@@ -1,11 +1,14 @@
 /* The memory line's activations against meshplan's: the trainer's plan lists every activation
  * buffer as model_create carves it (model_sizes_of), `meshplan --remat meshtrain` counts them
  * from the shapes alone (calc_meshtrain_acts). On the mesh given (argv: --mesh SPEC [--dp AXES]
- * [--tensor AXIS] [--kv-heads K]: 6 query heads, K kv heads, default 2), with fp32 compute against --act-bytes 4 and bf16 compute against
+ * [--tensor AXIS] [--kv-heads K]: 6 query heads, K kv heads, default 2), with fp32 compute against
+ * --act-bytes 4 and bf16 compute against
  * --act-bytes 2, the two agree on every rank within the carver's alignment (at most 64 bytes a
  * buffer; a layer has fewer than 24 buffers, the slot fewer than 16) and a vocabulary shard's
  * column (V/|Y| need not be whole). bf16 compute keeps less than fp32: the products' inputs in
- * bf16 alone. */
+ * bf16 alone. --experts E [--expert AXIS]: every block's MLP a mixture of E experts (top-2, F_e
+ * 48, a shared one; meshplan's MoE blocks are every block's), a MoE layer's buffers fewer than
+ * 40. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <math.h>
 #include <stdio.h>
@@ -22,20 +25,23 @@ static double meshplan_acts(const config *c, const char *spec, const char *dp, c
                             int act_bytes) {
     char a[16][32];
     const char *flags[][2] = {
-        {"--mesh", spec}, {"--dp", dp}, {"--tensor", tp}, {"--remat", "meshtrain"},
-        {"--format", "json"}, {"--zero", "0"}, {"--chip", "v5p"}};
-    char *argv[40] = {"meshplan"};
+        {"--mesh", spec},     {"--dp", dp},    {"--tensor", tp},  {"--remat", "meshtrain"},
+        {"--format", "json"}, {"--zero", "0"}, {"--chip", "v5p"}, {"--expert", c->expert_axis}};
+    char *argv[64] = {"meshplan"};
     int argc = 1;
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         if (!flags[i][1][0]) continue;
         argv[argc++] = (char *)flags[i][0], argv[argc++] = (char *)flags[i][1];
     }
     const model_shape *s = &c->shape;
-    const char *names[] = {"--layers",   "--d-model", "--heads",   "--kv-heads",   "--head-dim",
-                           "--d-ff",     "--vocab",   "--seq-len", "--batch",      "--act-bytes"};
-    const long long vals[] = {s->L, s->D, s->N, s->K, s->H, s->F, s->V, s->T, c->micro_batch,
-                              act_bytes};
-    for (int i = 0; i < 10; i++) {
+    const char *names[] = {"--layers",         "--d-model",    "--heads",   "--kv-heads",
+                           "--head-dim",       "--d-ff",       "--vocab",   "--seq-len",
+                           "--batch",          "--act-bytes",  "--experts", "--moe-top-k",
+                           "--shared-experts", "--expert-d-ff"};
+    const long long vals[] = {s->L,     s->D,     s->N,          s->K,           s->H,
+                              s->F,     s->V,     s->T,          c->micro_batch, act_bytes,
+                              s->moe.E, s->moe.k, s->moe.shared, s->moe.F};
+    for (int i = 0; i < (s->moe.E ? 14 : 10); i++) {
         snprintf(a[i], sizeof a[i], "%lld", vals[i]);
         argv[argc++] = (char *)names[i], argv[argc++] = a[i];
     }
@@ -52,13 +58,15 @@ static double meshplan_acts(const config *c, const char *spec, const char *dp, c
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
-    char err[512], spec[32] = "", dp[8] = "", tp[8] = "";
-    int64_t K = 2;
+    char err[512], spec[32] = "", dp[8] = "", tp[8] = "", ex[8] = "";
+    int64_t K = 2, E = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--mesh")) snprintf(spec, sizeof spec, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--dp")) snprintf(dp, sizeof dp, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--tensor")) snprintf(tp, sizeof tp, "%s", argv[i + 1]);
         if (!strcmp(argv[i], "--kv-heads")) K = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--experts")) E = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--expert")) snprintf(ex, sizeof ex, "%s", argv[i + 1]);
     }
     mesh *m = mesh_create(spec, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
@@ -69,8 +77,10 @@ int main(int argc, char **argv) {
     c.quick_start = 1; /* numbers only */
     snprintf(c.data_axes, sizeof c.data_axes, "%s", dp);
     snprintf(c.tensor_axis, sizeof c.tensor_axis, "%s", tp);
+    snprintf(c.expert_axis, sizeof c.expert_axis, "%s", ex);
+    if (E > 0) c.shape.moe = (moe_shape){.E = E, .k = 2, .shared = 1, .every = 1, .F = 48};
     /* the carver's alignment, and a vocabulary shard one column off V/|Y| */
-    const double slack = 64.0 * (24 * c.shape.L + 16) + 4.0 * c.micro_batch * c.shape.T;
+    const double slack = 64.0 * ((E ? 40 : 24) * c.shape.L + 16) + 4.0 * c.micro_batch * c.shape.T;
     int fail = 0;
     double got[2];
     for (int bf = 0; bf < 2; bf++) {
