@@ -92,9 +92,10 @@ int config_check_model(const config *c, char *err, size_t errlen) {
 /* What bf16 compute does not cover (precision.c resolves --compute-dtype auto to fp32 there);
  * NULL when it covers c. */
 const char *config_bf16_unsupported(const config *c) {
-    if (c->shape.moe.E > 0 && c->pipe_axis[0] && c->schedule == PIPE_ZB_H1)
-        return "the split backward of mixture-of-experts blocks (--experts with --schedule zb-h1: "
-               "its weight part multiplies fp32 gradients) runs in fp32 only";
+    if (c->shape.moe.E > 0 && c->pipe_axis[0] &&
+        (c->schedule == PIPE_ZB_H1 || c->schedule == PIPE_ZB_V))
+        return "the split backward of mixture-of-experts blocks (--experts with --schedule zb-h1 "
+               "or zb-v: its weight part multiplies fp32 gradients) runs in fp32 only";
     return NULL;
 }
 
