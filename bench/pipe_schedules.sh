@@ -17,18 +17,20 @@
 # The schedules alternate within each round, so that a change of the machine's load hits all of
 # them; per point the min and the median of the measured bubble over the rounds. m values that a
 # schedule refuses (interleaved: not a multiple of P) are skipped for it, and interleaved on P > 2
-# under --emulate: no chip's wraparound closes a line of 4 (the run refuses). P ranks on fewer cores
-# share them: the measured costs (sim-run) see it, the start-up ones are scaled by the ranks per
-# CPU (the run's share factor), which the pipeline's phases of unequal load make approximate.
+# under --emulate: no chip's wraparound closes a line of 4 (the run refuses). Each stage holds 4
+# layers (LAYERS = 4·P), so that a message costs the same share of a stage's compute on 2 and 4
+# ranks. P ranks on fewer cores share them: sim runs the ranks on the host's CPUs, each rank
+# computing at its share of them while it computes (a rank waiting for a message naps: calc's
+# sched_simulate_shared); sim-run's costs are the run's, stretched by whatever sharing they met.
 # usage: bench/pipe_schedules.sh [BUILD_DIR]
-#   env: PS="2 4" MS="2 4 8" V=2 ROUNDS=2 STEPS=4 LAYERS=8 DMODEL=256 EMULATE=v3 SCHEDULES="gpipe
+#   env: PS="2 4" MS="2 4 8" V=2 ROUNDS=2 STEPS=4 LAYERS=4·P DMODEL=256 EMULATE=v3 SCHEDULES="gpipe
 #        1f1b interleaved zb-h1 zb-v" OUT_DIR="" (writes pipe_bubble_pP.csv, .md and, with
 #        gnuplot (Debian: gnuplot-nox), .svg: bubble against m per schedule, measured points
 #        beside the closed-form lines; without OUT_DIR the tables go to standard output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-PS=${PS:-${P:-2 4}} V=${V:-2} ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-4} LAYERS=${LAYERS:-8}
+PS=${PS:-${P:-2 4}} V=${V:-2} ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-4} LAYERS=${LAYERS:-}
 DMODEL=${DMODEL:-256} MS=${M:-${MS:-2 4 8}} EMULATE=${EMULATE-v3} OUT_DIR=${OUT_DIR:-}
 SCHEDULES=${SCHEDULES:-gpipe 1f1b interleaved zb-h1 zb-v}
 . bench/lib.sh pipe_schedules
@@ -47,7 +49,7 @@ for r in $(seq 1 "$ROUNDS"); do
           v=(--virtual-stages "$V")
         fi
         out=$(mpiexec --oversubscribe --bind-to none -np "$P" "$MT" --bench --no-matmul-bound \
-          --steps "$STEPS" --layers "$LAYERS" --d-model "$DMODEL" --heads 4 \
+          --steps "$STEPS" --layers "${LAYERS:-$((4 * P))}" --d-model "$DMODEL" --heads 4 \
           --d-ff $((4 * DMODEL)) --seq-len 64 --batch $((2 * m)) --mesh z="$P" --pipeline z \
           --microbatches "$m" --schedule "$s" "${v[@]}" "${EXTRA[@]}" 2>&1) ||
           { echo "pipe_schedules: P=$P $s m=$m failed:" >&2; tail -5 <<<"$out" >&2; exit 1; }
@@ -74,7 +76,7 @@ csv() {
   done
 }
 table() { # P: the CSV as markdown
-  echo "Pipeline bubble by schedule and micro-batches m: P = $1 ranks, $LAYERS layers of d_model" \
+  echo "Pipeline bubble by schedule and micro-batches m: P = $1 ranks, ${LAYERS:-$((4 * $1))} layers of d_model" \
     "$DMODEL (interleaved: v = $V), ${EMULATE:-real links}; $ROUNDS rounds of $STEPS timed steps;" \
     "$CPU, $(getconf _NPROCESSORS_ONLN) CPUs"
   echo

@@ -153,6 +153,12 @@ sched_costs sched_unit_costs(void);
  * each blocked rank and what it waits for. */
 int sched_simulate(const sched_table *t, const sched_costs *c, sched_result *r, char *err,
                    size_t len);
+/* The same on ranks that share `cores` CPUs (as ranks oversubscribing a host do, a rank that waits
+ * for a message taking none): at any time the n ranks computing each progress at min(1, cores/n)
+ * of a CPU, so a compute action costing d takes d or longer; busy counts its time from start to
+ * end (what a run measures on the wall clock). cores ≥ p (or ≤ 0) is sched_simulate. */
+int sched_simulate_shared(const sched_table *t, const sched_costs *c, double cores,
+                          sched_result *r, char *err, size_t len);
 void sched_result_free(sched_result *r);
 
 /* The table's compute actions as a step × rank grid: one row per unit of time of a simulation

@@ -181,6 +181,125 @@ int sched_simulate(const sched_table *t, const sched_costs *c, sched_result *r, 
     return rc;
 }
 
+/* ------------------------------------------------------------------ shared CPUs */
+
+/* Rank q's actions from time `now` that need no CPU time (sends, receives whose message has
+ * arrived), up to a compute action, which it starts (rem[q]: the work it has left). Returns the
+ * number of actions done. */
+static int64_t ps_advance(sim *z, int q, double now, double *rem) {
+    const sched_table *t = z->t;
+    const int m = t->spec.m;
+    int64_t done = 0;
+    for (; rem[q] < 0 && z->next[q] < t->off[q + 1]; z->next[q]++, done++) {
+        const int64_t k = z->next[q];
+        const sched_action *a = &t->act[k];
+        if (a->op == SCHED_RECV_F || a->op == SCHED_RECV_B) {
+            const double arr = *awaited(z, a);
+            if (arr < 0 || arr > now) break;
+        } else if (a->op == SCHED_SEND_F || a->op == SCHED_SEND_B) {
+            const int to = a->op == SCHED_SEND_F ? a->stage + 1 : a->stage - 1;
+            double *link = &z->link_free[2 * q + (sched_msg_dir(t, a->stage, to) > 0)];
+            *link = (*link > now ? *link : now) + z->c->p2p;
+            (a->op == SCHED_SEND_F ? z->arrive_f : z->arrive_b)[(size_t)a->stage * m + a->mb] =
+                *link;
+            z->r->sends++;
+        } else {
+            const int frees = a->op == (t->split ? SCHED_W : SCHED_B);
+            z->held[q] += a->op == SCHED_F ? 1 : frees ? -1 : 0;
+            if (z->held[q] > z->r->peak[q]) z->r->peak[q] = z->held[q];
+            z->r->start[k] = now;
+            rem[q] = cost_of(z->c, a->op, a->stage);
+            if (rem[q] > 0) break; /* computing: the action ends in ps_step */
+            rem[q] = -1;
+        }
+        z->r->start[k] = z->r->end[k] = now;
+    }
+    return done;
+}
+
+/* The next event after `now` (a compute's end at the shared rate, a blocked receive's message
+ * arriving): advances the computing ranks to it and ends the computes that end there (*ended of
+ * them). Returns the new time, or −1 when nothing is pending (a deadlock). */
+static double ps_step(sim *z, double now, double cores, double *rem, int64_t *ended) {
+    const sched_table *t = z->t;
+    const int p = t->spec.p;
+    int active = 0;
+    for (int q = 0; q < p; q++) active += rem[q] >= 0;
+    const double rate = active > cores ? cores / active : 1.0;
+    double dt = -1;
+    for (int q = 0; q < p; q++) {
+        double d = -1;
+        if (rem[q] >= 0) {
+            d = rem[q] / rate;
+        } else if (z->next[q] < t->off[q + 1]) {
+            const double arr = *awaited(z, &t->act[z->next[q]]);
+            d = arr > now ? arr - now : -1;
+        }
+        if (d >= 0 && (dt < 0 || d < dt)) dt = d;
+    }
+    if (dt < 0) return -1;
+    for (int q = 0; q < p; q++) {
+        if (rem[q] < 0) continue;
+        if (rem[q] / rate <= dt * (1 + 1e-12)) { /* ends now */
+            const int64_t k = z->next[q]++;
+            z->r->end[k] = now + dt;
+            z->r->busy[q] += now + dt - z->r->start[k];
+            rem[q] = -1;
+            ++*ended;
+        } else {
+            rem[q] -= dt * rate;
+        }
+    }
+    return now + dt;
+}
+
+int sched_simulate_shared(const sched_table *t, const sched_costs *c, double cores,
+                          sched_result *r, char *err, size_t len) {
+    if (!(cores > 0) || cores >= t->spec.p) return sched_simulate(t, c, r, err, len);
+    memset(r, 0, sizeof *r);
+    if (sched_validate(t, err, len) < 0) return -1;
+    sim z;
+    const int p = t->spec.p;
+    double *rem = malloc((size_t)p * sizeof *rem);
+    if (!rem || sim_init(&z, t, c, r) < 0) {
+        free(rem), sim_free(&z);
+        sched_result_free(r);
+        return errmsg_fail(err, len, "schedule simulation: out of memory");
+    }
+    for (int q = 0; q < p; q++) rem[q] = -1;
+    double now = 0;
+    int64_t left = t->off[p];
+    for (;;) {
+        for (int64_t moved = 1; moved;) {
+            moved = 0;
+            for (int q = 0; q < p; q++) moved += ps_advance(&z, q, now, rem);
+            left -= moved;
+        }
+        int64_t ended = 0;
+        const double next = left > 0 ? ps_step(&z, now, cores, rem, &ended) : -1;
+        if (next < 0) break;
+        left -= ended;
+        now = next;
+    }
+    int rc = 0;
+    if (left > 0) {
+        rc = deadlock(&z, err, len);
+    } else {
+        double busy = 0;
+        r->makespan = now;
+        for (int q = 0; q < p; q++) {
+            if (r->peak[q] > r->peak_max) r->peak_max = r->peak[q];
+            busy += r->busy[q];
+        }
+        const double total = p * r->makespan;
+        r->bubble = total > 0 ? (total - busy) / total : 0;
+    }
+    free(rem);
+    sim_free(&z);
+    if (rc < 0) sched_result_free(r);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ printing */
 
 int sched_print_grid(FILE *out, const sched_table *t, char *err, size_t len) {

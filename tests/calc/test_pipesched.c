@@ -19,10 +19,16 @@
  * idles (p−1)·max(F+I−W, F, I) per rank, the paper's (p−1)(F+I−W) when W ≤ min(F, I); gpipe with
  * per-stage costs f_s, b_s and a p2p time c ≤ every cost takes Σf + (m−1)·max f + Σb +
  * (m−1)·max b + 2(p−1)·c (a flow shop). Every simulated run is checked against the dependencies
- * independently (its action times), and broken tables are refused or found deadlocked. */
+ * independently (its action times), and broken tables are refused or found deadlocked.
+ * Ranks sharing CPUs (sched_simulate_shared): on one CPU with free messages the makespan is the
+ * whole work, 3·p·v·m in unit costs, for every schedule; 1f1b p = 2, m = 2 by hand: 9 on 2 CPUs,
+ * 10 on 1.5 (each rank busy 7 of it), 12 on 1 (busy 9); with per-stage costs and p2p on p − 1 CPUs the
+ * dependencies hold and the makespan lies between the dedicated one and p/(p−1) times it. */
 #include "check.h"
 #include "calc/schedule.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -581,7 +587,56 @@ static void test_hand(void) {
     }
 }
 
+static void test_shared(void) {
+    sched_table t;
+    sched_result r;
+    char err[256] = "";
+    const sched_costs unit = sched_unit_costs();
+    build(&t, SCHED_1F1B, 2, 1, 2, err, sizeof err);
+    const double cores[3] = {2, 1.5, 1}, want[3] = {9, 10, 12}, busy[3] = {6, 7, 9};
+    for (int c = 0; c < 3; c++) {
+        const int rc = sched_simulate_shared(&t, &unit, cores[c], &r, err, sizeof err);
+        char what[160];
+        snprintf(what, sizeof what, "1f1b p=2 m=2 on %.1f CPUs: makespan %g (want %g), busy %g %g",
+                 cores[c], rc ? -1 : r.makespan, want[c], rc ? -1 : r.busy[0], rc ? -1 : r.busy[1]);
+        check_true(what, rc == 0 && fabs(r.makespan - want[c]) < 1e-12 &&
+                             fabs(r.busy[0] - busy[c]) < 1e-12 && fabs(r.busy[1] - busy[c]) < 1e-12);
+        if (rc == 0) sched_result_free(&r);
+    }
+    sched_free(&t);
+    int bad = 0, n = 0;
+    for (int k = 0; k < SCHED_N_KINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int m = 1; m <= 6; m++) {
+                const int v = k == SCHED_INTERLEAVED || k == SCHED_ZB_V ? 2 : 1;
+                if (!accepts((sched_kind)k, p, v, m) || build(&t, (sched_kind)k, p, v, m, err, sizeof err))
+                    continue;
+                double f[8], b[8], i[8], w[8];
+                for (int st = 0; st < p * v; st++)
+                    f[st] = 1 + 0.25 * st, b[st] = 2 + 0.5 * st, w[st] = 0.75, i[st] = b[st] - w[st];
+                const sched_costs cc = {0, 0, 0, 0, 0.3, f, b, i, w};
+                sched_result one, ded, sh;
+                const int ok = sched_simulate_shared(&t, &unit, 1, &one, err, sizeof err) == 0 &&
+                               sched_simulate(&t, &cc, &ded, err, sizeof err) == 0 &&
+                               sched_simulate_shared(&t, &cc, p - 1, &sh, err, sizeof err) == 0;
+                if (!ok || fabs(one.makespan - 3.0 * p * v * m) > 1e-9 || deps_violated(&t, &sh, 0.3) ||
+                    sh.makespan < ded.makespan - 1e-9 || sh.makespan > ded.makespan * p / (p - 1) + 1e-9) {
+                    bad++;
+                    printf("     %s p=%d m=%d: on 1 CPU %g (want %d); on %d: %g, dedicated %g %s\n",
+                           sched_kind_name((sched_kind)k), p, m, ok ? one.makespan : -1, 3 * p * v * m,
+                           p - 1, ok ? sh.makespan : -1, ok ? ded.makespan : -1, err);
+                }
+                if (ok) sched_result_free(&one), sched_result_free(&ded), sched_result_free(&sh);
+                sched_free(&t);
+                n++;
+            }
+    char what[96];
+    snprintf(what, sizeof what, "shared CPUs: whole work on 1 CPU, bounds on p-1, in %d cases", n);
+    check_true(what, bad == 0 && n > 30);
+}
+
 int main(void) {
+    test_shared();
     test_grid();
     test_interleaved_memory();
     test_costs();

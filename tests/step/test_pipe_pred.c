@@ -97,7 +97,7 @@ static void test_hand(pipe_schedule s, double makespan, const double idle[2]) {
             plan *p = plan_of(s, 2, r, 0, 2, 4);
             pipe_pred_result out;
             char err[256];
-            const int rc = pipe_pred_simulate(p, stage, 0.5 * shared, shared, &out, err, sizeof err);
+            const int rc = pipe_pred_simulate(p, stage, 0.5 * shared, shared, 0, &out, err, sizeof err);
             check_expect(rc == 0 && near(out.makespan, shared * makespan) &&
                              near(out.idle, shared * idle[r]),
                          "%s P=2 m=2 by hand, rank %d, times x%d: makespan %g idle %g (want %g, %g)",
@@ -121,7 +121,7 @@ static void test_unit(void) {
                 char err[256];
                 const double want = s == PIPE_ZB_H1 ? 3 * m + (P - 1) + (P > m ? P - m : 0)
                                                     : 3 * (v * m + P - 1);
-                if (pipe_pred_simulate(p, unit, 0, 1, &out, err, sizeof err) < 0 ||
+                if (pipe_pred_simulate(p, unit, 0, 1, 0, &out, err, sizeof err) < 0 ||
                     out.makespan != want) {
                     bad++;
                     printf("     schedule %d P=%lld m=%lld: makespan %g, closed form %g\n", s,
@@ -222,7 +222,7 @@ static void test_tensor(int64_t Y) {
     stage[0] = stage[1] = c;
     pipe_pred_result out;
     char err[256] = "";
-    const int rc = pipe_pred_simulate(p, stage, 0, 1.0, &out, err, sizeof err);
+    const int rc = pipe_pred_simulate(p, stage, 0, 1.0, 0, &out, err, sizeof err);
     const double F = 0.01 + 2 * want, B = 0.03 + 2 * want;
     check_expect(near(tp.f, want) && near(tp.b, want) && tp.w == 0 && near(c.f, F) &&
                      near(c.b, B) && near(c.w, 0.01) && rc == 0 && near(out.makespan, 5 * (F + B)),

@@ -41,7 +41,7 @@ void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, const pipe_stage
 }
 
 int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, double share,
-                       pipe_pred_result *out, char *err, size_t len) {
+                       double cores, pipe_pred_result *out, char *err, size_t len) {
     sched_table t;
     const sched_spec sp = plan_sched_spec(pl);
     if (sched_init(&t, &sp, err, len) < 0) return -1;
@@ -57,7 +57,7 @@ int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, 
     }
     const sched_costs sc = {0, 0, 0, 0, p2p, f, b, i, w};
     sched_result r;
-    const int rc = sched_simulate(&t, &sc, &r, err, len);
+    const int rc = sched_simulate_shared(&t, &sc, cores, &r, err, len);
     if (rc == 0) {
         out->makespan = r.makespan;
         out->idle = r.makespan - r.busy[pl->pipe.index];
@@ -91,7 +91,7 @@ static void to_stages(const plan *pl, const pipe_stage_cost *all, int stride,
 }
 
 int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, const pipe_stage_cost *tp,
-                      double p2p, double share, pipe_pred_result out[2], char *err, size_t len) {
+                      double p2p, double share, pipe_pred_result out[3], char *err, size_t len) {
     const int P = (int)pl->pipe.n, v = pl->chunks;
     /* per rank its chunks' costs on a CPU of its own, then with the compute × share */
     pipe_stage_cost *all = calloc((size_t)(2 * P * v), sizeof *all);
@@ -107,8 +107,11 @@ int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, const pipe_
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {
         to_stages(pl, all + k * v, 2 * v, stage);
-        rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out[k], err, len);
+        rc = pipe_pred_simulate(pl, stage, p2p, 1.0, 0, &out[k], err, len);
     }
+    /* the P ranks on P / share CPUs, each computing at its share of them when it computes */
+    to_stages(pl, all, 2 * v, stage);
+    if (rc == 0) rc = pipe_pred_simulate(pl, stage, p2p, 1.0, P / share, &out[2], err, len);
     free(all), free(stage);
     return rc;
 }
@@ -136,7 +139,7 @@ int pipe_pred_figures(const plan *pl, const double *all, double p2p, pipe_step_f
     out->wait = total > 0 ? wait / total : 0;
     out->other = total > 0 ? other / total : 0;
     to_stages(pl, chunks, v, stage);
-    const int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, &out->sim, err, len);
+    const int rc = pipe_pred_simulate(pl, stage, p2p, 1.0, 0, &out->sim, err, len);
     free(chunks), free(stage);
     return rc;
 }

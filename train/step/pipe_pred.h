@@ -45,16 +45,19 @@ pipe_stage_cost pipe_pred_tensor_layer(const plan *pl, pipe_price_fn price, void
 void pipe_pred_rank_costs(const plan *pl, const ktime_step *kt, const pipe_stage_cost *tp,
                           double share, pipe_stage_cost *out);
 /* Not collective. The simulation of pl's table with stage s costing cost[s] (S = |Z|·chunks
- * entries) × share (the host's sharing factor on compute), p2p seconds per message; rank
- * pl->pipe.index's idle. A split table's I costs b − w. Returns 0, or −1 with err. */
+ * entries) × share (the host's sharing factor on compute), p2p seconds per message, the ranks on
+ * `cores` CPUs (calc's sched_simulate_shared; 0: a CPU each); rank pl->pipe.index's idle. A
+ * split table's I costs b − w. Returns 0, or −1 with err. */
 int pipe_pred_simulate(const plan *pl, const pipe_stage_cost *cost, double p2p, double share,
-                       pipe_pred_result *out, char *err, size_t len);
+                       double cores, pipe_pred_result *out, char *err, size_t len);
 /* Collective over: world (a gather over the pipeline axis). Every rank's chunk costs
  * (pipe_pred_rank_costs of kt, tp) gathered into the stages' and simulated on a CPU per rank
- * (out[0]) and with the compute × share (out[1]). Returns 0, or −1 with err (the same on every
- * rank of the axis). */
+ * (out[0]), with the compute × share (out[1]: the step's prediction, whose replay stretches the
+ * compute alike), and on P / share CPUs shared as the ranks compute (out[2]: a rank waiting
+ * for its neighbours leaves its CPU to the others, which the bubble on an oversubscribed host
+ * shows). Returns 0, or −1 with err (the same on every rank of the axis). */
 int pipe_pred_measure(const plan *pl, mesh *m, const ktime_step *kt, const pipe_stage_cost *tp,
-                      double p2p, double share, pipe_pred_result out[2], char *err, size_t len);
+                      double p2p, double share, pipe_pred_result out[3], char *err, size_t len);
 
 /* What one rank measured over a step's pipeline phase (train/step/exec.c): from its first action
  * to its last (span), the time in its compute actions (busy: F, B, I, W) and in its pipeline

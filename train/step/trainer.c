@@ -50,7 +50,7 @@ struct trainer {
     exec *ex;           /* the step executor: this rank's list of actions */
     mesh_wire wire;     /* --comm-dtype (the plan's calls carry it) */
     ktime_step ktime;   /* the predicted compute of a step */
-    pipe_pred_result pipe_sim[2]; /* pipelined: the table simulated (a CPU per rank, shared) */
+    pipe_pred_result pipe_sim[3]; /* pipelined: the table simulated (pipe_pred_measure's) */
     const cost_chip *bucket_chip; /* --bucket auto: whose T_min and W sized the buckets */
     int bucket_emulated;          /* ... the emulated chip's (else the book's, on real links) */
     int cmatmul_split;            /* --collective-matmul auto: the ranks' own verdicts differed */
@@ -485,7 +485,7 @@ void trainer_step(trainer *t, int64_t step, const int32_t *tokens, step_stats *s
     par_step_begin(t->par);
     st->loss = exec_step(t->ex, tokens, &st->pipe);
     if (t->pl.pipe.n > 1)
-        st->pipe.bubble_sim = t->pipe_sim[1].bubble, st->pipe.makespan_sim = t->pipe_sim[1].makespan;
+        st->pipe.bubble_sim = t->pipe_sim[2].bubble, st->pipe.makespan_sim = t->pipe_sim[2].makespan;
     trace_begin(t->tr, TRACE_GRADS, step);
     par_finish_grads(t->par, t->mod);
     const double gnorm = sqrt(par_grad_sumsq(t->par, t->mod));
