@@ -110,12 +110,13 @@ static float *block_of(float *base, const struct par *p, param_id id, int64_t lm
     return base + lm * plan_moe_block(&g) / (shard ? g.n : 1);
 }
 
-/* The MoE block's parameters in a buffer of moe_layer_elems, one after another in id order. */
-static void layer_ptrs(const struct par *p, float *buf, float **out) {
+/* The MoE block's parameters in a buffer of moe_layer_elems, one after another in id order; b16
+ * (ZeRO-3's gathered weights in bf16): the experts' in 2-byte elements (plan_moe_gathered). */
+static void layer_ptrs(const struct par *p, float *buf, float **out, int b16) {
     for (int id = P_COUNT; id < P_ALL; id++) {
         out[id - P_COUNT] = buf;
         const plan_moe_geo g = plan_moe_geo_of(p->pl, (param_id)id);
-        buf += plan_moe_block(&g);
+        buf += b16 && id != P_ROUTER ? (plan_moe_block(&g) + 1) / 2 : plan_moe_block(&g);
     }
 }
 
@@ -123,7 +124,7 @@ void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
     const int64_t lm = model_layer_stack_index(&p->pl->s, l) - p->pl->moe0; /* the stage's */
     const int b16 = plan_z3_bf16(p->pl); /* the experts gathered in bf16 (the router: fp32) */
     float *b[P_ALL - P_COUNT];
-    layer_ptrs(p, p->ep.gathered, b);
+    layer_ptrs(p, p->ep.gathered, b, b16);
     for (int id = P_COUNT; id < P_ALL && p->ep.gathered_lm != lm; id++) {
         const float *src = block_of(model_param(mod, (param_id)id, NULL), p, (param_id)id, lm, 1);
         if (b16 && id != P_ROUTER)
@@ -146,7 +147,7 @@ void ep_layer_weights(struct par *p, model *mod, int64_t l, layer_w *w) {
 void ep_layer_grads(struct par *p, layer_g *g) {
     float *b[P_ALL - P_COUNT];
     floats_clear(p->ep.lgrads, p->pl->moe_layer_elems);
-    layer_ptrs(p, p->ep.lgrads, b);
+    layer_ptrs(p, p->ep.lgrads, b, 0);
     g->w_gate = g->w_up = g->w_down = NULL;
     g->router = b[0], g->e_gate = b[1], g->e_up = b[2], g->e_down = b[3];
     g->s_gate = b[4], g->s_up = b[5], g->s_down = b[6];
@@ -156,7 +157,7 @@ void ep_mlp_grads_done(struct par *p, int64_t l) {
     if (p->pl->zero < 2 || !model_layer_is_moe(&p->pl->s, l)) return;
     const int64_t lm = model_layer_stack_index(&p->pl->s, l) - p->pl->moe0; /* the stage's */
     float *b[P_ALL - P_COUNT];
-    layer_ptrs(p, p->ep.lgrads, b);
+    layer_ptrs(p, p->ep.lgrads, b, 0);
     for (int id = P_COUNT; id < P_ALL; id++)
         reduce_block(p, (param_id)id, block_of(p->shard_grads + shard_off(p, id), p, id, lm, 1),
                      b[id - P_COUNT], 1);

@@ -378,6 +378,9 @@ typedef struct {
     int64_t stage, counts, layer_grads, gathered, pack, update;
 } plan_ep_bufs;
 void plan_expert_bufs(const plan *p, plan_ep_bufs *b);
+/* ZeRO-3: the floats a MoE block's gathered weights take (BUF_EP_GATHERED): moe_layer_elems, or
+ * in bf16 (plan_z3_bf16) the router's and the experts' at two to a float. */
+int64_t plan_moe_gathered(const plan *p);
 /* ZeRO with experts: the MoE parameters' shard offsets, moe_shard_total, moe_layer_elems. */
 void plan_expert_shards(plan *p);
 

@@ -101,6 +101,16 @@ void plan_expert_shards(plan *p) {
     }
 }
 
+int64_t plan_moe_gathered(const plan *p) {
+    if (!plan_z3_bf16(p)) return p->moe_layer_elems;
+    int64_t n = 0; /* the router fp32, the experts' blocks in bf16, two to a float */
+    for (int id = P_COUNT; id < P_ALL; id++) {
+        const plan_moe_geo g = plan_moe_geo_of(p, (param_id)id);
+        n += id == P_ROUTER ? plan_moe_block(&g) : (plan_moe_block(&g) + 1) / 2;
+    }
+    return n;
+}
+
 void plan_expert_bufs(const plan *p, plan_ep_bufs *b) {
     const int64_t nz = p->loc.ep_n, Lm = model_moe_layers(&p->s);
     *b = (plan_ep_bufs){0, 0, 0, 0, 0, 0};
@@ -120,6 +130,6 @@ void plan_expert_bufs(const plan *p, plan_ep_bufs *b) {
     }
     b->pack = 2 * block; /* the packed block, then a collective's result */
     if (p->zero >= 2) b->layer_grads = p->moe_layer_elems;
-    if (p->zero == 3) b->gathered = p->moe_layer_elems;
+    if (p->zero == 3) b->gathered = plan_moe_gathered(p);
     if (p->zero <= 2) b->update = shard;
 }
