@@ -3,16 +3,21 @@
 # (bench/torch_infer.py), one rank and one BLAS/torch thread, at batch 1 and at a batch past
 # B_crit, alternating round by round so that both see the same machine; then meshtrain's decode
 # batch sweep (the roofline) as CSV and a gnuplot SVG.
-# Model L=8 D=512 N=K=8 H=64 F=1408 V=256 (fp32, 103 MB of weights: far beyond the caches),
-# prompts of 64 random tokens, 32 decode steps. Each run reports its prefill time and its median
-# decode step; the table gives the minimum and the median of those over ROUNDS rounds, the
-# speed-ups (PyTorch's median / meshtrain's), decode at batch 1 against the memory-bandwidth
-# bound (weights + KV bytes / the BW measured at start-up) and the targets (1.2x, 80%).
-# About 50 s per round and 30 s for the sweep (measured on the loaded 2-vCPU machine): about
-# 5 minutes in all with ROUNDS=5.
+# meshtrain runs in fp32 and in bf16 (--compute-dtype bf16, the KV cache in bf16) each round.
+# Model L=8 D=512 N=K=8 H=64 F=1408 V=256 (103 MB of weights in fp32, 51.5 MB in bf16: beyond the
+# 32 MiB L3 of the AMD EPYC it was sized on; MODEL= another where the last-level cache is
+# larger), prompts of 64 random tokens, 32 decode steps. Each run reports its prefill time and
+# its median decode step; the table gives the minimum and the median of those over ROUNDS rounds,
+# the speed-ups (PyTorch's median / meshtrain's), decode at batch 1 against the memory-bandwidth
+# bound (weights + KV bytes in the run's dtype / the BW read at start-up from a buffer of at
+# least 4x the last-level cache, whose size Linux gives in sysfs) and the targets (1.2x, 80%).
+# Each run says whether its weights exceed the last-level cache (`decode bound`); where they do
+# not, the bound is meaningless and the target line says so.
+# About 50 s per round with fp32 alone and 30 s for the sweep (measured on the loaded 2-vCPU
+# machine); the bf16 runs add about half: about 5.5 minutes in all with ROUNDS=4.
 #
 # usage: bench/infer_bench.sh [BUILD_DIR]
-# env:   ROUNDS=5 BIG=32 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3
+# env:   ROUNDS=5 MODEL="--layers 8 ... --vocab 256" BIG=32 SWEEP=1,2,4,8,16,32,64 OUT=bench/infer_results.md PYTHON=/usr/bin/python3
 #        DOCS=docs (infer_roofline.csv / .svg written there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,27 +28,39 @@ SWEEP=${SWEEP:-1,2,4,8,16,32,64}
 OUT=${OUT:-bench/infer_results.md}
 DOCS=${DOCS:-docs}
 . bench/torch_preamble.sh infer_bench
-MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"
+MODEL=${MODEL:-"--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --vocab 256"}
 P=64 STEPS=32
 declare -A val
 add() { val[$1]="${val[$1]:-} $2"; }
 
-for r in $(seq "$ROUNDS"); do
+# mt ROUND PREFIX DTYPE: meshtrain's run in --compute-dtype DTYPE (the KV cache in the same), its
+# figures under PREFIX_pre_B, _dec_B, _bw_B (% of the bandwidth bound at the median step), _bwmin_B
+mt() {
+  local out
   out=$("$MT" generate --bench $MODEL --seq-len $((P + STEPS + 1)) --bench-prompt $P \
-    --tokens $((STEPS + 1)) --bench-batches "1,$BIG" 2>&1)
+    --tokens $((STEPS + 1)) --bench-batches "1,$BIG" --compute-dtype "$3" 2>&1)
   while read -r b pre best med bw; do
-    add "mt_pre_$b" "$pre"
-    add "mt_dec_$b" "$med"
-    add "mt_bw_$b" "${bw%\%}"                                         # % of the bound, median step
-    add "mt_bwmin_$b" "$(awk -v p="${bw%\%}" -v a="$med" -v b="$best" 'BEGIN {print p * a / b}')"
+    add "$2_pre_$b" "$pre"
+    add "$2_dec_$b" "$med"
+    add "$2_bw_$b" "${bw%\%}"                                        # % of the bound, median step
+    add "$2_bwmin_$b" "$(awk -v p="${bw%\%}" -v a="$med" -v b="$best" 'BEGIN {print p * a / b}')"
   done < <(awk '$4 == "decode:" {print $1, $2, $5, $6, $11}' <<<"$out")
-  grep -q '^B_crit' <<<"$out" && bcrit=$(grep '^B_crit' <<<"$out") && echo "round $r meshtrain: $bcrit"
+  bound[$3]=$(grep '^decode bound' <<<"$out" || true)
+  if grep -q '^B_crit' <<<"$out"; then
+    bcrit[$3]=$(grep '^B_crit' <<<"$out")
+    echo "round $1 meshtrain $3: ${bcrit[$3]}"
+  fi
+}
+declare -A bound bcrit
+for r in $(seq "$ROUNDS"); do
+  mt "$r" mt fp32
+  mt "$r" bf bf16
   for b in 1 "$BIG"; do
     line=$(cd bench && "$PYTHON" torch_infer.py $MODEL --prompt $P --steps $STEPS --batch "$b")
     add "pt_pre_$b" "$(sed -n 's/.*prefill ms \([0-9.]*\).*/\1/p' <<<"$line")"
     add "pt_dec_$b" "$(sed -n 's/.*ms\/step median \([0-9.]*\).*/\1/p' <<<"$line")"
   done
-  echo "round $r: meshtrain decode B=1 ${val[mt_dec_1]##* } ms, torch ${val[pt_dec_1]##* } ms"
+  echo "round $r: meshtrain decode B=1 ${val[mt_dec_1]##* } ms (bf16 ${val[bf_dec_1]##* } ms), torch ${val[pt_dec_1]##* } ms"
 done
 
 med() { tr ' ' '\n' <<<"${val[$1]}" | grep . | median; }
@@ -67,11 +84,26 @@ ratio() { # ratio A B: median(B) / median(A) (how many times faster A is)
     echo "| decode step | $b | $(stat mt_dec_$b) | $(stat pt_dec_$b) | $(ratio mt_dec_$b pt_dec_$b)x |"
   done
   echo
-  echo "Last round: ${bcrit:-no B_crit line}"
+  echo "meshtrain in bf16 (--compute-dtype bf16, the KV cache in bf16), the same rounds:"
   echo
-  echo "Decode at batch 1 against the memory-bandwidth bound ((weights + KV bytes) / measured BW):"
-  echo "$(med mt_bw_1)% at the median step (median over the rounds; per round: ${val[mt_bw_1]# }),"
-  echo "$(tr ' ' '\n' <<<"${val[mt_bwmin_1]}" | grep . | sort -g | tail -1 | awk '{printf "%.0f", $1}')% at the fastest step of the best round."
+  echo "| phase | batch | meshtrain bf16 ms (median / min) | speed-up over meshtrain fp32 (medians) | over PyTorch 1.13 fp32 |"
+  echo "|---|---|---|---|---|"
+  for b in 1 "$BIG"; do
+    echo "| prefill ($P tokens each) | $b | $(stat bf_pre_$b) | $(ratio bf_pre_$b mt_pre_$b)x | $(ratio bf_pre_$b pt_pre_$b)x |"
+    echo "| decode step | $b | $(stat bf_dec_$b) | $(ratio bf_dec_$b mt_dec_$b)x | $(ratio bf_dec_$b pt_dec_$b)x |"
+  done
+  echo
+  echo "Last round: fp32 ${bcrit[fp32]:-no B_crit line}; bf16 ${bcrit[bf16]:-no B_crit line}"
+  echo
+  echo "Decode at batch 1 against the memory-bandwidth bound ((weights + KV bytes in the run's dtype)"
+  echo "/ the BW read at start-up from a buffer of at least 4x the last-level cache):"
+  for k in mt bf; do
+    echo "  $([ $k = mt ] && echo fp32 || echo bf16): $(med ${k}_bw_1)% at the median step (median over the rounds; per round: ${val[${k}_bw_1]# }),"
+    echo "    $(tr ' ' '\n' <<<"${val[${k}_bwmin_1]}" | grep . | sort -g | tail -1 | awk '{printf "%.0f", $1}')% at the fastest step of the best round"
+  done
+  echo "The bound's meaning (the last round's runs):"
+  echo "  fp32: ${bound[fp32]:-no decode bound line}"
+  echo "  bf16: ${bound[bf16]:-no decode bound line}"
   echo
   echo "Targets (speed-up = PyTorch's median / meshtrain's median; bound: median step >= 80%):"
   for k in pre dec; do
@@ -81,8 +113,13 @@ ratio() { # ratio A B: median(B) / median(A) (how many times faster A is)
         "$b" "$x" "$(awk -v x="$x" 'BEGIN {print (x >= 1.2 ? "met (>= 1.2x)" : "NOT met (< 1.2x)")}')"
     done
   done
-  printf '  decode  batch 1   %5s%% of the bandwidth bound  %s\n' "$(med mt_bw_1)" \
-    "$(awk -v x="$(med mt_bw_1)" 'BEGIN {print (x >= 80 ? "met (>= 80%)" : "NOT met (< 80%)")}')"
+  for k in mt bf; do
+    printf '  decode  batch 1   %5s%% of the bandwidth bound in %s  %s%s\n' "$(med ${k}_bw_1)" \
+      "$([ $k = mt ] && echo fp32 || echo bf16)" \
+      "$(awk -v x="$(med ${k}_bw_1)" 'BEGIN {print (x >= 80 ? "met (>= 80%)" : "NOT met (< 80%)")}')" \
+      "$(grep -q 'FIT in the last-level' <<<"${bound[$([ $k = mt ] && echo fp32 || echo bf16)]:-}" &&
+           echo ': MEANINGLESS, the weights fit in the last-level cache' || true)"
+  done
 } | tee "$OUT"
 
 # the roofline sweep: CSV + SVG

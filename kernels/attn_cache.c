@@ -10,6 +10,7 @@
 #include "kernels/attn_cache.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -137,5 +138,28 @@ double kern_measure_read_bw(int64_t bytes, double seconds) {
     } while (now_s() - t0 < seconds);
     (void)sink;
     free(x);
+    return best;
+}
+
+int64_t kern_llc_bytes(void) {
+    int64_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], unit = 0;
+        int level = 0;
+        long long size = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const int ok = fscanf(f, "%d", &level) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!ok || !(f = fopen(path, "r"))) continue;
+        const int got = fscanf(f, "%lld%c", &size, &unit);
+        fclose(f);
+        if (got < 1 || size <= 0 || level < best_level) continue;
+        const int64_t bytes = size * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+        if (level > best_level || bytes > best) best = bytes, best_level = level;
+    }
     return best;
 }

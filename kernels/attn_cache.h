@@ -29,4 +29,7 @@ float kern_read_sum(const float *restrict x, int64_t n);
  * `bytes` (allocated here, far larger than the caches), best of repeated passes for about
  * `seconds`. 0 when the buffer cannot be allocated. */
 double kern_measure_read_bw(int64_t bytes, double seconds);
+/* The size in bytes of the last-level cache CPU 0 uses (the highest cache level Linux lists in
+ * /sys/devices/system/cpu/cpu0/cache); 0 when not known. */
+int64_t kern_llc_bytes(void);
 #endif

@@ -74,6 +74,27 @@ kv_bytes_() {
 launch kv_bytes_ bf16 2
 launch kv_bytes_ fp32 4
 
+# decode's weight bytes a step (generate --bench's CSV, batch 1, MB): the matrices at 4 bytes an
+# element in fp32 and at 2 in bf16 (their bf16 copies), the norms' gains and the embedding's row
+# at 4: 38912 matrix elements (2 layers of 15360, the unembedding 8192), 160 gains, 32 floats of
+# the row; 156416 B in fp32, 78592 B in bf16 (the gains at 2 bytes would give 78272). And the
+# decode bound's line says where the bandwidth was read and that these weights fit in the cache.
+wbytes_() {
+  local dt=$1 want=$2 got
+  run 1 generate --ckpt "$WORK/ck.h5" --bench --bench-batches 1 --bench-prompt 8 --tokens 3 \
+    --compute-dtype "$dt" --csv "$WORK/wb_$dt.csv" >/dev/null 2>"$WORK/wb_$dt.err"
+  got=$(awk -F, 'NR == 2 {print $9}' "$WORK/wb_$dt.csv" 2>/dev/null)
+  if [ "$got" = "$want" ] &&
+     grep -q "^decode bound | batch 1: .* ($dt) | BW read from a [0-9]* MB buffer, last-level cache .* the weights \(FIT in\|against an unknown\)" "$WORK/wb_$dt.err"; then
+    echo "ok   generate --bench --compute-dtype $dt: decode reads $got MB of weights a step"
+  else
+    echo "FAIL generate --bench --compute-dtype $dt: weight_mb '$got', want $want (or no decode bound line)"
+    sed 's/^/     | /' "$WORK/wb_$dt.err" | tail -5
+  fi
+}
+launch wbytes_ fp32 0.1564
+launch wbytes_ bf16 0.0786
+
 # err FRAGMENT NP ARGS...: checked before any work: status 2, one error line holding the fragment,
 # no report of work begun on stderr (generate's, prefill's, decode's or the roofline's lines),
 # nothing on stdout, and no file left by --csv (each case its own gbN.csv: concurrent runs on one

@@ -294,11 +294,15 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
      * block; every weight is counted as read */
     const double blocks_mm =
         s->moe.E > 0 ? shape_matmul_params(s) - (double)(s->D * s->V) : (double)s->L * layer_mm;
+    /* in bf16 compute the matrices are read as their bf16 copies, 2 bytes an element; the
+     * norms' gains (and the embedding's rows, below) stay fp32 */
+    const double mat = g->prec.dtype == COMPUTE_BF16 ? 2.0 : 4.0;
     double bytes = 0;
     for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
         model_param(g->mod, (param_id)id, &n);
-        if (id != P_EMBED) bytes += 4.0 * (double)n;
+        const int gain = id == P_ATTN_NORM || id == P_MLP_NORM || id == P_FINAL_NORM;
+        if (id != P_EMBED) bytes += (gain ? 4.0 : mat) * (double)n;
     }
     bytes += 4.0 * (double)(R * s->D) / (double)(s->V / lc->Vl); /* embedding rows */
     st->p_bytes = bytes;

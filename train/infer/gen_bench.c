@@ -28,15 +28,20 @@
  * prediction (also used by the one-batch run of gen_cli.c) */
 
 gen_machine gen_measure_machine(mesh *m, int quick) {
+    /* the read bandwidth from memory: a buffer of at least 4 x the last-level cache (128 MiB at
+     * least), or part of it would be read from the cache */
+    const int64_t llc = kern_llc_bytes();
+    int64_t buf = (int64_t)(quick ? 16 : 128) << 20; /* (MiB) */
+    if (!quick && 4 * llc > buf) buf = 4 * llc;
     mesh_agree(mesh_world_comm(m), 0);
-    double bw = kern_measure_read_bw(INT64_C(quick ? 16 : 128) << 20, quick ? 0.02 : 0.3), fl = 0;
+    double bw = kern_measure_read_bw(buf, quick ? 0.02 : 0.3), fl = 0;
     for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
         const double f = kern_measure_flops_fwd(quick ? 256 : 1024, quick ? 0.01 : 0.1);
         fl = f > fl ? f : fl;
     }
     float in[2] = {(float)bw, (float)fl}, out[2];
     mesh_all_reduce(m, mesh_all_axes(m), out, in, 2, MESH_ALG_MPI);
-    return (gen_machine){out[0], out[1]};
+    return (gen_machine){out[0], out[1], (double)buf, (double)llc};
 }
 
 gen_step gen_step_total(mesh *m, const gen_step *st) {
@@ -217,6 +222,20 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
     }
     if (mesh_rank(m) == 0) {
         const bench_row *a = &rows[0];
+        /* the bound's meaning: BW read beyond the cache, and weights that do not fit in it */
+        fprintf(stderr,
+                "decode bound | batch %lld: weights %.2f MB + KV cache %.2f MB a step (%s) | BW "
+                "read from a %.0f MB buffer, last-level cache %.1f MB%s | the weights %s\n",
+                (long long)a->B, a->t.p_bytes / 1e6, a->t.kv_bytes / 1e6,
+                compute_dtype_name(c->compute), mc->bw_buffer / 1e6, mc->llc / 1e6,
+                mc->llc <= 0                   ? " (not known)"
+                : mc->bw_buffer >= 4 * mc->llc ? " (the buffer >= 4x it)"
+                                               : " (the buffer < 4x it: BW partly cached)",
+                mc->llc <= 0             ? "against an unknown cache"
+                : a->t.p_bytes > mc->llc ? "exceed the last-level cache: the bound is meaningful"
+                                         : "FIT in the last-level cache: the bound is meaningless "
+                                           "(decode reads them from the cache), take a larger "
+                                           "model");
         const double book = a->t.p_bytes * mc->flops / (a->t.flops / a->t.rows * mc->bw);
         fprintf(stderr, "B_crit: book %.1f (= weight bytes · C / (2·P · BW))", book);
         const bench_row *z = &rows[nbat - 1];

@@ -13,8 +13,10 @@
 /* The machine the roofline is drawn against, measured at start-up by every rank at once (ranks
  * that share cores measure their share): sums over the ranks. */
 typedef struct {
-    double bw;    /* read bandwidth from memory, bytes/s */
-    double flops; /* sgemm FLOP/s */
+    double bw;             /* read bandwidth from memory, bytes/s */
+    double flops;          /* sgemm FLOP/s */
+    double bw_buffer, llc; /* bytes: the buffer bw was read from, the last-level cache (0: not
+                            * known); measured: the buffer is at least 4 x llc */
 } gen_machine;
 
 /* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them; `quick`

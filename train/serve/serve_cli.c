@@ -579,15 +579,15 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     if (c->compute != COMPUTE_FP32)
         mesh_exit_error("--compute-dtype with --simulate: the virtual clock prices fp32 steps "
                         "(--kv-dtype bf16 prices a bf16 cache)");
-    sim_opts so = {f->simulate,  f->sim_out, ty >= 0 ? mesh_axis_size(m, ty) : 1,
-                   f->max_queue, {0, 0},     c->kv_dtype == COMPUTE_BF16 ? 2 : 4,
+    sim_opts so = {f->simulate,  f->sim_out,   ty >= 0 ? mesh_axis_size(m, ty) : 1,
+                   f->max_queue, {0, 0, 0, 0}, c->kv_dtype == COMPUTE_BF16 ? 2 : 4,
                    groups};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
         mesh_exit_error("--sim-machine %s: expected BW,C in GB/s and GFLOP/s, e.g. 30,120",
                         f->sim_machine);
-    so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9}
+    so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9, 0, 0}
                               : gen_measure_machine(m, c->quick_start);
     const model_shape *sh = &c->shape; /* a rank's kv heads: K/|Y|, or one where |Y| > K */
     const int64_t kvh = so.nY <= sh->K ? sh->K / so.nY : 1;
