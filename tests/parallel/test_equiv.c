@@ -312,6 +312,24 @@ int main(int argc, char **argv) {
     int64_t n3;
     trainer *t3 = trainer_create(&c3, m, err, sizeof err);
     float *p3 = run(t3, &c3, loss3, g3, &n3, NULL);
+    /* ZeRO-1/2 with experts under --overlap: the dense blocks' MLP gathers of an update are
+     * deferred into the next step's forward, which waits for each just before its block (per
+     * dense block and update the forward of the next step reads, STEPS − 1: its row-sharded
+     * MLP matrices, a column-sharded one being gathered at once), and none without */
+    int64_t mlp_go[2], mlp_gw[2]; /* started, waited: [0] --overlap off, [1] on */
+    par_mlp_gathers(trainer_par(c.overlap ? t3 : t1), &mlp_go[0], &mlp_gw[0]);
+    par_mlp_gathers(trainer_par(c.overlap ? t1 : t3), &mlp_go[1], &mlp_gw[1]);
+    const int64_t mlp_n = trainer_plan(t1)->mlp_n;
+    const int cmp_mlp =
+        c.shape.moe.E > 0 && (c.zero == 1 || c.zero == 2) && !c.tensor_axis[0] && mlp_n > 0;
+    int64_t mlp_rows = 0; /* the plan's MLP matrices sharded by rows */
+    for (int id = P_W_GATE; id <= P_W_DOWN; id++) {
+        const plan_geo *gm = &trainer_plan(t1)->g[id];
+        mlp_rows += gm->shard_n > 0 && !(gm->zdim && gm->R > 1);
+    }
+    const int64_t mlp_want = mlp_rows * mlp_n * (STEPS - 1);
+    const int mlp_ok = !cmp_mlp || (mlp_go[0] == 0 && mlp_gw[0] == 0 && mlp_gw[1] == mlp_want &&
+                                    mlp_go[1] >= mlp_want);
     trainer_destroy(t3); /* a mesh has room for a few trainers' observers */
     t3 = NULL;
     /* zb-h1 splits 1F1B's backwards and moves their weight halves: the same sums in the same
@@ -339,8 +357,8 @@ int main(int argc, char **argv) {
      * over the stages: the gradient norm's double sum in another order (seen: 4e-9 fp32 units),
      * the parameters' bits the same */
     const int chunked = trainer_plan(t1)->chunks > 1;
-    int same_1f1b = !(zb || vs_gpipe) || (!memcmp(loss, loss4, sizeof loss) &&
-                                          (chunked || !memcmp(g1, g4, sizeof g1)));
+    int same_1f1b = !(zb || vs_gpipe) ||
+                    (!memcmp(loss, loss4, sizeof loss) && (chunked || !memcmp(g1, g4, sizeof g1)));
     if (vs_gpipe) { /* collectives: on every rank */
         uint32_t *b1 = global_bits(m, t1, p1, nref), *b4 = global_bits(m, t4, p4, nref);
         same_1f1b &= !memcmp(b1, b4, (size_t)nref * sizeof *b1);
@@ -468,7 +486,7 @@ int main(int argc, char **argv) {
         pipe_n > 1 && pipe_n == mesh_nranks(m) && c.shape.moe.E == 0 && c.schedule != PIPE_GPIPE;
     if (pure_pipe && (worst_loss > 1 || worst_p > 0)) fail = 1;
     if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same_ov || !same_1f1b || !order ||
-        off != n1 || !ep_ok || bad_mode || (route_exact && route_diff))
+        off != n1 || !ep_ok || bad_mode || (route_exact && route_diff) || !mlp_ok)
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
     double w[2] = {worst_loss, worst_p}, wmax[2];
@@ -549,6 +567,12 @@ int main(int argc, char **argv) {
             printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
                    "mismatch fails)\n",
                    sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
+        if (cmp_mlp)
+            printf("dense MLPs' update gathers deferred and waited for by the next forward with "
+                   "--overlap: %lld started, %lld waited (want %lld), without: %lld, %lld (rank 0; "
+                   "any rank's mismatch fails)\n",
+                   (long long)mlp_go[1], (long long)mlp_gw[1], (long long)mlp_want,
+                   (long long)mlp_go[0], (long long)mlp_gw[0]);
         if (forced)
             printf("--progress %s: %s\n", config_progress_name(c.progress),
                    bad_mode ? "NOT in force" : "in force");

@@ -74,6 +74,9 @@ typedef enum {
     PAR_PARAMS_GATHERING, /* the gathers run (tickets: par_impl.h) */
 } par_params_state;
 par_params_state par_params(const par *p);
+/* With --overlap under ZeRO-1/2: the dense MLP weights' deferred update gathers started so far,
+ * and those a forward waited for just before their layer (the rest: par_params_sync's). */
+void par_mlp_gathers(const par *p, int64_t *started, int64_t *waited);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
  * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one
  * by one; with --overlap the gathers start with the next step and complete as its forward reads

@@ -119,6 +119,9 @@ typedef struct {
     int64_t base, end;
     int first;
     model *mod;
+    /* the dense MLPs' deferred gathers: started, and waited for by a forward before their layer
+     * (waited_l: the last layer it waited for since they started) */
+    int64_t mlp_started, mlp_waited, waited_l;
 } par_update;
 
 /* ---- the tensor axis (tensor.c) ---- */

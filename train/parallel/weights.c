@@ -281,11 +281,25 @@ static int64_t update_ticket(struct par *p, int64_t l) {
     return t;
 }
 
+static int mlp_id(int id) {
+    return id == P_W_GATE || id == P_W_UP || id == P_W_DOWN;
+}
+
+/* Counts the dense MLPs' deferred gathers of the layers up to l that a forward waits for now. */
+static void mlp_waits(struct par *p, int64_t l) {
+    par_update *u = &p->up;
+    if (u->state != PAR_PARAMS_GATHERING) return;
+    for (; u->waited_l < l; u->waited_l++)
+        for (int id = P_W_GATE; id <= P_W_DOWN; id++)
+            u->mlp_waited += update_gather(p, (param_id)id, u->waited_l + 1, 0);
+}
+
 layer_w par_hk_layer_weights(void *ctx, model *mod, int64_t l, int dir) {
     struct par *p = ctx;
     par_poll(p);
     if (p->pl->zero < 3) {
         weights_start_due(p);
+        mlp_waits(p, l);
         queue_wait(p, update_ticket(p, l));
         return model_layer_weights_local(mod, l);
     }
@@ -430,6 +444,7 @@ static int update_gather(struct par *p, param_id id, int64_t l, int start) {
     float *full = model_param(p->up.mod, id, NULL) + b * n;
     const float *stage = p->up.stage + p->pl->shard_offset[id] + b * ns;
     queue_push(p, (par_pending){.req = par_start(p, PLAN_UPDATE_GATHER, full, stage, ns)});
+    p->up.mlp_started += mlp_id(id);
     return 1;
 }
 
@@ -437,6 +452,7 @@ void weights_start_due(struct par *p) {
     par_update *u = &p->up;
     if (u->state != PAR_PARAMS_DUE) return;
     u->state = PAR_PARAMS_GATHERING;
+    u->waited_l = p->pl->l0 - 1;
     u->base = queue_last(&p->q);
     u->first = update_gather(p, P_EMBED, -1, 1);
     for (int64_t l = p->pl->l0; l < p->pl->l1; l++)
@@ -449,6 +465,10 @@ void weights_start_due(struct par *p) {
 
 par_params_state par_params(const par *p) {
     return p ? p->up.state : PAR_PARAMS_WHOLE;
+}
+
+void par_mlp_gathers(const par *p, int64_t *started, int64_t *waited) {
+    *started = p ? p->up.mlp_started : 0, *waited = p ? p->up.mlp_waited : 0;
 }
 
 void par_after_update(par *p, model *mod) {
