@@ -466,7 +466,9 @@ int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
 /* Does ZeRO-3 gather the weight matrices in bf16 (PLAN_Z3_GATHER_BF16: --compute-dtype bf16)?
  * Then each tensor of a layer is a gather of its own (no weight buckets): the norm gains stay
  * fp32 on the wire. */
-int plan_z3_bf16(const plan *p);
+static inline int plan_z3_bf16(const plan *p) {
+    return p->zero == 3 && p->c.compute == COMPUTE_BF16;
+}
 /* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
  * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */
 static inline int plan_model_compute(const plan *p) {

@@ -12,8 +12,8 @@
 
 /* ---------------------------------------------------------------- the collectives */
 
-/* The axes of role r; ZeRO-3 gathering bf16 weights. Here, not in plan.c, so that the plan's
- * builder calls its list of collectives and not the other way round. */
+/* The axes of role r. Here, not in plan.c, so that the plan's builder calls its list of
+ * collectives and not the other way round. */
 const plan_axes *plan_role_axes(const plan *p, plan_role r) {
     return r == PLAN_ROLE_DATA          ? &p->data
            : r == PLAN_ROLE_TENSOR      ? &p->tensor
@@ -22,10 +22,6 @@ const plan_axes *plan_role_axes(const plan *p, plan_role r) {
            : r == PLAN_ROLE_EXPERT_DATA ? &p->erep
            : r == PLAN_ROLE_CP          ? &p->cp
                                         : &p->dcn;
-}
-
-int plan_z3_bf16(const plan *p) {
-    return p->zero == 3 && p->c.compute == COMPUTE_BF16;
 }
 
 /* Each kind's op and role. */
