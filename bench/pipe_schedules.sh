@@ -17,7 +17,8 @@
 # The schedules alternate within each round, so that a change of the machine's load hits all of
 # them; per point the min and the median of the measured bubble over the rounds. m values that a
 # schedule refuses (interleaved: not a multiple of P) are skipped for it, and interleaved on P > 2
-# under --emulate: no chip's wraparound closes a line of 4 (the run refuses). Each stage holds 4
+# under an --emulate chip whose wraparound does not close a line of P (the run refuses): v3, v5e
+# and v6e wrap only a full pod edge; v4p and v5p wrap an axis of a multiple of 4 (EMULATE=v5p). Each stage holds 4
 # layers (LAYERS = 4·P), so that a message costs the same share of a stage's compute on 2 and 4
 # ranks. P ranks on fewer cores share them: sim runs the ranks on the host's CPUs, each rank
 # computing at its share of them while it computes (a rank waiting for a message naps: calc's
@@ -45,7 +46,9 @@ for r in $(seq 1 "$ROUNDS"); do
         v=()
         if [ "$s" = interleaved ]; then
           [ $((m % P)) -eq 0 ] || continue
-          [ "$P" -le 2 ] || [ -z "$EMULATE" ] || continue # the chip's line of P > 2 does not wrap
+          # a line of P > 2 must wrap: v4p/v5p wrap an axis of a multiple of 4, v3/v5e/v6e none
+          [ "$P" -le 2 ] || [ -z "$EMULATE" ] || { [[ "$EMULATE" =~ ^v[45]p$ ]] && [ $((P % 4)) -eq 0 ]; } ||
+            continue
           v=(--virtual-stages "$V")
         fi
         out=$(mpiexec --oversubscribe --bind-to none -np "$P" "$MT" --bench --no-matmul-bound \
