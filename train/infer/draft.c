@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/mesh.h"
 #include "train/infer/spec_rule.h"
 #include "train/model/model.h"
 
@@ -83,6 +84,7 @@ static void draft_phase(spec_ctx *c, spec_run *r) {
         gen_step st;
         gen_extend(c->dg, c->rows, c->tok, &st);
         record(r->draft_s, &r->draft_steps, &r->draft_sum, &st);
+        const double t0 = mesh_now();
         const float *lg = gen_logits(c->dg);
         for (int64_t b = 0, r0 = 0; b < c->nb; r0 += c->rows[b++]) {
             if (!c->rows[b]) continue;
@@ -92,6 +94,7 @@ static void draft_phase(spec_ctx *c, spec_run *r) {
                                 c->temperature, c->top_k, c->seed, key_of(c, b), j, c->scratch);
             gen_set_pos(c->dg, b, gen_pos(c->dg, b) + c->rows[b]);
         }
+        r->pick_sec += mesh_now() - t0;
     }
 }
 
@@ -112,6 +115,7 @@ static void verify_phase(spec_ctx *c, spec_run *r) {
     gen_step st;
     gen_extend(c->tg, c->rows, c->tok, &st);
     record(r->verify_s, &r->rounds, &r->verify_sum, &st);
+    const double t0 = mesh_now();
     const float *lg = gen_logits(c->tg);
     for (int64_t b = 0, r0 = 0; b < c->nb; r0 += c->rows[b++]) {
         if (c->kb[b] < 0) continue;
@@ -132,6 +136,7 @@ static void verify_phase(spec_ctx *c, spec_run *r) {
         r->tokens += v.accepted + 1;
         r->seq_steps++;
     }
+    r->rule_sec += mesh_now() - t0;
 }
 
 void spec_generate(gen *tg, gen *dg, const prompt_set *ps, int64_t n, int k, double temperature,
@@ -167,6 +172,7 @@ void spec_generate(gen *tg, gen *dg, const prompt_set *ps, int64_t n, int k, dou
         out[b * n] = first[b];
         c.ngen[b] = 1;
     }
+    const double t0 = mesh_now();
     for (;;) {
         int active = 0;
         for (int64_t b = 0; b < c.nb; b++) {
@@ -178,6 +184,7 @@ void spec_generate(gen *tg, gen *dg, const prompt_set *ps, int64_t n, int k, dou
         draft_phase(&c, r);
         verify_phase(&c, r);
     }
+    r->loop_sec = mesh_now() - t0;
     free(c.ngen), free(c.kb), free(c.rows), free(c.tok), free(c.d), free(c.q), free(c.work),
         free(c.scratch);
 }

@@ -39,6 +39,9 @@ typedef struct {
     int64_t tokens;      /* tokens produced by the rounds (the first token of prefill excluded) */
     double *draft_s, *verify_s;     /* this rank's step times, [draft_steps] and [rounds] */
     gen_step draft_sum, verify_sum; /* this rank's figures summed over the steps */
+    double pick_sec;  /* the drafter's token picks after its steps, in all (s) */
+    double rule_sec;  /* the acceptance rule and the caches' rollback after the verify steps (s) */
+    double loop_sec;  /* the rounds from the first drafter step to the last verdict (s) */
 } spec_run;
 
 void spec_run_free(spec_run *r); /* accepts a zeroed run */

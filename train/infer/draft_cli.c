@@ -102,6 +102,22 @@ static spec_counts counts_total(mesh *m, gen *g, const spec_counts *c) {
     return (spec_counts){(int64_t)out[0], (int64_t)out[1], (int64_t)out[2]};
 }
 
+/* Where a round's time goes, per round (ms): the drafter's steps (how many a round) and its
+ * token picks, the verify step, the acceptance rule with the caches' rollback, and the rest of
+ * the loop; then the rounds' share of the decode's wall time. */
+static void report_phases(const spec_run *r, double wall) {
+    const double n = r->rounds > 0 ? (double)r->rounds : 1.0;
+    const double other = r->loop_sec - r->draft_sum.seconds - r->pick_sec -
+                         r->verify_sum.seconds - r->rule_sec;
+    fprintf(stderr,
+            "speculative phases | per round: %.3f drafter steps %.4f ms, drafter picks %.4f "
+            "ms, verify step %.4f ms, acceptance %.4f ms, other %.4f ms | rounds %.3f ms of the "
+            "decode's %.3f ms\n",
+            (double)r->draft_steps / n, 1e3 * r->draft_sum.seconds / n, 1e3 * r->pick_sec / n,
+            1e3 * r->verify_sum.seconds / n, 1e3 * r->rule_sec / n, 1e3 * other / n,
+            1e3 * r->loop_sec, 1e3 * wall);
+}
+
 static void report_spec(const spec_run *r, const spec_counts *all, int64_t B, int64_t n, int k,
                         double wall, int quiet) {
     double *ds = malloc((size_t)(r->draft_steps + 1) * sizeof *ds),
@@ -136,6 +152,7 @@ static void report_spec(const spec_run *r, const spec_counts *all, int64_t B, in
             per_step, cost_spec_tokens(alpha, k), 1e3 * wall, (long long)(n - 1),
             n > 1 ? 1e3 * wall / (double)(n - 1) : 0.0, c, cost_spec_speedup(alpha, k, c, 1.0));
     free(ds), free(vs);
+    report_phases(r, wall);
 }
 
 void draft_tokens(const config *c, mesh *m, gen *tg, gen *dg, const prompt_set *ps, int64_t n,

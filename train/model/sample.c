@@ -15,14 +15,23 @@ static int item_cmp(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* Greedy: the first (lowest id) of the largest finite logits, 0 for none; the sort's first item
+ * without the sort. */
+static int32_t argmax(const float *logits, int64_t V) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < V; i++)
+        if (isfinite(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+    return best < 0 ? 0 : (int32_t)best;
+}
+
 int32_t sample_pick(const float *logits, int64_t V, double temperature, int64_t top_k, double u,
                     sample_item *scratch) {
+    if (temperature <= 0.0) return argmax(logits, V);
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++)
         if (isfinite(logits[i])) scratch[n++] = (sample_item){logits[i], (int32_t)i};
     if (n == 0) return 0;
     qsort(scratch, (size_t)n, sizeof *scratch, item_cmp);
-    if (temperature <= 0.0) return scratch[0].id;
     if (top_k > 0 && top_k < n) n = top_k;
     /* Weights relative to the largest logit, in double: w_0 = 1, so the total is ≥ 1. */
     double total = 0.0;

@@ -27,7 +27,8 @@ typedef struct {
 
 /* Not collective, pure. The token drawn from softmax(logits[V] / temperature) restricted to the
  * top_k largest logits (ties broken towards the lower id), by inverse CDF at u ∈ [0, 1).
- * Non-finite logits count as −∞; if none is finite, returns 0. scratch[V] is overwritten. */
+ * Non-finite logits count as −∞; if none is finite, returns 0. scratch[V] is overwritten
+ * (greedy, temperature ≤ 0: a scan for the largest, scratch untouched). */
 int32_t sample_pick(const float *logits, int64_t V, double temperature, int64_t top_k, double u,
                     sample_item *scratch);
 
