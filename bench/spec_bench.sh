@@ -13,6 +13,18 @@
 # decode's time is the sum of its steps, and on a loaded machine the steps' tails are heavy
 # (generate's draft summary prints the medians too). The table gives median and min over the
 # rounds, and measured/formula (the goal: within 0.8-1.2).
+# Where the time goes: generate's 'speculative phases' line splits a round (per round, ms) into
+# the drafter's steps (s of them: s = drafter steps / verify steps, measured; at most k, fewer in
+# the last rounds, which draft only what is left; a round's first drafter step also takes the
+# token the verify step added, as a second row, not as an extra step), the drafter's token picks,
+# the verify step, the acceptance rule with the caches' rollback, and the rest of the loop. The
+# second table gives them and measured/formula as the product of three measured factors (exact
+# up to the rounding of the printed figures and the decode's set-up outside the rounds, a few µs):
+#   (tokens per target step measured / E)  the run's rounds against the steady state of E: the
+#                                          last rounds draft fewer than k and keep fewer;
+#   (k·t_d + t_v) / (s·t_d + t_v)          the formula's drafter steps against the run's;
+#   (s·t_d + t_v) / (round's time)         the steps' share of a round: picks, rule, loop.
+# These are ratios of times taken in one run, so they hold on a loaded machine too.
 # The checkpoints are trained once into WORK (about a minute each on the loaded 2-vCPU machine);
 # a round takes a few seconds.
 #
@@ -65,6 +77,7 @@ for r in $(seq "$ROUNDS"); do
       2>&1 >/dev/null)
     s=$(grep '^speculative summary' <<<"$out") || { echo "$out" >&2; exit 1; }
     d=$(grep '^draft summary' <<<"$out")
+    ph=$(grep '^speculative phases' <<<"$out")
     a=$(field "$s" alpha) per=$(field "$s" "tokens per target step") ms=$(sed -n \
       's/.* \([0-9.]*\) ms\/token.*/\1/p' <<<"$s")
     mean='median [0-9.]* ms, min [0-9.]*, mean \([0-9.]*\)'
@@ -75,6 +88,22 @@ for r in $(seq "$ROUNDS"); do
     pred=$(awk -v e="$form" -v k="$k" -v t="$w" -v td="$td" -v tv="$tv" \
       'BEGIN {printf "%.4f", e / (k * td / t + tv / t)}')
     meas=$(awk -v w="$w" -v ms="$ms" 'BEGIN {printf "%.4f", w / ms}')
+    # the phases, per round (ms): drafter steps, their count, picks, verify, rule, other
+    ns=$(sed -n 's/.*per round: \([0-9.]*\) drafter steps.*/\1/p' <<<"$ph")
+    pd=$(field "$ph" "drafter steps") pp=$(field "$ph" "drafter picks")
+    pv=$(field "$ph" "verify step") pr=$(field "$ph" acceptance) po=$(field "$ph" other)
+    round=$(awk -v a="$pd" -v b="$pp" -v c="$pv" -v d="$pr" -v e="$po" \
+      'BEGIN {printf "%.4f", a + b + c + d + e}')
+    add "s_$k" "$ns"
+    add "pd_$k" "$pd"
+    add "pv_$k" "$pv"
+    add "pout_$k" "$(awk -v b="$pp" -v d="$pr" -v e="$po" -v r="$round" \
+      'BEGIN {printf "%.2f", 100 * (b + d + e) / r}')"
+    add "fe_$k" "$(awk -v p="$per" -v e="$form" 'BEGIN {printf "%.4f", p / e}')"
+    add "fs_$k" "$(awk -v k="$k" -v s="$ns" -v td="$td" -v tv="$tv" \
+      'BEGIN {printf "%.4f", (k * td + tv) / (s * td + tv)}')"
+    add "fl_$k" "$(awk -v s="$ns" -v td="$td" -v tv="$tv" -v r="$round" \
+      'BEGIN {printf "%.4f", (s * td + tv) / r}')"
     add "a_$k" "$a"
     add "per_$k" "$per"
     add "form_$k" "$form"
@@ -107,5 +136,18 @@ stat() { # stat KEY: "median / min"
   for k in $KS; do
     echo "| $k | $(stat "a_$k") | $(stat "per_$k") | $(stat "form_$k") | $(stat "c_$k") |" \
       "$(stat "v_$k") | $(stat "meas_$k") | $(stat "pred_$k") | $(stat "ratio_$k") |"
+  done
+  echo
+  echo "Where a round's time goes (generate's 'speculative phases', ms a round; picks + rule +"
+  echo "loop: outside the model steps), and measured/formula as the product of three factors:"
+  echo "tokens per target step / E, (k t_d + t_v)/(s t_d + t_v) with s the measured drafter steps"
+  echo "per verify step, and the steps' share (s t_d + t_v) / round."
+  echo
+  printf '| k | s | drafter steps | verify step | outside the steps (%% of a round) |'
+  echo ' tokens per step / E | (k t_d + t_v)/(s t_d + t_v) | steps / round |'
+  echo "|---|---|---|---|---|---|---|---|"
+  for k in $KS; do
+    echo "| $k | $(stat "s_$k") | $(stat "pd_$k") | $(stat "pv_$k") | $(stat "pout_$k") |" \
+      "$(stat "fe_$k") | $(stat "fs_$k") | $(stat "fl_$k") |"
   done
 } | tee "$OUT"
