@@ -39,7 +39,9 @@ typedef struct {
                                shards may reach this rank's experts */
     int64_t cp_n;           /* ranks of the context axis C (0 or 1: none): the model's rows are
                                this rank's share of each sequence, attention is cp_attn_*'s */
+    unsigned cp_reads;      /* what cp_attn_bwd reads of the saved q, k, v and att (CP_READS_*) */
 } model_extents;
+enum { CP_READS_QKV = 1, CP_READS_ATT = 2 };
 
 /* Pointers to layer l's weights as the compute uses them (TP-local, FSDP-gathered): a dense
  * block's w_gate, w_up, w_down, or a MoE block's router [D, E], this rank's experts' e_gate, e_up
@@ -163,12 +165,15 @@ typedef struct model_hooks {
      * and k[BT, K_l·H] in place to their global positions, fills att[BT, N_l·H] and keeps what
      * its backward needs for (slot, stored layer l); cp_attn_bwd overwrites dq, dk, dv (the
      * gradients of the projections' outputs, before rotation) from datt and the saved rotated
-     * q, k, v and output att. Collective over C. */
+     * q, k, v and output att. Collective over C. In bf16 compute, b16 holds the layer's saved
+     * bf16 q, k, v (NULL where the model keeps none, cp_reads): the forward rounds the rotated
+     * q, k, v into them once and the backward reads them there (q, k, v are then not kept). */
     void (*cp_attn_fwd)(void *ctx, model *m, int slot, int64_t l, float *att, float *q, float *k,
-                        const float *v, int64_t BT);
+                        const float *v, kern_bf16 *const b16[3], int64_t BT);
     void (*cp_attn_bwd)(void *ctx, model *m, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, const float *att, int64_t BT);
+                        const float *v, const float *att, const kern_bf16 *const b16[3],
+                        int64_t BT);
     /* A MoE block's router statistics under the context axis C (model_extents.cp_n > 1), whose
      * ranks hold pieces of the same sequences. rec[n][3E] has one record per model sequence (a
      * piece of a training sequence): on input [0, E) the piece's slots the router sent to each

@@ -14,7 +14,9 @@
  *     output att, and the SwiGLU output g (mixed_carve_act). Their fp32 values live only in the
  *     forward's transient scratch (mixed_transients). What a norm's, RoPE's, SwiGLU's or the
  *     loss's backward reads stays fp32: the residuals x1, x2, the rows' 1/rms, SwiGLU's inputs a
- *     and b, the logits. A context axis's attention reads q, k, v and att in fp32 (they stay).
+ *     and b, the logits. A context axis's attention (model_extents.cp_reads) reads q, k, v in
+ *     bf16 alone too (ulysses none: it keeps its own head shards) and att in bf16 but for the
+ *     ring, whose D = rowsum(dO ∘ O) reads att in fp32.
  *     A MoE block keeps h2 in bf16 too (its router's dW unpacks it), and its experts' rows,
  *     hidden values and shared experts' hidden values (model_moe.c). Elsewhere
  *     (model_fwd_rows' workspace) a product's input is rounded where the product consumes it,
@@ -63,13 +65,16 @@ const model_compute *model_compute_of(const model *m) {
 void mixed_carve_act(const model *m, carver *cb, layer_act *A, int moe) {
     if (!m->cmp.bf16) return;
     const int64_t BT = m->BT, D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H;
-    A->b16_kept = KEPT_H1;
+    const unsigned reads = m->loc.cp_n > 1 ? m->loc.cp_reads : CP_READS_QKV;
+    A->b16_kept = KEPT_H1 | KEPT_QKV;
     A->h1b = carve_b(cb, BT * D);
-    if (m->loc.cp_n == 1) {
-        A->b16_kept |= KEPT_QKV | KEPT_ATT;
+    if (reads & CP_READS_QKV) {
         A->qb = carve_b(cb, BT * NH);
         A->kb = carve_b(cb, BT * KH);
         A->vb = carve_b(cb, BT * KH);
+    }
+    if (!(reads & CP_READS_ATT)) {
+        A->b16_kept |= KEPT_ATT;
         A->attb = carve_b(cb, BT * NH);
     }
     A->b16_kept |= KEPT_H2;
@@ -95,7 +100,7 @@ void mixed_transients(model *m) {
         for (int64_t l = 0; l < m->Ls; l++) {
             layer_act *A = &S->act[l];
             if (A->h1b) A->h1 = m->s_big;
-            if (A->qb) A->q = m->s_q, A->k = m->s_k, A->v = m->s_v;
+            if (A->b16_kept & KEPT_QKV) A->q = m->s_q, A->k = m->s_k, A->v = m->s_v;
             if (A->attb) A->att = m->s_att;
             if (A->h2b) A->h2 = m->s_big;
             if (A->gb) A->g = m->s_f1;

@@ -397,8 +397,9 @@ static int block_fwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, int
     trace_begin(m->tr, TRACE_ATTN, l);
     block_qkv(m, &w, wb, A, B * T, sharded);
     if (lc->cp_n > 1) { /* the context axis: rotary and attention at global positions */
+        kern_bf16 *const b16[3] = {A->qb, A->kb, A->vb};
         m->hk.cp_attn_fwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, A->att, A->q, A->k, A->v,
-                          B * T);
+                          b16, B * T);
     } else {
         kern_rope_apply(A->q, m->rope_cos, m->rope_sin, B, T, lc->Nl, H, NHl, 0);
         kern_rope_apply(A->k, m->rope_cos, m->rope_sin, B, T, lc->Kl, H, KHl, 0);
@@ -647,8 +648,9 @@ static void block_bwd(model *m, slot_act *S, int64_t l, int64_t B, int64_t T, in
                      keep32 ? A->d_attn : NULL, keep16 ? A->d_attnb : NULL);
     POLL(m);
     if (lc->cp_n > 1) {
+        const kern_bf16 *const kept[3] = {A->qb, A->kb, A->vb};
         m->hk.cp_attn_bwd(m->hk.ctx, m, (int)(S - m->slot), l - m->l0, dq, dk, dv, datt, A->q,
-                          A->k, A->v, A->att, BT);
+                          A->k, A->v, A->att, kept, BT);
     } else {
         if (b16)
             mixed_attn_bwd(m, A, datt, dq, dk, dv, B, T);

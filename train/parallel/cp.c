@@ -35,7 +35,10 @@
  *              the 1-rank bf16 kernels' rounding points) attend them; dK, dV stay fp32 (they
  *              accumulate). allgather's forward is then the 1-rank bf16 run's bit for bit (a row's
  *              products depend on its row alone); the ring rounds each block's own probabilities,
- *              normalised by the block's sum, and D = rowsum(bf16 dO ∘ O).
+ *              normalised by the block's sum, and D = rowsum(bf16 dO ∘ O). The rounded q, k, v
+ *              are the model's saved copies (the hooks' b16: written once by the forward, read
+ *              by the backward; the model keeps no fp32 q, k, v then); the ring keeps att fp32
+ *              for D, the others keep att in bf16 alone (model_extents.cp_reads).
  *
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
@@ -116,6 +119,25 @@ static cp_b16 cp_b16_regions(const struct par *p, int64_t used) {
     return (cp_b16){b, b + p->pl->rows * p->pl->loc.Nl * p->pl->s.H};
 }
 
+/* The model's saved bf16 q, k, v (b16, NULL where it keeps none): the forward rounds the rotated
+ * values into them once; bf16_from then copies them where a kernel or a collective wants them. */
+static void cp_keep_qkv(const struct par *p, kern_bf16 *const b16[3], const float *q,
+                        const float *k, const float *v) {
+    const int64_t R = p->pl->rows, H = p->pl->s.H;
+    if (!plan_cp_blk_bf16(p->pl) || !b16[0]) return;
+    kern_bf16_pack(b16[0], q, R * p->pl->loc.Nl * H);
+    kern_bf16_pack(b16[1], k, R * p->pl->loc.Kl * H);
+    kern_bf16_pack(b16[2], v, R * p->pl->loc.Kl * H);
+}
+
+/* dst[n] = x rounded: the saved copy's bits when there is one, else rounded now. */
+static void bf16_from(kern_bf16 *dst, const kern_bf16 *saved, const float *x, int64_t n) {
+    if (saved)
+        memcpy(dst, saved, (size_t)n * sizeof *dst);
+    else
+        kern_bf16_pack(dst, x, n);
+}
+
 /* The allgather's regions of BUF_CP_KV: send [2, R·KH], g [|C|, 2, R·KH], full and dfull
  * [2, B, T, KH]. */
 typedef struct {
@@ -131,13 +153,15 @@ static ag_bufs ag_regions(const struct par *p) {
 }
 
 /* Every rank's rotated k and v, in sequence order into a.full: fp32, or in bf16 compute rounded
- * once and gathered in bf16 (a.full's first half then holds kern_bf16 K, V [2, B, T, KH]). */
-static void ag_gather(struct par *p, const ag_bufs *a, const float *k, const float *v) {
+ * once (b16: the model's saved copies) and gathered in bf16 (a.full's first half then holds
+ * kern_bf16 K, V [2, B, T, KH]). */
+static void ag_gather(struct par *p, const ag_bufs *a, const float *k, const float *v,
+                      const kern_bf16 *const b16[3]) {
     const int64_t n = p->pl->rows * p->pl->loc.Kl * p->pl->s.H;
     if (plan_cp_blk_bf16(p->pl)) {
         kern_bf16 *s = (kern_bf16 *)(void *)a->send;
-        kern_bf16_pack(s, k, n);
-        kern_bf16_pack(s + n, v, n);
+        bf16_from(s, b16[1], k, n);
+        bf16_from(s + n, b16[2], v, n);
         par_run_b(p, PLAN_CP_GATHER_KV_BF16, (kern_bf16 *)(void *)a->g, s, 2 * n);
         ag_order(p, a->g, a->full, 1, sizeof(kern_bf16));
         return;
@@ -149,15 +173,15 @@ static void ag_gather(struct par *p, const ag_bufs *a, const float *k, const flo
 }
 
 static void ag_fwd(struct par *p, const model *mod, float *att, float *ms, const float *q,
-                   const float *k, const float *v) {
+                   const float *k, const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, F = Bl * T * Kl * H;
     const ag_bufs a = ag_regions(p);
-    ag_gather(p, &a, k, v);
+    ag_gather(p, &a, k, v, b16);
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
-        kern_bf16_pack(a.b.q, q, pl->rows * Nl * H);
+        bf16_from(a.b.q, b16[0], q, pl->rows * Nl * H);
         kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, att, ms, ms + pl->rows * Nl,
                                 p->cp.ker, a.b.q, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T,
                                 Nl, Kl, H);
@@ -170,19 +194,19 @@ static void ag_fwd(struct par *p, const model *mod, float *att, float *ms, const
 
 static void ag_bwd(struct par *p, const model *mod, float *dq, float *dk, float *dv,
                    const float *datt, const float *ms, const float *q, const float *k,
-                   const float *v) {
+                   const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
     const int64_t full = Bl * T * Kl * H;
     const ag_bufs a = ag_regions(p);
-    ag_gather(p, &a, k, v);
+    ag_gather(p, &a, k, v, b16);
     floats_clear(dq, R * Nl * H);
     floats_clear(a.dfull, 2 * full);
     /* D = NULL: the block holds every key the rows see, so D = Σ_j P_ij dP_ij over it */
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
-        kern_bf16_pack(a.b.q, q, R * Nl * H);
+        bf16_from(a.b.q, b16[0], q, R * Nl * H);
         kern_bf16_pack(a.b.dout, datt, R * Nl * H);
         kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, a.dfull, a.dfull + full,
                                 p->cp.ker, a.b.dout, NULL, ms, ms + R * Nl, a.b.q, kf, kf + full,
@@ -255,16 +279,17 @@ static const int32_t *ring_kpos(const struct par *p, int64_t s) {
  * merges into (att, m, l) in the order the blocks arrive (the rank's own first). A block no
  * query sees is skipped (never under the zigzag split, where every block is half visible; under
  * the contiguous split rank i skips the blocks of ranks after it). */
-/* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and q into b.q). */
+/* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and q into b.q; b16:
+ * the model's saved copies). */
 static void ring_load(const struct par *p, const ring_bufs *b, float *blk, const float *q,
-                      const float *k, const float *v) {
+                      const float *k, const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t n = pl->rows * pl->loc.Kl * pl->s.H;
     if (plan_cp_blk_bf16(pl)) {
         kern_bf16 *kb = (kern_bf16 *)(void *)blk;
-        kern_bf16_pack(kb, k, n);
-        kern_bf16_pack(kb + n, v, n);
-        kern_bf16_pack(b->b.q, q, pl->rows * pl->loc.Nl * pl->s.H);
+        bf16_from(kb, b16[1], k, n);
+        bf16_from(kb + n, b16[2], v, n);
+        bf16_from(b->b.q, b16[0], q, pl->rows * pl->loc.Nl * pl->s.H);
         return;
     }
     floats_copy(blk, k, n);
@@ -288,14 +313,14 @@ static void ring_part_fwd(struct par *p, const model *mod, const ring_bufs *b, f
 }
 
 static void ring_fwd(struct par *p, const model *mod, float *att, float *ms, const float *q,
-                     const float *k, const float *v) {
+                     const float *k, const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
     const ring_bufs b = ring_regions(p);
     int64_t units;
     const plan_coll hop = ring_kv_hop(p, n, &units);
-    ring_load(p, &b, b.blk[0], q, k, v);
+    ring_load(p, &b, b.blk[0], q, k, v, b16);
     int have = 0;
     for (int64_t s = 0; s < C; s++) {
         float *cur = b.blk[s & 1];
@@ -339,7 +364,7 @@ static void ring_part_bwd(struct par *p, const model *mod, const ring_bufs *b, f
 
 static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, float *dv,
                      const float *datt, const float *ms, const float *q, const float *k,
-                     const float *v, const float *att) {
+                     const float *v, const float *att, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, Tl = pl->s.T / C, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, R = pl->rows, n = R * pl->loc.Kl * H;
@@ -353,7 +378,7 @@ static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, floa
     floats_clear(dq, R * Nl * H);
     int64_t units;
     const plan_coll hop = ring_kv_hop(p, n, &units);
-    ring_load(p, &b, b.blk[0], q, k, v);
+    ring_load(p, &b, b.blk[0], q, k, v, b16);
     floats_clear(b.blk[0] + 2 * n, 2 * n);
     mesh_req *r[2];
     for (int64_t s = 0; s < C; s++) {
@@ -535,7 +560,7 @@ static void uly_bwd(struct par *p, const model *mod, float *dq, float *dk, float
 /* ---------------------------------------------------------------- the hooks */
 
 void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q, float *k,
-                        const float *v, int64_t BT) {
+                        const float *v, kern_bf16 *const b16[3], int64_t BT) {
     struct par *p = ctx;
     const plan *pl = p->pl;
     CHECK(BT == pl->rows, "cp: %lld rows, the plan's micro-batch has %lld", (long long)BT,
@@ -543,12 +568,14 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
     rotate(p, q, pl->loc.Nl, 0);
     rotate(p, k, pl->loc.Kl, 0);
     float *ms = saved_at(p, slot, l);
+    cp_keep_qkv(p, b16, q, k, v);
+    const kern_bf16 *const kept[3] = {b16[0], b16[1], b16[2]};
     switch (pl->cp_alg) {
     case CONFIG_CP_ALLGATHER:
-        ag_fwd(p, mod, att, ms, q, k, v);
+        ag_fwd(p, mod, att, ms, q, k, v, kept);
         break;
     case CONFIG_CP_RING:
-        ring_fwd(p, mod, att, ms, q, k, v);
+        ring_fwd(p, mod, att, ms, q, k, v, kept);
         break;
     case CONFIG_CP_ULYSSES:
         uly_fwd(p, mod, att, ms, q, k, v);
@@ -560,17 +587,17 @@ void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, 
 
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk, float *dv,
                         const float *datt, const float *q, const float *k, const float *v,
-                        const float *att, int64_t BT) {
+                        const float *att, const kern_bf16 *const b16[3], int64_t BT) {
     (void)BT;
     struct par *p = ctx;
     const plan *pl = p->pl;
     const float *ms = saved_at(p, slot, l);
     switch (pl->cp_alg) {
     case CONFIG_CP_ALLGATHER:
-        ag_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v);
+        ag_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v, b16);
         break;
     case CONFIG_CP_RING:
-        ring_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v, att);
+        ring_bwd(p, mod, dq, dk, dv, datt, ms, q, k, v, att, b16);
         break;
     case CONFIG_CP_ULYSSES:
         uly_bwd(p, mod, dq, dk, dv, datt, (float *)ms);

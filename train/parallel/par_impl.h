@@ -300,10 +300,11 @@ void par_hk_partial_done(void *ctx, model *mod, float *dr, int64_t BT);
 /* cp.c (cp_init: the views and tables, once the buffers exist) */
 void cp_init(struct par *p);
 void par_hk_cp_attn_fwd(void *ctx, model *mod, int slot, int64_t l, float *att, float *q,
-                        float *k, const float *v, int64_t BT);
+                        float *k, const float *v, kern_bf16 *const b16[3], int64_t BT);
 void par_hk_cp_attn_bwd(void *ctx, model *mod, int slot, int64_t l, float *dq, float *dk,
                         float *dv, const float *datt, const float *q, const float *k,
-                        const float *v, const float *att, int64_t BT);
+                        const float *v, const float *att, const kern_bf16 *const b16[3],
+                        int64_t BT);
 /* cp_moe.c */
 void par_hk_moe_cp_sum(void *ctx, model *mod, double *rec, int64_t n, int64_t E);
 /* pipeline.c */

@@ -84,6 +84,9 @@ static void extents(plan *p) {
     lc->Dl = s->D / n;
     lc->d0 = y * lc->Dl;
     lc->cp_n = p->cp.n;
+    lc->cp_reads = p->cp_alg == CONFIG_CP_ULYSSES ? 0u
+                   : p->cp_alg == CONFIG_CP_RING  ? (unsigned)(CP_READS_QKV | CP_READS_ATT)
+                                                  : (unsigned)CP_READS_QKV;
     plan_expert_extents(p);
 }
 
