@@ -121,6 +121,12 @@ stat() { # stat KEY: "median / min"
   printf '%s / %s' "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | median)" \
     "$(tr ' ' '\n' <<<"${val[$1]}" | grep . | minimum)"
 }
+rows() { # rows K KEY...: the table's row of k = K, "median / min" of each KEY_K
+  local k=$1 line="| $1 |" key
+  shift
+  for key; do line="$line $(stat "${key}_$k") |"; done
+  echo "$line"
+}
 {
   echo "Speculative decoding, $(date -u +%Y-%m-%d), $CPU, $ncpu CPUs (load $(cut -d' ' -f1 \
     /proc/loadavg)), 1 rank, 1 BLAS thread; target: the demo's model ($STEPS steps), drafter:"
@@ -133,10 +139,7 @@ stat() { # stat KEY: "median / min"
   printf '| k | alpha | tokens/target step (measured) | (1-a^(k+1))/(1-a) | c | v |'
   echo ' speed-up measured | formula | measured/formula |'
   echo "|---|---|---|---|---|---|---|---|---|"
-  for k in $KS; do
-    echo "| $k | $(stat "a_$k") | $(stat "per_$k") | $(stat "form_$k") | $(stat "c_$k") |" \
-      "$(stat "v_$k") | $(stat "meas_$k") | $(stat "pred_$k") | $(stat "ratio_$k") |"
-  done
+  for k in $KS; do rows "$k" a per form c v meas pred ratio; done
   echo
   echo "Where a round's time goes (generate's 'speculative phases', ms a round; picks + rule +"
   echo "loop: outside the model steps), and measured/formula as the product of three factors:"
@@ -146,8 +149,5 @@ stat() { # stat KEY: "median / min"
   printf '| k | s | drafter steps | verify step | outside the steps (%% of a round) |'
   echo ' tokens per step / E | (k t_d + t_v)/(s t_d + t_v) | steps / round |'
   echo "|---|---|---|---|---|---|---|---|"
-  for k in $KS; do
-    echo "| $k | $(stat "s_$k") | $(stat "pd_$k") | $(stat "pv_$k") | $(stat "pout_$k") |" \
-      "$(stat "fe_$k") | $(stat "fs_$k") | $(stat "fl_$k") |"
-  done
+  for k in $KS; do rows "$k" s pd pv pout fe fs fl; done
 } | tee "$OUT"

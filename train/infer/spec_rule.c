@@ -14,21 +14,23 @@ static int item_cmp(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-void spec_probs(double *p, const float *logits, int64_t V, double temperature, int64_t top_k,
-                sample_item *scratch) {
+/* spec_probs, leaving scratch[0..n) the finite logits in sample_pick's order; returns n. */
+static int64_t probs_sorted(double *p, const float *logits, int64_t V, double temperature,
+                            int64_t top_k, sample_item *scratch) {
     memset(p, 0, (size_t)V * sizeof *p);
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++)
         if (isfinite(logits[i])) scratch[n++] = (sample_item){logits[i], (int32_t)i};
     if (n == 0) {
         p[0] = 1;
-        return;
+        return 0;
     }
     qsort(scratch, (size_t)n, sizeof *scratch, item_cmp);
     if (temperature <= 0.0) {
         p[scratch[0].id] = 1;
-        return;
+        return n;
     }
+    const int64_t all = n;
     if (top_k > 0 && top_k < n) n = top_k;
     double total = 0.0; /* the weights exactly as sample_pick sums them */
     for (int64_t i = 0; i < n; i++)
@@ -36,6 +38,12 @@ void spec_probs(double *p, const float *logits, int64_t V, double temperature, i
     for (int64_t i = 0; i < n; i++)
         p[scratch[i].id] =
             exp(((double)scratch[i].logit - (double)scratch[0].logit) / temperature) / total;
+    return all;
+}
+
+void spec_probs(double *p, const float *logits, int64_t V, double temperature, int64_t top_k,
+                sample_item *scratch) {
+    probs_sorted(p, logits, V, temperature, top_k, scratch);
 }
 
 double spec_accept_prob(const double *p, const double *q, int32_t d) {
@@ -73,9 +81,9 @@ int32_t spec_draft_pick(double *q, const float *logits, int64_t V, double temper
                         int64_t top_k, uint64_t seed, uint64_t idx, int32_t i,
                         sample_item *scratch) {
     if (temperature <= 0.0) return sample_pick(logits, V, 0.0, 0, 0.0, scratch);
-    spec_probs(q, logits, V, temperature, top_k, scratch);
+    const int64_t n = probs_sorted(q, logits, V, temperature, top_k, scratch);
     const double u = kern_rng_uniform(seed, SPEC_STREAM_DRAFT, idx + (uint64_t)i);
-    return sample_pick(logits, V, temperature, top_k, u, scratch);
+    return sample_pick_sorted(scratch, n, temperature, top_k, u); /* the one sort for both */
 }
 
 spec_verdict spec_verify(const float *tl, const double *q, const int32_t *d, int32_t k, int64_t V,

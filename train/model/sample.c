@@ -30,8 +30,14 @@ int32_t sample_pick(const float *logits, int64_t V, double temperature, int64_t 
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++)
         if (isfinite(logits[i])) scratch[n++] = (sample_item){logits[i], (int32_t)i};
-    if (n == 0) return 0;
     qsort(scratch, (size_t)n, sizeof *scratch, item_cmp);
+    return sample_pick_sorted(scratch, n, temperature, top_k, u);
+}
+
+int32_t sample_pick_sorted(const sample_item *scratch, int64_t n, double temperature,
+                           int64_t top_k, double u) {
+    if (n == 0) return 0;
+    if (temperature <= 0.0) return scratch[0].id;
     if (top_k > 0 && top_k < n) n = top_k;
     /* Weights relative to the largest logit, in double: w_0 = 1, so the total is ≥ 1. */
     double total = 0.0;

@@ -32,6 +32,11 @@ typedef struct {
 int32_t sample_pick(const float *logits, int64_t V, double temperature, int64_t top_k, double u,
                     sample_item *scratch);
 
+/* Not collective, pure. sample_pick's draw from its sorted finite logits scratch[0..n) (larger
+ * first, ties by lower id), for a caller that has sorted them already. */
+int32_t sample_pick_sorted(const sample_item *scratch, int64_t n, double temperature,
+                           int64_t top_k, double u);
+
 /* Collective over: world (model_next_logits may use collectives). Continues prompt[0..plen)
  * (plen ≥ 1) by n tokens into out[n], identical on every rank; the model sees the last T tokens
  * of the text so far. If echo != NULL, each token is written to it as a byte (and flushed) as
