@@ -22,8 +22,9 @@ int64_t kern_attn_cached_scratch(int64_t p0, int64_t n, int64_t Nl, int64_t Kl);
 void kern_attn_cached_ref(float *out, const float *q, const float *kc, const float *vc, int64_t p0,
                           int64_t n, int64_t Nl, int64_t Kl, int64_t H, int64_t ldk);
 
-/* Σ x[0..n), read once front to back with 32 independent partial sums: the memory-bound
- * streaming read that decode does to its weights and cache. */
+/* Σ x[0..n), read once as eight streams (the buffer's eighths side by side, as a matrix-vector
+ * product reads its rows) with 64 independent partial sums: the memory-bound read that decode
+ * does to its weights and cache. */
 float kern_read_sum(const float *restrict x, int64_t n);
 /* Measures this process's read bandwidth from memory in bytes/s: kern_read_sum over a buffer of
  * `bytes` (allocated here, far larger than the caches), best of repeated passes for about
