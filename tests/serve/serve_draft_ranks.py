@@ -30,9 +30,13 @@ POOL = ["--draft-tokens", "3", "--max-seqs", "8", "--kv-block", "4", "--kv-block
 
 
 def alone(s):
-    """Each prompt alone, greedy, 30 tokens: (text, drafted, accepted)."""
+    """Each prompt alone, greedy, 30 tokens: (text, drafted, accepted). Alone means the engine
+    holds no other sequence when it arrives: a response is sent before its sequence is retired,
+    and a step that still carries the last one's retirement shares the token budget, which can
+    change how many tokens the next one drafts in its first rounds (not its text)."""
     out = []
     for p in sh.PROMPTS:
+        sh.wait_for(lambda: s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
         st, _, data = s.request("POST", "/v1/completions",
                                 {"prompt": p, "max_tokens": 30, "temperature": 0})
         j = json.loads(data)
