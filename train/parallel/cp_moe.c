@@ -24,7 +24,7 @@ void par_hk_moe_cp_sum(void *ctx, model *mod, double *rec, int64_t n, int64_t E)
     struct par *p = ctx;
     (void)mod;
     const plan *pl = p->pl;
-    const int64_t C = pl->cp.n, np = pl->cp_pieces, me = pl->cp.index, cnt = plan_cp_moe_floats(pl);
+    const int64_t C = pl->cp.n, np = pl->cp_pieces, cnt = plan_cp_moe_floats(pl);
     CHECK(n == pl->model_seqs && cnt == n * 4 * E, "cp_moe: %lld records, the plan's %lld",
           (long long)n, (long long)pl->model_seqs);
     double *send = p->bufs.p[BUF_CP_MOE][0], *all = send + n * 2 * E;
@@ -32,7 +32,7 @@ void par_hk_moe_cp_sum(void *ctx, model *mod, double *rec, int64_t n, int64_t E)
         memcpy(send + i * 2 * E, rec + i * 3 * E, (size_t)(2 * E) * sizeof(double));
     par_run(p, PLAN_CP_MOE_STATS, (float *)(void *)all, (const float *)(const void *)send, cnt);
     for (int64_t i = 0; i < n; i++) {
-        const int64_t b = i / np, mine = i % np == 0 ? me : 2 * C - 1 - me; /* my chunk */
+        const int64_t b = i / np, mine = plan_cp_piece_start(pl, i % np) / pl->ms.T; /* my chunk */
         double *r = rec + i * 3 * E;
         memset(r, 0, (size_t)(3 * E) * sizeof *r);
         for (int64_t q = 0; q < C * np; q++) {
