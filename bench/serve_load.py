@@ -12,13 +12,25 @@
       Sends each request at its arrival time (open loop; --sequential: one after the other, each
       when the last ended), streaming with vLLM's continuous usage stats, and writes one JSON
       object a line: id, status, t_send, t_first, t_end (seconds from the start), n_prompt,
-      n_out, itl (the gaps between chunks that brought tokens).
+      n_out, n_first (the tokens the first chunk brought: more than 1 when the server held the
+      first back), itl (the gaps between chunks that brought tokens).
   serve_load.py report MEASURED PREDICTED [--slo-ttft S --slo-tpot S --csv PREFIX]
       TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99), request and token
       throughput and goodput (requests/s meeting both SLOs), measured beside the virtual
       clock's prediction (meshtrain serve --simulate), as a table on stdout; with --csv the CDFs
       of TTFT and end-to-end latency as PREFIX_{ttft,e2e}.csv (value, fraction measured,
       fraction predicted) and the table as PREFIX_table.csv.
+  serve_load.py model WORKLOAD --shape "MODEL FLAGS" --machine BW,C --batch B[,B...]
+      What the two schedulers' throughputs should be on this workload, saturated (the offered load
+      above both capacities), from the roofline step cost T(b) = max(T0, b t) with T0 = weight
+      bytes / BW (the weights read once a step) and t = FLOPs of a row / C, B_crit = T0 / t. Per
+      request: prefill p = E[P] t (compute-bound, the same under both), attention a = E[L (P +
+      L/2)] kv bytes / BW (the same), decode c = E[L] max(T0, B t) / B for continuous batching
+      (B sequences in every step) and s = E[sum_k max(T0, b_k t)] / B for static batches (b_k of
+      the batch's B sequences still running at its k-th step; the batch ends with its longest).
+      ratio = (p + a + s) / (p + a + c); with a flat step (B <= B_crit) and no prefill it is
+      E[max of B lengths] / E[length]. Also the padded static batch (every row runs until the
+      batch's longest ends, as a server without iteration-level scheduling pads).
 Definitions (vLLM's benchmark_serving): TTFT = first token - send; TPOT = (end - first) /
 (n_out - 1) per request of more than one token; ITL = every gap between token-bearing chunks;
 E2E = end - send; throughput over the span from the first send to the last end.
@@ -95,7 +107,7 @@ def one_request(url, body, t0):
                 n = j.get("usage", {}).get("completion_tokens", tokens)
                 if n > tokens:
                     if rec["t_first"] is None:
-                        rec["t_first"] = now
+                        rec["t_first"], rec["n_first"] = now, n
                     elif last is not None:
                         rec["itl"].append(now - last)
                     last, tokens = now, n
@@ -162,7 +174,8 @@ def stats(path, slo_ttft, slo_tpot):
     return {"n": len(rs), "ok": len(ok), "span": span, "ttft": ttft, "tpot": tpot, "itl": itl,
             "e2e": e2e, "req_s": len(ok) / span, "tok_s": sum(r["n_out"] for r in ok) / span,
             "total_tok_s": sum(r["n_out"] + r["n_prompt"] for r in ok) / span,
-            "goodput": len(good) / span}
+            "goodput": len(good) / span,
+            "held": sum(1 for r in ok if r.get("n_first", 1) > 1)}
 
 
 def cmd_report(a):
@@ -181,8 +194,8 @@ def cmd_report(a):
         rows.append((name, m[key], p[key]))
         print("%-22s %14.2f %14.2f %8.2f" % (name, m[key], p[key],
                                               m[key] / p[key] if p[key] else float("nan")))
-    print("(%d of %d requests answered; goodput: TTFT <= %g s and TPOT <= %g s)" %
-          (m["ok"], m["n"], a.slo_ttft, a.slo_tpot))
+    print("(%d of %d requests answered; goodput: TTFT <= %g s and TPOT <= %g s; %d first chunks "
+          "brought more than one token)" % (m["ok"], m["n"], a.slo_ttft, a.slo_tpot, m["held"]))
     if a.csv:
         with open(a.csv + "_table.csv", "w") as f:
             f.write("metric,measured,predicted\n")
@@ -196,6 +209,47 @@ def cmd_report(a):
                     f.write("%.6f %.4f %.4f\n" % (
                         x, sum(v <= x for v in m[key]) / max(1, len(m[key])),
                         sum(v <= x for v in p[key]) / max(1, len(p[key]))))
+
+
+def shape_costs(flags):
+    """Weight bytes, FLOPs of a decode row (the sampling head apart), of the head, and KV bytes of
+    one position, of the model the flags describe (fp32, vocabulary 256, one replica)."""
+    v = dict(zip(flags.split()[0::2], flags.split()[1::2]))
+    L, D, N = int(v["--layers"]), int(v["--d-model"]), int(v["--heads"])
+    K, F, V = int(v.get("--kv-heads", N)), int(v["--d-ff"]), 256
+    H = D // N
+    mm = D * (N + 2 * K) * H + N * H * D + 3 * D * F
+    return 4 * (L * (mm + 2 * D) + D * V + D), 2 * L * mm, 2 * D * V, 2 * L * K * H * 4
+
+
+def cmd_model(a):
+    work = [json.loads(l) for l in open(a.workload) if l.strip()]
+    W, frow, fhead, kvpos = shape_costs(a.shape)
+    bw, c = (float(x) * 1e9 for x in a.machine.split(","))
+    T0, t, th = W / bw, frow / c, fhead / c
+    P = [len(r["prompt"]) for r in work]
+    O = [r["max_tokens"] for r in work]
+    n = len(work)
+    p = sum(P) * t / n
+    att = sum(o * (q + o / 2) for q, o in zip(P, O)) * kvpos / bw / n
+    print("T0 %.2f ms, t %.3f ms a row: B_crit %.1f; per request: prefill %.1f ms, attention "
+          "%.1f ms (E[P] %.0f, E[L] %.0f)" % (T0 * 1e3, t * 1e3, T0 / t, p * 1e3, att * 1e3,
+                                               sum(P) / n, sum(O) / n))
+    print("%5s %12s %12s %12s %10s %14s %12s" % ("B", "cont ms", "static ms", "padded ms",
+                                                  "ratio", "decode only", "vs padded"))
+    for B in (int(x) for x in a.batch.split(",")):
+        cont = sum(O) / n * (max(T0, B * t) + B * th) / B
+        stat = pad = 0.0
+        for i in range(0, n, B):  # static batches take the requests in arrival order
+            ls, ps = O[i:i + B], P[i:i + B]
+            for k in range(1, max(ls) + 1):
+                b = sum(1 for x in ls if x >= k)
+                stat += max(T0, b * t) + b * th
+            pad += max(ls) * (max(T0, len(ls) * t) + len(ls) * th) + len(ls) * max(ps) * t
+        stat, pad = stat / n, pad / n
+        print("%5d %12.1f %12.1f %12.1f %9.2fx %13.2fx %11.2fx" % (
+            B, (p + att + cont) * 1e3, (p + att + stat) * 1e3, (att + pad) * 1e3,
+            (p + att + stat) / (p + att + cont), stat / cont, (att + pad) / (p + att + cont)))
 
 
 def main():
@@ -222,8 +276,13 @@ def main():
     p.add_argument("--slo-ttft", type=float, default=1.0)
     p.add_argument("--slo-tpot", type=float, default=0.05)
     p.add_argument("--csv")
+    m = sub.add_parser("model")
+    m.add_argument("workload")
+    m.add_argument("--shape", required=True)
+    m.add_argument("--machine", required=True)
+    m.add_argument("--batch", default="8")
     a = ap.parse_args()
-    {"gen": cmd_gen, "run": cmd_run, "report": cmd_report}[a.cmd](a)
+    {"gen": cmd_gen, "run": cmd_run, "report": cmd_report, "model": cmd_model}[a.cmd](a)
 
 
 if __name__ == "__main__":
