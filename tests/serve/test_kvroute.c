@@ -18,15 +18,16 @@ static int valid(int64_t K, int64_t Y) {
 
 /* Destination coordinate yd's pieces checked; returns the number of faults. */
 static int check_dst(int64_t K, int64_t Ys, int64_t Yd, int64_t yd) {
+    const model_shape s = {.N = 24, .K = K};
     kvroute_piece pc[24];
-    const int32_t np = kvroute_pieces(24, K, Ys, Yd, yd, pc);
+    const int32_t np = kvroute_pieces(&s, Ys, Yd, yd, pc);
     int64_t a, n, got[24];
-    kvroute_heads(24, K, Yd, yd, &a, &n);
+    model_tensor_kv_heads(&s, Yd, yd, &a, &n);
     int bad = np < 1 || (Ys == Yd && (np != 1 || pc[0].src != yd));
     int64_t at = a;
     for (int32_t i = 0; i < np && !bad; i++) {
         int64_t c, m;
-        kvroute_heads(24, K, Ys, pc[i].src, &c, &m);
+        model_tensor_kv_heads(&s, Ys, pc[i].src, &c, &m);
         bad |= pc[i].h0 != at || pc[i].h1 <= pc[i].h0 || pc[i].h0 < c || pc[i].h1 > c + m ||
                (i > 0 && pc[i].src <= pc[i - 1].src);
         int64_t shard[24]; /* the source rank's shard: head c + j at place j */

@@ -68,13 +68,7 @@ static void extents(plan *p) {
     const int64_t n = p->tensor.n, y = p->tensor.index;
     lc->Nl = s->N / n;
     lc->n0 = y * lc->Nl;
-    if (s->K >= n) {
-        lc->Kl = s->K / n;
-        lc->k0 = y * lc->Kl;
-    } else {
-        lc->Kl = 1;
-        lc->k0 = lc->n0 / (s->N / s->K);
-    }
+    model_tensor_kv_heads(s, n, y, &lc->k0, &lc->Kl);
     lc->Fl = s->F / n;
     lc->f0 = y * lc->Fl;
     lc->Fel = s->moe.F / n;

@@ -398,8 +398,8 @@ static int64_t move_piece(serve_engine *e, const batch_plan *p, const batch_xfer
     const int me = mesh_rank(e->wm);
     if (me != src && me != dst) return 0;
     int64_t a, na, c, nc;
-    kvroute_heads(s->N, s->K, Ys, pc->src, &a, &na);
-    kvroute_heads(s->N, s->K, Yd, yd, &c, &nc);
+    model_tensor_kv_heads(s, Ys, pc->src, &a, &na);
+    model_tensor_kv_heads(s, Yd, yd, &c, &nc);
     const int whole = a == pc->h0 && c == pc->h0 && na == pc->h1 - pc->h0 && nc == na;
     const int64_t eb = engine_kv_elem_bytes(e), slab = e->bstride * eb;
     const int64_t n = pc->h1 - pc->h0, bytes = whole ? slab : e->L * e->d.kv_block * n * s->H * eb;
@@ -430,7 +430,7 @@ static void transfer_linked(serve_engine *e, const batch_plan *p, engine_xfer *x
         if (t->src != e->rep && t->dst != e->rep) continue;
         const int64_t Ys = engine_replica_tensor(e, t->src), Yd = engine_replica_tensor(e, t->dst);
         for (int64_t yd = 0; yd < Yd; yd++) {
-            const int32_t np = kvroute_pieces(e->c.shape.N, e->c.shape.K, Ys, Yd, yd, pcs);
+            const int32_t np = kvroute_pieces(&e->c.shape, Ys, Yd, yd, pcs);
             for (int32_t k = 0; k < np; k++) x->bytes += move_piece(e, p, t, &pcs[k], Ys, Yd, yd);
         }
         x->sent += t->src == e->rep, x->received += t->dst == e->rep;

@@ -1,20 +1,10 @@
 /* kvroute: the kv heads' routes between two tensor shardings (see kvroute.h). */
 #include "train/serve/kvroute.h"
 
-void kvroute_heads(int64_t N, int64_t K, int64_t Y, int64_t y, int64_t *k0, int64_t *kl) {
-    if (K >= Y) {
-        *kl = K / Y;
-        *k0 = y * *kl;
-    } else { /* the plan's rule: the kv head of the rank's first query head */
-        *kl = 1;
-        *k0 = y * (N / Y) / (N / K);
-    }
-}
-
-int32_t kvroute_pieces(int64_t N, int64_t K, int64_t Ys, int64_t Yd, int64_t yd,
+int32_t kvroute_pieces(const model_shape *s, int64_t Ys, int64_t Yd, int64_t yd,
                        kvroute_piece *out) {
     int64_t a, n;
-    kvroute_heads(N, K, Yd, yd, &a, &n);
+    model_tensor_kv_heads(s, Yd, yd, &a, &n);
     if (Ys == Yd) {
         out[0] = (kvroute_piece){(int32_t)yd, a, a + n};
         return 1;
@@ -24,7 +14,7 @@ int32_t kvroute_pieces(int64_t N, int64_t K, int64_t Ys, int64_t Yd, int64_t yd,
     int64_t held = 0; /* heads [0, held) are held by a lower source coordinate */
     for (int64_t k = 0; k < Ys; k++) {
         int64_t c, m;
-        kvroute_heads(N, K, Ys, k, &c, &m);
+        model_tensor_kv_heads(s, Ys, k, &c, &m);
         const int64_t lo = c > held ? c : held, hi = c + m; /* the heads k is first to hold */
         const int64_t h0 = lo > a ? lo : a, h1 = hi < b ? hi : b;
         if (h1 > h0) out[np++] = (kvroute_piece){(int32_t)k, h0, h1};

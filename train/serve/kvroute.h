@@ -1,15 +1,14 @@
 /* kvroute: which kv heads of a KV block go from which rank of one tensor sharding to which rank
  * of another, when a sequence's cache moves between replicas of different tensor degrees
  * (disaggregated serving with --prefill-tensor). A rank at tensor coordinate y of Y holds the kv
- * heads [k0, k0 + Kl) that the sharding plan gives it: K/Y of them from y·K/Y when Y ≤ K, else
- * the one head its query heads use (replicated over the Y/K ranks sharing it). Pure arithmetic:
- * no MPI, no model. */
+ * heads the sharding plan gives it (model_tensor_kv_heads): K/Y of them from y·K/Y when Y ≤ K,
+ * else the one head its query heads use (replicated over the Y/K ranks sharing it). Pure
+ * arithmetic on the model's shape: no MPI. */
 #ifndef MT_TRAIN_SERVE_KVROUTE_H
 #define MT_TRAIN_SERVE_KVROUTE_H
 #include <stdint.h>
 
-/* The kv heads [*k0, *k0 + *kl) of tensor coordinate y of Y, for N query heads and K kv heads. */
-void kvroute_heads(int64_t N, int64_t K, int64_t Y, int64_t y, int64_t *k0, int64_t *kl);
+#include "train/model/model.h"
 
 /* One piece of a block's move: kv heads [h0, h1) from source coordinate src. */
 typedef struct {
@@ -22,6 +21,6 @@ typedef struct {
  * one piece is the whole shard of the source at the same coordinate (every rank ships its own);
  * otherwise each head comes from the lowest source coordinate that holds it, and the pieces
  * cover the destination's heads exactly once. */
-int32_t kvroute_pieces(int64_t N, int64_t K, int64_t Ys, int64_t Yd, int64_t yd,
+int32_t kvroute_pieces(const model_shape *s, int64_t Ys, int64_t Yd, int64_t yd,
                        kvroute_piece *out);
 #endif
