@@ -82,7 +82,7 @@ int main(void) {
                       .params = 1000,
                       .last = 1};
     ktime_step kt;
-    const int rc = ktime_measure(&ks, 1e-4, &kt);
+    int rc = ktime_measure(&ks, 1e-4, &kt);
     check_expect(rc == 0 && kt.matmul_flops == 6.0 * (2 * 2304 + 1024) * 48,
                  "ktime: linear-layer FLOPs %.0f = 6·(2·2304 + 1024)·48 = %.0f", kt.matmul_flops,
                  6.0 * (2 * 2304 + 1024) * 48);
@@ -109,6 +109,29 @@ int main(void) {
                  "ktime: not the last stage: no unembedding (%.0f FLOPs)", kt.matmul_flops);
     check_expect(kt.part[PART_FWD_OTHER] == 0 && kt.part[PART_BWD_OTHER] == 0,
                  "ktime: not the last stage: no head, nothing in the passes' other parts");
+
+    /* ktime with experts: L=2, one MoE block (Lm 1) and one dense; E=4 experts, top-2, this rank
+     * holding 2 of them (an expert axis of 2) of width F_e = 8, one shared expert. Per token:
+     * attention 768 per block; the dense block's MLP 3·D·F = 1536; the MoE block's router
+     * D·E = 64 (fp32), shared expert 3·D·F_e = 384 and k = 2 expert rows of 384 each (the
+     * rows of the axis's 2 shards for its 2 of 4 experts: 2·24·2·2/4 = 48 a micro-batch, as
+     * many as its own 24 tokens' 48 slots) = 768; unembedding 1024 */
+    ks.last = 1, ks.Lm = 1, ks.E = 4, ks.k = 2, ks.El = 2, ks.Fel = 8, ks.S = 1;
+    rc = ktime_measure(&ks, 1e-4, &kt);
+    const double moe_tok = 2 * 768 + 1536 + 64 + 384 + 768 + 1024;
+    check_expect(rc == 0 && kt.matmul_flops == 6.0 * moe_tok * 48,
+                 "ktime, one MoE block of two: linear-layer and expert FLOPs %.0f = 6·%.0f·48 = "
+                 "%.0f",
+                 kt.matmul_flops, moe_tok, 6.0 * moe_tok * 48);
+    ks.Lm = 2, ks.S = 0; /* every block MoE, no shared expert: no dense MLP at all */
+    rc = ktime_measure(&ks, 1e-4, &kt);
+    check_expect(rc == 0 && kt.matmul_flops == 6.0 * (2 * (768 + 64 + 768) + 1024) * 48,
+                 "ktime, two MoE blocks without a shared expert: %.0f FLOPs = 6·(2·(768 + 64 + "
+                 "768) + 1024)·48, no dense MLP",
+                 kt.matmul_flops);
+    check_expect(kt.part[PART_FWD_MLP] > 0 && kt.part[PART_BWD_MLP] > 0,
+                 "ktime: the MoE blocks' compute in the MLP parts");
+    ks.Lm = 0, ks.E = ks.k = ks.El = ks.Fel = 0;
 
     /* the book's crossovers on v5p (C = 4.59e14, W = 1.8e11 both ways): α = 2550 tokens per
      * chip with bf16 (training chapter), 850 on 3 axes; fp32 doubles the bytes and the boundary;

@@ -10,6 +10,8 @@
 #include "kernels/attention.h"
 #include "kernels/attn_bf16.h"
 #include "kernels/gemm.h"
+#include "kernels/moe.h"
+#include "kernels/moe_bf16.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -37,16 +39,21 @@ typedef enum {
     K_COPY,   /* the memory passes (kernels/traffic.h), M floats: floats_copy */
     K_CLEAR,  /* floats_clear */
     K_ADD,    /* kern_add */
-    K_PACK    /* bf16: M floats copied to bf16 (kern_bf16_pack) */
+    K_PACK,   /* bf16: M floats copied to bf16 (kern_bf16_pack) */
+    K_RT_F,   /* the router's softmax and top-N of M rows of K logits (kern_router_fwd) */
+    K_RT_B,   /* its backward */
+    K_MOE_F,  /* the grouped SwiGLU experts: M rows split evenly over K experts of width N */
+    K_MOE_B   /* their backward, weight gradients included */
 } kind;
 
 typedef struct {
     kind k;
     int64_t M, K, N;
+    int f32; /* a product in fp32 whatever the compute (the router) */
 } call;
 
 /* Buffers of one timed call, of the sizes `sizes` sets (floats), and targets t. */
-#define NBUF 8
+#define NBUF 17
 typedef struct {
     float *f[NBUF];
     int32_t *t;
@@ -116,10 +123,99 @@ static int run_bf16(const call *c, const ktime_shape *s, bufs *b) {
 #undef B16
 }
 
+/* Floats of n bf16 values. */
+static int64_t half(int64_t n) {
+    return (n + 1) / 2;
+}
+
+/* The experts' offsets (int64, in buffer o): M rows split as evenly as they go over K experts,
+ * as a balanced router sends them. */
+static const int64_t *even_offs(float *o, int64_t M, int64_t K) {
+    int64_t *offs = (int64_t *)(void *)o;
+    for (int64_t e = 0; e <= K; e++) offs[e] = M * e / K;
+    return offs;
+}
+
+/* The mixture-of-experts calls: the router (fp32 in either compute) and the grouped experts
+ * (kernels/moe.h, on bf16 operands with s->bf16: moe_bf16.h). */
+static void run_moe(const call *c, const ktime_shape *s, bufs *b) {
+    float **f = b->f;
+    const int64_t M = c->M, K = c->K, N = c->N, D = s->D;
+    kern_bf16_ctx *x = s->bf16;
+#define B16(i) ((kern_bf16 *)(void *)f[i])
+    switch (c->k) {
+    case K_RT_F:
+        kern_router_fwd(f[0], f[1], b->t, f[2], f[3], M, K, N);
+        break;
+    case K_RT_B:
+        kern_router_bwd(f[0], f[1], b->t, f[2], f[3], f[4], NULL, 1e-3f, M, K, N, M);
+        break;
+    case K_MOE_F:
+        if (x)
+            kern_moe_mlp_fwd_bf16(x, f[0], f[1], f[2], f[3], B16(4), B16(5), B16(6), B16(7),
+                                  B16(8), even_offs(f[9], M, K), K, D, N);
+        else
+            kern_moe_mlp_fwd(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+                             even_offs(f[8], M, K), K, D, N);
+        break;
+    case K_MOE_B:
+        if (x)
+            kern_moe_mlp_bwd_bf16(x, f[0], f[1], f[2], f[3], f[4], f[5], B16(6), B16(7), B16(8),
+                                  B16(9), f[10], f[11], B16(12), B16(13), B16(14), B16(15),
+                                  even_offs(f[16], M, K), K, D, N);
+        else
+            kern_moe_mlp_bwd(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10],
+                             f[11], f[12], f[13], even_offs(f[14], M, K), K, D, N);
+        break;
+    default:
+        break;
+    }
+#undef B16
+}
+
+/* Floats of each buffer of a mixture-of-experts call (run_moe); targets: the router's choices. */
+static void sizes_moe(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) {
+    const int64_t M = c->M, K = c->K, N = c->N, D = s->D, off = 2 * (K + 1);
+    const int64_t rows = M * D, hid = M * N, w = K * D * N, h16 = half(hid), x16 = half(rows);
+    switch (c->k) {
+    case K_RT_F: /* prob, lse, w, logits */
+    case K_RT_B: /* dlogits, dw, w, prob, lse */
+        n[0] = n[3] = M * K, n[1] = c->k == K_RT_F ? M : M * N, n[2] = M * N;
+        n[4] = c->k == K_RT_B ? M : 0;
+        *nt = M * N;
+        break;
+    case K_MOE_F:
+        if (s->bf16) { /* ys, a, b, h, hb, xs, wg, wu, wd, offs */
+            const int64_t v[10] = {rows, hid, hid, hid, h16, x16, half(w), half(w), half(w), off};
+            memcpy(n, v, sizeof v);
+        } else { /* ys, a, b, h, xs, wg, wu, wd, offs */
+            const int64_t v[9] = {rows, hid, hid, hid, rows, w, w, w, off};
+            memcpy(n, v, sizeof v);
+        }
+        break;
+    case K_MOE_B:
+        if (s->bf16) { /* dxs, dwg, dwu, dwd, da, db, dab, dbb, dys, xs, a, b, hb, wg, wu, wd */
+            const int64_t v[17] = {rows, w,       w,       w,       hid,     hid, h16, h16, x16,
+                                   x16,  hid,     hid,     h16,     half(w), half(w), half(w), off};
+            memcpy(n, v, sizeof v);
+        } else { /* dxs, dwg, dwu, dwd, da, db, dys, xs, a, b, h, wg, wu, wd, offs */
+            const int64_t v[15] = {rows, w, w, w, hid, hid, rows, rows, hid, hid, hid, w, w, w, off};
+            memcpy(n, v, sizeof v);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 static void run(const call *c, const ktime_shape *s, bufs *b) {
     float **f = b->f;
     const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
-    if (s->bf16 && run_bf16(c, s, b)) return;
+    if (c->k >= K_RT_F) {
+        run_moe(c, s, b);
+        return;
+    }
+    if (s->bf16 && !c->f32 && run_bf16(c, s, b)) return;
     switch (c->k) {
     case K_MM:
         kern_matmul(f[0], f[1], f[2], M, K, N);
@@ -176,13 +272,9 @@ static void run(const call *c, const ktime_shape *s, bufs *b) {
         kern_add(f[0], f[1], M);
         break;
     case K_PACK: /* bf16 only (run_bf16) */
+    default:     /* the experts' calls: run_moe */
         break;
     }
-}
-
-/* Floats of n bf16 values. */
-static int64_t half(int64_t n) {
-    return (n + 1) / 2;
 }
 
 /* Floats of each buffer a bf16 call needs (run_bf16); 0 for a kind it does not run. */
@@ -217,7 +309,11 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     const int64_t M = c->M, K = c->K, N = c->N, T = s->T, H = s->H;
     for (int i = 0; i < NBUF; i++) n[i] = 0;
     *nt = 0;
-    if (s->bf16 && sizes_bf16(c, s, n)) return;
+    if (c->k >= K_RT_F) {
+        sizes_moe(c, s, n, nt);
+        return;
+    }
+    if (s->bf16 && !c->f32 && sizes_bf16(c, s, n)) return;
     switch (c->k) {
     case K_MM:
     case K_DW:
@@ -255,6 +351,8 @@ static void sizes(const call *c, const ktime_shape *s, int64_t *n, int64_t *nt) 
     case K_ADD:
     case K_PACK:
         n[0] = n[1] = M;
+        break;
+    default: /* sizes_moe */
         break;
     }
 }
@@ -327,7 +425,7 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
     if (c->k == K_ATT_B) /* valid probabilities in P */
         for (int j = 0; j < k; j++) {
             if (s->bf16)
-                run_bf16(&(call){K_ATT_F, c->M, 0, 0}, s, &b[j]);
+                run_bf16(&(call){K_ATT_F, c->M, 0, 0, 0}, s, &b[j]);
             else
                 kern_attn_fwd(b[j].f[0], b[j].f[1], b[j].f[2], b[j].f[3], b[j].f[4], c->M, s->T,
                               s->Nl, s->Kl, s->H);
@@ -346,7 +444,51 @@ static double time_call(const call *c, const ktime_shape *s, double budget, floa
     return ktime_median(smp, ns);
 }
 
-#define KTIME_CALLS 64
+#define KTIME_CALLS 96
+
+/* Appends a call (count cnt, part P_, fp32 whatever the compute when F_) to c[n], count[n],
+ * part[n] unless its count or size is 0. */
+#define ADDF(K_, M_, KK_, N_, cnt, P_, F_)                                                         \
+    do {                                                                                           \
+        if ((cnt) > 0 && (M_) > 0)                                                                 \
+            c[n] = (call){K_, M_, KK_, N_, F_}, count[n] = (cnt), part[n++] = (P_);                \
+    } while (0)
+#define ADD(K_, M_, KK_, N_, cnt, P_) ADDF(K_, M_, KK_, N_, cnt, P_, 0)
+
+/* bf16 compute: the roundings to bf16 of what the products consume (model/mixed.c), appended to
+ * the n calls in c[]; returns how many there are. */
+static int bf16_packs(const ktime_shape *s, call *c, double *count, step_part *part, int n) {
+    const int64_t r = s->seqs * s->T, D = s->D, NH = s->Nl * s->H, KH = s->Kl * s->H;
+    const double lm = (double)(s->L * s->micro), mb = (double)s->micro;
+    const double ld = (double)((s->L - s->Lm) * s->micro), lmm = (double)(s->Lm * s->micro);
+    const int64_t SF = s->S * s->Fel;
+    /* the blocks' count: every block's [3] = 0, the dense MLPs' 1, the MoE blocks' 2 */
+    const int64_t rk = r * s->k;
+    const int64_t packs[][4] = {
+        /* forward: h1, q and att, k and v; h2, g; a MoE block's h2, its experts' rows, the
+         * shared experts' hidden values */
+        {r * D, 1, PART_FWD_ATTN, 0}, {r * NH, 2, PART_FWD_ATTN, 0},
+        {r * KH, 2, PART_FWD_ATTN, 0}, {r * D, 1, PART_FWD_MLP, 1},
+        {r * s->Fl, 1, PART_FWD_MLP, 1}, {r * D, 1, PART_FWD_MLP, 2},
+        {rk * D, 1, PART_FWD_MLP, 2}, {r * SF, 1, PART_FWD_MLP, 2},
+        /* backward: dOut and h2; g and the gates' gradients; dOut and h1; att, d(att), q and
+         * dq; k, v, dk and dv; a MoE block's rows' gradients, the shared experts' dOut and
+         * their gates' gradients */
+        {r * D, 2, PART_BWD_MLP, 1}, {r * s->Fl, 3, PART_BWD_MLP, 1},
+        {r * D, 2, PART_BWD_ATTN, 0}, {r * NH, 4, PART_BWD_ATTN, 0},
+        {r * KH, 4, PART_BWD_ATTN, 0}, {rk * D, 1, PART_BWD_MLP, 2},
+        {SF ? r * D : 0, 1, PART_BWD_MLP, 2}, {r * SF, 2, PART_BWD_MLP, 2}};
+    const double blocks[3] = {lm, ld, lmm};
+    for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
+        ADD(K_PACK, packs[i][0], 0, 0, (double)packs[i][1] * blocks[packs[i][3]],
+            (step_part)packs[i][2]);
+    if (s->last) {
+        ADD(K_PACK, r * D, 0, 0, mb, PART_FWD_OTHER);      /* the final norm's output */
+        ADD(K_PACK, r * s->Vl, 0, 0, mb, PART_BWD_OTHER); /* the logits' gradient */
+    }
+    ADD(K_PACK, s->wpack, 0, 0, 1, PART_FWD_OTHER); /* the weights (ktime_shape.wpack) */
+    return n;
+}
 
 /* The calls of one step, with their counts and parts, into c[] (at most KTIME_CALLS); returns
  * how many. */
@@ -354,20 +496,29 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
     const int64_t r = s->seqs * s->T, D = s->D, NH = s->Nl * s->H, KH = s->Kl * s->H;
     const double lm = (double)(s->L * s->micro), mb = (double)s->micro;
     int n = 0;
-#define ADD(K_, M_, KK_, N_, cnt, P_)                                                              \
-    do {                                                                                           \
-        if ((cnt) > 0) c[n] = (call){K_, M_, KK_, N_}, count[n] = (cnt), part[n++] = (P_);         \
-    } while (0)
-    /* linear layers: forward, weight gradient, input gradient (wk, wv, w_gate, w_up twice) */
-    const int64_t lin[5][3] = {{r, D, NH}, {r, D, KH}, {r, NH, D}, {r, D, s->Fl}, {r, s->Fl, D}};
-    const double per[5] = {1, 2, 1, 2, 1};
-    for (int i = 0; i < 5; i++)
+    /* linear layers: forward, weight gradient, input gradient (wk, wv, w_gate, w_up twice; the
+     * dense MLPs' in the dense blocks only, the shared experts' in the MoE blocks) */
+    const int64_t SF = s->S * s->Fel;
+    const double ld = (double)((s->L - s->Lm) * s->micro), lmm = (double)(s->Lm * s->micro);
+    const int64_t lin[8][3] = {{r, D, NH},    {r, D, KH},     {r, NH, D}, {r, D, s->Fl},
+                               {r, s->Fl, D}, {r, D, s->Fel}, {r, SF, D}, {r, D, s->E}};
+    const double per[8] = {lm, 2 * lm, lm, 2 * ld, ld, 2 * (double)s->S * lmm, lmm, lmm};
+    for (int i = 0; i < 8; i++)
         for (kind k = K_MM; k <= K_DX; k++) {
             const int mlp = i >= 3, bwd = k != K_MM;
             const step_part p =
                 bwd ? (mlp ? PART_BWD_MLP : PART_BWD_ATTN) : (mlp ? PART_FWD_MLP : PART_FWD_ATTN);
-            ADD(k, lin[i][0], lin[i][1], lin[i][2], per[i] * lm, p);
+            if (lin[i][1] > 0) /* the router (7) in fp32 */
+                ADDF(k, lin[i][0], lin[i][1], lin[i][2], per[i], p, i == 7);
         }
+    if (s->Lm > 0) { /* the router's softmax and top-k, the experts on the rows they take */
+        ADD(K_RT_F, r, s->E, s->k, lmm, PART_FWD_MLP);
+        ADD(K_RT_B, r, s->E, s->k, lmm, PART_BWD_MLP);
+        ADD(K_MOE_F, r * s->k, s->El, s->Fel, lmm, PART_FWD_MLP);
+        ADD(K_MOE_B, r * s->k, s->El, s->Fel, lmm, PART_BWD_MLP);
+        ADD(K_SWI_F, r * SF, 0, 0, lmm, PART_FWD_MLP); /* the shared experts' */
+        ADD(K_SWI_B, r * SF, 0, 0, lmm, PART_BWD_MLP);
+    }
     ADD(K_RMS_F, r, D, 0, lm, PART_FWD_ATTN); /* each sublayer's norm */
     ADD(K_RMS_F, r, D, 0, lm, PART_FWD_MLP);
     ADD(K_RMS_B, r, D, 0, lm, PART_BWD_ATTN);
@@ -378,8 +529,8 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
     ADD(K_ROPE, s->seqs, s->Kl, 0, lm, PART_BWD_ATTN);
     ADD(K_ATT_F, s->seqs, 0, 0, lm, PART_FWD_ATTN);
     ADD(K_ATT_B, s->seqs, 0, 0, lm, PART_BWD_ATTN);
-    ADD(K_SWI_F, r * s->Fl, 0, 0, lm, PART_FWD_MLP);
-    ADD(K_SWI_B, r * s->Fl, 0, 0, lm, PART_BWD_MLP);
+    ADD(K_SWI_F, r * s->Fl, 0, 0, ld, PART_FWD_MLP);
+    ADD(K_SWI_B, r * s->Fl, 0, 0, ld, PART_BWD_MLP);
     if (s->last) { /* final norm, unembed, loss */
         ADD(K_RMS_F, r, D, 0, mb, PART_FWD_OTHER);
         ADD(K_RMS_B, r, D, 0, mb, PART_BWD_OTHER);
@@ -388,29 +539,14 @@ static int step_calls(const ktime_shape *s, call *c, double *count, step_part *p
         ADD(K_XENT_S, r, s->Vl, 0, mb, PART_FWD_OTHER);
         ADD(K_XENT_B, r, s->Vl, 0, mb, PART_BWD_OTHER);
     }
-    if (s->bf16) { /* the roundings to bf16 of what the products consume (model/mixed.c) */
-        const int64_t packs[][3] = {
-            /* forward: h1, q and att, k and v; h2, g */
-            {r * D, 1, PART_FWD_ATTN}, {r * NH, 2, PART_FWD_ATTN}, {r * KH, 2, PART_FWD_ATTN},
-            {r * D, 1, PART_FWD_MLP}, {r * s->Fl, 1, PART_FWD_MLP},
-            /* backward: dOut and h2; g and the gates' gradients; dOut and h1; att, d(att), q and
-             * dq; k, v, dk and dv */
-            {r * D, 2, PART_BWD_MLP}, {r * s->Fl, 3, PART_BWD_MLP}, {r * D, 2, PART_BWD_ATTN},
-            {r * NH, 4, PART_BWD_ATTN}, {r * KH, 4, PART_BWD_ATTN}};
-        for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
-            ADD(K_PACK, packs[i][0], 0, 0, (double)packs[i][1] * lm, (step_part)packs[i][2]);
-        if (s->last) {
-            ADD(K_PACK, r * D, 0, 0, mb, PART_FWD_OTHER);      /* the final norm's output */
-            ADD(K_PACK, r * s->Vl, 0, 0, mb, PART_BWD_OTHER); /* the logits' gradient */
-        }
-        ADD(K_PACK, s->wpack, 0, 0, 1, PART_FWD_OTHER); /* the weights (ktime_shape.wpack) */
-    }
+    if (s->bf16) n = bf16_packs(s, c, count, part, n);
     /* the gradients' zeroing at the step's start is a memory pass (floats_clear): counted as
      * the run makes it and priced at the clear's rate (ktime.h), not timed here, so that it is
      * not counted twice and is counted where and how often the run actually clears */
     ADD(K_ADAMW, s->params, 0, 0, 1, PART_REST);
     ADD(K_SUMSQ, s->params, 0, 0, 1, PART_REST);
 #undef ADD
+#undef ADDF
     return n;
 }
 
@@ -437,7 +573,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
         const int64_t act = s->seqs * s->T * s->D;
         pass_floats = act < (1 << 14) ? (1 << 14) : act > pass_floats ? pass_floats : act;
     }
-    for (kind k = K_COPY; k <= K_ADD; k++) c[n++] = (call){k, pass_floats, 0, 0};
+    for (kind k = K_COPY; k <= K_ADD; k++) c[n++] = (call){k, pass_floats, 0, 0, 0};
     ktime_step r;
     memset(&r, 0, sizeof r);
     /* one arena for every call's copies, and the targets */
@@ -467,6 +603,12 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
         case K_DX:
             r.matmul += t;
             r.matmul_flops += count[i] * 2.0 * (double)(c[i].M * c[i].K * c[i].N);
+            break;
+        case K_MOE_F: /* 3 products of the rows by D·F_e each, 6 in the backward */
+        case K_MOE_B:
+            r.matmul += t;
+            r.matmul_flops +=
+                count[i] * (c[i].k == K_MOE_F ? 6.0 : 12.0) * (double)(c[i].M * s->D * c[i].N);
             break;
         case K_ATT_F:
         case K_ATT_B:

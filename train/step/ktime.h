@@ -40,15 +40,24 @@ typedef struct {
      * the shards each gather sends and the gathered unembedding at each use); NULL: fp32 */
     kern_bf16_ctx *bf16;
     int64_t wpack;
+    /* mixture of experts (Lm 0: none): Lm of the L blocks are MoE blocks, the others' MLPs
+     * dense of width Fl. A MoE block's router (fp32 in either compute) scores E experts and sends
+     * each row to k of them; the rows this rank's El experts (of width Fel, its share of F_e) take
+     * are timed as a balanced router sends them, seqs·T·k a micro-batch over all El (the rows
+     * of the expert axis's |Z| data shards for E/|Z| experts); S shared experts see every row.
+     * The rows' gathers, combines and regroupings are memory passes, counted as the run makes
+     * them (not here). */
+    int64_t Lm, E, k, El, Fel, S;
 } ktime_shape;
 
 typedef struct {
-    double matmul;           /* the linear layers (forward, weight and input gradients), seconds */
+    double matmul;           /* the linear layers (forward, weight and input gradients), seconds;
+                                with experts, the grouped expert MLPs too */
     double attention;        /* causal attention forward and backward (its sgemms and softmax) */
     double elementwise;      /* RMSNorm, RoPE, SwiGLU, cross-entropy; in bf16 the copies to bf16 */
     double optimizer;        /* AdamW over the parameters this rank owns and their global norm */
     double total;            /* the step's predicted compute */
-    double matmul_flops;     /* FLOPs of the linear layers, for their rate */
+    double matmul_flops;     /* FLOPs of the linear layers (and experts), for their rate */
     double part[PART_COUNT]; /* the same compute by part of the step (parts.h): a linear layer's
                                 forward in its sublayer's forward part, its weight and input
                                 gradients in the backward's; the head's and the loss's in the

@@ -95,7 +95,13 @@ static int measure_compute(trainer *t) {
                             .last = plan_holds_head(pl),
                             .threads = t->c.threads,
                             .bf16 = t->prec.ctx,
-                            .wpack = weight_packs(pl)};
+                            .wpack = weight_packs(pl),
+                            .Lm = pl->moe_n,
+                            .E = s->moe.E,
+                            .k = s->moe.k,
+                            .El = lc->El,
+                            .Fel = lc->Fel,
+                            .S = s->moe.shared};
     mesh_agree(mesh_world_comm(t->mesh), 0);
 #ifdef MESHTRAIN_SMPI /* the dry run's kernels take simulated time (bench/simpod_kernels.c): */
     const int rc = ktime_measure(&ks, 0.0, &t->ktime); /* one call each is exact */
