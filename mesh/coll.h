@@ -175,6 +175,10 @@ mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint1
                                 int64_t count, mesh_alg alg);
 /* Non-blocking mesh_coll_run: the call keeps c's wire format (c itself need not outlive it). */
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in);
+/* Non-blocking mesh_coll_run_v: the same blocks, bit for bit (counts and the buffers valid until
+ * mesh_wait; c need not outlive the call). */
+mesh_req *mesh_coll_start_v(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                            const int64_t *counts);
 /* How non-blocking calls progress: one progress thread per mesh (started at the first mesh_i*
  * call; MPI_THREAD_MULTIPLE) executes queued calls in order on duplicated communicators, so they
  * overlap with the caller's compute without the caller calling into mesh; it sleeps on a
@@ -290,6 +294,11 @@ typedef struct {
                            lowers the count, never raises it. 0 for MPI's built-ins and
                            DIRECT */
 } mesh_call;
+/* Not collective. mesh_wait, and the call's record as it completed into out (NULL: not wanted;
+ * its t_end − t_start is the transfer the report counts); returns the seconds the caller was
+ * blocked here (0 for NULL), so the transfer hidden behind the caller's compute is the transfer
+ * less that. */
+double mesh_wait_rec(mesh_req *r, mesh_call *out);
 /* Not collective. Copies up to max records with seq >= from_seq (oldest first) from the ring
  * buffer of the last 1024 calls into out; returns how many. */
 int mesh_trace_read(const mesh *m, int64_t from_seq, mesh_call *out, int max);

@@ -41,12 +41,18 @@ void mesh_all_to_allv(mesh *m, mesh_axes a, float *out, const float *in, const i
     coll_run_blocking(m, &x);
 }
 
-void mesh_coll_run_v(mesh *m, const mesh_coll_call *c, float *out, const float *in,
-                     const int64_t *counts) {
-    CHECK(c->op == MESH_OP_ALL_TO_ALL, "mesh_coll_run_v: %s is not an AllToAll",
+coll_args coll_args_a2av_call(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                              const int64_t *counts) {
+    CHECK(c->op == MESH_OP_ALL_TO_ALL, "AllToAllv call: %s is not an AllToAll",
           mesh_op_name(c->op));
     CHECK(c->wire >= 0 && c->wire < MESH_WIRE_COUNT, "bad wire format %d", (int)c->wire);
     coll_args x = coll_args_a2av(m, c->axes, out, in, counts, c->alg);
     x.wire = c->wire;
+    return x;
+}
+
+void mesh_coll_run_v(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                     const int64_t *counts) {
+    const coll_args x = coll_args_a2av_call(m, c, out, in, counts);
     coll_run_blocking(m, &x);
 }

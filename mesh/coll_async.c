@@ -115,7 +115,11 @@ int mesh_test(mesh_req *r) {
 }
 
 void mesh_wait(mesh_req *r) {
-    if (!r) return;
+    mesh_wait_rec(r, NULL);
+}
+
+double mesh_wait_rec(mesh_req *r, mesh_call *out) {
+    if (!r) return 0;
     mesh *m = r->m;
     mesh_async *q = mesh_part_queue(m)->q;
     act_slot *slot = &mesh_part_activity(m)->slot[0];
@@ -144,6 +148,8 @@ void mesh_wait(mesh_req *r) {
     act_leave(slot);
     const double t1 = mesh_now();
     stats_waited(mesh_part_stats(m), &rec, t0, t1, mesh_thread_cpu() - c0);
+    if (out) *out = rec;
+    return t1 - t0;
 }
 
 double mesh_progress_cpu(const mesh *m) {
@@ -243,6 +249,11 @@ mesh_req *mesh_iall_gather_bf16(mesh *m, mesh_axes a, uint16_t *out, const uint1
 mesh_req *mesh_iall_to_allv(mesh *m, mesh_axes a, float *out, const float *in,
                             const int64_t *counts, mesh_alg alg) {
     const coll_args x = coll_args_a2av(m, a, out, in, counts, alg);
+    return enqueue(m, &x);
+}
+mesh_req *mesh_coll_start_v(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                            const int64_t *counts) {
+    const coll_args x = coll_args_a2av_call(m, c, out, in, counts);
     return enqueue(m, &x);
 }
 mesh_req *mesh_coll_start(mesh *m, const mesh_coll_call *c, float *out, const float *in) {

@@ -106,6 +106,10 @@ void coll_execute(const coll_env *e, const coll_args *x, mesh_call *rec);
 /* coll_a2av.c: the arguments of mesh_all_to_allv (count: the matrix's largest). */
 coll_args coll_args_a2av(mesh *m, mesh_axes a, float *out, const float *in, const int64_t *counts,
                          mesh_alg alg);
+/* The AllToAllv a plan's call c describes (c->op MESH_OP_ALL_TO_ALL; its algorithm and wire
+ * format): mesh_coll_run_v's and mesh_coll_start_v's arguments. */
+coll_args coll_args_a2av_call(mesh *m, const mesh_coll_call *c, float *out, const float *in,
+                              const int64_t *counts);
 /* coll_direct.c: runs the AllToAllv x with MESH_ALG_DIRECT: every block its own size. */
 void direct_a2av(const coll_env *e, const coll_args *x, int64_t (*lb)[2]);
 /* coll_direct.c: runs x (not ppermute) with MESH_ALG_DIRECT, accounting into link_bytes. */

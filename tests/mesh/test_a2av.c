@@ -1,11 +1,12 @@
-/* test_a2av: AllToAllv (mesh_all_to_allv_counts, mesh_all_to_allv, mesh_iall_to_allv) on every
- * algorithm and every ordered axis set, bit for bit against MPI_Alltoallv called here on a
- * communicator of the set's ranks (not through mesh/) and against the generating formula:
+/* test_a2av: AllToAllv (mesh_all_to_allv_counts, mesh_all_to_allv, mesh_iall_to_allv,
+ * mesh_coll_start_v) on every algorithm and every ordered axis set, bit for bit against
+ * MPI_Alltoallv called here on a communicator of the set's ranks (not through mesh/) and against the generating formula:
  * uniform blocks, skewed ones (one large block per rank, the rest small), zero blocks (a rank
  * sending nothing, and some pairs empty), all zero, and blocks cut into lanes (mesh_set_chunk).
  * The counts matrix is checked against every rank's own send counts; the reverse exchange with
  * the transposed counts returns every rank's input; the record says an AllToAll of the largest
- * block. Values are small integers: exact with --wire bf16 too.
+ * block. The started exchange (with the progress thread, and inline in the lanes' pass; a
+ * blocking one beside it) gives the blocking call's bits. Values are small integers: exact with --wire bf16 too.
  * Usage: mpirun -np N test_a2av --mesh SPEC [--open AXES] [--wire fp32|bf16] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,43 @@ static void mpi_truth(const mesh *m, mesh_axes a, const int64_t *cnt, const floa
     MPI_Alltoallv(in, v, v + n, MPI_FLOAT, out, v + 2 * n, v + 3 * n, MPI_FLOAT, comm);
     free(v);
     MPI_Comm_free(&comm);
+}
+
+/* The exchange started (mesh_coll_start_v, in the mesh's wire format; with the progress thread
+ * or inline, as the mesh is set), its reverse run blocking while it is in flight, then compute
+ * with polls before the wait: both the same bits as the blocking calls (out: the forward's, in:
+ * the reverse's), the record an asynchronous AllToAll of the largest block. */
+static void test_started(mesh *m, mesh_axes a, const char *an, int p, mesh_alg alg,
+                         const int64_t *cnt, const int64_t *tr, const float *in, const float *out,
+                         int64_t nin, int64_t nout) {
+    float *got = malloc((size_t)(nout + 1) * sizeof(float)),
+          *back = malloc((size_t)(nin + 1) * sizeof(float));
+    const mesh_coll_call c = {MESH_OP_ALL_TO_ALL, a, 0, 0, alg, mesh_get_wire(m)};
+    const int inl = mesh_get_progress(m) == MESH_PROGRESS_INLINE;
+    memset(got, 0xff, (size_t)(nout + 1) * sizeof(float));
+    mesh_req *r = mesh_coll_start_v(m, &c, got, in, cnt);
+    mesh_all_to_allv(m, a, back, out, tr, alg); /* context 0, beside it */
+    volatile float busy = 0;
+    for (int i = 0; i < 100; i++) {
+        for (int j = 0; j < 500; j++) busy += (float)j * 1e-3f;
+        mesh_poll(m);
+    }
+    mesh_call rec;
+    const double waited = mesh_wait_rec(r, &rec);
+    char what[200];
+    snprintf(what, sizeof what, "started all_to_allv over '%s' %s alg %s (%s) vs blocking", an,
+             pat_name[p], mesh_alg_name(alg), inl ? "inline" : "thread");
+    check(m, what, got, out, nout);
+    snprintf(what, sizeof what, "blocking reverse beside a started one over '%s' %s alg %s", an,
+             pat_name[p], mesh_alg_name(alg));
+    check(m, what, back, in, nin);
+    if (rec.op != MESH_OP_ALL_TO_ALL || !rec.async || rec.count != mesh_all_to_allv_max(m, a, cnt) ||
+        !(waited >= 0) || !(rec.t_end >= rec.t_start)) {
+        fprintf(stderr, "FAIL rank %d: %s recorded as %s async %d count %lld waited %g\n",
+                mesh_rank(m), what, mesh_op_name(rec.op), rec.async, (long long)rec.count, waited);
+        failures++;
+    }
+    free(got), free(back);
 }
 
 static void test_one(mesh *m, mesh_axes a, int p, mesh_alg alg) {
@@ -114,6 +152,7 @@ static void test_one(mesh *m, mesh_axes a, int p, mesh_alg alg) {
     snprintf(what, sizeof what, "reverse all_to_allv over '%s' %s alg %s", an, pat_name[p],
              mesh_alg_name(alg));
     check(m, what, back, in, nin);
+    test_started(m, a, an, p, alg, cnt, tr, in, out, nin, nout);
     free(in), free(out), free(ref), free(want), free(back);
 out:
     free(send), free(cnt), free(tr);
@@ -156,10 +195,13 @@ int main(int argc, char **argv) {
     mesh *m = test_mesh_wired(argc, argv, "test_a2av");
     const int nd = mesh_ndims(m);
     test_each_axes(m, 1, 2, test_set);
-    /* lanes: 64-byte chunks cut the large blocks into 16 lanes; the same bits */
+    /* lanes: 64-byte chunks cut the large blocks into 16 lanes; the same bits; the started
+     * exchanges run on the caller's coroutine (inline) */
     mesh_set_chunk(m, 64);
+    mesh_set_progress(m, MESH_PROGRESS_INLINE);
     mesh_axes all = {nd, {0, 1, 2}};
     test_set(m, all);
+    mesh_set_progress(m, MESH_PROGRESS_THREAD);
     mesh_set_chunk(m, 1 << 20);
     test_record(m);
     return test_mesh_finish(m, "test_a2av", failures);
