@@ -315,13 +315,30 @@ static void thresholds(const calc_spec *s, calc_result *r) {
     r->moe_batch_threshold = r->expert_intensity * (double)mo->E / (double)mo->k;
 }
 
+/* A layer's attention, bytes per token as meshtrain keeps it (a < 4: bf16 compute): q, k, v, the
+ * output and the probabilities [N_Y, T] per query at a; under a context axis of C = cp_n chips
+ * the algorithm's instead (model_extents.cp_reads, plan_cp_saved): allgather and ring keep no
+ * probabilities but their (m, l) [2, N_Y] in fp32, and the ring its output in fp32 (its
+ * D = rowsum(dO ∘ O) reads it); ulysses keeps its head shards' probabilities, q and k, v,
+ * [N_Y·T + N_Y·H + 2·C·K_c·H] a query (K_c = K_Y/C, or 1 when K_Y < C: replicated), in bf16 in
+ * bf16 compute, which then keeps no q, k, v of its own. */
+static double attn_acts(const calc_spec *s, double Y, double a) {
+    const model_shape *m = &s->shape;
+    const double H = (double)m->H, T = (double)m->T, N = (double)m->N / Y;
+    const double K = fmax((double)m->K / Y, 1), NH = N * H, KH = K * H, C = s->cp_n;
+    if (C <= 1) return a * (2 * NH + 2 * KH + N * T);
+    if (s->cp_alg != CALC_CP_ULYSSES)
+        return a * (NH + 2 * KH) + (s->cp_alg == CALC_CP_RING ? 4 : a) * NH + 4 * 2 * N;
+    const double Kc = K >= C ? floor(K / C) : 1, b16 = a < 4;
+    return (b16 ? 0 : 4 * (NH + 2 * KH)) + a * NH + (b16 ? 2 : 4) * (N * T + NH + 2 * C * Kc * H);
+}
+
 double calc_meshtrain_acts(const calc_spec *s, const calc_result *r, double b, int head) {
     const model_shape *m = &s->shape;
-    const double D = (double)m->D, H = (double)m->H, T = (double)m->T, Y = r->Y;
-    const double NH = (double)m->N / Y * H, KH = fmax((double)m->K / Y, 1) * H;
+    const double D = (double)m->D, Y = r->Y;
     const double F = (double)m->F / Y, V = (double)m->V / Y, a = s->act_bytes;
     const int moe = s->moe.E > 0; /* every block's MLP a mixture (calc_moe_meshtrain_acts) */
-    const double layer = 4 * (2 * D + 2) + a * (2 * D + 2 * NH + 2 * KH + NH / H * T) +
+    const double layer = 4 * (2 * D + 2) + a * 2 * D + attn_acts(s, Y, a) +
                          (moe ? 0 : 4 * 2 * F + a * F);
     const double chunks = s->virtual_stages > 0 && r->P > 1 ? s->virtual_stages : 1;
     double per_token = (double)m->L / r->P * layer + 4 * chunks * D + 4;

@@ -65,6 +65,9 @@ typedef struct {
     int expert_mask;
 } calc_moe;
 
+/* Context parallelism's algorithms (calc_cp.h). */
+typedef enum { CALC_CP_ALLGATHER, CALC_CP_RING, CALC_CP_ULYSSES, CALC_CP_N_ALGS } calc_cp_alg;
+
 /* Output formats of a plan and of a search. */
 typedef enum { CALC_FORMAT_TABLE, CALC_FORMAT_CSV, CALC_FORMAT_JSON } calc_format;
 
@@ -107,6 +110,11 @@ typedef struct {
     int pods;
     double dcn_bw;
     calc_moe moe;
+    /* The context axis (meshplan --cp; calc_cp.h): cp_n chips split every sequence (0 or 1:
+     * none), with cp_alg. Only CALC_REMAT_MESHTRAIN's activations read these: the axis is among
+     * the data axes for everything else. */
+    int cp_n;
+    calc_cp_alg cp_alg;
 } calc_spec;
 
 typedef struct {

@@ -573,6 +573,7 @@ static int finish(cli *c, char *err, size_t len) {
         s->data_mask = c->have_data ? mask_of(c->data) : 0;
         return 0;
     }
+    s->cp_n = cp ? s->sizes[c->cp.axis] : 0, s->cp_alg = c->cp.alg;
     /* A split axis's strided rest shards the batch unless --dp leaves it out. */
     s->data_mask =
         c->have_data ? mask_of(c->data) | cp : all & ~((s->tensor_mask & ~split) | s->pipe_mask);
@@ -657,9 +658,12 @@ static int run_search(cli *c, FILE *out, char *err, size_t len) {
 static int cp_check(const cli *c, char *err, size_t len) {
     if (c->cp.axis < 0) return c->cp_alg ? errmsg_fail(err, len, "--cp-alg needs --cp AXIS") : 0;
     if (c->search) return bad(err, len, "--cp", "with --search", "not supported");
-    if (c->format != CALC_FORMAT_TABLE)
-        return bad(err, len, "--cp", "with --format csv/json",
-                   "the context-parallel section is a table only; use --format table");
+    if (c->infer && c->format != CALC_FORMAT_TABLE)
+        return bad(err, len, "--cp", "with --infer and --format csv/json",
+                   "the sequence-sharded serving is a table only; use --format table");
+    if (c->format == CALC_FORMAT_CSV)
+        return bad(err, len, "--cp", "with --format csv",
+                   "the context-parallel section is a table or JSON; use --format table or json");
     return 0;
 }
 
@@ -733,12 +737,15 @@ int calc_run(int argc, char **argv, FILE *out, FILE *errout) {
         if (rc == 0 && out) {
             if (c.format == CALC_FORMAT_CSV)
                 calc_print_csv(out, &c.s, &r);
+            else if (c.format == CALC_FORMAT_JSON && c.cp.axis >= 0)
+                calc_print_json_cp(out, &c.s, &r, &c.cp, &cr);
             else if (c.format == CALC_FORMAT_JSON)
                 calc_print_json(out, &c.s, &r);
             else
                 calc_print(out, &c.s, &r);
             if (c.grid && c.format == CALC_FORMAT_TABLE) calc_print_pipe_grid(out, &c.s, &r);
-            if (c.cp.axis >= 0) calc_cp_print(out, &c.s, &r, &c.cp, &cr);
+            if (c.cp.axis >= 0 && c.format == CALC_FORMAT_TABLE)
+                calc_cp_print(out, &c.s, &r, &c.cp, &cr);
         }
     }
     if (rc < 0 && errout) fprintf(errout, "meshplan: error: %s\n", err);

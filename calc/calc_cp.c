@@ -35,7 +35,7 @@ static double tensor_coll(const calc_spec *s, int axis, cost_op op, double V) {
 /* What the three algorithms see: per chip S_c sequences of T_l = T/C tokens at `a` bytes per
  * element, N_Y query and K_Y kv heads of H; attention runs at `rate` FLOP/s. */
 typedef struct {
-    double C, S_c, T, T_l, N_Y, K_Y, H, a, rate;
+    double C, S_c, T, T_l, N_Y, K_Y, H, a, g, rate; /* g: a gradient's bytes on the wire */
     int contig; /* the contiguous split (2C does not divide T; allgather and ring) */
 } cp_dims;
 
@@ -64,6 +64,7 @@ static void refusal(const cp_dims *d, calc_cp_alg alg, double *K_e, char *why, s
 static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg alg,
                     calc_cp_row *w) {
     const double C = d->C, kv = 2 * d->S_c * d->T_l * d->K_Y * d->H * d->a;
+    const double dkv = kv / d->a * d->g; /* dK, dV at the gradients' bytes */
     double K_e;
     memset(w, 0, sizeof *w);
     refusal(d, alg, &K_e, w->why, sizeof w->why);
@@ -75,35 +76,38 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
     if (contig) w->imbalance_fwd = (C - 1) * t_blk, w->imbalance_bwd = 2 * (C - 1) * t_blk;
     if (alg == CALC_CP_ALLGATHER) {
         const double ag = cp_coll(s, axis, COST_OP_ALL_GATHER, C * kv);
-        const double rs = cp_coll(s, axis, COST_OP_REDUCE_SCATTER, C * kv);
+        const double rs = cp_coll(s, axis, COST_OP_REDUCE_SCATTER, C * dkv);
         w->op_fwd[0] = w->op_bwd[0] = COST_OP_ALL_GATHER, w->op_bwd[1] = COST_OP_REDUCE_SCATTER;
-        w->v_fwd[0] = w->v_bwd[0] = w->v_bwd[1] = C * kv;
+        w->v_fwd[0] = w->v_bwd[0] = C * kv, w->v_bwd[1] = C * dkv;
         w->calls_fwd[0] = w->calls_bwd[0] = w->calls_bwd[1] = 1;
-        w->sent_fwd = (C - 1) * kv, w->sent_bwd = 2 * (C - 1) * kv;
+        w->sent_fwd = (C - 1) * kv, w->sent_bwd = (C - 1) * (kv + dkv);
         w->t_fwd = w->exposed_fwd = ag, w->t_bwd = w->exposed_bwd = ag + rs;
-        w->mem = 2 * C * kv; /* the gathered K, V and, backward, the whole dK, dV */
+        w->mem = C * (kv + dkv); /* the gathered K, V and, backward, the whole dK, dV */
     } else if (alg == CALC_CP_RING) {
         const double x1 = cp_coll(s, axis, COST_OP_PPERMUTE, kv);
-        const double x2 = cp_coll(s, axis, COST_OP_PPERMUTE, 2 * kv);
+        const double x2 = cp_coll(s, axis, COST_OP_PPERMUTE, kv + dkv);
+        const double xd = cp_coll(s, axis, COST_OP_PPERMUTE, dkv);
         w->op_fwd[0] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_PPERMUTE;
-        w->v_fwd[0] = kv, w->v_bwd[0] = 2 * kv, w->v_bwd[1] = kv;
+        w->v_fwd[0] = kv, w->v_bwd[0] = kv + dkv, w->v_bwd[1] = dkv;
         w->calls_fwd[0] = w->calls_bwd[0] = (int)C - 1, w->calls_bwd[1] = 1;
-        w->sent_fwd = (C - 1) * kv, w->sent_bwd = (2 * C - 1) * kv;
-        w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + x1;
+        w->sent_fwd = (C - 1) * kv, w->sent_bwd = (C - 1) * kv + C * dkv;
+        w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + xd;
         const double f = contig ? 2 : 1; /* the busiest chip's step: a whole block */
         w->exposed_fwd = (C - 1) * fmax(0, x1 - f * t_blk);
-        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * f * t_blk) + x1;
-        w->mem = 4 * kv; /* K, V in hand and arriving; backward dK, dV too */
-    } else {
+        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * f * t_blk) + xd;
+        w->mem = 2 * (kv + dkv); /* K, V in hand and arriving; backward dK, dV too */
+    } else { /* forward Q, K, V and O at a, backward dO and dQ, dK, dV at g */
         const double in_qkv = d->S_c * d->T_l * (d->N_Y + 2 * K_e) * d->H * d->a;
-        const double in_o = d->S_c * d->T_l * d->N_Y * d->H * d->a;
-        const double t = cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_qkv) +
-                         cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_o);
+        const double in_o = d->S_c * d->T_l * d->N_Y * d->H * d->a, r = d->g / d->a;
+        w->t_fwd = w->exposed_fwd = cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_qkv) +
+                                    cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_o);
+        w->t_bwd = w->exposed_bwd = cp_coll(s, axis, COST_OP_ALL_TO_ALL, r * C * in_o) +
+                                    cp_coll(s, axis, COST_OP_ALL_TO_ALL, r * C * in_qkv);
         w->op_fwd[0] = w->op_fwd[1] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_ALL_TO_ALL;
-        w->v_fwd[0] = w->v_bwd[1] = C * in_qkv, w->v_fwd[1] = w->v_bwd[0] = C * in_o;
+        w->v_fwd[0] = C * in_qkv, w->v_fwd[1] = C * in_o;
+        w->v_bwd[0] = r * C * in_o, w->v_bwd[1] = r * C * in_qkv;
         w->calls_fwd[0] = w->calls_fwd[1] = w->calls_bwd[0] = w->calls_bwd[1] = 1;
-        w->sent_fwd = w->sent_bwd = (C - 1) / C * (in_qkv + in_o);
-        w->t_fwd = w->exposed_fwd = w->t_bwd = w->exposed_bwd = t;
+        w->sent_fwd = (C - 1) / C * (in_qkv + in_o), w->sent_bwd = r * w->sent_fwd;
         w->mem = in_qkv + in_o; /* the head-sharded copies */
     }
 }
@@ -156,6 +160,7 @@ int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc
                        cr->K_Y,
                        (double)s->shape.H,
                        s->act_bytes,
+                       s->grad_bytes,
                        s->chip.flops_bf16,
                        contiguous(T, C)};
     for (int a = 0; a < CALC_CP_N_ALGS; a++) {
@@ -172,7 +177,7 @@ int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc
     cr->kv = 2 * d.S_c * d.T_l * d.K_Y * d.H * d.a;
     cr->t_block = 2 * d.S_c * d.T_l * d.T_l * d.N_Y * d.H / d.rate;
     cr->t_xfer = cp_coll(s, o->axis, COST_OP_PPERMUTE, cr->kv);
-    cr->t_xfer2 = cp_coll(s, o->axis, COST_OP_PPERMUTE, 2 * cr->kv);
+    cr->t_xfer2 = cp_coll(s, o->axis, COST_OP_PPERMUTE, cr->kv * (1 + d.g / d.a));
     cr->T_overlap = C * (d.rate / s->link.w_oneway) * d.a * d.K_Y / d.N_Y;
     cr->T_latency = C * sqrt(s->link.hop_latency * d.rate / (2 * d.S_c * d.N_Y * d.H));
     cr->mem_acts = r->mem_acts;
@@ -257,8 +262,8 @@ static void prefill(const calc_spec *s, const calc_infer_opt *io, int axis,
                             (tensor_coll(s, -1, COST_OP_ALL_GATHER, act) +
                              tensor_coll(s, -1, COST_OP_REDUCE_SCATTER, act)) +
                         tensor_coll(s, -1, COST_OP_ALL_GATHER, a * (double)s->shape.V);
-    const cp_dims d = {
-        C, 1, T, T / C, N_Y, K_Y, (double)s->shape.H, a, b->C * io->prefill_mfu, contiguous(T, C)};
+    const cp_dims d = {C,    1, T, T / C, N_Y, K_Y, (double)s->shape.H,
+                       a,    a, b->C * io->prefill_mfu, contiguous(T, C)};
     const double base = fmax(cr->prefill_t_math, fmax(cr->prefill_t_hbm, cr->prefill_t_ici));
     for (int g = 0; g < CALC_CP_N_ALGS; g++) {
         calc_cp_row w;

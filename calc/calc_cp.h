@@ -10,21 +10,23 @@
  * needs the K and V of every earlier token. Per layer and chip, with X the data degree without
  * the CP axis, S_c = B/(T·X) sequences per chip, T_l = T/C, a = the activation bytes, N_Y and
  * K_Y the query and kv heads per tensor rank (K_Y = 1 when K < Y, as TP replicates them), one
- * chip's K and V is KV = 2·S_c·T_l·K_Y·H·a bytes, and:
+ * chip's K and V is KV = 2·S_c·T_l·K_Y·H·a bytes, their gradients dKV = KV·g/a (g = the
+ * gradients' bytes on the wire, --grad-bytes: meshtrain's --comm-dtype, which moves dK, dV fp32
+ * by default also where K, V travel in bf16), and:
  *   allgather  fwd AllGather_C K, V [B, T_C, K_Y, H] (V = C·KV); bwd AllGather_C again and
- *              ReduceScatter_C dK, dV (V = C·KV each). On the critical path (the gather waits for
+ *              ReduceScatter_C dK, dV (V = C·dKV). On the critical path (the gather waits for
  *              the layer's own projections): exposed.
  *   ring       fwd C−1 ppermutes of one chip's KV block, each while the block in hand is
- *              attended; bwd C−1 ppermutes of K, V with dK, dV (2·KV) and the last dK, dV home
- *              (KV). A zigzag step attends half of a T_l × T_l block, 2·S_c·T_l²·N_Y·H FLOPs
- *              forward (twice that backward, with twice the bytes), so a step hides its
- *              transfer when
+ *              attended; bwd C−1 ppermutes of K, V with dK, dV (KV + dKV) and the last dK, dV
+ *              home (dKV). A zigzag step attends half of a T_l × T_l block, 2·S_c·T_l²·N_Y·H FLOPs
+ *              forward (twice that backward, with (a + g)/a times the bytes: at g = a the same
+ *              threshold), so a step hides its transfer when
  *                  2·S_c·T_l²·N_Y·H / C_chip ≥ KV / W_1  ⟺  T ≥ C·(C_chip/W_1)·a·K_Y/N_Y
  *              (W_1 = one link one way, the ppermute's bandwidth; and the step must outlast the
- *              hop latency T_min), the same threshold forward and backward. A step exposes
- *              max(0, t_transfer − t_step); the last dK, dV home is exposed.
+ *              hop latency T_min). A step exposes max(0, t_transfer − t_step); the last dK, dV
+ *              home is exposed.
  *   ulysses    fwd AllToAll_C of Q, K, V from sequence shards [T_C, heads] to head shards
- *              [T, heads_C], and of O back; bwd the same for dO and for dQ, dK, dV. N_Y must
+ *              [T, heads_C], and of O back; bwd the same for dO and for dQ, dK, dV (at g). N_Y must
  *              divide by C, and K_Y by C or C by K_Y (each kv head then goes to C/K_Y chips):
  *              K_e = max(K_Y, C) kv heads travel. V = C × the chip's input. Exposed.
  * The contiguous split, where 2C does not divide T (meshtrain's for allgather and ring then):
@@ -34,7 +36,7 @@
  * chip's extra (C−1)·t_block forward and 2·(C−1)·t_block backward are added to the step
  * (calc_compute counts the average), and the ring's steps on it attend whole blocks, 2·t_block,
  * which hide the transfer from T ≥ T_overlap/2: it exposes (C−1)·max(0, t_x − 2·t_block) forward,
- * (C−1)·max(0, t_x2 − 4·t_block) + t_x backward. Ulysses attends whole sequences: balanced.
+ * (C−1)·max(0, t_x2 − 4·t_block) + t_dx backward. Ulysses attends whole sequences: balanced.
  * The step is calc_compute's overlapped step plus L/P × the exposed time of a layer. Memory:
  * calc_compute's activations (the axis divides the tokens; with the axis idle they are C times
  * larger) plus the algorithm's buffers: the gathered K, V (and dK, dV) of one layer, the blocks
@@ -60,8 +62,6 @@
 
 #include "calc/calc.h"
 #include "calc/calc_infer.h"
-
-typedef enum { CALC_CP_ALLGATHER, CALC_CP_RING, CALC_CP_ULYSSES, CALC_CP_N_ALGS } calc_cp_alg;
 
 /* "allgather", "ring", "ulysses"; parse returns −1 for anything else. */
 const char *calc_cp_alg_name(calc_cp_alg a);
@@ -93,7 +93,7 @@ typedef struct {
     double C, X, S_c, T_l, N_Y, K_Y, K_e; /* K_e: kv heads ulysses moves */
     int contig;                           /* the contiguous split (2C does not divide T) */
     double kv;                            /* KV: one chip's K and V of one layer, bytes */
-    double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd), ppermute of KV, of 2·KV */
+    double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd), ppermute of KV, of KV + dKV */
     double T_overlap;     /* the ring hides its transfers for T above this (bandwidth term) */
     double T_latency;     /* ... and above this a step outlasts T_min */
     double mem_acts;      /* activations per chip (calc_compute's) */
@@ -109,6 +109,11 @@ int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc
             char *err, size_t errlen);
 void calc_cp_print(FILE *out, const calc_spec *s, const calc_result *r, const calc_cp_opt *o,
                    const calc_cp_result *cr);
+/* The plan as calc_print_json writes it, with the section above as its "context_parallel"
+ * object: the spec's figures, then "algorithms", one object per algorithm (calc_cp_row: its
+ * calls' ops, the book's V in bytes and counts per layer, times in seconds, buffers in bytes). */
+void calc_print_json_cp(FILE *out, const calc_spec *s, const calc_result *r, const calc_cp_opt *o,
+                        const calc_cp_result *cr);
 
 /* Serving with the KV cache sharded over the sequence. */
 typedef struct {

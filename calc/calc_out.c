@@ -5,6 +5,7 @@
  * that is not finite is JSON null (an empty CSV field). Strings are escaped (JSON) or quoted when
  * they hold a comma or a quote (CSV). */
 #include "calc/calc.h"
+#include "calc/calc_cp.h"
 #include "calc/calc_infer.h"
 
 #include <math.h>
@@ -162,7 +163,8 @@ static void json_thresholds(FILE *out, const calc_result *r) {
     fputs("}", out);
 }
 
-void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
+/* The plan's object without its closing brace. */
+static void json_plan(FILE *out, const calc_spec *s, const calc_result *r) {
     fputs("{\"units\": {\"time\": \"s\", \"bytes\": \"B\", \"batch\": \"tokens\", "
           "\"bytes_V\": \"the book's V per call (sharding chapter)\"},\n\"spec\": ",
           out);
@@ -210,7 +212,50 @@ void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
         fputs(i ? ",\n  " : "\n  ", out);
         json_str(out, notes[i]);
     }
-    fputs("]}\n", out);
+    fputs("]", out);
+}
+
+void calc_print_json(FILE *out, const calc_spec *s, const calc_result *r) {
+    json_plan(out, s, r);
+    fputs("}\n", out);
+}
+
+/* One algorithm's row of calc_cp_row: its collectives (up to two a pass) and times a layer. */
+static void json_cp_row(FILE *out, const calc_cp_row *w, calc_cp_alg a) {
+    OBJECT(out, STR("alg", calc_cp_alg_name(a)), BOOL("ok", w->ok), STR("why", w->why),
+           STR("op_fwd0", w->calls_fwd[0] ? cost_op_name(w->op_fwd[0]) : ""),
+           NUM("bytes_fwd0", w->v_fwd[0]), NUM("calls_fwd0", w->calls_fwd[0]),
+           STR("op_fwd1", w->calls_fwd[1] ? cost_op_name(w->op_fwd[1]) : ""),
+           NUM("bytes_fwd1", w->v_fwd[1]), NUM("calls_fwd1", w->calls_fwd[1]),
+           STR("op_bwd0", w->calls_bwd[0] ? cost_op_name(w->op_bwd[0]) : ""),
+           NUM("bytes_bwd0", w->v_bwd[0]), NUM("calls_bwd0", w->calls_bwd[0]),
+           STR("op_bwd1", w->calls_bwd[1] ? cost_op_name(w->op_bwd[1]) : ""),
+           NUM("bytes_bwd1", w->v_bwd[1]), NUM("calls_bwd1", w->calls_bwd[1]),
+           NUM("sent_fwd", w->sent_fwd), NUM("sent_bwd", w->sent_bwd), NUM("t_fwd", w->t_fwd),
+           NUM("t_bwd", w->t_bwd), NUM("exposed_fwd", w->exposed_fwd),
+           NUM("exposed_bwd", w->exposed_bwd), NUM("imbalance_fwd", w->imbalance_fwd),
+           NUM("imbalance_bwd", w->imbalance_bwd), NUM("mem", w->mem), NUM("t_step", w->t_step));
+}
+
+void calc_print_json_cp(FILE *out, const calc_spec *s, const calc_result *r, const calc_cp_opt *o,
+                        const calc_cp_result *cr) {
+    json_plan(out, s, r);
+    const char axis[2] = {(char)('x' + o->axis), 0};
+    fputs(",\n\"context_parallel\": {", out);
+    int f = 1;
+    FIELDS(out, &f, STR("axis", axis), STR("alg", calc_cp_alg_name(o->alg)), NUM("C", cr->C),
+           NUM("X", cr->X), NUM("S_c", cr->S_c), NUM("T_l", cr->T_l), NUM("N_Y", cr->N_Y),
+           NUM("K_Y", cr->K_Y), NUM("K_e", cr->K_e), BOOL("contiguous", cr->contig),
+           NUM("kv_bytes", cr->kv), NUM("t_block", cr->t_block), NUM("t_xfer", cr->t_xfer),
+           NUM("t_xfer2", cr->t_xfer2), NUM("T_overlap", cr->T_overlap),
+           NUM("T_latency", cr->T_latency), NUM("activations", cr->mem_acts),
+           NUM("activations_cp_idle", cr->mem_acts_idle), NUM("t_step", cr->row[o->alg].t_step));
+    fputs(", \"algorithms\": [", out);
+    for (int a = 0; a < CALC_CP_N_ALGS; a++) {
+        fputs(a ? ",\n  " : "\n  ", out);
+        json_cp_row(out, &cr->row[a], (calc_cp_alg)a);
+    }
+    fputs("]}}\n", out);
 }
 
 void calc_search_print_json(FILE *out, const calc_candidate *c, int n) {

@@ -1,7 +1,9 @@
-"""check_json.py plan|search [TOP]|infer: parses meshplan --format json from stdin (json.load
+"""check_json.py plan|search [TOP]|infer|cp: parses meshplan --format json from stdin (json.load
 fails on invalid JSON) and checks its shape: a plan object with the split sharding and its
-collectives, an array of TOP search candidates with at least one split tensor axis, or an
-inference object with every key the calculator promises, consistent with one another."""
+collectives, an array of TOP search candidates with at least one split tensor axis, an
+inference object with every key the calculator promises, consistent with one another, or a plan
+with its context-parallel section (--cp y, --grad-bytes 4 over --act-bytes 2: dK, dV priced at
+twice K, V's bytes)."""
 import json
 import sys
 
@@ -29,6 +31,20 @@ elif sys.argv[1] == "infer":
     assert abs(inf["tokens_per_s"] - tps) <= 1e-9 * tps, (inf["tokens_per_s"], tps)
     assert inf["fits"] == (inf["memory_per_chip"] <= inf["hbm"]), inf
     print("ok: inference JSON, step %.6g s, %s-bound" % (inf["decode_step_s"], inf["regime"]))
+elif sys.argv[1] == "cp":
+    cp = doc["context_parallel"]
+    assert cp["axis"] == "y" and cp["alg"] == "ring" and cp["C"] == 4, cp
+    rows = {r["alg"]: r for r in cp["algorithms"]}
+    assert sorted(rows) == ["allgather", "ring", "ulysses"], rows
+    assert all(r["ok"] and r["sent_fwd"] > 0 and r["t_step"] >= doc["step"]["t_step_max"]
+               for r in rows.values()), rows
+    C, kv, ring = cp["C"], cp["kv_bytes"], rows["ring"]
+    assert ring["calls_fwd0"] == C - 1 and ring["bytes_fwd0"] == kv, ring
+    assert ring["bytes_bwd0"] == 3 * kv and ring["bytes_bwd1"] == 2 * kv, ring
+    assert ring["sent_bwd"] == (C - 1) * kv + C * 2 * kv, ring
+    assert cp["t_step"] == ring["t_step"], cp
+    assert doc["memory"]["activations"] == cp["activations"], cp
+    print("ok: plan JSON with --cp, ring step %.6g s" % cp["t_step"])
 else:
     top = int(sys.argv[2])
     assert isinstance(doc, list) and len(doc) == top, len(doc)

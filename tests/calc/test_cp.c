@@ -118,6 +118,34 @@ static void test_training(void) {
     check_near("  (the result's own count of it)", cr.mem_acts_idle, ri.mem_acts, 1e-12);
 }
 
+/* meshtrain's wire: K, V at the activations' bytes (bf16, a = 2), their gradients dK, dV at the
+ * gradients' (--grad-bytes 4: --comm-dtype fp32), whatever the activations travel in. */
+static void test_grad_wire(void) {
+    const double T = 131072, C = 4, S_c = 4, T_l = T / C, K_Y = 2, H = 128, a = 2;
+    calc_spec s = train_spec(T, 16);
+    s.grad_bytes = 4;
+    calc_result r;
+    calc_cp_result cr;
+    must_run(&s, CALC_CP_RING, &r, &cr);
+    const double kv = 2 * S_c * T_l * K_Y * H * a, dkv = 2 * kv;
+    const calc_cp_row *g = &cr.row[CALC_CP_ALLGATHER], *q = &cr.row[CALC_CP_RING];
+    const calc_cp_row *u = &cr.row[CALC_CP_ULYSSES];
+    check_near("grad wire: ring fwd still moves K, V at a", q->v_fwd[0], kv, 0);
+    check_near("grad wire: ring bwd step moves K, V at a with dK, dV at g", q->v_bwd[0], kv + dkv,
+               0);
+    check_near("grad wire: the last dK, dV home at g", q->v_bwd[1], dkv, 0);
+    check_near("grad wire: ring bwd sends (C-1)·KV + C·dKV", q->sent_bwd, (C - 1) * kv + C * dkv,
+               1e-12);
+    check_near("grad wire: ring bwd time = (C-1)·ppermute(KV + dKV) + ppermute(dKV)", q->t_bwd,
+               (C - 1) * pp(kv + dkv) + pp(dkv), 1e-9);
+    check_near("grad wire: allgather ReduceScatter dK, dV at g, V = C·dKV", g->v_bwd[1], C * dkv,
+               0);
+    check_near("grad wire: allgather bwd sends (C-1)·(KV + dKV)", g->sent_bwd,
+               (C - 1) * (kv + dkv), 1e-12);
+    check_near("grad wire: ulysses bwd sends its fwd's bytes at g/a", u->sent_bwd,
+               2 * u->sent_fwd, 1e-12);
+}
+
 /* Either side of the ring's threshold (T_overlap = 5100 here, T_latency far below). */
 static void test_threshold(void) {
     const double C = 4;
@@ -278,6 +306,7 @@ static void test_serving(void) {
 
 int main(void) {
     test_training();
+    test_grad_wire();
     test_threshold();
     test_contiguous();
     test_refusals();

@@ -67,8 +67,10 @@ static void layout_activations(model *m, carver *c, carver *cb) {
             memset(A, 0, sizeof *A);
             mixed_carve_act(m, cb, A, moe);
             carve_layer_in(m, c, A, BT);
-            A->P = m->cmp.bf16 || lc->cp_n > 1 ? NULL : carve(c, m->Bl * lc->Nl * T * T);
-            A->Pb = m->cmp.bf16 ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
+            /* (a context axis's attention keeps its own: cp_attn_fwd) */
+            const int own = lc->cp_n <= 1;
+            A->P = !m->cmp.bf16 && own ? carve(c, m->Bl * lc->Nl * T * T) : NULL;
+            A->Pb = m->cmp.bf16 && own ? carve_b(cb, m->Bl * lc->Nl * T * T) : NULL;
             carve_layer_mid(m, c, A, BT);
             if (moe) {
                 moe_carve_act(m, c, cb, A, BT, m->Bl);
