@@ -31,14 +31,28 @@ void kern_moe_mlp_bwd_bf16(kern_bf16_ctx *ctx, float *dxs, float *dwg, float *dw
         float *dae = da + o * F, *dbe = db + o * F;
         kern_bf16 *dabe = dab + o * F, *dbbe = dbb + o * F;
         kern_matmul_dx_bf16(ctx, dae, dys + o * D, wd + e * F * D, n, F, D, false); /* dh */
-        kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
+        if (dwd) kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
         kern_swiglu_bwd_inplace(dae, dbe, a + o * F, b + o * F, n * F);
         kern_bf16_pack(dabe, dae, n * F);
         kern_bf16_pack(dbbe, dbe, n * F);
         kern_matmul_dx_bf16(ctx, dxs + o * D, dabe, wg + e * D * F, n, D, F, false);
         kern_matmul_dx_bf16(ctx, dxs + o * D, dbbe, wu + e * D * F, n, D, F, true);
+        if (!dwg) continue;
         kern_matmul_dw_bf16(ctx, dwg + e * D * F, xs + o * D, dabe, n, D, F);
         kern_matmul_dw_bf16(ctx, dwu + e * D * F, xs + o * D, dbbe, n, D, F);
+    }
+}
+
+void kern_moe_mlp_dw_bf16(kern_bf16_ctx *ctx, float *dwg, float *dwu, float *dwd,
+                          const kern_bf16 *dys, const kern_bf16 *xs, const kern_bf16 *dab,
+                          const kern_bf16 *dbb, const kern_bf16 *hb, const int64_t *offs, int64_t E,
+                          int64_t D, int64_t F) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
+        if (n == 0) continue;
+        kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
+        kern_matmul_dw_bf16(ctx, dwg + e * D * F, xs + o * D, dab + o * F, n, D, F);
+        kern_matmul_dw_bf16(ctx, dwu + e * D * F, xs + o * D, dbb + o * F, n, D, F);
     }
 }
 
@@ -97,6 +111,18 @@ void kern_moe_mlp_bwd_bf16_ref(float *dxs, float *dwg, float *dwu, float *dwd, f
                              kern_bf16_val(wu[e * D * F + d * F + f]);
                 dxs[(o + i) * D + d] = (float)s;
             }
+        mm_ref(dwg + e * D * F, xs + o * D, dab + o * F, D, n, F, 1, 0, 1);
+        mm_ref(dwu + e * D * F, xs + o * D, dbb + o * F, D, n, F, 1, 0, 1);
+    }
+}
+
+void kern_moe_mlp_dw_bf16_ref(float *dwg, float *dwu, float *dwd, const kern_bf16 *dys,
+                              const kern_bf16 *xs, const kern_bf16 *dab, const kern_bf16 *dbb,
+                              const kern_bf16 *hb, const int64_t *offs, int64_t E, int64_t D,
+                              int64_t F) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
+        mm_ref(dwd + e * F * D, hb + o * F, dys + o * D, F, n, D, 1, 0, 1);
         mm_ref(dwg + e * D * F, xs + o * D, dab + o * F, D, n, F, 1, 0, 1);
         mm_ref(dwu + e * D * F, xs + o * D, dbb + o * F, D, n, F, 1, 0, 1);
     }

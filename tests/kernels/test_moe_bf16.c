@@ -19,7 +19,12 @@
  *   - ys, dxs (K = 2F: the two products summed in fp32), dW_gate, dW_up: the bound plus the
  *     propagated term.
  * The backward runs on the path's forward values (a, b, hb), the same for path and twin. Each
- * line prints the worst element as a fraction of its bound over all experts. */
+ * line prints the worst element as a fraction of its bound over all experts.
+ *
+ * The weight part alone (kern_moe_mlp_dw_bf16, a split backward's), from the same g0 on the
+ * backward's own bf16 operands (dys, xs, and the path's hb, dab, dbb): the three dW bit for bit
+ * the whole backward's, and against its twin on those same inputs within the bound above with no
+ * propagated term (the inputs are shared). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -200,6 +205,40 @@ static void check_expert(double *w, const side_vals *p, const side_vals *r, cons
     free(DY), free(DA), free(DB), free(dDA), free(dDB), free(S), free(dS), free(WT);
 }
 
+/* The weight part alone on p's operands: bit for bit p's gradients (the whole backward's), and
+ * within the bound of its twin's on the same inputs. */
+static void dw_alone(const side_vals *p, const float *g0, const kern_bf16 *xs, const kern_bf16 *dys,
+                     const int64_t *offs, int64_t E, int64_t D, int64_t F, const char *what) {
+    const int64_t W = E * D * F;
+    float *g = kt_floats(3 * W), *gr = kt_floats(3 * W);
+    memcpy(g, g0, (size_t)(3 * W) * sizeof *g0);
+    memcpy(gr, g0, (size_t)(3 * W) * sizeof *g0);
+    kern_moe_mlp_dw_bf16(ctx, g, g + W, g + 2 * W, dys, xs, p->dab, p->dbb, p->hb, offs, E, D, F);
+    kern_moe_mlp_dw_bf16_ref(gr, gr + W, gr + 2 * W, dys, xs, p->dab, p->dbb, p->hb, offs, E, D, F);
+    int same = 1;
+    for (int i = 0; i < 3; i++) same &= !memcmp(g + i * W, p->g[i], (size_t)W * sizeof *g);
+    check_expect(same, "%s: the weight part alone bit for bit the whole backward's dW", what);
+    double w[3] = {0, 0, 0};
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t o = offs[e], n = offs[e + 1] - o, wo = e * D * F;
+        double *XT = dense(xs + o * D, D, n, 1), *HBT = dense(p->hb + o * F, F, n, 1);
+        double *DY = dense(dys + o * D, n, D, 0), *DA = dense(p->dab + o * F, n, F, 0);
+        double *DB = dense(p->dbb + o * F, n, F, 0);
+        bound(&w[0], g + 2 * W + wo, gr + 2 * W + wo, g0 + 2 * W + wo, HBT, NULL, DY, NULL, F, D,
+              n);
+        bound(&w[1], g + wo, gr + wo, g0 + wo, XT, NULL, DA, NULL, D, F, n);
+        bound(&w[2], g + W + wo, gr + W + wo, g0 + W + wo, XT, NULL, DB, NULL, D, F, n);
+        free(XT), free(HBT), free(DY), free(DA), free(DB);
+    }
+    static const char *const dn[3] = {"dw alone: dwd", "dw alone: dwg", "dw alone: dwu"};
+    for (int i = 0; i < 3; i++) {
+        const int bad = !(w[i] <= 1.0);
+        printf("%-4s %s %-24s worst %.3g of the bound\n", bad ? "FAIL" : "ok", what, dn[i], w[i]);
+        if (bad) check_count_failure();
+    }
+    free(g), free(gr);
+}
+
 /* Experts taking cnt[e] rows each, widths D, F. */
 static void mlp_case(const int64_t *cnt, int64_t E, int64_t D, int64_t F, uint64_t seed) {
     int64_t offs[16] = {0};
@@ -246,6 +285,7 @@ static void mlp_case(const int64_t *cnt, int64_t E, int64_t D, int64_t F, uint64
                            (size_t)(D * F) * sizeof *g0) != 0)
                     check_expect(0, "%s: expert %lld with no rows leaves its gradients", what,
                                  (long long)e);
+    dw_alone(&p, g0, xs, dys, offs, E, D, F, what);
     vals_free(&p), vals_free(&r);
     free(xs), free(dys), free(wg), free(wu), free(wd), free(g0), free(hr);
 }

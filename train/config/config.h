@@ -171,9 +171,6 @@ const char *config_str_expect(const char *flag, char *buf, size_t len);
  * config.quick_start, for the shell tests that check what a run computed rather than its timing.
  * 1 when set, else 0. */
 int config_env_quick_start(void);
-/* What bf16 compute (--compute-dtype) does not cover yet in c, as a phrase, or NULL: bf16 is
- * refused there, and auto resolves to fp32 with that reason. */
-const char *config_bf16_unsupported(const config *c);
 /* --cp's algorithm (config_cp.c). ALLGATHER: K and V gathered over the axis, each rank attends its
  * own queries; RING: K and V blocks travel round the axis, partial softmaxes merged online;
  * ULYSSES: an AllToAll turns the sequence shards into head shards for attention and back. */

@@ -89,22 +89,8 @@ int config_check_model(const config *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* What bf16 compute does not cover (precision.c resolves --compute-dtype auto to fp32 there);
- * NULL when it covers c. */
-const char *config_bf16_unsupported(const config *c) {
-    if (c->shape.moe.E > 0 && c->pipe_axis[0] &&
-        (c->schedule == PIPE_ZB_H1 || c->schedule == PIPE_ZB_V))
-        return "the split backward of mixture-of-experts blocks (--experts with --schedule zb-h1 "
-               "or zb-v: its weight part multiplies fp32 gradients) runs in fp32 only";
-    return NULL;
-}
-
 /* The sharding flags on their own (the rules that need the mesh: config_mesh.c). */
 int config_check_sharding(const config *c, char *err, size_t errlen) {
-    const char *no_bf16 = c->compute == COMPUTE_BF16 ? config_bf16_unsupported(c) : NULL;
-    if (no_bf16)
-        return errmsg_fail(err, errlen, "--compute-dtype bf16: %s for now; use --compute-dtype fp32",
-                           no_bf16);
     if (check_axes("dp", c->data_axes, false, err, errlen)) return -1;
     if (check_axes("open", c->mesh_open, true, err, errlen)) return -1;
     if (check_axes("cross-hosts", c->cross_hosts, false, err, errlen)) return -1;

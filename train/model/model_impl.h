@@ -28,8 +28,10 @@ typedef struct {
     /* a split MoE block's instead of d_mlp, d_a, d_b (moe_split_carve): the rows' output
      * gradients on the experts' ranks [BT·k·ep_n, D] and their products' [BT·k·ep_n, F_e], the
      * block output's gradient [BT, D] and the shared experts' products' [BT, S·F_e] (with shared
-     * experts), the router logits' [BT, E] */
+     * experts), the router logits' [BT, E]; with bf16 compute the first six as the input part
+     * rounded them for its products (the *b fields; the fp32 ones NULL), the router's fp32 */
     float *k_dyr, *k_dea, *k_deb, *k_dr, *k_dsa, *k_dsb, *k_dlog;
+    kern_bf16 *k_dyrb, *k_deab, *k_debb, *k_drb, *k_dsab, *k_dsbb;
     float *rlog, *prob, *lse, *w, *xs, *ea, *eb, *eh, *ys, *sa, *sb, *sh, *xr, *yr;
     int32_t *idx, *pos, *src, *cnt;
     float *gbal; /* a context axis's: each group's sequence's f[E] and P[E] (model_moe_cp.c) */
@@ -248,13 +250,13 @@ int moe_block_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, 
  * residual's gradient), the experts', shared experts' and router's weight gradients into g (+=),
  * with the balance and z-losses' gradients for groups of G rows. keep (a split backward's input
  * part): no weight gradient; their products' output gradients kept in A's k_* for moe_block_dw,
- * the weight part, which adds the same products' bits to g (fp32 compute only). bf16 compute
- * (wb): the experts' products on their bf16 copies, the router's in fp32. */
+ * the weight part, which adds the same products' bits to g. bf16 compute (wb): the experts'
+ * products on their bf16 copies, the router's in fp32. */
 void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g, layer_act *A,
                    float *dh, const float *dr, int64_t BT, int64_t G, int keep);
 void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT);
-/* The k_* fields of a split MoE block A. */
-void moe_split_carve(const model *m, carver *c, layer_act *A);
+/* The k_* fields of a split MoE block A (fp32 from c; bf16 compute: bf16 from cb). */
+void moe_split_carve(const model *m, carver *c, carver *cb, layer_act *A);
 
 /* ---- model_moe_cp.c: routing under a context axis (NULLs without one) ---- */
 /* A's balance of each of `groups` groups' sequences, gbal [groups, 2E]; the hook's records. */
@@ -271,7 +273,7 @@ void moe_cp_plan(model *m, layer_act *A, int64_t BT, int64_t G);
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l);
 /* What the input part keeps of block A for the weight part: the gains' gradients d_n and the
  * products' output gradients, fp32 from c (d_*), or with bf16 compute bf16 from cb (d_*b); of a
- * MoE block (moe) attention's, and the mixture's k_* (moe_split_carve, fp32). */
+ * MoE block (moe) attention's, and the mixture's k_* (moe_split_carve). */
 void split_carve(const model *m, carver *c, carver *cb, layer_act *A, int moe);
 void split_bwd_weight(model *m, layer_act *A, int64_t l, int64_t BT);
 #endif

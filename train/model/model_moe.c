@@ -281,21 +281,23 @@ static void shared_dw(const model *m, const layer_g *g, const layer_act *A, oper
 
 /* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=
  * (keep: none; dr and the products' gradients kept in A's k_dr, k_dsa, k_dsb instead). bf16
- * compute (wb): dr rounded once for its two products, SwiGLU's input gradients once for theirs. */
+ * compute (wb): dr rounded once for its two products, SwiGLU's input gradients once for theirs
+ * (keep: those roundings kept in k_drb, k_dsab, k_dsbb, the operands of the weight part). */
 static void shared_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g,
                        layer_act *A, float *dh, const float *dr, int64_t BT, int keep) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     moe_scratch *z = &m->ms;
-    float *da = keep ? A->k_dsa : z->dsa, *db = keep ? A->k_dsb : z->dsb;
-    const kern_bf16 *drb = wb ? mixed_keep(NULL, m->sb[2], dr, BT * D) : NULL;
+    const int k32 = keep && !wb, k16 = keep && wb; /* what the weight part gets: fp32, bf16 */
+    float *da = k32 ? A->k_dsa : z->dsa, *db = k32 ? A->k_dsb : z->dsb;
+    const kern_bf16 *drb = wb ? mixed_keep(k16 ? A->k_drb : NULL, m->sb[2], dr, BT * D) : NULL;
     if (wb) /* dL/d(sh), into da */
         kern_matmul_dx_bf16(m->cmp.ctx, da, drb, wb->s_down, BT, SF, D, false);
     else
         kern_matmul_dx(da, dr, w->s_down, BT, SF, D, false);
     kern_swiglu_bwd_inplace(da, db, A->sa, A->sb, BT * SF);
-    const kern_bf16 *dab = wb ? mixed_keep(NULL, z->dsab, da, BT * SF) : NULL;
-    const kern_bf16 *dbb = wb ? mixed_keep(NULL, z->dsbb, db, BT * SF) : NULL;
+    const kern_bf16 *dab = wb ? mixed_keep(k16 ? A->k_dsab : NULL, z->dsab, da, BT * SF) : NULL;
+    const kern_bf16 *dbb = wb ? mixed_keep(k16 ? A->k_dsbb : NULL, z->dsbb, db, BT * SF) : NULL;
     for (int64_t e = 0; e < mo->shared; e++) {
         const int64_t c = e * Fe, wo = e * D * Fe;
         product(m, dh, at(da, dab, c), at(w->s_gate, wb ? wb->s_gate : NULL, wo), BT, D, Fe, false,
@@ -303,37 +305,48 @@ static void shared_bwd(model *m, const layer_w *w, const layer_wb *wb, const lay
         product(m, dh, at(db, dbb, c), at(w->s_up, wb ? wb->s_up : NULL, wo), BT, D, Fe, false,
                 true, SF, Fe, D, true);
     }
-    if (keep)
+    if (k32)
         floats_copy(A->k_dr, dr, BT * D);
-    else
+    else if (!keep)
         shared_dw(m, g, A, at(da, dab, 0), at(db, dbb, 0), at(dr, drb, 0), BT);
 }
 
-void moe_split_carve(const model *m, carver *c, layer_act *A) {
+void moe_split_carve(const model *m, carver *c, carver *cb, layer_act *A) {
     const moe_shape *mo = &m->s.moe;
     const int64_t BT = m->BT, D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     const int64_t Rz = BT * mo->k * m->loc.ep_n;
-    A->k_dyr = carve(c, Rz * D);
-    A->k_dea = carve(c, Rz * Fe);
-    A->k_deb = carve(c, Rz * Fe);
-    A->k_dr = SF ? carve(c, BT * D) : NULL;
-    A->k_dsa = SF ? carve(c, BT * SF) : NULL;
-    A->k_dsb = SF ? carve(c, BT * SF) : NULL;
-    A->k_dlog = carve(c, BT * mo->E);
+    const int64_t n[6] = {Rz * D, Rz * Fe, Rz * Fe, SF ? BT * D : 0, BT * SF, BT * SF};
+    float **f[6] = {&A->k_dyr, &A->k_dea, &A->k_deb, &A->k_dr, &A->k_dsa, &A->k_dsb};
+    kern_bf16 **b[6] = {&A->k_dyrb, &A->k_deab, &A->k_debb, &A->k_drb, &A->k_dsab, &A->k_dsbb};
+    for (int i = 0; i < 6; i++) { /* bf16 compute: the bf16 operands alone (split_carve's rule) */
+        *f[i] = m->cmp.bf16 || n[i] == 0 ? NULL : carve(c, n[i]);
+        *b[i] = m->cmp.bf16 && n[i] > 0 ? carve_b(cb, n[i]) : NULL;
+    }
+    A->k_dlog = carve(c, BT * mo->E); /* the router's, fp32 */
 }
 
 void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
-    kern_moe_mlp_dw(g->e_gate, g->e_up, g->e_down, A->k_dyr, A->xr, A->k_dea, A->k_deb, A->eh,
-                    A->loffs, m->loc.El, m->s.D, m->loc.Fel);
+    const int64_t D = m->s.D, El = m->loc.El, Fe = m->loc.Fel;
+    const int b16 = m->cmp.bf16 != 0;
+    if (b16)
+        kern_moe_mlp_dw_bf16(m->cmp.ctx, g->e_gate, g->e_up, g->e_down, A->k_dyrb, A->xrb,
+                             A->k_deab, A->k_debb, A->ehb, A->loffs, El, D, Fe);
+    else
+        kern_moe_mlp_dw(g->e_gate, g->e_up, g->e_down, A->k_dyr, A->xr, A->k_dea, A->k_deb, A->eh,
+                        A->loffs, El, D, Fe);
     POLL(m);
     if (m->s.moe.shared > 0)
-        shared_dw(m, g, A, at(A->k_dsa, NULL, 0), at(A->k_dsb, NULL, 0), at(A->k_dr, NULL, 0), BT);
-    kern_matmul_dw(g->router, A->h2, A->k_dlog, BT, m->s.D, m->s.moe.E);
+        shared_dw(m, g, A, at(A->k_dsa, A->k_dsab, 0), at(A->k_dsb, A->k_dsbb, 0),
+                  at(A->k_dr, A->k_drb, 0), BT);
+    /* the router's dW in fp32, on h2 as bf16 compute kept it (moe_block_bwd's) */
+    const float *h2 = b16 ? mixed_unpack(m->ms.xs_t, A->h2b, BT * D) : A->h2;
+    kern_matmul_dw(g->router, h2, A->k_dlog, BT, D, m->s.moe.E);
 }
 
 /* The routed experts' backward on this rank's rows: dxr from dyr, into dea, deb their products'
  * output gradients; their weight gradients += (keep: none). bf16 compute (wb): dyr rounded once
- * for its products, the forward's xrb and ehb multiplied. */
+ * for its products, the forward's xrb and ehb multiplied (keep: the bf16 operands of the weight
+ * part, dyr's and dea's, deb's roundings, into A's k_dyrb, k_deab, k_debb). */
 static void experts_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g,
                         const layer_act *A, const float *dyr, float *dea, float *deb, int keep) {
     const int64_t D = m->s.D, El = m->loc.El, Fe = m->loc.Fel;
@@ -344,10 +357,12 @@ static void experts_bwd(model *m, const layer_w *w, const layer_wb *wb, const la
                          w->e_gate, w->e_up, w->e_down, A->loffs, El, D, Fe);
         return;
     }
-    mixed_pack(z->dyrb, dyr, A->loffs[El] * D);
-    kern_moe_mlp_bwd_bf16(m->cmp.ctx, z->dxr, g->e_gate, g->e_up, g->e_down, dea, deb, z->deab,
-                          z->debb, z->dyrb, A->xrb, A->ea, A->eb, A->ehb, wb->e_gate, wb->e_up,
-                          wb->e_down, A->loffs, El, D, Fe);
+    kern_bf16 *dyb = keep ? A->k_dyrb : z->dyrb;
+    mixed_pack(dyb, dyr, A->loffs[El] * D);
+    kern_moe_mlp_bwd_bf16(m->cmp.ctx, z->dxr, keep ? NULL : g->e_gate, keep ? NULL : g->e_up,
+                          keep ? NULL : g->e_down, dea, deb, keep ? A->k_deab : z->deab,
+                          keep ? A->k_debb : z->debb, dyb, A->xrb, A->ea, A->eb, A->ehb,
+                          wb->e_gate, wb->e_up, wb->e_down, A->loffs, El, D, Fe);
 }
 
 /* The balance loss's gradient with respect to the probabilities, ga[g, E] for each group g of G
@@ -370,14 +385,15 @@ static const float *balance_grad(model *m, const layer_act *A, int64_t BT, int64
 
 void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g, layer_act *A,
                    float *dh, const float *dr, int64_t BT, int64_t G, int keep) {
-    CHECK(!(wb && keep), "moe_block_bwd: a split backward of a MoE block in bf16");
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, E = mo->E, k = mo->k;
     moe_scratch *z = &m->ms;
     /* the products' output gradients: the scratch, or kept for the weight part (the rows'
-     * gradients dys are dyr themselves without an expert axis) */
-    float *dyr = keep ? A->k_dyr : z->dyr, *dys = m->loc.ep_n > 1 ? z->dys : dyr;
-    float *dea = keep ? A->k_dea : z->dea, *deb = keep ? A->k_deb : z->deb;
+     * gradients dys are dyr themselves without an expert axis; bf16 compute keeps their bf16
+     * roundings alone, experts_bwd) */
+    const int k32 = keep && !wb;
+    float *dyr = k32 ? A->k_dyr : z->dyr, *dys = m->loc.ep_n > 1 ? z->dys : dyr;
+    float *dea = k32 ? A->k_dea : z->dea, *deb = k32 ? A->k_deb : z->deb;
     float *dlog = keep ? A->k_dlog : z->dlog;
     const int tp = m->loc.Dl < D;
     if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */

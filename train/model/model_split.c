@@ -29,7 +29,7 @@ void split_carve(const model *m, carver *c, carver *cb, layer_act *A, int moe) {
         *b[i] = m->cmp.bf16 ? carve_b(cb, n[i]) : NULL;
     }
     A->d_n = carve(c, 2 * D);
-    if (moe) moe_split_carve(m, c, A);
+    if (moe) moe_split_carve(m, c, cb, A);
 }
 
 layer_g split_bwd_grads(model *m, layer_act *A, int64_t l) {

@@ -39,17 +39,15 @@ int precision_setup(precision *p, const config *c, mesh *m, int measure, int cor
     if (mesh_agree_msg(world, rc, msg, sizeof msg) < 0)
         return errmsg_fail(err, errlen, "%s", msg); /* it names the variable */
     p->path = (kern_bf16_path)mesh_agree_max(world, (int64_t)path);
-    const char *no_bf16 = config_bf16_unsupported(c);
-    p->dtype = c->compute != COMPUTE_AUTO                 ? c->compute
-               : matrix_unit(p->path) && no_bf16 == NULL ? COMPUTE_BF16
-                                                           : COMPUTE_FP32;
+    p->dtype = c->compute != COMPUTE_AUTO ? c->compute
+               : matrix_unit(p->path)      ? COMPUTE_BF16
+                                           : COMPUTE_FP32;
     if (c->compute == COMPUTE_AUTO)
         snprintf(p->why, sizeof p->why, "auto: %s",
                  !matrix_unit(p->path)
                      ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), where bf16 multiplies "
                        "no faster than fp32 and rounds"
-                 : no_bf16 ? no_bf16
-                           : "the bf16 path is a matrix unit");
+                     : "the bf16 path is a matrix unit");
     if (p->dtype != COMPUTE_BF16) return 0;
     p->ctx = kern_bf16_ctx_create(p->path, c->threads, msg, sizeof msg);
     if (mesh_agree_msg(world, p->ctx ? 0 : -1, msg, sizeof msg) < 0) {
