@@ -19,6 +19,16 @@ void kern_moe_mlp_fwd_bf16(kern_bf16_ctx *ctx, float *ys, float *a, float *b, fl
     }
 }
 
+/* Expert e's three dW products on rows [o, o + n) (the same for the whole backward and the
+ * weight part alone). */
+static void expert_dw(kern_bf16_ctx *ctx, float *dwg, float *dwu, float *dwd, const kern_bf16 *dys,
+                      const kern_bf16 *xs, const kern_bf16 *dab, const kern_bf16 *dbb,
+                      const kern_bf16 *hb, int64_t e, int64_t o, int64_t n, int64_t D, int64_t F) {
+    kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
+    kern_matmul_dw_bf16(ctx, dwg + e * D * F, xs + o * D, dab + o * F, n, D, F);
+    kern_matmul_dw_bf16(ctx, dwu + e * D * F, xs + o * D, dbb + o * F, n, D, F);
+}
+
 void kern_moe_mlp_bwd_bf16(kern_bf16_ctx *ctx, float *dxs, float *dwg, float *dwu, float *dwd,
                            float *da, float *db, kern_bf16 *dab, kern_bf16 *dbb,
                            const kern_bf16 *dys, const kern_bf16 *xs, const float *a,
@@ -31,15 +41,12 @@ void kern_moe_mlp_bwd_bf16(kern_bf16_ctx *ctx, float *dxs, float *dwg, float *dw
         float *dae = da + o * F, *dbe = db + o * F;
         kern_bf16 *dabe = dab + o * F, *dbbe = dbb + o * F;
         kern_matmul_dx_bf16(ctx, dae, dys + o * D, wd + e * F * D, n, F, D, false); /* dh */
-        if (dwd) kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
         kern_swiglu_bwd_inplace(dae, dbe, a + o * F, b + o * F, n * F);
         kern_bf16_pack(dabe, dae, n * F);
         kern_bf16_pack(dbbe, dbe, n * F);
         kern_matmul_dx_bf16(ctx, dxs + o * D, dabe, wg + e * D * F, n, D, F, false);
         kern_matmul_dx_bf16(ctx, dxs + o * D, dbbe, wu + e * D * F, n, D, F, true);
-        if (!dwg) continue;
-        kern_matmul_dw_bf16(ctx, dwg + e * D * F, xs + o * D, dabe, n, D, F);
-        kern_matmul_dw_bf16(ctx, dwu + e * D * F, xs + o * D, dbbe, n, D, F);
+        if (dwg) expert_dw(ctx, dwg, dwu, dwd, dys, xs, dab, dbb, hb, e, o, n, D, F);
     }
 }
 
@@ -47,13 +54,10 @@ void kern_moe_mlp_dw_bf16(kern_bf16_ctx *ctx, float *dwg, float *dwu, float *dwd
                           const kern_bf16 *dys, const kern_bf16 *xs, const kern_bf16 *dab,
                           const kern_bf16 *dbb, const kern_bf16 *hb, const int64_t *offs, int64_t E,
                           int64_t D, int64_t F) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
-        if (n == 0) continue;
-        kern_matmul_dw_bf16(ctx, dwd + e * F * D, hb + o * F, dys + o * D, n, F, D);
-        kern_matmul_dw_bf16(ctx, dwg + e * D * F, xs + o * D, dab + o * F, n, D, F);
-        kern_matmul_dw_bf16(ctx, dwu + e * D * F, xs + o * D, dbb + o * F, n, D, F);
-    }
+    for (int64_t e = 0; e < E; e++)
+        if (offs[e + 1] > offs[e])
+            expert_dw(ctx, dwg, dwu, dwd, dys, xs, dab, dbb, hb, e, offs[e], offs[e + 1] - offs[e],
+                      D, F);
 }
 
 /* y[i, c] (+)= Σ_q op(x)[i, q]·op(w)[q, c] over the bf16 values, in double, rounded once:
