@@ -39,6 +39,8 @@ list() { printf '%s\n' "$@" | grep .; }
   echo "a round, then median and min over rounds. Config: (a)'s size with 8 experts of F_e 512,"
   echo "top-2 (the activated FLOPs of (a)), dropless. Bound = the step's sgemms, routing balanced."
   echo
+  echo "Command: \`ROUNDS=$ROUNDS STEPS=$STEPS bench/moe_bench.sh $BUILD\` (target: meshtrain / PyTorch >= 1.2)"
+  echo
   echo "| meshtrain tok/s (median / min) | MFU | matmul-only bound tok/s | PyTorch tok/s (median / min) | meshtrain / PyTorch | per round |"
   echo "|---|---|---|---|---|---|"
   rounds=$(paste -d/ <(list "${mt[@]}") <(list "${pt[@]}") | awk -F/ '{printf "%s%.2f", (NR > 1 ? ", " : ""), $1 / $2}')
