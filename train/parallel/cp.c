@@ -491,9 +491,8 @@ static uly_bufs uly_regions(const struct par *p, float *saved) {
 /* The set of q, k, v (or their gradients) between sequence and head shards. */
 static uly_set uly_qkv(const plan *pl, float *q, float *k, float *v, float *qh, float *kh,
                        float *vh) {
-    const int64_t C = pl->cp.n, H = pl->s.H, Kc = plan_cp_uly_kv(pl);
-    const int64_t rep = pl->loc.Kl < C ? C / pl->loc.Kl : 1, wk = Kc * H;
-    return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * H, wk, wk}, {1, rep, rep}, 3};
+    const int64_t C = pl->cp.n, rep = plan_cp_uly_rep(pl), wk = plan_cp_uly_kv(pl) * pl->s.H;
+    return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * pl->s.H, wk, wk}, {1, rep, rep}, 3};
 }
 
 /* bf16 compute's saved regions (plan_cp_uly_saved_b): P, q, k, v of the head shards. */

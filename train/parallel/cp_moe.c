@@ -11,13 +11,15 @@
  * which under zigzag runs through every rank's first chunk before any second one). */
 #include <string.h>
 
+#include "kernels/seqsplit.h"
 #include "train/parallel/par_impl.h"
 
-/* The rank holding chunk q of a sequence cut into pieces·|C| chunks, and which of its pieces. */
+/* The rank holding chunk q of a sequence cut into pieces·|C| chunks, and which of its pieces:
+ * the contiguous split's chunk q is rank q's; the zigzag split's is where a sequence of one token
+ * a chunk puts position q (its row there: the piece). */
 static void chunk_owner(int64_t q, int64_t C, int64_t pieces, int64_t *rank, int64_t *piece) {
-    const int second = pieces == 2 && q >= C;
-    *rank = second ? 2 * C - 1 - q : q;
-    *piece = second;
+    *rank = q, *piece = 0;
+    if (pieces == 2) kern_seq_zigzag_owner(q, 2 * C, C, rank, piece);
 }
 
 void par_hk_moe_cp_sum(void *ctx, model *mod, double *rec, int64_t n, int64_t E) {

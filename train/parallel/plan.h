@@ -394,6 +394,8 @@ int64_t plan_cp_saved(const plan *p);
 /* Ulysses' kv heads per head shard: K_Y/|C|, or 1 when K_Y < |C| (K_Y divides |C|, and each kv
  * head goes to the |C|/K_Y ranks whose query heads use it: replicated, as TP replicates them). */
 int64_t plan_cp_uly_kv(const plan *p);
+/* ... and the ranks of C that hold each kv head: |C|·K_c/K_Y (|C|/K_Y when replicated, else 1). */
+int64_t plan_cp_uly_rep(const plan *p);
 /* Does ulysses attend in bf16 (--compute-dtype bf16)? Then BUF_CP_SAVED keeps per slot and layer
  * the bf16 probabilities [B, N_YC, T, T] and head shards q [B·T, N_YC·H], k, v [B·T, K_c·H]:
  * plan_cp_uly_saved_b returns their bf16 elements and fills off[4], each region's start. */

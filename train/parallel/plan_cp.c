@@ -60,6 +60,10 @@ int64_t plan_cp_uly_kv(const plan *p) {
     return p->loc.Kl >= p->cp.n ? p->loc.Kl / p->cp.n : 1;
 }
 
+int64_t plan_cp_uly_rep(const plan *p) {
+    return p->cp.n * plan_cp_uly_kv(p) / p->loc.Kl;
+}
+
 int plan_cp_uly_bf16(const plan *p) {
     return p->cp.n > 1 && p->cp_alg == CONFIG_CP_ULYSSES && plan_model_compute(p) != MODEL_FP32;
 }
