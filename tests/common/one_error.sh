@@ -2,6 +2,11 @@
 # exited with RC and wrote its stderr to ERR_FILE ended as bad input must: status WANT and exactly
 # one "meshtrain: error:" line, holding FRAGMENT. Sets ERR_N (the error lines) and ERR_LINE (the
 # first), for the caller's ok/FAIL line.
+# A refused run ends with status 2 once every rank has printed what it prints and passed the
+# barrier before MPI_Finalize (mesh_exit_error). mpirun then still "kills" the ranks, gone or
+# going: SIGCONT, odls_base_sigkill_timeout (1 s) of sleep, SIGTERM, the same sleep, SIGKILL: 2 s
+# of every refused mpirun. These scripts signal no job: no grace, a refused case ends ~2 s sooner.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 one_error() {
   ERR_N=$(grep -c '^meshtrain: error:' "$3")
   ERR_LINE=$(grep -m1 '^meshtrain: error:' "$3")
