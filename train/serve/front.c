@@ -53,6 +53,10 @@ static void account(serve_front *f, const front_req *r, batch_end end, int statu
     if (r->nout > 1) metrics_observe(&m->tpot, (r->t_last - r->t_first) / (double)(r->nout - 1));
 }
 
+void front_req_wake(front_req *r) {
+    if (r->waiter) pthread_cond_signal(r->waiter);
+}
+
 void front_req_finish(serve_front *f, front_req *r, batch_end end, int status, const char *why) {
     if (r->state == REQ_DONE) return;
     if (r->state == REQ_INCOMING) incoming_remove(f, r);
@@ -63,7 +67,7 @@ void front_req_finish(serve_front *f, front_req *r, batch_end end, int status, c
     if (r->cut > r->nout || end != BATCH_END_STOP) r->cut = r->nout;
     account(f, r, end, status);
     live_remove(f, r);
-    pthread_cond_broadcast(&f->news);
+    front_req_wake(r);
     front_req_unref(r);
 }
 
@@ -159,7 +163,7 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
     if (end != BATCH_END_NONE)
         front_req_finish(f, r, end, 0, NULL);
     else
-        pthread_cond_broadcast(&f->news);
+        front_req_wake(r);
     pthread_mutex_unlock(&f->mu);
     return end == BATCH_END_STOP ? BATCH_END_STOP : BATCH_END_NONE;
 }

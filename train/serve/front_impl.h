@@ -34,12 +34,14 @@ typedef struct front_req {
     int64_t drafted, kept, rejected; /* speculative decoding: its drafts and their fate */
     double t_arrive, t_admit, t_first, t_last;
     struct front_req *next_in; /* the incoming FIFO */
+    /* the condition the HTTP thread answering it waits on (NULL: none waits), signalled when it
+     * has new tokens or ends: each token wakes its own connection's thread, not every one */
+    pthread_cond_t *waiter;
 } front_req;
 
 struct serve_front {
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the serving loop's: a request arrived or left */
-    pthread_cond_t news; /* the HTTP threads': a request has new tokens or ended */
     front_opts o;
     const batcher *s;
     front_req **live; /* every request not ended (incoming or in the scheduler) */
@@ -55,6 +57,8 @@ struct serve_front {
     int port;
 };
 
+/* Under f->mu. Wakes the thread waiting for r (front_req.waiter), if any. */
+void front_req_wake(front_req *r);
 /* Under f->mu. Drops one reference; frees at zero. */
 void front_req_unref(front_req *r);
 /* Under f->mu. Ends r (unless it has ended): state, metrics, wakes its waiters, drops the

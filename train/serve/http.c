@@ -258,6 +258,7 @@ typedef struct {
     size_t sent[CHOICES_MAX];
     char *ev;
     size_t evlen, evoff;
+    pthread_cond_t cv; /* its requests' waiter */
 } stream_ctx;
 
 static size_t tokens_sent(const stream_ctx *s) {
@@ -310,7 +311,7 @@ static int next_event(stream_ctx *s) {
         }
         for (int i = 0; i < s->n && !j; i++)
             if (!s->fin[i]) j = next_chunk(s, i);
-        if (!j && s->nfin < s->n) pthread_cond_wait(&s->f->news, &s->f->mu);
+        if (!j && s->nfin < s->n) pthread_cond_wait(&s->cv, &s->f->mu);
     }
     char *txt = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -343,22 +344,31 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_ctx *s = cls;
     pthread_mutex_lock(&s->f->mu);
-    for (int i = 0; i < s->n; i++) front_req_unref(s->r[i]);
+    for (int i = 0; i < s->n; i++) {
+        s->r[i]->waiter = NULL;
+        front_req_unref(s->r[i]);
+    }
     pthread_mutex_unlock(&s->f->mu);
+    pthread_cond_destroy(&s->cv);
     free(s->ev), free(s);
 }
 
-/* The server-sent events of rs[0..n) (the caller took the stream's references). */
+/* The server-sent events of rs[0..n) (called under f->mu, which it releases; the caller took the
+ * stream's references). */
 static enum MHD_Result respond_stream(serve_front *f, struct MHD_Connection *c, front_req **rs,
                                       int n) {
     stream_ctx *s = calloc(1, sizeof *s);
+    if (s) pthread_cond_init(&s->cv, NULL);
+    for (int i = 0; s && i < n; i++) rs[i]->waiter = &s->cv;
+    pthread_mutex_unlock(&f->mu);
     struct MHD_Response *resp =
         s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free)
           : NULL;
     if (!resp) {
         pthread_mutex_lock(&f->mu);
-        for (int i = 0; i < n; i++) front_req_unref(rs[i]);
+        for (int i = 0; i < n; i++) rs[i]->waiter = NULL, front_req_unref(rs[i]);
         pthread_mutex_unlock(&f->mu);
+        if (s) pthread_cond_destroy(&s->cv);
         free(s);
         return MHD_NO;
     }
@@ -375,8 +385,13 @@ static enum MHD_Result respond_stream(serve_front *f, struct MHD_Connection *c, 
  * completion a choice, or the first error. */
 static enum MHD_Result respond_whole(serve_front *f, struct MHD_Connection *c, front_req **rs,
                                      int n) {
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    for (int i = 0; i < n; i++) rs[i]->waiter = &cv;
     for (int i = 0; i < n; i++)
-        while (rs[i]->state != REQ_DONE) pthread_cond_wait(&f->news, &f->mu);
+        while (rs[i]->state != REQ_DONE) pthread_cond_wait(&cv, &f->mu);
+    for (int i = 0; i < n; i++) rs[i]->waiter = NULL;
+    pthread_cond_destroy(&cv);
     json_t *choices = json_array(), *j = NULL;
     unsigned status = 200;
     size_t total = 0;
@@ -492,7 +507,6 @@ static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, con
     f->answering++;
     if (!rs[0]->stream) return respond_whole(f, c, rs, n);
     for (int i = 0; i < n; i++) rs[i]->refs++; /* the stream's */
-    pthread_mutex_unlock(&f->mu);
     return respond_stream(f, c, rs, n);
 }
 
@@ -611,7 +625,6 @@ serve_front *front_create(const front_opts *o, const batcher *s, char *err, size
     f->o = *o, f->s = s;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->wake, NULL);
-    pthread_cond_init(&f->news, NULL);
     f->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, f, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, f,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT,
@@ -652,6 +665,5 @@ void front_destroy(serve_front *f, double linger) {
     if (f->d) MHD_stop_daemon(f->d);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->wake);
-    pthread_cond_destroy(&f->news);
     free(f->live), free(f->cancel), free(f);
 }
