@@ -442,8 +442,38 @@ def scenario_disconnect(args):
               "(used %d)" % (m["meshtrain_generation_tokens_total"], m["meshtrain_kv_blocks_used"]))
         st, text, fin, _ = s.complete({"prompt": "O", "max_tokens": 5, "temperature": 0})
         check(st == 200 and fin == "length", "the server answers the next request")
+        held_tokens_stream(s)
     finally:
         s.stop()
+
+
+def held_tokens_stream(s):
+    """With continuous usage stats, tokens the text holds back still go out as chunks: an empty
+    text, the usage counting them. Held here: the incomplete characters of the model's bytes, and
+    each of up to 4 of its ASCII characters as the beginning of a stop string never completed,
+    every step at least 50 ms. Before, no chunk went out until the text moved."""
+    st, w, _, _ = s.complete({"prompt": "ROMEO:", "max_tokens": 30, "temperature": 0})
+    stops = [ch + "\x01" for ch in dict.fromkeys(ch for ch in w if " " <= ch < "\x7f")][:4]
+    c = s.conn()
+    c.request("POST", "/v1/completions", body=json.dumps({
+        "prompt": "ROMEO:", "max_tokens": 30, "temperature": 0, "stop": stops, "stream": True,
+        "stream_options": {"continuous_usage_stats": True}}),
+        headers={"Content-Type": "application/json"})
+    text, seen = "", []  # (usage, the chunk's text, its finish_reason) of each chunk
+    for ev in sse_events(c.getresponse()):
+        if ev != "[DONE]":
+            j = json.loads(ev)
+            text += j["choices"][0]["text"]
+            seen.append((j["usage"]["completion_tokens"], j["choices"][0]["text"],
+                         j["choices"][0]["finish_reason"]))
+    c.close()
+    usage = [u for u, _, _ in seen]
+    held = [k for k in range(1, len(seen))
+            if seen[k][1] == "" and seen[k][2] is None and usage[k] > usage[k - 1]]
+    check(st == 200 and "\x01" not in w and text == w and usage == sorted(usage) and
+          usage[-1] == 30 and held,
+          "held-back tokens stream as empty chunks whose usage counts them (chunks %s of %d)" %
+          (held, len(seen)))
 
 
 def run_clients(s, bodies, timeout=300):

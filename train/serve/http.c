@@ -249,40 +249,43 @@ static int parse_fields(serve_front *f, json_t *body, front_req *r, int *nchoice
 
 /* ---------------------------------------------------------------- completions */
 
-/* A stream's state: its completions, the event being sent, each completion's text sent so far
- * and whether its last chunk went out. */
+/* A stream's state: its completions, the event being sent, each completion's text sent so far,
+ * the tokens its chunks have counted and whether its last chunk went out. */
 typedef struct {
     serve_front *f;
     front_req *r[CHOICES_MAX];
     int n, fin[CHOICES_MAX], nfin, done;
-    size_t sent[CHOICES_MAX];
+    size_t sent[CHOICES_MAX], told[CHOICES_MAX];
     char *ev;
     size_t evlen, evoff;
     pthread_cond_t cv; /* its requests' waiter */
 } stream_ctx;
 
-static size_t tokens_sent(const stream_ctx *s) {
+static size_t tokens_told(const stream_ctx *s) {
     size_t t = 0;
-    for (int i = 0; i < s->n; i++) t += s->sent[i];
+    for (int i = 0; i < s->n; i++) t += s->told[i];
     return t;
 }
 
 /* The next chunk of a stream's completion i, or NULL when it has none yet. The last chunk of the
- * last completion to end carries usage; with continuous usage stats, every chunk does. */
+ * last completion to end carries usage; with continuous usage stats, every chunk does, and new
+ * tokens make a chunk even while the text holds them back (an incomplete character, the
+ * beginning of a stop string): its text is empty and its usage counts them, as vLLM's. */
 static json_t *next_chunk(stream_ctx *s, int i) {
     front_req *r = s->r[i];
     const int done = r->state == REQ_DONE;
     const size_t upto = done ? r->cut : text_sendable(r->out, r->nout, &r->stops);
-    if (s->sent[i] < upto) {
+    const int held = !done && r->usage_always && r->nout > s->told[i];
+    if (s->sent[i] < upto || held) {
         size_t n = 0;
         char *clean = clean_text(r, s->sent[i], upto, &n);
-        const int first = s->sent[i] == 0;
+        const int first = s->told[i] == 0;
         json_t *lp = logprob_json(r, s->sent[i], upto);
-        s->sent[i] = upto;
+        s->sent[i] = upto, s->told[i] = r->nout;
         json_t *j =
             clean ? answer_json(s->r[0], 1,
                                 json_pack("[o]", choice_json(r, i, clean, n, lp, 1, first, 0)),
-                                r->usage_always ? usage_json(s->r, s->n, tokens_sent(s)) : NULL)
+                                r->usage_always ? usage_json(s->r, s->n, tokens_told(s)) : NULL)
                   : NULL;
         free(clean);
         return j;
@@ -293,7 +296,7 @@ static json_t *next_chunk(stream_ctx *s, int i) {
     size_t total = 0;
     for (int k = 0; k < s->n; k++) total += s->r[k]->nout;
     return answer_json(
-        s->r[0], 1, json_pack("[o]", choice_json(r, i, "", 0, json_null(), 1, s->sent[i] == 0, 1)),
+        s->r[0], 1, json_pack("[o]", choice_json(r, i, "", 0, json_null(), 1, s->told[i] == 0, 1)),
         s->nfin == s->n || r->usage_always ? usage_json(s->r, s->n, total) : NULL);
 }
 
