@@ -65,8 +65,8 @@ err "/no/draft.h5" 2 --draft /no/draft.h5 --mesh y=2 --tensor y
 err "--kv-replicate is unused: the tensor axis has 2 ranks, no more than the 2 kv heads" 2 \
   --kv-replicate --mesh y=2 --tensor y
 err "--kv-replicate takes no value" 1 --kv-replicate=1
-err "--draft-ranks needs the target's kv heads over the tensor axis or replicated" 5 \
-  --draft "$WORK/short.h5" --draft-ranks 1 --mesh y=4 --tensor y
+err "--kv-replicate is unused: the tensor axis has 2 ranks" 3 --kv-replicate --prefill-ranks 1 \
+  --prefill-tensor 1 --mesh y=2 --tensor y
 err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
 err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x
 timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1

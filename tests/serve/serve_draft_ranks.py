@@ -11,7 +11,9 @@ Checks:
     plain greedy `meshtrain generate`'s texts;
   - each prompt alone, greedy: the same text, and the same drafted and accepted counts
     (usage.speculative), as the same-rank speculative server (the drafter sharded as the target on
-    the target's NP − N ranks);
+    the target's NP − N ranks); both servers run them first, on a fresh prefix cache: a block
+    computed beside other requests' rows differs in its last bits (the products are not
+    batch-invariant), which can flip a near tie among the drafter's logits;
   - a sampled request completes; /metrics counts the drafts, alpha in (0, 1), every block back;
   - bad input ends with status 2 and one message: --draft-ranks without --draft, as many draft
     ranks as ranks, and a target of several replicas.
@@ -65,8 +67,8 @@ def main():
     want = dict(zip(sh.PROMPTS, sh.generate(args, sh.PROMPTS, 30, ["--temperature", "0"])))
     s = sh.Server(args, "draft_ranks", ["--draft", draft] + POOL)
     try:
+        remote = alone(s)  # first: on a fresh prefix cache, as the same-rank server's run
         wrong = sh.greedy_clients(s, 16, want)
-        remote = alone(s)
         st, text, fin, _ = s.complete({"prompt": sh.PROMPTS[1], "max_tokens": 24,
                                        "temperature": 0.8, "top_k": 20, "seed": 5})
         sh.check(st == 200 and fin == "length", "a sampled request (T 0.8, top-k 20) completes")

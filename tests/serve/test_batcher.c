@@ -17,6 +17,10 @@
  *  - AllToAll runs (1 to 3 shards a replica, each its own pool): the fake engine keeps each
  *    pool's rows apart and reads a row through the item's shard, so a sequence read from another
  *    shard's pool than it wrote, or a block shared across shards, gives wrong rows;
+ *  - disaggregated runs whose prefill replicas have another number of pools (prefill_shards, a
+ *    tensor degree per side): a move copies from the source's pool to the destination's
+ *    (batch_xfer.dshard, any pool of the decode replica; its own shard when the counts are
+ *    equal), and every item's shard is one of its replica's;
  *  - at the end every block is back (used = 0), and across the runs preemption, prefix-cache
  *    hits, chunked prefill and transfers each happened (so the checks above were exercised). */
 #include <stdio.h>
@@ -32,6 +36,7 @@
 
 static uint64_t rng_state;
 static int64_t shard_items[3]; /* items run in each shard, over every run */
+static int64_t cross_moves[2]; /* moves between sides of other pool counts: all, to another shard */
 static uint64_t rnd(void) {
     rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return rng_state >> 33;
@@ -66,8 +71,9 @@ typedef struct {
 
 typedef struct {
     req r[MAXREQ];
-    uint64_t *kv;                    /* [replicas, shards, blocks, bs] */
+    uint64_t *kv;                    /* [replicas, shards, blocks, bs] (shards: the most) */
     int32_t nb, bs, prefill, shards; /* prefill: disaggregated, the prefill replicas */
+    int32_t pshards, dshards;        /* the pools of a prefill replica and of the others */
     int bad;
 } world;
 
@@ -90,18 +96,31 @@ static uint64_t *kv_at(world *w, int32_t replica, int32_t shard, int32_t block, 
     return &w->kv[(((int64_t)replica * w->shards + shard) * w->nb + block) * w->bs + pos % w->bs];
 }
 
-/* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
-static void run_plan(world *w, const batch_plan *p, int32_t *next) {
-    for (int32_t i = 0; i < p->nxfer; i++) { /* the KV transfers first */
+static int32_t shards_of(const world *w, int32_t replica) {
+    return replica < w->prefill ? w->pshards : w->dshards;
+}
+
+/* The plan's KV transfers, before its items. */
+static void run_moves(world *w, const batch_plan *p) {
+    for (int32_t i = 0; i < p->nxfer; i++) {
         const batch_xfer *x = &p->xfer[i];
         const int32_t *from = p->xtab + x->tab_off, *to = from + x->nblocks;
-        if ((x->src >= w->prefill || x->dst < w->prefill) && w->bad++ < 5)
-            printf("  request %lld: moved from replica %d to %d\n", (long long)x->id, (int)x->src,
-                   (int)x->dst);
+        if ((x->src >= w->prefill || x->dst < w->prefill || x->shard < 0 ||
+             x->shard >= w->pshards || x->dshard < 0 || x->dshard >= w->dshards ||
+             (w->pshards == w->dshards && x->dshard != x->shard)) &&
+            w->bad++ < 5)
+            printf("  request %lld: moved from replica %d pool %d to %d pool %d\n",
+                   (long long)x->id, (int)x->src, (int)x->shard, (int)x->dst, (int)x->dshard);
+        if (w->pshards != w->dshards) cross_moves[0]++, cross_moves[1] += x->dshard != x->shard;
         for (int32_t b = 0; b < x->nblocks; b++)
-            memcpy(kv_at(w, x->dst, x->shard, to[b], 0), kv_at(w, x->src, x->shard, from[b], 0),
+            memcpy(kv_at(w, x->dst, x->dshard, to[b], 0), kv_at(w, x->src, x->shard, from[b], 0),
                    (size_t)w->bs * sizeof *w->kv);
     }
+}
+
+/* The fake engine: stores, checks what each row attends to, and picks the next tokens. */
+static void run_plan(world *w, const batch_plan *p, int32_t *next) {
+    run_moves(w, p);
     int32_t k = 0;
     for (int32_t j = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];
@@ -110,7 +129,7 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
             printf("  request %lld: a prefill of %d rows on decode replica %d\n", (long long)it->id,
                    (int)it->n, (int)it->replica);
         const int32_t *tab = p->tab + it->tab_off;
-        if (it->shard < 0 || it->shard >= w->shards) {
+        if (it->shard < 0 || it->shard >= shards_of(w, it->replica)) {
             if (w->bad++ < 5) printf("  request %lld: shard %d\n", (long long)it->id, it->shard);
             continue;
         }
@@ -160,6 +179,8 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     if (o.replicas > 1 && !o.static_batches && rndi(2))
         o.prefill_replicas = 1 + (int32_t)rndi(o.replicas - 1);
     o.shards = rndi(2) ? 1 + (int32_t)rndi(3) : 0; /* the AllToAll layout's pools (0: one) */
+    if (o.prefill_replicas > 0 && rndi(2)) /* a tensor degree of its own on the prefill side */
+        o.prefill_shards = 1 + (int32_t)rndi(3);
     char err[512];
     batcher *s = batcher_create(&o, err, sizeof err);
     world *w = calloc(1, sizeof *w);
@@ -169,7 +190,9 @@ static batch_counts one_run(uint64_t seed, int *failures) {
         exit(1);
     }
     w->nb = o.kv_blocks, w->bs = o.kv_block, w->prefill = o.prefill_replicas;
-    w->shards = o.shards > 1 ? o.shards : 1;
+    w->dshards = o.shards > 1 ? o.shards : 1;
+    w->pshards = o.prefill_shards > 0 ? o.prefill_shards : w->dshards;
+    w->shards = w->pshards > w->dshards ? w->pshards : w->dshards;
     w->kv = calloc((size_t)(o.replicas * w->shards) * (size_t)o.kv_blocks * (size_t)o.kv_block,
                    sizeof *w->kv);
     /* prompts: a few shared stems with random tails, so the prefix cache has work */
@@ -223,13 +246,13 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     if (!ok) {
         (*failures)++;
         printf("  seed %llu (replicas %d, block %d, blocks %d, chunk %d, seqs %d, budget %d, "
-               "prefix %d, static %d, prefill replicas %d, shards %d): %d steps, invariants %s, %d "
-               "engine "
-               "errors, %d wrong outputs, %d unfinished, %lld blocks still used\n",
+               "prefix %d, static %d, prefill replicas %d, shards %d, prefill shards %d): %d "
+               "steps, invariants %s, %d engine errors, %d wrong outputs, %d unfinished, %lld "
+               "blocks still used\n",
                (unsigned long long)seed, o.replicas, o.kv_block, o.kv_blocks, o.prefill_chunk,
                o.max_seqs, o.max_batch_tokens, o.prefix_cache, o.static_batches, o.prefill_replicas,
-               o.shards, steps, check_failed ? "BROKEN" : "ok", w->bad, wrong, unfinished,
-               (long long)used);
+               o.shards, o.prefill_shards, steps, check_failed ? "BROKEN" : "ok", w->bad, wrong,
+               unfinished, (long long)used);
     }
     batch_plan_free(&plan);
     batcher_destroy(s);
@@ -327,5 +350,9 @@ int main(void) {
     check_expect(shard_items[1] > 0 && shard_items[2] > 0,
                  "the AllToAll runs put sequences in every shard (items: %lld, %lld, %lld)",
                  (long long)shard_items[0], (long long)shard_items[1], (long long)shard_items[2]);
+    check_expect(cross_moves[1] > 0 && cross_moves[1] < cross_moves[0],
+                 "moves between sides of other pool counts: %lld, %lld of them into another "
+                 "shard than the source's",
+                 (long long)cross_moves[0], (long long)cross_moves[1]);
     return check_finish("test_batcher");
 }

@@ -206,8 +206,8 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h,
     const int me = mesh_rank(m);
     const int32_t nrep = engine_replicas(e), groups = engine_kv_shards(e);
     const int32_t npre = st->prefill < nrep - 1 ? st->prefill : nrep - 1;
-    batch_opts o = {nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                    64,   st->prefix,    st->stat,     st->draft,  npre,      groups};
+    batch_opts o = {nrep,       st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs, 64,
+                    st->prefix, st->stat,      st->draft,    npre,       groups,    0};
     int64_t peak = 0; /* running sequences at most */
     batch_plan p;
     serve_wire w;
@@ -394,8 +394,8 @@ int main(int argc, char **argv) {
         serve_spec *sp = NULL;
         if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
             const batch_opts o = {
-                nrep, st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
-                64,   st->prefix,    st->stat,     st->draft,  0,         groups};
+                nrep,       st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs, 64,
+                st->prefix, st->stat,      st->draft,    0,          groups,    0};
             engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1, groups};
             de = engine_create(&c, m, &dd, err, sizeof err);
             if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);

@@ -226,7 +226,7 @@ double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const f
 
 /* ---------------------------------------------------------------- the AllToAll layout's group */
 
-mesh *kv_group_mesh(const mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax, char *err,
+mesh *kv_group_mesh(mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax, char *err,
                     size_t errlen) {
     char spec[96] = "", name = 0;
     for (const char *cand = "wvutsrqponmlkjihgfedcba"; *cand && !name; cand++)
@@ -241,7 +241,7 @@ mesh *kv_group_mesh(const mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax,
             snprintf(part, sizeof part, "%s%c=%d", a ? "," : "", n, mesh_axis_size(m, a));
         strncat(spec, part, sizeof spec - strlen(spec) - 1);
     }
-    mesh *gm = mesh_create(spec, NULL, err, errlen);
+    mesh *gm = mesh_split(m, 0, spec, err, errlen);
     const char gn[2] = {name, 0};
     if (gm && mesh_axes_parse(gm, gn, gax) < 0) {
         mesh_destroy(gm);

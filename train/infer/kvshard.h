@@ -93,9 +93,10 @@ int64_t kvshard_take(const kvshard *ks, const int32_t *tok, int64_t len, int32_t
 double kvshard_prefill(kvshard *ks, mesh *m, float *out, const float *q, const float *k,
                        const float *v, const int64_t *len, int64_t n, int bf16);
 
-/* Collective over: world. The group mesh of the AllToAll layout (gen.h), for a tensor axis t of
- * |Y| = K·Z ranks: t becomes t = K (kv heads) and a new minor axis of size Z (the ranks sharing a
- * kv head), so that ranks and coordinates stay those of m; that axis into *gax. NULL with err. */
-mesh *kv_group_mesh(const mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax, char *err,
+/* Collective over: m's world. The group mesh of the AllToAll layout (gen.h), for a tensor axis t
+ * of |Y| = K·Z ranks: t becomes t = K (kv heads) and a new minor axis of size Z (the ranks
+ * sharing a kv head), over m's ranks (a sub-mesh's too: mesh_split) in m's rank order, so that
+ * ranks and coordinates stay those of m; that axis into *gax. NULL with err. */
+mesh *kv_group_mesh(mesh *m, char t, int64_t K, int64_t Z, mesh_axes *gax, char *err,
                     size_t errlen);
 #endif

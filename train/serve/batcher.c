@@ -23,8 +23,8 @@ typedef struct {
 
 struct batcher {
     batch_opts o;
-    int32_t npool;   /* replicas × shards */
-    kvb_pool **pool; /* pool r·shards + z: replica r's shard z */
+    int32_t npool;   /* the pools of every replica (pool_base) */
+    kvb_pool **pool; /* pool pool_base(r) + z: replica r's shard z */
     seq **wait;      /* FIFO; preempted sequences go back to the front */
     int64_t nwait, cap_wait;
     seq ***run; /* per replica, oldest admitted first */
@@ -44,9 +44,26 @@ static int64_t div_up(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+/* The pools of replica r: prefill_shards on a prefill replica, shards on the others. */
+static int32_t shards_of(const batcher *s, int32_t r) {
+    return r < s->o.prefill_replicas ? s->o.prefill_shards : s->o.shards;
+}
+/* The index of replica r's first pool: the replicas before it, each with its pools. */
+static int32_t pool_base(const batcher *s, int32_t r) {
+    const int32_t P = s->o.prefill_replicas;
+    return r < P ? r * s->o.prefill_shards : P * s->o.prefill_shards + (r - P) * s->o.shards;
+}
+/* Pool i's replica, and its shard there into *z. */
+static int32_t pool_replica(const batcher *s, int32_t i, int32_t *z) {
+    int32_t r = 0;
+    while (r + 1 < s->o.replicas && pool_base(s, r + 1) <= i) r++;
+    *z = i - pool_base(s, r);
+    return r;
+}
+
 /* Replica r's pool of shard z. */
 static kvb_pool *pool_at(const batcher *s, int32_t r, int32_t z) {
-    return s->pool[r * s->o.shards + z];
+    return s->pool[pool_base(s, r) + z];
 }
 static kvb_pool *pool_of(const batcher *s, const seq *q) {
     return pool_at(s, q->replica, q->shard);
@@ -62,8 +79,9 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
                     (int)o->max_batch_tokens, (int)o->max_seqs);
         return NULL;
     }
-    if (o->shards < 0) {
-        errmsg_fail(err, errlen, "the scheduler needs shards >= 0 (%d asked)", (int)o->shards);
+    if (o->shards < 0 || o->prefill_shards < 0) {
+        errmsg_fail(err, errlen, "the scheduler needs shards >= 0 (%d, prefill %d asked)",
+                    (int)o->shards, (int)o->prefill_shards);
         return NULL;
     }
     if (o->prefill_replicas < 0 || o->prefill_replicas >= o->replicas ||
@@ -78,8 +96,9 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     if (!s) return NULL;
     s->o = *o;
     if (s->o.shards < 1) s->o.shards = 1;
+    if (s->o.prefill_shards < 1) s->o.prefill_shards = s->o.shards;
     const int32_t R = o->replicas;
-    s->npool = R * s->o.shards;
+    s->npool = pool_base(s, R);
     s->pool = calloc((size_t)s->npool, sizeof *s->pool);
     s->run = calloc((size_t)R, sizeof *s->run);
     s->nrun = calloc((size_t)R, sizeof *s->nrun);
@@ -363,12 +382,12 @@ static int32_t pick_pool(const batcher *s) {
     for (int32_t r = 0; r < nr; r++) {
         if (s->no_admit[r] || s->nrun[r] >= s->o.max_seqs) continue;
         if (s->o.static_batches ? !s->was_empty[r] : s->budget[r] < 1) continue;
-        for (int32_t z = 0; z < s->o.shards; z++) {
+        for (int32_t z = 0; z < shards_of(s, r); z++) {
             const kvb_pool *pl = pool_at(s, r, z);
             const int64_t a = kvb_available(pl) + kvb_peek(pl, q->tok, q->len - 1, most),
                           n = shard_seqs(s, r, z);
             if (best < 0 || a > best_avail || (a == best_avail && n < best_seqs))
-                best = r * s->o.shards + z, best_avail = a, best_seqs = n;
+                best = pool_base(s, r) + z, best_avail = a, best_seqs = n;
         }
     }
     return best;
@@ -382,12 +401,13 @@ static int32_t pick_pool(const batcher *s) {
 static int admit(batcher *s, batch_plan *p, int32_t i) {
     seq *q = s->wait[0];
     kvb_pool *pool = s->pool[i];
-    const int32_t r = i / s->o.shards;
+    int32_t z;
+    const int32_t r = pool_replica(s, i, &z);
     const int32_t bs = s->o.kv_block;
     /* at least the last token is computed: its logits give the next one */
     const int32_t m =
         kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
-    q->replica = r, q->shard = i % s->o.shards, q->nblocks = q->npub = m,
+    q->replica = r, q->shard = z, q->nblocks = q->npub = m,
     q->computed = q->dcomputed = (int64_t)m * bs;
     int64_t want = q->len - q->computed;
     if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
@@ -410,16 +430,21 @@ static int admit(batcher *s, batch_plan *p, int32_t i) {
     return 1;
 }
 
-/* Disaggregated: the decode replica with room for q in q's shard (its blocks and the next
- * position) and one more sequence, most blocks available first; −1 if none. */
-static int32_t pick_decode(const batcher *s, const seq *q) {
+/* Disaggregated: the decode replica with room for q (its blocks and the next position) and one
+ * more sequence, and its pool there (*zd): q's own shard when both sides have as many pools a
+ * replica (the same tensor ranks hold it on both), else any; most blocks available first, then
+ * the first (replica, then shard); −1 if none. */
+static int32_t pick_decode(const batcher *s, const seq *q, int32_t *zd) {
+    const int same = s->o.prefill_shards == s->o.shards;
     int32_t best = -1;
-    for (int32_t r = s->o.prefill_replicas; r < s->o.replicas; r++) {
-        const int64_t a = kvb_available(pool_at(s, r, q->shard));
-        if (s->nrun[r] < s->o.max_seqs && a >= div_up(q->computed + 1, s->o.kv_block) &&
-            (best < 0 || a > kvb_available(pool_at(s, best, q->shard))))
-            best = r;
-    }
+    int64_t best_avail = 0;
+    for (int32_t r = s->o.prefill_replicas; r < s->o.replicas; r++)
+        for (int32_t z = same ? q->shard : 0; z < (same ? q->shard + 1 : s->o.shards); z++) {
+            const int64_t a = kvb_available(pool_at(s, r, z));
+            if (s->nrun[r] < s->o.max_seqs && a >= div_up(q->computed + 1, s->o.kv_block) &&
+                (best < 0 || a > best_avail))
+                best = r, *zd = z, best_avail = a;
+        }
     return best;
 }
 
@@ -428,16 +453,17 @@ static int32_t pick_decode(const batcher *s, const seq *q) {
  * prefill blocks released (the published ones stay in that replica's prefix cache). 0 when no
  * decode replica has room: q waits where it is. */
 static int migrate(batcher *s, batch_plan *p, seq *q) {
-    const int32_t d = pick_decode(s, q), src = q->replica, nb = q->nblocks;
+    int32_t zd = 0;
+    const int32_t d = pick_decode(s, q, &zd), src = q->replica, nb = q->nblocks;
     if (d < 0) return 0;
     CHECK(p->nxfer < p->cap_xfer && p->nxtab + 2 * nb <= p->cap_xtab,
           "batcher: the step plan's transfers are full");
-    p->xfer[p->nxfer++] = (batch_xfer){q->id, src, d, nb, p->nxtab, q->shard};
+    p->xfer[p->nxfer++] = (batch_xfer){q->id, src, d, nb, p->nxtab, q->shard, zd};
     memcpy(p->xtab + p->nxtab, q->table, (size_t)nb * sizeof *q->table);
     const int64_t computed = q->computed;
     release_blocks(s, q);
     run_remove(s, src, q);
-    q->replica = d;
+    q->replica = d, q->shard = zd;
     grow(s, q, computed);
     CHECK(q->nblocks == nb, "batcher: %d blocks moved into %d", (int)nb, (int)q->nblocks);
     q->computed = q->dcomputed = computed;
@@ -562,7 +588,8 @@ void batch_plan_free(batch_plan *p) {
 /* Pool i's invariants and that the running sequences it holds have exactly the references it
  * counts. 0, or −1 with err. */
 static int check_pool(const batcher *s, int32_t i, char *err, size_t errlen) {
-    const int32_t r = i / s->o.shards, z = i % s->o.shards;
+    int32_t z;
+    const int32_t r = pool_replica(s, i, &z);
     char why[256];
     if (kvb_check(s->pool[i], why, sizeof why) < 0)
         return errmsg_fail(err, errlen, "replica %d shard %d: %s", (int)r, (int)z, why);
@@ -571,7 +598,7 @@ static int check_pool(const batcher *s, int32_t i, char *err, size_t errlen) {
     int rc = 0;
     for (int32_t k = 0; k < s->nrun[r] && rc == 0; k++) {
         const seq *q = s->run[r][k];
-        if (q->replica != r || q->shard < 0 || q->shard >= s->o.shards ||
+        if (q->replica != r || q->shard < 0 || q->shard >= shards_of(s, r) ||
             (int64_t)q->nblocks * s->o.kv_block < q->computed || q->npub > q->nblocks ||
             q->computed >= q->len)
             rc = errmsg_fail(err, errlen,

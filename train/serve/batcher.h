@@ -45,6 +45,9 @@ typedef struct {
      * kv_blocks blocks, pool z held by the tensor ranks of group coordinate z; a sequence stays
      * in one (0 or 1: one pool per replica) */
     int32_t shards;
+    /* disaggregated serving with a tensor degree per side: the pools of a prefill replica (0:
+     * shards); a sequence then moves to any pool of a decode replica, else to its own shard */
+    int32_t prefill_shards;
 } batch_opts;
 
 /* The most alternatives a token's log-probabilities list (top_logprobs). */
@@ -91,12 +94,12 @@ int64_t batch_lp_floats(const batch_item *it);
 typedef enum { BATCH_PLAN_STEP = 1, BATCH_PLAN_EXIT = 2 } batch_plan_kind;
 
 /* Disaggregated serving: sequence id's KV blocks xtab[tab_off .. tab_off + nblocks) of replica
- * src go to blocks xtab[tab_off + nblocks .. tab_off + 2·nblocks) of replica dst, before the
- * step's forward (the sequence's item, if any, is already dst's). */
+ * src's pool shard go to blocks xtab[tab_off + nblocks .. tab_off + 2·nblocks) of replica dst's
+ * pool dshard, before the step's forward (the sequence's item, if any, is already dst's). */
 typedef struct {
     int64_t id;
     int32_t src, dst, nblocks, tab_off;
-    int32_t shard; /* the pool on both sides (batch_opts.shards) */
+    int32_t shard, dshard; /* the pool on each side (batch_opts.shards, prefill_shards) */
 } batch_xfer;
 
 /* A step plan: the items (each replica's decodes, then its running prefills, then the new
@@ -172,8 +175,8 @@ typedef struct {
     int64_t preemptions, cached_tokens, prefill_tokens, steps, transfers, transfer_blocks;
 } batch_counts;
 batch_counts batcher_get_counts(const batcher *s);
-/* The pools: replicas × shards; pool i is replica i / shards's shard i mod shards (counts,
- * checks). */
+/* The pools: every replica's in replica order (prefill_shards of a prefill replica, shards of
+ * the others), each replica's by shard (counts, checks). */
 int32_t batcher_pools(const batcher *s);
 const kvb_pool *batcher_pool(const batcher *s, int32_t i);
 /* Checks every pool's invariants and that the running sequences' block tables hold exactly the

@@ -72,7 +72,7 @@ static int32_t decode_replicas(const config *c, mesh *w, mesh *own) {
 }
 
 serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill, int64_t yp,
-                          const char *ckpt, batch_opts *o) {
+                          int kv_replicate, const char *ckpt, batch_opts *o) {
     char err[DISAGG_ERR] = "", why[DISAGG_ERR] = "";
     const int pre = mesh_rank(w) < nprefill;
     config sc;
@@ -81,9 +81,10 @@ serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill,
     else
         sc = *c;
     const int32_t rp = (int32_t)(nprefill / yp), rd = decode_replicas(&sc, w, own);
-    /* (the kv heads past K replicated on both sides: kvroute moves whole heads) */
+    /* (past K each side's own layout: the AllToAll one's pools, or with kv_replicate the heads
+     * replicated; kvroute routes between them) */
     const engine_dims d = {
-        o->kv_blocks, o->kv_block, o->max_batch_tokens, pre ? 0 : rp, rp + rd, 1, 0};
+        o->kv_blocks, o->kv_block, o->max_batch_tokens, pre ? 0 : rp, rp + rd, kv_replicate, 0};
     serve_engine *e = engine_create(&sc, own, &d, why, sizeof why);
     int rc = e ? 0 : -1;
     if (rc == 0 && ckpt[0])
@@ -98,5 +99,8 @@ serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill,
     engine_link(e, w);
     o->replicas = rp + rd;
     o->prefill_replicas = rp;
+    o->prefill_shards = engine_replica_pools(e, 0);
+    CHECK(o->shards == engine_replica_pools(e, rp), "disagg: %d pools a decode replica, not %d",
+          (int)engine_replica_pools(e, rp), (int)o->shards);
     return e;
 }

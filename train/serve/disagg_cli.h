@@ -19,8 +19,10 @@
 mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own);
 
 /* Collective over: world (w). This rank's side's engine on own (its parameters from ckpt, when
- * given), linked to the other side's; o's replicas and prefill_replicas set to both sides'.
- * Every failure is agreed over w, so both sides leave together with one message. */
+ * given; past K each side in the AllToAll kv layout, or replicated with kv_replicate), linked to
+ * the other side's; o's replicas, prefill_replicas and prefill_shards set to both sides' (o's
+ * shards must be the decode side's pools). Every failure is agreed over w, so both sides leave
+ * together with one message. */
 serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill, int64_t yp,
-                          const char *ckpt, batch_opts *o);
+                          int kv_replicate, const char *ckpt, batch_opts *o);
 #endif

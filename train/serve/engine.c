@@ -51,8 +51,9 @@ struct serve_engine {
     struct serve_spec *spec; /* speculative decoding's, or NULL */
     /* engine_link: the world of both sides' engines, and where each of its ranks is */
     mesh *wm;
-    int32_t wn, *where;  /* world rank r: its replica where[3r], tensor coordinate, tensor degree */
-    unsigned char *xbuf; /* one slab: a block's heads packed for the move */
+    int32_t wn, *where;    /* world rank r: its replica where[WHERE·r], tensor coordinate, tensor
+                            * degree, pools (engine_kv_shards) */
+    unsigned char *xbuf;   /* one slab: a block's heads packed for the move */
     kvroute_piece *pieces; /* a destination's pieces (at most one per world rank) */
 };
 
@@ -331,44 +332,63 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, float *lp,
 
 /* ---------------------------------------------------------------- disaggregated: the KV's move */
 
+enum { WHERE = 4 }; /* engine_link's entries per world rank */
+
 void engine_link(serve_engine *e, mesh *world) {
     const int32_t W = (int32_t)mesh_nranks(world), me = (int32_t)mesh_rank(world);
-    float *in = alloc_floats(3 * (int64_t)W), *out = alloc_floats(3 * (int64_t)W);
-    e->where = calloc((size_t)W * 3, sizeof *e->where);
+    float *in = alloc_floats(WHERE * (int64_t)W), *out = alloc_floats(WHERE * (int64_t)W);
+    e->where = calloc((size_t)W * WHERE, sizeof *e->where);
     e->xbuf = (unsigned char *)alloc_floats(e->bstride);
     e->pieces = calloc((size_t)W, sizeof *e->pieces);
     CHECK(in && out && e->where && e->xbuf && e->pieces, "engine_link: out of memory");
-    in[3 * me] = (float)e->rep, in[3 * me + 1] = (float)e->pl.tensor.index;
-    in[3 * me + 2] = (float)e->nY;
+    in[WHERE * me] = (float)e->rep, in[WHERE * me + 1] = (float)e->pl.tensor.index;
+    in[WHERE * me + 2] = (float)e->nY, in[WHERE * me + 3] = (float)e->Z;
     const mesh_axes all = {.n = 1, .ax = {0}};
-    mesh_all_reduce(world, all, out, in, 3 * (int64_t)W, MESH_ALG_MPI);
-    for (int64_t i = 0; i < 3 * (int64_t)W; i++) e->where[i] = (int32_t)out[i];
+    mesh_all_reduce(world, all, out, in, WHERE * (int64_t)W, MESH_ALG_MPI);
+    for (int64_t i = 0; i < WHERE * (int64_t)W; i++) e->where[i] = (int32_t)out[i];
     e->wm = world, e->wn = W;
     ALLOC_FREE_ALL(in, out);
 }
 
-int64_t engine_replica_tensor(const serve_engine *e, int32_t rep) {
+/* Entry k of replica rep's first rank in engine_link's table (without a link: this engine's). */
+static int64_t replica_entry(const serve_engine *e, int32_t rep, int k) {
     for (int32_t r = 0; e->wm && r < e->wn; r++)
-        if (e->where[3 * r] == rep) return e->where[3 * r + 2];
-    return e->nY;
+        if (e->where[WHERE * r] == rep) return e->where[WHERE * r + k];
+    return k == 2 ? e->nY : e->Z;
+}
+
+int64_t engine_replica_tensor(const serve_engine *e, int32_t rep) {
+    return replica_entry(e, rep, 2);
+}
+int32_t engine_replica_pools(const serve_engine *e, int32_t rep) {
+    return (int32_t)replica_entry(e, rep, 3);
 }
 
 /* The world rank of replica rep's tensor coordinate y (engine_link's table). */
 static int world_rank_of(const serve_engine *e, int32_t rep, int64_t y) {
     for (int32_t r = 0; r < e->wn; r++)
-        if (e->where[3 * r] == rep && e->where[3 * r + 1] == y) return (int)r;
+        if (e->where[WHERE * r] == rep && e->where[WHERE * r + 1] == y) return (int)r;
     CHECK(0, "engine: no rank holds replica %d's tensor coordinate %lld", (int)rep, (long long)y);
     return -1;
+}
+
+/* Transfer t's two sides: the replicas' tensor degrees and pools, the sequence's pool in each. */
+static void xfer_sides(const serve_engine *e, const batch_xfer *t, kvroute_side *src,
+                       kvroute_side *dst) {
+    *src =
+        (kvroute_side){engine_replica_tensor(e, t->src), engine_replica_pools(e, t->src), t->shard};
+    *dst = (kvroute_side){engine_replica_tensor(e, t->dst), engine_replica_pools(e, t->dst),
+                          t->dshard};
 }
 
 int64_t engine_xfer_bytes(const serve_engine *e, const batch_plan *p) {
     const model_shape *s = &e->c.shape;
     int64_t bytes = 0;
     for (int32_t i = 0; i < p->nxfer; i++) {
-        const int64_t Yd = engine_replica_tensor(e, p->xfer[i].dst),
-                      kl = s->K >= Yd ? s->K / Yd : 1;
-        bytes += (int64_t)p->xfer[i].nblocks * e->d.kv_block * 2 * s->L * kl * s->H * Yd *
-                 engine_kv_elem_bytes(e);
+        kvroute_side src, dst;
+        xfer_sides(e, &p->xfer[i], &src, &dst);
+        bytes += (int64_t)p->xfer[i].nblocks * e->d.kv_block * 2 * s->L *
+                 kvroute_heads_held(s, &dst) * s->H * engine_kv_elem_bytes(e);
     }
     return bytes;
 }
@@ -390,7 +410,8 @@ static void pack_heads(const serve_engine *e, unsigned char *slab, int64_t h0, i
 
 /* Piece pc of transfer t (to destination coordinate yd of Yd, from a sharding of Ys): every
  * block's K and V heads [h0, h1), from the source's rank to the destination's; a piece that is
- * both ranks' whole shard goes as the slab itself. Returns the bytes this rank moved. */
+ * both ranks' whole shard goes as the slab itself. Returns the bytes this rank moved. (A rank
+ * in the AllToAll layout holds one pool, the sequence's: the block tables address it.) */
 static int64_t move_piece(serve_engine *e, const batch_plan *p, const batch_xfer *t,
                           const kvroute_piece *pc, int64_t Ys, int64_t Yd, int64_t yd) {
     const model_shape *s = &e->c.shape;
@@ -420,18 +441,22 @@ static int64_t move_piece(serve_engine *e, const batch_plan *p, const batch_xfer
 }
 
 /* engine_transfer between two tensor shardings (engine_link): for each transfer, each
- * destination coordinate in order, its pieces in order (kvroute_pieces). Every rank walks the same
- * list and blocks on its own moves only, so the first unfinished move always has both ends at it.
+ * destination coordinate in order (those holding the sequence's pool), its pieces in order
+ * (kvroute_pieces, from the source coordinates holding the sequence's pool there). Every rank walks
+ * the same list and blocks on its own moves only, so the first unfinished move always has both ends
+ * at it.
  */
 static void transfer_linked(serve_engine *e, const batch_plan *p, engine_xfer *x) {
     kvroute_piece *pcs = e->pieces;
     for (int32_t i = 0; i < p->nxfer; i++) {
         const batch_xfer *t = &p->xfer[i];
         if (t->src != e->rep && t->dst != e->rep) continue;
-        const int64_t Ys = engine_replica_tensor(e, t->src), Yd = engine_replica_tensor(e, t->dst);
-        for (int64_t yd = 0; yd < Yd; yd++) {
-            const int32_t np = kvroute_pieces(&e->c.shape, Ys, Yd, yd, pcs);
-            for (int32_t k = 0; k < np; k++) x->bytes += move_piece(e, p, t, &pcs[k], Ys, Yd, yd);
+        kvroute_side src, dst;
+        xfer_sides(e, t, &src, &dst);
+        for (int64_t yd = 0; yd < dst.Y; yd++) {
+            const int32_t np = kvroute_pieces(&e->c.shape, &src, &dst, yd, pcs);
+            for (int32_t k = 0; k < np; k++)
+                x->bytes += move_piece(e, p, t, &pcs[k], src.Y, dst.Y, yd);
         }
         x->sent += t->src == e->rep, x->received += t->dst == e->rep;
     }
@@ -453,6 +478,8 @@ engine_xfer engine_transfer(serve_engine *e, const batch_plan *p) {
     for (int32_t i = 0; i < p->nxfer; i++) {
         const batch_xfer *t = &p->xfer[i];
         if ((t->src != e->rep && t->dst != e->rep) || t->shard != e->zi) continue;
+        CHECK(t->dshard == t->shard, "engine: a move from pool %d into pool %d on one mesh",
+              (int)t->shard, (int)t->dshard);
         const int32_t *tab = p->xtab + t->tab_off + (t->src == e->rep ? 0 : t->nblocks);
         for (int32_t b = 0; b < t->nblocks; b++) {
             mesh_move_bytes(dc, e->kpool + tab[b] * slab, slab, t->src, t->dst);

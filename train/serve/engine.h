@@ -114,15 +114,19 @@ typedef struct {
 engine_xfer engine_transfer(serve_engine *e, const batch_plan *p);
 /* Collective over: world (every rank of both sides' meshes, one axis over all, world rank order).
  * Disaggregated serving between two meshes, each side its own tensor degree (engine_dims' rep0 and
- * nrep): records where every replica's tensor coordinates are. From then on a step's tokens are
- * shared over world, and engine_transfer moves each block's kv heads from the source replica's
- * ranks that hold them to the destination's that need them (kvroute.h), point to point over world
- * in one fixed order, packed by head where the two shards differ. */
+ * nrep) and kv layout: records where every replica's tensor coordinates are and its pools. From
+ * then on a step's tokens are shared over world, and engine_transfer moves each block's kv heads
+ * from the source replica's ranks that hold them for the sequence (its pool batch_xfer.shard) to
+ * the destination's that hold its pool batch_xfer.dshard there (kvroute.h), point to point over
+ * world in one fixed order, packed by head where the two shards differ. */
 void engine_link(serve_engine *e, mesh *world);
-/* The tensor degree of replica rep (either side's; without engine_link this engine's). */
+/* The tensor degree of replica rep and its pools (engine_kv_shards), either side's; without
+ * engine_link this engine's. */
 int64_t engine_replica_tensor(const serve_engine *e, int32_t rep);
+int32_t engine_replica_pools(const serve_engine *e, int32_t rep);
 /* The bytes plan p's transfers ship, summed over the receiving ranks (a kv head replicated over
- * Y/K tensor ranks counts once for each). */
+ * Y/K tensor ranks counts once for each; in the AllToAll layout one rank of a group receives
+ * it). */
 int64_t engine_xfer_bytes(const serve_engine *e, const batch_plan *p);
 
 /* ---- the forward underneath, for steps other than a plan's (speculative decoding) ---- */

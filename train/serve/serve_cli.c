@@ -11,6 +11,7 @@
 
 #include "data/lockfile.h"
 #include "kernels/gemm.h"
+#include "mesh/bcast.h"
 #include "mesh/cost_serve.h"
 #include "mesh/errmsg.h"
 #include "train/ckpt/ckpt.h"
@@ -200,7 +201,8 @@ typedef struct {
     double t0, measured, predicted, rows;
     int64_t steps, tokens0;
     double link_bw;  /* disaggregated: a rank's share of the measured bandwidth (bytes/s) */
-    int64_t nY, nYd; /* tensor ranks of a prefill replica and of a decode replica */
+    int64_t nY, nYd; /* ranks of a prefill and of a decode replica holding a sequence's kv heads
+                      * (the tensor ranks; K in the AllToAll layout) */
 } report_window;
 
 static void report_line(serve_front *f, report_window *w, int final) {
@@ -261,9 +263,17 @@ static void sleep_s(double s) {
 /* Rank 0: the front, the scheduler and the loop until a signal and the drain. */
 static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batch_plan *p,
                        serve_wire *w, double *linger) {
+    const int32_t dr = batcher_options(s)->prefill_replicas;
     const int64_t nY = engine_tensor_ranks(sr->e);
-    const int64_t nYd = engine_replica_tensor(sr->e, batcher_options(s)->prefill_replicas);
-    report_window rw = {mesh_now(), 0, 0, 0, 0, 0, sr->mc.bw / mesh_world_size(), nY, nYd};
+    report_window rw = {mesh_now(),
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        sr->mc.bw / mesh_world_size(),
+                        nY / engine_kv_shards(sr->e),
+                        engine_replica_tensor(sr->e, dr) / engine_replica_pools(sr->e, dr)};
     double deadline = 0;
     for (;;) {
         if (stop_requested() && deadline == 0) {
@@ -315,7 +325,8 @@ static batch_opts batcher_options_of(const serve_flags *f, const config *c, int3
                     !strcmp(f->batching, "static"),
                     f->draft[0] ? (int32_t)f->draft_tokens : 0,
                     0,
-                    shards};
+                    shards,
+                    0};
     if (o.kv_blocks == 0)
         o.kv_blocks = (o.max_seqs + shards - 1) / shards *
                       (int32_t)((c->shape.T + o.kv_block - 1) / o.kv_block);
@@ -464,6 +475,10 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
                  (int)o->shards, (int)o->kv_blocks, (int)o->shards, (int)o->kv_blocks);
     else
         snprintf(pool, sizeof pool, "%d blocks", (int)o->kv_blocks);
+    if (f->prefill_tensor && o->prefill_shards != o->shards) /* each side its own layout */
+        snprintf(pool + strlen(pool), sizeof pool - strlen(pool),
+                 " on a decode replica, %d x %d on a prefill one", (int)o->prefill_shards,
+                 (int)o->kv_blocks);
     fprintf(stderr,
             "serve | KV pool %s x %d positions per replica (%.2f MB per rank, %s), prefix "
             "cache %s | batching %s, max-batch-tokens %d, prefill-chunk %d, max-seqs %d, "
@@ -481,6 +496,16 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
                 (int)o->replicas - 1);
 }
 
+/* Collective over: world (m). The pools of a replica (engine_kv_groups) of the target's mesh, the
+ * same on every rank: with --draft-ranks the target's (world rank 0's), with --prefill-tensor the
+ * decode side's (the last world rank's; disagg_open adds the prefill side's). */
+static int32_t kv_pools(const config *c, const serve_flags *f, mesh *m, const mesh *own) {
+    int32_t z = engine_kv_groups(c, own, (int)f->kv_replicate);
+    if (f->draft_ranks || f->prefill_tensor)
+        mesh_bcast_bytes(mesh_world_comm(m), &z, sizeof z, f->draft_ranks ? 0 : mesh_nranks(m) - 1);
+    return z;
+}
+
 /* Every rank: the scheduler's options (checked), the engine, the front on rank 0; then the loop.
  * m: every rank's mesh; own: this rank's part's (the target's or, with --draft-ranks, the
  * drafter's; m without). */
@@ -491,15 +516,14 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
         mesh_exit_error("--max-batch-tokens %lld < --max-seqs %lld: every running sequence "
                         "decodes one token each step",
                         (long long)f->max_batch_tokens, (long long)f->max_seqs);
-    /* --prefill-tensor: both sides replicated past K (disagg_open) */
-    const int kvrep = f->kv_replicate || f->prefill_tensor;
-    batch_opts o = batcher_options_of(f, c, 1, engine_kv_groups(c, own, kvrep));
+    batch_opts o = batcher_options_of(f, c, 1, kv_pools(c, f, m, own));
     serve_engine *e = NULL, *de = NULL;
     serve_spec *sp = NULL;
     if (f->draft_ranks) {
         e = open_remote(c, f, m, own, &o, &de, &sp);
     } else if (f->prefill_tensor) {
-        e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, f->ckpt, &o);
+        e = disagg_open(c, m, own, f->prefill_ranks, f->prefill_tensor, (int)f->kv_replicate,
+                        f->ckpt, &o);
     } else {
         e = open_engine(c, f, m, &o, &de, &sp);
     }
@@ -646,17 +670,16 @@ static void check_combinations(const serve_flags *f) {
         mesh_exit_error("--prefill-tensor goes with --prefill-ranks N (the ranks it shards)");
 }
 
-/* Collective over: world (w). --kv-replicate against the mesh m (this rank's part's), and the
- * AllToAll layout against --draft-ranks (a drafter of its own mirrors one pool): one message,
- * status 2. */
+/* Collective over: world (w). --kv-replicate against the mesh m (this rank's part's: the
+ * target's, or with --draft-ranks the drafter's, whose kv heads are replicated anyway, so only
+ * the target's ranks judge); with --prefill-tensor against the decode side's, unless the prefill
+ * side's Yp is past K: it applies to both sides. One message, status 2. */
 static void check_kv_layout(const config *c, const serve_flags *f, mesh *w, const mesh *m) {
     char err[SERVE_ERR] = "";
-    int rc = gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err);
-    if (rc == 0 && f->draft_ranks && engine_kv_groups(c, m, (int)f->kv_replicate) > 1)
-        rc = errmsg_fail(err, sizeof err,
-                         "--draft-ranks needs the target's kv heads over the tensor axis or "
-                         "replicated (|Y| > K puts its cache in the AllToAll layout): add "
-                         "--kv-replicate");
+    const int judge = !(f->draft_ranks && mesh_rank(w) >= mesh_nranks(w) - f->draft_ranks) &&
+                      !(f->prefill_tensor && mesh_rank(w) < f->prefill_ranks);
+    int rc = judge ? gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err) : 0;
+    if (f->prefill_tensor && f->prefill_tensor > c->shape.K) rc = 0;
     if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
 }
 
