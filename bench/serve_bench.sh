@@ -11,15 +11,19 @@
 #   batching   the Poisson workload on continuous batching and on static batches of the same
 #              size (--max-seqs B): throughput and p99 TTFT (target: continuous >= 2x the
 #              throughput at a lower p99 TTFT);
-#   prefix     the shared-prefix workload with the prefix cache on and off: median TTFT (target:
-#              on cuts it by at least the prefix's share of the prompt);
+#   prefix     the shared-prefix workload at PREFIX_RATE with the prefix cache on and off: median
+#              TTFT (target: on cuts it by at least the prefix's share of the prompt); and 20 of
+#              its prompts one at a time for one token each (prefix1), the cut without queueing;
 #   batch1     requests one at a time: the server's median TPOT against `meshtrain generate`'s
 #              median decode step on the same model (target: within 10%).
+# The targets end the results, each figure beside its target and the virtual clock's, then what
+# the roofline says the batching ratio can be on the workload (serve_load.py model).
 # Results: OUT/*.jsonl (every request), OUT/results.md (the tables), OUT/serve_ttft_*.svg and
 # OUT/serve_e2e_*.svg (CDFs, measured and predicted; gnuplot-nox), the CPU named in the header.
 #
 # usage: bench/serve_bench.sh [BUILD_DIR]
-# env:   ROUNDS=1 N=80 RATE=8 B=8 NP=1 MESH="" SEED=1 OUT=bench/serve_out SLO_TTFT=1 SLO_TPOT=0.05
+# env:   ROUNDS=1 N=80 RATE=8 PREFIX_RATE=$RATE B=8 NP=1 MESH="" SEED=1 OUT=bench/serve_out
+#        SLO_TTFT=1 SLO_TPOT=0.05
 #        MODEL="--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256"
 # The default model is bench/infer_bench.sh's (103 MB of fp32 weights, beyond the caches): its
 # decode step is bound by memory bandwidth up to B_crit (5-9 sequences on these cores), where a
@@ -34,6 +38,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 . bench/lib.sh serve_bench
 ROUNDS=${ROUNDS:-1} N=${N:-80} RATE=${RATE:-8} B=${B:-8} NP=${NP:-1} SEED=${SEED:-1}
+PREFIX_RATE=${PREFIX_RATE:-$RATE}
 OUT=${OUT:-bench/serve_out} SLO_TTFT=${SLO_TTFT:-1} SLO_TPOT=${SLO_TPOT:-0.05}
 MESH=${MESH:-}
 read -r -a MODEL <<<"${MODEL:---layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408 --seq-len 256}"
@@ -71,16 +76,21 @@ tv() { awk -F, -v m="$2" -v c="$3" '$1 == m {print $c}' "$OUT/$1_table.csv"; }
 
 $LOAD gen poisson "$OUT/poisson.jsonl" --corpus data/tinyshakespeare.txt --n "$N" --rate "$RATE" \
   --seed "$SEED" --context "$CTX"
-$LOAD gen shared "$OUT/shared.jsonl" --corpus data/tinyshakespeare.txt --n "$N" --rate "$RATE" \
-  --seed "$SEED" --context "$CTX" --prefix $((CTX * 3 / 8))
+$LOAD gen shared "$OUT/shared.jsonl" --corpus data/tinyshakespeare.txt --n "$N" \
+  --rate "$PREFIX_RATE" --seed "$SEED" --context "$CTX" --prefix $((CTX * 3 / 8))
+$LOAD gen shared "$OUT/shared1.jsonl" --corpus data/tinyshakespeare.txt --n 20 --rate 1 \
+  --seed "$SEED" --context "$CTX" --prefix $((CTX * 3 / 8)) --max-out 1
 $LOAD gen poisson "$OUT/batch1.jsonl" --corpus data/tinyshakespeare.txt --n 6 --rate 1 \
   --seed "$SEED" --context "$CTX"
 
 for r in $(seq "$ROUNDS"); do
   one "cont_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching continuous
+  MACHINE1=${MACHINE1:-$MACHINE}
   one "static_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static
   one "prefix_on_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache on
   one "prefix_off_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache off
+  one "prefix1_on_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache on
+  one "prefix1_off_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache off
   one "batch1_$r" "$OUT/batch1.jsonl" --sequential -- --max-seqs 1
   gen=$(mpirun --oversubscribe -np "$NP" "$MT" generate "${MODEL[@]}" --seed 1 "${MESHA[@]}" \
     --prompt "$(head -c 64 data/tinyshakespeare.txt | tr '\n' ' ')" --tokens $((CTX - 80)) \
@@ -91,14 +101,14 @@ done
 
 # the targets over the rounds: median (min) of each round's ratio
 ratios() { # ratios EXPR: one value per round from the tables
-  for r in $(seq "$ROUNDS"); do eval "$1"; done | grep . | median
+  for r in $(seq "$ROUNDS"); do eval "$1"; done | grep . | median | awk '{printf "%.3g", $1}'
 }
 share=$(awk -v p=$((CTX * 3 / 8)) -v c=$((CTX / 2)) 'BEGIN {printf "%.2f", p / c}')
 {
   echo "# meshtrain serve under load ($(date -u +%Y-%m-%d), $CPU, $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
   echo
   echo "Model: ${MODEL[*]} (fp32, fresh init), $NP rank(s) ${MESH:-(one replica)}; $N requests at $RATE/s (Poisson, seed $SEED); --max-seqs $B; $ROUNDS round(s) alternating; SLO TTFT <= ${SLO_TTFT}s, TPOT <= ${SLO_TPOT}s."
-  for t in cont static prefix_on prefix_off batch1; do
+  for t in cont static prefix_on prefix_off prefix1_on prefix1_off batch1; do
     echo
     echo "## $t (round 1; measured beside the virtual clock)"
     echo '```'
@@ -106,16 +116,32 @@ share=$(awk -v p=$((CTX * 3 / 8)) -v c=$((CTX / 2)) 'BEGIN {printf "%.2f", p / c
     echo '```'
   done
   echo
-  echo "## Targets (median over the rounds; noisy unless the machine is quiet)"
-  thr=$(ratios 'awk -v a=$(tv cont_$r "output tokens/s" 2) -v b=$(tv static_$r "output tokens/s" 2) "BEGIN {print a / b}"')
-  p99c=$(ratios 'tv cont_$r "TTFT p99" 2')
-  p99s=$(ratios 'tv static_$r "TTFT p99" 2')
-  echo "- continuous / static output-token throughput: ${thr}x (target >= 2); p99 TTFT ${p99c} ms vs ${p99s} ms (target: lower)"
-  cut=$(ratios 'awk -v a=$(tv prefix_on_$r "TTFT p50" 2) -v b=$(tv prefix_off_$r "TTFT p50" 2) "BEGIN {print 1 - a / b}"')
-  echo "- prefix cache: median TTFT cut by ${cut} (target >= the prefix's share of the prompt, ${share})"
+  echo "## Targets (median over the rounds, min in brackets; noisy unless the machine is quiet)"
+  echo
+  echo "| figure | measured | virtual clock | target | |"
+  echo "|---|---|---|---|---|"
+  for c in 2 3; do # the measured column, then the virtual clock's
+    thr[c]=$(ratios "awk -v a=\$(tv cont_\$r 'output tokens/s' $c) -v b=\$(tv static_\$r 'output tokens/s' $c) 'BEGIN {print a / b}'")
+    thrmin[c]=$(for r in $(seq "$ROUNDS"); do awk -v a="$(tv "cont_$r" 'output tokens/s' $c)" -v b="$(tv "static_$r" 'output tokens/s' $c)" 'BEGIN {printf "%.3g\n", a / b}'; done | minimum)
+    p99c[c]=$(ratios "tv cont_\$r 'TTFT p99' $c")
+    p99s[c]=$(ratios "tv static_\$r 'TTFT p99' $c")
+    cut[c]=$(ratios "awk -v a=\$(tv prefix_on_\$r 'TTFT p50' $c) -v b=\$(tv prefix_off_\$r 'TTFT p50' $c) 'BEGIN {print 1 - a / b}'")
+    cut1[c]=$(ratios "awk -v a=\$(tv prefix1_on_\$r 'TTFT p50' $c) -v b=\$(tv prefix1_off_\$r 'TTFT p50' $c) 'BEGIN {print 1 - a / b}'")
+  done
+  met() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN {print (op == ">=" ? v >= t : v <= t) ? "met" : "**NOT met**"}'; }
+  echo "| continuous / static output tokens/s | ${thr[2]}x (${thrmin[2]}x) | ${thr[3]}x | >= 2x | $(met "${thr[2]}" 2 ">=") |"
+  echo "| p99 TTFT continuous vs static (ms) | ${p99c[2]} vs ${p99s[2]} | ${p99c[3]} vs ${p99s[3]} | lower | $(met "${p99c[2]}" "${p99s[2]}" "<=") |"
+  echo "| prefix cache: median TTFT cut at $PREFIX_RATE requests/s | ${cut[2]} | ${cut[3]} | >= ${share} (the prefix's share) | $(met "${cut[2]}" "$share" ">=") |"
+  echo "| ... one request at a time (no queueing: the step's own cut) | ${cut1[2]} | ${cut1[3]} | >= ${share} | $(met "${cut1[2]}" "$share" ">=") |"
   tpot=$(ratios 'tv batch1_$r "TPOT p50" 2')
   gms=$(cat "$OUT"/gen_*.ms | median)
-  echo "- batch 1: server TPOT p50 ${tpot} ms vs generate's decode step ${gms} ms: $(awk -v a="$tpot" -v b="$gms" 'BEGIN {printf "%.2f", a / b}')x (target <= 1.10)"
+  b1=$(awk -v a="$tpot" -v b="$gms" 'BEGIN {printf "%.2f", a / b}')
+  echo "| batch-1 TPOT / generate's decode step | ${b1}x (${tpot} vs ${gms} ms) | | <= 1.10x | $(met "$b1" 1.10 "<=") |"
+  echo
+  echo "What the roofline says the batching ratio can be on this workload, saturated (serve_load.py model, priced at the first round's BW,C):"
+  echo '```'
+  $LOAD model "$OUT/poisson.jsonl" --shape "${MODEL[*]}" --machine "$MACHINE1" --batch "$B"
+  echo '```'
 } | tee "$OUT/results.md"
 
 if command -v gnuplot >/dev/null; then
