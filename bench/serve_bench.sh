@@ -62,12 +62,15 @@ one() {
   shift # --
   serve "$tag" "$@"
   $LOAD run "$URL" "$work" "$OUT/$tag.measured.jsonl" $seq
+  $PY -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+    "$URL/metrics" >"$OUT/$tag.metrics"
   server_stop
   mpirun --oversubscribe -np "$NP" "$MT" serve "${MODEL[@]}" --seed 1 "${MESHA[@]}" "$@" \
     --simulate "$work" --sim-out "$OUT/$tag.predicted.jsonl" --sim-machine "$MACHINE" 2>&1 |
-    grep 'serve simulate' || true
+    grep 'serve simulate' | tee "$OUT/$tag.sim" || true
   $LOAD report "$OUT/$tag.measured.jsonl" "$OUT/$tag.predicted.jsonl" --slo-ttft "$SLO_TTFT" \
-    --slo-tpot "$SLO_TPOT" --csv "$OUT/$tag" >"$OUT/$tag.report"
+    --slo-tpot "$SLO_TPOT" --csv "$OUT/$tag" --metrics "$OUT/$tag.metrics" \
+    --sim-log "$OUT/$tag.sim" >"$OUT/$tag.report"
   echo "== $tag (server at BW,C = $MACHINE GB/s,GFLOP/s)"
   cat "$OUT/$tag.report"
 }

@@ -17,7 +17,9 @@
   serve_load.py report MEASURED PREDICTED [--slo-ttft S --slo-tpot S --csv PREFIX]
       TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99), request and token
       throughput and goodput (requests/s meeting both SLOs), measured beside the virtual
-      clock's prediction (meshtrain serve --simulate), as a table on stdout; with --csv the CDFs
+      clock's prediction (meshtrain serve --simulate), as a table on stdout (with --metrics, the
+      server's /metrics at the end, and --sim-log, the simulation's summary: the steps, their
+      seconds and their share of the span, measured beside the virtual clock's); with --csv the CDFs
       of TTFT and end-to-end latency as PREFIX_{ttft,e2e}.csv (value, fraction measured,
       fraction predicted) and the table as PREFIX_table.csv.
   serve_load.py model WORKLOAD --shape "MODEL FLAGS" --machine BW,C --batch B[,B...]
@@ -39,6 +41,7 @@ import argparse
 import http.client
 import json
 import random
+import re
 import sys
 import threading
 import time
@@ -178,6 +181,25 @@ def stats(path, slo_ttft, slo_tpot):
             "held": sum(1 for r in ok if r.get("n_first", 1) > 1)}
 
 
+def steps_line(metrics, sim_log, span):
+    """Where the measured span went: the engine's steps (the server's /metrics) against the
+    virtual clock's (its summary line), and the rest of the span (the loop, HTTP, idle)."""
+    met = {}
+    for line in open(metrics):
+        if line.startswith("meshtrain_step"):
+            k, v = line.split()
+            met[k] = float(v)
+    sim = open(sim_log).read()
+    vt = re.search(r"in ([0-9.]+) s of the virtual clock \| ([0-9]+) steps", sim)
+    n, sec = met.get("meshtrain_steps_total", 0), met.get("meshtrain_step_seconds_total", 0)
+    if not n or not vt:
+        return
+    print("steps: measured %d, %.2f s in them (%.0f%% of the %.2f s span), %.2f ms a step; "
+          "virtual clock %s, %.2f s, %.2f ms a step" % (
+              n, sec, 100 * sec / span, span, 1e3 * sec / n, vt.group(2), float(vt.group(1)),
+              1e3 * float(vt.group(1)) / int(vt.group(2))))
+
+
 def cmd_report(a):
     m, p = stats(a.measured, a.slo_ttft, a.slo_tpot), stats(a.predicted, a.slo_ttft, a.slo_tpot)
     rows = []
@@ -196,6 +218,8 @@ def cmd_report(a):
                                               m[key] / p[key] if p[key] else float("nan")))
     print("(%d of %d requests answered; goodput: TTFT <= %g s and TPOT <= %g s; %d first chunks "
           "brought more than one token)" % (m["ok"], m["n"], a.slo_ttft, a.slo_tpot, m["held"]))
+    if a.metrics and a.sim_log:
+        steps_line(a.metrics, a.sim_log, m["span"])
     if a.csv:
         with open(a.csv + "_table.csv", "w") as f:
             f.write("metric,measured,predicted\n")
@@ -276,6 +300,8 @@ def main():
     p.add_argument("--slo-ttft", type=float, default=1.0)
     p.add_argument("--slo-tpot", type=float, default=0.05)
     p.add_argument("--csv")
+    p.add_argument("--metrics", help="the server's /metrics text at the end of the run")
+    p.add_argument("--sim-log", help="meshtrain serve --simulate's summary line")
     m = sub.add_parser("model")
     m.add_argument("workload")
     m.add_argument("--shape", required=True)
