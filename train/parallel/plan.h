@@ -290,10 +290,10 @@ int64_t plan_step_calls(const plan *p, plan_coll k);
  * embedding's are reduced alone); each block reduced alone, or without a bucket size, or when it
  * is larger than a bucket; else packed into buckets of bucket_cap elements (per rank under ZeRO:
  * bucket_cap / |data|), one reduction a bucket, flushed when the next block does not fit, at
- * PLAN_BUCKET_SEGS blocks, and at the step's end. The order of a backward that is not split
- * (plan.split = 0: gpipe, 1f1b, interleaved); a split one (zb-h1, zb-v) reduces its embedding
- * before its last layers' weight gradients, so with buckets its count may differ. 0 without data
- * axes, and without ZeRO under --dcn (the whole gradient at once: PLAN_DCN_*). */
+ * PLAN_BUCKET_SEGS blocks, and at the step's end. A split backward (plan.split: zb-h1, zb-v)
+ * in this rank's order of actions (plan_actions): the input part hands over the embedding's, the
+ * weights' part the head's and the chunk's layers', each part counting its own micro-batches.
+ * 0 without data axes, and without ZeRO under --dcn (the whole gradient at once: PLAN_DCN_*). */
 int64_t plan_data_reduce_calls(const plan *p);
 /* Fills p's list of collectives from its geometry (plan_calls.c); plan_build's last step. */
 void plan_list_calls(plan *p);

@@ -5,6 +5,7 @@
  * layout_print.c prints them and the schemes (zero.c, tensor.c, expert.c, cp.c, the executor)
  * run them. plan.c builds the rest of the plan and calls plan_list_calls last. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "mesh/errmsg.h"
 #include "train/parallel/cmatmul.h"
@@ -297,10 +298,58 @@ static void sim_backward(const plan *p, bucket_sim *b) {
     if (first) sim_block(p, b, plan_geo_block(&p->g[P_EMBED]), bucketed_ends);
 }
 
+/* The blocks one part (op: SCHED_I or SCHED_W) of a split backward of chunk c hands over, as the
+ * model's hooks do (model.c, model_split.c): the weights' part the head's on the last stage, then
+ * the chunk's layers from its last (each the MLP's tensors, then the attention's); the input
+ * part the embedding's on stage 0. */
+static void sim_split_part(const plan *p, bucket_sim *b, int op, int c) {
+    const int64_t stage = plan_chunk_stage(p, c), Lc = (p->l1 - p->l0) / p->chunks;
+    const int64_t c0 = p->l0 + c * Lc;
+    const int bucketed_ends = p->zero <= 1;
+    if (op == SCHED_I) {
+        if (stage == 0) sim_block(p, b, plan_geo_block(&p->g[P_EMBED]), bucketed_ends);
+        return;
+    }
+    if (stage == p->pipe.n * p->chunks - 1) {
+        sim_block(p, b, plan_geo_block(&p->g[P_UNEMBED]), bucketed_ends);
+        sim_block(p, b, plan_geo_block(&p->g[P_FINAL_NORM]), bucketed_ends);
+    }
+    for (int64_t l = c0 + Lc - 1; l >= c0; l--)
+        for (int part = 0; part < 2; part++)
+            for (int id = P_ATTN_NORM; id <= P_W_DOWN; id++) {
+                const int mlp = id >= P_MLP_NORM;
+                if (mlp != (part == 0) || plan_block_index(p, (param_id)id, l) < 0) continue;
+                sim_block(p, b, plan_geo_block(&p->g[id]), 1);
+            }
+}
+
+/* A split backward (zb-h1, zb-v): the parts in this rank's order of actions, each chunk's I (or
+ * whole B) and W counting their own micro-batches (exec.c), below ZeRO-2 the last one's alone.
+ * The input part hands over the embedding before the weights' part of the same micro-batch its
+ * layers: below ZeRO-2 the embedding then opens the bucket. */
+static void sim_split(const plan *p, bucket_sim *b) {
+    sched_action *a = malloc((size_t)plan_actions_max(p) * sizeof *a);
+    CHECK(a != NULL, "plan: out of memory");
+    const int64_t n = plan_actions(p, 1, a);
+    int64_t done[2][64] = {{0}};
+    for (int64_t i = 0; i < n; i++) {
+        const int op = a[i].op, c = (int)(a[i].stage / p->pipe.n), w = op == SCHED_W;
+        if (op != SCHED_B && op != SCHED_I && op != SCHED_W) continue;
+        if (done[w][c]++ != p->n_micro - 1 && p->zero <= 1) continue;
+        if (op != SCHED_I) sim_split_part(p, b, SCHED_W, c); /* (a whole B: both, in order) */
+        if (op != SCHED_W) sim_split_part(p, b, SCHED_I, c);
+    }
+    free(a);
+}
+
 int64_t plan_data_reduce_calls(const plan *p) {
     if (p->data.n == 1 || (p->zero == 0 && p->dcn.axes.n)) return 0;
     bucket_sim b = {0, 0, 0};
-    for (int64_t j = p->zero >= 2 ? 0 : p->n_micro - 1; j < p->n_micro; j++) sim_backward(p, &b);
+    if (p->split)
+        sim_split(p, &b);
+    else
+        for (int64_t j = p->zero >= 2 ? 0 : p->n_micro - 1; j < p->n_micro; j++)
+            sim_backward(p, &b);
     return b.calls + (b.fill > 0);
 }
 
