@@ -256,6 +256,7 @@ void kern_moe_scatter_add(float *restrict dx, const float *restrict dxs,
 void kern_moe_mlp_fwd(float *ys, float *a, float *b, float *h, const float *xs, const float *wg,
                       const float *wu, const float *wd, const int64_t *offs, int64_t E, int64_t D,
                       int64_t F) {
+    kern_traffic_rows(offs[E]);
     for (int64_t e = 0; e < E; e++) {
         const int64_t o = offs[e], n = offs[e + 1] - offs[e];
         if (n == 0) continue;

@@ -79,7 +79,7 @@ void kern_router_bwd_ref(float *dlogits, const float *dw, const int32_t *idx, co
 
 /* The grouped SwiGLU MLP: for each expert e, on rows [offs[e], offs[e+1]) of xs[n, D],
  * a = xs·wg[e], b = xs·wu[e] ([n, F]), h = silu(a)·b, ys = h·wd[e] ([n, D]); wg, wu [E, D, F],
- * wd [E, F, D]. Overwrites a, b, h and ys. */
+ * wd [E, F, D]. Overwrites a, b, h and ys; counts its offs[E] rows (traffic.h, as the bf16 one). */
 void kern_moe_mlp_fwd(float *ys, float *a, float *b, float *h, const float *xs, const float *wg,
                       const float *wu, const float *wd, const int64_t *offs, int64_t E, int64_t D,
                       int64_t F);

@@ -3,11 +3,13 @@
 #include "kernels/moe_bf16.h"
 
 #include "kernels/swiglu.h"
+#include "kernels/traffic.h"
 
 void kern_moe_mlp_fwd_bf16(kern_bf16_ctx *ctx, float *ys, float *a, float *b, float *h,
                            kern_bf16 *hb, const kern_bf16 *xs, const kern_bf16 *wg,
                            const kern_bf16 *wu, const kern_bf16 *wd, const int64_t *offs, int64_t E,
                            int64_t D, int64_t F) {
+    kern_traffic_rows(offs[E]);
     for (int64_t e = 0; e < E; e++) {
         const int64_t o = offs[e], n = offs[e + 1] - offs[e];
         if (n == 0) continue;

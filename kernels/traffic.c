@@ -2,10 +2,25 @@
 #include "kernels/traffic.h"
 
 #ifdef KERN_TRAFFIC_PER_PROCESS
-static int64_t floats[KERN_PASS_COUNT];
+static int64_t floats[KERN_PASS_COUNT], rows[KERN_TRAFFIC_ROWS], calls;
 #else
-static _Thread_local int64_t floats[KERN_PASS_COUNT];
+static _Thread_local int64_t floats[KERN_PASS_COUNT], rows[KERN_TRAFFIC_ROWS], calls;
 #endif
+
+void kern_traffic_rows(int64_t n) {
+    rows[calls < KERN_TRAFFIC_ROWS ? calls : KERN_TRAFFIC_ROWS - 1] += n;
+    calls++;
+}
+
+int64_t kern_traffic_rows_read(int64_t *out) {
+    for (int i = 0; i < KERN_TRAFFIC_ROWS; i++) out[i] = rows[i];
+    return calls;
+}
+
+void kern_traffic_rows_reset(void) {
+    for (int i = 0; i < KERN_TRAFFIC_ROWS; i++) rows[i] = 0;
+    calls = 0;
+}
 
 void kern_traffic_count(kern_pass k, int64_t n) {
     floats[k] += n;

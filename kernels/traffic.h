@@ -20,6 +20,14 @@ typedef enum { KERN_PASS_COPY, KERN_PASS_CLEAR, KERN_PASS_ADD, KERN_PASS_COUNT }
 void kern_traffic_count(kern_pass k, int64_t n);
 /* The calling thread's counts so far, by kind (they only grow). */
 void kern_traffic_read(int64_t out[KERN_PASS_COUNT]);
+/* The rows each grouped-expert forward (moe.h, moe_bf16.h) ran on the calling thread, in call
+ * order, since the last reset: the step's prediction prices the experts on the rows the slowest
+ * rank ran (train/observe/report.c). Calls past the KERN_TRAFFIC_ROWS − 1st add to the last. */
+#define KERN_TRAFFIC_ROWS 256
+void kern_traffic_rows(int64_t rows);
+/* Copies the calls' rows into out[KERN_TRAFFIC_ROWS] (0 past the calls); returns the calls made. */
+int64_t kern_traffic_rows_read(int64_t *out);
+void kern_traffic_rows_reset(void);
 /* "copy", "clear", "add". */
 const char *kern_pass_name(kern_pass k);
 #endif

@@ -131,6 +131,31 @@ int main(void) {
                  kt.matmul_flops);
     check_expect(kt.part[PART_FWD_MLP] > 0 && kt.part[PART_BWD_MLP] > 0,
                  "ktime: the MoE blocks' compute in the MLP parts");
+    check_expect(kt.expert_rows == 2 * 2 * 24 * 2 && kt.experts[0] > 0 && kt.experts[1] > 0 &&
+                     kt.experts[0] < kt.part[PART_FWD_MLP] && kt.experts[1] < kt.part[PART_BWD_MLP],
+                 "ktime: the experts' forward and backward kept apart, on %.0f rows = 2 blocks · "
+                 "2 micro-batches · 24 tokens · k 2 (each step reprices them)",
+                 kt.expert_rows);
+    /* the rows the experts ran, counted by the kernels in call order, and the critical path's:
+     * 2 ranks, stride 4 (3 calls kept): blocks of 100/200 and 300/100 rows take 200 + 300 */
+    kern_traffic_rows_reset();
+    kern_traffic_rows(5), kern_traffic_rows(7);
+    int64_t got[KERN_TRAFFIC_ROWS];
+    const int64_t calls = kern_traffic_rows_read(got);
+    check_expect(calls == 2 && got[0] == 5 && got[1] == 7 && got[2] == 0,
+                 "traffic: 2 calls of 5 and 7 rows read back in order (%lld: %lld, %lld)",
+                 (long long)calls, (long long)got[0], (long long)got[1]);
+    const float er[8] = {2, 100, 300, 0, 2, 200, 100, 0};
+    check_expect(predict_expert_rows(er, 2, 4, er) == 500 &&
+                     predict_expert_rows(er, 2, 4, er + 4) == 500,
+                 "expert rows: each call at its busiest rank's rows, 200 + 300, from either rank");
+    const float es[8] = {2, 100, 300, 0, 1, 900, 0, 0};
+    check_expect(predict_expert_rows(es, 2, 4, es) == 400 &&
+                     predict_expert_rows(es, 2, 4, es + 4) == 900,
+                 "expert rows: ranks of other calls (pipeline stages) are not compared: own 400, 900");
+    const float eo[8] = {5, 1, 2, 30, 5, 3, 1, 10};
+    check_expect(predict_expert_rows(eo, 2, 4, eo) == 35,
+                 "expert rows: calls past the kept ones in the last (3 + 2 + 30 = 35)");
     ks.Lm = 0, ks.E = ks.k = ks.El = ks.Fel = 0;
 
     /* the book's crossovers on v5p (C = 4.59e14, W = 1.8e11 both ways): α = 2550 tokens per

@@ -79,6 +79,20 @@ void predict_replay(predict_event *ev, int n, double t_begin, double t_end, doub
                                                                                : "latency";
 }
 
+double predict_expert_rows(const float *rows, int nranks, int stride, const float *mine) {
+    int same = 1;
+    for (int q = 0; q < nranks; q++) same &= rows[(int64_t)q * stride] == mine[0];
+    const int n = mine[0] < (float)(stride - 1) ? (int)mine[0] : stride - 1;
+    double sum = 0;
+    for (int i = 1; i <= n; i++) {
+        float mx = mine[i];
+        for (int q = 0; same && q < nranks; q++)
+            mx = rows[(int64_t)q * stride + i] > mx ? rows[(int64_t)q * stride + i] : mx;
+        sum += mx;
+    }
+    return sum;
+}
+
 double report_overlap(double exposed, double xfer) {
     if (!(xfer > 0)) return 0.0;
     const double f = 1.0 - exposed / xfer;

@@ -44,4 +44,12 @@ typedef struct {
  * step costs nothing. */
 void predict_replay(predict_event *ev, int n, double t_begin, double t_end, double compute_pred,
                     predict_result *out);
+
+/* The rows of the experts' calls on the step's critical path: rows[q·stride + 1 + i] is rank q's
+ * i-th grouped-expert call's rows and rows[q·stride] how many calls it made (of nranks ranks;
+ * at most stride − 1 kept, later ones added to the last). A MoE block's return AllToAll waits for
+ * the rank whose experts took the most rows, so call i counts the most any rank ran in it; when
+ * the ranks made different numbers of calls (pipeline stages hold different blocks) the caller's
+ * own rows, `mine` (its stride floats, as in rows), are counted. Returns the sum. */
+double predict_expert_rows(const float *rows, int nranks, int stride, const float *mine);
 #endif

@@ -95,6 +95,7 @@ struct report {
     double part_compute_pred[PART_COUNT];
     pass_count passes;                 /* the step's memory passes by part (caller's thread) */
     double pass_rate[KERN_PASS_COUNT]; /* their seconds per float (report_set_pass_rates) */
+    double expert_sec[2], expert_rows;  /* report_set_experts's */
     double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
     /* the step's collectives as skew.h matches them across ranks, and the part each was issued
      * in (under mu); shared_clock: every rank on one host */
@@ -433,6 +434,10 @@ void report_set_pass_rates(report *r, const double *sec_per_float) {
     memcpy(r->pass_rate, sec_per_float, sizeof r->pass_rate);
 }
 
+void report_set_experts(report *r, const double *sec, double rows) {
+    r->expert_sec[0] = sec[0], r->expert_sec[1] = sec[1], r->expert_rows = rows;
+}
+
 const cost_link *report_link(const report *r, int axis) {
     return &r->link[axis];
 }
@@ -456,6 +461,7 @@ void report_step_begin(report *r) {
     memset(r->part_wire, 0, sizeof r->part_wire);
     r->nsk = 0;
     r->nsw = 1, r->sw[0].t = mesh_now(), r->sw[0].p = part_now(r);
+    kern_traffic_rows_reset();
     pthread_mutex_unlock(&r->mu);
     memset(r->part_cpu, 0, sizeof r->part_cpu);
     pass_count_begin(&r->passes);
@@ -541,6 +547,29 @@ static double step_passes(report *r, step_split *out, double *part_seconds) {
     return out->pred_passes;
 }
 
+/* Collective over: world, with experts. The experts' compute on the rows the step's slowest rank
+ * ran in each MoE block, less ktime's on the balanced rows, added to part_seconds' MLP parts;
+ * returns the difference. */
+static double step_experts(report *r, double *part_seconds) {
+    if (!(r->expert_rows > 0)) return 0;
+    enum { S = KERN_TRAFFIC_ROWS + 1 };
+    const int n = mesh_nranks(r->m);
+    int64_t rows[KERN_TRAFFIC_ROWS];
+    float mine[S], *all = malloc((size_t)n * S * sizeof *all);
+    CHECK(all, "out of memory (%d ranks' expert rows)", n);
+    mine[0] = (float)kern_traffic_rows_read(rows);
+    for (int i = 0; i < KERN_TRAFFIC_ROWS; i++) mine[i + 1] = (float)rows[i];
+    gather_world(r, all, mine, S);
+    const double ran = predict_expert_rows(all, n, S, mine);
+    free(all);
+    double d = 0;
+    for (int i = 0; i < 2; i++) {
+        const double x = r->expert_sec[i] * (ran / r->expert_rows - 1.0);
+        part_seconds[i ? PART_BWD_MLP : PART_FWD_MLP] += x, d += x;
+    }
+    return d;
+}
+
 /* The collectives' sums over the step, per op, into out and the run's totals. */
 typedef struct {
     double exposed, blocked_cpu, w_end, pred_block, pred_async;
@@ -622,7 +651,8 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     out->compute_cpu = cpu_end - r->cpu0 - c.blocked_cpu;
     part_charge_at(r, cpu_end, c.w_end); /* the last part closes where the step's compute does */
     double pass_part[PART_COUNT];
-    const double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
+    double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
+    compute_pred += step_experts(r, pass_part);
     /* the prediction: the step's events replayed with predicted durations (predict.h), on a
      * CPU per rank, then (on a shared host) with the compute as the host's CPUs serve it */
     pthread_mutex_lock(&r->mu);

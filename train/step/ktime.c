@@ -606,6 +606,8 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
             break;
         case K_MOE_F: /* 3 products of the rows by D·F_e each, 6 in the backward */
         case K_MOE_B:
+            r.experts[c[i].k == K_MOE_B] += t;
+            r.expert_rows = count[i] * (double)c[i].M;
             r.matmul += t;
             r.matmul_flops +=
                 count[i] * (c[i].k == K_MOE_F ? 6.0 : 12.0) * (double)(c[i].M * s->D * c[i].N);
@@ -632,6 +634,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
 void ktime_scale_tokens(ktime_step *k, double f) {
     const double rest = k->part[PART_REST] - k->optimizer;
     for (int i = 0; i < PART_COUNT; i++) k->part[i] *= f;
+    k->experts[0] *= f, k->experts[1] *= f, k->expert_rows *= f;
     k->part[PART_REST] = rest * f + k->optimizer;
     k->matmul *= f, k->attention *= f, k->elementwise *= f, k->matmul_flops *= f;
     k->wgrad[0] *= f, k->wgrad[1] *= f;

@@ -66,6 +66,9 @@ typedef struct {
                                      not in the sums above */
     double wgrad[2]; /* of part[], the weight gradients' matmuls (what a split backward defers to
                         its W): the blocks' [0] and the head's unembedding [1] */
+    double experts[2];  /* of part[], the grouped experts' forward [0] and backward [1] ... */
+    double expert_rows; /* ... on this many rows a step (the balanced router's): the step's
+                           prediction reprices them on the rows the run's experts take */
 } ktime_step;
 
 /* Times every kernel the step runs, each until its samples add up to `budget` seconds (at least
