@@ -47,6 +47,7 @@
 #include "train/infer/gen.h"
 #include "train/serve/engine.h"
 #include "train/serve/batcher.h"
+#include "train/serve/disagg_cli.h"
 #include "train/serve/loop.h"
 #include "train/serve/spec_engine.h"
 
@@ -200,14 +201,28 @@ static int one_seq_pools(const setting *st) {
     return st->kv_blocks == 1 && st->kv_block == 64;
 }
 
-/* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule. */
-static void run_setting(const setting *st, serve_engine *e, mesh *m, harness *h, uint64_t seed,
-                        double *worst, int *mismatch, int *invariants, batch_counts *tot) {
+/* One setting: the requests (every prompt, greedy and sampled) by a random arrival schedule, on
+ * the world m (split_pre > 0: two meshes linked by disagg_open, its prefill replicas). */
+static void run_setting(const setting *st, serve_engine *e, mesh *m, int32_t split_pre, harness *h,
+                        uint64_t seed, double *worst, int *mismatch, int *invariants,
+                        batch_counts *tot) {
     const int me = mesh_rank(m);
-    const int32_t nrep = engine_replicas(e), groups = engine_kv_shards(e);
-    const int32_t npre = st->prefill < nrep - 1 ? st->prefill : nrep - 1;
-    batch_opts o = {nrep,       st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs, 64,
-                    st->prefix, st->stat,      st->draft,    npre,       groups,    0};
+    const int32_t nrep = engine_replicas(e), groups = engine_replica_pools(e, nrep - 1);
+    int32_t npre = st->prefill < nrep - 1 ? st->prefill : nrep - 1;
+    if (split_pre) npre = split_pre;
+    batch_opts o = {nrep,
+                    st->kv_blocks,
+                    st->kv_block,
+                    st->budget,
+                    st->chunk,
+                    st->seqs,
+                    64,
+                    st->prefix,
+                    st->stat,
+                    st->draft,
+                    npre,
+                    groups,
+                    engine_replica_pools(e, 0)};
     int64_t peak = 0; /* running sequences at most */
     batch_plan p;
     serve_wire w;
@@ -315,10 +330,20 @@ int main(int argc, char **argv) {
     config c;
     char err[512];
     config_defaults(&c);
-    int kvrep = 0, nargs = 0; /* --kv-replicate (serve's and generate's flag, not the config's) */
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--kv-replicate") != 0) argv[nargs++] = argv[i];
-    kvrep = nargs < argc;
+    /* serve's flags, not the config's: --kv-replicate (generate's too), and --prefill-ranks N
+     * --prefill-tensor Yp (two meshes, disagg_cli.h) */
+    int kvrep = 0, nargs = 0;
+    int64_t npre_ranks = 0, yp = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--kv-replicate"))
+            kvrep = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--prefill-ranks"))
+            npre_ranks = atoll(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--prefill-tensor"))
+            yp = atoll(argv[++i]);
+        else
+            argv[nargs++] = argv[i];
+    }
     argc = nargs;
     if (config_parse_for(&c, CONFIG_MODE_SERVE, argc, argv, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
@@ -332,8 +357,15 @@ int main(int argc, char **argv) {
     if (given(argc, argv, "--d-ff")) c.shape.F = a.F;
     if (given(argc, argv, "--vocab")) c.shape.V = a.V;
     c.seed = 7;
-    mesh *m = mesh_create(c.mesh, NULL, err, sizeof err);
-    if (!m) mesh_exit_error("%s", err);
+    mesh *w = NULL, *m = NULL; /* the world; this rank's side's mesh (w without a split) */
+    config cs = c;             /* this rank's side's config */
+    if (npre_ranks) {
+        w = disagg_split(&c, npre_ranks, yp, &m);
+        disagg_side_config(&c, npre_ranks, yp, mesh_rank(w) < npre_ranks, &cs);
+    } else {
+        w = m = mesh_create(c.mesh, NULL, err, sizeof err);
+        if (!m) mesh_exit_error("%s", err);
+    }
     const int64_t V = c.shape.V;
     static const setting settings[] = {
         {16, 64, 64, 64, 8, 1, 0, 0, 0, 0},
@@ -354,11 +386,12 @@ int main(int argc, char **argv) {
     int ndraft = 0, nrun = 0;
     /* the references: generate on each prompt alone, greedy and sampled */
     engine_dims d0 = {4, 16, 64, 0, 0, kvrep, 0};
-    serve_engine *e0 = engine_create(&c, m, &d0, err, sizeof err);
+    serve_engine *e0 = engine_create(&cs, m, &d0, err, sizeof err);
     if (!e0) mesh_exit_error("%s", err);
     const int32_t nrep = engine_replicas(e0), groups = engine_kv_shards(e0);
+    int32_t dgroups = groups; /* the decode side's pools (the last rank's side) */
+    mesh_bcast_bytes(mesh_world_comm(w), &dgroups, sizeof dgroups, mesh_nranks(w) - 1);
     engine_destroy(e0);
-    for (int si = 0; si < nset; si++) ndraft += settings[si].draft > 0;
     prompt_ref pr[2 * NPROMPT];
     for (int k = 0; k < 2 * NPROMPT; k++) {
         const char *t = texts[k % NPROMPT];
@@ -368,7 +401,7 @@ int main(int argc, char **argv) {
         pr[k].sp = (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20,
                                     100 + (uint64_t)k, k % 4 != 3, (k * 3) % 7};
         pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
-        reference(&c, m, nrep, groups, kvrep, &pr[k], k >= NPROMPT);
+        reference(&cs, m, nrep, groups, kvrep, &pr[k], k >= NPROMPT);
     }
     harness *h = calloc(1, sizeof *h);
     int64_t which[2 * NPROMPT];
@@ -386,10 +419,18 @@ int main(int argc, char **argv) {
             which[k] = which[j], which[j] = t;
         }
         const setting *st = &settings[si];
-        if (st->prefill > 0 && nrep < 2) continue;
+        if (st->prefill > 0 && nrep < 2 && !npre_ranks) continue;
+        if (npre_ranks && !st->prefill) continue; /* two meshes: the disaggregated settings */
         nrun++;
+        ndraft += st->draft > 0;
         engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0, kvrep, 0};
-        serve_engine *e = engine_create(&c, m, &d, err, sizeof err), *de = NULL;
+        batch_opts so = {.kv_blocks = st->kv_blocks,
+                         .kv_block = st->kv_block,
+                         .max_batch_tokens = st->budget,
+                         .shards = dgroups};
+        serve_engine *de = NULL, *e = npre_ranks
+                                          ? disagg_open(&c, w, m, npre_ranks, yp, kvrep, "", &so)
+                                          : engine_create(&c, m, &d, err, sizeof err);
         if (!e) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
         if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
@@ -403,7 +444,8 @@ int main(int argc, char **argv) {
             if (!sp) mesh_exit_error("%s", err);
             engine_set_spec(e, sp);
         }
-        run_setting(st, e, m, h, 1234 + (uint64_t)si, &worst, &mismatch, &invariants, &tot);
+        run_setting(st, e, w, npre_ranks ? so.prefill_replicas : 0, h, 1234 + (uint64_t)si, &worst,
+                    &mismatch, &invariants, &tot);
         serve_spec_destroy(sp);
         engine_destroy(de);
         engine_destroy(e);
@@ -411,8 +453,8 @@ int main(int argc, char **argv) {
     char label[160];
     snprintf(label, sizeof label,
              "rank %d (%s, tensor %s, dp %s, %d replicas, K = %lld%s, %lld experts%s%s)",
-             mesh_rank(m), c.mesh[0] ? c.mesh : "1D", c.tensor_axis[0] ? c.tensor_axis : "-",
-             c.data_axes[0] ? c.data_axes : "default", (int)nrep, (long long)c.shape.K,
+             mesh_rank(w), cs.mesh[0] ? cs.mesh : "1D", cs.tensor_axis[0] ? cs.tensor_axis : "-",
+             cs.data_axes[0] ? cs.data_axes : "default", (int)nrep, (long long)c.shape.K,
              groups > 1 ? ", AllToAll kv layout"
              : kvrep    ? ", kv replicated"
                         : "",
@@ -426,7 +468,7 @@ int main(int argc, char **argv) {
                  "other, each the double log-softmax of its row of logits within 2 eps units, "
                  "the top ids in order, a greedy token first (%lld wrong)",
                  label, (long long)h->lp_bad);
-    if (mesh_rank(m) == 0) {
+    if (mesh_rank(w) == 0) {
         check_expect(h->lp_n > 0 && h->lp_worst <= 1,
                      "%s: %lld log-probability records vs the log-softmax of generate's logits: "
                      "worst %.3f of the bound 2·k·eps·(2·max|logit| + 1) + 2·eps·(|lp| + 1)",
@@ -445,7 +487,8 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < 2 * NPROMPT; k++) free(pr[k].ref_logits);
     free(h);
-    mesh_destroy(m);
+    if (w != m) mesh_destroy(m);
+    mesh_destroy(w);
     const int rc = check_finish("test_serve");
     mesh_mpi_finalize();
     return rc;

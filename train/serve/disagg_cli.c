@@ -48,12 +48,12 @@ mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own) {
     return m;
 }
 
-/* The prefill side's config: the model and flags of c on the mesh disagg_split made. */
-static void prefill_config(const config *c, int64_t nprefill, int64_t yp, config *pc) {
-    *pc = *c;
-    prefill_spec(nprefill, yp, pc->mesh, sizeof pc->mesh);
-    snprintf(pc->tensor_axis, sizeof pc->tensor_axis, "%s", yp > 1 ? "t" : "");
-    pc->data_axes[0] = pc->expert_axis[0] = '\0';
+void disagg_side_config(const config *c, int64_t nprefill, int64_t yp, int prefill, config *sc) {
+    *sc = *c;
+    if (!prefill) return;
+    prefill_spec(nprefill, yp, sc->mesh, sizeof sc->mesh);
+    snprintf(sc->tensor_axis, sizeof sc->tensor_axis, "%s", yp > 1 ? "t" : "");
+    sc->data_axes[0] = sc->expert_axis[0] = '\0';
 }
 
 /* Collective over: w. The replicas of the side of the last world rank (the decode side's), from
@@ -76,10 +76,7 @@ serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill,
     char err[DISAGG_ERR] = "", why[DISAGG_ERR] = "";
     const int pre = mesh_rank(w) < nprefill;
     config sc;
-    if (pre)
-        prefill_config(c, nprefill, yp, &sc);
-    else
-        sc = *c;
+    disagg_side_config(c, nprefill, yp, pre, &sc);
     const int32_t rp = (int32_t)(nprefill / yp), rd = decode_replicas(&sc, w, own);
     /* (past K each side's own layout: the AllToAll one's pools, or with kv_replicate the heads
      * replicated; kvroute routes between them) */

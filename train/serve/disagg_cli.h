@@ -18,6 +18,11 @@
  * --mesh) leaves through mesh_exit_error with one message. */
 mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own);
 
+/* Not collective. The config of one side (prefill: the first nprefill ranks'): the model and
+ * flags of c on the mesh disagg_split makes for it (the prefill side's "p=N/Yp,t=Yp", tensor t,
+ * no data axes; the decode side's c itself). */
+void disagg_side_config(const config *c, int64_t nprefill, int64_t yp, int prefill, config *sc);
+
 /* Collective over: world (w). This rank's side's engine on own (its parameters from ckpt, when
  * given; past K each side in the AllToAll kv layout, or replicated with kv_replicate), linked to
  * the other side's; o's replicas, prefill_replicas and prefill_shards set to both sides' (o's
