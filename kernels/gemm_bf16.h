@@ -8,7 +8,8 @@
  *               Needs AMX-BF16 and the OS's grant of the tile state (kern_cpu_amx_grant).
  *   avx512bf16  oneDNN's matmul capped at AVX512_CORE_BF16: vdpbf16ps.
  *   avx2        meshtrain's own kernels (gemm_bf16_avx2.c): bf16 widened to fp32 in registers,
- *               AVX2 fmas; decode's rows (M ≤ 4) read B in place, once.
+ *               AVX2 fmas; decode's rows (M ≤ 32) read B in place, once (one row: its own
+ *               matrix-vector kernel).
  *   portable    the same arithmetic in plain C, for any CPU (slow).
  * auto takes the first of these the CPU has. oneDNN's ISA cap is process-wide and set once, so a
  * process runs one oneDNN path; the tests run one process per path. oneDNN 2.6 has no bf16 matmul

@@ -13,7 +13,8 @@
  *
  * Shapes: M, N, K each of 1, 7, 33, 100 and 300 (past a K block of 256 and an M block of 168),
  * M of 2 and 4 (the streaming kernel's rows in registers), N = 4100 and 16400 (past a block of 1024
- * columns and a streaming chunk of 16384), all
+ * columns and a streaming chunk of 16384), M = 1 with N = 65600 (past the one-row kernel's chunk of
+ * 65536) and with K = 1411 (groups of 8 rows prefetching the next, and a last group of 3), all
  * four transposes, padded strides, accumulate and overwrite (over NaN garbage), rows scaled by
  * powers of two; inputs with bf16 denormals; the model's three products. Also: run to run
  * bit-identical; on the own paths a row's result equal bit for bit whatever M (each row alone vs
@@ -182,6 +183,8 @@ static void shapes(void) {
     one(make(9, 4100, 17, false, true, true), seed += 3);
     one(make(2, 16400, 9, false, false, true), seed += 3); /* past the streaming chunk */
     one(make(9, 16400, 9, true, false, false), seed += 3); /* 3 row groups, narrower chunks */
+    one(make(1, 65600, 19, true, false, true), seed += 3); /* one row past its chunk of 65536 */
+    one(make(1, 1029, 1411, false, false, false), seed += 3); /* decode's rows: prefetched groups */
 }
 
 /* Inputs with bf16 denormals (under 2^-126) beside normal values: the bound's flush term. */
