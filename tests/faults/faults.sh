@@ -23,7 +23,13 @@ fails=0
 SMALL=(--layers 1 --d-model 32 --heads 4 --seq-len 16 --batch 4 --eval-every 0)
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-mt() { timeout 120 "$MPI" --oversubscribe --bind-to none -np 2 "$MT" "$@"; }
+# mt ARGS...: meshtrain on 2 ranks. No job here is ended by a signal to mpirun (kill_tree kills
+# every process itself), so mpirun gives ranks no grace before its SIGKILL: after a refused run it
+# would sleep 2 s (1 s after SIGCONT, 1 s after SIGTERM) over ranks already gone.
+mt() {
+  OMPI_MCA_odls_base_sigkill_timeout=0 timeout 120 "$MPI" --oversubscribe --bind-to none -np 2 \
+    "$MT" "$@"
+}
 # expect STATUS FRAGMENT ARGS...: meshtrain on 2 ranks exits STATUS with one error line holding
 # FRAGMENT (STATUS 0: no error line).
 expect() {
