@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "train/serve/cost.h"
 #include "train/serve/kvblocks.h"
 #include "train/serve/batcher.h"
 
@@ -184,8 +185,8 @@ static batch_counts one_run(uint64_t seed, int *failures) {
     char err[512];
     batcher *s = batcher_create(&o, err, sizeof err);
     world *w = calloc(1, sizeof *w);
-    batch_plan plan;
-    if (!s || !w || batch_plan_init(&plan, &o) < 0) {
+    batch_plan bp;
+    if (!s || !w || batch_plan_init(&bp, &o) < 0) {
         printf("setup failed: %s\n", err);
         exit(1);
     }
@@ -223,9 +224,9 @@ static batch_counts one_run(uint64_t seed, int *failures) {
             const int id = (int)rndi(added);
             if (!w->r[id].done && batcher_cancel(s, id)) w->r[id].cancelled = w->r[id].done = 1;
         }
-        if (batcher_step(s, &plan) == 0 && added == nreq && batcher_waiting(s) == 0) break;
-        run_plan(w, &plan, next);
-        batcher_commit(s, &plan, next, emit, w);
+        if (batcher_step(s, &bp) == 0 && added == nreq && batcher_waiting(s) == 0) break;
+        run_plan(w, &bp, next);
+        batcher_commit(s, &bp, next, emit, w);
         steps++;
         if (!check_failed && batcher_check(s, err, sizeof err) < 0) {
             printf("  seed %llu step %d: %s\n", (unsigned long long)seed, steps, err);
@@ -254,7 +255,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
                o.shards, o.prefill_shards, steps, check_failed ? "BROKEN" : "ok", w->bad, wrong,
                unfinished, (long long)used);
     }
-    batch_plan_free(&plan);
+    batch_plan_free(&bp);
     batcher_destroy(s);
     free(w->kv), free(w);
     return c;
@@ -326,7 +327,29 @@ static void placement(int prefix) {
     batcher_destroy(s);
 }
 
+/* The virtual clock's bytes (serve_plan_cost) for one decode row and one 6-row prefill chunk on
+ * two tensor ranks: the weight matrices at 4 bytes (fp32) or 2 (bf16 compute's copy), the norm
+ * gains and the embedding rows fp32 whatever the compute, the cache at its own element's bytes. */
+static void plan_cost(void) {
+    const model_shape s = {.L = 3, .D = 48, .N = 6, .K = 2, .H = 8, .F = 96, .V = 258, .T = 64};
+    batch_item items[2] = {{.replica = 0, .n = 1, .p0 = 20, .sample = 1},
+                           {.replica = 0, .n = 6, .p0 = 0, .sample = 0}};
+    batch_plan p = {.nitems = 2, .items = items};
+    const double mat = 48.0 * (6 + 2 * 2) * 8 + 6 * 8 * 48 + 3.0 * 48 * 96; /* a layer's */
+    const double gains = (2 * 3 + 1) * 48.0 * 2, rows = 7 * 48.0;
+    const gen_step f = serve_plan_cost(&s, 2, 1, 4, 4, &p), b = serve_plan_cost(&s, 2, 1, 2, 2, &p);
+    check_expect(f.p_bytes == 4 * (3 * mat + 48.0 * 258) + 4 * gains + 4 * rows,
+                 "fp32 compute reads 4-byte weights: %.0f B", f.p_bytes);
+    check_expect(b.p_bytes == 2 * (3 * mat + 48.0 * 258) + 4 * gains + 4 * rows,
+                 "bf16 compute reads the 2-byte copy of the matrices (gains, embedding fp32): "
+                 "%.0f B", b.p_bytes);
+    check_expect(2 * b.kv_bytes == f.kv_bytes && b.flops == f.flops && b.rows == f.rows,
+                 "a bf16 cache half the fp32 one's bytes (%.0f, %.0f B), the same FLOPs", b.kv_bytes,
+                 f.kv_bytes);
+}
+
 int main(void) {
+    plan_cost();
     placement(1);
     placement(0);
     int failures = 0;

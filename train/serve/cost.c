@@ -2,16 +2,16 @@
 #include "train/serve/cost.h"
 
 gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_groups, int64_t kv_elem_bytes,
-                         const batch_plan *p) {
+                         int64_t w_elem_bytes, const batch_plan *p) {
     const double Kr = (double)(s->K >= nY ? s->K : nY); /* kv heads' weights over the replica */
     const double Kc = Kr / (double)kv_groups;           /* their copies in the cache */
     const double layer_mm = (double)s->D * ((double)(s->N + s->K * 2) * (double)s->H) +
                             (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F);
     const double layer_read = (double)s->D * ((double)s->N + 2.0 * Kr) * (double)s->H +
-                              (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F) +
-                              2.0 * (double)s->D * (double)nY;
+                              (double)(s->N * s->H * s->D) + 3.0 * (double)(s->D * s->F);
+    const double gains = (2.0 * (double)s->L + 1.0) * (double)s->D * (double)nY; /* fp32 */
     const double weights =
-        4.0 * ((double)s->L * layer_read + (double)(s->D * s->V) + (double)s->D * (double)nY);
+        (double)w_elem_bytes * ((double)s->L * layer_read + (double)(s->D * s->V)) + 4.0 * gains;
     gen_step st = {0, 0, 0, 0, 0};
     for (int32_t j = 0; j < p->nitems; j++) {
         const batch_item *it = &p->items[j];

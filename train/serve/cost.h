@@ -15,10 +15,12 @@
 #include "train/infer/gen.h"
 #include "train/serve/batcher.h"
 
-/* Totals over every rank of a mesh with |Y| = nY tensor ranks per replica (fp32 weights and
- * cache, kv_elem_bytes per cache element), the kv heads past K replicated (kv_groups = 1) or, in
- * the AllToAll layout, their sequences split over the kv_groups = |Y|/K ranks sharing each (the
- * cache read once). seconds is left 0. */
+/* Totals over every rank of a mesh with |Y| = nY tensor ranks per replica (w_elem_bytes per
+ * element of the weight matrices a step reads: 4 fp32, or 2 with --compute-dtype bf16, whose
+ * matmuls read the bf16 copy of the layers' matrices and the unembedding; the norm gains and the
+ * embedding rows stay fp32; kv_elem_bytes per cache element), the kv heads past K replicated
+ * (kv_groups = 1) or, in the AllToAll layout, their sequences split over the kv_groups = |Y|/K
+ * ranks sharing each (the cache read once). seconds is left 0. */
 gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_groups, int64_t kv_elem_bytes,
-                         const batch_plan *p);
+                         int64_t w_elem_bytes, const batch_plan *p);
 #endif

@@ -298,8 +298,9 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             if (p->nxfer)
                 front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
-            const gen_step cost = serve_plan_cost(&sr->c->shape, nY, engine_kv_shards(sr->e),
-                                                  engine_kv_elem_bytes(sr->e), p);
+            const gen_step cost = serve_plan_cost(
+                &sr->c->shape, nY, engine_kv_shards(sr->e), engine_kv_elem_bytes(sr->e),
+                engine_precision(sr->e)->dtype == COMPUTE_BF16 ? 2 : 4, p);
             rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
             rw.rows += cost.rows, rw.steps++;
         }
@@ -600,12 +601,14 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
         mesh_axes_parse(m, axes, &dax) == 0 ? (int32_t)mesh_axes_size(m, dax) : 1;
     const int32_t groups = engine_kv_groups(c, m, (int)f->kv_replicate);
     const batch_opts o = batcher_options_of(f, c, replicas, groups);
-    if (c->compute != COMPUTE_FP32)
-        mesh_exit_error("--compute-dtype with --simulate: the virtual clock prices fp32 steps "
-                        "(--kv-dtype bf16 prices a bf16 cache)");
+    if (c->compute == COMPUTE_AUTO)
+        mesh_exit_error("--compute-dtype auto with --simulate: give fp32 or bf16 (the virtual "
+                        "clock prices the dtype given, not this CPU's choice)");
+    /* bf16 compute reads the weights' bf16 copy, and its cache is bf16 unless --kv-dtype says */
+    const compute_dtype kvd = c->kv_dtype == COMPUTE_AUTO ? c->compute : c->kv_dtype;
     sim_opts so = {f->simulate,  f->sim_out,   ty >= 0 ? mesh_axis_size(m, ty) : 1,
-                   f->max_queue, {0, 0, 0, 0}, c->kv_dtype == COMPUTE_BF16 ? 2 : 4,
-                   groups};
+                   f->max_queue, {0, 0, 0, 0}, kvd == COMPUTE_BF16 ? 2 : 4,
+                   c->compute == COMPUTE_BF16 ? 2 : 4, groups};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))

@@ -171,7 +171,8 @@ int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so
                 rc = errmsg_fail(err, errlen, "the batcher stalled");
             continue;
         }
-        const gen_step cost = serve_plan_cost(s, so->nY, so->kv_groups, so->kv_elem_bytes, &p);
+        const gen_step cost = serve_plan_cost(s, so->nY, so->kv_groups, so->kv_elem_bytes,
+                                              so->w_elem_bytes, &p);
         st.t += gen_predict(&cost, &so->mc);
         int32_t k = 0;
         for (int32_t j = 0; j < p.nitems; j++) tok[k] = ' ', k += p.items[j].sample;

@@ -22,6 +22,7 @@ typedef struct {
     int64_t max_queue;     /* waiting requests before 503 */
     gen_machine mc;        /* the machine the steps are priced against (sums over the ranks) */
     int64_t kv_elem_bytes; /* a KV cache element: 4 (fp32) or 2 (bf16) */
+    int64_t w_elem_bytes;  /* a weight matrix element read: 4, or 2 (bf16 compute's copy) */
     int64_t kv_groups;     /* the AllToAll layout's ranks sharing a kv head (1: none) */
 } sim_opts;
 
