@@ -47,6 +47,22 @@ static int executed_as_table(const trainer *t) {
     return ok;
 }
 
+/* --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the model's
+ * compute, per MoE block of the stage and micro-batch, with shared experts 4 (the forward's
+ * dispatch behind their first products and return behind their down projection, the backward's
+ * behind their input and weight gradients), without only the backward's return (behind the
+ * router's backward), every one waited for; none without --overlap. on, off: the trainers with
+ * --overlap on and off; n[0..3]: started and waited on, then off. Returns 1 if so. */
+static int ep_overlap_ok(trainer *on, trainer *off, int64_t n[4], int64_t *want, double *hid) {
+    const plan *pl = trainer_plan(on);
+    double h_off;
+    par_ep_overlap(trainer_par(on), &n[0], &n[1], hid);
+    par_ep_overlap(trainer_par(off), &n[2], &n[3], &h_off);
+    *want = STEPS * pl->moe_n * pl->n_micro * (pl->s.moe.shared > 0 ? 4 : 1);
+    if (pl->expert.n == 1) *want = 0;
+    return n[0] == *want && n[1] == *want && n[2] == 0 && n[3] == 0 && *hid >= 0 && h_off == 0;
+}
+
 static int64_t slab_numel(const param_slab *sl, int ndim) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= sl->cnt[d];
@@ -327,6 +343,12 @@ int main(int argc, char **argv) {
     const int64_t mlp_want = mlp_rows * mlp_n * (STEPS - 1);
     const int mlp_ok = !cmp_mlp || (mlp_go[0] == 0 && mlp_gw[0] == 0 && mlp_gw[1] == mlp_want &&
                                     mlp_go[1] >= mlp_want);
+    int64_t ep_ov[4], ep_ov_want = 0;
+    double ep_hid = 0;
+    const int cmp_ep_ov = c.shape.moe.E > 0;
+    const int ep_ov_ok =
+        !cmp_ep_ov || ep_overlap_ok(c.overlap ? t1 : t3, c.overlap ? t3 : t1, ep_ov, &ep_ov_want,
+                                    &ep_hid);
     trainer_destroy(t3); /* a mesh has room for a few trainers' observers */
     t3 = NULL;
     /* zb-h1 splits 1F1B's backwards and moves their weight halves: the same sums in the same
@@ -483,7 +505,8 @@ int main(int argc, char **argv) {
         pipe_n > 1 && pipe_n == mesh_nranks(m) && c.shape.moe.E == 0 && c.schedule != PIPE_GPIPE;
     if (pure_pipe && (worst_loss > 1 || worst_p > 0)) fail = 1;
     if (worst_loss > k_lg || worst_p > k || worst_u > tol_u || !same_ov || !same_1f1b || !order ||
-        off != n1 || !ep_ok || bad_mode || (route_exact && route_diff) || !mlp_ok)
+        off != n1 || !ep_ok || bad_mode || (route_exact && route_diff) || !mlp_ok ||
+        !ep_ov_ok)
         fail = 1;
     /* rank-wise verdicts reduced so that rank 0 reports the worst */
     double w[2] = {worst_loss, worst_p}, wmax[2];
@@ -563,6 +586,12 @@ int main(int argc, char **argv) {
             printf("rank 0's executed actions are calc's %s table for it: %s (any rank's "
                    "mismatch fails)\n",
                    sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
+        if (cmp_ep_ov)
+            printf("expert AllToAlls left in flight with --overlap: %lld started, %lld waited "
+                   "(want %lld), %.2f ms of transfer hidden; without: %lld, %lld (rank 0; any "
+                   "rank's mismatch fails)\n",
+                   (long long)ep_ov[0], (long long)ep_ov[1], (long long)ep_ov_want, 1e3 * ep_hid,
+                   (long long)ep_ov[2], (long long)ep_ov[3]);
         if (cmp_mlp)
             printf("dense MLPs' update gathers deferred and waited for by the next forward with "
                    "--overlap: %lld started, %lld waited (want %lld), without: %lld, %lld (rank 0; "

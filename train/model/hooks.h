@@ -156,6 +156,15 @@ typedef struct model_hooks {
                            const int64_t *offs, int64_t *loffs, int64_t w);
     void (*moe_from_experts)(void *ctx, model *m, int64_t *counts, float *dst, const float *src,
                              int64_t w);
+    /* Overlap: after moe_start the next moe_to_experts or moe_from_experts may return with its
+     * exchange still in flight (the sharded run's --overlap over an expert axis; else it completes
+     * as always), and moe_wait completes it: dst holds the rows, and src and counts may change,
+     * only after moe_wait. The model calls moe_start only where compute that reads and writes
+     * none of the exchange's buffers (and calls no other hook but moe_tensor_sum and poll) comes
+     * before moe_wait, so that it runs while the rows travel; the numbers are the same either
+     * way. moe_wait without an exchange in flight does nothing. Not collective. */
+    void (*moe_start)(void *ctx, model *m);
+    void (*moe_wait)(void *ctx, model *m);
     /* x[n] = the sum over the tensor axis Y of every rank's x[n], in rank order (the same bits on
      * every rank): a MoE block's routing weights' gradient, whose expert outputs are partial sums
      * over Y (their F_e sharded). Called only with D_Y < D; collective over Y. */

@@ -128,31 +128,40 @@ static void product(const model *m, float *C, operand a, operand b, int64_t M, i
         kern_gemm(C, a.f, b.f, M, N, K, ta, tb, lda, ldb, ldc, 1.0f, acc ? 1.0f : 0.0f);
 }
 
-/* out[BT, D] = base + Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s] (base: x2, or 0 under a
- * tensor axis), the shared experts' columns side by side in sa, sb, sh [BT, S·F_e] (s_down
- * [S, F_e, D] is one [S·F_e, D] matrix; F_e this rank's share). bf16 compute (wb): h2b, the
- * weights' bf16 copies, and sh rounded into shb. */
-static void shared_fwd(const model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
-                       float *out, const float *base, const kern_bf16 *h2b, int64_t BT) {
+/* The shared experts, Σ_s swiglu(h2·s_gate[s], h2·s_up[s])·s_down[s], their columns side by side
+ * in sa, sb, sh [BT, S·F_e] (s_down [S, F_e, D] is one [S·F_e, D] matrix; F_e this rank's share),
+ * in two parts that run while the rows travel: shared_in the products with h2 and SwiGLU into
+ * sh, shared_out out[BT, D] = base + sh·s_down (base: x2, or 0 under a tensor axis). bf16
+ * compute (wb): h2b, the weights' bf16 copies, and sh rounded into shb. */
+static void shared_in(model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
+                      const kern_bf16 *h2b, int64_t BT) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
-    if (base)
-        floats_copy(out, base, BT * D);
-    else
-        floats_clear(out, BT * D);
     if (SF == 0) return;
     const operand h = at(A->h2, h2b, 0);
     for (int64_t e = 0; e < mo->shared; e++) {
         const int64_t wo = e * D * Fe;
         product(m, A->sa + e * Fe, h, at(w->s_gate, wb ? wb->s_gate : NULL, wo), BT, Fe, D, false,
                 false, D, Fe, SF, false);
+        POLL(m);
         product(m, A->sb + e * Fe, h, at(w->s_up, wb ? wb->s_up : NULL, wo), BT, Fe, D, false,
                 false, D, Fe, SF, false);
+        POLL(m);
     }
     kern_swiglu_fwd(A->sh, A->sa, A->sb, BT * SF);
-    const kern_bf16 *shb = wb ? mixed_keep(A->shb, NULL, A->sh, BT * SF) : NULL;
-    product(m, out, at(A->sh, shb, 0), at(w->s_down, wb ? wb->s_down : NULL, 0), BT, D, SF, false,
-            false, SF, D, D, true);
+    if (wb) mixed_keep(A->shb, NULL, A->sh, BT * SF);
+}
+
+static void shared_out(const model *m, const layer_w *w, const layer_wb *wb, const layer_act *A,
+                       float *out, const float *base, int64_t BT) {
+    const int64_t D = m->s.D, SF = m->s.moe.shared * m->loc.Fel;
+    if (base)
+        floats_copy(out, base, BT * D);
+    else
+        floats_clear(out, BT * D);
+    if (SF == 0) return;
+    product(m, out, at(A->sh, wb ? A->shb : NULL, 0), at(w->s_down, wb ? wb->s_down : NULL, 0), BT,
+            D, SF, false, false, SF, D, D, true);
 }
 
 /* The routed experts on the rows this rank's experts took (xr, grouped by loffs): yr. bf16
@@ -242,13 +251,21 @@ int moe_block_fwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A, 
     }
     POLL(m);
     kern_moe_gather(A->xs, A->h2, A->src, A->offs[E], D);
+    /* the shared experts run while the rows travel (the exchanges left in flight with
+     * --overlap over an expert axis): their first products during the dispatch, the down
+     * projection during the return */
+    const int tp = m->loc.Dl < D, shared = mo->shared > 0;
+    if (shared) m->hk.moe_start(m->hk.ctx, m);
     m->hk.moe_to_experts(m->hk.ctx, m, A->epc, A->xr, A->xs, A->offs, A->loffs, D);
+    shared_in(m, w, wb, A, h2b, BT);
+    m->hk.moe_wait(m->hk.ctx, m);
     experts_fwd(m, w, wb, A);
+    if (shared) m->hk.moe_start(m->hk.ctx, m);
     m->hk.moe_from_experts(m->hk.ctx, m, A->epc, A->ys, A->yr, D);
-    POLL(m);
+    shared_out(m, w, wb, A, out, tp ? NULL : A->x2, BT);
     tally(m, A, lm, BT, G, stats);
-    const int tp = m->loc.Dl < D;
-    shared_fwd(m, w, wb, A, out, tp ? NULL : A->x2, h2b, BT);
+    m->hk.moe_wait(m->hk.ctx, m);
+    POLL(m);
     kern_moe_combine(out, A->ys, A->pos, A->w, BT, k, D);
     if (!tp) return 0;
     /* a tensor axis: every product above is this rank's F_e share, out their partial sums over
@@ -279,12 +296,17 @@ static void shared_dw(const model *m, const layer_g *g, const layer_act *A, oper
     }
 }
 
-/* The shared experts' backward: dh[BT, D] = their dL/dh2 (overwrites), weight gradients +=
- * (keep: none; dr and the products' gradients kept in A's k_dr, k_dsa, k_dsb instead). bf16
- * compute (wb): dr rounded once for its two products, SwiGLU's input gradients once for theirs
- * (keep: those roundings kept in k_drb, k_dsab, k_dsbb, the operands of the weight part). */
-static void shared_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g *g,
-                       layer_act *A, float *dh, const float *dr, int64_t BT, int keep) {
+/* The shared experts' backward but their weight gradients: dh[BT, D] = their dL/dh2
+ * (overwrites); returned, the operands of their weight gradients (shared_dw), dr and the
+ * products' gradients da, db (keep: kept in A's k_dr, k_dsa, k_dsb for the weight part). bf16
+ * compute (wb): dr rounded once for its two products (into sb[2], read by shared_dw), SwiGLU's
+ * input gradients once for theirs (keep: those roundings kept in k_drb, k_dsab, k_dsbb, the
+ * operands of the weight part). */
+typedef struct {
+    operand da, db, dr;
+} shared_grads;
+static shared_grads shared_bwd(model *m, const layer_w *w, const layer_wb *wb, layer_act *A,
+                               float *dh, const float *dr, int64_t BT, int keep) {
     const moe_shape *mo = &m->s.moe;
     const int64_t D = m->s.D, Fe = m->loc.Fel, SF = mo->shared * Fe;
     moe_scratch *z = &m->ms;
@@ -302,13 +324,13 @@ static void shared_bwd(model *m, const layer_w *w, const layer_wb *wb, const lay
         const int64_t c = e * Fe, wo = e * D * Fe;
         product(m, dh, at(da, dab, c), at(w->s_gate, wb ? wb->s_gate : NULL, wo), BT, D, Fe, false,
                 true, SF, Fe, D, e > 0);
+        POLL(m);
         product(m, dh, at(db, dbb, c), at(w->s_up, wb ? wb->s_up : NULL, wo), BT, D, Fe, false,
                 true, SF, Fe, D, true);
+        POLL(m);
     }
-    if (k32)
-        floats_copy(A->k_dr, dr, BT * D);
-    else if (!keep)
-        shared_dw(m, g, A, at(da, dab, 0), at(db, dbb, 0), at(dr, drb, 0), BT);
+    if (k32) floats_copy(A->k_dr, dr, BT * D);
+    return (shared_grads){at(da, dab, 0), at(db, dbb, 0), at(dr, drb, 0)};
 }
 
 void moe_split_carve(const model *m, carver *c, carver *cb, layer_act *A) {
@@ -395,21 +417,27 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g
     float *dyr = k32 ? A->k_dyr : z->dyr, *dys = m->loc.ep_n > 1 ? z->dys : dyr;
     float *dea = k32 ? A->k_dea : z->dea, *deb = k32 ? A->k_deb : z->deb;
     float *dlog = keep ? A->k_dlog : z->dlog;
-    const int tp = m->loc.Dl < D;
+    const int tp = m->loc.Dl < D, shared = mo->shared > 0;
     if (tp) /* dL/d(out): the residual gradient's D_Y shards, gathered */
         dr = m->hk.gather_cols(m->hk.ctx, m, m->d_full, dr, BT, NULL, NULL);
-    if (mo->shared > 0)
-        shared_bwd(m, w, wb, g, A, dh, dr, BT, keep);
-    else
-        floats_clear(dh, BT * D);
-    POLL(m);
     kern_moe_combine_bwd(dys, z->dw, dr, A->ys, A->pos, A->w, BT, k, D);
     /* the experts' rows' gradients go where the rows went, and come back (the two AllToAlls of
-     * the forward, in reverse order of the data's way back) */
+     * the forward, in reverse order of the data's way back); with --overlap over an expert axis
+     * the shared experts' input gradient runs while they go, their weight gradients and the
+     * router's backward while they come back */
+    if (shared) m->hk.moe_start(m->hk.ctx, m);
     m->hk.moe_to_experts(m->hk.ctx, m, A->epc, dyr, dys, NULL, NULL, D);
+    shared_grads sg = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    if (shared)
+        sg = shared_bwd(m, w, wb, A, dh, dr, BT, keep);
+    else
+        floats_clear(dh, BT * D);
+    m->hk.moe_wait(m->hk.ctx, m);
+    POLL(m);
     experts_bwd(m, w, wb, g, A, dyr, dea, deb, keep);
+    m->hk.moe_start(m->hk.ctx, m);
     m->hk.moe_from_experts(m->hk.ctx, m, A->epc, z->dxs, z->dxr, D);
-    kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
+    if (shared && !keep) shared_dw(m, g, A, sg.da, sg.db, sg.dr, BT);
     POLL(m);
     /* a tensor axis: dw's partial sums (ys was this rank's share) summed over Y, so that every
      * rank's router gradient is the same; dh is a partial sum the block's ReduceScatter_Y adds up,
@@ -418,9 +446,12 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g
     const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);
     kern_router_bwd(dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs, BT,
                     E, k, G);
-    if (m->loc.d0 == 0) kern_matmul_dx(dh, dlog, w->router, BT, D, E, true);
-    if (keep) return;
     /* the router's dW in fp32, on h2 as bf16 compute kept it (A->h2 is then dh's storage) */
-    const float *h2 = A->h2b ? mixed_unpack(z->xs_t, A->h2b, BT * D) : A->h2;
-    kern_matmul_dw(g->router, h2, dlog, BT, D, E);
+    if (!keep)
+        kern_matmul_dw(g->router, A->h2b ? mixed_unpack(z->xs_t, A->h2b, BT * D) : A->h2, dlog, BT,
+                       D, E);
+    m->hk.moe_wait(m->hk.ctx, m);
+    kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
+    POLL(m);
+    if (m->loc.d0 == 0) kern_matmul_dx(dh, dlog, w->router, BT, D, E, true);
 }

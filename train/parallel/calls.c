@@ -34,6 +34,13 @@ void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const in
     mesh_coll_run_v(p->m, &c, out, in, counts);
 }
 
+mesh_req *par_start_v(struct par *p, plan_coll k, float *out, const float *in,
+                      const int64_t *counts) {
+    const mesh_coll_call c = par_call(p, k, 0);
+    p->calls[k]++;
+    return mesh_coll_start_v(p->m, &c, out, in, counts);
+}
+
 int64_t par_calls(const par *p, plan_coll k) {
     return p ? p->calls[k] : 0;
 }

@@ -79,6 +79,23 @@ static const int64_t *elements(const struct par *p, int64_t *c, int64_t w, int b
     return el;
 }
 
+/* The AllToAllv of rows from in to out with elements el per (sender, receiver), then for a
+ * dispatch (dst) the rows regrouped from the staging into dst: blocking, or left in flight when
+ * the model armed it (moe_start), the regrouping done at the wait. */
+static void exchange(struct par *p, float *out, const float *in, const int64_t *el, float *dst,
+                     const int64_t *rows, int64_t w) {
+    if (!p->ep.armed) {
+        par_run_v(p, PLAN_EP_ALL_TO_ALL, out, in, el);
+        if (dst) regroup(p, rows, dst, p->ep.stage, 1, w);
+        return;
+    }
+    CHECK(!p->ep.req, "moe: an exchange started while another is in flight");
+    p->ep.armed = 0;
+    p->ep.req = par_start_v(p, PLAN_EP_ALL_TO_ALL, out, in, el);
+    p->ep.dst = dst, p->ep.rows = rows, p->ep.w = w;
+    p->ep.started++;
+}
+
 /* c: the MoE block's counts (model_moe_counts_n) in the micro-batch's activations: rows[i·E + e]
  * from rank i of Z to expert e, then the AllToAll's rows and elements per (sender, receiver),
  * nz·nz each. */
@@ -90,8 +107,7 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t *c, float *dst, const 
         return;
     }
     if (offs) dispatch_counts(p, c, offs, loffs);
-    par_run_v(p, PLAN_EP_ALL_TO_ALL, p->ep.stage, src, elements(p, c, w, 0));
-    regroup(p, c, dst, p->ep.stage, 1, w);
+    exchange(p, p->ep.stage, src, elements(p, c, w, 0), dst, c, w);
 }
 
 void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
@@ -102,7 +118,31 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, cons
         return;
     }
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
-    par_run_v(p, PLAN_EP_ALL_TO_ALL, dst, p->ep.stage, elements(p, c, w, 1));
+    exchange(p, dst, p->ep.stage, elements(p, c, w, 1), NULL, NULL, w);
+}
+
+void par_hk_moe_start(void *ctx, model *mod) {
+    struct par *p = ctx;
+    (void)mod;
+    p->ep.armed = p->pl->overlap && p->pl->expert.n > 1;
+}
+
+void par_hk_moe_wait(void *ctx, model *mod) {
+    struct par *p = ctx;
+    (void)mod;
+    p->ep.armed = 0;
+    if (!p->ep.req) return;
+    mesh_call rec;
+    const double blocked = mesh_wait_rec(p->ep.req, &rec), hid = rec.t_end - rec.t_start - blocked;
+    p->ep.req = NULL;
+    p->ep.waited++;
+    p->ep.hidden += hid > 0 ? hid : 0;
+    if (p->ep.dst) regroup(p, p->ep.rows, p->ep.dst, p->ep.stage, 1, p->ep.w);
+}
+
+void par_ep_overlap(const par *p, int64_t *started, int64_t *waited, double *hidden) {
+    *started = p ? p->ep.started : 0, *waited = p ? p->ep.waited : 0;
+    *hidden = p ? p->ep.hidden : 0;
 }
 
 /* The tensor axis: every rank's x gathered, then summed in rank order (the same bits on each). */

@@ -100,6 +100,8 @@ static model_hooks hook_table(struct par *p) {
         /* expert.c: the expert axis */
         .moe_to_experts = par_hk_moe_to_experts,
         .moe_from_experts = par_hk_moe_from_experts,
+        .moe_start = par_hk_moe_start,
+        .moe_wait = par_hk_moe_wait,
         .moe_tensor_sum = par_hk_moe_tensor_sum,
         /* cp.c: the context axis */
         .cp_attn_fwd = par_hk_cp_attn_fwd,

@@ -77,6 +77,11 @@ par_params_state par_params(const par *p);
 /* With --overlap under ZeRO-1/2: the dense MLP weights' deferred update gathers started so far,
  * and those a forward waited for just before their layer (the rest: par_params_sync's). */
 void par_mlp_gathers(const par *p, int64_t *started, int64_t *waited);
+/* With --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the
+ * model's compute (the shared experts', the router's backward: model_moe.c), those waited for,
+ * and the seconds of their transfer hidden behind it (each one's transfer less the time its
+ * wait blocked, summed). */
+void par_ep_overlap(const par *p, int64_t *started, int64_t *waited, double *hidden);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
  * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one
  * by one; with --overlap the gathers start with the next step and complete as its forward reads

@@ -144,6 +144,15 @@ typedef struct {
     int64_t *counts;
     float *lgrads, *gathered, *pack, *update;
     int64_t gathered_lm;
+    /* --overlap: the next exchange may be left in flight (armed: the model's moe_start); the
+     * one in flight, and for a dispatch where its rows go at the wait (dst, by rows' counts, of
+     * w floats); the exchanges started so far, waited for, and their transfer hidden (s) */
+    int armed;
+    mesh_req *req;
+    float *dst;
+    const int64_t *rows;
+    int64_t w, started, waited;
+    double hidden;
 } par_expert;
 
 struct par {
@@ -174,8 +183,11 @@ mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count);
 /* The plan's collective of kind k over count elements per rank: blocking, or started. */
 void par_run(struct par *p, plan_coll k, float *out, const float *in, int64_t count);
 mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int64_t count);
-/* The plan's AllToAllv of kind k (PLAN_EP_ALL_TO_ALL): blocks of counts[n·n] (mesh_coll_run_v). */
+/* The plan's AllToAllv of kind k (PLAN_EP_ALL_TO_ALL): blocks of counts[n·n] (mesh_coll_run_v):
+ * blocking, or started (counts and the buffers valid until mesh_wait). */
 void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const int64_t *counts);
+mesh_req *par_start_v(struct par *p, plan_coll k, float *out, const float *in,
+                      const int64_t *counts);
 /* An AllGather kind on 2-byte elements (bf16 in memory: mesh_all_gather_bf16), count even:
  * blocking, or started (the buffers live until mesh_wait). */
 void par_run_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in, int64_t count);
@@ -199,6 +211,8 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t *c, float *dst, const 
                            const int64_t *offs, int64_t *loffs, int64_t w);
 void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
                              int64_t w);
+void par_hk_moe_start(void *ctx, model *mod);
+void par_hk_moe_wait(void *ctx, model *mod);
 void par_hk_moe_tensor_sum(void *ctx, model *mod, float *x, int64_t n);
 /* ---- expert_zero.c: the mixture-of-experts weights over the data axes ---- */
 /* ZeRO-3: MoE block l's weights gathered into w (its dense MLP's NULL; in bf16, plan_z3_bf16,

@@ -204,9 +204,17 @@ static void calls_expert(plan *p) {
         snprintf(what, sizeof what, "X[B·k, D] → its experts' ranks, back (%lld of %lld)",
                  (long long)Lm, (long long)L);
         call(p, PLAN_EP_COUNTS, PLAN_FWD, PLAN_BLOCKING, 2 * E, 1, "the rows per (rank, expert)");
-        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, blk, 2, what);
-        call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 2,
-             "dY[B·k, D] → the experts, dX back");
+        /* --overlap (model_moe.c): behind the shared experts both ways, else only the
+         * backward's return, behind the router's backward */
+        const int ov = p->overlap, sh = p->s.moe.shared > 0;
+        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, ov && sh ? PLAN_ASYNC : PLAN_CRITICAL, blk, 2, what);
+        if (ov && !sh) {
+            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 1, "dY[B·k, D] → the experts");
+            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_ASYNC, blk, 1, "dX[B·k, D] back");
+        } else {
+            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, ov ? PLAN_ASYNC : PLAN_CRITICAL, blk, 2,
+                 "dY[B·k, D] → the experts, dX back");
+        }
     }
     if (p->tensor.n > 1)
         call(p, PLAN_EP_TP_SUM, PLAN_BWD, PLAN_BLOCKING, p->rows * p->s.moe.k, 1,
