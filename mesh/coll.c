@@ -317,6 +317,9 @@ static void a2av_mpi(const coll_env *e, const coll_args *x, int64_t (*lb)[2]) {
 /* The engine's AllToAll on blocks of x->count (the largest), through padded copies. */
 static void a2av_padded(const coll_env *e, const coll_args *x, mesh_alg alg, chain *ch,
                         int64_t (*lb)[2]) {
+    /* every block empty (every rank holds the matrix): nothing moves, and blocks of 0 have no
+     * scratch to copy through */
+    if (x->count == 0) return;
     const int n = topo_axes_size(e->topo, x->a), me = topo_axes_index(e->topo, x->a);
     const int64_t c = x->count;
     float *pin = eng_scratch(e->ctx, SL_VIN, (int64_t)n * c);

@@ -2,7 +2,8 @@
  * mesh_coll_start_v) on every algorithm and every ordered axis set, bit for bit against
  * MPI_Alltoallv called here on a communicator of the set's ranks (not through mesh/) and against the generating formula:
  * uniform blocks, skewed ones (one large block per rank, the rest small), zero blocks (a rank
- * sending nothing, and some pairs empty), all zero, and blocks cut into lanes (mesh_set_chunk).
+ * sending nothing, and some pairs empty), all zero (also first, before any scratch exists), and
+ * blocks cut into lanes (mesh_set_chunk).
  * The counts matrix is checked against every rank's own send counts; the reverse exchange with
  * the transposed counts returns every rank's input; the record says an AllToAll of the largest
  * block. The started exchange (with the progress thread, and inline in the lanes' pass; a
@@ -194,6 +195,9 @@ int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     mesh *m = test_mesh_wired(argc, argv, "test_a2av");
     const int nd = mesh_ndims(m);
+    /* all empty first, on the fresh mesh: no scratch yet (the padded path's blocks of 0) */
+    for (int alg = 0; alg < MESH_ALG_COUNT; alg++)
+        test_one(m, (mesh_axes){nd, {0, 1, 2}}, PAT_EMPTY, (mesh_alg)alg);
     test_each_axes(m, 1, 2, test_set);
     /* lanes: 64-byte chunks cut the large blocks into 16 lanes; the same bits; the started
      * exchanges run on the caller's coroutine (inline) */

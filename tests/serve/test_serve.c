@@ -458,7 +458,7 @@ int main(int argc, char **argv) {
              groups > 1 ? ", AllToAll kv layout"
              : kvrep    ? ", kv replicated"
                         : "",
-             (long long)c.shape.moe.E, c.expert_axis[0] ? " over " : "", c.expert_axis);
+             (long long)c.shape.moe.E, cs.expert_axis[0] ? " over " : "", cs.expert_axis);
     check_expect(worst <= TOL_K,
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",

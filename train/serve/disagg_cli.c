@@ -35,9 +35,6 @@ mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own) {
     if (c->mesh_open[0] || c->cross_hosts[0])
         mesh_exit_error("--prefill-tensor splits the ranks into the prefill side's mesh and the "
                         "decode side's --mesh: --open and --cross-hosts do not go with it");
-    if (c->expert_axis[0])
-        mesh_exit_error("--prefill-tensor with --expert: the experts' AllToAlls span one mesh "
-                        "(use --prefill-ranks alone)");
     char spec[64];
     prefill_spec(nprefill, yp, spec, sizeof spec);
     const int pre = mesh_rank(m) < nprefill;
@@ -53,7 +50,10 @@ void disagg_side_config(const config *c, int64_t nprefill, int64_t yp, int prefi
     if (!prefill) return;
     prefill_spec(nprefill, yp, sc->mesh, sizeof sc->mesh);
     snprintf(sc->tensor_axis, sizeof sc->tensor_axis, "%s", yp > 1 ? "t" : "");
-    sc->data_axes[0] = sc->expert_axis[0] = '\0';
+    /* the routed experts over the side's replicas (its axis p) when the decode side shards them */
+    snprintf(sc->expert_axis, sizeof sc->expert_axis, "%s",
+             c->expert_axis[0] && nprefill / yp > 1 ? "p" : "");
+    sc->data_axes[0] = '\0';
 }
 
 /* Collective over: w. The replicas of the side of the last world rank (the decode side's), from

@@ -20,7 +20,8 @@ mesh *disagg_split(const config *c, int64_t nprefill, int64_t yp, mesh **own);
 
 /* Not collective. The config of one side (prefill: the first nprefill ranks'): the model and
  * flags of c on the mesh disagg_split makes for it (the prefill side's "p=N/Yp,t=Yp", tensor t,
- * no data axes; the decode side's c itself). */
+ * its data axes by default, the routed experts over p when c shards them (--expert) and p has
+ * more than one replica; the decode side's c itself). */
 void disagg_side_config(const config *c, int64_t nprefill, int64_t yp, int prefill, config *sc);
 
 /* Collective over: world (w). This rank's side's engine on own (its parameters from ckpt, when
