@@ -95,7 +95,8 @@ struct report {
     double part_compute_pred[PART_COUNT];
     pass_count passes;                 /* the step's memory passes by part (caller's thread) */
     double pass_rate[KERN_PASS_COUNT]; /* their seconds per float (report_set_pass_rates) */
-    double expert_sec[2], expert_rows;  /* report_set_experts's */
+    double expert_sec[2], expert_rows;  /* report_set_experts's (experts: it was called) */
+    int experts;
     double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
     /* the step's collectives as skew.h matches them across ranks, and the part each was issued
      * in (under mu); shared_clock: every rank on one host */
@@ -435,7 +436,7 @@ void report_set_pass_rates(report *r, const double *sec_per_float) {
 }
 
 void report_set_experts(report *r, const double *sec, double rows) {
-    r->expert_sec[0] = sec[0], r->expert_sec[1] = sec[1], r->expert_rows = rows;
+    r->expert_sec[0] = sec[0], r->expert_sec[1] = sec[1], r->expert_rows = rows, r->experts = 1;
 }
 
 const cost_link *report_link(const report *r, int axis) {
@@ -551,7 +552,7 @@ static double step_passes(report *r, step_split *out, double *part_seconds) {
  * ran in each MoE block, less ktime's on the balanced rows, added to part_seconds' MLP parts;
  * returns the difference. */
 static double step_experts(report *r, double *part_seconds) {
-    if (!(r->expert_rows > 0)) return 0;
+    if (!r->experts) return 0;
     enum { S = KERN_TRAFFIC_ROWS + 1 };
     const int n = mesh_nranks(r->m);
     int64_t rows[KERN_TRAFFIC_ROWS];
@@ -563,7 +564,7 @@ static double step_experts(report *r, double *part_seconds) {
     const double ran = predict_expert_rows(all, n, S, mine);
     free(all);
     double d = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && r->expert_rows > 0; i++) {
         const double x = r->expert_sec[i] * (ran / r->expert_rows - 1.0);
         part_seconds[i ? PART_BWD_MLP : PART_FWD_MLP] += x, d += x;
     }

@@ -100,11 +100,12 @@ void report_set_compute_parts(report *r, const double *parts);
  * them): each step's predicted compute, in total and by part, adds the floats the step's thread
  * copied, cleared and added, at these rates (0 until set: the passes cost nothing). */
 void report_set_pass_rates(report *r, const double *sec_per_float);
-/* Not collective, but every rank must set the same (rows > 0 or not): the grouped experts'
- * forward and backward take sec[0], sec[1] seconds on `rows` rows (ktime.h), which the predicted
- * compute holds. Each step then reprices them on the rows its experts ran (kernels/traffic.h),
- * each MoE block's at the most rows any rank ran in it (predict_expert_rows), gathering them over
- * the world at the step's end. */
+/* Not collective, but every rank must call it or none (a model with experts: every rank, a
+ * pipeline stage without MoE blocks too, with rows 0): the grouped experts' forward and backward
+ * take sec[0], sec[1] seconds on `rows` rows (ktime.h), which the predicted compute holds. Each
+ * step then reprices them on the rows its experts ran (kernels/traffic.h), each MoE block's at
+ * the most rows any rank ran in it (predict_expert_rows), gathering them over the world at the
+ * step's end. */
 void report_set_experts(report *r, const double *sec, double rows);
 /* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
  * predicted time into ICI ones and those over a set with this axis (−1: no split). */
