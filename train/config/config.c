@@ -158,7 +158,8 @@ const flag_def config_flag_table[] = {
      "it (ring; balanced by the zigzag split when 2|axis| divides T), or AllToAll from sequence to head shards (ulysses, "
      "heads divisible by |axis|)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
-     "start gradient reductions and FSDP gathers asynchronously"},
+     "start gradient reductions, FSDP gathers and the expert axis's AllToAlls (behind the shared "
+     "experts and the router's backward) asynchronously"},
     {"progress", K_PROG, F_(progress), 0, 0, 0, "thread|inline|auto",
      "who runs the asynchronous collectives (--overlap, the collective matmul): a progress "
      "thread, or the rank's own thread between its kernels (inline: no thread competes for the "

@@ -619,9 +619,27 @@ void trainer_print_layout(trainer *t, FILE *out) {
     if (mesh_world_rank() == 0 && t->rep) plan_print_layout(&t->pl, t->rep, out);
 }
 
+/* The expert axis's AllToAlls under --overlap: how many were left in flight beside the MoE
+ * blocks' compute (par_ep_overlap) and how much of their transfer that hid. */
+static void print_ep_overlap(const trainer *t, FILE *out) {
+    int64_t started, waited;
+    double hidden;
+    par_ep_overlap(t->par, &started, &waited, &hidden);
+    const int64_t n = par_calls(t->par, PLAN_EP_ALL_TO_ALL);
+    if (n == 0 || !t->pl.overlap || mesh_world_rank() != 0) return;
+    fprintf(out,
+            "  expert AllToAlls (--overlap): %lld of %lld left in flight (%s), %lld waited, "
+            "%.2f ms of their transfer hidden (rank 0)\n",
+            (long long)started, (long long)n,
+            t->pl.s.moe.shared > 0 ? "behind the shared experts both ways and the router's backward"
+                                   : "the backward's return, behind the router's backward",
+            (long long)waited, 1e3 * hidden);
+}
+
 void trainer_print_summary(trainer *t, FILE *out) {
     report_case k;
     char name[128];
     plan_report_case(&t->pl, &k, name, sizeof name);
     if (t->rep) report_print_summary(t->rep, &k, out);
+    if (t->rep) print_ep_overlap(t, out);
 }
