@@ -660,6 +660,32 @@ def scenario_overload(args):
               "/metrics counts the %d rejected" % len(busy))
     finally:
         s.stop()
+    queued_past_idle(args)
+
+
+def queued_past_idle(args):
+    """A stream queued for longer than the idle connections' timeout (1 s here, a test hook; 120
+    s by default) still gets its answer: the connection of a request waiting for its first token
+    is not idle. Before, it was closed when the first token came (an empty 200)."""
+    s = Server(args, "idle", ["--max-seqs", "1"], {"MESHTRAIN_SERVE_STEP_SLEEP": "0.07",
+                                                   "MESHTRAIN_SERVE_IDLE_TIMEOUT": "1"})
+    try:
+        res = [None, None]
+
+        def one(i, body):
+            try:
+                res[i] = s.complete(dict(body, temperature=0, stream=True))
+            except (OSError, http.client.HTTPException) as e:
+                res[i] = (0, repr(e), None, {})
+        first = threading.Thread(target=one, args=(0, {"prompt": "ROMEO:", "max_tokens": 40}))
+        first.start()
+        wait_for(lambda: s.metrics()["meshtrain_requests_running"] == 1, 30)
+        one(1, {"prompt": "O", "max_tokens": 5})  # waits >= 40 steps of >= 70 ms
+        first.join()
+        check(res[0][0] == 200 and res[1][0] == 200 and res[1][2] == "length",
+              "a stream queued for 2.8 s past a 1 s idle timeout is answered (%s)" % (res[1][:2],))
+    finally:
+        s.stop()
 
 
 def sigterm_run(args, tag, to_mpirun):

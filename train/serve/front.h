@@ -39,6 +39,9 @@ typedef struct {
     double temperature;         /* defaults of the sampling fields */
     int64_t top_k;
     uint64_t seed;
+    /* seconds a connection may stay silent before it is closed (0: 120), except while a request
+     * of it waits in the queue or runs: its answer may be slow to start */
+    unsigned idle_timeout;
 } front_opts;
 
 /* Not collective (rank 0). Listens on host:port; s is the scheduler the requests are checked

@@ -508,6 +508,8 @@ static enum MHD_Result completions(serve_front *f, struct MHD_Connection *c, con
     memcpy(k->req, rs, sizeof rs);
     k->nreq = n;
     f->answering++;
+    /* not idle while it waits for its answer (completed sets the timeout back) */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (!rs[0]->stream) return respond_whole(f, c, rs, n);
     for (int i = 0; i < n; i++) rs[i]->refs++; /* the stream's */
     return respond_stream(f, c, rs, n);
@@ -577,12 +579,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 /* The end of an HTTP request: a completion whose client left before it ended is cancelled. */
+static unsigned idle_timeout(const front_opts *o) {
+    return o->idle_timeout ? o->idle_timeout : 120u;
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
     serve_front *f = cls;
     conn *k = *con_cls;
-    (void)c;
     if (!k) return;
+    if (k->nreq && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* kept alive: idle again */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, idle_timeout(&f->o));
     if (k->nreq) {
         pthread_mutex_lock(&f->mu);
         for (int i = 0; i < k->nreq; i++) {
@@ -631,7 +638,7 @@ serve_front *front_create(const front_opts *o, const batcher *s, char *err, size
     f->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, f, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, f,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_CONNECTION_LIMIT,
-                            1024u, MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+                            1024u, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout(o), MHD_OPTION_END);
     const union MHD_DaemonInfo *info =
         f->d ? MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
     if (!info) {

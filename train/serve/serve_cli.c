@@ -536,13 +536,16 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     int rc = serve_loop_init(&p, &w, &o) < 0 ? errmsg_fail(err, sizeof err, "out of memory") : 0;
     if (rc == 0 && me == 0) {
         s = batcher_create(&o, err, sizeof err);
+        /* a test hook: the idle connections' timeout, short enough to outlast in a test */
+        const char *idle_hook = getenv("MESHTRAIN_SERVE_IDLE_TIMEOUT");
         front_opts fo = {.port = (int)f->port,
                          .max_queue = f->max_queue,
                          .vocab = c->shape.V,
                          .default_max_tokens = f->max_tokens,
                          .temperature = c->temperature,
                          .top_k = c->top_k,
-                         .seed = c->seed};
+                         .seed = c->seed,
+                         .idle_timeout = idle_hook ? (unsigned)atoi(idle_hook) : 0u};
         snprintf(fo.host, sizeof fo.host, "%s", f->host);
         if (s) front = front_create(&fo, s, err, sizeof err);
         if (front) batcher_set_spec_fn(s, front_spec, front);
