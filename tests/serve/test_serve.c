@@ -30,6 +30,10 @@
  * replicated. A setting of pools of one block of the whole context then checks the pools' share:
  * a replica runs at most, and at its peak exactly, one sequence per pool (replicas × groups); a
  * drafter then holds every pool of its replica (engine_dims.mirror_shards).
+ * With --prefill-ranks N --prefill-tensor Yp the world splits in two meshes (disagg_cli.h), each
+ * side its own tensor degree and kv layout and its own generate as the reference, and only the
+ * disaggregated settings run; with --draft-ranks N the drafter runs on the last N ranks of its own
+ * (serve_spec_remote), mirroring every pool of the target, and only the drafting settings run.
  * With --experts E (and --expert AXIS: the routed experts sharded over a data axis, every replica
  * joining each step's AllToAlls, a forward without rows too) the model has experts, and generate
  * runs the same. Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256 T=64 unless
@@ -318,6 +322,17 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, int32_t spl
     serve_loop_free(&p, &w);
 }
 
+/* A drafter's rank of its own: its part of every step until rank 0 sends the exit plan. */
+static void drafter_loop(serve_spec *sp, mesh *w, const batch_opts *o) {
+    batch_plan p;
+    serve_wire wire;
+    if (serve_loop_init(&p, &wire, o) < 0) mesh_abort(__FILE__, __LINE__, "out of memory");
+    wire.spec = sp;
+    while (serve_loop_step(NULL, w, NULL, &p, &wire, NULL, NULL, NULL) >= 0) {
+    }
+    serve_loop_free(&p, &wire);
+}
+
 /* Whether argv gives flag (exactly). */
 static int given(int argc, char **argv, const char *flag) {
     for (int i = 1; i < argc; i++)
@@ -333,7 +348,8 @@ int main(int argc, char **argv) {
     /* serve's flags, not the config's: --kv-replicate (generate's too), and --prefill-ranks N
      * --prefill-tensor Yp (two meshes, disagg_cli.h) */
     int kvrep = 0, nargs = 0;
-    int64_t npre_ranks = 0, yp = 0;
+    int64_t npre_ranks = 0, yp = 0, draft_ranks = 0;
+    int drafter = 0; /* this rank holds the drafter on ranks of its own (--draft-ranks N) */
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--kv-replicate"))
             kvrep = 1;
@@ -341,6 +357,8 @@ int main(int argc, char **argv) {
             npre_ranks = atoll(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--prefill-tensor"))
             yp = atoll(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--draft-ranks"))
+            draft_ranks = atoll(argv[++i]);
         else
             argv[nargs++] = argv[i];
     }
@@ -362,6 +380,17 @@ int main(int argc, char **argv) {
     if (npre_ranks) {
         w = disagg_split(&c, npre_ranks, yp, &m);
         disagg_side_config(&c, npre_ranks, yp, mesh_rank(w) < npre_ranks, &cs);
+    } else if (draft_ranks) { /* the target on the first ranks (c.mesh), the drafter on d=N */
+        w = mesh_create(NULL, NULL, err, sizeof err);
+        if (!w) mesh_exit_error("%s", err);
+        drafter = mesh_rank(w) >= mesh_nranks(w) - draft_ranks;
+        if (drafter) {
+            snprintf(cs.mesh, sizeof cs.mesh, "d=%lld", (long long)draft_ranks);
+            snprintf(cs.tensor_axis, sizeof cs.tensor_axis, "%s", draft_ranks > 1 ? "d" : "");
+            cs.data_axes[0] = cs.expert_axis[0] = '\0';
+        }
+        m = mesh_split(w, drafter, cs.mesh[0] ? cs.mesh : NULL, err, sizeof err);
+        if (!m) mesh_exit_error("%s", err);
     } else {
         w = m = mesh_create(c.mesh, NULL, err, sizeof err);
         if (!m) mesh_exit_error("%s", err);
@@ -389,8 +418,9 @@ int main(int argc, char **argv) {
     serve_engine *e0 = engine_create(&cs, m, &d0, err, sizeof err);
     if (!e0) mesh_exit_error("%s", err);
     const int32_t nrep = engine_replicas(e0), groups = engine_kv_shards(e0);
-    int32_t dgroups = groups; /* the decode side's pools (the last rank's side) */
-    mesh_bcast_bytes(mesh_world_comm(w), &dgroups, sizeof dgroups, mesh_nranks(w) - 1);
+    int32_t dgroups = groups; /* the pools of the decode side (the last rank's) or the target */
+    mesh_bcast_bytes(mesh_world_comm(w), &dgroups, sizeof dgroups,
+                     draft_ranks ? 0 : mesh_nranks(w) - 1);
     engine_destroy(e0);
     prompt_ref pr[2 * NPROMPT];
     for (int k = 0; k < 2 * NPROMPT; k++) {
@@ -401,7 +431,7 @@ int main(int argc, char **argv) {
         pr[k].sp = (batch_sampling){k < NPROMPT ? 0.0 : 0.8, k < NPROMPT ? 0 : 20,
                                     100 + (uint64_t)k, k % 4 != 3, (k * 3) % 7};
         pr[k].ref_logits = malloc(sizeof(float) * (size_t)(MAXNEW * V));
-        reference(&cs, m, nrep, groups, kvrep, &pr[k], k >= NPROMPT);
+        if (!drafter) reference(&cs, m, nrep, groups, kvrep, &pr[k], k >= NPROMPT);
     }
     harness *h = calloc(1, sizeof *h);
     int64_t which[2 * NPROMPT];
@@ -421,6 +451,7 @@ int main(int argc, char **argv) {
         const setting *st = &settings[si];
         if (st->prefill > 0 && nrep < 2 && !npre_ranks) continue;
         if (npre_ranks && !st->prefill) continue; /* two meshes: the disaggregated settings */
+        if (draft_ranks && !st->draft) continue;  /* a drafter of its own: the drafting ones */
         nrun++;
         ndraft += st->draft > 0;
         engine_dims d = {st->kv_blocks, st->kv_block, st->budget, 0, 0, kvrep, 0};
@@ -428,24 +459,35 @@ int main(int argc, char **argv) {
                          .kv_block = st->kv_block,
                          .max_batch_tokens = st->budget,
                          .shards = dgroups};
-        serve_engine *de = NULL, *e = npre_ranks
+        serve_engine *de = NULL, *e = drafter ? NULL
+                                      : npre_ranks
                                           ? disagg_open(&c, w, m, npre_ranks, yp, kvrep, "", &so)
                                           : engine_create(&c, m, &d, err, sizeof err);
-        if (!e) mesh_exit_error("%s", err);
+        if (!e && !drafter) mesh_exit_error("%s", err);
         serve_spec *sp = NULL;
-        if (st->draft) { /* a drafter from a copy of the target, its pool mirroring the target's */
-            const batch_opts o = {
-                nrep,       st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs, 64,
-                st->prefix, st->stat,      st->draft,    0,          groups,    0};
-            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1, groups};
-            de = engine_create(&c, m, &dd, err, sizeof err);
-            if (de) test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
-            if (de) sp = serve_spec_create(e, de, &o, err, sizeof err);
+        /* a drafter from a copy of the target, its pool mirroring the target's (every pool) */
+        const batch_opts o = {nrep,   st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
+                              64,     st->prefix,    st->stat,     st->draft,  0,         dgroups,
+                              dgroups};
+        if (st->draft) {
+            engine_dims dd = {st->kv_blocks, st->kv_block, st->budget + st->seqs, 0, 0, 1, dgroups};
+            if (!draft_ranks || drafter) {
+                de = engine_create(&cs, m, &dd, err, sizeof err);
+                if (!de) mesh_exit_error("%s", err);
+                test_drafter_make(engine_model(de), (drafter_kind)st->dkind);
+            }
+            sp = serve_spec_create(e, de, &o, err, sizeof err);
             if (!sp) mesh_exit_error("%s", err);
-            engine_set_spec(e, sp);
+            if (draft_ranks)
+                serve_spec_remote(sp, mesh_world_comm(w), mesh_rank(w),
+                                  mesh_nranks(w) - (int)draft_ranks);
+            if (e) engine_set_spec(e, sp);
         }
-        run_setting(st, e, w, npre_ranks ? so.prefill_replicas : 0, h, 1234 + (uint64_t)si, &worst,
-                    &mismatch, &invariants, &tot);
+        if (drafter)
+            drafter_loop(sp, w, &o);
+        else
+            run_setting(st, e, w, npre_ranks ? so.prefill_replicas : 0, h, 1234 + (uint64_t)si,
+                        &worst, &mismatch, &invariants, &tot);
         serve_spec_destroy(sp);
         engine_destroy(de);
         engine_destroy(e);
