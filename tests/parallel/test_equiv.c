@@ -63,6 +63,21 @@ static int ep_overlap_ok(trainer *on, trainer *off, int64_t n[4], int64_t *want,
     return n[0] == *want && n[1] == *want && n[2] == 0 && n[3] == 0 && *hid >= 0 && h_off == 0;
 }
 
+/* The AllToAlls a run made, by wire format: calls and bytes sent over links (a trace hook's,
+ * which may run on the progress thread). */
+typedef struct {
+    _Atomic int64_t n[2], bytes[2]; /* [0]: fp32 on the wire, [1]: bf16 */
+} a2a_tally;
+static void a2a_count(const mesh_call *rec, void *ctx) {
+    a2a_tally *t = ctx;
+    if (rec->op != MESH_OP_ALL_TO_ALL) return;
+    const int b = rec->wire == MESH_WIRE_BF16;
+    int64_t sent = 0;
+    for (int a = 0; a < MESH_MAX_AXES; a++) sent += rec->link_bytes[a][0] + rec->link_bytes[a][1];
+    t->n[b] += 1;
+    t->bytes[b] += sent;
+}
+
 static int64_t slab_numel(const param_slab *sl, int ndim) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= sl->cnt[d];
@@ -251,22 +266,39 @@ int main(int argc, char **argv) {
 
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
+    static a2a_tally a2a;
+    CHECK(mesh_add_trace_hook(m, a2a_count, NULL, &a2a) == 0, "no room for a trace hook");
     float *p1 = run(t1, &c, loss, g1, &n1, cmp_g0 ? &g0 : NULL);
+    mesh_remove_trace_hook(m, &a2a);
     /* the expert axis's calls the steps made, against the plan's count (MoE blocks only), the
      * data axes' reductions of the dense gradients (alone or in buckets, a split backward's in
      * its order of parts), and the context axis's gathers of the router statistics */
-    static const plan_coll ep_kinds[11] = {PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,   PLAN_EP_REDUCE,
-                                           PLAN_EP_DP_REDUCE,  PLAN_EP_TP_SUM,   PLAN_MOE_REDUCE,
-                                           PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER,  PLAN_DP_REDUCE,
-                                           PLAN_ZERO_REDUCE,   PLAN_CP_MOE_STATS};
-    int64_t ep_made[11], ep_want[11];
+    static const plan_coll ep_kinds[12] = {
+        PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,     PLAN_EP_REDUCE,  PLAN_EP_DP_REDUCE,
+        PLAN_EP_TP_SUM,     PLAN_MOE_REDUCE,    PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER,
+        PLAN_DP_REDUCE,     PLAN_ZERO_REDUCE,   PLAN_CP_MOE_STATS, PLAN_EP_ALL_TO_ALL_BF16};
+    int64_t ep_made[12], ep_want[12];
     int ep_ok = 1;
-    for (int k = 0; k < 11; k++) {
+    for (int k = 0; k < 12; k++) {
         ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
         ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
         /* (ZeRO-3's gathers: a block's weights stay resident while it is the last gathered) */
         if (!(ep_kinds[k] == PLAN_MOE_GATHER && c.zero == 3)) ep_ok &= ep_made[k] == ep_want[k];
     }
+    /* bf16 compute over an expert axis with fp32 on the wire: each dispatch moves its rows in
+     * bf16 (PLAN_EP_ALL_TO_ALL_BF16), each return the same blocks (the counts transposed) in
+     * fp32, so as many calls each way and exactly half the bytes; bf16 on the wire: all in bf16;
+     * fp32 compute and wire: none in bf16 */
+    const int ep_a2a = c.shape.moe.E > 0 && trainer_plan(t1)->expert.n > 1 && !c.cp_axis[0];
+    const int64_t a2a_n[2] = {a2a.n[0], a2a.n[1]}, a2a_b[2] = {a2a.bytes[0], a2a.bytes[1]};
+    int a2a_ok = 1;
+    if (ep_a2a && c.comm_dtype == MESH_WIRE_BF16)
+        a2a_ok = a2a_n[0] == 0 && a2a_n[1] > 0;
+    else if (ep_a2a && c.compute == COMPUTE_BF16)
+        a2a_ok = a2a_n[1] > 0 && a2a_n[1] == a2a_n[0] && 2 * a2a_b[1] == a2a_b[0];
+    else if (ep_a2a)
+        a2a_ok = a2a_n[1] == 0;
+    ep_ok &= a2a_ok;
     /* ZeRO-3 with experts: the forward's dense gathers the plan lists move each stored layer's
      * shards of the parameters it has (a MoE block no dense MLP): element for element but for
      * each row's mean per call rounded down (less than one element a call) */
@@ -547,13 +579,19 @@ int main(int argc, char **argv) {
                            : "",
                    same_1f1b ? "yes" : "NO");
         if (c.shape.moe.E > 0)
-            printf("expert calls made / planned (AllToAllv, counts, ReduceScatter, AllReduce, "
-                   "routing weights over Y): %lld/%lld %lld/%lld %lld/%lld %lld/%lld %lld/%lld "
-                   "(rank 0; any rank's mismatch fails)\n",
-                   (long long)ep_made[0], (long long)ep_want[0], (long long)ep_made[1],
-                   (long long)ep_want[1], (long long)ep_made[2], (long long)ep_want[2],
-                   (long long)ep_made[3], (long long)ep_want[3], (long long)ep_made[4],
-                   (long long)ep_want[4]);
+            printf("expert calls made / planned (AllToAllv, its bf16 dispatch, counts, "
+                   "ReduceScatter, AllReduce, routing weights over Y): %lld/%lld %lld/%lld "
+                   "%lld/%lld %lld/%lld %lld/%lld %lld/%lld (rank 0; any rank's mismatch fails)\n",
+                   (long long)ep_made[0], (long long)ep_want[0], (long long)ep_made[11],
+                   (long long)ep_want[11], (long long)ep_made[1], (long long)ep_want[1],
+                   (long long)ep_made[2], (long long)ep_want[2], (long long)ep_made[3],
+                   (long long)ep_want[3], (long long)ep_made[4], (long long)ep_want[4]);
+        if (ep_a2a)
+            printf("AllToAlls fp32 / bf16 on the wire: %lld / %lld calls, %lld / %lld bytes sent "
+                   "(rank 0; bf16 compute, fp32 wire: the dispatch in bf16, half the return's bytes): "
+                   "%s\n",
+                   (long long)a2a_n[0], (long long)a2a_n[1], (long long)a2a_b[0],
+                   (long long)a2a_b[1], a2a_ok ? "yes" : "NO");
         if (c.shape.moe.E > 0 && c.cp_axis[0])
             printf("the context axis's router statistics gathered / planned: %lld/%lld (rank 0; "
                    "any rank's mismatch fails)\n",

@@ -16,6 +16,10 @@
  * The backward moves the rows' gradients the same two ways (dL/dys to the experts with the
  * forward's counts, dL/dxs back), the two AllToAlls of the forward run in reverse.
  *
+ * With bf16 compute the way to the experts moves its rows in bf16 (plan_ep_dispatch: the rounding
+ * the experts' products make of them anyway, the same bits in half the bytes); the way back
+ * carries the experts' fp32 outputs (the combine sums them in fp32) in the wire format in force.
+ *
  * The weights' and gradients' side over the data axes (DP, ZeRO): expert_zero.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -79,19 +83,19 @@ static const int64_t *elements(const struct par *p, int64_t *c, int64_t w, int b
     return el;
 }
 
-/* The AllToAllv of rows from in to out with elements el per (sender, receiver), then for a
- * dispatch (dst) the rows regrouped from the staging into dst: blocking, or left in flight when
- * the model armed it (moe_start), the regrouping done at the wait. */
-static void exchange(struct par *p, float *out, const float *in, const int64_t *el, float *dst,
-                     const int64_t *rows, int64_t w) {
+/* The AllToAllv (kind k) of rows from in to out with elements el per (sender, receiver), then
+ * for a dispatch (dst) the rows regrouped from the staging into dst: blocking, or left in flight
+ * when the model armed it (moe_start), the regrouping done at the wait. */
+static void exchange(struct par *p, plan_coll k, float *out, const float *in, const int64_t *el,
+                     float *dst, const int64_t *rows, int64_t w) {
     if (!p->ep.armed) {
-        par_run_v(p, PLAN_EP_ALL_TO_ALL, out, in, el);
+        par_run_v(p, k, out, in, el);
         if (dst) regroup(p, rows, dst, p->ep.stage, 1, w);
         return;
     }
     CHECK(!p->ep.req, "moe: an exchange started while another is in flight");
     p->ep.armed = 0;
-    p->ep.req = par_start_v(p, PLAN_EP_ALL_TO_ALL, out, in, el);
+    p->ep.req = par_start_v(p, k, out, in, el);
     p->ep.dst = dst, p->ep.rows = rows, p->ep.w = w;
     p->ep.started++;
 }
@@ -107,7 +111,7 @@ void par_hk_moe_to_experts(void *ctx, model *mod, int64_t *c, float *dst, const 
         return;
     }
     if (offs) dispatch_counts(p, c, offs, loffs);
-    exchange(p, p->ep.stage, src, elements(p, c, w, 0), dst, c, w);
+    exchange(p, plan_ep_dispatch(p->pl), p->ep.stage, src, elements(p, c, w, 0), dst, c, w);
 }
 
 void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, const float *src,
@@ -118,7 +122,7 @@ void par_hk_moe_from_experts(void *ctx, model *mod, int64_t *c, float *dst, cons
         return;
     }
     regroup(p, c, (float *)src, p->ep.stage, 0, w);
-    exchange(p, dst, p->ep.stage, elements(p, c, w, 1), NULL, NULL, w);
+    exchange(p, PLAN_EP_ALL_TO_ALL, dst, p->ep.stage, elements(p, c, w, 1), NULL, NULL, w);
 }
 
 void par_hk_moe_start(void *ctx, model *mod) {

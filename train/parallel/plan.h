@@ -222,6 +222,10 @@ typedef enum {
     /* the expert axis (--expert): a MoE block's dispatch or return of the token rows, an
      * AllToAllv (mesh_all_to_allv) priced as the AllToAll of balanced blocks */
     PLAN_EP_ALL_TO_ALL,
+    PLAN_EP_ALL_TO_ALL_BF16, /* --compute-dtype bf16: the dispatch (the rows to the experts, and
+                                their gradients in the backward) in bf16 on the wire, the rounding
+                                the experts' products make of them in any case; the return moves
+                                the experts' fp32 outputs as PLAN_EP_ALL_TO_ALL (plan_ep_bf16) */
     PLAN_EP_COUNTS, /* ... its counts first: an AllGather over the expert axis of each rank's rows
                        per expert, int64 moved bit for bit (fp32 on the wire everywhere) */
     /* the routed experts' weights over the data axes without the expert axis (plan.erep; the
@@ -470,6 +474,11 @@ int plan_weight_buckets(const plan *p, plan_wbucket_fn fn, void *ctx);
  * fp32 on the wire. */
 static inline int plan_z3_bf16(const plan *p) {
     return p->zero == 3 && p->c.compute == COMPUTE_BF16;
+}
+/* The expert axis's dispatch kind: PLAN_EP_ALL_TO_ALL_BF16 with --compute-dtype bf16, else
+ * PLAN_EP_ALL_TO_ALL. */
+static inline plan_coll plan_ep_dispatch(const plan *p) {
+    return p->c.compute == COMPUTE_BF16 ? PLAN_EP_ALL_TO_ALL_BF16 : PLAN_EP_ALL_TO_ALL;
 }
 /* The model's compute (model.h's model_compute.bf16): MODEL_FP32, or with --compute-dtype bf16
  * MODEL_BF16, MODEL_BF16_GATHERED under ZeRO-3 (the layers' weights come from the gathers). */

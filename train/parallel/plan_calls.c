@@ -53,6 +53,7 @@ static const struct {
     [PLAN_PIPE_SEND] = {MESH_OP_PPERMUTE, PLAN_ROLE_PIPE},
     [PLAN_PIPE_SHARE] = {MESH_OP_ALL_REDUCE, PLAN_ROLE_PIPE},
     [PLAN_EP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_EXPERT},
+    [PLAN_EP_ALL_TO_ALL_BF16] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_EXPERT},
     [PLAN_EP_COUNTS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT},
     [PLAN_EP_GATHER] = {MESH_OP_ALL_GATHER, PLAN_ROLE_EXPERT_DATA},
     [PLAN_EP_REDUCE] = {MESH_OP_REDUCE_SCATTER, PLAN_ROLE_EXPERT_DATA},
@@ -74,7 +75,8 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     mesh_coll_call c = {kinds[k].op, plan_role_axes(p, kinds[k].role)->axes, 0, count, p->alg,
                         p->wire};
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
-    if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16) c.wire = MESH_WIRE_BF16;
+    if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16 || k == PLAN_EP_ALL_TO_ALL_BF16)
+        c.wire = MESH_WIRE_BF16;
     if (k == PLAN_CP_HOP_BF16) c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
     if (k == PLAN_EP_GATHER && plan_z3_bf16(p)) c.wire = MESH_WIRE_BF16; /* expert_zero.c */
     if (k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS) c.wire = MESH_WIRE_F32; /* copied */
@@ -187,6 +189,34 @@ static void z3_gathers(plan *p, plan_pass pass, plan_path path, const char *what
     call(p, PLAN_Z3_GATHER, pass, path, norms / p->data.n / 2, 2, "the norm gains (fp32)");
 }
 
+/* A MoE block's AllToAlls over the expert axis, blocks of blk (Lm of the stage's L blocks MoE).
+ * --overlap (model_moe.c): behind the shared experts both ways, else only the
+ * backward's return, behind the router's backward. bf16 compute: the dispatch each way in bf16
+ * (plan_ep_dispatch), the return in the wire format in force, listed apart. */
+static void calls_a2a(plan *p, int64_t blk, int64_t Lm, int64_t L) {
+    const int ov = p->overlap, sh = p->s.moe.shared > 0;
+    const plan_path pf = ov && sh ? PLAN_ASYNC : PLAN_CRITICAL, pr = ov ? PLAN_ASYNC : PLAN_CRITICAL;
+    const plan_coll to = plan_ep_dispatch(p), back = PLAN_EP_ALL_TO_ALL;
+    char what[64];
+    if (to == back) {
+        snprintf(what, sizeof what, "X[B·k, D] → its experts' ranks, back (%lld of %lld)",
+                 (long long)Lm, (long long)L);
+        call(p, to, PLAN_FWD, pf, blk, 2, what);
+    } else {
+        snprintf(what, sizeof what, "X[B·k, D] (bf16) → its experts' ranks (%lld of %lld)",
+                 (long long)Lm, (long long)L);
+        call(p, to, PLAN_FWD, pf, blk, 1, what);
+        call(p, back, PLAN_FWD, pf, blk, 1, "Y[B·k, D] back");
+    }
+    if (to == back && pf == pr) {
+        call(p, to, PLAN_BWD, pr, blk, 2, "dY[B·k, D] → the experts, dX back");
+        return;
+    }
+    call(p, to, PLAN_BWD, pf, blk, 1,
+         to == back ? "dY[B·k, D] → the experts" : "dY[B·k, D] (bf16) → the experts");
+    call(p, back, PLAN_BWD, pr, blk, 1, "dX[B·k, D] back");
+}
+
 /* A MoE block's: the dispatch and return of its tokens each way (with their counts first), the
  * routed experts' ZeRO-3 gathers and ZeRO-2/3 reductions over the data axes without Z (the
  * router's and shared experts': calls_moe_data). Each row made by the MoE blocks alone. */
@@ -196,25 +226,12 @@ static void calls_expert(plan *p) {
     const plan_moe_geo g = plan_moe_geo_of(p, P_EXP_GATE);
     const int64_t ew = plan_moe_block(&g) / g.n; /* one routed weight's shard, per rank */
     const int fsdp = p->zero == 3 && g.n > 1;
-    char what[64];
     if (fsdp)
         call(p, PLAN_EP_GATHER, PLAN_FWD, PLAN_BLOCKING, ew, 3, "W[E_Z, D_X, F] → W[E_Z, D, F]");
     if (p->expert.n > 1) {
         const int64_t blk = p->rows * p->s.moe.k * p->s.D / p->expert.n;
-        snprintf(what, sizeof what, "X[B·k, D] → its experts' ranks, back (%lld of %lld)",
-                 (long long)Lm, (long long)L);
         call(p, PLAN_EP_COUNTS, PLAN_FWD, PLAN_BLOCKING, 2 * E, 1, "the rows per (rank, expert)");
-        /* --overlap (model_moe.c): behind the shared experts both ways, else only the
-         * backward's return, behind the router's backward */
-        const int ov = p->overlap, sh = p->s.moe.shared > 0;
-        call(p, PLAN_EP_ALL_TO_ALL, PLAN_FWD, ov && sh ? PLAN_ASYNC : PLAN_CRITICAL, blk, 2, what);
-        if (ov && !sh) {
-            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, blk, 1, "dY[B·k, D] → the experts");
-            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, PLAN_ASYNC, blk, 1, "dX[B·k, D] back");
-        } else {
-            call(p, PLAN_EP_ALL_TO_ALL, PLAN_BWD, ov ? PLAN_ASYNC : PLAN_CRITICAL, blk, 2,
-                 "dY[B·k, D] → the experts, dX back");
-        }
+        calls_a2a(p, blk, Lm, L);
     }
     if (p->tensor.n > 1)
         call(p, PLAN_EP_TP_SUM, PLAN_BWD, PLAN_BLOCKING, p->rows * p->s.moe.k, 1,
