@@ -96,18 +96,20 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
         w->exposed_fwd = (C - 1) * fmax(0, x1 - f * t_blk);
         w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * f * t_blk) + xd;
         w->mem = 2 * (kv + dkv); /* K, V in hand and arriving; backward dK, dV too */
-    } else { /* forward Q, K, V and O at a, backward dO and dQ, dK, dV at g */
+    } else { /* forward Q, K, V and O at a, backward dO at a (rounded before use) and dQ, dK,
+              * dV at g */
         const double in_qkv = d->S_c * d->T_l * (d->N_Y + 2 * K_e) * d->H * d->a;
         const double in_o = d->S_c * d->T_l * d->N_Y * d->H * d->a, r = d->g / d->a;
         w->t_fwd = w->exposed_fwd = cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_qkv) +
                                     cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_o);
-        w->t_bwd = w->exposed_bwd = cp_coll(s, axis, COST_OP_ALL_TO_ALL, r * C * in_o) +
+        w->t_bwd = w->exposed_bwd = cp_coll(s, axis, COST_OP_ALL_TO_ALL, C * in_o) +
                                     cp_coll(s, axis, COST_OP_ALL_TO_ALL, r * C * in_qkv);
         w->op_fwd[0] = w->op_fwd[1] = w->op_bwd[0] = w->op_bwd[1] = COST_OP_ALL_TO_ALL;
         w->v_fwd[0] = C * in_qkv, w->v_fwd[1] = C * in_o;
-        w->v_bwd[0] = r * C * in_o, w->v_bwd[1] = r * C * in_qkv;
+        w->v_bwd[0] = C * in_o, w->v_bwd[1] = r * C * in_qkv;
         w->calls_fwd[0] = w->calls_fwd[1] = w->calls_bwd[0] = w->calls_bwd[1] = 1;
-        w->sent_fwd = (C - 1) / C * (in_qkv + in_o), w->sent_bwd = r * w->sent_fwd;
+        w->sent_fwd = (C - 1) / C * (in_qkv + in_o);
+        w->sent_bwd = (C - 1) / C * (in_o + r * in_qkv);
         w->mem = in_qkv + in_o; /* the head-sharded copies */
     }
 }

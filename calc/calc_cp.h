@@ -26,8 +26,9 @@
  *              hop latency T_min). A step exposes max(0, t_transfer − t_step); the last dK, dV
  *              home is exposed.
  *   ulysses    fwd AllToAll_C of Q, K, V from sequence shards [T_C, heads] to head shards
- *              [T, heads_C], and of O back; bwd the same for dO and for dQ, dK, dV (at g). N_Y must
- *              divide by C, and K_Y by C or C by K_Y (each kv head then goes to C/K_Y chips):
+ *              [T, heads_C], and of O back; bwd the same for dO (at a: it is rounded to bf16
+ *              before use, as meshtrain's bf16 compute moves it) and for dQ, dK, dV (at g). N_Y
+ *              must divide by C, and K_Y by C or C by K_Y (each kv head then goes to C/K_Y chips):
  *              K_e = max(K_Y, C) kv heads travel. V = C × the chip's input. Exposed.
  * The contiguous split, where 2C does not divide T (meshtrain's for allgather and ring then):
  * chip i holds tokens [i·T_l, (i+1)·T_l), and causal attention cannot be balanced: chip C−1's

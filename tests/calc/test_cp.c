@@ -142,8 +142,11 @@ static void test_grad_wire(void) {
                0);
     check_near("grad wire: allgather bwd sends (C-1)·(KV + dKV)", g->sent_bwd,
                (C - 1) * (kv + dkv), 1e-12);
-    check_near("grad wire: ulysses bwd sends its fwd's bytes at g/a", u->sent_bwd,
-               2 * u->sent_fwd, 1e-12);
+    const double N_Y = 16, in_qkv = S_c * T_l * (N_Y + 2 * C) * H * a,
+                 in_o = S_c * T_l * N_Y * H * a;
+    check_near("grad wire: ulysses bwd sends dO at a, dQ, dK, dV at g", u->sent_bwd,
+               (C - 1) / C * (in_o + 2 * in_qkv), 1e-12);
+    check_near("grad wire: ulysses bwd AllToAll of dO at a", u->v_bwd[0], C * in_o, 1e-12);
 }
 
 /* Either side of the ring's threshold (T_overlap = 5100 here, T_latency far below). */

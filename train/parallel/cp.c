@@ -28,7 +28,11 @@
  *              same for dO, kern_attn_bwd, and dQ, dK, dV back to their rows. In bf16 compute
  *              the head shards are rounded once and attended by the bf16 kernels one rank uses
  *              (kern_attn_fwd_bf16/bwd_bf16 on the model's context), P, q, k, v saved in bf16:
- *              every head's numbers are then the 1-rank bf16 run's.
+ *              every head's numbers are then the 1-rank bf16 run's. Q, K, V, O and dO travel
+ *              in bf16 then (PLAN_CP_ALL_TO_ALL_BF16): each is rounded to bf16 before a product
+ *              reads it (O by the model's wo product), so the bits are the same in half the
+ *              bytes; dQ, dK, dV go at --comm-dtype (RoPE's backward and the replicated kv
+ *              heads' sums read them in fp32).
  *   bf16       allgather and ring in bf16 compute (plan_cp_blk_bf16): q, k, v and dO are rounded
  *              once, K and V travel in bf16 (half the bytes: PLAN_CP_GATHER_KV_BF16,
  *              PLAN_CP_HOP_BF16) and the blockwise bf16 kernels (kern_attn_part_fwd_bf16/_bwd_bf16,
@@ -407,11 +411,13 @@ static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, floa
  * through one AllToAll_C whose block for rank j holds, row by row, the arrays' group-j columns
  * (to heads) or rank j's rows (back). rep[a] > 1: the rep[a] ranks j of a group share its
  * columns (kv heads replicated when K_Y < |C|): to heads each gets a copy, and back (gradients)
- * their blocks are summed in rank order. */
+ * their blocks are summed in rank order. b16: the values are rounded to bf16 as they are staged
+ * and travel so (PLAN_CP_ALL_TO_ALL_BF16), for arrays the receiver rounds to bf16 before any
+ * product reads them: the same bits in half the bytes (copied, never summed). */
 typedef struct {
     float *loc[3], *head[3];
     int64_t w[3], rep[3];
-    int n;
+    int n, b16;
 } uly_set;
 
 static int64_t uly_width(const uly_set *u) {
@@ -432,34 +438,55 @@ static float *uly_loc(const uly_set *u, int a, int64_t C, int64_t r, int64_t j) 
     return u->loc[a] + (r * (C / rep) + j / rep) * w;
 }
 
-/* to_heads = 1: loc → head; 0: head → loc. stage: two regions of |C|·R·width floats. */
+/* w values from src into the stage at element e: fp32, or rounded to bf16. */
+static void uly_put(float *stage, int b16, int64_t e, const float *src, int64_t w) {
+    if (b16)
+        kern_bf16_pack((kern_bf16 *)(void *)stage + e, src, w);
+    else
+        memcpy(stage + e, src, (size_t)w * sizeof(float));
+}
+
+/* The received w values at element e of the stage into dst: copied, widened from bf16, or (a
+ * replicated kv head's gradient, fp32 alone) added: the sharing ranks' sum, in rank order. */
+static void uly_take(float *dst, const float *stage, int b16, int add, int64_t e, int64_t w) {
+    if (b16)
+        kern_bf16_unpack(dst, (const kern_bf16 *)(const void *)stage + e, w);
+    else if (!add)
+        memcpy(dst, stage + e, (size_t)w * sizeof(float));
+    else
+        for (int64_t c = 0; c < w; c++) dst[c] += stage[e + c];
+}
+
+/* to_heads = 1: loc → head; 0: head → loc. stage: two regions of |C|·R·width floats (b16: the
+ * first half of each, blocks of bk elements). */
 static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage) {
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, R = pl->rows, W = uly_width(u);
+    const int64_t bk = u->b16 ? (R * W + 1) / 2 * 2 : R * W; /* a block's elements */
     float *send = stage, *recv = stage + C * R * W;
     for (int64_t j = 0; j < C; j++)
         for (int64_t r = 0; r < R; r++) {
-            float *dst = send + (j * R + r) * W;
+            int64_t e = j * bk + r * W;
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
                 const float *src =
                     to_heads ? uly_loc(u, a, C, r, j) : u->head[a] + uly_row(pl, j, r) * w;
-                memcpy(dst, src, (size_t)w * sizeof(float));
-                dst += w;
+                uly_put(send, u->b16, e, src, w);
+                e += w;
             }
         }
-    par_run(p, PLAN_CP_ALL_TO_ALL, recv, send, R * W);
+    par_run(p, u->b16 ? PLAN_CP_ALL_TO_ALL_BF16 : PLAN_CP_ALL_TO_ALL, recv, send,
+            u->b16 ? bk / 2 : bk);
     for (int64_t i = 0; i < C; i++)
         for (int64_t r = 0; r < R; r++) {
-            const float *src = recv + (i * R + r) * W;
+            int64_t e = i * bk + r * W;
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
-                float *dst = to_heads ? u->head[a] + uly_row(pl, i, r) * w : uly_loc(u, a, C, r, i);
-                if (to_heads || i % u->rep[a] == 0)
-                    memcpy(dst, src, (size_t)w * sizeof(float));
-                else /* a replicated kv head's gradient: the sharing ranks' sum, in rank order */
-                    for (int64_t c = 0; c < w; c++) dst[c] += src[c];
-                src += w;
+                const int add = !to_heads && i % u->rep[a] != 0;
+                CHECK(!(add && u->b16), "cp: a summed gradient in bf16");
+                uly_take(to_heads ? u->head[a] + uly_row(pl, i, r) * w : uly_loc(u, a, C, r, i),
+                         recv, u->b16, add, e, w);
+                e += w;
             }
         }
 }
@@ -492,7 +519,8 @@ static uly_bufs uly_regions(const struct par *p, float *saved) {
 static uly_set uly_qkv(const plan *pl, float *q, float *k, float *v, float *qh, float *kh,
                        float *vh) {
     const int64_t C = pl->cp.n, rep = plan_cp_uly_rep(pl), wk = plan_cp_uly_kv(pl) * pl->s.H;
-    return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * pl->s.H, wk, wk}, {1, rep, rep}, 3};
+    return (uly_set){{q, k, v}, {qh, kh, vh}, {pl->loc.Nl / C * pl->s.H, wk, wk}, {1, rep, rep}, 3,
+                     0};
 }
 
 /* bf16 compute's saved regions (plan_cp_uly_saved_b): P, q, k, v of the head shards. */
@@ -517,7 +545,8 @@ static void uly_fwd(struct par *p, const model *mod, float *att, float *saved, f
     const uly_bufs u = uly_regions(p, saved);
     const int b16 = plan_cp_uly_bf16(pl);
     float *qh = b16 ? u.dqh : u.qh, *kh = b16 ? u.dkh : u.kh, *vh = b16 ? u.dvh : u.vh;
-    const uly_set in = uly_qkv(pl, q, k, (float *)v, qh, kh, vh);
+    uly_set in = uly_qkv(pl, q, k, (float *)v, qh, kh, vh);
+    in.b16 = b16;
     uly_move(p, &in, 1, u.stage);
     if (b16) {
         const uly_b16 s = uly_saved_b(pl, saved);
@@ -530,7 +559,7 @@ static void uly_fwd(struct par *p, const model *mod, float *att, float *saved, f
         kern_attn_fwd(u.oh, u.P, qh, kh, vh, B, T, Nc, Kc, H);
     }
     p->cp.flops += kern_attn_part_flops(p->cp.iota, T, p->cp.iota, T, H) * (double)(B * Nc);
-    const uly_set out = {{att}, {u.oh}, {Nc * H}, {1}, 1};
+    const uly_set out = {{att}, {u.oh}, {Nc * H}, {1}, 1, b16};
     uly_move(p, &out, 0, u.stage);
 }
 
@@ -540,9 +569,10 @@ static void uly_bwd(struct par *p, const model *mod, float *dq, float *dk, float
     const int64_t C = pl->cp.n, H = pl->s.H, Nc = pl->loc.Nl / C, Kc = plan_cp_uly_kv(pl);
     const int64_t B = pl->micro_seqs, T = pl->s.T;
     const uly_bufs u = uly_regions(p, saved);
-    const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, {1}, 1};
+    const int b16 = plan_cp_uly_bf16(pl);
+    const uly_set in = {{(float *)datt}, {u.doh}, {Nc * H}, {1}, 1, b16};
     uly_move(p, &in, 1, u.stage);
-    if (plan_cp_uly_bf16(pl)) { /* dO rounded once into the (free) o region */
+    if (b16) { /* dO rounded once into the (free) o region */
         const uly_b16 s = uly_saved_b(pl, saved);
         kern_bf16 *dob = (kern_bf16 *)(void *)u.oh;
         kern_bf16_pack(dob, u.doh, B * T * Nc * H);

@@ -246,11 +246,15 @@ typedef enum {
     PLAN_CP_HOP,         /* ring: one step of the K, V blocks (and dK, dV) round the axis */
     PLAN_CP_ALL_TO_ALL,  /* ulysses: sequence shards ↔ head shards */
     /* bf16 compute (plan_cp_blk_bf16): K and V rounded once and moved in bf16, bit for bit */
-    PLAN_CP_GATHER_KV_BF16, /* allgather: AllGather_C of bf16 K, V (count: bf16 elements) */
-    PLAN_CP_HOP_BF16,       /* ring: one step of the bf16 K, V blocks, moved as count 4-byte units
-                               (two bf16 elements each) whatever --comm-dtype says */
-    PLAN_CP_MOE_STATS,   /* a MoE block's router counts and probability sums per piece [B, 2E]
-                            (double, moved bit for bit: fp32 on the wire everywhere) */
+    PLAN_CP_GATHER_KV_BF16,  /* allgather: AllGather_C of bf16 K, V (count: bf16 elements) */
+    PLAN_CP_HOP_BF16,        /* ring: one step of the bf16 K, V blocks, moved as count 4-byte units
+                                (two bf16 elements each) whatever --comm-dtype says */
+    PLAN_CP_ALL_TO_ALL_BF16, /* ulysses (plan_cp_uly_bf16): Q, K, V, O and dO rounded once and
+                                moved in bf16, count 4-byte units a block (two bf16 elements
+                                each, the block's last half-filled when odd), whatever
+                                --comm-dtype says; dQ, dK, dV go as PLAN_CP_ALL_TO_ALL */
+    PLAN_CP_MOE_STATS,       /* a MoE block's router counts and probability sums per piece [B, 2E]
+                                (double, moved bit for bit: fp32 on the wire everywhere) */
     PLAN_COLL_COUNT
 } plan_coll;
 
@@ -311,14 +315,14 @@ struct plan {
     plan_axes expert;                         /* --expert's axis (n = 1: none) */
     plan_axes erep;                           /* the data axes without it (n = 1: none) */
     plan_axes cp;                             /* --cp's axis (n = 1: none; also in data) */
-    int cp_alg;     /* --cp-alg (config_cp_alg_t) */
+    int cp_alg;                               /* --cp-alg (config_cp_alg_t) */
     int cp_pieces;  /* pieces of each sequence on this rank: 2 zigzag, 1 contiguous */
     model_shape ms; /* the shape the model is made with: T = one piece's tokens, T / (C·pieces) */
     int64_t model_seqs; /* the model's sequences of one micro-batch: micro_seqs · pieces */
-    int zero, overlap;                        /* --zero (0 without data axes), --overlap */
-    mesh_alg alg;                             /* --alg (MESH_ALG_DEFAULT when not given) */
-    mesh_wire wire;                           /* --comm-dtype */
-    int64_t l0, l1;                           /* this pipeline rank's layers, as stored */
+    int zero, overlap;  /* --zero (0 without data axes), --overlap */
+    mesh_alg alg;       /* --alg (MESH_ALG_DEFAULT when not given) */
+    mesh_wire wire;     /* --comm-dtype */
+    int64_t l0, l1;     /* this pipeline rank's layers, as stored */
     int chunks;         /* its chunks of layers, pipeline stages k·|Z| + index (interleaved) */
     int split;          /* backwards split into input and weight gradients (zb-h1) */
     int nslots;         /* activation slots: micro-batches in flight on this stage */
@@ -332,7 +336,8 @@ struct plan {
      * of the shard vector; a MoE block's elements on this rank (every MoE parameter, unsharded) */
     int64_t moe_shard_off[P_ALL - P_COUNT], moe_shard_total, moe_layer_elems;
     /* with experts, the stage's MoE blocks and dense blocks in their stacks: the MoE weights'
-     * blocks [moe0, moe0 + moe_n), the dense MLPs' [mlp0, mlp0 + mlp_n) (model_layer_stack_index) */
+     * blocks [moe0, moe0 + moe_n), the dense MLPs' [mlp0, mlp0 + mlp_n) (model_layer_stack_index)
+     */
     int64_t moe0, moe_n, mlp0, mlp_n;
     int64_t layer_elems; /* TP-local elements of one layer (every layer parameter) */
     int n_layer_params;  /* parameters stacked over layers */

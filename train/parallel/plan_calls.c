@@ -68,6 +68,7 @@ static const struct {
     [PLAN_CP_ALL_TO_ALL] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_CP},
     [PLAN_CP_GATHER_KV_BF16] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
     [PLAN_CP_HOP_BF16] = {MESH_OP_PPERMUTE, PLAN_ROLE_CP},
+    [PLAN_CP_ALL_TO_ALL_BF16] = {MESH_OP_ALL_TO_ALL, PLAN_ROLE_CP},
     [PLAN_CP_MOE_STATS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
 };
 
@@ -77,7 +78,8 @@ mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
     if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16 || k == PLAN_EP_ALL_TO_ALL_BF16)
         c.wire = MESH_WIRE_BF16;
-    if (k == PLAN_CP_HOP_BF16) c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
+    if (k == PLAN_CP_HOP_BF16 || k == PLAN_CP_ALL_TO_ALL_BF16)
+        c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
     if (k == PLAN_EP_GATHER && plan_z3_bf16(p)) c.wire = MESH_WIRE_BF16; /* expert_zero.c */
     if (k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS) c.wire = MESH_WIRE_F32; /* copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
@@ -424,12 +426,17 @@ static void calls_cp(plan *p) {
     } else {
         const int64_t KHC = C * plan_cp_uly_kv(p) * p->s.H; /* KH, or replicated to |C| */
         const int64_t w = R * (NH + 2 * KHC) / C, o = R * NH / C; /* per block */
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, w, 1,
-             "Q, K, V[B, T_C, heads] → [B, T, heads_C]");
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_FWD, PLAN_CRITICAL, o, 1,
-             "O[B, T, N_YC·H] → [B, T_C, N_Y·H]");
-        call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, o, 1,
-             "dO[B, T_C, N_Y·H] → [B, T, N_YC·H]");
+        const int ub = plan_cp_uly_bf16(p); /* then Q, K, V, O, dO in bf16 pairs */
+        const plan_coll a2a = ub ? PLAN_CP_ALL_TO_ALL_BF16 : PLAN_CP_ALL_TO_ALL;
+        const int64_t wb = ub ? (w + 1) / 2 : w, ob = ub ? (o + 1) / 2 : o;
+        call(p, a2a, PLAN_FWD, PLAN_CRITICAL, wb, 1,
+             ub ? "Q, K, V[B, T_C, heads] (bf16) → [B, T, heads_C]"
+                : "Q, K, V[B, T_C, heads] → [B, T, heads_C]");
+        call(p, a2a, PLAN_FWD, PLAN_CRITICAL, ob, 1,
+             ub ? "O[B, T, N_YC·H] (bf16) → [B, T_C, N_Y·H]" : "O[B, T, N_YC·H] → [B, T_C, N_Y·H]");
+        call(p, a2a, PLAN_BWD, PLAN_CRITICAL, ob, 1,
+             ub ? "dO[B, T_C, N_Y·H] (bf16) → [B, T, N_YC·H]"
+                : "dO[B, T_C, N_Y·H] → [B, T, N_YC·H]");
         call(p, PLAN_CP_ALL_TO_ALL, PLAN_BWD, PLAN_CRITICAL, w, 1,
              "dQ, dK, dV[B, T, heads_C] → [B, T_C, heads]");
     }
