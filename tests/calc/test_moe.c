@@ -99,6 +99,23 @@ static void test_flops_and_a2a(void) {
     b = find(&r, COST_OP_ALL_TO_ALL, 1);
     check_true("block remat repeats the forward's two AllToAlls in the backward",
                b && b->count == 4);
+    /* meshtrain in bf16 with fp32 gradients on the wire: the rows go out in bf16, the experts'
+     * fp32 outputs (and in the backward their gradients) come back at --grad-bytes */
+    s.remat = CALC_REMAT_NONE;
+    s.grad_bytes = 4;
+    r = run(&s);
+    double sent[2] = {0, 0};
+    int rows_n[2] = {0, 0};
+    for (int i = 0; i < r.n_coll; i++)
+        if (r.coll[i].op == COST_OP_ALL_TO_ALL) {
+            sent[r.coll[i].bwd] += r.coll[i].count * r.coll[i].bytes;
+            rows_n[r.coll[i].bwd]++;
+        }
+    check_true("act 2 B, grad 4 B: a dispatch row and a return row each pass",
+               rows_n[0] == 2 && rows_n[1] == 2);
+    check_near("act 2 B, grad 4 B: forward bytes = V (bf16 dispatch) + 2V (fp32 return)", sent[0],
+               3 * V, 1e-12);
+    check_near("act 2 B, grad 4 B: backward bytes as the forward's", sent[1], 3 * V, 1e-12);
 }
 
 static void test_threshold(void) {
