@@ -35,3 +35,13 @@ double shape_attn_flops(const model_shape *s) {
 double shape_flops_per_token(const model_shape *s) {
     return 6.0 * shape_matmul_params(s) + shape_attn_flops(s);
 }
+
+void model_tensor_kv_heads(const model_shape *s, int64_t Y, int64_t y, int64_t *k0, int64_t *kl) {
+    if (s->K >= Y) {
+        *kl = s->K / Y;
+        *k0 = y * *kl;
+    } else { /* the kv head of the coordinate's first query head, y·N/Y */
+        *kl = 1;
+        *k0 = y * (s->N / Y) / (s->N / s->K);
+    }
+}

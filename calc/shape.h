@@ -35,6 +35,11 @@ typedef struct {
 
 /* The blocks whose MLP is a mixture of experts: L / every with experts, else 0 (Lm). */
 int64_t shape_moe_layers(const model_shape *s);
+/* The kv heads [*k0, *k0 + *kl) that tensor coordinate y of Y (a tensor axis sharding the heads)
+ * holds: K/Y of them from y·K/Y when Y ≤ K, else the one kv head its first query head uses
+ * (replicated over the Y/K coordinates whose query heads use it). The trainer's rule: its plan,
+ * its config checks and the serving engine's kv routing read it here. */
+void model_tensor_kv_heads(const model_shape *s, int64_t Y, int64_t y, int64_t *k0, int64_t *kl);
 
 /* One layer's attention matrices, 2·D·H·(N+K), and a dense MLP's, 3·D·F. */
 double shape_attn_params(const model_shape *s);

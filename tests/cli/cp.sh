@@ -3,7 +3,8 @@
 #  - bad input ends with status 2 and one message from one rank: T not divisible by |axis|
 #    (allgather and ring, on an odd axis of 3), ring on an open axis of 3 (no
 #    wraparound link for its last hop), for ulysses query heads (also after --tensor) not
-#    divisible by |axis| and kv heads that neither divide nor are divided by it, an axis used
+#    divisible by |axis| and kv heads (also after --tensor) that neither divide nor are divided
+#    by it, an axis used
 #    twice (--dp, --tensor), an unknown algorithm,
 #    a name that is no axis, an axis the mesh lacks, --cp-alg without --cp, --cp with what it does
 #    not compose with yet (--sample), --cp in generate --bench;
@@ -40,6 +41,9 @@ case_ 2 3 "--cp-alg ulysses: the 2 kv heads of a rank neither divide nor are div
   "${six[@]}" --seq-len 24 --mesh x=3 --cp x --cp-alg ulysses
 case_ 2 4 "the 3 query heads of a rank (after --tensor) are not divisible by |y| = 2" \
   "${six[@]}" --seq-len 32 --mesh x=2,y=2 --tensor x --cp y --cp-alg ulysses
+case_ 2 4 "the 3 kv heads of a rank (after --tensor) neither divide nor are divided by |y| = 2" \
+  --data "$TXT" --layers 2 --d-model 48 --heads 12 --kv-heads 6 --batch 4 --micro-batch 4 \
+  --eval-every 0 --quiet --steps 1 --seq-len 32 --mesh x=2,y=2 --tensor x --cp y --cp-alg ulysses
 case_ 2 3 "--cp-alg ring over x, an open axis of 3" "${base[@]}" --seq-len 24 --mesh x=3 \
   --open x --cp x --cp-alg ring
 case_ 2 2 "--cp x is also the --dp axis: an axis is used twice" "${base[@]}" --seq-len 32 \

@@ -74,7 +74,9 @@ int config_check_cp_mesh(const config *c, int64_t n, int wraps, int64_t nY, char
                            "--cp-alg allgather)",
                            c->cp_axis, (long long)n, c->cp_axis);
     if (alg != CONFIG_CP_ULYSSES) return 0;
-    const int64_t Nl = c->shape.N / nY, Kl = c->shape.K >= nY ? c->shape.K / nY : 1;
+    const int64_t Nl = c->shape.N / nY;
+    int64_t k0, Kl; /* the kv heads of a tensor rank (the plan's rule) */
+    model_tensor_kv_heads(&c->shape, nY, 0, &k0, &Kl);
     const int q = Nl % n != 0; /* the query heads, else the kv heads */
     if (q || (Kl % n && n % Kl))
         return errmsg_fail(err, errlen,

@@ -67,10 +67,6 @@ typedef struct {
 int model_layer_is_moe(const model_shape *s, int64_t l);
 int64_t model_layer_stack_index(const model_shape *s, int64_t l);
 int64_t model_moe_layers(const model_shape *s); /* Lm */
-/* The kv heads [*k0, *k0 + *kl) that tensor coordinate y of Y (a tensor axis sharding the heads)
- * holds: K/Y of them from y·K/Y when Y ≤ K, else the one kv head its first query head uses
- * (replicated over the Y/K coordinates whose query heads use it). */
-void model_tensor_kv_heads(const model_shape *s, int64_t Y, int64_t y, int64_t *k0, int64_t *kl);
 /* ceil(capacity·k·T/E): the tokens of one sequence an expert takes; 0 when dropless. */
 int64_t model_moe_capacity(const model_shape *s);
 

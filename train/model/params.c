@@ -23,16 +23,6 @@ int64_t model_layer_stack_index(const model_shape *s, int64_t l) {
     return model_layer_is_moe(s, l) ? moe_upto - 1 : l - moe_upto;
 }
 
-void model_tensor_kv_heads(const model_shape *s, int64_t Y, int64_t y, int64_t *k0, int64_t *kl) {
-    if (s->K >= Y) {
-        *kl = s->K / Y;
-        *k0 = y * *kl;
-    } else { /* the kv head of the coordinate's first query head, y·N/Y */
-        *kl = 1;
-        *k0 = y * (s->N / Y) / (s->N / s->K);
-    }
-}
-
 int64_t model_moe_capacity(const model_shape *s) {
     const moe_shape *mo = &s->moe;
     if (mo->E == 0 || !(mo->capacity > 0)) return 0;
