@@ -238,7 +238,10 @@ double calc_moe_block_active(const model_shape *m, const calc_moe *mo);
  * products' inputs, the dispatched rows [k, D] (and received [k·Z, D]), the experts' and shared
  * experts' SwiGLU outputs: fp32 with a = 4; with a = 2 (bf16 compute) kept in bf16 alone, the
  * received rows, the hidden values [k·Z, F_e] and the shared [S·F_e]. Per micro-batch besides: the
- * dispatch's offsets and counts per expert (int64), the expert axis's exchange counts. */
+ * dispatch's offsets and counts per expert (int64), the expert axis's exchange counts. Under a
+ * context axis (cp_n > 1) the counters are per piece of a sequence the model routes (C·pieces/T a
+ * token: two under allgather's and ring's zigzag split, one otherwise), each with its statistics
+ * made whole over the axis, [2E] fp32. */
 double calc_moe_meshtrain_acts(const calc_spec *s, const calc_result *r, double b);
 /* shape_params with every block's MLP a mixture of experts (= shape_params when E = 0); and the
  * parameters one token passes through. */

@@ -11,6 +11,7 @@
  * single axis (for a bidirectional ring)". Its roofline: a matmul of B tokens against a weight is
  * FLOP-bound when B > C/W_hbm (240 on v5e), so an expert must see that many tokens: a batch of
  * B tokens gives each expert B·k/E, hence B > 240·E/k. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,8 +46,14 @@ double calc_moe_meshtrain_acts(const calc_spec *s, const calc_result *r, double 
     const calc_moe *mo = &s->moe;
     const double E = (double)mo->E, k = (double)mo->k, Z = r->Z, D = (double)s->shape.D;
     const double Fe = (double)(mo->F ? mo->F : s->shape.F) / r->Y, SF = (double)mo->S * Fe;
-    const double kz = k * Z, recv = Z > 1 ? kz * D : 0, a = s->act_bytes;
-    double f = 2 * E + 1 + 4 * k + E / (double)s->shape.T + 2 * kz * Fe + k * D + recv + 2 * SF;
+    const double kz = k * Z, recv = Z > 1 ? kz * D : 0, a = s->act_bytes, T = (double)s->shape.T;
+    /* the routed sequences a token's share: 1/T, or under a context axis of C the model's pieces
+     * (C·pieces/T: the zigzag's two chunks, else one run), each with its statistics made whole
+     * over C, f_e and P_e [2E] in fp32 (model_moe_cp.c) */
+    const double C = s->cp_n > 1 ? s->cp_n : 1;
+    const double pieces = C > 1 && s->cp_alg != CALC_CP_ULYSSES && fmod(T, 2 * C) == 0 ? 2 : 1;
+    const double g = C * pieces / T, stats = C > 1 ? 2 * E * g : 0;
+    double f = 2 * E + 1 + 4 * k + E * g + stats + 2 * kz * Fe + k * D + recv + 2 * SF;
     const double per =
         a >= 4 ? 4 * (f + k * D + recv + kz * Fe + SF) : 4 * f + a * (kz * D + kz * Fe + SF);
     const double counts = Z > 1 ? 2 * (Z * E + 2 * Z * Z) : 0; /* model_moe_counts_n, int64 */
