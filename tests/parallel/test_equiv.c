@@ -272,14 +272,16 @@ int main(int argc, char **argv) {
     mesh_remove_trace_hook(m, &a2a);
     /* the expert axis's calls the steps made, against the plan's count (MoE blocks only), the
      * data axes' reductions of the dense gradients (alone or in buckets, a split backward's in
-     * its order of parts), and the context axis's gathers of the router statistics */
-    static const plan_coll ep_kinds[12] = {
+     * its order of parts), the context axis's gathers of the router statistics, and ulysses'
+     * AllToAlls (bf16 compute: Q, K, V, O and dO in bf16 pairs, dQ, dK, dV at the wire) */
+    static const plan_coll ep_kinds[14] = {
         PLAN_EP_ALL_TO_ALL, PLAN_EP_COUNTS,     PLAN_EP_REDUCE,  PLAN_EP_DP_REDUCE,
         PLAN_EP_TP_SUM,     PLAN_MOE_REDUCE,    PLAN_MOE_DP_REDUCE, PLAN_MOE_GATHER,
-        PLAN_DP_REDUCE,     PLAN_ZERO_REDUCE,   PLAN_CP_MOE_STATS, PLAN_EP_ALL_TO_ALL_BF16};
-    int64_t ep_made[12], ep_want[12];
+        PLAN_DP_REDUCE,     PLAN_ZERO_REDUCE,   PLAN_CP_MOE_STATS, PLAN_EP_ALL_TO_ALL_BF16,
+        PLAN_CP_ALL_TO_ALL, PLAN_CP_ALL_TO_ALL_BF16};
+    int64_t ep_made[14], ep_want[14];
     int ep_ok = 1;
-    for (int k = 0; k < 12; k++) {
+    for (int k = 0; k < 14; k++) {
         ep_made[k] = par_calls(trainer_par(t1), ep_kinds[k]);
         ep_want[k] = STEPS * plan_step_calls(trainer_plan(t1), ep_kinds[k]);
         /* (ZeRO-3's gathers: a block's weights stay resident while it is the last gathered) */
@@ -596,6 +598,11 @@ int main(int argc, char **argv) {
             printf("the context axis's router statistics gathered / planned: %lld/%lld (rank 0; "
                    "any rank's mismatch fails)\n",
                    (long long)ep_made[10], (long long)ep_want[10]);
+        if (ep_want[12] + ep_want[13] > 0)
+            printf("ulysses' AllToAlls made / planned: fp32 pairs %lld/%lld, bf16 pairs %lld/%lld "
+                   "(rank 0; any rank's mismatch fails)\n",
+                   (long long)ep_made[12], (long long)ep_want[12], (long long)ep_made[13],
+                   (long long)ep_want[13]);
         if (c.shape.moe.E > 0)
             printf("routing (kept slots per MoE block and expert, dropped %lld of %lld slots) as "
                    "the 1-rank run's: %s; balance loss %.7f (1 rank %.7f), z-loss %.7f (%.7f)\n",
