@@ -268,6 +268,23 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
     (void)ctx;
     return 0;
 }
+/* No panel copies (decode's one-row kernel): the products are charged alike. */
+int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
+int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
+                            int64_t ldb, const kern_bf16 *P) {
+    (void)ctx, (void)B, (void)K, (void)N, (void)ldb, (void)P;
+    return -1;
+}
+void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx) {
+    (void)ctx;
+}
+int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                     int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                     bool acc) {

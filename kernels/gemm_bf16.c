@@ -13,6 +13,11 @@
 #include "kernels/measure_impl.h"
 #include "kernels/pool_impl.h"
 
+typedef struct {
+    const kern_bf16 *B, *P;
+    int64_t K, N, ldb;
+} panel_entry;
+
 struct kern_bf16_ctx {
     kern_bf16_path path;
     int threads;      /* own kernels: parts of a product's columns; oneDNN: OpenMP threads */
@@ -20,6 +25,9 @@ struct kern_bf16_ctx {
     kern_pool *pool;  /* threads − 1 workers (NULL with one thread) */
     bf16_dnnl *dnnl;  /* oneDNN paths */
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
+    panel_entry *pan; /* registered panel copies (kern_bf16_ctx_add_panel) */
+    int npan, cap_pan;
+    int64_t pan_hits;
 };
 
 static const char *const path_names[KERN_BF16_PATH_COUNT] = {"auto", "amx", "avx512bf16", "avx2",
@@ -132,6 +140,7 @@ void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx) {
         free(ctx->ws[t].b);
     }
     free(ctx->ws);
+    free(ctx->pan);
     free(ctx);
 }
 
@@ -141,6 +150,50 @@ kern_bf16_path kern_bf16_ctx_path(const kern_bf16_ctx *ctx) {
 
 int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
     return ctx->fallback;
+}
+
+int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
+    return ctx->path == KERN_BF16_AVX2;
+}
+
+int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
+                            int64_t ldb, const kern_bf16 *P) {
+    if (!kern_bf16_ctx_panels(ctx) || K < 1 || N < 1 || ldb < N) return -1;
+    int i = 0;
+    while (i < ctx->npan && ctx->pan[i].B != B) i++;
+    if (i == ctx->cap_pan) {
+        const int cap = ctx->cap_pan ? 2 * ctx->cap_pan : 64;
+        panel_entry *e = realloc(ctx->pan, (size_t)cap * sizeof *e);
+        if (!e) return -1;
+        ctx->pan = e, ctx->cap_pan = cap;
+    }
+    ctx->pan[i] = (panel_entry){B, P, K, N, ldb};
+    if (i == ctx->npan) ctx->npan++;
+    return 0;
+}
+
+void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx) {
+    ctx->npan = 0;
+}
+
+int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
+    return ctx->pan_hits;
+}
+
+/* The panels of a registered copy holding B[K, N] (row stride ldb): their start (a row and a
+ * panel inside the copy) and *ps, the panel stride; NULL if none holds it. */
+static const kern_bf16 *find_panel(const kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K,
+                                   int64_t N, int64_t ldb, int64_t *ps) {
+    for (int i = 0; i < ctx->npan; i++) {
+        const panel_entry *e = &ctx->pan[i];
+        const uintptr_t b = (uintptr_t)B, b0 = (uintptr_t)e->B;
+        if (e->ldb != ldb || b < b0 || b >= b0 + (uintptr_t)(e->K * ldb) * sizeof *B) continue;
+        const int64_t off = (int64_t)((b - b0) / sizeof *B), r = off / ldb, j0 = off % ldb;
+        if (j0 % 16 || j0 + N > e->N || r + K > e->K) continue;
+        *ps = 16 * e->K;
+        return e->P + j0 / 16 * *ps + 16 * r;
+    }
+    return NULL;
 }
 
 /* An empty product (M or N zero: nothing; K zero: C = 0, or C unchanged): 1 if it was one. */
@@ -159,6 +212,8 @@ typedef struct {
     const kern_bf16 *A, *B;
     int64_t M, N, K, lda, ldb, ldc, chunk;
     bool ta, tb, acc;
+    const kern_bf16 *P; /* B's panel copy (M = 1, B untransposed), or NULL */
+    int64_t ps;
 } own_job;
 
 static void own_part(void *arg, int t) {
@@ -166,7 +221,10 @@ static void own_part(void *arg, int t) {
     const int64_t j0 = (int64_t)t * o->chunk, n = o->N - j0 < o->chunk ? o->N - j0 : o->chunk;
     if (n <= 0) return;
     const kern_bf16 *B = o->tb ? o->B + j0 * o->ldb : o->B + j0;
-    if (o->ctx->path == KERN_BF16_PORTABLE)
+    if (o->P)
+        bf16_gemv_panel_avx2(&o->ctx->ws[t], o->C + j0, o->A, o->ta ? o->lda : 1,
+                             o->P + j0 / 16 * o->ps, o->ps, n, o->K, o->acc);
+    else if (o->ctx->path == KERN_BF16_PORTABLE)
         bf16_gemm_plain(o->C + j0, o->A, B, o->M, n, o->K, o->ta, o->tb, o->lda, o->ldb, o->ldc,
                         o->acc);
     else
@@ -181,7 +239,10 @@ void bf16_gemm_own(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_
                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                    bool acc) {
     if (empty(C, M, N, K, ldc, acc)) return;
-    own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc};
+    own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc, NULL, 0};
+    if (ctx->npan && M == 1 && !tb && K <= BF16_WS_A_FLOATS &&
+        (o.P = find_panel(ctx, B, K, N, ldb, &o.ps)))
+        ctx->pan_hits++;
     const int T = ctx->threads;
     if (T == 1 || (double)M * (double)N * (double)K < OWN_SPLIT_MIN || N < 32) {
         own_part(&o, 0);

@@ -9,7 +9,7 @@
  *   avx512bf16  oneDNN's matmul capped at AVX512_CORE_BF16: vdpbf16ps.
  *   avx2        meshtrain's own kernels (gemm_bf16_avx2.c): bf16 widened to fp32 in registers,
  *               AVX2 fmas; decode's rows (M ≤ 32) read B in place, once (one row: its own
- *               matrix-vector kernel).
+ *               matrix-vector kernel, or B's panel copy where one is registered, below).
  *   portable    the same arithmetic in plain C, for any CPU (slow).
  * auto takes the first of these the CPU has. oneDNN's ISA cap is process-wide and set once, so a
  * process runs one oneDNN path; the tests run one process per path. oneDNN 2.6 has no bf16 matmul
@@ -95,6 +95,31 @@ kern_bf16_path kern_bf16_ctx_path(const kern_bf16_ctx *ctx);
 /* How many products a oneDNN path could not make a primitive for and ran on the avx2 kernels
  * instead (0 on the own paths; the tests expect 0). */
 int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx);
+
+/* The panel layout of a bf16 weight B[K, N] for one-row products (decode at batch 1): panels of
+ * 16 columns, each [K][16] contiguous (16-bit lanes interleaved: gemm_bf16_panel.c), the last
+ * padded with zeros, kern_bf16_panel_elems(K, N) values in all. On the avx2 path a row of A
+ * against a weight with a registered panel copy reads the copy instead, 8 panels side by side,
+ * each one linear stream, the sums in registers (the weight itself, [K, N] row-major, can only be
+ * read a few rows at a time in short pieces). Every element is still one fp32 chain over k in
+ * order: the same bits as without the copy. */
+int64_t kern_bf16_panel_elems(int64_t K, int64_t N);
+/* B[K, N] (row stride ldb) into the panel layout at P (kern_bf16_panel_elems(K, N) values). */
+void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb);
+/* 1 if ctx runs one-row products on registered panel copies (the avx2 path), else 0: a caller
+ * then need not make any. */
+int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx);
+/* Registers P, the panel copy of B[K, N] (row stride ldb), which the caller owns and keeps equal
+ * to B (packing it again when B changes) until kern_bf16_ctx_clear_panels. From then on a product
+ * with M = 1 and B untransposed whose op(B) lies inside that B (same ldb, its first column a
+ * multiple of 16 from B's) reads P. Registering B again replaces its entry. 0, or −1 (nothing
+ * registered) when kern_bf16_ctx_panels is 0 or out of memory. */
+int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
+                            int64_t ldb, const kern_bf16 *P);
+/* Forgets every registered panel copy. */
+void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx);
+/* Products ctx has run on a panel copy (the tests check the copies were used). */
+int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx);
 
 /* C[M,N] (=, or += when acc) op(A)[M,K] · op(B)[K,N]; op(X) = Xᵀ when the flag is set. Row-major:
  * A stored [M,K] (ta: [K,M]) with row stride lda, B stored [K,N] (tb: [N,K]) with row stride ldb,

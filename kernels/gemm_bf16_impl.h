@@ -42,6 +42,11 @@ int bf16_avx2_built(void);
 void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                     int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                     bool acc);
+/* One row against a weight in the panel layout (gemm_bf16_panel.c): C[0, N) (=, or += when acc)
+ * A[k·sa], k < K, times the panels from P, panel p at P + p·ps (ps ≥ 16·K elements). K ≤
+ * BF16_WS_A_FLOATS (A's row is widened into ws->a). */
+void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
+                          const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc);
 /* The plain C path: any CPU, no workspace. */
 void bf16_gemm_plain(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,
                      int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, bool acc);

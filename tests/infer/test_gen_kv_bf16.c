@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels/gemm_bf16.h"
 #include "gen_test.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
@@ -63,6 +64,50 @@ static int right_pick(const float *l, int64_t V, int32_t j) {
     float top = l[0];
     for (int64_t i = 1; i < V; i++) top = l[i] > top ? l[i] : top;
     return (double)top - l[j] <= TOL * (fabs(top) + fabs(l[j]) + 1.0);
+}
+
+/* bf16 compute, one prompt (decode at batch 1: one row a product): the run with the model's panel
+ * copies (read by each one-row product on the avx2 path) against the same run whose context
+ * forgets them after the prefill (the row-major kernels): every step's logits bit for bit equal;
+ * the copies made, their bytes counted and read exactly when the path reads them. */
+static void panels_check(const config *c, mesh *m, const char *label, int kv_rep) {
+    const int tp = c->tensor_axis[0] != 0;
+    if (tp && !kv_rep && mesh_nranks(m) > c->shape.K) return; /* AllToAll: 2 rows at least */
+    prompt_set one = {0};
+    char err[256];
+    const int64_t B = tp || kv_axis ? 1 : mesh_nranks(m); /* one row on each replica */
+    for (int64_t b = 0; b < B; b++)
+        if (prompts_add(&one, "To be or not ", 13, "panel prompt", err, sizeof err) < 0)
+            mesh_exit_error("%s", err);
+    const gen_dims d = {B, one.max_len + NTOK, 64, kv_rep};
+    gen *gp = make(c, m, &d, COMPUTE_BF16), *gr = make(c, m, &d, COMPUTE_BF16);
+    kern_bf16_ctx *xp = gen_precision(gp)->ctx, *xr = gen_precision(gr)->ctx;
+    const int on = kern_bf16_ctx_panels(xp);
+    int64_t row0, nb, hits_r = 0;
+    gen_rows(gp, &row0, &nb);
+    int32_t cur[16] = {0}, np[16] = {0}, nr[16] = {0};
+    gen_step st;
+    int same = 1;
+    for (int64_t s = 0; s < NTOK; s++) {
+        gen_test_step(gp, s, &one, cur, np, &st);
+        gen_test_step(gr, s, &one, cur, nr, &st);
+        if (s == 0) kern_bf16_ctx_clear_panels(xr), hits_r = kern_bf16_ctx_panel_hits(xr);
+        same &= !memcmp(gen_logits(gp), gen_logits(gr),
+                        (size_t)(nb * c->shape.V) * sizeof(float));
+        memcpy(cur, np, sizeof cur);
+    }
+    const int64_t hits = kern_bf16_ctx_panel_hits(xp);
+    check_expect(same, "%s: batch 1, %d steps: logits with the panel copies bit-equal to without",
+                 label, NTOK);
+    check_expect((model_panel_bytes(gen_model(gp)) > 0) == on && (nb == 0 || (hits > 0) == on) &&
+                     kern_bf16_ctx_panel_hits(xr) == hits_r,
+                 "%s: panel copies %s (%lld bytes), read by %lld products; none read once "
+                 "forgotten",
+                 label, on ? "made" : "not made on this path",
+                 (long long)model_panel_bytes(gen_model(gp)), (long long)hits);
+    gen_destroy(gp);
+    gen_destroy(gr);
+    prompts_free(&one);
 }
 
 int main(int argc, char **argv) {
@@ -143,6 +188,7 @@ int main(int argc, char **argv) {
                  "units (k = %.0f)",
                  label, wre, kpre);
     gen_destroy(gf);
+    if (c.compute == COMPUTE_BF16) panels_check(&c, m, label, kv_rep);
     gen_destroy(g16);
     gen_destroy(g32);
     prompts_free(&ps);

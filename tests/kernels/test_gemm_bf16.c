@@ -232,6 +232,86 @@ static void wrappers(int64_t M, int64_t K, int64_t N) {
     free(dwr);
 }
 
+static kern_bf16_ctx *row_ctx; /* avx2 path, no panel copies: the row-major one-row kernel */
+
+/* One row against op(B) = the [K, N] block at row r0, column j0 of a weight W (row stride ldw)
+ * with a registered panel copy, on ctx and ctx3 (3 threads): the twin's bound, and bit for bit
+ * the row-major kernels' result (row_ctx's, the portable path's). hit: whether the block must be
+ * read from the copy (its first column a multiple of 16 from W's). */
+static void panel_block(const kern_bf16 *W, int64_t ldw, int64_t r0, int64_t j0, int64_t N,
+                        int64_t K, bool ta, bool acc, int hit, uint64_t seed) {
+    const shape s = {1, N, K, ta ? 3 : K, ldw, N, ta, false, acc};
+    const kern_bf16 *B = W + r0 * ldw + j0;
+    kern_bf16 *A = bf16_matrix(ta ? 3 * K : K, ta ? 3 : K, seed);
+    float *C0 = kt_floats(N), *C = kt_floats(N), *R = kt_floats(N), *R2 = kt_floats(N);
+    kt_fill(C0, N, seed + 1, -2, 2);
+    for (int64_t j = 0; j < N && !acc; j++) C0[j] = NAN;
+    memcpy(R, C0, (size_t)N * sizeof *C);
+    kern_gemm_bf16_ref(R, A, B, 1, N, K, ta, false, s.lda, ldw, N, acc);
+    char what[128];
+    snprintf(what, sizeof what, "panel %c row N=%lld K=%lld at (%lld,%lld) %s", ta ? 'T' : 'N',
+             (long long)N, (long long)K, (long long)r0, (long long)j0, acc ? "+=" : "=");
+    for (int c = 0; c < 2; c++) {
+        kern_bf16_ctx *x = c ? ctx3 : ctx;
+        const int64_t hits = kern_bf16_ctx_panel_hits(x);
+        memcpy(C, C0, (size_t)N * sizeof *C);
+        kern_gemm_bf16(x, C, A, B, 1, N, K, ta, false, s.lda, ldw, N, acc);
+        if (c == 0) check_bound(what, &s, C, R, C0, A, B);
+        for (int r = 0; r < 2; r++) {
+            memcpy(R2, C0, (size_t)N * sizeof *C);
+            kern_gemm_bf16(r ? plain_ctx : row_ctx, R2, A, B, 1, N, K, ta, false, s.lda, ldw, N,
+                           acc);
+            if (memcmp(C, R2, (size_t)N * sizeof *C))
+                check_expect(0, "%s (%d threads): bit-equal to the %s kernel", what, c ? 3 : 1,
+                             r ? "portable" : "avx2 row-major");
+        }
+        if ((kern_bf16_ctx_panel_hits(x) - hits == 1) != hit)
+            check_expect(0, "%s: %s the panel copy", what, hit ? "read" : "did not read");
+    }
+    free(A), free(C0), free(C), free(R), free(R2);
+}
+
+/* The panel copy (avx2 path): weights of N (not a multiple of 16 but one) by K, with a padded
+ * row stride, whole and by blocks (from row 1 and column 16: read from the copy; from column 3:
+ * not), A's row contiguous or strided, accumulate or overwrite, each against the twin and the
+ * row-major kernels' bits; a cleared copy is not read. Other paths refuse a copy. */
+static void panels(void) {
+    static const int64_t ns[] = {1, 7, 16, 33, 100, 1029}, ks[] = {1, 7, 33, 100, 1411};
+    kern_bf16 dummy = 0;
+    char msg[256];
+    if (!kern_bf16_ctx_panels(ctx)) {
+        check_expect(kern_bf16_ctx_add_panel(ctx, &dummy, 1, 1, 1, &dummy) < 0,
+                     "path %s refuses a panel copy", kern_bf16_path_name(kern_bf16_ctx_path(ctx)));
+        return;
+    }
+    if (!(row_ctx = kern_bf16_ctx_create(KERN_BF16_AVX2, 1, msg, sizeof msg)) || !ctx3 ||
+        !plain_ctx) {
+        check_expect(0, "contexts for the panel test: %s", msg);
+        return;
+    }
+    uint64_t seed = 500;
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 5; b++) {
+            const int64_t N = ns[a], K = ks[b], ldw = N + 2;
+            const bool ta = (a + b) % 2, acc = (a + 2 * b) % 3 == 1;
+            kern_bf16 *W = bf16_matrix(K * ldw, ldw, seed += 7);
+            kern_bf16 *P = malloc((size_t)kern_bf16_panel_elems(K, N) * sizeof *P);
+            kern_bf16_panel_pack(P, W, K, N, ldw);
+            check_expect(kern_bf16_ctx_add_panel(ctx, W, K, N, ldw, P) == 0 &&
+                             kern_bf16_ctx_add_panel(ctx3, W, K, N, ldw, P) == 0,
+                         "panel copy of [%lld, %lld] registered", (long long)K, (long long)N);
+            panel_block(W, ldw, 0, 0, N, K, ta, acc, 1, seed + 1);
+            if (N > 16 && K > 1) /* a block inside: row 1 on, columns 16 on */
+                panel_block(W, ldw, 1, 16, N - 16 - (N > 40), K - 1, !ta, !acc, 1, seed + 2);
+            if (N > 3) panel_block(W, ldw, 0, 3, N - 3, K, ta, acc, 0, seed + 3);
+            kern_bf16_ctx_clear_panels(ctx);
+            kern_bf16_ctx_clear_panels(ctx3);
+            panel_block(W, ldw, 0, 0, N, K, ta, acc, 0, seed + 4); /* forgotten */
+            free(W), free(P);
+        }
+    kern_bf16_ctx_destroy(row_ctx);
+}
+
 /* The path API: each path available exactly when kern_bf16_path_check says so, auto the first
  * available, an unknown name or a path this CPU lacks refused with a message naming what is. */
 static void paths_api(void) {
@@ -324,6 +404,7 @@ int main(int argc, char **argv) {
     denormals();
     wrappers(67, 33, 50);
     wrappers(1, 100, 300);
+    panels();
     const double rate = kern_bf16_measure_flops(ctx, 48, 0.01);
     check_expect(rate > 0 && rate < 1e16, "measured bf16 rate %.3g FLOP/s (positive, finite)",
                  rate);

@@ -656,7 +656,7 @@ int gen_plan_create(const config *c, mesh *m, int64_t max_rows, plan *pl, par **
 
 model *gen_model_create(const config *c, mesh *m, const plan *pl, const precision *prec, par *run,
                         char *err, size_t errlen) {
-    const model_compute cmp = {plan_model_compute(pl), prec->ctx};
+    const model_compute cmp = {plan_model_compute(pl), prec->ctx, 1}; /* with panel copies */
     model *mod = model_create_compute(&c->shape, 0, c->seed, par_model_hooks(run), &cmp);
     if (mesh_agree(mesh_world_comm(m), mod ? 0 : -1) == 0) return mod;
     model_destroy(mod);

@@ -61,6 +61,7 @@ typedef struct {
     int64_t B;
     double ms_prefill, ms_min, ms_med, ms_book, ms_mem, ms_flop;
     gen_step t; /* totals of the median step */
+    float panel_mb; /* the model's panel copies (model_panel_bytes), MB summed over ranks */
 } bench_row;
 
 static int cmp_step(const void *a, const void *b) {
@@ -116,6 +117,8 @@ static bench_row bench_one(const config *c, const gen_flags *f, mesh *m, const g
     r.ms_book = 1e3 * gen_predict(&r.t, mc);
     r.ms_mem = 1e3 * (r.t.kv_bytes + r.t.p_bytes) / mc->bw;
     r.ms_flop = 1e3 * (r.t.kv_bytes / mc->bw + r.t.flops / mc->flops);
+    const float pan = (float)((double)model_panel_bytes(gen_model(g)) / 1e6);
+    mesh_all_reduce(m, mesh_all_axes(m), &r.panel_mb, &pan, 1, MESH_ALG_MPI);
     free(cur), free(next), free(all);
     gen_destroy(g);
     prompts_free(&ps);
@@ -236,6 +239,12 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
                                          : "FIT in the last-level cache: the bound is meaningless "
                                            "(decode reads them from the cache), take a larger "
                                            "model");
+        if (a->panel_mb > 0)
+            fprintf(stderr,
+                    "decode memory | a second copy of the bf16 matrices in 16-column panels for "
+                    "one-row products (decode at batch 1): %.2f MB over all ranks, kept beside the "
+                    "%.2f MB of weights\n",
+                    (double)a->panel_mb, a->t.p_bytes / 1e6);
         const double book = a->t.p_bytes * mc->flops / (a->t.flops / a->t.rows * mc->bw);
         fprintf(stderr, "B_crit: book %.1f (= weight bytes · C / (2·P · BW))", book);
         const bench_row *z = &rows[nbat - 1];

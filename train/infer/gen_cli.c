@@ -333,6 +333,11 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
             (double)gen_cache_bytes(g) / 1e6, mode[gen_mode(g)], shard, mc->bw / 1e9,
             mc->flops / 1e9, mesh_nranks(m), c->threads, c->threads > 1 ? "s" : "");
     precision_print(gen_precision(g), stderr);
+    if (model_panel_bytes(gen_model(g)) > 0)
+        fprintf(stderr,
+                "generate | memory: a second copy of the bf16 matrices in 16-column panels for "
+                "one-row products (decode at batch 1), %.3f MB on rank 0\n",
+                (double)model_panel_bytes(gen_model(g)) / 1e6);
 }
 
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is

@@ -27,6 +27,7 @@
  * Attention: S = b(q)·b(k)ᵀ and att = b(P)·b(v) summed in fp32 (kernels/attn_bf16.h), softmax fp32.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "kernels/attn_bf16.h"
 #include "kernels/bf16.h"
@@ -157,6 +158,57 @@ static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, 
     return b;
 }
 
+/* ---------------------------------------------------------------- panel copies */
+
+/* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
+ * (i < 7); i = 7: the unembedding. */
+static void panel_dims(const model *m, int i, int64_t *K, int64_t *N) {
+    const int64_t D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H, F = m->loc.Fl;
+    const int64_t k[8] = {D, D, D, NH, D, D, F, D}, n[8] = {NH, KH, KH, D, F, F, D, m->loc.Vl};
+    *K = k[i], *N = n[i];
+}
+
+/* Elements of the panel copy of matrix i of layer l (i = 7: the unembedding; 0 where none). */
+static int64_t panel_elems(const model *m, int64_t l, int i) {
+    int64_t K, N;
+    panel_dims(m, i, &K, &N);
+    if (i == 7 ? !m->last : i >= 4 && model_layer_is_moe(&m->s, l)) return 0;
+    return kern_bf16_panel_elems(K, N);
+}
+
+/* Where the panel copy of matrix i of layer l starts in pan_block (layers in order, then the
+ * unembedding: l = l1, i = 7). */
+static int64_t panel_off(const model *m, int64_t l, int i) {
+    int64_t off = 0;
+    for (int64_t j = m->l0; j < l; j++)
+        for (int k = 0; k < 7; k++) off += panel_elems(m, j, k);
+    for (int k = 0; k < i && l < m->l1; k++) off += panel_elems(m, l, k);
+    return off;
+}
+
+int mixed_alloc_panels(model *m) {
+    if (!m->cmp.panels || m->cmp.bf16 != MODEL_BF16 || !kern_bf16_ctx_panels(m->cmp.ctx)) return 0;
+    m->pan_elems = panel_off(m, m->l1, 7) + panel_elems(m, m->l1, 7);
+    m->pan_block = m->pan_elems ? malloc((size_t)m->pan_elems * sizeof *m->pan_block) : NULL;
+    return m->pan_elems && !m->pan_block ? -1 : 0;
+}
+
+int64_t model_panel_bytes(const model *m) {
+    return m->pan_block ? m->pan_elems * (int64_t)sizeof *m->pan_block : 0;
+}
+
+/* Matrix i of layer l (the unembedding: l = l1, i = 7) packed again into its panel copy from b,
+ * its bf16 copy just made, and registered with the context for b. */
+static void panel_make(model *m, int64_t l, int i, const kern_bf16 *b) {
+    int64_t K, N;
+    panel_dims(m, i, &K, &N);
+    if (!m->pan_block || !b || !panel_elems(m, l, i) || mesh_no_data(K * N * 2)) return;
+    kern_bf16 *P = m->pan_block + panel_off(m, l, i);
+    kern_bf16_panel_pack(P, b, K, N, N);
+    CHECK(kern_bf16_ctx_add_panel(m->cmp.ctx, b, K, N, N, P) == 0,
+          "bf16 compute: no memory to register a panel copy");
+}
+
 layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
     const float *f[13] = {w->wq,     w->wk,   w->wv,     w->wo,     w->w_gate, w->w_up,  w->w_down,
                           w->e_gate, w->e_up, w->e_down, w->s_gate, w->s_up,   w->s_down};
@@ -167,6 +219,8 @@ layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
     kern_bf16 *spare = NULL;     /* a layer's weights are the model's own here */
     for (int i = 0; i < 13; i++) /* (the hook's own bf16 copy: ZeRO-3's gathered layer) */
         b[i] = w->b16[i] ? w->b16[i] : f[i] ? copy_of(m, f[i], n[i], stale, &spare) : NULL;
+    for (int i = 0; i < 7 && stale; i++)
+        if (!w->b16[i]) panel_make(m, l, i, b[i]);
     m->lver[l - m->l0] = m->wver;
     return (layer_wb){b[0], b[1], b[2], b[3],  b[4],  b[5], b[6],
                       b[7], b[8], b[9], b[10], b[11], b[12]};
@@ -180,6 +234,7 @@ const kern_bf16 *mixed_unembed(model *m, const float *un) {
     }
     kern_bf16 *spare = NULL; /* the unembedding is the model's own here */
     const kern_bf16 *b = copy_of(m, un, m->s.D * m->loc.Vl, m->uver != m->wver, &spare);
+    if (m->uver != m->wver) panel_make(m, m->l1, 7, b);
     m->uver = m->wver;
     return b;
 }

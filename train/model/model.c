@@ -167,6 +167,7 @@ static int alloc_bf16(model *m, int64_t n) {
         m->params_b = (kern_bf16 *)(void *)alloc_floats((m->nparams + 1) / 2);
     m->act_b_block = (kern_bf16 *)(void *)alloc_floats(n);
     m->lver = calloc((size_t)(m->Ls + 1), sizeof *m->lver);
+    if (mixed_alloc_panels(m) < 0) return -1;
     return (m->params_b || m->cmp.bf16 == MODEL_BF16_GATHERED) && m->act_b_block && m->lver ? 0
                                                                                             : -1;
 }
@@ -234,7 +235,7 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
 void model_destroy(model *m) {
     if (!m) return;
     ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m->tally.kept,
-                   m->params_b, m->act_b_block, m->lver, m);
+                   m->params_b, m->act_b_block, m->lver, m->pan_block, m);
 }
 
 void model_set_trace(model *m, struct trace *tr) {

@@ -104,6 +104,12 @@ enum { MODEL_FP32 = 0, MODEL_BF16 = 1, MODEL_BF16_GATHERED = 2 };
 typedef struct {
     int bf16;
     kern_bf16_ctx *ctx;
+    /* inference (generate, serve) in MODEL_BF16 on a context that reads panel copies
+     * (kern_bf16_ctx_panels: the avx2 path): the model also keeps its dense matrices and the
+     * unembedding in the panel layout (kern_bf16_panel_pack), made with the bf16 copy, so that a
+     * product of one row (decode at batch 1) reads them as linear streams; the same bits.
+     * model_panel_bytes says what it costs. */
+    int panels;
 } model_compute;
 
 /* Allocates parameters, gradients and activations for micro-batches of Bl local sequences of
@@ -121,6 +127,8 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
 /* The model's compute: what a hook that computes for it multiplies with (the context axis's
  * attention, whose bf16 products run on the model's context, on the model's thread). */
 const model_compute *model_compute_of(const model *m);
+/* Bytes of the panel copies (model_compute.panels; 0 when none were made). */
+int64_t model_panel_bytes(const model *m);
 /* The parameters changed (an optimizer update, a checkpoint loaded, a test's edit): in bf16 the
  * weights' copy is made again when a pass next uses them. No-op in fp32. */
 void model_params_changed(model *m);

@@ -114,6 +114,8 @@ struct model {
     model_compute cmp;
     kern_bf16 *sb[4], *sb_train[4], *params_b, *act_b_block;
     int64_t wver, uver, *lver;
+    kern_bf16 *pan_block; /* the panel copies (mixed_alloc_panels), NULL when none */
+    int64_t pan_elems;
     /* mixture of experts */
     moe_scratch ms;
     moe_tally tally;
@@ -227,6 +229,9 @@ void mixed_rows_carve(model *m, carver *c, kern_bf16 **sb, int64_t R);
 /* Layer l's matrices in bf16 (w: as the hook handed them over), and the unembedding's. */
 layer_wb mixed_layer(model *m, const layer_w *w, int64_t l);
 const kern_bf16 *mixed_unembed(model *m, const float *un); /* un NULL: the hook's bf16 one */
+/* The panel copies' storage (model_compute.panels on a context that reads them): 0, or −1 out of
+ * memory. */
+int mixed_alloc_panels(model *m);
 /* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
  * datt [BT, N_l·H] into dq, dk, dv (fp32). */
 void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);

@@ -264,7 +264,7 @@ static int setup_storage(trainer *t, char *err, size_t errlen) {
     const config *c = &t->c;
     mesh *m = t->mesh;
     if (par_create(&t->pl, m, &t->par, err, errlen) < 0) return -1;
-    const model_compute cmp = {plan_model_compute(&t->pl), t->prec.ctx};
+    const model_compute cmp = {plan_model_compute(&t->pl), t->prec.ctx, 0};
     /* the plan's model shape: with --cp, this rank's pieces of the sequences (plan_cp.c) */
     t->mod = model_create_compute(&t->pl.ms, t->pl.model_seqs, c->seed, par_model_hooks(t->par),
                                   &cmp);

@@ -1,0 +1,112 @@
+/* gemm_bf16_panel: the panel layout of a bf16 weight for one-row products (decode at batch 1) and
+ * its AVX2 matrix-vector kernel (gemm_bf16.h: kern_bf16_panel_pack, kern_bf16_ctx_add_panel).
+ *
+ * Layout: B[K, N] cut into panels of 16 columns, panel p = columns [16p, 16p + 16), stored
+ * [K][16] contiguous, panels one after another (the last padded with zeros). Within a panel's row
+ * the 16 values are interleaved so that 32-bit lane i holds column i in its low half and column
+ * 8 + i in its high half: a 16-bit shift widens columns 0..7 to fp32, a mask columns 8..15, and
+ * the sums come out in column order. The kernel reads PANEL_NP panels side by side, each one
+ * linear stream with its 16 sums in registers (a [K, N] row-major weight read a row at a time
+ * gives only short streams: the one-row kernel of gemm_bf16_avx2.c). Every element is still one
+ * fp32 chain over k in order from 0 (or from C), so the bits equal the other own kernels'. */
+#include "kernels/gemm_bf16_impl.h"
+
+#include <string.h>
+
+#include "kernels/bf16_inl.h"
+#include "kernels/gemm_bf16.h"
+
+int64_t kern_bf16_panel_elems(int64_t K, int64_t N) {
+    return K * ((N + 15) / 16 * 16);
+}
+
+void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb) {
+    for (int64_t p = 0; p < (N + 15) / 16; p++)
+        for (int64_t k = 0; k < K; k++) {
+            kern_bf16 *row = P + (p * K + k) * 16;
+            for (int i = 0; i < 16; i++) {
+                const int64_t j = p * 16 + i;
+                row[i < 8 ? 2 * i : 2 * (i - 8) + 1] = j < N ? B[k * ldb + j] : 0;
+            }
+        }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INL __attribute__((always_inline)) inline
+#define PANEL_NP 8 /* panels read side by side: 16 accumulators */
+
+/* out[0, 16·np) (=, or += when acc) a[0, K) · np panels from P (panel stride ps elements). */
+static AVX2 INL void panels(const int np, float *out, const float *a, const kern_bf16 *P,
+                            int64_t ps, int64_t K, bool acc) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 lo_s[PANEL_NP], hi_s[PANEL_NP];
+    for (int i = 0; i < np; i++) {
+        lo_s[i] = acc ? _mm256_loadu_ps(out + 16 * i) : _mm256_setzero_ps();
+        hi_s[i] = acc ? _mm256_loadu_ps(out + 16 * i + 8) : _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 ak = _mm256_broadcast_ss(a + k);
+        for (int i = 0; i < np; i++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(P + i * ps + k * 16));
+            lo_s[i] = _mm256_fmadd_ps(ak, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), lo_s[i]);
+            hi_s[i] = _mm256_fmadd_ps(ak, _mm256_castsi256_ps(_mm256_and_si256(v, hi)), hi_s[i]);
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        _mm256_storeu_ps(out + 16 * i, lo_s[i]);
+        _mm256_storeu_ps(out + 16 * i + 8, hi_s[i]);
+    }
+}
+
+#define PANELS(R)                                                                                  \
+    static AVX2 void panels##R(float *out, const float *a, const kern_bf16 *P, int64_t ps,         \
+                               int64_t K, bool acc) {                                              \
+        panels(R, out, a, P, ps, K, acc);                                                          \
+    }
+PANELS(1)
+PANELS(2)
+PANELS(3)
+PANELS(4)
+PANELS(5)
+PANELS(6)
+PANELS(7)
+PANELS(8)
+typedef void (*panels_fn)(float *, const float *, const kern_bf16 *, int64_t, int64_t, bool);
+static const panels_fn panel_fns[PANEL_NP + 1] = {NULL,     panels1, panels2, panels3, panels4,
+                                                  panels5, panels6, panels7, panels8};
+
+void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
+                          const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc) {
+    float *a = ws->a; /* the row of A widened once (K ≤ BF16_WS_A_FLOATS) */
+    for (int64_t k = 0; k < K; k++) a[k] = kern_bf16_val_inl(A[k * sa]);
+    const int64_t np_all = (N + 15) / 16;
+    for (int64_t p0 = 0; p0 < np_all; p0 += PANEL_NP) {
+        const int np = (int)(np_all - p0 < PANEL_NP ? np_all - p0 : PANEL_NP);
+        const int64_t j0 = p0 * 16, n = N - j0 < 16 * np ? N - j0 : 16 * np;
+        if (n == 16 * np) {
+            panel_fns[np](C + j0, a, P + p0 * ps, ps, K, acc);
+            continue;
+        }
+        float tmp[16 * PANEL_NP]; /* the last group, its last panel short */
+        if (acc) memcpy(tmp, C + j0, (size_t)n * sizeof *tmp);
+        panel_fns[np](tmp, a, P + p0 * ps, ps, K, acc);
+        memcpy(C + j0, tmp, (size_t)n * sizeof *tmp);
+    }
+}
+
+#else /* no AVX2 path: the same chains in plain C */
+void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
+                          const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc) {
+    (void)ws;
+    for (int64_t j = 0; j < N; j++) {
+        const kern_bf16 *col = P + (j / 16) * ps + (j % 16 < 8 ? 2 * (j % 16) : 2 * (j % 16 - 8) + 1);
+        float c = acc ? C[j] : 0.0f;
+        for (int64_t k = 0; k < K; k++)
+            c += kern_bf16_val_inl(A[k * sa]) * kern_bf16_val_inl(col[k * 16]);
+        C[j] = c;
+    }
+}
+#endif
