@@ -20,15 +20,32 @@ int64_t kern_bf16_panel_elems(int64_t K, int64_t N) {
     return K * ((N + 15) / 16 * 16);
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+/* By blocks of PACK_KB rows of B (in L2 while each panel takes its piece of them). */
+#define PACK_KB 64
+
 void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb) {
-    for (int64_t p = 0; p < (N + 15) / 16; p++)
-        for (int64_t k = 0; k < K; k++) {
-            kern_bf16 *row = P + (p * K + k) * 16;
-            for (int i = 0; i < 16; i++) {
-                const int64_t j = p * 16 + i;
-                row[i < 8 ? 2 * i : 2 * (i - 8) + 1] = j < N ? B[k * ldb + j] : 0;
+    for (int64_t k0 = 0; k0 < K; k0 += PACK_KB)
+        for (int64_t p = 0; p < (N + 15) / 16; p++)
+            for (int64_t k = k0; k < K && k < k0 + PACK_KB; k++) {
+                kern_bf16 *row = P + (p * K + k) * 16;
+#if defined(__GNUC__) && defined(__x86_64__)
+                if (p * 16 + 16 <= N) { /* SSE2: columns 0..7 and 8..15 interleaved by 16 bits */
+                    const __m128i lo = _mm_loadu_si128((const __m128i *)(B + k * ldb + p * 16));
+                    const __m128i hi = _mm_loadu_si128((const __m128i *)(B + k * ldb + p * 16 + 8));
+                    _mm_storeu_si128((__m128i *)row, _mm_unpacklo_epi16(lo, hi));
+                    _mm_storeu_si128((__m128i *)(row + 8), _mm_unpackhi_epi16(lo, hi));
+                    continue;
+                }
+#endif
+                for (int i = 0; i < 16; i++) {
+                    const int64_t j = p * 16 + i;
+                    row[i < 8 ? 2 * i : 2 * (i - 8) + 1] = j < N ? B[k * ldb + j] : 0;
+                }
             }
-        }
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -75,7 +92,7 @@ PANELS(6)
 PANELS(7)
 PANELS(8)
 typedef void (*panels_fn)(float *, const float *, const kern_bf16 *, int64_t, int64_t, bool);
-static const panels_fn panel_fns[PANEL_NP + 1] = {NULL,     panels1, panels2, panels3, panels4,
+static const panels_fn panel_fns[PANEL_NP + 1] = {NULL,    panels1, panels2, panels3, panels4,
                                                   panels5, panels6, panels7, panels8};
 
 void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
@@ -102,7 +119,8 @@ void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64
                           const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc) {
     (void)ws;
     for (int64_t j = 0; j < N; j++) {
-        const kern_bf16 *col = P + (j / 16) * ps + (j % 16 < 8 ? 2 * (j % 16) : 2 * (j % 16 - 8) + 1);
+        const kern_bf16 *col =
+            P + (j / 16) * ps + (j % 16 < 8 ? 2 * (j % 16) : 2 * (j % 16 - 8) + 1);
         float c = acc ? C[j] : 0.0f;
         for (int64_t k = 0; k < K; k++)
             c += kern_bf16_val_inl(A[k * sa]) * kern_bf16_val_inl(col[k * 16]);
