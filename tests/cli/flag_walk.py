@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 
-from walk_common import ENV, changed, refused, split_context
+from walk_common import changed, refused, setup_run, split_context
 from walk_common import run as run_in
 
 MODE, MPI, MT, MB, TXT, WORK = sys.argv[1:7]
@@ -171,13 +171,12 @@ SKIP = {"help"}  # prints the help and exits: no run to compare
 def flags_of(mode):
     """The flags the mode's command lists in its --help (its flag table)."""
     if mode == "meshbench":
-        out = subprocess.run([MB, "--help"], capture_output=True, text=True, env=ENV).stdout
+        out = setup_run([MB, "--help"], WORK, "help_mb")
         return re.findall(r"^  (?:-\w, )?--([a-z0-9-]+)", out, re.M)
-    out = subprocess.run([MT, "--help"], capture_output=True, text=True, env=ENV).stdout
+    out = setup_run([MT, "--help"], WORK, "help")
     names = re.findall(r"^  --([a-z0-9-]+)", out, re.M)
     if mode.startswith("generate"):
-        out = subprocess.run([MT, "generate", "--help"], capture_output=True, text=True,
-                             env=ENV).stdout
+        out = setup_run([MT, "generate", "--help"], WORK, "help_gen")
         names += re.findall(r"^  --([a-z0-9-]+)", out, re.M)
     return names
 
@@ -305,10 +304,9 @@ def prepare(res):
         f.write("xy\nzw\n")
     prep = [MT] + MODEL.split() + ["--batch", "4", "--eval-every", "0", "--quiet", "--data",
                                    os.path.join(res, "text.txt"), "--lr", "0.05", "--warmup", "1"]
-    subprocess.run(prep + ["--steps", "2", "--save-final", os.path.join(res, "ck1.h5")],
-                   env=ENV, check=True, capture_output=True)
-    subprocess.run(prep + ["--steps", "1", "--save-every", "1", "--ckpt-dir",
-                           os.path.join(res, "owned")], env=ENV, check=True, capture_output=True)
+    setup_run(prep + ["--steps", "2", "--save-final", os.path.join(res, "ck1.h5")], WORK, "prep1")
+    setup_run(prep + ["--steps", "1", "--save-every", "1", "--ckpt-dir", os.path.join(res, "owned")],
+              WORK, "prep2")
 
 
 def main():

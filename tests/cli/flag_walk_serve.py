@@ -29,7 +29,8 @@ import sys
 import threading
 import time
 
-from walk_common import ENV, changed, env_of, error_line, files_text, fresh_dir, refused, run
+from walk_common import changed, env_of, error_line, files_text, fresh_dir, refused, run, \
+    setup_run
 from walk_common import split_context
 
 MODE, MPI, MT, TXT, WORK = sys.argv[1:6]
@@ -123,9 +124,9 @@ def meta_bad(meta):
 
 def flag_metas():
     """{flag: its metavar or None} from meshtrain's --help and serve's."""
-    out = subprocess.run([MT, "--help"], capture_output=True, text=True, env=ENV).stdout
+    out = setup_run([MT, "--help"], WORK, "help")
     metas = dict(re.findall(r"^  --([a-z0-9-]+)(?: ([^ \n]+))?", out, re.M))
-    out = subprocess.run([MT, "serve", "--help"], capture_output=True, text=True, env=ENV).stdout
+    out = setup_run([MT, "serve", "--help"], WORK, "help_serve")
     own = dict(re.findall(r"^  --([a-z0-9-]+)(?: ([^ \n,]+))?", out, re.M))
     metas.update({k: v for k, v in own.items() if k not in metas})
     return {k: (v or None) for k, v in metas.items() if k not in SKIP}, set(own)
@@ -350,8 +351,8 @@ def prepare(res):
                         ("ck2", ["--steps", "3", "--layers", "2"]),
                         ("ck3", ["--steps", "1", "--layers", "3"]),
                         ("moe", ["--steps", "1", "--layers", "2", "--experts", "4"])):
-        subprocess.run(train + extra + ["--save-final", os.path.join(res, name + ".h5")],
-                       env=ENV, check=True, capture_output=True)
+        setup_run(train + extra + ["--save-final", os.path.join(res, name + ".h5")], WORK,
+                  "prep_" + name)
 
 
 # prepare and ckpt: flag -> (bad values, a good value for ckpt diff, the subcommands refusing it)
@@ -373,9 +374,8 @@ def small_case(argv, np, want, frag):
 
 def walk_prepare_ckpt(res):
     """prepare's and ckpt's flags (from their --help) and their positional arguments."""
-    usage = subprocess.run([MT, "ckpt", "--help"], capture_output=True, text=True,
-                           env=ENV).stdout + \
-        subprocess.run([MT, "prepare", "--help"], capture_output=True, text=True, env=ENV).stdout
+    usage = setup_run([MT, "ckpt", "--help"], WORK, "help_ckpt") + \
+        setup_run([MT, "prepare", "--help"], WORK, "help_prepare")
     flags = sorted(set(re.findall(r"\[--([a-z][a-z-]*)", usage)))
     a, b, txt = f"{res}/ck1.h5", f"{res}/ck2.h5", f"{res}/text.txt"
     cases = []  # (argv after meshtrain, np, status wanted, fragment)

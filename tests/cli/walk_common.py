@@ -61,6 +61,18 @@ def env_of(argv, work, name):
     return dict(ENV, OMPI_MCA_orte_tmpdir_base=tmp)
 
 
+def setup_run(argv, work, name):
+    """A run the walk needs before it starts (a checkpoint, a --help to read), in the session
+    directory env_of gives it: isolated singletons started by walks running side by side would
+    otherwise share job 0's. Its stdout; on failure its stderr is printed and the walk stops."""
+    p = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                       env=env_of(argv, work, name))
+    if p.returncode != 0 and "--help" not in argv:
+        raise SystemExit(f"setup run {name} failed with status {p.returncode}: {' '.join(argv)}\n"
+                         f"{p.stderr}")
+    return p.stdout
+
+
 def run(argv, work, name, timeout=180):
     """Status, everything it said and the files it wrote, in a directory of its own; and stderr."""
     cwd = fresh_dir(work, name)
