@@ -625,7 +625,8 @@ static void print_ep_overlap(const trainer *t, FILE *out) {
     int64_t started, waited;
     double hidden;
     par_ep_overlap(t->par, &started, &waited, &hidden);
-    const int64_t n = par_calls(t->par, PLAN_EP_ALL_TO_ALL);
+    const int64_t n =
+        par_calls(t->par, PLAN_EP_ALL_TO_ALL) + par_calls(t->par, PLAN_EP_ALL_TO_ALL_BF16);
     if (n == 0 || !t->pl.overlap || mesh_world_rank() != 0) return;
     fprintf(out,
             "  expert AllToAlls (--overlap): %lld of %lld left in flight (%s), %lld waited, "
