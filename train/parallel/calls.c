@@ -16,9 +16,7 @@ void par_in_step(par *p, int on) {
 
 mesh_coll_call par_call(const struct par *p, plan_coll k, int64_t count) {
     mesh_coll_call c = plan_coll_call(p->pl, k, count);
-    if (k != PLAN_Z3_GATHER_BF16 && k != PLAN_EP_COUNTS && k != PLAN_CP_GATHER_KV_BF16 &&
-        k != PLAN_CP_HOP_BF16 && k != PLAN_EP_ALL_TO_ALL_BF16 && k != PLAN_CP_ALL_TO_ALL_BF16)
-        c.wire = p->wire; /* those: fixed */
+    if (!plan_coll_wire_fixed(k)) c.wire = p->wire;
     return c;
 }
 

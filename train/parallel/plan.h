@@ -261,6 +261,9 @@ typedef enum {
 /* The mesh call of kind k with `count` elements per rank (a ppermute's shift +1): op and axes
  * from the kind, --alg (a collective matmul's steps: the default), the plan's wire format. */
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count);
+/* 1 if kind k's wire format is its own whatever --comm-dtype (plan_coll_call fixes it): the
+ * call keeps it inside the step too (par_call); 0 if it follows the wire in force. */
+int plan_coll_wire_fixed(plan_coll k);
 
 /* One row of the printed schedule: `times` calls of kind `kind` per layer and micro-batch (pass
  * PLAN_STEP: per step), `count` elements per rank each (as the mesh call takes them: an

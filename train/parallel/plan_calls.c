@@ -72,16 +72,21 @@ static const struct {
     [PLAN_CP_MOE_STATS] = {MESH_OP_ALL_GATHER, PLAN_ROLE_CP},
 };
 
+int plan_coll_wire_fixed(plan_coll k) {
+    return k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16 ||
+           k == PLAN_EP_ALL_TO_ALL_BF16 || k == PLAN_CP_HOP_BF16 || k == PLAN_CP_ALL_TO_ALL_BF16 ||
+           k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS;
+}
+
 mesh_coll_call plan_coll_call(const plan *p, plan_coll k, int64_t count) {
     mesh_coll_call c = {kinds[k].op, plan_role_axes(p, kinds[k].role)->axes, 0, count, p->alg,
                         p->wire};
     if (c.op == MESH_OP_PPERMUTE) c.shift = 1;
     if (k == PLAN_Z3_GATHER_BF16 || k == PLAN_CP_GATHER_KV_BF16 || k == PLAN_EP_ALL_TO_ALL_BF16)
         c.wire = MESH_WIRE_BF16;
-    if (k == PLAN_CP_HOP_BF16 || k == PLAN_CP_ALL_TO_ALL_BF16)
-        c.wire = MESH_WIRE_F32; /* bf16 pairs, copied */
+    else if (plan_coll_wire_fixed(k))
+        c.wire = MESH_WIRE_F32; /* bf16 pairs or doubles/integers, copied */
     if (k == PLAN_EP_GATHER && plan_z3_bf16(p)) c.wire = MESH_WIRE_BF16; /* expert_zero.c */
-    if (k == PLAN_EP_COUNTS || k == PLAN_CP_MOE_STATS) c.wire = MESH_WIRE_F32; /* copied */
     if (k == PLAN_TP_HOP) { /* on an axis of 2 the step is one exchange: an AllGather (cmatmul.c) */
         c.op = p->tensor.n == 2 ? MESH_OP_ALL_GATHER : MESH_OP_PPERMUTE;
         c.alg = MESH_ALG_DEFAULT;
