@@ -491,26 +491,19 @@ static int expert_colls(builder *bl, int re_blocks, double tokens) {
     if (rc || r->Z <= 1) return rc;
     const double rows = r->Z * (double)mo->k * tokens * D / Y;
     const int bwd = M * (re_blocks == 2 ? 2 : 1);
-    const char *y_ = Y > 1 ? "_" : "", *yt = Y > 1 ? ts : "";
-    if (s->act_bytes == s->grad_bytes) {
-        snprintf(what, sizeof what, "AllToAll_%s X[(B_%s)k,D%s%s] dispatch + return", bl->zsub,
-                 bl->dsub, y_, yt);
-        const double V = rows * s->act_bytes;
-        rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 0, 2 * M, CALC_PATH_CRITICAL, V,
-                      what);
-        return rc ? rc
-                  : add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, 1, 2 * bwd,
-                             CALC_PATH_CRITICAL, V, what);
-    }
     /* The rows go to the experts at the activations' width (the experts' products round them
      * anyway); the experts' fp32 outputs come back, and are summed into the residual, at the
-     * gradients' (--comm-dtype's) width: one row each way. */
+     * gradients' (--comm-dtype's) width: one row each way when the two differ, else one row of
+     * both (the book's two AllToAlls of the same size). */
+    const int split = s->act_bytes != s->grad_bytes;
     for (int pass = 0; pass < 2 && !rc; pass++)
-        for (int ret = 0; ret < 2 && !rc; ret++) {
+        for (int ret = 0; ret <= split && !rc; ret++) {
             snprintf(what, sizeof what, "AllToAll_%s X[(B_%s)k,D%s%s] %s", bl->zsub, bl->dsub,
-                     y_, yt, ret ? "return" : "dispatch");
-            rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, pass, pass ? bwd : M,
-                          CALC_PATH_CRITICAL, rows * (ret ? s->grad_bytes : s->act_bytes), what);
+                     Y > 1 ? "_" : "", Y > 1 ? ts : "",
+                     !split ? "dispatch + return" : ret ? "return" : "dispatch");
+            rc = add_coll(bl, COST_OP_ALL_TO_ALL, CALC_ROLE_EXPERT, 0, pass,
+                          (pass ? bwd : M) * (split ? 1 : 2), CALC_PATH_CRITICAL,
+                          rows * (ret ? s->grad_bytes : s->act_bytes), what);
         }
     return rc;
 }
