@@ -26,7 +26,7 @@ struct kern_bf16_ctx {
     bf16_dnnl *dnnl;  /* oneDNN paths */
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
     panel_entry *pan; /* registered panel copies (kern_bf16_ctx_add_panel) */
-    int npan, cap_pan;
+    int npan, cap_pan, last_pan; /* last_pan: the entry of the last hit */
     int64_t pan_hits;
 };
 
@@ -181,16 +181,19 @@ int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
 }
 
 /* The panels of a registered copy holding B[K, N] (row stride ldb): their start (a row and a
- * panel inside the copy) and *ps, the panel stride; NULL if none holds it. */
-static const kern_bf16 *find_panel(const kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K,
-                                   int64_t N, int64_t ldb, int64_t *ps) {
-    for (int i = 0; i < ctx->npan; i++) {
+ * panel inside the copy) and *ps, the panel stride; NULL if none holds it. The search starts at
+ * the last hit: a decode step's products come in the order the copies were registered. */
+static const kern_bf16 *find_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
+                                   int64_t ldb, int64_t *ps) {
+    for (int j = 0; j < ctx->npan; j++) {
+        const int i = (ctx->last_pan + j) % ctx->npan;
         const panel_entry *e = &ctx->pan[i];
         const uintptr_t b = (uintptr_t)B, b0 = (uintptr_t)e->B;
         if (e->ldb != ldb || b < b0 || b >= b0 + (uintptr_t)(e->K * ldb) * sizeof *B) continue;
         const int64_t off = (int64_t)((b - b0) / sizeof *B), r = off / ldb, j0 = off % ldb;
         if (j0 % 16 || j0 + N > e->N || r + K > e->K) continue;
         *ps = 16 * e->K;
+        ctx->last_pan = i;
         return e->P + j0 / 16 * *ps + 16 * r;
     }
     return NULL;
