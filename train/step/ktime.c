@@ -607,7 +607,7 @@ int ktime_measure(const ktime_shape *s, double budget, ktime_step *out) {
         case K_MOE_F: /* 3 products of the rows by D·F_e each, 6 in the backward */
         case K_MOE_B:
             r.experts[c[i].k == K_MOE_B] += t;
-            r.expert_rows = count[i] * (double)c[i].M;
+            if (c[i].k == K_MOE_F) r.expert_rows = count[i] * (double)c[i].M;
             r.matmul += t;
             r.matmul_flops +=
                 count[i] * (c[i].k == K_MOE_F ? 6.0 : 12.0) * (double)(c[i].M * s->D * c[i].N);
