@@ -26,6 +26,7 @@
  * book sums the X and Y comms rather than overlapping them, the two roles never compete for the
  * links they share on a split axis within one phase. */
 #include "calc/calc.h"
+#include "calc/calc_cp.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -329,7 +330,7 @@ static double attn_acts(const calc_spec *s, double Y, double a) {
     if (C <= 1) return a * (2 * NH + 2 * KH + N * T);
     if (s->cp_alg != CALC_CP_ULYSSES)
         return a * (NH + 2 * KH) + (s->cp_alg == CALC_CP_RING ? 4 : a) * NH + 4 * 2 * N;
-    const double Kc = K >= C ? floor(K / C) : 1, b16 = a < 4;
+    const double Kc = calc_cp_kv_heads(K, C), b16 = a < 4;
     return (b16 ? 0 : 4 * (NH + 2 * KH)) + a * NH + (b16 ? 2 : 4) * (N * T + NH + 2 * C * Kc * H);
 }
 

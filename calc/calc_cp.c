@@ -39,16 +39,12 @@ typedef struct {
     int contig; /* the contiguous split (2C does not divide T; allgather and ring) */
 } cp_dims;
 
-static int contiguous(double T, double C) {
-    return fmod(T, 2 * C) != 0;
-}
-
 /* Why `alg` cannot split these dims ("" if it can); K_e: the kv heads ulysses moves. */
 static void refusal(const cp_dims *d, calc_cp_alg alg, double *K_e, char *why, size_t len) {
     const long long C = (long long)d->C, T = (long long)d->T, N = (long long)d->N_Y;
     const long long K = (long long)d->K_Y;
     why[0] = '\0';
-    *K_e = K % C == 0 ? (double)K : (double)C;
+    *K_e = d->C * calc_cp_kv_heads(d->K_Y, d->C);
     if (T % C)
         snprintf(why, len, "T = %lld is not divisible by |cp| = %lld", T, C);
     else if (alg == CALC_CP_ULYSSES && N % C)
@@ -164,7 +160,7 @@ int calc_cp(const calc_spec *s, const calc_result *r, const calc_cp_opt *o, calc
                        s->act_bytes,
                        s->grad_bytes,
                        s->chip.flops_bf16,
-                       contiguous(T, C)};
+                       calc_cp_contiguous(T, C)};
     for (int a = 0; a < CALC_CP_N_ALGS; a++) {
         alg_row(s, o->axis, &d, (calc_cp_alg)a, &cr->row[a]);
         calc_cp_row *w = &cr->row[a];
@@ -265,7 +261,7 @@ static void prefill(const calc_spec *s, const calc_infer_opt *io, int axis,
                              tensor_coll(s, -1, COST_OP_REDUCE_SCATTER, act)) +
                         tensor_coll(s, -1, COST_OP_ALL_GATHER, a * (double)s->shape.V);
     const cp_dims d = {C,    1, T, T / C, N_Y, K_Y, (double)s->shape.H,
-                       a,    a, b->C * io->prefill_mfu, contiguous(T, C)};
+                       a,    a, b->C * io->prefill_mfu, calc_cp_contiguous(T, C)};
     const double base = fmax(cr->prefill_t_math, fmax(cr->prefill_t_hbm, cr->prefill_t_ici));
     for (int g = 0; g < CALC_CP_N_ALGS; g++) {
         calc_cp_row w;

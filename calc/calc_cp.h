@@ -58,11 +58,27 @@
  * calc_infer's prefill with tensor parallelism over all Y·C. */
 #ifndef MT_CALC_CALC_CP_H
 #define MT_CALC_CALC_CP_H
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #include "calc/calc.h"
 #include "calc/calc_infer.h"
+
+/* The split's rules, shared with calc.c and calc_moe.c (inline: those are below calc_cp.c in the
+ * link order). The contiguous split where 2C does not divide T; the pieces a chip holds of each
+ * sequence: 2 under the zigzag split (allgather, ring), 1 contiguous or under ulysses (whole
+ * head shards) or without a context axis; ulysses' kv heads per chip: K_Y/C, or 1 when C does not
+ * divide K_Y (K_Y < C: each kv head goes to C/K_Y chips; K_e = C·that kv heads travel). */
+static inline int calc_cp_contiguous(double T, double C) {
+    return fmod(T, 2 * C) != 0;
+}
+static inline int calc_cp_pieces(calc_cp_alg alg, double T, double C) {
+    return C > 1 && alg != CALC_CP_ULYSSES && !calc_cp_contiguous(T, C) ? 2 : 1;
+}
+static inline double calc_cp_kv_heads(double K_Y, double C) {
+    return fmod(K_Y, C) == 0 ? K_Y / C : 1;
+}
 
 /* "allgather", "ring", "ulysses"; parse returns −1 for anything else. */
 const char *calc_cp_alg_name(calc_cp_alg a);

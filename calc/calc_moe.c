@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "calc/calc.h"
+#include "calc/calc_cp.h"
 #include "mesh/errmsg.h"
 
 int calc_moe_preset(calc_moe *mo, const char *name) {
@@ -51,7 +52,7 @@ double calc_moe_meshtrain_acts(const calc_spec *s, const calc_result *r, double 
      * (C·pieces/T: the zigzag's two chunks, else one run), each with its statistics made whole
      * over C, f_e and P_e [2E] in fp32 (model_moe_cp.c) */
     const double C = s->cp_n > 1 ? s->cp_n : 1;
-    const double pieces = C > 1 && s->cp_alg != CALC_CP_ULYSSES && fmod(T, 2 * C) == 0 ? 2 : 1;
+    const double pieces = calc_cp_pieces(s->cp_alg, T, C);
     const double g = C * pieces / T, stats = C > 1 ? 2 * E * g : 0;
     double f = 2 * E + 1 + 4 * k + E * g + stats + 2 * kz * Fe + k * D + recv + 2 * SF;
     const double per =

@@ -114,17 +114,20 @@ static void ag_order(const struct par *p, void *g, void *full, int to, size_t es
 }
 
 /* bf16 compute's rounded q and dO [R, NH] (plan_cp_blk_bf16), after the algorithm's regions of
- * BUF_CP_KV, which end `used` floats in. */
+ * BUF_CP_KV, which end `used` floats in. The kernels read q from qr: the model's saved copy, or q
+ * rounded into the region where the model keeps none (cp_q_bf16). */
 typedef struct {
     kern_bf16 *q, *dout;
+    const kern_bf16 *qr;
 } cp_b16;
 static cp_b16 cp_b16_regions(const struct par *p, int64_t used) {
     kern_bf16 *b = (kern_bf16 *)(void *)(p->cp.kv + used);
-    return (cp_b16){b, b + p->pl->rows * p->pl->loc.Nl * p->pl->s.H};
+    return (cp_b16){b, b + p->pl->rows * p->pl->loc.Nl * p->pl->s.H, NULL};
 }
 
 /* The model's saved bf16 q, k, v (b16, NULL where it keeps none): the forward rounds the rotated
- * values into them once; bf16_from then copies them where a kernel or a collective wants them. */
+ * values into them once; the kernels read q there (cp_q_bf16), and bf16_from copies k, v into the
+ * buffers that travel. */
 static void cp_keep_qkv(const struct par *p, kern_bf16 *const b16[3], const float *q,
                         const float *k, const float *v) {
     const int64_t R = p->pl->rows, H = p->pl->s.H;
@@ -132,6 +135,13 @@ static void cp_keep_qkv(const struct par *p, kern_bf16 *const b16[3], const floa
     kern_bf16_pack(b16[0], q, R * p->pl->loc.Nl * H);
     kern_bf16_pack(b16[1], k, R * p->pl->loc.Kl * H);
     kern_bf16_pack(b16[2], v, R * p->pl->loc.Kl * H);
+}
+
+/* b->qr: the saved rounded q when the model keeps it (its bits, read in place), else q [R, NH]
+ * rounded now into b->q. */
+static void cp_q_bf16(const struct par *p, cp_b16 *b, const kern_bf16 *saved, const float *q) {
+    b->qr = saved ? saved : b->q;
+    if (!saved) kern_bf16_pack(b->q, q, p->pl->rows * p->pl->loc.Nl * p->pl->s.H);
 }
 
 /* dst[n] = x rounded: the saved copy's bits when there is one, else rounded now. */
@@ -181,13 +191,13 @@ static void ag_fwd(struct par *p, const model *mod, float *att, float *ms, const
     const plan *pl = p->pl;
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, F = Bl * T * Kl * H;
-    const ag_bufs a = ag_regions(p);
+    ag_bufs a = ag_regions(p);
     ag_gather(p, &a, k, v, b16);
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
-        bf16_from(a.b.q, b16[0], q, pl->rows * Nl * H);
+        cp_q_bf16(p, &a.b, b16[0], q);
         kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, att, ms, ms + pl->rows * Nl,
-                                p->cp.ker, a.b.q, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T,
+                                p->cp.ker, a.b.qr, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T,
                                 Nl, Kl, H);
     } else {
         kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, a.full, a.full + F,
@@ -203,17 +213,17 @@ static void ag_bwd(struct par *p, const model *mod, float *dq, float *dk, float 
     const int64_t T = pl->s.T, Tl = T / pl->cp.n, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
     const int64_t full = Bl * T * Kl * H;
-    const ag_bufs a = ag_regions(p);
+    ag_bufs a = ag_regions(p);
     ag_gather(p, &a, k, v, b16);
     floats_clear(dq, R * Nl * H);
     floats_clear(a.dfull, 2 * full);
     /* D = NULL: the block holds every key the rows see, so D = Σ_j P_ij dP_ij over it */
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
-        bf16_from(a.b.q, b16[0], q, R * Nl * H);
+        cp_q_bf16(p, &a.b, b16[0], q);
         kern_bf16_pack(a.b.dout, datt, R * Nl * H);
         kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, a.dfull, a.dfull + full,
-                                p->cp.ker, a.b.dout, NULL, ms, ms + R * Nl, a.b.q, kf, kf + full,
+                                p->cp.ker, a.b.dout, NULL, ms, ms + R * Nl, a.b.qr, kf, kf + full,
                                 p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
     } else {
         kern_attn_part_bwd(dq, a.dfull, a.dfull + full, p->cp.ker, datt, NULL, ms, ms + R * Nl, q,
@@ -283,9 +293,9 @@ static const int32_t *ring_kpos(const struct par *p, int64_t s) {
  * merges into (att, m, l) in the order the blocks arrive (the rank's own first). A block no
  * query sees is skipped (never under the zigzag split, where every block is half visible; under
  * the contiguous split rank i skips the blocks of ranks after it). */
-/* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and q into b.q; b16:
- * the model's saved copies). */
-static void ring_load(const struct par *p, const ring_bufs *b, float *blk, const float *q,
+/* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and b.qr set, q read
+ * in place; b16: the model's saved copies). */
+static void ring_load(const struct par *p, ring_bufs *b, float *blk, const float *q,
                       const float *k, const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t n = pl->rows * pl->loc.Kl * pl->s.H;
@@ -293,7 +303,7 @@ static void ring_load(const struct par *p, const ring_bufs *b, float *blk, const
         kern_bf16 *kb = (kern_bf16 *)(void *)blk;
         bf16_from(kb, b16[1], k, n);
         bf16_from(kb + n, b16[2], v, n);
-        bf16_from(b->b.q, b16[0], q, pl->rows * pl->loc.Nl * pl->s.H);
+        cp_q_bf16(p, &b->b, b16[0], q);
         return;
     }
     floats_copy(blk, k, n);
@@ -308,7 +318,7 @@ static void ring_part_fwd(struct par *p, const model *mod, const ring_bufs *b, f
     const int64_t Bl = pl->micro_seqs, Nl = pl->loc.Nl, Kl = pl->loc.Kl, H = pl->s.H;
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kb = (const kern_bf16 *)(const void *)cur;
-        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, o, m, l, p->cp.ker, b->b.q, kb, kb + n,
+        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, o, m, l, p->cp.ker, b->b.qr, kb, kb + n,
                                 p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
     } else {
         kern_attn_part_fwd(o, m, l, p->cp.ker, q, cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl,
@@ -321,7 +331,7 @@ static void ring_fwd(struct par *p, const model *mod, float *att, float *ms, con
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, Tl = pl->s.T / C, Bl = pl->micro_seqs, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, Kl = pl->loc.Kl, R = pl->rows, n = R * Kl * H;
-    const ring_bufs b = ring_regions(p);
+    ring_bufs b = ring_regions(p);
     int64_t units;
     const plan_coll hop = ring_kv_hop(p, n, &units);
     ring_load(p, &b, b.blk[0], q, k, v, b16);
@@ -358,7 +368,7 @@ static void ring_part_bwd(struct par *p, const model *mod, const ring_bufs *b, f
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kb = (const kern_bf16 *)(const void *)cur;
         kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, cur + 2 * n, cur + 3 * n,
-                                p->cp.ker, b->b.dout, b->D, ms, ms + R * Nl, b->b.q, kb, kb + n,
+                                p->cp.ker, b->b.dout, b->D, ms, ms + R * Nl, b->b.qr, kb, kb + n,
                                 p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
     } else {
         kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b->D, ms, ms + R * Nl, q,
@@ -372,7 +382,7 @@ static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, floa
     const plan *pl = p->pl;
     const int64_t C = pl->cp.n, Tl = pl->s.T / C, H = pl->s.H;
     const int64_t Nl = pl->loc.Nl, R = pl->rows, n = R * pl->loc.Kl * H;
-    const ring_bufs b = ring_regions(p);
+    ring_bufs b = ring_regions(p);
     if (plan_cp_blk_bf16(pl)) { /* dO rounded once; D = rowsum(bf16 dO ∘ O) */
         kern_bf16_pack(b.b.dout, datt, R * Nl * H);
         kern_attn_part_delta_bf16(b.D, b.b.dout, att, R, Nl, H);
@@ -464,6 +474,8 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
     const int64_t C = pl->cp.n, R = pl->rows, W = uly_width(u);
     const int64_t bk = u->b16 ? (R * W + 1) / 2 * 2 : R * W; /* a block's elements */
     float *send = stage, *recv = stage + C * R * W;
+    for (int a = 0; a < u->n; a++) /* back, rep > 1 sums rank j's block into j − j % rep's */
+        CHECK(to_heads || !u->b16 || u->rep[a] == 1, "cp: a summed gradient in bf16");
     for (int64_t j = 0; j < C; j++)
         for (int64_t r = 0; r < R; r++) {
             int64_t e = j * bk + r * W;
@@ -483,7 +495,6 @@ static void uly_move(struct par *p, const uly_set *u, int to_heads, float *stage
             for (int a = 0; a < u->n; a++) {
                 const int64_t w = u->w[a];
                 const int add = !to_heads && i % u->rep[a] != 0;
-                CHECK(!(add && u->b16), "cp: a summed gradient in bf16");
                 uly_take(to_heads ? u->head[a] + uly_row(pl, i, r) * w : uly_loc(u, a, C, r, i),
                          recv, u->b16, add, e, w);
                 e += w;
