@@ -51,8 +51,8 @@ struct serve_engine {
     struct serve_spec *spec; /* speculative decoding's, or NULL */
     /* engine_link: the world of both sides' engines, and where each of its ranks is */
     mesh *wm;
-    int32_t wn, *where;    /* world rank r: its replica where[WHERE·r], tensor coordinate, tensor
-                            * degree, pools (engine_kv_shards) */
+    int32_t wn, *where;    /* world rank r's row where[WHERE·r + WHERE_*]: its replica, tensor
+                            * coordinate, tensor degree, pools (engine_kv_shards) */
     unsigned char *xbuf;   /* one slab: a block's heads packed for the move */
     kvroute_piece *pieces; /* a destination's pieces (at most one per world rank) */
 };
@@ -332,7 +332,9 @@ void engine_step(serve_engine *e, const batch_plan *p, int32_t *next, float *lp,
 
 /* ---------------------------------------------------------------- disaggregated: the KV's move */
 
-enum { WHERE = 4 }; /* engine_link's entries per world rank */
+/* engine_link's table: per world rank its replica, tensor coordinate, tensor degree and pools
+ * (WHERE entries). */
+enum { WHERE_REPLICA, WHERE_TENSOR, WHERE_DEGREE, WHERE_POOLS, WHERE };
 
 void engine_link(serve_engine *e, mesh *world) {
     const int32_t W = (int32_t)mesh_nranks(world), me = (int32_t)mesh_rank(world);
@@ -341,8 +343,9 @@ void engine_link(serve_engine *e, mesh *world) {
     e->xbuf = (unsigned char *)alloc_floats(e->bstride);
     e->pieces = calloc((size_t)W, sizeof *e->pieces);
     CHECK(in && out && e->where && e->xbuf && e->pieces, "engine_link: out of memory");
-    in[WHERE * me] = (float)e->rep, in[WHERE * me + 1] = (float)e->pl.tensor.index;
-    in[WHERE * me + 2] = (float)e->nY, in[WHERE * me + 3] = (float)e->Z;
+    float *mine = in + WHERE * me;
+    mine[WHERE_REPLICA] = (float)e->rep, mine[WHERE_TENSOR] = (float)e->pl.tensor.index;
+    mine[WHERE_DEGREE] = (float)e->nY, mine[WHERE_POOLS] = (float)e->Z;
     const mesh_axes all = {.n = 1, .ax = {0}};
     mesh_all_reduce(world, all, out, in, WHERE * (int64_t)W, MESH_ALG_MPI);
     for (int64_t i = 0; i < WHERE * (int64_t)W; i++) e->where[i] = (int32_t)out[i];
@@ -350,24 +353,26 @@ void engine_link(serve_engine *e, mesh *world) {
     ALLOC_FREE_ALL(in, out);
 }
 
-/* Entry k of replica rep's first rank in engine_link's table (without a link: this engine's). */
+/* Entry k (WHERE_DEGREE or WHERE_POOLS) of replica rep's first rank in engine_link's table
+ * (without a link: this engine's). */
 static int64_t replica_entry(const serve_engine *e, int32_t rep, int k) {
     for (int32_t r = 0; e->wm && r < e->wn; r++)
-        if (e->where[WHERE * r] == rep) return e->where[WHERE * r + k];
-    return k == 2 ? e->nY : e->Z;
+        if (e->where[WHERE * r + WHERE_REPLICA] == rep) return e->where[WHERE * r + k];
+    return k == WHERE_DEGREE ? e->nY : e->Z;
 }
 
 int64_t engine_replica_tensor(const serve_engine *e, int32_t rep) {
-    return replica_entry(e, rep, 2);
+    return replica_entry(e, rep, WHERE_DEGREE);
 }
 int32_t engine_replica_pools(const serve_engine *e, int32_t rep) {
-    return (int32_t)replica_entry(e, rep, 3);
+    return (int32_t)replica_entry(e, rep, WHERE_POOLS);
 }
 
 /* The world rank of replica rep's tensor coordinate y (engine_link's table). */
 static int world_rank_of(const serve_engine *e, int32_t rep, int64_t y) {
     for (int32_t r = 0; r < e->wn; r++)
-        if (e->where[WHERE * r] == rep && e->where[WHERE * r + 1] == y) return (int)r;
+        if (e->where[WHERE * r + WHERE_REPLICA] == rep && e->where[WHERE * r + WHERE_TENSOR] == y)
+            return (int)r;
     CHECK(0, "engine: no rank holds replica %d's tensor coordinate %lld", (int)rep, (long long)y);
     return -1;
 }
