@@ -265,6 +265,7 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
                        serve_wire *w, double *linger) {
     const int32_t dr = batcher_options(s)->prefill_replicas;
     const int64_t nY = engine_tensor_ranks(sr->e);
+    const int32_t kv_eb = engine_kv_elem_bytes(sr->e), w_eb = engine_weight_elem_bytes(sr->e);
     report_window rw = {mesh_now(),
                         0,
                         0,
@@ -298,9 +299,8 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             if (p->nxfer)
                 front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
-            const gen_step cost = serve_plan_cost(
-                &sr->c->shape, nY, engine_kv_shards(sr->e), engine_kv_elem_bytes(sr->e),
-                engine_precision(sr->e)->dtype == COMPUTE_BF16 ? 2 : 4, p);
+            const gen_step cost =
+                serve_plan_cost(&sr->c->shape, nY, engine_kv_shards(sr->e), kv_eb, w_eb, p);
             rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
             rw.rows += cost.rows, rw.steps++;
         }
@@ -609,9 +609,14 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
                         "clock prices the dtype given, not this CPU's choice)");
     /* bf16 compute reads the weights' bf16 copy, and its cache is bf16 unless --kv-dtype says */
     const compute_dtype kvd = c->kv_dtype == COMPUTE_AUTO ? c->compute : c->kv_dtype;
-    sim_opts so = {f->simulate,  f->sim_out,   ty >= 0 ? mesh_axis_size(m, ty) : 1,
-                   f->max_queue, {0, 0, 0, 0}, kvd == COMPUTE_BF16 ? 2 : 4,
-                   c->compute == COMPUTE_BF16 ? 2 : 4, groups};
+    sim_opts so = {f->simulate,
+                   f->sim_out,
+                   ty >= 0 ? mesh_axis_size(m, ty) : 1,
+                   f->max_queue,
+                   {0, 0, 0, 0},
+                   engine_dtype_bytes(kvd),
+                   engine_dtype_bytes(c->compute),
+                   groups};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
