@@ -684,13 +684,14 @@ static void check_combinations(const serve_flags *f) {
 /* Collective over: world (w). --kv-replicate against the mesh m (this rank's part's: the
  * target's, or with --draft-ranks the drafter's, whose kv heads are replicated anyway, so only
  * the target's ranks judge); with --prefill-tensor against the decode side's, unless the prefill
- * side's Yp is past K: it applies to both sides. One message, status 2. */
+ * side's Yp is past K (it applies to both sides, so it is used there: no rank judges). One
+ * message, status 2. */
 static void check_kv_layout(const config *c, const serve_flags *f, mesh *w, const mesh *m) {
     char err[SERVE_ERR] = "";
     const int judge = !(f->draft_ranks && mesh_rank(w) >= mesh_nranks(w) - f->draft_ranks) &&
-                      !(f->prefill_tensor && mesh_rank(w) < f->prefill_ranks);
-    int rc = judge ? gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err) : 0;
-    if (f->prefill_tensor && f->prefill_tensor > c->shape.K) rc = 0;
+                      !(f->prefill_tensor && mesh_rank(w) < f->prefill_ranks) &&
+                      !(f->prefill_tensor > c->shape.K);
+    const int rc = judge ? gen_check_kv_replicate(c, (int)f->kv_replicate, m, err, sizeof err) : 0;
     if (mesh_agree_msg(mesh_world_comm(w), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
 }
 
