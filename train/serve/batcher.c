@@ -53,12 +53,16 @@ static int32_t pool_base(const batcher *s, int32_t r) {
     const int32_t P = s->o.prefill_replicas;
     return r < P ? r * s->o.prefill_shards : P * s->o.prefill_shards + (r - P) * s->o.shards;
 }
-/* Pool i's replica, and its shard there into *z. */
+/* Pool i's replica, and its shard there into *z: the prefill replicas' pools first, then the
+ * others', each run replicas of equal pool counts. */
 static int32_t pool_replica(const batcher *s, int32_t i, int32_t *z) {
-    int32_t r = 0;
-    while (r + 1 < s->o.replicas && pool_base(s, r + 1) <= i) r++;
-    *z = i - pool_base(s, r);
-    return r;
+    const int32_t P = s->o.prefill_replicas, prefill_pools = P * s->o.prefill_shards;
+    if (i < prefill_pools) {
+        *z = i % s->o.prefill_shards;
+        return i / s->o.prefill_shards;
+    }
+    *z = (i - prefill_pools) % s->o.shards;
+    return P + (i - prefill_pools) / s->o.shards;
 }
 
 /* Replica r's pool of shard z. */
