@@ -21,8 +21,12 @@
  *    tensor degree per side): a move copies from the source's pool to the destination's
  *    (batch_xfer.dshard, any pool of the decode replica; its own shard when the counts are
  *    equal), and every item's shard is one of its replica's;
+ *  - padded static batches: a row's filler positions (past its tokens) hold a garbage tag, so a
+ *    row that read one before overwriting it would attend to a wrong cache row;
  *  - at the end every block is back (used = 0), and across the runs preemption, prefix-cache
- *    hits, chunked prefill and transfers each happened (so the checks above were exercised). */
+ *    hits, chunked prefill and transfers each happened (so the checks above were exercised).
+ * And by hand, counted: a static batch's step plans, rows per step, with finished rows dropped
+ * (static) and kept with the prompts padded to the longest (static-padded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +139,13 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
             continue;
         }
         shard_items[it->shard]++;
+        const int64_t known = q->plen + q->ngen; /* past it: a padded prefill's filler rows */
         for (int32_t i = 0; i < it->n; i++) {
             const int64_t pos = it->p0 + i;
+            if (pos >= known) {
+                *kv_at(w, it->replica, it->shard, tab[pos / w->bs], pos) = 0xdeadULL;
+                continue;
+            }
             if (p->tok[it->tok_off + i] != q->tok[pos] && w->bad++ < 5)
                 printf("  request %lld: position %lld fed token %d, not %d\n", (long long)it->id,
                        (long long)pos, p->tok[it->tok_off + i], q->tok[pos]);
@@ -147,7 +156,7 @@ static void run_plan(world *w, const batch_plan *p, int32_t *next) {
         }
         uint64_t sum = 0;
         int reported = 0;
-        for (int64_t pos = 0; pos < it->p0 + it->n; pos++) {
+        for (int64_t pos = 0; pos < it->p0 + it->n && pos < known; pos++) {
             const uint64_t tag = *kv_at(w, it->replica, it->shard, tab[pos / w->bs], pos);
             sum += tag;
             if (tag != prefix_hash(q->tok, pos + 1) && !reported++ && w->bad++ < 5)
@@ -173,7 +182,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
                     .max_seqs = 1 + (int32_t)rndi(8),
                     .context = CTX,
                     .prefix_cache = (int)rndi(4) != 0,
-                    .static_batches = rndi(5) == 0};
+                    .static_batches = rndi(5) == 0 ? 1 + (int)rndi(2) : 0};
     o.max_batch_tokens = o.max_seqs + (int32_t)rndi(48);
     const int32_t min_blocks = (CTX + o.kv_block - 1) / o.kv_block;
     o.kv_blocks = min_blocks + (int32_t)rndi(3 * min_blocks);
@@ -342,13 +351,71 @@ static void plan_cost(void) {
                  "fp32 compute reads 4-byte weights: %.0f B", f.p_bytes);
     check_expect(b.p_bytes == 2 * (3 * mat + 48.0 * 258) + 4 * gains + 4 * rows,
                  "bf16 compute reads the 2-byte copy of the matrices (gains, embedding fp32): "
-                 "%.0f B", b.p_bytes);
+                 "%.0f B",
+                 b.p_bytes);
     check_expect(2 * b.kv_bytes == f.kv_bytes && b.flops == f.flops && b.rows == f.rows,
-                 "a bf16 cache half the fp32 one's bytes (%.0f, %.0f B), the same FLOPs", b.kv_bytes,
-                 f.kv_bytes);
+                 "a bf16 cache half the fp32 one's bytes (%.0f, %.0f B), the same FLOPs",
+                 b.kv_bytes, f.kv_bytes);
+}
+
+/* A static batch of 4 by hand (prompts of 3, 7, 2 and 5 tokens, 2, 9, 4 and 1 new ones), then a
+ * fifth request (4 and 3) alone, rows per step counted: static drops each row when it ends;
+ * static-padded computes every prompt to 7 positions (6 rows, then each row's last token
+ * together) and all 4 rows every step until the longest output ends (11 + 0 + 10 + 10 rows
+ * of padding), the tokens exactly max_tokens a request. */
+static void static_plans(int mode) {
+    /* 1 replica of 64 blocks of 4, budget and chunk 64, 4 sequences, the prefix cache on */
+    const batch_opts o = {1, 64, 4, 64, 64, 4, CTX, 1, mode, 0, 0, 0, 0};
+    static const int32_t want_static[] = {17, 3, 2, 2, 1, 1, 1, 1, 1, 4, 1, 1};
+    static const int32_t want_padded[] = {24, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 1, 1, 1};
+    const int32_t *want = mode == BATCH_STATIC ? want_static : want_padded;
+    const int nwant = mode == BATCH_STATIC ? 12 : 14;
+    static const int64_t plen[5] = {3, 7, 2, 5, 4}, max_new[5] = {2, 9, 4, 1, 3};
+    char err[256];
+    batcher *s = batcher_create(&o, err, sizeof err);
+    batch_plan p;
+    if (!s || batch_plan_init(&p, &o) < 0) exit(1);
+    world *w = calloc(1, sizeof *w);
+    w->nb = o.kv_blocks, w->bs = o.kv_block, w->pshards = w->dshards = w->shards = 1;
+    w->kv = calloc((size_t)o.kv_blocks * (size_t)o.kv_block, sizeof *w->kv);
+    for (int i = 0; i < 5; i++) {
+        req *q = &w->r[i];
+        q->plen = plen[i], q->max_new = max_new[i];
+        for (int64_t t = 0; t < q->plen; t++) q->tok[t] = 'a' + (int32_t)((t * 7 + i) % 26);
+        const batch_sampling sp = {0, 0, (uint64_t)i, 0, 0};
+        batcher_add(s, i, q->tok, q->plen, q->max_new, &sp);
+    }
+    int32_t rows[32], next[64];
+    int nsteps = 0, same = 1;
+    while (nsteps < 32 && batcher_step(s, &p) > 0) {
+        rows[nsteps] = 0;
+        for (int32_t j = 0; j < p.nitems; j++) rows[nsteps] += p.items[j].n;
+        same &= nsteps < nwant && rows[nsteps] == want[nsteps];
+        run_plan(w, &p, next);
+        batcher_commit(s, &p, next, emit, w);
+        nsteps++;
+    }
+    int64_t tokens = 0;
+    for (int i = 0; i < 5; i++) tokens += w->r[i].ngen;
+    const batch_counts c = batcher_get_counts(s);
+    char got[256] = "";
+    for (int k = 0, at = 0; k < nsteps && at < 200; k++)
+        at += snprintf(got + at, sizeof got - (size_t)at, " %d", (int)rows[k]);
+    check_expect(same && nsteps == nwant && !w->bad && tokens == 19 &&
+                     c.padding_rows == (mode == BATCH_STATIC ? 0 : 31) &&
+                     kvb_get_counts(batcher_pool(s, 0)).used == 0,
+                 "%s batches, rows per step:%s (%d steps, %lld tokens, %lld rows of padding, %d "
+                 "engine errors)",
+                 mode == BATCH_STATIC ? "static" : "static-padded", got, nsteps, (long long)tokens,
+                 (long long)c.padding_rows, w->bad);
+    batch_plan_free(&p);
+    batcher_destroy(s);
+    free(w->kv), free(w);
 }
 
 int main(void) {
+    static_plans(BATCH_STATIC);
+    static_plans(BATCH_STATIC_PADDED);
     plan_cost();
     placement(1);
     placement(0);

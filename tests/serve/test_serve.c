@@ -2,8 +2,8 @@
  * --tensor AXIS --dp AXES, as `meshtrain serve` takes them): requests arrive by a randomised
  * schedule (fixed seeds) and run under many settings (block sizes 1 to 16, prefill chunks 1 to
  * 64, token budgets, prefix cache on and off, pools small enough to force preemption by
- * recompute, static batches), and every request is compared with `generate` (gen.h) run on that
- * prompt alone on the same mesh (one copy per replica):
+ * recompute, static batches, padded static batches), and every request is compared with `generate`
+ * (gen.h) run on that prompt alone on the same mesh (one copy per replica):
  *  - its tokens, greedy and sampled (temperature 0.8, top-k 20, the request's seed as generate's
  *    --seed), equal generate's exactly;
  *  - its logits at every step match generate's within |a − b| ≤ k·FLT_EPSILON·(|a| + |b| + 1),
@@ -260,8 +260,8 @@ static void run_setting(const setting *st, serve_engine *e, mesh *m, int32_t spl
             if (!it->sample) continue;
             const int32_t tok = w.next[k++];
             lpo += (int32_t)batch_lp_floats(it);
-            if (!lg) continue;
             const prompt_ref *q = &h->pr[h->which[it->id]];
+            if (!lg || it->tok_index >= q->max_new) continue; /* a padded batch's finished row */
             const double dev = check_worst_dev(lg, q->ref_logits + it->tok_index * h->V, h->V);
             if (dev > *worst) *worst = dev;
             /* the record against the row it came from: rounding only, the exact top ids */
@@ -410,6 +410,7 @@ int main(int argc, char **argv) {
         {4, 24, 8, 24, 6, 1, 0, 0, 0, 1},
         {3, 14, 5, 16, 4, 1, 0, 0, 0, 2},  /* a small pool: the decode side preempts */
         {64, 1, 64, 64, 8, 1, 0, 0, 0, 0}, /* pools of one sequence (one_seq_pools) */
+        {4, 24, 8, 24, 6, 1, BATCH_STATIC_PADDED, 0, 0, 0}, /* padded, a small pool: preemption */
     };
     const int nset = (int)(sizeof settings / sizeof *settings);
     int ndraft = 0, nrun = 0;

@@ -13,12 +13,16 @@ typedef struct {
     int64_t len, plen, max_new, ngen;
     batch_sampling sp;
     int32_t replica, shard; /* its replica and, in the AllToAll layout, the pool there */
-    int32_t *table;         /* block table, nblocks of at most ceil((plen + max_new) / bs) */
+    int32_t *table;         /* block table: at most ceil((plen + max_new) / bs) (padded: T) */
     uint64_t *bhash;        /* chained hashes of the first npub (full, published) blocks */
     int32_t nblocks, npub;
     int64_t computed; /* positions whose keys and values are in the cache */
     int64_t dcomputed; /* in the drafter's cache (speculative decoding; computed − 1 or computed) */
     int stepped;       /* has an item in the step being planned */
+    /* BATCH_STATIC_PADDED: held (no token sampled since it joined its batch), the end of its
+     * padded prefill (positions [0, pad_end)) and how far it got, ghost (ended, still run) */
+    int held, ghost;
+    int64_t pad_end, padded;
 } seq;
 
 struct batcher {
@@ -94,6 +98,14 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
                     "disaggregated serving needs 1 to %d prefill replicas of the %d (at least one "
                     "decodes), continuous batching and no drafter (%d asked)",
                     (int)o->replicas - 1, (int)o->replicas, (int)o->prefill_replicas);
+        return NULL;
+    }
+    if (o->static_batches < BATCH_CONTINUOUS || o->static_batches > BATCH_STATIC_PADDED ||
+        (o->static_batches == BATCH_STATIC_PADDED && o->draft_tokens > 0)) {
+        errmsg_fail(err, errlen,
+                    "batching mode %d: padded static batches run no drafter (--draft goes with "
+                    "continuous or static batching)",
+                    (int)o->static_batches);
         return NULL;
     }
     batcher *s = calloc(1, sizeof *s);
@@ -185,6 +197,10 @@ int batcher_fits(const batcher *s, int64_t plen, int64_t max_new, char *err, siz
     return 0;
 }
 
+static int padded_mode(const batcher *s) {
+    return s->o.static_batches == BATCH_STATIC_PADDED;
+}
+
 /* Room for one more waiting sequence. −1 out of memory. */
 static int wait_reserve(batcher *s) {
     if (s->nwait < s->cap_wait) return 0;
@@ -199,7 +215,8 @@ int batcher_add(batcher *s, int64_t id, const int32_t *prompt, int64_t plen, int
                 const batch_sampling *sp) {
     if (wait_reserve(s) < 0) return -1;
     seq *q = calloc(1, sizeof *q);
-    const int64_t nb = div_up(plen + max_new, s->o.kv_block);
+    /* a padded batch's row may hold positions up to the batch's longest prompt */
+    const int64_t nb = div_up(padded_mode(s) ? s->o.context : plen + max_new, s->o.kv_block);
     if (q) {
         q->tok = malloc((size_t)(plen + max_new) * sizeof *q->tok);
         q->table = malloc((size_t)nb * sizeof *q->table);
@@ -247,10 +264,32 @@ static void run_remove(batcher *s, int32_t r, const seq *q) {
         }
 }
 
-/* Preemption by recompute: q goes back to the head of the queue without blocks. */
+static void retire(batcher *s, seq *q) {
+    release_blocks(s, q);
+    run_remove(s, q->replica, q);
+    seq_free(q);
+}
+
+/* BATCH_STATIC_PADDED: a batch whose rows have all ended (finished rows only) ends, and its
+ * blocks come back. */
+static void end_padded_batches(batcher *s) {
+    for (int32_t r = 0; r < s->o.replicas; r++) {
+        int live = 0;
+        for (int32_t i = 0; i < s->nrun[r]; i++) live += !s->run[r][i]->ghost;
+        while (!live && s->nrun[r] > 0) retire(s, s->run[r][s->nrun[r] - 1]);
+    }
+}
+
+/* Preemption by recompute: q goes back to the head of the queue without blocks (a padded
+ * batch's finished row, whose tokens are all out, just ends). */
 static void preempt(batcher *s, seq *q) {
     const int32_t r = q->replica;
+    if (q->ghost) {
+        retire(s, q);
+        return;
+    }
     release_blocks(s, q);
+    q->padded = 0;
     run_remove(s, r, q);
     q->replica = -1;
     CHECK(wait_reserve(s) == 0, "batcher: out of memory preempting a sequence");
@@ -259,12 +298,6 @@ static void preempt(batcher *s, seq *q) {
     s->nwait++;
     s->no_admit[r] = 1;
     s->counts.preemptions++;
-}
-
-static void retire(batcher *s, seq *q) {
-    release_blocks(s, q);
-    run_remove(s, q->replica, q);
-    seq_free(q);
 }
 
 int batcher_cancel(batcher *s, int64_t id) {
@@ -279,6 +312,7 @@ int batcher_cancel(batcher *s, int64_t id) {
         for (int32_t i = 0; i < s->nrun[r]; i++)
             if (s->run[r][i]->id == id) {
                 retire(s, s->run[r][i]);
+                end_padded_batches(s);
                 return 1;
             }
     return 0;
@@ -286,18 +320,19 @@ int batcher_cancel(batcher *s, int64_t id) {
 
 /* ---------------------------------------------------------------- planning */
 
-/* Appends q's share [q->computed, q->computed + n) to the plan, with `draft` tokens to draft
- * after it (its blocks already held). */
-static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft) {
+/* Appends q's rows at positions [p0, p0 + n) to the plan, sampling the last one's token or not,
+ * with `draft` tokens to draft after it (its blocks already held). Past the sequence's tokens
+ * (a padded prefill's filler) the rows take its last token. */
+static void add_rows(batcher *s, batch_plan *p, seq *q, int64_t p0, int32_t n, int32_t draft,
+                     int sample) {
     CHECK(p->nitems < p->cap_items && p->ntok + n <= p->cap_tok &&
               p->ntab + q->nblocks <= p->cap_tab,
           "batcher: the step plan is full");
-    const int sample = q->computed + n == q->len;
     const int64_t d0 = s->o.draft_tokens > 0 ? q->dcomputed : q->computed;
     p->items[p->nitems] = (batch_item){q->id,
                                        q->replica,
                                        n,
-                                       (int32_t)q->computed,
+                                       (int32_t)p0,
                                        p->ntok,
                                        p->ntab,
                                        q->nblocks,
@@ -312,13 +347,19 @@ static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft
                                        q->sp.logprobs,
                                        q->sp.top_logprobs,
                                        q->shard};
-    memcpy(p->tok + p->ntok, q->tok + q->computed, (size_t)n * sizeof *p->tok);
+    for (int32_t i = 0; i < n; i++)
+        p->tok[p->ntok + i] = q->tok[p0 + i < q->len ? p0 + i : q->len - 1];
     memcpy(p->tab + p->ntab, q->table, (size_t)q->nblocks * sizeof *p->tab);
     s->step_seq[p->nitems++] = q;
     p->ntok += n, p->ntab += q->nblocks;
     s->budget[q->replica] -= n + draft;
     q->stepped = 1;
+}
+
+/* Appends q's share [q->computed, q->computed + n) to the plan (see add_rows). */
+static void add_item(batcher *s, batch_plan *p, seq *q, int32_t n, int32_t draft) {
     if (q->len - q->computed > 1) s->counts.prefill_tokens += n;
+    add_rows(s, p, q, q->computed, n, draft, q->computed + n == q->len);
 }
 
 /* The youngest running sequence of replica r and shard z without work in this step. */
@@ -337,30 +378,69 @@ static int64_t draft_count(const batcher *s, const seq *q) {
     return k > 0 ? k : 0;
 }
 
+/* Blocks for q's positions up to from + *want − 1, preempting younger idle sequences, or q
+ * itself, when not one block is left; with `shrink` fewer rows (*want) rather than preempting.
+ * Returns 0 when q was preempted. */
+static int make_room(batcher *s, seq *q, int64_t from, int64_t *want, int shrink) {
+    for (;;) {
+        const int64_t avail = kvb_available(pool_of(s, q));
+        const int64_t fit = (q->nblocks + avail) * s->o.kv_block - from;
+        if (blocks_needed(s, q, from + *want) <= avail) break;
+        if (shrink && fit >= 1) { /* fewer rows now rather than preempting */
+            *want = fit;
+            break;
+        }
+        seq *v = youngest_idle(s, q->replica, q->shard);
+        preempt(s, v);
+        if (v == q) return 0;
+    }
+    grow(s, q, from + *want);
+    return 1;
+}
+
+/* BATCH_STATIC_PADDED: whether every row of replica r that has not sampled yet has its padded
+ * prefill done (the batch samples its first tokens together). */
+static int batch_ready(const batcher *s, int32_t r) {
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        if (s->run[r][i]->held && s->run[r][i]->padded < s->run[r][i]->pad_end) return 0;
+    return 1;
+}
+
+/* BATCH_STATIC_PADDED: a finished row recomputes its last computed position, its token thrown
+ * away (no block needed); a held row runs its padded prefill's next chunk. Returns 0 when q was
+ * preempted. */
+static int plan_padded(batcher *s, batch_plan *p, seq *q) {
+    if (q->ghost) {
+        s->counts.padding_rows++;
+        add_rows(s, p, q, q->computed - 1, 1, 0, 1);
+        return 1;
+    }
+    int64_t want = q->pad_end - q->padded;
+    if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
+    if (want > s->budget[q->replica]) want = s->budget[q->replica];
+    if (want < 1) return 1;
+    if (!make_room(s, q, q->padded, &want, 1)) return 0;
+    const int64_t real = q->len - 1 - q->padded; /* rows before the filler */
+    s->counts.padding_rows += want - (real > 0 ? (real < want ? real : want) : 0);
+    s->counts.prefill_tokens += real > 0 ? (real < want ? real : want) : 0;
+    add_rows(s, p, q, q->padded, (int32_t)want, 0, 0);
+    return 1;
+}
+
 /* Work for running sequence q: its decode token (with its drafts), or a prefill chunk that fits
- * the budget and the blocks (preempting younger idle sequences, or q itself, when not one block
- * is left). Returns 0 when q was preempted. */
+ * the budget and the blocks (make_room). Returns 0 when q was preempted. */
 static int plan_running(batcher *s, batch_plan *p, seq *q) {
     const int32_t r = q->replica;
     const int64_t rem = q->len - q->computed;
+    if (q->ghost || (q->held && q->padded < q->pad_end)) return plan_padded(s, p, q);
+    if (q->held && !batch_ready(s, r)) return 1;           /* the batch samples together */
     if (rem == 1 && r < s->o.prefill_replicas) return 1;   /* waits for a decode replica */
     int64_t want = rem == 1 ? 1 + draft_count(s, q) : rem; /* rows: the tokens and the drafts */
     if (rem > 1 && want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
     if (want < 1) return 1;
-    for (;;) {
-        const int64_t avail = kvb_available(pool_of(s, q));
-        const int64_t fit = (q->nblocks + avail) * s->o.kv_block - q->computed;
-        if (blocks_needed(s, q, q->computed + want) <= avail) break;
-        if ((rem > 1 || want > 1) && fit >= 1) { /* fewer rows now rather than preempting */
-            want = fit;
-            break;
-        }
-        seq *v = youngest_idle(s, r, q->shard);
-        preempt(s, v);
-        if (v == q) return 0;
-    }
-    grow(s, q, q->computed + want);
+    if (!make_room(s, q, q->computed, &want, rem > 1 || want > 1)) return 0;
+    s->counts.prefill_tokens += q->held; /* a padded batch's last prompt token */
     add_item(s, p, q, rem == 1 ? 1 : (int32_t)want, rem == 1 ? (int32_t)want - 1 : 0);
     return 1;
 }
@@ -408,12 +488,14 @@ static int admit(batcher *s, batch_plan *p, int32_t i) {
     int32_t z;
     const int32_t r = pool_replica(s, i, &z);
     const int32_t bs = s->o.kv_block;
-    /* at least the last token is computed: its logits give the next one */
-    const int32_t m =
-        kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
+    /* at least the last token is computed: its logits give the next one (a padded batch
+     * shares nothing: start_padded plans its rows) */
+    const int32_t m = padded_mode(s) ? 0
+                                     : kvb_match(pool, q->tok, q->len - 1,
+                                                 (int32_t)((q->len - 1) / bs), q->table, q->bhash);
     q->replica = r, q->shard = z, q->nblocks = q->npub = m,
     q->computed = q->dcomputed = (int64_t)m * bs;
-    int64_t want = q->len - q->computed;
+    int64_t want = padded_mode(s) ? 0 : q->len - q->computed;
     if (want > s->o.prefill_chunk) want = s->o.prefill_chunk;
     if (want > s->budget[r]) want = s->budget[r];
     const int64_t avail = kvb_available(pool);
@@ -478,6 +560,23 @@ static int migrate(batcher *s, batch_plan *p, seq *q) {
     return 1;
 }
 
+/* BATCH_STATIC_PADDED: replica r's new batch (admitted this step): every row's padded prefill
+ * covers the batch's longest prompt less its last token (within the pool, so that a row alone
+ * always fits), and its first chunk. */
+static void start_padded(batcher *s, batch_plan *p, int32_t r) {
+    int64_t P = 0;
+    for (int32_t i = 0; i < s->nrun[r]; i++) P = s->run[r][i]->len > P ? s->run[r][i]->len : P;
+    const int64_t most = (int64_t)s->o.kv_blocks * s->o.kv_block;
+    for (int32_t i = 0; i < s->nrun[r]; i++) {
+        seq *q = s->run[r][i];
+        q->held = 1, q->padded = 0, q->stepped = 0;
+        q->pad_end = P - 1 < most ? P - 1 : most;
+        if (q->pad_end < q->len - 1) q->pad_end = q->len - 1;
+    }
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        if (!s->run[r][i]->stepped && !plan_running(s, p, s->run[r][i])) i--;
+}
+
 int32_t batcher_step(batcher *s, batch_plan *p) {
     p->kind = BATCH_PLAN_STEP;
     p->nitems = p->ntok = p->ntab = p->nxfer = p->nxtab = 0;
@@ -500,6 +599,8 @@ int32_t batcher_step(batcher *s, batch_plan *p) {
         const int32_t i = pick_pool(s);
         if (i < 0 || !admit(s, p, i)) break;
     }
+    for (int32_t r = 0; r < s->o.replicas && padded_mode(s); r++)
+        if (s->was_empty[r] && s->nrun[r] > 0) start_padded(s, p, r);
     s->counts.steps += p->nitems > 0;
     return p->nitems + p->nxfer;
 }
@@ -534,6 +635,15 @@ void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
         const batch_item *it = &p->items[j];
         seq *q = s->step_seq[j];
         const int32_t c = it->sample ? (counts ? counts[k++] : 1) : 0;
+        const int64_t lpn = it->sample && lp ? batch_lp_floats(it) : 0, lp0 = lpo;
+        lpo += it->sample ? (it->draft + 1) * lpn : 0;
+        if (q->ghost || (q->held && !it->sample)) { /* padded: no token, or one thrown away */
+            off += c;
+            q->padded = q->ghost ? q->padded : it->p0 + it->n;
+            q->computed = q->dcomputed = q->ghost || q->padded >= q->len ? q->len - 1 : q->padded;
+            continue;
+        }
+        q->held = 0;
         CHECK(!it->sample || (c >= 1 && c <= it->draft + 1 && q->len + c <= q->plen + q->max_new),
               "batcher: %d tokens for an item that drafted %d", (int)c, (int)it->draft);
         /* a drafting item keeps its token and c − 1 drafts; the drafter holds p0 + draft − 1 */
@@ -542,8 +652,6 @@ void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
         memcpy(q->tok + q->len, next + off, (size_t)c * sizeof *next);
         publish(s, q);
         if (it->draft > 0 && s->spec) s->spec(s->spec_ctx, q->id, it->draft, c - 1);
-        const int64_t lpn = it->sample && lp ? batch_lp_floats(it) : 0, lp0 = lpo;
-        lpo += it->sample ? (it->draft + 1) * lpn : 0;
         for (int32_t i = 0; i < c; i++) {
             const int32_t t = next[off + i];
             q->len++;
@@ -553,13 +661,17 @@ void batcher_commit_counts(batcher *s, const batch_plan *p, const int32_t *next,
             const batch_end asked =
                 emit ? emit(ctx, q->id, t, q->ngen - 1, end, rec) : BATCH_END_NONE;
             if (asked != BATCH_END_NONE) end = asked;
-            if (end != BATCH_END_NONE) {
-                retire(s, q);
+            if (end != BATCH_END_NONE) { /* a padded batch's row runs on to the batch's end */
+                if (padded_mode(s) && end != BATCH_END_CANCEL)
+                    q->ghost = 1;
+                else
+                    retire(s, q);
                 break;
             }
         }
         off += c;
     }
+    if (padded_mode(s)) end_padded_batches(s);
 }
 
 void batcher_commit(batcher *s, const batch_plan *p, const int32_t *next, batch_emit_fn emit,

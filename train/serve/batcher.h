@@ -12,10 +12,18 @@
  * far, which a later prefill recomputes. The oldest sequence therefore always progresses, and a
  * request that fits the pool alone (batcher_fits) always finishes.
  *
- * With static_batches the scheduler is the baseline a server without continuous batching is:
+ * With static_batches the scheduler is a baseline without continuous batching:
  * a replica admits only when it is empty, then takes up to --max-seqs waiting requests at once as
  * its batch (their prefills run as the budget allows), and the batch runs until every sequence
- * in it ends.
+ * in it ends. BATCH_STATIC computes only the sequences still going (a finished one leaves the
+ * batch's steps, so it pays for no padding). BATCH_STATIC_PADDED is the conventional static
+ * batch (`generate`'s, a server without iteration-level scheduling): every row computes the
+ * batch's longest prompt, P − 1 positions, its own prompt then filler rows (its last prompt token
+ * repeated, written to its own positions len − 1 .. P − 2, which the row overwrites before it
+ * reads them), no row samples before every row's prefill is done, then every row samples its
+ * first token in one step and decodes every step until the batch's longest output ends: a
+ * finished row keeps running (an item recomputing its last computed position, its token thrown
+ * away) and keeps its KV blocks. It takes nothing from the prefix cache and runs no drafter.
  *
  * The step's decisions form a batch_plan, a flat value every rank receives (serve_cli.c) and
  * the engine runs; the sampled tokens come back through batcher_commit. Pure: no MPI, no model. */
@@ -35,7 +43,7 @@ typedef struct {
     int32_t max_seqs;         /* running sequences per replica (<= max_batch_tokens) */
     int32_t context;          /* positions of a sequence (the model's T) */
     int prefix_cache;
-    int static_batches;
+    int static_batches;   /* batch_mode: BATCH_CONTINUOUS (0), BATCH_STATIC, BATCH_STATIC_PADDED */
     int32_t draft_tokens; /* speculative decoding: tokens a decode drafts (0: none) */
     /* disaggregated serving: replicas [0, n) only prefill, the others only decode; a sequence
      * whose prompt is done moves to a decode replica, its KV blocks shipped (batch_xfer) (0:
@@ -49,6 +57,8 @@ typedef struct {
      * shards); a sequence then moves to any pool of a decode replica, else to its own shard */
     int32_t prefill_shards;
 } batch_opts;
+
+typedef enum { BATCH_CONTINUOUS = 0, BATCH_STATIC = 1, BATCH_STATIC_PADDED = 2 } batch_mode;
 
 /* The most alternatives a token's log-probabilities list (top_logprobs). */
 #define BATCH_TOP_LOGPROBS_MAX 20
@@ -170,9 +180,11 @@ void batcher_set_spec_fn(batcher *s, batch_spec_fn fn, void *ctx);
 
 /* Counters: preemptions, tokens taken from the prefix cache at admission, prompt tokens
  * admitted (recomputed ones included), steps; disaggregated: sequences moved to a decode replica
- * and their blocks. */
+ * and their blocks; BATCH_STATIC_PADDED: the rows computed for padding (filler rows of the padded
+ * prompts and finished rows' steps). */
 typedef struct {
     int64_t preemptions, cached_tokens, prefill_tokens, steps, transfers, transfer_blocks;
+    int64_t padding_rows;
 } batch_counts;
 batch_counts batcher_get_counts(const batcher *s);
 /* The pools: every replica's in replica order (prefill_shards of a prefill replica, shards of

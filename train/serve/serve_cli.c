@@ -84,8 +84,10 @@ static const serve_flag_def serve_flag_table[] = {
     {"sim-out", 0, F_(sim_out), 0, 0, NULL, NULL, "--simulate: the requests' times, JSON lines"},
     {"sim-machine", 0, F_(sim_machine), 0, 0, NULL, NULL,
      "--simulate: BW,C (GB/s, GFLOP/s summed over ranks) to price steps at (default: measured)"},
-    {"batching", 2, F_(batching), 0, 0, "continuous static", "continuous",
-     "continuous: admit every step; static: a replica admits only when empty (the baseline)"},
+    {"batching", 2, F_(batching), 0, 0, "continuous static static-padded", "continuous",
+     "continuous: admit every step; static: a replica admits only when empty and runs only the "
+     "rows still going; static-padded: generate's batch, prompts padded to the longest, every row "
+     "run until the longest ends (the baselines)"},
     {"draft", 0, F_(draft), 0, 0, NULL, NULL,
      "speculative decoding: the drafter's checkpoint (the target's vocabulary), on the same "
      "ranks and sharding"},
@@ -323,7 +325,9 @@ static batch_opts batcher_options_of(const serve_flags *f, const config *c, int3
                     (int32_t)f->max_seqs,
                     (int32_t)c->shape.T,
                     !strcmp(f->prefix_cache, "on"),
-                    !strcmp(f->batching, "static"),
+                    !strcmp(f->batching, "static")          ? BATCH_STATIC
+                    : !strcmp(f->batching, "static-padded") ? BATCH_STATIC_PADDED
+                                                            : BATCH_CONTINUOUS,
                     f->draft[0] ? (int32_t)f->draft_tokens : 0,
                     0,
                     shards,
@@ -674,7 +678,7 @@ static void check_combinations(const serve_flags *f) {
         mesh_exit_error("--draft-ranks goes with --draft CKPT (the drafter it runs)");
     if (f->draft[0] && f->simulate[0])
         mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
-    if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || !strcmp(f->batching, "static")))
+    if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || strcmp(f->batching, "continuous")))
         mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
                         "--simulate");
     if (f->prefill_tensor && !f->prefill_ranks)

@@ -176,10 +176,10 @@ int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so
         st.t += gen_predict(&cost, &so->mc);
         int32_t k = 0;
         for (int32_t j = 0; j < p.nitems; j++) tok[k] = ' ', k += p.items[j].sample;
-        tokens += k;
         steps++;
         batcher_commit(b, &p, tok, sim_emit, &st);
     }
+    for (int64_t i = 0; i < n; i++) tokens += r[i].n_out; /* not a padded batch's thrown away */
     if (rc == 0) rc = write_out(so->out, r, n, err, errlen);
     if (rc == 0)
         fprintf(stderr,
