@@ -6,10 +6,14 @@
  * parts (train/observe/parts.h) add up to it; the memory passes get a rate each, outside it. The
  * book's crossovers (report_book_boundaries) against the training chapter's numbers. */
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "kernels/traffic.h"
+#include "mesh/link.h"
+#include "mesh/mesh.h"
 #include "train/step/ktime.h"
 #include "train/observe/predict.h"
 #include "train/observe/report.h"
@@ -35,7 +39,70 @@ static void replay(const char *what, predict_event *ev, int n, double t_end, dou
     expect(what, &r, step, exposed, exposed_lat, comm, dominant);
 }
 
-int main(void) {
+/* One step of a report whose experts ran `calls` grouped calls of rows[0..calls) rows (sec
+ * {0.2, 0.4} s on R rows; a stage without MoE blocks: R 0, no calls), the expert axis `ex`:
+ * the step's predicted compute (1 s and the experts repriced) against want, by hand, and its
+ * idle against the most compute of any rank (MPI's own max, of the floats the report gathers). */
+static void experts_step(mesh *m, mesh_axes ex, const int64_t *rows, int calls, double R,
+                         double want, const char *what) {
+    report *r = report_create(m, 1e9);
+    const double parts[PART_COUNT] = {0.1, 0.3, 0.05, 0.2, 0.3, 0.05, 0};
+    const double sec[2] = {R > 0 ? 0.2 : 0, R > 0 ? 0.4 : 0};
+    report_set_compute(r, 1.0);
+    report_set_compute_parts(r, parts);
+    report_set_experts(r, sec, R, ex);
+    step_split sp;
+    report_step_begin(r);
+    for (int i = 0; i < calls; i++) kern_traffic_rows(rows[i]);
+    report_step_end(r, 0, &sp);
+    const double d = want - 1.0; /* the experts' share: a third forward, two thirds backward */
+    check_expect(fabs(sp.pred_compute - want) < 1e-12 &&
+                     fabs(sp.part_pred_compute[PART_FWD_MLP] - (0.3 + d / 3)) < 1e-12 &&
+                     fabs(sp.part_pred_compute[PART_BWD_MLP] - (0.3 + 2 * d / 3)) < 1e-12,
+                 "%s (rank %d): predicted compute %.6g s (want %.6g), fwd-mlp %.6g, bwd-mlp %.6g",
+                 what, mesh_world_rank(), sp.pred_compute, want,
+                 sp.part_pred_compute[PART_FWD_MLP], sp.part_pred_compute[PART_BWD_MLP]);
+    float c = (float)sp.compute, mx;
+    MPI_Allreduce(&c, &mx, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    check_expect(sp.idle == (double)mx - sp.compute,
+                 "%s (rank %d): idle %.6g s = the slowest rank's compute less this one's (%.6g)",
+                 what, mesh_world_rank(), sp.idle, (double)mx - sp.compute);
+    report_destroy(r);
+}
+
+/* The experts repriced on a mesh (argv[1]): its first axis the expert axis, a second one a
+ * pipeline's stages (different MoE blocks, different numbers of calls: the busiest rank is looked
+ * for among the expert axis's ranks only, those of this rank's stage). Stage 0's calls take
+ * 10 + 40, 30 + 20, 25 + 45 rows on expert ranks 0, 1, 2 (R 50 each: 50, 50, 70 rows; on 2 expert
+ * ranks the blocks' busiest take 30 + 40 = 70, on 3 30 + 45 = 75); stage 1's one call 9, 5, 7
+ * (R 5: the busiest 9), or no MoE blocks at all (every rank still joins the step's gathers). */
+static int experts_on_mesh(int argc, char **argv) {
+    mesh_mpi_init(&argc, &argv);
+    char err[512];
+    mesh *m = mesh_create(argv[1], NULL, err, sizeof err);
+    if (!m) mesh_exit_error("%s", err);
+    for (int k = 0; k < mesh_ndims(m); k++) mesh_link_set(m, k, 1e9, 1e-6);
+    const mesh_axes ex = {1, {0}};
+    const int nz = mesh_axis_size(m, 0), z = mesh_axis_coord(m, 0);
+    const int stage = mesh_ndims(m) > 1 ? mesh_axis_coord(m, 1) : 0;
+    const int64_t s0[3][2] = {{10, 40}, {30, 20}, {25, 45}}, s1[3] = {9, 5, 7};
+    const double busiest = nz == 2 ? 70 : 75, one = 1.0 + 0.6 * (busiest / 50 - 1);
+    if (stage == 0) {
+        experts_step(m, ex, s0[z], 2, 50, one, "stage 0, the busiest expert rank's rows");
+        experts_step(m, ex, s0[z], 2, 50, one, "stage 0 beside a stage without MoE blocks");
+    } else {
+        experts_step(m, ex, &s1[z], 1, 5, 1.0 + 0.6 * (9.0 / 5 - 1),
+                     "stage 1, the busiest expert rank's rows");
+        experts_step(m, ex, NULL, 0, 0, 1.0, "stage 1 without MoE blocks");
+    }
+    const int rc = check_finish("test_predict (experts on a mesh)");
+    mesh_destroy(m);
+    mesh_mpi_finalize();
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) return experts_on_mesh(argc, argv);
     replay("compute only: the predicted compute", NULL, 0, 10, 5, 5, 0, 0, 0, "compute");
 
     /* 8 s measured compute around a blocking call [4, 6] → scale 0.5: 2 + 1 + 2 */
@@ -146,15 +213,15 @@ int main(void) {
                  "traffic: 2 calls of 5 and 7 rows read back in order (%lld: %lld, %lld)",
                  (long long)calls, (long long)got[0], (long long)got[1]);
     const float er[8] = {2, 100, 300, 0, 2, 200, 100, 0};
-    check_expect(predict_expert_rows(er, 2, 4, er) == 500 &&
-                     predict_expert_rows(er, 2, 4, er + 4) == 500,
+    check_expect(predict_expert_rows(er, 2, 4, 3, er) == 500 &&
+                     predict_expert_rows(er, 2, 4, 3, er + 4) == 500,
                  "expert rows: each call at its busiest rank's rows, 200 + 300, from either rank");
     const float es[8] = {2, 100, 300, 0, 1, 900, 0, 0};
-    check_expect(predict_expert_rows(es, 2, 4, es) == 400 &&
-                     predict_expert_rows(es, 2, 4, es + 4) == 900,
+    check_expect(predict_expert_rows(es, 2, 4, 3, es) == 400 &&
+                     predict_expert_rows(es, 2, 4, 3, es + 4) == 900,
                  "expert rows: ranks of other calls (pipeline stages) are not compared: own 400, 900");
     const float eo[8] = {5, 1, 2, 30, 5, 3, 1, 10};
-    check_expect(predict_expert_rows(eo, 2, 4, eo) == 35,
+    check_expect(predict_expert_rows(eo, 2, 4, 3, eo) == 35,
                  "expert rows: calls past the kept ones in the last (3 + 2 + 30 = 35)");
     ks.Lm = 0, ks.E = ks.k = ks.El = ks.Fel = 0;
 

@@ -1,8 +1,11 @@
 /* boundary: the book's crossovers for the collectives a run actually put on the wire (see
- * boundary.h), and the book's own (report_book_boundaries, report.h). */
+ * boundary.h), and the book's own (report_book_boundaries, report.h) and the run's regime by
+ * them (report_print_regime). */
 #include "train/observe/boundary.h"
 
-#include "train/observe/report.h" /* report_book_boundaries: its declaration */
+#include <math.h>
+
+#include "train/observe/report.h" /* report_book_boundaries, report_print_regime */
 
 double boundary_call_seconds(const int64_t *link_bytes, const double w_oneway[MESH_MAX_AXES],
                              mesh_alg alg) {
@@ -58,4 +61,32 @@ int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axe
     out->data_tokens = aw / n_data_axes;
     out->tensor_F = (double)nY * aw * 2.0 / mlp_mats;
     return 0;
+}
+
+void report_print_regime(const report *r, const report_case *k, FILE *out) {
+    const cost_link *l = report_link(r, k->data_axis >= 0 ? k->data_axis : 0);
+    const double C = report_flops(r), W = 2.0 * l->w_oneway, alpha = C / W;
+    fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", C, W,
+            report_link_source(r), alpha);
+    if (k->nX > 1) {
+        const double bx = (double)k->tokens / (double)k->nX;
+        fprintf(out, "    data/FSDP: B/X = %.0f tokens vs α/n_axes = %.0f → %s\n", bx,
+                alpha / k->n_data_axes,
+                bx > alpha / k->n_data_axes ? "compute-bound" : "communication-bound");
+    }
+    if (k->nY > 1) {
+        const double ymax = (double)k->F / alpha;
+        fprintf(out, "    tensor: |Y| = %lld vs n_axes·F/α = %.2f → %s\n", (long long)k->nY, ymax,
+                (double)k->nY < ymax ? "compute-bound" : "communication-bound");
+    }
+    if (k->nX > 1 && k->nY > 1) {
+        const double N = (double)(k->nX * k->nY),
+                     thr = 4 * alpha * alpha / (k->n_data_axes * 1.0 * (double)k->F);
+        fprintf(out,
+                "    mixed FSDP+TP: B/N = %.0f vs 4α²/(M_X·M_Y·F) = %.0f → %s; "
+                "X_opt = sqrt(B/F·M_X/M_Y·N) = %.2f\n",
+                (double)k->tokens / N, thr,
+                (double)k->tokens / N > thr ? "compute-bound" : "communication-bound",
+                sqrt((double)k->tokens / (double)k->F * k->n_data_axes * N));
+    }
 }

@@ -79,10 +79,11 @@ void predict_replay(predict_event *ev, int n, double t_begin, double t_end, doub
                                                                                : "latency";
 }
 
-double predict_expert_rows(const float *rows, int nranks, int stride, const float *mine) {
+double predict_expert_rows(const float *rows, int nranks, int stride, int kept,
+                           const float *mine) {
     int same = 1;
     for (int q = 0; q < nranks; q++) same &= rows[(int64_t)q * stride] == mine[0];
-    const int n = mine[0] < (float)(stride - 1) ? (int)mine[0] : stride - 1;
+    const int n = mine[0] < (float)kept ? (int)mine[0] : kept;
     double sum = 0;
     for (int i = 1; i <= n; i++) {
         float mx = mine[i];

@@ -47,9 +47,11 @@ void predict_replay(predict_event *ev, int n, double t_begin, double t_end, doub
 
 /* The rows of the experts' calls on the step's critical path: rows[q·stride + 1 + i] is rank q's
  * i-th grouped-expert call's rows and rows[q·stride] how many calls it made (of nranks ranks;
- * at most stride − 1 kept, later ones added to the last). A MoE block's return AllToAll waits for
- * the rank whose experts took the most rows, so call i counts the most any rank ran in it; when
- * the ranks made different numbers of calls (pipeline stages hold different blocks) the caller's
- * own rows, `mine` (its stride floats, as in rows), are counted. Returns the sum. */
-double predict_expert_rows(const float *rows, int nranks, int stride, const float *mine);
+ * at most kept ≤ stride − 1 kept, later ones added to the last; the rest of a rank's stride is
+ * not read). A MoE block's return AllToAll waits for the rank whose experts took the most rows,
+ * so call i counts the most any rank ran in it; when the ranks made different numbers of calls
+ * (ranks of different pipeline stages, which hold different blocks) the caller's own rows,
+ * `mine` (laid out as one rank's in rows), are counted. Returns the sum. */
+double predict_expert_rows(const float *rows, int nranks, int stride, int kept,
+                           const float *mine);
 #endif

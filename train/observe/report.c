@@ -31,7 +31,6 @@
  *   end, and each call's transfer is counted from the last rank's start (report_step_end). */
 #include "train/observe/report.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +96,7 @@ struct report {
     double pass_rate[KERN_PASS_COUNT]; /* their seconds per float (report_set_pass_rates) */
     double expert_sec[2], expert_rows;  /* report_set_experts's (experts: it was called) */
     int experts;
+    mesh_axes expert_axes; /* the ranks that share the experts' rows (report_set_experts) */
     double part_wire[PART_COUNT][MESH_MAX_AXES]; /* step_split's (under mu) */
     /* the step's collectives as skew.h matches them across ranks, and the part each was issued
      * in (under mu); shared_clock: every rank on one host */
@@ -435,8 +435,9 @@ void report_set_pass_rates(report *r, const double *sec_per_float) {
     memcpy(r->pass_rate, sec_per_float, sizeof r->pass_rate);
 }
 
-void report_set_experts(report *r, const double *sec, double rows) {
+void report_set_experts(report *r, const double *sec, double rows, mesh_axes axes) {
     r->expert_sec[0] = sec[0], r->expert_sec[1] = sec[1], r->expert_rows = rows, r->experts = 1;
+    r->expert_axes = axes;
 }
 
 const cost_link *report_link(const report *r, int axis) {
@@ -548,20 +549,37 @@ static double step_passes(report *r, step_split *out, double *part_seconds) {
     return out->pred_passes;
 }
 
-/* Collective over: world, with experts. The experts' compute on the rows the step's slowest rank
- * ran in each MoE block, less ktime's on the balanced rows, added to part_seconds' MLP parts;
- * returns the difference. */
-static double step_experts(report *r, double *part_seconds) {
+/* Idle: how long this rank waited for the slowest rank's compute (all: every rank's, stride
+ * floats apart). */
+static void step_idle(step_split *out, const float *all, int n, int stride) {
+    float mx = 0;
+    for (int i = 0; i < n; i++) mx = all[(int64_t)i * stride] > mx ? all[(int64_t)i * stride] : mx;
+    out->idle = (double)mx - out->compute;
+}
+
+/* Collective over: the expert axes, with experts (over the world, with the step's idle folded
+ * in, when they are the world's ranks: *idle_done). The experts' compute on the rows the busiest
+ * rank of the expert axes (the ranks that exchange the rows, in the same pipeline stage) ran in
+ * each MoE block, less ktime's on the balanced rows, added to part_seconds' MLP parts; returns
+ * the difference. */
+static double step_experts(report *r, step_split *out, double *part_seconds, int *idle_done) {
+    *idle_done = 0;
     if (!r->experts) return 0;
-    enum { S = KERN_TRAFFIC_ROWS + 1 };
-    const int n = mesh_nranks(r->m);
+    enum { S = KERN_TRAFFIC_ROWS + 1, F = S + 1 }; /* the calls, their rows, the compute */
+    const int n = mesh_axes_size(r->m, r->expert_axes), world = n == mesh_nranks(r->m);
     int64_t rows[KERN_TRAFFIC_ROWS];
-    float mine[S], *all = malloc((size_t)n * S * sizeof *all);
+    float mine[F], *all = malloc((size_t)n * F * sizeof *all);
     CHECK(all, "out of memory (%d ranks' expert rows)", n);
     mine[0] = (float)kern_traffic_rows_read(rows);
     for (int i = 0; i < KERN_TRAFFIC_ROWS; i++) mine[i + 1] = (float)rows[i];
-    gather_world(r, all, mine, S);
-    const double ran = predict_expert_rows(all, n, S, mine);
+    mine[S] = (float)out->compute;
+    if (world)
+        gather_world(r, all, mine, F), step_idle(out, all + S, n, F), *idle_done = 1;
+    else if (n > 1)
+        mesh_all_gather(r->m, r->expert_axes, all, mine, F, MESH_ALG_MPI);
+    else
+        memcpy(all, mine, sizeof mine);
+    const double ran = predict_expert_rows(all, n, F, KERN_TRAFFIC_ROWS, mine);
     free(all);
     double d = 0;
     for (int i = 0; i < 2 && r->expert_rows > 0; i++) {
@@ -620,15 +638,14 @@ static void step_overlap(report *r, const step_coll *c, double pred_exposed, ste
     out->pred_overlap = n_async && c_pred > 0 ? c_hid / c_pred : -1;
 }
 
-/* Idle: how long this rank waited for the slowest rank's compute; then the run's totals. */
-static void step_idle_totals(report *r, const predict_result *pr, step_split *out) {
+/* Collective over: world, unless the experts' gather held it (idle_done). Idle (step_idle);
+ * then the run's totals. */
+static void step_idle_totals(report *r, const predict_result *pr, step_split *out, int idle_done) {
     float mine = (float)out->compute, all[4096];
     const int n = mesh_nranks(r->m);
-    if (n <= 4096) {
+    if (!idle_done && n <= 4096) {
         gather_world(r, all, &mine, 1);
-        float mx = 0;
-        for (int i = 0; i < n; i++) mx = all[i] > mx ? all[i] : mx;
-        out->idle = (double)mx - out->compute;
+        step_idle(out, all, n, 1);
     }
     r->tot.steps++;
     r->tot.wall += out->wall;
@@ -653,7 +670,8 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     part_charge_at(r, cpu_end, c.w_end); /* the last part closes where the step's compute does */
     double pass_part[PART_COUNT];
     double compute_pred = r->compute_pred + step_passes(r, out, pass_part);
-    compute_pred += step_experts(r, pass_part);
+    int idle_done;
+    compute_pred += step_experts(r, out, pass_part, &idle_done);
     /* the prediction: the step's events replayed with predicted durations (predict.h), on a
      * CPU per rank, then (on a shared host) with the compute as the host's CPUs serve it */
     pthread_mutex_lock(&r->mu);
@@ -695,7 +713,7 @@ void report_step_end(report *r, double flops_rank, step_split *out) {
     out->book_compute = peak_compute;
     step_overlap(r, &c, pr.exposed, out);
     if (r->skew) skew_step(r, out);
-    step_idle_totals(r, &pr, out);
+    step_idle_totals(r, &pr, out, idle_done);
 }
 
 const report_totals *report_get_totals(const report *r) {
@@ -763,32 +781,4 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
                 t->pred_dedicated > 0 ? t->wall / t->pred_dedicated : 0);
     }
     report_print_regime(r, k, out);
-}
-
-void report_print_regime(const report *r, const report_case *k, FILE *out) {
-    const cost_link *l = &r->link[k->data_axis >= 0 ? k->data_axis : 0];
-    const double W = 2.0 * l->w_oneway, alpha = r->flops / W;
-    fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", r->flops, W,
-            report_link_source(r), alpha);
-    if (k->nX > 1) {
-        const double bx = (double)k->tokens / (double)k->nX;
-        fprintf(out, "    data/FSDP: B/X = %.0f tokens vs α/n_axes = %.0f → %s\n", bx,
-                alpha / k->n_data_axes,
-                bx > alpha / k->n_data_axes ? "compute-bound" : "communication-bound");
-    }
-    if (k->nY > 1) {
-        const double ymax = (double)k->F / alpha;
-        fprintf(out, "    tensor: |Y| = %lld vs n_axes·F/α = %.2f → %s\n", (long long)k->nY, ymax,
-                (double)k->nY < ymax ? "compute-bound" : "communication-bound");
-    }
-    if (k->nX > 1 && k->nY > 1) {
-        const double N = (double)(k->nX * k->nY),
-                     thr = 4 * alpha * alpha / (k->n_data_axes * 1.0 * (double)k->F);
-        fprintf(out,
-                "    mixed FSDP+TP: B/N = %.0f vs 4α²/(M_X·M_Y·F) = %.0f → %s; "
-                "X_opt = sqrt(B/F·M_X/M_Y·N) = %.2f\n",
-                (double)k->tokens / N, thr,
-                (double)k->tokens / N > thr ? "compute-bound" : "communication-bound",
-                sqrt((double)k->tokens / (double)k->F * k->n_data_axes * N));
-    }
 }

@@ -104,9 +104,10 @@ void report_set_pass_rates(report *r, const double *sec_per_float);
  * pipeline stage without MoE blocks too, with rows 0): the grouped experts' forward and backward
  * take sec[0], sec[1] seconds on `rows` rows (ktime.h), which the predicted compute holds. Each
  * step then reprices them on the rows its experts ran (kernels/traffic.h), each MoE block's at
- * the most rows any rank ran in it (predict_expert_rows), gathering them over the world at the
- * step's end. */
-void report_set_experts(report *r, const double *sec, double rows);
+ * the most rows any rank of `axes` ran in it (predict_expert_rows), gathering them over `axes`
+ * at the step's end: the expert axes, whose ranks exchange the rows (all in one pipeline stage;
+ * none: this rank's own). */
+void report_set_experts(report *r, const double *sec, double rows, mesh_axes axes);
 /* Not collective. The --dcn axis: the summary splits the collectives' calls, bytes, transfer and
  * predicted time into ICI ones and those over a set with this axis (−1: no split). */
 void report_set_dcn(report *r, int axis);
@@ -121,7 +122,8 @@ void report_set_skew(report *r, int on);
 void report_watch(report *r, trace *tr);
 void report_destroy(report *r); /* accepts NULL */
 void report_step_begin(report *r);
-/* Collective over: world. flops_rank = the step's FLOPs on this rank. */
+/* Collective over: world (and with experts over their axes: report_set_experts). flops_rank =
+ * the step's FLOPs on this rank. */
 void report_step_end(report *r, double flops_rank, step_split *out);
 const report_totals *report_get_totals(const report *r);
 const cost_link *report_link(const report *r, int axis);

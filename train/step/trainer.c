@@ -371,7 +371,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
         report_set_compute_parts(t->rep, t->ktime.part);
         report_set_pass_rates(t->rep, t->ktime.pass);
         if (c->shape.moe.E > 0) /* every rank, its stage's experts or none */
-            report_set_experts(t->rep, t->ktime.experts, t->ktime.expert_rows);
+            report_set_experts(t->rep, t->ktime.experts, t->ktime.expert_rows,
+                               t->pl.expert.axes);
         if (t->dcn >= 0) report_set_dcn(t->rep, t->dcn);
         report_set_skew(t->rep, c->bench);
     }
