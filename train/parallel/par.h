@@ -79,8 +79,9 @@ par_params_state par_params(const par *p);
 void par_mlp_gathers(const par *p, int64_t *started, int64_t *waited);
 /* With --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the
  * model's compute (the shared experts', the router's backward: model_moe.c), those waited for,
- * and the seconds of their transfer hidden behind it (each one's transfer less the time its
- * wait blocked, summed). */
+ * and the seconds of their transfer hidden behind it: as the report derives every collective's
+ * overlap, the expert axis's AllToAlls' transfer less the time the caller was blocked in them
+ * (mesh_stats, since the mesh's statistics were last reset: the trainer's report_create). */
 void par_ep_overlap(const par *p, int64_t *started, int64_t *waited, double *hidden);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
  * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one

@@ -146,13 +146,12 @@ typedef struct {
     int64_t gathered_lm;
     /* --overlap: the next exchange may be left in flight (armed: the model's moe_start); the
      * one in flight, and for a dispatch where its rows go at the wait (dst, by rows' counts, of
-     * w floats); the exchanges started so far, waited for, and their transfer hidden (s) */
+     * w floats); the exchanges started so far and waited for */
     int armed;
     mesh_req *req;
     float *dst;
     const int64_t *rows;
     int64_t w, started, waited;
-    double hidden;
 } par_expert;
 
 struct par {
