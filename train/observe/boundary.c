@@ -1,11 +1,11 @@
 /* boundary: the book's crossovers for the collectives a run actually put on the wire (see
  * boundary.h), and the book's own (report_book_boundaries, report.h) and the run's regime by
- * them (report_print_regime). */
+ * them (boundary_print_regime, report.h). */
 #include "train/observe/boundary.h"
 
 #include <math.h>
 
-#include "train/observe/report.h" /* report_book_boundaries, report_print_regime */
+#include "train/observe/report.h" /* report_book_boundaries, boundary_print_regime */
 
 double boundary_call_seconds(const int64_t *link_bytes, const double w_oneway[MESH_MAX_AXES],
                              mesh_alg alg) {
@@ -63,11 +63,11 @@ int report_book_boundaries(double C, double W, double wire_bytes, int n_data_axe
     return 0;
 }
 
-void report_print_regime(const report *r, const report_case *k, FILE *out) {
-    const cost_link *l = report_link(r, k->data_axis >= 0 ? k->data_axis : 0);
-    const double C = report_flops(r), W = 2.0 * l->w_oneway, alpha = C / W;
-    fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", C, W,
-            report_link_source(r), alpha);
+void boundary_print_regime(double C, const cost_link *l, const char *source,
+                           const report_case *k, FILE *out) {
+    const double W = 2.0 * l->w_oneway, alpha = C / W;
+    fprintf(out, "  regime: C = %.3g FLOP/s, W = %.3g B/s (%s) → α = C/W = %.0f\n", C, W, source,
+            alpha);
     if (k->nX > 1) {
         const double bx = (double)k->tokens / (double)k->nX;
         fprintf(out, "    data/FSDP: B/X = %.0f tokens vs α/n_axes = %.0f → %s\n", bx,

@@ -782,3 +782,8 @@ void report_print_summary(const report *r, const report_case *k, FILE *out) {
     }
     report_print_regime(r, k, out);
 }
+
+void report_print_regime(const report *r, const report_case *k, FILE *out) {
+    boundary_print_regime(r->flops, &r->link[k->data_axis >= 0 ? k->data_axis : 0],
+                          report_link_source(r), k, out);
+}

@@ -169,6 +169,10 @@ void report_print_summary(const report *r, const report_case *k, FILE *out);
  * bidirectional link): "  regime: C = ..., W = ... → α = C/W = ..." and one line per role of
  * the mesh ("    data/FSDP: ... → compute-bound" or "communication-bound"). */
 void report_print_regime(const report *r, const report_case *k, FILE *out);
+/* The same for C FLOP/s and the link l of the data axis (source: "measured" or "emulated";
+ * boundary.c: it knows no report). */
+void boundary_print_regime(double C, const cost_link *l, const char *source,
+                           const report_case *k, FILE *out);
 /* The run's prediction of one collective call c (its op, axes, algorithm, count as passed to
  * mesh_*, and wire format), on the links this report calibrated or was told; *latency_bound
  * (may be NULL): whether its hop latency dominates. */
