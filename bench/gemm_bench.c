@@ -3,14 +3,19 @@
  * bf16 matmul on each bf16 path this CPU has (kern_gemm_bf16), on meshtrain's shapes: the
  * forward, dX and dW products of configs (a) L=4 D=256 N=K=4 F=1024 T=128 B=16 and (b) L=8 D=512
  * N=K=8 F=2048 T=256 B=8 (B·T = 2048 rows; the products [BT,D]·[D,D], [BT,D]·[D,F] and
- * [BT,F]·[F,D]), and decode's rows (M = 1, 8, 32) against a weight far past the last-level cache,
- * whose read rate is reported as GB/s beside the machine's read bandwidth (kern_measure_read_bw on
- * a buffer as large). Variants alternate product by product within each round, so that all see
- * the same machine; the table gives the minimum and the median time over the rounds, as GFLOP/s.
- * One thread (--threads: OpenBLAS's and the bf16 contexts'). Not a test: nothing is asserted.
+ * [BT,F]·[F,D]), inference's prefill (M = 32, 64, 128 and 2048 rows against the weights of
+ * bench/infer_bench.sh's model, D=512 F=1408 V=256, and of F=2048), and decode's rows (M = 1, 8,
+ * 32) against a weight far past the last-level cache, whose read rate is reported as GB/s beside
+ * the machine's read bandwidth (kern_measure_read_bw on a buffer as large). Variants alternate
+ * product by product within each round, so that all see the same machine; the table gives the
+ * minimum and the median time over the rounds, as GFLOP/s. One thread (--threads: OpenBLAS's and
+ * the bf16 contexts'). Where the CPU has AVX2 and FMA, the variant "fp32 panels" times the
+ * forward's products (untransposed) on a copy of the weight packed beforehand (kern_f32_panel_gemm:
+ * what kern_gemm runs on a registered copy), beside "fp32 kern_gemm" on the weight as it is. Not a
+ * test: nothing is asserted.
  *
  * usage: gemm_bench [--rounds R] [--paths avx2,portable,...] [--decode-mb MB] [--csv FILE]
- *                   [--no-train] [--no-decode] [--cpu-clock] [--threads N]
+ *                   [--no-train] [--no-prefill] [--no-decode] [--cpu-clock] [--threads N]
  * --paths: the bf16 paths to time (default: every path this CPU has; one oneDNN path at most,
  * since oneDNN's ISA cap is per process). --decode-mb: the bf16 weight's size (default 256 MB;
  * its fp32 copy is twice that). CSV columns: part,shape,product,variant,min_ms,median_ms,gflops,gbs
@@ -38,7 +43,8 @@
 
 typedef struct {
     char name[32];
-    kern_bf16_ctx *ctx; /* NULL: fp32 kern_gemm */
+    kern_bf16_ctx *ctx; /* NULL: fp32 */
+    int packed;         /* fp32 on the weight's panel copy (forward products only) */
 } variant;
 
 typedef struct {
@@ -73,13 +79,13 @@ static void *alloc_or_die(size_t bytes) {
 typedef struct {
     int64_t M, N, K;
     bool ta, tb, acc;
-    float *a, *b, *c;
+    float *a, *b, *c, *pb; /* pb: B's panel copy (untransposed B, AVX2) */
     kern_bf16 *ha, *hb;
 } operands;
 
 static void operands_make(operands *o, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                           bool acc) {
-    *o = (operands){M, N, K, ta, tb, acc, NULL, NULL, NULL, NULL, NULL};
+    *o = (operands){M, N, K, ta, tb, acc, NULL, NULL, NULL, NULL, NULL, NULL};
     o->a = alloc_or_die((size_t)(M * K) * sizeof(float));
     o->b = alloc_or_die((size_t)(K * N) * sizeof(float));
     o->c = alloc_or_die((size_t)(M * N) * sizeof(float));
@@ -90,16 +96,22 @@ static void operands_make(operands *o, int64_t M, int64_t N, int64_t K, bool ta,
     for (int64_t i = 0; i < M * N; i++) o->c[i] = 0.0f;
     kern_bf16_pack(o->ha, o->a, M * K);
     kern_bf16_pack(o->hb, o->b, K * N);
+    if (!tb && kern_f32_panel_available()) {
+        o->pb = alloc_or_die((size_t)kern_f32_panel_elems(K, N) * sizeof(float));
+        kern_f32_panel_pack(o->pb, o->b, K, N, N);
+    }
 }
 
 static void operands_free(operands *o) {
-    free(o->a), free(o->b), free(o->c), free(o->ha), free(o->hb);
+    free(o->a), free(o->b), free(o->c), free(o->pb), free(o->ha), free(o->hb);
 }
 
 static double run(const variant *v, operands *o) {
     const int64_t lda = o->ta ? o->M : o->K, ldb = o->tb ? o->K : o->N;
     const double t0 = now_s();
-    if (v->ctx)
+    if (v->packed)
+        kern_f32_panel_gemm(o->c, o->a, o->pb, 16 * o->K, o->M, o->N, o->K, lda, o->N, o->acc);
+    else if (v->ctx)
         kern_gemm_bf16(v->ctx, o->c, o->ha, o->hb, o->M, o->N, o->K, o->ta, o->tb, lda, ldb, o->N,
                        o->acc);
     else
@@ -118,11 +130,15 @@ static int cmp_double(const void *a, const void *b) {
 static void time_product(bench *bn, const char *part, const char *shape, const char *product,
                          operands *o, double wbytes) {
     double t[MAX_VARIANTS][MAX_ROUNDS];
-    for (int v = 0; v < bn->nv; v++) run(&bn->v[v], o); /* warm-up: primitives, pages */
+    int skip[MAX_VARIANTS]; /* the panel variant on a product with A transposed or no copy */
+    for (int v = 0; v < bn->nv; v++) skip[v] = bn->v[v].packed && (o->ta || !o->pb);
+    for (int v = 0; v < bn->nv; v++)
+        if (!skip[v]) run(&bn->v[v], o); /* warm-up: primitives, pages */
     for (int r = 0; r < bn->rounds; r++)
-        for (int v = 0; v < bn->nv; v++) t[v][r] = run(&bn->v[v], o);
+        for (int v = 0; v < bn->nv; v++) t[v][r] = skip[v] ? 0.0 : run(&bn->v[v], o);
     const double flops = 2.0 * (double)o->M * (double)o->N * (double)o->K;
     for (int v = 0; v < bn->nv; v++) {
+        if (skip[v]) continue;
         qsort(t[v], (size_t)bn->rounds, sizeof(double), cmp_double);
         const double med = t[v][bn->rounds / 2], mn = t[v][0];
         const double bytes = wbytes * (bn->v[v].ctx ? 1.0 : 2.0);
@@ -156,6 +172,24 @@ static void train_part(bench *bn, const char *cfg, int64_t BT, int64_t D, int64_
         time_product(bn, "train", shape, "dw", &o, 0);
         operands_free(&o);
     }
+}
+
+/* Inference's prefill: y = x·w for M rows against the weights [K, N] of bench/infer_bench.sh's
+ * model (D=512 F=1408 V=256: its q/k/v/o, gate/up, down and unembedding) and of F=2048. */
+static void prefill_part(bench *bn) {
+    static const int64_t ms[4] = {32, 64, 128, 2048};
+    static const int64_t kn[6][2] = {{512, 512},  {512, 1408}, {1408, 512},
+                                     {512, 2048}, {2048, 512}, {512, 256}};
+    for (int i = 0; i < 4; i++)
+        for (int s = 0; s < 6; s++) {
+            operands o;
+            operands_make(&o, ms[i], kn[s][1], kn[s][0], false, false, false);
+            char shape[64];
+            snprintf(shape, sizeof shape, "M=%lld %lldx%lld", (long long)ms[i], (long long)kn[s][0],
+                     (long long)kn[s][1]);
+            time_product(bn, "prefill", shape, "fwd", &o, 0);
+            operands_free(&o);
+        }
 }
 
 /* Decode: y[M,N] = x[M,K]·w[K,N] with w of wbytes in bf16, for M = 1, 8, 32. */
@@ -258,7 +292,7 @@ int main(int argc, char **argv) {
     snprintf(bn.v[0].name, sizeof bn.v[0].name, "fp32 kern_gemm");
     const char *paths = NULL, *csv = NULL;
     double mb = 256;
-    int train = 1, decode = 1, threads = 1;
+    int train = 1, prefill = 1, decode = 1, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
             if (whole("--rounds", argv[++i], 1, MAX_ROUNDS, &bn.rounds) < 0) return 2;
@@ -272,13 +306,16 @@ int main(int argc, char **argv) {
             csv = argv[++i];
         else if (!strcmp(argv[i], "--no-train"))
             train = 0;
+        else if (!strcmp(argv[i], "--no-prefill"))
+            prefill = 0;
         else if (!strcmp(argv[i], "--no-decode"))
             decode = 0;
         else if (!strcmp(argv[i], "--cpu-clock"))
             clock_id = CLOCK_THREAD_CPUTIME_ID;
         else {
             fprintf(stderr, "usage: gemm_bench [--rounds R] [--paths avx2,portable,...] "
-                            "[--decode-mb MB] [--csv FILE] [--no-train] [--no-decode] "
+                            "[--decode-mb MB] [--csv FILE] [--no-train] [--no-prefill] "
+                            "[--no-decode] "
                             "[--cpu-clock] [--threads N]\n");
             return 2;
         }
@@ -289,6 +326,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     kern_set_threads(threads);
+    if (kern_f32_panel_available()) {
+        bn.v[bn.nv].packed = 1;
+        snprintf(bn.v[bn.nv++].name, sizeof bn.v[0].name, "fp32 panels");
+    }
     add_paths(&bn, paths, threads);
     if (csv && !(bn.csv = open_csv(csv))) return 2;
     bn.csv_path = csv;
@@ -302,6 +343,7 @@ int main(int argc, char **argv) {
         train_part(&bn, "(a)", 2048, 256, 1024);
         train_part(&bn, "(b)", 2048, 512, 2048);
     }
+    if (prefill) prefill_part(&bn);
     if (decode) decode_part(&bn, mb);
     for (int v = 1; v < bn.nv; v++) kern_bf16_ctx_destroy(bn.v[v].ctx);
     if (linefile_close(bn.csv) < 0) {

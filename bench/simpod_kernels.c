@@ -285,6 +285,20 @@ int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
     (void)ctx;
     return 0;
 }
+/* No fp32 panel copies either (gemm_f32_panel.c packs; the products are charged alike). */
+int kern_f32_panels(void) {
+    return 0;
+}
+int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {
+    (void)B, (void)K, (void)N, (void)ldb, (void)P;
+    return -1;
+}
+void kern_f32_drop_panels(const float *P, int64_t elems) {
+    (void)P, (void)elems;
+}
+int64_t kern_f32_panel_hits(void) {
+    return 0;
+}
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                     int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                     bool acc) {

@@ -97,7 +97,8 @@ target_link_libraries(test_coll PRIVATE MPI::MPI_C) # its non-blocking test's bo
 # real code too: their matmuls are charged, their softmax loops run as moe.c's routing does.
 add_library(mt_kernels STATIC bench/simpod_kernels.c kernels/rng.c kernels/traffic.c kernels/moe.c
             kernels/moe_bf16.c kernels/attn_part.c kernels/attn_part_bwd.c
-            kernels/attn_part_bf16.c kernels/seqsplit.c kernels/gemm_bf16_panel.c)
+            kernels/attn_part_bf16.c kernels/seqsplit.c kernels/gemm_bf16_panel.c
+            kernels/gemm_f32_panel.c)
 set_source_files_properties(kernels/rng.c PROPERTIES
                             COMPILE_DEFINITIONS kern_rng_fill_normal=kern_rng_fill_normal_drawn)
 # the memory passes' counts: per simulated rank (SMPI keeps globals per rank; its ranks may share

@@ -7,12 +7,14 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-/* The bug handler (kern_set_bug_handler); NULL = print to stderr and abort. The one piece of
- * state in kernels/: it is set once, before any kernel runs, by the program's main. */
+/* The bug handler (kern_set_bug_handler); NULL = print to stderr and abort. Set once, before any
+ * kernel runs, by the program's main. The other state of kernels/ is the table of registered
+ * fp32 panel copies below. */
 static kern_bug_fn bug_handler;
 
 void kern_set_bug_handler(kern_bug_fn fn) {
@@ -32,9 +34,87 @@ static blasint to_blasint(int64_t n, const char *what) {
     return (blasint)n;
 }
 
+/* ---------------------------------------------------------------- registered panel copies */
+
+typedef struct {
+    const float *B, *P; /* the weight [K, N] (row stride ldb) and its panel copy */
+    int64_t K, N, ldb;
+} f32_panel_entry;
+
+/* The table: written at load (kern_f32_add_panel, from the thread that then computes, before it
+ * does), read by every product. The last hit and the count are per thread. */
+static f32_panel_entry *f32_pan;
+static int f32_npan, f32_cap;
+static _Thread_local int f32_last;
+static _Thread_local int64_t f32_hits;
+
+int kern_f32_panels(void) {
+    return kern_f32_panel_available() && !kern_gemm_nn_available();
+}
+
+int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {
+    if (!kern_f32_panels() || K < 1 || N < 1 || ldb < N || !B || !P) return -1;
+    int i = 0;
+    while (i < f32_npan && f32_pan[i].B != B) i++; /* B packed again: its entry is replaced */
+    if (i == f32_cap) {
+        const int cap = f32_cap ? 2 * f32_cap : 16;
+        f32_panel_entry *e = realloc(f32_pan, (size_t)cap * sizeof *e);
+        if (!e) return -1;
+        f32_pan = e, f32_cap = cap;
+    }
+    f32_pan[i] = (f32_panel_entry){B, P, K, N, ldb};
+    if (i == f32_npan) f32_npan++;
+    return 0;
+}
+
+void kern_f32_drop_panels(const float *P, int64_t elems) {
+    const uintptr_t lo = (uintptr_t)P, hi = lo + (uintptr_t)elems * sizeof *P;
+    int n = 0;
+    for (int i = 0; i < f32_npan; i++)
+        if ((uintptr_t)f32_pan[i].P < lo || (uintptr_t)f32_pan[i].P >= hi)
+            f32_pan[n++] = f32_pan[i];
+    f32_npan = n;
+    if (!n) free(f32_pan), f32_pan = NULL, f32_cap = 0;
+}
+
+int64_t kern_f32_panel_hits(void) {
+    return f32_hits;
+}
+
+/* The panels of a registered copy holding B[K, N] (row stride ldb), a block of the weight that
+ * starts on a panel's first column: their start (a row and a panel inside the copy) and *ps, the
+ * panel stride; NULL if none holds it. The search starts at the last hit: a pass's products come
+ * in the order the copies were registered. */
+static const float *find_f32_panel(const float *B, int64_t K, int64_t N, int64_t ldb, int64_t *ps) {
+    for (int t = 0; t < f32_npan; t++) {
+        const int i = (f32_last + t) % f32_npan;
+        const f32_panel_entry *e = &f32_pan[i];
+        const uintptr_t b = (uintptr_t)B, e0 = (uintptr_t)e->B;
+        if (ldb != e->ldb || b < e0 || b >= e0 + (uintptr_t)(e->K * e->ldb) * sizeof *B) continue;
+        const int64_t off = (int64_t)((b - e0) / sizeof *B), r = off / ldb, c = off % ldb;
+        if (c % 16 || r + K > e->K || c + N > e->N) continue;
+        f32_last = i;
+        *ps = 16 * e->K;
+        return e->P + (c / 16) * *ps + r * 16;
+    }
+    return NULL;
+}
+
 void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K, bool ta,
                bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
     if (M == 0 || N == 0) return;
+    /* The forward's x·w against a weight with a registered panel copy (one BLAS thread): AVX2
+     * tiles over the copy, rows alone or together giving the same bits (gemm_f32_panel.c). */
+    if (f32_npan && !ta && !tb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && K > 0 &&
+        openblas_get_num_threads() == 1) {
+        int64_t ps;
+        const float *P = find_f32_panel(B, K, N, ldb, &ps);
+        if (P) {
+            kern_f32_panel_gemm(C, A, P, ps, M, N, K, lda, ldc, beta == 1.0f);
+            f32_hits++;
+            return;
+        }
+    }
     if (M == 1) { /* one row (decode at batch 1): sgemv streams B once, where sgemm would first
                    * copy it into packed panels (measured 3-4x slower on a 2.9 MB weight) */
         if (beta == 0.0f)

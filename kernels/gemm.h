@@ -43,4 +43,36 @@ double kern_measure_flops_fwd(int64_t n, double seconds);
  * thread's CPU clock, so that other processes on the core (other ranks, other jobs) do not lower
  * it; with more BLAS threads the same as kern_measure_flops. */
 double kern_measure_core_flops(int64_t n, double seconds);
+/* The panel layout of an fp32 weight B[K, N] for the forward's products (gemm_f32_panel.c):
+ * panels of 16 columns, each [K][16] contiguous, the last padded with zeros,
+ * kern_f32_panel_elems(K, N) values in all: sgemm's packed B, made once instead of per call. */
+int64_t kern_f32_panel_elems(int64_t K, int64_t N);
+/* B[K, N] (row stride ldb) into the panel layout at P (kern_f32_panel_elems(K, N) values). */
+void kern_f32_panel_pack(float *P, const float *B, int64_t K, int64_t N, int64_t ldb);
+/* 1 if this CPU runs kern_f32_panel_gemm's AVX2 + FMA tiles (elsewhere it is a plain loop). */
+int kern_f32_panel_available(void);
+/* C[M,N] (=, or += when acc) A[M,K] · B[K,N], B given by its panels: panel p (columns 16p..)
+ * at P + p·ps, row k of it at + 16k (ps >= 16·K; P may point inside a larger panel copy, at a
+ * row and a panel of it). C may hold garbage when acc = 0. Each element is one chain of fmas
+ * over k in order from 0 (or from C), whatever M: a row's bits do not depend on its batch. */
+void kern_f32_panel_gemm(float *C, const float *A, const float *P, int64_t ps, int64_t M, int64_t N,
+                         int64_t K, int64_t lda, int64_t ldc, int acc);
+/* The same chains in a plain loop (the tests' twin; the path off AVX2). */
+void kern_f32_panel_gemm_plain(float *C, const float *A, const float *P, int64_t ps, int64_t M,
+                               int64_t N, int64_t K, int64_t lda, int64_t ldc, int acc);
+/* 1 if kern_gemm runs registered fp32 panel copies here (the AVX2 + FMA tiles, on a CPU without
+ * the AVX-512 of kern_gemm_nn, which reads the weight in place): a caller makes copies only then.
+ */
+int kern_f32_panels(void);
+/* Registers P, the panel copy of B[K, N] (row stride ldb), which the caller owns and keeps equal
+ * to B (packing it again, and registering it again, when B changes) until kern_f32_drop_panels.
+ * From then on kern_gemm's untransposed products with alpha 1 and beta 0 or 1 on one BLAS thread
+ * whose B is B or a block of it starting on a panel's first column (a multiple of 16) read the
+ * copy. The table is the process's: register from the thread that computes, before it computes.
+ * Returns 0, or −1 (nothing registered) when kern_f32_panels is 0 or out of memory. */
+int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P);
+/* Forgets the registered copies stored in P[0, elems) (a model's block of them). */
+void kern_f32_drop_panels(const float *P, int64_t elems);
+/* Products this thread has run on a registered copy (the tests check the copies were used). */
+int64_t kern_f32_panel_hits(void);
 #endif

@@ -1,0 +1,137 @@
+/* The fp32 panel product (kern_f32_panel_gemm over kern_f32_panel_pack's copy, and kern_gemm
+ * reading a registered copy) against the naive double-accumulating twin (kern_gemm_ref), on
+ * shapes around the tiles (6 rows, 16 columns, blocks of 72 rows and 512 of K: M, N, K of 1, 7,
+ * 33, 100 and past each), overwriting NaN garbage and accumulating, with padded strides; then
+ * the claim that a row's bits depend neither on M nor on its place: the product of all rows at
+ * once equals each row alone (M = 1 takes the one-row kernel, the others the tiles); then the
+ * table of registered copies: a whole weight and blocks of a larger one (rows, and columns from
+ * a multiple of 16) are found, another block is not, and a dropped copy is not read. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "ktest.h"
+
+/* A sum of K products of values in [-1, 1], one fp32 chain: its rounding error is at most about
+ * K·eps·Σ|a·b|, so 4K + 4 (as for gemm_nn) bounds it with margin. */
+static double tol(int64_t K) {
+    return 4.0 * (double)K + 4.0;
+}
+
+/* C[M, N] (row stride ldc) as a dense [M, N] copy. */
+static void window(float *out, const float *C, int64_t M, int64_t N, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) memcpy(out + i * N, C + i * ldc, sizeof *out * (size_t)N);
+}
+
+static void one(int64_t M, int64_t N, int64_t K, int acc) {
+    const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2;
+    kt_bufs b = {0};
+    float *A, *Bm, *P, *C, *C0, *R, *Q, *row, *cw, *rw;
+    kt_bufs_floats(&b, M * lda, &A, NULL);
+    kt_bufs_floats(&b, K * ldb, &Bm, NULL);
+    kt_bufs_floats(&b, kern_f32_panel_elems(K, N), &P, NULL);
+    kt_bufs_floats(&b, M * ldc, &C, &C0, &R, &Q, NULL);
+    kt_bufs_floats(&b, M * N, &cw, &rw, &row, NULL);
+    kt_fill(A, M * lda, 31 + (uint64_t)M, -1, 1);
+    kt_fill(Bm, K * ldb, 32 + (uint64_t)N, -1, 1);
+    kt_fill(C, M * ldc, 33 + (uint64_t)K, -1, 1);
+    if (!acc)
+        for (int64_t i = 0; i < M * ldc; i++) C[i] = NAN; /* overwriting ignores C */
+    memcpy(R, C, sizeof *C * (size_t)(M * ldc));
+    memcpy(C0, C, sizeof *C * (size_t)(M * ldc));
+    memcpy(Q, C, sizeof *C * (size_t)(M * ldc));
+    kern_f32_panel_pack(P, Bm, K, N, ldb);
+    kern_f32_panel_gemm(C, A, P, 16 * K, M, N, K, lda, ldc, acc);
+    kern_f32_panel_gemm_plain(Q, A, P, 16 * K, M, N, K, lda, ldc, acc);
+    kern_gemm_ref(R, A, Bm, M, N, K, false, false, lda, ldb, ldc, 1.0f, acc ? 1.0f : 0.0f);
+    int pad_ok = 1, rows_ok = 1;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < ldc; j++)
+            if (memcmp(&C[i * ldc + j], &R[i * ldc + j], sizeof *C)) pad_ok = 0;
+    char what[96];
+    snprintf(what, sizeof what, "f32 panels M=%lld N=%lld K=%lld %s", (long long)M, (long long)N,
+             (long long)K, acc ? "+=" : "=");
+    window(cw, C, M, N, ldc);
+    window(rw, R, M, N, ldc);
+    kt_close(what, cw, rw, M * N, tol(K));
+    window(cw, Q, M, N, ldc);
+    kt_close("  the plain loop on the same", cw, rw, M * N, tol(K));
+    check_expect(pad_ok, "%s: padding columns untouched", what);
+    for (int64_t i = 0; i < M && rows_ok; i++) { /* each row alone, from C's start: same bits */
+        memcpy(row, C0 + i * ldc, sizeof *row * (size_t)N);
+        kern_f32_panel_gemm(row, A + i * lda, P, 16 * K, 1, N, K, lda, ldc, acc);
+        if (memcmp(row, C + i * ldc, sizeof *row * (size_t)N)) rows_ok = 0;
+    }
+    check_expect(rows_ok, "%s: every row alone gives the same bits", what);
+    if (!acc && M > 2) { /* and the rows [1, M) as a batch of their own */
+        kern_f32_panel_gemm(Q + ldc, A + lda, P, 16 * K, M - 1, N, K, lda, ldc, 0);
+        check_expect(!memcmp(Q + ldc, C + ldc, sizeof *C * (size_t)((M - 2) * ldc + N)),
+                     "%s: rows 1.. as a batch give the same bits", what);
+    }
+    kt_bufs_free(&b);
+}
+
+/* y = x · (block of W at row r0, column c0, [K, N]) through kern_gemm, W [KW, NW] registered. */
+static void block(const float *W, int64_t NW, const float *x, int64_t M, int64_t r0, int64_t c0,
+                  int64_t K, int64_t N, float *y, float *ref) {
+    kern_gemm(y, x, W + r0 * NW + c0, M, N, K, false, false, K, NW, N, 1.0f, 0.0f);
+    kern_gemm_ref(ref, x, W + r0 * NW + c0, M, N, K, false, false, K, NW, N, 1.0f, 0.0f);
+}
+
+static void registry(void) {
+    const int64_t KW = 70, NW = 90, M = 9;
+    kt_bufs b = {0};
+    float *W, *P, *x, *y, *ref, *own;
+    kt_bufs_floats(&b, KW * NW, &W, NULL);
+    kt_bufs_floats(&b, kern_f32_panel_elems(KW, NW), &P, NULL);
+    kt_bufs_floats(&b, M * KW, &x, NULL);
+    kt_bufs_floats(&b, M * NW, &y, &ref, &own, NULL);
+    kt_fill(W, KW * NW, 41, -1, 1);
+    kt_fill(x, M * KW, 42, -1, 1);
+    kern_f32_panel_pack(P, W, KW, NW, NW);
+    const int on = kern_f32_panels();
+    printf("kern_f32_panels: %s\n", on ? "AVX2 + FMA tiles read registered copies"
+                                       : "no copies on this CPU (kern_gemm as before)");
+    check_expect(kern_f32_add_panel(W, KW, NW, NW, P) == (on ? 0 : -1), "a copy registers");
+    const int64_t h0 = kern_f32_panel_hits();
+    /* the whole weight (kern_matmul), a block of rows, a block of columns from 32, both */
+    kern_matmul(y, x, W, M, KW, NW);
+    kern_f32_panel_gemm(own, x, P, 16 * KW, M, NW, KW, KW, NW, 0);
+    check_expect(!on || !memcmp(y, own, sizeof *y * (size_t)(M * NW)),
+                 "kern_matmul on a registered weight: the panel kernel's bits");
+    block(W, NW, x, M, 0, 0, KW, NW, y, ref);
+    kt_close("registered: the whole weight", y, ref, M * NW, tol(KW));
+    block(W, NW, x, M, 20, 0, 33, NW, y, ref);
+    kt_close("registered: rows 20..52", y, ref, M * NW, tol(33));
+    block(W, NW, x, M, 7, 32, 50, 41, y, ref);
+    kt_close("registered: rows 7..56, columns 32..72", y, ref, M * 41, tol(50));
+    block(W, NW, x, 1, 7, 32, 50, 41, y, ref);
+    kt_close("registered: the same, one row", y, ref, 41, tol(50));
+    check_expect(kern_f32_panel_hits() - h0 == (on ? 5 : 0), "%lld products read the copy",
+                 (long long)(kern_f32_panel_hits() - h0));
+    block(W, NW, x, M, 0, 8, KW, 40, y, ref); /* columns from 8: not on a panel's edge */
+    kt_close("registered: columns 8..47 (the BLAS)", y, ref, M * 40, tol(KW));
+    check_expect(kern_f32_panel_hits() - h0 == (on ? 5 : 0), "a block off the panels: the BLAS");
+    kern_f32_drop_panels(P, kern_f32_panel_elems(KW, NW));
+    for (int64_t i = 0; i < kern_f32_panel_elems(KW, NW); i++) P[i] = NAN; /* not read again */
+    block(W, NW, x, M, 0, 0, KW, NW, y, ref);
+    kt_close("dropped: the BLAS", y, ref, M * NW, tol(KW));
+    check_expect(kern_f32_panel_hits() - h0 == (on ? 5 : 0), "a dropped copy is not read");
+    kt_bufs_free(&b);
+}
+
+int main(void) {
+    kern_set_threads(1);
+    printf("kern_f32_panel_gemm: %s\n",
+           kern_f32_panel_available() ? "AVX2 + FMA" : "plain loop (no AVX2 + FMA)");
+    const int64_t shapes[][3] = {{1, 1, 1},     {1, 7, 33},    {7, 33, 100},    {33, 100, 7},
+                                 {100, 7, 33},  {6, 16, 256},  {5, 15, 257},    {13, 17, 300},
+                                 {2, 48, 513},  {170, 40, 19}, {200, 130, 260}, {12, 129, 64},
+                                 {73, 31, 1030}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int acc = 0; acc < 2; acc++) one(shapes[s][0], shapes[s][1], shapes[s][2], acc);
+    registry();
+    return check_finish("test_kern_gemm_f32_panel");
+}
