@@ -9,11 +9,11 @@ on the mesh flags; each step the drafter's first rank sends the drafts to every 
 Checks:
   - 16 concurrent greedy clients (every other one streaming, a pool small enough to preempt) get
     plain greedy `meshtrain generate`'s texts;
-  - each prompt alone, greedy: the same text, and the same drafted and accepted counts
-    (usage.speculative), as the same-rank speculative server (the drafter sharded as the target on
-    the target's NP − N ranks); both servers run them first, on a fresh prefix cache: a block
-    computed beside other requests' rows differs in its last bits (the products are not
-    batch-invariant), which can flip a near tie among the drafter's logits;
+  - each prompt alone, greedy, sent after the concurrent clients (their prompts' blocks in the
+    prefix cache): the same text, and the same drafted and accepted counts (usage.speculative),
+    as on the same-rank speculative server (the drafter sharded as the target on the target's
+    NP − N ranks) with a fresh cache, and as `generate --draft` prints for the prompt: the rounds
+    do not depend on how much of the prompt was cached or how it was chunked;
   - a sampled request completes; /metrics counts the drafts, alpha in (0, 1), every block back;
   - bad input ends with status 2 and one message: --draft-ranks without --draft, as many draft
     ranks as ranks, and a target of several replicas.
@@ -21,6 +21,7 @@ Exit 0 when every check passed, 1 otherwise.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,20 @@ def alone(s):
     return out
 
 
+def generate_counts(args, draft):
+    """`meshtrain generate --draft` on the prompts at once, greedy, 30 tokens: each sequence's
+    (drafted, accepted) from its `speculative | sequence` line."""
+    cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "1", args.meshtrain,
+           "generate", "--tokens", "30", "--ckpt", args.ckpt, "--draft", draft,
+           "--draft-tokens", POOL[POOL.index("--draft-tokens") + 1], "--temperature", "0"]
+    for p in sh.PROMPTS:
+        cmd += ["--prompt", p]
+    err = subprocess.run(cmd, capture_output=True, env=sh.mpi_env(), timeout=300,
+                         check=True).stderr.decode()
+    got = re.findall(r"speculative \| sequence (\d+) \| drafted (\d+), kept (\d+)", err)
+    return [(int(d), int(a)) for _, d, a in sorted(got, key=lambda g: int(g[0]))]
+
+
 def refused(args, np_, flags, what):
     cmd = [args.mpiexec, "--oversubscribe", "-np", str(np_), args.meshtrain, "serve", "--port",
            "0", "--ckpt", args.ckpt] + flags
@@ -67,8 +82,8 @@ def main():
     want = dict(zip(sh.PROMPTS, sh.generate(args, sh.PROMPTS, 30, ["--temperature", "0"])))
     s = sh.Server(args, "draft_ranks", ["--draft", draft] + POOL)
     try:
-        remote = alone(s)  # first: on a fresh prefix cache, as the same-rank server's run
         wrong = sh.greedy_clients(s, 16, want)
+        remote = alone(s)  # after the clients: their prompts' blocks in the prefix cache
         st, text, fin, _ = s.complete({"prompt": sh.PROMPTS[1], "max_tokens": 24,
                                        "temperature": 0.8, "top_k": 20, "seed": 5})
         sh.check(st == 200 and fin == "length", "a sampled request (T 0.8, top-k 20) completes")
@@ -89,13 +104,16 @@ def main():
     same.np, same.mesh = args.np - nd, args.mesh[:k] + args.mesh[k + 2:]
     s = sh.Server(same, "draft_same_ranks", ["--draft", draft] + POOL)
     try:
-        local = alone(s)
+        local = alone(s)  # a fresh prefix cache
     finally:
         s.stop()
-    sh.check(remote == local and all(r[0] == want[p] for r, p in zip(remote, sh.PROMPTS)),
+    gen = generate_counts(args, draft)
+    sh.check(remote == local and all(r[0] == want[p] for r, p in zip(remote, sh.PROMPTS)) and
+             [r[1:] for r in remote] == gen,
              "each prompt alone: texts, drafted and accepted equal the same-rank drafter's on %d "
-             "ranks and plain generate (remote %s, same-rank %s)" %
-             (same.np, [r[1:] for r in remote], [r[1:] for r in local]))
+             "ranks (a fresh cache), plain generate and generate --draft (remote %s, same-rank %s, "
+             "generate --draft %s)" %
+             (same.np, [r[1:] for r in remote], [r[1:] for r in local], gen))
     refused(args, 2, ["--draft-ranks", "1"], "--draft-ranks without --draft")
     refused(args, 2, ["--draft", draft, "--draft-ranks", "2"], "--draft-ranks 2 on 2 ranks")
     refused(args, 3, ["--mesh", "x=2", "--dp", "x", "--draft", draft, "--draft-ranks", "1"],

@@ -370,8 +370,11 @@ static seq *youngest_idle(batcher *s, int32_t r, int32_t z) {
 }
 
 /* Tokens a decoding sequence drafts this step: up to --draft-tokens, leaving room for the
- * correction or bonus token within max_new, within the rows left in the budget. */
+ * correction or bonus token within max_new, within the rows left in the budget; none while the
+ * token fed is the prompt's last (its row gives the first token, as generate --draft's prefill
+ * does), so the rounds are the same however the prompt was chunked or found in the cache. */
 static int64_t draft_count(const batcher *s, const seq *q) {
+    if (q->computed < q->plen) return 0;
     int64_t k = s->o.draft_tokens;
     if (k > q->max_new - q->ngen - 1) k = q->max_new - q->ngen - 1;
     if (k > s->budget[q->replica] - 1) k = s->budget[q->replica] - 1;
