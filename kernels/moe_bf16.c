@@ -94,6 +94,16 @@ void kern_moe_mlp_fwd_bf16_ref(float *ys, float *a, float *b, float *h, kern_bf1
     }
 }
 
+/* expert_dw's twin: expert e's three dW products (+=) on rows [o, o + n), each in double. */
+static void expert_dw_ref(float *dwg, float *dwu, float *dwd, const kern_bf16 *dys,
+                          const kern_bf16 *xs, const kern_bf16 *dab, const kern_bf16 *dbb,
+                          const kern_bf16 *hb, int64_t e, int64_t o, int64_t n, int64_t D,
+                          int64_t F) {
+    mm_ref(dwd + e * F * D, hb + o * F, dys + o * D, F, n, D, 1, 0, 1);
+    mm_ref(dwg + e * D * F, xs + o * D, dab + o * F, D, n, F, 1, 0, 1);
+    mm_ref(dwu + e * D * F, xs + o * D, dbb + o * F, D, n, F, 1, 0, 1);
+}
+
 void kern_moe_mlp_bwd_bf16_ref(float *dxs, float *dwg, float *dwu, float *dwd, float *da, float *db,
                                kern_bf16 *dab, kern_bf16 *dbb, const kern_bf16 *dys,
                                const kern_bf16 *xs, const float *a, const float *b,
@@ -103,7 +113,6 @@ void kern_moe_mlp_bwd_bf16_ref(float *dxs, float *dwg, float *dwu, float *dwd, f
     for (int64_t e = 0; e < E; e++) {
         const int64_t o = offs[e], n = offs[e + 1] - offs[e];
         mm_ref(da + o * F, dys + o * D, wd + e * F * D, n, D, F, 0, 1, 0); /* dh, into da */
-        mm_ref(dwd + e * F * D, hb + o * F, dys + o * D, F, n, D, 1, 0, 1);
         kern_swiglu_bwd_ref(da + o * F, db + o * F, da + o * F, a + o * F, b + o * F, n * F);
         round_ref(dab + o * F, da + o * F, n * F);
         round_ref(dbb + o * F, db + o * F, n * F);
@@ -117,8 +126,7 @@ void kern_moe_mlp_bwd_bf16_ref(float *dxs, float *dwg, float *dwu, float *dwd, f
                              kern_bf16_val(wu[e * D * F + d * F + f]);
                 dxs[(o + i) * D + d] = (float)s;
             }
-        mm_ref(dwg + e * D * F, xs + o * D, dab + o * F, D, n, F, 1, 0, 1);
-        mm_ref(dwu + e * D * F, xs + o * D, dbb + o * F, D, n, F, 1, 0, 1);
+        expert_dw_ref(dwg, dwu, dwd, dys, xs, dab, dbb, hb, e, o, n, D, F);
     }
 }
 
@@ -126,10 +134,7 @@ void kern_moe_mlp_dw_bf16_ref(float *dwg, float *dwu, float *dwd, const kern_bf1
                               const kern_bf16 *xs, const kern_bf16 *dab, const kern_bf16 *dbb,
                               const kern_bf16 *hb, const int64_t *offs, int64_t E, int64_t D,
                               int64_t F) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
-        mm_ref(dwd + e * F * D, hb + o * F, dys + o * D, F, n, D, 1, 0, 1);
-        mm_ref(dwg + e * D * F, xs + o * D, dab + o * F, D, n, F, 1, 0, 1);
-        mm_ref(dwu + e * D * F, xs + o * D, dbb + o * F, D, n, F, 1, 0, 1);
-    }
+    for (int64_t e = 0; e < E; e++)
+        expert_dw_ref(dwg, dwu, dwd, dys, xs, dab, dbb, hb, e, offs[e], offs[e + 1] - offs[e], D,
+                      F);
 }
