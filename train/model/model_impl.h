@@ -149,6 +149,17 @@ static inline float *carve_f32(carver *c, unsigned kept, int64_t n) {
     return kept ? NULL : carve(c, n);
 }
 
+/* The kept operands of a split backward (split_carve, moe_split_carve), count of them: *f[i]
+ * n[i] floats from c with fp32 compute, *b[i] n[i] bf16 values from cb with bf16 compute (the
+ * other NULL; both NULL when n[i] is 0). */
+static inline void split_carve_kept(const model *m, carver *c, carver *cb, float **const *f,
+                                    kern_bf16 **const *b, const int64_t *n, int count) {
+    for (int i = 0; i < count; i++) {
+        *f[i] = m->cmp.bf16 || n[i] == 0 ? NULL : carve(c, n[i]);
+        *b[i] = m->cmp.bf16 && n[i] > 0 ? carve_b(cb, n[i]) : NULL;
+    }
+}
+
 /* A layer's matrices in bf16 (mixed_layer): a dense block's, or a MoE block's experts' (the
  * router stays fp32). */
 typedef struct {

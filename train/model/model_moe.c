@@ -340,11 +340,17 @@ void moe_split_carve(const model *m, carver *c, carver *cb, layer_act *A) {
     const int64_t n[6] = {Rz * D, Rz * Fe, Rz * Fe, SF ? BT * D : 0, BT * SF, BT * SF};
     float **f[6] = {&A->k_dyr, &A->k_dea, &A->k_deb, &A->k_dr, &A->k_dsa, &A->k_dsb};
     kern_bf16 **b[6] = {&A->k_dyrb, &A->k_deab, &A->k_debb, &A->k_drb, &A->k_dsab, &A->k_dsbb};
-    for (int i = 0; i < 6; i++) { /* bf16 compute: the bf16 operands alone (split_carve's rule) */
-        *f[i] = m->cmp.bf16 || n[i] == 0 ? NULL : carve(c, n[i]);
-        *b[i] = m->cmp.bf16 && n[i] > 0 ? carve_b(cb, n[i]) : NULL;
-    }
+    split_carve_kept(m, c, cb, f, b, n, 6);
     A->k_dlog = carve(c, BT * mo->E); /* the router's, fp32 */
+}
+
+/* The router's dW (+=) from dlog, in fp32 on h2 as the forward kept it: with bf16 compute its
+ * bf16 copy unpacked (A->h2 is then a transient, the backward's dh by now). */
+static void router_dw(model *m, const layer_g *g, const layer_act *A, const float *dlog,
+                      int64_t BT) {
+    const int64_t D = m->s.D;
+    const float *h2 = A->h2b ? mixed_unpack(m->ms.xs_t, A->h2b, BT * D) : A->h2;
+    kern_matmul_dw(g->router, h2, dlog, BT, D, m->s.moe.E);
 }
 
 void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
@@ -360,9 +366,7 @@ void moe_block_dw(model *m, const layer_g *g, const layer_act *A, int64_t BT) {
     if (m->s.moe.shared > 0)
         shared_dw(m, g, A, at(A->k_dsa, A->k_dsab, 0), at(A->k_dsb, A->k_dsbb, 0),
                   at(A->k_dr, A->k_drb, 0), BT);
-    /* the router's dW in fp32, on h2 as bf16 compute kept it (moe_block_bwd's) */
-    const float *h2 = b16 ? mixed_unpack(m->ms.xs_t, A->h2b, BT * D) : A->h2;
-    kern_matmul_dw(g->router, h2, A->k_dlog, BT, D, m->s.moe.E);
+    router_dw(m, g, A, A->k_dlog, BT);
 }
 
 /* The routed experts' backward on this rank's rows: dxr from dyr, into dea, deb their products'
@@ -446,10 +450,7 @@ void moe_block_bwd(model *m, const layer_w *w, const layer_wb *wb, const layer_g
     const float zs = (float)(2.0 * mo->z_coef * (double)m->grad_scale / (double)BT);
     kern_router_bwd(dlog, z->dw, A->idx, A->w, A->prob, A->lse, balance_grad(m, A, BT, G), zs, BT,
                     E, k, G);
-    /* the router's dW in fp32, on h2 as bf16 compute kept it (A->h2 is then dh's storage) */
-    if (!keep)
-        kern_matmul_dw(g->router, A->h2b ? mixed_unpack(z->xs_t, A->h2b, BT * D) : A->h2, dlog, BT,
-                       D, E);
+    if (!keep) router_dw(m, g, A, dlog, BT);
     m->hk.moe_wait(m->hk.ctx, m);
     kern_moe_scatter_add(dh, z->dxs, A->pos, BT, k, D);
     POLL(m);

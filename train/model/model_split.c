@@ -24,10 +24,8 @@ void split_carve(const model *m, carver *c, carver *cb, layer_act *A, int moe) {
                           BT * m->loc.Kl * H, BT * m->loc.Kl * H};
     float **f[7] = {&A->d_mlp, &A->d_a, &A->d_b, &A->d_attn, &A->d_q, &A->d_k, &A->d_v};
     kern_bf16 **b[7] = {&A->d_mlpb, &A->d_ab, &A->d_bb, &A->d_attnb, &A->d_qb, &A->d_kb, &A->d_vb};
-    for (int i = moe ? 3 : 0; i < 7; i++) { /* a MoE block: attention's alone */
-        *f[i] = m->cmp.bf16 ? NULL : carve(c, n[i]);
-        *b[i] = m->cmp.bf16 ? carve_b(cb, n[i]) : NULL;
-    }
+    const int i0 = moe ? 3 : 0; /* a MoE block: attention's alone */
+    split_carve_kept(m, c, cb, f + i0, b + i0, n + i0, 7 - i0);
     A->d_n = carve(c, 2 * D);
     if (moe) moe_split_carve(m, c, cb, A);
 }
