@@ -267,6 +267,16 @@ void kern_moe_mlp_fwd(float *ys, float *a, float *b, float *h, const float *xs, 
     }
 }
 
+/* Expert e's three dW products (+=) on rows [o, o + n) (the same for the whole backward and the
+ * weight part alone). */
+static void expert_dw(float *dwg, float *dwu, float *dwd, const float *dys, const float *xs,
+                      const float *da, const float *db, const float *h, int64_t e, int64_t o,
+                      int64_t n, int64_t D, int64_t F) {
+    kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
+    kern_matmul_dw(dwg + e * D * F, xs + o * D, da + o * F, n, D, F);
+    kern_matmul_dw(dwu + e * D * F, xs + o * D, db + o * F, n, D, F);
+}
+
 void kern_moe_mlp_bwd(float *dxs, float *dwg, float *dwu, float *dwd, float *da, float *db,
                       const float *dys, const float *xs, const float *a, const float *b,
                       const float *h, const float *wg, const float *wu, const float *wd,
@@ -276,26 +286,19 @@ void kern_moe_mlp_bwd(float *dxs, float *dwg, float *dwu, float *dwd, float *da,
         if (n == 0) continue;
         float *dae = da + o * F, *dbe = db + o * F;
         kern_matmul_dx(dae, dys + o * D, wd + e * F * D, n, F, D, false); /* dh, into da */
-        if (dwd) kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
         kern_swiglu_bwd_inplace(dae, dbe, a + o * F, b + o * F, n * F);
         kern_matmul_dx(dxs + o * D, dae, wg + e * D * F, n, D, F, false);
         kern_matmul_dx(dxs + o * D, dbe, wu + e * D * F, n, D, F, true);
-        if (!dwg) continue;
-        kern_matmul_dw(dwg + e * D * F, xs + o * D, dae, n, D, F);
-        kern_matmul_dw(dwu + e * D * F, xs + o * D, dbe, n, D, F);
+        if (dwg) expert_dw(dwg, dwu, dwd, dys, xs, da, db, h, e, o, n, D, F);
     }
 }
 
 void kern_moe_mlp_dw(float *dwg, float *dwu, float *dwd, const float *dys, const float *xs,
                      const float *da, const float *db, const float *h, const int64_t *offs,
                      int64_t E, int64_t D, int64_t F) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t o = offs[e], n = offs[e + 1] - offs[e];
-        if (n == 0) continue;
-        kern_matmul_dw(dwd + e * F * D, h + o * F, dys + o * D, n, F, D);
-        kern_matmul_dw(dwg + e * D * F, xs + o * D, da + o * F, n, D, F);
-        kern_matmul_dw(dwu + e * D * F, xs + o * D, db + o * F, n, D, F);
-    }
+    for (int64_t e = 0; e < E; e++)
+        if (offs[e + 1] > offs[e])
+            expert_dw(dwg, dwu, dwd, dys, xs, da, db, h, e, offs[e], offs[e + 1] - offs[e], D, F);
 }
 
 /* y[n, N] = x[n, K]·w[K, N] in double, rounded once. */
