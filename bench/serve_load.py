@@ -30,9 +30,12 @@
       L/2)] kv bytes / BW (the same), decode c = E[L] max(T0, B t) / B for continuous batching
       (B sequences in every step) and s = E[sum_k max(T0, b_k t)] / B for static batches (b_k of
       the batch's B sequences still running at its k-th step; the batch ends with its longest).
-      ratio = (p + a + s) / (p + a + c); with a flat step (B <= B_crit) and no prefill it is
-      E[max of B lengths] / E[length]. Also the padded static batch (every row runs until the
-      batch's longest ends, as a server without iteration-level scheduling pads).
+      ratio = (p + a + s) / (p + a + c) against --batching static (finished rows dropped); with a
+      flat step (B <= B_crit) and no prefill it is E[max of B lengths] / E[length]. Also against
+      --batching static-padded (generate's batch: each prompt padded to the batch's longest, P
+      rows a sequence, and every row run until the batch's longest output ends): a + (B P t +
+      max L (max(T0, B t) + B th)) / B a request. Columns: B, ms a request under each scheme,
+      continuous against static, decode alone against static, continuous against static-padded.
 Definitions (vLLM's benchmark_serving): TTFT = first token - send; TPOT = (end - first) /
 (n_out - 1) per request of more than one token; ITL = every gap between token-bearing chunks;
 E2E = end - send; throughput over the span from the first send to the last end.
@@ -259,8 +262,8 @@ def cmd_model(a):
     print("T0 %.2f ms, t %.3f ms a row: B_crit %.1f; per request: prefill %.1f ms, attention "
           "%.1f ms (E[P] %.0f, E[L] %.0f)" % (T0 * 1e3, t * 1e3, T0 / t, p * 1e3, att * 1e3,
                                                sum(P) / n, sum(O) / n))
-    print("%5s %12s %12s %12s %10s %14s %12s" % ("B", "cont ms", "static ms", "padded ms",
-                                                  "ratio", "decode only", "vs padded"))
+    print("%5s %12s %12s %12s %10s %14s %12s" % ("B", "cont ms", "static ms", "s-padded ms",
+                                                  "vs static", "decode only", "vs s-padded"))
     for B in (int(x) for x in a.batch.split(",")):
         cont = sum(O) / n * (max(T0, B * t) + B * th) / B
         stat = pad = 0.0

@@ -27,11 +27,13 @@
  *    hits, chunked prefill and transfers each happened (so the checks above were exercised).
  * And by hand, counted: a static batch's step plans, rows per step, with finished rows dropped
  * (static) and kept with the prompts padded to the longest (static-padded). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "train/infer/gen_cli.h"
 #include "train/serve/cost.h"
 #include "train/serve/kvblocks.h"
 #include "train/serve/batcher.h"
@@ -413,7 +415,48 @@ static void static_plans(int mode) {
     free(w->kv), free(w);
 }
 
+/* Pricing by hand, on a plan of a 6-row prefill on replica 0 and a decode at position 20 on
+ * replica 1 (L 3, D 48, N 6, K 1, H 8, F 96, V 258): with disaggregated serving's sides at their
+ * own tensor degrees (the prefill side's 3 ranks replicate the kv head's weights and the cache
+ * thrice, the decode side's 1 rank holds one copy), and under bf16 compute against the bf16
+ * products' rate rather than sgemm's. */
+static void side_costs(void) {
+    const model_shape s = {.L = 3, .D = 48, .N = 6, .K = 1, .H = 8, .F = 96, .V = 258, .T = 64};
+    batch_item items[2] = {{.replica = 0, .n = 6, .p0 = 0, .sample = 0},
+                           {.replica = 1, .n = 1, .p0 = 20, .sample = 1}};
+    const batch_plan p = {.nitems = 2, .items = items};
+    const serve_side own[2] = {{3, 1}, {1, 1}}, same[2] = {{3, 1}, {3, 1}};
+    const gen_step c = serve_plan_cost_sides(&s, own, 1, 4, 4, &p),
+                   c3 = serve_plan_cost_sides(&s, same, 1, 4, 4, &p);
+    /* weights: 4 B x (3 layers x (48 (6 + 2 Kr) 8 + 6 8 48 + 3 48 96) + 48 x 258) + 4 B x 7 x 48
+     * gains a rank; Kr = 3 (20736 a layer), 1 (19200); embedding rows 4 x 48 each */
+    const double pre = 4.0 * (3 * 20736 + 48 * 258) + 4.0 * 7 * 48 * 3 + 6 * 4 * 48;
+    const double dec1 = 4.0 * (3 * 19200 + 48 * 258) + 4.0 * 7 * 48 + 4 * 48;
+    const double dec3 = 4.0 * (3 * 20736 + 48 * 258) + 4.0 * 7 * 48 * 3 + 4 * 48;
+    /* cache: (positions attended + rows) x 2 x 3 layers x copies x 8 x 4 B: 27 rows' worth at 3
+     * copies, 22 at 1 (or 3) */
+    const double kv_pre = 27.0 * 2 * 3 * 3 * 8 * 4, kv_dec = 22.0 * 2 * 3 * 8 * 4;
+    check_expect(c.p_bytes == pre + dec1 && c3.p_bytes == pre + dec3 &&
+                     c.kv_bytes == kv_pre + kv_dec && c3.kv_bytes == kv_pre + 3 * kv_dec,
+                 "each side at its own tensor degree: weights %.0f B (both at 3: %.0f), cache %.0f "
+                 "B (%.0f)",
+                 c.p_bytes, c3.p_bytes, c.kv_bytes, c3.kv_bytes);
+    /* FLOPs: 2 x 7 rows x 3 x 19200, attention 4 x 42 x 3 x 6 x 8, the head 2 x 48 x 258 */
+    const double flops = 2.0 * 7 * 3 * 19200 + 4.0 * 42 * 3 * 6 * 8 + 2.0 * 48 * 258;
+    const gen_machine mc = {1e12, 1e9, 0, 0};
+    const gen_machine m32 = gen_machine_dtype(&mc, COMPUTE_FP32, 3e9),
+                      m16 = gen_machine_dtype(&mc, COMPUTE_BF16, 3e9);
+    const double t32 = gen_predict(&c, &m32), t16 = gen_predict(&c, &m16);
+    const double want32 = c.kv_bytes / 1e12 + flops / 1e9, want16 = c.kv_bytes / 1e12 + flops / 3e9;
+    check_expect(c.flops == flops && fabs(t32 - want32) <= 1e-12 * want32 &&
+                     fabs(t16 - want16) <= 1e-12 * want16,
+                 "the step priced at sgemm's 1 GFLOP/s in fp32 (%.6f ms), at the bf16 products' 3 "
+                 "in bf16 (%.6f ms), %.0f FLOPs",
+                 1e3 * t32, 1e3 * t16, c.flops);
+}
+
 int main(void) {
+    side_costs();
     static_plans(BATCH_STATIC);
     static_plans(BATCH_STATIC_PADDED);
     plan_cost();

@@ -24,6 +24,7 @@
 #include "kernels/rng.h"
 #include "mesh/coll.h"
 #include "train/infer/gen_cli.h"
+#include "train/step/precision.h"
 
 /* ---------------------------------------------------------------- the machine and the
  * prediction (also used by the one-batch run of gen_cli.c) */
@@ -45,6 +46,32 @@ gen_machine gen_measure_machine(mesh *m, int quick) {
     return (gen_machine){out[0], out[1], (double)buf, (double)llc};
 }
 
+gen_machine gen_machine_dtype(const gen_machine *mc, compute_dtype d, double bf16_flops) {
+    gen_machine out = *mc;
+    if (d == COMPUTE_BF16) out.flops = bf16_flops;
+    return out;
+}
+
+gen_machine gen_measure_machine_dtype(const config *c, mesh *m) {
+    const gen_machine mc = gen_measure_machine(m, c->quick_start);
+    precision p;
+    char err[512] = "";
+    if (precision_setup(&p, c, m, 0, 0, err, sizeof err) < 0) mesh_exit_error("%s", err);
+    float in = 0, out = 0;
+    if (p.dtype == COMPUTE_BF16) {
+        mesh_agree(mesh_world_comm(m), 0); /* every rank at once, as the sgemm rate is timed */
+        for (int trial = 0; trial < (c->quick_start ? 1 : 3); trial++) {
+            const double f = kern_bf16_measure_flops_fwd(p.ctx, c->quick_start ? 256 : 1024,
+                                                         c->quick_start ? 0.01 : 0.1);
+            in = (float)f > in ? (float)f : in;
+        }
+        mesh_all_reduce(m, mesh_all_axes(m), &out, &in, 1, MESH_ALG_MPI);
+    }
+    const compute_dtype d = p.dtype;
+    precision_free(&p);
+    return gen_machine_dtype(&mc, d, out);
+}
+
 gen_step gen_step_total(mesh *m, const gen_step *st) {
     float in[5] = {(float)st->seconds, (float)st->rows, (float)st->p_bytes, (float)st->kv_bytes,
                    (float)st->flops};
@@ -61,7 +88,7 @@ double gen_predict(const gen_step *st, const gen_machine *mc) {
 typedef struct {
     int64_t B;
     double ms_prefill, ms_min, ms_med, ms_book, ms_mem, ms_flop;
-    gen_step t; /* totals of the median step */
+    gen_step t;     /* totals of the median step */
     float panel_mb; /* the model's panel copies (model_panel_bytes), MB summed over ranks */
 } bench_row;
 

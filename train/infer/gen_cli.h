@@ -22,6 +22,12 @@ typedef struct {
 /* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them; `quick`
  * (config.quick_start): one short trial of each. */
 gen_machine gen_measure_machine(mesh *m, int quick);
+/* Collective over: world. gen_measure_machine for c's compute dtype: with bf16 compute (given,
+ * or --compute-dtype auto resolved to it) C is the bf16 forward product's rate
+ * (kern_bf16_measure_flops_fwd on the bf16 kernels' path), summed over the ranks, not sgemm's. */
+gen_machine gen_measure_machine_dtype(const config *c, mesh *m);
+/* mc with C the bf16 products' rate bf16_flops (summed over the ranks) when d is bf16. */
+gen_machine gen_machine_dtype(const gen_machine *mc, compute_dtype d, double bf16_flops);
 /* Collective over: world. Sums a step's figures over the ranks. */
 gen_step gen_step_total(mesh *m, const gen_step *st);
 /* The book's step time for totals st: KV/BW + max(FLOPs/C, weight bytes/BW), seconds. */

@@ -23,4 +23,15 @@
  * ranks sharing each (the cache read once). seconds is left 0. */
 gen_step serve_plan_cost(const model_shape *s, int64_t nY, int64_t kv_groups, int64_t kv_elem_bytes,
                          int64_t w_elem_bytes, const batch_plan *p);
+
+/* One side of a mesh a plan runs on: its replicas' tensor degree and pools (kv_groups). */
+typedef struct {
+    int64_t nY, kv_groups;
+} serve_side;
+/* serve_plan_cost with each side at its own degree: the items of replicas [0, prefill_replicas)
+ * at side[0]'s (disaggregated serving's prefill side), the others at side[1]'s; the totals of
+ * both (prefill_replicas 0: every item at side[1]'s). */
+gen_step serve_plan_cost_sides(const model_shape *s, const serve_side side[2],
+                               int32_t prefill_replicas, int64_t kv_elem_bytes,
+                               int64_t w_elem_bytes, const batch_plan *p);
 #endif

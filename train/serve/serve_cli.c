@@ -268,6 +268,10 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
     const int32_t dr = batcher_options(s)->prefill_replicas;
     const int64_t nY = engine_tensor_ranks(sr->e);
     const int32_t kv_eb = engine_kv_elem_bytes(sr->e), w_eb = engine_weight_elem_bytes(sr->e);
+    const serve_side sides[2] = {
+        /* each side's steps at its own tensor degree */
+        {engine_replica_tensor(sr->e, 0), engine_replica_pools(sr->e, 0)},
+        {engine_replica_tensor(sr->e, dr), engine_replica_pools(sr->e, dr)}};
     report_window rw = {mesh_now(),
                         0,
                         0,
@@ -301,8 +305,7 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
             if (p->nxfer)
                 front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
-            const gen_step cost =
-                serve_plan_cost(&sr->c->shape, nY, engine_kv_shards(sr->e), kv_eb, w_eb, p);
+            const gen_step cost = serve_plan_cost_sides(&sr->c->shape, sides, dr, kv_eb, w_eb, p);
             rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
             rw.rows += cost.rows, rw.steps++;
         }
@@ -557,8 +560,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     }
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
     const char *hook = getenv("MESHTRAIN_SERVE_STEP_SLEEP");
-    const serve_run sr = {
-        c, f, e, m, gen_measure_machine(m, c->quick_start), hook ? atof(hook) : 0.0};
+    const serve_run sr = {c, f, e, m, gen_measure_machine_dtype(c, m), hook ? atof(hook) : 0.0};
     stop_install();
     print_plan(c, f, m, &o, e ? (double)engine_pool_bytes(e) : 0.0,
                e ? compute_dtype_name(engine_kv_dtype(e)) : "-", &sr.mc);
@@ -627,7 +629,7 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
         mesh_exit_error("--sim-machine %s: expected BW,C in GB/s and GFLOP/s, e.g. 30,120",
                         f->sim_machine);
     so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9, 0, 0}
-                              : gen_measure_machine(m, c->quick_start);
+                              : gen_measure_machine_dtype(c, m);
     const model_shape *sh = &c->shape; /* a rank's kv heads: K/|Y|, or one where |Y| > K */
     const int64_t kvh = so.nY <= sh->K ? sh->K / so.nY : 1;
     print_plan(c, f, m, &o,
