@@ -6,14 +6,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static int failures;
+static int failures, quiet;
+
+void check_quiet(int q) {
+    quiet = q != 0;
+}
 
 int check_expect(int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
+    if (!quiet) {
+        printf("%-4s ", ok ? "ok" : "FAIL");
+        vprintf(fmt, ap);
+        printf("\n");
+    }
     va_end(ap);
     failures += !ok;
     return !ok;
@@ -24,7 +30,7 @@ void check_count_failure(void) {
 }
 
 int check_finish(const char *test) {
-    printf("%s: %d failure%s\n", test, failures, failures == 1 ? "" : "s");
+    if (!quiet) printf("%s: %d failure%s\n", test, failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }
 

@@ -9,6 +9,9 @@
 /* Prints "ok   <message>" or "FAIL <message>" and counts a failure when !ok. Returns 1 on
  * failure. */
 int check_expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* quiet (an MPI test's ranks but the first): check_expect and check_finish count and return as
+ * before but print nothing. */
+void check_quiet(int quiet);
 /* Counts a failure that the caller has reported itself. */
 void check_count_failure(void);
 /* Prints "<test>: N failure(s)"; returns the exit status: 0 if nothing failed, else 1. */

@@ -2,39 +2,26 @@
  * reproducing softmax(l/τ) on a uniform grid of u, non-finite logits), and generation: the same
  * seed gives the same text twice and on every rank of the mesh. Run at 1 and 2 ranks. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "mesh/coll.h"
 #include "mesh/mesh.h"
 #include "train/model/sample.h"
 #include "train/step/trainer.h"
 
-static int failures;
-
-static void expect(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (mesh_world_rank() == 0) {
-        printf("%-4s ", ok ? "ok" : "FAIL");
-        vprintf(fmt, ap);
-        printf("\n");
-    }
-    va_end(ap);
-    failures += !ok;
-}
-
 static void test_pick(void) {
     enum { V = 7 };
     sample_item scratch[V];
     const float l[V] = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 1.0f, -3.0f};
-    expect(sample_pick(l, V, 0.0, 0, 0.99, scratch) == 1, "greedy picks the lowest id of a tie");
+    check_expect(sample_pick(l, V, 0.0, 0, 0.99, scratch) == 1,
+                 "greedy picks the lowest id of a tie");
     int only_top = 1;
     for (int i = 0; i < 100; i++)
         only_top &= sample_pick(l, V, 1.0, 1, (i + 0.5) / 100, scratch) == 1;
-    expect(only_top, "top-k 1 is greedy for every u");
+    check_expect(only_top, "top-k 1 is greedy for every u");
 
     /* top-k 3 keeps ids {1, 3, 5}; over a fine uniform grid of u the picks reproduce the
      * renormalised softmax(l/τ) to within the grid step. */
@@ -48,14 +35,15 @@ static void test_pick(void) {
     for (int j = 0; j < 3; j++) p[keep[j]] = exp(l[keep[j]] / tau) / z;
     double worst = 0;
     for (int j = 0; j < V; j++) worst = fmax(worst, fabs(count[j] / (double)n - p[j]));
-    expect(worst <= 2.0 / n, "top-k 3, τ=0.7: frequencies match softmax within 2/n (worst %.2e)",
-           worst);
+    check_expect(worst <= 2.0 / n,
+                 "top-k 3, τ=0.7: frequencies match softmax within 2/n (worst %.2e)", worst);
 
     /* Same u, same pick (pure); u just below 1 stays in range. */
-    expect(sample_pick(l, V, 1.3, 0, 0.123, scratch) == sample_pick(l, V, 1.3, 0, 0.123, scratch),
-           "pure: same inputs, same token");
+    check_expect(sample_pick(l, V, 1.3, 0, 0.123, scratch) ==
+                     sample_pick(l, V, 1.3, 0, 0.123, scratch),
+                 "pure: same inputs, same token");
     const int32_t last = sample_pick(l, V, 1.0, 0, 0x1.fffffffffffffp-1, scratch);
-    expect(last >= 0 && last < V, "u → 1 gives a valid token (%d)", last);
+    check_expect(last >= 0 && last < V, "u → 1 gives a valid token (%d)", last);
 
     const float bad[4] = {NAN, 1.0f, INFINITY, 0.5f};
     int finite_only = 1;
@@ -63,9 +51,9 @@ static void test_pick(void) {
         const int32_t t = sample_pick(bad, 4, 1.0, 0, (i + 0.5) / 50, scratch);
         finite_only &= t == 1 || t == 3;
     }
-    expect(finite_only, "NaN and inf logits are never picked");
+    check_expect(finite_only, "NaN and inf logits are never picked");
     const float none[2] = {NAN, NAN};
-    expect(sample_pick(none, 2, 1.0, 0, 0.5, scratch) == 0, "no finite logit: token 0");
+    check_expect(sample_pick(none, 2, 1.0, 0, 0.5, scratch) == 0, "no finite logit: token 0");
 }
 
 static void test_generate(void) {
@@ -86,8 +74,8 @@ static void test_generate(void) {
     sample_generate(trainer_model(t), prompt, 3, NGEN, &sc, a, NULL); /* past T: sliding window */
     sample_generate(trainer_model(t), prompt, 3, NGEN, &sc, b, NULL);
     sample_generate(trainer_model(t), prompt, 3, NGEN, &other, d, NULL);
-    expect(memcmp(a, b, sizeof a) == 0, "same seed, same %d tokens", NGEN);
-    expect(memcmp(a, d, sizeof a) != 0, "another seed, other tokens");
+    check_expect(memcmp(a, b, sizeof a) == 0, "same seed, same %d tokens", NGEN);
+    check_expect(memcmp(a, d, sizeof a) != 0, "another seed, other tokens");
 
     /* Every rank chose the same tokens: gather them (as floats, exact) and compare. */
     const int R = mesh_world_size();
@@ -97,7 +85,7 @@ static void test_generate(void) {
     mesh_all_gather(m, mesh_all_axes(m), all, mine, NGEN, MESH_ALG_MPI);
     int same = 1;
     for (int r = 1; r < R; r++) same &= memcmp(all, all + r * NGEN, sizeof mine) == 0;
-    expect(same, "all %d ranks generated the same text", R);
+    check_expect(same, "all %d ranks generated the same text", R);
     free(all);
     trainer_destroy(t);
     mesh_destroy(m);
@@ -105,11 +93,10 @@ static void test_generate(void) {
 
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
+    check_quiet(mesh_world_rank() != 0);
     test_pick();
     test_generate();
-    if (mesh_world_rank() == 0)
-        printf("test_sample: %d failure%s\n", failures, failures == 1 ? "" : "s");
-    const int rc = failures ? 1 : 0;
+    const int rc = check_finish("test_sample");
     mesh_mpi_finalize();
     return rc;
 }
