@@ -601,6 +601,10 @@ def scenario_virtual_clock(args):
           "book's model, 40 req at 40/s: continuous batching %.3f s, mean TTFT %.1f ms; static "
           "batches %.3f s, %.1f ms" % (span(cont), 1e3 * mean_ttft(cont), span(stat),
                                       1e3 * mean_ttft(stat)))
+    pad, _ = sim("padded", w["poisson"], ["--max-seqs", "8", "--batching", "static-padded"])
+    check(span(stat) < span(pad) and all(r["n_out"] == q["max_tokens"] for r, q in zip(pad, work)),
+          "book's model: padded static batches %.3f s (every row run to its batch's longest, "
+          "each request its max_tokens and no more), static %.3f s" % (span(pad), span(stat)))
     on, _ = sim("prefix_on", w["shared"], ["--prefix-cache", "on"])
     off, _ = sim("prefix_off", w["shared"], ["--prefix-cache", "off"])
     check(mean_ttft(on) < mean_ttft(off),
