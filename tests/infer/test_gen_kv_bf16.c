@@ -18,6 +18,10 @@
  *    --kv-shard each shard's partial rounds its probabilities normalised by its own sum, a bf16
  *    step from the whole row's at most, so decode and prefill agree within TOL only (2^-7 =
  *    65536 fp32 eps units; seen ~1e4).
+ * fp32 compute where kern_gemm reads the model's fp32 panel copies (kern_f32_panels): prompt 2
+ * alone (one row a decode product: the one-row kernel) gives, fed the same tokens, every step's
+ * logits bit for bit as row 2 of the batch (the tiles) on 1 or 2 ranks, and the copies are
+ * counted and read.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256, the 12 prompts of gen_test.h.
  * With --experts E block 1 is a mixture of E experts (top-2, F_e 48, a shared expert; with
  * --expert AXIS sharded over it), its experts' products in the compute dtype too. */
@@ -27,6 +31,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "gen_test.h"
 #include "mesh/mesh.h"
@@ -110,6 +115,42 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
     prompts_free(&one);
 }
 
+/* fp32 compute on one replica (the whole batch on every rank): prompt 2 of the batch alone, fed
+ * the batch's tokens for it (tok), against the batch's logits of row 2 at every step (l2). */
+static void panels_f32_check(const config *c, mesh *m, const char *label, int kv_rep,
+                             const float *l2, const int32_t *tok) {
+    const int on = kern_f32_panels();
+    prompt_set one = {0};
+    char err[256];
+    if (prompts_add(&one, "To be or not ", 13, "panel prompt", err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
+    const gen_dims d = {1, one.max_len + NTOK, 64, kv_rep};
+    gen *g = make(c, m, &d, COMPUTE_FP32);
+    const int64_t V = c->shape.V, h0 = kern_f32_panel_hits();
+    int32_t cur[1] = {0}, next[1];
+    gen_step st;
+    int same = 1;
+    for (int64_t s = 0; s < NTOK; s++) {
+        gen_test_step(g, s, &one, cur, next, &st);
+        same &= !memcmp(gen_logits(g), l2 + s * V, (size_t)V * sizeof(float));
+        cur[0] = tok[s];
+    }
+    const int64_t hits = kern_f32_panel_hits() - h0;
+    /* elsewhere a row alone takes sgemv and the batch sgemm: other sums; past 2 tensor ranks the
+     * reduction of the partial sums adds them in an order that depends on the row's place */
+    if (on && mesh_nranks(m) <= 2)
+        check_expect(same,
+                     "%s: fp32 panels: prompt 2 alone, %d steps: logits bit-equal to row 2 "
+                     "of the batch",
+                     label, NTOK);
+    check_expect((model_panel_bytes(gen_model(g)) > 0) == on && (hits > 0) == on,
+                 "%s: fp32 panel copies %s (%lld bytes), read by %lld products", label,
+                 on ? "made" : "not made on this CPU", (long long)model_panel_bytes(gen_model(g)),
+                 (long long)hits);
+    gen_destroy(g);
+    prompts_free(&one);
+}
+
 int main(int argc, char **argv) {
     config c;
     int kv_rep;
@@ -146,6 +187,8 @@ int main(int argc, char **argv) {
     int64_t row0, nb;
     gen_rows(g32, &row0, &nb);
     int32_t cur[16], n32[16], n16[16], tok[16][NTOK];
+    float *l2 = malloc((size_t)(NTOK * V) * sizeof *l2); /* row 2's fp32 logits, each step */
+    const int one_replica = c.compute == COMPUTE_FP32 && !kv_axis && row0 == 0 && nb == B;
     gen_step s32, s16;
     double worst = 0;
     int bytes_half = 1, wrong = 0, same = 0;
@@ -153,6 +196,7 @@ int main(int argc, char **argv) {
         gen_test_step(g32, s, &ps, cur, n32, &s32);
         gen_test_step(g16, s, &ps, cur, n16, &s16);
         bytes_half &= 2 * s16.kv_bytes == s32.kv_bytes && s16.kv_bytes > 0;
+        if (one_replica) memcpy(l2 + s * V, gen_logits(g32) + 2 * V, (size_t)V * sizeof *l2);
         const double w = worst_rel(gen_logits(g16), gen_logits(g32), nb * V);
         worst = w > worst ? w : worst;
         for (int64_t b = 0; b < nb; b++) {
@@ -189,6 +233,8 @@ int main(int argc, char **argv) {
                  label, wre, kpre);
     gen_destroy(gf);
     if (c.compute == COMPUTE_BF16) panels_check(&c, m, label, kv_rep);
+    if (one_replica) panels_f32_check(&c, m, label, kv_rep, l2, tok[2]);
+    free(l2);
     gen_destroy(g16);
     gen_destroy(g32);
     prompts_free(&ps);

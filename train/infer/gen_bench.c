@@ -273,9 +273,9 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
                                            "model");
         if (a->panel_mb > 0)
             fprintf(stderr,
-                    "decode memory | a second copy of the bf16 matrices in 16-column panels for "
-                    "one-row products (decode at batch 1): %.2f MB over all ranks, kept beside the "
-                    "%.2f MB of weights\n",
+                    "decode memory | a second copy of the matrices in 16-column panels (bf16: for "
+                    "one-row products, decode at batch 1; fp32: for every product, packed once): "
+                    "%.2f MB over all ranks, kept beside the %.2f MB of weights\n",
                     (double)a->panel_mb, a->t.p_bytes / 1e6);
         const double book = a->t.p_bytes * mc->flops / (a->t.flops / a->t.rows * mc->bw);
         fprintf(stderr, "B_crit: book %.1f (= weight bytes · C / (2·P · BW))", book);

@@ -335,8 +335,9 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
     precision_print(gen_precision(g), stderr);
     if (model_panel_bytes(gen_model(g)) > 0)
         fprintf(stderr,
-                "generate | memory: a second copy of the bf16 matrices in 16-column panels for "
-                "one-row products (decode at batch 1), %.3f MB on rank 0\n",
+                "generate | memory: a second copy of the matrices in 16-column panels (bf16: "
+                "for one-row products, decode at batch 1; fp32: for every product, packed once), "
+                "%.3f MB on rank 0\n",
                 (double)model_panel_bytes(gen_model(g)) / 1e6);
 }
 

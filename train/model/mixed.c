@@ -161,9 +161,7 @@ static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, 
 
 /* ---------------------------------------------------------------- panel copies */
 
-/* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
- * (i < 7); i = 7: the unembedding. */
-static void panel_dims(const model *m, int i, int64_t *K, int64_t *N) {
+void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N) {
     const int64_t D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H, F = m->loc.Fl;
     const int64_t k[8] = {D, D, D, NH, D, D, F, D}, n[8] = {NH, KH, KH, D, F, F, D, m->loc.Vl};
     *K = k[i], *N = n[i];
@@ -172,7 +170,7 @@ static void panel_dims(const model *m, int i, int64_t *K, int64_t *N) {
 /* Elements of the panel copy of matrix i of layer l (i = 7: the unembedding; 0 where none). */
 static int64_t panel_elems(const model *m, int64_t l, int i) {
     int64_t K, N;
-    panel_dims(m, i, &K, &N);
+    model_matrix_dims(m, i, &K, &N);
     if (i == 7 ? !m->last : i >= 4 && model_layer_is_moe(&m->s, l)) return 0;
     return kern_bf16_panel_elems(K, N);
 }
@@ -199,14 +197,15 @@ int mixed_alloc_panels(model *m) {
 }
 
 int64_t model_panel_bytes(const model *m) {
-    return m->pan_block ? m->pan_elems * (int64_t)sizeof *m->pan_block : 0;
+    return (m->pan_block ? m->pan_elems * (int64_t)sizeof *m->pan_block : 0) +
+           panels_f32_bytes(m);
 }
 
 /* Matrix i of layer l (the unembedding: l = l1, i = 7) packed again into its panel copy from b,
  * its bf16 copy just made, and registered with the context for b. */
 static void panel_make(model *m, int64_t l, int i, const kern_bf16 *b) {
     int64_t K, N;
-    panel_dims(m, i, &K, &N);
+    model_matrix_dims(m, i, &K, &N);
     if (!m->pan_block || !b || !panel_elems(m, l, i) || mesh_no_data(K * N * 2)) return;
     kern_bf16 *P = m->pan_block + panel_off(m, l, i);
     kern_bf16_panel_pack(P, b, K, N, N);
@@ -246,6 +245,7 @@ const kern_bf16 *mixed_unembed(model *m, const float *un) {
 
 void model_params_changed(model *m) {
     m->wver++;
+    panels_f32_make(m); /* fp32 inference's copies: packed again now (the bf16 ones when used) */
 }
 
 /* ---------------------------------------------------------------- attention */

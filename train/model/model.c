@@ -214,7 +214,7 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
         layout_scratch(m, &c, &cb);
         m->act_block = alloc_floats(c.used);
         m->tgt_block = calloc((size_t)(m->nslots * m->BT + 1), sizeof(int32_t));
-        ok = alloc_bf16(m, cb.used) == 0;
+        ok = alloc_bf16(m, cb.used) == 0 && panels_f32_alloc(m) == 0;
     }
     if (!ok || !m->params || (!m->grads && want_grads) || !m->act_block || !m->tgt_block ||
         !m->tally.kept) {
@@ -228,12 +228,14 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
     for (int k = 0; k < m->nslots; k++) m->slot[k].targets = m->tgt_block + k * m->BT;
     kern_rope_table(m->rope_cos, m->rope_sin, s->T, s->H);
     for (int id = 0; id < P_ALL; id++) init_param(m, (param_id)id, seed);
+    panels_f32_make(m);
     m->hk.ready(m->hk.ctx, m);
     return m;
 }
 
 void model_destroy(model *m) {
     if (!m) return;
+    panels_f32_free(m);
     ALLOC_FREE_ALL(m->params, m->grads, m->slot, m->acts, m->act_block, m->tgt_block, m->tally.kept,
                    m->params_b, m->act_b_block, m->lver, m->pan_block, m);
 }

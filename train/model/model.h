@@ -108,7 +108,9 @@ typedef struct {
      * (kern_bf16_ctx_panels: the avx2 path): the model also keeps its dense matrices and the
      * unembedding in the panel layout (kern_bf16_panel_pack), made with the bf16 copy, so that a
      * product of one row (decode at batch 1) reads them as linear streams; the same bits.
-     * model_panel_bytes says what it costs. */
+     * In MODEL_FP32 where kern_f32_panels: an fp32 copy in the panel layout of gemm.h, made at
+     * creation and by model_params_changed, so that no product repacks a weight (panels_f32.c).
+     * model_panel_bytes says what either costs. */
     int panels;
 } model_compute;
 
@@ -127,10 +129,11 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
 /* The model's compute: what a hook that computes for it multiplies with (the context axis's
  * attention, whose bf16 products run on the model's context, on the model's thread). */
 const model_compute *model_compute_of(const model *m);
-/* Bytes of the panel copies (model_compute.panels; 0 when none were made). */
+/* Bytes of the panel copies, bf16 or fp32 (model_compute.panels; 0 when none were made). */
 int64_t model_panel_bytes(const model *m);
 /* The parameters changed (an optimizer update, a checkpoint loaded, a test's edit): in bf16 the
- * weights' copy is made again when a pass next uses them. No-op in fp32. */
+ * weights' copy is made again when a pass next uses them; fp32 inference's panel copies are
+ * made again now. No-op in fp32 training. */
 void model_params_changed(model *m);
 void model_destroy(model *m); /* accepts NULL */
 /* The trace the model's passes open their spans in (embedding, layers, sublayers, head); NULL

@@ -116,6 +116,8 @@ struct model {
     int64_t wver, uver, *lver;
     kern_bf16 *pan_block; /* the panel copies (mixed_alloc_panels), NULL when none */
     int64_t pan_elems;
+    float *pan32; /* fp32 compute's panel copies (panels_f32.c), NULL when none */
+    int64_t pan32_elems;
     /* mixture of experts */
     moe_scratch ms;
     moe_tally tally;
@@ -243,6 +245,19 @@ const kern_bf16 *mixed_unembed(model *m, const float *un); /* un NULL: the hook'
 /* The panel copies' storage (model_compute.panels on a context that reads them): 0, or −1 out of
  * memory. */
 int mixed_alloc_panels(model *m);
+/* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
+ * (i < 7); i = 7: the unembedding. */
+void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N);
+
+/* ---- panels_f32.c: fp32 compute's panel copies (model_compute.panels in MODEL_FP32) ---- */
+/* Their storage, where the kernels read them (kern_f32_panels): 0, or −1 out of memory. */
+int panels_f32_alloc(model *m);
+/* Packs every copy from the weights as they are now and registers it (no-op without copies). */
+void panels_f32_make(model *m);
+/* Unregisters and frees them. */
+void panels_f32_free(model *m);
+/* Their bytes (0 when none were made). */
+int64_t panels_f32_bytes(const model *m);
 /* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
  * datt [BT, N_l·H] into dq, dk, dv (fp32). */
 void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);
