@@ -10,6 +10,7 @@
 #include "kernels/bf16_inl.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16_impl.h"
+#include "kernels/gemm_bf16_x86.h"
 #include "kernels/measure_impl.h"
 #include "kernels/pool_impl.h"
 
@@ -224,10 +225,14 @@ static void own_part(void *arg, int t) {
     const int64_t j0 = (int64_t)t * o->chunk, n = o->N - j0 < o->chunk ? o->N - j0 : o->chunk;
     if (n <= 0) return;
     const kern_bf16 *B = o->tb ? o->B + j0 * o->ldb : o->B + j0;
-    if (o->P)
+#if BF16_X86 /* (panel copies are registered on the avx2 path alone) */
+    if (o->P) {
         bf16_gemv_panel_avx2(&o->ctx->ws[t], o->C + j0, o->A, o->ta ? o->lda : 1,
                              o->P + j0 / 16 * o->ps, o->ps, n, o->K, o->acc);
-    else if (o->ctx->path == KERN_BF16_PORTABLE)
+        return;
+    }
+#endif
+    if (o->ctx->path == KERN_BF16_PORTABLE)
         bf16_gemm_plain(o->C + j0, o->A, B, o->M, n, o->K, o->ta, o->tb, o->lda, o->ldb, o->ldc,
                         o->acc);
     else

@@ -104,6 +104,10 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx);
  * read a few rows at a time in short pieces). Every element is still one fp32 chain over k in
  * order: the same bits as without the copy. */
 int64_t kern_bf16_panel_elems(int64_t K, int64_t N);
+/* Storage for elems values of panel copies, zeroed (its pages touched now, not by the first
+ * pack), 2 MB-aligned and advised to the OS for huge pages; NULL when out of memory. Freed with
+ * free(). */
+kern_bf16 *kern_bf16_panel_alloc(int64_t elems);
 /* B[K, N] (row stride ldb) into the panel layout at P (kern_bf16_panel_elems(K, N) values). */
 void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb);
 /* 1 if ctx runs one-row products on registered panel copies (the avx2 path), else 0: a caller

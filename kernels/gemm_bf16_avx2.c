@@ -30,12 +30,9 @@
 #include <string.h>
 
 #include "kernels/bf16_inl.h"
+#include "kernels/gemm_bf16_x86.h"
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-
-#define AVX2 __attribute__((target("avx2,fma")))
-#define INL __attribute__((always_inline)) inline
+#if BF16_X86
 #define MR BF16_MR
 #define STREAM_ROWS 4   /* rows of C in registers in the streaming kernel */
 #define STREAM_NB 16384 /* columns of C per streaming chunk: 4 rows in 256 KB, in L2 */
@@ -441,7 +438,7 @@ void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_
         gemm_blocked(ws, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
 }
 
-#else /* not x86-64 with GCC or Clang: no AVX2 path (kern_bf16_path_check refuses it) */
+#else /* no AVX2 path (kern_bf16_path_check refuses it) */
 int bf16_avx2_built(void) {
     return 0;
 }

@@ -44,7 +44,8 @@ void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_
                     bool acc);
 /* One row against a weight in the panel layout (gemm_bf16_panel.c): C[0, N) (=, or += when acc)
  * A[k·sa], k < K, times the panels from P, panel p at P + p·ps (ps ≥ 16·K elements). K ≤
- * BF16_WS_A_FLOATS (A's row is widened into ws->a). */
+ * BF16_WS_A_FLOATS (A's row is widened into ws->a). Built with the AVX2 path alone
+ * (gemm_bf16_x86.h: BF16_X86), the one path that registers panel copies. */
 void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
                           const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc);
 /* The plain C path: any CPU, no workspace. */

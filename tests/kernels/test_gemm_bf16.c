@@ -271,10 +271,11 @@ static void panel_block(const kern_bf16 *W, int64_t ldw, int64_t r0, int64_t j0,
     free(A), free(C0), free(C), free(R), free(R2);
 }
 
-/* The panel copy (avx2 path): weights of N (not a multiple of 16 but one) by K, with a padded
- * row stride, whole and by blocks (from row 1 and column 16: read from the copy; from column 3:
- * not), A's row contiguous or strided, accumulate or overwrite, each against the twin and the
- * row-major kernels' bits; a cleared copy is not read. Other paths refuse a copy. */
+/* The panel copy (avx2 path), in kern_bf16_panel_alloc's storage (checked 2 MB-aligned and
+ * zeroed): weights of N (not a multiple of 16 but one) by K, with a padded row stride, whole and by
+ * blocks (from row 1 and column 16: read from the copy; from column 3: not), A's row contiguous or
+ * strided, accumulate or overwrite, each against the twin and the row-major kernels' bits; a
+ * cleared copy is not read. Other paths refuse a copy. */
 static void panels(void) {
     static const int64_t ns[] = {1, 7, 16, 33, 100, 1029}, ks[] = {1, 7, 33, 100, 1411};
     kern_bf16 dummy = 0;
@@ -295,7 +296,14 @@ static void panels(void) {
             const int64_t N = ns[a], K = ks[b], ldw = N + 2;
             const bool ta = (a + b) % 2, acc = (a + 2 * b) % 3 == 1;
             kern_bf16 *W = bf16_matrix(K * ldw, ldw, seed += 7);
-            kern_bf16 *P = malloc((size_t)kern_bf16_panel_elems(K, N) * sizeof *P);
+            const int64_t pe = kern_bf16_panel_elems(K, N);
+            kern_bf16 *P = kern_bf16_panel_alloc(pe);
+            int64_t nz = 0; /* the storage: 2 MB-aligned (huge pages), zeroed */
+            for (int64_t i = 0; P && i < pe; i++) nz += P[i] != 0;
+            check_expect(P && (uintptr_t)P % (2u << 20) == 0 && nz == 0,
+                         "panel storage of %lld values 2 MB-aligned and zeroed (%lld non-zero)",
+                         (long long)pe, (long long)nz);
+            if (!P) return;
             kern_bf16_panel_pack(P, W, K, N, ldw);
             check_expect(kern_bf16_ctx_add_panel(ctx, W, K, N, ldw, P) == 0 &&
                              kern_bf16_ctx_add_panel(ctx3, W, K, N, ldw, P) == 0,

@@ -188,12 +188,9 @@ static int64_t panel_off(const model *m, int64_t l, int i) {
 int mixed_alloc_panels(model *m) {
     if (!m->cmp.panels || m->cmp.bf16 != MODEL_BF16 || !kern_bf16_ctx_panels(m->cmp.ctx)) return 0;
     m->pan_elems = panel_off(m, m->l1, 7) + panel_elems(m, m->l1, 7);
-    m->pan_block = m->pan_elems ? malloc((size_t)m->pan_elems * sizeof *m->pan_block) : NULL;
-    if (m->pan_elems && !m->pan_block) return -1;
-    /* touched now, at load: its pages' first-touch faults (most of the packing's cost) stay out
-     * of the first pass (the first request's prefill) */
-    if (m->pan_block) memset(m->pan_block, 0, (size_t)m->pan_elems * sizeof *m->pan_block);
-    return 0;
+    /* touched at load (the first-touch faults were most of a first pack's cost), huge pages */
+    m->pan_block = m->pan_elems ? kern_bf16_panel_alloc(m->pan_elems) : NULL;
+    return m->pan_elems && !m->pan_block ? -1 : 0;
 }
 
 int64_t model_panel_bytes(const model *m) {
