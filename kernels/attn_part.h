@@ -88,13 +88,23 @@ void kern_attn_part_delta(float *restrict D, const float *restrict dout, const f
                           int64_t R, int64_t Nl, int64_t H);
 /* Backward of kern_attn_part_fwd's block, given the final m, l[B·Tq, Nl] and D[B·Tq, Nl] (or
  * D = NULL: Σ_j P_ij dP_ij over this block, right only when the block holds every key the rows
- * see). ACCUMULATES dq[B·Tq, Nl·H] += and dk, dv[B·Tk, Kl·H] +=. scratch: bwd_scratch floats. */
+ * see). ACCUMULATES dq[B·Tq, Nl·H] += and dk, dv[B·Tk, Kl·H] +=. scratch: bwd_scratch floats.
+ * In halves, for a ring that lets a key block's dK, dV arrive while the first runs
+ * (train/parallel/cp.c): KERN_ATTN_PART_ROWS recomputes every (sequence, query head)'s P and dS,
+ * keeping each apart in scratch (kern_attn_part_bwd_halves_scratch floats: B·Nl heads'), and
+ * accumulates dq +=; KERN_ATTN_PART_KEYS then accumulates dk, dv += from the kept P, dS, the heads
+ * in the same order (of the arguments it reads only dout, q and the positions). ROWS then KEYS
+ * on the same scratch equal KERN_ATTN_PART_BOTH bit for bit: the same products in the same
+ * order, each head's P, dS kept where BOTH reuses one. */
+typedef enum { KERN_ATTN_PART_BOTH, KERN_ATTN_PART_ROWS, KERN_ATTN_PART_KEYS } kern_attn_part_half;
 void kern_attn_part_bwd(float *restrict dq, float *restrict dk, float *restrict dv,
                         float *restrict scratch, const float *restrict dout, const float *D,
                         const float *restrict m, const float *restrict l, const float *restrict q,
                         const float *restrict k, const float *restrict v,
                         const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
-                        int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H);
+                        int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H,
+                        kern_attn_part_half half);
+int64_t kern_attn_part_bwd_halves_scratch(int64_t B, int64_t Nl, int64_t Tq, int64_t Tk);
 /* Decode against one shard of a sequence's KV cache: n query rows q[n, Nl·H] at qpos[n] against
  * the shard's S cache rows kc, vc[S, ldk] (kv head j at columns [j·H, (j+1)·H), ldk ≥ Kl·H) at
  * kpos[S]: the partial o[n, Nl·H], m, l[n, Nl]. With n = 1 the Nl/Kl query heads of a kv head
@@ -136,12 +146,16 @@ void kern_attn_part_fwd_bf16(kern_bf16_ctx *ctx, float *restrict o, float *restr
                              const kern_bf16 *k, const kern_bf16 *v, const int32_t *restrict qpos,
                              const int32_t *restrict kpos, int64_t B, int64_t Tq, int64_t Tk,
                              int64_t Nl, int64_t Kl, int64_t H);
+/* (half: as kern_attn_part_bwd's; in halves the fp32 scores and dP of a row block are shared,
+ * each head's bf16 P, dS kept apart: kern_attn_part_bwd_bf16_halves_scratch floats.) */
 void kern_attn_part_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict dk,
                              float *restrict dv, float *restrict scratch, const kern_bf16 *dout,
                              const float *D, const float *restrict m, const float *restrict l,
                              const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v,
                              const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
-                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H);
+                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H,
+                             kern_attn_part_half half);
+int64_t kern_attn_part_bwd_bf16_halves_scratch(int64_t B, int64_t Nl, int64_t Tq, int64_t Tk);
 /* min(Tq, KERN_ATTN_BLOCK)·Tk·3/2 (rounded up) and 2·min(Tq, KERN_ATTN_BLOCK)·Tk + Tq·Tk. */
 int64_t kern_attn_part_fwd_bf16_scratch(int64_t Tq, int64_t Tk);
 int64_t kern_attn_part_bwd_bf16_scratch(int64_t Tq, int64_t Tk);
@@ -178,9 +192,9 @@ void kern_attn_part_fwd_bf16_ref(float *o, float *m, float *l, const kern_bf16 *
                                  const int32_t *kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
                                  int64_t Kl, int64_t H);
 void kern_attn_part_bwd_bf16_ref(float *dq, float *dk, float *dv, double *scratch,
-                                 const kern_bf16 *dout,
-                                 const float *D, const float *m, const float *l, const kern_bf16 *q,
-                                 const kern_bf16 *k, const kern_bf16 *v, const int32_t *qpos,
-                                 const int32_t *kpos, int64_t B, int64_t Tq, int64_t Tk, int64_t Nl,
-                                 int64_t Kl, int64_t H);
+                                 const kern_bf16 *dout, const float *D, const float *m,
+                                 const float *l, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, const int32_t *qpos, const int32_t *kpos,
+                                 int64_t B, int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl,
+                                 int64_t H);
 #endif

@@ -72,12 +72,24 @@ static int key_block_next(const int32_t *qpos, int64_t Tq, const int32_t *kpos, 
     return *r0 < Tq;
 }
 
-static void head_bwd(const head_job *J) {
+/* Floats between two heads' P, dS [2, Tq, Tk] when the halves keep every head's (a multiple of
+ * 16: each head's at the same alignment). */
+static int64_t head_stride(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+int64_t kern_attn_part_bwd_halves_scratch(int64_t B, int64_t Nl, int64_t Tq, int64_t Tk) {
+    return B * Nl * head_stride(2 * Tq * Tk);
+}
+
+/* The half (or both) of one (sequence, query head). */
+static void head_bwd(const head_job *J, kern_attn_part_half half) {
     const int64_t Tq = J->Tq, Tk = J->Tk, H = J->H;
-    for (int64_t i0 = 0, i1; i0 < Tq; i0 = i1) {
+    for (int64_t i0 = 0, i1; half != KERN_ATTN_PART_KEYS && i0 < Tq; i0 = i1) {
         i1 = kern_attn_part_block_end(J->qpos, Tq, i0);
         rows_bwd(J, i0, i1);
     }
+    if (half == KERN_ATTN_PART_ROWS) return;
     for (int64_t j0 = 0, j1, r0; j0 < Tk && key_block_next(J->qpos, Tq, J->kpos, Tk, j0, &j1, &r0);
          j0 = j1) {
         kern_gemm(J->dv + j0 * J->ldk, J->P + r0 * Tk + j0, J->dout + r0 * J->ldq, j1 - j0, H,
@@ -92,8 +104,10 @@ void kern_attn_part_bwd(float *restrict dq, float *restrict dk, float *restrict 
                         const float *restrict m, const float *restrict l, const float *restrict q,
                         const float *restrict k, const float *restrict v,
                         const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
-                        int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H) {
+                        int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H,
+                        kern_attn_part_half half) {
     const int64_t ldq = Nl * H, ldk = Kl * H, grp = Nl / Kl;
+    const int64_t stride = half == KERN_ATTN_PART_BOTH ? 0 : head_stride(2 * Tq * Tk);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nl; h++) {
             const int64_t qo = b * Tq * ldq + h * H, kvo = b * Tk * ldk + (h / grp) * H;
@@ -111,14 +125,14 @@ void kern_attn_part_bwd(float *restrict dq, float *restrict dk, float *restrict 
                                 .l = l + mo,
                                 .D = D ? D + mo : NULL,
                                 .ldml = Nl,
-                                .P = scratch,
-                                .dS = scratch + Tq * Tk,
+                                .P = scratch + (b * Nl + h) * stride,
+                                .dS = scratch + (b * Nl + h) * stride + Tq * Tk,
                                 .qpos = qpos,
                                 .kpos = kpos,
                                 .Tq = Tq,
                                 .Tk = Tk,
                                 .H = H};
-            head_bwd(&J);
+            head_bwd(&J, half);
         }
 }
 
@@ -189,9 +203,10 @@ static int64_t brows_bwd(const bhead_job *J, int64_t i0) {
     return i1;
 }
 
-static void bhead_bwd(const bhead_job *J) {
+static void bhead_bwd(const bhead_job *J, kern_attn_part_half half) {
     const int64_t Tq = J->Tq, Tk = J->Tk, H = J->H;
-    for (int64_t i0 = 0; i0 < Tq; i0 = brows_bwd(J, i0)) continue;
+    for (int64_t i0 = 0; half != KERN_ATTN_PART_KEYS && i0 < Tq; i0 = brows_bwd(J, i0)) continue;
+    if (half == KERN_ATTN_PART_ROWS) return;
     for (int64_t j0 = 0, j1, r0; j0 < Tk && key_block_next(J->qpos, Tq, J->kpos, Tk, j0, &j1, &r0);
          j0 = j1)
         bf16_gemm_own(J->ctx, J->dv + j0 * J->ldk, J->P + r0 * Tk + j0, J->dout + r0 * J->ldq,
@@ -200,25 +215,32 @@ static void bhead_bwd(const bhead_job *J) {
                           j1 - j0, H, Tq - r0, true, false, Tk, J->ldq, J->ldk, true);
 }
 
+int64_t kern_attn_part_bwd_bf16_halves_scratch(int64_t B, int64_t Nl, int64_t Tq, int64_t Tk) {
+    const int64_t rows = Tq < KERN_ATTN_BLOCK ? Tq : KERN_ATTN_BLOCK;
+    return 2 * rows * Tk + B * Nl * head_stride(Tq * Tk);
+}
+
 void kern_attn_part_bwd_bf16(kern_bf16_ctx *ctx, float *restrict dq, float *restrict dk,
                              float *restrict dv, float *restrict scratch, const kern_bf16 *dout,
                              const float *D, const float *restrict m, const float *restrict l,
                              const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v,
                              const int32_t *restrict qpos, const int32_t *restrict kpos, int64_t B,
-                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H) {
+                             int64_t Tq, int64_t Tk, int64_t Nl, int64_t Kl, int64_t H,
+                             kern_attn_part_half half) {
     const int64_t ldq = Nl * H, ldk = Kl * H, grp = Nl / Kl;
     const int64_t rows = Tq < KERN_ATTN_BLOCK ? Tq : KERN_ATTN_BLOCK;
-    kern_bf16 *P = (kern_bf16 *)(void *)(scratch + 2 * rows * Tk);
-    bhead_job J = {.ctx = ctx, .S = scratch, .dP = scratch + rows * Tk, .P = P, .dS = P + Tq * Tk,
-                   .qpos = qpos, .kpos = kpos, .Tq = Tq, .Tk = Tk, .ldq = ldq, .ldk = ldk,
-                   .ldml = Nl, .H = H};
+    const int64_t stride = half == KERN_ATTN_PART_BOTH ? 0 : 2 * head_stride(Tq * Tk);
+    kern_bf16 *P0 = (kern_bf16 *)(void *)(scratch + 2 * rows * Tk);
+    bhead_job J = {.ctx = ctx, .S = scratch, .dP = scratch + rows * Tk, .qpos = qpos,
+                   .kpos = kpos, .Tq = Tq, .Tk = Tk, .ldq = ldq, .ldk = ldk, .ldml = Nl, .H = H};
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nl; h++) { /* head h of sequence b, its kv head's rows */
             const int64_t qo = b * Tq * ldq + h * H, kvo = b * Tk * ldk + (h / grp) * H;
             const int64_t mo = b * Tq * Nl + h;
+            J.P = P0 + (b * Nl + h) * stride, J.dS = J.P + Tq * Tk;
             J.q = q + qo, J.dout = dout + qo, J.dq = dq + qo;
             J.k = k + kvo, J.v = v + kvo, J.dk = dk + kvo, J.dv = dv + kvo;
             J.m = m + mo, J.l = l + mo, J.D = D ? D + mo : NULL;
-            bhead_bwd(&J);
+            bhead_bwd(&J, half);
         }
 }

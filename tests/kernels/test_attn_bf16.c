@@ -250,7 +250,7 @@ static void part_equal(const dims *s, const char *shape, const kern_bf16 *q, con
                             s->H);
     memset(g, 0, (size_t)(nq + 2 * nk) * 4);
     kern_attn_part_bwd_bf16(ctx, g, g + nq, g + nq + nk, scr, dout, NULL, ml, ml + nml, q, k, v,
-                            pos, pos, s->B, T, T, s->Nl, s->Kl, s->H);
+                            pos, pos, s->B, T, T, s->Nl, s->Kl, s->H, KERN_ATTN_PART_BOTH);
     check_expect(bit_equal(o, out, (size_t)nq * 4) && bit_equal(g, dq, (size_t)nq * 4) &&
                      bit_equal(g + nq, dk, (size_t)nk * 4) &&
                      bit_equal(g + nq + nk, dv, (size_t)nk * 4),
@@ -266,11 +266,22 @@ static void part_equal(const dims *s, const char *shape, const kern_bf16 *q, con
                             s->Kl, s->H);
     memset(g, 0, (size_t)(nq + 2 * nk) * 4);
     kern_attn_part_bwd_bf16(ctx, g, g + nq, g + nq + nk, scr, ds, NULL, ml, ml + nml, qs, k, v,
-                            rows, pos, s->B, n, T, s->Nl, s->Kl, s->H);
+                            rows, pos, s->B, n, T, s->Nl, s->Kl, s->H, KERN_ATTN_PART_BOTH);
     check_expect(rows_equal(o, out, rows, n, s->B, T, NH) && rows_equal(g, dq, rows, n, s->B, T, NH),
                  "bf16 blockwise attn, rows 0..%lld and %lld..%lld against every key: their O "
                  "and dQ rows bit for bit %s",
                  (long long)c - 1, (long long)(T - n + c), (long long)T - 1, shape);
+    /* the backward in halves (every head's P, dS kept, then dK, dV): the same bits */
+    float *g2 = kt_floats(nq + 2 * nk);
+    float *scr2 = kt_floats(kern_attn_part_bwd_bf16_halves_scratch(s->B, s->Nl, n, T));
+    memset(g2, 0, (size_t)(nq + 2 * nk) * 4);
+    for (int h = KERN_ATTN_PART_ROWS; h <= KERN_ATTN_PART_KEYS; h++)
+        kern_attn_part_bwd_bf16(ctx, g2, g2 + nq, g2 + nq + nk, scr2, ds, NULL, ml, ml + nml, qs,
+                                k, v, rows, pos, s->B, n, T, s->Nl, s->Kl, s->H,
+                                (kern_attn_part_half)h);
+    check_expect(bit_equal(g2, g, (size_t)(nq + 2 * nk) * 4),
+                 "bf16 blockwise backward in halves = in one, bit for bit (dQ, dK, dV) %s", shape);
+    free(g2), free(scr2);
     free(pos), free(rows), free(o), free(ml), free(g), free(scr), free(qs), free(ds);
 }
 
@@ -442,7 +453,7 @@ static void ring_case(dims d, int64_t C, int64_t r, uint64_t seed) {
         take_rows(vs, v, kpos, c, B, T, KH);
         memset(dk, 0, (size_t)nk * 4), memset(dv, 0, (size_t)nk * 4);
         kern_attn_part_bwd_bf16(ctx, dq, dk, dv, scr, ds, D, ml, ml + nml, qs, ks, vs, qpos, kpos,
-                                B, c, c, d.Nl, d.Kl, d.H);
+                                B, c, c, d.Nl, d.Kl, d.H, KERN_ATTN_PART_BOTH);
         scatter_rows(gk, dk, kpos, c, B, T, KH), scatter_rows(gv, dv, kpos, c, B, T, KH);
         memset(tq, 0, (size_t)nq * 4), memset(dk, 0, (size_t)nk * 4), memset(dv, 0, (size_t)nk * 4);
         kern_attn_part_bwd_bf16_ref(tq, dk, dv, rs, ds, D, ml, ml + nml, qs, ks, vs, qpos, kpos, B,

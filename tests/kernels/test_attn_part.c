@@ -195,7 +195,8 @@ static int64_t run_sets(const problem *p, const char *label, int nq, const posse
             if (kern_attn_part_visibility(qs[i].pos, n, ks[s].pos, ks[s].n) == KERN_ATTN_PART_NONE)
                 continue;
             kern_attn_part_bwd(dq, dk[s], dv[s], scr, dout, d_null ? NULL : D, m, l, q, kk[s],
-                               vv[s], qs[i].pos, ks[s].pos, B, n, ks[s].n, Nl, Kl, H);
+                               vv[s], qs[i].pos, ks[s].pos, B, n, ks[s].n, Nl, Kl, H,
+                               KERN_ATTN_PART_BOTH);
         }
         unpack(o_all, o, qs[i].pos, n, B, T, NH), unpack(dq_all, dq, qs[i].pos, n, B, T, NH);
         free(q), free(dout), free(o), free(o2), free(m), free(l), free(m2), free(l2), free(D);
@@ -350,7 +351,7 @@ static void twins(const problem *p) {
             for (int64_t i = 0; i < R * KH; i++) dk[a][i] = dv[a][i] = 0.5f;
         }
         kern_attn_part_bwd(dq[0], dk[0], dv[0], scr, dout, dn ? NULL : D[1], m[1], l[1], q, k, v,
-                           qp, kp, B, n, n, Nl, Kl, H);
+                           qp, kp, B, n, n, Nl, Kl, H, KERN_ATTN_PART_BOTH);
         kern_attn_part_bwd_ref(dq[1], dk[1], dv[1], dout, dn ? NULL : D[1], m[1], l[1], q, k, v, qp,
                                kp, B, n, n, Nl, Kl, H);
         const char *nm[3] = {"dq", "dk", "dv"};
@@ -388,6 +389,45 @@ static void twins(const problem *p) {
     }
 }
 
+/* The backward in halves (KERN_ATTN_PART_ROWS: every head's P, dS apart; then _KEYS) against
+ * kern_attn_part_bwd, bit for bit: the query rows of zigzag rank 0 of 2 (all rows when 4 does not
+ * divide T) against every key, onto dq, dk, dv that already hold sums (as a ring's do). */
+static void halves(const problem *p) {
+    const int64_t B = p->B, T = p->T, Nl = p->Nl, Kl = p->Kl, H = p->H, NH = Nl * H, KH = Kl * H;
+    const int64_t n = T % 4 == 0 ? T / 2 : T, R = B * n;
+    int32_t *qp = malloc((size_t)n * sizeof *qp), *kp = malloc((size_t)T * sizeof *kp);
+    if (!qp || !kp) exit(1);
+    if (n < T)
+        kern_seq_zigzag(qp, T, 2, 0);
+    else
+        for (int64_t t = 0; t < T; t++) qp[t] = (int32_t)t;
+    for (int64_t t = 0; t < T; t++) kp[t] = (int32_t)t;
+    float *q = kt_floats(R * NH), *dout = kt_floats(R * NH), *o = kt_floats(R * NH);
+    float *ml = kt_floats(3 * R * Nl), *g[2];
+    const int64_t ng = R * NH + 2 * B * T * KH;
+    float *scr = kt_floats(kern_attn_part_bwd_halves_scratch(B, Nl, n, T) +
+                           kern_attn_part_fwd_scratch(n, T));
+    pack(q, p->q, qp, n, B, T, NH), pack(dout, p->dout, qp, n, B, T, NH);
+    kern_attn_part_fwd(o, ml, ml + R * Nl, scr, q, p->k, p->v, qp, kp, B, n, T, Nl, Kl, H);
+    kern_attn_part_delta(ml + 2 * R * Nl, dout, o, R, Nl, H);
+    for (int a = 0; a < 2; a++) {
+        g[a] = kt_floats(ng);
+        for (int64_t e = 0; e < ng; e++) g[a][e] = 0.01f * (float)(e % 7) - 0.03f;
+    }
+    float *dq[2] = {g[0], g[1]}, *dk[2] = {g[0] + R * NH, g[1] + R * NH};
+    float *dv[2] = {dk[0] + B * T * KH, dk[1] + B * T * KH};
+    kern_attn_part_bwd(dq[0], dk[0], dv[0], scr, dout, ml + 2 * R * Nl, ml, ml + R * Nl, q, p->k,
+                       p->v, qp, kp, B, n, T, Nl, Kl, H, KERN_ATTN_PART_BOTH);
+    for (int h = KERN_ATTN_PART_ROWS; h <= KERN_ATTN_PART_KEYS; h++)
+        kern_attn_part_bwd(dq[1], dk[1], dv[1], scr, dout, ml + 2 * R * Nl, ml, ml + R * Nl, q,
+                           p->k, p->v, qp, kp, B, n, T, Nl, Kl, H, (kern_attn_part_half)h);
+    char what[96];
+    snprintf(what, sizeof what, "halves = whole backward B=%lld T=%lld Nl=%lld Kl=%lld H=%lld",
+             (long long)B, (long long)T, (long long)Nl, (long long)Kl, (long long)H);
+    kt_equal(what, g[1], g[0], ng);
+    free(qp), free(kp), free(q), free(dout), free(o), free(ml), free(scr), free(g[0]), free(g[1]);
+}
+
 int main(void) {
     static const int64_t shapes[][5] = {
         {2, 12, 4, 2, 6},  /* GQA, group of 2 */
@@ -403,6 +443,7 @@ int main(void) {
         setup(&p, s[0], s[1], s[2], s[3], s[4]);
         one_block(&p);
         twins(&p);
+        halves(&p);
         for (int64_t n = 1; n <= 4; n++) {
             if (p.T % (2 * n) == 0) ring(&p, n, 1);
             if (n > 1 && p.T % n == 0 && c % 2 == 0) ring(&p, n, 0);

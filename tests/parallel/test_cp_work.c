@@ -13,7 +13,9 @@
  * 1/|C| of the 1-rank run's (as the plan counts them, which is what model_create allocates).
  * bf16 compute, ring: the ppermute bytes this rank sent in one step equal the plan's calls' (count
  * × wire bytes × times per layer and micro-batch), in fp32 and bf16 compute, and the K, V hops'
- * planned bytes in bf16 are half fp32's (K, V move in bf16; dK, dV stay fp32). usage:
+ * planned bytes in bf16 are half fp32's (K, V move in bf16; dK, dV stay fp32); with --overlap the
+ * same bytes, sent and planned, and |C| − 1 of the backward's dK, dV hops a layer and micro-batch
+ * waited behind the next block's rows' half (par_cp_dkv_behind; none without). usage:
  * test_cp_work --mesh x=N --cp x */
 #include <math.h>
 #include <stdio.h>
@@ -92,13 +94,24 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
     return block;
 }
 
-/* One ring step of a fresh trainer in `dtype` compute: the ppermute bytes this rank sent (mesh
- * stats) into *sent, the plan's into *planned; returns the plan's K, V hops' bytes (the hidden
- * ones, forward and backward). */
-static double ring_bytes(config c, compute_dtype dtype, int64_t T, mesh *m, double *sent,
-                         double *planned) {
+/* One ring step of a fresh trainer in `dtype` compute (--overlap: ov): the ppermute bytes this
+ * rank sent (mesh stats) into *sent, the plan's into *planned; *behind &= the backward's dK, dV
+ * hops waited behind the next block's rows' half are |C| − 1 a layer and micro-batch with
+ * --overlap, none without; returns the plan's K, V hops' bytes (the hidden ones, forward and
+ * backward). */
+static double ring_bytes(config c, compute_dtype dtype, int ov, int64_t T, mesh *m, double *sent,
+                         double *planned, int *behind) {
     c.compute = dtype;
+    c.overlap = ov;
     trainer *t = first_step(c, "ring", T, m);
+    const plan *pl0 = trainer_plan(t);
+    const int64_t want = ov ? (pl0->cp.n - 1) * c.shape.L * pl0->n_micro : 0;
+    const int64_t got = par_cp_dkv_behind(trainer_par(t));
+    *behind &= got == want;
+    if (mesh_rank(m) == 0)
+        printf("  ring, %s, --overlap %s: %lld dK, dV hops behind a rows' half (want %lld)\n",
+               dtype == COMPUTE_BF16 ? "bf16" : "fp32", ov ? "on" : "off", (long long)got,
+               (long long)want);
     *sent = (double)mesh_stats(m, MESH_OP_PPERMUTE, -1).bytes;
     const plan *pl = trainer_plan(t);
     double kv = 0;
@@ -163,24 +176,29 @@ int main(int argc, char **argv) {
     b = step_flops(c, "ring", contig, m, all, &pos, &act, &skips);
     const double rc = spread("ring, contiguous (T = 145·|C|):", all, n, b, rank);
     MPI_Allreduce(MPI_IN_PLACE, &skips, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
-    double s32, p32, s16, p16;
-    const double kv32 = ring_bytes(c, COMPUTE_FP32, 2 * n * 8, m, &s32, &p32);
-    const double kv16 = ring_bytes(c, COMPUTE_BF16, 2 * n * 8, m, &s16, &p16);
-    int bytes = s32 == p32 && s16 == p16 && kv16 > 0 && 2 * kv16 == kv32;
+    double s32, p32, s16, p16, so, po;
+    int behind = 1;
+    const double kv32 = ring_bytes(c, COMPUTE_FP32, 0, 2 * n * 8, m, &s32, &p32, &behind);
+    const double kv16 = ring_bytes(c, COMPUTE_BF16, 0, 2 * n * 8, m, &s16, &p16, &behind);
+    const double kvo = ring_bytes(c, COMPUTE_BF16, 1, 2 * n * 8, m, &so, &po, &behind);
+    MPI_Allreduce(MPI_IN_PLACE, &behind, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
+    int bytes = s32 == p32 && s16 == p16 && kv16 > 0 && 2 * kv16 == kv32 && so == s16 &&
+                po == p16 && kvo == kv16;
     MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_INT, MPI_MIN, mesh_world_comm(m)->mpi);
     if (rank == 0)
         printf("ring ppermute bytes sent/planned: fp32 %.0f/%.0f, bf16 %.0f/%.0f; K, V hops "
                "planned: fp32 %.0f, bf16 %.0f (half: %s)\n",
                s32, p32, s16, p16, kv32, kv16, 2 * kv16 == kv32 ? "yes" : "NO");
     const int fail = !(ring <= 1.0) || !(ag <= 1.0) || !(ct > 1.0) || !(rc > 1.0) || !pos ||
-                     !(act <= 1.0) || !skips || !bytes;
+                     !(act <= 1.0) || !skips || !bytes || !behind;
     if (rank == 0) {
         printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: allgather "
                "%s, ring %s; the ring's skipped blocks as counted: %s; positions the zigzag's: "
-               "%s; activations at most 1/|C| of 1 rank's: %s\n",
+               "%s; activations at most 1/|C| of 1 rank's: %s; the ring's dK, dV behind compute "
+               "with --overlap alone: %s\n",
                ring <= 1.0 ? "yes" : "NO", ag <= 1.0 ? "yes" : "NO", ct > 1.0 ? "yes" : "NO",
                rc > 1.0 ? "yes" : "NO", skips ? "yes" : "NO", pos ? "yes" : "NO",
-               act <= 1.0 ? "yes" : "NO");
+               act <= 1.0 ? "yes" : "NO", behind ? "yes" : "NO");
         printf(fail ? "FAIL\n" : "PASS\n");
     }
     free(all);

@@ -196,9 +196,8 @@ static void ag_fwd(struct par *p, const model *mod, float *att, float *ms, const
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
         cp_q_bf16(p, &a.b, b16[0], q);
-        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, att, ms, ms + pl->rows * Nl,
-                                p->cp.ker, a.b.qr, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T,
-                                Nl, Kl, H);
+        kern_attn_part_fwd_bf16(model_compute_of(mod)->ctx, att, ms, ms + pl->rows * Nl, p->cp.ker,
+                                a.b.qr, kf, kf + F, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
     } else {
         kern_attn_part_fwd(att, ms, ms + pl->rows * Nl, p->cp.ker, q, a.full, a.full + F,
                            p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
@@ -222,12 +221,13 @@ static void ag_bwd(struct par *p, const model *mod, float *dq, float *dk, float 
         const kern_bf16 *kf = (const kern_bf16 *)(void *)a.full;
         cp_q_bf16(p, &a.b, b16[0], q);
         kern_bf16_pack(a.b.dout, datt, R * Nl * H);
-        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, a.dfull, a.dfull + full,
-                                p->cp.ker, a.b.dout, NULL, ms, ms + R * Nl, a.b.qr, kf, kf + full,
-                                p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, a.dfull, a.dfull + full, p->cp.ker,
+                                a.b.dout, NULL, ms, ms + R * Nl, a.b.qr, kf, kf + full, p->cp.qpos,
+                                p->cp.iota, Bl, Tl, T, Nl, Kl, H, KERN_ATTN_PART_BOTH);
     } else {
         kern_attn_part_bwd(dq, a.dfull, a.dfull + full, p->cp.ker, datt, NULL, ms, ms + R * Nl, q,
-                           a.full, a.full + full, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H);
+                           a.full, a.full + full, p->cp.qpos, p->cp.iota, Bl, Tl, T, Nl, Kl, H,
+                           KERN_ATTN_PART_BOTH);
     }
     ag_order(p, a.g, a.dfull, 0, sizeof(float));
     par_run(p, PLAN_CP_SCATTER_DKV, a.send, a.g, 2 * n);
@@ -295,8 +295,8 @@ static const int32_t *ring_kpos(const struct par *p, int64_t s) {
  * the contiguous split rank i skips the blocks of ranks after it). */
 /* The block's K, V (this rank's own) into blk: fp32, or rounded to bf16 (and b.qr set, q read
  * in place; b16: the model's saved copies). */
-static void ring_load(const struct par *p, ring_bufs *b, float *blk, const float *q,
-                      const float *k, const float *v, const kern_bf16 *const b16[3]) {
+static void ring_load(const struct par *p, ring_bufs *b, float *blk, const float *q, const float *k,
+                      const float *v, const kern_bf16 *const b16[3]) {
     const plan *pl = p->pl;
     const int64_t n = pl->rows * pl->loc.Kl * pl->s.H;
     if (plan_cp_blk_bf16(pl)) {
@@ -357,22 +357,29 @@ static void ring_fwd(struct par *p, const model *mod, float *att, float *ms, con
 /* Backward: the blocks travel again, each with the dK, dV of the queries it met so far; the
  * block in hand gives this rank's queries their dQ share and adds theirs to its dK, dV (the
  * softmax recomputed from the final m, l, with D = rowsum(dO ∘ O)). K and V go on while the block
- * is computed; dK and dV follow once it is, and after the last step go home. */
-/* The block in hand's share of the backward: dQ += and the block's dK, dV (after its K, V) +=. */
-static void ring_part_bwd(struct par *p, const model *mod, const ring_bufs *b, float *dq,
-                          const float *datt, const float *ms, const float *q, float *cur,
-                          const int32_t *kp) {
+ * is computed; dK and dV follow once it is, and after the last step go home. Without --overlap
+ * each dK, dV hop is waited at once. With --overlap kern_attn_part_bwd runs in halves: the rows'
+ * half (the scores recomputed, dS and dQ: three of its five products) needs no dK, dV, so it runs
+ * while the block's dK, dV arrive from the previous rank; the keys' half then adds this rank's
+ * share and the dK, dV leave at once, to arrive while the next rank runs its rows' half: |C| − 1
+ * hops behind compute, the last (home) waited. The same products in the same order: the same
+ * bits either way (every head's P, dS kept between the halves: plan_cp.c's scratch). */
+/* The block in hand's share of the backward, or half of it: dQ += and the block's dK, dV (after
+ * its K, V) +=. */
+static void ring_part_bwd(struct par *p, const model *mod, const ring_bufs *b,
+                          kern_attn_part_half half, float *dq, const float *datt, const float *ms,
+                          const float *q, float *cur, const int32_t *kp) {
     const plan *pl = p->pl;
     const int64_t Tl = pl->s.T / pl->cp.n, R = pl->rows, n = R * pl->loc.Kl * pl->s.H;
     const int64_t Bl = pl->micro_seqs, Nl = pl->loc.Nl, Kl = pl->loc.Kl, H = pl->s.H;
     if (plan_cp_blk_bf16(pl)) {
         const kern_bf16 *kb = (const kern_bf16 *)(const void *)cur;
-        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, cur + 2 * n, cur + 3 * n,
-                                p->cp.ker, b->b.dout, b->D, ms, ms + R * Nl, b->b.qr, kb, kb + n,
-                                p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+        kern_attn_part_bwd_bf16(model_compute_of(mod)->ctx, dq, cur + 2 * n, cur + 3 * n, p->cp.ker,
+                                b->b.dout, b->D, ms, ms + R * Nl, b->b.qr, kb, kb + n, p->cp.qpos,
+                                kp, Bl, Tl, Tl, Nl, Kl, H, half);
     } else {
         kern_attn_part_bwd(dq, cur + 2 * n, cur + 3 * n, p->cp.ker, datt, b->D, ms, ms + R * Nl, q,
-                           cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H);
+                           cur, cur + n, p->cp.qpos, kp, Bl, Tl, Tl, Nl, Kl, H, half);
     }
 }
 
@@ -394,19 +401,27 @@ static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, floa
     const plan_coll hop = ring_kv_hop(p, n, &units);
     ring_load(p, &b, b.blk[0], q, k, v, b16);
     floats_clear(b.blk[0] + 2 * n, 2 * n);
-    mesh_req *r[2];
+    const int ov = pl->overlap;
+    mesh_req *r[2] = {NULL, NULL}, *d[2] = {NULL, NULL}; /* K, V on; dK, dV on (d[0]: in flight) */
     for (int64_t s = 0; s < C; s++) {
         float *cur = b.blk[s & 1], *nxt = b.blk[(s + 1) & 1];
         if (s + 1 < C) ring_hop(p, hop, nxt, cur, units, r);
         const int32_t *kp = ring_kpos(p, s);
-        if (kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) == KERN_ATTN_PART_NONE)
-            p->cp.skipped++;
-        else
-            ring_part_bwd(p, mod, &b, dq, datt, ms, q, cur, kp);
-        if (s + 1 < C) ring_wait(r);
+        const int seen = kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE;
+        p->cp.skipped += !seen;
+        if (seen && ov) ring_part_bwd(p, mod, &b, KERN_ATTN_PART_ROWS, dq, datt, ms, q, cur, kp);
+        if (d[0]) { /* this block's dK, dV, which arrived behind the rows' half */
+            ring_wait(d);
+            p->cp.dkv_behind++;
+        }
+        if (seen)
+            ring_part_bwd(p, mod, &b, ov ? KERN_ATTN_PART_KEYS : KERN_ATTN_PART_BOTH, dq, datt, ms,
+                          q, cur, kp);
+        if (s + 1 < C && !ov) ring_wait(r);
         /* the last: home, to rank coord + 1 */
-        ring_hop(p, PLAN_CP_HOP, nxt + 2 * n, cur + 2 * n, 2 * n, r);
-        ring_wait(r);
+        ring_hop(p, PLAN_CP_HOP, nxt + 2 * n, cur + 2 * n, 2 * n, d);
+        if (!ov || s + 1 == C) ring_wait(d), d[0] = NULL;
+        if (s + 1 < C && ov) ring_wait(r);
     }
     const float *home = b.blk[C & 1] + 2 * n;
     floats_copy(dk, home, n);
@@ -655,4 +670,8 @@ double par_cp_flops(const par *p) {
 
 int64_t par_cp_skipped(const par *p) {
     return p ? p->cp.skipped : 0;
+}
+
+int64_t par_cp_dkv_behind(const par *p) {
+    return p ? p->cp.dkv_behind : 0;
 }

@@ -75,6 +75,7 @@ typedef struct {
     int32_t *qpos, *kpos, *iota;
     double flops;    /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
     int64_t skipped; /* ring blocks no query of this rank sees, skipped (par_cp_skipped) */
+    int64_t dkv_behind; /* ring dK, dV hops waited after a rows' half (par_cp_dkv_behind) */
 } par_cp;
 
 /* ---- ZeRO-2/3's transient gradients (zero.c) ---- */

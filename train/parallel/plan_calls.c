@@ -426,8 +426,15 @@ static void calls_cp(plan *p) {
         call(p, hop, PLAN_BWD, PLAN_HIDDEN, (2 - b16) * R * KH, C - 1,
              b16 ? "K, V[B, T_C, K_Y·H] (bf16) round the ring again"
                  : "K, V[B, T_C, K_Y·H] round the ring again");
-        call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
-             "dK, dV[B, T_C, K_Y·H] after their block, then home");
+        if (p->overlap) { /* behind the next block's rows' half (cp.c) */
+            call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_ASYNC, 2 * R * KH, C - 1,
+                 "dK, dV[B, T_C, K_Y·H] after their block, behind the next one's dQ");
+            call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
+                 "dK, dV[B, T_C, K_Y·H] home");
+        } else {
+            call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, C,
+                 "dK, dV[B, T_C, K_Y·H] after their block, then home");
+        }
     } else {
         const int64_t KHC = C * plan_cp_uly_kv(p) * p->s.H; /* KH, or replicated to |C| */
         const int64_t w = R * (NH + 2 * KHC) / C, o = R * NH / C; /* per block */

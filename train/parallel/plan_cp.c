@@ -104,7 +104,11 @@ static void cp_sizes(const plan *p, int64_t *kv, int64_t *scratch) {
         ker = b16 ? kern_attn_part_bwd_bf16_scratch(Tl, T) : kern_attn_part_bwd_scratch(Tl, T);
     } else if (p->cp_alg == CONFIG_CP_RING) {
         *kv = 2 * 4 * R * KH + R * (NH + 3 * Nl) + b16 * R * NH;
-        ker = b16 ? kern_attn_part_bwd_bf16_scratch(Tl, Tl) : kern_attn_part_bwd_scratch(Tl, Tl);
+        if (p->overlap) /* the backward in halves: every head's P, dS kept between them */
+            ker = b16 ? kern_attn_part_bwd_bf16_halves_scratch(Bl, Nl, Tl, Tl)
+                      : kern_attn_part_bwd_halves_scratch(Bl, Nl, Tl, Tl);
+        else
+            ker = b16 ? kern_attn_part_bwd_bf16_scratch(Tl, Tl) : kern_attn_part_bwd_scratch(Tl, Tl);
     } else {
         const int64_t W = NH + 2 * C * plan_cp_uly_kv(p) * H; /* q, k, v per row, every shard */
         *kv = 2 * R * W + 2 * R * NH + R * W;
