@@ -28,6 +28,7 @@
 #include "kernels/cpu.h"
 #include "kernels/embed.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_nn.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_bf16_impl.h"
 #include "kernels/optim.h"
@@ -284,6 +285,12 @@ void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx) {
 int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
     (void)ctx;
     return 0;
+}
+/* gemm_nn (gemm_f32_panel.c's plain path calls it; nothing calls that here): charged. */
+void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                  int64_t lda, int64_t ldb, int64_t ldc, int acc) {
+    (void)C, (void)A, (void)B, (void)lda, (void)ldb, (void)ldc, (void)acc;
+    charge(2.0 * (double)M * (double)N * (double)K);
 }
 /* No fp32 panel copies either (gemm_f32_panel.c packs; the products are charged alike). */
 int kern_f32_panels(void) {

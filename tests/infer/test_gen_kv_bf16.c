@@ -155,6 +155,7 @@ int main(int argc, char **argv) {
     config c;
     int kv_rep;
     mesh *m = gen_test_start(&c, &kv_rep, &argc, &argv);
+    kern_set_threads(1); /* fp32: kern_gemm reads panel copies on one BLAS thread, as generate */
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--compute-dtype"))
             c.compute = strcmp(argv[i + 1], "bf16") ? COMPUTE_FP32 : COMPUTE_BF16;

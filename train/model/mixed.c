@@ -161,12 +161,6 @@ static const kern_bf16 *copy_of(model *m, const float *w, int64_t n, int stale, 
 
 /* ---------------------------------------------------------------- panel copies */
 
-void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N) {
-    const int64_t D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H, F = m->loc.Fl;
-    const int64_t k[8] = {D, D, D, NH, D, D, F, D}, n[8] = {NH, KH, KH, D, F, F, D, m->loc.Vl};
-    *K = k[i], *N = n[i];
-}
-
 /* Elements of the panel copy of matrix i of layer l (i = 7: the unembedding; 0 where none). */
 static int64_t panel_elems(const model *m, int64_t l, int i) {
     int64_t K, N;

@@ -245,12 +245,17 @@ const kern_bf16 *mixed_unembed(model *m, const float *un); /* un NULL: the hook'
 /* The panel copies' storage (model_compute.panels on a context that reads them): 0, or −1 out of
  * memory. */
 int mixed_alloc_panels(model *m);
-/* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
- * (i < 7); i = 7: the unembedding. */
-void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N);
+/* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
+ * datt [BT, N_l·H] into dq, dk, dv (fp32). */
+void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);
+void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,
+                    float *dv, int64_t B, int64_t T);
 
 /* ---- panels_f32.c: fp32 compute's panel copies (model_compute.panels in MODEL_FP32) ---- */
-/* Their storage, where the kernels read them (kern_f32_panels): 0, or −1 out of memory. */
+/* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
+ * (i < 7); i = 7: the unembedding (mixed.c's bf16 panel copies use it too). */
+void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N);
+/* The copies' storage, where the kernels read them (kern_f32_panels): 0, or −1 out of memory. */
 int panels_f32_alloc(model *m);
 /* Packs every copy from the weights as they are now and registers it (no-op without copies). */
 void panels_f32_make(model *m);
@@ -258,11 +263,6 @@ void panels_f32_make(model *m);
 void panels_f32_free(model *m);
 /* Their bytes (0 when none were made). */
 int64_t panels_f32_bytes(const model *m);
-/* Attention on B·T rows of A: forward from A's q, k, v (rotated) into att and Pb; backward from
- * datt [BT, N_l·H] into dq, dk, dv (fp32). */
-void mixed_attn_fwd(model *m, layer_act *A, int64_t B, int64_t T);
-void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, float *dk,
-                    float *dv, int64_t B, int64_t T);
 
 /* ---- model_moe.c ---- */
 /* The MoE fields of A for R rows in `groups` groups (their counters); with bf16 compute the

@@ -16,11 +16,28 @@
 #include "mesh/mesh.h"
 #include "train/model/model_impl.h"
 
-/* Layer l's matrices as the forward multiplies them (NULL where the block has none). */
-static void layer_mats(model *m, int64_t l, const float *w[7]) {
-    const layer_w lw = model_layer_weights_local(m, l);
-    const float *const all[7] = {lw.wq, lw.wk, lw.wv, lw.wo, lw.w_gate, lw.w_up, lw.w_down};
-    memcpy(w, all, sizeof all);
+void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N) {
+    const int64_t D = m->s.D, NH = m->loc.Nl * m->s.H, KH = m->loc.Kl * m->s.H, F = m->loc.Fl;
+    const int64_t k[8] = {D, D, D, NH, D, D, F, D}, n[8] = {NH, KH, KH, D, F, F, D, m->loc.Vl};
+    *K = k[i], *N = n[i];
+}
+
+/* Block i of the stack of parameter id in the model's own storage (NULL: none here). */
+static const float *own_block(const model *m, param_id id, int64_t i) {
+    const param_slab *sl = &m->slab[id];
+    if (!m->cnt[id] || !sl->cnt[0]) return NULL;
+    return m->params + m->off[id] + (i - sl->off[0]) * (m->cnt[id] / sl->cnt[0]);
+}
+
+/* Layer l's matrices as the forward multiplies them (NULL where the block has none: a MoE
+ * block's MLP), as the hooks hand over the model's own weights (model_layer_weights_local). */
+static void layer_mats(const model *m, int64_t l, const float *w[7]) {
+    static const param_id ids[7] = {P_WQ, P_WK, P_WV, P_WO, P_W_GATE, P_W_UP, P_W_DOWN};
+    const int moe = model_layer_is_moe(&m->s, l);
+    for (int i = 0; i < 7; i++)
+        w[i] = i < 4 ? own_block(m, ids[i], l)
+               : moe ? NULL
+                     : own_block(m, ids[i], model_layer_stack_index(&m->s, l));
 }
 
 /* Calls fn for every matrix copied, in order: its weight, [K, N] and its copy's offset. */
@@ -39,7 +56,7 @@ static int64_t each_matrix(model *m,
     }
     if (m->last) {
         model_matrix_dims(m, 7, &K, &N);
-        if (fn) fn(m, model_param(m, P_UNEMBED, NULL), K, N, off);
+        if (fn) fn(m, m->params + m->off[P_UNEMBED], K, N, off);
         off += kern_f32_panel_elems(K, N);
     }
     return off;
