@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* The bug handler (kern_set_bug_handler); NULL = print to stderr and abort. Set once, before any
@@ -49,7 +50,8 @@ static _Thread_local int f32_last;
 static _Thread_local int64_t f32_hits;
 
 int kern_f32_panels(void) {
-    return kern_f32_panel_available() && !kern_gemm_nn_available();
+    const char *v = getenv(KERN_F32_PANELS_ENV); /* "0": off, for A/B runs */
+    return kern_f32_panel_available() && !kern_gemm_nn_available() && !(v && !strcmp(v, "0"));
 }
 
 int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {
