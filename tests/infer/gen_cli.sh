@@ -56,19 +56,23 @@ same kv_bf16_kvshard3 3 one --temperature 0 --kv-dtype bf16 --mesh z=3 --kv-shar
 same kv_bf16_cp3 3 one --temperature 0 --kv-dtype bf16 --mesh z=3 --cp z
 
 # the cache's bytes a position (every layer, K and V) as meshplan --infer prices them: 2 bytes an
-# element with --kv-dtype bf16, 4 with fp32
+# element with --kv-dtype bf16, 4 with fp32; the run's compute dtype the same, and the header's
+# C (the rate decode's and prefill's book prices are at) that dtype's products' rate
 kv_bytes_() {
   local dt=$1 eb=$2 got want
-  run 1 "${GEN[@]}" --temperature 0 --kv-dtype "$dt" >/dev/null 2>"$WORK/kv_$dt.err"
+  run 1 "${GEN[@]}" --temperature 0 --kv-dtype "$dt" --compute-dtype "$dt" >/dev/null \
+    2>"$WORK/kv_$dt.err"
   got=$(sed -n 's/.*KV cache '"$dt"', \([0-9]*\) bytes a position.*/\1/p' "$WORK/kv_$dt.err")
   want=$("$(dirname "$MT")/meshplan" --infer --layers 2 --d-model 32 --heads 4 --kv-heads 2 \
     --head-dim 8 --d-ff 128 --vocab 256 --context 30 --batch 1 --chip v5p --topology 1x1x1 \
     --kv-bytes "$eb" |
     sed -n 's/^KV cache ([0-9]* B per element): \([0-9]*\) bytes per token.*/\1/p')
-  if [ -n "$got" ] && [ "$got" = "$want" ]; then
-    echo "ok   --kv-dtype $dt: $got bytes a position, as meshplan --infer --kv-bytes $eb"
+  if [ -n "$got" ] && [ "$got" = "$want" ] &&
+     grep -q "^generate | .* C [0-9.]* GFLOP/s ($dt products;" "$WORK/kv_$dt.err"; then
+    echo "ok   --kv-dtype $dt: $got bytes a position, as meshplan --infer --kv-bytes $eb; C of $dt products"
   else
-    echo "FAIL --kv-dtype $dt: generate says '$got' bytes a position, meshplan '$want'"
+    echo "FAIL --kv-dtype $dt: generate says '$got' bytes a position, meshplan '$want' (or C not of $dt products)"
+    grep "^generate | [0-9]* prompts" "$WORK/kv_$dt.err" | sed 's/^/     | /'
   fi
 }
 launch kv_bytes_ bf16 2
@@ -79,16 +83,25 @@ launch kv_bytes_ fp32 4
 # at 4: 38912 matrix elements (2 layers of 15360, the unembedding 8192), 160 gains, 32 floats of
 # the row; 156416 B in fp32, 78592 B in bf16 (the gains at 2 bytes would give 78272). And the
 # decode bound's line says where the bandwidth was read and that these weights fit in the cache.
+# The book's price of batch 64's step (one, at position 8) is at the rate of the compute dtype's
+# products, the roofline line says which (bf16: the bf16 kernels', not sgemm's): ms_book_flops =
+# KV / BW + FLOPs / C with BW and C as printed and the FLOPs counted by hand, 64 rows of
+# 2 x 38912 + attention's 4 x 9 keys x 32 (N H) x 2 layers = 5128192.
 wbytes_() {
-  local dt=$1 want=$2 got
-  run 1 generate --ckpt "$WORK/ck.h5" --bench --bench-batches 1 --bench-prompt 8 --tokens 3 \
+  local dt=$1 want=$2 got price
+  run 1 generate --ckpt "$WORK/ck.h5" --bench --bench-batches 1,64 --bench-prompt 8 --tokens 2 \
     --compute-dtype "$dt" --csv "$WORK/wb_$dt.csv" >/dev/null 2>"$WORK/wb_$dt.err"
   got=$(awk -F, 'NR == 2 {print $9}' "$WORK/wb_$dt.csv" 2>/dev/null)
-  if [ "$got" = "$want" ] &&
+  price=$(sed -n "s/^decode roofline .* BW \([0-9.]*\) GB\/s, C \([0-9.]*\) GFLOP\/s ($dt products;.*/\1 \2/p" \
+    "$WORK/wb_$dt.err" | awk -v f="$WORK/wb_$dt.csv" '{ bw = $1 * 1e9; c = $2 * 1e9
+      while ((getline l < f) > 0) { split(l, r, ","); if (r[1] == 64) { got = r[7]; kv = r[10] } }
+      want = 1e3 * (kv * 1e6 / bw + 5128192 / c); d = got - want
+      printf "%s %.4f %s", (d < 0 ? -d : d) <= 2e-4 + 2e-3 * want ? "ok" : "no", want, got }')
+  if [ "$got" = "$want" ] && [ "${price%% *}" = ok ] &&
      grep -q "^decode bound | batch 1: .* ($dt) | BW read from a [0-9]* MB buffer, last-level cache .* the weights \(FIT in\|against an unknown\)" "$WORK/wb_$dt.err"; then
-    echo "ok   generate --bench --compute-dtype $dt: decode reads $got MB of weights a step"
+    echo "ok   generate --bench --compute-dtype $dt: decode reads $got MB of weights a step; batch 64's priced at $dt products' C: ${price#ok } ms"
   else
-    echo "FAIL generate --bench --compute-dtype $dt: weight_mb '$got', want $want (or no decode bound line)"
+    echo "FAIL generate --bench --compute-dtype $dt: weight_mb '$got', want $want (or no decode bound line); batch 64's price at $dt products' C (want, got): '$price'"
     sed 's/^/     | /' "$WORK/wb_$dt.err" | tail -5
   fi
 }

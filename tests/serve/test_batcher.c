@@ -443,16 +443,17 @@ static void side_costs(void) {
                  c.p_bytes, c3.p_bytes, c.kv_bytes, c3.kv_bytes);
     /* FLOPs: 2 x 7 rows x 3 x 19200, attention 4 x 42 x 3 x 6 x 8, the head 2 x 48 x 258 */
     const double flops = 2.0 * 7 * 3 * 19200 + 4.0 * 42 * 3 * 6 * 8 + 2.0 * 48 * 258;
-    const gen_machine mc = {1e12, 1e9, 0, 0};
+    const gen_machine mc = {1e12, 1e9, 0, 0, COMPUTE_FP32};
     const gen_machine m32 = gen_machine_dtype(&mc, COMPUTE_FP32, 3e9),
                       m16 = gen_machine_dtype(&mc, COMPUTE_BF16, 3e9);
     const double t32 = gen_predict(&c, &m32), t16 = gen_predict(&c, &m16);
     const double want32 = c.kv_bytes / 1e12 + flops / 1e9, want16 = c.kv_bytes / 1e12 + flops / 3e9;
     check_expect(c.flops == flops && fabs(t32 - want32) <= 1e-12 * want32 &&
-                     fabs(t16 - want16) <= 1e-12 * want16,
+                     fabs(t16 - want16) <= 1e-12 * want16 && m32.flops_dtype == COMPUTE_FP32 &&
+                     m16.flops_dtype == COMPUTE_BF16,
                  "the step priced at sgemm's 1 GFLOP/s in fp32 (%.6f ms), at the bf16 products' 3 "
-                 "in bf16 (%.6f ms), %.0f FLOPs",
-                 1e3 * t32, 1e3 * t16, c.flops);
+                 "in bf16 (%.6f ms, named %s), %.0f FLOPs",
+                 1e3 * t32, 1e3 * t16, compute_dtype_name(m16.flops_dtype), c.flops);
 }
 
 int main(void) {

@@ -43,12 +43,12 @@ gen_machine gen_measure_machine(mesh *m, int quick) {
     }
     float in[2] = {(float)bw, (float)fl}, out[2];
     mesh_all_reduce(m, mesh_all_axes(m), out, in, 2, MESH_ALG_MPI);
-    return (gen_machine){out[0], out[1], (double)buf, (double)llc};
+    return (gen_machine){out[0], out[1], (double)buf, (double)llc, COMPUTE_FP32};
 }
 
 gen_machine gen_machine_dtype(const gen_machine *mc, compute_dtype d, double bf16_flops) {
     gen_machine out = *mc;
-    if (d == COMPUTE_BF16) out.flops = bf16_flops;
+    if (d == COMPUTE_BF16) out.flops = bf16_flops, out.flops_dtype = COMPUTE_BF16;
     return out;
 }
 
@@ -231,14 +231,14 @@ int gen_bench_run(const config *c, const gen_flags *f, mesh *m, const gen_bench_
         fprintf(stderr,
                 "decode roofline | L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld | "
                 "prompt %lld, %lld decode steps per batch | compute %s, KV cache %s | BW %.2f "
-                "GB/s, C %.2f GFLOP/s (measured, %d ranks, %d BLAS thread%s each)\n",
+                "GB/s, C %.2f GFLOP/s (%s products; measured, %d ranks, %d BLAS thread%s each)\n",
                 (long long)c->shape.L, (long long)c->shape.D, (long long)c->shape.N,
                 (long long)c->shape.K, (long long)c->shape.H, (long long)c->shape.F,
                 (long long)c->shape.V, (long long)c->shape.T, (long long)f->bench_prompt,
                 (long long)(f->tokens - 1), compute_dtype_name(c->compute),
                 compute_dtype_name(c->kv_dtype == COMPUTE_AUTO ? c->compute : c->kv_dtype),
-                mc->bw / 1e9, mc->flops / 1e9, mesh_nranks(m), c->threads,
-                c->threads > 1 ? "s" : "");
+                mc->bw / 1e9, mc->flops / 1e9, compute_dtype_name(mc->flops_dtype), mesh_nranks(m),
+                c->threads, c->threads > 1 ? "s" : "");
         fprintf(stderr, "%6s %11s | decode: %9s %10s %10s %8s %10s %9s %9s %9s\n", "batch",
                 "prefill ms", "ms min", "ms median", "book ms", "meas/bk", "tok/s", "GB/s", "%BW",
                 "GFLOP/s");

@@ -326,12 +326,13 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
     fprintf(stderr,
             "generate | %lld prompts, %lld new tokens each | KV cache %s, %lld bytes a position "
             "of a sequence, %.3f MB per rank (%s%s) | measured: BW %.2f GB/s, C %.2f GFLOP/s "
-            "(sums over %d ranks, %d BLAS thread%s each)\n",
+            "(%s products; sums over %d ranks, %d BLAS thread%s each)\n",
             (long long)ps->n, (long long)f->tokens, compute_dtype_name(gen_kv_dtype(g)),
             (long long)(2 * c->shape.L * c->shape.K * c->shape.H *
                         (gen_kv_dtype(g) == COMPUTE_BF16 ? 2 : 4)),
             (double)gen_cache_bytes(g) / 1e6, mode[gen_mode(g)], shard, mc->bw / 1e9,
-            mc->flops / 1e9, mesh_nranks(m), c->threads, c->threads > 1 ? "s" : "");
+            mc->flops / 1e9, compute_dtype_name(mc->flops_dtype), mesh_nranks(m), c->threads,
+            c->threads > 1 ? "s" : "");
     precision_print(gen_precision(g), stderr);
     if (model_panel_bytes(gen_model(g)) > 0)
         fprintf(stderr,
@@ -387,7 +388,7 @@ static int run_bench(const config *c, const gen_flags *f, mesh *m) {
     char err[GEN_ERR + GEN_BENCH_ERR];
     gen_bench_plan sweep;
     if (gen_bench_check(c, f, m, &sweep, err, sizeof err) < 0) mesh_exit_error("%s", err);
-    const gen_machine mc = gen_measure_machine(m, c->quick_start);
+    const gen_machine mc = gen_measure_machine_dtype(c, m);
     print_plan(c, m, 0);
     return gen_bench_run(c, f, m, &sweep, &mc);
 }
@@ -500,7 +501,7 @@ int gen_main(int argc, char **argv) {
     const gen_dims d = dims_of(&f, &ps);
     gen *dg, *g = open_gens(&c, &f, m, &d, &dg);
     /* after every check: bad input fails fast */
-    const gen_machine mc = gen_measure_machine(m, c.quick_start);
+    const gen_machine mc = gen_measure_machine_dtype(&c, m);
     print_header(&c, &f, m, g, &ps, &mc);
     run_generate(&c, &f, m, g, dg, &ps, &mc);
     gen_destroy(dg);

@@ -13,10 +13,11 @@
 /* The machine the roofline is drawn against, measured at start-up by every rank at once (ranks
  * that share cores measure their share): sums over the ranks. */
 typedef struct {
-    double bw;             /* read bandwidth from memory, bytes/s */
-    double flops;          /* sgemm FLOP/s */
-    double bw_buffer, llc; /* bytes: the buffer bw was read from, the last-level cache (0: not
-                            * known); measured: the buffer is at least 4 x llc */
+    double bw;                 /* read bandwidth from memory, bytes/s */
+    double flops;              /* the products' FLOP/s: sgemm's, or the bf16 kernels' */
+    double bw_buffer, llc;     /* bytes: the buffer bw was read from, the last-level cache (0: not
+                                * known); measured: the buffer is at least 4 x llc */
+    compute_dtype flops_dtype; /* the products flops was timed on (fp32: sgemm) */
 } gen_machine;
 
 /* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them; `quick`
@@ -26,7 +27,8 @@ gen_machine gen_measure_machine(mesh *m, int quick);
  * or --compute-dtype auto resolved to it) C is the bf16 forward product's rate
  * (kern_bf16_measure_flops_fwd on the bf16 kernels' path), summed over the ranks, not sgemm's. */
 gen_machine gen_measure_machine_dtype(const config *c, mesh *m);
-/* mc with C the bf16 products' rate bf16_flops (summed over the ranks) when d is bf16. */
+/* mc with C the bf16 products' rate bf16_flops (summed over the ranks), flops_dtype bf16, when d
+ * is bf16. */
 gen_machine gen_machine_dtype(const gen_machine *mc, compute_dtype d, double bf16_flops);
 /* Collective over: world. Sums a step's figures over the ranks. */
 gen_step gen_step_total(mesh *m, const gen_step *st);

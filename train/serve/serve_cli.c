@@ -619,7 +619,7 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
                    f->sim_out,
                    ty >= 0 ? mesh_axis_size(m, ty) : 1,
                    f->max_queue,
-                   {0, 0, 0, 0},
+                   {0, 0, 0, 0, COMPUTE_FP32},
                    engine_dtype_bytes(kvd),
                    engine_dtype_bytes(c->compute),
                    groups};
@@ -628,7 +628,7 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
         (sscanf(f->sim_machine, "%lf,%lf", &bw, &fl) != 2 || bw <= 0 || fl <= 0))
         mesh_exit_error("--sim-machine %s: expected BW,C in GB/s and GFLOP/s, e.g. 30,120",
                         f->sim_machine);
-    so.mc = f->sim_machine[0] ? (gen_machine){bw * 1e9, fl * 1e9, 0, 0}
+    so.mc = f->sim_machine[0] ? (gen_machine){.bw = bw * 1e9, .flops = fl * 1e9}
                               : gen_measure_machine_dtype(c, m);
     const model_shape *sh = &c->shape; /* a rank's kv heads: K/|Y|, or one where |Y| > K */
     const int64_t kvh = so.nY <= sh->K ? sh->K / so.nY : 1;
