@@ -90,7 +90,10 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
         w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + xd;
         const double f = contig ? 2 : 1; /* the busiest chip's step: a whole block */
         w->exposed_fwd = (C - 1) * fmax(0, x1 - f * t_blk);
-        w->exposed_bwd = (C - 1) * fmax(0, x2 - 2 * f * t_blk) + xd;
+        /* a backward step's link carries K, V and dK, dV (x2) behind its 2·f·t_blk; the dK, dV
+         * must also arrive within the next block's dQ half (f·t_blk), as meshtrain's --overlap
+         * schedules them (the keys' half adds to them) */
+        w->exposed_bwd = (C - 1) * fmax(0, fmax(x2 - 2 * f * t_blk, xd - f * t_blk)) + xd;
         w->mem = 2 * (kv + dkv); /* K, V in hand and arriving; backward dK, dV too */
     } else { /* forward Q, K, V and O at a, backward dO at a (rounded before use) and dQ, dK,
               * dV at g */

@@ -23,8 +23,10 @@
  *              threshold), so a step hides its transfer when
  *                  2·S_c·T_l²·N_Y·H / C_chip ≥ KV / W_1  ⟺  T ≥ C·(C_chip/W_1)·a·K_Y/N_Y
  *              (W_1 = one link one way, the ppermute's bandwidth; and the step must outlast the
- *              hop latency T_min). A step exposes max(0, t_transfer − t_step); the last dK, dV
- *              home is exposed.
+ *              hop latency T_min). A step exposes max(0, t_transfer − t_step), backward also
+ *              max(0, t_dKV − t_step/2): a block's dK, dV must arrive within the next block's dQ
+ *              half, as meshtrain's --overlap schedules them (binding only when g > a); the last
+ *              dK, dV home is exposed.
  *   ulysses    fwd AllToAll_C of Q, K, V from sequence shards [T_C, heads] to head shards
  *              [T, heads_C], and of O back; bwd the same for dO (at a: it is rounded to bf16
  *              before use, as meshtrain's bf16 compute moves it) and for dQ, dK, dV (at g). N_Y
@@ -37,7 +39,7 @@
  * chip's extra (C−1)·t_block forward and 2·(C−1)·t_block backward are added to the step
  * (calc_compute counts the average), and the ring's steps on it attend whole blocks, 2·t_block,
  * which hide the transfer from T ≥ T_overlap/2: it exposes (C−1)·max(0, t_x − 2·t_block) forward,
- * (C−1)·max(0, t_x2 − 4·t_block) + t_dx backward. Ulysses attends whole sequences: balanced.
+ * (C−1)·max(0, t_x2 − 4·t_block, t_dx − 2·t_block) + t_dx backward. Ulysses attends whole sequences: balanced.
  * The step is calc_compute's overlapped step plus L/P × the exposed time of a layer. Memory:
  * calc_compute's activations (the axis divides the tokens; with the axis idle they are C times
  * larger) plus the algorithm's buffers: the gathered K, V (and dK, dV) of one layer, the blocks

@@ -147,6 +147,20 @@ static void test_grad_wire(void) {
     check_near("grad wire: ulysses bwd sends dO at a, dQ, dK, dV at g", u->sent_bwd,
                (C - 1) / C * (in_o + 2 * in_qkv), 1e-12);
     check_near("grad wire: ulysses bwd AllToAll of dO at a", u->v_bwd[0], C * in_o, 1e-12);
+    /* T = 7168: t_block = 1.41 hops of K, V, between one and two (dK, dV at g = 2a take two):
+     * a backward step's three hops' worth fit in its 2·t_block within 0.19 of a hop, but its
+     * dK, dV must arrive within the next block's dQ half, t_block: 0.59 of a hop exposed */
+    calc_spec s2 = train_spec(7168, 16);
+    s2.grad_bytes = 4;
+    must_run(&s2, CALC_CP_RING, &r, &cr);
+    const double k2 = cr.kv, x1 = pp(k2), tb = cr.t_block;
+    const calc_cp_row *q2 = &cr.row[CALC_CP_RING];
+    check_true("grad wire T = 7168: t_x < t_block < 2·t_x", x1 < tb && tb < 2 * x1);
+    check_near("grad wire: ring bwd exposes (C-1)·max(0, t_x2 - 2·t_block, t_dx - t_block) + t_dx",
+               q2->exposed_bwd,
+               (C - 1) * fmax(0, fmax(pp(3 * k2) - 2 * tb, pp(2 * k2) - tb)) + pp(2 * k2), 1e-9);
+    check_true("  the dQ half binds: more than (C-1)·max(0, t_x2 - 2·t_block) + t_dx",
+               q2->exposed_bwd > (C - 1) * fmax(0, pp(3 * k2) - 2 * tb) + pp(2 * k2) + 1e-12);
 }
 
 /* Either side of the ring's threshold (T_overlap = 5100 here, T_latency far below). */

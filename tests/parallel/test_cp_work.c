@@ -106,7 +106,7 @@ static double ring_bytes(config c, compute_dtype dtype, int ov, int64_t T, mesh 
     trainer *t = first_step(c, "ring", T, m);
     const plan *pl0 = trainer_plan(t);
     const int64_t want = ov ? (pl0->cp.n - 1) * c.shape.L * pl0->n_micro : 0;
-    const int64_t got = par_cp_dkv_behind(trainer_par(t));
+    const int64_t got = par_cp_dkv_behind(trainer_par(t), NULL, NULL);
     *behind &= got == want;
     if (mesh_rank(m) == 0)
         printf("  ring, %s, --overlap %s: %lld dK, dV hops behind a rows' half (want %lld)\n",

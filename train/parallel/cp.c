@@ -17,7 +17,8 @@
  *              attends it while passing it on to coord + 1 (a ppermute); the partials merge online
  *              (kern_attn_part_merge). The zigzag split makes every step's work equal on every
  *              rank (kernels/seqsplit.h). Backward: the blocks go round again with their dK, dV,
- *              which each rank's queries add to, and finally go home.
+ *              which each rank's queries add to, and finally go home; with --overlap a block's
+ *              dK, dV travel while the next block's dQ half is computed (ring_bwd).
  *   ulysses    (contiguous split) forward: one AllToAll_C turns q, k, v [B, T_C, heads] into
  *              [B, T, heads_C] (rank j takes the j-th group of the N_Y/|C| query and K_Y/|C| kv
  *              heads, whose GQA pairing stays within the group; with K_Y < |C| kv heads, the
@@ -47,6 +48,7 @@
  * With --tensor each rank does this for its N_Y heads and K_Y kv heads. The gradients of the
  * weights are then this rank's tokens' share: the data axes' reduction, which includes C (par.c),
  * sums them. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/attention.h"
@@ -282,6 +284,16 @@ static void ring_wait(mesh_req *r[2]) {
     mesh_wait(r[0]);
     if (r[1]) mesh_wait(r[1]);
 }
+/* ring_wait of a dK, dV hop left in flight behind compute: counted, with the transfer it hid (its
+ * transfer less the time this wait blocked, as the report derives a collective's overlap). */
+static void ring_wait_behind(struct par *p, mesh_req *r[2]) {
+    for (int i = 0; i < 2 && r[i]; i++) {
+        mesh_call rec;
+        const double blocked = mesh_wait_rec(r[i], &rec);
+        p->cp.dkv_hidden += fmax(0, rec.t_end - rec.t_start - blocked);
+    }
+    p->cp.dkv_behind++;
+}
 
 /* The positions of the block in hand at step s (it left rank coord − s). */
 static const int32_t *ring_kpos(const struct par *p, int64_t s) {
@@ -410,16 +422,14 @@ static void ring_bwd(struct par *p, const model *mod, float *dq, float *dk, floa
         const int seen = kern_attn_part_visibility(p->cp.qpos, Tl, kp, Tl) != KERN_ATTN_PART_NONE;
         p->cp.skipped += !seen;
         if (seen && ov) ring_part_bwd(p, mod, &b, KERN_ATTN_PART_ROWS, dq, datt, ms, q, cur, kp);
-        if (d[0]) { /* this block's dK, dV, which arrived behind the rows' half */
-            ring_wait(d);
-            p->cp.dkv_behind++;
-        }
+        if (d[0]) ring_wait_behind(p, d); /* this block's dK, dV, behind the rows' half */
         if (seen)
             ring_part_bwd(p, mod, &b, ov ? KERN_ATTN_PART_KEYS : KERN_ATTN_PART_BOTH, dq, datt, ms,
                           q, cur, kp);
         if (s + 1 < C && !ov) ring_wait(r);
         /* the last: home, to rank coord + 1 */
         ring_hop(p, PLAN_CP_HOP, nxt + 2 * n, cur + 2 * n, 2 * n, d);
+        p->cp.dkv_hops++;
         if (!ov || s + 1 == C) ring_wait(d), d[0] = NULL;
         if (s + 1 < C && ov) ring_wait(r);
     }
@@ -672,6 +682,8 @@ int64_t par_cp_skipped(const par *p) {
     return p ? p->cp.skipped : 0;
 }
 
-int64_t par_cp_dkv_behind(const par *p) {
+int64_t par_cp_dkv_behind(const par *p, int64_t *hops, double *hidden) {
+    if (hops) *hops = p ? p->cp.dkv_hops : 0;
+    if (hidden) *hidden = p ? p->cp.dkv_hidden : 0;
     return p ? p->cp.dkv_behind : 0;
 }

@@ -116,8 +116,10 @@ double par_cp_flops(const par *p);
  * them (the contiguous split; never under zigzag), since the run began (0 for NULL). */
 int64_t par_cp_skipped(const par *p);
 /* The ring backward's dK, dV hops this rank waited for after the rows' half of the next block
- * (--overlap: |C| − 1 a layer and micro-batch; 0 without), since the run began (0 for NULL). */
-int64_t par_cp_dkv_behind(const par *p);
+ * (--overlap: |C| − 1 a layer and micro-batch; 0 without), since the run began (0 for NULL);
+ * *hops: every dK, dV hop (|C| a layer and micro-batch), *hidden: the seconds of the former's
+ * transfer that compute hid (transfer less the wait); either may be NULL. */
+int64_t par_cp_dkv_behind(const par *p, int64_t *hops, double *hidden);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);
 

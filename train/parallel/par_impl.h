@@ -73,9 +73,11 @@ typedef struct {
 typedef struct {
     float *saved, *kv, *cos, *sin, *ker;
     int32_t *qpos, *kpos, *iota;
-    double flops;    /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
-    int64_t skipped; /* ring blocks no query of this rank sees, skipped (par_cp_skipped) */
+    double flops;       /* the forward's blockwise attention FLOPs on this rank (par_cp_flops) */
+    int64_t skipped;    /* ring blocks no query of this rank sees, skipped (par_cp_skipped) */
     int64_t dkv_behind; /* ring dK, dV hops waited after a rows' half (par_cp_dkv_behind) */
+    int64_t dkv_hops;   /* and every dK, dV hop */
+    double dkv_hidden;  /* the seconds of their transfer hidden */
 } par_cp;
 
 /* ---- ZeRO-2/3's transient gradients (zero.c) ---- */

@@ -428,7 +428,7 @@ static void calls_cp(plan *p) {
                  : "K, V[B, T_C, K_Y·H] round the ring again");
         if (p->overlap) { /* behind the next block's rows' half (cp.c) */
             call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_ASYNC, 2 * R * KH, C - 1,
-                 "dK, dV[B, T_C, K_Y·H] after their block, behind the next one's dQ");
+                 "dK, dV[B, T_C, K_Y·H] on, behind dQ");
             call(p, PLAN_CP_HOP, PLAN_BWD, PLAN_CRITICAL, 2 * R * KH, 1,
                  "dK, dV[B, T_C, K_Y·H] home");
         } else {

@@ -638,10 +638,26 @@ static void print_ep_overlap(const trainer *t, FILE *out) {
             (long long)waited, 1e3 * hidden);
 }
 
+/* The ring's dK, dV hops under --overlap: how many were left in flight behind the next block's
+ * rows' half (par_cp_dkv_behind) and how much of their transfer that hid. */
+static void print_cp_overlap(const trainer *t, FILE *out) {
+    double hidden;
+    int64_t hops;
+    const int64_t behind = par_cp_dkv_behind(t->par, &hops, &hidden);
+    if (t->pl.cp.n == 1 || t->pl.cp_alg != CONFIG_CP_RING || !t->pl.overlap ||
+        mesh_world_rank() != 0)
+        return;
+    fprintf(out,
+            "  ring dK, dV hops (--overlap): %lld of %lld left in flight behind the next block's "
+            "dQ half, %.2f ms of their transfer hidden (rank 0)\n",
+            (long long)behind, (long long)hops, 1e3 * hidden);
+}
+
 void trainer_print_summary(trainer *t, FILE *out) {
     report_case k;
     char name[128];
     plan_report_case(&t->pl, &k, name, sizeof name);
     if (t->rep) report_print_summary(t->rep, &k, out);
     if (t->rep) print_ep_overlap(t, out);
+    if (t->rep) print_cp_overlap(t, out);
 }
