@@ -10,10 +10,12 @@ does the same, and mpirun's --timeout 600 ends a server this script could not st
   basic       /health, /v1/models, greedy and sampled completions equal `meshtrain generate` on
               the same prompt, streaming equal to the whole text, stop strings, every bad
               request (malformed JSON, a prompt longer than the context, max_tokens too large,
-              ...) answered 400/404/405/413 with an error object, /metrics consistent with it all
+              ...) answered 400/404/405/413 with an error object, /metrics consistent with it all;
+              the first request's book price (/metrics) equal to the roofline's by hand
   chat        POST /v1/chat/completions (the chat template's prompt, whole and streamed as
               chat.completion.chunk deltas) equal to generate on that prompt; n > 1: choice i
-              equals the same request with seed + i, whole and streamed; bad messages get 400
+              equals the same request with seed + i, whole and streamed; bad messages get 400;
+              the first request's book price by hand, as basic's
   disconnect  a client that closes its stream mid-way: the request is cancelled and its KV blocks
               come back (/metrics), the server still answers
   concurrent  64 clients at once (half streaming), a small pool that forces preemption: every
@@ -67,6 +69,8 @@ def scenario_basic(args):
             st, text, fin, _ = s.complete({"prompt": p, "max_tokens": 20, "temperature": 0})
             check(st == 200 and text == w and fin == "length",
                   "greedy %r: equals generate (%r)" % (p, text[:12]))
+            if p == PROMPTS[0]:  # the server's first request
+                book_price_check(s, args, 20, "greedy %r alone" % p)
             st, stext, fin, _ = s.complete({"prompt": p, "max_tokens": 20, "temperature": 0,
                                             "stream": True})
             check(st == 200 and stext == w and fin == "length",
@@ -185,6 +189,8 @@ def scenario_chat(args):
                   usage["prompt_tokens"] == len(prompt) and usage["completion_tokens"] == 12,
                   "chat greedy (stream %s): generate's text on the template's prompt, %s" %
                   (stream, kind))
+            if not stream:  # the server's first request
+                book_price_check(s, args, 12, "chat greedy alone")
         samp = {"max_tokens": 10, "temperature": 0.9, "top_k": 30, "seed": 11}
         alone = [answer(s, "/v1/completions", dict(samp, prompt=PROMPTS[2], seed=11 + i))[1][0]
                  for i in range(3)]

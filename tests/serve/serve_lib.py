@@ -205,6 +205,54 @@ def generate(args, prompts, tokens, extra=()):
     return res
 
 
+def book_price_check(s, args, max_tokens, what):
+    """The live server's book price (/metrics' meshtrain_step_book_seconds_total, the figure of
+    its report lines) of everything it has run, which must be one request alone from a fresh
+    server with max_tokens tokens: its prefill (chunks of the printed --prefill-chunk, the last
+    sampling) and max_tokens - 1 decode steps, each priced by hand by the book's roofline
+    T = KV/BW + max(FLOPs/C, weight bytes/BW) from MODEL's shape (--kv-heads of the mesh flags),
+    the bytes of a weight element (2 under --compute-dtype bf16: the matrices' bf16 copies; the
+    norms' gains and the embedding rows 4), a cache element's, and the BW and C the server
+    printed at start-up. The replica's tensor degree nY from the mesh flags, its pools
+    args.pools."""
+    wait_for(lambda: s.metrics()["meshtrain_steps_total"] > 0 and
+             s.metrics()["meshtrain_kv_blocks_used"] == 0, 30)
+    m = s.metrics()
+    log = open(s.log).read()
+    bw, c = (float(x) * 1e9 for x in
+             re.search(r"measured BW ([0-9.]+) GB/s, C ([0-9.]+) GFLOP/s", log).groups())
+    chunk = int(re.search(r"prefill-chunk (\d+)", log).group(1))
+    flag = dict(zip(args.mesh, args.mesh[1:]))
+    eb = {"bf16": 2, "fp32": 4}
+    w_eb = eb.get(flag.get("--compute-dtype"), 4)
+    kv_eb = eb.get(flag.get("--kv-dtype"), w_eb)
+    L, D, N, H, F, V = 2, 32, 4, 8, 128, 256
+    K = int(flag.get("--kv-heads", 2))
+    nY = 1
+    if "--tensor" in flag:
+        axes = dict(a.split("=") for a in flag["--mesh"].split(","))
+        nY = int(axes[flag["--tensor"]])
+    Kr = max(K, nY)
+    layer_read = D * (N + 2 * Kr) * H + N * H * D + 3 * D * F
+    layer_mm = D * (N + 2 * K) * H + N * H * D + 3 * D * F
+    weights = w_eb * (L * layer_read + D * V) + 4 * (2 * L + 1) * D * nY
+    P = int(m["meshtrain_prompt_tokens_total"])
+    items = [(min(chunk, P - p0), p0, p0 + chunk >= P) for p0 in range(0, P, chunk)]
+    items += [(1, P + i, True) for i in range(max_tokens - 1)]
+    want = 0.0
+    for n, p0, sample in items:  # one item a step: (rows, first position, samples a token)
+        att = n * p0 + n * (n + 1) / 2  # positions attended
+        flops = 2 * n * L * layer_mm + 4 * att * L * N * H + (2 * D * V if sample else 0)
+        kv = (att + n) * 2 * L * (Kr / args.pools) * H * kv_eb
+        want += kv / bw + max(flops / c, (weights + 4 * n * D) / bw)
+    got = m["meshtrain_step_book_seconds_total"]
+    check(m["meshtrain_steps_total"] == len(items) and abs(got - want) <= 1e-3 * want,
+          "%s: the live server's book price, %d steps of %d prompt tokens + %d, is %.6f ms, by "
+          "hand %.6f ms (%d B a weight element, BW %.2f GB/s, C %.2f GFLOP/s as printed)" %
+          (what, m["meshtrain_steps_total"], P, max_tokens - 1, 1e3 * got, 1e3 * want, w_eb,
+           bw / 1e9, c / 1e9))
+
+
 def wait_for(pred, seconds=60):
     deadline = time.time() + seconds
     while time.time() < deadline:

@@ -185,9 +185,9 @@ void front_transfers(serve_front *f, int32_t n, int64_t bytes, double seconds) {
     pthread_mutex_unlock(&f->mu);
 }
 
-void front_step_done(serve_front *f, const batch_plan *p, double seconds) {
+void front_step_done(serve_front *f, const batch_plan *p, double seconds, double book) {
     pthread_mutex_lock(&f->mu);
-    f->met.step_seconds += seconds;
+    f->met.step_seconds += seconds, f->met.step_book_seconds += book;
     const double now = mesh_now();
     for (int32_t j = 0; j < p->nitems; j++) {
         front_req *r = live_find(f, p->items[j].id);

@@ -64,8 +64,9 @@ batch_end front_emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_
 void front_spec(void *ctx, int64_t id, int32_t drafted, int32_t kept);
 /* After a step that shipped n requests' KV blocks (bytes over every rank; rank 0's seconds). */
 void front_transfers(serve_front *f, int32_t n, int64_t bytes, double seconds);
-/* After a step: the step's wall time, and the admission time of requests scheduled first. */
-void front_step_done(serve_front *f, const batch_plan *p, double seconds);
+/* After a step: the step's wall time and book price, and the admission time of requests
+ * scheduled first. */
+void front_step_done(serve_front *f, const batch_plan *p, double seconds, double book);
 /* Waits until a request arrives or leaves, at most `seconds`. */
 void front_wait(serve_front *f, double seconds);
 /* Shutting down: from now on new requests, and those not yet running, get 503 and /health says

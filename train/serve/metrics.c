@@ -71,6 +71,10 @@ void metrics_write(FILE *f, const serve_metrics *m) {
     one(f, "meshtrain_steps_total", "counter", "Engine steps run.", (double)m->sched.steps);
     one(f, "meshtrain_step_seconds_total", "counter", "Wall time of the engine steps (rank 0).",
         m->step_seconds);
+    one(f, "meshtrain_step_book_seconds_total", "counter",
+        "The book's roofline price of the engine steps, at the BW and C the server printed at "
+        "start-up (the report lines' book figure).",
+        m->step_book_seconds);
     one(f, "meshtrain_kv_transfers_total", "counter",
         "Disaggregated serving: requests whose KV blocks went from a prefill to a decode replica.",
         (double)m->kv_transfers);

@@ -35,7 +35,8 @@ typedef struct {
     int64_t running, waiting;
     kvb_counts kv; /* summed over the replicas */
     batch_counts sched;
-    double step_seconds; /* summed over steps */
+    double step_seconds;      /* summed over steps */
+    double step_book_seconds; /* the book's price of those steps (the report's prediction) */
     /* speculative decoding: drafted tokens, those kept, the rounds that rejected one */
     int64_t spec_drafted, spec_kept, spec_rejected;
     /* disaggregated serving: requests whose KV blocks were shipped, their bytes (every rank's),

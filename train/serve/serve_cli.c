@@ -301,12 +301,13 @@ static void loop_rank0(const serve_run *sr, serve_front *front, batcher *s, batc
         if (n == 0) {
             front_wait(front, 0.1);
         } else {
-            front_step_done(front, p, st.seconds);
+            const gen_step cost = serve_plan_cost_sides(&sr->c->shape, sides, dr, kv_eb, w_eb, p);
+            const double book = gen_predict(&cost, &sr->mc);
+            front_step_done(front, p, st.seconds, book);
             if (p->nxfer)
                 front_transfers(front, p->nxfer, engine_xfer_bytes(sr->e, p), w->xfer.seconds);
             if (sr->step_sleep > 0) sleep_s(sr->step_sleep);
-            const gen_step cost = serve_plan_cost_sides(&sr->c->shape, sides, dr, kv_eb, w_eb, p);
-            rw.measured += st.seconds, rw.predicted += gen_predict(&cost, &sr->mc);
+            rw.measured += st.seconds, rw.predicted += book;
             rw.rows += cost.rows, rw.steps++;
         }
         if (mesh_now() - rw.t0 >= REPORT_EVERY && !sr->c->quiet) report_line(front, &rw, 0);
