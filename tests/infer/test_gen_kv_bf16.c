@@ -36,6 +36,7 @@
 #include "gen_test.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
+#include "train/infer/gen_cli.h"
 #include "train/model/sample.h"
 
 #define NTOK 10
@@ -71,6 +72,29 @@ static int right_pick(const float *l, int64_t V, int32_t j) {
     return (double)top - l[j] <= TOL * (fabs(top) + fabs(l[j]) + 1.0);
 }
 
+/* The memory line's figures (model_weight_memory) of a bf16 model: the fp32 weights, their bf16
+ * copy, and, where the path reads them (on), the panel copies: counted from the shape here for a
+ * model whole on the rank (no tensor axis, no experts) — the 7 matrices of each layer and the
+ * unembedding, each K x N padded to whole 16-column panels, 2 bytes a value. */
+static void memory_check(const config *c, model *mod, const char *label, int on) {
+    const model_weight_bytes w = model_weight_memory(mod);
+    int64_t n = 0;
+    model_params_flat(mod, &n);
+    const model_shape *s = &c->shape;
+    const int64_t D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F;
+#define R16(x) (((x) + 15) / 16 * 16)
+    const int64_t layer = D * R16(NH) + 2 * D * R16(KH) + NH * R16(D) + 2 * D * R16(F) + F * R16(D);
+    const int64_t whole = 2 * (s->L * layer + D * R16(s->V));
+#undef R16
+    const int exact = !c->tensor_axis[0] && s->moe.E == 0;
+    check_expect(w.params == 4 * n && w.params_bf16 == (n + 1) / 2 * 4 &&
+                     w.panels == model_panel_bytes(mod) && (w.panels > 0) == on &&
+                     (!exact || !on || w.panels == whole),
+                 "%s: memory: weights %lld B, bf16 copy %lld, panel copies %lld (%s %lld)", label,
+                 (long long)w.params, (long long)w.params_bf16, (long long)w.panels,
+                 exact ? "from the shape" : "not counted here", (long long)whole);
+}
+
 /* bf16 compute, one prompt (decode at batch 1: one row a product): the run with the model's panel
  * copies (read by each one-row product on the avx2 path) against the same run whose context
  * forgets them after the prefill (the row-major kernels): every step's logits bit for bit equal;
@@ -88,6 +112,8 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
     gen *gp = make(c, m, &d, COMPUTE_BF16), *gr = make(c, m, &d, COMPUTE_BF16);
     kern_bf16_ctx *xp = gen_precision(gp)->ctx, *xr = gen_precision(gr)->ctx;
     const int on = kern_bf16_ctx_panels(xp);
+    const gen_warm warm = gen_warm_model(gen_model(gp)); /* gp's copies made at load, gr's lazily */
+    const int64_t made = model_bf16_copies(gen_model(gp));
     int64_t row0, nb, hits_r = 0;
     gen_rows(gp, &row0, &nb);
     int32_t cur[16] = {0}, np[16] = {0}, nr[16] = {0};
@@ -110,6 +136,11 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
                  "forgotten",
                  label, on ? "made" : "not made on this path",
                  (long long)model_panel_bytes(gen_model(gp)), (long long)hits);
+    check_expect(warm.made == c->shape.L + 1 && model_bf16_copies(gen_model(gp)) == made,
+                 "%s: the bf16 and panel copies made at load (%lld layers and unembeddings of "
+                 "%lld), none by the steps after",
+                 label, (long long)warm.made, (long long)c->shape.L + 1);
+    memory_check(c, gen_model(gp), label, on);
     gen_destroy(gp);
     gen_destroy(gr);
     prompts_free(&one);

@@ -49,6 +49,7 @@
 #include "mesh/bcast.h"
 #include "mesh/mesh.h"
 #include "train/infer/gen.h"
+#include "train/infer/gen_cli.h"
 #include "train/serve/engine.h"
 #include "train/serve/batcher.h"
 #include "train/serve/disagg_cli.h"
@@ -413,7 +414,8 @@ int main(int argc, char **argv) {
         {4, 24, 8, 24, 6, 1, BATCH_STATIC_PADDED, 0, 0, 0}, /* padded, a small pool: preemption */
     };
     const int nset = (int)(sizeof settings / sizeof *settings);
-    int ndraft = 0, nrun = 0;
+    int ndraft = 0, nrun = 0, warm_bad = 0;
+    int64_t warm_made = 0;
     /* the references: generate on each prompt alone, greedy and sampled */
     engine_dims d0 = {4, 16, 64, 0, 0, kvrep, 0};
     serve_engine *e0 = engine_create(&cs, m, &d0, err, sizeof err);
@@ -465,6 +467,15 @@ int main(int argc, char **argv) {
                                           ? disagg_open(&c, w, m, npre_ranks, yp, kvrep, "", &so)
                                           : engine_create(&c, m, &d, err, sizeof err);
         if (!e && !drafter) mesh_exit_error("%s", err);
+        int64_t made0 = 0; /* serve's load: the bf16 and panel copies made before any request */
+        if (e) {
+            const model *em = engine_model(e);
+            const gen_warm wm = gen_warm_model(engine_model(e));
+            made0 = model_bf16_copies(em);
+            warm_made = wm.made;
+            warm_bad += wm.made != (model_compute_of(em)->bf16 ? c.shape.L + 1 : 0) ||
+                        made0 != wm.made;
+        }
         serve_spec *sp = NULL;
         /* a drafter from a copy of the target, its pool mirroring the target's (every pool) */
         const batch_opts o = {nrep,   st->kv_blocks, st->kv_block, st->budget, st->chunk, st->seqs,
@@ -489,6 +500,7 @@ int main(int argc, char **argv) {
         else
             run_setting(st, e, w, npre_ranks ? so.prefill_replicas : 0, h, 1234 + (uint64_t)si,
                         &worst, &mismatch, &invariants, &tot);
+        if (e) warm_bad += model_bf16_copies(engine_model(e)) != made0; /* none by a request */
         serve_spec_destroy(sp);
         engine_destroy(de);
         engine_destroy(e);
@@ -506,6 +518,11 @@ int main(int argc, char **argv) {
                  "%s: logits of every step of %d requests x %d settings without a drafter vs "
                  "generate alone: worst %.1f eps units (k = %.0f)",
                  label, 2 * NPROMPT, nrun - ndraft, worst, TOL_K);
+    check_expect(warm_bad == 0,
+                 "%s: the bf16 and panel copies made at load (gen_warm_model: %lld layers and "
+                 "unembeddings, L + 1 in bf16, none in fp32) and none by the requests after, "
+                 "under every setting (%d wrong)",
+                 label, (long long)warm_made, warm_bad);
     check_expect(h->lp_bad == 0,
                  "%s: log-probability records: every token of the requests that ask and none "
                  "other, each the double log-softmax of its row of logits within 2 eps units, "

@@ -311,7 +311,7 @@ static void print_plan(const config *c, mesh *m, char kv_axis) {
 /* Collective over: world. print_plan, then the run: prompts, the cache's layout, threads and
  * the machine measured. */
 static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, const prompt_set *ps,
-                         const gen_machine *mc) {
+                         const gen_machine *mc, const gen_warm *warm) {
     print_plan(c, m, f->kv_shard[0]);
     if (mesh_rank(m) != 0) return;
     const char *mode[] = {"kv heads over the tensor axis", "kv heads replicated",
@@ -334,12 +334,32 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
             mc->flops / 1e9, compute_dtype_name(mc->flops_dtype), mesh_nranks(m), c->threads,
             c->threads > 1 ? "s" : "");
     precision_print(gen_precision(g), stderr);
-    if (model_panel_bytes(gen_model(g)) > 0)
-        fprintf(stderr,
-                "generate | memory: a second copy of the matrices in 16-column panels (bf16: "
-                "for one-row products, decode at batch 1; fp32: for every product, packed once), "
-                "%.3f MB on rank 0\n",
-                (double)model_panel_bytes(gen_model(g)) / 1e6);
+    gen_print_memory(stderr, "generate", gen_model(g), (double)gen_cache_bytes(g), warm);
+}
+
+void gen_print_memory(FILE *out, const char *who, const model *m, double kv_bytes,
+                      const gen_warm *warm) {
+    const model_weight_bytes w = model_weight_memory(m);
+    const double MB = 1e6;
+    fprintf(out, "%s | memory on rank 0 (MB): weights %.2f (fp32 master)", who, w.params / MB);
+    if (w.params_bf16) fprintf(out, " + bf16 copy %.2f", w.params_bf16 / MB);
+    if (w.panels)
+        fprintf(out, " + panel copies %.2f (%s)", w.panels / MB,
+                w.params_bf16 ? "bf16 in 16-column panels, for one-row products: decode at batch 1"
+                              : "fp32 in 16-column panels, packed once for every product");
+    fprintf(out, " + KV cache %.2f = %.2f", kv_bytes / MB,
+            (w.params + w.params_bf16 + w.panels + kv_bytes) / MB);
+    if (warm && warm->made > 0)
+        fprintf(out, " | the bf16%s copies made at load (%lld layers and unembeddings, %.1f ms), "
+                     "not by the first request",
+                w.panels ? " and panel" : "", (long long)warm->made, 1e3 * warm->seconds);
+    fprintf(out, "\n");
+}
+
+gen_warm gen_warm_model(model *m) {
+    const double t0 = mesh_now();
+    const int64_t made = model_make_bf16(m);
+    return (gen_warm){made, mesh_now() - t0};
 }
 
 /* Rank 0: generate's paths, before any work: the inputs can be read, and --csv can be written, is
@@ -464,7 +484,8 @@ static gen_dims dims_of(const gen_flags *f, const prompt_set *ps) {
 
 /* Collective over: world. The target model's generator (its checkpoint loaded) and the draft's
  * (NULL without --draft); exits on failure. */
-static gen *open_gens(const config *c, const gen_flags *f, mesh *m, const gen_dims *d, gen **dg) {
+static gen *open_gens(const config *c, const gen_flags *f, mesh *m, const gen_dims *d, gen **dg,
+                      gen_warm *warm) {
     char err[GEN_ERR] = "";
     gen *g =
         (f->cp_prefill ? gen_create_cp : gen_create_kv)(c, m, d, f->kv_shard[0], err, sizeof err);
@@ -476,6 +497,8 @@ static gen *open_gens(const config *c, const gen_flags *f, mesh *m, const gen_di
                         "puts the target's cache in the AllToAll layout): add --kv-replicate");
     *dg = f->draft[0] ? draft_open(c, m, f->draft, d, err, sizeof err) : NULL;
     if (f->draft[0] && !*dg) mesh_exit_error("%s", err);
+    *warm = gen_warm_model(gen_model(g)); /* the bf16 copies now, not in the first prefill */
+    if (*dg) gen_warm_model(gen_model(*dg));
     return g;
 }
 
@@ -499,10 +522,11 @@ int gen_main(int argc, char **argv) {
     if (prompts_check_fit(&ps, f.tokens, c.shape.T, err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     const gen_dims d = dims_of(&f, &ps);
-    gen *dg, *g = open_gens(&c, &f, m, &d, &dg);
+    gen_warm warm;
+    gen *dg, *g = open_gens(&c, &f, m, &d, &dg, &warm);
     /* after every check: bad input fails fast */
     const gen_machine mc = gen_measure_machine_dtype(&c, m);
-    print_header(&c, &f, m, g, &ps, &mc);
+    print_header(&c, &f, m, g, &ps, &mc, &warm);
     run_generate(&c, &f, m, g, dg, &ps, &mc);
     gen_destroy(dg);
     gen_destroy(g);

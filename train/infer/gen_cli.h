@@ -20,6 +20,20 @@ typedef struct {
     compute_dtype flops_dtype; /* the products flops was timed on (fp32: sgemm) */
 } gen_machine;
 
+/* Copies of the weights made at load (gen_warm_model): how many layers and unembeddings, in how
+ * many seconds. */
+typedef struct {
+    int64_t made;
+    double seconds;
+} gen_warm;
+/* model_make_bf16 on m, timed: a server's (and generate's) load makes the bf16 and panel copies,
+ * so that the first request does not. Not collective. */
+gen_warm gen_warm_model(model *m);
+/* Rank 0's memory line of generate and serve on out, "who | memory on rank 0 (MB): ...": the
+ * model's weights by copy (model_weight_memory), kv_bytes of KV cache and their total; warm (or
+ * NULL): the copies made at load. */
+void gen_print_memory(FILE *out, const char *who, const model *m, double kv_bytes,
+                      const gen_warm *warm);
 /* Collective over: world. Measures this rank's bandwidth and sgemm rate, sums them; `quick`
  * (config.quick_start): one short trial of each. */
 gen_machine gen_measure_machine(mesh *m, int quick);

@@ -216,6 +216,7 @@ layer_wb mixed_layer(model *m, const layer_w *w, int64_t l) {
         b[i] = w->b16[i] ? w->b16[i] : f[i] ? copy_of(m, f[i], n[i], stale, &spare) : NULL;
     for (int i = 0; i < 7 && stale; i++)
         if (!w->b16[i]) panel_make(m, l, i, b[i]);
+    m->b16_made += stale;
     m->lver[l - m->l0] = m->wver;
     return (layer_wb){b[0], b[1], b[2], b[3],  b[4],  b[5], b[6],
                       b[7], b[8], b[9], b[10], b[11], b[12]};
@@ -229,9 +230,30 @@ const kern_bf16 *mixed_unembed(model *m, const float *un) {
     }
     kern_bf16 *spare = NULL; /* the unembedding is the model's own here */
     const kern_bf16 *b = copy_of(m, un, m->s.D * m->loc.Vl, m->uver != m->wver, &spare);
-    if (m->uver != m->wver) panel_make(m, m->l1, 7, b);
+    if (m->uver != m->wver) panel_make(m, m->l1, 7, b), m->b16_made++;
     m->uver = m->wver;
     return b;
+}
+
+int64_t model_make_bf16(model *m) {
+    if (m->cmp.bf16 != MODEL_BF16) return 0;
+    const int64_t made = m->b16_made;
+    for (int64_t l = m->l0; l < m->l1; l++) { /* as a pass takes them: the hooks */
+        const layer_w w = m->hk.layer_weights(m->hk.ctx, m, l, +1);
+        mixed_layer(m, &w, l);
+        m->hk.layer_release(m->hk.ctx, m, l);
+    }
+    if (m->last) mixed_unembed(m, m->hk.weight(m->hk.ctx, m, P_UNEMBED));
+    return m->b16_made - made;
+}
+
+int64_t model_bf16_copies(const model *m) {
+    return m->b16_made;
+}
+
+model_weight_bytes model_weight_memory(const model *m) {
+    const int64_t b16 = m->params_b ? (m->nparams + 1) / 2 * (int64_t)sizeof(float) : 0;
+    return (model_weight_bytes){m->nparams * (int64_t)sizeof(float), b16, model_panel_bytes(m)};
 }
 
 void model_params_changed(model *m) {

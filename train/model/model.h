@@ -131,6 +131,24 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
 const model_compute *model_compute_of(const model *m);
 /* Bytes of the panel copies, bf16 or fp32 (model_compute.panels; 0 when none were made). */
 int64_t model_panel_bytes(const model *m);
+/* What this rank's model keeps of its weights, in bytes: the fp32 parameters (the master copy),
+ * their bf16 copy (MODEL_BF16; 0 otherwise) and the panel copies (model_panel_bytes: bf16 and
+ * fp32). What the memory lines of generate and serve print (gen_print_memory); a new copy of the
+ * weights is counted here. */
+typedef struct {
+    int64_t params, params_bf16, panels;
+} model_weight_bytes;
+model_weight_bytes model_weight_memory(const model *m);
+/* MODEL_BF16: makes now the bf16 copy of every layer's matrices and of the unembedding, and
+ * their panel copies, where stale (as the first pass after model_params_changed would), so that a
+ * server's first request finds them made; returns how many layers and unembeddings it copied
+ * (0 in fp32, under ZeRO-3, or when all are current). Takes the weights from the hooks as a pass
+ * does; not collective (outside ZeRO-3, which this leaves alone, the hooks hand over the model's
+ * own weights). */
+int64_t model_make_bf16(model *m);
+/* How many times a layer's or the unembedding's bf16 copy was made (the tests: after
+ * model_make_bf16 a pass makes none). */
+int64_t model_bf16_copies(const model *m);
 /* The parameters changed (an optimizer update, a checkpoint loaded, a test's edit): in bf16 the
  * weights' copy is made again when a pass next uses them; fp32 inference's panel copies are
  * made again now. No-op in fp32 training. */

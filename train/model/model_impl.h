@@ -114,6 +114,7 @@ struct model {
     model_compute cmp;
     kern_bf16 *sb[4], *sb_train[4], *params_b, *act_b_block;
     int64_t wver, uver, *lver;
+    int64_t b16_made; /* the layers' and unembedding's copies made so far (model_bf16_copies) */
     kern_bf16 *pan_block; /* the panel copies (mixed_alloc_panels), NULL when none */
     int64_t pan_elems;
     float *pan32; /* fp32 compute's panel copies (panels_f32.c), NULL when none */

@@ -536,6 +536,9 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     } else {
         e = open_engine(c, f, m, &o, &de, &sp);
     }
+    /* the bf16 and panel copies now, at load: the first request finds them made */
+    const gen_warm warm = e ? gen_warm_model(engine_model(e)) : (gen_warm){0, 0.0};
+    if (de) gen_warm_model(engine_model(de));
     batcher *s = NULL;
     serve_front *front = NULL;
     batch_plan p;
@@ -569,6 +572,7 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
         if (!c->quiet) {
             fprintf(stderr, "serve | ");
             precision_print(engine_precision(e), stderr);
+            gen_print_memory(stderr, "serve", engine_model(e), (double)engine_pool_bytes(e), &warm);
         }
         if (!c->quiet && f->prefill_tensor)
             fprintf(stderr,
