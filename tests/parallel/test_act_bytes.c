@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "calc/calc.h"
+#include "check.h"
 #include "mesh/mesh.h"
 #include "train/parallel/plan.h"
 #include "train/step/trainer.h"
@@ -28,11 +29,12 @@
 static char *meshplan_json(const config *c, const char *spec, const char *dp, const char *tp,
                            int act_bytes) {
     char a[16][32];
-    const char *flags[][2] = {
-        {"--mesh", spec},     {"--dp", dp},    {"--tensor", tp},  {"--remat", "meshtrain"},
-        {"--format", "json"}, {"--zero", "0"}, {"--chip", "v5p"}, {"--expert", c->expert_axis},
-        {"--cp", c->cp_axis}, {"--cp-alg", c->cp_axis[0] ? c->cp_alg : ""},
-        {"--grad-bytes", "4"}};
+    const char *flags[][2] = {{"--mesh", spec},     {"--dp", dp},
+                              {"--tensor", tp},     {"--remat", "meshtrain"},
+                              {"--format", "json"}, {"--zero", "0"},
+                              {"--chip", "v5p"},    {"--expert", c->expert_axis},
+                              {"--cp", c->cp_axis}, {"--cp-alg", c->cp_axis[0] ? c->cp_alg : ""},
+                              {"--grad-bytes", "4"}};
     char *argv[64] = {"meshplan"};
     int argc = 1;
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
@@ -92,11 +94,9 @@ static int check_cp_sent(const config *c, const plan *p, const char *json) {
     for (int b = 0; b < 2; b++) {
         const double got = plan_cp_sent(p, b ? PLAN_BWD : PLAN_FWD);
         const double want = json_num_after(json, row, b ? "sent_bwd" : "sent_fwd");
-        const int ok = fabs(got - want) <= 1e-9 * want;
-        fail |= !ok;
-        printf("  %s %s sends %.0f B a layer, meshplan's %s %.0f B: %s\n", c->cp_alg,
-               b ? "backward" : "forward", got, b ? "sent_bwd" : "sent_fwd", want,
-               ok ? "ok" : "FAIL");
+        fail |= check_expect(fabs(got - want) <= 1e-9 * want,
+                             "  %s %s sends %.0f B a layer, meshplan's %s %.0f B", c->cp_alg,
+                             b ? "backward" : "forward", got, b ? "sent_bwd" : "sent_fwd", want);
     }
     return fail;
 }
@@ -117,20 +117,19 @@ static int check(config *c, mesh *m, const char *spec, const char *dp, const cha
         got[bf] = (double)mem.bytes[PLAN_MEM_ACTIVATIONS];
         char *json = meshplan_json(c, spec, dp, tp, bf ? 2 : 4);
         const double want = json_num_after(json, "\"memory\"", "activations");
-        const int ok = want > 0 && fabs(got[bf] - want) <= slack;
-        fail |= !ok;
         if (c->cp_axis[0] && mesh_rank(m) == 0) fail |= check_cp_sent(c, trainer_plan(t), json);
         free(json);
         trainer_destroy(t);
-        if (mesh_rank(m) == 0)
-            printf("%s compute on %s%s%s: the memory line's activations %.0f B, meshplan --remat "
-                   "meshtrain --act-bytes %d: %.0f B (difference %.0f, alignment bound %.0f): %s\n",
-                   bf ? "bf16" : "fp32", spec, c->cp_axis[0] ? " --cp-alg " : "",
-                   c->cp_axis[0] ? c->cp_alg : "", got[bf], bf ? 2 : 4, want, got[bf] - want,
-                   slack, ok ? "ok" : "FAIL");
+        fail |= check_expect(want > 0 && fabs(got[bf] - want) <= slack,
+                             "%s compute on %s%s%s: the memory line's activations %.0f B, meshplan "
+                             "--remat meshtrain --act-bytes %d: %.0f B (difference %.0f, "
+                             "alignment bound %.0f)",
+                             bf ? "bf16" : "fp32", spec, c->cp_axis[0] ? " --cp-alg " : "",
+                             c->cp_axis[0] ? c->cp_alg : "", got[bf], bf ? 2 : 4, want,
+                             got[bf] - want, slack);
     }
-    if (mesh_rank(m) == 0) printf("bf16/fp32 activations %.3f\n", got[1] / got[0]);
-    return fail || !(got[1] < got[0]);
+    return fail |
+           check_expect(got[1] < got[0], "bf16/fp32 activations %.3f (below 1)", got[1] / got[0]);
 }
 
 int main(int argc, char **argv) {
@@ -148,6 +147,7 @@ int main(int argc, char **argv) {
     }
     mesh *m = mesh_create(spec, NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    check_quiet(mesh_rank(m) != 0);
     config c;
     config_defaults(&c);
     c.shape = (model_shape){.L = 3, .D = 48, .N = 6, .K = K, .H = 10, .F = 96, .V = 258, .T = 16};
@@ -177,9 +177,10 @@ int main(int argc, char **argv) {
             fail |= check(&c, m, spec, dp, tp, moe_slack);
         }
     }
-    const int any = mesh_agree(mesh_world_comm(m), fail ? -1 : 0) < 0;
-    if (mesh_rank(m) == 0) printf("%s\n", any ? "FAIL" : "PASS");
+    /* rank 0 prints; a check failed on another rank fails here too */
+    check_expect(mesh_agree(mesh_world_comm(m), fail ? -1 : 0) == 0, "every rank's checks pass");
     mesh_destroy(m);
+    const int rc = check_finish("test_act_bytes");
     mesh_mpi_finalize();
-    return any;
+    return rc;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "mesh/mesh.h"
 #include "train/step/trainer.h"
 
@@ -50,14 +51,13 @@ static int check_z3_bf16(config c, mesh *m) {
     const int64_t unembed_max = 2 * (sh + sh % 2) * X;
     const int ok = X == 1 || (slot <= slot_max && gathered[1] < gathered[0] && extra == 0 &&
                               unembed[1] <= unembed_max && unembed[0] == 4 * D * c.shape.V);
-    if (mesh_rank(m) == 0)
-        printf("ZeRO-3 bf16: a layer slot %lld B (bound %lld; fp32 %lld), the unembedding %lld B "
-               "(bound %lld; fp32 %lld), gathered %lld B (fp32 %lld), model bf16 scratch %lld B "
-               "over the unsharded run's (0): %s\n",
-               (long long)slot, (long long)slot_max, (long long)fp32_slot, (long long)unembed[1],
-               (long long)unembed_max, (long long)unembed[0], (long long)gathered[1],
-               (long long)gathered[0], (long long)extra, ok ? "ok" : "FAIL");
-    return !ok;
+    return check_expect(ok,
+                        "ZeRO-3 bf16: a layer slot %lld B (bound %lld; fp32 %lld), the unembedding "
+                        "%lld B (bound %lld; fp32 %lld), gathered %lld B (fp32 %lld), model bf16 "
+                        "scratch %lld B over the unsharded run's (0)",
+                        (long long)slot, (long long)slot_max, (long long)fp32_slot,
+                        (long long)unembed[1], (long long)unembed_max, (long long)unembed[0],
+                        (long long)gathered[1], (long long)gathered[0], (long long)extra);
 }
 
 int main(int argc, char **argv) {
@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
     char err[512];
     mesh *m = mesh_create("", NULL, err, sizeof err);
     if (!m) mesh_exit_error("%s", err);
+    check_quiet(mesh_rank(m) != 0);
     const int X = mesh_nranks(m);
     config c;
     config_defaults(&c);
@@ -93,12 +94,15 @@ int main(int argc, char **argv) {
     c.zero = 3;
     fail |= check_z3_bf16(c, m);
     const double ratio = pgo[3] / pgo[0];
-    if (mesh_rank(m) == 0)
-        printf("ZeRO-3 / DP = %.4f, 1/|X| = %.4f (tolerance 2%%)\n", ratio, 1.0 / X);
-    if (X > 1 && !(fabs(ratio * X - 1.0) <= 0.02)) fail = 1;
-    if (X > 1 && !(pgo[0] > pgo[1] && pgo[1] > pgo[2] && pgo[2] > pgo[3])) fail = 1;
-    if (mesh_rank(m) == 0) printf(fail ? "FAIL\n" : "PASS\n");
+    fail |= check_expect(X == 1 || fabs(ratio * X - 1.0) <= 0.02,
+                         "ZeRO-3 / DP = %.4f, 1/|X| = %.4f (tolerance 2%%)", ratio, 1.0 / X);
+    fail |= check_expect(X == 1 || (pgo[0] > pgo[1] && pgo[1] > pgo[2] && pgo[2] > pgo[3]),
+                         "params+grads+opt: ZeRO-0 > 1 > 2 > 3 (%.0f, %.0f, %.0f, %.0f B)", pgo[0],
+                         pgo[1], pgo[2], pgo[3]);
+    /* rank 0 prints; a check failed on another rank fails here too */
+    check_expect(mesh_agree(mesh_world_comm(m), fail ? -1 : 0) == 0, "every rank's checks pass");
     mesh_destroy(m);
+    const int rc = check_finish("test_memory");
     mesh_mpi_finalize();
-    return fail;
+    return rc;
 }
