@@ -10,7 +10,9 @@
 # its median decode step; the table gives the minimum and the median of those over ROUNDS rounds,
 # the speed-ups (PyTorch's median / meshtrain's), decode at batch 1 against the memory-bandwidth
 # bound (weights + KV bytes in the run's dtype / the BW read at start-up from a buffer of at
-# least 4x the last-level cache, whose size Linux gives in sysfs) and the targets (1.2x, 80%).
+# least 4x the last-level cache, whose size Linux gives in sysfs, by one thread: the step's own
+# thread count here) and the targets (1.2x, 80%). bench/decode_ab.sh alternates two builds' bf16
+# decode at batch 1 alone.
 # Each run says whether its weights exceed the last-level cache (`decode bound`); where they do
 # not, the bound is meaningless and the target line says so.
 # About 50 s per round with fp32 alone and 30 s for the sweep (measured on the loaded 2-vCPU
