@@ -23,13 +23,10 @@ for r in $(seq "$ROUNDS"); do
   for v in "${variants[@]}"; do
     IFS='|' read -r name flags <<<"$v"
     # shellcheck disable=SC2086
-    out=$(timeout 900 mpirun --oversubscribe --bind-to none -np 2 "$MT" --bench --quiet \
-      --steps "$STEPS" $SHAPE $RING $flags $EXTRA 2>&1) || {
-      echo "cp_ring_overlap: run failed: $name" >&2
-      echo "$out" | grep -v '^\(-\|$\)' | head -5 >&2
+    if ! out=$(bench_run "cp_ring_overlap $name" 2 --steps "$STEPS" $SHAPE $RING $flags $EXTRA); then
       ms[$name]+="- "; pr[$name]+="- "; xc[$name]+="- "; bw[$name]+="- " # keeps rounds paired
       continue
-    }
+    fi
     ms[$name]+="$(field "$(grep '^bench |' <<<"$out")" 'ms/step median') "
     pr[$name]+="$(field "$(grep '^bench predict' <<<"$out")" 'step') "
     xc[$name]+="$(field "$(grep '^bench split' <<<"$out")" 'exposed comm') "
@@ -38,8 +35,8 @@ for r in $(seq "$ROUNDS"); do
 done
 stats() { # "median min" of the rounds' values (- for a failed run left out)
   local v
-  v=$(tr ' ' '\n' <<<"$1" | grep -v '^-\?$')
-  echo "$(median <<<"$v") $(minimum <<<"$v")"
+  v=$(tr ' ' '\n' <<<"$1" | grep -v '^-\?$' || true)
+  if [ -z "$v" ]; then echo "- -"; else echo "$(median <<<"$v") $(minimum <<<"$v")"; fi
 }
 echo "cp_ring_overlap: $CPU, 2 ranks, T = $T, $ROUNDS rounds of $STEPS steps, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %20s %20s %20s %22s %8s\n' variant "ms/step (med min)" "predicted (med min)" \
@@ -52,7 +49,8 @@ for v in "${variants[@]}"; do
     off=(${ms[off]}) on=(${ms[$name]})
     ratio=$(for i in "${!on[@]}"; do
       [ "${on[$i]}" != - ] && [ "${off[$i]:--}" != - ] && awk -v a="${on[$i]}" -v b="${off[$i]}" 'BEGIN {print a / b}'
-    done | median)
+    done | median || true)
+    ratio=${ratio:--}
   fi
   printf '%-10s %20s %20s %20s %22s %8s\n' "$name" "$(stats "${ms[$name]}")" \
     "$(stats "${pr[$name]}")" "$(stats "${xc[$name]}")" "$(stats "${bw[$name]}")" "$ratio"

@@ -21,6 +21,18 @@ median() {
   sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.6g\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 minimum() { sort -g | head -1; }
+# bench_run NAME NP FLAGS...: meshtrain --bench --quiet on NP ranks with FLAGS, its output on
+# stdout; when it fails, NAME and the output's first lines on stderr, and status 1.
+bench_run() {
+  local name=$1 np=$2 out
+  shift 2
+  out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet "$@" 2>&1) || {
+    echo "$name: run failed" >&2
+    grep -v '^\(-\|$\)' <<<"$out" | head -5 >&2
+    return 1
+  }
+  echo "$out"
+}
 # ref_config_flags a|b: meshtrain's shape flags of bench/torch_ref.py's configs (a), (b).
 ref_config_flags() {
   case $1 in
