@@ -212,8 +212,18 @@ static void fp32_product(void *operands, int which) {
         kern_matmul_dw(o->c, o->a, o->b, o->n, o->n, o->n);
 }
 
-/* The one kernel that allocates (3 n×n matrices, freed before returning): it is a start-up
- * measurement, not part of a step. Returns 0 if the allocation fails or n < 1. */
+/* The forward's weight b[n, n] with a registered panel copy (where kern_f32_panels: inference
+ * keeps its weights so), or NULL. */
+static float *measured_panels(const float *b, int64_t n) {
+    float *P = kern_f32_panels() ? malloc((size_t)kern_f32_panel_elems(n, n) * sizeof *P) : NULL;
+    if (P) kern_f32_panel_pack(P, b, n, n, n);
+    if (P && kern_f32_add_panel(b, n, n, n, P) < 0) free(P), P = NULL;
+    return P;
+}
+
+/* The one kernel that allocates (3 n×n matrices and, for the forward, the weight's panel copy,
+ * freed before returning): it is a start-up measurement, not part of a step. Returns 0 if the
+ * allocation fails or n < 1. */
 static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd_only) {
     if (n < 1) return 0.0;
     fp32_operands o = {malloc((size_t)(n * n) * sizeof(float)),
@@ -225,7 +235,10 @@ static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd
             o.a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
             o.b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
         }
+        float *P = fwd_only ? measured_panels(o.b, n) : NULL;
         flops = kern_time_products(fp32_product, &o, n, seconds, thread_clock, fwd_only);
+        if (P) kern_f32_drop_panels(P, kern_f32_panel_elems(n, n));
+        free(P);
     }
     free(o.a);
     free(o.b);

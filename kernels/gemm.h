@@ -37,7 +37,8 @@ void kern_set_threads(int n);
  * products of a training step, y = x·w, dx = dy·wᵀ and dw += xᵀ·dy, each n×n×n, in turn. */
 double kern_measure_flops(int64_t n, double seconds);
 /* The same for the forward's product y = x·w alone (inference: every product is one), which
- * runs faster than the backward's two when it takes gemm_nn. */
+ * runs faster than the backward's two when it takes gemm_nn, or, where kern_f32_panels, on a
+ * registered panel copy of w, as inference's products run. */
 double kern_measure_flops_fwd(int64_t n, double seconds);
 /* The same on the rate of a core the caller has to itself: with one BLAS thread timed by the
  * thread's CPU clock, so that other processes on the core (other ranks, other jobs) do not lower
