@@ -49,9 +49,12 @@ static int f32_npan, f32_cap;
 static _Thread_local int f32_last;
 static _Thread_local int64_t f32_hits;
 
+/* The copies are read by one BLAS thread only (the kernel is not threaded): with more, none is
+ * made, so --threads N spends no memory on copies nothing reads. */
 int kern_f32_panels(void) {
     const char *v = getenv(KERN_F32_PANELS_ENV); /* "0": off, for A/B runs */
-    return kern_f32_panel_available() && !kern_gemm_nn_available() && !(v && !strcmp(v, "0"));
+    return kern_f32_panel_available() && !kern_gemm_nn_available() && !(v && !strcmp(v, "0")) &&
+           openblas_get_num_threads() == 1;
 }
 
 int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {

@@ -63,7 +63,8 @@ void kern_f32_panel_gemm_plain(float *C, const float *A, const float *P, int64_t
                                int64_t N, int64_t K, int64_t lda, int64_t ldc, int acc);
 /* 1 if kern_gemm runs registered fp32 panel copies here (the AVX2 + FMA tiles, on a CPU without
  * the AVX-512 of kern_gemm_nn, which reads the weight in place) and KERN_F32_PANELS_ENV is not
- * "0" (A/B runs): a caller makes copies only then. */
+ * "0" (A/B runs), with one BLAS thread (kern_set_threads; the tiles are not threaded): a caller
+ * makes copies only then. */
 #define KERN_F32_PANELS_ENV "MESHTRAIN_F32_PANELS"
 int kern_f32_panels(void);
 /* Registers P, the panel copy of B[K, N] (row stride ldb), which the caller owns and keeps equal
