@@ -9,8 +9,8 @@
 /* Prints "ok   <message>" or "FAIL <message>" and counts a failure when !ok. Returns 1 on
  * failure. */
 int check_expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* quiet (an MPI test's ranks but the first): check_expect and check_finish count and return as
- * before but print nothing. */
+/* quiet (an MPI test's ranks but the first): check_expect prints only its FAIL lines (so another
+ * rank's failure shows its numbers), check_finish nothing; both count and return as before. */
 void check_quiet(int quiet);
 /* Counts a failure that the caller has reported itself. */
 void check_count_failure(void);
