@@ -47,28 +47,15 @@ static int executed_as_table(const trainer *t) {
     return ok;
 }
 
-/* --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the model's
- * compute, per MoE block of the stage and micro-batch, with shared experts 4 (the forward's
- * dispatch behind their first products and return behind their down projection, the backward's
- * behind their input and weight gradients), without only the backward's return (behind the
- * router's backward), every one waited for; none without --overlap. The transfer they hid: none
- * without --overlap (each blocked for its whole transfer), with it at most the expert
- * AllToAlls' transfer (xfer, when known, else < 0). n[0..3]: started and waited on, then off;
- * hid[0], hid[1]: hidden on, off (each read after its own trainer's run: the mesh's statistics
- * are reset by the next trainer's report). Returns 1 if so. */
-static int ep_overlap_ok(const plan *pl, const int64_t n[4], const double hid[2], double xfer,
-                         int64_t *want) {
-    *want = STEPS * pl->moe_n * pl->n_micro * (pl->s.moe.shared > 0 ? 4 : 1);
-    if (pl->expert.n == 1) *want = 0;
-    return n[0] == *want && n[1] == *want && n[2] == 0 && n[3] == 0 && hid[0] >= 0 &&
-           (xfer < 0 || hid[0] <= xfer) && hid[1] == 0;
-}
-
 /* The AllToAlls a run made, by wire format: calls and bytes sent over links (a trace hook's,
- * which may run on the progress thread). */
+ * which may run on the progress thread); and the waits of the non-blocking ones over the expert
+ * axis (axis, < 0: none), with the transfer each hid (its transfer less the time the wait
+ * blocked, at least 0), summed (the wait observer's, on the caller's thread). */
 typedef struct {
     _Atomic int64_t n[2], bytes[2]; /* [0]: fp32 on the wire, [1]: bf16 */
-    _Atomic int64_t xfer_ns;        /* their transfers (start to end), ns */
+    int axis;
+    int64_t waited;
+    double hidden;
 } a2a_tally;
 static void a2a_count(const mesh_call *rec, void *ctx) {
     a2a_tally *t = ctx;
@@ -78,7 +65,33 @@ static void a2a_count(const mesh_call *rec, void *ctx) {
     for (int a = 0; a < MESH_MAX_AXES; a++) sent += rec->link_bytes[a][0] + rec->link_bytes[a][1];
     t->n[b] += 1;
     t->bytes[b] += sent;
-    t->xfer_ns += (int64_t)ceil(1e9 * (rec->t_end - rec->t_start));
+}
+static void a2a_waited(const mesh_call *rec, double t0, double t1, void *ctx) {
+    a2a_tally *t = ctx;
+    if (rec->op != MESH_OP_ALL_TO_ALL || !rec->async || rec->axes.ax[0] != t->axis) return;
+    const double hid = (rec->t_end - rec->t_start) - (t1 - t0);
+    t->waited++;
+    t->hidden += hid > 0 ? hid : 0;
+}
+
+/* --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the model's
+ * compute, per MoE block of the stage and micro-batch, with shared experts 4 (the forward's
+ * dispatch behind their first products and return behind their down projection, the backward's
+ * behind their input and weight gradients), without only the backward's return (behind the
+ * router's backward), every one waited for; none without --overlap. The transfer they hid, as
+ * the mesh's own wait observer saw each run (seen[0]: with --overlap, [1]: without): the waits
+ * of non-blocking AllToAlls over the expert axis (want of them with --overlap, none without;
+ * blocking exchanges, the counts' gathers and ulysses' AllToAlls are not among them), each one's
+ * transfer less the time its wait blocked, at least 0, summed: within 1 ns of par_ep_overlap's,
+ * so none without --overlap. n[0..3]: started and waited on, then off; hid[0], hid[1]: hidden
+ * on, off. Returns 1 if so. */
+static int ep_overlap_ok(const plan *pl, const int64_t n[4], const double hid[2],
+                         const a2a_tally *const seen[2], int64_t *want) {
+    *want = STEPS * pl->moe_n * pl->n_micro * (pl->s.moe.shared > 0 ? 4 : 1);
+    if (pl->expert.n == 1) *want = 0;
+    return n[0] == *want && n[1] == *want && n[2] == 0 && n[3] == 0 && seen[0]->waited == *want &&
+           seen[1]->waited == 0 && fabs(hid[0] - seen[0]->hidden) <= 1e-9 && hid[1] == 0 &&
+           seen[1]->hidden == 0;
 }
 
 static int64_t slab_numel(const param_slab *sl, int ndim) {
@@ -270,7 +283,8 @@ int main(int argc, char **argv) {
     trainer *t1 = trainer_create(&c, m, err, sizeof err);
     if (!t1) mesh_exit_error("%s", err);
     static a2a_tally a2a;
-    CHECK(mesh_add_trace_hook(m, a2a_count, NULL, &a2a) == 0, "no room for a trace hook");
+    a2a.axis = trainer_plan(t1)->expert.n > 1 ? trainer_plan(t1)->expert.axes.ax[0] : -1;
+    CHECK(mesh_add_trace_hook(m, a2a_count, a2a_waited, &a2a) == 0, "no room for a trace hook");
     float *p1 = run(t1, &c, loss, g1, &n1, cmp_g0 ? &g0 : NULL);
     mesh_remove_trace_hook(m, &a2a);
     int64_t ep_ov[4], ep_ov_want = 0;
@@ -365,7 +379,11 @@ int main(int argc, char **argv) {
     double loss3[STEPS], g3[STEPS];
     int64_t n3;
     trainer *t3 = trainer_create(&c3, m, err, sizeof err);
+    static a2a_tally a2a3;
+    a2a3.axis = a2a.axis;
+    CHECK(mesh_add_trace_hook(m, a2a_count, a2a_waited, &a2a3) == 0, "no room for a trace hook");
     float *p3 = run(t3, &c3, loss3, g3, &n3, NULL);
+    mesh_remove_trace_hook(m, &a2a3);
     /* ZeRO-1/2 with experts under --overlap: the dense blocks' MLP gathers of an update are
      * deferred into the next step's forward, which waits for each just before its block (per
      * dense block and update the forward of the next step reads, STEPS − 1: its row-sharded
@@ -387,9 +405,9 @@ int main(int argc, char **argv) {
     par_ep_overlap(trainer_par(t3), &ep_ov[c.overlap ? 2 : 0], &ep_ov[c.overlap ? 3 : 1],
                    &ep_hid[c.overlap ? 1 : 0]);
     const int cmp_ep_ov = c.shape.moe.E > 0;
-    const double a2a_xfer = c.overlap && !c.cp_axis[0] ? 1e-9 * (double)a2a.xfer_ns : -1;
-    const int ep_ov_ok = !cmp_ep_ov || ep_overlap_ok(trainer_plan(t1), ep_ov, ep_hid, a2a_xfer,
-                                                     &ep_ov_want);
+    const a2a_tally *const ep_seen[2] = {c.overlap ? &a2a : &a2a3, c.overlap ? &a2a3 : &a2a};
+    const int ep_ov_ok =
+        !cmp_ep_ov || ep_overlap_ok(trainer_plan(t1), ep_ov, ep_hid, ep_seen, &ep_ov_want);
     trainer_destroy(t3); /* a mesh has room for a few trainers' observers */
     t3 = NULL;
     /* zb-h1 splits 1F1B's backwards and moves their weight halves: the same sums in the same
@@ -640,11 +658,13 @@ int main(int argc, char **argv) {
                    sched_kind_name(plan_sched_kind(c.schedule)), order ? "yes" : "NO");
         if (cmp_ep_ov)
             printf("expert AllToAlls left in flight with --overlap: %lld started, %lld waited "
-                   "(want %lld), %.2f ms of transfer hidden; without: %lld, %lld, %.2f ms (rank 0; "
-                   "any "
-                   "rank's mismatch fails)\n",
+                   "(want %lld), %.3f ms of transfer hidden; without: %lld, %lld, %.3f ms; the "
+                   "mesh's wait observer: %lld waits, %.3f ms hidden; without: %lld, %.3f ms "
+                   "(rank 0; any rank's mismatch fails)\n",
                    (long long)ep_ov[0], (long long)ep_ov[1], (long long)ep_ov_want, 1e3 * ep_hid[0],
-                   (long long)ep_ov[2], (long long)ep_ov[3], 1e3 * ep_hid[1]);
+                   (long long)ep_ov[2], (long long)ep_ov[3], 1e3 * ep_hid[1],
+                   (long long)ep_seen[0]->waited, 1e3 * ep_seen[0]->hidden,
+                   (long long)ep_seen[1]->waited, 1e3 * ep_seen[1]->hidden);
         if (cmp_mlp)
             printf("dense MLPs' update gathers deferred and waited for by the next forward with "
                    "--overlap: %lld started, %lld waited (want %lld), without: %lld, %lld (rank 0; "

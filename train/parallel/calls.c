@@ -39,6 +39,13 @@ mesh_req *par_start_v(struct par *p, plan_coll k, float *out, const float *in,
     return mesh_coll_start_v(p->m, &c, out, in, counts);
 }
 
+double par_wait_hidden(mesh_req *r) {
+    if (!r) return 0;
+    mesh_call rec;
+    const double blocked = mesh_wait_rec(r, &rec), hid = rec.t_end - rec.t_start - blocked;
+    return hid > 0 ? hid : 0;
+}
+
 int64_t par_calls(const par *p, plan_coll k) {
     return p ? p->calls[k] : 0;
 }

@@ -284,14 +284,10 @@ static void ring_wait(mesh_req *r[2]) {
     mesh_wait(r[0]);
     if (r[1]) mesh_wait(r[1]);
 }
-/* ring_wait of a dK, dV hop left in flight behind compute: counted, with the transfer it hid (its
- * transfer less the time this wait blocked, as the report derives a collective's overlap). */
+/* ring_wait of a dK, dV hop left in flight behind compute: counted, with the transfer it hid
+ * (par_wait_hidden, per request: with C = 2 both ppermutes, +1 and −1). */
 static void ring_wait_behind(struct par *p, mesh_req *r[2]) {
-    for (int i = 0; i < 2 && r[i]; i++) {
-        mesh_call rec;
-        const double blocked = mesh_wait_rec(r[i], &rec);
-        p->cp.dkv_hidden += fmax(0, rec.t_end - rec.t_start - blocked);
-    }
+    for (int i = 0; i < 2 && r[i]; i++) p->cp.dkv_hidden += par_wait_hidden(r[i]);
     p->cp.dkv_behind++;
 }
 

@@ -136,21 +136,15 @@ void par_hk_moe_wait(void *ctx, model *mod) {
     (void)mod;
     p->ep.armed = 0;
     if (!p->ep.req) return;
-    mesh_wait(p->ep.req);
+    p->ep.hidden += par_wait_hidden(p->ep.req);
     p->ep.req = NULL;
     p->ep.waited++;
     if (p->ep.dst) regroup(p, p->ep.rows, p->ep.dst, p->ep.stage, 1, p->ep.w);
 }
 
-/* The hidden time as the report derives every collective's overlap (report.h): the transfer
- * less the time the caller was blocked in the calls (mesh_stats), of the AllToAlls over the
- * expert axis (the only ones with it as their major axis: it is one of the data axes). */
 void par_ep_overlap(const par *p, int64_t *started, int64_t *waited, double *hidden) {
     *started = p ? p->ep.started : 0, *waited = p ? p->ep.waited : 0;
-    *hidden = 0;
-    if (!p || p->pl->expert.n == 1) return;
-    const mesh_stat s = mesh_stats(p->m, MESH_OP_ALL_TO_ALL, p->pl->expert.axes.ax[0]);
-    *hidden = s.seconds > s.wait_seconds ? s.seconds - s.wait_seconds : 0;
+    *hidden = p ? p->ep.hidden : 0;
 }
 
 /* The tensor axis: every rank's x gathered, then summed in rank order (the same bits on each). */

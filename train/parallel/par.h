@@ -79,9 +79,9 @@ par_params_state par_params(const par *p);
 void par_mlp_gathers(const par *p, int64_t *started, int64_t *waited);
 /* With --overlap over an expert axis: the MoE blocks' AllToAlls left in flight beside the
  * model's compute (the shared experts', the router's backward: model_moe.c), those waited for,
- * and the seconds of their transfer hidden behind it: as the report derives every collective's
- * overlap, the expert axis's AllToAlls' transfer less the time the caller was blocked in them
- * (mesh_stats, since the mesh's statistics were last reset: the trainer's report_create). */
+ * and the seconds of their transfer hidden behind it, since the run began: per call left in
+ * flight, its transfer less the time its wait blocked, at least 0, summed (the measure of
+ * par_cp_dkv_behind's hidden time too; blocking calls count none). */
 void par_ep_overlap(const par *p, int64_t *started, int64_t *waited, double *hidden);
 /* After updating parameter id's slice: ZeRO-1/2 AllGather the updated shard into the whole
  * parameter (without --overlap one parameter's shard is staged at a time, so slices are used one
@@ -118,7 +118,8 @@ int64_t par_cp_skipped(const par *p);
 /* The ring backward's dK, dV hops this rank waited for after the rows' half of the next block
  * (--overlap: |C| − 1 a layer and micro-batch; 0 without), since the run began (0 for NULL);
  * *hops: every dK, dV hop (|C| a layer and micro-batch), *hidden: the seconds of the former's
- * transfer that compute hid (transfer less the wait); either may be NULL. */
+ * transfer that compute hid, measured as par_ep_overlap's (per request left in flight, its
+ * transfer less the time its wait blocked, at least 0, summed); either may be NULL. */
 int64_t par_cp_dkv_behind(const par *p, int64_t *hops, double *hidden);
 /* Mean over the data shards of a per-rank value (loss). */
 double par_data_mean(par *p, double v);

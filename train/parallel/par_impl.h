@@ -149,12 +149,14 @@ typedef struct {
     int64_t gathered_lm;
     /* --overlap: the next exchange may be left in flight (armed: the model's moe_start); the
      * one in flight, and for a dispatch where its rows go at the wait (dst, by rows' counts, of
-     * w floats); the exchanges started so far and waited for */
+     * w floats); the exchanges started so far, waited for, and their transfer hidden (s,
+     * par_wait_hidden's sum) */
     int armed;
     mesh_req *req;
     float *dst;
     const int64_t *rows;
     int64_t w, started, waited;
+    double hidden;
 } par_expert;
 
 struct par {
@@ -190,6 +192,11 @@ mesh_req *par_start(struct par *p, plan_coll k, float *out, const float *in, int
 void par_run_v(struct par *p, plan_coll k, float *out, const float *in, const int64_t *counts);
 mesh_req *par_start_v(struct par *p, plan_coll k, float *out, const float *in,
                       const int64_t *counts);
+/* Waits for r, a call left in flight behind compute (NULL: none), and returns the seconds of its
+ * transfer that compute hid: its transfer (t_end − t_start) less the time this wait blocked, 0 if
+ * the wait blocked longer. The one measure of par_ep_overlap's and par_cp_dkv_behind's hidden
+ * time: summed per request, so only the calls left in flight count. */
+double par_wait_hidden(mesh_req *r);
 /* An AllGather kind on 2-byte elements (bf16 in memory: mesh_all_gather_bf16), count even:
  * blocking, or started (the buffers live until mesh_wait). */
 void par_run_b(struct par *p, plan_coll k, uint16_t *out, const uint16_t *in, int64_t count);
