@@ -90,11 +90,22 @@ static void alg_row(const calc_spec *s, int axis, const cp_dims *d, calc_cp_alg 
         w->t_fwd = (C - 1) * x1, w->t_bwd = (C - 1) * x2 + xd;
         const double f = contig ? 2 : 1; /* the busiest chip's step: a whole block */
         w->exposed_fwd = (C - 1) * fmax(0, x1 - f * t_blk);
-        /* a backward step's link carries K, V and dK, dV (x2) behind its 2·f·t_blk; the dK, dV
-         * must also arrive within the next block's dQ half (f·t_blk), as meshtrain's --overlap
-         * schedules them (the keys' half adds to them) */
+        /* a backward step's link carries K, V and dK, dV (x2) behind its 2·f·t_blk (the book's
+         * backward, 4 products to the forward's 2, as calc_compute prices every step); the
+         * dK, dV must also arrive within the next block's rows' half, as meshtrain's --overlap
+         * schedules them: priced f·t_blk, the book's dP and dQ (2 of its 4), consistent with
+         * that step. meshtrain's rows' half is 3 of its 5 products (it recomputes the scores,
+         * which the book does not count), so at the book's rates its window is 1.5·f·t_blk and
+         * this term is conservative for it. */
         w->exposed_bwd = (C - 1) * fmax(0, fmax(x2 - 2 * f * t_blk, xd - f * t_blk)) + xd;
         w->mem = 2 * (kv + dkv); /* K, V in hand and arriving; backward dK, dV too */
+        /* meshtrain's kernels hold a block's scores whole: with the backward in halves every
+         * sequence's and head's P and dS of one micro-batch's block are kept between them (at
+         * a, the bf16 kernels' small per-row terms left out). Counted where the activations are
+         * meshtrain's (they hold its probabilities [b, N_Y·T] too); the book's policies assume
+         * a fused kernel, whose keys' half recomputes P, dS tile by tile. */
+        if (s->remat == CALC_REMAT_MESHTRAIN)
+            w->mem += 2 * d->S_c / fmax(1, s->microbatches) * d->N_Y * d->T_l * d->T_l * d->a;
     } else { /* forward Q, K, V and O at a, backward dO at a (rounded before use) and dQ, dK,
               * dV at g */
         const double in_qkv = d->S_c * d->T_l * (d->N_Y + 2 * K_e) * d->H * d->a;
@@ -237,8 +248,8 @@ static void kv_shard(const calc_spec *s, const calc_infer_opt *io, int axis,
     cr->ks.memory_per_chip = y->mem_params + cr->ks.mem_kv;
     cr->ks.fits = cr->ks.memory_per_chip <= y->hbm;
     cr->ks.t_kv = cr->ks.mem_kv / s->chip.hbm_bw;
-    cr->ks.t_gather = (double)s->shape.L *
-                      cp_coll(s, axis, COST_OP_ALL_GATHER, C * Br * N_Y * ((double)s->shape.H + 2) * 4);
+    const double q_ml = C * Br * N_Y * ((double)s->shape.H + 2) * 4; /* Q, m, l gathered */
+    cr->ks.t_gather = (double)s->shape.L * cp_coll(s, axis, COST_OP_ALL_GATHER, q_ml);
     cr->ks.t_ici = y->t_ici + cr->ks.t_gather;
     cr->ks.regime = calc_infer_decode_step(cr->ks.t_kv, y->t_flops, y->t_params, cr->ks.t_ici,
                                            &cr->ks.decode_step_s);

@@ -24,9 +24,13 @@
  *                  2·S_c·T_l²·N_Y·H / C_chip ≥ KV / W_1  ⟺  T ≥ C·(C_chip/W_1)·a·K_Y/N_Y
  *              (W_1 = one link one way, the ppermute's bandwidth; and the step must outlast the
  *              hop latency T_min). A step exposes max(0, t_transfer − t_step), backward also
- *              max(0, t_dKV − t_step/2): a block's dK, dV must arrive within the next block's dQ
- *              half, as meshtrain's --overlap schedules them (binding only when g > a); the last
- *              dK, dV home is exposed.
+ *              max(0, t_dKV − t_step/2): a block's dK, dV must arrive within the next block's
+ *              rows' half (the book's dP, dQ: 2 of its 4 backward products), as meshtrain's
+ *              --overlap schedules them; the last dK, dV home is exposed. With a hop priced
+ *              max(T_min, V/W_1) that term binds when t_x2 − t_dKV < t_step/2 < t_dKV: on
+ *              bandwidth alone only when g > a (dK, dV bigger than K, V), but at g = a too
+ *              when a hop's latency shows, v = KV/W_1 < T_min: whenever
+ *              2v − T_min < t_step/2 < T_min.
  *   ulysses    fwd AllToAll_C of Q, K, V from sequence shards [T_C, heads] to head shards
  *              [T, heads_C], and of O back; bwd the same for dO (at a: it is rounded to bf16
  *              before use, as meshtrain's bf16 compute moves it) and for dQ, dK, dV (at g). N_Y
@@ -38,12 +42,15 @@
  * layer forward where every chip does C·t_block under zigzag (the same total). The busiest
  * chip's extra (C−1)·t_block forward and 2·(C−1)·t_block backward are added to the step
  * (calc_compute counts the average), and the ring's steps on it attend whole blocks, 2·t_block,
- * which hide the transfer from T ≥ T_overlap/2: it exposes (C−1)·max(0, t_x − 2·t_block) forward,
- * (C−1)·max(0, t_x2 − 4·t_block, t_dx − 2·t_block) + t_dx backward. Ulysses attends whole sequences: balanced.
+ * which hide the transfer from T ≥ T_overlap/2: it exposes (C−1)·max(0, t_x − 2·t_block)
+ * forward, (C−1)·max(0, t_x2 − 4·t_block, t_dx − 2·t_block) + t_dx backward. Ulysses attends
+ * whole sequences: balanced.
  * The step is calc_compute's overlapped step plus L/P × the exposed time of a layer. Memory:
  * calc_compute's activations (the axis divides the tokens; with the axis idle they are C times
  * larger) plus the algorithm's buffers: the gathered K, V (and dK, dV) of one layer, the blocks
- * in flight, or the AllToAll's head-sharded copies.
+ * in flight (with --remat meshtrain also the scratch meshtrain's --overlap ring keeps between a
+ * block's backward halves, every sequence's and head's P and dS of one micro-batch's block:
+ * 2·(S_c/M)·N_Y·T_l²·a), or the AllToAll's head-sharded copies.
  *
  * Serving (--infer), the book's inference chapter: "sequence sharding: first AllGather the Q
  * activations, then accumulate the KVs as flash attention does". The KV cache
@@ -112,7 +119,7 @@ typedef struct {
     double C, X, S_c, T_l, N_Y, K_Y, K_e; /* K_e: kv heads ulysses moves */
     int contig;                           /* the contiguous split (2C does not divide T) */
     double kv;                            /* KV: one chip's K and V of one layer, bytes */
-    double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd), ppermute of KV, of KV + dKV */
+    double t_block, t_xfer, t_xfer2;      /* ring step: attention (fwd); ppermute of KV, KV + dKV */
     double T_overlap;     /* the ring hides its transfers for T above this (bandwidth term) */
     double T_latency;     /* ... and above this a step outlasts T_min */
     double mem_acts;      /* activations per chip (calc_compute's) */

@@ -163,6 +163,40 @@ static void test_grad_wire(void) {
                q2->exposed_bwd > (C - 1) * fmax(0, pp(3 * k2) - 2 * tb) + pp(2 * k2) + 1e-12);
 }
 
+/* g = a (K, V and dK, dV the same bytes) with a hop latency of T_min = 2v, v = KV/W_1 the
+ * bandwidth term, at T = 7168 (t_block = 1.41 v): each hop of KV, 2·KV costs T_min = 2v, so a
+ * backward step's x2 = 2v fits in its 2·t_block, but its dK, dV (xd = 2v) do not arrive within
+ * the next block's rows' half, t_block: the rows' term binds at g = a once the latency shows
+ * (2v − T_min = 0 < t_block < T_min). Then the ring's buffers: 2·(KV + dKV) = 4·KV, and with
+ * --remat meshtrain (M = 2 micro-batches) also the --overlap kernels' P, dS of every sequence and
+ * head of a micro-batch's block, 2·(S_c/M)·N_Y·T_l²·a. */
+static void test_ring_latency_scratch(void) {
+    const double T = 7168, C = 4, S_c = 4, T_l = T / C, N_Y = 16, a = 2;
+    calc_spec s = train_spec(T, 16);
+    calc_result r;
+    calc_cp_result cr;
+    must_run(&s, CALC_CP_RING, &r, &cr);
+    const double kv = cr.kv, v = kv / W1, tb = cr.t_block;
+    check_near("ring buffers: K, V and dK, dV in hand and arriving, 2·(KV + dKV) = 4·KV",
+               cr.row[CALC_CP_RING].mem, 4 * kv, 1e-12);
+    s.link.hop_latency = 2 * v;
+    must_run(&s, CALC_CP_RING, &r, &cr);
+    const calc_cp_row *q = &cr.row[CALC_CP_RING];
+    check_true("T_min = 2v: v < t_block < 2v", v < tb && tb < 2 * v);
+    check_near("g = a, T_min = 2v: ring bwd exposes (C-1)·(2v - t_block) + 2v", q->exposed_bwd,
+               (C - 1) * (2 * v - tb) + 2 * v, 1e-9);
+    check_true("  the rows' half binds at g = a: more than (C-1)·max(0, x2 - 2·t_block) + xd",
+               q->exposed_bwd > (C - 1) * fmax(0, 2 * v - 2 * tb) + 2 * v + 1e-12);
+    calc_spec m = train_spec(T, 16);
+    m.remat = CALC_REMAT_MESHTRAIN, m.microbatches = 2;
+    must_run(&m, CALC_CP_RING, &r, &cr);
+    const double scratch = 2 * (S_c / 2) * N_Y * T_l * T_l * a; /* 411 MB */
+    check_near("--remat meshtrain: ring buffers + the halves' P, dS, 2·(S_c/M)·N_Y·T_l²·a",
+               cr.row[CALC_CP_RING].mem, 4 * kv + scratch, 1e-12);
+    check_near("  allgather's buffers unchanged, 2·C·KV", cr.row[CALC_CP_ALLGATHER].mem, 2 * C * kv,
+               1e-12);
+}
+
 /* Either side of the ring's threshold (T_overlap = 5100 here, T_latency far below). */
 static void test_threshold(void) {
     const double C = 4;
@@ -324,6 +358,7 @@ static void test_serving(void) {
 int main(void) {
     test_training();
     test_grad_wire();
+    test_ring_latency_scratch();
     test_threshold();
     test_contiguous();
     test_refusals();
