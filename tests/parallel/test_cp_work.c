@@ -97,21 +97,28 @@ static double step_flops(config c, const char *alg, int64_t T, mesh *m, double *
 /* One ring step of a fresh trainer in `dtype` compute (--overlap: ov): the ppermute bytes this
  * rank sent (mesh stats) into *sent, the plan's into *planned; *behind &= the backward's dK, dV
  * hops waited behind the next block's rows' half are |C| − 1 a layer and micro-batch with
- * --overlap, none without; returns the plan's K, V hops' bytes (the hidden ones, forward and
- * backward). */
+ * --overlap, none without, of |C| dK, dV hops, and the ppermutes the step made are its hops,
+ * |C| − 1 of K, V forward, as many backward and the |C| dK, dV hops, a layer and micro-batch,
+ * each one ppermute, or two on an axis of 2 (+1 and −1: no wraparound link); returns the plan's
+ * K, V hops' bytes (the hidden ones, forward and backward). */
 static double ring_bytes(config c, compute_dtype dtype, int ov, int64_t T, mesh *m, double *sent,
                          double *planned, int *behind) {
     c.compute = dtype;
     c.overlap = ov;
     trainer *t = first_step(c, "ring", T, m);
     const plan *pl0 = trainer_plan(t);
-    const int64_t want = ov ? (pl0->cp.n - 1) * c.shape.L * pl0->n_micro : 0;
-    const int64_t got = par_cp_dkv_behind(trainer_par(t), NULL, NULL);
-    *behind &= got == want;
+    const int64_t C = pl0->cp.n, lm = c.shape.L * pl0->n_micro, want = ov ? (C - 1) * lm : 0;
+    const int64_t calls_want = (3 * C - 2) * lm * (C == 2 ? 2 : 1);
+    int64_t hops;
+    const int64_t got = par_cp_dkv_behind(trainer_par(t), &hops, NULL);
+    const int64_t calls = mesh_stats(m, MESH_OP_PPERMUTE, -1).calls;
+    *behind &= got == want && hops == C * lm && calls == calls_want;
     if (mesh_rank(m) == 0)
-        printf("  ring, %s, --overlap %s: %lld dK, dV hops behind a rows' half (want %lld)\n",
+        printf("  ring, %s, --overlap %s: %lld dK, dV hops behind a rows' half (want %lld) of "
+               "%lld (want %lld); %lld ppermutes (want %lld)\n",
                dtype == COMPUTE_BF16 ? "bf16" : "fp32", ov ? "on" : "off", (long long)got,
-               (long long)want);
+               (long long)want, (long long)hops, (long long)(C * lm), (long long)calls,
+               (long long)calls_want);
     *sent = (double)mesh_stats(m, MESH_OP_PPERMUTE, -1).bytes;
     const plan *pl = trainer_plan(t);
     double kv = 0;
@@ -195,7 +202,7 @@ int main(int argc, char **argv) {
         printf("zigzag within one block: ring %s, allgather %s; contiguous beyond one: allgather "
                "%s, ring %s; the ring's skipped blocks as counted: %s; positions the zigzag's: "
                "%s; activations at most 1/|C| of 1 rank's: %s; the ring's dK, dV behind compute "
-               "with --overlap alone: %s\n",
+               "with --overlap alone, hops and ppermutes as counted: %s\n",
                ring <= 1.0 ? "yes" : "NO", ag <= 1.0 ? "yes" : "NO", ct > 1.0 ? "yes" : "NO",
                rc > 1.0 ? "yes" : "NO", skips ? "yes" : "NO", pos ? "yes" : "NO",
                act <= 1.0 ? "yes" : "NO", behind ? "yes" : "NO");
