@@ -223,6 +223,10 @@ const char *compute_dtype_name(compute_dtype d) {
     return d == COMPUTE_BF16 ? "bf16" : d == COMPUTE_AUTO ? "auto" : "fp32";
 }
 
+int compute_dtype_bytes(compute_dtype d) {
+    return d == COMPUTE_BF16 ? 2 : 4;
+}
+
 static int64_t default_ff(int64_t D) {
     int64_t f = (8 * D + 2) / 3; /* ceil(8·D/3) */
     return (f + 63) / 64 * 64;

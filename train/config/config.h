@@ -21,6 +21,8 @@ typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
 typedef enum { COMPUTE_FP32 = 0, COMPUTE_BF16 = 1, COMPUTE_AUTO = 2 } compute_dtype;
 /* "fp32", "bf16", "auto". */
 const char *compute_dtype_name(compute_dtype d);
+/* Bytes of one element of a resolved dtype: 2 for bf16, else 4. */
+int compute_dtype_bytes(compute_dtype d);
 /* --schedule: all forwards then all backwards, one forward one backward, Megatron's interleaved
  * 1F1B (--virtual-stages chunks per rank), zero bubble H1 (the backward split into the input
  * gradient and the deferred weight gradient), zero bubble V (two chunks per rank in a V, the

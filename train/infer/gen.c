@@ -296,7 +296,7 @@ static void weight_cost(gen *g, int64_t R, int64_t n_out, gen_step *st) {
         s->moe.E > 0 ? shape_matmul_params(s) - (double)(s->D * s->V) : (double)s->L * layer_mm;
     /* in bf16 compute the matrices are read as their bf16 copies, 2 bytes an element; the
      * norms' gains (and the embedding's rows, below) stay fp32 */
-    const double mat = g->prec.dtype == COMPUTE_BF16 ? 2.0 : 4.0;
+    const double mat = compute_dtype_bytes(g->prec.dtype);
     double bytes = 0;
     for (int id = 0; id < model_param_ids(s); id++) {
         int64_t n = 0;
@@ -574,7 +574,7 @@ static int layout(gen *g, char *err, size_t errlen) {
     }
     const int64_t Bc = g->B_loc / g->Z, Kc = s->K >= nY ? s->K / nY : 1;
     g->kv = (kvcache){
-        s->L, Bc,  (g->d.S + P - 1) / P, Kc, s->H, (yi % g->Z) * Bc, g->kvd == COMPUTE_BF16 ? 2 : 4,
+        s->L, Bc,  (g->d.S + P - 1) / P, Kc, s->H, (yi % g->Z) * Bc, compute_dtype_bytes(g->kvd),
         NULL, NULL};
     return 0;
 }

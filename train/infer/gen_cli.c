@@ -329,7 +329,7 @@ static void print_header(const config *c, const gen_flags *f, mesh *m, gen *g, c
             "(%s products; sums over %d ranks, %d BLAS thread%s each)\n",
             (long long)ps->n, (long long)f->tokens, compute_dtype_name(gen_kv_dtype(g)),
             (long long)(2 * c->shape.L * c->shape.K * c->shape.H *
-                        (gen_kv_dtype(g) == COMPUTE_BF16 ? 2 : 4)),
+                        compute_dtype_bytes(gen_kv_dtype(g))),
             (double)gen_cache_bytes(g) / 1e6, mode[gen_mode(g)], shard, mc->bw / 1e9,
             mc->flops / 1e9, compute_dtype_name(mc->flops_dtype), mesh_nranks(m), c->threads,
             c->threads > 1 ? "s" : "");

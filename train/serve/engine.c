@@ -88,14 +88,11 @@ int32_t engine_kv_shards(const serve_engine *e) {
 int32_t engine_kv_shard(const serve_engine *e) {
     return e->zi;
 }
-int32_t engine_dtype_bytes(compute_dtype d) {
-    return d == COMPUTE_BF16 ? 2 : 4;
-}
 int32_t engine_kv_elem_bytes(const serve_engine *e) {
-    return engine_dtype_bytes(e->kvd);
+    return compute_dtype_bytes(e->kvd);
 }
 int32_t engine_weight_elem_bytes(const serve_engine *e) {
-    return engine_dtype_bytes(engine_precision(e)->dtype);
+    return compute_dtype_bytes(engine_precision(e)->dtype);
 }
 compute_dtype engine_kv_dtype(const serve_engine *e) {
     return e->kvd;

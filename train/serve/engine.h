@@ -78,10 +78,9 @@ int64_t engine_tensor_ranks(const serve_engine *e); /* |Y| (1 without --tensor) 
 /* The pools of a replica (engine_kv_groups) and the one this rank holds. */
 int32_t engine_kv_shards(const serve_engine *e);
 int32_t engine_kv_shard(const serve_engine *e);
-/* Bytes of one element of type d (4: fp32, 2: bf16); of one cache element, of one weight element
- * the forward reads (its bf16 copy with bf16 compute), of this rank's pool, and of one position
- * of a sequence in the whole replica (every layer, K and V, all kv heads). */
-int32_t engine_dtype_bytes(compute_dtype d);
+/* Bytes of one cache element, of one weight element the forward reads (its bf16 copy with bf16
+ * compute), of this rank's pool, and of one position of a sequence in the whole replica (every
+ * layer, K and V, all kv heads). */
 int32_t engine_kv_elem_bytes(const serve_engine *e);
 int32_t engine_weight_elem_bytes(const serve_engine *e);
 /* The pool's element type (--kv-dtype resolved): COMPUTE_FP32 or COMPUTE_BF16. */

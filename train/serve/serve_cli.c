@@ -625,8 +625,8 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
                    ty >= 0 ? mesh_axis_size(m, ty) : 1,
                    f->max_queue,
                    {0, 0, 0, 0, COMPUTE_FP32},
-                   engine_dtype_bytes(kvd),
-                   engine_dtype_bytes(c->compute),
+                   compute_dtype_bytes(kvd),
+                   compute_dtype_bytes(c->compute),
                    groups};
     double bw = 0, fl = 0;
     if (f->sim_machine[0] &&
@@ -639,7 +639,7 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     const int64_t kvh = so.nY <= sh->K ? sh->K / so.nY : 1;
     print_plan(c, f, m, &o,
                (double)o.kv_blocks * o.kv_block * 2.0 * sh->L * kvh * sh->H * so.kv_elem_bytes,
-               so.kv_elem_bytes == 2 ? "bf16" : "fp32", &so.mc);
+               compute_dtype_name(kvd), &so.mc);
     int rc = 0;
     if (mesh_rank(m) == 0) rc = serve_simulate(&c->shape, &o, &so, err, sizeof err);
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
