@@ -70,6 +70,8 @@ err "--kv-replicate is unused: the tensor axis has 2 ranks" 3 --kv-replicate --p
 # accepted where the prefill side is past K and the decode side is not (the next check speaks)
 err "--expert x shards the routed experts, and the model has none" 5 --kv-replicate \
   --prefill-ranks 4 --prefill-tensor 4 --expert x
+err "--draft with --batching static-padded" 2 --draft "$WORK/x.h5" --batching static-padded \
+  --mesh x=2 --dp x
 err "--draft with --simulate" 1 --draft "$WORK/x.h5" --simulate "$WORK/w.jsonl" --sim-out "$WORK/o"
 err "context of 16 positions" 3 --draft "$WORK/short.h5" --mesh x=3 --dp x
 timeout 60 "$MPI" --oversubscribe -np 1 "$MT" serve --help >"$WORK/help" 2>&1

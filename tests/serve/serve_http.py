@@ -579,12 +579,16 @@ def scenario_virtual_clock(args):
                                "40", "--seed", "3", "--context", "256", "--prefix", "96"],
                        check=True, capture_output=True)
 
+    pads = {}  # each run's summary's rows of padding
+
     def sim(tag, work, extra):
         out = os.path.join(args.work, tag + ".out.jsonl")
         cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(args.np),
                args.meshtrain, "serve"] + shape + args.mesh + extra + [
                    "--simulate", work, "--sim-out", out, "--sim-machine", "20,100"]
-        subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True)
+        done = subprocess.run(cmd, capture_output=True, env=mpi_env(), timeout=300, check=True,
+                              text=True)
+        pads[tag] = [int(x) for x in re.findall(r"\| ([0-9]+) rows of padding", done.stderr)]
         rs = [json.loads(l) for l in open(out)]
         return rs, open(out).read()
     cont, text1 = sim("cont", w["poisson"], ["--max-seqs", "8", "--batching", "continuous"])
@@ -611,6 +615,9 @@ def scenario_virtual_clock(args):
     check(span(stat) < span(pad) and all(r["n_out"] == q["max_tokens"] for r, q in zip(pad, work)),
           "book's model: padded static batches %.3f s (every row run to its batch's longest, "
           "each request its max_tokens and no more), static %.3f s" % (span(pad), span(stat)))
+    check(pads["static"] == [0] and len(pads["padded"]) == 1 and pads["padded"][0] > 0,
+          "the summary's rows of padding: static %s, static-padded %s" % (pads["static"],
+                                                                         pads["padded"]))
     on, _ = sim("prefix_on", w["shared"], ["--prefix-cache", "on"])
     off, _ = sim("prefix_off", w["shared"], ["--prefix-cache", "off"])
     check(mean_ttft(on) < mean_ttft(off),

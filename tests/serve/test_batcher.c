@@ -82,7 +82,10 @@ typedef struct {
     int32_t nb, bs, prefill, shards; /* prefill: disaggregated, the prefill replicas */
     int32_t pshards, dshards;        /* the pools of a prefill replica and of the others */
     int bad;
+    int stops; /* emit ends every 3rd request halfway by a stop, and cancels request 4 */
 } world;
+
+static int64_t padded_stops; /* rows of padded batches that emit ended early */
 
 static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch_end end,
                       const float *lp) {
@@ -95,8 +98,12 @@ static batch_end emit(void *ctx, int64_t id, int32_t token, int64_t index, batch
                    (long long)index);
     }
     q->tok[q->plen + q->ngen++] = token;
-    if (end != BATCH_END_NONE) q->done = 1;
-    return BATCH_END_NONE;
+    batch_end asked = BATCH_END_NONE;
+    if (w->stops && end == BATCH_END_NONE && (id % 3 == 1 || id == 4) && index == q->max_new / 2)
+        asked = id == 4 ? BATCH_END_CANCEL : BATCH_END_STOP, padded_stops++;
+    if (end != BATCH_END_NONE || asked != BATCH_END_NONE) q->done = 1;
+    q->cancelled |= asked == BATCH_END_CANCEL;
+    return asked;
 }
 
 static uint64_t *kv_at(world *w, int32_t replica, int32_t shard, int32_t block, int64_t pos) {
@@ -202,6 +209,7 @@ static batch_counts one_run(uint64_t seed, int *failures) {
         exit(1);
     }
     w->nb = o.kv_blocks, w->bs = o.kv_block, w->prefill = o.prefill_replicas;
+    w->stops = o.static_batches == BATCH_STATIC_PADDED;
     w->dshards = o.shards > 1 ? o.shards : 1;
     w->pshards = o.prefill_shards > 0 ? o.prefill_shards : w->dshards;
     w->shards = w->pshards > w->dshards ? w->pshards : w->dshards;
@@ -360,11 +368,57 @@ static void plan_cost(void) {
                  b.kv_bytes, f.kv_bytes);
 }
 
+/* What hand_run saw: the rows of each step, the tokens emitted, the fake engine's errors, the
+ * scheduler's counters and the pool's at the end. */
+typedef struct {
+    int32_t rows[32];
+    int nsteps, bad;
+    int64_t tokens;
+    batch_counts c;
+    kvb_counts kv;
+} hand_result;
+
+/* Requests 0..n−1 (prompts of plen[i] tokens, max_new[i] new ones) on a batcher of one replica
+ * with options o, run to the end (32 steps at most) by the fake engine; request `cancel` (−1:
+ * none) is cancelled after the first step. */
+static hand_result hand_run(const batch_opts *o, int n, const int64_t *plen, const int64_t *max_new,
+                            int cancel) {
+    char err[256];
+    hand_result h = {0};
+    batcher *s = batcher_create(o, err, sizeof err);
+    batch_plan p;
+    world *w = calloc(1, sizeof *w);
+    if (!s || !w || batch_plan_init(&p, o) < 0) exit(1);
+    w->nb = o->kv_blocks, w->bs = o->kv_block, w->pshards = w->dshards = w->shards = 1;
+    w->kv = calloc((size_t)o->kv_blocks * (size_t)o->kv_block, sizeof *w->kv);
+    for (int i = 0; i < n; i++) {
+        req *q = &w->r[i];
+        q->plen = plen[i], q->max_new = max_new[i];
+        for (int64_t t = 0; t < q->plen; t++) q->tok[t] = 'a' + (int32_t)((t * 7 + i) % 26);
+        const batch_sampling sp = {0, 0, (uint64_t)i, 0, 0};
+        batcher_add(s, i, q->tok, q->plen, q->max_new, &sp);
+    }
+    int32_t next[64];
+    while (h.nsteps < 32 && batcher_step(s, &p) > 0) {
+        for (int32_t j = 0; j < p.nitems; j++) h.rows[h.nsteps] += p.items[j].n;
+        run_plan(w, &p, next);
+        batcher_commit(s, &p, next, emit, w);
+        if (h.nsteps++ == 0 && cancel >= 0) batcher_cancel(s, cancel);
+    }
+    for (int i = 0; i < n; i++) h.tokens += w->r[i].ngen;
+    h.bad = w->bad, h.c = batcher_get_counts(s), h.kv = kvb_get_counts(batcher_pool(s, 0));
+    batch_plan_free(&p);
+    batcher_destroy(s);
+    free(w->kv), free(w);
+    return h;
+}
+
 /* A static batch of 4 by hand (prompts of 3, 7, 2 and 5 tokens, 2, 9, 4 and 1 new ones), then a
  * fifth request (4 and 3) alone, rows per step counted: static drops each row when it ends;
  * static-padded computes every prompt to 7 positions (6 rows, then each row's last token
  * together) and all 4 rows every step until the longest output ends (11 + 0 + 10 + 10 rows
- * of padding), the tokens exactly max_tokens a request. */
+ * of padding), the tokens exactly max_tokens a request; with the prefix cache asked for, static
+ * publishes its full blocks and static-padded none. */
 static void static_plans(int mode) {
     /* 1 replica of 64 blocks of 4, budget and chunk 64, 4 sequences, the prefix cache on */
     const batch_opts o = {1, 64, 4, 64, 64, 4, CTX, 1, mode, 0, 0, 0, 0};
@@ -373,46 +427,32 @@ static void static_plans(int mode) {
     const int32_t *want = mode == BATCH_STATIC ? want_static : want_padded;
     const int nwant = mode == BATCH_STATIC ? 12 : 14;
     static const int64_t plen[5] = {3, 7, 2, 5, 4}, max_new[5] = {2, 9, 4, 1, 3};
-    char err[256];
-    batcher *s = batcher_create(&o, err, sizeof err);
-    batch_plan p;
-    if (!s || batch_plan_init(&p, &o) < 0) exit(1);
-    world *w = calloc(1, sizeof *w);
-    w->nb = o.kv_blocks, w->bs = o.kv_block, w->pshards = w->dshards = w->shards = 1;
-    w->kv = calloc((size_t)o.kv_blocks * (size_t)o.kv_block, sizeof *w->kv);
-    for (int i = 0; i < 5; i++) {
-        req *q = &w->r[i];
-        q->plen = plen[i], q->max_new = max_new[i];
-        for (int64_t t = 0; t < q->plen; t++) q->tok[t] = 'a' + (int32_t)((t * 7 + i) % 26);
-        const batch_sampling sp = {0, 0, (uint64_t)i, 0, 0};
-        batcher_add(s, i, q->tok, q->plen, q->max_new, &sp);
-    }
-    int32_t rows[32], next[64];
-    int nsteps = 0, same = 1;
-    while (nsteps < 32 && batcher_step(s, &p) > 0) {
-        rows[nsteps] = 0;
-        for (int32_t j = 0; j < p.nitems; j++) rows[nsteps] += p.items[j].n;
-        same &= nsteps < nwant && rows[nsteps] == want[nsteps];
-        run_plan(w, &p, next);
-        batcher_commit(s, &p, next, emit, w);
-        nsteps++;
-    }
-    int64_t tokens = 0;
-    for (int i = 0; i < 5; i++) tokens += w->r[i].ngen;
-    const batch_counts c = batcher_get_counts(s);
+    const hand_result h = hand_run(&o, 5, plen, max_new, -1);
     char got[256] = "";
-    for (int k = 0, at = 0; k < nsteps && at < 200; k++)
-        at += snprintf(got + at, sizeof got - (size_t)at, " %d", (int)rows[k]);
-    check_expect(same && nsteps == nwant && !w->bad && tokens == 19 &&
-                     c.padding_rows == (mode == BATCH_STATIC ? 0 : 31) &&
-                     kvb_get_counts(batcher_pool(s, 0)).used == 0,
-                 "%s batches, rows per step:%s (%d steps, %lld tokens, %lld rows of padding, %d "
-                 "engine errors)",
-                 mode == BATCH_STATIC ? "static" : "static-padded", got, nsteps, (long long)tokens,
-                 (long long)c.padding_rows, w->bad);
-    batch_plan_free(&p);
-    batcher_destroy(s);
-    free(w->kv), free(w);
+    for (int k = 0, at = 0; k < h.nsteps && at < 200; k++)
+        at += snprintf(got + at, sizeof got - (size_t)at, " %d", (int)h.rows[k]);
+    check_expect(
+        h.nsteps == nwant && !memcmp(h.rows, want, (size_t)nwant * sizeof *want) && !h.bad &&
+            h.tokens == 19 && h.c.padding_rows == (mode == BATCH_STATIC ? 0 : 31) &&
+            h.kv.used == 0 && (mode == BATCH_STATIC) == (h.kv.published > 0),
+        "%s batches, rows per step:%s (%d steps, %lld tokens, %lld rows of padding, %d "
+        "engine errors, %lld blocks published: the prefix cache is off when padded)",
+        mode == BATCH_STATIC ? "static" : "static-padded", got, h.nsteps, (long long)h.tokens,
+        (long long)h.c.padding_rows, h.bad, (long long)h.kv.published);
+}
+
+/* A padded batch of prompts 3 and 20 (chunk 4) whose long row is cancelled after the first step:
+ * the short row then pads to its own prompt, which its first chunk already covered, so it
+ * samples at once (rows per step 8, 1, 1), rather than padding on to 19 positions. */
+static void padded_cancel(void) {
+    const batch_opts o = {1, 64, 4, 64, 4, 4, CTX, 1, BATCH_STATIC_PADDED, 0, 0, 0, 0};
+    static const int64_t plen[2] = {3, 20}, max_new[2] = {2, 2};
+    const hand_result h = hand_run(&o, 2, plen, max_new, 1);
+    check_expect(h.nsteps == 3 && h.rows[0] == 8 && h.rows[1] == 1 && h.rows[2] == 1 && !h.bad &&
+                     h.tokens == 2 && h.kv.used == 0,
+                 "a padded batch's row cancelled before sampling: the other pads to its own "
+                 "prompt (rows per step %d %d %d, %d steps, %lld tokens, %d engine errors)",
+                 h.rows[0], h.rows[1], h.rows[2], h.nsteps, (long long)h.tokens, h.bad);
 }
 
 /* Pricing by hand, on a plan of a 6-row prefill on replica 0 and a decode at position 20 on
@@ -460,6 +500,7 @@ int main(void) {
     side_costs();
     static_plans(BATCH_STATIC);
     static_plans(BATCH_STATIC_PADDED);
+    padded_cancel();
     plan_cost();
     placement(1);
     placement(0);
@@ -481,6 +522,8 @@ int main(void) {
                  "and disaggregation (%lld requests' KV moved) over %lld steps",
                  (long long)all.preemptions, (long long)all.cached_tokens, (long long)all.transfers,
                  (long long)all.steps);
+    check_expect(padded_stops > 0, "%lld rows of padded batches ended early by the client",
+                 (long long)padded_stops);
     check_expect(shard_items[1] > 0 && shard_items[2] > 0,
                  "the AllToAll runs put sequences in every shard (items: %lld, %lld, %lld)",
                  (long long)shard_items[0], (long long)shard_items[1], (long long)shard_items[2]);

@@ -111,6 +111,7 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     batcher *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->o = *o;
+    if (o->static_batches == BATCH_STATIC_PADDED) s->o.prefix_cache = 0; /* generate has none */
     if (s->o.shards < 1) s->o.shards = 1;
     if (s->o.prefill_shards < 1) s->o.prefill_shards = s->o.shards;
     const int32_t R = o->replicas;
@@ -125,7 +126,7 @@ batcher *batcher_create(const batch_opts *o, char *err, size_t errlen) {
     int ok =
         s->pool && s->run && s->nrun && s->budget && s->no_admit && s->was_empty && s->step_seq;
     for (int32_t i = 0; ok && i < s->npool; i++)
-        ok = (s->pool[i] = kvb_create(o->kv_blocks, o->kv_block, o->prefix_cache)) != NULL;
+        ok = (s->pool[i] = kvb_create(o->kv_blocks, o->kv_block, s->o.prefix_cache)) != NULL;
     for (int32_t r = 0; ok && r < R; r++)
         ok = (s->run[r] = calloc((size_t)o->max_seqs, sizeof *s->run[r])) != NULL;
     if (!ok) {
@@ -423,9 +424,10 @@ static int plan_padded(batcher *s, batch_plan *p, seq *q) {
     if (want > s->budget[q->replica]) want = s->budget[q->replica];
     if (want < 1) return 1;
     if (!make_room(s, q, q->padded, &want, 1)) return 0;
-    const int64_t real = q->len - 1 - q->padded; /* rows before the filler */
-    s->counts.padding_rows += want - (real > 0 ? (real < want ? real : want) : 0);
-    s->counts.prefill_tokens += real > 0 ? (real < want ? real : want) : 0;
+    int64_t real = q->len - 1 - q->padded; /* rows before the filler */
+    real = real < 0 ? 0 : real < want ? real : want;
+    s->counts.padding_rows += want - real;
+    s->counts.prefill_tokens += real;
     add_rows(s, p, q, q->padded, (int32_t)want, 0, 0);
     return 1;
 }
@@ -491,11 +493,10 @@ static int admit(batcher *s, batch_plan *p, int32_t i) {
     int32_t z;
     const int32_t r = pool_replica(s, i, &z);
     const int32_t bs = s->o.kv_block;
-    /* at least the last token is computed: its logits give the next one (a padded batch
-     * shares nothing: start_padded plans its rows) */
-    const int32_t m = padded_mode(s) ? 0
-                                     : kvb_match(pool, q->tok, q->len - 1,
-                                                 (int32_t)((q->len - 1) / bs), q->table, q->bhash);
+    /* at least the last token is computed: its logits give the next one (a padded batch has
+     * no prefix cache, so it matches nothing: start_padded plans its rows) */
+    const int32_t m =
+        kvb_match(pool, q->tok, q->len - 1, (int32_t)((q->len - 1) / bs), q->table, q->bhash);
     q->replica = r, q->shard = z, q->nblocks = q->npub = m,
     q->computed = q->dcomputed = (int64_t)m * bs;
     int64_t want = padded_mode(s) ? 0 : q->len - q->computed;
@@ -563,21 +564,27 @@ static int migrate(batcher *s, batch_plan *p, seq *q) {
     return 1;
 }
 
-/* BATCH_STATIC_PADDED: replica r's new batch (admitted this step): every row's padded prefill
- * covers the batch's longest prompt less its last token (within the pool, so that a row alone
- * always fits), and its first chunk. */
-static void start_padded(batcher *s, batch_plan *p, int32_t r) {
+/* BATCH_STATIC_PADDED: every row of replica r not yet sampled pads to the longest prompt among
+ * them, less its last token (recomputed when a row leaves before sampling: preempted or
+ * cancelled; a row past a shortened end just has filler it overwrites). */
+static void pad_to_longest(batcher *s, int32_t r) {
     int64_t P = 0;
-    for (int32_t i = 0; i < s->nrun[r]; i++) P = s->run[r][i]->len > P ? s->run[r][i]->len : P;
-    const int64_t most = (int64_t)s->o.kv_blocks * s->o.kv_block;
-    for (int32_t i = 0; i < s->nrun[r]; i++) {
-        seq *q = s->run[r][i];
-        q->held = 1, q->padded = 0, q->stepped = 0;
-        q->pad_end = P - 1 < most ? P - 1 : most;
-        if (q->pad_end < q->len - 1) q->pad_end = q->len - 1;
-    }
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        if (s->run[r][i]->held && s->run[r][i]->len > P) P = s->run[r][i]->len;
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        if (s->run[r][i]->held) s->run[r][i]->pad_end = P - 1;
+}
+
+/* BATCH_STATIC_PADDED: replica r's new batch (admitted this step): every row's padded prefill
+ * and its first chunk (batcher_fits keeps a whole context within the pool, so a row alone always
+ * fits). */
+static void start_padded(batcher *s, batch_plan *p, int32_t r) {
+    for (int32_t i = 0; i < s->nrun[r]; i++)
+        s->run[r][i]->held = 1, s->run[r][i]->padded = 0, s->run[r][i]->stepped = 0;
+    pad_to_longest(s, r);
     for (int32_t i = 0; i < s->nrun[r]; i++)
         if (!s->run[r][i]->stepped && !plan_running(s, p, s->run[r][i])) i--;
+    pad_to_longest(s, r);
 }
 
 int32_t batcher_step(batcher *s, batch_plan *p) {
@@ -591,6 +598,7 @@ int32_t batcher_step(batcher *s, batch_plan *p) {
         s->no_admit[r] = 0;
         s->was_empty[r] = s->nrun[r] == 0;
         for (int32_t i = 0; i < s->nrun[r]; i++) s->run[r][i]->stepped = 0;
+        if (padded_mode(s)) pad_to_longest(s, r);
         for (int pass = 0; pass < 2; pass++) /* decodes first, then running prefills */
             for (int32_t i = 0; i < s->nrun[r]; i++) {
                 seq *q = s->run[r][i];

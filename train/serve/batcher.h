@@ -23,7 +23,8 @@
  * reads them), no row samples before every row's prefill is done, then every row samples its
  * first token in one step and decodes every step until the batch's longest output ends: a
  * finished row keeps running (an item recomputing its last computed position, its token thrown
- * away) and keeps its KV blocks. It takes nothing from the prefix cache and runs no drafter.
+ * away) and keeps its KV blocks unless preempted (it then just ends). The prefix cache is off
+ * (batcher_create turns it off: nothing matched, nothing published) and no drafter runs.
  *
  * The step's decisions form a batch_plan, a flat value every rank receives (serve_cli.c) and
  * the engine runs; the sampled tokens come back through batcher_commit. Pure: no MPI, no model. */

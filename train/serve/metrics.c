@@ -68,6 +68,10 @@ void metrics_write(FILE *f, const serve_metrics *m) {
         (double)m->kv.evictions);
     one(f, "meshtrain_preemptions_total", "counter", "Sequences preempted (recomputed later).",
         (double)m->sched.preemptions);
+    one(f, "meshtrain_padding_rows_total", "counter",
+        "--batching static-padded: rows computed as padding (filler rows of padded prompts, "
+        "finished rows run on to their batch's end).",
+        (double)m->sched.padding_rows);
     one(f, "meshtrain_steps_total", "counter", "Engine steps run.", (double)m->sched.steps);
     one(f, "meshtrain_step_seconds_total", "counter", "Wall time of the engine steps (rank 0).",
         m->step_seconds);

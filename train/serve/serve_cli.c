@@ -492,8 +492,9 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
             "serve | KV pool %s x %d positions per replica (%.2f MB per rank, %s), prefix "
             "cache %s | batching %s, max-batch-tokens %d, prefill-chunk %d, max-seqs %d, "
             "max-queue %lld | %s BW %.2f GB/s, C %.2f GFLOP/s\n",
-            pool, (int)o->kv_block, pool_bytes / 1e6, kv_dtype, f->prefix_cache, f->batching,
-            (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
+            pool, (int)o->kv_block, pool_bytes / 1e6, kv_dtype,
+            o->static_batches == BATCH_STATIC_PADDED ? "off (static-padded)" : f->prefix_cache,
+            f->batching, (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
             (long long)f->max_queue, f->sim_machine[0] ? "--sim-machine" : "measured", mc->bw / 1e9,
             mc->flops / 1e9);
     if (o->prefill_replicas)
@@ -685,6 +686,9 @@ static void check_combinations(const serve_flags *f) {
         mesh_exit_error("--draft-ranks goes with --draft CKPT (the drafter it runs)");
     if (f->draft[0] && f->simulate[0])
         mesh_exit_error("--draft with --simulate: the virtual clock prices plain steps only");
+    if (f->draft[0] && !strcmp(f->batching, "static-padded"))
+        mesh_exit_error("--draft with --batching static-padded: a padded static batch runs no "
+                        "drafter (--draft goes with continuous or static batching)");
     if (f->prefill_ranks && (f->draft[0] || f->simulate[0] || strcmp(f->batching, "continuous")))
         mesh_exit_error("--prefill-ranks goes with continuous batching, without --draft and "
                         "--simulate");

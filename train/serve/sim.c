@@ -184,9 +184,11 @@ int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so
     if (rc == 0)
         fprintf(stderr,
                 "serve simulate | %lld requests in %.3f s of the virtual clock | %lld steps, "
-                "%lld tokens, %.0f tok/s | priced at BW %.2f GB/s, C %.2f GFLOP/s\n",
+                "%lld tokens, %.0f tok/s | priced at BW %.2f GB/s, C %.2f GFLOP/s | %lld rows of "
+                "padding\n",
                 (long long)n, st.t, (long long)steps, (long long)tokens,
-                st.t > 0 ? (double)tokens / st.t : 0.0, so->mc.bw / 1e9, so->mc.flops / 1e9);
+                st.t > 0 ? (double)tokens / st.t : 0.0, so->mc.bw / 1e9, so->mc.flops / 1e9,
+                (long long)batcher_get_counts(b).padding_rows);
     if (b) batch_plan_free(&p);
     batcher_destroy(b);
     free(tok);
