@@ -101,3 +101,23 @@ serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill,
           (int)engine_replica_pools(e, rp), (int)o->shards);
     return e;
 }
+
+void disagg_print(const config *c, const batch_opts *o, const serve_engine *e, int64_t nprefill,
+                  int64_t yp) {
+    if (!o->prefill_replicas) return;
+    fprintf(stderr,
+            "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d decode; "
+            "each request's KV blocks go from its prefill replica's ranks to its decode "
+            "replica's, point to point\n",
+            (int)o->prefill_replicas - 1, (long long)nprefill, (int)o->prefill_replicas,
+            (int)o->replicas - 1);
+    if (yp)
+        fprintf(stderr,
+                "serve | prefill side: ranks 0-%lld, %d replicas of tensor %lld | decode side: "
+                "ranks %lld-%d as --mesh %s, %d replicas of tensor %lld | the KV blocks move by "
+                "kv head between the two\n",
+                (long long)nprefill - 1, (int)o->prefill_replicas, (long long)yp,
+                (long long)nprefill, mesh_world_size() - 1, c->mesh[0] ? c->mesh : "-",
+                (int)(o->replicas - o->prefill_replicas),
+                (long long)engine_replica_tensor(e, o->prefill_replicas));
+}

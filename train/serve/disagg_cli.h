@@ -31,4 +31,10 @@ void disagg_side_config(const config *c, int64_t nprefill, int64_t yp, int prefi
  * together with one message. */
 serve_engine *disagg_open(const config *c, mesh *w, mesh *own, int64_t nprefill, int64_t yp,
                           int kv_replicate, const char *ckpt, batch_opts *o);
+
+/* Rank 0's start-up lines on stderr for o's prefill replicas (none without): which replicas
+ * prefill and which decode and, with a prefill side of its own (yp > 0), each side's ranks and
+ * tensor degree (e: this rank's engine). */
+void disagg_print(const config *c, const batch_opts *o, const serve_engine *e, int64_t nprefill,
+                  int64_t yp);
 #endif

@@ -497,13 +497,20 @@ static void print_plan(const config *c, const serve_flags *f, mesh *m, const bat
             f->batching, (int)o->max_batch_tokens, (int)o->prefill_chunk, (int)o->max_seqs,
             (long long)f->max_queue, f->sim_machine[0] ? "--sim-machine" : "measured", mc->bw / 1e9,
             mc->flops / 1e9);
-    if (o->prefill_replicas)
-        fprintf(stderr,
-                "serve | disaggregated: replicas 0-%d (%lld ranks) prefill, replicas %d-%d "
-                "decode; each request's KV blocks go from its prefill replica's ranks to its "
-                "decode replica's, point to point\n",
-                (int)o->prefill_replicas - 1, (long long)f->prefill_ranks, (int)o->prefill_replicas,
-                (int)o->replicas - 1);
+}
+
+/* Every rank, after the plan's lines: the bf16 and panel copies of the engines' weights made now,
+ * at load, so that the first request finds them made; then rank 0's precision, memory and
+ * disaggregation lines (none with --quiet). */
+static void warm_and_report(const config *c, const serve_flags *f, const batch_opts *o,
+                            const mesh *m, serve_engine *e, serve_engine *de) {
+    const gen_warm warm = e ? gen_warm_model(engine_model(e)) : (gen_warm){0, 0.0};
+    if (de) gen_warm_model(engine_model(de));
+    if (mesh_rank(m) != 0 || c->quiet) return;
+    fprintf(stderr, "serve | ");
+    precision_print(engine_precision(e), stderr);
+    gen_print_memory(stderr, "serve", engine_model(e), (double)engine_pool_bytes(e), &warm);
+    disagg_print(c, o, e, f->prefill_ranks, f->prefill_tensor);
 }
 
 /* Collective over: world (m). The pools of a replica (engine_kv_groups) of the target's mesh, the
@@ -537,9 +544,6 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     } else {
         e = open_engine(c, f, m, &o, &de, &sp);
     }
-    /* the bf16 and panel copies now, at load: the first request finds them made */
-    const gen_warm warm = e ? gen_warm_model(engine_model(e)) : (gen_warm){0, 0.0};
-    if (de) gen_warm_model(engine_model(de));
     batcher *s = NULL;
     serve_front *front = NULL;
     batch_plan p;
@@ -569,22 +573,8 @@ static int run_serve(const config *c, const serve_flags *f, mesh *m, mesh *own) 
     stop_install();
     print_plan(c, f, m, &o, e ? (double)engine_pool_bytes(e) : 0.0,
                e ? compute_dtype_name(engine_kv_dtype(e)) : "-", &sr.mc);
+    warm_and_report(c, f, &o, m, e, de);
     if (me == 0) {
-        if (!c->quiet) {
-            fprintf(stderr, "serve | ");
-            precision_print(engine_precision(e), stderr);
-            gen_print_memory(stderr, "serve", engine_model(e), (double)engine_pool_bytes(e), &warm);
-        }
-        if (!c->quiet && f->prefill_tensor)
-            fprintf(stderr,
-                    "serve | prefill side: ranks 0-%lld, %d replicas of tensor %lld | decode "
-                    "side: ranks %lld-%d as --mesh %s, %d replicas of tensor %lld | the KV "
-                    "blocks move by kv head between the two\n",
-                    (long long)f->prefill_ranks - 1, (int)o.prefill_replicas,
-                    (long long)f->prefill_tensor, (long long)f->prefill_ranks,
-                    mesh_world_size() - 1, c->mesh[0] ? c->mesh : "-",
-                    (int)(o.replicas - o.prefill_replicas),
-                    (long long)engine_replica_tensor(e, o.prefill_replicas));
         fprintf(stderr, "serve | listening on http://%s%s%s:%d/ (rank 0 is pid %ld)\n",
                 strchr(f->host, ':') ? "[" : "", f->host, strchr(f->host, ':') ? "]" : "",
                 front_port(front), stop_pid());
@@ -645,33 +635,6 @@ static int run_simulation(const config *c, const serve_flags *f, mesh *m) {
     if (mesh_rank(m) == 0) rc = serve_simulate(&c->shape, &o, &so, err, sizeof err);
     if (mesh_agree_msg(mesh_world_comm(m), rc, err, sizeof err) < 0) mesh_exit_error("%s", err);
     return 0;
-}
-
-/* Whether argv gives --name (as --name or --name=VALUE). */
-static int given_flag(int argc, char **argv, const char *name) {
-    const size_t n = strlen(name);
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) &&
-            (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
-            return 1;
-    return 0;
-}
-
-/* --simulate runs no server, samples no token and sends nothing over the links: the flags of
- * those are refused with it, as is --threads when --sim-machine fixes the machine. (--seed is
- * let through: bench/serve_bench.sh gives the server and its simulation the same model flags.) */
-static void check_simulate_flags(int argc, char **argv, const serve_flags *f) {
-    static const char *const unused[] = {"host",         "port",        "drain",      "max-tokens",
-                                         "draft-tokens", "temperature", "top-k",      "open",
-                                         "cross-hosts",  "alg",         "draft-ranks"};
-    for (size_t k = 0; k < sizeof unused / sizeof unused[0]; k++)
-        if (given_flag(argc, argv, unused[k]))
-            mesh_exit_error("--%s does nothing with --simulate (the virtual clock runs no server, "
-                            "samples no token and prices steps without links): drop it",
-                            unused[k]);
-    if (f->sim_machine[0] && given_flag(argc, argv, "threads"))
-        mesh_exit_error("--threads does nothing with --simulate and --sim-machine (the machine "
-                        "the steps are priced at is given, not measured): drop it");
 }
 
 /* The flags against each other (the same answer on every rank): one message, status 2. */
@@ -766,7 +729,8 @@ int serve_main(int argc, char **argv) {
         mesh_exit_error("--timeout is refused by serve: an idle server waits for requests "
                         "without bound, which the watchdog would take for a hang");
     kern_set_threads(c.threads);
-    if (f.simulate[0]) check_simulate_flags(argc, argv, &f);
+    if (f.simulate[0] && sim_check_flags(argc, argv, f.sim_machine[0], err, sizeof err) < 0)
+        mesh_exit_error("%s", err);
     check_combinations(&f);
     mesh *own = NULL,
          *m = f.draft_ranks ? split_meshes(&c, &f, &own)

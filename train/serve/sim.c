@@ -152,6 +152,33 @@ static int admit(batcher *b, const sim_opts *so, sim_state *st, int64_t n, int64
     return 0;
 }
 
+/* Whether argv gives --name (as --name or --name=VALUE). */
+static int given_flag(int argc, char **argv, const char *name) {
+    const size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) &&
+            (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}
+
+int sim_check_flags(int argc, char **argv, int machine_given, char *err, size_t errlen) {
+    static const char *const unused[] = {"host",         "port",        "drain",      "max-tokens",
+                                         "draft-tokens", "temperature", "top-k",      "open",
+                                         "cross-hosts",  "alg",         "draft-ranks"};
+    for (size_t k = 0; k < sizeof unused / sizeof unused[0]; k++)
+        if (given_flag(argc, argv, unused[k]))
+            return errmsg_fail(err, errlen,
+                               "--%s does nothing with --simulate (the virtual clock runs no "
+                               "server, samples no token and prices steps without links): drop it",
+                               unused[k]);
+    if (machine_given && given_flag(argc, argv, "threads"))
+        return errmsg_fail(err, errlen,
+                           "--threads does nothing with --simulate and --sim-machine (the machine "
+                           "the steps are priced at is given, not measured): drop it");
+    return 0;
+}
+
 int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so, char *err,
                    size_t errlen) {
     sim_req *r = NULL;
@@ -171,8 +198,8 @@ int serve_simulate(const model_shape *s, const batch_opts *o, const sim_opts *so
                 rc = errmsg_fail(err, errlen, "the batcher stalled");
             continue;
         }
-        const gen_step cost = serve_plan_cost(s, so->nY, so->kv_groups, so->kv_elem_bytes,
-                                              so->w_elem_bytes, &p);
+        const gen_step cost =
+            serve_plan_cost(s, so->nY, so->kv_groups, so->kv_elem_bytes, so->w_elem_bytes, &p);
         st.t += gen_predict(&cost, &so->mc);
         int32_t k = 0;
         for (int32_t j = 0; j < p.nitems; j++) tok[k] = ' ', k += p.items[j].sample;

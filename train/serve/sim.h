@@ -26,6 +26,12 @@ typedef struct {
     int64_t kv_groups;     /* the AllToAll layout's ranks sharing a kv head (1: none) */
 } sim_opts;
 
+/* --simulate runs no server, samples no token and sends nothing over the links: the flags of
+ * those given in argv are refused with it, as is --threads when --sim-machine fixes the machine
+ * (machine_given). (--seed is let through: bench/serve_bench.sh gives the server and its
+ * simulation the same model flags.) 0, or −1 with the first such flag's message in err. */
+int sim_check_flags(int argc, char **argv, int machine_given, char *err, size_t errlen);
+
 /* Not collective (rank 0). Runs the workload; writes the requests' times to so->out and a
  * summary line to stderr. 0, or −1 with the reason in err (an unreadable or malformed workload,
  * a request that does not fit). */
