@@ -292,18 +292,43 @@ void kern_gemm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N
     (void)C, (void)A, (void)B, (void)lda, (void)ldb, (void)ldc, (void)acc;
     charge(2.0 * (double)M * (double)N * (double)K);
 }
-/* No fp32 panel copies either (gemm_f32_panel.c packs; the products are charged alike). */
+/* No fp32 panel copies either (gemm_f32_panel.c packs; the products are charged alike): no
+ * context is made where kern_f32_panels is 0, and kern_gemm_ctx is kern_gemm. */
 int kern_f32_panels(void) {
     return 0;
 }
-int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {
-    (void)B, (void)K, (void)N, (void)ldb, (void)P;
-    return -1;
+kern_f32_ctx *kern_f32_ctx_create(void) {
+    return NULL;
 }
-void kern_f32_drop_panels(const float *P, int64_t elems) {
-    (void)P, (void)elems;
+void kern_f32_ctx_destroy(kern_f32_ctx *ctx) {
+    (void)ctx;
 }
-int64_t kern_f32_panel_hits(void) {
+int kern_f32_ctx_add_panel(kern_f32_ctx *ctx, const float *B, int64_t K, int64_t N, int64_t ldb,
+                           const float *P) {
+    (void)ctx, (void)B, (void)K, (void)N, (void)ldb, (void)P;
+    return KERN_F32_CANNOT;
+}
+void kern_f32_ctx_drop_panels(kern_f32_ctx *ctx, const float *P, int64_t elems) {
+    (void)ctx, (void)P, (void)elems;
+}
+int64_t kern_f32_ctx_panel_hits(const kern_f32_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
+void kern_gemm_ctx(kern_f32_ctx *ctx, float *C, const float *A, const float *B, int64_t M,
+                   int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                   float alpha, float beta) {
+    (void)ctx;
+    kern_gemm(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+}
+void kern_matmul_ctx(kern_f32_ctx *ctx, float *restrict y, const float *restrict x,
+                     const float *restrict w, int64_t M, int64_t K, int64_t N) {
+    (void)ctx;
+    kern_matmul(y, x, w, M, K, N);
+}
+/* No CPU features (gemm_f32_panel.c's tiles are never chosen here). */
+int kern_cpu_has(kern_cpu_feature f) {
+    (void)f;
     return 0;
 }
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,

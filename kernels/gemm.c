@@ -4,6 +4,7 @@
 
 #include "kernels/gemm_nn.h"
 #include "kernels/measure_impl.h"
+#include "kernels/panel_table.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -14,8 +15,8 @@
 #include <time.h>
 
 /* The bug handler (kern_set_bug_handler); NULL = print to stderr and abort. Set once, before any
- * kernel runs, by the program's main. The other state of kernels/ is the table of registered
- * fp32 panel copies below. */
+ * kernel runs, by the program's main. (The fp32 panel copies' table hangs on the caller's
+ * kern_f32_ctx.) */
 static kern_bug_fn bug_handler;
 
 void kern_set_bug_handler(kern_bug_fn fn) {
@@ -37,89 +38,75 @@ static blasint to_blasint(int64_t n, const char *what) {
 
 /* ---------------------------------------------------------------- registered panel copies */
 
-typedef struct {
-    const float *B, *P; /* the weight [K, N] (row stride ldb) and its panel copy */
-    int64_t K, N, ldb;
-} f32_panel_entry;
+/* The table: written at load (kern_f32_ctx_add_panel), read by every product on the context. */
+struct kern_f32_ctx {
+    panel_table pan;
+    int64_t hits;
+};
 
-/* The table: written at load (kern_f32_add_panel, from the thread that then computes, before it
- * does), read by every product. The last hit and the count are per thread. */
-static f32_panel_entry *f32_pan;
-static int f32_npan, f32_cap;
-static _Thread_local int f32_last;
-static _Thread_local int64_t f32_hits;
-
-/* The copies are read by one BLAS thread only (the kernel is not threaded): with more, none is
- * made, so --threads N spends no memory on copies nothing reads. */
+/* The copies are read by one BLAS thread only (the kernel is not threaded): with more, the
+ * caller makes none, so --threads N spends no memory on copies nothing reads. */
 int kern_f32_panels(void) {
-    const char *v = getenv(KERN_F32_PANELS_ENV); /* "0": off, for A/B runs */
-    return kern_f32_panel_available() && !kern_gemm_nn_available() && !(v && !strcmp(v, "0")) &&
+    return kern_f32_panel_available() && !kern_gemm_nn_available() &&
            openblas_get_num_threads() == 1;
 }
 
-int kern_f32_add_panel(const float *B, int64_t K, int64_t N, int64_t ldb, const float *P) {
-    if (!kern_f32_panels() || K < 1 || N < 1 || ldb < N || !B || !P) return -1;
-    int i = 0;
-    while (i < f32_npan && f32_pan[i].B != B) i++; /* B packed again: its entry is replaced */
-    if (i == f32_cap) {
-        const int cap = f32_cap ? 2 * f32_cap : 16;
-        f32_panel_entry *e = realloc(f32_pan, (size_t)cap * sizeof *e);
-        if (!e) return -1;
-        f32_pan = e, f32_cap = cap;
-    }
-    f32_pan[i] = (f32_panel_entry){B, P, K, N, ldb};
-    if (i == f32_npan) f32_npan++;
-    return 0;
+kern_f32_ctx *kern_f32_ctx_create(void) {
+    return calloc(1, sizeof(kern_f32_ctx));
 }
 
-void kern_f32_drop_panels(const float *P, int64_t elems) {
+void kern_f32_ctx_destroy(kern_f32_ctx *ctx) {
+    if (ctx) free(ctx->pan.e);
+    free(ctx);
+}
+
+int kern_f32_ctx_add_panel(kern_f32_ctx *ctx, const float *B, int64_t K, int64_t N, int64_t ldb,
+                           const float *P) {
+    if (!ctx || !kern_f32_panels() || K < 1 || N < 1 || ldb < N || !B || !P)
+        return KERN_F32_CANNOT;
+    return panel_table_add(&ctx->pan, (panel_entry){B, P, K, N, ldb}) ? KERN_F32_NO_MEMORY : 0;
+}
+
+void kern_f32_ctx_drop_panels(kern_f32_ctx *ctx, const float *P, int64_t elems) {
     const uintptr_t lo = (uintptr_t)P, hi = lo + (uintptr_t)elems * sizeof *P;
+    panel_table *t = &ctx->pan;
     int n = 0;
-    for (int i = 0; i < f32_npan; i++)
-        if ((uintptr_t)f32_pan[i].P < lo || (uintptr_t)f32_pan[i].P >= hi)
-            f32_pan[n++] = f32_pan[i];
-    f32_npan = n;
-    if (!n) free(f32_pan), f32_pan = NULL, f32_cap = 0;
+    for (int i = 0; i < t->n; i++)
+        if ((uintptr_t)t->e[i].P < lo || (uintptr_t)t->e[i].P >= hi) t->e[n++] = t->e[i];
+    t->n = n;
+    t->last = 0;
 }
 
-int64_t kern_f32_panel_hits(void) {
-    return f32_hits;
+int64_t kern_f32_ctx_panel_hits(const kern_f32_ctx *ctx) {
+    return ctx ? ctx->hits : 0;
 }
 
-/* The panels of a registered copy holding B[K, N] (row stride ldb), a block of the weight that
- * starts on a panel's first column: their start (a row and a panel inside the copy) and *ps, the
- * panel stride; NULL if none holds it. The search starts at the last hit: a pass's products come
- * in the order the copies were registered. */
-static const float *find_f32_panel(const float *B, int64_t K, int64_t N, int64_t ldb, int64_t *ps) {
-    for (int t = 0; t < f32_npan; t++) {
-        const int i = (f32_last + t) % f32_npan;
-        const f32_panel_entry *e = &f32_pan[i];
-        const uintptr_t b = (uintptr_t)B, e0 = (uintptr_t)e->B;
-        if (ldb != e->ldb || b < e0 || b >= e0 + (uintptr_t)(e->K * e->ldb) * sizeof *B) continue;
-        const int64_t off = (int64_t)((b - e0) / sizeof *B), r = off / ldb, c = off % ldb;
-        if (c % 16 || r + K > e->K || c + N > e->N) continue;
-        f32_last = i;
-        *ps = 16 * e->K;
-        return e->P + (c / 16) * *ps + r * 16;
+void kern_gemm_ctx(kern_f32_ctx *ctx, float *C, const float *A, const float *B, int64_t M,
+                   int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                   float alpha, float beta) {
+    /* The forward's x·w against a weight with a registered panel copy (one BLAS thread): AVX2
+     * tiles over the copy, rows alone or together giving the same bits (gemm_f32_panel.c). */
+    if (ctx && ctx->pan.n && M > 0 && N > 0 && !ta && !tb && alpha == 1.0f &&
+        (beta == 0.0f || beta == 1.0f) && K > 0 && openblas_get_num_threads() == 1) {
+        int64_t ps;
+        const float *P = panel_table_find(&ctx->pan, B, sizeof *B, K, N, ldb, &ps);
+        if (P) {
+            kern_f32_panel_gemm(C, A, P, ps, M, N, K, lda, ldc, beta == 1.0f);
+            ctx->hits++;
+            return;
+        }
     }
-    return NULL;
+    kern_gemm(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta);
+}
+
+void kern_matmul_ctx(kern_f32_ctx *ctx, float *restrict y, const float *restrict x,
+                     const float *restrict w, int64_t M, int64_t K, int64_t N) {
+    kern_gemm_ctx(ctx, y, x, w, M, N, K, false, false, K, N, N, 1.0f, 0.0f);
 }
 
 void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K, bool ta,
                bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
     if (M == 0 || N == 0) return;
-    /* The forward's x·w against a weight with a registered panel copy (one BLAS thread): AVX2
-     * tiles over the copy, rows alone or together giving the same bits (gemm_f32_panel.c). */
-    if (f32_npan && !ta && !tb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && K > 0 &&
-        openblas_get_num_threads() == 1) {
-        int64_t ps;
-        const float *P = find_f32_panel(B, K, N, ldb, &ps);
-        if (P) {
-            kern_f32_panel_gemm(C, A, P, ps, M, N, K, lda, ldc, beta == 1.0f);
-            f32_hits++;
-            return;
-        }
-    }
     if (M == 1) { /* one row (decode at batch 1): sgemv streams B once, where sgemm would first
                    * copy it into packed panels (measured 3-4x slower on a 2.9 MB weight) */
         if (beta == 0.0f)
@@ -215,19 +202,35 @@ static void fp32_product(void *operands, int which) {
         kern_matmul_dw(o->c, o->a, o->b, o->n, o->n, o->n);
 }
 
-/* The forward's weight b[n, n] with a registered panel copy (where kern_f32_panels: inference
- * keeps its weights so), or NULL. */
-static float *measured_panels(const float *b, int64_t n) {
-    float *P = kern_f32_panels() ? malloc((size_t)kern_f32_panel_elems(n, n) * sizeof *P) : NULL;
+typedef struct {
+    fp32_operands o;
+    kern_f32_ctx *ctx; /* the forward's weight's panel copy, or NULL */
+} fwd_operands;
+
+static void fwd_product(void *operands, int which) {
+    const fwd_operands *f = operands;
+    (void)which;
+    kern_matmul_ctx(f->ctx, f->o.c, f->o.a, f->o.b, f->o.n, f->o.n, f->o.n);
+}
+
+/* The forward's weight b[n, n] with a panel copy registered on a context of its own in *ctx, as
+ * inference keeps its weights where the model makes copies; NULL (and *ctx NULL) if none. */
+static float *measured_panels(const float *b, int64_t n, kern_f32_ctx **ctx) {
+    float *P = malloc((size_t)kern_f32_panel_elems(n, n) * sizeof *P);
+    *ctx = P ? kern_f32_ctx_create() : NULL;
     if (P) kern_f32_panel_pack(P, b, n, n, n);
-    if (P && kern_f32_add_panel(b, n, n, n, P) < 0) free(P), P = NULL;
+    if (P && (!*ctx || kern_f32_ctx_add_panel(*ctx, b, n, n, n, P) < 0)) {
+        kern_f32_ctx_destroy(*ctx), *ctx = NULL;
+        free(P), P = NULL;
+    }
     return P;
 }
 
-/* The one kernel that allocates (3 n×n matrices and, for the forward, the weight's panel copy,
- * freed before returning): it is a start-up measurement, not part of a step. Returns 0 if the
- * allocation fails or n < 1. */
-static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd_only) {
+/* The one kernel that allocates (3 n×n matrices and, for the forward on panels, the weight's
+ * panel copy and its context, freed before returning): it is a start-up measurement, not part of
+ * a step. Returns 0 if the allocation fails or n < 1. */
+static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd_only,
+                            int panels) {
     if (n < 1) return 0.0;
     fp32_operands o = {malloc((size_t)(n * n) * sizeof(float)),
                        malloc((size_t)(n * n) * sizeof(float)),
@@ -238,9 +241,11 @@ static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd
             o.a[i] = (float)((i * 7 % 13) - 6) / 13.0f;
             o.b[i] = (float)((i * 5 % 11) - 5) / 11.0f;
         }
-        float *P = fwd_only ? measured_panels(o.b, n) : NULL;
-        flops = kern_time_products(fp32_product, &o, n, seconds, thread_clock, fwd_only);
-        if (P) kern_f32_drop_panels(P, kern_f32_panel_elems(n, n));
+        fwd_operands f = {o, NULL};
+        float *P = fwd_only && panels && kern_f32_panels() ? measured_panels(o.b, n, &f.ctx) : NULL;
+        flops = fwd_only ? kern_time_products(fwd_product, &f, n, seconds, thread_clock, 1)
+                         : kern_time_products(fp32_product, &o, n, seconds, thread_clock, 0);
+        kern_f32_ctx_destroy(f.ctx);
         free(P);
     }
     free(o.a);
@@ -250,13 +255,13 @@ static double measure_flops(int64_t n, double seconds, int thread_clock, int fwd
 }
 
 double kern_measure_flops(int64_t n, double seconds) {
-    return measure_flops(n, seconds, 0, 0);
+    return measure_flops(n, seconds, 0, 0, 0);
 }
 
-double kern_measure_flops_fwd(int64_t n, double seconds) {
-    return measure_flops(n, seconds, 0, 1);
+double kern_measure_flops_fwd(int64_t n, double seconds, int panels) {
+    return measure_flops(n, seconds, 0, 1, panels);
 }
 
 double kern_measure_core_flops(int64_t n, double seconds) {
-    return measure_flops(n, seconds, openblas_get_num_threads() == 1, 0);
+    return measure_flops(n, seconds, openblas_get_num_threads() == 1, 0, 0);
 }

@@ -12,12 +12,8 @@
 #include "kernels/gemm_bf16_impl.h"
 #include "kernels/gemm_bf16_x86.h"
 #include "kernels/measure_impl.h"
+#include "kernels/panel_table.h"
 #include "kernels/pool_impl.h"
-
-typedef struct {
-    const kern_bf16 *B, *P;
-    int64_t K, N, ldb;
-} panel_entry;
 
 struct kern_bf16_ctx {
     kern_bf16_path path;
@@ -26,8 +22,7 @@ struct kern_bf16_ctx {
     kern_pool *pool;  /* threads − 1 workers (NULL with one thread) */
     bf16_dnnl *dnnl;  /* oneDNN paths */
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
-    panel_entry *pan; /* registered panel copies (kern_bf16_ctx_add_panel) */
-    int npan, cap_pan, last_pan; /* last_pan: the entry of the last hit */
+    panel_table pan;  /* registered panel copies (kern_bf16_ctx_add_panel) */
     int64_t pan_hits;
 };
 
@@ -141,7 +136,7 @@ void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx) {
         free(ctx->ws[t].b);
     }
     free(ctx->ws);
-    free(ctx->pan);
+    free(ctx->pan.e);
     free(ctx);
 }
 
@@ -160,45 +155,17 @@ int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
 int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
                             int64_t ldb, const kern_bf16 *P) {
     if (!kern_bf16_ctx_panels(ctx) || K < 1 || N < 1 || ldb < N) return -1;
-    int i = 0;
-    while (i < ctx->npan && ctx->pan[i].B != B) i++;
-    if (i == ctx->cap_pan) {
-        const int cap = ctx->cap_pan ? 2 * ctx->cap_pan : 64;
-        panel_entry *e = realloc(ctx->pan, (size_t)cap * sizeof *e);
-        if (!e) return -1;
-        ctx->pan = e, ctx->cap_pan = cap;
-    }
-    ctx->pan[i] = (panel_entry){B, P, K, N, ldb};
-    if (i == ctx->npan) ctx->npan++;
-    return 0;
+    return panel_table_add(&ctx->pan, (panel_entry){B, P, K, N, ldb});
 }
 
 void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx) {
-    ctx->npan = 0;
+    ctx->pan.n = 0;
 }
 
 int64_t kern_bf16_ctx_panel_hits(const kern_bf16_ctx *ctx) {
     return ctx->pan_hits;
 }
 
-/* The panels of a registered copy holding B[K, N] (row stride ldb): their start (a row and a
- * panel inside the copy) and *ps, the panel stride; NULL if none holds it. The search starts at
- * the last hit: a decode step's products come in the order the copies were registered. */
-static const kern_bf16 *find_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
-                                   int64_t ldb, int64_t *ps) {
-    for (int j = 0; j < ctx->npan; j++) {
-        const int i = (ctx->last_pan + j) % ctx->npan;
-        const panel_entry *e = &ctx->pan[i];
-        const uintptr_t b = (uintptr_t)B, b0 = (uintptr_t)e->B;
-        if (e->ldb != ldb || b < b0 || b >= b0 + (uintptr_t)(e->K * ldb) * sizeof *B) continue;
-        const int64_t off = (int64_t)((b - b0) / sizeof *B), r = off / ldb, j0 = off % ldb;
-        if (j0 % 16 || j0 + N > e->N || r + K > e->K) continue;
-        *ps = 16 * e->K;
-        ctx->last_pan = i;
-        return e->P + j0 / 16 * *ps + 16 * r;
-    }
-    return NULL;
-}
 
 /* An empty product (M or N zero: nothing; K zero: C = 0, or C unchanged): 1 if it was one. */
 static int empty(float *C, int64_t M, int64_t N, int64_t K, int64_t ldc, bool acc) {
@@ -248,8 +215,8 @@ void bf16_gemm_own(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_
                    bool acc) {
     if (empty(C, M, N, K, ldc, acc)) return;
     own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc, NULL, 0};
-    if (ctx->npan && M == 1 && !tb && K <= BF16_WS_A_FLOATS &&
-        (o.P = find_panel(ctx, B, K, N, ldb, &o.ps)))
+    if (ctx->pan.n && M == 1 && !tb && K <= BF16_WS_A_FLOATS &&
+        (o.P = panel_table_find(&ctx->pan, B, sizeof *B, K, N, ldb, &o.ps)))
         ctx->pan_hits++;
     const int T = ctx->threads;
     if (T == 1 || (double)M * (double)N * (double)K < OWN_SPLIT_MIN || N < 32) {

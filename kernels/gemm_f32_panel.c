@@ -18,6 +18,8 @@
  * it: prefill, decode and a server's batches give the same bits. */
 #include "kernels/gemm.h"
 
+#include "kernels/cpu.h"
+#include "kernels/gemm_bf16_x86.h"
 #include "kernels/gemm_nn.h"
 
 #include <stddef.h>
@@ -34,15 +36,12 @@ void kern_f32_panel_pack(float *P, const float *B, int64_t K, int64_t N, int64_t
         }
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
+#if BF16_X86 /* x86-64 with GCC or Clang: AVX2 and INL as the bf16 kernels' */
 
 #define F32_MR 6   /* rows per tile: 12 accumulators, 2 panel registers, 1 broadcast */
 #define F32_KC 512 /* rows of B per block: a panel's block, 32 KB, from L1 and L2 */
 #define F32_MC 72  /* rows of A per block: 144 KB of A's block at F32_KC, in L2 */
 #define F32_NP 8   /* panels side by side in a one-row product: 16 accumulators */
-#define AVX2 __attribute__((target("avx2,fma")))
-#define INL __attribute__((always_inline)) inline
 
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define DECL(i) __m256 c0_##i = _mm256_setzero_ps(), c1_##i = _mm256_setzero_ps();
@@ -210,18 +209,17 @@ static void gemv_panels(float *C, const float *a, const float *P, int64_t ps, in
     for (; p + F32_NP <= whole; p += F32_NP) panels_group(C + 16 * p, a, P + p * ps, ps, K, acc);
     for (; p < whole; p++) panels_one(C + 16 * p, a, P + p * ps, K, acc);
     if (N == 16 * whole) return;
-    float tmp[16];
+    float tmp[16] = {0}; /* the lanes past N: added to, never read back */
     for (int64_t j = 16 * whole; j < N && acc; j++) tmp[j - 16 * whole] = C[j];
     panels_one(tmp, a, P + whole * ps, K, acc);
     for (int64_t j = 16 * whole; j < N; j++) C[j] = tmp[j - 16 * whole];
 }
 
+/* kern_cpu_has's answer, asked once (cpuid costs microseconds in a VM, a product may not):
+ * a constant of the CPU, kept as gemm_nn.c keeps its own. */
 static int have_avx2_fma(void) {
-    static int have = -1; /* the CPU does not change while the program runs */
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-    }
+    static int have = -1;
+    if (have < 0) have = kern_cpu_has(KERN_CPU_AVX2_FMA);
     return have;
 }
 

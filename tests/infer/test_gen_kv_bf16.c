@@ -18,10 +18,10 @@
  *    --kv-shard each shard's partial rounds its probabilities normalised by its own sum, a bf16
  *    step from the whole row's at most, so decode and prefill agree within TOL only (2^-7 =
  *    65536 fp32 eps units; seen ~1e4).
- * fp32 compute where kern_gemm reads the model's fp32 panel copies (kern_f32_panels): prompt 2
- * alone (one row a decode product: the one-row kernel) gives, fed the same tokens, every step's
- * logits bit for bit as row 2 of the batch (the tiles) on 1 or 2 ranks, and the copies are
- * counted and read.
+ * fp32 compute where kern_gemm_ctx reads the model's fp32 panel copies (model_f32_panels):
+ * prompt 2 alone (one row a decode product: the one-row kernel) gives, fed the same tokens, every
+ * step's logits bit for bit as row 2 of the batch (the tiles) on 1 or 2 ranks, and the copies
+ * are counted and read.
  * Fresh initialisation (seed 7), L=2 D=32 N=4 K=2 H=8 F=64 V=256, the 12 prompts of gen_test.h.
  * With --experts E block 1 is a mixture of E experts (top-2, F_e 48, a shared expert; with
  * --expert AXIS sharded over it), its experts' products in the compute dtype too. */
@@ -150,14 +150,14 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
  * the batch's tokens for it (tok), against the batch's logits of row 2 at every step (l2). */
 static void panels_f32_check(const config *c, mesh *m, const char *label, int kv_rep,
                              const float *l2, const int32_t *tok) {
-    const int on = kern_f32_panels();
+    const int on = model_f32_panels();
     prompt_set one = {0};
     char err[256];
     if (prompts_add(&one, "To be or not ", 13, "panel prompt", err, sizeof err) < 0)
         mesh_exit_error("%s", err);
     const gen_dims d = {1, one.max_len + NTOK, 64, kv_rep};
     gen *g = make(c, m, &d, COMPUTE_FP32);
-    const int64_t V = c->shape.V, h0 = kern_f32_panel_hits();
+    const int64_t V = c->shape.V, h0 = model_f32_panel_hits(gen_model(g));
     int32_t cur[1] = {0}, next[1];
     gen_step st;
     int same = 1;
@@ -166,7 +166,7 @@ static void panels_f32_check(const config *c, mesh *m, const char *label, int kv
         same &= !memcmp(gen_logits(g), l2 + s * V, (size_t)V * sizeof(float));
         cur[0] = tok[s];
     }
-    const int64_t hits = kern_f32_panel_hits() - h0;
+    const int64_t hits = model_f32_panel_hits(gen_model(g)) - h0;
     /* elsewhere a row alone takes sgemv and the batch sgemm: other sums; past 2 tensor ranks the
      * reduction of the partial sums adds them in an order that depends on the row's place */
     if (on && mesh_nranks(m) <= 2)

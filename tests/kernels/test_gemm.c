@@ -147,8 +147,10 @@ int main(void) {
     wrappers(1, 17, 3);
     double f = kern_measure_flops(64, 0.02);
     check_expect(f > 1e6 && isfinite(f), "kern_measure_flops(64) = %.3g FLOP/s", f);
-    f = kern_measure_flops_fwd(64, 0.02);
+    f = kern_measure_flops_fwd(64, 0.02, 0);
     check_expect(f > 1e6 && isfinite(f), "kern_measure_flops_fwd(64) = %.3g FLOP/s", f);
+    f = kern_measure_flops_fwd(64, 0.02, 1);
+    check_expect(f > 1e6 && isfinite(f), "kern_measure_flops_fwd(64, on panels) = %.3g FLOP/s", f);
     f = kern_measure_core_flops(64, 0.02);
     check_expect(f > 1e6 && isfinite(f), "kern_measure_core_flops(64) = %.3g FLOP/s", f);
     return check_finish("test_kern_gemm");

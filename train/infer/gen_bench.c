@@ -38,7 +38,8 @@ gen_machine gen_measure_machine(mesh *m, int quick) {
     mesh_agree(mesh_world_comm(m), 0);
     double bw = kern_measure_read_bw(buf, quick ? 0.02 : 0.3), fl = 0;
     for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
-        const double f = kern_measure_flops_fwd(quick ? 256 : 1024, quick ? 0.01 : 0.1);
+        const double f = kern_measure_flops_fwd(quick ? 256 : 1024, quick ? 0.01 : 0.1,
+                                                model_f32_panels());
         fl = f > fl ? f : fl;
     }
     float in[2] = {(float)bw, (float)fl}, out[2];

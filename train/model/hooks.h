@@ -212,6 +212,14 @@ void model_extents_full(const model_shape *s, model_extents *out);
 void model_slab_full(const model_shape *s, param_id id, param_slab *out);
 layer_w model_layer_weights_local(model *m, int64_t l);
 layer_g model_layer_grads_local(model *m, int64_t l);
+/* Where block l's parameters are in a model's local storage (params.c; model_layer_weights_local
+ * and grads_local, and the fp32 panel copies, which may not call into model.c, read it so):
+ * base(m, id, &n) gives parameter id's local storage (NULL: none) and its n values, held as
+ * slab(m, id). Fills ptr[16] in layer_w's order, NULL where the block has none of a kind. */
+typedef float *(*model_store_fn)(model *m, param_id id, int64_t *n);
+typedef const param_slab *(*model_slab_fn)(const model *m, param_id id);
+void model_layer_blocks(model *m, const model_shape *s, int64_t l, model_store_fn base,
+                        model_slab_fn slab, float **ptr);
 void model_moe_to_experts_local(void *ctx, model *m, int64_t *counts, float *dst,
                                 const float *src, const int64_t *offs, int64_t *loffs, int64_t w);
 void model_moe_from_experts_local(void *ctx, model *m, int64_t *counts, float *dst,

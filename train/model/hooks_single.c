@@ -6,49 +6,16 @@
 #include "train/config/alloc.h"
 #include "train/model/hooks.h"
 
-/* Pointer to block i of the stack of parameter id (i in the stack's own numbering: the layer,
- * or model_layer_stack_index for the MLPs), in local storage (NULL: the block has none of id). */
-static float *stacked(model *m, float *base, param_id id, int64_t i) {
-    const param_slab *sl = model_slab(m, id);
-    int64_t n;
-    model_param(m, id, &n);
-    if (!base || sl->cnt[0] == 0) return NULL;
-    return base + (i - sl->off[0]) * (n / sl->cnt[0]);
-}
-
-/* Block l's parameter ids of each kind and the stack index of its MLP's. */
-static const param_id block_ids[] = {P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM};
-static const param_id dense_ids[] = {P_W_GATE, P_W_UP, P_W_DOWN};
-static const param_id moe_ids[] = {P_ROUTER,   P_EXP_GATE, P_EXP_UP,  P_EXP_DOWN,
-                                   P_SHR_GATE, P_SHR_UP,   P_SHR_DOWN};
-
-/* Fills ptr[k] with block l's blocks of its parameters in the order of layer_w's (and
- * layer_g's) fields, from the parameters (grads = 0) or the gradients. */
-static void layer_ptrs(model *m, int64_t l, int grads, float **ptr) {
-    const model_shape *s = model_shape_of(m);
-    const int64_t i = model_layer_stack_index(s, l);
-    const int moe = model_layer_is_moe(s, l);
-    int k = 0;
-#define BASE(id) (grads ? model_grad(m, id, NULL) : model_param(m, id, NULL))
-    for (size_t j = 0; j < sizeof block_ids / sizeof *block_ids; j++)
-        ptr[k++] = stacked(m, BASE(block_ids[j]), block_ids[j], l);
-    for (size_t j = 0; j < sizeof dense_ids / sizeof *dense_ids; j++)
-        ptr[k++] = moe ? NULL : stacked(m, BASE(dense_ids[j]), dense_ids[j], i);
-    for (size_t j = 0; j < sizeof moe_ids / sizeof *moe_ids; j++)
-        ptr[k++] = moe ? stacked(m, BASE(moe_ids[j]), moe_ids[j], i) : NULL;
-#undef BASE
-}
-
 layer_w model_layer_weights_local(model *m, int64_t l) {
     float *p[16];
-    layer_ptrs(m, l, 0, p);
+    model_layer_blocks(m, model_shape_of(m), l, model_param, model_slab, p);
     return (layer_w){p[0], p[1],  p[2],  p[3],  p[4],  p[5],  p[6],  p[7],  p[8],
                      p[9], p[10], p[11], p[12], p[13], p[14], p[15], {NULL}};
 }
 
 layer_g model_layer_grads_local(model *m, int64_t l) {
     float *p[16];
-    layer_ptrs(m, l, 1, p);
+    model_layer_blocks(m, model_shape_of(m), l, model_grad, model_slab, p);
     return (layer_g){p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
                      p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
 }

@@ -498,7 +498,7 @@ void model_last_logits(model *m, int64_t len, float *logits_loc) {
         mixed_pack(m->sb[0], S->hf + (len - 1) * D, D);
         kern_matmul_bf16(m->cmp.ctx, S->logits, m->sb[0], mixed_unembed(m, un), 1, D, m->loc.Vl);
     } else {
-        kern_matmul(S->logits, S->hf + (len - 1) * D, un, 1, D, m->loc.Vl);
+        kern_matmul_ctx(m->f32, S->logits, S->hf + (len - 1) * D, un, 1, D, m->loc.Vl);
     }
     floats_copy(logits_loc, S->logits, m->loc.Vl);
 }
@@ -597,7 +597,7 @@ void model_fwd_rows(model *m, float *logits_loc, const int64_t *out_rows, int64_
         memcpy(m->sb, m->sb_train, sizeof m->sb);
         return;
     }
-    kern_matmul(logits_loc, hf, un, n_out, D, Vl);
+    kern_matmul_ctx(m->f32, logits_loc, hf, un, n_out, D, Vl);
 }
 
 /* ---------------------------------------------------------------- backward */

@@ -108,8 +108,10 @@ typedef struct {
      * (kern_bf16_ctx_panels: the avx2 path): the model also keeps its dense matrices and the
      * unembedding in the panel layout (kern_bf16_panel_pack), made with the bf16 copy, so that a
      * product of one row (decode at batch 1) reads them as linear streams; the same bits.
-     * In MODEL_FP32 where kern_f32_panels: an fp32 copy in the panel layout of gemm.h, made at
-     * creation and by model_params_changed, so that no product repacks a weight (panels_f32.c).
+     * In MODEL_FP32 where model_f32_panels: an fp32 copy in the panel layout of gemm.h, made at
+     * creation and by model_params_changed and registered on the model's own kern_f32_ctx, which
+     * the forward's products on those weights pass, so that none repacks a weight
+     * (panels_f32.c).
      * model_panel_bytes says what either costs. */
     int panels;
 } model_compute;
@@ -131,6 +133,14 @@ model *model_create_compute(const model_shape *s, int64_t Bl, uint64_t seed,
 const model_compute *model_compute_of(const model *m);
 /* Bytes of the panel copies, bf16 or fp32 (model_compute.panels; 0 when none were made). */
 int64_t model_panel_bytes(const model *m);
+/* The variable that turns fp32 inference's panel copies off ("0"; for A/B runs of one binary). */
+#define MODEL_F32_PANELS_ENV "MESHTRAIN_F32_PANELS"
+/* 1 if an fp32 model with model_compute.panels makes its fp32 panel copies here: the kernels can
+ * run them (kern_f32_panels: AVX2 + FMA, no AVX-512 gemm_nn, one BLAS thread) and
+ * MODEL_F32_PANELS_ENV is not "0". */
+int model_f32_panels(void);
+/* Forward products the model has run on its fp32 panel copies (0 when it made none). */
+int64_t model_f32_panel_hits(const model *m);
 /* What this rank's model keeps of its weights, in bytes: the fp32 parameters (the master copy),
  * their bf16 copy (MODEL_BF16; 0 otherwise) and the panel copies (model_panel_bytes: bf16 and
  * fp32). What the memory lines of generate and serve print (gen_print_memory); a new copy of the

@@ -5,6 +5,7 @@
 #define MT_TRAIN_MODEL_IMPL_H
 #include <stdint.h>
 
+#include "kernels/gemm.h"
 #include "train/model/hooks.h"
 #include "train/model/model.h"
 
@@ -118,6 +119,7 @@ struct model {
     kern_bf16 *pan_block; /* the panel copies (mixed_alloc_panels), NULL when none */
     int64_t pan_elems;
     float *pan32; /* fp32 compute's panel copies (panels_f32.c), NULL when none */
+    kern_f32_ctx *f32; /* their table, which the forward's products pass (NULL when none) */
     int64_t pan32_elems;
     /* mixture of experts */
     moe_scratch ms;
@@ -187,11 +189,11 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
  * into actb, the copy the backward keeps (NULL: into the scratch sb[1]). defer: out goes to a
  * sublayer_norm_in next and to nothing else, which may then gather it: returns 1 when out was
  * left sharded (only this rank's D_Y columns), else 0. sublayer_out_local: the same on one rank,
- * one accumulating gemm (out may alias xin). */
+ * one accumulating gemm (out may alias xin) on f32's panel copies (m->f32; NULL: none). */
 int sublayer_out(model *m, float *out, const float *xin, const float *act, kern_bf16 *actb,
                  const float *w, const kern_bf16 *wb, int64_t BT, int64_t Kl, int defer);
-void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
-                        int64_t Kl, int64_t D);
+void sublayer_out_local(kern_f32_ctx *f32, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int64_t D);
 /* The backward of sublayer_out's product from dr = dL/d(out) [BT, D_Y]: dact[BT, Kl] = dout · wᵀ
  * (overwrites), dw[Kl, D] += actᵀ · dout (bf16 compute: actb, the forward's bf16 copy of act, or
  * NULL: act rounded here). dw NULL: no weight gradient, and keep (when not NULL) gets dout
@@ -256,13 +258,17 @@ void mixed_attn_bwd(model *m, const layer_act *A, const float *datt, float *dq, 
 /* Matrix i of a layer as the forward multiplies it, [K, N]: wq, wk, wv, wo, w_gate, w_up, w_down
  * (i < 7); i = 7: the unembedding (mixed.c's bf16 panel copies use it too). */
 void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N);
-/* The copies' storage, where the kernels read them (kern_f32_panels): 0, or −1 out of memory. */
+/* The copies' storage and their context, where the model makes them (model_f32_panels): 0, or
+ * −1 out of memory. */
 int panels_f32_alloc(model *m);
-/* Packs every copy from the weights as they are now and registers it (no-op without copies). */
+/* Packs every copy from the weights as they are now and registers it on m->f32 (no-op without
+ * copies, or where SMPI's no-data mode leaves the weights unset: the storage is then allocated,
+ * not made). */
 void panels_f32_make(model *m);
-/* Unregisters and frees them. */
+/* Unregisters and frees them, and the context. */
 void panels_f32_free(model *m);
-/* Their bytes (0 when none were made). */
+/* Their storage's bytes (0 when the model keeps none), counted as allocated: also under SMPI's
+ * no-data mode, where panels_f32_make leaves them unpacked. */
 int64_t panels_f32_bytes(const model *m);
 
 /* ---- model_moe.c ---- */

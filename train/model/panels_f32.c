@@ -1,14 +1,18 @@
 /* panels_f32: fp32 inference's panel copies of the weights (model_compute.panels in MODEL_FP32,
- * where kern_f32_panels says kern_gemm reads them: an AVX2 CPU without AVX-512).
+ * where model_f32_panels: the kernels can run them, an AVX2 CPU without AVX-512 on one BLAS
+ * thread, and MODEL_F32_PANELS_ENV does not turn them off).
  *
  * Each dense matrix of the model's own layers (wq, wk, wv, wo, w_gate, w_up, w_down; a MoE
- * block's experts are not copied) and the unembedding are packed into kernels/gemm.h's panel
- * layout when the model is made and again whenever model_params_changed says the weights changed
- * (a checkpoint loaded), and each copy is registered with the kernels under its weight's address:
- * the forward's products on those weights, and on blocks of them (a tensor axis's norm gathers
- * blocks of rows), then read the copy and no longer pay sgemm's packing of the weight on every
- * call. Every element is still one fma chain over k in order, so prefill, decode and a server's
- * batches give the same bits for a row. Training makes no copies (model_compute.panels is 0). */
+ * block's router and experts are not copied) and the unembedding are packed into kernels/gemm.h's
+ * panel layout when the model is made and again whenever model_params_changed says the weights
+ * changed (a checkpoint loaded), and each copy is registered under its weight's address on the
+ * model's kern_f32_ctx (m->f32), which the forward's products pass (kern_gemm_ctx): those on the
+ * copied weights, and on blocks of them (a tensor axis's norm gathers blocks of rows), then read
+ * the copy and no longer pay sgemm's packing of the weight on every call. Each element of such a
+ * product is one fma chain over k in order, so a row gets the same bits from prefill, decode and
+ * a server's batches where every product of the forward is on a copied weight, i.e. a dense
+ * model; a MoE block's router and experts still run on the BLAS, whose sums may depend on the
+ * batch. Training makes no copies (model_compute.panels is 0). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,22 +26,22 @@ void model_matrix_dims(const model *m, int i, int64_t *K, int64_t *N) {
     *K = k[i], *N = n[i];
 }
 
-/* Block i of the stack of parameter id in the model's own storage (NULL: none here). */
-static const float *own_block(const model *m, param_id id, int64_t i) {
-    const param_slab *sl = &m->slab[id];
-    if (!m->cnt[id] || !sl->cnt[0]) return NULL;
-    return m->params + m->off[id] + (i - sl->off[0]) * (m->cnt[id] / sl->cnt[0]);
+/* Parameter id's own storage and its slab, read from the model's fields (not model_param and
+ * model_slab: model.c calls this file). */
+static float *own_store(model *m, param_id id, int64_t *n) {
+    *n = m->cnt[id];
+    return m->cnt[id] ? m->params + m->off[id] : NULL;
+}
+static const param_slab *own_slab(const model *m, param_id id) {
+    return &m->slab[id];
 }
 
 /* Layer l's matrices as the forward multiplies them (NULL where the block has none: a MoE
  * block's MLP), as the hooks hand over the model's own weights (model_layer_weights_local). */
-static void layer_mats(const model *m, int64_t l, const float *w[7]) {
-    static const param_id ids[7] = {P_WQ, P_WK, P_WV, P_WO, P_W_GATE, P_W_UP, P_W_DOWN};
-    const int moe = model_layer_is_moe(&m->s, l);
-    for (int i = 0; i < 7; i++)
-        w[i] = i < 4 ? own_block(m, ids[i], l)
-               : moe ? NULL
-                     : own_block(m, ids[i], model_layer_stack_index(&m->s, l));
+static void layer_mats(model *m, int64_t l, const float *w[7]) {
+    float *p[16]; /* layer_w's order: attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down */
+    model_layer_blocks(m, &m->s, l, own_store, own_slab, p);
+    for (int i = 0; i < 7; i++) w[i] = p[i < 4 ? 1 + i : 2 + i];
 }
 
 /* Calls fn for every matrix copied, in order: its weight, [K, N] and its copy's offset. */
@@ -62,18 +66,33 @@ static int64_t each_matrix(model *m,
     return off;
 }
 
+int model_f32_panels(void) {
+    const char *v = getenv(MODEL_F32_PANELS_ENV); /* "0": off, for A/B runs */
+    return kern_f32_panels() && !(v && !strcmp(v, "0"));
+}
+
+int64_t model_f32_panel_hits(const model *m) {
+    return kern_f32_ctx_panel_hits(m->f32);
+}
+
 int panels_f32_alloc(model *m) {
-    if (!m->cmp.panels || m->cmp.bf16 != MODEL_FP32 || !kern_f32_panels()) return 0;
+    if (!m->cmp.panels || m->cmp.bf16 != MODEL_FP32 || !model_f32_panels()) return 0;
     m->pan32_elems = each_matrix(m, NULL);
     if (!m->pan32_elems) return 0;
     m->pan32 = aligned_alloc(64, (size_t)(m->pan32_elems + 15) / 16 * 16 * sizeof(float));
-    return m->pan32 ? 0 : -1;
+    m->f32 = m->pan32 ? kern_f32_ctx_create() : NULL;
+    return m->f32 ? 0 : -1;
 }
 
 static void make_one(model *m, const float *w, int64_t K, int64_t N, int64_t off) {
     float *P = m->pan32 + off;
     kern_f32_panel_pack(P, w, K, N, N);
-    CHECK(kern_f32_add_panel(w, K, N, N, P) == 0, "fp32 panel copies: no memory to register one");
+    const int r = kern_f32_ctx_add_panel(m->f32, w, K, N, N, P);
+    CHECK(r == 0, "fp32 panel copies: registering the copy of a [%lld, %lld] weight failed: %s",
+          (long long)K, (long long)N,
+          r == KERN_F32_NO_MEMORY ? "no memory for the table"
+                                  : "the kernels cannot run copies here (kern_f32_panels is 0: "
+                                    "were the BLAS threads changed after the model was made?)");
 }
 
 void panels_f32_make(model *m) {
@@ -82,7 +101,8 @@ void panels_f32_make(model *m) {
 }
 
 void panels_f32_free(model *m) {
-    if (m->pan32) kern_f32_drop_panels(m->pan32, m->pan32_elems);
+    kern_f32_ctx_destroy(m->f32); /* the table of the copies below, which nothing else reads */
+    m->f32 = NULL;
     free(m->pan32);
     m->pan32 = NULL;
 }

@@ -2,7 +2,8 @@
  * kinds (which MLPs are mixtures of experts, a block's index in its kind's stack), their
  * counter-based initialisation, and the whole-tensor extents and slabs of a run on one rank. Pure
  * functions of the shape (model.h); model.c, model_moe.c, the hook tables and the sharding plan
- * read them. */
+ * read them. Also where a layer's blocks sit in a model's storage (model_layer_blocks, through
+ * the caller's accessors: nothing here calls into model.c). */
 #include <math.h>
 #include <string.h>
 
@@ -21,6 +22,35 @@ int64_t model_layer_stack_index(const model_shape *s, int64_t l) {
     if (s->moe.E == 0) return l;
     const int64_t moe_upto = (l + 1) / s->moe.every; /* MoE blocks among 0..l */
     return model_layer_is_moe(s, l) ? moe_upto - 1 : l - moe_upto;
+}
+
+/* Block i of the stack of parameter id (i in the stack's own numbering: the layer, or
+ * model_layer_stack_index for the MLPs), in local storage (NULL: the block has none of id). */
+static float *stacked(model *m, model_store_fn base, model_slab_fn slab, param_id id, int64_t i) {
+    const param_slab *sl = slab(m, id);
+    int64_t n;
+    float *b = base(m, id, &n);
+    if (!b || sl->cnt[0] == 0) return NULL;
+    return b + (i - sl->off[0]) * (n / sl->cnt[0]);
+}
+
+/* Block l's parameter ids of each kind (the MLP's at the stack index of its kind). */
+static const param_id block_ids[] = {P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM};
+static const param_id dense_ids[] = {P_W_GATE, P_W_UP, P_W_DOWN};
+static const param_id moe_ids[] = {P_ROUTER,   P_EXP_GATE, P_EXP_UP,  P_EXP_DOWN,
+                                   P_SHR_GATE, P_SHR_UP,   P_SHR_DOWN};
+
+void model_layer_blocks(model *m, const model_shape *s, int64_t l, model_store_fn base,
+                        model_slab_fn slab, float **ptr) {
+    const int64_t i = model_layer_stack_index(s, l);
+    const int moe = model_layer_is_moe(s, l);
+    int k = 0;
+    for (size_t j = 0; j < sizeof block_ids / sizeof *block_ids; j++)
+        ptr[k++] = stacked(m, base, slab, block_ids[j], l);
+    for (size_t j = 0; j < sizeof dense_ids / sizeof *dense_ids; j++)
+        ptr[k++] = moe ? NULL : stacked(m, base, slab, dense_ids[j], i);
+    for (size_t j = 0; j < sizeof moe_ids / sizeof *moe_ids; j++)
+        ptr[k++] = moe ? stacked(m, base, slab, moe_ids[j], i) : NULL;
 }
 
 int64_t model_moe_capacity(const model_shape *s) {

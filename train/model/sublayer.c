@@ -45,6 +45,7 @@ typedef struct {
     const int64_t *nk;
     float *const *y;
     int64_t M, N, nl;
+    kern_f32_ctx *f32; /* the model's fp32 panel copies (m->f32) */
 } norm_ctx;
 
 /* Block j of x and of h's unnormalised x ∘ g, and y_k (+)= (x_j ∘ g_j) · w_k[block j rows, :]. */
@@ -61,8 +62,8 @@ static void norm_block(void *vc, const float *blk, int64_t j, int first) {
             }
     kern_traffic_count(KERN_PASS_COPY, 2 * M * nl); /* x's block and h's, each a copy */
     for (int k = 0; k < c->nw; k++)
-        kern_gemm(c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false, false, N,
-                  c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
+        kern_gemm_ctx(c->f32, c->y[k], hb, c->w[k] + j * nl * c->nk[k], M, c->nk[k], nl, false,
+                      false, N, c->nk[k], c->nk[k], 1.0f, first ? 0.0f : 1.0f);
 }
 
 void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, const float *gain,
@@ -71,7 +72,7 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
     const int64_t D = m->s.D;
     POLL(m);
     if (sharded) { /* x holds only this rank's D_Y columns: the gather brings the others */
-        norm_ctx c = {x, h, gain, nw, w, nk, y, BT, D, m->loc.Dl};
+        norm_ctx c = {x, h, gain, nw, w, nk, y, BT, D, m->loc.Dl, m->f32};
         /* bf16: not the AllGather-norm-matmul, which would round the unnormalised blocks x∘g
          * (the 1-rank run rounds h): the plain AllGather, then the norm and its products */
         if (!m->hk.gather_cols(m->hk.ctx, m, x, NULL, BT, wb ? NULL : norm_block, &c)) {
@@ -90,16 +91,16 @@ void sublayer_norm_in(model *m, float *x, int sharded, float *h, float *rstd, co
         if (wb)
             kern_matmul_bf16(m->cmp.ctx, y[k], h16, wb[k], BT, D, nk[k]);
         else
-            kern_matmul(y[k], h, w[k], BT, D, nk[k]);
+            kern_matmul_ctx(m->f32, y[k], h, w[k], BT, D, nk[k]);
     }
 }
 
 /* ---------------------------------------------------------------- the output projection */
 
-void sublayer_out_local(float *out, const float *xin, const float *act, const float *w, int64_t BT,
-                        int64_t Kl, int64_t D) {
+void sublayer_out_local(kern_f32_ctx *f32, float *out, const float *xin, const float *act,
+                        const float *w, int64_t BT, int64_t Kl, int64_t D) {
     if (out != xin) floats_copy(out, xin, BT * D);
-    kern_gemm(out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
+    kern_gemm_ctx(f32, out, act, w, BT, D, Kl, false, false, Kl, D, D, 1.0f, 1.0f);
 }
 
 typedef struct {
@@ -117,8 +118,8 @@ static void product(void *vc, float *dst, int64_t b, int64_t nb) {
         kern_gemm_bf16(c->m->cmp.ctx, dst, c->act16, c->wb + b * nl, c->BT, nl, c->Kl, false,
                        false, c->Kl, c->D, nl, false);
     else
-        kern_gemm(dst, c->act, c->w + b * nl, c->BT, nl, c->Kl, false, false, c->Kl, c->D, nl,
-                  1.0f, 0.0f);
+        kern_gemm_ctx(c->m->f32, dst, c->act, c->w + b * nl, c->BT, nl, c->Kl, false, false, c->Kl,
+                      c->D, nl, 1.0f, 0.0f);
 }
 
 int sublayer_out(model *m, float *out, const float *xin, const float *act, kern_bf16 *actb,
@@ -132,7 +133,7 @@ int sublayer_out(model *m, float *out, const float *xin, const float *act, kern_
         return 0;
     }
     if (Dl == D) {
-        sublayer_out_local(out, xin, act, w, BT, Kl, D);
+        sublayer_out_local(m->f32, out, xin, act, w, BT, Kl, D);
         return 0;
     }
     product_ctx pc = {m, act, w, act16, wb, BT, Kl, D};
