@@ -11,7 +11,7 @@
  * minimum and the median time over the rounds, as GFLOP/s. One thread (--threads: OpenBLAS's and
  * the bf16 contexts'). Where the CPU has AVX2 and FMA, the variant "fp32 panels" times the
  * forward's products (untransposed) on a copy of the weight packed beforehand (kern_f32_panel_gemm:
- * what kern_gemm runs on a registered copy), beside "fp32 kern_gemm" on the weight as it is. Not a
+ * what kern_gemm_ctx runs on a copy registered on its context), beside "fp32 kern_gemm" on the weight as it is. Not a
  * test: nothing is asserted.
  *
  * usage: gemm_bench [--rounds R] [--paths avx2,portable,...] [--decode-mb MB] [--csv FILE]
