@@ -9,7 +9,9 @@ decode steps of one token per sequence, each attending to the cache (grouped hea
 copy of the cache), greedy. No autograd (torch.inference_mode), one thread by default.
 
 usage: torch_infer.py --batch B [--layers 8 --d-model 512 --heads 8 --kv-heads 8 --d-ff 1408
-                      --vocab 256 --prompt 64 --steps 32 --threads 1 --rounds 1]
+                      --vocab 256 --prompt 64 --steps 32 --threads 1 --rounds 1 --dtype fp32]
+--dtype bf16: the weights and the cache in bfloat16 (every product and the attention in bf16, as
+PyTorch runs a bf16 model; on a CPU without AVX512-BF16 its kernels widen each value).
 prints, per round: "torch infer | B b | prefill ms X | decode ms/step median M min m | ..."
 
        torch_infer.py --check CKPT.h5 --prompts FILE --texts OUT --tokens N
@@ -71,7 +73,7 @@ def forward(m, tok, p0, kc, vc):
 def run(args, model):
     B, P, steps = args.batch, args.prompt, args.steps
     S = P + steps + 1
-    kc = torch.zeros(model.L, B, S, model.K, model.H)
+    kc = torch.zeros(model.L, B, S, model.K, model.H, dtype=model.embed.dtype)
     vc = torch.zeros_like(kc)
     prompt = torch.randint(0, model.V, (B, P))
     t0 = time.perf_counter()
@@ -128,6 +130,7 @@ def main():
     for name in ("check", "prompts", "texts"):
         ap.add_argument("--" + name)
     ap.add_argument("--tokens", type=int, default=24)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     for name, default in (("layers", 8), ("d-model", 512), ("heads", 8), ("kv-heads", 8),
                           ("d-ff", 1408), ("vocab", 256), ("prompt", 64), ("steps", 32),
                           ("batch", 1), ("threads", 1), ("rounds", 1), ("seed", 1337)):
@@ -142,6 +145,8 @@ def main():
     H = D // N
     model = Model(L, D, N, K, H, F, V, args.prompt + args.steps + 1)
     model.init_random(args.seed)
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     with torch.inference_mode():
         run(args, model)  # warm-up: allocator, thread pool
         for r in range(args.rounds):
@@ -149,7 +154,7 @@ def main():
             print(f"torch infer | B {args.batch} | prefill ms {1e3 * prefill:.3f} | decode "
                   f"ms/step median {1e3 * med:.3f} min {1e3 * best:.3f} | tok/s "
                   f"{args.batch / med:.0f} | L={L} D={D} N={N} K={K} F={F} V={V} P={args.prompt} "
-                  f"steps={args.steps} | torch {torch.__version__}, "
+                  f"steps={args.steps} | {args.dtype} | torch {torch.__version__}, "
                   f"{torch.get_num_threads()} thread", flush=True)
 
 
