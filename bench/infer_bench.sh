@@ -77,7 +77,7 @@ ratio() { # ratio A B: median(B) / median(A) (how many times faster A is)
 {
   echo "Generation with a KV cache, one rank, one thread, $ROUNDS alternating rounds"
   echo "(median / min over the rounds of each run's median decode step; prefill = TTFT of the batch)."
-  echo "Model: $MODEL, prompt $P, $STEPS decode steps. $(date -u +%Y-%m-%d), $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Model: $MODEL, prompt $P, $STEPS decode steps. $(date -u +%Y-%m-%d), $CPU, $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| phase | batch | meshtrain ms (median / min) | PyTorch 1.13 ms (median / min) | speed-up |"
   echo "|---|---|---|---|---|"
