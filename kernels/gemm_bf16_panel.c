@@ -13,6 +13,7 @@
 #define _DEFAULT_SOURCE /* madvise, posix_memalign */
 #endif
 #include "kernels/gemm_bf16_impl.h"
+#include "kernels/panel_table.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 #include "kernels/gemm_bf16_x86.h"
 
 int64_t kern_bf16_panel_elems(int64_t K, int64_t N) {
-    return K * ((N + 15) / 16 * 16);
+    return panel_elems(K, N);
 }
 
 /* Huge pages: the kernel streams the copies at the memory's full rate, and with 4 KB pages every

@@ -21,11 +21,12 @@
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16_x86.h"
 #include "kernels/gemm_nn.h"
+#include "kernels/panel_table.h"
 
 #include <stddef.h>
 
 int64_t kern_f32_panel_elems(int64_t K, int64_t N) {
-    return K * ((N + 15) / 16 * 16);
+    return panel_elems(K, N);
 }
 
 void kern_f32_panel_pack(float *P, const float *B, int64_t K, int64_t N, int64_t ldb) {

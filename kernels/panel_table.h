@@ -55,4 +55,9 @@ static inline const void *panel_table_find(panel_table *t, const void *B, size_t
     return NULL;
 }
 
+/* Values in the copy of a [K, N] weight: K rows of N rounded up to whole panels of 16 columns
+ * (kern_f32_panel_elems, kern_bf16_panel_elems). */
+static inline int64_t panel_elems(int64_t K, int64_t N) {
+    return K * ((N + 15) / 16 * 16);
+}
 #endif
