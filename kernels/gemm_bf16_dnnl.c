@@ -39,15 +39,27 @@ int bf16_dnnl_built(void) {
 }
 
 bf16_dnnl *bf16_dnnl_create(bf16_dnnl_isa isa, int threads, char *msg, size_t size) {
+    /* oneDNN takes its ISA cap once a process, before its first use; a second context on the
+     * same path (a model's beside the start-up timing's, generate's beside its measurement's)
+     * finds it already set and only checks it. */
+    static dnnl_cpu_isa_t capped = dnnl_cpu_isa_all;
     if (isa != BF16_DNNL_ANY) {
         const dnnl_cpu_isa_t cap =
             isa == BF16_DNNL_AMX ? dnnl_cpu_isa_avx512_core_amx : dnnl_cpu_isa_avx512_core_bf16;
-        if (dnnl_set_max_cpu_isa(cap) != dnnl_success) {
+        if (capped != cap && capped != dnnl_cpu_isa_all) {
+            snprintf(msg, size,
+                     "oneDNN's ISA is already capped at 0x%x in this process; one process takes "
+                     "one bf16 path",
+                     (unsigned)capped);
+            return NULL;
+        }
+        if (capped != cap && dnnl_set_max_cpu_isa(cap) != dnnl_success) {
             snprintf(msg, size,
                      "oneDNN refused to cap its ISA (already in use in this process, or "
                      "ONEDNN_MAX_CPU_ISA set)");
             return NULL;
         }
+        capped = cap;
         if (dnnl_get_effective_cpu_isa() != cap) {
             snprintf(msg, size,
                      "oneDNN does not reach the ISA of this path on this CPU (it "
