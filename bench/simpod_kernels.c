@@ -30,6 +30,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_nn.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/sgemm_lib.h"
 #include "kernels/gemm_bf16_impl.h"
 #include "kernels/optim.h"
 #include "kernels/rmsnorm.h"
@@ -238,6 +239,17 @@ int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, 
     (void)msg, (void)size;
     *resolved = p == KERN_BF16_AUTO ? KERN_BF16_PORTABLE : p;
     return 0;
+}
+int kern_bf16_path_outruns_fp32(kern_bf16_path p) {
+    return p == KERN_BF16_AMX || p == KERN_BF16_AVX512BF16; /* a simulated chip's matrix unit */
+}
+int kern_sgemm_lib_check(kern_sgemm_lib *lib, char *msg, size_t size) {
+    (void)msg, (void)size;
+    *lib = KERN_SGEMM_OPENBLAS;
+    return 0;
+}
+void kern_sgemm_lib_describe(char *buf, size_t size) {
+    snprintf(buf, size, "counted, not run (SimGrid's clock)");
 }
 int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size) {
     const char *v = getenv(KERN_BF16_PATH_ENV);

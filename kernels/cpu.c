@@ -74,6 +74,12 @@ void kern_cpu_model(char *buf, size_t size) {
     buf[n] = '\0';
 }
 
+int kern_cpu_intel(void) {
+    unsigned a, v[3];
+    if (!__get_cpuid(0, &a, &v[0], &v[2], &v[1])) return 0; /* ebx, edx, ecx: "GenuineIntel" */
+    return memcmp(v, "GenuineIntel", 12) == 0;
+}
+
 int kern_cpu_amx_grant(void) {
     if (!detect(KERN_CPU_AMX_BF16)) return 0;
 #if defined(__linux__) && defined(SYS_arch_prctl)
@@ -97,6 +103,9 @@ void kern_cpu_model(char *buf, size_t size) {
     buf[n] = '\0';
 }
 int kern_cpu_amx_grant(void) {
+    return 0;
+}
+int kern_cpu_intel(void) {
     return 0;
 }
 #endif

@@ -24,4 +24,6 @@ void kern_cpu_model(char *buf, size_t size);
 /* Asks Linux for the AMX tile data state for this process (idempotent; once granted, every thread
  * may use the tiles). Returns 1 if granted, 0 if the CPU lacks AMX-BF16 or the OS refused. */
 int kern_cpu_amx_grant(void);
+/* 1 if the CPU's vendor is Intel (cpuid's "GenuineIntel"), else 0. */
+int kern_cpu_intel(void);
 #endif

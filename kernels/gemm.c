@@ -5,6 +5,7 @@
 #include "kernels/gemm_nn.h"
 #include "kernels/measure_impl.h"
 #include "kernels/panel_table.h"
+#include "kernels/sgemm_lib.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -124,6 +125,10 @@ void kern_gemm(float *C, const float *A, const float *B, int64_t M, int64_t N, i
         kern_gemm_nn(C, A, B, M, N, K, lda, ldb, ldc, beta == 1.0f);
         return;
     }
+    /* Where OpenBLAS does not know this CPU (sgemm_lib.h): oneDNN's AVX-512 sgemm. */
+    if (kern_sgemm_lib_get() == KERN_SGEMM_ONEDNN &&
+        kern_sgemm_onednn(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, alpha, beta) == 0)
+        return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 to_blasint(M, "M"), to_blasint(N, "N"), to_blasint(K, "K"), alpha, A,
                 to_blasint(lda, "lda"), B, to_blasint(ldb, "ldb"), beta, C, to_blasint(ldc, "ldc"));
@@ -163,6 +168,7 @@ void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *r
 
 void kern_set_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
+    kern_sgemm_set_threads(n);
 }
 
 static double now_s(clockid_t clk) {

@@ -58,6 +58,10 @@ static const char *missing(kern_bf16_path p) {
     }
 }
 
+int kern_bf16_path_outruns_fp32(kern_bf16_path p) {
+    return p == KERN_BF16_AMX || (p == KERN_BF16_AVX512BF16 && !kern_cpu_intel());
+}
+
 int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, size_t size) {
     if (p == KERN_BF16_AUTO) {
         for (int q = KERN_BF16_AMX; q < KERN_BF16_PATH_COUNT; q++)

@@ -53,7 +53,10 @@ bf16_dnnl *bf16_dnnl_create(bf16_dnnl_isa isa, int threads, char *msg, size_t si
                      (unsigned)capped);
             return NULL;
         }
-        if (capped != cap && dnnl_set_max_cpu_isa(cap) != dnnl_success) {
+        /* (a first use, such as the fp32 sgemm of sgemm_lib.c, fixes the cap at the CPU's
+         * best: that is this path's where the CPU's best is it) */
+        if (capped != cap && dnnl_set_max_cpu_isa(cap) != dnnl_success &&
+            dnnl_get_effective_cpu_isa() != cap) {
             snprintf(msg, size,
                      "oneDNN refused to cap its ISA (already in use in this process, or "
                      "ONEDNN_MAX_CPU_ISA set)");

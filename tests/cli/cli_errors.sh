@@ -45,6 +45,8 @@ case_ 2 "prepare" prepare only-one-argument
 case_ 2 "--compute-dtype fp8: expected fp32, bf16 or auto" --compute-dtype fp8 --data "$TXT"
 MESHTRAIN_BF16_PATH=tiles case_ 2 "MESHTRAIN_BF16_PATH=tiles" --compute-dtype bf16 --data "$TXT" \
   --steps 1
+MESHTRAIN_SGEMM=mkl case_ 2 "MESHTRAIN_SGEMM=mkl: unknown fp32 matmul library" --data "$TXT" \
+  --steps 1
 case_ 2 "--kv-dtype does nothing in training" --kv-dtype bf16 --data "$TXT" --steps 1
 case_ 2 "--progress spin: expected thread, inline or auto" --progress spin --steps 1
 case_ 2 "--progress sometimes: expected thread, inline or auto" --progress sometimes --steps 1

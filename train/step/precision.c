@@ -1,10 +1,13 @@
 /* precision: the run's compute dtype at start-up (see precision.h). */
 #include "train/step/precision.h"
 
+#include "kernels/sgemm_lib.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu.h"
+#include "kernels/sgemm_lib.h"
 #include "mesh/errmsg.h"
 
 /* What the path does, for the start-up line: on a matrix unit, or not. */
@@ -39,15 +42,19 @@ int precision_setup(precision *p, const config *c, mesh *m, int measure, int cor
     if (mesh_agree_msg(world, rc, msg, sizeof msg) < 0)
         return errmsg_fail(err, errlen, "%s", msg); /* it names the variable */
     p->path = (kern_bf16_path)mesh_agree_max(world, (int64_t)path);
-    p->dtype = c->compute != COMPUTE_AUTO ? c->compute
-               : matrix_unit(p->path)      ? COMPUTE_BF16
-                                           : COMPUTE_FP32;
+    kern_sgemm_lib lib;
+    rc = kern_sgemm_lib_check(&lib, msg, sizeof msg);
+    if (mesh_agree_msg(world, rc, msg, sizeof msg) < 0) return errmsg_fail(err, errlen, "%s", msg);
+    kern_sgemm_lib_describe(p->sgemm, sizeof p->sgemm);
+    const int faster = kern_bf16_path_outruns_fp32(p->path);
+    p->dtype = c->compute != COMPUTE_AUTO ? c->compute : faster ? COMPUTE_BF16 : COMPUTE_FP32;
     if (c->compute == COMPUTE_AUTO)
         snprintf(p->why, sizeof p->why, "auto: %s",
-                 !matrix_unit(p->path)
-                     ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), where bf16 multiplies "
-                       "no faster than fp32 and rounds"
-                     : "the bf16 path is a matrix unit");
+                 faster                  ? "the bf16 path is a matrix unit, faster than fp32"
+                 : !matrix_unit(p->path) ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), "
+                                           "where bf16 multiplies no faster than fp32 and rounds"
+                                         : "Intel's AVX512-BF16 without AMX multiplies at fp32's "
+                                           "FLOP rate (vdpbf16ps on one port)");
     if (p->dtype != COMPUTE_BF16) return 0;
     p->ctx = kern_bf16_ctx_create(p->path, c->threads, msg, sizeof msg);
     if (mesh_agree_msg(world, p->ctx ? 0 : -1, msg, sizeof msg) < 0) {
@@ -89,5 +96,6 @@ void precision_print(const precision *p, FILE *out) {
         if (p->rate > 0) fprintf(out, ": %.1f GFLOP/s measured on rank 0", p->rate / 1e9);
         fprintf(out, " (%s)", path_note(p->path));
     }
+    if (p->sgemm[0]) fprintf(out, "; fp32 products: %s", p->sgemm);
     fprintf(out, "\n");
 }

@@ -34,6 +34,7 @@ typedef struct {
     int ntrials;
     char cpu[64];         /* this rank's CPU (kern_cpu_model) */
     char why[256];        /* auto: why it resolved as it did; "" otherwise */
+    char sgemm[160];      /* the fp32 products' library (kern_sgemm_lib_describe) */
 } precision;
 
 /* Collective over: world. Resolves c->compute into p (zeroed first), creates the bf16 context
