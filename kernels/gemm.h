@@ -65,8 +65,8 @@ void kern_f32_panel_gemm(float *C, const float *A, const float *P, int64_t ps, i
 /* The same chains in a plain loop (the tests' twin; the path off AVX2). */
 void kern_f32_panel_gemm_plain(float *C, const float *A, const float *P, int64_t ps, int64_t M,
                                int64_t N, int64_t K, int64_t lda, int64_t ldc, int acc);
-/* 1 if kern_gemm_ctx can run fp32 panel copies here: this CPU has the AVX2 + FMA tiles and not
- * the AVX-512 of kern_gemm_nn (which reads the weight in place), and the BLAS runs one thread
+/* 1 if kern_gemm_ctx can run fp32 panel copies here: this CPU has the AVX2 + FMA tiles (with or
+ * without the AVX-512 of kern_gemm_nn, which reads the weight in place), and the BLAS runs one thread
  * (kern_set_threads; the tiles are not threaded). Whether to make copies is the caller's choice;
  * it makes them only where this says 1. */
 int kern_f32_panels(void);

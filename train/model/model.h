@@ -136,7 +136,7 @@ int64_t model_panel_bytes(const model *m);
 /* The variable that turns fp32 inference's panel copies off ("0"; for A/B runs of one binary). */
 #define MODEL_F32_PANELS_ENV "MESHTRAIN_F32_PANELS"
 /* 1 if an fp32 model with model_compute.panels makes its fp32 panel copies here: the kernels can
- * run them (kern_f32_panels: AVX2 + FMA, no AVX-512 gemm_nn, one BLAS thread) and
+ * run them (kern_f32_panels: AVX2 + FMA, one BLAS thread) and
  * MODEL_F32_PANELS_ENV is not "0". */
 int model_f32_panels(void);
 /* Forward products the model has run on its fp32 panel copies (0 when it made none). */
