@@ -171,7 +171,6 @@ void kern_matmul_dx(float *restrict dx, const float *restrict dy, const float *r
 
 void kern_set_threads(int n) {
     openblas_set_num_threads(n < 1 ? 1 : n);
-    kern_sgemm_set_threads(n);
 }
 
 static double now_s(clockid_t clk) {

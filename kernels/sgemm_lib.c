@@ -67,10 +67,12 @@ int kern_sgemm_lib_check(kern_sgemm_lib *lib, char *msg, size_t size) {
 }
 
 kern_sgemm_lib kern_sgemm_lib_get(void) {
-    kern_sgemm_lib lib;
-    char msg[sizeof why];
-    kern_sgemm_lib_check(&lib, msg, sizeof msg);
-    return lib;
+    if (resolved < 0) {
+        kern_sgemm_lib lib;
+        char msg[sizeof why];
+        kern_sgemm_lib_check(&lib, msg, sizeof msg);
+    }
+    return (kern_sgemm_lib)resolved;
 }
 
 void kern_sgemm_lib_describe(char *buf, size_t size) {
@@ -91,10 +93,6 @@ int kern_sgemm_onednn(float *C, const float *A, const float *B, int64_t M, int64
                ? 0
                : -1;
 }
-
-void kern_sgemm_set_threads(int n) {
-    omp_set_num_threads(n < 1 ? 1 : n);
-}
 #else
 int kern_sgemm_onednn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                       bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
@@ -102,9 +100,5 @@ int kern_sgemm_onednn(float *C, const float *A, const float *B, int64_t M, int64
     (void)C, (void)A, (void)B, (void)M, (void)N, (void)K, (void)ta, (void)tb, (void)lda;
     (void)ldb, (void)ldc, (void)alpha, (void)beta;
     return -1;
-}
-
-void kern_sgemm_set_threads(int n) {
-    (void)n;
 }
 #endif

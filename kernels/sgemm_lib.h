@@ -25,12 +25,10 @@ kern_sgemm_lib kern_sgemm_lib_get(void);
 /* A phrase for the start-up line: "OpenBLAS 0.3.21 (Haswell kernels)", or "oneDNN's sgemm
  * (OpenBLAS 0.3.21 took its Prescott kernels on this AVX-512 CPU)". */
 void kern_sgemm_lib_describe(char *buf, size_t size);
-/* C = alpha·op(A)·op(B) + beta·C on oneDNN's sgemm, row-major; its threads are OpenMP's
- * (kern_set_threads sets them). 0, or -1 where oneDNN refused (or is not built). */
+/* C = alpha·op(A)·op(B) + beta·C on oneDNN's sgemm, row-major, on as many OpenMP threads as
+ * OpenBLAS has (kern_set_threads). 0, or -1 where oneDNN refused (or is not built). */
 int kern_sgemm_onednn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                       bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
                       float beta);
-/* OpenMP's thread count for oneDNN (a no-op without it). */
-void kern_sgemm_set_threads(int n);
 
 #endif

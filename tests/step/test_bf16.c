@@ -162,8 +162,7 @@ int main(int argc, char **argv) {
     c.compute = COMPUTE_AUTO;
     trainer *ta = trainer_create_serial(&c, m, err, sizeof err);
     if (!ta) mesh_exit_error("%s", err);
-    const int unit =
-        fastest == KERN_BF16_AMX || (fastest == KERN_BF16_AVX512BF16 && !kern_cpu_intel());
+    const int unit = kern_bf16_path_outruns_fp32(fastest);
     const int auto_ok = trainer_precision(ta)->dtype == (unit ? COMPUTE_BF16 : COMPUTE_FP32);
     printf("auto on path %s: %s (%s)\n", kern_bf16_path_name(fastest),
            compute_dtype_name(trainer_precision(ta)->dtype), auto_ok ? "ok" : "FAIL");

@@ -1,8 +1,6 @@
 /* precision: the run's compute dtype at start-up (see precision.h). */
 #include "train/step/precision.h"
 
-#include "kernels/sgemm_lib.h"
-
 #include <stdlib.h>
 #include <string.h>
 
