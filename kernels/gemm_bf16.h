@@ -62,7 +62,7 @@ const char *kern_bf16_path_name(kern_bf16_path p);
  * AMX; AVX512-BF16 on AMD (Zen 4: vdpbf16ps twice the FLOPs of an fp32 FMA a cycle), not on
  * Intel without AMX, where vdpbf16ps issues on one port, the FLOPs of fp32's two FMA ports: on an
  * Emerald Rapids core oneDNN's bf16 matmul (PyTorch's too) and a hand-written 12x32 vdpbf16ps
- * tile both measured 80-84 GFLOP/s, oneDNN's fp32 sgemm 110-154 on the same shapes. */
+ * tile both measured 80-86 GFLOP/s, oneDNN's fp32 sgemm 100-164 on the same shapes (gemm_bench). */
 int kern_bf16_path_outruns_fp32(kern_bf16_path p);
 /* Whether this CPU, its OS and this build can run path p (AUTO: always). Returns 0 and sets
  * *resolved (AUTO resolved to the fastest path available); or returns -1 and writes why into

@@ -2,8 +2,8 @@
  * backward's transposed products, the forward's on several threads): OpenBLAS, or oneDNN's
  * sgemm where OpenBLAS took a core of an older CPU than this one. Debian 12's OpenBLAS 0.3.21
  * does not know Intel's Emerald Rapids (family 6, model 207) and falls back to its Prescott (SSE3)
- * kernels: 31 GFLOP/s on one core there, where oneDNN's AVX-512 sgemm measures 110-154 on the
- * same shapes (bench/gemm_bench). Chosen once from the CPU and OpenBLAS's core name, so every
+ * kernels: 22-33 GFLOP/s on one core there, where oneDNN's AVX-512 sgemm measures 100-164 on
+ * the same shapes (bench/gemm_bench, MESHTRAIN_SGEMM=openblas and onednn). Chosen once from the CPU and OpenBLAS's core name, so every
  * rank of a host takes the same library and a run's bits do not depend on timing. */
 #ifndef MT_KERNELS_SGEMM_LIB_H
 #define MT_KERNELS_SGEMM_LIB_H
