@@ -217,7 +217,7 @@ static void decode_part(bench *bn, double mb) {
 /* Adds the bf16 variants of the comma-separated list (NULL: every path this CPU has). */
 static void add_paths(bench *bn, const char *list, int threads) {
     char buf[128], msg[256];
-    snprintf(buf, sizeof buf, "%s", list ? list : "amx,avx512bf16,avx2,portable");
+    snprintf(buf, sizeof buf, "%s", list ? list : "amx,avx512bf16,avx512,avx2,portable");
     int dnnl_used = 0;
     for (char *tok = strtok(buf, ","); tok && bn->nv < MAX_VARIANTS; tok = strtok(NULL, ",")) {
         kern_bf16_path p = KERN_BF16_PATH_COUNT, r;

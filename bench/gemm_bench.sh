@@ -12,7 +12,7 @@
 # both 7 minutes (PyTorch's bf16 runs near 4 GFLOP/s on a CPU without AVX-512).
 #
 # usage: bench/gemm_bench.sh [BUILD_DIR]
-# env:   ROUNDS=3 REPS=5 DECODE_MB=256 TORCH=1 PATHS=amx,avx512bf16,avx2 OUT=bench/gemm_results.md
+# env:   ROUNDS=3 REPS=5 DECODE_MB=256 TORCH=1 PATHS=amx,avx512bf16,avx512,avx2 OUT=bench/gemm_results.md
 #        PYTHON=/usr/bin/python3
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ ROUNDS=${ROUNDS:-3}
 REPS=${REPS:-5}
 DECODE_MB=${DECODE_MB:-256}
 TORCH=${TORCH:-1}
-PATHS=${PATHS:-amx,avx512bf16,avx2}
+PATHS=${PATHS:-amx,avx512bf16,avx512,avx2}
 OUT=${OUT:-bench/gemm_results.md}
 PYTHON=${PYTHON:-/usr/bin/python3}
 GB="$BUILD/gemm_bench"

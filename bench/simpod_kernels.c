@@ -231,8 +231,8 @@ struct kern_bf16_ctx {
     kern_bf16_path path;
 };
 const char *kern_bf16_path_name(kern_bf16_path p) {
-    static const char *names[KERN_BF16_PATH_COUNT] = {"auto", "amx", "avx512bf16", "avx2",
-                                                      "portable"};
+    static const char *names[KERN_BF16_PATH_COUNT] = {"auto",   "amx",  "avx512bf16",
+                                                      "avx512", "avx2", "portable"};
     return p >= 0 && p < KERN_BF16_PATH_COUNT ? names[p] : "?";
 }
 int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, size_t size) {
@@ -257,7 +257,7 @@ int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size) {
         if (!v || !v[0] || strcmp(v, kern_bf16_path_name((kern_bf16_path)p)) == 0)
             return kern_bf16_path_check(v && v[0] ? (kern_bf16_path)p : KERN_BF16_AUTO, resolved,
                                         msg, size);
-    snprintf(msg, size, "%s=%s: expected auto, amx, avx512bf16, avx2 or portable",
+    snprintf(msg, size, "%s=%s: expected auto, amx, avx512bf16, avx512, avx2 or portable",
              KERN_BF16_PATH_ENV, v);
     return -1;
 }

@@ -24,10 +24,12 @@ struct kern_bf16_ctx {
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
     panel_table pan;  /* registered panel copies (kern_bf16_ctx_add_panel) */
     int64_t pan_hits;
+    bf16_wide wide; /* the avx512 path's widened blocks */
+    int rows_own;   /* avx512: a panel copy was registered, every product on the own kernels */
 };
 
-static const char *const path_names[KERN_BF16_PATH_COUNT] = {"auto", "amx", "avx512bf16", "avx2",
-                                                             "portable"};
+static const char *const path_names[KERN_BF16_PATH_COUNT] = {"auto",   "amx",  "avx512bf16",
+                                                             "avx512", "avx2", "portable"};
 
 const char *kern_bf16_path_name(kern_bf16_path p) {
     return p >= 0 && p < KERN_BF16_PATH_COUNT ? path_names[p] : "?";
@@ -48,6 +50,10 @@ static const char *missing(kern_bf16_path p) {
         if (!kern_cpu_has(KERN_CPU_AVX512BF16)) return "has no AVX512-BF16";
         if (!bf16_dnnl_built()) return "has AVX512-BF16 but this build has no oneDNN (libdnnl-dev)";
         return NULL;
+    case KERN_BF16_AVX512:
+        if (!bf16_wide_built() || !bf16_avx2_built()) return "is not x86-64 (or no GCC or Clang)";
+        return kern_cpu_has(KERN_CPU_AVX512) && kern_cpu_has(KERN_CPU_AVX2_FMA) ? NULL
+                                                                                : "has no AVX-512";
     case KERN_BF16_AVX2:
         if (!bf16_avx2_built()) return "is not x86-64 (or the compiler not GCC or Clang)";
         return kern_cpu_has(KERN_CPU_AVX2_FMA) ? NULL : "has no AVX2 and FMA";
@@ -63,9 +69,10 @@ int kern_bf16_path_outruns_fp32(kern_bf16_path p) {
 }
 
 int kern_bf16_path_check(kern_bf16_path p, kern_bf16_path *resolved, char *msg, size_t size) {
-    if (p == KERN_BF16_AUTO) {
+    if (p == KERN_BF16_AUTO) { /* avx512bf16 where it outruns the FMAs, else on to avx512 */
         for (int q = KERN_BF16_AMX; q < KERN_BF16_PATH_COUNT; q++)
-            if (!missing((kern_bf16_path)q)) {
+            if (!missing((kern_bf16_path)q) &&
+                (q != KERN_BF16_AVX512BF16 || kern_bf16_path_outruns_fp32((kern_bf16_path)q))) {
                 *resolved = (kern_bf16_path)q;
                 return 0;
             }
@@ -92,7 +99,9 @@ int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size) {
     for (int q = 0; q < KERN_BF16_PATH_COUNT; q++)
         if (strcmp(v, path_names[q]) == 0)
             return kern_bf16_path_check((kern_bf16_path)q, resolved, msg, size);
-    snprintf(msg, size, "%s=%s: unknown bf16 path (known: auto, amx, avx512bf16, avx2, portable)",
+    snprintf(msg, size,
+             "%s=%s: unknown bf16 path (known: auto, amx, avx512bf16, avx512, avx2, "
+             "portable)",
              KERN_BF16_PATH_ENV, v);
     return -1;
 }
@@ -141,6 +150,7 @@ void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx) {
     }
     free(ctx->ws);
     free(ctx->pan.e);
+    free(ctx->wide.ws);
     free(ctx);
 }
 
@@ -153,13 +163,15 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
 }
 
 int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
-    return ctx->path == KERN_BF16_AVX2;
+    return ctx->path == KERN_BF16_AVX2 || ctx->path == KERN_BF16_AVX512;
 }
 
 int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
                             int64_t ldb, const kern_bf16 *P) {
     if (!kern_bf16_ctx_panels(ctx) || K < 1 || N < 1 || ldb < N) return -1;
-    return panel_table_add(&ctx->pan, (panel_entry){B, P, K, N, ldb});
+    if (panel_table_add(&ctx->pan, (panel_entry){B, P, K, N, ldb})) return -1;
+    ctx->rows_own = 1; /* avx512: from now on every product row-independent (gemm_bf16.h) */
+    return 0;
 }
 
 void kern_bf16_ctx_clear_panels(kern_bf16_ctx *ctx) {
@@ -196,7 +208,7 @@ static void own_part(void *arg, int t) {
     const int64_t j0 = (int64_t)t * o->chunk, n = o->N - j0 < o->chunk ? o->N - j0 : o->chunk;
     if (n <= 0) return;
     const kern_bf16 *B = o->tb ? o->B + j0 * o->ldb : o->B + j0;
-#if BF16_X86 /* (panel copies are registered on the avx2 path alone) */
+#if BF16_X86 /* (panel copies are registered on the avx2 and avx512 paths alone) */
     if (o->P) {
         bf16_gemv_panel_avx2(&o->ctx->ws[t], o->C + j0, o->A, o->ta ? o->lda : 1,
                              o->P + j0 / 16 * o->ps, o->ps, n, o->K, o->acc);
@@ -239,6 +251,11 @@ void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern
         if (bf16_dnnl_gemm(ctx->dnnl, false, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc) == 0)
             return;
         ctx->fallback++;
+    }
+    if (ctx->path == KERN_BF16_AVX512 && !ctx->rows_own) {
+        const int rc = bf16_wide_gemm(&ctx->wide, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
+        if (rc == 0) return;
+        ctx->fallback += rc < 0; /* out of memory for the widened blocks */
     }
     bf16_gemm_own(ctx, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc);
 }

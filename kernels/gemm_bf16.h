@@ -7,14 +7,20 @@
  *   amx         oneDNN's matmul with its ISA capped at AVX512_CORE_AMX: AMX tiles (tdpbf16ps).
  *               Needs AMX-BF16 and the OS's grant of the tile state (kern_cpu_amx_grant).
  *   avx512bf16  oneDNN's matmul capped at AVX512_CORE_BF16: vdpbf16ps.
+ *   avx512      bf16 operands widened to fp32 and multiplied on AVX-512's FMA units by the fp32
+ *               product (gemm_bf16_wide.c: kern_gemm's library, oneDNN's sgemm where
+ *               kernels/sgemm_lib.c picks it, else OpenBLAS); rows of few (M ≤ 32) and, once a
+ *               panel copy is registered, every product on the avx2 path's kernels. Needs AVX-512F.
  *   avx2        meshtrain's own kernels (gemm_bf16_avx2.c): bf16 widened to fp32 in registers,
  *               AVX2 fmas; decode's rows (M ≤ 32) read B in place, once (one row: its own
  *               matrix-vector kernel, or B's panel copy where one is registered, below).
  *   portable    the same arithmetic in plain C, for any CPU (slow).
- * auto takes the first of these the CPU has. oneDNN's ISA cap is process-wide and set once, so a
- * process runs one oneDNN path; the tests run one process per path. oneDNN 2.6 has no bf16 matmul
- * for a CPU without AVX-512 (primitive creation returns "unimplemented"), and libxsmm 1.17's bf16
- * kernels also need AVX-512: there the own kernels are the only fast path.
+ * auto takes the first of these the CPU has, but avx512bf16 only where it outruns the FMAs
+ * (kern_bf16_path_outruns_fp32: not on Intel, where vdpbf16ps retires one every ~2 cycles, so
+ * avx512's widened fp32 runs about twice as fast). oneDNN's ISA cap is process-wide and set once,
+ * so a process runs one oneDNN path; the tests run one process per path. oneDNN 2.6 has no bf16
+ * matmul for a CPU without AVX-512 (primitive creation returns "unimplemented"), and libxsmm 1.17's
+ * bf16 kernels also need AVX-512: there the own kernels are the only fast path.
  *
  * Numbers (each C element; u = 2^-24):
  *   avx2, portable: one fp32 chain over k = 0..K-1 in order from 0 (or from C when accumulating);
@@ -22,6 +28,12 @@
  *     products under 2^-126 or past fp32's range), and a row's result depends on nothing but its
  *     row of op(A) and op(B): not on M (decode and prefill agree bit for bit), nor on N, the
  *     transposes, the strides, the blocking or the thread count.
+ *   avx512: the same exact products, summed in the fp32 library's order over blocks of 512
+ *     values of K taken in order (gemm_bf16_wide.c), which may depend on the shape, M and the
+ *     library's thread count (OpenBLAS's, kern_set_threads), not on the run: bit-identical run to
+ *     run. With M ≤ 32 (B untransposed or not), and on every product once a panel copy is
+ *     registered (inference), the avx2 path's chains and bits: a row's result then depends on
+ *     nothing but its row, as on the own paths (serve's batch invariance). No flush to zero.
  *   amx, avx512bf16: oneDNN's order of summation (pairs of k per instruction, its blocking of K,
  *     which may depend on the shape and the thread count); denormal inputs and results are
  *     flushed to zero by the instructions. Bit-identical run to run for the same shapes and
@@ -51,18 +63,21 @@ typedef enum {
     KERN_BF16_AUTO,
     KERN_BF16_AMX,
     KERN_BF16_AVX512BF16,
+    KERN_BF16_AVX512,
     KERN_BF16_AVX2,
     KERN_BF16_PORTABLE,
     KERN_BF16_PATH_COUNT
 } kern_bf16_path;
 
-/* "auto", "amx", "avx512bf16", "avx2", "portable". */
+/* "auto", "amx", "avx512bf16", "avx512", "avx2", "portable". */
 const char *kern_bf16_path_name(kern_bf16_path p);
 /* 1 if path p multiplies faster than fp32 on this CPU, which --compute-dtype auto takes bf16 on:
  * AMX; AVX512-BF16 on AMD (Zen 4: vdpbf16ps twice the FLOPs of an fp32 FMA a cycle), not on
- * Intel without AMX, where vdpbf16ps issues on one port, the FLOPs of fp32's two FMA ports: on an
- * Emerald Rapids core oneDNN's bf16 matmul (PyTorch's too) and a hand-written 12x32 vdpbf16ps
- * tile both measured 80-86 GFLOP/s, oneDNN's fp32 sgemm 100-164 on the same shapes (gemm_bench). */
+ * Intel without AMX, where vdpbf16ps retires one every ~2 cycles: on an Emerald Rapids core a
+ * register-only loop ran 85 GFLOP/s of vdpbf16ps against 175 of fp32 FMAs, and oneDNN's bf16
+ * matmul (PyTorch's too) and a hand-written 12x32 vdpbf16ps tile 74-86, oneDNN's fp32 sgemm
+ * 100-164 on the same shapes (gemm_bench). Never avx512, avx2 or portable: they multiply in fp32
+ * at fp32's rate at best (and widen first), so bf16 buys only halved operand bytes there. */
 int kern_bf16_path_outruns_fp32(kern_bf16_path p);
 /* Whether this CPU, its OS and this build can run path p (AUTO: always). Returns 0 and sets
  * *resolved (AUTO resolved to the fastest path available); or returns -1 and writes why into
@@ -81,7 +96,9 @@ int kern_bf16_path_from_env(kern_bf16_path *resolved, char *msg, size_t size);
  * stream and a table of primitives, one per distinct product (shape, strides, transposes,
  * accumulate), made by the product's first call (which allocates and compiles its kernels, ~1 ms:
  * the model's first step makes all of a step's) and reused after; a table that fills up
- * (KERN_BF16_MAX_PRIMS) evicts its least recently used entry. A context serves one calling thread
+ * (KERN_BF16_MAX_PRIMS) evicts its least recently used entry. avx512: the own kernels' workspace
+ * and the widened blocks', at most 3 MB, grown by the first product of a shape that needs more
+ * than it has (so the model's first step sizes it; none after). A context serves one calling thread
  * at a time (a product writes its workspace): one context per thread that multiplies. */
 typedef struct kern_bf16_ctx kern_bf16_ctx;
 #define KERN_BF16_MAX_PRIMS 256
@@ -91,15 +108,17 @@ typedef struct kern_bf16_ctx kern_bf16_ctx;
  * columns split over the threads (the caller's and threads − 1 workers made here), each column
  * computed by one thread with the same chains, so the results are the same bits for every thread
  * count. oneDNN paths: the calling thread's OpenMP threads; a oneDNN path also caps oneDNN's ISA
- * for the whole process, which oneDNN allows before its first primitive only. Returns NULL with
- * the reason in msg[size]. */
+ * for the whole process, which oneDNN allows before its first primitive only. avx512: its widened
+ * products run on the fp32 library's threads (OpenBLAS's count, kern_set_threads), the products it
+ * gives the own kernels on the context's. Returns NULL with the reason in msg[size]. */
 kern_bf16_ctx *kern_bf16_ctx_create(kern_bf16_path p, int threads, char *msg, size_t size);
 /* Frees the context (NULL: nothing). */
 void kern_bf16_ctx_destroy(kern_bf16_ctx *ctx);
 /* The context's path (never AUTO). */
 kern_bf16_path kern_bf16_ctx_path(const kern_bf16_ctx *ctx);
-/* How many products a oneDNN path could not make a primitive for and ran on the avx2 kernels
- * instead (0 on the own paths; the tests expect 0). */
+/* How many products a oneDNN path could not make a primitive for, or the avx512 path could not
+ * grow its workspace for, and ran on the avx2 kernels instead (0 on the own paths; the tests
+ * expect 0). */
 int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx);
 
 /* The panel layout of a bf16 weight B[K, N] for one-row products (decode at batch 1): panels of
@@ -116,8 +135,10 @@ int64_t kern_bf16_panel_elems(int64_t K, int64_t N);
 kern_bf16 *kern_bf16_panel_alloc(int64_t elems);
 /* B[K, N] (row stride ldb) into the panel layout at P (kern_bf16_panel_elems(K, N) values). */
 void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb);
-/* 1 if ctx runs one-row products on registered panel copies (the avx2 path), else 0: a caller
- * then need not make any. */
+/* 1 if ctx runs one-row products on registered panel copies (the avx2 and avx512 paths), else 0:
+ * a caller then need not make any. On avx512 the first copy registered also turns every later
+ * product of ctx to the avx2 path's kernels, row-independent (inference's contexts register
+ * copies; training's do not). */
 int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx);
 /* Registers P, the panel copy of B[K, N] (row stride ldb), which the caller owns and keeps equal
  * to B (packing it again when B changes) until kern_bf16_ctx_clear_panels. From then on a product

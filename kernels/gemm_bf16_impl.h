@@ -61,6 +61,22 @@ void bf16_gemm_own(struct kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, cons
                    int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb,
                    int64_t ldc, bool acc);
 
+/* The avx512 path (gemm_bf16_wide.c): op(A) and op(B) widened to fp32 by blocks into ws (cap
+ * floats, grown by the first product that needs more; freed by the context) and multiplied by
+ * kern_gemm. */
+typedef struct {
+    float *ws;
+    int64_t cap;
+} bf16_wide;
+/* 1 if this build has the avx512 path (x86-64 GCC or Clang; the CPU's AVX-512 is the caller's to
+ * check). */
+int bf16_wide_built(void);
+/* The product on the widened operands. 0; 1 when it is one for the own kernels instead (M ≤
+ * BF16_STREAM_MAX_M: nothing written); -1 when the workspace could not grow (nothing written). */
+int bf16_wide_gemm(bf16_wide *w, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
+                   int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
+                   bool acc);
+
 /* The oneDNN paths (gemm_bf16_dnnl.c, built where CMake found oneDNN: MT_HAVE_DNNL): a handle
  * with oneDNN's engine, stream and the table of matmul primitives. */
 typedef struct bf16_dnnl bf16_dnnl;

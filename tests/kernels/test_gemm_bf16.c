@@ -138,7 +138,7 @@ static void one(shape s, uint64_t seed) {
     if (small) kern_gemm_bf16(ctx, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
     if (small && memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
         bad |= check_expect(0, "%s: run to run bit-identical", what);
-    if (plain_ctx && small) { /* avx2 vs portable: the same chains, the same bits */
+    if (plain_ctx && own && small) { /* avx2 vs portable: the same chains, the same bits */
         memcpy(C2, C0, (size_t)nc * sizeof *C);
         kern_gemm_bf16(plain_ctx, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
         if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
@@ -185,6 +185,10 @@ static void shapes(void) {
     one(make(9, 16400, 9, true, false, false), seed += 3); /* 3 row groups, narrower chunks */
     one(make(1, 65600, 19, true, false, true), seed += 3); /* one row past its chunk of 65536 */
     one(make(1, 1029, 1411, false, false, false), seed += 3); /* decode's rows: prefetched groups */
+    for (int t = 0; t < 4; t++) /* avx512: past its blocks of 512 values of K, 1024 columns */
+        one(make(40, 1100, 530, t & 1, t & 2, t % 3 == 0), seed += 3);
+    one(make(2100, 17, 20, false, true, true), seed += 3); /* ... and of 2048 rows */
+    one(make(2100, 20, 17, true, false, false), seed += 3);
 }
 
 /* Inputs with bf16 denormals (under 2^-126) beside normal values: the bound's flush term. */
@@ -320,6 +324,43 @@ static void panels(void) {
     kern_bf16_ctx_destroy(row_ctx);
 }
 
+/* avx512 after a panel copy was registered (panels()): every product of ctx on the own
+ * kernels, whatever M and the transposes: each row alone equal to the same row in a batch, and
+ * the whole equal to the avx2 path's bits, bit for bit (serve's batch invariance). */
+static void own_after_panels(void) {
+    static const int64_t ext[] = {1, 7, 33, 100};
+    char msg[256];
+    kern_bf16_ctx *avx2 = kern_bf16_ctx_create(KERN_BF16_AVX2, 1, msg, sizeof msg);
+    if (check_expect(avx2 != NULL, "an avx2 context: %s", avx2 ? "made" : msg)) return;
+    uint64_t seed = 900;
+    for (int t = 0; t < 4; t++)
+        for (int e = 0; e < 16; e++) {
+            const shape s = make(ext[e % 4] + 40 * (e == 3), ext[(e / 4 + t) % 4], ext[e / 4],
+                                 t & 1, t & 2, (e + t) % 2);
+            const int64_t na = (s.ta ? s.K : s.M) * s.lda, nb = (s.tb ? s.N : s.K) * s.ldb;
+            const int64_t nc = s.M * s.ldc;
+            kern_bf16 *A = bf16_matrix(na, s.lda, seed++), *B = bf16_matrix(nb, s.ldb, seed++);
+            float *C0 = kt_floats(nc), *C = kt_floats(nc), *R = kt_floats(nc), *C1 = kt_floats(nc);
+            kt_fill(C0, nc, seed++, -2, 2);
+            memcpy(C, C0, (size_t)nc * sizeof *C);
+            memcpy(R, C0, (size_t)nc * sizeof *C);
+            memcpy(C1, C0, (size_t)nc * sizeof *C);
+            kern_gemm_bf16(ctx, C, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
+            kern_gemm_bf16(avx2, R, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
+            for (int64_t i = 0; i < s.M; i++)
+                kern_gemm_bf16(ctx, C1 + i * s.ldc, s.ta ? A + i : A + i * s.lda, B, 1, s.N, s.K,
+                               s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
+            check_expect(!memcmp(C, R, (size_t)nc * sizeof *C) &&
+                             !memcmp(C, C1, (size_t)nc * sizeof *C),
+                         "avx512 with panel copies, %c%c M=%lld N=%lld K=%lld %s: the avx2 "
+                         "path's bits, each row alone the batch's",
+                         s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', (long long)s.M, (long long)s.N,
+                         (long long)s.K, s.acc ? "+=" : "=");
+            free(A), free(B), free(C0), free(C), free(R), free(C1);
+        }
+    kern_bf16_ctx_destroy(avx2);
+}
+
 /* The path API: each path available exactly when kern_bf16_path_check says so, auto the first
  * available, an unknown name or a path this CPU lacks refused with a message naming what is. */
 static void paths_api(void) {
@@ -330,7 +371,10 @@ static void paths_api(void) {
     for (int p = KERN_BF16_AMX; p < KERN_BF16_PATH_COUNT; p++) {
         msg[0] = '\0';
         const int ok = kern_bf16_path_check((kern_bf16_path)p, &r, msg, sizeof msg) == 0;
-        if (ok && first == KERN_BF16_PATH_COUNT) first = (kern_bf16_path)p;
+        /* auto: the first available, avx512bf16 only where it outruns the FMAs */
+        if (ok && first == KERN_BF16_PATH_COUNT &&
+            (p != KERN_BF16_AVX512BF16 || kern_bf16_path_outruns_fp32((kern_bf16_path)p)))
+            first = (kern_bf16_path)p;
         check_expect(ok ? r == (kern_bf16_path)p : strstr(msg, "paths available here") != NULL,
                      "path %s: %s", kern_bf16_path_name((kern_bf16_path)p), ok ? "available" : msg);
     }
@@ -405,14 +449,17 @@ int main(int argc, char **argv) {
     if (!(ctx = kt_bf16_ctx(&status))) return status == 77 ? 77 : check_finish("kern_gemm_bf16");
     const kern_bf16_path path = kern_bf16_ctx_path(ctx);
     own = path == KERN_BF16_AVX2 || path == KERN_BF16_PORTABLE;
-    if (path == KERN_BF16_AVX2) plain_ctx = kern_bf16_ctx_create(KERN_BF16_PORTABLE, 1, msg, 256);
-    if (own && !(ctx3 = kern_bf16_ctx_create(path, 3, msg, sizeof msg)))
+    if (path == KERN_BF16_AVX2 || path == KERN_BF16_AVX512)
+        plain_ctx = kern_bf16_ctx_create(KERN_BF16_PORTABLE, 1, msg, 256);
+    if ((own || path == KERN_BF16_AVX512) &&
+        !(ctx3 = kern_bf16_ctx_create(path, 3, msg, sizeof msg)))
         check_expect(0, "a context of 3 threads: %s", msg);
     shapes();
     denormals();
     wrappers(67, 33, 50);
     wrappers(1, 100, 300);
     panels();
+    if (path == KERN_BF16_AVX512) own_after_panels();
     const double rate = kern_bf16_measure_flops(ctx, 48, 0.01);
     check_expect(rate > 0 && rate < 1e16, "measured bf16 rate %.3g FLOP/s (positive, finite)",
                  rate);

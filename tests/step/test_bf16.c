@@ -6,7 +6,8 @@
  *   - every bf16 path this CPU has, forced with MESHTRAIN_BF16_PATH: portable and, where the CPU
  *     has AVX2, avx2 give the same bits (their contract, kernels/gemm_bf16.h: one fp32 chain per
  *     element in the same order); the oneDNN paths (amx, avx512bf16, where present: the default
- *     there) sum in their own order and meet the same tolerance against fp32;
+ *     there) sum in their own order and meet the same tolerance against fp32, as does avx512
+ *     (where the CPU has AVX-512: bf16 widened, the fp32 sgemm's order), bit-identical twice;
  *   - --compute-dtype auto resolves to bf16 exactly where the fastest path is a matrix unit that
  *     outruns fp32 (amx; avx512bf16 but on Intel), else to fp32;
  *   - a mixture of experts (4 experts, top-2, a shared expert, every block) in bf16 follows its
@@ -146,6 +147,17 @@ int main(int argc, char **argv) {
         printf("paths avx2 and portable: %s\n", eq ? "bit-identical" : "FAIL: differ");
         ok &= eq;
         free(pa);
+    }
+    if (kern_cpu_has(KERN_CPU_AVX512)) {
+        double lw[STEPS], lw2[STEPS];
+        int64_t nw, nw2;
+        setenv(KERN_BF16_PATH_ENV, "avx512", 1);
+        float *pw = run(&c, m, lw, &nw), *pw2 = run(&c, m, lw2, &nw2);
+        ok &= near_fp32("bf16 path avx512", lw, l32, tol);
+        const int eq = nw == nw2 && same(pw, pw2, nw, lw, lw2);
+        printf("path avx512 twice: %s\n", eq ? "bit-identical" : "FAIL: differ");
+        ok &= eq;
+        free(pw), free(pw2);
     }
     unsetenv(KERN_BF16_PATH_ENV);
     /* 4 experts of width F/2, top-2, a shared expert, every block */

@@ -99,7 +99,8 @@ const flag_def config_flag_table[] = {
      "what the matmuls multiply: bf16 inputs accumulated in fp32, as a TPU's matrix unit (master "
      "weights, optimizer, norms, softmax, RoPE and the loss stay fp32; checkpoints the same in "
      "either), or fp32; auto = bf16 where the CPU has a bf16 matrix unit (AMX, AVX512-BF16), "
-     "else fp32. MESHTRAIN_BF16_PATH=amx|avx512bf16|avx2|portable forces the bf16 kernels' path"},
+     "else fp32. MESHTRAIN_BF16_PATH=amx|avx512bf16|avx512|avx2|portable forces the bf16 kernels' "
+     "path (avx512: bf16 widened to fp32 on AVX-512's FMAs, auto's choice on Intel without AMX)"},
     {"kv-dtype", K_DTYPE, F_(kv_dtype), 0, 0, 0, "fp32|bf16|auto",
      "generate, serve: the KV cache's elements. bf16 halves its bytes (a decode step reads half "
      "the cache); attention then multiplies bf16 q·Kᵀ and P·V with fp32 accumulation, softmax "
@@ -155,7 +156,8 @@ const flag_def config_flag_table[] = {
      "reduction and ZeRO's shards with --dp, as a data axis does, but loads no batch of its own"},
     {"cp-alg", K_STR, F_(cp_alg), 0, 0, 0, "allgather|ring|ulysses",
      "--cp's attention: gather K and V over the axis (allgather), pass K and V blocks round "
-     "it (ring; balanced by the zigzag split when 2|axis| divides T), or AllToAll from sequence to head shards (ulysses, "
+     "it (ring; balanced by the zigzag split when 2|axis| divides T), or AllToAll from sequence to "
+     "head shards (ulysses, "
      "heads divisible by |axis|)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions, FSDP gathers and the expert axis's AllToAlls (behind the shared "

@@ -16,8 +16,8 @@
 typedef enum { OPT_ADAMW = 0, OPT_SGD = 1 } optim_kind;
 /* --compute-dtype: what the matmuls multiply. FP32: fp32 kernels (kernels/gemm.h). BF16: bf16
  * inputs with fp32 accumulation (kernels/gemm_bf16.h), as a TPU's matrix unit. AUTO: BF16 where
- * the bf16 path resolves to a matrix unit (amx, avx512bf16), else FP32 (train/step/precision.h
- * resolves it at start-up). */
+ * the bf16 path resolves to a matrix unit that outruns fp32 (amx; avx512bf16 but on Intel), else
+ * FP32 (train/step/precision.h resolves it at start-up). */
 typedef enum { COMPUTE_FP32 = 0, COMPUTE_BF16 = 1, COMPUTE_AUTO = 2 } compute_dtype;
 /* "fp32", "bf16", "auto". */
 const char *compute_dtype_name(compute_dtype d);

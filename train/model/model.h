@@ -105,7 +105,7 @@ typedef struct {
     int bf16;
     kern_bf16_ctx *ctx;
     /* inference (generate, serve) in MODEL_BF16 on a context that reads panel copies
-     * (kern_bf16_ctx_panels: the avx2 path): the model also keeps its dense matrices and the
+     * (kern_bf16_ctx_panels: avx2, avx512): the model also keeps its dense matrices and the
      * unembedding in the panel layout (kern_bf16_panel_pack), made with the bf16 copy, so that a
      * product of one row (decode at batch 1) reads them as linear streams; the same bits.
      * In MODEL_FP32 where model_f32_panels: an fp32 copy in the panel layout of gemm.h, made at

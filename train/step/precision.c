@@ -15,6 +15,9 @@ static const char *path_note(kern_bf16_path p) {
         return "AMX tiles (oneDNN)";
     case KERN_BF16_AVX512BF16:
         return "AVX512-BF16 vdpbf16ps (oneDNN)";
+    case KERN_BF16_AVX512:
+        return "AVX-512 FMAs on bf16 widened to fp32 (the fp32 sgemm's library), twice "
+               "vdpbf16ps's rate on Intel without AMX";
     case KERN_BF16_AVX2:
         return "no bf16 matrix unit here: the avx2 kernels widen bf16 to fp32 in registers, at "
                "about fp32 sgemm's rate";
@@ -48,11 +51,12 @@ int precision_setup(precision *p, const config *c, mesh *m, int measure, int cor
     p->dtype = c->compute != COMPUTE_AUTO ? c->compute : faster ? COMPUTE_BF16 : COMPUTE_FP32;
     if (c->compute == COMPUTE_AUTO)
         snprintf(p->why, sizeof p->why, "auto: %s",
-                 faster                  ? "the bf16 path is a matrix unit, faster than fp32"
-                 : !matrix_unit(p->path) ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), "
-                                           "where bf16 multiplies no faster than fp32 and rounds"
-                                         : "Intel's AVX512-BF16 without AMX multiplies at fp32's "
-                                           "FLOP rate (vdpbf16ps on one port)");
+                 faster ? "the bf16 path is a matrix unit, faster than fp32"
+                 : !matrix_unit(p->path) && !kern_cpu_has(KERN_CPU_AVX512BF16)
+                     ? "this CPU has no bf16 matrix unit (AMX, AVX512-BF16), where bf16 "
+                       "multiplies no faster than fp32 and rounds"
+                     : "Intel's AVX512-BF16 without AMX multiplies at half fp32's FLOP rate "
+                       "(vdpbf16ps: one every ~2 cycles), bf16 widened to fp32 at fp32's at best");
     if (p->dtype != COMPUTE_BF16) return 0;
     p->ctx = kern_bf16_ctx_create(p->path, c->threads, msg, sizeof msg);
     if (mesh_agree_msg(world, p->ctx ? 0 : -1, msg, sizeof msg) < 0) {

@@ -1,8 +1,9 @@
 /* precision: the run's compute dtype, resolved at start-up and the same on every rank.
  *   --compute-dtype bf16: the matmuls multiply bf16 inputs and accumulate in fp32
  *     (kernels/gemm_bf16.h, kernels/attn_bf16.h); fp32: the fp32 kernels (kernels/gemm.h);
- *     auto: bf16 where the bf16 kernels' path is a matrix unit (amx, avx512bf16), else fp32
- *     (on the vector units bf16 multiplies no faster than fp32 sgemm, and rounds).
+ *     auto: bf16 where the bf16 kernels' path is a matrix unit that outruns fp32 (amx; avx512bf16
+ *     but on Intel), else fp32 (on the vector units bf16 multiplies no faster than fp32 sgemm,
+ *     the avx512 path's widened bf16 included, and rounds).
  *   The path: MESHTRAIN_BF16_PATH (kern_bf16_path_from_env; unset: the fastest this CPU has). A
  *     path this CPU lacks is refused with the kernel's message, once, every rank leaving with
  *     status 2. Ranks whose CPUs differ take the slowest path any of them resolved (the paths
