@@ -69,10 +69,11 @@ void kern_f32_panel_pack(float *P, const float *B, int64_t K, int64_t N, int64_t
     }
 
 /* One tile: mr (a constant after inlining) rows × the panel's 16 columns (n of them kept), over
- * kc rows of the panel from Bp; load: the chains go on from C (else they start at 0). */
+ * kc rows of the panel from Bp; load: the chains go on from C (else they start at 0). Meanwhile
+ * it prefetches npf lines (rows of 16) from pf into L2, spread evenly over its rows. */
 static AVX2 INL void tile(const int mr, float *restrict C, const float *restrict A,
                           const float *restrict Bp, int64_t kc, int64_t ldc, int n, int load,
-                          const float *pf) {
+                          const float *pf, int64_t npf) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
     const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);
@@ -81,12 +82,18 @@ static AVX2 INL void tile(const int mr, float *restrict C, const float *restrict
     for (int i = 0; i < mr; i++) _mm_prefetch((const char *)(C + i * ldc + 15), _MM_HINT_T0);
     ROWS(DECL)
     ROWS(LOAD)
+    const int64_t every = npf > 0 && npf <= kc ? kc / npf : 1; /* rows between prefetches */
+    int64_t left = every;
     for (int64_t k = 0; k < kc; k++) {
         const __m256 b0 = _mm256_loadu_ps(Bp + k * 16);
         const __m256 b1 = _mm256_loadu_ps(Bp + k * 16 + 8);
-        if (pf) _mm_prefetch((const char *)(pf + k * 16), _MM_HINT_T0); /* a line a row */
+        if (npf > 0 && --left == 0) { /* a line of the next block, into L2 */
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+            pf += 16, npf--, left = every;
+        }
         ROWS(FMA)
     }
+    for (; npf > 0; npf--, pf += 16) _mm_prefetch((const char *)pf, _MM_HINT_T1);
     ROWS(STORE)
 }
 #undef DECL
@@ -99,14 +106,15 @@ static AVX2 INL void tile(const int mr, float *restrict C, const float *restrict
 #define MR_SIZES(X) X(1) X(2) X(3) X(4) X(5) X(6)
 #define TILE(R)                                                                                    \
     static AVX2 void tile##R(float *restrict C, const float *restrict A, const float *restrict Bp, \
-                             int64_t kc, int64_t ldc, int n, int load, const float *pf) {          \
-        tile(R, C, A, Bp, kc, ldc, n, load, pf);                                                   \
+                             int64_t kc, int64_t ldc, int n, int load, const float *pf,            \
+                             int64_t npf) {                                                        \
+        tile(R, C, A, Bp, kc, ldc, n, load, pf, npf);                                              \
     }
 MR_SIZES(TILE)
 #undef TILE
 #define TILE_NAME(R) tile##R,
 typedef void (*tile_fn)(float *restrict, const float *restrict, const float *restrict, int64_t,
-                        int64_t, int, int, const float *);
+                        int64_t, int, int, const float *, int64_t);
 static const tile_fn tiles[F32_MR + 1] = {NULL, MR_SIZES(TILE_NAME)};
 #undef TILE_NAME
 #undef MR_SIZES
@@ -155,11 +163,32 @@ static AVX2 void pack_a(float *restrict W, const float *restrict A, int64_t lda,
 /* The packed block of A, per thread (144 KB; pack_8's last store runs 2 floats past a block). */
 static _Thread_local float a_pack[F32_MC * F32_KC + 8] __attribute__((aligned(64)));
 
+/* The block of B that follows panel p's block at row p0 (gemm_tiles' order: the next panel, else
+ * the first panel's next K block, else its first block for the next block of A's rows, when
+ * there is one): its first row, and its rows in *nk (0: none). */
+static const float *next_block(const float *P, int64_t ps, int64_t p, int64_t np, int64_t p0,
+                               int64_t K, int more_rows, int64_t *nk) {
+    const int64_t kc = K - p0 < F32_KC ? K - p0 : F32_KC;
+    if (p + 1 < np) return *nk = kc, P + (p + 1) * ps + p0 * 16;
+    if (p0 + F32_KC < K)
+        return *nk = K - p0 - F32_KC < F32_KC ? K - p0 - F32_KC : F32_KC, P + (p0 + F32_KC) * 16;
+    *nk = more_rows ? (K < F32_KC ? K : F32_KC) : 0;
+    return P;
+}
+
+/* The tiles of C over its blocks. While the ns slivers of A's block run over panel p's block,
+ * each prefetches its share of the next block of B into L2 (next_block): the weight's stream
+ * from memory runs under the products, as the roofline's max(FLOPs / C, bytes / BW) has it.
+ * With the first sliver alone fetching it (one line each of its rows, into L1) the stream
+ * outran the memory and the first sliver waited: on a weight past the caches (a step's 103 MB
+ * of the serving benchmark's model) a product of 32 rows cost its weight's read on top of its
+ * FLOPs. */
 static AVX2 void gemm_tiles(float *C, const float *A, const float *P, int64_t ps, int64_t M,
                             int64_t N, int64_t K, int64_t lda, int64_t ldc, int acc) {
     const int64_t np = (N + 15) / 16;
     for (int64_t i0 = 0; i0 < M; i0 += F32_MC) { /* a block's rows of C stay in L2 over K */
         const int64_t i1 = i0 + F32_MC < M ? i0 + F32_MC : M;
+        const int64_t ns = (i1 - i0 + F32_MR - 1) / F32_MR;
         for (int64_t p0 = 0; p0 < K; p0 += F32_KC) {
             const int64_t kc = K - p0 < F32_KC ? K - p0 : F32_KC;
             const int load = acc || p0 > 0;
@@ -167,10 +196,13 @@ static AVX2 void gemm_tiles(float *C, const float *A, const float *P, int64_t ps
             for (int64_t p = 0; p < np; p++) {
                 const int n = (int)(N - 16 * p < 16 ? N - 16 * p : 16);
                 const float *Bp = P + p * ps + p0 * 16;
-                for (int64_t i = i0; i < i1; i += F32_MR) {
+                int64_t nk;
+                const float *nb = next_block(P, ps, p, np, p0, K, i1 < M, &nk);
+                for (int64_t i = i0, s = 0; i < i1; i += F32_MR, s++) {
                     const int64_t mr = i1 - i < F32_MR ? i1 - i : F32_MR;
+                    const int64_t a = nk * s / ns, b = nk * (s + 1) / ns;
                     tiles[mr](C + i * ldc + 16 * p, a_pack + (i - i0) * kc, Bp, kc, ldc, n, load,
-                              i == i0 && p + 1 < np ? Bp + ps : NULL);
+                              nb + a * 16, b - a);
                 }
             }
         }
