@@ -8,8 +8,11 @@
  * Two versions of the scores and the weighted sum: the plain one (8-lane dot products that GCC
  * turns into SSE2) and, on a CPU with AVX2 and FMA (checked at run time), 8-wide fused
  * multiply-adds, which made the decode step of a 4-layer D=256 model 15-20% faster than with the
- * plain one (its attention ran at a few GFLOP/s). Each is row-independent on its own; a run uses
- * one of them for every call. */
+ * plain one (its attention ran at a few GFLOP/s). The AVX2 scores take four key rows at a time and
+ * the weighted sum keeps 64 output columns in registers over every position, each element the
+ * same chain of fmas as one row at a time and one axpy a position made (the same bits), 1.5-1.8x
+ * faster on a prefill's rows. Each is row-independent on its own; a run uses one of them for every
+ * call. */
 #include "kernels/attn_paged.h"
 
 #include <math.h>
@@ -100,27 +103,72 @@ __attribute__((target("avx2,fma"))) static inline float dot_avx2(const float *x,
     return dot;
 }
 
+/* s[g·S + t] for the G heads: four cache rows at a time, each its own chain of fmas (dot_avx2's
+ * operations, row by row, so the same bits), interleaved so that the four chains overlap instead
+ * of each waiting on its own latency. */
 __attribute__((target("avx2,fma"))) static void
 scores_avx2(float *restrict s, const float *restrict q, const kern_kv_pages *kv, int64_t j,
             int64_t S, int64_t G, int64_t H, float scale) {
-    scores_with(dot_avx2, s, q, kv, j, S, G, H, scale);
+    const int64_t n8 = H & ~(int64_t)7, ld = kv->at.ldk;
+    for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);) {
+        const float *k0 = kv->k + w.off;
+        int64_t r = 0;
+        for (; r + 4 <= w.rows; r += 4)
+            for (int64_t g = 0; g < G; g++) {
+                const float *x = q + g * H, *y = k0 + r * ld;
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int64_t d = 0; d < n8; d += 8) {
+                    const __m256 xd = _mm256_loadu_ps(x + d);
+                    a0 = _mm256_fmadd_ps(xd, _mm256_loadu_ps(y + d), a0);
+                    a1 = _mm256_fmadd_ps(xd, _mm256_loadu_ps(y + ld + d), a1);
+                    a2 = _mm256_fmadd_ps(xd, _mm256_loadu_ps(y + 2 * ld + d), a2);
+                    a3 = _mm256_fmadd_ps(xd, _mm256_loadu_ps(y + 3 * ld + d), a3);
+                }
+                const __m256 acc[4] = {a0, a1, a2, a3};
+                for (int u = 0; u < 4; u++) {
+                    float dot = hsum8(acc[u]);
+                    for (int64_t d = n8; d < H; d++) dot += x[d] * y[u * ld + d];
+                    s[g * S + w.t0 + r + u] = dot * scale;
+                }
+            }
+        for (; r < w.rows; r++)
+            for (int64_t g = 0; g < G; g++)
+                s[g * S + w.t0 + r] = dot_avx2(q + g * H, k0 + r * ld, H) * scale;
+    }
 }
 
-/* y[n] += a · x[n]: 8-wide fused multiply-adds, the tail as axpy_plain. */
-__attribute__((target("avx2,fma"))) static inline void
-axpy_avx2(float *restrict y, float a, const float *restrict x, int64_t n) {
-    const int64_t n8 = n & ~(int64_t)7;
-    const __m256 av = _mm256_set1_ps(a);
-    for (int64_t d = 0; d < n8; d += 8)
-        _mm256_storeu_ps(y + d,
-                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
-    for (int64_t d = n8; d < n; d++) y[d] += a * x[d];
-}
-
+/* o[G, H] = Σ_t p[g·S + t] · v_t for the G heads: 64 columns at a time held in eight registers
+ * over every position, each element the chain of fmas axpy_avx2 makes (from 0, position by
+ * position; the columns past a multiple of 8 as its tail does), so the same bits without a load
+ * and a store of o for each position. */
 __attribute__((target("avx2,fma"))) static void
 weigh_values_avx2(float *restrict o, const float *restrict p, const kern_kv_pages *kv, int64_t j,
                   int64_t S, int64_t G, int64_t H) {
-    weigh_values_with(axpy_avx2, o, p, kv, j, S, G, H);
+    const int64_t n8 = H & ~(int64_t)7, ld = kv->at.ldk;
+    for (int64_t g = 0; g < G; g++) {
+        const float *pg = p + g * S;
+        float *og = o + g * H;
+        for (int64_t c0 = 0; c0 < n8; c0 += 64) {
+            const int nv = (int)((n8 - c0 < 64 ? n8 - c0 : 64) / 8);
+            __m256 acc[8];
+            for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+            for (kern_page_walk w = kern_page_start(&kv->at, j * H + c0, S); kern_page_next(&w);)
+                for (int64_t r = 0; r < w.rows; r++) {
+                    const __m256 a = _mm256_set1_ps(pg[w.t0 + r]);
+                    const float *x = kv->v + w.off + r * ld;
+                    for (int c = 0; c < nv; c++)
+                        acc[c] = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 8 * c), acc[c]);
+                }
+            for (int c = 0; c < nv; c++) _mm256_storeu_ps(og + c0 + 8 * c, acc[c]);
+        }
+        if (n8 == H) continue;
+        for (int64_t d = n8; d < H; d++) og[d] = 0.0f;
+        for (kern_page_walk w = kern_page_start(&kv->at, j * H, S); kern_page_next(&w);)
+            for (int64_t r = 0; r < w.rows; r++) {
+                const float a = pg[w.t0 + r], *x = kv->v + w.off + r * ld;
+                for (int64_t d = n8; d < H; d++) og[d] += a * x[d];
+            }
+    }
 }
 #endif
 

@@ -5,8 +5,11 @@
  *    the query rows are chunked (one prefill, random chunks, one row at a time as decode does);
  *  - within k·FLT_EPSILON·(|a| + |b| + 1) of its naive double twin, k = 64, and of kern_attn_cached
  *    (the contiguous-cache kernel of `generate`) on the same rows, k = 64;
- * on G = Nl/Kl of 1, 2 and 3, odd head dims, 1 to 70 positions; for the kernel as it runs on this
- * CPU (AVX2 and FMA where there are) and for its plain version. */
+ * on G = Nl/Kl of 1, 2 and 3, odd head dims, 1 to 70 positions; head dims past 64, 136 with a
+ * tail (the AVX2 kernel holds 64 columns of a head's output in registers, then the next 64, then
+ * the columns past a multiple of 8 one by one, and scores four key rows of a block at a time:
+ * block sizes 1 and 3 against 4 and 16 check a row's bits do not depend on its group); for the
+ * kernel as it runs on this CPU (AVX2 and FMA where there are) and for its plain version. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +86,9 @@ int main(void) {
         run(70, 3, 1, 16);
         run(17, 8, 8, 6);
         run(40, 4, 2, 32);
+        run(70, 2, 1, 64);
+        run(37, 4, 2, 69);
+        run(21, 2, 2, 140);
     }
     return check_finish("test_attn_paged");
 }
