@@ -5,8 +5,9 @@
  * Layout: B[K, N] cut into panels of 16 columns, panel p = columns [16p, 16p + 16), stored [K][16]
  * contiguous, panels one after another (the last padded with zeros): sgemm's packed B, made at
  * load instead of on every call. The product runs as BLIS's Haswell kernels do: rows in blocks
- * of F32_MC, K in blocks of F32_KC (A's block packed per call into slivers of F32_MR rows, in
- * L2; a panel's block, 32 KB, read by every sliver in turn), tiles of up to F32_MR rows × 16
+ * of F32_MC, K in blocks of F32_KC (A's block packed per call into slivers of at most F32_MR
+ * rows, as even as they go, in L2; a panel's block, 32 KB, read by every sliver in turn, which
+ * also prefetch the next block), tiles of up to F32_MR rows × 16
  * columns (12 accumulators) over the block. The sizes were chosen by bench/gemm_bench's prefill
  * part on a Zen 3 core (1.1-1.2x OpenBLAS's sgemm at 32-128 rows, 1.0-1.08x at 2048; a K block
  * of 512 keeps the model's K = 512 products in one pass over C). One row (decode) reads F32_NP
@@ -144,19 +145,30 @@ static AVX2 INL void pack_8(float *w, const float *A, int64_t lda, int64_t k) {
     _mm256_storeu_ps(w + 7 * F32_MR, _mm256_permute2f128_ps(s3, s7, 0x31));
 }
 
-/* A's block of `rows` rows and kc columns (row stride lda) into slivers of F32_MR rows, each
- * [kc][F32_MR] (a short last sliver's missing rows zero): one stream per tile, whatever lda. */
+/* Sliver s of ns over a block of `rows` rows: its first row; sliver s holds rows [sliver_row(s),
+ * sliver_row(s + 1)), ns = ceil(rows / F32_MR) slivers of sizes differing by one at most (32 rows:
+ * 5, 5, 6, 5, 5, 6, not five of 6 and one of 2, whose 4 accumulators wait on the fma latency and
+ * cost as much as 4 rows of a full tile: 10% of a serving step's products at 32 rows). */
+static int64_t sliver_row(int64_t s, int64_t ns, int64_t rows) {
+    return s * rows / ns;
+}
+
+/* A's block of `rows` rows and kc columns (row stride lda) into its ns slivers (sliver_row), each
+ * [kc][F32_MR] (a sliver's rows past its own: the next sliver's, or zero past the block, which
+ * the tiles never read): one stream per tile, whatever lda. */
 static AVX2 void pack_a(float *restrict W, const float *restrict A, int64_t lda, int64_t rows,
                         int64_t kc) {
-    for (int64_t s = 0; s < rows; s += F32_MR) {
-        float *w = W + s * kc;
-        const int64_t mr = rows - s < F32_MR ? rows - s : F32_MR;
+    const int64_t ns = (rows + F32_MR - 1) / F32_MR;
+    for (int64_t s = 0; s < ns; s++) {
+        float *w = W + s * F32_MR * kc;
+        const int64_t r0 = sliver_row(s, ns, rows);
+        const int64_t mr = rows - r0 < F32_MR ? rows - r0 : F32_MR; /* rows inside the block */
         int64_t k = 0;
         if (mr == F32_MR)
-            for (; k + 8 <= kc; k += 8) pack_8(w + k * F32_MR, A + s * lda, lda, k);
+            for (; k + 8 <= kc; k += 8) pack_8(w + k * F32_MR, A + r0 * lda, lda, k);
         for (; k < kc; k++)
             for (int64_t r = 0; r < F32_MR; r++)
-                w[k * F32_MR + r] = r < mr ? A[(s + r) * lda + k] : 0.0f;
+                w[k * F32_MR + r] = r < mr ? A[(r0 + r) * lda + k] : 0.0f;
     }
 }
 
@@ -198,11 +210,12 @@ static AVX2 void gemm_tiles(float *C, const float *A, const float *P, int64_t ps
                 const float *Bp = P + p * ps + p0 * 16;
                 int64_t nk;
                 const float *nb = next_block(P, ps, p, np, p0, K, i1 < M, &nk);
-                for (int64_t i = i0, s = 0; i < i1; i += F32_MR, s++) {
-                    const int64_t mr = i1 - i < F32_MR ? i1 - i : F32_MR;
+                for (int64_t s = 0; s < ns; s++) {
+                    const int64_t r0 = sliver_row(s, ns, i1 - i0);
+                    const int64_t mr = sliver_row(s + 1, ns, i1 - i0) - r0;
                     const int64_t a = nk * s / ns, b = nk * (s + 1) / ns;
-                    tiles[mr](C + i * ldc + 16 * p, a_pack + (i - i0) * kc, Bp, kc, ldc, n, load,
-                              nb + a * 16, b - a);
+                    tiles[mr](C + (i0 + r0) * ldc + 16 * p, a_pack + s * F32_MR * kc, Bp, kc, ldc,
+                              n, load, nb + a * 16, b - a);
                 }
             }
         }

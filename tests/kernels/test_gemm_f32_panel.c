@@ -1,7 +1,8 @@
 /* The fp32 panel product (kern_f32_panel_gemm over kern_f32_panel_pack's copy, and kern_gemm
  * reading a registered copy) against the naive double-accumulating twin (kern_gemm_ref), on
  * shapes around the tiles (6 rows, 16 columns, blocks of 72 rows and 512 of K: M, N, K of 1, 7,
- * 33, 100 and past each), overwriting NaN garbage and accumulating, with padded strides; then
+ * 33, 100 and past each; M of 8, 32 and 130, whose blocks split into slivers of 4, 5 and 6 rows),
+ * overwriting NaN garbage and accumulating, with padded strides; then
  * the claim that a row's bits depend neither on M nor on its place: the product of all rows at
  * once equals each row alone (M = 1 takes the one-row kernel, the others the tiles); then a
  * context's table of registered copies (kern_gemm_ctx): a whole weight and blocks of a larger
@@ -178,10 +179,10 @@ int main(void) {
     kern_set_threads(1);
     printf("kern_f32_panel_gemm: %s\n",
            kern_f32_panel_available() ? "AVX2 + FMA" : "plain loop (no AVX2 + FMA)");
-    const int64_t shapes[][3] = {{1, 1, 1},     {1, 7, 33},    {7, 33, 100},    {33, 100, 7},
-                                 {100, 7, 33},  {6, 16, 256},  {5, 15, 257},    {13, 17, 300},
-                                 {2, 48, 513},  {170, 40, 19}, {200, 130, 260}, {12, 129, 64},
-                                 {73, 31, 1030}};
+    const int64_t shapes[][3] = {{1, 1, 1},      {1, 7, 33},    {7, 33, 100},    {33, 100, 7},
+                                 {100, 7, 33},   {6, 16, 256},  {5, 15, 257},    {13, 17, 300},
+                                 {2, 48, 513},   {170, 40, 19}, {200, 130, 260}, {12, 129, 64},
+                                 {73, 31, 1030}, {32, 40, 520}, {8, 33, 64},     {130, 20, 600}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int acc = 0; acc < 2; acc++) one(shapes[s][0], shapes[s][1], shapes[s][2], acc);
     registry();
