@@ -1,9 +1,9 @@
 /* The avx512 path of kern_gemm_bf16: the bf16 operands widened to fp32 (exact: a 16-bit shift)
  * into the context's workspace and multiplied by kern_gemm, the fp32 product (its library: oneDNN's
- * AVX-512 sgemm where kernels/sgemm_lib.c picks it, else OpenBLAS; gemm_nn's AVX-512 tiles for
- * the untransposed products on one thread). The products of two bf16 values are exact in fp32,
- * so this is the MXU's contract (bf16 inputs, fp32 accumulation) on the FMA units, which on an
- * Intel core without AMX outrun vdpbf16ps two to one (gemm_bf16.h).
+ * AVX-512 sgemm where kernels/sgemm_lib.c picks it, for every transpose; else OpenBLAS, or
+ * gemm_nn's AVX-512 tiles for the untransposed products on one thread). The products of two bf16
+ * values are exact in fp32, so this is the MXU's contract (bf16 inputs, fp32 accumulation) on the
+ * FMA units, which on an Intel core without AMX outrun vdpbf16ps two to one (gemm_bf16.h).
  *
  * Blocking. op(A) and op(B) are widened by blocks of WIDE_KB values of K (and, past WIDE_MB rows
  * or WIDE_NB columns, of rows and columns), each block kept in its stored layout (a transposed
@@ -23,7 +23,6 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16_x86.h"
-#include "kernels/sgemm_lib.h"
 
 #define WIDE_KB 512  /* values of K per block */
 #define WIDE_MB 512  /* rows of op(A) per block */
@@ -81,18 +80,6 @@ static int64_t widen_block(float *d, const kern_bf16 *X, int64_t ld, bool t, int
     return cols;
 }
 
-/* The fp32 product: oneDNN's sgemm where sgemm_lib.c picks it, for every transpose (kern_gemm
- * would take gemm_nn's tiles for the untransposed ones on one thread, 50-64 GFLOP/s on config
- * (b)'s forward shapes on the Emerald Rapids core, where oneDNN's sgemm runs 140-150); else
- * kern_gemm. */
-static void sgemm(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
-                  bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, float beta) {
-    if (kern_sgemm_lib_get() == KERN_SGEMM_ONEDNN &&
-        kern_sgemm_onednn(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, 1.0f, beta) == 0)
-        return;
-    kern_gemm(C, A, B, M, N, K, ta, tb, lda, ldb, ldc, 1.0f, beta);
-}
-
 int bf16_wide_gemm(bf16_wide *w, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                    bool acc) {
@@ -115,7 +102,7 @@ int bf16_wide_gemm(bf16_wide *w, float *C, const kern_bf16 *A, const kern_bf16 *
             for (int64_t i0 = 0; i0 < M; i0 += WIDE_MB) {
                 const int64_t m = min64(WIDE_MB, M - i0);
                 const int64_t lwa = widen_block(wa, A, lda, ta, i0, p0, m, k);
-                sgemm(C + i0 * ldc + j0, wa, wb, m, n, k, ta, tb, lwa, lwb, ldc, beta);
+                kern_gemm(C + i0 * ldc + j0, wa, wb, m, n, k, ta, tb, lwa, lwb, ldc, 1.0f, beta);
             }
         }
     }
