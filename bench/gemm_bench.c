@@ -11,10 +11,14 @@
  * minimum and the median time over the rounds, as GFLOP/s. One thread (--threads: OpenBLAS's and
  * the bf16 contexts'). Where the CPU has AVX2 and FMA, the variant "fp32 panels" times the
  * forward's products (untransposed) on a copy of the weight packed beforehand (kern_f32_panel_gemm:
- * what kern_gemm_ctx runs on a copy registered on its context), beside "fp32 kern_gemm" on the weight as it is. Not a
+ * what kern_gemm_ctx runs on a copy registered on its context), beside "fp32 kern_gemm" on the
+ * weight as it is. Likewise "bf16 P copy" for a bf16 path P whose context reads panel copies (avx2,
+ * avx512bf16: kern_bf16_ctx_panels): the weight's copy in P's layout registered, as inference does
+ * (avx2: one-row products read it; avx512bf16: every product, on its own vdpbf16ps kernel). Not a
  * test: nothing is asserted.
  *
  * usage: gemm_bench [--rounds R] [--paths avx2,portable,...] [--decode-mb MB] [--csv FILE]
+ *                   [--decode-rows M,M,...]
  *                   [--no-train] [--no-prefill] [--no-decode] [--cpu-clock] [--threads N]
  * --paths: the bf16 paths to time (default: every path this CPU has; one oneDNN path at most,
  * since oneDNN's ISA cap is per process). --decode-mb: the bf16 weight's size (default 256 MB;
@@ -38,13 +42,14 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
-#define MAX_VARIANTS 6
+#define MAX_VARIANTS 8
 #define MAX_ROUNDS 64
 
 typedef struct {
     char name[32];
     kern_bf16_ctx *ctx; /* NULL: fp32 */
     int packed;         /* fp32 on the weight's panel copy (forward products only) */
+    int copy;           /* bf16 with the weight's panel copy registered on ctx (its layout) */
 } variant;
 
 typedef struct {
@@ -131,11 +136,25 @@ static void time_product(bench *bn, const char *part, const char *shape, const c
                          operands *o, double wbytes) {
     double t[MAX_VARIANTS][MAX_ROUNDS];
     int skip[MAX_VARIANTS]; /* the panel variant on a product with A transposed or no copy */
-    for (int v = 0; v < bn->nv; v++) skip[v] = bn->v[v].packed && (o->ta || !o->pb);
+    kern_bf16 *copy[MAX_VARIANTS] = {NULL};
+    for (int v = 0; v < bn->nv; v++) {
+        skip[v] = (bn->v[v].packed && (o->ta || !o->pb)) || (bn->v[v].copy && (o->ta || o->tb));
+        if (skip[v] || !bn->v[v].copy) continue;
+        const kern_bf16_panel_layout l = kern_bf16_ctx_panels(bn->v[v].ctx);
+        copy[v] = kern_bf16_panel_alloc(kern_bf16_panel_elems(l, o->K, o->N));
+        if (!copy[v]) {
+            fprintf(stderr, "gemm_bench: out of memory for a panel copy\n");
+            exit(1);
+        }
+        kern_bf16_panel_pack(l, copy[v], o->hb, o->K, o->N, o->N);
+        (void)kern_bf16_ctx_add_panel(bn->v[v].ctx, o->hb, o->K, o->N, o->N, copy[v]);
+    }
     for (int v = 0; v < bn->nv; v++)
         if (!skip[v]) run(&bn->v[v], o); /* warm-up: primitives, pages */
     for (int r = 0; r < bn->rounds; r++)
         for (int v = 0; v < bn->nv; v++) t[v][r] = skip[v] ? 0.0 : run(&bn->v[v], o);
+    for (int v = 0; v < bn->nv; v++)
+        if (copy[v]) kern_bf16_ctx_clear_panels(bn->v[v].ctx), free(copy[v]);
     const double flops = 2.0 * (double)o->M * (double)o->N * (double)o->K;
     for (int v = 0; v < bn->nv; v++) {
         if (skip[v]) continue;
@@ -192,8 +211,9 @@ static void prefill_part(bench *bn) {
         }
 }
 
-/* Decode: y[M,N] = x[M,K]·w[K,N] with w of wbytes in bf16, for M = 1, 8, 32. */
-static void decode_part(bench *bn, double mb) {
+/* Decode: y[M,N] = x[M,K]·w[K,N] with w of wbytes in bf16, for each M of rows (--decode-rows:
+ * 1, 8, 32 by default). */
+static void decode_part(bench *bn, double mb, const char *rows) {
     const int64_t K = 8192, N = (int64_t)(mb * 1e6 / 2.0 / (double)K) / 16 * 16;
     const double wbytes = 2.0 * (double)K * (double)N;
     const double bw = kern_measure_read_bw((int64_t)(2.0 * wbytes), 2.0);
@@ -202,13 +222,15 @@ static void decode_part(bench *bn, double mb) {
            (long long)K, (long long)N, wbytes * 1e-6, 2 * wbytes * 1e-6, bw * 1e-9,
            2 * wbytes * 1e-6);
     csv_row(bn, "decode,read_bw,-,kern_read_sum,0,0,0,%.3f\n", bw * 1e-9);
-    static const int64_t ms[3] = {1, 8, 32};
-    for (int i = 0; i < 3; i++) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", rows);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        const int64_t M = atoll(tok);
+        if (M < 1 || M > 4096) continue;
         operands o;
-        operands_make(&o, ms[i], N, K, false, false, false);
+        operands_make(&o, M, N, K, false, false, false);
         char shape[64];
-        snprintf(shape, sizeof shape, "M=%lld %lldx%lld", (long long)ms[i], (long long)K,
-                 (long long)N);
+        snprintf(shape, sizeof shape, "M=%lld %lldx%lld", (long long)M, (long long)K, (long long)N);
         time_product(bn, "decode", shape, "fwd", &o, wbytes);
         operands_free(&o);
     }
@@ -236,6 +258,11 @@ static void add_paths(bench *bn, const char *list, int threads) {
         }
         bn->v[bn->nv].ctx = ctx;
         snprintf(bn->v[bn->nv++].name, sizeof bn->v[0].name, "bf16 %s", tok);
+        if (!kern_bf16_ctx_panels(ctx) || bn->nv == MAX_VARIANTS) continue;
+        /* the same path reading the weight's panel copy (inference's products) */
+        if (!(bn->v[bn->nv].ctx = kern_bf16_ctx_create(p, threads, msg, sizeof msg))) continue;
+        bn->v[bn->nv].copy = 1;
+        snprintf(bn->v[bn->nv++].name, sizeof bn->v[0].name, "bf16 %s copy", tok);
     }
 }
 
@@ -290,7 +317,7 @@ static int whole(const char *flag, const char *v, long lo, long hi, int *out) {
 int main(int argc, char **argv) {
     bench bn = {.nv = 1, .rounds = 5};
     snprintf(bn.v[0].name, sizeof bn.v[0].name, "fp32 kern_gemm");
-    const char *paths = NULL, *csv = NULL;
+    const char *paths = NULL, *csv = NULL, *rows = "1,8,32";
     double mb = 256;
     int train = 1, prefill = 1, decode = 1, threads = 1;
     for (int i = 1; i < argc; i++) {
@@ -302,6 +329,8 @@ int main(int argc, char **argv) {
             paths = argv[++i];
         else if (!strcmp(argv[i], "--decode-mb") && i + 1 < argc)
             mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--decode-rows") && i + 1 < argc)
+            rows = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv = argv[++i];
         else if (!strcmp(argv[i], "--no-train"))
@@ -314,9 +343,8 @@ int main(int argc, char **argv) {
             clock_id = CLOCK_THREAD_CPUTIME_ID;
         else {
             fprintf(stderr, "usage: gemm_bench [--rounds R] [--paths avx2,portable,...] "
-                            "[--decode-mb MB] [--csv FILE] [--no-train] [--no-prefill] "
-                            "[--no-decode] "
-                            "[--cpu-clock] [--threads N]\n");
+                            "[--decode-mb MB] [--decode-rows 1,8,32] [--csv FILE] [--no-train] "
+                            "[--no-prefill] [--no-decode] [--cpu-clock] [--threads N]\n");
             return 2;
         }
     }
@@ -344,7 +372,7 @@ int main(int argc, char **argv) {
         train_part(&bn, "(b)", 2048, 512, 2048);
     }
     if (prefill) prefill_part(&bn);
-    if (decode) decode_part(&bn, mb);
+    if (decode) decode_part(&bn, mb, rows);
     for (int v = 1; v < bn.nv; v++) kern_bf16_ctx_destroy(bn.v[v].ctx);
     if (linefile_close(bn.csv) < 0) {
         fprintf(stderr, "gemm_bench: error: --csv %s: closing it failed\n", csv);

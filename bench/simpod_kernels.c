@@ -282,9 +282,9 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
     return 0;
 }
 /* No panel copies (decode's one-row kernel): the products are charged alike. */
-int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
+kern_bf16_panel_layout kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
     (void)ctx;
-    return 0;
+    return KERN_BF16_PANELS_NONE;
 }
 int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
                             int64_t ldb, const kern_bf16 *P) {

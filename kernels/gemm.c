@@ -93,7 +93,7 @@ void kern_gemm_ctx(kern_f32_ctx *ctx, float *C, const float *A, const float *B, 
     if (ctx && ctx->pan.n && M > 0 && N > 0 && !ta && !tb && alpha == 1.0f &&
         (beta == 0.0f || beta == 1.0f) && K > 0 && openblas_get_num_threads() == 1) {
         int64_t ps;
-        const float *P = panel_table_find(&ctx->pan, B, sizeof *B, K, N, ldb, &ps);
+        const float *P = panel_table_find(&ctx->pan, B, sizeof *B, K, N, ldb, 1, &ps);
         if (P) {
             kern_f32_panel_gemm(C, A, P, ps, M, N, K, lda, ldc, beta == 1.0f);
             ctx->hits++;

@@ -22,7 +22,7 @@ struct kern_bf16_ctx {
     kern_pool *pool;  /* threads − 1 workers (NULL with one thread) */
     bf16_dnnl *dnnl;  /* oneDNN paths */
     int64_t fallback; /* products oneDNN refused, run on the avx2 kernels instead */
-    panel_table pan;  /* registered panel copies (kern_bf16_ctx_add_panel) */
+    panel_table pan;  /* registered panel copies (kern_bf16_ctx_add_panel), ctx's layout */
     int64_t pan_hits;
     bf16_wide wide; /* the avx512 path's widened blocks */
     int rows_own;   /* avx512: a panel copy was registered, every product on the own kernels */
@@ -162,8 +162,10 @@ int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx) {
     return ctx->fallback;
 }
 
-int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
-    return ctx->path == KERN_BF16_AVX2 || ctx->path == KERN_BF16_AVX512;
+kern_bf16_panel_layout kern_bf16_ctx_panels(const kern_bf16_ctx *ctx) {
+    if (ctx->path == KERN_BF16_AVX2 || ctx->path == KERN_BF16_AVX512) return KERN_BF16_PANELS_K16;
+    if (ctx->path == KERN_BF16_AVX512BF16 && bf16_pairs_built()) return KERN_BF16_PANELS_PAIRS;
+    return KERN_BF16_PANELS_NONE;
 }
 
 int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
@@ -199,7 +201,7 @@ typedef struct {
     const kern_bf16 *A, *B;
     int64_t M, N, K, lda, ldb, ldc, chunk;
     bool ta, tb, acc;
-    const kern_bf16 *P; /* B's panel copy (M = 1, B untransposed), or NULL */
+    const kern_bf16 *P; /* B's panel copy in the path's layout (panel_for), or NULL */
     int64_t ps;
 } own_job;
 
@@ -208,7 +210,12 @@ static void own_part(void *arg, int t) {
     const int64_t j0 = (int64_t)t * o->chunk, n = o->N - j0 < o->chunk ? o->N - j0 : o->chunk;
     if (n <= 0) return;
     const kern_bf16 *B = o->tb ? o->B + j0 * o->ldb : o->B + j0;
-#if BF16_X86 /* (panel copies are registered on the avx2 and avx512 paths alone) */
+    if (o->P && o->ctx->path == KERN_BF16_AVX512BF16) {
+        bf16_gemm_pairs(&o->ctx->ws[t], o->C + j0, o->A, o->P + j0 / 16 * o->ps, o->ps, o->M, n,
+                        o->K, o->ta, o->lda, o->ldc, o->acc);
+        return;
+    }
+#if BF16_X86 /* (the K16 copies: the avx2 and avx512 paths) */
     if (o->P) {
         bf16_gemv_panel_avx2(&o->ctx->ws[t], o->C + j0, o->A, o->ta ? o->lda : 1,
                              o->P + j0 / 16 * o->ps, o->ps, n, o->K, o->acc);
@@ -223,24 +230,41 @@ static void own_part(void *arg, int t) {
                        o->ldb, o->ldc, o->acc);
 }
 
+/* The registered copy o's product reads (o->P, o->ps; counted), or none. K16: a row (M = 1) whose
+ * widened row fits the workspace. PAIRS: any M (never a condition on M: a row's bits must not
+ * depend on its batch), A transposed when PR_MR of its rows fit the workspace. */
+static void panel_for(own_job *o) {
+    kern_bf16_ctx *ctx = o->ctx;
+    const kern_bf16_panel_layout l = kern_bf16_ctx_panels(ctx);
+    if (l == KERN_BF16_PANELS_NONE || !ctx->pan.n || o->tb) return;
+    if (l == KERN_BF16_PANELS_K16 && (o->M != 1 || o->K > BF16_WS_A_FLOATS)) return;
+    if (l == KERN_BF16_PANELS_PAIRS && o->ta && o->K > BF16_PAIRS_TA_MAX_K) return;
+    o->P = panel_table_find(&ctx->pan, o->B, sizeof *o->B, o->K, o->N, o->ldb,
+                            l == KERN_BF16_PANELS_PAIRS ? 2 : 1, &o->ps);
+    ctx->pan_hits += o->P != NULL;
+}
+
 /* Products of fewer multiply-adds stay on one thread: waking the workers costs tens of µs. */
 #define OWN_SPLIT_MIN (1 << 20)
+
+/* o on the own kernels, its columns split over the context's threads by whole panels. */
+static void own_run(own_job *o) {
+    const int T = o->ctx->threads;
+    if (T == 1 || (double)o->M * (double)o->N * (double)o->K < OWN_SPLIT_MIN || o->N < 32) {
+        own_part(o, 0);
+        return;
+    }
+    o->chunk = ((o->N + T - 1) / T + 15) / 16 * 16; /* whole panels of 16 columns */
+    kern_pool_run(o->ctx->pool, own_part, o);
+}
 
 void bf16_gemm_own(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
                    int64_t N, int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc,
                    bool acc) {
     if (empty(C, M, N, K, ldc, acc)) return;
     own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc, NULL, 0};
-    if (ctx->pan.n && M == 1 && !tb && K <= BF16_WS_A_FLOATS &&
-        (o.P = panel_table_find(&ctx->pan, B, sizeof *B, K, N, ldb, &o.ps)))
-        ctx->pan_hits++;
-    const int T = ctx->threads;
-    if (T == 1 || (double)M * (double)N * (double)K < OWN_SPLIT_MIN || N < 32) {
-        own_part(&o, 0);
-        return;
-    }
-    o.chunk = ((N + T - 1) / T + 15) / 16 * 16; /* whole panels of 16 columns */
-    kern_pool_run(ctx->pool, own_part, &o);
+    panel_for(&o);
+    own_run(&o);
 }
 
 void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M,
@@ -248,6 +272,12 @@ void kern_gemm_bf16(kern_bf16_ctx *ctx, float *C, const kern_bf16 *A, const kern
                     bool acc) {
     if (empty(C, M, N, K, ldc, acc)) return;
     if (ctx->path == KERN_BF16_AMX || ctx->path == KERN_BF16_AVX512BF16) {
+        own_job o = {ctx, C, A, B, M, N, K, lda, ldb, ldc, N, ta, tb, acc, NULL, 0};
+        panel_for(&o); /* avx512bf16: a weight's registered copy, read by the own kernel */
+        if (o.P) {
+            own_run(&o);
+            return;
+        }
         if (bf16_dnnl_gemm(ctx->dnnl, false, C, A, B, M, N, K, ta, tb, lda, ldb, ldc, acc) == 0)
             return;
         ctx->fallback++;

@@ -6,7 +6,9 @@
  * Paths, picked at run time from the CPU (kern_bf16_path_check; MESHTRAIN_BF16_PATH forces one):
  *   amx         oneDNN's matmul with its ISA capped at AVX512_CORE_AMX: AMX tiles (tdpbf16ps).
  *               Needs AMX-BF16 and the OS's grant of the tile state (kern_cpu_amx_grant).
- *   avx512bf16  oneDNN's matmul capped at AVX512_CORE_BF16: vdpbf16ps.
+ *   avx512bf16  oneDNN's matmul capped at AVX512_CORE_BF16: vdpbf16ps; but a product against a
+ *               weight with a registered panel copy (inference) runs on meshtrain's own
+ *               vdpbf16ps kernel over the copy (gemm_bf16_pairs.c), whatever M.
  *   avx512      bf16 operands widened to fp32 and multiplied on AVX-512's FMA units by the fp32
  *               product (gemm_bf16_wide.c: kern_gemm's library, oneDNN's sgemm where
  *               kernels/sgemm_lib.c picks it, else OpenBLAS); rows of few (M ≤ 32) and, once a
@@ -39,6 +41,12 @@
  *     flushed to zero by the instructions. Bit-identical run to run for the same shapes and
  *     thread count (oneDNN's promise, with a fixed thread count); a row's result may depend on
  *     M.
+ *   avx512bf16 against a registered panel copy (PAIRS, below): one chain per element over the
+ *     pairs of k in order, q = 0..⌈K/2⌉ − 1, from 0 (or from C), each step a vdpbf16ps (its two
+ *     products added in the instruction's order; denormals flushed). A row's result depends on
+ *     its row of op(A) and on B alone, not on M, the tile, the place in the batch, the strides
+ *     or the thread count, as on the own paths; but the order is pairs of k, not the avx2 chain,
+ *     so its bits are NOT the avx2 or portable paths' (nor oneDNN's beyond K ≈ 100).
  *   Every path: |c − Σ a·b| ≤ γ_{K+1}·(Σ|a·b| + |C₀|) + 2^-126·(Σ(|a| + |b|) + 2K + 1),
  *   γ_n = n·u/(1 − n·u), against the exact sum of the bf16 inputs' products (the test's bound).
  *
@@ -121,30 +129,50 @@ kern_bf16_path kern_bf16_ctx_path(const kern_bf16_ctx *ctx);
  * expect 0). */
 int64_t kern_bf16_ctx_fallbacks(const kern_bf16_ctx *ctx);
 
-/* The panel layout of a bf16 weight B[K, N] for one-row products (decode at batch 1): panels of
- * 16 columns, each [K][16] contiguous (16-bit lanes interleaved: gemm_bf16_panel.c), the last
- * padded with zeros, kern_bf16_panel_elems(K, N) values in all. On the avx2 path a row of A
- * against a weight with a registered panel copy reads the copy instead, 8 panels side by side,
- * each one linear stream, the sums in registers (the weight itself, [K, N] row-major, can only be
- * read a few rows at a time in short pieces). Every element is still one fp32 chain over k in
- * order: the same bits as without the copy. */
-int64_t kern_bf16_panel_elems(int64_t K, int64_t N);
+/* Panel copies: a weight B[K, N] (bf16) copied once into a layout the path's own kernels read in
+ * place of B, in panels of 16 columns, the last padded with zeros. The layout is the path's
+ * (kern_bf16_ctx_panels):
+ *   K16    the avx2 path: each panel [K][16] (16-bit lanes interleaved: gemm_bf16_panel.c). A row
+ *          of A (M = 1) against a weight with a registered copy reads the copy instead, 8 panels
+ *          side by side, each one linear stream, the sums in registers (the weight itself, [K, N]
+ *          row-major, can only be read a few rows at a time in short pieces). Every element is
+ *          still one fp32 chain over k in order: the same bits as without the copy.
+ *   PAIRS  the avx512bf16 path (where this build has AVX512-BF16 code): each panel [⌈K/2⌉][16][2],
+ *          k in pairs (B[2q, c], B[2q + 1, c] adjacent; an odd K's last pair padded with a zero),
+ *          one 64-byte load an operand of vdpbf16ps. EVERY product against a weight with a
+ *          registered copy, whatever M, runs on the own kernel over the copy (gemm_bf16_pairs.c)
+ *          instead of oneDNN: each element one chain of vdpbf16ps over the pairs in order, so a
+ *          row's bits do not depend on M, the batch or the threads (see Numbers). One row reads
+ *          8 panels side by side; several rows run tiles of 12 rows × 2 panels.
+ * The amx path keeps oneDNN for every product (NONE). The model registers copies for inference
+ * only (train/model/mixed.c); training's products are unchanged. */
+typedef enum {
+    KERN_BF16_PANELS_NONE,
+    KERN_BF16_PANELS_K16,
+    KERN_BF16_PANELS_PAIRS
+} kern_bf16_panel_layout;
+/* Values in the copy of B[K, N] in layout l: K16: K·N16, PAIRS: 2⌈K/2⌉·N16 (N16: N rounded up to
+ * a multiple of 16); NONE: 0. */
+int64_t kern_bf16_panel_elems(kern_bf16_panel_layout l, int64_t K, int64_t N);
 /* Storage for elems values of panel copies, zeroed (its pages touched now, not by the first
  * pack), 2 MB-aligned and advised to the OS for huge pages; NULL when out of memory. Freed with
  * free(). */
 kern_bf16 *kern_bf16_panel_alloc(int64_t elems);
-/* B[K, N] (row stride ldb) into the panel layout at P (kern_bf16_panel_elems(K, N) values). */
-void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb);
-/* 1 if ctx runs one-row products on registered panel copies (the avx2 and avx512 paths), else 0:
- * a caller then need not make any. On avx512 the first copy registered also turns every later
- * product of ctx to the avx2 path's kernels, row-independent (inference's contexts register
- * copies; training's do not). */
-int kern_bf16_ctx_panels(const kern_bf16_ctx *ctx);
-/* Registers P, the panel copy of B[K, N] (row stride ldb), which the caller owns and keeps equal
- * to B (packing it again when B changes) until kern_bf16_ctx_clear_panels. From then on a product
- * with M = 1 and B untransposed whose op(B) lies inside that B (same ldb, its first column a
- * multiple of 16 from B's) reads P. Registering B again replaces its entry. 0, or −1 (nothing
- * registered) when kern_bf16_ctx_panels is 0 or out of memory. */
+/* B[K, N] (row stride ldb) into layout l at P (kern_bf16_panel_elems(l, K, N) values; NONE:
+ * nothing). */
+void kern_bf16_panel_pack(kern_bf16_panel_layout l, kern_bf16 *P, const kern_bf16 *B, int64_t K,
+                          int64_t N, int64_t ldb);
+/* The layout of the copies ctx reads (NONE: it reads none, and a caller need not make any). On
+ * avx512 (K16) the first copy registered also turns every later product of ctx to the avx2 path's
+ * kernels, row-independent (inference's contexts register copies; training's do not). */
+kern_bf16_panel_layout kern_bf16_ctx_panels(const kern_bf16_ctx *ctx);
+/* Registers P, the copy of B[K, N] (row stride ldb) in ctx's layout, which the caller owns and
+ * keeps equal to B (packing it again when B changes) until kern_bf16_ctx_clear_panels. From then
+ * on a product with B untransposed whose op(B) lies inside that B (same ldb, its first column a
+ * multiple of 16 from B's; PAIRS: its first row even from B's, and an odd K ending at B's last
+ * row) reads P: K16 when M = 1 (and K ≤ 43016), PAIRS for every M (A transposed: K ≤ 43690).
+ * Registering B again replaces its entry. 0, or −1 (nothing registered) when
+ * kern_bf16_ctx_panels is NONE or out of memory. */
 int kern_bf16_ctx_add_panel(kern_bf16_ctx *ctx, const kern_bf16 *B, int64_t K, int64_t N,
                             int64_t ldb, const kern_bf16 *P);
 /* Forgets every registered panel copy. */

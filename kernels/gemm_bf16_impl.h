@@ -45,9 +45,19 @@ void bf16_gemm_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_
 /* One row against a weight in the panel layout (gemm_bf16_panel.c): C[0, N) (=, or += when acc)
  * A[k·sa], k < K, times the panels from P, panel p at P + p·ps (ps ≥ 16·K elements). K ≤
  * BF16_WS_A_FLOATS (A's row is widened into ws->a). Built with the AVX2 path alone
- * (gemm_bf16_x86.h: BF16_X86), the one path that registers panel copies. */
+ * (gemm_bf16_x86.h: BF16_X86), the path whose copies are in this layout. */
 void bf16_gemv_panel_avx2(const bf16_ws *ws, float *C, const kern_bf16 *A, int64_t sa,
                           const kern_bf16 *P, int64_t ps, int64_t N, int64_t K, bool acc);
+/* The avx512bf16 path's product on B's panel copy in the pair layout (gemm_bf16_pairs.c): C[M, N]
+ * (=, or += when acc) op(A)[M, K] · the panels from P (panel p at P + p·ps, ps ≥ 32·⌈K/2⌉), A
+ * stored [M, K] with row stride lda (ta: [K, M], gathered PR_MR rows at a time into ws->b:
+ * needs 12·K ≤ 2·BF16_WS_B_FLOATS). Every element one chain of vdpbf16ps over the pairs of k in
+ * order. Call only where bf16_pairs_built() and the CPU has AVX512-BF16. */
+int bf16_pairs_built(void);
+#define BF16_PAIRS_TA_MAX_K (2 * BF16_WS_B_FLOATS / 12)
+void bf16_gemm_pairs(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *P,
+                     int64_t ps, int64_t M, int64_t N, int64_t K, bool ta, int64_t lda, int64_t ldc,
+                     bool acc);
 /* The plain C path: any CPU, no workspace. */
 void bf16_gemm_plain(float *C, const kern_bf16 *A, const kern_bf16 *B, int64_t M, int64_t N,
                      int64_t K, bool ta, bool tb, int64_t lda, int64_t ldb, int64_t ldc, bool acc);

@@ -1,7 +1,8 @@
-/* gemm_bf16_panel: the panel layout of a bf16 weight for one-row products (decode at batch 1) and
- * its AVX2 matrix-vector kernel (gemm_bf16.h: kern_bf16_panel_pack, kern_bf16_ctx_add_panel).
+/* gemm_bf16_panel: the panel layouts of a bf16 weight (gemm_bf16.h: kern_bf16_panel_pack,
+ * kern_bf16_ctx_add_panel), the K16 layout's AVX2 matrix-vector kernel (one-row products, decode at
+ * batch 1) and the storage. The PAIRS layout's kernel is gemm_bf16_pairs.c.
  *
- * Layout: B[K, N] cut into panels of 16 columns, panel p = columns [16p, 16p + 16), stored
+ * The K16 layout: B[K, N] cut into panels of 16 columns, panel p = columns [16p, 16p + 16), stored
  * [K][16] contiguous, panels one after another (the last padded with zeros). Within a panel's row
  * the 16 values are interleaved so that 32-bit lane i holds column i in its low half and column
  * 8 + i in its high half: a 16-bit shift widens columns 0..7 to fp32, a mask columns 8..15, and
@@ -23,8 +24,10 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_bf16_x86.h"
 
-int64_t kern_bf16_panel_elems(int64_t K, int64_t N) {
-    return panel_elems(K, N);
+int64_t kern_bf16_panel_elems(kern_bf16_panel_layout l, int64_t K, int64_t N) {
+    return l == KERN_BF16_PANELS_K16     ? panel_elems(K, N)
+           : l == KERN_BF16_PANELS_PAIRS ? panel_elems((K + 1) / 2 * 2, N)
+                                         : 0;
 }
 
 /* Huge pages: the kernel streams the copies at the memory's full rate, and with 4 KB pages every
@@ -47,7 +50,7 @@ kern_bf16 *kern_bf16_panel_alloc(int64_t elems) {
 /* By blocks of PACK_KB rows of B (in L2 while each panel takes its piece of them). */
 #define PACK_KB 64
 
-void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb) {
+static void pack_k16(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb) {
     for (int64_t k0 = 0; k0 < K; k0 += PACK_KB)
         for (int64_t p = 0; p < (N + 15) / 16; p++)
             for (int64_t k = k0; k < K && k < k0 + PACK_KB; k++) {
@@ -66,6 +69,43 @@ void kern_bf16_panel_pack(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N
                     row[i < 8 ? 2 * i : 2 * (i - 8) + 1] = j < N ? B[k * ldb + j] : 0;
                 }
             }
+}
+
+/* The pair layout (the avx512bf16 path's, gemm_bf16_pairs.c): panel p's pair q, [16][2], holds
+ * column c's B[2q, c] and B[2q + 1, c] at 2c and 2c + 1 (zeros past K or N). */
+static void pack_pairs(kern_bf16 *P, const kern_bf16 *B, int64_t K, int64_t N, int64_t ldb) {
+    const int64_t Q = (K + 1) / 2;
+    for (int64_t q0 = 0; q0 < Q; q0 += PACK_KB / 2)
+        for (int64_t p = 0; p < (N + 15) / 16; p++)
+            for (int64_t q = q0; q < Q && q < q0 + PACK_KB / 2; q++) {
+                kern_bf16 *row = P + (p * Q + q) * 32;
+                const kern_bf16 *b0 = B + 2 * q * ldb + p * 16, *b1 = b0 + ldb;
+                const int two = 2 * q + 1 < K; /* the pair has its second row */
+#if BF16_X86
+                if (p * 16 + 16 <= N && two) { /* SSE2: the two rows interleaved by 16 bits */
+                    const __m128i l0 = _mm_loadu_si128((const __m128i *)b0);
+                    const __m128i h0 = _mm_loadu_si128((const __m128i *)(b0 + 8));
+                    const __m128i l1 = _mm_loadu_si128((const __m128i *)b1);
+                    const __m128i h1 = _mm_loadu_si128((const __m128i *)(b1 + 8));
+                    _mm_storeu_si128((__m128i *)row, _mm_unpacklo_epi16(l0, l1));
+                    _mm_storeu_si128((__m128i *)(row + 8), _mm_unpackhi_epi16(l0, l1));
+                    _mm_storeu_si128((__m128i *)(row + 16), _mm_unpacklo_epi16(h0, h1));
+                    _mm_storeu_si128((__m128i *)(row + 24), _mm_unpackhi_epi16(h0, h1));
+                    continue;
+                }
+#endif
+                for (int i = 0; i < 16; i++) {
+                    const int in = p * 16 + i < N;
+                    row[2 * i] = in ? b0[i] : 0;
+                    row[2 * i + 1] = in && two ? b1[i] : 0;
+                }
+            }
+}
+
+void kern_bf16_panel_pack(kern_bf16_panel_layout l, kern_bf16 *P, const kern_bf16 *B, int64_t K,
+                          int64_t N, int64_t ldb) {
+    if (l == KERN_BF16_PANELS_K16) pack_k16(P, B, K, N, ldb);
+    if (l == KERN_BF16_PANELS_PAIRS) pack_pairs(P, B, K, N, ldb);
 }
 
 #if BF16_X86

@@ -1,6 +1,7 @@
 /* panel_table: kernel-private, the table of registered panel copies a context keeps (gemm.c's
  * kern_f32_ctx, gemm_bf16.c's kern_bf16_ctx): weights B [K, N] of row stride ldb, each with its
- * copy P in panels of 16 columns ([K][16] each, one after another). The table holds addresses,
+ * copy P in panels of 16 columns, one after another ([K][16] each, or [⌈K/2⌉][16][2]: rows in
+ * pairs, the avx512bf16 path's). The table holds addresses,
  * so it serves either dtype: a lookup is told the size of a value. */
 #ifndef MT_KERNELS_PANEL_TABLE_H
 #define MT_KERNELS_PANEL_TABLE_H
@@ -37,10 +38,12 @@ static inline int panel_table_add(panel_table *t, panel_entry x) {
 /* The panels of a registered copy holding B (values of elem bytes), a block [K, N] of row stride
  * ldb that starts on a panel's first column (a multiple of 16 from its weight's): their start (a
  * row and a panel inside the copy) and *ps, the panel stride in values; NULL if none holds it.
- * The search starts at the last hit: a pass's products come in the order the copies were
- * registered. */
+ * kstep: the rows of a panel's step, 1 ([K][16]) or 2 (pairs of rows, [⌈K/2⌉][16][2]: the
+ * block's first row even from its weight's, and an odd K ending at its weight's last row, whose
+ * pair the copy pads with a zero). The search starts at the last hit: a pass's products come in
+ * the order the copies were registered. */
 static inline const void *panel_table_find(panel_table *t, const void *B, size_t elem, int64_t K,
-                                           int64_t N, int64_t ldb, int64_t *ps) {
+                                           int64_t N, int64_t ldb, int64_t kstep, int64_t *ps) {
     for (int j = 0; j < t->n; j++) {
         const int i = (t->last + j) % t->n;
         const panel_entry *e = &t->e[i];
@@ -48,8 +51,9 @@ static inline const void *panel_table_find(panel_table *t, const void *B, size_t
         if (e->ldb != ldb || b < b0 || b >= b0 + (uintptr_t)(e->K * ldb) * elem) continue;
         const int64_t off = (int64_t)((b - b0) / elem), r = off / ldb, j0 = off % ldb;
         if (j0 % 16 || j0 + N > e->N || r + K > e->K) continue;
+        if (r % kstep || (K % kstep && r + K != e->K)) continue;
         t->last = i;
-        *ps = 16 * e->K;
+        *ps = 16 * ((e->K + kstep - 1) / kstep * kstep);
         return (const char *)e->P + (size_t)(j0 / 16 * *ps + 16 * r) * elem;
     }
     return NULL;

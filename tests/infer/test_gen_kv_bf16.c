@@ -73,17 +73,22 @@ static int right_pick(const float *l, int64_t V, int32_t j) {
 }
 
 /* The memory line's figures (model_weight_memory) of a bf16 model: the fp32 weights, their bf16
- * copy, and, where the path reads them (on), the panel copies: counted from the shape here for a
- * model whole on the rank (no tensor axis, no experts) — the 7 matrices of each layer and the
- * unembedding, each K x N padded to whole 16-column panels, 2 bytes a value. */
-static void memory_check(const config *c, model *mod, const char *label, int on) {
+ * copy, and, where the path reads them (layout l), the panel copies: counted from the shape here
+ * for a model whole on the rank (no tensor axis, no experts) — the 7 matrices of each layer and
+ * the unembedding, each K x N padded to whole 16-column panels (PAIRS: K to even), 2 bytes a
+ * value. */
+static void memory_check(const config *c, model *mod, const char *label, kern_bf16_panel_layout l) {
     const model_weight_bytes w = model_weight_memory(mod);
+    const int on = l != KERN_BF16_PANELS_NONE;
     int64_t n = 0;
     model_params_flat(mod, &n);
     const model_shape *s = &c->shape;
-    const int64_t D = s->D, NH = s->N * s->H, KH = s->K * s->H, F = s->F;
+    const int64_t k2 = l == KERN_BF16_PANELS_PAIRS ? 2 : 1;
+    const int64_t D = (s->D + k2 - 1) / k2 * k2, NH = s->N * s->H, KH = s->K * s->H;
+    const int64_t F = s->F, NHk = (NH + k2 - 1) / k2 * k2, Fk = (F + k2 - 1) / k2 * k2;
 #define R16(x) (((x) + 15) / 16 * 16)
-    const int64_t layer = D * R16(NH) + 2 * D * R16(KH) + NH * R16(D) + 2 * D * R16(F) + F * R16(D);
+    const int64_t layer =
+        D * R16(NH) + 2 * D * R16(KH) + NHk * R16(s->D) + 2 * D * R16(F) + Fk * R16(s->D);
     const int64_t whole = 2 * (s->L * layer + D * R16(s->V));
 #undef R16
     const int exact = !c->tensor_axis[0] && s->moe.E == 0;
@@ -96,9 +101,11 @@ static void memory_check(const config *c, model *mod, const char *label, int on)
 }
 
 /* bf16 compute, one prompt (decode at batch 1: one row a product): the run with the model's panel
- * copies (read by each one-row product on the avx2 path) against the same run whose context
- * forgets them after the prefill (the row-major kernels): every step's logits bit for bit equal;
- * the copies made, their bytes counted and read exactly when the path reads them. */
+ * copies against the same run whose context forgets them after the prefill: every step's logits
+ * bit for bit equal on the avx2 path (K16: each one-row product reads the copy, else the
+ * row-major kernels, the same chains), within 200 fp32 eps units on the avx512bf16 path (PAIRS:
+ * the own vdpbf16ps kernel, else oneDNN: other sums of the same products); the copies made, their
+ * bytes counted and read exactly when the path reads them. */
 static void panels_check(const config *c, mesh *m, const char *label, int kv_rep) {
     const int tp = c->tensor_axis[0] != 0;
     if (tp && !kv_rep && mesh_nranks(m) > c->shape.K) return; /* AllToAll: 2 rows at least */
@@ -111,7 +118,8 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
     const gen_dims d = {B, one.max_len + NTOK, 64, kv_rep};
     gen *gp = make(c, m, &d, COMPUTE_BF16), *gr = make(c, m, &d, COMPUTE_BF16);
     kern_bf16_ctx *xp = gen_precision(gp)->ctx, *xr = gen_precision(gr)->ctx;
-    const int on = kern_bf16_ctx_panels(xp);
+    const kern_bf16_panel_layout lay = kern_bf16_ctx_panels(xp);
+    const int on = lay != KERN_BF16_PANELS_NONE;
     const gen_warm warm = gen_warm_model(gen_model(gp)); /* gp's copies made at load, gr's lazily */
     const int64_t made = model_bf16_copies(gen_model(gp));
     int64_t row0, nb, hits_r = 0;
@@ -119,17 +127,27 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
     int32_t cur[16] = {0}, np[16] = {0}, nr[16] = {0};
     gen_step st;
     int same = 1;
+    double dev = 0;
     for (int64_t s = 0; s < NTOK; s++) {
         gen_test_step(gp, s, &one, cur, np, &st);
         gen_test_step(gr, s, &one, cur, nr, &st);
         if (s == 0) kern_bf16_ctx_clear_panels(xr), hits_r = kern_bf16_ctx_panel_hits(xr);
         same &= !memcmp(gen_logits(gp), gen_logits(gr),
                         (size_t)(nb * c->shape.V) * sizeof(float));
+        const double w = check_worst_dev(gen_logits(gp), gen_logits(gr), nb * c->shape.V);
+        dev = w > dev ? w : dev;
         memcpy(cur, np, sizeof cur);
     }
     const int64_t hits = kern_bf16_ctx_panel_hits(xp);
-    check_expect(same, "%s: batch 1, %d steps: logits with the panel copies bit-equal to without",
-                 label, NTOK);
+    if (lay == KERN_BF16_PANELS_PAIRS)
+        check_expect(dev <= 200,
+                     "%s: batch 1, %d steps: logits with the pair copies (own kernel) vs without "
+                     "(oneDNN): worst %.1f eps units (k = 200)",
+                     label, NTOK, dev);
+    else
+        check_expect(same,
+                     "%s: batch 1, %d steps: logits with the panel copies bit-equal to without",
+                     label, NTOK);
     check_expect((model_panel_bytes(gen_model(gp)) > 0) == on && (nb == 0 || (hits > 0) == on) &&
                      kern_bf16_ctx_panel_hits(xr) == hits_r,
                  "%s: panel copies %s (%lld bytes), read by %lld products; none read once "
@@ -140,7 +158,7 @@ static void panels_check(const config *c, mesh *m, const char *label, int kv_rep
                  "%s: the bf16 and panel copies made at load (%lld layers and unembeddings of "
                  "%lld), none by the steps after",
                  label, (long long)warm.made, (long long)c->shape.L + 1);
-    memory_check(c, gen_model(gp), label, on);
+    memory_check(c, gen_model(gp), label, lay);
     gen_destroy(gp);
     gen_destroy(gr);
     prompts_free(&one);

@@ -35,8 +35,10 @@
 #include "ktest.h"
 
 static kern_bf16_ctx *ctx, *plain_ctx; /* plain_ctx: the portable path, for the avx2 path */
-static kern_bf16_ctx *ctx3;            /* own paths: the same path on 3 threads */
-static int own;                        /* the path is one of meshtrain's own */
+static kern_bf16_ctx
+    *ctx3;              /* own paths: the same path on 3 threads; avx512bf16 with pair copies: 2 */
+static int own;         /* the path is one of meshtrain's own */
+static int pair_copies; /* one() registers B's pair copy (avx512bf16: its own kernel, any M) */
 
 /* n bf16 values, uniform in [-1, 1) from seed, each row of `cols` scaled by 2^(row % 7 − 3). */
 static kern_bf16 *bf16_matrix(int64_t n, int64_t cols, uint64_t seed) {
@@ -114,13 +116,44 @@ static int pad_kept(const shape *s, const float *C, const float *C0) {
     return 1;
 }
 
-/* One product on ctx vs the twin; also run-to-run, avx2 = portable, and (own paths, M > 1) each
- * row alone vs all rows at once. */
+/* With pair_copies and B untransposed: B's copy in the pair layout, registered on ctx and ctx3
+ * (NULL otherwise; freed by the caller after clearing the registrations). */
+static kern_bf16 *pair_copy(const shape *s, const kern_bf16 *B) {
+    if (!pair_copies || s->tb) return NULL;
+    const int64_t pe = kern_bf16_panel_elems(KERN_BF16_PANELS_PAIRS, s->K, s->N);
+    kern_bf16 *P = kern_bf16_panel_alloc(pe);
+    if (!P) exit(1);
+    kern_bf16_panel_pack(KERN_BF16_PANELS_PAIRS, P, B, s->K, s->N, s->ldb);
+    check_expect(kern_bf16_ctx_add_panel(ctx, B, s->K, s->N, s->ldb, P) == 0 &&
+                     kern_bf16_ctx_add_panel(ctx3, B, s->K, s->N, s->ldb, P) == 0,
+                 "pair copy of [%lld, %lld] registered", (long long)s->K, (long long)s->N);
+    return P;
+}
+
+/* Each row of op(A)·B alone (M = 1) on x, then rows [1, M) as one batch: bit for bit C's rows. */
+static int rows_alone(kern_bf16_ctx *x, const shape *s, const kern_bf16 *A, const kern_bf16 *B,
+                      const float *C, const float *C0, float *C2) {
+    const int64_t nc = s->M * s->ldc;
+    memcpy(C2, C0, (size_t)nc * sizeof *C);
+    for (int64_t i = 0; i < s->M; i++)
+        kern_gemm_bf16(x, C2 + i * s->ldc, s->ta ? A + i : A + i * s->lda, B, 1, s->N, s->K, s->ta,
+                       s->tb, s->lda, s->ldb, s->ldc, s->acc);
+    int same = memcmp(C, C2, (size_t)nc * sizeof *C) == 0;
+    memcpy(C2, C0, (size_t)nc * sizeof *C);
+    kern_gemm_bf16(x, C2 + s->ldc, s->ta ? A + 1 : A + s->lda, B, s->M - 1, s->N, s->K, s->ta,
+                   s->tb, s->lda, s->ldb, s->ldc, s->acc);
+    return same && memcmp(C + s->ldc, C2 + s->ldc, (size_t)(nc - s->ldc) * sizeof *C) == 0;
+}
+
+/* One product on ctx vs the twin; also run-to-run, avx2 = portable, and (own paths and pair
+ * copies, M > 1) each row alone and rows [1, M) together vs all rows at once. */
 static void one(shape s, uint64_t seed) {
     const int64_t na = (s.ta ? s.K : s.M) * s.lda, nb = (s.tb ? s.N : s.K) * s.ldb;
     const int64_t nc = s.M * s.ldc;
     kern_bf16 *A = bf16_matrix(na, s.lda, seed), *B = bf16_matrix(nb, s.ldb, seed + 1);
     float *C0 = kt_floats(nc), *C = kt_floats(nc), *R = kt_floats(nc), *C2 = kt_floats(nc);
+    kern_bf16 *P = pair_copy(&s, B);
+    const int64_t hits = kern_bf16_ctx_panel_hits(ctx);
     kt_fill(C0, nc, seed + 2, -2, 2);
     for (int64_t i = 0; i < s.M; i++) /* overwrite must ignore C; the padding stays as it was */
         for (int64_t j = 0; j < s.N && !s.acc; j++) C0[i * s.ldc + j] = NAN;
@@ -134,7 +167,9 @@ static void one(shape s, uint64_t seed) {
              s.tb ? 'T' : 'N', (long long)s.M, (long long)s.N, (long long)s.K, s.acc ? "+=" : "=");
     int bad = check_bound(what, &s, C, R, C0, A, B);
     if (!pad_kept(&s, C, C0)) bad |= check_expect(0, "%s: padding columns kept", what);
-    const int small = s.M * s.N * s.K <= 2000000;
+    if ((kern_bf16_ctx_panel_hits(ctx) - hits == 1) != (P != NULL))
+        bad |= check_expect(0, "%s: %s the pair copy", what, P ? "read" : "did not read");
+    const int small = s.M * s.N * s.K <= (P ? 20000000 : 2000000);
     if (small) kern_gemm_bf16(ctx, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
     if (small && memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
         bad |= check_expect(0, "%s: run to run bit-identical", what);
@@ -144,22 +179,21 @@ static void one(shape s, uint64_t seed) {
         if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
             bad |= check_expect(0, "%s: avx2 bit-equal to portable", what);
     }
-    if (ctx3) { /* 3 threads: the columns split (from 2^20 multiply-adds), the same bits */
+    const int avx512 = kern_bf16_ctx_path(ctx) == KERN_BF16_AVX512; /* (its library's threads) */
+    if (ctx3 && (own || P ||
+                 avx512)) { /* threads: the columns split (from 2^20 multiply-adds), same bits */
         memcpy(C2, C0, (size_t)nc * sizeof *C);
         kern_gemm_bf16(ctx3, C2, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
         if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
-            bad |= check_expect(0, "%s: 3 threads bit-equal to 1", what);
+            bad |= check_expect(0, "%s: %s threads bit-equal to 1", what, P ? "2" : "3");
     }
-    if (own && s.M > 1 && small) { /* each row alone: decode's M = 1 against prefill's M */
-        memcpy(C2, C0, (size_t)nc * sizeof *C);
-        for (int64_t i = 0; i < s.M; i++)
-            kern_gemm_bf16(ctx, C2 + i * s.ldc, s.ta ? A + i : A + i * s.lda, B, 1, s.N, s.K, s.ta,
-                           s.tb, s.lda, s.ldb, s.ldc, s.acc);
-        if (memcmp(C, C2, (size_t)nc * sizeof *C) != 0)
-            bad |= check_expect(0, "%s: rows alone bit-equal to all rows", what);
-    }
+    for (int c = 0; (own || P) && s.M > 1 && small && c < (P ? 2 : 1); c++)
+        if (!rows_alone(c ? ctx3 : ctx, &s, A, B, C, C0, C2)) /* decode's M = 1, prefill's M */
+            bad |= check_expect(0, "%s: rows alone and in a batch bit-equal to all rows (%s)", what,
+                                c ? "threads" : "1 thread");
     (void)bad;
-    free(A), free(B), free(C0), free(C), free(R), free(C2);
+    if (P) kern_bf16_ctx_clear_panels(ctx), kern_bf16_ctx_clear_panels(ctx3);
+    free(A), free(B), free(C0), free(C), free(R), free(C2), free(P);
 }
 
 static shape make(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool acc) {
@@ -202,10 +236,13 @@ static void denormals(void) {
     kt_fill(C0, nc, 79, -1e-37f, 1e-37f);
     memcpy(C, C0, (size_t)nc * sizeof *C);
     memcpy(R, C0, (size_t)nc * sizeof *C);
+    kern_bf16 *P = pair_copy(&s, B);
     kern_gemm_bf16(ctx, C, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
     kern_gemm_bf16_ref(R, A, B, s.M, s.N, s.K, s.ta, s.tb, s.lda, s.ldb, s.ldc, s.acc);
-    check_bound("gemm_bf16 with denormal inputs", &s, C, R, C0, A, B);
-    free(A), free(B), free(C0), free(C), free(R);
+    check_bound(P ? "gemm_bf16 with denormal inputs, pair copy" : "gemm_bf16 with denormal inputs",
+                &s, C, R, C0, A, B);
+    if (P) kern_bf16_ctx_clear_panels(ctx), kern_bf16_ctx_clear_panels(ctx3);
+    free(A), free(B), free(C0), free(C), free(R), free(P);
 }
 
 /* kern_matmul_bf16, _dx_bf16, _dw_bf16 against the twin with their documented operands. */
@@ -239,13 +276,15 @@ static void wrappers(int64_t M, int64_t K, int64_t N) {
 static kern_bf16_ctx *row_ctx; /* avx2 path, no panel copies: the row-major one-row kernel */
 
 /* One row against op(B) = the [K, N] block at row r0, column j0 of a weight W (row stride ldw)
- * with a registered panel copy, on ctx and ctx3 (3 threads): the twin's bound, and bit for bit
- * the row-major kernels' result (row_ctx's, the portable path's). hit: whether the block must be
- * read from the copy (its first column a multiple of 16 from W's). */
+ * with a registered panel copy, on ctx and ctx3: the twin's bound; K16 (avx2): bit for bit the
+ * row-major kernels' result (row_ctx's, the portable path's); PAIRS: ctx3's bits ctx's. hit:
+ * whether the block must be read from the copy (its first column a multiple of 16 from W's; PAIRS
+ * also its first row even, an odd K ending at W's last row). */
 static void panel_block(const kern_bf16 *W, int64_t ldw, int64_t r0, int64_t j0, int64_t N,
                         int64_t K, bool ta, bool acc, int hit, uint64_t seed) {
     const shape s = {1, N, K, ta ? 3 : K, ldw, N, ta, false, acc};
     const kern_bf16 *B = W + r0 * ldw + j0;
+    const int k16 = kern_bf16_ctx_panels(ctx) == KERN_BF16_PANELS_K16;
     kern_bf16 *A = bf16_matrix(ta ? 3 * K : K, ta ? 3 : K, seed);
     float *C0 = kt_floats(N), *C = kt_floats(N), *R = kt_floats(N), *R2 = kt_floats(N);
     kt_fill(C0, N, seed + 1, -2, 2);
@@ -258,10 +297,13 @@ static void panel_block(const kern_bf16 *W, int64_t ldw, int64_t r0, int64_t j0,
     for (int c = 0; c < 2; c++) {
         kern_bf16_ctx *x = c ? ctx3 : ctx;
         const int64_t hits = kern_bf16_ctx_panel_hits(x);
+        memcpy(R2, C, (size_t)N * sizeof *C); /* (c = 1: ctx's result) */
         memcpy(C, C0, (size_t)N * sizeof *C);
         kern_gemm_bf16(x, C, A, B, 1, N, K, ta, false, s.lda, ldw, N, acc);
         if (c == 0) check_bound(what, &s, C, R, C0, A, B);
-        for (int r = 0; r < 2; r++) {
+        if (!k16 && c == 1 && hit && memcmp(C, R2, (size_t)N * sizeof *C))
+            check_expect(0, "%s: 2 threads bit-equal to 1", what);
+        for (int r = 0; k16 && r < 2; r++) {
             memcpy(R2, C0, (size_t)N * sizeof *C);
             kern_gemm_bf16(r ? plain_ctx : row_ctx, R2, A, B, 1, N, K, ta, false, s.lda, ldw, N,
                            acc);
@@ -275,32 +317,38 @@ static void panel_block(const kern_bf16 *W, int64_t ldw, int64_t r0, int64_t j0,
     free(A), free(C0), free(C), free(R), free(R2);
 }
 
-/* The panel copy (avx2 path), in kern_bf16_panel_alloc's storage (checked 2 MB-aligned and
+/* The panel copy in ctx's layout, in kern_bf16_panel_alloc's storage (checked 2 MB-aligned and
  * zeroed): weights of N (not a multiple of 16 but one) by K, with a padded row stride, whole and by
- * blocks (from row 1 and column 16: read from the copy; from column 3: not), A's row contiguous or
- * strided, accumulate or overwrite, each against the twin and the row-major kernels' bits; a
- * cleared copy is not read. Other paths refuse a copy. */
+ * blocks (from row 1 (K16) or 2 (PAIRS) and column 16: read from the copy; from column 3, or
+ * (PAIRS) from row 1: not), A's row contiguous or strided, accumulate or overwrite, each against
+ * the twin (and K16: the row-major kernels' bits); a cleared copy is not read. Paths without
+ * copies refuse one. */
 static void panels(void) {
     static const int64_t ns[] = {1, 7, 16, 33, 100, 1029}, ks[] = {1, 7, 33, 100, 1411};
     kern_bf16 dummy = 0;
     char msg[256];
-    if (!kern_bf16_ctx_panels(ctx)) {
+    const kern_bf16_panel_layout l = kern_bf16_ctx_panels(ctx);
+    if (l == KERN_BF16_PANELS_NONE) {
         check_expect(kern_bf16_ctx_add_panel(ctx, &dummy, 1, 1, 1, &dummy) < 0,
                      "path %s refuses a panel copy", kern_bf16_path_name(kern_bf16_ctx_path(ctx)));
         return;
     }
-    if (!(row_ctx = kern_bf16_ctx_create(KERN_BF16_AVX2, 1, msg, sizeof msg)) || !ctx3 ||
-        !plain_ctx) {
+    if (l == KERN_BF16_PANELS_K16 &&
+        !(row_ctx = kern_bf16_ctx_create(KERN_BF16_AVX2, 1, msg, sizeof msg))) {
         check_expect(0, "contexts for the panel test: %s", msg);
+        return;
+    }
+    if (!ctx3 || (l == KERN_BF16_PANELS_K16 && !plain_ctx)) {
+        check_expect(0, "contexts for the panel test");
         return;
     }
     uint64_t seed = 500;
     for (int a = 0; a < 6; a++)
         for (int b = 0; b < 5; b++) {
-            const int64_t N = ns[a], K = ks[b], ldw = N + 2;
+            const int64_t N = ns[a], K = ks[b], ldw = N + 2, r1 = l == KERN_BF16_PANELS_K16 ? 1 : 2;
             const bool ta = (a + b) % 2, acc = (a + 2 * b) % 3 == 1;
             kern_bf16 *W = bf16_matrix(K * ldw, ldw, seed += 7);
-            const int64_t pe = kern_bf16_panel_elems(K, N);
+            const int64_t pe = kern_bf16_panel_elems(l, K, N);
             kern_bf16 *P = kern_bf16_panel_alloc(pe);
             int64_t nz = 0; /* the storage: 2 MB-aligned (huge pages), zeroed */
             for (int64_t i = 0; P && i < pe; i++) nz += P[i] != 0;
@@ -308,14 +356,17 @@ static void panels(void) {
                          "panel storage of %lld values 2 MB-aligned and zeroed (%lld non-zero)",
                          (long long)pe, (long long)nz);
             if (!P) return;
-            kern_bf16_panel_pack(P, W, K, N, ldw);
+            kern_bf16_panel_pack(l, P, W, K, N, ldw);
             check_expect(kern_bf16_ctx_add_panel(ctx, W, K, N, ldw, P) == 0 &&
                              kern_bf16_ctx_add_panel(ctx3, W, K, N, ldw, P) == 0,
                          "panel copy of [%lld, %lld] registered", (long long)K, (long long)N);
             panel_block(W, ldw, 0, 0, N, K, ta, acc, 1, seed + 1);
-            if (N > 16 && K > 1) /* a block inside: row 1 on, columns 16 on */
-                panel_block(W, ldw, 1, 16, N - 16 - (N > 40), K - 1, !ta, !acc, 1, seed + 2);
+            if (N > 16 && K > r1) /* a block inside: row r1 on, columns 16 on */
+                panel_block(W, ldw, r1, 16, N - 16 - (N > 40), K - r1, !ta, !acc, 1, seed + 2);
             if (N > 3) panel_block(W, ldw, 0, 3, N - 3, K, ta, acc, 0, seed + 3);
+            if (r1 == 2 && K > 2) /* PAIRS: an odd first row; an odd K short of the last row */
+                panel_block(W, ldw, 1, 0, N, K - 1, ta, acc, 0, seed + 5),
+                    panel_block(W, ldw, 0, 0, N, K - 1 - K % 2, ta, acc, 0, seed + 6);
             kern_bf16_ctx_clear_panels(ctx);
             kern_bf16_ctx_clear_panels(ctx3);
             panel_block(W, ldw, 0, 0, N, K, ta, acc, 0, seed + 4); /* forgotten */
@@ -359,6 +410,28 @@ static void own_after_panels(void) {
             free(A), free(B), free(C0), free(C), free(R), free(C1);
         }
     kern_bf16_ctx_destroy(avx2);
+}
+
+/* avx512bf16 with pair copies (its own kernel, whatever M): shapes() again (M, N, K of 1..300,
+ * every transpose, with B's copy registered where B is untransposed), inputs with denormals, and
+ * shapes past a tile of 12 rows × 32 columns and the thread split (2 threads), odd K. */
+static void pair_shapes(void) {
+    char msg[256];
+    if (kern_bf16_ctx_panels(ctx) != KERN_BF16_PANELS_PAIRS) return;
+    if (!(ctx3 = kern_bf16_ctx_create(KERN_BF16_AVX512BF16, 2, msg, sizeof msg))) {
+        check_expect(0, "a context of 2 threads: %s", msg);
+        return;
+    }
+    pair_copies = 1;
+    shapes();
+    denormals();
+    uint64_t seed = 900;
+    one(make(70, 129, 300, false, false, false), seed += 3);
+    one(make(70, 129, 301, false, false, true), seed += 3);
+    one(make(70, 129, 301, true, false, false), seed += 3);
+    one(make(25, 1000, 777, false, false, true), seed += 3);
+    one(make(1, 3000, 1001, false, false, false), seed += 3);
+    pair_copies = 0;
 }
 
 /* The path API: each path available exactly when kern_bf16_path_check says so, auto the first
@@ -458,6 +531,7 @@ int main(int argc, char **argv) {
     denormals();
     wrappers(67, 33, 50);
     wrappers(1, 100, 300);
+    pair_shapes();
     panels();
     if (path == KERN_BF16_AVX512) own_after_panels();
     const double rate = kern_bf16_measure_flops(ctx, 48, 0.01);

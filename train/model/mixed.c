@@ -166,7 +166,7 @@ static int64_t panel_elems(const model *m, int64_t l, int i) {
     int64_t K, N;
     model_matrix_dims(m, i, &K, &N);
     if (i == 7 ? !m->last : i >= 4 && model_layer_is_moe(&m->s, l)) return 0;
-    return kern_bf16_panel_elems(K, N);
+    return kern_bf16_panel_elems(kern_bf16_ctx_panels(m->cmp.ctx), K, N);
 }
 
 /* Where the panel copy of matrix i of layer l starts in pan_block (layers in order, then the
@@ -199,7 +199,7 @@ static void panel_make(model *m, int64_t l, int i, const kern_bf16 *b) {
     model_matrix_dims(m, i, &K, &N);
     if (!m->pan_block || !b || !panel_elems(m, l, i) || mesh_no_data(K * N * 2)) return;
     kern_bf16 *P = m->pan_block + panel_off(m, l, i);
-    kern_bf16_panel_pack(P, b, K, N, N);
+    kern_bf16_panel_pack(kern_bf16_ctx_panels(m->cmp.ctx), P, b, K, N, N);
     CHECK(kern_bf16_ctx_add_panel(m->cmp.ctx, b, K, N, N, P) == 0,
           "bf16 compute: no memory to register a panel copy");
 }

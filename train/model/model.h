@@ -105,9 +105,12 @@ typedef struct {
     int bf16;
     kern_bf16_ctx *ctx;
     /* inference (generate, serve) in MODEL_BF16 on a context that reads panel copies
-     * (kern_bf16_ctx_panels: avx2, avx512): the model also keeps its dense matrices and the
-     * unembedding in the panel layout (kern_bf16_panel_pack), made with the bf16 copy, so that a
-     * product of one row (decode at batch 1) reads them as linear streams; the same bits.
+     * (kern_bf16_ctx_panels: the avx2, avx512 and avx512bf16 paths): the model also keeps its
+     * dense matrices and the unembedding in the context's panel layout (kern_bf16_panel_pack),
+     * made with the bf16 copy. avx2, avx512: a product of one row (decode at batch 1) reads them
+     * as linear streams; the same bits. avx512bf16: every product on those weights, whatever its
+     * rows, runs on the own vdpbf16ps kernel over the copies instead of oneDNN (a row's bits the
+     * same in any batch; not the bits of training's oneDNN products).
      * In MODEL_FP32 where model_f32_panels: an fp32 copy in the panel layout of gemm.h, made at
      * creation and by model_params_changed and registered on the model's own kern_f32_ctx, which
      * the forward's products on those weights pass, so that none repacks a weight
