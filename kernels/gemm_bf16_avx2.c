@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels/bf16_inl.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm_bf16_x86.h"
 
 #if BF16_X86
@@ -191,6 +192,61 @@ TILE(6)
 typedef void (*tile_fn)(float *, int64_t, const float *, const float *, int64_t, int);
 static const tile_fn tiles[MR + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
 
+/* The same tile on AVX-512 over two panels side by side (mr × 32: 2·mr accumulators of 16
+ * lanes), where the CPU has AVX-512: per k two loads of B (one a panel), mr broadcasts and 2·mr
+ * fmas. Each element's chain is the 256-bit tile's, fma by fma in the order of k from 0 or C, so
+ * the bits are the same; the twice-wider registers halve the instructions per FLOP (inference's
+ * prefill on the avx512 path, gemm_bf16_wide.c, and the avx2 path on such CPUs). */
+#define AVX512T __attribute__((target("avx512f,avx2,fma")))
+#define Z_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define Z_DECL(i) __m512 p##i = _mm512_setzero_ps(), q##i = _mm512_setzero_ps();
+#define Z_LOAD(i)                                                                                  \
+    if (i < mr && load) {                                                                          \
+        p##i = _mm512_loadu_ps(C + i * ldc);                                                       \
+        q##i = _mm512_loadu_ps(C + i * ldc + 16);                                                  \
+    }
+#define Z_STORE(i)                                                                                 \
+    if (i < mr) {                                                                                  \
+        _mm512_storeu_ps(C + i * ldc, p##i);                                                       \
+        _mm512_storeu_ps(C + i * ldc + 16, q##i);                                                  \
+    }
+#define Z_FMA(i)                                                                                   \
+    if (i < mr) {                                                                                  \
+        const __m512 a = _mm512_set1_ps(Ap[k * MR + i]);                                           \
+        p##i = _mm512_fmadd_ps(a, b0, p##i);                                                       \
+        q##i = _mm512_fmadd_ps(a, b1, q##i);                                                       \
+    }
+/* C[mr, 32] (=, or += when load) Ap-panel · the two Bp panels at Bp and Bp + 16·kc over kc. */
+static AVX512T INL void tile_z(const int mr, float *C, int64_t ldc, const float *restrict Ap,
+                               const float *restrict Bp, int64_t kc, int load) {
+    const float *restrict Bq = Bp + 16 * kc;
+    Z_ROWS(Z_DECL)
+    Z_ROWS(Z_LOAD)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(Bp + k * 16), b1 = _mm512_loadu_ps(Bq + k * 16);
+        Z_ROWS(Z_FMA)
+    }
+    Z_ROWS(Z_STORE)
+}
+#define TILE_Z(R)                                                                                  \
+    static AVX512T void tile_z##R(float *C, int64_t ldc, const float *Ap, const float *Bp,         \
+                                  int64_t kc, int load) {                                          \
+        tile_z(R, C, ldc, Ap, Bp, kc, load);                                                       \
+    }
+TILE_Z(1)
+TILE_Z(2)
+TILE_Z(3)
+TILE_Z(4)
+TILE_Z(5)
+TILE_Z(6)
+#undef TILE_Z
+#undef Z_FMA
+#undef Z_DECL
+#undef Z_LOAD
+#undef Z_STORE
+#undef Z_ROWS
+static const tile_fn tiles_z[MR + 1] = {NULL, tile_z1, tile_z2, tile_z3, tile_z4, tile_z5, tile_z6};
+
 /* A tile at C's edge (nr < 16 columns): through a 16-column copy of its rows. */
 static AVX2 void tile_edge(int mr, int nr, float *C, int64_t ldc, const float *Ap, const float *Bp,
                            int64_t kc, int load) {
@@ -206,6 +262,7 @@ static AVX2 void tile_edge(int mr, int nr, float *C, int64_t ldc, const float *A
 static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, const kern_bf16 *B,
                               int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t lda,
                               int64_t ldb, int64_t ldc, bool acc) {
+    const int wide = kern_cpu_has(KERN_CPU_AVX512);
     for (int64_t jc = 0; jc < N; jc += BF16_NC) {
         const int64_t nc = min64(BF16_NC, N - jc);
         for (int64_t pc = 0; pc < K; pc += BF16_KC) {
@@ -223,6 +280,7 @@ static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, c
                 }
                 for (int64_t jr = 0; jr < nc; jr += 16) {
                     const int nr = (int)min64(16, nc - jr);
+                    const int two = wide && nc - jr >= 32; /* two whole panels: tiles_z */
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int mr = (int)min64(MR, mc - ir);
                         float *c = C + (ic + ir) * ldc + jc + jr;
@@ -231,11 +289,14 @@ static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, c
                                 _mm_prefetch((const char *)(c + (MR + r) * ldc), _MM_HINT_T0);
                                 _mm_prefetch((const char *)(c + (MR + r) * ldc + 15), _MM_HINT_T0);
                             }
-                        if (nr == 16)
+                        if (two)
+                            tiles_z[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
+                        else if (nr == 16)
                             tiles[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
                         else
                             tile_edge(mr, nr, c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
                     }
+                    jr += two ? 16 : 0;
                 }
             }
         }
