@@ -177,20 +177,23 @@ static AVX2 INL void tile(const int mr, float *C, int64_t ldc, const float *rest
 #undef T_FMA
 #undef T_ROWS
 
-#define TILE(R)                                                                                    \
-    static AVX2 void tile##R(float *C, int64_t ldc, const float *Ap, const float *Bp, int64_t kc,  \
-                             int load) {                                                           \
-        tile(R, C, ldc, Ap, Bp, kc, load);                                                         \
+/* FN##R for R = 1..MR: the inline tile FN (built for ATTR) with its row count a constant, and the
+ * table FN##s of them by row count. */
+#define TILE_R(FN, ATTR, R)                                                                        \
+    static ATTR void FN##R(float *C, int64_t ldc, const float *Ap, const float *Bp, int64_t kc,    \
+                           int load) {                                                             \
+        FN(R, C, ldc, Ap, Bp, kc, load);                                                           \
     }
-TILE(1)
-TILE(2)
-TILE(3)
-TILE(4)
-TILE(5)
-TILE(6)
-#undef TILE
+#define TILES(FN, ATTR)                                                                            \
+    TILE_R(FN, ATTR, 1)                                                                            \
+    TILE_R(FN, ATTR, 2)                                                                            \
+    TILE_R(FN, ATTR, 3)                                                                            \
+    TILE_R(FN, ATTR, 4)                                                                            \
+    TILE_R(FN, ATTR, 5)                                                                            \
+    TILE_R(FN, ATTR, 6)                                                                            \
+    static const tile_fn FN##s[MR + 1] = {NULL, FN##1, FN##2, FN##3, FN##4, FN##5, FN##6};
 typedef void (*tile_fn)(float *, int64_t, const float *, const float *, int64_t, int);
-static const tile_fn tiles[MR + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+TILES(tile, AVX2)
 
 /* The same tile on AVX-512 over two panels side by side (mr × 32: 2·mr accumulators of 16
  * lanes), where the CPU has AVX-512: per k two loads of B (one a panel), mr broadcasts and 2·mr
@@ -228,24 +231,14 @@ static AVX512T INL void tile_z(const int mr, float *C, int64_t ldc, const float 
     }
     Z_ROWS(Z_STORE)
 }
-#define TILE_Z(R)                                                                                  \
-    static AVX512T void tile_z##R(float *C, int64_t ldc, const float *Ap, const float *Bp,         \
-                                  int64_t kc, int load) {                                          \
-        tile_z(R, C, ldc, Ap, Bp, kc, load);                                                       \
-    }
-TILE_Z(1)
-TILE_Z(2)
-TILE_Z(3)
-TILE_Z(4)
-TILE_Z(5)
-TILE_Z(6)
-#undef TILE_Z
+TILES(tile_z, AVX512T)
+#undef TILES
+#undef TILE_R
 #undef Z_FMA
 #undef Z_DECL
 #undef Z_LOAD
 #undef Z_STORE
 #undef Z_ROWS
-static const tile_fn tiles_z[MR + 1] = {NULL, tile_z1, tile_z2, tile_z3, tile_z4, tile_z5, tile_z6};
 
 /* A tile at C's edge (nr < 16 columns): through a 16-column copy of its rows. */
 static AVX2 void tile_edge(int mr, int nr, float *C, int64_t ldc, const float *Ap, const float *Bp,
@@ -280,7 +273,7 @@ static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, c
                 }
                 for (int64_t jr = 0; jr < nc; jr += 16) {
                     const int nr = (int)min64(16, nc - jr);
-                    const int two = wide && nc - jr >= 32; /* two whole panels: tiles_z */
+                    const int two = wide && nc - jr >= 32; /* two whole panels: tile_zs */
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int mr = (int)min64(MR, mc - ir);
                         float *c = C + (ic + ir) * ldc + jc + jr;
@@ -290,7 +283,7 @@ static AVX2 void gemm_blocked(const bf16_ws *ws, float *C, const kern_bf16 *A, c
                                 _mm_prefetch((const char *)(c + (MR + r) * ldc + 15), _MM_HINT_T0);
                             }
                         if (two)
-                            tiles_z[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
+                            tile_zs[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
                         else if (nr == 16)
                             tiles[mr](c, ldc, ws->a + ir * kc, ws->b + jr * kc, kc, load);
                         else
