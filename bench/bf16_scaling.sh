@@ -22,6 +22,11 @@
 #        of F_e 512, top-2, bench/moe_bench.sh's config) DTYPES="fp32 bf16"
 #        SCHEMES="dp zero3 tp" (ep: --expert x on the data axis, with CONFIG=moe)
 #        OUT=bench/bf16_scaling.md
+#        COMM=match (what the 2-rank runs' collectives carry: match = the compute dtype, the book's
+#        and Megatron's setting: bf16 weights, activations and gradients on the wire with bf16
+#        compute; or fp32, bf16 for every precision)
+#        OVERLAP=1 (--overlap on the 2-rank runs: gradient reductions and FSDP gathers behind the
+#        compute, as a user would run; 0 = off)
 # EP's figure: SCHEMES=ep CONFIG=moe OUT=bench/moe_ep_scaling.md bench/bf16_scaling.sh (its target,
 # 0.85 of linear, where the others' is 0.9)
 #        MODEL="--layers ..." (the model's flags instead of CONFIG's: a quick check of the script)
@@ -29,7 +34,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 . bench/lib.sh bf16_scaling
-defaults ROUNDS=5 STEPS=4 CONFIG=a DTYPES="fp32 bf16" SCHEMES="dp zero3 tp" OUT=bench/bf16_scaling.md
+defaults ROUNDS=5 STEPS=4 CONFIG=a DTYPES="fp32 bf16" SCHEMES="dp zero3 tp" OUT=bench/bf16_scaling.md \
+  COMM=match OVERLAP=1
 cores=$(getconf _NPROCESSORS_ONLN)
 if [ "$cores" -lt 2 ]; then
   echo "bf16_scaling: 2 ranks x 1 BLAS thread need 2 cores; this machine has $cores" >&2
@@ -49,17 +55,25 @@ flags_of() {
     *) echo "bf16_scaling: unknown scheme $1 (dp, zero3, tp, ep)" >&2; exit 2 ;;
   esac
 }
+case $COMM in match | fp32 | bf16) ;; *) echo "bf16_scaling: COMM=$COMM: expected match, fp32 or bf16" >&2; exit 2 ;; esac
+case $OVERLAP in 0 | 1) ;; *) echo "bf16_scaling: OVERLAP=$OVERLAP: expected 0 or 1" >&2; exit 2 ;; esac
+# the 2-rank runs' communication flags for compute dtype $1
+comm_flags() {
+  printf -- '--comm-dtype %s' "$([ "$COMM" = match ] && echo "$1" || echo "$COMM")"
+  [ "$OVERLAP" = 1 ] && printf ' --overlap'
+  echo
+}
 declare -A ms mp regime
 path="" load0=$(cut -d' ' -f1-3 /proc/loadavg) t0=$(date +%s)
 for r in $(seq "$ROUNDS"); do
   for dt in $DTYPES; do
     for s in one $SCHEMES; do
-      np=2
-      [ "$s" = one ] && np=1
+      np=2 cf=$(comm_flags "$dt")
+      [ "$s" = one ] && np=1 cf=""
       # shellcheck disable=SC2046,SC2086
       out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
               --no-matmul-bound --steps "$STEPS" --threads 1 --compute-dtype "$dt" $MODEL \
-              $(flags_of "$s") 2>&1) || {
+              $(flags_of "$s") $cf 2>&1) || {
         echo "bf16_scaling: run failed: $dt $s" >&2
         echo "$out" | grep -v '^\(-\|$\)' | tail -5 >&2
         ms[$dt.$s]+="- "; mp[$dt.$s]+="- " # keeps the rounds paired
@@ -89,9 +103,10 @@ range() { printf '%s (%s-%s)' "$(list "$1" | median | f2)" "$(list "$1" | minimu
 {
   echo "# Two ranks against one in bf16 and fp32"
   echo
-  echo "\`ROUNDS=$ROUNDS STEPS=$STEPS CONFIG=$CONFIG DTYPES=\"$DTYPES\" SCHEMES=\"$SCHEMES\" bench/bf16_scaling.sh\`"
+  echo "\`ROUNDS=$ROUNDS STEPS=$STEPS CONFIG=$CONFIG DTYPES=\"$DTYPES\" SCHEMES=\"$SCHEMES\" COMM=$COMM OVERLAP=$OVERLAP bench/bf16_scaling.sh\`"
   echo "on $(date -u +%Y-%m-%d), $cores vCPUs ($CPU), meshtrain's bf16 path: ${path:-not run};"
   echo "2 ranks x 1 BLAS thread (one rank per core), no emulation; the model: \`$MODEL\`;"
+  echo "the 2-rank runs add \`$(comm_flags fp32)\` in fp32 and \`$(comm_flags bf16)\` in bf16;"
   echo "$STEPS timed steps a run after 2 warm-up steps, the run's median step; load average"
   echo "$load0 before, $load1 after; $(( $(date +%s) - t0 )) s."
   echo

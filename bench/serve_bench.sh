@@ -91,6 +91,73 @@ $LOAD gen shared "$OUT/shared1.jsonl" --corpus data/tinyshakespeare.txt --n 20 -
 $LOAD gen poisson "$OUT/batch1.jsonl" --corpus data/tinyshakespeare.txt --n 6 --rate 1 \
   --seed "$SEED" --context "$CTX"
 
+# the prefix's share of the prompt, from the workload itself: the median over its requests of
+# prefix / prompt tokens (bytes: the model's tokens). Not prefix / (CTX / 2): a speech shorter than
+# the room left after the prefix makes a shorter prompt, so at context 1024 the median share is
+# 0.84-0.87, not 0.75.
+share_of() {
+  "$PY" - "$1" $((CTX * 3 / 8)) <<'PY'
+import json, statistics, sys
+p = int(sys.argv[2])
+print("%.3f" % statistics.median(p / len(json.loads(l)["prompt"].encode()) for l in open(sys.argv[1])))
+PY
+}
+# PREFIX_RATES="1 2 4 8": instead of the three comparisons, the prefix cache's median TTFT cut
+# against the offered load: the shared-prefix workload (N requests) at each rate and 20 of its
+# prompts one at a time, the cache on and off alternating in each of ROUNDS rounds; measured and
+# on the virtual clock, beside the prefix's share. Writes OUT/prefix_sweep.md.
+prefix_sweep() {
+  local rate r w v cuts clocks
+  {
+    echo "# The prefix cache's median TTFT cut against the offered load ($(date -u +%Y-%m-%d), $CPU, $(nproc --all) vCPUs)"
+    echo
+    echo "\`PREFIX_RATES=\"$PREFIX_RATES\" ROUNDS=$ROUNDS N=$N B=$B bench/serve_bench.sh\`; model: ${MODEL[*]} (fp32), $NP rank(s) ${MESH:-(one replica)}, --max-seqs $B; shared-prefix workload (prefix $((CTX * 3 / 8)) tokens, seed $SEED); load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+    echo "Each cut is 1 - TTFT p50 (cache on) / TTFT p50 (cache off): the median over the rounds (min in brackets), measured and on the virtual clock."
+    echo
+    echo "| offered load | prefix's share | TTFT p50 on / off, ms (round 1) | cut, measured | cut, virtual clock | cut >= share |"
+    echo "|---|---|---|---|---|---|"
+  } >"$OUT/prefix_sweep.md"
+  for rate in one $PREFIX_RATES; do
+    w="$OUT/shared_$rate.jsonl"
+    if [ "$rate" = one ]; then
+      $LOAD gen shared "$w" --corpus data/tinyshakespeare.txt --n 20 --rate 1 --seed "$SEED" \
+        --context "$CTX" --prefix $((CTX * 3 / 8)) --max-out 1
+    else
+      $LOAD gen shared "$w" --corpus data/tinyshakespeare.txt --n "$N" --rate "$rate" \
+        --seed "$SEED" --context "$CTX" --prefix $((CTX * 3 / 8))
+    fi
+    local seq=()
+    [ "$rate" = one ] && seq=(--sequential)
+    for r in $(seq "$ROUNDS"); do
+      for c in on off; do
+        one "sweep_${rate}_${c}_$r" "$w" "${seq[@]}" -- --max-seqs "$B" --prefix-cache "$c"
+      done
+    done
+    cuts="" clocks=""
+    for r in $(seq "$ROUNDS"); do
+      for c in 2 3; do
+        v=$(awk -v a="$(tv "sweep_${rate}_on_$r" 'TTFT p50' $c)" -v b="$(tv "sweep_${rate}_off_$r" 'TTFT p50' $c)" \
+          'BEGIN {printf "%.3f", 1 - a / b}')
+        if [ $c = 2 ]; then cuts+="$v "; else clocks+="$v "; fi
+      done
+    done
+    local share m
+    share=$(share_of "$w")
+    m=$(tr ' ' '\n' <<<"$cuts" | grep . | median)
+    printf '| %s | %s | %.1f / %.1f | %.3f (%.3f) | %.3f | %s |\n' \
+      "$([ "$rate" = one ] && echo "one request at a time" || echo "$rate requests/s")" "$share" \
+      "$(tv "sweep_${rate}_on_1" 'TTFT p50' 2)" "$(tv "sweep_${rate}_off_1" 'TTFT p50' 2)" "$m" \
+      "$(tr ' ' '\n' <<<"$cuts" | grep . | minimum)" "$(tr ' ' '\n' <<<"$clocks" | grep . | median)" \
+      "$(awk -v v="$m" -v t="$share" 'BEGIN {print (v >= t ? "met" : "**not met**")}')" >>"$OUT/prefix_sweep.md"
+  done
+  cat "$OUT/prefix_sweep.md"
+  echo "wrote $OUT/prefix_sweep.md"
+}
+if [ -n "${PREFIX_RATES:-}" ]; then
+  prefix_sweep
+  exit 0
+fi
+
 for r in $(seq "$ROUNDS"); do
   one "cont_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching continuous
   MACHINE1=${MACHINE1:-$MACHINE}
@@ -111,17 +178,6 @@ done
 # the targets over the rounds: median (min) of each round's ratio
 ratios() { # ratios EXPR: one value per round from the tables
   for r in $(seq "$ROUNDS"); do eval "$1"; done | grep . | median | awk '{printf "%.3g", $1}'
-}
-# the prefix's share of the prompt, from the workload itself: the median over its requests of
-# prefix / prompt tokens (bytes: the model's tokens). Not prefix / (CTX / 2): a speech shorter than
-# the room left after the prefix makes a shorter prompt, so at context 1024 the median share is
-# 0.84-0.87, not 0.75.
-share_of() {
-  "$PY" - "$1" $((CTX * 3 / 8)) <<'PY'
-import json, statistics, sys
-p = int(sys.argv[2])
-print("%.3f" % statistics.median(p / len(json.loads(l)["prompt"].encode()) for l in open(sys.argv[1])))
-PY
 }
 share=$(share_of "$OUT/shared.jsonl")
 share1=$(share_of "$OUT/shared1.jsonl")
