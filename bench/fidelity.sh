@@ -40,6 +40,18 @@
 #      SWEEPS="dp fsdp tp tpcmm mixed mixedx"
 #      QUICK=1 (3 points per sweep on every rank count; by default 6 on 2 ranks, 3 on more)
 #      REPORT_ONLY=1 (no runs: the tables, targets and plots from OUT_DIR's CSV)
+#      EMULATE=v5p (the default) | none: none runs on this machine's own links, without --emulate
+#      (below); it writes OUT_DIR/fidelity_noemu.csv, fidelity_noemu_results.md and its plots
+# EMULATE=none: the book's boundaries are then this machine's, α = C/W with C the matmul rate
+# measured at start-up and W the link calibrated (both ways), as `bench regime` and `bench
+# boundary` print them for each run; a probe run (--steps 0) per sweep and rank count reads
+# them, and the points are placed around its boundary b (tokens per rank for dp and fsdp, d_ff
+# for tp and tpcmm): the powers of two from the largest ≤ b/4 up, 8 of them (QUICK: 4, a factor
+# 4 apart). The data sweeps' sequences are 8 tokens long (fewer when the first point is), so the
+# smallest point is one sequence per rank. Only dp, fsdp, tp, tpcmm and mixed run (the default:
+# dp fsdp tp); mixedx's points are v5p's. Each run's own boundary is in the CSV; the targets
+# judge against the sweep's median, and add each sweep's α and its compared quantities at the
+# first and last points.
 # The DP/FSDP and TP models are sized to be bandwidth-bound (below). With the defaults the run took
 # 25.7 minutes on 2 idle vCPUs (de0f9f0: 37 runs, 10.5 minutes of them steps); since, the runs
 # skip --bench's matmul-only bound (--no-matmul-bound: the whole global step's sgemms timed on
@@ -60,13 +72,20 @@ case "$COMPUTE" in fp32 | bf16) ;; *) echo "fidelity: COMPUTE=$COMPUTE: expected
 BUCKET=${BUCKET:-auto}
 RATE=${RATE:-model}
 OUT_DIR=${OUT_DIR:-docs}
-SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed mixedx}
+EMULATE=${EMULATE:-v5p}
+case "$EMULATE" in
+  v5p) EMU=(--emulate v5p --emulate-rate "$RATE") PREFIX=fidelity SWEEPS=${SWEEPS:-dp fsdp tp tpcmm mixed mixedx} ;;
+  none) EMU=() PREFIX=fidelity_noemu SWEEPS=${SWEEPS:-dp fsdp tp} ;;
+  *) echo "fidelity: EMULATE=$EMULATE: expected v5p or none" >&2; exit 2 ;;
+esac
 MT="$BUILD/meshtrain"
 [ -x "$MT" ] || { echo "fidelity: $MT not found; build first" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OPENBLAS_NUM_THREADS=1
 mkdir -p "$OUT_DIR"
-CSV="$OUT_DIR/fidelity.csv" MD="$OUT_DIR/fidelity_results.md"
+CSV="$OUT_DIR/$PREFIX.csv" MD="$OUT_DIR/${PREFIX}_results.md"
+# EMULATE=none: each run's C, W (both ways) and α from its `bench regime` line
+RCSV="$OUT_DIR/${PREFIX}_regime.csv"
 T=128
 # the sweeps' points: 5-6 on 2 ranks (one per core on a 2-vCPU machine), 3 on more ranks (there
 # ranks share cores, which the prediction prices: train/observe/share.h). The data sweeps' crossovers
@@ -91,6 +110,40 @@ ALPHA=$(awk -v c="$COMM" 'BEGIN{print (c == "bf16" ? 2550 : 5100)}')
 field() { sed -n "s|.*$2 \([0-9.]*\).*|\1|p" <<<"$1" | head -1; }
 word() { sed -n "s|.*$2 \([a-z-]*\).*|\1|p" <<<"$1" | head -1; }
 
+# EMULATE=none: the book's boundary on this machine (FIELD of `bench boundary`), from a run of
+# the sweep's model at a small shape with --steps 0 (the start-up's rate and link calibration)
+probe() { # probe NP FIELD MESH FLAGS...
+  local np=$1 fld=$2 meshs=$3 out b
+  shift 3
+  out=$(timeout 300 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
+        --no-matmul-bound --steps 0 --comm-dtype "$COMM" --compute-dtype "$COMPUTE" \
+        --mesh "$meshs" "$@" 2>&1) || true
+  b=$(field "$(grep '^bench boundary' <<<"$out")" "$fld")
+  awk -v b="$b" 'BEGIN{exit !(b > 0)}' || {
+    echo "fidelity: probe failed (no $fld): -np $np --mesh $meshs $*" >&2
+    echo "$out" | tail -5 >&2
+    return 1
+  }
+  echo "fidelity: probe -np $np --mesh $meshs: the book's $fld $b on this machine" >&2
+  echo "$b"
+}
+# noemu_points B MIN: the powers of two from the largest ≤ B/4 (at least MIN) up, 8 of them
+# (QUICK: 4, a factor 4 apart)
+noemu_points() {
+  awk -v b="$1" -v m="$2" -v q="${QUICK:-}" 'BEGIN{p = m; while (p * 2 <= b / 4) p *= 2
+    for (k = 0; k < 8; k++) if (q == "" || k % 2 == 0) printf "%d ", p * 2 ^ k}'
+}
+# tp_points NP POINTS: the tp sweeps' d_ff; EMULATE=none: around this machine's boundary (its
+# probe at F = 2·NP)
+tp_points() {
+  local b
+  [ "$EMULATE" = v5p ] && { echo "$2"; return; }
+  # shellcheck disable=SC2086
+  b=$(probe "$1" tensor-F "y=$1" $TP_MODEL --d-ff $((2 * $1)) --tensor y) || return 0
+  noemu_points "$b" $((2 * $1))
+}
+
+[ -n "${REPORT_ONLY:-}" ] || [ "$EMULATE" = v5p ] || echo "sweep,ranks,var,alpha,C,W" >"$RCSV"
 [ -n "${REPORT_ONLY:-}" ] || echo "sweep,ranks,mesh,var,measured_ms,best_ms,predicted_ms,book_ms,compute_ms,exposed_ms,pred_compute_ms,pred_comm_ms,pred_exposed_ms,measured_over_predicted,dominant,boundary,compute_cpu_ms,transfer_ms,at_peak_ms,flags,bwd_cpu_ms,passes_cpu_ms,fwd_mlp_cpu_ms,fwd_mlp_transfer_ms,pred_bwd_ms,pred_passes_ms,pred_fwd_mlp_ms,pred_fwd_mlp_comm_ms,wire_boundary,wire_ratio,transfer_last_ms,fwd_mlp_transfer_last_ms,pred_dedicated_ms,threads_per_cpu" >"$CSV"
 
 # parts LINE: the fwd+bwd sum, the backward's and the forward MLP's ms of a `bench parts` line
@@ -109,7 +162,7 @@ run() {
   shift 5
   local out line split pred
   out=$(timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MT" --bench --quiet \
-        --no-matmul-bound --steps "$STEPS" --emulate v5p --emulate-rate "$RATE" --comm-dtype "$COMM" \
+        --no-matmul-bound --steps "$STEPS" "${EMU[@]}" --comm-dtype "$COMM" \
         --compute-dtype "$COMPUTE" \
         --mesh "$meshs" "$@" 2>&1) || {
     echo "fidelity: run failed: -np $np --mesh $meshs $*" >&2
@@ -146,6 +199,8 @@ run() {
   read -r mc mbwd mmlp <<<"$(parts "$pc")"
   read -r pcc pbwd pmlp <<<"$(parts "$ppc")"
   mx=$(field "$px" 'fwd-mlp'); pcm2=$(field "$ppm" 'fwd-mlp')
+  [ "$EMULATE" = v5p ] || sed -n 's|.*regime: C = \([0-9.e+]*\) FLOP/s, W = \([0-9.e+]*\) B/s.*α = C/W = \([0-9]*\).*|\3,\1,\2|p' <<<"$out" |
+    head -1 | sed "s|^|$sweep,$np,$var,|" >>"$RCSV"
   echo "$sweep,$np,${meshs//,/;},$var,$ms,$best,$pstep,$book,$comp,$comm,$pcomp,$pcm,$pexp,$ratio,$dom,$bnd,$ccpu,$xfer,$peak,$*,$mbwd,$mc,$mmlp,$mx,$pbwd,$pcc,$pmlp,$pcm2,$wb,$wr,$xl,$mxl,$pded,$tpc" >>"$CSV"
   echo "$sweep np=$np $var: measured $ms ms, predicted $pstep ms ($ratio), compute $comp ms (cpu $ccpu), predicted $pcomp ms, book $book ms, $dom" >&2
 }
@@ -185,19 +240,26 @@ for np in $RUN_RANKS; do
       dp | fsdp)
         extra="--dp x --overlap --bucket $BUCKET"
         [ "$sweep" = fsdp ] && extra="--dp x --zero 3 --overlap --bucket $BUCKET"
-        for tpr in $(points "$np" tpr "$sweep"); do
-          model=$DATA_MODEL
-          [ "$sweep" = fsdp ] && model=$FSDP_MODEL
+        model=$DATA_MODEL td=$T
+        [ "$sweep" = fsdp ] && model=$FSDP_MODEL
+        pts=$(points "$np" tpr "$sweep")
+        if [ "$EMULATE" = none ]; then # one sequence of 8 per rank for the probe
           # shellcheck disable=SC2086
-          run "$sweep" "$np" "$tpr" dp "x=$np" $model --batch $((tpr * np / T)) $extra
+          b=$(probe "$np" data-tokens-per-rank "x=$np" ${model/--seq-len $T/--seq-len 8} --batch "$np" $extra) || continue
+          pts=$(noemu_points "$b" 1)
+          td=$((${pts%% *} < 8 ? ${pts%% *} : 8)) model=${model/--seq-len $T/--seq-len $td}
+        fi
+        for tpr in $pts; do
+          # shellcheck disable=SC2086
+          run "$sweep" "$np" "$tpr" dp "x=$np" $model --batch $((tpr * np / td)) $extra
         done ;;
       tp)
-        for F in $(points "$np" f); do
+        for F in $(tp_points "$np" "$(points "$np" f)"); do
           # shellcheck disable=SC2086
           run tp "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y
         done ;;
       tpcmm) # the TP runs with the collective matmul (forward RS, backward AG and RS hidden)
-        for F in $((512 * np)) $((2048 * np)) $((4096 * np)); do
+        for F in $(tp_points "$np" "$((512 * np)) $((2048 * np)) $((4096 * np))"); do
           # shellcheck disable=SC2086
           run tpcmm "$np" "$F" tp "y=$np" $TP_MODEL --d-ff "$F" --tensor y --collective-matmul on
         done ;;
@@ -216,8 +278,9 @@ for np in $RUN_RANKS; do
             --seq-len "$T" --batch "$MIX_B" $fl
           y=$((y * 2))
         done ;;
-      mixedx) # 4 ranks only: the 2x2 split
+      mixedx) # 4 ranks only: the 2x2 split (its points are v5p's)
         [ "$np" -eq 4 ] || continue
+        [ "$EMULATE" = v5p ] || { echo "fidelity: EMULATE=none: mixedx not run (its points are v5p's)" >&2; continue; }
         for F in $MIXX_F; do
           # shellcheck disable=SC2086
           run mixedx 4 $((F * 3 / 2)) mixed "x=2,y=2" $MIXX_MODEL --d-ff "$F" \
@@ -251,6 +314,19 @@ verdict() {
     if (m ~ /^[<>]/) {printf "beyond the sweep: outside ±25%%"; exit}
     r = m / b; printf "%.2f of it: %s ±25%%", r, (r >= 0.75 && r <= 1.25 ? "within" : "outside")}'
 }
+# noemu_lines SWEEP NP CC MC PC PM (EMULATE=none): the runs' α = C/W, and what the crossover
+# compares at the sweep's first and last points, measured and predicted (when the crossover lies
+# beyond the sweep, these say by how much)
+noemu_lines() {
+  awk -F, -v s="$1" -v n="$2" '$1 == s && $2 == n && $4 > 0 {print $4, $5, $6}' "$RCSV" 2>/dev/null |
+    sort -g | awk '{a[NR] = $1; c += $2; w += $3}
+      END {if (!NR) exit; printf "  this machine: α = C/W %d-%d over the runs (C mean %.3g FLOP/s, W mean %.3g B/s both ways)\n", a[1], a[NR], c / NR, w / NR}'
+  awk -F, -v s="$1" -v n="$2" -v cc="$3" -v mc="$4" -v pc="$5" -v pm="$6" '$1 == s && $2 == n {print $4, $cc, $mc, $pc, $pm}' "$CSV" |
+    sort -g | awk 'NR == 1 {f = $0} {l = $0} END {if (!NR) exit; split(f, a); split(l, b)
+      printf "  compared, measured compute/transfer (predicted): at %s %s/%s ms = %.2f (%s/%s = %.2f); at %s %s/%s ms = %.2f (%s/%s = %.2f)\n",
+        a[1], a[2], a[3], (a[3] > 0 ? a[2] / a[3] : 0), a[4], a[5], (a[5] > 0 ? a[4] / a[5] : 0),
+        b[1], b[2], b[3], (b[3] > 0 ? b[2] / b[3] : 0), b[4], b[5], (b[5] > 0 ? b[4] / b[5] : 0)}'
+}
 targets() {
   local np rows ok med mn mx cw cpu
   for np in $RANKS; do
@@ -282,6 +358,9 @@ targets() {
     for np in $RANKS; do
       b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16; exit}' "$CSV")
       [ -n "$b" ] || continue
+      # without emulation each run has its own α: the sweep's median
+      [ "$EMULATE" = v5p ] ||
+        b=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n {print $16}' "$CSV" | median | xargs printf %.0f)
       # the boundary for what the runs put on the wire (the sweep's median; the book's if the
       # CSV predates it)
       bw=$(awk -F, -v s="$sw" -v n="$np" '$1 == s && $2 == n && $29 > 0 {print $29}' "$CSV" | median)
@@ -300,6 +379,7 @@ targets() {
       local wb2="; whole step's compute CPU = all transfer: $w"
       [ "$sw" = mixedx ] && wb2=""
       echo "target: crossover $sw, $np ranks ($what): measured $c, predicted $cp, $against (transfer from each rank's own start: $co$wb2)"
+      [ "$EMULATE" = v5p ] || noemu_lines "$sw" "$np" "$cc" "$m" "$pc" "$pm"
     done
   done
   for np in $RANKS; do
@@ -334,16 +414,24 @@ targets() {
 }
 
 # ---- the tables ----
+# EMULATE=none: α (with --comm-dtype's bytes, as for v5p above) is this machine's, the runs' median
+if [ "$EMULATE" = none ]; then
+  ALPHA=$(awk -F, -v c="$COMM" 'NR > 1 && $6 > 0 {print $5 / $6 * (c == "bf16" ? 1 : 2)}' "$RCSV" 2>/dev/null | median)
+  ALPHA=$(printf %.0f "${ALPHA:-0}")
+fi
+EMU_WHAT="--emulate v5p --emulate-rate $RATE"
+[ "$EMULATE" = v5p ] || EMU_WHAT="no --emulate (this machine's links)"
 {
   echo "# Fidelity results: measured steps against the prediction and the book"
   echo
   echo "How the prediction is made, and what the columns mean: [fidelity.md](fidelity.md)."
   echo
-  echo "Measured by \`bench/fidelity.sh $BUILD\` (RANKS=\"$RANKS\" STEPS=$STEPS COMM=$COMM COMPUTE=$COMPUTE BUCKET=$BUCKET${QUICK:+ QUICK=1})"
+  echo "Measured by \`bench/fidelity.sh $BUILD\` (RANKS=\"$RANKS\" STEPS=$STEPS COMM=$COMM COMPUTE=$COMPUTE BUCKET=$BUCKET${QUICK:+ QUICK=1}$([ "$EMULATE" = v5p ] || echo " EMULATE=$EMULATE"))"
   echo "on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) vCPUs, load average at the end:"
-  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`--emulate v5p --emulate-rate $RATE --comm-dtype $COMM --compute-dtype $COMPUTE\`, 1 BLAS"
+  echo "$(cut -d' ' -f1-3 /proc/loadavg). Every run: \`${EMU[*]}${EMU[*]:+ }--comm-dtype $COMM --compute-dtype $COMPUTE\`, 1 BLAS"
   echo "thread per rank, $STEPS timed steps after 2 warm-up steps; ms are the median step (prediction:"
-  echo "the mean over the timed steps). The raw rows are in fidelity.csv."
+  echo "the mean over the timed steps). The raw rows are in $PREFIX.csv."
+  [ "$EMULATE" = v5p ] || echo "No \`--emulate\`: the links are this machine's (shared memory), α = C/W with C the matmul rate and W the link both ways measured by each run at start-up (\`bench regime\`; the runs' values in ${PREFIX}_regime.csv)."
   echo
   echo "- *predicted*: meshtrain's per-step prediction (this run's collectives, bytes, hops, T_min"
   echo "  and link bandwidth, what may overlap what; compute from every kernel timed at start-up on"
@@ -360,7 +448,7 @@ targets() {
   echo "- *boundary*: the book's crossover for the swept variable (B/X = α·wire/2 tokens per rank for"
   echo "  DP/FSDP; F = |Y|·α·wire/2·2/3 for TP with this model's SwiGLU MLP, whose forward is 6·B·D·F/|Y|"
   echo "  FLOPs against the book's 4; |Y| = N/X_opt for the FSDP+TP split; tokens per step"
-  echo "  B = α·(X + ⅔·(B/F)·|Y|) for FSDP+TP's threshold along the run's B/F, 4α on mixedx's path; α = $ALPHA with bf16)."
+  echo "  B = α·(X + ⅔·(B/F)·|Y|) for FSDP+TP's threshold along the run's B/F, 4α on mixedx's path; α = $ALPHA with $([ "$EMULATE" = v5p ] && echo bf16 || echo "$COMM on the wire, this machine's median"))."
   echo "- *on the wire*: the book's boundary for the collectives and bytes the run put on the wire"
   echo "  (meshtrain's \`bench wire-boundary\`: the time of the bytes mesh counted on each link against"
   echo "  the book's collectives in bf16; docs/fidelity.md). The crossover targets are judged against it."
@@ -432,7 +520,7 @@ targets() {
       echo
       for np in $RANKS; do
         awk -F, -v s="$sweep" -v n="$np" '$1 == s && $2 == n {f = 1} END {exit !f}' "$CSV" &&
-          echo "![$sweep on $np ranks](fidelity_${sweep}_np${np}.svg)"
+          echo "![$sweep on $np ranks](${PREFIX}_${sweep}_np${np}.svg)"
       done
     fi
   done
@@ -475,8 +563,8 @@ set label \"on the wire\" at $bwire, graph 0.10 left offset 0.5,0 textcolor rgb 
         esac
         gnuplot <<GP
 set terminal svg size 720,440 dynamic font "sans,11"
-set output "$OUT_DIR/fidelity_${sweep}_np${np}.svg"
-set title "$sweep on $np ranks, --emulate v5p --emulate-rate $RATE --comm-dtype $COMM --compute-dtype $COMPUTE"
+set output "$OUT_DIR/${PREFIX}_${sweep}_np${np}.svg"
+set title "$sweep on $np ranks, $EMU_WHAT --comm-dtype $COMM --compute-dtype $COMPUTE"
 set logscale x 2
 set logscale y 10
 set xrange [$xr]

@@ -120,5 +120,46 @@ rc=$?
 [ "$rc" -eq 2 ] && [ "$(grep -c 'emulate-rate fast: expected peak or model' "$WORK/bad.log")" -eq 1 ] &&
   echo "ok   --emulate-rate fast: one message, status 2" ||
   { fail "--emulate-rate fast: status $rc"; cat "$WORK/bad.log"; }
+# Without --emulate (2 ranks): the book's boundaries with this machine's C and W, the α of
+# `bench regime`; in bf16 on the wire the data boundary is α tokens per rank, and a line of 2
+# moves the book's bytes (the ratio printed to 4 places: 1.0001 seen, as the wire time of this
+# small model's buckets is summed from the measured link rate; under emulation exactly 1); no
+# `bench emulate` line
+nm=()
+for a in "${model[@]}"; do case $a in --emulate | v5p) ;; *) nm+=("$a") ;; esac; done
+model=("${nm[@]}")
+run noemu.log 2 --mesh x=2 --dp x --overlap --bucket 8K
+b=$(grep '^bench boundary' "$WORK/noemu.log") wb=$(grep '^bench wire-boundary' "$WORK/noemu.log")
+ra=$(sed -n 's/.*α = C\/W = \([0-9]*\)$/\1/p' "$WORK/noemu.log")
+[ -n "$ra" ] && [ "$(field "$b" alpha)" = "$ra" ] && [ "$(field "$b" data-tokens-per-rank)" = "$ra" ] &&
+  grep -q 'this machine (C and W measured)' <<<"$b" &&
+  awk -v r="$(field "$wb" data-ratio)" 'BEGIN{exit !(r > 0.999 && r < 1.001)}' &&
+  ! grep -q '^bench emulate' "$WORK/noemu.log" &&
+  echo "ok   no --emulate: the book's boundary with this machine's α = $ra (bench regime's), on the wire ratio 1" ||
+  { fail "no --emulate: boundaries"; grep -E 'regime|boundary|emulate' "$WORK/noemu.log"; }
+
+# bench/fidelity.sh EMULATE=none's report (REPORT_ONLY: no runs) from rows made up here: DP on 2
+# ranks at 8 and 64 tokens per rank, the backward's compute 5 and 20 ms against 10 ms of
+# transfer (the crossover in log-log: sqrt(8·64) = 23), the runs' own boundaries 20 and 22
+# (their median 21), α = 1.5e11 / 7.5e9 = 20; an unknown EMULATE: status 2
+FID=$(cd "$(dirname "$0")/../.." && pwd)/bench/fidelity.sh BUILD=$(cd "$(dirname "$MT")" && pwd)
+mkdir -p "$WORK/fid"
+awk 'BEGIN{OFS = ","; print "header"
+  for (i = 1; i <= 2; i++) {for (c = 1; c <= 34; c++) r[c] = 1
+    r[1] = "dp"; r[2] = 2; r[3] = "x=2"; r[4] = i == 1 ? 8 : 64; r[16] = i == 1 ? 20 : 22
+    r[21] = r[25] = i == 1 ? 5 : 20; r[31] = r[12] = r[18] = 10; r[29] = r[16]; r[20] = "f"
+    s = r[1]; for (c = 2; c <= 34; c++) s = s OFS r[c]; print s}}' >"$WORK/fid/fidelity_noemu.csv"
+printf 'sweep,ranks,var,alpha,C,W\ndp,2,8,20,1.5e11,7.5e9\ndp,2,64,20,1.5e11,7.5e9\n' \
+  >"$WORK/fid/fidelity_noemu_regime.csv"
+out=$(EMULATE=none REPORT_ONLY=1 RANKS=2 SWEEPS=dp OUT_DIR="$WORK/fid" bash "$FID" "$BUILD" 2>&1)
+grep -q 'crossover dp, 2 ranks .*measured 23, predicted 23, on the wire 21 .*of the book.s 21' <<<"$out" &&
+  grep -q 'α = C/W 20-20 over the runs' <<<"$out" && grep -q 'at 8 5/10 ms = 0.50' <<<"$out" &&
+  grep -q 'α = 20 with bf16 on the wire' "$WORK/fid/fidelity_noemu_results.md" &&
+  echo "ok   fidelity.sh EMULATE=none's report: crossover 23 against the runs' median boundary 21, α 20" ||
+  { fail "fidelity.sh EMULATE=none's report"; echo "$out"; }
+out=$(EMULATE=v6 REPORT_ONLY=1 OUT_DIR="$WORK/fid" bash "$FID" "$BUILD" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && [ "$out" = "fidelity: EMULATE=v6: expected v5p or none" ] &&
+  echo "ok   fidelity.sh EMULATE=v6: one message, status 2" || fail "fidelity.sh EMULATE=v6: status $rc: $out"
 echo "bench_parts: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -295,41 +295,53 @@ static int is_mixed(const report_case *k, int nranks) {
 }
 
 /* The mixed threshold for what the timed steps put on the wire (boundary_mixed_for_wire): the
- * step's FLOPs at the emulated chip's peak (em->measured_flops, the rate the links are scaled
- * to), against every collective of the step on the emulated links. Seconds per step in *wire
- * and *peak; −1 when there is nothing to compare. */
-static double wire_mixed(const config *c, const report_case *k, const bench_sums *u,
-                         const mesh_emulation *em, int nranks, double *wire, double *peak) {
+ * step's FLOPs at `rate` (the emulated chip's peak: em->measured_flops, the rate the links are
+ * scaled to; without emulation the rate measured at start-up), against every collective of the
+ * step on the links. Seconds per step in *wire and *peak; −1 when there is nothing to compare. */
+static double wire_mixed(const config *c, const report_case *k, const bench_sums *u, double rate,
+                         int nranks, double *wire, double *peak) {
     const model_shape *s = &c->shape;
     double t = 0;
     for (int p = 0; p < PART_COUNT; p++)
         for (int a = 0; a < MESH_MAX_AXES; a++) t += u->pwire[p][a];
     *wire = t / (double)c->steps;
     const double per_token = shape_flops_per_token(s);
-    *peak = em && em->measured_flops > 0
-                ? per_token * (double)k->tokens / nranks / em->measured_flops
-                : 0;
+    *peak = rate > 0 ? per_token * (double)k->tokens / nranks / rate : 0;
     /* the MLPs' share, 6·3·D·F per token a layer (a SwiGLU's three D×F matrices, ×3 for
      * training), grows with B·F; the rest of the FLOPs with B */
     const double mlp = 18.0 * (double)s->L * (double)s->D * (double)s->F / per_token;
     return boundary_mixed_for_wire((double)k->tokens, *peak, mlp, *wire);
 }
 
-/* Under --emulate: the book's crossovers for this run (report_book_boundaries), with the chip's
- * C and W and the bytes of --comm-dtype; then the same for what the timed steps put on the wire
- * (the collectives counted by mesh, boundary.h), against the book's bf16 figures. */
+/* The book's crossovers for this run (report_book_boundaries), with the bytes of --comm-dtype
+ * and, under --emulate, the chip's C and W; without it, on several ranks, this machine's: the
+ * rate measured at start-up and the link calibrated (`bench regime`'s α). Then the same for
+ * what the timed steps put on the wire (the collectives counted by mesh, boundary.h), against
+ * the book's bf16 figures. */
 static void print_boundaries(const config *c, trainer *t, const bench_sums *u, int nranks) {
     const cost_chip *chip = c->emulate[0] ? cost_chip_find(c->emulate) : NULL;
-    if (!chip) return;
     report_case k;
     char name[128];
     plan_report_case(trainer_plan(t), &k, name, sizeof name);
+    const report *r = trainer_report(t);
+    const int ax = k.data_axis >= 0 ? k.data_axis : k.tensor_axis >= 0 ? k.tensor_axis : 0;
+    const double w = r ? report_link(r, ax)->w_oneway : 0;
+    const mesh_emulation *em = trainer_emulation(t);
+    /* C and W (both ways) of the chip or of this machine; the rate the step's FLOPs run at on
+     * the emulated links (em->measured_flops, the rate they are scaled to) or here */
+    double C = r ? report_flops(r) : 0, W = 2.0 * w, rate = C;
+    if (chip) {
+        C = chip->flops_bf16, W = chip->ici_bidi, rate = em ? em->measured_flops : 0;
+    } else if (nranks < 2 || !(C > 0 && W > 0)) {
+        return;
+    }
+    const char *where = chip ? chip->name : "this machine (C and W measured)";
     const double wire = mesh_wire_bytes(c->comm_dtype);
     report_boundaries b, b16;
     /* the model's MLP is a SwiGLU: three D×F matrices (w_gate, w_up, w_down) */
     const int nax = k.n_data_axes > 0 ? k.n_data_axes : 1;
-    if (report_book_boundaries(chip->flops_bf16, chip->ici_bidi, wire, nax, k.nY, 3, &b) < 0 ||
-        report_book_boundaries(chip->flops_bf16, chip->ici_bidi, 2, nax, k.nY, 3, &b16) < 0)
+    if (report_book_boundaries(C, W, wire, nax, k.nY, 3, &b) < 0 ||
+        report_book_boundaries(C, W, 2, nax, k.nY, 3, &b16) < 0)
         return;
     /* FSDP + TP: the book's threshold in tokens per step along this run's B/F */
     const int mixed = is_mixed(&k, nranks);
@@ -343,17 +355,13 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
              "mixed-tokens %.0f | the book's, %s on %s with %s on the wire, %d data axes, |Y| = "
              "%lld, an MLP of 3 matrices (mixed: FSDP + TP, tokens per step at this B/F; 0: "
              "none)\n",
-             b.alpha, b.data_tokens, b.tensor_F, mx > 0 ? mx : 0, name, chip->name,
+             b.alpha, b.data_tokens, b.tensor_F, mx > 0 ? mx : 0, name, where,
              mesh_wire_name(c->comm_dtype), k.n_data_axes, (long long)k.nY);
-    const report *r = trainer_report(t);
-    const int ax = k.data_axis >= 0 ? k.data_axis : k.tensor_axis >= 0 ? k.tensor_axis : 0;
-    const double w = r ? report_link(r, ax)->w_oneway : 0;
-    const mesh_emulation *em = trainer_emulation(t);
     double wd = 0, wt = 0, wm = 0, pm = 0, d = -1, f = -1, mw = -1;
     if (c->steps > 0 && r) {
         d = wire_data(&k, u, c->steps, b16.data_tokens, w, &wd);
         f = wire_tensor(&k, c, u, c->steps, b16.tensor_F, w, &wt);
-        if (mixed) mw = wire_mixed(c, &k, u, em, nranks, &wm, &pm);
+        if (mixed) mw = wire_mixed(c, &k, u, rate, nranks, &wm, &pm);
     }
     /* the ratios to the book's bf16 figures: what the run's collectives and bytes change */
     if (c->steps > 0 && r)
@@ -371,7 +379,7 @@ static void print_boundaries(const config *c, trainer *t, const bench_sums *u, i
                  "step along this run's B/F for the whole step: its compute at the chip's peak "
                  "against all its collectives on the wire (0: none)\n",
                  mw > 0 ? mw : 0, mw > 0 && mx16 > 0 ? mw / mx16 : 0, 1e3 * wm, 1e3 * pm);
-    if (em)
+    if (em && chip)
         mesh_log("bench emulate | %s | rate %.4g FLOP/s (--emulate-rate %s: %s) | time-scale %.4g "
                  "| links %.4g B/s per direction | hop %.4g s\n",
                  chip->name, em->measured_flops, config_rate_name(c->emulate_rate),
