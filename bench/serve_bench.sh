@@ -168,11 +168,18 @@ for r in $(seq "$ROUNDS"); do
   one "prefix1_on_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache on
   one "prefix1_off_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache off
   one "batch1_$r" "$OUT/batch1.jsonl" --sequential -- --max-seqs 1
-  gen=$(mpirun --oversubscribe -np "$NP" "$MT" generate "${MODEL[@]}" --seed 1 "${MESHA[@]}" \
-    --prompt "$(head -c 64 data/tinyshakespeare.txt | tr '\n' ' ')" --tokens $((CTX - 80)) \
-    --temperature 0 --quiet 2>&1 >/dev/null | grep 'decode summary')
-  echo "$gen" | sed -n 's/.*median \([0-9.]*\) ms\/token.*/\1/p' >"$OUT/gen_$r.ms"
-  echo "== generate: $gen"
+  # generate's decode step on the batch-1 workload's own requests (each prompt, its max_tokens),
+  # so that both attend over the same positions: the median over them of each run's median step
+  : >"$OUT/gen_$r.ms"
+  while IFS=$'\t' read -r prompt toks; do
+    gen=$(mpirun --oversubscribe -np "$NP" "$MT" generate "${MODEL[@]}" --seed 1 "${MESHA[@]}" \
+      --prompt "$prompt" --tokens "$toks" --temperature 0 --quiet 2>&1 >/dev/null </dev/null | grep 'decode summary')
+    echo "$gen" | sed -n 's/.*median \([0-9.]*\) ms\/token.*/\1/p' >>"$OUT/gen_$r.ms"
+    echo "== generate ($toks tokens): $gen"
+  done < <("$PY" -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(r["prompt"].replace("\n", " ").replace("\t", " ") + "\t" + str(r["max_tokens"]))' "$OUT/batch1.jsonl")
 done
 
 # the targets over the rounds: median (min) of each round's ratio
@@ -223,7 +230,7 @@ share1=$(share_of "$OUT/shared1.jsonl")
   tpot=$(ratios 'tv batch1_$r "TPOT p50" 2')
   gms=$(cat "$OUT"/gen_*.ms | median)
   b1=$(awk -v a="$tpot" -v b="$gms" 'BEGIN {printf "%.2f", a / b}')
-  echo "| batch-1 TPOT / generate's decode step | ${b1}x (${tpot} vs ${gms} ms) | | | <= 1.10x | $(met "$b1" 1.10 "<=") |"
+  echo "| batch-1 TPOT / generate's decode step | ${b1}x (${tpot} vs ${gms} ms) | | | 0.90-1.10x (within 10%) | $(awk -v v="$b1" 'BEGIN {print (v >= 0.9 && v <= 1.1 ? "met" : "**NOT met**")}') |"
   echo
   echo "The issue's static baseline is \`generate\`'s batch (every prompt starts together, the batch ends when its longest sequence ends): \`static-padded\`. \`static\` is our stronger one (its finished rows leave the steps; docs/serving.md). The formula column: what the roofline says the ratio can be on this workload, saturated (serve_load.py model, priced at the first round's BW,C):"
   echo '```'
