@@ -22,9 +22,9 @@
 #        of F_e 512, top-2, bench/moe_bench.sh's config) DTYPES="fp32 bf16"
 #        SCHEMES="dp zero3 tp" (ep: --expert x on the data axis, with CONFIG=moe)
 #        OUT=bench/bf16_scaling.md
-#        COMM=match (what the 2-rank runs' collectives carry: match = the compute dtype, the book's
-#        and Megatron's setting: bf16 weights, activations and gradients on the wire with bf16
-#        compute; or fp32, bf16 for every precision)
+#        COMM=fp32 (what the 2-rank runs' collectives carry: fp32, bf16, or match = the compute
+#        dtype, the book's and Megatron's setting with bf16 compute; on the Intel Xeon bf16 on the
+#        wire costs more in conversions than it saves in bytes: bench/fidelity_noemu_intel.md)
 #        OVERLAP=1 (--overlap on the 2-rank runs: gradient reductions and FSDP gathers behind the
 #        compute, as a user would run; 0 = off)
 # EP's figure: SCHEMES=ep CONFIG=moe OUT=bench/moe_ep_scaling.md bench/bf16_scaling.sh (its target,
@@ -35,7 +35,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 . bench/lib.sh bf16_scaling
 defaults ROUNDS=5 STEPS=4 CONFIG=a DTYPES="fp32 bf16" SCHEMES="dp zero3 tp" OUT=bench/bf16_scaling.md \
-  COMM=match OVERLAP=1
+  COMM=fp32 OVERLAP=1
 cores=$(getconf _NPROCESSORS_ONLN)
 if [ "$cores" -lt 2 ]; then
   echo "bf16_scaling: 2 ranks x 1 BLAS thread need 2 cores; this machine has $cores" >&2
