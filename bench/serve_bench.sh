@@ -158,18 +158,12 @@ if [ -n "${PREFIX_RATES:-}" ]; then
   exit 0
 fi
 
-for r in $(seq "$ROUNDS"); do
-  one "cont_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching continuous
-  MACHINE1=${MACHINE1:-$MACHINE}
-  one "static_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static
-  one "padded_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static-padded
-  one "prefix_on_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache on
-  one "prefix_off_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache off
-  one "prefix1_on_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache on
-  one "prefix1_off_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache off
+# batch1_round R: the batch-1 workload on the server one request at a time, then generate's decode
+# step on the same requests (each prompt, its max_tokens), so that both attend over the same
+# positions: OUT/gen_R.ms holds each run's median step.
+batch1_round() {
+  local r=$1 prompt toks gen
   one "batch1_$r" "$OUT/batch1.jsonl" --sequential -- --max-seqs 1
-  # generate's decode step on the batch-1 workload's own requests (each prompt, its max_tokens),
-  # so that both attend over the same positions: the median over them of each run's median step
   : >"$OUT/gen_$r.ms"
   while IFS=$'\t' read -r prompt toks; do
     gen=$(mpirun --oversubscribe -np "$NP" "$MT" generate "${MODEL[@]}" --seed 1 "${MESHA[@]}" \
@@ -180,6 +174,42 @@ for r in $(seq "$ROUNDS"); do
 for l in open(sys.argv[1]):
     r = json.loads(l)
     print(r["prompt"].replace("\n", " ").replace("\t", " ") + "\t" + str(r["max_tokens"]))' "$OUT/batch1.jsonl")
+}
+
+# BATCH1_ONLY=1: only the batch-1 comparison, ROUNDS rounds (the server's median TPOT, then
+# generate's median step, alternating): each round's ratio and their median. Writes OUT/batch1.md.
+if [ "${BATCH1_ONLY:-0}" = 1 ]; then
+  for r in $(seq "$ROUNDS"); do batch1_round "$r"; done
+  {
+    echo "# Batch-1 TPOT against generate's decode step ($(date -u +%Y-%m-%d), $CPU, $(nproc --all) vCPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo
+    echo "\`BATCH1_ONLY=1 ROUNDS=$ROUNDS bench/serve_bench.sh\`; model: ${MODEL[*]} (fp32), $NP rank(s); the 6 requests of the batch-1 workload one at a time, then generate on each."
+    echo
+    echo "| round | server TPOT p50 (ms) | generate's step, median of the runs' medians (ms) | ratio |"
+    echo "|---|---|---|---|"
+    for r in $(seq "$ROUNDS"); do
+      t=$(tv "batch1_$r" 'TPOT p50' 2) g=$(median <"$OUT/gen_$r.ms")
+      awk -v r="$r" -v t="$t" -v g="$g" 'BEGIN {printf "| %s | %.2f | %.2f | %.2fx |\n", r, t, g, t / g}'
+    done
+    rs=$(for r in $(seq "$ROUNDS"); do awk -v t="$(tv "batch1_$r" 'TPOT p50' 2)" -v g="$(median <"$OUT/gen_$r.ms")" 'BEGIN {print t / g}'; done)
+    m=$(median <<<"$rs")
+    awk -v m="$m" -v lo="$(minimum <<<"$rs")" -v hi="$(sort -g <<<"$rs" | tail -1)" 'BEGIN {
+      printf "\nmedian %.2fx (%.2f-%.2f): target 0.90-1.10x (within 10%%): %s\n", m, lo, hi,
+        (m >= 0.9 && m <= 1.1 ? "met" : "**NOT met**") }'
+  } | tee "$OUT/batch1.md"
+  exit 0
+fi
+
+for r in $(seq "$ROUNDS"); do
+  one "cont_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching continuous
+  MACHINE1=${MACHINE1:-$MACHINE}
+  one "static_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static
+  one "padded_$r" "$OUT/poisson.jsonl" -- --max-seqs "$B" --batching static-padded
+  one "prefix_on_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache on
+  one "prefix_off_$r" "$OUT/shared.jsonl" -- --max-seqs "$B" --prefix-cache off
+  one "prefix1_on_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache on
+  one "prefix1_off_$r" "$OUT/shared1.jsonl" --sequential -- --max-seqs "$B" --prefix-cache off
+  batch1_round "$r"
 done
 
 # the targets over the rounds: median (min) of each round's ratio
