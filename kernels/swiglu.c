@@ -1,39 +1,94 @@
 /* SwiGLU gate h = silu(a)·b, and kern_expf. σ uses the inlined polynomial exp (vecmath.h):
- * libm's expf is a call per element and keeps the loop scalar. */
+ * libm's expf is a call per element and keeps the loop scalar.
+ *
+ * Each loop is written once (an always-inlined body) and compiled twice: plainly (SSE2, 4 lanes
+ * on x86-64) and, where the compiler can target it, for AVX-512 (16 lanes), taken where the CPU
+ * has it. The two run the same operations on each element in the same order (ISO C: no
+ * contraction into fmas), so they give the same bits; the wider copy cuts the σ's cost, which
+ * on one core was ~2.3 ns an element (the MLP's gate is B·T·F elements a layer, forward and
+ * backward). */
 #include "kernels/swiglu.h"
 
 #include <math.h>
 
+#include "kernels/cpu.h"
 #include "kernels/vecmath.h"
+
+/* Clang contracts a·b + c within an expression by default (GCC in ISO C mode does not): contracted,
+ * the AVX-512 copy's bits would differ from the plain copy's. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#define BODY static inline __attribute__((always_inline)) void
 
 float kern_expf(float x) {
     return kern_expf_inl(x);
 }
 
-void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
-                     int64_t n) {
+BODY fwd_body(float *restrict h, const float *restrict a, const float *restrict b, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = a[i] * kern_sigmoid_inl(a[i]) * b[i];
 }
 
-/* silu'(a) = σ(a)·(1 + a·(1 − σ(a))). */
+/* silu'(a) = σ(a)·(1 + a·(1 − σ(a))). dh may be da (the in-place form): each element reads its
+ * dh before writing its da. */
+BODY bwd_body(float *da, float *restrict db, const float *dh, const float *restrict a,
+              const float *restrict b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float s = kern_sigmoid_inl(a[i]), g = dh[i];
+        db[i] = g * a[i] * s;
+        da[i] = g * b[i] * s * (1.0f + a[i] * (1.0f - s));
+    }
+}
+
+static void fwd_plain(float *restrict h, const float *restrict a, const float *restrict b,
+                      int64_t n) {
+    fwd_body(h, a, b, n);
+}
+
+static void bwd_plain(float *da, float *restrict db, const float *dh, const float *restrict a,
+                      const float *restrict b, int64_t n) {
+    bwd_body(da, db, dh, a, b, n);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define WIDE __attribute__((target("avx512f,avx512dq,prefer-vector-width=512")))
+
+static WIDE void fwd_wide(float *restrict h, const float *restrict a, const float *restrict b,
+                          int64_t n) {
+    fwd_body(h, a, b, n);
+}
+
+static WIDE void bwd_wide(float *da, float *restrict db, const float *dh, const float *restrict a,
+                          const float *restrict b, int64_t n) {
+    bwd_body(da, db, dh, a, b, n);
+}
+
+static int wide(void) {
+    return kern_cpu_has(KERN_CPU_AVX512);
+}
+#else
+#define fwd_wide fwd_plain
+#define bwd_wide bwd_plain
+static int wide(void) {
+    return 0;
+}
+#endif
+
+void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
+                     int64_t n) {
+    (wide() ? fwd_wide : fwd_plain)(h, a, b, n);
+}
+
 void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict dh,
                      const float *restrict a, const float *restrict b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float s = kern_sigmoid_inl(a[i]);
-        db[i] = dh[i] * a[i] * s;
-        da[i] = dh[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
-    }
+    (wide() ? bwd_wide : bwd_plain)(da, db, dh, a, b, n);
 }
 
 void kern_swiglu_bwd_inplace(float *restrict dh_da, float *restrict db, const float *restrict a,
                              const float *restrict b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        const float s = kern_sigmoid_inl(a[i]), dh = dh_da[i];
-        db[i] = dh * a[i] * s;
-        dh_da[i] = dh * b[i] * s * (1.0f + a[i] * (1.0f - s));
-    }
+    (wide() ? bwd_wide : bwd_plain)(dh_da, db, dh_da, a, b, n);
 }
-
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double s = 1.0 / (1.0 + exp(-(double)a[i]));

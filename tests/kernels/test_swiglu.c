@@ -1,11 +1,16 @@
 /* kern_expf: relative error vs double exp on a dense sweep of [-87, 88] and its edge cases;
- * SwiGLU fwd/bwd vs the naive twins (libm exp, double), bwd vs finite differences in double. */
+ * SwiGLU fwd/bwd vs the naive twins (libm exp, double), bwd vs finite differences in double, and
+ * bit for bit vs the kernels' formulas evaluated here one element at a time (the kernels take an
+ * AVX-512 copy of their loops where the CPU has it: it must give the plain loop's bits). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "kernels/cpu.h"
 #include "kernels/swiglu.h"
+#include "kernels/vecmath.h"
 #include "ktest.h"
 
 static void expf_checks(void) {
@@ -29,6 +34,37 @@ static void expf_checks(void) {
     check_expect(isnan(kern_expf(NAN)), "kern_expf(NaN) is NaN");
 }
 
+/* The elements of x[n] whose bits differ from y[n]'s (printing the first). */
+static int64_t bits_differ(const char *what, const float *x, const float *y, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&x[i], &y[i], sizeof x[i]) && !bad++)
+            printf("  %s: element %lld is %.9g, the formula gives %.9g\n", what, (long long)i, x[i],
+                   y[i]);
+    return bad;
+}
+
+/* The kernels against their formulas, one element at a time (volatile: no vector copy here). */
+static void bits_checks(const float *a, const float *b, const float *dh, const float *h,
+                        const float *da, const float *db, int64_t n) {
+    float *w = malloc((size_t)(3 * n) * sizeof *w);
+    check_expect(w != NULL, "swiglu bits: out of memory");
+    if (!w) return;
+    for (volatile int64_t i = 0; i < n; i++) {
+        const float s = kern_sigmoid_inl(a[i]);
+        w[i] = a[i] * s * b[i];
+        w[n + i] = dh[i] * a[i] * s;
+        w[2 * n + i] = dh[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
+    }
+    const int64_t bad = bits_differ("fwd h", h, w, n) + bits_differ("bwd db", db, w + n, n) +
+                        bits_differ("bwd da", da, w + 2 * n, n);
+    check_expect(bad == 0,
+                 "swiglu n=%lld (AVX-512 copy %s): %lld values differ in their bits "
+                 "from the formulas'",
+                 (long long)n, kern_cpu_has(KERN_CPU_AVX512) ? "taken" : "absent", (long long)bad);
+    free(w);
+}
+
 static void run(int64_t n) {
     kt_bufs bufs = {0};
     float *a, *b, *dh, *h, *hr, *da, *db, *dar, *dbr;
@@ -49,6 +85,7 @@ static void run(int64_t n) {
     kt_close(what, da, dar, n, 16);
     snprintf(what, sizeof what, "swiglu bwd db vs ref n=%lld", (long long)n);
     kt_close(what, db, dbr, n, 16);
+    bits_checks(a, b, dh, h, da, db, n);
     /* elementwise, so FD of L = Σ dh·silu(a)·b perturbs one element at a time */
     const double e = 1e-6;
     for (int64_t i = 0; i < n; i++) {
@@ -71,5 +108,6 @@ int main(void) {
     run(7);
     run(13);
     run(1031);
+    run(100003);
     return check_finish("test_kern_swiglu");
 }
