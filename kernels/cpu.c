@@ -122,3 +122,14 @@ int kern_cpu_intel(void) {
     return 0;
 }
 #endif
+
+/* Kept here, not per kernel: the tests flip it for all the kernels built twice. */
+static _Atomic int vec_plain;
+
+int kern_cpu_vec_wide(void) {
+    return !atomic_load_explicit(&vec_plain, memory_order_relaxed) && kern_cpu_has(KERN_CPU_AVX512);
+}
+
+void kern_cpu_vec_plain(int on) {
+    atomic_store_explicit(&vec_plain, on != 0, memory_order_relaxed);
+}

@@ -24,6 +24,12 @@ void kern_cpu_model(char *buf, size_t size);
 /* Asks Linux for the AMX tile data state for this process (idempotent; once granted, every thread
  * may use the tiles). Returns 1 if granted, 0 if the CPU lacks AMX-BF16 or the OS refused. */
 int kern_cpu_amx_grant(void);
+/* 1 if the kernels built twice (kernels/vecwide.h: SwiGLU, RoPE, AdamW, kern_sumsq) take
+ * their AVX-512 copy: the CPU has KERN_CPU_AVX512 and kern_cpu_vec_plain has not asked otherwise.
+ */
+int kern_cpu_vec_wide(void);
+/* Tests: on != 0 makes those kernels take their plain copy (to compare the copies bit for bit). */
+void kern_cpu_vec_plain(int on);
 /* 1 if the CPU's vendor is Intel (cpuid's "GenuineIntel"), else 0. */
 int kern_cpu_intel(void);
 #endif

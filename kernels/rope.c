@@ -1,7 +1,11 @@
-/* Rotary embedding ("rotate-half") from precomputed cos/sin tables, and a table-free twin. */
+/* Rotary embedding ("rotate-half") from precomputed cos/sin tables, and a table-free twin. The
+ * rotation is built twice, plainly and for AVX-512, with the same bits (kernels/vecwide.h). */
 #include "kernels/rope.h"
 
 #include <math.h>
+#include <stddef.h>
+
+#include "kernels/vecwide.h"
 
 void kern_rope_table(float *restrict cos_t, float *restrict sin_t, int64_t T, int64_t H) {
     int64_t h2 = H / 2;
@@ -14,8 +18,8 @@ void kern_rope_table(float *restrict cos_t, float *restrict sin_t, int64_t T, in
 }
 
 /* One row's nh heads rotated by the angles of one position: c, s its cos/sin table rows. */
-static void rope_row(float *restrict x, const float *restrict c, const float *restrict s,
-                     int64_t nh, int64_t H, float sg) {
+KERN_BODY rope_row(float *restrict x, const float *restrict c, const float *restrict s, int64_t nh,
+                   int64_t H, float sg) {
     const int64_t h2 = H / 2;
     for (int64_t h = 0; h < nh; h++) {
         float *x1 = x + h * H, *x2 = x1 + h2;
@@ -27,21 +31,32 @@ static void rope_row(float *restrict x, const float *restrict c, const float *re
     }
 }
 
+/* B·T rows; row r at the position pos[r % T], or r % T without pos. */
+KERN_BODY rope_body(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
+                    const int32_t *restrict pos, int64_t B, int64_t T, int64_t nh, int64_t H,
+                    int64_t ld, float sg) {
+    const int64_t h2 = H / 2;
+    for (int64_t r = 0; r < B * T; r++) {
+        const int64_t t = pos ? pos[r % T] : r % T;
+        rope_row(x + r * ld, cos_t + t * h2, sin_t + t * h2, nh, H, sg);
+    }
+}
+
+KERN_TWO_COPIES(rope, 512,
+                (float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
+                 const int32_t *restrict pos, int64_t B, int64_t T, int64_t nh, int64_t H,
+                 int64_t ld, float sg),
+                (x, cos_t, sin_t, pos, B, T, nh, H, ld, sg))
+
 void kern_rope_apply(float *restrict x, const float *restrict cos_t, const float *restrict sin_t,
                      int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld, int inverse) {
-    const int64_t h2 = H / 2;
-    for (int64_t r = 0; r < B * T; r++)
-        rope_row(x + r * ld, cos_t + (r % T) * h2, sin_t + (r % T) * h2, nh, H,
-                 inverse ? -1.0f : 1.0f);
+    KERN_PICK(rope)(x, cos_t, sin_t, NULL, B, T, nh, H, ld, inverse ? -1.0f : 1.0f);
 }
 
 void kern_rope_apply_pos(float *restrict x, const float *restrict cos_t,
                          const float *restrict sin_t, const int32_t *restrict pos, int64_t B,
                          int64_t Tl, int64_t nh, int64_t H, int64_t ld, int inverse) {
-    const int64_t h2 = H / 2;
-    for (int64_t r = 0; r < B * Tl; r++)
-        rope_row(x + r * ld, cos_t + pos[r % Tl] * h2, sin_t + pos[r % Tl] * h2, nh, H,
-                 inverse ? -1.0f : 1.0f);
+    KERN_PICK(rope)(x, cos_t, sin_t, pos, B, Tl, nh, H, ld, inverse ? -1.0f : 1.0f);
 }
 
 void kern_rope_apply_ref(float *x, int64_t B, int64_t T, int64_t nh, int64_t H, int64_t ld,

@@ -11,29 +11,21 @@
 
 #include <math.h>
 
-#include "kernels/cpu.h"
 #include "kernels/vecmath.h"
-
-/* Clang contracts a·b + c within an expression by default (GCC in ISO C mode does not): contracted,
- * the AVX-512 copy's bits would differ from the plain copy's. */
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-
-#define BODY static inline __attribute__((always_inline)) void
+#include "kernels/vecwide.h"
 
 float kern_expf(float x) {
     return kern_expf_inl(x);
 }
 
-BODY fwd_body(float *restrict h, const float *restrict a, const float *restrict b, int64_t n) {
+KERN_BODY fwd_body(float *restrict h, const float *restrict a, const float *restrict b, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = a[i] * kern_sigmoid_inl(a[i]) * b[i];
 }
 
 /* silu'(a) = σ(a)·(1 + a·(1 − σ(a))). dh may be da (the in-place form): each element reads its
  * dh before writing its da. */
-BODY bwd_body(float *da, float *restrict db, const float *dh, const float *restrict a,
-              const float *restrict b, int64_t n) {
+KERN_BODY bwd_body(float *da, float *restrict db, const float *dh, const float *restrict a,
+                   const float *restrict b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float s = kern_sigmoid_inl(a[i]), g = dh[i];
         db[i] = g * a[i] * s;
@@ -41,53 +33,27 @@ BODY bwd_body(float *da, float *restrict db, const float *dh, const float *restr
     }
 }
 
-static void fwd_plain(float *restrict h, const float *restrict a, const float *restrict b,
-                      int64_t n) {
-    fwd_body(h, a, b, n);
-}
-
-static void bwd_plain(float *da, float *restrict db, const float *dh, const float *restrict a,
-                      const float *restrict b, int64_t n) {
-    bwd_body(da, db, dh, a, b, n);
-}
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#define WIDE __attribute__((target("avx512f,avx512dq,prefer-vector-width=512")))
-
-static WIDE void fwd_wide(float *restrict h, const float *restrict a, const float *restrict b,
-                          int64_t n) {
-    fwd_body(h, a, b, n);
-}
-
-static WIDE void bwd_wide(float *da, float *restrict db, const float *dh, const float *restrict a,
-                          const float *restrict b, int64_t n) {
-    bwd_body(da, db, dh, a, b, n);
-}
-
-static int wide(void) {
-    return kern_cpu_has(KERN_CPU_AVX512);
-}
-#else
-#define fwd_wide fwd_plain
-#define bwd_wide bwd_plain
-static int wide(void) {
-    return 0;
-}
-#endif
+KERN_TWO_COPIES(fwd, 512,
+                (float *restrict h, const float *restrict a, const float *restrict b, int64_t n),
+                (h, a, b, n))
+KERN_TWO_COPIES(bwd, 512,
+                (float *da, float *restrict db, const float *dh, const float *restrict a,
+                 const float *restrict b, int64_t n),
+                (da, db, dh, a, b, n))
 
 void kern_swiglu_fwd(float *restrict h, const float *restrict a, const float *restrict b,
                      int64_t n) {
-    (wide() ? fwd_wide : fwd_plain)(h, a, b, n);
+    KERN_PICK(fwd)(h, a, b, n);
 }
 
 void kern_swiglu_bwd(float *restrict da, float *restrict db, const float *restrict dh,
                      const float *restrict a, const float *restrict b, int64_t n) {
-    (wide() ? bwd_wide : bwd_plain)(da, db, dh, a, b, n);
+    KERN_PICK(bwd)(da, db, dh, a, b, n);
 }
 
 void kern_swiglu_bwd_inplace(float *restrict dh_da, float *restrict db, const float *restrict a,
                              const float *restrict b, int64_t n) {
-    (wide() ? bwd_wide : bwd_plain)(dh_da, db, dh_da, a, b, n);
+    KERN_PICK(bwd)(dh_da, db, dh_da, a, b, n);
 }
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {

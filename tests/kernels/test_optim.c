@@ -1,11 +1,13 @@
 /* AdamW vs its double-precision twin over several steps (p, m, v), SGD vs a double formula,
  * sumsq vs a double sum and its determinism (same bits on repeat and for a copy at a different
- * address/alignment), scale and add. */
+ * address/alignment), scale and add; AdamW's and sumsq's AVX-512 copies (taken where the
+ * CPU has them) vs their plain copies, bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu.h"
 #include "kernels/optim.h"
 #include "ktest.h"
 
@@ -75,8 +77,45 @@ static void others(int64_t n) {
     free(x), free(y), free(buf), free(want);
 }
 
+/* The plain copy and the one the CPU picks, on the same inputs: the same bits (AdamW's p, m, v
+ * over 3 steps, sumsq of the result). */
+static void copies(int64_t n) {
+    kt_bufs bufs = {0};
+    float *g, *p[2], *m[2], *v[2];
+    kt_bufs_floats(&bufs, n, &g, &p[0], &p[1], &m[0], &m[1], &v[0], &v[1], NULL);
+    kern_adamw_cfg cfg = {
+        .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    double ss[2];
+    for (int c = 0; c < 2; c++) {
+        kern_cpu_vec_plain(c == 0);
+        kt_fill(p[c], n, 31, -1, 1);
+        memset(m[c], 0, sizeof(float) * (size_t)n);
+        memset(v[c], 0, sizeof(float) * (size_t)n);
+        for (int64_t t = 1; t <= 3; t++) {
+            kt_fill(g, n, 40 + (uint64_t)t, -1, 1);
+            cfg.step = t;
+            kern_adamw(p[c], m[c], v[c], g, n, &cfg);
+        }
+        ss[c] = kern_sumsq(p[c], n);
+    }
+    kern_cpu_vec_plain(0);
+    const char *tag = kern_cpu_vec_wide() ? "AVX-512" : "plain";
+    char what[96];
+    snprintf(what, sizeof what, "adamw p: plain = %s copy n=%lld", tag, (long long)n);
+    kt_equal(what, p[1], p[0], n);
+    snprintf(what, sizeof what, "adamw v: plain = %s copy n=%lld", tag, (long long)n);
+    kt_equal(what, v[1], v[0], n);
+    snprintf(what, sizeof what, "adamw m: plain = %s copy n=%lld", tag, (long long)n);
+    kt_equal(what, m[1], m[0], n);
+    check_expect(memcmp(&ss[0], &ss[1], sizeof ss[0]) == 0, "sumsq n=%lld: plain %a = %s copy %a",
+                 (long long)n, ss[0], tag, ss[1]);
+    kt_bufs_free(&bufs);
+}
+
 int main(void) {
     const int64_t ns[] = {1, 7, 13, 1021};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) adamw(ns[i]), others(ns[i]);
+    const int64_t wide[] = {1, 7, 13, 31, 1021, 100003};
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) copies(wide[i]);
     return check_finish("test_kern_optim");
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/cpu.h"
 #include "kernels/rope.h"
 #include "ktest.h"
 
@@ -83,11 +84,45 @@ static void run(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
     free(x), free(xk), free(xr), free(w), free(ct), free(st), free(xd), free(yd), free(fd);
 }
 
+/* The plain copy and the one the CPU picks, on the same inputs: the same bits, both directions,
+ * by table row (r mod T) and by position list. */
+static void copies(int64_t B, int64_t T, int64_t nh, int64_t H, int64_t pad) {
+    const int64_t ld = nh * H + pad, n = B * T * ld;
+    float *x[2] = {kt_floats(n), kt_floats(n)}, *ct = kt_floats(2 * T * H / 2);
+    float *st = kt_floats(2 * T * H / 2);
+    int32_t *pos = malloc((size_t)T * sizeof *pos);
+    check_expect(pos != NULL, "rope copies: out of memory");
+    if (!pos) return;
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)((t * 7 + 3) % (2 * T));
+    kern_rope_table(ct, st, 2 * T, H);
+    for (int v = 0; v < 4; v++) {
+        for (int c = 0; c < 2; c++) {
+            kern_cpu_vec_plain(c == 0);
+            kt_fill(x[c], n, 21 + (uint64_t)v, -2, 2);
+            if (v < 2)
+                kern_rope_apply(x[c], ct, st, B, T, nh, H, ld, v);
+            else
+                kern_rope_apply_pos(x[c], ct, st, pos, B, T, nh, H, ld, v - 2);
+        }
+        kern_cpu_vec_plain(0);
+        char what[160];
+        snprintf(what, sizeof what, "rope %s%s B=%lld T=%lld nh=%lld H=%lld: plain = %s copy",
+                 v & 1 ? "inverse" : "forward", v < 2 ? "" : " by positions", (long long)B,
+                 (long long)T, (long long)nh, (long long)H,
+                 kern_cpu_vec_wide() ? "AVX-512" : "plain");
+        kt_equal(what, x[1], x[0], n);
+    }
+    free(x[0]), free(x[1]), free(ct), free(st), free(pos);
+}
+
 int main(void) {
     run(2, 7, 3, 6, 5);
     run(1, 1, 1, 2, 0);
     run(3, 5, 2, 2, 3);
     run(1, 13, 1, 10, 1);
     run(1, 9, 2, 64, 0); /* wide angles: pos·θ^(−2i/H) over i < 32 */
+    copies(2, 7, 3, 6, 5);
+    copies(2, 33, 4, 64, 0);
+    copies(3, 17, 2, 42, 3);
     return check_finish("test_kern_rope");
 }
