@@ -142,20 +142,24 @@ static AVX2 void pack_b(float *restrict Bp, const kern_bf16 *B, int64_t ldb, boo
 
 /* ---------------------------------------------------------------- the register tile */
 
-/* Row i of a register tile (the packed tile's and the streaming product's): its two accumulators
- * (named variables, not an array, so that GCC keeps them all in registers), their load from C
- * (when load) and their store to C. Each tile adds its own step to them (T_FMA, S_FMA). */
-#define ACC_DECL(i) __m256 l##i = _mm256_setzero_ps(), h##i = _mm256_setzero_ps();
-#define ACC_LOAD(i)                                                                                \
+/* Row i of a register tile (the packed tile's, the streaming product's and the AVX-512 tile's):
+ * its two accumulators of W bits (named variables, not an array, so that GCC keeps them all in
+ * registers), their load from C (when load) and their store to C: l at C's row, h W/32 columns on.
+ * Each tile adds its own step to them (T_FMA, S_FMA, Z_FMA). */
+#define ROW_DECL(W, i) __m##W l##i = _mm##W##_setzero_ps(), h##i = _mm##W##_setzero_ps();
+#define ROW_LOAD(W, i)                                                                             \
     if (i < mr && load) {                                                                          \
-        l##i = _mm256_loadu_ps(C + i * ldc);                                                       \
-        h##i = _mm256_loadu_ps(C + i * ldc + 8);                                                   \
+        l##i = _mm##W##_loadu_ps(C + i * ldc);                                                     \
+        h##i = _mm##W##_loadu_ps(C + i * ldc + W / 32);                                            \
     }
-#define ACC_STORE(i)                                                                               \
+#define ROW_STORE(W, i)                                                                            \
     if (i < mr) {                                                                                  \
-        _mm256_storeu_ps(C + i * ldc, l##i);                                                       \
-        _mm256_storeu_ps(C + i * ldc + 8, h##i);                                                   \
+        _mm##W##_storeu_ps(C + i * ldc, l##i);                                                     \
+        _mm##W##_storeu_ps(C + i * ldc + W / 32, h##i);                                            \
     }
+#define ACC_DECL(i) ROW_DECL(256, i)
+#define ACC_LOAD(i) ROW_LOAD(256, i)
+#define ACC_STORE(i) ROW_STORE(256, i)
 #define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define T_FMA(i)                                                                                   \
     if (i < mr) {                                                                                  \
@@ -202,22 +206,14 @@ TILES(tile, AVX2)
  * prefill on the avx512 path, gemm_bf16_wide.c, and the avx2 path on such CPUs). */
 #define AVX512T __attribute__((target("avx512f,avx2,fma")))
 #define Z_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define Z_DECL(i) __m512 p##i = _mm512_setzero_ps(), q##i = _mm512_setzero_ps();
-#define Z_LOAD(i)                                                                                  \
-    if (i < mr && load) {                                                                          \
-        p##i = _mm512_loadu_ps(C + i * ldc);                                                       \
-        q##i = _mm512_loadu_ps(C + i * ldc + 16);                                                  \
-    }
-#define Z_STORE(i)                                                                                 \
-    if (i < mr) {                                                                                  \
-        _mm512_storeu_ps(C + i * ldc, p##i);                                                       \
-        _mm512_storeu_ps(C + i * ldc + 16, q##i);                                                  \
-    }
+#define Z_DECL(i) ROW_DECL(512, i)
+#define Z_LOAD(i) ROW_LOAD(512, i)
+#define Z_STORE(i) ROW_STORE(512, i)
 #define Z_FMA(i)                                                                                   \
     if (i < mr) {                                                                                  \
         const __m512 a = _mm512_set1_ps(Ap[k * MR + i]);                                           \
-        p##i = _mm512_fmadd_ps(a, b0, p##i);                                                       \
-        q##i = _mm512_fmadd_ps(a, b1, q##i);                                                       \
+        l##i = _mm512_fmadd_ps(a, b0, l##i);                                                       \
+        h##i = _mm512_fmadd_ps(a, b1, h##i);                                                       \
     }
 /* C[mr, 32] (=, or += when load) Ap-panel · the two Bp panels at Bp and Bp + 16·kc over kc. */
 static AVX512T INL void tile_z(const int mr, float *C, int64_t ldc, const float *restrict Ap,
@@ -326,6 +322,9 @@ static AVX2 INL void stream16(const int mr, float *C, int64_t ldc, const float *
 #undef ACC_DECL
 #undef ACC_LOAD
 #undef ACC_STORE
+#undef ROW_DECL
+#undef ROW_LOAD
+#undef ROW_STORE
 
 /* One group of kg ≤ 8 rows of B against nb columns of C's mr rows. */
 static AVX2 INL void stream_group(const int mr, float *C, int64_t ldc, const float *av,
