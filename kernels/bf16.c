@@ -35,13 +35,19 @@ static void round_plain(float *x, int64_t n) {
 
 #define BF_AVX2 __attribute__((target("avx2")))
 
-static int have_avx2(void) {
-    static int have = -1; /* the CPU does not change while the program runs */
-    if (have < 0) {
+/* What the array forms run here, asked once (the CPU does not change while the program runs): 2
+ * AVX-512 F and BW (with AVX2), 1 AVX2, 0 neither. This file is a leaf library of its own (mesh/
+ * links it), so it asks the compiler's cpu builtins, not kernels/cpu.h. */
+static int simd_level(void) {
+    static int level = -1;
+    if (level < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") ? 1 : 0;
+        const int avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+        level = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                    ? 2
+                    : avx2;
     }
-    return have;
+    return level;
 }
 
 /* kern_bf16_round_bits_inl on 8 lanes. */
@@ -70,15 +76,6 @@ static BF_AVX2 void pack_avx2(kern_bf16 *restrict out, const float *restrict in,
 }
 
 #define BF_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
-static int have_avx512(void) {
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? 1 : 0;
-    }
-    return have;
-}
 
 /* round_bits8 on 16 lanes, the NaN blend a masked or. */
 static BF_AVX512 inline __m512i round_bits16(__m512i u) {
@@ -122,23 +119,23 @@ static BF_AVX2 void round_avx2(float *x, int64_t n) {
 }
 
 void kern_bf16_pack(kern_bf16 *restrict out, const float *restrict in, int64_t n) {
-    if (have_avx512())
+    if (simd_level() == 2)
         pack_avx512(out, in, n);
-    else if (have_avx2())
+    else if (simd_level() == 1)
         pack_avx2(out, in, n);
     else
         pack_plain(out, in, n);
 }
 
 void kern_bf16_unpack(float *restrict out, const kern_bf16 *restrict in, int64_t n) {
-    if (have_avx2())
+    if (simd_level() >= 1)
         unpack_avx2(out, in, n);
     else
         unpack_plain(out, in, n);
 }
 
 void kern_bf16_round_array(float *x, int64_t n) {
-    if (have_avx2())
+    if (simd_level() >= 1)
         round_avx2(x, n);
     else
         round_plain(x, n);

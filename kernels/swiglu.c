@@ -55,6 +55,7 @@ void kern_swiglu_bwd_inplace(float *restrict dh_da, float *restrict db, const fl
                              const float *restrict b, int64_t n) {
     KERN_PICK(bwd)(dh_da, db, dh_da, a, b, n);
 }
+
 void kern_swiglu_fwd_ref(float *h, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double s = 1.0 / (1.0 + exp(-(double)a[i]));
