@@ -218,6 +218,18 @@ mesh_progress mesh_get_progress(const mesh *m);
  * progress thread, scheduled on its own when a message arrives, moves the calls on while the
  * caller waits for a core, where inline they would move only when the caller runs. */
 mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share);
+/* Not collective. How long this process's waits inside mesh/ poll a late peer before they start
+ * to nap (mesh/nap.h), every thread's: 50 µs at first (NAP_SPIN), which costs the fast path
+ * nothing and gives a shared core away soon. Set before the waits it should govern. */
+void mesh_set_spin(double seconds);
+/* Collective over: world. The spin for a caller that computes on compute_threads threads:
+ * NAP_SPIN_OWN_CORE (20 ms) when the mesh's ranks on this host, each with its compute threads,
+ * fit on the host's cores and this rank had a whole core while every rank computed at once
+ * (core_share >= 0.9, as mesh_progress_auto: 1 when not measured); NAP_SPIN otherwise, and
+ * whenever a link is emulated (its waits sleep until a delivery). */
+double mesh_spin_auto(const mesh *m, int compute_threads, double core_share);
+/* Not collective. The spin mesh_set_spin set (NAP_SPIN at first). */
+double mesh_get_spin(void);
 /* Not collective. In the inline mode, moves the non-blocking calls in flight on as far as they go
  * without waiting (a few µs when nothing arrived); otherwise nothing. */
 void mesh_poll(mesh *m);
@@ -287,8 +299,9 @@ typedef struct {
     int64_t idle_polls; /* the engine's rounds for this call that found no message ready to
                            move on, on the thread that ran it; each polls MPI, then naps (up to
                            the next emulated delivery, or a growing interval: progress.h,
-                           nap.h), or is the first 50 µs of an idle stretch of a blocking call
-                           on real links, which polls without sleeping (counted once), or waits
+                           nap.h), or is the spin at the start of an idle stretch of a blocking
+                           call on real links (mesh_set_spin: 50 µs unless each rank has a core
+                           of its own), which polls without sleeping (counted once), or waits
                            inside MPI (the SMPI build, once). A wait that polled without napping
                            would count about one per µs; load makes naps overshoot, so it
                            lowers the count, never raises it. 0 for MPI's built-ins and

@@ -211,6 +211,15 @@ mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core
                                                                            : MESH_PROGRESS_THREAD;
 }
 
+double mesh_spin_auto(const mesh *m, int compute_threads, double core_share) {
+    const int host = mesh_host_ranks(m); /* collective: first, on every rank */
+    for (int a = 0; a < mesh_ndims(m); a++)
+        if (links_emulated(mesh_part_links((mesh *)m), a)) return NAP_SPIN;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return (long)host * compute_threads <= cores && core_share >= 0.9 ? NAP_SPIN_OWN_CORE
+                                                                      : NAP_SPIN;
+}
+
 void mesh_poll(mesh *m) {
 #ifndef MESHTRAIN_SMPI /* simulated compute polls by itself (mesh_sim_compute) */
     mesh_async *q = mesh_part_queue(m)->q;

@@ -8,6 +8,19 @@
 #include "mesh/links.h"
 
 static atomic_llong g_naps; /* this process's naps, every thread */
+static _Atomic double g_spin = NAP_SPIN; /* mesh_set_spin */
+
+double nap_spin(void) {
+    return atomic_load_explicit(&g_spin, memory_order_relaxed);
+}
+
+double mesh_get_spin(void) {
+    return nap_spin();
+}
+
+void mesh_set_spin(double seconds) {
+    atomic_store_explicit(&g_spin, seconds > 0 ? seconds : 0, memory_order_relaxed);
+}
 
 int64_t mesh_naps(void) {
     return atomic_load_explicit(&g_naps, memory_order_relaxed);
@@ -38,9 +51,10 @@ int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake) {
     double now = mesh_now();
     if (s->idle0 == 0) { /* a new idle stretch: poll without sleeping for a moment */
         s->idle0 = now;
+        const double spin = nap_spin();
         for (;;) { /* yielding between polls: a peer sharing this core gets to run */
             MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
-            if (outc != 0 || (now = mesh_now()) - s->idle0 >= NAP_SPIN || (wake > 0 && now >= wake))
+            if (outc != 0 || (now = mesh_now()) - s->idle0 >= spin || (wake > 0 && now >= wake))
                 break;
             sched_yield();
         }
@@ -76,12 +90,13 @@ int nap_waitany(int n, MPI_Request *rq) {
     MPI_Waitany(n, rq, &i, MPI_STATUS_IGNORE);
 #else
     nap_state s = {0, 0};
+    const double spin = nap_spin();
     for (int flag = 0;;) {
         MPI_Testany(n, rq, &i, &flag, MPI_STATUS_IGNORE);
         if (flag) return i; /* MPI_UNDEFINED when none was in flight */
         const double now = mesh_now();
         if (s.idle0 == 0) s.idle0 = now;
-        if (now - s.idle0 < NAP_SPIN)
+        if (now - s.idle0 < spin)
             sched_yield();
         else
             nap_until(now + nap_next(&s, NAP_FIRST, nap_waited_cap(now - s.idle0)));

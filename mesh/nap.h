@@ -3,7 +3,8 @@
  * waits of mesh/ on real cores poll MPI and nap between polls instead, on the schedule below, and
  * count their naps (mesh_naps). The SMPI build's waits block in MPI, in simulated time.
  *
- * The schedule of one idle stretch (polls that find nothing): first NAP_SPIN of polling without
+ * The schedule of one idle stretch (polls that find nothing): first nap_spin() (NAP_SPIN unless
+ * mesh_set_spin said otherwise) of polling without
  * sleeping (a message from a peer that is already there arrives within a few µs: the fast path
  * stays as fast), yielding the core between polls (sched_yield: a peer that shares the core, on
  * an oversubscribed or loaded machine, runs meanwhile; alone, it returns at once), then naps
@@ -11,12 +12,17 @@
  * NAP_SHARE of the time idle so far, at most NAP_MAX. A nap costs ~20 µs of CPU on a virtual
  * machine (the timer and the wake-up), so a wait on a stopped peer costs about 2% of a core, and
  * a late message is noticed at most 2% of the wait (or 50 µs) after it arrives.
+ * Where every rank of the host has a core of its own (mesh_spin_auto), the spin is
+ * NAP_SPIN_OWN_CORE: a nap there frees a core no one needs and costs a wake-up (the timer's 50 µs
+ * slack, and on a virtual machine a halted vCPU that the host may have given away) on each wait,
+ * dozens a step under tensor parallelism; MPI's and NCCL's own waits spin for that reason.
  * Private to mesh/. Depends on MPI and the clock only (no mesh): tested alone. */
 #ifndef MT_MESH_NAP_H
 #define MT_MESH_NAP_H
 #include "mesh/mesh_mpi.h"
 
 #define NAP_SPIN 50e-6   /* polling (and yielding) at the start of an idle stretch */
+#define NAP_SPIN_OWN_CORE 20e-3 /* the same where each rank has a core of its own */
 #define NAP_FIRST 2e-6   /* the first nap */
 #define NAP_WAITED 50e-6 /* the longest nap for the first 2.5 ms of waiting */
 #define NAP_SHARE 0.02   /* then up to this share of the time idle */
@@ -37,6 +43,8 @@ double nap_next(nap_state *s, double first, double cap);
 /* The longest nap of a waiting caller after `idle` seconds of finding nothing (the schedule
  * above: NAP_WAITED, or NAP_SHARE of idle, at most NAP_MAX). */
 double nap_waited_cap(double idle);
+/* The polling at the start of an idle stretch, in seconds (mesh_set_spin; NAP_SPIN at first). */
+double nap_spin(void);
 /* Sleeps until mesh_now() >= t, counted in mesh_naps. */
 void nap_until(double t);
 /* Counts a nap taken otherwise (the progress thread's, on a condition variable). */
@@ -44,7 +52,7 @@ void nap_count(void);
 
 /* One wait of the caller's thread over rq[0..n) on real cores. Returns MPI_Testsome's outc (idx
  * as its indices): > 0 when some completed, MPI_UNDEFINED when none is in flight, 0 after one
- * step of the schedule found nothing: at the start of an idle stretch, polls for NAP_SPIN; after
+ * step of the schedule found nothing: at the start of an idle stretch, polls for nap_spin(); after
  * that, one nap, never past `wake` (mesh_now() time, 0: none), such as an emulated delivery. */
 int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake);
 /* MPI_Waitsome on the schedule: blocks until some of rq[0..n) complete; returns how many (their

@@ -15,7 +15,8 @@
  *              computes (at most ~2% of a core, no wake-up stealing the compute's core), and on
  *              the schedule of nap.h while a caller waits for it in mesh_wait, whose start cuts
  *              a nap short
- *   caller     a blocking call on real links: nap.h's schedule (50 µs of polling, then naps)
+ *   caller     a blocking call on real links: nap.h's schedule (50 µs of polling, or
+ *              mesh_set_spin's, then naps)
  * Private to mesh/. Depends on nap.h and on the queue (async_impl.h) for the thread's naps and
  * the coroutine. */
 #ifndef MT_MESH_PROGRESS_H

@@ -10,6 +10,12 @@
  * A wait that spins never naps, so rank 1 would never go: after GIVE_UP seconds the helper lets
  * it go anyway and the case fails ("spins"). A loaded machine only delays the naps. The other
  * ranks (3 ranks: rank 2) take part at once. Every case also checks its result.
+ *
+ * The spin (mesh_set_spin): with a spin of SPIN_LONG, a peer SPIN_LATE late is waited for without
+ * a nap (the window is 100 times the delay: load cannot close it); with a spin of SPIN_SHORT, the
+ * wait naps after it (the helper above). mesh_spin_auto's choice: 20 ms where the host's ranks
+ * fit on its cores and had them (core share 1), 50 µs with a share of 0.5 or with a core's worth
+ * of compute threads per rank.
  * Usage: mpirun -np N test_nap --mesh N (N = 2 or 3) */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <pthread.h>
@@ -17,11 +23,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mesh/bcast.h"
 #include "mesh/coll.h"
 #include "mesh/link.h"
 #include "mesh/mesh_mpi.h"
+#include "mesh/nap.h"
 #include "mesh_args.h"
 
 #define NAPS 3       /* naps of rank 0 before rank 1 may go */
@@ -157,6 +165,42 @@ static void bcast(mesh *m, float *b) {
     }
 }
 
+#define SPIN_LONG 5.0
+#define SPIN_LATE 0.05
+#define SPIN_SHORT 0.2
+/* Rank 1 comes SPIN_LATE late to a blocking AllReduce that rank 0 waits in, spinning: no nap. */
+static void spin_case(mesh *m, float *b) {
+    MPI_Barrier(mesh_world_comm(m)->mpi);
+    const int64_t naps0 = mesh_naps();
+    if (mesh_world_rank() == 1) {
+        struct timespec ts = {0, (long)(SPIN_LATE * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    blocking(m, b);
+    const long long naps = (long long)(mesh_naps() - naps0);
+    if (mesh_world_rank() == 0 && naps != 0) {
+        fprintf(stderr, "FAIL spin %g s: a peer %g s late cost %lld naps, want 0\n", SPIN_LONG,
+                SPIN_LATE, naps);
+        failures++;
+    } else if (mesh_world_rank() == 0) {
+        mesh_log("%-58s naps 0\n", "spin 5 s: a peer 50 ms late");
+    }
+}
+
+/* mesh_spin_auto's table on this host (collective: every rank). */
+static void spin_auto(mesh *m) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int host = mesh_host_ranks(m);
+    const double own = mesh_spin_auto(m, 1, 1.0), shared = mesh_spin_auto(m, 1, 0.5),
+                 threads = mesh_spin_auto(m, (int)cores, 1.0);
+    const double want = host <= cores ? NAP_SPIN_OWN_CORE : NAP_SPIN;
+    if (own != want || shared != NAP_SPIN || threads != NAP_SPIN) {
+        fprintf(stderr, "FAIL mesh_spin_auto on %d ranks of %ld cores: %g %g %g s, want %g %g %g\n",
+                host, cores, own, shared, threads, want, NAP_SPIN, NAP_SPIN);
+        failures++;
+    }
+}
+
 int main(int argc, char **argv) {
     mesh_mpi_init(&argc, &argv);
     mesh *m = test_mesh(argc, argv);
@@ -174,6 +218,12 @@ int main(int argc, char **argv) {
     run_case(m, "mesh_wait, inline", nonblocking, buf);
     run_case(m, "blocking beside the inline coroutine", beside_coroutine, buf);
     mesh_set_progress(m, MESH_PROGRESS_THREAD);
+    mesh_set_spin(SPIN_LONG);
+    spin_case(m, buf);
+    mesh_set_spin(SPIN_SHORT);
+    run_case(m, "spin 0.2 s, then naps", blocking, buf);
+    mesh_set_spin(NAP_SPIN);
+    spin_auto(m);
     mesh_link_set(m, 0, 1e9, 1e-4);
     run_case(m, "blocking all_reduce, emulated links", blocking, buf);
     MPI_Comm_free(&go_comm);

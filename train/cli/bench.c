@@ -394,16 +394,16 @@ int bench_run(const config *c, mesh *m, trainer *t, const run_peak *pk) {
     const int nranks = mesh_nranks(m);
     char spec[96];
     mesh_log("bench: L=%lld D=%lld N=%lld K=%lld H=%lld F=%lld V=%lld T=%lld B=%lld (micro %lld) "
-             "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (--progress %s, core share %.2f) | "
+             "| %d rank%s (mesh %s), %d BLAS thread%s per rank, progress %s (--progress %s, core "
+             "share %.2f), waits spin %.3g ms | "
              "%.3g threads per CPU on the most shared host | %d warm-up + %lld timed steps\n",
              (long long)s->L, (long long)s->D, (long long)s->N, (long long)s->K, (long long)s->H,
              (long long)s->F, (long long)s->V, (long long)s->T, (long long)c->batch,
              (long long)c->micro_batch, nranks, nranks > 1 ? "s" : "",
-             mesh_spec_str(m, spec, sizeof spec), c->threads,
-             c->threads > 1 ? "s" : "",
+             mesh_spec_str(m, spec, sizeof spec), c->threads, c->threads > 1 ? "s" : "",
              mesh_get_progress(m) == MESH_PROGRESS_INLINE ? "inline" : "thread",
-             config_progress_name(c->progress), trainer_core_share(t), report_share(trainer_report(t))->per_cpu, BENCH_WARMUP_STEPS,
-             (long long)c->steps);
+             config_progress_name(c->progress), trainer_core_share(t), mesh_get_spin() * 1e3,
+             report_share(trainer_report(t))->per_cpu, BENCH_WARMUP_STEPS, (long long)c->steps);
     if (!c->quiet) trainer_print_layout(t, stdout); /* the plan the timed steps run */
     run_print_hosts(c, m, t);
     if (c->quiet && mesh_world_rank() == 0) precision_print(trainer_precision(t), stdout);

@@ -353,6 +353,8 @@ static trainer *create(const config *c0, mesh *m, int serial, char *err, size_t 
            : c->progress == CONFIG_PROGRESS_INLINE
                ? MESH_PROGRESS_INLINE
                : mesh_progress_auto(m, c->threads, c->threads <= 1 ? t->core_share : 1.0));
+    /* a rank with a core of its own waits for a late peer without napping (mesh/nap.h) */
+    mesh_set_spin(mesh_spin_auto(m, c->threads, c->threads <= 1 ? t->core_share : 1.0));
     t->wire = c->comm_dtype;
     if (mesh_agree(mesh_world_comm(m), measure_compute(t)) < 0) {
         return fail(t, err, errlen,
