@@ -246,7 +246,7 @@ for np in $RUN_RANKS; do
         if [ "$EMULATE" = none ]; then # one sequence of 8 per rank for the probe
           # shellcheck disable=SC2086
           b=$(probe "$np" data-tokens-per-rank "x=$np" ${model/--seq-len $T/--seq-len 8} --batch "$np" $extra) || continue
-          pts=$(noemu_points "$b" 1)
+          pts=$(noemu_points "$b" 2) # at least 2 tokens per rank: --seq-len is at least 2
           td=$((${pts%% *} < 8 ? ${pts%% *} : 8)) model=${model/--seq-len $T/--seq-len $td}
         fi
         for tpr in $pts; do
