@@ -157,8 +157,7 @@ const flag_def config_flag_table[] = {
     {"cp-alg", K_STR, F_(cp_alg), 0, 0, 0, "allgather|ring|ulysses",
      "--cp's attention: gather K and V over the axis (allgather), pass K and V blocks round "
      "it (ring; balanced by the zigzag split when 2|axis| divides T), or AllToAll from sequence to "
-     "head shards (ulysses, "
-     "heads divisible by |axis|)"},
+     "head shards (ulysses, heads divisible by |axis|)"},
     {"overlap", K_SWITCH, F_(overlap), 0, 0, 0, NULL,
      "start gradient reductions, FSDP gathers and the expert axis's AllToAlls (behind the shared "
      "experts and the router's backward) asynchronously"},
