@@ -7,7 +7,9 @@
 #  - 2 ranks on 1 CPU: the start-up says 2 threads per CPU and that pred includes it; every step
 #    line shows the dedicated column, every pred_ms exceeds its pred_dedicated_ms; the --bench
 #    summary's predicted step is the dedicated one plus (share − 1) × the predicted compute (DP
-#    without --overlap: every collective blocks, so the replay adds the compute's growth whole).
+#    without --overlap: every collective blocks, so the replay adds the compute's growth whole);
+#  - the "waits:" line: on 1 CPU the waits nap after 0.05 ms; on 2 CPUs they poll 20 ms where
+#    rank 0's core share at start-up was at least 0.9, else 0.05 (mesh_spin_auto).
 # Nothing is timed: the checks are of what the run predicted from its own events.
 # usage: shared_host.sh MPIEXEC MESHTRAIN TEXT_FILE WORK_DIR
 set -u
@@ -51,12 +53,27 @@ placed() {
   all3 "$5" "$(rows "$WORK/$1.jsonl" "$6")" "$WORK/$1.jsonl"
 }
 
+# waits WHAT LOG ONE_CPU: the "waits:" line's spin agrees with its core share (ONE_CPU: 0.05 ms)
+waits() {
+  local l ms share
+  l=$(grep '^waits: ' "$2")
+  read -r ms share <<<"$(sed -n 's/.*polls a late peer \([0-9.e-]*\) ms .*core share at start-up \([0-9.]*\);.*/\1 \2/p' <<<"$l")"
+  if [ -n "${ms:-}" ] && awk -v m="$ms" -v s="$share" -v one="$3" \
+       'BEGIN { want = (one == 0 && s >= 0.9) ? 20 : 0.05; exit !(m == want) }'; then
+    echo "ok   $1: waits poll $ms ms (core share $share)"
+  else
+    fail "$1: the 'waits:' line (want 20 ms at a core share >= 0.9 on 2 CPUs, else 0.05):"
+    echo "${l:-none}"
+  fi
+}
+
 if [ "${#cpus[@]}" -ge 2 ]; then
   placed own "${cpus[0]},${cpus[1]}" "2 ranks on 2 CPUs: the start-up says no CPU is shared" \
     '2 ranks x 1 BLAS thread on 2 CPUs: 1 thread per CPU \(no CPU shared' \
     "2 ranks on 2 CPUs: pred_ms = pred_dedicated_ms" '$1 == $2 && $1 > 0'
   grep -q '^step .*| dedicated' "$WORK/own.log" &&
     fail "2 ranks on 2 CPUs: a step line with a dedicated column"
+  waits "2 ranks on 2 CPUs" "$WORK/own.log" 0
 else
   echo "ok   (one CPU only: no run on a CPU per rank)"
 fi
@@ -67,6 +84,7 @@ placed one "${cpus[0]}" "2 ranks on 1 CPU: the start-up says 2 threads per CPU, 
 n=$(grep -cE '^step .*\| pred [0-9]+ ms .*\| book [0-9]+ ms \| dedicated [0-9]+ ms \([0-9.]+x\)' \
     "$WORK/one.log")
 all3 "2 ranks on 1 CPU: step lines with pred, book and dedicated" "$n" "$WORK/one.log"
+waits "2 ranks on 1 CPU" "$WORK/one.log" 1
 grep -q '^  shared host: 2 ranks x 1 BLAS thread on 1 CPU' "$WORK/one.log" &&
   grep -q '^  on a CPU per rank (pred_dedicated) the steps were predicted' "$WORK/one.log" &&
   echo "ok   2 ranks on 1 CPU: the summary says so" || fail "2 ranks on 1 CPU: no summary lines"

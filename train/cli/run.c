@@ -256,6 +256,10 @@ static void print_header(const run_ctx *r, double rank_flops) {
                      ? "inline, by each rank's own thread"
                      : "by a progress thread",
                  config_progress_name(c->progress));
+    if (mesh_nranks(r->m) > 1) /* mesh_spin_auto's choice for rank 0 (trainer.c) */
+        mesh_log("waits: a rank polls a late peer %.3g ms before it naps (rank 0's core share at "
+                 "start-up %.2f; 20 ms where each rank of the host has a core of its own)\n",
+                 mesh_get_spin() * 1e3, trainer_core_share(r->t));
 }
 
 tokens *run_open_data(const config *c, mesh *m) {
