@@ -202,22 +202,23 @@ mesh_progress mesh_get_progress(const mesh *m) {
                                                                        : MESH_PROGRESS_INLINE;
 }
 
-mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share) {
-    const int host = mesh_host_ranks(m); /* collective: first, on every rank */
+/* Collective over: world (mesh_host_ranks, first on every rank). How many threads this host's
+ * ranks run, `threads` each, against its cores: > 0 when they fit, 0 when they do not; -1 when a
+ * link is emulated (its waits sleep until a delivery, on the progress thread). */
+static int host_fits(const mesh *m, int threads) {
+    const int host = mesh_host_ranks(m);
     for (int a = 0; a < mesh_ndims(m); a++)
-        if (links_emulated(mesh_part_links((mesh *)m), a)) return MESH_PROGRESS_THREAD;
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (long)host * (1 + compute_threads) > cores && core_share >= 0.9 ? MESH_PROGRESS_INLINE
-                                                                           : MESH_PROGRESS_THREAD;
+        if (links_emulated(mesh_part_links((mesh *)m), a)) return -1;
+    return (long)host * threads <= sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+mesh_progress mesh_progress_auto(const mesh *m, int compute_threads, double core_share) {
+    return host_fits(m, 1 + compute_threads) == 0 && core_share >= 0.9 ? MESH_PROGRESS_INLINE
+                                                                       : MESH_PROGRESS_THREAD;
 }
 
 double mesh_spin_auto(const mesh *m, int compute_threads, double core_share) {
-    const int host = mesh_host_ranks(m); /* collective: first, on every rank */
-    for (int a = 0; a < mesh_ndims(m); a++)
-        if (links_emulated(mesh_part_links((mesh *)m), a)) return NAP_SPIN;
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (long)host * compute_threads <= cores && core_share >= 0.9 ? NAP_SPIN_OWN_CORE
-                                                                      : NAP_SPIN;
+    return host_fits(m, compute_threads) > 0 && core_share >= 0.9 ? NAP_SPIN_OWN_CORE : NAP_SPIN;
 }
 
 void mesh_poll(mesh *m) {

@@ -4,14 +4,13 @@
  * count their naps (mesh_naps). The SMPI build's waits block in MPI, in simulated time.
  *
  * The schedule of one idle stretch (polls that find nothing): first nap_spin() (NAP_SPIN unless
- * mesh_set_spin said otherwise) of polling without
- * sleeping (a message from a peer that is already there arrives within a few µs: the fast path
- * stays as fast), yielding the core between polls (sched_yield: a peer that shares the core, on
- * an oversubscribed or loaded machine, runs meanwhile; alone, it returns at once), then naps
- * doubling from NAP_FIRST up to the larger of NAP_WAITED and
- * NAP_SHARE of the time idle so far, at most NAP_MAX. A nap costs ~20 µs of CPU on a virtual
- * machine (the timer and the wake-up), so a wait on a stopped peer costs about 2% of a core, and
- * a late message is noticed at most 2% of the wait (or 50 µs) after it arrives.
+ * mesh_set_spin said otherwise) of polling without sleeping (a message from a peer that is
+ * already there arrives within a few µs: the fast path stays as fast), yielding the core between
+ * polls (sched_yield: a peer that shares the core, on an oversubscribed or loaded machine, runs
+ * meanwhile; alone, it returns at once), then naps doubling from NAP_FIRST up to the larger of
+ * NAP_WAITED and NAP_SHARE of the time idle so far, at most NAP_MAX. A nap costs ~20 µs of CPU on
+ * a virtual machine (the timer and the wake-up), so a wait on a stopped peer costs about 2% of a
+ * core, and a late message is noticed at most 2% of the wait (or 50 µs) after it arrives.
  * Where every rank of the host has a core of its own (mesh_spin_auto), the spin is
  * NAP_SPIN_OWN_CORE: a nap there frees a core no one needs and costs a wake-up (the timer's 50 µs
  * slack, and on a virtual machine a halted vCPU that the host may have given away) on each wait,
