@@ -187,11 +187,13 @@ if [ "${BATCH1_ONLY:-0}" = 1 ]; then
     echo
     echo "| round | server TPOT p50 (ms) | generate's step, median of the runs' medians (ms) | ratio |"
     echo "|---|---|---|---|"
+    rs="" # each round's ratio, one a line
     for r in $(seq "$ROUNDS"); do
       t=$(tv "batch1_$r" 'TPOT p50' 2) g=$(median <"$OUT/gen_$r.ms")
       awk -v r="$r" -v t="$t" -v g="$g" 'BEGIN {printf "| %s | %.2f | %.2f | %.2fx |\n", r, t, g, t / g}'
+      rs+="$(awk -v t="$t" -v g="$g" 'BEGIN {print t / g}')"$'\n'
     done
-    rs=$(for r in $(seq "$ROUNDS"); do awk -v t="$(tv "batch1_$r" 'TPOT p50' 2)" -v g="$(median <"$OUT/gen_$r.ms")" 'BEGIN {print t / g}'; done)
+    rs=${rs%$'\n'}
     m=$(median <<<"$rs")
     awk -v m="$m" -v lo="$(minimum <<<"$rs")" -v hi="$(sort -g <<<"$rs" | tail -1)" 'BEGIN {
       printf "\nmedian %.2fx (%.2f-%.2f): target 0.90-1.10x (within 10%%): %s\n", m, lo, hi,

@@ -10,12 +10,8 @@
 static atomic_llong g_naps; /* this process's naps, every thread */
 static _Atomic double g_spin = NAP_SPIN; /* mesh_set_spin */
 
-double nap_spin(void) {
-    return atomic_load_explicit(&g_spin, memory_order_relaxed);
-}
-
 double mesh_get_spin(void) {
-    return nap_spin();
+    return atomic_load_explicit(&g_spin, memory_order_relaxed);
 }
 
 void mesh_set_spin(double seconds) {
@@ -51,7 +47,7 @@ int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake) {
     double now = mesh_now();
     if (s->idle0 == 0) { /* a new idle stretch: poll without sleeping for a moment */
         s->idle0 = now;
-        const double spin = nap_spin();
+        const double spin = mesh_get_spin();
         for (;;) { /* yielding between polls: a peer sharing this core gets to run */
             MPI_Testsome(n, rq, &outc, idx, MPI_STATUSES_IGNORE);
             if (outc != 0 || (now = mesh_now()) - s->idle0 >= spin || (wake > 0 && now >= wake))
@@ -90,7 +86,7 @@ int nap_waitany(int n, MPI_Request *rq) {
     MPI_Waitany(n, rq, &i, MPI_STATUS_IGNORE);
 #else
     nap_state s = {0, 0};
-    const double spin = nap_spin();
+    const double spin = mesh_get_spin();
     for (int flag = 0;;) {
         MPI_Testany(n, rq, &i, &flag, MPI_STATUS_IGNORE);
         if (flag) return i; /* MPI_UNDEFINED when none was in flight */

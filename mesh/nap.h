@@ -3,8 +3,8 @@
  * waits of mesh/ on real cores poll MPI and nap between polls instead, on the schedule below, and
  * count their naps (mesh_naps). The SMPI build's waits block in MPI, in simulated time.
  *
- * The schedule of one idle stretch (polls that find nothing): first nap_spin() (NAP_SPIN unless
- * mesh_set_spin said otherwise) of polling without sleeping (a message from a peer that is
+ * The schedule of one idle stretch (polls that find nothing): first mesh_get_spin() (NAP_SPIN
+ * unless mesh_set_spin said otherwise) of polling without sleeping (a message from a peer that is
  * already there arrives within a few µs: the fast path stays as fast), yielding the core between
  * polls (sched_yield: a peer that shares the core, on an oversubscribed or loaded machine, runs
  * meanwhile; alone, it returns at once), then naps doubling from NAP_FIRST up to the larger of
@@ -42,8 +42,6 @@ double nap_next(nap_state *s, double first, double cap);
 /* The longest nap of a waiting caller after `idle` seconds of finding nothing (the schedule
  * above: NAP_WAITED, or NAP_SHARE of idle, at most NAP_MAX). */
 double nap_waited_cap(double idle);
-/* The polling at the start of an idle stretch, in seconds (mesh_set_spin; NAP_SPIN at first). */
-double nap_spin(void);
 /* Sleeps until mesh_now() >= t, counted in mesh_naps. */
 void nap_until(double t);
 /* Counts a nap taken otherwise (the progress thread's, on a condition variable). */
@@ -51,8 +49,9 @@ void nap_count(void);
 
 /* One wait of the caller's thread over rq[0..n) on real cores. Returns MPI_Testsome's outc (idx
  * as its indices): > 0 when some completed, MPI_UNDEFINED when none is in flight, 0 after one
- * step of the schedule found nothing: at the start of an idle stretch, polls for nap_spin(); after
- * that, one nap, never past `wake` (mesh_now() time, 0: none), such as an emulated delivery. */
+ * step of the schedule found nothing: at the start of an idle stretch, polls for
+ * mesh_get_spin(); after that, one nap, never past `wake` (mesh_now() time, 0: none), such as an
+ * emulated delivery. */
 int nap_waitsome(nap_state *s, int n, MPI_Request *rq, int *idx, double wake);
 /* MPI_Waitsome on the schedule: blocks until some of rq[0..n) complete; returns how many (their
  * indices in idx), or MPI_UNDEFINED when none is in flight. The SMPI build: MPI_Waitsome. */
